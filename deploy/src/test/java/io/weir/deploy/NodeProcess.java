@@ -1,0 +1,251 @@
+package io.weir.deploy;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.persistence.testing.TestPostgres;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A real Weir node: {@code java -jar node/target/weir-node.jar node} in a process of its own, with
+ * its output in {@code deploy/target/e2e-logs/<name>.log}. {@link #kill()} sends SIGKILL; {@link
+ * #close()} makes sure the process is gone whatever happened in the test.
+ */
+public final class NodeProcess implements AutoCloseable {
+  public static final String ADMIN_TOKEN = "e2e-admin-token-0123456789";
+  private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final List<NodeProcess> LIVE = new ArrayList<>();
+
+  static {
+    // Last resort: no node outlives the test JVM, even when a test is aborted.
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      synchronized (LIVE) {
+        LIVE.forEach(n -> n.process.destroyForcibly());
+      }
+    }));
+  }
+
+  private final String name;
+  private final Process process;
+  private final int httpPort;
+  private final int clusterPort;
+  private final Path log;
+
+  private NodeProcess(String name, Process process, int httpPort, int clusterPort, Path log) {
+    this.name = name;
+    this.process = process;
+    this.httpPort = httpPort;
+    this.clusterPort = clusterPort;
+    this.log = log;
+  }
+
+  /** Options for one node. */
+  public static final class Spec {
+    final String name;
+    final Map<String, String> env = new HashMap<>();
+    final List<String> jvmProps = new ArrayList<>();
+    int httpPort = freePort();
+    int clusterPort = freePort();
+
+    public Spec(String name) {
+      this.name = name;
+    }
+
+    public Spec env(String key, String value) {
+      env.put(key, value);
+      return this;
+    }
+
+    public Spec without(String key) {
+      env.put(key, null);
+      return this;
+    }
+
+    public Spec prop(String key, String value) {
+      jvmProps.add("-D" + key + "=" + value);
+      return this;
+    }
+
+    public Spec clusterPort(int port) {
+      clusterPort = port;
+      return this;
+    }
+
+    public Spec database(TestPostgres.TestDatabase db) {
+      return env("WEIR_PG_URL", db.url()).env("WEIR_PG_USER", db.server().user()).env("WEIR_PG_PASSWORD", db.server().password());
+    }
+
+    public int clusterPort() {
+      return clusterPort;
+    }
+  }
+
+  public static Path nodeJar() {
+    Path jar = TestPostgres.repoRoot().resolve("node/target/weir-node.jar");
+    if (!Files.isRegularFile(jar)) {
+      throw new IllegalStateException("node/target/weir-node.jar is missing: build with mvn package first");
+    }
+    return jar;
+  }
+
+  public static NodeProcess start(Spec spec) {
+    try {
+      Path logs = TestPostgres.repoRoot().resolve("deploy/target/e2e-logs");
+      Files.createDirectories(logs);
+      Path log = logs.resolve(spec.name + ".log");
+      List<String> cmd = new ArrayList<>();
+      cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+      cmd.add("-Xmx256m");
+      cmd.add("-XX:+UseSerialGC");
+      cmd.addAll(spec.jvmProps);
+      cmd.add("-jar");
+      cmd.add(nodeJar().toString());
+      cmd.add("node");
+      ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
+      Map<String, String> env = pb.environment();
+      env.keySet().removeIf(k -> k.startsWith("WEIR_"));
+      env.put("WEIR_ADMIN_TOKEN", ADMIN_TOKEN);
+      env.put("WEIR_HTTP_PORT", Integer.toString(spec.httpPort));
+      env.put("WEIR_CLUSTER_PORT", Integer.toString(spec.clusterPort));
+      spec.env.forEach((k, v) -> {
+        if (v == null) {
+          env.remove(k);
+        } else {
+          env.put(k, v);
+        }
+      });
+      NodeProcess node = new NodeProcess(spec.name, pb.start(), spec.httpPort, spec.clusterPort, log);
+      synchronized (LIVE) {
+        LIVE.add(node);
+      }
+      return node;
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  public static int freePort() {
+    try (ServerSocket s = new ServerSocket(0)) {
+      s.setReuseAddress(true);
+      return s.getLocalPort();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  public String name() {
+    return name;
+  }
+
+  public int clusterPort() {
+    return clusterPort;
+  }
+
+  public String clusterAddress() {
+    return "pekko://weir@127.0.0.1:" + clusterPort;
+  }
+
+  public boolean isAlive() {
+    return process.isAlive();
+  }
+
+  public long pid() {
+    return process.pid();
+  }
+
+  public String log() {
+    try {
+      return Files.readString(log);
+    } catch (IOException e) {
+      return "";
+    }
+  }
+
+  /** Waits for the process to exit and returns its status. */
+  public int waitForExit(Duration timeout) throws InterruptedException {
+    if (!process.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+      throw new AssertionError(name + " did not exit within " + timeout);
+    }
+    return process.exitValue();
+  }
+
+  /** GET a path; empty when the node does not answer. */
+  public Optional<HttpResponse<String>> get(String path, boolean asAdmin) {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path)).timeout(Duration.ofSeconds(5));
+    if (asAdmin) {
+      b.header("Authorization", "Bearer " + ADMIN_TOKEN);
+    }
+    try {
+      return Optional.of(HTTP.send(b.GET().build(), HttpResponse.BodyHandlers.ofString()));
+    } catch (IOException e) {
+      return Optional.empty();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return Optional.empty();
+    }
+  }
+
+  public boolean ready() {
+    return get("/health/ready", false).map(r -> r.statusCode() == 200).orElse(false);
+  }
+
+  /** The node's /admin/cluster reply, or empty when it does not answer. */
+  public Optional<JsonNode> cluster() {
+    return get("/admin/cluster", true)
+        .filter(r -> r.statusCode() == 200)
+        .map(r -> {
+          try {
+            return JSON.readTree(r.body());
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+        });
+  }
+
+  /** Member address -> status as this node sees the cluster. */
+  public Map<String, String> memberStatuses() {
+    Map<String, String> out = new HashMap<>();
+    cluster().ifPresent(c -> c.get("members").forEach(m -> out.put(m.get("address").asText(), m.get("status").asText())));
+    return out;
+  }
+
+  /** SIGKILL: no shutdown hook, no goodbye to the cluster. */
+  public void kill() throws InterruptedException {
+    process.destroyForcibly();
+    process.waitFor(30, TimeUnit.SECONDS);
+  }
+
+  /** SIGTERM: coordinated shutdown. */
+  public void terminate() {
+    process.destroy();
+  }
+
+  @Override
+  public void close() {
+    process.destroyForcibly();
+    try {
+      process.waitFor(30, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    synchronized (LIVE) {
+      LIVE.remove(this);
+    }
+  }
+}

@@ -1,0 +1,94 @@
+package io.weir.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.weir.persistence.testing.TestPostgres;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+
+/** A real node process: configuration errors at start, and PostgreSQL going away and coming back. */
+class NodeStartupIT {
+  private static final String PASSWORD_CANARY = "canary-pw-5d1e9b";
+
+  @Test
+  void missingAdminTokenStopsStartUpNamingTheKey() throws Exception {
+    try (NodeProcess node =
+        NodeProcess.start(
+            new NodeProcess.Spec("no-admin-token")
+                .without("WEIR_ADMIN_TOKEN")
+                .env("WEIR_PG_URL", "jdbc:postgresql://127.0.0.1:1/weir")
+                .env("WEIR_PG_PASSWORD", PASSWORD_CANARY))) {
+      assertThat(node.waitForExit(Duration.ofSeconds(60))).as("a configuration error should exit with status 2").isEqualTo(2);
+      assertThat(node.log()).contains("weir.admin-token").contains("WEIR_ADMIN_TOKEN").doesNotContain(PASSWORD_CANARY);
+    }
+  }
+
+  @Test
+  void badPortStopsStartUpWithoutEchoingTheValue() throws Exception {
+    try (NodeProcess node =
+        NodeProcess.start(
+            new NodeProcess.Spec("bad-port")
+                .env("WEIR_PG_URL", "jdbc:postgresql://127.0.0.1:1/weir")
+                .env("WEIR_HTTP_PORT", "not-a-port-7731"))) {
+      assertThat(node.waitForExit(Duration.ofSeconds(60))).isEqualTo(2);
+      assertThat(node.log()).contains("weir.http.port").doesNotContain("not-a-port-7731");
+    }
+  }
+
+  @Test
+  void nodeStaysUpWithoutPostgresAndBecomesReadyWhenItReturns() throws Exception {
+    // A PostgreSQL of this test's own, so it can be stopped without disturbing other tests.
+    Path home = Files.createTempDirectory("weir-outage-pg");
+    Map<String, String> pgEnv = Map.of("WEIR_PG_HOME", home.toString(), "WEIR_PG_PORT_BASE", "55400");
+    Map<String, String> pg = TestPostgres.pgScript(pgEnv, "start");
+    TestPostgres.pgScript(pgEnv, "stop");
+    try (NodeProcess node =
+        NodeProcess.start(
+            new NodeProcess.Spec("storage-outage")
+                .env("WEIR_PG_URL", pg.get("WEIR_PG_URL"))
+                .env("WEIR_PG_USER", pg.get("WEIR_PG_USER"))
+                .env("WEIR_PG_PASSWORD", pg.get("WEIR_PG_PASSWORD"))
+                // Short backoff bounds keep the test quick; the production default caps at 30 s.
+                .prop("weir.postgres.max-backoff", "2s")
+                .prop("weir.postgres.probe-interval", "1s"))) {
+      await("the node should serve /health/alive without PostgreSQL")
+          .atMost(Duration.ofSeconds(60))
+          .until(() -> node.get("/health/alive", false).map(r -> r.statusCode() == 200).orElse(false));
+      await("the node should report storage unavailable")
+          .atMost(Duration.ofSeconds(30))
+          .until(() -> node.get("/health/ready", false).map(r -> r.statusCode() == 503 && r.body().contains("\"unavailable\"")).orElse(false));
+
+      TestPostgres.pgScript(pgEnv, "start");
+      await("the node should become ready once PostgreSQL is up").atMost(Duration.ofSeconds(60)).until(node::ready);
+
+      TestPostgres.pgScript(pgEnv, "stop");
+      await("readiness should turn false when PostgreSQL goes away").atMost(Duration.ofSeconds(30)).until(() -> !node.ready());
+      assertThat(node.isAlive()).as("the node must stay up while PostgreSQL is down").isTrue();
+
+      TestPostgres.pgScript(pgEnv, "start");
+      await("the node should reconnect").atMost(Duration.ofSeconds(60)).until(node::ready);
+
+      String log = node.log();
+      assertThat(count(log, "PostgreSQL is unavailable")).as("one log line per change to unavailable").isEqualTo(2);
+      assertThat(count(log, "PostgreSQL is reachable")).as("one log line per change to reachable").isEqualTo(2);
+      assertThat(log).as("the password must never be logged").doesNotContain(pg.get("WEIR_PG_PASSWORD"));
+    } finally {
+      TestPostgres.pgScript(pgEnv, "destroy");
+    }
+  }
+
+  private static int count(String text, String needle) {
+    Matcher m = Pattern.compile(Pattern.quote(needle)).matcher(text);
+    int n = 0;
+    while (m.find()) {
+      n++;
+    }
+    return n;
+  }
+}

@@ -1,0 +1,98 @@
+package io.weir.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import io.weir.persistence.testing.TestPostgres;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Three real node processes on loopback form one cluster on one PostgreSQL; one is SIGKILLed and
+ * the split-brain resolver (keep-majority) on the two survivors removes it while they stay ready.
+ */
+class ThreeNodeClusterIT {
+  private final List<NodeProcess> nodes = new ArrayList<>();
+  private TestPostgres.TestDatabase db;
+
+  @AfterEach
+  void cleanUp() {
+    nodes.forEach(NodeProcess::close);
+    if (db != null) {
+      db.close();
+    }
+  }
+
+  @Test
+  void majorityRemovesAKilledNodeAndStaysReady() throws Exception {
+    db = TestPostgres.server().freshDatabase("three_nodes");
+    int seed1 = NodeProcess.freePort();
+    int seed2 = NodeProcess.freePort();
+    String seeds = "127.0.0.1:" + seed1 + ",127.0.0.1:" + seed2;
+    for (int i = 1; i <= 3; i++) {
+      NodeProcess.Spec spec =
+          new NodeProcess.Spec("three-node-" + i)
+              .database(db)
+              .env("WEIR_SEED_NODES", seeds)
+              // Pekko's default waits 20 s for stable membership before downing; 3 s keeps the test short.
+              .prop("pekko.cluster.split-brain-resolver.stable-after", "3s");
+      if (i == 1) {
+        spec.clusterPort(seed1);
+      } else if (i == 2) {
+        spec.clusterPort(seed2);
+      }
+      nodes.add(NodeProcess.start(spec));
+    }
+    Set<String> all = new HashSet<>();
+    nodes.forEach(n -> all.add(n.clusterAddress()));
+
+    long t0 = System.nanoTime();
+    awaitOrDump(Duration.ofSeconds(120), "every node should see 3 Up members and be ready", () ->
+        nodes.stream().allMatch(n -> {
+          Map<String, String> members = n.memberStatuses();
+          return members.keySet().equals(all) && members.values().stream().allMatch("up"::equals) && n.ready();
+        }));
+    System.out.printf("cluster-formed: 3 members Up and ready after %.1f s%n", (System.nanoTime() - t0) / 1e9);
+
+    Set<String> clusterIds = new HashSet<>();
+    nodes.forEach(n -> clusterIds.add(n.cluster().orElseThrow().get("clusterId").asText()));
+    assertThat(clusterIds).as("every node should report the one cluster identity kept in PostgreSQL").hasSize(1);
+
+    NodeProcess victim = nodes.get(2);
+    List<NodeProcess> survivors = nodes.subList(0, 2);
+    victim.kill();
+    long killedAt = System.nanoTime();
+    assertThat(victim.isAlive()).as("SIGKILL should end the process").isFalse();
+
+    awaitOrDump(Duration.ofSeconds(90), "the survivors should remove the killed node and stay ready", () ->
+        survivors.stream().allMatch(n -> {
+          Map<String, String> members = n.memberStatuses();
+          return members.size() == 2 && !members.containsKey(victim.clusterAddress())
+              && members.values().stream().allMatch("up"::equals) && n.ready();
+        }));
+    System.out.printf("killed-node-removed: after %.1f s (stable-after 3 s)%n", (System.nanoTime() - killedAt) / 1e9);
+    for (NodeProcess n : survivors) {
+      assertThat(n.cluster().orElseThrow().get("unreachable")).as("%s should see no unreachable member", n.name()).isEmpty();
+      assertThat(n.isAlive()).as("%s should still run", n.name()).isTrue();
+    }
+  }
+
+  private void awaitOrDump(Duration timeout, String what, java.util.concurrent.Callable<Boolean> condition) {
+    try {
+      await(what).atMost(timeout).pollInterval(Duration.ofMillis(500)).until(condition);
+    } catch (org.awaitility.core.ConditionTimeoutException e) {
+      nodes.forEach(n -> System.err.println("---- log of " + n.name() + " ----\n" + tail(n.log())));
+      throw e;
+    }
+  }
+
+  static String tail(String log) {
+    return log.length() > 6000 ? log.substring(log.length() - 6000) : log;
+  }
+}

@@ -1,0 +1,117 @@
+package io.weir.node;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigException;
+import io.weir.persistence.ConfigValues;
+import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.SettingsException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A node's validated settings ({@code weir.*}). {@link #create(Config)} throws a {@link
+ * SettingsException} naming the first key at fault; a secret's value never appears in it.
+ */
+public record NodeSettings(
+    String httpHost,
+    int httpPort,
+    Duration bindTimeout,
+    String clusterHost,
+    int clusterPort,
+    List<HostPort> seedNodes,
+    List<String> roles,
+    String adminToken,
+    PostgresSettings postgres) {
+
+  /** Minimum length of a bootstrap admin token. */
+  public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
+
+  private static final Map<String, String> ENV =
+      Map.of(
+          "weir.http.host", "WEIR_HTTP_HOST",
+          "weir.http.port", "WEIR_HTTP_PORT",
+          "weir.cluster.host", "WEIR_CLUSTER_HOST",
+          "weir.cluster.port", "WEIR_CLUSTER_PORT",
+          "weir.cluster.seed-nodes", "WEIR_SEED_NODES",
+          "weir.admin-token", "WEIR_ADMIN_TOKEN");
+
+  public NodeSettings {
+    seedNodes = List.copyOf(seedNodes);
+    roles = List.copyOf(roles);
+  }
+
+  /** A host and port, e.g. one seed node. */
+  public record HostPort(String host, int port) {
+    @Override
+    public String toString() {
+      return host + ":" + port;
+    }
+  }
+
+  public static NodeSettings create(Config config) {
+    ConfigValues v = new ConfigValues(config, ENV);
+    String adminToken = v.optionalString("weir.admin-token");
+    if (adminToken == null || adminToken.isBlank()) {
+      throw new SettingsException(
+          "weir.admin-token", "is required (environment variable WEIR_ADMIN_TOKEN): the bootstrap administrator's bearer token");
+    }
+    if (adminToken.length() < MIN_ADMIN_TOKEN_LENGTH || adminToken.chars().anyMatch(Character::isWhitespace)) {
+      throw new SettingsException(
+          "weir.admin-token", "must be at least " + MIN_ADMIN_TOKEN_LENGTH + " characters without white space");
+    }
+    List<String> roles;
+    try {
+      roles = config.getStringList("weir.cluster.roles");
+    } catch (ConfigException e) {
+      throw new SettingsException("weir.cluster.roles", "must be a list of role names");
+    }
+    return new NodeSettings(
+        v.requiredString("weir.http.host"),
+        v.port("weir.http.port", true),
+        v.positiveDuration("weir.http.bind-timeout"),
+        v.requiredString("weir.cluster.host"),
+        v.port("weir.cluster.port", true),
+        parseSeedNodes(v.optionalString("weir.cluster.seed-nodes")),
+        roles,
+        adminToken,
+        PostgresSettings.create(config));
+  }
+
+  static List<HostPort> parseSeedNodes(String list) {
+    List<HostPort> seeds = new ArrayList<>();
+    if (list == null || list.isBlank()) {
+      return seeds;
+    }
+    for (String raw : list.split(",")) {
+      String entry = raw.trim();
+      int colon = entry.lastIndexOf(':');
+      if (entry.isEmpty() || colon <= 0 || colon == entry.length() - 1) {
+        throw seedError();
+      }
+      int port;
+      try {
+        port = Integer.parseInt(entry.substring(colon + 1));
+      } catch (NumberFormatException e) {
+        throw seedError();
+      }
+      if (port < 1 || port > 65535) {
+        throw seedError();
+      }
+      seeds.add(new HostPort(entry.substring(0, colon), port));
+    }
+    return seeds;
+  }
+
+  private static SettingsException seedError() {
+    return new SettingsException(
+        "weir.cluster.seed-nodes", "must be a comma-separated list of host:port (environment variable WEIR_SEED_NODES)");
+  }
+
+  @Override
+  public String toString() {
+    return "NodeSettings[http=" + httpHost + ":" + httpPort + ", cluster=" + clusterHost + ":" + clusterPort
+        + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, postgres=" + postgres + "]";
+  }
+}

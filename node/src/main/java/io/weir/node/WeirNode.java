@@ -1,0 +1,141 @@
+package io.weir.node;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.typesafe.config.Config;
+import io.weir.node.auth.Authenticator;
+import io.weir.node.auth.TokenAuthenticator;
+import io.weir.node.http.HttpApi;
+import io.weir.persistence.Database;
+import io.weir.persistence.StorageMonitor;
+import io.weir.persistence.StorageStatus;
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.CoordinatedShutdown;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Join;
+import org.apache.pekko.cluster.typed.JoinSeedNodes;
+import org.apache.pekko.http.javadsl.Http;
+import org.apache.pekko.http.javadsl.ServerBinding;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A running Weir node: an ActorSystem in a Pekko cluster, the storage monitor (schema migration,
+ * cluster identity, journal health) and the HTTP API. A node with no seed nodes forms a cluster of
+ * its own; otherwise it joins through its seeds. SIGTERM runs coordinated shutdown.
+ */
+public final class WeirNode {
+  private static final Logger log = LoggerFactory.getLogger(WeirNode.class);
+  /** Actor system name: every node of a cluster must use the same one. */
+  public static final String SYSTEM_NAME = "weir";
+
+  private final ActorSystem<Void> system;
+  private final ServerBinding binding;
+  private final AtomicReference<StorageStatus> storage;
+
+  private WeirNode(ActorSystem<Void> system, ServerBinding binding, AtomicReference<StorageStatus> storage) {
+    this.system = system;
+    this.binding = binding;
+    this.storage = storage;
+  }
+
+  /**
+   * Starts a node and waits until its HTTP port is bound.
+   *
+   * @throws NodeStartException when the HTTP port cannot be bound (the actor system is stopped)
+   */
+  public static WeirNode start(Config config, NodeSettings settings) {
+    AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
+    Database database = Database.create(settings.postgres(), "weir");
+    ActorSystem<Void> system = ActorSystem.create(guardian(database, storage), SYSTEM_NAME, config);
+    CoordinatedShutdown.get(system)
+        .addTask(
+            CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
+            "close-weir-database",
+            () -> {
+              database.close();
+              return CompletableFuture.completedFuture(Done.getInstance());
+            });
+    joinCluster(system, settings);
+
+    Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
+    HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get));
+    ServerBinding binding;
+    try {
+      binding =
+          Http.get(system)
+              .newServerAt(settings.httpHost(), settings.httpPort())
+              .bind(api.routes())
+              .toCompletableFuture()
+              .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
+    } catch (Exception e) {
+      system.terminate();
+      throw new NodeStartException(
+          "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e);
+    }
+    binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
+    InetSocketAddress http = binding.localAddress();
+    log.info(
+        "Weir node started: HTTP on http://{}:{}, cluster address {}, roles {}",
+        http.getHostString(), http.getPort(), Cluster.get(system).selfMember().address(), settings.roles());
+    return new WeirNode(system, binding, storage);
+  }
+
+  private static Behavior<Void> guardian(Database database, AtomicReference<StorageStatus> storage) {
+    return Behaviors.setup(
+        ctx -> {
+          ctx.spawn(StorageMonitor.create(database, storage), "storage-monitor");
+          return Behaviors.empty();
+        });
+  }
+
+  private static void joinCluster(ActorSystem<?> system, NodeSettings settings) {
+    Cluster cluster = Cluster.get(system);
+    if (settings.seedNodes().isEmpty()) {
+      log.info("no seed nodes configured: forming a single-node cluster");
+      cluster.manager().tell(Join.create(cluster.selfMember().address()));
+    } else {
+      List<Address> seeds =
+          settings.seedNodes().stream()
+              .map(s -> new Address("pekko", SYSTEM_NAME, s.host(), s.port()))
+              .toList();
+      log.info("joining the cluster through seed nodes {}", settings.seedNodes());
+      cluster.manager().tell(new JoinSeedNodes(seeds));
+    }
+  }
+
+  public ActorSystem<Void> system() {
+    return system;
+  }
+
+  public int httpPort() {
+    return binding.localAddress().getPort();
+  }
+
+  public StorageStatus storageStatus() {
+    return storage.get();
+  }
+
+  /** Runs coordinated shutdown and waits for the actor system to terminate. */
+  public void stop() {
+    system.terminate();
+    system.getWhenTerminated().toCompletableFuture().join();
+  }
+
+  /** The node could not start; the message names what failed, never a secret. */
+  public static final class NodeStartException extends RuntimeException {
+    NodeStartException(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+}

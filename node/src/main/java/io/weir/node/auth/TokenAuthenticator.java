@@ -1,0 +1,58 @@
+package io.weir.node.auth;
+
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * Authenticates bearer tokens against stored SHA-256 hashes. Every stored hash is compared with
+ * {@link MessageDigest#isEqual} (constant time) and no comparison stops early, so response time
+ * does not reveal how much of a token matched or which entry did.
+ */
+public final class TokenAuthenticator implements Authenticator {
+  private record Entry(byte[] hash, Principal principal) {}
+
+  private final List<Entry> entries;
+
+  private TokenAuthenticator(List<Entry> entries) {
+    this.entries = List.copyOf(entries);
+  }
+
+  /** An authenticator knowing only the bootstrap administrator. */
+  public static TokenAuthenticator withBootstrapAdmin(String adminToken) {
+    return new TokenAuthenticator(List.of(new Entry(sha256(adminToken), new Principal("admin", true))));
+  }
+
+  /** A copy that also knows {@code principal} by {@code token}. */
+  public TokenAuthenticator with(String token, Principal principal) {
+    List<Entry> next = new ArrayList<>(entries);
+    next.add(new Entry(sha256(token), principal));
+    return new TokenAuthenticator(next);
+  }
+
+  @Override
+  public Optional<Principal> authenticate(String bearerToken) {
+    if (bearerToken == null || bearerToken.isEmpty()) {
+      return Optional.empty();
+    }
+    byte[] presented = sha256(bearerToken);
+    Principal found = null;
+    for (Entry e : entries) {
+      if (MessageDigest.isEqual(e.hash(), presented) && found == null) {
+        found = e.principal();
+      }
+    }
+    return Optional.ofNullable(found);
+  }
+
+  static byte[] sha256(String token) {
+    try {
+      return MessageDigest.getInstance("SHA-256").digest(token.getBytes(StandardCharsets.UTF_8));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("SHA-256 is required of every JVM", e);
+    }
+  }
+}

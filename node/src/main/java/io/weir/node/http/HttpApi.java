@@ -1,0 +1,147 @@
+package io.weir.node.http;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.node.NodeView;
+import io.weir.node.auth.Authenticator;
+import io.weir.node.auth.Principal;
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.ErrorCode;
+import io.weir.protocol.http.ErrorBody;
+import io.weir.protocol.http.Readiness;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.function.Function;
+import java.util.function.Supplier;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.model.headers.RawHeader;
+import org.apache.pekko.http.javadsl.server.AllDirectives;
+import org.apache.pekko.http.javadsl.server.ExceptionHandler;
+import org.apache.pekko.http.javadsl.server.MethodRejection;
+import org.apache.pekko.http.javadsl.server.Rejection;
+import org.apache.pekko.http.javadsl.server.RejectionHandler;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The node's HTTP API.
+ *
+ * <ul>
+ *   <li>{@code GET /health/alive}: 200 while the process serves HTTP.
+ *   <li>{@code GET /health/ready}: 200 when the node is an Up cluster member and its journal
+ *       answers, else 503; the body lists each check ({@link Readiness}).
+ *   <li>{@code GET /admin/cluster}: cluster membership ({@link io.weir.protocol.http.ClusterStatus}).
+ * </ul>
+ *
+ * <p>{@code /admin/*} needs a cluster administrator's bearer token: 401 without a token or with an
+ * unknown one, 403 for an authenticated principal who is not an administrator. Every error is a
+ * JSON {@link ErrorBody} with a typed code; no reply or log line carries a token or a row value.
+ */
+public final class HttpApi extends AllDirectives {
+  private static final Logger log = LoggerFactory.getLogger(HttpApi.class);
+  private static final String BEARER = "bearer ";
+
+  private final ObjectMapper json;
+  private final Authenticator authenticator;
+  private final NodeView node;
+
+  public HttpApi(ObjectMapper json, Authenticator authenticator, NodeView node) {
+    this.json = json;
+    this.authenticator = authenticator;
+    this.node = node;
+  }
+
+  public Route routes() {
+    return handleExceptions(
+        exceptionHandler(),
+        () ->
+            handleRejections(
+                rejectionHandler(),
+                () ->
+                    concat(
+                        pathPrefix("health", this::healthRoutes),
+                        pathPrefix("admin", () -> administrator(principal -> adminRoutes())))));
+  }
+
+  private Route healthRoutes() {
+    return concat(
+        path("alive", () -> get(() -> json(200, Map.of("status", "alive")))),
+        path("ready", () -> get(() -> extractRequestContext(ctx -> {
+          Readiness r = node.readiness();
+          return json(r.ready() ? 200 : 503, r);
+        }))));
+  }
+
+  private Route adminRoutes() {
+    return path("cluster", () -> get(() -> jsonLazy(200, node::clusterStatus)));
+  }
+
+  /** Runs {@code inner} for a cluster administrator; 401 or 403 otherwise. */
+  private Route administrator(Function<Principal, Route> inner) {
+    return optionalHeaderValueByName(
+        "Authorization",
+        header -> {
+          Optional<Principal> principal = header.flatMap(HttpApi::bearerToken).flatMap(authenticator::authenticate);
+          if (principal.isEmpty()) {
+            return complete(
+                response(401, ErrorBody.of(ErrorCode.UNAUTHENTICATED, "a valid bearer token is required"))
+                    .addHeader(RawHeader.create("WWW-Authenticate", "Bearer realm=\"weir\"")));
+          }
+          if (!principal.get().administrator()) {
+            return error(ErrorCode.FORBIDDEN, "this operation requires a cluster administrator");
+          }
+          return inner.apply(principal.get());
+        });
+  }
+
+  static Optional<String> bearerToken(String authorization) {
+    if (authorization.length() > BEARER.length()
+        && authorization.substring(0, BEARER.length()).toLowerCase(Locale.ROOT).equals(BEARER)) {
+      return Optional.of(authorization.substring(BEARER.length()).trim());
+    }
+    return Optional.empty();
+  }
+
+  private RejectionHandler rejectionHandler() {
+    return RejectionHandler.newBuilder()
+        .handleAll(MethodRejection.class, rejections -> error(ErrorCode.METHOD_NOT_ALLOWED, "method not allowed on this path"))
+        .handle(Rejection.class, rejection -> error(ErrorCode.BAD_REQUEST, "request rejected (" + rejection.getClass().getSimpleName() + ")"))
+        .handleNotFound(error(ErrorCode.NOT_FOUND, "no such resource"))
+        .build();
+  }
+
+  private ExceptionHandler exceptionHandler() {
+    return ExceptionHandler.newBuilder()
+        .matchAny(e -> {
+          log.error("request failed: {}", SafeErrors.describe(e));
+          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+        })
+        .build();
+  }
+
+  private Route error(ErrorCode code, String message) {
+    return json(code.httpStatus(), ErrorBody.of(code, message));
+  }
+
+  private Route json(int status, Object body) {
+    return complete(response(status, body));
+  }
+
+  private Route jsonLazy(int status, Supplier<?> body) {
+    return extractRequestContext(ctx -> json(status, body.get()));
+  }
+
+  private HttpResponse response(int status, Object body) {
+    try {
+      return HttpResponse.create()
+          .withStatus(StatusCodes.get(status))
+          .withEntity(ContentTypes.APPLICATION_JSON, json.writeValueAsBytes(body));
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("cannot encode a reply of type " + body.getClass().getSimpleName(), e);
+    }
+  }
+}

@@ -1,0 +1,115 @@
+package io.weir.node;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigResolveOptions;
+import io.weir.persistence.SettingsException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class NodeSettingsTest {
+  private static final String TOKEN = "an-admin-token-of-sufficient-length";
+  private static final String PASSWORD = "canary-password-7f3a";
+
+  private static Config with(Map<String, Object> overrides) {
+    Map<String, Object> base = new HashMap<>();
+    base.put("weir.admin-token", TOKEN);
+    base.put("weir.postgres.url", "jdbc:postgresql://127.0.0.1:5432/weir");
+    base.put("weir.postgres.password", PASSWORD);
+    base.putAll(overrides);
+    // Parse the reference files without the process environment, so WEIR_* variables of the
+    // machine running the tests do not leak in.
+    return ConfigFactory.parseMap(base)
+        .withFallback(ConfigFactory.parseResources("reference.conf"))
+        .resolve(ConfigResolveOptions.noSystem());
+  }
+
+  @Test
+  void validSettingsAreRead() {
+    NodeSettings s = NodeSettings.create(with(Map.of("weir.cluster.seed-nodes", "10.0.0.1:25520, node-b:25521")));
+    assertThat(s.seedNodes())
+        .as("seed nodes should be parsed in order, trimmed")
+        .containsExactly(new NodeSettings.HostPort("10.0.0.1", 25520), new NodeSettings.HostPort("node-b", 25521));
+    assertThat(s.roles()).containsExactly("server");
+    assertThat(s.toString()).as("toString must hide secrets").doesNotContain(TOKEN).doesNotContain(PASSWORD);
+  }
+
+  @Test
+  void missingAdminTokenNamesTheKeyAndItsEnvironmentVariable() {
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token", ""))))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.admin-token"))
+        .hasMessageContaining("WEIR_ADMIN_TOKEN");
+  }
+
+  @Test
+  void shortAdminTokenIsRefusedWithoutEchoingIt() {
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token", "short-secret"))))
+        .isInstanceOf(SettingsException.class)
+        .hasMessageContaining("weir.admin-token")
+        .hasMessageNotContaining("short-secret");
+  }
+
+  @Test
+  void badPortNamesTheKey() {
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.http.port", "eighty"))))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.http.port"))
+        .hasMessageNotContaining("eighty");
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.cluster.port", 70000))))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.cluster.port"));
+  }
+
+  @Test
+  void malformedSeedNodesAreRefused() {
+    for (String bad : new String[] {"host-only", "h:", ":25520", "h:0", "h:99999", "h:port"}) {
+      assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.cluster.seed-nodes", bad))))
+          .as("seed list '%s' should be refused", bad)
+          .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.cluster.seed-nodes"));
+    }
+  }
+
+  @Test
+  void missingOrForeignPostgresUrlIsRefused() {
+    Config noUrl = with(Map.of()).withoutPath("weir.postgres.url");
+    assertThatThrownBy(() -> NodeSettings.create(noUrl))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.url"))
+        .hasMessageContaining("WEIR_PG_URL");
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.postgres.url", "jdbc:mysql://x/y"))))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.url"));
+  }
+
+  @Test
+  void badDurationsNameTheKey() {
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.postgres.max-backoff", "100ms"))))
+        .as("max-backoff below min-backoff should be refused")
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.max-backoff"));
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.postgres.connect-timeout", "soon"))))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.connect-timeout"));
+  }
+
+  @Test
+  void configFileOverridesDefaultsAndBrokenFilesAreReportedByPosition(@TempDir Path dir) throws Exception {
+    Path good = dir.resolve("node.conf");
+    Files.writeString(good, "weir.http.port = 9123\nweir.cluster.port = 25600\n");
+    Config config = NodeConfig.load(good);
+    assertThat(config.getInt("weir.http.port")).as("the --config file should override the default").isEqualTo(9123);
+    assertThat(config.getInt("pekko.remote.artery.canonical.port"))
+        .as("weir.cluster.port should reach Pekko's remoting port through weir-node.conf")
+        .isEqualTo(25600);
+
+    Path broken = dir.resolve("broken.conf");
+    Files.writeString(broken, "weir.http.port = 9123\nweir.admin-token = \"secret-value-in-broken-file\n");
+    assertThatThrownBy(() -> NodeConfig.load(broken))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("--config"))
+        .hasMessageNotContaining("secret-value-in-broken-file");
+
+    assertThatThrownBy(() -> NodeConfig.load(dir.resolve("missing.conf")))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("--config"));
+  }
+}

@@ -1,0 +1,25 @@
+package io.weir.persistence;
+
+import java.time.Instant;
+import java.util.UUID;
+
+/**
+ * The identity every node of one Weir cluster shares: generated once, kept in PostgreSQL.
+ *
+ * @param signingKey HMAC-SHA256 key for signed tokens; never part of {@link #toString()}
+ */
+public record ClusterIdentity(UUID clusterId, String signingKid, byte[] signingKey, Instant createdAt) {
+  public ClusterIdentity {
+    signingKey = signingKey.clone();
+  }
+
+  @Override
+  public byte[] signingKey() {
+    return signingKey.clone();
+  }
+
+  @Override
+  public String toString() {
+    return "ClusterIdentity[clusterId=" + clusterId + ", signingKid=" + signingKid + ", createdAt=" + createdAt + "]";
+  }
+}

@@ -1,0 +1,144 @@
+package io.weir.persistence;
+
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+
+/**
+ * Watches the node's PostgreSQL. On first contact it migrates Weir's schema and loads the cluster
+ * identity; afterwards it probes the journal table at {@code weir.postgres.probe-interval}. While
+ * PostgreSQL is unreachable it retries with exponential backoff (min-backoff .. max-backoff),
+ * forever: the node stays up and reports itself not ready. It logs one line per change of state,
+ * never a value, and publishes the latest {@link StorageStatus} for readiness checks.
+ *
+ * <p>Commands: {@link GetStatus} replies with the current {@link StorageStatus}.
+ */
+public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Command> {
+
+  public sealed interface Command {}
+
+  /** Replies with the current status. */
+  public record GetStatus(ActorRef<StorageStatus> replyTo) implements Command {}
+
+  private enum Probe implements Command {
+    INSTANCE
+  }
+
+  private record ProbeDone(StorageStatus status) implements Command {}
+
+  private final Database database;
+  private final AtomicReference<StorageStatus> published;
+  private final TimerScheduler<Command> timers;
+  private final Executor blockingIo;
+  private StorageStatus status;
+  private Duration backoff;
+
+  public static Behavior<Command> create(Database database, AtomicReference<StorageStatus> published) {
+    return Behaviors.setup(
+        ctx -> Behaviors.withTimers(timers -> new StorageMonitor(ctx, timers, database, published)));
+  }
+
+  private StorageMonitor(
+      ActorContext<Command> context,
+      TimerScheduler<Command> timers,
+      Database database,
+      AtomicReference<StorageStatus> published) {
+    super(context);
+    this.database = database;
+    this.published = published;
+    this.timers = timers;
+    this.blockingIo =
+        context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
+    this.status = new StorageStatus.Starting(Instant.now());
+    this.backoff = database.settings().minBackoff();
+    published.set(status);
+    context.getSelf().tell(Probe.INSTANCE);
+  }
+
+  @Override
+  public Receive<Command> createReceive() {
+    return newReceiveBuilder()
+        .onMessageEquals(Probe.INSTANCE, this::onProbe)
+        .onMessage(ProbeDone.class, this::onProbeDone)
+        .onMessage(GetStatus.class, this::onGetStatus)
+        .build();
+  }
+
+  private Behavior<Command> onProbe() {
+    StorageStatus.Ready known = status instanceof StorageStatus.Ready r ? r : null;
+    getContext()
+        .pipeToSelf(
+            CompletableFuture.supplyAsync(() -> probe(database, known), blockingIo),
+            (result, error) ->
+                new ProbeDone(error != null ? new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(error)) : result));
+    return this;
+  }
+
+  private Behavior<Command> onProbeDone(ProbeDone done) {
+    StorageStatus next = done.status();
+    boolean changed = next.getClass() != status.getClass();
+    if (changed) {
+      if (next instanceof StorageStatus.Ready ready) {
+        getContext().getLog().info(
+            "PostgreSQL is reachable: schema {} at version {}, cluster id {}",
+            database.settings().schema(), ready.schemaVersion(), ready.identity().clusterId());
+      } else if (next instanceof StorageStatus.Unavailable down) {
+        getContext().getLog().warn(
+            "PostgreSQL is unavailable ({}); the node is not ready and retries with backoff up to {}",
+            down.reason(), database.settings().maxBackoff().toSeconds() + "s");
+      }
+      status = next; // a repeated state keeps its original 'since'
+    }
+    published.set(status);
+    Duration delay;
+    if (status instanceof StorageStatus.Ready) {
+      backoff = database.settings().minBackoff();
+      delay = database.settings().probeInterval();
+    } else {
+      delay = backoff;
+      Duration doubled = backoff.multipliedBy(2);
+      backoff = doubled.compareTo(database.settings().maxBackoff()) > 0 ? database.settings().maxBackoff() : doubled;
+    }
+    timers.startSingleTimer(Probe.INSTANCE, delay);
+    return this;
+  }
+
+  private Behavior<Command> onGetStatus(GetStatus get) {
+    get.replyTo().tell(status);
+    return this;
+  }
+
+  /** Runs on the blocking-IO dispatcher. Migrates and loads the identity until that has succeeded once. */
+  static StorageStatus probe(Database database, StorageStatus.Ready known) {
+    String schema = database.settings().schema();
+    try {
+      StorageStatus.Ready ready = known;
+      if (ready == null) {
+        String version = SchemaMigrator.migrate(database.dataSource(), schema);
+        try (Connection c = database.connection()) {
+          ready = new StorageStatus.Ready(Instant.now(), ClusterIdentityStore.loadOrCreate(c, schema), version);
+        }
+      }
+      try (Connection c = database.connection();
+          Statement s = c.createStatement()) {
+        s.setQueryTimeout((int) Math.max(1, database.settings().connectTimeout().toSeconds()));
+        s.execute("SELECT 1 FROM " + schema + ".event_journal LIMIT 1");
+      }
+      return ready;
+    } catch (Exception e) {
+      return new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(e));
+    }
+  }
+}

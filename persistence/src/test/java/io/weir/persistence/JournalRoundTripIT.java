@@ -1,0 +1,160 @@
+package io.weir.persistence;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import io.weir.persistence.testing.TestPostgres;
+import io.weir.protocol.CborSerializable;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
+import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
+import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * An event-sourced entity persists through the JDBC journal and snapshot store into Weir's schema
+ * on a real PostgreSQL, its actor system terminates, and a new actor system recovers the state.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class JournalRoundTripIT {
+  private TestPostgres.TestDatabase db;
+  private Config config;
+
+  @BeforeAll
+  void migrate() {
+    db = TestPostgres.server().freshDatabase("journal_it");
+    config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+    try (Database database = Database.create(PostgresSettings.create(config), "journal-it")) {
+      SchemaMigrator.migrate(database.dataSource(), "weir");
+    }
+  }
+
+  @AfterAll
+  void drop() {
+    db.close();
+  }
+
+  @Test
+  void entityRecoversItsStateFromPostgresInANewActorSystem() throws Exception {
+    List<String> written = new ArrayList<>();
+    ActorTestKit first = ActorTestKit.create("first", config);
+    try {
+      ActorRef<Ledger.Command> ledger = first.spawn(Ledger.create("a"));
+      TestProbe<StatusReply<Integer>> probe = first.createTestProbe();
+      for (int i = 0; i < 7; i++) {
+        String entry = "entry-" + i;
+        ledger.tell(new Ledger.Append(entry, probe.ref()));
+        assertThat(probe.receiveMessage(Duration.ofSeconds(15)).getValue())
+            .as("each append should be acknowledged with the new entry count after it is persisted")
+            .isEqualTo(i + 1);
+        written.add(entry);
+      }
+    } finally {
+      first.shutdownTestKit();
+    }
+
+    try (Connection c = db.connect();
+        PreparedStatement ps =
+            c.prepareStatement("SELECT count(*) FROM weir.event_journal WHERE persistence_id = ?")) {
+      ps.setString(1, "ledger|a");
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        assertThat(rs.getInt(1)).as("every event should be a row of weir.event_journal").isEqualTo(7);
+      }
+    }
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery("SELECT count(*) FROM weir.snapshot")) {
+      rs.next();
+      assertThat(rs.getInt(1)).as("snapshotEvery(5) should have written a snapshot").isGreaterThanOrEqualTo(1);
+    }
+
+    ActorTestKit second = ActorTestKit.create("second", config);
+    try {
+      ActorRef<Ledger.Command> ledger = second.spawn(Ledger.create("a"));
+      TestProbe<Ledger.State> probe = second.createTestProbe();
+      ledger.tell(new Ledger.Get(probe.ref()));
+      assertThat(probe.receiveMessage(Duration.ofSeconds(15)).entries())
+          .as("the recovered state should hold every entry in order")
+          .containsExactlyElementsOf(written);
+    } finally {
+      second.shutdownTestKit();
+    }
+  }
+
+  /** A minimal event-sourced entity: an append-only list of entries. */
+  static final class Ledger
+      extends EventSourcedBehaviorWithEnforcedReplies<Ledger.Command, Ledger.Event, Ledger.State> {
+    sealed interface Command {}
+
+    record Append(String entry, ActorRef<StatusReply<Integer>> replyTo) implements Command {}
+
+    record Get(ActorRef<State> replyTo) implements Command {}
+
+    record Event(String entry) implements CborSerializable {}
+
+    record State(List<String> entries) implements CborSerializable {
+      State {
+        entries = List.copyOf(entries);
+      }
+
+      State with(String entry) {
+        List<String> next = new ArrayList<>(entries);
+        next.add(entry);
+        return new State(next);
+      }
+    }
+
+    static Behavior<Command> create(String id) {
+      return new Ledger(PersistenceId.of("ledger", id));
+    }
+
+    private Ledger(PersistenceId id) {
+      super(id);
+    }
+
+    @Override
+    public State emptyState() {
+      return new State(List.of());
+    }
+
+    @Override
+    public RetentionCriteria retentionCriteria() {
+      return RetentionCriteria.snapshotEvery(5, 2);
+    }
+
+    @Override
+    public CommandHandlerWithReply<Command, Event, State> commandHandler() {
+      return newCommandHandlerWithReplyBuilder()
+          .forAnyState()
+          .onCommand(
+              Append.class,
+              (state, cmd) ->
+                  Effect()
+                      .persist(new Event(cmd.entry()))
+                      .thenReply(cmd.replyTo(), s -> StatusReply.success(s.entries().size())))
+          .onCommand(Get.class, (state, cmd) -> Effect().reply(cmd.replyTo(), state))
+          .build();
+    }
+
+    @Override
+    public EventHandler<State, Event> eventHandler() {
+      return newEventHandlerBuilder().forAnyState().onEvent(Event.class, (s, e) -> s.with(e.entry())).build();
+    }
+  }
+}

@@ -1,0 +1,84 @@
+package io.weir.persistence;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.weir.persistence.testing.TestPostgres;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import org.junit.jupiter.api.Test;
+
+class SchemaAndIdentityIT {
+
+  @Test
+  void migrationIsIdempotentAndCreatesTheJournalInWeirsSchema() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("schema_it");
+        Database database = Database.create(PostgresSettings.create(withDefaults(db)), "schema-it")) {
+      String v1 = SchemaMigrator.migrate(database.dataSource(), "weir");
+      String v2 = SchemaMigrator.migrate(database.dataSource(), "weir");
+      assertThat(v2).as("a second migration should find nothing to do and report the same version").isEqualTo(v1);
+      assertThat(v1).as("both migrations should be applied").isEqualTo("2");
+      try (Connection c = db.connect();
+          ResultSet rs =
+              c.createStatement()
+                  .executeQuery(
+                      "SELECT table_name FROM information_schema.tables WHERE table_schema = 'weir' ORDER BY 1")) {
+        List<String> tables = new ArrayList<>();
+        while (rs.next()) {
+          tables.add(rs.getString(1));
+        }
+        assertThat(tables)
+            .as("the journal, snapshot, durable state and cluster tables should live in schema weir")
+            .contains("event_journal", "event_tag", "snapshot", "durable_state", "cluster");
+      }
+    }
+  }
+
+  @Test
+  void nodesStartingTogetherShareOneClusterIdentity() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("identity_it")) {
+      PostgresSettings settings = PostgresSettings.create(withDefaults(db));
+      ExecutorService pool = Executors.newFixedThreadPool(4);
+      try {
+        List<Callable<ClusterIdentity>> nodes = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+          nodes.add(
+              () -> {
+                // Each caller stands for a node with a pool of its own.
+                try (Database database = Database.create(settings, "identity-it");
+                    Connection c = migrated(database)) {
+                  return ClusterIdentityStore.loadOrCreate(c, "weir");
+                }
+              });
+        }
+        List<ClusterIdentity> seen = new ArrayList<>();
+        for (Future<ClusterIdentity> f : pool.invokeAll(nodes)) {
+          seen.add(f.get());
+        }
+        ClusterIdentity first = seen.get(0);
+        assertThat(first.signingKey()).as("the signing key should be 256 bits").hasSize(32);
+        for (ClusterIdentity id : seen) {
+          assertThat(id.clusterId()).as("every node should read the same cluster id").isEqualTo(first.clusterId());
+          assertThat(id.signingKey()).as("every node should read the same signing key").isEqualTo(first.signingKey());
+        }
+        assertThat(first.toString()).as("the identity's toString must not reveal the key").doesNotContain("signingKey=");
+      } finally {
+        pool.shutdownNow();
+      }
+    }
+  }
+
+  private static Connection migrated(Database database) throws java.sql.SQLException {
+    SchemaMigrator.migrate(database.dataSource(), "weir");
+    return database.connection();
+  }
+
+  static com.typesafe.config.Config withDefaults(TestPostgres.TestDatabase db) {
+    return db.config().withFallback(com.typesafe.config.ConfigFactory.load()).resolve();
+  }
+}

@@ -27,7 +27,8 @@ is_root() { [ "$(id -u)" -eq 0 ]; }
 
 # Run a command as the cluster's owner.
 as_owner() {
-  if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
+  # From /, since the postgres user may not be allowed into the caller's working directory.
+  if is_root; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 find_bindir() {

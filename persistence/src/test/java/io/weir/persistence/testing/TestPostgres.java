@@ -173,11 +173,29 @@ public final class TestPostgres {
       return ConfigFactory.parseMap(m);
     }
 
+    /** Drops the database, after ending its replication connections and dropping its slots. */
     @Override
     public void close() {
       try (Connection c = server.connect("postgres");
           Statement s = c.createStatement()) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (true) {
+          s.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = '" + name
+              + "' AND active_pid IS NOT NULL");
+          try {
+            s.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '" + name + "'");
+            break;
+          } catch (SQLException stillActive) {
+            if (System.nanoTime() > deadline) {
+              throw stillActive;
+            }
+            Thread.sleep(200);
+          }
+        }
         s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while dropping a test database", e);
       } catch (SQLException e) {
         throw new IllegalStateException("cannot drop test database", e);
       }

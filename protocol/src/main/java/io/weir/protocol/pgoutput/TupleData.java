@@ -44,6 +44,30 @@ public final class TupleData {
   }
 
   /**
+   * A row image built from text-format values (null for SQL NULL), for rows that do not come off
+   * the replication wire: snapshot reads and tests. Equivalent to a decoded tuple of {@code 't'}
+   * and {@code 'n'} columns.
+   */
+  public static TupleData ofText(String... values) {
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    byte[] kinds = new byte[values.length];
+    int[] starts = new int[values.length];
+    int[] lengths = new int[values.length];
+    for (int i = 0; i < values.length; i++) {
+      starts[i] = out.size();
+      if (values[i] == null) {
+        kinds[i] = 'n';
+      } else {
+        byte[] utf8 = values[i].getBytes(StandardCharsets.UTF_8);
+        kinds[i] = 't';
+        lengths[i] = utf8.length;
+        out.write(utf8, 0, utf8.length);
+      }
+    }
+    return new TupleData(MessageType.INSERT, 0, out.toByteArray(), kinds, starts, lengths);
+  }
+
+  /**
    * Reads {@code Int16 count} then per column a kind byte and, for {@code 't'} and {@code 'b'}, an
    * {@code Int32} length and that many bytes. The count is checked against the bytes left before
    * anything is allocated.
@@ -192,7 +216,16 @@ public final class TupleData {
    * @throws PgOutputDecodeException ({@link Reason#COLUMN_COUNT_MISMATCH}) if it does not
    */
   public void requireColumnCount(Relation relation) {
-    if (relation.columns().size() != kinds.length) {
+    requireColumnCount(relation.columns().size());
+  }
+
+  /**
+   * Checks that this tuple has {@code columns} columns.
+   *
+   * @throws PgOutputDecodeException ({@link Reason#COLUMN_COUNT_MISMATCH}) if it does not
+   */
+  public void requireColumnCount(int columns) {
+    if (columns != kinds.length) {
       throw new PgOutputDecodeException(messageType, messageOffset, Reason.COLUMN_COUNT_MISMATCH);
     }
   }

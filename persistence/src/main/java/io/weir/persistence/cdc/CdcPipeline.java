@@ -1,0 +1,390 @@
+package io.weir.persistence.cdc;
+
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.SlotIncarnation;
+import io.weir.protocol.cdc.Transaction;
+import io.weir.protocol.pgoutput.PgOutputDecodeException;
+import io.weir.protocol.pgoutput.PgOutputDecoder;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import javax.sql.DataSource;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.japi.Pair;
+import org.apache.pekko.stream.KillSwitches;
+import org.apache.pekko.stream.OverflowStrategy;
+import org.apache.pekko.stream.UniqueKillSwitch;
+import org.apache.pekko.stream.javadsl.Flow;
+import org.apache.pekko.stream.javadsl.Keep;
+import org.apache.pekko.stream.javadsl.Sink;
+import org.apache.pekko.stream.javadsl.Source;
+
+/**
+ * Runs one CDC pipeline: slot -> pgoutput decoding -> transaction assembly and schema guard ->
+ * bounded in-flight window -> {@link ChangeSink} -> acknowledgement. Demand-driven end to end: the
+ * slot is read only when the sink has room.
+ *
+ * <p>Life cycle (an actor): {@code connecting} (checks, sink checkpoint, slot decision, start
+ * replication) -> {@code running} -> on failure either {@code halted} (a typed {@link HaltReason}:
+ * nothing more happens until an operator starts it again) or {@code backoff} and a new connect.
+ * Transient failures before the stream is established count against {@code maxCommandRetries};
+ * an unreachable server and a slot still held by a previous owner (within the handover window) do
+ * not count; once messages flow the count resets.
+ *
+ * <p>Guarantee: PostgreSQL is told a position is flushed only after the sink completed {@code
+ * apply} for every transaction up to it; unacknowledged transactions are delivered again after any
+ * restart and the sink's checkpoint skips them.
+ */
+public final class CdcPipeline {
+
+  public sealed interface Command {}
+
+  /** Starts (or restarts after a halt or stop). Replies with the status after the command. */
+  public record Start(ActorRef<PipelineStatus> replyTo) implements Command {}
+
+  /** Stops streaming and closes the connection. Replies with the status after the command. */
+  public record Stop(ActorRef<PipelineStatus> replyTo) implements Command {}
+
+  /** Replies with the current status. */
+  public record GetStatus(ActorRef<PipelineStatus> replyTo) implements Command {}
+
+  private record Connected(long attempt, ReplicationConnection connection, SlotIncarnation incarnation) implements Command {}
+
+  private record ConnectFailed(long attempt, Throwable error) implements Command {}
+
+  private record StreamEnded(long attempt, Throwable error) implements Command {}
+
+  private record Retry(long attempt) implements Command {}
+
+  /** Creates the pipeline actor's behavior; spawn it under a supervisor of your choice. */
+  public static Behavior<Command> create(
+      PipelineSettings settings, SourceSettings source, ChangeSink sink, DataSource stateStore, String stateSchema) {
+    return Behaviors.setup(ctx -> Behaviors.withTimers(timers ->
+        new Runner(ctx, timers, settings, source, sink, new SlotManager(settings, stateStore, stateSchema))));
+  }
+
+  private static final class Runner extends AbstractBehavior<Command> {
+    private final TimerScheduler<Command> timers;
+    private final PipelineSettings settings;
+    private final SourceSettings source;
+    private final ChangeSink sink;
+    private final SlotManager slots;
+    private final Executor blockingIo;
+    private final ActorSystem<?> system;
+
+    private final AtomicLong transactions = new AtomicLong();
+    private final AtomicLong rows = new AtomicLong();
+
+    private String state = "stopped";
+    private HaltReason haltReason;
+    private String detail;
+    private long attempt;
+    private int failedCycles;
+    private int restarts;
+    private long slotBusySince;
+    private Duration backoff;
+    private Duration handover;
+    private ReplicationConnection connection;
+    private UniqueKillSwitch killSwitch;
+    private AtomicBoolean established;
+    private SlotIncarnation incarnation;
+
+    Runner(ActorContext<Command> ctx, TimerScheduler<Command> timers, PipelineSettings settings, SourceSettings source,
+        ChangeSink sink, SlotManager slots) {
+      super(ctx);
+      this.timers = timers;
+      this.settings = settings;
+      this.source = source;
+      this.sink = sink;
+      this.slots = slots;
+      this.system = ctx.getSystem();
+      this.blockingIo = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
+      this.backoff = settings.minBackoff();
+      this.handover = settings.handoverWindow();
+    }
+
+    @Override
+    public Receive<Command> createReceive() {
+      return newReceiveBuilder()
+          .onMessage(Start.class, this::onStart)
+          .onMessage(Stop.class, this::onStop)
+          .onMessage(GetStatus.class, m -> {
+            m.replyTo().tell(status());
+            return this;
+          })
+          .onMessage(Connected.class, this::onConnected)
+          .onMessage(ConnectFailed.class, this::onConnectFailed)
+          .onMessage(StreamEnded.class, this::onStreamEnded)
+          .onMessage(Retry.class, r -> {
+            if (r.attempt() == attempt && state.equals("backoff")) {
+              connect();
+            }
+            return this;
+          })
+          .onSignal(org.apache.pekko.actor.typed.PostStop.class, s -> {
+            shutdownStream();
+            sink.close();
+            return this;
+          })
+          .build();
+    }
+
+    private Behavior<Command> onStart(Start start) {
+      if (state.equals("stopped") || state.equals("halted")) {
+        haltReason = null;
+        detail = null;
+        failedCycles = 0;
+        backoff = settings.minBackoff();
+        connect();
+      }
+      start.replyTo().tell(status());
+      return this;
+    }
+
+    private Behavior<Command> onStop(Stop stop) {
+      attempt++;
+      timers.cancelAll();
+      shutdownStream();
+      if (!state.equals("halted")) {
+        state = "stopped";
+      }
+      getContext().getLog().info("pipeline {}: stopped", settings.name());
+      stop.replyTo().tell(status());
+      return this;
+    }
+
+    private void connect() {
+      long myAttempt = ++attempt;
+      state = "connecting";
+      getContext().pipeToSelf(
+          CompletableFuture.supplyAsync(() -> prepare(), blockingIo).thenCompose(p -> p),
+          (ok, err) -> err == null ? new Connected(myAttempt, ok.first(), ok.second()) : new ConnectFailed(myAttempt, err));
+    }
+
+    /** Blocking connect phase; runs on the blocking-IO dispatcher. */
+    private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare() {
+      try (Connection sourceConn = DriverManager.getConnection(source.url(), source.user(), source.password())) {
+        SlotManager.ServerFacts facts = slots.checkSource(sourceConn);
+        Duration minHandover = facts.walSenderTimeout().plusSeconds(5);
+        handover = settings.handoverWindow().compareTo(minHandover) < 0 ? minHandover : settings.handoverWindow();
+        Connection session = ReplicationConnection.openReplicationSession(source);
+        try {
+          ReplicationConnection.SystemIdentity server = ReplicationConnection.identifySystem(session);
+          Optional<SlotIncarnation> recorded = slots.recordedIncarnation();
+          Optional<SinkCheckpoint> checkpoint =
+              sink.open(new PipelineContext(settings.name(), recorded)).toCompletableFuture().get();
+          SlotIncarnation inc = slots.prepareSlot(sourceConn, server, checkpoint);
+          if (recorded.isEmpty() || !recorded.get().equals(inc)) {
+            sink.open(new PipelineContext(settings.name(), Optional.of(inc))).toCompletableFuture().get();
+          }
+          Duration interval = settings.statusInterval().isZero()
+              ? facts.walSenderTimeout().dividedBy(3)
+              : settings.statusInterval();
+          if (interval.isZero() || interval.isNegative()) {
+            interval = Duration.ofSeconds(10);
+          }
+          ReplicationConnection rc =
+              ReplicationConnection.start(session, settings.slot(), settings.publications(), Lsn.INVALID, interval);
+          return CompletableFuture.completedFuture(Pair.create(rc, inc));
+        } catch (Exception e) {
+          session.close();
+          throw e;
+        }
+      } catch (ExecutionException e) {
+        return CompletableFuture.failedFuture(e.getCause());
+      } catch (Exception e) {
+        return CompletableFuture.failedFuture(e);
+      }
+    }
+
+    private Behavior<Command> onConnected(Connected c) {
+      if (c.attempt() != attempt || !state.equals("connecting")) {
+        c.connection().close();
+        return this;
+      }
+      connection = c.connection();
+      incarnation = c.incarnation();
+      established = new AtomicBoolean(false);
+      state = "running";
+      slotBusySince = 0;
+      detail = null;
+      getContext().getLog().info(
+          "pipeline {}: streaming slot {} (incarnation {})", settings.name(), settings.slot(), incarnation.id());
+      Pair<UniqueKillSwitch, CompletionStage<Done>> run = graph(connection, established).run(system);
+      killSwitch = run.first();
+      long myAttempt = attempt;
+      getContext().pipeToSelf(run.second(), (done, err) -> new StreamEnded(myAttempt, err));
+      return this;
+    }
+
+    private org.apache.pekko.stream.javadsl.RunnableGraph<Pair<UniqueKillSwitch, CompletionStage<Done>>> graph(
+        ReplicationConnection conn, AtomicBoolean flowing) {
+      PgOutputDecoder decoder = new PgOutputDecoder();
+      TransactionAssembler assembler = new TransactionAssembler(new SchemaGuard(), settings.maxTransactionChanges());
+      Flow<Transaction, List<Transaction>, ?> batching =
+          settings.batchMaxTransactions() <= 1
+              ? Flow.<Transaction>create().map(List::of)
+              : Flow.<Transaction>create().groupedWithin(settings.batchMaxTransactions(), settings.batchMaxDelay());
+      return Source.repeat(Done.getInstance())
+          .mapAsync(1, tick -> conn.poll(512, Duration.ofMillis(200)))
+          .map(batch -> {
+            flowing.set(true);
+            return batch;
+          })
+          .mapConcat(batch -> batch)
+          .map(m -> decoder.decode(m.payload()))
+          .mapConcat(m -> assembler.accept(m).map(List::of).orElse(List.of()))
+          .via(batching)
+          .buffer(Math.max(1, settings.inFlightWindow()), OverflowStrategy.backpressure())
+          .mapAsync(1, txns -> sink.apply(txns).thenApply(v -> txns))
+          .viaMat(KillSwitches.single(), Keep.right())
+          .toMat(Sink.foreach(txns -> {
+            Transaction last = txns.get(txns.size() - 1);
+            conn.acknowledge(last.endLsn());
+            transactions.addAndGet(txns.size());
+            long n = 0;
+            for (Transaction t : txns) {
+              n += t.rowCount();
+            }
+            rows.addAndGet(n);
+          }), Keep.both());
+    }
+
+    private Behavior<Command> onConnectFailed(ConnectFailed f) {
+      if (f.attempt() != attempt) {
+        return this;
+      }
+      fail(f.error(), false);
+      return this;
+    }
+
+    private Behavior<Command> onStreamEnded(StreamEnded e) {
+      if (e.attempt() != attempt) {
+        return this;
+      }
+      boolean wasFlowing = established != null && established.get();
+      shutdownStream();
+      if (e.error() == null) {
+        // The server ended the stream (e.g. shutdown); reconnect.
+        fail(new SQLException("replication stream ended", "08006"), wasFlowing);
+      } else {
+        fail(e.error(), wasFlowing);
+      }
+      return this;
+    }
+
+    private void fail(Throwable raw, boolean wasFlowing) {
+      Throwable error = unwrap(raw);
+      shutdownStream();
+      if (wasFlowing) {
+        failedCycles = 0;
+        backoff = settings.minBackoff();
+      }
+      if (error instanceof PipelineHaltException halt) {
+        halt(halt.reason(), halt.detail());
+        return;
+      }
+      if (error instanceof PgOutputDecodeException decode) {
+        halt(HaltReason.PROTOCOL_VIOLATION, decode.getMessage());
+        return;
+      }
+      if (error instanceof SinkException sinkError && sinkError.isPermanent()) {
+        halt(HaltReason.SINK_REJECTED, sinkError.getMessage());
+        return;
+      }
+      String described = error instanceof SinkException s ? s.getMessage() : SafeErrors.describe(error);
+      String sqlState = SafeErrors.sqlState(error);
+      boolean counted;
+      if ("55006".equals(sqlState)) {
+        // Slot still active for another connection: a crashed owner's walsender lingers for up to
+        // wal_sender_timeout. Retry without counting during the handover window.
+        long now = System.nanoTime();
+        if (slotBusySince == 0) {
+          slotBusySince = now;
+        }
+        counted = Duration.ofNanos(now - slotBusySince).compareTo(handover) > 0;
+        described = "slot " + settings.slot() + " is active for another consumer";
+      } else {
+        counted = !SafeErrors.isConnectivity(error) && !wasFlowing;
+      }
+      if (counted && ++failedCycles > settings.maxCommandRetries()) {
+        halt(HaltReason.RETRIES_EXHAUSTED, failedCycles - 1 + " retries failed; last error: " + described);
+        return;
+      }
+      restarts++;
+      state = "backoff";
+      detail = described;
+      getContext().getLog().warn(
+          "pipeline {}: {}; restarting from the confirmed position in {} ms", settings.name(), described, backoff.toMillis());
+      timers.startSingleTimer(new Retry(attempt), backoff);
+      Duration doubled = backoff.multipliedBy(2);
+      backoff = doubled.compareTo(settings.maxBackoff()) > 0 ? settings.maxBackoff() : doubled;
+    }
+
+    private void halt(HaltReason reason, String why) {
+      state = "halted";
+      haltReason = reason;
+      detail = why;
+      getContext().getLog().error("pipeline {}: halted ({}): {}", settings.name(), reason.wire(), why);
+    }
+
+    private void shutdownStream() {
+      if (killSwitch != null) {
+        killSwitch.shutdown();
+        killSwitch = null;
+      }
+      if (connection != null) {
+        ReplicationConnection c = connection;
+        connection = null;
+        lastConfirmed = c.confirmed();
+        CompletableFuture.runAsync(c::close, blockingIo);
+      }
+    }
+
+    private Lsn lastConfirmed = Lsn.INVALID;
+
+    private PipelineStatus status() {
+      ReplicationConnection c = connection;
+      Lsn confirmed = c != null ? c.confirmed() : lastConfirmed;
+      long lag = 0;
+      if (c != null) {
+        lag = Math.max(0, c.serverPosition().asLong() - confirmed.asLong());
+      }
+      return new PipelineStatus(
+          settings.name(), state, haltReason == null ? null : haltReason.wire(), detail, settings.slot(),
+          confirmed.toString(), lag, transactions.get(), rows.get(), restarts,
+          incarnation == null ? null : incarnation.key());
+    }
+
+    private static Throwable unwrap(Throwable t) {
+      Throwable e = t;
+      while ((e instanceof CompletionException || e instanceof ExecutionException) && e.getCause() != null) {
+        e = e.getCause();
+      }
+      return e;
+    }
+  }
+
+  private CdcPipeline() {}
+}

@@ -1,0 +1,45 @@
+package io.weir.persistence.cdc;
+
+import io.weir.protocol.cdc.Transaction;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletionStage;
+
+/**
+ * Where a pipeline delivers committed transactions. The default contract is <em>sink-owned
+ * checkpoints</em>, which makes delivery effect-once:
+ *
+ * <ol>
+ *   <li>{@link #open} reports the sink's durable checkpoint for this pipeline (empty the first
+ *       time). The pipeline uses it to choose between creating and resuming the slot, and refuses a
+ *       checkpoint of another slot incarnation.
+ *   <li>{@link #apply} receives one or more transactions in commit order. The sink persists their
+ *       effects <em>and</em> its new checkpoint (the last transaction's incarnation and commit LSN)
+ *       atomically, skips every transaction whose commit LSN is at or below its checkpoint, and
+ *       completes the stage only once that is durable.
+ *   <li>The pipeline confirms WAL to PostgreSQL only up to what the sink has completed.
+ *       Anything not completed is delivered again after a restart; the checkpoint makes the
+ *       redelivery harmless.
+ * </ol>
+ *
+ * <p>Failures: complete the stage exceptionally with a {@link SinkException} — permanent (the
+ * data is refused; the pipeline halts) or transient (timeouts, lost connections; the pipeline
+ * restarts from the confirmed position with backoff). Any other exception counts as transient.
+ * Exception messages must not carry row values: the pipeline logs only exception classes, SQLStates
+ * and the sink's value-free reason.
+ *
+ * <p>Calls are never concurrent: {@code apply} is called again only after the previous stage
+ * completed.
+ */
+public interface ChangeSink extends AutoCloseable {
+
+  /** Called before streaming starts, and again after every restart of the stream. */
+  CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context);
+
+  /** Durably applies {@code transactions} (in commit order) with the checkpoint; see class docs. */
+  CompletionStage<Void> apply(List<Transaction> transactions);
+
+  /** Releases resources; the pipeline is stopped or restarting. */
+  @Override
+  default void close() {}
+}

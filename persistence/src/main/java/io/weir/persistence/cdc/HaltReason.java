@@ -1,0 +1,41 @@
+package io.weir.persistence.cdc;
+
+import java.util.Locale;
+
+/**
+ * Why a pipeline stopped itself fail-closed. Each reason means Weir cannot prove that continuing
+ * would be correct; an operator acts, then starts the pipeline again.
+ */
+public enum HaltReason {
+  /** A slot, publication or pipeline name is not a valid identifier. */
+  INVALID_IDENTIFIER,
+  /** A requested publication does not exist. */
+  PUBLICATION_MISSING,
+  /** A publication would stream Weir's own tables or a sink's targets back into Weir. */
+  PUBLICATION_FEEDS_BACK,
+  /** Resume mode, and the slot does not exist. */
+  SLOT_MISSING,
+  /** The slot disappeared or was invalidated after a checkpoint was taken: changes may be lost. */
+  SLOT_LOST,
+  /** The sink's checkpoint belongs to another slot incarnation (recreated slot, other server). */
+  INCARNATION_MISMATCH,
+  /** The slot exists but uses another output plugin or database. */
+  SLOT_INCOMPATIBLE,
+  /** {@code failover = true} on a server older than PostgreSQL 17. */
+  FAILOVER_UNSUPPORTED,
+  /** A column was dropped, its type changed, or the replica identity changed. */
+  SCHEMA_INCOMPATIBLE,
+  /** The sink refused the data permanently. */
+  SINK_REJECTED,
+  /** Persistent errors before the stream was established exceeded max-command-retries. */
+  RETRIES_EXHAUSTED,
+  /** A transaction exceeded max-transaction-changes (held in memory until its commit). */
+  TRANSACTION_TOO_LARGE,
+  /** The server sent bytes that do not decode, or messages out of protocol order. */
+  PROTOCOL_VIOLATION;
+
+  /** Wire form: lower case, hyphenated, e.g. {@code slot-lost}. */
+  public String wire() {
+    return name().toLowerCase(Locale.ROOT).replace('_', '-');
+  }
+}

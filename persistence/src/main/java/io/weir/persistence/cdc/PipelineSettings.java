@@ -1,0 +1,110 @@
+package io.weir.persistence.cdc;
+
+import io.weir.persistence.Identifiers;
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * Settings of one CDC pipeline.
+ *
+ * @param name pipeline name: the key of its checkpoint and slot incarnation
+ * @param publications streamed together (their union); each must exist
+ * @param excludedSchemas schemas whose tables must not be published to this pipeline (Weir's own,
+ *     the sink's targets): streaming them would feed the pipeline's writes back into itself
+ * @param failover request a failover slot (PostgreSQL 17+ only)
+ * @param maxCommandRetries failed connect cycles before the stream is established, before halting
+ * @param handoverWindow how long "slot active for another consumer" is retried without counting;
+ *     at least the server's wal_sender_timeout is used
+ * @param inFlightWindow transactions decoded but not yet durably applied (backpressure bound)
+ * @param batchMaxTransactions 1 delivers one transaction per sink call; more groups transactions
+ * @param batchMaxDelay how long a partial batch may wait for more transactions
+ * @param maxTransactionChanges changes one transaction may hold in memory before the pipeline halts
+ * @param statusInterval status update period; zero derives a third of wal_sender_timeout
+ */
+public record PipelineSettings(
+    String name,
+    String slot,
+    List<String> publications,
+    StartMode startMode,
+    List<String> excludedSchemas,
+    boolean failover,
+    int maxCommandRetries,
+    Duration minBackoff,
+    Duration maxBackoff,
+    Duration handoverWindow,
+    int inFlightWindow,
+    int batchMaxTransactions,
+    Duration batchMaxDelay,
+    int maxTransactionChanges,
+    Duration statusInterval) {
+
+  public PipelineSettings {
+    publications = List.copyOf(publications);
+    excludedSchemas = List.copyOf(excludedSchemas);
+  }
+
+  /** Defaults for everything but names. */
+  public static PipelineSettings of(String name, String slot, List<String> publications) {
+    return new PipelineSettings(
+        name, slot, publications, StartMode.GO_FORWARD, List.of("weir"), false, 5, Duration.ofMillis(500),
+        Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO);
+  }
+
+  public PipelineSettings withStartMode(StartMode mode) {
+    return new PipelineSettings(name, slot, publications, mode, excludedSchemas, failover, maxCommandRetries,
+        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
+        maxTransactionChanges, statusInterval);
+  }
+
+  public PipelineSettings withExcludedSchemas(List<String> schemas) {
+    return new PipelineSettings(name, slot, publications, startMode, schemas, failover, maxCommandRetries,
+        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
+        maxTransactionChanges, statusInterval);
+  }
+
+  public PipelineSettings withFailover(boolean on) {
+    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, on, maxCommandRetries,
+        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
+        maxTransactionChanges, statusInterval);
+  }
+
+  public PipelineSettings withBatching(int maxTransactions, Duration maxDelay) {
+    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries,
+        minBackoff, maxBackoff, handoverWindow, inFlightWindow, maxTransactions, maxDelay,
+        maxTransactionChanges, statusInterval);
+  }
+
+  public PipelineSettings withRetries(int maxRetries, Duration minBackoff, Duration maxBackoff) {
+    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxRetries,
+        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
+        maxTransactionChanges, statusInterval);
+  }
+
+  public PipelineSettings withStatusInterval(Duration interval) {
+    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries,
+        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
+        maxTransactionChanges, interval);
+  }
+
+  /**
+   * Checks every identifier that will reach SQL.
+   *
+   * @throws PipelineHaltException {@link HaltReason#INVALID_IDENTIFIER}, naming which setting is at
+   *     fault and the expected shape, never the text
+   */
+  public void validate() {
+    check("pipeline name", name);
+    check("slot name", slot);
+    if (publications.isEmpty()) {
+      throw new PipelineHaltException(HaltReason.INVALID_IDENTIFIER, "at least one publication is required");
+    }
+    publications.forEach(p -> check("publication name", p));
+    excludedSchemas.forEach(s -> check("excluded schema", s));
+  }
+
+  private static void check(String what, String identifier) {
+    if (!Identifiers.isValid(identifier)) {
+      throw new PipelineHaltException(HaltReason.INVALID_IDENTIFIER, what + " " + Identifiers.SHAPE);
+    }
+  }
+}

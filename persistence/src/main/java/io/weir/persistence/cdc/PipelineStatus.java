@@ -1,0 +1,24 @@
+package io.weir.persistence.cdc;
+
+/**
+ * A pipeline's state for operators. Every field is value-free.
+ *
+ * @param state running, connecting, backoff, halted or stopped
+ * @param reason the typed halt reason ({@link HaltReason#wire()}) when halted, else null
+ * @param detail value-free detail of the halt or of the last transient error, else null
+ * @param confirmedLsn the position last confirmed to PostgreSQL as flushed
+ * @param lagBytes WAL bytes between what the server has sent and what is confirmed
+ * @param incarnation the slot incarnation key, once known
+ */
+public record PipelineStatus(
+    String name,
+    String state,
+    String reason,
+    String detail,
+    String slot,
+    String confirmedLsn,
+    long lagBytes,
+    long transactions,
+    long rows,
+    int restarts,
+    String incarnation) {}

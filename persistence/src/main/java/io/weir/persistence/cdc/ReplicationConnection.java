@@ -1,0 +1,258 @@
+package io.weir.persistence.cdc;
+
+import io.weir.protocol.Lsn;
+import java.nio.ByteBuffer;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import org.postgresql.PGConnection;
+import org.postgresql.PGProperty;
+import org.postgresql.replication.LogSequenceNumber;
+import org.postgresql.replication.PGReplicationStream;
+
+/**
+ * One pgjdbc logical replication connection streaming a slot, owned by a single IO thread of its
+ * own ({@code weir-slot-<slot>}): every use of the pgjdbc stream happens on that thread, because
+ * the stream is not thread-safe.
+ *
+ * <ul>
+ *   <li>{@link #poll} reads what has arrived (up to a count), waiting a bounded time for the first
+ *       message. It is only called when downstream asks: this is where backpressure reaches the
+ *       server (the socket fills, the walsender waits).
+ *   <li>{@link #acknowledge} records the end LSN of work downstream has durably committed; only
+ *       that position is ever reported as flushed.
+ *   <li>A keep-alive task sends a status update every {@code statusInterval} — also while
+ *       downstream backpressures and nobody polls — so the server does not time the connection out.
+ *   <li>Idle advancement: when the last data message read was a Commit and it has been
+ *       acknowledged (nothing open, nothing delivered and unacknowledged), the flushed position
+ *       follows the server's WAL end from keep-alives, so a slot over quiet tables does not hold WAL.
+ * </ul>
+ */
+public final class ReplicationConnection implements AutoCloseable {
+  private static final int COMMIT_END_LSN_OFFSET = 10; // 'C', int8 flags, int64 commit LSN, then end LSN
+
+  private final Connection connection;
+  private final PGReplicationStream stream;
+  private final ScheduledExecutorService io;
+
+  // Touched on the IO thread only.
+  private long acked;
+  private long lastCommitEnd;
+  private boolean openTransaction;
+  private long receivedMessages;
+
+  // Read from any thread, for status.
+  private volatile long confirmed;
+  private volatile long serverPosition;
+
+  private ReplicationConnection(Connection connection, PGReplicationStream stream, ScheduledExecutorService io, long start) {
+    this.connection = connection;
+    this.stream = stream;
+    this.io = io;
+    this.acked = start;
+    this.confirmed = start;
+    this.lastCommitEnd = start;
+  }
+
+  /** Server identity as reported by IDENTIFY_SYSTEM on a replication connection. */
+  public record SystemIdentity(long systemIdentifier, int timeline, Lsn walPosition) {}
+
+  /** Opens a replication (walsender) connection in simple query mode, as the replication protocol needs. */
+  public static Connection openReplicationSession(SourceSettings source) throws SQLException {
+    Properties props = new Properties();
+    PGProperty.USER.set(props, source.user());
+    if (source.password() != null) {
+      PGProperty.PASSWORD.set(props, source.password());
+    }
+    PGProperty.ASSUME_MIN_SERVER_VERSION.set(props, "10");
+    PGProperty.REPLICATION.set(props, "database");
+    PGProperty.PREFER_QUERY_MODE.set(props, "simple");
+    PGProperty.APPLICATION_NAME.set(props, "weir-replication");
+    PGProperty.CONNECT_TIMEOUT.set(props, "10");
+    return DriverManager.getConnection(source.url(), props);
+  }
+
+  public static SystemIdentity identifySystem(Connection replicationSession) throws SQLException {
+    try (Statement s = replicationSession.createStatement();
+        ResultSet rs = s.executeQuery("IDENTIFY_SYSTEM")) {
+      rs.next();
+      return new SystemIdentity(
+          Long.parseUnsignedLong(rs.getString("systemid")), rs.getInt("timeline"), Lsn.parse(rs.getString("xlogpos")));
+    }
+  }
+
+  /**
+   * Starts streaming {@code slot} on an open replication session (which this object then owns).
+   *
+   * @param start position to resume from; the server starts at the slot's confirmed position when
+   *     that is later, and sends only transactions committing after it
+   */
+  public static ReplicationConnection start(
+      Connection replicationSession, String slot, List<String> publications, Lsn start, Duration statusInterval)
+      throws SQLException {
+    PGReplicationStream stream =
+        replicationSession
+            .unwrap(PGConnection.class)
+            .getReplicationAPI()
+            .replicationStream()
+            .logical()
+            .withSlotName(slot)
+            .withSlotOption("proto_version", 1)
+            .withSlotOption("publication_names", String.join(",", publications))
+            .withSlotOption("messages", true)
+            .withStatusInterval((int) Math.max(1, statusInterval.toSeconds()), TimeUnit.SECONDS)
+            .withStartPosition(LogSequenceNumber.valueOf(start.asLong()))
+            .start();
+    ScheduledExecutorService io =
+        Executors.newSingleThreadScheduledExecutor(r -> {
+          Thread t = new Thread(r, "weir-slot-" + slot);
+          t.setDaemon(true);
+          return t;
+        });
+    ReplicationConnection rc = new ReplicationConnection(replicationSession, stream, io, start.asLong());
+    long every = Math.max(200, statusInterval.toMillis());
+    io.scheduleWithFixedDelay(rc::keepAlive, every, every, TimeUnit.MILLISECONDS);
+    return rc;
+  }
+
+  /**
+   * Reads up to {@code max} messages. Waits at most {@code maxWait} for the first; returns an empty
+   * list when none arrived. Fails when the connection fails.
+   */
+  public CompletionStage<List<WalMessage>> poll(int max, Duration maxWait) {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return read(max, maxWait);
+      } catch (SQLException e) {
+        throw new java.util.concurrent.CompletionException(e);
+      }
+    }, io);
+  }
+
+  private List<WalMessage> read(int max, Duration maxWait) throws SQLException {
+    List<WalMessage> out = new ArrayList<>();
+    long deadline = System.nanoTime() + maxWait.toNanos();
+    long pause = 50_000; // 50 µs, growing while the stream is quiet
+    while (true) {
+      ByteBuffer buffer = stream.readPending();
+      if (buffer != null) {
+        long lsn = stream.getLastReceiveLSN().asLong();
+        track(buffer);
+        out.add(new WalMessage(Lsn.of(lsn), buffer));
+        if (out.size() >= max) {
+          return out;
+        }
+        continue;
+      }
+      serverPosition = Math.max(serverPosition, stream.getLastReceiveLSN().asLong());
+      if (!out.isEmpty() || System.nanoTime() >= deadline) {
+        return out;
+      }
+      LockSupport.parkNanos(pause);
+      pause = Math.min(pause * 2, 5_000_000);
+    }
+  }
+
+  private void track(ByteBuffer buffer) {
+    receivedMessages++;
+    int at = buffer.position();
+    byte type = buffer.get(at);
+    if (type == 'B') {
+      openTransaction = true;
+    } else if (type == 'C' && buffer.remaining() >= COMMIT_END_LSN_OFFSET + 8) {
+      openTransaction = false;
+      lastCommitEnd = buffer.getLong(at + COMMIT_END_LSN_OFFSET);
+    }
+  }
+
+  /** Downstream has durably committed every transaction up to the one ending at {@code endLsn}. */
+  public void acknowledge(Lsn endLsn) {
+    io.execute(() -> {
+      if (Long.compareUnsigned(endLsn.asLong(), acked) > 0) {
+        acked = endLsn.asLong();
+        report(acked);
+      }
+    });
+  }
+
+  private void keepAlive() {
+    try {
+      long position = stream.getLastReceiveLSN().asLong();
+      serverPosition = Math.max(serverPosition, position);
+      boolean idle = !openTransaction && Long.compareUnsigned(acked, lastCommitEnd) >= 0;
+      long flush = acked;
+      if (idle && Long.compareUnsigned(position, acked) > 0) {
+        // Nothing open, nothing unacknowledged: follow the server so quiet slots release WAL.
+        flush = position;
+        acked = position;
+        lastCommitEnd = position;
+      }
+      report(flush);
+      stream.forceUpdateStatus();
+    } catch (SQLException | RuntimeException e) {
+      // The next poll sees the broken connection and fails the stream; nothing to do here.
+    }
+  }
+
+  private void report(long flushed) {
+    LogSequenceNumber lsn = LogSequenceNumber.valueOf(flushed);
+    stream.setFlushedLSN(lsn);
+    stream.setAppliedLSN(lsn);
+    confirmed = flushed;
+  }
+
+  /** The position last reported to the server as flushed. */
+  public Lsn confirmed() {
+    return Lsn.of(confirmed);
+  }
+
+  /** The furthest WAL position the server has told us about (data or keep-alive). */
+  public Lsn serverPosition() {
+    return Lsn.of(serverPosition);
+  }
+
+  /** Closes the stream and connection on the IO thread, after a final status update. */
+  @Override
+  public void close() {
+    CompletableFuture<Void> done = CompletableFuture.runAsync(() -> {
+      try {
+        stream.forceUpdateStatus();
+      } catch (SQLException | RuntimeException ignored) {
+        // Closing anyway.
+      }
+      try {
+        stream.close();
+      } catch (SQLException | RuntimeException ignored) {
+        // Closing anyway.
+      }
+      try {
+        connection.close();
+      } catch (SQLException ignored) {
+        // Closing anyway.
+      }
+    }, io);
+    try {
+      done.get(10, TimeUnit.SECONDS);
+    } catch (Exception e) {
+      try {
+        connection.close();
+      } catch (SQLException ignored) {
+        // Best effort.
+      }
+    } finally {
+      io.shutdownNow();
+    }
+  }
+}

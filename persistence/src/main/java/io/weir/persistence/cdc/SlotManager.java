@@ -1,0 +1,253 @@
+package io.weir.persistence.cdc;
+
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.SlotIncarnation;
+import java.math.BigDecimal;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The checks and decisions made before a pipeline streams: publications exist and do not feed
+ * Weir's writes back, the failover request is possible, and the slot is created, adopted or
+ * resumed consistently with the sink's checkpoint and the recorded slot incarnation. Every refusal
+ * is a {@link PipelineHaltException} with a typed reason. Blocking: run on an IO dispatcher.
+ */
+public final class SlotManager {
+  private static final Logger log = LoggerFactory.getLogger(SlotManager.class);
+
+  private final PipelineSettings settings;
+  private final DataSource stateStore;
+  private final String stateSchema;
+
+  /**
+   * @param stateStore Weir's own database, whose {@code <stateSchema>.cdc_slot} records slot
+   *     incarnations
+   */
+  public SlotManager(PipelineSettings settings, DataSource stateStore, String stateSchema) {
+    this.settings = settings;
+    this.stateStore = stateStore;
+    this.stateSchema = io.weir.persistence.Identifiers.require("schema name", stateSchema);
+  }
+
+  /** What the source server says about the pipeline's environment. */
+  public record ServerFacts(int versionNum, Duration walSenderTimeout) {}
+
+  /**
+   * Checks publications and the failover request on a normal (non-replication) connection to the
+   * source database.
+   */
+  public ServerFacts checkSource(Connection source) throws SQLException {
+    settings.validate();
+    int version;
+    Duration walSenderTimeout;
+    try (PreparedStatement ps =
+            source.prepareStatement(
+                "SELECT current_setting('server_version_num')::int, "
+                    + "extract(epoch FROM current_setting('wal_sender_timeout')::interval) * 1000");
+        ResultSet rs = ps.executeQuery()) {
+      rs.next();
+      version = rs.getInt(1);
+      walSenderTimeout = Duration.ofMillis(rs.getLong(2));
+    }
+    if (settings.failover() && version < 170000) {
+      throw new PipelineHaltException(
+          HaltReason.FAILOVER_UNSUPPORTED,
+          "failover slots need PostgreSQL 17 or newer; this server is " + (version / 10000));
+    }
+    List<String> found = new ArrayList<>();
+    boolean allTables = false;
+    try (PreparedStatement ps =
+        source.prepareStatement("SELECT pubname, puballtables FROM pg_publication WHERE pubname = ANY(?)")) {
+      ps.setArray(1, source.createArrayOf("text", settings.publications().toArray()));
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          found.add(rs.getString(1));
+          allTables |= rs.getBoolean(2);
+        }
+      }
+    }
+    for (String p : settings.publications()) {
+      if (!found.contains(p)) {
+        throw new PipelineHaltException(HaltReason.PUBLICATION_MISSING, "publication " + p + " does not exist");
+      }
+    }
+    Array excluded = source.createArrayOf("text", settings.excludedSchemas().toArray());
+    if (allTables) {
+      try (PreparedStatement ps = source.prepareStatement("SELECT nspname FROM pg_namespace WHERE nspname = ANY(?) LIMIT 1")) {
+        ps.setArray(1, excluded);
+        try (ResultSet rs = ps.executeQuery()) {
+          if (rs.next()) {
+            throw new PipelineHaltException(
+                HaltReason.PUBLICATION_FEEDS_BACK,
+                "a FOR ALL TABLES publication covers schema " + rs.getString(1) + ", which Weir writes to");
+          }
+        }
+      }
+    }
+    try (PreparedStatement ps =
+        source.prepareStatement(
+            "SELECT pubname, schemaname, tablename FROM pg_publication_tables "
+                + "WHERE pubname = ANY(?) AND schemaname = ANY(?) LIMIT 1")) {
+      ps.setArray(1, source.createArrayOf("text", settings.publications().toArray()));
+      ps.setArray(2, excluded);
+      try (ResultSet rs = ps.executeQuery()) {
+        if (rs.next()) {
+          throw new PipelineHaltException(
+              HaltReason.PUBLICATION_FEEDS_BACK,
+              "publication " + rs.getString(1) + " streams " + rs.getString(2) + "." + rs.getString(3)
+                  + ", which Weir writes to");
+        }
+      }
+    }
+    return new ServerFacts(version, walSenderTimeout);
+  }
+
+  /** The incarnation recorded for this pipeline, if any. */
+  public Optional<SlotIncarnation> recordedIncarnation() throws SQLException {
+    try (Connection c = stateStore.getConnection();
+        PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT incarnation, system_identifier, timeline, slot_name FROM " + stateSchema
+                    + ".cdc_slot WHERE pipeline = ?")) {
+      ps.setString(1, settings.name());
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          return Optional.empty();
+        }
+        return Optional.of(
+            new SlotIncarnation(
+                rs.getObject(1, UUID.class), rs.getBigDecimal(2).toBigInteger().longValue(), rs.getInt(3)));
+      }
+    }
+  }
+
+  private record SlotRow(String plugin, String database, String walStatus, Lsn confirmedFlush) {}
+
+  private Optional<SlotRow> slot(Connection source) throws SQLException {
+    try (PreparedStatement ps =
+        source.prepareStatement(
+            "SELECT plugin, database, wal_status, confirmed_flush_lsn::text FROM pg_replication_slots "
+                + "WHERE slot_name = ? AND slot_type = 'logical'")) {
+      ps.setString(1, settings.slot());
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          return Optional.empty();
+        }
+        String confirmed = rs.getString(4);
+        return Optional.of(
+            new SlotRow(rs.getString(1), rs.getString(2), rs.getString(3), confirmed == null ? Lsn.INVALID : Lsn.parse(confirmed)));
+      }
+    }
+  }
+
+  /**
+   * Decides how to stream, creating or adopting the slot where the rules allow.
+   *
+   * @param checkpoint the sink's durable checkpoint, if it has one
+   * @return the incarnation to stream in
+   */
+  public SlotIncarnation prepareSlot(
+      Connection source, ReplicationConnection.SystemIdentity server, Optional<SinkCheckpoint> checkpoint)
+      throws SQLException {
+    Optional<SlotIncarnation> recorded = recordedIncarnation();
+    Optional<SlotRow> slot = slot(source);
+    String currentDb;
+    try (ResultSet rs = source.createStatement().executeQuery("SELECT current_database()")) {
+      rs.next();
+      currentDb = rs.getString(1);
+    }
+    if (slot.isEmpty()) {
+      if (checkpoint.isPresent()) {
+        throw new PipelineHaltException(
+            HaltReason.SLOT_LOST,
+            "slot " + settings.slot() + " no longer exists but the sink has a checkpoint at "
+                + checkpoint.get().commitLsn() + "; it is not recreated silently");
+      }
+      if (settings.startMode() == StartMode.RESUME) {
+        throw new PipelineHaltException(HaltReason.SLOT_MISSING, "slot " + settings.slot() + " does not exist (start mode resume)");
+      }
+      Lsn created = createSlot(source);
+      SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
+      record(incarnation);
+      log.info("pipeline {}: created slot {} at {} (incarnation {})", settings.name(), settings.slot(), created, incarnation.id());
+      return incarnation;
+    }
+    SlotRow row = slot.get();
+    if (!"pgoutput".equals(row.plugin()) || !currentDb.equals(row.database())) {
+      throw new PipelineHaltException(
+          HaltReason.SLOT_INCOMPATIBLE, "slot " + settings.slot() + " uses another output plugin or database");
+    }
+    if ("lost".equals(row.walStatus())) {
+      throw new PipelineHaltException(
+          HaltReason.SLOT_LOST, "slot " + settings.slot() + " was invalidated by the server (wal_status lost)");
+    }
+    if (recorded.isEmpty()) {
+      if (checkpoint.isPresent()) {
+        throw new PipelineHaltException(
+            HaltReason.INCARNATION_MISMATCH,
+            "the sink has a checkpoint but Weir has no record of slot " + settings.slot());
+      }
+      SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
+      record(incarnation);
+      log.info("pipeline {}: adopted existing slot {} (incarnation {})", settings.name(), settings.slot(), incarnation.id());
+      return incarnation;
+    }
+    SlotIncarnation incarnation = recorded.get();
+    if (incarnation.systemIdentifier() != server.systemIdentifier()) {
+      throw new PipelineHaltException(
+          HaltReason.SLOT_LOST, "the source server's system identifier changed: the slot recorded for this pipeline is gone");
+    }
+    if (incarnation.timeline() != server.timeline()) {
+      throw new PipelineHaltException(
+          HaltReason.INCARNATION_MISMATCH,
+          "the source server's timeline changed from " + incarnation.timeline() + " to " + server.timeline());
+    }
+    if (checkpoint.isPresent() && !checkpoint.get().incarnation().equals(incarnation)) {
+      throw new PipelineHaltException(
+          HaltReason.INCARNATION_MISMATCH, "the sink's checkpoint belongs to another slot incarnation");
+    }
+    return incarnation;
+  }
+
+  private Lsn createSlot(Connection source) throws SQLException {
+    String sql =
+        settings.failover()
+            ? "SELECT lsn::text FROM pg_create_logical_replication_slot(?, 'pgoutput', false, false, true)"
+            : "SELECT lsn::text FROM pg_create_logical_replication_slot(?, 'pgoutput')";
+    try (PreparedStatement ps = source.prepareStatement(sql)) {
+      ps.setString(1, settings.slot());
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return Lsn.parse(rs.getString(1));
+      }
+    }
+  }
+
+  private void record(SlotIncarnation incarnation) throws SQLException {
+    try (Connection c = stateStore.getConnection();
+        PreparedStatement ps =
+            c.prepareStatement(
+                "INSERT INTO " + stateSchema + ".cdc_slot (pipeline, slot_name, incarnation, system_identifier, timeline) "
+                    + "VALUES (?, ?, ?, ?, ?) ON CONFLICT (pipeline) DO UPDATE SET slot_name = excluded.slot_name, "
+                    + "incarnation = excluded.incarnation, system_identifier = excluded.system_identifier, "
+                    + "timeline = excluded.timeline, created_at = now()")) {
+      ps.setString(1, settings.name());
+      ps.setString(2, settings.slot());
+      ps.setObject(3, incarnation.id());
+      ps.setBigDecimal(4, new BigDecimal(Long.toUnsignedString(incarnation.systemIdentifier())));
+      ps.setInt(5, incarnation.timeline());
+      ps.executeUpdate();
+    }
+  }
+}

@@ -1,0 +1,788 @@
+package io.weir.persistence.cdc.mirror;
+
+import io.weir.persistence.SafeErrors;
+import io.weir.persistence.cdc.ChangeSink;
+import io.weir.persistence.cdc.PipelineContext;
+import io.weir.persistence.cdc.SinkCheckpoint;
+import io.weir.persistence.cdc.SinkException;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.SlotIncarnation;
+import io.weir.protocol.cdc.TableSchema;
+import io.weir.protocol.cdc.Transaction;
+import io.weir.protocol.pgoutput.ColumnKind;
+import io.weir.protocol.pgoutput.OldTupleKind;
+import io.weir.protocol.pgoutput.PgOutputDecodeException;
+import io.weir.protocol.pgoutput.TupleData;
+import java.nio.ByteBuffer;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.sql.Types;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
+import java.util.concurrent.RejectedExecutionException;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The built-in sink that mirrors source tables into tables of a PostgreSQL database (the same
+ * server as the source or another), effect-once.
+ *
+ * <h2>Lifecycle</h2>
+ *
+ * <ol>
+ *   <li>{@link #open} creates, if missing, the checkpoint table ({@link
+ *       MirrorSettings#checkpointTable()}) and, when {@link MirrorSettings#appliedLog()} is on, the
+ *       applied log, both in the target schema of the target database. It forgets what it knew of
+ *       the target tables (they may have changed while the pipeline was down) and returns the
+ *       stored checkpoint of the pipeline, if any. Open may be called any number of times; the
+ *       last call's pipeline and slot incarnation are the ones {@code apply} uses, and {@code
+ *       apply} refuses to run before an open that named an incarnation.
+ *   <li>{@link #apply} writes one batch in one database transaction (see below) on the executor
+ *       given at construction, never on the caller's thread.
+ *   <li>{@link #close} does nothing: the sink holds no connection between calls, and the {@link
+ *       DataSource} and executor belong to the caller.
+ * </ol>
+ *
+ * <h2>Effect-once</h2>
+ *
+ * Each {@code apply} takes a connection, turns autocommit off, and locks the pipeline's checkpoint
+ * row {@code FOR UPDATE} (inserting a placeholder first if there is none, so that even the first
+ * batch serialises). It skips every transaction whose commit LSN is at or below the checkpoint,
+ * applies the rest change by change, moves the checkpoint to the last applied commit LSN, and
+ * commits; the returned stage completes only after the commit. Data and checkpoint commit
+ * atomically, so a batch is either wholly applied with its checkpoint or not at all, and a
+ * redelivered transaction (after a crash, a restart, or a stale second writer that waited on the
+ * row lock) is skipped. With the applied log on, each applied transaction adds its row there in
+ * the same database transaction. A checkpoint of another slot incarnation is refused permanently:
+ * its positions mean nothing in this stream.
+ *
+ * <h2>Changes</h2>
+ *
+ * <ul>
+ *   <li>Insert: {@code INSERT ... ON CONFLICT (primary key) DO UPDATE} of every non-key column, so
+ *       a row that is already there (from a snapshot or a diverged target) is overwritten, not
+ *       refused.
+ *   <li>Update: the same upsert of the new row. If the old image (REPLICA IDENTITY key or FULL)
+ *       shows the target's key changed, the old-key row is deleted first.
+ *   <li>Unchanged TOAST: a column the source update left untouched carries no value; it is neither
+ *       inserted nor set, so the stored value stays. On a key-changing update with such columns
+ *       the row is moved with {@code UPDATE ... WHERE old key} instead, since the stored value sits
+ *       in the old row; if no old row is there, the new row is upserted without those columns.
+ *       An upsert that inserts a row the target lacked (the mirror started after the row was
+ *       written) leaves them at their defaults: seed the target first if that matters.
+ *   <li>Delete: by the target's primary key, with values from the old image.
+ *   <li>Truncate: {@code TRUNCATE} of the mapped targets ({@code RESTART IDENTITY} if the source
+ *       said so), never {@code CASCADE}: tables that reference a target are not the mirror's to
+ *       empty, so such a truncate is refused (SQLState 0A000).
+ *   <li>Transactional logical messages: ignored; a mirror has nowhere to put them.
+ *   <li>Schema changes: the mirror never alters a target. Add a column to the target before the
+ *       source, or changes that carry it are refused (SQLState 42703).
+ * </ul>
+ *
+ * <h2>Targets</h2>
+ *
+ * A target table must exist and have a primary key; every key column must be a source column and,
+ * unless the source's replica identity is NOTHING, part of the replica identity (which deletes and
+ * key-changing updates identify rows by). The key is read once per target from the catalog and
+ * cached until the next open. Values are bound as untyped text (the pipeline decodes pgoutput in
+ * text mode; binary columns are refused) and the server casts each to its target column's type.
+ * Consecutive changes with the same statement shape go to the server as one JDBC batch, which
+ * keeps their order; a repeated key starts a new batch, so pgjdbc's {@code reWriteBatchedInserts}
+ * (multi-row INSERTs, markedly faster) is safe to turn on for the target DataSource. Table and
+ * column names come from the source catalog and are quoted; the configured names pass the
+ * identifier allow-list.
+ *
+ * <h2>Failures</h2>
+ *
+ * Every failure rolls the whole batch back and completes the stage with a {@link SinkException}
+ * whose message names tables and the SQLState, never a value: permanent for integrity, data,
+ * undefined-object and similar refusals, transient for lost connections, serialization failures,
+ * deadlocks, resource shortage and unknown SQLStates. The driver's exception is not the
+ * cause (its message may quote the row); a {@link ScrubbedSqlException} with only classes and
+ * SQLState stands in for it.
+ */
+public final class PostgresMirrorSink implements ChangeSink {
+  private static final Logger LOG = LoggerFactory.getLogger(PostgresMirrorSink.class);
+
+  private static final String PRIMARY_KEY_SQL =
+      "SELECT a.attname FROM pg_catalog.pg_class c"
+          + " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+          + " LEFT JOIN pg_catalog.pg_index i ON i.indrelid = c.oid AND i.indisprimary"
+          + " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY (i.indkey)"
+          + " WHERE n.nspname = ? AND c.relname = ?"
+          + " ORDER BY array_position(i.indkey::int2[], a.attnum)";
+  private static final String SCHEMA_EXISTS_SQL =
+      "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = ?";
+  private static final String TABLE_EXISTS_SQL =
+      "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+          + " WHERE n.nspname = ? AND c.relname = ?";
+
+  private final DataSource dataSource;
+  private final Executor executor;
+  private final MirrorSettings settings;
+
+  private final String checkpointWhat;
+  private final String createCheckpoint;
+  private final String createAppliedLog;
+  private final String selectCheckpoint;
+  private final String lockCheckpoint;
+  private final String insertPlaceholder;
+  private final String updateCheckpoint;
+  private final String insertApplied;
+
+  /** Plans per source table shape; a new shape (added column) gets a new plan. */
+  private final Map<TableSchema, TablePlan> plans = new ConcurrentHashMap<>();
+  /** Primary key columns per target table name, read from the catalog once per open. */
+  private final Map<String, List<String>> primaryKeys = new ConcurrentHashMap<>();
+
+  private volatile Opened opened;
+
+  private record Opened(String pipeline, Optional<SlotIncarnation> incarnation) {}
+
+  /**
+   * @param dataSource the target database; not owned (not closed by {@link #close})
+   * @param executor where blocking JDBC runs: the pipeline's blocking-IO dispatcher
+   */
+  public PostgresMirrorSink(DataSource dataSource, Executor executor, MirrorSettings settings) {
+    this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+    this.executor = Objects.requireNonNull(executor, "executor");
+    this.settings = Objects.requireNonNull(settings, "settings");
+    String checkpoint = MirrorSql.qualified(settings.targetSchema(), settings.checkpointTable());
+    String applied = MirrorSql.qualified(settings.targetSchema(), MirrorSettings.APPLIED_LOG_TABLE);
+    this.checkpointWhat =
+        "its checkpoint in " + settings.targetSchema() + "." + settings.checkpointTable();
+    this.createCheckpoint = MirrorSql.createCheckpointTable(checkpoint);
+    this.createAppliedLog = MirrorSql.createAppliedLog(applied);
+    this.selectCheckpoint =
+        "SELECT incarnation, commit_lsn::text FROM " + checkpoint + " WHERE pipeline = ?";
+    this.lockCheckpoint = selectCheckpoint + " FOR UPDATE";
+    // 0/0 is below every commit LSN; the row only exists so that FOR UPDATE has a row to lock.
+    this.insertPlaceholder =
+        "INSERT INTO " + checkpoint + " (pipeline, incarnation, commit_lsn) VALUES (?, ?, '0/0')"
+            + " ON CONFLICT (pipeline) DO NOTHING";
+    this.updateCheckpoint =
+        "UPDATE " + checkpoint + " SET incarnation = ?, commit_lsn = ?, updated_at = now() WHERE pipeline = ?";
+    this.insertApplied = "INSERT INTO " + applied + " (pipeline, xid, commit_lsn) VALUES (?, ?, ?)";
+  }
+
+  /** Prepares the checkpoint table (and applied log) and returns the pipeline's checkpoint. */
+  @Override
+  public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
+    Objects.requireNonNull(context, "context");
+    Opened next = new Opened(Objects.requireNonNull(context.pipeline(), "pipeline"), context.incarnation());
+    return onExecutor(
+        () -> {
+          plans.clear();
+          primaryKeys.clear();
+          Optional<SinkCheckpoint> checkpoint = openBlocking(next.pipeline());
+          opened = next;
+          LOG.debug("mirror opened; checkpoint present: {}", checkpoint.isPresent());
+          return checkpoint;
+        });
+  }
+
+  /** Applies the batch and moves the checkpoint in one database transaction; see class docs. */
+  @Override
+  public CompletionStage<Void> apply(List<Transaction> transactions) {
+    Opened current = opened;
+    if (current == null) {
+      return CompletableFuture.failedFuture(
+          SinkException.permanent("mirror received transactions before it was opened", null));
+    }
+    if (current.incarnation().isEmpty()) {
+      return CompletableFuture.failedFuture(
+          SinkException.permanent(
+              "mirror was opened without a slot incarnation; open it again once the slot exists", null));
+    }
+    List<Transaction> batch = List.copyOf(transactions);
+    if (batch.isEmpty()) {
+      return CompletableFuture.completedFuture(null);
+    }
+    return onExecutor(
+        () -> {
+          applyBlocking(current.pipeline(), current.incarnation().get(), batch);
+          return null;
+        });
+  }
+
+  /** Nothing to release: connections are taken per call, the DataSource and executor are the caller's. */
+  @Override
+  public void close() {}
+
+  // ---------------------------------------------------------------------------------------------
+  // open
+
+  private Optional<SinkCheckpoint> openBlocking(String pipeline) {
+    try (Connection c = dataSource.getConnection()) {
+      boolean autoCommit = c.getAutoCommit();
+      try {
+        // Each statement on its own: a lost creation race must not abort the ones after it.
+        c.setAutoCommit(true);
+        if (!exists(c, SCHEMA_EXISTS_SQL, settings.targetSchema(), null)) {
+          throw MirrorFailures.refused(checkpointWhat, "the target schema does not exist");
+        }
+        ensureTable(c, settings.checkpointTable(), createCheckpoint);
+        if (settings.appliedLog()) {
+          ensureTable(c, MirrorSettings.APPLIED_LOG_TABLE, createAppliedLog);
+        }
+        return readCheckpoint(c, pipeline, false);
+      } finally {
+        restoreAutoCommit(c, autoCommit);
+      }
+    } catch (SQLException e) {
+      throw MirrorFailures.fromSql(e, checkpointWhat);
+    }
+  }
+
+  /**
+   * Creates a bookkeeping table unless it exists. The check comes first because CREATE ... IF NOT
+   * EXISTS still needs the CREATE privilege, which a sink that only writes may lack.
+   */
+  private void ensureTable(Connection c, String table, String ddl) throws SQLException {
+    if (exists(c, TABLE_EXISTS_SQL, settings.targetSchema(), table)) {
+      return;
+    }
+    try (Statement s = c.createStatement()) {
+      s.execute(ddl);
+    } catch (SQLException e) {
+      // Two sinks creating it at once: the loser sees a duplicate catalog entry.
+      String state = MirrorFailures.sqlState(e);
+      if (("23505".equals(state) || "42P07".equals(state))
+          && exists(c, TABLE_EXISTS_SQL, settings.targetSchema(), table)) {
+        return;
+      }
+      throw e;
+    }
+  }
+
+  private static boolean exists(Connection c, String sql, String first, String second) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(sql)) {
+      ps.setString(1, first);
+      if (second != null) {
+        ps.setString(2, second);
+      }
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next();
+      }
+    }
+  }
+
+  private Optional<SinkCheckpoint> readCheckpoint(Connection c, String pipeline, boolean forUpdate)
+      throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(forUpdate ? lockCheckpoint : selectCheckpoint)) {
+      ps.setString(1, pipeline);
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          return Optional.empty();
+        }
+        try {
+          return Optional.of(
+              new SinkCheckpoint(SlotIncarnation.parse(rs.getString(1)), Lsn.parse(rs.getString(2))));
+        } catch (IllegalArgumentException e) {
+          throw MirrorFailures.refused(checkpointWhat, "the stored checkpoint is malformed");
+        }
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // apply
+
+  private void applyBlocking(String pipeline, SlotIncarnation incarnation, List<Transaction> batch) {
+    Run run = new Run();
+    run.context = "a connection to the target database";
+    try (Connection c = dataSource.getConnection()) {
+      run.connection = c;
+      run.context = checkpointWhat;
+      boolean autoCommit = c.getAutoCommit();
+      try {
+        c.setAutoCommit(false);
+        Lsn watermark = lockCheckpoint(c, pipeline, incarnation);
+        int applied = 0;
+        for (Transaction t : batch) {
+          // Redelivered (or out of order): its effects are already in, with its checkpoint.
+          if (!t.commitLsn().isAfter(watermark)) {
+            continue;
+          }
+          for (Change change : t.changes()) {
+            applyChange(run, change);
+          }
+          if (settings.appliedLog()) {
+            run.logApplied(insertApplied, pipeline, t);
+          }
+          watermark = t.commitLsn();
+          applied++;
+        }
+        run.flush();
+        if (applied == 0) {
+          c.rollback(); // nothing new; also drops a placeholder row, releases the lock
+          LOG.debug("mirror skipped a batch of {} already applied transactions", batch.size());
+          return;
+        }
+        run.context = checkpointWhat;
+        run.flushLog();
+        writeCheckpoint(c, pipeline, incarnation, watermark);
+        run.context = "the commit of a batch";
+        c.commit();
+        LOG.debug("mirror applied {} of {} transactions up to {}", applied, batch.size(), watermark);
+      } catch (Throwable t) {
+        rollbackQuietly(c);
+        throw t;
+      } finally {
+        run.close();
+        restoreAutoCommit(c, autoCommit);
+      }
+    } catch (SQLException e) {
+      throw MirrorFailures.fromSql(e, run.context);
+    } catch (PgOutputDecodeException e) {
+      throw MirrorFailures.refused(run.context, e.reason().description());
+    }
+  }
+
+  /** Locks the pipeline's checkpoint row (creating a placeholder) and returns its commit LSN. */
+  private Lsn lockCheckpoint(Connection c, String pipeline, SlotIncarnation incarnation) throws SQLException {
+    Optional<SinkCheckpoint> checkpoint = readCheckpoint(c, pipeline, true);
+    if (checkpoint.isEmpty()) {
+      // Nothing to lock yet: insert a row (waiting out a concurrent first writer) and lock that.
+      try (PreparedStatement ps = c.prepareStatement(insertPlaceholder)) {
+        ps.setString(1, pipeline);
+        ps.setString(2, incarnation.key());
+        ps.executeUpdate();
+      }
+      checkpoint = readCheckpoint(c, pipeline, true);
+      if (checkpoint.isEmpty()) {
+        throw SinkException.transientFailure("mirror could not lock its checkpoint row", null);
+      }
+    }
+    if (!checkpoint.get().incarnation().equals(incarnation)) {
+      throw MirrorFailures.refused(checkpointWhat, "it belongs to another slot incarnation");
+    }
+    return checkpoint.get().commitLsn();
+  }
+
+  private void writeCheckpoint(Connection c, String pipeline, SlotIncarnation incarnation, Lsn lsn)
+      throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(updateCheckpoint)) {
+      ps.setString(1, incarnation.key());
+      ps.setObject(2, lsn.toString(), Types.OTHER);
+      ps.setString(3, pipeline);
+      if (ps.executeUpdate() != 1) {
+        throw SinkException.transientFailure("mirror lost its locked checkpoint row", null);
+      }
+    }
+  }
+
+  private void applyChange(Run run, Change change) throws SQLException {
+    if (change instanceof Change.Insert insert) {
+      upsert(run, plan(run, insert.table()), insert.newRow());
+    } else if (change instanceof Change.Update update) {
+      update(run, update);
+    } else if (change instanceof Change.Delete delete) {
+      TablePlan plan = plan(run, delete.table());
+      deleteByKey(run, plan, delete.oldRow());
+    } else if (change instanceof Change.Truncate truncate) {
+      truncate(run, truncate);
+    }
+    // Change.Message: a mirror has no place for logical decoding messages; ignored.
+  }
+
+  private void update(Run run, Change.Update update) throws SQLException {
+    TablePlan plan = plan(run, update.table());
+    TupleData newRow = update.newRow();
+    TupleData oldRow = update.oldRow();
+    if (update.oldKind() != OldTupleKind.NONE && oldRow != null) {
+      requireWidth(plan, oldRow);
+      requireWidth(plan, newRow);
+      if (keyChanged(plan, oldRow, newRow)) {
+        if (!newRow.hasUnchangedToast()) {
+          deleteByKey(run, plan, oldRow);
+          upsert(run, plan, newRow);
+          return;
+        }
+        // The untouched TOAST values are stored in the old row: move that row to the new key.
+        BitSet present = present(plan, newRow);
+        requireKeyValues(plan, oldRow, "the old row image");
+        int moved =
+            run.executeNow(
+                plan.updateByKey(present),
+                plan.what(),
+                ps -> {
+                  int next = bindPresent(plan, ps, 1, newRow, present);
+                  bindKey(plan, ps, next, oldRow);
+                });
+        if (moved == 0) {
+          upsert(run, plan, newRow);
+        }
+        return;
+      }
+    }
+    upsert(run, plan, newRow);
+  }
+
+  private void upsert(Run run, TablePlan plan, TupleData row) throws SQLException {
+    run.context = plan.what();
+    requireWidth(plan, row);
+    if (!row.hasUnchangedToast()) {
+      run.batch(plan.fullUpsert(), plan.what(), keyOf(plan, row), ps -> bindAll(plan, ps, row));
+      return;
+    }
+    BitSet present = present(plan, row);
+    run.batch(plan.upsert(present), plan.what(), keyOf(plan, row), ps -> bindPresent(plan, ps, 1, row, present));
+  }
+
+  private void deleteByKey(Run run, TablePlan plan, TupleData oldRow) throws SQLException {
+    requireWidth(plan, oldRow);
+    requireKeyValues(plan, oldRow, "the old row image");
+    run.batch(plan.deleteByKey(), plan.what(), null, ps -> bindKey(plan, ps, 1, oldRow));
+  }
+
+  private void truncate(Run run, Change.Truncate truncate) throws SQLException {
+    Set<String> targets = new LinkedHashSet<>();
+    List<String> names = new ArrayList<>();
+    for (TableSchema table : truncate.tables()) {
+      String target = settings.targetTable(table);
+      if (targets.add(MirrorSql.qualified(settings.targetSchema(), target))) {
+        names.add(settings.targetSchema() + "." + target);
+      }
+    }
+    if (targets.isEmpty()) {
+      return;
+    }
+    run.flush();
+    run.context = "a truncate of " + String.join(", ", names);
+    try (Statement s = run.connection.createStatement()) {
+      s.execute(MirrorSql.truncate(List.copyOf(targets), truncate.restartIdentity()));
+    }
+  }
+
+  /** The plan for a source table shape, reading the target's primary key on first use. */
+  private TablePlan plan(Run run, TableSchema source) throws SQLException {
+    TablePlan plan = plans.get(source);
+    if (plan != null) {
+      return plan;
+    }
+    String target = settings.targetTable(source);
+    String what =
+        "a change to " + source.qualifiedName() + " (target " + settings.targetSchema() + "." + target + ")";
+    List<String> key = primaryKeys.get(target);
+    if (key == null) {
+      run.context = what;
+      key = readPrimaryKey(run.connection, target, what);
+      primaryKeys.put(target, key);
+    }
+    plan = TablePlan.plan(source, settings.targetSchema(), target, key, what);
+    plans.put(source, plan);
+    return plan;
+  }
+
+  private List<String> readPrimaryKey(Connection c, String target, String what) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(PRIMARY_KEY_SQL)) {
+      ps.setString(1, settings.targetSchema());
+      ps.setString(2, target);
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          throw MirrorFailures.refused(what, "the target table does not exist");
+        }
+        List<String> key = new ArrayList<>();
+        do {
+          String column = rs.getString(1);
+          if (column != null) {
+            key.add(column);
+          }
+        } while (rs.next());
+        return List.copyOf(key);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // row images
+
+  private static void requireWidth(TablePlan plan, TupleData row) {
+    if (row.size() != plan.source().columns().size()) {
+      throw MirrorFailures.refused(plan.what(), "a row image and the table schema disagree on the column count");
+    }
+  }
+
+  private static void requireKeyValues(TablePlan plan, TupleData row, String image) {
+    for (int k : plan.keyIndexes()) {
+      if (row.isNull(k) || row.isUnchangedToast(k)) {
+        throw MirrorFailures.refused(plan.what(), image + " carries no value for a primary key column");
+      }
+    }
+  }
+
+  /** The target key of a row image, for telling whether a pending upsert batch already has it. */
+  private static Object keyOf(TablePlan plan, TupleData row) {
+    int[] keys = plan.keyIndexes();
+    if (keys.length == 1) {
+      return keyPart(row, keys[0]);
+    }
+    List<Object> values = new ArrayList<>(keys.length);
+    for (int k : keys) {
+      values.add(keyPart(row, k));
+    }
+    return values;
+  }
+
+  /** The column's bytes, compared by content; an empty list for a column without bytes. */
+  private static Object keyPart(TupleData row, int column) {
+    return row.kind(column).hasData() ? ByteBuffer.wrap(row.bytes(column)) : List.of();
+  }
+
+  /** Whether the target key differs between the images; unchanged TOAST counts as unchanged. */
+  private static boolean keyChanged(TablePlan plan, TupleData oldRow, TupleData newRow) {
+    for (int k : plan.keyIndexes()) {
+      ColumnKind before = oldRow.kind(k);
+      ColumnKind after = newRow.kind(k);
+      if (before == ColumnKind.UNCHANGED_TOAST || after == ColumnKind.UNCHANGED_TOAST) {
+        continue;
+      }
+      if (before != after || (before.hasData() && !Arrays.equals(oldRow.bytes(k), newRow.bytes(k)))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Columns that carry a value (all but unchanged TOAST); every key column must be among them. */
+  private static BitSet present(TablePlan plan, TupleData row) {
+    BitSet present = new BitSet(row.size());
+    for (int i = 0; i < row.size(); i++) {
+      if (!row.isUnchangedToast(i)) {
+        present.set(i);
+      }
+    }
+    for (int k : plan.keyIndexes()) {
+      if (!present.get(k)) {
+        throw MirrorFailures.refused(plan.what(), "a primary key column arrived as unchanged TOAST, without a value");
+      }
+    }
+    return present;
+  }
+
+  private static void bindAll(TablePlan plan, PreparedStatement ps, TupleData row) throws SQLException {
+    for (int i = 0; i < row.size(); i++) {
+      bind(plan, ps, i + 1, row, i);
+    }
+  }
+
+  private static int bindPresent(TablePlan plan, PreparedStatement ps, int first, TupleData row, BitSet present)
+      throws SQLException {
+    int param = first;
+    for (int i = present.nextSetBit(0); i >= 0; i = present.nextSetBit(i + 1)) {
+      bind(plan, ps, param++, row, i);
+    }
+    return param;
+  }
+
+  private static void bindKey(TablePlan plan, PreparedStatement ps, int first, TupleData row) throws SQLException {
+    int param = first;
+    for (int k : plan.keyIndexes()) {
+      bind(plan, ps, param++, row, k);
+    }
+  }
+
+  /** Binds one column as untyped text: the server casts it to the target column's type. */
+  private static void bind(TablePlan plan, PreparedStatement ps, int param, TupleData row, int column)
+      throws SQLException {
+    switch (row.kind(column)) {
+      case NULL -> ps.setNull(param, Types.OTHER);
+      case TEXT -> ps.setObject(param, row.text(column), Types.OTHER);
+      case BINARY ->
+          throw MirrorFailures.refused(
+              plan.what(), "a column arrived in binary format; the mirror needs the pipeline's text format");
+      case UNCHANGED_TOAST ->
+          throw MirrorFailures.refused(plan.what(), "an unchanged TOAST column has no value to write");
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // plumbing
+
+  @FunctionalInterface
+  private interface Binder {
+    void bind(PreparedStatement ps) throws SQLException;
+  }
+
+  @FunctionalInterface
+  private interface Blocking<T> {
+    T call() throws Exception;
+  }
+
+  /**
+   * The statements of one apply: consecutive changes of one statement shape accumulate in a JDBC
+   * batch, which goes out when the shape changes or the batch ends. Statements run in the order
+   * the changes came, so batching never reorders them. A second upsert of a key already in the
+   * pending batch starts a new batch: with pgjdbc's {@code reWriteBatchedInserts} a batch becomes
+   * one multi-row INSERT, and PostgreSQL refuses an ON CONFLICT DO UPDATE that touches a row twice
+   * (SQLState 21000). {@link #context} names what the statement that may fail next works on, for
+   * the error message.
+   */
+  private static final class Run implements AutoCloseable {
+    Connection connection;
+    String context;
+    private final Map<String, PreparedStatement> statements = new HashMap<>();
+    private final Set<Object> pendingKeys = new HashSet<>();
+    private PreparedStatement pending;
+    private String pendingSql;
+    private String pendingWhat;
+    private PreparedStatement log;
+    private int logged;
+
+    /** @param key the row's target key for upserts, null for statements that are never rewritten */
+    void batch(String sql, String what, Object key, Binder binder) throws SQLException {
+      if (pending != null && !sql.equals(pendingSql)) {
+        flush();
+      }
+      if (key != null && !pendingKeys.add(key)) {
+        flush();
+        pendingKeys.add(key);
+      }
+      if (pending == null) {
+        pending = statement(sql);
+        pendingSql = sql;
+        pendingWhat = what;
+      }
+      context = what;
+      binder.bind(pending);
+      pending.addBatch();
+    }
+
+    /** Runs one statement now (after what is pending) and returns its update count. */
+    int executeNow(String sql, String what, Binder binder) throws SQLException {
+      flush();
+      context = what;
+      PreparedStatement ps = statement(sql);
+      binder.bind(ps);
+      return ps.executeUpdate();
+    }
+
+    void flush() throws SQLException {
+      if (pending != null) {
+        PreparedStatement ps = pending;
+        context = pendingWhat;
+        pending = null;
+        pendingSql = null;
+        pendingKeys.clear();
+        ps.executeBatch();
+      }
+    }
+
+    void logApplied(String sql, String pipeline, Transaction t) throws SQLException {
+      if (log == null) {
+        log = connection.prepareStatement(sql);
+      }
+      log.setString(1, pipeline);
+      log.setLong(2, t.xid());
+      log.setObject(3, t.commitLsn().toString(), Types.OTHER);
+      log.addBatch();
+      logged++;
+    }
+
+    void flushLog() throws SQLException {
+      if (logged > 0) {
+        log.executeBatch();
+        logged = 0;
+      }
+    }
+
+    private PreparedStatement statement(String sql) throws SQLException {
+      PreparedStatement ps = statements.get(sql);
+      if (ps == null) {
+        ps = connection.prepareStatement(sql);
+        statements.put(sql, ps);
+      }
+      return ps;
+    }
+
+    @Override
+    public void close() {
+      for (PreparedStatement ps : statements.values()) {
+        closeQuietly(ps);
+      }
+      statements.clear();
+      if (log != null) {
+        closeQuietly(log);
+      }
+    }
+
+    private static void closeQuietly(Statement s) {
+      try {
+        s.close();
+      } catch (SQLException e) {
+        // The connection is going back to the pool or away; nothing to act on.
+      }
+    }
+  }
+
+  private <T> CompletionStage<T> onExecutor(Blocking<T> work) {
+    CompletableFuture<T> result = new CompletableFuture<>();
+    try {
+      executor.execute(
+          () -> {
+            try {
+              result.complete(work.call());
+            } catch (Throwable t) {
+              result.completeExceptionally(toSinkFailure(t));
+            }
+          });
+    } catch (RejectedExecutionException e) {
+      result.completeExceptionally(
+          SinkException.transientFailure("mirror's blocking executor refused the work", null));
+    }
+    return result;
+  }
+
+  /** SinkExceptions pass; anything else becomes a value-free one with a scrubbed cause. */
+  private static Throwable toSinkFailure(Throwable t) {
+    if (t instanceof SinkException || t instanceof Error) {
+      return t;
+    }
+    if (t instanceof SQLException e) {
+      return MirrorFailures.fromSql(e, "the target database");
+    }
+    if (t instanceof PgOutputDecodeException e) {
+      return SinkException.permanent("mirror refused a row: " + e.reason().description(), null);
+    }
+    return SinkException.transientFailure(
+        "mirror failed unexpectedly: " + SafeErrors.describe(t), ScrubbedException.of(t));
+  }
+
+  private static void rollbackQuietly(Connection c) {
+    try {
+      c.rollback();
+    } catch (SQLException e) {
+      // The connection is likely gone; the server aborts the transaction with it.
+      LOG.debug("mirror rollback failed: {}", SafeErrors.describe(e));
+    }
+  }
+
+  private static void restoreAutoCommit(Connection c, boolean autoCommit) {
+    try {
+      if (!c.isClosed() && c.getAutoCommit() != autoCommit) {
+        c.setAutoCommit(autoCommit);
+      }
+    } catch (SQLException e) {
+      LOG.debug("mirror could not restore autocommit: {}", SafeErrors.describe(e));
+    }
+  }
+}

@@ -1,0 +1,311 @@
+package io.weir.persistence.cdc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import io.weir.persistence.Database;
+import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.SchemaMigrator;
+import io.weir.persistence.testing.TestPostgres;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.Transaction;
+import io.weir.protocol.pgoutput.OldTupleKind;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The CDC pipeline against a real PostgreSQL: delivery of every DML kind, schema faults, slot rules. */
+class CdcPipelineIT {
+  private TestPostgres.TestDatabase db;
+  private Database state;
+  private ActorTestKit kit;
+  private SourceSettings source;
+  private String slot;
+
+  @BeforeEach
+  void setUp() throws Exception {
+    db = TestPostgres.server().freshDatabase("cdc_it");
+    Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+    state = Database.create(PostgresSettings.create(config), "cdc-it");
+    SchemaMigrator.migrate(state.dataSource(), "weir");
+    kit = ActorTestKit.create("cdc", config);
+    source = new SourceSettings(db.url(), db.server().user(), db.server().password());
+    slot = "weir_it_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+    sql("CREATE TABLE items (id int PRIMARY KEY, name text, price numeric, note text)",
+        "CREATE TABLE tags (id int PRIMARY KEY, label text)",
+        "CREATE TABLE fulls (id int PRIMARY KEY, v text)",
+        "ALTER TABLE fulls REPLICA IDENTITY FULL",
+        "CREATE TABLE quiet (id int PRIMARY KEY)",
+        "CREATE TABLE unpublished (id serial PRIMARY KEY, payload text)",
+        "CREATE PUBLICATION pub FOR TABLE items, tags, fulls",
+        "CREATE PUBLICATION quiet_pub FOR TABLE quiet");
+  }
+
+  @AfterEach
+  void tearDown() {
+    kit.shutdownTestKit();
+    state.close();
+    db.close();
+  }
+
+  private void sql(String... statements) throws SQLException {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
+      // The test login is called weir, so "$user" in the default search_path would be Weir's schema.
+      s.execute("SET search_path = public");
+      for (String q : statements) {
+        s.execute(q);
+      }
+    }
+  }
+
+  private ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
+    ActorRef<CdcPipeline.Command> p = kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"));
+    kit.<PipelineStatus>createTestProbe();
+    var probe = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Start(probe.ref()));
+    probe.receiveMessage();
+    return p;
+  }
+
+  private PipelineStatus status(ActorRef<CdcPipeline.Command> p) {
+    var probe = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.GetStatus(probe.ref()));
+    return probe.receiveMessage(Duration.ofSeconds(10));
+  }
+
+  private PipelineStatus awaitState(ActorRef<CdcPipeline.Command> p, String state) {
+    await("pipeline state " + state).atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100))
+        .until(() -> status(p).state().equals(state));
+    return status(p);
+  }
+
+  private PipelineSettings settings() {
+    return PipelineSettings.of("p_" + slot, slot, List.of("pub")).withStatusInterval(Duration.ofSeconds(1));
+  }
+
+  private static String text(io.weir.protocol.pgoutput.TupleData row, int column) {
+    return row.isNull(column) ? null : row.text(column);
+  }
+
+  @Test
+  void deliversCommittedTransactionsWithEveryKindOfChange() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(settings(), sink);
+    awaitState(p, "running");
+    String bigNote = "n".repeat(200_000);
+    sql("BEGIN; INSERT INTO items VALUES (1, 'one', 1.5, NULL), (2, 'two', 2, 'short'); INSERT INTO tags VALUES (1, 'a'); COMMIT",
+        "BEGIN; INSERT INTO items VALUES (99, 'rolled back', 0, NULL); ROLLBACK",
+        "UPDATE items SET price = 3.25 WHERE id = 1",
+        "UPDATE items SET id = 3 WHERE id = 2",
+        "INSERT INTO items VALUES (10, 'toast', 1, '" + bigNote + "')",
+        "UPDATE items SET price = 5 WHERE id = 10",
+        "DELETE FROM items WHERE id = 1",
+        "INSERT INTO fulls VALUES (1, 'full-before')",
+        "UPDATE fulls SET v = 'full-after' WHERE id = 1",
+        "DELETE FROM fulls WHERE id = 1",
+        "TRUNCATE tags",
+        "BEGIN; INSERT INTO tags VALUES (7, 'with message'); SELECT pg_logical_emit_message(true, 'weir-test', 'hello'); COMMIT",
+        "ALTER TABLE items ADD COLUMN extra int",
+        "INSERT INTO items VALUES (20, 'after-add', 1, NULL, 42)");
+    await("12 committed transactions delivered").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() >= 12);
+    List<Transaction> t = sink.applied();
+    assertThat(t).as("the rolled-back transaction and the DDL deliver nothing; every commit once").hasSize(12);
+    for (int i = 1; i < t.size(); i++) {
+      assertThat(t.get(i).commitLsn()).as("transactions arrive in commit order").isGreaterThan(t.get(i - 1).commitLsn());
+    }
+    // 1: multi-table insert
+    assertThat(t.get(0).changes()).hasSize(3);
+    Change.Insert first = (Change.Insert) t.get(0).changes().get(0);
+    assertThat(first.table().qualifiedName()).isEqualTo("public.items");
+    assertThat(first.table().columnNames()).containsExactly("id", "name", "price", "note");
+    assertThat(text(first.newRow(), 1)).isEqualTo("one");
+    assertThat(first.newRow().isNull(3)).isTrue();
+    assertThat(((Change.Insert) t.get(0).changes().get(2)).table().table()).isEqualTo("tags");
+    // 2: plain update, key unchanged: no old tuple
+    Change.Update priceUpdate = (Change.Update) t.get(1).changes().get(0);
+    assertThat(priceUpdate.oldKind()).isEqualTo(OldTupleKind.NONE);
+    assertThat(text(priceUpdate.newRow(), 2)).isEqualTo("3.25");
+    // 3: key change carries the old key
+    Change.Update keyChange = (Change.Update) t.get(2).changes().get(0);
+    assertThat(keyChange.oldKind()).isEqualTo(OldTupleKind.KEY);
+    assertThat(text(keyChange.oldRow(), 0)).isEqualTo("2");
+    assertThat(text(keyChange.newRow(), 0)).isEqualTo("3");
+    // 5: unchanged TOAST column is named, not sent
+    Change.Update toast = (Change.Update) t.get(4).changes().get(0);
+    assertThat(toast.unchangedToastColumns()).containsExactly("note");
+    assertThat(((Change.Insert) t.get(3).changes().get(0)).newRow().text(3)).hasSize(200_000);
+    // 6: delete by key
+    Change.Delete delete = (Change.Delete) t.get(5).changes().get(0);
+    assertThat(delete.oldKind()).isEqualTo(OldTupleKind.KEY);
+    assertThat(text(delete.oldRow(), 0)).isEqualTo("1");
+    // 8, 9: REPLICA IDENTITY FULL carries the whole old row
+    Change.Update fullUpdate = (Change.Update) t.get(7).changes().get(0);
+    assertThat(fullUpdate.oldKind()).isEqualTo(OldTupleKind.FULL);
+    assertThat(text(fullUpdate.oldRow(), 1)).isEqualTo("full-before");
+    Change.Delete fullDelete = (Change.Delete) t.get(8).changes().get(0);
+    assertThat(fullDelete.oldKind()).isEqualTo(OldTupleKind.FULL);
+    assertThat(text(fullDelete.oldRow(), 1)).isEqualTo("full-after");
+    // 10: truncate
+    Change.Truncate truncate = (Change.Truncate) t.get(9).changes().get(0);
+    assertThat(truncate.tables()).extracting(s -> s.table()).containsExactly("tags");
+    // 11: transactional message inside the transaction
+    Change.Message message = (Change.Message) t.get(10).changes().get(1);
+    assertThat(message.prefix()).isEqualTo("weir-test");
+    assertThat(new String(message.content(), StandardCharsets.UTF_8)).isEqualTo("hello");
+    assertThat(message.toString()).as("a message's toString hides its content").doesNotContain("hello");
+    // 12: the added column is announced with the first transaction that uses it
+    Transaction afterAdd = t.get(11);
+    assertThat(afterAdd.schemaChanges()).hasSize(1);
+    assertThat(afterAdd.schemaChanges().get(0).columnNames()).containsExactly("id", "name", "price", "note", "extra");
+    assertThat(text(((Change.Insert) afterAdd.changes().get(0)).newRow(), 4)).isEqualTo("42");
+
+    PipelineStatus s = status(p);
+    assertThat(s.state()).isEqualTo("running");
+    assertThat(s.transactions()).isEqualTo(12);
+    await("confirmed position reaches the last commit").atMost(Duration.ofSeconds(30))
+        .until(() -> Lsn.parse(status(p).confirmedLsn()).compareTo(afterAdd.endLsn()) >= 0);
+  }
+
+  @Test
+  void droppedColumnHaltsFailClosed() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(settings(), sink);
+    awaitState(p, "running");
+    sql("INSERT INTO items VALUES (1, 'one', 1, NULL)");
+    await().atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
+    sql("ALTER TABLE items DROP COLUMN note", "INSERT INTO items VALUES (2, 'secret-canary-value', 1)");
+    PipelineStatus s = awaitState(p, "halted");
+    assertThat(s.reason()).isEqualTo("schema-incompatible");
+    assertThat(s.detail()).contains("public.items").doesNotContain("secret-canary-value");
+    assertThat(sink.applied()).as("nothing after the incompatible change is delivered").hasSize(1);
+  }
+
+  @Test
+  void refusesBadSetupsWithTypedReasons() throws Exception {
+    PipelineStatus invalid = awaitState(start(PipelineSettings.of("p_bad", "Bad-Slot;drop", List.of("pub")), new RecordingSink()), "halted");
+    assertThat(invalid.reason()).isEqualTo("invalid-identifier");
+    assertThat(invalid.detail()).contains("slot name").doesNotContain("Bad-Slot");
+
+    PipelineStatus missing = awaitState(start(PipelineSettings.of("p_nopub", slot, List.of("pub", "no_such_pub")), new RecordingSink()), "halted");
+    assertThat(missing.reason()).isEqualTo("publication-missing");
+
+    PipelineStatus resume = awaitState(start(settings().withStartMode(StartMode.RESUME), new RecordingSink()), "halted");
+    assertThat(resume.reason()).isEqualTo("slot-missing");
+
+    PipelineStatus failover = awaitState(start(settings().withFailover(true), new RecordingSink()), "halted");
+    assertThat(failover.reason()).isEqualTo("failover-unsupported");
+
+    sql("CREATE PUBLICATION everything FOR ALL TABLES");
+    PipelineStatus feedBack = awaitState(start(PipelineSettings.of("p_all", slot, List.of("everything")), new RecordingSink()), "halted");
+    assertThat(feedBack.reason()).isEqualTo("publication-feeds-back");
+
+    sql("CREATE SCHEMA mirror", "CREATE TABLE mirror.items (id int PRIMARY KEY)", "CREATE PUBLICATION mirror_pub FOR TABLE mirror.items");
+    PipelineStatus target = awaitState(start(PipelineSettings.of("p_mirror", slot, List.of("mirror_pub"))
+        .withExcludedSchemas(List.of("weir", "mirror")), new RecordingSink()), "halted");
+    assertThat(target.reason()).isEqualTo("publication-feeds-back");
+    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery("SELECT count(*) FROM pg_replication_slots")) {
+      rs.next();
+      assertThat(rs.getInt(1)).as("no refused pipeline may create a slot").isZero();
+    }
+  }
+
+  @Test
+  void slotLostAfterACheckpointHaltsAndIsNotRecreated() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(settings(), sink);
+    awaitState(p, "running");
+    sql("INSERT INTO items VALUES (1, 'one', 1, NULL)");
+    await().atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
+    var probe = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Stop(probe.ref()));
+    probe.receiveMessage();
+    await("slot released").atMost(Duration.ofSeconds(30)).until(() -> {
+      try (Connection c = db.connect();
+          ResultSet rs = c.createStatement().executeQuery("SELECT active FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+        return rs.next() && !rs.getBoolean(1);
+      }
+    });
+    sql("SELECT pg_drop_replication_slot('" + slot + "')");
+    p.tell(new CdcPipeline.Start(probe.ref()));
+    probe.receiveMessage();
+    PipelineStatus s = awaitState(p, "halted");
+    assertThat(s.reason()).isEqualTo("slot-lost");
+    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery("SELECT count(*) FROM pg_replication_slots")) {
+      rs.next();
+      assertThat(rs.getInt(1)).as("a lost slot is never recreated silently").isZero();
+    }
+  }
+
+  @Test
+  void idleSlotReleasesWalWhileOnlyUnpublishedTablesChange() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(PipelineSettings.of("p_" + slot, slot, List.of("quiet_pub")).withStatusInterval(Duration.ofSeconds(1)), sink);
+    awaitState(p, "running");
+    Lsn restartBefore = slotLsn("restart_lsn");
+    for (int i = 0; i < 20; i++) {
+      sql("INSERT INTO unpublished (payload) SELECT repeat('x', 1000) FROM generate_series(1, 500)");
+    }
+    sql("CHECKPOINT");
+    Lsn written = currentWal();
+    await("confirmed_flush_lsn follows the server past the unpublished writes").atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(500))
+        .until(() -> slotLsn("confirmed_flush_lsn").compareTo(written) >= 0);
+    await("restart_lsn moves so WAL can be recycled").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(500))
+        .until(() -> {
+          sql("CHECKPOINT");
+          return slotLsn("restart_lsn").compareTo(restartBefore) > 0;
+        });
+    assertThat(sink.applied()).as("nothing published changed, so nothing is delivered").isEmpty();
+    System.out.printf("idle-slot: restart_lsn %s -> %s, confirmed %s, server wrote to %s%n",
+        restartBefore, slotLsn("restart_lsn"), slotLsn("confirmed_flush_lsn"), written);
+  }
+
+  @Test
+  void transientSinkFailureRedeliversAndPermanentFailureHalts() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(settings(), sink);
+    awaitState(p, "running");
+    sink.failNext(txns -> SinkException.transientFailure("test: connection reset", null));
+    sql("INSERT INTO items VALUES (1, 'one', 1, NULL)", "INSERT INTO items VALUES (2, 'two', 1, NULL)");
+    await("both delivered after the restart").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 2);
+    assertThat(sink.applied()).extracting(Transaction::xid).doesNotHaveDuplicates();
+    assertThat(status(p).restarts()).as("the transient failure restarted the stream").isGreaterThanOrEqualTo(1);
+    assertThat(sink.opens()).as("a restart re-reads the sink's checkpoint").isGreaterThanOrEqualTo(2);
+
+    sink.failNext(txns -> SinkException.permanent("test: target refused the row", null));
+    sql("INSERT INTO items VALUES (3, 'three', 1, NULL)");
+    PipelineStatus s = awaitState(p, "halted");
+    assertThat(s.reason()).isEqualTo("sink-rejected");
+    assertThat(s.detail()).isEqualTo("test: target refused the row");
+  }
+
+  private Lsn slotLsn(String column) throws SQLException {
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery(
+            "SELECT " + column + "::text FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+      rs.next();
+      return Lsn.parse(rs.getString(1));
+    }
+  }
+
+  private Lsn currentWal() throws SQLException {
+    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery("SELECT pg_current_wal_lsn()::text")) {
+      rs.next();
+      return Lsn.parse(rs.getString(1));
+    }
+  }
+}

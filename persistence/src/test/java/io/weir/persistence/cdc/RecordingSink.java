@@ -1,0 +1,62 @@
+package io.weir.persistence.cdc;
+
+import io.weir.protocol.cdc.Transaction;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
+
+/**
+ * A test sink that keeps what it applied and its checkpoint in memory (so "durable" means: for the
+ * life of this object), honouring the sink-owned checkpoint contract: it skips transactions at or
+ * below its checkpoint. A failure can be injected for the next apply.
+ */
+public final class RecordingSink implements ChangeSink {
+  private final List<Transaction> applied = new ArrayList<>();
+  private Optional<SinkCheckpoint> checkpoint = Optional.empty();
+  private PipelineContext context;
+  private Function<List<Transaction>, RuntimeException> failNext;
+  private int opens;
+
+  @Override
+  public synchronized CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
+    this.context = context;
+    opens++;
+    return CompletableFuture.completedFuture(checkpoint);
+  }
+
+  @Override
+  public synchronized CompletionStage<Void> apply(List<Transaction> transactions) {
+    if (failNext != null) {
+      RuntimeException e = failNext.apply(transactions);
+      failNext = null;
+      return CompletableFuture.failedFuture(e);
+    }
+    for (Transaction t : transactions) {
+      if (checkpoint.isPresent() && t.commitLsn().compareTo(checkpoint.get().commitLsn()) <= 0) {
+        continue;
+      }
+      applied.add(t);
+      checkpoint = Optional.of(new SinkCheckpoint(context.incarnation().orElseThrow(), t.commitLsn()));
+    }
+    return CompletableFuture.completedFuture(null);
+  }
+
+  public synchronized List<Transaction> applied() {
+    return List.copyOf(applied);
+  }
+
+  public synchronized Optional<SinkCheckpoint> checkpoint() {
+    return checkpoint;
+  }
+
+  public synchronized int opens() {
+    return opens;
+  }
+
+  public synchronized void failNext(Function<List<Transaction>, RuntimeException> failure) {
+    this.failNext = failure;
+  }
+}

@@ -59,6 +59,7 @@ public final class NodeProcess implements AutoCloseable {
     final String name;
     final Map<String, String> env = new HashMap<>();
     final List<String> jvmProps = new ArrayList<>();
+    final List<String> args = new ArrayList<>();
     int httpPort = freePort();
     int clusterPort = freePort();
 
@@ -78,6 +79,12 @@ public final class NodeProcess implements AutoCloseable {
 
     public Spec prop(String key, String value) {
       jvmProps.add("-D" + key + "=" + value);
+      return this;
+    }
+
+    /** Arguments after {@code node}, e.g. {@code --config FILE}. */
+    public Spec args(String... more) {
+      args.addAll(List.of(more));
       return this;
     }
 
@@ -116,6 +123,7 @@ public final class NodeProcess implements AutoCloseable {
       cmd.add("-jar");
       cmd.add(nodeJar().toString());
       cmd.add("node");
+      cmd.addAll(spec.args);
       ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
       Map<String, String> env = pb.environment();
       env.keySet().removeIf(k -> k.startsWith("WEIR_"));
@@ -199,6 +207,37 @@ public final class NodeProcess implements AutoCloseable {
       Thread.currentThread().interrupt();
       return Optional.empty();
     }
+  }
+
+  /** POST a path as administrator; empty when the node does not answer. */
+  public Optional<HttpResponse<String>> post(String path) {
+    HttpRequest request =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path))
+            .timeout(Duration.ofSeconds(15))
+            .header("Authorization", "Bearer " + ADMIN_TOKEN)
+            .POST(HttpRequest.BodyPublishers.noBody())
+            .build();
+    try {
+      return Optional.of(HTTP.send(request, HttpResponse.BodyHandlers.ofString()));
+    } catch (IOException e) {
+      return Optional.empty();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return Optional.empty();
+    }
+  }
+
+  /** The status JSON of one pipeline, or empty when the node does not answer. */
+  public Optional<JsonNode> pipeline(String name) {
+    return get("/admin/pipelines/" + name, true)
+        .filter(r -> r.statusCode() == 200)
+        .map(r -> {
+          try {
+            return JSON.readTree(r.body());
+          } catch (IOException e) {
+            throw new UncheckedIOException(e);
+          }
+        });
   }
 
   public boolean ready() {

@@ -2,6 +2,7 @@ package io.weir.node;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
+import io.weir.node.cdc.PipelineConfig;
 import io.weir.persistence.ConfigValues;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SettingsException;
@@ -23,7 +24,8 @@ public record NodeSettings(
     List<HostPort> seedNodes,
     List<String> roles,
     String adminToken,
-    PostgresSettings postgres) {
+    PostgresSettings postgres,
+    List<PipelineConfig> pipelines) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -40,6 +42,7 @@ public record NodeSettings(
   public NodeSettings {
     seedNodes = List.copyOf(seedNodes);
     roles = List.copyOf(roles);
+    pipelines = List.copyOf(pipelines);
   }
 
   /** A host and port, e.g. one seed node. */
@@ -76,7 +79,8 @@ public record NodeSettings(
         parseSeedNodes(v.optionalString("weir.cluster.seed-nodes")),
         roles,
         adminToken,
-        PostgresSettings.create(config));
+        PostgresSettings.create(config),
+        PipelineConfig.all(config));
   }
 
   static List<HostPort> parseSeedNodes(String list) {
@@ -112,6 +116,7 @@ public record NodeSettings(
   @Override
   public String toString() {
     return "NodeSettings[http=" + httpHost + ":" + httpPort + ", cluster=" + clusterHost + ":" + clusterPort
-        + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, postgres=" + postgres + "]";
+        + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, postgres=" + postgres
+        + ", pipelines=" + pipelines.stream().map(PipelineConfig::name).toList() + "]";
   }
 }

@@ -3,6 +3,11 @@ package io.weir.node;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
 import io.weir.node.auth.Authenticator;
+import io.weir.node.cdc.PipelineAdmin;
+import io.weir.node.cdc.PipelineManager;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.cluster.typed.ClusterSingleton;
+import org.apache.pekko.cluster.typed.SingletonActor;
 import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.http.HttpApi;
 import io.weir.persistence.Database;
@@ -58,37 +63,52 @@ public final class WeirNode {
     AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system = ActorSystem.create(guardian(database, storage), SYSTEM_NAME, config);
-    CoordinatedShutdown.get(system)
-        .addTask(
-            CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
-            "close-weir-database",
-            () -> {
-              database.close();
-              return CompletableFuture.completedFuture(Done.getInstance());
-            });
-    joinCluster(system, settings);
-
-    Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
-    HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get));
-    ServerBinding binding;
     try {
-      binding =
-          Http.get(system)
-              .newServerAt(settings.httpHost(), settings.httpPort())
-              .bind(api.routes())
-              .toCompletableFuture()
-              .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
-    } catch (Exception e) {
+      CoordinatedShutdown.get(system)
+          .addTask(
+              CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
+              "close-weir-database",
+              () -> {
+                database.close();
+                return CompletableFuture.completedFuture(Done.getInstance());
+              });
+      joinCluster(system, settings);
+
+      // One pipeline manager per cluster: each slot has exactly one consumer.
+      ActorRef<PipelineManager.Command> pipelineManager =
+          ClusterSingleton.get(system)
+              .init(SingletonActor.of(
+                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get), "weir-pipelines"));
+      PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
+
+      Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
+      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get), pipelineAdmin);
+      ServerBinding binding;
+      try {
+        binding =
+            Http.get(system)
+                .newServerAt(settings.httpHost(), settings.httpPort())
+                .bind(api.routes())
+                .toCompletableFuture()
+                .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
+      } catch (Exception e) {
+        system.terminate();
+        throw new NodeStartException(
+            "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e);
+      }
+      binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
+      InetSocketAddress http = binding.localAddress();
+      log.info(
+          "Weir node started: HTTP on http://{}:{}, cluster address {}, roles {}",
+          http.getHostString(), http.getPort(), Cluster.get(system).selfMember().address(), settings.roles());
+      return new WeirNode(system, binding, storage);
+    } catch (NodeStartException e) {
+      throw e;
+    } catch (RuntimeException | LinkageError e) {
+      // Never leave a half-started node running: its actor system would keep the JVM alive.
       system.terminate();
-      throw new NodeStartException(
-          "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e);
+      throw new NodeStartException("start-up failed", e);
     }
-    binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
-    InetSocketAddress http = binding.localAddress();
-    log.info(
-        "Weir node started: HTTP on http://{}:{}, cluster address {}, roles {}",
-        http.getHostString(), http.getPort(), Cluster.get(system).selfMember().address(), settings.roles());
-    return new WeirNode(system, binding, storage);
   }
 
   private static Behavior<Void> guardian(Database database, AtomicReference<StorageStatus> storage) {

@@ -3,6 +3,7 @@ package io.weir.node.http;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.node.NodeView;
+import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Principal;
 import io.weir.persistence.SafeErrors;
@@ -12,6 +13,7 @@ import io.weir.protocol.http.Readiness;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
@@ -21,6 +23,7 @@ import org.apache.pekko.http.javadsl.model.headers.RawHeader;
 import org.apache.pekko.http.javadsl.server.AllDirectives;
 import org.apache.pekko.http.javadsl.server.ExceptionHandler;
 import org.apache.pekko.http.javadsl.server.MethodRejection;
+import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Rejection;
 import org.apache.pekko.http.javadsl.server.RejectionHandler;
 import org.apache.pekko.http.javadsl.server.Route;
@@ -48,11 +51,16 @@ public final class HttpApi extends AllDirectives {
   private final ObjectMapper json;
   private final Authenticator authenticator;
   private final NodeView node;
+  private final PipelineAdmin pipelines;
 
-  public HttpApi(ObjectMapper json, Authenticator authenticator, NodeView node) {
+  /**
+   * @param pipelines pipeline operations, or null on a node built without them (routes answer 404)
+   */
+  public HttpApi(ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines) {
     this.json = json;
     this.authenticator = authenticator;
     this.node = node;
+    this.pipelines = pipelines;
   }
 
   public Route routes() {
@@ -77,7 +85,36 @@ public final class HttpApi extends AllDirectives {
   }
 
   private Route adminRoutes() {
-    return path("cluster", () -> get(() -> jsonLazy(200, node::clusterStatus)));
+    return concat(
+        path("cluster", () -> get(() -> jsonLazy(200, node::clusterStatus))),
+        pathPrefix("pipelines", this::pipelineRoutes));
+  }
+
+  /**
+   * {@code GET /admin/pipelines}, {@code GET /admin/pipelines/{name}}, {@code POST
+   * /admin/pipelines/{name}/start|stop}: each replies with pipeline status JSON.
+   */
+  private Route pipelineRoutes() {
+    if (pipelines == null) {
+      return error(ErrorCode.NOT_FOUND, "no such resource");
+    }
+    return concat(
+        pathEndOrSingleSlash(() -> get(() -> reply(pipelines.list()))),
+        pathPrefix(PathMatchers.segment(), name -> {
+          if (!pipelines.exists(name)) {
+            return error(ErrorCode.NOT_FOUND, "no pipeline of that name is configured");
+          }
+          return concat(
+              pathEndOrSingleSlash(() -> get(() -> reply(pipelines.status(name)))),
+              path("start", () -> post(() -> reply(pipelines.start(name)))),
+              path("stop", () -> post(() -> reply(pipelines.stop(name)))));
+        }));
+  }
+
+  private Route reply(CompletionStage<?> answer) {
+    return onComplete(answer, result -> result.isSuccess()
+        ? json(200, result.get())
+        : error(ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; retry"));
   }
 
   /** Runs {@code inner} for a cluster administrator; 401 or 403 otherwise. */

@@ -21,4 +21,5 @@ public record PipelineStatus(
     long transactions,
     long rows,
     int restarts,
-    String incarnation) {}
+    String incarnation)
+    implements io.weir.protocol.CborSerializable {}

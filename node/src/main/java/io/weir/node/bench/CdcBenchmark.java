@@ -1,0 +1,257 @@
+package io.weir.node.bench;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.ZoneOffset;
+import java.time.ZonedDateTime;
+import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * CDC throughput benchmark: the same WAL drained by PostgreSQL's {@code pg_recvlogical} and by
+ * Weir's slot stage into a no-op sink. Figures, not assertions: it prints rows/s for each consumer
+ * and their ratio, per transaction size, with medians over the repeats.
+ *
+ * <p>Each round: empty the table, create both slots, commit the workload (outside any timing),
+ * then drain each slot in turn, alternating which consumer goes first from round to round. Both
+ * slots exist before the first change, so both decode exactly the same WAL. Only the drains are
+ * timed, each from the consumer's start (process start, or the pipeline's Start command) to the
+ * workload's last transaction. Run it with {@code deploy/bin/bench-cdc.sh}.
+ *
+ * <p>Prints its report to standard output: a benchmark program is the one place in the node
+ * module where that is the point.
+ */
+public final class CdcBenchmark {
+  private static final String LINE = "-".repeat(118);
+
+  private final BenchOptions options;
+  private final BenchDatabase db;
+  private final RecvLogicalDrain recv;
+  private int roundCounter;
+
+  /** One measured round. */
+  record Round(
+      int txnSize, int repeat, boolean recvFirst, BenchDatabase.Workload workload, long walBytes, long recvNanos,
+      WeirDrain.Result weir) {
+    double recvRate() {
+      return workload.rowChanges() / (recvNanos / 1e9);
+    }
+
+    double weirRate() {
+      return workload.rowChanges() / (weir.nanos() / 1e9);
+    }
+
+    double ratio() {
+      return weirRate() / recvRate();
+    }
+  }
+
+  private CdcBenchmark(BenchOptions options) {
+    this.options = options;
+    this.db = new BenchDatabase(options.url(), options.user(), options.password());
+    this.recv = new RecvLogicalDrain(db, options.pgBindir());
+  }
+
+  public static void main(String[] args) {
+    // Quiet logs (INFO lines would interleave with the table) unless the caller chose a level.
+    if (System.getProperty("WEIR_LOG_LEVEL") == null && System.getenv("WEIR_LOG_LEVEL") == null) {
+      System.setProperty("WEIR_LOG_LEVEL", "WARN");
+    }
+    BenchOptions options;
+    try {
+      options = BenchOptions.parse(args, System.getenv());
+    } catch (BenchOptions.UsageException e) {
+      if (!e.getMessage().isEmpty()) {
+        System.err.println("bench: " + e.getMessage());
+      }
+      System.err.print(BenchOptions.USAGE);
+      System.exit(e.getMessage().isEmpty() ? 0 : 2);
+      return;
+    }
+    int code;
+    try {
+      code = new CdcBenchmark(options).run();
+    } catch (Exception e) {
+      System.err.println("bench: failed: " + e);
+      e.printStackTrace(System.err);
+      code = 1;
+    }
+    System.exit(code);
+  }
+
+  private int run() throws Exception {
+    System.out.println("Weir CDC throughput benchmark, " + ZonedDateTime.now(ZoneOffset.UTC)
+        .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
+    System.out.println(LINE);
+    machine();
+    db.recreate();
+    AtomicBoolean cleaned = new AtomicBoolean();
+    Thread cleanup = new Thread(() -> {
+      if (cleaned.compareAndSet(false, true)) {
+        try {
+          db.dropSlots();
+        } catch (Exception e) {
+          System.err.println("bench: could not drop the benchmark's slots: " + e.getMessage());
+        }
+      }
+    }, "bench-cleanup");
+    // Interrupted runs (Ctrl-C) drop their slots too: a forgotten slot holds WAL forever.
+    Runtime.getRuntime().addShutdownHook(cleanup);
+    WeirDrain weir = null;
+    try {
+      weir = new WeirDrain(db, options.weirBatch(), options.weirBatchDelay());
+      System.out.printf("PostgreSQL:    %s%n", db.show("server_version"));
+      System.out.printf("               shared_buffers %s, logical_decoding_work_mem %s, wal_sender_timeout %s%n",
+          db.show("shared_buffers"), db.show("logical_decoding_work_mem"), db.show("wal_sender_timeout"));
+      System.out.printf("reference:     %s, options proto_version=1, publication_names=%s, messages=true;"
+          + " output /dev/null, --fsync-interval=0%n", recv.version(), BenchDatabase.PUBLICATION);
+      System.out.printf("Weir:          CdcPipeline + no-op sink (in-memory checkpoint); %s%n", weir.describeSettings());
+      System.out.printf("workload:      %,d row changes per round (%d%% updates of earlier rows, the rest inserts) into"
+          + " %s(id bigint pk, a int, b text(64 chars), c timestamptz), ~100 B rows%n",
+          options.rows(), options.updatePercent(), BenchDatabase.TABLE);
+      System.out.printf("               transaction sizes %s; %d repeats each, alternating which consumer drains first%n",
+          options.txnSizes(), options.repeats());
+      System.out.println(LINE);
+
+      if (options.warmupRows() > 0) {
+        System.out.printf("warm-up: %,d rows per transaction size through both consumers (not reported) ...",
+            options.warmupRows());
+        for (int size : options.txnSizes()) {
+          round(size, options.warmupRows(), -1, true, weir);
+        }
+        System.out.println(" done");
+        System.out.println(LINE);
+      }
+
+      System.out.printf("%8s %6s %-14s %7s %8s | %9s %13s | %9s %13s | %9s%n",
+          "txn size", "repeat", "drained first", "txns", "WAL MB", "recv s", "recv rows/s", "Weir s", "Weir rows/s",
+          "Weir/recv");
+      List<Round> rounds = new ArrayList<>();
+      for (int size : options.txnSizes()) {
+        for (int r = 0; r < options.repeats(); r++) {
+          Round round = round(size, options.rows(), r + 1, r % 2 == 0, weir);
+          rounds.add(round);
+          System.out.printf(Locale.ROOT, "%8d %6d %-14s %7d %8.1f | %9.3f %,13.0f | %9.3f %,13.0f | %8.2fx%n",
+              size, r + 1, round.recvFirst() ? "pg_recvlogical" : "Weir", round.workload().transactions(),
+              round.walBytes() / 1e6, round.recvNanos() / 1e9, round.recvRate(), round.weir().nanos() / 1e9,
+              round.weirRate(), round.ratio());
+        }
+      }
+      summary(rounds);
+      return 0;
+    } finally {
+      if (cleaned.compareAndSet(false, true)) {
+        db.dropSlots();
+      }
+      if (weir != null) {
+        weir.close();
+      }
+      if (!options.keepDatabase()) {
+        db.drop();
+      }
+      try {
+        Runtime.getRuntime().removeShutdownHook(cleanup);
+      } catch (IllegalStateException shuttingDown) {
+        // Already running the hooks.
+      }
+    }
+  }
+
+  /**
+   * One round: both slots, then the workload, then both drains in the given order.
+   *
+   * @param repeat 1-based repeat number; negative for a warm-up round
+   */
+  private Round round(int txnSize, int rows, int repeat, boolean recvFirst, WeirDrain weir) throws Exception {
+    int n = ++roundCounter;
+    db.reset();
+    String recvSlot = "bench_recv_" + n;
+    String weirSlot = "bench_weir_" + n;
+    long recvStart = db.createSlot(recvSlot);
+    long weirStart = db.createSlot(weirSlot);
+    BenchDatabase.Workload workload = db.generate(rows, txnSize, options.updatePercent());
+    long recvNanos;
+    WeirDrain.Result weirResult;
+    if (recvFirst) {
+      recvNanos = recv.drain(recvSlot, workload.endLsn());
+      weirResult = weir.drain(weirSlot, workload);
+    } else {
+      weirResult = weir.drain(weirSlot, workload);
+      recvNanos = recv.drain(recvSlot, workload.endLsn());
+    }
+    db.dropSlot(recvSlot);
+    db.dropSlot(weirSlot);
+    if (weirResult.rows() != workload.rowChanges() || weirResult.transactions() != workload.transactions()) {
+      throw new IllegalStateException(String.format(
+          "Weir's sink saw %d row changes in %d transactions; the workload committed %d in %d",
+          weirResult.rows(), weirResult.transactions(), workload.rowChanges(), workload.transactions()));
+    }
+    long walBytes = workload.endLsn() - Math.min(recvStart, weirStart);
+    return new Round(txnSize, repeat, recvFirst, workload, walBytes, recvNanos, weirResult);
+  }
+
+  private void summary(List<Round> rounds) {
+    System.out.println(LINE);
+    System.out.println("medians over the repeats:");
+    System.out.printf("%8s %8s | %20s | %20s | %22s | %s%n",
+        "txn size", "repeats", "pg_recvlogical rows/s", "Weir rows/s", "Weir/recv (min..max)", "goal: Weir >= 0.8x");
+    for (int size : options.txnSizes()) {
+      List<Round> mine = rounds.stream().filter(r -> r.txnSize() == size).toList();
+      double recvRate = median(mine.stream().mapToDouble(Round::recvRate).toArray());
+      double weirRate = median(mine.stream().mapToDouble(Round::weirRate).toArray());
+      double[] ratios = mine.stream().mapToDouble(Round::ratio).sorted().toArray();
+      double ratio = median(ratios);
+      System.out.printf(Locale.ROOT, "%8d %8d | %,20.0f | %,20.0f | %8.2fx (%.2f..%.2f) | %s%n",
+          size, mine.size(), recvRate, weirRate, ratio, ratios[0], ratios[ratios.length - 1],
+          ratio >= 0.8 ? "met" : "not met");
+    }
+    System.out.println("Weir/recv is the median of the per-round ratios (each round drains the same WAL twice).");
+  }
+
+  private static double median(double[] values) {
+    double[] v = values.clone();
+    java.util.Arrays.sort(v);
+    int m = v.length / 2;
+    return v.length % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+  }
+
+  private void machine() {
+    String cpus;
+    try {
+      Process p = new ProcessBuilder("nproc").redirectErrorStream(true).start();
+      cpus = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+      p.waitFor(5, TimeUnit.SECONDS);
+    } catch (IOException | InterruptedException e) {
+      cpus = Runtime.getRuntime().availableProcessors() + " (JVM)";
+    }
+    String model = procField("/proc/cpuinfo", "model name");
+    String mem = procField("/proc/meminfo", "MemTotal");
+    if (mem.endsWith(" kB")) {
+      mem = String.format(Locale.ROOT, "%.1f GiB", Long.parseLong(mem.replace(" kB", "").trim()) / 1024.0 / 1024.0);
+    }
+    System.out.printf("machine:       nproc %s, %s, memory %s, %s %s%n", cpus, model, mem,
+        System.getProperty("os.name"), System.getProperty("os.version"));
+    System.out.printf("Java:          %s %s, max heap %d MiB%n", System.getProperty("java.vm.name"),
+        Runtime.version(), Runtime.getRuntime().maxMemory() / (1024 * 1024));
+  }
+
+  private static String procField(String file, String field) {
+    try {
+      for (String line : Files.readAllLines(Path.of(file), StandardCharsets.UTF_8)) {
+        int colon = line.indexOf(':');
+        if (colon > 0 && line.substring(0, colon).trim().equals(field)) {
+          return line.substring(colon + 1).trim();
+        }
+      }
+    } catch (IOException e) {
+      // Not Linux or not readable: say so below.
+    }
+    return "unknown " + field;
+  }
+}

@@ -1,0 +1,172 @@
+package io.weir.node.bench;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import io.weir.persistence.Database;
+import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.SchemaMigrator;
+import io.weir.persistence.cdc.CdcPipeline;
+import io.weir.persistence.cdc.PipelineSettings;
+import io.weir.persistence.cdc.PipelineStatus;
+import io.weir.persistence.cdc.SourceSettings;
+import io.weir.persistence.cdc.StartMode;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+
+/**
+ * Weir's consumer: the slot stage ({@link CdcPipeline}) streaming a slot into a {@link
+ * CountingSink}, in an actor system of its own (local provider: no cluster). Timed from the Start
+ * command to the sink applying the workload's last transaction, so connecting, the slot checks and
+ * the sink's open count, as pg_recvlogical's start-up does.
+ */
+final class WeirDrain implements AutoCloseable {
+  private static final Duration ASK = Duration.ofSeconds(30);
+
+  private final ActorSystem<HostCommand> system;
+  private final Database state;
+  private final SourceSettings source;
+  private final int batch;
+  private final Duration batchDelay;
+  private final Duration statusInterval = Duration.ofSeconds(10);
+  private int runs;
+
+  /** What one drain saw. */
+  record Result(long nanos, long rows, long transactions, long sinkCalls) {}
+
+  WeirDrain(BenchDatabase db, int batch, Duration batchDelay) {
+    Config overrides = ConfigFactory.parseMap(Map.of(
+        "weir.postgres.url", db.url(),
+        "weir.postgres.user", db.user(),
+        "weir.postgres.password", db.password(),
+        // A single process: no remoting, no cluster.
+        "pekko.actor.provider", "local",
+        "pekko.loglevel", "WARNING"));
+    Config config = ConfigFactory.load(overrides.withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+    this.state = Database.create(PostgresSettings.create(config), "bench-state");
+    // The pipeline records slot incarnations in weir.cdc_slot.
+    SchemaMigrator.migrate(state.dataSource(), "weir");
+    this.source = new SourceSettings(db.url(), db.user(), db.password());
+    this.batch = batch;
+    this.batchDelay = batchDelay;
+    this.system = ActorSystem.create(host(), "weir-bench", config);
+  }
+
+  /** The pipeline settings of a run on {@code slot}: the only tuning is batching (a documented option). */
+  PipelineSettings settings(String name, String slot) {
+    return PipelineSettings.of(name, slot, List.of(BenchDatabase.PUBLICATION))
+        // The slot was created before the workload; never create another.
+        .withStartMode(StartMode.RESUME)
+        .withBatching(batch, batchDelay)
+        // pg_recvlogical's default status interval.
+        .withStatusInterval(statusInterval);
+  }
+
+  String describeSettings() {
+    PipelineSettings s = settings("x", "x");
+    return "batching " + s.batchMaxTransactions() + " transactions / " + s.batchMaxDelay().toMillis()
+        + " ms per sink call, in-flight window " + s.inFlightWindow() + ", status interval "
+        + s.statusInterval().toSeconds() + " s, max transaction changes " + s.maxTransactionChanges()
+        + " (other settings: PipelineSettings.of defaults)";
+  }
+
+  /** Drains {@code slot} until the sink has applied the workload's last transaction. */
+  Result drain(String slot, BenchDatabase.Workload workload) throws Exception {
+    String name = "bench_" + (++runs) + "_" + slot;
+    CountingSink sink = new CountingSink(workload.lastXid(), workload.endLsn());
+    ActorRef<CdcPipeline.Command> pipeline = ask(replyTo ->
+        new Spawn(CdcPipeline.create(settings(name, slot), source, sink, state.dataSource(), "weir"), name, replyTo));
+    try {
+      long start = System.nanoTime();
+      PipelineStatus started = ask(pipeline, CdcPipeline.Start::new);
+      check(started);
+      long deadline = start + TimeUnit.MINUTES.toNanos(30);
+      Long end = null;
+      while (end == null) {
+        try {
+          end = sink.finished().get(1, TimeUnit.SECONDS);
+        } catch (TimeoutException e) {
+          check(ask(pipeline, CdcPipeline.GetStatus::new));
+          if (System.nanoTime() > deadline) {
+            throw new IllegalStateException("Weir did not reach the end position within 30 minutes");
+          }
+        }
+      }
+      return new Result(end - start, sink.rows(), sink.transactions(), sink.calls());
+    } finally {
+      ask(pipeline, CdcPipeline.Stop::new);
+      AskPattern.<HostCommand, Done>ask(system, r -> new Despawn(pipeline, r), ASK, system.scheduler())
+          .toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
+    }
+  }
+
+  private static void check(PipelineStatus status) {
+    if (status.state().equals("halted") || status.state().equals("backoff")) {
+      throw new IllegalStateException(
+          "the pipeline is " + status.state() + " (" + status.reason() + "): " + status.detail());
+    }
+  }
+
+  private <T> T ask(ActorRef<CdcPipeline.Command> target, java.util.function.Function<ActorRef<T>, CdcPipeline.Command> make)
+      throws InterruptedException, ExecutionException, TimeoutException {
+    CompletionStage<T> reply = AskPattern.ask(target, make::apply, ASK, system.scheduler());
+    return reply.toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
+  }
+
+  private ActorRef<CdcPipeline.Command> ask(java.util.function.Function<ActorRef<ActorRef<CdcPipeline.Command>>, HostCommand> make)
+      throws InterruptedException, ExecutionException, TimeoutException {
+    CompletionStage<ActorRef<CdcPipeline.Command>> reply = AskPattern.ask(system, make::apply, ASK, system.scheduler());
+    return reply.toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
+  }
+
+  @Override
+  public void close() {
+    system.terminate();
+    try {
+      system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+    } catch (Exception e) {
+      // Leaving anyway; the JVM exits after the report.
+    }
+    state.close();
+  }
+
+  // --- the guardian: spawns pipelines as its children and stops them on request ---
+
+  sealed interface HostCommand {}
+
+  record Spawn(Behavior<CdcPipeline.Command> behavior, String name, ActorRef<ActorRef<CdcPipeline.Command>> replyTo)
+      implements HostCommand {}
+
+  record Despawn(ActorRef<CdcPipeline.Command> child, ActorRef<Done> replyTo) implements HostCommand {}
+
+  private record Stopped(ActorRef<Done> replyTo) implements HostCommand {}
+
+  private static Behavior<HostCommand> host() {
+    return Behaviors.setup(ctx -> Behaviors.receive(HostCommand.class)
+        .onMessage(Spawn.class, s -> {
+          s.replyTo().tell(ctx.spawn(s.behavior(), s.name()));
+          return Behaviors.same();
+        })
+        .onMessage(Despawn.class, d -> {
+          // PostStop shuts the stream down and closes the connection (asynchronously).
+          ctx.watchWith(d.child(), new Stopped(d.replyTo()));
+          ctx.stop(d.child());
+          return Behaviors.same();
+        })
+        .onMessage(Stopped.class, s -> {
+          s.replyTo().tell(Done.getInstance());
+          return Behaviors.same();
+        })
+        .build());
+  }
+}

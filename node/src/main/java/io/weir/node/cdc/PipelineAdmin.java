@@ -1,0 +1,47 @@
+package io.weir.node.cdc;
+
+import io.weir.persistence.cdc.PipelineStatus;
+import java.time.Duration;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletionStage;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+
+/** Pipeline operations for the admin API, asked of the cluster-singleton {@link PipelineManager}. */
+public final class PipelineAdmin {
+  private static final Duration TIMEOUT = Duration.ofSeconds(10);
+
+  private final ActorRef<PipelineManager.Command> manager;
+  private final ActorSystem<?> system;
+  private final Set<String> names;
+
+  public PipelineAdmin(ActorRef<PipelineManager.Command> manager, ActorSystem<?> system, List<PipelineConfig> pipelines) {
+    this.manager = manager;
+    this.system = system;
+    this.names = new TreeSet<>(pipelines.stream().map(PipelineConfig::name).toList());
+  }
+
+  /** The configured pipeline names (the same on every node). */
+  public boolean exists(String name) {
+    return names.contains(name);
+  }
+
+  public CompletionStage<PipelineManager.PipelineList> list() {
+    return AskPattern.ask(manager, PipelineManager.ListAll::new, TIMEOUT, system.scheduler());
+  }
+
+  public CompletionStage<PipelineStatus> status(String name) {
+    return AskPattern.ask(manager, r -> new PipelineManager.Get(name, r), TIMEOUT, system.scheduler());
+  }
+
+  public CompletionStage<PipelineStatus> start(String name) {
+    return AskPattern.ask(manager, r -> new PipelineManager.Start(name, r), TIMEOUT, system.scheduler());
+  }
+
+  public CompletionStage<PipelineStatus> stop(String name) {
+    return AskPattern.ask(manager, r -> new PipelineManager.Stop(name, r), TIMEOUT, system.scheduler());
+  }
+}

@@ -1,0 +1,117 @@
+package io.weir.node.cdc;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigException;
+import io.weir.persistence.ConfigValues;
+import io.weir.persistence.Identifiers;
+import io.weir.persistence.SettingsException;
+import io.weir.persistence.cdc.PipelineSettings;
+import io.weir.persistence.cdc.SourceSettings;
+import io.weir.persistence.cdc.StartMode;
+import io.weir.persistence.cdc.mirror.MirrorSettings;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeSet;
+
+/**
+ * One pipeline declared under {@code weir.pipelines.<name>}, merged over {@code
+ * weir.pipeline-defaults}. Errors name the full key, never a value.
+ *
+ * @param sourceUrl JDBC URL of the source database (default: Weir's own database)
+ * @param sinkUrl JDBC URL of the mirror's target database (default: Weir's own database)
+ * @param autostart start when the node's storage is ready
+ */
+public record PipelineConfig(
+    PipelineSettings settings, SourceSettings source, String sinkUrl, MirrorSettings mirror, boolean autostart) {
+
+  /** Every pipeline declared in {@code config}, sorted by name. */
+  public static List<PipelineConfig> all(Config config) {
+    List<PipelineConfig> out = new ArrayList<>();
+    if (!config.hasPath("weir.pipelines")) {
+      return out;
+    }
+    for (String name : new TreeSet<>(config.getObject("weir.pipelines").keySet())) {
+      out.add(create(name, config));
+    }
+    return out;
+  }
+
+  static PipelineConfig create(String name, Config root) {
+    String prefix = "weir.pipelines." + name;
+    if (!Identifiers.isValid(name)) {
+      throw new SettingsException("weir.pipelines", "pipeline names " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
+    }
+    Config c;
+    try {
+      c = root.getConfig(prefix).withFallback(root.getConfig("weir.pipeline-defaults"));
+    } catch (ConfigException e) {
+      throw new SettingsException(prefix, "must be an object of pipeline settings");
+    }
+    ConfigValues v = new ConfigValues(c.atPath(prefix), Map.of());
+    String slot = v.requiredString(prefix + ".slot");
+    if (!Identifiers.isValid(slot)) {
+      throw new SettingsException(prefix + ".slot", Identifiers.SHAPE);
+    }
+    List<String> publications;
+    try {
+      publications = c.getStringList("publications");
+    } catch (ConfigException e) {
+      throw new SettingsException(prefix + ".publications", "must be a list of publication names");
+    }
+    if (publications.isEmpty() || !publications.stream().allMatch(Identifiers::isValid)) {
+      throw new SettingsException(prefix + ".publications", "must list at least one publication; each " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
+    }
+    StartMode mode;
+    try {
+      mode = StartMode.valueOf(v.requiredString(prefix + ".start-mode").toUpperCase(Locale.ROOT).replace('-', '_'));
+    } catch (IllegalArgumentException e) {
+      throw new SettingsException(prefix + ".start-mode", "must be go-forward or resume");
+    }
+    MirrorSettings mirror;
+    try {
+      String type = c.getString("sink.type");
+      if (!type.equals("mirror")) {
+        throw new SettingsException(prefix + ".sink.type", "must be mirror (the only built-in sink)");
+      }
+      mirror = MirrorSettings.create(c.getConfig("sink"));
+    } catch (SettingsException e) {
+      throw e.key().startsWith("weir.") ? e : new SettingsException(prefix + ".sink." + e.key(), e.getMessage().substring(e.key().length() + 2));
+    } catch (ConfigException e) {
+      throw new SettingsException(prefix + ".sink", "must be an object with type and target-schema");
+    }
+    List<String> excluded = new ArrayList<>(List.of(root.getString("weir.postgres.schema"), mirror.targetSchema()));
+    PipelineSettings settings =
+        new PipelineSettings(
+            name, slot, publications, mode, excluded, bool(c, prefix, "failover"),
+            v.positiveInt(prefix + ".max-command-retries"),
+            v.positiveDuration(prefix + ".min-backoff"),
+            v.positiveDuration(prefix + ".max-backoff"),
+            v.positiveDuration(prefix + ".handover-window"),
+            v.positiveInt(prefix + ".in-flight-window"),
+            v.positiveInt(prefix + ".batch.max-transactions"),
+            v.positiveDuration(prefix + ".batch.max-delay"),
+            v.positiveInt(prefix + ".max-transaction-changes"),
+            c.getDuration("status-interval"));
+    String sourceUrl = c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
+    String sourceUser = c.hasPath("source.user") ? c.getString("source.user") : root.getString("weir.postgres.user");
+    String sourcePassword =
+        c.hasPath("source.password") ? c.getString("source.password") : root.getString("weir.postgres.password");
+    String sinkUrl = c.hasPath("sink.url") ? c.getString("sink.url") : root.getString("weir.postgres.url");
+    return new PipelineConfig(
+        settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, bool(c, prefix, "autostart"));
+  }
+
+  private static boolean bool(Config c, String prefix, String key) {
+    try {
+      return c.getBoolean(key);
+    } catch (ConfigException e) {
+      throw new SettingsException(prefix + "." + key, "must be true or false");
+    }
+  }
+
+  public String name() {
+    return settings.name();
+  }
+}

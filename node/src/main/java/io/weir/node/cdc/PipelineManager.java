@@ -1,0 +1,160 @@
+package io.weir.node.cdc;
+
+import io.weir.persistence.Database;
+import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.StorageStatus;
+import io.weir.persistence.cdc.CdcPipeline;
+import io.weir.persistence.cdc.PipelineStatus;
+import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
+import io.weir.protocol.CborSerializable;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Executor;
+import java.util.function.Supplier;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.PostStop;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+
+/**
+ * Owns every configured CDC pipeline of the cluster. Runs as a cluster singleton, so each slot has
+ * exactly one consumer in the cluster; when the node hosting it leaves, the singleton (and with it
+ * every autostart pipeline) starts on the next oldest node, whose pipelines resume from their
+ * sinks' checkpoints (retrying while PostgreSQL still shows the slot active for the old owner).
+ *
+ * <p>Commands: {@link Get}, {@link Start}, {@link Stop} reply with the pipeline's {@link
+ * PipelineStatus}; {@link ListAll} replies with a {@link PipelineList}. Unknown names are answered by
+ * the HTTP layer before asking (every node has the same configuration).
+ */
+public final class PipelineManager {
+  public sealed interface Command extends CborSerializable {}
+
+  public record Get(String name, ActorRef<PipelineStatus> replyTo) implements Command {}
+
+  public record Start(String name, ActorRef<PipelineStatus> replyTo) implements Command {}
+
+  public record Stop(String name, ActorRef<PipelineStatus> replyTo) implements Command {}
+
+  public record ListAll(ActorRef<PipelineList> replyTo) implements Command {}
+
+  /** Every pipeline's status, sorted by name. */
+  public record PipelineList(List<PipelineStatus> pipelines) implements CborSerializable {
+    public PipelineList {
+      pipelines = List.copyOf(pipelines);
+    }
+  }
+
+  private enum CheckStorage implements Command {
+    INSTANCE
+  }
+
+  private PipelineManager() {}
+
+  /**
+   * @param storage this node's storage status: pipelines autostart once Weir's schema is migrated
+   */
+  public static Behavior<Command> create(
+      List<PipelineConfig> pipelines, PostgresSettings weirDatabase, Supplier<StorageStatus> storage) {
+    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> {
+      Executor io = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
+      Database state = Database.create(weirDatabase, "weir-pipelines");
+      Map<String, Database> targets = new HashMap<>();
+      Map<String, ActorRef<CdcPipeline.Command>> children = new HashMap<>();
+      for (PipelineConfig p : pipelines) {
+        Database target = targets.computeIfAbsent(p.sinkUrl(), url -> Database.create(
+            new PostgresSettings(url, weirDatabase.user(), weirDatabase.password(), weirDatabase.schema(),
+                weirDatabase.poolSize(), weirDatabase.connectTimeout(), weirDatabase.probeInterval(),
+                weirDatabase.minBackoff(), weirDatabase.maxBackoff()), "weir-mirror"));
+        PostgresMirrorSink sink = new PostgresMirrorSink(target.dataSource(), io, p.mirror());
+        children.put(p.name(), ctx.spawn(
+            CdcPipeline.create(p.settings(), p.source(), sink, state.dataSource(), weirDatabase.schema()),
+            "pipeline-" + p.name()));
+      }
+      ctx.getLog().info("pipeline manager started on this node with {} pipeline(s)", children.size());
+      if (pipelines.stream().anyMatch(PipelineConfig::autostart)) {
+        timers.startTimerWithFixedDelay(CheckStorage.INSTANCE, Duration.ofMillis(500));
+      }
+      return running(ctx, pipelines, children, storage, timers, () -> {
+        state.close();
+        targets.values().forEach(Database::close);
+      });
+    }));
+  }
+
+  private static Behavior<Command> running(
+      ActorContext<Command> ctx,
+      List<PipelineConfig> pipelines,
+      Map<String, ActorRef<CdcPipeline.Command>> children,
+      Supplier<StorageStatus> storage,
+      org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers,
+      Runnable closeResources) {
+    return Behaviors.receive(Command.class)
+        .onMessageEquals(CheckStorage.INSTANCE, () -> {
+          if (storage.get().isReady()) {
+            timers.cancel(CheckStorage.INSTANCE);
+            ActorRef<PipelineStatus> ignore = ctx.getSystem().ignoreRef();
+            for (PipelineConfig p : pipelines) {
+              if (p.autostart()) {
+                children.get(p.name()).tell(new CdcPipeline.Start(ignore));
+              }
+            }
+          }
+          return Behaviors.same();
+        })
+        .onMessage(Get.class, m -> forward(children, m.name(), new CdcPipeline.GetStatus(m.replyTo())))
+        .onMessage(Start.class, m -> forward(children, m.name(), new CdcPipeline.Start(m.replyTo())))
+        .onMessage(Stop.class, m -> forward(children, m.name(), new CdcPipeline.Stop(m.replyTo())))
+        .onMessage(ListAll.class, m -> {
+          List<ActorRef<CdcPipeline.Command>> all = new ArrayList<>(children.values());
+          ctx.spawnAnonymous(collect(all, m.replyTo()));
+          return Behaviors.same();
+        })
+        .onSignal(PostStop.class, s -> {
+          closeResources.run();
+          return Behaviors.same();
+        })
+        .build();
+  }
+
+  private static Behavior<Command> forward(
+      Map<String, ActorRef<CdcPipeline.Command>> children, String name, CdcPipeline.Command command) {
+    ActorRef<CdcPipeline.Command> child = children.get(name);
+    if (child != null) {
+      child.tell(command);
+    }
+    return Behaviors.same();
+  }
+
+  /** Asks every pipeline for its status and replies once all have answered (or after 5 s). */
+  private static Behavior<PipelineStatus> collect(
+      List<ActorRef<CdcPipeline.Command>> pipelines, ActorRef<PipelineList> replyTo) {
+    return Behaviors.setup(ctx -> {
+      pipelines.forEach(p -> p.tell(new CdcPipeline.GetStatus(ctx.getSelf())));
+      List<PipelineStatus> got = new ArrayList<>();
+      if (pipelines.isEmpty()) {
+        replyTo.tell(new PipelineList(got));
+        return Behaviors.stopped();
+      }
+      ctx.setReceiveTimeout(Duration.ofSeconds(5), new PipelineStatus(null, "timeout", null, null, null, null, 0, 0, 0, 0, null));
+      return Behaviors.receive(PipelineStatus.class)
+          .onMessage(PipelineStatus.class, s -> {
+            if (s.name() != null) {
+              got.add(s);
+            }
+            if (s.name() == null || got.size() == pipelines.size()) {
+              got.sort(Comparator.comparing(PipelineStatus::name));
+              replyTo.tell(new PipelineList(got));
+              return Behaviors.stopped();
+            }
+            return Behaviors.same();
+          })
+          .build();
+    });
+  }
+}

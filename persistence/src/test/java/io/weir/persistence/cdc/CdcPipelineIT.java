@@ -293,6 +293,20 @@ class CdcPipelineIT {
     assertThat(s.detail()).isEqualTo("test: target refused the row");
   }
 
+  @Test
+  void persistentErrorsBeforeTheStreamIsEstablishedAreBoundedByTheWatchdog() throws Exception {
+    // A login without the REPLICATION attribute fails every connect cycle the same way.
+    sql("CREATE ROLE no_repl_" + slot + " LOGIN PASSWORD 'pw-no-repl'",
+        "GRANT SELECT ON ALL TABLES IN SCHEMA public TO no_repl_" + slot);
+    source = new SourceSettings(db.url(), "no_repl_" + slot, "pw-no-repl");
+    PipelineSettings settings = settings().withRetries(3, Duration.ofMillis(50), Duration.ofMillis(200));
+    PipelineStatus s = awaitState(start(settings, new RecordingSink()), "halted");
+    assertThat(s.reason()).isEqualTo("retries-exhausted");
+    assertThat(s.restarts()).as("three retries before the halt").isEqualTo(3);
+    assertThat(s.detail()).contains("SQLState 42501").doesNotContain("pw-no-repl");
+    sql("DROP OWNED BY no_repl_" + slot, "DROP ROLE no_repl_" + slot);
+  }
+
   private Lsn slotLsn(String column) throws SQLException {
     try (Connection c = db.connect();
         ResultSet rs = c.createStatement().executeQuery(

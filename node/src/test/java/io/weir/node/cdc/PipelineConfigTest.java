@@ -1,0 +1,57 @@
+package io.weir.node.cdc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigResolveOptions;
+import io.weir.persistence.SettingsException;
+import io.weir.persistence.cdc.StartMode;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class PipelineConfigTest {
+  private static Config config(String pipelines) {
+    return ConfigFactory.parseString("weir.postgres.url = \"jdbc:postgresql://127.0.0.1/weir\"\n" + pipelines)
+        .withFallback(ConfigFactory.parseResources("reference.conf"))
+        .resolve(ConfigResolveOptions.noSystem());
+  }
+
+  @Test
+  void pipelinesInheritDefaultsAndExcludeWeirsAndTheSinksSchemas() {
+    List<PipelineConfig> all = PipelineConfig.all(config(
+        "weir.pipelines.orders { slot = orders_slot, publications = [orders_pub], start-mode = resume,"
+            + " batch.max-transactions = 50, sink.target-schema = mirror }"));
+    assertThat(all).hasSize(1);
+    PipelineConfig p = all.get(0);
+    assertThat(p.settings().startMode()).isEqualTo(StartMode.RESUME);
+    assertThat(p.settings().batchMaxTransactions()).isEqualTo(50);
+    assertThat(p.settings().inFlightWindow()).as("default in-flight window").isEqualTo(64);
+    assertThat(p.settings().handoverWindow()).isEqualTo(Duration.ofSeconds(60));
+    assertThat(p.settings().excludedSchemas()).containsExactly("weir", "mirror");
+    assertThat(p.source().url()).as("the source defaults to Weir's own database").isEqualTo("jdbc:postgresql://127.0.0.1/weir");
+    assertThat(p.autostart()).isTrue();
+  }
+
+  @Test
+  void faultsNameTheFullKey() {
+    assertKey("weir.pipelines.a { publications = [p], sink.target-schema = m }", "weir.pipelines.a.slot");
+    assertKey("weir.pipelines.a { slot = \"Bad Slot\", publications = [p], sink.target-schema = m }", "weir.pipelines.a.slot");
+    assertKey("weir.pipelines.a { slot = s, publications = [], sink.target-schema = m }", "weir.pipelines.a.publications");
+    assertKey("weir.pipelines.a { slot = s, publications = [p], start-mode = sometimes, sink.target-schema = m }",
+        "weir.pipelines.a.start-mode");
+    assertKey("weir.pipelines.a { slot = s, publications = [p], sink { type = kafka, target-schema = m } }",
+        "weir.pipelines.a.sink.type");
+    assertKey("weir.pipelines.a { slot = s, publications = [p], sink.target-schema = \"Not Valid\" }",
+        "weir.pipelines.a.sink.target-schema");
+    assertKey("weir.pipelines.a { slot = s, publications = [p], in-flight-window = 0, sink.target-schema = m }",
+        "weir.pipelines.a.in-flight-window");
+  }
+
+  private static void assertKey(String pipelines, String key) {
+    assertThatThrownBy(() -> PipelineConfig.all(config(pipelines)))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo(key));
+  }
+}

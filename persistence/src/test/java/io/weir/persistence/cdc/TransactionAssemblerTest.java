@@ -1,0 +1,91 @@
+package io.weir.persistence.cdc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.Transaction;
+import io.weir.protocol.pgoutput.PgOutputMessage;
+import io.weir.protocol.pgoutput.ReplicaIdentity;
+import io.weir.protocol.pgoutput.TupleData;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.List;
+import java.util.Optional;
+import java.util.OptionalLong;
+import org.junit.jupiter.api.Test;
+
+class TransactionAssemblerTest {
+  private static final PgOutputMessage.Relation ORDERS =
+      new PgOutputMessage.Relation(OptionalLong.empty(), 7, "public", "orders", ReplicaIdentity.DEFAULT,
+          List.of(new PgOutputMessage.Relation.Column(true, "id", 23, -1), new PgOutputMessage.Relation.Column(false, "v", 25, -1)));
+
+  private static PgOutputMessage.Begin begin(long xid) {
+    return new PgOutputMessage.Begin(Lsn.of(1000 * xid), Instant.EPOCH, xid);
+  }
+
+  private static PgOutputMessage.Commit commit(long xid) {
+    return new PgOutputMessage.Commit(Lsn.of(1000 * xid), Lsn.of(1000 * xid + 50), Instant.EPOCH);
+  }
+
+  private static PgOutputMessage.Insert insert(String id, String v) {
+    return new PgOutputMessage.Insert(OptionalLong.empty(), 7, TupleData.ofText(id, v));
+  }
+
+  @Test
+  void emitsATransactionOnlyAtItsCommitWithChangesInOrder() {
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 100);
+    assertThat(a.accept(begin(5))).isEmpty();
+    assertThat(a.accept(ORDERS)).isEmpty();
+    assertThat(a.accept(insert("1", "a"))).isEmpty();
+    assertThat(a.accept(insert("2", "b"))).isEmpty();
+    assertThat(a.accept(new PgOutputMessage.LogicalMessage(OptionalLong.empty(), true, Lsn.of(1), "p", java.nio.ByteBuffer.wrap("c".getBytes(StandardCharsets.UTF_8))))).isEmpty();
+    assertThat(a.inTransaction()).isTrue();
+    Optional<Transaction> t = a.accept(commit(5));
+    assertThat(t).isPresent();
+    assertThat(t.get().xid()).isEqualTo(5);
+    assertThat(t.get().endLsn()).isEqualTo(Lsn.of(5050));
+    assertThat(t.get().changes()).hasSize(3).element(2).isInstanceOf(Change.Message.class);
+    assertThat(t.get().rowCount()).isEqualTo(2);
+    assertThat(a.inTransaction()).isFalse();
+    assertThat(a.accept(begin(6))).isEmpty();
+    assertThat(a.accept(commit(6)).orElseThrow().changes()).as("state is reset between transactions").isEmpty();
+  }
+
+  @Test
+  void protocolOrderFaultsHalt() {
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 100);
+    a.accept(ORDERS);
+    assertThatThrownBy(() -> a.accept(insert("1", "a")))
+        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.PROTOCOL_VIOLATION));
+    assertThatThrownBy(() -> a.accept(commit(1))).isInstanceOf(PipelineHaltException.class);
+    TransactionAssembler b = new TransactionAssembler(new SchemaGuard(), 100);
+    b.accept(begin(1));
+    assertThatThrownBy(() -> b.accept(insert("1", "a")))
+        .as("a change for a relation never described cannot be interpreted")
+        .isInstanceOf(PipelineHaltException.class)
+        .hasMessageContaining("before its Relation message");
+  }
+
+  @Test
+  void oversizedTransactionsHaltRatherThanExhaustTheHeap() {
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 2);
+    a.accept(begin(1));
+    a.accept(ORDERS);
+    a.accept(insert("1", "a"));
+    a.accept(insert("2", "b"));
+    assertThatThrownBy(() -> a.accept(insert("3", "secret-value")))
+        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.TRANSACTION_TOO_LARGE))
+        .hasMessageNotContaining("secret-value");
+  }
+
+  @Test
+  void aTupleOfTheWrongWidthIsRefused() {
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 10);
+    a.accept(begin(1));
+    a.accept(ORDERS);
+    assertThatThrownBy(() -> a.accept(new PgOutputMessage.Insert(OptionalLong.empty(), 7, TupleData.ofText("1"))))
+        .isInstanceOf(io.weir.protocol.pgoutput.PgOutputDecodeException.class);
+  }
+}

@@ -60,7 +60,8 @@ class CdcCanaryIT {
           .until(() -> node.pipeline(p).map(s -> s.get("state").asText().equals("running")).orElse(false));
     }
     try (Connection c = db.connect(); Statement s = c.createStatement()) {
-      s.execute("INSERT INTO public.checked VALUES (1, 'fine'), (2, '" + CHECK_CANARY + "')");
+      s.execute("INSERT INTO public.checked VALUES (1, 'fine')");
+      s.execute("INSERT INTO public.checked VALUES (2, '" + CHECK_CANARY + "')");
       s.execute("INSERT INTO public.casted VALUES (1, '" + CAST_CANARY + "')");
     }
     for (String p : List.of("checked", "casted")) {
@@ -74,5 +75,10 @@ class CdcCanaryIT {
     JsonAssert.noCanary(node, CHECK_CANARY, nodes);
     JsonAssert.noCanary(node, CAST_CANARY, nodes);
     assertThat(node.log()).as("the node should log the halts").contains("halted (sink-rejected)");
+    String metrics = node.get("/admin/metrics", true).orElseThrow().body();
+    assertThat(metrics).as("halts are counted by reason")
+        .contains("weir_cdc_halts_total{pipeline=\"checked\",reason=\"sink-rejected\"} 1.0")
+        .contains("weir_cdc_rows_total{pipeline=\"checked\",table=\"public.checked\"} 1.0")
+        .doesNotContain("NaN");
   }
 }

@@ -14,5 +14,7 @@ final class JsonAssert {
     }
     live.get("/admin/pipelines", true).ifPresent(r ->
         assertThat(r.body()).as("pipeline status must not contain a row value").doesNotContain(canary));
+    live.get("/admin/metrics", true).ifPresent(r ->
+        assertThat(r.body()).as("metrics must not contain a row value").doesNotContain(canary));
   }
 }

@@ -2,6 +2,8 @@ package io.weir.node;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.weir.node.auth.Authenticator;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.cdc.PipelineManager;
@@ -63,6 +65,7 @@ public final class WeirNode {
     AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system = ActorSystem.create(guardian(database, storage), SYSTEM_NAME, config);
+    PrometheusMeterRegistry metrics = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     try {
       CoordinatedShutdown.get(system)
           .addTask(
@@ -78,11 +81,12 @@ public final class WeirNode {
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
               .init(SingletonActor.of(
-                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get), "weir-pipelines"));
+                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics),
+                "weir-pipelines"));
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
       Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
-      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get), pipelineAdmin);
+      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get), pipelineAdmin, metrics::scrape);
       ServerBinding binding;
       try {
         binding =

@@ -1,5 +1,6 @@
 package io.weir.node.cdc;
 
+import io.micrometer.core.instrument.MeterRegistry;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.StorageStatus;
@@ -60,7 +61,8 @@ public final class PipelineManager {
    * @param storage this node's storage status: pipelines autostart once Weir's schema is migrated
    */
   public static Behavior<Command> create(
-      List<PipelineConfig> pipelines, PostgresSettings weirDatabase, Supplier<StorageStatus> storage) {
+      List<PipelineConfig> pipelines, PostgresSettings weirDatabase, Supplier<StorageStatus> storage,
+      MeterRegistry registry) {
     return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> {
       Executor io = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
       Database state = Database.create(weirDatabase, "weir-pipelines");
@@ -73,7 +75,7 @@ public final class PipelineManager {
                 weirDatabase.minBackoff(), weirDatabase.maxBackoff()), "weir-mirror"));
         PostgresMirrorSink sink = new PostgresMirrorSink(target.dataSource(), io, p.mirror());
         children.put(p.name(), ctx.spawn(
-            CdcPipeline.create(p.settings(), p.source(), sink, state.dataSource(), weirDatabase.schema()),
+            CdcPipeline.create(p.settings(), p.source(), sink, state.dataSource(), weirDatabase.schema(), registry),
             "pipeline-" + p.name()));
       }
       ctx.getLog().info("pipeline manager started on this node with {} pipeline(s)", children.size());

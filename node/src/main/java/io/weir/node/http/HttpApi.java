@@ -52,15 +52,19 @@ public final class HttpApi extends AllDirectives {
   private final Authenticator authenticator;
   private final NodeView node;
   private final PipelineAdmin pipelines;
+  private final Supplier<String> metrics;
 
   /**
    * @param pipelines pipeline operations, or null on a node built without them (routes answer 404)
+   * @param metrics Prometheus text exposition of the node's meters, or null for none
    */
-  public HttpApi(ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines) {
+  public HttpApi(
+      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics) {
     this.json = json;
     this.authenticator = authenticator;
     this.node = node;
     this.pipelines = pipelines;
+    this.metrics = metrics;
   }
 
   public Route routes() {
@@ -87,6 +91,11 @@ public final class HttpApi extends AllDirectives {
   private Route adminRoutes() {
     return concat(
         path("cluster", () -> get(() -> jsonLazy(200, node::clusterStatus))),
+        path("metrics", () -> get(() -> extractRequestContext(ctx -> metrics == null
+            ? error(ErrorCode.NOT_FOUND, "no such resource")
+            : complete(HttpResponse.create().withEntity(
+                ContentTypes.create(org.apache.pekko.http.javadsl.model.MediaTypes.TEXT_PLAIN, org.apache.pekko.http.javadsl.model.HttpCharsets.UTF_8),
+                metrics.get()))))),
         pathPrefix("pipelines", this::pipelineRoutes));
   }
 

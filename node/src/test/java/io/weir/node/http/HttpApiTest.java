@@ -59,7 +59,7 @@ class HttpApiTest {
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
     TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
-    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), storage::get), null);
+    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), storage::get), null, () -> "# test metrics\n");
     binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
@@ -94,6 +94,14 @@ class HttpApiTest {
 
     assertThat(get("/admin/cluster", "Basic " + ADMIN).statusCode()).as("another scheme should be 401").isEqualTo(401);
     assertThat(get("/admin/nothing-here", null).statusCode()).as("auth comes before routing under /admin").isEqualTo(401);
+  }
+
+  @Test
+  void metricsAreForAdministrators() throws Exception {
+    assertThat(get("/admin/metrics", null).statusCode()).isEqualTo(401);
+    HttpResponse<String> r = get("/admin/metrics", "Bearer " + ADMIN);
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(r.body()).isEqualTo("# test metrics\n");
   }
 
   @Test

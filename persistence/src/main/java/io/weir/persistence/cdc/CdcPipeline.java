@@ -1,5 +1,8 @@
 package io.weir.persistence.cdc;
 
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.SlotIncarnation;
@@ -77,11 +80,18 @@ public final class CdcPipeline {
 
   private record Retry(long attempt) implements Command {}
 
-  /** Creates the pipeline actor's behavior; spawn it under a supervisor of your choice. */
+  /** Creates the pipeline actor's behavior without metrics export (meters go to a private registry). */
   public static Behavior<Command> create(
       PipelineSettings settings, SourceSettings source, ChangeSink sink, DataSource stateStore, String stateSchema) {
+    return create(settings, source, sink, stateStore, stateSchema, new SimpleMeterRegistry());
+  }
+
+  /** Creates the pipeline actor's behavior; spawn it under a supervisor of your choice. */
+  public static Behavior<Command> create(
+      PipelineSettings settings, SourceSettings source, ChangeSink sink, DataSource stateStore, String stateSchema,
+      MeterRegistry registry) {
     return Behaviors.setup(ctx -> Behaviors.withTimers(timers ->
-        new Runner(ctx, timers, settings, source, sink, new SlotManager(settings, stateStore, stateSchema))));
+        new Runner(ctx, timers, settings, source, sink, new SlotManager(settings, stateStore, stateSchema), registry)));
   }
 
   private static final class Runner extends AbstractBehavior<Command> {
@@ -109,9 +119,11 @@ public final class CdcPipeline {
     private UniqueKillSwitch killSwitch;
     private AtomicBoolean established;
     private SlotIncarnation incarnation;
+    private final PipelineMetrics metrics;
+    private volatile ReplicationConnection live;
 
     Runner(ActorContext<Command> ctx, TimerScheduler<Command> timers, PipelineSettings settings, SourceSettings source,
-        ChangeSink sink, SlotManager slots) {
+        ChangeSink sink, SlotManager slots, MeterRegistry registry) {
       super(ctx);
       this.timers = timers;
       this.settings = settings;
@@ -122,6 +134,15 @@ public final class CdcPipeline {
       this.blockingIo = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
       this.backoff = settings.minBackoff();
       this.handover = settings.handoverWindow();
+      this.metrics = new PipelineMetrics(registry, settings.name(),
+          () -> {
+            ReplicationConnection c = live;
+            return c != null ? c.confirmed().asLong() : lastConfirmed.asLong();
+          },
+          () -> {
+            ReplicationConnection c = live;
+            return c == null ? 0 : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
+          });
     }
 
     @Override
@@ -224,6 +245,7 @@ public final class CdcPipeline {
         return this;
       }
       connection = c.connection();
+      live = connection;
       incarnation = c.incarnation();
       established = new AtomicBoolean(false);
       state = "running";
@@ -257,7 +279,13 @@ public final class CdcPipeline {
           .mapConcat(m -> assembler.accept(m).map(List::of).orElse(List.of()))
           .via(batching)
           .buffer(Math.max(1, settings.inFlightWindow()), OverflowStrategy.backpressure())
-          .mapAsync(1, txns -> sink.apply(txns).thenApply(v -> txns))
+          .mapAsync(1, txns -> {
+            Timer.Sample sample = Timer.start();
+            return sink.apply(txns).thenApply(v -> {
+              sample.stop(metrics.applyTimer());
+              return txns;
+            });
+          })
           .viaMat(KillSwitches.single(), Keep.right())
           .toMat(Sink.foreach(txns -> {
             Transaction last = txns.get(txns.size() - 1);
@@ -268,6 +296,7 @@ public final class CdcPipeline {
               n += t.rowCount();
             }
             rows.addAndGet(n);
+            metrics.applied(txns);
           }), Keep.both());
     }
 
@@ -333,6 +362,7 @@ public final class CdcPipeline {
         return;
       }
       restarts++;
+      metrics.restarted(error.getClass().getSimpleName());
       state = "backoff";
       detail = described;
       getContext().getLog().warn(
@@ -345,6 +375,7 @@ public final class CdcPipeline {
     private void halt(HaltReason reason, String why) {
       state = "halted";
       haltReason = reason;
+      metrics.halted(reason);
       detail = why;
       getContext().getLog().error("pipeline {}: halted ({}): {}", settings.name(), reason.wire(), why);
     }
@@ -357,12 +388,13 @@ public final class CdcPipeline {
       if (connection != null) {
         ReplicationConnection c = connection;
         connection = null;
+        live = null;
         lastConfirmed = c.confirmed();
         CompletableFuture.runAsync(c::close, blockingIo);
       }
     }
 
-    private Lsn lastConfirmed = Lsn.INVALID;
+    private volatile Lsn lastConfirmed = Lsn.INVALID;
 
     private PipelineStatus status() {
       ReplicationConnection c = connection;

@@ -307,6 +307,52 @@ class CdcPipelineIT {
     sql("DROP OWNED BY no_repl_" + slot, "DROP ROLE no_repl_" + slot);
   }
 
+  @Test
+  void keepsTheConnectionAliveWhileTheSinkBackpressures() throws Exception {
+    // wal_sender_timeout is settable per login: 3 s for this one, so a silent consumer would be
+    // cut off well within the 12 s the sink stalls.
+    String role = "short_timeout_" + slot;
+    sql("CREATE ROLE " + role + " LOGIN REPLICATION PASSWORD 'pw-short'",
+        "ALTER ROLE " + role + " SET wal_sender_timeout = '3s'",
+        "GRANT SELECT ON ALL TABLES IN SCHEMA public TO " + role);
+    source = new SourceSettings(db.url(), role, "pw-short");
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p =
+        start(PipelineSettings.of("p_" + slot, slot, List.of("pub")).withStatusInterval(Duration.ZERO), sink);
+    awaitState(p, "running");
+    sink.delayNext(Duration.ofSeconds(12));
+    // More transactions than the in-flight window (64): reading stops until the sink catches up.
+    String[] inserts = new String[201];
+    for (int i = 0; i < inserts.length; i++) {
+      inserts[i] = "INSERT INTO items VALUES (" + (100 + i) + ", 'more', 1, NULL)";
+    }
+    sql(inserts);
+    await("every transaction delivered after the stall").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 201);
+    PipelineStatus s = status(p);
+    assertThat(s.restarts()).as("status updates during the stall should have kept the connection").isZero();
+    assertThat(s.state()).isEqualTo("running");
+  }
+
+  @Test
+  void aSlotHeldByAnotherConsumerIsRetriedWithoutCountingUntilItIsReleased() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> first = start(settings(), sink);
+    awaitState(first, "running");
+    PipelineSettings fast = settings().withRetries(2, Duration.ofMillis(100), Duration.ofMillis(300));
+    ActorRef<CdcPipeline.Command> second = start(fast, sink);
+    await("the second consumer waits for the slot").atMost(Duration.ofSeconds(30))
+        .until(() -> status(second).restarts() > 4);
+    PipelineStatus waiting = status(second);
+    assertThat(waiting.state()).as("more failed cycles than max-command-retries, yet no halt").isNotEqualTo("halted");
+    assertThat(waiting.detail()).contains("active for another consumer");
+    var probe = kit.<PipelineStatus>createTestProbe();
+    first.tell(new CdcPipeline.Stop(probe.ref()));
+    probe.receiveMessage();
+    awaitState(second, "running");
+    sql("INSERT INTO items VALUES (1, 'after handover', 1, NULL)");
+    await("the new owner delivers").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
+  }
+
   private Lsn slotLsn(String column) throws SQLException {
     try (Connection c = db.connect();
         ResultSet rs = c.createStatement().executeQuery(

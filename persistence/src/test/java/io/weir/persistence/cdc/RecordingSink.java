@@ -19,6 +19,7 @@ public final class RecordingSink implements ChangeSink {
   private PipelineContext context;
   private Function<List<Transaction>, RuntimeException> failNext;
   private int opens;
+  private java.time.Duration delayNext;
 
   @Override
   public synchronized CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
@@ -28,7 +29,21 @@ public final class RecordingSink implements ChangeSink {
   }
 
   @Override
-  public synchronized CompletionStage<Void> apply(List<Transaction> transactions) {
+  public CompletionStage<Void> apply(List<Transaction> transactions) {
+    java.time.Duration delay;
+    synchronized (this) {
+      delay = delayNext;
+      delayNext = null;
+    }
+    if (delay != null) {
+      // A slow sink: the pipeline must keep its connection alive meanwhile.
+      return CompletableFuture.runAsync(() -> {}, CompletableFuture.delayedExecutor(delay.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS))
+          .thenCompose(v -> applyNow(transactions));
+    }
+    return applyNow(transactions);
+  }
+
+  private synchronized CompletionStage<Void> applyNow(List<Transaction> transactions) {
     if (failNext != null) {
       RuntimeException e = failNext.apply(transactions);
       failNext = null;
@@ -54,6 +69,11 @@ public final class RecordingSink implements ChangeSink {
 
   public synchronized int opens() {
     return opens;
+  }
+
+  /** The next apply completes only after {@code delay}. */
+  public synchronized void delayNext(java.time.Duration delay) {
+    this.delayNext = delay;
   }
 
   public synchronized void failNext(Function<List<Transaction>, RuntimeException> failure) {

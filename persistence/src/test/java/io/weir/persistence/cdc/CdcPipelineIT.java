@@ -353,6 +353,32 @@ class CdcPipelineIT {
     await("the new owner delivers").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
   }
 
+  @Test
+  void preparedTransactionsDeliverOnceAtCommitPreparedAcrossARestart() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(settings(), sink);
+    awaitState(p, "running");
+    sql("BEGIN; INSERT INTO items VALUES (1, 'rolled back prepared', 1, NULL); PREPARE TRANSACTION 'weir_g1_" + slot + "'",
+        "ROLLBACK PREPARED 'weir_g1_" + slot + "'",
+        "BEGIN; INSERT INTO items VALUES (2, 'committed prepared', 1, NULL); PREPARE TRANSACTION 'weir_g2_" + slot + "'",
+        "INSERT INTO items VALUES (3, 'marker', 1, NULL)");
+    await("the marker arrives").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
+    assertThat(text(((Change.Insert) sink.applied().get(0).changes().get(0)).newRow(), 1))
+        .as("prepared and rolled-back prepared transactions deliver nothing").isEqualTo("marker");
+    // The consumer goes away between PREPARE and COMMIT PREPARED, and comes back.
+    var probe = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Stop(probe.ref()));
+    probe.receiveMessage();
+    sql("COMMIT PREPARED 'weir_g2_" + slot + "'");
+    p.tell(new CdcPipeline.Start(probe.ref()));
+    probe.receiveMessage();
+    await("COMMIT PREPARED delivers the transaction").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 2);
+    Change.Insert committed = (Change.Insert) sink.applied().get(1).changes().get(0);
+    assertThat(text(committed.newRow(), 1)).isEqualTo("committed prepared");
+    Thread.sleep(1500);
+    assertThat(sink.applied()).as("exactly once").hasSize(2);
+  }
+
   private Lsn slotLsn(String column) throws SQLException {
     try (Connection c = db.connect();
         ResultSet rs = c.createStatement().executeQuery(

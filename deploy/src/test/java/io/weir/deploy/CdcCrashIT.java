@@ -28,7 +28,8 @@ import org.junit.jupiter.api.Test;
  * commits thousands of transactions; the node is SIGKILLed at random points (after its pipeline is
  * running, at a random delay) and restarted, again and again. At the end the mirror equals the
  * source and the mirror's applied-transactions log holds every committed source transaction
- * exactly once. Prints {@code loss=0 effect-dup=0}.
+ * exactly once (prints {@code loss=0 effect-dup=0}); with the file sink under the library
+ * checkpoint store, every transaction is in the file and a crash repeats at most one.
  *
  * <p>Size: {@code -Dweir.crash.kills} (default 20) and {@code -Dweir.crash.min-transactions}
  * (default 2000); pass them through {@code deploy/bin/test.sh -Dweir.test.argLine="..."} for a longer run.
@@ -47,7 +48,59 @@ class CdcCrashIT {
   }
 
   @Test
-  void sigkillAtRandomPointsLosesAndDuplicatesNothing() throws Exception {
+  void mirrorSinkUnderSigkillLosesAndDuplicatesNothing() throws Exception {
+    Run run = crash("sink { target-schema = crash_mirror, applied-log = true }", () -> appliedDistinct());
+    Map<Long, Integer> applied = appliedCounts();
+    long loss = run.committed.stream().filter(x -> !applied.containsKey(x)).count();
+    long dup = applied.values().stream().filter(n -> n > 1).count();
+    long unknown = applied.keySet().stream().filter(x -> !run.committed.contains(x)).count();
+    long differences = mirrorDifferences();
+    System.out.printf("cdc-crash: sink=mirror kills=%d transactions=%d applied=%d loss=%d effect-dup=%d unknown=%d mirror-diff=%d seed=%d delays-ms=%s%n",
+        run.kills, run.committed.size(), applied.size(), loss, dup, unknown, differences, run.seed, run.delays);
+    assertThat(loss).as("every committed source transaction should be applied (loss)").isZero();
+    assertThat(dup).as("no source transaction should be applied twice (effect-dup)").isZero();
+    assertThat(unknown).as("nothing should be applied that the writer did not commit").isZero();
+    assertThat(differences).as("the mirror should equal the source").isZero();
+    JsonAssert.noCanary(run.last, CANARY, nodes);
+  }
+
+  @Test
+  void fileSinkWithLibraryCheckpointsRepeatsAtMostOneTransactionPerCrash() throws Exception {
+    Path file = Files.createTempFile("weir-crash-file", ".jsonl");
+    Files.delete(file);
+    Run run = crash("sink { type = file, path = \"" + file + "\" }", () -> fileCounts(file).size());
+    Map<Long, Integer> delivered = fileCounts(file);
+    long loss = run.committed.stream().filter(x -> !delivered.containsKey(x)).count();
+    long repeatedTransactions = delivered.values().stream().filter(n -> n > 1).count();
+    long extraDeliveries = delivered.values().stream().mapToLong(n -> n - 1).sum();
+    long unknown = delivered.keySet().stream().filter(x -> !run.committed.contains(x)).count();
+    System.out.printf("cdc-crash: sink=file(library checkpoints) kills=%d transactions=%d delivered=%d loss=%d duplicates=%d (max 1 per crash) seed=%d%n",
+        run.kills, run.committed.size(), delivered.size(), loss, extraDeliveries, run.seed);
+    assertThat(loss).as("every committed source transaction should be delivered (loss)").isZero();
+    assertThat(unknown).as("nothing should be delivered that the writer did not commit").isZero();
+    assertThat(extraDeliveries).as("a crash repeats at most the one transaction in flight").isLessThanOrEqualTo(run.kills);
+    assertThat(repeatedTransactions).isLessThanOrEqualTo(run.kills);
+    assertThat(Files.readString(file)).as("the file should hold the delivered transactions").contains("\"op\":\"insert\"");
+    JsonAssert.noCanary(run.last, CANARY, nodes);
+  }
+
+  private record Run(int kills, List<Long> committed, long seed, List<Long> delays, NodeProcess last) {}
+
+  private Map<Long, Integer> fileCounts(Path file) throws java.io.IOException {
+    Map<Long, Integer> out = new HashMap<>();
+    if (!Files.exists(file)) {
+      return out;
+    }
+    com.fasterxml.jackson.databind.ObjectMapper json = new com.fasterxml.jackson.databind.ObjectMapper();
+    for (String line : Files.readAllLines(file)) {
+      if (!line.isBlank()) {
+        out.merge(json.readTree(line).get("xid").asLong(), 1, Integer::sum);
+      }
+    }
+    return out;
+  }
+
+  private Run crash(String sinkConfig, java.util.concurrent.Callable<? extends Number> delivered) throws Exception {
     int kills = Integer.getInteger("weir.crash.kills", 20);
     int minTransactions = Integer.getInteger("weir.crash.min-transactions", 2000);
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
@@ -66,7 +119,7 @@ class CdcCrashIT {
         "  publications = [crash_pub]",
         "  min-backoff = 200ms",
         "  max-backoff = 2s",
-        "  sink { target-schema = crash_mirror, applied-log = true }",
+        "  " + sinkConfig,
         "}"));
 
     AtomicBoolean stopWriting = new AtomicBoolean(false);
@@ -93,22 +146,10 @@ class CdcCrashIT {
 
     NodeProcess last = node;
     awaitRunning(last);
-    await("the mirror catches up with every committed transaction").atMost(Duration.ofMinutes(3))
+    await("the sink catches up with every committed transaction").atMost(Duration.ofMinutes(3))
         .pollInterval(Duration.ofSeconds(1))
-        .until(() -> appliedDistinct() >= committed.size());
-
-    Map<Long, Integer> applied = appliedCounts();
-    long loss = committed.stream().filter(x -> !applied.containsKey(x)).count();
-    long dup = applied.values().stream().filter(n -> n > 1).count();
-    long unknown = applied.keySet().stream().filter(x -> !committed.contains(x)).count();
-    long differences = mirrorDifferences();
-    System.out.printf("cdc-crash: kills=%d transactions=%d applied=%d loss=%d effect-dup=%d unknown=%d mirror-diff=%d seed=%d delays-ms=%s%n",
-        kills, committed.size(), applied.size(), loss, dup, unknown, differences, seed, killDelays);
-    assertThat(loss).as("every committed source transaction should be applied (loss)").isZero();
-    assertThat(dup).as("no source transaction should be applied twice (effect-dup)").isZero();
-    assertThat(unknown).as("nothing should be applied that the writer did not commit").isZero();
-    assertThat(differences).as("the mirror should equal the source").isZero();
-    JsonAssert.noCanary(last, CANARY, nodes);
+        .until(() -> delivered.call().longValue() >= committed.size());
+    return new Run(kills, List.copyOf(committed), seed, killDelays, last);
   }
 
   private NodeProcess startNode(Path config) {

@@ -144,6 +144,8 @@ public final class CdcBenchmark {
         }
       }
       summary(rounds);
+      System.out.println("load average (1/5/15 min) at the end: " + loadAverage()
+          + " -- above about 1 means something besides this benchmark competed for the CPUs");
       return 0;
     } finally {
       if (cleaned.compareAndSet(false, true)) {
@@ -239,6 +241,16 @@ public final class CdcBenchmark {
         System.getProperty("os.name"), System.getProperty("os.version"));
     System.out.printf("Java:          %s %s, max heap %d MiB%n", System.getProperty("java.vm.name"),
         Runtime.version(), Runtime.getRuntime().maxMemory() / (1024 * 1024));
+    System.out.printf("load average:  %s (1/5/15 min) before the benchmark%n", loadAverage());
+  }
+
+  private static String loadAverage() {
+    try {
+      String[] f = Files.readString(Path.of("/proc/loadavg"), StandardCharsets.US_ASCII).trim().split("\\s+");
+      return f[0] + " " + f[1] + " " + f[2];
+    } catch (IOException | RuntimeException e) {
+      return "unknown";
+    }
   }
 
   private static String procField(String file, String field) {

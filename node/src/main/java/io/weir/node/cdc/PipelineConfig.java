@@ -24,7 +24,16 @@ import java.util.TreeSet;
  * @param autostart start when the node's storage is ready
  */
 public record PipelineConfig(
-    PipelineSettings settings, SourceSettings source, String sinkUrl, MirrorSettings mirror, boolean autostart) {
+    PipelineSettings settings, SourceSettings source, String sinkUrl, MirrorSettings mirror, FileSinkConfig file,
+    boolean autostart) {
+
+  /**
+   * The file sink under the library checkpoint store (null when the sink is the mirror).
+   *
+   * @param checkpointEvery checkpoint writes batch this many transactions (a crash repeats at most
+   *     that many)
+   */
+  public record FileSinkConfig(java.nio.file.Path path, int checkpointEvery, int maxRetries, java.time.Duration retryBackoff) {}
 
   /** Every pipeline declared in {@code config}, sorted by name. */
   public static List<PipelineConfig> all(Config config) {
@@ -69,19 +78,30 @@ public record PipelineConfig(
     } catch (IllegalArgumentException e) {
       throw new SettingsException(prefix + ".start-mode", "must be go-forward or resume");
     }
-    MirrorSettings mirror;
+    MirrorSettings mirror = null;
+    FileSinkConfig file = null;
     try {
       String type = c.getString("sink.type");
-      if (!type.equals("mirror")) {
-        throw new SettingsException(prefix + ".sink.type", "must be mirror (the only built-in sink)");
+      if (type.equals("file")) {
+        String path = v.requiredString(prefix + ".sink.path");
+        file = new FileSinkConfig(java.nio.file.Path.of(path),
+            v.positiveInt(prefix + ".sink.checkpoint.every"),
+            v.positiveInt(prefix + ".sink.checkpoint.max-retries"),
+            v.positiveDuration(prefix + ".sink.checkpoint.retry-backoff"));
+      } else if (type.equals("mirror")) {
+        mirror = MirrorSettings.create(c.getConfig("sink"));
+      } else {
+        throw new SettingsException(prefix + ".sink.type", "must be mirror or file");
       }
-      mirror = MirrorSettings.create(c.getConfig("sink"));
     } catch (SettingsException e) {
       throw e.key().startsWith("weir.") ? e : new SettingsException(prefix + ".sink." + e.key(), e.getMessage().substring(e.key().length() + 2));
     } catch (ConfigException e) {
       throw new SettingsException(prefix + ".sink", "must be an object with type and target-schema");
     }
-    List<String> excluded = new ArrayList<>(List.of(root.getString("weir.postgres.schema"), mirror.targetSchema()));
+    List<String> excluded = new ArrayList<>(List.of(root.getString("weir.postgres.schema")));
+    if (mirror != null) {
+      excluded.add(mirror.targetSchema());
+    }
     PipelineSettings settings =
         new PipelineSettings(
             name, slot, publications, mode, excluded, bool(c, prefix, "failover"),
@@ -100,7 +120,7 @@ public record PipelineConfig(
         c.hasPath("source.password") ? c.getString("source.password") : root.getString("weir.postgres.password");
     String sinkUrl = c.hasPath("sink.url") ? c.getString("sink.url") : root.getString("weir.postgres.url");
     return new PipelineConfig(
-        settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, bool(c, prefix, "autostart"));
+        settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, file, bool(c, prefix, "autostart"));
   }
 
   private static boolean bool(Config c, String prefix, String key) {

@@ -5,6 +5,9 @@ import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.StorageStatus;
 import io.weir.persistence.cdc.CdcPipeline;
+import io.weir.persistence.cdc.ChangeSink;
+import io.weir.persistence.cdc.CheckpointStore;
+import io.weir.persistence.cdc.CheckpointedSink;
 import io.weir.persistence.cdc.PipelineStatus;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
 import io.weir.protocol.CborSerializable;
@@ -69,11 +72,18 @@ public final class PipelineManager {
       Map<String, Database> targets = new HashMap<>();
       Map<String, ActorRef<CdcPipeline.Command>> children = new HashMap<>();
       for (PipelineConfig p : pipelines) {
-        Database target = targets.computeIfAbsent(p.sinkUrl(), url -> Database.create(
-            new PostgresSettings(url, weirDatabase.user(), weirDatabase.password(), weirDatabase.schema(),
-                weirDatabase.poolSize(), weirDatabase.connectTimeout(), weirDatabase.probeInterval(),
-                weirDatabase.minBackoff(), weirDatabase.maxBackoff()), "weir-mirror"));
-        PostgresMirrorSink sink = new PostgresMirrorSink(target.dataSource(), io, p.mirror());
+        ChangeSink sink;
+        if (p.file() != null) {
+          PipelineConfig.FileSinkConfig f = p.file();
+          sink = new CheckpointedSink(new FileSink(f.path(), io), new CheckpointStore(state.dataSource(), weirDatabase.schema()),
+              io, f.maxRetries(), f.retryBackoff(), f.checkpointEvery());
+        } else {
+          Database target = targets.computeIfAbsent(p.sinkUrl(), url -> Database.create(
+              new PostgresSettings(url, weirDatabase.user(), weirDatabase.password(), weirDatabase.schema(),
+                  weirDatabase.poolSize(), weirDatabase.connectTimeout(), weirDatabase.probeInterval(),
+                  weirDatabase.minBackoff(), weirDatabase.maxBackoff()), "weir-mirror"));
+          sink = new PostgresMirrorSink(target.dataSource(), io, p.mirror());
+        }
         children.put(p.name(), ctx.spawn(
             CdcPipeline.create(p.settings(), p.source(), sink, state.dataSource(), weirDatabase.schema(), registry),
             "pipeline-" + p.name()));

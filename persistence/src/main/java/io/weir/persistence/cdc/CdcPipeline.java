@@ -205,6 +205,10 @@ public final class CdcPipeline {
 
     /** Blocking connect phase; runs on the blocking-IO dispatcher. */
     private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare() {
+      if (settings.batchMaxTransactions() > 1 && !sink.supportsBatches()) {
+        throw new PipelineHaltException(
+            HaltReason.CONFLICTING_OPTIONS, "batch delivery is not possible with this sink (library checkpoint store)");
+      }
       try (Connection sourceConn = DriverManager.getConnection(source.url(), source.user(), source.password())) {
         SlotManager.ServerFacts facts = slots.checkSource(sourceConn);
         Duration minHandover = facts.walSenderTimeout().plusSeconds(5);
@@ -288,8 +292,10 @@ public final class CdcPipeline {
           })
           .viaMat(KillSwitches.single(), Keep.right())
           .toMat(Sink.foreach(txns -> {
-            Transaction last = txns.get(txns.size() - 1);
-            conn.acknowledge(last.endLsn());
+            Lsn durable = sink.durableThrough(txns);
+            if (durable.isValid()) {
+              conn.acknowledge(durable);
+            }
             transactions.addAndGet(txns.size());
             long n = 0;
             for (Transaction t : txns) {

@@ -1,5 +1,6 @@
 package io.weir.persistence.cdc;
 
+import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Transaction;
 import java.util.List;
 import java.util.Optional;
@@ -38,6 +39,23 @@ public interface ChangeSink extends AutoCloseable {
 
   /** Durably applies {@code transactions} (in commit order) with the checkpoint; see class docs. */
   CompletionStage<Void> apply(List<Transaction> transactions);
+
+  /**
+   * Whether {@link #apply} accepts several transactions per call ({@code batch.max-transactions >
+   * 1}); a pipeline with batching and a sink that refuses it halts at start.
+   */
+  default boolean supportsBatches() {
+    return true;
+  }
+
+  /**
+   * The end LSN the slot may confirm after {@code applied} completed: for sinks with atomic
+   * checkpoints, the last transaction's end LSN. A sink that checkpoints later (see {@link
+   * CheckpointedSink}) returns what it has stored; {@link Lsn#INVALID} confirms nothing new.
+   */
+  default Lsn durableThrough(List<Transaction> applied) {
+    return applied.get(applied.size() - 1).endLsn();
+  }
 
   /** Releases resources; the pipeline is stopped or restarting. */
   @Override

@@ -31,6 +31,10 @@ public enum HaltReason {
   RETRIES_EXHAUSTED,
   /** A transaction exceeded max-transaction-changes (held in memory until its commit). */
   TRANSACTION_TOO_LARGE,
+  /** The library checkpoint store refused a write, or kept failing past max-retries. */
+  CHECKPOINT_STORE_FAILED,
+  /** Options that cannot work together, e.g. batch delivery with the library checkpoint store. */
+  CONFLICTING_OPTIONS,
   /** The server sent bytes that do not decode, or messages out of protocol order. */
   PROTOCOL_VIOLATION;
 

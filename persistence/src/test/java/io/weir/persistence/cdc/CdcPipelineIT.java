@@ -209,6 +209,12 @@ class CdcPipelineIT {
     PipelineStatus failover = awaitState(start(settings().withFailover(true), new RecordingSink()), "halted");
     assertThat(failover.reason()).isEqualTo("failover-unsupported");
 
+    CheckpointedSink checkpointed = new CheckpointedSink(
+        t -> java.util.concurrent.CompletableFuture.completedFuture(null), new CheckpointStore(state.dataSource(), "weir"),
+        Runnable::run, 1, Duration.ofMillis(10), 1);
+    PipelineStatus conflicting = awaitState(start(settings().withBatching(10, Duration.ofMillis(50)), checkpointed), "halted");
+    assertThat(conflicting.reason()).as("batch delivery with the library checkpoint store is refused").isEqualTo("conflicting-options");
+
     sql("CREATE PUBLICATION everything FOR ALL TABLES");
     PipelineStatus feedBack = awaitState(start(PipelineSettings.of("p_all", slot, List.of("everything")), new RecordingSink()), "halted");
     assertThat(feedBack.reason()).isEqualTo("publication-feeds-back");

@@ -1,0 +1,21 @@
+package io.weir.persistence.cdc;
+
+import io.weir.protocol.cdc.Transaction;
+import java.util.concurrent.CompletionStage;
+
+/**
+ * A sink that cannot keep a checkpoint atomically with its effects (a file, an HTTP endpoint, a
+ * broker). Wrap it in a {@link CheckpointedSink}, which keeps the checkpoint in PostgreSQL after
+ * each delivery: at-least-once, and a crash redelivers at most the transaction (or checkpoint
+ * batch) in flight.
+ *
+ * <p>{@link #deliver} is called with one transaction at a time, in commit order, never
+ * concurrently; complete the stage only once the effects are durable. Fail with a permanent
+ * {@link SinkException} to halt the pipeline; any other failure restarts it.
+ */
+public interface DeliverySink extends AutoCloseable {
+  CompletionStage<Void> deliver(Transaction transaction);
+
+  @Override
+  default void close() {}
+}

@@ -1,0 +1,115 @@
+package io.weir.persistence.cdc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.typesafe.config.ConfigFactory;
+import io.weir.persistence.Database;
+import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.SchemaMigrator;
+import io.weir.persistence.testing.TestPostgres;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.SlotIncarnation;
+import io.weir.protocol.cdc.Transaction;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The library checkpoint store against a real PostgreSQL: skip, store, and fault handling. */
+class CheckpointedSinkIT {
+  private static final SlotIncarnation INC = new SlotIncarnation(UUID.randomUUID(), 1, 1);
+  private TestPostgres.TestDatabase db;
+  private Database database;
+  private final ExecutorService io = Executors.newFixedThreadPool(2);
+  private final List<Long> delivered = new ArrayList<>();
+  private final DeliverySink recording = t -> {
+    synchronized (delivered) {
+      delivered.add(t.xid());
+    }
+    return CompletableFuture.completedFuture(null);
+  };
+
+  @BeforeEach
+  void setUp() {
+    db = TestPostgres.server().freshDatabase("ckpt_it");
+    database = Database.create(PostgresSettings.create(db.config().withFallback(ConfigFactory.load()).resolve()), "ckpt-it");
+    SchemaMigrator.migrate(database.dataSource(), "weir");
+  }
+
+  @AfterEach
+  void tearDown() {
+    io.shutdownNow();
+    database.close();
+    db.close();
+  }
+
+  private static Transaction txn(long xid) {
+    return new Transaction(xid, Lsn.of(xid * 100), Lsn.of(xid * 100 + 10), Instant.EPOCH, List.of(), List.of());
+  }
+
+  private CheckpointedSink sink(CheckpointStore store, int every) {
+    return new CheckpointedSink(recording, store, io, 2, Duration.ofMillis(50), every);
+  }
+
+  @Test
+  void deliversThenStoresAndSkipsWhatTheStoreHolds() throws Exception {
+    CheckpointStore store = new CheckpointStore(database.dataSource(), "weir");
+    CheckpointedSink first = sink(store, 1);
+    assertThat(first.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get()).isEmpty();
+    first.apply(List.of(txn(1))).toCompletableFuture().get();
+    first.apply(List.of(txn(2))).toCompletableFuture().get();
+    assertThat(first.durableThrough(List.of(txn(2)))).as("the slot may confirm what is stored").isEqualTo(Lsn.of(210));
+    assertThat(first.supportsBatches()).isFalse();
+
+    CheckpointedSink afterCrash = sink(store, 1);
+    Optional<SinkCheckpoint> cp = afterCrash.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
+    assertThat(cp).hasValue(new SinkCheckpoint(INC, Lsn.of(200)));
+    afterCrash.apply(List.of(txn(1))).toCompletableFuture().get();
+    afterCrash.apply(List.of(txn(2))).toCompletableFuture().get();
+    afterCrash.apply(List.of(txn(3))).toCompletableFuture().get();
+    assertThat(delivered).as("redelivered transactions at or below the checkpoint are skipped").containsExactly(1L, 2L, 3L);
+  }
+
+  @Test
+  void batchedCheckpointWritesConfirmOnlyWhatIsStored() throws Exception {
+    CheckpointStore store = new CheckpointStore(database.dataSource(), "weir");
+    CheckpointedSink s = sink(store, 3);
+    s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
+    s.apply(List.of(txn(1))).toCompletableFuture().get();
+    s.apply(List.of(txn(2))).toCompletableFuture().get();
+    assertThat(s.durableThrough(List.of(txn(2)))).as("nothing stored yet: nothing to confirm").isEqualTo(Lsn.INVALID);
+    s.apply(List.of(txn(3))).toCompletableFuture().get();
+    assertThat(s.durableThrough(List.of(txn(3)))).isEqualTo(Lsn.of(310));
+    assertThat(store.read("p")).hasValueSatisfying(v -> assertThat(v.checkpoint().commitLsn()).isEqualTo(Lsn.of(300)));
+  }
+
+  @Test
+  void permanentStoreFaultsHaltAtOnceAndTransientOnesAfterRetries() throws Exception {
+    CheckpointedSink missingTable = sink(new CheckpointStore(database.dataSource(), "no_such_schema"), 1);
+    assertThatThrownBy(() -> missingTable.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().join())
+        .isInstanceOf(CompletionException.class)
+        .cause()
+        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.CHECKPOINT_STORE_FAILED))
+        .hasMessageContaining("42P01");
+
+    PostgresSettings down = new PostgresSettings("jdbc:postgresql://127.0.0.1:1/weir", "weir", "", "weir", 1,
+        Duration.ofSeconds(1), Duration.ofSeconds(1), Duration.ofSeconds(1), Duration.ofSeconds(1));
+    try (Database unreachable = Database.create(down, "ckpt-down")) {
+      CheckpointedSink s = sink(new CheckpointStore(unreachable.dataSource(), "weir"), 1);
+      assertThatThrownBy(() -> s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().join())
+          .cause()
+          .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.CHECKPOINT_STORE_FAILED))
+          .hasMessageContaining("failed 3 times");
+    }
+  }
+}

@@ -5,6 +5,8 @@ import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.CdcEvent;
+import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.SlotIncarnation;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.PgOutputDecodeException;
@@ -13,6 +15,7 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -205,6 +208,10 @@ public final class CdcPipeline {
 
     /** Blocking connect phase; runs on the blocking-IO dispatcher. */
     private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare() {
+      if (settings.messages() && !sink.acceptsMessages()) {
+        throw new PipelineHaltException(
+            HaltReason.CONFLICTING_OPTIONS, "messages are on but the sink does not take non-transactional messages");
+      }
       if (settings.batchMaxTransactions() > 1 && !sink.supportsBatches()) {
         throw new PipelineHaltException(
             HaltReason.CONFLICTING_OPTIONS, "batch delivery is not possible with this sink (library checkpoint store)");
@@ -230,7 +237,8 @@ public final class CdcPipeline {
             interval = Duration.ofSeconds(10);
           }
           ReplicationConnection rc =
-              ReplicationConnection.start(session, settings.slot(), settings.publications(), Lsn.INVALID, interval);
+              ReplicationConnection.start(
+                  session, settings.slot(), settings.publications(), Lsn.INVALID, interval, settings.messages());
           return CompletableFuture.completedFuture(Pair.create(rc, inc));
         } catch (Exception e) {
           session.close();
@@ -264,14 +272,48 @@ public final class CdcPipeline {
       return this;
     }
 
+    /** What the sink stage handles: a run of transactions, or one non-transactional message. */
+    private sealed interface Delivery {}
+
+    private record Transactions(List<Transaction> transactions) implements Delivery {}
+
+    private record Message(CdcMessage message) implements Delivery {}
+
+    /** Splits a group of events into runs of transactions and single messages, keeping WAL order. */
+    private static List<Delivery> deliveries(List<CdcEvent> events) {
+      List<Delivery> out = new ArrayList<>();
+      List<Transaction> run = new ArrayList<>();
+      for (CdcEvent e : events) {
+        if (e instanceof Transaction t) {
+          run.add(t);
+        } else {
+          if (!run.isEmpty()) {
+            out.add(new Transactions(List.copyOf(run)));
+            run.clear();
+          }
+          out.add(new Message((CdcMessage) e));
+        }
+      }
+      if (!run.isEmpty()) {
+        out.add(new Transactions(List.copyOf(run)));
+      }
+      return out;
+    }
+
     private org.apache.pekko.stream.javadsl.RunnableGraph<Pair<UniqueKillSwitch, CompletionStage<Done>>> graph(
         ReplicationConnection conn, AtomicBoolean flowing) {
       PgOutputDecoder decoder = new PgOutputDecoder();
-      TransactionAssembler assembler = new TransactionAssembler(new SchemaGuard(), settings.maxTransactionChanges());
-      Flow<Transaction, List<Transaction>, ?> batching =
+      TransactionAssembler assembler =
+          new TransactionAssembler(new SchemaGuard(), settings.maxTransactionChanges(), settings.messages());
+      Flow<CdcEvent, Delivery, ?> batching =
           settings.batchMaxTransactions() <= 1
-              ? Flow.<Transaction>create().map(List::of)
-              : Flow.<Transaction>create().groupedWithin(settings.batchMaxTransactions(), settings.batchMaxDelay());
+              ? Flow.<CdcEvent>create().mapConcat(e -> deliveries(List.of(e)))
+              : Flow.<CdcEvent>create()
+                  .groupedWithin(settings.batchMaxTransactions(), settings.batchMaxDelay())
+                  .mapConcat(Runner::deliveries);
+      // Sink-stage state; the sink stage runs one element at a time, so plain fields suffice.
+      Lsn[] deliveredEnd = {Lsn.INVALID};
+      Lsn[] acknowledged = {Lsn.INVALID};
       return Source.repeat(Done.getInstance())
           .mapAsync(1, tick -> conn.poll(512, Duration.ofMillis(200)))
           .map(batch -> {
@@ -283,26 +325,42 @@ public final class CdcPipeline {
           .mapConcat(m -> assembler.accept(m).map(List::of).orElse(List.of()))
           .via(batching)
           .buffer(Math.max(1, settings.inFlightWindow()), OverflowStrategy.backpressure())
-          .mapAsync(1, txns -> {
+          .mapAsync(1, d -> {
             Timer.Sample sample = Timer.start();
-            return sink.apply(txns).thenApply(v -> {
+            CompletionStage<Void> done = d instanceof Transactions t
+                ? sink.apply(t.transactions())
+                : sink.onMessage(((Message) d).message());
+            return done.thenApply(v -> {
               sample.stop(metrics.applyTimer());
-              return txns;
+              return d;
             });
           })
           .viaMat(KillSwitches.single(), Keep.right())
-          .toMat(Sink.foreach(txns -> {
-            Lsn durable = sink.durableThrough(txns);
-            if (durable.isValid()) {
-              conn.acknowledge(durable);
+          .toMat(Sink.foreach(d -> {
+            if (d instanceof Transactions batch) {
+              List<Transaction> txns = batch.transactions();
+              deliveredEnd[0] = txns.get(txns.size() - 1).endLsn();
+              Lsn durable = sink.durableThrough(txns);
+              if (durable.isValid()) {
+                conn.acknowledge(durable);
+                acknowledged[0] = durable;
+              }
+              transactions.addAndGet(txns.size());
+              long n = 0;
+              for (Transaction t : txns) {
+                n += t.rowCount();
+              }
+              rows.addAndGet(n);
+              metrics.applied(txns);
+            } else {
+              // A message moves the confirmed position to itself, but never past a transaction
+              // the sink has not made durable yet.
+              if (acknowledged[0].compareTo(deliveredEnd[0]) >= 0) {
+                Lsn at = ((Message) d).message().lsn();
+                conn.acknowledge(at);
+                acknowledged[0] = at;
+              }
             }
-            transactions.addAndGet(txns.size());
-            long n = 0;
-            for (Transaction t : txns) {
-              n += t.rowCount();
-            }
-            rows.addAndGet(n);
-            metrics.applied(txns);
           }), Keep.both());
     }
 

@@ -1,6 +1,7 @@
 package io.weir.persistence.cdc;
 
 import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Transaction;
 import java.util.List;
 import java.util.Optional;
@@ -39,6 +40,25 @@ public interface ChangeSink extends AutoCloseable {
 
   /** Durably applies {@code transactions} (in commit order) with the checkpoint; see class docs. */
   CompletionStage<Void> apply(List<Transaction> transactions);
+
+  /**
+   * Whether this sink takes non-transactional logical messages ({@link #onMessage}). A pipeline
+   * with messages on and a sink that does not halts at start ({@code conflicting-options}).
+   */
+  default boolean acceptsMessages() {
+    return false;
+  }
+
+  /**
+   * A non-transactional logical message, in WAL order with the transactions around it:
+   * at-least-once (after a crash it may come again). Complete the stage when it is handled; the
+   * slot then confirms the message's position, but never past a transaction that is delivered and
+   * not yet acknowledged. Message contents are user bytes: never log them.
+   */
+  default CompletionStage<Void> onMessage(CdcMessage message) {
+    return java.util.concurrent.CompletableFuture.failedFuture(
+        SinkException.permanent("this sink does not take logical messages", null));
+  }
 
   /**
    * Whether {@link #apply} accepts several transactions per call ({@code batch.max-transactions >

@@ -66,6 +66,16 @@ public final class CheckpointedSink implements ChangeSink {
   }
 
   @Override
+  public boolean acceptsMessages() {
+    return delivery.acceptsMessages();
+  }
+
+  @Override
+  public CompletionStage<Void> onMessage(io.weir.protocol.cdc.CdcMessage message) {
+    return delivery.deliverMessage(message);
+  }
+
+  @Override
   public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
     return CompletableFuture.supplyAsync(() -> {
       Optional<CheckpointStore.Stored> stored = withRetries(() -> store.read(context.pipeline()));

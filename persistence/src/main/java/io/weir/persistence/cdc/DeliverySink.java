@@ -16,6 +16,17 @@ import java.util.concurrent.CompletionStage;
 public interface DeliverySink extends AutoCloseable {
   CompletionStage<Void> deliver(Transaction transaction);
 
+  /** Whether {@link #deliverMessage} is supported (see {@link ChangeSink#acceptsMessages}). */
+  default boolean acceptsMessages() {
+    return false;
+  }
+
+  /** A non-transactional logical message; at-least-once. */
+  default CompletionStage<Void> deliverMessage(io.weir.protocol.cdc.CdcMessage message) {
+    return java.util.concurrent.CompletableFuture.failedFuture(
+        SinkException.permanent("this sink does not take logical messages", null));
+  }
+
   @Override
   default void close() {}
 }

@@ -20,6 +20,8 @@ import java.util.List;
  * @param batchMaxDelay how long a partial batch may wait for more transactions
  * @param maxTransactionChanges changes one transaction may hold in memory before the pipeline halts
  * @param statusInterval status update period; zero derives a third of wal_sender_timeout
+ * @param messages deliver logical decoding messages: transactional ones inside their transaction,
+ *     non-transactional ones to {@link ChangeSink#onMessage} (the sink must accept them)
  */
 public record PipelineSettings(
     String name,
@@ -36,7 +38,8 @@ public record PipelineSettings(
     int batchMaxTransactions,
     Duration batchMaxDelay,
     int maxTransactionChanges,
-    Duration statusInterval) {
+    Duration statusInterval,
+    boolean messages) {
 
   public PipelineSettings {
     publications = List.copyOf(publications);
@@ -47,43 +50,49 @@ public record PipelineSettings(
   public static PipelineSettings of(String name, String slot, List<String> publications) {
     return new PipelineSettings(
         name, slot, publications, StartMode.GO_FORWARD, List.of("weir"), false, 5, Duration.ofMillis(500),
-        Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO);
+        Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO, false);
   }
 
   public PipelineSettings withStartMode(StartMode mode) {
     return new PipelineSettings(name, slot, publications, mode, excludedSchemas, failover, maxCommandRetries,
         minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval);
+        maxTransactionChanges, statusInterval, messages);
   }
 
   public PipelineSettings withExcludedSchemas(List<String> schemas) {
     return new PipelineSettings(name, slot, publications, startMode, schemas, failover, maxCommandRetries,
         minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval);
+        maxTransactionChanges, statusInterval, messages);
   }
 
   public PipelineSettings withFailover(boolean on) {
     return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, on, maxCommandRetries,
         minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval);
+        maxTransactionChanges, statusInterval, messages);
   }
 
   public PipelineSettings withBatching(int maxTransactions, Duration maxDelay) {
     return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries,
         minBackoff, maxBackoff, handoverWindow, inFlightWindow, maxTransactions, maxDelay,
-        maxTransactionChanges, statusInterval);
+        maxTransactionChanges, statusInterval, messages);
   }
 
   public PipelineSettings withRetries(int maxRetries, Duration minBackoff, Duration maxBackoff) {
     return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxRetries,
         minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval);
+        maxTransactionChanges, statusInterval, messages);
   }
 
   public PipelineSettings withStatusInterval(Duration interval) {
     return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries,
         minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, interval);
+        maxTransactionChanges, interval, messages);
+  }
+
+  public PipelineSettings withMessages(boolean on) {
+    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries,
+        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
+        maxTransactionChanges, statusInterval, on);
   }
 
   /**

@@ -100,8 +100,8 @@ public final class ReplicationConnection implements AutoCloseable {
    *     that is later, and sends only transactions committing after it
    */
   public static ReplicationConnection start(
-      Connection replicationSession, String slot, List<String> publications, Lsn start, Duration statusInterval)
-      throws SQLException {
+      Connection replicationSession, String slot, List<String> publications, Lsn start, Duration statusInterval,
+      boolean messages) throws SQLException {
     PGReplicationStream stream =
         replicationSession
             .unwrap(PGConnection.class)
@@ -111,7 +111,7 @@ public final class ReplicationConnection implements AutoCloseable {
             .withSlotName(slot)
             .withSlotOption("proto_version", 1)
             .withSlotOption("publication_names", String.join(",", publications))
-            .withSlotOption("messages", true)
+            .withSlotOption("messages", messages)
             .withStatusInterval((int) Math.max(1, statusInterval.toSeconds()), TimeUnit.SECONDS)
             .withStartPosition(LogSequenceNumber.valueOf(start.asLong()))
             .start();

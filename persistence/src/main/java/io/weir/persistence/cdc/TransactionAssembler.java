@@ -1,6 +1,8 @@
 package io.weir.persistence.cdc;
 
 import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.CdcEvent;
+import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
@@ -22,8 +24,9 @@ import java.util.Optional;
  * maxChanges} changes halts with {@link HaltReason#TRANSACTION_TOO_LARGE} (it would be held in
  * memory whole).
  *
- * <p>Non-transactional logical messages and two-phase / streaming messages are not handled here:
- * the pipeline does not request them in this version.
+ * <p>Two-phase and streaming messages are not handled here: the pipeline does not request them
+ * (with the slot's two_phase option off, a prepared transaction is decoded at COMMIT PREPARED as an
+ * ordinary commit).
  *
  * <p>Not thread-safe: one instance per stream run.
  */
@@ -38,9 +41,16 @@ public final class TransactionAssembler {
   private final List<Change> changes = new ArrayList<>();
   private final Map<Long, TableSchema> announced = new LinkedHashMap<>();
 
-  public TransactionAssembler(SchemaGuard schemas, int maxChanges) {
+  private final boolean messages;
+
+  /**
+   * @param messages emit logical messages: transactional ones as changes of their transaction,
+   *     non-transactional ones as {@link CdcMessage}s; when false both are dropped
+   */
+  public TransactionAssembler(SchemaGuard schemas, int maxChanges, boolean messages) {
     this.schemas = schemas;
     this.maxChanges = maxChanges;
+    this.messages = messages;
   }
 
   /** Whether a transaction has begun and not yet committed. */
@@ -51,10 +61,11 @@ public final class TransactionAssembler {
   /**
    * Accepts the next message.
    *
-   * @return the transaction when {@code message} is its Commit
+   * @return the transaction when {@code message} is its Commit; a {@link CdcMessage} for a
+   *     non-transactional logical message (when messages are on)
    * @throws PipelineHaltException for schema faults, protocol order faults and oversized transactions
    */
-  public Optional<Transaction> accept(PgOutputMessage message) {
+  public Optional<CdcEvent> accept(PgOutputMessage message) {
     MessageType type = message.type();
     switch (type) {
       case BEGIN -> {
@@ -112,8 +123,13 @@ public final class TransactionAssembler {
       }
       case MESSAGE -> {
         PgOutputMessage.LogicalMessage m = (PgOutputMessage.LogicalMessage) message;
+        if (!messages) {
+          return Optional.empty();
+        }
         if (m.transactional()) {
           add(new Change.Message(m.prefix(), m.contentBytes()));
+        } else {
+          return Optional.of(new CdcMessage(m.lsn(), m.prefix(), m.contentBytes()));
         }
       }
       case ORIGIN, TYPE -> {

@@ -103,8 +103,8 @@ class CdcPipelineIT {
 
   @Test
   void deliversCommittedTransactionsWithEveryKindOfChange() throws Exception {
-    RecordingSink sink = new RecordingSink();
-    ActorRef<CdcPipeline.Command> p = start(settings(), sink);
+    RecordingSink sink = new RecordingSink(true);
+    ActorRef<CdcPipeline.Command> p = start(settings().withMessages(true), sink);
     awaitState(p, "running");
     String bigNote = "n".repeat(200_000);
     sql("BEGIN; INSERT INTO items VALUES (1, 'one', 1.5, NULL), (2, 'two', 2, 'short'); INSERT INTO tags VALUES (1, 'a'); COMMIT",
@@ -178,6 +178,29 @@ class CdcPipelineIT {
     assertThat(s.transactions()).isEqualTo(12);
     await("confirmed position reaches the last commit").atMost(Duration.ofSeconds(30))
         .until(() -> Lsn.parse(status(p).confirmedLsn()).compareTo(afterAdd.endLsn()) >= 0);
+  }
+
+  @Test
+  void nonTransactionalMessagesGoToTheirCallbackInWalOrderAndAreOptIn() throws Exception {
+    PipelineStatus refused = awaitState(start(settings().withMessages(true), new RecordingSink(false)), "halted");
+    assertThat(refused.reason()).as("messages on with a sink lacking the callback").isEqualTo("conflicting-options");
+
+    RecordingSink sink = new RecordingSink(true);
+    ActorRef<CdcPipeline.Command> p = start(settings().withMessages(true), sink);
+    awaitState(p, "running");
+    sql("INSERT INTO items VALUES (1, 'before', 1, NULL)",
+        "SELECT pg_logical_emit_message(false, 'audit', 'standalone-content')",
+        "BEGIN; INSERT INTO items VALUES (2, 'rolled back', 1, NULL); SELECT pg_logical_emit_message(false, 'audit', 'survives-rollback'); ROLLBACK",
+        "INSERT INTO items VALUES (3, 'after', 1, NULL)");
+    await("two transactions and two messages").atMost(Duration.ofSeconds(30))
+        .until(() -> sink.applied().size() == 2 && sink.messages().size() == 2);
+    assertThat(sink.messages()).extracting(m -> new String(m.content(), StandardCharsets.UTF_8))
+        .as("non-transactional messages arrive even from a rolled-back transaction")
+        .containsExactly("standalone-content", "survives-rollback");
+    assertThat(sink.messages().get(0).lsn()).isGreaterThan(sink.applied().get(0).commitLsn());
+    assertThat(sink.messages().get(1).lsn()).isLessThan(sink.applied().get(1).commitLsn());
+    await("the confirmed position passes the last transaction").atMost(Duration.ofSeconds(30))
+        .until(() -> Lsn.parse(status(p).confirmedLsn()).compareTo(sink.applied().get(1).endLsn()) >= 0);
   }
 
   @Test

@@ -15,6 +15,32 @@ import java.util.function.Function;
  */
 public final class RecordingSink implements ChangeSink {
   private final List<Transaction> applied = new ArrayList<>();
+  private final List<io.weir.protocol.cdc.CdcMessage> messages = new ArrayList<>();
+  private final boolean acceptsMessages;
+
+  public RecordingSink() {
+    this(false);
+  }
+
+  /** @param acceptsMessages whether this sink takes non-transactional messages */
+  public RecordingSink(boolean acceptsMessages) {
+    this.acceptsMessages = acceptsMessages;
+  }
+
+  @Override
+  public boolean acceptsMessages() {
+    return acceptsMessages;
+  }
+
+  @Override
+  public synchronized CompletionStage<Void> onMessage(io.weir.protocol.cdc.CdcMessage message) {
+    messages.add(message);
+    return CompletableFuture.completedFuture(null);
+  }
+
+  public synchronized List<io.weir.protocol.cdc.CdcMessage> messages() {
+    return List.copyOf(messages);
+  }
   private Optional<SinkCheckpoint> checkpoint = Optional.empty();
   private PipelineContext context;
   private Function<List<Transaction>, RuntimeException> failNext;

@@ -35,14 +35,14 @@ class TransactionAssemblerTest {
 
   @Test
   void emitsATransactionOnlyAtItsCommitWithChangesInOrder() {
-    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 100);
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 100, true);
     assertThat(a.accept(begin(5))).isEmpty();
     assertThat(a.accept(ORDERS)).isEmpty();
     assertThat(a.accept(insert("1", "a"))).isEmpty();
     assertThat(a.accept(insert("2", "b"))).isEmpty();
     assertThat(a.accept(new PgOutputMessage.LogicalMessage(OptionalLong.empty(), true, Lsn.of(1), "p", java.nio.ByteBuffer.wrap("c".getBytes(StandardCharsets.UTF_8))))).isEmpty();
     assertThat(a.inTransaction()).isTrue();
-    Optional<Transaction> t = a.accept(commit(5));
+    Optional<Transaction> t = a.accept(commit(5)).map(Transaction.class::cast);
     assertThat(t).isPresent();
     assertThat(t.get().xid()).isEqualTo(5);
     assertThat(t.get().endLsn()).isEqualTo(Lsn.of(5050));
@@ -50,17 +50,33 @@ class TransactionAssemblerTest {
     assertThat(t.get().rowCount()).isEqualTo(2);
     assertThat(a.inTransaction()).isFalse();
     assertThat(a.accept(begin(6))).isEmpty();
-    assertThat(a.accept(commit(6)).orElseThrow().changes()).as("state is reset between transactions").isEmpty();
+    assertThat(((Transaction) a.accept(commit(6)).orElseThrow()).changes()).as("state is reset between transactions").isEmpty();
+  }
+
+  @Test
+  void messagesRideTheirTransactionOrStandAloneAndAreDroppedWhenOff() {
+    java.nio.ByteBuffer content = java.nio.ByteBuffer.wrap("user-bytes".getBytes(StandardCharsets.UTF_8));
+    PgOutputMessage.LogicalMessage standalone = new PgOutputMessage.LogicalMessage(OptionalLong.empty(), false, Lsn.of(77), "audit", content);
+    TransactionAssembler on = new TransactionAssembler(new SchemaGuard(), 10, true);
+    io.weir.protocol.cdc.CdcMessage m = (io.weir.protocol.cdc.CdcMessage) on.accept(standalone).orElseThrow();
+    assertThat(m.lsn()).isEqualTo(Lsn.of(77));
+    assertThat(m.prefix()).isEqualTo("audit");
+    assertThat(m.toString()).as("message content never in toString").doesNotContain("user-bytes");
+    TransactionAssembler off = new TransactionAssembler(new SchemaGuard(), 10, false);
+    assertThat(off.accept(standalone)).isEmpty();
+    off.accept(begin(1));
+    off.accept(new PgOutputMessage.LogicalMessage(OptionalLong.empty(), true, Lsn.of(78), "audit", content));
+    assertThat(((Transaction) off.accept(commit(1)).orElseThrow()).changes()).as("transactional messages dropped when off").isEmpty();
   }
 
   @Test
   void protocolOrderFaultsHalt() {
-    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 100);
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 100, true);
     a.accept(ORDERS);
     assertThatThrownBy(() -> a.accept(insert("1", "a")))
         .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.PROTOCOL_VIOLATION));
     assertThatThrownBy(() -> a.accept(commit(1))).isInstanceOf(PipelineHaltException.class);
-    TransactionAssembler b = new TransactionAssembler(new SchemaGuard(), 100);
+    TransactionAssembler b = new TransactionAssembler(new SchemaGuard(), 100, true);
     b.accept(begin(1));
     assertThatThrownBy(() -> b.accept(insert("1", "a")))
         .as("a change for a relation never described cannot be interpreted")
@@ -70,7 +86,7 @@ class TransactionAssemblerTest {
 
   @Test
   void oversizedTransactionsHaltRatherThanExhaustTheHeap() {
-    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 2);
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 2, true);
     a.accept(begin(1));
     a.accept(ORDERS);
     a.accept(insert("1", "a"));
@@ -82,7 +98,7 @@ class TransactionAssemblerTest {
 
   @Test
   void aTupleOfTheWrongWidthIsRefused() {
-    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 10);
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 10, true);
     a.accept(begin(1));
     a.accept(ORDERS);
     assertThatThrownBy(() -> a.accept(new PgOutputMessage.Insert(OptionalLong.empty(), 7, TupleData.ofText("1"))))

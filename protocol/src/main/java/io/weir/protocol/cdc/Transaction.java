@@ -16,7 +16,8 @@ import java.util.List;
  *     previous transaction that used them; announced before {@code changes}
  */
 public record Transaction(
-    long xid, Lsn commitLsn, Lsn endLsn, Instant commitTime, List<Change> changes, List<TableSchema> schemaChanges) {
+    long xid, Lsn commitLsn, Lsn endLsn, Instant commitTime, List<Change> changes, List<TableSchema> schemaChanges)
+    implements CdcEvent {
 
   public Transaction {
     changes = List.copyOf(changes);

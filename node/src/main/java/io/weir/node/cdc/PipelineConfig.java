@@ -41,8 +41,14 @@ public record PipelineConfig(
     if (!config.hasPath("weir.pipelines")) {
       return out;
     }
+    java.util.Set<String> slots = new java.util.HashSet<>();
     for (String name : new TreeSet<>(config.getObject("weir.pipelines").keySet())) {
-      out.add(create(name, config));
+      PipelineConfig p = create(name, config);
+      // Two pipelines on one slot would each confirm past the other's checkpoint.
+      if (!slots.add(p.source().url() + "|" + p.settings().slot())) {
+        throw new SettingsException("weir.pipelines." + name + ".slot", "is already used by another pipeline on the same source");
+      }
+      out.add(p);
     }
     return out;
   }

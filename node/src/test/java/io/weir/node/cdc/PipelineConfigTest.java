@@ -48,6 +48,8 @@ class PipelineConfigTest {
         "weir.pipelines.a.sink.target-schema");
     assertKey("weir.pipelines.a { slot = s, publications = [p], in-flight-window = 0, sink.target-schema = m }",
         "weir.pipelines.a.in-flight-window");
+    assertKey("weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m }\n"
+        + "weir.pipelines.b { slot = s, publications = [q], sink.target-schema = n }", "weir.pipelines.b.slot");
   }
 
   private static void assertKey(String pipelines, String key) {

@@ -77,9 +77,21 @@ public final class CdcPipeline {
 
   private record Connected(long attempt, ReplicationConnection connection, SlotIncarnation incarnation) implements Command {}
 
-  private record ConnectFailed(long attempt, Throwable error) implements Command {}
+  // toString overridden: a dead-letter log line must not print an exception message (pgjdbc's
+  // can carry row values).
+  private record ConnectFailed(long attempt, Throwable error) implements Command {
+    @Override
+    public String toString() {
+      return "ConnectFailed[" + SafeErrors.describe(error) + "]";
+    }
+  }
 
-  private record StreamEnded(long attempt, Throwable error) implements Command {}
+  private record StreamEnded(long attempt, Throwable error) implements Command {
+    @Override
+    public String toString() {
+      return "StreamEnded[" + (error == null ? "completed" : SafeErrors.describe(error)) + "]";
+    }
+  }
 
   private record Retry(long attempt) implements Command {}
 
@@ -167,6 +179,7 @@ public final class CdcPipeline {
             return this;
           })
           .onSignal(org.apache.pekko.actor.typed.PostStop.class, s -> {
+            stopped.set(true);
             shutdownStream();
             sink.close();
             return this;
@@ -179,6 +192,7 @@ public final class CdcPipeline {
         haltReason = null;
         detail = null;
         failedCycles = 0;
+        slotBusySince = 0;
         backoff = settings.minBackoff();
         connect();
       }
@@ -201,9 +215,30 @@ public final class CdcPipeline {
     private void connect() {
       long myAttempt = ++attempt;
       state = "connecting";
+      // Sink calls never overlap and connect phases never run side by side: a new connect waits
+      // (bounded) for the previous run's sink call and the previous connect phase to finish.
+      CompletableFuture<Pair<ReplicationConnection, SlotIncarnation>> connecting =
+          quiet()
+              .thenComposeAsync(v -> prepare(), blockingIo)
+              .toCompletableFuture();
+      previousConnect = connecting;
+      connecting.whenComplete((ok, err) -> {
+        if (ok != null && stopped.get()) {
+          ok.first().close(); // the actor is gone: nobody else will close this connection
+        }
+      });
       getContext().pipeToSelf(
-          CompletableFuture.supplyAsync(() -> prepare(), blockingIo).thenCompose(p -> p),
+          connecting,
           (ok, err) -> err == null ? new Connected(myAttempt, ok.first(), ok.second()) : new ConnectFailed(myAttempt, err));
+    }
+
+    private CompletableFuture<Void> quiet() {
+      CompletableFuture<?> apply = inFlight.get();
+      CompletableFuture<?> connecting = previousConnect;
+      return CompletableFuture.allOf(
+              apply.handle((v, e) -> null).toCompletableFuture(),
+              connecting.handle((v, e) -> null).toCompletableFuture())
+          .completeOnTimeout(null, QUIET_TIMEOUT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
     }
 
     /** Blocking connect phase; runs on the blocking-IO dispatcher. */
@@ -226,7 +261,8 @@ public final class CdcPipeline {
           Optional<SlotIncarnation> recorded = slots.recordedIncarnation();
           Optional<SinkCheckpoint> checkpoint =
               sink.open(new PipelineContext(settings.name(), recorded)).toCompletableFuture().get();
-          SlotIncarnation inc = slots.prepareSlot(sourceConn, server, checkpoint);
+          SlotManager.Prepared prepared = slots.prepareSlot(sourceConn, server, checkpoint);
+          SlotIncarnation inc = prepared.incarnation();
           if (recorded.isEmpty() || !recorded.get().equals(inc)) {
             sink.open(new PipelineContext(settings.name(), Optional.of(inc))).toCompletableFuture().get();
           }
@@ -238,7 +274,7 @@ public final class CdcPipeline {
           }
           ReplicationConnection rc =
               ReplicationConnection.start(
-                  session, settings.slot(), settings.publications(), Lsn.INVALID, interval, settings.messages());
+                  session, settings.slot(), settings.publications(), prepared.confirmed(), interval, settings.messages());
           return CompletableFuture.completedFuture(Pair.create(rc, inc));
         } catch (Exception e) {
           session.close();
@@ -253,13 +289,14 @@ public final class CdcPipeline {
 
     private Behavior<Command> onConnected(Connected c) {
       if (c.attempt() != attempt || !state.equals("connecting")) {
-        c.connection().close();
+        CompletableFuture.runAsync(c.connection()::close, blockingIo);
         return this;
       }
       connection = c.connection();
       live = connection;
       incarnation = c.incarnation();
       established = new AtomicBoolean(false);
+      acknowledgedInRun = new AtomicBoolean(false);
       state = "running";
       slotBusySince = 0;
       detail = null;
@@ -314,10 +351,14 @@ public final class CdcPipeline {
       // Sink-stage state; the sink stage runs one element at a time, so plain fields suffice.
       Lsn[] deliveredEnd = {Lsn.INVALID};
       Lsn[] acknowledged = {Lsn.INVALID};
+      AtomicBoolean acked = acknowledgedInRun;
       return Source.repeat(Done.getInstance())
           .mapAsync(1, tick -> conn.poll(512, Duration.ofMillis(200)))
           .map(batch -> {
-            flowing.set(true);
+            // Established once the server has sent anything: data or a keep-alive.
+            if (!flowing.get() && conn.hasReceived()) {
+              flowing.set(true);
+            }
             return batch;
           })
           .mapConcat(batch -> batch)
@@ -330,6 +371,7 @@ public final class CdcPipeline {
             CompletionStage<Void> done = d instanceof Transactions t
                 ? sink.apply(t.transactions())
                 : sink.onMessage(((Message) d).message());
+            inFlight.set(done.toCompletableFuture());
             return done.thenApply(v -> {
               sample.stop(metrics.applyTimer());
               return d;
@@ -344,6 +386,7 @@ public final class CdcPipeline {
               if (durable.isValid()) {
                 conn.acknowledge(durable);
                 acknowledged[0] = durable;
+                acked.set(true);
               }
               transactions.addAndGet(txns.size());
               long n = 0;
@@ -392,8 +435,12 @@ public final class CdcPipeline {
       shutdownStream();
       if (wasFlowing) {
         failedCycles = 0;
+      }
+      if (acknowledgedInRun != null && acknowledgedInRun.get()) {
+        // Progress was made: start backing off from the bottom again.
         backoff = settings.minBackoff();
       }
+      acknowledgedInRun = null;
       if (error instanceof PipelineHaltException halt) {
         halt(halt.reason(), halt.detail());
         return;
@@ -419,6 +466,7 @@ public final class CdcPipeline {
         counted = Duration.ofNanos(now - slotBusySince).compareTo(handover) > 0;
         described = "slot " + settings.slot() + " is active for another consumer";
       } else {
+        slotBusySince = 0;
         counted = !SafeErrors.isConnectivity(error) && !wasFlowing;
       }
       if (counted && ++failedCycles > settings.maxCommandRetries()) {
@@ -459,6 +507,12 @@ public final class CdcPipeline {
     }
 
     private volatile Lsn lastConfirmed = Lsn.INVALID;
+    private static final Duration QUIET_TIMEOUT = Duration.ofSeconds(60);
+    private final AtomicBoolean stopped = new AtomicBoolean(false);
+    private final java.util.concurrent.atomic.AtomicReference<CompletableFuture<?>> inFlight =
+        new java.util.concurrent.atomic.AtomicReference<>(CompletableFuture.completedFuture(null));
+    private CompletableFuture<?> previousConnect = CompletableFuture.completedFuture(null);
+    private AtomicBoolean acknowledgedInRun;
 
     private PipelineStatus status() {
       ReplicationConnection c = connection;

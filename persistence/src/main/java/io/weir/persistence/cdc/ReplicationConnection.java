@@ -42,6 +42,7 @@ import org.postgresql.replication.PGReplicationStream;
  */
 public final class ReplicationConnection implements AutoCloseable {
   private static final int COMMIT_END_LSN_OFFSET = 10; // 'C', int8 flags, int64 commit LSN, then end LSN
+  private static final int MESSAGE_LSN_OFFSET = 2; // 'M', int8 flags, then int64 LSN (protocol 1)
 
   private final Connection connection;
   private final PGReplicationStream stream;
@@ -51,11 +52,12 @@ public final class ReplicationConnection implements AutoCloseable {
   private long acked;
   private long lastCommitEnd;
   private boolean openTransaction;
-  private long receivedMessages;
+  private volatile long receivedMessages;
 
   // Read from any thread, for status.
   private volatile long confirmed;
   private volatile long serverPosition;
+  private final long startPosition;
 
   private ReplicationConnection(Connection connection, PGReplicationStream stream, ScheduledExecutorService io, long start) {
     this.connection = connection;
@@ -64,6 +66,8 @@ public final class ReplicationConnection implements AutoCloseable {
     this.acked = start;
     this.confirmed = start;
     this.lastCommitEnd = start;
+    this.startPosition = start;
+    this.serverPosition = start;
   }
 
   /** Server identity as reported by IDENTIFY_SYSTEM on a replication connection. */
@@ -174,6 +178,9 @@ public final class ReplicationConnection implements AutoCloseable {
     } else if (type == 'C' && buffer.remaining() >= COMMIT_END_LSN_OFFSET + 8) {
       openTransaction = false;
       lastCommitEnd = buffer.getLong(at + COMMIT_END_LSN_OFFSET);
+    } else if (type == 'M' && !openTransaction && buffer.remaining() >= MESSAGE_LSN_OFFSET + 8) {
+      // A non-transactional message: nothing may be confirmed past it until it is handled.
+      lastCommitEnd = buffer.getLong(at + MESSAGE_LSN_OFFSET);
     }
   }
 
@@ -211,6 +218,11 @@ public final class ReplicationConnection implements AutoCloseable {
     stream.setFlushedLSN(lsn);
     stream.setAppliedLSN(lsn);
     confirmed = flushed;
+  }
+
+  /** Whether the server has sent anything (data or keep-alive) on this connection. */
+  public boolean hasReceived() {
+    return receivedMessages > 0 || Long.compareUnsigned(serverPosition, startPosition) > 0;
   }
 
   /** The position last reported to the server as flushed. */

@@ -115,6 +115,12 @@ public final class SlotManager {
 
   /** The incarnation recorded for this pipeline, if any. */
   public Optional<SlotIncarnation> recordedIncarnation() throws SQLException {
+    return recorded().map(Recorded::incarnation);
+  }
+
+  private record Recorded(SlotIncarnation incarnation, String slotName) {}
+
+  private Optional<Recorded> recorded() throws SQLException {
     try (Connection c = stateStore.getConnection();
         PreparedStatement ps =
             c.prepareStatement(
@@ -125,9 +131,10 @@ public final class SlotManager {
         if (!rs.next()) {
           return Optional.empty();
         }
-        return Optional.of(
+        return Optional.of(new Recorded(
             new SlotIncarnation(
-                rs.getObject(1, UUID.class), rs.getBigDecimal(2).toBigInteger().longValue(), rs.getInt(3)));
+                rs.getObject(1, UUID.class), rs.getBigDecimal(2).toBigInteger().longValue(), rs.getInt(3)),
+            rs.getString(4)));
       }
     }
   }
@@ -152,15 +159,25 @@ public final class SlotManager {
   }
 
   /**
+   * The incarnation to stream in, and the slot's confirmed position to start from.
+   */
+  public record Prepared(SlotIncarnation incarnation, Lsn confirmed) {}
+
+  /**
    * Decides how to stream, creating or adopting the slot where the rules allow.
    *
    * @param checkpoint the sink's durable checkpoint, if it has one
-   * @return the incarnation to stream in
    */
-  public SlotIncarnation prepareSlot(
+  public Prepared prepareSlot(
       Connection source, ReplicationConnection.SystemIdentity server, Optional<SinkCheckpoint> checkpoint)
       throws SQLException {
-    Optional<SlotIncarnation> recorded = recordedIncarnation();
+    Optional<Recorded> record = recorded();
+    if (record.isPresent() && !record.get().slotName().equals(settings.slot())) {
+      throw new PipelineHaltException(
+          HaltReason.INCARNATION_MISMATCH,
+          "this pipeline's checkpoints belong to slot " + record.get().slotName() + ", not " + settings.slot());
+    }
+    Optional<SlotIncarnation> recorded = record.map(Recorded::incarnation);
     Optional<SlotRow> slot = slot(source);
     String currentDb;
     try (ResultSet rs = source.createStatement().executeQuery("SELECT current_database()")) {
@@ -174,6 +191,12 @@ public final class SlotManager {
             "slot " + settings.slot() + " no longer exists but the sink has a checkpoint at "
                 + checkpoint.get().commitLsn() + "; it is not recreated silently");
       }
+      if (recorded.isPresent()) {
+        // Weir created or adopted this slot before: whatever it held since is gone.
+        throw new PipelineHaltException(
+            HaltReason.SLOT_LOST,
+            "slot " + settings.slot() + " that this pipeline streamed from no longer exists; it is not recreated silently");
+      }
       if (settings.startMode() == StartMode.RESUME) {
         throw new PipelineHaltException(HaltReason.SLOT_MISSING, "slot " + settings.slot() + " does not exist (start mode resume)");
       }
@@ -181,7 +204,7 @@ public final class SlotManager {
       SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
       record(incarnation);
       log.info("pipeline {}: created slot {} at {} (incarnation {})", settings.name(), settings.slot(), created, incarnation.id());
-      return incarnation;
+      return new Prepared(incarnation, created);
     }
     SlotRow row = slot.get();
     if (!"pgoutput".equals(row.plugin()) || !currentDb.equals(row.database())) {
@@ -201,7 +224,7 @@ public final class SlotManager {
       SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
       record(incarnation);
       log.info("pipeline {}: adopted existing slot {} (incarnation {})", settings.name(), settings.slot(), incarnation.id());
-      return incarnation;
+      return new Prepared(incarnation, row.confirmedFlush());
     }
     SlotIncarnation incarnation = recorded.get();
     if (incarnation.systemIdentifier() != server.systemIdentifier()) {
@@ -217,7 +240,7 @@ public final class SlotManager {
       throw new PipelineHaltException(
           HaltReason.INCARNATION_MISMATCH, "the sink's checkpoint belongs to another slot incarnation");
     }
-    return incarnation;
+    return new Prepared(incarnation, row.confirmedFlush());
   }
 
   private Lsn createSlot(Connection source) throws SQLException {

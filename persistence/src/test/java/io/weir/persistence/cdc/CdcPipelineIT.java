@@ -280,6 +280,34 @@ class CdcPipelineIT {
   }
 
   @Test
+  void aRecordedSlotIsNeverReplacedSilently() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(settings(), sink);
+    awaitState(p, "running");
+    var probe = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Stop(probe.ref()));
+    probe.receiveMessage();
+    await("slot released").atMost(Duration.ofSeconds(30)).until(() -> {
+      try (Connection c = db.connect();
+          ResultSet rs = c.createStatement().executeQuery("SELECT active FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+        return rs.next() && !rs.getBoolean(1);
+      }
+    });
+    // The sink never applied anything, yet the slot Weir recorded is gone: still a lost slot.
+    sql("SELECT pg_drop_replication_slot('" + slot + "')");
+    assertThat(awaitState(start(settings(), new RecordingSink()), "halted").reason()).isEqualTo("slot-lost");
+    // Pointing the pipeline at another slot is refused: its checkpoints belong to the recorded one.
+    PipelineSettings other = PipelineSettings.of("p_" + slot, slot + "_other", List.of("pub"));
+    PipelineStatus moved = awaitState(start(other, new RecordingSink()), "halted");
+    assertThat(moved.reason()).isEqualTo("incarnation-mismatch");
+    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
+        "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")) {
+      rs.next();
+      assertThat(rs.getInt(1)).as("no slot was created").isZero();
+    }
+  }
+
+  @Test
   void idleSlotReleasesWalWhileOnlyUnpublishedTablesChange() throws Exception {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(PipelineSettings.of("p_" + slot, slot, List.of("quiet_pub")).withStatusInterval(Duration.ofSeconds(1)), sink);

@@ -315,6 +315,11 @@ public final class PostgresMirrorSink implements ChangeSink {
       boolean autoCommit = c.getAutoCommit();
       try {
         c.setAutoCommit(false);
+        // The slot is acknowledged once this commit returns, so the commit must be durable even
+        // where the target runs with synchronous_commit off.
+        try (java.sql.Statement durable = c.createStatement()) {
+          durable.execute("SET LOCAL synchronous_commit = on");
+        }
         Lsn watermark = lockCheckpoint(c, pipeline, incarnation);
         int applied = 0;
         for (Transaction t : batch) {

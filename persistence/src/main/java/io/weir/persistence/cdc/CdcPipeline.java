@@ -106,7 +106,8 @@ public final class CdcPipeline {
       PipelineSettings settings, SourceSettings source, ChangeSink sink, DataSource stateStore, String stateSchema,
       MeterRegistry registry) {
     return Behaviors.setup(ctx -> Behaviors.withTimers(timers ->
-        new Runner(ctx, timers, settings, source, sink, new SlotManager(settings, stateStore, stateSchema), registry)));
+        new Runner(ctx, timers, settings, source, sink, new SlotManager(settings, stateStore, stateSchema), registry,
+            new RelationStore(stateStore, stateSchema))));
   }
 
   private static final class Runner extends AbstractBehavior<Command> {
@@ -138,7 +139,7 @@ public final class CdcPipeline {
     private volatile ReplicationConnection live;
 
     Runner(ActorContext<Command> ctx, TimerScheduler<Command> timers, PipelineSettings settings, SourceSettings source,
-        ChangeSink sink, SlotManager slots, MeterRegistry registry) {
+        ChangeSink sink, SlotManager slots, MeterRegistry registry, RelationStore relations) {
       super(ctx);
       this.timers = timers;
       this.settings = settings;
@@ -149,6 +150,7 @@ public final class CdcPipeline {
       this.blockingIo = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
       this.backoff = settings.minBackoff();
       this.handover = settings.handoverWindow();
+      this.relations = relations;
       this.metrics = new PipelineMetrics(registry, settings.name(),
           () -> {
             ReplicationConnection c = live;
@@ -262,6 +264,7 @@ public final class CdcPipeline {
           Optional<SinkCheckpoint> checkpoint =
               sink.open(new PipelineContext(settings.name(), recorded)).toCompletableFuture().get();
           SlotManager.Prepared prepared = slots.prepareSlot(sourceConn, server, checkpoint);
+          recordedShapes = relations.load(settings.name());
           SlotIncarnation inc = prepared.incarnation();
           if (recorded.isEmpty() || !recorded.get().equals(inc)) {
             sink.open(new PipelineContext(settings.name(), Optional.of(inc))).toCompletableFuture().get();
@@ -341,7 +344,7 @@ public final class CdcPipeline {
         ReplicationConnection conn, AtomicBoolean flowing) {
       PgOutputDecoder decoder = new PgOutputDecoder();
       TransactionAssembler assembler =
-          new TransactionAssembler(new SchemaGuard(), settings.maxTransactionChanges(), settings.messages());
+          new TransactionAssembler(new SchemaGuard(recordedShapes), settings.maxTransactionChanges(), settings.messages());
       Flow<CdcEvent, Delivery, ?> batching =
           settings.batchMaxTransactions() <= 1
               ? Flow.<CdcEvent>create().mapConcat(e -> deliveries(List.of(e)))
@@ -388,6 +391,7 @@ public final class CdcPipeline {
                 acknowledged[0] = durable;
                 acked.set(true);
               }
+              recordShapes(assembler, txns);
               transactions.addAndGet(txns.size());
               long n = 0;
               for (Transaction t : txns) {
@@ -405,6 +409,25 @@ public final class CdcPipeline {
               }
             }
           }), Keep.both());
+    }
+
+    /** Records table shapes first accepted in these (durably applied) transactions. */
+    private void recordShapes(TransactionAssembler assembler, List<Transaction> txns) {
+      for (Transaction t : txns) {
+        List<io.weir.protocol.cdc.TableSchema> shapes = assembler.takeAcceptedShapes(t);
+        if (!shapes.isEmpty()) {
+          // Off the stream thread. A failed write only means the next run re-records the shape;
+          // the version guard keeps an older write from replacing a newer one.
+          CompletableFuture.runAsync(() -> {
+            try {
+              relations.save(settings.name(), shapes, t.commitLsn());
+            } catch (SQLException e) {
+              getContext().getSystem().log().warn(
+                  "pipeline {}: could not record table shapes ({})", settings.name(), SafeErrors.describe(e));
+            }
+          }, blockingIo);
+        }
+      }
     }
 
     private Behavior<Command> onConnectFailed(ConnectFailed f) {
@@ -513,6 +536,8 @@ public final class CdcPipeline {
         new java.util.concurrent.atomic.AtomicReference<>(CompletableFuture.completedFuture(null));
     private CompletableFuture<?> previousConnect = CompletableFuture.completedFuture(null);
     private AtomicBoolean acknowledgedInRun;
+    private volatile java.util.Map<Long, io.weir.protocol.cdc.TableSchema> recordedShapes = java.util.Map.of();
+    private final RelationStore relations;
 
     private PipelineStatus status() {
       ReplicationConnection c = connection;

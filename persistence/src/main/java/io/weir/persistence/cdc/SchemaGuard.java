@@ -19,6 +19,29 @@ import java.util.Optional;
  */
 public final class SchemaGuard {
   private final Map<Long, TableSchema> known = new HashMap<>();
+  private final Map<Long, TableSchema> recorded;
+  private final List<TableSchema> unrecorded = new ArrayList<>();
+
+  /** A guard that knows nothing yet: every table's first shape is accepted. */
+  public SchemaGuard() {
+    this(Map.of());
+  }
+
+  /**
+   * @param recorded shapes accepted in earlier runs ({@link RelationStore}): a table's first
+   *     Relation in this run is judged against them, so changes made while the pipeline was
+   *     stopped are caught too
+   */
+  public SchemaGuard(Map<Long, TableSchema> recorded) {
+    this.recorded = Map.copyOf(recorded);
+  }
+
+  /** Shapes accepted since the last call that no earlier run recorded; to persist once applied. */
+  public List<TableSchema> drainUnrecorded() {
+    List<TableSchema> out = List.copyOf(unrecorded);
+    unrecorded.clear();
+    return out;
+  }
 
   /**
    * Accepts a Relation message.
@@ -30,11 +53,22 @@ public final class SchemaGuard {
   public Optional<TableSchema> accept(Relation relation) {
     TableSchema next = toSchema(relation);
     TableSchema previous = known.get(relation.relationId());
-    if (previous == null) {
-      known.put(relation.relationId(), next);
-      return Optional.empty();
+    boolean firstInRun = previous == null;
+    if (firstInRun) {
+      previous = recorded.get(relation.relationId());
+      if (previous == null) {
+        for (TableSchema r : recorded.values()) {
+          if (r.qualifiedName().equals(next.qualifiedName())) {
+            throw halt(next.qualifiedName(), "was dropped and recreated (its OID changed)");
+          }
+        }
+        known.put(relation.relationId(), next);
+        unrecorded.add(next);
+        return Optional.empty();
+      }
     }
     if (previous.equals(next)) {
+      known.put(relation.relationId(), next);
       return Optional.empty();
     }
     String table = previous.qualifiedName();
@@ -66,6 +100,7 @@ public final class SchemaGuard {
       }
     }
     known.put(relation.relationId(), next);
+    unrecorded.add(next);
     return Optional.of(next);
   }
 

@@ -40,6 +40,16 @@ public final class TransactionAssembler {
   private Instant commitTime;
   private final List<Change> changes = new ArrayList<>();
   private final Map<Long, TableSchema> announced = new LinkedHashMap<>();
+  // Shapes first accepted in a transaction, to record once it is applied. Identity-keyed and
+  // thread-safe: the sink stage takes them out on another thread.
+  private final Map<Transaction, List<TableSchema>> acceptedShapes =
+      java.util.Collections.synchronizedMap(new java.util.IdentityHashMap<>());
+
+  /** Table shapes first accepted in {@code t}, removed from this assembler; empty if none. */
+  public List<TableSchema> takeAcceptedShapes(Transaction t) {
+    List<TableSchema> shapes = acceptedShapes.remove(t);
+    return shapes == null ? List.of() : shapes;
+  }
 
   private final boolean messages;
 
@@ -86,6 +96,10 @@ public final class TransactionAssembler {
         PgOutputMessage.Commit c = (PgOutputMessage.Commit) message;
         Transaction t =
             new Transaction(xid, c.commitLsn(), c.endLsn(), c.commitTime(), changes, List.copyOf(announced.values()));
+        List<TableSchema> accepted = schemas.drainUnrecorded();
+        if (!accepted.isEmpty()) {
+          acceptedShapes.put(t, accepted);
+        }
         open = false;
         changes.clear();
         announced.clear();

@@ -218,6 +218,31 @@ class CdcPipelineIT {
   }
 
   @Test
+  void aColumnDroppedWhileThePipelineWasStoppedStillHalts() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(settings(), sink);
+    awaitState(p, "running");
+    sql("INSERT INTO items VALUES (1, 'one', 1, NULL)");
+    await().atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
+    await("the accepted shape is recorded").atMost(Duration.ofSeconds(10)).until(() -> {
+      try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
+          "SELECT count(*) FROM weir.cdc_relation WHERE qualified = 'public.items'")) {
+        rs.next();
+        return rs.getInt(1) == 1;
+      }
+    });
+    var probe = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Stop(probe.ref()));
+    probe.receiveMessage();
+    sql("ALTER TABLE items DROP COLUMN note", "INSERT INTO items VALUES (2, 'two', 1)");
+    p.tell(new CdcPipeline.Start(probe.ref()));
+    probe.receiveMessage();
+    PipelineStatus s = awaitState(p, "halted");
+    assertThat(s.reason()).as("judged against the shape recorded by the previous run").isEqualTo("schema-incompatible");
+    assertThat(sink.applied()).hasSize(1);
+  }
+
+  @Test
   void refusesBadSetupsWithTypedReasons() throws Exception {
     PipelineStatus invalid = awaitState(start(PipelineSettings.of("p_bad", "Bad-Slot;drop", List.of("pub")), new RecordingSink()), "halted");
     assertThat(invalid.reason()).isEqualTo("invalid-identifier");

@@ -52,4 +52,21 @@ class SchemaGuardTest {
         .hasMessageContaining("public.orders")
         .hasMessageContaining(expected);
   }
+
+  @Test
+  void recordedShapesJudgeTheFirstRelationOfARun() {
+    SchemaGuard earlier = new SchemaGuard();
+    earlier.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    java.util.Map<Long, io.weir.protocol.cdc.TableSchema> recorded = java.util.Map.of(42L, earlier.schema(42));
+    assertThat(earlier.drainUnrecorded()).as("a first sight is to be recorded").hasSize(1);
+
+    SchemaGuard next = new SchemaGuard(recorded);
+    assertThat(next.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME))).isEmpty();
+    assertThat(next.drainUnrecorded()).as("an unchanged recorded shape needs no new record").isEmpty();
+    assertThatThrownBy(() -> new SchemaGuard(recorded).accept(relation(ReplicaIdentity.DEFAULT, ID)))
+        .as("a column dropped between runs").isInstanceOf(PipelineHaltException.class);
+    Relation recreated = new Relation(OptionalLong.empty(), 99, "public", "orders", ReplicaIdentity.DEFAULT, List.of(ID, NAME));
+    assertThatThrownBy(() -> new SchemaGuard(recorded).accept(recreated))
+        .hasMessageContaining("dropped and recreated");
+  }
 }

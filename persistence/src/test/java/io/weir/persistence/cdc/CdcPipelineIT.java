@@ -74,7 +74,6 @@ class CdcPipelineIT {
 
   private ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
     ActorRef<CdcPipeline.Command> p = kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"));
-    kit.<PipelineStatus>createTestProbe();
     var probe = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage();
@@ -285,14 +284,7 @@ class CdcPipelineIT {
     sql("INSERT INTO items VALUES (1, 'one', 1, NULL)");
     await().atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
     var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.Stop(probe.ref()));
-    probe.receiveMessage();
-    await("slot released").atMost(Duration.ofSeconds(30)).until(() -> {
-      try (Connection c = db.connect();
-          ResultSet rs = c.createStatement().executeQuery("SELECT active FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
-        return rs.next() && !rs.getBoolean(1);
-      }
-    });
+    stopAndAwaitSlotReleased(p);
     sql("SELECT pg_drop_replication_slot('" + slot + "')");
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage();
@@ -309,15 +301,7 @@ class CdcPipelineIT {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(settings(), sink);
     awaitState(p, "running");
-    var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.Stop(probe.ref()));
-    probe.receiveMessage();
-    await("slot released").atMost(Duration.ofSeconds(30)).until(() -> {
-      try (Connection c = db.connect();
-          ResultSet rs = c.createStatement().executeQuery("SELECT active FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
-        return rs.next() && !rs.getBoolean(1);
-      }
-    });
+    stopAndAwaitSlotReleased(p);
     // The sink never applied anything, yet the slot Weir recorded is gone: still a lost slot.
     sql("SELECT pg_drop_replication_slot('" + slot + "')");
     assertThat(awaitState(start(settings(), new RecordingSink()), "halted").reason()).isEqualTo("slot-lost");
@@ -459,6 +443,18 @@ class CdcPipelineIT {
     assertThat(text(committed.newRow(), 1)).isEqualTo("committed prepared");
     Thread.sleep(1500);
     assertThat(sink.applied()).as("exactly once").hasSize(2);
+  }
+
+  private void stopAndAwaitSlotReleased(ActorRef<CdcPipeline.Command> p) {
+    var probe = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Stop(probe.ref()));
+    probe.receiveMessage();
+    await("slot released").atMost(Duration.ofSeconds(30)).until(() -> {
+      try (Connection c = db.connect();
+          ResultSet rs = c.createStatement().executeQuery("SELECT active FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+        return rs.next() && !rs.getBoolean(1);
+      }
+    });
   }
 
   private Lsn slotLsn(String column) throws SQLException {

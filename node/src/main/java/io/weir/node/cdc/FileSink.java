@@ -42,10 +42,27 @@ public final class FileSink implements DeliverySink {
   }
 
   @Override
+  public boolean acceptsMessages() {
+    return true;
+  }
+
+  /** A non-transactional message as a line {@code {"message":{"lsn","prefix","content"}}}. */
+  @Override
+  public CompletionStage<Void> deliverMessage(io.weir.protocol.cdc.CdcMessage message) {
+    ObjectNode line = json.createObjectNode();
+    line.putObject("message").put("lsn", message.lsn().toString()).put("prefix", message.prefix()).put("content", message.content());
+    return append(line);
+  }
+
+  @Override
   public CompletionStage<Void> deliver(Transaction transaction) {
+    return append(toJson(transaction));
+  }
+
+  private CompletionStage<Void> append(ObjectNode node) {
     return CompletableFuture.runAsync(() -> {
       try {
-        byte[] line = json.writeValueAsBytes(toJson(transaction));
+        byte[] line = json.writeValueAsBytes(node);
         FileChannel ch = channel();
         ByteBuffer buf = ByteBuffer.allocate(line.length + 1).put(line).put((byte) '\n').flip();
         while (buf.hasRemaining()) {

@@ -119,7 +119,8 @@ public record PipelineConfig(
             v.positiveInt(prefix + ".batch.max-transactions"),
             v.positiveDuration(prefix + ".batch.max-delay"),
             v.positiveInt(prefix + ".max-transaction-changes"),
-            c.getDuration("status-interval"));
+            c.getDuration("status-interval"),
+            bool(c, prefix, "messages"));
     String sourceUrl = c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
     String sourceUser = c.hasPath("source.user") ? c.getString("source.user") : root.getString("weir.postgres.user");
     String sourcePassword =

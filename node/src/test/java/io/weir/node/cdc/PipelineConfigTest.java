@@ -33,6 +33,7 @@ class PipelineConfigTest {
     assertThat(p.settings().excludedSchemas()).containsExactly("weir", "mirror");
     assertThat(p.source().url()).as("the source defaults to Weir's own database").isEqualTo("jdbc:postgresql://127.0.0.1/weir");
     assertThat(p.autostart()).isTrue();
+    assertThat(p.settings().messages()).as("messages are opt-in").isFalse();
   }
 
   @Test

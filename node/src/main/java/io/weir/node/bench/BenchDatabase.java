@@ -9,9 +9,9 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The benchmark's own database ({@value #NAME}) on the private PostgreSQL: its table and
@@ -35,7 +35,8 @@ final class BenchDatabase {
   private final int port;
   private final String user;
   private final String password;
-  private final Set<String> slots = new LinkedHashSet<>();
+  // Read by the shutdown hook too.
+  private final Set<String> slots = ConcurrentHashMap.newKeySet();
 
   BenchDatabase(String adminUrl, String user, String password) {
     this.adminUrl = adminUrl;
@@ -212,7 +213,7 @@ final class BenchDatabase {
    * @param lastXid the 32-bit xid of the last transaction, as pgoutput reports it
    * @param endLsn the WAL insert position read right after the last commit: the end of the workload
    */
-  record Workload(int txnSize, long rowChanges, long updates, long transactions, long lastXid, long endLsn) {}
+  record Workload(int txnSize, long rowChanges, long transactions, long lastXid, long endLsn) {}
 
   /**
    * Commits {@code rows} row changes in transactions of {@code txnSize}: each transaction first
@@ -227,7 +228,6 @@ final class BenchDatabase {
       }
       c.setAutoCommit(false);
       long done = 0;
-      long updates = 0;
       long transactions = 0;
       long nextId = 1;
       long updateCursor = 1;
@@ -245,10 +245,8 @@ final class BenchDatabase {
             }
             update.setLong(1, updateCursor);
             update.setLong(2, updateCursor + toUpdate - 1);
-            int n = update.executeUpdate();
+            changed += update.executeUpdate();
             updateCursor += toUpdate;
-            updates += n;
-            changed += n;
           }
           int toInsert = size - changed;
           if (toInsert > 0) {
@@ -282,7 +280,7 @@ final class BenchDatabase {
         // is passed even if the last commit ends right at it.
         s.execute("CHECKPOINT");
       }
-      return new Workload(txnSize, done, updates, transactions, lastXid, end);
+      return new Workload(txnSize, done, transactions, lastXid, end);
     }
   }
 

@@ -37,14 +37,24 @@ public final class CdcBenchmark {
 
   /** One measured round. */
   record Round(
-      int txnSize, int repeat, boolean recvFirst, BenchDatabase.Workload workload, long walBytes, long recvNanos,
-      WeirDrain.Result weir) {
+      int txnSize, int repeat, boolean recvFirst, BenchDatabase.Workload workload, long walBytes,
+      RecvLogicalDrain.Result recv, WeirDrain.Result weir) {
     double recvRate() {
-      return workload.rowChanges() / (recvNanos / 1e9);
+      return workload.rowChanges() / (recv.nanos() / 1e9);
     }
 
     double weirRate() {
       return workload.rowChanges() / (weir.nanos() / 1e9);
+    }
+
+    /** CPU seconds pg_recvlogical used per 100,000 row changes. */
+    double recvCpuPer100k() {
+      return recv.cpuSeconds() * 100_000 / workload.rowChanges();
+    }
+
+    /** CPU seconds the JVM used (all threads, JIT and GC included) per 100,000 row changes. */
+    double weirCpuPer100k() {
+      return weir.cpuSeconds() * 100_000 / workload.rowChanges();
     }
 
     double ratio() {
@@ -109,8 +119,8 @@ public final class CdcBenchmark {
       System.out.printf("PostgreSQL:    %s%n", db.show("server_version"));
       System.out.printf("               shared_buffers %s, logical_decoding_work_mem %s, wal_sender_timeout %s%n",
           db.show("shared_buffers"), db.show("logical_decoding_work_mem"), db.show("wal_sender_timeout"));
-      System.out.printf("reference:     %s, options proto_version=1, publication_names=%s, messages=true;"
-          + " output /dev/null, --fsync-interval=0%n", recv.version(), BenchDatabase.PUBLICATION);
+      System.out.printf("reference:     %s, options proto_version=1, publication_names=%s, messages=%s (as Weir);"
+          + " output /dev/null, --fsync-interval=0%n", recv.version(), BenchDatabase.PUBLICATION, weir.messages());
       System.out.printf("Weir:          CdcPipeline + no-op sink (in-memory checkpoint); %s%n", weir.describeSettings());
       System.out.printf("workload:      %,d row changes per round (%d%% updates of earlier rows, the rest inserts) into"
           + " %s(id bigint pk, a int, b text(64 chars), c timestamptz), ~100 B rows%n",
@@ -129,38 +139,45 @@ public final class CdcBenchmark {
         System.out.println(LINE);
       }
 
-      System.out.printf("%8s %6s %-14s %7s %8s | %9s %13s | %9s %13s | %9s%n",
-          "txn size", "repeat", "drained first", "txns", "WAL MB", "recv s", "recv rows/s", "Weir s", "Weir rows/s",
-          "Weir/recv");
+      System.out.printf("%8s %6s %5s %6s %7s | %7s %12s %8s | %7s %12s %8s | %9s%n",
+          "txn size", "repeat", "first", "txns", "WAL MB", "recv s", "rows/s", "CPU/100k", "Weir s", "rows/s",
+          "CPU/100k", "Weir/recv");
       List<Round> rounds = new ArrayList<>();
       for (int size : options.txnSizes()) {
         for (int r = 0; r < options.repeats(); r++) {
-          Round round = round(size, options.rows(), r + 1, r % 2 == 0, weir);
+          // Alternates across transaction sizes too, so each consumer goes first equally often.
+          Round round = round(size, options.rows(), r + 1, rounds.size() % 2 == 0, weir);
           rounds.add(round);
-          System.out.printf(Locale.ROOT, "%8d %6d %-14s %7d %8.1f | %9.3f %,13.0f | %9.3f %,13.0f | %8.2fx%n",
-              size, r + 1, round.recvFirst() ? "pg_recvlogical" : "Weir", round.workload().transactions(),
-              round.walBytes() / 1e6, round.recvNanos() / 1e9, round.recvRate(), round.weir().nanos() / 1e9,
-              round.weirRate(), round.ratio());
+          System.out.printf(Locale.ROOT, "%8d %6d %5s %6d %7.1f | %7.3f %,12.0f %7.2fs | %7.3f %,12.0f %7.2fs | %8.2fx%n",
+              size, r + 1, round.recvFirst() ? "recv" : "Weir", round.workload().transactions(),
+              round.walBytes() / 1e6, round.recv().nanos() / 1e9, round.recvRate(), round.recvCpuPer100k(),
+              round.weir().nanos() / 1e9, round.weirRate(), round.weirCpuPer100k(), round.ratio());
         }
       }
+      System.out.println("recv = pg_recvlogical; first = which consumer drained first; CPU/100k = CPU seconds the"
+          + " consumer process used per 100,000 row changes");
       summary(rounds);
       System.out.println("load average (1/5/15 min) at the end: " + loadAverage()
           + " -- above about 1 means something besides this benchmark competed for the CPUs");
       return 0;
     } finally {
-      if (cleaned.compareAndSet(false, true)) {
-        db.dropSlots();
-      }
-      if (weir != null) {
-        weir.close();
-      }
-      if (!options.keepDatabase()) {
-        db.drop();
-      }
       try {
-        Runtime.getRuntime().removeShutdownHook(cleanup);
-      } catch (IllegalStateException shuttingDown) {
-        // Already running the hooks.
+        // The actor system first: stopping its pipelines releases their slots.
+        if (weir != null) {
+          weir.close();
+        }
+        if (cleaned.compareAndSet(false, true)) {
+          db.dropSlots();
+        }
+        if (!options.keepDatabase()) {
+          db.drop();
+        }
+      } finally {
+        try {
+          Runtime.getRuntime().removeShutdownHook(cleanup);
+        } catch (IllegalStateException shuttingDown) {
+          // Already running the hooks.
+        }
       }
     }
   }
@@ -178,14 +195,14 @@ public final class CdcBenchmark {
     long recvStart = db.createSlot(recvSlot);
     long weirStart = db.createSlot(weirSlot);
     BenchDatabase.Workload workload = db.generate(rows, txnSize, options.updatePercent());
-    long recvNanos;
+    RecvLogicalDrain.Result recvResult;
     WeirDrain.Result weirResult;
     if (recvFirst) {
-      recvNanos = recv.drain(recvSlot, workload.endLsn());
+      recvResult = recv.drain(recvSlot, workload.endLsn(), weir.messages());
       weirResult = weir.drain(weirSlot, workload);
     } else {
       weirResult = weir.drain(weirSlot, workload);
-      recvNanos = recv.drain(recvSlot, workload.endLsn());
+      recvResult = recv.drain(recvSlot, workload.endLsn(), weir.messages());
     }
     db.dropSlot(recvSlot);
     db.dropSlot(weirSlot);
@@ -195,25 +212,27 @@ public final class CdcBenchmark {
           weirResult.rows(), weirResult.transactions(), workload.rowChanges(), workload.transactions()));
     }
     long walBytes = workload.endLsn() - Math.min(recvStart, weirStart);
-    return new Round(txnSize, repeat, recvFirst, workload, walBytes, recvNanos, weirResult);
+    return new Round(txnSize, repeat, recvFirst, workload, walBytes, recvResult, weirResult);
   }
 
   private void summary(List<Round> rounds) {
     System.out.println(LINE);
     System.out.println("medians over the repeats:");
-    System.out.printf("%8s %8s | %20s | %20s | %22s | %s%n",
-        "txn size", "repeats", "pg_recvlogical rows/s", "Weir rows/s", "Weir/recv (min..max)", "goal: Weir >= 0.8x");
+    System.out.printf("%8s %7s | %14s %8s | %14s %8s | %21s | %s%n",
+        "txn size", "repeats", "recv rows/s", "CPU/100k", "Weir rows/s", "CPU/100k", "Weir/recv (min..max)",
+        "goal Weir >= 0.8x");
     for (int size : options.txnSizes()) {
       List<Round> mine = rounds.stream().filter(r -> r.txnSize() == size).toList();
-      double recvRate = median(mine.stream().mapToDouble(Round::recvRate).toArray());
-      double weirRate = median(mine.stream().mapToDouble(Round::weirRate).toArray());
       double[] ratios = mine.stream().mapToDouble(Round::ratio).sorted().toArray();
       double ratio = median(ratios);
-      System.out.printf(Locale.ROOT, "%8d %8d | %,20.0f | %,20.0f | %8.2fx (%.2f..%.2f) | %s%n",
-          size, mine.size(), recvRate, weirRate, ratio, ratios[0], ratios[ratios.length - 1],
-          ratio >= 0.8 ? "met" : "not met");
+      System.out.printf(Locale.ROOT, "%8d %7d | %,14.0f %7.2fs | %,14.0f %7.2fs | %7.2fx (%.2f..%.2f) | %s%n",
+          size, mine.size(), median(mine.stream().mapToDouble(Round::recvRate).toArray()),
+          median(mine.stream().mapToDouble(Round::recvCpuPer100k).toArray()),
+          median(mine.stream().mapToDouble(Round::weirRate).toArray()),
+          median(mine.stream().mapToDouble(Round::weirCpuPer100k).toArray()),
+          ratio, ratios[0], ratios[ratios.length - 1], ratio >= 0.8 ? "met" : "not met");
     }
-    System.out.println("Weir/recv is the median of the per-round ratios (each round drains the same WAL twice).");
+    System.out.println("Weir/recv is the median of the per-round ratios (in a round both drain the same WAL).");
   }
 
   private static double median(double[] values) {

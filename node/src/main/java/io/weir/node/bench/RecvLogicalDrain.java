@@ -31,8 +31,15 @@ final class RecvLogicalDrain {
     return out;
   }
 
-  /** Drains {@code slot} up to {@code endLsn}; returns the elapsed nanoseconds. */
-  long drain(String slot, long endLsn) throws IOException, InterruptedException {
+  /** What one drain took: wall time, and the CPU time pg_recvlogical itself used. */
+  record Result(long nanos, double cpuSeconds) {}
+
+  /**
+   * Drains {@code slot} up to {@code endLsn}.
+   *
+   * @param messages the pgoutput {@code messages} option, as Weir's pipeline sends it
+   */
+  Result drain(String slot, long endLsn, boolean messages) throws IOException, InterruptedException {
     if (!Files.isExecutable(binary)) {
       throw new IOException(binary + " is not executable (is WEIR_PG_BINDIR right?)");
     }
@@ -46,7 +53,7 @@ final class RecvLogicalDrain {
         // Same plugin options as Weir's ReplicationConnection.
         "--option=proto_version=1",
         "--option=publication_names=" + BenchDatabase.PUBLICATION,
-        "--option=messages=true",
+        "--option=messages=" + messages,
         "--endpos=" + Lsn.of(endLsn),
         "--file=/dev/null",
         // No fsync of /dev/null; progress is still reported to the server.
@@ -56,6 +63,7 @@ final class RecvLogicalDrain {
       ProcessBuilder pb = new ProcessBuilder(command).redirectOutput(ProcessBuilder.Redirect.DISCARD)
           .redirectError(errors);
       pb.environment().put("PGPASSWORD", db.password());
+      CpuTimes cpu = CpuTimes.now();
       long start = System.nanoTime();
       Process p = pb.start();
       if (!p.waitFor(30, TimeUnit.MINUTES)) {
@@ -67,7 +75,8 @@ final class RecvLogicalDrain {
         String log = Files.readString(errors.toPath(), StandardCharsets.UTF_8).trim();
         throw new IOException("pg_recvlogical exited with status " + p.exitValue() + ": " + log);
       }
-      return elapsed;
+      // waitFor has reaped the child, so its CPU time is in this process's children's total.
+      return new Result(elapsed, CpuTimes.now().children() - cpu.children());
     } finally {
       Files.deleteIfExists(errors.toPath());
     }

@@ -42,7 +42,7 @@ final class WeirDrain implements AutoCloseable {
   private int runs;
 
   /** What one drain saw. */
-  record Result(long nanos, long rows, long transactions, long sinkCalls) {}
+  record Result(long nanos, double cpuSeconds, long rows, long transactions) {}
 
   WeirDrain(BenchDatabase db, int batch, Duration batchDelay) {
     Config overrides = ConfigFactory.parseMap(Map.of(
@@ -72,6 +72,11 @@ final class WeirDrain implements AutoCloseable {
         .withStatusInterval(statusInterval);
   }
 
+  /** The pgoutput {@code messages} option the pipeline asks for. */
+  boolean messages() {
+    return settings("x", "x").messages();
+  }
+
   String describeSettings() {
     PipelineSettings s = settings("x", "x");
     return "batching " + s.batchMaxTransactions() + " transactions / " + s.batchMaxDelay().toMillis()
@@ -87,6 +92,7 @@ final class WeirDrain implements AutoCloseable {
     ActorRef<CdcPipeline.Command> pipeline = ask(replyTo ->
         new Spawn(CdcPipeline.create(settings(name, slot), source, sink, state.dataSource(), "weir"), name, replyTo));
     try {
+      CpuTimes cpu = CpuTimes.now();
       long start = System.nanoTime();
       PipelineStatus started = ask(pipeline, CdcPipeline.Start::new);
       check(started);
@@ -102,7 +108,8 @@ final class WeirDrain implements AutoCloseable {
           }
         }
       }
-      return new Result(end - start, sink.rows(), sink.transactions(), sink.calls());
+      double cpuSeconds = CpuTimes.now().self() - cpu.self();
+      return new Result(end - start, cpuSeconds, sink.rows(), sink.transactions());
     } finally {
       ask(pipeline, CdcPipeline.Stop::new);
       AskPattern.<HostCommand, Done>ask(system, r -> new Despawn(pipeline, r), ASK, system.scheduler())

@@ -30,7 +30,8 @@ public final class PipelineMetrics {
   private final String pipeline;
   private final Counter transactions;
   private final Timer apply;
-  private final Map<String, Counter> rowsByTable = new ConcurrentHashMap<>();
+  // Keyed by relation id: a table keeps its name for the life of a relation id (a rename halts).
+  private final Map<Long, Counter> rowsByTable = new ConcurrentHashMap<>();
 
   public PipelineMetrics(MeterRegistry registry, String pipeline, Supplier<Number> confirmedLsn, Supplier<Number> lagBytes) {
     this.registry = registry;
@@ -53,6 +54,8 @@ public final class PipelineMetrics {
 
   void applied(List<Transaction> batch) {
     transactions.increment(batch.size());
+    // Count per table locally and touch each counter once per batch: this runs for every row.
+    Map<TableSchema, long[]> counts = new java.util.IdentityHashMap<>();
     for (Transaction t : batch) {
       for (Change c : t.changes()) {
         TableSchema table =
@@ -60,12 +63,13 @@ public final class PipelineMetrics {
                 : c instanceof Change.Update u ? u.table()
                 : c instanceof Change.Delete d ? d.table() : null;
         if (table != null) {
-          rowsByTable.computeIfAbsent(table.qualifiedName(), name ->
-              Counter.builder("weir.cdc.rows").tag("pipeline", pipeline).tag("table", name)
-                  .description("Row changes applied").register(registry)).increment();
+          counts.computeIfAbsent(table, k -> new long[1])[0]++;
         }
       }
     }
+    counts.forEach((table, n) -> rowsByTable.computeIfAbsent(table.relationId(), id ->
+        Counter.builder("weir.cdc.rows").tag("pipeline", pipeline).tag("table", table.qualifiedName())
+            .description("Row changes applied").register(registry)).increment(n[0]));
   }
 
   void restarted(String errorClass) {

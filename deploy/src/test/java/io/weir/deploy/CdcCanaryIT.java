@@ -12,7 +12,6 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -21,19 +20,9 @@ import org.junit.jupiter.api.Test;
  * quotes the text). Both pipelines halt with typed reasons; the node's log and admin replies are
  * searched for the canaries.
  */
-class CdcCanaryIT {
+class CdcCanaryIT extends EndToEndTest {
   private static final String CHECK_CANARY = "CANARY-check-5e1f";
   private static final String CAST_CANARY = "CANARY-cast-77ab";
-  private final List<NodeProcess> nodes = new ArrayList<>();
-  private TestPostgres.TestDatabase db;
-
-  @AfterEach
-  void cleanUp() {
-    nodes.forEach(NodeProcess::close);
-    if (db != null) {
-      db.close();
-    }
-  }
 
   @Test
   void refusedRowsHaltPipelinesWithoutLeakingTheirValues() throws Exception {

@@ -20,7 +20,6 @@ import java.util.Random;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -34,18 +33,8 @@ import org.junit.jupiter.api.Test;
  * <p>Size: {@code -Dweir.crash.kills} (default 20) and {@code -Dweir.crash.min-transactions}
  * (default 2000); pass them through {@code deploy/bin/test.sh -Dweir.test.argLine="..."} for a longer run.
  */
-class CdcCrashIT {
+class CdcCrashIT extends EndToEndTest {
   private static final String CANARY = "CANARY-9b2e-row-value";
-  private final List<NodeProcess> nodes = new ArrayList<>();
-  private TestPostgres.TestDatabase db;
-
-  @AfterEach
-  void cleanUp() {
-    nodes.forEach(NodeProcess::close);
-    if (db != null) {
-      db.close();
-    }
-  }
 
   @Test
   void mirrorSinkUnderSigkillLosesAndDuplicatesNothing() throws Exception {

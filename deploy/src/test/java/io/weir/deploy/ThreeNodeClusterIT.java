@@ -10,24 +10,13 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
  * Three real node processes on loopback form one cluster on one PostgreSQL; one is SIGKILLed and
  * the split-brain resolver (keep-majority) on the two survivors removes it while they stay ready.
  */
-class ThreeNodeClusterIT {
-  private final List<NodeProcess> nodes = new ArrayList<>();
-  private TestPostgres.TestDatabase db;
-
-  @AfterEach
-  void cleanUp() {
-    nodes.forEach(NodeProcess::close);
-    if (db != null) {
-      db.close();
-    }
-  }
+class ThreeNodeClusterIT extends EndToEndTest {
 
   @Test
   void majorityRemovesAKilledNodeAndStaysReady() throws Exception {

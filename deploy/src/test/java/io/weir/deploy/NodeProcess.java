@@ -229,7 +229,12 @@ public final class NodeProcess implements AutoCloseable {
 
   /** The status JSON of one pipeline, or empty when the node does not answer. */
   public Optional<JsonNode> pipeline(String name) {
-    return get("/admin/pipelines/" + name, true)
+    return adminJson("/admin/pipelines/" + name);
+  }
+
+  /** An admin route's JSON when it answers 200, else empty. */
+  private Optional<JsonNode> adminJson(String path) {
+    return get(path, true)
         .filter(r -> r.statusCode() == 200)
         .map(r -> {
           try {
@@ -246,15 +251,7 @@ public final class NodeProcess implements AutoCloseable {
 
   /** The node's /admin/cluster reply, or empty when it does not answer. */
   public Optional<JsonNode> cluster() {
-    return get("/admin/cluster", true)
-        .filter(r -> r.statusCode() == 200)
-        .map(r -> {
-          try {
-            return JSON.readTree(r.body());
-          } catch (IOException e) {
-            throw new UncheckedIOException(e);
-          }
-        });
+    return adminJson("/admin/cluster");
   }
 
   /** Member address -> status as this node sees the cluster. */

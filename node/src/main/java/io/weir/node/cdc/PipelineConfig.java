@@ -109,18 +109,21 @@ public record PipelineConfig(
       excluded.add(mirror.targetSchema());
     }
     PipelineSettings settings =
-        new PipelineSettings(
-            name, slot, publications, mode, excluded, bool(c, prefix, "failover"),
-            v.positiveInt(prefix + ".max-command-retries"),
-            v.positiveDuration(prefix + ".min-backoff"),
-            v.positiveDuration(prefix + ".max-backoff"),
-            v.positiveDuration(prefix + ".handover-window"),
-            v.positiveInt(prefix + ".in-flight-window"),
-            v.positiveInt(prefix + ".batch.max-transactions"),
-            v.positiveDuration(prefix + ".batch.max-delay"),
-            v.positiveInt(prefix + ".max-transaction-changes"),
-            c.getDuration("status-interval"),
-            bool(c, prefix, "messages"));
+        PipelineSettings.of(name, slot, publications).toBuilder()
+            .startMode(mode)
+            .excludedSchemas(excluded)
+            .failover(bool(c, prefix, "failover"))
+            .maxCommandRetries(v.positiveInt(prefix + ".max-command-retries"))
+            .minBackoff(v.positiveDuration(prefix + ".min-backoff"))
+            .maxBackoff(v.positiveDuration(prefix + ".max-backoff"))
+            .handoverWindow(v.positiveDuration(prefix + ".handover-window"))
+            .inFlightWindow(v.positiveInt(prefix + ".in-flight-window"))
+            .batchMaxTransactions(v.positiveInt(prefix + ".batch.max-transactions"))
+            .batchMaxDelay(v.positiveDuration(prefix + ".batch.max-delay"))
+            .maxTransactionChanges(v.positiveInt(prefix + ".max-transaction-changes"))
+            .statusInterval(c.getDuration("status-interval"))
+            .messages(bool(c, prefix, "messages"))
+            .build();
     String sourceUrl = c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
     String sourceUser = c.hasPath("source.user") ? c.getString("source.user") : root.getString("weir.postgres.user");
     String sourcePassword =

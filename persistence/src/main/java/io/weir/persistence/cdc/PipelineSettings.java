@@ -54,45 +54,108 @@ public record PipelineSettings(
   }
 
   public PipelineSettings withStartMode(StartMode mode) {
-    return new PipelineSettings(name, slot, publications, mode, excludedSchemas, failover, maxCommandRetries,
-        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval, messages);
+    return toBuilder().startMode(mode).build();
   }
 
   public PipelineSettings withExcludedSchemas(List<String> schemas) {
-    return new PipelineSettings(name, slot, publications, startMode, schemas, failover, maxCommandRetries,
-        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval, messages);
+    return toBuilder().excludedSchemas(schemas).build();
   }
 
   public PipelineSettings withFailover(boolean on) {
-    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, on, maxCommandRetries,
-        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval, messages);
+    return toBuilder().failover(on).build();
   }
 
   public PipelineSettings withBatching(int maxTransactions, Duration maxDelay) {
-    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries,
-        minBackoff, maxBackoff, handoverWindow, inFlightWindow, maxTransactions, maxDelay,
-        maxTransactionChanges, statusInterval, messages);
+    return toBuilder().batchMaxTransactions(maxTransactions).batchMaxDelay(maxDelay).build();
   }
 
   public PipelineSettings withRetries(int maxRetries, Duration minBackoff, Duration maxBackoff) {
-    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxRetries,
-        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval, messages);
+    return toBuilder().maxCommandRetries(maxRetries).minBackoff(minBackoff).maxBackoff(maxBackoff).build();
   }
 
   public PipelineSettings withStatusInterval(Duration interval) {
-    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries,
-        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, interval, messages);
+    return toBuilder().statusInterval(interval).build();
   }
 
   public PipelineSettings withMessages(boolean on) {
-    return new PipelineSettings(name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries,
-        minBackoff, maxBackoff, handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay,
-        maxTransactionChanges, statusInterval, on);
+    return toBuilder().messages(on).build();
+  }
+
+  /** A builder holding these settings, to change some of them. */
+  public Builder toBuilder() {
+    Builder b = new Builder();
+    b.name = name;
+    b.slot = slot;
+    b.publications = publications;
+    b.startMode = startMode;
+    b.excludedSchemas = excludedSchemas;
+    b.failover = failover;
+    b.maxCommandRetries = maxCommandRetries;
+    b.minBackoff = minBackoff;
+    b.maxBackoff = maxBackoff;
+    b.handoverWindow = handoverWindow;
+    b.inFlightWindow = inFlightWindow;
+    b.batchMaxTransactions = batchMaxTransactions;
+    b.batchMaxDelay = batchMaxDelay;
+    b.maxTransactionChanges = maxTransactionChanges;
+    b.statusInterval = statusInterval;
+    b.messages = messages;
+    return b;
+  }
+
+  /** Mutable counterpart of {@link PipelineSettings}; start from {@link #of} and {@link #toBuilder}. */
+  public static final class Builder {
+    private String name;
+    private String slot;
+    private List<String> publications;
+    private StartMode startMode;
+    private List<String> excludedSchemas;
+    private boolean failover;
+    private int maxCommandRetries;
+    private Duration minBackoff;
+    private Duration maxBackoff;
+    private Duration handoverWindow;
+    private int inFlightWindow;
+    private int batchMaxTransactions;
+    private Duration batchMaxDelay;
+    private int maxTransactionChanges;
+    private Duration statusInterval;
+    private boolean messages;
+
+    private Builder() {}
+
+    public Builder startMode(StartMode v) { startMode = v; return this; }
+
+    public Builder excludedSchemas(List<String> v) { excludedSchemas = v; return this; }
+
+    public Builder failover(boolean v) { failover = v; return this; }
+
+    public Builder maxCommandRetries(int v) { maxCommandRetries = v; return this; }
+
+    public Builder minBackoff(Duration v) { minBackoff = v; return this; }
+
+    public Builder maxBackoff(Duration v) { maxBackoff = v; return this; }
+
+    public Builder handoverWindow(Duration v) { handoverWindow = v; return this; }
+
+    public Builder inFlightWindow(int v) { inFlightWindow = v; return this; }
+
+    public Builder batchMaxTransactions(int v) { batchMaxTransactions = v; return this; }
+
+    public Builder batchMaxDelay(Duration v) { batchMaxDelay = v; return this; }
+
+    public Builder maxTransactionChanges(int v) { maxTransactionChanges = v; return this; }
+
+    public Builder statusInterval(Duration v) { statusInterval = v; return this; }
+
+    public Builder messages(boolean v) { messages = v; return this; }
+
+    public PipelineSettings build() {
+      return new PipelineSettings(
+          name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries, minBackoff, maxBackoff,
+          handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay, maxTransactionChanges, statusInterval,
+          messages);
+    }
   }
 
   /**

@@ -4,7 +4,6 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
-import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
 import java.util.List;
@@ -54,18 +53,11 @@ public final class PipelineMetrics {
 
   void applied(List<Transaction> batch) {
     transactions.increment(batch.size());
-    // Count per table locally and touch each counter once per batch: this runs for every row.
-    Map<TableSchema, long[]> counts = new java.util.IdentityHashMap<>();
+    // Per-table counts come with each transaction (its changes may be a single-pass sequence that
+    // the sink has consumed); touch each counter once per batch.
+    Map<TableSchema, long[]> counts = new java.util.HashMap<>();
     for (Transaction t : batch) {
-      for (Change c : t.changes()) {
-        TableSchema table =
-            c instanceof Change.Insert i ? i.table()
-                : c instanceof Change.Update u ? u.table()
-                : c instanceof Change.Delete d ? d.table() : null;
-        if (table != null) {
-          counts.computeIfAbsent(table, k -> new long[1])[0]++;
-        }
-      }
+      t.rowsByTable().forEach((table, n) -> counts.computeIfAbsent(table, k -> new long[1])[0] += n);
     }
     counts.forEach((table, n) -> rowsByTable.computeIfAbsent(table.relationId(), id ->
         Counter.builder("weir.cdc.rows").tag("pipeline", pipeline).tag("table", table.qualifiedName())

@@ -4,6 +4,7 @@ import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.CdcEvent;
 import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.Changes;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.MessageType;
@@ -39,6 +40,9 @@ public final class TransactionAssembler {
   private Lsn finalLsn;
   private Instant commitTime;
   private final List<Change> changes = new ArrayList<>();
+  private long rowCount;
+  // Identity-keyed: one TableSchema instance per accepted shape, and this runs for every row.
+  private final Map<TableSchema, long[]> rowCounts = new java.util.IdentityHashMap<>();
   private final Map<Long, TableSchema> announced = new LinkedHashMap<>();
   // Shapes first accepted in a transaction, to record once it is applied. Identity-keyed and
   // thread-safe: the sink stage takes them out on another thread.
@@ -94,8 +98,8 @@ public final class TransactionAssembler {
           throw protocol("Commit outside a transaction");
         }
         PgOutputMessage.Commit c = (PgOutputMessage.Commit) message;
-        Transaction t =
-            new Transaction(xid, c.commitLsn(), c.endLsn(), c.commitTime(), changes, List.copyOf(announced.values()));
+        Transaction t = new Transaction(xid, c.commitLsn(), c.endLsn(), c.commitTime(), Changes.of(changes),
+            List.copyOf(announced.values()), rowCount, rowsByTable(rowCounts));
         List<TableSchema> accepted = schemas.drainUnrecorded();
         if (!accepted.isEmpty()) {
           acceptedShapes.put(t, accepted);
@@ -103,6 +107,8 @@ public final class TransactionAssembler {
         open = false;
         changes.clear();
         announced.clear();
+        rowCount = 0;
+        rowCounts.clear();
         return Optional.of(t);
       }
       case RELATION -> {
@@ -164,6 +170,18 @@ public final class TransactionAssembler {
           "transaction " + xid + " ending at " + finalLsn + " has more than " + maxChanges + " changes");
     }
     changes.add(change);
+    TableSchema table = Transaction.rowTable(change);
+    if (table != null) {
+      rowCount++;
+      rowCounts.computeIfAbsent(table, k -> new long[1])[0]++;
+    }
+  }
+
+  /** Per-table counts as the transaction carries them. */
+  static Map<TableSchema, Long> rowsByTable(Map<TableSchema, long[]> counts) {
+    Map<TableSchema, Long> out = new java.util.HashMap<>();
+    counts.forEach((table, n) -> out.merge(table, n[0], Long::sum));
+    return out;
   }
 
   private TableSchema table(long relationId, MessageType type) {

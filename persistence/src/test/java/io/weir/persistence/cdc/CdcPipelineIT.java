@@ -128,41 +128,41 @@ class CdcPipelineIT {
     }
     // 1: multi-table insert
     assertThat(t.get(0).changes()).hasSize(3);
-    Change.Insert first = (Change.Insert) t.get(0).changes().get(0);
+    Change.Insert first = (Change.Insert) t.get(0).changes().asList().get(0);
     assertThat(first.table().qualifiedName()).isEqualTo("public.items");
     assertThat(first.table().columnNames()).containsExactly("id", "name", "price", "note");
     assertThat(text(first.newRow(), 1)).isEqualTo("one");
     assertThat(first.newRow().isNull(3)).isTrue();
-    assertThat(((Change.Insert) t.get(0).changes().get(2)).table().table()).isEqualTo("tags");
+    assertThat(((Change.Insert) t.get(0).changes().asList().get(2)).table().table()).isEqualTo("tags");
     // 2: plain update, key unchanged: no old tuple
-    Change.Update priceUpdate = (Change.Update) t.get(1).changes().get(0);
+    Change.Update priceUpdate = (Change.Update) t.get(1).changes().asList().get(0);
     assertThat(priceUpdate.oldKind()).isEqualTo(OldTupleKind.NONE);
     assertThat(text(priceUpdate.newRow(), 2)).isEqualTo("3.25");
     // 3: key change carries the old key
-    Change.Update keyChange = (Change.Update) t.get(2).changes().get(0);
+    Change.Update keyChange = (Change.Update) t.get(2).changes().asList().get(0);
     assertThat(keyChange.oldKind()).isEqualTo(OldTupleKind.KEY);
     assertThat(text(keyChange.oldRow(), 0)).isEqualTo("2");
     assertThat(text(keyChange.newRow(), 0)).isEqualTo("3");
     // 5: unchanged TOAST column is named, not sent
-    Change.Update toast = (Change.Update) t.get(4).changes().get(0);
+    Change.Update toast = (Change.Update) t.get(4).changes().asList().get(0);
     assertThat(toast.unchangedToastColumns()).containsExactly("note");
-    assertThat(((Change.Insert) t.get(3).changes().get(0)).newRow().text(3)).hasSize(200_000);
+    assertThat(((Change.Insert) t.get(3).changes().asList().get(0)).newRow().text(3)).hasSize(200_000);
     // 6: delete by key
-    Change.Delete delete = (Change.Delete) t.get(5).changes().get(0);
+    Change.Delete delete = (Change.Delete) t.get(5).changes().asList().get(0);
     assertThat(delete.oldKind()).isEqualTo(OldTupleKind.KEY);
     assertThat(text(delete.oldRow(), 0)).isEqualTo("1");
     // 8, 9: REPLICA IDENTITY FULL carries the whole old row
-    Change.Update fullUpdate = (Change.Update) t.get(7).changes().get(0);
+    Change.Update fullUpdate = (Change.Update) t.get(7).changes().asList().get(0);
     assertThat(fullUpdate.oldKind()).isEqualTo(OldTupleKind.FULL);
     assertThat(text(fullUpdate.oldRow(), 1)).isEqualTo("full-before");
-    Change.Delete fullDelete = (Change.Delete) t.get(8).changes().get(0);
+    Change.Delete fullDelete = (Change.Delete) t.get(8).changes().asList().get(0);
     assertThat(fullDelete.oldKind()).isEqualTo(OldTupleKind.FULL);
     assertThat(text(fullDelete.oldRow(), 1)).isEqualTo("full-after");
     // 10: truncate
-    Change.Truncate truncate = (Change.Truncate) t.get(9).changes().get(0);
+    Change.Truncate truncate = (Change.Truncate) t.get(9).changes().asList().get(0);
     assertThat(truncate.tables()).extracting(s -> s.table()).containsExactly("tags");
     // 11: transactional message inside the transaction
-    Change.Message message = (Change.Message) t.get(10).changes().get(1);
+    Change.Message message = (Change.Message) t.get(10).changes().asList().get(1);
     assertThat(message.prefix()).isEqualTo("weir-test");
     assertThat(new String(message.content(), StandardCharsets.UTF_8)).isEqualTo("hello");
     assertThat(message.toString()).as("a message's toString hides its content").doesNotContain("hello");
@@ -170,7 +170,7 @@ class CdcPipelineIT {
     Transaction afterAdd = t.get(11);
     assertThat(afterAdd.schemaChanges()).hasSize(1);
     assertThat(afterAdd.schemaChanges().get(0).columnNames()).containsExactly("id", "name", "price", "note", "extra");
-    assertThat(text(((Change.Insert) afterAdd.changes().get(0)).newRow(), 4)).isEqualTo("42");
+    assertThat(text(((Change.Insert) afterAdd.changes().asList().get(0)).newRow(), 4)).isEqualTo("42");
 
     PipelineStatus s = status(p);
     assertThat(s.state()).isEqualTo("running");
@@ -429,7 +429,7 @@ class CdcPipelineIT {
         "BEGIN; INSERT INTO items VALUES (2, 'committed prepared', 1, NULL); PREPARE TRANSACTION 'weir_g2_" + slot + "'",
         "INSERT INTO items VALUES (3, 'marker', 1, NULL)");
     await("the marker arrives").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
-    assertThat(text(((Change.Insert) sink.applied().get(0).changes().get(0)).newRow(), 1))
+    assertThat(text(((Change.Insert) sink.applied().get(0).changes().asList().get(0)).newRow(), 1))
         .as("prepared and rolled-back prepared transactions deliver nothing").isEqualTo("marker");
     // The consumer goes away between PREPARE and COMMIT PREPARED, and comes back.
     var probe = kit.<PipelineStatus>createTestProbe();
@@ -439,7 +439,7 @@ class CdcPipelineIT {
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage();
     await("COMMIT PREPARED delivers the transaction").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 2);
-    Change.Insert committed = (Change.Insert) sink.applied().get(1).changes().get(0);
+    Change.Insert committed = (Change.Insert) sink.applied().get(1).changes().asList().get(0);
     assertThat(text(committed.newRow(), 1)).isEqualTo("committed prepared");
     Thread.sleep(1500);
     assertThat(sink.applied()).as("exactly once").hasSize(2);

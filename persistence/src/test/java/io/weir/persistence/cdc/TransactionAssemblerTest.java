@@ -48,6 +48,9 @@ class TransactionAssemblerTest {
     assertThat(t.get().endLsn()).isEqualTo(Lsn.of(5050));
     assertThat(t.get().changes()).hasSize(3).element(2).isInstanceOf(Change.Message.class);
     assertThat(t.get().rowCount()).isEqualTo(2);
+    assertThat(t.get().rowsByTable()).as("row counts per table travel with the transaction")
+        .hasSize(1).containsValue(2L);
+    assertThat(t.get().rowsByTable().keySet().iterator().next().qualifiedName()).isEqualTo("public.orders");
     assertThat(a.inTransaction()).isFalse();
     assertThat(a.accept(begin(6))).isEmpty();
     assertThat(((Transaction) a.accept(commit(6)).orElseThrow()).changes()).as("state is reset between transactions").isEmpty();

@@ -104,8 +104,10 @@ import org.slf4j.LoggerFactory;
  * key-changing updates identify rows by). The key is read once per target from the catalog and
  * cached until the next open. Values are bound as untyped text (the pipeline decodes pgoutput in
  * text mode; binary columns are refused) and the server casts each to its target column's type.
- * Consecutive changes with the same statement shape go to the server as one JDBC batch, which
- * keeps their order; a repeated key starts a new batch, so pgjdbc's {@code reWriteBatchedInserts}
+ * Changes are read once, in order, and written as they come: a transaction read from a spill file
+ * is never held in memory. Consecutive changes with the same statement shape go to the server as a
+ * JDBC batch of at most 1000 statements or 2 MiB of values, which keeps their order; a repeated key
+ * starts a new batch, so pgjdbc's {@code reWriteBatchedInserts}
  * (multi-row INSERTs, markedly faster) is safe to turn on for the target DataSource. Table and
  * column names come from the source catalog and are quoted; the configured names pass the
  * identifier allow-list.
@@ -446,17 +448,18 @@ public final class PostgresMirrorSink implements ChangeSink {
     run.context = plan.what();
     requireWidth(plan, row);
     if (!row.hasUnchangedToast()) {
-      run.batch(plan.fullUpsert(), plan.what(), keyOf(plan, row), ps -> bindAll(plan, ps, row));
+      run.batch(plan.fullUpsert(), plan.what(), keyOf(plan, row), rowBytes(row), ps -> bindAll(plan, ps, row));
       return;
     }
     BitSet present = present(plan, row);
-    run.batch(plan.upsert(present), plan.what(), keyOf(plan, row), ps -> bindPresent(plan, ps, 1, row, present));
+    run.batch(plan.upsert(present), plan.what(), keyOf(plan, row), rowBytes(row),
+        ps -> bindPresent(plan, ps, 1, row, present));
   }
 
   private void deleteByKey(Run run, TablePlan plan, TupleData oldRow) throws SQLException {
     requireWidth(plan, oldRow);
     requireKeyValues(plan, oldRow, "the old row image");
-    run.batch(plan.deleteByKey(), plan.what(), null, ps -> bindKey(plan, ps, 1, oldRow));
+    run.batch(plan.deleteByKey(), plan.what(), null, rowBytes(oldRow), ps -> bindKey(plan, ps, 1, oldRow));
   }
 
   private void truncate(Run run, Change.Truncate truncate) throws SQLException {
@@ -533,6 +536,15 @@ public final class PostgresMirrorSink implements ChangeSink {
         throw MirrorFailures.refused(plan.what(), image + " carries no value for a primary key column");
       }
     }
+  }
+
+  /** The value bytes of a row image: what binding it adds to a pending batch, roughly. */
+  private static long rowBytes(TupleData row) {
+    long n = 0;
+    for (int i = 0; i < row.size(); i++) {
+      n += row.length(i);
+    }
+    return n;
   }
 
   /** The target key of a row image, for telling whether a pending upsert batch already has it. */
@@ -635,14 +647,22 @@ public final class PostgresMirrorSink implements ChangeSink {
 
   /**
    * The statements of one apply: consecutive changes of one statement shape accumulate in a JDBC
-   * batch, which goes out when the shape changes or the batch ends. Statements run in the order
-   * the changes came, so batching never reorders them. A second upsert of a key already in the
-   * pending batch starts a new batch: with pgjdbc's {@code reWriteBatchedInserts} a batch becomes
-   * one multi-row INSERT, and PostgreSQL refuses an ON CONFLICT DO UPDATE that touches a row twice
-   * (SQLState 21000). {@link #context} names what the statement that may fail next works on, for
-   * the error message.
+   * batch, which goes out when the shape changes, when it reaches {@link #MAX_BATCH_STATEMENTS}
+   * statements or {@link #MAX_BATCH_BYTES} bytes of values, or when the apply ends. Statements run
+   * in the order the changes came, so batching never reorders them; the bounds keep the memory of a
+   * pending batch (the driver holds every bound value, {@link #pendingKeys} every key) small however
+   * large the transaction, which matters when its changes are read from a spill file as they are
+   * applied. A second upsert of a key already in the pending batch starts a new batch: with pgjdbc's
+   * {@code reWriteBatchedInserts} a batch becomes one multi-row INSERT, and PostgreSQL refuses an ON
+   * CONFLICT DO UPDATE that touches a row twice (SQLState 21000). {@link #context} names what the
+   * statement that may fail next works on, for the error message.
    */
   private static final class Run implements AutoCloseable {
+    /** A few round trips per thousand rows cost little; larger batches buy nothing measurable. */
+    static final int MAX_BATCH_STATEMENTS = 1000;
+    /** Wide rows flush sooner: the driver keeps each bound value (as a String) until it executes. */
+    static final long MAX_BATCH_BYTES = 2L << 20;
+
     Connection connection;
     String context;
     private final Map<String, PreparedStatement> statements = new HashMap<>();
@@ -650,11 +670,16 @@ public final class PostgresMirrorSink implements ChangeSink {
     private PreparedStatement pending;
     private String pendingSql;
     private String pendingWhat;
+    private int pendingStatements;
+    private long pendingBytes;
     private PreparedStatement log;
     private int logged;
 
-    /** @param key the row's target key for upserts, null for statements that are never rewritten */
-    void batch(String sql, String what, Object key, Binder binder) throws SQLException {
+    /**
+     * @param key the row's target key for upserts, null for statements that are never rewritten
+     * @param bytes the value bytes the statement binds
+     */
+    void batch(String sql, String what, Object key, long bytes, Binder binder) throws SQLException {
       if (pending != null && !sql.equals(pendingSql)) {
         flush();
       }
@@ -670,6 +695,11 @@ public final class PostgresMirrorSink implements ChangeSink {
       context = what;
       binder.bind(pending);
       pending.addBatch();
+      pendingStatements++;
+      pendingBytes += bytes;
+      if (pendingStatements >= MAX_BATCH_STATEMENTS || pendingBytes >= MAX_BATCH_BYTES) {
+        flush();
+      }
     }
 
     /** Runs one statement now (after what is pending) and returns its update count. */
@@ -688,6 +718,8 @@ public final class PostgresMirrorSink implements ChangeSink {
         pending = null;
         pendingSql = null;
         pendingKeys.clear();
+        pendingStatements = 0;
+        pendingBytes = 0;
         ps.executeBatch();
       }
     }

@@ -459,6 +459,72 @@ class MirrorSinkIT {
   }
 
   @Test
+  void aSinglePassTransactionIsAppliedAsItIsReadInBoundedBatches() throws Exception {
+    // As a spilled transaction reaches the sink: changes generated one at a time, iterable once.
+    // 5000 upserts of distinct keys cross the statement bound of a JDBC batch several times, and
+    // the 4 KB notes cross its byte bound; every 7th row is deleted again right away.
+    dataSource.setReWriteBatchedInserts(true);
+    PostgresMirrorSink sink = openedSink(settings());
+    int rows = 5000;
+    String note = "x".repeat(4096);
+    int[] produced = {0};
+    io.weir.protocol.cdc.Changes onePass = new io.weir.protocol.cdc.Changes() {
+      private boolean iterated;
+
+      @Override
+      public long count() {
+        return rows + rows / 7;
+      }
+
+      @Override
+      public boolean repeatable() {
+        return false;
+      }
+
+      @Override
+      public List<Change> asList() {
+        throw new IllegalStateException("not repeatable");
+      }
+
+      @Override
+      public java.util.Iterator<Change> iterator() {
+        if (iterated) {
+          throw new IllegalStateException("iterated twice");
+        }
+        iterated = true;
+        return new java.util.Iterator<>() {
+          int next = 1;
+          boolean deleteNext;
+
+          @Override
+          public boolean hasNext() {
+            return next <= rows || deleteNext;
+          }
+
+          @Override
+          public Change next() {
+            produced[0]++;
+            if (deleteNext) {
+              deleteNext = false;
+              return new Change.Delete(ORDERS, OldTupleKind.KEY, TupleData.ofText("" + (next - 1), null, null, null));
+            }
+            int id = next++;
+            deleteNext = id % 7 == 0;
+            return insert(ORDERS, "" + id, "n" + id, "1", id % 2 == 0 ? note : null);
+          }
+        };
+      }
+    };
+    Transaction t = new Transaction(1400, Lsn.of(14_000), Lsn.of(14_008), Instant.now(), onePass, List.of(),
+        rows + rows / 7, java.util.Map.of(ORDERS, (long) (rows + rows / 7)));
+    await(sink.apply(List.of(t)));
+    assertThat(produced[0]).as("every change should be read exactly once").isEqualTo(rows + rows / 7);
+    assertThat(count("SELECT count(*) FROM public.orders")).as("inserted rows less the deleted ones").isEqualTo(rows - rows / 7);
+    assertThat(count("SELECT count(*) FROM public.orders WHERE id % 7 = 0")).isZero();
+    assertThat(count("SELECT count(*) FROM public.orders WHERE length(note) = 4096")).isEqualTo(rows / 2 - rows / 14);
+  }
+
+  @Test
   void targetsMustExistAndHaveAPrimaryKey() throws Exception {
     sql("CREATE TABLE public.keyless (id int, v text)");
     TableSchema keyless =

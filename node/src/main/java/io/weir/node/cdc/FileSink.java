@@ -1,7 +1,7 @@
 package io.weir.node.cdc;
 
+import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.persistence.cdc.DeliverySink;
 import io.weir.persistence.cdc.SinkException;
@@ -9,8 +9,11 @@ import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.TupleData;
+import java.io.BufferedOutputStream;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.nio.ByteBuffer;
+import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -28,9 +31,13 @@ import java.util.concurrent.Executor;
  *
  * <p>Line: {@code {"xid":…,"commitLsn":"…","commitTime":"…","changes":[{"op":"insert","table":"s.t",
  * "row":{"col":"text"},"key":{…},"unchangedToast":[…]}]}}. Values are the source's text forms.
- * The file holds row data by design; nothing from it is logged.
+ * The file holds row data by design; nothing from it is logged. Each line is streamed to the file
+ * as the changes are read, so a transaction of any size (a spilled one included) needs only a small
+ * buffer.
  */
 public final class FileSink implements DeliverySink {
+  private static final int BUFFER_BYTES = 64 * 1024;
+
   private final Path path;
   private final Executor blockingIo;
   private final ObjectMapper json = new ObjectMapper();
@@ -56,24 +63,60 @@ public final class FileSink implements DeliverySink {
 
   @Override
   public CompletionStage<Void> deliver(Transaction transaction) {
-    return append(toJson(transaction));
+    return CompletableFuture.runAsync(() -> write(g -> writeTransaction(g, transaction)), blockingIo);
   }
 
   private CompletionStage<Void> append(ObjectNode node) {
-    return CompletableFuture.runAsync(() -> {
-      try {
-        byte[] line = json.writeValueAsBytes(node);
-        FileChannel ch = channel();
-        ByteBuffer buf = ByteBuffer.allocate(line.length + 1).put(line).put((byte) '\n').flip();
-        while (buf.hasRemaining()) {
-          ch.write(buf);
-        }
-        ch.force(false);
-      } catch (IOException e) {
-        closeQuietly();
-        throw SinkException.transientFailure("file sink could not write: " + e.getClass().getSimpleName(), null);
+    return CompletableFuture.runAsync(() -> write(g -> json.writeTree(g, node)), blockingIo);
+  }
+
+  private interface LineWriter {
+    void write(JsonGenerator g) throws IOException;
+  }
+
+  /**
+   * Writes one line, streamed straight to the file through a small buffer: a transaction's changes
+   * are read once as they are written (a spilled transaction is never held in memory, and no line
+   * is built as one String). If anything fails half-way — the disk, or reading the changes — the
+   * file is cut back to where the line began, so it still holds only whole lines.
+   */
+  private void write(LineWriter line) {
+    FileChannel ch;
+    long start;
+    try {
+      ch = channel();
+      start = ch.position();
+    } catch (IOException e) {
+      closeQuietly();
+      throw SinkException.transientFailure("file sink could not write: " + e.getClass().getSimpleName(), null);
+    }
+    try {
+      // Not closed: closing the stream would close the channel, which is kept between deliveries.
+      OutputStream out = new BufferedOutputStream(Channels.newOutputStream(ch), BUFFER_BYTES);
+      try (JsonGenerator g = json.getFactory().createGenerator(out)) {
+        g.disable(JsonGenerator.Feature.AUTO_CLOSE_TARGET);
+        line.write(g);
       }
-    }, blockingIo);
+      out.write('\n');
+      out.flush();
+      ch.force(false);
+    } catch (IOException e) {
+      cutBack(ch, start);
+      throw SinkException.transientFailure("file sink could not write: " + e.getClass().getSimpleName(), null);
+    } catch (RuntimeException e) {
+      cutBack(ch, start);
+      throw e;
+    }
+  }
+
+  /** Removes a partly written line; if even that fails, the next open cuts it (see {@link #truncatePartialLine}). */
+  private void cutBack(FileChannel ch, long start) {
+    try {
+      ch.truncate(start);
+      ch.position(start);
+    } catch (IOException e) {
+      closeQuietly();
+    }
   }
 
   private synchronized FileChannel channel() throws IOException {
@@ -107,50 +150,67 @@ public final class FileSink implements DeliverySink {
     }
   }
 
-  private ObjectNode toJson(Transaction t) {
-    ObjectNode line = json.createObjectNode();
-    line.put("xid", t.xid());
-    line.put("commitLsn", t.commitLsn().toString());
-    line.put("commitTime", t.commitTime().toString());
-    ArrayNode changes = line.putArray("changes");
+  private static void writeTransaction(JsonGenerator g, Transaction t) throws IOException {
+    g.writeStartObject();
+    g.writeNumberField("xid", t.xid());
+    g.writeStringField("commitLsn", t.commitLsn().toString());
+    g.writeStringField("commitTime", t.commitTime().toString());
+    g.writeArrayFieldStart("changes");
     for (Change c : t.changes()) {
-      ObjectNode o = changes.addObject();
+      g.writeStartObject();
       if (c instanceof Change.Insert i) {
-        o.put("op", "insert").put("table", i.table().qualifiedName());
-        o.set("row", row(i.table(), i.newRow()));
+        g.writeStringField("op", "insert");
+        g.writeStringField("table", i.table().qualifiedName());
+        row(g, "row", i.table(), i.newRow());
       } else if (c instanceof Change.Update u) {
-        o.put("op", "update").put("table", u.table().qualifiedName());
-        o.set("row", row(u.table(), u.newRow()));
+        g.writeStringField("op", "update");
+        g.writeStringField("table", u.table().qualifiedName());
+        row(g, "row", u.table(), u.newRow());
         if (u.oldRow() != null) {
-          o.set("old", row(u.table(), u.oldRow()));
+          row(g, "old", u.table(), u.oldRow());
         }
-        ArrayNode toast = o.putArray("unchangedToast");
-        u.unchangedToastColumns().forEach(toast::add);
+        g.writeArrayFieldStart("unchangedToast");
+        for (String column : u.unchangedToastColumns()) {
+          g.writeString(column);
+        }
+        g.writeEndArray();
       } else if (c instanceof Change.Delete d) {
-        o.put("op", "delete").put("table", d.table().qualifiedName());
-        o.set("old", row(d.table(), d.oldRow()));
+        g.writeStringField("op", "delete");
+        g.writeStringField("table", d.table().qualifiedName());
+        row(g, "old", d.table(), d.oldRow());
       } else if (c instanceof Change.Truncate tr) {
-        o.put("op", "truncate");
-        ArrayNode tables = o.putArray("tables");
-        tr.tables().forEach(s -> tables.add(s.qualifiedName()));
+        g.writeStringField("op", "truncate");
+        g.writeArrayFieldStart("tables");
+        for (TableSchema s : tr.tables()) {
+          g.writeString(s.qualifiedName());
+        }
+        g.writeEndArray();
       } else if (c instanceof Change.Message m) {
-        o.put("op", "message").put("prefix", m.prefix()).put("content", m.content());
+        g.writeStringField("op", "message");
+        g.writeStringField("prefix", m.prefix());
+        g.writeBinaryField("content", m.content());
       }
+      g.writeEndObject();
     }
-    return line;
+    g.writeEndArray();
+    g.writeEndObject();
   }
 
-  private ObjectNode row(TableSchema table, TupleData tuple) {
-    ObjectNode row = json.createObjectNode();
+  private static void row(JsonGenerator g, String field, TableSchema table, TupleData tuple) throws IOException {
+    g.writeObjectFieldStart(field);
     for (int i = 0; i < tuple.size(); i++) {
       String name = table.columns().get(i).name();
       if (tuple.isNull(i)) {
-        row.putNull(name);
+        g.writeNullField(name);
       } else if (!tuple.isUnchangedToast(i)) {
-        row.put(name, tuple.kind(i) == io.weir.protocol.pgoutput.ColumnKind.TEXT ? tuple.text(i) : null);
+        if (tuple.kind(i) == io.weir.protocol.pgoutput.ColumnKind.TEXT) {
+          g.writeStringField(name, tuple.text(i));
+        } else {
+          g.writeNullField(name);
+        }
       }
     }
-    return row;
+    g.writeEndObject();
   }
 
   private synchronized void closeQuietly() {

@@ -67,6 +67,20 @@ public final class ConfigValues {
     }
   }
 
+  /** A size such as 64MiB or 10GiB, at least {@code min} bytes. */
+  public long bytes(String key, long min) {
+    requirePresent(key);
+    try {
+      Long n = config.getBytes(key);
+      if (n < min) {
+        throw new SettingsException(key, "must be at least " + min + " bytes" + envHint(key));
+      }
+      return n;
+    } catch (ConfigException.BadValue | ConfigException.WrongType e) {
+      throw new SettingsException(key, "must be a size such as 64MiB" + envHint(key));
+    }
+  }
+
   private int integer(String key) {
     requirePresent(key);
     try {

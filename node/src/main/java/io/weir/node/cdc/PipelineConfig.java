@@ -8,6 +8,7 @@ import io.weir.persistence.SettingsException;
 import io.weir.persistence.cdc.PipelineSettings;
 import io.weir.persistence.cdc.SourceSettings;
 import io.weir.persistence.cdc.StartMode;
+import io.weir.persistence.cdc.StreamingSettings;
 import io.weir.persistence.cdc.mirror.MirrorSettings;
 import java.util.ArrayList;
 import java.util.List;
@@ -123,6 +124,7 @@ public record PipelineConfig(
             .maxTransactionChanges(v.positiveInt(prefix + ".max-transaction-changes"))
             .statusInterval(c.getDuration("status-interval"))
             .messages(bool(c, prefix, "messages"))
+            .streaming(streaming(c, v, prefix))
             .build();
     String sourceUrl = c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
     String sourceUser = c.hasPath("source.user") ? c.getString("source.user") : root.getString("weir.postgres.user");
@@ -131,6 +133,35 @@ public record PipelineConfig(
     String sinkUrl = c.hasPath("sink.url") ? c.getString("sink.url") : root.getString("weir.postgres.url");
     return new PipelineConfig(
         settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, file, bool(c, prefix, "autostart"));
+  }
+
+  /** {@code streaming { enabled, decoding-work-mem, spill { directory, memory-bound, max-bytes } }}. */
+  private static StreamingSettings streaming(Config c, ConfigValues v, String prefix) {
+    boolean enabled = bool(c, prefix, "streaming.enabled");
+    String workMem = v.optionalString(prefix + ".streaming.decoding-work-mem");
+    int workMemKb = 0;
+    if (workMem != null && !workMem.isBlank()) {
+      // HOCON's kB is 1000 bytes, PostgreSQL's 1024: accept "64kB" as the server's minimum and
+      // round up to whole KiB.
+      long bytes = v.bytes(prefix + ".streaming.decoding-work-mem", StreamingSettings.MIN_DECODING_WORK_MEM_KB * 1000L);
+      long kb = Math.max(StreamingSettings.MIN_DECODING_WORK_MEM_KB, (bytes + 1023) / 1024);
+      if (kb > Integer.MAX_VALUE) {
+        throw new SettingsException(prefix + ".streaming.decoding-work-mem", "is too large");
+      }
+      workMemKb = (int) kb;
+    }
+    String directory = v.optionalString(prefix + ".streaming.spill.directory");
+    long memoryBound = v.bytes(prefix + ".streaming.spill.memory-bound", 1);
+    long maxBytes = v.bytes(prefix + ".streaming.spill.max-bytes", 1);
+    java.nio.file.Path spill = null;
+    if (directory != null && !directory.isBlank()) {
+      try {
+        spill = java.nio.file.Path.of(directory);
+      } catch (java.nio.file.InvalidPathException e) {
+        throw new SettingsException(prefix + ".streaming.spill.directory", "must be a file system path");
+      }
+    }
+    return new StreamingSettings(enabled, workMemKb, spill, memoryBound, maxBytes);
   }
 
   private static boolean bool(Config c, String prefix, String key) {

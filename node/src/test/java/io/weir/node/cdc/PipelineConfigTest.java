@@ -34,6 +34,36 @@ class PipelineConfigTest {
     assertThat(p.source().url()).as("the source defaults to Weir's own database").isEqualTo("jdbc:postgresql://127.0.0.1/weir");
     assertThat(p.autostart()).isTrue();
     assertThat(p.settings().messages()).as("messages are opt-in").isFalse();
+    assertThat(p.settings().streaming().enabled()).as("streaming is opt-in").isFalse();
+    assertThat(p.settings().streaming().spills()).isFalse();
+  }
+
+  @Test
+  void streamingAndSpillSettings() {
+    PipelineConfig p = PipelineConfig.all(config(
+        "weir.pipelines.big { slot = s, publications = [p], sink.target-schema = m,"
+            + " streaming { enabled = true, decoding-work-mem = 1MiB,"
+            + " spill { directory = \"/var/lib/weir/spill\", memory-bound = 8MiB, max-bytes = 2GiB } } }")).get(0);
+    assertThat(p.settings().streaming().enabled()).isTrue();
+    assertThat(p.settings().streaming().decodingWorkMemKb()).isEqualTo(1024);
+    assertThat(p.settings().streaming().spillDirectory()).hasToString("/var/lib/weir/spill");
+    assertThat(p.settings().streaming().memoryBound()).isEqualTo(8L << 20);
+    assertThat(p.settings().streaming().maxSpillBytes()).isEqualTo(2L << 30);
+    assertThat(p.settings().streaming().spills()).isTrue();
+    PipelineConfig defaults = PipelineConfig.all(config(
+        "weir.pipelines.d { slot = s, publications = [p], sink.target-schema = m, streaming.enabled = true }")).get(0);
+    assertThat(defaults.settings().streaming().decodingWorkMemKb()).as("the server's setting").isZero();
+    assertThat(defaults.settings().streaming().spills()).as("no spill directory, no spilling").isFalse();
+    PipelineConfig pgStyle = PipelineConfig.all(config(
+        "weir.pipelines.d { slot = s, publications = [p], sink.target-schema = m, streaming.decoding-work-mem = 64kB }")).get(0);
+    assertThat(pgStyle.settings().streaming().decodingWorkMemKb()).as("PostgreSQL's 64kB minimum, though HOCON's kB is 1000 bytes")
+        .isEqualTo(64);
+    assertKey("weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m, streaming.decoding-work-mem = 10kB }",
+        "weir.pipelines.a.streaming.decoding-work-mem");
+    assertKey("weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m, streaming.spill.max-bytes = lots }",
+        "weir.pipelines.a.streaming.spill.max-bytes");
+    assertKey("weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m, streaming.enabled = maybe }",
+        "weir.pipelines.a.streaming.enabled");
   }
 
   @Test

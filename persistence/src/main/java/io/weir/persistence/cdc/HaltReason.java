@@ -29,14 +29,22 @@ public enum HaltReason {
   SINK_REJECTED,
   /** Persistent errors before the stream was established exceeded max-command-retries. */
   RETRIES_EXHAUSTED,
-  /** A transaction exceeded max-transaction-changes (held in memory until its commit). */
+  /**
+   * A transaction held in memory (not streamed, or streamed without spilling) exceeded
+   * max-transaction-changes.
+   */
   TRANSACTION_TOO_LARGE,
   /** The library checkpoint store refused a write, or kept failing past max-retries. */
   CHECKPOINT_STORE_FAILED,
   /** Options that cannot work together, e.g. batch delivery with the library checkpoint store. */
   CONFLICTING_OPTIONS,
   /** The server sent bytes that do not decode, or messages out of protocol order. */
-  PROTOCOL_VIOLATION;
+  PROTOCOL_VIOLATION,
+  /**
+   * Streamed transactions needed more disk than {@code streaming.spill.max-bytes} allows; nothing of
+   * them was delivered. Raise the limit (or free the disk), then start the pipeline again.
+   */
+  SPILL_LIMIT_EXCEEDED;
 
   /** Wire form: lower case, hyphenated, e.g. {@code slot-lost}. */
   public String wire() {

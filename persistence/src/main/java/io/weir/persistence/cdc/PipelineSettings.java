@@ -22,6 +22,7 @@ import java.util.List;
  * @param statusInterval status update period; zero derives a third of wal_sender_timeout
  * @param messages deliver logical decoding messages: transactional ones inside their transaction,
  *     non-transactional ones to {@link ChangeSink#onMessage} (the sink must accept them)
+ * @param streaming protocol 2 streaming of in-progress transactions and spilling them to disk
  */
 public record PipelineSettings(
     String name,
@@ -39,18 +40,21 @@ public record PipelineSettings(
     Duration batchMaxDelay,
     int maxTransactionChanges,
     Duration statusInterval,
-    boolean messages) {
+    boolean messages,
+    StreamingSettings streaming) {
 
   public PipelineSettings {
     publications = List.copyOf(publications);
     excludedSchemas = List.copyOf(excludedSchemas);
+    java.util.Objects.requireNonNull(streaming, "streaming");
   }
 
   /** Defaults for everything but names. */
   public static PipelineSettings of(String name, String slot, List<String> publications) {
     return new PipelineSettings(
         name, slot, publications, StartMode.GO_FORWARD, List.of("weir"), false, 5, Duration.ofMillis(500),
-        Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO, false);
+        Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO, false,
+        StreamingSettings.OFF);
   }
 
   public PipelineSettings withStartMode(StartMode mode) {
@@ -81,6 +85,10 @@ public record PipelineSettings(
     return toBuilder().messages(on).build();
   }
 
+  public PipelineSettings withStreaming(StreamingSettings s) {
+    return toBuilder().streaming(s).build();
+  }
+
   /** A builder holding these settings, to change some of them. */
   public Builder toBuilder() {
     Builder b = new Builder();
@@ -100,6 +108,7 @@ public record PipelineSettings(
     b.maxTransactionChanges = maxTransactionChanges;
     b.statusInterval = statusInterval;
     b.messages = messages;
+    b.streaming = streaming;
     return b;
   }
 
@@ -121,6 +130,7 @@ public record PipelineSettings(
     private int maxTransactionChanges;
     private Duration statusInterval;
     private boolean messages;
+    private StreamingSettings streaming;
 
     private Builder() {}
 
@@ -150,11 +160,13 @@ public record PipelineSettings(
 
     public Builder messages(boolean v) { messages = v; return this; }
 
+    public Builder streaming(StreamingSettings v) { streaming = v; return this; }
+
     public PipelineSettings build() {
       return new PipelineSettings(
           name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries, minBackoff, maxBackoff,
           handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay, maxTransactionChanges, statusInterval,
-          messages);
+          messages, streaming);
     }
   }
 

@@ -35,14 +35,14 @@ import org.postgresql.replication.PGReplicationStream;
  *       that position is ever reported as flushed.
  *   <li>A keep-alive task sends a status update every {@code statusInterval} — also while
  *       downstream backpressures and nobody polls — so the server does not time the connection out.
- *   <li>Idle advancement: when the last data message read was a Commit and it has been
- *       acknowledged (nothing open, nothing delivered and unacknowledged), the flushed position
- *       follows the server's WAL end from keep-alives, so a slot over quiet tables does not hold WAL.
+ *   <li>Idle advancement: when the last data message read was a Commit (or Stream Commit) and it
+ *       has been acknowledged (nothing open, nothing delivered and unacknowledged), the flushed
+ *       position follows the server's WAL end from keep-alives, so a slot over quiet tables does not
+ *       hold WAL. With streaming, a streamed transaction is open from its first Stream Start until
+ *       its Stream Commit or top-level Stream Abort, also between its blocks; see {@link Tracker}.
  * </ul>
  */
 public final class ReplicationConnection implements AutoCloseable {
-  private static final int COMMIT_END_LSN_OFFSET = 10; // 'C', int8 flags, int64 commit LSN, then end LSN
-  private static final int MESSAGE_LSN_OFFSET = 2; // 'M', int8 flags, then int64 LSN (protocol 1)
 
   private final Connection connection;
   private final PGReplicationStream stream;
@@ -50,8 +50,7 @@ public final class ReplicationConnection implements AutoCloseable {
 
   // Touched on the IO thread only.
   private long acked;
-  private long lastCommitEnd;
-  private boolean openTransaction;
+  private final Tracker tracker;
   private volatile long receivedMessages;
 
   // Read from any thread, for status.
@@ -65,7 +64,7 @@ public final class ReplicationConnection implements AutoCloseable {
     this.io = io;
     this.acked = start;
     this.confirmed = start;
-    this.lastCommitEnd = start;
+    this.tracker = new Tracker(start);
     this.startPosition = start;
     this.serverPosition = start;
   }
@@ -75,7 +74,20 @@ public final class ReplicationConnection implements AutoCloseable {
 
   /** Opens a replication (walsender) connection in simple query mode, as the replication protocol needs. */
   public static Connection openReplicationSession(SourceSettings source) throws SQLException {
+    return openReplicationSession(source, 0);
+  }
+
+  /**
+   * As {@link #openReplicationSession(SourceSettings)}, with the session's {@code
+   * logical_decoding_work_mem} set to {@code decodingWorkMemKb} kB (0: the server's setting). The
+   * walsender reads it when deciding to stream (or spill) a transaction; it is user-settable.
+   */
+  public static Connection openReplicationSession(SourceSettings source, int decodingWorkMemKb) throws SQLException {
     Properties props = new Properties();
+    if (decodingWorkMemKb > 0) {
+      // A number only: nothing from configuration text reaches the startup packet.
+      PGProperty.OPTIONS.set(props, "-c logical_decoding_work_mem=" + decodingWorkMemKb + "kB");
+    }
     PGProperty.USER.set(props, source.user());
     if (source.password() != null) {
       PGProperty.PASSWORD.set(props, source.password());
@@ -106,16 +118,31 @@ public final class ReplicationConnection implements AutoCloseable {
   public static ReplicationConnection start(
       Connection replicationSession, String slot, List<String> publications, Lsn start, Duration statusInterval,
       boolean messages) throws SQLException {
-    PGReplicationStream stream =
+    return start(replicationSession, slot, publications, start, statusInterval, messages, false);
+  }
+
+  /**
+   * As above; {@code streaming} requests protocol version 2 with {@code streaming 'on'}, so the
+   * server sends large in-progress transactions in Stream Start/Stop blocks before they end.
+   */
+  public static ReplicationConnection start(
+      Connection replicationSession, String slot, List<String> publications, Lsn start, Duration statusInterval,
+      boolean messages, boolean streaming) throws SQLException {
+    var logical =
         replicationSession
             .unwrap(PGConnection.class)
             .getReplicationAPI()
             .replicationStream()
             .logical()
             .withSlotName(slot)
-            .withSlotOption("proto_version", 1)
+            .withSlotOption("proto_version", streaming ? 2 : 1)
             .withSlotOption("publication_names", String.join(",", publications))
-            .withSlotOption("messages", messages)
+            .withSlotOption("messages", messages);
+    if (streaming) {
+      logical = logical.withSlotOption("streaming", "on");
+    }
+    PGReplicationStream stream =
+        logical
             .withStatusInterval((int) Math.max(1, statusInterval.toSeconds()), TimeUnit.SECONDS)
             .withStartPosition(LogSequenceNumber.valueOf(start.asLong()))
             .start();
@@ -171,16 +198,91 @@ public final class ReplicationConnection implements AutoCloseable {
 
   private void track(ByteBuffer buffer) {
     receivedMessages++;
-    int at = buffer.position();
-    byte type = buffer.get(at);
-    if (type == 'B') {
-      openTransaction = true;
-    } else if (type == 'C' && buffer.remaining() >= COMMIT_END_LSN_OFFSET + 8) {
-      openTransaction = false;
-      lastCommitEnd = buffer.getLong(at + COMMIT_END_LSN_OFFSET);
-    } else if (type == 'M' && !openTransaction && buffer.remaining() >= MESSAGE_LSN_OFFSET + 8) {
-      // A non-transactional message: nothing may be confirmed past it until it is handled.
-      lastCommitEnd = buffer.getLong(at + MESSAGE_LSN_OFFSET);
+    tracker.track(buffer);
+  }
+
+  /**
+   * What idle advancement needs to know about the data read so far, from each message's first
+   * bytes: whether a transaction is open (Begin without its Commit; a streamed transaction from its
+   * first Stream Start until its Stream Commit or top-level Stream Abort, also between its blocks)
+   * and the end LSN of the last commit (Commit's or Stream Commit's) or non-transactional message.
+   * Nothing else is decoded here; the pipeline's decoder checks the messages in full.
+   */
+  static final class Tracker {
+    private static final int COMMIT_END_LSN_OFFSET = 10; // 'C', int8 flags, int64 commit LSN, then end LSN
+    private static final int STREAM_COMMIT_END_LSN_OFFSET = 14; // 'c', int32 xid, int8 flags, int64 commit LSN, end LSN
+    private static final int MESSAGE_LSN_OFFSET = 2; // 'M', int8 flags, then int64 LSN (outside stream blocks)
+
+    private long lastCommitEnd;
+    private boolean openTransaction;
+    private boolean inStreamBlock;
+    private final java.util.Set<Long> openStreams = new java.util.HashSet<>();
+
+    Tracker(long start) {
+      this.lastCommitEnd = start;
+    }
+
+    void track(ByteBuffer buffer) {
+      int at = buffer.position();
+      int size = buffer.remaining();
+      if (size == 0) {
+        return;
+      }
+      switch (buffer.get(at)) {
+        case 'B' -> openTransaction = true;
+        case 'C' -> {
+          if (size >= COMMIT_END_LSN_OFFSET + 8) {
+            openTransaction = false;
+            lastCommitEnd = buffer.getLong(at + COMMIT_END_LSN_OFFSET);
+          }
+        }
+        case 'S' -> {
+          if (size >= 1 + 4) {
+            inStreamBlock = true;
+            openStreams.add(xid(buffer, at + 1));
+          }
+        }
+        case 'E' -> inStreamBlock = false;
+        case 'c' -> {
+          if (size >= STREAM_COMMIT_END_LSN_OFFSET + 8) {
+            openStreams.remove(xid(buffer, at + 1));
+            lastCommitEnd = buffer.getLong(at + STREAM_COMMIT_END_LSN_OFFSET);
+          }
+        }
+        case 'A' -> {
+          // A subtransaction's abort (subxid != xid) leaves its transaction open.
+          if (size >= 1 + 4 + 4 && xid(buffer, at + 1) == xid(buffer, at + 5)) {
+            openStreams.remove(xid(buffer, at + 1));
+          }
+        }
+        case 'M' -> {
+          if (!openTransaction && !inStreamBlock && size >= MESSAGE_LSN_OFFSET + 8) {
+            // A non-transactional message: nothing may be confirmed past it until it is handled.
+            lastCommitEnd = buffer.getLong(at + MESSAGE_LSN_OFFSET);
+          }
+        }
+        default -> {
+          // Changes, relations and the rest do not open or close anything.
+        }
+      }
+    }
+
+    private static long xid(ByteBuffer buffer, int at) {
+      return buffer.getInt(at) & 0xFFFF_FFFFL;
+    }
+
+    /** Whether nothing is open and every commit read so far is acknowledged by {@code acked}. */
+    boolean idle(long acked) {
+      return !openTransaction && openStreams.isEmpty() && Long.compareUnsigned(acked, lastCommitEnd) >= 0;
+    }
+
+    /** Idle advancement moved the acknowledged position to {@code position}. */
+    void advancedTo(long position) {
+      lastCommitEnd = position;
+    }
+
+    int openStreams() {
+      return openStreams.size();
     }
   }
 
@@ -198,13 +300,13 @@ public final class ReplicationConnection implements AutoCloseable {
     try {
       long position = stream.getLastReceiveLSN().asLong();
       serverPosition = Math.max(serverPosition, position);
-      boolean idle = !openTransaction && Long.compareUnsigned(acked, lastCommitEnd) >= 0;
       long flush = acked;
-      if (idle && Long.compareUnsigned(position, acked) > 0) {
-        // Nothing open, nothing unacknowledged: follow the server so quiet slots release WAL.
+      if (tracker.idle(acked) && Long.compareUnsigned(position, acked) > 0) {
+        // Nothing open (no streamed transaction either), nothing unacknowledged: follow the server
+        // so quiet slots release WAL.
         flush = position;
         acked = position;
-        lastCommitEnd = position;
+        tracker.advancedTo(position);
       }
       report(flush);
       stream.forceUpdateStatus();

@@ -69,4 +69,75 @@ class SchemaGuardTest {
     assertThatThrownBy(() -> new SchemaGuard(recorded).accept(recreated))
         .hasMessageContaining("dropped and recreated");
   }
+
+  // Streamed transactions: views.
+
+  private static final Relation.Column EXTRA = new Relation.Column(false, "extra", 23, -1);
+
+  @Test
+  void aStreamedTransactionsShapesTakeEffectAtItsCommitAndAreRecordedWithIt() {
+    SchemaGuard guard = new SchemaGuard();
+    guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    guard.drainUnrecorded();
+    SchemaGuard.View view = guard.view();
+    view.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    view.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA)); // ALTER TABLE ADD COLUMN inside it
+    assertThat(view.schema(42).columnNames()).containsExactly("id", "name", "extra");
+    assertThat(guard.schema(42).columnNames()).as("not the run's shape before the commit").containsExactly("id", "name");
+    assertThat(view.announced()).extracting(s -> s.columnNames().size()).containsExactly(3);
+    guard.commit(view);
+    assertThat(guard.schema(42).columnNames()).containsExactly("id", "name", "extra");
+    assertThat(guard.drainUnrecorded()).extracting(s -> s.columnNames().size()).as("the last shape, once").containsExactly(3);
+  }
+
+  @Test
+  void anAbortedStreamedTransactionLeavesNoShapeBehind() {
+    SchemaGuard guard = new SchemaGuard();
+    guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    SchemaGuard.View aborted = guard.view();
+    aborted.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA));
+    // Dropped (Stream Abort): the next ordinary transaction carries the old shape again.
+    assertThat(guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME))).as("not a dropped column").isEmpty();
+  }
+
+  @Test
+  void aViewsShapeDoesNotReplaceOneThatArrivedAfterIt() {
+    SchemaGuard guard = new SchemaGuard();
+    SchemaGuard.View streamed = guard.view();
+    streamed.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    // An ordinary transaction adds a column and commits while the streamed one is open.
+    guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA));
+    guard.commit(streamed);
+    assertThat(guard.schema(42).columnNames()).as("the later shape stays").containsExactly("id", "name", "extra");
+    assertThat(guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA))).isEmpty();
+  }
+
+  @Test
+  void anIncompatibleShapeInAStreamHaltsOnlyIfItCommits() {
+    SchemaGuard guard = new SchemaGuard();
+    guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    SchemaGuard.View dropping = guard.view();
+    dropping.accept(relation(ReplicaIdentity.DEFAULT, ID)); // ALTER TABLE DROP COLUMN, not yet committed
+    assertThat(dropping.schema(42).columnNames()).as("its changes are read with its shape").containsExactly("id");
+    assertThatThrownBy(() -> guard.commit(dropping))
+        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.SCHEMA_INCOMPATIBLE))
+        .hasMessageContaining("lost a column");
+    SchemaGuard other = new SchemaGuard();
+    other.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    other.view().accept(relation(ReplicaIdentity.DEFAULT, ID)); // then aborted: nothing happens
+    assertThat(other.schema(42).columnNames()).containsExactly("id", "name");
+  }
+
+  @Test
+  void aViewJudgesAgainstRecordedShapesOnFirstSight() {
+    SchemaGuard fresh = new SchemaGuard();
+    fresh.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    SchemaGuard guard = new SchemaGuard(java.util.Map.of(42L, fresh.schema(42)));
+    SchemaGuard.View view = guard.view();
+    view.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
+    assertThat(view.announced()).isEmpty();
+    guard.commit(view);
+    assertThat(guard.drainUnrecorded()).as("already recorded").isEmpty();
+  }
 }

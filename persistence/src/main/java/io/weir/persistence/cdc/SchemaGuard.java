@@ -182,6 +182,7 @@ public final class SchemaGuard {
     private final Map<Long, Long> seqs = new HashMap<>();
     private final Map<Long, TableSchema> toRecord = new HashMap<>();
     private final Map<Long, TableSchema> announced = new LinkedHashMap<>();
+    private final Map<Long, TableSchema> inherited = new HashMap<>();
     private PipelineHaltException incompatible;
 
     private View() {}
@@ -214,6 +215,25 @@ public final class SchemaGuard {
     public TableSchema schema(long relationId) {
       TableSchema s = shapes.get(relationId);
       return s != null ? s : known.get(relationId);
+    }
+
+    /**
+     * Takes the run's shape of a relation for this transaction, which used the relation without a
+     * Relation message of its own (the server does not do that; this keeps reading deterministic if
+     * it ever does). Does nothing if the run does not know the relation either.
+     */
+    public void inherit(long relationId) {
+      TableSchema k = known.get(relationId);
+      if (k != null && !shapes.containsKey(relationId)) {
+        shapes.put(relationId, k);
+        seqs.put(relationId, knownSeq.get(relationId)); // not later than the run's: never merged back
+        inherited.put(relationId, k);
+      }
+    }
+
+    /** Shapes taken by {@link #inherit}, by relation id. */
+    public Map<Long, TableSchema> inherited() {
+      return Map.copyOf(inherited);
     }
 
     /** Whether this transaction has sent a Relation message for the relation. */

@@ -205,7 +205,8 @@ public final class ReplicationConnection implements AutoCloseable {
    * What idle advancement needs to know about the data read so far, from each message's first
    * bytes: whether a transaction is open (Begin without its Commit; a streamed transaction from its
    * first Stream Start until its Stream Commit or top-level Stream Abort, also between its blocks)
-   * and the end LSN of the last commit (Commit's or Stream Commit's) or non-transactional message.
+   * and the end LSN of the last commit (Commit's, or a Stream Commit's whose transaction carried a
+   * data message: an empty streamed transaction is not delivered) or non-transactional message.
    * Nothing else is decoded here; the pipeline's decoder checks the messages in full.
    */
   static final class Tracker {
@@ -216,7 +217,11 @@ public final class ReplicationConnection implements AutoCloseable {
     private long lastCommitEnd;
     private boolean openTransaction;
     private boolean inStreamBlock;
+    private long blockXid;
     private final java.util.Set<Long> openStreams = new java.util.HashSet<>();
+    // Streamed transactions that carried a data message: only those are delivered (PostgreSQL 15
+    // streams transactions whose changes the publications filter out entirely, as empty blocks).
+    private final java.util.Set<Long> streamsWithData = new java.util.HashSet<>();
 
     Tracker(long start) {
       this.lastCommitEnd = start;
@@ -239,30 +244,43 @@ public final class ReplicationConnection implements AutoCloseable {
         case 'S' -> {
           if (size >= 1 + 4) {
             inStreamBlock = true;
-            openStreams.add(xid(buffer, at + 1));
+            blockXid = xid(buffer, at + 1);
+            openStreams.add(blockXid);
           }
         }
         case 'E' -> inStreamBlock = false;
         case 'c' -> {
           if (size >= STREAM_COMMIT_END_LSN_OFFSET + 8) {
-            openStreams.remove(xid(buffer, at + 1));
-            lastCommitEnd = buffer.getLong(at + STREAM_COMMIT_END_LSN_OFFSET);
+            long xid = xid(buffer, at + 1);
+            openStreams.remove(xid);
+            if (streamsWithData.remove(xid)) {
+              lastCommitEnd = buffer.getLong(at + STREAM_COMMIT_END_LSN_OFFSET);
+            }
+            // Without data it is not delivered (see TransactionAssembler): nothing to wait for.
           }
         }
         case 'A' -> {
           // A subtransaction's abort (subxid != xid) leaves its transaction open.
           if (size >= 1 + 4 + 4 && xid(buffer, at + 1) == xid(buffer, at + 5)) {
             openStreams.remove(xid(buffer, at + 1));
+            streamsWithData.remove(xid(buffer, at + 1));
           }
         }
         case 'M' -> {
-          if (!openTransaction && !inStreamBlock && size >= MESSAGE_LSN_OFFSET + 8) {
+          if (inStreamBlock) {
+            streamsWithData.add(blockXid);
+          } else if (!openTransaction && size >= MESSAGE_LSN_OFFSET + 8) {
             // A non-transactional message: nothing may be confirmed past it until it is handled.
             lastCommitEnd = buffer.getLong(at + MESSAGE_LSN_OFFSET);
           }
         }
+        case 'I', 'U', 'D', 'T' -> {
+          if (inStreamBlock) {
+            streamsWithData.add(blockXid);
+          }
+        }
         default -> {
-          // Changes, relations and the rest do not open or close anything.
+          // Relations and the rest do not open or close anything.
         }
       }
     }

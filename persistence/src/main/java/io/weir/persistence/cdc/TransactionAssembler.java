@@ -48,6 +48,8 @@ import java.util.function.LongFunction;
  *       carried stay in effect: the server does not resend them to the same transaction.
  *   <li>Stream Commit emits the transaction in its place in commit order, with the counts of the
  *       surviving changes and {@link StreamedChanges} that decode the buffer as the sink reads it.
+ *       A streamed transaction that never carried a data message is not emitted: PostgreSQL 15
+ *       streams large transactions whose changes the publications filter out as empty blocks.
  * </ul>
  *
  * A block for an xid that never had a first block, a first block for an xid already open, a
@@ -192,7 +194,7 @@ public final class TransactionAssembler {
       case STREAM_START -> streamStart((PgOutputMessage.StreamStart) message);
       case STREAM_STOP -> block = null;
       case STREAM_COMMIT -> {
-        return Optional.of(streamCommit((PgOutputMessage.StreamCommit) message));
+        return streamCommit((PgOutputMessage.StreamCommit) message);
       }
       case STREAM_ABORT -> streamAbort((PgOutputMessage.StreamAbort) message);
       default -> throw protocol(type + " is not expected without two-phase decoding");
@@ -225,6 +227,8 @@ public final class TransactionAssembler {
     final Map<Long, Counts> bySubXid = new HashMap<>();
     final Set<Long> abortedSubXids = new HashSet<>();
     long changes;
+    /** Whether any data message arrived in its blocks, kept or not (as ReplicationConnection counts). */
+    boolean sawData;
 
     OpenStream(long xid, SpillStore.Buffer buffer, SchemaGuard.View view) {
       this.xid = xid;
@@ -265,6 +269,7 @@ public final class TransactionAssembler {
         st.buffer.append(payload);
       }
       case INSERT, UPDATE, DELETE, TRUNCATE, MESSAGE -> {
+        st.sawData = true;
         if (m instanceof PgOutputMessage.LogicalMessage lm && (!messages || !lm.transactional())) {
           return; // not delivered (a non-transactional message cannot be inside a block)
         }
@@ -289,7 +294,7 @@ public final class TransactionAssembler {
     }
   }
 
-  private Transaction streamCommit(PgOutputMessage.StreamCommit c) {
+  private Optional<CdcEvent> streamCommit(PgOutputMessage.StreamCommit c) {
     if (open) {
       throw protocol("Stream Commit inside an ordinary transaction");
     }
@@ -304,6 +309,13 @@ public final class TransactionAssembler {
       st.buffer.release();
       throw e;
     }
+    if (!st.sawData) {
+      // PostgreSQL 15 streams a large transaction even when the publications filter out all its
+      // changes (e.g. a mirror sink's own writes into the source database), as empty blocks.
+      // Nothing to deliver; ReplicationConnection does not wait for its acknowledgement either.
+      st.buffer.release();
+      return Optional.empty();
+    }
     Counts total = new Counts();
     st.bySubXid.forEach((sub, n) -> {
       if (!st.abortedSubXids.contains(sub)) {
@@ -317,7 +329,7 @@ public final class TransactionAssembler {
     if (!accepted.isEmpty()) {
       acceptedShapes.put(t, accepted);
     }
-    return t;
+    return Optional.of(t);
   }
 
   private void streamAbort(PgOutputMessage.StreamAbort a) {

@@ -252,6 +252,20 @@ class StreamedTransactionAssemblerTest {
   }
 
   @Test
+  void aStreamedTransactionWithoutDataMessagesIsNotEmitted() {
+    SpillStore store = new SpillStore(null, 1 << 20, 1 << 20);
+    TransactionAssembler a = assembler(store, false, 10);
+    feed(a, start(100, true), STOP, start(100, false), STOP, commit(100, 900));
+    assertThat(emitted).as("filtered out by the publications: nothing to deliver").isEmpty();
+    assertThat(a.openStreams()).isZero();
+    // One whose only data was rolled back is delivered, empty: the server counted it.
+    feed(a, start(200, true), relation(200), insert(201, "1", "a"), STOP,
+        new PgOutputMessage.StreamAbort(200, 201), commit(200, 950));
+    assertThat(emitted).hasSize(1);
+    assertThat(((Transaction) emitted.get(0)).changes().isEmpty()).isTrue();
+  }
+
+  @Test
   void streamMessagesOutOfProtocolOrderHalt() {
     assertProtocolViolation(() -> feed(new TransactionAssembler(new SchemaGuard(), 10, false), start(1, true)),
         "streaming was not requested");

@@ -160,6 +160,17 @@ public final class CdcPipeline {
             ReplicationConnection c = live;
             return c == null ? 0 : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
           });
+      if (settings.streaming().enabled()) {
+        metrics.spillGauges(
+            () -> {
+              SpillStore s = runSpill;
+              return s == null ? 0 : s.bytesOnDisk();
+            },
+            () -> {
+              SpillStore s = runSpill;
+              return s == null ? 0 : s.memoryInUse();
+            });
+      }
     }
 
     @Override
@@ -221,6 +232,7 @@ public final class CdcPipeline {
       // (bounded) for the previous run's sink call and the previous connect phase to finish.
       CompletableFuture<Pair<ReplicationConnection, SlotIncarnation>> connecting =
           quiet()
+              .thenRunAsync(this::cleanSpillDirectory, blockingIo)
               .thenComposeAsync(v -> prepare(), blockingIo)
               .toCompletableFuture();
       previousConnect = connecting;
@@ -243,6 +255,31 @@ public final class CdcPipeline {
           .completeOnTimeout(null, QUIET_TIMEOUT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
     }
 
+    /** This pipeline's spill directory, or null when it does not spill. */
+    private java.nio.file.Path spillDirectory() {
+      StreamingSettings streaming = settings.streaming();
+      return streaming.spills() ? SpillStore.pipelineDirectory(streaming.spillDirectory(), settings.name()) : null;
+    }
+
+    /**
+     * Deletes spill files an earlier run left behind (a crash, or a sink call that outlived its run
+     * by more than the quiet wait). Blocking; before each connect.
+     */
+    private void cleanSpillDirectory() {
+      java.nio.file.Path dir = spillDirectory();
+      if (dir == null) {
+        return;
+      }
+      try {
+        int stale = SpillStore.clean(dir);
+        if (stale > 0) {
+          system.log().info("pipeline {}: deleted {} stale spill file(s)", settings.name(), stale);
+        }
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException("cannot clean the spill directory", e);
+      }
+    }
+
     /** Blocking connect phase; runs on the blocking-IO dispatcher. */
     private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare() {
       if (settings.messages() && !sink.acceptsMessages()) {
@@ -257,7 +294,9 @@ public final class CdcPipeline {
         SlotManager.ServerFacts facts = slots.checkSource(sourceConn);
         Duration minHandover = facts.walSenderTimeout().plusSeconds(5);
         handover = settings.handoverWindow().compareTo(minHandover) < 0 ? minHandover : settings.handoverWindow();
-        Connection session = ReplicationConnection.openReplicationSession(source);
+        StreamingSettings streaming = settings.streaming();
+        Connection session = ReplicationConnection.openReplicationSession(
+            source, streaming.enabled() ? streaming.decodingWorkMemKb() : 0);
         try {
           ReplicationConnection.SystemIdentity server = ReplicationConnection.identifySystem(session);
           Optional<SlotIncarnation> recorded = slots.recordedIncarnation();
@@ -277,7 +316,8 @@ public final class CdcPipeline {
           }
           ReplicationConnection rc =
               ReplicationConnection.start(
-                  session, settings.slot(), settings.publications(), prepared.confirmed(), interval, settings.messages());
+                  session, settings.slot(), settings.publications(), prepared.confirmed(), interval, settings.messages(),
+                  streaming.enabled());
           return CompletableFuture.completedFuture(Pair.create(rc, inc));
         } catch (Exception e) {
           session.close();
@@ -305,7 +345,16 @@ public final class CdcPipeline {
       detail = null;
       getContext().getLog().info(
           "pipeline {}: streaming slot {} (incarnation {})", settings.name(), settings.slot(), incarnation.id());
-      Pair<UniqueKillSwitch, CompletionStage<Done>> run = graph(connection, established).run(system);
+      SpillStore spill = settings.streaming().enabled()
+          ? new SpillStore(spillDirectory(), settings.streaming().memoryBound(), settings.streaming().maxSpillBytes())
+          : null;
+      runSpill = spill;
+      Pair<UniqueKillSwitch, CompletionStage<Done>> run = graph(connection, established, spill).run(system);
+      if (spill != null) {
+        // Every buffer of the run goes (open transactions' and undelivered ones'), once the sink
+        // call in flight, which may be reading one, has finished.
+        run.second().whenComplete((d, e) -> inFlight.get().whenComplete((v, f) -> spill.close()));
+      }
       killSwitch = run.first();
       long myAttempt = attempt;
       getContext().pipeToSelf(run.second(), (done, err) -> new StreamEnded(myAttempt, err));
@@ -341,10 +390,11 @@ public final class CdcPipeline {
     }
 
     private org.apache.pekko.stream.javadsl.RunnableGraph<Pair<UniqueKillSwitch, CompletionStage<Done>>> graph(
-        ReplicationConnection conn, AtomicBoolean flowing) {
+        ReplicationConnection conn, AtomicBoolean flowing, SpillStore spill) {
       PgOutputDecoder decoder = new PgOutputDecoder();
       TransactionAssembler assembler =
-          new TransactionAssembler(new SchemaGuard(recordedShapes), settings.maxTransactionChanges(), settings.messages());
+          new TransactionAssembler(new SchemaGuard(recordedShapes), settings.maxTransactionChanges(), settings.messages(),
+              spill, settings.streaming().spills());
       Flow<CdcEvent, Delivery, ?> batching =
           settings.batchMaxTransactions() <= 1
               ? Flow.<CdcEvent>create().mapConcat(e -> deliveries(List.of(e)))
@@ -365,8 +415,8 @@ public final class CdcPipeline {
             return batch;
           })
           .mapConcat(batch -> batch)
-          .map(m -> decoder.decode(m.payload()))
-          .mapConcat(m -> assembler.accept(m).map(List::of).orElse(List.of()))
+          // The payload goes along: a streamed transaction keeps its raw bytes until its commit.
+          .mapConcat(m -> assembler.accept(decoder.decode(m.payload()), m.payload()).map(List::of).orElse(List.of()))
           .via(batching)
           .buffer(Math.max(1, settings.inFlightWindow()), OverflowStrategy.backpressure())
           .mapAsync(1, d -> {
@@ -375,7 +425,9 @@ public final class CdcPipeline {
                 ? sink.apply(t.transactions())
                 : sink.onMessage(((Message) d).message());
             inFlight.set(done.toCompletableFuture());
-            return done.thenApply(v -> {
+            // A streamed transaction's changes are valid during the call only: free the memory and
+            // delete the spill file as soon as it completes, whatever the outcome.
+            return done.whenComplete((v, e) -> release(d)).thenApply(v -> {
               sample.stop(metrics.applyTimer());
               return d;
             });
@@ -399,6 +451,11 @@ public final class CdcPipeline {
               }
               rows.addAndGet(n);
               metrics.applied(txns);
+              for (Transaction t : txns) {
+                if (t.changes() instanceof StreamedChanges streamed) {
+                  metrics.streamed(streamed.spilled());
+                }
+              }
             } else {
               // A message moves the confirmed position to itself, but never past a transaction
               // the sink has not made durable yet.
@@ -409,6 +466,16 @@ public final class CdcPipeline {
               }
             }
           }), Keep.both());
+    }
+
+    private static void release(Delivery d) {
+      if (d instanceof Transactions t) {
+        for (Transaction txn : t.transactions()) {
+          if (txn.changes() instanceof StreamedChanges streamed) {
+            streamed.release();
+          }
+        }
+      }
     }
 
     /** Records table shapes first accepted in these (durably applied) transactions. */
@@ -513,6 +580,12 @@ public final class CdcPipeline {
       metrics.halted(reason);
       detail = why;
       getContext().getLog().error("pipeline {}: halted ({}): {}", settings.name(), reason.wire(), why);
+      if (reason == HaltReason.SPILL_LIMIT_EXCEEDED) {
+        // An alert: operators must free disk or raise the bound before the slot fills the source's disk.
+        metrics.alert(reason);
+        system.eventStream().tell(new org.apache.pekko.actor.typed.eventstream.EventStream.Publish<>(
+            new SpillLimitExceeded(settings.name(), settings.streaming().maxSpillBytes())));
+      }
     }
 
     private void shutdownStream() {
@@ -530,6 +603,7 @@ public final class CdcPipeline {
     }
 
     private volatile Lsn lastConfirmed = Lsn.INVALID;
+    private volatile SpillStore runSpill;
     private static final Duration QUIET_TIMEOUT = Duration.ofSeconds(60);
     private final AtomicBoolean stopped = new AtomicBoolean(false);
     private final java.util.concurrent.atomic.AtomicReference<CompletableFuture<?>> inFlight =

@@ -22,6 +22,12 @@ import java.util.function.Supplier;
  *   <li>{@code weir.cdc.restarts} (tag {@code error}) — stream restarts after transient failures
  *   <li>{@code weir.cdc.halts} (tag {@code reason}) — fail-closed halts
  *   <li>{@code weir.cdc.confirmed.lsn}, {@code weir.cdc.lag.bytes} — gauges
+ *   <li>{@code weir.cdc.streamed.transactions} (tag {@code spilled}) — streamed transactions applied,
+ *       read from memory or from a spill file
+ *   <li>{@code weir.cdc.spill.bytes}, {@code weir.cdc.spill.memory.bytes} — gauges: payload of
+ *       streamed transactions in spill files and in memory now (with streaming on)
+ *   <li>{@code weir.cdc.alerts} (tag {@code alert}) — conditions an operator must act on, e.g.
+ *       {@code spill-limit-exceeded}
  * </ul>
  */
 public final class PipelineMetrics {
@@ -62,6 +68,22 @@ public final class PipelineMetrics {
     counts.forEach((table, n) -> rowsByTable.computeIfAbsent(table.relationId(), id ->
         Counter.builder("weir.cdc.rows").tag("pipeline", pipeline).tag("table", table.qualifiedName())
             .description("Row changes applied").register(registry)).increment(n[0]));
+  }
+
+  void spillGauges(Supplier<Number> diskBytes, Supplier<Number> memoryBytes) {
+    Gauge.builder("weir.cdc.spill.bytes", diskBytes).tag("pipeline", pipeline).strongReference(true)
+        .description("Bytes of streamed transactions in spill files").register(registry);
+    Gauge.builder("weir.cdc.spill.memory.bytes", memoryBytes).tag("pipeline", pipeline).strongReference(true)
+        .description("Bytes of streamed transactions held in memory").register(registry);
+  }
+
+  void streamed(boolean spilled) {
+    registry.counter("weir.cdc.streamed.transactions", "pipeline", pipeline, "spilled", Boolean.toString(spilled))
+        .increment();
+  }
+
+  void alert(HaltReason reason) {
+    registry.counter("weir.cdc.alerts", "pipeline", pipeline, "alert", reason.wire()).increment();
   }
 
   void restarted(String errorClass) {

@@ -56,6 +56,10 @@ public final class SpillStore implements AutoCloseable {
   private final AtomicLong disk = new AtomicLong();
   private final AtomicLong spilledTransactions = new AtomicLong();
   private final AtomicLong fileSeq = new AtomicLong();
+  // Unique per store in this JVM: a finished run's late release must never hit a newer run's file
+  // of the same xid (a transaction is streamed again after a restart).
+  private static final AtomicLong RUNS = new AtomicLong();
+  private final long run = RUNS.incrementAndGet();
   private final Set<Buffer> live = ConcurrentHashMap.newKeySet();
   private volatile boolean closed;
 
@@ -224,7 +228,7 @@ public final class SpillStore implements AutoCloseable {
       try {
         Files.createDirectories(directory);
         restrict(directory, "rwx------");
-        Path f = directory.resolve("txn-" + xid + "-" + fileSeq.incrementAndGet() + SUFFIX);
+        Path f = directory.resolve("txn-" + xid + "-r" + run + "-" + fileSeq.incrementAndGet() + SUFFIX);
         try {
           Files.createFile(f);
         } catch (FileAlreadyExistsException e) {

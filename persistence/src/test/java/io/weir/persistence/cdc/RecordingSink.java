@@ -12,11 +12,19 @@ import java.util.function.Function;
  * A test sink that keeps what it applied and its checkpoint in memory (so "durable" means: for the
  * life of this object), honouring the sink-owned checkpoint contract: it skips transactions at or
  * below its checkpoint. A failure can be injected for the next apply.
+ *
+ * <p>It reads each transaction's changes once, during the call, as a sink must (a spilled
+ * transaction's changes are a single pass, gone after the call): it keeps an in-memory copy for
+ * assertions, or with {@code keepChanges = false} only the number of changes read, so that large
+ * transactions are not held.
  */
 public final class RecordingSink implements ChangeSink {
   private final List<Transaction> applied = new ArrayList<>();
   private final List<io.weir.protocol.cdc.CdcMessage> messages = new ArrayList<>();
   private final boolean acceptsMessages;
+  private final boolean keepChanges;
+  private final List<Long> changesRead = new ArrayList<>();
+  private final List<Boolean> repeatable = new ArrayList<>();
 
   public RecordingSink() {
     this(false);
@@ -24,7 +32,16 @@ public final class RecordingSink implements ChangeSink {
 
   /** @param acceptsMessages whether this sink takes non-transactional messages */
   public RecordingSink(boolean acceptsMessages) {
+    this(acceptsMessages, true);
+  }
+
+  /**
+   * @param keepChanges keep a copy of each transaction's changes; false keeps the transaction
+   *     without them (see {@link #changesRead()})
+   */
+  public RecordingSink(boolean acceptsMessages, boolean keepChanges) {
     this.acceptsMessages = acceptsMessages;
+    this.keepChanges = keepChanges;
   }
 
   @Override
@@ -79,7 +96,18 @@ public final class RecordingSink implements ChangeSink {
       if (checkpoint.isPresent() && t.commitLsn().compareTo(checkpoint.get().commitLsn()) <= 0) {
         continue;
       }
-      applied.add(t);
+      List<io.weir.protocol.cdc.Change> copy = new ArrayList<>();
+      long read = 0;
+      for (io.weir.protocol.cdc.Change c : t.changes()) {
+        read++;
+        if (keepChanges) {
+          copy.add(c);
+        }
+      }
+      changesRead.add(read);
+      repeatable.add(t.changes().repeatable());
+      applied.add(new Transaction(t.xid(), t.commitLsn(), t.endLsn(), t.commitTime(),
+          io.weir.protocol.cdc.Changes.of(copy), t.schemaChanges(), t.rowCount(), t.rowsByTable()));
       checkpoint = Optional.of(new SinkCheckpoint(context.incarnation().orElseThrow(), t.commitLsn()));
     }
     return CompletableFuture.completedFuture(null);
@@ -87,6 +115,16 @@ public final class RecordingSink implements ChangeSink {
 
   public synchronized List<Transaction> applied() {
     return List.copyOf(applied);
+  }
+
+  /** Per applied transaction, how many changes the sink read from it. */
+  public synchronized List<Long> changesRead() {
+    return List.copyOf(changesRead);
+  }
+
+  /** Per applied transaction, whether its changes could have been read more than once (not spilled). */
+  public synchronized List<Boolean> repeatable() {
+    return List.copyOf(repeatable);
   }
 
   public synchronized Optional<SinkCheckpoint> checkpoint() {

@@ -60,6 +60,8 @@ public final class NodeProcess implements AutoCloseable {
     final Map<String, String> env = new HashMap<>();
     final List<String> jvmProps = new ArrayList<>();
     final List<String> args = new ArrayList<>();
+    final List<String> jvmOptions = new ArrayList<>();
+    String maxHeap = "256m";
     int httpPort = freePort();
     int clusterPort = freePort();
 
@@ -79,6 +81,21 @@ public final class NodeProcess implements AutoCloseable {
 
     public Spec prop(String key, String value) {
       jvmProps.add("-D" + key + "=" + value);
+      return this;
+    }
+
+    /** The node's maximum heap ({@code -Xmx}), e.g. {@code 96m}; 256m unless set. */
+    public Spec maxHeap(String size) {
+      if (!size.matches("[0-9]+[kmg]")) {
+        throw new IllegalArgumentException("a heap size such as 96m");
+      }
+      maxHeap = size;
+      return this;
+    }
+
+    /** A raw JVM option, e.g. {@code -XX:+ExitOnOutOfMemoryError}. */
+    public Spec jvm(String option) {
+      jvmOptions.add(option);
       return this;
     }
 
@@ -117,8 +134,9 @@ public final class NodeProcess implements AutoCloseable {
       Path log = logs.resolve(spec.name + ".log");
       List<String> cmd = new ArrayList<>();
       cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-      cmd.add("-Xmx256m");
+      cmd.add("-Xmx" + spec.maxHeap);
       cmd.add("-XX:+UseSerialGC");
+      cmd.addAll(spec.jvmOptions);
       cmd.addAll(spec.jvmProps);
       cmd.add("-jar");
       cmd.add(nodeJar().toString());

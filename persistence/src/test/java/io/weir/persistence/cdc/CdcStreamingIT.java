@@ -280,6 +280,60 @@ class CdcStreamingIT {
   }
 
   @Test
+  void messagesRideAStreamedTransactionOrPassItWhileItIsOpen() throws Exception {
+    RecordingSink sink = new RecordingSink(true);
+    ActorRef<CdcPipeline.Command> p = start(settings(streaming()).withMessages(true), sink);
+    awaitState(p, "running");
+    try (Session s = session()) {
+      s.run(insertItems(1, 1500), "SELECT pg_logical_emit_message(true, 'inside', 'in the streamed transaction')",
+          insertItems(1501, 3000));
+      sql("SELECT pg_logical_emit_message(false, 'outside', 'while it is open')");
+      s.commit();
+    }
+    await("the transaction and the message").atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 1 && sink.messages().size() == 1);
+    List<Change> changes = sink.applied().get(0).changes().asList();
+    assertThat(changes).hasSize(3001);
+    assertThat(changes.get(1500)).isInstanceOfSatisfying(Change.Message.class, m -> assertThat(m.prefix()).isEqualTo("inside"));
+    assertThat(sink.applied().get(0).rowCount()).isEqualTo(3000);
+    assertThat(sink.messages().get(0).prefix()).isEqualTo("outside");
+    // A message's position is the end of its WAL record: here, where the commit record begins.
+    assertThat(sink.messages().get(0).lsn()).as("the message was written before the commit")
+        .isLessThanOrEqualTo(sink.applied().get(0).commitLsn());
+  }
+
+  @Test
+  void aSpilledTransactionPassesThroughTheLibraryCheckpointStore() throws Exception {
+    List<long[]> delivered = new java.util.concurrent.CopyOnWriteArrayList<>();
+    DeliverySink counting = t -> {
+      long n = 0;
+      long lastId = 0;
+      boolean ordered = true;
+      for (Change c : t.changes()) {
+        long id = Long.parseLong(((Change.Insert) c).newRow().text(0));
+        ordered &= id == lastId + 1;
+        lastId = id;
+        n++;
+      }
+      delivered.add(new long[] {t.xid(), n, ordered ? 1 : 0});
+      return java.util.concurrent.CompletableFuture.completedFuture(null);
+    };
+    CheckpointedSink sink = new CheckpointedSink(counting, new CheckpointStore(state.dataSource(), "weir"),
+        kit.system().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
+        1, Duration.ofMillis(10), 1);
+    ActorRef<CdcPipeline.Command> p = start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), sink);
+    awaitState(p, "running");
+    sql(insertItems(1, 8000));
+    await("delivered").atMost(Duration.ofSeconds(60)).until(() -> delivered.size() == 1);
+    assertThat(delivered.get(0)[1]).as("every change read once").isEqualTo(8000);
+    assertThat(delivered.get(0)[2]).as("in order").isEqualTo(1);
+    awaitCounter("weir.cdc.streamed.transactions", "spilled", "true", 1);
+    await("checkpoint stored").atMost(Duration.ofSeconds(10))
+        .until(() -> query("SELECT count(*) FROM weir.cdc_checkpoint WHERE pipeline = 'p_" + slot + "'") == 1);
+    await("spill files are deleted").atMost(Duration.ofSeconds(10)).until(() -> spillFiles() == 0);
+  }
+
+  @Test
   void anAbortedStreamedTransactionDeliversNothing() throws Exception {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(settings(streaming()), sink);

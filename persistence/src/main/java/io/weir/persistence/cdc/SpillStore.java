@@ -280,8 +280,11 @@ public final class SpillStore implements AutoCloseable {
       }
     }
 
-    /** The transaction committed: no more appends; flushes its file. */
-    public void seal() {
+    /**
+     * The transaction committed: no more appends; flushes its file. Synchronized, like {@link
+     * #cursor}: what the stream thread appended is visible to the sink's thread that reads it.
+     */
+    public synchronized void seal() {
       if (sealed) {
         return;
       }

@@ -72,8 +72,16 @@ public final class SpillStore implements AutoCloseable {
     this.maxSpillBytes = maxSpillBytes;
   }
 
-  /** This pipeline's directory under the configured spill directory. */
+  /**
+   * This pipeline's directory under the configured spill directory.
+   *
+   * @throws PipelineHaltException {@link HaltReason#INVALID_IDENTIFIER} unless the pipeline name is
+   *     an allow-listed identifier (it becomes a path element; this runs before the connect checks)
+   */
   public static Path pipelineDirectory(Path spillDirectory, String pipeline) {
+    if (!io.weir.persistence.Identifiers.isValid(pipeline)) {
+      throw new PipelineHaltException(HaltReason.INVALID_IDENTIFIER, "pipeline name " + io.weir.persistence.Identifiers.SHAPE);
+    }
     return spillDirectory.resolve(pipeline);
   }
 

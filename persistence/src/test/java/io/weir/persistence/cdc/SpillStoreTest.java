@@ -156,6 +156,14 @@ class SpillStoreTest {
   }
 
   @Test
+  void thePipelineNameMustBeAnIdentifierBeforeItBecomesAPath() {
+    assertThat(SpillStore.pipelineDirectory(dir, "orders")).isEqualTo(dir.resolve("orders"));
+    assertThatThrownBy(() -> SpillStore.pipelineDirectory(dir, "../../etc"))
+        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.INVALID_IDENTIFIER))
+        .hasMessageNotContaining("etc");
+  }
+
+  @Test
   void withoutADirectoryNothingGoesToDisk() {
     SpillStore store = new SpillStore(null, 100, 100);
     SpillStore.Buffer b = store.open(1);

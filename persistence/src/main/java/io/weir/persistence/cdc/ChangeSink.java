@@ -32,6 +32,12 @@ import java.util.concurrent.CompletionStage;
  *
  * <p>Calls are never concurrent: {@code apply} is called again only after the previous stage
  * completed.
+ *
+ * <p>Changes: iterate {@link Transaction#changes()} and handle each change as it comes. A large
+ * streamed transaction may have been spilled to disk; its changes are then a single pass, valid
+ * only until the stage returned by {@code apply} completes (the file is deleted then): iterating
+ * twice, or after that, throws {@link IllegalStateException}. Do not keep changes beyond the call;
+ * take counts from {@link Transaction#rowCount()} and {@link Transaction#rowsByTable()}.
  */
 public interface ChangeSink extends AutoCloseable {
 

@@ -28,7 +28,8 @@ import java.util.concurrent.Executor;
  *
  * <p>Line: {@code {"xid":…,"commitLsn":"…","commitTime":"…","changes":[{"op":"insert","table":"s.t",
  * "row":{"col":"text"},"key":{…},"unchangedToast":[…]}]}}. Values are the source's text forms.
- * The file holds row data by design; nothing from it is logged.
+ * Snapshot rows: {@code {"snapshot":{"table":"s.t","first":true},"rows":[{…}]}} (see {@link
+ * #deliverSnapshot}). The file holds row data by design; nothing from it is logged.
  */
 public final class FileSink implements DeliverySink {
   private final Path path;
@@ -57,6 +58,26 @@ public final class FileSink implements DeliverySink {
   @Override
   public CompletionStage<Void> deliver(Transaction transaction) {
     return append(toJson(transaction));
+  }
+
+  @Override
+  public boolean supportsSnapshots() {
+    return true;
+  }
+
+  /**
+   * Snapshot rows as one line {@code {"snapshot":{"table":"s.t","first":true},"rows":[{…}]}}; a
+   * reader of the file discards what it holds of the table when {@code first} is true.
+   */
+  @Override
+  public CompletionStage<Void> deliverSnapshot(io.weir.persistence.cdc.SnapshotChunk chunk) {
+    ObjectNode line = json.createObjectNode();
+    line.putObject("snapshot").put("table", chunk.table().qualifiedName()).put("first", chunk.firstForTable());
+    ArrayNode rows = line.putArray("rows");
+    for (TupleData row : chunk.rows()) {
+      rows.add(row(chunk.table(), row));
+    }
+    return append(line);
   }
 
   private CompletionStage<Void> append(ObjectNode node) {

@@ -78,12 +78,7 @@ public record PipelineConfig(
     if (publications.isEmpty() || !publications.stream().allMatch(Identifiers::isValid)) {
       throw new SettingsException(prefix + ".publications", "must list at least one publication; each " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
     }
-    StartMode mode;
-    try {
-      mode = StartMode.valueOf(v.requiredString(prefix + ".start-mode").toUpperCase(Locale.ROOT).replace('-', '_'));
-    } catch (IllegalArgumentException e) {
-      throw new SettingsException(prefix + ".start-mode", "must be go-forward or resume");
-    }
+    StartMode mode = startMode(c, prefix + ".start-mode");
     MirrorSettings mirror = null;
     FileSinkConfig file = null;
     try {
@@ -123,6 +118,7 @@ public record PipelineConfig(
             .maxTransactionChanges(v.positiveInt(prefix + ".max-transaction-changes"))
             .statusInterval(c.getDuration("status-interval"))
             .messages(bool(c, prefix, "messages"))
+            .snapshotBatchRows(v.positiveInt(prefix + ".snapshot.batch-rows"))
             .build();
     String sourceUrl = c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
     String sourceUser = c.hasPath("source.user") ? c.getString("source.user") : root.getString("weir.postgres.user");
@@ -131,6 +127,48 @@ public record PipelineConfig(
     String sinkUrl = c.hasPath("sink.url") ? c.getString("sink.url") : root.getString("weir.postgres.url");
     return new PipelineConfig(
         settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, file, bool(c, prefix, "autostart"));
+  }
+
+  private static final String START_MODES = "must be go-forward, resume or snapshot (or a list of one of them)";
+
+  /**
+   * {@code start-mode}: one mode, or a list of modes. A slot policy appears at most once:
+   * go-forward, resume and snapshot contradict each other (go-forward streams from now on, snapshot
+   * first copies what exists), so naming two of them is refused.
+   */
+  static StartMode startMode(Config c, String key) {
+    List<String> names;
+    try {
+      names = c.getValue("start-mode").valueType() == com.typesafe.config.ConfigValueType.LIST
+          ? c.getStringList("start-mode")
+          : List.of(c.getString("start-mode"));
+    } catch (ConfigException e) {
+      throw new SettingsException(key, START_MODES);
+    }
+    List<StartMode> modes = new ArrayList<>();
+    for (String name : names) {
+      try {
+        StartMode m = StartMode.valueOf(name.toUpperCase(Locale.ROOT).replace('-', '_'));
+        if (!modes.contains(m)) {
+          modes.add(m);
+        }
+      } catch (IllegalArgumentException e) {
+        throw new SettingsException(key, START_MODES);
+      }
+    }
+    if (modes.isEmpty()) {
+      throw new SettingsException(key, START_MODES);
+    }
+    if (modes.size() > 1) {
+      throw new SettingsException(key,
+          "conflicting start modes: " + String.join(" and ", modes.stream().map(PipelineConfig::wire).toList())
+              + " cannot be combined (go-forward streams from now on, snapshot first copies the existing rows)");
+    }
+    return modes.get(0);
+  }
+
+  private static String wire(StartMode m) {
+    return m.name().toLowerCase(Locale.ROOT).replace('_', '-');
   }
 
   private static boolean bool(Config c, String prefix, String key) {

@@ -153,7 +153,7 @@ public final class PipelineManager {
         replyTo.tell(new PipelineList(got));
         return Behaviors.stopped();
       }
-      ctx.setReceiveTimeout(Duration.ofSeconds(5), new PipelineStatus(null, "timeout", null, null, null, null, 0, 0, 0, 0, null));
+      ctx.setReceiveTimeout(Duration.ofSeconds(5), new PipelineStatus(null, "timeout", null, null, null, null, 0, 0, 0, 0, null, null));
       return Behaviors.receive(PipelineStatus.class)
           .onMessage(PipelineStatus.class, s -> {
             if (s.name() != null) {

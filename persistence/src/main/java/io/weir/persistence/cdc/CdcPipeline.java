@@ -125,7 +125,8 @@ public final class CdcPipeline {
     private String state = "stopped";
     private HaltReason haltReason;
     private String detail;
-    private long attempt;
+    // Written by the actor only; volatile so a running snapshot notices it was superseded.
+    private volatile long attempt;
     private int failedCycles;
     private int restarts;
     private long slotBusySince;
@@ -221,7 +222,7 @@ public final class CdcPipeline {
       // (bounded) for the previous run's sink call and the previous connect phase to finish.
       CompletableFuture<Pair<ReplicationConnection, SlotIncarnation>> connecting =
           quiet()
-              .thenComposeAsync(v -> prepare(), blockingIo)
+              .thenComposeAsync(v -> prepare(myAttempt), blockingIo)
               .toCompletableFuture();
       previousConnect = connecting;
       connecting.whenComplete((ok, err) -> {
@@ -244,10 +245,14 @@ public final class CdcPipeline {
     }
 
     /** Blocking connect phase; runs on the blocking-IO dispatcher. */
-    private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare() {
+    private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare(long myAttempt) {
       if (settings.messages() && !sink.acceptsMessages()) {
         throw new PipelineHaltException(
             HaltReason.CONFLICTING_OPTIONS, "messages are on but the sink does not take non-transactional messages");
+      }
+      if (settings.startMode() == StartMode.SNAPSHOT && !sink.supportsSnapshots()) {
+        throw new PipelineHaltException(
+            HaltReason.CONFLICTING_OPTIONS, "start mode snapshot needs a sink that can be seeded from a snapshot");
       }
       if (settings.batchMaxTransactions() > 1 && !sink.supportsBatches()) {
         throw new PipelineHaltException(
@@ -263,12 +268,15 @@ public final class CdcPipeline {
           Optional<SlotIncarnation> recorded = slots.recordedIncarnation();
           Optional<SinkCheckpoint> checkpoint =
               sink.open(new PipelineContext(settings.name(), recorded)).toCompletableFuture().get();
-          SlotManager.Prepared prepared = slots.prepareSlot(sourceConn, server, checkpoint);
-          recordedShapes = relations.load(settings.name());
+          SlotManager.Prepared prepared = slots.prepareSlot(sourceConn, session, server, checkpoint);
           SlotIncarnation inc = prepared.incarnation();
           if (recorded.isEmpty() || !recorded.get().equals(inc)) {
             sink.open(new PipelineContext(settings.name(), Optional.of(inc))).toCompletableFuture().get();
           }
+          if (prepared.exported().isPresent()) {
+            initialSnapshot(prepared.exported().get(), myAttempt);
+          }
+          recordedShapes = relations.load(settings.name());
           Duration interval = settings.statusInterval().isZero()
               ? facts.walSenderTimeout().dividedBy(3)
               : settings.statusInterval();
@@ -287,6 +295,28 @@ public final class CdcPipeline {
         return CompletableFuture.failedFuture(e.getCause());
       } catch (Exception e) {
         return CompletableFuture.failedFuture(e);
+      }
+    }
+
+    /**
+     * Seeds the sink from the slot's exported snapshot, then stores the hand-off checkpoint. The
+     * replication session stays idle meanwhile (a command on it would end the snapshot).
+     */
+    private void initialSnapshot(SlotManager.ExportedSnapshot exported, long myAttempt) throws Exception {
+      SnapshotTracker tracker = new SnapshotTracker("initial");
+      snapshot = tracker;
+      try {
+        List<io.weir.protocol.cdc.TableSchema> shapes =
+            new InitialSnapshot(settings, source, sink, tracker, () -> attempt != myAttempt || stopped.get())
+                .run(exported);
+        relations.save(settings.name(), shapes, exported.consistentPoint());
+        sink.completeSnapshot(exported.consistentPoint()).toCompletableFuture().get();
+        slots.markSnapshot("done");
+        tracker.finished("done");
+        tracker.log(org.slf4j.LoggerFactory.getLogger(CdcPipeline.class), settings.name());
+      } catch (Exception | Error e) {
+        tracker.finished("failed");
+        throw e;
       }
     }
 
@@ -530,6 +560,7 @@ public final class CdcPipeline {
     }
 
     private volatile Lsn lastConfirmed = Lsn.INVALID;
+    private volatile SnapshotTracker snapshot;
     private static final Duration QUIET_TIMEOUT = Duration.ofSeconds(60);
     private final AtomicBoolean stopped = new AtomicBoolean(false);
     private final java.util.concurrent.atomic.AtomicReference<CompletableFuture<?>> inFlight =
@@ -546,10 +577,15 @@ public final class CdcPipeline {
       if (c != null) {
         lag = Math.max(0, c.serverPosition().asLong() - confirmed.asLong());
       }
+      SnapshotTracker snap = snapshot;
+      SnapshotStatus snapshotStatus = snap == null ? null : snap.view();
+      String shown = state.equals("connecting") && snapshotStatus != null && snapshotStatus.state().equals("running")
+          ? "snapshotting"
+          : state;
       return new PipelineStatus(
-          settings.name(), state, haltReason == null ? null : haltReason.wire(), detail, settings.slot(),
+          settings.name(), shown, haltReason == null ? null : haltReason.wire(), detail, settings.slot(),
           confirmed.toString(), lag, transactions.get(), rows.get(), restarts,
-          incarnation == null ? null : incarnation.key());
+          incarnation == null ? null : incarnation.key(), snapshotStatus);
     }
 
     private static Throwable unwrap(Throwable t) {

@@ -22,6 +22,7 @@ import java.util.List;
  * @param statusInterval status update period; zero derives a third of wal_sender_timeout
  * @param messages deliver logical decoding messages: transactional ones inside their transaction,
  *     non-transactional ones to {@link ChangeSink#onMessage} (the sink must accept them)
+ * @param snapshotBatchRows rows per sink call when reading a snapshot
  */
 public record PipelineSettings(
     String name,
@@ -39,7 +40,8 @@ public record PipelineSettings(
     Duration batchMaxDelay,
     int maxTransactionChanges,
     Duration statusInterval,
-    boolean messages) {
+    boolean messages,
+    int snapshotBatchRows) {
 
   public PipelineSettings {
     publications = List.copyOf(publications);
@@ -50,7 +52,8 @@ public record PipelineSettings(
   public static PipelineSettings of(String name, String slot, List<String> publications) {
     return new PipelineSettings(
         name, slot, publications, StartMode.GO_FORWARD, List.of("weir"), false, 5, Duration.ofMillis(500),
-        Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO, false);
+        Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO, false,
+        5_000);
   }
 
   public PipelineSettings withStartMode(StartMode mode) {
@@ -100,6 +103,7 @@ public record PipelineSettings(
     b.maxTransactionChanges = maxTransactionChanges;
     b.statusInterval = statusInterval;
     b.messages = messages;
+    b.snapshotBatchRows = snapshotBatchRows;
     return b;
   }
 
@@ -121,6 +125,7 @@ public record PipelineSettings(
     private int maxTransactionChanges;
     private Duration statusInterval;
     private boolean messages;
+    private int snapshotBatchRows;
 
     private Builder() {}
 
@@ -150,11 +155,13 @@ public record PipelineSettings(
 
     public Builder messages(boolean v) { messages = v; return this; }
 
+    public Builder snapshotBatchRows(int v) { snapshotBatchRows = v; return this; }
+
     public PipelineSettings build() {
       return new PipelineSettings(
           name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries, minBackoff, maxBackoff,
           handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay, maxTransactionChanges, statusInterval,
-          messages);
+          messages, snapshotBatchRows);
     }
   }
 

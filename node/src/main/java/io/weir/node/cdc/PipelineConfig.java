@@ -78,7 +78,7 @@ public record PipelineConfig(
     if (publications.isEmpty() || !publications.stream().allMatch(Identifiers::isValid)) {
       throw new SettingsException(prefix + ".publications", "must list at least one publication; each " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
     }
-    StartMode mode = startMode(c, prefix + ".start-mode");
+    StartModes modes = startModes(c, prefix + ".start-mode");
     MirrorSettings mirror = null;
     FileSinkConfig file = null;
     try {
@@ -105,7 +105,8 @@ public record PipelineConfig(
     }
     PipelineSettings settings =
         PipelineSettings.of(name, slot, publications).toBuilder()
-            .startMode(mode)
+            .startMode(modes.slot())
+            .incrementalAtStart(modes.incremental())
             .excludedSchemas(excluded)
             .failover(bool(c, prefix, "failover"))
             .maxCommandRetries(v.positiveInt(prefix + ".max-command-retries"))
@@ -119,6 +120,7 @@ public record PipelineConfig(
             .statusInterval(c.getDuration("status-interval"))
             .messages(bool(c, prefix, "messages"))
             .snapshotBatchRows(v.positiveInt(prefix + ".snapshot.batch-rows"))
+            .incrementalMaxUnkeyedRows(v.positiveInt(prefix + ".snapshot.max-unkeyed-rows"))
             .build();
     String sourceUrl = c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
     String sourceUser = c.hasPath("source.user") ? c.getString("source.user") : root.getString("weir.postgres.user");
@@ -129,14 +131,20 @@ public record PipelineConfig(
         settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, file, bool(c, prefix, "autostart"));
   }
 
-  private static final String START_MODES = "must be go-forward, resume or snapshot (or a list of one of them)";
+  private static final String START_MODES =
+      "must be go-forward, resume, snapshot or incremental, or a list of them";
+
+  /** What {@code start-mode} asks for: a slot policy and whether to backfill incrementally. */
+  record StartModes(StartMode slot, boolean incremental) {}
 
   /**
-   * {@code start-mode}: one mode, or a list of modes. A slot policy appears at most once:
-   * go-forward, resume and snapshot contradict each other (go-forward streams from now on, snapshot
-   * first copies what exists), so naming two of them is refused.
+   * {@code start-mode}: one mode, or a list. At most one slot policy: go-forward, resume and
+   * snapshot contradict each other (go-forward streams from now on, snapshot first copies what
+   * exists), so naming two is refused; {@code incremental} adds a backfill of every published
+   * table to go-forward (the default) or resume, and is refused next to snapshot, which already
+   * copies everything.
    */
-  static StartMode startMode(Config c, String key) {
+  static StartModes startModes(Config c, String key) {
     List<String> names;
     try {
       names = c.getValue("start-mode").valueType() == com.typesafe.config.ConfigValueType.LIST
@@ -145,30 +153,35 @@ public record PipelineConfig(
     } catch (ConfigException e) {
       throw new SettingsException(key, START_MODES);
     }
-    List<StartMode> modes = new ArrayList<>();
+    List<String> policies = new ArrayList<>();
+    boolean incremental = false;
     for (String name : names) {
-      try {
-        StartMode m = StartMode.valueOf(name.toUpperCase(Locale.ROOT).replace('-', '_'));
-        if (!modes.contains(m)) {
-          modes.add(m);
+      switch (name) {
+        case "go-forward", "resume", "snapshot" -> {
+          if (!policies.contains(name)) {
+            policies.add(name);
+          }
         }
-      } catch (IllegalArgumentException e) {
-        throw new SettingsException(key, START_MODES);
+        case "incremental" -> incremental = true;
+        default -> throw new SettingsException(key, START_MODES);
       }
     }
-    if (modes.isEmpty()) {
+    if (policies.isEmpty() && !incremental) {
       throw new SettingsException(key, START_MODES);
     }
-    if (modes.size() > 1) {
+    if (policies.size() > 1) {
       throw new SettingsException(key,
-          "conflicting start modes: " + String.join(" and ", modes.stream().map(PipelineConfig::wire).toList())
-              + " cannot be combined (go-forward streams from now on, snapshot first copies the existing rows)");
+          "conflicting start modes: " + String.join(" and ", policies)
+              + " cannot be combined (go-forward streams from now on, resume needs an existing slot, snapshot first copies the existing rows)");
     }
-    return modes.get(0);
-  }
-
-  private static String wire(StartMode m) {
-    return m.name().toLowerCase(Locale.ROOT).replace('_', '-');
+    if (incremental && policies.contains("snapshot")) {
+      throw new SettingsException(key,
+          "conflicting start modes: snapshot and incremental cannot be combined (snapshot already copies every table)");
+    }
+    StartMode slot = policies.isEmpty()
+        ? StartMode.GO_FORWARD
+        : StartMode.valueOf(policies.get(0).toUpperCase(Locale.ROOT).replace('-', '_'));
+    return new StartModes(slot, incremental);
   }
 
   private static boolean bool(Config c, String prefix, String key) {

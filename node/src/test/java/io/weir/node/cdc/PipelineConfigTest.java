@@ -69,6 +69,15 @@ class PipelineConfigTest {
           assertThat(e.key()).isEqualTo("weir.pipelines.a.start-mode");
           assertThat(e.getMessage()).contains("conflicting start modes: go-forward and snapshot");
         });
+    assertKey("weir.pipelines.a { slot = s, publications = [p], start-mode = [snapshot, incremental], sink.target-schema = m }",
+        "weir.pipelines.a.start-mode");
+    PipelineConfig inc = PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], start-mode = [resume, incremental], sink.target-schema = m }")).get(0);
+    assertThat(inc.settings().startMode()).isEqualTo(StartMode.RESUME);
+    assertThat(inc.settings().incrementalAtStart()).isTrue();
+    assertThat(PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], start-mode = incremental, sink.target-schema = m }"))
+        .get(0).settings().startMode()).as("incremental alone goes forward").isEqualTo(StartMode.GO_FORWARD);
     assertKey("weir.pipelines.a { slot = s, publications = [p], start-mode = [], sink.target-schema = m }",
         "weir.pipelines.a.start-mode");
     assertKey("weir.pipelines.a { slot = s, publications = [p], snapshot.batch-rows = 0, sink.target-schema = m }",

@@ -36,7 +36,12 @@ public enum HaltReason {
   /** Options that cannot work together, e.g. batch delivery with the library checkpoint store. */
   CONFLICTING_OPTIONS,
   /** The server sent bytes that do not decode, or messages out of protocol order. */
-  PROTOCOL_VIOLATION;
+  PROTOCOL_VIOLATION,
+  /**
+   * An incremental snapshot cannot go on: a table left the publication, an unkeyed table is too
+   * large to read whole, or concurrent changes invalidated one chunk too many times in a row.
+   */
+  SNAPSHOT_FAILED;
 
   /** Wire form: lower case, hyphenated, e.g. {@code slot-lost}. */
   public String wire() {

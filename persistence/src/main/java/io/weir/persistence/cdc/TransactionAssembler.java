@@ -4,6 +4,7 @@ import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.CdcEvent;
 import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.SnapshotWatermark;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.MessageType;
@@ -52,10 +53,14 @@ public final class TransactionAssembler {
   }
 
   private final boolean messages;
+  /** Content of a snapshot watermark message in the open transaction, if any. */
+  private String watermark;
 
   /**
-   * @param messages emit logical messages: transactional ones as changes of their transaction,
-   *     non-transactional ones as {@link CdcMessage}s; when false both are dropped
+   * @param messages emit transactional logical messages as changes of their transaction; when
+   *     false they are dropped. Non-transactional ones always become {@link CdcMessage}s (the
+   *     pipeline confirms past them and delivers them only when messages are on). A transaction
+   *     holding only a {@link SnapshotWatermark#PREFIX} message becomes a {@link SnapshotWatermark}.
    */
   public TransactionAssembler(SchemaGuard schemas, int maxChanges, boolean messages) {
     this.schemas = schemas;
@@ -94,6 +99,13 @@ public final class TransactionAssembler {
           throw protocol("Commit outside a transaction");
         }
         PgOutputMessage.Commit c = (PgOutputMessage.Commit) message;
+        if (watermark != null && changes.isEmpty() && announced.isEmpty()) {
+          SnapshotWatermark w = new SnapshotWatermark(c.commitLsn(), c.endLsn(), watermark);
+          open = false;
+          watermark = null;
+          return Optional.of(w);
+        }
+        watermark = null;
         Transaction t =
             new Transaction(xid, c.commitLsn(), c.endLsn(), c.commitTime(), changes, List.copyOf(announced.values()));
         List<TableSchema> accepted = schemas.drainUnrecorded();
@@ -137,13 +149,17 @@ public final class TransactionAssembler {
       }
       case MESSAGE -> {
         PgOutputMessage.LogicalMessage m = (PgOutputMessage.LogicalMessage) message;
-        if (!messages) {
-          return Optional.empty();
-        }
-        if (m.transactional()) {
-          add(new Change.Message(m.prefix(), m.contentBytes()));
-        } else {
+        if (!m.transactional()) {
+          // Handed on even when messages are off: the pipeline must confirm past it.
           return Optional.of(new CdcMessage(m.lsn(), m.prefix(), m.contentBytes()));
+        }
+        if (SnapshotWatermark.PREFIX.equals(m.prefix())) {
+          if (!open) {
+            throw protocol("a change arrived outside a transaction");
+          }
+          watermark = new String(m.contentBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        } else if (messages) {
+          add(new Change.Message(m.prefix(), m.contentBytes()));
         }
       }
       case ORIGIN, TYPE -> {

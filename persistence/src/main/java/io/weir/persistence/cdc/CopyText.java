@@ -2,7 +2,6 @@ package io.weir.persistence.cdc;
 
 import io.weir.protocol.pgoutput.TupleData;
 import java.io.ByteArrayOutputStream;
-import java.nio.charset.StandardCharsets;
 
 /**
  * Parses one row of PostgreSQL's COPY text format (what {@code COPY ... TO STDOUT} sends): columns
@@ -21,7 +20,10 @@ final class CopyText {
     if (end > 0 && line[end - 1] == '\n') {
       end--;
     }
-    String[] values = new String[columns];
+    int[] starts = new int[columns];
+    int[] lengths = new int[columns];
+    boolean[] nulls = new boolean[columns];
+    boolean escaped = false;
     int column = 0;
     int start = 0;
     for (int i = 0; i <= end; i++) {
@@ -29,33 +31,39 @@ final class CopyText {
         if (column >= columns) {
           throw mismatch(columns);
         }
-        values[column++] = field(line, start, i);
+        starts[column] = start;
+        lengths[column] = i - start;
+        if (i - start == 2 && line[start] == '\\' && line[start + 1] == 'N') {
+          nulls[column] = true;
+          lengths[column] = 0;
+        }
+        column++;
         start = i + 1;
+      } else if (line[i] == '\\') {
+        escaped = true;
       }
     }
     if (column != columns) {
       throw mismatch(columns);
     }
-    return TupleData.ofText(values);
+    if (!escaped) {
+      return TupleData.ofTextColumns(line, starts, lengths, nulls); // the common case: no copy
+    }
+    // Some column has escapes: unescape every column into a new array.
+    ByteArrayOutputStream out = new ByteArrayOutputStream(end);
+    for (int c = 0; c < columns; c++) {
+      int from = starts[c];
+      starts[c] = out.size();
+      if (!nulls[c]) {
+        unescape(line, from, from + lengths[c], out);
+      }
+      lengths[c] = out.size() - starts[c];
+    }
+    return TupleData.ofTextColumns(out.toByteArray(), starts, lengths, nulls);
   }
 
-  private static String field(byte[] line, int from, int to) {
-    if (to - from == 2 && line[from] == '\\' && line[from + 1] == 'N') {
-      return null;
-    }
-    int backslash = -1;
+  private static void unescape(byte[] line, int from, int to, ByteArrayOutputStream out) {
     for (int i = from; i < to; i++) {
-      if (line[i] == '\\') {
-        backslash = i;
-        break;
-      }
-    }
-    if (backslash < 0) {
-      return new String(line, from, to - from, StandardCharsets.UTF_8);
-    }
-    ByteArrayOutputStream out = new ByteArrayOutputStream(to - from);
-    out.write(line, from, backslash - from);
-    for (int i = backslash; i < to; i++) {
       byte b = line[i];
       if (b != '\\' || i + 1 >= to) {
         out.write(b);
@@ -93,7 +101,6 @@ final class CopyText {
         }
       }
     }
-    return out.toString(StandardCharsets.UTF_8);
   }
 
   private static PipelineHaltException mismatch(int columns) {

@@ -229,11 +229,17 @@ public final class NodeProcess implements AutoCloseable {
 
   /** POST a path as administrator; empty when the node does not answer. */
   public Optional<HttpResponse<String>> post(String path) {
+    return post(path, null);
+  }
+
+  /** POST a JSON body (null: none) to a path as administrator; empty when the node does not answer. */
+  public Optional<HttpResponse<String>> post(String path, String jsonBody) {
     HttpRequest request =
         HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path))
             .timeout(Duration.ofSeconds(15))
             .header("Authorization", "Bearer " + ADMIN_TOKEN)
-            .POST(HttpRequest.BodyPublishers.noBody())
+            .header("Content-Type", "application/json")
+            .POST(jsonBody == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(jsonBody))
             .build();
     try {
       return Optional.of(HTTP.send(request, HttpResponse.BodyHandlers.ofString()));

@@ -31,4 +31,15 @@ public final class Identifiers {
     }
     return identifier;
   }
+
+  /**
+   * A catalog name (table, column) as a quoted SQL identifier: in double quotes, embedded double
+   * quotes doubled. For names read from the catalog, which need not pass {@link #isValid}.
+   */
+  public static String quote(String name) {
+    if (name == null || name.isEmpty() || name.indexOf('\0') >= 0) {
+      throw new IllegalArgumentException("an identifier must be non-empty and contain no NUL character");
+    }
+    return '"' + name.replace("\"", "\"\"") + '"';
+  }
 }

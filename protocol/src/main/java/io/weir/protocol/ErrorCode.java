@@ -15,6 +15,7 @@ public enum ErrorCode {
   METHOD_NOT_ALLOWED(405),
   /** The request is malformed; the message says which field and what shape was expected. HTTP 400. */
   BAD_REQUEST(400),
+  CONFLICT(409),
   /** The node cannot serve right now (not a cluster member yet, storage unavailable). HTTP 503. */
   UNAVAILABLE(503),
   /** An unexpected failure; details are in the node's log (value-free). HTTP 500. */

@@ -72,9 +72,43 @@ final class WeirDrain implements AutoCloseable {
         .withStatusInterval(statusInterval);
   }
 
-  /** The pgoutput {@code messages} option the pipeline asks for. */
+  /**
+   * The pgoutput {@code messages} option the pipeline asks for: always on (incremental snapshot
+   * watermarks are logical messages), whatever the pipeline's {@code messages} setting.
+   */
   boolean messages() {
-    return settings("x", "x").messages();
+    return true;
+  }
+
+  /**
+   * Runs a pipeline until {@code finished} completes with a {@code System.nanoTime()}; returns the
+   * time from the Start command to then and the JVM's CPU time meanwhile.
+   */
+  Result run(String name, PipelineSettings settings, io.weir.persistence.cdc.ChangeSink sink,
+      java.util.concurrent.CompletableFuture<Long> finished, long rows) throws Exception {
+    ActorRef<CdcPipeline.Command> pipeline = ask(replyTo ->
+        new Spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"), name, replyTo));
+    try {
+      CpuTimes cpu = CpuTimes.now();
+      long start = System.nanoTime();
+      check(ask(pipeline, CdcPipeline.Start::new));
+      Long end = null;
+      while (end == null) {
+        try {
+          end = finished.get(1, TimeUnit.SECONDS);
+        } catch (TimeoutException e) {
+          check(ask(pipeline, CdcPipeline.GetStatus::new));
+          if (System.nanoTime() - start > TimeUnit.MINUTES.toNanos(30)) {
+            throw new IllegalStateException("the pipeline did not finish within 30 minutes");
+          }
+        }
+      }
+      return new Result(end - start, CpuTimes.now().self() - cpu.self(), rows, 0);
+    } finally {
+      ask(pipeline, CdcPipeline.Stop::new);
+      AskPattern.<HostCommand, Done>ask(system, r -> new Despawn(pipeline, r), ASK, system.scheduler())
+          .toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
+    }
   }
 
   String describeSettings() {

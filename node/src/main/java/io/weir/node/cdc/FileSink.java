@@ -31,9 +31,10 @@ import java.util.concurrent.Executor;
  *
  * <p>Line: {@code {"xid":…,"commitLsn":"…","commitTime":"…","changes":[{"op":"insert","table":"s.t",
  * "row":{"col":"text"},"key":{…},"unchangedToast":[…]}]}}. Values are the source's text forms.
- * The file holds row data by design; nothing from it is logged. Each line is streamed to the file
- * as the changes are read, so a transaction of any size (a spilled one included) needs only a small
- * buffer.
+ * Snapshot rows: {@code {"snapshot":{"table":"s.t","first":true},"rows":[{…}]}} (see {@link
+ * #deliverSnapshot}). The file holds row data by design; nothing from it is logged. Each line is
+ * streamed to the file as the changes are read, so a transaction of any size (a spilled one
+ * included) needs only a small buffer.
  */
 public final class FileSink implements DeliverySink {
   private static final int BUFFER_BYTES = 64 * 1024;
@@ -64,6 +65,41 @@ public final class FileSink implements DeliverySink {
   @Override
   public CompletionStage<Void> deliver(Transaction transaction) {
     return CompletableFuture.runAsync(() -> write(g -> writeTransaction(g, transaction)), blockingIo);
+  }
+
+  @Override
+  public boolean supportsSnapshots() {
+    return true;
+  }
+
+  /**
+   * Snapshot rows as one line {@code {"snapshot":{"table":"s.t","first":true},"rows":[{…}]}}; a
+   * reader of the file discards what it holds of the table when {@code first} is true.
+   */
+  @Override
+  public CompletionStage<Void> deliverSnapshot(io.weir.persistence.cdc.SnapshotChunk chunk) {
+    return CompletableFuture.runAsync(() -> write(g -> {
+      g.writeStartObject();
+      g.writeObjectFieldStart("snapshot");
+      g.writeStringField("table", chunk.table().qualifiedName());
+      g.writeBooleanField("first", chunk.firstForTable());
+      g.writeEndObject();
+      g.writeArrayFieldStart("rows");
+      for (TupleData row : chunk.rows()) {
+        g.writeStartObject();
+        for (int i = 0; i < row.size(); i++) {
+          String name = chunk.table().columns().get(i).name();
+          if (row.isNull(i)) {
+            g.writeNullField(name);
+          } else {
+            g.writeStringField(name, row.text(i));
+          }
+        }
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+      g.writeEndObject();
+    }), blockingIo);
   }
 
   private CompletionStage<Void> append(ObjectNode node) {

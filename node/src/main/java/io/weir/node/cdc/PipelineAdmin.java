@@ -44,4 +44,8 @@ public final class PipelineAdmin {
   public CompletionStage<PipelineStatus> stop(String name) {
     return AskPattern.ask(manager, r -> new PipelineManager.Stop(name, r), TIMEOUT, system.scheduler());
   }
+
+  public CompletionStage<io.weir.persistence.cdc.CdcPipeline.SnapshotReply> snapshot(String name, List<String> tables) {
+    return AskPattern.ask(manager, r -> new PipelineManager.Snapshot(name, tables, r), TIMEOUT, system.scheduler());
+  }
 }

@@ -79,12 +79,7 @@ public record PipelineConfig(
     if (publications.isEmpty() || !publications.stream().allMatch(Identifiers::isValid)) {
       throw new SettingsException(prefix + ".publications", "must list at least one publication; each " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
     }
-    StartMode mode;
-    try {
-      mode = StartMode.valueOf(v.requiredString(prefix + ".start-mode").toUpperCase(Locale.ROOT).replace('-', '_'));
-    } catch (IllegalArgumentException e) {
-      throw new SettingsException(prefix + ".start-mode", "must be go-forward or resume");
-    }
+    StartModes modes = startModes(c, prefix + ".start-mode");
     MirrorSettings mirror = null;
     FileSinkConfig file = null;
     try {
@@ -111,7 +106,8 @@ public record PipelineConfig(
     }
     PipelineSettings settings =
         PipelineSettings.of(name, slot, publications).toBuilder()
-            .startMode(mode)
+            .startMode(modes.slot())
+            .incrementalAtStart(modes.incremental())
             .excludedSchemas(excluded)
             .failover(bool(c, prefix, "failover"))
             .maxCommandRetries(v.positiveInt(prefix + ".max-command-retries"))
@@ -125,6 +121,8 @@ public record PipelineConfig(
             .statusInterval(c.getDuration("status-interval"))
             .messages(bool(c, prefix, "messages"))
             .streaming(streaming(c, v, prefix))
+            .snapshotBatchRows(v.positiveInt(prefix + ".snapshot.batch-rows"))
+            .incrementalMaxUnkeyedRows(v.positiveInt(prefix + ".snapshot.max-unkeyed-rows"))
             .build();
     String sourceUrl = c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
     String sourceUser = c.hasPath("source.user") ? c.getString("source.user") : root.getString("weir.postgres.user");
@@ -162,6 +160,59 @@ public record PipelineConfig(
       }
     }
     return new StreamingSettings(enabled, workMemKb, spill, memoryBound, maxBytes);
+  }
+
+  private static final String START_MODES =
+      "must be go-forward, resume, snapshot or incremental, or a list of them";
+
+  /** What {@code start-mode} asks for: a slot policy and whether to backfill incrementally. */
+  record StartModes(StartMode slot, boolean incremental) {}
+
+  /**
+   * {@code start-mode}: one mode, or a list. At most one slot policy: go-forward, resume and
+   * snapshot contradict each other (go-forward streams from now on, snapshot first copies what
+   * exists), so naming two is refused; {@code incremental} adds a backfill of every published
+   * table to go-forward (the default) or resume, and is refused next to snapshot, which already
+   * copies everything.
+   */
+  static StartModes startModes(Config c, String key) {
+    List<String> names;
+    try {
+      names = c.getValue("start-mode").valueType() == com.typesafe.config.ConfigValueType.LIST
+          ? c.getStringList("start-mode")
+          : List.of(c.getString("start-mode"));
+    } catch (ConfigException e) {
+      throw new SettingsException(key, START_MODES);
+    }
+    List<String> policies = new ArrayList<>();
+    boolean incremental = false;
+    for (String name : names) {
+      switch (name) {
+        case "go-forward", "resume", "snapshot" -> {
+          if (!policies.contains(name)) {
+            policies.add(name);
+          }
+        }
+        case "incremental" -> incremental = true;
+        default -> throw new SettingsException(key, START_MODES);
+      }
+    }
+    if (policies.isEmpty() && !incremental) {
+      throw new SettingsException(key, START_MODES);
+    }
+    if (policies.size() > 1) {
+      throw new SettingsException(key,
+          "conflicting start modes: " + String.join(" and ", policies)
+              + " cannot be combined (go-forward streams from now on, resume needs an existing slot, snapshot first copies the existing rows)");
+    }
+    if (incremental && policies.contains("snapshot")) {
+      throw new SettingsException(key,
+          "conflicting start modes: snapshot and incremental cannot be combined (snapshot already copies every table)");
+    }
+    StartMode slot = policies.isEmpty()
+        ? StartMode.GO_FORWARD
+        : StartMode.valueOf(policies.get(0).toUpperCase(Locale.ROOT).replace('-', '_'));
+    return new StartModes(slot, incremental);
   }
 
   private static boolean bool(Config c, String prefix, String key) {

@@ -47,6 +47,10 @@ public final class PipelineManager {
 
   public record ListAll(ActorRef<PipelineList> replyTo) implements Command {}
 
+  /** Starts an incremental snapshot of the named tables (empty: all published) in pipeline {@code name}. */
+  public record Snapshot(String name, List<String> tables, ActorRef<CdcPipeline.SnapshotReply> replyTo)
+      implements Command {}
+
   /** Every pipeline's status, sorted by name. */
   public record PipelineList(List<PipelineStatus> pipelines) implements CborSerializable {
     public PipelineList {
@@ -122,6 +126,8 @@ public final class PipelineManager {
         .onMessage(Get.class, m -> forward(children, m.name(), new CdcPipeline.GetStatus(m.replyTo())))
         .onMessage(Start.class, m -> forward(children, m.name(), new CdcPipeline.Start(m.replyTo())))
         .onMessage(Stop.class, m -> forward(children, m.name(), new CdcPipeline.Stop(m.replyTo())))
+        .onMessage(Snapshot.class, m ->
+            forward(children, m.name(), new CdcPipeline.StartIncrementalSnapshot(m.tables(), m.replyTo())))
         .onMessage(ListAll.class, m -> {
           List<ActorRef<CdcPipeline.Command>> all = new ArrayList<>(children.values());
           ctx.spawnAnonymous(collect(all, m.replyTo()));
@@ -153,7 +159,7 @@ public final class PipelineManager {
         replyTo.tell(new PipelineList(got));
         return Behaviors.stopped();
       }
-      ctx.setReceiveTimeout(Duration.ofSeconds(5), new PipelineStatus(null, "timeout", null, null, null, null, 0, 0, 0, 0, null));
+      ctx.setReceiveTimeout(Duration.ofSeconds(5), new PipelineStatus(null, "timeout", null, null, null, null, 0, 0, 0, 0, null, null));
       return Behaviors.receive(PipelineStatus.class)
           .onMessage(PipelineStatus.class, s -> {
             if (s.name() != null) {

@@ -10,6 +10,8 @@ import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.http.ErrorBody;
 import io.weir.protocol.http.Readiness;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
@@ -27,6 +29,7 @@ import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Rejection;
 import org.apache.pekko.http.javadsl.server.RejectionHandler;
 import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -101,7 +104,10 @@ public final class HttpApi extends AllDirectives {
 
   /**
    * {@code GET /admin/pipelines}, {@code GET /admin/pipelines/{name}}, {@code POST
-   * /admin/pipelines/{name}/start|stop}: each replies with pipeline status JSON.
+   * /admin/pipelines/{name}/start|stop}: each replies with pipeline status JSON. {@code POST
+   * /admin/pipelines/{name}/snapshot} with {@code {"tables":["schema.table",...]}} (or no body: every
+   * published table) starts an incremental snapshot: 202 and the status, 400 for a table not
+   * published or a malformed body, 409 when the pipeline is not streaming or a snapshot runs.
    */
   private Route pipelineRoutes() {
     if (pipelines == null) {
@@ -116,8 +122,52 @@ public final class HttpApi extends AllDirectives {
           return concat(
               pathEndOrSingleSlash(() -> get(() -> reply(pipelines.status(name)))),
               path("start", () -> post(() -> reply(pipelines.start(name)))),
-              path("stop", () -> post(() -> reply(pipelines.stop(name)))));
+              path("stop", () -> post(() -> reply(pipelines.stop(name)))),
+              path("snapshot", () -> post(() -> entity(Unmarshaller.entityToString(), body -> snapshot(name, body)))));
         }));
+  }
+
+  private static final java.util.regex.Pattern TABLE_NAME = java.util.regex.Pattern.compile("[^.\\s]{1,63}\\.[^.\\s]{1,63}");
+  private static final int MAX_SNAPSHOT_TABLES = 1000;
+
+  private Route snapshot(String name, String body) {
+    List<String> tables = new ArrayList<>();
+    if (!body.isBlank()) {
+      try {
+        com.fasterxml.jackson.databind.JsonNode root = json.readTree(body);
+        com.fasterxml.jackson.databind.JsonNode list = root == null ? null : root.get("tables");
+        if (root == null || !root.isObject() || (list != null && !list.isArray())) {
+          return error(ErrorCode.BAD_REQUEST, "the body must be {\"tables\": [\"schema.table\", ...]}");
+        }
+        if (list != null) {
+          for (com.fasterxml.jackson.databind.JsonNode t : list) {
+            if (!t.isTextual() || !TABLE_NAME.matcher(t.asText()).matches()) {
+              return error(ErrorCode.BAD_REQUEST, "each table must be a string schema.table");
+            }
+            tables.add(t.asText());
+          }
+        }
+      } catch (JsonProcessingException e) {
+        return error(ErrorCode.BAD_REQUEST, "the body is not valid JSON");
+      }
+    }
+    if (tables.size() > MAX_SNAPSHOT_TABLES) {
+      return error(ErrorCode.BAD_REQUEST, "at most " + MAX_SNAPSHOT_TABLES + " tables per snapshot");
+    }
+    return onComplete(pipelines.snapshot(name, List.copyOf(new java.util.LinkedHashSet<>(tables))), result -> {
+      if (!result.isSuccess()) {
+        return error(ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; retry");
+      }
+      io.weir.persistence.cdc.CdcPipeline.SnapshotReply reply = result.get();
+      if (reply.error() == null) {
+        return json(202, reply.status());
+      }
+      return switch (reply.error()) {
+        case "unknown-table" -> error(ErrorCode.BAD_REQUEST, reply.message());
+        case "not-running", "snapshot-in-progress" -> error(ErrorCode.CONFLICT, reply.message());
+        default -> error(ErrorCode.UNAVAILABLE, reply.message());
+      };
+    });
   }
 
   private Route reply(CompletionStage<?> answer) {

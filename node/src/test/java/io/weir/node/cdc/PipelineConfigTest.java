@@ -83,6 +83,37 @@ class PipelineConfigTest {
         + "weir.pipelines.b { slot = s, publications = [q], sink.target-schema = n }", "weir.pipelines.b.slot");
   }
 
+  @Test
+  void snapshotStartModeAndItsConflicts() {
+    PipelineConfig p = PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], start-mode = snapshot, snapshot.batch-rows = 100,"
+            + " sink.target-schema = m }")).get(0);
+    assertThat(p.settings().startMode()).isEqualTo(StartMode.SNAPSHOT);
+    assertThat(p.settings().snapshotBatchRows()).isEqualTo(100);
+    assertThat(PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], start-mode = [snapshot], sink.target-schema = m }"))
+        .get(0).settings().startMode()).isEqualTo(StartMode.SNAPSHOT);
+    assertThatThrownBy(() -> PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], start-mode = [go-forward, snapshot], sink.target-schema = m }")))
+        .isInstanceOfSatisfying(SettingsException.class, e -> {
+          assertThat(e.key()).isEqualTo("weir.pipelines.a.start-mode");
+          assertThat(e.getMessage()).contains("conflicting start modes: go-forward and snapshot");
+        });
+    assertKey("weir.pipelines.a { slot = s, publications = [p], start-mode = [snapshot, incremental], sink.target-schema = m }",
+        "weir.pipelines.a.start-mode");
+    PipelineConfig inc = PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], start-mode = [resume, incremental], sink.target-schema = m }")).get(0);
+    assertThat(inc.settings().startMode()).isEqualTo(StartMode.RESUME);
+    assertThat(inc.settings().incrementalAtStart()).isTrue();
+    assertThat(PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], start-mode = incremental, sink.target-schema = m }"))
+        .get(0).settings().startMode()).as("incremental alone goes forward").isEqualTo(StartMode.GO_FORWARD);
+    assertKey("weir.pipelines.a { slot = s, publications = [p], start-mode = [], sink.target-schema = m }",
+        "weir.pipelines.a.start-mode");
+    assertKey("weir.pipelines.a { slot = s, publications = [p], snapshot.batch-rows = 0, sink.target-schema = m }",
+        "weir.pipelines.a.snapshot.batch-rows");
+  }
+
   private static void assertKey(String pipelines, String key) {
     assertThatThrownBy(() -> PipelineConfig.all(config(pipelines)))
         .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo(key));

@@ -8,6 +8,7 @@ import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.CdcEvent;
 import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.SlotIncarnation;
+import io.weir.protocol.cdc.SnapshotWatermark;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.PgOutputDecodeException;
 import io.weir.protocol.pgoutput.PgOutputDecoder;
@@ -18,6 +19,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -75,6 +77,28 @@ public final class CdcPipeline {
   /** Replies with the current status. */
   public record GetStatus(ActorRef<PipelineStatus> replyTo) implements Command {}
 
+  /**
+   * Starts an incremental snapshot of {@code tables} ({@code schema.table}; empty: every published
+   * table) while the pipeline streams.
+   */
+  public record StartIncrementalSnapshot(List<String> tables, ActorRef<SnapshotReply> replyTo) implements Command {}
+
+  /**
+   * The answer to {@link StartIncrementalSnapshot}.
+   *
+   * @param error null when the snapshot started; else {@code not-running}, {@code
+   *     snapshot-in-progress} or {@code unknown-table}
+   * @param message value-free explanation of the error
+   */
+  public record SnapshotReply(PipelineStatus status, String error, String message) implements io.weir.protocol.CborSerializable {}
+
+  private record IncrementalBegun(long attempt, Throwable error, ActorRef<SnapshotReply> replyTo) implements Command {
+    @Override
+    public String toString() {
+      return "IncrementalBegun[" + (error == null ? "ok" : SafeErrors.describe(error)) + "]";
+    }
+  }
+
   private record Connected(long attempt, ReplicationConnection connection, SlotIncarnation incarnation) implements Command {}
 
   // toString overridden: a dead-letter log line must not print an exception message (pgjdbc's
@@ -125,7 +149,8 @@ public final class CdcPipeline {
     private String state = "stopped";
     private HaltReason haltReason;
     private String detail;
-    private long attempt;
+    // Written by the actor only; volatile so a running snapshot notices it was superseded.
+    private volatile long attempt;
     private int failedCycles;
     private int restarts;
     private long slotBusySince;
@@ -183,6 +208,8 @@ public final class CdcPipeline {
             return this;
           })
           .onMessage(Connected.class, this::onConnected)
+          .onMessage(StartIncrementalSnapshot.class, this::onStartIncremental)
+          .onMessage(IncrementalBegun.class, this::onIncrementalBegun)
           .onMessage(ConnectFailed.class, this::onConnectFailed)
           .onMessage(StreamEnded.class, this::onStreamEnded)
           .onMessage(Retry.class, r -> {
@@ -233,7 +260,7 @@ public final class CdcPipeline {
       CompletableFuture<Pair<ReplicationConnection, SlotIncarnation>> connecting =
           quiet()
               .thenRunAsync(this::cleanSpillDirectory, blockingIo)
-              .thenComposeAsync(v -> prepare(), blockingIo)
+              .thenComposeAsync(v -> prepare(myAttempt), blockingIo)
               .toCompletableFuture();
       previousConnect = connecting;
       connecting.whenComplete((ok, err) -> {
@@ -281,10 +308,14 @@ public final class CdcPipeline {
     }
 
     /** Blocking connect phase; runs on the blocking-IO dispatcher. */
-    private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare() {
+    private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare(long myAttempt) {
       if (settings.messages() && !sink.acceptsMessages()) {
         throw new PipelineHaltException(
             HaltReason.CONFLICTING_OPTIONS, "messages are on but the sink does not take non-transactional messages");
+      }
+      if (settings.startMode() == StartMode.SNAPSHOT && !sink.supportsSnapshots()) {
+        throw new PipelineHaltException(
+            HaltReason.CONFLICTING_OPTIONS, "start mode snapshot needs a sink that can be seeded from a snapshot");
       }
       if (settings.batchMaxTransactions() > 1 && !sink.supportsBatches()) {
         throw new PipelineHaltException(
@@ -302,12 +333,22 @@ public final class CdcPipeline {
           Optional<SlotIncarnation> recorded = slots.recordedIncarnation();
           Optional<SinkCheckpoint> checkpoint =
               sink.open(new PipelineContext(settings.name(), recorded)).toCompletableFuture().get();
-          SlotManager.Prepared prepared = slots.prepareSlot(sourceConn, server, checkpoint);
-          recordedShapes = relations.load(settings.name());
+          SlotManager.Prepared prepared = slots.prepareSlot(sourceConn, session, server, checkpoint);
           SlotIncarnation inc = prepared.incarnation();
           if (recorded.isEmpty() || !recorded.get().equals(inc)) {
             sink.open(new PipelineContext(settings.name(), Optional.of(inc))).toCompletableFuture().get();
           }
+          if (prepared.exported().isPresent()) {
+            initialSnapshot(prepared.exported().get(), myAttempt);
+          }
+          storedProgress = sink.supportsSnapshots()
+              ? IncrementalSnapshot.Progress.decode(sink.snapshotProgress().toCompletableFuture().get())
+              : Optional.empty();
+          if (settings.incrementalAtStart() && !sink.supportsSnapshots()) {
+            throw new PipelineHaltException(
+                HaltReason.CONFLICTING_OPTIONS, "start mode incremental needs a sink that can be seeded from a snapshot");
+          }
+          recordedShapes = relations.load(settings.name());
           Duration interval = settings.statusInterval().isZero()
               ? facts.walSenderTimeout().dividedBy(3)
               : settings.statusInterval();
@@ -316,7 +357,8 @@ public final class CdcPipeline {
           }
           ReplicationConnection rc =
               ReplicationConnection.start(
-                  session, settings.slot(), settings.publications(), prepared.confirmed(), interval, settings.messages(),
+                  // Messages always on at the protocol level: snapshot watermarks are messages.
+                  session, settings.slot(), settings.publications(), prepared.confirmed(), interval, true,
                   streaming.enabled());
           return CompletableFuture.completedFuture(Pair.create(rc, inc));
         } catch (Exception e) {
@@ -327,6 +369,28 @@ public final class CdcPipeline {
         return CompletableFuture.failedFuture(e.getCause());
       } catch (Exception e) {
         return CompletableFuture.failedFuture(e);
+      }
+    }
+
+    /**
+     * Seeds the sink from the slot's exported snapshot, then stores the hand-off checkpoint. The
+     * replication session stays idle meanwhile (a command on it would end the snapshot).
+     */
+    private void initialSnapshot(SlotManager.ExportedSnapshot exported, long myAttempt) throws Exception {
+      SnapshotTracker tracker = new SnapshotTracker("initial");
+      snapshot = tracker;
+      try {
+        List<io.weir.protocol.cdc.TableSchema> shapes =
+            new InitialSnapshot(settings, source, sink, tracker, () -> attempt != myAttempt || stopped.get())
+                .run(exported);
+        relations.save(settings.name(), shapes, exported.consistentPoint());
+        sink.completeSnapshot(exported.consistentPoint()).toCompletableFuture().get();
+        slots.markSnapshot("done");
+        tracker.finished("done");
+        tracker.log(org.slf4j.LoggerFactory.getLogger(CdcPipeline.class), settings.name());
+      } catch (Exception | Error e) {
+        tracker.finished("failed");
+        throw e;
       }
     }
 
@@ -349,13 +413,27 @@ public final class CdcPipeline {
           ? new SpillStore(spillDirectory(), settings.streaming().memoryBound(), settings.streaming().maxSpillBytes())
           : null;
       runSpill = spill;
-      Pair<UniqueKillSwitch, CompletionStage<Done>> run = graph(connection, established, spill).run(system);
+      AtomicReference<UniqueKillSwitch> switchRef = new AtomicReference<>();
+      incremental = new IncrementalSnapshot(settings, source, sink, blockingIo, e -> {
+        UniqueKillSwitch ks = switchRef.get();
+        if (ks != null) {
+          ks.abort(e);
+        }
+      });
+      Pair<UniqueKillSwitch, CompletionStage<Done>> run = graph(connection, established, spill, incremental).run(system);
       if (spill != null) {
         // Every buffer of the run goes (open transactions' and undelivered ones'), once the sink
         // call in flight, which may be reading one, has finished.
         run.second().whenComplete((d, e) -> inFlight.get().whenComplete((v, f) -> spill.close()));
       }
       killSwitch = run.first();
+      switchRef.set(killSwitch);
+      Optional<IncrementalSnapshot.Progress> stored = storedProgress;
+      if (stored.isPresent() && !stored.get().done()) {
+        beginIncremental(stored.get(), null);
+      } else if (stored.isEmpty() && settings.incrementalAtStart()) {
+        beginIncremental(new IncrementalSnapshot.Progress(UUID.randomUUID().toString(), List.of(), 0, null, false), null);
+      }
       long myAttempt = attempt;
       getContext().pipeToSelf(run.second(), (done, err) -> new StreamEnded(myAttempt, err));
       return this;
@@ -367,6 +445,8 @@ public final class CdcPipeline {
     private record Transactions(List<Transaction> transactions) implements Delivery {}
 
     private record Message(CdcMessage message) implements Delivery {}
+
+    private record Mark(SnapshotWatermark watermark) implements Delivery {}
 
     /** Splits a group of events into runs of transactions and single messages, keeping WAL order. */
     private static List<Delivery> deliveries(List<CdcEvent> events) {
@@ -380,7 +460,7 @@ public final class CdcPipeline {
             out.add(new Transactions(List.copyOf(run)));
             run.clear();
           }
-          out.add(new Message((CdcMessage) e));
+          out.add(e instanceof SnapshotWatermark w ? new Mark(w) : new Message((CdcMessage) e));
         }
       }
       if (!run.isEmpty()) {
@@ -390,7 +470,7 @@ public final class CdcPipeline {
     }
 
     private org.apache.pekko.stream.javadsl.RunnableGraph<Pair<UniqueKillSwitch, CompletionStage<Done>>> graph(
-        ReplicationConnection conn, AtomicBoolean flowing, SpillStore spill) {
+        ReplicationConnection conn, AtomicBoolean flowing, SpillStore spill, IncrementalSnapshot snapshots) {
       PgOutputDecoder decoder = new PgOutputDecoder();
       TransactionAssembler assembler =
           new TransactionAssembler(new SchemaGuard(recordedShapes), settings.maxTransactionChanges(), settings.messages(),
@@ -421,9 +501,18 @@ public final class CdcPipeline {
           .buffer(Math.max(1, settings.inFlightWindow()), OverflowStrategy.backpressure())
           .mapAsync(1, d -> {
             Timer.Sample sample = Timer.start();
-            CompletionStage<Void> done = d instanceof Transactions t
-                ? sink.apply(t.transactions())
-                : sink.onMessage(((Message) d).message());
+            CompletionStage<Void> done;
+            if (d instanceof Transactions t) {
+              snapshots.onTransactions(t.transactions());
+              done = sink.apply(t.transactions());
+            } else if (d instanceof Mark m) {
+              done = snapshots.onWatermark(m.watermark());
+            } else {
+              // With messages off, a message is only confirmed past, never delivered.
+              done = settings.messages()
+                  ? sink.onMessage(((Message) d).message())
+                  : CompletableFuture.completedFuture(null);
+            }
             inFlight.set(done.toCompletableFuture());
             // A streamed transaction's changes are valid during the call only: free the memory and
             // delete the spill file as soon as it completes, whatever the outcome.
@@ -457,10 +546,10 @@ public final class CdcPipeline {
                 }
               }
             } else {
-              // A message moves the confirmed position to itself, but never past a transaction
-              // the sink has not made durable yet.
+              // A message or watermark moves the confirmed position to itself, but never past a
+              // transaction the sink has not made durable yet.
               if (acknowledged[0].compareTo(deliveredEnd[0]) >= 0) {
-                Lsn at = ((Message) d).message().lsn();
+                Lsn at = d instanceof Mark m ? m.watermark().endLsn() : ((Message) d).message().lsn();
                 conn.acknowledge(at);
                 acknowledged[0] = at;
               }
@@ -495,6 +584,62 @@ public final class CdcPipeline {
           }, blockingIo);
         }
       }
+    }
+
+    private Behavior<Command> onStartIncremental(StartIncrementalSnapshot request) {
+      if (!state.equals("running") || incremental == null) {
+        request.replyTo().tell(new SnapshotReply(status(), "not-running",
+            "an incremental snapshot runs while the pipeline streams; its state is " + state));
+      } else if (incremental.running()) {
+        request.replyTo().tell(new SnapshotReply(status(), "snapshot-in-progress",
+            "an incremental snapshot is running; it must finish first"));
+      } else {
+        beginIncremental(
+            new IncrementalSnapshot.Progress(UUID.randomUUID().toString(), List.copyOf(request.tables()), 0, null, false),
+            request.replyTo());
+      }
+      return this;
+    }
+
+    /** Resolves the tables and starts the first chunk, off the actor thread. */
+    private void beginIncremental(IncrementalSnapshot.Progress plan, ActorRef<SnapshotReply> replyTo) {
+      IncrementalSnapshot engine = incremental;
+      SnapshotTracker tracker = new SnapshotTracker("incremental");
+      long myAttempt = attempt;
+      getContext().pipeToSelf(
+          CompletableFuture.runAsync(() -> {
+            try {
+              engine.begin(plan, tracker);
+            } catch (SQLException e) {
+              throw new CompletionException(e);
+            }
+          }, blockingIo),
+          (ok, err) -> new IncrementalBegun(myAttempt, err == null ? null : unwrap(err), replyTo));
+      snapshot = tracker;
+    }
+
+    private Behavior<Command> onIncrementalBegun(IncrementalBegun begun) {
+      Throwable error = begun.error();
+      if (begun.replyTo() != null) {
+        if (error == null) {
+          begun.replyTo().tell(new SnapshotReply(status(), null, null));
+        } else if (error instanceof PipelineHaltException h && h.reason() == HaltReason.SNAPSHOT_FAILED) {
+          snapshot.finished("failed");
+          begun.replyTo().tell(new SnapshotReply(status(), "unknown-table", h.detail()));
+          return this; // a bad request: streaming goes on
+        } else {
+          begun.replyTo().tell(new SnapshotReply(status(), "failed", "the snapshot could not start: " + describe(error)));
+        }
+      }
+      if (error != null && begun.attempt() == attempt && killSwitch != null) {
+        snapshot.finished("failed");
+        killSwitch.abort(error); // the stream restarts (or halts) and resumes from the stored progress
+      }
+      return this;
+    }
+
+    private static String describe(Throwable error) {
+      return error instanceof PipelineHaltException h ? h.detail() : SafeErrors.describe(error);
     }
 
     private Behavior<Command> onConnectFailed(ConnectFailed f) {
@@ -589,6 +734,10 @@ public final class CdcPipeline {
     }
 
     private void shutdownStream() {
+      if (incremental != null) {
+        incremental.close();
+        incremental = null;
+      }
       if (killSwitch != null) {
         killSwitch.shutdown();
         killSwitch = null;
@@ -604,6 +753,9 @@ public final class CdcPipeline {
 
     private volatile Lsn lastConfirmed = Lsn.INVALID;
     private volatile SpillStore runSpill;
+    private volatile SnapshotTracker snapshot;
+    private IncrementalSnapshot incremental;
+    private volatile Optional<IncrementalSnapshot.Progress> storedProgress = Optional.empty();
     private static final Duration QUIET_TIMEOUT = Duration.ofSeconds(60);
     private final AtomicBoolean stopped = new AtomicBoolean(false);
     private final java.util.concurrent.atomic.AtomicReference<CompletableFuture<?>> inFlight =
@@ -620,10 +772,15 @@ public final class CdcPipeline {
       if (c != null) {
         lag = Math.max(0, c.serverPosition().asLong() - confirmed.asLong());
       }
+      SnapshotTracker snap = snapshot;
+      SnapshotStatus snapshotStatus = snap == null ? null : snap.view();
+      String shown = state.equals("connecting") && snapshotStatus != null && snapshotStatus.state().equals("running")
+          ? "snapshotting"
+          : state;
       return new PipelineStatus(
-          settings.name(), state, haltReason == null ? null : haltReason.wire(), detail, settings.slot(),
+          settings.name(), shown, haltReason == null ? null : haltReason.wire(), detail, settings.slot(),
           confirmed.toString(), lag, transactions.get(), rows.get(), restarts,
-          incarnation == null ? null : incarnation.key());
+          incarnation == null ? null : incarnation.key(), snapshotStatus);
     }
 
     private static Throwable unwrap(Throwable t) {

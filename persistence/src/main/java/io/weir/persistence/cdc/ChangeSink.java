@@ -83,6 +83,44 @@ public interface ChangeSink extends AutoCloseable {
     return applied.get(applied.size() - 1).endLsn();
   }
 
+  /**
+   * Whether this sink can be seeded from a snapshot ({@link #applySnapshot}, {@link
+   * #completeSnapshot}). A pipeline that needs a snapshot and a sink that cannot take one halts at
+   * start ({@code conflicting-options}).
+   */
+  default boolean supportsSnapshots() {
+    return false;
+  }
+
+  /**
+   * Durably applies rows read from a snapshot: upsert by primary key; when {@link
+   * SnapshotChunk#firstForTable()} is set, empty the table first. A sink taking incremental
+   * snapshots stores {@link SnapshotChunk#progress()} atomically with the rows. Calls never overlap
+   * with each other or with {@link #apply}.
+   */
+  default CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
+    return java.util.concurrent.CompletableFuture.failedFuture(
+        SinkException.permanent("this sink cannot be seeded from a snapshot", null));
+  }
+
+  /**
+   * The initial snapshot is wholly applied: durably store the hand-off checkpoint, i.e. the
+   * current slot incarnation with commit LSN {@code consistentPoint}. Streaming then starts there,
+   * and transactions at or before it (already in the snapshot) are skipped as usual.
+   */
+  default CompletionStage<Void> completeSnapshot(Lsn consistentPoint) {
+    return java.util.concurrent.CompletableFuture.failedFuture(
+        SinkException.permanent("this sink cannot be seeded from a snapshot", null));
+  }
+
+  /**
+   * The progress token stored with the last applied incremental snapshot chunk of this pipeline,
+   * empty if none (or the last one completed the snapshot). Called after {@link #open}.
+   */
+  default CompletionStage<Optional<String>> snapshotProgress() {
+    return java.util.concurrent.CompletableFuture.completedFuture(Optional.empty());
+  }
+
   /** Releases resources; the pipeline is stopped or restarting. */
   @Override
   default void close() {}

@@ -51,4 +51,33 @@ public final class CheckpointStore {
       ps.executeUpdate();
     }
   }
+
+  /** The incremental snapshot progress stored for {@code pipeline}, if any. */
+  public Optional<String> readProgress(String pipeline) throws SQLException {
+    try (Connection c = dataSource.getConnection();
+        PreparedStatement ps = c.prepareStatement("SELECT snapshot_progress FROM " + table + " WHERE pipeline = ?")) {
+      ps.setString(1, pipeline);
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? Optional.ofNullable(rs.getString(1)) : Optional.empty();
+      }
+    }
+  }
+
+  /**
+   * Stores incremental snapshot progress (empty clears it). Without a checkpoint row yet, one is
+   * created at LSN 0/0, which confirms nothing and skips nothing.
+   */
+  public void writeProgress(String pipeline, io.weir.protocol.cdc.SlotIncarnation incarnation, Optional<String> progress)
+      throws SQLException {
+    try (Connection c = dataSource.getConnection();
+        PreparedStatement ps = c.prepareStatement(
+            "INSERT INTO " + table + " (pipeline, incarnation, commit_lsn, end_lsn, snapshot_progress) "
+                + "VALUES (?, ?, '0/0', '0/0', ?) ON CONFLICT (pipeline) DO UPDATE SET "
+                + "snapshot_progress = excluded.snapshot_progress, updated_at = now()")) {
+      ps.setString(1, pipeline);
+      ps.setString(2, incarnation.key());
+      ps.setString(3, progress.orElse(null));
+      ps.executeUpdate();
+    }
+  }
 }

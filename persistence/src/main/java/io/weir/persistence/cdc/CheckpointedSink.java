@@ -148,6 +148,67 @@ public final class CheckpointedSink implements ChangeSink {
     }
   }
 
+  @Override
+  public boolean supportsSnapshots() {
+    return delivery.supportsSnapshots();
+  }
+
+  @Override
+  public CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
+    return delivery.deliverSnapshot(chunk).thenRunAsync(() -> {
+      if (chunk.progress().isPresent()) {
+        String name;
+        SlotIncarnation inc;
+        synchronized (this) {
+          name = pipeline;
+          inc = incarnation;
+        }
+        withRetries(() -> {
+          store.writeProgress(name, inc, chunk.progress());
+          return null;
+        });
+      }
+    }, blockingIo);
+  }
+
+  /** Stores the hand-off checkpoint: the delivery sink has everything up to the consistent point. */
+  @Override
+  public CompletionStage<Void> completeSnapshot(Lsn consistentPoint) {
+    return CompletableFuture.runAsync(() -> {
+      SlotIncarnation inc;
+      String name;
+      synchronized (this) {
+        inc = incarnation;
+        name = pipeline;
+      }
+      if (inc == null) {
+        throw SinkException.permanent("checkpointed sink used before the slot incarnation is known", null);
+      }
+      CheckpointStore.Stored next = new CheckpointStore.Stored(new SinkCheckpoint(inc, consistentPoint), consistentPoint);
+      withRetries(() -> {
+        store.write(name, next);
+        return null;
+      });
+      synchronized (this) {
+        checkpointCommit = consistentPoint;
+        storedEnd = consistentPoint;
+        lastUnstored = null;
+        unstored = 0;
+      }
+    }, blockingIo);
+  }
+
+  @Override
+  public CompletionStage<Optional<String>> snapshotProgress() {
+    return CompletableFuture.supplyAsync(() -> {
+      String name;
+      synchronized (this) {
+        name = pipeline;
+      }
+      return withRetries(() -> store.readProgress(name));
+    }, blockingIo);
+  }
+
   /** The slot may confirm only what the store holds. */
   @Override
   public Lsn durableThrough(List<Transaction> applied) {

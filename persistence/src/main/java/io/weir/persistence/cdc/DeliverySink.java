@@ -29,6 +29,20 @@ public interface DeliverySink extends AutoCloseable {
         SinkException.permanent("this sink does not take logical messages", null));
   }
 
+  /** Whether {@link #deliverSnapshot} is supported (see {@link ChangeSink#supportsSnapshots}). */
+  default boolean supportsSnapshots() {
+    return false;
+  }
+
+  /**
+   * Rows read from a snapshot (see {@link SnapshotChunk}: empty the table first when {@code
+   * firstForTable}); complete once durable. The progress token is kept by the checkpoint store.
+   */
+  default CompletionStage<Void> deliverSnapshot(SnapshotChunk chunk) {
+    return java.util.concurrent.CompletableFuture.failedFuture(
+        SinkException.permanent("this sink cannot be seeded from a snapshot", null));
+  }
+
   @Override
   default void close() {}
 }

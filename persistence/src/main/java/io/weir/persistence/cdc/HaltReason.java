@@ -44,7 +44,12 @@ public enum HaltReason {
    * Streamed transactions needed more disk than {@code streaming.spill.max-bytes} allows; nothing of
    * them was delivered. Raise the limit (or free the disk), then start the pipeline again.
    */
-  SPILL_LIMIT_EXCEEDED;
+  SPILL_LIMIT_EXCEEDED,
+  /**
+   * An incremental snapshot cannot go on: a table left the publication, an unkeyed table is too
+   * large to read whole, or concurrent changes invalidated one chunk too many times in a row.
+   */
+  SNAPSHOT_FAILED;
 
   /** Wire form: lower case, hyphenated, e.g. {@code slot-lost}. */
   public String wire() {

@@ -23,6 +23,12 @@ import java.util.List;
  * @param messages deliver logical decoding messages: transactional ones inside their transaction,
  *     non-transactional ones to {@link ChangeSink#onMessage} (the sink must accept them)
  * @param streaming protocol 2 streaming of in-progress transactions and spilling them to disk
+ * @param snapshotBatchRows rows per sink call when reading a snapshot (initial: a batch;
+ *     incremental: a chunk)
+ * @param incrementalAtStart run an incremental snapshot of every published table the first time
+ *     the pipeline streams (resumed after restarts until it completes)
+ * @param incrementalMaxUnkeyedRows an incremental snapshot reads a table without a primary key (or
+ *     replica identity index) whole; beyond this many rows it halts {@code snapshot-failed}
  */
 public record PipelineSettings(
     String name,
@@ -41,7 +47,10 @@ public record PipelineSettings(
     int maxTransactionChanges,
     Duration statusInterval,
     boolean messages,
-    StreamingSettings streaming) {
+    StreamingSettings streaming,
+    int snapshotBatchRows,
+    boolean incrementalAtStart,
+    int incrementalMaxUnkeyedRows) {
 
   public PipelineSettings {
     publications = List.copyOf(publications);
@@ -54,7 +63,7 @@ public record PipelineSettings(
     return new PipelineSettings(
         name, slot, publications, StartMode.GO_FORWARD, List.of("weir"), false, 5, Duration.ofMillis(500),
         Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO, false,
-        StreamingSettings.OFF);
+        StreamingSettings.OFF, 5_000, false, 100_000);
   }
 
   public PipelineSettings withStartMode(StartMode mode) {
@@ -109,6 +118,9 @@ public record PipelineSettings(
     b.statusInterval = statusInterval;
     b.messages = messages;
     b.streaming = streaming;
+    b.snapshotBatchRows = snapshotBatchRows;
+    b.incrementalAtStart = incrementalAtStart;
+    b.incrementalMaxUnkeyedRows = incrementalMaxUnkeyedRows;
     return b;
   }
 
@@ -131,6 +143,9 @@ public record PipelineSettings(
     private Duration statusInterval;
     private boolean messages;
     private StreamingSettings streaming;
+    private int snapshotBatchRows;
+    private boolean incrementalAtStart;
+    private int incrementalMaxUnkeyedRows;
 
     private Builder() {}
 
@@ -161,12 +176,17 @@ public record PipelineSettings(
     public Builder messages(boolean v) { messages = v; return this; }
 
     public Builder streaming(StreamingSettings v) { streaming = v; return this; }
+    public Builder snapshotBatchRows(int v) { snapshotBatchRows = v; return this; }
+
+    public Builder incrementalAtStart(boolean v) { incrementalAtStart = v; return this; }
+
+    public Builder incrementalMaxUnkeyedRows(int v) { incrementalMaxUnkeyedRows = v; return this; }
 
     public PipelineSettings build() {
       return new PipelineSettings(
           name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries, minBackoff, maxBackoff,
           handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay, maxTransactionChanges, statusInterval,
-          messages, streaming);
+          messages, streaming, snapshotBatchRows, incrementalAtStart, incrementalMaxUnkeyedRows);
     }
   }
 

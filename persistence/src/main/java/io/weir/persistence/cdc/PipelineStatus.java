@@ -9,6 +9,7 @@ package io.weir.persistence.cdc;
  * @param confirmedLsn the position last confirmed to PostgreSQL as flushed
  * @param lagBytes WAL bytes between what the server has sent and what is confirmed
  * @param incarnation the slot incarnation key, once known
+ * @param snapshot the running or last snapshot's progress, null if none ran in this process
  */
 public record PipelineStatus(
     String name,
@@ -21,5 +22,6 @@ public record PipelineStatus(
     long transactions,
     long rows,
     int restarts,
-    String incarnation)
+    String incarnation,
+    SnapshotStatus snapshot)
     implements io.weir.protocol.CborSerializable {}

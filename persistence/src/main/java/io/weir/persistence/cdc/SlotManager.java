@@ -8,6 +8,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -118,13 +119,17 @@ public final class SlotManager {
     return recorded().map(Recorded::incarnation);
   }
 
-  private record Recorded(SlotIncarnation incarnation, String slotName) {}
+  private record Recorded(SlotIncarnation incarnation, String slotName, String snapshotState) {
+    boolean snapshotPending() {
+      return "pending".equals(snapshotState);
+    }
+  }
 
   private Optional<Recorded> recorded() throws SQLException {
     try (Connection c = stateStore.getConnection();
         PreparedStatement ps =
             c.prepareStatement(
-                "SELECT incarnation, system_identifier, timeline, slot_name FROM " + stateSchema
+                "SELECT incarnation, system_identifier, timeline, slot_name, snapshot_state FROM " + stateSchema
                     + ".cdc_slot WHERE pipeline = ?")) {
       ps.setString(1, settings.name());
       try (ResultSet rs = ps.executeQuery()) {
@@ -134,7 +139,7 @@ public final class SlotManager {
         return Optional.of(new Recorded(
             new SlotIncarnation(
                 rs.getObject(1, UUID.class), rs.getBigDecimal(2).toBigInteger().longValue(), rs.getInt(3)),
-            rs.getString(4)));
+            rs.getString(4), rs.getString(5)));
       }
     }
   }
@@ -160,8 +165,30 @@ public final class SlotManager {
 
   /**
    * The incarnation to stream in, and the slot's confirmed position to start from.
+   *
+   * @param exported present when the slot was just created for an initial snapshot: read the
+   *     tables at this snapshot (while the replication session stays idle), store the hand-off
+   *     checkpoint, then stream from {@code confirmed}, the snapshot's consistent point
    */
-  public record Prepared(SlotIncarnation incarnation, Lsn confirmed) {}
+  public record Prepared(SlotIncarnation incarnation, Lsn confirmed, Optional<ExportedSnapshot> exported) {
+    public Prepared(SlotIncarnation incarnation, Lsn confirmed) {
+      this(incarnation, confirmed, Optional.empty());
+    }
+  }
+
+  /**
+   * A snapshot exported by CREATE_REPLICATION_SLOT. It lives only while the replication session
+   * that created the slot stays open and runs no other command.
+   */
+  public record ExportedSnapshot(String name, Lsn consistentPoint) {
+    private static final java.util.regex.Pattern SHAPE = java.util.regex.Pattern.compile("[0-9A-Fa-f]+(-[0-9A-Fa-f]+){1,2}");
+
+    public ExportedSnapshot {
+      if (!SHAPE.matcher(name).matches()) {
+        throw new PipelineHaltException(HaltReason.PROTOCOL_VIOLATION, "the server returned a snapshot name of unexpected shape");
+      }
+    }
+  }
 
   /**
    * Decides how to stream, creating or adopting the slot where the rules allow.
@@ -169,9 +196,31 @@ public final class SlotManager {
    * @param checkpoint the sink's durable checkpoint, if it has one
    */
   public Prepared prepareSlot(
-      Connection source, ReplicationConnection.SystemIdentity server, Optional<SinkCheckpoint> checkpoint)
+      Connection source, Connection replicationSession, ReplicationConnection.SystemIdentity server,
+      Optional<SinkCheckpoint> checkpoint)
       throws SQLException {
     Optional<Recorded> record = recorded();
+    if (record.isPresent() && record.get().slotName().equals(settings.slot()) && record.get().snapshotPending()) {
+      SlotIncarnation pending = record.get().incarnation();
+      if (checkpoint.isPresent() && checkpoint.get().incarnation().equals(pending)) {
+        // The hand-off checkpoint was stored before the crash: the snapshot is complete.
+        markSnapshot("done");
+        record = recorded();
+      } else if (checkpoint.isPresent()) {
+        throw new PipelineHaltException(
+            HaltReason.INCARNATION_MISMATCH, "the sink's checkpoint belongs to another slot incarnation than the pending snapshot's");
+      } else {
+        // The exported snapshot died with the previous connection: the one sanctioned recreation.
+        if (slot(source).isPresent()) {
+          dropSlot(source);
+        }
+        log.warn(
+            "pipeline {}: the initial snapshot did not reach its hand-off checkpoint; slot {} is dropped and "
+                + "recreated and the snapshot starts again from the beginning",
+            settings.name(), settings.slot());
+        return createExporting(replicationSession, server);
+      }
+    }
     if (record.isPresent() && !record.get().slotName().equals(settings.slot())) {
       throw new PipelineHaltException(
           HaltReason.INCARNATION_MISMATCH,
@@ -200,6 +249,9 @@ public final class SlotManager {
       if (settings.startMode() == StartMode.RESUME) {
         throw new PipelineHaltException(HaltReason.SLOT_MISSING, "slot " + settings.slot() + " does not exist (start mode resume)");
       }
+      if (settings.startMode() == StartMode.SNAPSHOT) {
+        return createExporting(replicationSession, server);
+      }
       Lsn created = createSlot(source);
       SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
       record(incarnation);
@@ -220,6 +272,12 @@ public final class SlotManager {
         throw new PipelineHaltException(
             HaltReason.INCARNATION_MISMATCH,
             "the sink has a checkpoint but Weir has no record of slot " + settings.slot());
+      }
+      if (settings.startMode() == StartMode.SNAPSHOT) {
+        throw new PipelineHaltException(
+            HaltReason.CONFLICTING_OPTIONS,
+            "start mode snapshot creates its own slot, but slot " + settings.slot()
+                + " already exists; drop it, or adopt it with go-forward and an incremental snapshot");
       }
       SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
       record(incarnation);
@@ -257,19 +315,63 @@ public final class SlotManager {
     }
   }
 
+  /** Creates the slot with an exported snapshot and records its incarnation as snapshot-pending. */
+  private Prepared createExporting(Connection session, ReplicationConnection.SystemIdentity server) throws SQLException {
+    String command = settings.failover()
+        ? "CREATE_REPLICATION_SLOT " + settings.slot() + " LOGICAL pgoutput (SNAPSHOT 'export', FAILOVER true)"
+        : "CREATE_REPLICATION_SLOT " + settings.slot() + " LOGICAL pgoutput EXPORT_SNAPSHOT";
+    // Recorded first: a crash right after the slot's creation then finds a pending snapshot and
+    // starts over, instead of a slot nobody remembers.
+    SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
+    record(incarnation, "pending");
+    ExportedSnapshot exported;
+    try (Statement st = session.createStatement();
+        ResultSet rs = st.executeQuery(command)) {
+      rs.next();
+      exported = new ExportedSnapshot(rs.getString("snapshot_name"), Lsn.parse(rs.getString("consistent_point")));
+    }
+    log.info(
+        "pipeline {}: created slot {} with an exported snapshot, consistent at {} (incarnation {})",
+        settings.name(), settings.slot(), exported.consistentPoint(), incarnation.id());
+    return new Prepared(incarnation, exported.consistentPoint(), Optional.of(exported));
+  }
+
+  private void dropSlot(Connection source) throws SQLException {
+    try (PreparedStatement ps = source.prepareStatement("SELECT pg_drop_replication_slot(?)")) {
+      ps.setString(1, settings.slot());
+      ps.execute();
+    }
+  }
+
+  /** Records the initial snapshot's state ({@code done} once the hand-off checkpoint is stored). */
+  public void markSnapshot(String state) throws SQLException {
+    try (Connection c = stateStore.getConnection();
+        PreparedStatement ps = c.prepareStatement(
+            "UPDATE " + stateSchema + ".cdc_slot SET snapshot_state = ? WHERE pipeline = ?")) {
+      ps.setString(1, state);
+      ps.setString(2, settings.name());
+      ps.executeUpdate();
+    }
+  }
+
   private void record(SlotIncarnation incarnation) throws SQLException {
+    record(incarnation, null);
+  }
+
+  private void record(SlotIncarnation incarnation, String snapshotState) throws SQLException {
     try (Connection c = stateStore.getConnection();
         PreparedStatement ps =
             c.prepareStatement(
-                "INSERT INTO " + stateSchema + ".cdc_slot (pipeline, slot_name, incarnation, system_identifier, timeline) "
-                    + "VALUES (?, ?, ?, ?, ?) ON CONFLICT (pipeline) DO UPDATE SET slot_name = excluded.slot_name, "
+                "INSERT INTO " + stateSchema + ".cdc_slot (pipeline, slot_name, incarnation, system_identifier, timeline, "
+                    + "snapshot_state) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (pipeline) DO UPDATE SET slot_name = excluded.slot_name, "
                     + "incarnation = excluded.incarnation, system_identifier = excluded.system_identifier, "
-                    + "timeline = excluded.timeline, created_at = now()")) {
+                    + "timeline = excluded.timeline, snapshot_state = excluded.snapshot_state, created_at = now()")) {
       ps.setString(1, settings.name());
       ps.setString(2, settings.slot());
       ps.setObject(3, incarnation.id());
       ps.setBigDecimal(4, new BigDecimal(Long.toUnsignedString(incarnation.systemIdentifier())));
       ps.setInt(5, incarnation.timeline());
+      ps.setString(6, snapshotState);
       ps.executeUpdate();
     }
   }

@@ -8,5 +8,12 @@ public enum StartMode {
    */
   GO_FORWARD,
   /** The slot must already exist; never create one. */
-  RESUME
+  RESUME,
+  /**
+   * Seed the sink first: create the slot with an exported snapshot, copy every published table at
+   * that snapshot into the sink, store the hand-off checkpoint at the snapshot's consistent point,
+   * then stream from there. Once the hand-off is stored this behaves like {@link #GO_FORWARD}. The
+   * slot must not exist yet (the snapshot must come from the slot's own creation).
+   */
+  SNAPSHOT
 }

@@ -5,6 +5,7 @@ import io.weir.protocol.cdc.CdcEvent;
 import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.Changes;
+import io.weir.protocol.cdc.SnapshotWatermark;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.MessageType;
@@ -88,8 +89,10 @@ public final class TransactionAssembler {
   /**
    * Protocol 1 only: stream messages are a protocol violation.
    *
-   * @param messages emit logical messages: transactional ones as changes of their transaction,
-   *     non-transactional ones as {@link CdcMessage}s; when false both are dropped
+   * @param messages emit transactional logical messages as changes of their transaction; when
+   *     false they are dropped. Non-transactional ones always become {@link CdcMessage}s (the
+   *     pipeline confirms past them and delivers them only when messages are on). A transaction
+   *     holding only a {@link SnapshotWatermark#PREFIX} message becomes a {@link SnapshotWatermark}.
    */
   public TransactionAssembler(SchemaGuard schemas, int maxChanges, boolean messages) {
     this(schemas, maxChanges, messages, null, false);
@@ -114,6 +117,9 @@ public final class TransactionAssembler {
     return shapes == null ? List.of() : shapes;
   }
 
+  /** Content of a snapshot watermark message in the open transaction, if any. */
+  private String watermark;
+
   /** Whether an ordinary transaction has begun and not yet committed. */
   public boolean inTransaction() {
     return open;
@@ -135,7 +141,7 @@ public final class TransactionAssembler {
    * @param payload the message's bytes as received, kept for streamed transactions (required for
    *     messages inside a stream block); its position is left as it was
    * @return the transaction when {@code message} is its Commit or Stream Commit; a {@link
-   *     CdcMessage} for a non-transactional logical message (when messages are on)
+   *     CdcMessage} for a non-transactional logical message; a {@link SnapshotWatermark}
    * @throws PipelineHaltException for schema faults, protocol order faults and oversized transactions
    */
   public Optional<CdcEvent> accept(PgOutputMessage message, ByteBuffer payload) {
@@ -160,6 +166,13 @@ public final class TransactionAssembler {
           throw protocol("Commit outside a transaction");
         }
         PgOutputMessage.Commit c = (PgOutputMessage.Commit) message;
+        if (watermark != null && changes.isEmpty() && announced.isEmpty()) {
+          SnapshotWatermark w = new SnapshotWatermark(c.commitLsn(), c.endLsn(), watermark);
+          open = false;
+          watermark = null;
+          return Optional.of(w);
+        }
+        watermark = null;
         Transaction t = new Transaction(xid, c.commitLsn(), c.endLsn(), c.commitTime(), Changes.of(changes),
             List.copyOf(announced.values()), counts.rows, counts.byTable());
         List<TableSchema> accepted = schemas.drainUnrecorded();
@@ -179,13 +192,17 @@ public final class TransactionAssembler {
       case INSERT, UPDATE, DELETE, TRUNCATE -> add(toChange(message, id -> table(schemas.schema(id), id, type)));
       case MESSAGE -> {
         PgOutputMessage.LogicalMessage m = (PgOutputMessage.LogicalMessage) message;
-        if (!messages) {
-          return Optional.empty();
-        }
-        if (m.transactional()) {
-          add(toChange(m, null));
-        } else {
+        if (!m.transactional()) {
+          // Handed on even when messages are off: the pipeline must confirm past it.
           return Optional.of(new CdcMessage(m.lsn(), m.prefix(), m.contentBytes()));
+        }
+        if (SnapshotWatermark.PREFIX.equals(m.prefix())) {
+          if (!open) {
+            throw protocol("a change arrived outside a transaction");
+          }
+          watermark = new String(m.contentBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        } else if (messages) {
+          add(toChange(m, null));
         }
       }
       case ORIGIN, TYPE -> {

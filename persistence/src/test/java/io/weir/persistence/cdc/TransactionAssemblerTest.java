@@ -66,10 +66,21 @@ class TransactionAssemblerTest {
     assertThat(m.prefix()).isEqualTo("audit");
     assertThat(m.toString()).as("message content never in toString").doesNotContain("user-bytes");
     TransactionAssembler off = new TransactionAssembler(new SchemaGuard(), 10, false);
-    assertThat(off.accept(standalone)).isEmpty();
+    assertThat(off.accept(standalone)).as("handed on so the pipeline can confirm past it").containsInstanceOf(io.weir.protocol.cdc.CdcMessage.class);
     off.accept(begin(1));
     off.accept(new PgOutputMessage.LogicalMessage(OptionalLong.empty(), true, Lsn.of(78), "audit", content));
     assertThat(((Transaction) off.accept(commit(1)).orElseThrow()).changes()).as("transactional messages dropped when off").isEmpty();
+  }
+
+  @Test
+  void aTransactionHoldingOnlyAWatermarkBecomesAWatermark() {
+    java.nio.ByteBuffer mark = java.nio.ByteBuffer.wrap("{\"chunk\":1}".getBytes(StandardCharsets.UTF_8));
+    TransactionAssembler a = new TransactionAssembler(new SchemaGuard(), 10, false);
+    a.accept(begin(3));
+    a.accept(new PgOutputMessage.LogicalMessage(OptionalLong.empty(), true, Lsn.of(90), io.weir.protocol.cdc.SnapshotWatermark.PREFIX, mark));
+    io.weir.protocol.cdc.SnapshotWatermark w = (io.weir.protocol.cdc.SnapshotWatermark) a.accept(commit(3)).orElseThrow();
+    assertThat(w.content()).isEqualTo("{\"chunk\":1}");
+    assertThat(a.inTransaction()).isFalse();
   }
 
   @Test

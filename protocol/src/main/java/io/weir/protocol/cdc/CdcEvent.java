@@ -1,4 +1,7 @@
 package io.weir.protocol.cdc;
 
-/** What a pipeline delivers: a committed {@link Transaction} or a non-transactional {@link CdcMessage}. */
-public sealed interface CdcEvent permits Transaction, CdcMessage {}
+/**
+ * What a pipeline handles: a committed {@link Transaction}, a non-transactional {@link CdcMessage},
+ * or a {@link SnapshotWatermark} of its own.
+ */
+public sealed interface CdcEvent permits Transaction, CdcMessage, SnapshotWatermark {}

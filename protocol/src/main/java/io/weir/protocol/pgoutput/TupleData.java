@@ -44,6 +44,25 @@ public final class TupleData {
   }
 
   /**
+   * A row image over text-format column bytes already in one array (UTF-8), for snapshot reads:
+   * column {@code i} is {@code data[starts[i] .. starts[i] + lengths[i])}, or SQL NULL where {@code
+   * nulls[i]}. The arrays become the row's own: the caller must not change them afterwards.
+   */
+  public static TupleData ofTextColumns(byte[] data, int[] starts, int[] lengths, boolean[] nulls) {
+    if (starts.length != lengths.length || starts.length != nulls.length) {
+      throw new IllegalArgumentException("starts, lengths and nulls must have one entry per column");
+    }
+    byte[] kinds = new byte[starts.length];
+    for (int i = 0; i < kinds.length; i++) {
+      kinds[i] = nulls[i] ? (byte) 'n' : (byte) 't';
+      if (!nulls[i] && (starts[i] < 0 || lengths[i] < 0 || starts[i] + lengths[i] > data.length)) {
+        throw new IllegalArgumentException("a column lies outside the data");
+      }
+    }
+    return new TupleData(MessageType.INSERT, 0, data, kinds, starts, lengths);
+  }
+
+  /**
    * A row image built from text-format values (null for SQL NULL), for rows that do not come off
    * the replication wire: snapshot reads and tests. Equivalent to a decoded tuple of {@code 't'}
    * and {@code 'n'} columns.

@@ -14,10 +14,7 @@ final class MirrorSql {
 
   /** {@code name} as a quoted identifier: in double quotes, embedded double quotes doubled. */
   static String quote(String name) {
-    if (name == null || name.isEmpty() || name.indexOf('\0') >= 0) {
-      throw new IllegalArgumentException("an identifier must be non-empty and contain no NUL character");
-    }
-    return '"' + name.replace("\"", "\"\"") + '"';
+    return io.weir.persistence.Identifiers.quote(name);
   }
 
   static String qualified(String schema, String table) {
@@ -85,7 +82,8 @@ final class MirrorSql {
         + "pipeline text PRIMARY KEY, "
         + "incarnation text NOT NULL, "
         + "commit_lsn pg_lsn NOT NULL, "
-        + "updated_at timestamptz NOT NULL DEFAULT now())";
+        + "updated_at timestamptz NOT NULL DEFAULT now(), "
+        + "snapshot_progress text)";
   }
 
   /** No unique constraint on purpose: duplicates must be countable, not refused. */

@@ -5,6 +5,7 @@ import io.weir.persistence.cdc.ChangeSink;
 import io.weir.persistence.cdc.PipelineContext;
 import io.weir.persistence.cdc.SinkCheckpoint;
 import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.SnapshotChunk;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.SlotIncarnation;
@@ -149,6 +150,7 @@ public final class PostgresMirrorSink implements ChangeSink {
   private final String insertPlaceholder;
   private final String updateCheckpoint;
   private final String insertApplied;
+  private final String checkpointQualified;
 
   /** Plans per source table shape; a new shape (added column) gets a new plan. */
   private final Map<TableSchema, TablePlan> plans = new ConcurrentHashMap<>();
@@ -182,6 +184,7 @@ public final class PostgresMirrorSink implements ChangeSink {
             + " ON CONFLICT (pipeline) DO NOTHING";
     this.updateCheckpoint =
         "UPDATE " + checkpoint + " SET incarnation = ?, commit_lsn = ?, updated_at = now() WHERE pipeline = ?";
+    this.checkpointQualified = checkpoint;
     this.insertApplied = "INSERT INTO " + applied + " (pipeline, xid, commit_lsn) VALUES (?, ?, ?)";
   }
 
@@ -225,6 +228,149 @@ public final class PostgresMirrorSink implements ChangeSink {
         });
   }
 
+  @Override
+  public boolean supportsSnapshots() {
+    return true;
+  }
+
+  /**
+   * Upserts snapshot rows in one database transaction; a first chunk truncates the target first
+   * (in the same transaction), and an incremental chunk's progress is stored in the checkpoint row
+   * in that transaction too.
+   */
+  @Override
+  public CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
+    Opened current = opened;
+    if (current == null || current.incarnation().isEmpty()) {
+      return CompletableFuture.failedFuture(
+          SinkException.permanent("mirror received snapshot rows before it was opened with a slot incarnation", null));
+    }
+    return onExecutor(() -> {
+      inTransaction(run -> {
+        TablePlan plan = plan(run, chunk.table());
+        if (chunk.firstForTable()) {
+          run.context = "the clearing of " + plan.what();
+          try (Statement s = run.connection.createStatement()) {
+            s.execute(MirrorSql.truncate(List.of(MirrorSql.qualified(settings.targetSchema(), settings.targetTable(chunk.table()))), false));
+          }
+        }
+        for (TupleData row : chunk.rows()) {
+          upsert(run, plan, row);
+        }
+        run.flush();
+        if (chunk.progress().isPresent()) {
+          run.context = checkpointWhat;
+          lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
+          writeProgress(run.connection, current.pipeline(), chunk.progress());
+        }
+      });
+      return null;
+    });
+  }
+
+  /** Moves the checkpoint to the snapshot's consistent point (never backwards). */
+  @Override
+  public CompletionStage<Void> completeSnapshot(Lsn consistentPoint) {
+    Opened current = opened;
+    if (current == null || current.incarnation().isEmpty()) {
+      return CompletableFuture.failedFuture(
+          SinkException.permanent("mirror completed a snapshot before it was opened with a slot incarnation", null));
+    }
+    return onExecutor(() -> {
+      inTransaction(run -> {
+        run.context = checkpointWhat;
+        Lsn watermark = lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
+        if (consistentPoint.isAfter(watermark)) {
+          writeCheckpoint(run.connection, current.pipeline(), current.incarnation().get(), consistentPoint);
+        }
+      });
+      LOG.debug("mirror stored the snapshot hand-off checkpoint at {}", consistentPoint);
+      return null;
+    });
+  }
+
+  @Override
+  public CompletionStage<Optional<String>> snapshotProgress() {
+    Opened current = opened;
+    if (current == null) {
+      return CompletableFuture.completedFuture(Optional.empty());
+    }
+    return onExecutor(() -> {
+      try (Connection c = dataSource.getConnection();
+          PreparedStatement ps = c.prepareStatement(
+              "SELECT snapshot_progress FROM " + checkpointQualified + " WHERE pipeline = ?")) {
+        ps.setString(1, current.pipeline());
+        try (ResultSet rs = ps.executeQuery()) {
+          return rs.next() ? Optional.ofNullable(rs.getString(1)) : Optional.<String>empty();
+        }
+      } catch (SQLException e) {
+        throw MirrorFailures.fromSql(e, checkpointWhat);
+      }
+    });
+  }
+
+  private void writeProgress(Connection c, String pipeline, Optional<String> progress) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(
+        "UPDATE " + checkpointQualified + " SET snapshot_progress = ?, updated_at = now() WHERE pipeline = ?")) {
+      ps.setString(1, progress.orElse(null));
+      ps.setString(2, pipeline);
+      ps.executeUpdate();
+    }
+  }
+
+  /** Checkpoint tables created before snapshots existed lack the progress column: add it. */
+  private void ensureProgressColumn(Connection c) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(
+        "SELECT 1 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class t ON t.oid = a.attrelid "
+            + "JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace "
+            + "WHERE n.nspname = ? AND t.relname = ? AND a.attname = 'snapshot_progress' AND NOT a.attisdropped")) {
+      ps.setString(1, settings.targetSchema());
+      ps.setString(2, settings.checkpointTable());
+      try (ResultSet rs = ps.executeQuery()) {
+        if (rs.next()) {
+          return;
+        }
+      }
+    }
+    try (Statement s = c.createStatement()) {
+      s.execute("ALTER TABLE " + checkpointQualified + " ADD COLUMN IF NOT EXISTS snapshot_progress text");
+    }
+  }
+
+  private interface RunBody {
+    void run(Run run) throws SQLException;
+  }
+
+  /** One durable database transaction on a pooled connection; failures roll back and are scrubbed. */
+  private void inTransaction(RunBody body) {
+    Run run = new Run();
+    run.context = "a connection to the target database";
+    try (Connection c = dataSource.getConnection()) {
+      run.connection = c;
+      boolean autoCommit = c.getAutoCommit();
+      try {
+        c.setAutoCommit(false);
+        try (Statement durable = c.createStatement()) {
+          durable.execute("SET LOCAL synchronous_commit = on");
+        }
+        body.run(run);
+        run.flush();
+        run.context = "a commit";
+        c.commit();
+      } catch (Throwable t) {
+        rollbackQuietly(c);
+        throw t;
+      } finally {
+        run.close();
+        restoreAutoCommit(c, autoCommit);
+      }
+    } catch (SQLException e) {
+      throw MirrorFailures.fromSql(e, run.context);
+    } catch (PgOutputDecodeException e) {
+      throw MirrorFailures.refused(run.context, e.reason().description());
+    }
+  }
+
   /** Nothing to release: connections are taken per call, the DataSource and executor are the caller's. */
   @Override
   public void close() {}
@@ -242,6 +388,7 @@ public final class PostgresMirrorSink implements ChangeSink {
           throw MirrorFailures.refused(checkpointWhat, "the target schema does not exist");
         }
         ensureTable(c, settings.checkpointTable(), createCheckpoint);
+        ensureProgressColumn(c);
         if (settings.appliedLog()) {
           ensureTable(c, MirrorSettings.APPLIED_LOG_TABLE, createAppliedLog);
         }

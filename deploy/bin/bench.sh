@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs Weir's benchmark programs and prints their figures (see docs/benchmarks.md):
+#   deploy/bin/bench.sh                 all of them with their defaults, one after the other
+#   deploy/bin/bench.sh cdc [opts]      CDC throughput against pg_recvlogical (bench-cdc.sh)
+#   deploy/bin/bench.sh snapshot [opts] initial snapshot throughput against COPY (bench-snapshot.sh)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case "${1:-all}" in
+  cdc) shift; exec "$here/bench-cdc.sh" "$@" ;;
+  snapshot) shift; exec "$here/bench-snapshot.sh" "$@" ;;
+  all) "$here/bench-cdc.sh"; echo; "$here/bench-snapshot.sh" ;;
+  -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) echo "bench: unknown benchmark '$1' (cdc, snapshot or all)" >&2; exit 2 ;;
+esac

@@ -216,7 +216,7 @@ public final class SnapshotBenchmark {
     }
 
     @Override
-    public CompletionStage<Void> completeSnapshot(Lsn consistentPoint) {
+    public CompletionStage<Void> completeSnapshot(Lsn handOff) {
       handedOff.complete(System.nanoTime());
       return DONE;
     }

@@ -384,7 +384,9 @@ public final class CdcPipeline {
             new InitialSnapshot(settings, source, sink, tracker, () -> attempt != myAttempt || stopped.get())
                 .run(exported);
         relations.save(settings.name(), shapes, exported.consistentPoint());
-        sink.completeSnapshot(exported.consistentPoint()).toCompletableFuture().get();
+        // A commit record may start exactly at the consistent point: it is not in the snapshot and
+        // the slot streams it, so the hand-off checkpoint sits just before that position.
+        sink.completeSnapshot(Lsn.of(exported.consistentPoint().asLong() - 1)).toCompletableFuture().get();
         slots.markSnapshot("done");
         tracker.finished("done");
         tracker.log(org.slf4j.LoggerFactory.getLogger(CdcPipeline.class), settings.name());
@@ -590,7 +592,7 @@ public final class CdcPipeline {
       if (!state.equals("running") || incremental == null) {
         request.replyTo().tell(new SnapshotReply(status(), "not-running",
             "an incremental snapshot runs while the pipeline streams; its state is " + state));
-      } else if (incremental.running()) {
+      } else if (incrementalStarting || incremental.running()) {
         request.replyTo().tell(new SnapshotReply(status(), "snapshot-in-progress",
             "an incremental snapshot is running; it must finish first"));
       } else {
@@ -604,6 +606,7 @@ public final class CdcPipeline {
     /** Resolves the tables and starts the first chunk, off the actor thread. */
     private void beginIncremental(IncrementalSnapshot.Progress plan, ActorRef<SnapshotReply> replyTo) {
       IncrementalSnapshot engine = incremental;
+      incrementalStarting = true; // reserved until begin answers: a second request is refused
       SnapshotTracker tracker = new SnapshotTracker("incremental");
       long myAttempt = attempt;
       getContext().pipeToSelf(
@@ -619,6 +622,7 @@ public final class CdcPipeline {
     }
 
     private Behavior<Command> onIncrementalBegun(IncrementalBegun begun) {
+      incrementalStarting = false;
       Throwable error = begun.error();
       if (begun.replyTo() != null) {
         if (error == null) {
@@ -755,6 +759,7 @@ public final class CdcPipeline {
     private volatile SpillStore runSpill;
     private volatile SnapshotTracker snapshot;
     private IncrementalSnapshot incremental;
+    private boolean incrementalStarting;
     private volatile Optional<IncrementalSnapshot.Progress> storedProgress = Optional.empty();
     private static final Duration QUIET_TIMEOUT = Duration.ofSeconds(60);
     private final AtomicBoolean stopped = new AtomicBoolean(false);

@@ -105,10 +105,11 @@ public interface ChangeSink extends AutoCloseable {
 
   /**
    * The initial snapshot is wholly applied: durably store the hand-off checkpoint, i.e. the
-   * current slot incarnation with commit LSN {@code consistentPoint}. Streaming then starts there,
-   * and transactions at or before it (already in the snapshot) are skipped as usual.
+   * current slot incarnation with commit LSN {@code handOff}. The pipeline passes the position just
+   * before the snapshot's consistent point: every transaction committed at or after that point is
+   * streamed (and applied), every earlier one is in the snapshot.
    */
-  default CompletionStage<Void> completeSnapshot(Lsn consistentPoint) {
+  default CompletionStage<Void> completeSnapshot(Lsn handOff) {
     return java.util.concurrent.CompletableFuture.failedFuture(
         SinkException.permanent("this sink cannot be seeded from a snapshot", null));
   }

@@ -171,9 +171,9 @@ public final class CheckpointedSink implements ChangeSink {
     }, blockingIo);
   }
 
-  /** Stores the hand-off checkpoint: the delivery sink has everything up to the consistent point. */
+  /** Stores the hand-off checkpoint: the delivery sink has everything the snapshot holds. */
   @Override
-  public CompletionStage<Void> completeSnapshot(Lsn consistentPoint) {
+  public CompletionStage<Void> completeSnapshot(Lsn handOff) {
     return CompletableFuture.runAsync(() -> {
       SlotIncarnation inc;
       String name;
@@ -184,14 +184,14 @@ public final class CheckpointedSink implements ChangeSink {
       if (inc == null) {
         throw SinkException.permanent("checkpointed sink used before the slot incarnation is known", null);
       }
-      CheckpointStore.Stored next = new CheckpointStore.Stored(new SinkCheckpoint(inc, consistentPoint), consistentPoint);
+      CheckpointStore.Stored next = new CheckpointStore.Stored(new SinkCheckpoint(inc, handOff), handOff);
       withRetries(() -> {
         store.write(name, next);
         return null;
       });
       synchronized (this) {
-        checkpointCommit = consistentPoint;
-        storedEnd = consistentPoint;
+        checkpointCommit = handOff;
+        storedEnd = handOff;
         lastUnstored = null;
         unstored = 0;
       }

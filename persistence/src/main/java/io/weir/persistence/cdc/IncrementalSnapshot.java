@@ -54,9 +54,17 @@ final class IncrementalSnapshot implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(IncrementalSnapshot.class);
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final int MAX_ATTEMPTS_PER_CHUNK = 50;
+  /** A keyed chunk ends early at this many characters of values, whatever its row count. */
+  private static final long MAX_CHUNK_CHARS = 8L << 20;
 
   /** The persisted progress: the plan and how far it got. */
   record Progress(String id, List<String> tables, int table, List<String> after, boolean done) {
+    /** Value-free: {@code after} holds primary key values. */
+    @Override
+    public String toString() {
+      return "Progress[table " + table + " of " + tables.size() + (done ? ", done" : "") + "]";
+    }
+
     String encode() {
       try {
         return JSON.writeValueAsString(this);
@@ -77,7 +85,13 @@ final class IncrementalSnapshot implements AutoCloseable {
     }
   }
 
-  private record Read(List<Object> keys, List<TupleData> rows, XidHistory.PgSnapshot snapshot, boolean complete) {}
+  private record Read(List<Object> keys, List<TupleData> rows, XidHistory.PgSnapshot snapshot, boolean complete) {
+    /** Value-free: keys and rows are data. */
+    @Override
+    public String toString() {
+      return "Read[rows=" + rows.size() + ", complete=" + complete + "]";
+    }
+  }
 
   private final class Chunk {
     final long seq;
@@ -221,6 +235,12 @@ final class IncrementalSnapshot implements AutoCloseable {
       c.valid = false; // an unkeyed table is read again whole
       return;
     }
+    if (images.get(0).hasUnchangedToast()) {
+      // The sink gets this row without its untouched TOAST values (its copy may be gone: the first
+      // chunk cleared the table); only a fresh read of the chunk brings them.
+      c.valid = false;
+      return;
+    }
     for (TupleData image : images) {
       Object key = keyOf(c.table.primaryKey(), image);
       if (key == null) {
@@ -256,7 +276,7 @@ final class IncrementalSnapshot implements AutoCloseable {
       }
     }
     if (parts[2].equals("low")) {
-      return c.read.thenAccept(read -> {
+      return c.read.thenCompose(read -> {
         synchronized (this) {
           c.result = read;
           c.rows = new LinkedHashMap<>();
@@ -269,6 +289,12 @@ final class IncrementalSnapshot implements AutoCloseable {
           }
           c.open = true;
         }
+        if (c.after != null) {
+          return CompletableFuture.completedFuture(null);
+        }
+        // The table's first chunk: the sink empties its copy here, at the low watermark, before
+        // any transaction between the watermarks is applied, so none of those is wiped out.
+        return sink.applySnapshot(new SnapshotChunk(c.table.schema(), true, List.of(), Optional.empty()));
       });
     }
     return high(c);
@@ -295,7 +321,8 @@ final class IncrementalSnapshot implements AutoCloseable {
           ? new Progress(progress.id(), progress.tables(), progress.table() + 1, null,
               progress.table() + 1 >= progress.tables().size())
           : new Progress(progress.id(), progress.tables(), progress.table(), last, false);
-      out = new SnapshotChunk(c.table.schema(), c.after == null, List.copyOf(c.rows.values()), Optional.of(next.encode()));
+      // Never firstForTable: the first chunk's clearing happened at its low watermark.
+      out = new SnapshotChunk(c.table.schema(), false, List.copyOf(c.rows.values()), Optional.of(next.encode()));
     }
     int rows = out.rows().size();
     return sink.applySnapshot(out).thenRun(() -> {
@@ -346,6 +373,9 @@ final class IncrementalSnapshot implements AutoCloseable {
 
   /** Writes the low watermark, reads the chunk, writes the high watermark; off the stream. */
   private void startChunk(PublishedTable table, List<String> after) {
+    if (closed) {
+      return; // the run ended while a chunk was being applied
+    }
     Chunk c = new Chunk(++seq, table, after);
     pending = c;
     tracker.reading(table.schema().qualifiedName());
@@ -417,10 +447,25 @@ final class IncrementalSnapshot implements AutoCloseable {
           snapshot = XidHistory.PgSnapshot.parse(rs.getString(1));
         }
       }
+      try (PreparedStatement ps = conn.prepareStatement(
+          "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = ANY(?) AND schemaname = ? AND tablename = ?")) {
+        ps.setArray(1, conn.createArrayOf("text", settings.publications().toArray()));
+        ps.setString(2, t.schema().schema());
+        ps.setString(3, t.schema().table());
+        try (ResultSet rs = ps.executeQuery()) {
+          if (!rs.next()) {
+            throw new PipelineHaltException(HaltReason.SNAPSHOT_FAILED,
+                "table " + t.schema().qualifiedName() + " is no longer in the pipeline's publications");
+          }
+        }
+      }
       List<Object> keys = new ArrayList<>();
       List<TupleData> rows = new ArrayList<>();
       int columns = t.schema().columns().size();
+      long bytes = 0;
+      boolean cut = false;
       try (PreparedStatement ps = conn.prepareStatement(sql.toString())) {
+        ps.setFetchSize(500); // a cursor: the byte bound below also bounds what the driver holds
         if (keyed && c.after != null) {
           for (int i = 0; i < c.after.size(); i++) {
             ps.setString(i + 1, c.after.get(i));
@@ -431,10 +476,15 @@ final class IncrementalSnapshot implements AutoCloseable {
             String[] values = new String[columns];
             for (int i = 0; i < columns; i++) {
               values[i] = rs.getString(i + 1);
+              bytes += values[i] == null ? 0 : values[i].length();
             }
             TupleData row = TupleData.ofText(values);
             rows.add(row);
             keys.add(keyed ? keyOf(t.primaryKey(), row) : rows.size());
+            if (keyed && bytes >= MAX_CHUNK_CHARS) {
+              cut = true; // a chunk of wide rows ends early; the next one continues after its last key
+              break;
+            }
           }
         }
       }
@@ -442,9 +492,9 @@ final class IncrementalSnapshot implements AutoCloseable {
       if (!keyed && rows.size() >= limit) {
         throw new PipelineHaltException(HaltReason.SNAPSHOT_FAILED,
             "table " + t.schema().qualifiedName() + " has no primary key and more than "
-                + settings.incrementalMaxUnkeyedRows() + " rows (incremental.max-unkeyed-rows)");
+                + settings.incrementalMaxUnkeyedRows() + " rows (snapshot.max-unkeyed-rows)");
       }
-      return new Read(keys, rows, snapshot, !keyed || rows.size() < limit);
+      return new Read(keys, rows, snapshot, !keyed || (!cut && rows.size() < limit));
     } catch (SQLException | RuntimeException e) {
       try {
         conn.rollback();
@@ -471,7 +521,10 @@ final class IncrementalSnapshot implements AutoCloseable {
     }
   }
 
-  private Connection connection() throws SQLException {
+  private synchronized Connection connection() throws SQLException {
+    if (closed) {
+      throw new SQLException("the incremental snapshot of this run is closed", "08003");
+    }
     if (connection == null) {
       Properties props = new Properties();
       PGProperty.USER.set(props, source.user());
@@ -501,10 +554,10 @@ final class IncrementalSnapshot implements AutoCloseable {
   @Override
   public void close() {
     closed = true;
-    io.execute(() -> {
-      synchronized (this) {
-        closeConnection();
-      }
-    });
+    io.execute(this::closeNow);
+  }
+
+  private synchronized void closeNow() {
+    closeConnection();
   }
 }

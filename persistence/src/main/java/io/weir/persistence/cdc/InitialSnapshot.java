@@ -114,6 +114,15 @@ final class InitialSnapshot {
           bytes = 0;
         }
       }
+    } catch (SQLException | RuntimeException | InterruptedException e) {
+      // The sink call in flight must end before this attempt does: a late batch must not land
+      // after a redo's first chunk cleared the table.
+      try {
+        previous.handle((v, err) -> null).get();
+      } catch (ExecutionException | InterruptedException ignored) {
+        // Already failing.
+      }
+      throw e;
     } finally {
       if (copy.isActive()) {
         copy.cancelCopy();

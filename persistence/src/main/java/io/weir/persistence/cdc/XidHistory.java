@@ -90,13 +90,13 @@ final class XidHistory {
       return new PgSnapshot(Long.parseLong(parts[0]), Long.parseLong(parts[1]), xip);
     }
 
-    /** The 64-bit id of a 32-bit xid close to this snapshot (within 2^31 below xmax). */
+    /**
+     * The 64-bit id of a 32-bit xid within 2^31 of this snapshot's xmax, on either side (a
+     * transaction the stream delivered may be newer than the snapshot).
+     */
     long widen(long xid32) {
-      long full = (xmax & ~0xFFFF_FFFFL) | xid32;
-      if (full > xmax) {
-        full -= 1L << 32;
-      }
-      return full;
+      int distance = (int) xid32 - (int) xmax; // signed, modulo 2^32
+      return xmax + distance;
     }
 
     /** pg_visible_in_snapshot: completed before the snapshot was taken. */

@@ -268,9 +268,9 @@ public final class PostgresMirrorSink implements ChangeSink {
     });
   }
 
-  /** Moves the checkpoint to the snapshot's consistent point (never backwards). */
+  /** Moves the checkpoint to the hand-off position (never backwards). */
   @Override
-  public CompletionStage<Void> completeSnapshot(Lsn consistentPoint) {
+  public CompletionStage<Void> completeSnapshot(Lsn handOff) {
     Opened current = opened;
     if (current == null || current.incarnation().isEmpty()) {
       return CompletableFuture.failedFuture(
@@ -280,11 +280,11 @@ public final class PostgresMirrorSink implements ChangeSink {
       inTransaction(run -> {
         run.context = checkpointWhat;
         Lsn watermark = lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
-        if (consistentPoint.isAfter(watermark)) {
-          writeCheckpoint(run.connection, current.pipeline(), current.incarnation().get(), consistentPoint);
+        if (handOff.isAfter(watermark)) {
+          writeCheckpoint(run.connection, current.pipeline(), current.incarnation().get(), handOff);
         }
       });
-      LOG.debug("mirror stored the snapshot hand-off checkpoint at {}", consistentPoint);
+      LOG.debug("mirror stored the snapshot hand-off checkpoint at {}", handOff);
       return null;
     });
   }

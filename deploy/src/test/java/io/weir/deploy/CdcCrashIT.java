@@ -7,7 +7,6 @@ import io.weir.persistence.testing.TestPostgres;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -39,11 +38,11 @@ class CdcCrashIT extends EndToEndTest {
   @Test
   void mirrorSinkUnderSigkillLosesAndDuplicatesNothing() throws Exception {
     Run run = crash("sink { target-schema = crash_mirror, applied-log = true }", () -> appliedDistinct());
-    Map<Long, Integer> applied = appliedCounts();
+    Map<Long, Integer> applied = appliedCounts("crash_mirror");
     long loss = run.committed.stream().filter(x -> !applied.containsKey(x)).count();
     long dup = applied.values().stream().filter(n -> n > 1).count();
     long unknown = applied.keySet().stream().filter(x -> !run.committed.contains(x)).count();
-    long differences = mirrorDifferences();
+    long differences = mirrorDifferences("crash_mirror");
     System.out.printf("cdc-crash: sink=mirror kills=%d transactions=%d applied=%d loss=%d effect-dup=%d unknown=%d mirror-diff=%d seed=%d delays-ms=%s%n",
         run.kills, run.committed.size(), applied.size(), loss, dup, unknown, differences, run.seed, run.delays);
     assertThat(loss).as("every committed source transaction should be applied (loss)").isZero();
@@ -114,7 +113,9 @@ class CdcCrashIT extends EndToEndTest {
     AtomicBoolean stopWriting = new AtomicBoolean(false);
     ConcurrentLinkedQueue<Long> committed = new ConcurrentLinkedQueue<>();
     AtomicReference<Throwable> writerError = new AtomicReference<>();
-    Thread writer = new Thread(() -> write(committed, stopWriting, minTransactions, new Random(seed + 1), writerError), "crash-writer");
+    SourceWriter shape = new SourceWriter(3, 10, null, id -> id % 50 == 0 ? CANARY : "row " + id, 15);
+    Thread writer = new Thread(() -> shape.run(db, 1, new Random(seed + 1), committed,
+        () -> committed.size() < minTransactions || !stopWriting.get(), writerError), "crash-writer");
 
     NodeProcess node = startNode(config);
     awaitRunning(node);
@@ -152,45 +153,6 @@ class CdcCrashIT extends EndToEndTest {
         .until(() -> node.pipeline("crash").map(p -> p.get("state").asText().equals("running")).orElse(false));
   }
 
-  private void write(ConcurrentLinkedQueue<Long> committed, AtomicBoolean stop, int min, Random random, AtomicReference<Throwable> error) {
-    try (Connection c = db.connect()) {
-      c.setAutoCommit(false);
-      try (PreparedStatement insert = c.prepareStatement("INSERT INTO public.src VALUES (?, ?, ?)");
-          PreparedStatement update = c.prepareStatement("UPDATE public.src SET v = v + 1 WHERE id = ?");
-          PreparedStatement delete = c.prepareStatement("DELETE FROM public.src WHERE id = ?");
-          PreparedStatement xid = c.prepareStatement("SELECT pg_current_xact_id()::xid::text::bigint")) {
-        long next = 1;
-        while (committed.size() < min || !stop.get()) {
-          int inserts = 1 + random.nextInt(3);
-          for (int i = 0; i < inserts; i++) {
-            insert.setLong(1, next);
-            insert.setLong(2, next);
-            insert.setString(3, next % 50 == 0 ? CANARY : "row " + next);
-            insert.addBatch();
-            next++;
-          }
-          insert.executeBatch();
-          update.setLong(1, 1 + random.nextInt((int) next - 1));
-          update.executeUpdate();
-          if (random.nextInt(10) == 0) {
-            delete.setLong(1, 1 + random.nextInt((int) next - 1));
-            delete.executeUpdate();
-          }
-          long x;
-          try (ResultSet rs = xid.executeQuery()) {
-            rs.next();
-            x = rs.getLong(1);
-          }
-          c.commit();
-          committed.add(x);
-          Thread.sleep(15);
-        }
-      }
-    } catch (Throwable t) {
-      error.set(t);
-    }
-  }
-
   private long appliedDistinct() throws SQLException {
     try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
         "SELECT count(DISTINCT xid) FROM crash_mirror.weir_mirror_applied")) {
@@ -199,23 +161,4 @@ class CdcCrashIT extends EndToEndTest {
     }
   }
 
-  private Map<Long, Integer> appliedCounts() throws SQLException {
-    Map<Long, Integer> out = new HashMap<>();
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT xid, count(*) FROM crash_mirror.weir_mirror_applied GROUP BY xid")) {
-      while (rs.next()) {
-        out.put(rs.getLong(1), rs.getInt(2));
-      }
-    }
-    return out;
-  }
-
-  private long mirrorDifferences() throws SQLException {
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT (SELECT count(*) FROM (SELECT * FROM public.src EXCEPT SELECT * FROM crash_mirror.src) a)"
-            + " + (SELECT count(*) FROM (SELECT * FROM crash_mirror.src EXCEPT SELECT * FROM public.src) b)")) {
-      rs.next();
-      return rs.getLong(1);
-    }
-  }
 }

@@ -8,13 +8,9 @@ import io.weir.persistence.testing.TestPostgres;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
-import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -66,7 +62,9 @@ class SnapshotCrashIT extends EndToEndTest {
     AtomicBoolean stopWriting = new AtomicBoolean(false);
     ConcurrentLinkedQueue<Long> committed = new ConcurrentLinkedQueue<>();
     AtomicReference<Throwable> writerError = new AtomicReference<>();
-    Thread writer = new Thread(() -> write(committed, stopWriting, rows, new Random(seed + 1), writerError), "snap-writer");
+    SourceWriter shape = new SourceWriter(1, 5, "updated", id -> "row " + id, 10);
+    Thread writer = new Thread(() -> shape.run(db, rows + 1, new Random(seed + 1), committed, () -> !stopWriting.get(),
+        writerError), "snap-writer");
     writer.start();
 
     NodeProcess node = startNode(config);
@@ -98,9 +96,9 @@ class SnapshotCrashIT extends EndToEndTest {
     assertThat(writerError.get()).as("the writer should commit without errors").isNull();
     List<Long> all = List.copyOf(committed);
     await("the mirror equals the source").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofSeconds(1))
-        .until(() -> mirrorDifferences() == 0);
+        .until(() -> mirrorDifferences("snap_mirror") == 0);
 
-    Map<Long, Integer> applied = appliedCounts();
+    Map<Long, Integer> applied = appliedCounts("snap_mirror");
     // Transactions committed before the final snapshot are in it; from the first one streamed on
     // (the writer is the only one committing, so its order is commit order) each must be applied.
     int firstStreamed = 0;
@@ -135,7 +133,8 @@ class SnapshotCrashIT extends EndToEndTest {
     // restarted node resumes after the last chunk stored with its progress.
     AtomicBoolean stopAgain = new AtomicBoolean(false);
     ConcurrentLinkedQueue<Long> more = new ConcurrentLinkedQueue<>();
-    Thread writer2 = new Thread(() -> write(more, stopAgain, rows * 2, new Random(seed + 2), writerError), "snap-writer-2");
+    Thread writer2 = new Thread(() -> shape.run(db, rows * 2L + 1, new Random(seed + 2), more, () -> !stopAgain.get(),
+        writerError), "snap-writer-2");
     writer2.start();
     var accepted = last.post("/admin/pipelines/snap/snapshot", "{\"tables\": [\"public.src\"]}").orElseThrow();
     assertThat(accepted.statusCode()).isEqualTo(202);
@@ -154,8 +153,8 @@ class SnapshotCrashIT extends EndToEndTest {
     writer2.join(Duration.ofMinutes(2).toMillis());
     assertThat(writerError.get()).isNull();
     await("the mirror equals the source again").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofSeconds(1))
-        .until(() -> mirrorDifferences() == 0);
-    Map<Long, Integer> appliedAfter = appliedCounts();
+        .until(() -> mirrorDifferences("snap_mirror") == 0);
+    Map<Long, Integer> appliedAfter = appliedCounts("snap_mirror");
     long dupAfter = appliedAfter.values().stream().filter(n -> n > 1).count();
     long lossAfter = more.stream().filter(x -> !appliedAfter.containsKey(x)).count();
     System.out.printf("snapshot-crash: incremental snapshot killed after %d rows, resumed and applied %d more;"
@@ -192,58 +191,4 @@ class SnapshotCrashIT extends EndToEndTest {
     return n;
   }
 
-  private void write(ConcurrentLinkedQueue<Long> committed, AtomicBoolean stop, int seeded, Random random, AtomicReference<Throwable> error) {
-    try (Connection c = db.connect()) {
-      c.setAutoCommit(false);
-      try (PreparedStatement insert = c.prepareStatement("INSERT INTO public.src VALUES (?, ?, ?)");
-          PreparedStatement update = c.prepareStatement("UPDATE public.src SET v = v + 1, note = 'updated' WHERE id = ?");
-          PreparedStatement delete = c.prepareStatement("DELETE FROM public.src WHERE id = ?");
-          PreparedStatement xid = c.prepareStatement("SELECT pg_current_xact_id()::xid::text::bigint")) {
-        long next = seeded + 1;
-        while (!stop.get()) {
-          insert.setLong(1, next);
-          insert.setLong(2, next);
-          insert.setString(3, "row " + next);
-          insert.executeUpdate();
-          next++;
-          update.setLong(1, 1 + random.nextInt((int) next - 1));
-          update.executeUpdate();
-          if (random.nextInt(5) == 0) {
-            delete.setLong(1, 1 + random.nextInt((int) next - 1));
-            delete.executeUpdate();
-          }
-          long x;
-          try (ResultSet rs = xid.executeQuery()) {
-            rs.next();
-            x = rs.getLong(1);
-          }
-          c.commit();
-          committed.add(x);
-          Thread.sleep(10);
-        }
-      }
-    } catch (Throwable t) {
-      error.set(t);
-    }
-  }
-
-  private Map<Long, Integer> appliedCounts() throws SQLException {
-    Map<Long, Integer> out = new HashMap<>();
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT xid, count(*) FROM snap_mirror.weir_mirror_applied GROUP BY xid")) {
-      while (rs.next()) {
-        out.put(rs.getLong(1), rs.getInt(2));
-      }
-    }
-    return out;
-  }
-
-  private long mirrorDifferences() throws SQLException {
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT (SELECT count(*) FROM (SELECT * FROM public.src EXCEPT SELECT * FROM snap_mirror.src) a)"
-            + " + (SELECT count(*) FROM (SELECT * FROM snap_mirror.src EXCEPT SELECT * FROM public.src) b)")) {
-      rs.next();
-      return rs.getLong(1);
-    }
-  }
 }

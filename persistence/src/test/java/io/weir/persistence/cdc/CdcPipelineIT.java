@@ -3,12 +3,6 @@ package io.weir.persistence.cdc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.typesafe.config.Config;
-import com.typesafe.config.ConfigFactory;
-import io.weir.persistence.Database;
-import io.weir.persistence.PostgresSettings;
-import io.weir.persistence.SchemaMigrator;
-import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.Transaction;
@@ -17,33 +11,22 @@ import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
-import java.util.UUID;
-import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.typed.ActorRef;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /** The CDC pipeline against a real PostgreSQL: delivery of every DML kind, schema faults, slot rules. */
-class CdcPipelineIT {
-  private TestPostgres.TestDatabase db;
-  private Database state;
-  private ActorTestKit kit;
-  private SourceSettings source;
-  private String slot;
+class CdcPipelineIT extends PipelineITBase {
+  @Override
+  protected String harnessName() {
+    return "cdc_it";
+  }
+
 
   @BeforeEach
   void setUp() throws Exception {
-    db = TestPostgres.server().freshDatabase("cdc_it");
-    Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
-    state = Database.create(PostgresSettings.create(config), "cdc-it");
-    SchemaMigrator.migrate(state.dataSource(), "weir");
-    kit = ActorTestKit.create("cdc", config);
-    source = new SourceSettings(db.url(), db.server().user(), db.server().password());
-    slot = "weir_it_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     sql("CREATE TABLE items (id int PRIMARY KEY, name text, price numeric, note text)",
         "CREATE TABLE tags (id int PRIMARY KEY, label text)",
         "CREATE TABLE fulls (id int PRIMARY KEY, v text)",
@@ -54,42 +37,12 @@ class CdcPipelineIT {
         "CREATE PUBLICATION quiet_pub FOR TABLE quiet");
   }
 
-  @AfterEach
-  void tearDown() {
-    kit.shutdownTestKit();
-    state.close();
-    db.close();
-  }
-
-  private void sql(String... statements) throws SQLException {
-    try (Connection c = db.connect();
-        Statement s = c.createStatement()) {
-      // The test login is called weir, so "$user" in the default search_path would be Weir's schema.
-      s.execute("SET search_path = public");
-      for (String q : statements) {
-        s.execute(q);
-      }
-    }
-  }
-
   private ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
-    ActorRef<CdcPipeline.Command> p = kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"));
-    var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.Start(probe.ref()));
-    probe.receiveMessage();
-    return p;
-  }
-
-  private PipelineStatus status(ActorRef<CdcPipeline.Command> p) {
-    var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.GetStatus(probe.ref()));
-    return probe.receiveMessage(Duration.ofSeconds(10));
+    return h.start(settings, sink);
   }
 
   private PipelineStatus awaitState(ActorRef<CdcPipeline.Command> p, String state) {
-    await("pipeline state " + state).atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100))
-        .until(() -> status(p).state().equals(state));
-    return status(p);
+    return h.awaitState(p, state, Duration.ofSeconds(60));
   }
 
   private PipelineSettings settings() {

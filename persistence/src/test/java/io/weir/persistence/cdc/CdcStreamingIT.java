@@ -3,15 +3,9 @@ package io.weir.persistence.cdc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.typesafe.config.Config;
-import com.typesafe.config.ConfigFactory;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.weir.persistence.Database;
-import io.weir.persistence.PostgresSettings;
-import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.cdc.mirror.MirrorSettings;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
-import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.Transaction;
 import java.nio.file.Files;
@@ -23,13 +17,10 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
 import java.util.stream.Stream;
-import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.eventstream.EventStream;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -39,15 +30,15 @@ import org.junit.jupiter.api.io.TempDir;
  * with logical_decoding_work_mem = 64kB, so a transaction of a few hundred kB is streamed in
  * blocks before it commits.
  */
-class CdcStreamingIT {
+class CdcStreamingIT extends PipelineITBase {
+  @Override
+  protected String harnessName() {
+    return "cdc_stream_it";
+  }
+
   /** ~120 bytes of text per row: 3000 rows are several times the 64 kB work memory. */
   private static final String ROW_TEXT = "'row ' || g || ' ' || repeat('v', 110)";
 
-  private TestPostgres.TestDatabase db;
-  private Database state;
-  private ActorTestKit kit;
-  private SourceSettings source;
-  private String slot;
   private SimpleMeterRegistry registry;
 
   @TempDir
@@ -55,13 +46,6 @@ class CdcStreamingIT {
 
   @BeforeEach
   void setUp() throws Exception {
-    db = TestPostgres.server().freshDatabase("cdc_stream_it");
-    Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
-    state = Database.create(PostgresSettings.create(config), "cdc-stream-it");
-    SchemaMigrator.migrate(state.dataSource(), "weir");
-    kit = ActorTestKit.create("cdc-stream", config);
-    source = new SourceSettings(db.url(), db.server().user(), db.server().password());
-    slot = "weir_it_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
     registry = new SimpleMeterRegistry();
     sql("CREATE TABLE items (id int PRIMARY KEY, v text)",
         "CREATE TABLE tags (id int PRIMARY KEY, label text)",
@@ -69,13 +53,6 @@ class CdcStreamingIT {
         "CREATE SCHEMA mirror",
         "CREATE TABLE mirror.items (id int PRIMARY KEY, v text)",
         "CREATE TABLE mirror.tags (id int PRIMARY KEY, label text)");
-  }
-
-  @AfterEach
-  void tearDown() {
-    kit.shutdownTestKit();
-    state.close();
-    db.close();
   }
 
   // --- helpers -----------------------------------------------------------------------------------
@@ -87,14 +64,6 @@ class CdcStreamingIT {
       s.execute("SET search_path = public");
     }
     return c;
-  }
-
-  private void sql(String... statements) throws SQLException {
-    try (Connection c = connect(); Statement s = c.createStatement()) {
-      for (String q : statements) {
-        s.execute(q);
-      }
-    }
   }
 
   /** A session with an open transaction, for interleaving. */
@@ -150,24 +119,11 @@ class CdcStreamingIT {
   }
 
   private ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
-    ActorRef<CdcPipeline.Command> p =
-        kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir", registry));
-    var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.Start(probe.ref()));
-    probe.receiveMessage();
-    return p;
-  }
-
-  private PipelineStatus status(ActorRef<CdcPipeline.Command> p) {
-    var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.GetStatus(probe.ref()));
-    return probe.receiveMessage(Duration.ofSeconds(10));
+    return h.start(settings, sink, registry);
   }
 
   private PipelineStatus awaitState(ActorRef<CdcPipeline.Command> p, String state) {
-    await("pipeline state " + state).atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(100))
-        .until(() -> status(p).state().equals(state));
-    return status(p);
+    return h.awaitState(p, state, Duration.ofSeconds(60));
   }
 
   private void command(ActorRef<CdcPipeline.Command> p, boolean start) {

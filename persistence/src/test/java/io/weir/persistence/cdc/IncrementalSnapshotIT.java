@@ -3,14 +3,8 @@ package io.weir.persistence.cdc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.typesafe.config.Config;
-import com.typesafe.config.ConfigFactory;
-import io.weir.persistence.Database;
-import io.weir.persistence.PostgresSettings;
-import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.cdc.mirror.MirrorSettings;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
-import io.weir.persistence.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -18,17 +12,11 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
-import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.typed.ActorRef;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -37,24 +25,15 @@ import org.junit.jupiter.api.Test;
  * updates and deletes of rows in open chunks, pipeline crashes between chunks. A trigger on the
  * mirror records every write that would move a row's version backwards.
  */
-class IncrementalSnapshotIT {
-  private TestPostgres.TestDatabase db;
-  private Database state;
-  private ActorTestKit kit;
-  private SourceSettings source;
-  private String slot;
-  private ExecutorService blockingIo;
+class IncrementalSnapshotIT extends PipelineITBase {
+  @Override
+  protected String harnessName() {
+    return "incr_it";
+  }
+
 
   @BeforeEach
   void setUp() throws Exception {
-    db = TestPostgres.server().freshDatabase("incr_it");
-    Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
-    state = Database.create(PostgresSettings.create(config), "incr-it");
-    SchemaMigrator.migrate(state.dataSource(), "weir");
-    kit = ActorTestKit.create("incr", config);
-    source = new SourceSettings(db.url(), db.server().user(), db.server().password());
-    slot = "weir_incr_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-    blockingIo = Executors.newFixedThreadPool(2);
     sql("CREATE TABLE items (id int PRIMARY KEY, v bigint NOT NULL, note text)",
         "CREATE TABLE logs (id int NOT NULL, msg text)",
         "ALTER TABLE logs REPLICA IDENTITY FULL",
@@ -69,25 +48,6 @@ class IncrementalSnapshotIT {
         "INSERT INTO items SELECT g, 1, 'seed ' || g FROM generate_series(1, 40000) g",
         "INSERT INTO logs SELECT g, 'log ' || g FROM generate_series(1, 300) g",
         "ANALYZE items");
-  }
-
-  @AfterEach
-  void tearDown() throws InterruptedException {
-    kit.shutdownTestKit();
-    blockingIo.shutdownNow();
-    blockingIo.awaitTermination(10, TimeUnit.SECONDS);
-    state.close();
-    db.close();
-  }
-
-  private void sql(String... statements) throws SQLException {
-    try (Connection c = db.connect();
-        Statement s = c.createStatement()) {
-      s.execute("SET search_path = public");
-      for (String q : statements) {
-        s.execute(q);
-      }
-    }
   }
 
   private long count(String query) throws SQLException {
@@ -120,12 +80,6 @@ class IncrementalSnapshotIT {
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage();
     return p;
-  }
-
-  private PipelineStatus status(ActorRef<CdcPipeline.Command> p) {
-    var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.GetStatus(probe.ref()));
-    return probe.receiveMessage(Duration.ofSeconds(10));
   }
 
   private void awaitRunning(ActorRef<CdcPipeline.Command> p) {

@@ -3,55 +3,34 @@ package io.weir.persistence.cdc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.typesafe.config.Config;
-import com.typesafe.config.ConfigFactory;
-import io.weir.persistence.Database;
-import io.weir.persistence.PostgresSettings;
-import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.cdc.mirror.MirrorSettings;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
-import io.weir.persistence.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
-import java.util.UUID;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.typed.ActorRef;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /** Initial snapshots against a real PostgreSQL: seeding a mirror, hand-off to streaming, redo after a crash. */
-class SnapshotIT {
+class SnapshotIT extends PipelineITBase {
+  @Override
+  protected String harnessName() {
+    return "snap_it";
+  }
+
   private static final String SOURCE_ROWS = "SELECT id::text, name, price::text, note FROM public.items ORDER BY id";
   private static final String MIRROR_ROWS = "SELECT id::text, name, price::text, note FROM mirror.items ORDER BY id";
 
-  private TestPostgres.TestDatabase db;
-  private Database state;
-  private ActorTestKit kit;
-  private SourceSettings source;
-  private String slot;
-  private ExecutorService blockingIo;
 
   @BeforeEach
   void setUp() throws Exception {
-    db = TestPostgres.server().freshDatabase("snap_it");
-    Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
-    state = Database.create(PostgresSettings.create(config), "snap-it");
-    SchemaMigrator.migrate(state.dataSource(), "weir");
-    kit = ActorTestKit.create("snap", config);
-    source = new SourceSettings(db.url(), db.server().user(), db.server().password());
-    slot = "weir_snap_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-    blockingIo = Executors.newFixedThreadPool(2);
     sql("CREATE TABLE items (id int PRIMARY KEY, name text, price numeric, note text)",
         "CREATE TABLE odd (id int PRIMARY KEY, t text, b bytea, a int[], j jsonb, c char(5))",
         "CREATE TABLE empty_one (id int PRIMARY KEY)",
@@ -66,25 +45,6 @@ class SnapshotIT {
         // Stale rows in the target: the first chunk of each table must clear them.
         "INSERT INTO mirror.items VALUES (-1, 'stale', 0, NULL)",
         "INSERT INTO mirror.empty_one VALUES (42)");
-  }
-
-  @AfterEach
-  void tearDown() throws InterruptedException {
-    kit.shutdownTestKit();
-    blockingIo.shutdownNow();
-    blockingIo.awaitTermination(10, TimeUnit.SECONDS);
-    state.close();
-    db.close();
-  }
-
-  private void sql(String... statements) throws SQLException {
-    try (Connection c = db.connect();
-        Statement s = c.createStatement()) {
-      s.execute("SET search_path = public");
-      for (String q : statements) {
-        s.execute(q);
-      }
-    }
   }
 
   private List<List<String>> rows(String query) throws SQLException {
@@ -125,23 +85,11 @@ class SnapshotIT {
   }
 
   private ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
-    ActorRef<CdcPipeline.Command> p = kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"));
-    var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.Start(probe.ref()));
-    probe.receiveMessage();
-    return p;
-  }
-
-  private PipelineStatus status(ActorRef<CdcPipeline.Command> p) {
-    var probe = kit.<PipelineStatus>createTestProbe();
-    p.tell(new CdcPipeline.GetStatus(probe.ref()));
-    return probe.receiveMessage(Duration.ofSeconds(10));
+    return h.start(settings, sink);
   }
 
   private PipelineStatus awaitState(ActorRef<CdcPipeline.Command> p, String wanted) {
-    await("pipeline state " + wanted).atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(100))
-        .until(() -> status(p).state().equals(wanted));
-    return status(p);
+    return h.awaitState(p, wanted, Duration.ofSeconds(120));
   }
 
   private void stopAndForget(ActorRef<CdcPipeline.Command> p) {

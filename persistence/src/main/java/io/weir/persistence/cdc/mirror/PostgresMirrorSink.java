@@ -240,52 +240,35 @@ public final class PostgresMirrorSink implements ChangeSink {
    */
   @Override
   public CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
-    Opened current = opened;
-    if (current == null || current.incarnation().isEmpty()) {
-      return CompletableFuture.failedFuture(
-          SinkException.permanent("mirror received snapshot rows before it was opened with a slot incarnation", null));
-    }
-    return onExecutor(() -> {
-      inTransaction(run -> {
-        TablePlan plan = plan(run, chunk.table());
-        if (chunk.firstForTable()) {
-          run.context = "the clearing of " + plan.what();
-          try (Statement s = run.connection.createStatement()) {
-            s.execute(MirrorSql.truncate(List.of(MirrorSql.qualified(settings.targetSchema(), settings.targetTable(chunk.table()))), false));
-          }
+    return whenOpened("received snapshot rows", (run, current) -> {
+      TablePlan plan = plan(run, chunk.table());
+      if (chunk.firstForTable()) {
+        run.context = "the clearing of " + plan.what();
+        try (Statement s = run.connection.createStatement()) {
+          s.execute(MirrorSql.truncate(List.of(MirrorSql.qualified(settings.targetSchema(), settings.targetTable(chunk.table()))), false));
         }
-        for (TupleData row : chunk.rows()) {
-          upsert(run, plan, row);
-        }
-        run.flush();
-        if (chunk.progress().isPresent()) {
-          run.context = checkpointWhat;
-          lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
-          writeProgress(run.connection, current.pipeline(), chunk.progress());
-        }
-      });
-      return null;
+      }
+      for (TupleData row : chunk.rows()) {
+        upsert(run, plan, row);
+      }
+      run.flush();
+      if (chunk.progress().isPresent()) {
+        run.context = checkpointWhat;
+        lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
+        writeProgress(run.connection, current.pipeline(), chunk.progress());
+      }
     });
   }
 
   /** Moves the checkpoint to the hand-off position (never backwards). */
   @Override
   public CompletionStage<Void> completeSnapshot(Lsn handOff) {
-    Opened current = opened;
-    if (current == null || current.incarnation().isEmpty()) {
-      return CompletableFuture.failedFuture(
-          SinkException.permanent("mirror completed a snapshot before it was opened with a slot incarnation", null));
-    }
-    return onExecutor(() -> {
-      inTransaction(run -> {
-        run.context = checkpointWhat;
-        Lsn watermark = lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
-        if (handOff.isAfter(watermark)) {
-          writeCheckpoint(run.connection, current.pipeline(), current.incarnation().get(), handOff);
-        }
-      });
-      LOG.debug("mirror stored the snapshot hand-off checkpoint at {}", handOff);
-      return null;
+    return whenOpened("completed a snapshot", (run, current) -> {
+      run.context = checkpointWhat;
+      Lsn watermark = lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
+      if (handOff.isAfter(watermark)) {
+        writeCheckpoint(run.connection, current.pipeline(), current.incarnation().get(), handOff);
+      }
     });
   }
 
@@ -335,6 +318,23 @@ public final class PostgresMirrorSink implements ChangeSink {
     try (Statement s = c.createStatement()) {
       s.execute("ALTER TABLE " + checkpointQualified + " ADD COLUMN IF NOT EXISTS snapshot_progress text");
     }
+  }
+
+  private interface OpenedBody {
+    void run(Run run, Opened opened) throws SQLException;
+  }
+
+  /** Runs {@code body} in one durable transaction once opened with an incarnation; else a permanent failure. */
+  private CompletionStage<Void> whenOpened(String what, OpenedBody body) {
+    Opened current = opened;
+    if (current == null || current.incarnation().isEmpty()) {
+      return CompletableFuture.failedFuture(
+          SinkException.permanent("mirror " + what + " before it was opened with a slot incarnation", null));
+    }
+    return onExecutor(() -> {
+      inTransaction(run -> body.run(run, current));
+      return null;
+    });
   }
 
   private interface RunBody {

@@ -38,7 +38,7 @@ class CdcPipelineIT extends PipelineITBase {
   }
 
   private ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
-    return h.start(settings, sink);
+    return h.start(source, settings, sink);
   }
 
   private PipelineStatus awaitState(ActorRef<CdcPipeline.Command> p, String state) {

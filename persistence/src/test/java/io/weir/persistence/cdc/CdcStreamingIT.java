@@ -119,7 +119,7 @@ class CdcStreamingIT extends PipelineITBase {
   }
 
   private ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
-    return h.start(settings, sink, registry);
+    return h.start(source, settings, sink, registry);
   }
 
   private PipelineStatus awaitState(ActorRef<CdcPipeline.Command> p, String state) {

@@ -190,4 +190,37 @@ class IncrementalSnapshotIT extends PipelineITBase {
         kit.spawn(CdcPipeline.create(settings(false), source, new RecordingSink(), state.dataSource(), "weir"));
     assertThat(snapshot(stopped, List.of()).error()).isEqualTo("not-running");
   }
+
+  /**
+   * Forces a change between the first chunk's watermarks: the test holds an ACCESS EXCLUSIVE lock
+   * on the table, so the chunk's read (its snapshot already taken) waits; meanwhile it updates a row
+   * of that chunk and deletes another, then commits, which releases the read. The chunk's stale
+   * copies must lose to those changes, and the first chunk's clearing of the mirror must not wipe
+   * them out.
+   */
+  @Test
+  void changesBetweenTheFirstChunksWatermarksWin() throws Exception {
+    ActorRef<CdcPipeline.Command> p = start(settings(false));
+    awaitRunning(p);
+    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+      c.setAutoCommit(false);
+      s.execute("LOCK TABLE public.items IN ACCESS EXCLUSIVE MODE");
+      assertThat(snapshot(p, List.of("public.items")).error()).isNull();
+      await("the chunk read waits for the lock").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(50))
+          .until(() -> count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'weir-incremental-snapshot'"
+              + " AND wait_event_type = 'Lock'") == 1);
+      s.execute("UPDATE public.items SET v = 100, note = 'changed in the window' WHERE id = 5");
+      s.execute("DELETE FROM public.items WHERE id = 6");
+      c.commit();
+    }
+    await("the snapshot completes").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200)).until(() -> {
+      SnapshotStatus st = status(p).snapshot();
+      return st != null && st.state().equals("done");
+    });
+    await("the mirror equals the source").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+        .until(() -> differences("items") == 0);
+    assertThat(count("SELECT v FROM mirror.items WHERE id = 5")).as("the live update, not the chunk's copy").isEqualTo(100);
+    assertThat(count("SELECT count(*) FROM mirror.items WHERE id = 6")).as("the live delete").isZero();
+    assertThat(count("SELECT count(*) FROM mirror.regressions")).isZero();
+  }
 }

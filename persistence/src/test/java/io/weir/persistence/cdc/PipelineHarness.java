@@ -72,14 +72,17 @@ final class PipelineHarness implements AutoCloseable {
     }
   }
 
-  ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
-    return start(settings, sink, new SimpleMeterRegistry());
+  ActorRef<CdcPipeline.Command> start(SourceSettings from, PipelineSettings settings, ChangeSink sink) {
+    return start(from, settings, sink, new SimpleMeterRegistry());
   }
 
-  /** Spawns a pipeline and starts it; returns once it answered the Start. */
-  ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink, MeterRegistry registry) {
+  /**
+   * Spawns a pipeline reading {@code from} (usually {@link #source()}; a test may log in as
+   * someone else) and starts it; returns once it answered the Start.
+   */
+  ActorRef<CdcPipeline.Command> start(SourceSettings from, PipelineSettings settings, ChangeSink sink, MeterRegistry registry) {
     ActorRef<CdcPipeline.Command> p =
-        kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir", registry));
+        kit.spawn(CdcPipeline.create(settings, from, sink, state.dataSource(), "weir", registry));
     var probe = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage();

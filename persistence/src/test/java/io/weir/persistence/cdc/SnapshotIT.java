@@ -85,7 +85,7 @@ class SnapshotIT extends PipelineITBase {
   }
 
   private ActorRef<CdcPipeline.Command> start(PipelineSettings settings, ChangeSink sink) {
-    return h.start(settings, sink);
+    return h.start(source, settings, sink);
   }
 
   private PipelineStatus awaitState(ActorRef<CdcPipeline.Command> p, String wanted) {

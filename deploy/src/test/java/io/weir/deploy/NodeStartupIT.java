@@ -83,6 +83,23 @@ class NodeStartupIT {
     }
   }
 
+  @Test
+  void aNodeWithAnotherPartitionCountRefusesToRun() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("partitions")) {
+      try (NodeProcess first = NodeProcess.start(new NodeProcess.Spec("partitions-64").database(db))) {
+        await("the first node creates the cluster with 64 partitions").atMost(Duration.ofSeconds(90)).until(first::ready);
+        first.terminate();
+        first.waitForExit(Duration.ofSeconds(60));
+      }
+      try (NodeProcess other =
+          NodeProcess.start(new NodeProcess.Spec("partitions-32").database(db).env("WEIR_PARTITIONS", "32"))) {
+        assertThat(other.waitForExit(Duration.ofSeconds(90))).as("a configuration error: exit status 2").isEqualTo(2);
+        assertThat(other.log()).contains("weir.partitions.count is 32 but this cluster was created with 64 partitions")
+            .contains("set weir.partitions.count = 64");
+      }
+    }
+  }
+
   private static int count(String text, String needle) {
     Matcher m = Pattern.compile(Pattern.quote(needle)).matcher(text);
     int n = 0;

@@ -66,6 +66,11 @@ public final class Main implements Runnable {
       }
       node.system().getWhenTerminated().toCompletableFuture().join();
       CoordinatedShutdown.Reason reason = CoordinatedShutdown.get(node.system()).getShutdownReason().orElse(null);
+      if (reason == WeirNode.StorageRefused.INSTANCE
+          && node.storageStatus() instanceof io.weir.persistence.StorageStatus.Refused refused) {
+        System.err.println("weir: configuration error: " + refused.reason());
+        return EXIT_CONFIG;
+      }
       if (reason instanceof CoordinatedShutdown.ClusterDowningReason$) {
         System.err.println("weir: this node was removed from the cluster (downed) and has stopped");
         return EXIT_DOWNED;

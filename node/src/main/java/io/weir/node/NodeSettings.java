@@ -25,7 +25,8 @@ public record NodeSettings(
     List<String> roles,
     String adminToken,
     PostgresSettings postgres,
-    List<PipelineConfig> pipelines) {
+    List<PipelineConfig> pipelines,
+    int partitions) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -37,7 +38,8 @@ public record NodeSettings(
           "weir.cluster.host", "WEIR_CLUSTER_HOST",
           "weir.cluster.port", "WEIR_CLUSTER_PORT",
           "weir.cluster.seed-nodes", "WEIR_SEED_NODES",
-          "weir.admin-token", "WEIR_ADMIN_TOKEN");
+          "weir.admin-token", "WEIR_ADMIN_TOKEN",
+          "weir.partitions.count", "WEIR_PARTITIONS");
 
   public NodeSettings {
     seedNodes = List.copyOf(seedNodes);
@@ -80,7 +82,17 @@ public record NodeSettings(
         roles,
         adminToken,
         PostgresSettings.create(config),
-        PipelineConfig.all(config));
+        PipelineConfig.all(config),
+        partitions(v));
+  }
+
+  private static int partitions(ConfigValues v) {
+    int p = v.positiveInt("weir.partitions.count");
+    if (p > io.weir.protocol.partition.Partitioning.MAX_PARTITIONS) {
+      throw new SettingsException("weir.partitions.count",
+          "must be at most " + io.weir.protocol.partition.Partitioning.MAX_PARTITIONS + " (environment variable WEIR_PARTITIONS)");
+    }
+    return p;
   }
 
   static List<HostPort> parseSeedNodes(String list) {

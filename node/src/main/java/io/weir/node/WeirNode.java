@@ -64,7 +64,8 @@ public final class WeirNode {
   public static WeirNode start(Config config, NodeSettings settings) {
     AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
     Database database = Database.create(settings.postgres(), "weir");
-    ActorSystem<Void> system = ActorSystem.create(guardian(database, storage), SYSTEM_NAME, config);
+    ActorSystem<Void> system =
+        ActorSystem.create(guardian(database, storage, settings.partitions()), SYSTEM_NAME, config);
     PrometheusMeterRegistry metrics = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     try {
       CoordinatedShutdown.get(system)
@@ -115,12 +116,20 @@ public final class WeirNode {
     }
   }
 
-  private static Behavior<Void> guardian(Database database, AtomicReference<StorageStatus> storage) {
+  private static Behavior<Void> guardian(Database database, AtomicReference<StorageStatus> storage, int partitions) {
     return Behaviors.setup(
         ctx -> {
-          ctx.spawn(StorageMonitor.create(database, storage), "storage-monitor");
+          ctx.spawn(
+              StorageMonitor.create(database, storage, partitions,
+                  refused -> CoordinatedShutdown.get(ctx.getSystem()).run(StorageRefused.INSTANCE)),
+              "storage-monitor");
           return Behaviors.empty();
         });
+  }
+
+  /** Shutdown reason: the cluster's database refuses this node's configuration (partition count). */
+  public enum StorageRefused implements CoordinatedShutdown.Reason {
+    INSTANCE
   }
 
   private static void joinCluster(ActorSystem<?> system, NodeSettings settings) {

@@ -38,6 +38,7 @@ class NodeSettingsTest {
         .as("seed nodes should be parsed in order, trimmed")
         .containsExactly(new NodeSettings.HostPort("10.0.0.1", 25520), new NodeSettings.HostPort("node-b", 25521));
     assertThat(s.roles()).containsExactly("server");
+    assertThat(s.partitions()).as("default partition count").isEqualTo(64);
     assertThat(s.toString()).as("toString must hide secrets").doesNotContain(TOKEN).doesNotContain(PASSWORD);
   }
 
@@ -63,6 +64,15 @@ class NodeSettingsTest {
         .hasMessageNotContaining("eighty");
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.cluster.port", 70000))))
         .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.cluster.port"));
+  }
+
+  @Test
+  void partitionCountMustBeBetweenOneAnd65536() {
+    assertThat(NodeSettings.create(with(Map.of("weir.partitions.count", 128))).partitions()).isEqualTo(128);
+    for (Object bad : new Object[] {0, -1, 65_537, "many"}) {
+      assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.partitions.count", bad))))
+          .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.partitions.count"));
+    }
   }
 
   @Test

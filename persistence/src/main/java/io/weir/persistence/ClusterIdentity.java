@@ -7,8 +7,9 @@ import java.util.UUID;
  * The identity every node of one Weir cluster shares: generated once, kept in PostgreSQL.
  *
  * @param signingKey HMAC-SHA256 key for signed tokens; never part of {@link #toString()}
+ * @param partitionCount the number of partitions P, fixed at the cluster's creation
  */
-public record ClusterIdentity(UUID clusterId, String signingKid, byte[] signingKey, Instant createdAt) {
+public record ClusterIdentity(UUID clusterId, String signingKid, byte[] signingKey, Instant createdAt, int partitionCount) {
   public ClusterIdentity {
     signingKey = signingKey.clone();
   }
@@ -20,6 +21,7 @@ public record ClusterIdentity(UUID clusterId, String signingKid, byte[] signingK
 
   @Override
   public String toString() {
-    return "ClusterIdentity[clusterId=" + clusterId + ", signingKid=" + signingKid + ", createdAt=" + createdAt + "]";
+    return "ClusterIdentity[clusterId=" + clusterId + ", signingKid=" + signingKid + ", createdAt=" + createdAt
+        + ", partitionCount=" + partitionCount + "]";
   }
 }

@@ -21,7 +21,9 @@ import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
  * identity; afterwards it probes the journal table at {@code weir.postgres.probe-interval}. While
  * PostgreSQL is unreachable it retries with exponential backoff (min-backoff .. max-backoff),
  * forever: the node stays up and reports itself not ready. It logs one line per change of state,
- * never a value, and publishes the latest {@link StorageStatus} for readiness checks.
+ * never a value, and publishes the latest {@link StorageStatus} for readiness checks. A cluster
+ * created with another partition count than the node's refuses it ({@link StorageStatus.Refused}):
+ * the monitor stops and tells its owner, which shuts the node down.
  *
  * <p>Commands: {@link GetStatus} replies with the current {@link StorageStatus}.
  */
@@ -42,20 +44,32 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
   private final AtomicReference<StorageStatus> published;
   private final TimerScheduler<Command> timers;
   private final Executor blockingIo;
+  private final int partitions;
+  private final java.util.function.Consumer<StorageStatus.Refused> onRefused;
   private StorageStatus status;
   private Duration backoff;
 
-  public static Behavior<Command> create(Database database, AtomicReference<StorageStatus> published) {
-    return Behaviors.setup(
-        ctx -> Behaviors.withTimers(timers -> new StorageMonitor(ctx, timers, database, published)));
+  /**
+   * @param partitions the node's configured partition count, checked against the cluster's
+   * @param onRefused called once (on the actor's thread) when the database refuses this node
+   */
+  public static Behavior<Command> create(
+      Database database, AtomicReference<StorageStatus> published, int partitions,
+      java.util.function.Consumer<StorageStatus.Refused> onRefused) {
+    return Behaviors.setup(ctx -> Behaviors.withTimers(
+        timers -> new StorageMonitor(ctx, timers, database, published, partitions, onRefused)));
   }
 
   private StorageMonitor(
       ActorContext<Command> context,
       TimerScheduler<Command> timers,
       Database database,
-      AtomicReference<StorageStatus> published) {
+      AtomicReference<StorageStatus> published,
+      int partitions,
+      java.util.function.Consumer<StorageStatus.Refused> onRefused) {
     super(context);
+    this.partitions = partitions;
+    this.onRefused = onRefused;
     this.database = database;
     this.published = published;
     this.timers = timers;
@@ -80,7 +94,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     StorageStatus.Ready known = status instanceof StorageStatus.Ready r ? r : null;
     getContext()
         .pipeToSelf(
-            CompletableFuture.supplyAsync(() -> probe(database, known), blockingIo),
+            CompletableFuture.supplyAsync(() -> probe(database, known, partitions), blockingIo),
             (result, error) ->
                 new ProbeDone(error != null ? new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(error)) : result));
     return this;
@@ -88,6 +102,13 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
 
   private Behavior<Command> onProbeDone(ProbeDone done) {
     StorageStatus next = done.status();
+    if (next instanceof StorageStatus.Refused refused) {
+      getContext().getLog().error("PostgreSQL refuses this node: {}", refused.reason());
+      status = refused;
+      published.set(status);
+      onRefused.accept(refused);
+      return this; // terminal: no more probes
+    }
     boolean changed = next.getClass() != status.getClass();
     if (changed) {
       if (next instanceof StorageStatus.Ready ready) {
@@ -121,14 +142,14 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
   }
 
   /** Runs on the blocking-IO dispatcher. Migrates and loads the identity until that has succeeded once. */
-  static StorageStatus probe(Database database, StorageStatus.Ready known) {
+  static StorageStatus probe(Database database, StorageStatus.Ready known, int partitions) {
     String schema = database.settings().schema();
     try {
       StorageStatus.Ready ready = known;
       if (ready == null) {
         String version = SchemaMigrator.migrate(database.dataSource(), schema);
         try (Connection c = database.connection()) {
-          ready = new StorageStatus.Ready(Instant.now(), ClusterIdentityStore.loadOrCreate(c, schema), version);
+          ready = new StorageStatus.Ready(Instant.now(), ClusterIdentityStore.loadOrCreate(c, schema, partitions), version);
         }
       }
       try (Connection c = database.connection();
@@ -137,6 +158,8 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
         s.execute("SELECT 1 FROM " + schema + ".event_journal LIMIT 1");
       }
       return ready;
+    } catch (ClusterIdentityStore.PartitionCountMismatch e) {
+      return new StorageStatus.Refused(Instant.now(), e.getMessage());
     } catch (Exception e) {
       return new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(e));
     }

@@ -2,7 +2,7 @@ package io.weir.persistence;
 
 import java.time.Instant;
 
-/** What a node knows about its PostgreSQL: not yet probed, ready (schema migrated), or unavailable. */
+/** What a node knows about its PostgreSQL: not yet probed, ready (schema migrated), unavailable, or refused. */
 public sealed interface StorageStatus {
   /** Instant this status was first observed. */
   Instant since();
@@ -20,4 +20,12 @@ public sealed interface StorageStatus {
    * @param reason value-free description (exception classes and SQLState), see {@link SafeErrors}
    */
   record Unavailable(Instant since, String reason) implements StorageStatus {}
+
+  /**
+   * Reachable, but this node must not run against it (its partition count differs from the
+   * cluster's). Terminal: the monitor stops probing and the node shuts down.
+   *
+   * @param reason value-free, names the setting to change
+   */
+  record Refused(Instant since, String reason) implements StorageStatus {}
 }

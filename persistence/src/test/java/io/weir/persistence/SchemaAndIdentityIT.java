@@ -1,6 +1,7 @@
 package io.weir.persistence;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.weir.persistence.testing.TestPostgres;
 import java.sql.Connection;
@@ -22,7 +23,7 @@ class SchemaAndIdentityIT {
       String v1 = SchemaMigrator.migrate(database.dataSource(), "weir");
       String v2 = SchemaMigrator.migrate(database.dataSource(), "weir");
       assertThat(v2).as("a second migration should find nothing to do and report the same version").isEqualTo(v1);
-      assertThat(v1).as("every migration should be applied").isEqualTo("6");
+      assertThat(v1).as("every migration should be applied").isEqualTo("7");
       try (Connection c = db.connect();
           ResultSet rs =
               c.createStatement()
@@ -52,7 +53,7 @@ class SchemaAndIdentityIT {
                 // Each caller stands for a node with a pool of its own.
                 try (Database database = Database.create(settings, "identity-it");
                     Connection c = migrated(database)) {
-                  return ClusterIdentityStore.loadOrCreate(c, "weir");
+                  return ClusterIdentityStore.loadOrCreate(c, "weir", 64);
                 }
               });
         }
@@ -67,9 +68,31 @@ class SchemaAndIdentityIT {
           assertThat(id.signingKey()).as("every node should read the same signing key").isEqualTo(first.signingKey());
         }
         assertThat(first.toString()).as("the identity's toString must not reveal the key").doesNotContain("signingKey=");
+        assertThat(first.partitionCount()).isEqualTo(64);
       } finally {
         pool.shutdownNow();
       }
+    }
+  }
+
+  @Test
+  void theClusterKeepsThePartitionCountItWasCreatedWith() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("partitions_it");
+        Database database = Database.create(PostgresSettings.create(withDefaults(db)), "partitions-it");
+        Connection c = migrated(database)) {
+      assertThat(ClusterIdentityStore.loadOrCreate(c, "weir", 32).partitionCount()).isEqualTo(32);
+      assertThat(ClusterIdentityStore.loadOrCreate(c, "weir", 32).partitionCount()).isEqualTo(32);
+      assertThatThrownBy(() -> ClusterIdentityStore.loadOrCreate(c, "weir", 64))
+          .isInstanceOfSatisfying(ClusterIdentityStore.PartitionCountMismatch.class, e -> {
+            assertThat(e.configured()).isEqualTo(64);
+            assertThat(e.cluster()).isEqualTo(32);
+            assertThat(e.getMessage()).contains("weir.partitions.count = 32");
+          });
+      // A cluster created before partition counts were recorded adopts the first node's.
+      try (java.sql.Statement s = c.createStatement()) {
+        s.execute("UPDATE weir.cluster SET partition_count = NULL");
+      }
+      assertThat(ClusterIdentityStore.loadOrCreate(c, "weir", 16).partitionCount()).isEqualTo(16);
     }
   }
 

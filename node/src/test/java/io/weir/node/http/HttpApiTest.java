@@ -114,7 +114,7 @@ class HttpApiTest {
   @Test
   void administratorsSeeTheClusterMembership() throws Exception {
     UUID id = UUID.randomUUID();
-    storage.set(new StorageStatus.Ready(Instant.now(), new ClusterIdentity(id, "k1", new byte[32], Instant.now()), "2"));
+    storage.set(new StorageStatus.Ready(Instant.now(), new ClusterIdentity(id, "k1", new byte[32], Instant.now(), 64), "2"));
     HttpResponse<String> r = get("/admin/cluster", "bearer " + ADMIN);
     assertThat(r.statusCode()).as("the scheme name is case-insensitive").isEqualTo(200);
     JsonNode body = json.readTree(r.body());
@@ -134,7 +134,7 @@ class HttpApiTest {
     HttpResponse<String> down = get("/health/ready", null);
     assertThat(down.statusCode()).as("unavailable storage should make the node not ready").isEqualTo(503);
     assertThat(json.readTree(down.body()).get("checks").get("storage").asText()).isEqualTo("unavailable");
-    storage.set(new StorageStatus.Ready(Instant.now(), new ClusterIdentity(UUID.randomUUID(), "k1", new byte[32], Instant.now()), "2"));
+    storage.set(new StorageStatus.Ready(Instant.now(), new ClusterIdentity(UUID.randomUUID(), "k1", new byte[32], Instant.now(), 64), "2"));
     HttpResponse<String> up = get("/health/ready", null);
     assertThat(up.statusCode()).as("an Up member with ready storage should be ready").isEqualTo(200);
     assertThat(json.readTree(up.body()).get("ready").asBoolean()).isTrue();

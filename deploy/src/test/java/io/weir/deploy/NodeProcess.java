@@ -256,6 +256,11 @@ public final class NodeProcess implements AutoCloseable {
     return adminJson("/admin/pipelines/" + name);
   }
 
+  /** {@code GET /admin/partitions}: how many partitions run, per node; empty when it does not answer. */
+  public Optional<JsonNode> partitions() {
+    return adminJson("/admin/partitions");
+  }
+
   /** An admin route's JSON when it answers 200, else empty. */
   private Optional<JsonNode> adminJson(String path) {
     return get(path, true)

@@ -49,6 +49,12 @@ class ThreeNodeClusterIT extends EndToEndTest {
         }));
     System.out.printf("cluster-formed: 3 members Up and ready after %.1f s%n", (System.nanoTime() - t0) / 1e9);
 
+    long p0 = System.nanoTime();
+    awaitOrDump(Duration.ofSeconds(120), "all 64 partitions should run, spread over the 3 nodes", () ->
+        nodes.get(0).partitions().map(p -> p.get("running").asInt() == 64 && p.get("byNode").size() == 3).orElse(false));
+    System.out.printf("partitions-started: 64 on 3 nodes %.1f s after the cluster formed (%s)%n",
+        (System.nanoTime() - p0) / 1e9, nodes.get(0).partitions().orElseThrow().get("byNode"));
+
     Set<String> clusterIds = new HashSet<>();
     nodes.forEach(n -> clusterIds.add(n.cluster().orElseThrow().get("clusterId").asText()));
     assertThat(clusterIds).as("every node should report the one cluster identity kept in PostgreSQL").hasSize(1);
@@ -66,6 +72,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
               && members.values().stream().allMatch("up"::equals) && n.ready();
         }));
     System.out.printf("killed-node-removed: after %.1f s (stable-after 3 s)%n", (System.nanoTime() - killedAt) / 1e9);
+    awaitOrDump(Duration.ofSeconds(90), "the killed node's partitions should run again on the survivors", () ->
+        survivors.get(0).partitions().map(p -> p.get("running").asInt() == 64 && p.get("byNode").size() == 2
+            && !p.get("byNode").has(victim.clusterAddress())).orElse(false));
+    System.out.printf("partitions-restarted: all 64 on the 2 survivors %.1f s after the kill%n", (System.nanoTime() - killedAt) / 1e9);
     for (NodeProcess n : survivors) {
       assertThat(n.cluster().orElseThrow().get("unreachable")).as("%s should see no unreachable member", n.name()).isEmpty();
       assertThat(n.isAlive()).as("%s should still run", n.name()).isTrue();

@@ -26,7 +26,8 @@ public record NodeSettings(
     String adminToken,
     PostgresSettings postgres,
     List<PipelineConfig> pipelines,
-    int partitions) {
+    int partitions,
+    Duration partitionKeepAlive) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -83,7 +84,8 @@ public record NodeSettings(
         adminToken,
         PostgresSettings.create(config),
         PipelineConfig.all(config),
-        partitions(v));
+        partitions(v),
+        v.positiveDuration("weir.partitions.keep-alive-interval"));
   }
 
   private static int partitions(ConfigValues v) {

@@ -20,12 +20,23 @@ import org.apache.pekko.cluster.typed.Cluster;
 
 /** Read-only view of this node for the health and admin routes: readiness and cluster membership. */
 public final class NodeView {
+  private final ActorSystem<?> system;
   private final Cluster cluster;
   private final Supplier<StorageStatus> storage;
+  private final int partitions;
 
-  public NodeView(ActorSystem<?> system, Supplier<StorageStatus> storage) {
+  public NodeView(ActorSystem<?> system, Supplier<StorageStatus> storage, int partitions) {
+    this.system = system;
     this.cluster = Cluster.get(system);
     this.storage = storage;
+    this.partitions = partitions;
+  }
+
+  /** Where the partitions run, as the shard regions report it (asks every region, 3 s at most). */
+  public java.util.concurrent.CompletionStage<io.weir.protocol.http.PartitionsStatus> partitionsStatus() {
+    return io.weir.sharding.partition.PartitionSharding.runningByNode(system, java.time.Duration.ofSeconds(3))
+        .thenApply(byNode -> new io.weir.protocol.http.PartitionsStatus(
+            partitions, byNode.values().stream().mapToInt(Integer::intValue).sum(), byNode));
   }
 
   /** Ready when this node is an Up member of the cluster and its PostgreSQL journal answers. */
@@ -64,6 +75,9 @@ public final class NodeView {
   static String storageName(StorageStatus status) {
     if (status instanceof StorageStatus.Ready) {
       return "ready";
+    }
+    if (status instanceof StorageStatus.Refused) {
+      return "refused";
     }
     return status instanceof StorageStatus.Unavailable ? "unavailable" : "starting";
   }

@@ -14,6 +14,7 @@ import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.http.HttpApi;
 import io.weir.persistence.Database;
 import io.weir.persistence.StorageMonitor;
+import io.weir.sharding.partition.PartitionSharding;
 import io.weir.persistence.StorageStatus;
 import java.net.InetSocketAddress;
 import java.time.Duration;
@@ -78,6 +79,12 @@ public final class WeirNode {
               });
       joinCluster(system, settings);
 
+      // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
+      PartitionSharding.init(system);
+      ClusterSingleton.get(system).init(SingletonActor.of(
+          PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
+          "weir-partition-keeper"));
+
       // One pipeline manager per cluster: each slot has exactly one consumer.
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
@@ -87,7 +94,7 @@ public final class WeirNode {
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
       Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
-      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get), pipelineAdmin, metrics::scrape);
+      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()), pipelineAdmin, metrics::scrape);
       ServerBinding binding;
       try {
         binding =

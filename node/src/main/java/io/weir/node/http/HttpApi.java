@@ -41,6 +41,8 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /health/ready}: 200 when the node is an Up cluster member and its journal
  *       answers, else 503; the body lists each check ({@link Readiness}).
  *   <li>{@code GET /admin/cluster}: cluster membership ({@link io.weir.protocol.http.ClusterStatus}).
+ *   <li>{@code GET /admin/partitions}: how many partitions run, per node ({@link
+ *       io.weir.protocol.http.PartitionsStatus}).
  * </ul>
  *
  * <p>{@code /admin/*} needs a cluster administrator's bearer token: 401 without a token or with an
@@ -94,6 +96,9 @@ public final class HttpApi extends AllDirectives {
   private Route adminRoutes() {
     return concat(
         path("cluster", () -> get(() -> jsonLazy(200, node::clusterStatus))),
+        path("partitions", () -> get(() -> onComplete(node.partitionsStatus(), result -> result.isSuccess()
+            ? json(200, result.get())
+            : error(ErrorCode.UNAVAILABLE, "the shard regions did not answer in time; retry")))),
         path("metrics", () -> get(() -> extractRequestContext(ctx -> metrics == null
             ? error(ErrorCode.NOT_FOUND, "no such resource")
             : complete(HttpResponse.create().withEntity(

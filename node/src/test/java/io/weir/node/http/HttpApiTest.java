@@ -59,7 +59,7 @@ class HttpApiTest {
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
     TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
-    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), storage::get), null, () -> "# test metrics\n");
+    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), storage::get, 64), null, () -> "# test metrics\n");
     binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {

@@ -1,0 +1,85 @@
+package io.weir.sharding.partition;
+
+import io.weir.sharding.partition.PartitionProtocol.Command;
+import io.weir.sharding.partition.PartitionProtocol.GetStatus;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletionStage;
+import java.util.function.BooleanSupplier;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.sharding.ShardRegion;
+import org.apache.pekko.cluster.sharding.typed.GetClusterShardingStats;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityRef;
+
+/**
+ * The partitions on Cluster Sharding: entity {@code weir-partition}, entity id = the partition
+ * number, hosted by nodes with the {@code server} role. {@link #keeper} keeps all P partitions
+ * running (started eagerly, and again on the surviving nodes when a node is lost).
+ */
+public final class PartitionSharding {
+  /** Nodes with this role host partitions. */
+  public static final String ROLE = "server";
+
+  private PartitionSharding() {}
+
+  /** Registers the entity type on this node (hosting partitions if it has the server role). */
+  public static void init(ActorSystem<?> system) {
+    ClusterSharding.get(system).init(
+        Entity.of(Partition.TYPE_KEY, ctx -> Partition.create(Integer.parseInt(ctx.getEntityId()))).withRole(ROLE));
+  }
+
+  /** A reference to partition {@code n} wherever it runs. */
+  public static EntityRef<Command> partition(ActorSystem<?> system, int n) {
+    return ClusterSharding.get(system).entityRefFor(Partition.TYPE_KEY, Integer.toString(n));
+  }
+
+  private enum Tick {
+    INSTANCE
+  }
+
+  /**
+   * Every {@code interval}, while {@code storageReady} holds, sends each of the {@code partitions}
+   * partitions a status request: a stopped one (never started, or lost with its node) starts and
+   * recovers. Run it once per cluster (a cluster singleton).
+   */
+  public static Behavior<Void> keeper(int partitions, BooleanSupplier storageReady, Duration interval) {
+    return Behaviors.<Tick>setup(ctx -> Behaviors.withTimers(timers -> {
+      timers.startTimerWithFixedDelay(Tick.INSTANCE, Duration.ZERO, interval);
+      ActorRef<PartitionProtocol.PartitionStatus> ignore = ctx.getSystem().ignoreRef();
+      return Behaviors.receiveMessage(tick -> {
+        if (storageReady.getAsBoolean()) {
+          for (int n = 0; n < partitions; n++) {
+            partition(ctx.getSystem(), n).tell(new GetStatus(ignore));
+          }
+        }
+        return Behaviors.same();
+      });
+    })).unsafeCast();
+  }
+
+  /** Running partitions per node address, as the shard regions report them. */
+  public static CompletionStage<Map<String, Integer>> runningByNode(ActorSystem<?> system, Duration timeout) {
+    CompletionStage<ShardRegion.ClusterShardingStats> stats = AskPattern.ask(
+        ClusterSharding.get(system).shardState(),
+        replyTo -> new GetClusterShardingStats(Partition.TYPE_KEY, timeout, replyTo),
+        timeout.plusSeconds(1), system.scheduler());
+    return stats.thenApply(s -> {
+      Map<String, Integer> out = new HashMap<>();
+      s.getRegions().forEach((address, region) -> {
+        int running = 0;
+        for (Object count : region.getStats().values()) {
+          running += ((Number) count).intValue();
+        }
+        out.put(address.toString(), running);
+      });
+      return out;
+    });
+  }
+}

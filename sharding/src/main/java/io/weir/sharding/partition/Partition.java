@@ -25,6 +25,7 @@ import java.util.Optional;
 import java.util.TreeMap;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.persistence.typed.SnapshotAdapter;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
 import org.apache.pekko.persistence.typed.javadsl.Effect;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
@@ -96,7 +97,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Fra
   }
 
   /**
-   * The entity's state (also its snapshot). Mutated in place by the event handler only.
+   * The entity's state (also its snapshot). Mutated in place by the event handler only; snapshots
+   * get a copy (see {@link #snapshotAdapter()}).
    *
    * @param documents by {@code collection + '\0' + id}
    * @param events journal events so far: the sequence number of the last one
@@ -112,6 +114,12 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Fra
 
     static State empty() {
       return new State(new HashMap<>(), 1, 0, new LinkedHashMap<>(), new HashMap<>(), new TreeMap<>());
+    }
+
+    /** A copy sharing no mutable collection with this state (documents and receipts are immutable). */
+    State copy() {
+      return new State(new HashMap<>(documents), nextSequence, events, new LinkedHashMap<>(receipts),
+          new HashMap<>(watermarks), new TreeMap<>(frames));
     }
 
     Optional<Document> document(String collection, String id) {
@@ -144,6 +152,26 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Fra
   @Override
   public State emptyState() {
     return State.empty();
+  }
+
+  /**
+   * The state's maps are mutated in place by the event handler, while the snapshot store serializes
+   * a snapshot asynchronously: it gets a copy, taken on the entity's thread when the snapshot is
+   * triggered (once per {@value #SNAPSHOT_EVERY} events).
+   */
+  @Override
+  public SnapshotAdapter<State> snapshotAdapter() {
+    return new SnapshotAdapter<>() {
+      @Override
+      public Object toJournal(State state) {
+        return state.copy();
+      }
+
+      @Override
+      public State fromJournal(Object from) {
+        return (State) from;
+      }
+    };
   }
 
   @Override

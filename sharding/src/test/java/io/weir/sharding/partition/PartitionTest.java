@@ -129,4 +129,15 @@ class PartitionTest {
     assertThat(frame("c5", Optional.empty(), upsert("x", "{}", null))).as("receipts survive recovery")
         .isEqualTo(new Applied("c5", 6, List.of(1L), true));
   }
+
+  @Test
+  void snapshotsAreCopiesTheEventHandlerCannotChangeAfterwards() {
+    frame("c1", Optional.empty(), upsert("1", "{}", null));
+    Partition.State live = partition.<PartitionStatus>runCommand(GetStatus::new).state();
+    Partition.State snapshot = (Partition.State) Partition.create(7).snapshotAdapter().toJournal(live);
+    assertThat(snapshot).isEqualTo(live);
+    frame("c2", Optional.empty(), upsert("2", "{}", null));
+    assertThat(snapshot.documents()).as("later frames do not reach a snapshot already taken").hasSize(1);
+    assertThat(snapshot.receipts()).containsOnlyKeys("c1");
+  }
 }

@@ -332,17 +332,26 @@ public final class PostgresMirrorSink implements ChangeSink {
           SinkException.permanent("mirror " + what + " before it was opened with a slot incarnation", null));
     }
     return onExecutor(() -> {
-      inTransaction(run -> body.run(run, current));
+      inTransaction(run -> {
+        body.run(run, current);
+        run.flush();
+        run.context = "a commit";
+        return true;
+      });
       return null;
     });
   }
 
   private interface RunBody {
-    void run(Run run) throws SQLException;
+    /** Does the transaction's work; returns whether to commit it (false rolls it back). */
+    boolean run(Run run) throws SQLException;
   }
 
-  /** One durable database transaction on a pooled connection; failures roll back and are scrubbed. */
-  private void inTransaction(RunBody body) {
+  /**
+   * One database transaction on a pooled connection, committed durably when {@code body} says so;
+   * failures roll back and are scrubbed. Returns whether it committed.
+   */
+  private boolean inTransaction(RunBody body) {
     Run run = new Run();
     run.context = "a connection to the target database";
     try (Connection c = dataSource.getConnection()) {
@@ -350,13 +359,18 @@ public final class PostgresMirrorSink implements ChangeSink {
       boolean autoCommit = c.getAutoCommit();
       try {
         c.setAutoCommit(false);
+        // The slot may be acknowledged once this commit returns, so the commit must be durable
+        // even where the target runs with synchronous_commit off.
         try (Statement durable = c.createStatement()) {
           durable.execute("SET LOCAL synchronous_commit = on");
         }
-        body.run(run);
+        if (!body.run(run)) {
+          c.rollback();
+          return false;
+        }
         run.flush();
-        run.context = "a commit";
         c.commit();
+        return true;
       } catch (Throwable t) {
         rollbackQuietly(c);
         throw t;
@@ -456,58 +470,40 @@ public final class PostgresMirrorSink implements ChangeSink {
   // apply
 
   private void applyBlocking(String pipeline, SlotIncarnation incarnation, List<Transaction> batch) {
-    Run run = new Run();
-    run.context = "a connection to the target database";
-    try (Connection c = dataSource.getConnection()) {
-      run.connection = c;
+    int[] applied = {0};
+    Lsn[] through = {Lsn.INVALID};
+    boolean committed = inTransaction(run -> {
       run.context = checkpointWhat;
-      boolean autoCommit = c.getAutoCommit();
-      try {
-        c.setAutoCommit(false);
-        // The slot is acknowledged once this commit returns, so the commit must be durable even
-        // where the target runs with synchronous_commit off.
-        try (java.sql.Statement durable = c.createStatement()) {
-          durable.execute("SET LOCAL synchronous_commit = on");
+      Lsn watermark = lockCheckpoint(run.connection, pipeline, incarnation);
+      for (Transaction t : batch) {
+        // Redelivered (or out of order): its effects are already in, with its checkpoint.
+        if (!t.commitLsn().isAfter(watermark)) {
+          continue;
         }
-        Lsn watermark = lockCheckpoint(c, pipeline, incarnation);
-        int applied = 0;
-        for (Transaction t : batch) {
-          // Redelivered (or out of order): its effects are already in, with its checkpoint.
-          if (!t.commitLsn().isAfter(watermark)) {
-            continue;
-          }
-          for (Change change : t.changes()) {
-            applyChange(run, change);
-          }
-          if (settings.appliedLog()) {
-            run.logApplied(insertApplied, pipeline, t);
-          }
-          watermark = t.commitLsn();
-          applied++;
+        for (Change change : t.changes()) {
+          applyChange(run, change);
         }
-        run.flush();
-        if (applied == 0) {
-          c.rollback(); // nothing new; also drops a placeholder row, releases the lock
-          LOG.debug("mirror skipped a batch of {} already applied transactions", batch.size());
-          return;
+        if (settings.appliedLog()) {
+          run.logApplied(insertApplied, pipeline, t);
         }
-        run.context = checkpointWhat;
-        run.flushLog();
-        writeCheckpoint(c, pipeline, incarnation, watermark);
-        run.context = "the commit of a batch";
-        c.commit();
-        LOG.debug("mirror applied {} of {} transactions up to {}", applied, batch.size(), watermark);
-      } catch (Throwable t) {
-        rollbackQuietly(c);
-        throw t;
-      } finally {
-        run.close();
-        restoreAutoCommit(c, autoCommit);
+        watermark = t.commitLsn();
+        applied[0]++;
       }
-    } catch (SQLException e) {
-      throw MirrorFailures.fromSql(e, run.context);
-    } catch (PgOutputDecodeException e) {
-      throw MirrorFailures.refused(run.context, e.reason().description());
+      run.flush();
+      if (applied[0] == 0) {
+        return false; // nothing new: roll back, which also drops a placeholder row and the lock
+      }
+      run.context = checkpointWhat;
+      run.flushLog();
+      writeCheckpoint(run.connection, pipeline, incarnation, watermark);
+      through[0] = watermark;
+      run.context = "the commit of a batch";
+      return true;
+    });
+    if (committed) {
+      LOG.debug("mirror applied {} of {} transactions up to {}", applied[0], batch.size(), through[0]);
+    } else {
+      LOG.debug("mirror skipped a batch of {} already applied transactions", batch.size());
     }
   }
 

@@ -10,20 +10,5 @@
 # Extra JVM options (heap, profiling) go in WEIR_BENCH_JAVA_OPTS, e.g.
 #   WEIR_BENCH_JAVA_OPTS='-XX:StartFlightRecording=filename=.weir/bench.jfr,settings=profile' deploy/bin/bench-cdc.sh
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$repo"
-. deploy/bin/lib.sh
-weir_require_build_tools
-
-echo "weir: building (mvn package, tests skipped)" >&2
-# Build output goes to stderr: standard output carries only the figures.
-mvn -B -q --no-transfer-progress -Dstyle.color=never -DskipTests package -pl node -am >&2
-
-was_running=yes
-deploy/bin/pg.sh status >/dev/null 2>&1 || was_running=no
-eval "$(deploy/bin/pg.sh start)"
-# Leave no server behind that this script started.
-[ "$was_running" = no ] && trap 'deploy/bin/pg.sh stop || true' EXIT
-
-# shellcheck disable=SC2086 # WEIR_BENCH_JAVA_OPTS is a list of JVM options
-java ${WEIR_BENCH_JAVA_OPTS:-} -cp node/target/weir-node.jar io.weir.node.bench.CdcBenchmark "$@"
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
+weir_bench_run CdcBenchmark "$@"

@@ -1,0 +1,22 @@
+# Sourced by the benchmark scripts: builds the node (tests skipped; build output on stderr so that
+# standard output carries only the figures), starts the private PostgreSQL (stopping it afterwards
+# if it was not running) and runs one benchmark program: weir_bench_run <class in io.weir.node.bench> [args].
+# Extra JVM options (heap, profiling) go in WEIR_BENCH_JAVA_OPTS.
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$repo"
+. deploy/bin/lib.sh
+
+weir_bench_run() {
+  local main=$1
+  shift
+  weir_require_build_tools
+  echo "weir: building (mvn package, tests skipped)" >&2
+  mvn -B -q --no-transfer-progress -Dstyle.color=never -DskipTests package -pl node -am >&2
+  local was_running=yes
+  deploy/bin/pg.sh status >/dev/null 2>&1 || was_running=no
+  eval "$(deploy/bin/pg.sh start)"
+  # Leave no server behind that this script started.
+  [ "$was_running" = no ] && trap 'deploy/bin/pg.sh stop || true' EXIT
+  # shellcheck disable=SC2086 # WEIR_BENCH_JAVA_OPTS is a list of JVM options
+  java ${WEIR_BENCH_JAVA_OPTS:-} -cp node/target/weir-node.jar "io.weir.node.bench.$main" "$@"
+}

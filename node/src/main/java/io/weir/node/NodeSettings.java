@@ -27,7 +27,8 @@ public record NodeSettings(
     PostgresSettings postgres,
     List<PipelineConfig> pipelines,
     int partitions,
-    Duration partitionKeepAlive) {
+    Duration partitionKeepAlive,
+    io.weir.sharding.partition.PartitionSettings partitionLimits) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -85,7 +86,12 @@ public record NodeSettings(
         PostgresSettings.create(config),
         PipelineConfig.all(config),
         partitions(v),
-        v.positiveDuration("weir.partitions.keep-alive-interval"));
+        v.positiveDuration("weir.partitions.keep-alive-interval"),
+        new io.weir.sharding.partition.PartitionSettings(
+            v.positiveInt("weir.partitions.outbox.max-entries"),
+            v.bytes("weir.partitions.outbox.max-bytes", 1),
+            v.positiveInt("weir.partitions.group-commit.max-frames"),
+            v.positiveInt("weir.partitions.group-commit.max-mutations")));
   }
 
   private static int partitions(ConfigValues v) {

@@ -80,7 +80,7 @@ public final class WeirNode {
       joinCluster(system, settings);
 
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
-      PartitionSharding.init(system);
+      PartitionSharding.init(system, settings.partitionLimits());
       ClusterSingleton.get(system).init(SingletonActor.of(
           PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
           "weir-partition-keeper"));

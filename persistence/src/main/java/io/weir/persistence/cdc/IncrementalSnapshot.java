@@ -294,7 +294,7 @@ final class IncrementalSnapshot implements AutoCloseable {
         }
         // The table's first chunk: the sink empties its copy here, at the low watermark, before
         // any transaction between the watermarks is applied, so none of those is wiped out.
-        return sink.applySnapshot(new SnapshotChunk(c.table.schema(), true, List.of(), Optional.empty()));
+        return sink.applySnapshot(new SnapshotChunk(c.table.schema(), true, List.of(), Optional.empty(), true));
       });
     }
     return high(c);
@@ -322,7 +322,7 @@ final class IncrementalSnapshot implements AutoCloseable {
               progress.table() + 1 >= progress.tables().size())
           : new Progress(progress.id(), progress.tables(), progress.table(), last, false);
       // Never firstForTable: the first chunk's clearing happened at its low watermark.
-      out = new SnapshotChunk(c.table.schema(), false, List.copyOf(c.rows.values()), Optional.of(next.encode()));
+      out = new SnapshotChunk(c.table.schema(), false, List.copyOf(c.rows.values()), Optional.of(next.encode()), true);
     }
     int rows = out.rows().size();
     return sink.applySnapshot(out).thenRun(() -> {

@@ -108,7 +108,7 @@ final class InitialSnapshot {
         batch.add(CopyText.row(line, columns));
         bytes += line.length;
         if (batch.size() >= settings.snapshotBatchRows() || bytes >= MAX_BATCH_BYTES) {
-          previous = hand(previous, new SnapshotChunk(table.schema(), first, batch, Optional.empty()));
+          previous = hand(previous, new SnapshotChunk(table.schema(), first, batch, Optional.empty(), false));
           first = false;
           batch = new ArrayList<>();
           bytes = 0;
@@ -130,7 +130,7 @@ final class InitialSnapshot {
     }
     if (!batch.isEmpty() || first) {
       // An empty table still gets its first chunk: the sink must empty its copy.
-      previous = hand(previous, new SnapshotChunk(table.schema(), first, batch, Optional.empty()));
+      previous = hand(previous, new SnapshotChunk(table.schema(), first, batch, Optional.empty(), false));
     }
     await(previous);
     tracker.tableDone();

@@ -19,8 +19,11 @@ import java.util.Optional;
  * @param progress incremental snapshots only: an opaque token the sink stores atomically with the
  *     rows and reports back from {@link ChangeSink#snapshotProgress}, so a restart resumes after
  *     the last applied chunk; empty for initial snapshots
+ * @param incremental whether the chunk belongs to an incremental snapshot (taken while streaming)
+ *     rather than the initial snapshot
  */
-public record SnapshotChunk(TableSchema table, boolean firstForTable, List<TupleData> rows, Optional<String> progress) {
+public record SnapshotChunk(
+    TableSchema table, boolean firstForTable, List<TupleData> rows, Optional<String> progress, boolean incremental) {
 
   public SnapshotChunk {
     Objects.requireNonNull(table, "table");

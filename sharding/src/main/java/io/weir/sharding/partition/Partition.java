@@ -1,5 +1,8 @@
 package io.weir.sharding.partition;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.protocol.CborSerializable;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
@@ -9,21 +12,32 @@ import io.weir.sharding.partition.PartitionProtocol.Conflict;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.Document;
 import io.weir.sharding.partition.PartitionProtocol.DocumentReply;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.Gap;
 import io.weir.sharding.partition.PartitionProtocol.GetDocument;
 import io.weir.sharding.partition.PartitionProtocol.GetStatus;
+import io.weir.sharding.partition.PartitionProtocol.LoadRows;
+import io.weir.sharding.partition.PartitionProtocol.Loaded;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
+import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
 import io.weir.sharding.partition.PartitionProtocol.Rejected;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
+import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.PartitionProtocol.Write;
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.TreeMap;
-import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+import java.util.UUID;
+import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.SnapshotAdapter;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
@@ -34,39 +48,55 @@ import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
 
 /**
  * One atomic partition: an event-sourced entity holding its documents, the index of its outbox
- * (the mutation stream; entry payloads stay in the journal), idempotency receipts and per-slot
- * source watermarks.
+ * (the mutation stream; entry payloads stay in the journal), idempotency receipts and per-source
+ * watermarks. {@link PartitionEntity} runs it as a child and coalesces writes in front of it.
  *
  * <p>A frame ({@link ApplyFrame}) is checked whole before anything is written: a malformed frame,
- * or one whose expected revisions do not match (each mutation sees the ones before it in the same
- * frame), changes nothing. An accepted frame is one journal event ({@link FrameApplied}) holding
- * every outbox entry, and with them the receipt and the watermark move, so a crash leaves either
- * all of it or none. A retried command id returns the first receipt; a CDC frame at or below the
- * watermark of its slot is acknowledged without effect.
+ * one whose expected revisions do not match (each mutation sees the ones before it), one that
+ * would overflow the outbox quota, or a CDC frame after a gap changes nothing. An accepted frame's
+ * outbox entries, receipt and watermark move together. A {@link WriteBatch} checks its frames in
+ * order (each sees the accepted ones before it) and persists the accepted ones as one journal event
+ * ({@link Written}): one write, so a crash leaves all of it or none.
  *
  * <p>Snapshots every {@value #SNAPSHOT_EVERY} events keep recovery bounded. Journal events are never
- * deleted on snapshot: they are the outbox's payloads (purging is explicit, a later step).
+ * deleted on snapshot: they are the outbox's payloads.
  */
-public final class Partition extends EventSourcedBehavior<Command, Partition.FrameApplied, Partition.State> {
-  public static final EntityTypeKey<Command> TYPE_KEY = EntityTypeKey.create(Command.class, "weir-partition");
+public final class Partition extends EventSourcedBehavior<Command, Partition.Written, Partition.State> {
   static final int SNAPSHOT_EVERY = 1000;
-  /** Receipts kept for idempotent retries; the oldest are forgotten first. */
+  /** Receipts kept for idempotent retries of API frames; the oldest are forgotten first. */
   static final int MAX_RECEIPTS = 10_000;
+  /** Bytes counted per outbox entry besides its images. */
+  static final int ENTRY_OVERHEAD = 64;
+  private static final ObjectMapper JSON = new ObjectMapper();
 
   private final int partition;
+  private final PartitionSettings settings;
 
   /** The persistence id of partition {@code n}: {@code weir-partition|n}. */
   public static PersistenceId persistenceId(int n) {
-    return PersistenceId.of(TYPE_KEY.name(), Integer.toString(n));
+    return PersistenceId.of(PartitionEntity.TYPE_KEY.name(), Integer.toString(n));
+  }
+
+  public static Partition create(int partition, PartitionSettings settings) {
+    return new Partition(partition, settings);
   }
 
   public static Partition create(int partition) {
-    return new Partition(partition);
+    return new Partition(partition, PartitionSettings.DEFAULTS);
   }
 
-  private Partition(int partition) {
+  private Partition(int partition, PartitionSettings settings) {
     super(persistenceId(partition));
     this.partition = partition;
+    this.settings = settings;
+  }
+
+  /** Writes coalesced by {@link PartitionEntity}; {@code done} hears when they are answered. */
+  record WriteBatch(List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) implements Command {
+    @Override
+    public String toString() {
+      return "WriteBatch[" + writes.size() + "]";
+    }
   }
 
   /**
@@ -74,74 +104,153 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Fra
    *
    * @param sequence the partition's monotonic outbox sequence
    * @param ordinal position inside its frame
-   * @param kind {@code upsert} or {@code delete}
+   * @param kind {@code upsert}, {@code delete} or {@code snapshot} (a row of an incremental snapshot)
+   * @param revision the document's revision after the change
    * @param before the document body before (null when absent or a tombstone); never logged
    * @param after the body after (null for a delete); never logged
+   * @param commitLsn the source commit LSN of a CDC frame; 0 for API frames
    */
   public record OutboxEntry(
       long sequence, int ordinal, String collection, String id, String kind, long revision, String before, String after,
-      long evaluatedAtMillis) implements CborSerializable {
+      long evaluatedAtMillis, long commitLsn) implements CborSerializable {
+    long bytes() {
+      return ENTRY_OVERHEAD + (before == null ? 0 : before.length()) + (after == null ? 0 : after.length());
+    }
+
     @Override
     public String toString() {
       return "OutboxEntry[" + sequence + ", " + collection + ", " + kind + ", revision=" + revision + "]";
     }
   }
 
-  /** The journal event of one accepted frame. */
-  public record FrameApplied(String commandId, List<OutboxEntry> entries, Optional<SourcePosition> source)
-      implements CborSerializable {
+  /**
+   * One accepted frame.
+   *
+   * @param commandId the API command id (receipt key); null for CDC frames and snapshot rows
+   * @param reset collections whose documents are removed silently first (initial snapshot)
+   * @param loaded documents set without outbox entries (initial snapshot rows)
+   */
+  public record FrameApplied(
+      String commandId, List<OutboxEntry> entries, Optional<SourcePosition> source, List<String> reset,
+      List<Document> loaded) implements CborSerializable {
     @Override
     public String toString() {
-      return "FrameApplied[entries=" + entries.size() + ", source=" + source + "]";
+      return "FrameApplied[entries=" + entries.size() + ", loaded=" + loaded.size() + ", source=" + source + "]";
     }
   }
+
+  /**
+   * The journal event of one group commit.
+   *
+   * @param incarnation set by the partition's first event: identifies this partition's history
+   */
+  public record Written(String incarnation, List<FrameApplied> frames) implements CborSerializable {
+    @Override
+    public String toString() {
+      return "Written[frames=" + frames.size() + "]";
+    }
+  }
+
+  /** A split slice being applied: the commit LSN and how many of its parts are in. */
+  public record PartProgress(long commitLsn, int done) implements CborSerializable {}
+
+  /**
+   * Where a run of outbox entries sits in the journal.
+   *
+   * @param journalSequence the sequence number of the event holding them
+   */
+  public record Segment(long journalSequence, int entries, long bytes) implements CborSerializable {}
 
   /**
    * The entity's state (also its snapshot). Mutated in place by the event handler only; snapshots
    * get a copy (see {@link #snapshotAdapter()}).
    *
    * @param documents by {@code collection + '\0' + id}
+   * @param outboxFirst the first retained outbox sequence
+   * @param outboxBytes bytes of the retained entries
    * @param events journal events so far: the sequence number of the last one
-   * @param frames outbox sequence of each frame's first entry -> that frame's journal sequence number
+   * @param outbox first sequence of each event's entries -> where they are
    */
   public record State(
       HashMap<String, Document> documents,
       long nextSequence,
+      long outboxFirst,
+      long outboxBytes,
       long events,
       LinkedHashMap<String, Applied> receipts,
       HashMap<String, Long> watermarks,
-      TreeMap<Long, Long> frames) implements CborSerializable {
+      HashMap<String, PartProgress> partials,
+      TreeMap<Long, Segment> outbox,
+      String incarnation) implements CborSerializable {
 
     static State empty() {
-      return new State(new HashMap<>(), 1, 0, new LinkedHashMap<>(), new HashMap<>(), new TreeMap<>());
+      return new State(new HashMap<>(), 1, 1, 0, 0, new LinkedHashMap<>(), new HashMap<>(), new HashMap<>(),
+          new TreeMap<>(), null);
     }
 
     /** A copy sharing no mutable collection with this state (documents and receipts are immutable). */
     State copy() {
-      return new State(new HashMap<>(documents), nextSequence, events, new LinkedHashMap<>(receipts),
-          new HashMap<>(watermarks), new TreeMap<>(frames));
+      return new State(new HashMap<>(documents), nextSequence, outboxFirst, outboxBytes, events,
+          new LinkedHashMap<>(receipts), new HashMap<>(watermarks), new HashMap<>(partials), new TreeMap<>(outbox),
+          incarnation);
     }
 
     Optional<Document> document(String collection, String id) {
       return Optional.ofNullable(documents.get(key(collection, id)));
     }
 
-    State apply(FrameApplied e) {
-      List<Long> revisions = new ArrayList<>();
-      for (OutboxEntry x : e.entries()) {
-        boolean deleted = x.kind().equals("delete");
-        documents.put(key(x.collection(), x.id()), new Document(x.collection(), x.id(), x.revision(), x.after(), deleted));
-        revisions.add(x.revision());
-      }
-      long first = e.entries().get(0).sequence();
+    long watermark(String source) {
+      return watermarks.getOrDefault(source, 0L);
+    }
+
+    State apply(Written w) {
       long events = this.events + 1;
-      frames.put(first, events);
-      receipts.put(e.commandId(), new Applied(e.commandId(), first, revisions, false));
-      while (receipts.size() > MAX_RECEIPTS) {
-        receipts.remove(receipts.keySet().iterator().next());
+      long next = nextSequence;
+      long bytes = outboxBytes;
+      int entries = 0;
+      long segmentBytes = 0;
+      long segmentFirst = -1;
+      for (FrameApplied f : w.frames()) {
+        for (String collection : f.reset()) {
+          documents.values().removeIf(d -> d.collection().equals(collection));
+        }
+        for (Document d : f.loaded()) {
+          documents.put(key(d.collection(), d.id()), d);
+        }
+        List<Long> revisions = new ArrayList<>();
+        for (OutboxEntry x : f.entries()) {
+          boolean deleted = x.kind().equals("delete");
+          documents.put(key(x.collection(), x.id()), new Document(x.collection(), x.id(), x.revision(), x.after(), deleted));
+          revisions.add(x.revision());
+          if (segmentFirst < 0) {
+            segmentFirst = x.sequence();
+          }
+          entries++;
+          segmentBytes += x.bytes();
+          next = x.sequence() + 1;
+        }
+        if (f.commandId() != null) {
+          long first = f.entries().isEmpty() ? next : f.entries().get(0).sequence();
+          receipts.put(f.commandId(), new Applied(f.commandId(), first, revisions, false));
+          while (receipts.size() > MAX_RECEIPTS) {
+            receipts.remove(receipts.keySet().iterator().next());
+          }
+        }
+        f.source().ifPresent(s -> {
+          if (s.last()) {
+            watermarks.merge(s.source(), s.commitLsn(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
+            partials.remove(s.source());
+          } else {
+            partials.put(s.source(), new PartProgress(s.commitLsn(), s.part()));
+          }
+        });
       }
-      e.source().ifPresent(s -> watermarks.merge(s.slot(), s.commitLsn(), Math::max));
-      return new State(documents, first + e.entries().size(), events, receipts, watermarks, frames);
+      if (entries > 0) {
+        outbox.put(segmentFirst, new Segment(events, entries, segmentBytes));
+        bytes += segmentBytes;
+      }
+      String inc = incarnation != null ? incarnation : w.incarnation();
+      return new State(documents, next, outboxFirst, bytes, events, receipts, watermarks, partials, outbox, inc);
     }
   }
 
@@ -180,65 +289,345 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Fra
   }
 
   @Override
-  public CommandHandler<Command, FrameApplied, State> commandHandler() {
+  public CommandHandler<Command, Written, State> commandHandler() {
     return newCommandHandlerBuilder()
         .forAnyState()
-        .onCommand(ApplyFrame.class, this::onApplyFrame)
+        .onCommand(WriteBatch.class, (state, c) -> write(state, c.writes(), c.done()))
+        .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(LoadRows.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(GetDocument.class, (state, c) -> Effect().reply(c.replyTo(), new DocumentReply(state.document(c.collection(), c.id()))))
-        .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), new PartitionStatus(
-            partition, state.documents().size(), state.frames().isEmpty() ? 1 : state.frames().firstKey(),
-            state.nextSequence(), Map.copyOf(state.watermarks()))))
+        .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
+        .onCommand(PartitionProtocol.GetDocuments.class, (state, c) -> Effect().reply(c.replyTo(), documents(state, c)))
         .build();
   }
 
-  private Effect<FrameApplied, State> onApplyFrame(State state, ApplyFrame frame) {
-    if (frame.commandId() == null || frame.commandId().isEmpty() || frame.mutations().isEmpty()) {
-      return Effect().reply(frame.replyTo(), new Rejected("a frame needs a command id and at least one mutation"));
-    }
-    Applied receipt = state.receipts().get(frame.commandId());
-    if (receipt != null) {
-      return Effect().reply(frame.replyTo(), new Applied(receipt.commandId(), receipt.firstSequence(), receipt.revisions(), true));
-    }
-    if (frame.source().isPresent()) {
-      SourcePosition s = frame.source().get();
-      Long mark = state.watermarks().get(s.slot());
-      if (mark != null && Long.compareUnsigned(s.commitLsn(), mark) <= 0) {
-        return Effect().reply(frame.replyTo(), new AlreadyApplied(s, mark));
+  private PartitionStatus status(State s) {
+    return new PartitionStatus(partition, s.documents().size(), s.outboxFirst(), s.nextSequence(), s.outboxBytes(),
+        s.events(), Map.copyOf(s.watermarks()));
+  }
+
+  private static PartitionProtocol.DocumentsReply documents(State s, PartitionProtocol.GetDocuments c) {
+    java.util.TreeMap<String, Document> sorted = new java.util.TreeMap<>();
+    for (Document d : s.documents().values()) {
+      if (d.collection().equals(c.collection()) && (c.afterId() == null || d.id().compareTo(c.afterId()) > 0)) {
+        sorted.put(d.id(), d);
       }
     }
-    // Check the whole frame first; later mutations see the earlier ones.
-    Map<String, Document> seen = new HashMap<>();
-    List<OutboxEntry> entries = new ArrayList<>();
-    long now = System.currentTimeMillis();
-    for (int i = 0; i < frame.mutations().size(); i++) {
-      Mutation m = frame.mutations().get(i);
-      if (m.collection().isEmpty() || m.id().isEmpty()) {
-        return Effect().reply(frame.replyTo(), new Rejected("mutation " + i + " has no collection or id"));
+    List<Document> out = new ArrayList<>();
+    for (Document d : sorted.values()) {
+      if (out.size() == Math.max(1, c.limit())) {
+        return new PartitionProtocol.DocumentsReply(out, true);
       }
-      String k = key(m.collection(), m.id());
-      Document current = seen.containsKey(k) ? seen.get(k) : state.documents().get(k);
-      long revision = current == null ? 0 : current.revision();
-      if (m.expectedRevision().isPresent() && m.expectedRevision().get() != revision) {
-        return Effect().reply(frame.replyTo(), new Conflict(i, revision));
-      }
-      String before = current == null || current.deleted() ? null : current.body();
-      Document next;
-      if (m instanceof Upsert u) {
-        next = new Document(u.collection(), u.id(), revision + 1, u.body(), false);
-        entries.add(new OutboxEntry(state.nextSequence() + i, i, u.collection(), u.id(), "upsert", revision + 1, before, u.body(), now));
-      } else {
-        Delete d = (Delete) m;
-        next = new Document(d.collection(), d.id(), revision + 1, null, true);
-        entries.add(new OutboxEntry(state.nextSequence() + i, i, d.collection(), d.id(), "delete", revision + 1, before, null, now));
-      }
-      seen.put(k, next);
+      out.add(d);
     }
-    FrameApplied event = new FrameApplied(frame.commandId(), entries, frame.source());
-    return Effect().persist(event).thenReply(frame.replyTo(), s -> s.receipts().get(frame.commandId()));
+    return new PartitionProtocol.DocumentsReply(out, false);
+  }
+
+  private Effect<Written, State> write(State state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
+    Plan plan = new Plan(state, settings, System.currentTimeMillis());
+    List<FrameReply> replies = new ArrayList<>(writes.size());
+    for (Write w : writes) {
+      replies.add(w instanceof ApplyFrame f ? plan.frame(f) : plan.load((LoadRows) w));
+    }
+    Runnable answer = () -> {
+      for (int i = 0; i < writes.size(); i++) {
+        Write w = writes.get(i);
+        ActorRef<FrameReply> to = w instanceof ApplyFrame f ? f.replyTo() : ((LoadRows) w).replyTo();
+        to.tell(replies.get(i));
+      }
+      if (done != null) {
+        done.tell(PartitionEntity.BatchWritten.INSTANCE);
+      }
+    };
+    if (plan.accepted.isEmpty()) {
+      answer.run();
+      return Effect().none();
+    }
+    String incarnation = state.incarnation() != null ? null : UUID.randomUUID().toString();
+    return Effect().persist(new Written(incarnation, plan.accepted)).thenRun(s -> answer.run());
+  }
+
+  /**
+   * Checks writes in order against the state plus what the batch accepted before them, building the
+   * frames to persist. Nothing here touches the state.
+   */
+  private static final class Plan {
+    private static final Document REMOVED = new Document("", "", 0, null, true);
+    final State state;
+    final PartitionSettings settings;
+    final long now;
+    final List<FrameApplied> accepted = new ArrayList<>();
+    final HashMap<String, Document> docs = new HashMap<>();
+    final HashMap<String, Long> watermarks = new HashMap<>();
+    final HashMap<String, Optional<PartProgress>> partials = new HashMap<>();
+    final HashMap<String, Applied> receipts = new HashMap<>();
+    long next;
+    long bytes;
+
+    Plan(State state, PartitionSettings settings, long now) {
+      this.state = state;
+      this.settings = settings;
+      this.now = now;
+      this.next = state.nextSequence();
+      this.bytes = state.outboxBytes();
+    }
+
+    Document current(String k) {
+      Document d = docs.containsKey(k) ? docs.get(k) : state.documents().get(k);
+      return d == REMOVED ? null : d;
+    }
+
+    long watermark(String source) {
+      return watermarks.containsKey(source) ? watermarks.get(source) : state.watermark(source);
+    }
+
+    Optional<PartProgress> partial(String source) {
+      return partials.containsKey(source) ? partials.get(source) : Optional.ofNullable(state.partials().get(source));
+    }
+
+    /** Live documents of a collection, in a stable order. */
+    List<Document> live(String collection) {
+      Set<String> keys = new HashSet<>();
+      for (Map.Entry<String, Document> e : state.documents().entrySet()) {
+        if (e.getValue().collection().equals(collection)) {
+          keys.add(e.getKey());
+        }
+      }
+      for (Map.Entry<String, Document> e : docs.entrySet()) {
+        if (e.getValue() == REMOVED || e.getValue().collection().equals(collection)) {
+          keys.add(e.getKey());
+        }
+      }
+      List<Document> out = new ArrayList<>();
+      for (String k : new java.util.TreeSet<>(keys)) {
+        Document d = current(k);
+        if (d != null && !d.deleted() && d.collection().equals(collection)) {
+          out.add(d);
+        }
+      }
+      return out;
+    }
+
+    FrameReply frame(ApplyFrame f) {
+      boolean cdc = f.source().isPresent();
+      if (!cdc) {
+        if (f.commandId() == null || f.commandId().isEmpty()) {
+          return new Rejected("an API frame needs a command id");
+        }
+        Applied receipt = receipts.containsKey(f.commandId()) ? receipts.get(f.commandId()) : state.receipts().get(f.commandId());
+        if (receipt != null) {
+          return new Applied(receipt.commandId(), receipt.firstSequence(), receipt.revisions(), true);
+        }
+      }
+      if (f.mutations().isEmpty() && !cdc) {
+        return new Rejected("a frame needs at least one mutation");
+      }
+      if (cdc) {
+        SourcePosition s = f.source().get();
+        long mark = watermark(s.source());
+        Optional<PartProgress> partial = partial(s.source());
+        if (Long.compareUnsigned(s.commitLsn(), mark) <= 0) {
+          return new AlreadyApplied(s, mark);
+        }
+        if (partial.isPresent() && partial.get().commitLsn() == s.commitLsn() && s.part() <= partial.get().done()) {
+          return new AlreadyApplied(s, mark);
+        }
+        boolean inOrder = s.part() == 1
+            ? Long.compareUnsigned(mark, s.previousLsn()) >= 0
+            : partial.isPresent() && partial.get().commitLsn() == s.commitLsn() && partial.get().done() == s.part() - 1;
+        if (!inOrder) {
+          return new Gap(s, mark);
+        }
+      }
+      long commitLsn = f.source().map(SourcePosition::commitLsn).orElse(0L);
+      HashMap<String, Document> seen = new HashMap<>();
+      List<OutboxEntry> entries = new ArrayList<>();
+      List<Long> revisions = new ArrayList<>();
+      long seq = next;
+      long frameBytes = 0;
+      for (int i = 0; i < f.mutations().size(); i++) {
+        Mutation m = f.mutations().get(i);
+        if (m instanceof Truncate t) {
+          for (Document d : live(t.collection())) {
+            String k = key(d.collection(), d.id());
+            Document cur = seen.containsKey(k) ? seen.get(k) : d;
+            if (cur.deleted()) {
+              continue;
+            }
+            OutboxEntry e = new OutboxEntry(seq++, entries.size(), d.collection(), d.id(), "delete", cur.revision() + 1,
+                cur.body(), null, now, commitLsn);
+            entries.add(e);
+            frameBytes += e.bytes();
+            seen.put(k, new Document(d.collection(), d.id(), cur.revision() + 1, null, true));
+          }
+          // Documents this frame created before the truncate go as well.
+          for (Map.Entry<String, Document> e : new ArrayList<>(seen.entrySet())) {
+            Document d = e.getValue();
+            if (!d.deleted() && d.collection().equals(t.collection())) {
+              OutboxEntry x = new OutboxEntry(seq++, entries.size(), d.collection(), d.id(), "delete", d.revision() + 1,
+                  d.body(), null, now, commitLsn);
+              entries.add(x);
+              frameBytes += x.bytes();
+              seen.put(e.getKey(), new Document(d.collection(), d.id(), d.revision() + 1, null, true));
+            }
+          }
+          revisions.add(0L);
+          continue;
+        }
+        String collection = m.collection();
+        String id = m instanceof Upsert u ? u.id() : ((Delete) m).id();
+        Optional<Long> expected = m instanceof Upsert u ? u.expectedRevision() : ((Delete) m).expectedRevision();
+        if (collection.isEmpty() || id.isEmpty()) {
+          return new Rejected("mutation " + i + " has no collection or id");
+        }
+        String k = key(collection, id);
+        Document cur = seen.containsKey(k) ? seen.get(k) : current(k);
+        long revision = cur == null ? 0 : cur.revision();
+        if (expected.isPresent() && expected.get() != revision) {
+          return new Conflict(i, revision);
+        }
+        String before = cur == null || cur.deleted() ? null : cur.body();
+        OutboxEntry e;
+        if (m instanceof Upsert u) {
+          String body = u.body();
+          if (!u.keep().isEmpty()) {
+            if (before == null) {
+              return new Rejected("mutation " + i + " keeps unchanged fields of a document that does not exist");
+            }
+            body = merge(before, body, u.keep());
+            if (body == null) {
+              return new Rejected("mutation " + i + " keeps fields of a document that is not a JSON object");
+            }
+          }
+          e = new OutboxEntry(seq++, entries.size(), collection, id, "upsert", revision + 1, before, body, now, commitLsn);
+          seen.put(k, new Document(collection, id, revision + 1, body, false));
+        } else {
+          e = new OutboxEntry(seq++, entries.size(), collection, id, "delete", revision + 1, before, null, now, commitLsn);
+          seen.put(k, new Document(collection, id, revision + 1, null, true));
+        }
+        entries.add(e);
+        frameBytes += e.bytes();
+        revisions.add(revision + 1);
+      }
+      FrameReply quota = quota(seq, frameBytes);
+      if (quota != null) {
+        return quota;
+      }
+      docs.putAll(seen);
+      long first = next;
+      next = seq;
+      bytes += frameBytes;
+      f.source().ifPresent(s -> {
+        if (s.last()) {
+          watermarks.put(s.source(), s.commitLsn());
+          partials.put(s.source(), Optional.empty());
+        } else {
+          partials.put(s.source(), Optional.of(new PartProgress(s.commitLsn(), s.part())));
+        }
+      });
+      String commandId = cdc ? null : f.commandId();
+      Applied applied = new Applied(f.commandId(), first, List.copyOf(revisions), false);
+      if (commandId != null) {
+        receipts.put(commandId, applied);
+      }
+      accepted.add(new FrameApplied(commandId, entries, f.source(), List.of(), List.of()));
+      return applied;
+    }
+
+    private FrameReply quota(long seqAfter, long frameBytes) {
+      long entries = seqAfter - state.outboxFirst();
+      long total = bytes + frameBytes;
+      if (seqAfter > next && (entries > settings.maxOutboxEntries() || total > settings.maxOutboxBytes())) {
+        return new QuotaExceeded(next - state.outboxFirst(), bytes, settings.maxOutboxEntries(), settings.maxOutboxBytes());
+      }
+      return null;
+    }
+
+    FrameReply load(LoadRows l) {
+      List<Document> loaded = new ArrayList<>();
+      List<OutboxEntry> entries = new ArrayList<>();
+      HashMap<String, Document> seen = new HashMap<>();
+      for (String collection : l.reset()) {
+        for (Document d : live(collection)) {
+          seen.put(key(collection, d.id()), REMOVED);
+        }
+        for (Map.Entry<String, Document> e : state.documents().entrySet()) {
+          if (e.getValue().collection().equals(collection)) {
+            seen.put(e.getKey(), REMOVED);
+          }
+        }
+        for (Map.Entry<String, Document> e : docs.entrySet()) {
+          if (e.getValue() != REMOVED && e.getValue().collection().equals(collection)) {
+            seen.put(e.getKey(), REMOVED);
+          }
+        }
+      }
+      long seq = next;
+      long frameBytes = 0;
+      int changed = 0;
+      for (Upsert row : l.rows()) {
+        if (row.collection().isEmpty() || row.id().isEmpty()) {
+          return new Rejected("a snapshot row has no collection or id");
+        }
+        String k = key(row.collection(), row.id());
+        Document cur = seen.containsKey(k) ? seen.get(k) : current(k);
+        if (cur == REMOVED) {
+          cur = null;
+        }
+        if (cur != null && !cur.deleted() && cur.body().equals(row.body())) {
+          continue;
+        }
+        changed++;
+        long revision = cur == null ? 0 : cur.revision();
+        Document d = new Document(row.collection(), row.id(), revision + 1, row.body(), false);
+        seen.put(k, d);
+        if (l.recordChanges()) {
+          String before = cur == null || cur.deleted() ? null : cur.body();
+          OutboxEntry e = new OutboxEntry(seq++, entries.size(), row.collection(), row.id(), "snapshot", revision + 1,
+              before, row.body(), now, 0);
+          entries.add(e);
+          frameBytes += e.bytes();
+        } else {
+          loaded.add(d);
+        }
+      }
+      FrameReply quota = quota(seq, frameBytes);
+      if (quota != null) {
+        return quota;
+      }
+      if (changed == 0 && l.reset().isEmpty()) {
+        return new Loaded(0);
+      }
+      docs.putAll(seen);
+      next = seq;
+      bytes += frameBytes;
+      accepted.add(new FrameApplied(null, entries, Optional.empty(), l.reset(), loaded));
+      return new Loaded(changed);
+    }
+  }
+
+  /** {@code body} with the {@code keep} fields taken from {@code previous}; null if either is not an object. */
+  static String merge(String previous, String body, List<String> keep) {
+    try {
+      JsonNode prev = JSON.readTree(previous);
+      JsonNode next = JSON.readTree(body);
+      if (!(prev instanceof ObjectNode p) || !(next instanceof ObjectNode n)) {
+        return null;
+      }
+      for (String field : keep) {
+        JsonNode v = p.get(field);
+        if (v != null) {
+          n.set(field, v);
+        }
+      }
+      return JSON.writeValueAsString(n);
+    } catch (IOException e) {
+      return null;
+    }
   }
 
   @Override
-  public EventHandler<State, FrameApplied> eventHandler() {
-    return newEventHandlerBuilder().forAnyState().onEvent(FrameApplied.class, State::apply).build();
+  public EventHandler<State, Written> eventHandler() {
+    return newEventHandlerBuilder().forAnyState().onEvent(Written.class, State::apply).build();
   }
 }

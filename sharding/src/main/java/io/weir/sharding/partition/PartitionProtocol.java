@@ -4,48 +4,66 @@ import com.fasterxml.jackson.annotation.JsonSubTypes;
 import com.fasterxml.jackson.annotation.JsonTypeInfo;
 import io.weir.protocol.CborSerializable;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
- * Messages of a partition entity ({@link Partition}). Every accepted {@link ApplyFrame} becomes one
- * atomic frame in the partition's journal: its document changes, outbox entries, receipt and source
- * watermark are persisted together or not at all.
+ * Messages of a partition ({@link PartitionEntity} in front of the event-sourced {@link Partition}).
+ * Every accepted {@link ApplyFrame} becomes one atomic frame in the partition's journal: its
+ * document changes, outbox entries, receipt and source watermark are persisted together or not at
+ * all. Frames that arrive while a write is in flight are written together (group commit), each
+ * still checked and answered on its own.
  */
 public final class PartitionProtocol {
   private PartitionProtocol() {}
 
-  public sealed interface Command extends CborSerializable {}
+  public sealed interface Command extends CborSerializable
+      permits Write, GetDocument, GetDocuments, GetStatus, Partition.WriteBatch, PartitionEntity.BatchWritten {}
 
-  /** One change to one document. */
+  /** A command that writes: what the group commit coalesces. */
+  @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "write")
+  @JsonSubTypes({@JsonSubTypes.Type(value = ApplyFrame.class, name = "frame"), @JsonSubTypes.Type(value = LoadRows.class, name = "load")})
+  public sealed interface Write extends Command permits ApplyFrame, LoadRows {}
+
+  /** One change in a frame. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "kind")
-  @JsonSubTypes({@JsonSubTypes.Type(value = Upsert.class, name = "upsert"), @JsonSubTypes.Type(value = Delete.class, name = "delete")})
+  @JsonSubTypes({
+    @JsonSubTypes.Type(value = Upsert.class, name = "upsert"),
+    @JsonSubTypes.Type(value = Delete.class, name = "delete"),
+    @JsonSubTypes.Type(value = Truncate.class, name = "truncate")
+  })
   public sealed interface Mutation extends CborSerializable {
     String collection();
-
-    String id();
-
-    /** The revision the document must have for the change to apply; empty: any (or none). */
-    Optional<Long> expectedRevision();
   }
 
   /**
    * Creates or replaces a document.
    *
-   * @param body the document as JSON text; never logged
+   * @param body the document as a JSON object; never logged
+   * @param expectedRevision the revision the document must have (0: must not exist); empty: any
+   * @param keep top-level fields whose value is taken from the current document instead of {@code
+   *     body} (a CDC row's unchanged TOAST columns); the partition refuses the frame when the
+   *     document does not exist
    */
-  public record Upsert(String collection, String id, String body, Optional<Long> expectedRevision) implements Mutation {
+  public record Upsert(String collection, String id, String body, Optional<Long> expectedRevision, List<String> keep)
+      implements Mutation {
     public Upsert {
       Objects.requireNonNull(collection, "collection");
       Objects.requireNonNull(id, "id");
       Objects.requireNonNull(body, "body");
       Objects.requireNonNull(expectedRevision, "expectedRevision");
+      keep = keep == null ? List.of() : List.copyOf(keep);
+    }
+
+    public Upsert(String collection, String id, String body, Optional<Long> expectedRevision) {
+      this(collection, id, body, expectedRevision, List.of());
     }
 
     @Override
     public String toString() {
-      return "Upsert[" + collection + ", bodyLength=" + body.length() + "]";
+      return "Upsert[" + collection + ", bodyLength=" + body.length() + ", keep=" + keep.size() + "]";
     }
   }
 
@@ -63,22 +81,51 @@ public final class PartitionProtocol {
     }
   }
 
+  /** Deletes every live document of a collection held by this partition (a source TRUNCATE). */
+  public record Truncate(String collection) implements Mutation {
+    public Truncate {
+      Objects.requireNonNull(collection, "collection");
+    }
+  }
+
   /**
-   * Where a frame comes from when a CDC pipeline feeds it: the slot and the commit LSN (as its
-   * 64-bit value) of the source transaction. The partition skips a frame at or below its watermark
-   * for that slot.
+   * Where a CDC frame comes from.
+   *
+   * @param source the feeding pipeline's watermark key (pipeline name and slot incarnation)
+   * @param commitLsn the source transaction's commit LSN (as its 64-bit value)
+   * @param previousLsn the commit LSN of the previous slice this run sent to this partition, or the
+   *     partition's watermark read when the run started: a partition whose watermark is below it has
+   *     missed a slice and answers {@link Gap}
+   * @param part which part of the slice this frame is, from 1 (a slice larger than the sender's
+   *     bound goes as several parts, sent in order)
+   * @param last whether this is the slice's last part; the watermark moves with it
    */
-  public record SourcePosition(String slot, long commitLsn) implements CborSerializable {}
+  public record SourcePosition(String source, long commitLsn, long previousLsn, int part, boolean last)
+      implements CborSerializable {
+    public SourcePosition {
+      Objects.requireNonNull(source, "source");
+      if (part < 1) {
+        throw new IllegalArgumentException("parts count from 1");
+      }
+    }
+
+    /** A whole slice with no predecessor check. */
+    public SourcePosition(String source, long commitLsn) {
+      this(source, commitLsn, 0, 1, true);
+    }
+  }
 
   /**
    * Applies {@code mutations} as one frame.
    *
-   * @param commandId idempotency key: the same id again returns the first receipt and changes nothing
+   * @param commandId idempotency key of an API frame: the same id again returns the first receipt
+   *     and changes nothing. CDC frames ({@code source} present) are deduplicated by watermark and
+   *     keep no receipt.
    * @param source present for CDC frames
    */
   public record ApplyFrame(
       String commandId, List<Mutation> mutations, Optional<SourcePosition> source, ActorRef<FrameReply> replyTo)
-      implements Command {
+      implements Write {
     public ApplyFrame {
       mutations = List.copyOf(mutations);
     }
@@ -89,33 +136,76 @@ public final class PartitionProtocol {
     }
   }
 
+  /**
+   * Rows read by a snapshot of the source, upserted by id.
+   *
+   * @param reset collections whose documents in this partition are removed first, without outbox
+   *     entries (the first rows of a table in an initial snapshot)
+   * @param recordChanges false for an initial snapshot (documents without outbox history); true for
+   *     an incremental one: a row that changes its document writes an outbox entry of kind {@code
+   *     snapshot}, a row equal to it writes nothing
+   */
+  public record LoadRows(List<String> reset, List<Upsert> rows, boolean recordChanges, ActorRef<FrameReply> replyTo)
+      implements Write {
+    public LoadRows {
+      reset = List.copyOf(reset);
+      rows = List.copyOf(rows);
+    }
+
+    @Override
+    public String toString() {
+      return "LoadRows[rows=" + rows.size() + ", reset=" + reset.size() + ", recordChanges=" + recordChanges + "]";
+    }
+  }
+
   /** Replies with a document's current revision and body, if it exists (tombstones included). */
   public record GetDocument(String collection, String id, ActorRef<DocumentReply> replyTo) implements Command {}
+
+  /**
+   * Replies with up to {@code limit} documents of {@code collection} (tombstones included) whose id
+   * sorts after {@code afterId} (null: from the first), in id order.
+   */
+  public record GetDocuments(String collection, String afterId, int limit, ActorRef<DocumentsReply> replyTo)
+      implements Command {}
+
+  /** @param more whether documents after the last one returned exist */
+  public record DocumentsReply(List<Document> documents, boolean more) implements CborSerializable {}
 
   /** Replies with the partition's counters and watermarks. */
   public record GetStatus(ActorRef<PartitionStatus> replyTo) implements Command {}
 
-  /** The answer to {@link ApplyFrame}. */
+  /** The answer to a {@link Write}. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "kind")
   @JsonSubTypes({
     @JsonSubTypes.Type(value = Applied.class, name = "applied"),
     @JsonSubTypes.Type(value = AlreadyApplied.class, name = "already-applied"),
     @JsonSubTypes.Type(value = Conflict.class, name = "conflict"),
-    @JsonSubTypes.Type(value = Rejected.class, name = "rejected")
+    @JsonSubTypes.Type(value = Rejected.class, name = "rejected"),
+    @JsonSubTypes.Type(value = Gap.class, name = "gap"),
+    @JsonSubTypes.Type(value = QuotaExceeded.class, name = "quota-exceeded"),
+    @JsonSubTypes.Type(value = Loaded.class, name = "loaded")
   })
   public sealed interface FrameReply extends CborSerializable {}
 
   /**
    * The frame was applied (or had been, for a retried command id: then {@code replayed}).
    *
-   * @param firstSequence outbox sequence of the frame's first entry
-   * @param revisions each mutation's resulting revision, in order
+   * @param firstSequence outbox sequence of the frame's first entry (the next sequence when the
+   *     frame wrote no entry: a truncate of an empty collection)
+   * @param revisions each mutation's resulting revision, in order (0 for a truncate)
    */
   public record Applied(String commandId, long firstSequence, List<Long> revisions, boolean replayed)
       implements FrameReply {}
 
-  /** A CDC frame at or below the partition's watermark for its slot: already applied, nothing done. */
+  /** A CDC frame at or below the partition's watermark for its source: already applied, nothing done. */
   public record AlreadyApplied(SourcePosition source, long watermark) implements FrameReply {}
+
+  /**
+   * A CDC frame whose predecessor never arrived: the partition's watermark for the source is below
+   * the frame's {@code previousLsn} (or a part of a split slice is missing). Nothing was applied; the
+   * sender must restart from what it knows is durable.
+   */
+  public record Gap(SourcePosition source, long watermark) implements FrameReply {}
 
   /**
    * A mutation's expected revision did not match; nothing of the frame was applied.
@@ -125,8 +215,14 @@ public final class PartitionProtocol {
    */
   public record Conflict(int index, long actualRevision) implements FrameReply {}
 
-  /** A malformed frame (empty, or a mutation without a collection or id); nothing was applied. */
+  /** A malformed frame; nothing was applied. The reason names no value. */
   public record Rejected(String reason) implements FrameReply {}
+
+  /** The partition's outbox is full (see {@link PartitionSettings}); nothing was applied. */
+  public record QuotaExceeded(long entries, long bytes, long maxEntries, long maxBytes) implements FrameReply {}
+
+  /** The answer to {@link LoadRows}: how many rows changed their document. */
+  public record Loaded(int changed) implements FrameReply {}
 
   /**
    * A document as the partition holds it.
@@ -144,10 +240,18 @@ public final class PartitionProtocol {
   public record DocumentReply(Optional<Document> document) implements CborSerializable {}
 
   /**
-   * @param outboxFirst first retained outbox sequence (1 when nothing was purged)
+   * @param documents documents held, tombstones included
+   * @param outboxFirst first retained outbox sequence
    * @param outboxNext the sequence the next entry will get
+   * @param outboxBytes bytes of the retained entries' images
+   * @param journalEvents journal events written so far (the last sequence number)
+   * @param watermarks per source: the highest fully applied commit LSN
    */
   public record PartitionStatus(
-      int partition, long documents, long outboxFirst, long outboxNext, java.util.Map<String, Long> watermarks)
-      implements CborSerializable {}
+      int partition, long documents, long outboxFirst, long outboxNext, long outboxBytes, long journalEvents,
+      Map<String, Long> watermarks) implements CborSerializable {
+    public long outboxEntries() {
+      return outboxNext - outboxFirst;
+    }
+  }
 }

@@ -30,14 +30,15 @@ public final class PartitionSharding {
   private PartitionSharding() {}
 
   /** Registers the entity type on this node (hosting partitions if it has the server role). */
-  public static void init(ActorSystem<?> system) {
-    ClusterSharding.get(system).init(
-        Entity.of(Partition.TYPE_KEY, ctx -> Partition.create(Integer.parseInt(ctx.getEntityId()))).withRole(ROLE));
+  public static void init(ActorSystem<?> system, PartitionSettings settings) {
+    ClusterSharding.get(system).init(Entity.of(
+            PartitionEntity.TYPE_KEY, ctx -> PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), settings))
+        .withRole(ROLE));
   }
 
   /** A reference to partition {@code n} wherever it runs. */
   public static EntityRef<Command> partition(ActorSystem<?> system, int n) {
-    return ClusterSharding.get(system).entityRefFor(Partition.TYPE_KEY, Integer.toString(n));
+    return ClusterSharding.get(system).entityRefFor(PartitionEntity.TYPE_KEY, Integer.toString(n));
   }
 
   private enum Tick {
@@ -68,7 +69,7 @@ public final class PartitionSharding {
   public static CompletionStage<Map<String, Integer>> runningByNode(ActorSystem<?> system, Duration timeout) {
     CompletionStage<ShardRegion.ClusterShardingStats> stats = AskPattern.ask(
         ClusterSharding.get(system).shardState(),
-        replyTo -> new GetClusterShardingStats(Partition.TYPE_KEY, timeout, replyTo),
+        replyTo -> new GetClusterShardingStats(PartitionEntity.TYPE_KEY, timeout, replyTo),
         timeout.plusSeconds(1), system.scheduler());
     return stats.thenApply(s -> {
       Map<String, Integer> out = new HashMap<>();

@@ -34,7 +34,7 @@ class PartitionTest {
   private static final ActorTestKit KIT =
       ActorTestKit.create("partition-test", EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
 
-  private EventSourcedBehaviorTestKit<Command, Partition.FrameApplied, Partition.State> partition;
+  private EventSourcedBehaviorTestKit<Command, Partition.Written, Partition.State> partition;
 
   @BeforeEach
   void fresh() {
@@ -65,7 +65,8 @@ class PartitionTest {
         List.of(upsert("1", "{\"a\":1}", null), upsert("2", "{\"a\":2}", null), upsert("1", "{\"a\":3}", null)),
         Optional.of(new SourcePosition("slot", 100)), r));
     assertThat(result.events()).hasSize(1);
-    Partition.FrameApplied event = result.events().get(0);
+    assertThat(result.events().get(0).frames()).hasSize(1);
+    Partition.FrameApplied event = result.events().get(0).frames().get(0);
     assertThat(event.entries()).extracting(Partition.OutboxEntry::sequence).containsExactly(1L, 2L, 3L);
     assertThat(event.entries()).extracting(Partition.OutboxEntry::revision).containsExactly(1L, 1L, 2L);
     assertThat(event.entries().get(2).before()).as("a later mutation sees the earlier one").isEqualTo("{\"a\":1}");
@@ -121,13 +122,16 @@ class PartitionTest {
     Partition.State after = partition.<PartitionStatus>runCommand(GetStatus::new).state();
     assertThat(after).isEqualTo(before);
     assertThat(after.nextSequence()).isEqualTo(31);
-    assertThat(after.frames()).hasSize(30).containsEntry(30L, 30L);
+    assertThat(after.outbox()).hasSize(30).containsEntry(30L, new Partition.Segment(30, 1, Partition.ENTRY_OVERHEAD + 16));
     PartitionStatus status = partition.<PartitionStatus>runCommand(GetStatus::new).reply();
     assertThat(status.outboxFirst()).isEqualTo(1);
     assertThat(status.outboxNext()).isEqualTo(31);
     assertThat(status.watermarks()).containsEntry("s", 1029L);
-    assertThat(frame("c5", Optional.empty(), upsert("x", "{}", null))).as("receipts survive recovery")
-        .isEqualTo(new Applied("c5", 6, List.of(1L), true));
+    assertThat(after.incarnation()).isNotNull();
+    assertThat(frame("api-1", Optional.empty(), upsert("x", "{}", null))).isInstanceOf(Applied.class);
+    partition.restart();
+    assertThat(frame("api-1", Optional.empty(), upsert("x", "{\"y\":1}", null))).as("receipts survive recovery")
+        .isEqualTo(new Applied("api-1", 31, List.of(1L), true));
   }
 
   @Test
@@ -139,5 +143,147 @@ class PartitionTest {
     frame("c2", Optional.empty(), upsert("2", "{}", null));
     assertThat(snapshot.documents()).as("later frames do not reach a snapshot already taken").hasSize(1);
     assertThat(snapshot.receipts()).containsOnlyKeys("c1");
+  }
+
+  private static SourcePosition at(long lsn, long previous) {
+    return new SourcePosition("p1", lsn, previous, 1, true);
+  }
+
+  private static SourcePosition part(long lsn, long previous, int part, int parts) {
+    return new SourcePosition("p1", lsn, previous, part, part == parts);
+  }
+
+  @Test
+  void aBatchIsOneEventAndEachFrameSeesTheOnesBeforeIt() {
+    var a = KIT.<FrameReply>createTestProbe();
+    var b = KIT.<FrameReply>createTestProbe();
+    var c = KIT.<FrameReply>createTestProbe();
+    List<PartitionProtocol.Write> writes = List.of(
+        new ApplyFrame("c1", List.of(upsert("1", "{}", 0L)), Optional.empty(), a.ref()),
+        new ApplyFrame("c2", List.of(upsert("1", "{\"v\":2}", 1L)), Optional.empty(), b.ref()),
+        new ApplyFrame("c3", List.of(upsert("1", "{\"v\":3}", 1L)), Optional.empty(), c.ref()));
+    var result = partition.<PartitionEntity.BatchWritten>runCommand(r -> new Partition.WriteBatch(writes, r));
+    assertThat(result.events()).hasSize(1);
+    assertThat(result.events().get(0).frames()).hasSize(2);
+    assertThat(a.receiveMessage()).isEqualTo(new Applied("c1", 1, List.of(1L), false));
+    assertThat(b.receiveMessage()).isEqualTo(new Applied("c2", 2, List.of(2L), false));
+    assertThat(c.receiveMessage()).as("the third saw revision 2 from the second").isEqualTo(new Conflict(0, 2));
+    assertThat(result.reply()).isEqualTo(PartitionEntity.BatchWritten.INSTANCE);
+    assertThat(document("1").orElseThrow().body()).isEqualTo("{\"v\":2}");
+  }
+
+  @Test
+  void aSliceWhosePredecessorNeverArrivedIsAGapAndChangesNothing() {
+    assertThat(frame("x", Optional.of(at(100, 0)), upsert("1", "{}", null))).isInstanceOf(Applied.class);
+    // The slice at 200 was lost; the one at 300 names it as its predecessor.
+    var gap = partition.<FrameReply>runCommand(r -> new ApplyFrame("x", List.of(upsert("2", "{}", null)), Optional.of(at(300, 200)), r));
+    assertThat(gap.reply()).isEqualTo(new PartitionProtocol.Gap(at(300, 200), 100));
+    assertThat(gap.hasNoEvents()).isTrue();
+    assertThat(frame("x", Optional.of(at(200, 100)), upsert("3", "{}", null))).isInstanceOf(Applied.class);
+    assertThat(frame("x", Optional.of(at(300, 200)), upsert("2", "{}", null))).isInstanceOf(Applied.class);
+    assertThat(frame("x", Optional.of(at(250, 200)), upsert("9", "{}", null))).as("at or below the watermark")
+        .isEqualTo(new AlreadyApplied(at(250, 200), 300));
+    assertThat(frame("x", Optional.of(at(400, 50)), upsert("4", "{}", null)))
+        .as("a predecessor below the watermark is fine: replays after a restart").isInstanceOf(Applied.class);
+  }
+
+  @Test
+  void partsOfASplitSliceMoveTheWatermarkOnlyWithTheLastAndAreRecognisedOnRedelivery() {
+    assertThat(frame("x", Optional.of(part(500, 0, 1, 3)), upsert("1", "{}", null))).isInstanceOf(Applied.class);
+    var status = partition.<PartitionStatus>runCommand(GetStatus::new).reply();
+    assertThat(status.watermarks()).doesNotContainKey("p1");
+    assertThat(frame("x", Optional.of(part(500, 0, 1, 3)), upsert("1", "{\"again\":1}", null)))
+        .as("a part already applied").isInstanceOf(AlreadyApplied.class);
+    assertThat(frame("x", Optional.of(part(500, 0, 3, 3)), upsert("3", "{}", null)))
+        .as("part 2 is missing").isInstanceOf(PartitionProtocol.Gap.class);
+    assertThat(frame("x", Optional.of(part(500, 0, 2, 3)), upsert("2", "{}", null))).isInstanceOf(Applied.class);
+    partition.restart();
+    assertThat(frame("x", Optional.of(part(500, 0, 2, 3)), upsert("2", "{}", null))).isInstanceOf(AlreadyApplied.class);
+    assertThat(frame("x", Optional.of(part(500, 0, 3, 3)), upsert("3", "{}", null))).isInstanceOf(Applied.class);
+    status = partition.<PartitionStatus>runCommand(GetStatus::new).reply();
+    assertThat(status.watermarks()).containsEntry("p1", 500L);
+    assertThat(status.outboxEntries()).isEqualTo(3);
+  }
+
+  @Test
+  void aFullOutboxRefusesFramesWithoutWritingAnything() {
+    var small = EventSourcedBehaviorTestKit.<Command, Partition.Written, Partition.State>create(
+        KIT.system(), Partition.create(8, new PartitionSettings(3, 1L << 20, 10, 10)));
+    small.clear();
+    var first = small.<FrameReply>runCommand(r -> new ApplyFrame("a", List.of(upsert("1", "{}", null), upsert("2", "{}", null)), Optional.empty(), r));
+    assertThat(first.reply()).isInstanceOf(Applied.class);
+    var over = small.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("3", "{}", null), upsert("4", "{}", null)), Optional.empty(), r));
+    assertThat(over.reply()).isEqualTo(new PartitionProtocol.QuotaExceeded(2, 2 * (Partition.ENTRY_OVERHEAD + 2), 3, 1L << 20));
+    assertThat(over.hasNoEvents()).isTrue();
+    var cdc = small.<FrameReply>runCommand(r -> new ApplyFrame("c", List.of(upsert("3", "{}", null), upsert("4", "{}", null)), Optional.of(at(10, 0)), r));
+    assertThat(cdc.reply()).isInstanceOf(PartitionProtocol.QuotaExceeded.class);
+    assertThat(cdc.state().watermarks()).as("a refused CDC frame does not move the watermark").isEmpty();
+    assertThat(small.<FrameReply>runCommand(r -> new ApplyFrame("d", List.of(upsert("3", "{}", null)), Optional.empty(), r)).reply())
+        .isInstanceOf(Applied.class);
+  }
+
+  @Test
+  void truncateDeletesEveryLiveDocumentOfTheCollectionWithAnEntryEach() {
+    frame("a", Optional.empty(), upsert("1", "{}", null), upsert("2", "{}", null), new Delete("orders", "2", Optional.empty()),
+        upsert("3", "{}", null), new Upsert("other", "1", "{}", Optional.empty()));
+    var result = partition.<FrameReply>runCommand(r -> new ApplyFrame("b",
+        List.of(upsert("4", "{}", null), new PartitionProtocol.Truncate("orders")), Optional.empty(), r));
+    List<Partition.OutboxEntry> entries = result.events().get(0).frames().get(0).entries();
+    assertThat(entries).extracting(Partition.OutboxEntry::kind).containsExactly("upsert", "delete", "delete", "delete");
+    assertThat(entries.subList(1, 4)).extracting(Partition.OutboxEntry::id).containsExactlyInAnyOrder("1", "3", "4");
+    assertThat(document("1").orElseThrow().deleted()).isTrue();
+    assertThat(partition.<DocumentReply>runCommand(r -> new GetDocument("other", "1", r)).reply().document().orElseThrow().deleted())
+        .isFalse();
+  }
+
+  @Test
+  void unchangedFieldsAreKeptFromTheCurrentDocument() {
+    frame("a", Optional.empty(), upsert("1", "{\"k\":1,\"big\":\"long text\"}", null));
+    frame("b", Optional.empty(), new Upsert("orders", "1", "{\"k\":2,\"big\":null}", Optional.empty(), List.of("big")));
+    assertThat(document("1").orElseThrow().body()).isEqualTo("{\"k\":2,\"big\":\"long text\"}");
+    assertThat(frame("c", Optional.empty(), new Upsert("orders", "new", "{}", Optional.empty(), List.of("big"))))
+        .as("nothing to keep from").isInstanceOf(Rejected.class);
+  }
+
+  @Test
+  void snapshotRowsLoadWithoutOutboxAndIncrementalRowsRecordOnlyChanges() {
+    frame("a", Optional.empty(), upsert("stale", "{}", null));
+    var initial = partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of("orders"),
+        List.of(upsert("1", "{\"v\":1}", null), upsert("2", "{\"v\":2}", null)), false, r));
+    assertThat(initial.reply()).isEqualTo(new PartitionProtocol.Loaded(2));
+    assertThat(initial.events().get(0).frames().get(0).entries()).isEmpty();
+    assertThat(document("stale")).as("reset removes the collection's documents").isEmpty();
+    long next = initial.state().nextSequence();
+    var incremental = partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(),
+        List.of(upsert("1", "{\"v\":1}", null), upsert("2", "{\"v\":20}", null), upsert("3", "{\"v\":3}", null)), true, r));
+    assertThat(incremental.reply()).isEqualTo(new PartitionProtocol.Loaded(2));
+    List<Partition.OutboxEntry> entries = incremental.events().get(0).frames().get(0).entries();
+    assertThat(entries).extracting(Partition.OutboxEntry::kind).containsExactly("snapshot", "snapshot");
+    assertThat(entries).extracting(Partition.OutboxEntry::id).containsExactly("2", "3");
+    assertThat(entries.get(0).sequence()).isEqualTo(next);
+    assertThat(entries.get(0).before()).isEqualTo("{\"v\":2}");
+    var again = partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(),
+        List.of(upsert("2", "{\"v\":20}", null)), true, r));
+    assertThat(again.reply()).isEqualTo(new PartitionProtocol.Loaded(0));
+    assertThat(again.hasNoEvents()).isTrue();
+  }
+
+  @Test
+  void theEntityCoalescesFramesThatArriveWhileAWriteIsInFlight() {
+    var entity = KIT.spawn(PartitionEntity.create(99, PartitionSettings.DEFAULTS));
+    var replies = KIT.<FrameReply>createTestProbe();
+    int n = 200;
+    for (int i = 0; i < n; i++) {
+      entity.tell(new ApplyFrame("k" + i, List.of(upsert(Integer.toString(i % 10), "{\"n\":" + i + "}", null)), Optional.empty(), replies.ref()));
+    }
+    for (int i = 0; i < n; i++) {
+      assertThat(replies.receiveMessage()).isInstanceOf(Applied.class);
+    }
+    var status = KIT.<PartitionStatus>createTestProbe();
+    entity.tell(new GetStatus(status.ref()));
+    PartitionStatus s = status.receiveMessage();
+    assertThat(s.outboxEntries()).isEqualTo(n);
+    assertThat(s.journalEvents()).as("fewer journal writes than frames").isLessThan(n);
+    System.out.println("group commit: frames=" + n + " journal-events=" + s.journalEvents());
   }
 }

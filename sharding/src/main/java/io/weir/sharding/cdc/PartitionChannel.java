@@ -1,0 +1,37 @@
+package io.weir.sharding.cdc;
+
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.GetStatus;
+import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
+import io.weir.sharding.partition.PartitionProtocol.Write;
+import io.weir.sharding.partition.PartitionSharding;
+import java.time.Duration;
+import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+
+/** How the partition sink reaches partitions: through Cluster Sharding, or (in tests) a wrapper. */
+public interface PartitionChannel {
+
+  /** Sends the write {@code make} builds to partition {@code partition} and waits for its answer. */
+  CompletionStage<FrameReply> ask(int partition, Function<ActorRef<FrameReply>, Write> make, Duration timeout);
+
+  /** Asks partition {@code partition} for its status (starting it if needed). */
+  CompletionStage<PartitionStatus> status(int partition, Duration timeout);
+
+  /** The partitions on this node's cluster. */
+  static PartitionChannel sharded(ActorSystem<?> system) {
+    return new PartitionChannel() {
+      @Override
+      public CompletionStage<FrameReply> ask(int partition, Function<ActorRef<FrameReply>, Write> make, Duration timeout) {
+        return PartitionSharding.partition(system, partition).ask(make::apply, timeout);
+      }
+
+      @Override
+      public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
+        return PartitionSharding.partition(system, partition).ask(GetStatus::new, timeout);
+      }
+    };
+  }
+}

@@ -1,0 +1,503 @@
+package io.weir.sharding.cdc;
+
+import io.weir.persistence.cdc.ChangeSink;
+import io.weir.persistence.cdc.CheckpointStore;
+import io.weir.persistence.cdc.PipelineContext;
+import io.weir.persistence.cdc.SinkCheckpoint;
+import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.SnapshotChunk;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.SlotIncarnation;
+import io.weir.protocol.cdc.TableSchema;
+import io.weir.protocol.cdc.Transaction;
+import io.weir.protocol.partition.Partitioning;
+import io.weir.protocol.pgoutput.OldTupleKind;
+import io.weir.protocol.pgoutput.ReplicaIdentity;
+import io.weir.protocol.pgoutput.TupleData;
+import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
+import io.weir.sharding.partition.PartitionProtocol.Applied;
+import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
+import io.weir.sharding.partition.PartitionProtocol.Delete;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.Gap;
+import io.weir.sharding.partition.PartitionProtocol.LoadRows;
+import io.weir.sharding.partition.PartitionProtocol.Loaded;
+import io.weir.sharding.partition.PartitionProtocol.Mutation;
+import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
+import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
+import io.weir.sharding.partition.PartitionProtocol.Truncate;
+import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The slot stage's sink into the partitions. Each transaction is split into one slice per partition
+ * it touches (rows routed by {@code hash(collection, partition key) mod P}); slices go out in commit
+ * order, each carrying the source (pipeline and slot incarnation), the commit LSN and the commit LSN
+ * of the previous slice this run sent to the same partition (or that partition's watermark when
+ * the run started), so a partition that missed a slice refuses the next one ({@link Gap}) instead of
+ * moving past it. A slice larger than the configured bound goes as several parts; the partition
+ * moves its watermark with the last.
+ *
+ * <p>{@link #apply} completes when every slice of its transactions is durable in its partition;
+ * only then may the slot confirm them. Any refusal other than "already applied" fails the call: a
+ * gap, a timeout or a full outbox transiently (the pipeline restarts from what the slot confirmed,
+ * and partitions skip what they already hold), a malformed change permanently. The partitions'
+ * watermarks are what makes redelivery harmless; the checkpoint row this sink keeps in {@code
+ * cdc_checkpoint} records the initial snapshot's hand-off and incremental snapshot progress.
+ */
+public final class PartitionSink implements ChangeSink {
+  private static final Logger log = LoggerFactory.getLogger(PartitionSink.class);
+
+  /**
+   * How tables become collections.
+   *
+   * @param collections table ({@code schema.table}) -> collection name; default the table's name
+   * @param partitionKeys table -> the columns whose values route a row (default the document id
+   *     columns); they must be replica identity columns, or a DELETE could not be routed
+   * @param idColumns table -> the columns forming the document id (default the replica identity;
+   *     required for REPLICA IDENTITY FULL tables)
+   * @param maxSliceRows a slice with more rows goes as several parts
+   * @param maxSliceBytes likewise for the bytes of its bodies
+   * @param maxInFlight frames sent and not yet answered at most
+   * @param askTimeout how long a partition may take to answer a frame
+   */
+  public record Settings(
+      int partitions, Map<String, String> collections, Map<String, List<String>> partitionKeys,
+      Map<String, List<String>> idColumns, int maxSliceRows, long maxSliceBytes, int maxInFlight, Duration askTimeout) {
+    public Settings {
+      collections = Map.copyOf(collections);
+      partitionKeys = Map.copyOf(partitionKeys);
+      idColumns = Map.copyOf(idColumns);
+      if (partitions < 1 || maxSliceRows < 1 || maxSliceBytes < 1 || maxInFlight < 1) {
+        throw new IllegalArgumentException("partition sink limits must be positive");
+      }
+    }
+
+    public static Settings defaults(int partitions) {
+      return new Settings(partitions, Map.of(), Map.of(), Map.of(), 5_000, 4L << 20, 512, Duration.ofSeconds(30));
+    }
+  }
+
+  private final PartitionChannel channel;
+  private final Settings settings;
+  private final CheckpointStore store;
+  private final ExecutorService worker;
+  private final Map<TableSchema, Route> routes = new IdentityHashMap<>();
+  private final AtomicLong gaps = new AtomicLong();
+  private final AtomicLong frames = new AtomicLong();
+  private final AtomicLong skipped = new AtomicLong();
+
+  private volatile String pipeline;
+  private volatile SlotIncarnation incarnation;
+  private volatile String source;
+  /** Per partition: the commit LSN of the last slice sent this run (or its watermark at open). */
+  private long[] previous;
+
+  public PartitionSink(PartitionChannel channel, Settings settings, CheckpointStore store) {
+    this.channel = channel;
+    this.settings = settings;
+    this.store = store;
+    this.worker = Executors.newSingleThreadExecutor(r -> {
+      Thread t = new Thread(r, "weir-partition-sink");
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  /** Slices refused with a gap since this sink was created. */
+  public long gaps() {
+    return gaps.get();
+  }
+
+  /** Frames sent since this sink was created. */
+  public long framesSent() {
+    return frames.get();
+  }
+
+  /** Frames answered "already applied" (redeliveries after a restart). */
+  public long framesSkipped() {
+    return skipped.get();
+  }
+
+  /** The watermark key of a pipeline's slot incarnation in the partitions. */
+  public static String sourceKey(String pipeline, SlotIncarnation incarnation) {
+    return pipeline + "/" + incarnation.id();
+  }
+
+  @Override
+  public boolean supportsSnapshots() {
+    return true;
+  }
+
+  @Override
+  public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
+    return CompletableFuture.supplyAsync(() -> {
+      pipeline = context.pipeline();
+      incarnation = context.incarnation().orElse(null);
+      source = incarnation == null ? null : sourceKey(pipeline, incarnation);
+      if (source != null) {
+        long[] marks = new long[settings.partitions()];
+        List<CompletableFuture<Void>> asks = new ArrayList<>();
+        for (int p = 0; p < settings.partitions(); p++) {
+          int n = p;
+          asks.add(channel.status(p, settings.askTimeout()).toCompletableFuture()
+              .thenAccept(s -> marks[n] = s.watermarks().getOrDefault(source, 0L)));
+        }
+        await(CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)), "reading the partitions' watermarks");
+        previous = marks;
+      }
+      try {
+        return store.read(pipeline).map(CheckpointStore.Stored::checkpoint);
+      } catch (SQLException e) {
+        throw SinkException.transientFailure("could not read the pipeline's checkpoint", e);
+      }
+    }, worker);
+  }
+
+  @Override
+  public CompletionStage<Void> apply(List<Transaction> transactions) {
+    return CompletableFuture.runAsync(() -> {
+      requireOpen();
+      Window window = new Window(settings.maxInFlight());
+      for (Transaction t : transactions) {
+        route(t, window);
+      }
+      window.awaitAll(settings.askTimeout());
+    }, worker);
+  }
+
+  private void requireOpen() {
+    if (source == null || previous == null) {
+      throw SinkException.permanent("partition sink used before the slot incarnation is known", null);
+    }
+  }
+
+  /** Splits one transaction into slices and sends them (parts as they fill up). */
+  private void route(Transaction t, Window window) {
+    Map<Integer, Slice> slices = new HashMap<>();
+    for (Change c : t.changes()) {
+      if (c instanceof Change.Truncate tr) {
+        for (TableSchema table : tr.tables()) {
+          Route r = route(table);
+          for (int p = 0; p < settings.partitions(); p++) {
+            add(slices, p, new Truncate(r.collection), 64, t, window);
+          }
+        }
+      } else if (c instanceof Change.Insert i) {
+        Route r = route(i.table());
+        String body = RowJson.body(i.table(), i.newRow(), null);
+        add(slices, r.partition(i.newRow()), new Upsert(r.collection, r.id(i.newRow()), body, Optional.empty()),
+            body.length(), t, window);
+      } else if (c instanceof Change.Update u) {
+        Route r = route(u.table());
+        TupleData oldRow = u.oldKind() == OldTupleKind.NONE || u.oldRow() == null ? null : u.oldRow();
+        String newId = r.id(u.newRow());
+        int newPartition = r.partition(u.newRow());
+        String oldId = oldRow == null ? newId : r.id(oldRow);
+        int oldPartition = oldRow == null ? newPartition : r.partition(oldRow);
+        List<String> unchanged = u.unchangedToastColumns();
+        if (oldId.equals(newId) && oldPartition == newPartition) {
+          String body = RowJson.body(u.table(), u.newRow(), null);
+          add(slices, newPartition, new Upsert(r.collection, newId, body, Optional.empty(), unchanged), body.length(), t, window);
+        } else {
+          // The key changed: the document moves. Its unchanged TOAST values must come from a full old image.
+          if (!unchanged.isEmpty() && u.oldKind() != OldTupleKind.FULL) {
+            throw SinkException.permanent("table " + u.table().qualifiedName() + ": a row whose key changed has unchanged "
+                + "TOAST columns and no full old image (set REPLICA IDENTITY FULL to move such rows)", null);
+          }
+          String body = RowJson.body(u.table(), u.newRow(), oldRow);
+          add(slices, oldPartition, new Delete(r.collection, oldId, Optional.empty()), 64, t, window);
+          add(slices, newPartition, new Upsert(r.collection, newId, body, Optional.empty()), body.length(), t, window);
+        }
+      } else if (c instanceof Change.Delete d) {
+        Route r = route(d.table());
+        add(slices, r.partition(d.oldRow()), new Delete(r.collection, r.id(d.oldRow()), Optional.empty()), 64, t, window);
+      }
+      // Transactional logical messages are not documents.
+    }
+    for (Map.Entry<Integer, Slice> e : slices.entrySet()) {
+      send(e.getKey(), e.getValue(), t, true, window);
+    }
+  }
+
+  private void add(Map<Integer, Slice> slices, int p, Mutation m, long bytes, Transaction t, Window window) {
+    Slice s = slices.computeIfAbsent(p, k -> new Slice());
+    s.mutations.add(m);
+    s.bytes += bytes;
+    if (s.mutations.size() >= settings.maxSliceRows() || s.bytes >= settings.maxSliceBytes()) {
+      send(p, s, t, false, window);
+    }
+  }
+
+  private void send(int p, Slice s, Transaction t, boolean last, Window window) {
+    if (!last && s.mutations.isEmpty()) {
+      return;
+    }
+    long commit = t.commitLsn().asLong();
+    s.part++;
+    SourcePosition at = new SourcePosition(source, commit, previous[p], s.part, last);
+    if (last) {
+      previous[p] = commit;
+    }
+    List<Mutation> mutations = List.copyOf(s.mutations);
+    s.mutations.clear();
+    s.bytes = 0;
+    window.acquire();
+    frames.incrementAndGet();
+    channel.ask(p, replyTo -> new ApplyFrame(null, mutations, Optional.of(at), replyTo), settings.askTimeout())
+        .whenComplete((reply, error) -> window.done(p, reply, error));
+  }
+
+  @Override
+  public CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
+    return CompletableFuture.runAsync(() -> {
+      requireOpen();
+      Route r = route(chunk.table());
+      boolean reset = chunk.firstForTable() && !chunk.incremental();
+      // An incremental snapshot's first chunk of a table empties nothing here: documents stay and
+      // rows that change one are recorded in the outbox.
+      Map<Integer, List<Upsert>> byPartition = new HashMap<>();
+      for (TupleData row : chunk.rows()) {
+        byPartition.computeIfAbsent(r.partition(row), k -> new ArrayList<>())
+            .add(new Upsert(r.collection, r.id(row), RowJson.body(chunk.table(), row, null), Optional.empty()));
+      }
+      Window window = new Window(settings.maxInFlight());
+      for (int p = 0; p < settings.partitions(); p++) {
+        List<Upsert> rows = byPartition.getOrDefault(p, List.of());
+        if (rows.isEmpty() && !reset) {
+          continue;
+        }
+        int n = p;
+        for (int from = 0; from == 0 || from < rows.size(); from += settings.maxSliceRows()) {
+          List<Upsert> part = rows.subList(from, Math.min(rows.size(), from + settings.maxSliceRows()));
+          List<String> resetNow = reset && from == 0 ? List.of(r.collection) : List.of();
+          window.acquire();
+          channel.ask(n, replyTo -> new LoadRows(resetNow, part, chunk.incremental(), replyTo), settings.askTimeout())
+              .whenComplete((reply, error) -> window.done(n, reply, error));
+        }
+      }
+      window.awaitAll(settings.askTimeout());
+      if (chunk.progress().isPresent()) {
+        try {
+          store.writeProgress(pipeline, incarnation, chunk.progress());
+        } catch (SQLException e) {
+          throw SinkException.transientFailure("could not store incremental snapshot progress", e);
+        }
+      }
+    }, worker);
+  }
+
+  @Override
+  public CompletionStage<Void> completeSnapshot(Lsn handOff) {
+    return CompletableFuture.runAsync(() -> {
+      requireOpen();
+      try {
+        store.write(pipeline, new CheckpointStore.Stored(new SinkCheckpoint(incarnation, handOff), handOff));
+      } catch (SQLException e) {
+        throw SinkException.transientFailure("could not store the snapshot hand-off checkpoint", e);
+      }
+    }, worker);
+  }
+
+  @Override
+  public CompletionStage<Optional<String>> snapshotProgress() {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return store.readProgress(pipeline);
+      } catch (SQLException e) {
+        throw SinkException.transientFailure("could not read incremental snapshot progress", e);
+      }
+    }, worker);
+  }
+
+  @Override
+  public void close() {
+    // The worker stays: the pipeline opens this sink again after a restart.
+  }
+
+  /** Stops the worker thread; the sink is not used again. */
+  public void shutdown() {
+    worker.shutdownNow();
+  }
+
+  private Route route(TableSchema table) {
+    Route r = routes.get(table);
+    if (r == null) {
+      r = Route.of(table, settings);
+      routes.put(table, r);
+    }
+    return r;
+  }
+
+  private static final class Slice {
+    final List<Mutation> mutations = new ArrayList<>();
+    long bytes;
+    int part;
+  }
+
+  /** How one table's rows become documents: collection, id columns, partition-key columns. */
+  private record Route(String collection, int[] id, int[] partitionKey, int partitions) {
+    static Route of(TableSchema table, Settings settings) {
+      String name = table.qualifiedName();
+      if (table.replicaIdentity() == ReplicaIdentity.NOTHING) {
+        throw SinkException.permanent("table " + name + " has REPLICA IDENTITY NOTHING: its rows cannot become documents", null);
+      }
+      int[] id;
+      if (settings.idColumns().containsKey(name)) {
+        id = columns(table, settings.idColumns().get(name), "id column");
+      } else if (table.replicaIdentity() == ReplicaIdentity.FULL) {
+        throw SinkException.permanent("table " + name + " has REPLICA IDENTITY FULL: configure its id columns", null);
+      } else {
+        id = table.keyIndexes();
+      }
+      int[] pk = settings.partitionKeys().containsKey(name)
+          ? columns(table, settings.partitionKeys().get(name), "partition-key column")
+          : id;
+      return new Route(settings.collections().getOrDefault(name, name), id, pk, settings.partitions());
+    }
+
+    private static int[] columns(TableSchema table, List<String> names, String what) {
+      int[] out = new int[names.size()];
+      for (int i = 0; i < names.size(); i++) {
+        int at = table.indexOf(names.get(i));
+        if (at < 0) {
+          throw SinkException.permanent("table " + table.qualifiedName() + " has no " + what + " " + names.get(i), null);
+        }
+        if (!table.columns().get(at).key()) {
+          throw SinkException.permanent("table " + table.qualifiedName() + ": " + what + " " + names.get(i)
+              + " is not in the replica identity, so a DELETE could not be routed", null);
+        }
+        out[i] = at;
+      }
+      return out;
+    }
+
+    String id(TupleData row) {
+      return key(row, id);
+    }
+
+    int partition(TupleData row) {
+      return Partitioning.partitionOf(collection, key(row, partitionKey), partitions);
+    }
+
+    private String key(TupleData row, int[] columns) {
+      List<String> values = new ArrayList<>(columns.length);
+      for (int c : columns) {
+        if (row.isNull(c) || row.isUnchangedToast(c)) {
+          throw SinkException.permanent("a key column of " + collection + " carries no value", null);
+        }
+        values.add(row.text(c));
+      }
+      return Partitioning.canonicalKey(values);
+    }
+  }
+
+  /** Frames in flight within one call: bounded, and the first failure wins. */
+  private final class Window {
+    private final Semaphore permits;
+    private final int size;
+    private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
+
+    Window(int size) {
+      this.size = size;
+      this.permits = new Semaphore(size);
+    }
+
+    void acquire() {
+      RuntimeException f = failure.get();
+      if (f != null) {
+        throw f;
+      }
+      try {
+        permits.acquire();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw SinkException.transientFailure("interrupted", e);
+      }
+    }
+
+    void done(int partition, FrameReply reply, Throwable error) {
+      try {
+        if (error != null) {
+          Throwable cause = error instanceof java.util.concurrent.CompletionException && error.getCause() != null
+              ? error.getCause() : error;
+          fail(SinkException.transientFailure("partition " + partition + " did not answer in time ("
+              + cause.getClass().getSimpleName() + ")", null));
+        } else if (reply instanceof Applied || reply instanceof Loaded) {
+          // durable
+        } else if (reply instanceof AlreadyApplied) {
+          skipped.incrementAndGet();
+        } else if (reply instanceof Gap g) {
+          gaps.incrementAndGet();
+          log.warn("pipeline {}: partition {} missed a slice before commit {}; restarting from the confirmed position",
+              pipeline, partition, Lsn.of(g.source().commitLsn()));
+          fail(SinkException.transientFailure("partition " + partition + " missed a slice (gap)", null));
+        } else if (reply instanceof QuotaExceeded q) {
+          fail(SinkException.transientFailure("partition " + partition + " outbox is full (" + q.entries() + " of "
+              + q.maxEntries() + " entries, " + q.bytes() + " of " + q.maxBytes() + " bytes): paused until it is purged", null));
+        } else {
+          fail(SinkException.permanent("partition " + partition + " refused a change: " + describe(reply), null));
+        }
+      } finally {
+        permits.release();
+      }
+    }
+
+    private String describe(FrameReply reply) {
+      if (reply instanceof io.weir.sharding.partition.PartitionProtocol.Rejected r) {
+        return r.reason();
+      }
+      return reply.getClass().getSimpleName();
+    }
+
+    private void fail(RuntimeException e) {
+      failure.compareAndSet(null, e);
+    }
+
+    void awaitAll(Duration timeout) {
+      try {
+        if (!permits.tryAcquire(size, timeout.toMillis() + 5_000, TimeUnit.MILLISECONDS)) {
+          throw SinkException.transientFailure("partitions did not answer in time", null);
+        }
+        permits.release(size);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw SinkException.transientFailure("interrupted", e);
+      }
+      RuntimeException f = failure.get();
+      if (f != null) {
+        throw f;
+      }
+    }
+  }
+
+  private static void await(CompletableFuture<?> f, String what) {
+    try {
+      f.get();
+    } catch (ExecutionException e) {
+      throw SinkException.transientFailure(what + " failed (" + e.getCause().getClass().getSimpleName() + ")", null);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw SinkException.transientFailure("interrupted", e);
+    }
+  }
+}

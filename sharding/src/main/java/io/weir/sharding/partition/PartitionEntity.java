@@ -1,0 +1,116 @@
+package io.weir.sharding.partition;
+
+import io.weir.protocol.CborSerializable;
+import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
+import io.weir.sharding.partition.PartitionProtocol.Command;
+import io.weir.sharding.partition.PartitionProtocol.GetDocument;
+import io.weir.sharding.partition.PartitionProtocol.GetStatus;
+import io.weir.sharding.partition.PartitionProtocol.LoadRows;
+import io.weir.sharding.partition.PartitionProtocol.Write;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.Terminated;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+
+/**
+ * The sharded partition: group commit in front of the event-sourced {@link Partition} (its child).
+ *
+ * <p>Typed persistence persists each command on its own and stashes the rest while a write is in
+ * flight, so one fsync per delivery would bound throughput. Here, writes that arrive while the
+ * child is writing wait in a queue; when the child has answered, everything queued (up to {@link
+ * PartitionSettings#maxBatchFrames()} frames and {@link PartitionSettings#maxBatchMutations()}
+ * mutations) goes to it as one {@link Partition.WriteBatch}: one journal write. Reads go straight to
+ * the child, which answers them in order with the writes it has processed.
+ *
+ * <p>If the child stops (a journal failure), this entity stops too; queued writes get no answer and
+ * their senders retry. The partition keeper (or the next message) starts it again, and recovery
+ * decides what was written.
+ */
+public final class PartitionEntity extends AbstractBehavior<Command> {
+  public static final EntityTypeKey<Command> TYPE_KEY = EntityTypeKey.create(Command.class, "weir-partition");
+
+  /** The child has answered a batch. */
+  public enum BatchWritten implements Command, CborSerializable {
+    INSTANCE
+  }
+
+  private final ActorRef<Command> store;
+  private final PartitionSettings settings;
+  private final ArrayDeque<Write> queue = new ArrayDeque<>();
+  private boolean writing;
+  private long batches;
+  private long frames;
+
+  public static Behavior<Command> create(int partition, PartitionSettings settings) {
+    return Behaviors.setup(ctx -> new PartitionEntity(ctx, partition, settings));
+  }
+
+  private PartitionEntity(ActorContext<Command> ctx, int partition, PartitionSettings settings) {
+    super(ctx);
+    this.settings = settings;
+    this.store = ctx.spawn(Partition.create(partition, settings), "store");
+    ctx.watch(store);
+  }
+
+  @Override
+  public Receive<Command> createReceive() {
+    return newReceiveBuilder()
+        .onMessage(ApplyFrame.class, this::enqueue)
+        .onMessage(LoadRows.class, this::enqueue)
+        .onMessageEquals(BatchWritten.INSTANCE, this::onWritten)
+        .onMessage(GetDocument.class, this::forward)
+        .onMessage(GetStatus.class, this::forward)
+        .onMessage(PartitionProtocol.GetDocuments.class, this::forward)
+        .onSignal(Terminated.class, t -> Behaviors.stopped())
+        .build();
+  }
+
+  private Behavior<Command> forward(Command c) {
+    store.tell(c);
+    return this;
+  }
+
+  private Behavior<Command> enqueue(Write w) {
+    queue.add(w);
+    if (!writing) {
+      flush();
+    }
+    return this;
+  }
+
+  private Behavior<Command> onWritten() {
+    writing = false;
+    if (!queue.isEmpty()) {
+      flush();
+    }
+    return this;
+  }
+
+  private void flush() {
+    List<Write> batch = new ArrayList<>();
+    int mutations = 0;
+    while (!queue.isEmpty() && batch.size() < settings.maxBatchFrames()) {
+      int size = size(queue.peek());
+      if (!batch.isEmpty() && mutations + size > settings.maxBatchMutations()) {
+        break;
+      }
+      batch.add(queue.poll());
+      mutations += size;
+    }
+    writing = true;
+    batches++;
+    frames += batch.size();
+    store.tell(new Partition.WriteBatch(batch, getContext().getSelf().narrow()));
+  }
+
+  private static int size(Write w) {
+    return w instanceof ApplyFrame f ? f.mutations().size() : ((LoadRows) w).rows().size();
+  }
+}

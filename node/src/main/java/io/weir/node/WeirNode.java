@@ -89,7 +89,7 @@ public final class WeirNode {
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
               .init(SingletonActor.of(
-                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics),
+                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics, settings.partitions()),
                 "weir-pipelines"));
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 

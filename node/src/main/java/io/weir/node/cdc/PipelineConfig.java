@@ -26,7 +26,29 @@ import java.util.TreeSet;
  */
 public record PipelineConfig(
     PipelineSettings settings, SourceSettings source, String sinkUrl, MirrorSettings mirror, FileSinkConfig file,
-    boolean autostart) {
+    PartitionSinkConfig partitions, boolean autostart) {
+
+  /**
+   * The partition sink (null unless {@code sink.type = partitions}).
+   *
+   * @param collections table ({@code schema.table}) -> collection; unmapped tables keep their name
+   * @param partitionKeys table -> partition-key columns (default: the document id columns)
+   * @param idColumns table -> document id columns (default: the replica identity)
+   */
+  public record PartitionSinkConfig(
+      Map<String, String> collections, Map<String, List<String>> partitionKeys, Map<String, List<String>> idColumns,
+      int maxSliceRows, long maxSliceBytes, int maxInFlight, java.time.Duration askTimeout) {
+
+    public io.weir.sharding.cdc.PartitionSink.Settings settings(int partitions) {
+      return new io.weir.sharding.cdc.PartitionSink.Settings(
+          partitions, collections, partitionKeys, idColumns, maxSliceRows, maxSliceBytes, maxInFlight, askTimeout);
+    }
+  }
+
+  /** Collections fed by this pipeline's partition sink that are named explicitly (others are {@code schema.table}). */
+  public java.util.Collection<String> mappedCollections() {
+    return partitions == null ? List.of() : partitions.collections().values();
+  }
 
   /**
    * The file sink under the library checkpoint store (null when the sink is the mirror).
@@ -82,9 +104,12 @@ public record PipelineConfig(
     StartModes modes = startModes(c, prefix + ".start-mode");
     MirrorSettings mirror = null;
     FileSinkConfig file = null;
+    PartitionSinkConfig partitions = null;
     try {
       String type = c.getString("sink.type");
-      if (type.equals("file")) {
+      if (type.equals("partitions")) {
+        partitions = partitionSink(c, v, prefix);
+      } else if (type.equals("file")) {
         String path = v.requiredString(prefix + ".sink.path");
         file = new FileSinkConfig(java.nio.file.Path.of(path),
             v.positiveInt(prefix + ".sink.checkpoint.every"),
@@ -93,7 +118,7 @@ public record PipelineConfig(
       } else if (type.equals("mirror")) {
         mirror = MirrorSettings.create(c.getConfig("sink"));
       } else {
-        throw new SettingsException(prefix + ".sink.type", "must be mirror or file");
+        throw new SettingsException(prefix + ".sink.type", "must be partitions, mirror or file");
       }
     } catch (SettingsException e) {
       throw e.key().startsWith("weir.") ? e : new SettingsException(prefix + ".sink." + e.key(), e.getMessage().substring(e.key().length() + 2));
@@ -104,6 +129,11 @@ public record PipelineConfig(
     if (mirror != null) {
       excluded.add(mirror.targetSchema());
     }
+    // The partition sink pipelines many slices per call; one transaction per call would leave it idle.
+    boolean batchSet = root.hasPath(prefix + ".batch.max-transactions");
+    int batchMax = partitions != null && !batchSet ? 256 : v.positiveInt(prefix + ".batch.max-transactions");
+    java.time.Duration batchDelay = partitions != null && !root.hasPath(prefix + ".batch.max-delay")
+        ? java.time.Duration.ofMillis(10) : v.positiveDuration(prefix + ".batch.max-delay");
     PipelineSettings settings =
         PipelineSettings.of(name, slot, publications).toBuilder()
             .startMode(modes.slot())
@@ -115,8 +145,8 @@ public record PipelineConfig(
             .maxBackoff(v.positiveDuration(prefix + ".max-backoff"))
             .handoverWindow(v.positiveDuration(prefix + ".handover-window"))
             .inFlightWindow(v.positiveInt(prefix + ".in-flight-window"))
-            .batchMaxTransactions(v.positiveInt(prefix + ".batch.max-transactions"))
-            .batchMaxDelay(v.positiveDuration(prefix + ".batch.max-delay"))
+            .batchMaxTransactions(batchMax)
+            .batchMaxDelay(batchDelay)
             .maxTransactionChanges(v.positiveInt(prefix + ".max-transaction-changes"))
             .statusInterval(c.getDuration("status-interval"))
             .messages(bool(c, prefix, "messages"))
@@ -130,7 +160,45 @@ public record PipelineConfig(
         c.hasPath("source.password") ? c.getString("source.password") : root.getString("weir.postgres.password");
     String sinkUrl = c.hasPath("sink.url") ? c.getString("sink.url") : root.getString("weir.postgres.url");
     return new PipelineConfig(
-        settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, file, bool(c, prefix, "autostart"));
+        settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, file, partitions, bool(c, prefix, "autostart"));
+  }
+
+  /** {@code sink { collections, partition-keys, id-columns, slice { max-rows, max-bytes }, max-in-flight, ask-timeout }}. */
+  private static PartitionSinkConfig partitionSink(Config c, ConfigValues v, String prefix) {
+    Map<String, String> collections = new java.util.TreeMap<>();
+    if (c.hasPath("sink.collections")) {
+      for (Map.Entry<String, com.typesafe.config.ConfigValue> e : c.getObject("sink.collections").entrySet()) {
+        Object name = e.getValue().unwrapped();
+        if (!(name instanceof String n) || !n.matches("[A-Za-z0-9_.-]{1,128}")) {
+          throw new SettingsException(prefix + ".sink.collections",
+              "maps tables (schema.table) to collection names of 1 to 128 letters, digits, '_', '-' or '.'");
+        }
+        collections.put(e.getKey(), n);
+      }
+    }
+    return new PartitionSinkConfig(collections, columnLists(c, prefix, "partition-keys"), columnLists(c, prefix, "id-columns"),
+        v.positiveInt(prefix + ".sink.slice.max-rows"), v.bytes(prefix + ".sink.slice.max-bytes", 1024),
+        v.positiveInt(prefix + ".sink.max-in-flight"), v.positiveDuration(prefix + ".sink.ask-timeout"));
+  }
+
+  private static Map<String, List<String>> columnLists(Config c, String prefix, String key) {
+    Map<String, List<String>> out = new java.util.TreeMap<>();
+    if (!c.hasPath("sink." + key)) {
+      return out;
+    }
+    for (String table : c.getObject("sink." + key).keySet()) {
+      List<String> columns;
+      try {
+        columns = c.getObject("sink." + key).toConfig().getStringList(com.typesafe.config.ConfigUtil.quoteString(table));
+      } catch (ConfigException e) {
+        throw new SettingsException(prefix + ".sink." + key, "maps tables (schema.table) to lists of column names");
+      }
+      if (columns.isEmpty()) {
+        throw new SettingsException(prefix + ".sink." + key, "lists at least one column per table");
+      }
+      out.put(table, List.copyOf(columns));
+    }
+    return out;
   }
 
   /** {@code streaming { enabled, decoding-work-mem, spill { directory, memory-bound, max-bytes } }}. */

@@ -1,5 +1,7 @@
 package io.weir.node.cdc;
 
+import io.weir.sharding.cdc.PartitionChannel;
+import io.weir.sharding.cdc.PartitionSink;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
@@ -69,15 +71,20 @@ public final class PipelineManager {
    */
   public static Behavior<Command> create(
       List<PipelineConfig> pipelines, PostgresSettings weirDatabase, Supplier<StorageStatus> storage,
-      MeterRegistry registry) {
+      MeterRegistry registry, int partitionCount) {
     return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> {
       Executor io = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
       Database state = Database.create(weirDatabase, "weir-pipelines");
       Map<String, Database> targets = new HashMap<>();
       Map<String, ActorRef<CdcPipeline.Command>> children = new HashMap<>();
+      List<PartitionSink> partitionSinks = new ArrayList<>();
       for (PipelineConfig p : pipelines) {
         ChangeSink sink;
-        if (p.file() != null) {
+        if (p.partitions() != null) {
+          sink = new PartitionSink(PartitionChannel.sharded(ctx.getSystem()),
+              p.partitions().settings(partitionCount), new CheckpointStore(state.dataSource(), weirDatabase.schema()));
+          partitionSinks.add((PartitionSink) sink);
+        } else if (p.file() != null) {
           PipelineConfig.FileSinkConfig f = p.file();
           sink = new CheckpointedSink(new FileSink(f.path(), io), new CheckpointStore(state.dataSource(), weirDatabase.schema()),
               io, f.maxRetries(), f.retryBackoff(), f.checkpointEvery());
@@ -99,6 +106,7 @@ public final class PipelineManager {
       return running(ctx, pipelines, children, storage, timers, () -> {
         state.close();
         targets.values().forEach(Database::close);
+        partitionSinks.forEach(PartitionSink::shutdown);
       });
     }));
   }

@@ -18,6 +18,8 @@ import java.util.Map;
  * @param weirBatch transactions per sink call ({@code PipelineSettings.withBatching})
  * @param weirBatchDelay how long a partial batch may wait for more transactions
  * @param keepDatabase leave the benchmark database behind (its slots are always dropped)
+ * @param partitions Weir's sink is the partition sink (64 partitions on a one-node cluster, journal
+ *     in the benchmark database) instead of the no-op counting sink
  */
 record BenchOptions(
     int rows,
@@ -28,6 +30,7 @@ record BenchOptions(
     int weirBatch,
     Duration weirBatchDelay,
     boolean keepDatabase,
+    boolean partitions,
     String url,
     String user,
     String password,
@@ -37,6 +40,7 @@ record BenchOptions(
       """
       usage: CdcBenchmark [--rows N] [--repeats N] [--txn-sizes 100,10000] [--update-percent P]
                           [--warmup-rows N] [--weir-batch N] [--weir-batch-delay-ms N] [--keep-database]
+                          [--sink counting|partitions]
 
         --rows N                 row changes per round (default 200000)
         --repeats N              rounds per transaction size, alternating which consumer goes first (default 3)
@@ -46,6 +50,8 @@ record BenchOptions(
         --weir-batch N           transactions per sink call (PipelineSettings.withBatching; default 256; 1: no batching)
         --weir-batch-delay-ms N  how long a partial batch may wait for more transactions (default 5)
         --keep-database          keep the weir_bench database afterwards (slots are dropped regardless)
+        --sink counting          Weir's sink: counting (no-op, the slot stage alone; default) or partitions
+                                 (64 partitions, durable in the journal: CDC -> partitions end to end)
 
       Needs WEIR_PG_URL, WEIR_PG_USER, WEIR_PG_PASSWORD and WEIR_PG_BINDIR (eval "$(deploy/bin/pg.sh start)").
       """;
@@ -66,6 +72,7 @@ record BenchOptions(
     int batch = 256;
     long batchDelayMs = 5;
     boolean keep = false;
+    boolean partitions = false;
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
       String value = null;
@@ -78,7 +85,7 @@ record BenchOptions(
         case "--help", "-h" -> throw new UsageException("");
         case "--keep-database" -> keep = true;
         case "--rows", "--repeats", "--txn-sizes", "--update-percent", "--warmup-rows", "--weir-batch",
-            "--weir-batch-delay-ms" -> {
+            "--weir-batch-delay-ms", "--sink" -> {
           if (value == null) {
             if (i + 1 >= args.length) {
               throw new UsageException(arg + " needs a value");
@@ -92,6 +99,12 @@ record BenchOptions(
             case "--update-percent" -> updatePercent = range(arg, value, 0, 90);
             case "--warmup-rows" -> warmupRows = range(arg, value, 0, Integer.MAX_VALUE);
             case "--weir-batch" -> batch = positive(arg, value);
+            case "--sink" -> {
+              if (!value.equals("counting") && !value.equals("partitions")) {
+                throw new UsageException("--sink must be counting or partitions");
+              }
+              partitions = value.equals("partitions");
+            }
             default -> batchDelayMs = range(arg, value, 1, 60_000);
           }
         }
@@ -103,7 +116,7 @@ record BenchOptions(
       throw new UsageException("WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
     }
     return new BenchOptions(
-        rows, repeats, sizes, updatePercent, warmupRows, batch, Duration.ofMillis(batchDelayMs), keep, url,
+        rows, repeats, sizes, updatePercent, warmupRows, batch, Duration.ofMillis(batchDelayMs), keep, partitions, url,
         env.getOrDefault("WEIR_PG_USER", "weir"), env.getOrDefault("WEIR_PG_PASSWORD", ""),
         require(env, "WEIR_PG_BINDIR"));
   }

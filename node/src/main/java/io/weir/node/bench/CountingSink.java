@@ -16,7 +16,7 @@ import java.util.concurrent.CompletionStage;
  * has applied the workload's last transaction: the one with the given xid, or one whose end LSN
  * reaches the workload's end position.
  */
-final class CountingSink implements ChangeSink {
+final class CountingSink implements ChangeSink, DrainCounts {
   private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);
 
   private final long lastXid;
@@ -64,15 +64,18 @@ final class CountingSink implements ChangeSink {
     return DONE;
   }
 
-  CompletableFuture<Long> finished() {
+  @Override
+  public CompletableFuture<Long> finished() {
     return finished;
   }
 
-  long rows() {
+  @Override
+  public long rows() {
     return rows;
   }
 
-  long transactions() {
+  @Override
+  public long transactions() {
     return transactions;
   }
 }

@@ -44,14 +44,37 @@ final class WeirDrain implements AutoCloseable {
   /** What one drain saw. */
   record Result(long nanos, double cpuSeconds, long rows, long transactions) {}
 
+  /** Partitions of the partition sink run. */
+  static final int PARTITIONS = 64;
+
+  private final boolean partitions;
+
   WeirDrain(BenchDatabase db, int batch, Duration batchDelay) {
-    Config overrides = ConfigFactory.parseMap(Map.of(
+    this(db, batch, batchDelay, false);
+  }
+
+  /**
+   * @param partitions drain into the partition sink: the actor system is a one-node cluster hosting
+   *     {@value #PARTITIONS} partitions whose journal is in the benchmark database
+   */
+  WeirDrain(BenchDatabase db, int batch, Duration batchDelay, boolean partitions) {
+    this.partitions = partitions;
+    Map<String, Object> settings = new java.util.HashMap<>(Map.of(
         "weir.postgres.url", db.url(),
         "weir.postgres.user", db.user(),
         "weir.postgres.password", db.password(),
         // A single process: no remoting, no cluster.
         "pekko.actor.provider", "local",
         "pekko.loglevel", "WARNING"));
+    if (partitions) {
+      settings.put("pekko.actor.provider", "cluster");
+      settings.put("pekko.remote.artery.canonical.hostname", "127.0.0.1");
+      settings.put("pekko.remote.artery.canonical.port", 0);
+      settings.put("pekko.cluster.roles", List.of("server"));
+      settings.put("pekko.cluster.sharding.passivation.strategy", "none");
+      settings.put("pekko.cluster.jmx.enabled", "off");
+    }
+    Config overrides = ConfigFactory.parseMap(settings);
     Config config = ConfigFactory.load(overrides.withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
     this.state = Database.create(PostgresSettings.create(config), "bench-state");
     // The pipeline records slot incarnations in weir.cdc_slot.
@@ -60,6 +83,13 @@ final class WeirDrain implements AutoCloseable {
     this.batch = batch;
     this.batchDelay = batchDelay;
     this.system = ActorSystem.create(host(), "weir-bench", config);
+    if (partitions) {
+      org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(system);
+      cluster.manager().tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
+      // A large quota: the benchmark's rounds accumulate outbox entries and nothing purges them.
+      io.weir.sharding.partition.PartitionSharding.init(system,
+          new io.weir.sharding.partition.PartitionSettings(100_000_000, 1L << 40, 256, 20_000));
+    }
   }
 
   /** The pipeline settings of a run on {@code slot}: the only tuning is batching (a documented option). */
@@ -122,7 +152,20 @@ final class WeirDrain implements AutoCloseable {
   /** Drains {@code slot} until the sink has applied the workload's last transaction. */
   Result drain(String slot, BenchDatabase.Workload workload) throws Exception {
     String name = "bench_" + (++runs) + "_" + slot;
-    CountingSink sink = new CountingSink(workload.lastXid(), workload.endLsn());
+    FinishingSink finishing = !partitions ? null
+        : new FinishingSink(new io.weir.sharding.cdc.PartitionSink(io.weir.sharding.cdc.PartitionChannel.sharded(system),
+            io.weir.sharding.cdc.PartitionSink.Settings.defaults(PARTITIONS),
+            new io.weir.persistence.cdc.CheckpointStore(state.dataSource(), "weir")), workload.lastXid(), workload.endLsn());
+    io.weir.persistence.cdc.ChangeSink sink;
+    DrainCounts counted;
+    if (finishing != null) {
+      sink = finishing;
+      counted = finishing;
+    } else {
+      CountingSink c = new CountingSink(workload.lastXid(), workload.endLsn());
+      sink = c;
+      counted = c;
+    }
     ActorRef<CdcPipeline.Command> pipeline = ask(replyTo ->
         new Spawn(CdcPipeline.create(settings(name, slot), source, sink, state.dataSource(), "weir"), name, replyTo));
     try {
@@ -134,7 +177,7 @@ final class WeirDrain implements AutoCloseable {
       Long end = null;
       while (end == null) {
         try {
-          end = sink.finished().get(1, TimeUnit.SECONDS);
+          end = counted.finished().get(1, TimeUnit.SECONDS);
         } catch (TimeoutException e) {
           check(ask(pipeline, CdcPipeline.GetStatus::new));
           if (System.nanoTime() > deadline) {
@@ -143,8 +186,11 @@ final class WeirDrain implements AutoCloseable {
         }
       }
       double cpuSeconds = CpuTimes.now().self() - cpu.self();
-      return new Result(end - start, cpuSeconds, sink.rows(), sink.transactions());
+      return new Result(end - start, cpuSeconds, counted.rows(), counted.transactions());
     } finally {
+      if (finishing != null) {
+        finishing.shutdown();
+      }
       ask(pipeline, CdcPipeline.Stop::new);
       AskPattern.<HostCommand, Done>ask(system, r -> new Despawn(pipeline, r), ASK, system.scheduler())
           .toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);

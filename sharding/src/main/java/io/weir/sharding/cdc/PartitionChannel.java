@@ -25,13 +25,31 @@ public interface PartitionChannel {
     return new PartitionChannel() {
       @Override
       public CompletionStage<FrameReply> ask(int partition, Function<ActorRef<FrameReply>, Write> make, Duration timeout) {
-        return PartitionSharding.partition(system, partition).ask(make::apply, timeout);
+        return direct(PartitionSharding.partition(system, partition).ask(make::apply, timeout));
       }
 
       @Override
       public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
-        return PartitionSharding.partition(system, partition).ask(GetStatus::new, timeout);
+        return direct(PartitionSharding.partition(system, partition).ask(GetStatus::new, timeout));
       }
     };
+  }
+
+  /**
+   * The stage of an ask, completing on the thread that completes the ask. Pekko's Java ask returns
+   * Scala's CompletionStage adapter, which runs even non-async callbacks on the common fork-join
+   * pool; with fewer than 3 cores that pool has no threads and Java starts a new thread per
+   * callback (thousands per second under CDC load).
+   */
+  static <T> java.util.concurrent.CompletableFuture<T> direct(CompletionStage<T> stage) {
+    java.util.concurrent.CompletableFuture<T> out = new java.util.concurrent.CompletableFuture<>();
+    stage.whenCompleteAsync((v, e) -> {
+      if (e != null) {
+        out.completeExceptionally(e);
+      } else {
+        out.complete(v);
+      }
+    }, Runnable::run);
+    return out;
   }
 }

@@ -251,6 +251,29 @@ public final class NodeProcess implements AutoCloseable {
     }
   }
 
+  /**
+   * Any request: {@code body} null for none, {@code headers} as given (an {@code Authorization}
+   * header among them replaces the administrator's). Empty when the node does not answer.
+   */
+  public Optional<HttpResponse<String>> send(String method, String path, String body, Map<String, String> headers) {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path))
+            .timeout(Duration.ofSeconds(15))
+            .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+    headers.forEach(b::header);
+    if (!headers.containsKey("Authorization")) {
+      b.header("Authorization", "Bearer " + ADMIN_TOKEN);
+    }
+    try {
+      return Optional.of(HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString()));
+    } catch (IOException e) {
+      return Optional.empty();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return Optional.empty();
+    }
+  }
+
   /** The status JSON of one pipeline, or empty when the node does not answer. */
   public Optional<JsonNode> pipeline(String name) {
     return adminJson("/admin/pipelines/" + name);

@@ -28,7 +28,9 @@ public record NodeSettings(
     List<PipelineConfig> pipelines,
     int partitions,
     Duration partitionKeepAlive,
-    io.weir.sharding.partition.PartitionSettings partitionLimits) {
+    io.weir.sharding.partition.PartitionSettings partitionLimits,
+    long documentMaxBytes,
+    Duration documentAskTimeout) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -91,7 +93,9 @@ public record NodeSettings(
             v.positiveInt("weir.partitions.outbox.max-entries"),
             v.bytes("weir.partitions.outbox.max-bytes", 1),
             v.positiveInt("weir.partitions.group-commit.max-frames"),
-            v.positiveInt("weir.partitions.group-commit.max-mutations")));
+            v.positiveInt("weir.partitions.group-commit.max-mutations")),
+        v.bytes("weir.documents.max-bytes", 2),
+        v.positiveDuration("weir.documents.ask-timeout"));
   }
 
   private static int partitions(ConfigValues v) {

@@ -94,7 +94,10 @@ public final class WeirNode {
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
       Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
-      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()), pipelineAdmin, metrics::scrape);
+      Documents documents =
+          new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
+      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()),
+          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes());
       ServerBinding binding;
       try {
         binding =

@@ -39,6 +39,8 @@ class NodeSettingsTest {
         .containsExactly(new NodeSettings.HostPort("10.0.0.1", 25520), new NodeSettings.HostPort("node-b", 25521));
     assertThat(s.roles()).containsExactly("server");
     assertThat(s.partitions()).as("default partition count").isEqualTo(64);
+    assertThat(s.documentMaxBytes()).as("default document size limit").isEqualTo(1024 * 1024);
+    assertThat(s.documentAskTimeout()).as("default document ask timeout").isEqualTo(java.time.Duration.ofSeconds(10));
     assertThat(s.toString()).as("toString must hide secrets").doesNotContain(TOKEN).doesNotContain(PASSWORD);
   }
 
@@ -101,6 +103,8 @@ class NodeSettingsTest {
         .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.max-backoff"));
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.postgres.connect-timeout", "soon"))))
         .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.connect-timeout"));
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.documents.max-bytes", "huge"))))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.documents.max-bytes"));
   }
 
   @Test

@@ -15,20 +15,42 @@ public enum ErrorCode {
   METHOD_NOT_ALLOWED(405),
   /** The request is malformed; the message says which field and what shape was expected. HTTP 400. */
   BAD_REQUEST(400),
+  /** The request body is not JSON of the expected shape (the message never quotes the body). HTTP 400. */
+  MALFORMED_JSON(400),
+  /** A collection name, document id or header value has the wrong shape (never quoted). HTTP 400. */
+  INVALID_NAME(400),
+  /** The state does not allow the request, e.g. a document revision that does not match. HTTP 409. */
   CONFLICT(409),
+  /** The collection is written by a CDC pipeline; the document API may only read it. HTTP 409. */
+  COLLECTION_FED_BY_CDC(409),
+  /** The request body is larger than the configured limit. HTTP 413. */
+  DOCUMENT_TOO_LARGE(413),
+  /** The partition's outbox is full until entries are purged; retry later. HTTP 429. */
+  QUOTA_EXCEEDED(429, true),
   /** The node cannot serve right now (not a cluster member yet, storage unavailable). HTTP 503. */
-  UNAVAILABLE(503),
+  UNAVAILABLE(503, true),
   /** An unexpected failure; details are in the node's log (value-free). HTTP 500. */
   INTERNAL(500);
 
   private final int httpStatus;
+  private final boolean retryable;
 
   ErrorCode(int httpStatus) {
+    this(httpStatus, false);
+  }
+
+  ErrorCode(int httpStatus, boolean retryable) {
     this.httpStatus = httpStatus;
+    this.retryable = retryable;
   }
 
   public int httpStatus() {
     return httpStatus;
+  }
+
+  /** Whether the same request may succeed later unchanged. */
+  public boolean retryable() {
+    return retryable;
   }
 
   public String wire() {

@@ -2,14 +2,27 @@ package io.weir.node.http;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.node.Documents;
 import io.weir.node.NodeView;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Principal;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.http.DocumentWritten;
 import io.weir.protocol.http.ErrorBody;
+import io.weir.protocol.http.OutboxStatus;
 import io.weir.protocol.http.Readiness;
+import io.weir.protocol.http.RevisionConflict;
+import io.weir.sharding.partition.PartitionProtocol.Applied;
+import io.weir.sharding.partition.PartitionProtocol.Conflict;
+import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
+import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
+import io.weir.sharding.partition.PartitionProtocol.Rejected;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -21,7 +34,10 @@ import java.util.function.Supplier;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.model.headers.ETag;
+import org.apache.pekko.http.javadsl.model.headers.EntityTag;
 import org.apache.pekko.http.javadsl.model.headers.RawHeader;
+import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
 import org.apache.pekko.http.javadsl.server.AllDirectives;
 import org.apache.pekko.http.javadsl.server.ExceptionHandler;
 import org.apache.pekko.http.javadsl.server.MethodRejection;
@@ -43,11 +59,16 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /admin/cluster}: cluster membership ({@link io.weir.protocol.http.ClusterStatus}).
  *   <li>{@code GET /admin/partitions}: how many partitions run, per node ({@link
  *       io.weir.protocol.http.PartitionsStatus}).
+ *   <li>{@code GET /admin/outbox/status[?partition=N]}: one partition's outbox counters and
+ *       watermarks, or every partition's ({@link OutboxStatus}).
+ *   <li>{@code PUT|GET|DELETE /v1/documents/{collection}/{id}}: the document API (see {@link
+ *       #documentRoutes()}).
  * </ul>
  *
- * <p>{@code /admin/*} needs a cluster administrator's bearer token: 401 without a token or with an
- * unknown one, 403 for an authenticated principal who is not an administrator. Every error is a
- * JSON {@link ErrorBody} with a typed code; no reply or log line carries a token or a row value.
+ * <p>{@code /admin/*} and, until principals have grants, {@code /v1/*} need a cluster
+ * administrator's bearer token: 401 without a token or with an unknown one, 403 for an
+ * authenticated principal who is not an administrator. Every error is a JSON {@link ErrorBody}
+ * with a typed code; no reply or log line carries a token, a row value or a document body.
  */
 public final class HttpApi extends AllDirectives {
   private static final Logger log = LoggerFactory.getLogger(HttpApi.class);
@@ -58,6 +79,8 @@ public final class HttpApi extends AllDirectives {
   private final NodeView node;
   private final PipelineAdmin pipelines;
   private final Supplier<String> metrics;
+  private final Documents documents;
+  private final long maxDocumentBytes;
 
   /**
    * @param pipelines pipeline operations, or null on a node built without them (routes answer 404)
@@ -65,11 +88,23 @@ public final class HttpApi extends AllDirectives {
    */
   public HttpApi(
       ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics) {
+    this(json, authenticator, node, pipelines, metrics, null, 0);
+  }
+
+  /**
+   * @param documents the document API and outbox status, or null for none (routes answer 404)
+   * @param maxDocumentBytes the largest request body a document PUT accepts
+   */
+  public HttpApi(
+      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
+      Documents documents, long maxDocumentBytes) {
     this.json = json;
     this.authenticator = authenticator;
     this.node = node;
     this.pipelines = pipelines;
     this.metrics = metrics;
+    this.documents = documents;
+    this.maxDocumentBytes = maxDocumentBytes;
   }
 
   public Route routes() {
@@ -81,7 +116,8 @@ public final class HttpApi extends AllDirectives {
                 () ->
                     concat(
                         pathPrefix("health", this::healthRoutes),
-                        pathPrefix("admin", () -> administrator(principal -> adminRoutes())))));
+                        pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
+                        pathPrefix("v1", () -> administrator(principal -> documentRoutes())))));
   }
 
   private Route healthRoutes() {
@@ -104,7 +140,275 @@ public final class HttpApi extends AllDirectives {
             : complete(HttpResponse.create().withEntity(
                 ContentTypes.create(org.apache.pekko.http.javadsl.model.MediaTypes.TEXT_PLAIN, org.apache.pekko.http.javadsl.model.HttpCharsets.UTF_8),
                 metrics.get()))))),
+        path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
         pathPrefix("pipelines", this::pipelineRoutes));
+  }
+
+  /**
+   * {@code GET /admin/outbox/status?partition=N}: partition N's {@link OutboxStatus} (400 for N
+   * outside 0 to P-1); without {@code partition}, a list of all P, asked in parallel. 503 when a
+   * partition does not answer in time.
+   */
+  private Route outboxStatus(Optional<String> partition) {
+    if (documents == null) {
+      return error(ErrorCode.NOT_FOUND, "no such resource");
+    }
+    if (partition.isEmpty()) {
+      return onComplete(documents.statusAll(), result -> result.isSuccess()
+          ? json(200, result.get().stream().map(HttpApi::outboxStatus).toList())
+          : partitionUnavailable(result.failed().get()));
+    }
+    int n;
+    try {
+      n = Integer.parseInt(partition.get());
+    } catch (NumberFormatException e) {
+      n = -1;
+    }
+    if (n < 0 || n >= documents.partitions()) {
+      return error(ErrorCode.BAD_REQUEST, "partition must be a number from 0 to " + (documents.partitions() - 1));
+    }
+    return onComplete(documents.status(n), result -> result.isSuccess()
+        ? json(200, outboxStatus(result.get()))
+        : partitionUnavailable(result.failed().get()));
+  }
+
+  private static OutboxStatus outboxStatus(PartitionStatus s) {
+    Map<String, String> watermarks = new java.util.TreeMap<>();
+    s.watermarks().forEach((source, lsn) -> watermarks.put(source, Lsn.of(lsn).toString()));
+    return new OutboxStatus(s.partition(), s.documents(), s.outboxFirst(), s.outboxNext(), s.outboxEntries(),
+        s.outboxBytes(), s.journalEvents(), watermarks);
+  }
+
+  /**
+   * The document API. A document is a JSON object in a collection, identified by an id, with a
+   * revision that counts its versions (a delete is one too).
+   *
+   * <ul>
+   *   <li>{@code PUT}: the body (a JSON object, at most {@code weir.documents.max-bytes}, stored
+   *       compacted) creates or replaces the document. 200 {@link DocumentWritten} with {@code
+   *       ETag: "<revision>"}.
+   *   <li>{@code GET}: 200 with the body and its {@code ETag}; 404 when absent or deleted.
+   *   <li>{@code DELETE}: 200 {@link DocumentWritten} ({@code deleted: true}); 404 without writing
+   *       when absent or already deleted.
+   * </ul>
+   *
+   * <p>Writes take {@code If-Match: <revision>} (or {@code "<revision>"}; 0: must not exist), 409
+   * {@link RevisionConflict} when it does not match, and {@code Idempotency-Key}: a retry with the
+   * same key (same operation, same document) gets the first reply again with {@code replayed:
+   * true} and writes nothing, as long as the partition remembers it (its last 10,000 commands).
+   * Collections are 1-128 of {@code [A-Za-z0-9_-]} for writes ({@code .} also for reads: CDC
+   * collections), ids 1-512 characters without control characters (400 {@code invalid-name});
+   * collections a pipeline's partition sink names are read-only (409 {@code
+   * collection-fed-by-cdc}). A full outbox is 429 {@code quota-exceeded}; a partition that does not
+   * answer in time 503 {@code unavailable}, both retryable.
+   */
+  private Route documentRoutes() {
+    if (documents == null) {
+      return error(ErrorCode.NOT_FOUND, "no such resource");
+    }
+    return path(PathMatchers.segment("documents").slash(PathMatchers.segment()).slash(PathMatchers.segment()),
+        (collection, id) -> concat(
+            put(() -> writeHeaders((expected, key) -> putDocument(collection, id, expected, key))),
+            get(() -> getDocument(collection, id)),
+            delete(() -> writeHeaders((expected, key) -> deleteDocument(collection, id, expected, key)))));
+  }
+
+  private Route putDocument(String collection, String id, Optional<Long> expected, Optional<String> key) {
+    Route refused = refuseWrite(collection, id);
+    if (refused != null) {
+      return refused;
+    }
+    return documentBody(bytes -> {
+      String body;
+      try {
+        body = canonicalObject(bytes);
+      } catch (MalformedDocument e) {
+        return error(ErrorCode.MALFORMED_JSON, e.getMessage());
+      }
+      return onComplete(documents.put(collection, id, body, expected, key), result -> result.isSuccess()
+          ? written(collection, id, result.get(), false)
+          : partitionUnavailable(result.failed().get()));
+    });
+  }
+
+  private Route getDocument(String collection, String id) {
+    if (!Documents.readableCollection(collection) || !Documents.validId(id)) {
+      return invalidName();
+    }
+    return onComplete(documents.get(collection, id), result -> {
+      if (!result.isSuccess()) {
+        return partitionUnavailable(result.failed().get());
+      }
+      Optional<Document> doc = result.get().document().filter(d -> !d.deleted());
+      if (doc.isEmpty()) {
+        return error(ErrorCode.NOT_FOUND, "no such document");
+      }
+      return complete(HttpResponse.create()
+          .withEntity(ContentTypes.APPLICATION_JSON, doc.get().body().getBytes(StandardCharsets.UTF_8))
+          .addHeader(etag(doc.get().revision())));
+    });
+  }
+
+  private Route deleteDocument(String collection, String id, Optional<Long> expected, Optional<String> key) {
+    Route refused = refuseWrite(collection, id);
+    if (refused != null) {
+      return refused;
+    }
+    return onComplete(documents.delete(collection, id, expected, key), result -> {
+      if (!result.isSuccess()) {
+        return partitionUnavailable(result.failed().get());
+      }
+      return result.get().isEmpty()
+          ? error(ErrorCode.NOT_FOUND, "no such document")
+          : written(collection, id, result.get().get(), true);
+    });
+  }
+
+  /** 400 for a malformed name, 409 for a collection fed by CDC; null when the API may write it. */
+  private Route refuseWrite(String collection, String id) {
+    if (!Documents.writableCollection(collection) || !Documents.validId(id)) {
+      return invalidName();
+    }
+    if (documents.fedByCdc(collection)) {
+      return error(ErrorCode.COLLECTION_FED_BY_CDC, "this collection is written by a CDC pipeline; the API may only read it");
+    }
+    return null;
+  }
+
+  private Route invalidName() {
+    return error(ErrorCode.INVALID_NAME,
+        "collections are 1 to 128 of A-Z a-z 0-9 _ - (and . for reading CDC collections); ids are 1 to "
+            + Documents.MAX_ID_LENGTH + " characters without control characters");
+  }
+
+  /** {@code If-Match} as an expected revision and {@code Idempotency-Key}; 400 when malformed. */
+  private Route writeHeaders(java.util.function.BiFunction<Optional<Long>, Optional<String>, Route> inner) {
+    return optionalHeaderValueByName("If-Match", ifMatch -> optionalHeaderValueByName("Idempotency-Key", key -> {
+      Optional<Long> expected = Optional.empty();
+      if (ifMatch.isPresent()) {
+        expected = parseRevision(ifMatch.get());
+        if (expected.isEmpty()) {
+          return error(ErrorCode.BAD_REQUEST, "If-Match must be a document revision: a decimal number, optionally quoted");
+        }
+      }
+      if (key.isPresent() && !Documents.validIdempotencyKey(key.get())) {
+        return error(ErrorCode.BAD_REQUEST,
+            "Idempotency-Key must be 1 to " + Documents.MAX_IDEMPOTENCY_KEY_LENGTH + " printable ASCII characters");
+      }
+      return inner.apply(expected, key);
+    }));
+  }
+
+  private static final java.util.regex.Pattern REVISION = java.util.regex.Pattern.compile("\\s*\"?([0-9]{1,18})\"?\\s*");
+
+  /** {@code 3} or {@code "3"} (an entity tag as this API sends it); empty for anything else. */
+  static Optional<Long> parseRevision(String header) {
+    java.util.regex.Matcher m = REVISION.matcher(header);
+    if (!m.matches() || header.trim().startsWith("\"") != header.trim().endsWith("\"")) {
+      return Optional.empty();
+    }
+    return Optional.of(Long.parseLong(m.group(1)));
+  }
+
+  /**
+   * The request body as bytes, at most {@code weir.documents.max-bytes}: 413 {@code
+   * document-too-large} for a longer one, refused by its Content-Length before it is read when the
+   * client sends one.
+   */
+  private Route documentBody(Function<byte[], Route> inner) {
+    return extractRequestEntity(entity -> {
+      java.util.OptionalLong length = entity.getContentLengthOption();
+      if (length.isPresent() && length.getAsLong() > maxDocumentBytes) {
+        return documentTooLarge();
+      }
+      return extractMaterializer(mat -> onComplete(
+          entity.withSizeLimit(maxDocumentBytes).toStrict(BODY_READ_TIMEOUT_MILLIS, mat),
+          result -> {
+            if (result.isSuccess()) {
+              return inner.apply(result.get().getData().toArray());
+            }
+            for (Throwable t = result.failed().get(); t != null; t = t.getCause()) {
+              if (t instanceof EntityStreamSizeException) {
+                return documentTooLarge();
+              }
+            }
+            return error(ErrorCode.BAD_REQUEST, "the request body could not be read");
+          }));
+    });
+  }
+
+  /** How long reading a document body may take once the request has arrived. */
+  private static final long BODY_READ_TIMEOUT_MILLIS = 30_000;
+
+  private Route documentTooLarge() {
+    return error(ErrorCode.DOCUMENT_TOO_LARGE, "the body is larger than weir.documents.max-bytes (" + maxDocumentBytes + " bytes)");
+  }
+
+  /**
+   * Reads documents strictly (no trailing content, no duplicate field names) and keeps numbers
+   * exact, so the compact form written back is the same value.
+   */
+  private static final ObjectMapper DOCUMENT_JSON = com.fasterxml.jackson.databind.json.JsonMapper.builder()
+      .enable(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+      .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+      .enable(com.fasterxml.jackson.databind.DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+      .nodeFactory(com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
+      .build();
+
+  /**
+   * The body as compact JSON; it must be one JSON object in UTF-8. The exception's message names
+   * what was wrong, never the content (Jackson's messages quote it, so they are not passed on).
+   */
+  static String canonicalObject(byte[] body) throws MalformedDocument {
+    com.fasterxml.jackson.databind.JsonNode node;
+    try {
+      node = DOCUMENT_JSON.readTree(body);
+    } catch (java.io.IOException | RuntimeException e) {
+      throw new MalformedDocument("the body is not valid JSON");
+    }
+    if (node == null || !node.isObject()) {
+      throw new MalformedDocument("the body must be a JSON object");
+    }
+    try {
+      return DOCUMENT_JSON.writeValueAsString(node);
+    } catch (JsonProcessingException e) {
+      throw new MalformedDocument("the body cannot be stored as JSON");
+    }
+  }
+
+  /** A document body that is not a JSON object; the message is value-free. */
+  static final class MalformedDocument extends Exception {
+    MalformedDocument(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  private Route written(String collection, String id, FrameReply reply, boolean delete) {
+    if (reply instanceof Applied a) {
+      long revision = a.revisions().get(0);
+      HttpResponse response = response(200, new DocumentWritten(collection, id, revision, delete, a.replayed()));
+      return complete(delete ? response : response.addHeader(etag(revision)));
+    }
+    if (reply instanceof Conflict c) {
+      return json(ErrorCode.CONFLICT.httpStatus(), RevisionConflict.of(c.actualRevision()));
+    }
+    if (reply instanceof QuotaExceeded) {
+      return error(ErrorCode.QUOTA_EXCEEDED, "the partition's outbox is full; retry once entries are purged");
+    }
+    if (reply instanceof Rejected r) {
+      return error(ErrorCode.BAD_REQUEST, r.reason());
+    }
+    log.error("a document write got an unexpected reply of type {}", reply.getClass().getSimpleName());
+    return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+  }
+
+  private Route partitionUnavailable(Throwable cause) {
+    log.warn("a partition did not answer: {}", SafeErrors.describe(cause));
+    return error(ErrorCode.UNAVAILABLE, "the partition did not answer in time; retry");
+  }
+
+  private static ETag etag(long revision) {
+    return ETag.create(EntityTag.create(Long.toString(revision), false));
   }
 
   /**

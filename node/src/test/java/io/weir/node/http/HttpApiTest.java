@@ -145,6 +145,7 @@ class HttpApiTest {
     HttpResponse<String> missing = get("/no/such/path", null);
     assertThat(missing.statusCode()).isEqualTo(404);
     assertThat(json.readTree(missing.body()).get("error").asText()).isEqualTo("not-found");
+    assertThat(json.readTree(missing.body()).get("retryable").asBoolean()).as("a missing route is not worth a retry").isFalse();
     HttpResponse<String> post =
         client.send(
             HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + "/health/alive"))

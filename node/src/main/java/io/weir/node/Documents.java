@@ -1,0 +1,180 @@
+package io.weir.node;
+
+import io.weir.node.cdc.PipelineConfig;
+import io.weir.protocol.partition.Partitioning;
+import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
+import io.weir.sharding.partition.PartitionProtocol.Conflict;
+import io.weir.sharding.partition.PartitionProtocol.Delete;
+import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.PartitionProtocol.DocumentReply;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.GetDocument;
+import io.weir.sharding.partition.PartitionProtocol.GetStatus;
+import io.weir.sharding.partition.PartitionProtocol.Mutation;
+import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
+import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.PartitionSharding;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.regex.Pattern;
+import org.apache.pekko.actor.typed.ActorSystem;
+
+/**
+ * Document operations of the HTTP API, asked of the partitions: a document {@code (collection,
+ * id)} lives in partition {@code partitionOf(collection, id, P)} (the id is its partition key).
+ * Every write is one {@link ApplyFrame}; its command id is derived from the caller's idempotency
+ * key (scoped to the operation and the document), or random without one.
+ */
+public final class Documents {
+  /** Collections the API may write: no dot, so never a CDC default name ({@code schema.table}). */
+  private static final Pattern WRITABLE_COLLECTION = Pattern.compile("[A-Za-z0-9_-]{1,128}");
+  /** Collections the API may read: also CDC collections. */
+  private static final Pattern READABLE_COLLECTION = Pattern.compile("[A-Za-z0-9_.-]{1,128}");
+  public static final int MAX_ID_LENGTH = 512;
+  public static final int MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+  /** An expected revision no document has: a frame with it is only ever answered by a receipt. */
+  private static final long NO_REVISION = -1;
+
+  private final ActorSystem<?> system;
+  private final int partitions;
+  private final Set<String> cdcCollections;
+  private final Duration timeout;
+
+  /**
+   * @param pipelines the configured pipelines: collections their partition sinks name explicitly
+   *     may not be written through the API
+   */
+  public Documents(ActorSystem<?> system, int partitions, List<PipelineConfig> pipelines, Duration timeout) {
+    this.system = system;
+    this.partitions = partitions;
+    Set<String> fed = new TreeSet<>();
+    pipelines.forEach(p -> fed.addAll(p.mappedCollections()));
+    this.cdcCollections = Set.copyOf(fed);
+    this.timeout = timeout;
+  }
+
+  public int partitions() {
+    return partitions;
+  }
+
+  public int partitionOf(String collection, String id) {
+    return Partitioning.partitionOf(collection, id, partitions);
+  }
+
+  public static boolean writableCollection(String collection) {
+    return WRITABLE_COLLECTION.matcher(collection).matches();
+  }
+
+  public static boolean readableCollection(String collection) {
+    return READABLE_COLLECTION.matcher(collection).matches();
+  }
+
+  /** 1 to {@value #MAX_ID_LENGTH} code points, none of them a control character. */
+  public static boolean validId(String id) {
+    int n = id.codePointCount(0, id.length());
+    return n >= 1 && n <= MAX_ID_LENGTH && id.codePoints().noneMatch(Character::isISOControl);
+  }
+
+  /** 1 to {@value #MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters. */
+  public static boolean validIdempotencyKey(String key) {
+    return !key.isEmpty() && key.length() <= MAX_IDEMPOTENCY_KEY_LENGTH && key.chars().allMatch(c -> c >= 0x20 && c < 0x7f);
+  }
+
+  /** Whether a pipeline's partition sink writes {@code collection} (then the API may only read it). */
+  public boolean fedByCdc(String collection) {
+    return cdcCollections.contains(collection);
+  }
+
+  /** Creates or replaces a document; {@code body} is a canonical JSON object. */
+  public CompletionStage<FrameReply> put(
+      String collection, String id, String body, Optional<Long> expectedRevision, Optional<String> idempotencyKey) {
+    return apply(collection, id, new Upsert(collection, id, body, expectedRevision), commandId("put", collection, id, idempotencyKey));
+  }
+
+  /**
+   * Deletes a live document. Empty when there is none (absent or already deleted) and nothing was
+   * written; a retried idempotency key still gets its first reply. Without {@code expectedRevision}
+   * the delete expects the revision just read, and reads again if the document changed meanwhile.
+   */
+  public CompletionStage<Optional<FrameReply>> delete(
+      String collection, String id, Optional<Long> expectedRevision, Optional<String> idempotencyKey) {
+    return delete(collection, id, expectedRevision, commandId("delete", collection, id, idempotencyKey),
+        idempotencyKey.isPresent(), 3);
+  }
+
+  private CompletionStage<Optional<FrameReply>> delete(
+      String collection, String id, Optional<Long> expectedRevision, String commandId, boolean keyed, int attempts) {
+    return get(collection, id).thenCompose(reply -> {
+      Optional<Document> live = reply.document().filter(d -> !d.deleted());
+      if (live.isEmpty()) {
+        if (!keyed) {
+          return CompletableFuture.completedFuture(Optional.empty());
+        }
+        // A retry of a delete that went through finds a tombstone: a frame that no document can
+        // satisfy returns the receipt if there is one and writes nothing either way.
+        return apply(collection, id, new Delete(collection, id, Optional.of(NO_REVISION)), commandId)
+            .thenApply(r -> r instanceof Conflict ? Optional.<FrameReply>empty() : Optional.of(r));
+      }
+      long expected = expectedRevision.orElse(live.get().revision());
+      return apply(collection, id, new Delete(collection, id, Optional.of(expected)), commandId).thenCompose(r -> {
+        if (r instanceof Conflict && expectedRevision.isEmpty() && attempts > 1) {
+          return delete(collection, id, expectedRevision, commandId, keyed, attempts - 1);
+        }
+        return CompletableFuture.completedFuture(Optional.of(r));
+      });
+    });
+  }
+
+  /** The document as its partition holds it (tombstones included). */
+  public CompletionStage<DocumentReply> get(String collection, String id) {
+    return PartitionSharding.partition(system, partitionOf(collection, id))
+        .ask(r -> new GetDocument(collection, id, r), timeout);
+  }
+
+  /** Partition {@code n}'s counters and watermarks. */
+  public CompletionStage<PartitionStatus> status(int n) {
+    return PartitionSharding.partition(system, n).ask(GetStatus::new, timeout);
+  }
+
+  /** Every partition's status, asked in parallel, in partition order. */
+  public CompletionStage<List<PartitionStatus>> statusAll() {
+    List<CompletableFuture<PartitionStatus>> asks = new ArrayList<>();
+    for (int n = 0; n < partitions; n++) {
+      asks.add(status(n).toCompletableFuture());
+    }
+    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new))
+        .thenApply(done -> asks.stream().map(CompletableFuture::join).toList());
+  }
+
+  private CompletionStage<FrameReply> apply(String collection, String id, Mutation m, String commandId) {
+    return PartitionSharding.partition(system, partitionOf(collection, id))
+        .ask(r -> new ApplyFrame(commandId, List.of(m), Optional.empty(), r), timeout);
+  }
+
+  /**
+   * The frame's command id: receipts are per partition, so a caller's key is scoped to the
+   * operation and the document (the same key on another document is another command).
+   */
+  static String commandId(String operation, String collection, String id, Optional<String> idempotencyKey) {
+    // Hashed: receipts are kept in the partition's state, ids and keys may be long.
+    return idempotencyKey
+        .map(k -> "api:" + sha256(Partitioning.canonicalKey(List.of(operation, collection, id, k))))
+        .orElseGet(() -> UUID.randomUUID().toString());
+  }
+
+  private static String sha256(String text) {
+    try {
+      return java.util.HexFormat.of().formatHex(
+          java.security.MessageDigest.getInstance("SHA-256").digest(text.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IllegalStateException("SHA-256 is required of every JVM", e);
+    }
+  }
+}

@@ -1,6 +1,5 @@
 package io.weir.sharding.cdc;
 
-import io.weir.sharding.partition.PartitionProtocol.FrameReply;
 import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Write;
@@ -15,7 +14,7 @@ import org.apache.pekko.actor.typed.ActorSystem;
 public interface PartitionChannel {
 
   /** Sends the write {@code make} builds to partition {@code partition} and waits for its answer. */
-  CompletionStage<FrameReply> ask(int partition, Function<ActorRef<FrameReply>, Write> make, Duration timeout);
+  <R> CompletionStage<R> ask(int partition, Function<ActorRef<R>, Write> make, Duration timeout);
 
   /** Asks partition {@code partition} for its status (starting it if needed). */
   CompletionStage<PartitionStatus> status(int partition, Duration timeout);
@@ -24,8 +23,8 @@ public interface PartitionChannel {
   static PartitionChannel sharded(ActorSystem<?> system) {
     return new PartitionChannel() {
       @Override
-      public CompletionStage<FrameReply> ask(int partition, Function<ActorRef<FrameReply>, Write> make, Duration timeout) {
-        return direct(PartitionSharding.partition(system, partition).ask(make::apply, timeout));
+      public <R> CompletionStage<R> ask(int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
+        return direct(PartitionSharding.partition(system, partition).<R>ask(make::apply, timeout));
       }
 
       @Override

@@ -18,6 +18,8 @@ import io.weir.protocol.pgoutput.TupleData;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
+import io.weir.sharding.partition.PartitionProtocol.ApplyFrames;
+import io.weir.sharding.partition.PartitionProtocol.FramesReply;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
 import io.weir.sharding.partition.PartitionProtocol.Gap;
@@ -111,6 +113,11 @@ public final class PartitionSink implements ChangeSink {
   private volatile String source;
   /** Per partition: the commit LSN of the last slice sent this run (or its watermark at open). */
   private long[] previous;
+  /** Per partition: frames of the current call not sent yet (one message carries many). */
+  private final Map<Integer, List<ApplyFrame>> pending = new HashMap<>();
+  private final Map<Integer, Integer> pendingMutations = new HashMap<>();
+  /** Frames per message to one partition at most. */
+  private static final int FRAMES_PER_MESSAGE = 64;
 
   public PartitionSink(PartitionChannel channel, Settings settings, CheckpointStore store) {
     this.channel = channel;
@@ -177,9 +184,15 @@ public final class PartitionSink implements ChangeSink {
   public CompletionStage<Void> apply(List<Transaction> transactions) {
     return CompletableFuture.runAsync(() -> {
       requireOpen();
+      // Left over only by a call that failed half-way: those transactions come again.
+      pending.clear();
+      pendingMutations.clear();
       Window window = new Window(settings.maxInFlight());
       for (Transaction t : transactions) {
         route(t, window);
+      }
+      for (Integer p : List.copyOf(pending.keySet())) {
+        flush(p, window);
       }
       window.awaitAll(settings.askTimeout());
     }, worker);
@@ -261,10 +274,25 @@ public final class PartitionSink implements ChangeSink {
     List<Mutation> mutations = List.copyOf(s.mutations);
     s.mutations.clear();
     s.bytes = 0;
+    // Queued behind the partition's earlier frames of this call, so order is kept.
+    pending.computeIfAbsent(p, k -> new ArrayList<>()).add(new ApplyFrame(null, mutations, Optional.of(at), null));
+    int queued = pendingMutations.merge(p, mutations.size(), Integer::sum);
+    if (pending.get(p).size() >= FRAMES_PER_MESSAGE || queued >= settings.maxSliceRows()) {
+      flush(p, window);
+    }
+  }
+
+  /** Sends partition {@code p}'s queued frames as one message. */
+  private void flush(int p, Window window) {
+    List<ApplyFrame> batch = pending.remove(p);
+    pendingMutations.remove(p);
+    if (batch == null || batch.isEmpty()) {
+      return;
+    }
     window.acquire();
-    frames.incrementAndGet();
-    channel.ask(p, replyTo -> new ApplyFrame(null, mutations, Optional.of(at), replyTo), settings.askTimeout())
-        .whenComplete((reply, error) -> window.done(p, reply, error));
+    frames.addAndGet(batch.size());
+    channel.<FramesReply>ask(p, replyTo -> new ApplyFrames(batch, replyTo), settings.askTimeout())
+        .whenComplete((reply, error) -> window.doneAll(p, reply == null ? null : reply.replies(), error));
   }
 
   @Override
@@ -291,7 +319,7 @@ public final class PartitionSink implements ChangeSink {
           List<Upsert> part = rows.subList(from, Math.min(rows.size(), from + settings.maxSliceRows()));
           List<String> resetNow = reset && from == 0 ? List.of(r.collection) : List.of();
           window.acquire();
-          channel.ask(n, replyTo -> new LoadRows(resetNow, part, chunk.incremental(), replyTo), settings.askTimeout())
+          channel.<FrameReply>ask(n, replyTo -> new LoadRows(resetNow, part, chunk.incremental(), replyTo), settings.askTimeout())
               .whenComplete((reply, error) -> window.done(n, reply, error));
         }
       }
@@ -435,30 +463,48 @@ public final class PartitionSink implements ChangeSink {
       }
     }
 
-    void done(int partition, FrameReply reply, Throwable error) {
+    void doneAll(int partition, List<FrameReply> replies, Throwable error) {
+      if (error != null || replies == null) {
+        done(partition, null, error != null ? error : new IllegalStateException("no replies"));
+        return;
+      }
       try {
-        if (error != null) {
-          Throwable cause = error instanceof java.util.concurrent.CompletionException && error.getCause() != null
-              ? error.getCause() : error;
-          fail(SinkException.transientFailure("partition " + partition + " did not answer in time ("
-              + cause.getClass().getSimpleName() + ")", null));
-        } else if (reply instanceof Applied || reply instanceof Loaded) {
-          // durable
-        } else if (reply instanceof AlreadyApplied) {
-          skipped.incrementAndGet();
-        } else if (reply instanceof Gap g) {
-          gaps.incrementAndGet();
-          log.warn("pipeline {}: partition {} missed a slice before commit {}; restarting from the confirmed position",
-              pipeline, partition, Lsn.of(g.source().commitLsn()));
-          fail(SinkException.transientFailure("partition " + partition + " missed a slice (gap)", null));
-        } else if (reply instanceof QuotaExceeded q) {
-          fail(SinkException.transientFailure("partition " + partition + " outbox is full (" + q.entries() + " of "
-              + q.maxEntries() + " entries, " + q.bytes() + " of " + q.maxBytes() + " bytes): paused until it is purged", null));
-        } else {
-          fail(SinkException.permanent("partition " + partition + " refused a change: " + describe(reply), null));
+        for (FrameReply r : replies) {
+          check(partition, r, null);
         }
       } finally {
         permits.release();
+      }
+    }
+
+    void done(int partition, FrameReply reply, Throwable error) {
+      try {
+        check(partition, reply, error);
+      } finally {
+        permits.release();
+      }
+    }
+
+    private void check(int partition, FrameReply reply, Throwable error) {
+      if (error != null) {
+        Throwable cause = error instanceof java.util.concurrent.CompletionException && error.getCause() != null
+            ? error.getCause() : error;
+        fail(SinkException.transientFailure("partition " + partition + " did not answer in time ("
+            + cause.getClass().getSimpleName() + ")", null));
+      } else if (reply instanceof Applied || reply instanceof Loaded) {
+        // durable
+      } else if (reply instanceof AlreadyApplied) {
+        skipped.incrementAndGet();
+      } else if (reply instanceof Gap g) {
+        gaps.incrementAndGet();
+        log.warn("pipeline {}: partition {} missed a slice before commit {}; restarting from the confirmed position",
+            pipeline, partition, Lsn.of(g.source().commitLsn()));
+        fail(SinkException.transientFailure("partition " + partition + " missed a slice (gap)", null));
+      } else if (reply instanceof QuotaExceeded q) {
+        fail(SinkException.transientFailure("partition " + partition + " outbox is full (" + q.entries() + " of "
+            + q.maxEntries() + " entries, " + q.bytes() + " of " + q.maxBytes() + " bytes): paused until it is purged", null));
+      } else {
+        fail(SinkException.permanent("partition " + partition + " refused a change: " + describe(reply), null));
       }
     }
 

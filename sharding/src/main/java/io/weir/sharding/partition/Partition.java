@@ -295,6 +295,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
         .onCommand(WriteBatch.class, (state, c) -> write(state, c.writes(), c.done()))
         .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(LoadRows.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(PartitionProtocol.ApplyFrames.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(GetDocument.class, (state, c) -> Effect().reply(c.replyTo(), new DocumentReply(state.document(c.collection(), c.id()))))
         .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
         .onCommand(PartitionProtocol.GetDocuments.class, (state, c) -> Effect().reply(c.replyTo(), documents(state, c)))
@@ -325,15 +326,30 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
 
   private Effect<Written, State> write(State state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
     Plan plan = new Plan(state, settings, System.currentTimeMillis());
-    List<FrameReply> replies = new ArrayList<>(writes.size());
+    List<Object> replies = new ArrayList<>(writes.size());
     for (Write w : writes) {
-      replies.add(w instanceof ApplyFrame f ? plan.frame(f) : plan.load((LoadRows) w));
+      if (w instanceof ApplyFrame f) {
+        replies.add(plan.frame(f));
+      } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
+        List<FrameReply> each = new ArrayList<>(fs.frames().size());
+        for (ApplyFrame f : fs.frames()) {
+          each.add(plan.frame(f));
+        }
+        replies.add(new PartitionProtocol.FramesReply(each));
+      } else {
+        replies.add(plan.load((LoadRows) w));
+      }
     }
     Runnable answer = () -> {
       for (int i = 0; i < writes.size(); i++) {
         Write w = writes.get(i);
-        ActorRef<FrameReply> to = w instanceof ApplyFrame f ? f.replyTo() : ((LoadRows) w).replyTo();
-        to.tell(replies.get(i));
+        if (w instanceof ApplyFrame f) {
+          f.replyTo().tell((FrameReply) replies.get(i));
+        } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
+          fs.replyTo().tell((PartitionProtocol.FramesReply) replies.get(i));
+        } else {
+          ((LoadRows) w).replyTo().tell((FrameReply) replies.get(i));
+        }
       }
       if (done != null) {
         done.tell(PartitionEntity.BatchWritten.INSTANCE);

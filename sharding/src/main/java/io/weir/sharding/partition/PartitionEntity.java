@@ -64,6 +64,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
     return newReceiveBuilder()
         .onMessage(ApplyFrame.class, this::enqueue)
         .onMessage(LoadRows.class, this::enqueue)
+        .onMessage(PartitionProtocol.ApplyFrames.class, this::enqueue)
         .onMessageEquals(BatchWritten.INSTANCE, this::onWritten)
         .onMessage(GetDocument.class, this::forward)
         .onMessage(GetStatus.class, this::forward)
@@ -111,6 +112,16 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   }
 
   private static int size(Write w) {
-    return w instanceof ApplyFrame f ? f.mutations().size() : ((LoadRows) w).rows().size();
+    if (w instanceof ApplyFrame f) {
+      return f.mutations().size();
+    }
+    if (w instanceof PartitionProtocol.ApplyFrames fs) {
+      int n = 0;
+      for (ApplyFrame f : fs.frames()) {
+        n += f.mutations().size();
+      }
+      return n;
+    }
+    return ((LoadRows) w).rows().size();
   }
 }

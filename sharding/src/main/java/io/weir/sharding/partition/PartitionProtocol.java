@@ -24,8 +24,12 @@ public final class PartitionProtocol {
 
   /** A command that writes: what the group commit coalesces. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "write")
-  @JsonSubTypes({@JsonSubTypes.Type(value = ApplyFrame.class, name = "frame"), @JsonSubTypes.Type(value = LoadRows.class, name = "load")})
-  public sealed interface Write extends Command permits ApplyFrame, LoadRows {}
+  @JsonSubTypes({
+    @JsonSubTypes.Type(value = ApplyFrame.class, name = "frame"),
+    @JsonSubTypes.Type(value = ApplyFrames.class, name = "frames"),
+    @JsonSubTypes.Type(value = LoadRows.class, name = "load")
+  })
+  public sealed interface Write extends Command permits ApplyFrame, ApplyFrames, LoadRows {}
 
   /** One change in a frame. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "kind")
@@ -135,6 +139,25 @@ public final class PartitionProtocol {
       return "ApplyFrame[mutations=" + mutations.size() + ", source=" + source + "]";
     }
   }
+
+  /**
+   * Several frames in one message, checked and applied in order exactly as if sent one by one (each
+   * still atomic on its own); one {@link FramesReply} answers them all, in order. The CDC sink sends
+   * a partition's slices of many transactions this way. The inner frames' {@code replyTo} is unused.
+   */
+  public record ApplyFrames(List<ApplyFrame> frames, ActorRef<FramesReply> replyTo) implements Write {
+    public ApplyFrames {
+      frames = List.copyOf(frames);
+    }
+
+    @Override
+    public String toString() {
+      return "ApplyFrames[" + frames.size() + "]";
+    }
+  }
+
+  /** The answers to an {@link ApplyFrames}, in the order of its frames. */
+  public record FramesReply(List<FrameReply> replies) implements CborSerializable {}
 
   /**
    * Rows read by a snapshot of the source, upserted by id.

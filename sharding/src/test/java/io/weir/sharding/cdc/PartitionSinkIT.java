@@ -135,7 +135,7 @@ class PartitionSinkIT {
 
   private PartitionSink sink(PartitionChannel channel) {
     PartitionSink.Settings settings = new PartitionSink.Settings(PARTITIONS, Map.of("public.lines", "lines"),
-        Map.of("public.lines", List.of("order_id")), Map.of(), 7, 1 << 20, 64, Duration.ofSeconds(5));
+        Map.of("public.lines", List.of("order_id")), Map.of(), 2, 1 << 20, 64, Duration.ofSeconds(5));
     return new PartitionSink(channel, settings, new CheckpointStore(state.dataSource(), "weir"));
   }
 
@@ -280,12 +280,13 @@ class PartitionSinkIT {
     PartitionChannel real = PartitionChannel.sharded(kit.system());
     AtomicInteger sent = new AtomicInteger();
     AtomicBoolean dropped = new AtomicBoolean();
+    AtomicBoolean armed = new AtomicBoolean();
     PartitionChannel lossy = new PartitionChannel() {
       @Override
-      public CompletionStage<FrameReply> ask(int partition, Function<ActorRef<FrameReply>, Write> make, Duration timeout) {
-        if (partition == 3 && sent.incrementAndGet() == 20 && dropped.compareAndSet(false, true)) {
+      public <R> CompletionStage<R> ask(int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
+        if (armed.get() && partition == 3 && sent.incrementAndGet() == 4 && dropped.compareAndSet(false, true)) {
           // Lost on the way (as a message to a sharded entity can be): nobody answers.
-          return new CompletableFuture<FrameReply>().orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+          return new CompletableFuture<R>().orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
         }
         return real.ask(partition, make, timeout);
       }
@@ -298,7 +299,15 @@ class PartitionSinkIT {
     PartitionSink sink = sink(lossy);
     ActorRef<CdcPipeline.Command> p = pipeline(sink, StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    // A backlog, so that each sink call carries many transactions and several messages per partition.
+    var stopped = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Stop(stopped.ref()));
+    stopped.receiveMessage(Duration.ofSeconds(30));
     int changes = workload(300, 7);
+    armed.set(true);
+    var started = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Start(started.ref()));
+    started.receiveMessage(Duration.ofSeconds(30));
     Map<String, String> expected = tableAsDocuments();
     await().atMost(Duration.ofSeconds(90)).pollInterval(Duration.ofMillis(250)).until(() -> liveDocuments().equals(expected));
     int entries = checkOutbox();

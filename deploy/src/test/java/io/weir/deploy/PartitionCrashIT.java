@@ -137,7 +137,10 @@ class PartitionCrashIT extends EndToEndTest {
           .runWith(Sink.seq(), reader).toCompletableFuture().get();
       long expectedSequence = 1;
       for (EventEnvelope e : events) {
-        for (Partition.FrameApplied f : ((Partition.Written) e.event()).frames()) {
+        if (!(e.event() instanceof Partition.Written written)) {
+          continue;
+        }
+        for (Partition.FrameApplied f : written.frames()) {
           for (Partition.OutboxEntry x : f.entries()) {
             if (x.sequence() != expectedSequence++) {
               orderErrors++;

@@ -143,6 +143,12 @@ public final class Documents {
     return PartitionSharding.partition(system, n).ask(GetStatus::new, timeout);
   }
 
+  /** Purges partition {@code n}'s outbox through {@code through}, at most {@code maxEntries} entries. */
+  public CompletionStage<io.weir.sharding.partition.PartitionProtocol.PurgeReply> purge(int n, long through, long maxEntries) {
+    return PartitionSharding.partition(system, n)
+        .ask(r -> new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(through, maxEntries, r), timeout);
+  }
+
   /** Every partition's status, asked in parallel, in partition order. */
   public CompletionStage<List<PartitionStatus>> statusAll() {
     List<CompletableFuture<PartitionStatus>> asks = new ArrayList<>();

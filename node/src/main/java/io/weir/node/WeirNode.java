@@ -80,7 +80,9 @@ public final class WeirNode {
       joinCluster(system, settings);
 
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
-      PartitionSharding.init(system, settings.partitionLimits());
+      PartitionSharding.init(system, settings.partitionLimits(), new io.weir.sharding.partition.SqlJournalPruner(
+          database.dataSource(), settings.postgres().schema(),
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))));
       ClusterSingleton.get(system).init(SingletonActor.of(
           PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
           "weir-partition-keeper"));

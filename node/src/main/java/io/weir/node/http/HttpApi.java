@@ -141,6 +141,7 @@ public final class HttpApi extends AllDirectives {
                 ContentTypes.create(org.apache.pekko.http.javadsl.model.MediaTypes.TEXT_PLAIN, org.apache.pekko.http.javadsl.model.HttpCharsets.UTF_8),
                 metrics.get()))))),
         path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
+        path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes));
   }
 
@@ -170,6 +171,54 @@ public final class HttpApi extends AllDirectives {
     return onComplete(documents.status(n), result -> result.isSuccess()
         ? json(200, outboxStatus(result.get()))
         : partitionUnavailable(result.failed().get()));
+  }
+
+  /** Outbox entries one purge request reclaims at most (a bounded prefix; ask again for more). */
+  static final long MAX_PURGE_ENTRIES = 100_000;
+
+  /**
+   * {@code POST /admin/outbox/purge} with {@code {"partition": N, "through": S}}: reclaims partition
+   * N's outbox entries up to S, at most {@link #MAX_PURGE_ENTRIES} per request (the
+   * reply's {@code more} says to ask again). 200 {@code {"partition", "outboxFirst", "outboxNext",
+   * "purged", "more"}}; 400 for a bad body, a partition out of range, or S at or past the outbox's
+   * end (nothing is purged then).
+   */
+  private Route purge(String body) {
+    if (documents == null) {
+      return error(ErrorCode.NOT_FOUND, "no such resource");
+    }
+    int n;
+    long through;
+    try {
+      com.fasterxml.jackson.databind.JsonNode root = json.readTree(body);
+      if (root == null || !root.isObject() || !root.path("partition").canConvertToInt()
+          || !root.path("partition").isIntegralNumber() || !root.path("through").isIntegralNumber()
+          || !root.path("through").canConvertToLong()) {
+        return error(ErrorCode.BAD_REQUEST, "the body must be {\"partition\": N, \"through\": sequence}");
+      }
+      n = root.get("partition").intValue();
+      through = root.get("through").longValue();
+    } catch (JsonProcessingException e) {
+      return error(ErrorCode.BAD_REQUEST, "the body is not valid JSON");
+    }
+    if (n < 0 || n >= documents.partitions()) {
+      return error(ErrorCode.BAD_REQUEST, "partition must be a number from 0 to " + (documents.partitions() - 1));
+    }
+    if (through < 0) {
+      return error(ErrorCode.BAD_REQUEST, "through must not be negative");
+    }
+    int partition = n;
+    return onComplete(documents.purge(n, through, MAX_PURGE_ENTRIES), result -> {
+      if (!result.isSuccess()) {
+        return partitionUnavailable(result.failed().get());
+      }
+      if (result.get() instanceof io.weir.sharding.partition.PartitionProtocol.PurgeRefused r) {
+        return error(ErrorCode.BAD_REQUEST, r.reason());
+      }
+      var p = (io.weir.sharding.partition.PartitionProtocol.OutboxPurged) result.get();
+      return json(200, Map.of("partition", partition, "outboxFirst", p.outboxFirst(), "outboxNext", p.outboxNext(),
+          "purged", p.purged(), "more", p.more()));
+    });
   }
 
   private static OutboxStatus outboxStatus(PartitionStatus s) {

@@ -310,5 +310,21 @@ class DocumentApiTest {
     assertThat(partition.get("outboxEntries").asLong()).isEqualTo(MAX_OUTBOX_ENTRIES);
     assertThat(partition.get("outboxNext").asLong() - partition.get("outboxFirst").asLong()).isEqualTo(MAX_OUTBOX_ENTRIES);
     assertThat(partition.get("outboxBytes").asLong()).isPositive();
+
+    // Purge frees the quota: a bounded prefix, refused past the end, bad bodies refused.
+    long next = partition.get("outboxNext").asLong();
+    assertThat(send("POST", "/admin/outbox/purge", "{\"partition\": " + target + ", \"through\": " + next + "}", Map.of()).statusCode())
+        .as("entries not written yet cannot be purged").isEqualTo(400);
+    assertThat(send("POST", "/admin/outbox/purge", "{\"partition\": \"x\"}", Map.of()).statusCode()).isEqualTo(400);
+    assertThat(send("POST", "/admin/outbox/purge", "{\"partition\": " + PARTITIONS + ", \"through\": 1}", Map.of()).statusCode())
+        .isEqualTo(400);
+    HttpResponse<String> purged = send("POST", "/admin/outbox/purge", "{\"partition\": " + target + ", \"through\": " + (next - 1) + "}", Map.of());
+    assertThat(purged.statusCode()).as("purge: %s", purged.body()).isEqualTo(200);
+    assertThat(body(purged).get("outboxFirst").asLong()).isEqualTo(next);
+    assertThat(body(purged).get("purged").asLong()).isEqualTo(MAX_OUTBOX_ENTRIES);
+    assertThat(body(purged).get("more").asBoolean()).isFalse();
+    assertThat(outboxEntries("quota", first)).isZero();
+    assertThat(put("/v1/documents/quota/" + first, "{\"again\":1}", Map.of()).statusCode()).as("room again after the purge").isEqualTo(200);
+    assertThat(send("POST", "/admin/outbox/purge", "{}", Map.of("Authorization", "Bearer " + READER)).statusCode()).isEqualTo(403);
   }
 }

@@ -61,7 +61,7 @@ import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
  * <p>Snapshots every {@value #SNAPSHOT_EVERY} events keep recovery bounded. Journal events are never
  * deleted on snapshot: they are the outbox's payloads.
  */
-public final class Partition extends EventSourcedBehavior<Command, Partition.Written, Partition.State> {
+public final class Partition extends EventSourcedBehavior<Command, Partition.Event, Partition.State> {
   static final int SNAPSHOT_EVERY = 1000;
   /** Receipts kept for idempotent retries of API frames; the oldest are forgotten first. */
   static final int MAX_RECEIPTS = 10_000;
@@ -71,25 +71,42 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
 
   private final int partition;
   private final PartitionSettings settings;
+  private final JournalPruner pruner;
+  /** Sequence numbers of the two latest snapshots this incarnation saved (0: none yet). */
+  private volatile long latestSnapshot;
+  private volatile long previousSnapshot;
+  private final java.util.concurrent.atomic.AtomicLong prunedThrough = new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicBoolean pruning = new java.util.concurrent.atomic.AtomicBoolean();
 
   /** The persistence id of partition {@code n}: {@code weir-partition|n}. */
   public static PersistenceId persistenceId(int n) {
     return PersistenceId.of(PartitionEntity.TYPE_KEY.name(), Integer.toString(n));
   }
 
+  public static Partition create(int partition, PartitionSettings settings, JournalPruner pruner) {
+    return new Partition(partition, settings, pruner);
+  }
+
   public static Partition create(int partition, PartitionSettings settings) {
-    return new Partition(partition, settings);
+    return new Partition(partition, settings, JournalPruner.NONE);
   }
 
   public static Partition create(int partition) {
-    return new Partition(partition, PartitionSettings.DEFAULTS);
+    return new Partition(partition, PartitionSettings.DEFAULTS, JournalPruner.NONE);
   }
 
-  private Partition(int partition, PartitionSettings settings) {
+  private Partition(int partition, PartitionSettings settings, JournalPruner pruner) {
     super(persistenceId(partition));
     this.partition = partition;
     this.settings = settings;
+    this.pruner = pruner;
   }
+
+  /** A journal event of a partition. */
+  public sealed interface Event extends CborSerializable permits Written, Purged {}
+
+  /** Outbox entries up to {@code through} are purged: the retained outbox starts after it. */
+  public record Purged(long through) implements Event {}
 
   /** Writes coalesced by {@link PartitionEntity}; {@code done} hears when they are answered. */
   record WriteBatch(List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) implements Command {
@@ -144,7 +161,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
    *
    * @param incarnation set by the partition's first event: identifies this partition's history
    */
-  public record Written(String incarnation, List<FrameApplied> frames) implements CborSerializable {
+  public record Written(String incarnation, List<FrameApplied> frames) implements Event {
     @Override
     public String toString() {
       return "Written[frames=" + frames.size() + "]";
@@ -201,6 +218,25 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
 
     long watermark(String source) {
       return watermarks.getOrDefault(source, 0L);
+    }
+
+    State apply(Event e) {
+      return e instanceof Written w ? apply(w) : purge((Purged) e);
+    }
+
+    /** Whole segments up to {@code through} leave the index; the retained range starts after it. */
+    State purge(Purged p) {
+      long bytes = outboxBytes;
+      while (!outbox.isEmpty()) {
+        Map.Entry<Long, Segment> first = outbox.firstEntry();
+        if (first.getKey() + first.getValue().entries() - 1 > p.through()) {
+          break;
+        }
+        bytes -= first.getValue().bytes();
+        outbox.pollFirstEntry();
+      }
+      return new State(documents, nextSequence, Math.max(outboxFirst, p.through() + 1), bytes, events + 1, receipts,
+          watermarks, partials, outbox, incarnation);
     }
 
     State apply(Written w) {
@@ -289,7 +325,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
   }
 
   @Override
-  public CommandHandler<Command, Written, State> commandHandler() {
+  public CommandHandler<Command, Event, State> commandHandler() {
     return newCommandHandlerBuilder()
         .forAnyState()
         .onCommand(WriteBatch.class, (state, c) -> write(state, c.writes(), c.done()))
@@ -299,6 +335,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
         .onCommand(GetDocument.class, (state, c) -> Effect().reply(c.replyTo(), new DocumentReply(state.document(c.collection(), c.id()))))
         .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
         .onCommand(PartitionProtocol.GetDocuments.class, (state, c) -> Effect().reply(c.replyTo(), documents(state, c)))
+        .onCommand(PartitionProtocol.PurgeOutbox.class, this::purge)
         .build();
   }
 
@@ -324,7 +361,55 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
     return new PartitionProtocol.DocumentsReply(out, false);
   }
 
-  private Effect<Written, State> write(State state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
+  private Effect<Event, State> purge(State s, PartitionProtocol.PurgeOutbox c) {
+    long first = s.outboxFirst();
+    long next = s.nextSequence();
+    if (c.through() >= next) {
+      return Effect().reply(c.replyTo(), new PartitionProtocol.PurgeRefused(
+          "the outbox ends at " + (next - 1) + "; entries after it cannot be purged", first, next));
+    }
+    long target = Math.min(c.through(), first - 1 + Math.max(1, c.maxEntries()));
+    if (target < first) {
+      return Effect().reply(c.replyTo(), new PartitionProtocol.OutboxPurged(first, next, 0, false));
+    }
+    boolean more = target < c.through();
+    return Effect().persist(new Purged(target)).thenRun(after -> {
+      c.replyTo().tell(new PartitionProtocol.OutboxPurged(after.outboxFirst(), after.nextSequence(), target - first + 1, more));
+      prune(after);
+    });
+  }
+
+  /**
+   * Deletes journal rows that hold only purged entries (or none) and that the older of the two
+   * latest snapshots covers, always keeping the last row. Runs in the background; at most one
+   * deletion at a time; a failed one is tried again after the next purge or snapshot.
+   */
+  private void prune(State s) {
+    long limit = s.outbox().isEmpty() ? s.events() - 1 : s.outbox().firstEntry().getValue().journalSequence() - 1;
+    long through = Math.min(Math.min(limit, previousSnapshot), s.events() - 1);
+    if (through <= prunedThrough.get() || !pruning.compareAndSet(false, true)) {
+      return;
+    }
+    pruner.deleteThrough(persistenceId().id(), through).whenComplete((rows, error) -> {
+      if (error == null) {
+        prunedThrough.accumulateAndGet(through, Math::max);
+      }
+      pruning.set(false);
+    });
+  }
+
+  @Override
+  public org.apache.pekko.persistence.typed.javadsl.SignalHandler<State> signalHandler() {
+    return newSignalHandlerBuilder()
+        .onSignal(org.apache.pekko.persistence.typed.SnapshotCompleted.class, (state, completed) -> {
+          previousSnapshot = latestSnapshot;
+          latestSnapshot = completed.metadata().sequenceNr();
+          prune(state);
+        })
+        .build();
+  }
+
+  private Effect<Event, State> write(State state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
     Plan plan = new Plan(state, settings, System.currentTimeMillis());
     List<Object> replies = new ArrayList<>(writes.size());
     for (Write w : writes) {
@@ -643,7 +728,10 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Wri
   }
 
   @Override
-  public EventHandler<State, Written> eventHandler() {
-    return newEventHandlerBuilder().forAnyState().onEvent(Written.class, State::apply).build();
+  public EventHandler<State, Event> eventHandler() {
+    return newEventHandlerBuilder().forAnyState()
+        .onEvent(Written.class, (State state, Written w) -> state.apply(w))
+        .onEvent(Purged.class, (State state, Purged p) -> state.purge(p))
+        .build();
   }
 }

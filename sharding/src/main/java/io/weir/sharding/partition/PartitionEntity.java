@@ -49,13 +49,17 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   private long frames;
 
   public static Behavior<Command> create(int partition, PartitionSettings settings) {
-    return Behaviors.setup(ctx -> new PartitionEntity(ctx, partition, settings));
+    return create(partition, settings, JournalPruner.NONE);
   }
 
-  private PartitionEntity(ActorContext<Command> ctx, int partition, PartitionSettings settings) {
+  public static Behavior<Command> create(int partition, PartitionSettings settings, JournalPruner pruner) {
+    return Behaviors.setup(ctx -> new PartitionEntity(ctx, partition, settings, pruner));
+  }
+
+  private PartitionEntity(ActorContext<Command> ctx, int partition, PartitionSettings settings, JournalPruner pruner) {
     super(ctx);
     this.settings = settings;
-    this.store = ctx.spawn(Partition.create(partition, settings), "store");
+    this.store = ctx.spawn(Partition.create(partition, settings, pruner), "store");
     ctx.watch(store);
   }
 
@@ -69,6 +73,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(GetDocument.class, this::forward)
         .onMessage(GetStatus.class, this::forward)
         .onMessage(PartitionProtocol.GetDocuments.class, this::forward)
+        .onMessage(PartitionProtocol.PurgeOutbox.class, this::forward)
         .onSignal(Terminated.class, t -> Behaviors.stopped())
         .build();
   }

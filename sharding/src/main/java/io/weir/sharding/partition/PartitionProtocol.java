@@ -20,7 +20,7 @@ public final class PartitionProtocol {
   private PartitionProtocol() {}
 
   public sealed interface Command extends CborSerializable
-      permits Write, GetDocument, GetDocuments, GetStatus, Partition.WriteBatch, PartitionEntity.BatchWritten {}
+      permits Write, GetDocument, GetDocuments, GetStatus, PurgeOutbox, Partition.WriteBatch, PartitionEntity.BatchWritten {}
 
   /** A command that writes: what the group commit coalesces. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "write")
@@ -193,6 +193,31 @@ public final class PartitionProtocol {
 
   /** @param more whether documents after the last one returned exist */
   public record DocumentsReply(List<Document> documents, boolean more) implements CborSerializable {}
+
+  /**
+   * Reclaims a contiguous prefix of the outbox: entries up to {@code through}, at most {@code
+   * maxEntries} of them in one go (the reply says whether more were asked for). Entries already
+   * purged are fine (nothing happens); purging entries not yet written is refused. The journal rows
+   * holding purged entries are deleted once a snapshot covers them.
+   */
+  public record PurgeOutbox(long through, long maxEntries, ActorRef<PurgeReply> replyTo) implements Command {}
+
+  /** The answer to {@link PurgeOutbox}. */
+  @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "kind")
+  @JsonSubTypes({
+    @JsonSubTypes.Type(value = OutboxPurged.class, name = "purged"),
+    @JsonSubTypes.Type(value = PurgeRefused.class, name = "refused")
+  })
+  public sealed interface PurgeReply extends CborSerializable {}
+
+  /**
+   * @param purged entries reclaimed by this request
+   * @param more the request asked for more than {@code maxEntries}: ask again
+   */
+  public record OutboxPurged(long outboxFirst, long outboxNext, long purged, boolean more) implements PurgeReply {}
+
+  /** The request asked to purge entries that do not exist yet. */
+  public record PurgeRefused(String reason, long outboxFirst, long outboxNext) implements PurgeReply {}
 
   /** Replies with the partition's counters and watermarks. */
   public record GetStatus(ActorRef<PartitionStatus> replyTo) implements Command {}

@@ -31,8 +31,13 @@ public final class PartitionSharding {
 
   /** Registers the entity type on this node (hosting partitions if it has the server role). */
   public static void init(ActorSystem<?> system, PartitionSettings settings) {
+    init(system, settings, JournalPruner.NONE);
+  }
+
+  /** As {@link #init(ActorSystem, PartitionSettings)}, deleting purged journal rows with {@code pruner}. */
+  public static void init(ActorSystem<?> system, PartitionSettings settings, JournalPruner pruner) {
     ClusterSharding.get(system).init(Entity.of(
-            PartitionEntity.TYPE_KEY, ctx -> PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), settings))
+            PartitionEntity.TYPE_KEY, ctx -> PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), settings, pruner))
         .withRole(ROLE));
   }
 

@@ -222,8 +222,10 @@ class PartitionSinkIT {
         .runWith(Sink.seq(), kit.system()).toCompletableFuture().get();
     List<Partition.OutboxEntry> out = new ArrayList<>();
     for (EventEnvelope e : events) {
-      for (Partition.FrameApplied f : ((Partition.Written) e.event()).frames()) {
-        out.addAll(f.entries());
+      if (e.event() instanceof Partition.Written w) {
+        for (Partition.FrameApplied f : w.frames()) {
+          out.addAll(f.entries());
+        }
       }
     }
     return out;

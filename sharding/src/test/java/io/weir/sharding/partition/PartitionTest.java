@@ -34,7 +34,7 @@ class PartitionTest {
   private static final ActorTestKit KIT =
       ActorTestKit.create("partition-test", EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
 
-  private EventSourcedBehaviorTestKit<Command, Partition.Written, Partition.State> partition;
+  private EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> partition;
 
   @BeforeEach
   void fresh() {
@@ -65,8 +65,8 @@ class PartitionTest {
         List.of(upsert("1", "{\"a\":1}", null), upsert("2", "{\"a\":2}", null), upsert("1", "{\"a\":3}", null)),
         Optional.of(new SourcePosition("slot", 100)), r));
     assertThat(result.events()).hasSize(1);
-    assertThat(result.events().get(0).frames()).hasSize(1);
-    Partition.FrameApplied event = result.events().get(0).frames().get(0);
+    assertThat(((Partition.Written) result.events().get(0)).frames()).hasSize(1);
+    Partition.FrameApplied event = ((Partition.Written) result.events().get(0)).frames().get(0);
     assertThat(event.entries()).extracting(Partition.OutboxEntry::sequence).containsExactly(1L, 2L, 3L);
     assertThat(event.entries()).extracting(Partition.OutboxEntry::revision).containsExactly(1L, 1L, 2L);
     assertThat(event.entries().get(2).before()).as("a later mutation sees the earlier one").isEqualTo("{\"a\":1}");
@@ -164,7 +164,7 @@ class PartitionTest {
         new ApplyFrame("c3", List.of(upsert("1", "{\"v\":3}", 1L)), Optional.empty(), c.ref()));
     var result = partition.<PartitionEntity.BatchWritten>runCommand(r -> new Partition.WriteBatch(writes, r));
     assertThat(result.events()).hasSize(1);
-    assertThat(result.events().get(0).frames()).hasSize(2);
+    assertThat(((Partition.Written) result.events().get(0)).frames()).hasSize(2);
     assertThat(a.receiveMessage()).isEqualTo(new Applied("c1", 1, List.of(1L), false));
     assertThat(b.receiveMessage()).isEqualTo(new Applied("c2", 2, List.of(2L), false));
     assertThat(c.receiveMessage()).as("the third saw revision 2 from the second").isEqualTo(new Conflict(0, 2));
@@ -207,7 +207,7 @@ class PartitionTest {
 
   @Test
   void aFullOutboxRefusesFramesWithoutWritingAnything() {
-    var small = EventSourcedBehaviorTestKit.<Command, Partition.Written, Partition.State>create(
+    var small = EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
         KIT.system(), Partition.create(8, new PartitionSettings(3, 1L << 20, 10, 10)));
     small.clear();
     var first = small.<FrameReply>runCommand(r -> new ApplyFrame("a", List.of(upsert("1", "{}", null), upsert("2", "{}", null)), Optional.empty(), r));
@@ -228,7 +228,7 @@ class PartitionTest {
         upsert("3", "{}", null), new Upsert("other", "1", "{}", Optional.empty()));
     var result = partition.<FrameReply>runCommand(r -> new ApplyFrame("b",
         List.of(upsert("4", "{}", null), new PartitionProtocol.Truncate("orders")), Optional.empty(), r));
-    List<Partition.OutboxEntry> entries = result.events().get(0).frames().get(0).entries();
+    List<Partition.OutboxEntry> entries = ((Partition.Written) result.events().get(0)).frames().get(0).entries();
     assertThat(entries).extracting(Partition.OutboxEntry::kind).containsExactly("upsert", "delete", "delete", "delete");
     assertThat(entries.subList(1, 4)).extracting(Partition.OutboxEntry::id).containsExactlyInAnyOrder("1", "3", "4");
     assertThat(document("1").orElseThrow().deleted()).isTrue();
@@ -251,13 +251,13 @@ class PartitionTest {
     var initial = partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of("orders"),
         List.of(upsert("1", "{\"v\":1}", null), upsert("2", "{\"v\":2}", null)), false, r));
     assertThat(initial.reply()).isEqualTo(new PartitionProtocol.Loaded(2));
-    assertThat(initial.events().get(0).frames().get(0).entries()).isEmpty();
+    assertThat(((Partition.Written) initial.events().get(0)).frames().get(0).entries()).isEmpty();
     assertThat(document("stale")).as("reset removes the collection's documents").isEmpty();
     long next = initial.state().nextSequence();
     var incremental = partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(),
         List.of(upsert("1", "{\"v\":1}", null), upsert("2", "{\"v\":20}", null), upsert("3", "{\"v\":3}", null)), true, r));
     assertThat(incremental.reply()).isEqualTo(new PartitionProtocol.Loaded(2));
-    List<Partition.OutboxEntry> entries = incremental.events().get(0).frames().get(0).entries();
+    List<Partition.OutboxEntry> entries = ((Partition.Written) incremental.events().get(0)).frames().get(0).entries();
     assertThat(entries).extracting(Partition.OutboxEntry::kind).containsExactly("snapshot", "snapshot");
     assertThat(entries).extracting(Partition.OutboxEntry::id).containsExactly("2", "3");
     assertThat(entries.get(0).sequence()).isEqualTo(next);
@@ -285,5 +285,44 @@ class PartitionTest {
     assertThat(s.outboxEntries()).isEqualTo(n);
     assertThat(s.journalEvents()).as("fewer journal writes than frames").isLessThan(n);
     System.out.println("group commit: frames=" + n + " journal-events=" + s.journalEvents());
+  }
+
+  @Test
+  void purgeReclaimsABoundedPrefixAndSurvivesRecovery() {
+    for (int i = 0; i < 5; i++) {
+      frame("p" + i, Optional.empty(), upsert(Integer.toString(i), "{\"n\":" + i + "}", null));
+    }
+    var refused = partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(6, 100, r));
+    assertThat(refused.reply()).isInstanceOf(PartitionProtocol.PurgeRefused.class);
+    assertThat(refused.hasNoEvents()).isTrue();
+    var bounded = partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(4, 2, r));
+    assertThat(bounded.reply()).isEqualTo(new PartitionProtocol.OutboxPurged(3, 6, 2, true));
+    var rest = partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(4, 100, r));
+    assertThat(rest.reply()).isEqualTo(new PartitionProtocol.OutboxPurged(5, 6, 2, false));
+    var again = partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(3, 100, r));
+    assertThat(again.reply()).as("already purged").isEqualTo(new PartitionProtocol.OutboxPurged(5, 6, 0, false));
+    assertThat(again.hasNoEvents()).isTrue();
+    PartitionStatus status = partition.<PartitionStatus>runCommand(GetStatus::new).reply();
+    assertThat(status.outboxFirst()).isEqualTo(5);
+    assertThat(status.outboxEntries()).isEqualTo(1);
+    assertThat(status.outboxBytes()).isEqualTo(Partition.ENTRY_OVERHEAD + 7);
+    Partition.State before = partition.<PartitionStatus>runCommand(GetStatus::new).state();
+    assertThat(before.outbox()).containsOnlyKeys(5L);
+    partition.restart();
+    assertThat(partition.<PartitionStatus>runCommand(GetStatus::new).state()).isEqualTo(before);
+    assertThat(document("0").orElseThrow().revision()).as("documents stay").isEqualTo(1);
+  }
+
+  @Test
+  void purgeFreesQuota() {
+    var small = EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+        KIT.system(), Partition.create(9, new PartitionSettings(2, 1L << 20, 10, 10)));
+    small.clear();
+    small.<FrameReply>runCommand(r -> new ApplyFrame("a", List.of(upsert("1", "{}", null), upsert("2", "{}", null)), Optional.empty(), r));
+    assertThat(small.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("3", "{}", null)), Optional.empty(), r)).reply())
+        .isInstanceOf(PartitionProtocol.QuotaExceeded.class);
+    small.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(2, 100, r));
+    assertThat(small.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("3", "{}", null)), Optional.empty(), r)).reply())
+        .isInstanceOf(Applied.class);
   }
 }

@@ -1,0 +1,50 @@
+package io.weir.sharding.partition;
+
+import io.weir.persistence.Identifiers;
+import io.weir.persistence.SafeErrors;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Deletes journal rows with SQL on {@code <schema>.event_journal} (their tags go with them: the tag
+ * table cascades). The journal plugin's own delete would mark rows and keep the highest; the
+ * partition never asks for its highest row, so a plain delete is enough.
+ */
+public final class SqlJournalPruner implements JournalPruner {
+  private static final Logger log = LoggerFactory.getLogger(SqlJournalPruner.class);
+
+  private final DataSource dataSource;
+  private final String table;
+  private final Executor blockingIo;
+
+  public SqlJournalPruner(DataSource dataSource, String schema, Executor blockingIo) {
+    this.dataSource = dataSource;
+    this.table = Identifiers.require("schema name", schema) + ".event_journal";
+    this.blockingIo = blockingIo;
+  }
+
+  @Override
+  public CompletionStage<Integer> deleteThrough(String persistenceId, long through) {
+    return CompletableFuture.supplyAsync(() -> {
+      try (Connection c = dataSource.getConnection();
+          PreparedStatement ps = c.prepareStatement(
+              "DELETE FROM " + table + " WHERE persistence_id = ? AND sequence_number <= ?")) {
+        ps.setString(1, persistenceId);
+        ps.setLong(2, through);
+        int rows = ps.executeUpdate();
+        log.debug("{}: deleted {} journal rows through {}", persistenceId, rows, through);
+        return rows;
+      } catch (SQLException e) {
+        log.warn("{}: could not delete purged journal rows ({}); tried again later", persistenceId, SafeErrors.describe(e));
+        throw new java.util.concurrent.CompletionException(e);
+      }
+    }, blockingIo);
+  }
+}

@@ -1,7 +1,8 @@
 # Sourced by the benchmark scripts: builds the node (tests skipped; build output on stderr so that
 # standard output carries only the figures), starts the private PostgreSQL (stopping it afterwards
 # if it was not running) and runs one benchmark program: weir_bench_run <class in io.weir.node.bench> [args].
-# Extra JVM options (heap, profiling) go in WEIR_BENCH_JAVA_OPTS.
+# Extra JVM options (heap, profiling) go in WEIR_BENCH_JAVA_OPTS; extra Maven arguments in
+# WEIR_MVN_ARGS, e.g. WEIR_MVN_ARGS='-o -Dmaven.repo.local=/tmp/m2' (offline, a private local repository).
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 . deploy/bin/lib.sh
@@ -11,7 +12,8 @@ weir_bench_run() {
   shift
   weir_require_build_tools
   echo "weir: building (mvn package, tests skipped)" >&2
-  mvn -B -q --no-transfer-progress -Dstyle.color=never -DskipTests package -pl node -am >&2
+  # shellcheck disable=SC2086 # WEIR_MVN_ARGS is a list of Maven arguments
+  mvn -B -q --no-transfer-progress -Dstyle.color=never ${WEIR_MVN_ARGS:-} -DskipTests package -pl node -am >&2
   local was_running=yes
   deploy/bin/pg.sh status >/dev/null 2>&1 || was_running=no
   eval "$(deploy/bin/pg.sh start)"

@@ -121,7 +121,7 @@ record BenchOptions(
         require(env, "WEIR_PG_BINDIR"));
   }
 
-  private static String require(Map<String, String> env, String name) throws UsageException {
+  static String require(Map<String, String> env, String name) throws UsageException {
     String v = env.get(name);
     if (v == null || v.isBlank()) {
       throw new UsageException(name + " is not set; run: eval \"$(deploy/bin/pg.sh start)\"");
@@ -129,11 +129,11 @@ record BenchOptions(
     return v;
   }
 
-  private static int positive(String option, String value) throws UsageException {
+  static int positive(String option, String value) throws UsageException {
     return range(option, value, 1, Integer.MAX_VALUE);
   }
 
-  private static int range(String option, String value, int min, int max) throws UsageException {
+  static int range(String option, String value, int min, int max) throws UsageException {
     try {
       int n = Integer.parseInt(value.replace("_", ""));
       if (n < min || n > max) {

@@ -245,7 +245,7 @@ public final class CdcBenchmark {
     return v.length % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
   }
 
-  private void machine() {
+  static void machine() {
     String cpus;
     try {
       Process p = new ProcessBuilder("nproc").redirectErrorStream(true).start();
@@ -266,7 +266,7 @@ public final class CdcBenchmark {
     System.out.printf("load average:  %s (1/5/15 min) before the benchmark%n", loadAverage());
   }
 
-  private static String loadAverage() {
+  static String loadAverage() {
     try {
       String[] f = Files.readString(Path.of("/proc/loadavg"), StandardCharsets.US_ASCII).trim().split("\\s+");
       return f[0] + " " + f[1] + " " + f[2];

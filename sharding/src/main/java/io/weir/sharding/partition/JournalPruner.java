@@ -19,4 +19,9 @@ public interface JournalPruner {
    * @return how many rows were deleted
    */
   CompletionStage<Integer> deleteThrough(String persistenceId, long through);
+
+  /** Deletes the snapshots of {@code persistenceId} older than {@code sequenceNr} (none by default). */
+  default CompletionStage<Integer> deleteSnapshotsBefore(String persistenceId, long sequenceNr) {
+    return CompletableFuture.completedFuture(0);
+  }
 }

@@ -58,11 +58,21 @@ import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
  * order (each sees the accepted ones before it) and persists the accepted ones as one journal event
  * ({@link Written}): one write, so a crash leaves all of it or none.
  *
- * <p>Snapshots every {@value #SNAPSHOT_EVERY} events keep recovery bounded. Journal events are never
- * deleted on snapshot: they are the outbox's payloads.
+ * <p>Snapshots keep recovery bounded: one after at least {@value #SNAPSHOT_EVERY} events and a
+ * {@value #SNAPSHOT_STATE_DIVISOR}th of the state's size in event bytes ({@link #shouldSnapshot}).
+ * Journal events are never deleted on snapshot: they are the outbox's payloads; purged ones go
+ * through the {@link JournalPruner}, as do snapshots older than the two latest.
  */
 public final class Partition extends EventSourcedBehavior<Command, Partition.Event, Partition.State> {
   static final int SNAPSHOT_EVERY = 1000;
+  /**
+   * A snapshot is taken once the journal written since the last one reaches this share of the
+   * state's size (and at least {@value #SNAPSHOT_EVERY} events): recovery replays at most that
+   * much, and snapshot writes cost at most this many times the events' bytes.
+   */
+  static final int SNAPSHOT_STATE_DIVISOR = 4;
+  /** Bytes counted per document in the state-size estimate besides its strings. */
+  static final int DOCUMENT_OVERHEAD = 64;
   /** Receipts kept for idempotent retries of API frames; the oldest are forgotten first. */
   static final int MAX_RECEIPTS = 10_000;
   /** Bytes counted per outbox entry besides its images. */
@@ -72,6 +82,9 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   private final int partition;
   private final PartitionSettings settings;
   private final JournalPruner pruner;
+  /** Events and estimated event bytes since the last snapshot (this incarnation; not persisted). */
+  private long eventsSinceSnapshot;
+  private long bytesSinceSnapshot;
   /** Sequence numbers of the two latest snapshots this incarnation saved (0: none yet). */
   private volatile long latestSnapshot;
   private volatile long previousSnapshot;
@@ -198,18 +211,19 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       HashMap<String, Long> watermarks,
       HashMap<String, PartProgress> partials,
       TreeMap<Long, Segment> outbox,
-      String incarnation) implements CborSerializable {
+      String incarnation,
+      long documentBytes) implements CborSerializable {
 
     static State empty() {
       return new State(new HashMap<>(), 1, 1, 0, 0, new LinkedHashMap<>(), new HashMap<>(), new HashMap<>(),
-          new TreeMap<>(), null);
+          new TreeMap<>(), null, 0);
     }
 
     /** A copy sharing no mutable collection with this state (documents and receipts are immutable). */
     State copy() {
       return new State(new HashMap<>(documents), nextSequence, outboxFirst, outboxBytes, events,
           new LinkedHashMap<>(receipts), new HashMap<>(watermarks), new HashMap<>(partials), new TreeMap<>(outbox),
-          incarnation);
+          incarnation, documentBytes);
     }
 
     Optional<Document> document(String collection, String id) {
@@ -236,7 +250,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         outbox.pollFirstEntry();
       }
       return new State(documents, nextSequence, Math.max(outboxFirst, p.through() + 1), bytes, events + 1, receipts,
-          watermarks, partials, outbox, incarnation);
+          watermarks, partials, outbox, incarnation, documentBytes);
     }
 
     State apply(Written w) {
@@ -246,17 +260,25 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       int entries = 0;
       long segmentBytes = 0;
       long segmentFirst = -1;
+      long[] docBytes = {documentBytes};
       for (FrameApplied f : w.frames()) {
         for (String collection : f.reset()) {
-          documents.values().removeIf(d -> d.collection().equals(collection));
+          documents.values().removeIf(d -> {
+            boolean gone = d.collection().equals(collection);
+            if (gone) {
+              docBytes[0] -= size(d);
+            }
+            return gone;
+          });
         }
         for (Document d : f.loaded()) {
-          documents.put(key(d.collection(), d.id()), d);
+          docBytes[0] += size(d) - size(documents.put(key(d.collection(), d.id()), d));
         }
         List<Long> revisions = new ArrayList<>();
         for (OutboxEntry x : f.entries()) {
           boolean deleted = x.kind().equals("delete");
-          documents.put(key(x.collection(), x.id()), new Document(x.collection(), x.id(), x.revision(), x.after(), deleted));
+          Document d = new Document(x.collection(), x.id(), x.revision(), x.after(), deleted);
+          docBytes[0] += size(d) - size(documents.put(key(x.collection(), x.id()), d));
           revisions.add(x.revision());
           if (segmentFirst < 0) {
             segmentFirst = x.sequence();
@@ -286,7 +308,12 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         bytes += segmentBytes;
       }
       String inc = incarnation != null ? incarnation : w.incarnation();
-      return new State(documents, next, outboxFirst, bytes, events, receipts, watermarks, partials, outbox, inc);
+      return new State(documents, next, outboxFirst, bytes, events, receipts, watermarks, partials, outbox, inc, docBytes[0]);
+    }
+
+    /** Estimated bytes a document takes in a snapshot (0 for none). */
+    static long size(Document d) {
+      return d == null ? 0 : DOCUMENT_OVERHEAD + d.collection().length() + d.id().length() + (d.body() == null ? 0 : d.body().length());
     }
   }
 
@@ -302,7 +329,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   /**
    * The state's maps are mutated in place by the event handler, while the snapshot store serializes
    * a snapshot asynchronously: it gets a copy, taken on the entity's thread when the snapshot is
-   * triggered (once per {@value #SNAPSHOT_EVERY} events).
+   * triggered.
    */
   @Override
   public SnapshotAdapter<State> snapshotAdapter() {
@@ -319,9 +346,40 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     };
   }
 
+  /**
+   * No count-based snapshots and no snapshot deletion by the plugin: {@link #shouldSnapshot} decides
+   * when, and {@link #prune} deletes snapshots older than the two latest.
+   */
   @Override
   public RetentionCriteria retentionCriteria() {
-    return RetentionCriteria.snapshotEvery(SNAPSHOT_EVERY, 2);
+    return RetentionCriteria.disabled();
+  }
+
+  /**
+   * Snapshot when at least {@value #SNAPSHOT_EVERY} events and at least a {@value
+   * #SNAPSHOT_STATE_DIVISOR}th of the state's size in event bytes were written since the last
+   * snapshot: a small partition snapshots every 1,000 events, a large one (a snapshot is the whole
+   * partition in one row) only once enough was written to make replaying it cost as much.
+   */
+  @Override
+  public boolean shouldSnapshot(State state, Event event, long sequenceNr) {
+    eventsSinceSnapshot++;
+    if (event instanceof Written w) {
+      for (FrameApplied f : w.frames()) {
+        for (OutboxEntry x : f.entries()) {
+          bytesSinceSnapshot += x.bytes();
+        }
+        for (Document d : f.loaded()) {
+          bytesSinceSnapshot += State.size(d);
+        }
+      }
+    }
+    if (eventsSinceSnapshot >= SNAPSHOT_EVERY && bytesSinceSnapshot >= state.documentBytes() / SNAPSHOT_STATE_DIVISOR) {
+      eventsSinceSnapshot = 0;
+      bytesSinceSnapshot = 0;
+      return true;
+    }
+    return false;
   }
 
   @Override
@@ -404,6 +462,9 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         .onSignal(org.apache.pekko.persistence.typed.SnapshotCompleted.class, (state, completed) -> {
           previousSnapshot = latestSnapshot;
           latestSnapshot = completed.metadata().sequenceNr();
+          if (previousSnapshot > 0) {
+            pruner.deleteSnapshotsBefore(persistenceId().id(), previousSnapshot);
+          }
           prune(state);
         })
         .build();

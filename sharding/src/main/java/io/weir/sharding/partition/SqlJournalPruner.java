@@ -22,12 +22,31 @@ public final class SqlJournalPruner implements JournalPruner {
 
   private final DataSource dataSource;
   private final String table;
+  private final String snapshots;
   private final Executor blockingIo;
 
   public SqlJournalPruner(DataSource dataSource, String schema, Executor blockingIo) {
     this.dataSource = dataSource;
     this.table = Identifiers.require("schema name", schema) + ".event_journal";
+    this.snapshots = schema + ".snapshot";
     this.blockingIo = blockingIo;
+  }
+
+  @Override
+  public CompletionStage<Integer> deleteSnapshotsBefore(String persistenceId, long sequenceNr) {
+    return CompletableFuture.supplyAsync(() -> {
+      try (Connection c = dataSource.getConnection();
+          PreparedStatement ps = c.prepareStatement(
+              "DELETE FROM " + snapshots + " WHERE persistence_id = ? AND sequence_number < ?")) {
+        ps.setString(1, persistenceId);
+        ps.setLong(2, sequenceNr);
+        return ps.executeUpdate();
+      } catch (SQLException e) {
+        log.warn("{}: could not delete old snapshots ({}); tried again after the next snapshot", persistenceId,
+            SafeErrors.describe(e));
+        return 0;
+      }
+    }, blockingIo);
   }
 
   @Override

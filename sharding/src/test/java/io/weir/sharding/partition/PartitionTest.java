@@ -325,4 +325,31 @@ class PartitionTest {
     assertThat(small.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("3", "{}", null)), Optional.empty(), r)).reply())
         .isInstanceOf(Applied.class);
   }
+
+  @Test
+  void aLargePartitionSnapshotsOnlyOnceEnoughWasWrittenSinceTheLastSnapshot() {
+    Partition p = Partition.create(11);
+    PartitionProtocol.Document big = new PartitionProtocol.Document("c", "1", 1, "x".repeat(4_000_000), false);
+    Partition.State small = Partition.State.empty();
+    Partition.OutboxEntry entry = new Partition.OutboxEntry(1, 0, "c", "2", "upsert", 1, null, "{}", 0, 0);
+    Partition.Written event = new Partition.Written(null, List.of(
+        new Partition.FrameApplied("a", List.of(entry), Optional.empty(), List.of(), List.of())));
+    int taken = 0;
+    for (int i = 1; i <= 2 * Partition.SNAPSHOT_EVERY; i++) {
+      taken += p.shouldSnapshot(small, event, i) ? 1 : 0;
+    }
+    assertThat(taken).as("a small state: every " + Partition.SNAPSHOT_EVERY + " events").isEqualTo(2);
+    var docs = new java.util.HashMap<String, PartitionProtocol.Document>();
+    docs.put("c\0" + "1", big);
+    Partition.State large = new Partition.State(docs, 2, 1, 0, 1, new java.util.LinkedHashMap<>(), new java.util.HashMap<>(),
+        new java.util.HashMap<>(), new java.util.TreeMap<>(), null, Partition.State.size(big));
+    Partition q = Partition.create(12);
+    int events = 0;
+    while (!q.shouldSnapshot(large, event, ++events)) {
+      assertThat(events).isLessThan(100_000);
+    }
+    // 4 MB of state / 4 = 1 MB of events at 66 bytes each.
+    assertThat(events).as("a large state waits for a quarter of its size in events")
+        .isEqualTo((int) Math.ceil(Partition.State.size(big) / 4.0 / entry.bytes()));
+  }
 }

@@ -229,8 +229,12 @@ public final class PartitionSink implements ChangeSink {
         int oldPartition = oldRow == null ? newPartition : r.partition(oldRow);
         List<String> unchanged = u.unchangedToastColumns();
         if (oldId.equals(newId) && oldPartition == newPartition) {
-          String body = RowJson.body(u.table(), u.newRow(), null);
-          add(slices, newPartition, new Upsert(r.collection, newId, body, Optional.empty(), unchanged), body.length(), t, window);
+          // A full old image (REPLICA IDENTITY FULL) has the unchanged TOAST values; otherwise the
+          // partition keeps them from the current document.
+          boolean full = u.oldKind() == OldTupleKind.FULL;
+          String body = RowJson.body(u.table(), u.newRow(), full ? oldRow : null);
+          add(slices, newPartition, new Upsert(r.collection, newId, body, Optional.empty(), full ? List.of() : unchanged),
+              body.length(), t, window);
         } else {
           // The key changed: the document moves. Its unchanged TOAST values must come from a full old image.
           if (!unchanged.isEmpty() && u.oldKind() != OldTupleKind.FULL) {

@@ -654,7 +654,9 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           String body = u.body();
           if (!u.keep().isEmpty()) {
             if (before == null) {
-              return new Rejected("mutation " + i + " keeps unchanged fields of a document that does not exist");
+              return new Rejected("mutation " + i + " of collection " + collection + " keeps unchanged (TOAST) fields of a "
+                  + "document this partition does not have; seed the collection with an initial snapshot, or use "
+                  + "REPLICA IDENTITY FULL on its table");
             }
             body = merge(before, body, u.keep());
             if (body == null) {

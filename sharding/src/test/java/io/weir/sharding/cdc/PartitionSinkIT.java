@@ -136,7 +136,7 @@ class PartitionSinkIT {
 
   private PartitionSink sink(PartitionChannel channel) {
     PartitionSink.Settings settings = new PartitionSink.Settings(PARTITIONS, Map.of("public.lines", "lines"),
-        Map.of("public.lines", List.of("order_id")), Map.of(), 2, 1 << 20, 64, Duration.ofSeconds(5));
+        Map.of("public.lines", List.of("order_id")), Map.of("public.big", List.of("id")), 2, 1 << 20, 64, Duration.ofSeconds(5));
     return new PartitionSink(channel, settings, new CheckpointStore(state.dataSource(), "weir"));
   }
 
@@ -407,5 +407,66 @@ class PartitionSinkIT {
     assertThat(snapshotEntries()).as("a second snapshot finds every document equal").isEqualTo(recorded);
     System.out.println("incremental snapshot into partitions: recorded=" + recorded + " second=" + (snapshotEntries() - recorded));
     sink.shutdown();
+  }
+
+  @Test
+  void unchangedToastValuesComeFromTheFullOldImageOrTheDocumentAndAreNeverInvented() throws Exception {
+    PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
+    // Values large and random enough to be stored out of line (TOAST). public.big has a full old
+    // image; public.big2 the default identity. Rows 1-3 of each exist before the pipeline.
+    String payload = "(SELECT string_agg(md5(random()::text || g || i), '') FROM generate_series(1, 300) i)";
+    sql("CREATE TABLE public.big (id int PRIMARY KEY, n int, payload text)",
+        "ALTER TABLE public.big REPLICA IDENTITY FULL",
+        "CREATE TABLE public.big2 (id int PRIMARY KEY, n int, payload text)",
+        "INSERT INTO public.big SELECT g, 0, " + payload + " FROM generate_series(1, 3) g",
+        "INSERT INTO public.big2 SELECT g, 0, " + payload + " FROM generate_series(1, 3) g",
+        "ALTER PUBLICATION weir_pub ADD TABLE public.big, public.big2");
+    PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));
+    ActorRef<CdcPipeline.Command> p = pipeline(sink, StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    // The partitions never saw these rows: only the full old image can fill the unchanged payload.
+    sql("UPDATE public.big SET n = n + 1");
+    await().atMost(Duration.ofSeconds(30)).until(() -> documents("public.big").equals(rows("public.big", "true")));
+    // A row the partitions hold keeps its unchanged payload from the document.
+    sql("INSERT INTO public.big2 SELECT 10, 0, " + payload.replace("|| g ||", "||") + "", "UPDATE public.big2 SET n = 5 WHERE id = 10");
+    await().atMost(Duration.ofSeconds(30)).until(() -> documents("public.big2").equals(rows("public.big2", "id = 10")));
+    // Without a full old image, a row the partitions never saw cannot be completed: the pipeline halts.
+    sql("UPDATE public.big2 SET n = 1 WHERE id = 1");
+    await().atMost(Duration.ofSeconds(30)).until(() -> status(p).state().equals("halted"));
+    PipelineStatus halted = status(p);
+    assertThat(halted.reason()).isEqualTo("sink-rejected");
+    assertThat(halted.detail()).contains("REPLICA IDENTITY FULL");
+    System.out.println("toast: 3 unseen rows filled from full old images, 1 kept from its document; unseen row without a full image: "
+        + halted.detail());
+    sink.shutdown();
+  }
+
+  /** Rows of {@code table} matching {@code where}: id -> row as JSON. */
+  private Map<String, String> rows(String table, String where) throws Exception {
+    Map<String, String> out = new TreeMap<>();
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery("SELECT id::text, row_to_json(b)::text FROM " + table + " b WHERE " + where)) {
+      while (rs.next()) {
+        out.put(rs.getString(1), JSON.readTree(rs.getString(2)).toString());
+      }
+    }
+    return out;
+  }
+
+  /** Live documents of one collection: id -> body. */
+  private Map<String, String> documents(String collection) throws Exception {
+    Map<String, String> out = new TreeMap<>();
+    for (int p = 0; p < PARTITIONS; p++) {
+      int n = p;
+      DocumentsReply reply = PartitionSharding.partition(kit.system(), n)
+          .<DocumentsReply>ask(r -> new GetDocuments(collection, null, 1000, r), Duration.ofSeconds(10))
+          .toCompletableFuture().get();
+      for (Document d : reply.documents()) {
+        if (!d.deleted()) {
+          out.put(d.id(), JSON.readTree(d.body()).toString());
+        }
+      }
+    }
+    return out;
   }
 }

@@ -117,40 +117,22 @@ class CdcCrashIT extends EndToEndTest {
     Thread writer = new Thread(() -> shape.run(db, 1, new Random(seed + 1), committed,
         () -> committed.size() < minTransactions || !stopWriting.get(), writerError), "crash-writer");
 
-    NodeProcess node = startNode(config);
-    awaitRunning(node);
+    NodeProcess node = startNode("crash", config);
+    awaitRunning(node, "crash");
     writer.start();
     List<Long> killDelays = new ArrayList<>();
-    for (int k = 0; k < kills; k++) {
-      awaitRunning(node);
-      long delay = 100 + random.nextInt(2500);
-      killDelays.add(delay);
-      Thread.sleep(delay);
-      node.kill();
-      node = startNode(config);
-    }
+    node = killAndRestart(node, kills, random, 2500, "crash", config, "crash", killDelays);
     stopWriting.set(true);
     writer.join(Duration.ofMinutes(5).toMillis());
     assertThat(writerError.get()).as("the writer should commit without errors").isNull();
     assertThat(committed.size()).as("the writer should have committed its minimum").isGreaterThanOrEqualTo(minTransactions);
 
     NodeProcess last = node;
-    awaitRunning(last);
+    awaitRunning(last, "crash");
     await("the sink catches up with every committed transaction").atMost(Duration.ofMinutes(3))
         .pollInterval(Duration.ofSeconds(1))
         .until(() -> delivered.call().longValue() >= committed.size());
     return new Run(kills, List.copyOf(committed), seed, killDelays, last);
-  }
-
-  private NodeProcess startNode(Path config) {
-    NodeProcess n = NodeProcess.start(new NodeProcess.Spec("crash-" + nodes.size()).database(db).args("--config", config.toString()));
-    nodes.add(n);
-    return n;
-  }
-
-  private void awaitRunning(NodeProcess node) {
-    await("the pipeline runs on " + node.name()).atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
-        .until(() -> node.pipeline("crash").map(p -> p.get("state").asText().equals("running")).orElse(false));
   }
 
   private long appliedDistinct() throws SQLException {

@@ -4,10 +4,15 @@ import io.weir.persistence.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import static org.awaitility.Awaitility.await;
+
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
 
 /**
@@ -24,6 +29,38 @@ abstract class EndToEndTest {
     if (db != null) {
       db.close();
     }
+  }
+
+  /** Starts a node named {@code prefix-<n>} on the test database with {@code config}; closed after the test. */
+  protected NodeProcess startNode(String prefix, Path config) {
+    NodeProcess n = NodeProcess.start(new NodeProcess.Spec(prefix + "-" + nodes.size()).database(db).args("--config", config.toString()));
+    nodes.add(n);
+    return n;
+  }
+
+  /** Waits (at most 2 minutes) until {@code pipeline} reports state running on {@code node}. */
+  protected static void awaitRunning(NodeProcess node, String pipeline) {
+    await("pipeline " + pipeline + " runs on " + node.name()).atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
+        .until(() -> node.pipeline(pipeline).map(p -> p.get("state").asText().equals("running")).orElse(false));
+  }
+
+  /**
+   * The crash loop: {@code kills} times, wait until {@code pipeline} runs, sleep a random 100 ms to
+   * {@code 100 + maxDelayMillis} (recorded in {@code delays}), SIGKILL the node and start a new one
+   * with the same configuration. Returns the last node started.
+   */
+  protected NodeProcess killAndRestart(
+      NodeProcess node, int kills, Random random, int maxDelayMillis, String prefix, Path config, String pipeline,
+      List<Long> delays) throws InterruptedException {
+    for (int k = 0; k < kills; k++) {
+      awaitRunning(node, pipeline);
+      long delay = 100 + random.nextInt(maxDelayMillis);
+      delays.add(delay);
+      Thread.sleep(delay);
+      node.kill();
+      node = startNode(prefix, config);
+    }
+    return node;
   }
 
   /** How often the mirror in {@code schema} applied each source xid (its applied-transactions log). */

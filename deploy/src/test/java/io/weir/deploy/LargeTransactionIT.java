@@ -64,7 +64,7 @@ class LargeTransactionIT extends EndToEndTest {
     NodeProcess node = NodeProcess.start(new NodeProcess.Spec("large-0").database(db).maxHeap(HEAP)
         .jvm("-XX:+ExitOnOutOfMemoryError").jvm("-Xlog:gc:file=" + gcLog).args("--config", config.toString()));
     nodes.add(node);
-    awaitRunning(node);
+    awaitRunning(node, "big");
 
     // Peak spill and in-memory payload, sampled from the node's metrics while it works.
     AtomicLong spillPeak = new AtomicLong();
@@ -152,11 +152,6 @@ class LargeTransactionIT extends EndToEndTest {
     try (Stream<Path> dirs = Files.walk(spill)) {
       dirs.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
     }
-  }
-
-  private void awaitRunning(NodeProcess node) {
-    await("the pipeline runs").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
-        .until(() -> node.pipeline("big").map(p -> p.get("state").asText().equals("running")).orElse(false));
   }
 
   private static final Pattern GAUGE = Pattern.compile("(?m)^(\\w+)\\{[^}]*pipeline=\"big\"[^}]*\\}\\s+(\\S+)$");

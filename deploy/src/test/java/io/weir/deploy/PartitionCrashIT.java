@@ -74,22 +74,15 @@ class PartitionCrashIT extends EndToEndTest {
     Thread writer = new Thread(() -> shape.run(db, 1, new Random(seed + 1), committed,
         () -> committed.size() < minTransactions || !stopWriting.get(), writerError), "pcrash-writer");
 
-    NodeProcess node = startNode(config);
-    awaitRunning(node);
+    NodeProcess node = startNode("pcrash", config);
+    awaitRunning(node, "crash");
     writer.start();
     List<Long> delays = new ArrayList<>();
-    for (int k = 0; k < kills; k++) {
-      awaitRunning(node);
-      long delay = 100 + random.nextInt(3000);
-      delays.add(delay);
-      Thread.sleep(delay);
-      node.kill();
-      node = startNode(config);
-    }
+    node = killAndRestart(node, kills, random, 3000, "pcrash", config, "crash", delays);
     stopWriting.set(true);
     writer.join(Duration.ofMinutes(5).toMillis());
     assertThat(writerError.get()).as("the writer should commit without errors").isNull();
-    awaitRunning(node);
+    awaitRunning(node, "crash");
 
     ActorSystem<Void> reader = ActorSystem.create(Behaviors.empty(), "pcrash-reader",
         ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf"))));
@@ -192,16 +185,5 @@ class PartitionCrashIT extends EndToEndTest {
       }
     }
     return new Outcome(entries, loss, dup, diff, orderErrors);
-  }
-
-  private NodeProcess startNode(Path config) {
-    NodeProcess n = NodeProcess.start(new NodeProcess.Spec("pcrash-" + nodes.size()).database(db).args("--config", config.toString()));
-    nodes.add(n);
-    return n;
-  }
-
-  private void awaitRunning(NodeProcess node) {
-    await("the pipeline runs on " + node.name()).atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
-        .until(() -> node.pipeline("crash").map(p -> p.get("state").asText().equals("running")).orElse(false));
   }
 }

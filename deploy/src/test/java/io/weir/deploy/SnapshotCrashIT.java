@@ -67,7 +67,7 @@ class SnapshotCrashIT extends EndToEndTest {
         writerError), "snap-writer");
     writer.start();
 
-    NodeProcess node = startNode(config);
+    NodeProcess node = startNode("snapcrash", config);
     List<String> killedAt = new ArrayList<>();
     for (int k = 0; k < kills; k++) {
       boolean nearHandOff = k == kills - 1;
@@ -84,7 +84,7 @@ class SnapshotCrashIT extends EndToEndTest {
       String state = current.pipeline("snap").map(p -> p.get("state").asText()).orElse("?");
       current.kill();
       killedAt.add(state + "@" + Math.round(share * 100) + "%");
-      node = startNode(config);
+      node = startNode("snapcrash", config);
     }
     NodeProcess last = node;
     await("the pipeline streams after the snapshot").atMost(Duration.ofMinutes(3)).pollInterval(Duration.ofMillis(200))
@@ -143,7 +143,7 @@ class SnapshotCrashIT extends EndToEndTest {
         .until(() -> last.pipeline("snap").map(p -> p.get("snapshot").get("rowsDone").asLong() >= rows / 4).orElse(false));
     long rowsBeforeKill = last.pipeline("snap").map(p -> p.get("snapshot").get("rowsDone").asLong()).orElse(-1L);
     last.kill();
-    NodeProcess resumed = startNode(config);
+    NodeProcess resumed = startNode("snapcrash", config);
     await("the incremental snapshot completes after the restart").atMost(Duration.ofMinutes(3)).pollInterval(Duration.ofMillis(500))
         .until(() -> resumed.pipeline("snap").map(p -> !p.get("snapshot").isNull()
             && p.get("snapshot").get("kind").asText().equals("incremental")
@@ -185,10 +185,5 @@ class SnapshotCrashIT extends EndToEndTest {
     }).orElse(0.0);
   }
 
-  private NodeProcess startNode(Path config) {
-    NodeProcess n = NodeProcess.start(new NodeProcess.Spec("snapcrash-" + nodes.size()).database(db).args("--config", config.toString()));
-    nodes.add(n);
-    return n;
-  }
 
 }

@@ -69,30 +69,7 @@ public final class CdcBenchmark {
   }
 
   public static void main(String[] args) {
-    // Quiet logs (INFO lines would interleave with the table) unless the caller chose a level.
-    if (System.getProperty("WEIR_LOG_LEVEL") == null && System.getenv("WEIR_LOG_LEVEL") == null) {
-      System.setProperty("WEIR_LOG_LEVEL", "WARN");
-    }
-    BenchOptions options;
-    try {
-      options = BenchOptions.parse(args, System.getenv());
-    } catch (BenchOptions.UsageException e) {
-      if (!e.getMessage().isEmpty()) {
-        System.err.println("bench: " + e.getMessage());
-      }
-      System.err.print(BenchOptions.USAGE);
-      System.exit(e.getMessage().isEmpty() ? 0 : 2);
-      return;
-    }
-    int code;
-    try {
-      code = new CdcBenchmark(options).run();
-    } catch (Exception e) {
-      System.err.println("bench: failed: " + e);
-      e.printStackTrace(System.err);
-      code = 1;
-    }
-    System.exit(code);
+    BenchMain.main(args, BenchOptions::parse, BenchOptions.USAGE, options -> new CdcBenchmark(options).run());
   }
 
   private int run() throws Exception {

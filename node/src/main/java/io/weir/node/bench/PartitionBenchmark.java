@@ -112,29 +112,7 @@ public final class PartitionBenchmark {
   }
 
   public static void main(String[] args) {
-    if (System.getProperty("WEIR_LOG_LEVEL") == null && System.getenv("WEIR_LOG_LEVEL") == null) {
-      System.setProperty("WEIR_LOG_LEVEL", "WARN");
-    }
-    PartitionBenchOptions options;
-    try {
-      options = PartitionBenchOptions.parse(args, System.getenv());
-    } catch (BenchOptions.UsageException e) {
-      if (!e.getMessage().isEmpty()) {
-        System.err.println("bench: " + e.getMessage());
-      }
-      System.err.print(PartitionBenchOptions.USAGE);
-      System.exit(e.getMessage().isEmpty() ? 0 : 2);
-      return;
-    }
-    int code;
-    try {
-      code = new PartitionBenchmark(options).run();
-    } catch (Exception e) {
-      System.err.println("bench: failed: " + e);
-      e.printStackTrace(System.err);
-      code = 1;
-    }
-    System.exit(code);
+    BenchMain.main(args, PartitionBenchOptions::parse, PartitionBenchOptions.USAGE, options -> new PartitionBenchmark(options).run());
   }
 
   private int run() throws Exception {

@@ -1,0 +1,47 @@
+package io.weir.node.bench;
+
+import java.util.Map;
+
+/** The shared {@code main} of the benchmark programs: quiet logs, options or usage, run, exit status. */
+final class BenchMain {
+  private BenchMain() {}
+
+  interface Parser<O> {
+    O parse(String[] args, Map<String, String> env) throws BenchOptions.UsageException;
+  }
+
+  interface Program<O> {
+    int run(O options) throws Exception;
+  }
+
+  /**
+   * Parses {@code args}; on a usage error prints it with {@code usage} and exits 2 (0 for --help);
+   * otherwise runs the program and exits with its status (1 if it throws).
+   */
+  static <O> void main(String[] args, Parser<O> parser, String usage, Program<O> program) {
+    // Quiet logs (INFO lines would interleave with the tables) unless the caller chose a level.
+    if (System.getProperty("WEIR_LOG_LEVEL") == null && System.getenv("WEIR_LOG_LEVEL") == null) {
+      System.setProperty("WEIR_LOG_LEVEL", "WARN");
+    }
+    O options;
+    try {
+      options = parser.parse(args, System.getenv());
+    } catch (BenchOptions.UsageException e) {
+      if (!e.getMessage().isEmpty()) {
+        System.err.println("bench: " + e.getMessage());
+      }
+      System.err.print(usage);
+      System.exit(e.getMessage().isEmpty() ? 0 : 2);
+      return;
+    }
+    int code;
+    try {
+      code = program.run(options);
+    } catch (Exception e) {
+      System.err.println("bench: failed: " + e);
+      e.printStackTrace(System.err);
+      code = 1;
+    }
+    System.exit(code);
+  }
+}

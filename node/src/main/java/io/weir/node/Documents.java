@@ -45,6 +45,8 @@ public final class Documents {
   private final ActorSystem<?> system;
   private final int partitions;
   private final Set<String> cdcCollections;
+  /** CDC collections routed by columns other than their id: a read cannot compute the partition. */
+  private final Set<String> routedByOtherColumns;
   private final Duration timeout;
 
   /**
@@ -57,6 +59,13 @@ public final class Documents {
     Set<String> fed = new TreeSet<>();
     pipelines.forEach(p -> fed.addAll(p.mappedCollections()));
     this.cdcCollections = Set.copyOf(fed);
+    Set<String> scattered = new TreeSet<>();
+    for (PipelineConfig p : pipelines) {
+      if (p.partitions() != null) {
+        p.partitions().partitionKeys().keySet().forEach(table -> scattered.add(p.partitions().collections().getOrDefault(table, table)));
+      }
+    }
+    this.routedByOtherColumns = Set.copyOf(scattered);
     this.timeout = timeout;
   }
 
@@ -134,8 +143,24 @@ public final class Documents {
 
   /** The document as its partition holds it (tombstones included). */
   public CompletionStage<DocumentReply> get(String collection, String id) {
-    return PartitionSharding.partition(system, partitionOf(collection, id))
-        .ask(r -> new GetDocument(collection, id, r), timeout);
+    if (!routedByOtherColumns.contains(collection)) {
+      return PartitionSharding.partition(system, partitionOf(collection, id))
+          .ask(r -> new GetDocument(collection, id, r), timeout);
+    }
+    // Routed by a partition key the id does not carry: ask every partition. A document that moved
+    // left a tombstone behind; the live one (or else the latest tombstone) is the answer.
+    List<CompletableFuture<DocumentReply>> asks = new ArrayList<>();
+    for (int n = 0; n < partitions; n++) {
+      asks.add(PartitionSharding.partition(system, n).<DocumentReply>ask(r -> new GetDocument(collection, id, r), timeout)
+          .toCompletableFuture());
+    }
+    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)).thenApply(done -> asks.stream()
+        .map(CompletableFuture::join)
+        .flatMap(r -> r.document().stream())
+        .max(java.util.Comparator.comparing((Document d) -> !d.deleted())
+            .thenComparingLong(Document::revision))
+        .map(d -> new DocumentReply(Optional.of(d)))
+        .orElse(new DocumentReply(Optional.empty())));
   }
 
   /** Partition {@code n}'s counters and watermarks. */

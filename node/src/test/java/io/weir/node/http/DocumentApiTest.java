@@ -11,6 +11,11 @@ import io.weir.node.auth.Principal;
 import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.cdc.PipelineConfig;
 import io.weir.persistence.StorageStatus;
+import io.weir.sharding.partition.PartitionProtocol.Applied;
+import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
+import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
 import java.net.URI;
@@ -24,6 +29,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import java.util.Optional;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
@@ -78,7 +84,8 @@ class DocumentApiTest {
     PipelineConfig cdc = PipelineConfig.all(ConfigFactory.parseString(
             "weir.postgres.url = \"jdbc:postgresql://127.0.0.1/weir\"\n"
                 + "weir.pipelines.orders { slot = orders_slot, publications = [orders_pub], autostart = false,"
-                + " sink { type = partitions, collections { \"public.orders\" = orders } } }")
+                + " sink { type = partitions, collections { \"public.orders\" = orders },"
+                + " partition-keys { \"public.tenants\" = [tenant] } } }")
         .withFallback(ConfigFactory.load())).get(0);
     documents = new Documents(kit.system(), PARTITIONS, List.of(cdc), Duration.ofSeconds(10));
     TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
@@ -260,6 +267,23 @@ class DocumentApiTest {
     assertThat(body(r).get("error").asText()).isEqualTo("collection-fed-by-cdc");
     assertThat(send("DELETE", "/v1/documents/orders/1", null, Map.of()).statusCode()).isEqualTo(409);
     assertThat(get("/v1/documents/orders/1").statusCode()).as("reading it is allowed").isEqualTo(404);
+  }
+
+  @Test
+  void aCollectionRoutedByAnotherKeyIsFoundInWhicheverPartitionHoldsIt() throws Exception {
+    // As the partition sink would route it: by the tenant, not by the id.
+    String id = "42";
+    int byId = documents.partitionOf("public.tenants", id);
+    int holder = (byId + 1) % PARTITIONS;
+    FrameReply moved = PartitionSharding.partition(kit.system(), holder).<FrameReply>ask(r -> new ApplyFrame(null,
+            List.of(new Upsert("public.tenants", id, "{\"id\":42,\"tenant\":\"t7\"}", Optional.empty())),
+            Optional.of(new SourcePosition("test/1", 100)), r), Duration.ofSeconds(10))
+        .toCompletableFuture().get();
+    assertThat(moved).isInstanceOf(Applied.class);
+    HttpResponse<String> read = get("/v1/documents/public.tenants/" + id);
+    assertThat(read.statusCode()).as("found outside partitionOf(collection, id): %s", read.body()).isEqualTo(200);
+    assertThat(read.body()).isEqualTo("{\"id\":42,\"tenant\":\"t7\"}");
+    assertThat(get("/v1/documents/public.tenants/43").statusCode()).isEqualTo(404);
   }
 
   @Test

@@ -69,6 +69,15 @@ public final class Documents {
     this.timeout = timeout;
   }
 
+  /**
+   * Asks partition {@code n}; the stage completes on the answering thread (Pekko's Java ask would
+   * run every callback on the common pool, a new thread per callback on small machines).
+   */
+  private <T> CompletableFuture<T> ask(int n, java.util.function.Function<org.apache.pekko.actor.typed.ActorRef<T>,
+      io.weir.sharding.partition.PartitionProtocol.Command> make) {
+    return io.weir.sharding.cdc.PartitionChannel.direct(PartitionSharding.partition(system, n).ask(make::apply, timeout));
+  }
+
   public int partitions() {
     return partitions;
   }
@@ -144,15 +153,13 @@ public final class Documents {
   /** The document as its partition holds it (tombstones included). */
   public CompletionStage<DocumentReply> get(String collection, String id) {
     if (!routedByOtherColumns.contains(collection)) {
-      return PartitionSharding.partition(system, partitionOf(collection, id))
-          .ask(r -> new GetDocument(collection, id, r), timeout);
+      return ask(partitionOf(collection, id), r -> new GetDocument(collection, id, r));
     }
     // Routed by a partition key the id does not carry: ask every partition. A document that moved
     // left a tombstone behind; the live one (or else the latest tombstone) is the answer.
     List<CompletableFuture<DocumentReply>> asks = new ArrayList<>();
     for (int n = 0; n < partitions; n++) {
-      asks.add(PartitionSharding.partition(system, n).<DocumentReply>ask(r -> new GetDocument(collection, id, r), timeout)
-          .toCompletableFuture());
+      asks.add(this.<DocumentReply>ask(n, r -> new GetDocument(collection, id, r)));
     }
     return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)).thenApply(done -> asks.stream()
         .map(CompletableFuture::join)
@@ -165,13 +172,12 @@ public final class Documents {
 
   /** Partition {@code n}'s counters and watermarks. */
   public CompletionStage<PartitionStatus> status(int n) {
-    return PartitionSharding.partition(system, n).ask(GetStatus::new, timeout);
+    return ask(n, GetStatus::new);
   }
 
   /** Purges partition {@code n}'s outbox through {@code through}, at most {@code maxEntries} entries. */
   public CompletionStage<io.weir.sharding.partition.PartitionProtocol.PurgeReply> purge(int n, long through, long maxEntries) {
-    return PartitionSharding.partition(system, n)
-        .ask(r -> new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(through, maxEntries, r), timeout);
+    return ask(n, r -> new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(through, maxEntries, r));
   }
 
   /** Every partition's status, asked in parallel, in partition order. */
@@ -185,8 +191,7 @@ public final class Documents {
   }
 
   private CompletionStage<FrameReply> apply(String collection, String id, Mutation m, String commandId) {
-    return PartitionSharding.partition(system, partitionOf(collection, id))
-        .ask(r -> new ApplyFrame(commandId, List.of(m), Optional.empty(), r), timeout);
+    return ask(partitionOf(collection, id), r -> new ApplyFrame(commandId, List.of(m), Optional.empty(), r));
   }
 
   /**

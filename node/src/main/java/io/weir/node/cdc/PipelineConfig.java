@@ -176,8 +176,13 @@ public record PipelineConfig(
         collections.put(e.getKey(), n);
       }
     }
+    long sliceBytes = v.bytes(prefix + ".sink.slice.max-bytes", 1024);
+    if (sliceBytes > io.weir.sharding.cdc.PartitionSink.MESSAGE_BYTES) {
+      throw new SettingsException(prefix + ".sink.slice.max-bytes",
+          "must be at most 1MiB: a slice's part travels in one message to its partition");
+    }
     return new PartitionSinkConfig(collections, columnLists(c, prefix, "partition-keys"), columnLists(c, prefix, "id-columns"),
-        v.positiveInt(prefix + ".sink.slice.max-rows"), v.bytes(prefix + ".sink.slice.max-bytes", 1024),
+        v.positiveInt(prefix + ".sink.slice.max-rows"), sliceBytes,
         v.positiveInt(prefix + ".sink.max-in-flight"), v.positiveDuration(prefix + ".sink.ask-timeout"));
   }
 

@@ -92,10 +92,13 @@ public final class PartitionSink implements ChangeSink {
       if (partitions < 1 || maxSliceRows < 1 || maxSliceBytes < 1 || maxInFlight < 1) {
         throw new IllegalArgumentException("partition sink limits must be positive");
       }
+      if (maxSliceBytes > MESSAGE_BYTES) {
+        throw new IllegalArgumentException("slice.max-bytes must be at most " + MESSAGE_BYTES + " (one message)");
+      }
     }
 
     public static Settings defaults(int partitions) {
-      return new Settings(partitions, Map.of(), Map.of(), Map.of(), 5_000, 4L << 20, 512, Duration.ofSeconds(30));
+      return new Settings(partitions, Map.of(), Map.of(), Map.of(), 5_000, MESSAGE_BYTES, 512, Duration.ofSeconds(30));
     }
   }
 
@@ -116,8 +119,17 @@ public final class PartitionSink implements ChangeSink {
   /** Per partition: frames of the current call not sent yet (one message carries many). */
   private final Map<Integer, List<ApplyFrame>> pending = new HashMap<>();
   private final Map<Integer, Integer> pendingMutations = new HashMap<>();
+  private final Map<Integer, Long> pendingBytes = new HashMap<>();
   /** Frames per message to one partition at most. */
   private static final int FRAMES_PER_MESSAGE = 64;
+  /**
+   * Bytes of rows per message to one partition at most: messages to partitions on other nodes must
+   * fit Pekko's frame ({@code pekko.remote.artery.advanced.maximum-frame-size}, 4 MiB in Weir's
+   * reference.conf).
+   */
+  public static final long MESSAGE_BYTES = 1L << 20;
+  /** A single row larger than this cannot be sent at all: the pipeline halts. */
+  public static final long MAX_ROW_BYTES = 2L << 20;
 
   public PartitionSink(PartitionChannel channel, Settings settings, CheckpointStore store) {
     this.channel = channel;
@@ -187,6 +199,7 @@ public final class PartitionSink implements ChangeSink {
       // Left over only by a call that failed half-way: those transactions come again.
       pending.clear();
       pendingMutations.clear();
+      pendingBytes.clear();
       Window window = new Window(settings.maxInFlight());
       for (Transaction t : transactions) {
         route(t, window);
@@ -257,6 +270,10 @@ public final class PartitionSink implements ChangeSink {
   }
 
   private void add(Map<Integer, Slice> slices, int p, Mutation m, long bytes, Transaction t, Window window) {
+    if (bytes > MAX_ROW_BYTES) {
+      throw SinkException.permanent("collection " + m.collection() + ": a row's document is larger than " + MAX_ROW_BYTES
+          + " bytes, more than one message to a partition may carry", null);
+    }
     Slice s = slices.computeIfAbsent(p, k -> new Slice());
     s.mutations.add(m);
     s.bytes += bytes;
@@ -276,8 +293,13 @@ public final class PartitionSink implements ChangeSink {
       previous[p] = commit;
     }
     List<Mutation> mutations = List.copyOf(s.mutations);
+    long bytes = s.bytes;
     s.mutations.clear();
     s.bytes = 0;
+    if (pendingBytes.getOrDefault(p, 0L) + bytes > MESSAGE_BYTES) {
+      flush(p, window); // keeps the message under the frame size; order is unchanged
+    }
+    pendingBytes.merge(p, bytes, Long::sum);
     // Queued behind the partition's earlier frames of this call, so order is kept.
     pending.computeIfAbsent(p, k -> new ArrayList<>()).add(new ApplyFrame(null, mutations, Optional.of(at), null));
     int queued = pendingMutations.merge(p, mutations.size(), Integer::sum);
@@ -290,6 +312,7 @@ public final class PartitionSink implements ChangeSink {
   private void flush(int p, Window window) {
     List<ApplyFrame> batch = pending.remove(p);
     pendingMutations.remove(p);
+    pendingBytes.remove(p);
     if (batch == null || batch.isEmpty()) {
       return;
     }
@@ -319,9 +342,23 @@ public final class PartitionSink implements ChangeSink {
           continue;
         }
         int n = p;
-        for (int from = 0; from == 0 || from < rows.size(); from += settings.maxSliceRows()) {
-          List<Upsert> part = rows.subList(from, Math.min(rows.size(), from + settings.maxSliceRows()));
+        int from = 0;
+        while (from == 0 || from < rows.size()) {
+          // At most max-rows rows and MESSAGE_BYTES of bodies per message (at least one row).
+          int to = from;
+          long bytes = 0;
+          while (to < rows.size() && to - from < settings.maxSliceRows()
+              && (to == from || bytes + rows.get(to).body().length() <= MESSAGE_BYTES)) {
+            if (rows.get(to).body().length() > MAX_ROW_BYTES) {
+              throw SinkException.permanent("collection " + r.collection + ": a row's document is larger than "
+                  + MAX_ROW_BYTES + " bytes, more than one message to a partition may carry", null);
+            }
+            bytes += rows.get(to).body().length();
+            to++;
+          }
+          List<Upsert> part = rows.subList(from, to);
           List<String> resetNow = reset && from == 0 ? List.of(r.collection) : List.of();
+          from = Math.max(to, 1);
           window.acquire();
           channel.<FrameReply>ask(n, replyTo -> new LoadRows(resetNow, part, chunk.incremental(), replyTo), settings.askTimeout())
               .whenComplete((reply, error) -> window.done(n, reply, error));

@@ -1,8 +1,6 @@
 package io.weir.sharding.partition;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.protocol.CborSerializable;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
@@ -73,6 +71,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   static final int SNAPSHOT_STATE_DIVISOR = 4;
   /** Bytes counted per document in the state-size estimate besides its strings. */
   static final int DOCUMENT_OVERHEAD = 64;
+  /** Bytes of documents one {@link PartitionProtocol.GetDocuments} reply carries at most (besides the first). */
+  static final long REPLY_BYTES = 1L << 20;
   /** Receipts kept for idempotent retries of API frames; the oldest are forgotten first. */
   static final int MAX_RECEIPTS = 10_000;
   /** Bytes counted per outbox entry besides its images. */
@@ -82,9 +82,6 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   private final int partition;
   private final PartitionSettings settings;
   private final JournalPruner pruner;
-  /** Events and estimated event bytes since the last snapshot (this incarnation; not persisted). */
-  private long eventsSinceSnapshot;
-  private long bytesSinceSnapshot;
   /** Sequence numbers of the two latest snapshots this incarnation saved (0: none yet). */
   private volatile long latestSnapshot;
   private volatile long previousSnapshot;
@@ -181,6 +178,34 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
   }
 
+  /**
+   * Where the last snapshot was taken: its sequence number and the state's cumulative event bytes
+   * then. Part of the state (and so of every snapshot), set when a snapshot is decided: after a
+   * restart the policy goes on from the snapshot it recovered from.
+   */
+  public static final class SnapshotMark implements CborSerializable {
+    public long events;
+    public long eventBytes;
+
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public SnapshotMark(
+        @com.fasterxml.jackson.annotation.JsonProperty("events") long events,
+        @com.fasterxml.jackson.annotation.JsonProperty("eventBytes") long eventBytes) {
+      this.events = events;
+      this.eventBytes = eventBytes;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof SnapshotMark m && m.events == events && m.eventBytes == eventBytes;
+    }
+
+    @Override
+    public int hashCode() {
+      return Long.hashCode(events) * 31 + Long.hashCode(eventBytes);
+    }
+  }
+
   /** A split slice being applied: the commit LSN and how many of its parts are in. */
   public record PartProgress(long commitLsn, int done) implements CborSerializable {}
 
@@ -212,18 +237,26 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       HashMap<String, PartProgress> partials,
       TreeMap<Long, Segment> outbox,
       String incarnation,
-      long documentBytes) implements CborSerializable {
+      long documentBytes,
+      long eventBytes,
+      SnapshotMark mark) implements CborSerializable {
 
     static State empty() {
       return new State(new HashMap<>(), 1, 1, 0, 0, new LinkedHashMap<>(), new HashMap<>(), new HashMap<>(),
-          new TreeMap<>(), null, 0);
+          new TreeMap<>(), null, 0, 0, new SnapshotMark(0, 0));
+    }
+
+    /** Counts only: documents, receipts and watermarks hold row values and ids. */
+    @Override
+    public String toString() {
+      return "State[documents=" + documents.size() + ", outbox=" + outboxFirst + ".." + nextSequence + ", events=" + events + "]";
     }
 
     /** A copy sharing no mutable collection with this state (documents and receipts are immutable). */
     State copy() {
       return new State(new HashMap<>(documents), nextSequence, outboxFirst, outboxBytes, events,
           new LinkedHashMap<>(receipts), new HashMap<>(watermarks), new HashMap<>(partials), new TreeMap<>(outbox),
-          incarnation, documentBytes);
+          incarnation, documentBytes, eventBytes, new SnapshotMark(mark.events, mark.eventBytes));
     }
 
     Optional<Document> document(String collection, String id) {
@@ -250,7 +283,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         outbox.pollFirstEntry();
       }
       return new State(documents, nextSequence, Math.max(outboxFirst, p.through() + 1), bytes, events + 1, receipts,
-          watermarks, partials, outbox, incarnation, documentBytes);
+          watermarks, partials, outbox, incarnation, documentBytes, eventBytes, mark);
     }
 
     State apply(Written w) {
@@ -261,6 +294,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       long segmentBytes = 0;
       long segmentFirst = -1;
       long[] docBytes = {documentBytes};
+      long written = eventBytes;
       for (FrameApplied f : w.frames()) {
         for (String collection : f.reset()) {
           documents.values().removeIf(d -> {
@@ -273,6 +307,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         }
         for (Document d : f.loaded()) {
           docBytes[0] += size(d) - size(documents.put(key(d.collection(), d.id()), d));
+          written += size(d);
         }
         List<Long> revisions = new ArrayList<>();
         for (OutboxEntry x : f.entries()) {
@@ -285,6 +320,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           }
           entries++;
           segmentBytes += x.bytes();
+          written += x.bytes();
           next = x.sequence() + 1;
         }
         if (f.commandId() != null) {
@@ -308,7 +344,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         bytes += segmentBytes;
       }
       String inc = incarnation != null ? incarnation : w.incarnation();
-      return new State(documents, next, outboxFirst, bytes, events, receipts, watermarks, partials, outbox, inc, docBytes[0]);
+      return new State(documents, next, outboxFirst, bytes, events, receipts, watermarks, partials, outbox, inc, docBytes[0],
+          written, mark);
     }
 
     /** Estimated bytes a document takes in a snapshot (0 for none). */
@@ -363,24 +400,17 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
    */
   @Override
   public boolean shouldSnapshot(State state, Event event, long sequenceNr) {
-    eventsSinceSnapshot++;
-    if (event instanceof Written w) {
-      for (FrameApplied f : w.frames()) {
-        for (OutboxEntry x : f.entries()) {
-          bytesSinceSnapshot += x.bytes();
-        }
-        for (Document d : f.loaded()) {
-          bytesSinceSnapshot += State.size(d);
-        }
-      }
-    }
-    if (eventsSinceSnapshot >= SNAPSHOT_EVERY && bytesSinceSnapshot >= state.documentBytes() / SNAPSHOT_STATE_DIVISOR) {
-      eventsSinceSnapshot = 0;
-      bytesSinceSnapshot = 0;
+    SnapshotMark mark = state.mark();
+    if (sequenceNr - mark.events >= SNAPSHOT_EVERY
+        && state.eventBytes() - mark.eventBytes >= state.documentBytes() / SNAPSHOT_STATE_DIVISOR) {
+      // Recorded in the state before the snapshot copies it.
+      mark.events = sequenceNr;
+      mark.eventBytes = state.eventBytes();
       return true;
     }
     return false;
   }
+
 
   @Override
   public CommandHandler<Command, Event, State> commandHandler() {
@@ -410,11 +440,14 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       }
     }
     List<Document> out = new ArrayList<>();
+    long bytes = 0;
     for (Document d : sorted.values()) {
-      if (out.size() == Math.max(1, c.limit())) {
+      // A reply may cross nodes: at most the limit and about 1 MiB of bodies (at least one document).
+      if (out.size() == Math.max(1, c.limit()) || (!out.isEmpty() && bytes + State.size(d) > REPLY_BYTES)) {
         return new PartitionProtocol.DocumentsReply(out, true);
       }
       out.add(d);
+      bytes += State.size(d);
     }
     return new PartitionProtocol.DocumentsReply(out, false);
   }
@@ -701,7 +734,9 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     private FrameReply quota(long seqAfter, long frameBytes) {
       long entries = seqAfter - state.outboxFirst();
       long total = bytes + frameBytes;
-      if (seqAfter > next && (entries > settings.maxOutboxEntries() || total > settings.maxOutboxBytes())) {
+      // A frame larger than the whole quota still goes into an empty outbox, or it could never go.
+      boolean empty = next == state.outboxFirst();
+      if (seqAfter > next && !empty && (entries > settings.maxOutboxEntries() || total > settings.maxOutboxBytes())) {
         return new QuotaExceeded(next - state.outboxFirst(), bytes, settings.maxOutboxEntries(), settings.maxOutboxBytes());
       }
       return null;
@@ -770,23 +805,55 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
   }
 
-  /** {@code body} with the {@code keep} fields taken from {@code previous}; null if either is not an object. */
+  /**
+   * {@code body} with the values of its top-level {@code keep} fields replaced by those fields' values
+   * in {@code previous}, copied as text (numbers, nested JSON and spacing exactly as stored); null if
+   * either is not a JSON object.
+   */
   static String merge(String previous, String body, List<String> keep) {
     try {
-      JsonNode prev = JSON.readTree(previous);
-      JsonNode next = JSON.readTree(body);
-      if (!(prev instanceof ObjectNode p) || !(next instanceof ObjectNode n)) {
+      Map<String, int[]> from = spans(previous, keep);
+      Map<String, int[]> into = spans(body, keep);
+      if (from == null || into == null) {
         return null;
       }
-      for (String field : keep) {
-        JsonNode v = p.get(field);
-        if (v != null) {
-          n.set(field, v);
+      List<Map.Entry<String, int[]>> targets = new ArrayList<>(into.entrySet());
+      targets.sort((a, b) -> Integer.compare(b.getValue()[0], a.getValue()[0])); // from the end
+      StringBuilder out = new StringBuilder(body);
+      for (Map.Entry<String, int[]> t : targets) {
+        int[] source = from.get(t.getKey());
+        if (source != null) {
+          out.replace(t.getValue()[0], t.getValue()[1], previous.substring(source[0], source[1]));
         }
       }
-      return JSON.writeValueAsString(n);
+      return out.toString();
     } catch (IOException e) {
       return null;
+    }
+  }
+
+  /** Where the values of the given top-level fields of a JSON object sit in its text; null if not an object. */
+  private static Map<String, int[]> spans(String json, List<String> fields) throws IOException {
+    try (com.fasterxml.jackson.core.JsonParser p = JSON.getFactory().createParser(json)) {
+      if (p.nextToken() != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
+        return null;
+      }
+      Map<String, int[]> out = new HashMap<>();
+      while (p.nextToken() == com.fasterxml.jackson.core.JsonToken.FIELD_NAME) {
+        String name = p.currentName();
+        com.fasterxml.jackson.core.JsonToken value = p.nextToken();
+        int start = (int) p.currentTokenLocation().getCharOffset();
+        if (value.isStructStart()) {
+          p.skipChildren();
+        } else {
+          p.finishToken();
+        }
+        int end = (int) p.currentLocation().getCharOffset();
+        if (fields.contains(name)) {
+          out.put(name, new int[] {start, end});
+        }
+      }
+      return out;
     }
   }
 

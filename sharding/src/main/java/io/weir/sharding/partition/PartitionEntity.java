@@ -53,11 +53,27 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   }
 
   public static Behavior<Command> create(int partition, PartitionSettings settings, JournalPruner pruner) {
-    return Behaviors.setup(ctx -> new PartitionEntity(ctx, partition, settings, pruner));
+    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new PartitionEntity(ctx, timers, partition, settings, pruner)));
   }
 
-  private PartitionEntity(ActorContext<Command> ctx, int partition, PartitionSettings settings, JournalPruner pruner) {
+  /**
+   * A batch not answered in this long is presumed lost (the child's stash can drop commands when it
+   * overflows): the entity stops, and the next message or the keeper starts it again from the
+   * journal. Senders of the queued writes time out and retry.
+   */
+  static final java.time.Duration WRITE_TIMEOUT = java.time.Duration.ofSeconds(60);
+
+  enum WriteTimedOut implements Command, CborSerializable {
+    INSTANCE
+  }
+
+  private final org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers;
+
+  private PartitionEntity(
+      ActorContext<Command> ctx, org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers, int partition,
+      PartitionSettings settings, JournalPruner pruner) {
     super(ctx);
+    this.timers = timers;
     this.settings = settings;
     this.store = ctx.spawn(Partition.create(partition, settings, pruner), "store");
     ctx.watch(store);
@@ -70,6 +86,10 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(LoadRows.class, this::enqueue)
         .onMessage(PartitionProtocol.ApplyFrames.class, this::enqueue)
         .onMessageEquals(BatchWritten.INSTANCE, this::onWritten)
+        .onMessageEquals(WriteTimedOut.INSTANCE, () -> {
+          getContext().getLog().warn("a partition write was not answered within {}; restarting the partition", WRITE_TIMEOUT);
+          return Behaviors.stopped();
+        })
         .onMessage(GetDocument.class, this::forward)
         .onMessage(GetStatus.class, this::forward)
         .onMessage(PartitionProtocol.GetDocuments.class, this::forward)
@@ -93,6 +113,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
 
   private Behavior<Command> onWritten() {
     writing = false;
+    timers.cancel(WriteTimedOut.INSTANCE);
     if (!queue.isEmpty()) {
       flush();
     }
@@ -111,6 +132,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
       mutations += size;
     }
     writing = true;
+    timers.startSingleTimer(WriteTimedOut.INSTANCE, WRITE_TIMEOUT);
     batches++;
     frames += batch.size();
     store.tell(new Partition.WriteBatch(batch, getContext().getSelf().narrow()));

@@ -20,7 +20,8 @@ public final class PartitionProtocol {
   private PartitionProtocol() {}
 
   public sealed interface Command extends CborSerializable
-      permits Write, GetDocument, GetDocuments, GetStatus, PurgeOutbox, Partition.WriteBatch, PartitionEntity.BatchWritten {}
+      permits Write, GetDocument, GetDocuments, GetStatus, PurgeOutbox, Partition.WriteBatch, PartitionEntity.BatchWritten,
+          PartitionEntity.WriteTimedOut {}
 
   /** A command that writes: what the group commit coalesces. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "write")
@@ -182,14 +183,25 @@ public final class PartitionProtocol {
   }
 
   /** Replies with a document's current revision and body, if it exists (tombstones included). */
-  public record GetDocument(String collection, String id, ActorRef<DocumentReply> replyTo) implements Command {}
+  public record GetDocument(String collection, String id, ActorRef<DocumentReply> replyTo) implements Command {
+    /** No id: ids are row values (primary keys). */
+    @Override
+    public String toString() {
+      return "GetDocument[" + collection + "]";
+    }
+  }
 
   /**
    * Replies with up to {@code limit} documents of {@code collection} (tombstones included) whose id
    * sorts after {@code afterId} (null: from the first), in id order.
    */
   public record GetDocuments(String collection, String afterId, int limit, ActorRef<DocumentsReply> replyTo)
-      implements Command {}
+      implements Command {
+    @Override
+    public String toString() {
+      return "GetDocuments[" + collection + ", limit=" + limit + "]";
+    }
+  }
 
   /** @param more whether documents after the last one returned exist */
   public record DocumentsReply(List<Document> documents, boolean more) implements CborSerializable {}

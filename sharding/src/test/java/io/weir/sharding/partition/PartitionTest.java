@@ -326,30 +326,44 @@ class PartitionTest {
         .isInstanceOf(Applied.class);
   }
 
+  /** A state holding {@code documentBytes} of documents after {@code eventBytes} of events, snapshot mark shared. */
+  private static Partition.State state(long documentBytes, long eventBytes, Partition.SnapshotMark mark) {
+    return new Partition.State(new java.util.HashMap<>(), 1, 1, 0, 0, new java.util.LinkedHashMap<>(), new java.util.HashMap<>(),
+        new java.util.HashMap<>(), new java.util.TreeMap<>(), null, documentBytes, eventBytes, mark);
+  }
+
   @Test
   void aLargePartitionSnapshotsOnlyOnceEnoughWasWrittenSinceTheLastSnapshot() {
     Partition p = Partition.create(11);
-    PartitionProtocol.Document big = new PartitionProtocol.Document("c", "1", 1, "x".repeat(4_000_000), false);
-    Partition.State small = Partition.State.empty();
-    Partition.OutboxEntry entry = new Partition.OutboxEntry(1, 0, "c", "2", "upsert", 1, null, "{}", 0, 0);
-    Partition.Written event = new Partition.Written(null, List.of(
-        new Partition.FrameApplied("a", List.of(entry), Optional.empty(), List.of(), List.of())));
+    Partition.Written event = new Partition.Written(null, List.of());
+    Partition.SnapshotMark small = new Partition.SnapshotMark(0, 0);
     int taken = 0;
     for (int i = 1; i <= 2 * Partition.SNAPSHOT_EVERY; i++) {
-      taken += p.shouldSnapshot(small, event, i) ? 1 : 0;
+      taken += p.shouldSnapshot(state(1_000, 100L * i, small), event, i) ? 1 : 0;
     }
     assertThat(taken).as("a small state: every " + Partition.SNAPSHOT_EVERY + " events").isEqualTo(2);
-    var docs = new java.util.HashMap<String, PartitionProtocol.Document>();
-    docs.put("c\0" + "1", big);
-    Partition.State large = new Partition.State(docs, 2, 1, 0, 1, new java.util.LinkedHashMap<>(), new java.util.HashMap<>(),
-        new java.util.HashMap<>(), new java.util.TreeMap<>(), null, Partition.State.size(big));
-    Partition q = Partition.create(12);
+    assertThat(small).isEqualTo(new Partition.SnapshotMark(2 * Partition.SNAPSHOT_EVERY, 100L * 2 * Partition.SNAPSHOT_EVERY));
+    // 4 MB of documents: a snapshot only after 1 MB of events (a quarter), here 100 bytes per event.
+    Partition.SnapshotMark large = new Partition.SnapshotMark(0, 0);
     int events = 0;
-    while (!q.shouldSnapshot(large, event, ++events)) {
+    while (!p.shouldSnapshot(state(4_000_000, 100L * (events + 1), large), event, events + 1)) {
+      events++;
       assertThat(events).isLessThan(100_000);
     }
-    // 4 MB of state / 4 = 1 MB of events at 66 bytes each.
-    assertThat(events).as("a large state waits for a quarter of its size in events")
-        .isEqualTo((int) Math.ceil(Partition.State.size(big) / 4.0 / entry.bytes()));
+    assertThat(events + 1).as("a large state waits for a quarter of its size in events").isEqualTo(10_000);
+    // The mark is part of the state: a partition recovered from that snapshot goes on from it.
+    assertThat(p.shouldSnapshot(state(4_000_000, 100L * 10_500, new Partition.SnapshotMark(10_000, 1_000_000)), event, 10_500))
+        .isFalse();
+  }
+
+  @Test
+  void keptFieldsAreCopiedAsTextNumbersNestedJsonAndSpacingExactly() {
+    String previous = "{\"k\":1,\"big\":12345678901234567.89,\"j\":{\"a\": [1.50, {\"b\": null}]},\"s\":\"x\\\"y\",\"t\":true}";
+    String body = "{\"k\":2,\"big\":null,\"j\":null,\"s\":null,\"t\":null}";
+    assertThat(Partition.merge(previous, body, List.of("big", "j", "s", "t")))
+        .isEqualTo("{\"k\":2,\"big\":12345678901234567.89,\"j\":{\"a\": [1.50, {\"b\": null}]},\"s\":\"x\\\"y\",\"t\":true}");
+    assertThat(Partition.merge(previous, body, List.of("absent"))).as("nothing to keep").isEqualTo(body);
+    assertThat(Partition.merge("[1]", body, List.of("k"))).isNull();
+    assertThat(Partition.merge(previous, "not json", List.of("k"))).isNull();
   }
 }

@@ -172,6 +172,8 @@ public final class PartitionSink implements ChangeSink {
     return CompletableFuture.supplyAsync(() -> {
       pipeline = context.pipeline();
       incarnation = context.incarnation().orElse(null);
+      // Each run announces its tables anew: forget the previous run's shapes.
+      routes.clear();
       source = incarnation == null ? null : sourceKey(pipeline, incarnation);
       if (source != null) {
         long[] marks = new long[settings.partitions()];
@@ -536,6 +538,8 @@ public final class PartitionSink implements ChangeSink {
         // durable
       } else if (reply instanceof AlreadyApplied) {
         skipped.incrementAndGet();
+      } else if (reply instanceof Gap && failure.get() != null) {
+        // A frame before it in the same message was refused: the gap follows from that refusal.
       } else if (reply instanceof Gap g) {
         gaps.incrementAndGet();
         log.warn("pipeline {}: partition {} missed a slice before commit {}; restarting from the confirmed position",

@@ -129,7 +129,7 @@ public final class PartitionBenchmark {
       PartitionSettings s = PartitionSettings.DEFAULTS;
       System.out.printf("partitions:    one-node cluster (Cluster Sharding, role server), JDBC journal and snapshots in"
           + " schema weir of %s;%n               group commit up to %d frames / %,d mutations per journal event,"
-          + " snapshot every 1,000 events%n", DATABASE, s.maxBatchFrames(), s.maxBatchMutations());
+          + " snapshots after 1,000 events and a quarter of the state in event bytes%n", DATABASE, s.maxBatchFrames(), s.maxBatchMutations());
       System.out.println(LINE);
       if (options.writesPhase()) {
         writes();

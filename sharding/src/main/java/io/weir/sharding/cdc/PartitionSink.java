@@ -123,12 +123,13 @@ public final class PartitionSink implements ChangeSink {
   /** Frames per message to one partition at most. */
   private static final int FRAMES_PER_MESSAGE = 64;
   /**
-   * Bytes of rows per message to one partition at most: messages to partitions on other nodes must
-   * fit Pekko's frame ({@code pekko.remote.artery.advanced.maximum-frame-size}, 4 MiB in Weir's
-   * reference.conf).
+   * Characters of document bodies per message to one partition at most (or one row): messages to
+   * partitions on other nodes must fit Pekko's frame ({@code
+   * pekko.remote.artery.advanced.maximum-frame-size}, 8 MiB in Weir's reference.conf; a character
+   * is up to 3 bytes in UTF-8).
    */
   public static final long MESSAGE_BYTES = 1L << 20;
-  /** A single row larger than this cannot be sent at all: the pipeline halts. */
+  /** A single row whose document has more characters than this cannot be sent: the pipeline halts. */
   public static final long MAX_ROW_BYTES = 2L << 20;
 
   public PartitionSink(PartitionChannel channel, Settings settings, CheckpointStore store) {
@@ -277,6 +278,9 @@ public final class PartitionSink implements ChangeSink {
           + " bytes, more than one message to a partition may carry", null);
     }
     Slice s = slices.computeIfAbsent(p, k -> new Slice());
+    if (!s.mutations.isEmpty() && s.bytes + bytes > settings.maxSliceBytes()) {
+      send(p, s, t, false, window); // before, so that a part stays within the bound (or is one row)
+    }
     s.mutations.add(m);
     s.bytes += bytes;
     if (s.mutations.size() >= settings.maxSliceRows() || s.bytes >= settings.maxSliceBytes()) {

@@ -1,6 +1,5 @@
 package io.weir.sharding.partition;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.protocol.CborSerializable;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
@@ -77,7 +76,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   static final int MAX_RECEIPTS = 10_000;
   /** Bytes counted per outbox entry besides its images. */
   static final int ENTRY_OVERHEAD = 64;
-  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final com.fasterxml.jackson.core.JsonFactory JSON = new com.fasterxml.jackson.core.JsonFactory();
 
   private final int partition;
   private final PartitionSettings settings;
@@ -834,7 +833,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
 
   /** Where the values of the given top-level fields of a JSON object sit in its text; null if not an object. */
   private static Map<String, int[]> spans(String json, List<String> fields) throws IOException {
-    try (com.fasterxml.jackson.core.JsonParser p = JSON.getFactory().createParser(json)) {
+    try (com.fasterxml.jackson.core.JsonParser p = JSON.createParser(json)) {
       if (p.nextToken() != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
         return null;
       }

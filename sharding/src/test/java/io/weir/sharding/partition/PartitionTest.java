@@ -366,4 +366,16 @@ class PartitionTest {
     assertThat(Partition.merge("[1]", body, List.of("k"))).isNull();
     assertThat(Partition.merge(previous, "not json", List.of("k"))).isNull();
   }
+
+  @Test
+  void aFrameLargerThanTheWholeQuotaFitsOnlyAnEmptyOutbox() {
+    var tiny = EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+        KIT.system(), Partition.create(13, new PartitionSettings(2, 1L << 20, 10, 10)));
+    tiny.clear();
+    var big = tiny.<FrameReply>runCommand(r -> new ApplyFrame("a",
+        List.of(upsert("1", "{}", null), upsert("2", "{}", null), upsert("3", "{}", null)), Optional.empty(), r));
+    assertThat(big.reply()).as("three entries, quota two, outbox empty").isInstanceOf(Applied.class);
+    assertThat(tiny.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("4", "{}", null)), Optional.empty(), r)).reply())
+        .as("the outbox is over its quota now").isInstanceOf(PartitionProtocol.QuotaExceeded.class);
+  }
 }

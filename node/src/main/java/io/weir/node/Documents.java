@@ -73,7 +73,7 @@ public final class Documents {
    * Asks partition {@code n}; the stage completes on the answering thread (Pekko's Java ask would
    * run every callback on the common pool, a new thread per callback on small machines).
    */
-  private <T> CompletableFuture<T> ask(int n, java.util.function.Function<org.apache.pekko.actor.typed.ActorRef<T>,
+  public <T> CompletableFuture<T> ask(int n, java.util.function.Function<org.apache.pekko.actor.typed.ActorRef<T>,
       io.weir.sharding.partition.PartitionProtocol.Command> make) {
     return io.weir.sharding.cdc.PartitionChannel.direct(PartitionSharding.partition(system, n).ask(make::apply, timeout));
   }

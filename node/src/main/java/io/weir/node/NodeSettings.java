@@ -30,7 +30,9 @@ public record NodeSettings(
     Duration partitionKeepAlive,
     io.weir.sharding.partition.PartitionSettings partitionLimits,
     long documentMaxBytes,
-    Duration documentAskTimeout) {
+    Duration documentAskTimeout,
+    Tokens tokens,
+    Projections projections) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -43,6 +45,7 @@ public record NodeSettings(
           "weir.cluster.port", "WEIR_CLUSTER_PORT",
           "weir.cluster.seed-nodes", "WEIR_SEED_NODES",
           "weir.admin-token", "WEIR_ADMIN_TOKEN",
+          "weir.tokens.secret", "WEIR_TOKEN_SECRET",
           "weir.partitions.count", "WEIR_PARTITIONS");
 
   public NodeSettings {
@@ -50,6 +53,44 @@ public record NodeSettings(
     roles = List.copyOf(roles);
     pipelines = List.copyOf(pipelines);
   }
+
+  /** Minimum length of the token-signing secret. */
+  public static final int MIN_TOKEN_SECRET_LENGTH = 32;
+
+  /**
+   * Token signing ({@code weir.tokens.*}).
+   *
+   * @param secret the cluster secret keys are derived from; never logged
+   * @param activeKey the key id new tokens are signed with
+   * @param acceptedKeys further key ids whose tokens still verify
+   * @param batchTtl how long a projection batch token is valid
+   */
+  public record Tokens(String secret, String activeKey, List<String> acceptedKeys, Duration batchTtl) {
+    public Tokens {
+      acceptedKeys = List.copyOf(acceptedKeys);
+    }
+
+    public io.weir.protocol.token.TokenSigner signer() {
+      return new io.weir.protocol.token.TokenSigner(secret, activeKey, acceptedKeys);
+    }
+
+    @Override
+    public String toString() {
+      return "Tokens[secret=<hidden>, activeKey=" + activeKey + ", acceptedKeys=" + acceptedKeys + ", batchTtl=" + batchTtl + "]";
+    }
+  }
+
+  /**
+   * Projection consumers ({@code weir.projections.*}).
+   *
+   * @param defaultReadEntries entries a read examines unless it asks for another number
+   * @param maxReadEntries entries a read may examine at most
+   * @param defaultReadBytes bytes of selected payload a read returns unless it asks for another budget
+   * @param maxReadBytes the largest byte budget a read may ask for
+   * @param maxEffectBytes document bytes one commit's effects may hold in total
+   */
+  public record Projections(
+      int defaultReadEntries, int maxReadEntries, long defaultReadBytes, long maxReadBytes, long maxEffectBytes) {}
 
   /** A host and port, e.g. one seed node. */
   public record HostPort(String host, int port) {
@@ -93,9 +134,61 @@ public record NodeSettings(
             v.positiveInt("weir.partitions.outbox.max-entries"),
             v.bytes("weir.partitions.outbox.max-bytes", 1),
             v.positiveInt("weir.partitions.group-commit.max-frames"),
-            v.positiveInt("weir.partitions.group-commit.max-mutations")),
+            v.positiveInt("weir.partitions.group-commit.max-mutations")).withProjections(
+            v.positiveInt("weir.projections.max-consumers"),
+            v.bytes("weir.projections.reserve.entries", 0),
+            v.bytes("weir.projections.reserve.bytes", 0),
+            v.positiveInt("weir.projections.max-effects")),
         v.bytes("weir.documents.max-bytes", 2),
-        v.positiveDuration("weir.documents.ask-timeout"));
+        v.positiveDuration("weir.documents.ask-timeout"),
+        tokens(v, config),
+        projections(v));
+  }
+
+  private static Tokens tokens(ConfigValues v, Config config) {
+    String secret = v.optionalString("weir.tokens.secret");
+    if (secret == null || secret.isBlank()) {
+      throw new SettingsException("weir.tokens.secret",
+          "is required (environment variable WEIR_TOKEN_SECRET): the cluster secret that signs batch tokens and cursors, "
+              + "the same on every node");
+    }
+    if (secret.length() < MIN_TOKEN_SECRET_LENGTH) {
+      throw new SettingsException("weir.tokens.secret", "must be at least " + MIN_TOKEN_SECRET_LENGTH + " characters");
+    }
+    List<String> accepted;
+    try {
+      accepted = config.getStringList("weir.tokens.accepted-keys");
+    } catch (ConfigException e) {
+      throw new SettingsException("weir.tokens.accepted-keys", "must be a list of key ids");
+    }
+    String active = v.requiredString("weir.tokens.active-key");
+    for (String id : concat(active, accepted)) {
+      if (!id.matches("[A-Za-z0-9_-]{1,32}")) {
+        throw new SettingsException("weir.tokens.active-key", "key ids are 1 to 32 of A-Z a-z 0-9 _ -");
+      }
+    }
+    return new Tokens(secret, active, accepted, v.positiveDuration("weir.tokens.batch-ttl"));
+  }
+
+  private static List<String> concat(String first, List<String> rest) {
+    List<String> all = new ArrayList<>(rest);
+    all.add(0, first);
+    return all;
+  }
+
+  private static Projections projections(ConfigValues v) {
+    int defaultEntries = v.positiveInt("weir.projections.read.default-entries");
+    int maxEntries = v.positiveInt("weir.projections.read.max-entries");
+    long defaultBytes = v.bytes("weir.projections.read.default-bytes", 1);
+    long maxBytes = v.bytes("weir.projections.read.max-bytes", 1);
+    if (defaultEntries > maxEntries) {
+      throw new SettingsException("weir.projections.read.default-entries", "must not exceed weir.projections.read.max-entries");
+    }
+    if (defaultBytes > maxBytes) {
+      throw new SettingsException("weir.projections.read.default-bytes", "must not exceed weir.projections.read.max-bytes");
+    }
+    return new Projections(defaultEntries, maxEntries, defaultBytes, maxBytes,
+        v.bytes("weir.projections.max-effect-bytes", 1));
   }
 
   private static int partitions(ConfigValues v) {
@@ -140,7 +233,7 @@ public record NodeSettings(
   @Override
   public String toString() {
     return "NodeSettings[http=" + httpHost + ":" + httpPort + ", cluster=" + clusterHost + ":" + clusterPort
-        + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, postgres=" + postgres
+        + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, tokens=" + tokens + ", postgres=" + postgres
         + ", pipelines=" + pipelines.stream().map(PipelineConfig::name).toList() + "]";
   }
 }

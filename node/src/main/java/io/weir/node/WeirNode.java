@@ -98,8 +98,11 @@ public final class WeirNode {
       Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
+      Projections projections = new Projections(documents, io.weir.sharding.partition.OutboxReader.jdbc(system),
+          settings.tokens().signer(), settings.projections(), settings.partitionLimits().maxEffects(),
+          settings.tokens().batchTtl(), java.time.Clock.systemUTC());
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()),
-          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes());
+          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections);
       ServerBinding binding;
       try {
         binding =

@@ -25,6 +25,34 @@ public enum ErrorCode {
   COLLECTION_FED_BY_CDC(409),
   /** The request body is larger than the configured limit. HTTP 413. */
   DOCUMENT_TOO_LARGE(413),
+  /**
+   * A token (batch token, cursor) that is not Weir's or was altered: malformed, truncated, forged,
+   * signed with a key this cluster does not accept, or of another kind. HTTP 400.
+   */
+  INVALID_TOKEN(400),
+  /** A token past its expiry time. HTTP 400. */
+  TOKEN_EXPIRED(400),
+  /**
+   * A valid token that was fenced: its consumer generation was released, or the partition has
+   * another incarnation. Start again from a new read (or a new consumer). HTTP 409.
+   */
+  TOKEN_INVALIDATED(409),
+  /** The token names another partition or consumer than the request. HTTP 400. */
+  TOKEN_MISMATCH(400),
+  /** The requested history was purged. HTTP 410. */
+  HISTORY_UNAVAILABLE(410),
+  /** The first entry to return is larger than the request's byte budget. HTTP 413. */
+  BUDGET_EXCEEDED(413),
+  /** The consumer's checkpoint moved since the batch was read: read again. HTTP 409. */
+  STALE_BATCH(409),
+  /** The partition has its maximum of active projection consumers. HTTP 409. */
+  TOO_MANY_CONSUMERS(409),
+  /** The consumer generation was released; a new generation or name is needed. HTTP 409. */
+  CONSUMER_RELEASED(409),
+  /** A projection effect targets a document of another partition. HTTP 400. */
+  CROSS_PARTITION_EFFECT(400),
+  /** A commit's effects are more or larger than allowed. HTTP 413. */
+  EFFECTS_TOO_LARGE(413),
   /** The partition's outbox is full until entries are purged; retry later. HTTP 429. */
   QUOTA_EXCEEDED(429, true),
   /** The node cannot serve right now (not a cluster member yet, storage unavailable). HTTP 503. */

@@ -70,17 +70,17 @@ import org.slf4j.LoggerFactory;
  * authenticated principal who is not an administrator. Every error is a JSON {@link ErrorBody}
  * with a typed code; no reply or log line carries a token, a row value or a document body.
  */
-public final class HttpApi extends AllDirectives {
+public final class HttpApi extends JsonRoutes {
   private static final Logger log = LoggerFactory.getLogger(HttpApi.class);
   private static final String BEARER = "bearer ";
 
-  private final ObjectMapper json;
   private final Authenticator authenticator;
   private final NodeView node;
   private final PipelineAdmin pipelines;
   private final Supplier<String> metrics;
   private final Documents documents;
   private final long maxDocumentBytes;
+  private final ProjectionRoutes projections;
 
   /**
    * @param pipelines pipeline operations, or null on a node built without them (routes answer 404)
@@ -98,7 +98,15 @@ public final class HttpApi extends AllDirectives {
   public HttpApi(
       ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
       Documents documents, long maxDocumentBytes) {
-    this.json = json;
+    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, null);
+  }
+
+  /** @param projections projection consumers, or null for none (routes answer 404) */
+  public HttpApi(
+      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
+      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections) {
+    super(json);
+    this.projections = projections == null ? null : new ProjectionRoutes(json, projections, documents, maxDocumentBytes);
     this.authenticator = authenticator;
     this.node = node;
     this.pipelines = pipelines;
@@ -142,7 +150,8 @@ public final class HttpApi extends AllDirectives {
                 metrics.get()))))),
         path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
         path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
-        pathPrefix("pipelines", this::pipelineRoutes));
+        pathPrefix("pipelines", this::pipelineRoutes),
+        pathPrefix("projections", () -> projections == null ? error(ErrorCode.NOT_FOUND, "no such resource") : projections.routes()));
   }
 
   /**
@@ -217,15 +226,18 @@ public final class HttpApi extends AllDirectives {
       }
       var p = (io.weir.sharding.partition.PartitionProtocol.OutboxPurged) result.get();
       return json(200, Map.of("partition", partition, "outboxFirst", p.outboxFirst(), "outboxNext", p.outboxNext(),
-          "purged", p.purged(), "more", p.more()));
+          "purged", p.purged(), "more", p.more(), "pinned", p.pinned()));
     });
   }
 
   private static OutboxStatus outboxStatus(PartitionStatus s) {
     Map<String, String> watermarks = new java.util.TreeMap<>();
     s.watermarks().forEach((source, lsn) -> watermarks.put(source, Lsn.of(lsn).toString()));
+    List<OutboxStatus.Consumer> consumers = s.consumers().stream().map(c -> new OutboxStatus.Consumer(c.name(),
+        c.generation(), c.collections(), c.kinds(), c.startAfter(), c.checkpoint(), s.outboxNext() - 1 - c.checkpoint(),
+        c.released())).toList();
     return new OutboxStatus(s.partition(), s.documents(), s.outboxFirst(), s.outboxNext(), s.outboxEntries(),
-        s.outboxBytes(), s.journalEvents(), watermarks);
+        s.outboxBytes(), s.journalEvents(), watermarks, consumers);
   }
 
   /**
@@ -365,29 +377,10 @@ public final class HttpApi extends AllDirectives {
    * client sends one.
    */
   private Route documentBody(Function<byte[], Route> inner) {
-    return extractRequestEntity(entity -> {
-      java.util.OptionalLong length = entity.getContentLengthOption();
-      if (length.isPresent() && length.getAsLong() > maxDocumentBytes) {
-        return documentTooLarge();
-      }
-      return extractMaterializer(mat -> onComplete(
-          entity.withSizeLimit(maxDocumentBytes).toStrict(BODY_READ_TIMEOUT_MILLIS, mat),
-          result -> {
-            if (result.isSuccess()) {
-              return inner.apply(result.get().getData().toArray());
-            }
-            for (Throwable t = result.failed().get(); t != null; t = t.getCause()) {
-              if (t instanceof EntityStreamSizeException) {
-                return documentTooLarge();
-              }
-            }
-            return error(ErrorCode.BAD_REQUEST, "the request body could not be read");
-          }));
-    });
+    return body(maxDocumentBytes, this::documentTooLarge, inner);
   }
 
-  /** How long reading a document body may take once the request has arrived. */
-  private static final long BODY_READ_TIMEOUT_MILLIS = 30_000;
+
 
   private Route documentTooLarge() {
     return error(ErrorCode.DOCUMENT_TOO_LARGE, "the body is larger than weir.documents.max-bytes (" + maxDocumentBytes + " bytes)");
@@ -451,10 +444,7 @@ public final class HttpApi extends AllDirectives {
     return error(ErrorCode.INTERNAL, "internal error; see the node's log");
   }
 
-  private Route partitionUnavailable(Throwable cause) {
-    log.warn("a partition did not answer: {}", SafeErrors.describe(cause));
-    return error(ErrorCode.UNAVAILABLE, "the partition did not answer in time; retry");
-  }
+
 
   private static ETag etag(long revision) {
     return ETag.create(EntityTag.create(Long.toString(revision), false));
@@ -577,25 +567,11 @@ public final class HttpApi extends AllDirectives {
         .build();
   }
 
-  private Route error(ErrorCode code, String message) {
-    return json(code.httpStatus(), ErrorBody.of(code, message));
-  }
 
-  private Route json(int status, Object body) {
-    return complete(response(status, body));
-  }
 
   private Route jsonLazy(int status, Supplier<?> body) {
     return extractRequestContext(ctx -> json(status, body.get()));
   }
 
-  private HttpResponse response(int status, Object body) {
-    try {
-      return HttpResponse.create()
-          .withStatus(StatusCodes.get(status))
-          .withEntity(ContentTypes.APPLICATION_JSON, json.writeValueAsBytes(body));
-    } catch (JsonProcessingException e) {
-      throw new IllegalStateException("cannot encode a reply of type " + body.getClass().getSimpleName(), e);
-    }
-  }
+
 }

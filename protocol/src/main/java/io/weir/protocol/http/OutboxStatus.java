@@ -1,5 +1,6 @@
 package io.weir.protocol.http;
 
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -13,11 +14,29 @@ import java.util.Map;
  * @param journalEvents journal events written so far
  * @param watermarks per CDC source (pipeline and slot incarnation): the highest fully applied
  *     commit LSN, as {@code file/offset}
+ * @param consumers the partition's projection consumers, released ones included
  */
 public record OutboxStatus(
     int partition, long documents, long outboxFirst, long outboxNext, long outboxEntries, long outboxBytes,
-    long journalEvents, Map<String, String> watermarks) {
+    long journalEvents, Map<String, String> watermarks, List<Consumer> consumers) {
   public OutboxStatus {
     watermarks = Map.copyOf(watermarks);
+    consumers = List.copyOf(consumers);
+  }
+
+  /**
+   * A projection consumer generation.
+   *
+   * @param checkpoint the last position it committed
+   * @param lag positions after its checkpoint ({@code outboxNext - 1 - checkpoint})
+   * @param released a released consumer pins nothing and its tokens are refused
+   */
+  public record Consumer(
+      String consumer, long generation, List<String> collections, List<String> kinds, long startAfter, long checkpoint,
+      long lag, boolean released) {
+    public Consumer {
+      collections = List.copyOf(collections);
+      kinds = List.copyOf(kinds);
+    }
   }
 }

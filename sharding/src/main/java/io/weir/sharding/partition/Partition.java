@@ -4,7 +4,16 @@ import io.weir.protocol.CborSerializable;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
+import io.weir.sharding.partition.PartitionProtocol.BatchCommitted;
 import io.weir.sharding.partition.PartitionProtocol.Command;
+import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
+import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerConfigured;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerReleased;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
+import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.Conflict;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.Document;
@@ -155,10 +164,17 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
    * @param commandId the API command id (receipt key); null for CDC frames and snapshot rows
    * @param reset collections whose documents are removed silently first (initial snapshot)
    * @param loaded documents set without outbox entries (initial snapshot rows)
+   * @param consumer a projection consumer's new definition, checkpoint and receipts (a configure,
+   *     release or committed batch); null for other frames
    */
   public record FrameApplied(
       String commandId, List<OutboxEntry> entries, Optional<SourcePosition> source, List<String> reset,
-      List<Document> loaded) implements CborSerializable {
+      List<Document> loaded, Consumer consumer) implements CborSerializable {
+    FrameApplied(String commandId, List<OutboxEntry> entries, Optional<SourcePosition> source, List<String> reset,
+        List<Document> loaded) {
+      this(commandId, entries, source, reset, loaded, null);
+    }
+
     @Override
     public String toString() {
       return "FrameApplied[entries=" + entries.size() + ", loaded=" + loaded.size() + ", source=" + source + "]";
@@ -205,6 +221,46 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
   }
 
+  /** Batch receipts a consumer keeps: retries of its latest batches are recognised by them. */
+  static final int CONSUMER_RECEIPTS = 16;
+
+  /**
+   * A projection consumer generation (part of the state).
+   *
+   * @param startAfter the position before its first entry
+   * @param checkpoint the last position it committed
+   * @param reservationCut the retained beginning ({@code outboxFirst}) when it last used the progress
+   *     reserve; -1 if never: it may use the reserve once per retained-prefix position
+   * @param receipts its latest committed batches, newest last
+   */
+  public record Consumer(
+      String name, long generation, List<String> collections, List<String> kinds, long startAfter, long checkpoint,
+      boolean released, long reservationCut, List<PartitionProtocol.BatchReceipt> receipts) implements CborSerializable {
+    public Consumer {
+      collections = List.copyOf(collections);
+      kinds = List.copyOf(kinds);
+      receipts = receipts == null ? List.of() : List.copyOf(receipts);
+    }
+
+    String key() {
+      return consumerKey(name, generation);
+    }
+
+    PartitionProtocol.ConsumerView view() {
+      return new PartitionProtocol.ConsumerView(name, generation, collections, kinds, startAfter, checkpoint, released);
+    }
+
+    /** Names are identifiers, but stay out of logs anyway. */
+    @Override
+    public String toString() {
+      return "Consumer[generation=" + generation + ", checkpoint=" + checkpoint + ", released=" + released + "]";
+    }
+  }
+
+  static String consumerKey(String name, long generation) {
+    return name + '\0' + generation;
+  }
+
   /** A split slice being applied: the commit LSN and how many of its parts are in. */
   public record PartProgress(long commitLsn, int done) implements CborSerializable {}
 
@@ -238,11 +294,21 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       String incarnation,
       long documentBytes,
       long eventBytes,
-      SnapshotMark mark) implements CborSerializable {
+      SnapshotMark mark,
+      HashMap<String, Consumer> consumers) implements CborSerializable {
+
+    public State {
+      consumers = consumers == null ? new HashMap<>() : consumers;
+    }
 
     static State empty() {
       return new State(new HashMap<>(), 1, 1, 0, 0, new LinkedHashMap<>(), new HashMap<>(), new HashMap<>(),
-          new TreeMap<>(), null, 0, 0, new SnapshotMark(0, 0));
+          new TreeMap<>(), null, 0, 0, new SnapshotMark(0, 0), new HashMap<>());
+    }
+
+    /** The lowest checkpoint of the active consumers, or empty without one: purges stop there. */
+    Optional<Long> lowestCheckpoint() {
+      return consumers.values().stream().filter(c -> !c.released()).map(Consumer::checkpoint).min(Long::compare);
     }
 
     /** Counts only: documents, receipts and watermarks hold row values and ids. */
@@ -255,7 +321,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     State copy() {
       return new State(new HashMap<>(documents), nextSequence, outboxFirst, outboxBytes, events,
           new LinkedHashMap<>(receipts), new HashMap<>(watermarks), new HashMap<>(partials), new TreeMap<>(outbox),
-          incarnation, documentBytes, eventBytes, new SnapshotMark(mark.events, mark.eventBytes));
+          incarnation, documentBytes, eventBytes, new SnapshotMark(mark.events, mark.eventBytes), new HashMap<>(consumers));
     }
 
     Optional<Document> document(String collection, String id) {
@@ -282,7 +348,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         outbox.pollFirstEntry();
       }
       return new State(documents, nextSequence, Math.max(outboxFirst, p.through() + 1), bytes, events + 1, receipts,
-          watermarks, partials, outbox, incarnation, documentBytes, eventBytes, mark);
+          watermarks, partials, outbox, incarnation, documentBytes, eventBytes, mark, consumers);
     }
 
     State apply(Written w) {
@@ -329,6 +395,9 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
             receipts.remove(receipts.keySet().iterator().next());
           }
         }
+        if (f.consumer() != null) {
+          consumers.put(f.consumer().key(), f.consumer());
+        }
         f.source().ifPresent(s -> {
           if (s.last()) {
             watermarks.merge(s.source(), s.commitLsn(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
@@ -344,7 +413,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       }
       String inc = incarnation != null ? incarnation : w.incarnation();
       return new State(documents, next, outboxFirst, bytes, events, receipts, watermarks, partials, outbox, inc, docBytes[0],
-          written, mark);
+          written, mark, consumers);
     }
 
     /** Estimated bytes a document takes in a snapshot (0 for none). */
@@ -355,6 +424,46 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
 
   static String key(String collection, String id) {
     return collection + '\0' + id;
+  }
+
+  /** Collections one consumer filter names at most. */
+  static final int MAX_FILTER_COLLECTIONS = 64;
+  private static final java.util.regex.Pattern CONSUMER_NAME = java.util.regex.Pattern.compile("[A-Za-z0-9_.-]{1,64}");
+
+  public static boolean validConsumerName(String name) {
+    return name != null && CONSUMER_NAME.matcher(name).matches();
+  }
+
+  /**
+   * SHA-256 (hex) of a canonical encoding of projection effects: kind, collection, id, expected
+   * revision and body of each, length-prefixed. Equal effects give equal digests whatever the
+   * command id.
+   */
+  static String effectsDigest(List<Mutation> effects) {
+    try {
+      java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
+      java.nio.ByteBuffer number = java.nio.ByteBuffer.allocate(8);
+      java.util.function.Consumer<String> text = t -> {
+        byte[] b = t == null ? new byte[0] : t.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        sha.update(number.clear().putLong(t == null ? -1 : b.length).array());
+        sha.update(b);
+      };
+      for (Mutation m : effects) {
+        text.accept(m instanceof Upsert ? "upsert" : m instanceof Delete ? "delete" : "truncate");
+        text.accept(m.collection());
+        if (m instanceof Upsert u) {
+          text.accept(u.id());
+          sha.update(number.clear().putLong(u.expectedRevision().orElse(-1L)).array());
+          text.accept(u.body());
+        } else if (m instanceof Delete d) {
+          text.accept(d.id());
+          sha.update(number.clear().putLong(d.expectedRevision().orElse(-1L)).array());
+        }
+      }
+      return java.util.HexFormat.of().formatHex(sha.digest());
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IllegalStateException("SHA-256 is required of every JVM", e);
+    }
   }
 
   @Override
@@ -423,12 +532,46 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
         .onCommand(PartitionProtocol.GetDocuments.class, (state, c) -> Effect().reply(c.replyTo(), documents(state, c)))
         .onCommand(PartitionProtocol.PurgeOutbox.class, this::purge)
+        .onCommand(ConfigureConsumer.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(ReleaseConsumer.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(PartitionProtocol.ReadConsumer.class, (state, c) -> Effect().reply(c.replyTo(), span(state, c)))
         .build();
   }
 
   private PartitionStatus status(State s) {
+    List<PartitionProtocol.ConsumerView> consumers = s.consumers().values().stream().map(Consumer::view)
+        .sorted(java.util.Comparator.comparing(PartitionProtocol.ConsumerView::name)
+            .thenComparingLong(PartitionProtocol.ConsumerView::generation))
+        .toList();
     return new PartitionStatus(partition, s.documents().size(), s.outboxFirst(), s.nextSequence(), s.outboxBytes(),
-        s.events(), Map.copyOf(s.watermarks()));
+        s.events(), Map.copyOf(s.watermarks()), consumers);
+  }
+
+  /** Where a consumer's next batch lies: the journal events holding its next entries. */
+  private static ConsumerReply span(State s, PartitionProtocol.ReadConsumer c) {
+    Consumer con = s.consumers().get(consumerKey(c.name(), c.generation()));
+    if (con == null) {
+      return new ConsumerRefused(ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
+    }
+    if (con.released()) {
+      return new ConsumerRefused(ConsumerRefusal.TOKEN_INVALIDATED, "the consumer generation was released");
+    }
+    long from = con.checkpoint() + 1;
+    long tail = s.nextSequence() - 1;
+    long to = Math.min(tail, con.checkpoint() + Math.max(1, c.maxEntries()));
+    List<Long> events = new ArrayList<>();
+    if (from <= to) {
+      if (from < s.outboxFirst()) {
+        return new ConsumerRefused(ConsumerRefusal.HISTORY_UNAVAILABLE,
+            "the consumer's next entries were purged", con.checkpoint(), -1, 0);
+      }
+      Long floor = s.outbox().floorKey(from);
+      for (Segment seg : s.outbox().subMap(floor == null ? from : floor, true, to, true).values()) {
+        events.add(seg.journalSequence());
+      }
+    }
+    return new PartitionProtocol.ConsumerSpan(s.incarnation(), con.view(), s.outboxFirst(), tail, events);
   }
 
   private static PartitionProtocol.DocumentsReply documents(State s, PartitionProtocol.GetDocuments c) {
@@ -458,13 +601,17 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       return Effect().reply(c.replyTo(), new PartitionProtocol.PurgeRefused(
           "the outbox ends at " + (next - 1) + "; entries after it cannot be purged", first, next));
     }
-    long target = Math.min(c.through(), first - 1 + Math.max(1, c.maxEntries()));
+    long bounded = Math.min(c.through(), first - 1 + Math.max(1, c.maxEntries()));
+    Optional<Long> pin = s.lowestCheckpoint();
+    boolean pinned = pin.isPresent() && pin.get() < bounded;
+    long target = pinned ? pin.get() : bounded;
     if (target < first) {
-      return Effect().reply(c.replyTo(), new PartitionProtocol.OutboxPurged(first, next, 0, false));
+      return Effect().reply(c.replyTo(), new PartitionProtocol.OutboxPurged(first, next, 0, false, pinned));
     }
-    boolean more = target < c.through();
+    boolean more = !pinned && target < c.through();
     return Effect().persist(new Purged(target)).thenRun(after -> {
-      c.replyTo().tell(new PartitionProtocol.OutboxPurged(after.outboxFirst(), after.nextSequence(), target - first + 1, more));
+      c.replyTo().tell(new PartitionProtocol.OutboxPurged(after.outboxFirst(), after.nextSequence(), target - first + 1,
+          more, pinned));
       prune(after);
     });
   }
@@ -514,8 +661,14 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           each.add(plan.frame(f));
         }
         replies.add(new PartitionProtocol.FramesReply(each));
+      } else if (w instanceof LoadRows l) {
+        replies.add(plan.load(l));
+      } else if (w instanceof ConfigureConsumer c) {
+        replies.add(plan.configure(c));
+      } else if (w instanceof ReleaseConsumer c) {
+        replies.add(plan.release(c));
       } else {
-        replies.add(plan.load((LoadRows) w));
+        replies.add(plan.commit((CommitBatch) w));
       }
     }
     Runnable answer = () -> {
@@ -525,8 +678,14 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           f.replyTo().tell((FrameReply) replies.get(i));
         } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
           fs.replyTo().tell((PartitionProtocol.FramesReply) replies.get(i));
+        } else if (w instanceof LoadRows l) {
+          l.replyTo().tell((FrameReply) replies.get(i));
+        } else if (w instanceof ConfigureConsumer c) {
+          c.replyTo().tell((ConsumerReply) replies.get(i));
+        } else if (w instanceof ReleaseConsumer c) {
+          c.replyTo().tell((ConsumerReply) replies.get(i));
         } else {
-          ((LoadRows) w).replyTo().tell((FrameReply) replies.get(i));
+          ((CommitBatch) w).replyTo().tell((ConsumerReply) replies.get(i));
         }
       }
       if (done != null) {
@@ -555,6 +714,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     final HashMap<String, Long> watermarks = new HashMap<>();
     final HashMap<String, Optional<PartProgress>> partials = new HashMap<>();
     final HashMap<String, Applied> receipts = new HashMap<>();
+    final HashMap<String, Consumer> consumers = new HashMap<>();
     long next;
     long bytes;
 
@@ -634,14 +794,64 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         }
       }
       long commitLsn = f.source().map(SourcePosition::commitLsn).orElse(0L);
+      Object evaluated = evaluate(f.mutations(), commitLsn, true);
+      if (evaluated instanceof FrameReply refused) {
+        return refused;
+      }
+      Evaluation ev = (Evaluation) evaluated;
+      List<OutboxEntry> entries = ev.entries();
+      List<Long> revisions = ev.revisions();
+      long seq = ev.seqAfter();
+      long frameBytes = ev.bytes();
+      HashMap<String, Document> seen = ev.seen();
+      FrameReply quota = quota(seq, frameBytes);
+      if (quota != null) {
+        return quota;
+      }
+      docs.putAll(seen);
+      long first = next;
+      next = seq;
+      bytes += frameBytes;
+      f.source().ifPresent(s -> {
+        if (s.last()) {
+          watermarks.put(s.source(), s.commitLsn());
+          partials.put(s.source(), Optional.empty());
+        } else {
+          partials.put(s.source(), Optional.of(new PartProgress(s.commitLsn(), s.part())));
+        }
+      });
+      String commandId = cdc ? null : f.commandId();
+      Applied applied = new Applied(f.commandId(), first, List.copyOf(revisions), false);
+      if (commandId != null) {
+        receipts.put(commandId, applied);
+      }
+      accepted.add(new FrameApplied(commandId, entries, f.source(), List.of(), List.of()));
+      return applied;
+    }
+
+    /** What a list of mutations writes, checked against the plan. */
+    record Evaluation(List<OutboxEntry> entries, List<Long> revisions, long bytes, HashMap<String, Document> seen,
+        long seqAfter) {}
+
+    /**
+     * Checks {@code mutations} in order (each sees the ones before it) against the state plus this
+     * plan: an {@link Evaluation} of the entries they would write, or the {@link Conflict} or
+     * {@link Rejected} refusing them. Changes nothing.
+     *
+     * @param allowTruncate whether {@link Truncate} may appear (not in projection effects)
+     */
+    Object evaluate(List<Mutation> mutations, long commitLsn, boolean allowTruncate) {
       HashMap<String, Document> seen = new HashMap<>();
       List<OutboxEntry> entries = new ArrayList<>();
       List<Long> revisions = new ArrayList<>();
       long seq = next;
       long frameBytes = 0;
-      for (int i = 0; i < f.mutations().size(); i++) {
-        Mutation m = f.mutations().get(i);
+      for (int i = 0; i < mutations.size(); i++) {
+        Mutation m = mutations.get(i);
         if (m instanceof Truncate t) {
+          if (!allowTruncate) {
+            return new Rejected("mutation " + i + " is a truncate, which is not allowed here");
+          }
           for (Document d : live(t.collection())) {
             String k = key(d.collection(), d.id());
             Document cur = seen.containsKey(k) ? seen.get(k) : d;
@@ -705,29 +915,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         frameBytes += e.bytes();
         revisions.add(revision + 1);
       }
-      FrameReply quota = quota(seq, frameBytes);
-      if (quota != null) {
-        return quota;
-      }
-      docs.putAll(seen);
-      long first = next;
-      next = seq;
-      bytes += frameBytes;
-      f.source().ifPresent(s -> {
-        if (s.last()) {
-          watermarks.put(s.source(), s.commitLsn());
-          partials.put(s.source(), Optional.empty());
-        } else {
-          partials.put(s.source(), Optional.of(new PartProgress(s.commitLsn(), s.part())));
-        }
-      });
-      String commandId = cdc ? null : f.commandId();
-      Applied applied = new Applied(f.commandId(), first, List.copyOf(revisions), false);
-      if (commandId != null) {
-        receipts.put(commandId, applied);
-      }
-      accepted.add(new FrameApplied(commandId, entries, f.source(), List.of(), List.of()));
-      return applied;
+      return new Evaluation(entries, revisions, frameBytes, seen, seq);
     }
 
     private FrameReply quota(long seqAfter, long frameBytes) {
@@ -739,6 +927,183 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         return new QuotaExceeded(next - state.outboxFirst(), bytes, settings.maxOutboxEntries(), settings.maxOutboxBytes());
       }
       return null;
+    }
+
+    Consumer consumer(String key) {
+      return consumers.containsKey(key) ? consumers.get(key) : state.consumers().get(key);
+    }
+
+    private void acceptConsumer(Consumer c, List<OutboxEntry> entries) {
+      consumers.put(c.key(), c);
+      accepted.add(new FrameApplied(null, entries, Optional.empty(), List.of(), List.of(), c));
+    }
+
+    ConsumerReply configure(ConfigureConsumer c) {
+      String invalid = invalidDefinition(c);
+      if (invalid != null) {
+        return new ConsumerRefused(ConsumerRefusal.INVALID, invalid);
+      }
+      List<String> collections = List.copyOf(new java.util.TreeSet<>(c.collections()));
+      List<String> kinds = List.copyOf(new java.util.TreeSet<>(c.kinds()));
+      Consumer existing = consumer(consumerKey(c.name(), c.generation()));
+      if (existing != null) {
+        if (existing.released()) {
+          return new ConsumerRefused(ConsumerRefusal.RELEASED,
+              "this consumer generation was released; configure a new generation or name");
+        }
+        boolean same = existing.collections().equals(collections) && existing.kinds().equals(kinds)
+            && c.startAfter().map(a -> a == existing.startAfter()).orElse(true);
+        return same
+            ? new ConsumerConfigured(existing.view(), false)
+            : new ConsumerRefused(ConsumerRefusal.IMMUTABLE,
+                "this consumer generation exists with another definition; a new filter or start needs a new generation or name");
+      }
+      long active = java.util.stream.Stream.concat(state.consumers().keySet().stream(), consumers.keySet().stream())
+          .distinct().map(this::consumer).filter(x -> !x.released()).count();
+      if (active >= settings.maxConsumers()) {
+        return new ConsumerRefused(ConsumerRefusal.TOO_MANY,
+            "this partition has " + settings.maxConsumers() + " active consumers already; release one first");
+      }
+      long retained = state.outboxFirst() - 1;
+      long start = c.startAfter().orElse(retained);
+      if (start < retained) {
+        return new ConsumerRefused(ConsumerRefusal.HISTORY_UNAVAILABLE,
+            "startAfter " + start + " was purged already; the retained history starts after " + retained);
+      }
+      if (start > next - 1) {
+        return new ConsumerRefused(ConsumerRefusal.INVALID, "startAfter " + start + " is past the outbox's last position " + (next - 1));
+      }
+      Consumer created = new Consumer(c.name(), c.generation(), collections, kinds, start, start, false, -1, List.of());
+      acceptConsumer(created, List.of());
+      return new ConsumerConfigured(created.view(), true);
+    }
+
+    private static String invalidDefinition(ConfigureConsumer c) {
+      if (!validConsumerName(c.name()) || c.generation() < 1) {
+        return "a consumer is named by 1 to 64 of A-Z a-z 0-9 _ . - and a generation from 1";
+      }
+      if (c.collections().size() > MAX_FILTER_COLLECTIONS) {
+        return "a consumer filter names at most " + MAX_FILTER_COLLECTIONS + " collections";
+      }
+      for (String collection : c.collections()) {
+        if (collection == null || collection.isEmpty() || collection.length() > 128) {
+          return "filter collections are 1 to 128 characters";
+        }
+      }
+      for (String kind : c.kinds()) {
+        if (!PartitionProtocol.ENTRY_KINDS.contains(kind)) {
+          return "filter kinds are among " + PartitionProtocol.ENTRY_KINDS;
+        }
+      }
+      return null;
+    }
+
+    ConsumerReply release(ReleaseConsumer c) {
+      Consumer existing = consumer(consumerKey(c.name(), c.generation()));
+      if (existing == null) {
+        return new ConsumerRefused(ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
+      }
+      if (existing.released()) {
+        return new ConsumerReleased(existing.view(), true);
+      }
+      Consumer released = new Consumer(existing.name(), existing.generation(), existing.collections(), existing.kinds(),
+          existing.startAfter(), existing.checkpoint(), true, existing.reservationCut(), List.of());
+      acceptConsumer(released, List.of());
+      return new ConsumerReleased(released.view(), false);
+    }
+
+    /**
+     * Commits a batch. In order: the consumer must exist and not be released and the incarnation
+     * must match (fenced tokens); a batch already committed answers its receipt (same effects) or a
+     * conflict (other effects); a batch read from another checkpoint is stale; then the effects are
+     * checked like a frame, and the quota (or the progress reserve) applies.
+     */
+    ConsumerReply commit(CommitBatch c) {
+      Consumer con = consumer(consumerKey(c.name(), c.generation()));
+      if (con == null) {
+        return new ConsumerRefused(ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
+      }
+      if (con.released()) {
+        return new ConsumerRefused(ConsumerRefusal.TOKEN_INVALIDATED,
+            "the consumer generation was released; its batch tokens are no longer accepted");
+      }
+      if (!c.incarnation().equals(state.incarnation())) {
+        return new ConsumerRefused(ConsumerRefusal.TOKEN_INVALIDATED,
+            "the batch was read from another incarnation of this partition");
+      }
+      String digest = effectsDigest(c.effects());
+      for (PartitionProtocol.BatchReceipt r : con.receipts()) {
+        if (r.start() == c.start() && r.end() == c.end()) {
+          return r.effectsDigest().equals(digest)
+              ? new BatchCommitted(r, con.checkpoint(), true)
+              : new ConsumerRefused(ConsumerRefusal.CONFLICT, "this batch was committed with other effects",
+                  con.checkpoint(), -1, 0);
+        }
+      }
+      if (c.start() != con.checkpoint()) {
+        return new ConsumerRefused(ConsumerRefusal.STALE,
+            "the consumer's checkpoint is no longer the batch's start; read a new batch", con.checkpoint(), -1, 0);
+      }
+      if (c.end() > next - 1 || c.end() < c.start()) {
+        return new ConsumerRefused(ConsumerRefusal.INVALID, "the batch ends past the outbox's last position");
+      }
+      if (c.start() == c.end() && !c.effects().isEmpty()) {
+        return new ConsumerRefused(ConsumerRefusal.INVALID, "an empty tail batch cannot carry effects");
+      }
+      if (c.effects().size() > settings.maxEffects()) {
+        return new ConsumerRefused(ConsumerRefusal.INVALID, "a batch carries at most " + settings.maxEffects() + " effects");
+      }
+      for (int i = 0; i < c.effects().size(); i++) {
+        Mutation m = c.effects().get(i);
+        boolean expects = m instanceof Upsert u ? u.expectedRevision().isPresent() && u.keep().isEmpty()
+            : m instanceof Delete d && d.expectedRevision().isPresent();
+        if (!expects) {
+          return new ConsumerRefused(ConsumerRefusal.INVALID,
+              "effect " + i + " must be an upsert or delete with an expected revision");
+        }
+      }
+      long now = this.now;
+      if (c.start() == c.end()) {
+        // An empty tail batch without effects: nothing to write.
+        return new BatchCommitted(new PartitionProtocol.BatchReceipt(c.start(), c.end(), digest, c.commandId(), next,
+            List.of(), now), con.checkpoint(), false);
+      }
+      Object evaluated = evaluate(c.effects(), 0, false);
+      if (evaluated instanceof Conflict x) {
+        return new ConsumerRefused(ConsumerRefusal.REVISION_CONFLICT, "effect " + x.index() + " expects another revision",
+            con.checkpoint(), x.index(), x.actualRevision());
+      }
+      if (evaluated instanceof Rejected r) {
+        return new ConsumerRefused(ConsumerRefusal.INVALID, r.reason());
+      }
+      Evaluation ev = (Evaluation) evaluated;
+      long cut = con.reservationCut();
+      if (quota(ev.seqAfter(), ev.bytes()) != null) {
+        long entries = ev.seqAfter() - state.outboxFirst();
+        boolean fits = entries <= settings.maxOutboxEntries() + settings.reserveEntries()
+            && bytes + ev.bytes() <= settings.maxOutboxBytes() + settings.reserveBytes();
+        if (cut == state.outboxFirst() || !fits) {
+          return new ConsumerRefused(ConsumerRefusal.QUOTA_EXCEEDED, cut == state.outboxFirst()
+              ? "the outbox is full and this consumer used the progress reserve since the last purge; purge, then retry"
+              : "the outbox and its progress reserve are full; purge, then retry", con.checkpoint(), -1, 0);
+        }
+        cut = state.outboxFirst();
+      }
+      docs.putAll(ev.seen());
+      long first = next;
+      next = ev.seqAfter();
+      bytes += ev.bytes();
+      PartitionProtocol.BatchReceipt receipt = new PartitionProtocol.BatchReceipt(c.start(), c.end(), digest,
+          c.commandId(), first, ev.revisions(), now);
+      List<PartitionProtocol.BatchReceipt> receipts = new ArrayList<>(con.receipts());
+      receipts.add(receipt);
+      while (receipts.size() > CONSUMER_RECEIPTS) {
+        receipts.remove(0);
+      }
+      Consumer moved = new Consumer(con.name(), con.generation(), con.collections(), con.kinds(), con.startAfter(),
+          c.end(), false, cut, receipts);
+      acceptConsumer(moved, ev.entries());
+      return new BatchCommitted(receipt, c.end(), false);
     }
 
     FrameReply load(LoadRows l) {

@@ -85,6 +85,10 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(ApplyFrame.class, this::enqueue)
         .onMessage(LoadRows.class, this::enqueue)
         .onMessage(PartitionProtocol.ApplyFrames.class, this::enqueue)
+        .onMessage(PartitionProtocol.ConfigureConsumer.class, this::enqueue)
+        .onMessage(PartitionProtocol.ReleaseConsumer.class, this::enqueue)
+        .onMessage(PartitionProtocol.CommitBatch.class, this::enqueue)
+        .onMessage(PartitionProtocol.ReadConsumer.class, this::forward)
         .onMessageEquals(BatchWritten.INSTANCE, this::onWritten)
         .onMessageEquals(WriteTimedOut.INSTANCE, () -> {
           getContext().getLog().warn("a partition write was not answered within {}; restarting the partition", WRITE_TIMEOUT);
@@ -149,6 +153,12 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
       }
       return n;
     }
-    return ((LoadRows) w).rows().size();
+    if (w instanceof LoadRows l) {
+      return l.rows().size();
+    }
+    if (w instanceof PartitionProtocol.CommitBatch c) {
+      return Math.max(1, c.effects().size());
+    }
+    return 1;
   }
 }

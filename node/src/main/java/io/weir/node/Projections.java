@@ -1,0 +1,133 @@
+package io.weir.node;
+
+import io.weir.protocol.token.BatchToken;
+import io.weir.protocol.token.TokenSigner;
+import io.weir.sharding.partition.BatchSelection;
+import io.weir.sharding.partition.OutboxReader;
+import io.weir.sharding.partition.Partition;
+import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
+import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerSpan;
+import io.weir.sharding.partition.PartitionProtocol.ConsumerView;
+import io.weir.sharding.partition.PartitionProtocol.Mutation;
+import io.weir.sharding.partition.PartitionProtocol.ReadConsumer;
+import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
+import java.time.Clock;
+import java.util.List;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+
+/**
+ * Projection consumer operations, asked of the partitions: configure, read (the partition names
+ * where the next entries are; they are read from the journal here and cut into a batch with a
+ * signed token), commit (the token is verified here; the partition checks it is still current and
+ * applies effects, checkpoint and receipt as one frame) and release.
+ */
+public final class Projections {
+  private final Documents documents;
+  private final OutboxReader reader;
+  private final TokenSigner signer;
+  private final NodeSettings.Projections limits;
+  private final java.time.Duration batchTtl;
+  private final Clock clock;
+  private final int maxEffects;
+
+  /** @param maxEffects effects one commit may carry (the partitions' limit) */
+  public Projections(Documents documents, OutboxReader reader, TokenSigner signer, NodeSettings.Projections limits,
+      int maxEffects, java.time.Duration batchTtl, Clock clock) {
+    this.documents = documents;
+    this.maxEffects = maxEffects;
+    this.reader = reader;
+    this.signer = signer;
+    this.limits = limits;
+    this.batchTtl = batchTtl;
+    this.clock = clock;
+  }
+
+  public NodeSettings.Projections limits() {
+    return limits;
+  }
+
+  public int maxEffects() {
+    return maxEffects;
+  }
+
+  public int partitions() {
+    return documents.partitions();
+  }
+
+  public CompletionStage<ConsumerReply> configure(
+      int partition, String name, long generation, List<String> collections, List<String> kinds, Optional<Long> startAfter) {
+    return documents.ask(partition, r -> new ConfigureConsumer(name, generation, collections, kinds, startAfter, r));
+  }
+
+  public CompletionStage<ConsumerReply> release(int partition, String name, long generation) {
+    return documents.ask(partition, r -> new ReleaseConsumer(name, generation, r));
+  }
+
+  /** The answer to a read. */
+  public sealed interface ReadResult permits Batch, Refused, BudgetExceeded {}
+
+  /**
+   * A batch: the selected entries after {@code start}, through {@code through}.
+   *
+   * @param token the signed batch token a commit presents
+   */
+  public record Batch(
+      int partition, ConsumerView consumer, long start, long through, long tail, boolean hasMore,
+      List<Partition.OutboxEntry> entries, long bytes, String token) implements ReadResult {}
+
+  /** The partition refused (no such consumer, released, purged history). */
+  public record Refused(ConsumerRefused refusal) implements ReadResult {}
+
+  /** The first entry to return is larger than the byte budget. */
+  public record BudgetExceeded(long position, long entryBytes, long maxBytes) implements ReadResult {}
+
+  /**
+   * Reads consumer {@code name}/{@code generation}'s next batch: up to {@code maxEntries} entries
+   * examined after its checkpoint, selected ones up to {@code maxBytes} of payload. Changes nothing.
+   */
+  public CompletionStage<ReadResult> read(int partition, String name, long generation, int maxEntries, long maxBytes) {
+    return documents.<ConsumerReply>ask(partition, r -> new ReadConsumer(name, generation, maxEntries, r))
+        .thenCompose(reply -> {
+          if (reply instanceof ConsumerRefused refused) {
+            return CompletableFuture.completedFuture(new Refused(refused));
+          }
+          ConsumerSpan span = (ConsumerSpan) reply;
+          long checkpoint = span.consumer().checkpoint();
+          long through = Math.min(span.tail(), checkpoint + maxEntries);
+          return reader.entries(partition, span.journalSequences(), checkpoint, through).thenApply(entries -> {
+            BatchSelection.Result cut = BatchSelection.select(span.consumer(), checkpoint, entries, span.tail(), maxBytes);
+            if (cut instanceof BatchSelection.BudgetExceeded b) {
+              return new BudgetExceeded(b.position(), b.entryBytes(), b.maxBytes());
+            }
+            BatchSelection.Batch batch = (BatchSelection.Batch) cut;
+            String token = new BatchToken(span.incarnation(), partition, name, generation, checkpoint, batch.through())
+                .sign(signer, clock.millis() + batchTtl.toMillis());
+            return new Batch(partition, span.consumer(), checkpoint, batch.through(), span.tail(), batch.hasMore(),
+                batch.entries(), batch.bytes(), token);
+          });
+        });
+  }
+
+  /** Verifies a batch token: its fields, or why it is refused. */
+  public BatchToken verify(String token) throws TokenSigner.InvalidToken {
+    return BatchToken.verify(signer, token, clock.millis());
+  }
+
+  /**
+   * Commits the batch {@code token} names with {@code effects}. The caller has verified the token
+   * ({@link #verify}) and checked the effects (every one in the token's partition).
+   *
+   * @param commandId the caller's id for this commit, kept in the receipt; empty: a random one
+   */
+  public CompletionStage<ConsumerReply> commit(BatchToken token, Optional<String> commandId, List<Mutation> effects) {
+    String id = commandId.orElseGet(() -> UUID.randomUUID().toString());
+    return documents.ask(token.partition(), r -> new CommitBatch(id, token.consumer(), token.generation(),
+        token.incarnation(), token.start(), token.end(), effects, r));
+  }
+}

@@ -1,0 +1,79 @@
+package io.weir.node.http;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.ErrorCode;
+import io.weir.protocol.http.ErrorBody;
+import java.util.function.Function;
+import java.util.function.Supplier;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.server.AllDirectives;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** What the node's route classes share: JSON replies, typed errors, bounded request bodies. */
+abstract class JsonRoutes extends AllDirectives {
+  private static final Logger log = LoggerFactory.getLogger(JsonRoutes.class);
+  /** How long reading a request body may take once the request has arrived. */
+  static final long BODY_READ_TIMEOUT_MILLIS = 30_000;
+
+  protected final ObjectMapper json;
+
+  JsonRoutes(ObjectMapper json) {
+    this.json = json;
+  }
+
+  Route error(ErrorCode code, String message) {
+    return json(code.httpStatus(), ErrorBody.of(code, message));
+  }
+
+  Route json(int status, Object body) {
+    return complete(response(status, body));
+  }
+
+  HttpResponse response(int status, Object body) {
+    try {
+      return HttpResponse.create()
+          .withStatus(StatusCodes.get(status))
+          .withEntity(ContentTypes.APPLICATION_JSON, json.writeValueAsBytes(body));
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("cannot encode a reply of type " + body.getClass().getSimpleName(), e);
+    }
+  }
+
+  Route partitionUnavailable(Throwable cause) {
+    log.warn("a partition did not answer: {}", SafeErrors.describe(cause));
+    return error(ErrorCode.UNAVAILABLE, "the partition did not answer in time; retry");
+  }
+
+  /**
+   * The request body as bytes, at most {@code limit}: {@code tooLarge} for a longer one, refused by
+   * its Content-Length before it is read when the client sends one.
+   */
+  Route body(long limit, Supplier<Route> tooLarge, Function<byte[], Route> inner) {
+    return extractRequestEntity(entity -> {
+      java.util.OptionalLong length = entity.getContentLengthOption();
+      if (length.isPresent() && length.getAsLong() > limit) {
+        return tooLarge.get();
+      }
+      return extractMaterializer(mat -> onComplete(
+          entity.withSizeLimit(limit).toStrict(BODY_READ_TIMEOUT_MILLIS, mat),
+          result -> {
+            if (result.isSuccess()) {
+              return inner.apply(result.get().getData().toArray());
+            }
+            for (Throwable t = result.failed().get(); t != null; t = t.getCause()) {
+              if (t instanceof EntityStreamSizeException) {
+                return tooLarge.get();
+              }
+            }
+            return error(ErrorCode.BAD_REQUEST, "the request body could not be read");
+          }));
+    });
+  }
+}

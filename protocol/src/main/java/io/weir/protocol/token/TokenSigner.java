@@ -1,0 +1,234 @@
+package io.weir.protocol.token;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+
+/**
+ * Signs and verifies Weir's opaque tokens (batch tokens, change cursors, replay tokens) with
+ * HMAC-SHA256 under the cluster's keys.
+ *
+ * <p>A token is {@code base64url(payload) "." base64url(mac)} without padding. The payload is a
+ * canonical binary encoding: a format byte, the key id, the {@link Kind} tag, the expiry time and
+ * the kind's fields in a fixed order; the MAC covers all of it, so a token of one kind can never
+ * pass as another, and no field can be changed, dropped or appended. Verification parses the
+ * payload strictly (nothing may follow the last field) after the MAC matched, compared in constant
+ * time.
+ *
+ * <p>Keys: each key id maps to a 256-bit key derived from the cluster secret ({@code HMAC(secret,
+ * "weir-token-key" 0 kid)}); tokens are signed with the active key id and verified with any key
+ * id the signer knows, so a rotation keeps earlier tokens valid until their key id is retired.
+ * Error messages never quote a token or a field value.
+ */
+public final class TokenSigner {
+  private static final byte FORMAT = 1;
+  private static final Base64.Encoder ENCODER = Base64.getUrlEncoder().withoutPadding();
+  private static final Base64.Decoder DECODER = Base64.getUrlDecoder();
+  /** Tokens longer than this are refused before any decoding. */
+  public static final int MAX_TOKEN_LENGTH = 4096;
+  private static final int MIN_SECRET_LENGTH = 32;
+
+  /** What a token is for; part of the signed bytes. */
+  public enum Kind {
+    BATCH(1),
+    CURSOR(2),
+    REPLAY(3);
+
+    final int tag;
+
+    Kind(int tag) {
+      this.tag = tag;
+    }
+  }
+
+  /** Why a token was refused. */
+  public enum Failure {
+    /** Not a token of this format (truncated, bad encoding, trailing bytes). */
+    MALFORMED,
+    /** The MAC does not match: forged or tampered with. */
+    BAD_SIGNATURE,
+    /** Signed with a key id this cluster does not know (or no longer does). */
+    UNKNOWN_KEY,
+    /** A valid token of another kind. */
+    WRONG_KIND,
+    /** Past its expiry time. */
+    EXPIRED
+  }
+
+  /** A refused token; the message names the reason only. */
+  public static final class InvalidToken extends Exception {
+    private final Failure failure;
+
+    public InvalidToken(Failure failure, String message) {
+      super(message, null, false, false);
+      this.failure = failure;
+    }
+
+    public Failure failure() {
+      return failure;
+    }
+  }
+
+  private final String activeKeyId;
+  private final Map<String, byte[]> keys;
+
+  /**
+   * @param secret the cluster secret (at least 32 characters); never logged
+   * @param activeKeyId the key id new tokens are signed with
+   * @param acceptedKeyIds further key ids whose tokens still verify (rotated-out keys not yet retired)
+   */
+  public TokenSigner(String secret, String activeKeyId, Iterable<String> acceptedKeyIds) {
+    Objects.requireNonNull(secret, "secret");
+    if (secret.length() < MIN_SECRET_LENGTH) {
+      throw new IllegalArgumentException("the token secret must be at least " + MIN_SECRET_LENGTH + " characters");
+    }
+    validKeyId(activeKeyId);
+    Map<String, byte[]> k = new LinkedHashMap<>();
+    k.put(activeKeyId, derive(secret, activeKeyId));
+    for (String id : acceptedKeyIds) {
+      validKeyId(id);
+      k.put(id, derive(secret, id));
+    }
+    this.activeKeyId = activeKeyId;
+    this.keys = Map.copyOf(k);
+  }
+
+  public TokenSigner(String secret) {
+    this(secret, "k0", java.util.List.of());
+  }
+
+  public String activeKeyId() {
+    return activeKeyId;
+  }
+
+  private static void validKeyId(String id) {
+    if (id == null || !id.matches("[A-Za-z0-9_-]{1,32}")) {
+      throw new IllegalArgumentException("key ids are 1 to 32 of A-Z a-z 0-9 _ -");
+    }
+  }
+
+  /** Writes a kind's fields into the signed payload, in a fixed order. */
+  @FunctionalInterface
+  public interface Fields {
+    void write(DataOutputStream out) throws IOException;
+  }
+
+  /** Reads a kind's fields back, in the order they were written. */
+  @FunctionalInterface
+  public interface Reader<T> {
+    T read(DataInputStream in) throws IOException;
+  }
+
+  /** A signed token of {@code kind} that expires at {@code expiresAtMillis}. */
+  public String sign(Kind kind, long expiresAtMillis, Fields fields) {
+    try {
+      ByteArrayOutputStream bytes = new ByteArrayOutputStream(128);
+      DataOutputStream out = new DataOutputStream(bytes);
+      out.writeByte(FORMAT);
+      out.writeUTF(activeKeyId);
+      out.writeByte(kind.tag);
+      out.writeLong(expiresAtMillis);
+      fields.write(out);
+      out.flush();
+      byte[] payload = bytes.toByteArray();
+      byte[] mac = mac(keys.get(activeKeyId), payload);
+      String token = ENCODER.encodeToString(payload) + "." + ENCODER.encodeToString(mac);
+      if (token.length() > MAX_TOKEN_LENGTH) {
+        throw new IllegalArgumentException("a token's fields are too long");
+      }
+      return token;
+    } catch (IOException e) {
+      throw new IllegalStateException("cannot encode a token", e);
+    }
+  }
+
+  /**
+   * Verifies {@code token} as a token of {@code kind} valid at {@code nowMillis} and reads its
+   * fields.
+   *
+   * @throws InvalidToken when it is malformed, forged, tampered with, signed by an unknown key, of
+   *     another kind or expired
+   */
+  public <T> T verify(String token, Kind kind, long nowMillis, Reader<T> reader) throws InvalidToken {
+    if (token == null || token.isEmpty() || token.length() > MAX_TOKEN_LENGTH) {
+      throw new InvalidToken(Failure.MALFORMED, "the token is empty or too long");
+    }
+    int dot = token.indexOf('.');
+    if (dot <= 0 || dot != token.lastIndexOf('.')) {
+      throw new InvalidToken(Failure.MALFORMED, "the token is not in Weir's token format");
+    }
+    byte[] payload;
+    byte[] mac;
+    try {
+      payload = DECODER.decode(token.substring(0, dot));
+      mac = DECODER.decode(token.substring(dot + 1));
+    } catch (IllegalArgumentException e) {
+      throw new InvalidToken(Failure.MALFORMED, "the token is not valid base64url");
+    }
+    DataInputStream in = new DataInputStream(new ByteArrayInputStream(payload));
+    String keyId;
+    try {
+      if (in.readByte() != FORMAT) {
+        throw new InvalidToken(Failure.MALFORMED, "the token has an unknown format version");
+      }
+      keyId = in.readUTF();
+    } catch (IOException e) {
+      throw new InvalidToken(Failure.MALFORMED, "the token is truncated");
+    }
+    byte[] key = keys.get(keyId);
+    if (key == null) {
+      throw new InvalidToken(Failure.UNKNOWN_KEY, "the token was signed with a key this cluster does not accept");
+    }
+    if (!MessageDigest.isEqual(mac(key, payload), mac)) {
+      throw new InvalidToken(Failure.BAD_SIGNATURE, "the token's signature does not match");
+    }
+    try {
+      int tag = in.readUnsignedByte();
+      if (tag != kind.tag) {
+        throw new InvalidToken(Failure.WRONG_KIND, "the token is not a " + kind.name().toLowerCase(java.util.Locale.ROOT) + " token");
+      }
+      long expires = in.readLong();
+      if (nowMillis >= expires) {
+        throw new InvalidToken(Failure.EXPIRED, "the token has expired");
+      }
+      T value = reader.read(in);
+      if (in.available() > 0) {
+        throw new InvalidToken(Failure.MALFORMED, "the token has trailing bytes");
+      }
+      return value;
+    } catch (IOException e) {
+      throw new InvalidToken(Failure.MALFORMED, "the token is truncated");
+    }
+  }
+
+  private static byte[] derive(String secret, String keyId) {
+    return mac(secret.getBytes(StandardCharsets.UTF_8), ("weir-token-key\0" + keyId).getBytes(StandardCharsets.UTF_8));
+  }
+
+  private static byte[] mac(byte[] key, byte[] data) {
+    try {
+      Mac mac = Mac.getInstance("HmacSHA256");
+      mac.init(new SecretKeySpec(key, "HmacSHA256"));
+      return mac.doFinal(data);
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("HmacSHA256 is required of every JVM", e);
+    }
+  }
+
+  /** No key material. */
+  @Override
+  public String toString() {
+    return "TokenSigner[active=" + activeKeyId + ", keys=" + keys.size() + "]";
+  }
+}

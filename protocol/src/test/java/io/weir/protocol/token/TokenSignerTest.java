@@ -1,0 +1,110 @@
+package io.weir.protocol.token;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.weir.protocol.token.TokenSigner.Failure;
+import io.weir.protocol.token.TokenSigner.InvalidToken;
+import java.util.Base64;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class TokenSignerTest {
+  private static final String SECRET = "a-cluster-secret-of-at-least-32-characters";
+  private static final long NOW = 1_800_000_000_000L;
+  private static final long LATER = NOW + 60_000;
+  private final TokenSigner signer = new TokenSigner(SECRET);
+  private final BatchToken batch = new BatchToken("inc-1", 7, "search-index", 2, 10, 25);
+
+  @Test
+  void aSignedBatchTokenVerifiesToTheSameFields() throws InvalidToken {
+    String token = batch.sign(signer, LATER);
+    assertThat(token).matches("[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+");
+    assertThat(BatchToken.verify(signer, token, NOW)).isEqualTo(batch);
+    assertThat(token).as("fields are encoded, not spelled out")
+        .doesNotContain("search-index");
+  }
+
+  @Test
+  void everyFlippedBitIsRefusedAsTamperedOrMalformed() {
+    String token = batch.sign(signer, LATER);
+    int dot = token.indexOf('.');
+    byte[] payload = Base64.getUrlDecoder().decode(token.substring(0, dot));
+    for (int i = 0; i < payload.length; i++) {
+      for (int bit = 0; bit < 8; bit++) {
+        byte[] copy = payload.clone();
+        copy[i] ^= (byte) (1 << bit);
+        String tampered = Base64.getUrlEncoder().withoutPadding().encodeToString(copy) + token.substring(dot);
+        assertThatThrownBy(() -> BatchToken.verify(signer, tampered, NOW))
+            .as("byte %d bit %d", i, bit)
+            .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure())
+                .isIn(Failure.BAD_SIGNATURE, Failure.MALFORMED, Failure.UNKNOWN_KEY));
+      }
+    }
+  }
+
+  @Test
+  void truncatedExtendedAndGarbageTokensAreMalformedOrForged() {
+    String token = batch.sign(signer, LATER);
+    for (int cut = 0; cut < token.length(); cut++) {
+      String truncated = token.substring(0, cut);
+      assertThatThrownBy(() -> BatchToken.verify(signer, truncated, NOW)).isInstanceOf(InvalidToken.class);
+    }
+    assertThatThrownBy(() -> BatchToken.verify(signer, token + "A", NOW)).isInstanceOf(InvalidToken.class);
+    assertThatThrownBy(() -> BatchToken.verify(signer, token + ".x", NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.MALFORMED));
+    assertThatThrownBy(() -> BatchToken.verify(signer, "not a token", NOW)).isInstanceOf(InvalidToken.class);
+    assertThatThrownBy(() -> BatchToken.verify(signer, null, NOW)).isInstanceOf(InvalidToken.class);
+    assertThatThrownBy(() -> BatchToken.verify(signer, "a".repeat(TokenSigner.MAX_TOKEN_LENGTH + 1), NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.MALFORMED));
+  }
+
+  @Test
+  void aTokenSignedWithAnotherSecretIsForged() {
+    TokenSigner other = new TokenSigner("another-cluster-secret-of-32-characters!");
+    String token = batch.sign(other, LATER);
+    assertThatThrownBy(() -> BatchToken.verify(signer, token, NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.BAD_SIGNATURE));
+  }
+
+  @Test
+  void expiredTokensAreRefused() {
+    String token = batch.sign(signer, NOW);
+    assertThatThrownBy(() -> BatchToken.verify(signer, token, NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.EXPIRED));
+  }
+
+  @Test
+  void aTokenOfAnotherKindNeverStandsInForABatchToken() {
+    String cursor = signer.sign(TokenSigner.Kind.CURSOR, LATER, out -> {
+      out.writeUTF("inc-1");
+      out.writeInt(7);
+      out.writeUTF("search-index");
+      out.writeLong(2);
+      out.writeLong(10);
+      out.writeLong(25);
+    });
+    assertThatThrownBy(() -> BatchToken.verify(signer, cursor, NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.WRONG_KIND));
+  }
+
+  @Test
+  void rotationKeepsOldTokensValidUntilTheirKeyIsRetired() throws InvalidToken {
+    String old = batch.sign(signer, LATER);
+    TokenSigner rotated = new TokenSigner(SECRET, "k1", List.of("k0"));
+    assertThat(BatchToken.verify(rotated, old, NOW)).isEqualTo(batch);
+    String fresh = batch.sign(rotated, LATER);
+    assertThat(fresh).isNotEqualTo(old);
+    TokenSigner retired = new TokenSigner(SECRET, "k1", List.of());
+    assertThat(BatchToken.verify(retired, fresh, NOW)).isEqualTo(batch);
+    assertThatThrownBy(() -> BatchToken.verify(retired, old, NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.UNKNOWN_KEY));
+  }
+
+  @Test
+  void messagesAndToStringCarryNoSecretOrField() {
+    assertThat(signer.toString()).doesNotContain(SECRET);
+    assertThat(batch.toString()).doesNotContain("search-index").doesNotContain("inc-1");
+    assertThatThrownBy(() -> new TokenSigner("short")).hasMessageNotContaining("short");
+  }
+}

@@ -918,12 +918,13 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       return new Evaluation(entries, revisions, frameBytes, seen, seq);
     }
 
+    private Quota.Admission admit(long seqAfter, long frameBytes, boolean reserveAllowed) {
+      return Quota.admit(settings, next - state.outboxFirst(), seqAfter - state.outboxFirst(), bytes + frameBytes,
+          reserveAllowed);
+    }
+
     private FrameReply quota(long seqAfter, long frameBytes) {
-      long entries = seqAfter - state.outboxFirst();
-      long total = bytes + frameBytes;
-      // A frame larger than the whole quota still goes into an empty outbox, or it could never go.
-      boolean empty = next == state.outboxFirst();
-      if (seqAfter > next && !empty && (entries > settings.maxOutboxEntries() || total > settings.maxOutboxBytes())) {
+      if (admit(seqAfter, frameBytes, false) == Quota.Admission.REFUSED) {
         return new QuotaExceeded(next - state.outboxFirst(), bytes, settings.maxOutboxEntries(), settings.maxOutboxBytes());
       }
       return null;
@@ -1078,15 +1079,15 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       }
       Evaluation ev = (Evaluation) evaluated;
       long cut = con.reservationCut();
-      if (quota(ev.seqAfter(), ev.bytes()) != null) {
-        long entries = ev.seqAfter() - state.outboxFirst();
-        boolean fits = entries <= settings.maxOutboxEntries() + settings.reserveEntries()
-            && bytes + ev.bytes() <= settings.maxOutboxBytes() + settings.reserveBytes();
-        if (cut == state.outboxFirst() || !fits) {
-          return new ConsumerRefused(ConsumerRefusal.QUOTA_EXCEEDED, cut == state.outboxFirst()
-              ? "the outbox is full and this consumer used the progress reserve since the last purge; purge, then retry"
-              : "the outbox and its progress reserve are full; purge, then retry", con.checkpoint(), -1, 0);
-        }
+      boolean reserveAllowed = cut != state.outboxFirst();
+      Quota.Admission admission = admit(ev.seqAfter(), ev.bytes(), reserveAllowed);
+      if (admission == Quota.Admission.REFUSED) {
+        return new ConsumerRefused(ConsumerRefusal.QUOTA_EXCEEDED, reserveAllowed
+            ? "the outbox and its progress reserve are full; purge, then retry"
+            : "the outbox is full and this consumer used the progress reserve since the last purge; purge, then retry",
+            con.checkpoint(), -1, 0);
+      }
+      if (admission == Quota.Admission.RESERVE) {
         cut = state.outboxFirst();
       }
       docs.putAll(ev.seen());

@@ -6,8 +6,7 @@
 #   deploy/bin/run.sh stop     stop the node and the private PostgreSQL
 #   deploy/bin/run.sh status   the node's readiness and cluster status
 # The node's log is .weir/node.log; the admin token is WEIR_ADMIN_TOKEN or, when unset, a random
-# one kept in .weir/admin-token (mode 600); the token-signing secret likewise WEIR_TOKEN_SECRET or
-# .weir/token-secret.
+# one kept in .weir/admin-token (mode 600).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
@@ -34,14 +33,6 @@ admin_token() {
     (umask 077; head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' > "$state/admin-token")
   fi
   cat "$state/admin-token"
-}
-
-token_secret() {
-  if [ -n "${WEIR_TOKEN_SECRET:-}" ]; then echo "$WEIR_TOKEN_SECRET"; return; fi
-  if [ ! -s "$state/token-secret" ]; then
-    (umask 077; head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' > "$state/token-secret")
-  fi
-  cat "$state/token-secret"
 }
 
 show_status() {
@@ -105,7 +96,7 @@ CONF
 http_port=${WEIR_HTTP_PORT:-$(weir_free_port 8080)}
 cluster_port=${WEIR_CLUSTER_PORT:-$(weir_free_port 25520)}
 echo "$http_port" > "$state/node.http-port"
-WEIR_ADMIN_TOKEN=$(admin_token) WEIR_TOKEN_SECRET=$(token_secret) WEIR_HTTP_PORT=$http_port WEIR_CLUSTER_PORT=$cluster_port \
+WEIR_ADMIN_TOKEN=$(admin_token) WEIR_HTTP_PORT=$http_port WEIR_CLUSTER_PORT=$cluster_port \
   nohup java -Xmx512m -jar node/target/weir-node.jar node --config "$state/node.conf" > "$state/node.log" 2>&1 < /dev/null &
 echo $! > "$state/node.pid"
 

@@ -27,8 +27,6 @@ import java.util.concurrent.TimeUnit;
  */
 public final class NodeProcess implements AutoCloseable {
   public static final String ADMIN_TOKEN = "e2e-admin-token-0123456789";
-  /** The cluster's token-signing secret: the same on every node a test starts. */
-  public static final String TOKEN_SECRET = "e2e-token-secret-0123456789-0123456789";
   private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final List<NodeProcess> LIVE = new ArrayList<>();
@@ -148,7 +146,6 @@ public final class NodeProcess implements AutoCloseable {
       Map<String, String> env = pb.environment();
       env.keySet().removeIf(k -> k.startsWith("WEIR_"));
       env.put("WEIR_ADMIN_TOKEN", ADMIN_TOKEN);
-      env.put("WEIR_TOKEN_SECRET", TOKEN_SECRET);
       env.put("WEIR_HTTP_PORT", Integer.toString(spec.httpPort));
       env.put("WEIR_CLUSTER_PORT", Integer.toString(spec.clusterPort));
       spec.env.forEach((k, v) -> {

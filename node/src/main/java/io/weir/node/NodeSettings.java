@@ -45,7 +45,6 @@ public record NodeSettings(
           "weir.cluster.port", "WEIR_CLUSTER_PORT",
           "weir.cluster.seed-nodes", "WEIR_SEED_NODES",
           "weir.admin-token", "WEIR_ADMIN_TOKEN",
-          "weir.tokens.secret", "WEIR_TOKEN_SECRET",
           "weir.partitions.count", "WEIR_PARTITIONS");
 
   public NodeSettings {
@@ -54,31 +53,14 @@ public record NodeSettings(
     pipelines = List.copyOf(pipelines);
   }
 
-  /** Minimum length of the token-signing secret. */
-  public static final int MIN_TOKEN_SECRET_LENGTH = 32;
-
   /**
-   * Token signing ({@code weir.tokens.*}).
+   * Signed tokens ({@code weir.tokens.*}). The keys themselves are the cluster's, kept in PostgreSQL
+   * ({@link io.weir.persistence.TokenKeyStore}).
    *
-   * @param secret the cluster secret keys are derived from; never logged
-   * @param activeKey the key id new tokens are signed with
-   * @param acceptedKeys further key ids whose tokens still verify
    * @param batchTtl how long a projection batch token is valid
+   * @param keyRefresh how often a node reloads the keys (rotations and retirements by other nodes)
    */
-  public record Tokens(String secret, String activeKey, List<String> acceptedKeys, Duration batchTtl) {
-    public Tokens {
-      acceptedKeys = List.copyOf(acceptedKeys);
-    }
-
-    public io.weir.protocol.token.TokenSigner signer() {
-      return new io.weir.protocol.token.TokenSigner(secret, activeKey, acceptedKeys);
-    }
-
-    @Override
-    public String toString() {
-      return "Tokens[secret=<hidden>, activeKey=" + activeKey + ", acceptedKeys=" + acceptedKeys + ", batchTtl=" + batchTtl + "]";
-    }
-  }
+  public record Tokens(Duration batchTtl, Duration keyRefresh) {}
 
   /**
    * Projection consumers ({@code weir.projections.*}).
@@ -141,39 +123,12 @@ public record NodeSettings(
             v.positiveInt("weir.projections.max-effects")),
         v.bytes("weir.documents.max-bytes", 2),
         v.positiveDuration("weir.documents.ask-timeout"),
-        tokens(v, config),
+        tokens(v),
         projections(v));
   }
 
-  private static Tokens tokens(ConfigValues v, Config config) {
-    String secret = v.optionalString("weir.tokens.secret");
-    if (secret == null || secret.isBlank()) {
-      throw new SettingsException("weir.tokens.secret",
-          "is required (environment variable WEIR_TOKEN_SECRET): the cluster secret that signs batch tokens and cursors, "
-              + "the same on every node");
-    }
-    if (secret.length() < MIN_TOKEN_SECRET_LENGTH) {
-      throw new SettingsException("weir.tokens.secret", "must be at least " + MIN_TOKEN_SECRET_LENGTH + " characters");
-    }
-    List<String> accepted;
-    try {
-      accepted = config.getStringList("weir.tokens.accepted-keys");
-    } catch (ConfigException e) {
-      throw new SettingsException("weir.tokens.accepted-keys", "must be a list of key ids");
-    }
-    String active = v.requiredString("weir.tokens.active-key");
-    for (String id : concat(active, accepted)) {
-      if (!id.matches("[A-Za-z0-9_-]{1,32}")) {
-        throw new SettingsException("weir.tokens.active-key", "key ids are 1 to 32 of A-Z a-z 0-9 _ -");
-      }
-    }
-    return new Tokens(secret, active, accepted, v.positiveDuration("weir.tokens.batch-ttl"));
-  }
-
-  private static List<String> concat(String first, List<String> rest) {
-    List<String> all = new ArrayList<>(rest);
-    all.add(0, first);
-    return all;
+  private static Tokens tokens(ConfigValues v) {
+    return new Tokens(v.positiveDuration("weir.tokens.batch-ttl"), v.positiveDuration("weir.tokens.key-refresh"));
   }
 
   private static Projections projections(ConfigValues v) {

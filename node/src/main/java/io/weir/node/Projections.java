@@ -30,19 +30,19 @@ import java.util.concurrent.CompletionStage;
 public final class Projections {
   private final Documents documents;
   private final OutboxReader reader;
-  private final TokenSigner signer;
+  private final TokenKeys keys;
   private final NodeSettings.Projections limits;
   private final java.time.Duration batchTtl;
   private final Clock clock;
   private final int maxEffects;
 
   /** @param maxEffects effects one commit may carry (the partitions' limit) */
-  public Projections(Documents documents, OutboxReader reader, TokenSigner signer, NodeSettings.Projections limits,
+  public Projections(Documents documents, OutboxReader reader, TokenKeys keys, NodeSettings.Projections limits,
       int maxEffects, java.time.Duration batchTtl, Clock clock) {
     this.documents = documents;
     this.maxEffects = maxEffects;
     this.reader = reader;
-    this.signer = signer;
+    this.keys = keys;
     this.limits = limits;
     this.batchTtl = batchTtl;
     this.clock = clock;
@@ -92,6 +92,10 @@ public final class Projections {
    * examined after its checkpoint, selected ones up to {@code maxBytes} of payload. Changes nothing.
    */
   public CompletionStage<ReadResult> read(int partition, String name, long generation, int maxEntries, long maxBytes) {
+    Optional<TokenSigner> signer = keys.signer();
+    if (signer.isEmpty()) {
+      return CompletableFuture.failedFuture(new KeysUnavailable());
+    }
     return documents.<ConsumerReply>ask(partition, r -> new ReadConsumer(name, generation, maxEntries, r))
         .thenCompose(reply -> {
           if (reply instanceof ConsumerRefused refused) {
@@ -107,16 +111,45 @@ public final class Projections {
             }
             BatchSelection.Batch batch = (BatchSelection.Batch) cut;
             String token = new BatchToken(span.incarnation(), partition, name, generation, checkpoint, batch.through())
-                .sign(signer, clock.millis() + batchTtl.toMillis());
+                .sign(signer.get(), clock.millis() + batchTtl.toMillis());
             return new Batch(partition, span.consumer(), checkpoint, batch.through(), span.tail(), batch.hasMore(),
                 batch.entries(), batch.bytes(), token);
           });
         });
   }
 
-  /** Verifies a batch token: its fields, or why it is refused. */
-  public BatchToken verify(String token) throws TokenSigner.InvalidToken {
-    return BatchToken.verify(signer, token, clock.millis());
+  /** The token keys are not loaded yet (storage is not ready): retry later. */
+  public static final class KeysUnavailable extends RuntimeException {
+    KeysUnavailable() {
+      super("the cluster's token keys are not loaded yet", null, false, false);
+    }
+  }
+
+  /**
+   * Verifies a batch token: its fields, or a failure with {@link TokenSigner.InvalidToken} saying
+   * why it is refused ({@link KeysUnavailable} before the keys are loaded). A token signed with a
+   * key this node has not loaded makes it reload the keys once (another node may have rotated).
+   */
+  public CompletionStage<BatchToken> verify(String token) {
+    Optional<TokenSigner> signer = keys.signer();
+    if (signer.isEmpty()) {
+      return CompletableFuture.failedFuture(new KeysUnavailable());
+    }
+    try {
+      return CompletableFuture.completedFuture(BatchToken.verify(signer.get(), token, clock.millis()));
+    } catch (TokenSigner.InvalidToken e) {
+      if (e.failure() != TokenSigner.Failure.UNKNOWN_KEY) {
+        return CompletableFuture.failedFuture(e);
+      }
+      return keys.reloadForUnknownKey().thenCompose(reloaded -> {
+        try {
+          return CompletableFuture.completedFuture(
+              BatchToken.verify(reloaded.orElse(signer.get()), token, clock.millis()));
+        } catch (TokenSigner.InvalidToken again) {
+          return CompletableFuture.failedFuture(again);
+        }
+      });
+    }
   }
 
   /**

@@ -22,6 +22,8 @@ import java.time.Instant;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.Address;
@@ -55,6 +57,30 @@ public final class WeirNode {
     this.system = system;
     this.binding = binding;
     this.storage = storage;
+  }
+
+  /**
+   * Loads the token keys once storage is ready (checked every second until then) and reloads them
+   * every {@code refresh}. A failed load is logged (value-free) and tried again at the next tick.
+   */
+  private static void scheduleKeyReload(
+      ActorSystem<?> system, TokenKeys keys, AtomicReference<StorageStatus> storage, Duration refresh) {
+    AtomicLong lastLoad = new AtomicLong();
+    AtomicBoolean loading = new AtomicBoolean();
+    system.scheduler().scheduleAtFixedRate(Duration.ofSeconds(1), Duration.ofSeconds(1), () -> {
+      boolean due = keys.signer().isEmpty() || System.nanoTime() - lastLoad.get() >= refresh.toNanos();
+      if (!due || !storage.get().isReady() || !loading.compareAndSet(false, true)) {
+        return;
+      }
+      keys.reload().whenComplete((signer, error) -> {
+        if (error == null) {
+          lastLoad.set(System.nanoTime());
+        } else {
+          log.warn("loading the token keys failed; retrying: {}", io.weir.persistence.SafeErrors.describe(error));
+        }
+        loading.set(false);
+      });
+    }, system.executionContext());
   }
 
   /**
@@ -98,11 +124,14 @@ public final class WeirNode {
       Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
+      TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
+      scheduleKeyReload(system, tokenKeys, storage, settings.tokens().keyRefresh());
       Projections projections = new Projections(documents, io.weir.sharding.partition.OutboxReader.jdbc(system),
-          settings.tokens().signer(), settings.projections(), settings.partitionLimits().maxEffects(),
+          tokenKeys, settings.projections(), settings.partitionLimits().maxEffects(),
           settings.tokens().batchTtl(), java.time.Clock.systemUTC());
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()),
-          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections);
+          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys);
       ServerBinding binding;
       try {
         binding =

@@ -17,12 +17,10 @@ import org.junit.jupiter.api.io.TempDir;
 class NodeSettingsTest {
   private static final String TOKEN = "an-admin-token-of-sufficient-length";
   private static final String PASSWORD = "canary-password-7f3a";
-  private static final String SECRET = "a-token-signing-secret-of-32-characters";
 
   private static Config with(Map<String, Object> overrides) {
     Map<String, Object> base = new HashMap<>();
     base.put("weir.admin-token", TOKEN);
-    base.put("weir.tokens.secret", SECRET);
     base.put("weir.postgres.url", "jdbc:postgresql://127.0.0.1:5432/weir");
     base.put("weir.postgres.password", PASSWORD);
     base.putAll(overrides);
@@ -43,8 +41,7 @@ class NodeSettingsTest {
     assertThat(s.partitions()).as("default partition count").isEqualTo(64);
     assertThat(s.documentMaxBytes()).as("default document size limit").isEqualTo(1024 * 1024);
     assertThat(s.documentAskTimeout()).as("default document ask timeout").isEqualTo(java.time.Duration.ofSeconds(10));
-    assertThat(s.toString()).as("toString must hide secrets").doesNotContain(TOKEN).doesNotContain(PASSWORD)
-        .doesNotContain(SECRET);
+    assertThat(s.toString()).as("toString must hide secrets").doesNotContain(TOKEN).doesNotContain(PASSWORD);
     assertThat(s.projections().defaultReadEntries()).isEqualTo(100);
     assertThat(s.projections().maxReadBytes()).isEqualTo(16L << 20);
     assertThat(s.partitionLimits().maxConsumers()).isEqualTo(64);
@@ -54,15 +51,7 @@ class NodeSettingsTest {
   }
 
   @Test
-  void theTokenSecretIsRequiredAndLongWithoutBeingEchoed() {
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.tokens.secret", ""))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.tokens.secret"))
-        .hasMessageContaining("WEIR_TOKEN_SECRET");
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.tokens.secret", "too-short-a-secret"))))
-        .isInstanceOf(SettingsException.class)
-        .hasMessageNotContaining("too-short-a-secret");
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.tokens.active-key", "bad key"))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.tokens.active-key"));
+  void projectionBudgetsMustBeConsistent() {
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.projections.read.default-entries", 2000))))
         .isInstanceOfSatisfying(SettingsException.class,
             e -> assertThat(e.key()).isEqualTo("weir.projections.read.default-entries"));

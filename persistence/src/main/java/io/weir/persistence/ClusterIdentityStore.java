@@ -36,6 +36,12 @@ public final class ClusterIdentityStore {
       insert.setInt(4, partitions);
       insert.executeUpdate();
     }
+    // The first signing key, for clusters whose identity was created after the token_keys migration.
+    try (PreparedStatement first = connection.prepareStatement(
+        "INSERT INTO " + Identifiers.require("schema name", schema) + ".token_keys (kid, key, created_at)"
+            + " SELECT signing_kid, signing_key, created_at FROM " + table + " ON CONFLICT DO NOTHING")) {
+      first.executeUpdate();
+    }
     try (PreparedStatement adopt =
         connection.prepareStatement("UPDATE " + table + " SET partition_count = ? WHERE partition_count IS NULL")) {
       adopt.setInt(1, partitions);

@@ -23,7 +23,7 @@ class SchemaAndIdentityIT {
       String v1 = SchemaMigrator.migrate(database.dataSource(), "weir");
       String v2 = SchemaMigrator.migrate(database.dataSource(), "weir");
       assertThat(v2).as("a second migration should find nothing to do and report the same version").isEqualTo(v1);
-      assertThat(v1).as("every migration should be applied").isEqualTo("7");
+      assertThat(v1).as("every migration should be applied").isEqualTo("8");
       try (Connection c = db.connect();
           ResultSet rs =
               c.createStatement()
@@ -35,8 +35,38 @@ class SchemaAndIdentityIT {
         }
         assertThat(tables)
             .as("the journal, snapshot, durable state and cluster tables should live in schema weir")
-            .contains("event_journal", "event_tag", "snapshot", "durable_state", "cluster");
+            .contains("event_journal", "event_tag", "snapshot", "durable_state", "cluster", "token_keys");
       }
+    }
+  }
+
+  @Test
+  void tokenKeysStartWithTheIdentityKeyRotateAndRetire() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("token_keys_it");
+        Database database = Database.create(PostgresSettings.create(withDefaults(db)), "token-keys-it");
+        Connection c = migrated(database)) {
+      ClusterIdentity identity = ClusterIdentityStore.loadOrCreate(c, "weir", 64);
+      TokenKeyStore.KeyRing first = TokenKeyStore.load(c, "weir");
+      assertThat(first.activeKid()).isEqualTo(identity.signingKid());
+      assertThat(first.keys().get(identity.signingKid())).isEqualTo(identity.signingKey());
+      ClusterIdentityStore.loadOrCreate(c, "weir", 64);
+      assertThat(TokenKeyStore.load(c, "weir").info()).as("a second start adds no key").hasSize(1);
+      TokenKeyStore.KeyRing rotated = TokenKeyStore.rotate(c, "weir");
+      assertThat(rotated.activeKid()).isNotEqualTo(first.activeKid());
+      assertThat(rotated.keys()).containsKeys(first.activeKid(), rotated.activeKid());
+      assertThat(rotated.keys().get(rotated.activeKid())).hasSize(32);
+      assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", rotated.activeKid()))
+          .isInstanceOfSatisfying(TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isFalse());
+      assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", "unknown"))
+          .isInstanceOfSatisfying(TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isTrue());
+      TokenKeyStore.KeyRing retired = TokenKeyStore.retire(c, "weir", first.activeKid());
+      assertThat(retired.keys()).containsOnlyKeys(rotated.activeKid());
+      assertThat(retired.info()).hasSize(2).first().satisfies(k -> {
+        assertThat(k.kid()).isEqualTo(first.activeKid());
+        assertThat(k.retiredAt()).isNotNull();
+        assertThat(k.active()).isFalse();
+      });
+      assertThat(retired.toString()).doesNotContain(java.util.HexFormat.of().formatHex(retired.keys().get(retired.activeKid())));
     }
   }
 

@@ -81,6 +81,7 @@ public final class HttpApi extends JsonRoutes {
   private final Documents documents;
   private final long maxDocumentBytes;
   private final ProjectionRoutes projections;
+  private final TokenRoutes tokens;
 
   /**
    * @param pipelines pipeline operations, or null on a node built without them (routes answer 404)
@@ -98,15 +99,19 @@ public final class HttpApi extends JsonRoutes {
   public HttpApi(
       ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
       Documents documents, long maxDocumentBytes) {
-    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, null);
+    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, null, null);
   }
 
-  /** @param projections projection consumers, or null for none (routes answer 404) */
+  /**
+   * @param projections projection consumers, or null for none (routes answer 404)
+   * @param tokenKeys the cluster's token keys, or null for none (routes answer 404)
+   */
   public HttpApi(
       ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
-      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections) {
+      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys) {
     super(json);
     this.projections = projections == null ? null : new ProjectionRoutes(json, projections, documents, maxDocumentBytes);
+    this.tokens = tokenKeys == null ? null : new TokenRoutes(json, tokenKeys);
     this.authenticator = authenticator;
     this.node = node;
     this.pipelines = pipelines;
@@ -151,7 +156,8 @@ public final class HttpApi extends JsonRoutes {
         path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
         path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes),
-        pathPrefix("projections", () -> projections == null ? error(ErrorCode.NOT_FOUND, "no such resource") : projections.routes()));
+        pathPrefix("projections", () -> projections == null ? error(ErrorCode.NOT_FOUND, "no such resource") : projections.routes()),
+        pathPrefix("tokens", () -> tokens == null ? error(ErrorCode.NOT_FOUND, "no such resource") : tokens.routes()));
   }
 
   /**

@@ -222,15 +222,12 @@ final class ProjectionRoutes extends JsonRoutes {
     }
     return onComplete(projections.read(r.partition(), r.consumer(), r.generation(), maxEntries, maxBytes), result -> {
       if (!result.isSuccess()) {
-        Throwable t = result.failed().get();
-        if (t instanceof java.util.concurrent.CompletionException && t.getCause() != null) {
-          t = t.getCause();
-        }
+        Throwable t = unwrap(result.failed().get());
         if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries) {
           log.error("a projection read found a hole in the outbox: {}", t.getMessage());
           return error(ErrorCode.HISTORY_UNAVAILABLE, "entries of this batch are missing from the journal; see the node's log");
         }
-        return partitionUnavailable(t);
+        return unavailable(t);
       }
       Projections.ReadResult read = result.get();
       if (read instanceof Projections.Refused refused) {
@@ -287,13 +284,35 @@ final class ProjectionRoutes extends JsonRoutes {
     if (r.token() == null) {
       return error(ErrorCode.BAD_REQUEST, "token is required");
     }
-    BatchToken token;
-    try {
-      token = projections.verify(r.token());
-    } catch (TokenSigner.InvalidToken e) {
-      return error(e.failure() == TokenSigner.Failure.EXPIRED ? ErrorCode.TOKEN_EXPIRED : ErrorCode.INVALID_TOKEN,
-          e.getMessage());
+    return onComplete(projections.verify(r.token()), verified -> {
+      if (verified.isSuccess()) {
+        return commit(r, verified.get());
+      }
+      Throwable t = unwrap(verified.failed().get());
+      if (t instanceof TokenSigner.InvalidToken e) {
+        return error(e.failure() == TokenSigner.Failure.EXPIRED ? ErrorCode.TOKEN_EXPIRED : ErrorCode.INVALID_TOKEN,
+            e.getMessage());
+      }
+      return unavailable(t);
+    });
+  }
+
+  private static Throwable unwrap(Throwable t) {
+    while ((t instanceof java.util.concurrent.CompletionException || t instanceof java.util.concurrent.ExecutionException)
+        && t.getCause() != null) {
+      t = t.getCause();
     }
+    return t;
+  }
+
+  private Route unavailable(Throwable t) {
+    if (t instanceof Projections.KeysUnavailable) {
+      return error(ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet (storage is starting); retry");
+    }
+    return partitionUnavailable(t);
+  }
+
+  private Route commit(CommitRequest r, BatchToken token) {
     if ((r.partition() != null && r.partition() != token.partition())
         || (r.consumer() != null && !r.consumer().equals(token.consumer()))
         || (r.generation() != null && r.generation() != token.generation())) {

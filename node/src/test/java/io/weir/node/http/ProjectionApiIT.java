@@ -58,13 +58,14 @@ import org.junit.jupiter.api.TestInstance;
 class ProjectionApiIT {
   private static final String ADMIN = "admin-token-for-projection-api-it";
   private static final String READER = "reader-token-for-projection-api-it";
-  private static final String SECRET = "projection-api-it-token-secret-0123456789";
   private static final int PARTITIONS = 16;
   /** Small limits so tests can reach them. */
   private static final PartitionSettings LIMITS = new PartitionSettings(30, 1L << 30, 256, 20_000).withProjections(3, 4, 1L << 30, 8);
   private static final NodeSettings.Projections READS = new NodeSettings.Projections(100, 1000, 4L << 20, 16L << 20, 64 * 1024);
 
   private TestPostgres.TestDatabase db;
+  private io.weir.persistence.Database database;
+  private io.weir.node.TokenKeys keys;
   private ActorTestKit kit;
   private ServerBinding binding;
   private Documents documents;
@@ -83,9 +84,13 @@ class ProjectionApiIT {
         .withFallback(db.config())
         .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
     config = ConfigFactory.load(config);
-    try (var database = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(config), "migrate")) {
-      SchemaMigrator.migrate(database.dataSource(), "weir");
+    database = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(config), "projection-api-it");
+    SchemaMigrator.migrate(database.dataSource(), "weir");
+    try (var c = database.dataSource().getConnection()) {
+      io.weir.persistence.ClusterIdentityStore.loadOrCreate(c, "weir", PARTITIONS);
     }
+    keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", java.util.concurrent.ForkJoinPool.commonPool());
+    keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     kit = ActorTestKit.create("weir", config);
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
@@ -112,12 +117,12 @@ class ProjectionApiIT {
         return Instant.now().plusMillis(clockOffset.get());
       }
     };
-    Projections projections = new Projections(documents, OutboxReader.jdbc(kit.system()), new TokenSigner(SECRET), READS,
+    Projections projections = new Projections(documents, OutboxReader.jdbc(kit.system()), keys, READS,
         LIMITS.maxEffects(), Duration.ofHours(1), clock);
     TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
     HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), () -> storage, PARTITIONS), null, null, documents,
-        4096, projections);
+        4096, projections, keys);
     binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
@@ -130,6 +135,9 @@ class ProjectionApiIT {
   void stop() {
     if (kit != null) {
       kit.shutdownTestKit();
+    }
+    if (database != null) {
+      database.close();
     }
     if (db != null) {
       db.close();
@@ -383,9 +391,9 @@ class ProjectionApiIT {
     assertThat(consumerStatus(p, "idx").get("checkpoint").asLong()).isEqualTo(4);
   }
 
-  private static String incarnationOf(String token) {
+  private String incarnationOf(String token) {
     try {
-      return BatchToken.verify(new TokenSigner(SECRET), token, System.currentTimeMillis()).incarnation();
+      return BatchToken.verify(keys.signer().orElseThrow(), token, System.currentTimeMillis()).incarnation();
     } catch (TokenSigner.InvalidToken e) {
       throw new AssertionError(e);
     }
@@ -438,8 +446,10 @@ class ProjectionApiIT {
     configure(p, "idx", List.of(), List.of());
     configure(p, "other", List.of(), List.of());
     String token = read(p, "idx", null).get("token").asText();
+    byte[] otherKey = new byte[32];
+    new java.security.SecureRandom().nextBytes(otherKey);
     String forged = new BatchToken(incarnationOf(token), p, "idx", 1, 0, 1)
-        .sign(new TokenSigner("another-cluster-secret-of-32-characters!"), System.currentTimeMillis() + 60_000);
+        .sign(TokenSigner.of(keys.signer().orElseThrow().activeKeyId(), otherKey), System.currentTimeMillis() + 60_000);
     error(post("/admin/projections/commit", commitBody(forged)), 400, "invalid-token");
     byte[] payload = Base64.getUrlDecoder().decode(token.substring(0, token.indexOf('.')));
     payload[payload.length - 1] ^= 1;
@@ -454,7 +464,7 @@ class ProjectionApiIT {
     crossPartition.put("partition", p + 1);
     error(post("/admin/projections/commit", crossPartition), 400, "token-mismatch");
     String otherIncarnation = new BatchToken("not-this-incarnation", p, "idx", 1, 0, 1)
-        .sign(new TokenSigner(SECRET), System.currentTimeMillis() + 60_000);
+        .sign(keys.signer().orElseThrow(), System.currentTimeMillis() + 60_000);
     error(post("/admin/projections/commit", commitBody(otherIncarnation)), 409, "token-invalidated");
     clockOffset.set(Duration.ofHours(2).toMillis());
     try {
@@ -505,6 +515,48 @@ class ProjectionApiIT {
     assertThat(all.get("pinned").asBoolean()).as("a released consumer pins nothing").isFalse();
     assertThat(all.get("outboxFirst").asLong()).isEqualTo(6);
     assertThat(consumerStatus(p, "slow").get("released").asBoolean()).isTrue();
+  }
+
+  @Test
+  void keysRotateWhileOlderTokensStillVerifyUntilRetired() throws Exception {
+    int p = 10;
+    put("src", idIn("src", p, 0), "{}");
+    put("src", idIn("src", p, 1), "{}");
+    configure(p, "idx", List.of(), List.of());
+    String before = read(p, "idx", 1).get("token").asText();
+    JsonNode listed = ok(send("GET", "/admin/tokens/keys", null, ADMIN), 200);
+    String oldKid = listed.get("active").asText();
+    assertThat(listed.toString()).as("no key material").doesNotContain("\"key\"");
+    error(send("POST", "/admin/tokens/rotate", null, READER), 403, "forbidden");
+    JsonNode rotated = ok(post("/admin/tokens/rotate", ""), 200);
+    String newKid = rotated.get("active").asText();
+    assertThat(newKid).isNotEqualTo(oldKid);
+    assertThat(rotated.get("keys")).hasSize(listed.get("keys").size() + 1);
+    error(post("/admin/tokens/retire", Map.of("kid", newKid)), 409, "conflict");
+    error(post("/admin/tokens/retire", Map.of("kid", "no-such-key")), 404, "not-found");
+    error(post("/admin/tokens/retire", "{\"kid\":"), 400, "malformed-json");
+    // A token signed before the rotation still commits; tokens now carry the new key.
+    assertThat(ok(post("/admin/projections/commit", commitBody(before)), 200).get("checkpoint").asLong()).isEqualTo(1);
+    String after = read(p, "idx", 1).get("token").asText();
+    assertThat(BatchToken.verify(TokenSigner.of(newKid, keyBytes(newKid)), after, System.currentTimeMillis()).end())
+        .isEqualTo(2);
+    ok(post("/admin/tokens/retire", Map.of("kid", oldKid)), 200);
+    String oldKey = new BatchToken(incarnationOf(after), p, "idx", 1, 1, 2)
+        .sign(TokenSigner.of(oldKid, keyBytes(oldKid)), System.currentTimeMillis() + 60_000);
+    error(post("/admin/projections/commit", commitBody(oldKey)), 400, "invalid-token");
+    assertThat(ok(post("/admin/projections/commit", commitBody(after)), 200).get("checkpoint").asLong()).isEqualTo(2);
+  }
+
+  /** A key's bytes, read from PostgreSQL as a node does (the API never shows them). */
+  private byte[] keyBytes(String kid) throws Exception {
+    try (var c = database.dataSource().getConnection();
+        var s = c.prepareStatement("SELECT key FROM weir.token_keys WHERE kid = ?")) {
+      s.setString(1, kid);
+      try (var rs = s.executeQuery()) {
+        assertThat(rs.next()).isTrue();
+        return rs.getBytes(1);
+      }
+    }
   }
 
   @Test

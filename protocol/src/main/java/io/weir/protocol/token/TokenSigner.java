@@ -5,13 +5,11 @@ import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
 import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.Objects;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 
@@ -26,10 +24,10 @@ import javax.crypto.spec.SecretKeySpec;
  * payload strictly (nothing may follow the last field) after the MAC matched, compared in constant
  * time.
  *
- * <p>Keys: each key id maps to a 256-bit key derived from the cluster secret ({@code HMAC(secret,
- * "weir-token-key" 0 kid)}); tokens are signed with the active key id and verified with any key
- * id the signer knows, so a rotation keeps earlier tokens valid until their key id is retired.
- * Error messages never quote a token or a field value.
+ * <p>Keys: the cluster's keys by key id (kept in PostgreSQL, shared by every node); tokens are
+ * signed with the active key and verified with any key the signer holds, so a rotation keeps
+ * earlier tokens valid until their key is retired. Error messages never quote a token or a field
+ * value, and no key material appears in {@link #toString()}.
  */
 public final class TokenSigner {
   private static final byte FORMAT = 1;
@@ -37,7 +35,7 @@ public final class TokenSigner {
   private static final Base64.Decoder DECODER = Base64.getUrlDecoder();
   /** Tokens longer than this are refused before any decoding. */
   public static final int MAX_TOKEN_LENGTH = 4096;
-  private static final int MIN_SECRET_LENGTH = 32;
+  private static final int MIN_KEY_BYTES = 32;
 
   /** What a token is for; part of the signed bytes. */
   public enum Kind {
@@ -84,28 +82,29 @@ public final class TokenSigner {
   private final Map<String, byte[]> keys;
 
   /**
-   * @param secret the cluster secret (at least 32 characters); never logged
-   * @param activeKeyId the key id new tokens are signed with
-   * @param acceptedKeyIds further key ids whose tokens still verify (rotated-out keys not yet retired)
+   * @param activeKeyId the key new tokens are signed with; must be among {@code keys}
+   * @param keys every key whose tokens verify, by key id (at least 32 bytes each); never logged
    */
-  public TokenSigner(String secret, String activeKeyId, Iterable<String> acceptedKeyIds) {
-    Objects.requireNonNull(secret, "secret");
-    if (secret.length() < MIN_SECRET_LENGTH) {
-      throw new IllegalArgumentException("the token secret must be at least " + MIN_SECRET_LENGTH + " characters");
-    }
+  public TokenSigner(String activeKeyId, Map<String, byte[]> keys) {
     validKeyId(activeKeyId);
     Map<String, byte[]> k = new LinkedHashMap<>();
-    k.put(activeKeyId, derive(secret, activeKeyId));
-    for (String id : acceptedKeyIds) {
+    keys.forEach((id, key) -> {
       validKeyId(id);
-      k.put(id, derive(secret, id));
+      if (key == null || key.length < MIN_KEY_BYTES) {
+        throw new IllegalArgumentException("token keys have at least " + MIN_KEY_BYTES + " bytes");
+      }
+      k.put(id, key.clone());
+    });
+    if (!k.containsKey(activeKeyId)) {
+      throw new IllegalArgumentException("the active key is not among the keys");
     }
     this.activeKeyId = activeKeyId;
     this.keys = Map.copyOf(k);
   }
 
-  public TokenSigner(String secret) {
-    this(secret, "k0", java.util.List.of());
+  /** A signer with one key. */
+  public static TokenSigner of(String keyId, byte[] key) {
+    return new TokenSigner(keyId, Map.of(keyId, key));
   }
 
   public String activeKeyId() {
@@ -210,10 +209,6 @@ public final class TokenSigner {
     } catch (IOException e) {
       throw new InvalidToken(Failure.MALFORMED, "the token is truncated");
     }
-  }
-
-  private static byte[] derive(String secret, String keyId) {
-    return mac(secret.getBytes(StandardCharsets.UTF_8), ("weir-token-key\0" + keyId).getBytes(StandardCharsets.UTF_8));
   }
 
   private static byte[] mac(byte[] key, byte[] data) {

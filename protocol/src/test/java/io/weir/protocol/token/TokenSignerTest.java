@@ -6,14 +6,20 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.weir.protocol.token.TokenSigner.Failure;
 import io.weir.protocol.token.TokenSigner.InvalidToken;
 import java.util.Base64;
-import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class TokenSignerTest {
-  private static final String SECRET = "a-cluster-secret-of-at-least-32-characters";
+  private static final byte[] KEY = key(1);
+  private static final byte[] OTHER = key(2);
   private static final long NOW = 1_800_000_000_000L;
   private static final long LATER = NOW + 60_000;
-  private final TokenSigner signer = new TokenSigner(SECRET);
+  private final TokenSigner signer = TokenSigner.of("k0", KEY);
+
+  private static byte[] key(int seed) {
+    byte[] k = new byte[32];
+    new java.util.Random(seed).nextBytes(k);
+    return k;
+  }
   private final BatchToken batch = new BatchToken("inc-1", 7, "search-index", 2, 10, 25);
 
   @Test
@@ -61,7 +67,7 @@ class TokenSignerTest {
 
   @Test
   void aTokenSignedWithAnotherSecretIsForged() {
-    TokenSigner other = new TokenSigner("another-cluster-secret-of-32-characters!");
+    TokenSigner other = TokenSigner.of("k0", OTHER);
     String token = batch.sign(other, LATER);
     assertThatThrownBy(() -> BatchToken.verify(signer, token, NOW))
         .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.BAD_SIGNATURE));
@@ -91,20 +97,22 @@ class TokenSignerTest {
   @Test
   void rotationKeepsOldTokensValidUntilTheirKeyIsRetired() throws InvalidToken {
     String old = batch.sign(signer, LATER);
-    TokenSigner rotated = new TokenSigner(SECRET, "k1", List.of("k0"));
+    TokenSigner rotated = new TokenSigner("k1", java.util.Map.of("k0", KEY, "k1", OTHER));
     assertThat(BatchToken.verify(rotated, old, NOW)).isEqualTo(batch);
     String fresh = batch.sign(rotated, LATER);
     assertThat(fresh).isNotEqualTo(old);
-    TokenSigner retired = new TokenSigner(SECRET, "k1", List.of());
+    TokenSigner retired = TokenSigner.of("k1", OTHER);
     assertThat(BatchToken.verify(retired, fresh, NOW)).isEqualTo(batch);
     assertThatThrownBy(() -> BatchToken.verify(retired, old, NOW))
         .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.UNKNOWN_KEY));
   }
 
   @Test
-  void messagesAndToStringCarryNoSecretOrField() {
-    assertThat(signer.toString()).doesNotContain(SECRET);
+  void messagesAndToStringCarryNoKeyOrField() {
+    assertThat(signer.toString()).doesNotContain(java.util.HexFormat.of().formatHex(KEY))
+        .doesNotContain(Base64.getEncoder().encodeToString(KEY));
     assertThat(batch.toString()).doesNotContain("search-index").doesNotContain("inc-1");
-    assertThatThrownBy(() -> new TokenSigner("short")).hasMessageNotContaining("short");
+    assertThatThrownBy(() -> TokenSigner.of("k0", new byte[16])).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> new TokenSigner("k9", java.util.Map.of("k0", KEY))).isInstanceOf(IllegalArgumentException.class);
   }
 }

@@ -1,0 +1,91 @@
+package io.weir.node.http;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.node.TokenKeys;
+import io.weir.persistence.SafeErrors;
+import io.weir.persistence.TokenKeyStore;
+import io.weir.protocol.ErrorCode;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletionStage;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * {@code /admin/tokens/*}: the cluster's token-signing keys (administrators only; no key material
+ * ever leaves the node).
+ *
+ * <ul>
+ *   <li>{@code GET keys}: {@code {"active", "keys": [{"kid", "createdAt", "retiredAt", "active"}]}}.
+ *   <li>{@code POST rotate}: adds a key that signs from now on; tokens of the older keys still
+ *       verify until retired. 200 with the keys.
+ *   <li>{@code POST retire} {@code {"kid"}}: tokens signed with that key are refused from now on
+ *       (other nodes: after their next key reload, {@code weir.tokens.key-refresh}). 404 for an
+ *       unknown key, 409 for the signing key (rotate first).
+ * </ul>
+ */
+final class TokenRoutes extends JsonRoutes {
+  private static final Logger log = LoggerFactory.getLogger(TokenRoutes.class);
+  private final TokenKeys keys;
+
+  TokenRoutes(ObjectMapper json, TokenKeys keys) {
+    super(json);
+    this.keys = keys;
+  }
+
+  Route routes() {
+    return concat(
+        path("keys", () -> get(() -> keys.ring().isPresent() ? json(200, view(keys.ring().get()))
+            : error(ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet (storage is starting); retry"))),
+        path("rotate", () -> post(() -> answer(keys.rotate()))),
+        path("retire", () -> post(() -> entity(Unmarshaller.entityToString(), body -> {
+          String kid;
+          try {
+            JsonNode root = json.readTree(body);
+            if (root == null || !root.isObject() || root.size() != 1 || !root.path("kid").isTextual()) {
+              return error(ErrorCode.BAD_REQUEST, "the body must be {\"kid\": \"<key id>\"}");
+            }
+            kid = root.get("kid").asText();
+          } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+          }
+          return answer(keys.retire(kid));
+        }))));
+  }
+
+  private Route answer(CompletionStage<?> done) {
+    return onComplete(done, result -> {
+      if (result.isSuccess()) {
+        return json(200, view(keys.ring().orElseThrow()));
+      }
+      Throwable t = result.failed().get();
+      while (t instanceof java.util.concurrent.CompletionException && t.getCause() != null) {
+        t = t.getCause();
+      }
+      if (t instanceof TokenKeyStore.KeyRefused refused) {
+        return error(refused.notFound() ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT, refused.getMessage());
+      }
+      log.warn("a token key operation failed: {}", SafeErrors.describe(t));
+      return error(ErrorCode.UNAVAILABLE, "the token keys could not be changed (storage unavailable); retry");
+    });
+  }
+
+  private static Map<String, Object> view(TokenKeyStore.KeyRing ring) {
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("active", ring.activeKid());
+    List<Map<String, Object>> list = ring.info().stream().map(k -> {
+      Map<String, Object> m = new LinkedHashMap<>();
+      m.put("kid", k.kid());
+      m.put("createdAt", k.createdAt().toString());
+      m.put("retiredAt", k.retiredAt() == null ? null : k.retiredAt().toString());
+      m.put("active", k.active());
+      return m;
+    }).toList();
+    out.put("keys", list);
+    return out;
+  }
+}

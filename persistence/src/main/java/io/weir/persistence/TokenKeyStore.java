@@ -1,0 +1,127 @@
+package io.weir.persistence;
+
+import java.security.SecureRandom;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The cluster's token-signing keys in {@code <schema>.token_keys}: every node reads the same keys.
+ * The newest key not retired signs; every key not retired verifies. Key material never appears in
+ * a log line, a message or {@link KeyRing#toString()}.
+ */
+public final class TokenKeyStore {
+  private static final SecureRandom RANDOM = new SecureRandom();
+  private static final int KEY_BYTES = 32;
+
+  private TokenKeyStore() {}
+
+  /** A key's public facts. */
+  public record KeyInfo(String kid, Instant createdAt, Instant retiredAt, boolean active) {}
+
+  /**
+   * The keys as read at one moment.
+   *
+   * @param activeKid the key new tokens are signed with
+   * @param keys every key not retired, by key id
+   * @param info every key, retired ones included, oldest first
+   */
+  public record KeyRing(String activeKid, Map<String, byte[]> keys, List<KeyInfo> info) {
+    public KeyRing {
+      Map<String, byte[]> copy = new LinkedHashMap<>();
+      keys.forEach((kid, key) -> copy.put(kid, key.clone()));
+      keys = java.util.Collections.unmodifiableMap(copy);
+      info = List.copyOf(info);
+    }
+
+    @Override
+    public String toString() {
+      return "KeyRing[active=" + activeKid + ", keys=" + keys.keySet() + "]";
+    }
+  }
+
+  /** A request that the key store refuses: unknown key id, or retiring the signing key. */
+  public static final class KeyRefused extends Exception {
+    private final boolean notFound;
+
+    KeyRefused(String message, boolean notFound) {
+      super(message, null, false, false);
+      this.notFound = notFound;
+    }
+
+    public boolean notFound() {
+      return notFound;
+    }
+  }
+
+  public static KeyRing load(Connection c, String schema) throws SQLException {
+    String table = Identifiers.require("schema name", schema) + ".token_keys";
+    List<KeyInfo> info = new ArrayList<>();
+    Map<String, byte[]> keys = new LinkedHashMap<>();
+    String active = null;
+    try (PreparedStatement s = c.prepareStatement(
+            "SELECT kid, key, created_at, retired_at FROM " + table + " ORDER BY created_at, kid");
+        ResultSet rs = s.executeQuery()) {
+      List<Object[]> rows = new ArrayList<>();
+      while (rs.next()) {
+        java.sql.Timestamp retired = rs.getTimestamp(4);
+        rows.add(new Object[] {rs.getString(1), rs.getBytes(2), rs.getTimestamp(3).toInstant(),
+            retired == null ? null : retired.toInstant()});
+        if (retired == null) {
+          active = rs.getString(1);
+        }
+      }
+      for (Object[] r : rows) {
+        String kid = (String) r[0];
+        if (r[3] == null) {
+          keys.put(kid, (byte[]) r[1]);
+        }
+        info.add(new KeyInfo(kid, (Instant) r[2], (Instant) r[3], kid.equals(active)));
+      }
+    }
+    if (active == null) {
+      throw new SQLException("the cluster has no token-signing key that is not retired", "55000");
+    }
+    return new KeyRing(active, keys, info);
+  }
+
+  /** Adds a new key, which signs from now on; the others still verify until retired. */
+  public static KeyRing rotate(Connection c, String schema) throws SQLException {
+    String table = Identifiers.require("schema name", schema) + ".token_keys";
+    byte[] key = new byte[KEY_BYTES];
+    RANDOM.nextBytes(key);
+    byte[] id = new byte[6];
+    RANDOM.nextBytes(id);
+    try (PreparedStatement s = c.prepareStatement("INSERT INTO " + table + " (kid, key) VALUES (?, ?)")) {
+      s.setString(1, "k" + HexFormat.of().formatHex(id));
+      s.setBytes(2, key);
+      s.executeUpdate();
+    }
+    return load(c, schema);
+  }
+
+  /** Retires a key: its tokens are refused from now on. The signing key cannot be retired (rotate first). */
+  public static KeyRing retire(Connection c, String schema, String kid) throws SQLException, KeyRefused {
+    KeyRing ring = load(c, schema);
+    if (ring.info().stream().noneMatch(k -> k.kid().equals(kid))) {
+      throw new KeyRefused("no token key has that id", true);
+    }
+    if (ring.activeKid().equals(kid)) {
+      throw new KeyRefused("the key that signs new tokens cannot be retired; rotate first", false);
+    }
+    String table = Identifiers.require("schema name", schema) + ".token_keys";
+    try (PreparedStatement s = c.prepareStatement(
+        "UPDATE " + table + " SET retired_at = clock_timestamp() WHERE kid = ? AND retired_at IS NULL")) {
+      s.setString(1, kid);
+      s.executeUpdate();
+    }
+    return load(c, schema);
+  }
+}

@@ -32,7 +32,8 @@ public record NodeSettings(
     long documentMaxBytes,
     Duration documentAskTimeout,
     Tokens tokens,
-    Projections projections) {
+    Projections projections,
+    java.util.Optional<Duration> outboxRetention) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -124,7 +125,21 @@ public record NodeSettings(
         v.bytes("weir.documents.max-bytes", 2),
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),
-        projections(v));
+        projections(v),
+        retention(v, config));
+  }
+
+  /** {@code weir.partitions.outbox.auto-purge-interval}: {@code off} (the default) or a duration. */
+  private static java.util.Optional<Duration> retention(ConfigValues v, Config config) {
+    String key = "weir.partitions.outbox.auto-purge-interval";
+    try {
+      if (config.getString(key).equals("off")) {
+        return java.util.Optional.empty();
+      }
+    } catch (ConfigException e) {
+      throw new SettingsException(key, "must be off or a duration");
+    }
+    return java.util.Optional.of(v.positiveDuration(key));
   }
 
   private static Tokens tokens(ConfigValues v) {

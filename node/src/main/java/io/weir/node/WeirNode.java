@@ -112,6 +112,9 @@ public final class WeirNode {
       ClusterSingleton.get(system).init(SingletonActor.of(
           PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
           "weir-partition-keeper"));
+      settings.outboxRetention().ifPresent(interval -> ClusterSingleton.get(system).init(SingletonActor.of(
+          PartitionSharding.retention(settings.partitions(), () -> storage.get().isReady(), interval, 100_000),
+          "weir-outbox-retention")));
 
       // One pipeline manager per cluster: each slot has exactly one consumer.
       ActorRef<PipelineManager.Command> pipelineManager =

@@ -48,6 +48,12 @@ class NodeSettingsTest {
     assertThat(s.partitionLimits().reserveEntries()).isEqualTo(16_384);
     assertThat(s.partitionLimits().reserveBytes()).isEqualTo(2L << 30);
     assertThat(s.tokens().batchTtl()).isEqualTo(java.time.Duration.ofHours(24));
+    assertThat(s.outboxRetention()).as("automatic retention is off by default").isEmpty();
+    assertThat(NodeSettings.create(with(Map.of("weir.partitions.outbox.auto-purge-interval", "5m"))).outboxRetention())
+        .contains(java.time.Duration.ofMinutes(5));
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.partitions.outbox.auto-purge-interval", "sometimes"))))
+        .isInstanceOfSatisfying(SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.partitions.outbox.auto-purge-interval"));
   }
 
   @Test

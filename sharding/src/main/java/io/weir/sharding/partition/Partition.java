@@ -532,6 +532,10 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
         .onCommand(PartitionProtocol.GetDocuments.class, (state, c) -> Effect().reply(c.replyTo(), documents(state, c)))
         .onCommand(PartitionProtocol.PurgeOutbox.class, this::purge)
+        .onCommand(PartitionProtocol.PurgeConsumed.class, (state, c) -> {
+          long through = state.lowestCheckpoint().orElse(state.outboxFirst() - 1);
+          return purge(state, new PartitionProtocol.PurgeOutbox(through, c.maxEntries(), c.replyTo()));
+        })
         .onCommand(ConfigureConsumer.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(ReleaseConsumer.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))

@@ -98,6 +98,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(GetStatus.class, this::forward)
         .onMessage(PartitionProtocol.GetDocuments.class, this::forward)
         .onMessage(PartitionProtocol.PurgeOutbox.class, this::forward)
+        .onMessage(PartitionProtocol.PurgeConsumed.class, this::forward)
         .onSignal(Terminated.class, t -> Behaviors.stopped())
         .build();
   }

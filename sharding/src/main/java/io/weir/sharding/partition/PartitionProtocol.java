@@ -20,7 +20,7 @@ public final class PartitionProtocol {
   private PartitionProtocol() {}
 
   public sealed interface Command extends CborSerializable
-      permits Write, GetDocument, GetDocuments, GetStatus, PurgeOutbox, ReadConsumer, Partition.WriteBatch,
+      permits Write, GetDocument, GetDocuments, GetStatus, PurgeOutbox, PurgeConsumed, ReadConsumer, Partition.WriteBatch,
           PartitionEntity.BatchWritten, PartitionEntity.WriteTimedOut {}
 
   /** A command that writes: what the group commit coalesces. */
@@ -217,6 +217,13 @@ public final class PartitionProtocol {
    * holding purged entries are deleted once a snapshot covers them.
    */
   public record PurgeOutbox(long through, long maxEntries, ActorRef<PurgeReply> replyTo) implements Command {}
+
+  /**
+   * Automatic retention: purges through the lowest checkpoint of the active projection consumers, at
+   * most {@code maxEntries} entries. A partition without an active consumer purges nothing (no
+   * checkpoint says what was processed). Answered like {@link PurgeOutbox}.
+   */
+  public record PurgeConsumed(long maxEntries, ActorRef<PurgeReply> replyTo) implements Command {}
 
   /** The answer to {@link PurgeOutbox}. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "kind")

@@ -70,6 +70,27 @@ public final class PartitionSharding {
     })).unsafeCast();
   }
 
+  /**
+   * Automatic outbox retention: every {@code interval}, while {@code storageReady} holds, asks each
+   * partition to purge through its consumers' lowest checkpoint ({@link
+   * PartitionProtocol.PurgeConsumed}, at most {@code maxEntries} entries each time). Run it once per
+   * cluster (a cluster singleton), only when retention is configured.
+   */
+  public static Behavior<Void> retention(int partitions, BooleanSupplier storageReady, Duration interval, long maxEntries) {
+    return Behaviors.<Tick>setup(ctx -> Behaviors.withTimers(timers -> {
+      timers.startTimerWithFixedDelay(Tick.INSTANCE, interval, interval);
+      ActorRef<PartitionProtocol.PurgeReply> ignore = ctx.getSystem().ignoreRef();
+      return Behaviors.receiveMessage(tick -> {
+        if (storageReady.getAsBoolean()) {
+          for (int n = 0; n < partitions; n++) {
+            partition(ctx.getSystem(), n).tell(new PartitionProtocol.PurgeConsumed(maxEntries, ignore));
+          }
+        }
+        return Behaviors.same();
+      });
+    })).unsafeCast();
+  }
+
   /** Running partitions per node address, as the shard regions report them. */
   public static CompletionStage<Map<String, Integer>> runningByNode(ActorSystem<?> system, Duration timeout) {
     CompletionStage<ShardRegion.ClusterShardingStats> stats = AskPattern.ask(

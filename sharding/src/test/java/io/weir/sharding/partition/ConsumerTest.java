@@ -221,6 +221,26 @@ class ConsumerTest {
   }
 
   @Test
+  void automaticRetentionPurgesThroughTheLowestActiveCheckpointOnly() {
+    for (int i = 0; i < 6; i++) {
+      write("orders", "o" + i, "{}");
+    }
+    assertThat(partition.<PurgeReply>runCommand(r -> new PartitionProtocol.PurgeConsumed(100, r)).reply())
+        .as("no consumer: nothing says what was processed").isEqualTo(new OutboxPurged(1, 7, 0, false, false));
+    configure("a", 1, List.of(), null);
+    configure("b", 1, List.of(), null);
+    commit("a", 0, 5);
+    commit("b", 0, 2);
+    assertThat(partition.<PurgeReply>runCommand(r -> new PartitionProtocol.PurgeConsumed(100, r)).reply())
+        .isEqualTo(new OutboxPurged(3, 7, 2, false, false));
+    partition.<ConsumerReply>runCommand(r -> new ReleaseConsumer("b", 1, r));
+    assertThat(partition.<PurgeReply>runCommand(r -> new PartitionProtocol.PurgeConsumed(1, r)).reply())
+        .as("bounded per request").isEqualTo(new OutboxPurged(4, 7, 1, true, false));
+    assertThat(partition.<PurgeReply>runCommand(r -> new PartitionProtocol.PurgeConsumed(100, r)).reply())
+        .isEqualTo(new OutboxPurged(6, 7, 2, false, false));
+  }
+
+  @Test
   void aTokenFromAnotherIncarnationIsFenced() {
     write("orders", "1", "{}");
     configure("idx", 1, List.of(), null);

@@ -63,6 +63,10 @@ import org.slf4j.LoggerFactory;
  *       watermarks, or every partition's ({@link OutboxStatus}).
  *   <li>{@code PUT|GET|DELETE /v1/documents/{collection}/{id}}: the document API (see {@link
  *       #documentRoutes()}).
+ *   <li>{@code POST /admin/projections/configure|read|commit|release}: projection consumers ({@link
+ *       ProjectionRoutes}).
+ *   <li>{@code GET /admin/tokens/keys}, {@code POST /admin/tokens/rotate|retire}: the cluster's
+ *       token-signing keys ({@link TokenRoutes}).
  * </ul>
  *
  * <p>{@code /admin/*} and, until principals have grants, {@code /v1/*} need a cluster

@@ -4,13 +4,15 @@
 #   deploy/bin/bench.sh cdc [opts]      CDC throughput against pg_recvlogical (bench-cdc.sh)
 #   deploy/bin/bench.sh snapshot [opts] initial snapshot throughput against COPY (bench-snapshot.sh)
 #   deploy/bin/bench.sh partitions [opts] document writes, heap and recovery of partitions (bench-partitions.sh)
+#   deploy/bin/bench.sh projections [opts] projection consumers' read+commit loop during writes (bench-projections.sh)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 case "${1:-all}" in
   cdc) shift; exec "$here/bench-cdc.sh" "$@" ;;
   snapshot) shift; exec "$here/bench-snapshot.sh" "$@" ;;
   partitions) shift; exec "$here/bench-partitions.sh" "$@" ;;
-  all) "$here/bench-cdc.sh"; echo; "$here/bench-snapshot.sh"; echo; "$here/bench-partitions.sh" ;;
-  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) echo "bench: unknown benchmark '$1' (cdc, snapshot, partitions or all)" >&2; exit 2 ;;
+  projections) shift; exec "$here/bench-projections.sh" "$@" ;;
+  all) "$here/bench-cdc.sh"; echo; "$here/bench-snapshot.sh"; echo; "$here/bench-partitions.sh"; echo; "$here/bench-projections.sh" ;;
+  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) echo "bench: unknown benchmark '$1' (cdc, snapshot, partitions, projections or all)" >&2; exit 2 ;;
 esac

@@ -24,4 +24,34 @@ record CpuTimes(double self, double children) {
       return new CpuTimes(Double.NaN, Double.NaN);
     }
   }
+
+  /** CPU seconds (user + system) process {@code pid} has used so far; 0 if it is gone or /proc is not readable. */
+  static double process(long pid) {
+    try {
+      String stat = Files.readString(Path.of("/proc/" + pid + "/stat"), StandardCharsets.US_ASCII);
+      String[] f = stat.substring(stat.lastIndexOf(')') + 2).trim().split(" ");
+      return (Long.parseLong(f[11]) + Long.parseLong(f[12])) * TICK;
+    } catch (IOException | RuntimeException e) {
+      return 0;
+    }
+  }
+
+  /**
+   * CPU seconds the whole machine spent busy since boot, over all CPUs and processes (user, nice,
+   * system, irq, softirq and steal of {@code /proc/stat}); NaN where it is not available.
+   */
+  static double machineBusy() {
+    try {
+      String line = Files.readAllLines(Path.of("/proc/stat"), StandardCharsets.US_ASCII).get(0);
+      // cpu user nice system idle iowait irq softirq steal ...
+      String[] f = line.trim().split("\\s+");
+      long busy = 0;
+      for (int i : new int[] {1, 2, 3, 6, 7, 8}) {
+        busy += Long.parseLong(f[i]);
+      }
+      return busy * TICK;
+    } catch (IOException | RuntimeException e) {
+      return Double.NaN;
+    }
+  }
 }

@@ -20,6 +20,7 @@ import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
+import io.weir.sharding.partition.SqlJournalPruner;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
 import java.net.URI;
@@ -52,6 +53,7 @@ import java.util.function.Function;
 import org.HdrHistogram.Histogram;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
@@ -83,7 +85,7 @@ public final class PartitionBenchmark {
   private static final Duration ASK = Duration.ofSeconds(30);
   private static final String LINE = "-".repeat(118);
   /** Largest latency recorded (microseconds); asks time out well before. */
-  private static final long MAX_MICROS = TimeUnit.SECONDS.toMicros(120);
+  static final long MAX_MICROS = TimeUnit.SECONDS.toMicros(120);
   /** The loaded partition of the heap phase. */
   private static final int LOADED = 0;
   private static final String HEX = "0123456789abcdef";
@@ -98,17 +100,27 @@ public final class PartitionBenchmark {
   private PartitionBenchmark(PartitionBenchOptions options) {
     this.options = options;
     this.adminUrl = options.url();
+    this.benchUrl = databaseUrl(adminUrl, DATABASE);
+    this.padding = padding(options.bodyBytes());
+  }
+
+  /** {@code adminUrl} (jdbc:postgresql://host:port/db?params) with database {@code database} instead. */
+  static String databaseUrl(String adminUrl, String database) {
     URI uri = URI.create(adminUrl.substring("jdbc:".length()));
     String host = uri.getHost() == null ? "127.0.0.1" : uri.getHost();
     int port = uri.getPort() < 0 ? 5432 : uri.getPort();
     String query = uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery();
-    this.benchUrl = "jdbc:postgresql://" + host + ":" + port + "/" + DATABASE + query;
+    return "jdbc:postgresql://" + host + ":" + port + "/" + database + query;
+  }
+
+  /** Random hex text, four times {@code bodyBytes} long, for {@link #body(SplittableRandom, String, int, String)}. */
+  static String padding(int bodyBytes) {
     SplittableRandom random = new SplittableRandom(42);
-    StringBuilder b = new StringBuilder(options.bodyBytes() * 4);
-    while (b.length() < options.bodyBytes() * 4) {
+    StringBuilder b = new StringBuilder(bodyBytes * 4);
+    while (b.length() < bodyBytes * 4) {
       b.append(HEX.charAt(random.nextInt(16)));
     }
-    this.padding = b.toString();
+    return b.toString();
   }
 
   public static void main(String[] args) {
@@ -186,7 +198,7 @@ public final class PartitionBenchmark {
     System.out.printf("   %s, %d rounds, after a warm-up of %d s (not reported)%n",
         options.seconds() > 0 ? options.seconds() + " s per round" : String.format("%,d writes per round", options.writes()),
         options.rounds(), options.warmupSeconds());
-    try (Node node = new Node()) {
+    try (Node node = node()) {
       long start = System.nanoTime();
       for (int p = 0; p < PARTITIONS; p++) {
         node.status(p);
@@ -310,10 +322,14 @@ public final class PartitionBenchmark {
     return sum;
   }
 
-  /** A JSON object of exactly {@code bodyBytes} characters (ASCII). */
   private String body(SplittableRandom random, String id) {
+    return body(random, id, options.bodyBytes(), padding);
+  }
+
+  /** A JSON object of exactly {@code bodyBytes} characters (ASCII), padded from {@code padding}. */
+  static String body(SplittableRandom random, String id, int bodyBytes, String padding) {
     String head = "{\"id\":\"" + id + "\",\"n\":" + random.nextInt(1_000_000) + ",\"pad\":\"";
-    int pad = Math.max(0, options.bodyBytes() - head.length() - 2);
+    int pad = Math.max(0, bodyBytes - head.length() - 2);
     int from = random.nextInt(padding.length() - pad + 1);
     return head + padding.substring(from, from + pad) + "\"}";
   }
@@ -330,7 +346,7 @@ public final class PartitionBenchmark {
     System.out.println("   heap = used heap after System.gc() x4 (the lowest reading), in this JVM, minus the same"
         + " before the partition started (the node, sharding and an empty partition already up)");
     String collection = "docs";
-    try (Node node = new Node()) {
+    try (Node node = node()) {
       int warm = node.sameShard(LOADED);
       node.status(warm);
       long baseline = usedHeapAfterGc();
@@ -377,7 +393,7 @@ public final class PartitionBenchmark {
     System.out.printf(Locale.ROOT, "   for scale: reading the snapshot row alone over JDBC (SELECT snapshot_payload, the bytes"
         + " only) takes %.2f s (best of 3)%n", snapshotReadSeconds());
     List<double[]> plain = recoveries("snapshot, no event after it");
-    try (Node node = new Node()) {
+    try (Node node = node()) {
       node.status(LOADED);
       SplittableRandom random = new SplittableRandom(11);
       for (int i = 0; i < 999; i++) {
@@ -397,7 +413,7 @@ public final class PartitionBenchmark {
     List<double[]> out = new ArrayList<>();
     long[] row = snapshotRow();
     for (int r = 1; r <= options.rounds(); r++) {
-      try (Node node = new Node()) {
+      try (Node node = node()) {
         node.status(node.sameShard(LOADED));
         long baseline = usedHeapAfterGc();
         long start = System.nanoTime();
@@ -493,7 +509,7 @@ public final class PartitionBenchmark {
     return used;
   }
 
-  private static String setting(Config config, String path) {
+  static String setting(Config config, String path) {
     return config.hasPath(path) ? config.getValue(path).unwrapped().toString() : "?";
   }
 
@@ -504,22 +520,36 @@ public final class PartitionBenchmark {
   // --- the database and the node ---
 
   private void recreateDatabase() throws SQLException {
-    try (Connection c = DriverManager.getConnection(adminUrl, options.user(), options.password());
-        Statement s = c.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS " + DATABASE + " WITH (FORCE)");
-      s.execute("CREATE DATABASE " + DATABASE);
-    }
+    recreateDatabase(adminUrl, options.user(), options.password(), DATABASE);
   }
 
   private void dropDatabase() throws SQLException {
-    try (Connection c = DriverManager.getConnection(adminUrl, options.user(), options.password());
-        Statement s = c.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS " + DATABASE + " WITH (FORCE)");
-    }
+    dropDatabase(adminUrl, options.user(), options.password(), DATABASE);
   }
 
   private String show(String setting) throws SQLException {
-    try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
+    return show(benchUrl, options.user(), options.password(), setting);
+  }
+
+  /** Drops {@code database} (ending its sessions) and creates it again, empty. */
+  static void recreateDatabase(String adminUrl, String user, String password, String database) throws SQLException {
+    try (Connection c = DriverManager.getConnection(adminUrl, user, password);
+        Statement s = c.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
+      s.execute("CREATE DATABASE " + database);
+    }
+  }
+
+  static void dropDatabase(String adminUrl, String user, String password, String database) throws SQLException {
+    try (Connection c = DriverManager.getConnection(adminUrl, user, password);
+        Statement s = c.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
+    }
+  }
+
+  /** A server setting as text: SHOW {@code setting} on {@code url}. */
+  static String show(String url, String user, String password, String setting) throws SQLException {
+    try (Connection c = DriverManager.getConnection(url, user, password);
         Statement s = c.createStatement();
         ResultSet rs = s.executeQuery("SHOW " + setting)) {
       rs.next();
@@ -527,18 +557,32 @@ public final class PartitionBenchmark {
     }
   }
 
-  /**
-   * A one-node cluster (self-joined, role server) hosting partitions with the default settings,
-   * its journal and snapshots in schema weir of the benchmark database (migrated first).
-   */
-  private final class Node implements AutoCloseable {
-    final ActorSystem<Void> system;
+  /** A node of this benchmark: default partition settings, no journal pruning. */
+  private Node node() throws Exception {
+    return new Node(benchUrl, options.user(), options.password(), "weir-pbench-" + (++nodes), PartitionSettings.DEFAULTS,
+        false);
+  }
 
-    Node() throws Exception {
+  /**
+   * A one-node cluster (self-joined, role server) hosting partitions with {@code limits}, its
+   * journal and snapshots in schema weir of the database at {@code url} (migrated first).
+   */
+  static final class Node implements AutoCloseable {
+    final ActorSystem<Void> system;
+    /** The pool the journal pruner deletes with; null without pruning. */
+    private final Database pruning;
+
+    /**
+     * @param name the actor system's name (each node of a run has its own)
+     * @param pruneJournal delete purged journal rows and old snapshots as a node does ({@link
+     *     SqlJournalPruner}); otherwise nothing is ever deleted
+     */
+    Node(String url, String user, String password, String name, PartitionSettings limits, boolean pruneJournal)
+        throws Exception {
       Map<String, Object> settings = new java.util.HashMap<>(Map.of(
-          "weir.postgres.url", benchUrl,
-          "weir.postgres.user", options.user(),
-          "weir.postgres.password", options.password(),
+          "weir.postgres.url", url,
+          "weir.postgres.user", user,
+          "weir.postgres.password", password,
           "pekko.actor.provider", "cluster",
           "pekko.remote.artery.canonical.hostname", "127.0.0.1",
           "pekko.remote.artery.canonical.port", 0,
@@ -551,7 +595,7 @@ public final class PartitionBenchmark {
       try (Database state = Database.create(PostgresSettings.create(config), "pbench-migrate")) {
         SchemaMigrator.migrate(state.dataSource(), "weir");
       }
-      this.system = ActorSystem.create(Behaviors.empty(), "weir-pbench-" + (++nodes), config);
+      this.system = ActorSystem.create(Behaviors.empty(), name, config);
       Cluster cluster = Cluster.get(system);
       cluster.manager().tell(Join.create(cluster.selfMember().address()));
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
@@ -562,7 +606,14 @@ public final class PartitionBenchmark {
         }
         Thread.sleep(20);
       }
-      PartitionSharding.init(system, PartitionSettings.DEFAULTS);
+      if (pruneJournal) {
+        this.pruning = Database.create(PostgresSettings.create(config), name + "-pruner");
+        PartitionSharding.init(system, limits, new SqlJournalPruner(pruning.dataSource(), "weir",
+            system.dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))));
+      } else {
+        this.pruning = null;
+        PartitionSharding.init(system, limits);
+      }
     }
 
     /** Asks partition {@code n} and waits for the answer (completed on the answering thread). */
@@ -596,6 +647,9 @@ public final class PartitionBenchmark {
         system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
       } catch (Exception e) {
         // Going on: the next node has a name of its own.
+      }
+      if (pruning != null) {
+        pruning.close();
       }
     }
   }

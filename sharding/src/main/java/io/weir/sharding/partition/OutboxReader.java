@@ -68,7 +68,9 @@ public final class OutboxReader {
           }
           return acc;
         }), system)
-        .thenApply(list -> {
+        // On the system's dispatcher: a plain thenApply would run on the common pool, which starts a
+        // thread per task on machines with fewer than three cores.
+        .thenApplyAsync(list -> {
           long expected = after + 1;
           for (Partition.OutboxEntry e : list) {
             if (e.sequence() != expected) {
@@ -80,6 +82,6 @@ public final class OutboxReader {
             throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition);
           }
           return List.copyOf(list);
-        });
+        }, system.executionContext());
   }
 }

@@ -246,6 +246,25 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       return consumerKey(name, generation);
     }
 
+    /**
+     * This consumer as a frame records it (its new definition and checkpoint, with only the new
+     * receipt of a commit: events do not repeat the older ones) applied to {@code previous}: a
+     * commit's receipt joins the previous receipts (the latest {@value #CONSUMER_RECEIPTS} kept);
+     * configure and release frames carry none, and leave none.
+     */
+    Consumer after(Consumer previous) {
+      if (receipts.isEmpty() || previous == null) {
+        return this;
+      }
+      List<PartitionProtocol.BatchReceipt> all = new ArrayList<>(previous.receipts());
+      all.addAll(receipts);
+      return withReceipts(all.subList(Math.max(0, all.size() - CONSUMER_RECEIPTS), all.size()));
+    }
+
+    Consumer withReceipts(List<PartitionProtocol.BatchReceipt> list) {
+      return new Consumer(name, generation, collections, kinds, startAfter, checkpoint, released, reservationCut, list);
+    }
+
     PartitionProtocol.ConsumerView view() {
       return new PartitionProtocol.ConsumerView(name, generation, collections, kinds, startAfter, checkpoint, released);
     }
@@ -396,7 +415,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           }
         }
         if (f.consumer() != null) {
-          consumers.put(f.consumer().key(), f.consumer());
+          consumers.put(f.consumer().key(), f.consumer().after(consumers.get(f.consumer().key())));
         }
         f.source().ifPresent(s -> {
           if (s.last()) {
@@ -605,7 +624,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       return Effect().reply(c.replyTo(), new PartitionProtocol.PurgeRefused(
           "the outbox ends at " + (next - 1) + "; entries after it cannot be purged", first, next));
     }
-    long bounded = Math.min(c.through(), first - 1 + Math.max(1, c.maxEntries()));
+    long room = Math.max(1, c.maxEntries());
+    long bounded = c.through() - (first - 1) > room ? first - 1 + room : c.through(); // no overflow for huge limits
     Optional<Long> pin = s.lowestCheckpoint();
     boolean pinned = pin.isPresent() && pin.get() < bounded;
     long target = pinned ? pin.get() : bounded;
@@ -938,9 +958,14 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       return consumers.containsKey(key) ? consumers.get(key) : state.consumers().get(key);
     }
 
-    private void acceptConsumer(Consumer c, List<OutboxEntry> entries) {
+    /**
+     * Accepts a consumer frame: {@code c} is the consumer afterwards; the event records it with only
+     * {@code receipt} (the commit's new receipt, or none), see {@link Consumer#after}.
+     */
+    private void acceptConsumer(Consumer c, List<OutboxEntry> entries, PartitionProtocol.BatchReceipt receipt) {
       consumers.put(c.key(), c);
-      accepted.add(new FrameApplied(null, entries, Optional.empty(), List.of(), List.of(), c));
+      accepted.add(new FrameApplied(null, entries, Optional.empty(), List.of(), List.of(),
+          c.withReceipts(receipt == null ? List.of() : List.of(receipt))));
     }
 
     ConsumerReply configure(ConfigureConsumer c) {
@@ -979,7 +1004,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         return new ConsumerRefused(ConsumerRefusal.INVALID, "startAfter " + start + " is past the outbox's last position " + (next - 1));
       }
       Consumer created = new Consumer(c.name(), c.generation(), collections, kinds, start, start, false, -1, List.of());
-      acceptConsumer(created, List.of());
+      acceptConsumer(created, List.of(), null);
       return new ConsumerConfigured(created.view(), true);
     }
 
@@ -1013,7 +1038,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       }
       Consumer released = new Consumer(existing.name(), existing.generation(), existing.collections(), existing.kinds(),
           existing.startAfter(), existing.checkpoint(), true, existing.reservationCut(), List.of());
-      acceptConsumer(released, List.of());
+      acceptConsumer(released, List.of(), null);
       return new ConsumerReleased(released.view(), false);
     }
 
@@ -1107,7 +1132,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       }
       Consumer moved = new Consumer(con.name(), con.generation(), con.collections(), con.kinds(), con.startAfter(),
           c.end(), false, cut, receipts);
-      acceptConsumer(moved, ev.entries());
+      acceptConsumer(moved, ev.entries(), receipt);
       return new BatchCommitted(receipt, c.end(), false);
     }
 

@@ -169,6 +169,29 @@ class ConsumerTest {
   }
 
   @Test
+  void eventsCarryOnlyTheNewReceiptAndRecoveryKeepsTheLatestSixteen() {
+    int batches = Partition.CONSUMER_RECEIPTS + 4;
+    for (int i = 0; i < batches; i++) {
+      write("orders", "o" + i, "{}");
+    }
+    configure("idx", 1, List.of("orders"), null);
+    for (int i = 0; i < batches; i++) {
+      long start = i;
+      var result = partition.<ConsumerReply>runCommand(r -> new CommitBatch("c" + start, "idx", 1,
+          partition.getState().incarnation(), start, start + 1, List.of(), r));
+      Partition.FrameApplied frame = ((Partition.Written) result.events().get(0)).frames().get(0);
+      assertThat(frame.consumer().receipts()).as("the event holds the new receipt only").hasSize(1);
+    }
+    partition.restart();
+    assertThat(partition.getState().consumers().values()).singleElement()
+        .satisfies(c -> assertThat(c.receipts()).hasSize(Partition.CONSUMER_RECEIPTS));
+    long oldestKept = batches - Partition.CONSUMER_RECEIPTS;
+    assertThat(((BatchCommitted) commit("idx", oldestKept, oldestKept + 1)).alreadyProcessed()).isTrue();
+    assertThat(refusal(commit("idx", oldestKept - 1, oldestKept))).as("forgotten: behind the checkpoint")
+        .isEqualTo(ConsumerRefusal.STALE);
+  }
+
+  @Test
   void aFailingEffectRollsBackEffectsAndCheckpoint() {
     write("orders", "1", "{}");
     write("derived", "x", "{}");
@@ -238,6 +261,17 @@ class ConsumerTest {
         .as("bounded per request").isEqualTo(new OutboxPurged(4, 7, 1, true, false));
     assertThat(partition.<PurgeReply>runCommand(r -> new PartitionProtocol.PurgeConsumed(100, r)).reply())
         .isEqualTo(new OutboxPurged(6, 7, 2, false, false));
+  }
+
+  @Test
+  void aPurgeWithoutAPracticalLimitStillPurges() {
+    for (int i = 0; i < 3; i++) {
+      write("orders", "o" + i, "{}");
+    }
+    assertThat(partition.<PurgeReply>runCommand(r -> new PurgeOutbox(2, Long.MAX_VALUE, r)).reply())
+        .isEqualTo(new OutboxPurged(3, 4, 2, false, false));
+    assertThat(partition.<PurgeReply>runCommand(r -> new PartitionProtocol.PurgeConsumed(Long.MAX_VALUE, r)).reply())
+        .isEqualTo(new OutboxPurged(3, 4, 0, false, false));
   }
 
   @Test

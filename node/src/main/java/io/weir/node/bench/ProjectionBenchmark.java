@@ -6,7 +6,6 @@ import io.weir.node.NodeSettings;
 import io.weir.node.Projections;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.protocol.token.BatchToken;
-import io.weir.protocol.token.TokenSigner;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.Partition;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
@@ -26,7 +25,6 @@ import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSettings;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
-import java.security.SecureRandom;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -38,7 +36,6 @@ import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -118,6 +115,8 @@ public final class ProjectionBenchmark {
 
   // Shared with the worker threads.
   private volatile Phase phase;
+  /** The pool the token keys are read with; closed at the end. */
+  private io.weir.persistence.Database keysDatabase;
   private volatile boolean running = true;
   private volatile boolean backlogWritten;
   /** Set when a measured consumer reached the end of the outbox: the window ends. */
@@ -150,6 +149,10 @@ public final class ProjectionBenchmark {
       try (PartitionBenchmark.Node node = new PartitionBenchmark.Node(benchUrl, options.user(), options.password(),
           "weir-prbench", limits, true)) {
         measure(node, limits);
+      } finally {
+        if (keysDatabase != null) {
+          keysDatabase.close();
+        }
       }
       System.out.println("load average (1/5/15 min) at the end: " + CdcBenchmark.loadAverage()
           + " -- above about 1 means something besides this benchmark competed for the CPUs");
@@ -172,12 +175,16 @@ public final class ProjectionBenchmark {
       throw new IllegalArgumentException("--max-entries is above weir.projections.read.max-entries ("
           + readLimits.maxReadEntries() + ")");
     }
-    // A random secret of 48 characters for this run only.
-    byte[] secret = new byte[24];
-    new SecureRandom().nextBytes(secret);
-    Projections projections = new Projections(documents, OutboxReader.jdbc(node.system),
-        new TokenSigner(HexFormat.of().formatHex(secret)), readLimits, limits.maxEffects(),
-        c.getDuration("weir.tokens.batch-ttl"), Clock.systemUTC());
+    // The cluster's token keys, as a node loads them (the identity row creates the first key).
+    keysDatabase = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(c), "prbench-keys");
+    try (java.sql.Connection connection = keysDatabase.dataSource().getConnection()) {
+      io.weir.persistence.ClusterIdentityStore.loadOrCreate(connection, "weir", PARTITIONS);
+    }
+    io.weir.node.TokenKeys keys = new io.weir.node.TokenKeys(keysDatabase.dataSource(), "weir",
+        node.system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
+    keys.reload().toCompletableFuture().get(30, TimeUnit.SECONDS);
+    Projections projections = new Projections(documents, OutboxReader.jdbc(node.system), keys, readLimits,
+        limits.maxEffects(), c.getDuration("weir.tokens.batch-ttl"), Clock.systemUTC());
     long maxBytes = readLimits.defaultReadBytes();
     printSettings(c, limits, maxBytes);
 
@@ -432,7 +439,7 @@ public final class ProjectionBenchmark {
           effects = List.of(new Upsert(AGGREGATES, aggregate, body, Optional.of(revision)));
         }
         long t1 = System.nanoTime();
-        BatchToken token = projections.verify(batch.token());
+        BatchToken token = get(projections.verify(batch.token()));
         ConsumerReply reply = get(projections.commit(token, Optional.empty(), effects));
         long commitMicros = (System.nanoTime() - t1) / 1000;
         if (reply instanceof BatchCommitted committed) {

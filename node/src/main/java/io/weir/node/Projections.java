@@ -79,7 +79,24 @@ public final class Projections {
    */
   public record Batch(
       int partition, ConsumerView consumer, long start, long through, long tail, boolean hasMore,
-      List<Partition.OutboxEntry> entries, long bytes, String token) implements ReadResult {}
+      List<Partition.OutboxEntry> entries, long bytes, String token) implements ReadResult {
+    /** No entries (row values) and no token. */
+    @Override
+    public String toString() {
+      return "Batch[partition=" + partition + ", start=" + start + ", through=" + through + ", entries=" + entries.size() + "]";
+    }
+  }
+
+  /** No entries, no token: positions only. */
+  @Override
+  public String toString() {
+    return "Projections";
+  }
+
+  /** The consumer as its partition holds it now: a {@link ConsumerSpan} or a {@link ConsumerRefused}. */
+  public CompletionStage<ConsumerReply> consumer(int partition, String name, long generation) {
+    return documents.ask(partition, r -> new ReadConsumer(name, generation, 1, r));
+  }
 
   /** The partition refused (no such consumer, released, purged history). */
   public record Refused(ConsumerRefused refusal) implements ReadResult {}
@@ -141,10 +158,10 @@ public final class Projections {
       if (e.failure() != TokenSigner.Failure.UNKNOWN_KEY) {
         return CompletableFuture.failedFuture(e);
       }
+      // A reload that fails surfaces as a failure other than InvalidToken: 503, retryable.
       return keys.reloadForUnknownKey().thenCompose(reloaded -> {
         try {
-          return CompletableFuture.completedFuture(
-              BatchToken.verify(reloaded.orElse(signer.get()), token, clock.millis()));
+          return CompletableFuture.completedFuture(BatchToken.verify(reloaded, token, clock.millis()));
         } catch (TokenSigner.InvalidToken again) {
           return CompletableFuture.failedFuture(again);
         }

@@ -128,7 +128,8 @@ public final class WeirNode {
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
       TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
+          settings.tokens().keyRefresh().plusSeconds(5));
       scheduleKeyReload(system, tokenKeys, storage, settings.tokens().keyRefresh());
       Projections projections = new Projections(documents, io.weir.sharding.partition.OutboxReader.jdbc(system),
           tokenKeys, settings.projections(), settings.partitionLimits().maxEffects(),

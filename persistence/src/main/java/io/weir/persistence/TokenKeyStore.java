@@ -107,14 +107,24 @@ public final class TokenKeyStore {
     return load(c, schema);
   }
 
-  /** Retires a key: its tokens are refused from now on. The signing key cannot be retired (rotate first). */
-  public static KeyRing retire(Connection c, String schema, String kid) throws SQLException, KeyRefused {
+  /**
+   * Retires a key: its tokens are refused from now on. The signing key cannot be retired (rotate
+   * first), nor a key that stopped signing less than {@code minAge} ago: nodes that have not
+   * reloaded the keys since may still sign with it.
+   */
+  public static KeyRing retire(Connection c, String schema, String kid, java.time.Duration minAge)
+      throws SQLException, KeyRefused {
     KeyRing ring = load(c, schema);
     if (ring.info().stream().noneMatch(k -> k.kid().equals(kid))) {
       throw new KeyRefused("no token key has that id", true);
     }
     if (ring.activeKid().equals(kid)) {
       throw new KeyRefused("the key that signs new tokens cannot be retired; rotate first", false);
+    }
+    Instant signingSince = ring.info().stream().filter(KeyInfo::active).findFirst().orElseThrow().createdAt();
+    if (Instant.now().isBefore(signingSince.plus(minAge))) {
+      throw new KeyRefused("the newest key signs since " + signingSince + "; other nodes may still sign with older keys"
+          + " until they reload (weir.tokens.key-refresh): retire after " + signingSince.plus(minAge), false);
     }
     String table = Identifiers.require("schema name", schema) + ".token_keys";
     try (PreparedStatement s = c.prepareStatement(

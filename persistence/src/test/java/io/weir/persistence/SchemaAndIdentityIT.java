@@ -55,11 +55,15 @@ class SchemaAndIdentityIT {
       assertThat(rotated.activeKid()).isNotEqualTo(first.activeKid());
       assertThat(rotated.keys()).containsKeys(first.activeKid(), rotated.activeKid());
       assertThat(rotated.keys().get(rotated.activeKid())).hasSize(32);
-      assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", rotated.activeKid()))
+      java.time.Duration none = java.time.Duration.ZERO;
+      assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", rotated.activeKid(), none))
           .isInstanceOfSatisfying(TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isFalse());
-      assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", "unknown"))
+      assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", "unknown", none))
           .isInstanceOfSatisfying(TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isTrue());
-      TokenKeyStore.KeyRing retired = TokenKeyStore.retire(c, "weir", first.activeKid());
+      assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", first.activeKid(), java.time.Duration.ofMinutes(5)))
+          .as("the previous key may still sign on nodes that have not reloaded")
+          .isInstanceOfSatisfying(TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isFalse());
+      TokenKeyStore.KeyRing retired = TokenKeyStore.retire(c, "weir", first.activeKid(), none);
       assertThat(retired.keys()).containsOnlyKeys(rotated.activeKid());
       assertThat(retired.info()).hasSize(2).first().satisfies(k -> {
         assertThat(k.kid()).isEqualTo(first.activeKid());

@@ -181,7 +181,8 @@ public final class ProjectionBenchmark {
       io.weir.persistence.ClusterIdentityStore.loadOrCreate(connection, "weir", PARTITIONS);
     }
     io.weir.node.TokenKeys keys = new io.weir.node.TokenKeys(keysDatabase.dataSource(), "weir",
-        node.system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
+        node.system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
+        Duration.ZERO);
     keys.reload().toCompletableFuture().get(30, TimeUnit.SECONDS);
     Projections projections = new Projections(documents, OutboxReader.jdbc(node.system), keys, readLimits,
         limits.maxEffects(), c.getDuration("weir.tokens.batch-ttl"), Clock.systemUTC());

@@ -64,13 +64,21 @@ final class ProjectionRoutes extends JsonRoutes {
    * Strict request reading: no unknown or duplicate fields, no coercion of strings or floats into
    * numbers, exact decimals in documents.
    */
-  private static final ObjectMapper REQUESTS = JsonMapper.builder()
+  static final ObjectMapper REQUESTS = JsonMapper.builder()
       .enable(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
       .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
       .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
       .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
       .disable(DeserializationFeature.ACCEPT_FLOAT_AS_INT)
       .disable(MapperFeature.ALLOW_COERCION_OF_SCALARS)
+      // Text fields take text only: no number or boolean turned into a string.
+      .withCoercionConfig(com.fasterxml.jackson.databind.type.LogicalType.Textual, c -> c
+          .setCoercion(com.fasterxml.jackson.databind.cfg.CoercionInputShape.Integer,
+              com.fasterxml.jackson.databind.cfg.CoercionAction.Fail)
+          .setCoercion(com.fasterxml.jackson.databind.cfg.CoercionInputShape.Float,
+              com.fasterxml.jackson.databind.cfg.CoercionAction.Fail)
+          .setCoercion(com.fasterxml.jackson.databind.cfg.CoercionInputShape.Boolean,
+              com.fasterxml.jackson.databind.cfg.CoercionAction.Fail))
       .nodeFactory(com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
       .build();
 
@@ -82,11 +90,23 @@ final class ProjectionRoutes extends JsonRoutes {
   record ReleaseRequest(Integer partition, String consumer, Long generation) {}
 
   record CommitRequest(
-      String token, String commandId, List<EffectRequest> effects, Integer partition, String consumer, Long generation) {}
+      String token, String commandId, List<EffectRequest> effects, Integer partition, String consumer, Long generation) {
+    /** No token text and no document. */
+    @Override
+    public String toString() {
+      return "CommitRequest[effects=" + (effects == null ? 0 : effects.size()) + "]";
+    }
+  }
 
   /** One effect: {@code op} is {@code upsert} (with {@code document}) or {@code delete}. */
   record EffectRequest(
-      String op, String collection, String id, Long expectedRevision, @JsonProperty("document") JsonNode document) {}
+      String op, String collection, String id, Long expectedRevision, @JsonProperty("document") JsonNode document) {
+    /** No id and no document: row values. */
+    @Override
+    public String toString() {
+      return "EffectRequest[" + op + ", " + collection + "]";
+    }
+  }
 
   private final Projections projections;
   private final Documents documents;
@@ -223,9 +243,8 @@ final class ProjectionRoutes extends JsonRoutes {
     return onComplete(projections.read(r.partition(), r.consumer(), r.generation(), maxEntries, maxBytes), result -> {
       if (!result.isSuccess()) {
         Throwable t = unwrap(result.failed().get());
-        if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries) {
-          log.error("a projection read found a hole in the outbox: {}", t.getMessage());
-          return error(ErrorCode.HISTORY_UNAVAILABLE, "entries of this batch are missing from the journal; see the node's log");
+        if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries missing) {
+          return missingEntries(r, missing);
         }
         return unavailable(t);
       }
@@ -238,6 +257,26 @@ final class ProjectionRoutes extends JsonRoutes {
             + " bytes of payload, more than maxBytes " + b.maxBytes() + "; read with a larger budget");
       }
       return batch((Projections.Batch) read);
+    });
+  }
+
+  /**
+   * Entries the read expected were gone from the journal. That is legitimate when the consumer moved
+   * on (another worker committed, then a purge and the journal pruning removed them) or was released
+   * meanwhile: the partition is asked again, and the answer is then {@code stale-batch} or {@code
+   * token-invalidated}. Only when nothing changed is it a hole: logged, 410.
+   */
+  private Route missingEntries(ReadRequest r, io.weir.sharding.partition.OutboxReader.MissingEntries missing) {
+    return onComplete(projections.consumer(r.partition(), r.consumer(), r.generation()), now -> {
+      if (now.isSuccess() && now.get() instanceof io.weir.sharding.partition.PartitionProtocol.ConsumerSpan span
+          && span.consumer().checkpoint() != missing.after()) {
+        return error(ErrorCode.STALE_BATCH, "the consumer's checkpoint moved while this batch was read; read again");
+      }
+      if (now.isSuccess() && now.get() instanceof ConsumerRefused refused) {
+        return refused(refused);
+      }
+      log.error("a projection read found a hole in the outbox: {}", missing.getMessage());
+      return error(ErrorCode.HISTORY_UNAVAILABLE, "entries of this batch are missing from the journal; see the node's log");
     });
   }
 

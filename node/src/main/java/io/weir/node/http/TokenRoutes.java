@@ -45,9 +45,10 @@ final class TokenRoutes extends JsonRoutes {
         path("retire", () -> post(() -> entity(Unmarshaller.entityToString(), body -> {
           String kid;
           try {
-            JsonNode root = json.readTree(body);
-            if (root == null || !root.isObject() || root.size() != 1 || !root.path("kid").isTextual()) {
-              return error(ErrorCode.BAD_REQUEST, "the body must be {\"kid\": \"<key id>\"}");
+            JsonNode root = ProjectionRoutes.REQUESTS.readTree(body);
+            if (root == null || !root.isObject() || root.size() != 1 || !root.path("kid").isTextual()
+                || !root.get("kid").asText().matches("[A-Za-z0-9_-]{1,32}")) {
+              return error(ErrorCode.BAD_REQUEST, "the body must be {\"kid\": \"<key id>\"}, a key id of 1 to 32 of A-Z a-z 0-9 _ -");
             }
             kid = root.get("kid").asText();
           } catch (com.fasterxml.jackson.core.JsonProcessingException e) {

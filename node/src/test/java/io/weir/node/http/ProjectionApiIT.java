@@ -59,6 +59,8 @@ class ProjectionApiIT {
   private static final String ADMIN = "admin-token-for-projection-api-it";
   private static final String READER = "reader-token-for-projection-api-it";
   private static final int PARTITIONS = 16;
+  /** How long after a rotation the previous key may be retired (a node's reload interval). */
+  private static final Duration RETIRE_AFTER = Duration.ofSeconds(2);
   /** Small limits so tests can reach them. */
   private static final PartitionSettings LIMITS = new PartitionSettings(30, 1L << 30, 256, 20_000).withProjections(3, 4, 1L << 30, 8);
   private static final NodeSettings.Projections READS = new NodeSettings.Projections(100, 1000, 4L << 20, 16L << 20, 64 * 1024);
@@ -89,7 +91,8 @@ class ProjectionApiIT {
     try (var c = database.dataSource().getConnection()) {
       io.weir.persistence.ClusterIdentityStore.loadOrCreate(c, "weir", PARTITIONS);
     }
-    keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", java.util.concurrent.ForkJoinPool.commonPool());
+    keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", java.util.concurrent.ForkJoinPool.commonPool(),
+        RETIRE_AFTER);
     keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     kit = ActorTestKit.create("weir", config);
     Cluster cluster = Cluster.get(kit.system());
@@ -275,6 +278,7 @@ class ProjectionApiIT {
     error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":\"x\",\"generation\":1,\"extra\":true}"), 400,
         "bad-request");
     error(post("/admin/projections/configure", "{\"partition\":\"1\",\"consumer\":\"x\",\"generation\":1}"), 400, "bad-request");
+    error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":12,\"generation\":1}"), 400, "bad-request");
     error(post("/admin/projections/configure", "{\"partition\":99,\"consumer\":\"x\",\"generation\":1}"), 400, "bad-request");
     error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":\"bad name\",\"generation\":1}"), 400, "bad-request");
     error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":\"x\",\"generation\":0}"), 400, "bad-request");
@@ -434,6 +438,15 @@ class ProjectionApiIT {
     error(post("/admin/projections/commit", commitBody(token, upsert("derived", d0, 0, Map.of("big", "x".repeat(5000))))),
         413, "document-too-large");
     error(post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"unknown\":1}"), 400, "bad-request");
+    // Text fields take text only.
+    error(post("/admin/projections/commit", "{\"token\":123}"), 400, "bad-request");
+    error(post("/admin/projections/commit", "{\"token\":true}"), 400, "bad-request");
+    error(post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"effects\":[{\"op\":\"upsert\","
+        + "\"collection\":5,\"id\":7,\"expectedRevision\":0,\"document\":{}}]}"), 400, "bad-request");
+    error(post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"effects\":[{\"op\":\"delete\","
+        + "\"collection\":\"derived\",\"id\":\"" + d0 + "\",\"expectedRevision\":\"1\"}]}"), 400, "bad-request");
+    error(post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"token\":\"" + token + "\"}"), 400,
+        "malformed-json");
     assertThat(consumerStatus(p, "idx").get("checkpoint").asLong()).as("nothing changed").isZero();
     // And the same batch still commits.
     ok(post("/admin/projections/commit", commitBody(token, upsert("derived", d0, 0, Map.of("a", 1)))), 200);
@@ -540,6 +553,8 @@ class ProjectionApiIT {
     String after = read(p, "idx", 1).get("token").asText();
     assertThat(BatchToken.verify(TokenSigner.of(newKid, keyBytes(newKid)), after, System.currentTimeMillis()).end())
         .isEqualTo(2);
+    error(post("/admin/tokens/retire", Map.of("kid", oldKid)), 409, "conflict");
+    Thread.sleep(RETIRE_AFTER.toMillis() + 200);
     ok(post("/admin/tokens/retire", Map.of("kid", oldKid)), 200);
     String oldKey = new BatchToken(incarnationOf(after), p, "idx", 1, 1, 2)
         .sign(TokenSigner.of(oldKid, keyBytes(oldKid)), System.currentTimeMillis() + 60_000);
@@ -575,7 +590,8 @@ class ProjectionApiIT {
     error(post("/admin/projections/commit", commitBody(next.get("token").asText(),
         upsert("derived", idIn("derived", p, 1), 0, Map.of()))), 429, "quota-exceeded");
     ok(post("/admin/projections/commit", commitBody(next.get("token").asText())), 200);
-    ok(post("/admin/outbox/purge", Map.of("partition", p, "through", 20)), 200);
+    // A purge of one entry leaves the outbox over its quota but makes a new reservation available.
+    ok(post("/admin/outbox/purge", Map.of("partition", p, "through", 1)), 200);
     JsonNode third = read(p, "idx", 10);
     ok(post("/admin/projections/commit", commitBody(third.get("token").asText(),
         upsert("derived", idIn("derived", p, 1), 0, Map.of()))), 200);

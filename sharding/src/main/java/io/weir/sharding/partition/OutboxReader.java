@@ -33,8 +33,16 @@ public final class OutboxReader {
 
   /** The entries at positions {@code after + 1} to {@code through} could not all be found. */
   public static final class MissingEntries extends RuntimeException {
-    MissingEntries(String message) {
+    private final long after;
+
+    MissingEntries(String message, long after) {
       super(message, null, false, false);
+      this.after = after;
+    }
+
+    /** The checkpoint the read started after. */
+    public long after() {
+      return after;
     }
   }
 
@@ -49,7 +57,7 @@ public final class OutboxReader {
     if (through <= after || journalSequences.isEmpty()) {
       if (through > after) {
         return java.util.concurrent.CompletableFuture.failedFuture(
-            new MissingEntries("no journal events were named for positions " + (after + 1) + " to " + through));
+            new MissingEntries("no journal events were named for positions " + (after + 1) + " to " + through, after));
       }
       return java.util.concurrent.CompletableFuture.completedFuture(List.of());
     }
@@ -74,12 +82,12 @@ public final class OutboxReader {
           long expected = after + 1;
           for (Partition.OutboxEntry e : list) {
             if (e.sequence() != expected) {
-              throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition);
+              throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition, after);
             }
             expected++;
           }
           if (expected != through + 1) {
-            throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition);
+            throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition, after);
           }
           return List.copyOf(list);
         }, system.executionContext());

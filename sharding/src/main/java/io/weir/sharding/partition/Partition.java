@@ -582,7 +582,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
     long from = con.checkpoint() + 1;
     long tail = s.nextSequence() - 1;
-    long to = Math.min(tail, con.checkpoint() + Math.max(1, c.maxEntries()));
+    long to = tail - con.checkpoint() > Math.max(1, c.maxEntries()) ? con.checkpoint() + Math.max(1, c.maxEntries()) : tail;
     List<Long> events = new ArrayList<>();
     if (from <= to) {
       if (from < s.outboxFirst()) {

@@ -192,6 +192,32 @@ class ConsumerTest {
   }
 
   @Test
+  void consumersAndTheirReceiptsComeBackFromASnapshotPlusLaterEvents() {
+    configure("idx", 1, List.of("orders"), null);
+    for (int i = 0; i < 30; i++) {
+      write("orders", "o" + i, "{}");
+    }
+    for (int i = 0; i < 20; i++) {
+      commit("idx", i, i + 1);
+    }
+    // Enough events for a snapshot, which then holds the consumer with its 16 receipts.
+    for (int i = 0; i < Partition.SNAPSHOT_EVERY; i++) {
+      write("other", "x" + (i % 50), "{\"i\":" + i + "}");
+    }
+    assertThat(partition.getState().mark().events).as("a snapshot was taken").isGreaterThan(0);
+    commit("idx", 20, 21);
+    commit("idx", 21, 22);
+    Partition.Consumer before = partition.getState().consumers().values().iterator().next();
+    partition.restart();
+    Partition.Consumer after = partition.getState().consumers().values().iterator().next();
+    assertThat(after).isEqualTo(before);
+    assertThat(after.receipts()).hasSize(Partition.CONSUMER_RECEIPTS);
+    assertThat(((BatchCommitted) commit("idx", 21, 22)).alreadyProcessed()).isTrue();
+    assertThat(((BatchCommitted) commit("idx", 6, 7)).alreadyProcessed()).as("kept in the snapshot").isTrue();
+    assertThat(refusal(commit("idx", 5, 6))).isEqualTo(ConsumerRefusal.STALE);
+  }
+
+  @Test
   void aFailingEffectRollsBackEffectsAndCheckpoint() {
     write("orders", "1", "{}");
     write("derived", "x", "{}");

@@ -255,8 +255,9 @@ class ProjectionCrashIT extends EndToEndTest {
         kills, written.get(), batches, retried, alreadyProcessed, srcEntries, aggEntries, loss, dup, torn, orderErrors,
         seed, delays);
     assertThat(loss).as("every written document is counted (loss)").isZero();
+    // Every other kill follows a commit that went through; a kill into a commit in flight may too.
     assertThat(alreadyProcessed).as("kills after a commit went through: retries answered from the receipt")
-        .isEqualTo(kills / 2);
+        .isBetween(kills / 2, retried);
     assertThat(dup).as("no written document is counted twice (dup)").isZero();
     assertThat(torn).as("the effects and the checkpoint moved together").isZero();
     assertThat(srcEntries).as("one outbox entry per written document").isEqualTo(written.get());

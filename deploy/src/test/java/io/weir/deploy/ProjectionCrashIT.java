@@ -175,7 +175,12 @@ class ProjectionCrashIT extends EndToEndTest {
       if (dropReply.get()) {
         // The commit goes through, its reply is thrown away, and the node dies before anything else.
         NodeProcess before = current.get();
-        before.post("/admin/projections/commit", request);
+        // Until it went through (the node may still be recovering: 503), then drop the reply.
+        for (int tries = 0; before.post("/admin/projections/commit", request).map(r -> r.statusCode() != 200).orElse(true);
+            tries++) {
+          assertThat(tries).as("the commit whose reply is dropped goes through").isLessThan(600);
+          Thread.sleep(100);
+        }
         replyDropped.set(true);
         await("the node is replaced").atMost(Duration.ofMinutes(3)).until(() -> current.get() != before);
         replyDropped.set(false);

@@ -33,7 +33,8 @@ public record NodeSettings(
     Duration documentAskTimeout,
     Tokens tokens,
     Projections projections,
-    java.util.Optional<Duration> outboxRetention) {
+    java.util.Optional<Duration> outboxRetention,
+    Duration principalRefresh) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -126,7 +127,8 @@ public record NodeSettings(
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),
         projections(v),
-        retention(v, config));
+        retention(v, config),
+        v.positiveDuration("weir.principals.refresh"));
   }
 
   /** {@code weir.partitions.outbox.auto-purge-interval}: {@code off} (the default) or a duration. */

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
-import io.weir.node.auth.Authenticator;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.cdc.PipelineManager;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -83,6 +82,23 @@ public final class WeirNode {
     }, system.executionContext());
   }
 
+  /** Reloads the stored principals every {@code refresh} while storage is ready; failures are logged and retried. */
+  private static void schedulePrincipalReload(
+      ActorSystem<?> system, io.weir.node.auth.Principals principals, AtomicReference<StorageStatus> storage, Duration refresh) {
+    AtomicBoolean loading = new AtomicBoolean();
+    system.scheduler().scheduleAtFixedRate(Duration.ofSeconds(1), refresh, () -> {
+      if (!storage.get().isReady() || !loading.compareAndSet(false, true)) {
+        return;
+      }
+      principals.reload().whenComplete((done, error) -> {
+        if (error != null) {
+          log.warn("loading the principals failed; retrying: {}", io.weir.persistence.SafeErrors.describe(error));
+        }
+        loading.set(false);
+      });
+    }, system.executionContext());
+  }
+
   /**
    * Starts a node and waits until its HTTP port is bound.
    *
@@ -124,7 +140,10 @@ public final class WeirNode {
                 "weir-pipelines"));
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
-      Authenticator authenticator = TokenAuthenticator.withBootstrapAdmin(settings.adminToken());
+      io.weir.node.auth.Principals authenticator = new io.weir.node.auth.Principals(
+          TokenAuthenticator.withBootstrapAdmin(settings.adminToken()), database.dataSource(), settings.postgres().schema(),
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
+      schedulePrincipalReload(system, authenticator, storage, settings.principalRefresh());
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
       TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),
@@ -135,7 +154,7 @@ public final class WeirNode {
           tokenKeys, settings.projections(), settings.partitionLimits().maxEffects(),
           settings.tokens().batchTtl(), java.time.Clock.systemUTC());
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()),
-          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys);
+          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator);
       ServerBinding binding;
       try {
         binding =

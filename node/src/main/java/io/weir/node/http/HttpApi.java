@@ -69,9 +69,10 @@ import org.slf4j.LoggerFactory;
  *       token-signing keys ({@link TokenRoutes}).
  * </ul>
  *
- * <p>{@code /admin/*} and, until principals have grants, {@code /v1/*} need a cluster
- * administrator's bearer token: 401 without a token or with an unknown one, 403 for an
- * authenticated principal who is not an administrator. Every error is a JSON {@link ErrorBody}
+ * <p>{@code /admin/*} needs a cluster administrator's bearer token: 401 without a token or with an
+ * unknown one, 403 for an authenticated principal who is not an administrator. {@code /v1/*} needs
+ * the collection's grant ({@code DocumentsRead} or {@code DocumentsWrite}; administrators hold every
+ * grant), 403 without it. Every error is a JSON {@link ErrorBody}
  * with a typed code; no reply or log line carries a token, a row value or a document body.
  */
 public final class HttpApi extends JsonRoutes {
@@ -86,6 +87,7 @@ public final class HttpApi extends JsonRoutes {
   private final long maxDocumentBytes;
   private final ProjectionRoutes projections;
   private final TokenRoutes tokens;
+  private final PrincipalRoutes principals;
 
   /**
    * @param pipelines pipeline operations, or null on a node built without them (routes answer 404)
@@ -103,7 +105,7 @@ public final class HttpApi extends JsonRoutes {
   public HttpApi(
       ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
       Documents documents, long maxDocumentBytes) {
-    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, null, null);
+    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, null, null, null);
   }
 
   /**
@@ -113,7 +115,16 @@ public final class HttpApi extends JsonRoutes {
   public HttpApi(
       ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
       Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys) {
+    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, projections, tokenKeys, null);
+  }
+
+  /** @param principals the stored principals, or null for none ({@code /admin/principals} answers 404) */
+  public HttpApi(
+      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
+      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys,
+      io.weir.node.auth.Principals principals) {
     super(json);
+    this.principals = principals == null ? null : new PrincipalRoutes(json, principals);
     this.projections = projections == null ? null : new ProjectionRoutes(json, projections, documents, maxDocumentBytes);
     this.tokens = tokenKeys == null ? null : new TokenRoutes(json, tokenKeys);
     this.authenticator = authenticator;
@@ -134,7 +145,7 @@ public final class HttpApi extends JsonRoutes {
                     concat(
                         pathPrefix("health", this::healthRoutes),
                         pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
-                        pathPrefix("v1", () -> administrator(principal -> documentRoutes())))));
+                        pathPrefix("v1", () -> authenticated(this::documentRoutes)))));
   }
 
   private Route healthRoutes() {
@@ -161,7 +172,8 @@ public final class HttpApi extends JsonRoutes {
         path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes),
         pathPrefix("projections", () -> projections == null ? error(ErrorCode.NOT_FOUND, "no such resource") : projections.routes()),
-        pathPrefix("tokens", () -> tokens == null ? error(ErrorCode.NOT_FOUND, "no such resource") : tokens.routes()));
+        pathPrefix("tokens", () -> tokens == null ? error(ErrorCode.NOT_FOUND, "no such resource") : tokens.routes()),
+        pathPrefix("principals", () -> principals == null ? error(ErrorCode.NOT_FOUND, "no such resource") : principals.routes()));
   }
 
   /**
@@ -273,15 +285,25 @@ public final class HttpApi extends JsonRoutes {
    * collection-fed-by-cdc}). A full outbox is 429 {@code quota-exceeded}; a partition that does not
    * answer in time 503 {@code unavailable}, both retryable.
    */
-  private Route documentRoutes() {
+  private Route documentRoutes(Principal principal) {
     if (documents == null) {
       return error(ErrorCode.NOT_FOUND, "no such resource");
     }
     return path(PathMatchers.segment("documents").slash(PathMatchers.segment()).slash(PathMatchers.segment()),
         (collection, id) -> concat(
-            put(() -> writeHeaders((expected, key) -> putDocument(collection, id, expected, key))),
-            get(() -> getDocument(collection, id)),
-            delete(() -> writeHeaders((expected, key) -> deleteDocument(collection, id, expected, key)))));
+            put(() -> granted(principal, "DocumentsWrite", collection,
+                () -> writeHeaders((expected, key) -> putDocument(collection, id, expected, key)))),
+            get(() -> granted(principal, "DocumentsRead", collection, () -> getDocument(collection, id))),
+            delete(() -> granted(principal, "DocumentsWrite", collection,
+                () -> writeHeaders((expected, key) -> deleteDocument(collection, id, expected, key))))));
+  }
+
+  /** {@code inner} when {@code principal} holds {@code grant} on {@code collection} (administrators hold all); 403 otherwise. */
+  private Route granted(Principal principal, String grant, String collection, Supplier<Route> inner) {
+    if (!principal.may(grant, collection)) {
+      return error(ErrorCode.FORBIDDEN, "this operation requires the grant " + grant + " on this collection");
+    }
+    return inner.get();
   }
 
   private Route putDocument(String collection, String id, Optional<Long> expected, Optional<String> key) {
@@ -536,6 +558,13 @@ public final class HttpApi extends JsonRoutes {
 
   /** Runs {@code inner} for a cluster administrator; 401 or 403 otherwise. */
   private Route administrator(Function<Principal, Route> inner) {
+    return authenticated(principal -> principal.administrator()
+        ? inner.apply(principal)
+        : error(ErrorCode.FORBIDDEN, "this operation requires a cluster administrator"));
+  }
+
+  /** Runs {@code inner} for an authenticated principal; 401 otherwise. */
+  private Route authenticated(Function<Principal, Route> inner) {
     return optionalHeaderValueByName(
         "Authorization",
         header -> {
@@ -544,9 +573,6 @@ public final class HttpApi extends JsonRoutes {
             return complete(
                 response(401, ErrorBody.of(ErrorCode.UNAUTHENTICATED, "a valid bearer token is required"))
                     .addHeader(RawHeader.create("WWW-Authenticate", "Bearer realm=\"weir\"")));
-          }
-          if (!principal.get().administrator()) {
-            return error(ErrorCode.FORBIDDEN, "this operation requires a cluster administrator");
           }
           return inner.apply(principal.get());
         });

@@ -68,6 +68,7 @@ class ProjectionApiIT {
   private TestPostgres.TestDatabase db;
   private io.weir.persistence.Database database;
   private io.weir.node.TokenKeys keys;
+  private io.weir.node.auth.Principals principals;
   private ActorTestKit kit;
   private ServerBinding binding;
   private Documents documents;
@@ -122,10 +123,13 @@ class ProjectionApiIT {
     };
     Projections projections = new Projections(documents, OutboxReader.jdbc(kit.system()), keys, READS,
         LIMITS.maxEffects(), Duration.ofHours(1), clock);
-    TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
+    principals = new io.weir.node.auth.Principals(
+        TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false)),
+        database.dataSource(), "weir", java.util.concurrent.ForkJoinPool.commonPool());
+    principals.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
-    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), () -> storage, PARTITIONS), null, null, documents,
-        4096, projections, keys);
+    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, PARTITIONS), null, null,
+        documents, 4096, projections, keys, principals);
     binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
@@ -528,6 +532,57 @@ class ProjectionApiIT {
     assertThat(all.get("pinned").asBoolean()).as("a released consumer pins nothing").isFalse();
     assertThat(all.get("outboxFirst").asLong()).isEqualTo(6);
     assertThat(consumerStatus(p, "slow").get("released").asBoolean()).isTrue();
+  }
+
+  @Test
+  void principalsAndTheirGrantsGateTheDocumentApi() throws Exception {
+    error(send("POST", "/admin/principals", "{\"id\":\"alice\"}", READER), 403, "forbidden");
+    JsonNode created = ok(post("/admin/principals", Map.of("id", "alice")), 201);
+    String alice = created.get("token").asText();
+    assertThat(alice).startsWith("wp_").hasSizeGreaterThan(40);
+    error(post("/admin/principals", Map.of("id", "alice")), 409, "conflict");
+    error(post("/admin/principals", Map.of("id", "bad id")), 400, "bad-request");
+    error(post("/admin/principals", "{\"id\":\"x\",\"extra\":1}"), 400, "bad-request");
+    error(post("/admin/principals", "{\"id\":"), 400, "malformed-json");
+    String id = idIn("shared", 11, 0);
+    put("shared", id, "{\"v\":1}");
+    error(send("GET", "/v1/documents/shared/" + id, null, alice), 403, "forbidden");
+    ok(post("/admin/principals/alice/grants", Map.of("collection", "shared", "grant", "DocumentsRead")), 200);
+    assertThat(json.readTree(send("GET", "/v1/documents/shared/" + id, null, alice).body()))
+        .isEqualTo(json.readTree("{\"v\":1}"));
+    error(send("PUT", "/v1/documents/shared/" + id, "{\"v\":2}", alice), 403, "forbidden");
+    error(send("GET", "/v1/documents/other/" + id, null, alice), 403, "forbidden");
+    ok(post("/admin/principals/alice/grants", Map.of("collection", "shared", "grant", "DocumentsWrite")), 200);
+    assertThat(send("PUT", "/v1/documents/shared/" + id, "{\"v\":2}", alice).statusCode()).isEqualTo(200);
+    error(send("GET", "/admin/outbox/status?partition=11", null, alice), 403, "forbidden");
+    error(post("/admin/principals/alice/grants", Map.of("collection", "shared", "grant", "Everything")), 400, "bad-request");
+    error(post("/admin/principals/nobody/grants", Map.of("collection", "shared", "grant", "DocumentsRead")), 404, "not-found");
+    ok(post("/admin/principals/alice/grants/revoke", Map.of("collection", "shared", "grant", "DocumentsWrite")), 200);
+    error(send("PUT", "/v1/documents/shared/" + id, "{\"v\":3}", alice), 403, "forbidden");
+    JsonNode listed = ok(send("GET", "/admin/principals", null, ADMIN), 200);
+    assertThat(listed.toString()).as("no token and no hash in the listing").doesNotContain(alice).doesNotContain("token");
+    JsonNode entry = null;
+    for (JsonNode p : listed.get("principals")) {
+      if (p.get("id").asText().equals("alice")) {
+        entry = p;
+      }
+    }
+    assertThat(entry).isNotNull();
+    assertThat(entry.get("policyEpoch").asLong()).as("every grant change advances the epoch").isEqualTo(4);
+    assertThat(entry.get("grants").get("shared")).extracting(JsonNode::asText).containsExactly("DocumentsRead");
+    try (var c = database.dataSource().getConnection();
+        var s = c.prepareStatement("SELECT count(*) FROM weir.principals WHERE position(convert_to(?, 'UTF8') in token_hash) > 0"
+            + " OR encode(token_hash, 'escape') = ?")) {
+      s.setString(1, alice);
+      s.setString(2, alice);
+      try (var rs = s.executeQuery()) {
+        rs.next();
+        assertThat(rs.getLong(1)).as("the token is stored hashed only").isZero();
+      }
+    }
+    ok(post("/admin/principals/alice/revoke", ""), 200);
+    error(send("GET", "/v1/documents/shared/" + id, null, alice), 401, "unauthenticated");
+    error(post("/admin/principals/nobody/revoke", ""), 404, "not-found");
   }
 
   @Test

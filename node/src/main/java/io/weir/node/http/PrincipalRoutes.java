@@ -1,0 +1,122 @@
+package io.weir.node.http;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.node.Documents;
+import io.weir.node.auth.Principals;
+import io.weir.persistence.PrincipalStore;
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.ErrorCode;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
+import org.apache.pekko.http.javadsl.server.PathMatchers;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * {@code /admin/principals}: principals and their grants (administrators only).
+ *
+ * <ul>
+ *   <li>{@code GET /admin/principals}: every principal (never its token or its hash).
+ *   <li>{@code POST /admin/principals} {@code {"id", "administrator"?}}: 201 {@code {"id", "token"}}:
+ *       the bearer token, shown this once; 409 when the id exists (ids are never reused).
+ *   <li>{@code POST /admin/principals/{id}/revoke}: its token stops working; 404 unknown.
+ *   <li>{@code POST /admin/principals/{id}/grants} and {@code .../grants/revoke} {@code
+ *       {"collection", "grant"}}: adds or removes a grant ({@code DocumentsRead}, {@code
+ *       DocumentsWrite}, {@code ChangesRead}, {@code QueryRead}); 404 for an unknown or revoked principal.
+ * </ul>
+ *
+ * <p>Changes hold at once on this node; other nodes see them at their next reload ({@code
+ * weir.principals.refresh}).
+ */
+final class PrincipalRoutes extends JsonRoutes {
+  private static final Logger log = LoggerFactory.getLogger(PrincipalRoutes.class);
+  private final Principals principals;
+
+  PrincipalRoutes(ObjectMapper json, Principals principals) {
+    super(json);
+    this.principals = principals;
+  }
+
+  Route routes() {
+    return concat(
+        pathEndOrSingleSlash(() -> concat(
+            get(() -> extractRequestContext(ctx -> json(200, Map.of("principals",
+                principals.all().stream().map(PrincipalRoutes::view).toList())))),
+            post(() -> body(object -> {
+              JsonNode id = object.get("id");
+              JsonNode admin = object.get("administrator");
+              if (object.size() > 2 || id == null || !id.isTextual() || !PrincipalStore.validId(id.asText())
+                  || (admin != null && !admin.isBoolean()) || (object.size() == 2 && admin == null)) {
+                return error(ErrorCode.BAD_REQUEST,
+                    "the body must be {\"id\": \"<1 to 64 of A-Z a-z 0-9 _ . @ ->\", \"administrator\": false}");
+              }
+              return onComplete(principals.create(id.asText(), admin != null && admin.asBoolean()), result ->
+                  result.isSuccess()
+                      ? json(201, Map.of("id", id.asText(), "token", result.get()))
+                      : failed(result.failed().get()));
+            })))),
+        pathPrefix(PathMatchers.segment(), id -> concat(
+            path("revoke", () -> post(() -> answer(principals.revoke(id)))),
+            path(PathMatchers.segment("grants").slash("revoke"), () -> post(() -> grant(id, false))),
+            path("grants", () -> post(() -> grant(id, true))))));
+  }
+
+  private Route grant(String id, boolean add) {
+    return body(object -> {
+      JsonNode collection = object.get("collection");
+      JsonNode grant = object.get("grant");
+      if (object.size() != 2 || collection == null || !collection.isTextual() || !Documents.readableCollection(collection.asText())
+          || grant == null || !grant.isTextual() || !PrincipalStore.GRANTS.contains(grant.asText())) {
+        return error(ErrorCode.BAD_REQUEST, "the body must be {\"collection\": \"<collection>\", \"grant\": one of "
+            + new java.util.TreeSet<>(PrincipalStore.GRANTS) + "}");
+      }
+      return answer(principals.changeGrant(id, collection.asText(), grant.asText(), add));
+    });
+  }
+
+  private Route body(Function<JsonNode, Route> inner) {
+    return entity(Unmarshaller.entityToString(), text -> {
+      JsonNode root;
+      try {
+        root = ProjectionRoutes.REQUESTS.readTree(text);
+      } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+        return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+      }
+      if (root == null || !root.isObject()) {
+        return error(ErrorCode.BAD_REQUEST, "the body must be a JSON object");
+      }
+      return inner.apply(root);
+    });
+  }
+
+  private Route answer(CompletionStage<Void> done) {
+    return onComplete(done, result -> result.isSuccess() ? json(200, Map.of("done", true)) : failed(result.failed().get()));
+  }
+
+  private Route failed(Throwable t) {
+    while (t instanceof java.util.concurrent.CompletionException && t.getCause() != null) {
+      t = t.getCause();
+    }
+    if (t instanceof PrincipalStore.Refused refused) {
+      return error(refused.notFound() ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT, refused.getMessage());
+    }
+    log.warn("a principal change failed: {}", SafeErrors.describe(t));
+    return error(ErrorCode.UNAVAILABLE, "the principals could not be changed (storage unavailable); retry");
+  }
+
+  private static Map<String, Object> view(PrincipalStore.StoredPrincipal p) {
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("id", p.id());
+    out.put("administrator", p.administrator());
+    out.put("policyEpoch", p.policyEpoch());
+    out.put("createdAt", p.createdAt().toString());
+    out.put("revokedAt", p.revokedAt() == null ? null : p.revokedAt().toString());
+    out.put("grants", new java.util.TreeMap<>(p.grants()));
+    return out;
+  }
+}

@@ -1,0 +1,162 @@
+package io.weir.persistence;
+
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.security.SecureRandom;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+/**
+ * Principals and their grants in {@code <schema>.principals} and {@code <schema>.grants}. A bearer
+ * token is generated here, returned once and kept only as its SHA-256. Every change to a principal
+ * (a grant, a revoked grant, revocation) advances its policy epoch in the same statement batch.
+ */
+public final class PrincipalStore {
+  private static final SecureRandom RANDOM = new SecureRandom();
+  /** The grants a principal can hold on a collection. */
+  public static final Set<String> GRANTS = Set.of("DocumentsRead", "DocumentsWrite", "ChangesRead", "QueryRead");
+
+  private PrincipalStore() {}
+
+  /**
+   * A principal as stored.
+   *
+   * @param tokenHash SHA-256 of its bearer token; never logged
+   * @param grants collection -> grant names
+   */
+  public record StoredPrincipal(
+      String id, byte[] tokenHash, boolean administrator, long policyEpoch, Instant createdAt, Instant revokedAt,
+      Map<String, Set<String>> grants) {
+    @Override
+    public String toString() {
+      return "StoredPrincipal[" + id + ", administrator=" + administrator + ", policyEpoch=" + policyEpoch
+          + ", revoked=" + (revokedAt != null) + "]";
+    }
+  }
+
+  /** A refused change: unknown principal, a principal that exists, or a revoked one. */
+  public static final class Refused extends Exception {
+    private final boolean notFound;
+
+    Refused(String message, boolean notFound) {
+      super(message, null, false, false);
+      this.notFound = notFound;
+    }
+
+    public boolean notFound() {
+      return notFound;
+    }
+  }
+
+  public static boolean validId(String id) {
+    return id != null && id.matches("[A-Za-z0-9_.@-]{1,64}");
+  }
+
+  public static byte[] sha256(String token) {
+    try {
+      return MessageDigest.getInstance("SHA-256").digest(token.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("SHA-256 is required of every JVM", e);
+    }
+  }
+
+  /** Creates a principal and returns its bearer token (shown once, kept hashed). */
+  public static String create(Connection c, String schema, String id, boolean administrator) throws SQLException, Refused {
+    String table = Identifiers.require("schema name", schema) + ".principals";
+    byte[] secret = new byte[32];
+    RANDOM.nextBytes(secret);
+    String token = "wp_" + Base64.getUrlEncoder().withoutPadding().encodeToString(secret);
+    try (PreparedStatement s = c.prepareStatement(
+        "INSERT INTO " + table + " (id, token_hash, administrator) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING")) {
+      s.setString(1, id);
+      s.setBytes(2, sha256(token));
+      s.setBoolean(3, administrator);
+      if (s.executeUpdate() == 0) {
+        throw new Refused("a principal with this id exists (ids are never reused, revoked or not)", false);
+      }
+    }
+    return token;
+  }
+
+  /** Revokes a principal: its token stops working; it keeps its id. */
+  public static void revoke(Connection c, String schema, String id) throws SQLException, Refused {
+    String table = Identifiers.require("schema name", schema) + ".principals";
+    try (PreparedStatement s = c.prepareStatement("UPDATE " + table
+        + " SET revoked_at = coalesce(revoked_at, clock_timestamp()), policy_epoch = policy_epoch + 1 WHERE id = ?")) {
+      s.setString(1, id);
+      if (s.executeUpdate() == 0) {
+        throw new Refused("no principal has this id", true);
+      }
+    }
+  }
+
+  /** Grants ({@code add}) or revokes a grant on a collection; advances the policy epoch either way. */
+  public static void changeGrant(Connection c, String schema, String id, String collection, String grant, boolean add)
+      throws SQLException, Refused {
+    String principals = Identifiers.require("schema name", schema) + ".principals";
+    String grants = schema + ".grants";
+    boolean auto = c.getAutoCommit();
+    c.setAutoCommit(false);
+    try {
+      try (PreparedStatement s = c.prepareStatement(
+          "UPDATE " + principals + " SET policy_epoch = policy_epoch + 1 WHERE id = ? AND revoked_at IS NULL")) {
+        s.setString(1, id);
+        if (s.executeUpdate() == 0) {
+          throw new Refused("no active principal has this id", true);
+        }
+      }
+      try (PreparedStatement s = c.prepareStatement(add
+          ? "INSERT INTO " + grants + " (principal_id, collection, grant_name) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+          : "DELETE FROM " + grants + " WHERE principal_id = ? AND collection = ? AND grant_name = ?")) {
+        s.setString(1, id);
+        s.setString(2, collection);
+        s.setString(3, grant);
+        s.executeUpdate();
+      }
+      c.commit();
+    } catch (SQLException | Refused | RuntimeException e) {
+      c.rollback();
+      throw e;
+    } finally {
+      c.setAutoCommit(auto);
+    }
+  }
+
+  /** Every principal, revoked ones included, by id. */
+  public static List<StoredPrincipal> load(Connection c, String schema) throws SQLException {
+    String principals = Identifiers.require("schema name", schema) + ".principals";
+    Map<String, Map<String, Set<String>>> grants = new TreeMap<>();
+    try (PreparedStatement s = c.prepareStatement(
+            "SELECT principal_id, collection, grant_name FROM " + schema + ".grants");
+        ResultSet rs = s.executeQuery()) {
+      while (rs.next()) {
+        grants.computeIfAbsent(rs.getString(1), k -> new TreeMap<>())
+            .computeIfAbsent(rs.getString(2), k -> new TreeSet<>()).add(rs.getString(3));
+      }
+    }
+    List<StoredPrincipal> out = new ArrayList<>();
+    try (PreparedStatement s = c.prepareStatement("SELECT id, token_hash, administrator, policy_epoch, created_at, revoked_at"
+            + " FROM " + principals + " ORDER BY id");
+        ResultSet rs = s.executeQuery()) {
+      while (rs.next()) {
+        java.sql.Timestamp revoked = rs.getTimestamp(6);
+        Map<String, Set<String>> mine = new LinkedHashMap<>();
+        grants.getOrDefault(rs.getString(1), Map.of()).forEach((k, v) -> mine.put(k, Set.copyOf(v)));
+        out.add(new StoredPrincipal(rs.getString(1), rs.getBytes(2), rs.getBoolean(3), rs.getLong(4),
+            rs.getTimestamp(5).toInstant(), revoked == null ? null : revoked.toInstant(), Map.copyOf(mine)));
+      }
+    }
+    return out;
+  }
+}

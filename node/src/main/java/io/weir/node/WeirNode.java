@@ -59,40 +59,25 @@ public final class WeirNode {
   }
 
   /**
-   * Loads the token keys once storage is ready (checked every second until then) and reloads them
-   * every {@code refresh}. A failed load is logged (value-free) and tried again at the next tick.
+   * Loads a view kept from PostgreSQL ({@code what}: token keys, principals) once storage is ready,
+   * checked every second until {@code loaded} holds, then reloads it every {@code refresh}. A failed
+   * load is logged (value-free) and tried again at the next tick; loads never overlap.
    */
-  private static void scheduleKeyReload(
-      ActorSystem<?> system, TokenKeys keys, AtomicReference<StorageStatus> storage, Duration refresh) {
+  private static void scheduleReload(ActorSystem<?> system, AtomicReference<StorageStatus> storage, Duration refresh,
+      java.util.function.BooleanSupplier loaded, java.util.function.Supplier<java.util.concurrent.CompletionStage<?>> reload,
+      String what) {
     AtomicLong lastLoad = new AtomicLong();
     AtomicBoolean loading = new AtomicBoolean();
     system.scheduler().scheduleAtFixedRate(Duration.ofSeconds(1), Duration.ofSeconds(1), () -> {
-      boolean due = keys.signer().isEmpty() || System.nanoTime() - lastLoad.get() >= refresh.toNanos();
+      boolean due = !loaded.getAsBoolean() || System.nanoTime() - lastLoad.get() >= refresh.toNanos();
       if (!due || !storage.get().isReady() || !loading.compareAndSet(false, true)) {
         return;
       }
-      keys.reload().whenComplete((signer, error) -> {
+      reload.get().whenComplete((done, error) -> {
         if (error == null) {
           lastLoad.set(System.nanoTime());
         } else {
-          log.warn("loading the token keys failed; retrying: {}", io.weir.persistence.SafeErrors.describe(error));
-        }
-        loading.set(false);
-      });
-    }, system.executionContext());
-  }
-
-  /** Reloads the stored principals every {@code refresh} while storage is ready; failures are logged and retried. */
-  private static void schedulePrincipalReload(
-      ActorSystem<?> system, io.weir.node.auth.Principals principals, AtomicReference<StorageStatus> storage, Duration refresh) {
-    AtomicBoolean loading = new AtomicBoolean();
-    system.scheduler().scheduleAtFixedRate(Duration.ofSeconds(1), refresh, () -> {
-      if (!storage.get().isReady() || !loading.compareAndSet(false, true)) {
-        return;
-      }
-      principals.reload().whenComplete((done, error) -> {
-        if (error != null) {
-          log.warn("loading the principals failed; retrying: {}", io.weir.persistence.SafeErrors.describe(error));
+          log.warn("loading the {} failed; retrying: {}", what, io.weir.persistence.SafeErrors.describe(error));
         }
         loading.set(false);
       });
@@ -143,13 +128,16 @@ public final class WeirNode {
       io.weir.node.auth.Principals authenticator = new io.weir.node.auth.Principals(
           TokenAuthenticator.withBootstrapAdmin(settings.adminToken()), database.dataSource(), settings.postgres().schema(),
           system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
-      schedulePrincipalReload(system, authenticator, storage, settings.principalRefresh());
+      AtomicBoolean principalsLoaded = new AtomicBoolean();
+      scheduleReload(system, storage, settings.principalRefresh(), principalsLoaded::get,
+          () -> authenticator.reload().thenRun(() -> principalsLoaded.set(true)), "principals");
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
       TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),
           system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
           settings.tokens().keyRefresh().plusSeconds(5));
-      scheduleKeyReload(system, tokenKeys, storage, settings.tokens().keyRefresh());
+      scheduleReload(system, storage, settings.tokens().keyRefresh(), () -> tokenKeys.signer().isPresent(),
+          tokenKeys::reload, "token keys");
       Projections projections = new Projections(documents, io.weir.sharding.partition.OutboxReader.jdbc(system),
           tokenKeys, settings.projections(), settings.partitionLimits().maxEffects(),
           settings.tokens().batchTtl(), java.time.Clock.systemUTC());

@@ -87,12 +87,6 @@ public final class Projections {
     }
   }
 
-  /** No entries, no token: positions only. */
-  @Override
-  public String toString() {
-    return "Projections";
-  }
-
   /** The consumer as its partition holds it now: a {@link ConsumerSpan} or a {@link ConsumerRefused}. */
   public CompletionStage<ConsumerReply> consumer(int partition, String name, long generation) {
     return documents.ask(partition, r -> new ReadConsumer(name, generation, 1, r));

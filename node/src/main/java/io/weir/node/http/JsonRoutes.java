@@ -46,6 +46,15 @@ abstract class JsonRoutes extends AllDirectives {
     }
   }
 
+  /** The cause of a failed stage, without the CompletionException/ExecutionException wrappers. */
+  static Throwable unwrap(Throwable t) {
+    while ((t instanceof java.util.concurrent.CompletionException || t instanceof java.util.concurrent.ExecutionException)
+        && t.getCause() != null) {
+      t = t.getCause();
+    }
+    return t;
+  }
+
   Route partitionUnavailable(Throwable cause) {
     log.warn("a partition did not answer: {}", SafeErrors.describe(cause));
     return error(ErrorCode.UNAVAILABLE, "the partition did not answer in time; retry");

@@ -98,10 +98,8 @@ final class PrincipalRoutes extends JsonRoutes {
     return onComplete(done, result -> result.isSuccess() ? json(200, Map.of("done", true)) : failed(result.failed().get()));
   }
 
-  private Route failed(Throwable t) {
-    while (t instanceof java.util.concurrent.CompletionException && t.getCause() != null) {
-      t = t.getCause();
-    }
+  private Route failed(Throwable failure) {
+    Throwable t = unwrap(failure);
     if (t instanceof PrincipalStore.Refused refused) {
       return error(refused.notFound() ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT, refused.getMessage());
     }

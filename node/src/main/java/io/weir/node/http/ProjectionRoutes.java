@@ -336,14 +336,6 @@ final class ProjectionRoutes extends JsonRoutes {
     });
   }
 
-  private static Throwable unwrap(Throwable t) {
-    while ((t instanceof java.util.concurrent.CompletionException || t instanceof java.util.concurrent.ExecutionException)
-        && t.getCause() != null) {
-      t = t.getCause();
-    }
-    return t;
-  }
-
   private Route unavailable(Throwable t) {
     if (t instanceof Projections.KeysUnavailable) {
       return error(ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet (storage is starting); retry");

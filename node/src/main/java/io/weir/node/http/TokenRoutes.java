@@ -63,10 +63,7 @@ final class TokenRoutes extends JsonRoutes {
       if (result.isSuccess()) {
         return json(200, view(keys.ring().orElseThrow()));
       }
-      Throwable t = result.failed().get();
-      while (t instanceof java.util.concurrent.CompletionException && t.getCause() != null) {
-        t = t.getCause();
-      }
+      Throwable t = unwrap(result.failed().get());
       if (t instanceof TokenKeyStore.KeyRefused refused) {
         return error(refused.notFound() ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT, refused.getMessage());
       }

@@ -1092,7 +1092,6 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
               "effect " + i + " must be an upsert or delete with an expected revision");
         }
       }
-      long now = this.now;
       if (c.start() == c.end()) {
         // An empty tail batch without effects: nothing to write.
         return new BatchCommitted(new PartitionProtocol.BatchReceipt(c.start(), c.end(), digest, c.commandId(), next,

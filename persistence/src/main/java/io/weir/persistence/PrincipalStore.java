@@ -26,6 +26,14 @@ public final class PrincipalStore {
   private static final SecureRandom RANDOM = new SecureRandom();
   /** The grants a principal can hold on a collection. */
   public static final Set<String> GRANTS = Set.of("DocumentsRead", "DocumentsWrite", "ChangesRead", "QueryRead");
+  /**
+   * Grants that name a top-level field: {@code FieldRead} shows a sensitive field, {@code FieldUse}
+   * lets a query predicate use a field ({@code *}: every field that is not sensitive). Held as
+   * {@code "FieldRead:<field>"} in {@link StoredPrincipal#grants()}.
+   */
+  public static final Set<String> FIELD_GRANTS = Set.of("FieldRead", "FieldUse");
+  private static final java.util.regex.Pattern FIELD = java.util.regex.Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
+  private static final java.util.regex.Pattern GROUP = java.util.regex.Pattern.compile("[A-Za-z0-9_.@-]{1,64}");
 
   private PrincipalStore() {}
 
@@ -33,11 +41,12 @@ public final class PrincipalStore {
    * A principal as stored.
    *
    * @param tokenHash SHA-256 of its bearer token; never logged
-   * @param grants collection -> grant names
+   * @param grants collection -> grant names ({@code "FieldRead:<field>"} for field grants)
+   * @param groups the groups it belongs to (an ACL may name {@code "group:<name>"})
    */
   public record StoredPrincipal(
       String id, byte[] tokenHash, boolean administrator, long policyEpoch, Instant createdAt, Instant revokedAt,
-      Map<String, Set<String>> grants) {
+      Map<String, Set<String>> grants, Set<String> groups) {
     @Override
     public String toString() {
       return "StoredPrincipal[" + id + ", administrator=" + administrator + ", policyEpoch=" + policyEpoch
@@ -63,6 +72,20 @@ public final class PrincipalStore {
     return id != null && id.matches("[A-Za-z0-9_.@-]{1,64}");
   }
 
+  public static boolean validGroup(String group) {
+    return group != null && GROUP.matcher(group).matches();
+  }
+
+  /** A top-level field name a grant or policy may name. */
+  public static boolean validField(String field) {
+    return field != null && FIELD.matcher(field).matches();
+  }
+
+  /** The grant string a field grant is held as. */
+  public static String fieldGrant(String grant, String field) {
+    return grant + ":" + field;
+  }
+
   public static byte[] sha256(String token) {
     try {
       return MessageDigest.getInstance("SHA-256").digest(token.getBytes(java.nio.charset.StandardCharsets.UTF_8));
@@ -73,15 +96,22 @@ public final class PrincipalStore {
 
   /** Creates a principal and returns its bearer token (shown once, kept hashed). */
   public static String create(Connection c, String schema, String id, boolean administrator) throws SQLException, Refused {
+    return create(c, schema, id, administrator, List.of());
+  }
+
+  /** Creates a principal in {@code groups} and returns its bearer token (shown once, kept hashed). */
+  public static String create(Connection c, String schema, String id, boolean administrator, List<String> groups)
+      throws SQLException, Refused {
     String table = Identifiers.require("schema name", schema) + ".principals";
     byte[] secret = new byte[32];
     RANDOM.nextBytes(secret);
     String token = "wp_" + Base64.getUrlEncoder().withoutPadding().encodeToString(secret);
     try (PreparedStatement s = c.prepareStatement(
-        "INSERT INTO " + table + " (id, token_hash, administrator) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING")) {
+        "INSERT INTO " + table + " (id, token_hash, administrator, groups) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")) {
       s.setString(1, id);
       s.setBytes(2, sha256(token));
       s.setBoolean(3, administrator);
+      s.setArray(4, c.createArrayOf("text", groups.stream().distinct().sorted().toArray()));
       if (s.executeUpdate() == 0) {
         throw new Refused("a principal with this id exists (ids are never reused, revoked or not)", false);
       }
@@ -104,6 +134,16 @@ public final class PrincipalStore {
   /** Grants ({@code add}) or revokes a grant on a collection; advances the policy epoch either way. */
   public static void changeGrant(Connection c, String schema, String id, String collection, String grant, boolean add)
       throws SQLException, Refused {
+    changeGrant(c, schema, id, collection, grant, "", add);
+  }
+
+  /**
+   * Grants ({@code add}) or revokes a grant on a collection ({@code field} empty) or one of its
+   * fields ({@link #FIELD_GRANTS}); advances the policy epoch either way.
+   */
+  public static void changeGrant(
+      Connection c, String schema, String id, String collection, String grant, String field, boolean add)
+      throws SQLException, Refused {
     String principals = Identifiers.require("schema name", schema) + ".principals";
     String grants = schema + ".grants";
     boolean auto = c.getAutoCommit();
@@ -117,11 +157,12 @@ public final class PrincipalStore {
         }
       }
       try (PreparedStatement s = c.prepareStatement(add
-          ? "INSERT INTO " + grants + " (principal_id, collection, grant_name) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
-          : "DELETE FROM " + grants + " WHERE principal_id = ? AND collection = ? AND grant_name = ?")) {
+          ? "INSERT INTO " + grants + " (principal_id, collection, grant_name, field) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+          : "DELETE FROM " + grants + " WHERE principal_id = ? AND collection = ? AND grant_name = ? AND field = ?")) {
         s.setString(1, id);
         s.setString(2, collection);
         s.setString(3, grant);
+        s.setString(4, field);
         s.executeUpdate();
       }
       c.commit();
@@ -138,15 +179,17 @@ public final class PrincipalStore {
     String principals = Identifiers.require("schema name", schema) + ".principals";
     Map<String, Map<String, Set<String>>> grants = new TreeMap<>();
     try (PreparedStatement s = c.prepareStatement(
-            "SELECT principal_id, collection, grant_name FROM " + schema + ".grants");
+            "SELECT principal_id, collection, grant_name, field FROM " + schema + ".grants");
         ResultSet rs = s.executeQuery()) {
       while (rs.next()) {
+        String field = rs.getString(4);
         grants.computeIfAbsent(rs.getString(1), k -> new TreeMap<>())
-            .computeIfAbsent(rs.getString(2), k -> new TreeSet<>()).add(rs.getString(3));
+            .computeIfAbsent(rs.getString(2), k -> new TreeSet<>())
+            .add(field.isEmpty() ? rs.getString(3) : fieldGrant(rs.getString(3), field));
       }
     }
     List<StoredPrincipal> out = new ArrayList<>();
-    try (PreparedStatement s = c.prepareStatement("SELECT id, token_hash, administrator, policy_epoch, created_at, revoked_at"
+    try (PreparedStatement s = c.prepareStatement("SELECT id, token_hash, administrator, policy_epoch, created_at, revoked_at, groups"
             + " FROM " + principals + " ORDER BY id");
         ResultSet rs = s.executeQuery()) {
       while (rs.next()) {
@@ -154,7 +197,8 @@ public final class PrincipalStore {
         Map<String, Set<String>> mine = new LinkedHashMap<>();
         grants.getOrDefault(rs.getString(1), Map.of()).forEach((k, v) -> mine.put(k, Set.copyOf(v)));
         out.add(new StoredPrincipal(rs.getString(1), rs.getBytes(2), rs.getBoolean(3), rs.getLong(4),
-            rs.getTimestamp(5).toInstant(), revoked == null ? null : revoked.toInstant(), Map.copyOf(mine)));
+            rs.getTimestamp(5).toInstant(), revoked == null ? null : revoked.toInstant(), Map.copyOf(mine),
+            Set.of((String[]) rs.getArray(7).getArray())));
       }
     }
     return out;

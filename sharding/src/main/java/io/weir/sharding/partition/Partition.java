@@ -166,13 +166,20 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
    * @param loaded documents set without outbox entries (initial snapshot rows)
    * @param consumer a projection consumer's new definition, checkpoint and receipts (a configure,
    *     release or committed batch); null for other frames
+   * @param fenced collections whose row-visibility epoch this frame advances: it changed the ACL of
+   *     an existing document (or re-seeded a collection that has a row rule)
+   * @param rule a newly installed row-visibility rule (which also advances its collection's epoch)
    */
   public record FrameApplied(
       String commandId, List<OutboxEntry> entries, Optional<SourcePosition> source, List<String> reset,
-      List<Document> loaded, Consumer consumer) implements CborSerializable {
+      List<Document> loaded, Consumer consumer, List<String> fenced, RuleChange rule) implements CborSerializable {
+    public FrameApplied {
+      fenced = fenced == null ? List.of() : List.copyOf(fenced);
+    }
+
     FrameApplied(String commandId, List<OutboxEntry> entries, Optional<SourcePosition> source, List<String> reset,
         List<Document> loaded) {
-      this(commandId, entries, source, reset, loaded, null);
+      this(commandId, entries, source, reset, loaded, null, List.of(), null);
     }
 
     @Override
@@ -280,6 +287,12 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     return name + '\0' + generation;
   }
 
+  /** A collection's installed row-visibility rule: its ACL/owner field (null: none) and version. */
+  public record RowRule(String field, long version) implements CborSerializable {}
+
+  /** A row rule installed by a frame. */
+  public record RuleChange(String collection, String field, long version) implements CborSerializable {}
+
   /** A split slice being applied: the commit LSN and how many of its parts are in. */
   public record PartProgress(long commitLsn, int done) implements CborSerializable {}
 
@@ -314,15 +327,34 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       long documentBytes,
       long eventBytes,
       SnapshotMark mark,
-      HashMap<String, Consumer> consumers) implements CborSerializable {
+      HashMap<String, Consumer> consumers,
+      HashMap<String, RowRule> rules,
+      HashMap<String, Long> rowEpochs) implements CborSerializable {
 
     public State {
       consumers = consumers == null ? new HashMap<>() : consumers;
+      rules = rules == null ? new HashMap<>() : rules;
+      rowEpochs = rowEpochs == null ? new HashMap<>() : rowEpochs;
     }
 
     static State empty() {
       return new State(new HashMap<>(), 1, 1, 0, 0, new LinkedHashMap<>(), new HashMap<>(), new HashMap<>(),
-          new TreeMap<>(), null, 0, 0, new SnapshotMark(0, 0), new HashMap<>());
+          new TreeMap<>(), null, 0, 0, new SnapshotMark(0, 0), new HashMap<>(), new HashMap<>(), new HashMap<>());
+    }
+
+    long rowEpoch(String collection) {
+      return rowEpochs.getOrDefault(collection, 0L);
+    }
+
+    /** The installed row rule's field for {@code collection}, or null. */
+    String ruleField(String collection) {
+      RowRule r = rules.get(collection);
+      return r == null ? null : r.field();
+    }
+
+    long ruleVersion(String collection) {
+      RowRule r = rules.get(collection);
+      return r == null ? 0 : r.version();
     }
 
     /** The lowest checkpoint of the active consumers, or empty without one: purges stop there. */
@@ -340,7 +372,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     State copy() {
       return new State(new HashMap<>(documents), nextSequence, outboxFirst, outboxBytes, events,
           new LinkedHashMap<>(receipts), new HashMap<>(watermarks), new HashMap<>(partials), new TreeMap<>(outbox),
-          incarnation, documentBytes, eventBytes, new SnapshotMark(mark.events, mark.eventBytes), new HashMap<>(consumers));
+          incarnation, documentBytes, eventBytes, new SnapshotMark(mark.events, mark.eventBytes), new HashMap<>(consumers),
+          new HashMap<>(rules), new HashMap<>(rowEpochs));
     }
 
     Optional<Document> document(String collection, String id) {
@@ -367,7 +400,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         outbox.pollFirstEntry();
       }
       return new State(documents, nextSequence, Math.max(outboxFirst, p.through() + 1), bytes, events + 1, receipts,
-          watermarks, partials, outbox, incarnation, documentBytes, eventBytes, mark, consumers);
+          watermarks, partials, outbox, incarnation, documentBytes, eventBytes, mark, consumers, rules, rowEpochs);
     }
 
     State apply(Written w) {
@@ -396,7 +429,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         List<Long> revisions = new ArrayList<>();
         for (OutboxEntry x : f.entries()) {
           boolean deleted = x.kind().equals("delete");
-          Document d = new Document(x.collection(), x.id(), x.revision(), x.after(), deleted);
+          Document d = new Document(x.collection(), x.id(), x.revision(), x.after(), deleted,
+              deleted ? aclOf(x.before(), ruleField(x.collection())) : null);
           docBytes[0] += size(d) - size(documents.put(key(x.collection(), x.id()), d));
           revisions.add(x.revision());
           if (segmentFirst < 0) {
@@ -417,6 +451,20 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         if (f.consumer() != null) {
           consumers.put(f.consumer().key(), f.consumer().after(consumers.get(f.consumer().key())));
         }
+        for (String collection : f.fenced()) {
+          rowEpochs.merge(collection, 1L, Long::sum);
+        }
+        if (f.rule() != null) {
+          RuleChange r = f.rule();
+          String previous = ruleField(r.collection());
+          rules.put(r.collection(), new RowRule(r.field(), r.version()));
+          rowEpochs.merge(r.collection(), 1L, Long::sum);
+          if (!java.util.Objects.equals(previous, r.field())) {
+            // Tombstones kept the ACL of another field: unknown now, so shown to nobody but administrators.
+            documents.replaceAll((k, d) -> d.deleted() && d.acl() != null && d.collection().equals(r.collection())
+                ? new Document(d.collection(), d.id(), d.revision(), null, true, null) : d);
+          }
+        }
         f.source().ifPresent(s -> {
           if (s.last()) {
             watermarks.merge(s.source(), s.commitLsn(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
@@ -432,12 +480,44 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       }
       String inc = incarnation != null ? incarnation : w.incarnation();
       return new State(documents, next, outboxFirst, bytes, events, receipts, watermarks, partials, outbox, inc, docBytes[0],
-          written, mark, consumers);
+          written, mark, consumers, rules, rowEpochs);
     }
 
     /** Estimated bytes a document takes in a snapshot (0 for none). */
     static long size(Document d) {
-      return d == null ? 0 : DOCUMENT_OVERHEAD + d.collection().length() + d.id().length() + (d.body() == null ? 0 : d.body().length());
+      return d == null ? 0 : DOCUMENT_OVERHEAD + d.collection().length() + d.id().length() + (d.body() == null ? 0 : d.body().length())
+          + (d.acl() == null ? 0 : d.acl().length());
+    }
+  }
+
+  /**
+   * The value of {@code body}'s top-level {@code field} as compact JSON: {@code "null"} when the
+   * field is absent or the body is not an object; null when there is no field (no row rule) or no
+   * body.
+   */
+  static String aclOf(String body, String field) {
+    if (field == null || body == null) {
+      return null;
+    }
+    try (com.fasterxml.jackson.core.JsonParser p = JSON.createParser(body)) {
+      if (p.nextToken() != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
+        return "null";
+      }
+      while (p.nextToken() == com.fasterxml.jackson.core.JsonToken.FIELD_NAME) {
+        String name = p.currentName();
+        p.nextToken();
+        if (name.equals(field)) {
+          java.io.StringWriter out = new java.io.StringWriter();
+          try (com.fasterxml.jackson.core.JsonGenerator g = JSON.createGenerator(out)) {
+            g.copyCurrentStructure(p);
+          }
+          return out.toString();
+        }
+        p.skipChildren();
+      }
+      return "null";
+    } catch (IOException e) {
+      return "null";
     }
   }
 
@@ -559,7 +639,62 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         .onCommand(ReleaseConsumer.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(PartitionProtocol.ReadConsumer.class, (state, c) -> Effect().reply(c.replyTo(), span(state, c)))
+        .onCommand(PartitionProtocol.SetRowRule.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(PartitionProtocol.ReadChanges.class, (state, c) -> Effect().reply(c.replyTo(), changes(state, c)))
+        .onCommand(PartitionProtocol.GetAcls.class, (state, c) -> Effect().reply(c.replyTo(), acls(state, c)))
+        .onCommand(PartitionProtocol.ScanCollection.class, (state, c) -> Effect().reply(c.replyTo(), scan(state, c)))
         .build();
+  }
+
+  /** Journal events holding positions {@code from} to {@code to} (all retained). */
+  private static List<Long> journalEvents(State s, long from, long to) {
+    List<Long> events = new ArrayList<>();
+    if (from <= to && from >= s.outboxFirst()) {
+      Long floor = s.outbox().floorKey(from);
+      for (Segment seg : s.outbox().subMap(floor == null ? from : floor, true, to, true).values()) {
+        events.add(seg.journalSequence());
+      }
+    }
+    return events;
+  }
+
+  private static PartitionProtocol.ChangesSpan changes(State s, PartitionProtocol.ReadChanges c) {
+    long tail = s.nextSequence() - 1;
+    long room = Math.max(1, c.maxEntries());
+    long to = tail - c.after() > room ? c.after() + room : tail;
+    return new PartitionProtocol.ChangesSpan(s.incarnation(), s.outboxFirst(), tail, s.rowEpoch(c.collection()),
+        s.ruleVersion(c.collection()), journalEvents(s, c.after() + 1, to));
+  }
+
+  private static PartitionProtocol.Acls acls(State s, PartitionProtocol.GetAcls c) {
+    String field = s.ruleField(c.collection());
+    Map<String, String> out = new HashMap<>();
+    for (String id : c.ids()) {
+      s.document(c.collection(), id).ifPresent(d -> {
+        String acl = d.deleted() ? d.acl() : aclOf(d.body(), field);
+        out.put(id, acl == null ? "null" : acl);
+      });
+    }
+    return new PartitionProtocol.Acls(s.rowEpoch(c.collection()), s.ruleVersion(c.collection()), out);
+  }
+
+  private static PartitionProtocol.CollectionScan scan(State s, PartitionProtocol.ScanCollection c) {
+    List<Document> out = new ArrayList<>();
+    long bytes = 0;
+    boolean tooLarge = false;
+    for (Document d : s.documents().values()) {
+      if (!d.deleted() && d.collection().equals(c.collection())) {
+        bytes += d.body().length();
+        if (bytes > c.maxBytes()) {
+          tooLarge = true;
+          out.clear();
+          break;
+        }
+        out.add(d);
+      }
+    }
+    return new PartitionProtocol.CollectionScan(s.incarnation(), s.outboxFirst(), s.nextSequence() - 1,
+        s.rowEpoch(c.collection()), s.ruleVersion(c.collection()), out, tooLarge);
   }
 
   private PartitionStatus status(State s) {
@@ -691,6 +826,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         replies.add(plan.configure(c));
       } else if (w instanceof ReleaseConsumer c) {
         replies.add(plan.release(c));
+      } else if (w instanceof PartitionProtocol.SetRowRule r) {
+        replies.add(plan.setRule(r));
       } else {
         replies.add(plan.commit((CommitBatch) w));
       }
@@ -708,6 +845,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           c.replyTo().tell((ConsumerReply) replies.get(i));
         } else if (w instanceof ReleaseConsumer c) {
           c.replyTo().tell((ConsumerReply) replies.get(i));
+        } else if (w instanceof PartitionProtocol.SetRowRule r) {
+          r.replyTo().tell((PartitionProtocol.RowRuleReply) replies.get(i));
         } else {
           ((CommitBatch) w).replyTo().tell((ConsumerReply) replies.get(i));
         }
@@ -739,6 +878,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     final HashMap<String, Optional<PartProgress>> partials = new HashMap<>();
     final HashMap<String, Applied> receipts = new HashMap<>();
     final HashMap<String, Consumer> consumers = new HashMap<>();
+    final HashMap<String, RowRule> rules = new HashMap<>();
     long next;
     long bytes;
 
@@ -757,6 +897,35 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
 
     long watermark(String source) {
       return watermarks.containsKey(source) ? watermarks.get(source) : state.watermark(source);
+    }
+
+    String ruleField(String collection) {
+      return rules.containsKey(collection) ? rules.get(collection).field() : state.ruleField(collection);
+    }
+
+    long ruleVersion(String collection) {
+      return rules.containsKey(collection) ? rules.get(collection).version() : state.ruleVersion(collection);
+    }
+
+    /** Whether replacing {@code before} (a live body) by {@code after} changes the document's ACL. */
+    boolean aclChanges(String collection, String before, String after) {
+      String field = ruleField(collection);
+      return field != null && before != null && !aclOf(before, field).equals(aclOf(after, field));
+    }
+
+    PartitionProtocol.RowRuleReply setRule(PartitionProtocol.SetRowRule r) {
+      if (r.version() <= ruleVersion(r.collection())) {
+        return new PartitionProtocol.RowRuleReply(ruleVersion(r.collection()), state.rowEpoch(r.collection()), false);
+      }
+      long epoch = state.rowEpoch(r.collection()) + 1;
+      for (FrameApplied f : accepted) {
+        epoch += f.fenced().stream().filter(r.collection()::equals).count()
+            + (f.rule() != null && f.rule().collection().equals(r.collection()) ? 1 : 0);
+      }
+      rules.put(r.collection(), new RowRule(r.field(), r.version()));
+      accepted.add(new FrameApplied(null, List.of(), Optional.empty(), List.of(), List.of(), null, List.of(),
+          new RuleChange(r.collection(), r.field(), r.version())));
+      return new PartitionProtocol.RowRuleReply(r.version(), epoch, true);
     }
 
     Optional<PartProgress> partial(String source) {
@@ -849,13 +1018,13 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       if (commandId != null) {
         receipts.put(commandId, applied);
       }
-      accepted.add(new FrameApplied(commandId, entries, f.source(), List.of(), List.of()));
+      accepted.add(new FrameApplied(commandId, entries, f.source(), List.of(), List.of(), null, List.copyOf(ev.fenced()), null));
       return applied;
     }
 
     /** What a list of mutations writes, checked against the plan. */
     record Evaluation(List<OutboxEntry> entries, List<Long> revisions, long bytes, HashMap<String, Document> seen,
-        long seqAfter) {}
+        long seqAfter, Set<String> fenced) {}
 
     /**
      * Checks {@code mutations} in order (each sees the ones before it) against the state plus this
@@ -868,6 +1037,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       HashMap<String, Document> seen = new HashMap<>();
       List<OutboxEntry> entries = new ArrayList<>();
       List<Long> revisions = new ArrayList<>();
+      Set<String> fenced = new java.util.TreeSet<>();
       long seq = next;
       long frameBytes = 0;
       for (int i = 0; i < mutations.size(); i++) {
@@ -886,7 +1056,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
                 cur.body(), null, now, commitLsn);
             entries.add(e);
             frameBytes += e.bytes();
-            seen.put(k, new Document(d.collection(), d.id(), cur.revision() + 1, null, true));
+            seen.put(k, new Document(d.collection(), d.id(), cur.revision() + 1, null, true,
+                aclOf(cur.body(), ruleField(d.collection()))));
           }
           // Documents this frame created before the truncate go as well.
           for (Map.Entry<String, Document> e : new ArrayList<>(seen.entrySet())) {
@@ -896,7 +1067,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
                   d.body(), null, now, commitLsn);
               entries.add(x);
               frameBytes += x.bytes();
-              seen.put(e.getKey(), new Document(d.collection(), d.id(), d.revision() + 1, null, true));
+              seen.put(e.getKey(), new Document(d.collection(), d.id(), d.revision() + 1, null, true,
+                  aclOf(d.body(), ruleField(d.collection()))));
             }
           }
           revisions.add(0L);
@@ -931,15 +1103,18 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           }
           e = new OutboxEntry(seq++, entries.size(), collection, id, "upsert", revision + 1, before, body, now, commitLsn);
           seen.put(k, new Document(collection, id, revision + 1, body, false));
+          if (aclChanges(collection, before, body)) {
+            fenced.add(collection);
+          }
         } else {
           e = new OutboxEntry(seq++, entries.size(), collection, id, "delete", revision + 1, before, null, now, commitLsn);
-          seen.put(k, new Document(collection, id, revision + 1, null, true));
+          seen.put(k, new Document(collection, id, revision + 1, null, true, aclOf(before, ruleField(collection))));
         }
         entries.add(e);
         frameBytes += e.bytes();
         revisions.add(revision + 1);
       }
-      return new Evaluation(entries, revisions, frameBytes, seen, seq);
+      return new Evaluation(entries, revisions, frameBytes, seen, seq, fenced);
     }
 
     private Quota.Admission admit(long seqAfter, long frameBytes, boolean reserveAllowed) {
@@ -962,10 +1137,11 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
      * Accepts a consumer frame: {@code c} is the consumer afterwards; the event records it with only
      * {@code receipt} (the commit's new receipt, or none), see {@link Consumer#after}.
      */
-    private void acceptConsumer(Consumer c, List<OutboxEntry> entries, PartitionProtocol.BatchReceipt receipt) {
+    private void acceptConsumer(Consumer c, List<OutboxEntry> entries, PartitionProtocol.BatchReceipt receipt,
+        Set<String> fenced) {
       consumers.put(c.key(), c);
       accepted.add(new FrameApplied(null, entries, Optional.empty(), List.of(), List.of(),
-          c.withReceipts(receipt == null ? List.of() : List.of(receipt))));
+          c.withReceipts(receipt == null ? List.of() : List.of(receipt)), List.copyOf(fenced), null));
     }
 
     ConsumerReply configure(ConfigureConsumer c) {
@@ -1004,7 +1180,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         return new ConsumerRefused(ConsumerRefusal.INVALID, "startAfter " + start + " is past the outbox's last position " + (next - 1));
       }
       Consumer created = new Consumer(c.name(), c.generation(), collections, kinds, start, start, false, -1, List.of());
-      acceptConsumer(created, List.of(), null);
+      acceptConsumer(created, List.of(), null, Set.of());
       return new ConsumerConfigured(created.view(), true);
     }
 
@@ -1038,7 +1214,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       }
       Consumer released = new Consumer(existing.name(), existing.generation(), existing.collections(), existing.kinds(),
           existing.startAfter(), existing.checkpoint(), true, existing.reservationCut(), List.of());
-      acceptConsumer(released, List.of(), null);
+      acceptConsumer(released, List.of(), null, Set.of());
       return new ConsumerReleased(released.view(), false);
     }
 
@@ -1131,7 +1307,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       }
       Consumer moved = new Consumer(con.name(), con.generation(), con.collections(), con.kinds(), con.startAfter(),
           c.end(), false, cut, receipts);
-      acceptConsumer(moved, ev.entries(), receipt);
+      acceptConsumer(moved, ev.entries(), receipt, ev.fenced());
       return new BatchCommitted(receipt, c.end(), false);
     }
 
@@ -1157,6 +1333,12 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       long seq = next;
       long frameBytes = 0;
       int changed = 0;
+      Set<String> fenced = new java.util.TreeSet<>();
+      for (String collection : l.reset()) {
+        if (ruleField(collection) != null) {
+          fenced.add(collection); // re-seeded: any row's ACL may have changed
+        }
+      }
       for (Upsert row : l.rows()) {
         if (row.collection().isEmpty() || row.id().isEmpty()) {
           return new Rejected("a snapshot row has no collection or id");
@@ -1170,6 +1352,9 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           continue;
         }
         changed++;
+        if (cur != null && !cur.deleted() && aclChanges(row.collection(), cur.body(), row.body())) {
+          fenced.add(row.collection());
+        }
         long revision = cur == null ? 0 : cur.revision();
         Document d = new Document(row.collection(), row.id(), revision + 1, row.body(), false);
         seen.put(k, d);
@@ -1193,7 +1378,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       docs.putAll(seen);
       next = seq;
       bytes += frameBytes;
-      accepted.add(new FrameApplied(null, entries, Optional.empty(), l.reset(), loaded));
+      accepted.add(new FrameApplied(null, entries, Optional.empty(), l.reset(), loaded, null, List.copyOf(fenced), null));
       return new Loaded(changed);
     }
   }

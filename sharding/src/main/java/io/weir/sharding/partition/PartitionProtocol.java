@@ -20,8 +20,8 @@ public final class PartitionProtocol {
   private PartitionProtocol() {}
 
   public sealed interface Command extends CborSerializable
-      permits Write, GetDocument, GetDocuments, GetStatus, PurgeOutbox, PurgeConsumed, ReadConsumer, Partition.WriteBatch,
-          PartitionEntity.BatchWritten, PartitionEntity.WriteTimedOut {}
+      permits Write, GetDocument, GetDocuments, GetStatus, PurgeOutbox, PurgeConsumed, ReadConsumer, ReadChanges, GetAcls,
+          ScanCollection, Partition.WriteBatch, PartitionEntity.BatchWritten, PartitionEntity.WriteTimedOut {}
 
   /** A command that writes: what the group commit coalesces. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "write")
@@ -31,10 +31,11 @@ public final class PartitionProtocol {
     @JsonSubTypes.Type(value = LoadRows.class, name = "load"),
     @JsonSubTypes.Type(value = ConfigureConsumer.class, name = "configure-consumer"),
     @JsonSubTypes.Type(value = ReleaseConsumer.class, name = "release-consumer"),
-    @JsonSubTypes.Type(value = CommitBatch.class, name = "commit-batch")
+    @JsonSubTypes.Type(value = CommitBatch.class, name = "commit-batch"),
+    @JsonSubTypes.Type(value = SetRowRule.class, name = "set-row-rule")
   })
   public sealed interface Write extends Command
-      permits ApplyFrame, ApplyFrames, LoadRows, ConfigureConsumer, ReleaseConsumer, CommitBatch {}
+      permits ApplyFrame, ApplyFrames, LoadRows, ConfigureConsumer, ReleaseConsumer, CommitBatch, SetRowRule {}
 
   /** One change in a frame. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "kind")
@@ -306,9 +307,16 @@ public final class PartitionProtocol {
    * A document as the partition holds it.
    *
    * @param body null for a tombstone; never logged
+   * @param acl a tombstone's ACL (the row-visibility field of the deleted document, as JSON; null
+   *     when the collection has no row rule or it is unknown); null for live documents, whose ACL is
+   *     in their body. Never logged
    */
-  public record Document(String collection, String id, long revision, String body, boolean deleted)
+  public record Document(String collection, String id, long revision, String body, boolean deleted, String acl)
       implements CborSerializable {
+    public Document(String collection, String id, long revision, String body, boolean deleted) {
+      this(collection, id, revision, body, deleted, null);
+    }
+
     @Override
     public String toString() {
       return "Document[" + collection + ", revision=" + revision + ", deleted=" + deleted + "]";
@@ -519,6 +527,78 @@ public final class PartitionProtocol {
       implements ConsumerReply {
     public ConsumerRefused(ConsumerRefusal refusal, String reason) {
       this(refusal, reason, -1, -1, 0);
+    }
+  }
+
+  // ---- Row visibility and change reads ----
+
+  /**
+   * Installs {@code collection}'s row-visibility rule: the top-level field holding each document's
+   * ACL or owner, or none ({@code field} null). Versions only move forward: a version at or below
+   * the installed one changes nothing. A newer one advances the collection's row-visibility epoch,
+   * fencing every change cursor read under the old rule.
+   */
+  public record SetRowRule(String collection, String field, long version, ActorRef<RowRuleReply> replyTo)
+      implements Write {
+    public SetRowRule {
+      Objects.requireNonNull(collection, "collection");
+    }
+  }
+
+  /** @param changed whether this request installed the rule (false: that or a newer version was there) */
+  public record RowRuleReply(long version, long rowEpoch, boolean changed) implements CborSerializable {}
+
+  /**
+   * Replies where the outbox entries after {@code after} lie (at most {@code maxEntries} of them),
+   * with the partition's incarnation and {@code collection}'s row-visibility epoch and rule version.
+   */
+  public record ReadChanges(String collection, long after, long maxEntries, ActorRef<ChangesSpan> replyTo)
+      implements Command {}
+
+  /**
+   * @param incarnation null while the partition has written nothing
+   * @param tail the last outbox position (outboxFirst - 1 when empty)
+   * @param rowEpoch how often the collection's row visibility changed in this partition
+   * @param ruleVersion the installed row rule's version (0: none)
+   * @param journalSequences the journal events holding the positions asked for; empty when they
+   *     were purged ({@code after + 1 < outboxFirst})
+   */
+  public record ChangesSpan(
+      String incarnation, long outboxFirst, long tail, long rowEpoch, long ruleVersion, List<Long> journalSequences)
+      implements CborSerializable {}
+
+  /** Replies with the current ACLs of documents of {@code collection} (tombstones keep theirs). */
+  public record GetAcls(String collection, List<String> ids, ActorRef<Acls> replyTo) implements Command {
+    @Override
+    public String toString() {
+      return "GetAcls[" + collection + ", ids=" + ids.size() + "]";
+    }
+  }
+
+  /**
+   * @param acls id -> the ACL field's value as JSON ({@code "null"} when absent or unknown); ids the
+   *     partition does not hold are left out
+   */
+  public record Acls(long rowEpoch, long ruleVersion, Map<String, String> acls) implements CborSerializable {
+    @Override
+    public String toString() {
+      return "Acls[rowEpoch=" + rowEpoch + ", entries=" + acls.size() + "]";
+    }
+  }
+
+  /**
+   * Replies, in one step, with every live document of {@code collection} and the outbox tail at that
+   * moment: a baseline and the position its changes start after. More than {@code maxBytes} of
+   * documents answers {@code tooLarge} and no documents.
+   */
+  public record ScanCollection(String collection, long maxBytes, ActorRef<CollectionScan> replyTo) implements Command {}
+
+  public record CollectionScan(
+      String incarnation, long outboxFirst, long tail, long rowEpoch, long ruleVersion, List<Document> documents,
+      boolean tooLarge) implements CborSerializable {
+    @Override
+    public String toString() {
+      return "CollectionScan[documents=" + documents.size() + ", tail=" + tail + ", tooLarge=" + tooLarge + "]";
     }
   }
 }

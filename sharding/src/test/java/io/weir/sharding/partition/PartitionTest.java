@@ -329,7 +329,7 @@ class PartitionTest {
   /** A state holding {@code documentBytes} of documents after {@code eventBytes} of events, snapshot mark shared. */
   private static Partition.State state(long documentBytes, long eventBytes, Partition.SnapshotMark mark) {
     return new Partition.State(new java.util.HashMap<>(), 1, 1, 0, 0, new java.util.LinkedHashMap<>(), new java.util.HashMap<>(),
-        new java.util.HashMap<>(), new java.util.TreeMap<>(), null, documentBytes, eventBytes, mark, null);
+        new java.util.HashMap<>(), new java.util.TreeMap<>(), null, documentBytes, eventBytes, mark, null, null, null);
   }
 
   @Test

@@ -34,7 +34,9 @@ public record NodeSettings(
     Tokens tokens,
     Projections projections,
     java.util.Optional<Duration> outboxRetention,
-    Duration principalRefresh) {
+    Duration principalRefresh,
+    Duration policyRefresh,
+    Feeds.Limits feeds) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -128,7 +130,25 @@ public record NodeSettings(
         tokens(v),
         projections(v),
         retention(v, config),
-        v.positiveDuration("weir.principals.refresh"));
+        v.positiveDuration("weir.principals.refresh"),
+        v.positiveDuration("weir.policies.refresh"),
+        feeds(v));
+  }
+
+  private static Feeds.Limits feeds(ConfigValues v) {
+    int defaultEntries = v.positiveInt("weir.feeds.read.default-entries");
+    int maxEntries = v.positiveInt("weir.feeds.read.max-entries");
+    long defaultBytes = v.bytes("weir.feeds.read.default-bytes", 1);
+    long maxBytes = v.bytes("weir.feeds.read.max-bytes", 1);
+    if (defaultEntries > maxEntries) {
+      throw new SettingsException("weir.feeds.read.default-entries", "must not exceed weir.feeds.read.max-entries");
+    }
+    if (defaultBytes > maxBytes) {
+      throw new SettingsException("weir.feeds.read.default-bytes", "must not exceed weir.feeds.read.max-bytes");
+    }
+    return new Feeds.Limits(defaultEntries, maxEntries, defaultBytes, maxBytes,
+        v.bytes("weir.feeds.query.candidate-bytes", 1), v.positiveInt("weir.feeds.query.max-rows"),
+        v.positiveInt("weir.feeds.max-concurrent"), v.positiveDuration("weir.feeds.cursor-ttl"));
   }
 
   /** {@code weir.partitions.outbox.auto-purge-interval}: {@code off} (the default) or a duration. */

@@ -141,8 +141,15 @@ public final class WeirNode {
       Projections projections = new Projections(documents, io.weir.sharding.partition.OutboxReader.jdbc(system),
           tokenKeys, settings.projections(), settings.partitionLimits().maxEffects(),
           settings.tokens().batchTtl(), java.time.Clock.systemUTC());
+      io.weir.node.auth.Policies policies = new io.weir.node.auth.Policies(database.dataSource(), settings.postgres().schema(),
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
+          documents);
+      scheduleReload(system, storage, settings.policyRefresh(), policies::loaded, policies::reload, "collection policies");
+      Feeds feeds = new Feeds(documents, io.weir.sharding.partition.OutboxReader.jdbc(system), tokenKeys, policies,
+          settings.feeds(), java.time.Clock.systemUTC());
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()),
-          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator);
+          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
+          policies, feeds);
       ServerBinding binding;
       try {
         binding =

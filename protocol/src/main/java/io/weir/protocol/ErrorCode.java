@@ -53,6 +53,14 @@ public enum ErrorCode {
   CROSS_PARTITION_EFFECT(400),
   /** A commit's effects are more or larger than allowed. HTTP 413. */
   EFFECTS_TOO_LARGE(413),
+  /** A query or live-query baseline larger than its row limit or byte budget; nothing partial is returned. HTTP 413. */
+  RESULT_TOO_LARGE(413),
+  /** A query that is not a valid Q1 query (the message names the construct, never a value). HTTP 400. */
+  INVALID_QUERY(400),
+  /** A query construct Q1 does not offer (ORDER BY, aggregates, joins, continuations, ...). HTTP 400. */
+  UNSUPPORTED_QUERY(400),
+  /** Too many queries are running on this node; retry shortly. HTTP 429. */
+  BUSY(429, true),
   /** The partition's outbox is full until entries are purged; retry later. HTTP 429. */
   QUOTA_EXCEEDED(429, true),
   /** The node cannot serve right now (not a cluster member yet, storage unavailable). HTTP 503. */

@@ -36,7 +36,7 @@ public final class Principals implements Authenticator {
       for (StoredPrincipal s : all) {
         if (s.revokedAt() == null) {
           byHash.put(HexFormat.of().formatHex(s.tokenHash()), new Principal(s.id(), s.administrator(), s.grants(),
-              s.policyEpoch()));
+              s.policyEpoch(), s.groups()));
         }
       }
       return new View(List.copyOf(all), Map.copyOf(byHash));
@@ -63,8 +63,13 @@ public final class Principals implements Authenticator {
 
   /** Creates a principal; the stage holds its token (returned once). */
   public CompletionStage<String> create(String id, boolean administrator) {
+    return create(id, administrator, List.of());
+  }
+
+  /** Creates a principal in {@code groups}; the stage holds its token (returned once). */
+  public CompletionStage<String> create(String id, boolean administrator, List<String> groups) {
     AtomicReference<String> token = new AtomicReference<>();
-    return view.run(c -> token.set(PrincipalStore.create(c, schema, id, administrator))).thenApply(v -> token.get());
+    return view.run(c -> token.set(PrincipalStore.create(c, schema, id, administrator, groups))).thenApply(v -> token.get());
   }
 
   public CompletionStage<Void> revoke(String id) {
@@ -72,6 +77,11 @@ public final class Principals implements Authenticator {
   }
 
   public CompletionStage<Void> changeGrant(String id, String collection, String grant, boolean add) {
-    return view.run(c -> PrincipalStore.changeGrant(c, schema, id, collection, grant, add)).thenApply(v -> null);
+    return changeGrant(id, collection, grant, "", add);
+  }
+
+  /** A collection grant ({@code field} empty) or a field grant. */
+  public CompletionStage<Void> changeGrant(String id, String collection, String grant, String field, boolean add) {
+    return view.run(c -> PrincipalStore.changeGrant(c, schema, id, collection, grant, field, add)).thenApply(v -> null);
   }
 }

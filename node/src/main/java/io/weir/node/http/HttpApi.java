@@ -3,6 +3,8 @@ package io.weir.node.http;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.node.Documents;
+import io.weir.node.auth.Access;
+import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.node.NodeView;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.auth.Authenticator;
@@ -88,6 +90,9 @@ public final class HttpApi extends JsonRoutes {
   private final ProjectionRoutes projections;
   private final TokenRoutes tokens;
   private final PrincipalRoutes principals;
+  private final io.weir.node.auth.Policies policies;
+  private final PolicyRoutes policyRoutes;
+  private final FeedRoutes feedRoutes;
 
   /**
    * @param pipelines pipeline operations, or null on a node built without them (routes answer 404)
@@ -123,7 +128,24 @@ public final class HttpApi extends JsonRoutes {
       ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
       Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys,
       io.weir.node.auth.Principals principals) {
+    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, projections, tokenKeys, principals,
+        null, null);
+  }
+
+  /**
+   * @param policies collection policies, or null for none (every collection unrestricted; {@code
+   *     /admin/policies} answers 404)
+   * @param feeds the changes feed and queries, or null for none ({@code /v1/changes}, {@code
+   *     /v1/query} answer 404)
+   */
+  public HttpApi(
+      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
+      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys,
+      io.weir.node.auth.Principals principals, io.weir.node.auth.Policies policies, io.weir.node.Feeds feeds) {
     super(json);
+    this.policies = policies;
+    this.policyRoutes = policies == null ? null : new PolicyRoutes(json, policies);
+    this.feedRoutes = feeds == null ? null : new FeedRoutes(json, feeds);
     this.principals = principals == null ? null : new PrincipalRoutes(json, principals);
     this.projections = projections == null ? null : new ProjectionRoutes(json, projections, documents, maxDocumentBytes);
     this.tokens = tokenKeys == null ? null : new TokenRoutes(json, tokenKeys);
@@ -173,7 +195,8 @@ public final class HttpApi extends JsonRoutes {
         pathPrefix("pipelines", this::pipelineRoutes),
         pathPrefix("projections", () -> projections == null ? error(ErrorCode.NOT_FOUND, "no such resource") : projections.routes()),
         pathPrefix("tokens", () -> tokens == null ? error(ErrorCode.NOT_FOUND, "no such resource") : tokens.routes()),
-        pathPrefix("principals", () -> principals == null ? error(ErrorCode.NOT_FOUND, "no such resource") : principals.routes()));
+        pathPrefix("principals", () -> principals == null ? error(ErrorCode.NOT_FOUND, "no such resource") : principals.routes()),
+        pathPrefix("policies", () -> policyRoutes == null ? error(ErrorCode.NOT_FOUND, "no such resource") : policyRoutes.routes()));
   }
 
   /**
@@ -289,13 +312,15 @@ public final class HttpApi extends JsonRoutes {
     if (documents == null) {
       return error(ErrorCode.NOT_FOUND, "no such resource");
     }
-    return path(PathMatchers.segment("documents").slash(PathMatchers.segment()).slash(PathMatchers.segment()),
-        (collection, id) -> concat(
-            put(() -> granted(principal, "DocumentsWrite", collection,
-                () -> writeHeaders((expected, key) -> putDocument(collection, id, expected, key)))),
-            get(() -> granted(principal, "DocumentsRead", collection, () -> getDocument(collection, id))),
-            delete(() -> granted(principal, "DocumentsWrite", collection,
-                () -> writeHeaders((expected, key) -> deleteDocument(collection, id, expected, key))))));
+    return concat(
+        path(PathMatchers.segment("documents").slash(PathMatchers.segment()).slash(PathMatchers.segment()),
+            (collection, id) -> concat(
+                put(() -> granted(principal, "DocumentsWrite", collection,
+                    () -> writeHeaders((expected, key) -> putDocument(principal, collection, id, expected, key)))),
+                get(() -> granted(principal, "DocumentsRead", collection, () -> getDocument(principal, collection, id))),
+                delete(() -> granted(principal, "DocumentsWrite", collection,
+                    () -> writeHeaders((expected, key) -> deleteDocument(principal, collection, id, expected, key)))))),
+        feedRoutes == null ? reject() : feedRoutes.routes(principal));
   }
 
   /** {@code inner} when {@code principal} holds {@code grant} on {@code collection} (administrators hold all); 403 otherwise. */
@@ -306,10 +331,33 @@ public final class HttpApi extends JsonRoutes {
     return inner.get();
   }
 
-  private Route putDocument(String collection, String id, Optional<Long> expected, Optional<String> key) {
+  /**
+   * The collection's policy when it restricts {@code principal} (a row rule or sensitive fields, and
+   * not an administrator); empty when nothing is restricted. Throws {@link
+   * io.weir.node.auth.Policies.PoliciesUnavailable} before the policies are loaded.
+   */
+  private Optional<CollectionPolicy> restricting(Principal principal, String collection) {
+    if (policies == null || principal.administrator()) {
+      return Optional.empty();
+    }
+    CollectionPolicy p = policies.policy(collection);
+    return Access.unrestricted(p) ? Optional.empty() : Optional.of(p);
+  }
+
+  private Route policiesUnavailable() {
+    return error(ErrorCode.UNAVAILABLE, "the collection policies are not loaded yet; retry");
+  }
+
+  private Route putDocument(Principal principal, String collection, String id, Optional<Long> expected, Optional<String> key) {
     Route refused = refuseWrite(collection, id);
     if (refused != null) {
       return refused;
+    }
+    Optional<CollectionPolicy> policy;
+    try {
+      policy = restricting(principal, collection);
+    } catch (io.weir.node.auth.Policies.PoliciesUnavailable e) {
+      return policiesUnavailable();
     }
     return documentBody(bytes -> {
       String body;
@@ -318,15 +366,94 @@ public final class HttpApi extends JsonRoutes {
       } catch (MalformedDocument e) {
         return error(ErrorCode.MALFORMED_JSON, e.getMessage());
       }
+      if (policy.isPresent()) {
+        return guardedPut(principal, policy.get(), collection, id, body, expected, key);
+      }
       return onComplete(documents.put(collection, id, body, expected, key), result -> result.isSuccess()
           ? written(collection, id, result.get(), false)
           : partitionUnavailable(result.failed().get()));
     });
   }
 
-  private Route getDocument(String collection, String id) {
+  /**
+   * A write under a restricting policy: the current document must be visible to the writer, and so
+   * must the new one (nobody writes rows they could not read back); sensitive fields the writer may
+   * not read cannot be written and keep their current values. The write expects the revision just
+   * checked, so a concurrent change (say, of the ACL) makes it a conflict rather than slip through.
+   */
+  private Route guardedPut(Principal principal, CollectionPolicy policy, String collection, String id, String body,
+      Optional<Long> expected, Optional<String> key) {
+    com.fasterxml.jackson.databind.node.ObjectNode next;
+    try {
+      next = (com.fasterxml.jackson.databind.node.ObjectNode) Access.JSON.readTree(body);
+    } catch (java.io.IOException e) {
+      return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+    }
+    java.util.function.Predicate<String> hidden = Access.omitted(principal, policy);
+    for (String f : policy.sensitiveFields()) {
+      if (hidden.test(f) && next.has(f)) {
+        return error(ErrorCode.FORBIDDEN, "the field " + f + " is sensitive; writing it requires FieldRead on it");
+      }
+    }
+    return onComplete(documents.get(collection, id).thenCompose(reply -> {
+      Optional<Document> live = reply.document().filter(d -> !d.deleted());
+      com.fasterxml.jackson.databind.node.ObjectNode merged = next;
+      if (live.isPresent()) {
+        com.fasterxml.jackson.databind.JsonNode current;
+        try {
+          current = Access.JSON.readTree(live.get().body());
+        } catch (java.io.IOException e) {
+          return java.util.concurrent.CompletableFuture.completedFuture((Object) ErrorCode.INTERNAL);
+        }
+        if (!Access.visibleRow(principal, policy, current)) {
+          return java.util.concurrent.CompletableFuture.completedFuture((Object) "hidden");
+        }
+        merged = next.deepCopy();
+        for (String f : policy.sensitiveFields()) {
+          if (hidden.test(f) && current.has(f)) {
+            merged.set(f, current.get(f));
+          }
+        }
+      }
+      if (!Access.visibleRow(principal, policy, merged)) {
+        return java.util.concurrent.CompletableFuture.completedFuture((Object) "invisible");
+      }
+      Optional<Long> pinned = expected.isPresent() ? expected : Optional.of(live.map(Document::revision)
+          .orElse(reply.document().map(Document::revision).orElse(0L)));
+      String text;
+      try {
+        text = Access.JSON.writeValueAsString(merged);
+      } catch (JsonProcessingException e) {
+        return java.util.concurrent.CompletableFuture.completedFuture((Object) ErrorCode.INTERNAL);
+      }
+      return documents.put(collection, id, text, pinned, key).thenApply(r -> (Object) r);
+    }), result -> {
+      if (!result.isSuccess()) {
+        return partitionUnavailable(result.failed().get());
+      }
+      Object r = result.get();
+      if (r instanceof FrameReply reply) {
+        return written(collection, id, reply, false);
+      }
+      if ("hidden".equals(r)) {
+        return error(ErrorCode.FORBIDDEN, "this principal may not change this document (its row is not visible to it)");
+      }
+      if ("invisible".equals(r)) {
+        return error(ErrorCode.FORBIDDEN, "the new document would not be visible to this principal (row visibility)");
+      }
+      return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+    });
+  }
+
+  private Route getDocument(Principal principal, String collection, String id) {
     if (!Documents.readableCollection(collection) || !Documents.validId(id)) {
       return invalidName();
+    }
+    Optional<CollectionPolicy> policy;
+    try {
+      policy = restricting(principal, collection);
+    } catch (io.weir.node.auth.Policies.PoliciesUnavailable e) {
+      return policiesUnavailable();
     }
     return onComplete(documents.get(collection, id), result -> {
       if (!result.isSuccess()) {
@@ -336,17 +463,58 @@ public final class HttpApi extends JsonRoutes {
       if (doc.isEmpty()) {
         return error(ErrorCode.NOT_FOUND, "no such document");
       }
+      String body = doc.get().body();
+      if (policy.isPresent()) {
+        try {
+          com.fasterxml.jackson.databind.JsonNode tree = Access.JSON.readTree(body);
+          if (!tree.isObject() || !Access.visibleRow(principal, policy.get(), tree)) {
+            return error(ErrorCode.NOT_FOUND, "no such document");
+          }
+          body = Access.JSON.writeValueAsString(Access.project(principal, policy.get(),
+              (com.fasterxml.jackson.databind.node.ObjectNode) tree));
+        } catch (java.io.IOException e) {
+          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+        }
+      }
       return complete(HttpResponse.create()
-          .withEntity(ContentTypes.APPLICATION_JSON, doc.get().body().getBytes(StandardCharsets.UTF_8))
+          .withEntity(ContentTypes.APPLICATION_JSON, body.getBytes(StandardCharsets.UTF_8))
           .addHeader(etag(doc.get().revision())));
     });
   }
 
-  private Route deleteDocument(String collection, String id, Optional<Long> expected, Optional<String> key) {
+  private Route deleteDocument(Principal principal, String collection, String id, Optional<Long> expected, Optional<String> key) {
     Route refused = refuseWrite(collection, id);
     if (refused != null) {
       return refused;
     }
+    Optional<CollectionPolicy> policy;
+    try {
+      policy = restricting(principal, collection);
+    } catch (io.weir.node.auth.Policies.PoliciesUnavailable e) {
+      return policiesUnavailable();
+    }
+    if (policy.isPresent() && policy.get().visibility() != io.weir.persistence.PolicyStore.Visibility.NONE) {
+      // Only a principal who sees the row may delete it; the delete expects the revision checked.
+      return onComplete(documents.get(collection, id), read -> {
+        if (!read.isSuccess()) {
+          return partitionUnavailable(read.failed().get());
+        }
+        Optional<Document> live = read.get().document().filter(d -> !d.deleted());
+        try {
+          if (live.isPresent() && !Access.visibleRow(principal, policy.get(), Access.JSON.readTree(live.get().body()))) {
+            return error(ErrorCode.NOT_FOUND, "no such document");
+          }
+        } catch (java.io.IOException e) {
+          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+        }
+        Optional<Long> pinned = expected.isPresent() ? expected : live.map(Document::revision);
+        return deleteDocument(collection, id, pinned, key);
+      });
+    }
+    return deleteDocument(collection, id, expected, key);
+  }
+
+  private Route deleteDocument(String collection, String id, Optional<Long> expected, Optional<String> key) {
     return onComplete(documents.delete(collection, id, expected, key), result -> {
       if (!result.isSuccess()) {
         return partitionUnavailable(result.failed().get());

@@ -22,12 +22,13 @@ import org.slf4j.LoggerFactory;
  *
  * <ul>
  *   <li>{@code GET /admin/principals}: every principal (never its token or its hash).
- *   <li>{@code POST /admin/principals} {@code {"id", "administrator"?}}: 201 {@code {"id", "token"}}:
+ *   <li>{@code POST /admin/principals} {@code {"id", "administrator"?, "groups"?}}: 201 {@code {"id", "token"}}:
  *       the bearer token, shown this once; 409 when the id exists (ids are never reused).
  *   <li>{@code POST /admin/principals/{id}/revoke}: its token stops working; 404 unknown.
  *   <li>{@code POST /admin/principals/{id}/grants} and {@code .../grants/revoke} {@code
  *       {"collection", "grant"}}: adds or removes a grant ({@code DocumentsRead}, {@code
- *       DocumentsWrite}, {@code ChangesRead}, {@code QueryRead}); 404 for an unknown or revoked principal.
+ *       DocumentsWrite}, {@code ChangesRead}, {@code QueryRead}), or a field grant {@code {"collection",
+ *       "grant": "FieldRead"|"FieldUse", "field"}}; 404 for an unknown or revoked principal.
  * </ul>
  *
  * <p>Changes hold at once on this node; other nodes see them at their next reload ({@code
@@ -35,6 +36,7 @@ import org.slf4j.LoggerFactory;
  */
 final class PrincipalRoutes extends JsonRoutes {
   private static final Logger log = LoggerFactory.getLogger(PrincipalRoutes.class);
+  static final int MAX_GROUPS = 64;
   private final Principals principals;
 
   PrincipalRoutes(ObjectMapper json, Principals principals) {
@@ -50,12 +52,29 @@ final class PrincipalRoutes extends JsonRoutes {
             post(() -> body(object -> {
               JsonNode id = object.get("id");
               JsonNode admin = object.get("administrator");
-              if (object.size() > 2 || id == null || !id.isTextual() || !PrincipalStore.validId(id.asText())
-                  || (admin != null && !admin.isBoolean()) || (object.size() == 2 && admin == null)) {
-                return error(ErrorCode.BAD_REQUEST,
-                    "the body must be {\"id\": \"<1 to 64 of A-Z a-z 0-9 _ . @ ->\", \"administrator\": false}");
+              JsonNode groups = object.get("groups");
+              String shape = "the body must be {\"id\": \"<1 to 64 of A-Z a-z 0-9 _ . @ ->\", \"administrator\": false,"
+                  + " \"groups\": [<1 to 64 of A-Z a-z 0-9 _ . @ ->...]}";
+              java.util.List<String> inGroups = new java.util.ArrayList<>();
+              boolean known = true;
+              for (var it = object.fieldNames(); it.hasNext(); ) {
+                known &= java.util.Set.of("id", "administrator", "groups").contains(it.next());
               }
-              return onComplete(principals.create(id.asText(), admin != null && admin.asBoolean()), result ->
+              if (groups != null && groups.isArray() && groups.size() <= MAX_GROUPS) {
+                for (JsonNode g : groups) {
+                  if (!g.isTextual() || !PrincipalStore.validGroup(g.textValue())) {
+                    return error(ErrorCode.BAD_REQUEST, shape);
+                  }
+                  inGroups.add(g.textValue());
+                }
+              } else if (groups != null) {
+                return error(ErrorCode.BAD_REQUEST, shape);
+              }
+              if (!known || id == null || !id.isTextual() || !PrincipalStore.validId(id.asText())
+                  || (admin != null && !admin.isBoolean())) {
+                return error(ErrorCode.BAD_REQUEST, shape);
+              }
+              return onComplete(principals.create(id.asText(), admin != null && admin.asBoolean(), inGroups), result ->
                   result.isSuccess()
                       ? json(201, Map.of("id", id.asText(), "token", result.get()))
                       : failed(result.failed().get()));
@@ -70,12 +89,24 @@ final class PrincipalRoutes extends JsonRoutes {
     return body(object -> {
       JsonNode collection = object.get("collection");
       JsonNode grant = object.get("grant");
-      if (object.size() != 2 || collection == null || !collection.isTextual() || !Documents.readableCollection(collection.asText())
-          || grant == null || !grant.isTextual() || !PrincipalStore.GRANTS.contains(grant.asText())) {
-        return error(ErrorCode.BAD_REQUEST, "the body must be {\"collection\": \"<collection>\", \"grant\": one of "
-            + new java.util.TreeSet<>(PrincipalStore.GRANTS) + "}");
+      JsonNode field = object.get("field");
+      String shape = "the body must be {\"collection\": \"<collection>\", \"grant\": one of "
+          + new java.util.TreeSet<>(PrincipalStore.GRANTS) + "} or {\"collection\", \"grant\": \"FieldRead\" | \"FieldUse\","
+          + " \"field\": \"<top-level field>\" (FieldUse also \"*\": every field that is not sensitive)}";
+      if (collection == null || !collection.isTextual() || !Documents.readableCollection(collection.asText())
+          || grant == null || !grant.isTextual()) {
+        return error(ErrorCode.BAD_REQUEST, shape);
       }
-      return answer(principals.changeGrant(id, collection.asText(), grant.asText(), add));
+      String name = grant.asText();
+      if (object.size() == 2 && PrincipalStore.GRANTS.contains(name)) {
+        return answer(principals.changeGrant(id, collection.asText(), name, add));
+      }
+      boolean fieldOk = field != null && field.isTextual()
+          && (PrincipalStore.validField(field.asText()) || (name.equals("FieldUse") && field.asText().equals("*")));
+      if (object.size() == 3 && PrincipalStore.FIELD_GRANTS.contains(name) && fieldOk) {
+        return answer(principals.changeGrant(id, collection.asText(), name, field.asText(), add));
+      }
+      return error(ErrorCode.BAD_REQUEST, shape);
     });
   }
 
@@ -115,6 +146,7 @@ final class PrincipalRoutes extends JsonRoutes {
     out.put("createdAt", p.createdAt().toString());
     out.put("revokedAt", p.revokedAt() == null ? null : p.revokedAt().toString());
     out.put("grants", new java.util.TreeMap<>(p.grants()));
+    out.put("groups", new java.util.TreeSet<>(p.groups()));
     return out;
   }
 }

@@ -34,7 +34,7 @@ public final class TokenSigner {
   private static final Base64.Encoder ENCODER = Base64.getUrlEncoder().withoutPadding();
   private static final Base64.Decoder DECODER = Base64.getUrlDecoder();
   /** Tokens longer than this are refused before any decoding. */
-  public static final int MAX_TOKEN_LENGTH = 4096;
+  public static final int MAX_TOKEN_LENGTH = 16384;
   private static final int MIN_KEY_BYTES = 32;
 
   /** What a token is for; part of the signed bytes. */

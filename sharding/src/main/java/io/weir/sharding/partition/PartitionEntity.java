@@ -89,6 +89,10 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(PartitionProtocol.ReleaseConsumer.class, this::enqueue)
         .onMessage(PartitionProtocol.CommitBatch.class, this::enqueue)
         .onMessage(PartitionProtocol.ReadConsumer.class, this::forward)
+        .onMessage(PartitionProtocol.SetRowRule.class, this::enqueue)
+        .onMessage(PartitionProtocol.ReadChanges.class, this::forward)
+        .onMessage(PartitionProtocol.GetAcls.class, this::forward)
+        .onMessage(PartitionProtocol.ScanCollection.class, this::forward)
         .onMessageEquals(BatchWritten.INSTANCE, this::onWritten)
         .onMessageEquals(WriteTimedOut.INSTANCE, () -> {
           getContext().getLog().warn("a partition write was not answered within {}; restarting the partition", WRITE_TIMEOUT);

@@ -1,0 +1,113 @@
+package io.weir.node.auth;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.NullNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.persistence.PolicyStore.CollectionPolicy;
+import io.weir.persistence.PolicyStore.Visibility;
+import java.util.function.Predicate;
+
+/**
+ * The one projector every output goes through (document reads, change images, query rows): row
+ * visibility by the collection's rule and sensitive fields omitted unless the principal holds
+ * {@code FieldRead} on them. Administrators see every row and field.
+ *
+ * <p>Row rules: {@code acl} - the field is an array listing principal ids and {@code
+ * "group:<name>"} entries; {@code owner} - the field is the one principal's id. A row whose field is
+ * missing or of another shape is visible to nobody but administrators (fail closed).
+ */
+public final class Access {
+  /** Exact numbers, so a projected body keeps the stored values. */
+  public static final ObjectMapper JSON = com.fasterxml.jackson.databind.json.JsonMapper.builder()
+      .enable(com.fasterxml.jackson.databind.DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+      .nodeFactory(com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
+      .build();
+
+  private Access() {}
+
+  /** Whether the policy restricts nothing: no row rule and no sensitive field. */
+  public static boolean unrestricted(CollectionPolicy policy) {
+    return policy.visibility() == Visibility.NONE && policy.sensitiveFields().isEmpty();
+  }
+
+  /** The row's ACL value under {@code policy} ({@link NullNode} when absent). */
+  public static JsonNode aclOf(CollectionPolicy policy, JsonNode body) {
+    if (policy.visibility() == Visibility.NONE || body == null || !body.isObject()) {
+      return NullNode.getInstance();
+    }
+    JsonNode v = body.get(policy.visibilityField());
+    return v == null ? NullNode.getInstance() : v;
+  }
+
+  /** Whether {@code principal} may see a row whose ACL value is {@code acl}. */
+  public static boolean visible(Principal principal, CollectionPolicy policy, JsonNode acl) {
+    if (principal.administrator() || policy.visibility() == Visibility.NONE) {
+      return true;
+    }
+    if (acl == null) {
+      return false;
+    }
+    if (policy.visibility() == Visibility.OWNER) {
+      return acl.isTextual() && acl.textValue().equals(principal.id());
+    }
+    if (!acl.isArray()) {
+      return false;
+    }
+    for (JsonNode entry : acl) {
+      if (entry.isTextual()) {
+        String e = entry.textValue();
+        if (e.equals(principal.id()) || (e.startsWith("group:") && principal.groups().contains(e.substring(6)))) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  /** Whether {@code principal} may see the row {@code body}. */
+  public static boolean visibleRow(Principal principal, CollectionPolicy policy, JsonNode body) {
+    return visible(principal, policy, aclOf(policy, body));
+  }
+
+  /** Whether {@code principal} may see a row whose ACL the partition reported as JSON text. */
+  public static boolean visibleAcl(Principal principal, CollectionPolicy policy, String aclJson) {
+    if (principal.administrator() || policy.visibility() == Visibility.NONE) {
+      return true;
+    }
+    if (aclJson == null) {
+      return false;
+    }
+    try {
+      return visible(principal, policy, JSON.readTree(aclJson));
+    } catch (java.io.IOException e) {
+      return false;
+    }
+  }
+
+  /** Top-level fields {@code principal} may not see: sensitive ones without {@code FieldRead}. */
+  public static Predicate<String> omitted(Principal principal, CollectionPolicy policy) {
+    if (principal.administrator() || policy.sensitiveFields().isEmpty()) {
+      return f -> false;
+    }
+    return f -> policy.sensitiveFields().contains(f) && !principal.mayField("FieldRead", policy.collection(), f);
+  }
+
+  /** A copy of {@code body} without the fields {@code principal} may not see. */
+  public static ObjectNode project(Principal principal, CollectionPolicy policy, ObjectNode body) {
+    ObjectNode out = body.deepCopy();
+    Predicate<String> hidden = omitted(principal, policy);
+    out.properties().removeIf(e -> hidden.test(e.getKey()));
+    return out;
+  }
+
+  /**
+   * Whether a query predicate of {@code principal} may use the field {@code path}: {@code FieldUse}
+   * on its top-level field, or {@code FieldUse} on {@code *} for a field that is not sensitive.
+   */
+  public static boolean mayUse(Principal principal, CollectionPolicy policy, String path) {
+    String top = path.contains(".") ? path.substring(0, path.indexOf('.')) : path;
+    return principal.mayField("FieldUse", policy.collection(), top)
+        || (!policy.sensitiveFields().contains(top) && principal.mayField("FieldUse", policy.collection(), "*"));
+  }
+}

@@ -1,0 +1,291 @@
+package io.weir.node.http;
+
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.node.Documents;
+import io.weir.node.Feeds;
+import io.weir.node.auth.Access;
+import io.weir.node.auth.Principal;
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.ErrorCode;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.query.Q1Query;
+import io.weir.protocol.query.QueryException;
+import io.weir.protocol.query.QueryLimits;
+import java.io.IOException;
+import java.io.StringWriter;
+import java.util.Set;
+import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.server.PathMatchers;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The public read routes (any authenticated principal, by its grants):
+ *
+ * <ul>
+ *   <li>{@code POST /v1/changes/read} {@code {"collection", "start": "beginning"|"now"} or {"collection",
+ *       "cursor"}, "limit"?, "maxBytes"?}: needs {@code ChangesRead} or {@code DocumentsRead}.
+ *   <li>{@code POST /v1/query} {@code {"query": <Q1>, "limit"?, "maxBytes"?}}: needs {@code
+ *       QueryRead} and {@code DocumentsRead}, and {@code FieldUse} for every predicate field.
+ *   <li>{@code POST /v1/query/live/start} (same body) and {@code /v1/query/live/read} {@code
+ *       {"query", "cursor", "limit"?, "maxBytes"?}}: also {@code ChangesRead}.
+ * </ul>
+ */
+final class FeedRoutes extends JsonRoutes {
+  private static final Logger log = LoggerFactory.getLogger(FeedRoutes.class);
+  /** Request bodies are small: a collection, a cursor, a query. */
+  static final long MAX_REQUEST_BYTES = 64 * 1024;
+  private static final Set<String> CHANGES_FIELDS = Set.of("collection", "start", "cursor", "limit", "maxBytes");
+  private static final Set<String> QUERY_FIELDS = Set.of("query", "limit", "maxBytes");
+  private static final Set<String> LIVE_READ_FIELDS = Set.of("query", "cursor", "limit", "maxBytes");
+  private final Feeds feeds;
+
+  FeedRoutes(ObjectMapper json, Feeds feeds) {
+    super(json);
+    this.feeds = feeds;
+  }
+
+  Route routes(Principal principal) {
+    return concat(
+        path(PathMatchers.segment("changes").slash("read"), () -> post(() -> request(CHANGES_FIELDS, b -> changes(principal, b)))),
+        path("query", () -> post(() -> request(QUERY_FIELDS, b -> query(principal, b, false)))),
+        path(PathMatchers.segment("query").slash("live").slash("start"),
+            () -> post(() -> request(QUERY_FIELDS, b -> query(principal, b, true)))),
+        path(PathMatchers.segment("query").slash("live").slash("read"),
+            () -> post(() -> request(LIVE_READ_FIELDS, b -> liveRead(principal, b)))));
+  }
+
+  private Route request(Set<String> allowed, Function<JsonNode, Route> inner) {
+    return body(MAX_REQUEST_BYTES, () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + MAX_REQUEST_BYTES + " bytes"),
+        bytes -> {
+          JsonNode root;
+          try {
+            root = ProjectionRoutes.REQUESTS.readTree(bytes);
+          } catch (IOException e) {
+            return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+          }
+          if (root == null || !root.isObject()) {
+            return error(ErrorCode.BAD_REQUEST, "the body must be a JSON object");
+          }
+          for (var it = root.fieldNames(); it.hasNext(); ) {
+            String name = it.next();
+            if (!allowed.contains(name)) {
+              return error(ErrorCode.BAD_REQUEST, name.matches("[A-Za-z0-9_]{1,64}")
+                  ? "unknown field " + name + "; the fields are " + new java.util.TreeSet<>(allowed) : "the body has an unknown field");
+            }
+          }
+          return inner.apply(root);
+        });
+  }
+
+  /** A positive whole number within {@code max}, or the default when absent; null when malformed. */
+  private static Long bounded(JsonNode node, long fallback, long max) {
+    if (node == null) {
+      return fallback;
+    }
+    if (!node.isIntegralNumber() || !node.canConvertToLong() || node.longValue() < 1 || node.longValue() > max) {
+      return null;
+    }
+    return node.longValue();
+  }
+
+  private Route changes(Principal principal, JsonNode body) {
+    JsonNode collection = body.get("collection");
+    JsonNode start = body.get("start");
+    JsonNode cursor = body.get("cursor");
+    Feeds.Limits limits = feeds.limits();
+    Long limit = bounded(body.get("limit"), limits.defaultLimit(), limits.maxLimit());
+    Long maxBytes = bounded(body.get("maxBytes"), limits.defaultBytes(), limits.maxBytes());
+    if (collection == null || !collection.isTextual() || !Documents.readableCollection(collection.textValue())) {
+      return error(ErrorCode.BAD_REQUEST, "collection must be 1 to 128 of A-Z a-z 0-9 _ . -");
+    }
+    if ((start == null) == (cursor == null) || (start != null && !(start.isTextual()
+        && (start.textValue().equals("beginning") || start.textValue().equals("now")))) || (cursor != null && !cursor.isTextual())) {
+      return error(ErrorCode.BAD_REQUEST, "give either start (\"beginning\" or \"now\") or cursor (a cursor this API returned)");
+    }
+    if (limit == null || maxBytes == null) {
+      return error(ErrorCode.BAD_REQUEST, "limit is 1 to " + limits.maxLimit() + " positions, maxBytes 1 to " + limits.maxBytes());
+    }
+    String c = collection.textValue();
+    if (!principal.may("ChangesRead", c) && !principal.may("DocumentsRead", c)) {
+      return error(ErrorCode.FORBIDDEN, "reading changes requires ChangesRead or DocumentsRead on this collection");
+    }
+    Feeds.Start from = cursor != null ? new Feeds.FromCursor(cursor.textValue())
+        : start.textValue().equals("beginning") ? new Feeds.Beginning() : new Feeds.Now();
+    return answer(feeds.read(principal, c, from, limit.intValue(), maxBytes), page -> write(g -> {
+      g.writeArrayFieldStart("changes");
+      for (Feeds.Change ch : page.changes()) {
+        g.writeStartObject();
+        g.writeNumberField("partition", ch.partition());
+        g.writeNumberField("sequence", ch.sequence());
+        if (ch.commitLsn() != 0) {
+          g.writeStringField("commitLsn", Lsn.of(ch.commitLsn()).toString());
+        }
+        g.writeStringField("collection", c);
+        g.writeStringField("id", ch.id());
+        g.writeStringField("kind", ch.kind());
+        g.writeNumberField("revision", ch.revision());
+        g.writeBooleanField("deleted", ch.deleted());
+        raw(g, "before", ch.before());
+        raw(g, "after", ch.after());
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+      g.writeStringField("cursor", page.cursor());
+      g.writeBooleanField("hasMore", page.hasMore());
+    }));
+  }
+
+  private static void raw(JsonGenerator g, String name, String json) throws IOException {
+    g.writeFieldName(name);
+    if (json == null) {
+      g.writeNull();
+    } else {
+      g.writeRawValue(json);
+    }
+  }
+
+  /** The query, parsed and authorised; or the refusal as a route. */
+  private Object parse(Principal principal, JsonNode body, boolean live) {
+    JsonNode q = body.get("query");
+    if (q == null || !q.isObject()) {
+      return error(ErrorCode.BAD_REQUEST, "query must be a Q1 query object");
+    }
+    Q1Query query;
+    try {
+      query = Q1Query.parse(q, QueryLimits.DEFAULTS);
+    } catch (QueryException e) {
+      return error(e.reason() == QueryException.Reason.UNSUPPORTED ? ErrorCode.UNSUPPORTED_QUERY : ErrorCode.INVALID_QUERY,
+          e.getMessage());
+    }
+    String c = query.collection();
+    if (!Documents.readableCollection(c)) {
+      return error(ErrorCode.INVALID_QUERY, "collection must be 1 to 128 of A-Z a-z 0-9 _ . -");
+    }
+    boolean granted = principal.may("QueryRead", c) && principal.may("DocumentsRead", c)
+        && (!live || principal.may("ChangesRead", c));
+    if (!granted) {
+      return error(ErrorCode.FORBIDDEN, live
+          ? "live queries require QueryRead, DocumentsRead and ChangesRead on this collection"
+          : "queries require QueryRead and DocumentsRead on this collection");
+    }
+    io.weir.persistence.PolicyStore.CollectionPolicy policy;
+    try {
+      policy = feeds.policy(c);
+    } catch (Feeds.Refused e) {
+      return error(e.code(), e.getMessage());
+    }
+    for (String field : new java.util.TreeSet<>(query.predicateFields())) {
+      if (!Access.mayUse(principal, policy, field)) {
+        return error(ErrorCode.FORBIDDEN, "the predicate uses the field " + field + ", which needs FieldUse on it");
+      }
+    }
+    return query;
+  }
+
+  private Route query(Principal principal, JsonNode body, boolean live) {
+    Object parsed = parse(principal, body, live);
+    if (parsed instanceof Route refused) {
+      return refused;
+    }
+    Q1Query query = (Q1Query) parsed;
+    Feeds.Limits limits = feeds.limits();
+    Long limit = bounded(body.get("limit"), limits.maxRows(), limits.maxRows());
+    Long maxBytes = bounded(body.get("maxBytes"), limits.defaultBytes(), limits.maxBytes());
+    if (limit == null || maxBytes == null) {
+      return error(ErrorCode.BAD_REQUEST, "limit is 1 to " + limits.maxRows() + " rows, maxBytes 1 to " + limits.maxBytes());
+    }
+    CompletionStage<Feeds.Result> result = live
+        ? feeds.startLive(principal, query, limit.intValue(), maxBytes)
+        : feeds.query(principal, query, limit.intValue(), maxBytes);
+    return answer(result, r -> write(g -> {
+      g.writeArrayFieldStart("rows");
+      for (Feeds.Row row : r.rows()) {
+        g.writeStartObject();
+        g.writeStringField("id", row.id());
+        g.writeNumberField("revision", row.revision());
+        raw(g, "row", row.row());
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+      if (r.cursor() != null) {
+        g.writeStringField("cursor", r.cursor());
+      }
+    }));
+  }
+
+  private Route liveRead(Principal principal, JsonNode body) {
+    Object parsed = parse(principal, body, true);
+    if (parsed instanceof Route refused) {
+      return refused;
+    }
+    JsonNode cursor = body.get("cursor");
+    Feeds.Limits limits = feeds.limits();
+    Long limit = bounded(body.get("limit"), limits.defaultLimit(), limits.maxLimit());
+    Long maxBytes = bounded(body.get("maxBytes"), limits.defaultBytes(), limits.maxBytes());
+    if (cursor == null || !cursor.isTextual()) {
+      return error(ErrorCode.BAD_REQUEST, "cursor must be the cursor live/start or live/read returned");
+    }
+    if (limit == null || maxBytes == null) {
+      return error(ErrorCode.BAD_REQUEST, "limit is 1 to " + limits.maxLimit() + " positions, maxBytes 1 to " + limits.maxBytes());
+    }
+    return answer(feeds.readLive(principal, (Q1Query) parsed, cursor.textValue(), limit.intValue(), maxBytes),
+        page -> write(g -> {
+          g.writeArrayFieldStart("deltas");
+          for (Feeds.Delta d : page.deltas()) {
+            g.writeStartObject();
+            g.writeStringField("op", d.upsert() ? "upsert" : "remove");
+            g.writeNumberField("partition", d.partition());
+            g.writeNumberField("sequence", d.sequence());
+            g.writeStringField("id", d.id());
+            g.writeNumberField("revision", d.revision());
+            if (d.upsert()) {
+              raw(g, "row", d.row());
+            }
+            g.writeEndObject();
+          }
+          g.writeEndArray();
+          g.writeStringField("cursor", page.cursor());
+          g.writeBooleanField("hasMore", page.hasMore());
+        }));
+  }
+
+  @FunctionalInterface
+  private interface Body {
+    void write(JsonGenerator g) throws IOException;
+  }
+
+  private Route write(Body body) {
+    StringWriter out = new StringWriter();
+    try (JsonGenerator g = Access.JSON.getFactory().createGenerator(out)) {
+      g.writeStartObject();
+      body.write(g);
+      g.writeEndObject();
+    } catch (IOException e) {
+      return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+    }
+    return complete(HttpResponse.create().withEntity(ContentTypes.APPLICATION_JSON, out.toString()));
+  }
+
+  private <T> Route answer(CompletionStage<T> stage, Function<T, Route> ok) {
+    return onComplete(stage, result -> {
+      if (result.isSuccess()) {
+        return ok.apply(result.get());
+      }
+      Throwable t = unwrap(result.failed().get());
+      if (t instanceof Feeds.Refused r) {
+        return error(r.code(), r.getMessage());
+      }
+      if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries) {
+        return error(ErrorCode.HISTORY_UNAVAILABLE, "changes after the cursor were purged; resynchronise from a new snapshot");
+      }
+      return partitionUnavailable(t);
+    });
+  }
+}

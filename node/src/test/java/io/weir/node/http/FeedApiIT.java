@@ -1,0 +1,532 @@
+package io.weir.node.http;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import io.weir.node.Documents;
+import io.weir.node.Feeds;
+import io.weir.node.NodeView;
+import io.weir.node.auth.TokenAuthenticator;
+import io.weir.persistence.SchemaMigrator;
+import io.weir.persistence.StorageStatus;
+import io.weir.persistence.testing.TestPostgres;
+import io.weir.sharding.partition.OutboxReader;
+import io.weir.sharding.partition.PartitionSettings;
+import io.weir.sharding.partition.PartitionSharding;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Join;
+import org.apache.pekko.http.javadsl.Http;
+import org.apache.pekko.http.javadsl.ServerBinding;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * Collection policies, the document API under them, the changes feed and live queries over HTTP,
+ * against partitions on the real JDBC journal in PostgreSQL. Each test uses collections of its own.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class FeedApiIT {
+  private static final String ADMIN = "admin-token-for-feed-api-it";
+  static final int PARTITIONS = 8;
+  private static final PartitionSettings LIMITS = PartitionSettings.DEFAULTS;
+
+  private TestPostgres.TestDatabase db;
+  private io.weir.persistence.Database database;
+  private ActorTestKit kit;
+  private ServerBinding binding;
+  final AtomicLong clockOffset = new AtomicLong();
+  private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  final ObjectMapper json = new ObjectMapper();
+
+  @BeforeAll
+  void start() throws Exception {
+    db = TestPostgres.server().freshDatabase("feed_api_it");
+    Config config = ConfigFactory.parseString(
+            "pekko.actor.provider = cluster\n"
+                + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
+                + "pekko.remote.artery.canonical.port = 0\n"
+                + "pekko.cluster.roles = [server]\n")
+        .withFallback(db.config())
+        .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
+    config = ConfigFactory.load(config);
+    database = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(config), "feed-api-it");
+    SchemaMigrator.migrate(database.dataSource(), "weir");
+    try (var c = database.dataSource().getConnection()) {
+      io.weir.persistence.ClusterIdentityStore.loadOrCreate(c, "weir", PARTITIONS);
+    }
+    var blocking = java.util.concurrent.ForkJoinPool.commonPool();
+    io.weir.node.TokenKeys keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
+    keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    kit = ActorTestKit.create("weir", config);
+    Cluster cluster = Cluster.get(kit.system());
+    cluster.manager().tell(Join.create(cluster.selfMember().address()));
+    PartitionSharding.init(kit.system(), LIMITS);
+    Documents documents = new Documents(kit.system(), PARTITIONS, List.of(), Duration.ofSeconds(20));
+    Clock clock = new Clock() {
+      @Override
+      public java.time.ZoneId getZone() {
+        return ZoneOffset.UTC;
+      }
+
+      @Override
+      public Clock withZone(java.time.ZoneId zone) {
+        return this;
+      }
+
+      @Override
+      public Instant instant() {
+        return Instant.now().plusMillis(clockOffset.get());
+      }
+    };
+    io.weir.node.auth.Principals principals = new io.weir.node.auth.Principals(TokenAuthenticator.withBootstrapAdmin(ADMIN),
+        database.dataSource(), "weir", blocking);
+    principals.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    io.weir.node.auth.Policies policies = new io.weir.node.auth.Policies(database.dataSource(), "weir", blocking, documents);
+    policies.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    Feeds feeds = new Feeds(documents, OutboxReader.jdbc(kit.system()), keys, policies,
+        new Feeds.Limits(100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24)), clock);
+    StorageStatus storage = new StorageStatus.Starting(Instant.now());
+    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, PARTITIONS), null, null,
+        documents, 64 * 1024, null, keys, principals, policies, feeds);
+    binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+    }
+    assertThat(cluster.selfMember().status()).isEqualTo(MemberStatus.up());
+  }
+
+  @AfterAll
+  void stop() {
+    if (kit != null) {
+      kit.shutdownTestKit();
+    }
+    if (database != null) {
+      database.close();
+    }
+    if (db != null) {
+      db.close();
+    }
+  }
+
+  // ---- helpers ----
+
+  HttpResponse<String> send(String method, String path, String body, String token) throws Exception {
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path))
+        .timeout(Duration.ofSeconds(30))
+        .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+    if (token != null) {
+      b.header("Authorization", "Bearer " + token);
+    }
+    return client.send(b.build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  HttpResponse<String> post(String path, Object body, String token) throws Exception {
+    return send("POST", path, body instanceof String s ? s : json.writeValueAsString(body), token);
+  }
+
+  JsonNode ok(HttpResponse<String> r, int status) throws Exception {
+    assertThat(r.statusCode()).as("%s", r.body()).isEqualTo(status);
+    return json.readTree(r.body());
+  }
+
+  JsonNode ok(HttpResponse<String> r) throws Exception {
+    return ok(r, 200);
+  }
+
+  void error(HttpResponse<String> r, int status, String code) throws Exception {
+    assertThat(r.statusCode()).as("%s", r.body()).isEqualTo(status);
+    JsonNode body = json.readTree(r.body());
+    assertThat(body.get("error").asText()).as("%s", r.body()).isEqualTo(code);
+  }
+
+  /** Creates a principal in {@code groups} with {@code grants} on {@code collection}; returns its token. */
+  String principal(String id, List<String> groups, String collection, String... grants) throws Exception {
+    String token = ok(post("/admin/principals", Map.of("id", id, "groups", groups), ADMIN), 201).get("token").asText();
+    for (String g : grants) {
+      grant(id, collection, g);
+    }
+    return token;
+  }
+
+  /** {@code FieldRead:x} and {@code FieldUse:x} are field grants. */
+  void grant(String id, String collection, String grant) throws Exception {
+    Map<String, String> body = grant.contains(":")
+        ? Map.of("collection", collection, "grant", grant.substring(0, grant.indexOf(':')), "field", grant.substring(grant.indexOf(':') + 1))
+        : Map.of("collection", collection, "grant", grant);
+    ok(post("/admin/principals/" + id + "/grants", body, ADMIN));
+  }
+
+  void policy(String collection, List<String> sensitive, String visibility, String field) throws Exception {
+    Map<String, Object> body = new HashMap<>();
+    body.put("sensitiveFields", sensitive);
+    body.put("visibility", visibility);
+    if (field != null) {
+      body.put("field", field);
+    }
+    JsonNode r = ok(send("PUT", "/admin/policies/" + collection, json.writeValueAsString(body), ADMIN));
+    assertThat(r.get("partitions").asInt()).isEqualTo(PARTITIONS);
+  }
+
+  HttpResponse<String> put(String collection, String id, String body, String token) throws Exception {
+    return send("PUT", "/v1/documents/" + collection + "/" + id, body, token);
+  }
+
+  JsonNode changes(String collection, String startOrCursor, boolean cursor, String token, Integer limit, Long maxBytes)
+      throws Exception {
+    return ok(changesRaw(collection, startOrCursor, cursor, token, limit, maxBytes));
+  }
+
+  HttpResponse<String> changesRaw(String collection, String startOrCursor, boolean cursor, String token, Integer limit,
+      Long maxBytes) throws Exception {
+    ObjectNode n = json.createObjectNode();
+    n.put("collection", collection);
+    n.put(cursor ? "cursor" : "start", startOrCursor);
+    if (limit != null) {
+      n.put("limit", limit);
+    }
+    if (maxBytes != null) {
+      n.put("maxBytes", maxBytes);
+    }
+    return post("/v1/changes/read", n, token);
+  }
+
+  /** Every change after {@code start}, page after page until hasMore is false; the last cursor in [0]. */
+  List<JsonNode> drain(String collection, String start, boolean cursor, String token, String[] last) throws Exception {
+    List<JsonNode> all = new ArrayList<>();
+    String at = start;
+    boolean isCursor = cursor;
+    for (int pages = 0; pages < 1000; pages++) {
+      JsonNode page = changes(collection, at, isCursor, token, 3, null);
+      page.get("changes").forEach(all::add);
+      at = page.get("cursor").asText();
+      isCursor = true;
+      if (!page.get("hasMore").asBoolean()) {
+        last[0] = at;
+        return all;
+      }
+    }
+    throw new AssertionError("the feed never ended");
+  }
+
+  // ---- tests ----
+
+  @Test
+  void policiesAreValidatedStoredVersionedAndListed() throws Exception {
+    for (String bad : List.of("{\"visibility\":\"acl\"}", "{\"visibility\":\"none\",\"field\":\"a\"}",
+        "{\"visibility\":\"everyone\"}", "{\"sensitiveFields\":[\"a b\"]}", "{\"sensitiveFields\":\"a\"}",
+        "{\"visibility\":\"acl\",\"field\":\"acl\",\"sensitiveFields\":[\"acl\"]}", "{\"extra\":1}", "[]")) {
+      error(send("PUT", "/admin/policies/p1", bad, ADMIN), 400, "bad-request");
+    }
+    error(send("PUT", "/admin/policies/p1", "{", ADMIN), 400, "malformed-json");
+    assertThat(ok(send("GET", "/admin/policies/p1", null, ADMIN)).get("version").asLong()).isZero();
+    policy("p1", List.of("ssn"), "owner", "owner");
+    JsonNode first = ok(send("GET", "/admin/policies/p1", null, ADMIN));
+    assertThat(first.get("visibility").asText()).isEqualTo("owner");
+    assertThat(first.get("sensitiveFields").get(0).asText()).isEqualTo("ssn");
+    policy("p1", List.of(), "none", null);
+    JsonNode second = ok(send("GET", "/admin/policies/p1", null, ADMIN));
+    assertThat(second.get("version").asLong()).isGreaterThan(first.get("version").asLong());
+    assertThat(ok(send("GET", "/admin/policies", null, ADMIN)).get("policies").toString()).contains("\"p1\"");
+    String reader = principal("p1-reader", List.of(), "p1", "DocumentsRead");
+    error(send("GET", "/admin/policies", null, reader), 403, "forbidden");
+  }
+
+  @Test
+  void theDocumentApiFiltersRowsAndSensitiveFieldsAndChecksWrites() throws Exception {
+    policy("notes", List.of("secret"), "acl", "acl");
+    String ann = principal("ann", List.of("team"), "notes", "DocumentsRead", "DocumentsWrite", "FieldRead:secret");
+    String dave = principal("dave", List.of("team"), "notes", "DocumentsRead", "DocumentsWrite");
+    String bob = principal("bob", List.of(), "notes", "DocumentsRead", "DocumentsWrite");
+    ok(put("notes", "n1", "{\"acl\":[\"ann\"],\"text\":\"a\",\"secret\":\"s1\"}", ann));
+    ok(put("notes", "n2", "{\"acl\":[\"group:team\"],\"text\":\"b\",\"secret\":\"s2\"}", ann));
+    error(send("GET", "/v1/documents/notes/n1", null, bob), 404, "not-found");
+    error(send("GET", "/v1/documents/notes/n1", null, dave), 404, "not-found");
+    assertThat(ok(send("GET", "/v1/documents/notes/n1", null, ann)).get("secret").asText()).isEqualTo("s1");
+    JsonNode seen = ok(send("GET", "/v1/documents/notes/n2", null, dave));
+    assertThat(seen.has("secret")).as("a sensitive field without FieldRead is omitted").isFalse();
+    assertThat(seen.get("text").asText()).isEqualTo("b");
+    // dave rewrites n2 without the field he cannot see: it keeps its value.
+    ok(put("notes", "n2", "{\"acl\":[\"group:team\"],\"text\":\"c\"}", dave));
+    JsonNode after = ok(send("GET", "/v1/documents/notes/n2", null, ann));
+    assertThat(after.get("secret").asText()).isEqualTo("s2");
+    assertThat(after.get("text").asText()).isEqualTo("c");
+    error(put("notes", "n2", "{\"acl\":[\"group:team\"],\"secret\":\"x\"}", dave), 403, "forbidden");
+    error(put("notes", "n1", "{\"acl\":[\"bob\"]}", bob), 403, "forbidden");
+    error(put("notes", "n3", "{\"acl\":[\"ann\"]}", dave), 403, "forbidden");
+    error(send("DELETE", "/v1/documents/notes/n1", null, bob), 404, "not-found");
+    assertThat(ok(send("GET", "/v1/documents/notes/n1", null, ann)).get("text").asText()).as("still there").isEqualTo("a");
+    ok(send("DELETE", "/v1/documents/notes/n2", null, dave));
+  }
+
+  @Test
+  void theChangesFeedShowsOnlyVisibleRowsFieldsAndDeletions() throws Exception {
+    policy("feed", List.of("secret"), "acl", "acl");
+    String writer = principal("feed-writer", List.of(), "feed", "DocumentsRead", "DocumentsWrite", "FieldRead:secret");
+    String carol = principal("carol", List.of("g1"), "feed", "ChangesRead");
+    String nobody = principal("feed-nobody", List.of(), "feed");
+    error(changesRaw("feed", "beginning", false, nobody, null, null), 403, "forbidden");
+    for (int i = 0; i < 12; i++) {
+      String acl = i % 3 == 0 ? "[\"feed-writer\"]" : "[\"feed-writer\",\"group:g1\"]";
+      ok(put("feed", "d" + i, "{\"acl\":" + acl + ",\"n\":" + i + ",\"secret\":\"s" + i + "\"}", writer));
+    }
+    ok(send("DELETE", "/v1/documents/feed/d0", null, writer));
+    ok(send("DELETE", "/v1/documents/feed/d1", null, writer));
+    String[] last = new String[1];
+    List<JsonNode> mine = drain("feed", "beginning", false, carol, last);
+    List<String> ids = mine.stream().map(c -> c.get("id").asText() + (c.get("deleted").asBoolean() ? "-" : "")).sorted().toList();
+    List<String> expected = new ArrayList<>();
+    for (int i = 0; i < 12; i++) {
+      if (i % 3 != 0) {
+        expected.add("d" + i);
+      }
+    }
+    expected.add("d1-");
+    assertThat(ids).containsExactlyInAnyOrderElementsOf(expected);
+    for (JsonNode c : mine) {
+      assertThat(c.toString()).doesNotContain("secret").doesNotContain("\"s1\"");
+      if (c.get("deleted").asBoolean()) {
+        assertThat(c.get("after").isNull()).isTrue();
+        assertThat(c.get("before").get("n").asInt()).isEqualTo(1);
+      } else {
+        assertThat(c.get("after").get("n").asInt()).isEqualTo(Integer.parseInt(c.get("id").asText().substring(1)));
+      }
+    }
+    List<JsonNode> all = drain("feed", "beginning", false, writer, new String[1]);
+    assertThat(all).hasSize(14);
+    assertThat(all.stream().filter(c -> !c.get("deleted").asBoolean()).allMatch(c -> c.get("after").has("secret"))).isTrue();
+    // An empty tail page still returns a cursor; a new write appears after it.
+    JsonNode tail = changes("feed", last[0], true, carol, null, null);
+    assertThat(tail.get("changes")).isEmpty();
+    assertThat(tail.get("hasMore").asBoolean()).isFalse();
+    error(put("feed", "d20", "{\"acl\":[\"carol\"],\"n\":20}", writer), 403, "forbidden");
+    ok(put("feed", "d20", "{\"acl\":[\"carol\"],\"n\":20}", ADMIN));
+    JsonNode next = changes("feed", tail.get("cursor").asText(), true, carol, null, null);
+    assertThat(next.get("changes")).hasSize(1);
+    assertThat(next.get("changes").get(0).get("id").asText()).isEqualTo("d20");
+    // "now" starts at the tail.
+    assertThat(changes("feed", "now", false, carol, null, null).get("changes")).isEmpty();
+  }
+
+  @Test
+  void limitsBoundExaminedPositionsAndSelectedBytes() throws Exception {
+    String w = principal("bytes-writer", List.of(), "bytes", "DocumentsWrite", "ChangesRead");
+    for (int i = 0; i < 6; i++) {
+      ok(put("bytes", "b" + i, "{\"v\":\"" + "x".repeat(100) + "\"}", w));
+    }
+    JsonNode one = changes("bytes", "beginning", false, w, 1, null);
+    assertThat(one.get("changes").size()).isLessThanOrEqualTo(1);
+    assertThat(one.get("hasMore").asBoolean()).isTrue();
+    int size = "{\"v\":\"\"}".length() + 100;
+    error(changesRaw("bytes", "beginning", false, w, 10, (long) size - 1), 413, "budget-exceeded");
+    JsonNode exact = changes("bytes", "beginning", false, w, 10, (long) size);
+    assertThat(exact.get("changes")).hasSize(1);
+    assertThat(exact.get("hasMore").asBoolean()).isTrue();
+    JsonNode two = changes("bytes", "beginning", false, w, 10, 2L * size);
+    assertThat(two.get("changes")).hasSize(2);
+    error(changesRaw("bytes", "beginning", false, w, 0, null), 400, "bad-request");
+    error(changesRaw("bytes", "beginning", false, w, 1001, null), 400, "bad-request");
+    error(post("/v1/changes/read", "{\"collection\":\"bytes\"}", w), 400, "bad-request");
+    error(post("/v1/changes/read", "{\"collection\":\"bytes\",\"start\":\"beginning\",\"cursor\":\"x\"}", w), 400, "bad-request");
+    error(post("/v1/changes/read", "{\"collection\":\"bytes\",\"start\":\"beginning\",\"what\":1}", w), 400, "bad-request");
+  }
+
+  @Test
+  void cursorsAreFencedByAclChangesPolicyChangesAndGrantChanges() throws Exception {
+    policy("fence", List.of(), "owner", "owner");
+    String ed = principal("ed", List.of(), "fence", "DocumentsWrite", "DocumentsRead", "ChangesRead");
+    ok(put("fence", "f1", "{\"owner\":\"ed\",\"v\":1}", ed));
+    String cursor = changes("fence", "now", false, ed, null, null).get("cursor").asText();
+    ok(put("fence", "f2", "{\"owner\":\"ed\",\"v\":1}", ed));
+    cursor = changes("fence", cursor, true, ed, null, null).get("cursor").asText();
+    assertThat(cursor).as("creating a document with an ACL does not fence").isNotNull();
+    ok(put("fence", "f1", "{\"owner\":\"ed\",\"v\":2}", ed));
+    cursor = changes("fence", cursor, true, ed, null, null).get("cursor").asText();
+    // An ACL change of an existing document (by an administrator) fences every cursor of the collection.
+    ok(put("fence", "f2", "{\"owner\":\"someone-else\"}", ADMIN));
+    error(changesRaw("fence", cursor, true, ed, null, null), 409, "token-invalidated");
+    String fresh = changes("fence", "now", false, ed, null, null).get("cursor").asText();
+    grant("ed", "fence", "QueryRead");
+    error(changesRaw("fence", fresh, true, ed, null, null), 409, "token-invalidated");
+    String again = changes("fence", "now", false, ed, null, null).get("cursor").asText();
+    policy("fence", List.of("v"), "owner", "owner");
+    error(changesRaw("fence", again, true, ed, null, null), 409, "token-invalidated");
+    String valid = changes("fence", "now", false, ed, null, null).get("cursor").asText();
+    assertThat(changes("fence", valid, true, ed, null, null).get("changes")).isEmpty();
+  }
+
+  @Test
+  void forgedTamperedForeignExpiredAndRevokedCursorsAreRefused() throws Exception {
+    String fay = principal("fay", List.of(), "forge", "DocumentsWrite", "ChangesRead");
+    String gus = principal("gus", List.of(), "forge", "ChangesRead");
+    grant("fay", "forge-other", "ChangesRead");
+    ok(put("forge", "x", "{\"a\":1}", fay));
+    String cursor = changes("forge", "beginning", false, fay, null, null).get("cursor").asText();
+    int dot = cursor.indexOf('.');
+    byte[] payload = Base64.getUrlDecoder().decode(cursor.substring(0, dot));
+    payload[payload.length - 1] ^= 1;
+    String tampered = Base64.getUrlEncoder().withoutPadding().encodeToString(payload) + cursor.substring(dot);
+    error(changesRaw("forge", tampered, true, fay, null, null), 400, "invalid-token");
+    error(changesRaw("forge", "not-a-cursor", true, fay, null, null), 400, "invalid-token");
+    error(changesRaw("forge", cursor, true, gus, null, null), 400, "token-mismatch");
+    error(changesRaw("forge-other", cursor, true, fay, null, null), 400, "token-mismatch");
+    // A batch token (another kind) signed by the same keys is not a cursor.
+    String batch = new io.weir.protocol.token.BatchToken("i", 0, "c", 1, 0, 0).sign(signer(), System.currentTimeMillis() + 60_000);
+    error(changesRaw("forge", batch, true, fay, null, null), 400, "invalid-token");
+    clockOffset.set(Duration.ofHours(24).plusMinutes(1).toMillis());
+    try {
+      error(changesRaw("forge", cursor, true, fay, null, null), 400, "token-expired");
+    } finally {
+      clockOffset.set(0);
+    }
+    assertThat(changes("forge", cursor, true, fay, null, null).has("cursor")).isTrue();
+    ok(post("/admin/principals/fay/revoke", "{}", ADMIN));
+    error(changesRaw("forge", cursor, true, fay, null, null), 401, "unauthenticated");
+  }
+
+  private io.weir.protocol.token.TokenSigner signer() throws Exception {
+    io.weir.node.TokenKeys keys = new io.weir.node.TokenKeys(database.dataSource(), "weir",
+        java.util.concurrent.ForkJoinPool.commonPool(), Duration.ofSeconds(2));
+    return keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
+  }
+
+  @Test
+  void aCursorPastPurgedHistoryIsHistoryUnavailable() throws Exception {
+    String h = principal("hal", List.of(), "purged", "DocumentsWrite", "ChangesRead");
+    String cursor = changes("purged", "now", false, h, null, null).get("cursor").asText();
+    ok(put("purged", "a", "{}", h));
+    ok(put("purged", "b", "{}", h));
+    for (int p = 0; p < PARTITIONS; p++) {
+      JsonNode status = ok(send("GET", "/admin/outbox/status?partition=" + p, null, ADMIN));
+      long through = status.get("outboxNext").asLong() - 1;
+      if (through > 0) {
+        ok(post("/admin/outbox/purge", Map.of("partition", p, "through", through), ADMIN));
+      }
+    }
+    error(changesRaw("purged", cursor, true, h, null, null), 410, "history-unavailable");
+    assertThat(changes("purged", "beginning", false, h, null, null).get("changes")).isEmpty();
+  }
+
+  // ---- queries ----
+
+  private ObjectNode queryBody(String q, Integer limit) throws Exception {
+    ObjectNode n = json.createObjectNode();
+    n.set("query", json.readTree(q));
+    if (limit != null) {
+      n.put("limit", limit);
+    }
+    return n;
+  }
+
+  @Test
+  void queriesAreValidatedAuthorisedAndComplete() throws Exception {
+    policy("q", List.of("salary"), "none", null);
+    String w = principal("q-writer", List.of(), "q", "DocumentsWrite", "DocumentsRead", "QueryRead", "FieldUse:*");
+    String nofield = principal("q-nofield", List.of(), "q", "DocumentsRead", "QueryRead");
+    for (int i = 0; i < 10; i++) {
+      ok(put("q", "e" + i, "{\"dept\":\"" + (i % 2 == 0 ? "eng" : "ops") + "\",\"salary\":" + (i * 10) + ",\"name\":\"n" + i + "\"}", ADMIN));
+    }
+    String q = "{\"collection\":\"q\",\"where\":{\"op\":\"eq\",\"field\":\"dept\",\"value\":\"eng\"},\"select\":[\"name\",\"salary\"]}";
+    JsonNode rows = ok(post("/v1/query", queryBody(q, null), w)).get("rows");
+    assertThat(rows).hasSize(5);
+    assertThat(rows.get(0).get("row").has("salary")).as("a sensitive field stays omitted").isFalse();
+    assertThat(rows.get(0).get("row").has("name")).isTrue();
+    error(post("/v1/query", queryBody(q, null), nofield), 403, "forbidden");
+    String bySalary = "{\"collection\":\"q\",\"where\":{\"op\":\"ge\",\"field\":\"salary\",\"value\":50}}";
+    error(post("/v1/query", queryBody(bySalary, null), w), 403, "forbidden");
+    grant("q-writer", "q", "FieldUse:salary");
+    JsonNode rich = ok(post("/v1/query", queryBody(bySalary, null), w)).get("rows");
+    assertThat(rich).as("a granted predicate may use a protected field").hasSize(5);
+    assertThat(rich.toString()).doesNotContain("salary");
+    error(post("/v1/query", queryBody("{\"collection\":\"q\"}", 3), w), 413, "result-too-large");
+    error(post("/v1/query", queryBody("{\"collection\":\"q\",\"orderBy\":[\"name\"]}", null), w), 400, "unsupported-query");
+    error(post("/v1/query", queryBody("{\"collection\":\"q\",\"where\":{\"op\":\"like\",\"field\":\"a\",\"value\":1}}", null), w),
+        400, "invalid-query");
+    String deep = "{\"op\":\"exists\",\"field\":\"a\"}";
+    for (int i = 0; i < 40; i++) {
+      deep = "{\"op\":\"not\",\"arg\":" + deep + "}";
+    }
+    error(post("/v1/query", queryBody("{\"collection\":\"q\",\"where\":" + deep + "}", null), w), 400, "invalid-query");
+    HttpResponse<String> secret = post("/v1/query", queryBody(
+        "{\"collection\":\"q\",\"where\":{\"op\":\"in\",\"field\":\"a\",\"values\":[{\"x\":\"TOPSECRET\"}]}}", null), w);
+    error(secret, 400, "invalid-query");
+    assertThat(secret.body()).doesNotContain("TOPSECRET");
+  }
+
+  @Test
+  void liveQueriesStartCompleteAndDeliverUpsertsAndRemoves() throws Exception {
+    String w = principal("live-writer", List.of(), "live", "DocumentsWrite", "DocumentsRead", "QueryRead", "ChangesRead",
+        "FieldUse:*");
+    for (int i = 0; i < 6; i++) {
+      ok(put("live", "l" + i, "{\"state\":\"" + (i < 3 ? "open" : "closed") + "\",\"n\":" + i + "}", w));
+    }
+    String q = "{\"collection\":\"live\",\"where\":{\"op\":\"eq\",\"field\":\"state\",\"value\":\"open\"}}";
+    JsonNode start = ok(post("/v1/query/live/start", queryBody(q, null), w));
+    Map<String, JsonNode> view = new HashMap<>();
+    start.get("rows").forEach(r -> view.put(r.get("id").asText(), r.get("row")));
+    assertThat(view.keySet()).containsExactlyInAnyOrder("l0", "l1", "l2");
+    ok(put("live", "l3", "{\"state\":\"open\",\"n\":3}", w));     // enters
+    ok(put("live", "l0", "{\"state\":\"closed\",\"n\":0}", w));   // leaves
+    ok(send("DELETE", "/v1/documents/live/l1", null, w));          // deleted
+    ok(put("live", "l4", "{\"state\":\"closed\",\"n\":44}", w));  // never matches
+    ok(put("live", "l2", "{\"state\":\"open\",\"n\":22}", w));    // changes inside
+    String cursor = start.get("cursor").asText();
+    int upserts = 0;
+    int removes = 0;
+    boolean more = true;
+    while (more) {
+      ObjectNode read = queryBody(q, null);
+      read.put("cursor", cursor);
+      read.put("limit", 2);
+      JsonNode page = ok(post("/v1/query/live/read", read, w));
+      for (JsonNode d : page.get("deltas")) {
+        if (d.get("op").asText().equals("upsert")) {
+          upserts++;
+          view.put(d.get("id").asText(), d.get("row"));
+        } else {
+          removes++;
+          assertThat(d.has("row")).isFalse();
+          view.remove(d.get("id").asText());
+        }
+      }
+      cursor = page.get("cursor").asText();
+      more = page.get("hasMore").asBoolean();
+    }
+    assertThat(upserts).isEqualTo(2);
+    assertThat(removes).isEqualTo(2);
+    assertThat(view.keySet()).containsExactlyInAnyOrder("l2", "l3");
+    assertThat(view.get("l2").get("n").asInt()).isEqualTo(22);
+    Map<String, JsonNode> fresh = new HashMap<>();
+    ok(post("/v1/query", queryBody(q, null), w)).get("rows").forEach(r -> fresh.put(r.get("id").asText(), r.get("row")));
+    assertThat(view).isEqualTo(fresh);
+    // Another predicate cannot continue this cursor; neither can the changes feed.
+    ObjectNode other = queryBody("{\"collection\":\"live\",\"where\":{\"op\":\"eq\",\"field\":\"state\",\"value\":\"closed\"}}", null);
+    other.put("cursor", cursor);
+    error(post("/v1/query/live/read", other, w), 400, "token-mismatch");
+    error(changesRaw("live", cursor, true, w, null, null), 400, "token-mismatch");
+    error(post("/v1/query/live/start", queryBody(q, 1), w), 413, "result-too-large");
+  }
+}

@@ -84,8 +84,9 @@ public final class Feeds {
   /**
    * One change as a principal may see it.
    *
-   * @param before the projected before image (JSON), null when absent or not visible
-   * @param after the projected after image (JSON), null when deleted or not visible
+   * @param before the before image (JSON), null when absent or not visible
+   * @param after the after image (JSON), null when deleted or not visible; pages of the changes feed
+   *     carry them projected (without the fields the principal may not read)
    */
   public record Change(int partition, long sequence, long commitLsn, String id, String kind, long revision,
       boolean deleted, String before, String after) {
@@ -160,9 +161,27 @@ public final class Feeds {
     return admitted(() -> {
       CollectionPolicy policy = policy(collection);
       return positions(principal, collection, policy, start, new byte[0]).thenCompose(at ->
-          page(principal, collection, policy, at, limit, maxBytes).thenApply(p -> new Page(p.changes, sign(principal,
-              collection, policy, new byte[0], p.positions, p.spans), p.hasMore)));
+          page(principal, collection, policy, at, limit, maxBytes).thenApply(p -> new Page(projected(principal, policy,
+              p.changes), sign(principal, collection, policy, new byte[0], p.positions, p.spans), p.hasMore)));
     });
+  }
+
+  /** The changes with the fields {@code principal} may not read omitted from their images. */
+  private static List<Change> projected(Principal principal, CollectionPolicy policy, List<Change> changes) {
+    if (principal.administrator() || policy.sensitiveFields().isEmpty()) {
+      return changes;
+    }
+    List<Change> out = new ArrayList<>(changes.size());
+    for (Change c : changes) {
+      out.add(new Change(c.partition(), c.sequence(), c.commitLsn(), c.id(), c.kind(), c.revision(), c.deleted(),
+          project(principal, policy, c.before()), project(principal, policy, c.after())));
+    }
+    return out;
+  }
+
+  private static String project(Principal principal, CollectionPolicy policy, String image) {
+    JsonNode tree = tree(image);
+    return tree == null || !tree.isObject() ? null : text(Access.project(principal, policy, (ObjectNode) tree));
   }
 
   // ---- live queries ----
@@ -483,8 +502,9 @@ public final class Feeds {
   }
 
   /**
-   * The change as {@code principal} may see it, or null: every image needs the row's current
-   * visibility and the after image's ACL; the before image also its own (historical) ACL.
+   * The change with the images {@code principal} may see (whole: fields are omitted later, after a
+   * live query's predicate saw them), or null when it may see none: every image needs the row's
+   * current visibility and the after image's ACL; the before image also its own (historical) ACL.
    */
   private static Change visible(Principal principal, CollectionPolicy policy, int partition, OutboxEntry e, String currentAcl) {
     if (!Access.visibleAcl(principal, policy, currentAcl)) {
@@ -499,8 +519,7 @@ public final class Feeds {
       return null;
     }
     return new Change(partition, e.sequence(), e.commitLsn(), e.id(), e.kind(), e.revision(), e.kind().equals("delete"),
-        beforeVisible ? text(Access.project(principal, policy, (ObjectNode) before)) : null,
-        afterVisible ? text(Access.project(principal, policy, (ObjectNode) after)) : null);
+        beforeVisible ? e.before() : null, afterVisible ? e.after() : null);
   }
 
   private CompletionStage<Result> scan(Principal principal, Q1Query query, int maxRows, long maxBytes, boolean live) {

@@ -1,0 +1,249 @@
+package io.weir.node.http;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import io.weir.node.Documents;
+import io.weir.node.Feeds;
+import io.weir.node.NodeView;
+import io.weir.node.auth.TokenAuthenticator;
+import io.weir.persistence.SchemaMigrator;
+import io.weir.persistence.StorageStatus;
+import io.weir.persistence.testing.TestPostgres;
+import io.weir.sharding.partition.OutboxReader;
+import io.weir.sharding.partition.PartitionSettings;
+import io.weir.sharding.partition.PartitionSharding;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Join;
+import org.apache.pekko.http.javadsl.Http;
+import org.apache.pekko.http.javadsl.ServerBinding;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * A one-node cluster serving the document API, collection policies, the changes feed and queries
+ * over HTTP, its partitions on the real JDBC journal in a fresh PostgreSQL database, with helpers
+ * to call it. Tests use collections of their own.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+abstract class FeedNodeFixture {
+  static final String ADMIN = "admin-token-for-feed-api-it";
+  static final int PARTITIONS = 8;
+  private static final PartitionSettings LIMITS = PartitionSettings.DEFAULTS;
+
+  private TestPostgres.TestDatabase db;
+  io.weir.persistence.Database database;
+  private ActorTestKit kit;
+  private ServerBinding binding;
+  final AtomicLong clockOffset = new AtomicLong();
+  private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  final ObjectMapper json = new ObjectMapper();
+
+  /** The test database's name (one per test class). */
+  abstract String databaseName();
+
+  @BeforeAll
+  void start() throws Exception {
+    db = TestPostgres.server().freshDatabase(databaseName());
+    Config config = ConfigFactory.parseString(
+            "pekko.actor.provider = cluster\n"
+                + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
+                + "pekko.remote.artery.canonical.port = 0\n"
+                + "pekko.cluster.roles = [server]\n")
+        .withFallback(db.config())
+        .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
+    config = ConfigFactory.load(config);
+    database = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(config), "feed-api-it");
+    SchemaMigrator.migrate(database.dataSource(), "weir");
+    try (var c = database.dataSource().getConnection()) {
+      io.weir.persistence.ClusterIdentityStore.loadOrCreate(c, "weir", PARTITIONS);
+    }
+    var blocking = java.util.concurrent.ForkJoinPool.commonPool();
+    io.weir.node.TokenKeys keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
+    keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    kit = ActorTestKit.create("weir", config);
+    Cluster cluster = Cluster.get(kit.system());
+    cluster.manager().tell(Join.create(cluster.selfMember().address()));
+    PartitionSharding.init(kit.system(), LIMITS);
+    Documents documents = new Documents(kit.system(), PARTITIONS, List.of(), Duration.ofSeconds(20));
+    Clock clock = new Clock() {
+      @Override
+      public java.time.ZoneId getZone() {
+        return ZoneOffset.UTC;
+      }
+
+      @Override
+      public Clock withZone(java.time.ZoneId zone) {
+        return this;
+      }
+
+      @Override
+      public Instant instant() {
+        return Instant.now().plusMillis(clockOffset.get());
+      }
+    };
+    io.weir.node.auth.Principals principals = new io.weir.node.auth.Principals(TokenAuthenticator.withBootstrapAdmin(ADMIN),
+        database.dataSource(), "weir", blocking);
+    principals.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    io.weir.node.auth.Policies policies = new io.weir.node.auth.Policies(database.dataSource(), "weir", blocking, documents);
+    policies.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    Feeds feeds = new Feeds(documents, OutboxReader.jdbc(kit.system()), keys, policies,
+        new Feeds.Limits(100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24)), clock);
+    StorageStatus storage = new StorageStatus.Starting(Instant.now());
+    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, PARTITIONS), null, null,
+        documents, 64 * 1024, null, keys, principals, policies, feeds);
+    binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+    }
+    assertThat(cluster.selfMember().status()).isEqualTo(MemberStatus.up());
+  }
+
+  @AfterAll
+  void stop() {
+    if (kit != null) {
+      kit.shutdownTestKit();
+    }
+    if (database != null) {
+      database.close();
+    }
+    if (db != null) {
+      db.close();
+    }
+  }
+
+  // ---- helpers ----
+
+  HttpResponse<String> send(String method, String path, String body, String token) throws Exception {
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path))
+        .timeout(Duration.ofSeconds(30))
+        .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+    if (token != null) {
+      b.header("Authorization", "Bearer " + token);
+    }
+    return client.send(b.build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  HttpResponse<String> post(String path, Object body, String token) throws Exception {
+    return send("POST", path, body instanceof String s ? s : json.writeValueAsString(body), token);
+  }
+
+  JsonNode ok(HttpResponse<String> r, int status) throws Exception {
+    assertThat(r.statusCode()).as("%s", r.body()).isEqualTo(status);
+    return json.readTree(r.body());
+  }
+
+  JsonNode ok(HttpResponse<String> r) throws Exception {
+    return ok(r, 200);
+  }
+
+  void error(HttpResponse<String> r, int status, String code) throws Exception {
+    assertThat(r.statusCode()).as("%s", r.body()).isEqualTo(status);
+    JsonNode body = json.readTree(r.body());
+    assertThat(body.get("error").asText()).as("%s", r.body()).isEqualTo(code);
+  }
+
+  /** Creates a principal in {@code groups} with {@code grants} on {@code collection}; returns its token. */
+  String principal(String id, List<String> groups, String collection, String... grants) throws Exception {
+    String token = ok(post("/admin/principals", Map.of("id", id, "groups", groups), ADMIN), 201).get("token").asText();
+    for (String g : grants) {
+      grant(id, collection, g);
+    }
+    return token;
+  }
+
+  /** {@code FieldRead:x} and {@code FieldUse:x} are field grants. */
+  void grant(String id, String collection, String grant) throws Exception {
+    Map<String, String> body = grant.contains(":")
+        ? Map.of("collection", collection, "grant", grant.substring(0, grant.indexOf(':')), "field", grant.substring(grant.indexOf(':') + 1))
+        : Map.of("collection", collection, "grant", grant);
+    ok(post("/admin/principals/" + id + "/grants", body, ADMIN));
+  }
+
+  void policy(String collection, List<String> sensitive, String visibility, String field) throws Exception {
+    Map<String, Object> body = new HashMap<>();
+    body.put("sensitiveFields", sensitive);
+    body.put("visibility", visibility);
+    if (field != null) {
+      body.put("field", field);
+    }
+    JsonNode r = ok(send("PUT", "/admin/policies/" + collection, json.writeValueAsString(body), ADMIN));
+    assertThat(r.get("partitions").asInt()).isEqualTo(PARTITIONS);
+  }
+
+  HttpResponse<String> put(String collection, String id, String body, String token) throws Exception {
+    return send("PUT", "/v1/documents/" + collection + "/" + id, body, token);
+  }
+
+  JsonNode changes(String collection, String startOrCursor, boolean cursor, String token, Integer limit, Long maxBytes)
+      throws Exception {
+    return ok(changesRaw(collection, startOrCursor, cursor, token, limit, maxBytes));
+  }
+
+  HttpResponse<String> changesRaw(String collection, String startOrCursor, boolean cursor, String token, Integer limit,
+      Long maxBytes) throws Exception {
+    ObjectNode n = json.createObjectNode();
+    n.put("collection", collection);
+    n.put(cursor ? "cursor" : "start", startOrCursor);
+    if (limit != null) {
+      n.put("limit", limit);
+    }
+    if (maxBytes != null) {
+      n.put("maxBytes", maxBytes);
+    }
+    return post("/v1/changes/read", n, token);
+  }
+
+  /** Every change after {@code start}, page after page until hasMore is false; the last cursor in [0]. */
+  List<JsonNode> drain(String collection, String start, boolean cursor, String token, String[] last) throws Exception {
+    List<JsonNode> all = new ArrayList<>();
+    String at = start;
+    boolean isCursor = cursor;
+    for (int pages = 0; pages < 1000; pages++) {
+      JsonNode page = changes(collection, at, isCursor, token, 3, null);
+      page.get("changes").forEach(all::add);
+      at = page.get("cursor").asText();
+      isCursor = true;
+      if (!page.get("hasMore").asBoolean()) {
+        last[0] = at;
+        return all;
+      }
+    }
+    throw new AssertionError("the feed never ended");
+  }
+
+
+  /** A query request body: {@code {"query": <q>, "limit"?}}. */
+  ObjectNode queryBody(String q, Integer limit) throws Exception {
+    ObjectNode n = json.createObjectNode();
+    n.set("query", json.readTree(q));
+    if (limit != null) {
+      n.put("limit", limit);
+    }
+    return n;
+  }
+}

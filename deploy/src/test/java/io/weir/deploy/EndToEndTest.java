@@ -63,6 +63,45 @@ abstract class EndToEndTest {
     return node;
   }
 
+  /** Waits (at most 2 minutes) until {@code node} is ready with all {@code partitions} running. */
+  protected static void awaitReady(NodeProcess node, int partitions) {
+    await(node.name() + " is ready with its partitions").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
+        .until(() -> node.ready() && node.partitions().map(p -> p.get("running").asInt() == partitions).orElse(false));
+  }
+
+  /**
+   * The JSON of a 2xx answer to a POST; empty when the node does not answer or answers 503 (it is
+   * down or recovering); any other status fails the test.
+   */
+  protected static java.util.Optional<com.fasterxml.jackson.databind.JsonNode> answer(NodeProcess node, String path, String body)
+      throws Exception {
+    java.util.Optional<java.net.http.HttpResponse<String>> r = node.post(path, body);
+    if (r.isEmpty() || r.get().statusCode() == 503) {
+      return java.util.Optional.empty();
+    }
+    org.assertj.core.api.Assertions.assertThat(r.get().statusCode()).as("%s: %s", path, r.get().body()).isBetween(200, 299);
+    return java.util.Optional.of(new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.get().body()));
+  }
+
+  /**
+   * A request as the administrator, retried (up to a minute) while the node, which {@code node}
+   * supplies anew each time (a killed one is replaced), does not answer or answers 503; the JSON of
+   * its 2xx answer, any other status fails the test.
+   */
+  protected static com.fasterxml.jackson.databind.JsonNode call(java.util.function.Supplier<NodeProcess> node, String method,
+      String path, String body) throws Exception {
+    java.net.http.HttpResponse<String> r = null;
+    for (int i = 0; i < 600 && (r == null || r.statusCode() == 503); i++) {
+      if (i > 0) {
+        Thread.sleep(100);
+      }
+      r = node.get().send(method, path, body, Map.of("Content-Type", "application/json")).orElse(null);
+    }
+    org.assertj.core.api.Assertions.assertThat(r).as("%s answers", path).isNotNull();
+    org.assertj.core.api.Assertions.assertThat(r.statusCode()).as("%s: %s", path, r.body()).isBetween(200, 299);
+    return new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body());
+  }
+
   /** How often the mirror in {@code schema} applied each source xid (its applied-transactions log). */
   protected Map<Long, Integer> appliedCounts(String schema) throws SQLException {
     Map<Long, Integer> out = new HashMap<>();

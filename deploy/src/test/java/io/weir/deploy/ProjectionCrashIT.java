@@ -307,33 +307,14 @@ class ProjectionCrashIT extends EndToEndTest {
   }
 
   private static void awaitReady(NodeProcess node) {
-    await(node.name() + " is ready with its partitions").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
-        .until(() -> node.ready() && node.partitions().map(p -> p.get("running").asInt() == PARTITIONS).orElse(false));
+    awaitReady(node, PARTITIONS);
   }
 
-  /**
-   * The JSON of a 2xx answer; empty when the node does not answer or answers 503 (it is down or
-   * recovering); any other status fails the test.
-   */
   private Optional<JsonNode> answer(String path, String body) throws Exception {
-    Optional<HttpResponse<String>> r = current.get().post(path, body);
-    if (r.isEmpty() || r.get().statusCode() == 503) {
-      return Optional.empty();
-    }
-    assertThat(r.get().statusCode()).as("%s: %s", path, r.get().body()).isBetween(200, 299);
-    return Optional.of(JSON.readTree(r.get().body()));
+    return answer(current.get(), path, body);
   }
 
   private JsonNode call(String method, String path, String body) throws Exception {
-    HttpResponse<String> r = null;
-    for (int i = 0; i < 600 && (r == null || r.statusCode() == 503); i++) {
-      if (i > 0) {
-        Thread.sleep(100);
-      }
-      r = current.get().send(method, path, body, Map.of("Content-Type", "application/json")).orElse(null);
-    }
-    assertThat(r).as("%s answers", path).isNotNull();
-    assertThat(r.statusCode()).as("%s: %s", path, r.body()).isBetween(200, 299);
-    return JSON.readTree(r.body());
+    return call(current::get, method, path, body);
   }
 }

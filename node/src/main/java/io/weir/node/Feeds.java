@@ -131,8 +131,22 @@ public final class Feeds {
   private final Clock clock;
   private final Limits limits;
   private final Semaphore admission;
+  private final Duration deadline;
+
+  /** The deadline of a read or query unless configured: {@value #DEFAULT_DEADLINE_SECONDS} s. */
+  public static final int DEFAULT_DEADLINE_SECONDS = 30;
 
   public Feeds(Documents documents, OutboxReader reader, TokenKeys keys, Policies policies, Limits limits, Clock clock) {
+    this(documents, reader, keys, policies, limits, Duration.ofSeconds(DEFAULT_DEADLINE_SECONDS), clock);
+  }
+
+  /**
+   * @param deadline how long one read or query may take (then it fails as retryable; its admission
+   *     slot is given back, while the partitions may still finish their part)
+   */
+  public Feeds(Documents documents, OutboxReader reader, TokenKeys keys, Policies policies, Limits limits, Duration deadline,
+      Clock clock) {
+    this.deadline = deadline;
     this.documents = documents;
     this.reader = reader;
     this.keys = keys;
@@ -237,7 +251,15 @@ public final class Feeds {
           "too many reads and queries are running on this node; retry shortly"));
     }
     try {
-      return work.get().whenComplete((v, e) -> admission.release());
+      return work.get().toCompletableFuture().orTimeout(deadline.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)
+          .exceptionally(e -> {
+            Throwable t = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
+            if (t instanceof java.util.concurrent.TimeoutException) {
+              throw new Refused(ErrorCode.UNAVAILABLE, "the read did not finish within " + deadline.toSeconds() + " s; retry");
+            }
+            throw e instanceof RuntimeException r ? r : new java.util.concurrent.CompletionException(e);
+          })
+          .whenComplete((v, e) -> admission.release());
     } catch (RuntimeException e) {
       admission.release();
       return CompletableFuture.failedFuture(e);

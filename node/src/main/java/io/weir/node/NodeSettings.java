@@ -36,7 +36,8 @@ public record NodeSettings(
     java.util.Optional<Duration> outboxRetention,
     Duration principalRefresh,
     Duration policyRefresh,
-    Feeds.Limits feeds) {
+    Feeds.Limits feeds,
+    Duration feedDeadline) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -132,7 +133,8 @@ public record NodeSettings(
         retention(v, config),
         v.positiveDuration("weir.principals.refresh"),
         v.positiveDuration("weir.policies.refresh"),
-        feeds(v));
+        feeds(v),
+        v.positiveDuration("weir.feeds.deadline"));
   }
 
   private static Feeds.Limits feeds(ConfigValues v) {

@@ -146,7 +146,7 @@ public final class WeirNode {
           documents);
       scheduleReload(system, storage, settings.policyRefresh(), policies::loaded, policies::reload, "collection policies");
       Feeds feeds = new Feeds(documents, io.weir.sharding.partition.OutboxReader.jdbc(system), tokenKeys, policies,
-          settings.feeds(), java.time.Clock.systemUTC());
+          settings.feeds(), settings.feedDeadline(), java.time.Clock.systemUTC());
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
           policies, feeds);

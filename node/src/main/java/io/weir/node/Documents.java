@@ -105,6 +105,14 @@ public final class Documents {
     return !key.isEmpty() && key.length() <= MAX_IDEMPOTENCY_KEY_LENGTH && key.chars().allMatch(c -> c >= 0x20 && c < 0x7f);
   }
 
+  /**
+   * Whether {@code collection} is routed by columns other than its id (a CDC table with partition
+   * keys): its documents can move between partitions.
+   */
+  public boolean routedByOtherColumns(String collection) {
+    return routedByOtherColumns.contains(collection);
+  }
+
   /** Whether a pipeline's partition sink writes {@code collection} (then the API may only read it). */
   public boolean fedByCdc(String collection) {
     return cdcCollections.contains(collection);
@@ -166,8 +174,19 @@ public final class Documents {
         .flatMap(r -> r.document().stream())
         .max(java.util.Comparator.comparing((Document d) -> !d.deleted())
             .thenComparingLong(Document::revision))
-        .map(d -> new DocumentReply(Optional.of(d)))
-        .orElse(new DocumentReply(Optional.empty())));
+        .map(d -> new DocumentReply(Optional.of(d), ruleVersion(asks)))
+        .orElse(new DocumentReply(Optional.empty(), ruleVersion(asks))));
+  }
+
+  /** The row-rule version every partition reported, or -1 when they differ (so it matches no policy). */
+  private static long ruleVersion(List<CompletableFuture<DocumentReply>> asks) {
+    List<Long> versions = asks.stream().map(a -> a.join().ruleVersion()).distinct().toList();
+    return versions.size() == 1 ? versions.get(0) : -1;
+  }
+
+  /** The executor for work after partitions answered: never the answering partition's thread. */
+  public java.util.concurrent.Executor executor() {
+    return system.executionContext();
   }
 
   /** Partition {@code n}'s counters and watermarks. */

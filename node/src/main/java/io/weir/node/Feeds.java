@@ -64,7 +64,7 @@ public final class Feeds {
   public record Limits(int defaultLimit, int maxLimit, long defaultBytes, long maxBytes, long candidateBytes,
       int maxRows, int maxConcurrent, Duration cursorTtl) {
     public static final Limits DEFAULTS =
-        new Limits(100, 1000, 4L << 20, 16L << 20, 64L << 20, 10_000, 64, Duration.ofHours(24));
+        new Limits(100, 1000, 4L << 20, 16L << 20, 4L << 20, 10_000, 64, Duration.ofHours(24));
   }
 
   /** A refused request: the typed code and a value-free message. */
@@ -87,12 +87,11 @@ public final class Feeds {
    * @param before the before image (JSON), null when absent or not visible
    * @param after the after image (JSON), null when deleted or not visible; pages of the changes feed
    *     carry them projected (without the fields the principal may not read)
+   * @param bytes the size of the images as the principal receives them (projected): what the byte
+   *     budget counts, so a budget never measures a hidden field
    */
   public record Change(int partition, long sequence, long commitLsn, String id, String kind, long revision,
-      boolean deleted, String before, String after) {
-    long bytes() {
-      return (before == null ? 0 : before.length()) + (after == null ? 0 : after.length());
-    }
+      boolean deleted, String before, String after, long bytes) {
 
     @Override
     public String toString() {
@@ -132,6 +131,8 @@ public final class Feeds {
   private final Limits limits;
   private final Semaphore admission;
   private final Duration deadline;
+  /** Where work continues after partitions answered: never on a partition's own thread. */
+  private final java.util.concurrent.Executor executor;
 
   /** The deadline of a read or query unless configured: {@value #DEFAULT_DEADLINE_SECONDS} s. */
   public static final int DEFAULT_DEADLINE_SECONDS = 30;
@@ -148,6 +149,7 @@ public final class Feeds {
       Clock clock) {
     this.deadline = deadline;
     this.documents = documents;
+    this.executor = documents.executor();
     this.reader = reader;
     this.keys = keys;
     this.policies = policies;
@@ -188,7 +190,7 @@ public final class Feeds {
     List<Change> out = new ArrayList<>(changes.size());
     for (Change c : changes) {
       out.add(new Change(c.partition(), c.sequence(), c.commitLsn(), c.id(), c.kind(), c.revision(), c.deleted(),
-          project(principal, policy, c.before()), project(principal, policy, c.after())));
+          project(principal, policy, c.before()), project(principal, policy, c.after()), c.bytes()));
     }
     return out;
   }
@@ -223,6 +225,10 @@ public final class Feeds {
   public CompletionStage<LivePage> readLive(Principal principal, Q1Query query, String cursor, int limit, long maxBytes) {
     return admitted(() -> {
       CollectionPolicy policy = policy(query.collection());
+      if (documents.routedByOtherColumns(query.collection())) {
+        throw new Refused(ErrorCode.UNSUPPORTED_QUERY, "queries over a collection routed by a partition key other than"
+            + " its id are not supported yet");
+      }
       byte[] hash = query.fingerprint();
       return positions(principal, query.collection(), policy, new FromCursor(cursor), hash).thenCompose(at ->
           page(principal, query.collection(), policy, at, limit, maxBytes).thenApply(p -> {
@@ -285,12 +291,22 @@ public final class Feeds {
   private CompletionStage<At> positions(Principal principal, String collection, CollectionPolicy policy, Start start,
       byte[] queryHash) {
     int n = documents.partitions();
+    if (n > ChangeCursor.MAX_PARTITIONS) {
+      throw new Refused(ErrorCode.INTERNAL, "cursors hold at most " + ChangeCursor.MAX_PARTITIONS + " partitions; this cluster has "
+          + n + " (weir.partitions.count)");
+    }
     if (start instanceof FromCursor c) {
       return verify(c.token()).thenCompose(cursor -> {
         if (!cursor.collection().equals(collection) || !cursor.principal().equals(principal.id())
             || !Arrays.equals(cursor.queryHash(), queryHash) || cursor.positions().length != n) {
           throw new Refused(ErrorCode.TOKEN_MISMATCH,
               "the cursor was issued for another collection, principal, query or partition count");
+        }
+        if (cursor.policyVersion() > policy.version()) {
+          policies.reload();
+        }
+        if (cursor.policyEpoch() > principal.policyEpoch() || cursor.policyVersion() > policy.version()) {
+          throw new Refused(ErrorCode.UNAVAILABLE, "this node has not loaded the latest grants or policy yet; retry");
         }
         if (cursor.policyEpoch() != principal.policyEpoch() || cursor.policyVersion() != policy.version()) {
           throw new Refused(ErrorCode.TOKEN_INVALIDATED,
@@ -447,14 +463,16 @@ public final class Feeds {
     return CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new)).thenCompose(done -> {
       ChangesSpan[] spans = fresh.stream().map(CompletableFuture::join).toArray(ChangesSpan[]::new);
       for (int i = 0; i < n; i++) {
-        if (spans[i].rowEpoch() != at.spans()[i].rowEpoch() || spans[i].ruleVersion() != policy.version()) {
-          throw new Refused(ErrorCode.TOKEN_INVALIDATED, "row visibility in the collection changed during the read;"
-              + " resynchronise from a new snapshot");
+        boolean restored = at.spans()[i].incarnation() != null
+            && !at.spans()[i].incarnation().equals(spans[i].incarnation());
+        if (restored || spans[i].rowEpoch() != at.spans()[i].rowEpoch() || spans[i].ruleVersion() != policy.version()) {
+          throw new Refused(ErrorCode.TOKEN_INVALIDATED, "row visibility in the collection changed, or a partition was"
+              + " restored, during the read; resynchronise from a new snapshot");
         }
       }
       List<List<OutboxEntry>> entries = reads.stream().map(CompletableFuture::join).toList();
-      return acls(principal, collection, policy, entries, spans).thenApply(acls ->
-          select(principal, collection, policy, at, entries, acls, spans, maxBytes));
+      return acls(principal, collection, policy, entries, spans).thenApplyAsync(acls ->
+          select(principal, collection, policy, at, entries, acls, spans, maxBytes), executor);
     });
   }
 
@@ -497,8 +515,8 @@ public final class Feeds {
           if (c != null) {
             if (bytes + c.bytes() > maxBytes) {
               if (out.isEmpty()) {
-                throw new Refused(ErrorCode.BUDGET_EXCEEDED, "the next change (" + c.bytes()
-                    + " bytes of images) is larger than the byte limit (" + maxBytes + ")");
+                throw new Refused(ErrorCode.BUDGET_EXCEEDED, "the next change is larger than the byte limit ("
+                    + maxBytes + "); read again with a larger maxBytes");
               }
               full = true;
               break;
@@ -519,8 +537,9 @@ public final class Feeds {
 
   private static Change raw(int partition, OutboxEntry e) {
     boolean deleted = e.kind().equals("delete");
+    String after = deleted ? null : e.after();
     return new Change(partition, e.sequence(), e.commitLsn(), e.id(), e.kind(), e.revision(), deleted, e.before(),
-        deleted ? null : e.after());
+        after, (e.before() == null ? 0 : e.before().length()) + (after == null ? 0 : after.length()));
   }
 
   /**
@@ -540,18 +559,26 @@ public final class Feeds {
     if (!afterVisible && !beforeVisible) {
       return null;
     }
+    long bytes = (beforeVisible ? text(Access.project(principal, policy, (ObjectNode) before)).length() : 0)
+        + (afterVisible ? text(Access.project(principal, policy, (ObjectNode) after)).length() : 0);
     return new Change(partition, e.sequence(), e.commitLsn(), e.id(), e.kind(), e.revision(), e.kind().equals("delete"),
-        beforeVisible ? e.before() : null, afterVisible ? e.after() : null);
+        beforeVisible ? e.before() : null, afterVisible ? e.after() : null, bytes);
   }
 
   private CompletionStage<Result> scan(Principal principal, Q1Query query, int maxRows, long maxBytes, boolean live) {
     CollectionPolicy policy = policy(query.collection());
+    if (documents.routedByOtherColumns(query.collection())) {
+      // Its documents move between partitions: scans of different moments could show one twice or
+      // not at all, and a live remove could overtake the upsert elsewhere.
+      throw new Refused(ErrorCode.UNSUPPORTED_QUERY, "queries over a collection routed by a partition key other than"
+          + " its id are not supported yet");
+    }
     int n = documents.partitions();
     List<CompletableFuture<CollectionScan>> asks = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       asks.add(documents.ask(i, r -> new ScanCollection(query.collection(), limits.candidateBytes(), r)));
     }
-    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)).thenApply(done -> {
+    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)).thenApplyAsync(done -> {
       CollectionScan[] scans = asks.stream().map(CompletableFuture::join).toArray(CollectionScan[]::new);
       Predicate<String> hidden = Access.omitted(principal, policy);
       List<Row> rows = new ArrayList<>();
@@ -582,7 +609,7 @@ public final class Feeds {
         }
       }
       return new Result(rows, live ? sign(principal, query.collection(), policy, query.fingerprint(), positions, spans) : null);
-    });
+    }, executor);
   }
 
   /** Fails (retryable) when partition {@code i}'s row rule is not the policy's, and starts repairing it. */

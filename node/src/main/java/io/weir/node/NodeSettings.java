@@ -137,18 +137,26 @@ public record NodeSettings(
         v.positiveDuration("weir.feeds.deadline"));
   }
 
+  /** A read budget: {@code <prefix>.default-entries|max-entries|default-bytes|max-bytes}, defaults within maxima. */
+  private record ReadBudget(int defaultEntries, int maxEntries, long defaultBytes, long maxBytes) {
+    static ReadBudget of(ConfigValues v, String prefix) {
+      int defaultEntries = v.positiveInt(prefix + ".default-entries");
+      int maxEntries = v.positiveInt(prefix + ".max-entries");
+      long defaultBytes = v.bytes(prefix + ".default-bytes", 1);
+      long maxBytes = v.bytes(prefix + ".max-bytes", 1);
+      if (defaultEntries > maxEntries) {
+        throw new SettingsException(prefix + ".default-entries", "must not exceed " + prefix + ".max-entries");
+      }
+      if (defaultBytes > maxBytes) {
+        throw new SettingsException(prefix + ".default-bytes", "must not exceed " + prefix + ".max-bytes");
+      }
+      return new ReadBudget(defaultEntries, maxEntries, defaultBytes, maxBytes);
+    }
+  }
+
   private static Feeds.Limits feeds(ConfigValues v) {
-    int defaultEntries = v.positiveInt("weir.feeds.read.default-entries");
-    int maxEntries = v.positiveInt("weir.feeds.read.max-entries");
-    long defaultBytes = v.bytes("weir.feeds.read.default-bytes", 1);
-    long maxBytes = v.bytes("weir.feeds.read.max-bytes", 1);
-    if (defaultEntries > maxEntries) {
-      throw new SettingsException("weir.feeds.read.default-entries", "must not exceed weir.feeds.read.max-entries");
-    }
-    if (defaultBytes > maxBytes) {
-      throw new SettingsException("weir.feeds.read.default-bytes", "must not exceed weir.feeds.read.max-bytes");
-    }
-    return new Feeds.Limits(defaultEntries, maxEntries, defaultBytes, maxBytes,
+    ReadBudget read = ReadBudget.of(v, "weir.feeds.read");
+    return new Feeds.Limits(read.defaultEntries(), read.maxEntries(), read.defaultBytes(), read.maxBytes(),
         v.bytes("weir.feeds.query.candidate-bytes", 1), v.positiveInt("weir.feeds.query.max-rows"),
         v.positiveInt("weir.feeds.max-concurrent"), v.positiveDuration("weir.feeds.cursor-ttl"));
   }
@@ -171,17 +179,8 @@ public record NodeSettings(
   }
 
   private static Projections projections(ConfigValues v) {
-    int defaultEntries = v.positiveInt("weir.projections.read.default-entries");
-    int maxEntries = v.positiveInt("weir.projections.read.max-entries");
-    long defaultBytes = v.bytes("weir.projections.read.default-bytes", 1);
-    long maxBytes = v.bytes("weir.projections.read.max-bytes", 1);
-    if (defaultEntries > maxEntries) {
-      throw new SettingsException("weir.projections.read.default-entries", "must not exceed weir.projections.read.max-entries");
-    }
-    if (defaultBytes > maxBytes) {
-      throw new SettingsException("weir.projections.read.default-bytes", "must not exceed weir.projections.read.max-bytes");
-    }
-    return new Projections(defaultEntries, maxEntries, defaultBytes, maxBytes,
+    ReadBudget read = ReadBudget.of(v, "weir.projections.read");
+    return new Projections(read.defaultEntries(), read.maxEntries(), read.defaultBytes(), read.maxBytes(),
         v.bytes("weir.projections.max-effect-bytes", 1));
   }
 

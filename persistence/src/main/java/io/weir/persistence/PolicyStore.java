@@ -59,7 +59,11 @@ public final class PolicyStore {
     }
   }
 
-  /** Stores {@code policy} (its version is ignored) under a new version and returns the version. */
+  /**
+   * Stores {@code policy} (its version is ignored) under a new version and returns the version. Of
+   * two concurrent changes the one with the higher version wins whatever the commit order (the
+   * other returns the winner's version).
+   */
   public static long put(Connection c, String schema, CollectionPolicy policy) throws SQLException {
     String table = Identifiers.require("schema name", schema) + ".collection_policies";
     try (PreparedStatement s = c.prepareStatement("INSERT INTO " + table
@@ -67,11 +71,20 @@ public final class PolicyStore {
         + " VALUES (?, nextval('" + schema + ".policy_versions'), ?, ?, ?)"
         + " ON CONFLICT (collection) DO UPDATE SET version = excluded.version, sensitive_fields = excluded.sensitive_fields,"
         + " visibility = excluded.visibility, visibility_field = excluded.visibility_field, updated_at = clock_timestamp()"
+        + " WHERE " + table + ".version < excluded.version"
         + " RETURNING version")) {
       s.setString(1, policy.collection());
       s.setArray(2, c.createArrayOf("text", policy.sensitiveFields().toArray()));
       s.setString(3, policy.visibility().wire());
       s.setString(4, policy.visibilityField());
+      try (ResultSet rs = s.executeQuery()) {
+        if (rs.next()) {
+          return rs.getLong(1);
+        }
+      }
+    }
+    try (PreparedStatement s = c.prepareStatement("SELECT version FROM " + table + " WHERE collection = ?")) {
+      s.setString(1, policy.collection());
       try (ResultSet rs = s.executeQuery()) {
         rs.next();
         return rs.getLong(1);

@@ -88,11 +88,14 @@ public final class Policies {
 
   /**
    * Repairs a partition whose installed row rule is not the policy's: older - the rule is sent to it
-   * again (a policy change that did not reach it); newer - this node's view is stale and reloads.
+   * again (a policy change that did not reach it); newer - this node's view is stale and reloads
+   * ({@code partition} -1: several partitions disagree; reload).
    * Runs in the background; the caller fails its request as retryable meanwhile.
    */
   public void reconcile(CollectionPolicy policy, int partition, long installed) {
-    if (installed < policy.version()) {
+    if (partition < 0) {
+      reload(); // several partitions answered with different versions: this view may be the stale one
+    } else if (installed < policy.version()) {
       documents.<RowRuleReply>ask(partition, r -> new SetRowRule(policy.collection(), policy.visibilityField(),
           policy.version(), r));
     } else if (installed > policy.version()) {

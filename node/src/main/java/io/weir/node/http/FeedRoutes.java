@@ -285,7 +285,12 @@ final class FeedRoutes extends JsonRoutes {
       if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries) {
         return error(ErrorCode.HISTORY_UNAVAILABLE, "changes after the cursor were purged; resynchronise from a new snapshot");
       }
-      return partitionUnavailable(t);
+      if (t instanceof java.util.concurrent.TimeoutException || t instanceof org.apache.pekko.pattern.AskTimeoutException
+          || t instanceof java.sql.SQLException) {
+        return partitionUnavailable(t);
+      }
+      log.error("a read failed unexpectedly: {}", SafeErrors.describe(t));
+      return error(ErrorCode.INTERNAL, "internal error; see the node's log");
     });
   }
 }

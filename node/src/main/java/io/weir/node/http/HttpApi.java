@@ -332,17 +332,37 @@ public final class HttpApi extends JsonRoutes {
   }
 
   /**
-   * The collection's policy when it restricts {@code principal} (a row rule or sensitive fields, and
-   * not an administrator); empty when nothing is restricted. Throws {@link
-   * io.weir.node.auth.Policies.PoliciesUnavailable} before the policies are loaded.
+   * The collection's policy when it governs {@code principal} (not an administrator); empty without
+   * policies. Throws {@link io.weir.node.auth.Policies.PoliciesUnavailable} before the policies are
+   * loaded. A governed request checks that the partition runs the same policy version ({@link
+   * #stalePolicy}): a policy that has not reached this node or that partition is never used.
    */
-  private Optional<CollectionPolicy> restricting(Principal principal, String collection) {
+  private Optional<CollectionPolicy> governing(Principal principal, String collection) {
     if (policies == null || principal.administrator()) {
       return Optional.empty();
     }
-    CollectionPolicy p = policies.policy(collection);
-    return Access.unrestricted(p) ? Optional.empty() : Optional.of(p);
+    return Optional.of(policies.policy(collection));
   }
+
+  /**
+   * Whether partition {@code reply} came from runs another row-rule version than {@code policy} (then
+   * the rule is sent to it again, or this node reloads its policies, and the request fails as
+   * retryable).
+   */
+  private boolean stalePolicy(CollectionPolicy policy, String collection, String id, long installed) {
+    if (installed == policy.version()) {
+      return false;
+    }
+    policies.reconcile(policy, installed < 0 ? -1 : documents.partitionOf(collection, id), installed);
+    return true;
+  }
+
+  private Route policyPropagating() {
+    return error(ErrorCode.UNAVAILABLE, "the collection's policy is not yet the same on this node and its partition; retry");
+  }
+
+  /** An expected revision no document has: a write with it can only be answered by a receipt. */
+  private static final long NO_REVISION = -1;
 
   private Route policiesUnavailable() {
     return error(ErrorCode.UNAVAILABLE, "the collection policies are not loaded yet; retry");
@@ -355,7 +375,7 @@ public final class HttpApi extends JsonRoutes {
     }
     Optional<CollectionPolicy> policy;
     try {
-      policy = restricting(principal, collection);
+      policy = governing(principal, collection);
     } catch (io.weir.node.auth.Policies.PoliciesUnavailable e) {
       return policiesUnavailable();
     }
@@ -379,7 +399,8 @@ public final class HttpApi extends JsonRoutes {
    * A write under a restricting policy: the current document must be visible to the writer, and so
    * must the new one (nobody writes rows they could not read back); sensitive fields the writer may
    * not read cannot be written and keep their current values. The write expects the revision just
-   * checked, so a concurrent change (say, of the ACL) makes it a conflict rather than slip through.
+   * checked, so a concurrent change (say, of the ACL) makes it a conflict rather than slip through;
+   * an {@code If-Match} other than the checked revision can only get a retried write's receipt.
    */
   private Route guardedPut(Principal principal, CollectionPolicy policy, String collection, String id, String body,
       Optional<Long> expected, Optional<String> key) {
@@ -396,6 +417,9 @@ public final class HttpApi extends JsonRoutes {
       }
     }
     return onComplete(documents.get(collection, id).thenCompose(reply -> {
+      if (stalePolicy(policy, collection, id, reply.ruleVersion())) {
+        return java.util.concurrent.CompletableFuture.completedFuture((Object) "stale");
+      }
       Optional<Document> live = reply.document().filter(d -> !d.deleted());
       com.fasterxml.jackson.databind.node.ObjectNode merged = next;
       if (live.isPresent()) {
@@ -418,8 +442,8 @@ public final class HttpApi extends JsonRoutes {
       if (!Access.visibleRow(principal, policy, merged)) {
         return java.util.concurrent.CompletableFuture.completedFuture((Object) "invisible");
       }
-      Optional<Long> pinned = expected.isPresent() ? expected : Optional.of(live.map(Document::revision)
-          .orElse(reply.document().map(Document::revision).orElse(0L)));
+      long checked = reply.document().map(Document::revision).orElse(0L);
+      Optional<Long> pinned = Optional.of(expected.isPresent() && expected.get() != checked ? NO_REVISION : checked);
       String text;
       try {
         text = Access.JSON.writeValueAsString(merged);
@@ -441,6 +465,9 @@ public final class HttpApi extends JsonRoutes {
       if ("invisible".equals(r)) {
         return error(ErrorCode.FORBIDDEN, "the new document would not be visible to this principal (row visibility)");
       }
+      if ("stale".equals(r)) {
+        return policyPropagating();
+      }
       return error(ErrorCode.INTERNAL, "internal error; see the node's log");
     });
   }
@@ -451,7 +478,7 @@ public final class HttpApi extends JsonRoutes {
     }
     Optional<CollectionPolicy> policy;
     try {
-      policy = restricting(principal, collection);
+      policy = governing(principal, collection);
     } catch (io.weir.node.auth.Policies.PoliciesUnavailable e) {
       return policiesUnavailable();
     }
@@ -459,12 +486,15 @@ public final class HttpApi extends JsonRoutes {
       if (!result.isSuccess()) {
         return partitionUnavailable(result.failed().get());
       }
+      if (policy.isPresent() && stalePolicy(policy.get(), collection, id, result.get().ruleVersion())) {
+        return policyPropagating();
+      }
       Optional<Document> doc = result.get().document().filter(d -> !d.deleted());
       if (doc.isEmpty()) {
         return error(ErrorCode.NOT_FOUND, "no such document");
       }
       String body = doc.get().body();
-      if (policy.isPresent()) {
+      if (policy.isPresent() && !Access.unrestricted(policy.get())) {
         try {
           com.fasterxml.jackson.databind.JsonNode tree = Access.JSON.readTree(body);
           if (!tree.isObject() || !Access.visibleRow(principal, policy.get(), tree)) {
@@ -489,15 +519,19 @@ public final class HttpApi extends JsonRoutes {
     }
     Optional<CollectionPolicy> policy;
     try {
-      policy = restricting(principal, collection);
+      policy = governing(principal, collection);
     } catch (io.weir.node.auth.Policies.PoliciesUnavailable e) {
       return policiesUnavailable();
     }
-    if (policy.isPresent() && policy.get().visibility() != io.weir.persistence.PolicyStore.Visibility.NONE) {
-      // Only a principal who sees the row may delete it; the delete expects the revision checked.
+    if (policy.isPresent()) {
+      // Only a principal who sees the row may delete it; the delete expects the revision checked
+      // (an If-Match other than it, or no live document, can only get a retried delete's receipt).
       return onComplete(documents.get(collection, id), read -> {
         if (!read.isSuccess()) {
           return partitionUnavailable(read.failed().get());
+        }
+        if (stalePolicy(policy.get(), collection, id, read.get().ruleVersion())) {
+          return policyPropagating();
         }
         Optional<Document> live = read.get().document().filter(d -> !d.deleted());
         try {
@@ -507,7 +541,8 @@ public final class HttpApi extends JsonRoutes {
         } catch (java.io.IOException e) {
           return error(ErrorCode.INTERNAL, "internal error; see the node's log");
         }
-        Optional<Long> pinned = expected.isPresent() ? expected : live.map(Document::revision);
+        long checked = live.map(Document::revision).orElse(NO_REVISION);
+        Optional<Long> pinned = Optional.of(expected.isPresent() && expected.get() != checked ? NO_REVISION : checked);
         return deleteDocument(collection, id, pinned, key);
       });
     }

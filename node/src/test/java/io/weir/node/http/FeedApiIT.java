@@ -211,7 +211,7 @@ class FeedApiIT extends FeedNodeFixture {
     String cursor = changes("purged", "now", false, h, null, null).get("cursor").asText();
     ok(put("purged", "a", "{}", h));
     ok(put("purged", "b", "{}", h));
-    for (int p = 0; p < PARTITIONS; p++) {
+    for (int p = 0; p < partitions(); p++) {
       JsonNode status = ok(send("GET", "/admin/outbox/status?partition=" + p, null, ADMIN));
       long through = status.get("outboxNext").asLong() - 1;
       if (through > 0) {
@@ -311,5 +311,61 @@ class FeedApiIT extends FeedNodeFixture {
     error(post("/v1/query/live/read", other, w), 400, "token-mismatch");
     error(changesRaw("live", cursor, true, w, null, null), 400, "token-mismatch");
     error(post("/v1/query/live/start", queryBody(q, 1), w), 413, "result-too-large");
+  }
+
+  @Test
+  void aPolicyNotYetOnThisNodeOrAPartitionFailsClosedAndHeals() throws Exception {
+    policy("stale", List.of("secret"), "none", null);
+    String ivy = principal("ivy", List.of(), "stale", "DocumentsRead", "DocumentsWrite", "ChangesRead");
+    ok(put("stale", "s1", "{\"secret\":1,\"x\":1}", ADMIN));
+    assertThat(ok(send("GET", "/v1/documents/stale/s1", null, ivy)).has("secret")).isFalse();
+    // Another node changed the policy: stored, and installed in the partitions, but this node's
+    // view is older until its next reload.
+    long version;
+    try (var c = database.dataSource().getConnection()) {
+      version = io.weir.persistence.PolicyStore.put(c, "weir", new io.weir.persistence.PolicyStore.CollectionPolicy(
+          "stale", 0, List.of("secret"), io.weir.persistence.PolicyStore.Visibility.OWNER, "owner"));
+    }
+    for (int p = 0; p < partitions(); p++) {
+      documents.<io.weir.sharding.partition.PartitionProtocol.RowRuleReply>ask(p,
+          r -> new io.weir.sharding.partition.PartitionProtocol.SetRowRule("stale", "owner", version, r))
+          .get(10, TimeUnit.SECONDS);
+    }
+    error(send("GET", "/v1/documents/stale/s1", null, ivy), 503, "unavailable");
+    // The mismatch made the node reload: now the owner rule holds (s1 has no owner: hidden).
+    org.awaitility.Awaitility.await().atMost(Duration.ofSeconds(10)).until(
+        () -> send("GET", "/v1/documents/stale/s1", null, ivy).statusCode() == 404);
+    // A policy this node has but the partitions do not (a PUT that reached none of them).
+    try (var c = database.dataSource().getConnection()) {
+      io.weir.persistence.PolicyStore.put(c, "weir", new io.weir.persistence.PolicyStore.CollectionPolicy(
+          "stale", 0, List.of(), io.weir.persistence.PolicyStore.Visibility.NONE, null));
+    }
+    policies.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
+    error(changesRaw("stale", "beginning", false, ivy, null, null), 503, "unavailable");
+    // The read sent the rule to the partitions again.
+    org.awaitility.Awaitility.await().atMost(Duration.ofSeconds(10)).until(
+        () -> changesRaw("stale", "beginning", false, ivy, null, null).statusCode() == 200);
+    assertThat(ok(send("GET", "/v1/documents/stale/s1", null, ivy)).get("secret").asInt()).isEqualTo(1);
+  }
+
+  @Test
+  void aGuardedWriteNeverAppliesToARevisionItDidNotCheck() throws Exception {
+    policy("guard", List.of(), "owner", "owner");
+    String jo = principal("jo", List.of(), "guard", "DocumentsRead", "DocumentsWrite");
+    JsonNode first = ok(put("guard", "g1", "{\"owner\":\"jo\",\"v\":1}", jo));
+    long revision = first.get("revision").asLong();
+    HttpResponse<String> stale = send("PUT", "/v1/documents/guard/g1", "{\"owner\":\"jo\",\"v\":2}", jo,
+        Map.of("If-Match", String.valueOf(revision + 1)));
+    assertThat(stale.statusCode()).as("%s", stale.body()).isEqualTo(409);
+    Map<String, String> keyed = Map.of("If-Match", String.valueOf(revision), "Idempotency-Key", "k1");
+    JsonNode done = ok(send("PUT", "/v1/documents/guard/g1", "{\"owner\":\"jo\",\"v\":2}", jo, keyed));
+    JsonNode again = ok(send("PUT", "/v1/documents/guard/g1", "{\"owner\":\"jo\",\"v\":2}", jo, keyed));
+    assertThat(again.get("replayed").asBoolean()).as("a retry with the same key gets its receipt").isTrue();
+    assertThat(again.get("revision").asLong()).isEqualTo(done.get("revision").asLong());
+    ok(put("guard", "g1", "{\"owner\":\"someone-else\"}", ADMIN));
+    error(send("DELETE", "/v1/documents/guard/g1", null, jo), 404, "not-found");
+    error(send("PUT", "/v1/documents/guard/g1", "{\"owner\":\"jo\"}", jo,
+        Map.of("If-Match", String.valueOf(done.get("revision").asLong() + 1))), 403, "forbidden");
+    assertThat(ok(send("GET", "/v1/documents/guard/g1", null, ADMIN)).get("owner").asText()).isEqualTo("someone-else");
   }
 }

@@ -50,13 +50,15 @@ import org.junit.jupiter.api.TestInstance;
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 abstract class FeedNodeFixture {
-  static final String ADMIN = "admin-token-for-feed-api-it";
-  static final int PARTITIONS = 8;
-  private static final PartitionSettings LIMITS = PartitionSettings.DEFAULTS;
+  static final String ADMIN = "admin-token-for-node-http-it";
 
   private TestPostgres.TestDatabase db;
+  io.weir.node.TokenKeys keys;
+  io.weir.node.auth.Principals principals;
+  Documents documents;
+  io.weir.node.auth.Policies policies;
   io.weir.persistence.Database database;
-  private ActorTestKit kit;
+  ActorTestKit kit;
   private ServerBinding binding;
   final AtomicLong clockOffset = new AtomicLong();
   private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
@@ -64,6 +66,35 @@ abstract class FeedNodeFixture {
 
   /** The test database's name (one per test class). */
   abstract String databaseName();
+
+  /** The cluster's partition count. */
+  int partitions() {
+    return 8;
+  }
+
+  PartitionSettings partitionLimits() {
+    return PartitionSettings.DEFAULTS;
+  }
+
+  /** Pipelines the document API knows of (their collections are read-only). */
+  List<io.weir.node.cdc.PipelineConfig> pipelines() {
+    return List.of();
+  }
+
+  /** Principals known by token besides the stored ones: the bootstrap administrator. */
+  TokenAuthenticator bootstrap() {
+    return TokenAuthenticator.withBootstrapAdmin(ADMIN);
+  }
+
+  /** The largest document body the API accepts. */
+  long maxDocumentBytes() {
+    return 64 * 1024;
+  }
+
+  /** Projection consumers' service, or null for none. */
+  io.weir.node.Projections projections(Documents documents, io.weir.node.TokenKeys keys, Clock clock) {
+    return null;
+  }
 
   @BeforeAll
   void start() throws Exception {
@@ -79,16 +110,16 @@ abstract class FeedNodeFixture {
     database = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(config), "feed-api-it");
     SchemaMigrator.migrate(database.dataSource(), "weir");
     try (var c = database.dataSource().getConnection()) {
-      io.weir.persistence.ClusterIdentityStore.loadOrCreate(c, "weir", PARTITIONS);
+      io.weir.persistence.ClusterIdentityStore.loadOrCreate(c, "weir", partitions());
     }
     var blocking = java.util.concurrent.ForkJoinPool.commonPool();
-    io.weir.node.TokenKeys keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
+    keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
     keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     kit = ActorTestKit.create("weir", config);
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
-    PartitionSharding.init(kit.system(), LIMITS);
-    Documents documents = new Documents(kit.system(), PARTITIONS, List.of(), Duration.ofSeconds(20));
+    PartitionSharding.init(kit.system(), partitionLimits());
+    documents = new Documents(kit.system(), partitions(), pipelines(), Duration.ofSeconds(20));
     Clock clock = new Clock() {
       @Override
       public java.time.ZoneId getZone() {
@@ -105,16 +136,15 @@ abstract class FeedNodeFixture {
         return Instant.now().plusMillis(clockOffset.get());
       }
     };
-    io.weir.node.auth.Principals principals = new io.weir.node.auth.Principals(TokenAuthenticator.withBootstrapAdmin(ADMIN),
-        database.dataSource(), "weir", blocking);
+    principals = new io.weir.node.auth.Principals(bootstrap(), database.dataSource(), "weir", blocking);
     principals.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
-    io.weir.node.auth.Policies policies = new io.weir.node.auth.Policies(database.dataSource(), "weir", blocking, documents);
+    policies = new io.weir.node.auth.Policies(database.dataSource(), "weir", blocking, documents);
     policies.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     Feeds feeds = new Feeds(documents, OutboxReader.jdbc(kit.system()), keys, policies,
         new Feeds.Limits(100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24)), clock);
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
-    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, PARTITIONS), null, null,
-        documents, 64 * 1024, null, keys, principals, policies, feeds);
+    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, partitions()), null, null,
+        documents, maxDocumentBytes(), projections(documents, keys, clock), keys, principals, policies, feeds);
     binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
@@ -139,12 +169,18 @@ abstract class FeedNodeFixture {
   // ---- helpers ----
 
   HttpResponse<String> send(String method, String path, String body, String token) throws Exception {
+    return send(method, path, body, token, Map.of());
+  }
+
+  HttpResponse<String> send(String method, String path, String body, String token, Map<String, String> headers)
+      throws Exception {
     HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path))
         .timeout(Duration.ofSeconds(30))
         .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
     if (token != null) {
       b.header("Authorization", "Bearer " + token);
     }
+    headers.forEach(b::header);
     return client.send(b.build(), HttpResponse.BodyHandlers.ofString());
   }
 
@@ -165,6 +201,8 @@ abstract class FeedNodeFixture {
     assertThat(r.statusCode()).as("%s", r.body()).isEqualTo(status);
     JsonNode body = json.readTree(r.body());
     assertThat(body.get("error").asText()).as("%s", r.body()).isEqualTo(code);
+    assertThat(body.has("message")).isTrue();
+    assertThat(body.has("retryable")).isTrue();
   }
 
   /** Creates a principal in {@code groups} with {@code grants} on {@code collection}; returns its token. */
@@ -192,7 +230,7 @@ abstract class FeedNodeFixture {
       body.put("field", field);
     }
     JsonNode r = ok(send("PUT", "/admin/policies/" + collection, json.writeValueAsString(body), ADMIN));
-    assertThat(r.get("partitions").asInt()).isEqualTo(PARTITIONS);
+    assertThat(r.get("partitions").asInt()).isEqualTo(partitions());
   }
 
   HttpResponse<String> put(String collection, String id, String body, String token) throws Exception {

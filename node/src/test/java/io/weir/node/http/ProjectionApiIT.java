@@ -54,9 +54,7 @@ import org.junit.jupiter.api.TestInstance;
  * rule of configure, read, commit, release, status and purge, and each typed error. Each test works
  * in a partition of its own.
  */
-@TestInstance(TestInstance.Lifecycle.PER_CLASS)
-class ProjectionApiIT {
-  private static final String ADMIN = "admin-token-for-projection-api-it";
+class ProjectionApiIT extends FeedNodeFixture {
   private static final String READER = "reader-token-for-projection-api-it";
   private static final int PARTITIONS = 16;
   /** How long after a rotation the previous key may be retired (a node's reload interval). */
@@ -65,119 +63,50 @@ class ProjectionApiIT {
   private static final PartitionSettings LIMITS = new PartitionSettings(30, 1L << 30, 256, 20_000).withProjections(3, 4, 1L << 30, 8);
   private static final NodeSettings.Projections READS = new NodeSettings.Projections(100, 1000, 4L << 20, 16L << 20, 64 * 1024);
 
-  private TestPostgres.TestDatabase db;
-  private io.weir.persistence.Database database;
-  private io.weir.node.TokenKeys keys;
-  private io.weir.node.auth.Principals principals;
-  private ActorTestKit kit;
-  private ServerBinding binding;
-  private Documents documents;
-  private final AtomicLong clockOffset = new AtomicLong();
-  private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
-  private final ObjectMapper json = new ObjectMapper();
+  @Override
+  String databaseName() {
+    return "projection_api_it";
+  }
 
-  @BeforeAll
-  void start() throws Exception {
-    db = TestPostgres.server().freshDatabase("projection_api_it");
-    Config config = ConfigFactory.parseString(
-            "pekko.actor.provider = cluster\n"
-                + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                + "pekko.remote.artery.canonical.port = 0\n"
-                + "pekko.cluster.roles = [server]\n")
-        .withFallback(db.config())
-        .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
-    config = ConfigFactory.load(config);
-    database = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(config), "projection-api-it");
-    SchemaMigrator.migrate(database.dataSource(), "weir");
-    try (var c = database.dataSource().getConnection()) {
-      io.weir.persistence.ClusterIdentityStore.loadOrCreate(c, "weir", PARTITIONS);
-    }
-    keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", java.util.concurrent.ForkJoinPool.commonPool(),
-        RETIRE_AFTER);
-    keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
-    kit = ActorTestKit.create("weir", config);
-    Cluster cluster = Cluster.get(kit.system());
-    cluster.manager().tell(Join.create(cluster.selfMember().address()));
-    PartitionSharding.init(kit.system(), LIMITS);
-    PipelineConfig cdc = PipelineConfig.all(ConfigFactory.parseString(
+  @Override
+  int partitions() {
+    return PARTITIONS;
+  }
+
+  @Override
+  PartitionSettings partitionLimits() {
+    return LIMITS;
+  }
+
+  @Override
+  List<PipelineConfig> pipelines() {
+    return List.of(PipelineConfig.all(ConfigFactory.parseString(
             "weir.postgres.url = \"jdbc:postgresql://127.0.0.1/weir\"\n"
                 + "weir.pipelines.orders { slot = orders_slot, publications = [orders_pub], autostart = false,"
                 + " sink { type = partitions, collections { \"public.orders\" = cdcorders } } }")
-        .withFallback(ConfigFactory.load())).get(0);
-    documents = new Documents(kit.system(), PARTITIONS, List.of(cdc), Duration.ofSeconds(20));
-    Clock clock = new Clock() {
-      @Override
-      public java.time.ZoneId getZone() {
-        return ZoneOffset.UTC;
-      }
-
-      @Override
-      public Clock withZone(java.time.ZoneId zone) {
-        return this;
-      }
-
-      @Override
-      public Instant instant() {
-        return Instant.now().plusMillis(clockOffset.get());
-      }
-    };
-    Projections projections = new Projections(documents, OutboxReader.jdbc(kit.system()), keys, READS,
-        LIMITS.maxEffects(), Duration.ofHours(1), clock);
-    principals = new io.weir.node.auth.Principals(
-        TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false)),
-        database.dataSource(), "weir", java.util.concurrent.ForkJoinPool.commonPool());
-    principals.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
-    StorageStatus storage = new StorageStatus.Starting(Instant.now());
-    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, PARTITIONS), null, null,
-        documents, 4096, projections, keys, principals);
-    binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-    assertThat(cluster.selfMember().status()).isEqualTo(MemberStatus.up());
+        .withFallback(ConfigFactory.load())).get(0));
   }
 
-  @AfterAll
-  void stop() {
-    if (kit != null) {
-      kit.shutdownTestKit();
-    }
-    if (database != null) {
-      database.close();
-    }
-    if (db != null) {
-      db.close();
-    }
+  @Override
+  long maxDocumentBytes() {
+    return 4096;
+  }
+
+  @Override
+  TokenAuthenticator bootstrap() {
+    return TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
+  }
+
+  @Override
+  Projections projections(Documents documents, io.weir.node.TokenKeys keys, Clock clock) {
+    return new Projections(documents, OutboxReader.jdbc(kit.system()), keys, READS, LIMITS.maxEffects(),
+        Duration.ofHours(1), clock);
   }
 
   // ---- helpers ----
 
-  private HttpResponse<String> send(String method, String path, String body, String token) throws Exception {
-    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path))
-        .timeout(Duration.ofSeconds(30))
-        .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
-    if (token != null) {
-      b.header("Authorization", "Bearer " + token);
-    }
-    return client.send(b.build(), HttpResponse.BodyHandlers.ofString());
-  }
-
-  private HttpResponse<String> post(String path, Object body) throws Exception {
+  HttpResponse<String> post(String path, Object body) throws Exception {
     return send("POST", path, body instanceof String s ? s : json.writeValueAsString(body), ADMIN);
-  }
-
-  private JsonNode ok(HttpResponse<String> r, int status) throws Exception {
-    assertThat(r.statusCode()).as("%s", r.body()).isEqualTo(status);
-    return json.readTree(r.body());
-  }
-
-  private void error(HttpResponse<String> r, int status, String code) throws Exception {
-    assertThat(r.statusCode()).as("%s", r.body()).isEqualTo(status);
-    JsonNode body = json.readTree(r.body());
-    assertThat(body.get("error").asText()).as("%s", r.body()).isEqualTo(code);
-    assertThat(body.has("message")).isTrue();
-    assertThat(body.has("retryable")).isTrue();
   }
 
   /** The n-th id of {@code collection} that lives in {@code partition}. */

@@ -627,7 +627,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(LoadRows.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(PartitionProtocol.ApplyFrames.class, (state, c) -> write(state, List.of(c), null))
-        .onCommand(GetDocument.class, (state, c) -> Effect().reply(c.replyTo(), new DocumentReply(state.document(c.collection(), c.id()))))
+        .onCommand(GetDocument.class, (state, c) -> Effect().reply(c.replyTo(),
+            new DocumentReply(state.document(c.collection(), c.id()), state.ruleVersion(c.collection()))))
         .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
         .onCommand(PartitionProtocol.GetDocuments.class, (state, c) -> Effect().reply(c.replyTo(), documents(state, c)))
         .onCommand(PartitionProtocol.PurgeOutbox.class, this::purge)
@@ -684,7 +685,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     boolean tooLarge = false;
     for (Document d : s.documents().values()) {
       if (!d.deleted() && d.collection().equals(c.collection())) {
-        bytes += d.body().length();
+        bytes += State.size(d);
         if (bytes > c.maxBytes()) {
           tooLarge = true;
           out.clear();
@@ -907,10 +908,21 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       return rules.containsKey(collection) ? rules.get(collection).version() : state.ruleVersion(collection);
     }
 
-    /** Whether replacing {@code before} (a live body) by {@code after} changes the document's ACL. */
-    boolean aclChanges(String collection, String before, String after) {
+    /**
+     * Whether writing {@code after} over {@code current} changes the document's ACL: a live document
+     * whose ACL value differs, or a tombstone re-created with another ACL than the deleted row's (a
+     * principal who saw the row must not miss its deletion, which the new ACL would hide). Creating
+     * a document is not an ACL change.
+     */
+    boolean aclChanges(String collection, Document current, String after) {
       String field = ruleField(collection);
-      return field != null && before != null && !aclOf(before, field).equals(aclOf(after, field));
+      if (field == null || current == null) {
+        return false;
+      }
+      if (current.deleted()) {
+        return current.acl() != null && !current.acl().equals(aclOf(after, field));
+      }
+      return !aclOf(current.body(), field).equals(aclOf(after, field));
     }
 
     PartitionProtocol.RowRuleReply setRule(PartitionProtocol.SetRowRule r) {
@@ -1103,7 +1115,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           }
           e = new OutboxEntry(seq++, entries.size(), collection, id, "upsert", revision + 1, before, body, now, commitLsn);
           seen.put(k, new Document(collection, id, revision + 1, body, false));
-          if (aclChanges(collection, before, body)) {
+          if (aclChanges(collection, cur, body)) {
             fenced.add(collection);
           }
         } else {
@@ -1333,11 +1345,10 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       long seq = next;
       long frameBytes = 0;
       int changed = 0;
-      Set<String> fenced = new java.util.TreeSet<>();
-      for (String collection : l.reset()) {
-        if (ruleField(collection) != null) {
-          fenced.add(collection); // re-seeded: any row's ACL may have changed
-        }
+      Set<String> fenced = new java.util.TreeSet<>(l.reset()); // re-seeded: any row may have changed
+      if (!l.recordChanges()) {
+        // Initial-snapshot rows change documents without outbox entries: no cursor could follow.
+        l.rows().forEach(r -> fenced.add(r.collection()));
       }
       for (Upsert row : l.rows()) {
         if (row.collection().isEmpty() || row.id().isEmpty()) {
@@ -1352,7 +1363,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           continue;
         }
         changed++;
-        if (cur != null && !cur.deleted() && aclChanges(row.collection(), cur.body(), row.body())) {
+        if (aclChanges(row.collection(), cur, row.body())) {
           fenced.add(row.collection());
         }
         long revision = cur == null ? 0 : cur.revision();

@@ -323,7 +323,12 @@ public final class PartitionProtocol {
     }
   }
 
-  public record DocumentReply(Optional<Document> document) implements CborSerializable {}
+  /** @param ruleVersion the version of the collection's row rule installed in the partition (0: none) */
+  public record DocumentReply(Optional<Document> document, long ruleVersion) implements CborSerializable {
+    public DocumentReply(Optional<Document> document) {
+      this(document, 0);
+    }
+  }
 
   /**
    * @param documents documents held, tombstones included
@@ -589,7 +594,8 @@ public final class PartitionProtocol {
   /**
    * Replies, in one step, with every live document of {@code collection} and the outbox tail at that
    * moment: a baseline and the position its changes start after. More than {@code maxBytes} of
-   * documents answers {@code tooLarge} and no documents.
+   * documents (counted like the state's size: with ids and overhead) answers {@code tooLarge} and
+   * no documents.
    */
   public record ScanCollection(String collection, long maxBytes, ActorRef<CollectionScan> replyTo) implements Command {}
 

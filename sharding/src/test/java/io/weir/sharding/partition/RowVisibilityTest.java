@@ -142,4 +142,29 @@ class RowVisibilityTest {
     assertThat(purged.outboxFirst()).isEqualTo(3);
     assertThat(purged.journalSequences()).as("purged positions are named by no event").isEmpty();
   }
+
+  @Test
+  void reCreatingADeletedDocumentWithAnotherAclIsAnAclChange() {
+    rule("acl", 1);
+    frame(put("1", "{\"acl\":[\"bob\"]}"));
+    frame(new Delete("notes", "1", Optional.empty()));
+    frame(put("1", "{\"acl\":[\"bob\"]}"));
+    assertThat(span().rowEpoch()).as("re-created with the same ACL").isEqualTo(1);
+    frame(new Delete("notes", "1", Optional.empty()));
+    frame(put("1", "{\"acl\":[\"alice\"]}"));
+    assertThat(span().rowEpoch()).as("re-created with another ACL: bob would miss the deletion").isEqualTo(2);
+    frame(new Truncate("notes"), put("1", "{\"acl\":[\"bob\"]}"));
+    assertThat(span().rowEpoch()).as("truncated and re-created in one frame").isEqualTo(3);
+  }
+
+  @Test
+  void anInitialSnapshotFencesItsCollectionsWhateverTheRule() {
+    partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of("notes"),
+        List.of(put("1", "{}")), false, r));
+    assertThat(span().rowEpoch()).as("a re-seed without a rule").isEqualTo(1);
+    partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(), List.of(put("2", "{}")), false, r));
+    assertThat(span().rowEpoch()).as("a later chunk of rows without outbox entries").isEqualTo(2);
+    partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(), List.of(put("3", "{}")), true, r));
+    assertThat(span().rowEpoch()).as("incremental snapshot rows have outbox entries").isEqualTo(2);
+  }
 }

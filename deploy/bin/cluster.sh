@@ -133,7 +133,7 @@ show_status() {
 }
 
 stop_nodes() {
-  local timeout=${WEIR_CLUSTER_STOP_TIMEOUT:-45} n pid pids=() stopped=0
+  local timeout=${WEIR_CLUSTER_STOP_TIMEOUT:-45} n pid pids=()
   for n in $(seq 1 $NODES); do
     if pid=$(node_pid "$n"); then
       kill -TERM "$pid" 2>/dev/null || true
@@ -154,7 +154,6 @@ stop_nodes() {
       else
         log "node $n (pid $pid) stopped"
       fi
-      stopped=$((stopped + 1))
     done
   fi
   for n in $(seq 1 $NODES); do node_pid "$n" >/dev/null || rm -f "$state/node-$n.pid"; done
@@ -177,6 +176,14 @@ start_nodes() {
   command -v java >/dev/null 2>&1 || weir_require_build_tools
   eval "$(deploy/bin/pg.sh start)"
   local token seeds="" n http remote pid
+  # Nodes still running keep their ports: a restarted node must use the same seed list as they do.
+  for n in $(seq 1 $NODES); do
+    if node_pid "$n" >/dev/null && [ -s "$state/node-$n.ports" ]; then
+      read -r http remote < "$state/node-$n.ports"
+      http_base=$((http - n + 1)); remote_base=$((remote - n + 1))
+      break
+    fi
+  done
   token=$(admin_token)
   for n in $(seq 1 $NODES); do
     seeds="${seeds:+$seeds,}127.0.0.1:$((remote_base + n - 1))"

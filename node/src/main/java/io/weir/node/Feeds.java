@@ -457,7 +457,7 @@ public final class Feeds {
         if (from < s.outboxFirst() - 1) {
           throw new Refused(ErrorCode.HISTORY_UNAVAILABLE, "changes after the cursor were purged; resynchronise from a new snapshot");
         }
-        return reader.entries(p, s.journalSequences(), from, Math.min(s.tail(), from + count));
+        return reader.entries(p, s.incarnation(), s.journalSequences(), from, Math.min(s.tail(), from + count));
       }));
     }
     return CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new)).thenCompose(done -> {

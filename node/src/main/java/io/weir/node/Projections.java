@@ -115,7 +115,7 @@ public final class Projections {
           ConsumerSpan span = (ConsumerSpan) reply;
           long checkpoint = span.consumer().checkpoint();
           long through = Math.min(span.tail(), checkpoint + maxEntries);
-          return reader.entries(partition, span.journalSequences(), checkpoint, through).thenApply(entries -> {
+          return reader.entries(partition, span.incarnation(), span.journalSequences(), checkpoint, through).thenApply(entries -> {
             BatchSelection.Result cut = BatchSelection.select(span.consumer(), checkpoint, entries, span.tail(), maxBytes);
             if (cut instanceof BatchSelection.BudgetExceeded b) {
               return new BudgetExceeded(b.position(), b.entryBytes(), b.maxBytes());

@@ -138,14 +138,16 @@ public final class WeirNode {
           settings.tokens().keyRefresh().plusSeconds(5));
       scheduleReload(system, storage, settings.tokens().keyRefresh(), () -> tokenKeys.signer().isPresent(),
           tokenKeys::reload, "token keys");
-      Projections projections = new Projections(documents, io.weir.sharding.partition.OutboxReader.jdbc(system),
+      // One reader for every outbox read of this node: they share its cache of decoded events.
+      io.weir.sharding.partition.OutboxReader outbox = io.weir.sharding.partition.OutboxReader.jdbc(system);
+      Projections projections = new Projections(documents, outbox,
           tokenKeys, settings.projections(), settings.partitionLimits().maxEffects(),
           settings.tokens().batchTtl(), java.time.Clock.systemUTC());
       io.weir.node.auth.Policies policies = new io.weir.node.auth.Policies(database.dataSource(), settings.postgres().schema(),
           system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
           documents);
       scheduleReload(system, storage, settings.policyRefresh(), policies::loaded, policies::reload, "collection policies");
-      Feeds feeds = new Feeds(documents, io.weir.sharding.partition.OutboxReader.jdbc(system), tokenKeys, policies,
+      Feeds feeds = new Feeds(documents, outbox, tokenKeys, policies,
           settings.feeds(), settings.feedDeadline(), java.time.Clock.systemUTC());
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,

@@ -1,8 +1,14 @@
 package io.weir.sharding.partition;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 import org.apache.pekko.persistence.query.PersistenceQuery;
@@ -12,17 +18,36 @@ import org.apache.pekko.stream.javadsl.Sink;
 /**
  * Reads outbox entries from a partition's journal. Entries live only in the journal events that
  * wrote them; the partition's index says which events hold which positions ({@link
- * PartitionProtocol.ConsumerSpan}), and this reads exactly those events by persistence id and
- * sequence number (never by the journal's global ordering). Any node can read any partition's
- * outbox this way: the entries are immutable once written.
+ * PartitionProtocol.ConsumerSpan}, {@link PartitionProtocol.ChangesSpan}), and this reads exactly
+ * those events by persistence id and sequence number (never by the journal's global ordering). Any
+ * node can read any partition's outbox this way: the entries are immutable once written.
+ *
+ * <p>Decoded events are kept in a bounded cache (by partition incarnation and sequence number, so
+ * a restored partition's reused numbers never hit an old entry), and concurrent reads of the same
+ * events share one journal query: many readers following the same tail (live queries, feed
+ * readers, consumers) cost one read of each event, not one per reader.
  */
 public final class OutboxReader {
+  /** Cached entry bytes at most (as {@link Partition.OutboxEntry#bytes()} counts them), by default. */
+  public static final long DEFAULT_CACHE_BYTES = 64L << 20;
+
+  private record Key(int partition, String incarnation, long sequence) {}
+
   private final ActorSystem<?> system;
   private final CurrentEventsByPersistenceIdQuery journal;
+  private final long cacheBytes;
+  private final ConcurrentHashMap<Key, CompletableFuture<List<Partition.OutboxEntry>>> cache = new ConcurrentHashMap<>();
+  private final ConcurrentLinkedQueue<Key> order = new ConcurrentLinkedQueue<>();
+  private final AtomicLong cached = new AtomicLong();
 
-  public OutboxReader(ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal) {
+  public OutboxReader(ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal, long cacheBytes) {
     this.system = system;
     this.journal = journal;
+    this.cacheBytes = cacheBytes;
+  }
+
+  public OutboxReader(ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal) {
+    this(system, journal, DEFAULT_CACHE_BYTES);
   }
 
   /** A reader on the JDBC journal the partitions write to. */
@@ -46,50 +71,128 @@ public final class OutboxReader {
     }
   }
 
+  /** Like {@link #entries(int, String, List, long, long)} without the cache. */
+  public CompletionStage<List<Partition.OutboxEntry>> entries(
+      int partition, List<Long> journalSequences, long after, long through) {
+    return entries(partition, null, journalSequences, after, through);
+  }
+
   /**
    * The entries of partition {@code partition} at positions {@code after + 1} to {@code through},
    * in order, read from the journal events {@code journalSequences} (the span the partition named).
    * Fails with {@link MissingEntries} when any position in that range is not found: the reader never
    * returns a batch with a hole in it.
+   *
+   * @param incarnation the partition's incarnation the span came from; null reads past the cache
    */
   public CompletionStage<List<Partition.OutboxEntry>> entries(
-      int partition, List<Long> journalSequences, long after, long through) {
+      int partition, String incarnation, List<Long> journalSequences, long after, long through) {
     if (through <= after || journalSequences.isEmpty()) {
       if (through > after) {
-        return java.util.concurrent.CompletableFuture.failedFuture(
+        return CompletableFuture.failedFuture(
             new MissingEntries("no journal events were named for positions " + (after + 1) + " to " + through, after));
       }
-      return java.util.concurrent.CompletableFuture.completedFuture(List.of());
+      return CompletableFuture.completedFuture(List.of());
     }
-    long from = journalSequences.get(0);
-    long to = journalSequences.get(journalSequences.size() - 1);
-    return journal.currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
-        .runWith(Sink.fold(new ArrayList<Partition.OutboxEntry>(), (acc, envelope) -> {
-          if (envelope.event() instanceof Partition.Written w) {
-            for (Partition.FrameApplied f : w.frames()) {
-              for (Partition.OutboxEntry e : f.entries()) {
-                if (e.sequence() > after && e.sequence() <= through) {
-                  acc.add(e);
-                }
-              }
-            }
+    CompletionStage<List<List<Partition.OutboxEntry>>> events = incarnation == null
+        ? query(partition, journalSequences.get(0), journalSequences.get(journalSequences.size() - 1))
+            .thenApply(byEvent -> List.of(byEvent.values().stream().flatMap(List::stream).toList()))
+        : cached(partition, incarnation, journalSequences);
+    // On the system's dispatcher: a plain thenApply would run on the common pool, which starts a
+    // thread per task on machines with fewer than three cores.
+    return events.thenApplyAsync(lists -> {
+      List<Partition.OutboxEntry> list = new ArrayList<>();
+      long expected = after + 1;
+      for (List<Partition.OutboxEntry> event : lists) {
+        for (Partition.OutboxEntry e : event) {
+          if (e.sequence() <= after || e.sequence() > through) {
+            continue;
           }
-          return acc;
-        }), system)
-        // On the system's dispatcher: a plain thenApply would run on the common pool, which starts a
-        // thread per task on machines with fewer than three cores.
-        .thenApplyAsync(list -> {
-          long expected = after + 1;
-          for (Partition.OutboxEntry e : list) {
-            if (e.sequence() != expected) {
-              throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition, after);
-            }
-            expected++;
-          }
-          if (expected != through + 1) {
+          if (e.sequence() != expected) {
             throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition, after);
           }
-          return List.copyOf(list);
-        }, system.executionContext());
+          list.add(e);
+          expected++;
+        }
+      }
+      if (expected != through + 1) {
+        throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition, after);
+      }
+      return List.copyOf(list);
+    }, system.executionContext());
+  }
+
+  /** The events' entries, in the order named; missing ones read with one journal query shared by concurrent readers. */
+  private CompletionStage<List<List<Partition.OutboxEntry>>> cached(int partition, String incarnation, List<Long> sequences) {
+    List<CompletableFuture<List<Partition.OutboxEntry>>> parts = new ArrayList<>(sequences.size());
+    Map<Long, CompletableFuture<List<Partition.OutboxEntry>>> mine = new HashMap<>();
+    for (long s : sequences) {
+      Key key = new Key(partition, incarnation, s);
+      CompletableFuture<List<Partition.OutboxEntry>> fresh = new CompletableFuture<>();
+      CompletableFuture<List<Partition.OutboxEntry>> existing = cache.putIfAbsent(key, fresh);
+      if (existing == null) {
+        mine.put(s, fresh);
+        parts.add(fresh);
+      } else {
+        parts.add(existing);
+      }
+    }
+    if (!mine.isEmpty()) {
+      long from = mine.keySet().stream().mapToLong(Long::longValue).min().getAsLong();
+      long to = mine.keySet().stream().mapToLong(Long::longValue).max().getAsLong();
+      query(partition, from, to).whenComplete((byEvent, error) -> {
+        mine.forEach((s, future) -> {
+          Key key = new Key(partition, incarnation, s);
+          if (error != null) {
+            cache.remove(key, future); // not cached: the next read asks again
+            future.completeExceptionally(error);
+            return;
+          }
+          List<Partition.OutboxEntry> entries = byEvent.getOrDefault(s, List.of());
+          future.complete(entries);
+          order.add(key);
+          cached.addAndGet(bytes(entries));
+        });
+        evict();
+      });
+    }
+    return CompletableFuture.allOf(parts.toArray(CompletableFuture[]::new))
+        .thenApply(done -> parts.stream().map(CompletableFuture::join).toList());
+  }
+
+  private void evict() {
+    while (cached.get() > cacheBytes) {
+      Key oldest = order.poll();
+      if (oldest == null) {
+        return;
+      }
+      CompletableFuture<List<Partition.OutboxEntry>> gone = cache.remove(oldest);
+      if (gone != null && gone.isDone() && !gone.isCompletedExceptionally()) {
+        cached.addAndGet(-bytes(gone.join()));
+      }
+    }
+  }
+
+  private static long bytes(List<Partition.OutboxEntry> entries) {
+    long n = 0;
+    for (Partition.OutboxEntry e : entries) {
+      n += e.bytes();
+    }
+    return n;
+  }
+
+  /** Outbox entries of the journal events {@code from} to {@code to}, by event sequence number (in order). */
+  private CompletionStage<java.util.TreeMap<Long, List<Partition.OutboxEntry>>> query(int partition, long from, long to) {
+    return journal.currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
+        .runWith(Sink.fold(new java.util.TreeMap<Long, List<Partition.OutboxEntry>>(), (acc, envelope) -> {
+          List<Partition.OutboxEntry> entries = new ArrayList<>();
+          if (envelope.event() instanceof Partition.Written w) {
+            for (Partition.FrameApplied f : w.frames()) {
+              entries.addAll(f.entries());
+            }
+          }
+          acc.put(envelope.sequenceNr(), List.copyOf(entries));
+          return acc;
+        }), system);
   }
 }

@@ -32,6 +32,9 @@ public final class Database implements AutoCloseable {
     hc.setInitializationFailTimeout(-1);
     hc.addDataSourceProperty("ApplicationName", "weir");
     hc.addDataSourceProperty("connectTimeout", Math.max(1, settings.connectTimeout().toSeconds()));
+    // pgjdbc otherwise quotes a failed batch entry's parameters (row values) in its exception
+    // messages, e.g. when the connection drops during a PostgreSQL failover.
+    hc.addDataSourceProperty("logServerErrorDetail", "false");
     return new Database(settings, new HikariDataSource(hc));
   }
 

@@ -1,0 +1,205 @@
+package io.weir.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.weir.persistence.testing.TestPostgres;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/**
+ * RF3 storage under a primary crash: {@code deploy/bin/pg-rf3.sh} runs a primary and two standbys
+ * with quorum commit in a home of the test's own; one node process connects with the multi-host URL
+ * ({@code targetServerType=primary}). A writer keeps putting documents through the document API
+ * (each request with its own Idempotency-Key, retried with it until acknowledged) and records the
+ * revision of every acknowledged write. The primary is SIGKILLed ({@code kill-primary}) and a standby
+ * promoted ({@code promote}); the writer goes on until the node writes again, without a node
+ * restart. Afterwards every acknowledged write must be readable with at least its revision.
+ *
+ * <p>Needs no WEIR_TEST_PG_URL: the cluster is the test's own.
+ */
+class PostgresFailoverIT extends EndToEndTest {
+  private static final int PARTITIONS = 8;
+  private static final int IDS = 300;
+  private static final int WRITES_AFTER_PROMOTION = 100;
+
+  @Test
+  void noAcknowledgedWriteIsLostWhenThePrimaryDiesAndAStandbyIsPromoted() throws Exception {
+    Path tmp = Files.createTempDirectory("weir-pg-rf3");
+    // As root the servers run as the postgres user, which must be able to enter the home.
+    Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rwxr-xr-x"));
+    Map<String, String> home = Map.of("WEIR_PG_RF3_HOME", tmp.resolve("pg").toString());
+    try {
+      Map<String, String> pg = rf3(home, "start");
+      assertThat(pg.get("WEIR_PG_URL")).contains(",").endsWith("targetServerType=primary");
+      Path config = tmp.resolve("node.conf");
+      Files.writeString(config, "weir.partitions.count = " + PARTITIONS + "\n");
+      NodeProcess node = NodeProcess.start(new NodeProcess.Spec("pg-failover")
+          .env("WEIR_PG_URL", pg.get("WEIR_PG_URL"))
+          .env("WEIR_PG_USER", pg.get("WEIR_PG_USER"))
+          .env("WEIR_PG_PASSWORD", pg.get("WEIR_PG_PASSWORD"))
+          .args("--config", config.toString()));
+      nodes.add(node);
+      awaitReady(node, PARTITIONS);
+
+      // The writer: write i goes to document d-(i mod IDS) (so revisions climb), key k-i.
+      Map<String, Long> acknowledged = new ConcurrentHashMap<>();
+      java.util.Queue<Map.Entry<String, Long>> everyAck = new java.util.concurrent.ConcurrentLinkedQueue<>();
+      AtomicInteger acks = new AtomicInteger();
+      AtomicBoolean stop = new AtomicBoolean();
+      AtomicLong promotedAt = new AtomicLong(Long.MAX_VALUE);
+      AtomicLong firstAckAfterPromotion = new AtomicLong(-1);
+      AtomicInteger writesAfterPromotion = new AtomicInteger();
+      AtomicReference<Throwable> writerError = new AtomicReference<>();
+      Thread writer = new Thread(() -> {
+        try {
+          for (int i = 0; !stop.get(); i++) {
+            String id = "d-" + (i % IDS);
+            Map<String, String> headers = Map.of("Idempotency-Key", "k-" + i, "Content-Type", "application/json");
+            while (!stop.get()) {
+              Optional<HttpResponse<String>> r = node.send("PUT", "/v1/documents/c/" + id, "{\"i\":" + i + "}", headers);
+              if (r.isPresent() && r.get().statusCode() == 200) {
+                long revision = Long.parseLong(r.get().headers().firstValue("ETag").orElseThrow().replace("\"", ""));
+                acknowledged.merge(id, revision, Math::max);
+                everyAck.add(Map.entry(id, revision));
+                acks.incrementAndGet();
+                long now = System.nanoTime();
+                if (now > promotedAt.get()) {
+                  firstAckAfterPromotion.compareAndSet(-1, now);
+                  writesAfterPromotion.incrementAndGet();
+                }
+                break;
+              }
+              // 503 (database unavailable) or no answer: retry with the same key; 4xx is a bug.
+              if (r.isPresent() && r.get().statusCode() < 500 && r.get().statusCode() != 429) {
+                throw new AssertionError("a write failed with " + r.get().statusCode() + ": " + r.get().body());
+              }
+              Thread.sleep(50);
+            }
+          }
+        } catch (Throwable t) {
+          writerError.set(t);
+        }
+      }, "pg-failover-writer");
+      writer.setDaemon(true);
+      writer.start();
+
+      awaitAcks(acks, 300, writerError);
+      long killedAt = System.nanoTime();
+      rf3(home, "kill-primary");
+      rf3(home, "promote");
+      long promoted = System.nanoTime();
+      promotedAt.set(promoted);
+      long deadline = promoted + TimeUnit.SECONDS.toNanos(60);
+      while (writesAfterPromotion.get() < WRITES_AFTER_PROMOTION && System.nanoTime() < deadline && writerError.get() == null) {
+        Thread.sleep(100);
+      }
+      stop.set(true);
+      writer.join(30_000);
+      assertThat(writerError.get()).as("the writer failed").isNull();
+      assertThat(writesAfterPromotion.get())
+          .as("the node should write again after promotion without a restart (log: %s)", "deploy/target/e2e-logs/pg-failover.log")
+          .isGreaterThanOrEqualTo(WRITES_AFTER_PROMOTION);
+
+      // Read each document once; every acknowledged write is then checked against it.
+      Map<String, Long> stored = new HashMap<>();
+      for (String id : acknowledged.keySet()) {
+        HttpResponse<String> r = call(node, "/v1/documents/c/" + id);
+        stored.put(id, r.statusCode() == 200 ? Long.parseLong(r.headers().firstValue("ETag").orElseThrow().replace("\"", "")) : -1L);
+      }
+      int checked = 0;
+      int missing = 0;
+      for (Map.Entry<String, Long> ack : everyAck) {
+        checked++;
+        if (stored.get(ack.getKey()) < ack.getValue()) {
+          missing++;
+        }
+      }
+      long firstWriteMs = TimeUnit.NANOSECONDS.toMillis(firstAckAfterPromotion.get() - promoted);
+      System.out.printf(
+          "postgres-failover: acknowledged=%d checked=%d missing=%d writes-after-promotion=%d"
+              + " time-to-first-write-after-promotion-ms=%d kill-to-first-write-ms=%d%n",
+          acks.get(), checked, missing, writesAfterPromotion.get(), firstWriteMs,
+          TimeUnit.NANOSECONDS.toMillis(firstAckAfterPromotion.get() - killedAt));
+      assertThat(checked).as("every acknowledged write is checked").isEqualTo(acks.get());
+      assertThat(missing).as("acknowledged writes missing after failover").isZero();
+    } finally {
+      nodes.forEach(NodeProcess::close);
+      rf3(home, "destroy");
+      deleteTree(tmp);
+    }
+  }
+
+  /** GET through the node, retried while it answers 503 or not at all. */
+  private static HttpResponse<String> call(NodeProcess node, String path) throws InterruptedException {
+    for (int i = 0; i < 300; i++) {
+      Optional<HttpResponse<String>> r = node.send("GET", path, null, Map.of());
+      if (r.isPresent() && r.get().statusCode() != 503) {
+        return r.get();
+      }
+      Thread.sleep(100);
+    }
+    throw new AssertionError(path + " does not answer");
+  }
+
+  private static void awaitAcks(AtomicInteger acks, int n, AtomicReference<Throwable> writerError) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (acks.get() < n) {
+      assertThat(writerError.get()).as("the writer failed").isNull();
+      assertThat(System.nanoTime()).as("%d writes acknowledged before the crash", n).isLessThan(deadline);
+      Thread.sleep(50);
+    }
+  }
+
+  /** Runs {@code deploy/bin/pg-rf3.sh <command>} and returns the {@code export} lines it printed. */
+  private static Map<String, String> rf3(Map<String, String> env, String command) throws IOException, InterruptedException {
+    ProcessBuilder pb = new ProcessBuilder("bash", TestPostgres.repoRoot().resolve("deploy/bin/pg-rf3.sh").toString(), command)
+        .redirectError(ProcessBuilder.Redirect.INHERIT);
+    pb.environment().putAll(env);
+    Process p = pb.start();
+    Map<String, String> out = new HashMap<>();
+    try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+      String line;
+      while ((line = r.readLine()) != null) {
+        if (line.startsWith("export ")) {
+          int eq = line.indexOf('=');
+          String value = line.substring(eq + 1);
+          if (value.startsWith("'") && value.endsWith("'")) {
+            value = value.substring(1, value.length() - 1);
+          }
+          out.put(line.substring("export ".length(), eq), value);
+        }
+      }
+    }
+    if (!p.waitFor(180, TimeUnit.SECONDS) || p.exitValue() != 0) {
+      throw new IllegalStateException("deploy/bin/pg-rf3.sh " + command + " failed; see its output above");
+    }
+    return out;
+  }
+
+  private static void deleteTree(Path dir) throws IOException {
+    if (!Files.exists(dir)) {
+      return;
+    }
+    try (Stream<Path> s = Files.walk(dir)) {
+      s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    }
+  }
+}

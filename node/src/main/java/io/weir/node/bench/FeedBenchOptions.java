@@ -108,6 +108,10 @@ final class FeedBenchOptions {
           + " queries plus 100 (default: ${DEFAULT-VALUE})")
   int maxConcurrent = 0;
 
+  @Option(names = "--outbox-cache-bytes", paramLabel = "N",
+      description = "the outbox reader's cache of decoded journal events; 0 turns it off (default: ${DEFAULT-VALUE})")
+  long outboxCacheBytes = io.weir.sharding.partition.OutboxReader.DEFAULT_CACHE_BYTES;
+
   @Option(names = "--keep-database", description = "keep the weir_fbench database afterwards")
   boolean keepDatabase;
 

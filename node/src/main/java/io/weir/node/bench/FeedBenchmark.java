@@ -167,7 +167,10 @@ public final class FeedBenchmark {
       throw new IllegalArgumentException("--page-limit is above weir.feeds.read.max-entries (" + limits.maxLimit() + ")");
     }
     maxBytes = limits.defaultBytes();
-    Feeds feeds = new Feeds(documents, OutboxReader.jdbc(node.system), keys, policies, limits, Clock.systemUTC());
+    OutboxReader outbox = new OutboxReader(node.system, org.apache.pekko.persistence.query.PersistenceQuery.get(node.system)
+        .getReadJournalFor(org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.class,
+            org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier()), options.outboxCacheBytes);
+    Feeds feeds = new Feeds(documents, outbox, keys, policies, limits, Clock.systemUTC());
     // Every partition up before anything is timed.
     long t0 = System.nanoTime();
     get(documents.statusAll());

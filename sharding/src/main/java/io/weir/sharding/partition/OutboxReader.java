@@ -33,11 +33,14 @@ public final class OutboxReader {
 
   private record Key(int partition, String incarnation, long sequence) {}
 
+  /** A cached event in insertion order, with the bytes it counts for. */
+  private record Cached(Key key, long bytes) {}
+
   private final ActorSystem<?> system;
   private final CurrentEventsByPersistenceIdQuery journal;
   private final long cacheBytes;
   private final ConcurrentHashMap<Key, CompletableFuture<List<Partition.OutboxEntry>>> cache = new ConcurrentHashMap<>();
-  private final ConcurrentLinkedQueue<Key> order = new ConcurrentLinkedQueue<>();
+  private final ConcurrentLinkedQueue<Cached> order = new ConcurrentLinkedQueue<>();
   private final AtomicLong cached = new AtomicLong();
 
   public OutboxReader(ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal, long cacheBytes) {
@@ -141,19 +144,21 @@ public final class OutboxReader {
       long from = mine.keySet().stream().mapToLong(Long::longValue).min().getAsLong();
       long to = mine.keySet().stream().mapToLong(Long::longValue).max().getAsLong();
       query(partition, from, to).whenComplete((byEvent, error) -> {
-        mine.forEach((s, future) -> {
-          Key key = new Key(partition, incarnation, s);
-          if (error != null) {
-            cache.remove(key, future); // not cached: the next read asks again
+        if (error != null) {
+          mine.forEach((s, future) -> {
+            cache.remove(new Key(partition, incarnation, s), future); // not cached: the next read asks again
             future.completeExceptionally(error);
-            return;
-          }
-          List<Partition.OutboxEntry> entries = byEvent.getOrDefault(s, List.of());
-          future.complete(entries);
-          order.add(key);
-          cached.addAndGet(bytes(entries));
+          });
+          return;
+        }
+        // Accounted and evicted before anyone sees the entries, so the bound holds at every answer.
+        mine.forEach((s, future) -> {
+          long size = bytes(byEvent.getOrDefault(s, List.of()));
+          order.add(new Cached(new Key(partition, incarnation, s), size));
+          cached.addAndGet(size);
         });
         evict();
+        mine.forEach((s, future) -> future.complete(byEvent.getOrDefault(s, List.of())));
       });
     }
     return CompletableFuture.allOf(parts.toArray(CompletableFuture[]::new))
@@ -162,14 +167,12 @@ public final class OutboxReader {
 
   private void evict() {
     while (cached.get() > cacheBytes) {
-      Key oldest = order.poll();
+      Cached oldest = order.poll();
       if (oldest == null) {
         return;
       }
-      CompletableFuture<List<Partition.OutboxEntry>> gone = cache.remove(oldest);
-      if (gone != null && gone.isDone() && !gone.isCompletedExceptionally()) {
-        cached.addAndGet(-bytes(gone.join()));
-      }
+      cache.remove(oldest.key());
+      cached.addAndGet(-oldest.bytes());
     }
   }
 

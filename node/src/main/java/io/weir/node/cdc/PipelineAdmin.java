@@ -13,6 +13,7 @@ import org.apache.pekko.actor.typed.javadsl.AskPattern;
 /** Pipeline operations for the admin API, asked of the cluster-singleton {@link PipelineManager}. */
 public final class PipelineAdmin {
   private static final Duration TIMEOUT = Duration.ofSeconds(10);
+  private static final Duration DROP_TIMEOUT = Duration.ofSeconds(30);
 
   private final ActorRef<PipelineManager.Command> manager;
   private final ActorSystem<?> system;
@@ -43,6 +44,14 @@ public final class PipelineAdmin {
 
   public CompletionStage<PipelineStatus> stop(String name) {
     return AskPattern.ask(manager, r -> new PipelineManager.Stop(name, r), TIMEOUT, system.scheduler());
+  }
+
+  /**
+   * Drops the pipeline's slot and records (stopped or halted pipelines only). Longer timeout: the
+   * drop waits for the previous run's last sink call and retries while the slot is still active.
+   */
+  public CompletionStage<io.weir.persistence.cdc.CdcPipeline.DropReply> drop(String name) {
+    return AskPattern.ask(manager, r -> new PipelineManager.Drop(name, r), DROP_TIMEOUT, system.scheduler());
   }
 
   public CompletionStage<io.weir.persistence.cdc.CdcPipeline.SnapshotReply> snapshot(String name, List<String> tables) {

@@ -49,6 +49,13 @@ public final class PipelineManager {
 
   public record ListAll(ActorRef<PipelineList> replyTo) implements Command {}
 
+  /**
+   * Drops pipeline {@code name}'s slot and Weir's records of it (see {@link CdcPipeline.Drop}); the
+   * pipeline must be stopped or halted. Routed through this singleton so exactly one actor in the
+   * cluster drops a slot, never while it streams.
+   */
+  public record Drop(String name, ActorRef<CdcPipeline.DropReply> replyTo) implements Command {}
+
   /** Starts an incremental snapshot of the named tables (empty: all published) in pipeline {@code name}. */
   public record Snapshot(String name, List<String> tables, ActorRef<CdcPipeline.SnapshotReply> replyTo)
       implements Command {}
@@ -134,6 +141,7 @@ public final class PipelineManager {
         .onMessage(Get.class, m -> forward(children, m.name(), new CdcPipeline.GetStatus(m.replyTo())))
         .onMessage(Start.class, m -> forward(children, m.name(), new CdcPipeline.Start(m.replyTo())))
         .onMessage(Stop.class, m -> forward(children, m.name(), new CdcPipeline.Stop(m.replyTo())))
+        .onMessage(Drop.class, m -> forward(children, m.name(), new CdcPipeline.Drop(m.replyTo())))
         .onMessage(Snapshot.class, m ->
             forward(children, m.name(), new CdcPipeline.StartIncrementalSnapshot(m.tables(), m.replyTo())))
         .onMessage(ListAll.class, m -> {

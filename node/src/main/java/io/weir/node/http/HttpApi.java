@@ -703,11 +703,38 @@ public final class HttpApi extends JsonRoutes {
             return error(ErrorCode.NOT_FOUND, "no pipeline of that name is configured");
           }
           return concat(
-              pathEndOrSingleSlash(() -> get(() -> reply(pipelines.status(name)))),
+              pathEndOrSingleSlash(() -> concat(
+                  get(() -> reply(pipelines.status(name))),
+                  delete(() -> parameterOptional("confirm", confirm -> drop(name, confirm))))),
               path("start", () -> post(() -> reply(pipelines.start(name)))),
               path("stop", () -> post(() -> reply(pipelines.stop(name)))),
               path("snapshot", () -> post(() -> entity(Unmarshaller.entityToString(), body -> snapshot(name, body)))));
         }));
+  }
+
+  /**
+   * {@code DELETE /admin/pipelines/{name}?confirm={name}}: drops a stopped or halted pipeline's slot
+   * and Weir's records of it. 400 without the confirmation, 409 while it runs or while another
+   * connection holds the slot, 503 when the drop failed (nothing of Weir's records deleted).
+   */
+  private Route drop(String name, java.util.Optional<String> confirm) {
+    if (confirm.isEmpty() || !confirm.get().equals(name)) {
+      return error(ErrorCode.BAD_REQUEST,
+          "dropping a pipeline deletes its slot and checkpoints; confirm with ?confirm=<the pipeline's name>");
+    }
+    return onComplete(pipelines.drop(name), result -> {
+      if (!result.isSuccess()) {
+        return error(ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; ask for the status, then retry");
+      }
+      io.weir.persistence.cdc.CdcPipeline.DropReply reply = result.get();
+      if (reply.error() == null) {
+        return json(200, reply.status());
+      }
+      return switch (reply.error()) {
+        case "not-stopped", "slot-active" -> error(ErrorCode.CONFLICT, reply.message());
+        default -> error(ErrorCode.UNAVAILABLE, reply.message());
+      };
+    });
   }
 
   private static final java.util.regex.Pattern TABLE_NAME = java.util.regex.Pattern.compile("[^.\\s]{1,63}\\.[^.\\s]{1,63}");

@@ -74,6 +74,31 @@ public final class CdcPipeline {
   /** Stops streaming and closes the connection. Replies with the status after the command. */
   public record Stop(ActorRef<PipelineStatus> replyTo) implements Command {}
 
+  /**
+   * Drops the pipeline: its slot on the source (so it stops holding WAL), then Weir's records of it
+   * (slot record, library checkpoint, accepted table shapes) and the sink's checkpoint if it keeps
+   * one elsewhere ({@link ChangeSink#forget}). Only while stopped, halted or dropped; afterwards
+   * the state is {@code dropped} and a start is a first start (a new slot per the start mode).
+   */
+  public record Drop(ActorRef<DropReply> replyTo) implements Command {}
+
+  /**
+   * The answer to {@link Drop}.
+   *
+   * @param error null when dropped; else {@code not-stopped} (it runs: stop it first), {@code
+   *     slot-active} (another connection still holds the slot) or {@code failed} (nothing of Weir's
+   *     records was deleted; repeat the drop)
+   * @param message value-free explanation of the error
+   */
+  public record DropReply(PipelineStatus status, String error, String message) implements io.weir.protocol.CborSerializable {}
+
+  private record DropDone(Throwable error, String previousState, ActorRef<DropReply> replyTo) implements Command {
+    @Override
+    public String toString() {
+      return "DropDone[" + (error == null ? "ok" : SafeErrors.describe(error)) + "]";
+    }
+  }
+
   /** Replies with the current status. */
   public record GetStatus(ActorRef<PipelineStatus> replyTo) implements Command {}
 
@@ -207,6 +232,8 @@ public final class CdcPipeline {
             m.replyTo().tell(status());
             return this;
           })
+          .onMessage(Drop.class, this::onDrop)
+          .onMessage(DropDone.class, this::onDropDone)
           .onMessage(Connected.class, this::onConnected)
           .onMessage(StartIncrementalSnapshot.class, this::onStartIncremental)
           .onMessage(IncrementalBegun.class, this::onIncrementalBegun)
@@ -228,7 +255,7 @@ public final class CdcPipeline {
     }
 
     private Behavior<Command> onStart(Start start) {
-      if (state.equals("stopped") || state.equals("halted")) {
+      if (state.equals("stopped") || state.equals("halted") || state.equals("dropped")) {
         haltReason = null;
         detail = null;
         failedCycles = 0;
@@ -244,11 +271,70 @@ public final class CdcPipeline {
       attempt++;
       timers.cancelAll();
       shutdownStream();
-      if (!state.equals("halted")) {
+      if (!state.equals("halted") && !state.equals("dropped") && !state.equals("dropping")) {
         state = "stopped";
       }
       getContext().getLog().info("pipeline {}: stopped", settings.name());
       stop.replyTo().tell(status());
+      return this;
+    }
+
+    private static final int DROP_ATTEMPTS = 10;
+    private static final Duration DROP_PAUSE = Duration.ofMillis(500);
+
+    private Behavior<Command> onDrop(Drop drop) {
+      if (!state.equals("stopped") && !state.equals("halted") && !state.equals("dropped")) {
+        drop.replyTo().tell(new DropReply(status(), "not-stopped",
+            "the pipeline is " + status().state() + "; stop it first"));
+        return this;
+      }
+      String previous = state;
+      state = "dropping";
+      attempt++;
+      // After the previous run's sink call and connect phase are over, so nothing recreates the
+      // slot or its record behind the drop. The slot goes first; Weir's records only once it is gone.
+      CompletableFuture<Void> work = quiet().thenRunAsync(() -> {
+        try (Connection sourceConn = DriverManager.getConnection(source.url(), source.user(), source.password())) {
+          List<String> dropped = slots.dropSlots(sourceConn, DROP_ATTEMPTS, DROP_PAUSE);
+          sink.forget(settings.name()).toCompletableFuture().get();
+          slots.forgetRecords();
+          system.log().warn("pipeline {}: dropped (slot(s) dropped: {}); the next start creates a new slot",
+              settings.name(), dropped.isEmpty() ? "none existed" : String.join(", ", dropped));
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new CompletionException(e);
+        } catch (Exception e) {
+          throw new CompletionException(e);
+        }
+      }, blockingIo);
+      getContext().pipeToSelf(work, (ok, err) -> new DropDone(err == null ? null : unwrap(err), previous, drop.replyTo()));
+      return this;
+    }
+
+    private Behavior<Command> onDropDone(DropDone done) {
+      Throwable error = done.error();
+      if (error == null) {
+        state = "dropped";
+        haltReason = null;
+        detail = null;
+        incarnation = null;
+        lastConfirmed = Lsn.INVALID;
+        snapshot = null;
+        storedProgress = Optional.empty();
+        recordedShapes = java.util.Map.of();
+        done.replyTo().tell(new DropReply(status(), null, null));
+        return this;
+      }
+      state = done.previousState();
+      if (error instanceof SlotManager.SlotActiveException active) {
+        done.replyTo().tell(new DropReply(status(), "slot-active",
+            "slot " + active.slot() + " is still active for another connection; nothing was deleted; retry"));
+      } else {
+        String why = error instanceof SinkException s ? s.getMessage() : SafeErrors.describe(error);
+        getContext().getLog().warn("pipeline {}: drop failed: {}", settings.name(), why);
+        done.replyTo().tell(new DropReply(status(), "failed",
+            "the drop failed (" + why + "); Weir's records of the pipeline are kept until a drop succeeds; retry"));
+      }
       return this;
     }
 

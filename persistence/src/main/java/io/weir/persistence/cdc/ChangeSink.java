@@ -122,6 +122,19 @@ public interface ChangeSink extends AutoCloseable {
     return java.util.concurrent.CompletableFuture.completedFuture(Optional.empty());
   }
 
+  /**
+   * The pipeline was dropped ({@code DELETE /admin/pipelines/{name}}): its slot is gone, and the
+   * next start creates a new slot and incarnation. A sink that keeps its checkpoint outside Weir's
+   * {@code cdc_checkpoint} table forgets this pipeline's checkpoint here (and only that: its data
+   * stays), so the next start is a first start instead of a {@code slot-lost} halt. Called while
+   * the pipeline is stopped, before Weir deletes its own records; a failure leaves the pipeline
+   * halting {@code slot-lost} on its next start until the drop is repeated. Default: nothing to
+   * forget (checkpoints in {@code cdc_checkpoint}, or keyed by the slot incarnation).
+   */
+  default CompletionStage<Void> forget(String pipeline) {
+    return java.util.concurrent.CompletableFuture.completedFuture(null);
+  }
+
   /** Releases resources; the pipeline is stopped or restarting. */
   @Override
   default void close() {}

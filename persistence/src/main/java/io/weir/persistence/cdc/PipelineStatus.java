@@ -3,7 +3,8 @@ package io.weir.persistence.cdc;
 /**
  * A pipeline's state for operators. Every field is value-free.
  *
- * @param state running, connecting, backoff, halted or stopped
+ * @param state running, connecting, backoff, halted, stopped, dropping or dropped (its slot and
+ *     checkpoints were dropped; a start is a first start)
  * @param reason the typed halt reason ({@link HaltReason#wire()}) when halted, else null
  * @param detail value-free detail of the halt or of the last transient error, else null
  * @param confirmedLsn the position last confirmed to PostgreSQL as flushed

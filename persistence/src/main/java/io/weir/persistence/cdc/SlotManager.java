@@ -147,11 +147,15 @@ public final class SlotManager {
   private record SlotRow(String plugin, String database, String walStatus, Lsn confirmedFlush) {}
 
   private Optional<SlotRow> slot(Connection source) throws SQLException {
+    return slot(source, settings.slot());
+  }
+
+  private Optional<SlotRow> slot(Connection source, String name) throws SQLException {
     try (PreparedStatement ps =
         source.prepareStatement(
             "SELECT plugin, database, wal_status, confirmed_flush_lsn::text FROM pg_replication_slots "
                 + "WHERE slot_name = ? AND slot_type = 'logical'")) {
-      ps.setString(1, settings.slot());
+      ps.setString(1, name);
       try (ResultSet rs = ps.executeQuery()) {
         if (!rs.next()) {
           return Optional.empty();
@@ -334,6 +338,93 @@ public final class SlotManager {
         "pipeline {}: created slot {} with an exported snapshot, consistent at {} (incarnation {})",
         settings.name(), settings.slot(), exported.consistentPoint(), incarnation.id());
     return new Prepared(incarnation, exported.consistentPoint(), Optional.of(exported));
+  }
+
+  /** The slot stayed active for another connection through every attempt to drop it. */
+  public static final class SlotActiveException extends Exception {
+    private final String slot;
+
+    public SlotActiveException(String slot) {
+      super("slot " + slot + " is active for another connection");
+      this.slot = slot;
+    }
+
+    public String slot() {
+      return slot;
+    }
+  }
+
+  /**
+   * Drops the pipeline's logical slot on the source: the configured one and, when Weir's record
+   * names another, that one too. A slot that does not exist is skipped. While PostgreSQL reports a
+   * slot active (SQLState 55006: a walsender of a connection that is going away) it retries up to
+   * {@code attempts} times {@code pause} apart. Blocking. Weir's records are not touched: call
+   * {@link #forgetRecords} once this returned.
+   *
+   * @return the slots dropped (empty: none existed)
+   */
+  public List<String> dropSlots(Connection source, int attempts, Duration pause)
+      throws SQLException, SlotActiveException, InterruptedException {
+    List<String> names = new ArrayList<>();
+    names.add(settings.slot());
+    Optional<Recorded> record = recorded();
+    if (record.isPresent() && !record.get().slotName().equals(settings.slot())) {
+      names.add(record.get().slotName());
+    }
+    List<String> dropped = new ArrayList<>();
+    for (String name : names) {
+      for (int attempt = 1; ; attempt++) {
+        if (slot(source, name).isEmpty()) {
+          break;
+        }
+        try (PreparedStatement ps = source.prepareStatement("SELECT pg_drop_replication_slot(?)")) {
+          ps.setString(1, name);
+          ps.execute();
+          dropped.add(name);
+          break;
+        } catch (SQLException e) {
+          String state = e.getSQLState();
+          if ("42704".equals(state)) {
+            break; // gone meanwhile
+          }
+          if (!"55006".equals(state)) {
+            throw e;
+          }
+          if (attempt >= attempts) {
+            throw new SlotActiveException(name);
+          }
+          Thread.sleep(pause.toMillis());
+        }
+      }
+    }
+    return dropped;
+  }
+
+  /**
+   * Deletes everything Weir keeps for this pipeline in its own schema, in one transaction: the slot
+   * record ({@code cdc_slot}), the library checkpoint and snapshot progress ({@code
+   * cdc_checkpoint}) and the accepted table shapes ({@code cdc_relation}). Afterwards the next start
+   * is a first start. Only after the slot is gone ({@link #dropSlots}).
+   */
+  public void forgetRecords() throws SQLException {
+    try (Connection c = stateStore.getConnection()) {
+      boolean autoCommit = c.getAutoCommit();
+      c.setAutoCommit(false);
+      try {
+        for (String table : List.of("cdc_slot", "cdc_checkpoint", "cdc_relation")) {
+          try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + stateSchema + "." + table + " WHERE pipeline = ?")) {
+            ps.setString(1, settings.name());
+            ps.executeUpdate();
+          }
+        }
+        c.commit();
+      } catch (SQLException | RuntimeException e) {
+        c.rollback();
+        throw e;
+      } finally {
+        c.setAutoCommit(autoCommit);
+      }
+    }
   }
 
   private void dropSlot(Connection source) throws SQLException {

@@ -204,6 +204,29 @@ public final class PostgresMirrorSink implements ChangeSink {
         });
   }
 
+  /**
+   * Deletes the pipeline's checkpoint row (with its incremental snapshot progress) from the
+   * checkpoint table; the mirror tables and the applied log stay. Nothing to do when the table does
+   * not exist.
+   */
+  @Override
+  public CompletionStage<Void> forget(String pipeline) {
+    Objects.requireNonNull(pipeline, "pipeline");
+    return onExecutor(() -> {
+      try (Connection c = dataSource.getConnection()) {
+        c.setAutoCommit(true);
+        if (exists(c, TABLE_EXISTS_SQL, settings.targetSchema(), settings.checkpointTable())) {
+          try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + checkpointQualified + " WHERE pipeline = ?")) {
+            ps.setString(1, pipeline);
+            ps.executeUpdate();
+          }
+        }
+      }
+      opened = null;
+      return null;
+    });
+  }
+
   /** Applies the batch and moves the checkpoint in one database transaction; see class docs. */
   @Override
   public CompletionStage<Void> apply(List<Transaction> transactions) {

@@ -105,6 +105,11 @@ public final class NodeProcess implements AutoCloseable {
       return this;
     }
 
+    public Spec httpPort(int port) {
+      this.httpPort = port;
+      return this;
+    }
+
     public Spec clusterPort(int port) {
       clusterPort = port;
       return this;

@@ -4,31 +4,22 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.ConfigFactory;
 import io.weir.persistence.testing.TestPostgres;
-import io.weir.sharding.partition.Partition;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-import java.util.TreeMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
-import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
-import org.apache.pekko.persistence.query.EventEnvelope;
-import org.apache.pekko.persistence.query.PersistenceQuery;
-import org.apache.pekko.stream.javadsl.Sink;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -43,7 +34,6 @@ import org.junit.jupiter.api.Test;
  * -Dweir.crash.min-transactions} (default 2000).
  */
 class PartitionCrashIT extends EndToEndTest {
-  private static final ObjectMapper JSON = new ObjectMapper();
   private static final int PARTITIONS = 64;
 
   @Test
@@ -87,103 +77,22 @@ class PartitionCrashIT extends EndToEndTest {
     ActorSystem<Void> reader = ActorSystem.create(Behaviors.empty(), "pcrash-reader",
         ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf"))));
     try {
-      Map<Long, JsonNode> source = source();
-      Outcome[] last = new Outcome[1];
+      Map<Long, JsonNode> source = OutboxAudit.source(db);
+      OutboxAudit.Outcome[] last = new OutboxAudit.Outcome[1];
       await("the partitions catch up with the source").atMost(Duration.ofMinutes(3)).pollInterval(Duration.ofSeconds(2))
           .until(() -> {
-            last[0] = check(reader, source);
-            return last[0].documentDiff == 0;
+            last[0] = OutboxAudit.check(reader, PARTITIONS, source);
+            return last[0].documentDiff() == 0;
           });
-      Outcome o = last[0];
+      OutboxAudit.Outcome o = last[0];
       System.out.printf("partition-crash: kills=%d transactions=%d rows=%d outbox-entries=%d loss=%d dup=%d doc-diff=%d order-errors=%d seed=%d delays-ms=%s%n",
-          kills, committed.size(), source.size(), o.entries, o.loss, o.dup, o.documentDiff, o.orderErrors, seed, delays);
-      assertThat(o.loss).as("every committed change is in the outbox (loss)").isZero();
-      assertThat(o.dup).as("no change is in the outbox twice (dup)").isZero();
-      assertThat(o.orderErrors).as("revisions 1..n in outbox order").isZero();
-      assertThat(o.documentDiff).as("documents equal the source").isZero();
+          kills, committed.size(), source.size(), o.entries(), o.loss(), o.dup(), o.documentDiff(), o.orderErrors(), seed, delays);
+      assertThat(o.loss()).as("every committed change is in the outbox (loss)").isZero();
+      assertThat(o.dup()).as("no change is in the outbox twice (dup)").isZero();
+      assertThat(o.orderErrors()).as("revisions 1..n in outbox order").isZero();
+      assertThat(o.documentDiff()).as("documents equal the source").isZero();
     } finally {
       reader.terminate();
     }
-  }
-
-  private record Outcome(long entries, long loss, long dup, long documentDiff, long orderErrors) {}
-
-  /** The source table: id -> row as JSON; deleted rows are absent. */
-  private Map<Long, JsonNode> source() throws Exception {
-    Map<Long, JsonNode> out = new TreeMap<>();
-    try (Connection c = db.connect();
-        ResultSet rs = c.createStatement().executeQuery("SELECT id, row_to_json(s)::text FROM public.src s")) {
-      while (rs.next()) {
-        out.put(rs.getLong(1), JSON.readTree(rs.getString(2)));
-      }
-    }
-    return out;
-  }
-
-  private Outcome check(ActorSystem<Void> reader, Map<Long, JsonNode> source) throws Exception {
-    JdbcReadJournal journal = PersistenceQuery.get(reader).getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
-    Map<Long, List<Partition.OutboxEntry>> byId = new HashMap<>();
-    long entries = 0;
-    long orderErrors = 0;
-    for (int p = 0; p < PARTITIONS; p++) {
-      List<EventEnvelope> events = journal.currentEventsByPersistenceId(Partition.persistenceId(p).id(), 0, Long.MAX_VALUE)
-          .runWith(Sink.seq(), reader).toCompletableFuture().get();
-      long expectedSequence = 1;
-      for (EventEnvelope e : events) {
-        if (!(e.event() instanceof Partition.Written written)) {
-          continue;
-        }
-        for (Partition.FrameApplied f : written.frames()) {
-          for (Partition.OutboxEntry x : f.entries()) {
-            if (x.sequence() != expectedSequence++) {
-              orderErrors++;
-            }
-            byId.computeIfAbsent(Long.parseLong(x.id()), k -> new ArrayList<>()).add(x);
-            entries++;
-          }
-        }
-      }
-    }
-    long loss = 0;
-    long dup = 0;
-    long diff = 0;
-    java.util.Set<Long> ids = new java.util.TreeSet<>(byId.keySet());
-    ids.addAll(source.keySet());
-    for (long id : ids) {
-      List<Partition.OutboxEntry> list = byId.getOrDefault(id, List.of());
-      JsonNode row = source.get(id);
-      if (list.isEmpty()) {
-        loss += 1 + (row.get("v").asLong() - id);
-        diff++;
-        continue;
-      }
-      for (int i = 0; i < list.size(); i++) {
-        if (list.get(i).revision() != i + 1) {
-          orderErrors++;
-        }
-      }
-      Partition.OutboxEntry lastEntry = list.get(list.size() - 1);
-      long expected;
-      if (lastEntry.kind().equals("delete")) {
-        long vBefore = lastEntry.before() == null ? id : JSON.readTree(lastEntry.before()).get("v").asLong();
-        expected = 1 + (vBefore - id) + 1;
-        if (row != null) {
-          diff++;
-        }
-      } else {
-        JsonNode doc = JSON.readTree(lastEntry.after());
-        if (row == null || !doc.equals(row)) {
-          diff++;
-        }
-        expected = 1 + ((row == null ? doc : row).get("v").asLong() - id);
-      }
-      long actual = list.size();
-      if (actual > expected) {
-        dup += actual - expected;
-      } else {
-        loss += expected - actual;
-      }
-    }
-    return new Outcome(entries, loss, dup, diff, orderErrors);
   }
 }

@@ -1,8 +1,11 @@
 package io.weir.node;
 
+import io.weir.node.cdc.PipelineManager;
 import io.weir.persistence.StorageStatus;
 import io.weir.protocol.http.ClusterStatus;
 import io.weir.protocol.http.Readiness;
+import io.weir.sharding.partition.PartitionSharding;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -10,6 +13,9 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.SortedSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.function.Supplier;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -18,18 +24,31 @@ import org.apache.pekko.cluster.Member;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 
-/** Read-only view of this node for the health and admin routes: readiness and cluster membership. */
+/** Read-only view of this node for the health and admin routes: readiness, membership and placement. */
 public final class NodeView {
+  private static final Duration ASK_TIMEOUT = Duration.ofSeconds(3);
+
+  /** For a node view without a pipeline manager (tests of the HTTP layer): no slot owner is known. */
+  public static final Supplier<CompletionStage<PipelineManager.PipelineList>> NO_PIPELINES =
+      () -> CompletableFuture.failedFuture(new IllegalStateException("no pipeline manager"));
+
   private final ActorSystem<?> system;
   private final Cluster cluster;
   private final Supplier<StorageStatus> storage;
   private final int partitions;
+  private final Supplier<CompletionStage<PipelineManager.PipelineList>> pipelines;
 
-  public NodeView(ActorSystem<?> system, Supplier<StorageStatus> storage, int partitions) {
+  /**
+   * @param pipelines asks the pipeline manager (a cluster singleton) for every pipeline's status
+   */
+  public NodeView(
+      ActorSystem<?> system, Supplier<StorageStatus> storage, int partitions,
+      Supplier<CompletionStage<PipelineManager.PipelineList>> pipelines) {
     this.system = system;
     this.cluster = Cluster.get(system);
     this.storage = storage;
     this.partitions = partitions;
+    this.pipelines = pipelines;
   }
 
   /** Where the partitions run, as the shard regions report it (asks every region, 3 s at most). */
@@ -49,23 +68,41 @@ public final class NodeView {
     return new Readiness(member == MemberStatus.up() && store.isReady(), checks);
   }
 
-  public ClusterStatus clusterStatus() {
+  /**
+   * Membership as this node sees it, with each member's partitions (asked of every shard region)
+   * and the slot owner (asked of the pipeline manager). Either ask may time out: the answer then
+   * says so (null partitions, null owner) instead of failing, since operators need it most when
+   * a node is in trouble.
+   */
+  public CompletionStage<ClusterStatus> clusterStatus() {
     CurrentClusterState state = cluster.state();
     Set<Member> unreachable = state.getUnreachable();
-    List<ClusterStatus.Member> members = new ArrayList<>();
-    for (Member m : state.getMembers()) {
-      members.add(
-          new ClusterStatus.Member(
-              m.address().toString(), statusName(m.status()), List.copyOf(m.getRoles().stream().sorted().toList()),
-              !unreachable.contains(m)));
-    }
-    members.sort(Comparator.comparing(ClusterStatus.Member::address));
-    List<String> unreachableAddresses = unreachable.stream().map(m -> m.address().toString()).sorted().toList();
-    Address leader = state.getLeader();
-    String clusterId = storage.get() instanceof StorageStatus.Ready r ? r.identity().clusterId().toString() : null;
-    return new ClusterStatus(
-        clusterId, cluster.selfMember().address().toString(), leader == null ? null : leader.toString(), members,
-        unreachableAddresses);
+    List<Address> addresses = new ArrayList<>();
+    state.getMembers().forEach(m -> addresses.add(m.address()));
+    CompletableFuture<Map<String, SortedSet<Integer>>> placement =
+        PartitionSharding.placement(system, addresses, ASK_TIMEOUT).toCompletableFuture();
+    CompletableFuture<PipelineManager.PipelineList> slots = pipelines.get().toCompletableFuture()
+        .exceptionally(e -> null);
+    return placement.thenCombine(slots, (byNode, list) -> {
+      List<ClusterStatus.Member> members = new ArrayList<>();
+      for (Member m : state.getMembers()) {
+        String address = m.address().toString();
+        SortedSet<Integer> running = byNode.get(address);
+        List<ClusterStatus.Slot> owned = list == null || !list.owner().equals(address)
+            ? List.of()
+            : list.pipelines().stream().map(p -> new ClusterStatus.Slot(p.name(), p.slot(), p.state())).toList();
+        members.add(new ClusterStatus.Member(
+            address, statusName(m.status()), m.getRoles().stream().sorted().toList(), !unreachable.contains(m),
+            running == null ? null : List.copyOf(running), owned));
+      }
+      members.sort(Comparator.comparing(ClusterStatus.Member::address));
+      List<String> unreachableAddresses = unreachable.stream().map(m -> m.address().toString()).sorted().toList();
+      Address leader = state.getLeader();
+      String clusterId = storage.get() instanceof StorageStatus.Ready r ? r.identity().clusterId().toString() : null;
+      return new ClusterStatus(
+          clusterId, cluster.selfMember().address().toString(), leader == null ? null : leader.toString(), members,
+          unreachableAddresses, list == null ? null : list.owner());
+    });
   }
 
   static String statusName(MemberStatus status) {

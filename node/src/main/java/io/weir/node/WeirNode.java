@@ -149,7 +149,7 @@ public final class WeirNode {
       scheduleReload(system, storage, settings.policyRefresh(), policies::loaded, policies::reload, "collection policies");
       Feeds feeds = new Feeds(documents, outbox, tokenKeys, policies,
           settings.feeds(), settings.feedDeadline(), java.time.Clock.systemUTC());
-      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions()),
+      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
           policies, feeds);
       ServerBinding binding;

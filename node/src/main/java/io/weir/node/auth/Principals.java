@@ -3,12 +3,15 @@ package io.weir.node.auth;
 import io.weir.node.OrderedLoads;
 import io.weir.persistence.PrincipalStore;
 import io.weir.persistence.PrincipalStore.StoredPrincipal;
+import java.time.Duration;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import javax.sql.DataSource;
 
@@ -83,5 +86,68 @@ public final class Principals implements Authenticator {
   /** A collection grant ({@code field} empty) or a field grant. */
   public CompletionStage<Void> changeGrant(String id, String collection, String grant, String field, boolean add) {
     return view.run(c -> PrincipalStore.changeGrant(c, schema, id, collection, grant, field, add)).thenApply(v -> null);
+  }
+
+  /**
+   * A miss reloads the principals before it is refused: every caller waits for a load that starts
+   * after it asked. Loads caused by misses run one at a time and at most one per {@link
+   * #MISS_RELOAD_GAP}, so unknown tokens (a typo, or someone guessing) cannot flood PostgreSQL;
+   * they only wait up to that long for their 401.
+   */
+  @Override
+  public CompletionStage<Optional<Principal>> authenticateFresh(String bearerToken) {
+    Optional<Principal> known = authenticate(bearerToken);
+    if (known.isPresent() || bearerToken == null || bearerToken.isEmpty()) {
+      return CompletableFuture.completedFuture(known);
+    }
+    return afterNextLoad().thenApply(v -> authenticate(bearerToken));
+  }
+
+  static final Duration MISS_RELOAD_GAP = Duration.ofSeconds(1);
+
+  private CompletableFuture<Void> nextLoad;
+  private boolean loading;
+  private boolean startScheduled;
+  private long lastLoadStart = System.nanoTime() - MISS_RELOAD_GAP.toNanos();
+
+  private synchronized CompletableFuture<Void> afterNextLoad() {
+    if (nextLoad == null) {
+      nextLoad = new CompletableFuture<>();
+    }
+    CompletableFuture<Void> mine = nextLoad;
+    startLoadIfDue();
+    return mine;
+  }
+
+  private synchronized void startLoadIfDue() {
+    if (loading || startScheduled || nextLoad == null) {
+      return;
+    }
+    long wait = lastLoadStart + MISS_RELOAD_GAP.toNanos() - System.nanoTime();
+    if (wait > 0) {
+      startScheduled = true;
+      CompletableFuture.delayedExecutor(wait, TimeUnit.NANOSECONDS).execute(() -> {
+        synchronized (this) {
+          startScheduled = false;
+          startLoadIfDue();
+        }
+      });
+      return;
+    }
+    CompletableFuture<Void> waiting = nextLoad;
+    nextLoad = null;
+    loading = true;
+    lastLoadStart = System.nanoTime();
+    view.run(null).whenComplete((v, e) -> {
+      synchronized (this) {
+        loading = false;
+      }
+      if (e == null) {
+        waiting.complete(null);
+      } else {
+        waiting.completeExceptionally(e);
+      }
+      startLoadIfDue();
+    });
   }
 }

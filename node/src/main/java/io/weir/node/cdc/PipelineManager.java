@@ -61,7 +61,12 @@ public final class PipelineManager {
       implements Command {}
 
   /** Every pipeline's status, sorted by name. */
-  public record PipelineList(List<PipelineStatus> pipelines) implements CborSerializable {
+  /**
+   * Every pipeline's status.
+   *
+   * @param owner cluster address of the node running the pipelines: the one consumer of their slots
+   */
+  public record PipelineList(String owner, List<PipelineStatus> pipelines) implements CborSerializable {
     public PipelineList {
       pipelines = List.copyOf(pipelines);
     }
@@ -170,9 +175,10 @@ public final class PipelineManager {
       List<ActorRef<CdcPipeline.Command>> pipelines, ActorRef<PipelineList> replyTo) {
     return Behaviors.setup(ctx -> {
       pipelines.forEach(p -> p.tell(new CdcPipeline.GetStatus(ctx.getSelf())));
+      String owner = org.apache.pekko.cluster.typed.Cluster.get(ctx.getSystem()).selfMember().address().toString();
       List<PipelineStatus> got = new ArrayList<>();
       if (pipelines.isEmpty()) {
-        replyTo.tell(new PipelineList(got));
+        replyTo.tell(new PipelineList(owner, got));
         return Behaviors.stopped();
       }
       ctx.setReceiveTimeout(Duration.ofSeconds(5), new PipelineStatus(null, "timeout", null, null, null, null, 0, 0, 0, 0, null, null));
@@ -183,7 +189,7 @@ public final class PipelineManager {
             }
             if (s.name() == null || got.size() == pipelines.size()) {
               got.sort(Comparator.comparing(PipelineStatus::name));
-              replyTo.tell(new PipelineList(got));
+              replyTo.tell(new PipelineList(owner, got));
               return Behaviors.stopped();
             }
             return Behaviors.same();

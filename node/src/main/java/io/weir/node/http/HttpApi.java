@@ -181,7 +181,9 @@ public final class HttpApi extends JsonRoutes {
 
   private Route adminRoutes() {
     return concat(
-        path("cluster", () -> get(() -> jsonLazy(200, node::clusterStatus))),
+        path("cluster", () -> get(() -> onComplete(node.clusterStatus(), result -> result.isSuccess()
+            ? json(200, result.get())
+            : error(ErrorCode.UNAVAILABLE, "the cluster state could not be collected in time; retry")))),
         path("partitions", () -> get(() -> onComplete(node.partitionsStatus(), result -> result.isSuccess()
             ? json(200, result.get())
             : error(ErrorCode.UNAVAILABLE, "the shard regions did not answer in time; retry")))),
@@ -798,14 +800,26 @@ public final class HttpApi extends JsonRoutes {
     return optionalHeaderValueByName(
         "Authorization",
         header -> {
-          Optional<Principal> principal = header.flatMap(HttpApi::bearerToken).flatMap(authenticator::authenticate);
-          if (principal.isEmpty()) {
-            return complete(
-                response(401, ErrorBody.of(ErrorCode.UNAUTHENTICATED, "a valid bearer token is required"))
-                    .addHeader(RawHeader.create("WWW-Authenticate", "Bearer realm=\"weir\"")));
+          Optional<String> token = header.flatMap(HttpApi::bearerToken);
+          if (token.isEmpty()) {
+            return unauthenticated();
           }
-          return inner.apply(principal.get());
+          // An unknown token is looked up again after a fresh load (a principal created through
+          // another node a moment ago); a load that fails answers 503, not a misleading 401.
+          return onComplete(authenticator.authenticateFresh(token.get()), result -> {
+            if (result.isFailure()) {
+              log.warn("principals could not be loaded: {}", SafeErrors.describe(result.failed().get()));
+              return error(ErrorCode.UNAVAILABLE, "principals could not be loaded; retry");
+            }
+            return result.get().isPresent() ? inner.apply(result.get().get()) : unauthenticated();
+          });
         });
+  }
+
+  private Route unauthenticated() {
+    return complete(
+        response(401, ErrorBody.of(ErrorCode.UNAUTHENTICATED, "a valid bearer token is required"))
+            .addHeader(RawHeader.create("WWW-Authenticate", "Bearer realm=\"weir\"")));
   }
 
   static Optional<String> bearerToken(String authorization) {
@@ -835,9 +849,6 @@ public final class HttpApi extends JsonRoutes {
 
 
 
-  private Route jsonLazy(int status, Supplier<?> body) {
-    return extractRequestContext(ctx -> json(status, body.get()));
-  }
 
 
 }

@@ -90,7 +90,7 @@ class DocumentApiTest {
     documents = new Documents(kit.system(), PARTITIONS, List.of(cdc), Duration.ofSeconds(10));
     TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
-    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), () -> storage, PARTITIONS), null, null, documents, MAX_BYTES);
+    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), () -> storage, PARTITIONS, NodeView.NO_PIPELINES), null, null, documents, MAX_BYTES);
     binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {

@@ -143,7 +143,7 @@ abstract class FeedNodeFixture {
     Feeds feeds = new Feeds(documents, OutboxReader.jdbc(kit.system()), keys, policies,
         new Feeds.Limits(100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24)), clock);
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
-    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, partitions()), null, null,
+    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, partitions(), NodeView.NO_PIPELINES), null, null,
         documents, maxDocumentBytes(), projections(documents, keys, clock), keys, principals, policies, feeds);
     binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);

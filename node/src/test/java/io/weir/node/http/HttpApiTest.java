@@ -59,7 +59,7 @@ class HttpApiTest {
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
     TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
-    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), storage::get, 64), null, () -> "# test metrics\n");
+    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES), null, () -> "# test metrics\n");
     binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
@@ -125,6 +125,10 @@ class HttpApiTest {
     assertThat(member.get("address").asText()).isEqualTo(body.get("self").asText());
     assertThat(body.get("leader").asText()).isEqualTo(body.get("self").asText());
     assertThat(body.get("unreachable")).isEmpty();
+    // No shard region and no pipeline manager here: the answer still comes, and says it does not know.
+    assertThat(member.get("partitions").isNull()).as("placement unknown without a shard region").isTrue();
+    assertThat(member.get("slots")).isEmpty();
+    assertThat(body.get("slotOwner").isNull()).as("slot owner unknown without a pipeline manager").isTrue();
   }
 
   @Test

@@ -3,13 +3,23 @@ package io.weir.sharding.partition;
 import io.weir.sharding.partition.PartitionProtocol.Command;
 import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.SortedSet;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.function.BooleanSupplier;
+import org.apache.pekko.actor.ActorSelection;
+import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.RootActorPath;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.sharding.ShardRegion;
@@ -17,6 +27,7 @@ import org.apache.pekko.cluster.sharding.typed.GetClusterShardingStats;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityRef;
+import org.apache.pekko.pattern.Patterns;
 
 /**
  * The partitions on Cluster Sharding: entity {@code weir-partition}, entity id = the partition
@@ -108,5 +119,45 @@ public final class PartitionSharding {
       });
       return out;
     });
+  }
+
+  /**
+   * Which partitions run on which node: asks the partition shard region of every {@code members}
+   * address for its entities. A region that does not answer within {@code timeout} is left out of
+   * the map (its node is shown without placement), so one slow or unreachable node never blocks the
+   * answer for the others.
+   */
+  public static CompletionStage<Map<String, SortedSet<Integer>>> placement(
+      ActorSystem<?> system, Collection<Address> members, Duration timeout) {
+    org.apache.pekko.actor.ActorSystem classic = Adapter.toClassic(system);
+    List<CompletableFuture<Map.Entry<String, SortedSet<Integer>>>> asks = new ArrayList<>();
+    for (Address address : members) {
+      ActorSelection region = classic.actorSelection(
+          new RootActorPath(address, "/").child("system").child("sharding")
+              .child(PartitionEntity.TYPE_KEY.name()));
+      asks.add(Patterns.ask(region, ShardRegion.getShardRegionStateInstance(), timeout)
+          .toCompletableFuture()
+          .thenApply(reply -> {
+            SortedSet<Integer> ids = new TreeSet<>();
+            for (ShardRegion.ShardState shard : ((ShardRegion.CurrentShardRegionState) reply).getShards()) {
+              for (String id : shard.getEntityIds()) {
+                ids.add(Integer.parseInt(id));
+              }
+            }
+            return Map.entry(address.toString(), ids);
+          })
+          .exceptionally(e -> null));
+    }
+    return CompletableFuture.allOf(asks.toArray(new CompletableFuture<?>[0]))
+        .thenApply(done -> {
+          Map<String, SortedSet<Integer>> out = new HashMap<>();
+          asks.forEach(a -> {
+            Map.Entry<String, SortedSet<Integer>> e = a.join();
+            if (e != null) {
+              out.put(e.getKey(), e.getValue());
+            }
+          });
+          return out;
+        });
   }
 }

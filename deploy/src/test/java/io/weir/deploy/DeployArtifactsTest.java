@@ -109,7 +109,8 @@ class DeployArtifactsTest {
     Set<String> env = nodeEnvironment();
     assertThat(env).contains(
         "WEIR_PG_URL", "WEIR_PG_USER", "WEIR_PG_PASSWORD", "WEIR_HTTP_HOST", "WEIR_HTTP_PORT", "WEIR_CLUSTER_HOST",
-        "WEIR_CLUSTER_PORT", "WEIR_SEED_NODES", "WEIR_ADMIN_TOKEN", "WEIR_PARTITIONS");
+        "WEIR_CLUSTER_PORT", "WEIR_SEED_NODES", "WEIR_ADMIN_TOKEN", "WEIR_PARTITIONS", "WEIR_BOOTSTRAP_DISCOVERY",
+        "WEIR_BOOTSTRAP_SERVICE", "WEIR_BOOTSTRAP_CONTACT_POINTS", "WEIR_MANAGEMENT_HOST", "WEIR_MANAGEMENT_PORT");
     String operations = Files.readString(repo.resolve("docs/operations.md"));
     for (String name : env) assertThat(operations).as("docs/operations.md documents " + name).contains(name);
   }
@@ -192,14 +193,22 @@ class DeployArtifactsTest {
     }
     assertThat(fromSecret).as("secrets come from a Secret").containsExactlyInAnyOrder("WEIR_PG_PASSWORD", "WEIR_ADMIN_TOKEN");
     assertThat(config).as("no secret in the ConfigMap").doesNotContainKeys("WEIR_PG_PASSWORD", "WEIR_ADMIN_TOKEN");
-    assertThat(env.keySet()).contains("WEIR_PG_URL", "WEIR_CLUSTER_HOST", "WEIR_SEED_NODES", "WEIR_PARTITIONS");
+    assertThat(env.keySet()).contains("WEIR_PG_URL", "WEIR_CLUSTER_HOST", "WEIR_PARTITIONS");
 
-    // The node's own address is its stable DNS name, and every seed is one of those names.
+    // The node's own address is its stable DNS name; the nodes find each other by bootstrap with
+    // Kubernetes API discovery: the pods selected by the template's label, asked on their port
+    // named "management", which is the node's management port, and as many contact points as replicas.
     assertThat(env.get("WEIR_CLUSTER_HOST")).isEqualTo("$(POD_NAME)." + headless);
-    int remoting = ports.get("remoting");
-    List<String> expectedSeeds = new ArrayList<>();
-    for (int i = 0; i < 3; i++) expectedSeeds.add(sts.get("metadata") instanceof Map<?, ?> m ? m.get("name") + "-" + i + "." + headless + ":" + remoting : "");
-    assertThat(List.of(config.get("WEIR_SEED_NODES").split(","))).isEqualTo(expectedSeeds);
+    assertThat(env).doesNotContainKey("WEIR_SEED_NODES");
+    assertThat(config.get("WEIR_BOOTSTRAP_DISCOVERY")).isEqualTo("kubernetes-api");
+    assertThat(Integer.parseInt(config.get("WEIR_BOOTSTRAP_CONTACT_POINTS"))).isEqualTo(spec.get("replicas"));
+    assertThat(ports.get("management")).isEqualTo(Integer.parseInt(config.get("WEIR_MANAGEMENT_PORT")));
+    String jvm = config.get("JAVA_TOOL_OPTIONS");
+    assertThat(jvm).contains("-Dpekko.management.cluster.bootstrap.contact-point-discovery.port-name=management");
+    Map<String, Object> podLabels = map(map(map(spec.get("template"), "template").get("metadata"), "metadata").get("labels"), "labels");
+    String selector = jvm.replaceAll(".*-Dpekko\\.discovery\\.kubernetes-api\\.pod-label-selector=(\\S+).*", "$1");
+    String[] kv = selector.replace("%s", config.get("WEIR_BOOTSTRAP_SERVICE")).split("=", 2);
+    assertThat(podLabels.get(kv[0])).as("the discovery selector %s matches the pods' label", selector).isEqualTo(kv[1]);
 
     // Services route to ports the container declares.
     for (String svc : List.of(headless, "weir-http")) {

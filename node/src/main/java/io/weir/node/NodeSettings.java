@@ -37,7 +37,8 @@ public record NodeSettings(
     Duration principalRefresh,
     Duration policyRefresh,
     Feeds.Limits feeds,
-    Duration feedDeadline) {
+    Duration feedDeadline,
+    java.util.Optional<Bootstrap> bootstrap) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -78,6 +79,19 @@ public record NodeSettings(
    */
   public record Projections(
       int defaultReadEntries, int maxReadEntries, long defaultReadBytes, long maxReadBytes, long maxEffectBytes) {}
+
+  /**
+   * Cluster bootstrap through Pekko Management ({@code weir.cluster.bootstrap.*}), used instead of
+   * seed nodes when a discovery method is set.
+   *
+   * @param discoveryMethod the Pekko Discovery method, e.g. {@code kubernetes-api} or {@code config}
+   * @param serviceName the name discovery looks up
+   * @param requiredContactPoints contact points that must be seen before a cluster is formed
+   * @param managementHost host of this node's Pekko Management HTTP endpoint
+   * @param managementPort its port
+   */
+  public record Bootstrap(
+      String discoveryMethod, String serviceName, int requiredContactPoints, String managementHost, int managementPort) {}
 
   /** A host and port, e.g. one seed node. */
   public record HostPort(String host, int port) {
@@ -134,7 +148,32 @@ public record NodeSettings(
         v.positiveDuration("weir.principals.refresh"),
         v.positiveDuration("weir.policies.refresh"),
         feeds(v),
-        v.positiveDuration("weir.feeds.deadline"));
+        v.positiveDuration("weir.feeds.deadline"),
+        bootstrap(v));
+  }
+
+  private static java.util.Optional<Bootstrap> bootstrap(ConfigValues v) {
+    String method = v.optionalString("weir.cluster.bootstrap.discovery-method");
+    if (method == null || method.isBlank()) {
+      return java.util.Optional.empty();
+    }
+    if (!method.matches("[a-z][a-z0-9-]{0,63}")) {
+      throw new SettingsException("weir.cluster.bootstrap.discovery-method",
+          "must be a Pekko Discovery method name such as kubernetes-api or config");
+    }
+    String seeds = v.optionalString("weir.cluster.seed-nodes");
+    if (seeds != null && !seeds.isBlank()) {
+      throw new SettingsException("weir.cluster.bootstrap.discovery-method",
+          "cannot be used together with weir.cluster.seed-nodes: choose seed nodes or bootstrap");
+    }
+    String service = v.requiredString("weir.cluster.bootstrap.service-name");
+    if (!service.matches("[A-Za-z0-9][A-Za-z0-9.-]{0,252}")) {
+      throw new SettingsException("weir.cluster.bootstrap.service-name", "must be a DNS-style name");
+    }
+    return java.util.Optional.of(new Bootstrap(method, service,
+        v.positiveInt("weir.cluster.bootstrap.required-contact-points"),
+        v.requiredString("weir.cluster.bootstrap.management-host"),
+        v.port("weir.cluster.bootstrap.management-port", true)));
   }
 
   /** A read budget: {@code <prefix>.default-entries|max-entries|default-bytes|max-bytes}, defaults within maxima. */

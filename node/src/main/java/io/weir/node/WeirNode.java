@@ -198,7 +198,21 @@ public final class WeirNode {
 
   private static void joinCluster(ActorSystem<?> system, NodeSettings settings) {
     Cluster cluster = Cluster.get(system);
-    if (settings.seedNodes().isEmpty()) {
+    if (settings.bootstrap().isPresent()) {
+      NodeSettings.Bootstrap b = settings.bootstrap().get();
+      log.info("joining the cluster by bootstrap: discovery {} of service {}, {} contact points required",
+          b.discoveryMethod(), b.serviceName(), b.requiredContactPoints());
+      org.apache.pekko.actor.ActorSystem classic = org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(system);
+      try {
+        org.apache.pekko.management.javadsl.PekkoManagement.get(classic).start().toCompletableFuture()
+            .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
+      } catch (Exception e) {
+        system.terminate();
+        throw new NodeStartException(
+            "cannot bind the management endpoint on " + b.managementHost() + ":" + b.managementPort(), e);
+      }
+      org.apache.pekko.management.cluster.bootstrap.ClusterBootstrap.get(classic).start();
+    } else if (settings.seedNodes().isEmpty()) {
       log.info("no seed nodes configured: forming a single-node cluster");
       cluster.manager().tell(Join.create(cluster.selfMember().address()));
     } else {

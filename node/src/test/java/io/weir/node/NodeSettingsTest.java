@@ -106,6 +106,26 @@ class NodeSettingsTest {
   }
 
   @Test
+  void bootstrapIsOffByDefaultValidatedAndExclusiveWithSeeds() {
+    assertThat(NodeSettings.create(with(Map.of())).bootstrap()).isEmpty();
+    NodeSettings.Bootstrap b = NodeSettings.create(with(Map.of(
+        "weir.cluster.bootstrap.discovery-method", "kubernetes-api", "weir.cluster.bootstrap.management-port", 7700)))
+        .bootstrap().orElseThrow();
+    assertThat(b).isEqualTo(new NodeSettings.Bootstrap("kubernetes-api", "weir", 3, "127.0.0.1", 7700));
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.cluster.bootstrap.discovery-method", "Kube API!"))))
+        .isInstanceOfSatisfying(SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.cluster.bootstrap.discovery-method"));
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of(
+        "weir.cluster.bootstrap.discovery-method", "config", "weir.cluster.seed-nodes", "h:25520"))))
+        .isInstanceOfSatisfying(SettingsException.class,
+            e -> assertThat(e.getMessage()).contains("weir.cluster.seed-nodes"));
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of(
+        "weir.cluster.bootstrap.discovery-method", "config", "weir.cluster.bootstrap.required-contact-points", 0))))
+        .isInstanceOfSatisfying(SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.cluster.bootstrap.required-contact-points"));
+  }
+
+  @Test
   void missingOrForeignPostgresUrlIsRefused() {
     Config noUrl = with(Map.of()).withoutPath("weir.postgres.url");
     assertThatThrownBy(() -> NodeSettings.create(noUrl))

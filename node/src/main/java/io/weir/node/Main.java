@@ -65,6 +65,10 @@ public final class Main implements Runnable {
         System.err.println("weir: configuration error: " + e.getMessage());
         return EXIT_CONFIG;
       } catch (WeirNode.NodeStartException e) {
+        if (e.refusedByStorage()) {
+          System.err.println("weir: configuration error: " + e.getMessage());
+          return EXIT_CONFIG;
+        }
         System.err.println("weir: " + e.getMessage() + " (" + SafeErrors.describe(e.getCause()) + ")");
         return EXIT_START;
       }

@@ -166,8 +166,8 @@ public final class WeirNode {
                 .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
       } catch (Exception e) {
         system.terminate();
-        throw new NodeStartException(
-            "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e);
+        throw refusedOr(storage, new NodeStartException(
+            "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e));
       }
       binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
       InetSocketAddress http = binding.localAddress();
@@ -187,8 +187,20 @@ public final class WeirNode {
     } catch (RuntimeException | LinkageError e) {
       // Never leave a half-started node running: its actor system would keep the JVM alive.
       system.terminate();
-      throw new NodeStartException("start-up failed", e);
+      throw refusedOr(storage, new NodeStartException("start-up failed", e));
     }
+  }
+
+  /**
+   * The storage monitor may refuse the node (partition count, PostgreSQL's certificate) while
+   * start-up is still going, and its shutdown then fails what start-up does next (e.g. the HTTP
+   * bind): the refusal is the cause to report, not that failure.
+   */
+  private static NodeStartException refusedOr(AtomicReference<StorageStatus> storage, NodeStartException failure) {
+    if (storage.get() instanceof StorageStatus.Refused refused) {
+      return new NodeStartException(refused.reason(), failure.getCause(), true);
+    }
+    return failure;
   }
 
   /**
@@ -278,8 +290,20 @@ public final class WeirNode {
 
   /** The node could not start; the message names what failed, never a secret. */
   public static final class NodeStartException extends RuntimeException {
+    private final boolean refusedByStorage;
+
     NodeStartException(String message, Throwable cause) {
+      this(message, cause, false);
+    }
+
+    NodeStartException(String message, Throwable cause, boolean refusedByStorage) {
       super(message, cause);
+      this.refusedByStorage = refusedByStorage;
+    }
+
+    /** The database refused this node's configuration (the message says why): a configuration error. */
+    public boolean refusedByStorage() {
+      return refusedByStorage;
     }
   }
 }

@@ -66,6 +66,15 @@ public final class SafeErrors {
     public String description() {
       return description;
     }
+
+    /**
+     * True when the configuration and the server disagree (untrusted certificate, name mismatch,
+     * server without TLS): retrying cannot help. A bare handshake failure may be a connection cut
+     * during the handshake, so it is not.
+     */
+    public boolean isConfiguration() {
+      return this != HANDSHAKE;
+    }
   }
 
   /**

@@ -146,10 +146,11 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
 
   /**
    * Runs on the blocking-IO dispatcher. Migrates and loads the identity until that has succeeded once.
-   * A TLS failure ({@link SafeErrors#tlsFailure}) before storage was ever ready ({@code firstContact})
-   * refuses the node: the configured certificates do not fit this server, which retrying will not
-   * change. Later it only makes storage unavailable (e.g. a failover to a server whose certificate is
-   * not trusted yet), and the node keeps retrying.
+   * A TLS failure that retrying cannot fix ({@link SafeErrors.TlsFailure#isConfiguration()}: the
+   * server's certificate is not trusted or does not name the host, or the server offers no TLS)
+   * before storage was ever ready ({@code firstContact}) refuses the node: the settings do not fit
+   * this server. Later it only makes storage unavailable (e.g. a failover to a server whose
+   * certificate is not trusted yet), and the node keeps retrying.
    */
   static StorageStatus probe(Database database, StorageStatus.Ready known, int partitions, boolean firstContact) {
     String schema = database.settings().schema();
@@ -171,7 +172,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
       return new StorageStatus.Refused(Instant.now(), e.getMessage());
     } catch (Exception e) {
       SafeErrors.TlsFailure tls = SafeErrors.tlsFailure(e);
-      if (tls != null && firstContact) {
+      if (tls != null && tls.isConfiguration() && firstContact) {
         return new StorageStatus.Refused(Instant.now(), "weir.postgres.tls: " + tls.description()
             + "; check weir.postgres.tls.mode and root-cert against the server's certificate and the host in weir.postgres.url");
       }

@@ -41,6 +41,8 @@ class SafeErrorsTest {
         .isNull();
     for (SafeErrors.TlsFailure f : SafeErrors.TlsFailure.values()) {
       assertThat(f.description()).isNotBlank();
+      assertThat(f.isConfiguration()).as("%s: only a bare handshake failure may be transient", f)
+          .isEqualTo(f != SafeErrors.TlsFailure.HANDSHAKE);
     }
   }
 }

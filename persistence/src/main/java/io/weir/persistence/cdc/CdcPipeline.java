@@ -797,7 +797,8 @@ public final class CdcPipeline {
         if (tls != null) {
           described = "TLS to the source: " + tls.description() + "; check source.tls (or weir.postgres.tls)";
         }
-        counted = (tls != null || !SafeErrors.isConnectivity(error)) && !wasFlowing;
+        boolean configuration = tls != null && tls.isConfiguration();
+        counted = (configuration || !SafeErrors.isConnectivity(error)) && !wasFlowing;
       }
       if (counted && ++failedCycles > settings.maxCommandRetries()) {
         halt(HaltReason.RETRIES_EXHAUSTED, failedCycles - 1 + " retries failed; last error: " + described);

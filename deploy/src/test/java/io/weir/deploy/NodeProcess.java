@@ -45,13 +45,18 @@ public final class NodeProcess implements AutoCloseable {
   private final int httpPort;
   private final int clusterPort;
   private final Path log;
+  private final String scheme;
+  private final HttpClient http;
 
-  private NodeProcess(String name, Process process, int httpPort, int clusterPort, Path log) {
+  private NodeProcess(String name, Process process, int httpPort, int clusterPort, Path log, javax.net.ssl.SSLContext https) {
     this.name = name;
     this.process = process;
     this.httpPort = httpPort;
     this.clusterPort = clusterPort;
     this.log = log;
+    this.scheme = https == null ? "http" : "https";
+    this.http = https == null ? HTTP
+        : HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).sslContext(https).version(HttpClient.Version.HTTP_1_1).build();
   }
 
   /** Options for one node. */
@@ -64,6 +69,7 @@ public final class NodeProcess implements AutoCloseable {
     String maxHeap = "256m";
     int httpPort = freePort();
     int clusterPort = freePort();
+    javax.net.ssl.SSLContext https;
 
     public Spec(String name) {
       this.name = name;
@@ -107,6 +113,15 @@ public final class NodeProcess implements AutoCloseable {
 
     public Spec httpPort(int port) {
       this.httpPort = port;
+      return this;
+    }
+
+    /**
+     * The node serves HTTPS (its environment must set {@code WEIR_HTTP_TLS_*}): this node's requests
+     * go to {@code https://127.0.0.1:<port>} with a client whose SSL context is {@code trusting}.
+     */
+    public Spec https(javax.net.ssl.SSLContext trusting) {
+      https = trusting;
       return this;
     }
 
@@ -160,7 +175,7 @@ public final class NodeProcess implements AutoCloseable {
           env.put(k, v);
         }
       });
-      NodeProcess node = new NodeProcess(spec.name, pb.start(), spec.httpPort, spec.clusterPort, log);
+      NodeProcess node = new NodeProcess(spec.name, pb.start(), spec.httpPort, spec.clusterPort, log, spec.https);
       synchronized (LIVE) {
         LIVE.add(node);
       }
@@ -185,6 +200,10 @@ public final class NodeProcess implements AutoCloseable {
 
   public int clusterPort() {
     return clusterPort;
+  }
+
+  public int httpPort() {
+    return httpPort;
   }
 
   public String clusterAddress() {
@@ -218,12 +237,12 @@ public final class NodeProcess implements AutoCloseable {
   /** GET a path; empty when the node does not answer. */
   public Optional<HttpResponse<String>> get(String path, boolean asAdmin) {
     HttpRequest.Builder b =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path)).timeout(Duration.ofSeconds(5));
+        HttpRequest.newBuilder(URI.create(scheme + "://127.0.0.1:" + httpPort + path)).timeout(Duration.ofSeconds(5));
     if (asAdmin) {
       b.header("Authorization", "Bearer " + ADMIN_TOKEN);
     }
     try {
-      return Optional.of(HTTP.send(b.GET().build(), HttpResponse.BodyHandlers.ofString()));
+      return Optional.of(http.send(b.GET().build(), HttpResponse.BodyHandlers.ofString()));
     } catch (IOException e) {
       return Optional.empty();
     } catch (InterruptedException e) {
@@ -240,14 +259,14 @@ public final class NodeProcess implements AutoCloseable {
   /** POST a JSON body (null: none) to a path as administrator; empty when the node does not answer. */
   public Optional<HttpResponse<String>> post(String path, String jsonBody) {
     HttpRequest request =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path))
+        HttpRequest.newBuilder(URI.create(scheme + "://127.0.0.1:" + httpPort + path))
             .timeout(Duration.ofSeconds(15))
             .header("Authorization", "Bearer " + ADMIN_TOKEN)
             .header("Content-Type", "application/json")
             .POST(jsonBody == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(jsonBody))
             .build();
     try {
-      return Optional.of(HTTP.send(request, HttpResponse.BodyHandlers.ofString()));
+      return Optional.of(http.send(request, HttpResponse.BodyHandlers.ofString()));
     } catch (IOException e) {
       return Optional.empty();
     } catch (InterruptedException e) {
@@ -262,7 +281,7 @@ public final class NodeProcess implements AutoCloseable {
    */
   public Optional<HttpResponse<String>> send(String method, String path, String body, Map<String, String> headers) {
     HttpRequest.Builder b =
-        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path))
+        HttpRequest.newBuilder(URI.create(scheme + "://127.0.0.1:" + httpPort + path))
             .timeout(Duration.ofSeconds(15))
             .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
     headers.forEach(b::header);
@@ -270,7 +289,7 @@ public final class NodeProcess implements AutoCloseable {
       b.header("Authorization", "Bearer " + ADMIN_TOKEN);
     }
     try {
-      return Optional.of(HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString()));
+      return Optional.of(http.send(b.build(), HttpResponse.BodyHandlers.ofString()));
     } catch (IOException e) {
       return Optional.empty();
     } catch (InterruptedException e) {

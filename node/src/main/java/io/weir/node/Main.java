@@ -60,7 +60,15 @@ public final class Main implements Runnable {
       WeirNode node;
       try {
         node = WeirNode.start(config, settings);
+      } catch (SettingsException e) {
+        // A TLS file that changed between the settings check and its use.
+        System.err.println("weir: configuration error: " + e.getMessage());
+        return EXIT_CONFIG;
       } catch (WeirNode.NodeStartException e) {
+        if (e.refusedByStorage()) {
+          System.err.println("weir: configuration error: " + e.getMessage());
+          return EXIT_CONFIG;
+        }
         System.err.println("weir: " + e.getMessage() + " (" + SafeErrors.describe(e.getCause()) + ")");
         return EXIT_START;
       }

@@ -3,6 +3,8 @@ package io.weir.node;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
 import io.weir.node.cdc.PipelineConfig;
+import io.weir.node.tls.ClusterTls;
+import io.weir.node.tls.HttpTls;
 import io.weir.persistence.ConfigValues;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SettingsException;
@@ -13,7 +15,12 @@ import java.util.Map;
 
 /**
  * A node's validated settings ({@code weir.*}). {@link #create(Config)} throws a {@link
- * SettingsException} naming the first key at fault; a secret's value never appears in it.
+ * SettingsException} naming the first key at fault; a secret's value never appears in it. TLS key
+ * and trust stores ({@code weir.http.tls}, {@code weir.cluster.tls}) and PostgreSQL certificate files
+ * ({@code weir.postgres.tls}) are opened and checked here, so a node with unusable ones does not start.
+ *
+ * @param httpTls HTTPS on the HTTP port; empty: plain HTTP
+ * @param clusterTls mutual TLS on Pekko remoting; empty: plain TCP
  */
 public record NodeSettings(
     String httpHost,
@@ -38,6 +45,8 @@ public record NodeSettings(
     Duration policyRefresh,
     Feeds.Limits feeds,
     Duration feedDeadline,
+    java.util.Optional<HttpTls> httpTls,
+    java.util.Optional<ClusterTls> clusterTls,
     java.util.Optional<Bootstrap> bootstrap) {
 
   /** Minimum length of a bootstrap admin token. */
@@ -149,6 +158,8 @@ public record NodeSettings(
         v.positiveDuration("weir.policies.refresh"),
         feeds(v),
         v.positiveDuration("weir.feeds.deadline"),
+        HttpTls.create(config),
+        ClusterTls.create(config),
         bootstrap(v));
   }
 
@@ -266,6 +277,7 @@ public record NodeSettings(
   public String toString() {
     return "NodeSettings[http=" + httpHost + ":" + httpPort + ", cluster=" + clusterHost + ":" + clusterPort
         + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, tokens=" + tokens + ", postgres=" + postgres
-        + ", pipelines=" + pipelines.stream().map(PipelineConfig::name).toList() + "]";
+        + ", pipelines=" + pipelines.stream().map(PipelineConfig::name).toList()
+        + ", httpTls=" + httpTls.map(Object::toString).orElse("off") + ", clusterTls=" + clusterTls.map(Object::toString).orElse("off") + "]";
   }
 }

@@ -93,7 +93,7 @@ public final class WeirNode {
     AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
-        ActorSystem.create(guardian(database, storage, settings.partitions()), SYSTEM_NAME, config);
+        ActorSystem.create(guardian(database, storage, settings.partitions()), SYSTEM_NAME, actorSystemSetup(config, settings));
     PrometheusMeterRegistry metrics = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
     try {
       CoordinatedShutdown.get(system)
@@ -154,29 +154,88 @@ public final class WeirNode {
           policies, feeds);
       ServerBinding binding;
       try {
+        org.apache.pekko.http.javadsl.ServerBuilder server = Http.get(system).newServerAt(settings.httpHost(), settings.httpPort());
+        if (settings.httpTls().isPresent()) {
+          // HTTPS only: a plain HTTP request on this port fails its (TLS) handshake.
+          server = server.enableHttps(settings.httpTls().get().connectionContext());
+        }
         binding =
-            Http.get(system)
-                .newServerAt(settings.httpHost(), settings.httpPort())
+            server
                 .bind(api.routes())
                 .toCompletableFuture()
                 .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
       } catch (Exception e) {
         system.terminate();
-        throw new NodeStartException(
-            "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e);
+        throw refusedOr(storage, new NodeStartException(
+            "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e));
       }
       binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
       InetSocketAddress http = binding.localAddress();
       log.info(
-          "Weir node started: HTTP on http://{}:{}, cluster address {}, roles {}",
-          http.getHostString(), http.getPort(), Cluster.get(system).selfMember().address(), settings.roles());
+          "Weir node started: HTTP on {}://{}:{}, cluster address {} ({}), roles {}",
+          settings.httpTls().isPresent() ? "https" : "http", http.getHostString(), http.getPort(),
+          Cluster.get(system).selfMember().address(),
+          settings.clusterTls().map(t -> "mutual TLS, " + t.protocol()).orElse("plain TCP"), settings.roles());
+      settings.httpTls().ifPresent(t -> logCertificate("HTTP", t.certificate()));
+      settings.clusterTls().ifPresent(t -> logCertificate("cluster remoting", t.certificate()));
+      if (settings.postgres().tls().isSet()) {
+        log.info("PostgreSQL connections: sslmode {}", settings.postgres().tls().mode());
+      }
       return new WeirNode(system, binding, storage);
     } catch (NodeStartException e) {
       throw e;
     } catch (RuntimeException | LinkageError e) {
       // Never leave a half-started node running: its actor system would keep the JVM alive.
       system.terminate();
-      throw new NodeStartException("start-up failed", e);
+      throw refusedOr(storage, new NodeStartException("start-up failed", e));
+    }
+  }
+
+  /**
+   * The storage monitor may refuse the node (partition count, PostgreSQL's certificate) while
+   * start-up is still going, and its shutdown then fails what start-up does next (e.g. the HTTP
+   * bind): the refusal is the cause to report, not that failure.
+   */
+  private static NodeStartException refusedOr(AtomicReference<StorageStatus> storage, NodeStartException failure) {
+    if (storage.get() instanceof StorageStatus.Refused refused) {
+      return new NodeStartException(refused.reason(), failure.getCause(), true);
+    }
+    return failure;
+  }
+
+  /**
+   * The actor system's set-up: {@code config} with what Weir's settings imply for Pekko. With
+   * {@code weir.cluster.tls}, remoting uses the tls-tcp transport and an SSL engine provider over the
+   * key and trust stores Weir opened (their passwords stay out of the configuration); with {@code
+   * weir.postgres.tls}, the journal's pool gets the same pgjdbc TLS properties as Weir's own pool.
+   */
+  static org.apache.pekko.actor.setup.ActorSystemSetup actorSystemSetup(Config config, NodeSettings settings) {
+    Config effective = config;
+    java.util.Map<String, String> pgTls = settings.postgres().tls().jdbcProperties();
+    if (!pgTls.isEmpty()) {
+      Config journal = com.typesafe.config.ConfigFactory.empty();
+      for (java.util.Map.Entry<String, String> e : pgTls.entrySet()) {
+        journal = journal.withValue("pekko-persistence-jdbc.shared-databases.weir.db.properties." + e.getKey(),
+            com.typesafe.config.ConfigValueFactory.fromAnyRef(e.getValue()));
+      }
+      effective = journal.withFallback(effective);
+    }
+    if (settings.clusterTls().isPresent()) {
+      effective = settings.clusterTls().get().pekkoConfig().withFallback(effective);
+    }
+    org.apache.pekko.actor.setup.ActorSystemSetup setup =
+        org.apache.pekko.actor.setup.ActorSystemSetup.create(org.apache.pekko.actor.BootstrapSetup.create(effective));
+    if (settings.clusterTls().isPresent()) {
+      setup = setup.withSetup(settings.clusterTls().get().engineProviderSetup());
+    }
+    return setup;
+  }
+
+  private static void logCertificate(String what, java.security.cert.X509Certificate certificate) {
+    if (certificate != null) {
+      log.info("{} TLS certificate: subject {}, issuer {}, valid until {}", what,
+          certificate.getSubjectX500Principal().getName(), certificate.getIssuerX500Principal().getName(),
+          certificate.getNotAfter().toInstant());
     }
   }
 
@@ -245,8 +304,20 @@ public final class WeirNode {
 
   /** The node could not start; the message names what failed, never a secret. */
   public static final class NodeStartException extends RuntimeException {
+    private final boolean refusedByStorage;
+
     NodeStartException(String message, Throwable cause) {
+      this(message, cause, false);
+    }
+
+    NodeStartException(String message, Throwable cause, boolean refusedByStorage) {
       super(message, cause);
+      this.refusedByStorage = refusedByStorage;
+    }
+
+    /** The database refused this node's configuration (the message says why): a configuration error. */
+    public boolean refusedByStorage() {
+      return refusedByStorage;
     }
   }
 }

@@ -96,6 +96,11 @@ public final class ConfigValues {
     }
   }
 
+  /** {@code " (environment variable X)"} when {@code key} has one, else empty: for messages built elsewhere. */
+  public String envHintOf(String key) {
+    return envHint(key);
+  }
+
   private String envHint(String key) {
     String env = envNames.get(key);
     return env == null ? "" : " (environment variable " + env + ")";

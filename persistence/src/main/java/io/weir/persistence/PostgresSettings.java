@@ -9,6 +9,7 @@ import java.util.Map;
  *
  * @param url JDBC URL, {@code jdbc:postgresql://...}
  * @param password secret; never part of {@link #toString()}
+ * @param tls TLS towards the server ({@code weir.postgres.tls}); {@link PostgresTls#NONE} when unset
  */
 public record PostgresSettings(
     String url,
@@ -19,13 +20,29 @@ public record PostgresSettings(
     Duration connectTimeout,
     Duration probeInterval,
     Duration minBackoff,
-    Duration maxBackoff) {
+    Duration maxBackoff,
+    PostgresTls tls) {
 
   static final Map<String, String> ENV =
       Map.of(
           "weir.postgres.url", "WEIR_PG_URL",
           "weir.postgres.user", "WEIR_PG_USER",
-          "weir.postgres.password", "WEIR_PG_PASSWORD");
+          "weir.postgres.password", "WEIR_PG_PASSWORD",
+          "weir.postgres.tls.mode", "WEIR_PG_SSLMODE",
+          "weir.postgres.tls.root-cert", "WEIR_PG_SSLROOTCERT",
+          "weir.postgres.tls.cert", "WEIR_PG_SSLCERT",
+          "weir.postgres.tls.key", "WEIR_PG_SSLKEY",
+          "weir.postgres.tls.key-password", "WEIR_PG_SSLPASSWORD");
+
+  /** The same server settings for another database URL (e.g. a mirror sink's target), same login and TLS. */
+  public PostgresSettings withUrl(String otherUrl) {
+    return new PostgresSettings(otherUrl, user, password, schema, poolSize, connectTimeout, probeInterval, minBackoff, maxBackoff, tls);
+  }
+
+  /** Only {@code weir.postgres.tls}, checked as {@link #create(Config)} does. */
+  public static PostgresTls tls(Config config) {
+    return PostgresTls.create(new ConfigValues(config, ENV), "weir.postgres.tls");
+  }
 
   public static PostgresSettings create(Config config) {
     ConfigValues v = new ConfigValues(config, ENV);
@@ -42,6 +59,8 @@ public record PostgresSettings(
     if (maxBackoff.compareTo(minBackoff) < 0) {
       throw new SettingsException("weir.postgres.max-backoff", "must not be shorter than weir.postgres.min-backoff");
     }
+    PostgresTls tls = PostgresTls.create(v, "weir.postgres.tls");
+    tls.checkUrl("weir.postgres.url", url);
     return new PostgresSettings(
         url,
         v.requiredString("weir.postgres.user"),
@@ -51,12 +70,13 @@ public record PostgresSettings(
         v.positiveDuration("weir.postgres.connect-timeout"),
         v.positiveDuration("weir.postgres.probe-interval"),
         minBackoff,
-        maxBackoff);
+        maxBackoff,
+        tls);
   }
 
   @Override
   public String toString() {
     return "PostgresSettings[url=" + url + ", user=" + user + ", password=<hidden>, schema=" + schema
-        + ", poolSize=" + poolSize + "]";
+        + ", poolSize=" + poolSize + ", tls=" + tls + "]";
   }
 }

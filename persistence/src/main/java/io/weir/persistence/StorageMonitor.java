@@ -48,6 +48,8 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
   private final java.util.function.Consumer<StorageStatus.Refused> onRefused;
   private StorageStatus status;
   private Duration backoff;
+  /** Whether storage was ready at least once since the node started (TLS failures before that are fatal). */
+  private boolean everReady;
 
   /**
    * @param partitions the node's configured partition count, checked against the cluster's
@@ -94,7 +96,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     StorageStatus.Ready known = status instanceof StorageStatus.Ready r ? r : null;
     getContext()
         .pipeToSelf(
-            CompletableFuture.supplyAsync(() -> probe(database, known, partitions), blockingIo),
+            CompletableFuture.supplyAsync(() -> probe(database, known, partitions, !everReady), blockingIo),
             (result, error) ->
                 new ProbeDone(error != null ? new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(error)) : result));
     return this;
@@ -109,6 +111,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
       onRefused.accept(refused);
       return this; // terminal: no more probes
     }
+    everReady |= next instanceof StorageStatus.Ready;
     boolean changed = next.getClass() != status.getClass();
     if (changed) {
       if (next instanceof StorageStatus.Ready ready) {
@@ -141,8 +144,15 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     return this;
   }
 
-  /** Runs on the blocking-IO dispatcher. Migrates and loads the identity until that has succeeded once. */
-  static StorageStatus probe(Database database, StorageStatus.Ready known, int partitions) {
+  /**
+   * Runs on the blocking-IO dispatcher. Migrates and loads the identity until that has succeeded once.
+   * A TLS failure that retrying cannot fix ({@link SafeErrors.TlsFailure#isConfiguration()}: the
+   * server's certificate is not trusted or does not name the host, or the server offers no TLS)
+   * before storage was ever ready ({@code firstContact}) refuses the node: the settings do not fit
+   * this server. Later it only makes storage unavailable (e.g. a failover to a server whose
+   * certificate is not trusted yet), and the node keeps retrying.
+   */
+  static StorageStatus probe(Database database, StorageStatus.Ready known, int partitions, boolean firstContact) {
     String schema = database.settings().schema();
     try {
       StorageStatus.Ready ready = known;
@@ -161,6 +171,14 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     } catch (ClusterIdentityStore.PartitionCountMismatch e) {
       return new StorageStatus.Refused(Instant.now(), e.getMessage());
     } catch (Exception e) {
+      SafeErrors.TlsFailure tls = SafeErrors.tlsFailure(e);
+      if (tls != null && tls.isConfiguration() && firstContact) {
+        return new StorageStatus.Refused(Instant.now(), "weir.postgres.tls: " + tls.description()
+            + "; check weir.postgres.tls.mode and root-cert against the server's certificate and the host in weir.postgres.url");
+      }
+      if (tls != null) {
+        return new StorageStatus.Unavailable(Instant.now(), "TLS: " + tls.description() + " (" + SafeErrors.describe(e) + ")");
+      }
       return new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(e));
     }
   }

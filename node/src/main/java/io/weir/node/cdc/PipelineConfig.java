@@ -4,6 +4,8 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
 import io.weir.persistence.ConfigValues;
 import io.weir.persistence.Identifiers;
+import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.PostgresTls;
 import io.weir.persistence.SettingsException;
 import io.weir.persistence.cdc.PipelineSettings;
 import io.weir.persistence.cdc.SourceSettings;
@@ -159,8 +161,17 @@ public record PipelineConfig(
     String sourcePassword =
         c.hasPath("source.password") ? c.getString("source.password") : root.getString("weir.postgres.password");
     String sinkUrl = c.hasPath("sink.url") ? c.getString("sink.url") : root.getString("weir.postgres.url");
+    // TLS towards the source: its own source.tls when set (as a whole), else Weir's database's. The
+    // mirror's target pool always uses weir.postgres.tls, like its login.
+    PostgresTls weirTls = PostgresSettings.tls(root);
+    PostgresTls sourceTls = c.hasPath("source.tls")
+        ? PostgresTls.create(v, prefix + ".source.tls")
+        : weirTls;
+    sourceTls.checkUrl(c.hasPath("source.url") ? prefix + ".source.url" : "weir.postgres.url", sourceUrl);
+    weirTls.checkUrl(c.hasPath("sink.url") ? prefix + ".sink.url" : "weir.postgres.url", sinkUrl);
     return new PipelineConfig(
-        settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword), sinkUrl, mirror, file, partitions, bool(c, prefix, "autostart"));
+        settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword, sourceTls), sinkUrl, mirror, file, partitions,
+        bool(c, prefix, "autostart"));
   }
 
   /** {@code sink { collections, partition-keys, id-columns, slice { max-rows, max-bytes }, max-in-flight, ask-timeout }}. */

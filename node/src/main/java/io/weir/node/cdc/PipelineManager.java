@@ -101,10 +101,7 @@ public final class PipelineManager {
           sink = new CheckpointedSink(new FileSink(f.path(), io), new CheckpointStore(state.dataSource(), weirDatabase.schema()),
               io, f.maxRetries(), f.retryBackoff(), f.checkpointEvery());
         } else {
-          Database target = targets.computeIfAbsent(p.sinkUrl(), url -> Database.create(
-              new PostgresSettings(url, weirDatabase.user(), weirDatabase.password(), weirDatabase.schema(),
-                  weirDatabase.poolSize(), weirDatabase.connectTimeout(), weirDatabase.probeInterval(),
-                  weirDatabase.minBackoff(), weirDatabase.maxBackoff()), "weir-mirror"));
+          Database target = targets.computeIfAbsent(p.sinkUrl(), url -> Database.create(weirDatabase.withUrl(url), "weir-mirror"));
           sink = new PostgresMirrorSink(target.dataSource(), io, p.mirror());
         }
         children.put(p.name(), ctx.spawn(

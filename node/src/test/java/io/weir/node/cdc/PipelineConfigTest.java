@@ -39,6 +39,33 @@ class PipelineConfigTest {
   }
 
   @Test
+  void sourceTlsFallsBackToWeirsAndCanBeSetPerPipeline(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+    java.nio.file.Path root = io.weir.persistence.testing.TestCertificates.in(dir).authority("pipeline-tls").certificate();
+    String weirTls = "weir.postgres.tls { mode = verify-full, root-cert = \"" + root + "\" }\n";
+    PipelineConfig inherited = PipelineConfig.all(config(weirTls
+        + "weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m }")).get(0);
+    assertThat(inherited.source().tls().mode()).as("the source is Weir's database by default, so is its TLS").isEqualTo("verify-full");
+    assertThat(inherited.source().tls().rootCert()).isEqualTo(root);
+
+    PipelineConfig own = PipelineConfig.all(config(weirTls
+        + "weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m,"
+        + " source { url = \"jdbc:postgresql://other.example/app\", tls.mode = require } }")).get(0);
+    assertThat(own.source().tls().mode()).as("source.tls replaces weir.postgres.tls as a whole").isEqualTo("require");
+    assertThat(own.source().tls().rootCert()).isNull();
+
+    assertThatThrownBy(() -> PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m, source.tls.mode = sometimes }")))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.pipelines.a.source.tls.mode"))
+        .hasMessageNotContaining("sometimes");
+    assertThatThrownBy(() -> PipelineConfig.all(config(
+        "weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m,"
+            + " source { url = \"jdbc:postgresql://other.example/app?sslmode=disable\", tls.mode = require } }")))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.pipelines.a.source.url"));
+    assertThat(PipelineConfig.all(config("weir.pipelines.a { slot = s, publications = [p], sink.target-schema = m }"))
+        .get(0).source().tls().isSet()).as("unset stays unset").isFalse();
+  }
+
+  @Test
   void streamingAndSpillSettings() {
     PipelineConfig p = PipelineConfig.all(config(
         "weir.pipelines.big { slot = s, publications = [p], sink.target-schema = m,"

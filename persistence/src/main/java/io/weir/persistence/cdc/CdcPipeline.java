@@ -13,7 +13,6 @@ import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.PgOutputDecodeException;
 import io.weir.protocol.pgoutput.PgOutputDecoder;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -294,7 +293,7 @@ public final class CdcPipeline {
       // After the previous run's sink call and connect phase are over, so nothing recreates the
       // slot or its record behind the drop. The slot goes first; Weir's records only once it is gone.
       CompletableFuture<Void> work = quiet().thenRunAsync(() -> {
-        try (Connection sourceConn = DriverManager.getConnection(source.url(), source.user(), source.password())) {
+        try (Connection sourceConn = source.connect("weir-cdc")) {
           List<String> dropped = slots.dropSlots(sourceConn, DROP_ATTEMPTS, DROP_PAUSE);
           sink.forget(settings.name()).toCompletableFuture().get();
           slots.forgetRecords();
@@ -407,7 +406,7 @@ public final class CdcPipeline {
         throw new PipelineHaltException(
             HaltReason.CONFLICTING_OPTIONS, "batch delivery is not possible with this sink (library checkpoint store)");
       }
-      try (Connection sourceConn = DriverManager.getConnection(source.url(), source.user(), source.password())) {
+      try (Connection sourceConn = source.connect("weir-cdc")) {
         SlotManager.ServerFacts facts = slots.checkSource(sourceConn);
         Duration minHandover = facts.walSenderTimeout().plusSeconds(5);
         handover = settings.handoverWindow().compareTo(minHandover) < 0 ? minHandover : settings.handoverWindow();
@@ -792,7 +791,14 @@ public final class CdcPipeline {
         described = "slot " + settings.slot() + " is active for another consumer";
       } else {
         slotBusySince = 0;
-        counted = !SafeErrors.isConnectivity(error) && !wasFlowing;
+        // A TLS failure looks like lost connectivity to pgjdbc (SQLState 08xxx), but retrying does not
+        // fix certificates: it counts, so the pipeline halts (retries-exhausted) saying why.
+        SafeErrors.TlsFailure tls = SafeErrors.tlsFailure(error);
+        if (tls != null) {
+          described = "TLS to the source: " + tls.description() + "; check source.tls (or weir.postgres.tls)";
+        }
+        boolean configuration = tls != null && tls.isConfiguration();
+        counted = (configuration || !SafeErrors.isConnectivity(error)) && !wasFlowing;
       }
       if (counted && ++failedCycles > settings.maxCommandRetries()) {
         halt(HaltReason.RETRIES_EXHAUSTED, failedCycles - 1 + " retries failed; last error: " + described);

@@ -526,13 +526,7 @@ final class IncrementalSnapshot implements AutoCloseable {
       throw new SQLException("the incremental snapshot of this run is closed", "08003");
     }
     if (connection == null) {
-      Properties props = new Properties();
-      PGProperty.USER.set(props, source.user());
-      if (source.password() != null) {
-        PGProperty.PASSWORD.set(props, source.password());
-      }
-      PGProperty.APPLICATION_NAME.set(props, "weir-incremental-snapshot");
-      PGProperty.CONNECT_TIMEOUT.set(props, "10");
+      Properties props = source.properties("weir-incremental-snapshot");
       // Text results only: values must be the type output functions' text, as pgoutput sends them.
       PGProperty.BINARY_TRANSFER.set(props, "false");
       connection = java.sql.DriverManager.getConnection(source.url(), props);

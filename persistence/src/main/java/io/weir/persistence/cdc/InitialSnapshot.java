@@ -8,13 +8,11 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.Properties;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.function.BooleanSupplier;
 import org.postgresql.PGConnection;
-import org.postgresql.PGProperty;
 import org.postgresql.copy.CopyOut;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -80,14 +78,7 @@ final class InitialSnapshot {
   }
 
   private Connection open() throws SQLException {
-    Properties props = new Properties();
-    PGProperty.USER.set(props, source.user());
-    if (source.password() != null) {
-      PGProperty.PASSWORD.set(props, source.password());
-    }
-    PGProperty.APPLICATION_NAME.set(props, "weir-snapshot");
-    PGProperty.CONNECT_TIMEOUT.set(props, "10");
-    return java.sql.DriverManager.getConnection(source.url(), props);
+    return source.connect("weir-snapshot");
   }
 
   /** Reads one table into the sink; returns once the sink applied all of it. */

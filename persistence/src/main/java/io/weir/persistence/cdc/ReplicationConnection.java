@@ -83,20 +83,15 @@ public final class ReplicationConnection implements AutoCloseable {
    * walsender reads it when deciding to stream (or spill) a transaction; it is user-settable.
    */
   public static Connection openReplicationSession(SourceSettings source, int decodingWorkMemKb) throws SQLException {
-    Properties props = new Properties();
+    // Login, TLS (source.tls / weir.postgres.tls), timeouts: as every connection to the source.
+    Properties props = source.properties("weir-replication");
     if (decodingWorkMemKb > 0) {
       // A number only: nothing from configuration text reaches the startup packet.
       PGProperty.OPTIONS.set(props, "-c logical_decoding_work_mem=" + decodingWorkMemKb + "kB");
     }
-    PGProperty.USER.set(props, source.user());
-    if (source.password() != null) {
-      PGProperty.PASSWORD.set(props, source.password());
-    }
     PGProperty.ASSUME_MIN_SERVER_VERSION.set(props, "10");
     PGProperty.REPLICATION.set(props, "database");
     PGProperty.PREFER_QUERY_MODE.set(props, "simple");
-    PGProperty.APPLICATION_NAME.set(props, "weir-replication");
-    PGProperty.CONNECT_TIMEOUT.set(props, "10");
     return DriverManager.getConnection(source.url(), props);
   }
 

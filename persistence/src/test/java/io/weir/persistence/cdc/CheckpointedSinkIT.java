@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import com.typesafe.config.ConfigFactory;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.PostgresTls;
 import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.Lsn;
@@ -103,7 +104,7 @@ class CheckpointedSinkIT {
         .hasMessageContaining("42P01");
 
     PostgresSettings down = new PostgresSettings("jdbc:postgresql://127.0.0.1:1/weir", "weir", "", "weir", 1,
-        Duration.ofSeconds(1), Duration.ofSeconds(1), Duration.ofSeconds(1), Duration.ofSeconds(1));
+        Duration.ofSeconds(1), Duration.ofSeconds(1), Duration.ofSeconds(1), Duration.ofSeconds(1), PostgresTls.NONE);
     try (Database unreachable = Database.create(down, "ckpt-down")) {
       CheckpointedSink s = sink(new CheckpointStore(unreachable.dataSource(), "weir"), 1);
       assertThatThrownBy(() -> s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().join())

@@ -1,0 +1,68 @@
+package io.weir.node;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigResolveOptions;
+import io.weir.persistence.testing.TestCertificates;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.pekko.actor.BootstrapSetup;
+import org.apache.pekko.actor.setup.ActorSystemSetup;
+import org.apache.pekko.remote.artery.tcp.SSLEngineProviderSetup;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** What Weir's TLS settings turn into for Pekko: the transport, the engine provider, the journal pool's properties. */
+class ActorSystemSetupTest {
+
+  private static Config config(Map<String, Object> overrides) {
+    Map<String, Object> base = new HashMap<>();
+    base.put("weir.admin-token", "an-admin-token-of-sufficient-length");
+    base.put("weir.postgres.url", "jdbc:postgresql://127.0.0.1:5432/weir");
+    base.putAll(overrides);
+    return ConfigFactory.parseMap(base)
+        .withFallback(ConfigFactory.parseResources("reference.conf"))
+        .resolve(ConfigResolveOptions.noSystem());
+  }
+
+  private static Config bootstrapConfig(ActorSystemSetup setup) {
+    return setup.get(BootstrapSetup.class).orElseThrow().config().get();
+  }
+
+  @Test
+  void withoutTlsNothingChanges() {
+    Config config = config(Map.of());
+    ActorSystemSetup setup = WeirNode.actorSystemSetup(config, NodeSettings.create(config));
+    assertThat(bootstrapConfig(setup)).isSameAs(config);
+    assertThat(setup.get(SSLEngineProviderSetup.class)).isEmpty();
+  }
+
+  @Test
+  void clusterAndPostgresTlsReachPekkoWithoutTheirPasswords(@TempDir Path dir) {
+    TestCertificates certs = TestCertificates.in(dir);
+    TestCertificates.Authority ca = certs.authority("setup-test");
+    TestCertificates.Leaf node = certs.issue(ca, "setup-node", List.of("ip:127.0.0.1"));
+    Map<String, Object> m = new HashMap<>();
+    m.put("weir.cluster.tls.key-store", node.keyStore().toString());
+    m.put("weir.cluster.tls.key-store-password", TestCertificates.PASSWORD);
+    m.put("weir.cluster.tls.trust-store", ca.trustStore().toString());
+    m.put("weir.cluster.tls.trust-store-password", TestCertificates.PASSWORD);
+    m.put("weir.postgres.tls.mode", "verify-full");
+    m.put("weir.postgres.tls.root-cert", ca.certificate().toString());
+    Config config = config(m);
+    ActorSystemSetup setup = WeirNode.actorSystemSetup(config, NodeSettings.create(config));
+
+    Config effective = bootstrapConfig(setup);
+    assertThat(effective.getString("pekko.remote.artery.transport")).isEqualTo("tls-tcp");
+    assertThat(effective.getString("pekko-persistence-jdbc.shared-databases.weir.db.properties.sslmode")).isEqualTo("verify-full");
+    assertThat(effective.getString("pekko-persistence-jdbc.shared-databases.weir.db.properties.sslrootcert"))
+        .isEqualTo(ca.certificate().toString());
+    assertThat(effective.getConfig("pekko").root().render()).as("the cluster's key store password stays out of Pekko's settings")
+        .doesNotContain(TestCertificates.PASSWORD);
+    assertThat(setup.get(SSLEngineProviderSetup.class)).isPresent();
+  }
+}

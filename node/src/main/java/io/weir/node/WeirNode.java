@@ -104,7 +104,7 @@ public final class WeirNode {
                 database.close();
                 return CompletableFuture.completedFuture(Done.getInstance());
               });
-      joinCluster(system, settings);
+      joinCluster(system, settings, database);
 
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
       PartitionSharding.init(system, settings.partitionLimits(), new io.weir.sharding.partition.SqlJournalPruner(
@@ -255,7 +255,7 @@ public final class WeirNode {
     INSTANCE
   }
 
-  private static void joinCluster(ActorSystem<?> system, NodeSettings settings) {
+  private static void joinCluster(ActorSystem<?> system, NodeSettings settings, Database database) {
     Cluster cluster = Cluster.get(system);
     if (settings.bootstrap().isPresent()) {
       NodeSettings.Bootstrap b = settings.bootstrap().get();
@@ -280,7 +280,7 @@ public final class WeirNode {
               .map(s -> new Address("pekko", SYSTEM_NAME, s.host(), s.port()))
               .toList();
       log.info("joining the cluster through seed nodes {}", settings.seedNodes());
-      cluster.manager().tell(new JoinSeedNodes(seeds));
+      MembershipGuard.join(system, database.dataSource(), settings.postgres().schema(), seeds);
     }
   }
 

@@ -42,6 +42,7 @@ final class MembershipGuard {
   private final int lockKey;
   private final List<Address> seeds;
   private final AtomicBoolean formed = new AtomicBoolean();
+  private boolean wasUp;
   private Connection held;
 
   private MembershipGuard(ActorSystem<?> system, DataSource dataSource, String schema, List<Address> seeds) {
@@ -72,8 +73,10 @@ final class MembershipGuard {
     MemberStatus status = Cluster.get(system).selfMember().status();
     try {
       if (status == MemberStatus.up() || status == MemberStatus.weaklyUp()) {
+        wasUp = true;
         holdShared();
-      } else if (status == MemberStatus.removed() || status == MemberStatus.down() || status == MemberStatus.exiting()) {
+      } else if (wasUp) {
+        // Leaving or removed (before it first joins, a node's own status is also "removed").
         release();
       } else if (seeds.get(0).equals(self) && !formed.get() && noMemberAlive()) {
         formed.set(true);

@@ -96,6 +96,15 @@ class ClusterCrashIT extends EndToEndTest {
     call(this::any, "PUT", "/admin/policies/src", "{\"visibility\":\"owner\",\"field\":\"note\"}");
     String followerToken = call(this::any, "POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
     call(this::any, "POST", "/admin/principals/follower/grants", "{\"collection\":\"src\",\"grant\":\"ChangesRead\"}");
+    // Grants reach the other nodes with their next principals reload (weir.principals.refresh, 5 s):
+    // start following once every node lets the follower read.
+    for (int i = 0; i < 3; i++) {
+      NodeProcess n = up.get(i);
+      await("node " + (i + 1) + " knows the follower's grant").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(250))
+          .until(() -> n.send("POST", "/v1/changes/read", "{\"collection\":\"src\",\"start\":\"now\",\"limit\":1}",
+              Map.of("Authorization", "Bearer " + followerToken, "Content-Type", "application/json"))
+              .map(r -> r.statusCode() == 200).orElse(false));
+    }
     call(this::any, "POST", "/admin/projections/configure",
         "{\"partition\":" + CONSUMER_PARTITION + ",\"consumer\":\"agg\",\"generation\":1,\"collections\":[\"src\"]}");
 

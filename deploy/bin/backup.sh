@@ -35,6 +35,10 @@ if [ "$("$PG_CLIENT_BIN/psql" "$PG_CONNINFO" -XAtqc "SELECT to_regclass('weir.cl
   echo "backup.sh: database $PG_DATABASE has no Weir schema (weir.cluster is missing); nothing to back up" >&2
   exit 1
 fi
+if [ "$("$PG_CLIENT_BIN/psql" "$PG_CONNINFO" -XAtqc "SELECT to_regclass('weir.restore_pending') IS NOT NULL")" = t ]; then
+  echo "backup.sh: note: this schema was restored and no node has started on it since (its restore fence is pending);" \
+    "the archive keeps that marker, so a restore of it is fenced too" >&2
+fi
 version=$("$PG_CLIENT_BIN/psql" "$PG_CONNINFO" -XAtqc \
   "SELECT max(version::int) FROM weir.flyway_schema_history WHERE success AND version IS NOT NULL")
 

@@ -76,6 +76,8 @@ status=0
   echo "SET LOCAL lock_timeout = '10s';"
   if [ -n "$previous" ]; then echo "ALTER SCHEMA weir RENAME TO $previous;"; fi
   "$PG_CLIENT_BIN/pg_restore" --no-owner --no-acl --file=- "$archive"
+  # An archive taken between a restore and its fence holds a marker already: this one replaces it.
+  echo "DROP TABLE IF EXISTS weir.restore_pending;"
   echo "CREATE TABLE weir.restore_pending (previous_schema TEXT, requested_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());"
   echo "INSERT INTO weir.restore_pending (previous_schema) VALUES ($marker_previous);"
   echo "COMMIT;"

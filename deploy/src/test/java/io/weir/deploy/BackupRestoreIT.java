@@ -180,6 +180,8 @@ class BackupRestoreIT extends EndToEndTest {
     try (Connection c = db.connect(); Statement s = c.createStatement()) {
       s.execute("DROP SCHEMA " + previousSchema() + " CASCADE");
     }
+    Files.deleteIfExists(archive);
+    Files.deleteIfExists(archive.getParent());
     System.out.printf("backup-restore: docs=%d backup-ms=%d restore-ms=%d restart-to-ready-ms=%d old-cursor=409"
         + " rotated-key-cursor=409 old-batch-token=409 invalidated-keys=%d revoked-stays-revoked=ok"
         + " pipeline-halt=%s resync=ok%n", backedUp.size(), backupMs, restoreMs, startMs, invalidated,

@@ -352,8 +352,11 @@ public final class Feeds {
   }
 
   private static Refused invalid(TokenSigner.InvalidToken e) {
-    return new Refused(e.failure() == TokenSigner.Failure.EXPIRED ? ErrorCode.TOKEN_EXPIRED : ErrorCode.INVALID_TOKEN,
-        "the cursor is not valid: " + e.getMessage());
+    if (e.failure() == TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
+      return new Refused(ErrorCode.TOKEN_INVALIDATED, "the cursor was issued before the cluster was restored from a"
+          + " backup; resynchronise from a new snapshot");
+    }
+    return new Refused(Projections.tokenErrorCode(e.failure()), "the cursor is not valid: " + e.getMessage());
   }
 
   /** The partitions' rule versions must be the policy's; positions must be retained and not ahead. */

@@ -31,6 +31,7 @@ public record NodeSettings(
     List<HostPort> seedNodes,
     List<String> roles,
     String adminToken,
+    java.util.Optional<String> adminTokenPrevious,
     PostgresSettings postgres,
     List<PipelineConfig> pipelines,
     int partitions,
@@ -42,6 +43,7 @@ public record NodeSettings(
     Projections projections,
     java.util.Optional<Duration> outboxRetention,
     Duration principalRefresh,
+    Duration principalRotationGrace,
     Duration policyRefresh,
     Feeds.Limits feeds,
     Duration feedDeadline,
@@ -60,6 +62,7 @@ public record NodeSettings(
           "weir.cluster.port", "WEIR_CLUSTER_PORT",
           "weir.cluster.seed-nodes", "WEIR_SEED_NODES",
           "weir.admin-token", "WEIR_ADMIN_TOKEN",
+          "weir.admin-token-previous", "WEIR_ADMIN_TOKEN_PREVIOUS",
           "weir.partitions.count", "WEIR_PARTITIONS");
 
   public NodeSettings {
@@ -121,6 +124,19 @@ public record NodeSettings(
       throw new SettingsException(
           "weir.admin-token", "must be at least " + MIN_ADMIN_TOKEN_LENGTH + " characters without white space");
     }
+    String previous = v.optionalString("weir.admin-token-previous");
+    java.util.Optional<String> adminTokenPrevious = java.util.Optional.empty();
+    if (previous != null && !previous.isEmpty()) {
+      if (previous.length() < MIN_ADMIN_TOKEN_LENGTH || previous.chars().anyMatch(Character::isWhitespace)) {
+        throw new SettingsException("weir.admin-token-previous",
+            "must be at least " + MIN_ADMIN_TOKEN_LENGTH + " characters without white space (environment variable"
+                + " WEIR_ADMIN_TOKEN_PREVIOUS), or empty");
+      }
+      if (previous.equals(adminToken)) {
+        throw new SettingsException("weir.admin-token-previous", "must differ from weir.admin-token (or be empty)");
+      }
+      adminTokenPrevious = java.util.Optional.of(previous);
+    }
     List<String> roles;
     try {
       roles = config.getStringList("weir.cluster.roles");
@@ -136,6 +152,7 @@ public record NodeSettings(
         parseSeedNodes(v.optionalString("weir.cluster.seed-nodes")),
         roles,
         adminToken,
+        adminTokenPrevious,
         PostgresSettings.create(config),
         PipelineConfig.all(config),
         partitions(v),
@@ -155,6 +172,7 @@ public record NodeSettings(
         projections(v),
         retention(v, config),
         v.positiveDuration("weir.principals.refresh"),
+        rotationGrace(config),
         v.positiveDuration("weir.policies.refresh"),
         feeds(v),
         v.positiveDuration("weir.feeds.deadline"),
@@ -234,6 +252,22 @@ public record NodeSettings(
         v.bytes("weir.projections.max-effect-bytes", 1));
   }
 
+  private static Duration rotationGrace(Config config) {
+    String key = "weir.principals.rotation-grace";
+    Duration max = io.weir.persistence.PrincipalStore.MAX_ROTATION_GRACE;
+    try {
+      Duration d = config.getDuration(key);
+      if (d.isNegative() || d.compareTo(max) > 0) {
+        throw new SettingsException(key, "must be a duration from 0s to " + max.toDays() + "d");
+      }
+      return d;
+    } catch (ConfigException.Missing e) {
+      throw new SettingsException(key, "is required");
+    } catch (ConfigException.BadValue | ConfigException.WrongType e) {
+      throw new SettingsException(key, "must be a duration such as 1h or 10m");
+    }
+  }
+
   private static int partitions(ConfigValues v) {
     int p = v.positiveInt("weir.partitions.count");
     if (p > io.weir.protocol.partition.Partitioning.MAX_PARTITIONS) {
@@ -276,7 +310,8 @@ public record NodeSettings(
   @Override
   public String toString() {
     return "NodeSettings[http=" + httpHost + ":" + httpPort + ", cluster=" + clusterHost + ":" + clusterPort
-        + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, tokens=" + tokens + ", postgres=" + postgres
+        + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, adminTokenPrevious=" + (adminTokenPrevious.isPresent() ? "<hidden>" : "none")
+        + ", tokens=" + tokens + ", postgres=" + postgres
         + ", pipelines=" + pipelines.stream().map(PipelineConfig::name).toList()
         + ", httpTls=" + httpTls.map(Object::toString).orElse("off") + ", clusterTls=" + clusterTls.map(Object::toString).orElse("off") + "]";
   }

@@ -129,6 +129,18 @@ public final class Projections {
         });
   }
 
+  /**
+   * The error code of a refused signed token: 409 {@code token-invalidated} for a token issued
+   * before a restore from a backup, 400 {@code token-expired} or {@code invalid-token} otherwise.
+   */
+  public static io.weir.protocol.ErrorCode tokenErrorCode(TokenSigner.Failure failure) {
+    return switch (failure) {
+      case INVALIDATED_BY_RESTORE -> io.weir.protocol.ErrorCode.TOKEN_INVALIDATED;
+      case EXPIRED -> io.weir.protocol.ErrorCode.TOKEN_EXPIRED;
+      default -> io.weir.protocol.ErrorCode.INVALID_TOKEN;
+    };
+  }
+
   /** The token keys are not loaded yet (storage is not ready): retry later. */
   public static final class KeysUnavailable extends RuntimeException {
     KeysUnavailable() {

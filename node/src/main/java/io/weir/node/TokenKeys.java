@@ -42,7 +42,7 @@ public final class TokenKeys {
     this.retireAfter = retireAfter;
     this.keys = new OrderedLoads<>(dataSource, blocking, c -> {
       KeyRing ring = TokenKeyStore.load(c, schema);
-      return new Keys(ring, new TokenSigner(ring.activeKid(), ring.keys()));
+      return new Keys(ring, new TokenSigner(ring.activeKid(), ring.keys(), ring.fenced()));
     }, null);
   }
 

@@ -126,8 +126,9 @@ public final class WeirNode {
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
       io.weir.node.auth.Principals authenticator = new io.weir.node.auth.Principals(
-          TokenAuthenticator.withBootstrapAdmin(settings.adminToken()), database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
+          TokenAuthenticator.withBootstrapAdmin(settings.adminToken(), settings.adminTokenPrevious()), database.dataSource(), settings.postgres().schema(),
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
+          java.time.Clock.systemUTC(), settings.principalRotationGrace());
       AtomicBoolean principalsLoaded = new AtomicBoolean();
       scheduleReload(system, storage, settings.principalRefresh(), principalsLoaded::get,
           () -> authenticator.reload().thenRun(() -> principalsLoaded.set(true)), "principals");

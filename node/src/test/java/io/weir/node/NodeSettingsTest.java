@@ -79,6 +79,33 @@ class NodeSettingsTest {
   }
 
   @Test
+  void aPreviousAdminTokenIsOptionalAndCheckedLikeTheToken() {
+    assertThat(NodeSettings.create(with(Map.of())).adminTokenPrevious()).isEmpty();
+    String previous = "the-previous-admin-token-0123";
+    NodeSettings s = NodeSettings.create(with(Map.of("weir.admin-token-previous", previous)));
+    assertThat(s.adminTokenPrevious()).contains(previous);
+    assertThat(s.toString()).doesNotContain(previous);
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token-previous", "short-old"))))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.admin-token-previous"))
+        .hasMessageContaining("WEIR_ADMIN_TOKEN_PREVIOUS")
+        .hasMessageNotContaining("short-old");
+    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token-previous", TOKEN))))
+        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.admin-token-previous"))
+        .hasMessageNotContaining(TOKEN);
+  }
+
+  @Test
+  void rotationGraceIsZeroToSevenDays() {
+    assertThat(NodeSettings.create(with(Map.of())).principalRotationGrace()).isEqualTo(java.time.Duration.ofHours(1));
+    assertThat(NodeSettings.create(with(Map.of("weir.principals.rotation-grace", "0s"))).principalRotationGrace()).isZero();
+    for (String bad : new String[] {"8d", "-1s", "soon"}) {
+      assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.principals.rotation-grace", bad))))
+          .as(bad)
+          .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.principals.rotation-grace"));
+    }
+  }
+
+  @Test
   void badPortNamesTheKey() {
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.http.port", "eighty"))))
         .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.http.port"))

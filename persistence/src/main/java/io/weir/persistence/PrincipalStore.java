@@ -43,10 +43,19 @@ public final class PrincipalStore {
    * @param tokenHash SHA-256 of its bearer token; never logged
    * @param grants collection -> grant names ({@code "FieldRead:<field>"} for field grants)
    * @param groups the groups it belongs to (an ACL may name {@code "group:<name>"})
+   * @param previousTokenHash SHA-256 of the token it had before its last rotation, accepted until
+   *     {@code previousValidUntil}; null when there is none; never logged
+   * @param previousValidUntil end of the previous token's grace period, or null
    */
   public record StoredPrincipal(
       String id, byte[] tokenHash, boolean administrator, long policyEpoch, Instant createdAt, Instant revokedAt,
-      Map<String, Set<String>> grants, Set<String> groups) {
+      Map<String, Set<String>> grants, Set<String> groups, byte[] previousTokenHash, Instant previousValidUntil) {
+    public StoredPrincipal(
+        String id, byte[] tokenHash, boolean administrator, long policyEpoch, Instant createdAt, Instant revokedAt,
+        Map<String, Set<String>> grants, Set<String> groups) {
+      this(id, tokenHash, administrator, policyEpoch, createdAt, revokedAt, grants, groups, null, null);
+    }
+
     @Override
     public String toString() {
       return "StoredPrincipal[" + id + ", administrator=" + administrator + ", policyEpoch=" + policyEpoch
@@ -103,9 +112,7 @@ public final class PrincipalStore {
   public static String create(Connection c, String schema, String id, boolean administrator, List<String> groups)
       throws SQLException, Refused {
     String table = Identifiers.require("schema name", schema) + ".principals";
-    byte[] secret = new byte[32];
-    RANDOM.nextBytes(secret);
-    String token = "wp_" + Base64.getUrlEncoder().withoutPadding().encodeToString(secret);
+    String token = newToken();
     try (PreparedStatement s = c.prepareStatement(
         "INSERT INTO " + table + " (id, token_hash, administrator, groups) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")) {
       s.setString(1, id);
@@ -119,11 +126,64 @@ public final class PrincipalStore {
     return token;
   }
 
-  /** Revokes a principal: its token stops working; it keeps its id. */
+  /** The longest grace period a rotation may give the previous token. */
+  public static final java.time.Duration MAX_ROTATION_GRACE = java.time.Duration.ofDays(7);
+
+  /**
+   * A rotated principal's new token (shown once) and how long its previous token stays valid.
+   *
+   * @param previousValidUntil null when the grace period is zero (the previous token stopped at once)
+   */
+  public record Rotated(String token, Instant previousValidUntil) {
+    @Override
+    public String toString() {
+      return "Rotated[previousValidUntil=" + previousValidUntil + "]";
+    }
+  }
+
+  /**
+   * Gives an active principal a new bearer token. The current token stays valid for {@code grace}
+   * (zero: it stops at once); a token kept from an earlier rotation stops now. Grants and the
+   * policy epoch do not change.
+   */
+  public static Rotated rotate(Connection c, String schema, String id, java.time.Duration grace) throws SQLException, Refused {
+    if (grace.isNegative() || grace.compareTo(MAX_ROTATION_GRACE) > 0) {
+      throw new IllegalArgumentException("a rotation's grace period is 0 to " + MAX_ROTATION_GRACE.toHours() + " hours");
+    }
+    String table = Identifiers.require("schema name", schema) + ".principals";
+    String token = newToken();
+    boolean keep = !grace.isZero();
+    try (PreparedStatement s = c.prepareStatement("UPDATE " + table + " SET token_hash = ?,"
+        + " previous_token_hash = CASE WHEN ? THEN token_hash END,"
+        + " previous_valid_until = CASE WHEN ? THEN clock_timestamp() + ? * interval '1 millisecond' END"
+        + " WHERE id = ? AND revoked_at IS NULL RETURNING previous_valid_until")) {
+      s.setBytes(1, sha256(token));
+      s.setBoolean(2, keep);
+      s.setBoolean(3, keep);
+      s.setLong(4, grace.toMillis());
+      s.setString(5, id);
+      try (ResultSet rs = s.executeQuery()) {
+        if (!rs.next()) {
+          throw new Refused("no active principal has this id", true);
+        }
+        java.sql.Timestamp until = rs.getTimestamp(1);
+        return new Rotated(token, until == null ? null : until.toInstant());
+      }
+    }
+  }
+
+  private static String newToken() {
+    byte[] secret = new byte[32];
+    RANDOM.nextBytes(secret);
+    return "wp_" + Base64.getUrlEncoder().withoutPadding().encodeToString(secret);
+  }
+
+  /** Revokes a principal: its token (and a previous one still in its grace period) stops working; it keeps its id. */
   public static void revoke(Connection c, String schema, String id) throws SQLException, Refused {
     String table = Identifiers.require("schema name", schema) + ".principals";
     try (PreparedStatement s = c.prepareStatement("UPDATE " + table
-        + " SET revoked_at = coalesce(revoked_at, clock_timestamp()), policy_epoch = policy_epoch + 1 WHERE id = ?")) {
+        + " SET revoked_at = coalesce(revoked_at, clock_timestamp()), policy_epoch = policy_epoch + 1,"
+        + " previous_token_hash = NULL, previous_valid_until = NULL WHERE id = ?")) {
       s.setString(1, id);
       if (s.executeUpdate() == 0) {
         throw new Refused("no principal has this id", true);
@@ -189,8 +249,8 @@ public final class PrincipalStore {
       }
     }
     List<StoredPrincipal> out = new ArrayList<>();
-    try (PreparedStatement s = c.prepareStatement("SELECT id, token_hash, administrator, policy_epoch, created_at, revoked_at, groups"
-            + " FROM " + principals + " ORDER BY id");
+    try (PreparedStatement s = c.prepareStatement("SELECT id, token_hash, administrator, policy_epoch, created_at, revoked_at, groups,"
+            + " previous_token_hash, previous_valid_until FROM " + principals + " ORDER BY id");
         ResultSet rs = s.executeQuery()) {
       while (rs.next()) {
         java.sql.Timestamp revoked = rs.getTimestamp(6);
@@ -198,7 +258,8 @@ public final class PrincipalStore {
         grants.getOrDefault(rs.getString(1), Map.of()).forEach((k, v) -> mine.put(k, Set.copyOf(v)));
         out.add(new StoredPrincipal(rs.getString(1), rs.getBytes(2), rs.getBoolean(3), rs.getLong(4),
             rs.getTimestamp(5).toInstant(), revoked == null ? null : revoked.toInstant(), Map.copyOf(mine),
-            Set.of((String[]) rs.getArray(7).getArray())));
+            Set.of((String[]) rs.getArray(7).getArray()), rs.getBytes(8),
+            rs.getTimestamp(9) == null ? null : rs.getTimestamp(9).toInstant()));
       }
     }
     return out;

@@ -159,6 +159,8 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
       if (ready == null) {
         String version = SchemaMigrator.migrate(database.dataSource(), schema);
         try (Connection c = database.connection()) {
+          // A restore from a backup is fenced before anything reads the restored schema.
+          RestoreFence.applyIfPending(c, schema);
           ready = new StorageStatus.Ready(Instant.now(), ClusterIdentityStore.loadOrCreate(c, schema, partitions), version);
         }
       }

@@ -3,7 +3,9 @@ package io.weir.node.auth;
 import io.weir.node.OrderedLoads;
 import io.weir.persistence.PrincipalStore;
 import io.weir.persistence.PrincipalStore.StoredPrincipal;
+import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
@@ -23,27 +25,52 @@ import javax.sql.DataSource;
  * looked up by its hash (lookup timing can only tell a caller about hashes of its own inputs).
  */
 public final class Principals implements Authenticator {
-  /** Every stored principal, and the active ones by token hash (hex). */
-  private record View(List<StoredPrincipal> all, Map<String, Principal> byHash) {}
+  /** A token a principal is known by; {@code validUntil} null for its current token. */
+  private record Entry(Principal principal, Instant validUntil) {}
+
+  /** Every stored principal, and the active ones by token hash (hex), previous tokens in their grace included. */
+  private record View(List<StoredPrincipal> all, Map<String, Entry> byHash) {}
 
   private final TokenAuthenticator bootstrap;
   private final String schema;
   private final OrderedLoads<View> view;
+  private final Clock clock;
+  private final Duration rotationGrace;
 
   public Principals(TokenAuthenticator bootstrap, DataSource dataSource, String schema, Executor blocking) {
+    this(bootstrap, dataSource, schema, blocking, Clock.systemUTC(), Duration.ofHours(1));
+  }
+
+  /**
+   * @param clock ends previous tokens' grace periods: a previous token is refused from its {@code
+   *     previous_valid_until} on, on every node, without waiting for a reload
+   * @param rotationGrace how long a rotated principal's previous token stays valid unless the
+   *     rotation asks otherwise ({@code weir.principals.rotation-grace})
+   */
+  public Principals(
+      TokenAuthenticator bootstrap, DataSource dataSource, String schema, Executor blocking, Clock clock,
+      Duration rotationGrace) {
     this.bootstrap = bootstrap;
     this.schema = schema;
-    this.view = new OrderedLoads<>(dataSource, blocking, c -> {
-      List<StoredPrincipal> all = PrincipalStore.load(c, schema);
-      Map<String, Principal> byHash = new java.util.HashMap<>();
-      for (StoredPrincipal s : all) {
-        if (s.revokedAt() == null) {
-          byHash.put(HexFormat.of().formatHex(s.tokenHash()), new Principal(s.id(), s.administrator(), s.grants(),
-              s.policyEpoch(), s.groups()));
+    this.clock = clock;
+    this.rotationGrace = rotationGrace;
+    this.view = new OrderedLoads<>(dataSource, blocking, c -> index(PrincipalStore.load(c, schema)),
+        new View(List.of(), Map.of()));
+  }
+
+  private static View index(List<StoredPrincipal> all) {
+    Map<String, Entry> byHash = new java.util.HashMap<>();
+    for (StoredPrincipal s : all) {
+      if (s.revokedAt() == null) {
+        Principal p = new Principal(s.id(), s.administrator(), s.grants(), s.policyEpoch(), s.groups());
+        if (s.previousTokenHash() != null && s.previousValidUntil() != null) {
+          byHash.put(HexFormat.of().formatHex(s.previousTokenHash()), new Entry(p, s.previousValidUntil()));
         }
+        // The current token wins should a previous hash ever equal it.
+        byHash.put(HexFormat.of().formatHex(s.tokenHash()), new Entry(p, null));
       }
-      return new View(List.copyOf(all), Map.copyOf(byHash));
-    }, new View(List.of(), Map.of()));
+    }
+    return new View(List.copyOf(all), Map.copyOf(byHash));
   }
 
   @Override
@@ -52,7 +79,25 @@ public final class Principals implements Authenticator {
     if (admin.isPresent() || bearerToken == null || bearerToken.isEmpty()) {
       return admin;
     }
-    return Optional.ofNullable(view.current().byHash().get(HexFormat.of().formatHex(PrincipalStore.sha256(bearerToken))));
+    Entry e = view.current().byHash().get(HexFormat.of().formatHex(PrincipalStore.sha256(bearerToken)));
+    if (e == null || (e.validUntil() != null && !clock.instant().isBefore(e.validUntil()))) {
+      return Optional.empty();
+    }
+    return Optional.of(e.principal());
+  }
+
+  /** The grace period a rotation gives the previous token unless it asks for another. */
+  public Duration rotationGrace() {
+    return rotationGrace;
+  }
+
+  /**
+   * Gives a principal a new token; its current one stays valid for {@code grace}. The stage holds
+   * the new token (returned once) and the end of the grace period.
+   */
+  public CompletionStage<PrincipalStore.Rotated> rotate(String id, Duration grace) {
+    AtomicReference<PrincipalStore.Rotated> rotated = new AtomicReference<>();
+    return view.run(c -> rotated.set(PrincipalStore.rotate(c, schema, id, grace))).thenApply(v -> rotated.get());
   }
 
   /** Every stored principal as last loaded (revoked ones included). */

@@ -23,7 +23,19 @@ public final class TokenAuthenticator implements Authenticator {
 
   /** An authenticator knowing only the bootstrap administrator. */
   public static TokenAuthenticator withBootstrapAdmin(String adminToken) {
-    return new TokenAuthenticator(List.of(new Entry(sha256(adminToken), new Principal("admin", true))));
+    return withBootstrapAdmin(adminToken, Optional.empty());
+  }
+
+  /**
+   * An authenticator knowing only the bootstrap administrator, by its token and, while a new token
+   * is rolled out node by node, by its previous one too ({@code weir.admin-token-previous}).
+   */
+  public static TokenAuthenticator withBootstrapAdmin(String adminToken, Optional<String> previous) {
+    List<Entry> entries = new ArrayList<>();
+    Principal admin = new Principal("admin", true);
+    entries.add(new Entry(sha256(adminToken), admin));
+    previous.ifPresent(p -> entries.add(new Entry(sha256(p), admin)));
+    return new TokenAuthenticator(entries);
   }
 
   /** A copy that also knows {@code principal} by {@code token}. */

@@ -24,7 +24,12 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /admin/principals}: every principal (never its token or its hash).
  *   <li>{@code POST /admin/principals} {@code {"id", "administrator"?, "groups"?}}: 201 {@code {"id", "token"}}:
  *       the bearer token, shown this once; 409 when the id exists (ids are never reused).
- *   <li>{@code POST /admin/principals/{id}/revoke}: its token stops working; 404 unknown.
+ *   <li>{@code POST /admin/principals/{id}/revoke}: its token (and a previous one in its grace
+ *       period) stops working; 404 unknown.
+ *   <li>{@code POST /admin/principals/{id}/rotate} {@code {"graceSeconds"?}}: 200 {@code {"id",
+ *       "token", "previousValidUntil"}}: a new bearer token, shown this once; the previous token
+ *       stays valid until {@code previousValidUntil} (default {@code weir.principals.rotation-grace});
+ *       404 for an unknown or revoked principal.
  *   <li>{@code POST /admin/principals/{id}/grants} and {@code .../grants/revoke} {@code
  *       {"collection", "grant"}}: adds or removes a grant ({@code DocumentsRead}, {@code
  *       DocumentsWrite}, {@code ChangesRead}, {@code QueryRead}), or a field grant {@code {"collection",
@@ -81,8 +86,48 @@ final class PrincipalRoutes extends JsonRoutes {
             })))),
         pathPrefix(PathMatchers.segment(), id -> concat(
             path("revoke", () -> post(() -> answer(principals.revoke(id)))),
+            path("rotate", () -> post(() -> rotate(id))),
             path(PathMatchers.segment("grants").slash("revoke"), () -> post(() -> grant(id, false))),
             path("grants", () -> post(() -> grant(id, true))))));
+  }
+
+  /** {@code POST /admin/principals/{id}/rotate} with an optional body {@code {"graceSeconds": N}}. */
+  private Route rotate(String id) {
+    return entity(Unmarshaller.entityToString(), text -> {
+      long max = PrincipalStore.MAX_ROTATION_GRACE.toSeconds();
+      String shape = "the body must be empty or {\"graceSeconds\": <0 to " + max + ">}";
+      java.time.Duration grace = principals.rotationGrace();
+      if (!text.isBlank()) {
+        JsonNode root;
+        try {
+          root = ProjectionRoutes.REQUESTS.readTree(text);
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+          return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+        }
+        if (root == null || !root.isObject()) {
+          return error(ErrorCode.BAD_REQUEST, shape);
+        }
+        JsonNode seconds = root.get("graceSeconds");
+        if (root.size() > 1 || (root.size() == 1 && (seconds == null || !seconds.canConvertToLong()
+            || !seconds.isIntegralNumber() || seconds.asLong() < 0 || seconds.asLong() > max))) {
+          return error(ErrorCode.BAD_REQUEST, shape);
+        }
+        if (seconds != null) {
+          grace = java.time.Duration.ofSeconds(seconds.asLong());
+        }
+      }
+      return onComplete(principals.rotate(id, grace), result -> {
+        if (!result.isSuccess()) {
+          return failed(result.failed().get());
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("id", id);
+        out.put("token", result.get().token());
+        out.put("previousValidUntil", result.get().previousValidUntil() == null ? null
+            : result.get().previousValidUntil().toString());
+        return json(200, out);
+      });
+    });
   }
 
   private Route grant(String id, boolean add) {
@@ -145,6 +190,7 @@ final class PrincipalRoutes extends JsonRoutes {
     out.put("policyEpoch", p.policyEpoch());
     out.put("createdAt", p.createdAt().toString());
     out.put("revokedAt", p.revokedAt() == null ? null : p.revokedAt().toString());
+    out.put("previousTokenValidUntil", p.previousValidUntil() == null ? null : p.previousValidUntil().toString());
     out.put("grants", new java.util.TreeMap<>(p.grants()));
     out.put("groups", new java.util.TreeSet<>(p.groups()));
     return out;

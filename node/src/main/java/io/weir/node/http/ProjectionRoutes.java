@@ -329,8 +329,10 @@ final class ProjectionRoutes extends JsonRoutes {
       }
       Throwable t = unwrap(verified.failed().get());
       if (t instanceof TokenSigner.InvalidToken e) {
-        return error(e.failure() == TokenSigner.Failure.EXPIRED ? ErrorCode.TOKEN_EXPIRED : ErrorCode.INVALID_TOKEN,
-            e.getMessage());
+        return error(Projections.tokenErrorCode(e.failure()),
+            e.failure() == TokenSigner.Failure.INVALIDATED_BY_RESTORE
+                ? "the batch token was issued before the cluster was restored from a backup; read the batch again"
+                : e.getMessage());
       }
       return unavailable(t);
     });

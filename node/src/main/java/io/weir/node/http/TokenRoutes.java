@@ -20,7 +20,8 @@ import org.slf4j.LoggerFactory;
  * ever leaves the node).
  *
  * <ul>
- *   <li>{@code GET keys}: {@code {"active", "keys": [{"kid", "createdAt", "retiredAt", "active"}]}}.
+ *   <li>{@code GET keys}: {@code {"active", "keys": [{"kid", "createdAt", "retiredAt", "active",
+ *       "invalidatedByRestore"}], "restoreEpoch", "restoredAt"}}.
  *   <li>{@code POST rotate}: adds a key that signs from now on; tokens of the older keys still
  *       verify until retired. 200 with the keys.
  *   <li>{@code POST retire} {@code {"kid"}}: tokens signed with that key are refused from now on
@@ -81,9 +82,12 @@ final class TokenRoutes extends JsonRoutes {
       m.put("createdAt", k.createdAt().toString());
       m.put("retiredAt", k.retiredAt() == null ? null : k.retiredAt().toString());
       m.put("active", k.active());
+      m.put("invalidatedByRestore", k.invalidatedByRestore());
       return m;
     }).toList();
     out.put("keys", list);
+    out.put("restoreEpoch", ring.restoreEpoch());
+    out.put("restoredAt", ring.restoredAt() == null ? null : ring.restoredAt().toString());
     return out;
   }
 }

@@ -15,6 +15,17 @@ class TokenAuthenticatorTest {
   }
 
   @Test
+  void aPreviousBootstrapTokenIsTheSameAdministrator() {
+    TokenAuthenticator rolling = TokenAuthenticator.withBootstrapAdmin(
+        "new-admin-token-0123456789", java.util.Optional.of("old-admin-token-0123456789"));
+    assertThat(rolling.authenticate("new-admin-token-0123456789")).contains(new Principal("admin", true));
+    assertThat(rolling.authenticate("old-admin-token-0123456789")).contains(new Principal("admin", true));
+    assertThat(rolling.authenticate("other-admin-token-0123456789")).isEmpty();
+    assertThat(TokenAuthenticator.withBootstrapAdmin("new-admin-token-0123456789", java.util.Optional.empty())
+        .authenticate("old-admin-token-0123456789")).isEmpty();
+  }
+
+  @Test
   void unknownEmptyAndPrefixTokensAreRejected() {
     assertThat(auth.authenticate("admin-token-012345678")).as("a prefix of a token is not the token").isEmpty();
     assertThat(auth.authenticate("admin-token-01234567890")).as("an extension of a token is not the token").isEmpty();

@@ -49,7 +49,13 @@ public enum HaltReason {
    * An incremental snapshot cannot go on: a table left the publication, an unkeyed table is too
    * large to read whole, or concurrent changes invalidated one chunk too many times in a row.
    */
-  SNAPSHOT_FAILED;
+  SNAPSHOT_FAILED,
+  /**
+   * Weir's schema was restored from a backup while the pipeline's slot went on: the slot's
+   * confirmed position may be past transactions the restored state never received. Drop the
+   * pipeline ({@code DELETE /admin/pipelines/{name}?confirm={name}}) and start it again.
+   */
+  RESTORED_FROM_BACKUP;
 
   /** Wire form: lower case, hyphenated, e.g. {@code slot-lost}. */
   public String wire() {

@@ -119,7 +119,7 @@ public final class SlotManager {
     return recorded().map(Recorded::incarnation);
   }
 
-  private record Recorded(SlotIncarnation incarnation, String slotName, String snapshotState) {
+  private record Recorded(SlotIncarnation incarnation, String slotName, String snapshotState, boolean restored) {
     boolean snapshotPending() {
       return "pending".equals(snapshotState);
     }
@@ -129,7 +129,8 @@ public final class SlotManager {
     try (Connection c = stateStore.getConnection();
         PreparedStatement ps =
             c.prepareStatement(
-                "SELECT incarnation, system_identifier, timeline, slot_name, snapshot_state FROM " + stateSchema
+                "SELECT incarnation, system_identifier, timeline, slot_name, snapshot_state, restored_at IS NOT NULL FROM "
+                    + stateSchema
                     + ".cdc_slot WHERE pipeline = ?")) {
       ps.setString(1, settings.name());
       try (ResultSet rs = ps.executeQuery()) {
@@ -139,7 +140,7 @@ public final class SlotManager {
         return Optional.of(new Recorded(
             new SlotIncarnation(
                 rs.getObject(1, UUID.class), rs.getBigDecimal(2).toBigInteger().longValue(), rs.getInt(3)),
-            rs.getString(4), rs.getString(5)));
+            rs.getString(4), rs.getString(5), rs.getBoolean(6)));
       }
     }
   }
@@ -204,6 +205,16 @@ public final class SlotManager {
       Optional<SinkCheckpoint> checkpoint)
       throws SQLException {
     Optional<Recorded> record = recorded();
+    if (record.isPresent() && record.get().restored()) {
+      // Weir's records (and the sink's state in schema weir) were rewound by a restore while the slot
+      // went on: its confirmed position may be past transactions the restored state never saw, and
+      // streaming would skip them. Comparing positions cannot tell: an idle pipeline confirms past
+      // WAL without transactions too.
+      throw new PipelineHaltException(
+          HaltReason.RESTORED_FROM_BACKUP,
+          "this pipeline's records were restored from a backup while its slot went on; drop the pipeline"
+              + " (DELETE /admin/pipelines/" + settings.name() + "?confirm=" + settings.name() + ") and start it again");
+    }
     if (record.isPresent() && record.get().slotName().equals(settings.slot()) && record.get().snapshotPending()) {
       SlotIncarnation pending = record.get().incarnation();
       if (checkpoint.isPresent() && checkpoint.get().incarnation().equals(pending)) {

@@ -26,8 +26,10 @@ import javax.crypto.spec.SecretKeySpec;
  *
  * <p>Keys: the cluster's keys by key id (kept in PostgreSQL, shared by every node); tokens are
  * signed with the active key and verified with any key the signer holds, so a rotation keeps
- * earlier tokens valid until their key is retired. Error messages never quote a token or a field
- * value, and no key material appears in {@link #toString()}.
+ * earlier tokens valid until their key is retired. Keys retired by a restore from a backup
+ * ("fenced" keys) still check a token's MAC, so a genuine token issued before the restore is told
+ * apart ({@link Failure#INVALIDATED_BY_RESTORE}) from a forged one. Error messages never quote a
+ * token or a field value, and no key material appears in {@link #toString()}.
  */
 public final class TokenSigner {
   private static final byte FORMAT = 1;
@@ -61,7 +63,12 @@ public final class TokenSigner {
     /** A valid token of another kind. */
     WRONG_KIND,
     /** Past its expiry time. */
-    EXPIRED
+    EXPIRED,
+    /**
+     * Genuine (its MAC matches), but signed with a key that a restore from a backup retired: it was
+     * issued before the cluster's state was rewound and must not be used against it.
+     */
+    INVALIDATED_BY_RESTORE
   }
 
   /** A refused token; the message names the reason only. */
@@ -80,13 +87,38 @@ public final class TokenSigner {
 
   private final String activeKeyId;
   private final Map<String, byte[]> keys;
+  private final Map<String, byte[]> fenced;
 
   /**
    * @param activeKeyId the key new tokens are signed with; must be among {@code keys}
    * @param keys every key whose tokens verify, by key id (at least 32 bytes each); never logged
    */
   public TokenSigner(String activeKeyId, Map<String, byte[]> keys) {
+    this(activeKeyId, keys, Map.of());
+  }
+
+  /**
+   * @param activeKeyId the key new tokens are signed with; must be among {@code keys}
+   * @param keys every key whose tokens verify, by key id (at least 32 bytes each); never logged
+   * @param fenced keys retired by a restore from a backup: their tokens are refused with {@link
+   *     Failure#INVALIDATED_BY_RESTORE} once their MAC matched; disjoint from {@code keys}
+   */
+  public TokenSigner(String activeKeyId, Map<String, byte[]> keys, Map<String, byte[]> fenced) {
     validKeyId(activeKeyId);
+    Map<String, byte[]> k = checked(keys);
+    if (!k.containsKey(activeKeyId)) {
+      throw new IllegalArgumentException("the active key is not among the keys");
+    }
+    Map<String, byte[]> f = checked(fenced);
+    if (f.keySet().stream().anyMatch(k::containsKey)) {
+      throw new IllegalArgumentException("a key cannot both verify and be fenced by a restore");
+    }
+    this.activeKeyId = activeKeyId;
+    this.keys = Map.copyOf(k);
+    this.fenced = Map.copyOf(f);
+  }
+
+  private static Map<String, byte[]> checked(Map<String, byte[]> keys) {
     Map<String, byte[]> k = new LinkedHashMap<>();
     keys.forEach((id, key) -> {
       validKeyId(id);
@@ -95,11 +127,7 @@ public final class TokenSigner {
       }
       k.put(id, key.clone());
     });
-    if (!k.containsKey(activeKeyId)) {
-      throw new IllegalArgumentException("the active key is not among the keys");
-    }
-    this.activeKeyId = activeKeyId;
-    this.keys = Map.copyOf(k);
+    return k;
   }
 
   /** A signer with one key. */
@@ -157,7 +185,8 @@ public final class TokenSigner {
    * fields.
    *
    * @throws InvalidToken when it is malformed, forged, tampered with, signed by an unknown key, of
-   *     another kind or expired
+   *     another kind, issued before a restore from a backup ({@link Failure#INVALIDATED_BY_RESTORE},
+   *     checked before the expiry) or expired
    */
   public <T> T verify(String token, Kind kind, long nowMillis, Reader<T> reader) throws InvalidToken {
     if (token == null || token.isEmpty() || token.length() > MAX_TOKEN_LENGTH) {
@@ -186,6 +215,11 @@ public final class TokenSigner {
       throw new InvalidToken(Failure.MALFORMED, "the token is truncated");
     }
     byte[] key = keys.get(keyId);
+    boolean fencedKey = false;
+    if (key == null) {
+      key = fenced.get(keyId);
+      fencedKey = key != null;
+    }
     if (key == null) {
       throw new InvalidToken(Failure.UNKNOWN_KEY, "the token was signed with a key this cluster does not accept");
     }
@@ -196,6 +230,9 @@ public final class TokenSigner {
       int tag = in.readUnsignedByte();
       if (tag != kind.tag) {
         throw new InvalidToken(Failure.WRONG_KIND, "the token is not a " + kind.name().toLowerCase(java.util.Locale.ROOT) + " token");
+      }
+      if (fencedKey) {
+        throw new InvalidToken(Failure.INVALIDATED_BY_RESTORE, "the token was issued before the cluster was restored from a backup");
       }
       long expires = in.readLong();
       if (nowMillis >= expires) {
@@ -224,6 +261,6 @@ public final class TokenSigner {
   /** No key material. */
   @Override
   public String toString() {
-    return "TokenSigner[active=" + activeKeyId + ", keys=" + keys.size() + "]";
+    return "TokenSigner[active=" + activeKeyId + ", keys=" + keys.size() + ", fenced=" + fenced.size() + "]";
   }
 }

@@ -106,6 +106,36 @@ class TokenSignerTest {
   }
 
   @Test
+  void aTokenOfAKeyFencedByARestoreIsInvalidatedOnlyWhenGenuine() throws InvalidToken {
+    String old = batch.sign(signer, LATER);
+    String oldCursor = new ChangeCursor("notes", "reader", 3, 4, new byte[0], new byte[16], new long[] {1, 2})
+        .sign(signer, LATER);
+    // After the restore: k0 is fenced, k1 signs.
+    TokenSigner restored = new TokenSigner("k1", java.util.Map.of("k1", OTHER), java.util.Map.of("k0", KEY));
+    assertThatThrownBy(() -> BatchToken.verify(restored, old, NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> {
+          assertThat(e.failure()).isEqualTo(Failure.INVALIDATED_BY_RESTORE);
+          assertThat(e.getMessage()).isEqualTo("the token was issued before the cluster was restored from a backup");
+        });
+    assertThatThrownBy(() -> ChangeCursor.verify(restored, oldCursor, NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.INVALIDATED_BY_RESTORE));
+    // Checked before the expiry: an expired token of a fenced key is still told it was invalidated.
+    assertThatThrownBy(() -> BatchToken.verify(restored, old, LATER + 1))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.INVALIDATED_BY_RESTORE));
+    // A forgery naming the fenced key id stays a forgery; another kind stays another kind.
+    String forged = batch.sign(TokenSigner.of("k0", key(3)), LATER);
+    assertThatThrownBy(() -> BatchToken.verify(restored, forged, NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.BAD_SIGNATURE));
+    assertThatThrownBy(() -> BatchToken.verify(restored, oldCursor, NOW))
+        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.WRONG_KIND));
+    // New tokens verify; a key cannot be both active and fenced.
+    assertThat(BatchToken.verify(restored, batch.sign(restored, LATER), NOW)).isEqualTo(batch);
+    assertThatThrownBy(() -> new TokenSigner("k0", java.util.Map.of("k0", KEY), java.util.Map.of("k0", KEY)))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThat(restored.toString()).doesNotContain(java.util.HexFormat.of().formatHex(KEY));
+  }
+
+  @Test
   void messagesAndToStringCarryNoKeyOrField() {
     assertThat(signer.toString()).doesNotContain(java.util.HexFormat.of().formatHex(KEY))
         .doesNotContain(Base64.getEncoder().encodeToString(KEY));

@@ -59,13 +59,7 @@ public final class RestoreFence {
 
   /** Whether {@code schema} holds a restore marker (a restore whose fence has not run yet). */
   public static boolean pending(Connection c, String schema) throws SQLException {
-    try (PreparedStatement s = c.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
-      s.setString(1, Identifiers.require("schema name", schema) + "." + MARKER);
-      try (ResultSet rs = s.executeQuery()) {
-        rs.next();
-        return rs.getBoolean(1);
-      }
-    }
+    return tableExists(c, Identifiers.require("schema name", schema), MARKER);
   }
 
   /** Applies the fence if {@code schema} holds a restore marker; empty when it does not. */
@@ -196,8 +190,13 @@ public final class RestoreFence {
   }
 
   private static boolean tableExists(Connection c, String schema, String table) throws SQLException {
-    try (PreparedStatement s = c.prepareStatement("SELECT to_regclass(?) IS NOT NULL")) {
-      s.setString(1, schema + "." + table);
+    // A scan of pg_class under this statement's snapshot, not to_regclass: name lookup goes through
+    // the backend's catalog caches, which may still hold a marker another node's fence dropped while
+    // this one waited for the advisory lock (the DELETE that follows then fails: relation does not exist).
+    try (PreparedStatement s = c.prepareStatement("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class r"
+        + " JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE n.nspname = ? AND r.relname = ?)")) {
+      s.setString(1, schema);
+      s.setString(2, table);
       try (ResultSet rs = s.executeQuery()) {
         rs.next();
         return rs.getBoolean(1);

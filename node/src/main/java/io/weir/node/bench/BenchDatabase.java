@@ -181,6 +181,9 @@ final class BenchDatabase {
 
   /** Drops every slot this object created; waits for a consumer that is still disconnecting. */
   void dropSlots() throws SQLException {
+    if (slots.isEmpty()) {
+      return; // also when the database was never created
+    }
     SQLException failure = null;
     try (Connection c = connect()) {
       for (String slot : List.copyOf(slots)) {

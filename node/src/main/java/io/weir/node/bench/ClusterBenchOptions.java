@@ -37,8 +37,10 @@ final class ClusterBenchOptions {
 
   @Option(names = "--stable-after", paramLabel = "DURATION",
       description = "pekko.cluster.split-brain-resolver.stable-after of every node: how long membership must be stable"
-          + " before the resolver downs an unreachable member. Weir's (and Pekko's) default is 20s; the lower default"
-          + " here keeps the run short and takes about 17 s off each failover (default: ${DEFAULT-VALUE})")
+          + " before the resolver downs an unreachable member; it is also the removal margin the cluster singletons and"
+          + " shards wait before they start again elsewhere, so a failover waits for it twice. Weir's (and Pekko's)"
+          + " default is 20s; the lower default here keeps the run short and takes about 2 x 17 s off each failover"
+          + " (default: ${DEFAULT-VALUE})")
   String stableAfter = "3s";
 
   // --- 1. failover ---
@@ -68,8 +70,9 @@ final class ClusterBenchOptions {
   int seconds = 20;
 
   @Option(names = "--warmup-seconds", paramLabel = "S",
-      description = "writes to each configuration before its first round, not reported (default: ${DEFAULT-VALUE}; 0: none)")
-  int warmupSeconds = 10;
+      description = "writes to each configuration before its first round, not reported; the node JVMs compile the write"
+          + " path meanwhile (default: ${DEFAULT-VALUE}; 0: none)")
+  int warmupSeconds = 30;
 
   @Option(names = "--rounds", paramLabel = "N",
       description = "rounds per configuration, 1 node and 3 nodes side by side, the order alternating (default: ${DEFAULT-VALUE})")

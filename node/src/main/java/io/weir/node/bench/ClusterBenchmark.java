@@ -226,16 +226,17 @@ public final class ClusterBenchmark {
     System.out.printf("   each run SIGKILLs the slot owner (slotOwner of GET /admin/cluster), then probes the survivors every"
             + " %d ms, in turn:%n"
             + "     downed    = a survivor's GET /admin/cluster no longer lists the killed member as up (split-brain"
-            + " resolver, stable-after %s)%n"
+            + " resolver, stable-after %s;%n                 timed at the probe's sending: the route takes the membership"
+            + " first, then waits for the lost node)%n"
             + "     streaming = GET /admin/pipelines/%s answers state running with transactions > 0 (started again on a"
             + " survivor and delivering)%n"
             + "     readable  = GET /v1/documents/%s/<id> answers 200 for the row inserted by the first source transaction"
             + " begun after the kill%n"
-            + "   (seconds from the process's death to the first probe answer that says so); then the killed node starts"
-            + " again on its ports:%n"
+            + "   (seconds from the process's death to the first probe answer that says so, within about %d ms); then the"
+            + " killed node starts again on its ports:%n"
             + "     rejoined  = from that start until 3 members are up, all partitions and the pipeline run (the next run"
             + " waits for it)%n",
-        PROBE_MILLIS, options.stableAfter, PIPELINE, SOURCE);
+        PROBE_MILLIS, options.stableAfter, PIPELINE, SOURCE, 2 * PROBE_MILLIS);
     SourceWriter writer = new SourceWriter(three, options.writerIntervalMs);
     Thread writerThread = new Thread(writer, "bench-source-writer");
     writerThread.setDaemon(true);
@@ -303,7 +304,9 @@ public final class ClusterBenchmark {
         survivors.add(i);
       }
     }
-    CompletableFuture<Long> downed = firstAnswer(c, survivors, "/admin/cluster", r -> {
+    // GET /admin/cluster takes the membership when the request arrives, then waits for the lost
+    // node's shard region (3 s) and the pipeline manager: its send time is when the state held.
+    CompletableFuture<Long> downed = firstAnswer(c, survivors, "/admin/cluster", true, r -> {
       JsonNode status = json(r);
       if (status == null) {
         return false;
@@ -315,7 +318,7 @@ public final class ClusterBenchmark {
       }
       return true;
     }, deadline);
-    CompletableFuture<Long> streaming = firstAnswer(c, survivors, "/admin/pipelines/" + PIPELINE, r -> {
+    CompletableFuture<Long> streaming = firstAnswer(c, survivors, "/admin/pipelines/" + PIPELINE, false, r -> {
       JsonNode status = json(r);
       return status != null && status.path("state").asText().equals("running") && status.path("transactions").asLong() > 0;
     }, deadline);
@@ -326,7 +329,7 @@ public final class ClusterBenchmark {
     }
     writer.trackAfter = Long.MAX_VALUE;
     CompletableFuture<Long> readable = row == null ? CompletableFuture.completedFuture(-1L)
-        : firstAnswer(c, survivors, "/v1/documents/" + SOURCE + "/" + row[0], r -> r.statusCode() == 200, deadline);
+        : firstAnswer(c, survivors, "/v1/documents/" + SOURCE + "/" + row[0], false, r -> r.statusCode() == 200, deadline);
     long waitMillis = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 30_000;
     double downedS = since(killed, downed.get(waitMillis, TimeUnit.MILLISECONDS));
     double streamingS = since(killed, streaming.get(waitMillis, TimeUnit.MILLISECONDS));
@@ -367,11 +370,12 @@ public final class ClusterBenchmark {
   }
 
   /**
-   * Completes with the moment (System.nanoTime) the first answer satisfying {@code done} arrived,
-   * or -1 at {@code deadline}. A probe goes to the next of {@code nodes} every {@value
-   * #PROBE_MILLIS} ms (asynchronously: a probe stuck on a lost node does not hold up the next).
+   * Completes with the moment (System.nanoTime) the first answer satisfying {@code done} arrived
+   * (or, with {@code sendTime}, when that probe was sent), or -1 at {@code deadline}. A probe goes
+   * to the next of {@code nodes} every {@value #PROBE_MILLIS} ms (asynchronously: a probe stuck on
+   * a lost node does not hold up the next).
    */
-  private CompletableFuture<Long> firstAnswer(BenchCluster c, List<Integer> nodes, String path,
+  private CompletableFuture<Long> firstAnswer(BenchCluster c, List<Integer> nodes, String path, boolean sendTime,
       Predicate<HttpResponse<String>> done, long deadline) {
     CompletableFuture<Long> result = new CompletableFuture<>();
     AtomicInteger inFlight = new AtomicInteger();
@@ -389,11 +393,12 @@ public final class ClusterBenchmark {
       }
       int node = nodes.get(Math.floorMod(turn.getAndIncrement(), nodes.size()));
       inFlight.incrementAndGet();
+      long sent = System.nanoTime();
       c.getAsync(node, path, Duration.ofSeconds(15)).whenComplete((r, e) -> {
         long now = System.nanoTime();
         inFlight.decrementAndGet();
         if (e == null && done.test(r)) {
-          result.complete(now);
+          result.complete(sendTime ? sent : now);
         }
       });
     }, 0, PROBE_MILLIS, TimeUnit.MILLISECONDS);
@@ -472,7 +477,7 @@ public final class ClusterBenchmark {
 
   /** One measured (or warm-up) round of one configuration. */
   private record Round(int nodes, long writes, long nanos, Histogram latency, long forwarded, double nodeCpu, double pgCpu,
-      double clientCpu, double machineCpu, Map<String, Long> failures) {
+      double clientCpu, double idleCpu, double machineCpu, Map<String, Long> failures) {
     double seconds() {
       return nanos / 1e9;
     }
@@ -518,32 +523,33 @@ public final class ClusterBenchmark {
     try {
       if (options.warmupSeconds > 0) {
         for (BenchCluster c : List.of(c1, c3)) {
-          Round w = writeRound(c, pool, "w" + c.size(), options.warmupSeconds);
+          Round w = writeRound(c, c == c1 ? c3 : c1, pool, "w" + c.size(), options.warmupSeconds);
           System.out.printf(Locale.ROOT, "   warm-up (not reported), %d node%s: %,d writes, %,.0f writes/s, failed %d%n",
               c.size(), c.size() == 1 ? "" : "s", w.writes(), w.rate(), w.failed());
         }
       }
-      System.out.printf("%5s %5s %8s %6s %9s | %7s %7s %7s %8s | %5s | %5s %5s %5s %5s  %s%n", "round", "nodes", "writes",
-          "s", "writes/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "fwd", "nodes", "PG", "cli", "all", "failed");
+      System.out.printf("%5s %5s %8s %6s %9s | %7s %7s %7s %8s | %5s | %5s %5s %5s %5s %5s  %s%n", "round", "nodes", "writes",
+          "s", "writes/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "fwd", "nodes", "PG", "cli", "idle", "all", "failed");
       List<Round> ones = new ArrayList<>();
       List<Round> threes = new ArrayList<>();
       for (int r = 1; r <= options.rounds; r++) {
         List<BenchCluster> order = r % 2 == 1 ? List.of(c1, c3) : List.of(c3, c1);
         for (BenchCluster c : order) {
-          Round round = writeRound(c, pool, "r" + r + "n" + c.size(), options.seconds);
+          Round round = writeRound(c, c == c1 ? c3 : c1, pool, "r" + r + "n" + c.size(), options.seconds);
           (c.size() == 1 ? ones : threes).add(round);
           double s = round.seconds();
-          System.out.printf(Locale.ROOT, "%5d %5d %,8d %6.1f %,9.0f | %7.2f %7.2f %7.2f %8.1f | %4.0f%% | %5.2f %5.2f %5.2f %5.2f  %s%n",
+          System.out.printf(Locale.ROOT, "%5d %5d %,8d %6.1f %,9.0f | %7.2f %7.2f %7.2f %8.1f | %4.0f%% | %5.2f %5.2f %5.2f %5.2f %5.2f  %s%n",
               r, c.size(), round.writes(), s, round.rate(), ms(round.latency(), 50), ms(round.latency(), 90),
               ms(round.latency(), 99), round.latency().getMaxValue() / 1000.0, 100.0 * round.forwarded() / Math.max(1,
                   round.writes() + round.failed()), round.nodeCpu() / s, round.pgCpu() / s, round.clientCpu() / s,
-              round.machineCpu() / s, round.failures().isEmpty() ? "0" : round.failures().toString());
+              round.idleCpu() / s, round.machineCpu() / s, round.failures().isEmpty() ? "0" : round.failures().toString());
         }
       }
       System.out.println("latency = from sending the PUT to its answer (200: durable in the partition's journal); fwd ="
           + " writes sent to a node that does not host\nthe document's partition (by GET /admin/cluster before the round);"
-          + " nodes / PG / cli / all = cores busy during the round: the measured\ncluster's node processes, the PostgreSQL"
-          + " backends of its database, this JVM (the clients), the whole machine");
+          + " nodes / PG / cli / idle / all = cores busy during the round:\nthe measured cluster's node processes, the"
+          + " PostgreSQL backends of its database, this JVM (the clients), the other cluster's node processes (idle),"
+          + "\nthe whole machine (other work on it included)");
       System.out.println(LINE);
       summary(ones, threes);
     } finally {
@@ -564,13 +570,16 @@ public final class ClusterBenchmark {
       rounds.forEach(r -> all.add(r.latency()));
       double[] rates = rounds.stream().mapToDouble(Round::rate).toArray();
       double cores = rounds.stream().mapToDouble(r -> r.nodeCpu() / r.seconds()).sum() / rounds.size();
+      // The same cluster's CPU while the other one was measured: what it costs doing nothing.
+      List<Round> others = rounds == ones ? threes : ones;
+      double idleCores = others.stream().mapToDouble(r -> r.idleCpu() / r.seconds()).sum() / others.size();
       double cpuPer1k = rounds.stream().mapToDouble(Round::nodeCpu).sum() * 1000 * 1000
           / Math.max(1, rounds.stream().mapToLong(Round::writes).sum());
       int nodes = rounds.get(0).nodes();
       System.out.printf(Locale.ROOT, "%d node%s: median %,.0f writes/s (%,.0f..%,.0f) over %d rounds; all rounds' writes: p50 %.2f ms,"
-              + " p99 %.2f ms, max %.1f ms;%n          nodes' CPU %.2f cores, %.0f ms per 1,000 writes%n", nodes,
-          nodes == 1 ? " " : "s", median(rates), min(rates), max(rates), rates.length, ms(all, 50), ms(all, 99),
-          all.getMaxValue() / 1000.0, cores, cpuPer1k);
+              + " p99 %.2f ms, max %.1f ms;%n          nodes' CPU %.2f cores while writing (%.0f ms per 1,000 writes),"
+              + " %.2f cores while idle%n", nodes, nodes == 1 ? " " : "s", median(rates), min(rates), max(rates),
+          rates.length, ms(all, 50), ms(all, 99), all.getMaxValue() / 1000.0, cores, cpuPer1k, idleCores);
     }
     System.out.printf(Locale.ROOT, "3 nodes / 1 node, writes/s per round: %s; median %.2f%n", each, median(ratios));
     System.out.println("(one machine: every node and PostgreSQL share the same CPUs, so the ratio measures the cost of"
@@ -616,10 +625,12 @@ public final class ClusterBenchmark {
   }
 
   /**
-   * One round: every client PUTs distinct documents (ids {@code <tag>-<client>-<n>}) until {@code
-   * seconds} have passed, each through its node; timed from releasing the clients to the last answer.
+   * One round on {@code c} (the CPU of {@code idle}, the other cluster, is measured too): every
+   * client PUTs distinct documents (ids {@code <tag>-<client>-<n>}) until {@code seconds} have
+   * passed, each through its node; timed from releasing the clients to the last answer.
    */
-  private Round writeRound(BenchCluster c, ExecutorService pool, String tag, int seconds) throws Exception {
+  private Round writeRound(BenchCluster c, BenchCluster idle, ExecutorService pool, String tag, int seconds)
+      throws Exception {
     int[] hostOf = c.placement().orElseThrow(() -> new IllegalStateException("GET /admin/cluster did not answer"));
     // A client of its own per round: no connection left idle since an earlier round (the server may have closed it).
     HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5))
@@ -666,6 +677,7 @@ public final class ClusterBenchmark {
     double nodeCpu = c.cpuSeconds();
     double pgCpu = c.database().backendCpuSeconds();
     double clientCpu = CpuTimes.now().self();
+    double idleCpu = idle.cpuSeconds();
     double machineCpu = CpuTimes.machineBusy();
     long start = System.nanoTime();
     go.countDown();
@@ -675,7 +687,8 @@ public final class ClusterBenchmark {
     }
     long elapsed = System.nanoTime() - start;
     return new Round(c.size(), latency.getTotalCount(), elapsed, latency, forwarded.get(), c.cpuSeconds() - nodeCpu,
-        c.database().backendCpuSeconds() - pgCpu, CpuTimes.now().self() - clientCpu, CpuTimes.machineBusy() - machineCpu,
+        c.database().backendCpuSeconds() - pgCpu, CpuTimes.now().self() - clientCpu, idle.cpuSeconds() - idleCpu,
+        CpuTimes.machineBusy() - machineCpu,
         new TreeMap<>(failures));
   }
 

@@ -14,9 +14,10 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * The benchmark's own database ({@value #NAME}) on the private PostgreSQL: its table and
- * publication, the slots of each round and the workload. Everything here runs outside the timed
- * sections.
+ * A benchmark's own database on the private PostgreSQL ({@value #NAME} unless named otherwise):
+ * created afresh and dropped with any replication slots in it; for the CDC benchmarks also its
+ * table and publication, the slots of each round and the workload. Everything here runs outside
+ * the timed sections.
  */
 final class BenchDatabase {
   static final String NAME = "weir_bench";
@@ -30,6 +31,7 @@ final class BenchDatabase {
   private static final String UPDATE = "UPDATE public.bench SET a = a + 1, c = now() WHERE id BETWEEN ? AND ?";
 
   private final String adminUrl;
+  private final String name;
   private final String benchUrl;
   private final String host;
   private final int port;
@@ -39,15 +41,25 @@ final class BenchDatabase {
   private final Set<String> slots = ConcurrentHashMap.newKeySet();
 
   BenchDatabase(String adminUrl, String user, String password) {
+    this(adminUrl, user, password, NAME);
+  }
+
+  /** Database {@code name} on the server of {@code adminUrl} (a JDBC URL of any database there). */
+  BenchDatabase(String adminUrl, String user, String password, String name) {
     this.adminUrl = adminUrl;
+    this.name = name;
     this.user = user;
     this.password = password;
-    // jdbc:postgresql://host:port/db?params -> same server, database weir_bench.
+    // jdbc:postgresql://host:port/db?params -> same server, database name.
     URI uri = URI.create(adminUrl.substring("jdbc:".length()));
     this.host = uri.getHost() == null ? "127.0.0.1" : uri.getHost();
     this.port = uri.getPort() < 0 ? 5432 : uri.getPort();
     String query = uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery();
-    this.benchUrl = "jdbc:postgresql://" + host + ":" + port + "/" + NAME + query;
+    this.benchUrl = "jdbc:postgresql://" + host + ":" + port + "/" + name + query;
+  }
+
+  String name() {
+    return name;
   }
 
   String url() {
@@ -81,20 +93,7 @@ final class BenchDatabase {
 
   /** Drops (with any slots left by an earlier run) and recreates the database, table and publication. */
   void recreate() throws SQLException {
-    try (Connection c = DriverManager.getConnection(adminUrl, user, password);
-        Statement s = c.createStatement()) {
-      List<String> leftovers = new ArrayList<>();
-      try (ResultSet rs = s.executeQuery("SELECT slot_name FROM pg_replication_slots WHERE database = '" + NAME + "'")) {
-        while (rs.next()) {
-          leftovers.add(rs.getString(1));
-        }
-      }
-      for (String slot : leftovers) {
-        dropSlot(c, slot);
-      }
-      s.execute("DROP DATABASE IF EXISTS " + NAME + " WITH (FORCE)");
-      s.execute("CREATE DATABASE " + NAME);
-    }
+    recreateEmpty();
     try (Connection c = connect();
         Statement s = c.createStatement()) {
       s.execute("CREATE TABLE public.bench (id bigint PRIMARY KEY, a int NOT NULL, b text NOT NULL, c timestamptz NOT NULL)");
@@ -104,13 +103,58 @@ final class BenchDatabase {
     }
   }
 
-  /** Drops the database (after its slots). */
-  void drop() throws SQLException {
-    dropSlots();
+  /** Drops the database (with any slots left in it by an earlier run) and creates it again, empty. */
+  void recreateEmpty() throws SQLException {
     try (Connection c = DriverManager.getConnection(adminUrl, user, password);
         Statement s = c.createStatement()) {
-      s.execute("DROP DATABASE IF EXISTS " + NAME + " WITH (FORCE)");
+      dropDatabase(c);
+      s.execute("CREATE DATABASE " + name);
     }
+  }
+
+  /** Drops the database, after the slots this object created and any other slot in it (a node's). */
+  void drop() throws SQLException {
+    dropSlots();
+    try (Connection c = DriverManager.getConnection(adminUrl, user, password)) {
+      dropDatabase(c);
+    }
+  }
+
+  /** Drops every replication slot of the database, then the database (ending its sessions). */
+  private void dropDatabase(Connection admin) throws SQLException {
+    List<String> slotsThere = new ArrayList<>();
+    try (PreparedStatement ps = admin.prepareStatement("SELECT slot_name FROM pg_replication_slots WHERE database = ?")) {
+      ps.setString(1, name);
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          slotsThere.add(rs.getString(1));
+        }
+      }
+    }
+    for (String slot : slotsThere) {
+      dropSlot(admin, slot);
+    }
+    try (Statement s = admin.createStatement()) {
+      s.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    }
+  }
+
+  /**
+   * CPU seconds (user + system) used so far by the PostgreSQL backends connected to the database
+   * (this query's excepted), from {@code /proc}; only comparable between two calls while the same
+   * sessions stay connected (a pool's).
+   */
+  double backendCpuSeconds() throws SQLException {
+    double sum = 0;
+    try (Connection c = connect();
+        Statement s = c.createStatement();
+        ResultSet rs = s.executeQuery("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            + " AND pid <> pg_backend_pid()")) {
+      while (rs.next()) {
+        sum += CpuTimes.process(rs.getLong(1));
+      }
+    }
+    return sum;
   }
 
   /** Empties the table and writes a checkpoint; done before a round's slots exist, so nothing of it is decoded. */
@@ -137,6 +181,9 @@ final class BenchDatabase {
 
   /** Drops every slot this object created; waits for a consumer that is still disconnecting. */
   void dropSlots() throws SQLException {
+    if (slots.isEmpty()) {
+      return; // also when the database was never created
+    }
     SQLException failure = null;
     try (Connection c = connect()) {
       for (String slot : List.copyOf(slots)) {

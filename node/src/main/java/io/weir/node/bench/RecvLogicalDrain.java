@@ -45,7 +45,7 @@ final class RecvLogicalDrain {
     }
     List<String> command = List.of(
         binary.toString(),
-        "--dbname=host=" + db.host() + " port=" + db.port() + " dbname=" + BenchDatabase.NAME
+        "--dbname=host=" + db.host() + " port=" + db.port() + " dbname=" + db.name()
             + " user=" + db.user() + " application_name=bench_recvlogical",
         "--slot=" + slot,
         "--start",

@@ -96,8 +96,8 @@ class ClusterCrashIT extends EndToEndTest {
     call(this::any, "PUT", "/admin/policies/src", "{\"visibility\":\"owner\",\"field\":\"note\"}");
     String followerToken = call(this::any, "POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
     call(this::any, "POST", "/admin/principals/follower/grants", "{\"collection\":\"src\",\"grant\":\"ChangesRead\"}");
-    // Grants reach the other nodes with their next principals reload (weir.principals.refresh, 5 s):
-    // start following once every node lets the follower read.
+    // Every node lets the follower read before it starts (a grant given through one node counts on
+    // another once it has reloaded its principals: at once on a refusal, or when it hears of it).
     for (int i = 0; i < 3; i++) {
       NodeProcess n = up.get(i);
       await("node " + (i + 1) + " knows the follower's grant").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(250))

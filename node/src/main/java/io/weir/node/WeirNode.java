@@ -85,6 +85,36 @@ public final class WeirNode {
   }
 
   /**
+   * Changes to principals made through this node are announced on the cluster topic {@code
+   * weir-principals}; on hearing of one made through another node, this node reloads at once. A
+   * revocation or a grant then takes effect everywhere within a message round trip and a load, not
+   * at the next scheduled reload (which still runs and covers a lost message).
+   */
+  private static void announcePrincipalChanges(
+      ActorSystem<?> system, io.weir.node.auth.Principals principals, AtomicBoolean loaded) {
+    ActorRef<org.apache.pekko.actor.typed.pubsub.Topic.Command<io.weir.node.auth.PrincipalsChanged>> topic =
+        system.systemActorOf(org.apache.pekko.actor.typed.pubsub.Topic.create(
+            io.weir.node.auth.PrincipalsChanged.class, "weir-principals"), "weir-principals-topic",
+            org.apache.pekko.actor.typed.Props.empty());
+    String self = org.apache.pekko.cluster.typed.Cluster.get(system).selfMember().address().toString();
+    ActorRef<io.weir.node.auth.PrincipalsChanged> listener = system.systemActorOf(
+        Behaviors.receiveMessage(changed -> {
+          if (!self.equals(changed.origin()) && loaded.get()) {
+            principals.reload().whenComplete((v, e) -> {
+              if (e != null) {
+                log.warn("reloading the principals after a change on another node failed: {}",
+                    io.weir.persistence.SafeErrors.describe(e));
+              }
+            });
+          }
+          return Behaviors.same();
+        }), "weir-principals-listener", org.apache.pekko.actor.typed.Props.empty());
+    topic.tell(org.apache.pekko.actor.typed.pubsub.Topic.subscribe(listener));
+    principals.onChange(() -> topic.tell(
+        org.apache.pekko.actor.typed.pubsub.Topic.publish(new io.weir.node.auth.PrincipalsChanged(self))));
+  }
+
+  /**
    * Starts a node and waits until its HTTP port is bound.
    *
    * @throws NodeStartException when the HTTP port cannot be bound (the actor system is stopped)
@@ -132,6 +162,7 @@ public final class WeirNode {
       AtomicBoolean principalsLoaded = new AtomicBoolean();
       scheduleReload(system, storage, settings.principalRefresh(), principalsLoaded::get,
           () -> authenticator.reload().thenRun(() -> principalsLoaded.set(true)), "principals");
+      announcePrincipalChanges(system, authenticator, principalsLoaded);
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
       TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),

@@ -145,7 +145,7 @@ public final class HttpApi extends JsonRoutes {
     super(json);
     this.policies = policies;
     this.policyRoutes = policies == null ? null : new PolicyRoutes(json, policies);
-    this.feedRoutes = feeds == null ? null : new FeedRoutes(json, feeds);
+    this.feedRoutes = feeds == null ? null : new FeedRoutes(json, feeds, authenticator);
     this.principals = principals == null ? null : new PrincipalRoutes(json, principals);
     this.projections = projections == null ? null : new ProjectionRoutes(json, projections, documents, maxDocumentBytes);
     this.tokens = tokenKeys == null ? null : new TokenRoutes(json, tokenKeys);
@@ -318,19 +318,21 @@ public final class HttpApi extends JsonRoutes {
         path(PathMatchers.segment("documents").slash(PathMatchers.segment()).slash(PathMatchers.segment()),
             (collection, id) -> concat(
                 put(() -> granted(principal, "DocumentsWrite", collection,
-                    () -> writeHeaders((expected, key) -> putDocument(principal, collection, id, expected, key)))),
-                get(() -> granted(principal, "DocumentsRead", collection, () -> getDocument(principal, collection, id))),
+                    p -> writeHeaders((expected, key) -> putDocument(p, collection, id, expected, key)))),
+                get(() -> granted(principal, "DocumentsRead", collection, p -> getDocument(p, collection, id))),
                 delete(() -> granted(principal, "DocumentsWrite", collection,
-                    () -> writeHeaders((expected, key) -> deleteDocument(principal, collection, id, expected, key)))))),
+                    p -> writeHeaders((expected, key) -> deleteDocument(p, collection, id, expected, key)))))),
         feedRoutes == null ? reject() : feedRoutes.routes(principal));
   }
 
-  /** {@code inner} when {@code principal} holds {@code grant} on {@code collection} (administrators hold all); 403 otherwise. */
-  private Route granted(Principal principal, String grant, String collection, Supplier<Route> inner) {
-    if (!principal.may(grant, collection)) {
-      return error(ErrorCode.FORBIDDEN, "this operation requires the grant " + grant + " on this collection");
-    }
-    return inner.get();
+  /**
+   * {@code inner} when {@code principal} holds {@code grant} on {@code collection} (administrators
+   * hold all); 403 otherwise, after a second look at freshly loaded principals ({@link #grantChecked}).
+   */
+  private Route granted(Principal principal, String grant, String collection, Function<Principal, Route> inner) {
+    return grantChecked(authenticator, principal, p -> p.may(grant, collection)
+        ? inner.apply(p)
+        : new MissingGrant("this operation requires the grant " + grant + " on this collection"));
   }
 
   /**
@@ -814,12 +816,6 @@ public final class HttpApi extends JsonRoutes {
             return result.get().isPresent() ? inner.apply(result.get().get()) : unauthenticated();
           });
         });
-  }
-
-  private Route unauthenticated() {
-    return complete(
-        response(401, ErrorBody.of(ErrorCode.UNAUTHENTICATED, "a valid bearer token is required"))
-            .addHeader(RawHeader.create("WWW-Authenticate", "Bearer realm=\"weir\"")));
   }
 
   static Optional<String> bearerToken(String authorization) {

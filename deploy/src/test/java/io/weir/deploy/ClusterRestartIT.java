@@ -189,12 +189,10 @@ class ClusterRestartIT extends EndToEndTest {
   /** Reads changes from {@code cursor} (null: the beginning) to the tail into {@code out}; the last cursor. */
   private static String readAll(NodeProcess node, String token, String cursor, List<String> out) throws Exception {
     while (true) {
-      String body = cursor == null ? "{\"collection\":\"docs\",\"start\":\"beginning\",\"limit\":1000}"
-          : "{\"collection\":\"docs\",\"cursor\":\"" + cursor + "\",\"limit\":1000}";
+      String body = changesRequest("docs", cursor, 1000);
       JsonNode page = null;
       for (int attempt = 0; page == null; attempt++) {
-        var r = node.send("POST", "/v1/changes/read", body,
-            Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"));
+        var r = readChanges(node, token, body);
         if (r.isPresent() && r.get().statusCode() == 200) {
           page = JSON.readTree(r.get().body());
         } else if (r.isPresent() && r.get().statusCode() != 503) {

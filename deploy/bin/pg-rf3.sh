@@ -396,6 +396,9 @@ rejoin() {
   running "$pm" && accepts_writes "$pm" || die "the primary $pm is not running or does not accept writes"
   running "$m" && stop_member "$m" fast
   as_owner rm -f "$H/$m/data/standby.signal"
+  # A promoted primary records its new timeline in its control file only at its next checkpoint;
+  # before that pg_rewind sees one timeline and finds nothing to rewind.
+  q "$pm" "CHECKPOINT" >/dev/null
   log "rewinding $m to the primary $pm's timeline (pg_rewind)"
   if ! as_owner env PGPASSFILE="$H/pgpass" "$BIN/pg_rewind" -D "$H/$m/data" \
       --source-server="host=127.0.0.1 port=$(port_of "$pm") user=weir dbname=postgres" >"$H/$m/rewind.log" 2>&1; then
@@ -413,6 +416,15 @@ rejoin() {
   rm -f "$H/$m/fenced"
   start_member "$m"
   await_streaming "$m" 120 || die "member $m does not stream from $pm (log: $H/$m/postgres.log)"
+  # A standby whose timeline cannot follow the primary's connects, is told the WAL ended, and tries
+  # again: it shows as streaming for moments. Caught up to the primary's position it really follows.
+  local target i
+  target=$(q "$pm" "SELECT pg_current_wal_lsn()")
+  for ((i = 0; i < 300; i++)); do
+    [ "$(q "$m" "SELECT pg_last_wal_replay_lsn() >= '$target'::pg_lsn" 2>/dev/null)" = t ] && break
+    sleep 0.2
+  done
+  [ "$i" -lt 300 ] || die "member $m streams but does not replay $pm's WAL (log: $H/$m/postgres.log)"
   other=""
   for c in "${MEMBERS[@]}"; do [ "$c" = "$pm" ] || [ "$c" = "$m" ] || is_fenced "$c" || other=$c; done
   q "$pm" "ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (${other:+$other, }$m)'" >/dev/null

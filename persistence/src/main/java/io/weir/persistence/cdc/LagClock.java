@@ -1,0 +1,50 @@
+package io.weir.persistence.cdc;
+
+import io.weir.protocol.Lsn;
+import java.time.Instant;
+import java.util.concurrent.ConcurrentLinkedDeque;
+
+/**
+ * A pipeline's lag in time: how long ago the oldest transaction that the slot has sent and the
+ * sink has not applied yet was committed at the source. Zero when nothing waits, so an idle pipeline
+ * reads 0 rather than the time since the last commit, and a stalled sink reads a growing value from
+ * its first waiting transaction on.
+ *
+ * <p>The stream records each assembled transaction ({@link #received}) and each applied batch's end
+ * ({@link #applied}); the queue between them holds at most what the pipeline's in-flight window and
+ * batching allow. Written by the stream's stages, read by a metrics scrape: thread-safe.
+ */
+final class LagClock {
+  private record Waiting(long endLsn, long commitMillis) {}
+
+  private final ConcurrentLinkedDeque<Waiting> waiting = new ConcurrentLinkedDeque<>();
+
+  /** A transaction ending at {@code end}, committed at {@code commitTime}, left the assembler. */
+  void received(Lsn end, Instant commitTime) {
+    waiting.addLast(new Waiting(end.asLong(), commitTime == null ? System.currentTimeMillis() : commitTime.toEpochMilli()));
+  }
+
+  /** The sink applied every transaction ending at or before {@code end}. */
+  void applied(Lsn end) {
+    Waiting head;
+    while ((head = waiting.peekFirst()) != null && Long.compareUnsigned(head.endLsn(), end.asLong()) <= 0) {
+      waiting.pollFirst();
+    }
+  }
+
+  /** A new run starts, or the stream stopped: nothing is waiting any more. */
+  void reset() {
+    waiting.clear();
+  }
+
+  /** Seconds since the oldest waiting transaction's commit at {@code nowMillis}; 0 when none waits. */
+  double seconds(long nowMillis) {
+    Waiting head = waiting.peekFirst();
+    return head == null ? 0 : Math.max(0, nowMillis - head.commitMillis()) / 1000.0;
+  }
+
+  /** Transactions received and not yet applied. */
+  int waiting() {
+    return waiting.size();
+  }
+}

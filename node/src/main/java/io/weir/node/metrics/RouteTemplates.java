@@ -10,7 +10,7 @@ import java.util.List;
  * no template matches is labelled by its known root ({@code /admin/**}, {@code /v1/**}, {@code
  * /health/**}) or {@code unmatched}, so the label has a fixed, small set of values.
  *
- * <p>Add the template here when adding a route (a test checks that the node's routes are covered).
+ * <p>Add the template here when adding a route; until then its requests count under their root.
  */
 public final class RouteTemplates {
   /** Every route the node serves. */

@@ -209,9 +209,9 @@ public final class CdcPipeline {
           },
           () -> {
             ReplicationConnection c = live;
-            return c == null ? 0 : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
+            return c == null ? lastLagBytes : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
           });
-      metrics.lagSeconds(() -> live == null ? 0 : lagClock.seconds(System.currentTimeMillis()));
+      metrics.lagSeconds(() -> lagClock.seconds(System.currentTimeMillis()));
       metrics.stateGauges(this::shownState);
       if (settings.streaming().enabled()) {
         metrics.spillGauges(
@@ -319,6 +319,8 @@ public final class CdcPipeline {
       Throwable error = done.error();
       if (error == null) {
         state = "dropped";
+        lagClock.reset();
+        lastLagBytes = 0;
         haltReason = null;
         detail = null;
         incarnation = null;
@@ -578,7 +580,7 @@ public final class CdcPipeline {
       Lsn[] acknowledged = {Lsn.INVALID};
       AtomicBoolean acked = acknowledgedInRun;
       LagClock lag = lagClock;
-      lag.reset();
+      lag.keepOldest();
       return Source.repeat(Done.getInstance())
           .mapAsync(1, tick -> conn.poll(512, Duration.ofMillis(200)))
           .map(batch -> {
@@ -856,13 +858,16 @@ public final class CdcPipeline {
         ReplicationConnection c = connection;
         connection = null;
         live = null;
-        lagClock.reset();
+        lagClock.keepOldest();
+        lastLagBytes = Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
         lastConfirmed = c.confirmed();
         CompletableFuture.runAsync(c::close, blockingIo);
       }
     }
 
     private volatile Lsn lastConfirmed = Lsn.INVALID;
+    /** The lag in bytes when the last stream stopped: what the gauge shows until the next one runs. */
+    private volatile long lastLagBytes;
     private volatile SpillStore runSpill;
     private volatile SnapshotTracker snapshot;
     private IncrementalSnapshot incremental;

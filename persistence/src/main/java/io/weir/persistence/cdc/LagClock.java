@@ -32,7 +32,20 @@ final class LagClock {
     }
   }
 
-  /** A new run starts, or the stream stopped: nothing is waiting any more. */
+  /**
+   * The stream stopped (to restart, or halted): keeps only the oldest waiting transaction. It is
+   * still waiting, so the lag keeps growing from its commit while the pipeline backs off, retries or
+   * stays halted; the next run receives it again (and what follows), and applying it clears it.
+   */
+  void keepOldest() {
+    Waiting head = waiting.peekFirst();
+    waiting.clear();
+    if (head != null) {
+      waiting.addFirst(head);
+    }
+  }
+
+  /** The pipeline was dropped: what it was waiting for will never come. */
   void reset() {
     waiting.clear();
   }

@@ -27,8 +27,16 @@ class PipelineMetricsTest {
     assertThat(clock.waiting()).isZero();
     clock.received(Lsn.of(300), Instant.ofEpochMilli(now + 60_000));
     assertThat(clock.seconds(now)).as("a source clock ahead of ours never reads negative").isZero();
+    clock.received(Lsn.of(400), Instant.ofEpochMilli(now + 61_000));
+    clock.keepOldest();
+    assertThat(clock.waiting()).as("a stopped stream keeps only the oldest waiting transaction").isEqualTo(1);
+    assertThat(clock.seconds(now + 70_000)).as("whose age keeps growing").isEqualTo(10.0);
+    clock.received(Lsn.of(300), Instant.ofEpochMilli(now + 60_000)); // the next run receives it again
+    clock.applied(Lsn.of(300));
+    assertThat(clock.waiting()).isZero();
+    clock.received(Lsn.of(500), Instant.ofEpochMilli(now));
     clock.reset();
-    assertThat(clock.waiting()).as("a new run forgets what the old one received").isZero();
+    assertThat(clock.waiting()).as("a dropped pipeline forgets what it waited for").isZero();
   }
 
   @Test

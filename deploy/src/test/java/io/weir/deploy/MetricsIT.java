@@ -111,11 +111,11 @@ class MetricsIT extends EndToEndTest {
     double lagBytes = stalled.value("weir_cdc_lag_bytes", Map.of("pipeline", "src")).orElseThrow();
     double lagSeconds = stalled.value("weir_cdc_lag_seconds", Map.of("pipeline", "src")).orElseThrow();
     System.out.printf("metrics: stalled lag %.0f bytes, %.1f s; quota use max %.2f; refusals %.0f%n", lagBytes, lagSeconds,
-        stalled.value("weir_partition_quota_use_max", Map.of()).orElse(-1.0),
+        stalled.value("weir_partitions_quota_use_max", Map.of()).orElse(-1.0),
         stalled.value("weir_partition_quota_refusals_total", Map.of()).orElse(-1.0));
     assertThat(lagBytes).as("WAL waits behind the confirmed position").isPositive();
     assertThat(lagSeconds).as("the oldest waiting transaction's age grows while the outbox is full").isGreaterThan(1.5);
-    assertThat(stalled.value("weir_partition_quota_use_max", Map.of()).orElseThrow())
+    assertThat(stalled.value("weir_partitions_quota_use_max", Map.of()).orElseThrow())
         .as("the fullest partition uses its whole quota").isGreaterThan(0.9);
     assertThat(stalled.labelValues("partition")).as("per-partition series for P=4")
         .containsExactlyInAnyOrder("0", "1", "2", "3");
@@ -142,6 +142,13 @@ class MetricsIT extends EndToEndTest {
 
     // No value, and bounded labels only.
     String text = scrapeAs(node, SCRAPE_TOKEN).body();
+    // Kept as a test artifact: what a scrape of a node with one pipeline looks like.
+    Files.writeString(TestPostgres.repoRoot().resolve("deploy/target/e2e-logs/metrics-scrape.txt"), text);
+    Exposition last = Exposition.parse(text);
+    assertThat(last.value("weir_partitions_outbox_entries", Map.of())).as("the node's outbox total after the purges")
+        .isPresent();
+    assertThat(last.sum("weir_partition_outbox_entries", Map.of())).as("the per-partition series add up to the total")
+        .isEqualTo(last.value("weir_partitions_outbox_entries", Map.of()).orElseThrow());
     for (String canary : new String[] {ROW_CANARY, ID_CANARY, COLLECTION_CANARY}) {
       assertThat(text).as("the metrics must not contain %s", canary).doesNotContain(canary);
     }

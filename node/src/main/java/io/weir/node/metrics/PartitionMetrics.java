@@ -19,8 +19,8 @@ import java.util.concurrent.TimeUnit;
  * <p>Per node, always: {@code weir.partitions.hosted}, {@code weir.partition.frames} (persisted
  * frames), {@code weir.partition.writes} (journal writes: frames / writes is the group-commit
  * factor), {@code weir.partition.quota.refusals}, the outbox totals {@code
- * weir.partition.outbox.entries.total} and {@code weir.partition.outbox.bytes.total}, the fullest
- * partition's {@code weir.partition.quota.use.max}, and the histogram {@code
+ * weir.partitions.outbox.entries} and {@code weir.partitions.outbox.bytes}, the fullest
+ * partition's {@code weir.partitions.quota.use.max}, and the histogram {@code
  * weir.partition.recovery} of recovery times.
  *
  * <p>Per partition (tag {@code partition}, a number below P), only while P is at most {@code
@@ -65,12 +65,12 @@ public final class PartitionMetrics implements PartitionObserver {
         .serviceLevelObjectives(RECOVERY_BUCKETS).register(registry);
     Gauge.builder("weir.partitions.hosted", hosted, Map::size).description("Partitions running on this node")
         .register(registry);
-    Gauge.builder("weir.partition.outbox.entries.total", hosted, h -> sum(h, Outbox::entries))
+    Gauge.builder("weir.partitions.outbox.entries", hosted, h -> sum(h, Outbox::entries))
         .description("Retained outbox entries over the partitions hosted here").register(registry);
-    Gauge.builder("weir.partition.outbox.bytes.total", hosted, h -> sum(h, Outbox::bytes))
+    Gauge.builder("weir.partitions.outbox.bytes", hosted, h -> sum(h, Outbox::bytes))
         .description("Retained outbox bytes (before and after images) over the partitions hosted here")
         .register(registry);
-    Gauge.builder("weir.partition.quota.use.max", hosted,
+    Gauge.builder("weir.partitions.quota.use.max", hosted,
             h -> h.values().stream().mapToDouble(Outbox::quotaUse).max().orElse(0))
         .description("The fullest hosted partition's use of its outbox quota (1 = full)").register(registry);
   }

@@ -20,9 +20,9 @@ class PartitionMetricsTest {
     metrics.persisted(5, 1);
     metrics.quotaRefused(5, 2);
     assertThat(registry.get("weir.partitions.hosted").gauge().value()).isEqualTo(2);
-    assertThat(registry.get("weir.partition.outbox.entries.total").gauge().value()).isEqualTo(40);
-    assertThat(registry.get("weir.partition.outbox.bytes.total").gauge().value()).isEqualTo(1500);
-    assertThat(registry.get("weir.partition.quota.use.max").gauge().value()).isEqualTo(0.3);
+    assertThat(registry.get("weir.partitions.outbox.entries").gauge().value()).isEqualTo(40);
+    assertThat(registry.get("weir.partitions.outbox.bytes").gauge().value()).isEqualTo(1500);
+    assertThat(registry.get("weir.partitions.quota.use.max").gauge().value()).isEqualTo(0.3);
     assertThat(registry.get("weir.partition.frames").counter().count()).isEqualTo(5);
     assertThat(registry.get("weir.partition.writes").counter().count()).as("one write per persisted batch").isEqualTo(2);
     assertThat(registry.get("weir.partition.quota.refusals").counter().count()).isEqualTo(2);
@@ -40,7 +40,7 @@ class PartitionMetricsTest {
     assertThat(registry.find("weir.partition.outbox.entries").tag("partition", "5").gauges())
         .as("a partition that left this node is not reported here").isEmpty();
     assertThat(registry.get("weir.partitions.hosted").gauge().value()).isEqualTo(1);
-    assertThat(registry.get("weir.partition.outbox.entries.total").gauge().value()).isEqualTo(10);
+    assertThat(registry.get("weir.partitions.outbox.entries").gauge().value()).isEqualTo(10);
     metrics.outbox(5, 0, 0, 0);
     assertThat(registry.find("weir.partition.outbox.entries").tag("partition", "5").gauges())
         .as("it is reported again once it runs here again").hasSize(1);
@@ -56,7 +56,7 @@ class PartitionMetricsTest {
     }
     assertThat(registry.find("weir.partition.outbox.entries").gauges()).as("no per-partition series").isEmpty();
     assertThat(registry.find("weir.partition.quota.use").gauges()).isEmpty();
-    assertThat(registry.get("weir.partition.outbox.entries.total").gauge().value()).isEqualTo(1024);
+    assertThat(registry.get("weir.partitions.outbox.entries").gauge().value()).isEqualTo(1024);
     assertThat(registry.get("weir.partitions.hosted").gauge().value()).isEqualTo(1024);
   }
 }

@@ -7,8 +7,8 @@ import java.util.concurrent.ConcurrentLinkedDeque;
 /**
  * A pipeline's lag in time: how long ago the oldest transaction that the slot has sent and the
  * sink has not applied yet was committed at the source. Zero when nothing waits, so an idle pipeline
- * reads 0 rather than the time since the last commit, and a stalled sink reads a growing value from
- * its first waiting transaction on.
+ * reads 0 rather than the time since the last commit; a stalled sink, or a pipeline backing off or
+ * halted with a transaction waiting, reads a growing value from its first waiting transaction on.
  *
  * <p>The stream records each assembled transaction ({@link #received}) and each applied batch's end
  * ({@link #applied}); the queue between them holds at most what the pipeline's in-flight window and

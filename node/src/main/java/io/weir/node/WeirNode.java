@@ -2,8 +2,6 @@ package io.weir.node;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
-import io.micrometer.prometheusmetrics.PrometheusConfig;
-import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.cdc.PipelineManager;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -124,7 +122,7 @@ public final class WeirNode {
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
         ActorSystem.create(guardian(database, storage, settings.partitions()), SYSTEM_NAME, actorSystemSetup(config, settings));
-    PrometheusMeterRegistry metrics = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    io.weir.node.metrics.NodeMetrics metrics = new io.weir.node.metrics.NodeMetrics(settings.metrics());
     try {
       CoordinatedShutdown.get(system)
           .addTask(
@@ -132,6 +130,7 @@ public final class WeirNode {
               "close-weir-database",
               () -> {
                 database.close();
+                metrics.close();
                 return CompletableFuture.completedFuture(Done.getInstance());
               });
       joinCluster(system, settings, database);
@@ -139,7 +138,8 @@ public final class WeirNode {
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
       PartitionSharding.init(system, settings.partitionLimits(), new io.weir.sharding.partition.SqlJournalPruner(
           database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))));
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))),
+          settings.metrics().enabled() ? metrics.partitions(settings.partitions()) : io.weir.sharding.partition.PartitionObserver.NONE);
       ClusterSingleton.get(system).init(SingletonActor.of(
           PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
           "weir-partition-keeper"));
@@ -151,7 +151,8 @@ public final class WeirNode {
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
               .init(SingletonActor.of(
-                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics, settings.partitions()),
+                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics.registry(),
+                      settings.partitions()),
                 "weir-pipelines"));
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
@@ -181,9 +182,17 @@ public final class WeirNode {
       scheduleReload(system, storage, settings.policyRefresh(), policies::loaded, policies::reload, "collection policies");
       Feeds feeds = new Feeds(documents, outbox, tokenKeys, policies,
           settings.feeds(), settings.feedDeadline(), java.time.Clock.systemUTC());
+      if (settings.metrics().enabled()) {
+        feeds.bindMetrics(metrics.registry());
+      }
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
           policies, feeds);
+      if (settings.metrics().enabled()) {
+        api.withMetrics(metrics.http(io.weir.node.metrics.RouteTemplates.node()), settings.metrics());
+      } else {
+        api.withMetrics(null, settings.metrics());
+      }
       ServerBinding binding;
       try {
         org.apache.pekko.http.javadsl.ServerBuilder server = Http.get(system).newServerAt(settings.httpHost(), settings.httpPort());

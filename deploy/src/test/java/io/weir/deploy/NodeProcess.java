@@ -343,6 +343,14 @@ public final class NodeProcess implements AutoCloseable {
     process.waitFor(30, TimeUnit.SECONDS);
   }
 
+  /** SIGSTOP or SIGCONT: the process freezes (to the others it is unreachable, as if cut off) or runs on. */
+  public void signal(String name) throws java.io.IOException, InterruptedException {
+    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).inheritIO().start();
+    if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+      throw new AssertionError("kill -" + name + " " + process.pid() + " failed");
+    }
+  }
+
   /** SIGTERM: coordinated shutdown. */
   public void terminate() {
     process.destroy();

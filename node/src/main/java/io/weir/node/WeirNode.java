@@ -91,6 +91,8 @@ public final class WeirNode {
    */
   public static WeirNode start(Config config, NodeSettings settings) {
     AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
+    // Before anything starts: a bad scope is a configuration error.
+    io.weir.node.continuous.ContinuousSettings continuousSettings = io.weir.node.continuous.ContinuousSettings.create(config);
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
         ActorSystem.create(guardian(database, storage, settings.partitions()), SYSTEM_NAME, actorSystemSetup(config, settings));
@@ -117,11 +119,24 @@ public final class WeirNode {
           PartitionSharding.retention(settings.partitions(), () -> storage.get().isReady(), interval, 100_000),
           "weir-outbox-retention")));
 
+      // Continuous queries: an engine on every node, fed only where the continuous pipeline runs.
+      io.weir.node.continuous.ContinuousQueries continuous = settings.pipelines().stream()
+          .filter(io.weir.node.cdc.PipelineConfig::continuous).findFirst()
+          .map(p -> new io.weir.node.continuous.ContinuousQueries(continuousSettings, settings.postgres(),
+              database.dataSource(), p.settings().publications()))
+          .orElse(null);
+      if (continuous != null) {
+        CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseServiceStop(), "close-continuous-queries", () -> {
+          continuous.close();
+          return CompletableFuture.completedFuture(Done.getInstance());
+        });
+      }
       // One pipeline manager per cluster: each slot has exactly one consumer.
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
               .init(SingletonActor.of(
-                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics, settings.partitions()),
+                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics, settings.partitions(),
+                      continuous),
                 "weir-pipelines"));
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
@@ -152,7 +167,7 @@ public final class WeirNode {
           settings.feeds(), settings.feedDeadline(), java.time.Clock.systemUTC());
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
-          policies, feeds);
+          policies, feeds, continuous);
       ServerBinding binding;
       try {
         org.apache.pekko.http.javadsl.ServerBuilder server = Http.get(system).newServerAt(settings.httpHost(), settings.httpPort());

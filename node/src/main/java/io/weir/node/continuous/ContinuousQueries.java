@@ -82,7 +82,7 @@ public final class ContinuousQueries implements AutoCloseable {
     long refresh = settings.refresh().toMillis();
     ticks.scheduleWithFixedDelay(() -> {
       if (active) {
-        engine.execute(this::refresh);
+        onEngine(this::refresh);
       }
     }, refresh, refresh, TimeUnit.MILLISECONDS);
   }
@@ -178,7 +178,7 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   public void unsubscribe(String id, Session.Subscriber subscriber) {
-    engine.execute(() -> {
+    onEngine(() -> {
       Session s = sessions.get(id);
       if (s != null) {
         s.unsubscribe(subscriber);
@@ -207,10 +207,17 @@ public final class ContinuousQueries implements AutoCloseable {
 
   /** The sink closed (pipeline stopped or restarting): sessions stay, but are not maintained until the next activation. */
   void deactivate() {
-    engine.execute(() -> {
-      active = false;
-      repairAllOnActivate = true;
-    });
+    active = false;
+    onEngine(() -> repairAllOnActivate = true);
+  }
+
+  /** Runs {@code task} on the engine thread unless the engine is closed (node shutdown). */
+  private void onEngine(Runnable task) {
+    try {
+      engine.execute(task);
+    } catch (java.util.concurrent.RejectedExecutionException closed) {
+      // shutting down: nothing left to maintain
+    }
   }
 
   /** Handles one committed transaction of the continuous pipeline; completes once every session has. */
@@ -399,7 +406,8 @@ public final class ContinuousQueries implements AutoCloseable {
   @Override
   public void close() {
     ticks.shutdownNow();
-    engine.execute(() -> sessions.values().forEach(Session::closeAll));
+    active = false;
+    onEngine(() -> sessions.values().forEach(Session::closeAll));
     engine.shutdown();
     checks.shutdown();
     try {

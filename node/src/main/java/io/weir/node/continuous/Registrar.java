@@ -171,10 +171,10 @@ final class Registrar {
     // 5. Policy version, database and login.
     String policyVersion;
     try (PreparedStatement ps = c.prepareStatement(
-        "SELECT coalesce(string_agg(c.oid::regclass::text || ':' || c.relrowsecurity || ':' || c.relforcerowsecurity || ':'"
-            + " || coalesce((SELECT string_agg(p.polname || '/' || p.polcmd || '/' || p.polpermissive || '/' || p.polroles::text"
-            + " || '/' || coalesce(pg_get_expr(p.polqual, p.polrelid), ''), ';' ORDER BY p.polname)"
-            + " FROM pg_policy p WHERE p.polrelid = c.oid), ''), ',' ORDER BY c.oid::regclass::text), '')"
+        "SELECT coalesce(string_agg(concat_ws(':', c.oid::regclass::text, c.relrowsecurity::text, c.relforcerowsecurity::text,"
+            + " (SELECT string_agg(concat_ws('/', p.polname::text, p.polcmd::text, p.polpermissive::text, p.polroles::text,"
+            + " pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid)), ';' ORDER BY p.polname)"
+            + " FROM pg_policy p WHERE p.polrelid = c.oid)), ',' ORDER BY c.oid::regclass::text), '')"
             + " FROM pg_class c WHERE CASE WHEN ?::text[] IS NULL THEN c.relrowsecurity OR c.oid IN (SELECT polrelid FROM pg_policy)"
             + " ELSE c.oid IN (SELECT to_regclass(t)::oid FROM unnest(?::text[]) AS t) END")) {
       java.sql.Array arr = tableSet == null ? null : c.createArrayOf("text", tableSet.toArray());

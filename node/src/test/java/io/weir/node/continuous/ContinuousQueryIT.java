@@ -36,6 +36,7 @@ import org.junit.jupiter.api.TestInstance;
  * row-level security, registration over HTTP, SSE events and status counters.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@org.junit.jupiter.api.TestMethodOrder(org.junit.jupiter.api.MethodOrderer.OrderAnnotation.class)
 class ContinuousQueryIT {
   private static final String ADMIN = "admin-token-for-continuous-it";
   private static final String TOP3 =
@@ -47,6 +48,7 @@ class ContinuousQueryIT {
   private final String roleB = "cq_b_" + suffix;
   private TestPostgres.TestDatabase db;
   private WeirNode node;
+  private Config config;
   private String base;
   private String aliceToken;
 
@@ -90,7 +92,7 @@ class ContinuousQueryIT {
     m.put("weir.continuous.scopes.tenant_a.password", "pw-a-" + suffix);
     m.put("weir.continuous.scopes.tenant_b.user", roleB);
     m.put("weir.continuous.scopes.tenant_b.password", "pw-b-" + suffix);
-    Config config = ConfigFactory.load(ConfigFactory.parseMap(m).withFallback(db.config())
+    config = ConfigFactory.load(ConfigFactory.parseMap(m).withFallback(db.config())
         .withFallback(ConfigFactory.defaultApplication()));
     node = WeirNode.start(config, NodeSettings.create(config));
     base = "http://127.0.0.1:" + node.httpPort();
@@ -272,6 +274,32 @@ class ContinuousQueryIT {
     awaitStatus(id, s -> s.get("state").asText().equals("current"));
     assertThat(call("DELETE", "/v1/continuous/" + id, ADMIN, null).statusCode()).isEqualTo(200);
     assertError(call("GET", "/v1/continuous/" + id + "/status", ADMIN, null), 404, "not-found");
+  }
+
+  /** Runs last: the node restarts on the same database and slot. */
+  @Test
+  @org.junit.jupiter.api.Order(Integer.MAX_VALUE)
+  void restartGivesAResetAndAFreshInitialResult() throws Exception {
+    String id = created(register("tenant_b", TOP3 + " WHERE score > :min", "[\"id\"]", "score", 2, "{\"min\": 0}"));
+    String lastId;
+    try (Sse sse = open(id, null)) {
+      JsonNode initial = sse.next("InitialResult");
+      lastId = initial.get("epoch").asText() + "-" + initial.get("sequence").asLong();
+    }
+    node.stop();
+    sql("UPDATE items SET score = 1000 WHERE id = 102"); // while no node runs: streamed after the restart
+    node = WeirNode.start(config, NodeSettings.create(config));
+    base = "http://127.0.0.1:" + node.httpPort();
+    awaitPipelineRunning();
+    try (Sse sse = open(id, lastId)) {
+      assertThat(sse.next("ResultReset").get("reason").asText())
+          .as("an event id from before the restart cannot be resumed").isEqualTo("session-restarted");
+      JsonNode fresh = sse.next("InitialResult");
+      assertThat(fresh.get("epoch").asText()).isNotEqualTo(lastId.substring(0, lastId.lastIndexOf('-')));
+      assertThat(ids(fresh).get(0)).as("the fresh result includes the change made while the node was down").isEqualTo(102);
+      sql("UPDATE items SET name = 'after-restart' WHERE id = 102");
+      assertThat(sse.next("RowUpdated").get("key").get(0).asInt()).isEqualTo(102);
+    }
   }
 
   // ---- helpers ----

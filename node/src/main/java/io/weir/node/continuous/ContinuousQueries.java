@@ -62,6 +62,8 @@ public final class ContinuousQueries implements AutoCloseable {
   private final Map<String, Session> sessions = new LinkedHashMap<>();
   /** xids of delivered transactions not yet seen visible by any read (engine thread only). */
   private final LinkedHashSet<Long> pending = new LinkedHashSet<>();
+  /** Scope -> digest of the access catalogs at the last check (engine thread only). */
+  private final Map<String, String> catalogDigests = new HashMap<>();
   private volatile boolean active;
   private boolean repairAllOnActivate;
   private String lastLsn;
@@ -265,6 +267,7 @@ public final class ContinuousQueries implements AutoCloseable {
       log.warn("reading continuous query registrations failed; retrying: {}", SafeErrors.describe(e));
       return;
     }
+    watchCatalog(stored);
     Set<String> ids = new HashSet<>();
     for (RegistrationStore.Stored r : stored) {
       ids.add(r.id());
@@ -289,6 +292,55 @@ public final class ContinuousQueries implements AutoCloseable {
       }
     }
   }
+
+  /**
+   * Access rules that never reach the WAL: row-level-security policies, table privileges and RLS
+   * flags, role memberships and user functions (a policy may call one). Per scope with
+   * registrations, a digest of those catalogs is taken on the scope's login every refresh; when it
+   * changes, every session of the scope reads again ({@code catalog-changed}). The first digest of
+   * a scope is taken before its sessions' first reads, so a change after it is never missed.
+   */
+  private void watchCatalog(List<RegistrationStore.Stored> stored) {
+    Set<String> scopes = new java.util.TreeSet<>();
+    stored.forEach(r -> scopes.add(r.scope()));
+    for (String scope : scopes) {
+      if (!settings.scopes().containsKey(scope)) {
+        continue;
+      }
+      String digest;
+      try {
+        digest = reader(scope).readOnly(c -> {
+          try (var st = c.createStatement(); var rs = st.executeQuery(CATALOG_DIGEST)) {
+            rs.next();
+            return rs.getString(1);
+          }
+        });
+      } catch (SQLException | RuntimeException e) {
+        log.warn("continuous queries of scope {}: the catalog check failed; retrying: {}", scope, SafeErrors.describe(e));
+        continue;
+      }
+      String previous = catalogDigests.put(scope, digest);
+      if (previous != null && !previous.equals(digest)) {
+        for (Session s : sessions.values()) {
+          if (s.registration.scope().equals(scope)) {
+            read(s, "catalog-changed");
+          }
+        }
+      }
+    }
+    catalogDigests.keySet().retainAll(scopes);
+  }
+
+  /** Digest of policies, user relations' privileges and RLS flags, role memberships and user functions. */
+  private static final String CATALOG_DIGEST = "SELECT md5(concat_ws('|',"
+      + " (SELECT string_agg(concat_ws('/', polrelid::text, polname::text, polcmd::text, polpermissive::text, polroles::text,"
+      + "   pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)), ';' ORDER BY polrelid, polname) FROM pg_policy),"
+      + " (SELECT string_agg(concat_ws('/', oid::text, relrowsecurity::text, relforcerowsecurity::text, relacl::text), ';' ORDER BY oid)"
+      + "   FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') AND relpersistence <> 't' AND oid >= 16384),"
+      + " (SELECT string_agg(concat_ws('/', roleid::text, member::text, admin_option::text), ';' ORDER BY roleid, member)"
+      + "   FROM pg_auth_members),"
+      + " (SELECT string_agg(concat_ws('/', oid::text, md5(prosrc), prosecdef::text, proconfig::text, proacl::text), ';' ORDER BY oid)"
+      + "   FROM pg_proc WHERE oid >= 16384)))";
 
   /**
    * One authoritative read of {@code s}'s full query (tier 3), taken again while its snapshot

@@ -65,10 +65,14 @@ class ContinuousQueryIT {
       s.execute("CREATE TABLE edges (src int NOT NULL, dst int NOT NULL, PRIMARY KEY (src, dst))");
       s.execute("CREATE TABLE unrelated (id int PRIMARY KEY, v int)");
       s.execute("CREATE TABLE unpublished (id int PRIMARY KEY)");
+      s.execute("CREATE TABLE secrets (id int PRIMARY KEY, owner text NOT NULL)");
+      s.execute("ALTER TABLE secrets ENABLE ROW LEVEL SECURITY");
+      s.execute("CREATE POLICY own_secret ON secrets USING (owner = current_user)");
+      s.execute("INSERT INTO secrets VALUES (1, '" + roleA + "'), (2, '" + roleB + "')");
       for (String role : List.of(roleA, roleB)) {
-        s.execute("GRANT SELECT ON items, nodes, edges, unrelated, unpublished TO " + role);
+        s.execute("GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets TO " + role);
       }
-      s.execute("CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated");
+      s.execute("CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets");
       // Tenant A: scores 10..60 (ids 1..6); tenant B: scores 15..65 (ids 101..106).
       for (int i = 1; i <= 6; i++) {
         s.execute("INSERT INTO items VALUES (" + i + ", '" + roleA + "', " + (i * 10) + ", 'a" + i + "')");
@@ -274,6 +278,18 @@ class ContinuousQueryIT {
     awaitStatus(id, s -> s.get("state").asText().equals("current"));
     assertThat(call("DELETE", "/v1/continuous/" + id, ADMIN, null).statusCode()).isEqualTo(200);
     assertError(call("GET", "/v1/continuous/" + id + "/status", ADMIN, null), 404, "not-found");
+  }
+
+  @Test
+  void aPolicyChangeWithoutAnyRowChangeRepairs() throws Exception {
+    String id = created(register("tenant_a", "SELECT id, owner FROM secrets", "[\"id\"]", "id", 10, "{}"));
+    try (Sse sse = open(id, null)) {
+      assertThat(ids(sse.next("InitialResult"))).as("the policy shows scope A its own secret only").containsExactly(1);
+      sql("ALTER POLICY own_secret ON secrets USING (true)"); // catalog only: nothing reaches the WAL stream
+      JsonNode added = sse.next("RowAdded");
+      assertThat(added.get("key").get(0).asInt()).isEqualTo(2);
+    }
+    assertThat(status(id).get("fullRepairsByReason").get("catalog-changed").asLong()).isPositive();
   }
 
   /** Runs last: the node restarts on the same database and slot. */

@@ -147,6 +147,21 @@ public final class WeirNode {
       AtomicBoolean principalsLoaded = new AtomicBoolean();
       scheduleReload(system, storage, settings.principalRefresh(), principalsLoaded::get,
           () -> authenticator.reload().thenRun(() -> principalsLoaded.set(true)), "principals");
+      if (continuous != null) {
+        // Open SSE streams end when their principal is revoked or loses ContinuousQuery on the scope.
+        java.util.Set<String> bootstrapAdmins = new java.util.HashSet<>();
+        TokenAuthenticator.withBootstrapAdmin(settings.adminToken(), settings.adminTokenPrevious())
+            .authenticate(settings.adminToken()).ifPresent(p -> bootstrapAdmins.add(p.id()));
+        continuous.accessCheck((principal, scope) -> {
+          if (bootstrapAdmins.contains(principal)) {
+            return true;
+          }
+          return authenticator.all().stream().filter(p -> p.id().equals(principal)).findFirst()
+              .map(p -> p.revokedAt() == null && (p.administrator()
+                  || p.grants().getOrDefault(scope, java.util.Set.of()).contains("ContinuousQuery")))
+              .orElse(false);
+        });
+      }
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
       TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),

@@ -65,6 +65,8 @@ public final class ContinuousQueries implements AutoCloseable {
   /** Scope -> digest of the access catalogs at the last check (engine thread only). */
   private final Map<String, String> catalogDigests = new HashMap<>();
   private volatile boolean active;
+  /** (principal id, scope) -> whether the principal may still read the scope's queries. */
+  private volatile java.util.function.BiPredicate<String, String> access = (principal, scope) -> true;
   private boolean repairAllOnActivate;
   private String lastLsn;
 
@@ -102,6 +104,14 @@ public final class ContinuousQueries implements AutoCloseable {
   /** Whether this node maintains the sessions now. */
   public boolean active() {
     return active;
+  }
+
+  /**
+   * Sets the check that ends SSE streams whose principal was revoked or lost the {@code
+   * ContinuousQuery} grant on the scope; applied to every open stream each refresh.
+   */
+  public void accessCheck(java.util.function.BiPredicate<String, String> check) {
+    this.access = check;
   }
 
   /** The result of a registration. */
@@ -280,6 +290,14 @@ public final class ContinuousQueries implements AutoCloseable {
         s.lastLsn = lastLsn;
         sessions.put(r.id(), s);
         read(s, "initial");
+      }
+    }
+    java.util.function.BiPredicate<String, String> check = access;
+    for (Session s : sessions.values()) {
+      String scope = s.registration.scope();
+      int closed = s.closeWhere(sub -> sub.principal() != null && !check.test(sub.principal(), scope));
+      if (closed > 0) {
+        s.revokedStreams += closed;
       }
     }
     for (var it = sessions.entrySet().iterator(); it.hasNext(); ) {

@@ -31,6 +31,11 @@ public final class Session {
     boolean offer(Event event);
 
     void close();
+
+    /** The principal reading the stream (its access is checked again every refresh); null: not checked. */
+    default String principal() {
+      return null;
+    }
   }
 
   final RegistrationStore.Stored registration;
@@ -49,6 +54,7 @@ public final class Session {
   long fullReads;
   long rowsRead;
   long visibilityRetries;
+  long revokedStreams;
   final Map<String, Long> repairsByReason = new TreeMap<>();
   final Map<String, Long> failuresByReason = new TreeMap<>();
   String lastLsn;
@@ -183,6 +189,20 @@ public final class Session {
     subscribers.remove(s);
   }
 
+  /** Ends the streams of subscribers that {@code revoked} selects (their principal lost access). */
+  int closeWhere(java.util.function.Predicate<Subscriber> revoked) {
+    int[] closed = {0};
+    subscribers.removeIf(s -> {
+      if (revoked.test(s)) {
+        s.close();
+        closed[0]++;
+        return true;
+      }
+      return false;
+    });
+    return closed[0];
+  }
+
   /** Ends every SSE stream (unregistered, or this node stops serving the query). */
   void closeAll() {
     subscribers.forEach(Subscriber::close);
@@ -234,6 +254,7 @@ public final class Session {
       s.put("lastLsn", lastLsn);
     }
     s.put("subscribers", subscribers.size());
+    s.put("streamsClosedOnRevocation", revokedStreams);
     return s;
   }
 

@@ -57,7 +57,7 @@ final class ContinuousRoutes extends JsonRoutes {
   Route routes(Principal principal) {
     return concat(
         pathEnd(() -> post(() -> register(principal))),
-        path(PathMatchers.segment().slash("events"), id -> get(() -> withScope(principal, id, () -> events(id)))),
+        path(PathMatchers.segment().slash("events"), id -> get(() -> withScope(principal, id, () -> events(principal, id)))),
         path(PathMatchers.segment().slash("status"), id -> get(() -> withScope(principal, id, () -> status(id)))),
         path(PathMatchers.segment(), id -> delete(() -> withScope(principal, id, () -> unregister(id)))));
   }
@@ -125,7 +125,7 @@ final class ContinuousRoutes extends JsonRoutes {
         : json(200, Map.of("id", id, "deleted", result.get())));
   }
 
-  private Route events(String id) {
+  private Route events(Principal principal, String id) {
     return optionalHeaderValueByName("Last-Event-ID", lastEventId -> extractMaterializer(mat -> {
       Pair<BoundedSourceQueue<ServerSentEvent>, Source<ServerSentEvent, NotUsed>> pair =
           Source.<ServerSentEvent>queue(queries.settings().subscriberBuffer()).preMaterialize(mat);
@@ -140,6 +140,11 @@ final class ContinuousRoutes extends JsonRoutes {
         @Override
         public void close() {
           queue.complete();
+        }
+
+        @Override
+        public String principal() {
+          return principal.id();
         }
       };
       return onComplete(queries.subscribe(id, subscriber, lastEventId.orElse(null)), result -> {

@@ -292,6 +292,23 @@ class ContinuousQueryIT {
     assertThat(status(id).get("fullRepairsByReason").get("catalog-changed").asLong()).isPositive();
   }
 
+  /** Runs second to last: Alice loses her grant. */
+  @Test
+  @org.junit.jupiter.api.Order(Integer.MAX_VALUE - 1)
+  void revokingTheGrantEndsOpenStreams() throws Exception {
+    String id = created(registerAs(aliceToken, "tenant_a", "SELECT id, score FROM items WHERE score > 30", "[\"id\"]",
+        "score", 2, "{}"));
+    try (Sse sse = open(id, null, aliceToken)) {
+      sse.next("InitialResult");
+      assertThat(call("POST", "/admin/principals/alice-" + suffix + "/grants/revoke", ADMIN,
+          "{\"collection\":\"tenant_a\",\"grant\":\"ContinuousQuery\"}").statusCode()).isEqualTo(200);
+      assertThat(sse.awaitEnd()).as("the stream of a principal who lost the grant should end").isTrue();
+    }
+    assertThat(call("GET", "/v1/continuous/" + id + "/events", aliceToken, null).statusCode())
+        .as("and she may not open it again").isEqualTo(403);
+    assertThat(status(id).get("streamsClosedOnRevocation").asLong()).isEqualTo(1);
+  }
+
   /** Runs last: the node restarts on the same database and slot. */
   @Test
   @org.junit.jupiter.api.Order(Integer.MAX_VALUE)
@@ -412,8 +429,12 @@ class ContinuousQueryIT {
   }
 
   private Sse open(String id, String lastEventId) throws Exception {
+    return open(id, lastEventId, ADMIN);
+  }
+
+  private Sse open(String id, String lastEventId, String token) throws Exception {
     HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + "/v1/continuous/" + id + "/events"))
-        .header("Authorization", "Bearer " + ADMIN).header("Accept", "text/event-stream");
+        .header("Authorization", "Bearer " + token).header("Accept", "text/event-stream");
     if (lastEventId != null) {
       b.header("Last-Event-ID", lastEventId);
     }
@@ -474,6 +495,12 @@ class ContinuousQueryIT {
       assertThat(e.get("_event").asText()).as("the next event: %s", e).isEqualTo(expectedType);
       assertThat(e.get("type").asText()).isEqualTo(expectedType.toString());
       return e;
+    }
+
+    /** Whether the server ended the stream within 20 s. */
+    boolean awaitEnd() throws InterruptedException {
+      reader.join(20_000);
+      return !reader.isAlive();
     }
 
     @Override

@@ -69,6 +69,9 @@ import org.slf4j.LoggerFactory;
  *       ProjectionRoutes}).
  *   <li>{@code GET /admin/tokens/keys}, {@code POST /admin/tokens/rotate|retire}: the cluster's
  *       token-signing keys ({@link TokenRoutes}).
+ *   <li>{@code POST /v1/continuous}, {@code GET /v1/continuous/{id}/events|status}, {@code DELETE
+ *       /v1/continuous/{id}}: continuous queries ({@link ContinuousRoutes}; grant {@code
+ *       ContinuousQuery} on the query's scope).
  * </ul>
  *
  * <p>{@code /admin/*} needs a cluster administrator's bearer token: 401 without a token or with an

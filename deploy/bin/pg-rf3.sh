@@ -9,6 +9,7 @@
 #   deploy/bin/pg-rf3.sh env           shell lines: export WEIR_PG_URL=... (multi-host) WEIR_PG_USER=...
 #   deploy/bin/pg-rf3.sh promote       fail over: fence the primary, promote the most advanced standby
 #   deploy/bin/pg-rf3.sh kill-primary  SIGKILL the primary's postmaster and its server processes
+#   deploy/bin/pg-rf3.sh rejoin [M]    bring a fenced member (the old primary) back as a standby
 #   deploy/bin/pg-rf3.sh destroy       stop and delete everything
 #
 # Members are named p (the first primary), s1 and s2 (the first standbys); a member's name is its
@@ -22,8 +23,8 @@
 #
 # promote: (1) fences the current primary: stops it if it still runs (immediate shutdown), writes
 # standby.signal into its data folder (started by hand it comes up read-only, never as a primary)
-# and marks it fenced (this script never starts it again; rebuild it with destroy + start or
-# pg_rewind by hand); (2) picks the standby with the highest received WAL position
+# and marks it fenced (this script does not start it again until `rejoin` makes it a standby of
+# the new primary); (2) picks the standby with the highest received WAL position
 # (pg_last_wal_receive_lsn, else pg_last_wal_replay_lsn); (3) sets its synchronous_standby_names to
 # 'ANY 1 (<the other standby>)' while it is still a standby, so from its first commit as primary a
 # commit waits for the surviving standby; (4) promotes it (pg_ctl promote); (5) creates the survivor's
@@ -31,6 +32,14 @@
 # the new timeline. When the primary is running and is not in recovery, promote does nothing
 # unless given --force (a planned switchover). Without a surviving standby, commits on the new
 # primary wait (fail closed) until one streams again.
+#
+# rejoin [member]: turns a fenced member (default: the only one) into a standby of the current
+# primary. pg_rewind (which first finishes the member's crash recovery in single-user mode) winds
+# its data folder back to where its timeline left the primary's, so WAL it wrote that no standby
+# received, and so no client saw acknowledged, is discarded; if pg_rewind cannot (the WAL it needs
+# is gone), the folder is copied again with pg_basebackup. Then the member streams from the
+# primary through its own physical slot and synchronous_standby_names becomes 'ANY 1 (<both
+# standbys>)' again: every later commit is on 2 of 3 copies, 3 once caught up.
 #
 # As root, every server command runs as the `postgres` user (initdb refuses root), so the home
 # must be a folder that user can enter; the default moves to /var/tmp/weir-pg-rf3-<hash> when the
@@ -373,6 +382,57 @@ promote() {
   print_env
 }
 
+rejoin() {
+  lock
+  [ -f "$H/.initialised" ] || die "no cluster in $H; run start first"
+  local m=${1:-} pm other c
+  pm=$(primary_name)
+  if [ -z "$m" ]; then
+    for c in "${MEMBERS[@]}"; do is_fenced "$c" && m=$c; done
+    [ -n "$m" ] || die "no fenced member to rejoin"
+  fi
+  case " ${MEMBERS[*]} " in *" $m "*) ;; *) die "unknown member '$m' (${MEMBERS[*]})" ;; esac
+  is_fenced "$m" || die "member $m is not fenced; only a fenced member (an old primary) rejoins"
+  running "$pm" && accepts_writes "$pm" || die "the primary $pm is not running or does not accept writes"
+  running "$m" && stop_member "$m" fast
+  as_owner rm -f "$H/$m/data/standby.signal"
+  # A promoted primary records its new timeline in its control file only at its next checkpoint;
+  # before that pg_rewind sees one timeline and finds nothing to rewind.
+  q "$pm" "CHECKPOINT" >/dev/null
+  log "rewinding $m to the primary $pm's timeline (pg_rewind)"
+  if ! as_owner env PGPASSFILE="$H/pgpass" "$BIN/pg_rewind" -D "$H/$m/data" \
+      --source-server="host=127.0.0.1 port=$(port_of "$pm") user=weir dbname=postgres" >"$H/$m/rewind.log" 2>&1; then
+    tail -n 5 "$H/$m/rewind.log" >&2 || true
+    log "pg_rewind of $m failed; copying it again from $pm (pg_basebackup)"
+    as_owner rm -rf "$H/$m/data"
+    as_owner env PGPASSFILE="$H/pgpass" "$BIN/pg_basebackup" -D "$H/$m/data" -d "$(conninfo_for "$pm" "$m")" \
+      -X stream -c fast >"$H/$m/basebackup.log" 2>&1 \
+      || { cat "$H/$m/basebackup.log" >&2; die "pg_basebackup for $m failed (log above)"; }
+  fi
+  q "$pm" "SELECT pg_create_physical_replication_slot('$m', true) WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '$m')" >/dev/null
+  # pg_rewind copies the primary's configuration files: this member's own settings go last.
+  as_owner sh -c "printf '%s\n' \"primary_conninfo = '$(conninfo_for "$pm" "$m")'\" \"primary_slot_name = '$m'\" \"synchronous_standby_names = ''\" >> '$H/$m/data/postgresql.auto.conf'"
+  as_owner touch "$H/$m/data/standby.signal"
+  rm -f "$H/$m/fenced"
+  start_member "$m"
+  await_streaming "$m" 120 || die "member $m does not stream from $pm (log: $H/$m/postgres.log)"
+  # A standby whose timeline cannot follow the primary's connects, is told the WAL ended, and tries
+  # again: it shows as streaming for moments. Caught up to the primary's position it really follows.
+  local target i
+  target=$(q "$pm" "SELECT pg_current_wal_lsn()")
+  for ((i = 0; i < 300; i++)); do
+    [ "$(q "$m" "SELECT pg_last_wal_replay_lsn() >= '$target'::pg_lsn" 2>/dev/null)" = t ] && break
+    sleep 0.2
+  done
+  [ "$i" -lt 300 ] || die "member $m streams but does not replay $pm's WAL (log: $H/$m/postgres.log)"
+  other=""
+  for c in "${MEMBERS[@]}"; do [ "$c" = "$pm" ] || [ "$c" = "$m" ] || is_fenced "$c" || other=$c; done
+  q "$pm" "ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (${other:+$other, }$m)'" >/dev/null
+  q "$pm" "SELECT pg_reload_conf()" >/dev/null
+  log "member $m rejoined as a standby of $pm and streams; synchronous_standby_names = 'ANY 1 (${other:+$other, }$m)'"
+  print_env
+}
+
 destroy() {
   lock
   if [ -f "$H/.initialised" ]; then
@@ -400,6 +460,7 @@ case "$cmd" in
   env) [ -f "$H/.initialised" ] || die "no cluster in $H; run start first"; print_env ;;
   promote) promote "${1:-}" ;;
   kill-primary) kill_primary ;;
+  rejoin) rejoin "${1:-}" ;;
   destroy) destroy ;;
-  *) die "unknown command '$cmd' (start|stop|status|env|promote [--force]|kill-primary|destroy)" ;;
+  *) die "unknown command '$cmd' (start|stop|status|env|promote [--force]|kill-primary|rejoin [member]|destroy)" ;;
 esac

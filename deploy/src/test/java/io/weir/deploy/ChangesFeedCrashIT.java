@@ -115,11 +115,7 @@ class ChangesFeedCrashIT extends EndToEndTest {
     int retries = 0;
     String cursor = null;
     while (true) {
-      String request = cursor == null
-          ? "{\"collection\":\"feed\",\"start\":\"beginning\",\"limit\":40}"
-          : "{\"collection\":\"feed\",\"cursor\":\"" + cursor + "\",\"limit\":40}";
-      Optional<HttpResponse<String>> r = current.get().send("POST", "/v1/changes/read", request,
-          Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"));
+      Optional<HttpResponse<String>> r = readChanges(current.get(), token, changesRequest("feed", cursor, 40));
       if (r.isEmpty() || r.get().statusCode() == 503) {
         retries++;
         Thread.sleep(100);

@@ -5,7 +5,6 @@ import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.typesafe.config.ConfigFactory;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.partition.Partitioning;
@@ -96,8 +95,8 @@ class ClusterCrashIT extends EndToEndTest {
     call(this::any, "PUT", "/admin/policies/src", "{\"visibility\":\"owner\",\"field\":\"note\"}");
     String followerToken = call(this::any, "POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
     call(this::any, "POST", "/admin/principals/follower/grants", "{\"collection\":\"src\",\"grant\":\"ChangesRead\"}");
-    // Grants reach the other nodes with their next principals reload (weir.principals.refresh, 5 s):
-    // start following once every node lets the follower read.
+    // Every node lets the follower read before it starts (a grant given through one node counts on
+    // another once it has reloaded its principals: at once on a refusal, or when it hears of it).
     for (int i = 0; i < 3; i++) {
       NodeProcess n = up.get(i);
       await("node " + (i + 1) + " knows the follower's grant").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(250))
@@ -405,22 +404,7 @@ class ClusterCrashIT extends EndToEndTest {
             continue;
           }
           boolean effects = batch.get("entries").size() > 0;
-          ObjectNode document = JSON.createObjectNode();
-          document.put("count", count + batch.get("entries").size());
-          document.put("batch", batches + 1);
-          document.put("checkpoint", through);
-          ObjectNode body = JSON.createObjectNode();
-          body.put("token", batch.get("token").asText());
-          body.put("commandId", "b-" + checkpoint + "-" + through);
-          if (effects) {
-            ObjectNode effect = body.putArray("effects").addObject();
-            effect.put("op", "upsert");
-            effect.put("collection", "agg");
-            effect.put("id", aggregate);
-            effect.put("expectedRevision", revision);
-            effect.set("document", document);
-          }
-          String request = JSON.writeValueAsString(body);
+          String request = CountingProjection.commitRequest(batch, aggregate, count, batches, checkpoint, revision);
           int attempts = 0;
           JsonNode done;
           while (true) {
@@ -439,7 +423,7 @@ class ClusterCrashIT extends EndToEndTest {
           }
           if (effects) {
             revision = done.get("receipt").get("revisions").get(0).asLong();
-            count = document.get("count").asLong();
+            count += batch.get("entries").size();
             batches++;
           }
           checkpoint = through;
@@ -471,11 +455,7 @@ class ClusterCrashIT extends EndToEndTest {
       try {
         String cursor = null;
         while (true) {
-          String request = cursor == null
-              ? "{\"collection\":\"src\",\"start\":\"beginning\",\"limit\":200}"
-              : "{\"collection\":\"src\",\"cursor\":\"" + cursor + "\",\"limit\":200}";
-          Optional<HttpResponse<String>> r = any().send("POST", "/v1/changes/read", request,
-              Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"));
+          Optional<HttpResponse<String>> r = readChanges(any(), token, changesRequest("src", cursor, 200));
           if (r.isEmpty() || r.get().statusCode() == 503 || r.get().statusCode() == 429) {
             retries++;
             Thread.sleep(100);

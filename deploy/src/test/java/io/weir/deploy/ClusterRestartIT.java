@@ -1,121 +1,223 @@
 package io.weir.deploy;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.partition.Partitioning;
-import java.nio.file.Files;
-import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.ResultSet;
 import java.time.Duration;
-import java.util.HashSet;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
-import java.util.Set;
-import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import org.junit.jupiter.api.Test;
 
 /**
- * A full cluster restart (every node stopped, then started again): a changes cursor and a
- * projection batch token issued before it still work afterwards, with the principals, the
- * consumer's checkpoint and the outbox recovered from PostgreSQL (snapshot + journal). Prints
+ * Issue 8's end-to-end test 3, on a cluster of three node processes: every node is stopped, then all
+ * start again. A changes cursor and a projection batch token issued before (by one node) still work
+ * afterwards (through others); the consumer's checkpoint, a write's receipt and the outbox come
+ * back from PostgreSQL, one partition from a snapshot plus the journal written after it. Prints
  * what it checked.
  */
 class ClusterRestartIT extends EndToEndTest {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final int PARTITIONS = 8;
-  private final AtomicReference<NodeProcess> current = new AtomicReference<>();
+
+  private int seed1;
+  private int seed2;
 
   @Test
-  void cursorsAndBatchTokensSurviveStoppingEveryNode() throws Exception {
+  void cursorsBatchTokensReceiptsAndOutboxSurviveStoppingEveryNode() throws Exception {
     db = TestPostgres.server().freshDatabase("restart");
-    Path config = Files.createTempFile("weir-restart", ".conf");
-    config.toFile().deleteOnExit();
-    Files.writeString(config, "weir.partitions.count = " + PARTITIONS + "\n");
-    current.set(startNode("restart", config));
-    awaitReady(current.get(), PARTITIONS);
-    String token = call(current::get, "POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
-    call(current::get, "POST", "/admin/principals/follower/grants", "{\"collection\":\"docs\",\"grant\":\"ChangesRead\"}");
+    seed1 = NodeProcess.freePort();
+    seed2 = NodeProcess.freePort();
+    List<NodeProcess> cluster = startCluster("restart-a");
+
+    String token = call(() -> cluster.get(0), "POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
+    call(() -> cluster.get(0), "POST", "/admin/principals/follower/grants", "{\"collection\":\"docs\",\"grant\":\"ChangesRead\"}");
     for (int i = 0; i < 20; i++) {
-      put("d" + i, i);
+      put(cluster.get(i % 3), "d" + i, "{\"n\":" + i + "}", "d" + i);
     }
-    // The follower reads everything so far; its cursor is at the tail.
-    String cursor = null;
-    int before = 0;
-    while (true) {
-      JsonNode page = changes(token, cursor);
-      before += page.get("changes").size();
-      cursor = page.get("cursor").asText();
-      if (!page.get("hasMore").asBoolean()) {
-        break;
+    // One partition gets enough writes for a snapshot and a journal tail after it.
+    int hot = Partitioning.partitionOf("docs", "d0", PARTITIONS);
+    List<String> hotIds = new ArrayList<>();
+    for (int i = 0; hotIds.size() < 8; i++) {
+      if (Partitioning.partitionOf("docs", "h" + i, PARTITIONS) == hot) {
+        hotIds.add("h" + i);
       }
     }
-    assertThat(before).isEqualTo(20);
-    // A projection consumer reads a batch of one partition and is stopped before committing it.
-    int partition = Partitioning.partitionOf("docs", "d0", PARTITIONS);
-    call(current::get, "POST", "/admin/projections/configure",
-        "{\"partition\":" + partition + ",\"consumer\":\"count\",\"generation\":1,\"collections\":[\"docs\"]}");
-    JsonNode batch = call(current::get, "POST", "/admin/projections/read",
-        "{\"partition\":" + partition + ",\"consumer\":\"count\",\"generation\":1}");
+    // Writes until the partition has taken a snapshot, then some more: the journal tail recovery
+    // replays after loading the snapshot (group commit may put several writes in one event).
+    ExecutorService writers = Executors.newFixedThreadPool(6);
+    int hotWrites = 0;
+    int tail = -1;
+    while (tail != 0) {
+      List<Future<?>> done = new ArrayList<>();
+      for (int w = hotWrites; w < hotWrites + 200; w++) {
+        int n = w;
+        done.add(writers.submit(() -> {
+          put(cluster.get(n % 3), hotIds.get(n % hotIds.size()), "{\"n\":" + n + "}", "hot-" + n);
+          return null;
+        }));
+      }
+      for (Future<?> f : done) {
+        f.get();
+      }
+      hotWrites += 200;
+      if (tail > 0) {
+        tail--;
+      } else if (tail < 0 && latestSnapshot(hot)[0] > 0) {
+        tail = 1;
+      }
+      assertThat(hotWrites).as("writes before the hot partition snapshots").isLessThan(20_000);
+    }
+    writers.shutdown();
+    JsonNode receipt = put(cluster.get(1), "r1", "{\"n\":1}", "receipt-r1");
+
+    // The follower reads everything through node 2: its cursor is at the tail.
+    List<String> before = new ArrayList<>();
+    String cursor = readAll(cluster.get(1), token, null, before);
+    int expected = 20 + hotWrites + 1;
+    assertThat(before).as("every write is one change").hasSize(expected);
+
+    // A projection consumer of the hot partition commits one batch through node 3 and reads the
+    // next one, which it has not committed when the cluster stops.
+    String consumer = "{\"partition\":" + hot + ",\"consumer\":\"count\",\"generation\":1";
+    call(() -> cluster.get(2), "POST", "/admin/projections/configure", consumer + ",\"collections\":[\"docs\"]}");
+    JsonNode first = call(() -> cluster.get(2), "POST", "/admin/projections/read", consumer + ",\"maxEntries\":100}");
+    call(() -> cluster.get(2), "POST", "/admin/projections/commit", "{\"token\":\"" + first.get("token").asText() + "\"}");
+    JsonNode batch = call(() -> cluster.get(2), "POST", "/admin/projections/read", consumer + ",\"maxEntries\":100}");
+    assertThat(batch.get("start").asLong()).isEqualTo(first.get("through").asLong());
     assertThat(batch.get("entries").size()).isPositive();
 
-    // Every node stops (coordinated shutdown), then the cluster starts again.
-    current.get().terminate();
-    current.get().waitForExit(Duration.ofSeconds(60));
+    // Every node stops (coordinated shutdown).
+    for (NodeProcess n : cluster) {
+      n.terminate();
+    }
+    for (NodeProcess n : cluster) {
+      assertThat(n.waitForExit(Duration.ofSeconds(90))).as("%s exits after SIGTERM", n.name()).isNotNegative();
+    }
     long stopped = System.nanoTime();
-    current.set(startNode("restart", config));
-    awaitReady(current.get(), PARTITIONS);
+    long[] snapshot = latestSnapshot(hot);
+    assertThat(snapshot[0]).as("the hot partition has a snapshot").isPositive();
+    assertThat(snapshot[1]).as("and journal events after it, replayed on recovery").isGreaterThan(snapshot[0]);
+
+    List<NodeProcess> again = startCluster("restart-b");
     long restartMs = (System.nanoTime() - stopped) / 1_000_000;
 
+    // The cursor issued through node 2 goes on through node 3 where it was.
     for (int i = 20; i < 25; i++) {
-      put("d" + i, i);
+      put(again.get(i % 3), "d" + i, "{\"n\":" + i + "}", "d" + i);
     }
-    Set<String> after = new HashSet<>();
-    while (true) {
-      JsonNode page = changes(token, cursor);
-      page.get("changes").forEach(c -> after.add(c.get("id").asText()));
-      cursor = page.get("cursor").asText();
-      if (!page.get("hasMore").asBoolean()) {
-        break;
-      }
-    }
-    assertThat(after).as("the cursor issued before the restart goes on where it was").containsExactlyInAnyOrder(
-        "d20", "d21", "d22", "d23", "d24");
-    JsonNode committed = call(current::get, "POST", "/admin/projections/commit",
+    List<String> after = new ArrayList<>();
+    readAll(again.get(2), token, cursor, after);
+    assertThat(after).as("the old cursor yields exactly the writes after the restart").hasSize(5)
+        .allMatch(c -> c.contains(":d2"));
+    // The outbox read from the beginning through node 1: the same entries at the same positions.
+    List<String> all = new ArrayList<>();
+    readAll(again.get(0), token, null, all);
+    List<String> expectedAll = new ArrayList<>(before);
+    expectedAll.addAll(after);
+    assertThat(all).as("the outbox recovered unchanged: every entry once, at its position").hasSize(expectedAll.size())
+        .containsExactlyInAnyOrderElementsOf(expectedAll);
+
+    // The batch token issued through node 3 commits through node 1; the checkpoint holds.
+    JsonNode committed = call(() -> again.get(0), "POST", "/admin/projections/commit",
         "{\"token\":\"" + batch.get("token").asText() + "\"}");
     assertThat(committed.get("checkpoint").asLong()).isEqualTo(batch.get("through").asLong());
-    JsonNode next = call(current::get, "POST", "/admin/projections/read",
-        "{\"partition\":" + partition + ",\"consumer\":\"count\",\"generation\":1}");
+    JsonNode next = call(() -> again.get(1), "POST", "/admin/projections/read", consumer + ",\"maxEntries\":100}");
     assertThat(next.get("start").asLong()).as("the checkpoint survived").isEqualTo(batch.get("through").asLong());
-    System.out.printf("cluster-restart: changes-before=%d cursor-changes-after-restart=%d batch-token-commit=ok"
-        + " checkpoint=%d restart-to-ready-ms=%d%n", before, after.size(), committed.get("checkpoint").asLong(), restartMs);
+
+    // The write's receipt: the same Idempotency-Key gets the first reply and writes nothing.
+    JsonNode replay = put(again.get(0), "r1", "{\"n\":1}", "receipt-r1");
+    assertThat(replay.get("replayed").asBoolean()).as("a retry after the restart is answered from the receipt").isTrue();
+    assertThat(replay.get("revision").asLong()).isEqualTo(receipt.get("revision").asLong());
+    List<String> last = new ArrayList<>();
+    readAll(again.get(1), token, null, last);
+    assertThat(last).as("the replayed write added no change").hasSize(all.size());
+
+    System.out.printf("cluster-restart: nodes=3 changes-before=%d cursor-changes-after=%d outbox-equal=true"
+            + " batch-token-commit=ok checkpoint=%d receipt-replayed=true hot-partition writes=%d snapshot-seq=%d journal-seq=%d"
+            + " stop-to-ready-ms=%d%n",
+        before.size(), after.size(), committed.get("checkpoint").asLong(), hotWrites, snapshot[0], snapshot[1], restartMs);
   }
 
-  private void put(String id, int n) throws Exception {
+  /** Three nodes (two of them seeds, on the same ports each time), Up, ready, partitions running. */
+  private List<NodeProcess> startCluster(String prefix) {
+    String seeds = "127.0.0.1:" + seed1 + ",127.0.0.1:" + seed2;
+    List<NodeProcess> cluster = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      NodeProcess.Spec spec = new NodeProcess.Spec(prefix + "-" + (i + 1)).database(db)
+          .env("WEIR_SEED_NODES", seeds)
+          .env("WEIR_PARTITIONS", Integer.toString(PARTITIONS))
+          .prop("pekko.cluster.split-brain-resolver.stable-after", "3s");
+      if (i < 2) {
+        spec.clusterPort(i == 0 ? seed1 : seed2);
+      }
+      NodeProcess n = NodeProcess.start(spec);
+      nodes.add(n);
+      cluster.add(n);
+    }
+    await("3 members Up and ready, partitions running").atMost(Duration.ofSeconds(180)).pollInterval(Duration.ofMillis(500))
+        .until(() -> cluster.stream().allMatch(n -> n.ready() && n.memberStatuses().size() == 3
+            && n.memberStatuses().values().stream().allMatch("up"::equals))
+            && cluster.get(0).partitions().map(p -> p.get("running").asInt() == PARTITIONS).orElse(false));
+    return cluster;
+  }
+
+  /** A PUT with an Idempotency-Key, retried while the node does not answer or answers 503. */
+  private static JsonNode put(NodeProcess node, String id, String body, String key) throws Exception {
     for (int attempt = 0; ; attempt++) {
-      var r = current.get().send("PUT", "/v1/documents/docs/" + id, "{\"n\":" + n + "}", Map.of("Idempotency-Key", id));
+      var r = node.send("PUT", "/v1/documents/docs/" + id, body, Map.of("Idempotency-Key", key));
       if (r.isPresent() && r.get().statusCode() == 200) {
-        return;
+        return JSON.readTree(r.get().body());
+      }
+      if (r.isPresent() && r.get().statusCode() != 503) {
+        throw new AssertionError("PUT answered " + r.get().statusCode());
       }
       assertThat(attempt).as("write %s", id).isLessThan(300);
       Thread.sleep(100);
     }
   }
 
-  private JsonNode changes(String token, String cursor) throws Exception {
-    String body = cursor == null ? "{\"collection\":\"docs\",\"start\":\"beginning\"}"
-        : "{\"collection\":\"docs\",\"cursor\":\"" + cursor + "\"}";
-    for (int attempt = 0; ; attempt++) {
-      var r = current.get().send("POST", "/v1/changes/read", body,
-          Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"));
-      if (r.isPresent() && r.get().statusCode() == 200) {
-        return JSON.readTree(r.get().body());
+  /** Reads changes from {@code cursor} (null: the beginning) to the tail into {@code out}; the last cursor. */
+  private static String readAll(NodeProcess node, String token, String cursor, List<String> out) throws Exception {
+    while (true) {
+      String body = changesRequest("docs", cursor, 1000);
+      JsonNode page = null;
+      for (int attempt = 0; page == null; attempt++) {
+        var r = readChanges(node, token, body);
+        if (r.isPresent() && r.get().statusCode() == 200) {
+          page = JSON.readTree(r.get().body());
+        } else if (r.isPresent() && r.get().statusCode() != 503) {
+          throw new AssertionError("changes read: " + r.get().statusCode() + " " + r.get().body());
+        } else {
+          assertThat(attempt).as("changes read answers").isLessThan(300);
+          Thread.sleep(100);
+        }
       }
-      if (r.isPresent() && r.get().statusCode() != 503) {
-        throw new AssertionError("changes read: " + r.get().statusCode() + " " + r.get().body());
+      page.get("changes").forEach(c -> out.add(c.get("partition").asInt() + "/" + c.get("sequence").asLong() + ":"
+          + c.get("id").asText() + "@" + c.get("revision").asLong()));
+      cursor = page.get("cursor").asText();
+      if (!page.get("hasMore").asBoolean()) {
+        return cursor;
       }
-      assertThat(attempt).as("changes read answers").isLessThan(300);
-      Thread.sleep(100);
+    }
+  }
+
+  /** The hot partition's latest snapshot sequence number and its highest journal sequence number. */
+  private long[] latestSnapshot(int partition) throws Exception {
+    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
+        "SELECT (SELECT coalesce(max(sequence_number), 0) FROM weir.snapshot WHERE persistence_id LIKE '%|" + partition + "'),"
+            + " (SELECT coalesce(max(sequence_number), 0) FROM weir.event_journal WHERE persistence_id LIKE '%|" + partition + "')")) {
+      rs.next();
+      return new long[] {rs.getLong(1), rs.getLong(2)};
     }
   }
 }

@@ -102,6 +102,19 @@ abstract class EndToEndTest {
     return new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body());
   }
 
+  /** The body of a changes-feed read of {@code collection}: from the beginning when {@code cursor} is null. */
+  protected static String changesRequest(String collection, String cursor, int limit) {
+    return cursor == null
+        ? "{\"collection\":\"" + collection + "\",\"start\":\"beginning\",\"limit\":" + limit + "}"
+        : "{\"collection\":\"" + collection + "\",\"cursor\":\"" + cursor + "\",\"limit\":" + limit + "}";
+  }
+
+  /** POST /v1/changes/read as the principal holding {@code token}; empty when the node does not answer. */
+  protected static java.util.Optional<java.net.http.HttpResponse<String>> readChanges(NodeProcess node, String token, String request) {
+    return node.send("POST", "/v1/changes/read", request,
+        Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"));
+  }
+
   /** How often the mirror in {@code schema} applied each source xid (its applied-transactions log). */
   protected Map<Long, Integer> appliedCounts(String schema) throws SQLException {
     Map<Long, Integer> out = new HashMap<>();

@@ -31,7 +31,8 @@ import org.junit.jupiter.api.Test;
  * (each request with its own Idempotency-Key, retried with it until acknowledged) and records the
  * revision of every acknowledged write. The primary is SIGKILLed ({@code kill-primary}) and a standby
  * promoted ({@code promote}); the writer goes on until the node writes again, without a node
- * restart. Afterwards every acknowledged write must be readable with at least its revision.
+ * restart. Afterwards every acknowledged write must be readable with at least its revision. Then
+ * the fenced old primary rejoins as a standby ({@code rejoin}) and every member holds the journal.
  *
  * <p>Needs no WEIR_TEST_PG_URL: the cluster is the test's own.
  */
@@ -140,6 +141,31 @@ class PostgresFailoverIT extends EndToEndTest {
           TimeUnit.NANOSECONDS.toMillis(firstAckAfterPromotion.get() - killedAt));
       assertThat(checked).as("every acknowledged write is checked").isEqualTo(acks.get());
       assertThat(missing).as("acknowledged writes missing after failover").isZero();
+
+      // The fenced old primary comes back as a standby (pg_rewind): three copies again. Writes
+      // after that reach every member.
+      rf3(home, "rejoin");
+      for (int i = 0; i < 20; i++) {
+        Optional<HttpResponse<String>> r = node.send("PUT", "/v1/documents/c/after-rejoin-" + i, "{\"n\":" + i + "}",
+            Map.of("Idempotency-Key", "after-rejoin-" + i));
+        assertThat(r.map(HttpResponse::statusCode)).as("write after the rejoin").contains(200);
+      }
+      Path members = tmp.resolve("pg");
+      String primary = Files.readString(members.resolve("primary")).trim();
+      String lsn = member(members, primary, pg, "SELECT pg_current_wal_lsn()::text");
+      String journal = member(members, primary, pg, "SELECT count(*) || '/' || max(ordering) FROM weir.event_journal");
+      Map<String, String> copies = new java.util.TreeMap<>();
+      for (String m : new String[] {"p", "s1", "s2"}) {
+        long deadline2 = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (!"t".equals(member(members, m, pg, "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() >= '"
+            + lsn + "'::pg_lsn ELSE true END"))) {
+          assertThat(System.nanoTime()).as("member %s replays the primary's WAL", m).isLessThan(deadline2);
+          Thread.sleep(100);
+        }
+        copies.put(m, member(members, m, pg, "SELECT count(*) || '/' || max(ordering) FROM weir.event_journal"));
+      }
+      System.out.printf("postgres-rejoin: old primary rewound and streaming; journal rows/max ordering per member %s%n", copies);
+      assertThat(copies.values()).as("every member holds the same journal").containsOnly(journal);
     } finally {
       nodes.forEach(NodeProcess::close);
       rf3(home, "destroy");
@@ -165,6 +191,16 @@ class PostgresFailoverIT extends EndToEndTest {
       assertThat(writerError.get()).as("the writer failed").isNull();
       assertThat(System.nanoTime()).as("%d writes acknowledged before the crash", n).isLessThan(deadline);
       Thread.sleep(50);
+    }
+  }
+
+  /** One value from member {@code m} of the RF3 cluster in {@code home} (database weir). */
+  private static String member(Path home, String m, Map<String, String> pg, String query) throws Exception {
+    String url = "jdbc:postgresql://127.0.0.1:" + Files.readString(home.resolve(m).resolve("port")).trim() + "/weir";
+    try (java.sql.Connection c = java.sql.DriverManager.getConnection(url, pg.get("WEIR_PG_USER"), pg.get("WEIR_PG_PASSWORD"));
+        java.sql.ResultSet rs = c.createStatement().executeQuery(query)) {
+      rs.next();
+      return rs.getString(1);
     }
   }
 

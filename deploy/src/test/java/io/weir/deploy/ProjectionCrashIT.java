@@ -5,7 +5,6 @@ import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.partition.Partitioning;
 import java.net.http.HttpResponse;
@@ -151,25 +150,8 @@ class ProjectionCrashIT extends EndToEndTest {
         Thread.sleep(20);
         continue;
       }
-      // A batch of only the consumer's own effects (filtered out) advances without an effect, or
-      // every effect would make the next batch.
       boolean effects = batch.get("entries").size() > 0;
-      ObjectNode document = JSON.createObjectNode();
-      document.put("count", count + batch.get("entries").size());
-      document.put("batch", batches + 1);
-      document.put("checkpoint", through);
-      ObjectNode body = JSON.createObjectNode();
-      body.put("token", batch.get("token").asText());
-      body.put("commandId", "b-" + checkpoint + "-" + through);
-      if (effects) {
-        ObjectNode effect = body.putArray("effects").addObject();
-        effect.put("op", "upsert");
-        effect.put("collection", "agg");
-        effect.put("id", aggregate);
-        effect.put("expectedRevision", revision);
-        effect.set("document", document);
-      }
-      String request = JSON.writeValueAsString(body);
+      String request = CountingProjection.commitRequest(batch, aggregate, count, batches, checkpoint, revision);
       JsonNode done;
       int attempts = 0;
       if (dropReply.get()) {
@@ -201,7 +183,7 @@ class ProjectionCrashIT extends EndToEndTest {
       assertThat(done.get("checkpoint").asLong()).isEqualTo(through);
       if (effects) {
         revision = done.get("receipt").get("revisions").get(0).asLong();
-        count = document.get("count").asLong();
+        count += batch.get("entries").size();
         batches++;
         lastEffectCheckpoint = through;
       }

@@ -162,6 +162,13 @@ public final class Feeds {
     return limits;
   }
 
+  private volatile io.weir.node.metrics.FeedMetrics metrics;
+
+  /** Counts this node's reads and queries on {@code registry} ({@link io.weir.node.metrics.FeedMetrics}). */
+  public void bindMetrics(io.micrometer.core.instrument.MeterRegistry registry) {
+    metrics = new io.weir.node.metrics.FeedMetrics(registry, () -> limits.maxConcurrent() - admission.availablePermits());
+  }
+
   /** Where a read starts: a cursor, or the retained beginning / the current tail of every partition. */
   public sealed interface Start permits Beginning, Now, FromCursor {}
 
@@ -174,7 +181,7 @@ public final class Feeds {
   // ---- changes feed ----
 
   public CompletionStage<Page> read(Principal principal, String collection, Start start, int limit, long maxBytes) {
-    return admitted(() -> {
+    return admitted("changes", () -> {
       CollectionPolicy policy = policy(collection);
       return positions(principal, collection, policy, start, new byte[0]).thenCompose(at ->
           page(principal, collection, policy, at, limit, maxBytes).thenApply(p -> new Page(projected(principal, policy,
@@ -208,12 +215,12 @@ public final class Feeds {
    * falls between them.
    */
   public CompletionStage<Result> startLive(Principal principal, Q1Query query, int maxRows, long maxBytes) {
-    return admitted(() -> scan(principal, query, maxRows, maxBytes, true));
+    return admitted("live-start", () -> scan(principal, query, maxRows, maxBytes, true));
   }
 
   /** A one-shot Q1 query: the complete result or {@code result-too-large}. */
   public CompletionStage<Result> query(Principal principal, Q1Query query, int maxRows, long maxBytes) {
-    return admitted(() -> scan(principal, query, maxRows, maxBytes, false));
+    return admitted("query", () -> scan(principal, query, maxRows, maxBytes, false));
   }
 
   /**
@@ -223,7 +230,7 @@ public final class Feeds {
    * cursor.
    */
   public CompletionStage<LivePage> readLive(Principal principal, Q1Query query, String cursor, int limit, long maxBytes) {
-    return admitted(() -> {
+    return admitted("live-read", () -> {
       CollectionPolicy policy = policy(query.collection());
       if (documents.routedByOtherColumns(query.collection())) {
         throw new Refused(ErrorCode.UNSUPPORTED_QUERY, "queries over a collection routed by a partition key other than"
@@ -250,6 +257,18 @@ public final class Feeds {
   }
 
   // ---- internals ----
+
+  private <T> CompletionStage<T> admitted(String operation, java.util.function.Supplier<CompletionStage<T>> work) {
+    io.weir.node.metrics.FeedMetrics m = metrics;
+    CompletionStage<T> result = admitted(work);
+    if (m != null) {
+      result.whenComplete((v, e) -> {
+        Throwable t = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
+        m.finished(operation, t == null ? null : t instanceof Refused r ? r.code() : ErrorCode.INTERNAL);
+      });
+    }
+    return result;
+  }
 
   private <T> CompletionStage<T> admitted(java.util.function.Supplier<CompletionStage<T>> work) {
     if (!admission.tryAcquire()) {

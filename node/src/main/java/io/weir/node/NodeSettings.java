@@ -21,6 +21,7 @@ import java.util.Map;
  *
  * @param httpTls HTTPS on the HTTP port; empty: plain HTTP
  * @param clusterTls mutual TLS on Pekko remoting; empty: plain TCP
+ * @param metrics the Prometheus endpoint ({@code weir.metrics.*})
  */
 public record NodeSettings(
     String httpHost,
@@ -49,7 +50,8 @@ public record NodeSettings(
     Duration feedDeadline,
     java.util.Optional<HttpTls> httpTls,
     java.util.Optional<ClusterTls> clusterTls,
-    java.util.Optional<Bootstrap> bootstrap) {
+    java.util.Optional<Bootstrap> bootstrap,
+    io.weir.node.metrics.MetricsSettings metrics) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -178,7 +180,8 @@ public record NodeSettings(
         v.positiveDuration("weir.feeds.deadline"),
         HttpTls.create(config),
         ClusterTls.create(config),
-        bootstrap(v));
+        bootstrap(v),
+        io.weir.node.metrics.MetricsSettings.create(config, adminToken));
   }
 
   private static java.util.Optional<Bootstrap> bootstrap(ConfigValues v) {

@@ -2,8 +2,6 @@ package io.weir.node;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
-import io.micrometer.prometheusmetrics.PrometheusConfig;
-import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.cdc.PipelineManager;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -85,6 +83,36 @@ public final class WeirNode {
   }
 
   /**
+   * Changes to principals made through this node are announced on the cluster topic {@code
+   * weir-principals}; on hearing of one made through another node, this node reloads at once. A
+   * revocation or a grant then takes effect everywhere within a message round trip and a load, not
+   * at the next scheduled reload (which still runs and covers a lost message).
+   */
+  private static void announcePrincipalChanges(
+      ActorSystem<?> system, io.weir.node.auth.Principals principals, AtomicBoolean loaded) {
+    ActorRef<org.apache.pekko.actor.typed.pubsub.Topic.Command<io.weir.node.auth.PrincipalsChanged>> topic =
+        system.systemActorOf(org.apache.pekko.actor.typed.pubsub.Topic.create(
+            io.weir.node.auth.PrincipalsChanged.class, "weir-principals"), "weir-principals-topic",
+            org.apache.pekko.actor.typed.Props.empty());
+    String self = org.apache.pekko.cluster.typed.Cluster.get(system).selfMember().address().toString();
+    ActorRef<io.weir.node.auth.PrincipalsChanged> listener = system.systemActorOf(
+        Behaviors.receiveMessage(changed -> {
+          if (!self.equals(changed.origin()) && loaded.get()) {
+            principals.reload().whenComplete((v, e) -> {
+              if (e != null) {
+                log.warn("reloading the principals after a change on another node failed: {}",
+                    io.weir.persistence.SafeErrors.describe(e));
+              }
+            });
+          }
+          return Behaviors.same();
+        }), "weir-principals-listener", org.apache.pekko.actor.typed.Props.empty());
+    topic.tell(org.apache.pekko.actor.typed.pubsub.Topic.subscribe(listener));
+    principals.onChange(() -> topic.tell(
+        org.apache.pekko.actor.typed.pubsub.Topic.publish(new io.weir.node.auth.PrincipalsChanged(self))));
+  }
+
+  /**
    * Starts a node and waits until its HTTP port is bound.
    *
    * @throws NodeStartException when the HTTP port cannot be bound (the actor system is stopped)
@@ -96,7 +124,7 @@ public final class WeirNode {
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
         ActorSystem.create(guardian(database, storage, settings.partitions()), SYSTEM_NAME, actorSystemSetup(config, settings));
-    PrometheusMeterRegistry metrics = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    io.weir.node.metrics.NodeMetrics metrics = new io.weir.node.metrics.NodeMetrics(settings.metrics());
     try {
       CoordinatedShutdown.get(system)
           .addTask(
@@ -104,6 +132,7 @@ public final class WeirNode {
               "close-weir-database",
               () -> {
                 database.close();
+                metrics.close();
                 return CompletableFuture.completedFuture(Done.getInstance());
               });
       joinCluster(system, settings, database);
@@ -111,7 +140,8 @@ public final class WeirNode {
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
       PartitionSharding.init(system, settings.partitionLimits(), new io.weir.sharding.partition.SqlJournalPruner(
           database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))));
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))),
+          settings.metrics().enabled() ? metrics.partitions(settings.partitions()) : io.weir.sharding.partition.PartitionObserver.NONE);
       ClusterSingleton.get(system).init(SingletonActor.of(
           PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
           "weir-partition-keeper"));
@@ -135,8 +165,8 @@ public final class WeirNode {
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
               .init(SingletonActor.of(
-                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics, settings.partitions(),
-                      continuous),
+                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics.registry(),
+                      settings.partitions(), continuous),
                 "weir-pipelines"));
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
@@ -162,6 +192,7 @@ public final class WeirNode {
               .orElse(false);
         });
       }
+      announcePrincipalChanges(system, authenticator, principalsLoaded);
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
       TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),
@@ -180,9 +211,17 @@ public final class WeirNode {
       scheduleReload(system, storage, settings.policyRefresh(), policies::loaded, policies::reload, "collection policies");
       Feeds feeds = new Feeds(documents, outbox, tokenKeys, policies,
           settings.feeds(), settings.feedDeadline(), java.time.Clock.systemUTC());
+      if (settings.metrics().enabled()) {
+        feeds.bindMetrics(metrics.registry());
+      }
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
           policies, feeds, continuous);
+      if (settings.metrics().enabled()) {
+        api.withMetrics(metrics.http(io.weir.node.metrics.RouteTemplates.node()), settings.metrics());
+      } else {
+        api.withMetrics(null, settings.metrics());
+      }
       ServerBinding binding;
       try {
         org.apache.pekko.http.javadsl.ServerBuilder server = Http.get(system).newServerAt(settings.httpHost(), settings.httpPort());

@@ -16,4 +16,12 @@ public interface Authenticator {
   default CompletionStage<Optional<Principal>> authenticateFresh(String bearerToken) {
     return CompletableFuture.completedFuture(authenticate(bearerToken));
   }
+
+  /**
+   * {@code principal} as stored in a view loaded after this call (its grants may have changed
+   * through another node); empty when it is no longer active. Fails when that load fails.
+   */
+  default CompletionStage<Optional<Principal>> refresh(Principal principal) {
+    return CompletableFuture.completedFuture(Optional.of(principal));
+  }
 }

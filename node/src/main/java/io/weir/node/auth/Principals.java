@@ -28,14 +28,18 @@ public final class Principals implements Authenticator {
   /** A token a principal is known by; {@code validUntil} null for its current token. */
   private record Entry(Principal principal, Instant validUntil) {}
 
-  /** Every stored principal, and the active ones by token hash (hex), previous tokens in their grace included. */
-  private record View(List<StoredPrincipal> all, Map<String, Entry> byHash) {}
+  /**
+   * Every stored principal, the active ones by token hash (hex), previous tokens in their grace
+   * included, and the active ones by id.
+   */
+  private record View(List<StoredPrincipal> all, Map<String, Entry> byHash, Map<String, Principal> activeById) {}
 
   private final TokenAuthenticator bootstrap;
   private final String schema;
   private final OrderedLoads<View> view;
   private final Clock clock;
   private final Duration rotationGrace;
+  private volatile Runnable changed = () -> {};
 
   public Principals(TokenAuthenticator bootstrap, DataSource dataSource, String schema, Executor blocking) {
     this(bootstrap, dataSource, schema, blocking, Clock.systemUTC(), Duration.ofHours(1));
@@ -55,14 +59,16 @@ public final class Principals implements Authenticator {
     this.clock = clock;
     this.rotationGrace = rotationGrace;
     this.view = new OrderedLoads<>(dataSource, blocking, c -> index(PrincipalStore.load(c, schema)),
-        new View(List.of(), Map.of()));
+        new View(List.of(), Map.of(), Map.of()));
   }
 
   private static View index(List<StoredPrincipal> all) {
     Map<String, Entry> byHash = new java.util.HashMap<>();
+    Map<String, Principal> byId = new java.util.HashMap<>();
     for (StoredPrincipal s : all) {
       if (s.revokedAt() == null) {
         Principal p = new Principal(s.id(), s.administrator(), s.grants(), s.policyEpoch(), s.groups());
+        byId.put(s.id(), p);
         if (s.previousTokenHash() != null && s.previousValidUntil() != null) {
           byHash.put(HexFormat.of().formatHex(s.previousTokenHash()), new Entry(p, s.previousValidUntil()));
         }
@@ -70,7 +76,7 @@ public final class Principals implements Authenticator {
         byHash.put(HexFormat.of().formatHex(s.tokenHash()), new Entry(p, null));
       }
     }
-    return new View(List.copyOf(all), Map.copyOf(byHash));
+    return new View(List.copyOf(all), Map.copyOf(byHash), Map.copyOf(byId));
   }
 
   @Override
@@ -86,6 +92,23 @@ public final class Principals implements Authenticator {
     return Optional.of(e.principal());
   }
 
+  /**
+   * Runs {@code listener} after every change made through this node has committed (the node tells
+   * the other nodes, which reload at once instead of at their next scheduled reload).
+   */
+  public void onChange(Runnable listener) {
+    this.changed = listener;
+  }
+
+  /** {@code stage}, telling the change listener once it has succeeded. */
+  private <T> CompletionStage<T> announced(CompletionStage<T> stage) {
+    return stage.whenComplete((v, e) -> {
+      if (e == null) {
+        changed.run();
+      }
+    });
+  }
+
   /** The grace period a rotation gives the previous token unless it asks for another. */
   public Duration rotationGrace() {
     return rotationGrace;
@@ -97,7 +120,7 @@ public final class Principals implements Authenticator {
    */
   public CompletionStage<PrincipalStore.Rotated> rotate(String id, Duration grace) {
     AtomicReference<PrincipalStore.Rotated> rotated = new AtomicReference<>();
-    return view.run(c -> rotated.set(PrincipalStore.rotate(c, schema, id, grace))).thenApply(v -> rotated.get());
+    return announced(view.run(c -> rotated.set(PrincipalStore.rotate(c, schema, id, grace))).thenApply(v -> rotated.get()));
   }
 
   /** Every stored principal as last loaded (revoked ones included). */
@@ -117,11 +140,11 @@ public final class Principals implements Authenticator {
   /** Creates a principal in {@code groups}; the stage holds its token (returned once). */
   public CompletionStage<String> create(String id, boolean administrator, List<String> groups) {
     AtomicReference<String> token = new AtomicReference<>();
-    return view.run(c -> token.set(PrincipalStore.create(c, schema, id, administrator, groups))).thenApply(v -> token.get());
+    return announced(view.run(c -> token.set(PrincipalStore.create(c, schema, id, administrator, groups))).thenApply(v -> token.get()));
   }
 
   public CompletionStage<Void> revoke(String id) {
-    return view.run(c -> PrincipalStore.revoke(c, schema, id)).thenApply(v -> null);
+    return announced(view.run(c -> PrincipalStore.revoke(c, schema, id)).thenApply(v -> null));
   }
 
   public CompletionStage<Void> changeGrant(String id, String collection, String grant, boolean add) {
@@ -130,7 +153,7 @@ public final class Principals implements Authenticator {
 
   /** A collection grant ({@code field} empty) or a field grant. */
   public CompletionStage<Void> changeGrant(String id, String collection, String grant, String field, boolean add) {
-    return view.run(c -> PrincipalStore.changeGrant(c, schema, id, collection, grant, field, add)).thenApply(v -> null);
+    return announced(view.run(c -> PrincipalStore.changeGrant(c, schema, id, collection, grant, field, add)).thenApply(v -> null));
   }
 
   /**
@@ -146,6 +169,19 @@ public final class Principals implements Authenticator {
       return CompletableFuture.completedFuture(known);
     }
     return afterNextLoad().thenApply(v -> authenticate(bearerToken));
+  }
+
+  /**
+   * A principal refused for want of a grant is looked up again, in the same coalesced load as an
+   * unknown token: a grant given through another node a moment ago counts at once. Empty when the
+   * principal has been revoked meanwhile. Administrators hold every grant and are not looked up.
+   */
+  @Override
+  public CompletionStage<Optional<Principal>> refresh(Principal principal) {
+    if (principal.administrator()) {
+      return CompletableFuture.completedFuture(Optional.of(principal));
+    }
+    return afterNextLoad().thenApply(v -> Optional.ofNullable(view.current().activeById().get(principal.id())));
   }
 
   static final Duration MISS_RELOAD_GAP = Duration.ofSeconds(1);

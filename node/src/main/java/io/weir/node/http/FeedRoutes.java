@@ -45,10 +45,12 @@ final class FeedRoutes extends JsonRoutes {
   private static final Set<String> QUERY_FIELDS = Set.of("query", "limit", "maxBytes");
   private static final Set<String> LIVE_READ_FIELDS = Set.of("query", "cursor", "limit", "maxBytes");
   private final Feeds feeds;
+  private final io.weir.node.auth.Authenticator authenticator;
 
-  FeedRoutes(ObjectMapper json, Feeds feeds) {
+  FeedRoutes(ObjectMapper json, Feeds feeds, io.weir.node.auth.Authenticator authenticator) {
     super(json);
     this.feeds = feeds;
+    this.authenticator = authenticator;
   }
 
   Route routes(Principal principal) {
@@ -113,12 +115,15 @@ final class FeedRoutes extends JsonRoutes {
       return error(ErrorCode.BAD_REQUEST, "limit is 1 to " + limits.maxLimit() + " positions, maxBytes 1 to " + limits.maxBytes());
     }
     String c = collection.textValue();
-    if (!principal.may("ChangesRead", c) && !principal.may("DocumentsRead", c)) {
-      return error(ErrorCode.FORBIDDEN, "reading changes requires ChangesRead or DocumentsRead on this collection");
-    }
     Feeds.Start from = cursor != null ? new Feeds.FromCursor(cursor.textValue())
         : start.textValue().equals("beginning") ? new Feeds.Beginning() : new Feeds.Now();
-    return answer(feeds.read(principal, c, from, limit.intValue(), maxBytes), page -> write(g -> {
+    return grantChecked(authenticator, principal, p -> !p.may("ChangesRead", c) && !p.may("DocumentsRead", c)
+        ? new MissingGrant("reading changes requires ChangesRead or DocumentsRead on this collection")
+        : changes(p, c, from, limit, maxBytes));
+  }
+
+  private Route changes(Principal principal, String c, Feeds.Start from, long limit, long maxBytes) {
+    return answer(feeds.read(principal, c, from, (int) limit, maxBytes), page -> write(g -> {
       g.writeArrayFieldStart("changes");
       for (Feeds.Change ch : page.changes()) {
         g.writeStartObject();
@@ -151,7 +156,7 @@ final class FeedRoutes extends JsonRoutes {
     }
   }
 
-  /** The query, parsed and authorised; or the refusal as a route. */
+  /** The query, parsed and authorised; or the refusal: a route, or a {@link MissingGrant}. */
   private Object parse(Principal principal, JsonNode body, boolean live) {
     JsonNode q = body.get("query");
     if (q == null || !q.isObject()) {
@@ -171,7 +176,7 @@ final class FeedRoutes extends JsonRoutes {
     boolean granted = principal.may("QueryRead", c) && principal.may("DocumentsRead", c)
         && (!live || principal.may("ChangesRead", c));
     if (!granted) {
-      return error(ErrorCode.FORBIDDEN, live
+      return new MissingGrant(live
           ? "live queries require QueryRead, DocumentsRead and ChangesRead on this collection"
           : "queries require QueryRead and DocumentsRead on this collection");
     }
@@ -183,18 +188,20 @@ final class FeedRoutes extends JsonRoutes {
     }
     for (String field : new java.util.TreeSet<>(query.predicateFields())) {
       if (!Access.mayUse(principal, policy, field)) {
-        return error(ErrorCode.FORBIDDEN, "the predicate uses the field " + field + ", which needs FieldUse on it");
+        return new MissingGrant("the predicate uses the field " + field + ", which needs FieldUse on it");
       }
     }
     return query;
   }
 
   private Route query(Principal principal, JsonNode body, boolean live) {
-    Object parsed = parse(principal, body, live);
-    if (parsed instanceof Route refused) {
-      return refused;
-    }
-    Q1Query query = (Q1Query) parsed;
+    return grantChecked(authenticator, principal, p -> {
+      Object parsed = parse(p, body, live);
+      return parsed instanceof Q1Query q ? query(p, q, body, live) : parsed;
+    });
+  }
+
+  private Route query(Principal principal, Q1Query query, JsonNode body, boolean live) {
     Feeds.Limits limits = feeds.limits();
     Long limit = bounded(body.get("limit"), limits.maxRows(), limits.maxRows());
     Long maxBytes = bounded(body.get("maxBytes"), limits.defaultBytes(), limits.maxBytes());
@@ -221,10 +228,13 @@ final class FeedRoutes extends JsonRoutes {
   }
 
   private Route liveRead(Principal principal, JsonNode body) {
-    Object parsed = parse(principal, body, true);
-    if (parsed instanceof Route refused) {
-      return refused;
-    }
+    return grantChecked(authenticator, principal, p -> {
+      Object parsed = parse(p, body, true);
+      return parsed instanceof Q1Query q ? liveRead(p, q, body) : parsed;
+    });
+  }
+
+  private Route liveRead(Principal principal, Q1Query parsed, JsonNode body) {
     JsonNode cursor = body.get("cursor");
     Feeds.Limits limits = feeds.limits();
     Long limit = bounded(body.get("limit"), limits.defaultLimit(), limits.maxLimit());
@@ -235,7 +245,7 @@ final class FeedRoutes extends JsonRoutes {
     if (limit == null || maxBytes == null) {
       return error(ErrorCode.BAD_REQUEST, "limit is 1 to " + limits.maxLimit() + " positions, maxBytes 1 to " + limits.maxBytes());
     }
-    return answer(feeds.readLive(principal, (Q1Query) parsed, cursor.textValue(), limit.intValue(), maxBytes),
+    return answer(feeds.readLive(principal, parsed, cursor.textValue(), limit.intValue(), maxBytes),
         page -> write(g -> {
           g.writeArrayFieldStart("deltas");
           for (Feeds.Delta d : page.deltas()) {

@@ -58,6 +58,10 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /health/alive}: 200 while the process serves HTTP.
  *   <li>{@code GET /health/ready}: 200 when the node is an Up cluster member and its journal
  *       answers, else 503; the body lists each check ({@link Readiness}).
+ *   <li>{@code GET /metrics}: the node's meters in Prometheus text format, for a cluster
+ *       administrator, the scrape token ({@code weir.metrics.token}) or anyone with {@code
+ *       weir.metrics.anonymous} (docs/metrics.md); {@code GET /admin/metrics} serves the same to
+ *       administrators.
  *   <li>{@code GET /admin/cluster}: cluster membership ({@link io.weir.protocol.http.ClusterStatus}).
  *   <li>{@code GET /admin/partitions}: how many partitions run, per node ({@link
  *       io.weir.protocol.http.PartitionsStatus}).
@@ -160,7 +164,7 @@ public final class HttpApi extends JsonRoutes {
     this.continuousRoutes = continuous == null ? null : new ContinuousRoutes(json, continuous);
     this.policies = policies;
     this.policyRoutes = policies == null ? null : new PolicyRoutes(json, policies);
-    this.feedRoutes = feeds == null ? null : new FeedRoutes(json, feeds);
+    this.feedRoutes = feeds == null ? null : new FeedRoutes(json, feeds, authenticator);
     this.principals = principals == null ? null : new PrincipalRoutes(json, principals);
     this.projections = projections == null ? null : new ProjectionRoutes(json, projections, documents, maxDocumentBytes);
     this.tokens = tokenKeys == null ? null : new TokenRoutes(json, tokenKeys);
@@ -172,14 +176,28 @@ public final class HttpApi extends JsonRoutes {
     this.maxDocumentBytes = maxDocumentBytes;
   }
 
+  private io.weir.node.metrics.HttpMetrics httpMetrics;
+  private io.weir.node.metrics.MetricsSettings metricsAccess = io.weir.node.metrics.MetricsSettings.DEFAULTS;
+
+  /**
+   * Times and counts every request on {@code http} (call before {@link #routes()}), and opens {@code
+   * GET /metrics} as {@code access} says.
+   */
+  public HttpApi withMetrics(io.weir.node.metrics.HttpMetrics http, io.weir.node.metrics.MetricsSettings access) {
+    this.httpMetrics = http;
+    this.metricsAccess = access;
+    return this;
+  }
+
   public Route routes() {
-    return handleExceptions(
+    Route all = handleExceptions(
         exceptionHandler(),
         () ->
             handleRejections(
                 rejectionHandler(),
                 () ->
                     concat(
+                        path("metrics", () -> get(this::metricsEndpoint)),
                         pathPrefix("health", this::healthRoutes),
                         pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
                         pathPrefix("v1", () -> authenticated(principal -> concat(
@@ -187,6 +205,37 @@ public final class HttpApi extends JsonRoutes {
                                 ? error(ErrorCode.NOT_FOUND, "continuous queries are not configured: no pipeline has sink.type = continuous")
                                 : continuousRoutes.routes(principal)),
                             documentRoutes(principal)))))));
+    return httpMetrics == null ? all : httpMetrics.measured(() -> all);
+  }
+
+  /**
+   * {@code GET /metrics}: open with {@code weir.metrics.anonymous}; else for the scrape token or a
+   * cluster administrator (401 without a valid token, 403 for another principal). 404 when metrics
+   * are off.
+   */
+  private Route metricsEndpoint() {
+    if (metrics == null || !metricsAccess.enabled()) {
+      return error(ErrorCode.NOT_FOUND, "no such resource");
+    }
+    if (metricsAccess.anonymous()) {
+      return exposition();
+    }
+    return optionalHeaderValueByName("Authorization", header -> {
+      Optional<String> token = header.flatMap(HttpApi::bearerToken);
+      if (token.isPresent() && metricsAccess.scrapeToken().isPresent() && java.security.MessageDigest.isEqual(
+          token.get().getBytes(StandardCharsets.UTF_8), metricsAccess.scrapeToken().get().getBytes(StandardCharsets.UTF_8))) {
+        return exposition();
+      }
+      return administrator(principal -> exposition());
+    });
+  }
+
+  /** The Prometheus text exposition format, version 0.0.4. */
+  private static final org.apache.pekko.http.javadsl.model.ContentType.NonBinary PROMETHEUS_TEXT =
+      (org.apache.pekko.http.javadsl.model.ContentType.NonBinary) ContentTypes.parse("text/plain; version=0.0.4; charset=utf-8");
+
+  private Route exposition() {
+    return extractRequestContext(ctx -> complete(HttpResponse.create().withEntity(PROMETHEUS_TEXT, metrics.get())));
   }
 
   private Route healthRoutes() {
@@ -206,11 +255,9 @@ public final class HttpApi extends JsonRoutes {
         path("partitions", () -> get(() -> onComplete(node.partitionsStatus(), result -> result.isSuccess()
             ? json(200, result.get())
             : error(ErrorCode.UNAVAILABLE, "the shard regions did not answer in time; retry")))),
-        path("metrics", () -> get(() -> extractRequestContext(ctx -> metrics == null
+        path("metrics", () -> get(() -> metrics == null || !metricsAccess.enabled()
             ? error(ErrorCode.NOT_FOUND, "no such resource")
-            : complete(HttpResponse.create().withEntity(
-                ContentTypes.create(org.apache.pekko.http.javadsl.model.MediaTypes.TEXT_PLAIN, org.apache.pekko.http.javadsl.model.HttpCharsets.UTF_8),
-                metrics.get()))))),
+            : exposition())),
         path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
         path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes),
@@ -337,19 +384,21 @@ public final class HttpApi extends JsonRoutes {
         path(PathMatchers.segment("documents").slash(PathMatchers.segment()).slash(PathMatchers.segment()),
             (collection, id) -> concat(
                 put(() -> granted(principal, "DocumentsWrite", collection,
-                    () -> writeHeaders((expected, key) -> putDocument(principal, collection, id, expected, key)))),
-                get(() -> granted(principal, "DocumentsRead", collection, () -> getDocument(principal, collection, id))),
+                    p -> writeHeaders((expected, key) -> putDocument(p, collection, id, expected, key)))),
+                get(() -> granted(principal, "DocumentsRead", collection, p -> getDocument(p, collection, id))),
                 delete(() -> granted(principal, "DocumentsWrite", collection,
-                    () -> writeHeaders((expected, key) -> deleteDocument(principal, collection, id, expected, key)))))),
+                    p -> writeHeaders((expected, key) -> deleteDocument(p, collection, id, expected, key)))))),
         feedRoutes == null ? reject() : feedRoutes.routes(principal));
   }
 
-  /** {@code inner} when {@code principal} holds {@code grant} on {@code collection} (administrators hold all); 403 otherwise. */
-  private Route granted(Principal principal, String grant, String collection, Supplier<Route> inner) {
-    if (!principal.may(grant, collection)) {
-      return error(ErrorCode.FORBIDDEN, "this operation requires the grant " + grant + " on this collection");
-    }
-    return inner.get();
+  /**
+   * {@code inner} when {@code principal} holds {@code grant} on {@code collection} (administrators
+   * hold all); 403 otherwise, after a second look at freshly loaded principals ({@link #grantChecked}).
+   */
+  private Route granted(Principal principal, String grant, String collection, Function<Principal, Route> inner) {
+    return grantChecked(authenticator, principal, p -> p.may(grant, collection)
+        ? inner.apply(p)
+        : new MissingGrant("this operation requires the grant " + grant + " on this collection"));
   }
 
   /**
@@ -833,12 +882,6 @@ public final class HttpApi extends JsonRoutes {
             return result.get().isPresent() ? inner.apply(result.get().get()) : unauthenticated();
           });
         });
-  }
-
-  private Route unauthenticated() {
-    return complete(
-        response(401, ErrorBody.of(ErrorCode.UNAUTHENTICATED, "a valid bearer token is required"))
-            .addHeader(RawHeader.create("WWW-Authenticate", "Bearer realm=\"weir\"")));
   }
 
   static Optional<String> bearerToken(String authorization) {

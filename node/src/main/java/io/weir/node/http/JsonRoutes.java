@@ -2,6 +2,8 @@ package io.weir.node.http;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.node.auth.Authenticator;
+import io.weir.node.auth.Principal;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.http.ErrorBody;
@@ -10,6 +12,7 @@ import java.util.function.Supplier;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.model.headers.RawHeader;
 import org.apache.pekko.http.javadsl.server.AllDirectives;
 import org.apache.pekko.http.javadsl.server.Route;
 import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
@@ -84,5 +87,39 @@ abstract class JsonRoutes extends AllDirectives {
             return error(ErrorCode.BAD_REQUEST, "the request body could not be read");
           }));
     });
+  }
+
+  /** A refusal for want of a grant, before the second look {@link #grantChecked} takes. */
+  record MissingGrant(String message) {}
+
+  /**
+   * {@code attempt} for {@code principal}: a route, or a {@link MissingGrant}. A missing grant is
+   * looked at once more with the principal as loaded after this request (coalesced with other
+   * misses, at most one load per second per node), so a grant given through another node a moment
+   * ago counts at once; only then is it 403. A principal revoked meanwhile gets 401; a load that
+   * fails, 503.
+   */
+  Route grantChecked(Authenticator authenticator, Principal principal, Function<Principal, Object> attempt) {
+    Object first = attempt.apply(principal);
+    if (!(first instanceof MissingGrant)) {
+      return (Route) first;
+    }
+    return onComplete(authenticator.refresh(principal), loaded -> {
+      if (loaded.isFailure()) {
+        log.warn("principals could not be loaded: {}", SafeErrors.describe(loaded.failed().get()));
+        return error(ErrorCode.UNAVAILABLE, "principals could not be loaded; retry");
+      }
+      if (loaded.get().isEmpty()) {
+        return unauthenticated();
+      }
+      Object second = attempt.apply(loaded.get().get());
+      return second instanceof MissingGrant missing ? error(ErrorCode.FORBIDDEN, missing.message()) : (Route) second;
+    });
+  }
+
+  Route unauthenticated() {
+    return complete(
+        response(401, ErrorBody.of(ErrorCode.UNAUTHENTICATED, "a valid bearer token is required"))
+            .addHeader(RawHeader.create("WWW-Authenticate", "Bearer realm=\"weir\"")));
   }
 }

@@ -61,6 +61,25 @@ class PrincipalsIT {
       assertThat(nodeB.authenticateFresh(token).toCompletableFuture().get(10, TimeUnit.SECONDS)).isEmpty();
       assertThat(nodeB.authenticateFresh(ADMIN).toCompletableFuture().get(1, TimeUnit.SECONDS))
           .as("the bootstrap administrator needs no load").map(Principal::id).contains("admin");
+
+      // A grant given through A counts on B once B looks again (what a 403 does before answering).
+      java.util.concurrent.atomic.AtomicInteger announced = new java.util.concurrent.atomic.AtomicInteger();
+      nodeA.onChange(announced::incrementAndGet);
+      String writerToken = nodeA.create("writer", false).toCompletableFuture().get(10, TimeUnit.SECONDS);
+      Principal writer = nodeB.authenticateFresh(writerToken).toCompletableFuture().get(10, TimeUnit.SECONDS).orElseThrow();
+      assertThat(writer.may("DocumentsWrite", "notes")).isFalse();
+      nodeA.changeGrant("writer", "notes", "DocumentsWrite", true).toCompletableFuture().get(10, TimeUnit.SECONDS);
+      assertThat(nodeB.authenticate(writerToken).orElseThrow().may("DocumentsWrite", "notes"))
+          .as("node B has not reloaded yet").isFalse();
+      assertThat(nodeB.refresh(writer).toCompletableFuture().get(10, TimeUnit.SECONDS).orElseThrow()
+          .may("DocumentsWrite", "notes")).as("looked at again: the grant is there").isTrue();
+      nodeA.revoke("writer").toCompletableFuture().get(10, TimeUnit.SECONDS);
+      assertThat(nodeB.refresh(writer).toCompletableFuture().get(10, TimeUnit.SECONDS))
+          .as("a principal revoked meanwhile is gone").isEmpty();
+      assertThat(announced.get()).as("create, grant and revoke each announced once they committed").isEqualTo(3);
+      assertThat(nodeA.changeGrant("nobody", "notes", "DocumentsWrite", true).toCompletableFuture()
+          .handle((v, e) -> e != null).get(10, TimeUnit.SECONDS)).as("a change that fails").isTrue();
+      assertThat(announced.get()).as("a failed change announces nothing").isEqualTo(3);
     } finally {
       pool.shutdownNow();
     }

@@ -170,7 +170,9 @@ public final class CdcPipeline {
     private final AtomicLong transactions = new AtomicLong();
     private final AtomicLong rows = new AtomicLong();
 
-    private String state = "stopped";
+    // Volatile: a metrics scrape reads it (weir.cdc.state) besides the actor.
+    private volatile String state = "stopped";
+    private final LagClock lagClock = new LagClock();
     private HaltReason haltReason;
     private String detail;
     // Written by the actor only; volatile so a running snapshot notices it was superseded.
@@ -207,8 +209,10 @@ public final class CdcPipeline {
           },
           () -> {
             ReplicationConnection c = live;
-            return c == null ? 0 : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
+            return c == null ? lastLagBytes : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
           });
+      metrics.lagSeconds(() -> lagClock.seconds(System.currentTimeMillis()));
+      metrics.stateGauges(this::shownState);
       if (settings.streaming().enabled()) {
         metrics.spillGauges(
             () -> {
@@ -248,6 +252,7 @@ public final class CdcPipeline {
             stopped.set(true);
             shutdownStream();
             sink.close();
+            metrics.close();
             return this;
           })
           .build();
@@ -314,6 +319,8 @@ public final class CdcPipeline {
       Throwable error = done.error();
       if (error == null) {
         state = "dropped";
+        lagClock.reset();
+        lastLagBytes = 0;
         haltReason = null;
         detail = null;
         incarnation = null;
@@ -572,6 +579,8 @@ public final class CdcPipeline {
       Lsn[] deliveredEnd = {Lsn.INVALID};
       Lsn[] acknowledged = {Lsn.INVALID};
       AtomicBoolean acked = acknowledgedInRun;
+      LagClock lag = lagClock;
+      lag.keepOldest();
       return Source.repeat(Done.getInstance())
           .mapAsync(1, tick -> conn.poll(512, Duration.ofMillis(200)))
           .map(batch -> {
@@ -584,6 +593,12 @@ public final class CdcPipeline {
           .mapConcat(batch -> batch)
           // The payload goes along: a streamed transaction keeps its raw bytes until its commit.
           .mapConcat(m -> assembler.accept(decoder.decode(m.payload()), m.payload()).map(List::of).orElse(List.of()))
+          .map(e -> {
+            if (e instanceof Transaction t) {
+              lag.received(t.endLsn(), t.commitTime());
+            }
+            return e;
+          })
           .via(batching)
           .buffer(Math.max(1, settings.inFlightWindow()), OverflowStrategy.backpressure())
           .mapAsync(1, d -> {
@@ -613,6 +628,7 @@ public final class CdcPipeline {
             if (d instanceof Transactions batch) {
               List<Transaction> txns = batch.transactions();
               deliveredEnd[0] = txns.get(txns.size() - 1).endLsn();
+              lag.applied(deliveredEnd[0]);
               Lsn durable = sink.durableThrough(txns);
               if (durable.isValid()) {
                 conn.acknowledge(durable);
@@ -842,12 +858,16 @@ public final class CdcPipeline {
         ReplicationConnection c = connection;
         connection = null;
         live = null;
+        lagClock.keepOldest();
+        lastLagBytes = Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
         lastConfirmed = c.confirmed();
         CompletableFuture.runAsync(c::close, blockingIo);
       }
     }
 
     private volatile Lsn lastConfirmed = Lsn.INVALID;
+    /** The lag in bytes when the last stream stopped: what the gauge shows until the next one runs. */
+    private volatile long lastLagBytes;
     private volatile SpillStore runSpill;
     private volatile SnapshotTracker snapshot;
     private IncrementalSnapshot incremental;
@@ -861,6 +881,13 @@ public final class CdcPipeline {
     private AtomicBoolean acknowledgedInRun;
     private volatile java.util.Map<Long, io.weir.protocol.cdc.TableSchema> recordedShapes = java.util.Map.of();
     private final RelationStore relations;
+
+    /** The state as the status shows it; safe to call from any thread. */
+    private String shownState() {
+      String s = state;
+      SnapshotTracker snap = snapshot;
+      return s.equals("connecting") && snap != null && snap.view().state().equals("running") ? "snapshotting" : s;
+    }
 
     private PipelineStatus status() {
       ReplicationConnection c = connection;

@@ -20,8 +20,13 @@ import java.util.function.Supplier;
  *   <li>{@code weir.cdc.rows} (tag {@code table}) — row changes applied, per source table
  *   <li>{@code weir.cdc.sink.apply} — time per sink call
  *   <li>{@code weir.cdc.restarts} (tag {@code error}) — stream restarts after transient failures
- *   <li>{@code weir.cdc.halts} (tag {@code reason}) — fail-closed halts
+ *   <li>{@code weir.cdc.halts} (tag {@code reason}, one of {@link HaltReason}, each registered at 0)
+ *       — fail-closed halts
  *   <li>{@code weir.cdc.confirmed.lsn}, {@code weir.cdc.lag.bytes} — gauges
+ *   <li>{@code weir.cdc.lag.seconds} — gauge: age of the oldest transaction received from the slot
+ *       and not yet applied by the sink (by its commit time), 0 when none is waiting
+ *   <li>{@code weir.cdc.state} (tag {@code state}, one of {@link #STATES}) — 1 for the pipeline's
+ *       current state, 0 for the others
  *   <li>{@code weir.cdc.streamed.transactions} (tag {@code spilled}) — streamed transactions applied,
  *       read from memory or from a spill file
  *   <li>{@code weir.cdc.spill.bytes}, {@code weir.cdc.spill.memory.bytes} — gauges: payload of
@@ -31,6 +36,10 @@ import java.util.function.Supplier;
  * </ul>
  */
 public final class PipelineMetrics {
+  /** The states a pipeline shows ({@link PipelineStatus#state()}): the bounded values of tag {@code state}. */
+  public static final List<String> STATES =
+      List.of("running", "snapshotting", "connecting", "backoff", "stopped", "halted", "dropping", "dropped");
+
   private final MeterRegistry registry;
   private final String pipeline;
   private final Counter transactions;
@@ -51,6 +60,38 @@ public final class PipelineMetrics {
         .description("Position last confirmed to PostgreSQL as flushed").register(registry);
     Gauge.builder("weir.cdc.lag.bytes", lagBytes).tag("pipeline", pipeline).strongReference(true)
         .description("WAL bytes between the server's position and the confirmed one").register(registry);
+    // Every reason at 0 from the start, so increase() and alerts see the first halt.
+    for (HaltReason reason : HaltReason.values()) {
+      registry.counter("weir.cdc.halts", "pipeline", pipeline, "reason", reason.wire());
+    }
+  }
+
+  /** Registers {@code weir.cdc.lag.seconds} over {@code seconds}. */
+  void lagSeconds(Supplier<Number> seconds) {
+    Gauge.builder("weir.cdc.lag.seconds", seconds).tag("pipeline", pipeline).strongReference(true)
+        .description("Age of the oldest transaction received and not yet applied by the sink (0: none waiting)")
+        .register(registry);
+  }
+
+  /** Registers {@code weir.cdc.state}: one gauge per state of {@link #STATES}, 1 for the current one. */
+  void stateGauges(Supplier<String> current) {
+    for (String s : STATES) {
+      Gauge.builder("weir.cdc.state", () -> s.equals(current.get()) ? 1 : 0).tag("pipeline", pipeline).tag("state", s)
+          .strongReference(true).description("1 for the pipeline's current state, 0 for the others").register(registry);
+    }
+  }
+
+  /**
+   * Removes this pipeline's meters: its actor stopped (the pipelines moved to another node with their
+   * singleton, or the node shuts down), so its gauges would report a stale run.
+   */
+  void close() {
+    for (io.micrometer.core.instrument.Meter m : List.copyOf(registry.getMeters())) {
+      if (pipeline.equals(m.getId().getTag("pipeline")) && m.getId().getName().startsWith("weir.cdc.")) {
+        registry.remove(m);
+      }
+    }
+    rowsByTable.clear();
   }
 
   public Timer applyTimer() {

@@ -90,6 +90,9 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   private final int partition;
   private final PartitionSettings settings;
   private final JournalPruner pruner;
+  private final PartitionObserver observer;
+  /** When this incarnation of the behavior was created: recovery time is measured from here. */
+  private final long createdNanos = System.nanoTime();
   /** Sequence numbers of the two latest snapshots this incarnation saved (0: none yet). */
   private volatile long latestSnapshot;
   private volatile long previousSnapshot;
@@ -102,22 +105,28 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   }
 
   public static Partition create(int partition, PartitionSettings settings, JournalPruner pruner) {
-    return new Partition(partition, settings, pruner);
+    return new Partition(partition, settings, pruner, PartitionObserver.NONE);
+  }
+
+  /** As {@link #create(int, PartitionSettings, JournalPruner)}, reporting to {@code observer} (metrics). */
+  public static Partition create(int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
+    return new Partition(partition, settings, pruner, observer);
   }
 
   public static Partition create(int partition, PartitionSettings settings) {
-    return new Partition(partition, settings, JournalPruner.NONE);
+    return new Partition(partition, settings, JournalPruner.NONE, PartitionObserver.NONE);
   }
 
   public static Partition create(int partition) {
-    return new Partition(partition, PartitionSettings.DEFAULTS, JournalPruner.NONE);
+    return new Partition(partition, PartitionSettings.DEFAULTS, JournalPruner.NONE, PartitionObserver.NONE);
   }
 
-  private Partition(int partition, PartitionSettings settings, JournalPruner pruner) {
+  private Partition(int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
     super(persistenceId(partition));
     this.partition = partition;
     this.settings = settings;
     this.pruner = pruner;
+    this.observer = observer;
   }
 
   /** A journal event of a partition. */
@@ -770,6 +779,7 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
     boolean more = !pinned && target < c.through();
     return Effect().persist(new Purged(target)).thenRun(after -> {
+      reportOutbox(after);
       c.replyTo().tell(new PartitionProtocol.OutboxPurged(after.outboxFirst(), after.nextSequence(), target - first + 1,
           more, pinned));
       prune(after);
@@ -798,6 +808,10 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   @Override
   public org.apache.pekko.persistence.typed.javadsl.SignalHandler<State> signalHandler() {
     return newSignalHandlerBuilder()
+        .onSignal(org.apache.pekko.persistence.typed.RecoveryCompleted.instance(), state -> {
+          observer.recovered(partition, System.nanoTime() - createdNanos);
+          reportOutbox(state);
+        })
         .onSignal(org.apache.pekko.persistence.typed.SnapshotCompleted.class, (state, completed) -> {
           previousSnapshot = latestSnapshot;
           latestSnapshot = completed.metadata().sequenceNr();
@@ -856,12 +870,47 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         done.tell(PartitionEntity.BatchWritten.INSTANCE);
       }
     };
+    int refused = quotaRefusals(replies);
+    if (refused > 0) {
+      observer.quotaRefused(partition, refused);
+    }
     if (plan.accepted.isEmpty()) {
       answer.run();
       return Effect().none();
     }
     String incarnation = state.incarnation() != null ? null : UUID.randomUUID().toString();
-    return Effect().persist(new Written(incarnation, plan.accepted)).thenRun(s -> answer.run());
+    int frames = plan.accepted.size();
+    return Effect().persist(new Written(incarnation, plan.accepted)).thenRun(s -> {
+      observer.persisted(partition, frames);
+      reportOutbox(s);
+      answer.run();
+    });
+  }
+
+  /** Replies among {@code replies} (frames, frames of a multi-frame write, commits) refused by the quota. */
+  private static int quotaRefusals(List<Object> replies) {
+    int n = 0;
+    for (Object r : replies) {
+      if (r instanceof QuotaExceeded) {
+        n++;
+      } else if (r instanceof PartitionProtocol.FramesReply fs) {
+        for (FrameReply f : fs.replies()) {
+          if (f instanceof QuotaExceeded) {
+            n++;
+          }
+        }
+      } else if (r instanceof ConsumerRefused c && c.refusal() == ConsumerRefusal.QUOTA_EXCEEDED) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** The retained outbox's size and quota use, for the observer. */
+  private void reportOutbox(State s) {
+    long entries = s.nextSequence() - s.outboxFirst();
+    double use = Math.max((double) entries / settings.maxOutboxEntries(), (double) s.outboxBytes() / settings.maxOutboxBytes());
+    observer.outbox(partition, entries, s.outboxBytes(), use);
   }
 
   /**

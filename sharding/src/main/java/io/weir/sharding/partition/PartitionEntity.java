@@ -53,7 +53,14 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   }
 
   public static Behavior<Command> create(int partition, PartitionSettings settings, JournalPruner pruner) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new PartitionEntity(ctx, timers, partition, settings, pruner)));
+    return create(partition, settings, pruner, PartitionObserver.NONE);
+  }
+
+  /** As {@link #create(int, PartitionSettings, JournalPruner)}, reporting to {@code observer} (metrics). */
+  public static Behavior<Command> create(
+      int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
+    return Behaviors.setup(ctx -> Behaviors.withTimers(timers ->
+        new PartitionEntity(ctx, timers, partition, settings, pruner, observer)));
   }
 
   /**
@@ -68,14 +75,18 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   }
 
   private final org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers;
+  private final int partition;
+  private final PartitionObserver observer;
 
   private PartitionEntity(
       ActorContext<Command> ctx, org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers, int partition,
-      PartitionSettings settings, JournalPruner pruner) {
+      PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
     super(ctx);
     this.timers = timers;
     this.settings = settings;
-    this.store = ctx.spawn(Partition.create(partition, settings, pruner), "store");
+    this.partition = partition;
+    this.observer = observer;
+    this.store = ctx.spawn(Partition.create(partition, settings, pruner, observer), "store");
     ctx.watch(store);
   }
 
@@ -104,6 +115,11 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(PartitionProtocol.PurgeOutbox.class, this::forward)
         .onMessage(PartitionProtocol.PurgeConsumed.class, this::forward)
         .onSignal(Terminated.class, t -> Behaviors.stopped())
+        // Its metrics leave this node with it: a partition that moved is reported by its new node only.
+        .onSignal(org.apache.pekko.actor.typed.PostStop.class, s -> {
+          observer.stopped(partition);
+          return this;
+        })
         .build();
   }
 

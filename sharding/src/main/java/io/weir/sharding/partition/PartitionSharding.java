@@ -47,8 +47,14 @@ public final class PartitionSharding {
 
   /** As {@link #init(ActorSystem, PartitionSettings)}, deleting purged journal rows with {@code pruner}. */
   public static void init(ActorSystem<?> system, PartitionSettings settings, JournalPruner pruner) {
+    init(system, settings, pruner, PartitionObserver.NONE);
+  }
+
+  /** As {@link #init(ActorSystem, PartitionSettings, JournalPruner)}, the partitions reporting to {@code observer}. */
+  public static void init(ActorSystem<?> system, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
     ClusterSharding.get(system).init(Entity.of(
-            PartitionEntity.TYPE_KEY, ctx -> PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), settings, pruner))
+            PartitionEntity.TYPE_KEY,
+            ctx -> PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), settings, pruner, observer))
         .withRole(ROLE));
   }
 

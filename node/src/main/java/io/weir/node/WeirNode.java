@@ -119,6 +119,8 @@ public final class WeirNode {
    */
   public static WeirNode start(Config config, NodeSettings settings) {
     AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
+    // Before anything starts: a bad scope is a configuration error.
+    io.weir.node.continuous.ContinuousSettings continuousSettings = io.weir.node.continuous.ContinuousSettings.create(config);
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
         ActorSystem.create(guardian(database, storage, settings.partitions()), SYSTEM_NAME, actorSystemSetup(config, settings));
@@ -147,12 +149,24 @@ public final class WeirNode {
           PartitionSharding.retention(settings.partitions(), () -> storage.get().isReady(), interval, 100_000),
           "weir-outbox-retention")));
 
+      // Continuous queries: an engine on every node, fed only where the continuous pipeline runs.
+      io.weir.node.continuous.ContinuousQueries continuous = settings.pipelines().stream()
+          .filter(io.weir.node.cdc.PipelineConfig::continuous).findFirst()
+          .map(p -> new io.weir.node.continuous.ContinuousQueries(continuousSettings, settings.postgres(),
+              database.dataSource(), p.settings().publications()))
+          .orElse(null);
+      if (continuous != null) {
+        CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseServiceStop(), "close-continuous-queries", () -> {
+          continuous.close();
+          return CompletableFuture.completedFuture(Done.getInstance());
+        });
+      }
       // One pipeline manager per cluster: each slot has exactly one consumer.
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
               .init(SingletonActor.of(
                   PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics.registry(),
-                      settings.partitions()),
+                      settings.partitions(), continuous),
                 "weir-pipelines"));
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
@@ -163,6 +177,21 @@ public final class WeirNode {
       AtomicBoolean principalsLoaded = new AtomicBoolean();
       scheduleReload(system, storage, settings.principalRefresh(), principalsLoaded::get,
           () -> authenticator.reload().thenRun(() -> principalsLoaded.set(true)), "principals");
+      if (continuous != null) {
+        // Open SSE streams end when their principal is revoked or loses ContinuousQuery on the scope.
+        java.util.Set<String> bootstrapAdmins = new java.util.HashSet<>();
+        TokenAuthenticator.withBootstrapAdmin(settings.adminToken(), settings.adminTokenPrevious())
+            .authenticate(settings.adminToken()).ifPresent(p -> bootstrapAdmins.add(p.id()));
+        continuous.accessCheck((principal, scope) -> {
+          if (bootstrapAdmins.contains(principal)) {
+            return true;
+          }
+          return authenticator.all().stream().filter(p -> p.id().equals(principal)).findFirst()
+              .map(p -> p.revokedAt() == null && (p.administrator()
+                  || p.grants().getOrDefault(scope, java.util.Set.of()).contains("ContinuousQuery")))
+              .orElse(false);
+        });
+      }
       announcePrincipalChanges(system, authenticator, principalsLoaded);
       Documents documents =
           new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
@@ -187,7 +216,7 @@ public final class WeirNode {
       }
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
-          policies, feeds);
+          policies, feeds, continuous);
       if (settings.metrics().enabled()) {
         api.withMetrics(metrics.http(io.weir.node.metrics.RouteTemplates.node()), settings.metrics());
       } else {

@@ -25,7 +25,8 @@ import java.util.TreeSet;
 public final class PrincipalStore {
   private static final SecureRandom RANDOM = new SecureRandom();
   /** The grants a principal can hold on a collection. */
-  public static final Set<String> GRANTS = Set.of("DocumentsRead", "DocumentsWrite", "ChangesRead", "QueryRead");
+  public static final Set<String> GRANTS =
+      Set.of("DocumentsRead", "DocumentsWrite", "ChangesRead", "QueryRead", "ContinuousQuery");
   /**
    * Grants that name a top-level field: {@code FieldRead} shows a sensitive field, {@code FieldUse}
    * lets a query predicate use a field ({@code *}: every field that is not sensitive). Held as

@@ -59,6 +59,19 @@ public enum ErrorCode {
   INVALID_QUERY(400),
   /** A query construct Q1 does not offer (ORDER BY, aggregates, joins, continuations, ...). HTTP 400. */
   UNSUPPORTED_QUERY(400),
+  /**
+   * A continuous query's SQL is outside the allow-list: not one SELECT/WITH statement, or it uses
+   * LIMIT, OFFSET, FETCH, a window, SET, set_config or an administrative function. HTTP 400.
+   */
+  QUERY_NOT_ALLOWED(400),
+  /** A key or ORDER BY column that the continuous query's result does not have. HTTP 400. */
+  UNKNOWN_COLUMN(400),
+  /** A continuous query parameter that is missing, unused, of an unsupported JSON type or of the wrong SQL type. HTTP 400. */
+  INVALID_PARAMETER(400),
+  /** A security scope no administrator configured on this cluster. HTTP 400. */
+  UNKNOWN_SCOPE(400),
+  /** A table a continuous query reads is not in the continuous pipeline's publications. HTTP 400. */
+  TABLE_NOT_PUBLISHED(400),
   /** Too many queries are running on this node; retry shortly. HTTP 429. */
   BUSY(429, true),
   /** The partition's outbox is full until entries are purged; retry later. HTTP 429. */

@@ -25,10 +25,11 @@ import java.util.TreeSet;
  * @param sourceUrl JDBC URL of the source database (default: Weir's own database)
  * @param sinkUrl JDBC URL of the mirror's target database (default: Weir's own database)
  * @param autostart start when the node's storage is ready
+ * @param continuous whether the sink is the continuous-query engine ({@code sink.type = continuous})
  */
 public record PipelineConfig(
     PipelineSettings settings, SourceSettings source, String sinkUrl, MirrorSettings mirror, FileSinkConfig file,
-    PartitionSinkConfig partitions, boolean autostart) {
+    PartitionSinkConfig partitions, boolean autostart, boolean continuous) {
 
   /**
    * The partition sink (null unless {@code sink.type = partitions}).
@@ -67,11 +68,20 @@ public record PipelineConfig(
       return out;
     }
     java.util.Set<String> slots = new java.util.HashSet<>();
+    String continuous = null;
     for (String name : new TreeSet<>(config.getObject("weir.pipelines").keySet())) {
       PipelineConfig p = create(name, config);
       // Two pipelines on one slot would each confirm past the other's checkpoint.
       if (!slots.add(p.source().url() + "|" + p.settings().slot())) {
         throw new SettingsException("weir.pipelines." + name + ".slot", "is already used by another pipeline on the same source");
+      }
+      if (p.continuous()) {
+        // One engine per node consumes it; a second would see half of the transactions.
+        if (continuous != null) {
+          throw new SettingsException("weir.pipelines." + name + ".sink.type",
+              "continuous is already the sink of another pipeline; at most one pipeline feeds continuous queries");
+        }
+        continuous = name;
       }
       out.add(p);
     }
@@ -107,9 +117,12 @@ public record PipelineConfig(
     MirrorSettings mirror = null;
     FileSinkConfig file = null;
     PartitionSinkConfig partitions = null;
+    boolean continuous = false;
     try {
       String type = c.getString("sink.type");
-      if (type.equals("partitions")) {
+      if (type.equals("continuous")) {
+        continuous = true;
+      } else if (type.equals("partitions")) {
         partitions = partitionSink(c, v, prefix);
       } else if (type.equals("file")) {
         String path = v.requiredString(prefix + ".sink.path");
@@ -120,7 +133,7 @@ public record PipelineConfig(
       } else if (type.equals("mirror")) {
         mirror = MirrorSettings.create(c.getConfig("sink"));
       } else {
-        throw new SettingsException(prefix + ".sink.type", "must be partitions, mirror or file");
+        throw new SettingsException(prefix + ".sink.type", "must be partitions, mirror, file or continuous");
       }
     } catch (SettingsException e) {
       throw e.key().startsWith("weir.") ? e : new SettingsException(prefix + ".sink." + e.key(), e.getMessage().substring(e.key().length() + 2));
@@ -171,7 +184,7 @@ public record PipelineConfig(
     weirTls.checkUrl(c.hasPath("sink.url") ? prefix + ".sink.url" : "weir.postgres.url", sinkUrl);
     return new PipelineConfig(
         settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword, sourceTls), sinkUrl, mirror, file, partitions,
-        bool(c, prefix, "autostart"));
+        bool(c, prefix, "autostart"), continuous);
   }
 
   /** {@code sink { collections, partition-keys, id-columns, slice { max-rows, max-bytes }, max-in-flight, ask-timeout }}. */

@@ -84,6 +84,16 @@ public final class PipelineManager {
   public static Behavior<Command> create(
       List<PipelineConfig> pipelines, PostgresSettings weirDatabase, Supplier<StorageStatus> storage,
       MeterRegistry registry, int partitionCount) {
+    return create(pipelines, weirDatabase, storage, registry, partitionCount, null);
+  }
+
+  /**
+   * @param continuous this node's continuous-query engine: the sink of a pipeline with {@code
+   *     sink.type = continuous} (null when no pipeline has that sink)
+   */
+  public static Behavior<Command> create(
+      List<PipelineConfig> pipelines, PostgresSettings weirDatabase, Supplier<StorageStatus> storage,
+      MeterRegistry registry, int partitionCount, io.weir.node.continuous.ContinuousQueries continuous) {
     return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> {
       Executor io = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
       Database state = Database.create(weirDatabase, "weir-pipelines");
@@ -92,7 +102,13 @@ public final class PipelineManager {
       List<PartitionSink> partitionSinks = new ArrayList<>();
       for (PipelineConfig p : pipelines) {
         ChangeSink sink;
-        if (p.partitions() != null) {
+        if (p.continuous()) {
+          if (continuous == null) {
+            throw new IllegalStateException("pipeline " + p.name() + " feeds continuous queries, but the node has no engine for them");
+          }
+          sink = new io.weir.node.continuous.ContinuousSink(continuous,
+              new CheckpointStore(state.dataSource(), weirDatabase.schema()), io);
+        } else if (p.partitions() != null) {
           sink = new PartitionSink(PartitionChannel.sharded(ctx.getSystem()),
               p.partitions().settings(partitionCount), new CheckpointStore(state.dataSource(), weirDatabase.schema()));
           partitionSinks.add((PartitionSink) sink);

@@ -73,6 +73,9 @@ import org.slf4j.LoggerFactory;
  *       ProjectionRoutes}).
  *   <li>{@code GET /admin/tokens/keys}, {@code POST /admin/tokens/rotate|retire}: the cluster's
  *       token-signing keys ({@link TokenRoutes}).
+ *   <li>{@code POST /v1/continuous}, {@code GET /v1/continuous/{id}/events|status}, {@code DELETE
+ *       /v1/continuous/{id}}: continuous queries ({@link ContinuousRoutes}; grant {@code
+ *       ContinuousQuery} on the query's scope).
  * </ul>
  *
  * <p>{@code /admin/*} needs a cluster administrator's bearer token: 401 without a token or with an
@@ -97,6 +100,7 @@ public final class HttpApi extends JsonRoutes {
   private final io.weir.node.auth.Policies policies;
   private final PolicyRoutes policyRoutes;
   private final FeedRoutes feedRoutes;
+  private final ContinuousRoutes continuousRoutes;
 
   /**
    * @param pipelines pipeline operations, or null on a node built without them (routes answer 404)
@@ -146,7 +150,18 @@ public final class HttpApi extends JsonRoutes {
       ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
       Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys,
       io.weir.node.auth.Principals principals, io.weir.node.auth.Policies policies, io.weir.node.Feeds feeds) {
+    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, projections, tokenKeys, principals,
+        policies, feeds, null);
+  }
+
+  /** @param continuous continuous queries, or null for none ({@code /v1/continuous} answers 404) */
+  public HttpApi(
+      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
+      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys,
+      io.weir.node.auth.Principals principals, io.weir.node.auth.Policies policies, io.weir.node.Feeds feeds,
+      io.weir.node.continuous.ContinuousQueries continuous) {
     super(json);
+    this.continuousRoutes = continuous == null ? null : new ContinuousRoutes(json, continuous);
     this.policies = policies;
     this.policyRoutes = policies == null ? null : new PolicyRoutes(json, policies);
     this.feedRoutes = feeds == null ? null : new FeedRoutes(json, feeds, authenticator);
@@ -185,7 +200,11 @@ public final class HttpApi extends JsonRoutes {
                         path("metrics", () -> get(this::metricsEndpoint)),
                         pathPrefix("health", this::healthRoutes),
                         pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
-                        pathPrefix("v1", () -> authenticated(this::documentRoutes)))));
+                        pathPrefix("v1", () -> authenticated(principal -> concat(
+                            pathPrefix("continuous", () -> continuousRoutes == null
+                                ? error(ErrorCode.NOT_FOUND, "continuous queries are not configured: no pipeline has sink.type = continuous")
+                                : continuousRoutes.routes(principal)),
+                            documentRoutes(principal)))))));
     return httpMetrics == null ? all : httpMetrics.measured(() -> all);
   }
 

@@ -32,7 +32,8 @@ import org.slf4j.LoggerFactory;
  *       404 for an unknown or revoked principal.
  *   <li>{@code POST /admin/principals/{id}/grants} and {@code .../grants/revoke} {@code
  *       {"collection", "grant"}}: adds or removes a grant ({@code DocumentsRead}, {@code
- *       DocumentsWrite}, {@code ChangesRead}, {@code QueryRead}), or a field grant {@code {"collection",
+ *       DocumentsWrite}, {@code ChangesRead}, {@code QueryRead}; {@code ContinuousQuery} with a
+ *       security scope as the collection), or a field grant {@code {"collection",
  *       "grant": "FieldRead"|"FieldUse", "field"}}; 404 for an unknown or revoked principal.
  * </ul>
  *

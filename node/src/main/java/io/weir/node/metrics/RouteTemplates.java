@@ -46,7 +46,11 @@ public final class RouteTemplates {
       "/v1/changes/read",
       "/v1/query",
       "/v1/query/live/start",
-      "/v1/query/live/read");
+      "/v1/query/live/read",
+      "/v1/continuous",
+      "/v1/continuous/{id}",
+      "/v1/continuous/{id}/events",
+      "/v1/continuous/{id}/status");
 
   /** Label of a path under no known root. */
   public static final String UNMATCHED = "unmatched";

@@ -141,6 +141,16 @@ class PipelineConfigTest {
         "weir.pipelines.a.snapshot.batch-rows");
   }
 
+  @Test
+  void atMostOnePipelineFeedsContinuousQueries() {
+    List<PipelineConfig> one = PipelineConfig.all(config(
+        "weir.pipelines.live { slot = live_slot, publications = [live_pub], sink.type = continuous }"));
+    assertThat(one.get(0).continuous()).isTrue();
+    assertThat(one.get(0).partitions()).isNull();
+    assertKey("weir.pipelines.a { slot = a_slot, publications = [p], sink.type = continuous }\n"
+        + "weir.pipelines.b { slot = b_slot, publications = [p], sink.type = continuous }", "weir.pipelines.b.sink.type");
+  }
+
   private static void assertKey(String pipelines, String key) {
     assertThatThrownBy(() -> PipelineConfig.all(config(pipelines)))
         .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo(key));

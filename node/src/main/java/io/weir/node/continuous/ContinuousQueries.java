@@ -1,0 +1,493 @@
+package io.weir.node.continuous;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.ErrorCode;
+import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.TableSchema;
+import io.weir.protocol.cdc.Transaction;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The continuous-query engine of one node: the sessions it maintains from the continuous pipeline,
+ * registration, status and SSE subscriptions.
+ *
+ * <p>Maintenance is tier 3 only in this increment: for every committed transaction that touches a
+ * table a session's query reads (or any transaction when its table set is unknown), the session
+ * runs its full query on its scope's login and sends the difference; a transaction touching none
+ * of its tables only counts. A read counts only when its snapshot includes every transaction
+ * delivered so far ({@link ScopeReader#invisible}); otherwise it is taken again.
+ *
+ * <p>Threads: every session is used from one engine thread, so transactions, registrations,
+ * subscriptions and status reads are ordered; registration's checks run on a separate pool. The
+ * engine is <em>active</em> while the continuous pipeline's sink is open on this node (the pipeline
+ * manager singleton runs here); other nodes register and store queries, and answer 503 for events
+ * and status.
+ */
+public final class ContinuousQueries implements AutoCloseable {
+  private static final Logger log = LoggerFactory.getLogger(ContinuousQueries.class);
+  /** Delivered transactions whose visibility is checked by Weir's login once this many wait unchecked. */
+  private static final int PENDING_PRUNE = 1024;
+
+  private final ContinuousSettings settings;
+  private final PostgresSettings weir;
+  private final DataSource weirDataSource;
+  private final RegistrationStore store;
+  private final List<String> publications;
+  private final ExecutorService engine;
+  private final ExecutorService checks;
+  private final ScheduledExecutorService ticks;
+  private final Map<String, ScopeReader> readers = new HashMap<>();
+  private final Map<String, Session> sessions = new LinkedHashMap<>();
+  /** xids of delivered transactions not yet seen visible by any read (engine thread only). */
+  private final LinkedHashSet<Long> pending = new LinkedHashSet<>();
+  /** Scope -> digest of the access catalogs at the last check (engine thread only). */
+  private final Map<String, String> catalogDigests = new HashMap<>();
+  private volatile boolean active;
+  /** (principal id, scope) -> whether the principal may still read the scope's queries. */
+  private volatile java.util.function.BiPredicate<String, String> access = (principal, scope) -> true;
+  private boolean repairAllOnActivate;
+  private String lastLsn;
+
+  /**
+   * @param publications the continuous pipeline's publications: every table a query reads must be in one
+   */
+  public ContinuousQueries(ContinuousSettings settings, PostgresSettings weir, DataSource weirDataSource,
+      List<String> publications) {
+    this.settings = settings;
+    this.weir = weir;
+    this.weirDataSource = weirDataSource;
+    this.store = new RegistrationStore(weirDataSource, weir.schema());
+    this.publications = List.copyOf(publications);
+    this.engine = Executors.newSingleThreadExecutor(r -> daemon(r, "weir-continuous"));
+    this.checks = Executors.newFixedThreadPool(2, r -> daemon(r, "weir-continuous-register"));
+    this.ticks = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "weir-continuous-tick"));
+    long refresh = settings.refresh().toMillis();
+    ticks.scheduleWithFixedDelay(() -> {
+      if (active) {
+        onEngine(this::refresh);
+      }
+    }, refresh, refresh, TimeUnit.MILLISECONDS);
+  }
+
+  private static Thread daemon(Runnable r, String name) {
+    Thread t = new Thread(r, name);
+    t.setDaemon(true);
+    return t;
+  }
+
+  public ContinuousSettings settings() {
+    return settings;
+  }
+
+  /** Whether this node maintains the sessions now. */
+  public boolean active() {
+    return active;
+  }
+
+  /**
+   * Sets the check that ends SSE streams whose principal was revoked or lost the {@code
+   * ContinuousQuery} grant on the scope; applied to every open stream each refresh.
+   */
+  public void accessCheck(java.util.function.BiPredicate<String, String> check) {
+    this.access = check;
+  }
+
+  /** The result of a registration. */
+  public record Registered(String id, boolean created, String scope) {}
+
+  /** Validates, stores and (when active) starts a continuous query; fails with {@link ContinuousQueryException}. */
+  public CompletionStage<Registered> register(ContinuousRequest request, String principal) {
+    return CompletableFuture.supplyAsync(() -> {
+      ScopeReader reader = reader(request.scope());
+      Registrar.Compiled compiled = Registrar.compile(request, reader, publications);
+      try {
+        boolean created = store.insert(compiled, principal);
+        return new Registered(compiled.id(), created, compiled.scope());
+      } catch (SQLException e) {
+        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the registration could not be stored; retry ("
+            + SafeErrors.describe(e) + ")");
+      }
+    }, checks).thenCompose(r -> !active ? CompletableFuture.completedFuture(r)
+        : CompletableFuture.supplyAsync(() -> {
+          refresh();
+          return r;
+        }, engine));
+  }
+
+  /** The stored registration {@code id}, if any. */
+  public CompletionStage<Optional<RegistrationStore.Stored>> find(String id) {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return store.find(id);
+      } catch (SQLException e) {
+        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the registration could not be read; retry");
+      }
+    }, checks);
+  }
+
+  /** Deletes a registration and ends its session and streams here (other nodes drop it at their next refresh). */
+  public CompletionStage<Boolean> unregister(String id) {
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return store.delete(id);
+      } catch (SQLException e) {
+        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the registration could not be deleted; retry");
+      }
+    }, checks).thenApplyAsync(deleted -> {
+      Session s = sessions.remove(id);
+      if (s != null) {
+        s.closeAll();
+      }
+      return deleted;
+    }, engine);
+  }
+
+  /** The session's counters, or empty when this node does not maintain it (inactive, or not loaded yet). */
+  public CompletionStage<Optional<ObjectNode>> status(String id) {
+    return CompletableFuture.supplyAsync(() -> {
+      Session s = sessions.get(id);
+      if (s == null || !active) {
+        return Optional.<ObjectNode>empty();
+      }
+      ObjectNode out = s.status(active);
+      out.put("pendingVisibilityChecks", pending.size());
+      return Optional.of(out);
+    }, engine);
+  }
+
+  /** Subscribes an SSE client; false when this node does not maintain the session. */
+  public CompletionStage<Boolean> subscribe(String id, Session.Subscriber subscriber, String lastEventId) {
+    return CompletableFuture.supplyAsync(() -> {
+      Session s = sessions.get(id);
+      if (s == null || !active) {
+        return false;
+      }
+      s.subscribe(subscriber, lastEventId);
+      return true;
+    }, engine);
+  }
+
+  public void unsubscribe(String id, Session.Subscriber subscriber) {
+    onEngine(() -> {
+      Session s = sessions.get(id);
+      if (s != null) {
+        s.unsubscribe(subscriber);
+      }
+    });
+  }
+
+  // ---- the sink side ----
+
+  /** The continuous pipeline's sink opened on this node: load every registration and read what is missing. */
+  CompletionStage<Void> activate() {
+    return CompletableFuture.runAsync(() -> {
+      active = true;
+      boolean repairAll = repairAllOnActivate;
+      repairAllOnActivate = false;
+      if (repairAll) {
+        // The stream restarted: what it delivers again is read anyway, but a result may have
+        // missed nothing only if every session reads once now.
+        for (Session s : sessions.values()) {
+          read(s, "pipeline-restart");
+        }
+      }
+      refresh();
+    }, engine);
+  }
+
+  /** The sink closed (pipeline stopped or restarting): sessions stay, but are not maintained until the next activation. */
+  void deactivate() {
+    active = false;
+    onEngine(() -> repairAllOnActivate = true);
+  }
+
+  /** Runs {@code task} on the engine thread unless the engine is closed (node shutdown). */
+  private void onEngine(Runnable task) {
+    try {
+      engine.execute(task);
+    } catch (java.util.concurrent.RejectedExecutionException closed) {
+      // shutting down: nothing left to maintain
+    }
+  }
+
+  /** Handles one committed transaction of the continuous pipeline; completes once every session has. */
+  CompletionStage<Void> onTransaction(Transaction t) {
+    // Changes of a spilled transaction are a single pass valid during this call: collect the
+    // tables on the engine thread before completing.
+    return CompletableFuture.runAsync(() -> {
+      Set<String> touched = new HashSet<>();
+      for (Change c : t.changes()) {
+        TableSchema table = Transaction.rowTable(c);
+        if (table != null) {
+          touched.add(table.qualifiedName());
+        } else if (c instanceof Change.Truncate tr) {
+          tr.tables().forEach(x -> touched.add(x.qualifiedName()));
+        }
+      }
+      pending.add(t.xid());
+      lastLsn = t.commitLsn().toString();
+      for (Session s : sessions.values()) {
+        s.lastLsn = lastLsn;
+        if (s.relevant(touched)) {
+          s.relevantTransactions++;
+          read(s, s.tables == null ? "unknown-table-set" : "tier-3-only");
+        } else {
+          s.unrelatedTransactions++;
+        }
+      }
+      if (pending.size() > PENDING_PRUNE) {
+        prunePending();
+      }
+    }, engine);
+  }
+
+  // ---- engine thread ----
+
+  /** Loads registrations added (or drops ones removed) by any node, and retries pending repairs. */
+  private void refresh() {
+    if (!active) {
+      return;
+    }
+    List<RegistrationStore.Stored> stored;
+    try {
+      stored = store.all();
+    } catch (SQLException e) {
+      log.warn("reading continuous query registrations failed; retrying: {}", SafeErrors.describe(e));
+      return;
+    }
+    watchCatalog(stored);
+    Set<String> ids = new HashSet<>();
+    for (RegistrationStore.Stored r : stored) {
+      ids.add(r.id());
+      if (!sessions.containsKey(r.id())) {
+        if (!settings.scopes().containsKey(r.scope())) {
+          continue; // a scope this node has no login for: not maintained here (status says so)
+        }
+        Session s = new Session(r, Long.toHexString(System.currentTimeMillis()) + Long.toHexString(System.nanoTime() & 0xffff),
+            settings.replayRetained());
+        s.lastLsn = lastLsn;
+        sessions.put(r.id(), s);
+        read(s, "initial");
+      }
+    }
+    java.util.function.BiPredicate<String, String> check = access;
+    for (Session s : sessions.values()) {
+      String scope = s.registration.scope();
+      int closed = s.closeWhere(sub -> sub.principal() != null && !check.test(sub.principal(), scope));
+      if (closed > 0) {
+        s.revokedStreams += closed;
+      }
+    }
+    for (var it = sessions.entrySet().iterator(); it.hasNext(); ) {
+      var e = it.next();
+      if (!ids.contains(e.getKey())) {
+        e.getValue().closeAll();
+        it.remove();
+      } else if (e.getValue().repairPending != null) {
+        read(e.getValue(), "retry-after-" + e.getValue().repairPending);
+      }
+    }
+  }
+
+  /**
+   * Access rules that never reach the WAL: row-level-security policies, table privileges and RLS
+   * flags, role memberships and user functions (a policy may call one). Per scope with
+   * registrations, a digest of those catalogs is taken on the scope's login every refresh; when it
+   * changes, every session of the scope reads again ({@code catalog-changed}). The first digest of
+   * a scope is taken before its sessions' first reads, so a change after it is never missed.
+   */
+  private void watchCatalog(List<RegistrationStore.Stored> stored) {
+    Set<String> scopes = new java.util.TreeSet<>();
+    stored.forEach(r -> scopes.add(r.scope()));
+    for (String scope : scopes) {
+      if (!settings.scopes().containsKey(scope)) {
+        continue;
+      }
+      String digest;
+      try {
+        digest = reader(scope).readOnly(c -> {
+          try (var st = c.createStatement(); var rs = st.executeQuery(CATALOG_DIGEST)) {
+            rs.next();
+            return rs.getString(1);
+          }
+        });
+      } catch (SQLException | RuntimeException e) {
+        log.warn("continuous queries of scope {}: the catalog check failed; retrying: {}", scope, SafeErrors.describe(e));
+        continue;
+      }
+      String previous = catalogDigests.put(scope, digest);
+      if (previous != null && !previous.equals(digest)) {
+        for (Session s : sessions.values()) {
+          if (s.registration.scope().equals(scope)) {
+            read(s, "catalog-changed");
+          }
+        }
+      }
+    }
+    catalogDigests.keySet().retainAll(scopes);
+  }
+
+  /** Digest of policies, user relations' privileges and RLS flags, role memberships and user functions. */
+  private static final String CATALOG_DIGEST = "SELECT md5(concat_ws('|',"
+      + " (SELECT string_agg(concat_ws('/', polrelid::text, polname::text, polcmd::text, polpermissive::text, polroles::text,"
+      + "   pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)), ';' ORDER BY polrelid, polname) FROM pg_policy),"
+      + " (SELECT string_agg(concat_ws('/', oid::text, relrowsecurity::text, relforcerowsecurity::text, relacl::text), ';' ORDER BY oid)"
+      + "   FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') AND relpersistence <> 't' AND oid >= 16384),"
+      + " (SELECT string_agg(concat_ws('/', roleid::text, member::text, admin_option::text), ';' ORDER BY roleid, member)"
+      + "   FROM pg_auth_members),"
+      + " (SELECT string_agg(concat_ws('/', oid::text, md5(prosrc), prosecdef::text, proconfig::text, proacl::text), ';' ORDER BY oid)"
+      + "   FROM pg_proc WHERE oid >= 16384)))";
+
+  /**
+   * One authoritative read of {@code s}'s full query (tier 3), taken again while its snapshot
+   * misses a delivered transaction; a failure marks a pending repair instead of changing the result.
+   */
+  private void read(Session s, String reason) {
+    List<Long> checked = new ArrayList<>(pending);
+    ScopeReader reader;
+    try {
+      reader = reader(s.registration.scope());
+    } catch (ContinuousQueryException e) {
+      fail(s, "unknown-scope");
+      return;
+    }
+    String sql = s.registration.definition().wrapped(s.parsed.jdbcSql());
+    List<String> keys = s.registration.definition().keyColumns();
+    for (int attempt = 0; ; attempt++) {
+      List<ResultRow> rows;
+      try {
+        rows = reader.readOnly(c -> {
+          if (ScopeReader.invisible(c, checked) > 0) {
+            return null;
+          }
+          try (PreparedStatement ps = c.prepareStatement(sql)) {
+            ScopeReader.bind(ps, s.parsed.parameterOrder(), s.registration.definition().parameters());
+            return ScopeReader.rows(ps, keys);
+          }
+        });
+      } catch (SQLException e) {
+        String state = SafeErrors.sqlState(e);
+        log.warn("continuous query {}: authoritative read failed ({}); repair pending", s.registration.id(),
+            SafeErrors.describe(e));
+        fail(s, "57014".equals(state) ? "statement-timeout" : state == null ? "connection" : "sqlstate-" + state);
+        return;
+      } catch (RuntimeException e) {
+        log.warn("continuous query {}: authoritative read failed ({}); repair pending", s.registration.id(),
+            e.getClass().getSimpleName());
+        fail(s, "internal");
+        return;
+      }
+      if (rows == null) {
+        s.visibilityRetries++;
+        if (attempt + 1 >= settings.visibilityRetries()) {
+          fail(s, "visibility");
+          return;
+        }
+        sleep(settings.visibilityRetryDelay().toMillis());
+        continue;
+      }
+      Set<String> seen = new HashSet<>();
+      for (ResultRow r : rows) {
+        if (!seen.add(r.keyText())) {
+          fail(s, "duplicate-key");
+          return;
+        }
+      }
+      s.fullReads++;
+      s.rowsRead += rows.size();
+      s.countRepair(reason);
+      s.repairPending = null;
+      s.accept(rows, s.lastLsn);
+      checked.forEach(pending::remove);
+      return;
+    }
+  }
+
+  private void fail(Session s, String reason) {
+    s.repairPending = reason;
+    s.countFailure(reason);
+  }
+
+  /** Checks the pending xids with Weir's own login (visibility does not depend on the role) to bound the set. */
+  private void prunePending() {
+    List<Long> checked = new ArrayList<>(pending);
+    for (int attempt = 0; attempt < settings.visibilityRetries(); attempt++) {
+      try (Connection c = weirDataSource.getConnection()) {
+        c.setAutoCommit(false);
+        try {
+          try (var st = c.createStatement()) {
+            st.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+          }
+          if (ScopeReader.invisible(c, checked) == 0) {
+            checked.forEach(pending::remove);
+            return;
+          }
+        } finally {
+          c.rollback();
+        }
+      } catch (SQLException e) {
+        log.warn("checking delivered transactions' visibility failed: {}", SafeErrors.describe(e));
+        return;
+      }
+      sleep(settings.visibilityRetryDelay().toMillis());
+    }
+  }
+
+  private static void sleep(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private ScopeReader reader(String scope) {
+    ContinuousSettings.Scope s = settings.scopes().get(scope);
+    if (s == null) {
+      throw new ContinuousQueryException(ErrorCode.UNKNOWN_SCOPE, "no such security scope is configured");
+    }
+    synchronized (readers) {
+      return readers.computeIfAbsent(scope, k -> new ScopeReader(s, weir, settings.statementTimeout()));
+    }
+  }
+
+  @Override
+  public void close() {
+    ticks.shutdownNow();
+    active = false;
+    onEngine(() -> sessions.values().forEach(Session::closeAll));
+    engine.shutdown();
+    checks.shutdown();
+    try {
+      engine.awaitTermination(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    synchronized (readers) {
+      readers.values().forEach(ScopeReader::close);
+      readers.clear();
+    }
+  }
+}

@@ -1,0 +1,108 @@
+package io.weir.node.continuous;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.persistence.Identifiers;
+import io.weir.protocol.ErrorCode;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+
+/**
+ * A registration request: {@code {"scope", "sql", "keyColumns": [..], "orderBy": [{"column",
+ * "direction": "asc"|"desc"}], "limit", "parameters": {name: value}}}. {@code toString} carries
+ * neither SQL nor values.
+ */
+public record ContinuousRequest(String scope, String sql, ObjectNode parameters, List<String> keyColumns,
+    List<Definition.OrderColumn> orderBy, int limit) {
+  private static final Set<String> FIELDS = Set.of("scope", "sql", "keyColumns", "orderBy", "limit", "parameters");
+  private static final String COLUMN = "[A-Za-z_][A-Za-z0-9_$]{0,62}";
+
+  public ContinuousRequest {
+    keyColumns = List.copyOf(keyColumns);
+    orderBy = List.copyOf(orderBy);
+  }
+
+  /** Checks the request's shape; {@link ContinuousQueryException} (400) naming the field, never its value. */
+  public static ContinuousRequest parse(JsonNode root, int maxLimit) {
+    if (root == null || !root.isObject()) {
+      throw bad("the body must be a JSON object");
+    }
+    for (var it = root.fieldNames(); it.hasNext(); ) {
+      String name = it.next();
+      if (!FIELDS.contains(name)) {
+        throw bad(name.matches("[A-Za-z0-9_]{1,64}")
+            ? "unknown field " + name + "; the fields are " + new java.util.TreeSet<>(FIELDS) : "the body has an unknown field");
+      }
+    }
+    JsonNode scope = root.get("scope");
+    if (scope == null || !scope.isTextual() || !Identifiers.isValid(scope.textValue())) {
+      throw bad("scope must be a security scope name (" + Identifiers.SHAPE.replaceFirst("^must be ", "") + ")");
+    }
+    JsonNode sql = root.get("sql");
+    if (sql == null || !sql.isTextual() || sql.textValue().length() > 32 * 1024) {
+      throw bad("sql must be a string of at most 32768 characters");
+    }
+    JsonNode limit = root.get("limit");
+    if (limit == null || !limit.canConvertToInt() || !limit.isIntegralNumber() || limit.intValue() < 1
+        || limit.intValue() > maxLimit) {
+      throw bad("limit must be an integer from 1 to " + maxLimit);
+    }
+    JsonNode keys = root.get("keyColumns");
+    List<String> keyColumns = new ArrayList<>();
+    if (keys == null || !keys.isArray() || keys.isEmpty() || keys.size() > 16) {
+      throw bad("keyColumns must be a list of 1 to 16 column names");
+    }
+    for (JsonNode k : keys) {
+      if (!k.isTextual() || !k.textValue().matches(COLUMN) || keyColumns.contains(k.textValue())) {
+        throw bad("keyColumns must list distinct column names (a letter or underscore, then letters, digits, _ or $)");
+      }
+      keyColumns.add(k.textValue());
+    }
+    List<Definition.OrderColumn> orderBy = new ArrayList<>();
+    JsonNode order = root.get("orderBy");
+    if (order != null && !order.isNull()) {
+      if (!order.isArray() || order.size() > 16) {
+        throw bad("orderBy must be a list of at most 16 {\"column\", \"direction\": \"asc\"|\"desc\"}");
+      }
+      for (JsonNode o : order) {
+        JsonNode column = o.get("column");
+        JsonNode direction = o.get("direction");
+        String d = direction == null ? "asc" : direction.isTextual() ? direction.textValue().toLowerCase(Locale.ROOT) : "";
+        if (!o.isObject() || o.size() > 2 || column == null || !column.isTextual() || !column.textValue().matches(COLUMN)
+            || !(d.equals("asc") || d.equals("desc"))
+            || orderBy.stream().anyMatch(x -> x.column().equals(column.textValue()))) {
+          throw bad("orderBy must be a list of {\"column\": <distinct column name>, \"direction\": \"asc\"|\"desc\"}");
+        }
+        orderBy.add(new Definition.OrderColumn(column.textValue(), d.equals("desc")));
+      }
+    }
+    JsonNode params = root.get("parameters");
+    ObjectNode parameters;
+    if (params == null || params.isNull()) {
+      parameters = JsonNodeFactory.instance.objectNode();
+    } else if (params.isObject()) {
+      parameters = (ObjectNode) params;
+      for (var it = parameters.fieldNames(); it.hasNext(); ) {
+        if (!it.next().matches("[A-Za-z_][A-Za-z0-9_]{0,62}")) {
+          throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER,
+              "parameter names are a letter or underscore, then letters, digits or underscores");
+        }
+      }
+    } else {
+      throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER, "parameters must be an object of name -> value");
+    }
+    return new ContinuousRequest(scope.textValue(), sql.textValue(), parameters, keyColumns, orderBy, limit.intValue());
+  }
+
+  private static ContinuousQueryException bad(String message) {
+    return new ContinuousQueryException(ErrorCode.BAD_REQUEST, message);
+  }
+
+  @Override
+  public String toString() {
+    return "ContinuousRequest[" + scope + ", keys=" + keyColumns + ", limit=" + limit + "]";
+  }
+}

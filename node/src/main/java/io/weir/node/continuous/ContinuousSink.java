@@ -1,0 +1,67 @@
+package io.weir.node.continuous;
+
+import io.weir.persistence.cdc.ChangeSink;
+import io.weir.persistence.cdc.CheckpointStore;
+import io.weir.persistence.cdc.CheckpointedSink;
+import io.weir.persistence.cdc.DeliverySink;
+import io.weir.persistence.cdc.PipelineContext;
+import io.weir.persistence.cdc.SinkCheckpoint;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.Transaction;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+
+/**
+ * The sink of the continuous pipeline ({@code sink.type = continuous}): each committed transaction
+ * goes to this node's {@link ContinuousQueries}, and the slot is acknowledged through the library
+ * checkpoint store ({@code weir.cdc_checkpoint}) once every session has handled it. Sessions are
+ * not durable in this increment (docs/continuous.md), so a restart re-reads every query and a
+ * redelivered transaction only causes another read.
+ */
+public final class ContinuousSink implements ChangeSink {
+  private final ContinuousQueries engine;
+  private final CheckpointedSink checkpointed;
+
+  public ContinuousSink(ContinuousQueries engine, CheckpointStore store, Executor blockingIo) {
+    this.engine = engine;
+    this.checkpointed = new CheckpointedSink(new DeliverySink() {
+      @Override
+      public CompletionStage<Void> deliver(Transaction transaction) {
+        return engine.onTransaction(transaction);
+      }
+
+      @Override
+      public void close() {
+        engine.deactivate();
+      }
+    }, store, blockingIo, 5, Duration.ofMillis(500), 1);
+  }
+
+  @Override
+  public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
+    return checkpointed.open(context).thenCompose(checkpoint -> engine.activate().thenApply(v -> checkpoint));
+  }
+
+  @Override
+  public CompletionStage<Void> apply(List<Transaction> transactions) {
+    return checkpointed.apply(transactions);
+  }
+
+  @Override
+  public boolean supportsBatches() {
+    return false;
+  }
+
+  @Override
+  public Lsn durableThrough(List<Transaction> applied) {
+    return checkpointed.durableThrough(applied);
+  }
+
+  @Override
+  public void close() {
+    checkpointed.close();
+  }
+}

@@ -1,0 +1,309 @@
+package io.weir.node.continuous;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.ErrorCode;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.ResultSetMetaData;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * Compiles a registration into a {@link Definition} and its subscription id, on the scope's own
+ * login in one read-only transaction:
+ *
+ * <ol>
+ *   <li>the lexical allow-list ({@link ContinuousSql}), parameter names and JSON types;
+ *   <li>{@code EXPLAIN (VERBOSE, FORMAT JSON)} of the base with the parameters bound: PostgreSQL
+ *       parses, resolves and plans it (syntax, unknown relations or columns, parameter types,
+ *       privileges and row-level security of the role); the plan's relation names are the table
+ *       set, unless the query or the plan calls a function that is not built in (it may read any
+ *       table), in which case the table set is unknown and every transaction counts;
+ *   <li>the result's columns: key and ORDER BY columns must be among them;
+ *   <li>one full authoritative read: ORDER BY must be valid and the keys unique;
+ *   <li>each table of the set must be published to the continuous pipeline;
+ *   <li>the policy version: a digest of the row-level-security flags and policies of those tables.
+ * </ol>
+ *
+ * The id is a digest of database, plan fingerprint, parameters, scope and login role, policy
+ * version and limit. PostgreSQL's error texts are never passed on (they can quote values): only the
+ * SQLState and a fixed description.
+ */
+final class Registrar {
+  static final ObjectMapper CANONICAL = new ObjectMapper().configure(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true);
+  private static final Pattern CALL = Pattern.compile("([A-Za-z_][A-Za-z0-9_]*)\\(");
+  /** PostgreSQL's first OID for user objects: below it, everything is built in. */
+  private static final long FIRST_NORMAL_OID = 16384;
+
+  /** A compiled registration. */
+  record Compiled(String id, String scope, String loginRole, Definition definition) {}
+
+  private Registrar() {}
+
+  static Compiled compile(ContinuousRequest r, ScopeReader reader, List<String> publications) {
+    ContinuousSql.Parsed parsed = ContinuousSql.parse(r.sql());
+    Set<String> names = parsed.parameterNames();
+    for (String name : names) {
+      if (!r.parameters().has(name)) {
+        throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER, name.matches("[A-Za-z_][A-Za-z0-9_]{0,62}")
+            ? "the query uses parameter :" + name + ", which the request does not give"
+            : "the query uses a parameter the request does not give");
+      }
+    }
+    for (var it = r.parameters().fields(); it.hasNext(); ) {
+      Map.Entry<String, JsonNode> e = it.next();
+      if (!names.contains(e.getKey())) {
+        throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER, e.getKey().matches("[A-Za-z_][A-Za-z0-9_]{0,62}")
+            ? "parameter " + e.getKey() + " is not used by the query" : "a parameter is not used by the query");
+      }
+      JsonNode v = e.getValue();
+      if (!(v.isTextual() || v.isNumber() || v.isBoolean() || v.isNull())) {
+        throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER,
+            "parameter " + e.getKey() + " must be a string, number, boolean or null");
+      }
+    }
+    try {
+      return reader.readOnly(c -> compile(c, r, parsed, reader.scope(), publications));
+    } catch (SQLException e) {
+      throw fromPostgres(e);
+    }
+  }
+
+  private static Compiled compile(Connection c, ContinuousRequest r, ContinuousSql.Parsed parsed, ContinuousSettings.Scope scope,
+      List<String> publications) throws SQLException {
+    String base = "SELECT * FROM (" + parsed.jdbcSql() + "\n) AS weir_base";
+    // 1. Plan: tables, and whether anything it calls may read other tables.
+    JsonNode plan;
+    try (PreparedStatement ps = c.prepareStatement("EXPLAIN (VERBOSE, FORMAT JSON) " + base)) {
+      ScopeReader.bind(ps, parsed.parameterOrder(), r.parameters());
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        plan = CANONICAL.readTree(rs.getString(1));
+      } catch (java.io.IOException e) {
+        throw new SQLException("the plan is not JSON", "XX000");
+      }
+    }
+    TreeSet<String> tables = new TreeSet<>();
+    TreeSet<String> calls = new TreeSet<>(parsed.functions());
+    walk(plan, tables, calls);
+    boolean userFunctions;
+    try (PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM pg_proc WHERE proname = ANY(?) AND oid >= ?")) {
+      ps.setArray(1, c.createArrayOf("text", calls.toArray()));
+      ps.setLong(2, FIRST_NORMAL_OID);
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        userFunctions = rs.getLong(1) > 0;
+      }
+    }
+    List<String> tableSet = userFunctions ? null : List.copyOf(tables);
+
+    // 2. Columns.
+    List<String> columns = new ArrayList<>();
+    List<String> columnTypes = new ArrayList<>();
+    try (PreparedStatement ps = c.prepareStatement(base + " LIMIT 0")) {
+      ScopeReader.bind(ps, parsed.parameterOrder(), r.parameters());
+      try (ResultSet rs = ps.executeQuery()) {
+        ResultSetMetaData md = rs.getMetaData();
+        for (int i = 1; i <= md.getColumnCount(); i++) {
+          if (columns.contains(md.getColumnLabel(i))) {
+            throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the result's column names must be unique");
+          }
+          columns.add(md.getColumnLabel(i));
+          columnTypes.add(md.getColumnTypeName(i));
+        }
+      }
+    }
+    for (String k : r.keyColumns()) {
+      if (!columns.contains(k)) {
+        throw new ContinuousQueryException(ErrorCode.UNKNOWN_COLUMN, "a key column is not a column of the result");
+      }
+    }
+    for (Definition.OrderColumn o : r.orderBy()) {
+      if (!columns.contains(o.column())) {
+        throw new ContinuousQueryException(ErrorCode.UNKNOWN_COLUMN, "an ORDER BY column is not a column of the result");
+      }
+    }
+    Definition definition = new Definition(r.sql(), r.parameters(), r.keyColumns(), r.orderBy(), r.limit(), columns, tableSet);
+
+    // 3. One full read: ORDER BY must work and keys must be unique.
+    try (PreparedStatement ps = c.prepareStatement(definition.wrapped(parsed.jdbcSql()))) {
+      ScopeReader.bind(ps, parsed.parameterOrder(), r.parameters());
+      uniqueKeys(ScopeReader.rows(ps, r.keyColumns()));
+    }
+
+    // 4. Published tables.
+    if (tableSet != null && !tableSet.isEmpty()) {
+      Set<String> published = new TreeSet<>();
+      try (PreparedStatement ps = c.prepareStatement(
+          "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = ANY(?)")) {
+        ps.setArray(1, c.createArrayOf("text", publications.toArray()));
+        try (ResultSet rs = ps.executeQuery()) {
+          while (rs.next()) {
+            published.add(rs.getString(1));
+          }
+        }
+      }
+      for (String t : tableSet) {
+        if (!published.contains(t)) {
+          throw new ContinuousQueryException(ErrorCode.TABLE_NOT_PUBLISHED, "table " + t
+              + " is read by the query but not published to the continuous pipeline: its changes would not be seen");
+        }
+      }
+    }
+
+    // 5. Policy version, database and login.
+    String policyVersion;
+    try (PreparedStatement ps = c.prepareStatement(
+        "SELECT coalesce(string_agg(concat_ws(':', c.oid::regclass::text, c.relrowsecurity::text, c.relforcerowsecurity::text,"
+            + " (SELECT string_agg(concat_ws('/', p.polname::text, p.polcmd::text, p.polpermissive::text, p.polroles::text,"
+            + " pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid)), ';' ORDER BY p.polname)"
+            + " FROM pg_policy p WHERE p.polrelid = c.oid)), ',' ORDER BY c.oid::regclass::text), '')"
+            + " FROM pg_class c WHERE CASE WHEN ?::text[] IS NULL THEN c.relrowsecurity OR c.oid IN (SELECT polrelid FROM pg_policy)"
+            + " ELSE c.oid IN (SELECT to_regclass(t)::oid FROM unnest(?::text[]) AS t) END")) {
+      java.sql.Array arr = tableSet == null ? null : c.createArrayOf("text", tableSet.toArray());
+      ps.setArray(1, arr);
+      ps.setArray(2, arr);
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        policyVersion = sha256(rs.getString(1));
+      }
+    }
+    String database;
+    String role;
+    try (PreparedStatement ps = c.prepareStatement("SELECT current_database(), current_user")) {
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        database = rs.getString(1);
+        role = rs.getString(2);
+      }
+    }
+    Map<String, Object> planPrint = new LinkedHashMap<>();
+    planPrint.put("sql", parsed.normalized());
+    planPrint.put("columns", columns);
+    planPrint.put("types", columnTypes);
+    planPrint.put("keys", r.keyColumns());
+    planPrint.put("order", r.orderBy().stream().map(o -> o.column() + (o.descending() ? " desc" : " asc")).toList());
+    Map<String, Object> identity = new TreeMap<>();
+    identity.put("database", scope.url().replaceFirst("\\?.*$", "") + "#" + database);
+    identity.put("plan", sha256(canonical(planPrint)));
+    identity.put("parameters", r.parameters());
+    identity.put("scope", scope.name());
+    identity.put("role", role);
+    identity.put("policyVersion", policyVersion);
+    identity.put("limit", r.limit());
+    String id = "cq_" + sha256(canonical(identity)).substring(0, 32);
+    return new Compiled(id, scope.name(), role, definition);
+  }
+
+  static void uniqueKeys(List<ResultRow> rows) {
+    Set<String> seen = new java.util.HashSet<>();
+    for (ResultRow row : rows) {
+      if (!seen.add(row.keyText())) {
+        throw new ContinuousQueryException(ErrorCode.BAD_REQUEST,
+            "the key columns do not identify rows: two rows of the result have the same key");
+      }
+    }
+  }
+
+  /** Collects relation names (schema.table) and called function names from a plan's JSON. */
+  private static void walk(JsonNode node, Set<String> tables, Set<String> calls) {
+    if (node.isObject()) {
+      JsonNode rel = node.get("Relation Name");
+      JsonNode schema = node.get("Schema");
+      if (rel != null && rel.isTextual()) {
+        tables.add((schema != null && schema.isTextual() ? schema.textValue() : "public") + "." + rel.textValue());
+      }
+      node.fields().forEachRemaining(e -> walk(e.getValue(), tables, calls));
+    } else if (node.isArray()) {
+      node.forEach(n -> walk(n, tables, calls));
+    } else if (node.isTextual()) {
+      Matcher m = CALL.matcher(node.textValue());
+      while (m.find()) {
+        calls.add(m.group(1).toLowerCase(java.util.Locale.ROOT));
+      }
+    }
+  }
+
+  /** Maps a PostgreSQL failure during registration to a typed, value-free error. */
+  static RuntimeException fromPostgres(SQLException e) {
+    String state = SafeErrors.sqlState(e);
+    if (state == null) {
+      return new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the scope's database could not be reached; retry ("
+          + SafeErrors.describe(e) + ")");
+    }
+    return switch (state) {
+      case "22P02", "22003", "22007", "22008", "22023", "42P18", "42P08", "42804" -> new ContinuousQueryException(
+          ErrorCode.INVALID_PARAMETER, "a parameter does not fit where the query uses it (SQLState " + state
+              + "); a parameter whose type PostgreSQL cannot infer needs a cast, e.g. :name::int");
+      case "42501" -> new ContinuousQueryException(ErrorCode.FORBIDDEN,
+          "the scope's login role may not read a relation or call a function the query uses (SQLState 42501)");
+      case "25006" -> new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED,
+          "the query tries to write in a read-only transaction (SQLState 25006)");
+      case "57014" -> new ContinuousQueryException(ErrorCode.BAD_REQUEST,
+          "the query did not finish within the statement timeout (SQLState 57014)");
+      default -> state.startsWith("42") || state.startsWith("22") || state.startsWith("0A") || state.startsWith("2F")
+          || state.startsWith("38") || state.startsWith("39")
+          ? new ContinuousQueryException(ErrorCode.INVALID_QUERY, "PostgreSQL refused the query (SQLState " + state + ")")
+          : state.startsWith("08") || state.startsWith("53") || state.startsWith("57") || state.startsWith("40")
+              ? new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the scope's database is unavailable (SQLState " + state + "); retry")
+              : state.startsWith("28")
+                  ? new ContinuousQueryException(ErrorCode.UNAVAILABLE,
+                      "the scope's login was refused by PostgreSQL (SQLState " + state + "); an administrator must fix the scope's credentials")
+                  : new ContinuousQueryException(ErrorCode.INVALID_QUERY, "PostgreSQL refused the query (SQLState " + state + ")");
+    };
+  }
+
+  static String canonical(Object value) {
+    try {
+      JsonNode tree = CANONICAL.valueToTree(value);
+      return CANONICAL.writeValueAsString(sortKeys(tree));
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IllegalStateException("cannot encode an identity", e);
+    }
+  }
+
+  private static JsonNode sortKeys(JsonNode node) {
+    if (node.isObject()) {
+      ObjectNode out = CANONICAL.createObjectNode();
+      new TreeSet<String>(iterable(node.fieldNames())).forEach(k -> out.set(k, sortKeys(node.get(k))));
+      return out;
+    }
+    if (node.isArray()) {
+      com.fasterxml.jackson.databind.node.ArrayNode out = CANONICAL.createArrayNode();
+      node.forEach(n -> out.add(sortKeys(n)));
+      return out;
+    }
+    return node;
+  }
+
+  private static <T> List<T> iterable(java.util.Iterator<T> it) {
+    List<T> out = new ArrayList<>();
+    it.forEachRemaining(out::add);
+    return out;
+  }
+
+  static String sha256(String text) {
+    try {
+      return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}

@@ -1,0 +1,86 @@
+package io.weir.node.continuous;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.persistence.Identifiers;
+import java.io.IOException;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import javax.sql.DataSource;
+
+/** Registrations in {@code <schema>.continuous_query} (Weir's database, Weir's login). Blocking. */
+public final class RegistrationStore {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  /** One stored registration. */
+  public record Stored(String id, String scope, String loginRole, Definition definition, String createdBy) {}
+
+  private final DataSource dataSource;
+  private final String table;
+
+  RegistrationStore(DataSource dataSource, String schema) {
+    this.dataSource = dataSource;
+    this.table = Identifiers.require("schema name", schema) + ".continuous_query";
+  }
+
+  /** Stores {@code c} unless a row with its id exists; whether this call created it. */
+  boolean insert(Registrar.Compiled c, String principal) throws SQLException {
+    try (Connection conn = dataSource.getConnection();
+        PreparedStatement ps = conn.prepareStatement("INSERT INTO " + table
+            + " (id, scope, login_role, definition, created_by) VALUES (?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING")) {
+      ps.setString(1, c.id());
+      ps.setString(2, c.scope());
+      ps.setString(3, c.loginRole());
+      ps.setString(4, JSON.writeValueAsString(c.definition()));
+      ps.setString(5, principal);
+      return ps.executeUpdate() == 1;
+    } catch (IOException e) {
+      throw new IllegalStateException("cannot encode a continuous query definition", e);
+    }
+  }
+
+  Optional<Stored> find(String id) throws SQLException {
+    try (Connection conn = dataSource.getConnection();
+        PreparedStatement ps = conn.prepareStatement(
+            "SELECT id, scope, login_role, definition::text, created_by FROM " + table + " WHERE id = ?")) {
+      ps.setString(1, id);
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? Optional.of(stored(rs)) : Optional.empty();
+      }
+    }
+  }
+
+  List<Stored> all() throws SQLException {
+    List<Stored> out = new ArrayList<>();
+    try (Connection conn = dataSource.getConnection();
+        PreparedStatement ps = conn.prepareStatement(
+            "SELECT id, scope, login_role, definition::text, created_by FROM " + table + " ORDER BY created_at, id");
+        ResultSet rs = ps.executeQuery()) {
+      while (rs.next()) {
+        out.add(stored(rs));
+      }
+    }
+    return out;
+  }
+
+  boolean delete(String id) throws SQLException {
+    try (Connection conn = dataSource.getConnection();
+        PreparedStatement ps = conn.prepareStatement("DELETE FROM " + table + " WHERE id = ?")) {
+      ps.setString(1, id);
+      return ps.executeUpdate() == 1;
+    }
+  }
+
+  private static Stored stored(ResultSet rs) throws SQLException {
+    try {
+      return new Stored(rs.getString(1), rs.getString(2), rs.getString(3),
+          JSON.readValue(rs.getString(4), Definition.class), rs.getString(5));
+    } catch (IOException e) {
+      throw new SQLException("a stored continuous query definition cannot be read", "XX000");
+    }
+  }
+}

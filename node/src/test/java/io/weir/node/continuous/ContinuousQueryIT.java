@@ -1,0 +1,511 @@
+package io.weir.node.continuous;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import io.weir.node.NodeSettings;
+import io.weir.node.WeirNode;
+import io.weir.persistence.testing.TestPostgres;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * Continuous queries end to end in one node process (in this JVM) on a real PostgreSQL: a
+ * continuous pipeline on its own slot, two security scopes with their own login roles under
+ * row-level security, registration over HTTP, SSE events and status counters.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@org.junit.jupiter.api.TestMethodOrder(org.junit.jupiter.api.MethodOrderer.OrderAnnotation.class)
+class ContinuousQueryIT {
+  private static final String ADMIN = "admin-token-for-continuous-it";
+  private static final String TOP3 =
+      "SELECT id, tenant, score, name FROM items";
+  private final ObjectMapper json = new ObjectMapper();
+  private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  private final String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 8);
+  private final String roleA = "cq_a_" + suffix;
+  private final String roleB = "cq_b_" + suffix;
+  private TestPostgres.TestDatabase db;
+  private WeirNode node;
+  private Config config;
+  private String base;
+  private String aliceToken;
+
+  @BeforeAll
+  void start() throws Exception {
+    db = TestPostgres.server().freshDatabase("cq_it");
+    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+      s.execute("CREATE ROLE " + roleA + " LOGIN PASSWORD 'pw-a-" + suffix + "'");
+      s.execute("CREATE ROLE " + roleB + " LOGIN PASSWORD 'pw-b-" + suffix + "'");
+      s.execute("CREATE TABLE items (id int PRIMARY KEY, tenant text NOT NULL, score int NOT NULL, name text)");
+      s.execute("ALTER TABLE items ENABLE ROW LEVEL SECURITY");
+      s.execute("CREATE POLICY own_tenant ON items USING (tenant = current_user)");
+      s.execute("CREATE TABLE nodes (id int PRIMARY KEY, label text NOT NULL)");
+      s.execute("CREATE TABLE edges (src int NOT NULL, dst int NOT NULL, PRIMARY KEY (src, dst))");
+      s.execute("CREATE TABLE unrelated (id int PRIMARY KEY, v int)");
+      s.execute("CREATE TABLE unpublished (id int PRIMARY KEY)");
+      s.execute("CREATE TABLE secrets (id int PRIMARY KEY, owner text NOT NULL)");
+      s.execute("ALTER TABLE secrets ENABLE ROW LEVEL SECURITY");
+      s.execute("CREATE POLICY own_secret ON secrets USING (owner = current_user)");
+      s.execute("INSERT INTO secrets VALUES (1, '" + roleA + "'), (2, '" + roleB + "')");
+      for (String role : List.of(roleA, roleB)) {
+        s.execute("GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets TO " + role);
+      }
+      s.execute("CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets");
+      // Tenant A: scores 10..60 (ids 1..6); tenant B: scores 15..65 (ids 101..106).
+      for (int i = 1; i <= 6; i++) {
+        s.execute("INSERT INTO items VALUES (" + i + ", '" + roleA + "', " + (i * 10) + ", 'a" + i + "')");
+        s.execute("INSERT INTO items VALUES (" + (100 + i) + ", '" + roleB + "', " + (i * 10 + 5) + ", 'b" + i + "')");
+      }
+      // A path graph 1-2-3-4-5 plus 1-6.
+      for (int i = 1; i <= 8; i++) {
+        s.execute("INSERT INTO nodes VALUES (" + i + ", 'n" + i + "')");
+      }
+      s.execute("INSERT INTO edges VALUES (1,2),(2,3),(3,4),(4,5),(1,6)");
+    }
+    Map<String, Object> m = new java.util.HashMap<>();
+    m.put("weir.http.port", 0);
+    m.put("weir.cluster.port", 0);
+    m.put("weir.admin-token", ADMIN);
+    m.put("weir.pipelines.cq.slot", "cq_slot_" + suffix);
+    m.put("weir.pipelines.cq.publications", List.of("cq_pub"));
+    m.put("weir.pipelines.cq.sink.type", "continuous");
+    m.put("weir.continuous.refresh", "200ms");
+    m.put("weir.continuous.scopes.tenant_a.user", roleA);
+    m.put("weir.continuous.scopes.tenant_a.password", "pw-a-" + suffix);
+    m.put("weir.continuous.scopes.tenant_b.user", roleB);
+    m.put("weir.continuous.scopes.tenant_b.password", "pw-b-" + suffix);
+    config = ConfigFactory.load(ConfigFactory.parseMap(m).withFallback(db.config())
+        .withFallback(ConfigFactory.defaultApplication()));
+    node = WeirNode.start(config, NodeSettings.create(config));
+    base = "http://127.0.0.1:" + node.httpPort();
+    awaitPipelineRunning();
+    HttpResponse<String> created = call("POST", "/admin/principals", ADMIN, "{\"id\":\"alice-" + suffix + "\"}");
+    assertThat(created.statusCode()).as("the principal should be created").isEqualTo(201);
+    aliceToken = json.readTree(created.body()).get("token").asText();
+    assertThat(call("POST", "/admin/principals/alice-" + suffix + "/grants", ADMIN,
+        "{\"collection\":\"tenant_a\",\"grant\":\"ContinuousQuery\"}").statusCode()).isEqualTo(200);
+  }
+
+  @AfterAll
+  void stop() throws Exception {
+    if (node != null) {
+      node.stop();
+    }
+    if (db != null) {
+      db.close();
+      try (Connection c = TestPostgres.server().connect("postgres"); Statement s = c.createStatement()) {
+        s.execute("DROP ROLE IF EXISTS " + roleA);
+        s.execute("DROP ROLE IF EXISTS " + roleB);
+      }
+    }
+  }
+
+  // ---- tests ----
+
+  @Test
+  void registrationErrorsAreTyped() throws Exception {
+    assertError(register("tenant_a", TOP3 + " LIMIT 3", "[\"id\"]", "score", 3, "{}"), 400, "query-not-allowed");
+    assertError(register("tenant_a", "SELECT id, row_number() OVER () FROM items", "[\"id\"]", "id", 3, "{}"), 400,
+        "query-not-allowed");
+    assertError(register("tenant_a", "SELECT id FROM items; DELETE FROM items", "[\"id\"]", "id", 3, "{}"), 400,
+        "query-not-allowed");
+    assertError(register("tenant_a", "SELECT set_config('role', 'x', true) AS id", "[\"id\"]", "id", 3, "{}"), 400,
+        "query-not-allowed");
+    assertError(register("tenant_a", "SELECT id FROM no_such_table", "[\"id\"]", "id", 3, "{}"), 400, "invalid-query");
+    assertError(register("tenant_a", "SELECT id FRM items", "[\"id\"]", "id", 3, "{}"), 400, "invalid-query");
+    assertError(register("tenant_a", TOP3, "[\"nope\"]", "score", 3, "{}"), 400, "unknown-column");
+    assertError(register("tenant_a", TOP3, "[\"id\"]", "nope", 3, "{}"), 400, "unknown-column");
+    assertError(register("tenant_a", TOP3 + " WHERE score > :min", "[\"id\"]", "score", 3, "{\"min\":\"not-a-number\"}"),
+        400, "invalid-parameter");
+    assertError(register("tenant_a", TOP3 + " WHERE score > :min", "[\"id\"]", "score", 3, "{}"), 400, "invalid-parameter");
+    assertError(register("tenant_a", TOP3, "[\"id\"]", "score", 3, "{\"unused\":1}"), 400, "invalid-parameter");
+    assertError(register("tenant_a", TOP3 + " WHERE score > :min", "[\"id\"]", "score", 3, "{\"min\":[1]}"), 400,
+        "invalid-parameter");
+    assertError(register("no_such_scope", TOP3, "[\"id\"]", "score", 3, "{}"), 400, "unknown-scope");
+    assertError(register("tenant_a", "SELECT id FROM unpublished", "[\"id\"]", "id", 3, "{}"), 400, "table-not-published");
+    assertError(register("tenant_a", "SELECT tenant AS id FROM items", "[\"id\"]", "id", 3, "{}"), 400, "bad-request");
+    assertError(register("tenant_a", TOP3, "[\"id\"]", "score", 0, "{}"), 400, "bad-request");
+    // Alice holds ContinuousQuery on tenant_a only.
+    assertError(registerAs(aliceToken, "tenant_b", TOP3, "[\"id\"]", "score", 3, "{}"), 403, "forbidden");
+  }
+
+  @Test
+  void sameRegistrationGetsTheSameIdAndScopesNeverShare() throws Exception {
+    HttpResponse<String> first = registerAs(aliceToken, "tenant_a", TOP3 + " WHERE score >= :min", "[\"id\"]", "score", 2,
+        "{\"min\": 0}");
+    HttpResponse<String> again = registerAs(aliceToken, "tenant_a", TOP3 + " WHERE score >= :min", "[\"id\"]", "score", 2,
+        "{\"min\": 0}");
+    HttpResponse<String> otherScope = register("tenant_b", TOP3 + " WHERE score >= :min", "[\"id\"]", "score", 2,
+        "{\"min\": 0}");
+    HttpResponse<String> otherParams = registerAs(aliceToken, "tenant_a", TOP3 + " WHERE score >= :min", "[\"id\"]", "score", 2,
+        "{\"min\": 1}");
+    assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
+    assertThat(again.statusCode()).as("a repeated registration is not a new one").isEqualTo(200);
+    String id = json.readTree(first.body()).get("id").asText();
+    assertThat(json.readTree(again.body()).get("id").asText()).isEqualTo(id);
+    assertThat(json.readTree(otherScope.body()).get("id").asText()).as("another scope is another subscription").isNotEqualTo(id);
+    assertThat(json.readTree(otherParams.body()).get("id").asText()).as("other parameters are another subscription").isNotEqualTo(id);
+    // Alice may not read tenant_b's subscription.
+    assertThat(call("GET", "/v1/continuous/" + json.readTree(otherScope.body()).get("id").asText() + "/status", aliceToken, null)
+        .statusCode()).isEqualTo(403);
+
+    // Row-level security: each scope's login sees its own tenant only.
+    try (Sse a = open(id, null); Sse b = open(json.readTree(otherScope.body()).get("id").asText(), null)) {
+      JsonNode initialA = a.next("InitialResult");
+      JsonNode initialB = b.next("InitialResult");
+      assertThat(tenants(initialA)).as("scope A sees tenant A's rows only").containsOnly(roleA);
+      assertThat(tenants(initialB)).as("scope B sees tenant B's rows only").containsOnly(roleB);
+      assertThat(ids(initialA)).containsExactly(6, 5);
+      assertThat(ids(initialB)).containsExactly(106, 105);
+    }
+  }
+
+  @Test
+  void changesBecomeEventsWithTailDisplacement() throws Exception {
+    String id = created(register("tenant_a", TOP3 + " WHERE score < 1000", "[\"id\"]", "score", 3, "{}"));
+    try (Sse sse = open(id, null)) {
+      JsonNode initial = sse.next("InitialResult");
+      assertThat(ids(initial)).containsExactly(6, 5, 4);
+      long seq = initial.get("sequence").asLong();
+
+      // A new leader enters; the tail (4) is displaced.
+      sql("INSERT INTO items VALUES (7, '" + roleA + "', 55, 'a7')");
+      JsonNode removed = sse.next("RowRemoved");
+      assertThat(removed.get("key").get(0).asInt()).isEqualTo(4);
+      JsonNode added = sse.next("RowAdded");
+      assertThat(added.get("key").get(0).asInt()).isEqualTo(7);
+      assertThat(added.get("position").asInt()).as("55 ranks between 60 and 50").isEqualTo(1);
+      assertThat(added.get("sequence").asLong()).isGreaterThan(seq);
+
+      // An in-place change.
+      sql("UPDATE items SET name = 'renamed' WHERE id = 6");
+      JsonNode updated = sse.next("RowUpdated");
+      assertThat(updated.get("key").get(0).asInt()).isEqualTo(6);
+      assertThat(updated.get("row").get("name").asText()).isEqualTo("renamed");
+
+      // A rank change among kept rows.
+      sql("UPDATE items SET score = 99 WHERE id = 5");
+      sse.next("RowUpdated");
+      JsonNode reordered = sse.next("ResultReordered");
+      assertThat(reordered.get("keys").toString()).isEqualTo("[[5],[6],[7]]");
+
+      // A visible row is deleted: the next one from below enters.
+      sql("DELETE FROM items WHERE id = 7");
+      assertThat(sse.next("RowRemoved").get("key").get(0).asInt()).isEqualTo(7);
+      JsonNode refill = sse.next("RowAdded");
+      assertThat(refill.get("key").get(0).asInt()).isEqualTo(4);
+      assertThat(refill.get("position").asInt()).isEqualTo(2);
+
+      // Tenant B's change is read (same table) but changes nothing for A.
+      sql("UPDATE items SET score = 500 WHERE id = 101");
+      // Resuming from the last event id replays nothing; a foreign id gets a reset and a fresh result.
+      JsonNode status = status(id);
+      assertThat(status.get("state").asText()).isEqualTo("current");
+      assertThat(status.get("fullRepairsByReason").get("tier-3-only").asLong()).isGreaterThanOrEqualTo(5);
+      assertThat(status.get("lastLsn").isNull()).isFalse();
+    }
+    try (Sse resumed = open(id, "0-1")) {
+      JsonNode reset = resumed.next("ResultReset");
+      assertThat(reset.get("reason").asText()).isEqualTo("session-restarted");
+      assertThat(ids(resumed.next("InitialResult"))).containsExactly(5, 6, 4);
+    }
+  }
+
+  @Test
+  void transactionsOnUnrelatedTablesOnlyCount() throws Exception {
+    String id = created(register("tenant_a", "SELECT id, label FROM nodes", "[\"id\"]", "id", 3, "{}"));
+    JsonNode before = awaitStatus(id, s -> s.get("state").asText().equals("current"));
+    sql("INSERT INTO unrelated VALUES (1, 1)");
+    sql("UPDATE unrelated SET v = 2 WHERE id = 1");
+    JsonNode after = awaitStatus(id,
+        s -> s.get("unrelatedTransactions").asLong() >= before.get("unrelatedTransactions").asLong() + 2);
+    assertThat(after.get("authoritativeReads").asLong())
+        .as("a transaction on a table the query does not read costs no read")
+        .isEqualTo(before.get("authoritativeReads").asLong());
+    assertThat(after.get("tables").toString()).isEqualTo("[\"public.nodes\"]");
+  }
+
+  @Test
+  void recursiveKHopNeighbourhood() throws Exception {
+    String sql = "WITH RECURSIVE hop(node, depth) AS ("
+        + " SELECT :start::int, 0"
+        + " UNION SELECT e.dst, h.depth + 1 FROM edges e JOIN hop h ON e.src = h.node WHERE h.depth < :k)"
+        + " SELECT n.id, n.label, min(h.depth) AS depth FROM hop h JOIN nodes n ON n.id = h.node"
+        + " WHERE h.depth > 0 GROUP BY n.id, n.label";
+    String id = created(register("tenant_a", sql, "[\"id\"]", "depth", 10, "{\"start\": 1, \"k\": 2}"));
+    try (Sse sse = open(id, null)) {
+      JsonNode initial = sse.next("InitialResult");
+      assertThat(ids(initial)).as("2 hops from node 1: 2 and 6 at depth 1, 3 at depth 2").containsExactly(2, 6, 3);
+      sql("INSERT INTO edges VALUES (6, 7)");
+      JsonNode added = sse.next("RowAdded");
+      assertThat(added.get("key").get(0).asInt()).isEqualTo(7);
+      assertThat(added.get("row").get("depth").asInt()).isEqualTo(2);
+      sql("DELETE FROM edges WHERE src = 1 AND dst = 2");
+      // 2 and 3 leave the neighbourhood.
+      List<Integer> removed = new ArrayList<>();
+      removed.add(sse.next("RowRemoved").get("key").get(0).asInt());
+      removed.add(sse.next("RowRemoved").get("key").get(0).asInt());
+      assertThat(removed).containsExactlyInAnyOrder(2, 3);
+    }
+    assertThat(status(id).get("tables").toString()).isEqualTo("[\"public.edges\",\"public.nodes\"]");
+  }
+
+  @Test
+  void unregisterEndsTheSubscription() throws Exception {
+    String id = created(register("tenant_b", "SELECT id, score FROM items WHERE score > 20", "[\"id\"]", "score", 2, "{}"));
+    awaitStatus(id, s -> s.get("state").asText().equals("current"));
+    assertThat(call("DELETE", "/v1/continuous/" + id, ADMIN, null).statusCode()).isEqualTo(200);
+    assertError(call("GET", "/v1/continuous/" + id + "/status", ADMIN, null), 404, "not-found");
+  }
+
+  @Test
+  void aPolicyChangeWithoutAnyRowChangeRepairs() throws Exception {
+    String id = created(register("tenant_a", "SELECT id, owner FROM secrets", "[\"id\"]", "id", 10, "{}"));
+    try (Sse sse = open(id, null)) {
+      assertThat(ids(sse.next("InitialResult"))).as("the policy shows scope A its own secret only").containsExactly(1);
+      sql("ALTER POLICY own_secret ON secrets USING (true)"); // catalog only: nothing reaches the WAL stream
+      JsonNode added = sse.next("RowAdded");
+      assertThat(added.get("key").get(0).asInt()).isEqualTo(2);
+    }
+    assertThat(status(id).get("fullRepairsByReason").get("catalog-changed").asLong()).isPositive();
+  }
+
+  /** Runs second to last: Alice loses her grant. */
+  @Test
+  @org.junit.jupiter.api.Order(Integer.MAX_VALUE - 1)
+  void revokingTheGrantEndsOpenStreams() throws Exception {
+    String id = created(registerAs(aliceToken, "tenant_a", "SELECT id, score FROM items WHERE score > 30", "[\"id\"]",
+        "score", 2, "{}"));
+    try (Sse sse = open(id, null, aliceToken)) {
+      sse.next("InitialResult");
+      assertThat(call("POST", "/admin/principals/alice-" + suffix + "/grants/revoke", ADMIN,
+          "{\"collection\":\"tenant_a\",\"grant\":\"ContinuousQuery\"}").statusCode()).isEqualTo(200);
+      assertThat(sse.awaitEnd()).as("the stream of a principal who lost the grant should end").isTrue();
+    }
+    assertThat(call("GET", "/v1/continuous/" + id + "/events", aliceToken, null).statusCode())
+        .as("and she may not open it again").isEqualTo(403);
+    assertThat(status(id).get("streamsClosedOnRevocation").asLong()).isEqualTo(1);
+  }
+
+  /** Runs last: the node restarts on the same database and slot. */
+  @Test
+  @org.junit.jupiter.api.Order(Integer.MAX_VALUE)
+  void restartGivesAResetAndAFreshInitialResult() throws Exception {
+    String id = created(register("tenant_b", TOP3 + " WHERE score > :min", "[\"id\"]", "score", 2, "{\"min\": 0}"));
+    String lastId;
+    try (Sse sse = open(id, null)) {
+      JsonNode initial = sse.next("InitialResult");
+      lastId = initial.get("epoch").asText() + "-" + initial.get("sequence").asLong();
+    }
+    node.stop();
+    sql("UPDATE items SET score = 1000 WHERE id = 102"); // while no node runs: streamed after the restart
+    node = WeirNode.start(config, NodeSettings.create(config));
+    base = "http://127.0.0.1:" + node.httpPort();
+    awaitPipelineRunning();
+    try (Sse sse = open(id, lastId)) {
+      assertThat(sse.next("ResultReset").get("reason").asText())
+          .as("an event id from before the restart cannot be resumed").isEqualTo("session-restarted");
+      JsonNode fresh = sse.next("InitialResult");
+      assertThat(fresh.get("epoch").asText()).isNotEqualTo(lastId.substring(0, lastId.lastIndexOf('-')));
+      assertThat(ids(fresh).get(0)).as("the fresh result includes the change made while the node was down").isEqualTo(102);
+      sql("UPDATE items SET name = 'after-restart' WHERE id = 102");
+      assertThat(sse.next("RowUpdated").get("key").get(0).asInt()).isEqualTo(102);
+    }
+  }
+
+  // ---- helpers ----
+
+  private void awaitPipelineRunning() throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (System.nanoTime() < deadline) {
+      HttpResponse<String> r = call("GET", "/admin/pipelines/cq", ADMIN, null);
+      if (r.statusCode() == 200 && json.readTree(r.body()).get("state").asText().equals("running")) {
+        return;
+      }
+      Thread.sleep(200);
+    }
+    throw new AssertionError("the continuous pipeline should be running within 60 s");
+  }
+
+  private void sql(String statement) throws Exception {
+    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+      s.execute(statement);
+    }
+  }
+
+  private HttpResponse<String> register(String scope, String sql, String keys, String orderColumn, int limit, String params)
+      throws Exception {
+    return registerAs(ADMIN, scope, sql, keys, orderColumn, limit, params);
+  }
+
+  private HttpResponse<String> registerAs(String token, String scope, String sql, String keys, String orderColumn, int limit,
+      String params) throws Exception {
+    ObjectNode body = json.createObjectNode();
+    body.put("scope", scope);
+    body.put("sql", sql);
+    body.set("keyColumns", json.readTree(keys));
+    body.putArray("orderBy").addObject().put("column", orderColumn).put("direction", orderColumn.equals("depth") ? "asc" : "desc");
+    body.put("limit", limit);
+    body.set("parameters", json.readTree(params));
+    return call("POST", "/v1/continuous", token, body.toString());
+  }
+
+  private String created(HttpResponse<String> r) throws Exception {
+    assertThat(r.statusCode()).as("the registration should succeed: %s", r.body()).isIn(200, 201);
+    return json.readTree(r.body()).get("id").asText();
+  }
+
+  private JsonNode status(String id) throws Exception {
+    HttpResponse<String> r = call("GET", "/v1/continuous/" + id + "/status", ADMIN, null);
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+    return json.readTree(r.body());
+  }
+
+  private JsonNode awaitStatus(String id, java.util.function.Predicate<JsonNode> condition) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    JsonNode last = null;
+    while (System.nanoTime() < deadline) {
+      HttpResponse<String> r = call("GET", "/v1/continuous/" + id + "/status", ADMIN, null);
+      if (r.statusCode() == 200) {
+        last = json.readTree(r.body());
+        if (condition.test(last)) {
+          return last;
+        }
+      }
+      Thread.sleep(100);
+    }
+    throw new AssertionError("the status should reach the expected state within 20 s; last: " + last);
+  }
+
+  private void assertError(HttpResponse<String> r, int status, String code) throws Exception {
+    assertThat(r.statusCode()).as("status of: %s", r.body()).isEqualTo(status);
+    JsonNode body = json.readTree(r.body());
+    assertThat(body.get("error").asText()).as(r.body()).isEqualTo(code);
+    assertThat(body.has("retryable")).isTrue();
+  }
+
+  private HttpResponse<String> call(String method, String path, String token, String body) throws Exception {
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + path)).timeout(Duration.ofSeconds(30))
+        .header("Authorization", "Bearer " + token);
+    if (body != null) {
+      b.header("Content-Type", "application/json");
+    }
+    b.method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+    return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  private static List<String> tenants(JsonNode initial) {
+    List<String> out = new ArrayList<>();
+    initial.get("rows").forEach(r -> out.add(r.get("row").get("tenant").asText()));
+    return out;
+  }
+
+  private static List<Integer> ids(JsonNode initial) {
+    List<Integer> out = new ArrayList<>();
+    initial.get("rows").forEach(r -> out.add(r.get("key").get(0).asInt()));
+    return out;
+  }
+
+  private Sse open(String id, String lastEventId) throws Exception {
+    return open(id, lastEventId, ADMIN);
+  }
+
+  private Sse open(String id, String lastEventId, String token) throws Exception {
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + "/v1/continuous/" + id + "/events"))
+        .header("Authorization", "Bearer " + token).header("Accept", "text/event-stream");
+    if (lastEventId != null) {
+      b.header("Last-Event-ID", lastEventId);
+    }
+    // The first read may still be running: the route answers 503 until the session exists.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (true) {
+      HttpResponse<Stream<String>> r = http.send(b.build(), HttpResponse.BodyHandlers.ofLines());
+      if (r.statusCode() == 200) {
+        return new Sse(r.body());
+      }
+      r.body().close();
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("the event stream should open within 20 s; status " + r.statusCode());
+      }
+      Thread.sleep(100);
+    }
+  }
+
+  /** An SSE client: events are read on a thread of their own into a queue. */
+  private final class Sse implements AutoCloseable {
+    private final Stream<String> lines;
+    private final BlockingQueue<JsonNode> events = new LinkedBlockingQueue<>();
+    private final Thread reader;
+
+    Sse(Stream<String> lines) {
+      this.lines = lines;
+      this.reader = new Thread(() -> {
+        String type = null;
+        StringBuilder data = new StringBuilder();
+        try {
+          for (var it = lines.iterator(); it.hasNext(); ) {
+            String line = it.next();
+            if (line.isEmpty()) {
+              if (type != null && data.length() > 0) {
+                ObjectNode e = (ObjectNode) json.readTree(data.toString());
+                e.put("_event", type);
+                events.add(e);
+              }
+              type = null;
+              data.setLength(0);
+            } else if (line.startsWith("event:")) {
+              type = line.substring(6).trim();
+            } else if (line.startsWith("data:")) {
+              data.append(line.substring(5).trim());
+            }
+          }
+        } catch (Exception ignored) {
+          // closed
+        }
+      }, "sse-reader");
+      reader.setDaemon(true);
+      reader.start();
+    }
+
+    JsonNode next(String expectedType) throws InterruptedException {
+      JsonNode e = events.poll(20, TimeUnit.SECONDS);
+      assertThat(e).as("an event %s should arrive within 20 s", expectedType).isNotNull();
+      assertThat(e.get("_event").asText()).as("the next event: %s", e).isEqualTo(expectedType);
+      assertThat(e.get("type").asText()).isEqualTo(expectedType.toString());
+      return e;
+    }
+
+    /** Whether the server ended the stream within 20 s. */
+    boolean awaitEnd() throws InterruptedException {
+      reader.join(20_000);
+      return !reader.isAlive();
+    }
+
+    @Override
+    public void close() {
+      lines.close();
+    }
+  }
+}

@@ -217,10 +217,17 @@ public final class ContinuousQueries implements AutoCloseable {
     }, engine);
   }
 
-  /** The sink closed (pipeline stopped or restarting): sessions stay, but are not maintained until the next activation. */
+  /**
+   * The sink closed (pipeline stopped, restarting or moving to another node): sessions stay, but are
+   * not maintained until the next activation, so their open streams end now (clients resume with
+   * Last-Event-ID wherever the pipeline runs) rather than go on with results nobody maintains.
+   */
   void deactivate() {
     active = false;
-    onEngine(() -> repairAllOnActivate = true);
+    onEngine(() -> {
+      repairAllOnActivate = true;
+      sessions.values().forEach(Session::closeAll);
+    });
   }
 
   /** Runs {@code task} on the engine thread unless the engine is closed (node shutdown). */

@@ -18,8 +18,10 @@ import java.util.Set;
  *       FETCH}, windows ({@code OVER}, {@code WINDOW}), data-changing words ({@code INSERT},
  *       {@code UPDATE}, {@code DELETE}, {@code MERGE}, {@code INTO}), {@code SET} outside a
  *       recursive CTE's {@code SEARCH}/{@code CYCLE} clause, row locks ({@code FOR
- *       UPDATE|SHARE|NO KEY|KEY}), and calls of {@code set_config}, {@code pg_*} functions and a
- *       few others that reach outside the query ({@link #FORBIDDEN_FUNCTIONS});
+ *       UPDATE|SHARE|NO KEY|KEY}), an {@code E''} string continued on another line, and calls of
+ *       {@code set_config}, {@code pg_*}, {@code dblink*}, {@code lo_*} functions and others that
+ *       reach outside the query or run SQL from text ({@link #forbiddenFunction}), also when the name
+ *       is quoted or a comment stands before its parenthesis;
  *   <li>replaces each named parameter {@code :name} by a JDBC placeholder (and a literal {@code ?}
  *       operator by pgjdbc's escape {@code ??}), recording the names in order;
  *   <li>collects the names of functions called (a word before {@code (}) for the table-set check,
@@ -38,8 +40,53 @@ public final class ContinuousSql {
   static final Set<String> FORBIDDEN_FUNCTIONS = Set.of(
       "set_config", "nextval", "setval", "currval", "lastval", "txid_current", "txid_current_if_assigned",
       "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema", "cursor_to_xml", "cursor_to_xmlschema",
-      "dblink", "dblink_exec", "dblink_connect", "lo_import", "lo_export", "lo_get", "lo_put", "lo_open",
-      "lo_create", "lo_unlink", "lo_from_bytea", "current_setting");
+      "table_to_xml", "table_to_xmlschema", "table_to_xml_and_xmlschema", "schema_to_xml", "schema_to_xmlschema",
+      "schema_to_xml_and_xmlschema", "database_to_xml", "database_to_xmlschema", "database_to_xml_and_xmlschema",
+      "ts_stat", "ts_rewrite", "current_setting");
+  /** Prefixes of refused function names: PostgreSQL's administrative functions, dblink, large objects. */
+  static final List<String> FORBIDDEN_PREFIXES = List.of("pg_", "dblink", "lo_");
+
+  /**
+   * Whether a function of this name is refused in a continuous query. Checked on the text and
+   * again on every name the plan calls ({@code Registrar}), which sees through quoting, comments
+   * and string tricks.
+   */
+  public static boolean forbiddenFunction(String name) {
+    String n = name.toLowerCase(Locale.ROOT);
+    int dot = n.lastIndexOf('.');
+    if (dot >= 0) {
+      n = n.substring(dot + 1);
+    }
+    if (FORBIDDEN_FUNCTIONS.contains(n)) {
+      return true;
+    }
+    for (String prefix : FORBIDDEN_PREFIXES) {
+      if (n.startsWith(prefix)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Whether a name the plan calls is refused. The plan also shows row-level security policies'
+   * expressions, which may call {@code current_setting} or stable {@code pg_*} functions such as
+   * {@code pg_has_role}: only the listed functions are refused here ({@code Registrar} refuses
+   * volatile ones besides), the prefixes and {@code current_setting} only in the query's text.
+   */
+  public static boolean forbiddenInPlan(String name) {
+    String n = name.toLowerCase(Locale.ROOT);
+    int dot = n.lastIndexOf('.');
+    if (dot >= 0) {
+      n = n.substring(dot + 1);
+    }
+    return FORBIDDEN_FUNCTIONS.contains(n) && !n.equals("current_setting");
+  }
+
+  static ContinuousQueryException forbiddenCall() {
+    return refused("the query calls a function that is not allowed in continuous queries (set_config, pg_*, dblink,"
+        + " large objects, functions that run SQL from text, and volatile functions)");
+  }
 
   /**
    * The checked statement.
@@ -144,7 +191,11 @@ public final class ContinuousSql {
         // A quoted name before '(' is a function call too.
         int k = skipSpace(sql, i);
         if (k < n && sql.charAt(k) == '(') {
-          functions.add(sql.substring(start + 1, j).replace("\"\"", "\""));
+          String name = sql.substring(start + 1, j).replace("\"\"", "\"");
+          if (forbiddenFunction(name)) {
+            throw forbiddenCall();
+          }
+          functions.add(name);
         }
         words.add("\"");
       } else if (c == '$') {
@@ -197,9 +248,8 @@ public final class ContinuousSql {
         checkWord(word, words);
         int k = skipSpace(sql, i);
         if (k < n && sql.charAt(k) == '(') {
-          if (word.startsWith("pg_") || FORBIDDEN_FUNCTIONS.contains(word)) {
-            throw refused("the query calls a function that is not allowed in continuous queries (set_config, pg_* and "
-                + "administrative functions)");
+          if (forbiddenFunction(word)) {
+            throw forbiddenCall();
           }
           functions.add(word);
         }
@@ -261,6 +311,11 @@ public final class ContinuousSql {
           j += 2;
           continue;
         }
+        if (escapes && continues(sql, j + 1)) {
+          // PostgreSQL reads 'a'<newline>'b' as one string, an E'' string's continuation with
+          // escapes too; read otherwise here, text inside it would look like SQL. Refused.
+          throw refused("a string continued on another line after an E'' string is not accepted");
+        }
         return j + 1;
       }
       j++;
@@ -268,9 +323,46 @@ public final class ContinuousSql {
     throw invalid("a string literal is not closed");
   }
 
+  /** Whether a quote follows {@code i} after whitespace holding a newline (and comments): a string continuation. */
+  private static boolean continues(String sql, int i) {
+    boolean newline = false;
+    int n = sql.length();
+    while (i < n) {
+      char c = sql.charAt(i);
+      if (c == '\n' || c == '\r') {
+        newline = true;
+        i++;
+      } else if (Character.isWhitespace(c)) {
+        i++;
+      } else if (c == '-' && i + 1 < n && sql.charAt(i + 1) == '-') {
+        int end = sql.indexOf('\n', i);
+        i = end < 0 ? n : end;
+      } else if (c == '/' && i + 1 < n && sql.charAt(i + 1) == '*') {
+        int end = sql.indexOf("*/", i + 2);
+        i = end < 0 ? n : end + 2;
+      } else {
+        return newline && c == '\'';
+      }
+    }
+    return false;
+  }
+
+  /** The index of the next character after whitespace and comments from {@code i}. */
   private static int skipSpace(String sql, int i) {
-    while (i < sql.length() && Character.isWhitespace(sql.charAt(i))) {
-      i++;
+    int n = sql.length();
+    while (i < n) {
+      char c = sql.charAt(i);
+      if (Character.isWhitespace(c)) {
+        i++;
+      } else if (c == '-' && i + 1 < n && sql.charAt(i + 1) == '-') {
+        int end = sql.indexOf('\n', i);
+        i = end < 0 ? n : end;
+      } else if (c == '/' && i + 1 < n && sql.charAt(i + 1) == '*') {
+        int end = sql.indexOf("*/", i + 2);
+        i = end < 0 ? n : end + 2;
+      } else {
+        return i;
+      }
     }
     return i;
   }

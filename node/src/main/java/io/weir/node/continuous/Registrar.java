@@ -103,16 +103,44 @@ final class Registrar {
     TreeSet<String> tables = new TreeSet<>();
     TreeSet<String> calls = new TreeSet<>(parsed.functions());
     walk(plan, tables, calls);
+    // The plan shows every call PostgreSQL will make, however the text spelled it: no function that
+    // runs SQL from text or reaches outside the query, and no volatile function (side effects such
+    // as advisory locks; and a result must be a function of the data).
+    for (String call : calls) {
+      if (ContinuousSql.forbiddenInPlan(call)) {
+        throw ContinuousSql.forbiddenCall();
+      }
+    }
     boolean userFunctions;
-    try (PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM pg_proc WHERE proname = ANY(?) AND oid >= ?")) {
-      ps.setArray(1, c.createArrayOf("text", calls.toArray()));
-      ps.setLong(2, FIRST_NORMAL_OID);
+    boolean volatileCalls;
+    try (PreparedStatement ps = c.prepareStatement("SELECT count(*) FILTER (WHERE oid >= ?),"
+        + " count(*) FILTER (WHERE provolatile = 'v') FROM pg_proc WHERE proname = ANY(?)")) {
+      ps.setLong(1, FIRST_NORMAL_OID);
+      ps.setArray(2, c.createArrayOf("text", calls.toArray()));
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();
         userFunctions = rs.getLong(1) > 0;
+        volatileCalls = rs.getLong(2) > 0;
       }
     }
-    List<String> tableSet = userFunctions ? null : List.copyOf(tables);
+    if (volatileCalls) {
+      throw ContinuousSql.forbiddenCall();
+    }
+    // Fail closed: no table seen, partitions (a partition attached later, subplans pruned at run
+    // time) or inheritance children make the set unknown, and every transaction counts.
+    boolean unknownTables = userFunctions || tables.isEmpty() || plan.toString().contains("\"Subplans Removed\"");
+    if (!unknownTables) {
+      try (PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM pg_class"
+          + " WHERE oid IN (SELECT to_regclass(t) FROM unnest(?::text[]) AS t)"
+          + " AND (relispartition OR relkind = 'p' OR relhassubclass)")) {
+        ps.setArray(1, c.createArrayOf("text", tables.toArray()));
+        try (ResultSet rs = ps.executeQuery()) {
+          rs.next();
+          unknownTables = rs.getLong(1) > 0;
+        }
+      }
+    }
+    List<String> tableSet = unknownTables ? null : List.copyOf(tables);
 
     // 2. Columns.
     List<String> columns = new ArrayList<>();

@@ -97,11 +97,22 @@ final class ScopeReader implements AutoCloseable {
   }
 
   /**
+   * SQL widening the 32-bit xid {@code x} to a 64-bit one near the 64-bit {@code xm}: the xid whose
+   * low half is {@code x} at the smallest signed distance from {@code xm} (within 2^31, as
+   * PostgreSQL compares xids). A transaction delivered by the slot may still be running in the
+   * snapshot's eyes, so its xid can be at or above xmax: it must widen to at least xmax (invisible),
+   * never to the previous epoch (which would look long committed).
+   */
+  static String widened(String xm, String x) {
+    return "(" + xm + " + ((((" + x + ") - (" + xm + " & 4294967295) + 2147483648) % 4294967296 + 4294967296)"
+        + " % 4294967296 - 2147483648))";
+  }
+
+  /**
    * How many of the delivered transactions {@code xids} (32-bit, as pgoutput reports them) the
    * transaction's snapshot does not include. Must be the transaction's first statement, so the
-   * snapshot it takes is the one the query that follows reads. The 32-bit xid is widened with the
-   * snapshot's epoch: a committed transaction's xid is below the snapshot's xmax, so a low part at
-   * or above xmax's low part belongs to the previous epoch.
+   * snapshot it takes is the one the query that follows reads. Each xid is widened around the
+   * snapshot's xmax ({@link #widened}).
    */
   static long invisible(Connection c, Collection<Long> xids) throws SQLException {
     if (xids.isEmpty()) {
@@ -111,12 +122,11 @@ final class ScopeReader implements AutoCloseable {
       return 0;
     }
     try (PreparedStatement ps = c.prepareStatement(
-        "SELECT count(*) FILTER (WHERE NOT CASE"
-            + " WHEN x < (e.xm & 4294967295) THEN pg_visible_in_snapshot(((e.xm >> 32 << 32) | x)::text::xid8, e.snap)"
-            + " WHEN e.xm >> 32 > 0 THEN pg_visible_in_snapshot((((e.xm >> 32) - 1 << 32) | x)::text::xid8, e.snap)"
-            + " ELSE false END)"
+        "SELECT count(*) FILTER (WHERE NOT CASE WHEN w.wide < 0 THEN true"
+            + " ELSE pg_visible_in_snapshot(w.wide::text::xid8, w.snap) END)"
+            + " FROM (SELECT e.snap, " + widened("e.xm", "x") + " AS wide"
             + " FROM (SELECT s AS snap, pg_snapshot_xmax(s)::text::bigint AS xm FROM pg_current_snapshot() AS s) e,"
-            + " unnest(?::bigint[]) AS x")) {
+            + " unnest(?::bigint[]) AS x) w")) {
       ps.setArray(1, c.createArrayOf("bigint", xids.toArray()));
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();

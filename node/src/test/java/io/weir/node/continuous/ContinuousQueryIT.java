@@ -133,6 +133,11 @@ class ContinuousQueryIT {
         "query-not-allowed");
     assertError(register("tenant_a", "SELECT set_config('role', 'x', true) AS id", "[\"id\"]", "id", 3, "{}"), 400,
         "query-not-allowed");
+    // Volatile calls are refused by the plan check (the text check does not know random()).
+    assertError(register("tenant_a", "SELECT id, random() AS r FROM items", "[\"id\"]", "id", 3, "{}"), 400,
+        "query-not-allowed");
+    assertError(register("tenant_a", "SELECT \"pg_advisory_lock\"(1) AS id", "[\"id\"]", "id", 3, "{}"), 400,
+        "query-not-allowed");
     assertError(register("tenant_a", "SELECT id FROM no_such_table", "[\"id\"]", "id", 3, "{}"), 400, "invalid-query");
     assertError(register("tenant_a", "SELECT id FRM items", "[\"id\"]", "id", 3, "{}"), 400, "invalid-query");
     assertError(register("tenant_a", TOP3, "[\"nope\"]", "score", 3, "{}"), 400, "unknown-column");

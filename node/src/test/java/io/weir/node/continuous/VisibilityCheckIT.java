@@ -67,4 +67,28 @@ class VisibilityCheckIT {
       }
     }
   }
+
+  /** The widening at epochs above 0, where a wrong guess of the epoch makes a running xid look committed. */
+  @Test
+  void xidsWidenAroundTheSnapshotsXmaxInEveryEpoch() throws Exception {
+    long e5 = 5L << 32;
+    long[][] cases = {
+        // {xm (64-bit), x (32-bit), expected 64-bit xid}
+        {e5 | 1000, 1000, e5 | 1000}, // at xmax: still running for this snapshot, never the previous epoch
+        {e5 | 1000, 1005, e5 | 1005}, // above xmax
+        {e5 | 1000, 999, e5 | 999},
+        {e5 | 1000, 4294967000L, (4L << 32) | 4294967000L}, // just before the epoch turned
+        {e5 | 4294967000L, 200, (6L << 32) | 200}, // xmax just before a wrap, the xid just after it
+        {1000, 1000, 1000}, // epoch 0
+        {1000, 4294967000L, 4294967000L - 4294967296L}, // "previous epoch" at epoch 0: negative, never assigned
+    };
+    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+      for (long[] t : cases) {
+        try (ResultSet rs = s.executeQuery("SELECT " + ScopeReader.widened(t[0] + "::bigint", t[1] + "::bigint"))) {
+          rs.next();
+          assertThat(rs.getLong(1)).as("xm=%d x=%d", t[0], t[1]).isEqualTo(t[2]);
+        }
+      }
+    }
+  }
 }

@@ -143,7 +143,9 @@ class SnapshotIT extends PipelineITBase {
     assertThat(running.snapshot()).isNotNull();
     assertThat(running.snapshot().state()).isEqualTo("done");
     assertThat(running.snapshot().tablesDone()).isEqualTo(4).isEqualTo(running.snapshot().tablesTotal());
-    assertThat(running.snapshot().rowsEstimated()).isGreaterThanOrEqualTo(30_000);
+    // An estimate (pg_class.reltuples after ANALYZE, which samples): near the 30,000 rows, not exact
+    // (29,984 was seen with the writer running).
+    assertThat(running.snapshot().rowsEstimated()).isBetween(27_000L, 66_000L);
     sql("INSERT INTO odd VALUES (4, 'after the snapshot', NULL, NULL, NULL, NULL)");
     await("the mirror equals the source").atMost(Duration.ofSeconds(60)).untilAsserted(() -> {
       assertThat(differences()).isEmpty();

@@ -84,12 +84,18 @@ public final class ContinuousQueries implements AutoCloseable {
     this.checks = Executors.newFixedThreadPool(2, r -> daemon(r, "weir-continuous-register"));
     this.ticks = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "weir-continuous-tick"));
     long refresh = settings.refresh().toMillis();
+    // At most one refresh waits on the engine: a busy engine (full reads) does not pile them up.
     ticks.scheduleWithFixedDelay(() -> {
-      if (active) {
-        onEngine(this::refresh);
+      if (active && refreshQueued.compareAndSet(false, true)) {
+        onEngine(() -> {
+          refreshQueued.set(false);
+          refresh();
+        });
       }
     }, refresh, refresh, TimeUnit.MILLISECONDS);
   }
+
+  private final java.util.concurrent.atomic.AtomicBoolean refreshQueued = new java.util.concurrent.atomic.AtomicBoolean();
 
   private static Thread daemon(Runnable r, String name) {
     Thread t = new Thread(r, name);
@@ -282,6 +288,7 @@ public final class ContinuousQueries implements AutoCloseable {
       stored = store.all();
     } catch (SQLException e) {
       log.warn("reading continuous query registrations failed; retrying: {}", SafeErrors.describe(e));
+      closeRevokedStreams(); // whatever else fails, a principal who lost access is not served
       return;
     }
     watchCatalog(stored);
@@ -292,21 +299,20 @@ public final class ContinuousQueries implements AutoCloseable {
         if (!settings.scopes().containsKey(r.scope())) {
           continue; // a scope this node has no login for: not maintained here (status says so)
         }
-        Session s = new Session(r, Long.toHexString(System.currentTimeMillis()) + Long.toHexString(System.nanoTime() & 0xffff),
-            settings.replayRetained());
-        s.lastLsn = lastLsn;
-        sessions.put(r.id(), s);
-        read(s, "initial");
+        // One registration that cannot be started (e.g. stored by another version) must not stop
+        // the others, nor the revocation checks below.
+        try {
+          Session s = new Session(r, Long.toHexString(System.currentTimeMillis()) + Long.toHexString(System.nanoTime() & 0xffff),
+              settings.replayRetained());
+          s.lastLsn = lastLsn;
+          sessions.put(r.id(), s);
+          read(s, "initial");
+        } catch (RuntimeException e) {
+          log.warn("continuous query {} could not be started; skipped: {}", r.id(), SafeErrors.describe(e));
+        }
       }
     }
-    java.util.function.BiPredicate<String, String> check = access;
-    for (Session s : sessions.values()) {
-      String scope = s.registration.scope();
-      int closed = s.closeWhere(sub -> sub.principal() != null && !check.test(sub.principal(), scope));
-      if (closed > 0) {
-        s.revokedStreams += closed;
-      }
-    }
+    closeRevokedStreams();
     for (var it = sessions.entrySet().iterator(); it.hasNext(); ) {
       var e = it.next();
       if (!ids.contains(e.getKey())) {
@@ -314,6 +320,18 @@ public final class ContinuousQueries implements AutoCloseable {
         it.remove();
       } else if (e.getValue().repairPending != null) {
         read(e.getValue(), "retry-after-" + e.getValue().repairPending);
+      }
+    }
+  }
+
+  /** Ends the streams of principals who no longer hold the grant on their query's scope. */
+  private void closeRevokedStreams() {
+    java.util.function.BiPredicate<String, String> check = access;
+    for (Session s : sessions.values()) {
+      String scope = s.registration.scope();
+      int closed = s.closeWhere(sub -> sub.principal() != null && !check.test(sub.principal(), scope));
+      if (closed > 0) {
+        s.revokedStreams += closed;
       }
     }
   }

@@ -54,6 +54,9 @@ public final class RegistrationStore {
     }
   }
 
+  /** Ids of rows found unreadable (logged once each). */
+  private final java.util.Set<String> unreadable = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
   List<Stored> all() throws SQLException {
     List<Stored> out = new ArrayList<>();
     try (Connection conn = dataSource.getConnection();
@@ -61,7 +64,16 @@ public final class RegistrationStore {
             "SELECT id, scope, login_role, definition::text, created_by FROM " + table + " ORDER BY created_at, id");
         ResultSet rs = ps.executeQuery()) {
       while (rs.next()) {
-        out.add(stored(rs));
+        try {
+          out.add(stored(rs));
+        } catch (SQLException notReadable) {
+          // One row this version cannot read (written by another, or by hand) must not hide the
+          // others: it is skipped, and said once per node (its id only).
+          if (unreadable.add(rs.getString(1))) {
+            org.slf4j.LoggerFactory.getLogger(RegistrationStore.class).warn(
+                "continuous query {}: its stored definition cannot be read; not maintained", rs.getString(1));
+          }
+        }
       }
     }
     return out;

@@ -277,6 +277,23 @@ class ContinuousQueryIT {
     assertThat(status(id).get("tables").toString()).isEqualTo("[\"public.edges\",\"public.nodes\"]");
   }
 
+  /**
+   * Runs first and leaves an unreadable registration behind (as another version might write it):
+   * the others are still maintained, and the revocation test that runs last still sees its stream end.
+   */
+  @Test
+  @org.junit.jupiter.api.Order(1)
+  void anUnreadableRegistrationDoesNotStopTheOthers() throws Exception {
+    sql("INSERT INTO weir.continuous_query (id, scope, login_role, definition, created_by)"
+        + " VALUES ('cq_" + "0".repeat(32) + "', 'tenant_a', 'nobody', '[\"not a definition\"]', 'test')");
+    String id = created(register("tenant_b", "SELECT id, score FROM items WHERE score > 10", "[\"id\"]", "score", 2, "{}"));
+    awaitStatus(id, s -> s.get("state").asText().equals("current"));
+    Thread.sleep(2 * 1000); // two refreshes over the unreadable row
+    try (Sse sse = open(id, null)) {
+      assertThat(sse.next("InitialResult")).isNotNull();
+    }
+  }
+
   @Test
   void unregisterEndsTheSubscription() throws Exception {
     String id = created(register("tenant_b", "SELECT id, score FROM items WHERE score > 20", "[\"id\"]", "score", 2, "{}"));

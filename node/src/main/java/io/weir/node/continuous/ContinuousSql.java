@@ -323,28 +323,14 @@ public final class ContinuousSql {
     throw invalid("a string literal is not closed");
   }
 
-  /** Whether a quote follows {@code i} after whitespace holding a newline (and comments): a string continuation. */
+  /**
+   * Whether a quote follows {@code i} after whitespace holding a newline (comments allowed): a string
+   * continuation. A newline inside a comment counts too, which only refuses more.
+   */
   private static boolean continues(String sql, int i) {
-    boolean newline = false;
-    int n = sql.length();
-    while (i < n) {
-      char c = sql.charAt(i);
-      if (c == '\n' || c == '\r') {
-        newline = true;
-        i++;
-      } else if (Character.isWhitespace(c)) {
-        i++;
-      } else if (c == '-' && i + 1 < n && sql.charAt(i + 1) == '-') {
-        int end = sql.indexOf('\n', i);
-        i = end < 0 ? n : end;
-      } else if (c == '/' && i + 1 < n && sql.charAt(i + 1) == '*') {
-        int end = sql.indexOf("*/", i + 2);
-        i = end < 0 ? n : end + 2;
-      } else {
-        return newline && c == '\'';
-      }
-    }
-    return false;
+    int k = skipSpace(sql, i);
+    return k < sql.length() && sql.charAt(k) == '\''
+        && sql.substring(i, k).chars().anyMatch(ch -> ch == '\n' || ch == '\r');
   }
 
   /** The index of the next character after whitespace and comments from {@code i}. */

@@ -245,35 +245,138 @@ public final class ContinuousQueries implements AutoCloseable {
     }
   }
 
-  /** Handles one committed transaction of the continuous pipeline; completes once every session has. */
+  /**
+   * Handles one committed transaction of the continuous pipeline; completes once every session has.
+   * One pass over the changes collects the touched tables and, for each session the scoped delta
+   * may serve, its affected keys (the changes of a spilled transaction can be read only once, during
+   * this call); then each relevant session is maintained in turn.
+   */
   CompletionStage<Void> onTransaction(Transaction t) {
-    // Changes of a spilled transaction are a single pass valid during this call: collect the
-    // tables on the engine thread before completing.
     return CompletableFuture.runAsync(() -> {
+      io.weir.protocol.Lsn commit = t.commitLsn();
+      Map<Session, ScopedDelta.Keys> keys = new HashMap<>();
+      List<Session> live = new ArrayList<>();
+      for (Session s : sessions.values()) {
+        if (s.handledThrough != null && commit.compareTo(s.handledThrough) <= 0) {
+          s.duplicateTransactions++; // redelivered after a stream restart: the restart's read covered it
+          continue;
+        }
+        live.add(s);
+        if (s.fullOnly == null && s.initialised() && s.repairPending == null) {
+          keys.put(s, new ScopedDelta.Keys(s.registration.definition().impact(), s.tables, settings.affectedKeyLimit()));
+        }
+      }
       Set<String> touched = new HashSet<>();
       for (Change c : t.changes()) {
         TableSchema table = Transaction.rowTable(c);
         if (table != null) {
           touched.add(table.qualifiedName());
+          for (ScopedDelta.Keys k : keys.values()) {
+            k.change(c, table);
+          }
         } else if (c instanceof Change.Truncate tr) {
           tr.tables().forEach(x -> touched.add(x.qualifiedName()));
+          for (ScopedDelta.Keys k : keys.values()) {
+            k.truncate(tr.tables());
+          }
         }
       }
       pending.add(t.xid());
-      lastLsn = t.commitLsn().toString();
-      for (Session s : sessions.values()) {
+      lastLsn = commit.toString();
+      for (Session s : live) {
         s.lastLsn = lastLsn;
-        if (s.relevant(touched)) {
-          s.relevantTransactions++;
-          read(s, s.tables == null ? "unknown-table-set" : "tier-3-only");
-        } else {
+        s.handledThrough = commit;
+        if (!s.relevant(touched)) {
           s.unrelatedTransactions++;
+          continue;
         }
+        s.relevantTransactions++;
+        long started = System.nanoTime();
+        maintain(s, keys.get(s));
+        s.maintenanceMicros.recordValue(Math.min(s.maintenanceMicros.getHighestTrackableValue(),
+            Math.max(0, (System.nanoTime() - started) / 1000)));
       }
       if (pending.size() > PENDING_PRUNE) {
         prunePending();
       }
     }, engine);
+  }
+
+  /**
+   * Brings a session up to date after a relevant transaction: the scoped delta (tier 2) when its
+   * rules hold, otherwise, or when a safety rule refuses its outcome, a full read (tier 3).
+   */
+  private void maintain(Session s, ScopedDelta.Keys keys) {
+    if (s.fullOnly != null) {
+      read(s, s.fullOnly);
+      return;
+    }
+    if (!s.initialised()) {
+      read(s, "initial");
+      return;
+    }
+    if (s.repairPending != null) {
+      read(s, "retry-after-" + s.repairPending);
+      return;
+    }
+    if (keys.fallback != null) {
+      s.countFallback(keys.fallback);
+      read(s, "fallback-" + keys.fallback);
+      return;
+    }
+    if (s.deltasSinceFullRead >= settings.repairEveryTransactions()) {
+      read(s, "periodic");
+      return;
+    }
+    if (keys.keys.isEmpty()) {
+      s.incrementalTransactions++; // the changes cannot touch any result row (e.g. a no-op batch)
+      return;
+    }
+    delta(s, keys);
+  }
+
+  /** Tier 2: reads the base for the affected keys only and merges, or falls back to a full read. */
+  private void delta(Session s, ScopedDelta.Keys keys) {
+    Definition d = s.registration.definition();
+    List<List<String>> tuples = new ArrayList<>(keys.keys.values());
+    String keySql = d.keyValues(tuples.size());
+    String deltaSql = d.scoped(s.parsed.jdbcSql(), tuples.size());
+    List<ResultRow>[] affected = new List[1];
+    List<ResultRow> fetched = authoritative(s, c -> {
+      try (PreparedStatement ps = c.prepareStatement(keySql)) {
+        bindKeys(ps, 1, tuples);
+        affected[0] = ScopeReader.rows(ps, d.keyColumns());
+      }
+      try (PreparedStatement ps = c.prepareStatement(deltaSql)) {
+        ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
+        bindKeys(ps, s.parsed.parameterOrder().size() + 1, tuples);
+        return ScopeReader.rows(ps, d.keyColumns());
+      }
+    });
+    if (fetched == null) {
+      return; // failed: repair pending, recorded
+    }
+    Set<String> affectedKeys = new HashSet<>();
+    affected[0].forEach(r -> affectedKeys.add(r.keyText()));
+    ScopedDelta.Outcome outcome = ScopedDelta.merge(s.current(), affectedKeys, fetched, d.limit(), s.order);
+    s.rowsRead += fetched.size();
+    if (outcome.fallback() != null) {
+      s.countFallback(outcome.fallback());
+      read(s, "fallback-" + outcome.fallback());
+      return;
+    }
+    s.incrementalTransactions++;
+    s.deltasSinceFullRead++;
+    s.accept(outcome.result(), s.lastLsn);
+  }
+
+  private static void bindKeys(PreparedStatement ps, int first, List<List<String>> tuples) throws SQLException {
+    int i = first;
+    for (List<String> tuple : tuples) {
+      for (String v : tuple) {
+        ps.setString(i++, v);
+      }
+    }
   }
 
   // ---- engine thread ----
@@ -320,6 +423,9 @@ public final class ContinuousQueries implements AutoCloseable {
         it.remove();
       } else if (e.getValue().repairPending != null) {
         read(e.getValue(), "retry-after-" + e.getValue().repairPending);
+      } else if (e.getValue().deltasSinceFullRead > 0
+          && System.nanoTime() - e.getValue().lastFullReadNanos >= settings.repairInterval().toNanos()) {
+        read(e.getValue(), "periodic");
       }
     }
   }
@@ -386,67 +492,78 @@ public final class ContinuousQueries implements AutoCloseable {
       + "   FROM pg_proc WHERE oid >= 16384)))";
 
   /**
-   * One authoritative read of {@code s}'s full query (tier 3), taken again while its snapshot
-   * misses a delivered transaction; a failure marks a pending repair instead of changing the result.
+   * One authoritative read of {@code s}'s full query (tier 3); a failure marks a pending repair
+   * instead of changing the result.
    */
   private void read(Session s, String reason) {
+    Definition d = s.registration.definition();
+    String sql = d.wrapped(s.parsed.jdbcSql());
+    List<ResultRow> rows = authoritative(s, c -> {
+      try (PreparedStatement ps = c.prepareStatement(sql)) {
+        ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
+        return ScopeReader.rows(ps, d.keyColumns());
+      }
+    });
+    if (rows == null) {
+      return;
+    }
+    Set<String> seen = new HashSet<>();
+    for (ResultRow r : rows) {
+      if (!seen.add(r.keyText())) {
+        fail(s, "duplicate-key");
+        return;
+      }
+    }
+    s.fullReads++;
+    s.rowsRead += rows.size();
+    s.countRepair(reason);
+    s.repairPending = null;
+    s.deltasSinceFullRead = 0;
+    s.lastFullReadNanos = System.nanoTime();
+    s.accept(rows, s.lastLsn);
+  }
+
+  /**
+   * Runs {@code work} on the session's scope login in a read-only transaction whose snapshot
+   * includes every transaction delivered so far (taken again while it does not, up to the retry
+   * limit). Returns null after recording a failure (the session's repair is then pending).
+   */
+  private List<ResultRow> authoritative(Session s, ScopeReader.Work<List<ResultRow>> work) {
     List<Long> checked = new ArrayList<>(pending);
     ScopeReader reader;
     try {
       reader = reader(s.registration.scope());
     } catch (ContinuousQueryException e) {
       fail(s, "unknown-scope");
-      return;
+      return null;
     }
-    String sql = s.registration.definition().wrapped(s.parsed.jdbcSql());
-    List<String> keys = s.registration.definition().keyColumns();
     for (int attempt = 0; ; attempt++) {
       List<ResultRow> rows;
       try {
-        rows = reader.readOnly(c -> {
-          if (ScopeReader.invisible(c, checked) > 0) {
-            return null;
-          }
-          try (PreparedStatement ps = c.prepareStatement(sql)) {
-            ScopeReader.bind(ps, s.parsed.parameterOrder(), s.registration.definition().parameters());
-            return ScopeReader.rows(ps, keys);
-          }
-        });
+        rows = reader.readOnly(c -> ScopeReader.invisible(c, checked) > 0 ? null : work.run(c));
       } catch (SQLException e) {
         String state = SafeErrors.sqlState(e);
         log.warn("continuous query {}: authoritative read failed ({}); repair pending", s.registration.id(),
             SafeErrors.describe(e));
         fail(s, "57014".equals(state) ? "statement-timeout" : state == null ? "connection" : "sqlstate-" + state);
-        return;
+        return null;
       } catch (RuntimeException e) {
         log.warn("continuous query {}: authoritative read failed ({}); repair pending", s.registration.id(),
             e.getClass().getSimpleName());
         fail(s, "internal");
-        return;
+        return null;
       }
       if (rows == null) {
         s.visibilityRetries++;
         if (attempt + 1 >= settings.visibilityRetries()) {
           fail(s, "visibility");
-          return;
+          return null;
         }
         sleep(settings.visibilityRetryDelay().toMillis());
         continue;
       }
-      Set<String> seen = new HashSet<>();
-      for (ResultRow r : rows) {
-        if (!seen.add(r.keyText())) {
-          fail(s, "duplicate-key");
-          return;
-        }
-      }
-      s.fullReads++;
-      s.rowsRead += rows.size();
-      s.countRepair(reason);
-      s.repairPending = null;
-      s.accept(rows, s.lastLsn);
       checked.forEach(pending::remove);
-      return;
+      return rows;
     }
   }
 

@@ -16,8 +16,9 @@ import java.util.Set;
  * neither SQL nor values.
  */
 public record ContinuousRequest(String scope, String sql, ObjectNode parameters, List<String> keyColumns,
-    List<Definition.OrderColumn> orderBy, int limit) {
-  private static final Set<String> FIELDS = Set.of("scope", "sql", "keyColumns", "orderBy", "limit", "parameters");
+    List<Definition.OrderColumn> orderBy, int limit, String maintenance) {
+  private static final Set<String> FIELDS = Set.of("scope", "sql", "keyColumns", "orderBy", "limit", "parameters",
+      "maintenance");
   private static final String COLUMN = "[A-Za-z_][A-Za-z0-9_$]{0,62}";
 
   public ContinuousRequest {
@@ -94,7 +95,15 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
     } else {
       throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER, "parameters must be an object of name -> value");
     }
-    return new ContinuousRequest(scope.textValue(), sql.textValue(), parameters, keyColumns, orderBy, limit.intValue());
+    JsonNode maintenance = root.get("maintenance");
+    String mode = "incremental";
+    if (maintenance != null && !maintenance.isNull()) {
+      if (!maintenance.isTextual() || !(maintenance.textValue().equals("incremental") || maintenance.textValue().equals("full"))) {
+        throw bad("maintenance must be \"incremental\" (the default) or \"full\"");
+      }
+      mode = maintenance.textValue();
+    }
+    return new ContinuousRequest(scope.textValue(), sql.textValue(), parameters, keyColumns, orderBy, limit.intValue(), mode);
   }
 
   private static ContinuousQueryException bad(String message) {

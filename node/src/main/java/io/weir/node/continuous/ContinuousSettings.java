@@ -25,10 +25,15 @@ import java.util.TreeMap;
  * @param visibilityRetries how often a read is taken again while its snapshot misses a delivered
  *     transaction, {@code visibilityRetryDelay} apart, before the session records a pending repair
  * @param refresh how often a node looks for registrations made on another node and retries pending repairs
+ * @param affectedKeyLimit the most result keys one transaction may affect in a session before the
+ *     scoped delta gives way to a full read
+ * @param repairEveryTransactions a full read after this many scoped deltas (K)
+ * @param repairInterval a full read when the last one is this old and scoped deltas ran since (T)
  */
 public record ContinuousSettings(
     Duration statementTimeout, int maxLimit, int replayRetained, int subscriberBuffer, int visibilityRetries,
-    Duration visibilityRetryDelay, Duration refresh, Map<String, Scope> scopes) {
+    Duration visibilityRetryDelay, Duration refresh, int affectedKeyLimit, int repairEveryTransactions,
+    Duration repairInterval, Map<String, Scope> scopes) {
 
   public ContinuousSettings {
     scopes = Map.copyOf(scopes);
@@ -81,6 +86,9 @@ public record ContinuousSettings(
         v.positiveInt(p + ".visibility-retries"),
         v.positiveDuration(p + ".visibility-retry-delay"),
         v.positiveDuration(p + ".refresh"),
+        v.positiveInt(p + ".affected-key-limit"),
+        v.positiveInt(p + ".repair-every-transactions"),
+        v.positiveDuration(p + ".repair-interval"),
         scopes);
   }
 

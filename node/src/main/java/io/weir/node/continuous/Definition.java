@@ -17,16 +17,45 @@ import java.util.List;
  * @param columns the result's column names, as PostgreSQL described them at registration
  * @param tables {@code schema.table} of every table the plan reads, or null when it could not be
  *     established (then every transaction counts as relevant)
+ * @param columnTypes PostgreSQL type name of each column (as {@code columns}); null in registrations
+ *     stored before it was recorded (such a session is maintained by full reads only)
+ * @param impact how a change of a source table yields the affected result keys, or null when no
+ *     rule could be proven (every relevant transaction then costs a full read)
+ * @param maintenance {@code incremental} (null: the same) or {@code full} (never a scoped delta)
  */
 public record Definition(
     String sql, ObjectNode parameters, List<String> keyColumns, List<OrderColumn> orderBy, int limit,
-    List<String> columns, List<String> tables) {
+    List<String> columns, List<String> tables, List<String> columnTypes, Impact impact, String maintenance) {
 
   public Definition {
     keyColumns = List.copyOf(keyColumns);
     orderBy = List.copyOf(orderBy);
     columns = List.copyOf(columns);
     tables = tables == null ? null : List.copyOf(tables);
+    columnTypes = columnTypes == null ? null : List.copyOf(columnTypes);
+  }
+
+  /** Whether the registration allows the scoped delta (tier 2). */
+  public boolean incremental() {
+    return !"full".equals(maintenance);
+  }
+
+  /**
+   * The impact rule of the one source table whose row gives each result row its key: a change of
+   * that table affects exactly the result keys equal to the changed row's {@code sourceColumns},
+   * old and new. Compiled at registration only when it can be proven (docs/continuous.md, "Impact
+   * plan"); changes of other tables have no rule and cost a full read.
+   *
+   * @param table {@code schema.table}
+   * @param sourceColumns for each key column (in {@code keyColumns} order), the table column it is
+   * @param castTypes for each key column, its SQL type ({@code format_type}), for binding changed
+   *     values back as keys
+   */
+  public record Impact(String table, List<String> sourceColumns, List<String> castTypes) {
+    public Impact {
+      sourceColumns = List.copyOf(sourceColumns);
+      castTypes = List.copyOf(castTypes);
+    }
   }
 
   /** One ORDER BY column; {@code descending} false is ascending. Nulls sort as PostgreSQL's default for the direction. */
@@ -52,8 +81,60 @@ public record Definition(
     return "SELECT * FROM (" + baseJdbcSql + "\n) AS weir_base ORDER BY " + String.join(", ", order) + " LIMIT " + limit;
   }
 
+  /**
+   * The scoped delta (tier 2): the base restricted to {@code count} key tuples, bound as parameters
+   * after the base's own and cast to the key columns' types. PostgreSQL pushes the restriction into
+   * the base (an index lookup on the source table where it has one).
+   */
+  public String scoped(String baseJdbcSql, int count) {
+    if (impact == null || count < 1) {
+      throw new IllegalStateException("no impact rule");
+    }
+    StringBuilder keys = new StringBuilder();
+    List<String> cols = new ArrayList<>();
+    for (String k : keyColumns) {
+      cols.add("weir_base." + Identifiers.quote(k));
+    }
+    boolean single = keyColumns.size() == 1;
+    for (int i = 0; i < count; i++) {
+      keys.append(i == 0 ? "" : ", ").append(single ? "" : "(");
+      for (int j = 0; j < keyColumns.size(); j++) {
+        keys.append(j == 0 ? "" : ", ").append("?::").append(castType(impact.castTypes().get(j)));
+      }
+      keys.append(single ? "" : ")");
+    }
+    return "SELECT * FROM (" + baseJdbcSql + "\n) AS weir_base WHERE " + (single ? cols.get(0) : "(" + String.join(", ", cols) + ")")
+        + " IN (" + keys + ")";
+  }
+
+  /** The affected keys as result keys: each tuple cast to the key columns' types, read back like result rows. */
+  public String keyValues(int count) {
+    StringBuilder rows = new StringBuilder();
+    for (int i = 0; i < count; i++) {
+      rows.append(i == 0 ? "(" : ", (");
+      for (int j = 0; j < keyColumns.size(); j++) {
+        rows.append(j == 0 ? "" : ", ").append("?::").append(castType(impact.castTypes().get(j)));
+      }
+      rows.append(")");
+    }
+    List<String> names = new ArrayList<>();
+    for (String k : keyColumns) {
+      names.add(Identifiers.quote(k));
+    }
+    return "SELECT * FROM (VALUES " + rows + ") AS weir_key(" + String.join(", ", names) + ")";
+  }
+
+  /** A type name from {@code format_type}, spliced as a cast: letters, digits, spaces, quotes, dots, brackets only. */
+  static String castType(String type) {
+    if (type == null || !type.matches("[A-Za-z0-9_ .\"()\\[\\],]{1,200}") || type.contains("--")) {
+      throw new IllegalStateException("a key column's stored type is not a type name");
+    }
+    return type;
+  }
+
   @Override
   public String toString() {
-    return "Definition[keys=" + keyColumns + ", limit=" + limit + ", tables=" + tables + "]";
+    return "Definition[keys=" + keyColumns + ", limit=" + limit + ", tables=" + tables + ", impact="
+        + (impact == null ? "none" : impact.table()) + "]";
   }
 }

@@ -103,6 +103,9 @@ final class Registrar {
     TreeSet<String> tables = new TreeSet<>();
     TreeSet<String> calls = new TreeSet<>(parsed.functions());
     walk(plan, tables, calls);
+    Map<String, Integer> scans = new TreeMap<>();
+    Set<String> nodeTypes = new TreeSet<>();
+    scans(plan, scans, nodeTypes);
     // The plan shows every call PostgreSQL will make, however the text spelled it: no function that
     // runs SQL from text or reaches outside the query, and no volatile function (side effects such
     // as advisory locks; and a result must be a function of the data).
@@ -145,16 +148,21 @@ final class Registrar {
     // 2. Columns.
     List<String> columns = new ArrayList<>();
     List<String> columnTypes = new ArrayList<>();
+    List<String[]> origins = new ArrayList<>(); // {schema, table, column} or null, per column
     try (PreparedStatement ps = c.prepareStatement(base + " LIMIT 0")) {
       ScopeReader.bind(ps, parsed.parameterOrder(), r.parameters());
       try (ResultSet rs = ps.executeQuery()) {
         ResultSetMetaData md = rs.getMetaData();
+        org.postgresql.PGResultSetMetaData pg = md.unwrap(org.postgresql.PGResultSetMetaData.class);
         for (int i = 1; i <= md.getColumnCount(); i++) {
           if (columns.contains(md.getColumnLabel(i))) {
             throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the result's column names must be unique");
           }
           columns.add(md.getColumnLabel(i));
           columnTypes.add(md.getColumnTypeName(i));
+          String table = pg.getBaseTableName(i);
+          origins.add(table == null || table.isEmpty() ? null
+              : new String[] {pg.getBaseSchemaName(i), table, pg.getBaseColumnName(i)});
         }
       }
     }
@@ -168,7 +176,9 @@ final class Registrar {
         throw new ContinuousQueryException(ErrorCode.UNKNOWN_COLUMN, "an ORDER BY column is not a column of the result");
       }
     }
-    Definition definition = new Definition(r.sql(), r.parameters(), r.keyColumns(), r.orderBy(), r.limit(), columns, tableSet);
+    Definition.Impact impact = impact(c, r, columns, origins, tableSet, scans, nodeTypes, plan.toString());
+    Definition definition = new Definition(r.sql(), r.parameters(), r.keyColumns(), r.orderBy(), r.limit(), columns,
+        tableSet, columnTypes, impact, r.maintenance());
 
     // 3. One full read: ORDER BY must work and keys must be unique.
     try (PreparedStatement ps = c.prepareStatement(definition.wrapped(parsed.jdbcSql()))) {
@@ -236,6 +246,9 @@ final class Registrar {
     identity.put("role", role);
     identity.put("policyVersion", policyVersion);
     identity.put("limit", r.limit());
+    if (!definition.incremental()) {
+      identity.put("maintenance", r.maintenance()); // absent by default, so earlier ids stay the same
+    }
     String id = "cq_" + sha256(canonical(identity)).substring(0, 32);
     return new Compiled(id, scope.name(), role, definition);
   }
@@ -247,6 +260,100 @@ final class Registrar {
         throw new ContinuousQueryException(ErrorCode.BAD_REQUEST,
             "the key columns do not identify rows: two rows of the result have the same key");
       }
+    }
+  }
+
+  /**
+   * Plan nodes after which a result row still depends only on rows of the key's source table that
+   * carry its key: scans, joins, sorts, grouping, subquery scans. Not: DISTINCT (Unique: which row
+   * of a group survives depends on other rows), set operations and recursive unions, CTE, function,
+   * VALUES and sample scans, set-returning functions in the select list, foreign and custom scans.
+   */
+  private static final Set<String> DELTA_NODES = Set.of("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan",
+      "Bitmap Index Scan", "BitmapAnd", "BitmapOr", "Tid Scan", "Tid Range Scan", "Nested Loop", "Hash Join", "Merge Join",
+      "Hash", "Sort", "Incremental Sort", "Materialize", "Memoize", "Aggregate", "Group", "Result", "Subquery Scan",
+      "Gather", "Gather Merge");
+
+  /**
+   * The clock in a plan (now(), CURRENT_DATE, 'now'::timestamp, ...): rows age in or out of such a
+   * query without any transaction, and a scoped delta would judge its keys at another moment than
+   * the rows it keeps. Such a query is maintained by full reads only.
+   */
+  private static final Pattern TIME_DEPENDENT = Pattern.compile(
+      "(?i)\\bnow\\(|statement_timestamp|transaction_timestamp|clock_timestamp|timeofday|\\bcurrent_(date|time|timestamp)\\b"
+          + "|\\blocaltime|'(now|today|tomorrow|yesterday)'");
+
+  /**
+   * The impact plan: the key columns are all plain columns of one published table T (PostgreSQL
+   * reports each result column's origin), T is scanned exactly once (no self-join, no subquery or
+   * policy reading it again: a change of a T row then reaches only result rows carrying that row's
+   * key) and every plan node is one of {@link #DELTA_NODES}. Then a change of T affects exactly the
+   * result keys of its old and new row; any other table has no rule (its changes cost a full read).
+   * Null when any condition fails: the session is maintained by full reads only.
+   */
+  private static Definition.Impact impact(Connection c, ContinuousRequest r, List<String> columns, List<String[]> origins,
+      List<String> tableSet, Map<String, Integer> scans, Set<String> nodeTypes, String planText) throws SQLException {
+    if (tableSet == null || !DELTA_NODES.containsAll(nodeTypes) || TIME_DEPENDENT.matcher(planText).find()) {
+      return null;
+    }
+    String table = null;
+    List<String> sources = new ArrayList<>();
+    for (String k : r.keyColumns()) {
+      String[] origin = origins.get(columns.indexOf(k));
+      if (origin == null || origin[0] == null || origin[2] == null || origin[2].isEmpty()) {
+        return null;
+      }
+      String t = origin[0] + "." + origin[1];
+      if (table != null && !table.equals(t)) {
+        return null;
+      }
+      table = t;
+      sources.add(origin[2]);
+    }
+    if (table == null || !tableSet.contains(table) || scans.getOrDefault(table, 0) != 1) {
+      return null;
+    }
+    List<String> types = new ArrayList<>();
+    try (PreparedStatement ps = c.prepareStatement("SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+        + " JOIN pg_class t ON t.oid = a.attrelid JOIN pg_namespace n ON n.oid = t.relnamespace"
+        + " WHERE n.nspname = ? AND t.relname = ? AND a.attname = ? AND a.attnum > 0 AND NOT a.attisdropped")) {
+      int dot = table.indexOf('.');
+      for (String column : sources) {
+        ps.setString(1, table.substring(0, dot));
+        ps.setString(2, table.substring(dot + 1));
+        ps.setString(3, column);
+        try (ResultSet rs = ps.executeQuery()) {
+          if (!rs.next()) {
+            return null;
+          }
+          types.add(rs.getString(1));
+        }
+      }
+    }
+    try {
+      types.forEach(Definition::castType);
+    } catch (IllegalStateException e) {
+      return null;
+    }
+    return new Definition.Impact(table, sources, types);
+  }
+
+  /** Counts the scans of each relation (schema.table) and collects the node types of a plan's JSON. */
+  private static void scans(JsonNode node, Map<String, Integer> scans, Set<String> nodeTypes) {
+    if (node.isObject()) {
+      JsonNode type = node.get("Node Type");
+      if (type != null && type.isTextual()) {
+        nodeTypes.add(type.textValue());
+      }
+      JsonNode rel = node.get("Relation Name");
+      JsonNode schema = node.get("Schema");
+      if (rel != null && rel.isTextual()) {
+        scans.merge((schema != null && schema.isTextual() ? schema.textValue() : "public") + "." + rel.textValue(), 1,
+            Integer::sum);
+      }
+      node.fields().forEachRemaining(e -> scans(e.getValue(), scans, nodeTypes));
+    } else if (node.isArray()) {
+      node.forEach(n -> scans(n, scans, nodeTypes));
     }
   }
 

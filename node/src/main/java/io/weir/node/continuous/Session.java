@@ -41,6 +41,10 @@ public final class Session {
   final RegistrationStore.Stored registration;
   final ContinuousSql.Parsed parsed;
   final Set<String> tables; // null: unknown, every transaction is relevant
+  /** The result's order computed in Java, or null when a column type's order cannot be reproduced. */
+  final ResultOrder order;
+  /** Why this session is maintained by full reads only, or null when the scoped delta (tier 2) applies. */
+  final String fullOnly;
   final String epoch;
   private final int retained;
   private List<ResultRow> current; // null until the first successful read
@@ -51,19 +55,37 @@ public final class Session {
   // Counters for GET /status.
   long relevantTransactions;
   long unrelatedTransactions;
+  long incrementalTransactions;
+  long duplicateTransactions;
   long fullReads;
   long rowsRead;
   long visibilityRetries;
   long revokedStreams;
   final Map<String, Long> repairsByReason = new TreeMap<>();
   final Map<String, Long> failuresByReason = new TreeMap<>();
+  /** Tier-2 attempts that a safety rule sent to a full read, by rule. */
+  final Map<String, Long> fallbacksByReason = new TreeMap<>();
+  /** Time to maintain the result for one relevant transaction (reads, merge, events), microseconds. */
+  final org.HdrHistogram.Histogram maintenanceMicros = new org.HdrHistogram.Histogram(3_600_000_000L, 2);
+  /** Scoped deltas since the last full read, and when that read was (System.nanoTime), for periodic repairs. */
+  long deltasSinceFullRead;
+  long lastFullReadNanos = System.nanoTime();
+  /** The highest commit LSN this session has handled; a transaction at or below it is a duplicate. */
+  io.weir.protocol.Lsn handledThrough;
   String lastLsn;
   String repairPending; // reason, or null
 
   Session(RegistrationStore.Stored registration, String epoch, int retained) {
     this.registration = registration;
     this.parsed = ContinuousSql.parse(registration.definition().sql());
-    this.tables = registration.definition().tables() == null ? null : Set.copyOf(registration.definition().tables());
+    Definition d = registration.definition();
+    this.tables = d.tables() == null ? null : Set.copyOf(d.tables());
+    this.order = ResultOrder.of(d);
+    this.fullOnly = tables == null ? "unknown-table-set"
+        : !d.incremental() ? "maintenance-full"
+        : d.impact() == null ? "no-impact-plan"
+        : order == null ? "order-not-comparable"
+        : null;
     this.epoch = epoch;
     this.retained = retained;
   }
@@ -83,6 +105,11 @@ public final class Session {
 
   boolean initialised() {
     return current != null;
+  }
+
+  /** The current result (null before the first read). */
+  List<ResultRow> current() {
+    return current;
   }
 
   /** Folds in a new authoritative result and sends its events; {@code lsn} the last transaction it includes (may be null). */
@@ -217,6 +244,10 @@ public final class Session {
     failuresByReason.merge(reason, 1L, Long::sum);
   }
 
+  void countFallback(String reason) {
+    fallbacksByReason.merge(reason, 1L, Long::sum);
+  }
+
   ObjectNode status(boolean active) {
     ObjectNode s = JsonNodeFactory.instance.objectNode();
     s.put("id", registration.id());
@@ -235,12 +266,25 @@ public final class Session {
     }
     s.put("relevantTransactions", relevantTransactions);
     s.put("unrelatedTransactions", unrelatedTransactions);
-    s.put("incrementalTransactions", 0);
+    s.put("incrementalTransactions", incrementalTransactions);
+    s.put("duplicateTransactions", duplicateTransactions);
+    if (fullOnly == null) {
+      s.putNull("fullReadsOnly");
+    } else {
+      s.put("fullReadsOnly", fullOnly);
+    }
     s.put("authoritativeReads", fullReads);
     s.put("rowsRead", rowsRead);
     s.put("visibilityRetries", visibilityRetries);
     ObjectNode repairs = s.putObject("fullRepairsByReason");
     repairsByReason.forEach(repairs::put);
+    ObjectNode fallbacks = s.putObject("fallbacksByReason");
+    fallbacksByReason.forEach(fallbacks::put);
+    ObjectNode latency = s.putObject("maintenanceMicros");
+    latency.put("count", maintenanceMicros.getTotalCount());
+    latency.put("p50", maintenanceMicros.getValueAtPercentile(50));
+    latency.put("p99", maintenanceMicros.getValueAtPercentile(99));
+    latency.put("max", maintenanceMicros.getMaxValue());
     ObjectNode failures = s.putObject("failedReadsByReason");
     failuresByReason.forEach(failures::put);
     if (repairPending == null) {

@@ -226,9 +226,15 @@ class ContinuousQueryIT {
       // Tenant B's change is read (same table) but changes nothing for A.
       sql("UPDATE items SET score = 500 WHERE id = 101");
       // Resuming from the last event id replays nothing; a foreign id gets a reset and a fresh result.
-      JsonNode status = status(id);
+      // Scoped deltas: the new leader, the in-place change, the rank improvement and tenant B's row
+      // (not visible to A: nothing changes); the deleted visible row needs a full read.
+      JsonNode status = awaitStatus(id, st -> st.get("incrementalTransactions").asLong() >= 4);
       assertThat(status.get("state").asText()).isEqualTo("current");
-      assertThat(status.get("fullRepairsByReason").get("tier-3-only").asLong()).isGreaterThanOrEqualTo(5);
+      assertThat(status.get("fullReadsOnly").isNull()).as("the impact plan has a rule for items").isTrue();
+      assertThat(status.get("fallbacksByReason").get("visible-row-left").asLong()).isEqualTo(1);
+      assertThat(status.get("fullRepairsByReason").get("fallback-visible-row-left").asLong()).isEqualTo(1);
+      assertThat(status.get("authoritativeReads").asLong()).as("the initial read and the one fallback").isEqualTo(2);
+      assertThat(status.get("maintenanceMicros").get("count").asLong()).isEqualTo(5);
       assertThat(status.get("lastLsn").isNull()).isFalse();
     }
     try (Sse resumed = open(id, "0-1")) {
@@ -274,7 +280,10 @@ class ContinuousQueryIT {
       removed.add(sse.next("RowRemoved").get("key").get(0).asInt());
       assertThat(removed).containsExactlyInAnyOrder(2, 3);
     }
-    assertThat(status(id).get("tables").toString()).isEqualTo("[\"public.edges\",\"public.nodes\"]");
+    JsonNode status = status(id);
+    assertThat(status.get("tables").toString()).isEqualTo("[\"public.edges\",\"public.nodes\"]");
+    assertThat(status.get("fullReadsOnly").asText()).as("a recursive CTE has no impact rule").isEqualTo("no-impact-plan");
+    assertThat(status.get("incrementalTransactions").asLong()).isZero();
   }
 
   /**

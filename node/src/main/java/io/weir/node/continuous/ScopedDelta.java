@@ -1,0 +1,208 @@
+package io.weir.node.continuous;
+
+import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.TableSchema;
+import io.weir.protocol.pgoutput.OldTupleKind;
+import io.weir.protocol.pgoutput.TupleData;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Tier 2, the authoritative scoped delta: which result keys a transaction affects ({@link Keys}),
+ * and whether the rows the base query returns for those keys decide the new top-N without a full
+ * read ({@link #merge}).
+ *
+ * <p>The merge rule. Let C be the current result (the first N rows of the base, ordered), A the
+ * affected keys, F the base's rows for A now (read as the subscriber, at a snapshot that includes
+ * the transaction), U the rows of C whose keys are not in A (unchanged), and M = U + F ordered.
+ * Every row outside C and A is unchanged and ranked after C's last row t. So:
+ *
+ * <ul>
+ *   <li>if C held fewer than N rows, C was the whole base and M is the whole base now: the result is
+ *       M's first N rows;
+ *   <li>otherwise, if M has at least N rows and its N-th row ranks at or before t (t's values before
+ *       the transaction), no outside row can rank before it: the result is M's first N rows;
+ *   <li>otherwise a visible row left the result or fell behind t, and an outside row may take its
+ *       place: only a full read can tell ({@code visible-row-left}, {@code rank-boundary}).
+ * </ul>
+ *
+ * This admits everything the issue's rules admit (a new candidate displacing the tail, a row
+ * changing in place or improving its rank) and, exactly, a few more cases (a visible row falling
+ * back while staying ahead of the tail, a row leaving while another enters ahead of the tail).
+ * Fallback reasons are bounded names, never values.
+ */
+final class ScopedDelta {
+  private ScopedDelta() {}
+
+  /** A merge's outcome: the new result, or the reason a full read is needed. */
+  record Outcome(List<ResultRow> result, String fallback) {
+    static Outcome full(String reason) {
+      return new Outcome(null, reason);
+    }
+  }
+
+  static Outcome merge(List<ResultRow> current, Set<String> affected, List<ResultRow> fetched, int limit,
+      ResultOrder order) {
+    Set<String> seen = new HashSet<>();
+    for (ResultRow r : fetched) {
+      if (!affected.contains(r.keyText())) {
+        return Outcome.full("delta-outside-affected");
+      }
+      if (!seen.add(r.keyText())) {
+        return Outcome.full("duplicate-key");
+      }
+      if (nullKey(r)) {
+        return Outcome.full("null-key");
+      }
+    }
+    List<ResultRow> merged = new ArrayList<>(current.size() + fetched.size());
+    for (ResultRow r : current) {
+      if (nullKey(r)) {
+        return Outcome.full("null-key"); // an outer join's null side: a change elsewhere can remove it
+      }
+      if (!affected.contains(r.keyText())) {
+        merged.add(r);
+      }
+    }
+    merged.addAll(fetched);
+    try {
+      merged.sort(order);
+      for (int i = 1; i < merged.size(); i++) {
+        if (order.compare(merged.get(i - 1), merged.get(i)) >= 0) {
+          return Outcome.full("order-not-comparable"); // distinct keys must never tie
+        }
+      }
+      if (current.size() < limit) {
+        return new Outcome(List.copyOf(merged.subList(0, Math.min(limit, merged.size()))), null);
+      }
+      if (merged.size() < limit) {
+        return Outcome.full("visible-row-left");
+      }
+      if (order.compare(merged.get(limit - 1), current.get(current.size() - 1)) > 0) {
+        return Outcome.full("rank-boundary");
+      }
+    } catch (ResultOrder.Incomparable e) {
+      return Outcome.full("order-not-comparable");
+    }
+    return new Outcome(List.copyOf(merged.subList(0, limit)), null);
+  }
+
+  private static boolean nullKey(ResultRow r) {
+    for (var k : r.key()) {
+      if (k == null || k.isNull()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * The affected keys of one session in one transaction, collected change by change from the
+   * impact rule: the changed row's source columns, old and new. Stops at the first change it
+   * cannot account for exactly (then {@link #fallback} names why): a table without a rule, a
+   * truncate, a value the message does not carry (unchanged TOAST, a key-only old image missing a
+   * non-key source column), a null, more keys than the bound.
+   */
+  static final class Keys {
+    private final Definition.Impact impact;
+    private final Set<String> tables;
+    private final int bound;
+    /** Canonical text of a key tuple -> its values as text (pgoutput's text form). */
+    final Map<String, List<String>> keys = new LinkedHashMap<>();
+    String fallback;
+
+    Keys(Definition.Impact impact, Set<String> tables, int bound) {
+      this.impact = impact;
+      this.tables = tables;
+      this.bound = bound;
+    }
+
+    void truncate(List<TableSchema> truncated) {
+      for (TableSchema t : truncated) {
+        if (tables.contains(t.qualifiedName())) {
+          fail("truncate");
+        }
+      }
+    }
+
+    void change(Change c, TableSchema table) {
+      if (fallback != null || !tables.contains(table.qualifiedName())) {
+        return;
+      }
+      if (!table.qualifiedName().equals(impact.table())) {
+        fail("no-impact-rule");
+        return;
+      }
+      int[] cols = new int[impact.sourceColumns().size()];
+      boolean allIdentity = true;
+      for (int i = 0; i < cols.length; i++) {
+        cols[i] = table.indexOf(impact.sourceColumns().get(i));
+        if (cols[i] < 0) {
+          fail("unknown-schema");
+          return;
+        }
+        allIdentity &= table.columns().get(cols[i]).key();
+      }
+      if (c instanceof Change.Insert ins) {
+        add(ins.newRow(), cols);
+      } else if (c instanceof Change.Update up) {
+        add(up.newRow(), cols);
+        if (up.oldKind() == OldTupleKind.FULL || (up.oldKind() == OldTupleKind.KEY && allIdentity)) {
+          add(up.oldRow(), cols);
+        } else if (!allIdentity) {
+          // Without the old value of a source column outside the replica identity, the key the
+          // row had before is unknown.
+          fail("incomplete-tuple");
+        } // else: the identity did not change (no old key sent): the old key is the new key
+      } else if (c instanceof Change.Delete del) {
+        if (del.oldKind() == OldTupleKind.FULL || allIdentity) {
+          add(del.oldRow(), cols);
+        } else {
+          fail("incomplete-tuple");
+        }
+      } else {
+        fail("no-impact-rule");
+      }
+    }
+
+    private void add(TupleData row, int[] cols) {
+      if (fallback != null || row == null) {
+        if (row == null) {
+          fail("incomplete-tuple");
+        }
+        return;
+      }
+      List<String> values = new ArrayList<>(cols.length);
+      for (int col : cols) {
+        if (col >= row.size()) {
+          fail("unknown-schema");
+          return;
+        }
+        if (row.isNull(col)) {
+          fail("null-key");
+          return;
+        }
+        if (row.kind(col) != io.weir.protocol.pgoutput.ColumnKind.TEXT) {
+          fail("incomplete-tuple"); // unchanged TOAST or binary: no text value to bind
+          return;
+        }
+        values.add(row.text(col));
+      }
+      keys.putIfAbsent(String.join("\u0000", values), values);
+      if (keys.size() > bound) {
+        fail("budget-exceeded");
+      }
+    }
+
+    private void fail(String reason) {
+      if (fallback == null) {
+        fallback = reason;
+        keys.clear();
+      }
+    }
+  }
+}

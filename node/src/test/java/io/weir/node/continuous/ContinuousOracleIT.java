@@ -113,6 +113,7 @@ class ContinuousOracleIT {
     m.put("weir.pipelines.cq.batch.max-delay", "10ms");
     m.put("weir.continuous.scopes.oracle.user", role);
     m.put("weir.continuous.scopes.oracle.password", password);
+    m.put("weir.continuous.repair-every-transactions", "8"); // periodic full reads happen within the run
     Config config = ConfigFactory.load(ConfigFactory.parseMap(m).withFallback(db.config())
         .withFallback(ConfigFactory.defaultApplication()));
     node = WeirNode.start(config, NodeSettings.create(config));
@@ -192,6 +193,7 @@ class ContinuousOracleIT {
         }
         }
       }
+      long periodic = 0;
       for (int q = 0; q < QUERIES.size(); q++) {
         String id = ids.get(q);
         JsonNode status = json.readTree(call("GET", "/v1/continuous/" + id + "/status", null).body());
@@ -205,10 +207,12 @@ class ContinuousOracleIT {
           assertThat(status.get("fullReadsOnly").isNull()).as("%s has an impact rule: %s", QUERIES.get(q).name(), status).isTrue();
           assertThat(status.get("incrementalTransactions").asLong()).as("%s used scoped deltas", QUERIES.get(q).name())
               .isPositive();
+          periodic += status.get("fullRepairsByReason").path("periodic").asLong();
         } else {
           assertThat(status.get("fullReadsOnly").asText()).isEqualTo("no-impact-plan");
         }
       }
+      assertThat(periodic).as("after 8 scoped deltas in a row a session reads in full (periodic repair)").isPositive();
     } finally {
       clients.forEach(Client::close);
     }

@@ -339,13 +339,18 @@ public final class ContinuousQueries implements AutoCloseable {
   private void delta(Session s, ScopedDelta.Keys keys) {
     Definition d = s.registration.definition();
     List<List<String>> tuples = new ArrayList<>(keys.keys.values());
-    String keySql = d.keyValues(tuples.size());
+    // The affected keys as the result spells them: integers are parsed here; other types are cast
+    // and read back by PostgreSQL in the same transaction (their text form may depend on settings).
+    Set<String> integerKeys = ScopedDelta.integerKeys(d.impact(), tuples);
+    String keySql = integerKeys == null ? d.keyValues(tuples.size()) : null;
     String deltaSql = d.scoped(s.parsed.jdbcSql(), tuples.size());
     List<ResultRow>[] affected = new List[1];
     List<ResultRow> fetched = authoritative(s, c -> {
-      try (PreparedStatement ps = c.prepareStatement(keySql)) {
-        bindKeys(ps, 1, tuples);
-        affected[0] = ScopeReader.rows(ps, d.keyColumns());
+      if (keySql != null) {
+        try (PreparedStatement ps = c.prepareStatement(keySql)) {
+          bindKeys(ps, 1, tuples);
+          affected[0] = ScopeReader.rows(ps, d.keyColumns());
+        }
       }
       try (PreparedStatement ps = c.prepareStatement(deltaSql)) {
         ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
@@ -356,8 +361,13 @@ public final class ContinuousQueries implements AutoCloseable {
     if (fetched == null) {
       return; // failed: repair pending, recorded
     }
-    Set<String> affectedKeys = new HashSet<>();
-    affected[0].forEach(r -> affectedKeys.add(r.keyText()));
+    Set<String> affectedKeys = integerKeys;
+    if (affectedKeys == null) {
+      affectedKeys = new HashSet<>();
+      for (ResultRow r : affected[0]) {
+        affectedKeys.add(r.keyText());
+      }
+    }
     ScopedDelta.Outcome outcome = ScopedDelta.merge(s.current(), affectedKeys, fetched, d.limit(), s.order);
     s.rowsRead += fetched.size();
     if (outcome.fallback() != null) {

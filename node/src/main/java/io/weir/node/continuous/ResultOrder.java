@@ -35,7 +35,8 @@ final class ResultOrder implements Comparator<ResultRow> {
     }
   }
 
-  private enum Kind { INTEGER, DECIMAL, FLOAT, BOOL, UUID, DATE, TIMESTAMP, TIMESTAMPTZ }
+  /** OPAQUE: a key column of another type (text, say), compared only when the order columns tie. */
+  private enum Kind { INTEGER, DECIMAL, FLOAT, BOOL, UUID, DATE, TIMESTAMP, TIMESTAMPTZ, OPAQUE }
 
   private static final Map<String, Kind> KINDS = Map.ofEntries(
       Map.entry("int2", Kind.INTEGER), Map.entry("int4", Kind.INTEGER), Map.entry("int8", Kind.INTEGER),
@@ -57,7 +58,11 @@ final class ResultOrder implements Comparator<ResultRow> {
 
   private ResultOrder() {}
 
-  /** The order of {@code d}'s result, or null when a column's type is not one Java orders exactly. */
+  /**
+   * The order of {@code d}'s result, or null when an ORDER BY column's type is not one Java orders
+   * exactly. A key column of such a type (appended to break ties) is accepted: comparing two of its
+   * values throws {@link Incomparable}, which happens only when two rows tie on every ORDER BY column.
+   */
   static ResultOrder of(Definition d) {
     if (d.columnTypes() == null) {
       return null;
@@ -72,7 +77,9 @@ final class ResultOrder implements Comparator<ResultRow> {
     }
     for (String k : d.keyColumns()) {
       if (!named.contains(k) && !order.add(d, k, false)) {
-        return null;
+        order.columns.add(k);
+        order.kinds.add(Kind.OPAQUE);
+        order.descending.add(false);
       }
     }
     return order;
@@ -140,6 +147,12 @@ final class ResultOrder implements Comparator<ResultRow> {
       case DATE -> compareTime(text(x), text(y), s -> LocalDate.parse(s, DateTimeFormatter.ISO_LOCAL_DATE));
       case TIMESTAMP -> compareTime(text(x), text(y), s -> LocalDateTime.parse(s, LOCAL));
       case TIMESTAMPTZ -> compareTime(text(x), text(y), s -> OffsetDateTime.parse(s, OFFSET).toInstant());
+      case OPAQUE -> {
+        if (x.equals(y)) {
+          yield 0;
+        }
+        throw new Incomparable();
+      }
     };
   }
 

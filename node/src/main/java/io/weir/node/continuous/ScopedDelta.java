@@ -91,6 +91,34 @@ final class ScopedDelta {
     return new Outcome(List.copyOf(merged.subList(0, limit)), null);
   }
 
+  private static final Set<String> INTEGER_TYPES = Set.of("smallint", "integer", "bigint");
+
+  /**
+   * The key texts of {@code tuples} when every key column is an integer type (read back as JSON
+   * numbers, the same as {@link ScopeReader} reads result rows), or null when a column is of
+   * another type or a value does not parse (PostgreSQL then casts them).
+   */
+  static Set<String> integerKeys(Definition.Impact impact, List<List<String>> tuples) {
+    for (String type : impact.castTypes()) {
+      if (!INTEGER_TYPES.contains(type)) {
+        return null;
+      }
+    }
+    Set<String> out = new HashSet<>();
+    for (List<String> tuple : tuples) {
+      com.fasterxml.jackson.databind.node.ArrayNode key = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
+      for (String v : tuple) {
+        try {
+          key.add(Long.parseLong(v));
+        } catch (NumberFormatException e) {
+          return null;
+        }
+      }
+      out.add(key.toString());
+    }
+    return out;
+  }
+
   private static boolean nullKey(ResultRow r) {
     for (var k : r.key()) {
       if (k == null || k.isNull()) {

@@ -155,5 +155,23 @@ class ScopedDeltaTest {
     Definition text = new Definition("SELECT", F.objectNode(), List.of("k"), List.of(new Definition.OrderColumn("name", false)),
         5, List.of("k", "name"), List.of("public.t"), List.of("int4", "text"), null, null);
     assertThat(ResultOrder.of(text)).as("text order depends on the collation: no Java order").isNull();
+    Definition textKey = new Definition("SELECT", F.objectNode(), List.of("slug"), List.of(new Definition.OrderColumn("w", true)),
+        5, List.of("slug", "w"), List.of("public.t"), List.of("text", "int4"), null, null);
+    ResultOrder bySlug = ResultOrder.of(textKey);
+    ResultRow x = new ResultRow("[\"a\"]", F.arrayNode().add("a"), F.objectNode().put("slug", "a").put("w", 1));
+    ResultRow y = new ResultRow("[\"B\"]", F.arrayNode().add("B"), F.objectNode().put("slug", "B").put("w", 2));
+    ResultRow z = new ResultRow("[\"c\"]", F.arrayNode().add("c"), F.objectNode().put("slug", "c").put("w", 1));
+    assertThat(bySlug.compare(y, x)).as("the order column decides").isNegative();
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> bySlug.compare(x, z)).as("a tie reaches the text key")
+        .isInstanceOf(ResultOrder.Incomparable.class);
+  }
+
+  @Test
+  void integerKeysAreSpelledAsTheResultSpellsThem() {
+    Definition.Impact ints = new Definition.Impact("public.t", List.of("a", "b"), List.of("integer", "bigint"));
+    assertThat(ScopedDelta.integerKeys(ints, List.of(List.of("5", "-9000000000")))).containsExactly("[5,-9000000000]");
+    assertThat(ScopedDelta.integerKeys(ints, List.of(List.of("5", "x")))).isNull();
+    Definition.Impact text = new Definition.Impact("public.t", List.of("a"), List.of("text"));
+    assertThat(ScopedDelta.integerKeys(text, List.of(List.of("5")))).as("other types are cast by PostgreSQL").isNull();
   }
 }

@@ -217,6 +217,10 @@ public final class WeirNode {
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
           policies, feeds, continuous);
+      io.weir.sharding.partition.PartitionSettings limits = settings.partitionLimits();
+      api.withOutboxSettings(new io.weir.protocol.http.OutboxSettings(settings.partitions(), limits.maxOutboxEntries(),
+          limits.maxOutboxBytes(), limits.reserveEntries(), limits.reserveBytes(),
+          settings.outboxRetention().map(Duration::toMillis).orElse(null)));
       if (settings.metrics().enabled()) {
         api.withMetrics(metrics.http(io.weir.node.metrics.RouteTemplates.node()), settings.metrics());
       } else {

@@ -67,6 +67,10 @@ import org.slf4j.LoggerFactory;
  *       io.weir.protocol.http.PartitionsStatus}).
  *   <li>{@code GET /admin/outbox/status[?partition=N]}: one partition's outbox counters and
  *       watermarks, or every partition's ({@link OutboxStatus}).
+ *   <li>{@code GET /admin/outbox/settings}: the outbox quota and retention every partition runs
+ *       under ({@link io.weir.protocol.http.OutboxSettings}).
+ *   <li>{@code GET /console}: the operator console, static files that call the admin routes with
+ *       the token the operator enters ({@link ConsoleRoutes}); no token needed for the files.
  *   <li>{@code PUT|GET|DELETE /v1/documents/{collection}/{id}}: the document API (see {@link
  *       #documentRoutes()}).
  *   <li>{@code POST /admin/projections/configure|read|commit|release}: projection consumers ({@link
@@ -176,6 +180,15 @@ public final class HttpApi extends JsonRoutes {
     this.maxDocumentBytes = maxDocumentBytes;
   }
 
+  private final ConsoleRoutes console = new ConsoleRoutes(json);
+  private io.weir.protocol.http.OutboxSettings outboxSettings;
+
+  /** Serves {@code settings} at {@code GET /admin/outbox/settings} (404 until set). */
+  public HttpApi withOutboxSettings(io.weir.protocol.http.OutboxSettings settings) {
+    this.outboxSettings = settings;
+    return this;
+  }
+
   private io.weir.node.metrics.HttpMetrics httpMetrics;
   private io.weir.node.metrics.MetricsSettings metricsAccess = io.weir.node.metrics.MetricsSettings.DEFAULTS;
 
@@ -198,6 +211,7 @@ public final class HttpApi extends JsonRoutes {
                 () ->
                     concat(
                         path("metrics", () -> get(this::metricsEndpoint)),
+                        pathPrefix("console", console::routes),
                         pathPrefix("health", this::healthRoutes),
                         pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
                         pathPrefix("v1", () -> authenticated(principal -> concat(
@@ -258,6 +272,9 @@ public final class HttpApi extends JsonRoutes {
         path("metrics", () -> get(() -> metrics == null || !metricsAccess.enabled()
             ? error(ErrorCode.NOT_FOUND, "no such resource")
             : exposition())),
+        path(PathMatchers.segment("outbox").slash("settings"), () -> get(() -> outboxSettings == null
+            ? error(ErrorCode.NOT_FOUND, "no such resource")
+            : json(200, outboxSettings))),
         path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
         path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes),

@@ -22,6 +22,7 @@ public final class RouteTemplates {
       "/admin/cluster",
       "/admin/partitions",
       "/admin/outbox/status",
+      "/admin/outbox/settings",
       "/admin/outbox/purge",
       "/admin/pipelines",
       "/admin/pipelines/{name}",
@@ -50,7 +51,9 @@ public final class RouteTemplates {
       "/v1/continuous",
       "/v1/continuous/{id}",
       "/v1/continuous/{id}/events",
-      "/v1/continuous/{id}/status");
+      "/v1/continuous/{id}/status",
+      "/console",
+      "/console/{file}");
 
   /** Label of a path under no known root. */
   public static final String UNMATCHED = "unmatched";

@@ -69,6 +69,8 @@ import org.slf4j.LoggerFactory;
  *       watermarks, or every partition's ({@link OutboxStatus}).
  *   <li>{@code GET /admin/outbox/settings}: the outbox quota and retention every partition runs
  *       under ({@link io.weir.protocol.http.OutboxSettings}).
+ *   <li>{@code GET /admin/slots}: each pipeline's replication slot as its source reports it: lag
+ *       and retained WAL in bytes ({@link io.weir.node.cdc.SlotLag}).
  *   <li>{@code GET /console}: the operator console, static files that call the admin routes with
  *       the token the operator enters ({@link ConsoleRoutes}); no token needed for the files.
  *   <li>{@code PUT|GET|DELETE /v1/documents/{collection}/{id}}: the document API (see {@link
@@ -183,6 +185,14 @@ public final class HttpApi extends JsonRoutes {
   private final ConsoleRoutes console = new ConsoleRoutes(json);
   private io.weir.protocol.http.OutboxSettings outboxSettings;
 
+  private io.weir.node.cdc.SlotLag slotLag;
+
+  /** Serves the pipelines' replication slots at {@code GET /admin/slots} (404 until set). */
+  public HttpApi withSlotLag(io.weir.node.cdc.SlotLag slots) {
+    this.slotLag = slots;
+    return this;
+  }
+
   /** Serves {@code settings} at {@code GET /admin/outbox/settings} (404 until set). */
   public HttpApi withOutboxSettings(io.weir.protocol.http.OutboxSettings settings) {
     this.outboxSettings = settings;
@@ -278,6 +288,11 @@ public final class HttpApi extends JsonRoutes {
         path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
         path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes),
+        path("slots", () -> get(() -> slotLag == null
+            ? error(ErrorCode.NOT_FOUND, "no such resource")
+            : onComplete(slotLag.report(), result -> result.isSuccess()
+                ? json(200, result.get())
+                : error(ErrorCode.UNAVAILABLE, "the replication slots could not be read; retry")))),
         pathPrefix("projections", () -> projections == null ? error(ErrorCode.NOT_FOUND, "no such resource") : projections.routes()),
         pathPrefix("tokens", () -> tokens == null ? error(ErrorCode.NOT_FOUND, "no such resource") : tokens.routes()),
         pathPrefix("principals", () -> principals == null ? error(ErrorCode.NOT_FOUND, "no such resource") : principals.routes()),

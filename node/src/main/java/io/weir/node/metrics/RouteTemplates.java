@@ -29,6 +29,7 @@ public final class RouteTemplates {
       "/admin/pipelines/{name}/start",
       "/admin/pipelines/{name}/stop",
       "/admin/pipelines/{name}/snapshot",
+      "/admin/slots",
       "/admin/projections/configure",
       "/admin/projections/read",
       "/admin/projections/commit",

@@ -20,7 +20,9 @@
 
   var token = null;
   var timers = [];
-  var lagSamples = {};         // pipeline name -> [{t, v}]
+  var lagSamples = {};         // pipeline name -> [{t, v}]: its slot's lag in bytes
+  var lastPipelines = null;    // the last GET /admin/pipelines
+  var lastSlots = {};          // pipeline name -> its slot in the last GET /admin/slots
   var partitionCount = null;
   var outboxSettings = null;
   var fetchErrors = {};        // path -> message
@@ -120,6 +122,8 @@
     token = null;
     storeToken(null);
     lagSamples = {};
+    lastPipelines = null;
+    lastSlots = {};
     partitionCount = null;
     outboxSettings = null;
     fetchErrors = {};
@@ -315,35 +319,56 @@
   // --- pipelines and the lag chart ---------------------------------------------------------------
 
   function samplePipelines() {
-    return once('pipelines', function () {
+    once('pipelines', function () {
       return api('/admin/pipelines').then(function (list) {
+        lastPipelines = list;
+        renderPipelines();
+      });
+    });
+    once('slots', function () {
+      return api('/admin/slots').then(function (report) {
         var now = Date.now();
-        var names = {};
-        list.pipelines.forEach(function (p) {
-          names[p.name] = true;
-          (lagSamples[p.name] = lagSamples[p.name] || []).push({ t: now, v: Number(p.lagBytes) || 0 });
+        lastSlots = {};
+        report.slots.forEach(function (s) {
+          lastSlots[s.pipeline] = s;
+          if (s.lagBytes !== null) {
+            (lagSamples[s.pipeline] = lagSamples[s.pipeline] || []).push({ t: now, v: Number(s.lagBytes) });
+          }
         });
         Object.keys(lagSamples).forEach(function (name) {
-          var kept = lagSamples[name].filter(function (s) { return s.t >= now - WINDOW_MS; });
-          if (!names[name] && kept.length === 0) { delete lagSamples[name]; } else { lagSamples[name] = kept; }
+          var kept = lagSamples[name].filter(function (x) { return x.t >= now - WINDOW_MS; });
+          if (kept.length === 0) { delete lagSamples[name]; } else { lagSamples[name] = kept; }
         });
-        renderPipelines(list);
+        renderPipelines();
         renderLagChart(now);
       });
     });
   }
 
-  function renderPipelines(list) {
+  function slotCell(s, field, format) {
+    if (!s) { return el('td', '…', 'num muted'); }
+    if (s.error) { return el('td', 'unknown (' + s.error + ')', 'num no'); }
+    if (!s.exists) { return el('td', 'no slot', 'num muted'); }
+    var v = s[field];
+    return el('td', v === null ? '—' : format(v), 'num');
+  }
+
+  function renderPipelines() {
+    var list = lastPipelines;
+    if (!list) { return; }
     var tbody = $('pipeline-rows');
     clear(tbody);
     list.pipelines.forEach(function (p) {
+      var s = lastSlots[p.name];
       tbody.appendChild(row([
         el('td', p.name, 'mono'), stateCell(p.state), el('td', p.slot || '—', 'mono'),
-        el('td', fmtBytes(p.lagBytes), 'num'), el('td', p.confirmedLsn || '—', 'mono'),
+        slotCell(s, 'lagBytes', fmtBytes), slotCell(s, 'retainedBytes', fmtBytes),
+        s && s.exists && s.walStatus ? stateCell(s.walStatus) : el('td', '—'),
+        el('td', p.confirmedLsn || '—', 'mono'),
         num(p.transactions), num(p.rows), num(p.restarts)
       ]));
     });
-    if (!list.pipelines.length) { emptyRow(tbody, 8, 'no pipelines configured'); }
+    if (!list.pipelines.length) { emptyRow(tbody, 10, 'no pipelines configured'); }
     $('slot-owner').textContent = list.owner ? 'Pipelines run on ' + list.owner + '.' : '';
 
     var halted = $('halted-rows');
@@ -371,21 +396,28 @@
     var max = 0;
     names.forEach(function (n) { lagSamples[n].forEach(function (s) { max = Math.max(max, s.v); }); });
     var top = niceCeiling(max * 1.05);
-    var start = now - WINDOW_MS;
-    function x(t) { return L + (t - start) / WINDOW_MS * (W - L - R); }
+    // The time axis grows with the history this tab has, from 1 minute up to WINDOW_MS.
+    var first = now;
+    names.forEach(function (n) { if (lagSamples[n].length) { first = Math.min(first, lagSamples[n][0].t); } });
+    var span = Math.min(WINDOW_MS, Math.max(60000, Math.ceil((now - first) / 60000) * 60000));
+    var step = span <= 60000 ? 15000 : (span <= 180000 ? 30000 : 60000);
+    var start = now - span;
+    function x(t) { return L + (t - start) / span * (W - L - R); }
     function y(v) { return T + (1 - v / top) * (H - T - B); }
     var chart = svgEl('svg', { id: 'lag-svg', class: 'chart', viewBox: '0 0 ' + W + ' ' + H, role: 'img',
-      'aria-label': 'pipeline lag in bytes over the last 5 minutes', 'data-max': top });
+      'aria-label': 'replication slot lag in bytes over the last 5 minutes', 'data-max': top });
     for (var i = 0; i <= 4; i++) {
       var v = top * i / 4;
       chart.appendChild(svgEl('line', { x1: L, x2: W - R, y1: y(v), y2: y(v), class: i === 0 ? 'axis' : 'grid' }));
       chart.appendChild(svgEl('text', { x: L - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'tick' }, fmtBytes(v)));
     }
-    for (var m = 0; m <= 5; m++) {
-      var t = start + m * 60000;
+    var ticks = span / step;
+    for (var m = 0; m <= ticks; m++) {
+      var t = start + m * step;
+      var age = span - m * step;
       chart.appendChild(svgEl('line', { x1: x(t), x2: x(t), y1: T, y2: H - B, class: m === 0 ? 'axis' : 'grid' }));
-      chart.appendChild(svgEl('text', { x: x(t), y: H - 8, 'text-anchor': m === 0 ? 'start' : (m === 5 ? 'end' : 'middle'),
-        class: 'tick' }, m === 5 ? 'now' : '-' + (5 - m) + ' min'));
+      chart.appendChild(svgEl('text', { x: x(t), y: H - 8, 'text-anchor': m === 0 ? 'start' : (m === ticks ? 'end' : 'middle'),
+        class: 'tick' }, age === 0 ? 'now' : '-' + (age % 60000 === 0 ? age / 60000 + ' min' : age / 1000 + ' s')));
     }
     names.forEach(function (n, i) {
       var samples = lagSamples[n];

@@ -49,7 +49,12 @@ class ConsoleIT extends EndToEndTest {
   void theConsoleShowsMembersPlacementLagHaltsConsumersAndOutboxes() throws Exception {
     Path artifacts = TestPostgres.repoRoot().resolve("deploy/target/e2e-logs");
     Files.createDirectories(artifacts);
-    HeadlessChromium chromium = HeadlessChromium.find(Files.createTempDirectory("weir-console-"));
+    try (HeadlessChromium chromium = HeadlessChromium.find(Files.createTempDirectory("weir-console-"))) {
+      drive(chromium, artifacts);
+    }
+  }
+
+  private void drive(HeadlessChromium chromium, Path artifacts) throws Exception {
 
     db = TestPostgres.server().freshDatabase("console");
     try (Connection c = db.connect(); Statement s = c.createStatement()) {

@@ -13,7 +13,7 @@ import java.util.concurrent.TimeUnit;
  * as a person's browser would. {@code deploy/bin/test.sh} installs the package when it is missing
  * (as root); without it {@link #find()} fails and says what to install, it never skips.
  */
-final class HeadlessChromium {
+final class HeadlessChromium implements AutoCloseable {
   /** Flags that work as root in a container without a display, GPU or network beyond loopback. */
   private static final List<String> FLAGS = List.of(
       "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -28,7 +28,10 @@ final class HeadlessChromium {
     this.workDir = workDir;
   }
 
-  /** The browser: {@code $WEIR_CHROMIUM}, else chromium on the PATH or in /usr/bin. */
+  /**
+   * The browser: {@code $WEIR_CHROMIUM}, else chromium on the PATH or in /usr/bin; its runs keep
+   * their files in {@code workDir}, deleted by {@link #close()}.
+   */
   static HeadlessChromium find(Path workDir) {
     List<Path> candidates = new ArrayList<>();
     String configured = System.getenv("WEIR_CHROMIUM");
@@ -50,6 +53,16 @@ final class HeadlessChromium {
         + "$WEIR_CHROMIUM, chromium on the PATH and /usr/bin/chromium). Install Debian's package: "
         + "apt-get install -y chromium (as root; deploy/bin/test.sh does this itself when run as root), "
         + "or set WEIR_CHROMIUM to a Chromium binary.");
+  }
+
+  /** Deletes the profiles and output files of every run. */
+  @Override
+  public void close() throws IOException {
+    try (java.util.stream.Stream<Path> all = Files.walk(workDir)) {
+      for (Path p : all.sorted(java.util.Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(p);
+      }
+    }
   }
 
   /** What one run printed. */

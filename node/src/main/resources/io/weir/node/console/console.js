@@ -173,12 +173,16 @@
 
   function api(path) {
     if (token === null) { return Promise.reject(new SignedOut()); }
+    var sent = token;
     return window.fetch(path, {
       headers: { 'Authorization': 'Bearer ' + token, 'Accept': 'application/json' },
       cache: 'no-store',
       credentials: 'omit',
       redirect: 'error'
     }).then(function (r) {
+      if (token !== sent) {
+        throw new SignedOut(); // signed out (or in again) while this request was out: drop its answer
+      }
       if (r.status === 401) {
         signOut('The token was not accepted (401 unauthenticated). Sign in again.');
         throw new SignedOut();

@@ -19,6 +19,27 @@ weir_require_build_tools() {
   fi
 }
 
+# Debian's chromium, the headless browser of the console's end-to-end test (ConsoleIT): installed
+# with apt-get when missing and running as root; otherwise the script says what to install (and
+# ConsoleIT fails saying the same). $WEIR_CHROMIUM may name another Chromium binary.
+weir_require_browser() {
+  if [ -n "${WEIR_CHROMIUM:-}" ] && [ -x "$WEIR_CHROMIUM" ]; then return 0; fi
+  command -v chromium >/dev/null 2>&1 && return 0
+  [ -x /usr/bin/chromium ] && return 0
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "weir: installing chromium with apt-get (the headless browser of the console test)" >&2
+    if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2; }; then
+      echo "weir: apt-get could not install chromium; the console test (ConsoleIT) needs it:" \
+        "apt-get install -y chromium, or set WEIR_CHROMIUM to a Chromium binary" >&2
+      exit 1
+    fi
+  else
+    echo "weir: chromium is missing; the console test (ConsoleIT) will fail without it." \
+      "Install it with: sudo apt-get install chromium (or set WEIR_CHROMIUM to a Chromium binary)" >&2
+  fi
+}
+
 weir_port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # First free loopback port at or above $1.

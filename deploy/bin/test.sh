@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every Weir test: unit tests (*Test), integration tests against a real PostgreSQL (*IT), and
-# the end-to-end tests in deploy/ that start real node processes. Provisions the private
-# PostgreSQL with deploy/bin/pg.sh first. Extra arguments go to Maven, e.g.
+# the end-to-end tests in deploy/ that start real node processes (one of them drives the console in
+# headless Chromium, installed here when missing). Provisions the private PostgreSQL with
+# deploy/bin/pg.sh first. Extra arguments go to Maven, e.g.
 #   deploy/bin/test.sh -Dit.test=ThreeNodeClusterIT -pl deploy -am
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 . deploy/bin/lib.sh
 weir_require_build_tools
+weir_require_browser
 
 was_running=yes
 deploy/bin/pg.sh status >/dev/null 2>&1 || was_running=no

@@ -217,6 +217,13 @@ public final class WeirNode {
       HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
           pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
           policies, feeds, continuous);
+      api.withSlotLag(new io.weir.node.cdc.SlotLag(settings.pipelines(),
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
+          Duration.ofSeconds(2), java.time.Clock.systemUTC()));
+      io.weir.sharding.partition.PartitionSettings limits = settings.partitionLimits();
+      api.withOutboxSettings(new io.weir.protocol.http.OutboxSettings(settings.partitions(), limits.maxOutboxEntries(),
+          limits.maxOutboxBytes(), limits.reserveEntries(), limits.reserveBytes(),
+          settings.outboxRetention().map(Duration::toMillis).orElse(null)));
       if (settings.metrics().enabled()) {
         api.withMetrics(metrics.http(io.weir.node.metrics.RouteTemplates.node()), settings.metrics());
       } else {

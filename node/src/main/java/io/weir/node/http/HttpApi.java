@@ -67,6 +67,12 @@ import org.slf4j.LoggerFactory;
  *       io.weir.protocol.http.PartitionsStatus}).
  *   <li>{@code GET /admin/outbox/status[?partition=N]}: one partition's outbox counters and
  *       watermarks, or every partition's ({@link OutboxStatus}).
+ *   <li>{@code GET /admin/outbox/settings}: the outbox quota and retention every partition runs
+ *       under ({@link io.weir.protocol.http.OutboxSettings}).
+ *   <li>{@code GET /admin/slots}: each pipeline's replication slot as its source reports it: lag
+ *       and retained WAL in bytes ({@link io.weir.node.cdc.SlotLag}).
+ *   <li>{@code GET /console}: the operator console, static files that call the admin routes with
+ *       the token the operator enters ({@link ConsoleRoutes}); no token needed for the files.
  *   <li>{@code PUT|GET|DELETE /v1/documents/{collection}/{id}}: the document API (see {@link
  *       #documentRoutes()}).
  *   <li>{@code POST /admin/projections/configure|read|commit|release}: projection consumers ({@link
@@ -176,6 +182,23 @@ public final class HttpApi extends JsonRoutes {
     this.maxDocumentBytes = maxDocumentBytes;
   }
 
+  private final ConsoleRoutes console = new ConsoleRoutes(json);
+  private io.weir.protocol.http.OutboxSettings outboxSettings;
+
+  private io.weir.node.cdc.SlotLag slotLag;
+
+  /** Serves the pipelines' replication slots at {@code GET /admin/slots} (404 until set). */
+  public HttpApi withSlotLag(io.weir.node.cdc.SlotLag slots) {
+    this.slotLag = slots;
+    return this;
+  }
+
+  /** Serves {@code settings} at {@code GET /admin/outbox/settings} (404 until set). */
+  public HttpApi withOutboxSettings(io.weir.protocol.http.OutboxSettings settings) {
+    this.outboxSettings = settings;
+    return this;
+  }
+
   private io.weir.node.metrics.HttpMetrics httpMetrics;
   private io.weir.node.metrics.MetricsSettings metricsAccess = io.weir.node.metrics.MetricsSettings.DEFAULTS;
 
@@ -198,6 +221,7 @@ public final class HttpApi extends JsonRoutes {
                 () ->
                     concat(
                         path("metrics", () -> get(this::metricsEndpoint)),
+                        pathPrefix("console", console::routes),
                         pathPrefix("health", this::healthRoutes),
                         pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
                         pathPrefix("v1", () -> authenticated(principal -> concat(
@@ -258,9 +282,17 @@ public final class HttpApi extends JsonRoutes {
         path("metrics", () -> get(() -> metrics == null || !metricsAccess.enabled()
             ? error(ErrorCode.NOT_FOUND, "no such resource")
             : exposition())),
+        path(PathMatchers.segment("outbox").slash("settings"), () -> get(() -> outboxSettings == null
+            ? error(ErrorCode.NOT_FOUND, "no such resource")
+            : json(200, outboxSettings))),
         path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
         path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes),
+        path("slots", () -> get(() -> slotLag == null
+            ? error(ErrorCode.NOT_FOUND, "no such resource")
+            : onComplete(slotLag.report(), result -> result.isSuccess()
+                ? json(200, result.get())
+                : error(ErrorCode.UNAVAILABLE, "the replication slots could not be read; retry")))),
         pathPrefix("projections", () -> projections == null ? error(ErrorCode.NOT_FOUND, "no such resource") : projections.routes()),
         pathPrefix("tokens", () -> tokens == null ? error(ErrorCode.NOT_FOUND, "no such resource") : tokens.routes()),
         pathPrefix("principals", () -> principals == null ? error(ErrorCode.NOT_FOUND, "no such resource") : principals.routes()),

@@ -22,12 +22,14 @@ public final class RouteTemplates {
       "/admin/cluster",
       "/admin/partitions",
       "/admin/outbox/status",
+      "/admin/outbox/settings",
       "/admin/outbox/purge",
       "/admin/pipelines",
       "/admin/pipelines/{name}",
       "/admin/pipelines/{name}/start",
       "/admin/pipelines/{name}/stop",
       "/admin/pipelines/{name}/snapshot",
+      "/admin/slots",
       "/admin/projections/configure",
       "/admin/projections/read",
       "/admin/projections/commit",
@@ -50,7 +52,9 @@ public final class RouteTemplates {
       "/v1/continuous",
       "/v1/continuous/{id}",
       "/v1/continuous/{id}/events",
-      "/v1/continuous/{id}/status");
+      "/v1/continuous/{id}/status",
+      "/console",
+      "/console/{file}");
 
   /** Label of a path under no known root. */
   public static final String UNMATCHED = "unmatched";

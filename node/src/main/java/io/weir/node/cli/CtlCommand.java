@@ -23,8 +23,8 @@ import picocli.CommandLine.Spec;
 
 /**
  * {@code weir ctl}: operates a running node through its admin HTTP API. The node's address and the
- * administrator's token come from options or the environment ({@code WEIR_URL}, {@code
- * WEIR_ADMIN_TOKEN}); replies are shown as tables, or as the node's JSON with {@code --json}.
+ * administrator's token come from options or the environment ({@code WEIR_URL} or {@code
+ * WEIR_HTTP_PORT}, {@code WEIR_ADMIN_TOKEN}); replies are shown as tables, or as the node's JSON with {@code --json}.
  *
  * <p>Exit status: {@value #EXIT_OK} done; {@value #EXIT_REFUSED} the node refused the request (its
  * typed error printed as {@code <code>: <message>} on stderr) or an awaited operation failed;
@@ -64,7 +64,8 @@ public final class CtlCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
 
   @Option(names = "--url", scope = ScopeType.INHERIT, paramLabel = "URL",
-      description = "Node address, http(s)://host:port (default: $WEIR_URL, else " + DEFAULT_URL + ").")
+      description = "Node address, http(s)://host:port (default: $WEIR_URL, else http://127.0.0.1:$WEIR_HTTP_PORT, "
+          + "else " + DEFAULT_URL + ").")
   String url;
 
   @Option(names = "--token", scope = ScopeType.INHERIT, paramLabel = "TOKEN",
@@ -134,7 +135,10 @@ public final class CtlCommand implements Callable<Integer> {
       return client;
     }
     Map<String, String> env = environment();
-    String address = url != null ? url : nonEmpty(env.get("WEIR_URL"), DEFAULT_URL);
+    // On a node's own host (docker exec, the systemd environment file) its port is known.
+    String local = env.get("WEIR_HTTP_PORT") == null || env.get("WEIR_HTTP_PORT").isEmpty() ? DEFAULT_URL
+        : "http://127.0.0.1:" + env.get("WEIR_HTTP_PORT");
+    String address = url != null ? url : nonEmpty(env.get("WEIR_URL"), local);
     URI base;
     try {
       base = new URI(address);

@@ -181,10 +181,15 @@ class CtlCommandTest {
     assertThat(none.exit()).isZero();
     assertThat(requests.get(4).authorization()).as("no token: no Authorization header").isNull();
 
+    Run byPort = run(Map.of("WEIR_HTTP_PORT", Integer.toString(server.getAddress().getPort()), "WEIR_URL", ""),
+        "ctl", "cluster", "partitions");
+    assertThat(byPort.exit()).as("without WEIR_URL, the node's own WEIR_HTTP_PORT on 127.0.0.1: " + byPort.err()).isZero();
+    assertThat(requests).hasSize(6);
+
     Run missingFile = run(Map.of("WEIR_URL", url), "ctl", "--token-file", dir.resolve("nope").toString(), "cluster", "partitions");
     assertThat(missingFile.exit()).isEqualTo(2);
     assertThat(missingFile.err()).contains("cannot read the token file").doesNotContain("file-token");
-    assertThat(requests).hasSize(5);
+    assertThat(requests).hasSize(6);
   }
 
   @Test

@@ -203,11 +203,16 @@ public final class CtlCommand implements Callable<Integer> {
   /**
    * The execution exception handler of the {@code weir} command line: a {@link CtlFailure} prints
    * its line on stderr (and the node's error body on stdout with {@code --json}) and exits with its
-   * status; anything else is a bug, reported in one line, status 1.
+   * status; anything else under {@code ctl} is a bug, reported in one line, status 1. Failures of
+   * other commands get picocli's default handling.
    */
-  public static int handleFailure(Exception e, CommandLine commandLine, CommandLine.ParseResult parseResult) {
+  public static int handleFailure(Exception e, CommandLine commandLine, CommandLine.ParseResult parseResult)
+      throws Exception {
+    CtlCommand ctl = find(commandLine);
+    if (ctl == null) {
+      throw e; // not weir ctl (weir node): picocli's default, the stack trace and status 1
+    }
     if (e instanceof CtlFailure f) {
-      CtlCommand ctl = find(commandLine);
       if (ctl != null && ctl.json && f.body() != null) {
         commandLine.getOut().println(f.body().strip());
         commandLine.getOut().flush();

@@ -57,7 +57,14 @@ public final class Main implements Callable<Integer> {
   public static CommandLine commandLine(Map<String, String> environment) {
     CommandLine cli = new CommandLine(new Main(environment));
     cli.setExecutionExceptionHandler(CtlCommand::handleFailure);
+    unsorted(cli);
     return cli;
+  }
+
+  /** Help lists a command's own options first, then the shared ones, as declared. */
+  private static void unsorted(CommandLine cli) {
+    cli.getCommandSpec().usageMessage().sortOptions(false);
+    cli.getSubcommands().values().forEach(Main::unsorted);
   }
 
   @Override

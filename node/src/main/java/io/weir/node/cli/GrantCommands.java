@@ -38,18 +38,18 @@ final class GrantCommands extends Group {
           + "collection (a scope for ContinuousQuery), or FieldRead:FIELD / FieldUse:FIELD (FieldUse:* every field "
           + "that is not sensitive).")
   int grant(
-      @Parameters(index = "0", paramLabel = "PRINCIPAL") String principal,
-      @Parameters(index = "1", paramLabel = "COLLECTION") String collection,
-      @Parameters(index = "2", paramLabel = "GRANT") String grant) {
+      @Parameters(index = "0", paramLabel = "PRINCIPAL", description = "The principal's id.") String principal,
+      @Parameters(index = "1", paramLabel = "COLLECTION", description = "The collection (or scope).") String collection,
+      @Parameters(index = "2", paramLabel = "GRANT", description = "The grant, e.g. DocumentsRead or FieldRead:ssn.") String grant) {
     return change(principal, collection, grant, true);
   }
 
   @Command(name = "revoke", aliases = "remove", mixinStandardHelpOptions = true,
       description = "Take a grant away from a principal (same arguments as grant).")
   int revoke(
-      @Parameters(index = "0", paramLabel = "PRINCIPAL") String principal,
-      @Parameters(index = "1", paramLabel = "COLLECTION") String collection,
-      @Parameters(index = "2", paramLabel = "GRANT") String grant) {
+      @Parameters(index = "0", paramLabel = "PRINCIPAL", description = "The principal's id.") String principal,
+      @Parameters(index = "1", paramLabel = "COLLECTION", description = "The collection (or scope).") String collection,
+      @Parameters(index = "2", paramLabel = "GRANT", description = "The grant, e.g. DocumentsRead or FieldRead:ssn.") String grant) {
     return change(principal, collection, grant, false);
   }
 

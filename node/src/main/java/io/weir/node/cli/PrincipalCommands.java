@@ -60,7 +60,7 @@ final class PrincipalCommands extends Group {
   @Command(name = "revoke", aliases = "delete", mixinStandardHelpOptions = true,
       description = "Revoke a principal: its tokens stop working at once on this node, on the others within the "
           + "principals refresh. Its record stays (ids are never reused).")
-  int revoke(@Parameters(paramLabel = "ID") String id) {
+  int revoke(@Parameters(paramLabel = "ID", description = "The principal's id.") String id) {
     AdminClient.Reply reply = ctl.client().post("/admin/principals/" + AdminClient.segment(id) + "/revoke", null);
     if (ctl.json()) {
       ctl.printJson(reply);
@@ -74,7 +74,7 @@ final class PrincipalCommands extends Group {
   @Command(name = "rotate", mixinStandardHelpOptions = true,
       description = "Give a principal a new token (printed this once); the previous one keeps working for the grace period.")
   int rotate(
-      @Parameters(paramLabel = "ID") String id,
+      @Parameters(paramLabel = "ID", description = "The principal's id.") String id,
       @Option(names = "--grace-seconds", paramLabel = "SECONDS",
           description = "How long the previous token stays valid (default: weir.principals.rotation-grace).") Long grace) {
     Object body = grace == null ? null : java.util.Map.of("graceSeconds", grace);

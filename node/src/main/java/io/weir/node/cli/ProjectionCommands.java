@@ -25,12 +25,12 @@ final class ProjectionCommands extends Group {
   @Command(name = "configure", mixinStandardHelpOptions = true,
       description = "Create a consumer generation on a partition, or confirm it exists with the same definition.")
   int configure(
-      @Option(names = "--partition", required = true, paramLabel = "N") int partition,
-      @Option(names = "--consumer", required = true, paramLabel = "NAME") String consumer,
-      @Option(names = "--generation", required = true, paramLabel = "G") long generation,
+      @Option(names = "--partition", required = true, paramLabel = "N", description = "The partition (0 to P-1).") int partition,
+      @Option(names = "--consumer", required = true, paramLabel = "NAME", description = "The consumer's name.") String consumer,
+      @Option(names = "--generation", required = true, paramLabel = "G", description = "The consumer generation (from 1).") long generation,
       @Option(names = "--collection", paramLabel = "COLLECTION", description = "Only entries of this collection (repeatable; default: all).") List<String> collections,
-      @Option(names = "--kind", paramLabel = "KIND", description = "Only entries of this kind (repeatable; default: all).") List<String> kinds,
-      @Option(names = "--start-after", paramLabel = "SEQUENCE", description = "Start after this outbox position (default: the node's choice, see docs/projections.md).") Long startAfter) {
+      @Option(names = "--kind", paramLabel = "KIND", description = "Only entries of this kind: upsert, delete, snapshot (repeatable; default: all).") List<String> kinds,
+      @Option(names = "--start-after", paramLabel = "SEQUENCE", description = "The last position counted as processed (default: the retained beginning).") Long startAfter) {
     ObjectNode body = identity(partition, consumer, generation);
     if (collections != null) {
       collections.forEach(body.putArray("collections")::add);
@@ -58,9 +58,9 @@ final class ProjectionCommands extends Group {
       description = {"Read the consumer's next batch after its checkpoint. The table leaves out the entries' images "
           + "(use --json); the batch token printed last is what 'commit' takes."})
   int read(
-      @Option(names = "--partition", required = true, paramLabel = "N") int partition,
-      @Option(names = "--consumer", required = true, paramLabel = "NAME") String consumer,
-      @Option(names = "--generation", required = true, paramLabel = "G") long generation,
+      @Option(names = "--partition", required = true, paramLabel = "N", description = "The partition (0 to P-1).") int partition,
+      @Option(names = "--consumer", required = true, paramLabel = "NAME", description = "The consumer's name.") String consumer,
+      @Option(names = "--generation", required = true, paramLabel = "G", description = "The consumer generation (from 1).") long generation,
       @Option(names = "--max-entries", paramLabel = "N", description = "At most this many entries (default: the node's).") Integer maxEntries,
       @Option(names = "--max-bytes", paramLabel = "BYTES", description = "At most this many payload bytes (default: the node's).") Long maxBytes) {
     ObjectNode body = identity(partition, consumer, generation);
@@ -121,9 +121,9 @@ final class ProjectionCommands extends Group {
   @Command(name = "release", mixinStandardHelpOptions = true,
       description = "Release a consumer generation: it stops pinning the outbox and its tokens are refused.")
   int release(
-      @Option(names = "--partition", required = true, paramLabel = "N") int partition,
-      @Option(names = "--consumer", required = true, paramLabel = "NAME") String consumer,
-      @Option(names = "--generation", required = true, paramLabel = "G") long generation) {
+      @Option(names = "--partition", required = true, paramLabel = "N", description = "The partition (0 to P-1).") int partition,
+      @Option(names = "--consumer", required = true, paramLabel = "NAME", description = "The consumer's name.") String consumer,
+      @Option(names = "--generation", required = true, paramLabel = "G", description = "The consumer generation (from 1).") long generation) {
     AdminClient.Reply reply = ctl.client().post("/admin/projections/release", identity(partition, consumer, generation));
     if (ctl.json()) {
       ctl.printJson(reply);

@@ -28,7 +28,7 @@ import org.yaml.snakeyaml.constructor.SafeConstructor;
  * Static checks of the deployment artifacts (no cluster, no Docker, no kubectl): every YAML document
  * under deploy/k8s parses and is a named Kubernetes object, the StatefulSet's probes, ports and
  * environment agree with what the node reads, the RBAC grants bootstrap needs, the Dockerfile and the
- * systemd unit start the node, and every script under deploy/bin passes {@code bash -n}.
+ * systemd unit start the node, and every script under deploy/bin (and the weir wrapper) passes {@code bash -n}.
  */
 class DeployArtifactsTest {
   private static Path repo;
@@ -309,9 +309,10 @@ class DeployArtifactsTest {
   void everyScriptPassesBashSyntaxCheck() throws Exception {
     List<Path> scripts;
     try (Stream<Path> s = Files.list(repo.resolve("deploy/bin"))) {
-      scripts = s.filter(p -> p.toString().endsWith(".sh")).sorted().toList();
+      scripts = s.filter(p -> p.toString().endsWith(".sh") || p.getFileName().toString().equals("weir")).sorted().toList();
     }
-    assertThat(scripts).extracting(p -> p.getFileName().toString()).contains("cluster.sh", "run.sh", "pg.sh");
+    assertThat(scripts).extracting(p -> p.getFileName().toString()).contains("cluster.sh", "run.sh", "pg.sh", "weir");
+    assertThat(Files.isExecutable(repo.resolve("deploy/bin/weir"))).as("deploy/bin/weir is executable").isTrue();
     for (Path script : scripts) {
       Process p = new ProcessBuilder("bash", "-n", script.toString()).redirectErrorStream(true).start();
       String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);

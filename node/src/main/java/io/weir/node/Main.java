@@ -3,21 +3,27 @@ package io.weir.node;
 import com.typesafe.config.Config;
 import io.weir.persistence.SafeErrors;
 import io.weir.persistence.SettingsException;
+import io.weir.node.cli.CtlCommand;
 import java.nio.file.Path;
+import java.util.Map;
 import org.apache.pekko.actor.CoordinatedShutdown;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
-/** The {@code weir} command line. */
+/**
+ * The {@code weir} command line: {@code weir node} runs a node, {@code weir ctl ...} operates one
+ * through its admin HTTP API ({@link CtlCommand}, docs/cli.md). There is no default command: a bare
+ * {@code weir} prints the usage and exits with status 2 (ADR 0017).
+ */
 @Command(
     name = "weir",
     mixinStandardHelpOptions = true,
     versionProvider = Main.Version.class,
     description = "Weir: a clustered change-stream processor for PostgreSQL.",
-    subcommands = {Main.NodeCommand.class})
-public final class Main implements Runnable {
+    subcommands = {Main.NodeCommand.class, CtlCommand.class})
+public final class Main implements Callable<Integer> {
   /** Exit status for a configuration error. */
   public static final int EXIT_CONFIG = 2;
   /** Exit status when the node cannot start (e.g. its HTTP port is taken). */
@@ -27,14 +33,44 @@ public final class Main implements Runnable {
 
   @CommandLine.Spec CommandLine.Model.CommandSpec spec;
 
+  private final Map<String, String> environment;
+
+  /** @param environment where {@code weir ctl} reads WEIR_URL, WEIR_ADMIN_TOKEN, ... (tests pass their own) */
+  public Main(Map<String, String> environment) {
+    this.environment = Map.copyOf(environment);
+  }
+
+  /** The environment the command line was started with. */
+  public Map<String, String> environment() {
+    return environment;
+  }
+
   public static void main(String[] args) {
-    int code = new CommandLine(new Main()).execute(args);
+    int code = commandLine(System.getenv()).execute(args);
     System.exit(code);
   }
 
+  /**
+   * The whole command line, ready to {@code execute}: usage errors exit with status 2, {@code weir
+   * ctl} failures with the status {@link CtlCommand} documents.
+   */
+  public static CommandLine commandLine(Map<String, String> environment) {
+    CommandLine cli = new CommandLine(new Main(environment));
+    cli.setExecutionExceptionHandler(CtlCommand::handleFailure);
+    unsorted(cli);
+    return cli;
+  }
+
+  /** Help lists a command's own options first, then the shared ones, as declared. */
+  private static void unsorted(CommandLine cli) {
+    cli.getCommandSpec().usageMessage().sortOptions(false);
+    cli.getSubcommands().values().forEach(Main::unsorted);
+  }
+
   @Override
-  public void run() {
-    spec.commandLine().usage(System.err);
+  public Integer call() {
+    spec.commandLine().usage(spec.commandLine().getErr());
+    return CommandLine.ExitCode.USAGE;
   }
 
   /** {@code weir node}: runs a node until it is stopped (SIGTERM) or removed from the cluster. */

@@ -13,8 +13,12 @@ import java.util.List;
  * <p>Add the template here when adding a route; until then its requests count under their root.
  */
 public final class RouteTemplates {
-  /** Every route the node serves. */
+  /**
+   * Every route the node serves; the OpenAPI document ({@code io/weir/node/http/openapi.json}) has
+   * exactly these paths (OpenApiDocumentTest).
+   */
   public static final List<String> NODE = List.of(
+      "/openapi.json",
       "/health/alive",
       "/health/ready",
       "/metrics",

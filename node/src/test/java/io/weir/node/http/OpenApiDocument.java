@@ -71,18 +71,28 @@ final class OpenApiDocument {
     return out;
   }
 
-  /** Whether the operation needs no token (its security list is empty or holds an empty requirement). */
-  boolean open(String path, String method) {
-    JsonNode security = operation(path, method).has("security") ? operation(path, method).get("security") : root.path("security");
+  /** Whether an operation needs a token. */
+  enum Auth {
+    /** No security requirement: never a token. */
+    NONE,
+    /** An empty requirement among others: a token or none, as the node's settings say. */
+    OPTIONAL,
+    REQUIRED
+  }
+
+  /** The operation's security: its own list, else the document's. */
+  Auth auth(String path, String method) {
+    JsonNode op = operation(path, method);
+    JsonNode security = op.has("security") ? op.get("security") : root.path("security");
     if (security.isEmpty()) {
-      return true;
+      return Auth.NONE;
     }
     for (JsonNode requirement : security) {
       if (requirement.isEmpty()) {
-        return true;
+        return Auth.OPTIONAL;
       }
     }
-    return false;
+    return Auth.REQUIRED;
   }
 
   /**

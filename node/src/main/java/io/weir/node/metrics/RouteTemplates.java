@@ -10,7 +10,8 @@ import java.util.List;
  * no template matches is labelled by its known root ({@code /admin/**}, {@code /v1/**}, {@code
  * /health/**}) or {@code unmatched}, so the label has a fixed, small set of values.
  *
- * <p>Add the template here when adding a route; until then its requests count under their root.
+ * <p>Add the template here when adding a route (until then its requests count under their root),
+ * and the route to the OpenAPI document: OpenApiDocumentTest requires both to name the same paths.
  */
 public final class RouteTemplates {
   /**

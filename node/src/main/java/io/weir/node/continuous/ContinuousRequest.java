@@ -17,7 +17,8 @@ import java.util.Set;
  */
 public record ContinuousRequest(String scope, String sql, ObjectNode parameters, List<String> keyColumns,
     List<Definition.OrderColumn> orderBy, int limit, String maintenance) {
-  private static final Set<String> FIELDS = Set.of("scope", "sql", "keyColumns", "orderBy", "limit", "parameters",
+  /** The fields a registration request may have. */
+  public static final Set<String> FIELDS = Set.of("scope", "sql", "keyColumns", "orderBy", "limit", "parameters",
       "maintenance");
   private static final String COLUMN = "[A-Za-z_][A-Za-z0-9_$]{0,62}";
 

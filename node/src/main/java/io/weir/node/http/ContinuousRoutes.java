@@ -1,6 +1,5 @@
 package io.weir.node.http;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.auth.Principal;
@@ -9,7 +8,6 @@ import io.weir.node.continuous.ContinuousQueryException;
 import io.weir.node.continuous.Session;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
-import java.io.IOException;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
@@ -63,14 +61,8 @@ final class ContinuousRoutes extends JsonRoutes {
   }
 
   private Route register(Principal principal) {
-    return body(MAX_REQUEST_BYTES, () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + MAX_REQUEST_BYTES + " bytes"),
-        bytes -> {
-          JsonNode root;
-          try {
-            root = ProjectionRoutes.REQUESTS.readTree(bytes);
-          } catch (IOException e) {
-            return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
-          }
+    return object(MAX_REQUEST_BYTES, io.weir.node.continuous.ContinuousRequest.FIELDS,
+        root -> {
           io.weir.node.continuous.ContinuousRequest request;
           try {
             request = io.weir.node.continuous.ContinuousRequest.parse(root, queries.settings().maxLimit());

@@ -55,35 +55,12 @@ final class FeedRoutes extends JsonRoutes {
 
   Route routes(Principal principal) {
     return concat(
-        path(PathMatchers.segment("changes").slash("read"), () -> post(() -> request(CHANGES_FIELDS, b -> changes(principal, b)))),
-        path("query", () -> post(() -> request(QUERY_FIELDS, b -> query(principal, b, false)))),
+        path(PathMatchers.segment("changes").slash("read"), () -> post(() -> object(MAX_REQUEST_BYTES, CHANGES_FIELDS, b -> changes(principal, b)))),
+        path("query", () -> post(() -> object(MAX_REQUEST_BYTES, QUERY_FIELDS, b -> query(principal, b, false)))),
         path(PathMatchers.segment("query").slash("live").slash("start"),
-            () -> post(() -> request(QUERY_FIELDS, b -> query(principal, b, true)))),
+            () -> post(() -> object(MAX_REQUEST_BYTES, QUERY_FIELDS, b -> query(principal, b, true)))),
         path(PathMatchers.segment("query").slash("live").slash("read"),
-            () -> post(() -> request(LIVE_READ_FIELDS, b -> liveRead(principal, b)))));
-  }
-
-  private Route request(Set<String> allowed, Function<JsonNode, Route> inner) {
-    return body(MAX_REQUEST_BYTES, () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + MAX_REQUEST_BYTES + " bytes"),
-        bytes -> {
-          JsonNode root;
-          try {
-            root = ProjectionRoutes.REQUESTS.readTree(bytes);
-          } catch (IOException e) {
-            return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
-          }
-          if (root == null || !root.isObject()) {
-            return error(ErrorCode.BAD_REQUEST, "the body must be a JSON object");
-          }
-          for (var it = root.fieldNames(); it.hasNext(); ) {
-            String name = it.next();
-            if (!allowed.contains(name)) {
-              return error(ErrorCode.BAD_REQUEST, name.matches("[A-Za-z0-9_]{1,64}")
-                  ? "unknown field " + name + "; the fields are " + new java.util.TreeSet<>(allowed) : "the body has an unknown field");
-            }
-          }
-          return inner.apply(root);
-        });
+            () -> post(() -> object(MAX_REQUEST_BYTES, LIVE_READ_FIELDS, b -> liveRead(principal, b)))));
   }
 
   /** A positive whole number within {@code max}, or the default when absent; null when malformed. */

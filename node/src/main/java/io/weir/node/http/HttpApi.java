@@ -55,6 +55,8 @@ import org.slf4j.LoggerFactory;
  * The node's HTTP API.
  *
  * <ul>
+ *   <li>{@code GET /openapi.json}: the OpenAPI 3 description of every route here ({@link OpenApi}),
+ *       without a token.
  *   <li>{@code GET /health/alive}: 200 while the process serves HTTP.
  *   <li>{@code GET /health/ready}: 200 when the node is an Up cluster member and its journal
  *       answers, else 503; the body lists each check ({@link Readiness}).
@@ -220,6 +222,8 @@ public final class HttpApi extends JsonRoutes {
                 rejectionHandler(),
                 () ->
                     concat(
+                        path("openapi.json", () -> get(() -> complete(HttpResponse.create()
+                            .withEntity(ContentTypes.APPLICATION_JSON, OpenApi.document())))),
                         path("metrics", () -> get(this::metricsEndpoint)),
                         pathPrefix("console", console::routes),
                         pathPrefix("health", this::healthRoutes),

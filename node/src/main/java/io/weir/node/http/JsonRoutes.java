@@ -89,6 +89,36 @@ abstract class JsonRoutes extends AllDirectives {
     });
   }
 
+  /**
+   * The request body as one JSON object read strictly ({@link ProjectionRoutes#REQUESTS}: no
+   * duplicate fields, nothing after it), at most {@code limit} bytes, with only the fields in {@code
+   * allowed}. 400 {@code bad-request} for a longer body, a body that is not an object or has another
+   * field (named when it is a plain name, never quoted otherwise), 400 {@code malformed-json} for
+   * one that is not JSON.
+   */
+  Route object(long limit, java.util.Set<String> allowed, Function<com.fasterxml.jackson.databind.JsonNode, Route> inner) {
+    return body(limit, () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + limit + " bytes"),
+        bytes -> {
+          com.fasterxml.jackson.databind.JsonNode root;
+          try {
+            root = ProjectionRoutes.REQUESTS.readTree(bytes);
+          } catch (java.io.IOException e) {
+            return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+          }
+          if (root == null || !root.isObject()) {
+            return error(ErrorCode.BAD_REQUEST, "the body must be a JSON object");
+          }
+          for (var it = root.fieldNames(); it.hasNext(); ) {
+            String name = it.next();
+            if (!allowed.contains(name)) {
+              return error(ErrorCode.BAD_REQUEST, name.matches("[A-Za-z0-9_]{1,64}")
+                  ? "unknown field " + name + "; the fields are " + new java.util.TreeSet<>(allowed) : "the body has an unknown field");
+            }
+          }
+          return inner.apply(root);
+        });
+  }
+
   /** A refusal for want of a grant, before the second look {@link #grantChecked} takes. */
   record MissingGrant(String message) {}
 

@@ -10,11 +10,16 @@ import java.util.List;
  * no template matches is labelled by its known root ({@code /admin/**}, {@code /v1/**}, {@code
  * /health/**}) or {@code unmatched}, so the label has a fixed, small set of values.
  *
- * <p>Add the template here when adding a route; until then its requests count under their root.
+ * <p>Add the template here when adding a route (until then its requests count under their root),
+ * and the route to the OpenAPI document: OpenApiDocumentTest requires both to name the same paths.
  */
 public final class RouteTemplates {
-  /** Every route the node serves. */
+  /**
+   * Every route the node serves; the OpenAPI document ({@code io/weir/node/http/openapi.json}) has
+   * exactly these paths (OpenApiDocumentTest).
+   */
   public static final List<String> NODE = List.of(
+      "/openapi.json",
       "/health/alive",
       "/health/ready",
       "/metrics",

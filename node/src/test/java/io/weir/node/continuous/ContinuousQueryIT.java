@@ -127,6 +127,19 @@ class ContinuousQueryIT {
   // ---- tests ----
 
   @Test
+  void registrationBodiesAreReadStrictly() throws Exception {
+    assertError(call("POST", "/v1/continuous", ADMIN, "{"), 400, "malformed-json");
+    assertError(call("POST", "/v1/continuous", ADMIN, "{\"scope\":\"tenant_a\",\"scope\":\"tenant_b\"}"), 400,
+        "malformed-json");
+    assertError(call("POST", "/v1/continuous", ADMIN, "[]"), 400, "bad-request");
+    HttpResponse<String> unknown = call("POST", "/v1/continuous", ADMIN, "{\"scope\":\"tenant_a\",\"what\":1}");
+    assertError(unknown, 400, "bad-request");
+    assertThat(json.readTree(unknown.body()).get("message").asText()).as("the unknown field is named")
+        .startsWith("unknown field what");
+    assertError(call("POST", "/v1/continuous", ADMIN, "{\"sql\":\"" + "x".repeat(70_000) + "\"}"), 400, "bad-request");
+  }
+
+  @Test
   void registrationErrorsAreTyped() throws Exception {
     assertError(register("tenant_a", TOP3 + " LIMIT 3", "[\"id\"]", "score", 3, "{}"), 400, "query-not-allowed");
     assertError(register("tenant_a", "SELECT id, row_number() OVER () FROM items", "[\"id\"]", "id", 3, "{}"), 400,

@@ -33,11 +33,12 @@ import org.slf4j.LoggerFactory;
  * The continuous-query engine of one node: the sessions it maintains from the continuous pipeline,
  * registration, status and SSE subscriptions.
  *
- * <p>Maintenance is tier 3 only in this increment: for every committed transaction that touches a
- * table a session's query reads (or any transaction when its table set is unknown), the session
- * runs its full query on its scope's login and sends the difference; a transaction touching none
- * of its tables only counts. A read counts only when its snapshot includes every transaction
- * delivered so far ({@link ScopeReader#invisible}); otherwise it is taken again.
+ * <p>Maintenance: a transaction touching none of a session's tables only counts. Otherwise the
+ * session is brought up to date by the scoped delta (tier 2, {@link ScopedDelta}: the base read for
+ * the affected keys, merged under rank rules) when its impact plan has a rule and every safety rule
+ * holds, and by a full read of its query (tier 3) otherwise. A read counts only when its snapshot
+ * includes every transaction delivered so far ({@link ScopeReader#invisible}); otherwise it is
+ * taken again.
  *
  * <p>Threads: every session is used from one engine thread, so transactions, registrations,
  * subscriptions and status reads are ordered; registration's checks run on a separate pool. The

@@ -198,6 +198,9 @@ public final class WeirNode {
       TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),
           system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
           settings.tokens().keyRefresh().plusSeconds(5));
+      if (continuous != null) {
+        continuous.tokenSigner(tokenKeys::signer);
+      }
       scheduleReload(system, storage, settings.tokens().keyRefresh(), () -> tokenKeys.signer().isPresent(),
           tokenKeys::reload, "token keys");
       // One reader for every outbox read of this node: they share its cache of decoded events.

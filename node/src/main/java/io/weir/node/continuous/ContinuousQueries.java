@@ -55,6 +55,9 @@ public final class ContinuousQueries implements AutoCloseable {
   private final PostgresSettings weir;
   private final DataSource weirDataSource;
   private final RegistrationStore store;
+  private final ReplayStore replay;
+  /** The cluster's token signer, once loaded (replay tokens). */
+  private volatile java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>> signer = Optional::empty;
   private final List<String> publications;
   private final ExecutorService engine;
   private final ExecutorService checks;
@@ -80,6 +83,7 @@ public final class ContinuousQueries implements AutoCloseable {
     this.weir = weir;
     this.weirDataSource = weirDataSource;
     this.store = new RegistrationStore(weirDataSource, weir.schema());
+    this.replay = new ReplayStore(weirDataSource, weir.schema());
     this.publications = List.copyOf(publications);
     this.engine = Executors.newSingleThreadExecutor(r -> daemon(r, "weir-continuous"));
     this.checks = Executors.newFixedThreadPool(2, r -> daemon(r, "weir-continuous-register"));
@@ -119,6 +123,18 @@ public final class ContinuousQueries implements AutoCloseable {
    */
   public void accessCheck(java.util.function.BiPredicate<String, String> check) {
     this.access = check;
+  }
+
+  /** Sets where replay tokens are signed and verified: the cluster's token keys. */
+  public void tokenSigner(java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>> signer) {
+    this.signer = signer;
+  }
+
+  /** The SSE id of sequence {@code sequence} of subscription {@code id}: a signed, expiring replay token. */
+  private String replayId(String id, long sequence) {
+    Optional<io.weir.protocol.token.TokenSigner> s = signer.get();
+    return s.isEmpty() ? "" : new io.weir.protocol.token.ReplayToken(id, sequence)
+        .sign(s.get(), System.currentTimeMillis() + settings.replayTokenTtl().toMillis());
   }
 
   /** The result of a registration. */
@@ -184,14 +200,52 @@ public final class ContinuousQueries implements AutoCloseable {
     }, engine);
   }
 
-  /** Subscribes an SSE client; false when this node does not maintain the session. */
-  public CompletionStage<Boolean> subscribe(String id, Session.Subscriber subscriber, String lastEventId) {
+  /**
+   * Subscribes an SSE client; false when this node does not maintain the session. {@code token}
+   * (the Last-Event-ID, or null) resumes after the event it names, from memory or from the durable
+   * replay log; an expired token or a position no longer retained gets {@code ResultReset} and a
+   * fresh result; a token that is not genuine, or names another subscription, is refused.
+   */
+  public CompletionStage<Boolean> subscribe(String id, Session.Subscriber subscriber, String token) {
     return CompletableFuture.supplyAsync(() -> {
       Session s = sessions.get(id);
-      if (s == null || !active) {
+      if (s == null || s.stale || !active) {
         return false;
       }
-      s.subscribe(subscriber, lastEventId);
+      Long position = null;
+      String reset = null;
+      if (token != null && !token.isEmpty()) {
+        io.weir.protocol.token.TokenSigner keys = signer.get().orElseThrow(() -> new ContinuousQueryException(
+            ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet; retry"));
+        try {
+          io.weir.protocol.token.ReplayToken t = io.weir.protocol.token.ReplayToken.verify(keys, token, System.currentTimeMillis());
+          if (!t.subscription().equals(id)) {
+            throw new ContinuousQueryException(ErrorCode.TOKEN_MISMATCH, "the replay token belongs to another subscription");
+          }
+          position = t.sequence();
+        } catch (io.weir.protocol.token.TokenSigner.InvalidToken e) {
+          if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.EXPIRED) {
+            reset = "token-expired";
+          } else if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
+            throw new ContinuousQueryException(ErrorCode.TOKEN_INVALIDATED,
+                "the replay token was issued before a restore from a backup; subscribe again without it");
+          } else {
+            throw new ContinuousQueryException(ErrorCode.INVALID_TOKEN, "the Last-Event-ID is not a replay token of this cluster");
+          }
+        }
+      }
+      List<Session.Event> durable = null;
+      if (position != null && position <= s.sequence() && !s.retainedAfter(position)) {
+        try {
+          durable = new ArrayList<>();
+          for (ReplayStore.Stored e : replay.after(id, position, settings.replayRetained() + 1)) {
+            durable.add(new Session.Event(replayId(id, e.sequence()), e.sequence(), e.type(), e.data()));
+          }
+        } catch (SQLException e) {
+          throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the replay log could not be read; retry");
+        }
+      }
+      s.subscribe(subscriber, position, durable, reset);
       return true;
     }, engine);
   }
@@ -258,6 +312,9 @@ public final class ContinuousQueries implements AutoCloseable {
       Map<Session, ScopedDelta.Keys> keys = new HashMap<>();
       List<Session> live = new ArrayList<>();
       for (Session s : sessions.values()) {
+        if (s.stale) {
+          continue; // started again by the next refresh, with a read that includes this transaction
+        }
         if (s.handledThrough != null && commit.compareTo(s.handledThrough) <= 0) {
           s.duplicateTransactions++; // redelivered after a stream restart: the restart's read covered it
           continue;
@@ -285,6 +342,9 @@ public final class ContinuousQueries implements AutoCloseable {
       pending.add(t.xid());
       lastLsn = commit.toString();
       for (Session s : live) {
+        if (s.stale) {
+          continue;
+        }
         s.lastLsn = lastLsn;
         s.handledThrough = commit;
         if (!s.relevant(touched)) {
@@ -376,9 +436,10 @@ public final class ContinuousQueries implements AutoCloseable {
       read(s, "fallback-" + outcome.fallback());
       return;
     }
-    s.incrementalTransactions++;
-    s.deltasSinceFullRead++;
-    s.accept(outcome.result(), s.lastLsn);
+    if (commit(s, s.propose(outcome.result(), s.lastLsn))) {
+      s.incrementalTransactions++;
+      s.deltasSinceFullRead++;
+    }
   }
 
   private static void bindKeys(PreparedStatement ps, int first, List<List<String>> tuples) throws SQLException {
@@ -405,6 +466,7 @@ public final class ContinuousQueries implements AutoCloseable {
       closeRevokedStreams(); // whatever else fails, a principal who lost access is not served
       return;
     }
+    sessions.values().removeIf(s -> s.stale);
     watchCatalog(stored);
     Set<String> ids = new HashSet<>();
     for (RegistrationStore.Stored r : stored) {
@@ -416,13 +478,18 @@ public final class ContinuousQueries implements AutoCloseable {
         // One registration that cannot be started (e.g. stored by another version) must not stop
         // the others, nor the revocation checks below.
         try {
+          String id = r.id();
           Session s = new Session(r, Long.toHexString(System.currentTimeMillis()) + Long.toHexString(System.nanoTime() & 0xffff),
-              settings.replayRetained());
+              settings.replayRetained(), seq -> replayId(id, seq));
+          s.continueAfter(replay.lastSequence(id));
+          s.prunedThrough = Math.max(0, s.sequence() - settings.replayRetained());
           s.lastLsn = lastLsn;
           sessions.put(r.id(), s);
           read(s, "initial");
         } catch (RuntimeException e) {
           log.warn("continuous query {} could not be started; skipped: {}", r.id(), SafeErrors.describe(e));
+        } catch (SQLException e) {
+          log.warn("continuous query {}: the replay log could not be read; retrying: {}", r.id(), SafeErrors.describe(e));
         }
       }
     }
@@ -527,11 +594,46 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     s.fullReads++;
     s.rowsRead += rows.size();
+    if (!commit(s, s.propose(rows, s.lastLsn))) {
+      return;
+    }
     s.countRepair(reason);
     s.repairPending = null;
     s.deltasSinceFullRead = 0;
     s.lastFullReadNanos = System.nanoTime();
-    s.accept(rows, s.lastLsn);
+  }
+
+  /**
+   * Appends a proposal's events to the durable replay log, then commits it to the session (which
+   * sends them). If the append fails or meets another writer's events, the session is marked stale:
+   * its streams end and the next refresh starts it again after the log's last sequence, with a fresh
+   * InitialResult (clients resume from the log with their replay tokens).
+   */
+  private boolean commit(Session s, Session.Proposal p) {
+    List<ReplayStore.Stored> events = new ArrayList<>(p.events().size());
+    for (Session.Event e : p.events()) {
+      events.add(new ReplayStore.Stored(e.sequence(), e.type(), e.data()));
+    }
+    try {
+      replay.append(s.registration.id(), events);
+    } catch (SQLException | ReplayStore.Conflict e) {
+      log.warn("continuous query {}: appending to the replay log failed ({}); the session starts again",
+          s.registration.id(), e instanceof SQLException q ? SafeErrors.describe(q) : e.getMessage());
+      s.stale = true;
+      s.closeAll();
+      return false;
+    }
+    s.commit(p);
+    if (s.sequence() - s.prunedThrough >= Math.max(1, settings.replayRetained() / 10) + settings.replayRetained()) {
+      try {
+        replay.prune(s.registration.id(), s.sequence(), settings.replayRetained());
+        s.prunedThrough = s.sequence() - settings.replayRetained();
+      } catch (SQLException e) {
+        log.warn("continuous query {}: pruning the replay log failed; retrying later: {}", s.registration.id(),
+            SafeErrors.describe(e));
+      }
+    }
+    return true;
   }
 
   /**

@@ -29,11 +29,12 @@ import java.util.TreeMap;
  *     scoped delta gives way to a full read
  * @param repairEveryTransactions a full read after this many scoped deltas (K)
  * @param repairInterval a full read when the last one is this old and scoped deltas ran since (T)
+ * @param replayTokenTtl how long a replay token (an SSE event id) resumes a stream
  */
 public record ContinuousSettings(
     Duration statementTimeout, int maxLimit, int replayRetained, int subscriberBuffer, int visibilityRetries,
     Duration visibilityRetryDelay, Duration refresh, int affectedKeyLimit, int repairEveryTransactions,
-    Duration repairInterval, Map<String, Scope> scopes) {
+    Duration repairInterval, Duration replayTokenTtl, Map<String, Scope> scopes) {
 
   public ContinuousSettings {
     scopes = Map.copyOf(scopes);
@@ -89,6 +90,7 @@ public record ContinuousSettings(
         v.positiveInt(p + ".affected-key-limit"),
         v.positiveInt(p + ".repair-every-transactions"),
         v.positiveDuration(p + ".repair-interval"),
+        v.positiveDuration(p + ".replay-token-ttl"),
         scopes);
   }
 

@@ -16,11 +16,14 @@ import java.util.TreeMap;
  * One continuous query's materialised result on this node, its in-memory replay log and its SSE
  * subscribers. Used only from the engine's thread ({@link ContinuousQueries}): not thread-safe.
  *
- * <p>Lifecycle: created without a result; the first successful authoritative read appends {@code
- * InitialResult} (sequence 1). Each later read appends the difference ({@link ResultDiff}). A read
- * that fails leaves the result as it was and marks a repair pending (counted by reason); the next
- * transaction or refresh tick reads again. The epoch is new for every session object, so an event
- * id from before a restart ({@code <epoch>-<sequence>}) is recognised as not resumable.
+ * <p>Lifecycle: created without a result, numbering after the replay log's last stored sequence
+ * ({@link #continueAfter}); the first successful authoritative read proposes an {@code
+ * InitialResult}, each later one the difference ({@link ResultDiff}). A proposal becomes the
+ * session's state ({@link #commit}) only after its events are appended to the durable replay log,
+ * so sequences are contiguous across restarts and nodes. A read that fails leaves the result as it
+ * was and marks a repair pending (counted by reason); the next transaction or refresh tick reads
+ * again. Event ids are signed replay tokens ({@code ReplayToken}); the epoch only names this
+ * session object (a node run) in events and status.
  */
 public final class Session {
   /** One event of the replay log, as sent: {@code data} is its JSON. */
@@ -47,6 +50,8 @@ public final class Session {
   final String fullOnly;
   final String epoch;
   private final int retained;
+  /** The SSE event id of a sequence: a signed replay token ("" while the cluster's keys are not loaded). */
+  private final java.util.function.LongFunction<String> ids;
   private List<ResultRow> current; // null until the first successful read
   private long sequence;
   private final Deque<Event> log = new ArrayDeque<>();
@@ -74,8 +79,12 @@ public final class Session {
   io.weir.protocol.Lsn handledThrough;
   String lastLsn;
   String repairPending; // reason, or null
+  /** The replay log refused or failed an append: the engine drops this session and starts it again. */
+  boolean stale;
+  long prunedThrough;
 
-  Session(RegistrationStore.Stored registration, String epoch, int retained) {
+  Session(RegistrationStore.Stored registration, String epoch, int retained, java.util.function.LongFunction<String> ids) {
+    this.ids = ids;
     this.registration = registration;
     this.parsed = ContinuousSql.parse(registration.definition().sql());
     Definition d = registration.definition();
@@ -112,90 +121,137 @@ public final class Session {
     return current;
   }
 
-  /** Folds in a new authoritative result and sends its events; {@code lsn} the last transaction it includes (may be null). */
-  void accept(List<ResultRow> result, String lsn) {
+  /**
+   * A change of the result not yet committed: its events, numbered after the committed sequence.
+   * It changes the session only through {@link #commit}, after the events are durable in the replay
+   * log; an abandoned proposal leaves the session as it was.
+   */
+  record Proposal(List<ResultRow> result, List<Event> events) {}
+
+  /** The events that turn the current result into {@code result}; {@code lsn} the last transaction it includes (may be null). */
+  Proposal propose(List<ResultRow> result, String lsn) {
+    List<ObjectNode> changes;
     if (current == null) {
-      current = List.copyOf(result);
       ObjectNode e = JsonNodeFactory.instance.objectNode().put("type", "InitialResult");
-      e.set("rows", rowsJson(current));
-      append(e, lsn);
-      return;
+      e.set("rows", rowsJson(result));
+      changes = List.of(e);
+    } else {
+      changes = ResultDiff.diff(current, result);
     }
-    List<ObjectNode> events = ResultDiff.diff(current, result);
-    current = List.copyOf(result);
-    for (ObjectNode e : events) {
-      append(e, lsn);
+    List<Event> events = new ArrayList<>(changes.size());
+    long next = sequence;
+    for (ObjectNode e : changes) {
+      next++;
+      e.put("sequence", next);
+      e.put("epoch", epoch);
+      if (lsn != null) {
+        e.put("lsn", lsn);
+      }
+      events.add(new Event(ids.apply(next), next, e.get("type").asText(), e.toString()));
+    }
+    return new Proposal(List.copyOf(result), events);
+  }
+
+  /** Makes a proposal the session's state (its events are durable) and sends its events. */
+  void commit(Proposal p) {
+    if (!p.events().isEmpty() && p.events().get(0).sequence() != sequence + 1) {
+      throw new IllegalStateException("a proposal must follow the committed sequence");
+    }
+    current = p.result();
+    for (Event event : p.events()) {
+      sequence = event.sequence();
+      log.addLast(event);
+      while (log.size() > retained) {
+        log.removeFirst();
+      }
+      subscribers.removeIf(s -> {
+        if (s.offer(event)) {
+          return false;
+        }
+        s.close();
+        return true;
+      });
     }
   }
 
-  private void append(ObjectNode e, String lsn) {
-    sequence++;
-    e.put("sequence", sequence);
-    e.put("epoch", epoch);
-    if (lsn != null) {
-      e.put("lsn", lsn);
+  /** The committed sequence: the last event appended to the replay log. */
+  long sequence() {
+    return sequence;
+  }
+
+  /** Continues numbering after {@code last}, the replay log's highest sequence (a restart or another node's session). */
+  void continueAfter(long last) {
+    if (current != null || sequence != 0) {
+      throw new IllegalStateException("only a new session continues a replay log");
     }
-    Event event = new Event(epoch + "-" + sequence, sequence, e.get("type").asText(), e.toString());
-    log.addLast(event);
-    while (log.size() > retained) {
-      log.removeFirst();
-    }
-    subscribers.removeIf(s -> {
-      if (s.offer(event)) {
-        return false;
-      }
-      s.close();
+    sequence = last;
+  }
+
+  /** Whether the in-memory log holds every event after {@code position} (or nothing is missing). */
+  boolean retainedAfter(long position) {
+    if (position >= sequence) {
       return true;
-    });
+    }
+    return !log.isEmpty() && log.peekFirst().sequence() <= position + 1;
   }
 
   /**
-   * Adds a subscriber: the events after {@code lastEventId} when it names this epoch and the log
-   * still holds them; otherwise ({@code ResultReset} first when a non-resumable id was given) a
-   * fresh {@code InitialResult} at the current sequence. Before the first read, the subscriber
-   * waits for the log's {@code InitialResult}.
+   * Adds a subscriber. {@code position} is where a verified replay token left it (null: a new
+   * stream); {@code durable} holds the stored events after it when the in-memory log does not
+   * (null: none were read). A new stream, or one that cannot be resumed ({@code reset} names why:
+   * token-expired, replay-pruned, unknown-position), gets a fresh {@code InitialResult} at the
+   * current sequence ({@code ResultReset} first when a position was given). Before the session's
+   * first read it waits for the log's {@code InitialResult}.
    */
-  void subscribe(Subscriber s, String lastEventId) {
-    if (current == null) {
+  void subscribe(Subscriber s, Long position, List<Event> durable, String reset) {
+    String reason = reset;
+    if (reason == null && position != null) {
+      if (position > sequence) {
+        reason = "unknown-position";
+      } else if (retainedAfter(position)) {
+        for (Event e : log) {
+          if (e.sequence() > position && !s.offer(e)) {
+            s.close();
+            return;
+          }
+        }
+        subscribers.add(s);
+        return;
+      } else if (durable != null && !durable.isEmpty() && durable.get(0).sequence() == position + 1
+          && (durable.get(durable.size() - 1).sequence() >= sequence || retainedAfter(durable.get(durable.size() - 1).sequence()))) {
+        long last = position;
+        for (Event e : durable) {
+          if (!s.offer(e)) {
+            s.close();
+            return;
+          }
+          last = e.sequence();
+        }
+        for (Event e : log) {
+          if (e.sequence() > last && !s.offer(e)) {
+            s.close();
+            return;
+          }
+        }
+        subscribers.add(s);
+        return;
+      } else {
+        reason = "replay-pruned";
+      }
+    }
+    if (current == null && reason == null) {
       subscribers.add(s);
       return;
     }
-    String reason = null;
-    if (lastEventId != null) {
-      int dash = lastEventId.lastIndexOf('-');
-      long seq = -1;
-      if (dash > 0) {
-        try {
-          seq = Long.parseLong(lastEventId.substring(dash + 1));
-        } catch (NumberFormatException e) {
-          seq = -1;
-        }
-      }
-      if (dash <= 0 || seq < 0 || !lastEventId.substring(0, dash).equals(epoch)) {
-        reason = "session-restarted";
-      } else if (seq > sequence) {
-        reason = "unknown-position";
-      } else {
-        long first = log.isEmpty() ? sequence + 1 : log.peekFirst().sequence();
-        if (seq + 1 < first) {
-          reason = "replay-pruned";
-        } else {
-          for (Event e : log) {
-            if (e.sequence() > seq && !s.offer(e)) {
-              s.close();
-              return;
-            }
-          }
-          subscribers.add(s);
-          return;
-        }
-      }
-    }
     if (reason != null) {
-      ObjectNode reset = JsonNodeFactory.instance.objectNode().put("type", "ResultReset").put("reason", reason)
+      ObjectNode reset2 = JsonNodeFactory.instance.objectNode().put("type", "ResultReset").put("reason", reason)
           .put("sequence", sequence).put("epoch", epoch);
-      if (!s.offer(new Event(epoch + "-" + sequence, sequence, "ResultReset", reset.toString()))) {
+      if (!s.offer(new Event(ids.apply(sequence), sequence, "ResultReset", reset2.toString()))) {
         s.close();
+        return;
+      }
+      if (current == null) {
+        subscribers.add(s); // the InitialResult of the first read follows
         return;
       }
     }
@@ -205,7 +261,7 @@ public final class Session {
     if (lastLsn != null) {
       init.put("lsn", lastLsn);
     }
-    if (!s.offer(new Event(epoch + "-" + sequence, sequence, "InitialResult", init.toString()))) {
+    if (!s.offer(new Event(ids.apply(sequence), sequence, "InitialResult", init.toString()))) {
       s.close();
       return;
     }

@@ -33,7 +33,7 @@ import org.slf4j.LoggerFactory;
  *       created: false} for one registered before with the same identity; typed 400s.
  *   <li>{@code GET /v1/continuous/{id}/events}: Server-Sent Events ({@code InitialResult}, {@code
  *       RowAdded}, {@code RowUpdated}, {@code RowRemoved}, {@code ResultReordered}, {@code
- *       ResultReset}), event id {@code <epoch>-<sequence>}; {@code Last-Event-ID} resumes.
+ *       ResultReset}), event id a signed replay token; {@code Last-Event-ID} (or {@code ?token=}) resumes.
  *   <li>{@code GET /v1/continuous/{id}/status}: the session's counters.
  *   <li>{@code DELETE /v1/continuous/{id}}: unregisters.
  * </ul>
@@ -118,7 +118,8 @@ final class ContinuousRoutes extends JsonRoutes {
   }
 
   private Route events(Principal principal, String id) {
-    return optionalHeaderValueByName("Last-Event-ID", lastEventId -> extractMaterializer(mat -> {
+    return optionalHeaderValueByName("Last-Event-ID", header -> parameterOptional("token", param -> extractMaterializer(mat -> {
+      Optional<String> lastEventId = header.isPresent() ? header : param;
       Pair<BoundedSourceQueue<ServerSentEvent>, Source<ServerSentEvent, NotUsed>> pair =
           Source.<ServerSentEvent>queue(queries.settings().subscriberBuffer()).preMaterialize(mat);
       BoundedSourceQueue<ServerSentEvent> queue = pair.first();
@@ -156,7 +157,7 @@ final class ContinuousRoutes extends JsonRoutes {
             });
         return completeOK(stream, EventStreamMarshalling.toEventStream());
       });
-    }));
+    })));
   }
 
   private Route notServed() {

@@ -15,6 +15,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.sql.Connection;
+import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -204,6 +205,7 @@ class ContinuousQueryIT {
 
   @Test
   void changesBecomeEventsWithTailDisplacement() throws Exception {
+    String resumeAfter;
     String id = created(register("tenant_a", TOP3 + " WHERE score < 1000", "[\"id\"]", "score", 3, "{}"));
     try (Sse sse = open(id, null)) {
       JsonNode initial = sse.next("InitialResult");
@@ -213,6 +215,7 @@ class ContinuousQueryIT {
       // A new leader enters; the tail (4) is displaced.
       sql("INSERT INTO items VALUES (7, '" + roleA + "', 55, 'a7')");
       JsonNode removed = sse.next("RowRemoved");
+      resumeAfter = removed.get("_id").asText();
       assertThat(removed.get("key").get(0).asInt()).isEqualTo(4);
       JsonNode added = sse.next("RowAdded");
       assertThat(added.get("key").get(0).asInt()).isEqualTo(7);
@@ -252,11 +255,25 @@ class ContinuousQueryIT {
       assertThat(status.get("maintenanceMicros").get("count").asLong()).isEqualTo(5);
       assertThat(status.get("lastLsn").isNull()).isFalse();
     }
-    try (Sse resumed = open(id, "0-1")) {
-      JsonNode reset = resumed.next("ResultReset");
-      assertThat(reset.get("reason").asText()).isEqualTo("session-restarted");
-      assertThat(ids(resumed.next("InitialResult"))).containsExactly(5, 6, 4);
+    // The event id is a signed replay token: resuming after the first removal replays what followed.
+    try (Sse resumed = open(id, resumeAfter)) {
+      JsonNode added = resumed.next("RowAdded");
+      assertThat(added.get("key").get(0).asInt()).isEqualTo(7);
+      assertThat(resumed.next("RowUpdated").get("key").get(0).asInt()).isEqualTo(6);
     }
+    // Anything else is refused (typed), and a token of another subscription is not accepted here.
+    HttpRequest forged = HttpRequest.newBuilder(URI.create(base + "/v1/continuous/" + id + "/events"))
+        .header("Authorization", "Bearer " + ADMIN).header("Last-Event-ID", "0-1").build();
+    HttpResponse<String> refused = http.send(forged, HttpResponse.BodyHandlers.ofString());
+    assertThat(refused.statusCode()).isEqualTo(400);
+    assertThat(json.readTree(refused.body()).get("error").asText()).isEqualTo("invalid-token");
+    String other = created(register("tenant_a", TOP3 + " WHERE score < 999", "[\"id\"]", "score", 3, "{}"));
+    awaitStatus(other, st -> st.get("state").asText().equals("current"));
+    HttpResponse<String> mismatch = http.send(HttpRequest.newBuilder(URI.create(base + "/v1/continuous/" + other + "/events"))
+        .header("Authorization", "Bearer " + ADMIN).header("Last-Event-ID", resumeAfter).build(),
+        HttpResponse.BodyHandlers.ofString());
+    assertThat(mismatch.statusCode()).isEqualTo(400);
+    assertThat(json.readTree(mismatch.body()).get("error").asText()).isEqualTo("token-mismatch");
   }
 
   /** A composite key with a text column: PostgreSQL casts the changed values back into result keys. */
@@ -384,12 +401,14 @@ class ContinuousQueryIT {
   /** Runs last: the node restarts on the same database and slot. */
   @Test
   @org.junit.jupiter.api.Order(Integer.MAX_VALUE)
-  void restartGivesAResetAndAFreshInitialResult() throws Exception {
+  void restartResumesFromTheDurableReplayLogWithAFreshInitialResult() throws Exception {
     String id = created(register("tenant_b", TOP3 + " WHERE score > :min", "[\"id\"]", "score", 2, "{\"min\": 0}"));
     String lastId;
+    long lastSequence;
     try (Sse sse = open(id, null)) {
       JsonNode initial = sse.next("InitialResult");
-      lastId = initial.get("epoch").asText() + "-" + initial.get("sequence").asLong();
+      lastId = initial.get("_id").asText();
+      lastSequence = initial.get("sequence").asLong();
     }
     node.stop();
     sql("UPDATE items SET score = 1000 WHERE id = 102"); // while no node runs: streamed after the restart
@@ -397,13 +416,20 @@ class ContinuousQueryIT {
     base = "http://127.0.0.1:" + node.httpPort();
     awaitPipelineRunning();
     try (Sse sse = open(id, lastId)) {
-      assertThat(sse.next("ResultReset").get("reason").asText())
-          .as("an event id from before the restart cannot be resumed").isEqualTo("session-restarted");
+      // The restarted session appended a new authoritative InitialResult at the next sequence.
       JsonNode fresh = sse.next("InitialResult");
-      assertThat(fresh.get("epoch").asText()).isNotEqualTo(lastId.substring(0, lastId.lastIndexOf('-')));
+      assertThat(fresh.get("sequence").asLong()).as("no gap and no repeat across the restart").isEqualTo(lastSequence + 1);
       assertThat(ids(fresh).get(0)).as("the fresh result includes the change made while the node was down").isEqualTo(102);
       sql("UPDATE items SET name = 'after-restart' WHERE id = 102");
-      assertThat(sse.next("RowUpdated").get("key").get(0).asInt()).isEqualTo(102);
+      assertThat(sse.next("RowUpdated").get("sequence").asLong()).isEqualTo(lastSequence + 2);
+    }
+    try (Connection c = db.connect(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("SELECT count(*), min(sequence), max(sequence) FROM weir.continuous_replay"
+            + " WHERE id = '" + id + "'")) {
+      rs.next();
+      assertThat(rs.getLong(2)).isEqualTo(1);
+      assertThat(rs.getLong(1)).as("the durable replay log is contiguous").isEqualTo(rs.getLong(3));
+      assertThat(rs.getLong(3)).isEqualTo(lastSequence + 2);
     }
   }
 
@@ -535,6 +561,7 @@ class ContinuousQueryIT {
       this.lines = lines;
       this.reader = new Thread(() -> {
         String type = null;
+        String id = null;
         StringBuilder data = new StringBuilder();
         try {
           for (var it = lines.iterator(); it.hasNext(); ) {
@@ -543,10 +570,14 @@ class ContinuousQueryIT {
               if (type != null && data.length() > 0) {
                 ObjectNode e = (ObjectNode) json.readTree(data.toString());
                 e.put("_event", type);
+                e.put("_id", id);
                 events.add(e);
               }
               type = null;
+              id = null;
               data.setLength(0);
+            } else if (line.startsWith("id:")) {
+              id = line.substring(3).trim();
             } else if (line.startsWith("event:")) {
               type = line.substring(6).trim();
             } else if (line.startsWith("data:")) {

@@ -192,7 +192,8 @@ class OpenApiIT {
   private static String filled(String template) {
     String id = template.startsWith("/v1/continuous/") ? "cq_" + "0".repeat(32)
         : template.startsWith("/admin/principals/") ? "openapi-nobody" : "doc-1";
-    return template.replace("{collection}", "openapi_probe").replace("{name}", "cq").replace("{id}", id);
+    return template.replace("{collection}", "openapi_probe").replace("{name}", "cq").replace("{id}", id)
+        .replace("{file}", "console.js");
   }
 
   private static String body(String method) {

@@ -303,11 +303,18 @@ class ContinuousOracleIT {
           for (var it = lines.iterator(); it.hasNext(); ) {
             String line = it.next();
             if (line.startsWith("data:")) {
-              apply(json.readTree(line.substring(5).trim()));
+              JsonNode event = json.readTree(line.substring(5).trim());
+              try {
+                apply(event);
+              } catch (RuntimeException e) {
+                throw new IllegalArgumentException("event " + event + " does not apply to " + keys, e);
+              }
             }
           }
-        } catch (Exception ignored) {
-          // closed
+        } catch (java.io.UncheckedIOException | IllegalStateException closed) {
+          // the stream was closed
+        } catch (Exception e) {
+          failure = e; // an event that does not apply: reported by awaitSequence
         }
       }, "oracle-client");
       reader.setDaemon(true);
@@ -320,6 +327,7 @@ class ContinuousOracleIT {
     }
 
     private volatile boolean initialised;
+    private volatile Exception failure;
 
     private volatile long sequence;
 
@@ -327,6 +335,7 @@ class ContinuousOracleIT {
     void awaitSequence(long target) throws InterruptedException {
       long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
       while (sequence < target) {
+        assertThat(failure).as("the client applies every event").isNull();
         assertThat(System.nanoTime()).as("the events up to sequence %d should arrive", target).isLessThan(until);
         Thread.sleep(5);
       }
@@ -359,7 +368,7 @@ class ContinuousOracleIT {
           e.get("keys").forEach(k -> keys.add(k.toString()));
         }
         case "ResultReset" -> initialised = false;
-        default -> throw new IllegalStateException("unknown event");
+        default -> throw new IllegalArgumentException("unknown event");
       }
     }
 

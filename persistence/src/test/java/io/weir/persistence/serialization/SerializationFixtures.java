@@ -181,6 +181,9 @@ public final class SerializationFixtures implements AutoCloseable {
         Object[] constants = raw.getEnumConstants();
         return constants[constants.length - 1];
       }
+      if (raw == Object.class || Throwable.class.isAssignableFrom(raw)) {
+        throw new IllegalStateException(raw.getName() + " in a serialized class: bind a typed, value-free field instead");
+      }
       if (ActorRef.class.isAssignableFrom(raw)) {
         return system.deadLetters();
       }

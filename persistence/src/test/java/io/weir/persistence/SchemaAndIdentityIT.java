@@ -16,6 +16,17 @@ import org.junit.jupiter.api.Test;
 
 class SchemaAndIdentityIT {
 
+  /** The highest V<n>__ script among the module's migrations (tests run in the module's directory). */
+  private static int latestMigration() throws Exception {
+    java.nio.file.Path dir = java.nio.file.Path.of("src/main/resources/db/migration");
+    try (var files = java.nio.file.Files.list(dir)) {
+      int latest = files.map(f -> f.getFileName().toString()).filter(n -> n.matches("V[0-9]+__.*\\.sql"))
+          .mapToInt(n -> Integer.parseInt(n.substring(1, n.indexOf("__")))).max().orElse(0);
+      assertThat(latest).as("the migrations are found").isGreaterThanOrEqualTo(14);
+      return latest;
+    }
+  }
+
   @Test
   void migrationIsIdempotentAndCreatesTheJournalInWeirsSchema() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("schema_it");
@@ -23,7 +34,7 @@ class SchemaAndIdentityIT {
       String v1 = SchemaMigrator.migrate(database.dataSource(), "weir");
       String v2 = SchemaMigrator.migrate(database.dataSource(), "weir");
       assertThat(v2).as("a second migration should find nothing to do and report the same version").isEqualTo(v1);
-      assertThat(v1).as("every migration should be applied").isEqualTo("13");
+      assertThat(v1).as("every migration should be applied").isEqualTo(String.valueOf(latestMigration()));
       try (Connection c = db.connect();
           ResultSet rs =
               c.createStatement()

@@ -64,6 +64,8 @@ public final class ContinuousQueries implements AutoCloseable {
   private final ScheduledExecutorService ticks;
   private final Map<String, ScopeReader> readers = new HashMap<>();
   private final Map<String, Session> sessions = new LinkedHashMap<>();
+  /** Micrometer meters ({@link #bindMetrics}); null while metrics are off. */
+  private volatile io.weir.node.metrics.ContinuousMetrics metrics;
   /** xids of delivered transactions not yet seen visible by any read (engine thread only). */
   private final LinkedHashSet<Long> pending = new LinkedHashSet<>();
   /** Scope -> digest of the access catalogs at the last check (engine thread only). */
@@ -123,6 +125,18 @@ public final class ContinuousQueries implements AutoCloseable {
    */
   public void accessCheck(java.util.function.BiPredicate<String, String> check) {
     this.access = check;
+  }
+
+  /** Reports sessions, transactions, fallbacks, full reads and rows read to {@code registry}. */
+  public void bindMetrics(io.micrometer.core.instrument.MeterRegistry registry) {
+    metrics = new io.weir.node.metrics.ContinuousMetrics(registry, sessions::size);
+  }
+
+  private void meter(java.util.function.Consumer<io.weir.node.metrics.ContinuousMetrics> update) {
+    io.weir.node.metrics.ContinuousMetrics m = metrics;
+    if (m != null) {
+      update.accept(m);
+    }
   }
 
   /** Sets where replay tokens are signed and verified: the cluster's token keys. */
@@ -316,7 +330,8 @@ public final class ContinuousQueries implements AutoCloseable {
           continue; // started again by the next refresh, with a read that includes this transaction
         }
         if (s.handledThrough != null && commit.compareTo(s.handledThrough) <= 0) {
-          s.duplicateTransactions++; // redelivered after a stream restart: the restart's read covered it
+          s.duplicateTransactions++;
+          meter(m -> m.transaction("duplicate")); // redelivered after a stream restart: the restart's read covered it
           continue;
         }
         live.add(s);
@@ -349,6 +364,7 @@ public final class ContinuousQueries implements AutoCloseable {
         s.handledThrough = commit;
         if (!s.relevant(touched)) {
           s.unrelatedTransactions++;
+          meter(m -> m.transaction("unrelated"));
           continue;
         }
         s.relevantTransactions++;
@@ -382,6 +398,8 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     if (keys.fallback != null) {
       s.countFallback(keys.fallback);
+      String reason = keys.fallback;
+      meter(m -> m.fallback(reason));
       read(s, "fallback-" + keys.fallback);
       return;
     }
@@ -391,6 +409,7 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     if (keys.keys.isEmpty()) {
       s.incrementalTransactions++; // the changes cannot touch any result row (e.g. a no-op batch)
+      meter(m -> m.transaction("incremental"));
       return;
     }
     delta(s, keys);
@@ -431,13 +450,17 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     ScopedDelta.Outcome outcome = ScopedDelta.merge(s.current(), affectedKeys, fetched, d.limit(), s.order);
     s.rowsRead += fetched.size();
+    int fetchedRows = fetched.size();
+    meter(m -> m.rowsRead(fetchedRows));
     if (outcome.fallback() != null) {
       s.countFallback(outcome.fallback());
+      meter(m -> m.fallback(outcome.fallback()));
       read(s, "fallback-" + outcome.fallback());
       return;
     }
     if (commit(s, s.propose(outcome.result(), s.lastLsn))) {
       s.incrementalTransactions++;
+      meter(m -> m.transaction("incremental"));
       s.deltasSinceFullRead++;
     }
   }
@@ -594,6 +617,10 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     s.fullReads++;
     s.rowsRead += rows.size();
+    meter(m -> {
+      m.fullRead(reason);
+      m.rowsRead(rows.size());
+    });
     if (!commit(s, s.propose(rows, s.lastLsn))) {
       return;
     }

@@ -361,6 +361,30 @@ class ContinuousQueryIT {
     }
   }
 
+  /** Runs last: the other tests' sessions, deltas and full reads show in the node's Prometheus metrics. */
+  @Test
+  @org.junit.jupiter.api.Order(Integer.MAX_VALUE)
+  void metricsCountSessionsTransactionsFallbacksAndReads() throws Exception {
+    HttpResponse<String> scrape = call("GET", "/metrics", ADMIN, null);
+    assertThat(scrape.statusCode()).isEqualTo(200);
+    Map<String, Double> series = new java.util.HashMap<>();
+    scrape.body().lines().filter(l -> l.startsWith("weir_continuous_")).forEach(l -> {
+      int space = l.lastIndexOf(' ');
+      series.put(l.substring(0, space), Double.parseDouble(l.substring(space + 1)));
+    });
+    assertThat(series.get("weir_continuous_sessions")).as("sessions held now").isGreaterThanOrEqualTo(1.0);
+    assertThat(series.get("weir_continuous_full_reads_total{cause=\"initial\"}")).isGreaterThanOrEqualTo(1.0);
+    assertThat(series.get("weir_continuous_transactions_total{outcome=\"incremental\"}")).isGreaterThanOrEqualTo(1.0);
+    assertThat(series.get("weir_continuous_transactions_total{outcome=\"unrelated\"}")).isGreaterThanOrEqualTo(1.0);
+    assertThat(series.get("weir_continuous_rows_read_total")).isGreaterThan(0.0);
+    for (String reason : io.weir.node.metrics.ContinuousMetrics.FALLBACK_REASONS) {
+      assertThat(series).as("every fallback reason is a series from the start").containsKey(
+          "weir_continuous_fallbacks_total{reason=\"" + reason + "\"}");
+    }
+    assertThat(String.join("\n", series.keySet())).as("no query text, scope or role in a label")
+        .doesNotContain("SELECT").doesNotContain("tenant").doesNotContain(roleA);
+  }
+
   @Test
   void unregisterEndsTheSubscription() throws Exception {
     String id = created(register("tenant_b", "SELECT id, score FROM items WHERE score > 20", "[\"id\"]", "score", 2, "{}"));

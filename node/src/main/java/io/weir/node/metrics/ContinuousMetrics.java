@@ -1,0 +1,73 @@
+package io.weir.node.metrics;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Supplier;
+
+/**
+ * Continuous top-N queries on this node: sessions held, transactions by how they were handled,
+ * safety fallbacks by rule, authoritative (full) reads by cause and rows read from PostgreSQL.
+ * Every tag value is one of the fixed lists below (anything else counts as {@code other}): no query
+ * text, parameter, key or row value ever becomes a label.
+ */
+public final class ContinuousMetrics {
+  /** Why a tier-2 delta was abandoned for a full read (the rules of docs/continuous.md). */
+  public static final List<String> FALLBACK_REASONS = List.of("no-impact-rule", "truncate", "unknown-schema",
+      "incomplete-tuple", "null-key", "budget-exceeded", "delta-outside-affected", "duplicate-key",
+      "order-not-comparable", "visible-row-left", "rank-boundary", "other");
+  /** What started a full read. */
+  public static final List<String> FULL_READ_CAUSES = List.of("initial", "periodic", "fallback", "retry",
+      "pipeline-restart", "catalog-changed", "other");
+  /** How a transaction was handled by a session. */
+  public static final List<String> TRANSACTION_OUTCOMES = List.of("incremental", "unrelated", "duplicate");
+
+  private final Map<String, Counter> fallbacks = new HashMap<>();
+  private final Map<String, Counter> fullReads = new HashMap<>();
+  private final Map<String, Counter> transactions = new HashMap<>();
+  private final Counter rowsRead;
+
+  public ContinuousMetrics(MeterRegistry registry, Supplier<Number> sessions) {
+    Gauge.builder("weir.continuous.sessions", sessions).strongReference(true)
+        .description("Continuous-query sessions maintained on this node").register(registry);
+    for (String r : FALLBACK_REASONS) {
+      fallbacks.put(r, Counter.builder("weir.continuous.fallbacks").tag("reason", r)
+          .description("Incremental maintenance abandoned for a full read, by safety rule").register(registry));
+    }
+    for (String c : FULL_READ_CAUSES) {
+      fullReads.put(c, Counter.builder("weir.continuous.full.reads").tag("cause", c)
+          .description("Authoritative full reads of continuous queries, by cause").register(registry));
+    }
+    for (String o : TRANSACTION_OUTCOMES) {
+      transactions.put(o, Counter.builder("weir.continuous.transactions").tag("outcome", o)
+          .description("Transactions handled per session without a full read, by outcome").register(registry));
+    }
+    rowsRead = Counter.builder("weir.continuous.rows.read")
+        .description("Rows read from PostgreSQL by continuous queries (deltas and full reads)").register(registry);
+  }
+
+  public void fallback(String reason) {
+    fallbacks.getOrDefault(reason, fallbacks.get("other")).increment();
+  }
+
+  /** A full read for {@code reason} as the engine names it ({@code fallback-<rule>}, {@code retry-after-...}). */
+  public void fullRead(String reason) {
+    String cause = reason.startsWith("fallback-") ? "fallback" : reason.startsWith("retry-after-") ? "retry" : reason;
+    fullReads.getOrDefault(cause, fullReads.get("other")).increment();
+  }
+
+  public void transaction(String outcome) {
+    Counter c = transactions.get(outcome);
+    if (c == null) {
+      throw new IllegalArgumentException("unknown transaction outcome");
+    }
+    c.increment();
+  }
+
+  public void rowsRead(long rows) {
+    rowsRead.increment(rows);
+  }
+}

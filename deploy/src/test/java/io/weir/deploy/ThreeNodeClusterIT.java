@@ -74,6 +74,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
     System.out.println("large-documents: 12 documents of 900 KB written through one node and read through another");
 
     principalsReachEveryNode();
+    protocolClientWorksWithTheSameAuthorisation(seeds);
 
     Set<String> clusterIds = new HashSet<>();
     nodes.forEach(n -> clusterIds.add(n.cluster().orElseThrow().get("clusterId").asText()));
@@ -141,6 +142,74 @@ class ThreeNodeClusterIT extends EndToEndTest {
     }
     System.out.printf("principals-across-nodes: grant honoured at once on other nodes; revocation refused"
         + " everywhere %.2f s after it committed (scheduled reload 1 h)%n", (System.nanoTime() - revokedAt) / 1e9);
+  }
+
+  /**
+   * The example application (deploy/example-client, weir-protocol only) joins the cluster with the
+   * role client and uses the gateways: documents written, read and deleted, a stale compare-and-set
+   * refused, the changes feed followed to its end. While it is a member, no partition moves to it.
+   * Run again with the token of a principal without grants, its first write is refused 403, as over
+   * HTTP.
+   */
+  private void protocolClientWorksWithTheSameAuthorisation(String seeds) throws Exception {
+    NodeProcess admin = nodes.get(0);
+    var json = new com.fasterxml.jackson.databind.ObjectMapper();
+    Map<String, String> jsonType = Map.of("Content-Type", "application/json");
+    String appToken = json.readTree(admin.send("POST", "/admin/principals", "{\"id\":\"example-app\"}", jsonType)
+        .orElseThrow().body()).get("token").asText();
+    for (String grant : List.of("DocumentsRead", "DocumentsWrite", "ChangesRead")) {
+      assertThat(admin.send("POST", "/admin/principals/example-app/grants",
+          "{\"collection\":\"example\",\"grant\":\"" + grant + "\"}", jsonType).orElseThrow().statusCode()).isEqualTo(200);
+    }
+    String strangerToken = json.readTree(admin.send("POST", "/admin/principals", "{\"id\":\"stranger\"}", jsonType)
+        .orElseThrow().body()).get("token").asText();
+    Set<String> servers = new HashSet<>();
+    nodes.forEach(n -> servers.add(n.clusterAddress()));
+
+    long t0 = System.nanoTime();
+    Process client = startClient("example-client", seeds, appToken);
+    Set<String> hosts = new HashSet<>();
+    while (client.isAlive() && System.nanoTime() - t0 < Duration.ofSeconds(180).toNanos()) {
+      admin.partitions().ifPresent(p -> p.get("byNode").fieldNames().forEachRemaining(hosts::add));
+      Thread.sleep(250);
+    }
+    assertThat(client.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)).as("the example client ends").isTrue();
+    String out = java.nio.file.Files.readString(clientLog("example-client"));
+    out.lines().filter(l -> l.startsWith("client-")).forEach(System.out::println);
+    assertThat(client.exitValue()).as("the example client's exit status; its output:%n%s", tail(out)).isEqualTo(0);
+    assertThat(out).contains("roles=[client, dc-default]").contains("client-documents: written=10 replayed=true read-equal=10"
+        + " stale-write=409/conflict deleted=1").contains("client-changes: upserts=10 deletes=1").contains("client-ok");
+    assertThat(hosts).as("partitions run on server nodes only while a client is a member").isSubsetOf(servers);
+    var doc = nodes.get(2).send("GET", "/v1/documents/example/doc-3", null, Map.of()).orElseThrow();
+    assertThat(json.readTree(doc.body())).as("a document the client wrote, read over HTTP")
+        .isEqualTo(json.readTree("{\"n\":3,\"text\":\"note 3\"}"));
+    System.out.printf("protocol-client: example application joined as a client and passed in %.1f s%n",
+        (System.nanoTime() - t0) / 1e9);
+
+    Process refused = startClient("example-client-stranger", seeds, strangerToken);
+    assertThat(refused.waitFor(180, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    String refusedOut = java.nio.file.Files.readString(clientLog("example-client-stranger"));
+    assertThat(refused.exitValue()).as("a principal without grants fails; output:%n%s", tail(refusedOut)).isEqualTo(1);
+    assertThat(refusedOut).contains("client-failed: PUT /v1/documents/{collection}/{id} answered 403 forbidden");
+    System.out.println("protocol-client-authorisation: a principal without grants is refused 403 through the protocol");
+  }
+
+  private static java.nio.file.Path clientLog(String name) {
+    return TestPostgres.repoRoot().resolve("deploy/target/e2e-logs/" + name + ".log");
+  }
+
+  private static Process startClient(String name, String seeds, String token) throws java.io.IOException {
+    java.nio.file.Path jar = TestPostgres.repoRoot().resolve("deploy/example-client/target/weir-example-client.jar");
+    assertThat(jar).as("built by mvn package").isRegularFile();
+    ProcessBuilder pb = new ProcessBuilder(java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-Xmx128m", "-XX:+UseSerialGC", "-jar", jar.toString())
+        .redirectErrorStream(true).redirectOutput(clientLog(name).toFile());
+    pb.environment().keySet().removeIf(k -> k.startsWith("WEIR_"));
+    pb.environment().put("WEIR_SEED_NODES", seeds);
+    pb.environment().put("WEIR_CLIENT_TOKEN", token);
+    Process process = pb.start();
+    Runtime.getRuntime().addShutdownHook(new Thread(process::destroyForcibly));
+    return process;
   }
 
   private void awaitOrDump(Duration timeout, String what, java.util.concurrent.Callable<Boolean> condition) {

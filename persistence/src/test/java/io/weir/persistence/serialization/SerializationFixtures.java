@@ -109,14 +109,27 @@ public final class SerializationFixtures implements AutoCloseable {
     } catch (URISyntaxException e) {
       throw new IllegalStateException(e);
     }
-    if (!Files.isDirectory(classes)) {
-      throw new IllegalStateException("expected the module's classes directory, got " + classes);
+    List<String> names = new ArrayList<>();
+    try {
+      if (Files.isDirectory(classes)) {
+        try (Stream<Path> files = Files.walk(classes)) {
+          files.filter(p -> p.toString().endsWith(".class"))
+              .forEach(f -> names.add(classes.relativize(f).toString().replace(f.getFileSystem().getSeparator(), ".")));
+        }
+      } else {
+        // The module's jar (a build of one module resolves the others from the local repository).
+        try (java.util.jar.JarFile jar = new java.util.jar.JarFile(classes.toFile())) {
+          jar.stream().map(java.util.jar.JarEntry::getName).filter(n -> n.endsWith(".class"))
+              .forEach(n -> names.add(n.replace('/', '.')));
+        }
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
     }
     List<Class<?>> found = new ArrayList<>();
-    try (Stream<Path> files = Files.walk(classes)) {
-      for (Path f : (Iterable<Path>) files.filter(p -> p.toString().endsWith(".class"))::iterator) {
-        String name = classes.relativize(f).toString().replace(f.getFileSystem().getSeparator(), ".");
-        name = name.substring(0, name.length() - ".class".length());
+    try {
+      for (String file : names) {
+        String name = file.substring(0, file.length() - ".class".length());
         if (name.endsWith("module-info") || name.endsWith("package-info")) {
           continue;
         }
@@ -126,8 +139,6 @@ public final class SerializationFixtures implements AutoCloseable {
           found.add(c);
         }
       }
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
     } catch (ClassNotFoundException e) {
       throw new IllegalStateException(e);
     }
@@ -180,6 +191,11 @@ public final class SerializationFixtures implements AutoCloseable {
       if (raw.isEnum()) {
         Object[] constants = raw.getEnumConstants();
         return constants[constants.length - 1];
+      }
+      if (JsonNode.class.isAssignableFrom(raw)) {
+        // A JSON document carried as a tree (protocol client requests and replies).
+        return com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode()
+            .put("text", "text-" + number()).put("n", (int) number());
       }
       if (raw == Object.class || Throwable.class.isAssignableFrom(raw)) {
         throw new IllegalStateException(raw.getName() + " in a serialized class: bind a typed, value-free field instead");

@@ -54,7 +54,8 @@ public final class PartitionSharding {
   public static void init(ActorSystem<?> system, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
     ClusterSharding.get(system).init(Entity.of(
             PartitionEntity.TYPE_KEY,
-            ctx -> PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), settings, pruner, observer))
+            ctx -> ServerOrigin.guard(PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), settings, pruner, observer),
+                Command.class, ROLE))
         .withRole(ROLE));
   }
 

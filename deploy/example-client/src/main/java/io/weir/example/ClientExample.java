@@ -1,0 +1,178 @@
+package io.weir.example;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.protocol.client.ClientReply;
+import io.weir.protocol.client.ClientRequest;
+import io.weir.protocol.client.Credentials;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.apache.pekko.actor.ActorSystem;
+import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.AddressFromURIString;
+import org.apache.pekko.cluster.Cluster;
+import org.apache.pekko.cluster.MemberStatus;
+import com.typesafe.config.ConfigFactory;
+
+/**
+ * Joins a Weir cluster as a client (role {@code client}), writes documents, reads them back, deletes
+ * one, shows a typed conflict, then follows the collection's changes feed with its cursor until it
+ * has seen every change it made. Prints one line per step and exits 0 when every check held.
+ *
+ * <p>Environment: {@code WEIR_SEED_NODES} (host:port,... of server nodes' remoting), {@code
+ * WEIR_CLIENT_TOKEN} (a principal's bearer token with DocumentsRead, DocumentsWrite and ChangesRead
+ * on the collection), {@code WEIR_EXAMPLE_COLLECTION} (default {@code example}), {@code
+ * WEIR_EXAMPLE_DOCUMENTS} (default 10); {@code WEIR_CLIENT_HOST}/{@code WEIR_CLIENT_PORT} for its
+ * own remoting address.
+ */
+public final class ClientExample {
+  /** The actor system name of every Weir node: members of one cluster share it. */
+  static final String SYSTEM_NAME = "weir";
+
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final WeirClient client;
+  private final Credentials credentials;
+  private final String collection;
+
+  ClientExample(WeirClient client, Credentials credentials, String collection) {
+    this.client = client;
+    this.credentials = credentials;
+    this.collection = collection;
+  }
+
+  public static void main(String[] args) throws Exception {
+    String seeds = required("WEIR_SEED_NODES");
+    Credentials credentials = Credentials.bearer(required("WEIR_CLIENT_TOKEN"));
+    String collection = System.getenv().getOrDefault("WEIR_EXAMPLE_COLLECTION", "example");
+    int documents = Integer.parseInt(System.getenv().getOrDefault("WEIR_EXAMPLE_DOCUMENTS", "10"));
+
+    ActorSystem system = ActorSystem.create(SYSTEM_NAME, ConfigFactory.load());
+    int status = 1;
+    try {
+      List<Address> seedAddresses = new ArrayList<>();
+      for (String seed : seeds.split(",")) {
+        seedAddresses.add(AddressFromURIString.parse("pekko://" + SYSTEM_NAME + "@" + seed.trim()));
+      }
+      Cluster cluster = Cluster.get(system);
+      cluster.joinSeedNodes(seedAddresses);
+      WeirClient client = new WeirClient(system, Duration.ofSeconds(15), 6);
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+      while ((cluster.selfMember().status() != MemberStatus.up() || client.servers().isEmpty())
+          && System.nanoTime() < deadline) {
+        Thread.sleep(100);
+      }
+      if (client.servers().isEmpty()) {
+        throw new IllegalStateException("did not join the cluster within 60 s");
+      }
+      System.out.printf("client-joined: self=%s roles=%s servers=%d%n", cluster.selfAddress(),
+          cluster.selfMember().getRoles(), client.servers().size());
+      new ClientExample(client, credentials, collection).run(documents);
+      System.out.printf("client-gateways: %d server nodes answered%n", client.answered().size());
+      System.out.println("client-ok");
+      status = 0;
+    } catch (Exception e) {
+      System.out.println("client-failed: " + e.getMessage());
+    } finally {
+      Cluster.get(system).leave(Cluster.get(system).selfAddress());
+      Thread.sleep(500);
+      system.terminate();
+      system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
+    }
+    System.exit(status);
+  }
+
+  void run(int count) throws Exception {
+    String run = UUID.randomUUID().toString().substring(0, 8);
+    Map<String, ObjectNode> written = new HashMap<>();
+    Map<String, Long> revisions = new HashMap<>();
+    for (int i = 0; i < count; i++) {
+      String id = "doc-" + i;
+      ObjectNode body = JSON.createObjectNode().put("n", i).put("text", "note " + i);
+      ClientReply.Ok ok = ok(new ClientRequest.PutDocument(credentials, collection, id, body, null, run + "-put-" + i));
+      written.put(id, body);
+      revisions.put(id, ok.body().get("revision").asLong());
+    }
+    // The same idempotency key again: the first answer is returned and nothing is written.
+    ClientReply.Ok again = ok(new ClientRequest.PutDocument(credentials, collection, "doc-0", written.get("doc-0"), null,
+        run + "-put-0"));
+    boolean replayed = again.body().path("replayed").asBoolean();
+
+    int equal = 0;
+    for (Map.Entry<String, ObjectNode> e : written.entrySet()) {
+      ClientReply.Ok read = ok(new ClientRequest.GetDocument(credentials, collection, e.getKey()));
+      if (read.body().equals(e.getValue()) && revisions.get(e.getKey()).equals(read.revision())) {
+        equal++;
+      }
+    }
+
+    // Compare-and-set with a stale revision: a typed conflict, nothing written.
+    ClientReply stale = client.ask(new ClientRequest.PutDocument(credentials, collection, "doc-1",
+        JSON.createObjectNode().put("n", -1), revisions.get("doc-1") + 5, null)).toCompletableFuture().get();
+    String conflict = stale instanceof ClientReply.Failed f ? f.status() + "/" + f.error().error() : "none";
+    ok(new ClientRequest.DeleteDocument(credentials, collection, "doc-0", revisions.get("doc-0"), run + "-delete-0"));
+    System.out.printf("client-documents: written=%d replayed=%s read-equal=%d stale-write=%s deleted=1%n",
+        count, replayed, equal, conflict);
+    if (!replayed || equal != count || !conflict.equals("409/conflict")) {
+      throw new IllegalStateException("a document check failed");
+    }
+    followChanges(count);
+  }
+
+  /** Reads the collection's changes from the beginning until every upsert and the delete were seen. */
+  private void followChanges(int count) throws Exception {
+    Set<String> upserts = new HashSet<>();
+    Set<String> deletes = new HashSet<>();
+    int pages = 0;
+    ObjectNode request = JSON.createObjectNode().put("collection", collection).put("start", "beginning").put("limit", 100);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while ((upserts.size() < count || deletes.isEmpty()) && System.nanoTime() < deadline) {
+      JsonNode page = ok(new ClientRequest.Post(credentials, ClientRequest.Endpoint.CHANGES_READ, request)).body();
+      pages++;
+      for (JsonNode change : page.get("changes")) {
+        // At least once: a change may come again; (id, revision) identifies it.
+        String key = change.get("id").asText() + "@" + change.get("revision").asLong();
+        if (change.get("deleted").asBoolean()) {
+          deletes.add(key);
+        } else {
+          upserts.add(key);
+        }
+      }
+      request = JSON.createObjectNode().put("collection", collection).put("cursor", page.get("cursor").asText());
+      if (!page.get("hasMore").asBoolean()) {
+        Thread.sleep(200);
+      }
+    }
+    System.out.printf("client-changes: upserts=%d deletes=%d pages=%d%n", upserts.size(), deletes.size(), pages);
+    if (upserts.size() != count || deletes.size() != 1) {
+      throw new IllegalStateException("the changes feed did not show every change");
+    }
+  }
+
+  private ClientReply.Ok ok(ClientRequest request) throws Exception {
+    ClientReply reply = client.ask(request).toCompletableFuture().get(2, TimeUnit.MINUTES);
+    if (reply instanceof ClientReply.Ok ok) {
+      return ok;
+    }
+    ClientReply.Failed failed = (ClientReply.Failed) reply;
+    throw new IllegalStateException(request.operation() + " answered " + failed.status() + " " + failed.error().error()
+        + ": " + failed.error().message());
+  }
+
+  private static String required(String name) {
+    String value = System.getenv(name);
+    if (value == null || value.isBlank()) {
+      System.err.println(name + " is not set");
+      System.exit(2);
+    }
+    return value;
+  }
+}

@@ -112,6 +112,11 @@ public final class WeirNode {
         org.apache.pekko.actor.typed.pubsub.Topic.publish(new io.weir.node.auth.PrincipalsChanged(self))));
   }
 
+  /** Singletons run on server nodes only: a protocol client (role client) hosts nothing. */
+  private static org.apache.pekko.cluster.typed.ClusterSingletonSettings serverSingleton(ActorSystem<?> system) {
+    return org.apache.pekko.cluster.typed.ClusterSingletonSettings.create(system).withRole(PartitionSharding.ROLE);
+  }
+
   /**
    * Starts a node and waits until its HTTP port is bound.
    *
@@ -144,10 +149,10 @@ public final class WeirNode {
           settings.metrics().enabled() ? metrics.partitions(settings.partitions()) : io.weir.sharding.partition.PartitionObserver.NONE);
       ClusterSingleton.get(system).init(SingletonActor.of(
           PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
-          "weir-partition-keeper"));
+          "weir-partition-keeper").withSettings(serverSingleton(system)));
       settings.outboxRetention().ifPresent(interval -> ClusterSingleton.get(system).init(SingletonActor.of(
           PartitionSharding.retention(settings.partitions(), () -> storage.get().isReady(), interval, 100_000),
-          "weir-outbox-retention")));
+          "weir-outbox-retention").withSettings(serverSingleton(system))));
 
       // Continuous queries: an engine on every node, fed only where the continuous pipeline runs.
       io.weir.node.continuous.ContinuousQueries continuous = settings.pipelines().stream()
@@ -167,7 +172,7 @@ public final class WeirNode {
               .init(SingletonActor.of(
                   PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics.registry(),
                       settings.partitions(), continuous),
-                "weir-pipelines"));
+                "weir-pipelines").withSettings(serverSingleton(system)));
       PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
       io.weir.node.auth.Principals authenticator = new io.weir.node.auth.Principals(
@@ -200,6 +205,9 @@ public final class WeirNode {
           settings.tokens().keyRefresh().plusSeconds(5));
       if (continuous != null) {
         continuous.tokenSigner(tokenKeys::signer);
+        if (settings.metrics().enabled()) {
+          continuous.bindMetrics(metrics.registry());
+        }
       }
       scheduleReload(system, storage, settings.tokens().keyRefresh(), () -> tokenKeys.signer().isPresent(),
           tokenKeys::reload, "token keys");
@@ -232,6 +240,10 @@ public final class WeirNode {
       } else {
         api.withMetrics(null, settings.metrics());
       }
+      org.apache.pekko.http.javadsl.server.Route routes = api.routes();
+      // Protocol clients (role client) reach the same routes through the gateway actor.
+      io.weir.node.gateway.ProtocolGateway.start(system, routes, Duration.ofSeconds(10),
+          config.getInt("weir.protocol-gateway.max-in-flight"));
       ServerBinding binding;
       try {
         org.apache.pekko.http.javadsl.ServerBuilder server = Http.get(system).newServerAt(settings.httpHost(), settings.httpPort());
@@ -241,7 +253,7 @@ public final class WeirNode {
         }
         binding =
             server
-                .bind(api.routes())
+                .bind(routes)
                 .toCompletableFuture()
                 .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
       } catch (Exception e) {

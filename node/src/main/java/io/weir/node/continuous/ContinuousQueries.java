@@ -87,6 +87,7 @@ public final class ContinuousQueries implements AutoCloseable {
     this.store = new RegistrationStore(weirDataSource, weir.schema());
     this.replay = new ReplayStore(weirDataSource, weir.schema());
     this.publications = List.copyOf(publications);
+    this.evaluators = loadEvaluators();
     this.engine = Executors.newSingleThreadExecutor(r -> daemon(r, "weir-continuous"));
     this.checks = Executors.newFixedThreadPool(2, r -> daemon(r, "weir-continuous-register"));
     this.ticks = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "weir-continuous-tick"));
@@ -103,6 +104,26 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   private final java.util.concurrent.atomic.AtomicBoolean refreshQueued = new java.util.concurrent.atomic.AtomicBoolean();
+
+  /** Custom evaluators on the class path, by name; a node refuses to start with two of one name. */
+  private final Map<String, ContinuousEvaluator> evaluators;
+
+  private static Map<String, ContinuousEvaluator> loadEvaluators() {
+    Map<String, ContinuousEvaluator> found = new java.util.TreeMap<>();
+    for (ContinuousEvaluator e : java.util.ServiceLoader.load(ContinuousEvaluator.class)) {
+      String name = e.name();
+      if (name == null || !name.matches(ContinuousRequest.EVALUATOR_NAME)) {
+        throw new IllegalStateException("continuous evaluator " + e.getClass().getName() + " has a name of the wrong shape");
+      }
+      if (found.put(name, e) != null) {
+        throw new IllegalStateException("two continuous evaluators are named " + name);
+      }
+    }
+    if (!found.isEmpty()) {
+      log.info("continuous evaluators installed: {}", found.keySet());
+    }
+    return java.util.Collections.unmodifiableMap(found);
+  }
 
   private static Thread daemon(Runnable r, String name) {
     Thread t = new Thread(r, name);
@@ -158,7 +179,7 @@ public final class ContinuousQueries implements AutoCloseable {
   public CompletionStage<Registered> register(ContinuousRequest request, String principal) {
     return CompletableFuture.supplyAsync(() -> {
       ScopeReader reader = reader(request.scope());
-      Registrar.Compiled compiled = Registrar.compile(request, reader, publications);
+      Registrar.Compiled compiled = Registrar.compile(request, reader, publications, evaluators);
       try {
         boolean created = store.insert(compiled, principal);
         return new Registered(compiled.id(), created, compiled.scope());
@@ -425,12 +446,29 @@ public final class ContinuousQueries implements AutoCloseable {
     String keySql = integerKeys == null ? d.keyValues(tuples.size()) : null;
     String deltaSql = d.scoped(s.parsed.jdbcSql(), tuples.size());
     List<ResultRow>[] affected = new List[1];
+    ContinuousEvaluator evaluator = d.evaluator() == null ? null : evaluators.get(d.evaluator());
+    if (d.evaluator() != null && evaluator == null) {
+      // Registered on a node that had it; this one has not: the query stays correct by full reads.
+      s.countFallback("evaluator-missing");
+      meter(m -> m.fallback("evaluator-missing"));
+      read(s, "fallback-evaluator-missing");
+      return;
+    }
+    String[] evaluatorFailure = new String[1];
     List<ResultRow> fetched = authoritative(s, c -> {
       if (keySql != null) {
         try (PreparedStatement ps = c.prepareStatement(keySql)) {
           bindKeys(ps, 1, tuples);
           affected[0] = ScopeReader.rows(ps, d.keyColumns());
         }
+      }
+      if (evaluator != null) {
+        List<ResultRow> rows = evaluated(evaluator, d, c, tuples);
+        if (rows == null) {
+          evaluatorFailure[0] = "evaluator-failed";
+          return List.of();
+        }
+        return rows;
       }
       try (PreparedStatement ps = c.prepareStatement(deltaSql)) {
         ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
@@ -440,6 +478,15 @@ public final class ContinuousQueries implements AutoCloseable {
     });
     if (fetched == null) {
       return; // failed: repair pending, recorded
+    }
+    if (evaluatorFailure[0] != null) {
+      s.countFallback(evaluatorFailure[0]);
+      meter(m -> m.fallback(evaluatorFailure[0]));
+      read(s, "fallback-" + evaluatorFailure[0]);
+      return;
+    }
+    if (evaluator != null) {
+      s.evaluatorTransactions++;
     }
     Set<String> affectedKeys = integerKeys;
     if (affectedKeys == null) {
@@ -463,6 +510,69 @@ public final class ContinuousQueries implements AutoCloseable {
       meter(m -> m.transaction("incremental"));
       s.deltasSinceFullRead++;
     }
+  }
+
+  /**
+   * Runs a custom evaluator in the authoritative transaction and checks its rows' shape: exactly the
+   * query's columns and a non-null key. Null when it threw or a row has another shape (the caller
+   * falls back to a full read); a SQL failure propagates like a scoped delta's.
+   */
+  private static List<ResultRow> evaluated(ContinuousEvaluator evaluator, Definition d, java.sql.Connection c,
+      List<List<String>> tuples) throws SQLException {
+    ContinuousEvaluator.Query query = ContinuousEvaluator.Query.of(d);
+    List<com.fasterxml.jackson.databind.node.ObjectNode> rows;
+    try {
+      rows = evaluator.evaluate(new ContinuousEvaluator.Context() {
+        @Override
+        public ContinuousEvaluator.Query query() {
+          return query;
+        }
+
+        @Override
+        public java.sql.Connection connection() {
+          return c;
+        }
+
+        @Override
+        public List<com.fasterxml.jackson.databind.node.ObjectNode> rows(PreparedStatement statement) throws SQLException {
+          List<com.fasterxml.jackson.databind.node.ObjectNode> out = new ArrayList<>();
+          for (ResultRow r : ScopeReader.rows(statement, d.keyColumns())) {
+            out.add(r.row());
+          }
+          return out;
+        }
+      }, tuples);
+    } catch (SQLException e) {
+      throw e;
+    } catch (RuntimeException e) {
+      log.warn("continuous evaluator {} failed ({}); falling back to a full read", evaluator.name(),
+          e.getClass().getSimpleName());
+      return null;
+    }
+    if (rows == null) {
+      return null;
+    }
+    Set<String> columns = new HashSet<>(d.columns());
+    List<ResultRow> out = new ArrayList<>(rows.size());
+    for (com.fasterxml.jackson.databind.node.ObjectNode row : rows) {
+      if (row == null || row.size() != columns.size()) {
+        return null;
+      }
+      for (var it = row.fieldNames(); it.hasNext(); ) {
+        if (!columns.contains(it.next())) {
+          return null;
+        }
+      }
+      com.fasterxml.jackson.databind.node.ArrayNode key = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
+      for (String k : d.keyColumns()) {
+        if (row.get(k).isNull()) {
+          return null;
+        }
+        key.add(row.get(k));
+      }
+      out.add(new ResultRow(key.toString(), key, row));
+    }
+    return out;
   }
 
   private static void bindKeys(PreparedStatement ps, int first, List<List<String>> tuples) throws SQLException {

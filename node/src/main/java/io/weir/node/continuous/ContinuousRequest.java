@@ -12,15 +12,17 @@ import java.util.Set;
 
 /**
  * A registration request: {@code {"scope", "sql", "keyColumns": [..], "orderBy": [{"column",
- * "direction": "asc"|"desc"}], "limit", "parameters": {name: value}}}. {@code toString} carries
- * neither SQL nor values.
+ * "direction": "asc"|"desc"}], "limit", "parameters": {name: value}, "maintenance", "evaluator"}}.
+ * {@code toString} carries neither SQL nor values.
  */
 public record ContinuousRequest(String scope, String sql, ObjectNode parameters, List<String> keyColumns,
-    List<Definition.OrderColumn> orderBy, int limit, String maintenance) {
+    List<Definition.OrderColumn> orderBy, int limit, String maintenance, String evaluator) {
   /** The fields a registration request may have. */
   public static final Set<String> FIELDS = Set.of("scope", "sql", "keyColumns", "orderBy", "limit", "parameters",
-      "maintenance");
+      "maintenance", "evaluator");
   private static final String COLUMN = "[A-Za-z_][A-Za-z0-9_$]{0,62}";
+  /** The shape of an evaluator's name. */
+  static final String EVALUATOR_NAME = "[A-Za-z0-9_-]{1,64}";
 
   public ContinuousRequest {
     keyColumns = List.copyOf(keyColumns);
@@ -104,7 +106,19 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
       }
       mode = maintenance.textValue();
     }
-    return new ContinuousRequest(scope.textValue(), sql.textValue(), parameters, keyColumns, orderBy, limit.intValue(), mode);
+    JsonNode evaluator = root.get("evaluator");
+    String evaluatorName = null;
+    if (evaluator != null && !evaluator.isNull()) {
+      if (!evaluator.isTextual() || !evaluator.textValue().matches(EVALUATOR_NAME)) {
+        throw bad("evaluator must be the name of an installed evaluator (1 to 64 letters, digits, - or _)");
+      }
+      if (mode.equals("full")) {
+        throw bad("an evaluator replaces the scoped delta, which maintenance \"full\" turns off: give one of the two");
+      }
+      evaluatorName = evaluator.textValue();
+    }
+    return new ContinuousRequest(scope.textValue(), sql.textValue(), parameters, keyColumns, orderBy, limit.intValue(), mode,
+        evaluatorName);
   }
 
   private static ContinuousQueryException bad(String message) {

@@ -22,10 +22,18 @@ import java.util.List;
  * @param impact how a change of a source table yields the affected result keys, or null when no
  *     rule could be proven (every relevant transaction then costs a full read)
  * @param maintenance {@code incremental} (null: the same) or {@code full} (never a scoped delta)
+ * @param evaluator the name of the {@link ContinuousEvaluator} that replaces the scoped delta, or
+ *     null (Weir's own scoped delta)
  */
 public record Definition(
     String sql, ObjectNode parameters, List<String> keyColumns, List<OrderColumn> orderBy, int limit,
-    List<String> columns, List<String> tables, List<String> columnTypes, Impact impact, String maintenance) {
+    List<String> columns, List<String> tables, List<String> columnTypes, Impact impact, String maintenance,
+    String evaluator) {
+
+  public Definition(String sql, ObjectNode parameters, List<String> keyColumns, List<OrderColumn> orderBy, int limit,
+      List<String> columns, List<String> tables, List<String> columnTypes, Impact impact, String maintenance) {
+    this(sql, parameters, keyColumns, orderBy, limit, columns, tables, columnTypes, impact, maintenance, null);
+  }
 
   public Definition {
     keyColumns = List.copyOf(keyColumns);
@@ -135,6 +143,6 @@ public record Definition(
   @Override
   public String toString() {
     return "Definition[keys=" + keyColumns + ", limit=" + limit + ", tables=" + tables + ", impact="
-        + (impact == null ? "none" : impact.table()) + "]";
+        + (impact == null ? "none" : impact.table()) + (evaluator == null ? "" : ", evaluator=" + evaluator) + "]";
   }
 }

@@ -57,7 +57,8 @@ final class Registrar {
 
   private Registrar() {}
 
-  static Compiled compile(ContinuousRequest r, ScopeReader reader, List<String> publications) {
+  static Compiled compile(ContinuousRequest r, ScopeReader reader, List<String> publications,
+      Map<String, ContinuousEvaluator> evaluators) {
     ContinuousSql.Parsed parsed = ContinuousSql.parse(r.sql());
     Set<String> names = parsed.parameterNames();
     for (String name : names) {
@@ -80,14 +81,14 @@ final class Registrar {
       }
     }
     try {
-      return reader.readOnly(c -> compile(c, r, parsed, reader.scope(), publications));
+      return reader.readOnly(c -> compile(c, r, parsed, reader.scope(), publications, evaluators));
     } catch (SQLException e) {
       throw fromPostgres(e);
     }
   }
 
   private static Compiled compile(Connection c, ContinuousRequest r, ContinuousSql.Parsed parsed, ContinuousSettings.Scope scope,
-      List<String> publications) throws SQLException {
+      List<String> publications, Map<String, ContinuousEvaluator> evaluators) throws SQLException {
     String base = "SELECT * FROM (" + parsed.jdbcSql() + "\n) AS weir_base";
     // 1. Plan: tables, and whether anything it calls may read other tables.
     JsonNode plan;
@@ -178,7 +179,26 @@ final class Registrar {
     }
     Definition.Impact impact = impact(c, r, columns, origins, tableSet, scans, nodeTypes, plan.toString());
     Definition definition = new Definition(r.sql(), r.parameters(), r.keyColumns(), r.orderBy(), r.limit(), columns,
-        tableSet, columnTypes, impact, r.maintenance());
+        tableSet, columnTypes, impact, r.maintenance(), r.evaluator());
+    if (r.evaluator() != null) {
+      ContinuousEvaluator evaluator = evaluators.get(r.evaluator());
+      if (evaluator == null) {
+        throw new ContinuousQueryException(ErrorCode.BAD_REQUEST, "no evaluator of that name is installed on this node");
+      }
+      if (impact == null) {
+        throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "an evaluator replaces the scoped delta,"
+            + " which needs an impact rule this query does not have (docs/continuous.md, \"Impact plan\")");
+      }
+      boolean covers;
+      try {
+        covers = evaluator.covers(ContinuousEvaluator.Query.of(definition));
+      } catch (RuntimeException e) {
+        throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the evaluator failed to say whether it covers this query");
+      }
+      if (!covers) {
+        throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the evaluator does not declare exact coverage of this query");
+      }
+    }
 
     // 3. One full read: ORDER BY must work and keys must be unique.
     try (PreparedStatement ps = c.prepareStatement(definition.wrapped(parsed.jdbcSql()))) {
@@ -248,6 +268,9 @@ final class Registrar {
     identity.put("limit", r.limit());
     if (!definition.incremental()) {
       identity.put("maintenance", r.maintenance()); // absent by default, so earlier ids stay the same
+    }
+    if (r.evaluator() != null) {
+      identity.put("evaluator", r.evaluator());
     }
     String id = "cq_" + sha256(canonical(identity)).substring(0, 32);
     return new Compiled(id, scope.name(), role, definition);

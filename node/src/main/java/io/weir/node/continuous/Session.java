@@ -62,6 +62,8 @@ public final class Session {
   long unrelatedTransactions;
   long incrementalTransactions;
   long duplicateTransactions;
+  /** Scoped deltas a custom evaluator computed (the merge rule may still send one to a full read). */
+  long evaluatorTransactions;
   long fullReads;
   long rowsRead;
   long visibilityRetries;
@@ -324,6 +326,10 @@ public final class Session {
     s.put("unrelatedTransactions", unrelatedTransactions);
     s.put("incrementalTransactions", incrementalTransactions);
     s.put("duplicateTransactions", duplicateTransactions);
+    if (registration.definition().evaluator() != null) {
+      s.put("evaluator", registration.definition().evaluator());
+      s.put("evaluatorTransactions", evaluatorTransactions);
+    }
     if (fullOnly == null) {
       s.putNull("fullReadsOnly");
     } else {

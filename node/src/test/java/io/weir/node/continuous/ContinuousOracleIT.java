@@ -57,11 +57,19 @@ class ContinuousOracleIT {
   private String base;
 
   /** One query: its SQL for registration and the same query, ordered and limited, for the oracle. */
-  private record Query(String name, String sql, String orderColumn, boolean descending, int limit, String oracle) {}
+  private record Query(String name, String sql, String orderColumn, boolean descending, int limit, String oracle,
+      String evaluator) {
+    Query(String name, String sql, String orderColumn, boolean descending, int limit, String oracle) {
+      this(name, sql, orderColumn, descending, limit, oracle, null);
+    }
+  }
 
   private static final List<Query> QUERIES = List.of(
       new Query("top-n", "SELECT id, score, name FROM items", "score", true, 5,
           "SELECT id, score, name FROM items ORDER BY score DESC, id ASC LIMIT 5"),
+      // The same query with its deltas computed by a custom evaluator (TestEvaluators.ItemsById).
+      new Query("top-n-evaluated", "SELECT id, score, name FROM items", "score", true, 5,
+          "SELECT id, score, name FROM items ORDER BY score DESC, id ASC LIMIT 5", "items-by-id"),
       new Query("join", "SELECT i.id, i.score, n.label FROM items i JOIN nodes n ON n.id = i.id % 8 + 1", "score", true, 5,
           "SELECT i.id, i.score, n.label FROM items i JOIN nodes n ON n.id = i.id % 8 + 1 ORDER BY i.score DESC, i.id ASC LIMIT 5"),
       new Query("2-hop", "WITH RECURSIVE hop(node, depth) AS (SELECT 1, 0 UNION SELECT e.dst, h.depth + 1 FROM edges e"
@@ -79,7 +87,8 @@ class ContinuousOracleIT {
           "SELECT * FROM (SELECT n.id, n.label, count(e.dst) AS degree FROM nodes n LEFT JOIN edges e ON e.src = n.id"
               + " GROUP BY n.id, n.label) b ORDER BY degree DESC, id ASC LIMIT 4"));
   /** Queries whose impact plan has a rule (maintained by scoped deltas); the others are read in full. */
-  private static final java.util.Set<String> INCREMENTAL = java.util.Set.of("top-n", "join", "ties", "degree");
+  private static final java.util.Set<String> INCREMENTAL = java.util.Set.of("top-n", "top-n-evaluated", "join", "ties",
+      "degree");
 
   @BeforeAll
   void start() throws Exception {
@@ -154,6 +163,9 @@ class ContinuousOracleIT {
         ObjectNode body = json.createObjectNode().put("scope", "oracle").put("sql", q.sql()).put("limit", q.limit());
         body.putArray("keyColumns").add("id");
         body.putArray("orderBy").addObject().put("column", q.orderColumn()).put("direction", q.descending() ? "desc" : "asc");
+        if (q.evaluator() != null) {
+          body.put("evaluator", q.evaluator());
+        }
         HttpResponse<String> r = call("POST", "/v1/continuous", body.toString());
         assertThat(r.statusCode()).as("registering %s: %s", q.name(), r.body()).isEqualTo(201);
         String id = json.readTree(r.body()).get("id").asText();
@@ -208,6 +220,11 @@ class ContinuousOracleIT {
           assertThat(status.get("incrementalTransactions").asLong()).as("%s used scoped deltas", QUERIES.get(q).name())
               .isPositive();
           periodic += status.get("fullRepairsByReason").path("periodic").asLong();
+          if (QUERIES.get(q).evaluator() != null) {
+            assertThat(status.get("evaluatorTransactions").asLong()).as("%s: deltas by the evaluator", QUERIES.get(q).name())
+                .isPositive();
+            assertThat(status.get("fallbacksByReason").has("evaluator-failed")).isFalse();
+          }
         } else {
           assertThat(status.get("fullReadsOnly").asText()).isEqualTo("no-impact-plan");
         }

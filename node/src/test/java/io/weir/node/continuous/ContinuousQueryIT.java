@@ -66,6 +66,8 @@ class ContinuousQueryIT {
       s.execute("CREATE TABLE edges (src int NOT NULL, dst int NOT NULL, PRIMARY KEY (src, dst))");
       s.execute("CREATE TABLE unrelated (id int PRIMARY KEY, v int)");
       s.execute("CREATE TABLE unpublished (id int PRIMARY KEY)");
+      s.execute("CREATE TABLE ranked (id int PRIMARY KEY, score int NOT NULL, label text)");
+      s.execute("INSERT INTO ranked SELECT g, g * 10, 'r' || g FROM generate_series(1, 12) g");
       s.execute("CREATE TABLE secrets (id int PRIMARY KEY, owner text NOT NULL)");
       s.execute("ALTER TABLE secrets ENABLE ROW LEVEL SECURITY");
       s.execute("CREATE POLICY own_secret ON secrets USING (owner = current_user)");
@@ -73,9 +75,9 @@ class ContinuousQueryIT {
       s.execute("CREATE TABLE tags (board int, slug text, weight int NOT NULL, PRIMARY KEY (board, slug))");
       s.execute("INSERT INTO tags VALUES (1, 'a', 10), (1, 'b', 20), (1, 'c', 5), (2, 'a', 99)");
       for (String role : List.of(roleA, roleB)) {
-        s.execute("GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags TO " + role);
+        s.execute("GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, ranked TO " + role);
       }
-      s.execute("CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags");
+      s.execute("CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, ranked");
       // Tenant A: scores 10..60 (ids 1..6); tenant B: scores 15..65 (ids 101..106).
       for (int i = 1; i <= 6; i++) {
         s.execute("INSERT INTO items VALUES (" + i + ", '" + roleA + "', " + (i * 10) + ", 'a" + i + "')");
@@ -359,6 +361,87 @@ class ContinuousQueryIT {
     try (Sse sse = open(id, null)) {
       assertThat(sse.next("InitialResult")).isNotNull();
     }
+  }
+
+  @Test
+  void aCustomEvaluatorReplacesTheScopedDeltaUnderTheSameRules() throws Exception {
+    String sql = TestEvaluators.RANKED;
+    assertError(registerWith("no-such", null), 400, "bad-request");
+    assertError(registerWith("covers-nothing", null), 400, "query-not-allowed");
+    assertError(registerWith("ranked-by-id", "full"), 400, "bad-request");
+    String id = created(registerWith("ranked-by-id", null));
+    String broken = created(registerWith("broken-shape", null));
+    assertThat(broken).as("the evaluator is part of the identity").isNotEqualTo(id);
+    awaitStatus(id, st -> st.get("state").asText().equals("current"));
+    awaitStatus(broken, st -> st.get("state").asText().equals("current"));
+
+    java.util.Random random = new java.util.Random(42);
+    int transactions = 40;
+    // Every statement changes a row (PostgreSQL 15 does not send empty transactions).
+    List<Integer> present = new ArrayList<>(List.of(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12));
+    for (int t = 0; t < transactions; t++) {
+      int op = random.nextInt(4);
+      if (op == 0 || present.size() < 7) {
+        int row = 1 + random.nextInt(20);
+        sql("INSERT INTO ranked VALUES (" + row + ", " + random.nextInt(200) + ", 'n')"
+            + " ON CONFLICT (id) DO UPDATE SET score = excluded.score");
+        if (!present.contains(row)) {
+          present.add(row);
+        }
+        continue;
+      }
+      Integer row = present.get(random.nextInt(present.size()));
+      switch (op) {
+        case 1 -> {
+          sql("DELETE FROM ranked WHERE id = " + row);
+          present.remove(row);
+        }
+        case 2 -> sql("UPDATE ranked SET label = 'l" + t + "' WHERE id = " + row);
+        default -> sql("UPDATE ranked SET score = " + random.nextInt(200) + " WHERE id = " + row);
+      }
+    }
+    JsonNode status = awaitStatus(id, st -> st.get("relevantTransactions").asLong() >= transactions);
+    JsonNode brokenStatus = awaitStatus(broken, st -> st.get("relevantTransactions").asLong() >= transactions);
+    List<List<Integer>> expected = new ArrayList<>();
+    try (Connection c = db.connect(); Statement s = c.createStatement();
+         java.sql.ResultSet rs = s.executeQuery(sql + " ORDER BY score DESC, id LIMIT 4")) {
+      while (rs.next()) {
+        expected.add(List.of(rs.getInt(1), rs.getInt(2)));
+      }
+    }
+    for (String session : List.of(id, broken)) {
+      try (Sse sse = open(session, null)) {
+        List<List<Integer>> got = new ArrayList<>();
+        for (JsonNode r : sse.next("InitialResult").get("rows")) {
+          got.add(List.of(r.get("row").get("id").asInt(), r.get("row").get("score").asInt()));
+        }
+        assertThat(got).as("the maintained result equals the full query's").isEqualTo(expected);
+      }
+    }
+    assertThat(status.get("evaluator").asText()).isEqualTo("ranked-by-id");
+    assertThat(status.get("evaluatorTransactions").asLong()).as("deltas computed by the evaluator").isPositive();
+    assertThat(status.get("fallbacksByReason").has("evaluator-failed")).isFalse();
+    assertThat(brokenStatus.get("evaluatorTransactions").asLong()).as("only deltas whose keys have no row left")
+        .isLessThan(brokenStatus.get("relevantTransactions").asLong() / 2);
+    assertThat(brokenStatus.get("fallbacksByReason").path("evaluator-failed").asLong())
+        .as("rows of another shape are never merged: a full read instead").isPositive();
+    System.out.printf("continuous-evaluator: transactions=%d evaluated=%d fallbacks=%s full-reads=%d;"
+            + " broken evaluator: fallbacks=%s%n", transactions, status.get("evaluatorTransactions").asLong(),
+        status.get("fallbacksByReason"), status.get("authoritativeReads").asLong(), brokenStatus.get("fallbacksByReason"));
+  }
+
+  private HttpResponse<String> registerWith(String evaluator, String maintenance) throws Exception {
+    ObjectNode body = json.createObjectNode();
+    body.put("scope", "tenant_a");
+    body.put("sql", TestEvaluators.RANKED);
+    body.putArray("keyColumns").add("id");
+    body.putArray("orderBy").addObject().put("column", "score").put("direction", "desc");
+    body.put("limit", 4);
+    body.put("evaluator", evaluator);
+    if (maintenance != null) {
+      body.put("maintenance", maintenance);
+    }
+    return call("POST", "/v1/continuous", ADMIN, body.toString());
   }
 
   /** Runs last: the other tests' sessions, deltas and full reads show in the node's Prometheus metrics. */

@@ -1,0 +1,110 @@
+package io.weir.node.continuous;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
+
+/** Evaluators installed in the node's tests (META-INF/services in the test resources). */
+final class TestEvaluators {
+  private TestEvaluators() {}
+
+  static final String RANKED = "SELECT id, score, label FROM ranked";
+
+  static boolean isRanked(ContinuousEvaluator.Query q) {
+    return q.sql().trim().equalsIgnoreCase(RANKED) && q.keyColumns().equals(List.of("id"))
+        && "public.ranked".equals(q.impactTable()) && q.columns().equals(List.of("id", "score", "label"));
+  }
+
+  /** Exact for {@link #RANKED}: the rows by primary key, {@code id = ANY(?)}. */
+  public static final class RankedById implements ContinuousEvaluator {
+    @Override
+    public String name() {
+      return "ranked-by-id";
+    }
+
+    @Override
+    public boolean covers(Query query) {
+      return isRanked(query);
+    }
+
+    @Override
+    public List<ObjectNode> evaluate(Context context, List<List<String>> keys) throws SQLException {
+      List<Integer> ids = new ArrayList<>();
+      for (List<String> k : keys) {
+        ids.add(Integer.parseInt(k.get(0)));
+      }
+      try (PreparedStatement ps = context.connection().prepareStatement(
+          "SELECT id, score, label FROM ranked WHERE id = ANY(?)")) {
+        ps.setArray(1, context.connection().createArrayOf("int4", ids.toArray()));
+        return context.rows(ps);
+      }
+    }
+  }
+
+  /** Exact for ContinuousOracleIT's {@code SELECT id, score, name FROM items}: rows by primary key. */
+  public static final class ItemsById implements ContinuousEvaluator {
+    @Override
+    public String name() {
+      return "items-by-id";
+    }
+
+    @Override
+    public boolean covers(Query query) {
+      return query.sql().trim().equalsIgnoreCase("SELECT id, score, name FROM items") && query.keyColumns().equals(List.of("id"))
+          && "public.items".equals(query.impactTable());
+    }
+
+    @Override
+    public List<ObjectNode> evaluate(Context context, List<List<String>> keys) throws SQLException {
+      List<Integer> ids = new ArrayList<>();
+      for (List<String> k : keys) {
+        ids.add(Integer.parseInt(k.get(0)));
+      }
+      try (PreparedStatement ps = context.connection().prepareStatement(
+          "SELECT id, score, name FROM items WHERE id = ANY(?)")) {
+        ps.setArray(1, context.connection().createArrayOf("int4", ids.toArray()));
+        return context.rows(ps);
+      }
+    }
+  }
+
+  /** Claims coverage but returns rows with an extra column: every delta falls back. */
+  public static final class BrokenShape implements ContinuousEvaluator {
+    @Override
+    public String name() {
+      return "broken-shape";
+    }
+
+    @Override
+    public boolean covers(Query query) {
+      return isRanked(query);
+    }
+
+    @Override
+    public List<ObjectNode> evaluate(Context context, List<List<String>> keys) throws SQLException {
+      List<ObjectNode> rows = new RankedById().evaluate(context, keys);
+      rows.forEach(r -> r.put("extra", 1));
+      return rows;
+    }
+  }
+
+  /** Covers nothing: a registration naming it is refused. */
+  public static final class CoversNothing implements ContinuousEvaluator {
+    @Override
+    public String name() {
+      return "covers-nothing";
+    }
+
+    @Override
+    public boolean covers(Query query) {
+      return false;
+    }
+
+    @Override
+    public List<ObjectNode> evaluate(Context context, List<List<String>> keys) {
+      throw new AssertionError("never called");
+    }
+  }
+}

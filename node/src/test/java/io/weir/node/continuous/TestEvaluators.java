@@ -10,6 +10,18 @@ import java.util.List;
 final class TestEvaluators {
   private TestEvaluators() {}
 
+  /** Runs {@code sql} with the affected integer ids bound as one array. */
+  static List<ObjectNode> byId(ContinuousEvaluator.Context context, List<List<String>> keys, String sql) throws SQLException {
+    List<Integer> ids = new ArrayList<>();
+    for (List<String> k : keys) {
+      ids.add(Integer.parseInt(k.get(0)));
+    }
+    try (PreparedStatement ps = context.connection().prepareStatement(sql)) {
+      ps.setArray(1, context.connection().createArrayOf("int4", ids.toArray()));
+      return context.rows(ps);
+    }
+  }
+
   static final String RANKED = "SELECT id, score, label FROM ranked";
 
   static boolean isRanked(ContinuousEvaluator.Query q) {
@@ -31,15 +43,7 @@ final class TestEvaluators {
 
     @Override
     public List<ObjectNode> evaluate(Context context, List<List<String>> keys) throws SQLException {
-      List<Integer> ids = new ArrayList<>();
-      for (List<String> k : keys) {
-        ids.add(Integer.parseInt(k.get(0)));
-      }
-      try (PreparedStatement ps = context.connection().prepareStatement(
-          "SELECT id, score, label FROM ranked WHERE id = ANY(?)")) {
-        ps.setArray(1, context.connection().createArrayOf("int4", ids.toArray()));
-        return context.rows(ps);
-      }
+      return byId(context, keys, "SELECT id, score, label FROM ranked WHERE id = ANY(?)");
     }
   }
 
@@ -58,15 +62,7 @@ final class TestEvaluators {
 
     @Override
     public List<ObjectNode> evaluate(Context context, List<List<String>> keys) throws SQLException {
-      List<Integer> ids = new ArrayList<>();
-      for (List<String> k : keys) {
-        ids.add(Integer.parseInt(k.get(0)));
-      }
-      try (PreparedStatement ps = context.connection().prepareStatement(
-          "SELECT id, score, name FROM items WHERE id = ANY(?)")) {
-        ps.setArray(1, context.connection().createArrayOf("int4", ids.toArray()));
-        return context.rows(ps);
-      }
+      return byId(context, keys, "SELECT id, score, name FROM items WHERE id = ANY(?)");
     }
   }
 

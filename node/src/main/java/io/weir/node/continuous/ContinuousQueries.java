@@ -87,7 +87,8 @@ public final class ContinuousQueries implements AutoCloseable {
     this.store = new RegistrationStore(weirDataSource, weir.schema());
     this.replay = new ReplayStore(weirDataSource, weir.schema());
     this.publications = List.copyOf(publications);
-    this.evaluators = loadEvaluators();
+    this.evaluators = load(ContinuousEvaluator.class, ContinuousEvaluator::name, "evaluators");
+    this.projectors = load(ContinuousProjector.class, ContinuousProjector::name, "projectors");
     this.engine = Executors.newSingleThreadExecutor(r -> daemon(r, "weir-continuous"));
     this.checks = Executors.newFixedThreadPool(2, r -> daemon(r, "weir-continuous-register"));
     this.ticks = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "weir-continuous-tick"));
@@ -105,22 +106,24 @@ public final class ContinuousQueries implements AutoCloseable {
 
   private final java.util.concurrent.atomic.AtomicBoolean refreshQueued = new java.util.concurrent.atomic.AtomicBoolean();
 
-  /** Custom evaluators on the class path, by name; a node refuses to start with two of one name. */
+  /** Custom evaluators and trusted projectors on the class path, by name. */
   private final Map<String, ContinuousEvaluator> evaluators;
+  private final Map<String, ContinuousProjector> projectors;
 
-  private static Map<String, ContinuousEvaluator> loadEvaluators() {
-    Map<String, ContinuousEvaluator> found = new java.util.TreeMap<>();
-    for (ContinuousEvaluator e : java.util.ServiceLoader.load(ContinuousEvaluator.class)) {
-      String name = e.name();
-      if (name == null || !name.matches(ContinuousRequest.EVALUATOR_NAME)) {
-        throw new IllegalStateException("continuous evaluator " + e.getClass().getName() + " has a name of the wrong shape");
+  /** The {@code type} services on the class path by name; a node refuses to start with two of one name. */
+  private static <T> Map<String, T> load(Class<T> type, java.util.function.Function<T, String> name, String what) {
+    Map<String, T> found = new java.util.TreeMap<>();
+    for (T e : java.util.ServiceLoader.load(type)) {
+      String n = name.apply(e);
+      if (n == null || !n.matches(ContinuousRequest.EVALUATOR_NAME)) {
+        throw new IllegalStateException("continuous " + what + ": " + e.getClass().getName() + " has a name of the wrong shape");
       }
-      if (found.put(name, e) != null) {
-        throw new IllegalStateException("two continuous evaluators are named " + name);
+      if (found.put(n, e) != null) {
+        throw new IllegalStateException("two continuous " + what + " are named " + n);
       }
     }
     if (!found.isEmpty()) {
-      log.info("continuous evaluators installed: {}", found.keySet());
+      log.info("continuous {} installed: {}", what, found.keySet());
     }
     return java.util.Collections.unmodifiableMap(found);
   }
@@ -179,7 +182,7 @@ public final class ContinuousQueries implements AutoCloseable {
   public CompletionStage<Registered> register(ContinuousRequest request, String principal) {
     return CompletableFuture.supplyAsync(() -> {
       ScopeReader reader = reader(request.scope());
-      Registrar.Compiled compiled = Registrar.compile(request, reader, publications, evaluators);
+      Registrar.Compiled compiled = Registrar.compile(request, reader, publications, evaluators, projectors);
       try {
         boolean created = store.insert(compiled, principal);
         return new Registered(compiled.id(), created, compiled.scope());
@@ -357,7 +360,8 @@ public final class ContinuousQueries implements AutoCloseable {
         }
         live.add(s);
         if (s.fullOnly == null && s.initialised() && s.repairPending == null) {
-          keys.put(s, new ScopedDelta.Keys(s.registration.definition().impact(), s.tables, settings.affectedKeyLimit()));
+          ScopedDelta.Keys k = new ScopedDelta.Keys(s.registration.definition().impact(), s.tables, settings.affectedKeyLimit());
+          keys.put(s, s.registration.definition().projector() != null && s.projectorOff == null ? k.withRowChanges() : k);
         }
       }
       Set<String> touched = new HashSet<>();
@@ -433,7 +437,63 @@ public final class ContinuousQueries implements AutoCloseable {
       meter(m -> m.transaction("incremental"));
       return;
     }
+    if (s.registration.definition().projector() != null && s.projectorOff == null && project(s, keys)) {
+      return;
+    }
     delta(s, keys);
+  }
+
+  /**
+   * Tier 1: the trusted projector computes the affected rows from the change tuples; the same shape
+   * check and merge rule apply. False when tier 2 must run instead (the projector is missing or
+   * uncertain, an image was incomplete), each counted as a fallback.
+   */
+  private boolean project(Session s, ScopedDelta.Keys keys) {
+    Definition d = s.registration.definition();
+    ContinuousProjector projector = projectors.get(d.projector());
+    String gap = projector == null ? "projector-missing" : keys.projectorGap;
+    List<ResultRow> rows = null;
+    if (gap == null) {
+      List<com.fasterxml.jackson.databind.node.ObjectNode> projected;
+      try {
+        projected = projector.project(ContinuousEvaluator.Query.of(d), s.registration.loginRole(), keys.rowChanges);
+      } catch (RuntimeException e) {
+        log.warn("continuous projector {} failed ({}); using the scoped delta", projector.name(), e.getClass().getSimpleName());
+        projected = null;
+      }
+      rows = projected == null ? null : checkedRows(d, projected);
+      if (rows == null) {
+        gap = "projector-uncertain";
+      }
+    }
+    if (gap != null) {
+      String reason = gap;
+      s.countFallback(reason);
+      meter(m -> m.fallback(reason));
+      return false;
+    }
+    // Every affected key (old and new) is spelled as the result spells it only for integer keys
+    // without a read; other key types go to the scoped delta, which reads them back.
+    Set<String> affectedKeys = ScopedDelta.integerKeys(d.impact(), new ArrayList<>(keys.keys.values()));
+    if (affectedKeys == null) {
+      s.countFallback("projector-key-type");
+      meter(m -> m.fallback("projector-key-type"));
+      return false;
+    }
+    ScopedDelta.Outcome outcome = ScopedDelta.merge(s.current(), affectedKeys, rows, d.limit(), s.order);
+    if (outcome.fallback() != null) {
+      s.countFallback(outcome.fallback());
+      meter(m -> m.fallback(outcome.fallback()));
+      read(s, "fallback-" + outcome.fallback());
+      return true;
+    }
+    if (commit(s, s.propose(outcome.result(), s.lastLsn))) {
+      s.incrementalTransactions++;
+      s.projectedTransactions++;
+      s.deltasSinceFullRead++;
+      meter(m -> m.transaction("incremental"));
+    }
+    return true;
   }
 
   /** Tier 2: reads the base for the affected keys only and merges, or falls back to a full read. */
@@ -549,9 +609,11 @@ public final class ContinuousQueries implements AutoCloseable {
           e.getClass().getSimpleName());
       return null;
     }
-    if (rows == null) {
-      return null;
-    }
+    return rows == null ? null : checkedRows(d, rows);
+  }
+
+  /** {@code rows} as result rows when each has exactly the query's columns and a non-null key; else null. */
+  private static List<ResultRow> checkedRows(Definition d, List<com.fasterxml.jackson.databind.node.ObjectNode> rows) {
     Set<String> columns = new HashSet<>(d.columns());
     List<ResultRow> out = new ArrayList<>(rows.size());
     for (com.fasterxml.jackson.databind.node.ObjectNode row : rows) {
@@ -683,6 +745,11 @@ public final class ContinuousQueries implements AutoCloseable {
       if (previous != null && !previous.equals(digest)) {
         for (Session s : sessions.values()) {
           if (s.registration.scope().equals(scope)) {
+            if (s.registration.definition().projector() != null && s.projectorOff == null) {
+              // The projector's conditions (row security, identity) were checked against the old
+              // catalog: it is not trusted again until the query is registered anew.
+              s.projectorOff = "catalog-changed";
+            }
             read(s, "catalog-changed");
           }
         }

@@ -12,14 +12,15 @@ import java.util.Set;
 
 /**
  * A registration request: {@code {"scope", "sql", "keyColumns": [..], "orderBy": [{"column",
- * "direction": "asc"|"desc"}], "limit", "parameters": {name: value}, "maintenance", "evaluator"}}.
+ * "direction": "asc"|"desc"}], "limit", "parameters": {name: value}, "maintenance", "evaluator",
+ * "projector"}}.
  * {@code toString} carries neither SQL nor values.
  */
 public record ContinuousRequest(String scope, String sql, ObjectNode parameters, List<String> keyColumns,
-    List<Definition.OrderColumn> orderBy, int limit, String maintenance, String evaluator) {
+    List<Definition.OrderColumn> orderBy, int limit, String maintenance, String evaluator, String projector) {
   /** The fields a registration request may have. */
   public static final Set<String> FIELDS = Set.of("scope", "sql", "keyColumns", "orderBy", "limit", "parameters",
-      "maintenance", "evaluator");
+      "maintenance", "evaluator", "projector");
   private static final String COLUMN = "[A-Za-z_][A-Za-z0-9_$]{0,62}";
   /** The shape of an evaluator's name. */
   static final String EVALUATOR_NAME = "[A-Za-z0-9_-]{1,64}";
@@ -117,8 +118,19 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
       }
       evaluatorName = evaluator.textValue();
     }
+    JsonNode projector = root.get("projector");
+    String projectorName = null;
+    if (projector != null && !projector.isNull()) {
+      if (!projector.isTextual() || !projector.textValue().matches(EVALUATOR_NAME)) {
+        throw bad("projector must be the name of an installed projector (1 to 64 letters, digits, - or _)");
+      }
+      if (mode.equals("full")) {
+        throw bad("a projector maintains the result incrementally, which maintenance \"full\" turns off: give one of the two");
+      }
+      projectorName = projector.textValue();
+    }
     return new ContinuousRequest(scope.textValue(), sql.textValue(), parameters, keyColumns, orderBy, limit.intValue(), mode,
-        evaluatorName);
+        evaluatorName, projectorName);
   }
 
   private static ContinuousQueryException bad(String message) {

@@ -24,15 +24,18 @@ import java.util.List;
  * @param maintenance {@code incremental} (null: the same) or {@code full} (never a scoped delta)
  * @param evaluator the name of the {@link ContinuousEvaluator} that replaces the scoped delta, or
  *     null (Weir's own scoped delta)
+ * @param projector the name of the trusted {@link ContinuousProjector} (tier 1), or null
+ * @param planFingerprint the plan's fingerprint (SQL, columns, types, keys, order); null in
+ *     registrations stored before it was recorded
  */
 public record Definition(
     String sql, ObjectNode parameters, List<String> keyColumns, List<OrderColumn> orderBy, int limit,
     List<String> columns, List<String> tables, List<String> columnTypes, Impact impact, String maintenance,
-    String evaluator) {
+    String evaluator, String projector, String planFingerprint) {
 
   public Definition(String sql, ObjectNode parameters, List<String> keyColumns, List<OrderColumn> orderBy, int limit,
       List<String> columns, List<String> tables, List<String> columnTypes, Impact impact, String maintenance) {
-    this(sql, parameters, keyColumns, orderBy, limit, columns, tables, columnTypes, impact, maintenance, null);
+    this(sql, parameters, keyColumns, orderBy, limit, columns, tables, columnTypes, impact, maintenance, null, null, null);
   }
 
   public Definition {
@@ -143,6 +146,7 @@ public record Definition(
   @Override
   public String toString() {
     return "Definition[keys=" + keyColumns + ", limit=" + limit + ", tables=" + tables + ", impact="
-        + (impact == null ? "none" : impact.table()) + (evaluator == null ? "" : ", evaluator=" + evaluator) + "]";
+        + (impact == null ? "none" : impact.table()) + (evaluator == null ? "" : ", evaluator=" + evaluator)
+        + (projector == null ? "" : ", projector=" + projector) + "]";
   }
 }

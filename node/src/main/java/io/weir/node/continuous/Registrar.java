@@ -58,7 +58,7 @@ final class Registrar {
   private Registrar() {}
 
   static Compiled compile(ContinuousRequest r, ScopeReader reader, List<String> publications,
-      Map<String, ContinuousEvaluator> evaluators) {
+      Map<String, ContinuousEvaluator> evaluators, Map<String, ContinuousProjector> projectors) {
     ContinuousSql.Parsed parsed = ContinuousSql.parse(r.sql());
     Set<String> names = parsed.parameterNames();
     for (String name : names) {
@@ -81,14 +81,15 @@ final class Registrar {
       }
     }
     try {
-      return reader.readOnly(c -> compile(c, r, parsed, reader.scope(), publications, evaluators));
+      return reader.readOnly(c -> compile(c, r, parsed, reader.scope(), publications, evaluators, projectors));
     } catch (SQLException e) {
       throw fromPostgres(e);
     }
   }
 
   private static Compiled compile(Connection c, ContinuousRequest r, ContinuousSql.Parsed parsed, ContinuousSettings.Scope scope,
-      List<String> publications, Map<String, ContinuousEvaluator> evaluators) throws SQLException {
+      List<String> publications, Map<String, ContinuousEvaluator> evaluators, Map<String, ContinuousProjector> projectors)
+      throws SQLException {
     String base = "SELECT * FROM (" + parsed.jdbcSql() + "\n) AS weir_base";
     // 1. Plan: tables, and whether anything it calls may read other tables.
     JsonNode plan;
@@ -178,8 +179,18 @@ final class Registrar {
       }
     }
     Definition.Impact impact = impact(c, r, columns, origins, tableSet, scans, nodeTypes, plan.toString());
+    Map<String, Object> planPrint = new LinkedHashMap<>();
+    planPrint.put("sql", parsed.normalized());
+    planPrint.put("columns", columns);
+    planPrint.put("types", columnTypes);
+    planPrint.put("keys", r.keyColumns());
+    planPrint.put("order", r.orderBy().stream().map(o -> o.column() + (o.descending() ? " desc" : " asc")).toList());
+    String planFingerprint = sha256(canonical(planPrint));
     Definition definition = new Definition(r.sql(), r.parameters(), r.keyColumns(), r.orderBy(), r.limit(), columns,
-        tableSet, columnTypes, impact, r.maintenance(), r.evaluator());
+        tableSet, columnTypes, impact, r.maintenance(), r.evaluator(), r.projector(), planFingerprint);
+    if (r.projector() != null) {
+      trustedProjector(c, projectors.get(r.projector()), definition);
+    }
     if (r.evaluator() != null) {
       ContinuousEvaluator evaluator = evaluators.get(r.evaluator());
       if (evaluator == null) {
@@ -252,15 +263,9 @@ final class Registrar {
         role = rs.getString(2);
       }
     }
-    Map<String, Object> planPrint = new LinkedHashMap<>();
-    planPrint.put("sql", parsed.normalized());
-    planPrint.put("columns", columns);
-    planPrint.put("types", columnTypes);
-    planPrint.put("keys", r.keyColumns());
-    planPrint.put("order", r.orderBy().stream().map(o -> o.column() + (o.descending() ? " desc" : " asc")).toList());
     Map<String, Object> identity = new TreeMap<>();
     identity.put("database", scope.url().replaceFirst("\\?.*$", "") + "#" + database);
-    identity.put("plan", sha256(canonical(planPrint)));
+    identity.put("plan", planFingerprint);
     identity.put("parameters", r.parameters());
     identity.put("scope", scope.name());
     identity.put("role", role);
@@ -272,8 +277,47 @@ final class Registrar {
     if (r.evaluator() != null) {
       identity.put("evaluator", r.evaluator());
     }
+    if (r.projector() != null) {
+      identity.put("projector", r.projector());
+    }
     String id = "cq_" + sha256(canonical(identity)).substring(0, 32);
     return new Compiled(id, scope.name(), role, definition);
+  }
+
+  /**
+   * The registration-time conditions of tier 1 (docs/continuous.md, "Tier 1"): the projector is
+   * installed and written for this plan; the query reads only its key table, which has replica
+   * identity FULL; row-level security on that table needs a projector that enforces it.
+   */
+  private static void trustedProjector(Connection c, ContinuousProjector projector, Definition d) throws SQLException {
+    if (projector == null) {
+      throw new ContinuousQueryException(ErrorCode.BAD_REQUEST, "no projector of that name is installed on this node");
+    }
+    if (!d.planFingerprint().equals(projector.fingerprint())) {
+      throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED,
+          "the projector was written for another plan: its fingerprint does not match this query's");
+    }
+    if (d.impact() == null || d.tables() == null || !d.tables().equals(List.of(d.impact().table()))) {
+      throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED,
+          "a projector needs a query that reads one table, the one its keys come from");
+    }
+    try (PreparedStatement ps = c.prepareStatement(
+        "SELECT relreplident, relrowsecurity FROM pg_class WHERE oid = to_regclass(?)")) {
+      ps.setString(1, d.impact().table());
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the query's table is not visible to the scope");
+        }
+        if (!"f".equals(rs.getString(1))) {
+          throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "a projector needs the table to have"
+              + " REPLICA IDENTITY FULL: without complete old values it cannot know what a change replaced");
+        }
+        if (rs.getBoolean(2) && !projector.enforcesRowSecurity()) {
+          throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED,
+              "the table has row-level security and the projector does not declare that it enforces it");
+        }
+      }
+    }
   }
 
   static void uniqueKeys(List<ResultRow> rows) {

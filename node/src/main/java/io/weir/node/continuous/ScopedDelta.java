@@ -142,11 +142,92 @@ final class ScopedDelta {
     /** Canonical text of a key tuple -> its values as text (pgoutput's text form). */
     final Map<String, List<String>> keys = new LinkedHashMap<>();
     String fallback;
+    /**
+     * For a session with a trusted projector (tier 1): the changes of the key table with complete
+     * images, or null when none is collected or one lacked complete images ({@link #projectorGap}).
+     */
+    List<ContinuousProjector.RowChange> rowChanges;
+    String projectorGap;
 
     Keys(Definition.Impact impact, Set<String> tables, int bound) {
       this.impact = impact;
       this.tables = tables;
       this.bound = bound;
+    }
+
+    /** Also collects complete row images for a trusted projector. */
+    Keys withRowChanges() {
+      rowChanges = new ArrayList<>();
+      return this;
+    }
+
+    private void rowChange(Change c, TableSchema table) {
+      if (rowChanges == null) {
+        return;
+      }
+      String kind;
+      TupleData before = null;
+      TupleData after = null;
+      if (c instanceof Change.Insert ins) {
+        kind = "insert";
+        after = ins.newRow();
+      } else if (c instanceof Change.Update up) {
+        kind = "update";
+        after = up.newRow();
+        if (up.oldKind() != OldTupleKind.FULL) {
+          projectorGap("projector-incomplete-tuple"); // not REPLICA IDENTITY FULL (any more)
+          return;
+        }
+        before = up.oldRow();
+      } else if (c instanceof Change.Delete del) {
+        kind = "delete";
+        if (del.oldKind() != OldTupleKind.FULL) {
+          projectorGap("projector-incomplete-tuple");
+          return;
+        }
+        before = del.oldRow();
+      } else {
+        projectorGap("projector-uncertain");
+        return;
+      }
+      Map<String, String> b = before == null ? null : image(before, table);
+      Map<String, String> a = after == null ? null : image(after, table);
+      if ((before != null && b == null) || (after != null && a == null)) {
+        projectorGap("projector-incomplete-tuple"); // unchanged TOAST or binary values
+        return;
+      }
+      Set<String> changed = new java.util.TreeSet<>();
+      for (var col : table.columns()) {
+        String name = col.name();
+        if (b == null || a == null || !java.util.Objects.equals(b.get(name), a.get(name))) {
+          changed.add(name);
+        }
+      }
+      rowChanges.add(new ContinuousProjector.RowChange(table.qualifiedName(), kind, b, a, changed));
+    }
+
+    private static Map<String, String> image(TupleData row, TableSchema table) {
+      if (row.size() != table.columns().size()) {
+        return null;
+      }
+      Map<String, String> out = new LinkedHashMap<>();
+      for (int i = 0; i < row.size(); i++) {
+        if (row.isNull(i)) {
+          out.put(table.columns().get(i).name(), null);
+        } else if (row.kind(i) == io.weir.protocol.pgoutput.ColumnKind.TEXT) {
+          out.put(table.columns().get(i).name(), row.text(i));
+        } else {
+          return null;
+        }
+      }
+      return out;
+    }
+
+    private void projectorGap(String reason) {
+      if (projectorGap == null) {
+        projectorGap = reason;
+      }
+      rowChanges = null;
     }
 
     void truncate(List<TableSchema> truncated) {
@@ -175,6 +256,7 @@ final class ScopedDelta {
         }
         allIdentity &= table.columns().get(cols[i]).key();
       }
+      rowChange(c, table);
       if (c instanceof Change.Insert ins) {
         add(ins.newRow(), cols);
       } else if (c instanceof Change.Update up) {

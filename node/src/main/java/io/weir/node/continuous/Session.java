@@ -64,6 +64,10 @@ public final class Session {
   long duplicateTransactions;
   /** Scoped deltas a custom evaluator computed (the merge rule may still send one to a full read). */
   long evaluatorTransactions;
+  /** Transactions the trusted projector (tier 1) decided without a read. */
+  long projectedTransactions;
+  /** Why the projector is no longer used for this session (a catalog change), or null. */
+  String projectorOff;
   long fullReads;
   long rowsRead;
   long visibilityRetries;
@@ -326,6 +330,18 @@ public final class Session {
     s.put("unrelatedTransactions", unrelatedTransactions);
     s.put("incrementalTransactions", incrementalTransactions);
     s.put("duplicateTransactions", duplicateTransactions);
+    if (registration.definition().projector() != null) {
+      s.put("projector", registration.definition().projector());
+      s.put("projectedTransactions", projectedTransactions);
+      if (projectorOff == null) {
+        s.putNull("projectorOff");
+      } else {
+        s.put("projectorOff", projectorOff);
+      }
+    }
+    if (registration.definition().planFingerprint() != null) {
+      s.put("planFingerprint", registration.definition().planFingerprint());
+    }
     if (registration.definition().evaluator() != null) {
       s.put("evaluator", registration.definition().evaluator());
       s.put("evaluatorTransactions", evaluatorTransactions);

@@ -18,7 +18,8 @@ public final class ContinuousMetrics {
   /** Why a tier-2 delta was abandoned for a full read (the rules of docs/continuous.md). */
   public static final List<String> FALLBACK_REASONS = List.of("no-impact-rule", "truncate", "unknown-schema",
       "incomplete-tuple", "null-key", "budget-exceeded", "delta-outside-affected", "duplicate-key",
-      "order-not-comparable", "visible-row-left", "rank-boundary", "evaluator-failed", "evaluator-missing", "other");
+      "order-not-comparable", "visible-row-left", "rank-boundary", "evaluator-failed", "evaluator-missing", "projector-missing", "projector-uncertain",
+      "projector-incomplete-tuple", "projector-key-type", "other");
   /** What started a full read. */
   public static final List<String> FULL_READ_CAUSES = List.of("initial", "periodic", "fallback", "retry",
       "pipeline-restart", "catalog-changed", "other");

@@ -57,10 +57,11 @@ class ContinuousOracleIT {
   private String base;
 
   /** One query: its SQL for registration and the same query, ordered and limited, for the oracle. */
+  /** {@code tier}: null, or {@code evaluator} / {@code projector} with the name {@code plugin}. */
   private record Query(String name, String sql, String orderColumn, boolean descending, int limit, String oracle,
-      String evaluator) {
+      String tier, String plugin) {
     Query(String name, String sql, String orderColumn, boolean descending, int limit, String oracle) {
-      this(name, sql, orderColumn, descending, limit, oracle, null);
+      this(name, sql, orderColumn, descending, limit, oracle, null, null);
     }
   }
 
@@ -69,7 +70,10 @@ class ContinuousOracleIT {
           "SELECT id, score, name FROM items ORDER BY score DESC, id ASC LIMIT 5"),
       // The same query with its deltas computed by a custom evaluator (TestEvaluators.ItemsById).
       new Query("top-n-evaluated", "SELECT id, score, name FROM items", "score", true, 5,
-          "SELECT id, score, name FROM items ORDER BY score DESC, id ASC LIMIT 5", "items-by-id"),
+          "SELECT id, score, name FROM items ORDER BY score DESC, id ASC LIMIT 5", "evaluator", "items-by-id"),
+      // And by a trusted projector (tier 1) that applies the row-level policy itself.
+      new Query("top-n-projected", "SELECT id, score, name FROM items", "score", true, 5,
+          "SELECT id, score, name FROM items ORDER BY score DESC, id ASC LIMIT 5", "projector", "items-projector"),
       new Query("join", "SELECT i.id, i.score, n.label FROM items i JOIN nodes n ON n.id = i.id % 8 + 1", "score", true, 5,
           "SELECT i.id, i.score, n.label FROM items i JOIN nodes n ON n.id = i.id % 8 + 1 ORDER BY i.score DESC, i.id ASC LIMIT 5"),
       new Query("2-hop", "WITH RECURSIVE hop(node, depth) AS (SELECT 1, 0 UNION SELECT e.dst, h.depth + 1 FROM edges e"
@@ -87,8 +91,8 @@ class ContinuousOracleIT {
           "SELECT * FROM (SELECT n.id, n.label, count(e.dst) AS degree FROM nodes n LEFT JOIN edges e ON e.src = n.id"
               + " GROUP BY n.id, n.label) b ORDER BY degree DESC, id ASC LIMIT 4"));
   /** Queries whose impact plan has a rule (maintained by scoped deltas); the others are read in full. */
-  private static final java.util.Set<String> INCREMENTAL = java.util.Set.of("top-n", "top-n-evaluated", "join", "ties",
-      "degree");
+  private static final java.util.Set<String> INCREMENTAL = java.util.Set.of("top-n", "top-n-evaluated", "top-n-projected",
+      "join", "ties", "degree");
 
   @BeforeAll
   void start() throws Exception {
@@ -98,6 +102,7 @@ class ContinuousOracleIT {
       s.execute("CREATE ROLE " + other + " NOLOGIN");
       s.execute("CREATE TABLE items (id int PRIMARY KEY, tenant text NOT NULL, score int NOT NULL, name text)");
       s.execute("ALTER TABLE items ENABLE ROW LEVEL SECURITY");
+      s.execute("ALTER TABLE items REPLICA IDENTITY FULL"); // for the trusted projector (tier 1)
       s.execute("CREATE POLICY own_tenant ON items USING (tenant = current_user)");
       s.execute("CREATE TABLE nodes (id int PRIMARY KEY, label text NOT NULL)");
       s.execute("CREATE TABLE edges (src int NOT NULL, dst int NOT NULL, PRIMARY KEY (src, dst))");
@@ -163,8 +168,14 @@ class ContinuousOracleIT {
         ObjectNode body = json.createObjectNode().put("scope", "oracle").put("sql", q.sql()).put("limit", q.limit());
         body.putArray("keyColumns").add("id");
         body.putArray("orderBy").addObject().put("column", q.orderColumn()).put("direction", q.descending() ? "desc" : "asc");
-        if (q.evaluator() != null) {
-          body.put("evaluator", q.evaluator());
+        if ("projector".equals(q.tier())) {
+          // The author's step: the plan fingerprint of the same query, from a session's status.
+          String same = ids.get(QUERIES.stream().map(Query::sql).toList().indexOf(q.sql()));
+          TestEvaluators.ItemsProjector.fingerprint =
+              json.readTree(call("GET", "/v1/continuous/" + same + "/status", null).body()).get("planFingerprint").asText();
+        }
+        if (q.tier() != null) {
+          body.put(q.tier(), q.plugin());
         }
         HttpResponse<String> r = call("POST", "/v1/continuous", body.toString());
         assertThat(r.statusCode()).as("registering %s: %s", q.name(), r.body()).isEqualTo(201);
@@ -220,10 +231,15 @@ class ContinuousOracleIT {
           assertThat(status.get("incrementalTransactions").asLong()).as("%s used scoped deltas", QUERIES.get(q).name())
               .isPositive();
           periodic += status.get("fullRepairsByReason").path("periodic").asLong();
-          if (QUERIES.get(q).evaluator() != null) {
+          if ("evaluator".equals(QUERIES.get(q).tier())) {
             assertThat(status.get("evaluatorTransactions").asLong()).as("%s: deltas by the evaluator", QUERIES.get(q).name())
                 .isPositive();
             assertThat(status.get("fallbacksByReason").has("evaluator-failed")).isFalse();
+          }
+          if ("projector".equals(QUERIES.get(q).tier())) {
+            assertThat(status.get("projectedTransactions").asLong()).as("%s: decided by the projector", QUERIES.get(q).name())
+                .isPositive();
+            assertThat(status.get("fallbacksByReason").has("projector-uncertain")).isFalse();
           }
         } else {
           assertThat(status.get("fullReadsOnly").asText()).isEqualTo("no-impact-plan");

@@ -68,6 +68,7 @@ class ContinuousQueryIT {
       s.execute("CREATE TABLE unpublished (id int PRIMARY KEY)");
       s.execute("CREATE TABLE ranked (id int PRIMARY KEY, score int NOT NULL, label text)");
       s.execute("INSERT INTO ranked SELECT g, g * 10, 'r' || g FROM generate_series(1, 12) g");
+      s.execute("ALTER TABLE ranked REPLICA IDENTITY FULL"); // complete old images: tier 1's condition
       s.execute("CREATE TABLE secrets (id int PRIMARY KEY, owner text NOT NULL)");
       s.execute("ALTER TABLE secrets ENABLE ROW LEVEL SECURITY");
       s.execute("CREATE POLICY own_secret ON secrets USING (owner = current_user)");
@@ -365,7 +366,6 @@ class ContinuousQueryIT {
 
   @Test
   void aCustomEvaluatorReplacesTheScopedDeltaUnderTheSameRules() throws Exception {
-    String sql = TestEvaluators.RANKED;
     assertError(registerWith("no-such", null), 400, "bad-request");
     assertError(registerWith("covers-nothing", null), 400, "query-not-allowed");
     assertError(registerWith("ranked-by-id", "full"), 400, "bad-request");
@@ -375,10 +375,86 @@ class ContinuousQueryIT {
     awaitStatus(id, st -> st.get("state").asText().equals("current"));
     awaitStatus(broken, st -> st.get("state").asText().equals("current"));
 
-    java.util.Random random = new java.util.Random(42);
     int transactions = 40;
-    // Every statement changes a row (PostgreSQL 15 does not send empty transactions).
-    List<Integer> present = new ArrayList<>(List.of(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12));
+    randomRankedTransactions(new java.util.Random(42), transactions);
+    JsonNode status = awaitStatus(id, st -> st.get("relevantTransactions").asLong() >= transactions);
+    JsonNode brokenStatus = awaitStatus(broken, st -> st.get("relevantTransactions").asLong() >= transactions);
+    assertRankedResultsCurrent(id, broken);
+    assertThat(status.get("evaluator").asText()).isEqualTo("ranked-by-id");
+    assertThat(status.get("evaluatorTransactions").asLong()).as("deltas computed by the evaluator").isPositive();
+    assertThat(status.get("fallbacksByReason").has("evaluator-failed")).isFalse();
+    assertThat(brokenStatus.get("evaluatorTransactions").asLong()).as("only deltas whose keys have no row left")
+        .isLessThan(brokenStatus.get("relevantTransactions").asLong() / 2);
+    assertThat(brokenStatus.get("fallbacksByReason").path("evaluator-failed").asLong())
+        .as("rows of another shape are never merged: a full read instead").isPositive();
+    System.out.printf("continuous-evaluator: transactions=%d evaluated=%d fallbacks=%s full-reads=%d;"
+            + " broken evaluator: fallbacks=%s%n", transactions, status.get("evaluatorTransactions").asLong(),
+        status.get("fallbacksByReason"), status.get("authoritativeReads").asLong(), brokenStatus.get("fallbacksByReason"));
+  }
+
+  @Test
+  void aTrustedProjectorMaintainsWithoutReadsOnlyWhileItsConditionsHold() throws Exception {
+    assertError(registerRanked("projector", "no-such"), 400, "bad-request");
+    TestEvaluators.RankedProjector.fingerprint = "written-for-another-plan";
+    assertError(registerRanked("projector", "ranked-projector"), 400, "query-not-allowed");
+    // The author copies the plan fingerprint from a session of the same query.
+    String plain = created(registerRanked(null, null));
+    String fingerprint = awaitStatus(plain, st -> st.has("planFingerprint")).get("planFingerprint").asText();
+    TestEvaluators.RankedProjector.fingerprint = fingerprint;
+    String id = created(registerRanked("projector", "ranked-projector"));
+    assertThat(id).as("the projector is part of the identity").isNotEqualTo(plain);
+    JsonNode before = awaitStatus(id, st -> st.get("state").asText().equals("current"));
+    long reads = before.get("authoritativeReads").asLong();
+
+    int transactions = 40;
+    randomRankedTransactions(new java.util.Random(7), transactions);
+    long relevant = before.get("relevantTransactions").asLong() + transactions;
+    JsonNode status = awaitStatus(id, st -> st.get("relevantTransactions").asLong() >= relevant);
+    assertRankedResultsCurrent(id, plain);
+    assertThat(status.get("projectedTransactions").asLong()).as("decided from the tuples: %s", status).isPositive();
+    assertThat(status.get("fallbacksByReason").has("projector-uncertain")).isFalse();
+    long projected = status.get("projectedTransactions").asLong();
+
+    // A change whose new image lacks a value (an unchanged TOASTed label) is not given to the
+    // projector: the scoped delta reads the row instead. (Changing the replica identity itself
+    // halts the pipeline as an incompatible schema change.)
+    sql("UPDATE ranked SET label = (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 400) g)"
+        + " WHERE id = (SELECT min(id) FROM ranked)");
+    sql("UPDATE ranked SET score = score + 1 WHERE id = (SELECT min(id) FROM ranked)");
+    JsonNode after = awaitStatus(id, st -> st.get("relevantTransactions").asLong() >= relevant + 2);
+    assertThat(after.get("fallbacksByReason").path("projector-incomplete-tuple").asLong())
+        .as("the second update's new image carries the label as unchanged TOAST: %s", after).isEqualTo(1);
+    assertThat(after.get("projectedTransactions").asLong()).isEqualTo(projected + 1);
+    assertRankedResultsCurrent(id, plain);
+    System.out.printf("continuous-projector: transactions=%d projected=%d full-reads=%d (before: %d) fallbacks=%s%n",
+        transactions, projected, status.get("authoritativeReads").asLong(), reads, status.get("fallbacksByReason"));
+  }
+
+  private HttpResponse<String> registerRanked(String field, String name) throws Exception {
+    return call("POST", "/v1/continuous", ADMIN, rankedBody(field, name).toString());
+  }
+
+  private ObjectNode rankedBody(String field, String name) {
+    ObjectNode body = json.createObjectNode();
+    body.put("scope", "tenant_a");
+    body.put("sql", TestEvaluators.RANKED);
+    body.putArray("keyColumns").add("id");
+    body.putArray("orderBy").addObject().put("column", "score").put("direction", "desc");
+    body.put("limit", 4);
+    if (field != null) {
+      body.put(field, name);
+    }
+    return body;
+  }
+
+  /** Random single-statement transactions on {@code ranked}, each changing a row (PostgreSQL 15 does not send empty ones). */
+  private void randomRankedTransactions(java.util.Random random, int transactions) throws Exception {
+    List<Integer> present = new ArrayList<>();
+    try (Connection c = db.connect(); Statement st = c.createStatement(); ResultSet rs = st.executeQuery("SELECT id FROM ranked")) {
+      while (rs.next()) {
+        present.add(rs.getInt(1));
+      }
+    }
     for (int t = 0; t < transactions; t++) {
       int op = random.nextInt(4);
       if (op == 0 || present.size() < 7) {
@@ -400,47 +476,36 @@ class ContinuousQueryIT {
         default -> sql("UPDATE ranked SET score = " + random.nextInt(200) + " WHERE id = " + row);
       }
     }
-    JsonNode status = awaitStatus(id, st -> st.get("relevantTransactions").asLong() >= transactions);
-    JsonNode brokenStatus = awaitStatus(broken, st -> st.get("relevantTransactions").asLong() >= transactions);
-    List<List<Integer>> expected = new ArrayList<>();
-    try (Connection c = db.connect(); Statement s = c.createStatement();
-         java.sql.ResultSet rs = s.executeQuery(sql + " ORDER BY score DESC, id LIMIT 4")) {
+  }
+
+  /** Each session's current result (a new stream's InitialResult) equals the full query's top 4. */
+  private void assertRankedResultsCurrent(String... sessions) throws Exception {
+    List<List<Object>> expected = new ArrayList<>();
+    try (Connection c = db.connect(); Statement st = c.createStatement();
+         ResultSet rs = st.executeQuery(TestEvaluators.RANKED + " ORDER BY score DESC, id LIMIT 4")) {
       while (rs.next()) {
-        expected.add(List.of(rs.getInt(1), rs.getInt(2)));
+        expected.add(java.util.Arrays.asList(rs.getInt(1), rs.getInt(2), rs.getString(3)));
       }
     }
-    for (String session : List.of(id, broken)) {
+    for (String session : sessions) {
       try (Sse sse = open(session, null)) {
-        List<List<Integer>> got = new ArrayList<>();
+        List<List<Object>> got = new ArrayList<>();
         for (JsonNode r : sse.next("InitialResult").get("rows")) {
-          got.add(List.of(r.get("row").get("id").asInt(), r.get("row").get("score").asInt()));
+          JsonNode row = r.get("row");
+          got.add(java.util.Arrays.asList(row.get("id").asInt(), row.get("score").asInt(),
+              row.get("label").isNull() ? null : row.get("label").asText()));
         }
-        assertThat(got).as("the maintained result equals the full query's").isEqualTo(expected);
+        assertThat(got).as("the maintained result of %s equals the full query's", session).isEqualTo(expected);
       }
     }
-    assertThat(status.get("evaluator").asText()).isEqualTo("ranked-by-id");
-    assertThat(status.get("evaluatorTransactions").asLong()).as("deltas computed by the evaluator").isPositive();
-    assertThat(status.get("fallbacksByReason").has("evaluator-failed")).isFalse();
-    assertThat(brokenStatus.get("evaluatorTransactions").asLong()).as("only deltas whose keys have no row left")
-        .isLessThan(brokenStatus.get("relevantTransactions").asLong() / 2);
-    assertThat(brokenStatus.get("fallbacksByReason").path("evaluator-failed").asLong())
-        .as("rows of another shape are never merged: a full read instead").isPositive();
-    System.out.printf("continuous-evaluator: transactions=%d evaluated=%d fallbacks=%s full-reads=%d;"
-            + " broken evaluator: fallbacks=%s%n", transactions, status.get("evaluatorTransactions").asLong(),
-        status.get("fallbacksByReason"), status.get("authoritativeReads").asLong(), brokenStatus.get("fallbacksByReason"));
   }
 
   private HttpResponse<String> registerWith(String evaluator, String maintenance) throws Exception {
-    ObjectNode body = json.createObjectNode();
-    body.put("scope", "tenant_a");
-    body.put("sql", TestEvaluators.RANKED);
-    body.putArray("keyColumns").add("id");
-    body.putArray("orderBy").addObject().put("column", "score").put("direction", "desc");
-    body.put("limit", 4);
-    body.put("evaluator", evaluator);
-    if (maintenance != null) {
-      body.put("maintenance", maintenance);
+    if (maintenance == null) {
+      return registerRanked("evaluator", evaluator);
     }
+    ObjectNode body = rankedBody("evaluator", evaluator);
+    body.put("maintenance", maintenance);
     return call("POST", "/v1/continuous", ADMIN, body.toString());
   }
 

@@ -66,6 +66,98 @@ final class TestEvaluators {
     }
   }
 
+  /**
+   * Tier 1 for {@link #RANKED}: the rows straight from the change tuples. {@link #fingerprint} is set
+   * by the test from the plan fingerprint a session's status shows, as an author would copy it.
+   */
+  public static final class RankedProjector implements ContinuousProjector {
+    static volatile String fingerprint = "unset";
+
+    @Override
+    public String name() {
+      return "ranked-projector";
+    }
+
+    @Override
+    public String fingerprint() {
+      return fingerprint;
+    }
+
+    @Override
+    public boolean enforcesRowSecurity() {
+      return false;
+    }
+
+    @Override
+    public List<ObjectNode> project(ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes) {
+      java.util.Map<Integer, ObjectNode> rows = new java.util.LinkedHashMap<>();
+      for (RowChange c : changes) {
+        if (c.before() != null) {
+          rows.put(Integer.parseInt(c.before().get("id")), null);
+        }
+        if (c.after() != null) {
+          ObjectNode row = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+          row.put("id", Integer.parseInt(c.after().get("id")));
+          row.put("score", Integer.parseInt(c.after().get("score")));
+          if (c.after().get("label") == null) {
+            row.putNull("label");
+          } else {
+            row.put("label", c.after().get("label"));
+          }
+          rows.put(row.get("id").intValue(), row);
+        }
+      }
+      List<ObjectNode> out = new ArrayList<>();
+      rows.values().stream().filter(java.util.Objects::nonNull).forEach(out::add);
+      return out;
+    }
+  }
+
+  /**
+   * Tier 1 for ContinuousOracleIT's {@code SELECT id, score, name FROM items}, whose table has the
+   * policy {@code tenant = current_user}: it applies the policy itself with the login role.
+   */
+  public static final class ItemsProjector implements ContinuousProjector {
+    static volatile String fingerprint = "unset";
+
+    @Override
+    public String name() {
+      return "items-projector";
+    }
+
+    @Override
+    public String fingerprint() {
+      return fingerprint;
+    }
+
+    @Override
+    public boolean enforcesRowSecurity() {
+      return true;
+    }
+
+    @Override
+    public List<ObjectNode> project(ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes) {
+      java.util.Map<Integer, ObjectNode> rows = new java.util.LinkedHashMap<>();
+      for (RowChange c : changes) {
+        if (c.before() != null) {
+          rows.put(Integer.parseInt(c.before().get("id")), null);
+        }
+        if (c.after() != null && loginRole.equals(c.after().get("tenant"))) {
+          ObjectNode row = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+          row.put("id", Integer.parseInt(c.after().get("id")));
+          row.put("score", Integer.parseInt(c.after().get("score")));
+          row.put("name", c.after().get("name"));
+          rows.put(row.get("id").intValue(), row);
+        } else if (c.after() != null) {
+          rows.put(Integer.parseInt(c.after().get("id")), null); // not visible to this login
+        }
+      }
+      List<ObjectNode> out = new ArrayList<>();
+      rows.values().stream().filter(java.util.Objects::nonNull).forEach(out::add);
+      return out;
+    }
+  }
+
   /** Claims coverage but returns rows with an extra column: every delta falls back. */
   public static final class BrokenShape implements ContinuousEvaluator {
     @Override

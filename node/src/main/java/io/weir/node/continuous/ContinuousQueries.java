@@ -776,7 +776,14 @@ public final class ContinuousQueries implements AutoCloseable {
   private void read(Session s, String reason) {
     Definition d = s.registration.definition();
     String sql = d.wrapped(s.parsed.jdbcSql());
+    boolean recheck = d.projector() != null && s.projectorOff == null && !s.initialised();
+    String[] projectorOff = new String[1];
     List<ResultRow> rows = authoritative(s, c -> {
+      if (recheck) {
+        // A session starting (after a restart or on another node) trusts its projector only if
+        // the registration's conditions still hold in today's catalog.
+        projectorOff[0] = Registrar.projectorConditions(c, projectors.get(d.projector()), d);
+      }
       try (PreparedStatement ps = c.prepareStatement(sql)) {
         ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
         return ScopeReader.rows(ps, d.keyColumns());
@@ -784,6 +791,10 @@ public final class ContinuousQueries implements AutoCloseable {
     });
     if (rows == null) {
       return;
+    }
+    if (projectorOff[0] != null) {
+      s.projectorOff = projectorOff[0];
+      log.warn("continuous query {}: its projector is no longer used: {}", s.registration.id(), projectorOff[0]);
     }
     Set<String> seen = new HashSet<>();
     for (ResultRow r : rows) {

@@ -293,31 +293,43 @@ final class Registrar {
     if (projector == null) {
       throw new ContinuousQueryException(ErrorCode.BAD_REQUEST, "no projector of that name is installed on this node");
     }
-    if (!d.planFingerprint().equals(projector.fingerprint())) {
-      throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED,
-          "the projector was written for another plan: its fingerprint does not match this query's");
+    String refused = projectorConditions(c, projector, d);
+    if (refused != null) {
+      throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, refused);
+    }
+  }
+
+  /**
+   * Why {@code projector} may not maintain {@code d} in the catalog {@code c} sees (a value-free
+   * sentence), or null when every registration-time condition of tier 1 holds.
+   */
+  static String projectorConditions(Connection c, ContinuousProjector projector, Definition d) throws SQLException {
+    if (projector == null) {
+      return "the projector is not installed on this node";
+    }
+    if (d.planFingerprint() == null || !d.planFingerprint().equals(projector.fingerprint())) {
+      return "the projector was written for another plan: its fingerprint does not match this query's";
     }
     if (d.impact() == null || d.tables() == null || !d.tables().equals(List.of(d.impact().table()))) {
-      throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED,
-          "a projector needs a query that reads one table, the one its keys come from");
+      return "a projector needs a query that reads one table, the one its keys come from";
     }
     try (PreparedStatement ps = c.prepareStatement(
         "SELECT relreplident, relrowsecurity FROM pg_class WHERE oid = to_regclass(?)")) {
       ps.setString(1, d.impact().table());
       try (ResultSet rs = ps.executeQuery()) {
         if (!rs.next()) {
-          throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the query's table is not visible to the scope");
+          return "the query's table is not visible to the scope";
         }
         if (!"f".equals(rs.getString(1))) {
-          throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "a projector needs the table to have"
-              + " REPLICA IDENTITY FULL: without complete old values it cannot know what a change replaced");
+          return "a projector needs the table to have REPLICA IDENTITY FULL: without complete old values it cannot"
+              + " know what a change replaced";
         }
         if (rs.getBoolean(2) && !projector.enforcesRowSecurity()) {
-          throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED,
-              "the table has row-level security and the projector does not declare that it enforces it");
+          return "the table has row-level security and the projector does not declare that it enforces it";
         }
       }
     }
+    return null;
   }
 
   static void uniqueKeys(List<ResultRow> rows) {

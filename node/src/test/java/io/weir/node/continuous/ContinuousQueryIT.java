@@ -426,6 +426,16 @@ class ContinuousQueryIT {
         .as("the second update's new image carries the label as unchanged TOAST: %s", after).isEqualTo(1);
     assertThat(after.get("projectedTransactions").asLong()).isEqualTo(projected + 1);
     assertRankedResultsCurrent(id, plain);
+
+    // A catalog change in the scope (here a privilege) voids the registration-time checks: the
+    // session stops trusting the projector, and the scoped delta keeps the result.
+    sql("REVOKE SELECT ON ranked FROM " + roleB);
+    JsonNode off = awaitStatus(id, st -> st.path("projectorOff").isTextual());
+    assertThat(off.get("projectorOff").asText()).isEqualTo("catalog-changed");
+    sql("UPDATE ranked SET score = score + 3 WHERE id = (SELECT max(id) FROM ranked)");
+    JsonNode later = awaitStatus(id, st -> st.get("relevantTransactions").asLong() >= relevant + 3);
+    assertThat(later.get("projectedTransactions").asLong()).isEqualTo(off.get("projectedTransactions").asLong());
+    assertRankedResultsCurrent(id, plain);
     System.out.printf("continuous-projector: transactions=%d projected=%d full-reads=%d (before: %d) fallbacks=%s%n",
         transactions, projected, status.get("authoritativeReads").asLong(), reads, status.get("fallbacksByReason"));
   }

@@ -107,30 +107,26 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
       }
       mode = maintenance.textValue();
     }
-    JsonNode evaluator = root.get("evaluator");
-    String evaluatorName = null;
-    if (evaluator != null && !evaluator.isNull()) {
-      if (!evaluator.isTextual() || !evaluator.textValue().matches(EVALUATOR_NAME)) {
-        throw bad("evaluator must be the name of an installed evaluator (1 to 64 letters, digits, - or _)");
-      }
-      if (mode.equals("full")) {
-        throw bad("an evaluator replaces the scoped delta, which maintenance \"full\" turns off: give one of the two");
-      }
-      evaluatorName = evaluator.textValue();
-    }
-    JsonNode projector = root.get("projector");
-    String projectorName = null;
-    if (projector != null && !projector.isNull()) {
-      if (!projector.isTextual() || !projector.textValue().matches(EVALUATOR_NAME)) {
-        throw bad("projector must be the name of an installed projector (1 to 64 letters, digits, - or _)");
-      }
-      if (mode.equals("full")) {
-        throw bad("a projector maintains the result incrementally, which maintenance \"full\" turns off: give one of the two");
-      }
-      projectorName = projector.textValue();
-    }
+    String evaluatorName = plugin(root, "evaluator", mode, "replaces the scoped delta");
+    String projectorName = plugin(root, "projector", mode, "maintains the result incrementally");
     return new ContinuousRequest(scope.textValue(), sql.textValue(), parameters, keyColumns, orderBy, limit.intValue(), mode,
         evaluatorName, projectorName);
+  }
+
+  /** The name in field {@code field} (an installed evaluator or projector), or null. */
+  private static String plugin(JsonNode root, String field, String mode, String what) {
+    JsonNode node = root.get(field);
+    if (node == null || node.isNull()) {
+      return null;
+    }
+    if (!node.isTextual() || !node.textValue().matches(EVALUATOR_NAME)) {
+      throw bad(field + " must be the name of an installed " + field + " (1 to 64 letters, digits, - or _)");
+    }
+    if (mode.equals("full")) {
+      throw bad("a" + (field.startsWith("e") ? "n " : " ") + field + " " + what
+          + ", which maintenance \"full\" turns off: give one of the two");
+    }
+    return node.textValue();
   }
 
   private static ContinuousQueryException bad(String message) {

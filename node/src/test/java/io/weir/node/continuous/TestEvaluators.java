@@ -67,10 +67,38 @@ final class TestEvaluators {
   }
 
   /**
-   * Tier 1 for {@link #RANKED}: the rows straight from the change tuples. {@link #fingerprint} is set
-   * by the test from the plan fingerprint a session's status shows, as an author would copy it.
+   * A projector for a single-table query keyed by an integer {@code id}: the rows straight from the
+   * change tuples. The fingerprint is set by the test from the plan fingerprint a session's status
+   * shows, as an author would copy it.
    */
-  public static final class RankedProjector implements ContinuousProjector {
+  abstract static class IdProjector implements ContinuousProjector {
+    /** The result row of a visible new image, or null when {@code loginRole} may not see it. */
+    abstract ObjectNode row(java.util.Map<String, String> after, String loginRole);
+
+    @Override
+    public List<ObjectNode> project(ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes) {
+      java.util.Map<Integer, ObjectNode> rows = new java.util.LinkedHashMap<>();
+      for (RowChange c : changes) {
+        if (c.before() != null) {
+          rows.put(Integer.parseInt(c.before().get("id")), null);
+        }
+        if (c.after() != null) {
+          rows.put(Integer.parseInt(c.after().get("id")), row(c.after(), loginRole));
+        }
+      }
+      List<ObjectNode> out = new ArrayList<>();
+      rows.values().stream().filter(java.util.Objects::nonNull).forEach(out::add);
+      return out;
+    }
+
+    static ObjectNode idAndScore(java.util.Map<String, String> after) {
+      return com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode()
+          .put("id", Integer.parseInt(after.get("id"))).put("score", Integer.parseInt(after.get("score")));
+    }
+  }
+
+  /** Tier 1 for {@link #RANKED} (no row-level security). */
+  public static final class RankedProjector extends IdProjector {
     static volatile String fingerprint = "unset";
 
     @Override
@@ -89,27 +117,8 @@ final class TestEvaluators {
     }
 
     @Override
-    public List<ObjectNode> project(ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes) {
-      java.util.Map<Integer, ObjectNode> rows = new java.util.LinkedHashMap<>();
-      for (RowChange c : changes) {
-        if (c.before() != null) {
-          rows.put(Integer.parseInt(c.before().get("id")), null);
-        }
-        if (c.after() != null) {
-          ObjectNode row = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
-          row.put("id", Integer.parseInt(c.after().get("id")));
-          row.put("score", Integer.parseInt(c.after().get("score")));
-          if (c.after().get("label") == null) {
-            row.putNull("label");
-          } else {
-            row.put("label", c.after().get("label"));
-          }
-          rows.put(row.get("id").intValue(), row);
-        }
-      }
-      List<ObjectNode> out = new ArrayList<>();
-      rows.values().stream().filter(java.util.Objects::nonNull).forEach(out::add);
-      return out;
+    ObjectNode row(java.util.Map<String, String> after, String loginRole) {
+      return idAndScore(after).put("label", after.get("label"));
     }
   }
 
@@ -117,7 +126,7 @@ final class TestEvaluators {
    * Tier 1 for ContinuousOracleIT's {@code SELECT id, score, name FROM items}, whose table has the
    * policy {@code tenant = current_user}: it applies the policy itself with the login role.
    */
-  public static final class ItemsProjector implements ContinuousProjector {
+  public static final class ItemsProjector extends IdProjector {
     static volatile String fingerprint = "unset";
 
     @Override
@@ -136,25 +145,8 @@ final class TestEvaluators {
     }
 
     @Override
-    public List<ObjectNode> project(ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes) {
-      java.util.Map<Integer, ObjectNode> rows = new java.util.LinkedHashMap<>();
-      for (RowChange c : changes) {
-        if (c.before() != null) {
-          rows.put(Integer.parseInt(c.before().get("id")), null);
-        }
-        if (c.after() != null && loginRole.equals(c.after().get("tenant"))) {
-          ObjectNode row = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
-          row.put("id", Integer.parseInt(c.after().get("id")));
-          row.put("score", Integer.parseInt(c.after().get("score")));
-          row.put("name", c.after().get("name"));
-          rows.put(row.get("id").intValue(), row);
-        } else if (c.after() != null) {
-          rows.put(Integer.parseInt(c.after().get("id")), null); // not visible to this login
-        }
-      }
-      List<ObjectNode> out = new ArrayList<>();
-      rows.values().stream().filter(java.util.Objects::nonNull).forEach(out::add);
-      return out;
+    ObjectNode row(java.util.Map<String, String> after, String loginRole) {
+      return loginRole.equals(after.get("tenant")) ? idAndScore(after).put("name", after.get("name")) : null;
     }
   }
 

@@ -184,7 +184,7 @@ public final class ContinuousQueries implements AutoCloseable {
       ScopeReader reader = reader(request.scope());
       Registrar.Compiled compiled = Registrar.compile(request, reader, publications, evaluators, projectors);
       try {
-        boolean created = store.insert(compiled, principal);
+        boolean created = store.insert(compiled, principal, settings.maxRegistrationsPerScope());
         return new Registered(compiled.id(), created, compiled.scope());
       } catch (SQLException e) {
         throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the registration could not be stored; retry ("

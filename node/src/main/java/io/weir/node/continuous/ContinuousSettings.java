@@ -29,12 +29,13 @@ import java.util.TreeMap;
  *     scoped delta gives way to a full read
  * @param repairEveryTransactions a full read after this many scoped deltas (K)
  * @param repairInterval a full read when the last one is this old and scoped deltas ran since (T)
+ * @param maxRegistrationsPerScope the most continuous queries one security scope may hold
  * @param replayTokenTtl how long a replay token (an SSE event id) resumes a stream
  */
 public record ContinuousSettings(
     Duration statementTimeout, int maxLimit, int replayRetained, int subscriberBuffer, int visibilityRetries,
     Duration visibilityRetryDelay, Duration refresh, int affectedKeyLimit, int repairEveryTransactions,
-    Duration repairInterval, Duration replayTokenTtl, Map<String, Scope> scopes) {
+    Duration repairInterval, Duration replayTokenTtl, int maxRegistrationsPerScope, Map<String, Scope> scopes) {
 
   public ContinuousSettings {
     scopes = Map.copyOf(scopes);
@@ -91,6 +92,7 @@ public record ContinuousSettings(
         v.positiveInt(p + ".repair-every-transactions"),
         v.positiveDuration(p + ".repair-interval"),
         v.positiveDuration(p + ".replay-token-ttl"),
+        v.positiveInt(p + ".max-registrations-per-scope"),
         scopes);
   }
 

@@ -27,17 +27,57 @@ public final class RegistrationStore {
     this.table = Identifiers.require("schema name", schema) + ".continuous_query";
   }
 
-  /** Stores {@code c} unless a row with its id exists; whether this call created it. */
-  boolean insert(Registrar.Compiled c, String principal) throws SQLException {
-    try (Connection conn = dataSource.getConnection();
-        PreparedStatement ps = conn.prepareStatement("INSERT INTO " + table
+  /**
+   * Stores {@code c} unless a row with its id exists; whether this call created it. A scope holding
+   * {@code maxPerScope} registrations takes no new one ({@link ContinuousQueryException}
+   * quota-exceeded); registering an existing one again is always answered. Registrations of one
+   * scope are serialised by a transaction-scoped advisory lock, so the bound holds across nodes.
+   */
+  boolean insert(Registrar.Compiled c, String principal, int maxPerScope) throws SQLException {
+    try (Connection conn = dataSource.getConnection()) {
+      conn.setAutoCommit(false);
+      try {
+        try (PreparedStatement lock = conn.prepareStatement("SELECT pg_advisory_xact_lock(hashtext(?))")) {
+          lock.setString(1, "weir.continuous_query." + c.scope());
+          lock.execute();
+        }
+        long held;
+        boolean exists;
+        try (PreparedStatement count = conn.prepareStatement("SELECT count(*), count(*) FILTER (WHERE id = ?) FROM " + table
+            + " WHERE scope = ?")) {
+          count.setString(1, c.id());
+          count.setString(2, c.scope());
+          try (ResultSet rs = count.executeQuery()) {
+            rs.next();
+            held = rs.getLong(1);
+            exists = rs.getLong(2) > 0;
+          }
+        }
+        if (exists) {
+          conn.commit();
+          return false;
+        }
+        if (held >= maxPerScope) {
+          conn.rollback();
+          throw new ContinuousQueryException(io.weir.protocol.ErrorCode.QUOTA_EXCEEDED, "the scope holds its maximum of "
+              + maxPerScope + " continuous queries (weir.continuous.max-registrations-per-scope); delete one first");
+        }
+        boolean created;
+        try (PreparedStatement ps = conn.prepareStatement("INSERT INTO " + table
             + " (id, scope, login_role, definition, created_by) VALUES (?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING")) {
-      ps.setString(1, c.id());
-      ps.setString(2, c.scope());
-      ps.setString(3, c.loginRole());
-      ps.setString(4, JSON.writeValueAsString(c.definition()));
-      ps.setString(5, principal);
-      return ps.executeUpdate() == 1;
+          ps.setString(1, c.id());
+          ps.setString(2, c.scope());
+          ps.setString(3, c.loginRole());
+          ps.setString(4, JSON.writeValueAsString(c.definition()));
+          ps.setString(5, principal);
+          created = ps.executeUpdate() == 1;
+        }
+        conn.commit();
+        return created;
+      } catch (SQLException | RuntimeException e) {
+        conn.rollback();
+        throw e;
+      }
     } catch (IOException e) {
       throw new IllegalStateException("cannot encode a continuous query definition", e);
     }

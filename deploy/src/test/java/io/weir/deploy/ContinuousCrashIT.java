@@ -107,8 +107,12 @@ class ContinuousCrashIT extends EndToEndTest {
       Client client = new Client(id);
       AtomicReference<NodeProcess> current = new AtomicReference<>(node);
       Thread reader = new Thread(() -> client.follow(current, stop), "cq-crash-reader");
-      writer.start();
+      // The client subscribes before the first write, so that its first event is the log's first
+      // (a later first subscription starts at the current sequence, with a fresh initial result).
       reader.start();
+      await("the client receives the first InitialResult").atMost(Duration.ofSeconds(60))
+          .until(() -> client.lastSequence() >= 1);
+      writer.start();
       List<Long> delays = new ArrayList<>();
       for (int k = 0; k < kills; k++) {
         awaitCurrent(current.get(), id);

@@ -38,6 +38,8 @@ public final class ClientExample {
   static final String SYSTEM_NAME = "weir";
 
   private static final ObjectMapper JSON = new ObjectMapper();
+  /** The example's own progress lines (stdout, message only: see logback.xml); no document content. */
+  private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(ClientExample.class);
 
   private final WeirClient client;
   private final Credentials credentials;
@@ -73,14 +75,14 @@ public final class ClientExample {
       if (client.servers().isEmpty()) {
         throw new IllegalStateException("did not join the cluster within 60 s");
       }
-      System.out.printf("client-joined: self=%s roles=%s servers=%d%n", cluster.selfAddress(),
+      log.info("client-joined: self={} roles={} servers={}", cluster.selfAddress(),
           cluster.selfMember().getRoles(), client.servers().size());
       new ClientExample(client, credentials, collection).run(documents);
-      System.out.printf("client-gateways: %d server nodes answered%n", client.answered().size());
-      System.out.println("client-ok");
+      log.info("client-gateways: {} server nodes answered", client.answered().size());
+      log.info("client-ok");
       status = 0;
     } catch (Exception e) {
-      System.out.println("client-failed: " + e.getMessage());
+      log.error("client-failed: {}", e.getMessage());
     } finally {
       Cluster.get(system).leave(Cluster.get(system).selfAddress());
       Thread.sleep(500);
@@ -119,7 +121,7 @@ public final class ClientExample {
         JSON.createObjectNode().put("n", -1), revisions.get("doc-1") + 5, null)).toCompletableFuture().get();
     String conflict = stale instanceof ClientReply.Failed f ? f.status() + "/" + f.error().error() : "none";
     ok(new ClientRequest.DeleteDocument(credentials, collection, "doc-0", revisions.get("doc-0"), run + "-delete-0"));
-    System.out.printf("client-documents: written=%d replayed=%s read-equal=%d stale-write=%s deleted=1%n",
+    log.info("client-documents: written={} replayed={} read-equal={} stale-write={} deleted=1",
         count, replayed, equal, conflict);
     if (!replayed || equal != count || !conflict.equals("409/conflict")) {
       throw new IllegalStateException("a document check failed");
@@ -151,7 +153,7 @@ public final class ClientExample {
         Thread.sleep(200);
       }
     }
-    System.out.printf("client-changes: upserts=%d deletes=%d pages=%d%n", upserts.size(), deletes.size(), pages);
+    log.info("client-changes: upserts={} deletes={} pages={}", upserts.size(), deletes.size(), pages);
     if (upserts.size() != count || deletes.size() != 1) {
       throw new IllegalStateException("the changes feed did not show every change");
     }
@@ -170,7 +172,7 @@ public final class ClientExample {
   private static String required(String name) {
     String value = System.getenv(name);
     if (value == null || value.isBlank()) {
-      System.err.println(name + " is not set");
+      log.error("{} is not set", name);
       System.exit(2);
     }
     return value;

@@ -139,6 +139,27 @@ class PartitionJournalFormatIT {
         assertThat(((Applied) replies.receiveMessage(WAIT)).firstSequence()).isEqualTo(status.outboxNext());
         p.tell(cdc(new SourcePosition("slot-a", SLOT_A_LAST), replies.ref(), new Upsert("orders", "o-5", "{}", Optional.empty())));
         assertThat(replies.receiveMessage(WAIT)).as("at the recovered watermark").isInstanceOf(PartitionProtocol.AlreadyApplied.class);
+
+        // The new event went to the journal in the current encoding (ADR 0023), after the old rows in
+        // Jackson CBOR; a partition recovers from the mixed journal.
+        try (Connection c = db.connect();
+            PreparedStatement ps = c.prepareStatement("SELECT event_ser_id FROM weir.event_journal"
+                + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
+          ps.setString(1, PERSISTENCE_ID);
+          try (ResultSet rs = ps.executeQuery()) {
+            assertThat(rs.next()).isTrue();
+            assertThat(rs.getInt(1)).isEqualTo(PartitionEventSerializer.IDENTIFIER);
+          }
+        }
+        kit.stop(p, WAIT);
+        ActorRef<Command> again = kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
+        TestProbe<PartitionProtocol.DocumentReply> doc = kit.createTestProbe();
+        again.tell(new PartitionProtocol.GetDocument("orders", "o-99", doc.ref()));
+        assertThat(doc.receiveMessage(WAIT).document()).as("written after the old rows, recovered from the mixed journal")
+            .hasValueSatisfying(d -> assertThat(d.body()).isEqualTo("{\"n\":99}"));
+        TestProbe<PartitionStatus> statusAgain = kit.createTestProbe();
+        again.tell(new PartitionProtocol.GetStatus(statusAgain.ref()));
+        assertThat(statusAgain.receiveMessage(WAIT).outboxNext()).isEqualTo(status.outboxNext() + 1);
       } finally {
         kit.shutdownTestKit();
       }

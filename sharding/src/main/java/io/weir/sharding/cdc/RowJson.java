@@ -82,8 +82,61 @@ public final class RowJson {
       }
       case JSON, JSONB -> g.writeRawValue((String) value);
       case BYTEA -> g.writeString(Base64.getEncoder().encodeToString((byte[]) value));
-      case TIMESTAMPTZ -> g.writeString(((OffsetDateTime) value).withOffsetSameInstant(ZoneOffset.UTC).toString());
+      case TIMESTAMPTZ -> g.writeString(utc((OffsetDateTime) value));
       default -> g.writeString(value instanceof byte[] b ? Base64.getEncoder().encodeToString(b) : value.toString());
     }
+  }
+
+  /**
+   * {@code t} in UTC as {@link OffsetDateTime#toString()} writes it ({@code uuuu-MM-ddTHH:mm}, then
+   * {@code :ss} unless seconds and fraction are zero, the fraction in 3, 6 or 9 digits, {@code Z}),
+   * without its intermediate objects: every timestamp of every CDC row goes through here.
+   */
+  static String utc(OffsetDateTime t) {
+    long epochSecond = t.toEpochSecond();
+    int nano = t.getNano();
+    long day = Math.floorDiv(epochSecond, 86_400L);
+    int secondOfDay = (int) Math.floorMod(epochSecond, 86_400L);
+    java.time.LocalDate date = java.time.LocalDate.ofEpochDay(day);
+    int year = date.getYear();
+    if (year < 0 || year > 9_999) {
+      return t.withOffsetSameInstant(ZoneOffset.UTC).toString();
+    }
+    char[] c = new char[30];
+    int n = 0;
+    n = digits(c, n, year, 4);
+    c[n++] = '-';
+    n = digits(c, n, date.getMonthValue(), 2);
+    c[n++] = '-';
+    n = digits(c, n, date.getDayOfMonth(), 2);
+    c[n++] = 'T';
+    n = digits(c, n, secondOfDay / 3_600, 2);
+    c[n++] = ':';
+    n = digits(c, n, secondOfDay / 60 % 60, 2);
+    int second = secondOfDay % 60;
+    if (second > 0 || nano > 0) {
+      c[n++] = ':';
+      n = digits(c, n, second, 2);
+      if (nano > 0) {
+        c[n++] = '.';
+        if (nano % 1_000_000 == 0) {
+          n = digits(c, n, nano / 1_000_000, 3);
+        } else if (nano % 1_000 == 0) {
+          n = digits(c, n, nano / 1_000, 6);
+        } else {
+          n = digits(c, n, nano, 9);
+        }
+      }
+    }
+    c[n++] = 'Z';
+    return new String(c, 0, n);
+  }
+
+  private static int digits(char[] c, int at, int value, int width) {
+    for (int i = at + width - 1; i >= at; i--) {
+      c[i] = (char) ('0' + value % 10);
+      value /= 10;
+    }
+    return at + width;
   }
 }

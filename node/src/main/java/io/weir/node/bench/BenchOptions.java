@@ -14,7 +14,8 @@ import java.util.Map;
  * @param repeats rounds per transaction size; the order of the two consumers alternates
  * @param txnSizes row changes per source transaction, one workload each
  * @param updatePercent share of each transaction's row changes that update earlier rows
- * @param warmupRows rows drained once by both consumers before measuring (0: no warm-up)
+ * @param warmupRows rows per warm-up round, drained by both consumers before measuring (0: no warm-up)
+ * @param warmupRounds warm-up rounds per transaction size
  * @param weirBatch transactions per sink call ({@code PipelineSettings.withBatching})
  * @param weirBatchDelay how long a partial batch may wait for more transactions
  * @param keepDatabase leave the benchmark database behind (its slots are always dropped)
@@ -27,6 +28,7 @@ record BenchOptions(
     List<Integer> txnSizes,
     int updatePercent,
     int warmupRows,
+    int warmupRounds,
     int weirBatch,
     Duration weirBatchDelay,
     boolean keepDatabase,
@@ -39,14 +41,17 @@ record BenchOptions(
   static final String USAGE =
       """
       usage: CdcBenchmark [--rows N] [--repeats N] [--txn-sizes 100,10000] [--update-percent P]
-                          [--warmup-rows N] [--weir-batch N] [--weir-batch-delay-ms N] [--keep-database]
+                          [--warmup-rows N] [--warmup-rounds N] [--weir-batch N]
+                          [--weir-batch-delay-ms N] [--keep-database]
                           [--sink counting|partitions]
 
         --rows N                 row changes per round (default 200000)
         --repeats N              rounds per transaction size, alternating which consumer goes first (default 3)
         --txn-sizes A,B,...      row changes per source transaction, one workload each (default 100,10000)
         --update-percent P       share of row changes that are updates of earlier rows (default 10)
-        --warmup-rows N          rows both consumers drain once before measuring, to warm the JIT (default 50000; 0: none)
+        --warmup-rows N          rows per warm-up round, drained by both consumers before measuring (default 50000; 0: none)
+        --warmup-rounds N        warm-up rounds per transaction size (default 10): the JIT keeps compiling for
+                                 hundreds of thousands of rows, and each round shows how much of Weir's CPU it took
         --weir-batch N           transactions per sink call (PipelineSettings.withBatching; default 256; 1: no batching)
         --weir-batch-delay-ms N  how long a partial batch may wait for more transactions (default 5)
         --keep-database          keep the weir_bench database afterwards (slots are dropped regardless)
@@ -69,6 +74,7 @@ record BenchOptions(
     List<Integer> sizes = List.of(100, 10_000);
     int updatePercent = 10;
     int warmupRows = 50_000;
+    int warmupRounds = 10;
     int batch = 256;
     long batchDelayMs = 5;
     boolean keep = false;
@@ -84,7 +90,8 @@ record BenchOptions(
       switch (arg) {
         case "--help", "-h" -> throw new UsageException("");
         case "--keep-database" -> keep = true;
-        case "--rows", "--repeats", "--txn-sizes", "--update-percent", "--warmup-rows", "--weir-batch",
+        case "--rows", "--repeats", "--txn-sizes", "--update-percent", "--warmup-rows", "--warmup-rounds",
+            "--weir-batch",
             "--weir-batch-delay-ms", "--sink" -> {
           if (value == null) {
             if (i + 1 >= args.length) {
@@ -98,6 +105,7 @@ record BenchOptions(
             case "--txn-sizes" -> sizes = sizes(arg, value);
             case "--update-percent" -> updatePercent = range(arg, value, 0, 90);
             case "--warmup-rows" -> warmupRows = range(arg, value, 0, Integer.MAX_VALUE);
+            case "--warmup-rounds" -> warmupRounds = range(arg, value, 1, 1_000);
             case "--weir-batch" -> batch = positive(arg, value);
             case "--sink" -> {
               if (!value.equals("counting") && !value.equals("partitions")) {
@@ -116,7 +124,7 @@ record BenchOptions(
       throw new UsageException("WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
     }
     return new BenchOptions(
-        rows, repeats, sizes, updatePercent, warmupRows, batch, Duration.ofMillis(batchDelayMs), keep, partitions, url,
+        rows, repeats, sizes, updatePercent, warmupRows, warmupRounds, batch, Duration.ofMillis(batchDelayMs), keep, partitions, url,
         env.getOrDefault("WEIR_PG_USER", "weir"), env.getOrDefault("WEIR_PG_PASSWORD", ""),
         require(env, "WEIR_PG_BINDIR"));
   }

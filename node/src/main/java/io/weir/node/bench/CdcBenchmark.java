@@ -57,6 +57,16 @@ public final class CdcBenchmark {
       return weir.cpuSeconds() * 100_000 / workload.rowChanges();
     }
 
+    /** Of {@link #weirCpuPer100k()}, the JIT compiler's share. */
+    double weirJitPer100k() {
+      return weir.jitSeconds() * 100_000 / workload.rowChanges();
+    }
+
+    /** Of {@link #weirCpuPer100k()}, the garbage collector's (and VM thread's) share. */
+    double weirGcPer100k() {
+      return weir.gcSeconds() * 100_000 / workload.rowChanges();
+    }
+
     double ratio() {
       return weirRate() / recvRate();
     }
@@ -110,32 +120,42 @@ public final class CdcBenchmark {
       System.out.println(LINE);
 
       if (options.warmupRows() > 0) {
-        System.out.printf("warm-up: %,d rows per transaction size through both consumers (not reported) ...",
-            options.warmupRows());
+        // The JIT keeps compiling long after the first rows (Pekko's, the journal's and Weir's batch
+        // paths run once per sink call or group commit, so they reach the optimising compiler late),
+        // and every pipeline start compiles some more: each warm-up round shows the JIT's share.
+        System.out.printf("warm-up: %d rounds of %,d rows per transaction size through both consumers (not reported"
+            + " otherwise)%n", options.warmupRounds(), options.warmupRows());
         for (int size : options.txnSizes()) {
-          round(size, options.warmupRows(), -1, true, weir);
+          System.out.printf("  txn size %d, the JIT's share of Weir's CPU per round:", size);
+          for (int i = 1; i <= options.warmupRounds(); i++) {
+            Round w = round(size, options.warmupRows(), -i, true, weir);
+            System.out.printf(Locale.ROOT, " %.0f%%", 100 * w.weir().jitSeconds() / w.weir().cpuSeconds());
+          }
+          System.out.println();
         }
-        System.out.println(" done");
         System.out.println(LINE);
       }
 
-      System.out.printf("%8s %6s %5s %6s %7s | %7s %12s %8s | %7s %12s %8s | %9s%n",
+      System.out.printf("%8s %6s %5s %6s %7s | %7s %12s %8s | %7s %12s %8s %5s %5s | %9s%n",
           "txn size", "repeat", "first", "txns", "WAL MB", "recv s", "rows/s", "CPU/100k", "Weir s", "rows/s",
-          "CPU/100k", "Weir/recv");
+          "CPU/100k", "JIT", "GC", "Weir/recv");
       List<Round> rounds = new ArrayList<>();
       for (int size : options.txnSizes()) {
         for (int r = 0; r < options.repeats(); r++) {
           // Alternates across transaction sizes too, so each consumer goes first equally often.
           Round round = round(size, options.rows(), r + 1, rounds.size() % 2 == 0, weir);
           rounds.add(round);
-          System.out.printf(Locale.ROOT, "%8d %6d %5s %6d %7.1f | %7.3f %,12.0f %7.2fs | %7.3f %,12.0f %7.2fs | %8.2fx%n",
+          System.out.printf(Locale.ROOT,
+              "%8d %6d %5s %6d %7.1f | %7.3f %,12.0f %7.2fs | %7.3f %,12.0f %7.2fs %5.2f %5.2f | %8.2fx%n",
               size, r + 1, round.recvFirst() ? "recv" : "Weir", round.workload().transactions(),
               round.walBytes() / 1e6, round.recv().nanos() / 1e9, round.recvRate(), round.recvCpuPer100k(),
-              round.weir().nanos() / 1e9, round.weirRate(), round.weirCpuPer100k(), round.ratio());
+              round.weir().nanos() / 1e9, round.weirRate(), round.weirCpuPer100k(), round.weirJitPer100k(),
+              round.weirGcPer100k(), round.ratio());
         }
       }
       System.out.println("recv = pg_recvlogical; first = which consumer drained first; CPU/100k = CPU seconds the"
-          + " consumer process used per 100,000 row changes");
+          + " consumer process used per 100,000 row changes; JIT, GC = the part of Weir's CPU/100k spent by the JIT"
+          + " compiler's threads and by the garbage collector's (with the VM thread)");
       summary(rounds);
       System.out.println("load average (1/5/15 min) at the end: " + loadAverage()
           + " -- above about 1 means something besides this benchmark competed for the CPUs");
@@ -198,18 +218,19 @@ public final class CdcBenchmark {
   private void summary(List<Round> rounds) {
     System.out.println(LINE);
     System.out.println("medians over the repeats:");
-    System.out.printf("%8s %7s | %14s %8s | %14s %8s | %21s | %s%n",
-        "txn size", "repeats", "recv rows/s", "CPU/100k", "Weir rows/s", "CPU/100k", "Weir/recv (min..max)",
+    System.out.printf("%8s %7s | %14s %8s | %14s %8s %5s | %21s | %s%n",
+        "txn size", "repeats", "recv rows/s", "CPU/100k", "Weir rows/s", "CPU/100k", "JIT", "Weir/recv (min..max)",
         options.partitions() ? "goal Weir >= 0.5x" : "goal Weir >= 0.8x");
     for (int size : options.txnSizes()) {
       List<Round> mine = rounds.stream().filter(r -> r.txnSize() == size).toList();
       double[] ratios = mine.stream().mapToDouble(Round::ratio).sorted().toArray();
       double ratio = median(ratios);
-      System.out.printf(Locale.ROOT, "%8d %7d | %,14.0f %7.2fs | %,14.0f %7.2fs | %7.2fx (%.2f..%.2f) | %s%n",
+      System.out.printf(Locale.ROOT, "%8d %7d | %,14.0f %7.2fs | %,14.0f %7.2fs %5.2f | %7.2fx (%.2f..%.2f) | %s%n",
           size, mine.size(), median(mine.stream().mapToDouble(Round::recvRate).toArray()),
           median(mine.stream().mapToDouble(Round::recvCpuPer100k).toArray()),
           median(mine.stream().mapToDouble(Round::weirRate).toArray()),
           median(mine.stream().mapToDouble(Round::weirCpuPer100k).toArray()),
+          median(mine.stream().mapToDouble(Round::weirJitPer100k).toArray()),
           ratio, ratios[0], ratios[ratios.length - 1], ratio >= (options.partitions() ? 0.5 : 0.8) ? "met" : "not met");
     }
     System.out.println("Weir/recv is the median of the per-round ratios (in a round both drain the same WAL).");

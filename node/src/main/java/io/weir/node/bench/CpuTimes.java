@@ -54,4 +54,55 @@ record CpuTimes(double self, double children) {
       return Double.NaN;
     }
   }
+
+  /**
+   * CPU seconds so far of this JVM's threads by thread id, for the threads alive now, split into
+   * the JIT compiler's ({@code C1/C2 CompilerThread}) and the garbage collector's and VM thread's
+   * ({@code GC Thread#}, {@code G1 ...}, {@code VM Thread}); others are not kept.
+   */
+  record ThreadCpu(java.util.Map<Long, Double> jit, java.util.Map<Long, Double> gc) {
+    static ThreadCpu now() {
+      java.util.Map<Long, Double> jit = new java.util.HashMap<>();
+      java.util.Map<Long, Double> gc = new java.util.HashMap<>();
+      try (java.util.stream.Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
+        for (Path task : (Iterable<Path>) tasks::iterator) {
+          try {
+            String stat = Files.readString(task.resolve("stat"), StandardCharsets.US_ASCII);
+            String name = stat.substring(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+            String[] f = stat.substring(stat.lastIndexOf(')') + 2).trim().split(" ");
+            double cpu = (Long.parseLong(f[11]) + Long.parseLong(f[12])) * TICK;
+            long tid = Long.parseLong(task.getFileName().toString());
+            if (name.startsWith("C1 CompilerThre") || name.startsWith("C2 CompilerThre")) {
+              jit.put(tid, cpu);
+            } else if (name.startsWith("GC Thread") || name.startsWith("G1 ") || name.equals("VM Thread")) {
+              gc.put(tid, cpu);
+            }
+          } catch (IOException | RuntimeException gone) {
+            // The thread ended meanwhile.
+          }
+        }
+      } catch (IOException | RuntimeException e) {
+        return new ThreadCpu(java.util.Map.of(), java.util.Map.of());
+      }
+      return new ThreadCpu(jit, gc);
+    }
+
+    /** JIT CPU seconds since {@code earlier} (threads that ended meanwhile are not counted). */
+    double jitSince(ThreadCpu earlier) {
+      return since(jit, earlier.jit);
+    }
+
+    /** GC and VM-thread CPU seconds since {@code earlier}. */
+    double gcSince(ThreadCpu earlier) {
+      return since(gc, earlier.gc);
+    }
+
+    private static double since(java.util.Map<Long, Double> now, java.util.Map<Long, Double> then) {
+      double sum = 0;
+      for (java.util.Map.Entry<Long, Double> e : now.entrySet()) {
+        sum += e.getValue() - then.getOrDefault(e.getKey(), 0.0);
+      }
+      return sum;
+    }
+  }
 }

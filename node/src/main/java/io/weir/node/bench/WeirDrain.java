@@ -42,7 +42,16 @@ final class WeirDrain implements AutoCloseable {
   private int runs;
 
   /** What one drain saw. */
-  record Result(long nanos, double cpuSeconds, long rows, long transactions) {}
+  /**
+   * @param cpuSeconds the JVM's CPU time during the drain (every thread)
+   * @param jitSeconds of which the JIT compiler threads'
+   * @param gcSeconds of which the garbage collector's and the VM thread's
+   */
+  record Result(long nanos, double cpuSeconds, double jitSeconds, double gcSeconds, long rows, long transactions) {
+    Result(long nanos, double cpuSeconds, long rows, long transactions) {
+      this(nanos, cpuSeconds, Double.NaN, Double.NaN, rows, transactions);
+    }
+  }
 
   /** Partitions of the partition sink run. */
   static final int PARTITIONS = 64;
@@ -170,6 +179,7 @@ final class WeirDrain implements AutoCloseable {
         new Spawn(CdcPipeline.create(settings(name, slot), source, sink, state.dataSource(), "weir"), name, replyTo));
     try {
       CpuTimes cpu = CpuTimes.now();
+      CpuTimes.ThreadCpu threads = CpuTimes.ThreadCpu.now();
       long start = System.nanoTime();
       PipelineStatus started = ask(pipeline, CdcPipeline.Start::new);
       check(started);
@@ -186,7 +196,9 @@ final class WeirDrain implements AutoCloseable {
         }
       }
       double cpuSeconds = CpuTimes.now().self() - cpu.self();
-      return new Result(end - start, cpuSeconds, counted.rows(), counted.transactions());
+      CpuTimes.ThreadCpu after = CpuTimes.ThreadCpu.now();
+      return new Result(end - start, cpuSeconds, after.jitSince(threads), after.gcSince(threads), counted.rows(),
+          counted.transactions());
     } finally {
       if (finishing != null) {
         finishing.shutdown();

@@ -432,7 +432,7 @@ public final class ContinuousQueries implements AutoCloseable {
       read(s, "periodic");
       return;
     }
-    if (keys.keys.isEmpty()) {
+    if (keys.empty()) {
       s.incrementalTransactions++; // the changes cannot touch any result row (e.g. a no-op batch)
       meter(m -> m.transaction("incremental"));
       return;
@@ -441,6 +441,113 @@ public final class ContinuousQueries implements AutoCloseable {
       return;
     }
     delta(s, keys);
+  }
+
+  /**
+   * Tier 2 for a transaction that changed a joined table with a lookup rule: in one authoritative
+   * transaction, the key-table rows whose joined column has one of the changed values give further
+   * affected keys (integers: lookup rules exist only for integer keys), then the base is read for
+   * all of them and merged as usual. More keys than the bound: a full read.
+   */
+  private void deltaWithLookups(Session s, ScopedDelta.Keys keys, List<List<String>> changed) {
+    Definition d = s.registration.definition();
+    ContinuousEvaluator evaluator = d.evaluator() == null ? null : evaluators.get(d.evaluator());
+    if (d.evaluator() != null && evaluator == null) {
+      s.countFallback("evaluator-missing");
+      meter(m -> m.fallback("evaluator-missing"));
+      read(s, "fallback-evaluator-missing");
+      return;
+    }
+    int bound = settings.affectedKeyLimit();
+    List<List<String>> tuples = new ArrayList<>(changed);
+    String[] failure = new String[1];
+    long[] lookedUp = new long[1];
+    List<ResultRow> fetched = authoritative(s, c -> {
+      tuples.clear();
+      tuples.addAll(changed);
+      Set<String> seen = new HashSet<>(keys.keys.keySet());
+      lookedUp[0] = 0;
+      for (Map.Entry<Definition.Lookup, Set<String>> e : keys.lookupValues.entrySet()) {
+        List<String> values = new ArrayList<>(e.getValue());
+        try (PreparedStatement ps = c.prepareStatement(d.lookupSql(e.getKey(), values.size(), bound + 1))) {
+          for (int i = 0; i < values.size(); i++) {
+            ps.setString(i + 1, values.get(i));
+          }
+          try (java.sql.ResultSet rs = ps.executeQuery()) {
+            int width = d.impact().sourceColumns().size();
+            while (rs.next()) {
+              lookedUp[0]++;
+              List<String> key = new ArrayList<>(width);
+              for (int j = 1; j <= width; j++) {
+                key.add(rs.getString(j));
+              }
+              if (!key.contains(null) && seen.add(String.join("\u0000", key))) {
+                tuples.add(key); // a null key column gives a null result key: no IN matches it
+              }
+            }
+          }
+        }
+      }
+      if (tuples.size() > bound) {
+        failure[0] = "budget-exceeded";
+        return List.of();
+      }
+      if (tuples.isEmpty()) {
+        return List.of(); // no result row can depend on the changed rows
+      }
+      if (evaluator != null) {
+        List<ResultRow> rows = evaluated(evaluator, d, c, tuples);
+        if (rows == null) {
+          failure[0] = "evaluator-failed";
+          return List.of();
+        }
+        return rows;
+      }
+      try (PreparedStatement ps = c.prepareStatement(d.scoped(s.parsed.jdbcSql(), tuples.size()))) {
+        ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
+        bindKeys(ps, s.parsed.parameterOrder().size() + 1, tuples);
+        return ScopeReader.rows(ps, d.keyColumns());
+      }
+    });
+    if (fetched == null) {
+      return; // failed: repair pending, recorded
+    }
+    s.rowsRead += lookedUp[0];
+    long lookupRows = lookedUp[0];
+    meter(m -> m.rowsRead(lookupRows));
+    if (failure[0] != null) {
+      s.countFallback(failure[0]);
+      meter(m -> m.fallback(failure[0]));
+      read(s, "fallback-" + failure[0]);
+      return;
+    }
+    if (evaluator != null) {
+      s.evaluatorTransactions++;
+    }
+    Set<String> affectedKeys = ScopedDelta.integerKeys(d.impact(), tuples);
+    if (affectedKeys == null) {
+      // Lookup rules are compiled for integer keys only; anything else is a surprise: read in full.
+      s.countFallback("no-impact-rule");
+      meter(m -> m.fallback("no-impact-rule"));
+      read(s, "fallback-no-impact-rule");
+      return;
+    }
+    ScopedDelta.Outcome outcome = ScopedDelta.merge(s.current(), affectedKeys, fetched, d.limit(), s.order);
+    s.rowsRead += fetched.size();
+    int fetchedRows = fetched.size();
+    meter(m -> m.rowsRead(fetchedRows));
+    if (outcome.fallback() != null) {
+      s.countFallback(outcome.fallback());
+      meter(m -> m.fallback(outcome.fallback()));
+      read(s, "fallback-" + outcome.fallback());
+      return;
+    }
+    if (commit(s, s.propose(outcome.result(), s.lastLsn))) {
+      s.incrementalTransactions++;
+      s.lookupTransactions++;
+      meter(m -> m.transaction("incremental"));
+      s.deltasSinceFullRead++;
+    }
   }
 
   /**
@@ -500,6 +607,10 @@ public final class ContinuousQueries implements AutoCloseable {
   private void delta(Session s, ScopedDelta.Keys keys) {
     Definition d = s.registration.definition();
     List<List<String>> tuples = new ArrayList<>(keys.keys.values());
+    if (!keys.lookupValues.isEmpty()) {
+      deltaWithLookups(s, keys, tuples);
+      return;
+    }
     // The affected keys as the result spells them: integers are parsed here; other types are cast
     // and read back by PostgreSQL in the same transaction (their text form may depend on settings).
     Set<String> integerKeys = ScopedDelta.integerKeys(d.impact(), tuples);

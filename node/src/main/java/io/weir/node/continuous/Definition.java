@@ -61,12 +61,62 @@ public record Definition(
    * @param sourceColumns for each key column (in {@code keyColumns} order), the table column it is
    * @param castTypes for each key column, its SQL type ({@code format_type}), for binding changed
    *     values back as keys
+   * @param lookups rules for other tables of the set, each linked to T by an equality of plain
+   *     integer columns (docs/continuous.md, "Lookup rules"); empty when none could be proven (or in
+   *     registrations stored before they existed)
    */
-  public record Impact(String table, List<String> sourceColumns, List<String> castTypes) {
+  public record Impact(String table, List<String> sourceColumns, List<String> castTypes, List<Lookup> lookups) {
     public Impact {
       sourceColumns = List.copyOf(sourceColumns);
       castTypes = List.copyOf(castTypes);
+      lookups = lookups == null ? List.of() : List.copyOf(lookups);
     }
+
+    public Impact(String table, List<String> sourceColumns, List<String> castTypes) {
+      this(table, sourceColumns, castTypes, List.of());
+    }
+
+    /** The lookup rule of {@code table}, or null. */
+    public Lookup lookup(String table) {
+      for (Lookup l : lookups) {
+        if (l.table().equals(table)) {
+          return l;
+        }
+      }
+      return null;
+    }
+  }
+
+  /**
+   * A bounded authoritative lookup: a change of a row of {@code table} (J) can reach only the result
+   * rows whose key-table row has {@code keyTableColumn} equal to the J row's {@code column}, old or
+   * new, because the plan joins J to the key table T by that equality and to nothing else. The
+   * affected keys are then read from T, as the subscriber, in the delta's own transaction.
+   *
+   * @param table J, {@code schema.table}
+   * @param column J's column in the equality
+   * @param keyTableColumn T's column in the equality
+   * @param castType T's column type ({@code format_type}; an integer type)
+   */
+  public record Lookup(String table, String column, String keyTableColumn, String castType) {}
+
+  /**
+   * The lookup of the key-table rows whose {@code lookup.keyTableColumn()} is one of {@code count}
+   * values (parameters cast to its type): their key source columns as text, at most {@code max}.
+   */
+  public String lookupSql(Lookup lookup, int count, int max) {
+    int dot = impact.table().indexOf('.');
+    List<String> cols = new ArrayList<>();
+    for (String c : impact.sourceColumns()) {
+      cols.add(Identifiers.quote(c) + "::text");
+    }
+    StringBuilder values = new StringBuilder();
+    for (int i = 0; i < count; i++) {
+      values.append(i == 0 ? "" : ", ").append("?::").append(castType(lookup.castType()));
+    }
+    return "SELECT " + String.join(", ", cols) + " FROM " + Identifiers.quote(impact.table().substring(0, dot)) + "."
+        + Identifiers.quote(impact.table().substring(dot + 1)) + " WHERE " + Identifiers.quote(lookup.keyTableColumn())
+        + " IN (" + values + ") LIMIT " + max;
   }
 
   /** One ORDER BY column; {@code descending} false is ascending. Nulls sort as PostgreSQL's default for the direction. */

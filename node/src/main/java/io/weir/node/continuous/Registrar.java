@@ -15,6 +15,8 @@ import java.sql.ResultSet;
 import java.sql.ResultSetMetaData;
 import java.sql.SQLException;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -179,6 +181,9 @@ final class Registrar {
       }
     }
     Definition.Impact impact = impact(c, r, columns, origins, tableSet, scans, nodeTypes, plan.toString());
+    if (impact != null) {
+      impact = withLookups(c, impact, plan, tableSet, scans);
+    }
     Map<String, Object> planPrint = new LinkedHashMap<>();
     planPrint.put("sql", parsed.normalized());
     planPrint.put("columns", columns);
@@ -415,6 +420,187 @@ final class Registrar {
       return null;
     }
     return new Definition.Impact(table, sources, types);
+  }
+
+  private static final Set<String> INTEGER_TYPES = Set.of("smallint", "integer", "bigint");
+  /** An identifier in EXPLAIN VERBOSE's text, plain or quoted. */
+  private static final String IDENT = "(?:\"(?:[^\"]|\"\")+\"|[A-Za-z_][A-Za-z0-9_$]*)";
+  /** A column or whole-row reference in EXPLAIN VERBOSE's text: alias.column or alias.*. */
+  private static final Pattern COLUMN_REF =
+      Pattern.compile("(?<![A-Za-z0-9_$.\"])(" + IDENT + ")\\.(" + IDENT + "|\\*)(?![A-Za-z0-9_$\"(])");
+  private static final Pattern STRING_LITERAL = Pattern.compile("'(?:[^']|'')*'");
+
+  /**
+   * Lookup rules for the other tables of the set (docs/continuous.md, "Lookup rules"). A table J
+   * gets one when the key table T and J each appear once in the plan under their own alias, the
+   * plan has no subplan, every condition of the plan that names J names at most J and T, every one
+   * that names both holds (outside string literals) no {@code OR} and an equality of a plain T
+   * column and a plain J column ({@code t.x = j.y}), both of an integer type, and T's key columns
+   * are integers too. Then a J row can reach a result row only through T rows with {@code x} equal
+   * to its {@code y}: a J change affects the result keys of the T rows with {@code x} in its old and
+   * new {@code y}. Any doubt leaves J without a rule (its changes cost a full read).
+   */
+  private static Definition.Impact withLookups(Connection c, Definition.Impact impact, JsonNode plan, List<String> tableSet,
+      Map<String, Integer> scans) throws SQLException {
+    if (tableSet == null || tableSet.size() < 2 || !impact.castTypes().stream().allMatch(INTEGER_TYPES::contains)
+        || impact.table().indexOf('.') != impact.table().lastIndexOf('.')) {
+      return impact;
+    }
+    Map<String, String> aliases = new HashMap<>(); // alias -> schema.table
+    List<String> conditions = new ArrayList<>();
+    boolean[] subplan = new boolean[1];
+    planParts(plan, aliases, conditions, subplan);
+    if (subplan[0] || aliases.containsValue(null)) {
+      return impact;
+    }
+    String keyAlias = aliasOf(aliases, impact.table());
+    if (keyAlias == null) {
+      return impact;
+    }
+    List<Definition.Lookup> lookups = new ArrayList<>();
+    for (String j : tableSet) {
+      if (j.equals(impact.table()) || scans.getOrDefault(j, 0) != 1 || j.indexOf('.') != j.lastIndexOf('.')) {
+        continue;
+      }
+      String alias = aliasOf(aliases, j);
+      if (alias == null) {
+        continue;
+      }
+      String[] pair = linkingEquality(conditions, aliases, keyAlias, alias);
+      if (pair == null) {
+        continue;
+      }
+      String keyType = columnType(c, impact.table(), pair[0]);
+      String joinType = columnType(c, j, pair[1]);
+      if (keyType == null || joinType == null || !INTEGER_TYPES.contains(keyType) || !INTEGER_TYPES.contains(joinType)) {
+        continue;
+      }
+      lookups.add(new Definition.Lookup(j, pair[1], pair[0], keyType));
+    }
+    return lookups.isEmpty() ? impact
+        : new Definition.Impact(impact.table(), impact.sourceColumns(), impact.castTypes(), lookups);
+  }
+
+  /** The one alias of {@code table} in the plan, or null (none, or more than one). */
+  private static String aliasOf(Map<String, String> aliases, String table) {
+    String found = null;
+    for (Map.Entry<String, String> e : aliases.entrySet()) {
+      if (e.getValue().equals(table)) {
+        if (found != null) {
+          return null;
+        }
+        found = e.getKey();
+      }
+    }
+    return found;
+  }
+
+  /**
+   * {@code [T column, J column]} of an equality linking J to T, or null when some condition names J
+   * with a third alias, a condition naming both has no such equality or has an OR, or none names both.
+   */
+  private static String[] linkingEquality(List<String> conditions, Map<String, String> aliases, String keyAlias,
+      String alias) {
+    String[] pair = null;
+    for (String raw : conditions) {
+      String cond = STRING_LITERAL.matcher(raw).replaceAll("''");
+      Set<String> named = new HashSet<>();
+      Matcher m = COLUMN_REF.matcher(cond);
+      while (m.find()) {
+        String qualifier = unquote(m.group(1));
+        if (aliases.containsKey(qualifier)) {
+          named.add(qualifier);
+        }
+      }
+      if (!named.contains(alias)) {
+        continue;
+      }
+      named.remove(alias);
+      if (named.isEmpty()) {
+        continue; // a condition on J alone
+      }
+      if (!named.equals(Set.of(keyAlias)) || Pattern.compile("(?i)\\bOR\\b").matcher(cond).find()) {
+        return null;
+      }
+      String[] found = equality(cond, keyAlias, alias);
+      if (found == null) {
+        return null;
+      }
+      pair = pair == null ? found : pair;
+    }
+    return pair;
+  }
+
+  /** {@code [T column, J column]} of a conjunct {@code t.x = j.y} (either order) of {@code cond}, or null. */
+  private static String[] equality(String cond, String keyAlias, String alias) {
+    String t = Pattern.quote(quoteIfNeeded(keyAlias));
+    String j = Pattern.quote(quoteIfNeeded(alias));
+    Matcher a = Pattern.compile("(?:^|[(\\s])" + t + "\\.(" + IDENT + ") = " + j + "\\.(" + IDENT + ")(?=$|[)\\s])").matcher(cond);
+    if (a.find()) {
+      return new String[] {unquote(a.group(1)), unquote(a.group(2))};
+    }
+    Matcher b = Pattern.compile("(?:^|[(\\s])" + j + "\\.(" + IDENT + ") = " + t + "\\.(" + IDENT + ")(?=$|[)\\s])").matcher(cond);
+    if (b.find()) {
+      return new String[] {unquote(b.group(2)), unquote(b.group(1))};
+    }
+    return null;
+  }
+
+  private static String unquote(String ident) {
+    return ident.startsWith("\"") ? ident.substring(1, ident.length() - 1).replace("\"\"", "\"") : ident;
+  }
+
+  /** An alias as EXPLAIN prints it: quoted unless a plain lower-case identifier. */
+  private static String quoteIfNeeded(String alias) {
+    return alias.matches("[a-z_][a-z0-9_$]*") ? alias : "\"" + alias.replace("\"", "\"\"") + "\"";
+  }
+
+  /** {@code format_type} of a column, or null. */
+  private static String columnType(Connection c, String table, String column) throws SQLException {
+    int dot = table.indexOf('.');
+    try (PreparedStatement ps = c.prepareStatement("SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+        + " JOIN pg_class t ON t.oid = a.attrelid JOIN pg_namespace n ON n.oid = t.relnamespace"
+        + " WHERE n.nspname = ? AND t.relname = ? AND a.attname = ? AND a.attnum > 0 AND NOT a.attisdropped")) {
+      ps.setString(1, table.substring(0, dot));
+      ps.setString(2, table.substring(dot + 1));
+      ps.setString(3, column);
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? rs.getString(1) : null;
+      }
+    }
+  }
+
+  /**
+   * Collects a plan's scan aliases (alias -> schema.table; a null value marks an alias used twice),
+   * every condition text (keys ending in {@code Cond} or {@code Filter}) and whether any node is a
+   * subplan or init plan.
+   */
+  private static void planParts(JsonNode node, Map<String, String> aliases, List<String> conditions, boolean[] subplan) {
+    if (node.isObject()) {
+      JsonNode rel = node.get("Relation Name");
+      JsonNode alias = node.get("Alias");
+      if (rel != null && rel.isTextual() && alias != null && alias.isTextual()) {
+        JsonNode schema = node.get("Schema");
+        String table = (schema != null && schema.isTextual() ? schema.textValue() : "public") + "." + rel.textValue();
+        aliases.put(alias.textValue(), aliases.containsKey(alias.textValue()) ? null : table);
+      }
+      JsonNode parent = node.get("Parent Relationship");
+      if (parent != null && parent.isTextual() && (parent.textValue().equals("SubPlan") || parent.textValue().equals("InitPlan"))) {
+        subplan[0] = true;
+      }
+      if (node.has("Subplan Name")) {
+        subplan[0] = true;
+      }
+      node.fields().forEachRemaining(e -> {
+        if ((e.getKey().endsWith("Cond") || e.getKey().endsWith("Filter")) && e.getValue().isTextual()) {
+          conditions.add(e.getValue().textValue());
+        } else {
+          planParts(e.getValue(), aliases, conditions, subplan);
+        }
+      });
+    } else if (node.isArray()) {
+      node.forEach(n -> planParts(n, aliases, conditions, subplan));
+    }
   }
 
   /** Counts the scans of each relation (schema.table) and collects the node types of a plan's JSON. */

@@ -141,6 +141,12 @@ final class ScopedDelta {
     private final int bound;
     /** Canonical text of a key tuple -> its values as text (pgoutput's text form). */
     final Map<String, List<String>> keys = new LinkedHashMap<>();
+    /**
+     * For each lookup rule, the joined table's column values (old and new, as text) whose key-table
+     * rows are affected; their keys are read in the delta's transaction.
+     */
+    final Map<Definition.Lookup, Set<String>> lookupValues = new LinkedHashMap<>();
+    private int lookupCount;
     String fallback;
     /**
      * For a session with a trusted projector (tier 1): the changes of the key table with complete
@@ -243,7 +249,12 @@ final class ScopedDelta {
         return;
       }
       if (!table.qualifiedName().equals(impact.table())) {
-        fail("no-impact-rule");
+        Definition.Lookup lookup = impact.lookup(table.qualifiedName());
+        if (lookup == null) {
+          fail("no-impact-rule");
+        } else {
+          lookupChange(c, table, lookup);
+        }
         return;
       }
       int[] cols = new int[impact.sourceColumns().size()];
@@ -279,6 +290,60 @@ final class ScopedDelta {
       }
     }
 
+    /** A change of a joined table with a lookup rule: its column's old and new values. */
+    private void lookupChange(Change c, TableSchema table, Definition.Lookup lookup) {
+      int col = table.indexOf(lookup.column());
+      if (col < 0) {
+        fail("unknown-schema");
+        return;
+      }
+      boolean identity = table.columns().get(col).key();
+      if (c instanceof Change.Insert ins) {
+        lookupValue(lookup, ins.newRow(), col);
+      } else if (c instanceof Change.Update up) {
+        lookupValue(lookup, up.newRow(), col);
+        if (up.oldKind() == OldTupleKind.FULL || (up.oldKind() == OldTupleKind.KEY && identity)) {
+          lookupValue(lookup, up.oldRow(), col);
+        } else if (!identity) {
+          fail("incomplete-tuple"); // the joined value the row had before is unknown
+        } // else: the identity did not change, so neither did this column
+      } else if (c instanceof Change.Delete del) {
+        if (del.oldKind() == OldTupleKind.FULL || identity) {
+          lookupValue(lookup, del.oldRow(), col);
+        } else {
+          fail("incomplete-tuple");
+        }
+      } else {
+        fail("no-impact-rule");
+      }
+    }
+
+    private void lookupValue(Definition.Lookup lookup, TupleData row, int col) {
+      if (fallback != null) {
+        return;
+      }
+      if (row == null || col >= row.size()) {
+        fail(row == null ? "incomplete-tuple" : "unknown-schema");
+        return;
+      }
+      if (row.isNull(col)) {
+        return; // a null joins no row: nothing of the result depends on it
+      }
+      if (row.kind(col) != io.weir.protocol.pgoutput.ColumnKind.TEXT) {
+        fail("incomplete-tuple");
+        return;
+      }
+      if (lookupValues.computeIfAbsent(lookup, l -> new java.util.LinkedHashSet<>()).add(row.text(col))
+          && ++lookupCount > bound) {
+        fail("budget-exceeded");
+      }
+    }
+
+    /** Whether nothing was collected: no key and no lookup value. */
+    boolean empty() {
+      return keys.isEmpty() && lookupValues.isEmpty();
+    }
+
     private void add(TupleData row, int[] cols) {
       if (fallback != null || row == null) {
         if (row == null) {
@@ -312,6 +377,7 @@ final class ScopedDelta {
       if (fallback == null) {
         fallback = reason;
         keys.clear();
+        lookupValues.clear();
       }
     }
   }

@@ -64,6 +64,8 @@ public final class Session {
   long duplicateTransactions;
   /** Scoped deltas a custom evaluator computed (the merge rule may still send one to a full read). */
   long evaluatorTransactions;
+  /** Scoped deltas whose affected keys came (partly) from a lookup rule of a joined table. */
+  long lookupTransactions;
   /** Transactions the trusted projector (tier 1) decided without a read. */
   long projectedTransactions;
   /** Why the projector is no longer used for this session (a catalog change), or null. */
@@ -341,6 +343,12 @@ public final class Session {
     }
     if (registration.definition().planFingerprint() != null) {
       s.put("planFingerprint", registration.definition().planFingerprint());
+    }
+    Definition.Impact impact = registration.definition().impact();
+    if (impact != null && !impact.lookups().isEmpty()) {
+      com.fasterxml.jackson.databind.node.ArrayNode tables = s.putArray("lookupTables");
+      impact.lookups().forEach(l -> tables.add(l.table()));
+      s.put("lookupTransactions", lookupTransactions);
     }
     if (registration.definition().evaluator() != null) {
       s.put("evaluator", registration.definition().evaluator());

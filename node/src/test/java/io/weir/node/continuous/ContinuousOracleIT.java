@@ -85,14 +85,20 @@ class ContinuousOracleIT {
       // Many ties on the order column: the key decides, in Java as in PostgreSQL.
       new Query("ties", "SELECT id, score / 10 AS bucket, name FROM items", "bucket", false, 6,
           "SELECT id, score / 10 AS bucket, name FROM items ORDER BY bucket ASC, id ASC LIMIT 6"),
-      // An aggregate over an outer join, keyed by the grouped table.
+      // A join whose joined table has a lookup rule (items.id = nodes.id: an items change reaches the
+      // node row with that id); items ids above the node ids join nothing.
+      new Query("join-lookup", "SELECT n.id, n.label, i.score FROM nodes n JOIN items i ON i.id = n.id", "score", true, 4,
+          "SELECT n.id, n.label, i.score FROM nodes n JOIN items i ON i.id = n.id ORDER BY i.score DESC, n.id ASC LIMIT 4"),
+      // An aggregate over an outer join, keyed by the grouped table (edges has a lookup rule: e.src = n.id).
       new Query("degree", "SELECT n.id, n.label, count(e.dst) AS degree FROM nodes n LEFT JOIN edges e ON e.src = n.id"
           + " GROUP BY n.id, n.label", "degree", true, 4,
           "SELECT * FROM (SELECT n.id, n.label, count(e.dst) AS degree FROM nodes n LEFT JOIN edges e ON e.src = n.id"
               + " GROUP BY n.id, n.label) b ORDER BY degree DESC, id ASC LIMIT 4"));
   /** Queries whose impact plan has a rule (maintained by scoped deltas); the others are read in full. */
   private static final java.util.Set<String> INCREMENTAL = java.util.Set.of("top-n", "top-n-evaluated", "top-n-projected",
-      "join", "ties", "degree");
+      "join", "ties", "degree", "join-lookup");
+  /** Queries whose joined table has a lookup rule, and that table. */
+  private static final Map<String, String> LOOKUPS = Map.of("degree", "public.edges", "join-lookup", "public.items");
 
   @BeforeAll
   void start() throws Exception {
@@ -235,6 +241,15 @@ class ContinuousOracleIT {
             assertThat(status.get("evaluatorTransactions").asLong()).as("%s: deltas by the evaluator", QUERIES.get(q).name())
                 .isPositive();
             assertThat(status.get("fallbacksByReason").has("evaluator-failed")).isFalse();
+          }
+          String lookup = LOOKUPS.get(QUERIES.get(q).name());
+          if (lookup != null) {
+            assertThat(status.get("lookupTables").toString()).as("%s: lookup rule", QUERIES.get(q).name())
+                .isEqualTo("[\"" + lookup + "\"]");
+            assertThat(status.get("lookupTransactions").asLong()).as("%s: deltas through the lookup", QUERIES.get(q).name())
+                .isPositive();
+          } else {
+            assertThat(status.has("lookupTables")).as("%s has no lookup rule", QUERIES.get(q).name()).isFalse();
           }
           if ("projector".equals(QUERIES.get(q).tier())) {
             assertThat(status.get("projectedTransactions").asLong()).as("%s: decided by the projector", QUERIES.get(q).name())

@@ -73,12 +73,21 @@ class ContinuousQueryIT {
       s.execute("ALTER TABLE secrets ENABLE ROW LEVEL SECURITY");
       s.execute("CREATE POLICY own_secret ON secrets USING (owner = current_user)");
       s.execute("INSERT INTO secrets VALUES (1, '" + roleA + "'), (2, '" + roleB + "')");
+      s.execute("CREATE TABLE authors (id int PRIMARY KEY, name text NOT NULL)");
+      s.execute("CREATE TABLE posts (id int PRIMARY KEY, author_id int, likes int NOT NULL)");
+      s.execute("ALTER TABLE posts REPLICA IDENTITY FULL"); // a post moving between authors names both
+      s.execute("INSERT INTO authors VALUES (1, 'w1'), (2, 'w2'), (3, 'w3'), (4, 'w4')");
+      s.execute("INSERT INTO posts VALUES (1, 1, 5), (2, 1, 6), (3, 1, 7), (4, 2, 8), (5, 2, 9), (6, 3, 1)");
+      s.execute("CREATE TABLE two_phase (id int PRIMARY KEY, score int NOT NULL)");
+      s.execute("INSERT INTO two_phase VALUES (1, 10), (2, 20), (3, 30)");
       s.execute("CREATE TABLE tags (board int, slug text, weight int NOT NULL, PRIMARY KEY (board, slug))");
       s.execute("INSERT INTO tags VALUES (1, 'a', 10), (1, 'b', 20), (1, 'c', 5), (2, 'a', 99)");
       for (String role : List.of(roleA, roleB)) {
-        s.execute("GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, ranked TO " + role);
+        s.execute("GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, ranked, two_phase, authors,"
+            + " posts TO " + role);
       }
-      s.execute("CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, ranked");
+      s.execute("CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, ranked, two_phase,"
+          + " authors, posts");
       // Tenant A: scores 10..60 (ids 1..6); tenant B: scores 15..65 (ids 101..106).
       for (int i = 1; i <= 6; i++) {
         s.execute("INSERT INTO items VALUES (" + i + ", '" + roleA + "', " + (i * 10) + ", 'a" + i + "')");
@@ -302,6 +311,113 @@ class ContinuousQueryIT {
       assertThat(status.get("fullReadsOnly").isNull()).isTrue();
       assertThat(status.get("authoritativeReads").asLong()).as("only the initial read").isEqualTo(1);
       assertThat(status.get("fallbacksByReason").size()).isZero();
+    }
+  }
+
+  /**
+   * Lookup rules: a table joined to the key table by an equality of plain integer columns has one,
+   * and its changes are maintained by scoped deltas (the affected keys read from the key table); a
+   * join on an expression or with an OR has none.
+   */
+  @Test
+  void joinedTablesWithALookupRuleAreMaintainedByDeltas() throws Exception {
+    String counts = created(register("tenant_a", "SELECT a.id, a.name, count(p.id) AS posts FROM authors a"
+        + " LEFT JOIN posts p ON p.author_id = a.id GROUP BY a.id, a.name", "[\"id\"]", "posts", 2, "{}"));
+    String top = created(register("tenant_a", "SELECT p.id, p.likes, a.name FROM posts p JOIN authors a ON a.id = p.author_id",
+        "[\"id\"]", "likes", 2, "{}"));
+    try (Sse sse = open(counts, null); Sse likes = open(top, null)) {
+      JsonNode initial = sse.next("InitialResult");
+      assertThat(ids(initial)).as("author 1 has 3 posts, author 2 has 2").containsExactly(1, 2);
+      assertThat(ids(likes.next("InitialResult"))).containsExactly(5, 4);
+      // Author 3 gets 3 posts: it ties author 1 (the key orders it second) and displaces author 2.
+      sql("INSERT INTO posts VALUES (7, 3, 2), (8, 3, 3)");
+      assertThat(sse.next("RowRemoved").get("key").get(0).asInt()).isEqualTo(2);
+      JsonNode added = sse.next("RowAdded");
+      assertThat(added.get("key").get(0).asInt()).isEqualTo(3);
+      assertThat(added.get("row").get("posts").asInt()).isEqualTo(3);
+      // Author 2 (outside the result) loses a post: read through the lookup, nothing changes. For
+      // `top` the deleted post was visible: a full read brings post 3 in.
+      sql("DELETE FROM posts WHERE id = 4");
+      assertThat(likes.next("RowRemoved").get("key").get(0).asInt()).isEqualTo(4);
+      assertThat(likes.next("RowAdded").get("key").get(0).asInt()).isEqualTo(3);
+      // A post moves from author 3 to 4 (old and new author both looked up): author 3 falls to 2 posts
+      // and stays in the result, but behind the old tail, so the rank rule asks for a full read.
+      sql("UPDATE posts SET author_id = 4 WHERE id = 6");
+      JsonNode fell = sse.next("RowUpdated");
+      assertThat(fell.get("key").get(0).asInt()).isEqualTo(3);
+      assertThat(fell.get("row").get("posts").asInt()).isEqualTo(2);
+      // An author renamed: the key table of `counts`, a lookup for `top` (its post 5 shows the name).
+      sql("UPDATE authors SET name = 'renamed' WHERE id = 2");
+      JsonNode renamed = likes.next("RowUpdated");
+      assertThat(renamed.get("key").get(0).asInt()).isEqualTo(5);
+      assertThat(renamed.get("row").get("name").asText()).isEqualTo("renamed");
+      JsonNode status = awaitStatus(counts, st -> st.get("lookupTransactions").asLong() >= 2
+          && st.get("relevantTransactions").asLong() >= 4);
+      assertThat(status.get("lookupTables").toString()).isEqualTo("[\"public.posts\"]");
+      assertThat(status.get("fallbacksByReason").get("rank-boundary").asLong()).isEqualTo(1);
+      assertThat(status.get("authoritativeReads").asLong()).as("the initial read and the rank fallback").isEqualTo(2);
+      JsonNode topStatus = awaitStatus(top, st -> st.get("lookupTransactions").asLong() >= 1);
+      assertThat(topStatus.get("lookupTables").toString()).isEqualTo("[\"public.authors\"]");
+      assertThat(topStatus.get("authoritativeReads").asLong()).as("the initial read and the visible row that left")
+          .isEqualTo(2);
+    }
+    for (String sql : List.of("SELECT p.id, p.likes, a.name FROM posts p JOIN authors a ON a.id = p.author_id + 0",
+        "SELECT p.id, p.likes, a.name FROM posts p JOIN authors a ON a.id = p.author_id OR a.name = p.likes::text")) {
+      String id = created(register("tenant_a", sql, "[\"id\"]", "likes", 2, "{}"));
+      JsonNode status = awaitStatus(id, st -> st.get("state").asText().equals("current"));
+      assertThat(status.has("lookupTables")).as("no lookup rule for: %s", sql).isFalse();
+    }
+  }
+
+  /**
+   * Two-phase commit: a prepared transaction's changes reach the session only with its COMMIT
+   * PREPARED (the slot decodes without two_phase, so they arrive then as an ordinary transaction
+   * carrying every change) and are maintained like any other; a prepared transaction rolled back,
+   * or still prepared, changes nothing.
+   */
+  @Test
+  void twoPhaseTransactionsChangeTheResultOnlyWhenCommitted() throws Exception {
+    String id = created(register("tenant_a", "SELECT id, score FROM two_phase", "[\"id\"]", "score", 2, "{}"));
+    String rolledBack = "weir_rb_" + suffix;
+    String committed = "weir_cp_" + suffix;
+    try (Sse sse = open(id, null); Connection c = db.connect(); Statement s = c.createStatement()) {
+      try {
+        assertThat(ids(sse.next("InitialResult"))).containsExactly(3, 2);
+        s.execute("BEGIN");
+        s.execute("UPDATE two_phase SET score = 100 WHERE id = 1");
+        s.execute("PREPARE TRANSACTION '" + rolledBack + "'");
+        s.execute("ROLLBACK PREPARED '" + rolledBack + "'");
+        s.execute("BEGIN");
+        s.execute("UPDATE two_phase SET score = 200 WHERE id = 1");
+        s.execute("PREPARE TRANSACTION '" + committed + "'");
+        // A committed transaction after both: its event comes first, and nothing of the rolled-back
+        // or the still prepared one came before it.
+        sql("UPDATE two_phase SET score = 25 WHERE id = 2");
+        JsonNode updated = sse.next("RowUpdated");
+        assertThat(updated.get("key").get(0).asInt()).isEqualTo(2);
+        assertThat(updated.get("row").get("score").asInt()).isEqualTo(25);
+        s.execute("COMMIT PREPARED '" + committed + "'");
+        assertThat(sse.next("RowRemoved").get("key").get(0).asInt()).as("2 falls out of the top 2").isEqualTo(2);
+        JsonNode added = sse.next("RowAdded");
+        assertThat(added.get("key").get(0).asInt()).isEqualTo(1);
+        assertThat(added.get("position").asInt()).isZero();
+        JsonNode status = awaitStatus(id, st -> st.get("incrementalTransactions").asLong() >= 2);
+        assertThat(status.get("authoritativeReads").asLong()).as("scoped deltas only, after the initial read")
+            .isEqualTo(1);
+        assertThat(status.get("fallbacksByReason").size()).isZero();
+      } finally {
+        // A prepared transaction left behind would outlive the test and block dropping its database.
+        try (java.sql.ResultSet rs = s.executeQuery("SELECT gid FROM pg_prepared_xacts WHERE gid IN ('"
+            + rolledBack + "', '" + committed + "')")) {
+          List<String> left = new java.util.ArrayList<>();
+          while (rs.next()) {
+            left.add(rs.getString(1));
+          }
+          for (String gid : left) {
+            s.execute("ROLLBACK PREPARED '" + gid + "'");
+          }
+        }
+      }
     }
   }
 

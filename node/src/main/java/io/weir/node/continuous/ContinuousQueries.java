@@ -463,6 +463,7 @@ public final class ContinuousQueries implements AutoCloseable {
     String[] failure = new String[1];
     long[] lookedUp = new long[1];
     List<ResultRow> fetched = authoritative(s, c -> {
+      failure[0] = null;
       tuples.clear();
       tuples.addAll(changed);
       Set<String> seen = new HashSet<>(keys.keys.keySet());
@@ -481,8 +482,13 @@ public final class ContinuousQueries implements AutoCloseable {
               for (int j = 1; j <= width; j++) {
                 key.add(rs.getString(j));
               }
-              if (!key.contains(null) && seen.add(String.join("\u0000", key))) {
-                tuples.add(key); // a null key column gives a null result key: no IN matches it
+              if (key.contains(null)) {
+                // A null key column gives a result row with a null key, which no IN (...) reads.
+                failure[0] = "null-key";
+                return List.of();
+              }
+              if (seen.add(String.join("\u0000", key))) {
+                tuples.add(key);
               }
             }
           }
@@ -861,12 +867,37 @@ public final class ContinuousQueries implements AutoCloseable {
               // catalog: it is not trusted again until the query is registered anew.
               s.projectorOff = "catalog-changed";
             }
+            if (s.tables != null) {
+              replan(s); // (a session with an unknown table set already counts every transaction)
+            }
             read(s, "catalog-changed");
           }
         }
       }
     }
     catalogDigests.keySet().retainAll(scopes);
+  }
+
+  /**
+   * Plans a session's query again under the changed catalog (as its scope's login) and tells the
+   * session; see {@link Session#replanned}. A failure to plan counts as a change to an unknown plan.
+   */
+  private void replan(Session s) {
+    Definition d = s.registration.definition();
+    Definition now;
+    try {
+      ContinuousRequest again = new ContinuousRequest(s.registration.scope(), d.sql(), d.parameters(), d.keyColumns(),
+          d.orderBy(), d.limit(), d.maintenance(), d.evaluator(), d.projector());
+      now = Registrar.compile(again, reader(s.registration.scope()), publications, evaluators, projectors).definition();
+    } catch (RuntimeException e) {
+      log.warn("continuous query {}: planning again after a catalog change failed ({}); every transaction now costs"
+          + " a full read", s.registration.id(), e.getClass().getSimpleName());
+      now = null;
+    }
+    if (s.replanned(now)) {
+      log.info("continuous query {}: its plan changed with the catalog; maintained by full reads from now on",
+          s.registration.id());
+    }
   }
 
   /** Digest of policies, user relations' privileges and RLS flags, role memberships and user functions. */

@@ -102,7 +102,9 @@ public record Definition(
 
   /**
    * The lookup of the key-table rows whose {@code lookup.keyTableColumn()} is one of {@code count}
-   * values (parameters cast to its type): their key source columns as text, at most {@code max}.
+   * values (parameters cast to its type): the distinct tuples of their key source columns as text,
+   * at most {@code max} (distinct, so that repeated keys of hidden or duplicate rows cannot fill the
+   * limit and crowd out a key).
    */
   public String lookupSql(Lookup lookup, int count, int max) {
     int dot = impact.table().indexOf('.');
@@ -114,7 +116,7 @@ public record Definition(
     for (int i = 0; i < count; i++) {
       values.append(i == 0 ? "" : ", ").append("?::").append(castType(lookup.castType()));
     }
-    return "SELECT " + String.join(", ", cols) + " FROM " + Identifiers.quote(impact.table().substring(0, dot)) + "."
+    return "SELECT DISTINCT " + String.join(", ", cols) + " FROM " + Identifiers.quote(impact.table().substring(0, dot)) + "."
         + Identifiers.quote(impact.table().substring(dot + 1)) + " WHERE " + Identifiers.quote(lookup.keyTableColumn())
         + " IN (" + values + ") LIMIT " + max;
   }

@@ -180,7 +180,7 @@ final class Registrar {
         throw new ContinuousQueryException(ErrorCode.UNKNOWN_COLUMN, "an ORDER BY column is not a column of the result");
       }
     }
-    Definition.Impact impact = impact(c, r, columns, origins, tableSet, scans, nodeTypes, plan.toString());
+    Definition.Impact impact = impact(c, r, columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
     if (impact != null) {
       impact = withLookups(c, impact, plan, tableSet, scans);
     }
@@ -376,7 +376,8 @@ final class Registrar {
    * Null when any condition fails: the session is maintained by full reads only.
    */
   private static Definition.Impact impact(Connection c, ContinuousRequest r, List<String> columns, List<String[]> origins,
-      List<String> tableSet, Map<String, Integer> scans, Set<String> nodeTypes, String planText) throws SQLException {
+      List<String> tableSet, Map<String, Integer> scans, Set<String> nodeTypes, JsonNode plan, String planText)
+      throws SQLException {
     if (tableSet == null || !DELTA_NODES.containsAll(nodeTypes) || TIME_DEPENDENT.matcher(planText).find()) {
       return null;
     }
@@ -395,6 +396,11 @@ final class Registrar {
       sources.add(origin[2]);
     }
     if (table == null || !tableSet.contains(table) || scans.getOrDefault(table, 0) != 1) {
+      return null;
+    }
+    if (nullable(plan, table)) {
+      // A result row null-extended on T's side has no T row (its key is null): it comes and goes with
+      // rows of other tables, which no key of T names.
       return null;
     }
     List<String> types = new ArrayList<>();
@@ -428,7 +434,6 @@ final class Registrar {
   /** A column or whole-row reference in EXPLAIN VERBOSE's text: alias.column or alias.*. */
   private static final Pattern COLUMN_REF =
       Pattern.compile("(?<![A-Za-z0-9_$.\"])(" + IDENT + ")\\.(" + IDENT + "|\\*)(?![A-Za-z0-9_$\"(])");
-  private static final Pattern STRING_LITERAL = Pattern.compile("'(?:[^']|'')*'");
 
   /**
    * Lookup rules for the other tables of the set (docs/continuous.md, "Lookup rules"). A table J
@@ -503,7 +508,10 @@ final class Registrar {
       String alias) {
     String[] pair = null;
     for (String raw : conditions) {
-      String cond = STRING_LITERAL.matcher(raw).replaceAll("''");
+      String cond = withoutLiterals(raw);
+      if (cond == null) {
+        return null; // unbalanced quotes: not understood
+      }
       Set<String> named = new HashSet<>();
       Matcher m = COLUMN_REF.matcher(cond);
       while (m.find()) {
@@ -519,10 +527,20 @@ final class Registrar {
       if (named.isEmpty()) {
         continue; // a condition on J alone
       }
-      if (!named.equals(Set.of(keyAlias)) || Pattern.compile("(?i)\\bOR\\b").matcher(cond).find()) {
+      if (!named.equals(Set.of(keyAlias))) {
         return null;
       }
-      String[] found = equality(cond, keyAlias, alias);
+      // The equality must be one of the condition's top-level AND terms, exactly t.x = j.y: inside
+      // anything else (IS NOT TRUE, COALESCE, CASE, a comparison of booleans, an OR) it does not
+      // restrict which rows match.
+      String[] found = null;
+      List<String> terms = conjuncts(cond);
+      if (terms == null) {
+        return null;
+      }
+      for (String term : terms) {
+        found = found != null ? found : equality(term, keyAlias, alias);
+      }
       if (found == null) {
         return null;
       }
@@ -531,16 +549,128 @@ final class Registrar {
     return pair;
   }
 
-  /** {@code [T column, J column]} of a conjunct {@code t.x = j.y} (either order) of {@code cond}, or null. */
-  private static String[] equality(String cond, String keyAlias, String alias) {
+  /**
+   * {@code cond} with every string literal replaced by {@code ''}, scanning quoted identifiers as
+   * such (a quote character inside one starts no literal); null when a quote is not closed.
+   */
+  static String withoutLiterals(String cond) {
+    StringBuilder out = new StringBuilder(cond.length());
+    int i = 0;
+    while (i < cond.length()) {
+      char ch = cond.charAt(i);
+      if (ch == '"' || ch == '\'') {
+        int end = i + 1;
+        while (true) {
+          if (end >= cond.length()) {
+            return null;
+          }
+          if (cond.charAt(end) == ch) {
+            if (end + 1 < cond.length() && cond.charAt(end + 1) == ch) {
+              end += 2; // a doubled quote inside
+              continue;
+            }
+            break;
+          }
+          end++;
+        }
+        out.append(ch == '"' ? cond.substring(i, end + 1) : "''");
+        i = end + 1;
+      } else {
+        out.append(ch);
+        i++;
+      }
+    }
+    return out.toString();
+  }
+
+  /**
+   * The top-level AND terms of a condition without literals, each without its enclosing
+   * parentheses; null when an OR appears outside quoted identifiers or parentheses do not balance.
+   */
+  static List<String> conjuncts(String cond) {
+    String c = unwrap(cond.trim());
+    if (c == null) {
+      return null;
+    }
+    List<String> terms = new ArrayList<>();
+    int depth = 0;
+    int start = 0;
+    boolean quoted = false;
+    for (int i = 0; i < c.length(); i++) {
+      char ch = c.charAt(i);
+      if (ch == '"') {
+        quoted = !quoted;
+      } else if (!quoted && ch == '(') {
+        depth++;
+      } else if (!quoted && ch == ')') {
+        depth--;
+        if (depth < 0) {
+          return null;
+        }
+      } else if (!quoted && depth == 0 && c.startsWith(" AND ", i)) {
+        terms.add(c.substring(start, i));
+        start = i + 5;
+        i += 4;
+      } else if (!quoted && (c.startsWith(" OR ", i) || c.startsWith(" or ", i))) {
+        return null;
+      }
+    }
+    if (depth != 0 || quoted) {
+      return null;
+    }
+    terms.add(c.substring(start));
+    List<String> out = new ArrayList<>();
+    for (String t : terms) {
+      String u = unwrap(t.trim());
+      if (u == null) {
+        return null;
+      }
+      out.add(u);
+    }
+    return out;
+  }
+
+  /** {@code s} without parentheses that enclose all of it (repeatedly); null when unbalanced. */
+  private static String unwrap(String s) {
+    while (s.startsWith("(") && s.endsWith(")")) {
+      int depth = 0;
+      boolean quoted = false;
+      boolean enclosesAll = true;
+      for (int i = 0; i < s.length(); i++) {
+        char ch = s.charAt(i);
+        if (ch == '"') {
+          quoted = !quoted;
+        } else if (!quoted && ch == '(') {
+          depth++;
+        } else if (!quoted && ch == ')') {
+          depth--;
+          if (depth < 0) {
+            return null;
+          }
+          if (depth == 0 && i < s.length() - 1) {
+            enclosesAll = false;
+            break;
+          }
+        }
+      }
+      if (!enclosesAll) {
+        return s;
+      }
+      s = s.substring(1, s.length() - 1).trim();
+    }
+    return s;
+  }
+
+  /** {@code [T column, J column]} when {@code term} is exactly {@code t.x = j.y} (either order), else null. */
+  private static String[] equality(String term, String keyAlias, String alias) {
     String t = Pattern.quote(quoteIfNeeded(keyAlias));
     String j = Pattern.quote(quoteIfNeeded(alias));
-    Matcher a = Pattern.compile("(?:^|[(\\s])" + t + "\\.(" + IDENT + ") = " + j + "\\.(" + IDENT + ")(?=$|[)\\s])").matcher(cond);
-    if (a.find()) {
+    Matcher a = Pattern.compile(t + "\\.(" + IDENT + ") = " + j + "\\.(" + IDENT + ")").matcher(term);
+    if (a.matches()) {
       return new String[] {unquote(a.group(1)), unquote(a.group(2))};
     }
-    Matcher b = Pattern.compile("(?:^|[(\\s])" + j + "\\.(" + IDENT + ") = " + t + "\\.(" + IDENT + ")(?=$|[)\\s])").matcher(cond);
-    if (b.find()) {
+    Matcher b = Pattern.compile(j + "\\.(" + IDENT + ") = " + t + "\\.(" + IDENT + ")").matcher(term);
+    if (b.matches()) {
       return new String[] {unquote(b.group(2)), unquote(b.group(1))};
     }
     return null;
@@ -601,6 +731,49 @@ final class Registrar {
     } else if (node.isArray()) {
       node.forEach(n -> planParts(n, aliases, conditions, subplan));
     }
+  }
+
+  /**
+   * Whether a scan of {@code table} is on a nullable side of an outer join somewhere in the plan: the
+   * inner child of a left join, the outer child of a right join, either child of a full join.
+   */
+  static boolean nullable(JsonNode node, String table) {
+    if (node.isArray()) {
+      for (JsonNode n : node) {
+        if (nullable(n, table)) {
+          return true;
+        }
+      }
+      return false;
+    }
+    if (!node.isObject()) {
+      return false;
+    }
+    JsonNode joinType = node.get("Join Type");
+    JsonNode children = node.get("Plans");
+    if (joinType != null && joinType.isTextual() && children != null && children.isArray()) {
+      String type = joinType.textValue();
+      for (JsonNode child : children) {
+        String side = child.path("Parent Relationship").asText("");
+        boolean nullableSide = type.equals("Full") || (type.equals("Left") && side.equals("Inner"))
+            || (type.equals("Right") && side.equals("Outer"));
+        if (nullableSide && scansTable(child, table)) {
+          return true;
+        }
+      }
+    }
+    for (java.util.Iterator<JsonNode> it = node.elements(); it.hasNext(); ) {
+      if (nullable(it.next(), table)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static boolean scansTable(JsonNode node, String table) {
+    Map<String, Integer> found = new TreeMap<>();
+    scans(node, found, new TreeSet<>());
+    return found.containsKey(table);
   }
 
   /** Counts the scans of each relation (schema.table) and collects the node types of a plan's JSON. */

@@ -43,11 +43,11 @@ public final class Session {
 
   final RegistrationStore.Stored registration;
   final ContinuousSql.Parsed parsed;
-  final Set<String> tables; // null: unknown, every transaction is relevant
+  Set<String> tables; // null: unknown, every transaction is relevant
   /** The result's order computed in Java, or null when a column type's order cannot be reproduced. */
   final ResultOrder order;
   /** Why this session is maintained by full reads only, or null when the scoped delta (tier 2) applies. */
-  final String fullOnly;
+  String fullOnly;
   final String epoch;
   private final int retained;
   /** The SSE event id of a sequence: a signed replay token ("" while the cluster's keys are not loaded). */
@@ -66,6 +66,27 @@ public final class Session {
   long evaluatorTransactions;
   /** Scoped deltas whose affected keys came (partly) from a lookup rule of a joined table. */
   long lookupTransactions;
+
+  /**
+   * After a catalog change the query is planned again as the scope's login: when the tables it reads
+   * or its impact rules differ from those registered (a policy added since may read another table,
+   * or read a joined one another way), the session keeps its result correct by full reads on every
+   * transaction that touches any table now read ({@code plan-changed}; unknown when the new plan
+   * could not be made), until the query is registered anew.
+   *
+   * @param now the definition compiled now, or null when compiling failed
+   * @return whether the session changed to full reads
+   */
+  boolean replanned(Definition now) {
+    Definition d = registration.definition();
+    if (now != null && java.util.Objects.equals(d.tables(), now.tables())
+        && java.util.Objects.equals(d.impact(), now.impact())) {
+      return false;
+    }
+    tables = now == null || now.tables() == null ? null : Set.copyOf(now.tables());
+    fullOnly = "plan-changed";
+    return true;
+  }
   /** Transactions the trusted projector (tier 1) decided without a read. */
   long projectedTransactions;
   /** Why the projector is no longer used for this session (a catalog change), or null. */

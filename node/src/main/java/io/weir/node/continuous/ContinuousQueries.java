@@ -360,7 +360,7 @@ public final class ContinuousQueries implements AutoCloseable {
         }
         live.add(s);
         if (s.fullOnly == null && s.initialised() && s.repairPending == null) {
-          ScopedDelta.Keys k = new ScopedDelta.Keys(s.registration.definition().impact(), s.tables, settings.affectedKeyLimit());
+          ScopedDelta.Keys k = new ScopedDelta.Keys(s.impact, s.tables, settings.affectedKeyLimit());
           keys.put(s, s.registration.definition().projector() != null && s.projectorOff == null ? k.withRowChanges() : k);
         }
       }
@@ -797,6 +797,7 @@ public final class ContinuousQueries implements AutoCloseable {
           s.prunedThrough = Math.max(0, s.sequence() - settings.replayRetained());
           s.lastLsn = lastLsn;
           sessions.put(r.id(), s);
+          replan(s); // the catalog may have changed since the registration (or while no node ran it)
           read(s, "initial");
         } catch (RuntimeException e) {
           log.warn("continuous query {} could not be started; skipped: {}", r.id(), SafeErrors.describe(e));
@@ -811,6 +812,9 @@ public final class ContinuousQueries implements AutoCloseable {
       if (!ids.contains(e.getKey())) {
         e.getValue().closeAll();
         it.remove();
+      } else if ("replan-pending".equals(e.getValue().fullOnly)) {
+        replan(e.getValue());
+        read(e.getValue(), "replanned");
       } else if (e.getValue().repairPending != null) {
         read(e.getValue(), "retry-after-" + e.getValue().repairPending);
       } else if (e.getValue().deltasSinceFullRead > 0
@@ -858,7 +862,7 @@ public final class ContinuousQueries implements AutoCloseable {
         log.warn("continuous queries of scope {}: the catalog check failed; retrying: {}", scope, SafeErrors.describe(e));
         continue;
       }
-      String previous = catalogDigests.put(scope, digest);
+      String previous = catalogDigests.get(scope);
       if (previous != null && !previous.equals(digest)) {
         for (Session s : sessions.values()) {
           if (s.registration.scope().equals(scope)) {
@@ -867,36 +871,36 @@ public final class ContinuousQueries implements AutoCloseable {
               // catalog: it is not trusted again until the query is registered anew.
               s.projectorOff = "catalog-changed";
             }
-            if (s.tables != null) {
-              replan(s); // (a session with an unknown table set already counts every transaction)
-            }
+            replan(s);
             read(s, "catalog-changed");
           }
         }
       }
+      // Only once every session of the scope has been planned again and read: a failure above
+      // leaves the old digest, so the change is seen again at the next refresh.
+      catalogDigests.put(scope, digest);
     }
     catalogDigests.keySet().retainAll(scopes);
   }
 
   /**
-   * Plans a session's query again under the changed catalog (as its scope's login) and tells the
-   * session; see {@link Session#replanned}. A failure to plan counts as a change to an unknown plan.
+   * Plans a session's query again as its scope's login and tells the session ({@link
+   * Session#planned}); a failure leaves it reading in full on every transaction until a later
+   * refresh plans it.
    */
   private void replan(Session s) {
-    Definition d = s.registration.definition();
-    Definition now;
+    Registrar.Replanned now;
     try {
-      ContinuousRequest again = new ContinuousRequest(s.registration.scope(), d.sql(), d.parameters(), d.keyColumns(),
-          d.orderBy(), d.limit(), d.maintenance(), d.evaluator(), d.projector());
-      now = Registrar.compile(again, reader(s.registration.scope()), publications, evaluators, projectors).definition();
-    } catch (RuntimeException e) {
-      log.warn("continuous query {}: planning again after a catalog change failed ({}); every transaction now costs"
-          + " a full read", s.registration.id(), e.getClass().getSimpleName());
-      now = null;
+      now = reader(s.registration.scope()).readOnly(c -> Registrar.replan(c, s.registration.definition()));
+    } catch (SQLException | RuntimeException e) {
+      log.warn("continuous query {}: planning it again failed; full reads until it succeeds: {}", s.registration.id(),
+          e instanceof SQLException q ? SafeErrors.describe(q) : e.getClass().getSimpleName());
+      s.replanFailed();
+      return;
     }
-    if (s.replanned(now)) {
-      log.info("continuous query {}: its plan changed with the catalog; maintained by full reads from now on",
-          s.registration.id());
+    if (s.planned(now)) {
+      log.info("continuous query {}: its plan differs from the registration's under the current catalog ({})",
+          s.registration.id(), s.fullOnly == null ? "a lookup rule is gone" : s.fullOnly);
     }
   }
 

@@ -89,14 +89,21 @@ final class Registrar {
     }
   }
 
-  private static Compiled compile(Connection c, ContinuousRequest r, ContinuousSql.Parsed parsed, ContinuousSettings.Scope scope,
-      List<String> publications, Map<String, ContinuousEvaluator> evaluators, Map<String, ContinuousProjector> projectors)
-      throws SQLException {
+  /** What a plan says about a query: the plan, its scans, node types, table set and result columns. */
+  record Facts(JsonNode plan, Map<String, Integer> scans, Set<String> nodeTypes, List<String> tableSet,
+      List<String> columns, List<String> columnTypes, List<String[]> origins) {}
+
+  /**
+   * Plans {@code parsed} on {@code c} (the scope's login) and describes it: 1. the plan, its tables
+   * and whether anything it calls may read other tables (refused: forbidden or volatile calls); 2.
+   * the result's columns with their types and origins.
+   */
+  static Facts facts(Connection c, ContinuousSql.Parsed parsed, ObjectNode parameters) throws SQLException {
     String base = "SELECT * FROM (" + parsed.jdbcSql() + "\n) AS weir_base";
     // 1. Plan: tables, and whether anything it calls may read other tables.
     JsonNode plan;
     try (PreparedStatement ps = c.prepareStatement("EXPLAIN (VERBOSE, FORMAT JSON) " + base)) {
-      ScopeReader.bind(ps, parsed.parameterOrder(), r.parameters());
+      ScopeReader.bind(ps, parsed.parameterOrder(), parameters);
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();
         plan = CANONICAL.readTree(rs.getString(1));
@@ -154,7 +161,7 @@ final class Registrar {
     List<String> columnTypes = new ArrayList<>();
     List<String[]> origins = new ArrayList<>(); // {schema, table, column} or null, per column
     try (PreparedStatement ps = c.prepareStatement(base + " LIMIT 0")) {
-      ScopeReader.bind(ps, parsed.parameterOrder(), r.parameters());
+      ScopeReader.bind(ps, parsed.parameterOrder(), parameters);
       try (ResultSet rs = ps.executeQuery()) {
         ResultSetMetaData md = rs.getMetaData();
         org.postgresql.PGResultSetMetaData pg = md.unwrap(org.postgresql.PGResultSetMetaData.class);
@@ -170,6 +177,43 @@ final class Registrar {
         }
       }
     }
+    return new Facts(plan, scans, nodeTypes, tableSet, columns, columnTypes, origins);
+  }
+
+  /** The table set and impact rules a registered query has under the catalog now. */
+  record Replanned(List<String> tables, Definition.Impact impact) {}
+
+  /**
+   * Plans a registered query again (as its scope's login, after a catalog change or when its session
+   * starts): its table set and impact rules now. Nothing else of the registration is checked again.
+   */
+  static Replanned replan(Connection c, Definition d) throws SQLException {
+    ContinuousSql.Parsed parsed = ContinuousSql.parse(d.sql());
+    Facts f = facts(c, parsed, d.parameters());
+    for (String k : d.keyColumns()) {
+      if (!f.columns().contains(k)) {
+        return new Replanned(null, null); // the result changed shape: nothing is known
+      }
+    }
+    Definition.Impact impact = impact(c, d.keyColumns(), f.columns(), f.origins(), f.tableSet(), f.scans(), f.nodeTypes(),
+        f.plan(), f.plan().toString());
+    if (impact != null) {
+      impact = withLookups(c, impact, f.plan(), f.tableSet(), f.scans());
+    }
+    return new Replanned(f.tableSet(), impact);
+  }
+
+  private static Compiled compile(Connection c, ContinuousRequest r, ContinuousSql.Parsed parsed, ContinuousSettings.Scope scope,
+      List<String> publications, Map<String, ContinuousEvaluator> evaluators, Map<String, ContinuousProjector> projectors)
+      throws SQLException {
+    Facts facts = facts(c, parsed, r.parameters());
+    JsonNode plan = facts.plan();
+    Map<String, Integer> scans = facts.scans();
+    Set<String> nodeTypes = facts.nodeTypes();
+    List<String> tableSet = facts.tableSet();
+    List<String> columns = facts.columns();
+    List<String> columnTypes = facts.columnTypes();
+    List<String[]> origins = facts.origins();
     for (String k : r.keyColumns()) {
       if (!columns.contains(k)) {
         throw new ContinuousQueryException(ErrorCode.UNKNOWN_COLUMN, "a key column is not a column of the result");
@@ -180,7 +224,7 @@ final class Registrar {
         throw new ContinuousQueryException(ErrorCode.UNKNOWN_COLUMN, "an ORDER BY column is not a column of the result");
       }
     }
-    Definition.Impact impact = impact(c, r, columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
+    Definition.Impact impact = impact(c, r.keyColumns(), columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
     if (impact != null) {
       impact = withLookups(c, impact, plan, tableSet, scans);
     }
@@ -375,7 +419,7 @@ final class Registrar {
    * result keys of its old and new row; any other table has no rule (its changes cost a full read).
    * Null when any condition fails: the session is maintained by full reads only.
    */
-  private static Definition.Impact impact(Connection c, ContinuousRequest r, List<String> columns, List<String[]> origins,
+  private static Definition.Impact impact(Connection c, List<String> keyColumns, List<String> columns, List<String[]> origins,
       List<String> tableSet, Map<String, Integer> scans, Set<String> nodeTypes, JsonNode plan, String planText)
       throws SQLException {
     if (tableSet == null || !DELTA_NODES.containsAll(nodeTypes) || TIME_DEPENDENT.matcher(planText).find()) {
@@ -383,7 +427,7 @@ final class Registrar {
     }
     String table = null;
     List<String> sources = new ArrayList<>();
-    for (String k : r.keyColumns()) {
+    for (String k : keyColumns) {
       String[] origin = origins.get(columns.indexOf(k));
       if (origin == null || origin[0] == null || origin[2] == null || origin[2].isEmpty()) {
         return null;

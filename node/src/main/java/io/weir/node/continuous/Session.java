@@ -67,25 +67,68 @@ public final class Session {
   /** Scoped deltas whose affected keys came (partly) from a lookup rule of a joined table. */
   long lookupTransactions;
 
+  /** The impact rules in force: the registered ones, less lookup rules the current plan no longer has. */
+  Definition.Impact impact;
+  /** {@link #fullOnly} as the registration alone decides it. */
+  private final String registeredFullOnly;
+
   /**
-   * After a catalog change the query is planned again as the scope's login: when the tables it reads
-   * or its impact rules differ from those registered (a policy added since may read another table,
-   * or read a joined one another way), the session keeps its result correct by full reads on every
-   * transaction that touches any table now read ({@code plan-changed}; unknown when the new plan
-   * could not be made), until the query is registered anew.
+   * The query planned again as the scope's login (when the session starts and after each catalog
+   * change). With the registered table set and the same key-table rule it keeps its rules, less any
+   * lookup the plan no longer shows (a new one is not taken up: the registration did not have it).
+   * Otherwise (a policy added since reads another table, or reads a joined one another way, or the
+   * key table's rule is gone) it takes the new table set and is maintained by full reads
+   * ({@code plan-changed}) until the query is registered anew.
    *
-   * @param now the definition compiled now, or null when compiling failed
-   * @return whether the session changed to full reads
+   * @return whether the session now differs from its registration
    */
-  boolean replanned(Definition now) {
+  boolean planned(Registrar.Replanned now) {
     Definition d = registration.definition();
-    if (now != null && java.util.Objects.equals(d.tables(), now.tables())
-        && java.util.Objects.equals(d.impact(), now.impact())) {
+    Definition.Impact registered = d.impact();
+    if (!java.util.Objects.equals(d.tables(), now.tables())) {
+      return changed(now.tables());
+    }
+    if (registered == null) {
+      restore(null);
       return false;
     }
-    tables = now == null || now.tables() == null ? null : Set.copyOf(now.tables());
+    Definition.Impact n = now.impact();
+    if (n == null || !registered.table().equals(n.table()) || !registered.sourceColumns().equals(n.sourceColumns())
+        || !registered.castTypes().equals(n.castTypes())) {
+      return changed(now.tables());
+    }
+    List<Definition.Lookup> kept = new ArrayList<>();
+    for (Definition.Lookup l : registered.lookups()) {
+      if (n.lookups().contains(l)) {
+        kept.add(l);
+      }
+    }
+    restore(new Definition.Impact(registered.table(), registered.sourceColumns(), registered.castTypes(), kept));
+    return kept.size() != registered.lookups().size();
+  }
+
+  /**
+   * Planning again failed (the database, a timeout): until it succeeds every transaction counts and
+   * is a full read ({@code replan-pending}); the engine retries on each refresh.
+   */
+  void replanFailed() {
+    tables = null;
+    impact = null;
+    fullOnly = "replan-pending";
+  }
+
+  private boolean changed(List<String> now) {
+    tables = now == null ? null : Set.copyOf(now);
+    impact = null;
     fullOnly = "plan-changed";
     return true;
+  }
+
+  private void restore(Definition.Impact rules) {
+    Definition d = registration.definition();
+    tables = d.tables() == null ? null : Set.copyOf(d.tables());
+    impact = rules;
+    fullOnly = registeredFullOnly;
   }
   /** Transactions the trusted projector (tier 1) decided without a read. */
   long projectedTransactions;
@@ -124,6 +167,8 @@ public final class Session {
         : d.impact() == null ? "no-impact-plan"
         : order == null ? "order-not-comparable"
         : null;
+    this.registeredFullOnly = fullOnly;
+    this.impact = d.impact();
     this.epoch = epoch;
     this.retained = retained;
   }
@@ -365,7 +410,6 @@ public final class Session {
     if (registration.definition().planFingerprint() != null) {
       s.put("planFingerprint", registration.definition().planFingerprint());
     }
-    Definition.Impact impact = registration.definition().impact();
     if (impact != null && !impact.lookups().isEmpty()) {
       com.fasterxml.jackson.databind.node.ArrayNode tables = s.putArray("lookupTables");
       impact.lookups().forEach(l -> tables.add(l.table()));

@@ -814,7 +814,9 @@ public final class ContinuousQueries implements AutoCloseable {
         it.remove();
       } else if ("replan-pending".equals(e.getValue().fullOnly)) {
         replan(e.getValue());
-        read(e.getValue(), "replanned");
+        if (!"replan-pending".equals(e.getValue().fullOnly)) {
+          read(e.getValue(), "replanned");
+        }
       } else if (e.getValue().repairPending != null) {
         read(e.getValue(), "retry-after-" + e.getValue().repairPending);
       } else if (e.getValue().deltasSinceFullRead > 0
@@ -863,7 +865,12 @@ public final class ContinuousQueries implements AutoCloseable {
         continue;
       }
       String previous = catalogDigests.get(scope);
-      if (previous != null && !previous.equals(digest)) {
+      // No digest yet but sessions running (the first check failed after they started): anything
+      // may have changed since they were planned, so it counts as a change.
+      boolean changed = previous == null
+          ? sessions.values().stream().anyMatch(x -> x.registration.scope().equals(scope))
+          : !previous.equals(digest);
+      if (changed) {
         for (Session s : sessions.values()) {
           if (s.registration.scope().equals(scope)) {
             if (s.registration.definition().projector() != null && s.projectorOff == null) {
@@ -876,8 +883,8 @@ public final class ContinuousQueries implements AutoCloseable {
           }
         }
       }
-      // Only once every session of the scope has been planned again and read: a failure above
-      // leaves the old digest, so the change is seen again at the next refresh.
+      // After every session of the scope has been planned again and read (a failed plan or read is
+      // retried by the session itself: replan-pending, repair pending).
       catalogDigests.put(scope, digest);
     }
     catalogDigests.keySet().retainAll(scopes);
@@ -891,7 +898,7 @@ public final class ContinuousQueries implements AutoCloseable {
   private void replan(Session s) {
     Registrar.Replanned now;
     try {
-      now = reader(s.registration.scope()).readOnly(c -> Registrar.replan(c, s.registration.definition()));
+      now = reader(s.registration.scope()).readOnly(c -> Registrar.replan(c, s.registration.definition(), publications));
     } catch (SQLException | RuntimeException e) {
       log.warn("continuous query {}: planning it again failed; full reads until it succeeds: {}", s.registration.id(),
           e instanceof SQLException q ? SafeErrors.describe(q) : e.getClass().getSimpleName());

@@ -187,13 +187,25 @@ final class Registrar {
    * Plans a registered query again (as its scope's login, after a catalog change or when its session
    * starts): its table set and impact rules now. Nothing else of the registration is checked again.
    */
-  static Replanned replan(Connection c, Definition d) throws SQLException {
+  static Replanned replan(Connection c, Definition d, List<String> publications) throws SQLException {
     ContinuousSql.Parsed parsed = ContinuousSql.parse(d.sql());
-    Facts f = facts(c, parsed, d.parameters());
+    Facts f;
+    try {
+      f = facts(c, parsed, d.parameters());
+    } catch (ContinuousQueryException refused) {
+      // The plan now calls something a registration would refuse (e.g. a policy calling a volatile
+      // function): not a transient failure; nothing about the tables is known.
+      return new Replanned(null, null);
+    }
     for (String k : d.keyColumns()) {
       if (!f.columns().contains(k)) {
         return new Replanned(null, null); // the result changed shape: nothing is known
       }
+    }
+    if (unpublished(c, f.tableSet(), publications) != null) {
+      // A table read now (by a policy added since) whose changes never reach the pipeline: a table
+      // set naming it would call transactions of the others unrelated. Every transaction counts.
+      return new Replanned(null, null);
     }
     Definition.Impact impact = impact(c, d.keyColumns(), f.columns(), f.origins(), f.tableSet(), f.scans(), f.nodeTypes(),
         f.plan(), f.plan().toString());
@@ -201,6 +213,29 @@ final class Registrar {
       impact = withLookups(c, impact, f.plan(), f.tableSet(), f.scans());
     }
     return new Replanned(f.tableSet(), impact);
+  }
+
+  /** The first table of {@code tableSet} not published to {@code publications}, or null. */
+  private static String unpublished(Connection c, List<String> tableSet, List<String> publications) throws SQLException {
+    if (tableSet == null || tableSet.isEmpty()) {
+      return null;
+    }
+    Set<String> published = new TreeSet<>();
+    try (PreparedStatement ps = c.prepareStatement(
+        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = ANY(?)")) {
+      ps.setArray(1, c.createArrayOf("text", publications.toArray()));
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          published.add(rs.getString(1));
+        }
+      }
+    }
+    for (String t : tableSet) {
+      if (!published.contains(t)) {
+        return t;
+      }
+    }
+    return null;
   }
 
   private static Compiled compile(Connection c, ContinuousRequest r, ContinuousSql.Parsed parsed, ContinuousSettings.Scope scope,
@@ -267,23 +302,10 @@ final class Registrar {
     }
 
     // 4. Published tables.
-    if (tableSet != null && !tableSet.isEmpty()) {
-      Set<String> published = new TreeSet<>();
-      try (PreparedStatement ps = c.prepareStatement(
-          "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = ANY(?)")) {
-        ps.setArray(1, c.createArrayOf("text", publications.toArray()));
-        try (ResultSet rs = ps.executeQuery()) {
-          while (rs.next()) {
-            published.add(rs.getString(1));
-          }
-        }
-      }
-      for (String t : tableSet) {
-        if (!published.contains(t)) {
-          throw new ContinuousQueryException(ErrorCode.TABLE_NOT_PUBLISHED, "table " + t
-              + " is read by the query but not published to the continuous pipeline: its changes would not be seen");
-        }
-      }
+    String unpublished = unpublished(c, tableSet, publications);
+    if (unpublished != null) {
+      throw new ContinuousQueryException(ErrorCode.TABLE_NOT_PUBLISHED, "table " + unpublished
+          + " is read by the query but not published to the continuous pipeline: its changes would not be seen");
     }
 
     // 5. Policy version, database and login.

@@ -444,119 +444,6 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /**
-   * Tier 2 for a transaction that changed a joined table with a lookup rule: in one authoritative
-   * transaction, the key-table rows whose joined column has one of the changed values give further
-   * affected keys (integers: lookup rules exist only for integer keys), then the base is read for
-   * all of them and merged as usual. More keys than the bound: a full read.
-   */
-  private void deltaWithLookups(Session s, ScopedDelta.Keys keys, List<List<String>> changed) {
-    Definition d = s.registration.definition();
-    ContinuousEvaluator evaluator = d.evaluator() == null ? null : evaluators.get(d.evaluator());
-    if (d.evaluator() != null && evaluator == null) {
-      s.countFallback("evaluator-missing");
-      meter(m -> m.fallback("evaluator-missing"));
-      read(s, "fallback-evaluator-missing");
-      return;
-    }
-    int bound = settings.affectedKeyLimit();
-    List<List<String>> tuples = new ArrayList<>(changed);
-    String[] failure = new String[1];
-    long[] lookedUp = new long[1];
-    List<ResultRow> fetched = authoritative(s, c -> {
-      failure[0] = null;
-      tuples.clear();
-      tuples.addAll(changed);
-      Set<String> seen = new HashSet<>(keys.keys.keySet());
-      lookedUp[0] = 0;
-      for (Map.Entry<Definition.Lookup, Set<String>> e : keys.lookupValues.entrySet()) {
-        List<String> values = new ArrayList<>(e.getValue());
-        try (PreparedStatement ps = c.prepareStatement(d.lookupSql(e.getKey(), values.size(), bound + 1))) {
-          for (int i = 0; i < values.size(); i++) {
-            ps.setString(i + 1, values.get(i));
-          }
-          try (java.sql.ResultSet rs = ps.executeQuery()) {
-            int width = d.impact().sourceColumns().size();
-            while (rs.next()) {
-              lookedUp[0]++;
-              List<String> key = new ArrayList<>(width);
-              for (int j = 1; j <= width; j++) {
-                key.add(rs.getString(j));
-              }
-              if (key.contains(null)) {
-                // A null key column gives a result row with a null key, which no IN (...) reads.
-                failure[0] = "null-key";
-                return List.of();
-              }
-              if (seen.add(String.join("\u0000", key))) {
-                tuples.add(key);
-              }
-            }
-          }
-        }
-      }
-      if (tuples.size() > bound) {
-        failure[0] = "budget-exceeded";
-        return List.of();
-      }
-      if (tuples.isEmpty()) {
-        return List.of(); // no result row can depend on the changed rows
-      }
-      if (evaluator != null) {
-        List<ResultRow> rows = evaluated(evaluator, d, c, tuples);
-        if (rows == null) {
-          failure[0] = "evaluator-failed";
-          return List.of();
-        }
-        return rows;
-      }
-      try (PreparedStatement ps = c.prepareStatement(d.scoped(s.parsed.jdbcSql(), tuples.size()))) {
-        ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
-        bindKeys(ps, s.parsed.parameterOrder().size() + 1, tuples);
-        return ScopeReader.rows(ps, d.keyColumns());
-      }
-    });
-    if (fetched == null) {
-      return; // failed: repair pending, recorded
-    }
-    s.rowsRead += lookedUp[0];
-    long lookupRows = lookedUp[0];
-    meter(m -> m.rowsRead(lookupRows));
-    if (failure[0] != null) {
-      s.countFallback(failure[0]);
-      meter(m -> m.fallback(failure[0]));
-      read(s, "fallback-" + failure[0]);
-      return;
-    }
-    if (evaluator != null) {
-      s.evaluatorTransactions++;
-    }
-    Set<String> affectedKeys = ScopedDelta.integerKeys(d.impact(), tuples);
-    if (affectedKeys == null) {
-      // Lookup rules are compiled for integer keys only; anything else is a surprise: read in full.
-      s.countFallback("no-impact-rule");
-      meter(m -> m.fallback("no-impact-rule"));
-      read(s, "fallback-no-impact-rule");
-      return;
-    }
-    ScopedDelta.Outcome outcome = ScopedDelta.merge(s.current(), affectedKeys, fetched, d.limit(), s.order);
-    s.rowsRead += fetched.size();
-    int fetchedRows = fetched.size();
-    meter(m -> m.rowsRead(fetchedRows));
-    if (outcome.fallback() != null) {
-      s.countFallback(outcome.fallback());
-      meter(m -> m.fallback(outcome.fallback()));
-      read(s, "fallback-" + outcome.fallback());
-      return;
-    }
-    if (commit(s, s.propose(outcome.result(), s.lastLsn))) {
-      s.incrementalTransactions++;
-      s.lookupTransactions++;
-      meter(m -> m.transaction("incremental"));
-      s.deltasSinceFullRead++;
-    }
-  }
-
-  /**
    * Tier 1: the trusted projector computes the affected rows from the change tuples; the same shape
    * check and merge rule apply. False when tier 2 must run instead (the projector is missing or
    * uncertain, an image was incomplete), each counted as a fallback.
@@ -609,19 +496,18 @@ public final class ContinuousQueries implements AutoCloseable {
     return true;
   }
 
-  /** Tier 2: reads the base for the affected keys only and merges, or falls back to a full read. */
+  /**
+   * Tier 2: reads the base for the affected keys only and merges, or falls back to a full read. A
+   * transaction that changed a joined table with a lookup rule first reads, in the same
+   * authoritative transaction, the keys of the key-table rows whose joined column has one of the
+   * changed values (integers: lookup rules exist only for integer keys); more keys than the bound
+   * cost a full read.
+   */
   private void delta(Session s, ScopedDelta.Keys keys) {
     Definition d = s.registration.definition();
-    List<List<String>> tuples = new ArrayList<>(keys.keys.values());
-    if (!keys.lookupValues.isEmpty()) {
-      deltaWithLookups(s, keys, tuples);
-      return;
-    }
-    // The affected keys as the result spells them: integers are parsed here; other types are cast
-    // and read back by PostgreSQL in the same transaction (their text form may depend on settings).
-    Set<String> integerKeys = ScopedDelta.integerKeys(d.impact(), tuples);
-    String keySql = integerKeys == null ? d.keyValues(tuples.size()) : null;
-    String deltaSql = d.scoped(s.parsed.jdbcSql(), tuples.size());
+    List<List<String>> changed = new ArrayList<>(keys.keys.values());
+    List<List<String>> tuples = new ArrayList<>(changed);
+    boolean lookups = !keys.lookupValues.isEmpty();
     List<ResultRow>[] affected = new List[1];
     ContinuousEvaluator evaluator = d.evaluator() == null ? null : evaluators.get(d.evaluator());
     if (d.evaluator() != null && evaluator == null) {
@@ -631,10 +517,25 @@ public final class ContinuousQueries implements AutoCloseable {
       read(s, "fallback-evaluator-missing");
       return;
     }
-    String[] evaluatorFailure = new String[1];
+    String[] failure = new String[1];
+    long[] lookedUp = new long[1];
     List<ResultRow> fetched = authoritative(s, c -> {
-      if (keySql != null) {
-        try (PreparedStatement ps = c.prepareStatement(keySql)) {
+      failure[0] = null;
+      tuples.clear();
+      tuples.addAll(changed);
+      lookedUp[0] = lookups ? lookupKeys(c, d, keys, tuples) : 0;
+      if (lookedUp[0] < 0) {
+        failure[0] = lookedUp[0] == -1 ? "budget-exceeded" : "null-key";
+        lookedUp[0] = 0;
+        return List.of();
+      }
+      if (tuples.isEmpty()) {
+        return List.of(); // no result row can depend on the changed rows
+      }
+      // The affected keys as the result spells them: integers are parsed (after the read); other
+      // types are cast and read back by PostgreSQL here (their text form may depend on settings).
+      if (ScopedDelta.integerKeys(d.impact(), tuples) == null) {
+        try (PreparedStatement ps = c.prepareStatement(d.keyValues(tuples.size()))) {
           bindKeys(ps, 1, tuples);
           affected[0] = ScopeReader.rows(ps, d.keyColumns());
         }
@@ -642,12 +543,12 @@ public final class ContinuousQueries implements AutoCloseable {
       if (evaluator != null) {
         List<ResultRow> rows = evaluated(evaluator, d, c, tuples);
         if (rows == null) {
-          evaluatorFailure[0] = "evaluator-failed";
+          failure[0] = "evaluator-failed";
           return List.of();
         }
         return rows;
       }
-      try (PreparedStatement ps = c.prepareStatement(deltaSql)) {
+      try (PreparedStatement ps = c.prepareStatement(d.scoped(s.parsed.jdbcSql(), tuples.size()))) {
         ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
         bindKeys(ps, s.parsed.parameterOrder().size() + 1, tuples);
         return ScopeReader.rows(ps, d.keyColumns());
@@ -656,16 +557,19 @@ public final class ContinuousQueries implements AutoCloseable {
     if (fetched == null) {
       return; // failed: repair pending, recorded
     }
-    if (evaluatorFailure[0] != null) {
-      s.countFallback(evaluatorFailure[0]);
-      meter(m -> m.fallback(evaluatorFailure[0]));
-      read(s, "fallback-" + evaluatorFailure[0]);
+    long lookupRows = lookedUp[0];
+    s.rowsRead += lookupRows;
+    meter(m -> m.rowsRead(lookupRows));
+    if (failure[0] != null) {
+      s.countFallback(failure[0]);
+      meter(m -> m.fallback(failure[0]));
+      read(s, "fallback-" + failure[0]);
       return;
     }
     if (evaluator != null) {
       s.evaluatorTransactions++;
     }
-    Set<String> affectedKeys = integerKeys;
+    Set<String> affectedKeys = ScopedDelta.integerKeys(d.impact(), tuples);
     if (affectedKeys == null) {
       affectedKeys = new HashSet<>();
       for (ResultRow r : affected[0]) {
@@ -684,9 +588,50 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     if (commit(s, s.propose(outcome.result(), s.lastLsn))) {
       s.incrementalTransactions++;
+      if (lookups) {
+        s.lookupTransactions++;
+      }
       meter(m -> m.transaction("incremental"));
       s.deltasSinceFullRead++;
     }
+  }
+
+  /**
+   * Adds to {@code tuples} the keys of the key-table rows that the lookup rules name for the changed
+   * values (as the subscriber, in the delta's transaction). Returns the rows read, or -1 when the
+   * keys exceed the bound, -2 when a key column is null (a result row with a null key, which no
+   * {@code IN (...)} reads).
+   */
+  private long lookupKeys(Connection c, Definition d, ScopedDelta.Keys keys, List<List<String>> tuples)
+      throws SQLException {
+    int bound = settings.affectedKeyLimit();
+    Set<String> seen = new HashSet<>(keys.keys.keySet());
+    int width = d.impact().sourceColumns().size();
+    long read = 0;
+    for (Map.Entry<Definition.Lookup, Set<String>> e : keys.lookupValues.entrySet()) {
+      List<String> values = new ArrayList<>(e.getValue());
+      try (PreparedStatement ps = c.prepareStatement(d.lookupSql(e.getKey(), values.size(), bound + 1))) {
+        for (int i = 0; i < values.size(); i++) {
+          ps.setString(i + 1, values.get(i));
+        }
+        try (java.sql.ResultSet rs = ps.executeQuery()) {
+          while (rs.next()) {
+            read++;
+            List<String> key = new ArrayList<>(width);
+            for (int j = 1; j <= width; j++) {
+              key.add(rs.getString(j));
+            }
+            if (key.contains(null)) {
+              return -2;
+            }
+            if (seen.add(String.join("\u0000", key))) {
+              tuples.add(key);
+            }
+          }
+        }
+      }
+    }
+    return tuples.size() > bound ? -1 : read;
   }
 
   /**

@@ -470,21 +470,12 @@ final class Registrar {
       return null;
     }
     List<String> types = new ArrayList<>();
-    try (PreparedStatement ps = c.prepareStatement("SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
-        + " JOIN pg_class t ON t.oid = a.attrelid JOIN pg_namespace n ON n.oid = t.relnamespace"
-        + " WHERE n.nspname = ? AND t.relname = ? AND a.attname = ? AND a.attnum > 0 AND NOT a.attisdropped")) {
-      int dot = table.indexOf('.');
-      for (String column : sources) {
-        ps.setString(1, table.substring(0, dot));
-        ps.setString(2, table.substring(dot + 1));
-        ps.setString(3, column);
-        try (ResultSet rs = ps.executeQuery()) {
-          if (!rs.next()) {
-            return null;
-          }
-          types.add(rs.getString(1));
-        }
+    for (String column : sources) {
+      String type = columnType(c, table, column);
+      if (type == null) {
+        return null;
       }
+      types.add(type);
     }
     try {
       types.forEach(Definition::castType);
@@ -698,33 +689,34 @@ final class Registrar {
 
   /** {@code s} without parentheses that enclose all of it (repeatedly); null when unbalanced. */
   private static String unwrap(String s) {
-    while (s.startsWith("(") && s.endsWith(")")) {
-      int depth = 0;
-      boolean quoted = false;
-      boolean enclosesAll = true;
-      for (int i = 0; i < s.length(); i++) {
-        char ch = s.charAt(i);
-        if (ch == '"') {
-          quoted = !quoted;
-        } else if (!quoted && ch == '(') {
-          depth++;
-        } else if (!quoted && ch == ')') {
-          depth--;
-          if (depth < 0) {
-            return null;
-          }
-          if (depth == 0 && i < s.length() - 1) {
-            enclosesAll = false;
-            break;
-          }
-        }
+    while (s.startsWith("(")) {
+      int close = closing(s);
+      if (close < 0) {
+        return null;
       }
-      if (!enclosesAll) {
+      if (close != s.length() - 1) {
         return s;
       }
-      s = s.substring(1, s.length() - 1).trim();
+      s = s.substring(1, close).trim();
     }
     return s;
+  }
+
+  /** The index of the parenthesis closing the one {@code s} starts with (quoted identifiers skipped), or -1. */
+  private static int closing(String s) {
+    int depth = 0;
+    boolean quoted = false;
+    for (int i = 0; i < s.length(); i++) {
+      char ch = s.charAt(i);
+      if (ch == '"') {
+        quoted = !quoted;
+      } else if (!quoted && ch == '(') {
+        depth++;
+      } else if (!quoted && ch == ')' && --depth == 0) {
+        return i;
+      }
+    }
+    return -1;
   }
 
   /** {@code [T column, J column]} when {@code term} is exactly {@code t.x = j.y} (either order), else null. */

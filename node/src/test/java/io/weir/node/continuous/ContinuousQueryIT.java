@@ -400,6 +400,11 @@ class ContinuousQueryIT {
       sql("INSERT INTO vault_share VALUES (2, '" + roleA + "')"); // row 2 (B's) is now shared with A
       JsonNode added = sse.next("RowAdded");
       assertThat(added.get("key").get(0).asInt()).isEqualTo(2);
+      // A policy reading a table the pipeline does not publish: its changes never arrive, so no
+      // table set may call other transactions unrelated; every transaction counts.
+      sql("CREATE POLICY unseen ON vault USING (EXISTS (SELECT 1 FROM unpublished u WHERE u.id = vault.id))");
+      JsonNode unknown = awaitStatus(id, st -> st.get("tables").isNull());
+      assertThat(unknown.get("fullReadsOnly").asText()).isEqualTo("plan-changed");
     }
   }
 

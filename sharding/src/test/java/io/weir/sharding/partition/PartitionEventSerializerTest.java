@@ -44,6 +44,7 @@ import org.junit.jupiter.api.Test;
  * CDC event.
  */
 class PartitionEventSerializerTest {
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(PartitionEventSerializerTest.class);
   private static final PartitionEventSerializer SERIALIZER = new PartitionEventSerializer();
   private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
   private static ActorSystem<Void> system;
@@ -136,8 +137,8 @@ class PartitionEventSerializerTest {
     Written w = cdcEvent(200);
     byte[] binary = SERIALIZER.toBinary(w);
     byte[] cbor = serialization.serializerByIdentity().get(33).get().toBinary(w);
-    System.out.printf("partition-event-size: entries=200 binary=%d cbor=%d ratio=%.2f%n", binary.length, cbor.length,
-        (double) binary.length / cbor.length);
+    LOG.info("partition-event-size: entries=200 binary={} cbor={} ratio={}", binary.length, cbor.length,
+        String.format(java.util.Locale.ROOT, "%.2f", (double) binary.length / cbor.length));
     assertThat(Serializers.manifestFor(serialization.findSerializerFor(w), w)).isEqualTo(Written.class.getName());
     assertThat(binary.length).isLessThan(cbor.length);
   }

@@ -153,7 +153,10 @@ class ContinuousCrashIT extends EndToEndTest {
       List<Long> logged = new ArrayList<>();
       int initialResults = 0;
       try (Connection c = db.connect(); Statement s = c.createStatement();
-          ResultSet rs = s.executeQuery("SELECT sequence, type FROM weir.continuous_replay WHERE id = '" + id + "' ORDER BY sequence")) {
+          // The session entity's journal (ADR 0025): one JSON event per replay event, in journal order.
+          ResultSet rs = s.executeQuery("SELECT (e->>'sequence')::bigint, e->>'type' FROM (SELECT sequence_number,"
+              + " convert_from(event_payload, 'UTF8')::jsonb AS e FROM weir.event_journal"
+              + " WHERE persistence_id = 'weir-continuous-session|" + id + "') AS log ORDER BY sequence_number")) {
         while (rs.next()) {
           logged.add(rs.getLong(1));
           initialResults += rs.getString(2).equals("InitialResult") ? 1 : 0;

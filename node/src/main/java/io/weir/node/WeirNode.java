@@ -143,9 +143,10 @@ public final class WeirNode {
       joinCluster(system, settings, database);
 
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
-      PartitionSharding.init(system, settings.partitionLimits(), new io.weir.sharding.partition.SqlJournalPruner(
+      io.weir.sharding.partition.SqlJournalPruner journalPruner = new io.weir.sharding.partition.SqlJournalPruner(
           database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))),
+          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
+      PartitionSharding.init(system, settings.partitionLimits(), journalPruner,
           settings.metrics().enabled() ? metrics.partitions(settings.partitions()) : io.weir.sharding.partition.PartitionObserver.NONE);
       ClusterSingleton.get(system).init(SingletonActor.of(
           PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
@@ -154,11 +155,15 @@ public final class WeirNode {
           PartitionSharding.retention(settings.partitions(), () -> storage.get().isReady(), interval, 100_000),
           "weir-outbox-retention").withSettings(serverSingleton(system))));
 
-      // Continuous queries: an engine on every node, fed only where the continuous pipeline runs.
+      // Continuous queries: an engine on every node, fed only where the continuous pipeline runs;
+      // their sessions' replay logs are sharded entities on the server nodes (ADR 0025).
+      io.weir.sharding.continuous.ContinuousLog.init(system, PartitionSharding.ROLE);
       io.weir.node.continuous.ContinuousQueries continuous = settings.pipelines().stream()
           .filter(io.weir.node.cdc.PipelineConfig::continuous).findFirst()
           .map(p -> new io.weir.node.continuous.ContinuousQueries(continuousSettings, settings.postgres(),
-              database.dataSource(), p.settings().publications()))
+              database.dataSource(), p.settings().publications(),
+              io.weir.sharding.continuous.ContinuousLog.jdbc(system, journalPruner,
+                  io.weir.node.continuous.ContinuousQueries.LOG_TIMEOUT)))
           .orElse(null);
       if (continuous != null) {
         CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseServiceStop(), "close-continuous-queries", () -> {

@@ -55,7 +55,10 @@ public final class ContinuousQueries implements AutoCloseable {
   private final PostgresSettings weir;
   private final DataSource weirDataSource;
   private final RegistrationStore store;
-  private final ReplayStore replay;
+  /** The sessions' replay logs (sharded entities, ADR 0025). */
+  private final io.weir.sharding.continuous.ContinuousLog replayLog;
+  /** The logs' earlier table, read once per session start. */
+  private final ReplayStore legacyReplay;
   /** The cluster's token signer, once loaded (replay tokens). */
   private volatile java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>> signer = Optional::empty;
   private final List<String> publications;
@@ -80,12 +83,13 @@ public final class ContinuousQueries implements AutoCloseable {
    * @param publications the continuous pipeline's publications: every table a query reads must be in one
    */
   public ContinuousQueries(ContinuousSettings settings, PostgresSettings weir, DataSource weirDataSource,
-      List<String> publications) {
+      List<String> publications, io.weir.sharding.continuous.ContinuousLog replayLog) {
     this.settings = settings;
     this.weir = weir;
     this.weirDataSource = weirDataSource;
     this.store = new RegistrationStore(weirDataSource, weir.schema());
-    this.replay = new ReplayStore(weirDataSource, weir.schema());
+    this.replayLog = replayLog;
+    this.legacyReplay = new ReplayStore(weirDataSource, weir.schema());
     this.publications = List.copyOf(publications);
     this.evaluators = load(ContinuousEvaluator.class, ContinuousEvaluator::name, "evaluators");
     this.projectors = load(ContinuousProjector.class, ContinuousProjector::name, "projectors");
@@ -220,6 +224,7 @@ public final class ContinuousQueries implements AutoCloseable {
       Session s = sessions.remove(id);
       if (s != null) {
         s.closeAll();
+        cutDeletedLog(s);
       }
       return deleted;
     }, engine);
@@ -276,10 +281,11 @@ public final class ContinuousQueries implements AutoCloseable {
       if (position != null && position <= s.sequence() && !s.retainedAfter(position)) {
         try {
           durable = new ArrayList<>();
-          for (ReplayStore.Stored e : replay.after(id, position, settings.replayRetained() + 1)) {
+          for (io.weir.sharding.continuous.ContinuousSession.Entry e
+              : await(replayLog.after(id, s.logOffset, position, settings.replayRetained() + 1))) {
             durable.add(new Session.Event(replayId(id, e.sequence()), e.sequence(), e.type(), e.data()));
           }
-        } catch (SQLException e) {
+        } catch (LogUnavailable e) {
           throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the replay log could not be read; retry");
         }
       }
@@ -738,7 +744,11 @@ public final class ContinuousQueries implements AutoCloseable {
           String id = r.id();
           Session s = new Session(r, Long.toHexString(System.currentTimeMillis()) + Long.toHexString(System.nanoTime() & 0xffff),
               settings.replayRetained(), seq -> replayId(id, seq));
-          s.continueAfter(replay.lastSequence(id));
+          io.weir.sharding.continuous.ContinuousSession.LogState logState = await(replayLog.state(id));
+          // A log never written here continues the earlier table's log, if it has one.
+          long last = logState.last() > 0 ? logState.last() : legacyReplay.lastSequence(id);
+          s.logOffset = logState.last() > 0 ? logState.offset() : last;
+          s.continueAfter(last);
           s.prunedThrough = Math.max(0, s.sequence() - settings.replayRetained());
           s.lastLsn = lastLsn;
           sessions.put(r.id(), s);
@@ -748,6 +758,8 @@ public final class ContinuousQueries implements AutoCloseable {
           log.warn("continuous query {} could not be started; skipped: {}", r.id(), SafeErrors.describe(e));
         } catch (SQLException e) {
           log.warn("continuous query {}: the replay log could not be read; retrying: {}", r.id(), SafeErrors.describe(e));
+        } catch (LogUnavailable e) {
+          log.warn("continuous query {}: the replay log could not be read ({}); retrying", r.id(), e.getMessage());
         }
       }
     }
@@ -757,6 +769,7 @@ public final class ContinuousQueries implements AutoCloseable {
       if (!ids.contains(e.getKey())) {
         e.getValue().closeAll();
         it.remove();
+        cutDeletedLog(e.getValue());
       } else if ("replan-pending".equals(e.getValue().fullOnly)) {
         replan(e.getValue());
         if (!"replan-pending".equals(e.getValue().fullOnly)) {
@@ -923,31 +936,88 @@ public final class ContinuousQueries implements AutoCloseable {
    * InitialResult (clients resume from the log with their replay tokens).
    */
   private boolean commit(Session s, Session.Proposal p) {
-    List<ReplayStore.Stored> events = new ArrayList<>(p.events().size());
+    List<io.weir.sharding.continuous.ContinuousSession.Entry> entries = new ArrayList<>(p.events().size());
     for (Session.Event e : p.events()) {
-      events.add(new ReplayStore.Stored(e.sequence(), e.type(), e.data()));
+      entries.add(new io.weir.sharding.continuous.ContinuousSession.Entry(e.sequence(), e.type(), e.data()));
     }
-    try {
-      replay.append(s.registration.id(), events);
-    } catch (SQLException | ReplayStore.Conflict e) {
-      log.warn("continuous query {}: appending to the replay log failed ({}); the session starts again",
-          s.registration.id(), e instanceof SQLException q ? SafeErrors.describe(q) : e.getMessage());
+    String id = s.registration.id();
+    String failure = null;
+    // A reply lost to a timeout is asked again with the same entries: the log accepts an identical retry.
+    for (int attempt = 0; attempt < APPEND_ATTEMPTS && !entries.isEmpty(); attempt++) {
+      try {
+        io.weir.sharding.continuous.ContinuousSession.AppendReply reply = await(replayLog.append(id, entries));
+        failure = reply instanceof io.weir.sharding.continuous.ContinuousSession.Conflict
+            ? "another event is stored at a sequence being appended" : null;
+        break;
+      } catch (LogUnavailable e) {
+        failure = e.getMessage();
+      }
+    }
+    if (failure != null) {
+      log.warn("continuous query {}: appending to the replay log failed ({}); the session starts again", id, failure);
       s.stale = true;
       s.closeAll();
       return false;
     }
     s.commit(p);
     if (s.sequence() - s.prunedThrough >= Math.max(1, settings.replayRetained() / 10) + settings.replayRetained()) {
+      long through = s.sequence() - settings.replayRetained();
       try {
-        replay.prune(s.registration.id(), s.sequence(), settings.replayRetained());
-        s.prunedThrough = s.sequence() - settings.replayRetained();
-      } catch (SQLException e) {
-        log.warn("continuous query {}: pruning the replay log failed; retrying later: {}", s.registration.id(),
-            SafeErrors.describe(e));
+        await(replayLog.prune(id, s.logOffset, through, s.sequence()));
+        s.prunedThrough = through;
+      } catch (LogUnavailable e) {
+        log.warn("continuous query {}: pruning the replay log failed ({}); retrying later", id, e.getMessage());
       }
     }
     return true;
   }
+
+  /**
+   * Cuts a deleted registration's replay log to its last entry: a later registration with the same
+   * identity continues after it, and an old replay token finds its position pruned rather than
+   * resuming into the new log's events.
+   */
+  private void cutDeletedLog(Session s) {
+    if (s.stale || s.sequence() == 0) {
+      return; // a stale session's last sequence is not known for sure; its log keeps its retained entries
+    }
+    replayLog.prune(s.registration.id(), s.logOffset, s.sequence() - 1, s.sequence()).whenComplete((rows, error) -> {
+      if (error != null) {
+        log.warn("continuous query {}: cutting the deleted registration's replay log failed; its entries stay",
+            s.registration.id());
+      }
+    });
+  }
+
+  /** Appends asked per proposal before the session is started again. */
+  private static final int APPEND_ATTEMPTS = 3;
+
+  /** The replay log did not answer (in time); the message names no value. */
+  private static final class LogUnavailable extends Exception {
+    LogUnavailable(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  /** Waits (on the engine thread) for a replay log answer, at most the log's ask timeout and a second. */
+  private <T> T await(java.util.concurrent.CompletionStage<T> stage) throws LogUnavailable {
+    try {
+      return stage.toCompletableFuture().get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new LogUnavailable("interrupted");
+    } catch (java.util.concurrent.TimeoutException e) {
+      throw new LogUnavailable("no answer in time");
+    } catch (java.util.concurrent.ExecutionException e) {
+      Throwable cause = e.getCause();
+      throw new LogUnavailable(cause instanceof java.util.concurrent.TimeoutException
+          || cause instanceof org.apache.pekko.pattern.AskTimeoutException ? "no answer in time"
+          : cause instanceof SQLException q ? SafeErrors.describe(q) : cause.getClass().getSimpleName());
+    }
+  }
+
+  /** How long a replay log ask may take (the session's shard may have to start and recover first). */
+  public static final java.time.Duration LOG_TIMEOUT = java.time.Duration.ofSeconds(10);
 
   /**
    * Runs {@code work} on the session's scope login in a read-only transaction whose snapshot

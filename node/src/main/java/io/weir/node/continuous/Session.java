@@ -154,6 +154,8 @@ public final class Session {
   /** The replay log refused or failed an append: the engine drops this session and starts it again. */
   boolean stale;
   long prunedThrough;
+  /** The replay log's entry at sequence {@code s} is its journal event {@code s - logOffset} (ADR 0025). */
+  long logOffset;
 
   Session(RegistrationStore.Stored registration, String epoch, int retained, java.util.function.LongFunction<String> ids) {
     this.ids = ids;

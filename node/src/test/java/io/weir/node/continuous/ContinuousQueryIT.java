@@ -700,10 +700,35 @@ class ContinuousQueryIT {
 
   @Test
   void unregisterEndsTheSubscription() throws Exception {
-    String id = created(register("tenant_b", "SELECT id, score FROM items WHERE score > 20", "[\"id\"]", "score", 2, "{}"));
+    String query = "SELECT id, score FROM items WHERE score > 20";
+    String id = created(register("tenant_b", query, "[\"id\"]", "score", 2, "{}"));
     awaitStatus(id, s -> s.get("state").asText().equals("current"));
+    sql("INSERT INTO items VALUES (190, '" + roleB + "', 100000, 'unregister')"); // a new leader: the log goes on
+    awaitStatus(id, s -> s.get("sequence").asLong() >= 2);
+    sql("DELETE FROM items WHERE id = 190");
+    long last = awaitStatus(id, s -> s.get("sequence").asLong() >= 3).get("sequence").asLong();
     assertThat(call("DELETE", "/v1/continuous/" + id, ADMIN, null).statusCode()).isEqualTo(200);
     assertError(call("GET", "/v1/continuous/" + id + "/status", ADMIN, null), 404, "not-found");
+    // The deleted registration's log is cut to its last entry ...
+    org.awaitility.Awaitility.await("the deleted log is cut").atMost(java.time.Duration.ofSeconds(20))
+        .until(() -> journal(id).equals(List.of(last)));
+    // ... so registering the same query again continues after it: no sequence is used twice.
+    assertThat(created(register("tenant_b", query, "[\"id\"]", "score", 2, "{}"))).isEqualTo(id);
+    assertThat(awaitStatus(id, s -> s.get("state").asText().equals("current")).get("sequence").asLong()).isEqualTo(last + 1);
+    assertThat(journal(id)).containsExactly(last, last + 1);
+  }
+
+  /** The replay sequences in subscription {@code id}'s journal (ADR 0025), in journal order. */
+  private List<Long> journal(String id) throws Exception {
+    List<Long> out = new ArrayList<>();
+    try (Connection c = db.connect(); Statement st = c.createStatement();
+        ResultSet rs = st.executeQuery("SELECT (convert_from(event_payload, 'UTF8')::jsonb->>'sequence')::bigint"
+            + " FROM weir.event_journal WHERE persistence_id = 'weir-continuous-session|" + id + "' ORDER BY sequence_number")) {
+      while (rs.next()) {
+        out.add(rs.getLong(1));
+      }
+    }
+    return out;
   }
 
   @Test
@@ -746,27 +771,44 @@ class ContinuousQueryIT {
       JsonNode initial = sse.next("InitialResult");
       lastId = initial.get("_id").asText();
       lastSequence = initial.get("sequence").asLong();
+      // One more event the client will have to read back from the durable log after the restart.
+      sql("UPDATE items SET name = 'before-stop' WHERE id = " + ids(initial).get(0));
+      assertThat(sse.next("RowUpdated").get("sequence").asLong()).isEqualTo(lastSequence + 1);
     }
+    // A subscription whose log an earlier version kept in weir.continuous_replay (V14).
+    String legacy = created(register("tenant_b", "SELECT id, score FROM items WHERE score > 1", "[\"id\"]", "score", 1, "{}"));
+    awaitStatus(legacy, s -> s.get("state").asText().equals("current"));
     node.stop();
     sql("UPDATE items SET score = 1000 WHERE id = 102"); // while no node runs: streamed after the restart
+    sql("DELETE FROM weir.event_journal WHERE persistence_id = 'weir-continuous-session|" + legacy + "'");
+    sql("DELETE FROM weir.snapshot WHERE persistence_id = 'weir-continuous-session|" + legacy + "'");
+    sql("INSERT INTO weir.continuous_replay (id, sequence, type, data)"
+        + " SELECT '" + legacy + "', g, 'RowUpdated', '{}' FROM generate_series(1, 7) AS g");
     node = WeirNode.start(config, NodeSettings.create(config));
     base = "http://127.0.0.1:" + node.httpPort();
     awaitPipelineRunning();
+    assertThat(awaitStatus(legacy, s -> s.get("state").asText().equals("current")).get("sequence").asLong())
+        .as("a log kept in the earlier table continues after its last sequence").isEqualTo(8);
+    assertThat(journal(legacy)).containsExactly(8L);
     try (Sse sse = open(id, lastId)) {
-      // The restarted session appended a new authoritative InitialResult at the next sequence.
+      // The event after the token comes from the session entity's journal (the new session's memory starts later) ...
+      assertThat(sse.next("RowUpdated").get("sequence").asLong()).as("read back from the durable log").isEqualTo(lastSequence + 1);
+      // ... then the new authoritative InitialResult the restarted session appended at the next sequence.
       JsonNode fresh = sse.next("InitialResult");
-      assertThat(fresh.get("sequence").asLong()).as("no gap and no repeat across the restart").isEqualTo(lastSequence + 1);
+      assertThat(fresh.get("sequence").asLong()).as("no gap and no repeat across the restart").isEqualTo(lastSequence + 2);
       assertThat(ids(fresh).get(0)).as("the fresh result includes the change made while the node was down").isEqualTo(102);
       sql("UPDATE items SET name = 'after-restart' WHERE id = 102");
-      assertThat(sse.next("RowUpdated").get("sequence").asLong()).isEqualTo(lastSequence + 2);
+      assertThat(sse.next("RowUpdated").get("sequence").asLong()).isEqualTo(lastSequence + 3);
     }
     try (Connection c = db.connect(); Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery("SELECT count(*), min(sequence), max(sequence) FROM weir.continuous_replay"
-            + " WHERE id = '" + id + "'")) {
+        // The log is the session entity's journal (ADR 0025), one JSON event per replay event.
+        ResultSet rs = st.executeQuery("SELECT count(*), min(s), max(s) FROM (SELECT (convert_from(event_payload, 'UTF8')"
+            + "::jsonb->>'sequence')::bigint AS s FROM weir.event_journal"
+            + " WHERE persistence_id = 'weir-continuous-session|" + id + "') AS log")) {
       rs.next();
       assertThat(rs.getLong(2)).isEqualTo(1);
       assertThat(rs.getLong(1)).as("the durable replay log is contiguous").isEqualTo(rs.getLong(3));
-      assertThat(rs.getLong(3)).isEqualTo(lastSequence + 2);
+      assertThat(rs.getLong(3)).isEqualTo(lastSequence + 3);
     }
   }
 

@@ -25,7 +25,7 @@ import org.slf4j.LoggerFactory;
  * per message, so this stops a mistaken client (one that starts a sharding proxy and sends), not
  * a malicious member: membership itself is the trust boundary (mutual TLS, ADR 0011 and 0021).
  */
-final class ServerOrigin {
+public final class ServerOrigin {
   private static final Logger log = LoggerFactory.getLogger(ServerOrigin.class);
   private static final ClassValue<Optional<Method>> REPLY_TO = new ClassValue<>() {
     @Override
@@ -68,7 +68,7 @@ final class ServerOrigin {
   }
 
   /** {@code behavior} behind the check, with the cluster's current members deciding. */
-  static <T> Behavior<T> guard(Behavior<T> behavior, Class<T> type, String role) {
+  public static <T> Behavior<T> guard(Behavior<T> behavior, Class<T> type, String role) {
     return Behaviors.setup(ctx -> {
       Cluster cluster = Cluster.get(ctx.getSystem());
       Address self = cluster.selfMember().address();

@@ -1,0 +1,135 @@
+package io.weir.sharding.continuous;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.typesafe.config.ConfigFactory;
+import io.weir.sharding.continuous.ContinuousSession.AppendReply;
+import io.weir.sharding.continuous.ContinuousSession.Appended;
+import io.weir.sharding.continuous.ContinuousSession.Command;
+import io.weir.sharding.continuous.ContinuousSession.Conflict;
+import io.weir.sharding.continuous.ContinuousSession.Entry;
+import io.weir.sharding.continuous.ContinuousSession.LogState;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.persistence.testkit.javadsl.EventSourcedBehaviorTestKit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The session's replay log on Pekko's in-memory journal, events and snapshots serialized as in
+ * production (the test kit checks every one round-trips): sequence checks, retried appends,
+ * continuing an earlier log, recovery.
+ */
+class ContinuousSessionTest {
+  private static final ActorTestKit KIT =
+      ActorTestKit.create("continuous-session-test", EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
+
+  private EventSourcedBehaviorTestKit<Command, Entry, ContinuousSession.State> session;
+
+  @BeforeEach
+  void fresh() {
+    session = EventSourcedBehaviorTestKit.create(KIT.system(), ContinuousSession.create("cq_test"));
+    session.clear();
+  }
+
+  @AfterAll
+  static void stop() {
+    KIT.shutdownTestKit();
+  }
+
+  private static Entry entry(long sequence) {
+    return new Entry(sequence, sequence == 1 ? "InitialResult" : "RowUpdated", "{\"sequence\":" + sequence + ",\"row\":\"v\"}");
+  }
+
+  private static List<Entry> entries(long from, long to) {
+    List<Entry> out = new ArrayList<>();
+    for (long s = from; s <= to; s++) {
+      out.add(entry(s));
+    }
+    return out;
+  }
+
+  private EventSourcedBehaviorTestKit.CommandResultWithReply<Command, Entry, ContinuousSession.State, AppendReply> append(
+      List<Entry> entries) {
+    return session.<AppendReply>runCommand(replyTo -> new ContinuousSession.Append(entries, replyTo));
+  }
+
+  private LogState log() {
+    return session.<LogState>runCommand(ContinuousSession.GetLog::new).reply();
+  }
+
+  @Test
+  void appendsContinueTheLogOneJournalEventPerEntry() {
+    var first = append(entries(1, 3));
+    assertThat(first.reply()).isEqualTo(new Appended(3));
+    assertThat(first.events()).isEqualTo(entries(1, 3));
+    assertThat(append(entries(4, 4)).reply()).isEqualTo(new Appended(4));
+    assertThat(log()).isEqualTo(new LogState(4, 0));
+  }
+
+  @Test
+  void anIdenticalRetryIsAcceptedAndWritesNothing() {
+    append(entries(1, 2));
+    var retry = append(entries(1, 2));
+    assertThat(retry.reply()).isEqualTo(new Appended(2));
+    assertThat(retry.hasNoEvents()).isTrue();
+    // A retry that overlaps and goes on writes only the new part.
+    var overlapping = append(entries(2, 4));
+    assertThat(overlapping.reply()).isEqualTo(new Appended(4));
+    assertThat(overlapping.events()).isEqualTo(entries(3, 4));
+  }
+
+  @Test
+  void anotherEventAtAStoredSequenceAGapOrABrokenBatchIsAConflict() {
+    append(entries(1, 3));
+    var different = append(List.of(new Entry(3, "RowRemoved", "{}")));
+    assertThat(different.reply()).isEqualTo(new Conflict(3));
+    assertThat(different.hasNoEvents()).isTrue();
+    var gap = append(entries(5, 6));
+    assertThat(gap.reply()).isEqualTo(new Conflict(3));
+    assertThat(gap.hasNoEvents()).isTrue();
+    var broken = append(List.of(entry(4), entry(6)));
+    assertThat(broken.reply()).isEqualTo(new Conflict(3));
+    assertThat(broken.hasNoEvents()).isTrue();
+    var zero = append(List.of(new Entry(0, "RowRemoved", "{}")));
+    assertThat(zero.reply()).isEqualTo(new Conflict(3));
+    assertThat(log()).isEqualTo(new LogState(3, 0));
+  }
+
+  @Test
+  void aNeverWrittenLogContinuesAnEarlierOneWithAnOffset() {
+    assertThat(log()).isEqualTo(new LogState(0, 0));
+    assertThat(append(entries(101, 102)).reply()).isEqualTo(new Appended(102));
+    // Entry 101 is journal event 1.
+    assertThat(log()).isEqualTo(new LogState(102, 100));
+    assertThat(append(entries(110, 110)).reply()).as("once written, only the next sequence continues it")
+        .isEqualTo(new Conflict(102));
+  }
+
+  @Test
+  void recoveryRestoresTheLastSequenceAndTheRetryCheck() {
+    append(entries(1, 5));
+    session.restart();
+    assertThat(log()).isEqualTo(new LogState(5, 0));
+    assertThat(append(entries(4, 5)).reply()).as("a retry after a restart").isEqualTo(new Appended(5));
+    assertThat(append(List.of(new Entry(5, "RowAdded", "{}"))).reply()).isEqualTo(new Conflict(5));
+    assertThat(append(entries(6, 6)).reply()).isEqualTo(new Appended(6));
+  }
+
+  @Test
+  void recoveryFromASnapshot() {
+    append(entries(1, ContinuousSession.SNAPSHOT_EVERY + 10));
+    session.restart();
+    long last = ContinuousSession.SNAPSHOT_EVERY + 10;
+    assertThat(log()).isEqualTo(new LogState(last, 0));
+    assertThat(append(entries(last + 1, last + 1)).reply()).isEqualTo(new Appended(last + 1));
+  }
+
+  @Test
+  void anEntryNamesNoValue() {
+    assertThat(new Entry(7, "RowAdded", "{\"row\":{\"secret\":\"s3cr3t\"}}").toString())
+        .doesNotContain("s3cr3t").contains("RowAdded");
+  }
+}

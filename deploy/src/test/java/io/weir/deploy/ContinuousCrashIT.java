@@ -186,11 +186,16 @@ class ContinuousCrashIT extends EndToEndTest {
         }
       }
       boolean equal = client.result().equals(expected);
+      // The session entity's durable result (its journal applied across every restart) is the same.
+      JsonNode durable = JSON.readTree(last.get("/v1/continuous/" + id + "/result", true).orElseThrow().body());
+      List<String> durableRows = new ArrayList<>();
+      durable.get("rows").forEach(r -> durableRows.add(r.get("row").get("id").asInt() + ":" + r.get("row").get("score").asInt()));
+      boolean durableEqual = durableRows.equals(expected) && durable.get("sequence").asLong() == finalSequence;
       System.out.printf("continuous-crash: kills=%d transactions=%d log-events=%d log-first=%d initial-results=%d"
               + " loss=%d dup=%d client-events=%d client-reconnects=%d client-gaps=%d client-dups=%d resets=%d result-equal=%s"
-              + " seed=%d delays-ms=%s%n", kills, transactions.get(), logged.size(), logged.isEmpty() ? 0 : logged.get(0),
-          initialResults, logGaps, logged.size() - logged.stream().distinct().count(), seen.size(), client.reconnects.get(),
-          clientGaps, clientDups, client.resets.get(), equal, seed, delays);
+              + " durable-result-equal=%s seed=%d delays-ms=%s%n", kills, transactions.get(), logged.size(),
+          logged.isEmpty() ? 0 : logged.get(0), initialResults, logGaps, logged.size() - logged.stream().distinct().count(),
+          seen.size(), client.reconnects.get(), clientGaps, clientDups, client.resets.get(), equal, durableEqual, seed, delays);
       assertThat(logged).as("the replay log starts at 1").startsWith(1L);
       assertThat(logGaps).as("no gap in the durable replay log (loss)").isZero();
       assertThat(initialResults).as("an InitialResult starts the log and follows every restart").isEqualTo(kills + 1);
@@ -198,6 +203,7 @@ class ContinuousCrashIT extends EndToEndTest {
       assertThat(clientGaps).as("the client missed no event across reconnections").isZero();
       assertThat(clientDups).as("the client received no event twice").isZero();
       assertThat(client.resets.get()).as("every reconnection resumed (no ResultReset)").isZero();
+      assertThat(durableEqual).as("the session entity's result equals the query at the last sequence").isTrue();
       assertThat(client.result()).as("the result built from the events equals the query").isEqualTo(expected);
     } finally {
       nodes.forEach(NodeProcess::close);

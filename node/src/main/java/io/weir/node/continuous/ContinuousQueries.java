@@ -230,6 +230,34 @@ public final class ContinuousQueries implements AutoCloseable {
     }, engine);
   }
 
+  /**
+   * The durable materialised result of {@code id} as its session entity holds it (the result after
+   * the log's last event): answered on any node. Fails with {@code unavailable} while the log
+   * describes no result (never written yet) or the entity does not answer.
+   */
+  public CompletionStage<ObjectNode> result(String id) {
+    return replayLog.result(id).handle((r, error) -> {
+      if (error != null) {
+        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the query's session did not answer; retry");
+      }
+      if (r.rows() == null) {
+        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the query has no durable result yet; retry");
+      }
+      ObjectNode out = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+      out.put("id", id).put("sequence", r.last());
+      if (r.lsn() != null) {
+        out.put("lsn", r.lsn());
+      }
+      com.fasterxml.jackson.databind.node.ArrayNode rows = out.putArray("rows");
+      for (io.weir.sharding.continuous.ContinuousSession.Row row : r.rows()) {
+        // The key and values exactly as the log's events spell them.
+        rows.addObject().putRawValue("key", new com.fasterxml.jackson.databind.util.RawValue(row.key()))
+            .putRawValue("row", new com.fasterxml.jackson.databind.util.RawValue(row.row()));
+      }
+      return out;
+    });
+  }
+
   /** The session's counters, or empty when this node does not maintain it (inactive, or not loaded yet). */
   public CompletionStage<Optional<ObjectNode>> status(String id) {
     return CompletableFuture.supplyAsync(() -> {

@@ -35,11 +35,12 @@ import org.slf4j.LoggerFactory;
  *       RowAdded}, {@code RowUpdated}, {@code RowRemoved}, {@code ResultReordered}, {@code
  *       ResultReset}), event id a signed replay token; {@code Last-Event-ID} (or {@code ?token=}) resumes.
  *   <li>{@code GET /v1/continuous/{id}/status}: the session's counters.
+ *   <li>{@code GET /v1/continuous/{id}/result}: the durable materialised result (any node).
  *   <li>{@code DELETE /v1/continuous/{id}}: unregisters.
  * </ul>
  *
  * Events and status are served by the node whose pipeline manager runs the continuous pipeline;
- * other nodes answer 503 {@code unavailable}.
+ * other nodes answer 503 {@code unavailable}. The result is read from the session entity on any node.
  */
 final class ContinuousRoutes extends JsonRoutes {
   private static final Logger log = LoggerFactory.getLogger(ContinuousRoutes.class);
@@ -57,6 +58,7 @@ final class ContinuousRoutes extends JsonRoutes {
         pathEnd(() -> post(() -> register(principal))),
         path(PathMatchers.segment().slash("events"), id -> get(() -> withScope(principal, id, () -> events(principal, id)))),
         path(PathMatchers.segment().slash("status"), id -> get(() -> withScope(principal, id, () -> status(id)))),
+        path(PathMatchers.segment().slash("result"), id -> get(() -> withScope(principal, id, () -> result(id)))),
         path(PathMatchers.segment(), id -> delete(() -> withScope(principal, id, () -> unregister(id)))));
   }
 
@@ -109,6 +111,10 @@ final class ContinuousRoutes extends JsonRoutes {
       Optional<ObjectNode> s = result.get();
       return s.isPresent() ? json(200, s.get()) : notServed();
     });
+  }
+
+  private Route result(String id) {
+    return onComplete(queries.result(id), result -> result.isFailure() ? failure(result.failed().get()) : json(200, result.get()));
   }
 
   private Route unregister(String id) {

@@ -58,6 +58,7 @@ public final class RouteTemplates {
       "/v1/continuous/{id}",
       "/v1/continuous/{id}/events",
       "/v1/continuous/{id}/status",
+      "/v1/continuous/{id}/result",
       "/console",
       "/console/{file}");
 

@@ -217,6 +217,13 @@ class ContinuousOracleIT {
                   .as("after transaction %d (seed %d), %s: the result built from events equals the full query", t, seed,
                       QUERIES.get(q).name())
                   .isEqualTo(expected);
+              // The session entity's durable result (its log applied) is the same.
+              JsonNode durable = json.readTree(call("GET", "/v1/continuous/" + ids.get(q) + "/result", null).body());
+              assertThat(durable.get("sequence").asLong()).isEqualTo(sequence);
+              assertThat(render(durable.get("rows")))
+                  .as("after transaction %d (seed %d), %s: the session entity's result equals the full query", t, seed,
+                      QUERIES.get(q).name())
+                  .isEqualTo(expected);
             }
           }
         }
@@ -297,6 +304,20 @@ class ContinuousOracleIT {
       assertThat(System.nanoTime()).as("the session should handle the transaction within 20 s").isLessThan(deadline);
       Thread.sleep(10);
     }
+  }
+
+  /** The rows of a result ({@code [{key, row}]}) as {@link #expected} spells them. */
+  private static List<String> render(JsonNode rows) {
+    List<String> out = new ArrayList<>();
+    for (JsonNode r : rows) {
+      StringBuilder b = new StringBuilder();
+      for (var it = r.get("row").elements(); it.hasNext(); ) {
+        JsonNode v = it.next();
+        b.append(b.length() > 0 ? "|" : "").append(v.isNull() ? "null" : v.asText());
+      }
+      out.add(b.toString());
+    }
+    return out;
   }
 
   /** The query run directly as the scope's role: "id|column|column" per row, in order. */

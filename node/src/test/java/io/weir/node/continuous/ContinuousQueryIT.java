@@ -291,6 +291,20 @@ class ContinuousQueryIT {
         HttpResponse.BodyHandlers.ofString());
     assertThat(mismatch.statusCode()).isEqualTo(400);
     assertThat(json.readTree(mismatch.body()).get("error").asText()).isEqualTo("token-mismatch");
+
+    // The session entity holds the materialised result its log describes (every event type above
+    // applied): the same rows, byte for byte, as the session a fresh subscriber reads from memory.
+    JsonNode durable = json.readTree(call("GET", "/v1/continuous/" + id + "/result", ADMIN, null).body());
+    try (Sse fresh = open(id, null)) {
+      JsonNode initial = fresh.next("InitialResult");
+      assertThat(durable.get("sequence").asLong()).isEqualTo(initial.get("sequence").asLong());
+      assertThat(durable.get("rows")).isEqualTo(initial.get("rows"));
+      // The LSN the last logged event named; the session's own moves on with transactions that changed nothing.
+      assertThat(io.weir.protocol.Lsn.parse(durable.get("lsn").asText()))
+          .isLessThanOrEqualTo(io.weir.protocol.Lsn.parse(initial.get("lsn").asText()));
+      assertThat(ids(durable)).containsExactly(5, 6, 4);
+    }
+    assertError(call("GET", "/v1/continuous/cq_" + "f".repeat(32) + "/result", ADMIN, null), 404, "not-found");
   }
 
   /** A composite key with a text column: PostgreSQL casts the changed values back into result keys. */

@@ -60,6 +60,11 @@ public final class ContinuousLog {
     return session(id).ask(ContinuousSession.GetLog::new, timeout);
   }
 
+  /** The materialised result the log describes (rows null when not known). */
+  public CompletionStage<ContinuousSession.Result> result(String id) {
+    return session(id).ask(ContinuousSession.GetResult::new, timeout);
+  }
+
   /** Appends {@code entries} (contiguous); a lost reply may be retried with the same entries. */
   public CompletionStage<AppendReply> append(String id, List<Entry> entries) {
     return session(id).ask(replyTo -> new ContinuousSession.Append(entries, replyTo), timeout);

@@ -18,7 +18,8 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * <ul>
  *   <li>{@link ContinuousSession.Entry}, manifest {@code E}: {@code {"sequence":n,"type":"...","data":"..."}}
  *       ({@code data}, itself JSON, as a string: it reads back byte for byte);
- *   <li>{@link ContinuousSession.State} (snapshots), manifest {@code S}: {@code {"last":n}}.
+ *   <li>{@link ContinuousSession.Snapshot}, manifest {@code S}: {@code {"last":n,"lsn":"...","rows":[["key","row"],...]}}
+ *       ({@code lsn} and {@code rows} absent when not known; each row its key's and values' JSON as strings).
  * </ul>
  * Unknown fields are refused, not skipped. Errors name the manifest and the problem, never a value.
  */
@@ -42,7 +43,7 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
     if (o instanceof ContinuousSession.Entry) {
       return ENTRY;
     }
-    if (o instanceof ContinuousSession.State) {
+    if (o instanceof ContinuousSession.Snapshot) {
       return STATE;
     }
     throw new IllegalArgumentException("not a continuous session event: " + o.getClass().getName());
@@ -57,8 +58,21 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
         g.writeNumberField("sequence", e.sequence());
         g.writeStringField("type", e.type());
         g.writeStringField("data", e.data());
-      } else if (o instanceof ContinuousSession.State s) {
+      } else if (o instanceof ContinuousSession.Snapshot s) {
         g.writeNumberField("last", s.last());
+        if (s.lsn() != null) {
+          g.writeStringField("lsn", s.lsn());
+        }
+        if (s.rows() != null) {
+          g.writeArrayFieldStart("rows");
+          for (ContinuousSession.Row r : s.rows()) {
+            g.writeStartArray();
+            g.writeString(r.key());
+            g.writeString(r.row());
+            g.writeEndArray();
+          }
+          g.writeEndArray();
+        }
       } else {
         throw new IllegalArgumentException("not a continuous session event: " + o.getClass().getName());
       }
@@ -82,6 +96,8 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
       String type = null;
       String data = null;
       Long last = null;
+      String lsn = null;
+      java.util.List<ContinuousSession.Row> rows = null;
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String field = p.currentName();
         JsonToken value = p.nextToken();
@@ -90,6 +106,8 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
           case "E:type" -> type = text(p, value, field);
           case "E:data" -> data = text(p, value, field);
           case "S:last" -> last = number(p, value, field);
+          case "S:lsn" -> lsn = text(p, value, field);
+          case "S:rows" -> rows = rows(p, value);
           default -> throw new NotSerializableException("continuous session event " + manifest + " has an unknown field");
         }
       }
@@ -105,7 +123,7 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
       if (last == null) {
         throw new NotSerializableException("continuous session snapshot lacks its last sequence");
       }
-      return new ContinuousSession.State(last);
+      return new ContinuousSession.Snapshot(last, lsn, rows);
     } catch (IOException | RuntimeException e) {
       if (e instanceof NotSerializableException n) {
         throw n;
@@ -113,6 +131,25 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
       // Truncated or corrupt input: say where, not what (the data holds row values).
       throw new NotSerializableException("corrupt continuous session event " + manifest + " (" + e.getClass().getSimpleName() + ")");
     }
+  }
+
+  private static java.util.List<ContinuousSession.Row> rows(JsonParser p, JsonToken value) throws IOException {
+    if (value != JsonToken.START_ARRAY) {
+      throw new NotSerializableException("continuous session field rows is not an array");
+    }
+    java.util.List<ContinuousSession.Row> rows = new java.util.ArrayList<>();
+    while (p.nextToken() == JsonToken.START_ARRAY) {
+      String key = text(p, p.nextToken(), "rows");
+      String row = text(p, p.nextToken(), "rows");
+      if (p.nextToken() != JsonToken.END_ARRAY) {
+        throw new NotSerializableException("continuous session row is not a pair");
+      }
+      rows.add(new ContinuousSession.Row(key, row));
+    }
+    if (p.currentToken() != JsonToken.END_ARRAY) {
+      throw new NotSerializableException("continuous session rows are not pairs");
+    }
+    return rows;
   }
 
   private static long number(JsonParser p, JsonToken value, String field) throws IOException {

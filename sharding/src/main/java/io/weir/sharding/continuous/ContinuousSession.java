@@ -53,7 +53,7 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   }
 
   /** A message to the session. */
-  public sealed interface Command extends CborSerializable permits Append, GetLog {}
+  public sealed interface Command extends CborSerializable permits Append, GetLog, GetResult {}
 
   /**
    * One replay event: its sequence, SSE type and JSON data (the journal event). {@code toString}
@@ -81,6 +81,41 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   /** Replies the log's {@link LogState}. */
   public record GetLog(ActorRef<LogState> replyTo) implements Command {}
 
+  /** Replies the materialised result the log describes, as a {@link Result}. */
+  public record GetResult(ActorRef<Result> replyTo) implements Command {}
+
+  /**
+   * One row of the materialised result: its key's and its values' JSON, exactly as the log's events
+   * spell them. {@code toString} names no value.
+   */
+  public record Row(String key, String row) {
+    public Row {
+      Objects.requireNonNull(key, "key");
+      Objects.requireNonNull(row, "row");
+    }
+
+    @Override
+    public String toString() {
+      return "Row[" + row.length() + " chars]";
+    }
+  }
+
+  /**
+   * The result after the log's event {@code last} (the commit LSN the last event named, or null),
+   * in order; {@code rows} null when the log does not describe it (never written, or an event that
+   * did not apply: until the next {@code InitialResult}). {@code toString} names no value.
+   */
+  public record Result(long last, String lsn, List<Row> rows) implements CborSerializable {
+    public Result {
+      rows = rows == null ? null : List.copyOf(rows);
+    }
+
+    @Override
+    public String toString() {
+      return "Result[" + last + ", " + (rows == null ? "unknown" : rows.size() + " rows") + "]";
+    }
+  }
+
   /** The answer to {@link Append}. */
   public sealed interface AppendReply extends CborSerializable permits Appended, Conflict {}
 
@@ -97,12 +132,15 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   public record LogState(long last, long offset) implements CborSerializable {}
 
   /**
-   * The session's state: the last sequence, and the newest entries (up to {@link #RECENT_CHARS} of
-   * data, at least the last one) for checking retried appends. Mutable, owned by the entity; a
-   * snapshot holds the last sequence only.
+   * The session's state: the last sequence, the materialised result the log describes ({@link
+   * MaterialisedResult}; null: not known) with the last commit LSN named, and the newest entries (up
+   * to {@link #RECENT_CHARS} of data, at least the last one) for checking retried appends. Mutable,
+   * owned by the entity; a snapshot holds everything but the recent entries.
    */
   public static final class State {
     long last;
+    String lsn;
+    ArrayList<Row> result;
     final ArrayDeque<Entry> recent = new ArrayDeque<>();
     long recentChars;
 
@@ -110,8 +148,35 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
       this.last = last;
     }
 
+    State(long last, String lsn, List<Row> result) {
+      this.last = last;
+      this.lsn = lsn;
+      this.result = result == null ? null : new ArrayList<>(result);
+    }
+
     public long last() {
       return last;
+    }
+
+    public String lsn() {
+      return lsn;
+    }
+
+    /** The result (null: not known); not a copy. */
+    public List<Row> result() {
+      return result;
+    }
+  }
+
+  /** What a snapshot holds: the state without its recent entries (an immutable copy, taken on the entity's thread). */
+  public record Snapshot(long last, String lsn, List<Row> rows) {
+    public Snapshot {
+      rows = rows == null ? null : List.copyOf(rows);
+    }
+
+    @Override
+    public String toString() {
+      return "Snapshot[" + last + ", " + (rows == null ? "unknown" : rows.size() + " rows") + "]";
     }
   }
 
@@ -132,6 +197,8 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
     return newCommandHandlerBuilder().forAnyState()
         .onCommand(Append.class, this::append)
         .onCommand(GetLog.class, (state, get) -> Effect().reply(get.replyTo(), logState(state)))
+        .onCommand(GetResult.class, (state, get) -> Effect().reply(get.replyTo(),
+            new Result(state.last, state.lsn, state.last == 0 ? null : state.result)))
         .build();
   }
 
@@ -185,6 +252,7 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   public EventHandler<State, Entry> eventHandler() {
     return newEventHandlerBuilder().forAnyState().onAnyEvent((state, e) -> {
       state.last = e.sequence();
+      MaterialisedResult.apply(state, e.type(), e.data());
       state.recent.addLast(e);
       state.recentChars += e.data().length();
       while (state.recent.size() > 1 && state.recentChars > RECENT_CHARS) {
@@ -192,6 +260,22 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
       }
       return state;
     });
+  }
+
+  @Override
+  public org.apache.pekko.persistence.typed.SnapshotAdapter<State> snapshotAdapter() {
+    return new org.apache.pekko.persistence.typed.SnapshotAdapter<>() {
+      @Override
+      public Object toJournal(State state) {
+        return new Snapshot(state.last, state.lsn, state.result);
+      }
+
+      @Override
+      public State fromJournal(Object from) {
+        Snapshot snapshot = (Snapshot) from;
+        return new State(snapshot.last(), snapshot.lsn(), snapshot.rows());
+      }
+    };
   }
 
   @Override

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.io.NotSerializableException;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
@@ -22,7 +23,11 @@ class ContinuousLogSerializerTest {
     assertThat(serializer.manifest(e)).isEqualTo("E");
     assertThat(new String(serializer.toBinary(e), StandardCharsets.UTF_8))
         .isEqualTo("{\"sequence\":42,\"type\":\"RowAdded\",\"data\":\"{\\\"key\\\":[1],\\\"row\\\":{\\\"t\\\":\\\"a\\\\\\\"b\\\"}}\"}");
-    assertThat(new String(serializer.toBinary(new ContinuousSession.State(9)), StandardCharsets.UTF_8)).isEqualTo("{\"last\":9}");
+    assertThat(new String(serializer.toBinary(new ContinuousSession.Snapshot(9, null, null)), StandardCharsets.UTF_8))
+        .isEqualTo("{\"last\":9}");
+    assertThat(new String(serializer.toBinary(new ContinuousSession.Snapshot(9, "0/A",
+        List.of(new ContinuousSession.Row("[1]", "{\"v\":\"x\"}")))), StandardCharsets.UTF_8))
+        .isEqualTo("{\"last\":9,\"lsn\":\"0/A\",\"rows\":[[\"[1]\",\"{\\\"v\\\":\\\"x\\\"}\"]]}");
     assertThat(serializer.identifier()).isEqualTo(7302);
   }
 
@@ -40,7 +45,10 @@ class ContinuousLogSerializerTest {
       ContinuousSession.Entry e = new ContinuousSession.Entry(random.nextLong() & Long.MAX_VALUE, "T" + i, data.toString());
       assertThat(roundTrip(e)).isEqualTo(e);
     }
-    assertThat(((ContinuousSession.State) roundTrip(new ContinuousSession.State(Long.MAX_VALUE))).last()).isEqualTo(Long.MAX_VALUE);
+    ContinuousSession.Snapshot snapshot = new ContinuousSession.Snapshot(Long.MAX_VALUE, "16/B374D848",
+        List.of(new ContinuousSession.Row("[1,\"a\"]", "{\"t\":\"\\u0000\"}"), new ContinuousSession.Row("[2,\"b\"]", "{}")));
+    assertThat(roundTrip(snapshot)).isEqualTo(snapshot);
+    assertThat(roundTrip(new ContinuousSession.Snapshot(0, null, List.of()))).isEqualTo(new ContinuousSession.Snapshot(0, null, List.of()));
   }
 
   @Test
@@ -61,7 +69,11 @@ class ContinuousLogSerializerTest {
     }
     assertThatThrownBy(() -> serializer.fromBinary("{}".getBytes(StandardCharsets.UTF_8), "X"))
         .isInstanceOf(NotSerializableException.class);
-    assertThatThrownBy(() -> serializer.fromBinary("{\"last\":1,\"sequence\":2}".getBytes(StandardCharsets.UTF_8), "S"))
-        .isInstanceOf(NotSerializableException.class);
+    for (String b : new String[] {"{\"last\":1,\"sequence\":2}", "{\"last\":1,\"rows\":[[\"[1]\"]]}",
+        "{\"last\":1,\"rows\":[[\"[1]\",\"s3cr3t\",\"x\"]]}", "{\"last\":1,\"rows\":{}}", "{\"rows\":[]}"}) {
+      assertThatThrownBy(() -> serializer.fromBinary(b.getBytes(StandardCharsets.UTF_8), "S"))
+          .as(b).isInstanceOf(NotSerializableException.class)
+          .satisfies(t -> assertThat(t.getMessage()).doesNotContain("s3cr3t"));
+    }
   }
 }

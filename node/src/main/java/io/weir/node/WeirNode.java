@@ -157,7 +157,7 @@ public final class WeirNode {
 
       // Continuous queries: an engine on every node, fed only where the continuous pipeline runs;
       // their sessions' replay logs are sharded entities on the server nodes (ADR 0025).
-      io.weir.sharding.continuous.ContinuousLog.init(system, PartitionSharding.ROLE);
+      io.weir.sharding.continuous.ContinuousLog.init(system, PartitionSharding.ROLE, continuousSettings.replayRetained());
       io.weir.node.continuous.ContinuousQueries continuous = settings.pipelines().stream()
           .filter(io.weir.node.cdc.PipelineConfig::continuous).findFirst()
           .map(p -> new io.weir.node.continuous.ContinuousQueries(continuousSettings, settings.postgres(),

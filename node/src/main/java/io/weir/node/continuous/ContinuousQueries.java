@@ -59,6 +59,8 @@ public final class ContinuousQueries implements AutoCloseable {
   private final io.weir.sharding.continuous.ContinuousLog replayLog;
   /** The logs' earlier table, read once per session start. */
   private final ReplayStore legacyReplay;
+  /** Streams this node serves from the session entities' journals (their sessions run elsewhere). */
+  private final LogFollowers followers;
   /** The cluster's token signer, once loaded (replay tokens). */
   private volatile java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>> signer = Optional::empty;
   private final List<String> publications;
@@ -90,6 +92,8 @@ public final class ContinuousQueries implements AutoCloseable {
     this.store = new RegistrationStore(weirDataSource, weir.schema());
     this.replayLog = replayLog;
     this.legacyReplay = new ReplayStore(weirDataSource, weir.schema());
+    this.followers = new LogFollowers(replayLog, store, settings,
+        "f" + Long.toHexString(System.currentTimeMillis()) + Long.toHexString(System.nanoTime() & 0xffff));
     this.publications = List.copyOf(publications);
     this.evaluators = load(ContinuousEvaluator.class, ContinuousEvaluator::name, "evaluators");
     this.projectors = load(ContinuousProjector.class, ContinuousProjector::name, "projectors");
@@ -153,6 +157,7 @@ public final class ContinuousQueries implements AutoCloseable {
    */
   public void accessCheck(java.util.function.BiPredicate<String, String> check) {
     this.access = check;
+    followers.accessCheck(check);
   }
 
   /** Reports sessions, transactions, fallbacks, full reads and rows read to {@code registry}. */
@@ -240,6 +245,9 @@ public final class ContinuousQueries implements AutoCloseable {
       if (error != null) {
         throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the query's session did not answer; retry");
       }
+      if (r.tooLarge()) {
+        throw LogFollowers.tooLarge();
+      }
       if (r.rows() == null) {
         throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the query has no durable result yet; retry");
       }
@@ -271,40 +279,54 @@ public final class ContinuousQueries implements AutoCloseable {
     }, engine);
   }
 
+  /** Where a stream starts: after {@code position} (a verified replay token's sequence), or fresh; {@code reset} says why not resumed. */
+  private record Resume(Long position, String reset) {}
+
+  /** Verifies a replay token of subscription {@code id} (null or empty: a new stream). */
+  private Resume resume(String id, String token) {
+    if (token == null || token.isEmpty()) {
+      return new Resume(null, null);
+    }
+    io.weir.protocol.token.TokenSigner keys = signer.get().orElseThrow(() -> new ContinuousQueryException(
+        ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet; retry"));
+    try {
+      io.weir.protocol.token.ReplayToken t = io.weir.protocol.token.ReplayToken.verify(keys, token, System.currentTimeMillis());
+      if (!t.subscription().equals(id)) {
+        throw new ContinuousQueryException(ErrorCode.TOKEN_MISMATCH, "the replay token belongs to another subscription");
+      }
+      return new Resume(t.sequence(), null);
+    } catch (io.weir.protocol.token.TokenSigner.InvalidToken e) {
+      if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.EXPIRED) {
+        return new Resume(0L, "token-expired");
+      } else if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
+        throw new ContinuousQueryException(ErrorCode.TOKEN_INVALIDATED,
+            "the replay token was issued before a restore from a backup; subscribe again without it");
+      }
+      throw new ContinuousQueryException(ErrorCode.INVALID_TOKEN, "the Last-Event-ID is not a replay token of this cluster");
+    }
+  }
+
   /**
-   * Subscribes an SSE client; false when this node does not maintain the session. {@code token}
-   * (the Last-Event-ID, or null) resumes after the event it names, from memory or from the durable
-   * replay log; an expired token or a position no longer retained gets {@code ResultReset} and a
-   * fresh result; a token that is not genuine, or names another subscription, is refused.
+   * Subscribes an SSE client of subscription {@code id} (of security scope {@code scope}). {@code
+   * token} (the Last-Event-ID, or null) resumes after the event it names, from memory or from the
+   * durable replay log; an expired token or a position no longer retained gets {@code ResultReset}
+   * and a fresh result; a token that is not genuine, or names another subscription, is refused. The
+   * session's own node serves it from memory; any other node (or this one before the session
+   * started) follows the session entity's journal ({@link LogFollowers}).
    */
-  public CompletionStage<Boolean> subscribe(String id, Session.Subscriber subscriber, String token) {
+  public CompletionStage<Void> subscribe(String id, String scope, Session.Subscriber subscriber, String token) {
+    Resume resume;
+    try {
+      resume = resume(id, token);
+    } catch (ContinuousQueryException e) {
+      return CompletableFuture.failedFuture(e);
+    }
     return CompletableFuture.supplyAsync(() -> {
       Session s = sessions.get(id);
       if (s == null || s.stale || !active) {
         return false;
       }
-      Long position = null;
-      String reset = null;
-      if (token != null && !token.isEmpty()) {
-        io.weir.protocol.token.TokenSigner keys = signer.get().orElseThrow(() -> new ContinuousQueryException(
-            ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet; retry"));
-        try {
-          io.weir.protocol.token.ReplayToken t = io.weir.protocol.token.ReplayToken.verify(keys, token, System.currentTimeMillis());
-          if (!t.subscription().equals(id)) {
-            throw new ContinuousQueryException(ErrorCode.TOKEN_MISMATCH, "the replay token belongs to another subscription");
-          }
-          position = t.sequence();
-        } catch (io.weir.protocol.token.TokenSigner.InvalidToken e) {
-          if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.EXPIRED) {
-            reset = "token-expired";
-          } else if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
-            throw new ContinuousQueryException(ErrorCode.TOKEN_INVALIDATED,
-                "the replay token was issued before a restore from a backup; subscribe again without it");
-          } else {
-            throw new ContinuousQueryException(ErrorCode.INVALID_TOKEN, "the Last-Event-ID is not a replay token of this cluster");
-          }
-        }
-      }
+      Long position = resume.reset() == null ? resume.position() : null;
       List<Session.Event> durable = null;
       if (position != null && position <= s.sequence() && !s.retainedAfter(position)) {
         try {
@@ -317,12 +339,14 @@ public final class ContinuousQueries implements AutoCloseable {
           throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the replay log could not be read; retry");
         }
       }
-      s.subscribe(subscriber, position, durable, reset);
+      s.subscribe(subscriber, position, durable, resume.reset());
       return true;
-    }, engine);
+    }, engine).thenCompose(served -> served ? CompletableFuture.<Void>completedFuture(null)
+        : followers.follow(id, scope, subscriber, resume.position(), resume.reset(), seq -> replayId(id, seq)));
   }
 
   public void unsubscribe(String id, Session.Subscriber subscriber) {
+    followers.unfollow(subscriber);
     onEngine(() -> {
       Session s = sessions.get(id);
       if (s != null) {
@@ -969,6 +993,17 @@ public final class ContinuousQueries implements AutoCloseable {
       entries.add(new io.weir.sharding.continuous.ContinuousSession.Entry(e.sequence(), e.type(), e.data()));
     }
     String id = s.registration.id();
+    long bytes = 0;
+    for (io.weir.sharding.continuous.ContinuousSession.Entry e : entries) {
+      bytes += utf8Length(e.data());
+    }
+    if (bytes > settings.maxAppendBytes()) {
+      // Too large to cross the cluster in one message: keep the last result, retry on the next step.
+      log.warn("continuous query {}: a result change of {} bytes exceeds weir.continuous.max-append-bytes ({}); not sent",
+          id, bytes, settings.maxAppendBytes());
+      fail(s, "event-too-large");
+      return false;
+    }
     String failure = null;
     // A reply lost to a timeout is asked again with the same entries: the log accepts an identical retry.
     for (int attempt = 0; attempt < APPEND_ATTEMPTS && !entries.isEmpty(); attempt++) {
@@ -1009,7 +1044,7 @@ public final class ContinuousQueries implements AutoCloseable {
     if (s.stale || s.sequence() == 0) {
       return; // a stale session's last sequence is not known for sure; its log keeps its retained entries
     }
-    replayLog.prune(s.registration.id(), s.logOffset, s.sequence() - 1, s.sequence()).whenComplete((rows, error) -> {
+    replayLog.cut(s.registration.id(), s.logOffset, s.sequence()).whenComplete((rows, error) -> {
       if (error != null) {
         log.warn("continuous query {}: cutting the deleted registration's replay log failed; its entries stay",
             s.registration.id());
@@ -1017,8 +1052,17 @@ public final class ContinuousQueries implements AutoCloseable {
     });
   }
 
+  private static long utf8Length(String s) {
+    long n = 0;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      n += c < 0x80 ? 1 : c < 0x800 ? 2 : Character.isSurrogate(c) ? 2 : 3;
+    }
+    return n;
+  }
+
   /** Appends asked per proposal before the session is started again. */
-  private static final int APPEND_ATTEMPTS = 3;
+  private static final int APPEND_ATTEMPTS = 2;
 
   /** The replay log did not answer (in time); the message names no value. */
   private static final class LogUnavailable extends Exception {
@@ -1045,7 +1089,7 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /** How long a replay log ask may take (the session's shard may have to start and recover first). */
-  public static final java.time.Duration LOG_TIMEOUT = java.time.Duration.ofSeconds(10);
+  public static final java.time.Duration LOG_TIMEOUT = java.time.Duration.ofSeconds(5);
 
   /**
    * Runs {@code work} on the session's scope login in a read-only transaction whose snapshot
@@ -1142,6 +1186,7 @@ public final class ContinuousQueries implements AutoCloseable {
   @Override
   public void close() {
     ticks.shutdownNow();
+    followers.close();
     active = false;
     onEngine(() -> sessions.values().forEach(Session::closeAll));
     engine.shutdown();

@@ -31,11 +31,16 @@ import java.util.TreeMap;
  * @param repairInterval a full read when the last one is this old and scoped deltas ran since (T)
  * @param maxRegistrationsPerScope the most continuous queries one security scope may hold
  * @param replayTokenTtl how long a replay token (an SSE event id) resumes a stream
+ * @param maxAppendBytes the most bytes of event data one transaction may append to a session's
+ *     log (an append crosses the cluster in one message: keep it well below the remote frame size)
+ * @param followInterval how often a stream served by a node that does not maintain its session
+ *     reads the session's journal for new events
  */
 public record ContinuousSettings(
     Duration statementTimeout, int maxLimit, int replayRetained, int subscriberBuffer, int visibilityRetries,
     Duration visibilityRetryDelay, Duration refresh, int affectedKeyLimit, int repairEveryTransactions,
-    Duration repairInterval, Duration replayTokenTtl, int maxRegistrationsPerScope, Map<String, Scope> scopes) {
+    Duration repairInterval, Duration replayTokenTtl, int maxRegistrationsPerScope, long maxAppendBytes, Duration followInterval,
+    Map<String, Scope> scopes) {
 
   public ContinuousSettings {
     scopes = Map.copyOf(scopes);
@@ -93,6 +98,8 @@ public record ContinuousSettings(
         v.positiveDuration(p + ".repair-interval"),
         v.positiveDuration(p + ".replay-token-ttl"),
         v.positiveInt(p + ".max-registrations-per-scope"),
+        v.bytes(p + ".max-append-bytes", 64 * 1024),
+        v.positiveDuration(p + ".follow-interval"),
         scopes);
   }
 

@@ -17,9 +17,11 @@ import java.util.concurrent.Executor;
 /**
  * The sink of the continuous pipeline ({@code sink.type = continuous}): each committed transaction
  * goes to this node's {@link ContinuousQueries}, and the slot is acknowledged through the library
- * checkpoint store ({@code weir.cdc_checkpoint}) once every session has handled it. Sessions are
- * not durable in this increment (docs/continuous.md), so a restart re-reads every query and a
- * redelivered transaction only causes another read.
+ * checkpoint store ({@code weir.cdc_checkpoint}) once every session has handled it. A restart
+ * re-reads every query (a new InitialResult in each session's log) and a redelivered transaction
+ * only causes another read. When the pipeline stops or halts, the engine stops serving the sessions
+ * from memory: their streams end and are served from the session entities' journals until it runs
+ * again.
  */
 public final class ContinuousSink implements ChangeSink {
   private final ContinuousQueries engine;
@@ -58,6 +60,12 @@ public final class ContinuousSink implements ChangeSink {
   @Override
   public Lsn durableThrough(List<Transaction> applied) {
     return checkpointed.durableThrough(applied);
+  }
+
+  /** The pipeline stopped or halted: the sessions are no longer kept current here, so their streams end. */
+  @Override
+  public void streamStopped() {
+    engine.deactivate();
   }
 
   @Override

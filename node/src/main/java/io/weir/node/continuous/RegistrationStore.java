@@ -97,6 +97,19 @@ public final class RegistrationStore {
   /** Ids of rows found unreadable (logged once each). */
   private final java.util.Set<String> unreadable = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
+  /** Every registration's id and scope (no definitions: cheap enough to ask often). */
+  java.util.Map<String, String> scopes() throws SQLException {
+    java.util.Map<String, String> out = new java.util.HashMap<>();
+    try (Connection conn = dataSource.getConnection();
+        PreparedStatement ps = conn.prepareStatement("SELECT id, scope FROM " + table);
+        ResultSet rs = ps.executeQuery()) {
+      while (rs.next()) {
+        out.put(rs.getString(1), rs.getString(2));
+      }
+    }
+    return out;
+  }
+
   List<Stored> all() throws SQLException {
     List<Stored> out = new ArrayList<>();
     try (Connection conn = dataSource.getConnection();

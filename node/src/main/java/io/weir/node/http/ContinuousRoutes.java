@@ -39,8 +39,9 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code DELETE /v1/continuous/{id}}: unregisters.
  * </ul>
  *
- * Events and status are served by the node whose pipeline manager runs the continuous pipeline;
- * other nodes answer 503 {@code unavailable}. The result is read from the session entity on any node.
+ * Status is served by the node whose pipeline manager runs the continuous pipeline (other nodes
+ * answer 503 {@code unavailable}); events and the result by any node (events elsewhere follow the
+ * session entity's journal).
  */
 final class ContinuousRoutes extends JsonRoutes {
   private static final Logger log = LoggerFactory.getLogger(ContinuousRoutes.class);
@@ -56,10 +57,10 @@ final class ContinuousRoutes extends JsonRoutes {
   Route routes(Principal principal) {
     return concat(
         pathEnd(() -> post(() -> register(principal))),
-        path(PathMatchers.segment().slash("events"), id -> get(() -> withScope(principal, id, () -> events(principal, id)))),
-        path(PathMatchers.segment().slash("status"), id -> get(() -> withScope(principal, id, () -> status(id)))),
-        path(PathMatchers.segment().slash("result"), id -> get(() -> withScope(principal, id, () -> result(id)))),
-        path(PathMatchers.segment(), id -> delete(() -> withScope(principal, id, () -> unregister(id)))));
+        path(PathMatchers.segment().slash("events"), id -> get(() -> withScope(principal, id, scope -> events(principal, id, scope)))),
+        path(PathMatchers.segment().slash("status"), id -> get(() -> withScope(principal, id, scope -> status(id)))),
+        path(PathMatchers.segment().slash("result"), id -> get(() -> withScope(principal, id, scope -> result(id)))),
+        path(PathMatchers.segment(), id -> delete(() -> withScope(principal, id, scope -> unregister(id)))));
   }
 
   private Route register(Principal principal) {
@@ -84,8 +85,8 @@ final class ContinuousRoutes extends JsonRoutes {
         });
   }
 
-  /** {@code inner} when the registration exists and the principal holds the grant on its scope. */
-  private Route withScope(Principal principal, String id, java.util.function.Supplier<Route> inner) {
+  /** {@code inner} (given the query's scope) when the registration exists and the principal holds the grant on its scope. */
+  private Route withScope(Principal principal, String id, java.util.function.Function<String, Route> inner) {
     if (!id.matches("cq_[0-9a-f]{32}")) {
       return error(ErrorCode.NOT_FOUND, "no such continuous query");
     }
@@ -99,7 +100,7 @@ final class ContinuousRoutes extends JsonRoutes {
       if (!principal.may(GRANT, result.get().get().scope())) {
         return error(ErrorCode.FORBIDDEN, "this continuous query's scope requires the grant " + GRANT);
       }
-      return inner.get();
+      return inner.apply(result.get().get().scope());
     });
   }
 
@@ -123,7 +124,7 @@ final class ContinuousRoutes extends JsonRoutes {
         : json(200, Map.of("id", id, "deleted", result.get())));
   }
 
-  private Route events(Principal principal, String id) {
+  private Route events(Principal principal, String id, String scope) {
     return optionalHeaderValueByName("Last-Event-ID", header -> parameterOptional("token", param -> extractMaterializer(mat -> {
       Optional<String> lastEventId = header.isPresent() ? header : param;
       Pair<BoundedSourceQueue<ServerSentEvent>, Source<ServerSentEvent, NotUsed>> pair =
@@ -146,14 +147,10 @@ final class ContinuousRoutes extends JsonRoutes {
           return principal.id();
         }
       };
-      return onComplete(queries.subscribe(id, subscriber, lastEventId.orElse(null)), result -> {
+      return onComplete(queries.subscribe(id, scope, subscriber, lastEventId.orElse(null)), result -> {
         if (result.isFailure()) {
           queue.complete();
           return failure(result.failed().get());
-        }
-        if (!result.get()) {
-          queue.complete();
-          return notServed();
         }
         Source<ServerSentEvent, NotUsed> stream = pair.second()
             .keepAlive(Duration.ofSeconds(15), ServerSentEvent::heartbeat)

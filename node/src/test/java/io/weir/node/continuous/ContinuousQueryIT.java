@@ -307,6 +307,54 @@ class ContinuousQueryIT {
     assertError(call("GET", "/v1/continuous/cq_" + "f".repeat(32) + "/result", ADMIN, null), 404, "not-found");
   }
 
+  /**
+   * Where the session is not maintained (here: the continuous pipeline stopped), streams are served
+   * from the session entity and its journal, and go on receiving the session's events once it is
+   * maintained again.
+   */
+  @Test
+  void streamsAreServedFromTheJournalWhereTheSessionIsNotMaintained() throws Exception {
+    String id = created(register("tenant_a", TOP3 + " WHERE score < 900", "[\"id\"]", "score", 3, "{}"));
+    String firstId;
+    long first;
+    int top;
+    try (Sse sse = open(id, null)) {
+      JsonNode initial = sse.next("InitialResult");
+      firstId = initial.get("_id").asText();
+      first = initial.get("sequence").asLong();
+      top = ids(initial).get(0);
+      sql("UPDATE items SET name = 'followed-1' WHERE id = " + top);
+      assertThat(sse.next("RowUpdated").get("sequence").asLong()).isEqualTo(first + 1);
+    }
+    assertThat(call("POST", "/admin/pipelines/cq/stop", ADMIN, null).statusCode()).isEqualTo(200);
+    try {
+      org.awaitility.Awaitility.await("the session is no longer maintained here").atMost(java.time.Duration.ofSeconds(20))
+          .until(() -> call("GET", "/v1/continuous/" + id + "/status", ADMIN, null).statusCode() == 503);
+      JsonNode durable = json.readTree(call("GET", "/v1/continuous/" + id + "/result", ADMIN, null).body());
+      try (Sse fresh = open(id, null); Sse resumed = open(id, firstId)) {
+        JsonNode initial = fresh.next("InitialResult");
+        assertThat(initial.get("sequence").asLong()).as("the entity's result at the log's last event").isEqualTo(first + 1);
+        assertThat(initial.get("rows")).isEqualTo(durable.get("rows"));
+        assertThat(initial.get("rows").get(0).get("row").get("name").asText()).isEqualTo("followed-1");
+        JsonNode replayed = resumed.next("RowUpdated");
+        assertThat(replayed.get("sequence").asLong()).as("read back from the journal").isEqualTo(first + 1);
+
+        // Maintained again: the session's next events reach both followed streams, in sequence.
+        assertThat(call("POST", "/admin/pipelines/cq/start", ADMIN, null).statusCode()).isEqualTo(200);
+        awaitPipelineRunning();
+        awaitStatus(id, st -> st.get("state").asText().equals("current"));
+        sql("UPDATE items SET name = 'followed-2' WHERE id = " + top);
+        JsonNode a = fresh.next("RowUpdated");
+        JsonNode b = resumed.next("RowUpdated");
+        assertThat(a.get("sequence").asLong()).isEqualTo(first + 2).isEqualTo(b.get("sequence").asLong());
+        assertThat(a.get("row").get("name").asText()).isEqualTo("followed-2");
+      }
+    } finally {
+      call("POST", "/admin/pipelines/cq/start", ADMIN, null);
+      awaitPipelineRunning();
+    }
+  }
+
   /** A composite key with a text column: PostgreSQL casts the changed values back into result keys. */
   @Test
   void scopedDeltaWithACompositeTextKey() throws Exception {

@@ -279,6 +279,7 @@ public final class CdcPipeline {
         state = "stopped";
       }
       getContext().getLog().info("pipeline {}: stopped", settings.name());
+      sink.streamStopped();
       stop.replyTo().tell(status());
       return this;
     }
@@ -837,6 +838,7 @@ public final class CdcPipeline {
       metrics.halted(reason);
       detail = why;
       getContext().getLog().error("pipeline {}: halted ({}): {}", settings.name(), reason.wire(), why);
+      sink.streamStopped();
       if (reason == HaltReason.SPILL_LIMIT_EXCEEDED) {
         // An alert: operators must free disk or raise the bound before the slot fills the source's disk.
         metrics.alert(reason);

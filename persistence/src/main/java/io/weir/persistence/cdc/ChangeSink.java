@@ -135,6 +135,13 @@ public interface ChangeSink extends AutoCloseable {
     return java.util.concurrent.CompletableFuture.completedFuture(null);
   }
 
+  /**
+   * The pipeline stopped streaming and stays stopped: an operator stopped it, or it halted (fail
+   * closed). Nothing is delivered until {@link #open} is called again. A sink that serves readers
+   * from what it is delivered can tell them it is no longer kept current. Default: nothing.
+   */
+  default void streamStopped() {}
+
   /** Releases resources; the pipeline is stopped or restarting. */
   @Override
   default void close() {}

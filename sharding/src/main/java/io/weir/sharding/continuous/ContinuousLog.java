@@ -44,12 +44,25 @@ public final class ContinuousLog {
         PersistenceQuery.get(system).getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier()), pruner, timeout);
   }
 
-  /** Registers the entity type on this node (hosting sessions if it has {@code role}). */
-  public static void init(ActorSystem<?> system, String role) {
+  /**
+   * Registers the entity type on this node (hosting sessions if it has {@code role}); logs that
+   * keep {@code retained} events snapshot every {@code min(1000, retained / 2)} events, so pruning
+   * never passes the latest snapshot.
+   */
+  public static void init(ActorSystem<?> system, String role, int retained) {
+    int snapshotEvery = Math.max(1, Math.min(ContinuousSession.SNAPSHOT_EVERY, retained / 2));
     ClusterSharding.get(system).init(Entity.of(ContinuousSession.TYPE_KEY,
-        ctx -> io.weir.sharding.partition.ServerOrigin.guard(ContinuousSession.create(ctx.getEntityId()), Command.class, role))
-        .withRole(role));
+        ctx -> io.weir.sharding.partition.ServerOrigin.guard(ContinuousSession.create(ctx.getEntityId(), snapshotEvery),
+            Command.class, role))
+        .withRole(role)
+        // Unlike partitions, a session that gets no append (an idle or deleted query) leaves memory;
+        // the next ask recovers it from its snapshot.
+        .withSettings(org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings.create(system)
+            .withPassivateIdleEntityAfter(IDLE)));
   }
+
+  /** A session entity with no message for this long is passivated. */
+  static final Duration IDLE = Duration.ofMinutes(5);
 
   private EntityRef<Command> session(String id) {
     return ClusterSharding.get(system).entityRefFor(ContinuousSession.TYPE_KEY, id);
@@ -88,6 +101,16 @@ public final class ContinuousLog {
           return acc;
         }), system)
         .thenApply(List::copyOf);
+  }
+
+  /**
+   * Cuts a deleted registration's log to its last entry {@code last}: the rows before it and every
+   * snapshot (they hold the result's values) are deleted.
+   */
+  public CompletionStage<Integer> cut(String id, long offset, long last) {
+    String pid = ContinuousSession.persistenceId(id).id();
+    return prune(id, offset, last - 1, last)
+        .thenCompose(rows -> pruner.deleteSnapshotsBefore(pid, last - offset + 1).thenApply(snapshots -> rows));
   }
 
   /**

@@ -27,7 +27,11 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
   public static final int IDENTIFIER = 7_302;
   static final String ENTRY = "E";
   static final String STATE = "S";
-  private static final JsonFactory JSON = new JsonFactory();
+  /** Without Jackson's default read limits (20M-character strings, 1,000-digit numbers): a stored entry must always read back. */
+  static final JsonFactory JSON = JsonFactory.builder()
+      .streamReadConstraints(com.fasterxml.jackson.core.StreamReadConstraints.builder()
+          .maxStringLength(Integer.MAX_VALUE).maxNumberLength(Integer.MAX_VALUE).maxDocumentLength(-1).build())
+      .build();
 
   public ContinuousLogSerializer(ExtendedActorSystem system) {}
 

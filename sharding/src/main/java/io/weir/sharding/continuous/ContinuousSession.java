@@ -40,7 +40,7 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
 
   /** Data characters of recent entries kept in memory to recognise a retried append. */
   static final long RECENT_CHARS = 1L << 20;
-  /** A snapshot (the last sequence only) every this many events bounds recovery. */
+  /** A snapshot every this many events (at most) bounds recovery. */
   static final int SNAPSHOT_EVERY = 1000;
 
   /** The persistence id of subscription {@code id}. */
@@ -49,7 +49,16 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   }
 
   public static Behavior<Command> create(String id) {
-    return Behaviors.setup(ctx -> new ContinuousSession(ctx, id));
+    return create(id, SNAPSHOT_EVERY);
+  }
+
+  /**
+   * A session snapshotting every {@code snapshotEvery} events. Keep it at most half the events the
+   * log retains, so pruning never deletes rows after the latest snapshot (recovery across deleted
+   * rows leaves the result unknown).
+   */
+  public static Behavior<Command> create(String id, int snapshotEvery) {
+    return Behaviors.setup(ctx -> new ContinuousSession(ctx, id, snapshotEvery));
   }
 
   /** A message to the session. */
@@ -81,6 +90,9 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   /** Replies the log's {@link LogState}. */
   public record GetLog(ActorRef<LogState> replyTo) implements Command {}
 
+  /** The largest result (UTF-8 bytes of keys and rows) a {@link Result} carries: a reply crosses the cluster in one message. */
+  public static final long MAX_RESULT_BYTES = 6L << 20;
+
   /** Replies the materialised result the log describes, as a {@link Result}. */
   public record GetResult(ActorRef<Result> replyTo) implements Command {}
 
@@ -103,9 +115,10 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   /**
    * The result after the log's event {@code last} (the commit LSN the last event named, or null),
    * in order; {@code rows} null when the log does not describe it (never written, or an event that
-   * did not apply: until the next {@code InitialResult}). {@code toString} names no value.
+   * did not apply: until the next {@code InitialResult}) or when it is {@code tooLarge} to send in
+   * one message (more than {@link #MAX_RESULT_BYTES}). {@code toString} names no value.
    */
-  public record Result(long last, String lsn, List<Row> rows) implements CborSerializable {
+  public record Result(long last, String lsn, List<Row> rows, boolean tooLarge) implements CborSerializable {
     public Result {
       rows = rows == null ? null : List.copyOf(rows);
     }
@@ -182,9 +195,12 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
 
   private final ActorContext<Command> ctx;
 
-  private ContinuousSession(ActorContext<Command> ctx, String id) {
+  private final int snapshotEvery;
+
+  private ContinuousSession(ActorContext<Command> ctx, String id, int snapshotEvery) {
     super(persistenceId(id));
     this.ctx = ctx;
+    this.snapshotEvery = Math.max(1, snapshotEvery);
   }
 
   @Override
@@ -197,9 +213,28 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
     return newCommandHandlerBuilder().forAnyState()
         .onCommand(Append.class, this::append)
         .onCommand(GetLog.class, (state, get) -> Effect().reply(get.replyTo(), logState(state)))
-        .onCommand(GetResult.class, (state, get) -> Effect().reply(get.replyTo(),
-            new Result(state.last, state.lsn, state.last == 0 ? null : state.result)))
+        .onCommand(GetResult.class, (state, get) -> Effect().reply(get.replyTo(), result(state)))
         .build();
+  }
+
+  private static Result result(State state) {
+    if (state.last == 0 || state.result == null) {
+      return new Result(state.last, state.lsn, null, false);
+    }
+    long bytes = 0;
+    for (Row r : state.result) {
+      bytes += utf8Length(r.key()) + utf8Length(r.row());
+    }
+    return bytes > MAX_RESULT_BYTES ? new Result(state.last, state.lsn, null, true) : new Result(state.last, state.lsn, state.result, false);
+  }
+
+  private static long utf8Length(String s) {
+    long n = 0;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      n += c < 0x80 ? 1 : c < 0x800 ? 2 : Character.isSurrogate(c) ? 2 : 3;
+    }
+    return n;
   }
 
   private LogState logState(State state) {
@@ -251,6 +286,11 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   @Override
   public EventHandler<State, Entry> eventHandler() {
     return newEventHandlerBuilder().forAnyState().onAnyEvent((state, e) -> {
+      if (state.last > 0 && e.sequence() != state.last + 1) {
+        // Recovery across deleted rows (pruned past the snapshot, or a deleted registration's log cut
+        // to its last entry): the result before this entry is not known, and neither is it after.
+        state.result = null;
+      }
       state.last = e.sequence();
       MaterialisedResult.apply(state, e.type(), e.data());
       state.recent.addLast(e);
@@ -280,6 +320,6 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
 
   @Override
   public RetentionCriteria retentionCriteria() {
-    return RetentionCriteria.snapshotEvery(SNAPSHOT_EVERY, 2);
+    return RetentionCriteria.snapshotEvery(snapshotEvery, 2);
   }
 }

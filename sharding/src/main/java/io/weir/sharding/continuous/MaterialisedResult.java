@@ -21,7 +21,7 @@ import java.util.Map;
  * guess.
  */
 public final class MaterialisedResult {
-  private static final JsonFactory JSON = new JsonFactory();
+  private static final JsonFactory JSON = ContinuousLogSerializer.JSON;
 
   private MaterialisedResult() {}
 

@@ -79,7 +79,7 @@ public final class ServerOrigin {
           if (accepted(message, server)) {
             return target.apply(c, message);
           }
-          log.warn("partition refused a {} whose reply address {} is not a member with the {} role",
+          log.warn("an entity refused a {} whose reply address {} is not a member with the {} role",
               message.getClass().getSimpleName(), replyAddress(message).map(Address::toString).orElse("?"), role);
           return Behaviors.same();
         }

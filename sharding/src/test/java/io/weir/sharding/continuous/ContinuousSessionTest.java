@@ -78,7 +78,7 @@ class ContinuousSessionTest {
     assertThat(first.events()).isEqualTo(entries(1, 3));
     assertThat(append(entries(4, 4)).reply()).isEqualTo(new Appended(4));
     assertThat(log()).isEqualTo(new LogState(4, 0));
-    assertThat(result()).isEqualTo(new ContinuousSession.Result(4, "0/4", List.of(new ContinuousSession.Row("[1]", "{\"v\":4}"))));
+    assertThat(result()).isEqualTo(new ContinuousSession.Result(4, "0/4", List.of(new ContinuousSession.Row("[1]", "{\"v\":4}")), false));
   }
 
   @Test
@@ -145,7 +145,7 @@ class ContinuousSessionTest {
     session.restart();
     assertThat(log()).isEqualTo(new LogState(last, 0));
     assertThat(result()).as("the snapshot's result and the events after it")
-        .isEqualTo(new ContinuousSession.Result(last, "0/" + last, List.of(new ContinuousSession.Row("[1]", "{\"v\":" + last + "}"))));
+        .isEqualTo(new ContinuousSession.Result(last, "0/" + last, List.of(new ContinuousSession.Row("[1]", "{\"v\":" + last + "}")), false));
     assertThat(append(entries(last + 1, last + 1)).reply()).isEqualTo(new Appended(last + 1));
   }
 
@@ -162,8 +162,26 @@ class ContinuousSessionTest {
   }
 
   @Test
+  void recoveryAcrossDeletedRowsLeavesTheResultUnknown() {
+    // Rows 3 and 4 are gone (pruned past the last snapshot): entry 5 cannot be applied to entry 2's result.
+    session.persistenceTestKit().persistForRecovery(ContinuousSession.persistenceId("cq_test").id(),
+        List.<Object>of(entry(1), entry(2), entry(5)));
+    session.restart();
+    assertThat(result()).isEqualTo(new ContinuousSession.Result(5, "0/5", null, false));
+    assertThat(log().last()).isEqualTo(5);
+  }
+
+  @Test
+  void aResultTooLargeForOneMessageIsNotSent() {
+    String wide = "{\"v\":\"" + "x".repeat((int) (ContinuousSession.MAX_RESULT_BYTES / 2)) + "\"}";
+    append(List.of(new Entry(1, "InitialResult", "{\"type\":\"InitialResult\",\"rows\":[{\"key\":[1],\"row\":" + wide
+        + "},{\"key\":[2],\"row\":" + wide + "}]}")));
+    assertThat(result()).isEqualTo(new ContinuousSession.Result(1, null, null, true));
+  }
+
+  @Test
   void aNeverWrittenLogHasNoResult() {
-    assertThat(result()).isEqualTo(new ContinuousSession.Result(0, null, null));
+    assertThat(result()).isEqualTo(new ContinuousSession.Result(0, null, null, false));
   }
 
   @Test
@@ -171,7 +189,7 @@ class ContinuousSessionTest {
     assertThat(new Entry(7, "RowAdded", "{\"row\":{\"secret\":\"s3cr3t\"}}").toString())
         .doesNotContain("s3cr3t").contains("RowAdded");
     assertThat(new ContinuousSession.Row("[1]", "{\"secret\":\"s3cr3t\"}").toString()).doesNotContain("s3cr3t");
-    assertThat(new ContinuousSession.Result(1, null, List.of(new ContinuousSession.Row("[1]", "{\"secret\":\"s3cr3t\"}")))
+    assertThat(new ContinuousSession.Result(1, null, List.of(new ContinuousSession.Row("[1]", "{\"secret\":\"s3cr3t\"}")), false)
         .toString()).doesNotContain("s3cr3t");
   }
 }

@@ -995,7 +995,7 @@ public final class ContinuousQueries implements AutoCloseable {
     String id = s.registration.id();
     long bytes = 0;
     for (io.weir.sharding.continuous.ContinuousSession.Entry e : entries) {
-      bytes += utf8Length(e.data());
+      bytes += io.weir.sharding.continuous.ContinuousSession.utf8Length(e.data());
     }
     if (bytes > settings.maxAppendBytes()) {
       // Too large to cross the cluster in one message: keep the last result, retry on the next step.
@@ -1050,15 +1050,6 @@ public final class ContinuousQueries implements AutoCloseable {
             s.registration.id());
       }
     });
-  }
-
-  private static long utf8Length(String s) {
-    long n = 0;
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      n += c < 0x80 ? 1 : c < 0x800 ? 2 : Character.isSurrogate(c) ? 2 : 3;
-    }
-    return n;
   }
 
   /** Appends asked per proposal before the session is started again. */

@@ -228,7 +228,8 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
     return bytes > MAX_RESULT_BYTES ? new Result(state.last, state.lsn, null, true) : new Result(state.last, state.lsn, state.result, false);
   }
 
-  private static long utf8Length(String s) {
+  /** The UTF-8 length of {@code s} in bytes, without encoding it. */
+  public static long utf8Length(String s) {
     long n = 0;
     for (int i = 0; i < s.length(); i++) {
       char c = s.charAt(i);

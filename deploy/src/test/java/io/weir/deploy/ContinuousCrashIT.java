@@ -50,17 +50,8 @@ class ContinuousCrashIT extends EndToEndTest {
     String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 8);
     String role = "cq_crash_" + suffix;
     String password = "pw-" + suffix;
-    db = TestPostgres.server().freshDatabase("cqcrash");
-    try (Connection c = TestPostgres.server().connect("postgres"); Statement s = c.createStatement()) {
-      s.execute("CREATE ROLE " + role + " LOGIN PASSWORD '" + password + "'");
-    }
+    prepareDatabase(role, password);
     try {
-      try (Connection c = db.connect(); Statement s = c.createStatement()) {
-        s.execute("CREATE TABLE items (id int PRIMARY KEY, score int NOT NULL)");
-        s.execute("INSERT INTO items SELECT g, (g * 37) % 1000 FROM generate_series(1, 200) g");
-        s.execute("GRANT SELECT ON items TO " + role);
-        s.execute("CREATE PUBLICATION cq_crash_pub FOR TABLE items");
-      }
       Path config = Files.createTempFile("weir-cq-crash", ".conf");
       Files.writeString(config, String.join("\n",
           "weir.pipelines.live {",
@@ -85,24 +76,7 @@ class ContinuousCrashIT extends EndToEndTest {
       AtomicBoolean stop = new AtomicBoolean();
       AtomicLong transactions = new AtomicLong();
       AtomicReference<Throwable> writerError = new AtomicReference<>();
-      Thread writer = new Thread(() -> {
-        Random r = new Random(seed + 1);
-        try (Connection c = db.connect(); Statement s = c.createStatement()) {
-          while (!stop.get()) {
-            int key = 1 + r.nextInt(260);
-            switch (r.nextInt(4)) {
-              case 0 -> s.execute("INSERT INTO items VALUES (" + key + ", " + r.nextInt(1200)
-                  + ") ON CONFLICT (id) DO UPDATE SET score = excluded.score");
-              case 1 -> s.execute("DELETE FROM items WHERE id = " + key);
-              default -> s.execute("UPDATE items SET score = " + r.nextInt(1200) + " WHERE id = " + key);
-            }
-            transactions.incrementAndGet();
-            Thread.sleep(20);
-          }
-        } catch (Throwable t) {
-          writerError.set(t);
-        }
-      }, "cq-crash-writer");
+      Thread writer = writer(seed, stop, transactions, writerError);
 
       Client client = new Client(id);
       AtomicReference<NodeProcess> current = new AtomicReference<>(node);
@@ -149,62 +123,11 @@ class ContinuousCrashIT extends EndToEndTest {
       client.stop();
       reader.join(10_000);
 
-      // The durable log.
-      List<Long> logged = new ArrayList<>();
-      int initialResults = 0;
-      try (Connection c = db.connect(); Statement s = c.createStatement();
-          // The session entity's journal (ADR 0025): one JSON event per replay event, in journal order.
-          ResultSet rs = s.executeQuery("SELECT (e->>'sequence')::bigint, e->>'type' FROM (SELECT sequence_number,"
-              + " convert_from(event_payload, 'UTF8')::jsonb AS e FROM weir.event_journal"
-              + " WHERE persistence_id = 'weir-continuous-session|" + id + "') AS log ORDER BY sequence_number")) {
-        while (rs.next()) {
-          logged.add(rs.getLong(1));
-          initialResults += rs.getString(2).equals("InitialResult") ? 1 : 0;
-        }
-      }
-      long logGaps = 0;
-      for (int i = 1; i < logged.size(); i++) {
-        logGaps += logged.get(i) - logged.get(i - 1) - 1;
-      }
-      // What the client received across its reconnections.
-      long clientGaps = 0;
-      long clientDups = 0;
-      List<Long> seen = client.sequences();
-      for (int i = 1; i < seen.size(); i++) {
-        long step = seen.get(i) - seen.get(i - 1);
-        if (step <= 0) {
-          clientDups++;
-        } else {
-          clientGaps += step - 1;
-        }
-      }
-      List<String> expected = new ArrayList<>();
-      try (Connection c = DriverManager.getConnection(db.url(), role, password); Statement s = c.createStatement();
-          ResultSet rs = s.executeQuery(QUERY + " ORDER BY score DESC, id ASC LIMIT 40")) {
-        while (rs.next()) {
-          expected.add(rs.getInt(1) + ":" + rs.getInt(2));
-        }
-      }
-      boolean equal = client.result().equals(expected);
-      // The session entity's durable result (its journal applied across every restart) is the same.
-      JsonNode durable = JSON.readTree(last.get("/v1/continuous/" + id + "/result", true).orElseThrow().body());
-      List<String> durableRows = new ArrayList<>();
-      durable.get("rows").forEach(r -> durableRows.add(r.get("row").get("id").asInt() + ":" + r.get("row").get("score").asInt()));
-      boolean durableEqual = durableRows.equals(expected) && durable.get("sequence").asLong() == finalSequence;
-      System.out.printf("continuous-crash: kills=%d transactions=%d log-events=%d log-first=%d initial-results=%d"
-              + " loss=%d dup=%d client-events=%d client-reconnects=%d client-gaps=%d client-dups=%d resets=%d result-equal=%s"
-              + " durable-result-equal=%s seed=%d delays-ms=%s%n", kills, transactions.get(), logged.size(),
-          logged.isEmpty() ? 0 : logged.get(0), initialResults, logGaps, logged.size() - logged.stream().distinct().count(),
-          seen.size(), client.reconnects.get(), clientGaps, clientDups, client.resets.get(), equal, durableEqual, seed, delays);
-      assertThat(logged).as("the replay log starts at 1").startsWith(1L);
-      assertThat(logGaps).as("no gap in the durable replay log (loss)").isZero();
-      assertThat(initialResults).as("an InitialResult starts the log and follows every restart").isEqualTo(kills + 1);
-      assertThat(seen.get(0)).isEqualTo(1L);
-      assertThat(clientGaps).as("the client missed no event across reconnections").isZero();
-      assertThat(clientDups).as("the client received no event twice").isZero();
-      assertThat(client.resets.get()).as("every reconnection resumed (no ResultReset)").isZero();
-      assertThat(durableEqual).as("the session entity's result equals the query at the last sequence").isTrue();
-      assertThat(client.result()).as("the result built from the events equals the query").isEqualTo(expected);
+      Figures f = figures(id, client, last, role, password, finalSequence);
+      System.out.printf("continuous-crash: kills=%d transactions=%d %s seed=%d delays-ms=%s%n", kills, transactions.get(),
+          f, seed, delays);
+      assertThat(f.initialResults()).as("an InitialResult starts the log and follows every restart").isEqualTo(kills + 1);
+      f.check();
     } finally {
       nodes.forEach(NodeProcess::close);
       try (Connection c = TestPostgres.server().connect("postgres"); Statement s = c.createStatement()) {
@@ -215,6 +138,244 @@ class ContinuousCrashIT extends EndToEndTest {
         s.execute("DROP ROLE IF EXISTS " + role);
       }
     }
+  }
+
+  /**
+   * Three nodes: the client follows the events on a node that does not maintain the session (served
+   * from the session entity's journal), the maintaining node is SIGKILLed (the pipeline and the
+   * sessions move to a survivor; the client's stream goes on), the killed node comes back and the
+   * client reconnects there with its last id. The same checks as above.
+   */
+  @Test
+  void eventsServedByEveryNodeAcrossTheMaintainingNodesDeath() throws Exception {
+    long seed = Long.getLong("weir.crash.seed", System.nanoTime());
+    String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 8);
+    String role = "cq_nodes_" + suffix;
+    String password = "pw-" + suffix;
+    prepareDatabase(role, password);
+    try {
+      Path config = Files.createTempFile("weir-cq-nodes", ".conf");
+      Files.writeString(config, String.join("\n",
+          "weir.pipelines.live {",
+          "  slot = cq_nodes_" + suffix,
+          "  publications = [cq_crash_pub]",
+          "  sink.type = continuous",
+          "  min-backoff = 200ms",
+          "  max-backoff = 2s",
+          "}",
+          "weir.continuous.scopes.crash { user = \"" + role + "\", password = \"" + password + "\" }",
+          "weir.continuous.refresh = 500ms"));
+      int[] http = {NodeProcess.freePort(), NodeProcess.freePort(), NodeProcess.freePort()};
+      int[] cluster = {NodeProcess.freePort(), NodeProcess.freePort(), NodeProcess.freePort()};
+      String seeds = "127.0.0.1:" + cluster[0] + ",127.0.0.1:" + cluster[1];
+      java.util.function.BiFunction<Integer, String, NodeProcess> start = (i, name) -> {
+        NodeProcess n = NodeProcess.start(new NodeProcess.Spec(name).database(db).httpPort(http[i]).clusterPort(cluster[i])
+            .env("WEIR_SEED_NODES", seeds)
+            .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
+            .args("--config", config.toString()));
+        nodes.add(n);
+        return n;
+      };
+      NodeProcess[] up = {start.apply(0, "cq-nodes-a"), start.apply(1, "cq-nodes-b"), start.apply(2, "cq-nodes-c")};
+      awaitRunning(up[0], "live");
+      ObjectNode body = JSON.createObjectNode().put("scope", "crash").put("sql", QUERY).put("limit", 40);
+      body.putArray("keyColumns").add("id");
+      body.putArray("orderBy").addObject().put("column", "score").put("direction", "desc");
+      HttpResponse<String> registered = up[1].post("/v1/continuous", body.toString()).orElseThrow();
+      assertThat(registered.statusCode()).as(registered.body()).isEqualTo(201);
+      String id = JSON.readTree(registered.body()).get("id").asText();
+      // Which node maintains the session (status is served there only)?
+      await("one node maintains the session").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
+          .until(() -> maintainer(up, id) >= 0);
+      int maintaining = maintainer(up, id);
+      int other = (maintaining + 1) % 3;
+      awaitCurrent(up[maintaining], id);
+
+      AtomicBoolean stop = new AtomicBoolean();
+      AtomicLong transactions = new AtomicLong();
+      AtomicReference<Throwable> writerError = new AtomicReference<>();
+      Thread writer = writer(seed, stop, transactions, writerError);
+      Client client = new Client(id);
+      AtomicReference<NodeProcess> current = new AtomicReference<>(up[other]);
+      Thread reader = new Thread(() -> client.follow(current, stop), "cq-nodes-reader");
+      reader.start();
+      await("the client receives the first InitialResult from the other node").atMost(Duration.ofSeconds(60))
+          .until(() -> client.lastSequence() >= 1);
+      writer.start();
+      Thread.sleep(3000);
+      long reconnectsBefore = client.reconnects.get();
+      up[maintaining].kill();
+      // The sessions move to a survivor; the client's stream, served from the journal, goes on.
+      NodeProcess[] survivors = {up[other], up[(maintaining + 2) % 3]};
+      await("a survivor maintains the session").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
+          .until(() -> maintainer(survivors, id) >= 0);
+      NodeProcess maintainer = survivors[maintainer(survivors, id)];
+      awaitCurrent(maintainer, id);
+      Thread.sleep(2000);
+      long reconnectsAfterMove = client.reconnects.get() - reconnectsBefore;
+      up[maintaining] = start.apply(maintaining, "cq-nodes-" + (maintaining == 0 ? "a2" : "b2"));
+      await("the killed node is back and serves the events").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(250))
+          .until(() -> up[maintaining].get("/v1/continuous/" + id + "/result", true).map(r -> r.statusCode() == 200)
+              .orElse(false));
+      current.set(up[maintaining]);
+      client.reconnect(); // resumes on the restarted node, which does not maintain the session
+      Thread.sleep(3000);
+      stop.set(true);
+      writer.join(10_000);
+      assertThat(writerError.get()).as("the writer should not fail").isNull();
+      String lsn;
+      try (Connection c = db.connect(); Statement s = c.createStatement();
+          ResultSet rs = s.executeQuery("SELECT pg_current_wal_lsn()::text")) {
+        rs.next();
+        lsn = rs.getString(1);
+      }
+      try (Connection c = db.connect(); Statement s = c.createStatement()) {
+        s.execute("UPDATE items SET score = score WHERE id = (SELECT min(id) FROM items)");
+      }
+      await("the session handles the last transaction").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+          .until(() -> status(maintainer, id).map(st -> !st.get("lastLsn").isNull()
+              && io.weir.protocol.Lsn.parse(st.get("lastLsn").asText()).compareTo(io.weir.protocol.Lsn.parse(lsn)) > 0
+              && st.get("repairPending").isNull()).orElse(false));
+      long finalSequence = status(maintainer, id).orElseThrow().get("sequence").asLong();
+      await("the client receives every event").atMost(Duration.ofSeconds(60)).until(() -> client.lastSequence() >= finalSequence);
+      client.stop();
+      reader.join(10_000);
+      Figures f = figures(id, client, up[maintaining], role, password, finalSequence);
+      System.out.printf("continuous-any-node: transactions=%d %s reconnects-while-the-session-moved=%d seed=%d%n",
+          transactions.get(), f, reconnectsAfterMove, seed);
+      assertThat(f.initialResults()).as("the first InitialResult and the one after the move").isGreaterThanOrEqualTo(2);
+      assertThat(client.reconnects.get()).as("connected to the other node, then to the restarted one").isGreaterThanOrEqualTo(2);
+      f.check();
+    } finally {
+      nodes.forEach(NodeProcess::close);
+      try (Connection c = TestPostgres.server().connect("postgres"); Statement s = c.createStatement()) {
+        if (db != null) {
+          db.close();
+          db = null;
+        }
+        s.execute("DROP ROLE IF EXISTS " + role);
+      }
+    }
+  }
+
+  /** The index of the node among {@code candidates} that maintains session {@code id} (serves its status), or -1. */
+  private static int maintainer(NodeProcess[] candidates, String id) {
+    for (int i = 0; i < candidates.length; i++) {
+      if (status(candidates[i], id).isPresent()) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /** The writer: small random transactions on items until {@code stop}. */
+  private Thread writer(long seed, AtomicBoolean stop, AtomicLong transactions, AtomicReference<Throwable> writerError) {
+    return new Thread(() -> {
+      Random r = new Random(seed + 1);
+      try (Connection c = db.connect(); Statement s = c.createStatement()) {
+        while (!stop.get()) {
+          int key = 1 + r.nextInt(260);
+          switch (r.nextInt(4)) {
+            case 0 -> s.execute("INSERT INTO items VALUES (" + key + ", " + r.nextInt(1200)
+                + ") ON CONFLICT (id) DO UPDATE SET score = excluded.score");
+            case 1 -> s.execute("DELETE FROM items WHERE id = " + key);
+            default -> s.execute("UPDATE items SET score = " + r.nextInt(1200) + " WHERE id = " + key);
+          }
+          transactions.incrementAndGet();
+          Thread.sleep(20);
+        }
+      } catch (Throwable t) {
+        writerError.set(t);
+      }
+    }, "cq-crash-writer");
+  }
+
+  /** A fresh database with the scope's login role, the table and its publication. */
+  private void prepareDatabase(String role, String password) throws Exception {
+    db = TestPostgres.server().freshDatabase("cqcrash");
+    try (Connection c = TestPostgres.server().connect("postgres"); Statement s = c.createStatement()) {
+      s.execute("CREATE ROLE " + role + " LOGIN PASSWORD '" + password + "'");
+    }
+    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+      s.execute("CREATE TABLE items (id int PRIMARY KEY, score int NOT NULL)");
+      s.execute("INSERT INTO items SELECT g, (g * 37) % 1000 FROM generate_series(1, 200) g");
+      s.execute("GRANT SELECT ON items TO " + role);
+      s.execute("CREATE PUBLICATION cq_crash_pub FOR TABLE items");
+    }
+  }
+
+  /** What the log, the client and the durable result show at the end of a run. */
+  private record Figures(List<Long> logged, int initialResults, long logGaps, long logDups, List<Long> seen, long clientGaps,
+      long clientDups, long reconnects, long resets, boolean equal, boolean durableEqual, List<String> expected,
+      List<String> clientResult) {
+    @Override
+    public String toString() {
+      return String.format("log-events=%d log-first=%d initial-results=%d loss=%d dup=%d client-events=%d"
+              + " client-reconnects=%d client-gaps=%d client-dups=%d resets=%d result-equal=%s durable-result-equal=%s",
+          logged.size(), logged.isEmpty() ? 0 : logged.get(0), initialResults, logGaps, logDups, seen.size(), reconnects,
+          clientGaps, clientDups, resets, equal, durableEqual);
+    }
+
+    void check() {
+      assertThat(logged).as("the replay log starts at 1").startsWith(1L);
+      assertThat(logGaps).as("no gap in the durable replay log (loss)").isZero();
+      assertThat(logDups).as("no sequence twice in the durable replay log").isZero();
+      assertThat(seen.get(0)).isEqualTo(1L);
+      assertThat(clientGaps).as("the client missed no event across reconnections").isZero();
+      assertThat(clientDups).as("the client received no event twice").isZero();
+      assertThat(resets).as("every reconnection resumed (no ResultReset)").isZero();
+      assertThat(durableEqual).as("the session entity's result equals the query at the last sequence").isTrue();
+      assertThat(clientResult).as("the result built from the events equals the query").isEqualTo(expected);
+    }
+  }
+
+  private Figures figures(String id, Client client, NodeProcess node, String role, String password, long finalSequence)
+      throws Exception {
+    NodeProcess last = node;
+    // The durable log.
+    List<Long> logged = new ArrayList<>();
+    int initialResults = 0;
+    try (Connection c = db.connect(); Statement s = c.createStatement();
+        // The session entity's journal (ADR 0025): one JSON event per replay event, in journal order.
+        ResultSet rs = s.executeQuery("SELECT (e->>'sequence')::bigint, e->>'type' FROM (SELECT sequence_number,"
+            + " convert_from(event_payload, 'UTF8')::jsonb AS e FROM weir.event_journal"
+            + " WHERE persistence_id = 'weir-continuous-session|" + id + "') AS log ORDER BY sequence_number")) {
+      while (rs.next()) {
+        logged.add(rs.getLong(1));
+        initialResults += rs.getString(2).equals("InitialResult") ? 1 : 0;
+      }
+    }
+    long logGaps = 0;
+    for (int i = 1; i < logged.size(); i++) {
+      logGaps += logged.get(i) - logged.get(i - 1) - 1;
+    }
+    // What the client received across its reconnections.
+    long clientGaps = 0;
+    long clientDups = 0;
+    List<Long> seen = client.sequences();
+    for (int i = 1; i < seen.size(); i++) {
+      long step = seen.get(i) - seen.get(i - 1);
+      if (step <= 0) {
+        clientDups++;
+      } else {
+        clientGaps += step - 1;
+      }
+    }
+    List<String> expected = new ArrayList<>();
+    try (Connection c = DriverManager.getConnection(db.url(), role, password); Statement s = c.createStatement();
+        ResultSet rs = s.executeQuery(QUERY + " ORDER BY score DESC, id ASC LIMIT 40")) {
+      while (rs.next()) {
+        expected.add(rs.getInt(1) + ":" + rs.getInt(2));
+      }
+    }
+    boolean equal = client.result().equals(expected);
+    // The session entity's durable result (its journal applied across every restart) is the same.
+    JsonNode durable = JSON.readTree(last.get("/v1/continuous/" + id + "/result", true).orElseThrow().body());
+    List<String> durableRows = new ArrayList<>();
+    durable.get("rows").forEach(r -> durableRows.add(r.get("row").get("id").asInt() + ":" + r.get("row").get("score").asInt()));
+    boolean durableEqual = durableRows.equals(expected) && durable.get("sequence").asLong() == finalSequence;
+    return new Figures(logged, initialResults, logGaps, logged.size() - logged.stream().distinct().count(), seen, clientGaps,
+        clientDups, client.reconnects.get(), client.resets.get(), equal, durableEqual, expected, client.result());
   }
 
   private static java.util.Optional<JsonNode> status(NodeProcess node, String id) {
@@ -346,6 +507,14 @@ class ContinuousCrashIT extends EndToEndTest {
 
     synchronized List<String> result() {
       return rows.stream().map(r -> r[1]).toList();
+    }
+
+    /** Ends the open stream: the client connects again (to whatever node is current) with its last id. */
+    void reconnect() {
+      Stream<String> s = open;
+      if (s != null) {
+        s.close();
+      }
     }
 
     void stop() {

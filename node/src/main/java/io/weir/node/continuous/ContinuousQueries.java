@@ -382,6 +382,7 @@ public final class ContinuousQueries implements AutoCloseable {
   void deactivate() {
     active = false;
     onEngine(() -> {
+      active = false; // also after an activation queued before this
       repairAllOnActivate = true;
       sessions.values().forEach(Session::closeAll);
     });
@@ -1002,6 +1003,7 @@ public final class ContinuousQueries implements AutoCloseable {
       log.warn("continuous query {}: a result change of {} bytes exceeds weir.continuous.max-append-bytes ({}); not sent",
           id, bytes, settings.maxAppendBytes());
       fail(s, "event-too-large");
+      s.closeAll(); // its clients are not left on a result that no longer follows the data
       return false;
     }
     String failure = null;

@@ -45,6 +45,10 @@ final class LogFollowers implements AutoCloseable {
   private final Map<Session.Subscriber, Follower> followers = new ConcurrentHashMap<>();
   private volatile BiPredicate<String, String> access = (principal, scope) -> true;
   private long lastRegistrationCheck;
+  private boolean checkedOnce;
+  private volatile boolean closed;
+  /** Journal reads of one stream that may fail in a row before the stream ends (the client resumes elsewhere or later). */
+  static final int MAX_FAILURES = 20;
 
   /** One stream: where it is in the log. {@code cursor} and {@code reading} are guarded by the follower. */
   private static final class Follower {
@@ -56,6 +60,7 @@ final class LogFollowers implements AutoCloseable {
     long cursor;
     boolean reading;
     boolean closed;
+    int failures;
 
     Follower(String id, String scope, Session.Subscriber subscriber, LongFunction<String> ids, long offset, long cursor) {
       this.id = id;
@@ -77,7 +82,7 @@ final class LogFollowers implements AutoCloseable {
       t.setDaemon(true);
       return t;
     });
-    long every = settings.followInterval().toMillis();
+    long every = Math.max(1, settings.followInterval().toMillis());
     ticks.scheduleWithFixedDelay(this::tick, every, every, TimeUnit.MILLISECONDS);
   }
 
@@ -114,7 +119,7 @@ final class LogFollowers implements AutoCloseable {
           Follower f = new Follower(id, scope, subscriber, ids, state.offset(), position);
           synchronized (f) {
             if (send(f, entries)) {
-              followers.put(subscriber, f);
+              register(f);
             }
           }
           return CompletableFuture.<Void>completedFuture(null);
@@ -172,10 +177,18 @@ final class LogFollowers implements AutoCloseable {
           subscriber.close();
           return null;
         }
-        followers.put(subscriber, f);
+        register(f);
       }
       return null;
     });
+  }
+
+  /** Adds a started stream to those polled; a stream started after {@link #close} is ended at once. */
+  private void register(Follower f) {
+    followers.put(f.subscriber, f);
+    if (closed) {
+      end(f);
+    }
   }
 
   void unfollow(Session.Subscriber subscriber) {
@@ -212,6 +225,10 @@ final class LogFollowers implements AutoCloseable {
   private void tick() {
     try {
       checkAccess();
+    } catch (Throwable e) {
+      log.warn("checking followed continuous query streams failed; retrying: {}", e.getClass().getSimpleName());
+    }
+    try {
       for (Follower f : followers.values()) {
         long cursor;
         synchronized (f) {
@@ -221,42 +238,55 @@ final class LogFollowers implements AutoCloseable {
           f.reading = true;
           cursor = f.cursor;
         }
-        replayLog.after(f.id, f.offset, cursor, settings.subscriberBuffer()).whenComplete((entries, error) -> {
+        java.util.concurrent.CompletionStage<List<ContinuousSession.Entry>> read;
+        try {
+          read = replayLog.after(f.id, f.offset, cursor, settings.subscriberBuffer());
+        } catch (RuntimeException e) {
+          read = CompletableFuture.failedFuture(e);
+        }
+        read.whenComplete((entries, error) -> {
           synchronized (f) {
             f.reading = false;
             if (f.closed) {
               return;
             }
             if (error != null) {
-              log.debug("continuous query {}: reading the journal for a stream failed; retrying", f.id);
+              if (++f.failures >= MAX_FAILURES) {
+                log.warn("continuous query {}: reading the journal for a stream failed {} times in a row; the stream ends",
+                    f.id, f.failures);
+                end(f);
+              }
               return;
             }
+            f.failures = 0;
             send(f, entries);
           }
         });
       }
-    } catch (RuntimeException e) {
+    } catch (Throwable e) {
       log.warn("following continuous query journals failed; retrying: {}", e.getClass().getSimpleName());
     }
   }
 
   /** Every {@code refresh}: ends streams whose registration is gone or whose principal lost the grant. */
   private void checkAccess() {
-    if (followers.isEmpty() || System.nanoTime() - lastRegistrationCheck < settings.refresh().toNanos()) {
+    if (followers.isEmpty() || (checkedOnce && System.nanoTime() - lastRegistrationCheck < settings.refresh().toNanos())) {
       return;
     }
+    checkedOnce = true;
     lastRegistrationCheck = System.nanoTime();
     Map<String, String> registered;
     try {
       registered = store.scopes();
     } catch (SQLException e) {
       log.warn("reading continuous query registrations for followed streams failed; retrying: {}", SafeErrors.describe(e));
-      return;
+      registered = null; // the principals are checked all the same
     }
     BiPredicate<String, String> check = access;
     for (Follower f : followers.values()) {
       String principal = f.subscriber.principal();
-      if (!f.scope.equals(registered.get(f.id)) || (principal != null && !check.test(principal, f.scope))) {
+      boolean deleted = registered != null && !f.scope.equals(registered.get(f.id));
+      if (deleted || (principal != null && !check.test(principal, f.scope))) {
         synchronized (f) {
           end(f);
         }
@@ -266,6 +296,7 @@ final class LogFollowers implements AutoCloseable {
 
   @Override
   public void close() {
+    closed = true;
     ticks.shutdownNow();
     for (Follower f : followers.values()) {
       synchronized (f) {

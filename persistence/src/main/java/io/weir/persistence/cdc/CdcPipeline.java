@@ -492,6 +492,9 @@ public final class CdcPipeline {
     private Behavior<Command> onConnected(Connected c) {
       if (c.attempt() != attempt || !state.equals("connecting")) {
         CompletableFuture.runAsync(c.connection()::close, blockingIo);
+        if (stoppedForGood()) {
+          sink.streamStopped(); // the sink was opened for an attempt a stop or halt overtook
+        }
         return this;
       }
       connection = c.connection();
@@ -750,10 +753,18 @@ public final class CdcPipeline {
 
     private Behavior<Command> onConnectFailed(ConnectFailed f) {
       if (f.attempt() != attempt) {
+        if (stoppedForGood()) {
+          sink.streamStopped();
+        }
         return this;
       }
       fail(f.error(), false);
       return this;
+    }
+
+    /** Stopped by an operator, halted or dropped: not streaming until told to start. */
+    private boolean stoppedForGood() {
+      return state.equals("stopped") || state.equals("halted") || state.equals("dropped") || state.equals("dropping");
     }
 
     private Behavior<Command> onStreamEnded(StreamEnded e) {

@@ -57,8 +57,10 @@ public final class ContinuousLog {
         .withRole(role)
         // Unlike partitions, a session that gets no append (an idle or deleted query) leaves memory;
         // the next ask recovers it from its snapshot.
-        .withSettings(org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings.create(system)
-            .withPassivateIdleEntityAfter(IDLE)));
+        .withSettings(org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings.fromConfig(
+            com.typesafe.config.ConfigFactory.parseString("passivation { strategy = default-idle-strategy\n"
+                    + "default-idle-strategy.idle-entity.timeout = " + IDLE.toSeconds() + "s }")
+                .withFallback(system.settings().config().getConfig("pekko.cluster.sharding")))));
   }
 
   /** A session entity with no message for this long is passivated. */
@@ -85,21 +87,24 @@ public final class ContinuousLog {
 
   /**
    * Up to {@code max} entries after sequence {@code after}, in order, for a log with {@code offset}
-   * ({@link LogState#offset()}). Pruned entries are simply not there: the list then starts later.
+   * ({@link LogState#offset()}): the first ones the journal holds there. Pruned entries are simply
+   * not there, so the list then starts later than {@code after + 1} (or is empty only when nothing
+   * follows {@code after} at all). Fails after the ask timeout.
    */
   public CompletionStage<List<Entry>> after(String id, long offset, long after, int max) {
     long from = Math.max(1, after + 1 - offset);
-    long to = after + max - offset;
-    if (max <= 0 || to < from) {
+    if (max <= 0) {
       return CompletableFuture.completedFuture(List.of());
     }
-    return journal.currentEventsByPersistenceId(ContinuousSession.persistenceId(id).id(), from, to)
+    return journal.currentEventsByPersistenceId(ContinuousSession.persistenceId(id).id(), from, Long.MAX_VALUE)
+        .filter(envelope -> envelope.event() instanceof Entry e && e.sequence() > after)
+        .take(max)
         .runWith(Sink.fold(new ArrayList<Entry>(), (acc, envelope) -> {
-          if (envelope.event() instanceof Entry e && e.sequence() > after) {
-            acc.add(e);
-          }
+          acc.add((Entry) envelope.event());
           return acc;
         }), system)
+        .toCompletableFuture()
+        .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)
         .thenApply(List::copyOf);
   }
 

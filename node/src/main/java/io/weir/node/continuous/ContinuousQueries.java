@@ -201,7 +201,11 @@ public final class ContinuousQueries implements AutoCloseable {
       }
     }, checks).thenCompose(r -> !active ? CompletableFuture.completedFuture(r)
         : CompletableFuture.supplyAsync(() -> {
-          refresh();
+          try {
+            refresh();
+          } finally {
+            flushAppends();
+          }
           return r;
         }, engine));
   }
@@ -370,7 +374,11 @@ public final class ContinuousQueries implements AutoCloseable {
           read(s, "pipeline-restart");
         }
       }
-      refresh();
+      try {
+        refresh();
+      } finally {
+        flushAppends();
+      }
     }, engine);
   }
 
@@ -391,7 +399,13 @@ public final class ContinuousQueries implements AutoCloseable {
   /** Runs {@code task} on the engine thread unless the engine is closed (node shutdown). */
   private void onEngine(Runnable task) {
     try {
-      engine.execute(task);
+      engine.execute(() -> {
+        try {
+          task.run();
+        } finally {
+          flushAppends();
+        }
+      });
     } catch (java.util.concurrent.RejectedExecutionException closed) {
       // shutting down: nothing left to maintain
     }
@@ -407,6 +421,7 @@ public final class ContinuousQueries implements AutoCloseable {
     return CompletableFuture.runAsync(() -> {
       io.weir.protocol.Lsn commit = t.commitLsn();
       Map<Session, ScopedDelta.Keys> keys = new HashMap<>();
+      Map<Session, long[]> timed = new LinkedHashMap<>();
       List<Session> live = new ArrayList<>();
       for (Session s : sessions.values()) {
         if (s.stale) {
@@ -453,13 +468,18 @@ public final class ContinuousQueries implements AutoCloseable {
         }
         s.relevantTransactions++;
         long started = System.nanoTime();
+        s.appendDoneNanos = 0;
         maintain(s, keys.get(s));
-        s.maintenanceMicros.recordValue(Math.min(s.maintenanceMicros.getHighestTrackableValue(),
-            Math.max(0, (System.nanoTime() - started) / 1000)));
+        timed.put(s, new long[] {started, System.nanoTime()});
       }
       if (pending.size() > PENDING_PRUNE) {
         prunePending();
       }
+      flushAppends();
+      // Maintenance time: the session's own reads and merge, and its append until durable (the
+      // appends of all sessions run together, so another session's reads are not counted).
+      timed.forEach((s, span) -> s.maintenanceMicros.recordValue(Math.min(s.maintenanceMicros.getHighestTrackableValue(),
+          Math.max(0, (Math.max(span[1], s.appendDoneNanos) - span[0]) / 1000))));
     }, engine);
   }
 
@@ -983,10 +1003,12 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /**
-   * Appends a proposal's events to the durable replay log, then commits it to the session (which
-   * sends them). If the append fails or meets another writer's events, the session is marked stale:
-   * its streams end and the next refresh starts it again after the log's last sequence, with a fresh
-   * InitialResult (clients resume from the log with their replay tokens).
+   * Sends a proposal's events to the durable replay log and applies the proposal to the session;
+   * the events reach the session's clients when {@link #flushAppends} (at the end of the engine
+   * task) has seen them durable. If the append fails or meets another writer's events, the session
+   * is marked stale there: its streams end and the next refresh starts it again after the log's last
+   * sequence, with a fresh InitialResult (clients resume from the log with their replay tokens).
+   * False when nothing was sent (a change larger than {@code max-append-bytes}).
    */
   private boolean commit(Session s, Session.Proposal p) {
     List<io.weir.sharding.continuous.ContinuousSession.Entry> entries = new ArrayList<>(p.events().size());
@@ -1006,35 +1028,98 @@ public final class ContinuousQueries implements AutoCloseable {
       s.closeAll(); // its clients are not left on a result that no longer follows the data
       return false;
     }
-    String failure = null;
-    // A reply lost to a timeout is asked again with the same entries: the log accepts an identical retry.
-    for (int attempt = 0; attempt < APPEND_ATTEMPTS && !entries.isEmpty(); attempt++) {
-      try {
-        io.weir.sharding.continuous.ContinuousSession.AppendReply reply = await(replayLog.append(id, entries));
-        failure = reply instanceof io.weir.sharding.continuous.ContinuousSession.Conflict
-            ? "another event is stored at a sequence being appended" : null;
-        break;
-      } catch (LogUnavailable e) {
-        failure = e.getMessage();
-      }
+    // Sent now, waited for with every other append of this engine task (flushAppends): a session's
+    // events reach its clients, and the transaction is acknowledged, only once they are durable.
+    CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply;
+    try {
+      reply = replayLog.append(id, entries).toCompletableFuture();
+    } catch (RuntimeException e) {
+      reply = CompletableFuture.failedFuture(e);
     }
-    if (failure != null) {
-      log.warn("continuous query {}: appending to the replay log failed ({}); the session starts again", id, failure);
-      s.stale = true;
-      s.closeAll();
-      return false;
-    }
-    s.commit(p);
-    if (s.sequence() - s.prunedThrough >= Math.max(1, settings.replayRetained() / 10) + settings.replayRetained()) {
-      long through = s.sequence() - settings.replayRetained();
-      try {
-        await(replayLog.prune(id, s.logOffset, through, s.sequence()));
-        s.prunedThrough = through;
-      } catch (LogUnavailable e) {
-        log.warn("continuous query {}: pruning the replay log failed ({}); retrying later", id, e.getMessage());
-      }
-    }
+    reply.whenComplete((r, e) -> s.appendDoneNanos = System.nanoTime());
+    s.apply(p);
+    unflushed.add(new Unflushed(s, p, entries, reply));
     return true;
+  }
+
+  /** An append sent and applied to its session, not yet known durable (engine thread only). */
+  private record Unflushed(Session session, Session.Proposal proposal,
+      List<io.weir.sharding.continuous.ContinuousSession.Entry> entries,
+      CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply) {}
+
+  private final List<Unflushed> unflushed = new ArrayList<>();
+
+  /**
+   * Ends every engine task that may append: waits for the task's appends together (one timeout for
+   * all, not one per session), asks again once with the same entries where no answer came (the log
+   * accepts an identical retry), then sends each session's durable events to its clients in order. A
+   * session whose append failed is started again from its log (its events are not sent).
+   */
+  private void flushAppends() {
+    if (unflushed.isEmpty()) {
+      return;
+    }
+    List<Unflushed> batch = new ArrayList<>(unflushed);
+    unflushed.clear();
+    try {
+      CompletableFuture.allOf(batch.stream().map(Unflushed::reply).toArray(CompletableFuture[]::new))
+          .get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      // some failed or did not answer: each is looked at below
+    }
+    java.util.Set<Session> failed = new HashSet<>();
+    for (Unflushed u : batch) {
+      Session s = u.session();
+      String id = s.registration.id();
+      if (failed.contains(s)) {
+        continue; // an earlier append of this session failed: these events are not sent either
+      }
+      String failure = outcome(u.reply());
+      if (failure != null && !"conflict".equals(failure)) {
+        try {
+          failure = outcome(CompletableFuture.completedFuture(await(replayLog.append(id, u.entries()))));
+        } catch (LogUnavailable e) {
+          failure = e.getMessage();
+        }
+      }
+      if (failure != null) {
+        log.warn("continuous query {}: appending to the replay log failed ({}); the session starts again", id,
+            "conflict".equals(failure) ? "another event is stored at a sequence being appended" : failure);
+        failed.add(s);
+        s.stale = true;
+        s.closeAll();
+        continue;
+      }
+      s.publish(u.proposal());
+      if (s.sequence() - s.prunedThrough >= Math.max(1, settings.replayRetained() / 10) + settings.replayRetained()) {
+        long through = s.sequence() - settings.replayRetained();
+        try {
+          await(replayLog.prune(id, s.logOffset, through, s.sequence()));
+          s.prunedThrough = through;
+        } catch (LogUnavailable e) {
+          log.warn("continuous query {}: pruning the replay log failed ({}); retrying later", id, e.getMessage());
+        }
+      }
+    }
+  }
+
+  /** Null when an append's reply says it is durable, "conflict" when refused, else why it failed (no value). */
+  private static String outcome(CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply) {
+    if (!reply.isDone()) {
+      return "no answer in time";
+    }
+    try {
+      return reply.getNow(null) instanceof io.weir.sharding.continuous.ContinuousSession.Appended ? null : "conflict";
+    } catch (java.util.concurrent.CompletionException e) {
+      Throwable cause = e.getCause();
+      return cause instanceof java.util.concurrent.TimeoutException
+          || cause instanceof org.apache.pekko.pattern.AskTimeoutException ? "no answer in time"
+          : cause == null ? "failed" : cause.getClass().getSimpleName();
+    } catch (java.util.concurrent.CancellationException e) {
+      return "cancelled";
+    }
   }
 
   /**
@@ -1054,8 +1139,6 @@ public final class ContinuousQueries implements AutoCloseable {
     });
   }
 
-  /** Appends asked per proposal before the session is started again. */
-  private static final int APPEND_ATTEMPTS = 2;
 
   /** The replay log did not answer (in time); the message names no value. */
   private static final class LogUnavailable extends Exception {

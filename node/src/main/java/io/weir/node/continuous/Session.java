@@ -154,6 +154,8 @@ public final class Session {
   /** The replay log refused or failed an append: the engine drops this session and starts it again. */
   boolean stale;
   long prunedThrough;
+  /** When the session's latest append was answered (System.nanoTime; 0: none in this transaction). */
+  volatile long appendDoneNanos;
   /** The replay log's entry at sequence {@code s} is its journal event {@code s - logOffset} (ADR 0025). */
   long logOffset;
 
@@ -230,6 +232,16 @@ public final class Session {
 
   /** Makes a proposal the session's state (its events are durable) and sends its events. */
   void commit(Proposal p) {
+    apply(p);
+    publish(p);
+  }
+
+  /**
+   * Makes a proposal the session's state (result, sequence, the in-memory log); its events go to
+   * the subscribers with {@link #publish} once they are durable, before anything else uses the
+   * session (the engine does both in one task).
+   */
+  void apply(Proposal p) {
     if (!p.events().isEmpty() && p.events().get(0).sequence() != sequence + 1) {
       throw new IllegalStateException("a proposal must follow the committed sequence");
     }
@@ -240,6 +252,12 @@ public final class Session {
       while (log.size() > retained) {
         log.removeFirst();
       }
+    }
+  }
+
+  /** Sends an applied proposal's events to the subscribers. */
+  void publish(Proposal p) {
+    for (Event event : p.events()) {
       subscribers.removeIf(s -> {
         if (s.offer(event)) {
           return false;

@@ -364,17 +364,17 @@ public final class ContinuousQueries implements AutoCloseable {
   /** The continuous pipeline's sink opened on this node: load every registration and read what is missing. */
   CompletionStage<Void> activate() {
     return CompletableFuture.runAsync(() -> {
-      active = true;
-      boolean repairAll = repairAllOnActivate;
-      repairAllOnActivate = false;
-      if (repairAll) {
-        // The stream restarted: what it delivers again is read anyway, but a result may have
-        // missed nothing only if every session reads once now.
-        for (Session s : sessions.values()) {
-          read(s, "pipeline-restart");
-        }
-      }
       try {
+        active = true;
+        boolean repairAll = repairAllOnActivate;
+        repairAllOnActivate = false;
+        if (repairAll) {
+          // The stream restarted: what it delivers again is read anyway, but a result may have
+          // missed nothing only if every session reads once now.
+          for (Session s : sessions.values()) {
+            read(s, "pipeline-restart");
+          }
+        }
         refresh();
       } finally {
         flushAppends();
@@ -419,68 +419,77 @@ public final class ContinuousQueries implements AutoCloseable {
    */
   CompletionStage<Void> onTransaction(Transaction t) {
     return CompletableFuture.runAsync(() -> {
-      io.weir.protocol.Lsn commit = t.commitLsn();
-      Map<Session, ScopedDelta.Keys> keys = new HashMap<>();
-      Map<Session, long[]> timed = new LinkedHashMap<>();
-      List<Session> live = new ArrayList<>();
-      for (Session s : sessions.values()) {
-        if (s.stale) {
-          continue; // started again by the next refresh, with a read that includes this transaction
-        }
-        if (s.handledThrough != null && commit.compareTo(s.handledThrough) <= 0) {
-          s.duplicateTransactions++;
-          meter(m -> m.transaction("duplicate")); // redelivered after a stream restart: the restart's read covered it
-          continue;
-        }
-        live.add(s);
-        if (s.fullOnly == null && s.initialised() && s.repairPending == null) {
-          ScopedDelta.Keys k = new ScopedDelta.Keys(s.impact, s.tables, settings.affectedKeyLimit());
-          keys.put(s, s.registration.definition().projector() != null && s.projectorOff == null ? k.withRowChanges() : k);
-        }
+      try {
+        handle(t);
+      } finally {
+        flushAppends(); // also when handling failed half way: what was applied is sent or ends stale
       }
-      Set<String> touched = new HashSet<>();
-      for (Change c : t.changes()) {
-        TableSchema table = Transaction.rowTable(c);
-        if (table != null) {
-          touched.add(table.qualifiedName());
-          for (ScopedDelta.Keys k : keys.values()) {
-            k.change(c, table);
-          }
-        } else if (c instanceof Change.Truncate tr) {
-          tr.tables().forEach(x -> touched.add(x.qualifiedName()));
-          for (ScopedDelta.Keys k : keys.values()) {
-            k.truncate(tr.tables());
-          }
-        }
-      }
-      pending.add(t.xid());
-      lastLsn = commit.toString();
-      for (Session s : live) {
-        if (s.stale) {
-          continue;
-        }
-        s.lastLsn = lastLsn;
-        s.handledThrough = commit;
-        if (!s.relevant(touched)) {
-          s.unrelatedTransactions++;
-          meter(m -> m.transaction("unrelated"));
-          continue;
-        }
-        s.relevantTransactions++;
-        long started = System.nanoTime();
-        s.appendDoneNanos = 0;
-        maintain(s, keys.get(s));
-        timed.put(s, new long[] {started, System.nanoTime()});
-      }
-      if (pending.size() > PENDING_PRUNE) {
-        prunePending();
-      }
-      flushAppends();
-      // Maintenance time: the session's own reads and merge, and its append until durable (the
-      // appends of all sessions run together, so another session's reads are not counted).
-      timed.forEach((s, span) -> s.maintenanceMicros.recordValue(Math.min(s.maintenanceMicros.getHighestTrackableValue(),
-          Math.max(0, (Math.max(span[1], s.appendDoneNanos) - span[0]) / 1000))));
     }, engine);
+  }
+
+  /** {@link #onTransaction} on the engine thread. */
+  private void handle(Transaction t) {
+    io.weir.protocol.Lsn commit = t.commitLsn();
+    Map<Session, ScopedDelta.Keys> keys = new HashMap<>();
+    Map<Session, long[]> timed = new LinkedHashMap<>();
+    List<Session> live = new ArrayList<>();
+    for (Session s : sessions.values()) {
+      if (s.stale) {
+        continue; // started again by the next refresh, with a read that includes this transaction
+      }
+      if (s.handledThrough != null && commit.compareTo(s.handledThrough) <= 0) {
+        s.duplicateTransactions++;
+        meter(m -> m.transaction("duplicate")); // redelivered after a stream restart: the restart's read covered it
+        continue;
+      }
+      live.add(s);
+      if (s.fullOnly == null && s.initialised() && s.repairPending == null) {
+        ScopedDelta.Keys k = new ScopedDelta.Keys(s.impact, s.tables, settings.affectedKeyLimit());
+        keys.put(s, s.registration.definition().projector() != null && s.projectorOff == null ? k.withRowChanges() : k);
+      }
+    }
+    Set<String> touched = new HashSet<>();
+    for (Change c : t.changes()) {
+      TableSchema table = Transaction.rowTable(c);
+      if (table != null) {
+        touched.add(table.qualifiedName());
+        for (ScopedDelta.Keys k : keys.values()) {
+          k.change(c, table);
+        }
+      } else if (c instanceof Change.Truncate tr) {
+        tr.tables().forEach(x -> touched.add(x.qualifiedName()));
+        for (ScopedDelta.Keys k : keys.values()) {
+          k.truncate(tr.tables());
+        }
+      }
+    }
+    pending.add(t.xid());
+    lastLsn = commit.toString();
+    for (Session s : live) {
+      if (s.stale) {
+        continue;
+      }
+      s.lastLsn = lastLsn;
+      s.handledThrough = commit;
+      if (!s.relevant(touched)) {
+        s.unrelatedTransactions++;
+        meter(m -> m.transaction("unrelated"));
+        continue;
+      }
+      s.relevantTransactions++;
+      long started = System.nanoTime();
+      s.appendDoneNanos = 0;
+      maintain(s, keys.get(s));
+      timed.put(s, new long[] {started, System.nanoTime()});
+    }
+    if (pending.size() > PENDING_PRUNE) {
+      prunePending();
+    }
+    flushAppends();
+    // Maintenance time: the session's own reads and merge, and its append until durable (the
+    // appends of all sessions run together, so another session's reads are not counted).
+    timed.forEach((s, span) -> s.maintenanceMicros.recordValue(Math.min(s.maintenanceMicros.getHighestTrackableValue(),
+        Math.max(0, (Math.max(span[1], s.appendDoneNanos) - span[0]) / 1000))));
   }
 
   /**
@@ -1016,6 +1025,10 @@ public final class ContinuousQueries implements AutoCloseable {
       entries.add(new io.weir.sharding.continuous.ContinuousSession.Entry(e.sequence(), e.type(), e.data()));
     }
     String id = s.registration.id();
+    if (entries.isEmpty()) {
+      s.apply(p); // the result did not change: nothing to make durable
+      return true;
+    }
     long bytes = 0;
     for (io.weir.sharding.continuous.ContinuousSession.Entry e : entries) {
       bytes += io.weir.sharding.continuous.ContinuousSession.utf8Length(e.data());
@@ -1028,15 +1041,20 @@ public final class ContinuousQueries implements AutoCloseable {
       s.closeAll(); // its clients are not left on a result that no longer follows the data
       return false;
     }
+    // A second proposal of the same session in one task waits for the first: it must not be sent
+    // before the first is known durable (a refused first would let it continue another writer's log).
+    for (Unflushed u : unflushed) {
+      if (u.session() == s) {
+        flushAppends();
+        if (s.stale) {
+          return false;
+        }
+        break;
+      }
+    }
     // Sent now, waited for with every other append of this engine task (flushAppends): a session's
     // events reach its clients, and the transaction is acknowledged, only once they are durable.
-    CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply;
-    try {
-      reply = replayLog.append(id, entries).toCompletableFuture();
-    } catch (RuntimeException e) {
-      reply = CompletableFuture.failedFuture(e);
-    }
-    reply.whenComplete((r, e) -> s.appendDoneNanos = System.nanoTime());
+    CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply = send(s, entries);
     s.apply(p);
     unflushed.add(new Unflushed(s, p, entries, reply));
     return true;
@@ -1061,47 +1079,75 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     List<Unflushed> batch = new ArrayList<>(unflushed);
     unflushed.clear();
-    try {
-      CompletableFuture.allOf(batch.stream().map(Unflushed::reply).toArray(CompletableFuture[]::new))
-          .get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-      // some failed or did not answer: each is looked at below
+    waitAll(batch.stream().map(Unflushed::reply).toList());
+    // Where no answer came, ask once more with the same entries: all together, then wait once.
+    Map<Unflushed, CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply>> retries =
+        new java.util.IdentityHashMap<>();
+    for (Unflushed u : batch) {
+      String first = outcome(u.reply());
+      if (first != null && !"conflict".equals(first)) {
+        retries.put(u, send(u.session(), u.entries()));
+      }
     }
-    java.util.Set<Session> failed = new HashSet<>();
+    if (!retries.isEmpty()) {
+      waitAll(List.copyOf(retries.values()));
+    }
     for (Unflushed u : batch) {
       Session s = u.session();
       String id = s.registration.id();
-      if (failed.contains(s)) {
-        continue; // an earlier append of this session failed: these events are not sent either
-      }
-      String failure = outcome(u.reply());
-      if (failure != null && !"conflict".equals(failure)) {
-        try {
-          failure = outcome(CompletableFuture.completedFuture(await(replayLog.append(id, u.entries()))));
-        } catch (LogUnavailable e) {
-          failure = e.getMessage();
+      try {
+        if (s.stale) {
+          continue; // an earlier append of this session failed: these events are not sent either
         }
-      }
-      if (failure != null) {
-        log.warn("continuous query {}: appending to the replay log failed ({}); the session starts again", id,
-            "conflict".equals(failure) ? "another event is stored at a sequence being appended" : failure);
-        failed.add(s);
+        String failure = outcome(retries.getOrDefault(u, u.reply()));
+        if (failure != null) {
+          log.warn("continuous query {}: appending to the replay log failed ({}); the session starts again", id,
+              "conflict".equals(failure) ? "another event is stored at a sequence being appended" : failure);
+          s.stale = true;
+          s.closeAll();
+          continue;
+        }
+        s.publish(u.proposal());
+        long last = u.entries().get(u.entries().size() - 1).sequence(); // durable now, whatever was applied since
+        if (last - s.prunedThrough >= Math.max(1, settings.replayRetained() / 10) + settings.replayRetained()) {
+          long through = last - settings.replayRetained();
+          try {
+            await(replayLog.prune(id, s.logOffset, through, last));
+            s.prunedThrough = through;
+          } catch (LogUnavailable e) {
+            log.warn("continuous query {}: pruning the replay log failed ({}); retrying later", id, e.getMessage());
+          }
+        }
+      } catch (RuntimeException e) {
+        log.warn("continuous query {}: completing an append failed ({}); the session starts again", id,
+            e.getClass().getSimpleName());
         s.stale = true;
         s.closeAll();
-        continue;
       }
-      s.publish(u.proposal());
-      if (s.sequence() - s.prunedThrough >= Math.max(1, settings.replayRetained() / 10) + settings.replayRetained()) {
-        long through = s.sequence() - settings.replayRetained();
-        try {
-          await(replayLog.prune(id, s.logOffset, through, s.sequence()));
-          s.prunedThrough = through;
-        } catch (LogUnavailable e) {
-          log.warn("continuous query {}: pruning the replay log failed ({}); retrying later", id, e.getMessage());
-        }
-      }
+    }
+  }
+
+  /** Sends an append of {@code entries} to {@code s}'s log; its answer time is noted for the maintenance time. */
+  private CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> send(Session s,
+      List<io.weir.sharding.continuous.ContinuousSession.Entry> entries) {
+    CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply;
+    try {
+      reply = replayLog.append(s.registration.id(), entries).toCompletableFuture();
+    } catch (RuntimeException e) {
+      reply = CompletableFuture.failedFuture(e);
+    }
+    reply.whenComplete((r, e) -> s.appendDoneNanos = System.nanoTime());
+    return reply;
+  }
+
+  /** Waits (engine thread) until all of {@code replies} are answered or the log's ask timeout and a second passed. */
+  private static void waitAll(List<? extends CompletableFuture<?>> replies) {
+    try {
+      CompletableFuture.allOf(replies.toArray(CompletableFuture[]::new)).get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      // some failed or did not answer: each is looked at by its caller
     }
   }
 
@@ -1128,6 +1174,7 @@ public final class ContinuousQueries implements AutoCloseable {
    * resuming into the new log's events.
    */
   private void cutDeletedLog(Session s) {
+    flushAppends(); // its last sequence must be durable (or the session stale) before anything is cut
     if (s.stale || s.sequence() == 0) {
       return; // a stale session's last sequence is not known for sure; its log keeps its retained entries
     }

@@ -18,9 +18,11 @@ import java.util.TreeMap;
  *
  * <p>Lifecycle: created without a result, numbering after the replay log's last stored sequence
  * ({@link #continueAfter}); the first successful authoritative read proposes an {@code
- * InitialResult}, each later one the difference ({@link ResultDiff}). A proposal becomes the
- * session's state ({@link #commit}) only after its events are appended to the durable replay log,
- * so sequences are contiguous across restarts and nodes. A read that fails leaves the result as it
+ * InitialResult}, each later one the difference ({@link ResultDiff}). A proposal's events are
+ * sent to the durable replay log and the proposal becomes the session's state ({@link #apply}); its
+ * events reach subscribers ({@link #publish}) only once the log holds them, in the same engine task
+ * (a failed append ends the session, which starts again from the log), so sequences are contiguous
+ * across restarts and nodes. A read that fails leaves the result as it
  * was and marks a repair pending (counted by reason); the next transaction or refresh tick reads
  * again. Event ids are signed replay tokens ({@code ReplayToken}); the epoch only names this
  * session object (a node run) in events and status.
@@ -201,8 +203,9 @@ public final class Session {
 
   /**
    * A change of the result not yet committed: its events, numbered after the committed sequence.
-   * It changes the session only through {@link #commit}, after the events are durable in the replay
-   * log; an abandoned proposal leaves the session as it was.
+   * It changes the session only through {@link #apply} (its events sent to the replay log first),
+   * and reaches subscribers only through {@link #publish}, after the events are durable; an
+   * abandoned proposal leaves the session as it was.
    */
   record Proposal(List<ResultRow> result, List<Event> events) {}
 

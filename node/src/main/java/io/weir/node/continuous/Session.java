@@ -28,8 +28,13 @@ import java.util.TreeMap;
  * session object (a node run) in events and status.
  */
 public final class Session {
-  /** One event of the replay log, as sent: {@code data} is its JSON. */
-  public record Event(String id, long sequence, String type, String data) {}
+  /** One event of the replay log, as sent: {@code data} is its JSON. {@code toString} names no value. */
+  public record Event(String id, long sequence, String type, String data) {
+    @Override
+    public String toString() {
+      return "Event[" + sequence + " " + type + ", " + data.length() + " chars]";
+    }
+  }
 
   /** An SSE client: {@code offer} returns false when the client is gone or too far behind. */
   public interface Subscriber {

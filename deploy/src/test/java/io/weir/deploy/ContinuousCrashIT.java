@@ -65,12 +65,7 @@ class ContinuousCrashIT extends EndToEndTest {
           "weir.continuous.refresh = 500ms"));
       NodeProcess node = startNode("cq-crash", config);
       awaitRunning(node, "live");
-      ObjectNode body = JSON.createObjectNode().put("scope", "crash").put("sql", QUERY).put("limit", 40);
-      body.putArray("keyColumns").add("id");
-      body.putArray("orderBy").addObject().put("column", "score").put("direction", "desc");
-      HttpResponse<String> registered = node.post("/v1/continuous", body.toString()).orElseThrow();
-      assertThat(registered.statusCode()).as(registered.body()).isEqualTo(201);
-      String id = JSON.readTree(registered.body()).get("id").asText();
+      String id = register(node);
 
       // The writer: small random transactions until told to stop.
       AtomicBoolean stop = new AtomicBoolean();
@@ -103,25 +98,8 @@ class ContinuousCrashIT extends EndToEndTest {
       stop.set(true);
       writer.join(10_000);
       assertThat(writerError.get()).as("the writer should not fail").isNull();
-      // Let the session handle the last transaction, and the client receive its last event.
-      String lsn;
-      try (Connection c = db.connect(); Statement s = c.createStatement();
-          ResultSet rs = s.executeQuery("SELECT pg_current_wal_lsn()::text")) {
-        rs.next();
-        lsn = rs.getString(1);
-      }
-      try (Connection c = db.connect(); Statement s = c.createStatement()) {
-        s.execute("UPDATE items SET score = score WHERE id = (SELECT min(id) FROM items)"); // a last transaction past lsn
-      }
       NodeProcess last = current.get();
-      await("the session handles the last transaction").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
-          .until(() -> status(last, id).map(st -> !st.get("lastLsn").isNull()
-              && io.weir.protocol.Lsn.parse(st.get("lastLsn").asText()).compareTo(io.weir.protocol.Lsn.parse(lsn)) > 0
-              && st.get("repairPending").isNull()).orElse(false));
-      long finalSequence = status(last, id).orElseThrow().get("sequence").asLong();
-      await("the client receives every event").atMost(Duration.ofSeconds(60)).until(() -> client.lastSequence() >= finalSequence);
-      client.stop();
-      reader.join(10_000);
+      long finalSequence = drain(last, id, client, reader);
 
       Figures f = figures(id, client, last, role, password, finalSequence);
       System.out.printf("continuous-crash: kills=%d transactions=%d %s seed=%d delays-ms=%s%n", kills, transactions.get(),
@@ -178,12 +156,7 @@ class ContinuousCrashIT extends EndToEndTest {
       };
       NodeProcess[] up = {start.apply(0, "cq-nodes-a"), start.apply(1, "cq-nodes-b"), start.apply(2, "cq-nodes-c")};
       awaitRunning(up[0], "live");
-      ObjectNode body = JSON.createObjectNode().put("scope", "crash").put("sql", QUERY).put("limit", 40);
-      body.putArray("keyColumns").add("id");
-      body.putArray("orderBy").addObject().put("column", "score").put("direction", "desc");
-      HttpResponse<String> registered = up[1].post("/v1/continuous", body.toString()).orElseThrow();
-      assertThat(registered.statusCode()).as(registered.body()).isEqualTo(201);
-      String id = JSON.readTree(registered.body()).get("id").asText();
+      String id = register(up[1]);
       // Which node maintains the session (status is served there only)?
       await("one node maintains the session").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
           .until(() -> maintainer(up, id) >= 0);
@@ -223,23 +196,7 @@ class ContinuousCrashIT extends EndToEndTest {
       stop.set(true);
       writer.join(10_000);
       assertThat(writerError.get()).as("the writer should not fail").isNull();
-      String lsn;
-      try (Connection c = db.connect(); Statement s = c.createStatement();
-          ResultSet rs = s.executeQuery("SELECT pg_current_wal_lsn()::text")) {
-        rs.next();
-        lsn = rs.getString(1);
-      }
-      try (Connection c = db.connect(); Statement s = c.createStatement()) {
-        s.execute("UPDATE items SET score = score WHERE id = (SELECT min(id) FROM items)");
-      }
-      await("the session handles the last transaction").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
-          .until(() -> status(maintainer, id).map(st -> !st.get("lastLsn").isNull()
-              && io.weir.protocol.Lsn.parse(st.get("lastLsn").asText()).compareTo(io.weir.protocol.Lsn.parse(lsn)) > 0
-              && st.get("repairPending").isNull()).orElse(false));
-      long finalSequence = status(maintainer, id).orElseThrow().get("sequence").asLong();
-      await("the client receives every event").atMost(Duration.ofSeconds(60)).until(() -> client.lastSequence() >= finalSequence);
-      client.stop();
-      reader.join(10_000);
+      long finalSequence = drain(maintainer, id, client, reader);
       Figures f = figures(id, client, up[maintaining], role, password, finalSequence);
       System.out.printf("continuous-any-node: transactions=%d %s reconnects-while-the-session-moved=%d seed=%d%n",
           transactions.get(), f, reconnectsAfterMove, seed);
@@ -256,6 +213,41 @@ class ContinuousCrashIT extends EndToEndTest {
         s.execute("DROP ROLE IF EXISTS " + role);
       }
     }
+  }
+
+  /** Registers the test's query on {@code node}; its id. */
+  private static String register(NodeProcess node) throws Exception {
+    ObjectNode body = JSON.createObjectNode().put("scope", "crash").put("sql", QUERY).put("limit", 40);
+    body.putArray("keyColumns").add("id");
+    body.putArray("orderBy").addObject().put("column", "score").put("direction", "desc");
+    HttpResponse<String> registered = node.post("/v1/continuous", body.toString()).orElseThrow();
+    assertThat(registered.statusCode()).as(registered.body()).isEqualTo(201);
+    return JSON.readTree(registered.body()).get("id").asText();
+  }
+
+  /**
+   * After the writer stopped: commits one last transaction, waits until {@code maintainer}'s session
+   * handled it and the client received every event, stops the client; the session's last sequence.
+   */
+  private long drain(NodeProcess maintainer, String id, Client client, Thread reader) throws Exception {
+    String lsn;
+    try (Connection c = db.connect(); Statement s = c.createStatement();
+        ResultSet rs = s.executeQuery("SELECT pg_current_wal_lsn()::text")) {
+      rs.next();
+      lsn = rs.getString(1);
+    }
+    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+      s.execute("UPDATE items SET score = score WHERE id = (SELECT min(id) FROM items)"); // a last transaction past lsn
+    }
+    await("the session handles the last transaction").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+        .until(() -> status(maintainer, id).map(st -> !st.get("lastLsn").isNull()
+            && io.weir.protocol.Lsn.parse(st.get("lastLsn").asText()).compareTo(io.weir.protocol.Lsn.parse(lsn)) > 0
+            && st.get("repairPending").isNull()).orElse(false));
+    long finalSequence = status(maintainer, id).orElseThrow().get("sequence").asLong();
+    await("the client receives every event").atMost(Duration.ofSeconds(60)).until(() -> client.lastSequence() >= finalSequence);
+    client.stop();
+    reader.join(10_000);
+    return finalSequence;
   }
 
   /** The index of the node among {@code candidates} that maintains session {@code id} (serves its status), or -1. */

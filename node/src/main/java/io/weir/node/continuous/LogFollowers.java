@@ -44,8 +44,8 @@ final class LogFollowers implements AutoCloseable {
   private final ScheduledExecutorService ticks;
   private final Map<Session.Subscriber, Follower> followers = new ConcurrentHashMap<>();
   private volatile BiPredicate<String, String> access = (principal, scope) -> true;
-  private long lastRegistrationCheck;
-  private boolean checkedOnce;
+  /** When the registrations were last read for the followed streams (System.nanoTime; null: never). */
+  private Long lastRegistrationCheck;
   private volatile boolean closed;
   /** Journal reads of one stream that may fail in a row before the stream ends (the client resumes elsewhere or later). */
   static final int MAX_FAILURES = 20;
@@ -270,10 +270,10 @@ final class LogFollowers implements AutoCloseable {
 
   /** Every {@code refresh}: ends streams whose registration is gone or whose principal lost the grant. */
   private void checkAccess() {
-    if (followers.isEmpty() || (checkedOnce && System.nanoTime() - lastRegistrationCheck < settings.refresh().toNanos())) {
+    if (followers.isEmpty()
+        || (lastRegistrationCheck != null && System.nanoTime() - lastRegistrationCheck < settings.refresh().toNanos())) {
       return;
     }
-    checkedOnce = true;
     lastRegistrationCheck = System.nanoTime();
     Map<String, String> registered;
     try {

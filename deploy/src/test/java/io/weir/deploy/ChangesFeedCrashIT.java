@@ -53,56 +53,79 @@ class ChangesFeedCrashIT extends EndToEndTest {
     awaitReady(current.get(), PARTITIONS);
     call("PUT", "/admin/policies/feed", "{\"visibility\":\"acl\",\"field\":\"acl\"}");
     String token = call("POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
-    call("POST", "/admin/principals/follower/grants", "{\"collection\":\"feed\",\"grant\":\"ChangesRead\"}");
+    call(
+        "POST",
+        "/admin/principals/follower/grants",
+        "{\"collection\":\"feed\",\"grant\":\"ChangesRead\"}");
 
     Map<String, Long> acked = new ConcurrentHashMap<>(); // "id/revision" -> 1 for visible writes
     AtomicReference<Throwable> writerError = new AtomicReference<>();
-    Thread writer = new Thread(() -> {
-      try {
-        for (int i = 0; i < writes; i++) {
-          int doc = i % 300;
-          String acl = doc % 5 == 0 ? "[\"someone-else\"]" : "[\"follower\"]";
-          String body = "{\"acl\":" + acl + ",\"i\":" + i + "}";
-          while (true) {
-            Optional<HttpResponse<String>> r = current.get().send("PUT", "/v1/documents/feed/d" + doc, body,
-                Map.of("Idempotency-Key", "w-" + i));
-            if (r.isPresent() && r.get().statusCode() == 200) {
-              if (doc % 5 != 0) {
-                acked.put("d" + doc + "/" + JSON.readTree(r.get().body()).get("revision").asLong(), 1L);
+    Thread writer =
+        new Thread(
+            () -> {
+              try {
+                for (int i = 0; i < writes; i++) {
+                  int doc = i % 300;
+                  String acl = doc % 5 == 0 ? "[\"someone-else\"]" : "[\"follower\"]";
+                  String body = "{\"acl\":" + acl + ",\"i\":" + i + "}";
+                  while (true) {
+                    Optional<HttpResponse<String>> r =
+                        current
+                            .get()
+                            .send(
+                                "PUT",
+                                "/v1/documents/feed/d" + doc,
+                                body,
+                                Map.of("Idempotency-Key", "w-" + i));
+                    if (r.isPresent() && r.get().statusCode() == 200) {
+                      if (doc % 5 != 0) {
+                        acked.put(
+                            "d"
+                                + doc
+                                + "/"
+                                + JSON.readTree(r.get().body()).get("revision").asLong(),
+                            1L);
+                      }
+                      break;
+                    }
+                    if (r.isPresent()
+                        && r.get().statusCode() != 503
+                        && r.get().statusCode() != 429) {
+                      throw new AssertionError(
+                          "a write failed with " + r.get().statusCode() + ": " + r.get().body());
+                    }
+                    Thread.sleep(100);
+                  }
+                }
+              } catch (Throwable t) {
+                writerError.set(t);
               }
-              break;
-            }
-            if (r.isPresent() && r.get().statusCode() != 503 && r.get().statusCode() != 429) {
-              throw new AssertionError("a write failed with " + r.get().statusCode() + ": " + r.get().body());
-            }
-            Thread.sleep(100);
-          }
-        }
-      } catch (Throwable t) {
-        writerError.set(t);
-      }
-    }, "feedcrash-writer");
+            },
+            "feedcrash-writer");
     writer.setDaemon(true);
     AtomicBoolean killing = new AtomicBoolean(true);
     List<Long> delays = new ArrayList<>();
     AtomicReference<Throwable> killerError = new AtomicReference<>();
-    Thread killer = new Thread(() -> {
-      try {
-        for (int k = 0; k < kills; k++) {
-          long delay = 500 + random.nextInt(2500);
-          delays.add(delay);
-          Thread.sleep(delay);
-          current.get().kill();
-          NodeProcess next = startNode("feedcrash", config);
-          awaitReady(next, PARTITIONS);
-          current.set(next);
-        }
-      } catch (Throwable t) {
-        killerError.set(t);
-      } finally {
-        killing.set(false);
-      }
-    }, "feedcrash-killer");
+    Thread killer =
+        new Thread(
+            () -> {
+              try {
+                for (int k = 0; k < kills; k++) {
+                  long delay = 500 + random.nextInt(2500);
+                  delays.add(delay);
+                  Thread.sleep(delay);
+                  current.get().kill();
+                  NodeProcess next = startNode("feedcrash", config);
+                  awaitReady(next, PARTITIONS);
+                  current.set(next);
+                }
+              } catch (Throwable t) {
+                killerError.set(t);
+              } finally {
+                killing.set(false);
+              }
+            },
+            "feedcrash-killer");
     killer.setDaemon(true);
     writer.start();
     killer.start();
@@ -115,7 +138,8 @@ class ChangesFeedCrashIT extends EndToEndTest {
     int retries = 0;
     String cursor = null;
     while (true) {
-      Optional<HttpResponse<String>> r = readChanges(current.get(), token, changesRequest("feed", cursor, 40));
+      Optional<HttpResponse<String>> r =
+          readChanges(current.get(), token, changesRequest("feed", cursor, 40));
       if (r.isEmpty() || r.get().statusCode() == 503) {
         retries++;
         Thread.sleep(100);
@@ -150,9 +174,22 @@ class ChangesFeedCrashIT extends EndToEndTest {
     long loss = acked.keySet().stream().filter(k -> !seen.containsKey(k)).count();
     long dup = seen.values().stream().filter(n -> n > 1).count();
     long unacked = seen.keySet().stream().filter(k -> !acked.containsKey(k)).count();
-    System.out.printf("changes-feed crash: seed=%d kills=%d delays=%s writes=%d visible-acked=%d seen=%d pages=%d retries=%d"
-        + " loss=%d dup=%d unacknowledged-seen=%d leaks=%d order-errors=%d%n", seed, kills, delays, writes, acked.size(),
-        seen.size(), pages, retries, loss, dup, unacked, leaks.size(), orderErrors);
+    System.out.printf(
+        "changes-feed crash: seed=%d kills=%d delays=%s writes=%d visible-acked=%d seen=%d pages=%d retries=%d"
+            + " loss=%d dup=%d unacknowledged-seen=%d leaks=%d order-errors=%d%n",
+        seed,
+        kills,
+        delays,
+        writes,
+        acked.size(),
+        seen.size(),
+        pages,
+        retries,
+        loss,
+        dup,
+        unacked,
+        leaks.size(),
+        orderErrors);
     assertThat(loss).as("acknowledged writes never seen").isZero();
     assertThat(dup).as("changes seen twice").isZero();
     assertThat(unacked).as("changes no write acknowledged").isZero();

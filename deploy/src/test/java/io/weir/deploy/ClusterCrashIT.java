@@ -13,7 +13,6 @@ import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -28,7 +27,6 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
-import java.util.function.Supplier;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.junit.jupiter.api.Test;
@@ -66,20 +64,24 @@ class ClusterCrashIT extends EndToEndTest {
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);
     db = TestPostgres.server().freshDatabase("clustercrash");
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute("CREATE TABLE public.src (id bigint PRIMARY KEY, v bigint NOT NULL, note text)");
       s.execute("CREATE PUBLICATION crash_pub FOR TABLE public.src");
     }
     config = Files.createTempFile("weir-clustercrash", ".conf");
     config.toFile().deleteOnExit();
-    Files.writeString(config, String.join("\n",
-        "weir.pipelines." + PIPELINE + " {",
-        "  slot = ccrash_slot_" + db.name().substring(db.name().length() - 10),
-        "  publications = [crash_pub]",
-        "  min-backoff = 200ms",
-        "  max-backoff = 2s",
-        "  sink { type = partitions, collections { \"public.src\" = src } }",
-        "}"));
+    Files.writeString(
+        config,
+        String.join(
+            "\n",
+            "weir.pipelines." + PIPELINE + " {",
+            "  slot = ccrash_slot_" + db.name().substring(db.name().length() - 10),
+            "  publications = [crash_pub]",
+            "  min-backoff = 200ms",
+            "  max-backoff = 2s",
+            "  sink { type = partitions, collections { \"public.src\" = src } }",
+            "}"));
     for (int i = 0; i < 3; i++) {
       httpPorts[i] = NodeProcess.freePort();
       clusterPorts[i] = NodeProcess.freePort();
@@ -93,27 +95,54 @@ class ClusterCrashIT extends EndToEndTest {
 
     // The follower may see the rows whose note names it: three in four.
     call(this::any, "PUT", "/admin/policies/src", "{\"visibility\":\"owner\",\"field\":\"note\"}");
-    String followerToken = call(this::any, "POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
-    call(this::any, "POST", "/admin/principals/follower/grants", "{\"collection\":\"src\",\"grant\":\"ChangesRead\"}");
+    String followerToken =
+        call(this::any, "POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
+    call(
+        this::any,
+        "POST",
+        "/admin/principals/follower/grants",
+        "{\"collection\":\"src\",\"grant\":\"ChangesRead\"}");
     // Every node lets the follower read before it starts (a grant given through one node counts on
     // another once it has reloaded its principals: at once on a refusal, or when it hears of it).
     for (int i = 0; i < 3; i++) {
       NodeProcess n = up.get(i);
-      await("node " + (i + 1) + " knows the follower's grant").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(250))
-          .until(() -> n.send("POST", "/v1/changes/read", "{\"collection\":\"src\",\"start\":\"now\",\"limit\":1}",
-              Map.of("Authorization", "Bearer " + followerToken, "Content-Type", "application/json"))
-              .map(r -> r.statusCode() == 200).orElse(false));
+      await("node " + (i + 1) + " knows the follower's grant")
+          .atMost(Duration.ofSeconds(30))
+          .pollInterval(Duration.ofMillis(250))
+          .until(
+              () ->
+                  n.send(
+                          "POST",
+                          "/v1/changes/read",
+                          "{\"collection\":\"src\",\"start\":\"now\",\"limit\":1}",
+                          Map.of(
+                              "Authorization",
+                              "Bearer " + followerToken,
+                              "Content-Type",
+                              "application/json"))
+                      .map(r -> r.statusCode() == 200)
+                      .orElse(false));
     }
-    call(this::any, "POST", "/admin/projections/configure",
-        "{\"partition\":" + CONSUMER_PARTITION + ",\"consumer\":\"agg\",\"generation\":1,\"collections\":[\"src\"]}");
+    call(
+        this::any,
+        "POST",
+        "/admin/projections/configure",
+        "{\"partition\":"
+            + CONSUMER_PARTITION
+            + ",\"consumer\":\"agg\",\"generation\":1,\"collections\":[\"src\"]}");
 
     AtomicBoolean stopWriting = new AtomicBoolean();
     AtomicBoolean drain = new AtomicBoolean();
     ConcurrentLinkedQueue<Long> committed = new ConcurrentLinkedQueue<>();
     AtomicReference<Throwable> writerError = new AtomicReference<>();
-    SourceWriter shape = new SourceWriter(3, 10, null, id -> id % 4 == 0 ? "someone-else" : "follower", 20);
-    Thread writer = new Thread(() -> shape.run(db, 1, new Random(seed + 1), committed, () -> !stopWriting.get(), writerError),
-        "ccrash-writer");
+    SourceWriter shape =
+        new SourceWriter(3, 10, null, id -> id % 4 == 0 ? "someone-else" : "follower", 20);
+    Thread writer =
+        new Thread(
+            () ->
+                shape.run(
+                    db, 1, new Random(seed + 1), committed, () -> !stopWriting.get(), writerError),
+            "ccrash-writer");
     Consumer consumer = new Consumer(drain);
     Follower follower = new Follower(followerToken, drain);
     Thread consumerThread = new Thread(consumer, "ccrash-consumer");
@@ -132,9 +161,18 @@ class ClusterCrashIT extends EndToEndTest {
       long before = transactionsDelivered();
       long killedAt = kill(owner);
       // Streaming again: a survivor runs the pipeline and has delivered a transaction since.
-      await("the pipeline streams again on a survivor").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofMillis(100))
-          .until(() -> any().pipeline(PIPELINE)
-              .map(p -> p.get("state").asText().equals("running") && p.get("transactions").asLong() > 0).orElse(false));
+      await("the pipeline streams again on a survivor")
+          .atMost(Duration.ofMinutes(2))
+          .pollInterval(Duration.ofMillis(100))
+          .until(
+              () ->
+                  any()
+                      .pipeline(PIPELINE)
+                      .map(
+                          p ->
+                              p.get("state").asText().equals("running")
+                                  && p.get("transactions").asLong() > 0)
+                      .orElse(false));
       slotFailovers.add((System.nanoTime() - killedAt) / 1e9);
       assertThat(slotOwner()).as("the slot moved to a survivor").isNotEqualTo(owner);
       up.set(owner, start(owner, r + 1));
@@ -149,14 +187,25 @@ class ClusterCrashIT extends EndToEndTest {
       int victim = partitionsOf(first) > 0 ? first : second;
       assertThat(partitionsOf(victim)).as("the victim hosts partitions").isPositive();
       killedAt = kill(victim);
-      await("the victim's partitions run on the survivors").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofMillis(100))
-          .until(() -> any().partitions().map(p -> p.get("running").asInt() == PARTITIONS && p.get("byNode").size() == 2)
-              .orElse(false));
+      await("the victim's partitions run on the survivors")
+          .atMost(Duration.ofMinutes(2))
+          .pollInterval(Duration.ofMillis(100))
+          .until(
+              () ->
+                  any()
+                      .partitions()
+                      .map(
+                          p ->
+                              p.get("running").asInt() == PARTITIONS && p.get("byNode").size() == 2)
+                      .orElse(false));
       partitionFailovers.add((System.nanoTime() - killedAt) / 1e9);
-      assertThat(slotOwner()).as("killing a partition host leaves the slot where it was").isEqualTo(currentOwner);
+      assertThat(slotOwner())
+          .as("killing a partition host leaves the slot where it was")
+          .isEqualTo(currentOwner);
       up.set(victim, start(victim, r + 1));
       awaitCluster(3);
-      System.out.printf("cluster-crash round %d: slot owner node-%d killed (streaming again after %.1f s, %d transactions"
+      System.out.printf(
+          "cluster-crash round %d: slot owner node-%d killed (streaming again after %.1f s, %d transactions"
               + " delivered before), partition host node-%d killed (partitions back after %.1f s)%n",
           r + 1, owner + 1, slotFailovers.get(r), before, victim + 1, partitionFailovers.get(r));
     }
@@ -164,17 +213,24 @@ class ClusterCrashIT extends EndToEndTest {
     writer.join(Duration.ofMinutes(2).toMillis());
     assertThat(writerError.get()).as("the writer commits without errors").isNull();
 
-    ActorSystem<Void> reader = ActorSystem.create(Behaviors.empty(), "ccrash-reader",
-        ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf"))));
+    ActorSystem<Void> reader =
+        ActorSystem.create(
+            Behaviors.empty(),
+            "ccrash-reader",
+            ConfigFactory.load(
+                db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf"))));
     OutboxAudit.Outcome audit;
     try {
       Map<Long, JsonNode> source = OutboxAudit.source(db);
       OutboxAudit.Outcome[] last = new OutboxAudit.Outcome[1];
-      await("the partitions catch up with the source").atMost(Duration.ofMinutes(3)).pollInterval(Duration.ofSeconds(2))
-          .until(() -> {
-            last[0] = OutboxAudit.check(reader, PARTITIONS, source);
-            return last[0].documentDiff() == 0;
-          });
+      await("the partitions catch up with the source")
+          .atMost(Duration.ofMinutes(3))
+          .pollInterval(Duration.ofSeconds(2))
+          .until(
+              () -> {
+                last[0] = OutboxAudit.check(reader, PARTITIONS, source);
+                return last[0].documentDiff() == 0;
+              });
       audit = last[0];
     } finally {
       reader.terminate();
@@ -184,9 +240,12 @@ class ClusterCrashIT extends EndToEndTest {
     followerThread.join(Duration.ofMinutes(3).toMillis());
     assertThat(consumer.error.get()).as("the projection consumer").isNull();
     assertThat(follower.error.get()).as("the follower").isNull();
-    assertThat(consumerThread.isAlive() || followerThread.isAlive()).as("consumer and follower reached the end").isFalse();
+    assertThat(consumerThread.isAlive() || followerThread.isAlive())
+        .as("consumer and follower reached the end")
+        .isFalse();
 
-    // The projection: its aggregate counted every src entry of its partition once, one commit per batch.
+    // The projection: its aggregate counted every src entry of its partition once, one commit per
+    // batch.
     JsonNode agg = call(this::any, "GET", "/v1/documents/agg/" + consumer.aggregate, null);
     long expectedEntries = audit.byPartition()[CONSUMER_PARTITION];
     long counted = agg.get("count").asLong();
@@ -195,30 +254,61 @@ class ClusterCrashIT extends EndToEndTest {
 
     // The follower: every visible change once, nothing it may not see.
     Set<String> visible = new HashSet<>();
-    audit.byId().forEach((id, entries) -> {
-      if (id % 4 != 0) {
-        entries.forEach(e -> visible.add(key(e)));
-      }
-    });
+    audit
+        .byId()
+        .forEach(
+            (id, entries) -> {
+              if (id % 4 != 0) {
+                entries.forEach(e -> visible.add(key(e)));
+              }
+            });
     long feedLoss = visible.stream().filter(k -> !follower.seen.containsKey(k)).count();
     long feedDup = follower.seen.values().stream().filter(n -> n > 1).count();
-    long feedUnknown = follower.seen.keySet().stream().filter(k -> !visible.contains(k) && !isHidden(k)).count();
+    long feedUnknown =
+        follower.seen.keySet().stream().filter(k -> !visible.contains(k) && !isHidden(k)).count();
     long leaks = follower.seen.keySet().stream().filter(ClusterCrashIT::isHidden).count();
 
-    System.out.printf("cluster-crash: seed=%d rounds=%d kills=%d transactions=%d outbox-entries=%d loss=%d dup=%d"
+    System.out.printf(
+        "cluster-crash: seed=%d rounds=%d kills=%d transactions=%d outbox-entries=%d loss=%d dup=%d"
             + " order-errors=%d doc-diff=%d%n",
-        seed, rounds, 2 * rounds, committed.size(), audit.entries(), audit.loss(), audit.dup(), audit.orderErrors(),
+        seed,
+        rounds,
+        2 * rounds,
+        committed.size(),
+        audit.entries(),
+        audit.loss(),
+        audit.dup(),
+        audit.orderErrors(),
         audit.documentDiff());
-    System.out.printf("cluster-crash projection: partition=%d batches=%d retried-commits=%d already-processed=%d"
+    System.out.printf(
+        "cluster-crash projection: partition=%d batches=%d retried-commits=%d already-processed=%d"
             + " entries=%d counted=%d loss=%d dup=%d%n",
-        CONSUMER_PARTITION, consumer.batches, consumer.retried, consumer.alreadyProcessed, expectedEntries, counted,
-        projectionLoss, projectionDup);
-    System.out.printf("cluster-crash feed: pages=%d retries=%d visible-changes=%d seen=%d loss=%d dup=%d unknown=%d leaks=%d"
+        CONSUMER_PARTITION,
+        consumer.batches,
+        consumer.retried,
+        consumer.alreadyProcessed,
+        expectedEntries,
+        counted,
+        projectionLoss,
+        projectionDup);
+    System.out.printf(
+        "cluster-crash feed: pages=%d retries=%d visible-changes=%d seen=%d loss=%d dup=%d unknown=%d leaks=%d"
             + " order-errors=%d%n",
-        follower.pages, follower.retries, visible.size(), follower.seen.size(), feedLoss, feedDup, feedUnknown, leaks,
+        follower.pages,
+        follower.retries,
+        visible.size(),
+        follower.seen.size(),
+        feedLoss,
+        feedDup,
+        feedUnknown,
+        leaks,
         follower.orderErrors);
-    System.out.printf("cluster-crash failover: kill->streaming s=%s median=%.1f; kill->partitions running s=%s median=%.1f%n",
-        rounded(slotFailovers), median(slotFailovers), rounded(partitionFailovers), median(partitionFailovers));
+    System.out.printf(
+        "cluster-crash failover: kill->streaming s=%s median=%.1f; kill->partitions running s=%s median=%.1f%n",
+        rounded(slotFailovers),
+        median(slotFailovers),
+        rounded(partitionFailovers),
+        median(partitionFailovers));
 
     assertThat(audit.loss()).as("committed changes missing from the outbox (loss)").isZero();
     assertThat(audit.dup()).as("changes in the outbox twice (dup)").isZero();
@@ -226,7 +316,9 @@ class ClusterCrashIT extends EndToEndTest {
     assertThat(audit.documentDiff()).as("documents equal the source").isZero();
     assertThat(projectionLoss).as("projection: entries never counted").isZero();
     assertThat(projectionDup).as("projection: entries counted twice").isZero();
-    assertThat(agg.get("batch").asLong()).as("one aggregate write per committed batch").isEqualTo(consumer.batches);
+    assertThat(agg.get("batch").asLong())
+        .as("one aggregate write per committed batch")
+        .isEqualTo(consumer.batches);
     assertThat(feedLoss).as("feed: visible changes never seen").isZero();
     assertThat(feedDup).as("feed: changes seen twice").isZero();
     assertThat(feedUnknown).as("feed: changes that are not in the outbox").isZero();
@@ -235,14 +327,17 @@ class ClusterCrashIT extends EndToEndTest {
   }
 
   private NodeProcess start(int i, int generation) {
-    NodeProcess n = NodeProcess.start(new NodeProcess.Spec("ccrash-" + (i + 1) + "-g" + generation)
-        .database(db)
-        .httpPort(httpPorts[i])
-        .clusterPort(clusterPorts[i])
-        .env("WEIR_SEED_NODES", seeds)
-        // Pekko's default waits 20 s for stable membership before downing; 3 s keeps the test short.
-        .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
-        .args("--config", config.toString()));
+    NodeProcess n =
+        NodeProcess.start(
+            new NodeProcess.Spec("ccrash-" + (i + 1) + "-g" + generation)
+                .database(db)
+                .httpPort(httpPorts[i])
+                .clusterPort(clusterPorts[i])
+                .env("WEIR_SEED_NODES", seeds)
+                // Pekko's default waits 20 s for stable membership before downing; 3 s keeps the
+                // test short.
+                .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
+                .args("--config", config.toString()));
     nodes.add(n);
     return n;
   }
@@ -269,57 +364,76 @@ class ClusterCrashIT extends EndToEndTest {
     }
   }
 
-  /** Waits until every live node sees {@code members} Up members, all partitions run and the pipeline runs. */
+  /**
+   * Waits until every live node sees {@code members} Up members, all partitions run and the
+   * pipeline runs.
+   */
   private void awaitCluster(int members) {
-    await(members + " members up, partitions and pipeline running").atMost(Duration.ofMinutes(3))
+    await(members + " members up, partitions and pipeline running")
+        .atMost(Duration.ofMinutes(3))
         .pollInterval(Duration.ofMillis(250))
-        .until(() -> {
-          for (int i = 0; i < 3; i++) {
-            NodeProcess n = up.get(i);
-            if (n == null) {
-              continue;
-            }
-            Optional<JsonNode> c = n.cluster();
-            if (c.isEmpty() || c.get().get("members").size() != members || !n.ready()) {
-              return false;
-            }
-            for (JsonNode m : c.get().get("members")) {
-              if (!m.get("status").asText().equals("up")) {
-                return false;
+        .until(
+            () -> {
+              for (int i = 0; i < 3; i++) {
+                NodeProcess n = up.get(i);
+                if (n == null) {
+                  continue;
+                }
+                Optional<JsonNode> c = n.cluster();
+                if (c.isEmpty() || c.get().get("members").size() != members || !n.ready()) {
+                  return false;
+                }
+                for (JsonNode m : c.get().get("members")) {
+                  if (!m.get("status").asText().equals("up")) {
+                    return false;
+                  }
+                }
               }
-            }
-          }
-          return any().partitions().map(p -> p.get("running").asInt() == PARTITIONS).orElse(false)
-              && any().pipeline(PIPELINE).map(p -> p.get("state").asText().equals("running")).orElse(false);
-        });
+              return any()
+                      .partitions()
+                      .map(p -> p.get("running").asInt() == PARTITIONS)
+                      .orElse(false)
+                  && any()
+                      .pipeline(PIPELINE)
+                      .map(p -> p.get("state").asText().equals("running"))
+                      .orElse(false);
+            });
   }
 
-  /** Index of the node that owns the slot, as {@code GET /admin/cluster} says (exactly one member lists it). */
+  /**
+   * Index of the node that owns the slot, as {@code GET /admin/cluster} says (exactly one member
+   * lists it).
+   */
   private int slotOwner() {
     int[] owner = new int[1];
-    await("one slot owner").atMost(Duration.ofMinutes(1)).pollInterval(Duration.ofMillis(200)).until(() -> {
-      Optional<JsonNode> c = any().cluster();
-      if (c.isEmpty() || c.get().get("slotOwner").isNull()) {
-        return false;
-      }
-      int holders = 0;
-      for (JsonNode m : c.get().get("members")) {
-        if (m.get("slots").size() > 0) {
-          holders++;
-          assertThat(m.get("address").asText()).isEqualTo(c.get().get("slotOwner").asText());
-          assertThat(m.get("slots").get(0).get("pipeline").asText()).isEqualTo(PIPELINE);
-        }
-      }
-      assertThat(holders).as("exactly one member consumes the slot").isEqualTo(1);
-      String address = c.get().get("slotOwner").asText();
-      for (int i = 0; i < 3; i++) {
-        if (address.endsWith(":" + clusterPorts[i])) {
-          owner[0] = i;
-          return true;
-        }
-      }
-      return false;
-    });
+    await("one slot owner")
+        .atMost(Duration.ofMinutes(1))
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () -> {
+              Optional<JsonNode> c = any().cluster();
+              if (c.isEmpty() || c.get().get("slotOwner").isNull()) {
+                return false;
+              }
+              int holders = 0;
+              for (JsonNode m : c.get().get("members")) {
+                if (m.get("slots").size() > 0) {
+                  holders++;
+                  assertThat(m.get("address").asText())
+                      .isEqualTo(c.get().get("slotOwner").asText());
+                  assertThat(m.get("slots").get(0).get("pipeline").asText()).isEqualTo(PIPELINE);
+                }
+              }
+              assertThat(holders).as("exactly one member consumes the slot").isEqualTo(1);
+              String address = c.get().get("slotOwner").asText();
+              for (int i = 0; i < 3; i++) {
+                if (address.endsWith(":" + clusterPorts[i])) {
+                  owner[0] = i;
+                  return true;
+                }
+              }
+              return false;
+            });
     return owner[0];
   }
 
@@ -349,7 +463,9 @@ class ClusterCrashIT extends EndToEndTest {
   private static double median(List<Double> values) {
     List<Double> sorted = values.stream().sorted().toList();
     int n = sorted.size();
-    return n == 0 ? Double.NaN : n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
+    return n == 0
+        ? Double.NaN
+        : n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
   }
 
   private static List<String> rounded(List<Double> values) {
@@ -387,14 +503,21 @@ class ClusterCrashIT extends EndToEndTest {
         long revision = 0;
         long checkpoint = 0;
         while (true) {
-          Optional<JsonNode> read = answer(any(), "/admin/projections/read",
-              "{\"partition\":" + CONSUMER_PARTITION + ",\"consumer\":\"agg\",\"generation\":1,\"maxEntries\":100}");
+          Optional<JsonNode> read =
+              answer(
+                  any(),
+                  "/admin/projections/read",
+                  "{\"partition\":"
+                      + CONSUMER_PARTITION
+                      + ",\"consumer\":\"agg\",\"generation\":1,\"maxEntries\":100}");
           if (read.isEmpty()) {
             Thread.sleep(100);
             continue;
           }
           JsonNode batch = read.get();
-          assertThat(batch.get("start").asLong()).as("reads start at the committed checkpoint").isEqualTo(checkpoint);
+          assertThat(batch.get("start").asLong())
+              .as("reads start at the committed checkpoint")
+              .isEqualTo(checkpoint);
           long through = batch.get("through").asLong();
           if (through == checkpoint) {
             if (drain.get() && through == batch.get("tail").asLong()) {
@@ -404,7 +527,9 @@ class ClusterCrashIT extends EndToEndTest {
             continue;
           }
           boolean effects = batch.get("entries").size() > 0;
-          String request = CountingProjection.commitRequest(batch, aggregate, count, batches, checkpoint, revision);
+          String request =
+              CountingProjection.commitRequest(
+                  batch, aggregate, count, batches, checkpoint, revision);
           int attempts = 0;
           JsonNode done;
           while (true) {
@@ -434,7 +559,10 @@ class ClusterCrashIT extends EndToEndTest {
     }
   }
 
-  /** Follows the changes feed of src as the restricted principal, keeping its cursor after each page. */
+  /**
+   * Follows the changes feed of src as the restricted principal, keeping its cursor after each
+   * page.
+   */
   private final class Follower implements Runnable {
     final String token;
     final AtomicBoolean drain;
@@ -455,7 +583,8 @@ class ClusterCrashIT extends EndToEndTest {
       try {
         String cursor = null;
         while (true) {
-          Optional<HttpResponse<String>> r = readChanges(any(), token, changesRequest("src", cursor, 200));
+          Optional<HttpResponse<String>> r =
+              readChanges(any(), token, changesRequest("src", cursor, 200));
           if (r.isEmpty() || r.get().statusCode() == 503 || r.get().statusCode() == 429) {
             retries++;
             Thread.sleep(100);

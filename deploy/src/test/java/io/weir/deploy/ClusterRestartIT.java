@@ -19,11 +19,11 @@ import java.util.concurrent.Future;
 import org.junit.jupiter.api.Test;
 
 /**
- * Issue 8's end-to-end test 3, on a cluster of three node processes: every node is stopped, then all
- * start again. A changes cursor and a projection batch token issued before (by one node) still work
- * afterwards (through others); the consumer's checkpoint, a write's receipt and the outbox come
- * back from PostgreSQL, one partition from a snapshot plus the journal written after it. Prints
- * what it checked.
+ * Issue 8's end-to-end test 3, on a cluster of three node processes: every node is stopped, then
+ * all start again. A changes cursor and a projection batch token issued before (by one node) still
+ * work afterwards (through others); the consumer's checkpoint, a write's receipt and the outbox
+ * come back from PostgreSQL, one partition from a snapshot plus the journal written after it.
+ * Prints what it checked.
  */
 class ClusterRestartIT extends EndToEndTest {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -39,8 +39,15 @@ class ClusterRestartIT extends EndToEndTest {
     seed2 = NodeProcess.freePort();
     List<NodeProcess> cluster = startCluster("restart-a");
 
-    String token = call(() -> cluster.get(0), "POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
-    call(() -> cluster.get(0), "POST", "/admin/principals/follower/grants", "{\"collection\":\"docs\",\"grant\":\"ChangesRead\"}");
+    String token =
+        call(() -> cluster.get(0), "POST", "/admin/principals", "{\"id\":\"follower\"}")
+            .get("token")
+            .asText();
+    call(
+        () -> cluster.get(0),
+        "POST",
+        "/admin/principals/follower/grants",
+        "{\"collection\":\"docs\",\"grant\":\"ChangesRead\"}");
     for (int i = 0; i < 20; i++) {
       put(cluster.get(i % 3), "d" + i, "{\"n\":" + i + "}", "d" + i);
     }
@@ -61,10 +68,16 @@ class ClusterRestartIT extends EndToEndTest {
       List<Future<?>> done = new ArrayList<>();
       for (int w = hotWrites; w < hotWrites + 200; w++) {
         int n = w;
-        done.add(writers.submit(() -> {
-          put(cluster.get(n % 3), hotIds.get(n % hotIds.size()), "{\"n\":" + n + "}", "hot-" + n);
-          return null;
-        }));
+        done.add(
+            writers.submit(
+                () -> {
+                  put(
+                      cluster.get(n % 3),
+                      hotIds.get(n % hotIds.size()),
+                      "{\"n\":" + n + "}",
+                      "hot-" + n);
+                  return null;
+                }));
       }
       for (Future<?> f : done) {
         f.get();
@@ -89,10 +102,28 @@ class ClusterRestartIT extends EndToEndTest {
     // A projection consumer of the hot partition commits one batch through node 3 and reads the
     // next one, which it has not committed when the cluster stops.
     String consumer = "{\"partition\":" + hot + ",\"consumer\":\"count\",\"generation\":1";
-    call(() -> cluster.get(2), "POST", "/admin/projections/configure", consumer + ",\"collections\":[\"docs\"]}");
-    JsonNode first = call(() -> cluster.get(2), "POST", "/admin/projections/read", consumer + ",\"maxEntries\":100}");
-    call(() -> cluster.get(2), "POST", "/admin/projections/commit", "{\"token\":\"" + first.get("token").asText() + "\"}");
-    JsonNode batch = call(() -> cluster.get(2), "POST", "/admin/projections/read", consumer + ",\"maxEntries\":100}");
+    call(
+        () -> cluster.get(2),
+        "POST",
+        "/admin/projections/configure",
+        consumer + ",\"collections\":[\"docs\"]}");
+    JsonNode first =
+        call(
+            () -> cluster.get(2),
+            "POST",
+            "/admin/projections/read",
+            consumer + ",\"maxEntries\":100}");
+    call(
+        () -> cluster.get(2),
+        "POST",
+        "/admin/projections/commit",
+        "{\"token\":\"" + first.get("token").asText() + "\"}");
+    JsonNode batch =
+        call(
+            () -> cluster.get(2),
+            "POST",
+            "/admin/projections/read",
+            consumer + ",\"maxEntries\":100}");
     assertThat(batch.get("start").asLong()).isEqualTo(first.get("through").asLong());
     assertThat(batch.get("entries").size()).isPositive();
 
@@ -101,12 +132,16 @@ class ClusterRestartIT extends EndToEndTest {
       n.terminate();
     }
     for (NodeProcess n : cluster) {
-      assertThat(n.waitForExit(Duration.ofSeconds(90))).as("%s exits after SIGTERM", n.name()).isNotNegative();
+      assertThat(n.waitForExit(Duration.ofSeconds(90)))
+          .as("%s exits after SIGTERM", n.name())
+          .isNotNegative();
     }
     long stopped = System.nanoTime();
     long[] snapshot = latestSnapshot(hot);
     assertThat(snapshot[0]).as("the hot partition has a snapshot").isPositive();
-    assertThat(snapshot[1]).as("and journal events after it, replayed on recovery").isGreaterThan(snapshot[0]);
+    assertThat(snapshot[1])
+        .as("and journal events after it, replayed on recovery")
+        .isGreaterThan(snapshot[0]);
 
     List<NodeProcess> again = startCluster("restart-b");
     long restartMs = (System.nanoTime() - stopped) / 1_000_000;
@@ -117,46 +152,74 @@ class ClusterRestartIT extends EndToEndTest {
     }
     List<String> after = new ArrayList<>();
     readAll(again.get(2), token, cursor, after);
-    assertThat(after).as("the old cursor yields exactly the writes after the restart").hasSize(5)
+    assertThat(after)
+        .as("the old cursor yields exactly the writes after the restart")
+        .hasSize(5)
         .allMatch(c -> c.contains(":d2"));
     // The outbox read from the beginning through node 1: the same entries at the same positions.
     List<String> all = new ArrayList<>();
     readAll(again.get(0), token, null, all);
     List<String> expectedAll = new ArrayList<>(before);
     expectedAll.addAll(after);
-    assertThat(all).as("the outbox recovered unchanged: every entry once, at its position").hasSize(expectedAll.size())
+    assertThat(all)
+        .as("the outbox recovered unchanged: every entry once, at its position")
+        .hasSize(expectedAll.size())
         .containsExactlyInAnyOrderElementsOf(expectedAll);
 
     // The batch token issued through node 3 commits through node 1; the checkpoint holds.
-    JsonNode committed = call(() -> again.get(0), "POST", "/admin/projections/commit",
-        "{\"token\":\"" + batch.get("token").asText() + "\"}");
+    JsonNode committed =
+        call(
+            () -> again.get(0),
+            "POST",
+            "/admin/projections/commit",
+            "{\"token\":\"" + batch.get("token").asText() + "\"}");
     assertThat(committed.get("checkpoint").asLong()).isEqualTo(batch.get("through").asLong());
-    JsonNode next = call(() -> again.get(1), "POST", "/admin/projections/read", consumer + ",\"maxEntries\":100}");
-    assertThat(next.get("start").asLong()).as("the checkpoint survived").isEqualTo(batch.get("through").asLong());
+    JsonNode next =
+        call(
+            () -> again.get(1),
+            "POST",
+            "/admin/projections/read",
+            consumer + ",\"maxEntries\":100}");
+    assertThat(next.get("start").asLong())
+        .as("the checkpoint survived")
+        .isEqualTo(batch.get("through").asLong());
 
     // The write's receipt: the same Idempotency-Key gets the first reply and writes nothing.
     JsonNode replay = put(again.get(0), "r1", "{\"n\":1}", "receipt-r1");
-    assertThat(replay.get("replayed").asBoolean()).as("a retry after the restart is answered from the receipt").isTrue();
+    assertThat(replay.get("replayed").asBoolean())
+        .as("a retry after the restart is answered from the receipt")
+        .isTrue();
     assertThat(replay.get("revision").asLong()).isEqualTo(receipt.get("revision").asLong());
     List<String> last = new ArrayList<>();
     readAll(again.get(1), token, null, last);
     assertThat(last).as("the replayed write added no change").hasSize(all.size());
 
-    System.out.printf("cluster-restart: nodes=3 changes-before=%d cursor-changes-after=%d outbox-equal=true"
+    System.out.printf(
+        "cluster-restart: nodes=3 changes-before=%d cursor-changes-after=%d outbox-equal=true"
             + " batch-token-commit=ok checkpoint=%d receipt-replayed=true hot-partition writes=%d snapshot-seq=%d journal-seq=%d"
             + " stop-to-ready-ms=%d%n",
-        before.size(), after.size(), committed.get("checkpoint").asLong(), hotWrites, snapshot[0], snapshot[1], restartMs);
+        before.size(),
+        after.size(),
+        committed.get("checkpoint").asLong(),
+        hotWrites,
+        snapshot[0],
+        snapshot[1],
+        restartMs);
   }
 
-  /** Three nodes (two of them seeds, on the same ports each time), Up, ready, partitions running. */
+  /**
+   * Three nodes (two of them seeds, on the same ports each time), Up, ready, partitions running.
+   */
   private List<NodeProcess> startCluster(String prefix) {
     String seeds = "127.0.0.1:" + seed1 + ",127.0.0.1:" + seed2;
     List<NodeProcess> cluster = new ArrayList<>();
     for (int i = 0; i < 3; i++) {
-      NodeProcess.Spec spec = new NodeProcess.Spec(prefix + "-" + (i + 1)).database(db)
-          .env("WEIR_SEED_NODES", seeds)
-          .env("WEIR_PARTITIONS", Integer.toString(PARTITIONS))
-          .prop("pekko.cluster.split-brain-resolver.stable-after", "3s");
+      NodeProcess.Spec spec =
+          new NodeProcess.Spec(prefix + "-" + (i + 1))
+              .database(db)
+              .env("WEIR_SEED_NODES", seeds)
+              .env("WEIR_PARTITIONS", Integer.toString(PARTITIONS))
+              .prop("pekko.cluster.split-brain-resolver.stable-after", "3s");
       if (i < 2) {
         spec.clusterPort(i == 0 ? seed1 : seed2);
       }
@@ -164,15 +227,28 @@ class ClusterRestartIT extends EndToEndTest {
       nodes.add(n);
       cluster.add(n);
     }
-    await("3 members Up and ready, partitions running").atMost(Duration.ofSeconds(180)).pollInterval(Duration.ofMillis(500))
-        .until(() -> cluster.stream().allMatch(n -> n.ready() && n.memberStatuses().size() == 3
-            && n.memberStatuses().values().stream().allMatch("up"::equals))
-            && cluster.get(0).partitions().map(p -> p.get("running").asInt() == PARTITIONS).orElse(false));
+    await("3 members Up and ready, partitions running")
+        .atMost(Duration.ofSeconds(180))
+        .pollInterval(Duration.ofMillis(500))
+        .until(
+            () ->
+                cluster.stream()
+                        .allMatch(
+                            n ->
+                                n.ready()
+                                    && n.memberStatuses().size() == 3
+                                    && n.memberStatuses().values().stream().allMatch("up"::equals))
+                    && cluster
+                        .get(0)
+                        .partitions()
+                        .map(p -> p.get("running").asInt() == PARTITIONS)
+                        .orElse(false));
     return cluster;
   }
 
   /** A PUT with an Idempotency-Key, retried while the node does not answer or answers 503. */
-  private static JsonNode put(NodeProcess node, String id, String body, String key) throws Exception {
+  private static JsonNode put(NodeProcess node, String id, String body, String key)
+      throws Exception {
     for (int attempt = 0; ; attempt++) {
       var r = node.send("PUT", "/v1/documents/docs/" + id, body, Map.of("Idempotency-Key", key));
       if (r.isPresent() && r.get().statusCode() == 200) {
@@ -186,8 +262,12 @@ class ClusterRestartIT extends EndToEndTest {
     }
   }
 
-  /** Reads changes from {@code cursor} (null: the beginning) to the tail into {@code out}; the last cursor. */
-  private static String readAll(NodeProcess node, String token, String cursor, List<String> out) throws Exception {
+  /**
+   * Reads changes from {@code cursor} (null: the beginning) to the tail into {@code out}; the last
+   * cursor.
+   */
+  private static String readAll(NodeProcess node, String token, String cursor, List<String> out)
+      throws Exception {
     while (true) {
       String body = changesRequest("docs", cursor, 1000);
       JsonNode page = null;
@@ -202,8 +282,17 @@ class ClusterRestartIT extends EndToEndTest {
           Thread.sleep(100);
         }
       }
-      page.get("changes").forEach(c -> out.add(c.get("partition").asInt() + "/" + c.get("sequence").asLong() + ":"
-          + c.get("id").asText() + "@" + c.get("revision").asLong()));
+      page.get("changes")
+          .forEach(
+              c ->
+                  out.add(
+                      c.get("partition").asInt()
+                          + "/"
+                          + c.get("sequence").asLong()
+                          + ":"
+                          + c.get("id").asText()
+                          + "@"
+                          + c.get("revision").asLong()));
       cursor = page.get("cursor").asText();
       if (!page.get("hasMore").asBoolean()) {
         return cursor;
@@ -211,11 +300,20 @@ class ClusterRestartIT extends EndToEndTest {
     }
   }
 
-  /** The hot partition's latest snapshot sequence number and its highest journal sequence number. */
+  /**
+   * The hot partition's latest snapshot sequence number and its highest journal sequence number.
+   */
   private long[] latestSnapshot(int partition) throws Exception {
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT (SELECT coalesce(max(sequence_number), 0) FROM weir.snapshot WHERE persistence_id LIKE '%|" + partition + "'),"
-            + " (SELECT coalesce(max(sequence_number), 0) FROM weir.event_journal WHERE persistence_id LIKE '%|" + partition + "')")) {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT (SELECT coalesce(max(sequence_number), 0) FROM weir.snapshot WHERE persistence_id LIKE '%|"
+                        + partition
+                        + "'),"
+                        + " (SELECT coalesce(max(sequence_number), 0) FROM weir.event_journal WHERE persistence_id LIKE '%|"
+                        + partition
+                        + "')")) {
       rs.next();
       return new long[] {rs.getLong(1), rs.getLong(2)};
     }

@@ -31,12 +31,12 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Continuous queries under SIGKILL: a real node process maintains a top-N query while a writer
- * commits transactions and an SSE client follows the events, reconnecting with its last event id
- * (a signed replay token) whenever the stream ends. The node is killed at random points and
- * restarted. Then: the durable replay log runs from 1 without a gap or a repeat, a new
- * InitialResult follows every restart, the client received every sequence exactly once across its
- * reconnections, and the result it built from the events equals the query run directly as the
- * scope's role. Prints {@code loss=0 dup=0}. Size: {@code -Dweir.crash.continuous-kills} (default 3).
+ * commits transactions and an SSE client follows the events, reconnecting with its last event id (a
+ * signed replay token) whenever the stream ends. The node is killed at random points and restarted.
+ * Then: the durable replay log runs from 1 without a gap or a repeat, a new InitialResult follows
+ * every restart, the client received every sequence exactly once across its reconnections, and the
+ * result it built from the events equals the query run directly as the scope's role. Prints {@code
+ * loss=0 dup=0}. Size: {@code -Dweir.crash.continuous-kills} (default 3).
  */
 class ContinuousCrashIT extends EndToEndTest {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -53,16 +53,23 @@ class ContinuousCrashIT extends EndToEndTest {
     prepareDatabase(role, password);
     try {
       Path config = Files.createTempFile("weir-cq-crash", ".conf");
-      Files.writeString(config, String.join("\n",
-          "weir.pipelines.live {",
-          "  slot = cq_crash_" + suffix,
-          "  publications = [cq_crash_pub]",
-          "  sink.type = continuous",
-          "  min-backoff = 200ms",
-          "  max-backoff = 2s",
-          "}",
-          "weir.continuous.scopes.crash { user = \"" + role + "\", password = \"" + password + "\" }",
-          "weir.continuous.refresh = 500ms"));
+      Files.writeString(
+          config,
+          String.join(
+              "\n",
+              "weir.pipelines.live {",
+              "  slot = cq_crash_" + suffix,
+              "  publications = [cq_crash_pub]",
+              "  sink.type = continuous",
+              "  min-backoff = 200ms",
+              "  max-backoff = 2s",
+              "}",
+              "weir.continuous.scopes.crash { user = \""
+                  + role
+                  + "\", password = \""
+                  + password
+                  + "\" }",
+              "weir.continuous.refresh = 500ms"));
       NodeProcess node = startNode("cq-crash", config);
       awaitRunning(node, "live");
       String id = register(node);
@@ -79,7 +86,8 @@ class ContinuousCrashIT extends EndToEndTest {
       // The client subscribes before the first write, so that its first event is the log's first
       // (a later first subscription starts at the current sequence, with a fresh initial result).
       reader.start();
-      await("the client receives the first InitialResult").atMost(Duration.ofSeconds(60))
+      await("the client receives the first InitialResult")
+          .atMost(Duration.ofSeconds(60))
           .until(() -> client.lastSequence() >= 1);
       writer.start();
       List<Long> delays = new ArrayList<>();
@@ -102,13 +110,17 @@ class ContinuousCrashIT extends EndToEndTest {
       long finalSequence = drain(last, id, client, reader);
 
       Figures f = figures(id, client, last, role, password, finalSequence);
-      System.out.printf("continuous-crash: kills=%d transactions=%d %s seed=%d delays-ms=%s%n", kills, transactions.get(),
-          f, seed, delays);
-      assertThat(f.initialResults()).as("an InitialResult starts the log and follows every restart").isEqualTo(kills + 1);
+      System.out.printf(
+          "continuous-crash: kills=%d transactions=%d %s seed=%d delays-ms=%s%n",
+          kills, transactions.get(), f, seed, delays);
+      assertThat(f.initialResults())
+          .as("an InitialResult starts the log and follows every restart")
+          .isEqualTo(kills + 1);
       f.check();
     } finally {
       nodes.forEach(NodeProcess::close);
-      try (Connection c = TestPostgres.server().connect("postgres"); Statement s = c.createStatement()) {
+      try (Connection c = TestPostgres.server().connect("postgres");
+          Statement s = c.createStatement()) {
         if (db != null) {
           db.close();
           db = null;
@@ -133,32 +145,49 @@ class ContinuousCrashIT extends EndToEndTest {
     prepareDatabase(role, password);
     try {
       Path config = Files.createTempFile("weir-cq-nodes", ".conf");
-      Files.writeString(config, String.join("\n",
-          "weir.pipelines.live {",
-          "  slot = cq_nodes_" + suffix,
-          "  publications = [cq_crash_pub]",
-          "  sink.type = continuous",
-          "  min-backoff = 200ms",
-          "  max-backoff = 2s",
-          "}",
-          "weir.continuous.scopes.crash { user = \"" + role + "\", password = \"" + password + "\" }",
-          "weir.continuous.refresh = 500ms"));
+      Files.writeString(
+          config,
+          String.join(
+              "\n",
+              "weir.pipelines.live {",
+              "  slot = cq_nodes_" + suffix,
+              "  publications = [cq_crash_pub]",
+              "  sink.type = continuous",
+              "  min-backoff = 200ms",
+              "  max-backoff = 2s",
+              "}",
+              "weir.continuous.scopes.crash { user = \""
+                  + role
+                  + "\", password = \""
+                  + password
+                  + "\" }",
+              "weir.continuous.refresh = 500ms"));
       int[] http = {NodeProcess.freePort(), NodeProcess.freePort(), NodeProcess.freePort()};
       int[] cluster = {NodeProcess.freePort(), NodeProcess.freePort(), NodeProcess.freePort()};
       String seeds = "127.0.0.1:" + cluster[0] + ",127.0.0.1:" + cluster[1];
-      java.util.function.BiFunction<Integer, String, NodeProcess> start = (i, name) -> {
-        NodeProcess n = NodeProcess.start(new NodeProcess.Spec(name).database(db).httpPort(http[i]).clusterPort(cluster[i])
-            .env("WEIR_SEED_NODES", seeds)
-            .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
-            .args("--config", config.toString()));
-        nodes.add(n);
-        return n;
+      java.util.function.BiFunction<Integer, String, NodeProcess> start =
+          (i, name) -> {
+            NodeProcess n =
+                NodeProcess.start(
+                    new NodeProcess.Spec(name)
+                        .database(db)
+                        .httpPort(http[i])
+                        .clusterPort(cluster[i])
+                        .env("WEIR_SEED_NODES", seeds)
+                        .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
+                        .args("--config", config.toString()));
+            nodes.add(n);
+            return n;
+          };
+      NodeProcess[] up = {
+        start.apply(0, "cq-nodes-a"), start.apply(1, "cq-nodes-b"), start.apply(2, "cq-nodes-c")
       };
-      NodeProcess[] up = {start.apply(0, "cq-nodes-a"), start.apply(1, "cq-nodes-b"), start.apply(2, "cq-nodes-c")};
       awaitRunning(up[0], "live");
       String id = register(up[1]);
       // Which node maintains the session (status is served there only)?
-      await("one node maintains the session").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
+      await("one node maintains the session")
+          .atMost(Duration.ofSeconds(120))
+          .pollInterval(Duration.ofMillis(200))
           .until(() -> maintainer(up, id) >= 0);
       int maintaining = maintainer(up, id);
       int other = (maintaining + 1) % 3;
@@ -172,7 +201,8 @@ class ContinuousCrashIT extends EndToEndTest {
       AtomicReference<NodeProcess> current = new AtomicReference<>(up[other]);
       Thread reader = new Thread(() -> client.follow(current, stop), "cq-nodes-reader");
       reader.start();
-      await("the client receives the first InitialResult from the other node").atMost(Duration.ofSeconds(60))
+      await("the client receives the first InitialResult from the other node")
+          .atMost(Duration.ofSeconds(60))
           .until(() -> client.lastSequence() >= 1);
       writer.start();
       Thread.sleep(3000);
@@ -180,16 +210,24 @@ class ContinuousCrashIT extends EndToEndTest {
       up[maintaining].kill();
       // The sessions move to a survivor; the client's stream, served from the journal, goes on.
       NodeProcess[] survivors = {up[other], up[(maintaining + 2) % 3]};
-      await("a survivor maintains the session").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
+      await("a survivor maintains the session")
+          .atMost(Duration.ofSeconds(120))
+          .pollInterval(Duration.ofMillis(200))
           .until(() -> maintainer(survivors, id) >= 0);
       NodeProcess maintainer = survivors[maintainer(survivors, id)];
       awaitCurrent(maintainer, id);
       Thread.sleep(2000);
       long reconnectsAfterMove = client.reconnects.get() - reconnectsBefore;
       up[maintaining] = start.apply(maintaining, "cq-nodes-" + (maintaining == 0 ? "a2" : "b2"));
-      await("the killed node is back and serves the events").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(250))
-          .until(() -> up[maintaining].get("/v1/continuous/" + id + "/result", true).map(r -> r.statusCode() == 200)
-              .orElse(false));
+      await("the killed node is back and serves the events")
+          .atMost(Duration.ofSeconds(120))
+          .pollInterval(Duration.ofMillis(250))
+          .until(
+              () ->
+                  up[maintaining]
+                      .get("/v1/continuous/" + id + "/result", true)
+                      .map(r -> r.statusCode() == 200)
+                      .orElse(false));
       current.set(up[maintaining]);
       client.reconnect(); // resumes on the restarted node, which does not maintain the session
       Thread.sleep(3000);
@@ -198,14 +236,20 @@ class ContinuousCrashIT extends EndToEndTest {
       assertThat(writerError.get()).as("the writer should not fail").isNull();
       long finalSequence = drain(maintainer, id, client, reader);
       Figures f = figures(id, client, up[maintaining], role, password, finalSequence);
-      System.out.printf("continuous-any-node: transactions=%d %s reconnects-while-the-session-moved=%d seed=%d%n",
+      System.out.printf(
+          "continuous-any-node: transactions=%d %s reconnects-while-the-session-moved=%d seed=%d%n",
           transactions.get(), f, reconnectsAfterMove, seed);
-      assertThat(f.initialResults()).as("the first InitialResult and the one after the move").isGreaterThanOrEqualTo(2);
-      assertThat(client.reconnects.get()).as("connected to the other node, then to the restarted one").isGreaterThanOrEqualTo(2);
+      assertThat(f.initialResults())
+          .as("the first InitialResult and the one after the move")
+          .isGreaterThanOrEqualTo(2);
+      assertThat(client.reconnects.get())
+          .as("connected to the other node, then to the restarted one")
+          .isGreaterThanOrEqualTo(2);
       f.check();
     } finally {
       nodes.forEach(NodeProcess::close);
-      try (Connection c = TestPostgres.server().connect("postgres"); Statement s = c.createStatement()) {
+      try (Connection c = TestPostgres.server().connect("postgres");
+          Statement s = c.createStatement()) {
         if (db != null) {
           db.close();
           db = null;
@@ -217,7 +261,8 @@ class ContinuousCrashIT extends EndToEndTest {
 
   /** Registers the test's query on {@code node}; its id. */
   private static String register(NodeProcess node) throws Exception {
-    ObjectNode body = JSON.createObjectNode().put("scope", "crash").put("sql", QUERY).put("limit", 40);
+    ObjectNode body =
+        JSON.createObjectNode().put("scope", "crash").put("sql", QUERY).put("limit", 40);
     body.putArray("keyColumns").add("id");
     body.putArray("orderBy").addObject().put("column", "score").put("direction", "desc");
     HttpResponse<String> registered = node.post("/v1/continuous", body.toString()).orElseThrow();
@@ -226,31 +271,52 @@ class ContinuousCrashIT extends EndToEndTest {
   }
 
   /**
-   * After the writer stopped: commits one last transaction, waits until {@code maintainer}'s session
-   * handled it and the client received every event, stops the client; the session's last sequence.
+   * After the writer stopped: commits one last transaction, waits until {@code maintainer}'s
+   * session handled it and the client received every event, stops the client; the session's last
+   * sequence.
    */
-  private long drain(NodeProcess maintainer, String id, Client client, Thread reader) throws Exception {
+  private long drain(NodeProcess maintainer, String id, Client client, Thread reader)
+      throws Exception {
     String lsn;
-    try (Connection c = db.connect(); Statement s = c.createStatement();
+    try (Connection c = db.connect();
+        Statement s = c.createStatement();
         ResultSet rs = s.executeQuery("SELECT pg_current_wal_lsn()::text")) {
       rs.next();
       lsn = rs.getString(1);
     }
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
-      s.execute("UPDATE items SET score = score WHERE id = (SELECT min(id) FROM items)"); // a last transaction past lsn
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
+      s.execute("UPDATE items SET score = score WHERE id = (SELECT min(id) FROM items)"); // a last
+      // transaction
+      // past lsn
     }
-    await("the session handles the last transaction").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
-        .until(() -> status(maintainer, id).map(st -> !st.get("lastLsn").isNull()
-            && io.weir.protocol.Lsn.parse(st.get("lastLsn").asText()).compareTo(io.weir.protocol.Lsn.parse(lsn)) > 0
-            && st.get("repairPending").isNull()).orElse(false));
+    await("the session handles the last transaction")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () ->
+                status(maintainer, id)
+                    .map(
+                        st ->
+                            !st.get("lastLsn").isNull()
+                                && io.weir.protocol.Lsn.parse(st.get("lastLsn").asText())
+                                        .compareTo(io.weir.protocol.Lsn.parse(lsn))
+                                    > 0
+                                && st.get("repairPending").isNull())
+                    .orElse(false));
     long finalSequence = status(maintainer, id).orElseThrow().get("sequence").asLong();
-    await("the client receives every event").atMost(Duration.ofSeconds(60)).until(() -> client.lastSequence() >= finalSequence);
+    await("the client receives every event")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> client.lastSequence() >= finalSequence);
     client.stop();
     reader.join(10_000);
     return finalSequence;
   }
 
-  /** The index of the node among {@code candidates} that maintains session {@code id} (serves its status), or -1. */
+  /**
+   * The index of the node among {@code candidates} that maintains session {@code id} (serves its
+   * status), or -1.
+   */
   private static int maintainer(NodeProcess[] candidates, String id) {
     for (int i = 0; i < candidates.length; i++) {
       if (status(candidates[i], id).isPresent()) {
@@ -261,34 +327,49 @@ class ContinuousCrashIT extends EndToEndTest {
   }
 
   /** The writer: small random transactions on items until {@code stop}. */
-  private Thread writer(long seed, AtomicBoolean stop, AtomicLong transactions, AtomicReference<Throwable> writerError) {
-    return new Thread(() -> {
-      Random r = new Random(seed + 1);
-      try (Connection c = db.connect(); Statement s = c.createStatement()) {
-        while (!stop.get()) {
-          int key = 1 + r.nextInt(260);
-          switch (r.nextInt(4)) {
-            case 0 -> s.execute("INSERT INTO items VALUES (" + key + ", " + r.nextInt(1200)
-                + ") ON CONFLICT (id) DO UPDATE SET score = excluded.score");
-            case 1 -> s.execute("DELETE FROM items WHERE id = " + key);
-            default -> s.execute("UPDATE items SET score = " + r.nextInt(1200) + " WHERE id = " + key);
+  private Thread writer(
+      long seed,
+      AtomicBoolean stop,
+      AtomicLong transactions,
+      AtomicReference<Throwable> writerError) {
+    return new Thread(
+        () -> {
+          Random r = new Random(seed + 1);
+          try (Connection c = db.connect();
+              Statement s = c.createStatement()) {
+            while (!stop.get()) {
+              int key = 1 + r.nextInt(260);
+              switch (r.nextInt(4)) {
+                case 0 ->
+                    s.execute(
+                        "INSERT INTO items VALUES ("
+                            + key
+                            + ", "
+                            + r.nextInt(1200)
+                            + ") ON CONFLICT (id) DO UPDATE SET score = excluded.score");
+                case 1 -> s.execute("DELETE FROM items WHERE id = " + key);
+                default ->
+                    s.execute("UPDATE items SET score = " + r.nextInt(1200) + " WHERE id = " + key);
+              }
+              transactions.incrementAndGet();
+              Thread.sleep(20);
+            }
+          } catch (Throwable t) {
+            writerError.set(t);
           }
-          transactions.incrementAndGet();
-          Thread.sleep(20);
-        }
-      } catch (Throwable t) {
-        writerError.set(t);
-      }
-    }, "cq-crash-writer");
+        },
+        "cq-crash-writer");
   }
 
   /** A fresh database with the scope's login role, the table and its publication. */
   private void prepareDatabase(String role, String password) throws Exception {
     db = TestPostgres.server().freshDatabase("cqcrash");
-    try (Connection c = TestPostgres.server().connect("postgres"); Statement s = c.createStatement()) {
+    try (Connection c = TestPostgres.server().connect("postgres");
+        Statement s = c.createStatement()) {
       s.execute("CREATE ROLE " + role + " LOGIN PASSWORD '" + password + "'");
     }
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute("CREATE TABLE items (id int PRIMARY KEY, score int NOT NULL)");
       s.execute("INSERT INTO items SELECT g, (g * 37) % 1000 FROM generate_series(1, 200) g");
       s.execute("GRANT SELECT ON items TO " + role);
@@ -297,15 +378,37 @@ class ContinuousCrashIT extends EndToEndTest {
   }
 
   /** What the log, the client and the durable result show at the end of a run. */
-  private record Figures(List<Long> logged, int initialResults, long logGaps, long logDups, List<Long> seen, long clientGaps,
-      long clientDups, long reconnects, long resets, boolean equal, boolean durableEqual, List<String> expected,
+  private record Figures(
+      List<Long> logged,
+      int initialResults,
+      long logGaps,
+      long logDups,
+      List<Long> seen,
+      long clientGaps,
+      long clientDups,
+      long reconnects,
+      long resets,
+      boolean equal,
+      boolean durableEqual,
+      List<String> expected,
       List<String> clientResult) {
     @Override
     public String toString() {
-      return String.format("log-events=%d log-first=%d initial-results=%d loss=%d dup=%d client-events=%d"
+      return String.format(
+          "log-events=%d log-first=%d initial-results=%d loss=%d dup=%d client-events=%d"
               + " client-reconnects=%d client-gaps=%d client-dups=%d resets=%d result-equal=%s durable-result-equal=%s",
-          logged.size(), logged.isEmpty() ? 0 : logged.get(0), initialResults, logGaps, logDups, seen.size(), reconnects,
-          clientGaps, clientDups, resets, equal, durableEqual);
+          logged.size(),
+          logged.isEmpty() ? 0 : logged.get(0),
+          initialResults,
+          logGaps,
+          logDups,
+          seen.size(),
+          reconnects,
+          clientGaps,
+          clientDups,
+          resets,
+          equal,
+          durableEqual);
     }
 
     void check() {
@@ -316,22 +419,33 @@ class ContinuousCrashIT extends EndToEndTest {
       assertThat(clientGaps).as("the client missed no event across reconnections").isZero();
       assertThat(clientDups).as("the client received no event twice").isZero();
       assertThat(resets).as("every reconnection resumed (no ResultReset)").isZero();
-      assertThat(durableEqual).as("the session entity's result equals the query at the last sequence").isTrue();
-      assertThat(clientResult).as("the result built from the events equals the query").isEqualTo(expected);
+      assertThat(durableEqual)
+          .as("the session entity's result equals the query at the last sequence")
+          .isTrue();
+      assertThat(clientResult)
+          .as("the result built from the events equals the query")
+          .isEqualTo(expected);
     }
   }
 
-  private Figures figures(String id, Client client, NodeProcess node, String role, String password, long finalSequence)
+  private Figures figures(
+      String id, Client client, NodeProcess node, String role, String password, long finalSequence)
       throws Exception {
     NodeProcess last = node;
     // The durable log.
     List<Long> logged = new ArrayList<>();
     int initialResults = 0;
-    try (Connection c = db.connect(); Statement s = c.createStatement();
-        // The session entity's journal (ADR 0025): one JSON event per replay event, in journal order.
-        ResultSet rs = s.executeQuery("SELECT (e->>'sequence')::bigint, e->>'type' FROM (SELECT sequence_number,"
-            + " convert_from(event_payload, 'UTF8')::jsonb AS e FROM weir.event_journal"
-            + " WHERE persistence_id = 'weir-continuous-session|" + id + "') AS log ORDER BY sequence_number")) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement();
+        // The session entity's journal (ADR 0025): one JSON event per replay event, in journal
+        // order.
+        ResultSet rs =
+            s.executeQuery(
+                "SELECT (e->>'sequence')::bigint, e->>'type' FROM (SELECT sequence_number,"
+                    + " convert_from(event_payload, 'UTF8')::jsonb AS e FROM weir.event_journal"
+                    + " WHERE persistence_id = 'weir-continuous-session|"
+                    + id
+                    + "') AS log ORDER BY sequence_number")) {
       while (rs.next()) {
         logged.add(rs.getLong(1));
         initialResults += rs.getString(2).equals("InitialResult") ? 1 : 0;
@@ -354,7 +468,8 @@ class ContinuousCrashIT extends EndToEndTest {
       }
     }
     List<String> expected = new ArrayList<>();
-    try (Connection c = DriverManager.getConnection(db.url(), role, password); Statement s = c.createStatement();
+    try (Connection c = DriverManager.getConnection(db.url(), role, password);
+        Statement s = c.createStatement();
         ResultSet rs = s.executeQuery(QUERY + " ORDER BY score DESC, id ASC LIMIT 40")) {
       while (rs.next()) {
         expected.add(rs.getInt(1) + ":" + rs.getInt(2));
@@ -362,33 +477,63 @@ class ContinuousCrashIT extends EndToEndTest {
     }
     boolean equal = client.result().equals(expected);
     // The session entity's durable result (its journal applied across every restart) is the same.
-    JsonNode durable = JSON.readTree(last.get("/v1/continuous/" + id + "/result", true).orElseThrow().body());
+    JsonNode durable =
+        JSON.readTree(last.get("/v1/continuous/" + id + "/result", true).orElseThrow().body());
     List<String> durableRows = new ArrayList<>();
-    durable.get("rows").forEach(r -> durableRows.add(r.get("row").get("id").asInt() + ":" + r.get("row").get("score").asInt()));
-    boolean durableEqual = durableRows.equals(expected) && durable.get("sequence").asLong() == finalSequence;
-    return new Figures(logged, initialResults, logGaps, logged.size() - logged.stream().distinct().count(), seen, clientGaps,
-        clientDups, client.reconnects.get(), client.resets.get(), equal, durableEqual, expected, client.result());
+    durable
+        .get("rows")
+        .forEach(
+            r ->
+                durableRows.add(
+                    r.get("row").get("id").asInt() + ":" + r.get("row").get("score").asInt()));
+    boolean durableEqual =
+        durableRows.equals(expected) && durable.get("sequence").asLong() == finalSequence;
+    return new Figures(
+        logged,
+        initialResults,
+        logGaps,
+        logged.size() - logged.stream().distinct().count(),
+        seen,
+        clientGaps,
+        clientDups,
+        client.reconnects.get(),
+        client.resets.get(),
+        equal,
+        durableEqual,
+        expected,
+        client.result());
   }
 
   private static java.util.Optional<JsonNode> status(NodeProcess node, String id) {
-    return node.get("/v1/continuous/" + id + "/status", true).filter(r -> r.statusCode() == 200).map(r -> {
-      try {
-        return JSON.readTree(r.body());
-      } catch (java.io.IOException e) {
-        throw new IllegalStateException(e);
-      }
-    });
+    return node.get("/v1/continuous/" + id + "/status", true)
+        .filter(r -> r.statusCode() == 200)
+        .map(
+            r -> {
+              try {
+                return JSON.readTree(r.body());
+              } catch (java.io.IOException e) {
+                throw new IllegalStateException(e);
+              }
+            });
   }
 
   private static void awaitCurrent(NodeProcess node, String id) {
-    await("the session is current on " + node.name()).atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
-        .until(() -> status(node, id).map(s -> s.get("state").asText().equals("current")).orElse(false));
+    await("the session is current on " + node.name())
+        .atMost(Duration.ofSeconds(120))
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () ->
+                status(node, id).map(s -> s.get("state").asText().equals("current")).orElse(false));
   }
 
-  /** An SSE client that reconnects with its last event id and applies the events to its own copy of the result. */
+  /**
+   * An SSE client that reconnects with its last event id and applies the events to its own copy of
+   * the result.
+   */
   private static final class Client {
     private final String id;
-    private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+    private final HttpClient http =
+        HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     private final List<Long> sequences = new CopyOnWriteArrayList<>();
     private final List<String[]> rows = new ArrayList<>(); // {key text, "id:score"}
     final AtomicLong reconnects = new AtomicLong();
@@ -404,12 +549,20 @@ class ContinuousCrashIT extends EndToEndTest {
     void follow(AtomicReference<NodeProcess> node, AtomicBoolean unused) {
       while (!stopped) {
         try {
-          HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + node.get().httpPort()
-              + "/v1/continuous/" + id + "/events")).header("Authorization", "Bearer " + NodeProcess.ADMIN_TOKEN);
+          HttpRequest.Builder b =
+              HttpRequest.newBuilder(
+                      URI.create(
+                          "http://127.0.0.1:"
+                              + node.get().httpPort()
+                              + "/v1/continuous/"
+                              + id
+                              + "/events"))
+                  .header("Authorization", "Bearer " + NodeProcess.ADMIN_TOKEN);
           if (lastId != null) {
             b.header("Last-Event-ID", lastId);
           }
-          HttpResponse<Stream<String>> r = http.send(b.build(), HttpResponse.BodyHandlers.ofLines());
+          HttpResponse<Stream<String>> r =
+              http.send(b.build(), HttpResponse.BodyHandlers.ofLines());
           if (r.statusCode() != 200) {
             r.body().close();
             Thread.sleep(200);
@@ -465,7 +618,10 @@ class ContinuousCrashIT extends EndToEndTest {
           }
         }
         case "RowRemoved" -> rows.removeIf(r -> r[0].equals(e.get("key").toString()));
-        case "RowAdded" -> rows.add(e.get("position").asInt(), new String[] {e.get("key").toString(), cell(e.get("row"))});
+        case "RowAdded" ->
+            rows.add(
+                e.get("position").asInt(),
+                new String[] {e.get("key").toString(), cell(e.get("row"))});
         case "RowUpdated" -> {
           for (String[] r : rows) {
             if (r[0].equals(e.get("key").toString())) {
@@ -476,7 +632,10 @@ class ContinuousCrashIT extends EndToEndTest {
         case "ResultReordered" -> {
           List<String[]> reordered = new ArrayList<>();
           for (JsonNode k : e.get("keys")) {
-            rows.stream().filter(r -> r[0].equals(k.toString())).findFirst().ifPresent(reordered::add);
+            rows.stream()
+                .filter(r -> r[0].equals(k.toString()))
+                .findFirst()
+                .ifPresent(reordered::add);
           }
           rows.clear();
           rows.addAll(reordered);
@@ -501,7 +660,10 @@ class ContinuousCrashIT extends EndToEndTest {
       return rows.stream().map(r -> r[1]).toList();
     }
 
-    /** Ends the open stream: the client connects again (to whatever node is current) with its last id. */
+    /**
+     * Ends the open stream: the client connects again (to whatever node is current) with its last
+     * id.
+     */
     void reconnect() {
       Stream<String> s = open;
       if (s != null) {

@@ -17,15 +17,15 @@ final class CountingProjection {
   /**
    * The commit request of {@code batch}: the aggregate document {@code {count, batch, checkpoint}}
    * as an upsert expecting {@code revision} when the batch has entries; no effect otherwise (a
-   * batch of only the consumer's own, filtered, effects advances without one, or every effect
-   * would make the next batch). The command id names the batch, so a retried commit is the same
-   * command.
+   * batch of only the consumer's own, filtered, effects advances without one, or every effect would
+   * make the next batch). The command id names the batch, so a retried commit is the same command.
    *
    * @param count entries counted before this batch
    * @param batches batches committed before this one
    * @param checkpoint the checkpoint the batch starts at
    */
-  static String commitRequest(JsonNode batch, String aggregate, long count, long batches, long checkpoint, long revision)
+  static String commitRequest(
+      JsonNode batch, String aggregate, long count, long batches, long checkpoint, long revision)
       throws JsonProcessingException {
     long through = batch.get("through").asLong();
     ObjectNode document = JSON.createObjectNode();

@@ -15,11 +15,11 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Credential rotation without downtime on a two-node cluster: a principal's token rotated through
- * one node works on both (the other within {@code weir.principals.refresh}) while the previous token
- * keeps working on both for the grace period and is refused on both after it; revoking kills both
- * tokens; a rotation without grace ends the previous token at once. The bootstrap administrator is
- * accepted by {@code weir.admin-token} and {@code weir.admin-token-previous} alike. Prints what it
- * checked.
+ * one node works on both (the other within {@code weir.principals.refresh}) while the previous
+ * token keeps working on both for the grace period and is refused on both after it; revoking kills
+ * both tokens; a rotation without grace ends the previous token at once. The bootstrap
+ * administrator is accepted by {@code weir.admin-token} and {@code weir.admin-token-previous}
+ * alike. Prints what it checked.
  */
 class CredentialRotationIT extends EndToEndTest {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -36,71 +36,143 @@ class CredentialRotationIT extends EndToEndTest {
     NodeProcess a = start("rotation-a", seed, seed, config, true);
     awaitReady(a, 4);
     NodeProcess b = start("rotation-b", NodeProcess.freePort(), seed, config, false);
-    await("b joins").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(250))
-        .until(() -> b.ready() && a.memberStatuses().values().stream().filter("up"::equals).count() == 2);
+    await("b joins")
+        .atMost(Duration.ofSeconds(120))
+        .pollInterval(Duration.ofMillis(250))
+        .until(
+            () ->
+                b.ready()
+                    && a.memberStatuses().values().stream().filter("up"::equals).count() == 2);
 
-    // The bootstrap administrator: the current and the previous token both work on a; only the current on b.
+    // The bootstrap administrator: the current and the previous token both work on a; only the
+    // current on b.
     assertThat(status(a, "GET", "/admin/cluster", PREVIOUS_ADMIN)).isEqualTo(200);
     assertThat(status(a, "GET", "/admin/cluster", NodeProcess.ADMIN_TOKEN)).isEqualTo(200);
     assertThat(status(b, "GET", "/admin/cluster", PREVIOUS_ADMIN)).isEqualTo(401);
 
-    String old = call(() -> a, "POST", "/admin/principals", "{\"id\":\"ops\",\"administrator\":true}").get("token").asText();
-    await("b knows ops").atMost(Duration.ofSeconds(30)).until(() -> status(b, "GET", "/admin/cluster", old) == 200);
+    String old =
+        call(() -> a, "POST", "/admin/principals", "{\"id\":\"ops\",\"administrator\":true}")
+            .get("token")
+            .asText();
+    await("b knows ops")
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> status(b, "GET", "/admin/cluster", old) == 200);
 
     // Rotate through a with a short grace: both tokens work on both nodes until it ends.
-    JsonNode rotated = call(() -> a, "POST", "/admin/principals/ops/rotate", "{\"graceSeconds\":" + GRACE_SECONDS + "}");
+    JsonNode rotated =
+        call(
+            () -> a,
+            "POST",
+            "/admin/principals/ops/rotate",
+            "{\"graceSeconds\":" + GRACE_SECONDS + "}");
     String fresh = rotated.get("token").asText();
     Instant until = Instant.parse(rotated.get("previousValidUntil").asText());
     assertThat(fresh).isNotEqualTo(old).startsWith("wp_");
-    assertThat(status(a, "GET", "/admin/cluster", fresh)).as("the new token on the node that rotated").isEqualTo(200);
-    assertThat(status(a, "GET", "/admin/cluster", old)).as("the previous token within the grace").isEqualTo(200);
-    await("b honours the new token").atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(100))
+    assertThat(status(a, "GET", "/admin/cluster", fresh))
+        .as("the new token on the node that rotated")
+        .isEqualTo(200);
+    assertThat(status(a, "GET", "/admin/cluster", old))
+        .as("the previous token within the grace")
+        .isEqualTo(200);
+    await("b honours the new token")
+        .atMost(Duration.ofSeconds(10))
+        .pollInterval(Duration.ofMillis(100))
         .until(() -> status(b, "GET", "/admin/cluster", fresh) == 200);
-    assertThat(status(b, "GET", "/admin/cluster", old)).as("b: the previous token within the grace").isEqualTo(200);
+    assertThat(status(b, "GET", "/admin/cluster", old))
+        .as("b: the previous token within the grace")
+        .isEqualTo(200);
     JsonNode listed = call(() -> a, "GET", "/admin/principals", null);
-    assertThat(listed.toString()).doesNotContain(old).doesNotContain(fresh).contains("previousTokenValidUntil");
+    assertThat(listed.toString())
+        .doesNotContain(old)
+        .doesNotContain(fresh)
+        .contains("previousTokenValidUntil");
 
-    await("the grace ends").atMost(Duration.ofSeconds(GRACE_SECONDS + 10)).pollInterval(Duration.ofMillis(100))
+    await("the grace ends")
+        .atMost(Duration.ofSeconds(GRACE_SECONDS + 10))
+        .pollInterval(Duration.ofMillis(100))
         .until(() -> Instant.now().isAfter(until.plusMillis(200)));
-    assertThat(status(a, "GET", "/admin/cluster", old)).as("a: the previous token after the grace").isEqualTo(401);
-    assertThat(status(b, "GET", "/admin/cluster", old)).as("b: the previous token after the grace").isEqualTo(401);
+    assertThat(status(a, "GET", "/admin/cluster", old))
+        .as("a: the previous token after the grace")
+        .isEqualTo(401);
+    assertThat(status(b, "GET", "/admin/cluster", old))
+        .as("b: the previous token after the grace")
+        .isEqualTo(401);
     assertThat(status(a, "GET", "/admin/cluster", fresh)).isEqualTo(200);
     assertThat(status(b, "GET", "/admin/cluster", fresh)).isEqualTo(200);
 
     // Rotate again with a long grace, then revoke: both tokens die on both nodes.
-    String third = call(() -> a, "POST", "/admin/principals/ops/rotate", "{\"graceSeconds\":3600}").get("token").asText();
-    await("b honours the third token").atMost(Duration.ofSeconds(10)).until(() -> status(b, "GET", "/admin/cluster", third) == 200);
+    String third =
+        call(() -> a, "POST", "/admin/principals/ops/rotate", "{\"graceSeconds\":3600}")
+            .get("token")
+            .asText();
+    await("b honours the third token")
+        .atMost(Duration.ofSeconds(10))
+        .until(() -> status(b, "GET", "/admin/cluster", third) == 200);
     assertThat(status(b, "GET", "/admin/cluster", fresh)).isEqualTo(200);
     call(() -> a, "POST", "/admin/principals/ops/revoke", null);
     assertThat(status(a, "GET", "/admin/cluster", third)).isEqualTo(401);
     assertThat(status(a, "GET", "/admin/cluster", fresh)).isEqualTo(401);
-    await("b refuses both after revoking").atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(100))
-        .until(() -> status(b, "GET", "/admin/cluster", third) == 401 && status(b, "GET", "/admin/cluster", fresh) == 401);
+    await("b refuses both after revoking")
+        .atMost(Duration.ofSeconds(10))
+        .pollInterval(Duration.ofMillis(100))
+        .until(
+            () ->
+                status(b, "GET", "/admin/cluster", third) == 401
+                    && status(b, "GET", "/admin/cluster", fresh) == 401);
     assertThat(status(a, "POST", "/admin/principals/ops/rotate", NodeProcess.ADMIN_TOKEN))
-        .as("a revoked principal is not rotated").isEqualTo(404);
+        .as("a revoked principal is not rotated")
+        .isEqualTo(404);
 
     // No grace: the previous token stops at once; bad bodies are refused.
-    String r1 = call(() -> a, "POST", "/admin/principals", "{\"id\":\"reader\"}").get("token").asText();
+    String r1 =
+        call(() -> a, "POST", "/admin/principals", "{\"id\":\"reader\"}").get("token").asText();
     JsonNode now = call(() -> a, "POST", "/admin/principals/reader/rotate", "{\"graceSeconds\":0}");
     assertThat(now.get("previousValidUntil").isNull()).isTrue();
     assertThat(status(a, "POST", "/v1/changes/read", r1)).isEqualTo(401);
-    for (String bad : new String[] {"{\"graceSeconds\":-1}", "{\"graceSeconds\":99999999}", "{\"graceSeconds\":\"1\"}",
-        "{\"other\":1}", "[1]"}) {
-      var r = a.send("POST", "/admin/principals/reader/rotate", bad, Map.of("Content-Type", "application/json")).orElseThrow();
+    for (String bad :
+        new String[] {
+          "{\"graceSeconds\":-1}",
+          "{\"graceSeconds\":99999999}",
+          "{\"graceSeconds\":\"1\"}",
+          "{\"other\":1}",
+          "[1]"
+        }) {
+      var r =
+          a.send(
+                  "POST",
+                  "/admin/principals/reader/rotate",
+                  bad,
+                  Map.of("Content-Type", "application/json"))
+              .orElseThrow();
       assertThat(r.statusCode()).as(bad).isEqualTo(400);
     }
-    assertThat(a.send("POST", "/admin/principals/nobody/rotate", null, Map.of()).orElseThrow().statusCode()).isEqualTo(404);
+    assertThat(
+            a.send("POST", "/admin/principals/nobody/rotate", null, Map.of())
+                .orElseThrow()
+                .statusCode())
+        .isEqualTo(404);
 
     for (NodeProcess n : new NodeProcess[] {a, b}) {
-      assertThat(n.log()).doesNotContain(old).doesNotContain(fresh).doesNotContain(third).doesNotContain(PREVIOUS_ADMIN);
+      assertThat(n.log())
+          .doesNotContain(old)
+          .doesNotContain(fresh)
+          .doesNotContain(third)
+          .doesNotContain(PREVIOUS_ADMIN);
     }
-    System.out.printf("credential-rotation: nodes=2 grace-s=%d overlap-on-both=ok old-refused-after-grace-on-both=ok"
-        + " revoke-kills-both=ok admin-token-previous=ok%n", GRACE_SECONDS);
+    System.out.printf(
+        "credential-rotation: nodes=2 grace-s=%d overlap-on-both=ok old-refused-after-grace-on-both=ok"
+            + " revoke-kills-both=ok admin-token-previous=ok%n",
+        GRACE_SECONDS);
   }
 
-  private NodeProcess start(String name, int clusterPort, int seed, Path config, boolean previousAdmin) {
-    NodeProcess.Spec spec = new NodeProcess.Spec(name).database(db).clusterPort(clusterPort)
-        .env("WEIR_SEED_NODES", "127.0.0.1:" + seed).args("--config", config.toString());
+  private NodeProcess start(
+      String name, int clusterPort, int seed, Path config, boolean previousAdmin) {
+    NodeProcess.Spec spec =
+        new NodeProcess.Spec(name)
+            .database(db)
+            .clusterPort(clusterPort)
+            .env("WEIR_SEED_NODES", "127.0.0.1:" + seed)
+            .args("--config", config.toString());
     if (previousAdmin) {
       spec.env("WEIR_ADMIN_TOKEN_PREVIOUS", PREVIOUS_ADMIN);
     }
@@ -110,7 +182,12 @@ class CredentialRotationIT extends EndToEndTest {
   }
 
   private static int status(NodeProcess node, String method, String path, String token) {
-    return node.send(method, path, method.equals("POST") ? "{}" : null,
-        Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json")).orElseThrow().statusCode();
+    return node.send(
+            method,
+            path,
+            method.equals("POST") ? "{}" : null,
+            Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"))
+        .orElseThrow()
+        .statusCode();
   }
 }

@@ -25,10 +25,11 @@ import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.constructor.SafeConstructor;
 
 /**
- * Static checks of the deployment artifacts (no cluster, no Docker, no kubectl): every YAML document
- * under deploy/k8s parses and is a named Kubernetes object, the StatefulSet's probes, ports and
- * environment agree with what the node reads, the RBAC grants bootstrap needs, the Dockerfile and the
- * systemd unit start the node, and every script under deploy/bin (and the weir wrapper) passes {@code bash -n}.
+ * Static checks of the deployment artifacts (no cluster, no Docker, no kubectl): every YAML
+ * document under deploy/k8s parses and is a named Kubernetes object, the StatefulSet's probes,
+ * ports and environment agree with what the node reads, the RBAC grants bootstrap needs, the
+ * Dockerfile and the systemd unit start the node, and every script under deploy/bin (and the weir
+ * wrapper) passes {@code bash -n}.
  */
 class DeployArtifactsTest {
   private static Path repo;
@@ -63,7 +64,9 @@ class DeployArtifactsTest {
 
   private static List<Path> yamlFiles() throws IOException {
     try (Stream<Path> s = Files.walk(repo.resolve("deploy/k8s"))) {
-      return s.filter(p -> p.toString().endsWith(".yaml") || p.toString().endsWith(".yml")).sorted().toList();
+      return s.filter(p -> p.toString().endsWith(".yaml") || p.toString().endsWith(".yml"))
+          .sorted()
+          .toList();
     }
   }
 
@@ -88,7 +91,10 @@ class DeployArtifactsTest {
     return d;
   }
 
-  /** The environment variables the node reads: every {@code ${?WEIR_...}} of the modules' reference.conf. */
+  /**
+   * The environment variables the node reads: every {@code ${?WEIR_...}} of the modules'
+   * reference.conf.
+   */
   static Set<String> nodeEnvironment() throws IOException {
     Set<String> names = new TreeSet<>();
     Pattern p = Pattern.compile("\\$\\{\\?(WEIR_[A-Z0-9_]+)}");
@@ -107,12 +113,26 @@ class DeployArtifactsTest {
   @Test
   void theNodeReadsTheDocumentedEnvironment() throws IOException {
     Set<String> env = nodeEnvironment();
-    assertThat(env).contains(
-        "WEIR_PG_URL", "WEIR_PG_USER", "WEIR_PG_PASSWORD", "WEIR_HTTP_HOST", "WEIR_HTTP_PORT", "WEIR_CLUSTER_HOST",
-        "WEIR_CLUSTER_PORT", "WEIR_SEED_NODES", "WEIR_ADMIN_TOKEN", "WEIR_PARTITIONS", "WEIR_BOOTSTRAP_DISCOVERY",
-        "WEIR_BOOTSTRAP_SERVICE", "WEIR_BOOTSTRAP_CONTACT_POINTS", "WEIR_MANAGEMENT_HOST", "WEIR_MANAGEMENT_PORT");
+    assertThat(env)
+        .contains(
+            "WEIR_PG_URL",
+            "WEIR_PG_USER",
+            "WEIR_PG_PASSWORD",
+            "WEIR_HTTP_HOST",
+            "WEIR_HTTP_PORT",
+            "WEIR_CLUSTER_HOST",
+            "WEIR_CLUSTER_PORT",
+            "WEIR_SEED_NODES",
+            "WEIR_ADMIN_TOKEN",
+            "WEIR_PARTITIONS",
+            "WEIR_BOOTSTRAP_DISCOVERY",
+            "WEIR_BOOTSTRAP_SERVICE",
+            "WEIR_BOOTSTRAP_CONTACT_POINTS",
+            "WEIR_MANAGEMENT_HOST",
+            "WEIR_MANAGEMENT_PORT");
     String operations = Files.readString(repo.resolve("docs/operations.md"));
-    for (String name : env) assertThat(operations).as("docs/operations.md documents " + name).contains(name);
+    for (String name : env)
+      assertThat(operations).as("docs/operations.md documents " + name).contains(name);
   }
 
   @Test
@@ -126,18 +146,33 @@ class DeployArtifactsTest {
       assertThat(meta.get("name")).as(where + ": metadata.name").isInstanceOf(String.class);
       assertThat(meta).as(where + ": namespace-agnostic").doesNotContainKey("namespace");
     }
-    for (String kind : List.of("StatefulSet", "Service", "ConfigMap", "PodDisruptionBudget", "ServiceAccount", "Role", "RoleBinding")) {
+    for (String kind :
+        List.of(
+            "StatefulSet",
+            "Service",
+            "ConfigMap",
+            "PodDisruptionBudget",
+            "ServiceAccount",
+            "Role",
+            "RoleBinding")) {
       assertThat(documents).as("a " + kind).anyMatch(d -> kind.equals(d.get("kind")));
     }
-    assertThat(documents).as("no Secret with values is committed").noneMatch(d -> "Secret".equals(d.get("kind")));
+    assertThat(documents)
+        .as("no Secret with values is committed")
+        .noneMatch(d -> "Secret".equals(d.get("kind")));
   }
 
   @Test
   void kustomizationListsEveryManifest() throws IOException {
     Map<String, Object> k = object("Kustomization", "weir");
-    Set<String> listed = list(k.get("resources"), "resources").stream().map(Object::toString).collect(Collectors.toCollection(TreeSet::new));
+    Set<String> listed =
+        list(k.get("resources"), "resources").stream()
+            .map(Object::toString)
+            .collect(Collectors.toCollection(TreeSet::new));
     Set<String> files = new TreeSet<>();
-    for (Path p : yamlFiles()) if (!p.getFileName().toString().equals("kustomization.yaml")) files.add(p.getFileName().toString());
+    for (Path p : yamlFiles())
+      if (!p.getFileName().toString().equals("kustomization.yaml"))
+        files.add(p.getFileName().toString());
     assertThat(listed).isEqualTo(files);
   }
 
@@ -165,12 +200,15 @@ class DeployArtifactsTest {
     int httpPort = Integer.parseInt(config.get("WEIR_HTTP_PORT"));
     assertThat(ports.get("http")).isEqualTo(httpPort);
     assertThat(ports.get("remoting")).isEqualTo(Integer.parseInt(config.get("WEIR_CLUSTER_PORT")));
-    assertThat(config.get("WEIR_HTTP_HOST")).as("HTTP must listen beyond loopback in a pod").isEqualTo("0.0.0.0");
+    assertThat(config.get("WEIR_HTTP_HOST"))
+        .as("HTTP must listen beyond loopback in a pod")
+        .isEqualTo("0.0.0.0");
 
     assertProbe(c, "readinessProbe", "/health/ready", httpPort, ports);
     assertProbe(c, "livenessProbe", "/health/alive", httpPort, ports);
 
-    // Every variable the pod gets is one the node (or the JVM) reads, or a helper used in another value.
+    // Every variable the pod gets is one the node (or the JVM) reads, or a helper used in another
+    // value.
     Set<String> understood = nodeEnvironment();
     Map<String, String> env = new LinkedHashMap<>(config);
     Set<String> fromSecret = new TreeSet<>();
@@ -178,7 +216,8 @@ class DeployArtifactsTest {
       Map<String, Object> e = map(o, "env entry");
       String name = (String) e.get("name");
       env.put(name, e.get("value") == null ? "" : e.get("value").toString());
-      if (e.get("valueFrom") instanceof Map<?, ?> vf && vf.containsKey("secretKeyRef")) fromSecret.add(name);
+      if (e.get("valueFrom") instanceof Map<?, ?> vf && vf.containsKey("secretKeyRef"))
+        fromSecret.add(name);
     }
     for (Object o : list(c.get("envFrom"), "envFrom")) {
       Map<String, Object> ref = map(map(o, "envFrom entry").get("configMapRef"), "configMapRef");
@@ -188,37 +227,62 @@ class DeployArtifactsTest {
     for (String name : env.keySet()) {
       boolean helper = allValues.contains("$(" + name + ")");
       assertThat(understood.contains(name) || JVM_ENVIRONMENT.contains(name) || helper)
-          .as("env " + name + " is read by the node (" + understood + "), by the JVM, or used in another value")
+          .as(
+              "env "
+                  + name
+                  + " is read by the node ("
+                  + understood
+                  + "), by the JVM, or used in another value")
           .isTrue();
     }
-    assertThat(fromSecret).as("secrets come from a Secret").containsExactlyInAnyOrder("WEIR_PG_PASSWORD", "WEIR_ADMIN_TOKEN");
-    assertThat(config).as("no secret in the ConfigMap").doesNotContainKeys("WEIR_PG_PASSWORD", "WEIR_ADMIN_TOKEN");
+    assertThat(fromSecret)
+        .as("secrets come from a Secret")
+        .containsExactlyInAnyOrder("WEIR_PG_PASSWORD", "WEIR_ADMIN_TOKEN");
+    assertThat(config)
+        .as("no secret in the ConfigMap")
+        .doesNotContainKeys("WEIR_PG_PASSWORD", "WEIR_ADMIN_TOKEN");
     assertThat(env.keySet()).contains("WEIR_PG_URL", "WEIR_CLUSTER_HOST", "WEIR_PARTITIONS");
 
     // The node's own address is its stable DNS name; the nodes find each other by bootstrap with
     // Kubernetes API discovery: the pods selected by the template's label, asked on their port
-    // named "management", which is the node's management port, and as many contact points as replicas.
+    // named "management", which is the node's management port, and as many contact points as
+    // replicas.
     assertThat(env.get("WEIR_CLUSTER_HOST")).isEqualTo("$(POD_NAME)." + headless);
     assertThat(env).doesNotContainKey("WEIR_SEED_NODES");
     assertThat(config.get("WEIR_BOOTSTRAP_DISCOVERY")).isEqualTo("kubernetes-api");
-    assertThat(Integer.parseInt(config.get("WEIR_BOOTSTRAP_CONTACT_POINTS"))).isEqualTo(spec.get("replicas"));
-    assertThat(ports.get("management")).isEqualTo(Integer.parseInt(config.get("WEIR_MANAGEMENT_PORT")));
+    assertThat(Integer.parseInt(config.get("WEIR_BOOTSTRAP_CONTACT_POINTS")))
+        .isEqualTo(spec.get("replicas"));
+    assertThat(ports.get("management"))
+        .isEqualTo(Integer.parseInt(config.get("WEIR_MANAGEMENT_PORT")));
     String jvm = config.get("JAVA_TOOL_OPTIONS");
-    assertThat(jvm).contains("-Dpekko.management.cluster.bootstrap.contact-point-discovery.port-name=management");
-    Map<String, Object> podLabels = map(map(map(spec.get("template"), "template").get("metadata"), "metadata").get("labels"), "labels");
-    String selector = jvm.replaceAll(".*-Dpekko\\.discovery\\.kubernetes-api\\.pod-label-selector=(\\S+).*", "$1");
+    assertThat(jvm)
+        .contains(
+            "-Dpekko.management.cluster.bootstrap.contact-point-discovery.port-name=management");
+    Map<String, Object> podLabels =
+        map(
+            map(map(spec.get("template"), "template").get("metadata"), "metadata").get("labels"),
+            "labels");
+    String selector =
+        jvm.replaceAll(
+            ".*-Dpekko\\.discovery\\.kubernetes-api\\.pod-label-selector=(\\S+).*", "$1");
     String[] kv = selector.replace("%s", config.get("WEIR_BOOTSTRAP_SERVICE")).split("=", 2);
-    assertThat(podLabels.get(kv[0])).as("the discovery selector %s matches the pods' label", selector).isEqualTo(kv[1]);
+    assertThat(podLabels.get(kv[0]))
+        .as("the discovery selector %s matches the pods' label", selector)
+        .isEqualTo(kv[1]);
 
     // Services route to ports the container declares.
     for (String svc : List.of(headless, "weir-http")) {
-      for (Object o : list(map(object("Service", svc).get("spec"), "service spec").get("ports"), "service ports")) {
+      for (Object o :
+          list(
+              map(object("Service", svc).get("spec"), "service spec").get("ports"),
+              "service ports")) {
         assertThat(ports).containsKey((String) map(o, "service port").get("targetPort"));
       }
     }
   }
 
-  private static void assertProbe(Map<String, Object> c, String probe, String path, int httpPort, Map<String, Integer> ports) {
+  private static void assertProbe(
+      Map<String, Object> c, String probe, String path, int httpPort, Map<String, Integer> ports) {
     Map<String, Object> get = map(map(c.get(probe), probe).get("httpGet"), probe + ".httpGet");
     assertThat(get.get("path")).as(probe + " path").isEqualTo(path);
     Object port = get.get("port");
@@ -239,14 +303,17 @@ class DeployArtifactsTest {
     boolean grants = false;
     for (Object o : list(role.get("rules"), "rules")) {
       Map<String, Object> r = map(o, "rule");
-      if (list(r.get("apiGroups"), "apiGroups").contains("") && list(r.get("resources"), "resources").contains("pods")) {
+      if (list(r.get("apiGroups"), "apiGroups").contains("")
+          && list(r.get("resources"), "resources").contains("pods")) {
         assertThat(list(r.get("verbs"), "verbs")).contains("get", "watch", "list");
         grants = true;
       }
     }
     assertThat(grants).as("a rule on core pods").isTrue();
     Map<String, Object> binding = object("RoleBinding", "weir-pod-reader");
-    assertThat(map(binding.get("roleRef"), "roleRef")).containsEntry("kind", "Role").containsEntry("name", "weir-pod-reader");
+    assertThat(map(binding.get("roleRef"), "roleRef"))
+        .containsEntry("kind", "Role")
+        .containsEntry("name", "weir-pod-reader");
     Map<String, Object> subject = map(list(binding.get("subjects"), "subjects").get(0), "subject");
     assertThat(subject).containsEntry("kind", "ServiceAccount").containsEntry("name", "weir");
     object("ServiceAccount", "weir");
@@ -265,7 +332,8 @@ class DeployArtifactsTest {
     assertThat(docker).containsPattern("(?m)^FROM eclipse-temurin:17-jre$");
     Matcher entry = Pattern.compile("(?m)^ENTRYPOINT (\\[.*])$").matcher(docker);
     assertThat(entry.find()).as("an exec-form ENTRYPOINT").isTrue();
-    List<Object> argv = list(new Yaml(new SafeConstructor(new LoaderOptions())).load(entry.group(1)), "ENTRYPOINT");
+    List<Object> argv =
+        list(new Yaml(new SafeConstructor(new LoaderOptions())).load(entry.group(1)), "ENTRYPOINT");
     assertThat(argv.get(0)).isEqualTo("java");
     int jar = argv.indexOf("-jar");
     assertThat(jar).isPositive();
@@ -279,7 +347,9 @@ class DeployArtifactsTest {
     assertThat(user.find()).as("a USER").isTrue();
     assertThat(user.group(1)).doesNotStartWith("root").doesNotStartWith("0");
     assertThat(docker).contains("WEIR_HTTP_PORT=8080").contains("WEIR_CLUSTER_PORT=25520");
-    assertThat(Files.readString(repo.resolve(".dockerignore"))).contains(".weir").contains("target");
+    assertThat(Files.readString(repo.resolve(".dockerignore")))
+        .contains(".weir")
+        .contains("target");
   }
 
   @Test
@@ -288,19 +358,30 @@ class DeployArtifactsTest {
     Matcher exec = Pattern.compile("(?m)^ExecStart=(.*)$").matcher(unit);
     assertThat(exec.find()).isTrue();
     assertThat(exec.group(1)).contains("weir-node.jar node");
-    assertThat(unit).containsPattern("(?m)^User=weir$").containsPattern("(?m)^EnvironmentFile=\\S+")
+    assertThat(unit)
+        .containsPattern("(?m)^User=weir$")
+        .containsPattern("(?m)^EnvironmentFile=\\S+")
         .containsPattern("(?m)^Restart=on-failure$");
     Matcher stop = Pattern.compile("(?m)^TimeoutStopSec=(\\d+)$").matcher(unit);
     assertThat(stop.find()).isTrue();
-    assertThat(Integer.parseInt(stop.group(1))).as("covers coordinated shutdown").isGreaterThanOrEqualTo(45);
+    assertThat(Integer.parseInt(stop.group(1)))
+        .as("covers coordinated shutdown")
+        .isGreaterThanOrEqualTo(45);
 
     Set<String> understood = nodeEnvironment();
-    for (String line : Files.readAllLines(repo.resolve("deploy/systemd/weir.env.example"), StandardCharsets.UTF_8)) {
+    for (String line :
+        Files.readAllLines(
+            repo.resolve("deploy/systemd/weir.env.example"), StandardCharsets.UTF_8)) {
       if (line.isBlank() || line.startsWith("#")) continue;
       String name = line.substring(0, line.indexOf('='));
-      assertThat(understood.contains(name) || name.equals("JAVA_OPTS")).as("weir.env.example sets " + name).isTrue();
+      assertThat(understood.contains(name) || name.equals("JAVA_OPTS"))
+          .as("weir.env.example sets " + name)
+          .isTrue();
       if (name.equals("WEIR_PG_PASSWORD") || name.equals("WEIR_ADMIN_TOKEN")) {
-        assertThat(line.substring(line.indexOf('=') + 1)).as("placeholder, not a secret").startsWith("<").endsWith(">");
+        assertThat(line.substring(line.indexOf('=') + 1))
+            .as("placeholder, not a secret")
+            .startsWith("<")
+            .endsWith(">");
       }
     }
   }
@@ -309,12 +390,20 @@ class DeployArtifactsTest {
   void everyScriptPassesBashSyntaxCheck() throws Exception {
     List<Path> scripts;
     try (Stream<Path> s = Files.list(repo.resolve("deploy/bin"))) {
-      scripts = s.filter(p -> p.toString().endsWith(".sh") || p.getFileName().toString().equals("weir")).sorted().toList();
+      scripts =
+          s.filter(p -> p.toString().endsWith(".sh") || p.getFileName().toString().equals("weir"))
+              .sorted()
+              .toList();
     }
-    assertThat(scripts).extracting(p -> p.getFileName().toString()).contains("cluster.sh", "run.sh", "pg.sh", "weir");
-    assertThat(Files.isExecutable(repo.resolve("deploy/bin/weir"))).as("deploy/bin/weir is executable").isTrue();
+    assertThat(scripts)
+        .extracting(p -> p.getFileName().toString())
+        .contains("cluster.sh", "run.sh", "pg.sh", "weir");
+    assertThat(Files.isExecutable(repo.resolve("deploy/bin/weir")))
+        .as("deploy/bin/weir is executable")
+        .isTrue();
     for (Path script : scripts) {
-      Process p = new ProcessBuilder("bash", "-n", script.toString()).redirectErrorStream(true).start();
+      Process p =
+          new ProcessBuilder("bash", "-n", script.toString()).redirectErrorStream(true).start();
       String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
       assertThat(p.waitFor(Duration.ofSeconds(30).toSeconds(), TimeUnit.SECONDS)).isTrue();
       assertThat(p.exitValue()).as("bash -n " + repo.relativize(script) + ": " + out).isZero();

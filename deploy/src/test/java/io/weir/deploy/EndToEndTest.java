@@ -1,12 +1,12 @@
 package io.weir.deploy;
 
+import static org.awaitility.Awaitility.await;
+
 import io.weir.persistence.testing.TestPostgres;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import static org.awaitility.Awaitility.await;
-
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -16,8 +16,8 @@ import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
 
 /**
- * Base of the end-to-end tests: the node processes a test starts and its database, both cleaned
- * up after each test whatever its outcome (nodes first, so nothing holds the database).
+ * Base of the end-to-end tests: the node processes a test starts and its database, both cleaned up
+ * after each test whatever its outcome (nodes first, so nothing holds the database).
  */
 abstract class EndToEndTest {
   protected final List<NodeProcess> nodes = new ArrayList<>();
@@ -31,17 +31,30 @@ abstract class EndToEndTest {
     }
   }
 
-  /** Starts a node named {@code prefix-<n>} on the test database with {@code config}; closed after the test. */
+  /**
+   * Starts a node named {@code prefix-<n>} on the test database with {@code config}; closed after
+   * the test.
+   */
   protected NodeProcess startNode(String prefix, Path config) {
-    NodeProcess n = NodeProcess.start(new NodeProcess.Spec(prefix + "-" + nodes.size()).database(db).args("--config", config.toString()));
+    NodeProcess n =
+        NodeProcess.start(
+            new NodeProcess.Spec(prefix + "-" + nodes.size())
+                .database(db)
+                .args("--config", config.toString()));
     nodes.add(n);
     return n;
   }
 
   /** Waits (at most 2 minutes) until {@code pipeline} reports state running on {@code node}. */
   protected static void awaitRunning(NodeProcess node, String pipeline) {
-    await("pipeline " + pipeline + " runs on " + node.name()).atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
-        .until(() -> node.pipeline(pipeline).map(p -> p.get("state").asText().equals("running")).orElse(false));
+    await("pipeline " + pipeline + " runs on " + node.name())
+        .atMost(Duration.ofSeconds(120))
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () ->
+                node.pipeline(pipeline)
+                    .map(p -> p.get("state").asText().equals("running"))
+                    .orElse(false));
   }
 
   /**
@@ -50,8 +63,15 @@ abstract class EndToEndTest {
    * with the same configuration. Returns the last node started.
    */
   protected NodeProcess killAndRestart(
-      NodeProcess node, int kills, Random random, int maxDelayMillis, String prefix, Path config, String pipeline,
-      List<Long> delays) throws InterruptedException {
+      NodeProcess node,
+      int kills,
+      Random random,
+      int maxDelayMillis,
+      String prefix,
+      Path config,
+      String pipeline,
+      List<Long> delays)
+      throws InterruptedException {
     for (int k = 0; k < kills; k++) {
       awaitRunning(node, pipeline);
       long delay = 100 + random.nextInt(maxDelayMillis);
@@ -65,22 +85,32 @@ abstract class EndToEndTest {
 
   /** Waits (at most 2 minutes) until {@code node} is ready with all {@code partitions} running. */
   protected static void awaitReady(NodeProcess node, int partitions) {
-    await(node.name() + " is ready with its partitions").atMost(Duration.ofSeconds(120)).pollInterval(Duration.ofMillis(200))
-        .until(() -> node.ready() && node.partitions().map(p -> p.get("running").asInt() == partitions).orElse(false));
+    await(node.name() + " is ready with its partitions")
+        .atMost(Duration.ofSeconds(120))
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () ->
+                node.ready()
+                    && node.partitions()
+                        .map(p -> p.get("running").asInt() == partitions)
+                        .orElse(false));
   }
 
   /**
    * The JSON of a 2xx answer to a POST; empty when the node does not answer or answers 503 (it is
    * down or recovering); any other status fails the test.
    */
-  protected static java.util.Optional<com.fasterxml.jackson.databind.JsonNode> answer(NodeProcess node, String path, String body)
-      throws Exception {
+  protected static java.util.Optional<com.fasterxml.jackson.databind.JsonNode> answer(
+      NodeProcess node, String path, String body) throws Exception {
     java.util.Optional<java.net.http.HttpResponse<String>> r = node.post(path, body);
     if (r.isEmpty() || r.get().statusCode() == 503) {
       return java.util.Optional.empty();
     }
-    org.assertj.core.api.Assertions.assertThat(r.get().statusCode()).as("%s: %s", path, r.get().body()).isBetween(200, 299);
-    return java.util.Optional.of(new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.get().body()));
+    org.assertj.core.api.Assertions.assertThat(r.get().statusCode())
+        .as("%s: %s", path, r.get().body())
+        .isBetween(200, 299);
+    return java.util.Optional.of(
+        new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.get().body()));
   }
 
   /**
@@ -88,38 +118,65 @@ abstract class EndToEndTest {
    * supplies anew each time (a killed one is replaced), does not answer or answers 503; the JSON of
    * its 2xx answer, any other status fails the test.
    */
-  protected static com.fasterxml.jackson.databind.JsonNode call(java.util.function.Supplier<NodeProcess> node, String method,
-      String path, String body) throws Exception {
+  protected static com.fasterxml.jackson.databind.JsonNode call(
+      java.util.function.Supplier<NodeProcess> node, String method, String path, String body)
+      throws Exception {
     java.net.http.HttpResponse<String> r = null;
     for (int i = 0; i < 600 && (r == null || r.statusCode() == 503); i++) {
       if (i > 0) {
         Thread.sleep(100);
       }
-      r = node.get().send(method, path, body, Map.of("Content-Type", "application/json")).orElse(null);
+      r =
+          node.get()
+              .send(method, path, body, Map.of("Content-Type", "application/json"))
+              .orElse(null);
     }
     org.assertj.core.api.Assertions.assertThat(r).as("%s answers", path).isNotNull();
-    org.assertj.core.api.Assertions.assertThat(r.statusCode()).as("%s: %s", path, r.body()).isBetween(200, 299);
+    org.assertj.core.api.Assertions.assertThat(r.statusCode())
+        .as("%s: %s", path, r.body())
+        .isBetween(200, 299);
     return new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body());
   }
 
-  /** The body of a changes-feed read of {@code collection}: from the beginning when {@code cursor} is null. */
+  /**
+   * The body of a changes-feed read of {@code collection}: from the beginning when {@code cursor}
+   * is null.
+   */
   protected static String changesRequest(String collection, String cursor, int limit) {
     return cursor == null
         ? "{\"collection\":\"" + collection + "\",\"start\":\"beginning\",\"limit\":" + limit + "}"
-        : "{\"collection\":\"" + collection + "\",\"cursor\":\"" + cursor + "\",\"limit\":" + limit + "}";
+        : "{\"collection\":\""
+            + collection
+            + "\",\"cursor\":\""
+            + cursor
+            + "\",\"limit\":"
+            + limit
+            + "}";
   }
 
-  /** POST /v1/changes/read as the principal holding {@code token}; empty when the node does not answer. */
-  protected static java.util.Optional<java.net.http.HttpResponse<String>> readChanges(NodeProcess node, String token, String request) {
-    return node.send("POST", "/v1/changes/read", request,
+  /**
+   * POST /v1/changes/read as the principal holding {@code token}; empty when the node does not
+   * answer.
+   */
+  protected static java.util.Optional<java.net.http.HttpResponse<String>> readChanges(
+      NodeProcess node, String token, String request) {
+    return node.send(
+        "POST",
+        "/v1/changes/read",
+        request,
         Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"));
   }
 
-  /** How often the mirror in {@code schema} applied each source xid (its applied-transactions log). */
+  /**
+   * How often the mirror in {@code schema} applied each source xid (its applied-transactions log).
+   */
   protected Map<Long, Integer> appliedCounts(String schema) throws SQLException {
     Map<Long, Integer> out = new HashMap<>();
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT xid, count(*) FROM " + schema + ".weir_mirror_applied GROUP BY xid")) {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT xid, count(*) FROM " + schema + ".weir_mirror_applied GROUP BY xid")) {
       while (rs.next()) {
         out.put(rs.getLong(1), rs.getInt(2));
       }
@@ -129,9 +186,16 @@ abstract class EndToEndTest {
 
   /** Rows of {@code public.src} and {@code <schema>.src} that are not in the other. */
   protected long mirrorDifferences(String schema) throws SQLException {
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT (SELECT count(*) FROM (SELECT * FROM public.src EXCEPT SELECT * FROM " + schema + ".src) a)"
-            + " + (SELECT count(*) FROM (SELECT * FROM " + schema + ".src EXCEPT SELECT * FROM public.src) b)")) {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT (SELECT count(*) FROM (SELECT * FROM public.src EXCEPT SELECT * FROM "
+                        + schema
+                        + ".src) a)"
+                        + " + (SELECT count(*) FROM (SELECT * FROM "
+                        + schema
+                        + ".src EXCEPT SELECT * FROM public.src) b)")) {
       rs.next();
       return rs.getLong(1);
     }

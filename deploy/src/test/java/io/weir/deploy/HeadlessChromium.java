@@ -15,10 +15,20 @@ import java.util.concurrent.TimeUnit;
  */
 final class HeadlessChromium implements AutoCloseable {
   /** Flags that work as root in a container without a display, GPU or network beyond loopback. */
-  private static final List<String> FLAGS = List.of(
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-      "--disable-dev-shm-usage", "--hide-scrollbars", "--enable-logging=stderr", "--v=0");
+  private static final List<String> FLAGS =
+      List.of(
+          "--headless",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-quic",
+          "--no-first-run",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+          "--disable-dev-shm-usage",
+          "--hide-scrollbars",
+          "--enable-logging=stderr",
+          "--v=0");
 
   private final Path binary;
   private final Path workDir;
@@ -49,10 +59,11 @@ final class HeadlessChromium implements AutoCloseable {
         return new HeadlessChromium(c, workDir);
       }
     }
-    throw new AssertionError("headless Chromium is needed for the console test and was not found (looked at "
-        + "$WEIR_CHROMIUM, chromium on the PATH and /usr/bin/chromium). Install Debian's package: "
-        + "apt-get install -y chromium (as root; deploy/bin/test.sh does this itself when run as root), "
-        + "or set WEIR_CHROMIUM to a Chromium binary.");
+    throw new AssertionError(
+        "headless Chromium is needed for the console test and was not found (looked at "
+            + "$WEIR_CHROMIUM, chromium on the PATH and /usr/bin/chromium). Install Debian's package: "
+            + "apt-get install -y chromium (as root; deploy/bin/test.sh does this itself when run as root), "
+            + "or set WEIR_CHROMIUM to a Chromium binary.");
   }
 
   /** Deletes the profiles and output files of every run. */
@@ -69,8 +80,14 @@ final class HeadlessChromium implements AutoCloseable {
   record Run(int exit, String stdout, String stderr) {
     /** Console messages the page logged, CSP refusals among them ({@code INFO:CONSOLE} lines). */
     List<String> consoleLines() {
-      return stderr.lines().filter(l -> l.contains(":CONSOLE") || l.contains("Content Security Policy")
-          || l.contains("Refused to")).toList();
+      return stderr
+          .lines()
+          .filter(
+              l ->
+                  l.contains(":CONSOLE")
+                      || l.contains("Content Security Policy")
+                      || l.contains("Refused to"))
+          .toList();
     }
   }
 
@@ -79,7 +96,8 @@ final class HeadlessChromium implements AutoCloseable {
    * requests are awaited), then does what {@code action} says ({@code --dump-dom} or {@code
    * --screenshot=<file>}).
    */
-  Run run(String url, int virtualMillis, String... action) throws IOException, InterruptedException {
+  Run run(String url, int virtualMillis, String... action)
+      throws IOException, InterruptedException {
     Path profile = Files.createTempDirectory(workDir, "chromium-profile-");
     Path out = Files.createTempFile(workDir, "chromium-", ".out");
     Path err = Files.createTempFile(workDir, "chromium-", ".err");
@@ -90,14 +108,19 @@ final class HeadlessChromium implements AutoCloseable {
     cmd.add("--virtual-time-budget=" + virtualMillis);
     cmd.addAll(List.of(action));
     cmd.add(url);
-    Process p = new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(err.toFile()).start();
+    Process p =
+        new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(err.toFile()).start();
     try {
       if (!p.waitFor(90, TimeUnit.SECONDS)) {
         p.descendants().forEach(ProcessHandle::destroyForcibly);
         p.destroyForcibly();
-        throw new AssertionError("chromium did not finish within 90 s; its log: " + Files.readString(err));
+        throw new AssertionError(
+            "chromium did not finish within 90 s; its log: " + Files.readString(err));
       }
-      return new Run(p.exitValue(), Files.readString(out, StandardCharsets.UTF_8), Files.readString(err, StandardCharsets.UTF_8));
+      return new Run(
+          p.exitValue(),
+          Files.readString(out, StandardCharsets.UTF_8),
+          Files.readString(err, StandardCharsets.UTF_8));
     } finally {
       p.descendants().forEach(ProcessHandle::destroyForcibly);
     }

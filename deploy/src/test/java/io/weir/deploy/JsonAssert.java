@@ -10,11 +10,21 @@ final class JsonAssert {
 
   static void noCanary(NodeProcess live, String canary, List<NodeProcess> all) {
     for (NodeProcess n : all) {
-      assertThat(n.log()).as("the log of %s must not contain a row value", n.name()).doesNotContain(canary);
+      assertThat(n.log())
+          .as("the log of %s must not contain a row value", n.name())
+          .doesNotContain(canary);
     }
-    live.get("/admin/pipelines", true).ifPresent(r ->
-        assertThat(r.body()).as("pipeline status must not contain a row value").doesNotContain(canary));
-    live.get("/admin/metrics", true).ifPresent(r ->
-        assertThat(r.body()).as("metrics must not contain a row value").doesNotContain(canary));
+    live.get("/admin/pipelines", true)
+        .ifPresent(
+            r ->
+                assertThat(r.body())
+                    .as("pipeline status must not contain a row value")
+                    .doesNotContain(canary));
+    live.get("/admin/metrics", true)
+        .ifPresent(
+            r ->
+                assertThat(r.body())
+                    .as("metrics must not contain a row value")
+                    .doesNotContain(canary));
   }
 }

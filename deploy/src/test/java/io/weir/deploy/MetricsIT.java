@@ -26,11 +26,11 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@code GET /metrics} of a real node process with a streaming pipeline into its partitions: the
- * scrape token opens it; rows, transactions, HTTP requests and persisted frames are counted; the lag
- * in bytes and seconds rises while the partitions' outboxes are full (quota refusals counted, the
- * fullest partition's quota use at 1) and falls back to 0 once they are purged and the pipeline has
- * caught up. Row values, document ids and collection names written with distinctive canaries never
- * appear in the output, and every label takes its values from a bounded set.
+ * scrape token opens it; rows, transactions, HTTP requests and persisted frames are counted; the
+ * lag in bytes and seconds rises while the partitions' outboxes are full (quota refusals counted,
+ * the fullest partition's quota use at 1) and falls back to 0 once they are purged and the pipeline
+ * has caught up. Row values, document ids and collection names written with distinctive canaries
+ * never appear in the output, and every label takes its values from a bounded set.
  */
 class MetricsIT extends EndToEndTest {
   private static final int PARTITIONS = 4;
@@ -44,110 +44,197 @@ class MetricsIT extends EndToEndTest {
   @Test
   void lagRowsAndRequestsMoveAndNoValueOrUnboundedLabelAppears() throws Exception {
     db = TestPostgres.server().freshDatabase("metrics");
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute("CREATE TABLE public.src (id bigint PRIMARY KEY, note text NOT NULL)");
       s.execute("CREATE PUBLICATION metrics_pub FOR TABLE public.src");
     }
     Path config = Files.createTempFile("weir-metrics", ".conf");
-    Files.writeString(config, String.join("\n",
-        "weir.partitions.outbox.max-entries = " + QUOTA,
-        "weir.pipelines.src {",
-        "  slot = metrics_slot_" + db.name().substring(db.name().length() - 10),
-        "  publications = [metrics_pub]",
-        "  min-backoff = 200ms",
-        "  max-backoff = 1s",
-        "  max-command-retries = 1000",
-        "  sink { type = partitions, collections { \"public.src\" = src } }",
-        "}"));
-    NodeProcess node = NodeProcess.start(new NodeProcess.Spec("metrics").database(db)
-        .env("WEIR_PARTITIONS", Integer.toString(PARTITIONS)).env("WEIR_METRICS_TOKEN", SCRAPE_TOKEN)
-        .args("--config", config.toString()));
+    Files.writeString(
+        config,
+        String.join(
+            "\n",
+            "weir.partitions.outbox.max-entries = " + QUOTA,
+            "weir.pipelines.src {",
+            "  slot = metrics_slot_" + db.name().substring(db.name().length() - 10),
+            "  publications = [metrics_pub]",
+            "  min-backoff = 200ms",
+            "  max-backoff = 1s",
+            "  max-command-retries = 1000",
+            "  sink { type = partitions, collections { \"public.src\" = src } }",
+            "}"));
+    NodeProcess node =
+        NodeProcess.start(
+            new NodeProcess.Spec("metrics")
+                .database(db)
+                .env("WEIR_PARTITIONS", Integer.toString(PARTITIONS))
+                .env("WEIR_METRICS_TOKEN", SCRAPE_TOKEN)
+                .args("--config", config.toString()));
     nodes.add(node);
     awaitReady(node, PARTITIONS);
     awaitRunning(node, "src");
 
-    assertThat(scrapeAs(node, null).statusCode()).as("/metrics needs a token by default").isEqualTo(401);
+    assertThat(scrapeAs(node, null).statusCode())
+        .as("/metrics needs a token by default")
+        .isEqualTo(401);
     Exposition first = scrape(node);
-    assertThat(first.value("weir_cdc_state", Map.of("pipeline", "src", "state", "running"))).hasValue(1.0);
+    assertThat(first.value("weir_cdc_state", Map.of("pipeline", "src", "state", "running")))
+        .hasValue(1.0);
     assertThat(first.sum("weir_partition_recovery_seconds_count", Map.of()))
-        .as("every partition's recovery is timed").isGreaterThanOrEqualTo(PARTITIONS);
+        .as("every partition's recovery is timed")
+        .isGreaterThanOrEqualTo(PARTITIONS);
     assertThat(first.value("weir_partitions_hosted", Map.of())).hasValue((double) PARTITIONS);
 
     // Documents through the API, with canaries in collection, id and body.
     for (int i = 0; i < 5; i++) {
-      HttpResponse<String> put = node.send("PUT", "/v1/documents/" + COLLECTION_CANARY + "/" + ID_CANARY + i,
-          "{\"secret\":\"" + ROW_CANARY + "\"}", Map.of("Content-Type", "application/json")).orElseThrow();
+      HttpResponse<String> put =
+          node.send(
+                  "PUT",
+                  "/v1/documents/" + COLLECTION_CANARY + "/" + ID_CANARY + i,
+                  "{\"secret\":\"" + ROW_CANARY + "\"}",
+                  Map.of("Content-Type", "application/json"))
+              .orElseThrow();
       assertThat(put.statusCode()).as("document write: %s", put.body()).isEqualTo(200);
-      assertThat(node.send("GET", "/v1/documents/" + COLLECTION_CANARY + "/" + ID_CANARY + i, null, Map.of())
-          .orElseThrow().statusCode()).isEqualTo(200);
+      assertThat(
+              node.send(
+                      "GET",
+                      "/v1/documents/" + COLLECTION_CANARY + "/" + ID_CANARY + i,
+                      null,
+                      Map.of())
+                  .orElseThrow()
+                  .statusCode())
+          .isEqualTo(200);
     }
-    assertThat(node.send("GET", "/v1/documents/" + COLLECTION_CANARY + "/missing" + ID_CANARY, null, Map.of())
-        .orElseThrow().statusCode()).isEqualTo(404);
+    assertThat(
+            node.send(
+                    "GET",
+                    "/v1/documents/" + COLLECTION_CANARY + "/missing" + ID_CANARY,
+                    null,
+                    Map.of())
+                .orElseThrow()
+                .statusCode())
+        .isEqualTo(404);
     // The API's documents take 5 of the partitions' quota; purge them so the rows below fill it.
     purgeAll(node);
 
     // Rows within the quota: delivered, lag back to 0.
     int first10 = 10;
     insert(1, first10);
-    await("the first rows are delivered").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(300))
-        .until(() -> scrape(node).value("weir_cdc_rows_total", Map.of("pipeline", "src", "table", "public.src"))
-            .orElse(0.0) >= first10);
+    await("the first rows are delivered")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(300))
+        .until(
+            () ->
+                scrape(node)
+                        .value(
+                            "weir_cdc_rows_total", Map.of("pipeline", "src", "table", "public.src"))
+                        .orElse(0.0)
+                    >= first10);
     Exposition delivered = scrape(node);
-    assertThat(delivered.value("weir_cdc_transactions_total", Map.of("pipeline", "src"))).hasValue((double) first10);
+    assertThat(delivered.value("weir_cdc_transactions_total", Map.of("pipeline", "src")))
+        .hasValue((double) first10);
     assertThat(delivered.value("weir_partition_frames_total", Map.of()).orElse(0.0))
-        .as("frames persisted: 5 documents and 10 CDC transactions at least").isGreaterThanOrEqualTo(15);
-    assertThat(delivered.value("weir_http_requests_seconds_count",
-        Map.of("method", "PUT", "route", "/v1/documents/{collection}/{id}", "status", "200"))).hasValue(5.0);
-    assertThat(delivered.value("weir_http_requests_seconds_count",
-        Map.of("method", "GET", "route", "/v1/documents/{collection}/{id}", "status", "404"))).hasValue(1.0);
+        .as("frames persisted: 5 documents and 10 CDC transactions at least")
+        .isGreaterThanOrEqualTo(15);
+    assertThat(
+            delivered.value(
+                "weir_http_requests_seconds_count",
+                Map.of(
+                    "method", "PUT", "route", "/v1/documents/{collection}/{id}", "status", "200")))
+        .hasValue(5.0);
+    assertThat(
+            delivered.value(
+                "weir_http_requests_seconds_count",
+                Map.of(
+                    "method", "GET", "route", "/v1/documents/{collection}/{id}", "status", "404")))
+        .hasValue(1.0);
 
     // More rows than the quota holds: the pipeline backs off, lag builds up.
     int total = first10 + PARTITIONS * QUOTA + 60;
     insert(first10 + 1, total);
-    await("the outboxes fill and the quota refuses frames").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(300))
-        .until(() -> scrape(node).value("weir_partition_quota_refusals_total", Map.of()).orElse(0.0) > 0);
+    await("the outboxes fill and the quota refuses frames")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(300))
+        .until(
+            () ->
+                scrape(node).value("weir_partition_quota_refusals_total", Map.of()).orElse(0.0)
+                    > 0);
     Thread.sleep(2500);
     Exposition stalled = scrape(node);
     double lagBytes = stalled.value("weir_cdc_lag_bytes", Map.of("pipeline", "src")).orElseThrow();
-    double lagSeconds = stalled.value("weir_cdc_lag_seconds", Map.of("pipeline", "src")).orElseThrow();
-    System.out.printf("metrics: stalled lag %.0f bytes, %.1f s; quota use max %.2f; refusals %.0f%n", lagBytes, lagSeconds,
+    double lagSeconds =
+        stalled.value("weir_cdc_lag_seconds", Map.of("pipeline", "src")).orElseThrow();
+    System.out.printf(
+        "metrics: stalled lag %.0f bytes, %.1f s; quota use max %.2f; refusals %.0f%n",
+        lagBytes,
+        lagSeconds,
         stalled.value("weir_partitions_quota_use_max", Map.of()).orElse(-1.0),
         stalled.value("weir_partition_quota_refusals_total", Map.of()).orElse(-1.0));
     assertThat(lagBytes).as("WAL waits behind the confirmed position").isPositive();
-    assertThat(lagSeconds).as("the oldest waiting transaction's age grows while the outbox is full").isGreaterThan(1.5);
+    assertThat(lagSeconds)
+        .as("the oldest waiting transaction's age grows while the outbox is full")
+        .isGreaterThan(1.5);
     assertThat(stalled.value("weir_partitions_quota_use_max", Map.of()).orElseThrow())
-        .as("the fullest partition uses its whole quota").isGreaterThan(0.9);
-    assertThat(stalled.labelValues("partition")).as("per-partition series for P=4")
+        .as("the fullest partition uses its whole quota")
+        .isGreaterThan(0.9);
+    assertThat(stalled.labelValues("partition"))
+        .as("per-partition series for P=4")
         .containsExactlyInAnyOrder("0", "1", "2", "3");
 
     // Purge until every row is delivered; the lag returns to 0.
-    await("purging lets the pipeline catch up").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofMillis(500))
-        .until(() -> {
-          purgeAll(node);
-          Exposition e = scrape(node);
-          return e.value("weir_cdc_rows_total", Map.of("pipeline", "src", "table", "public.src")).orElse(0.0) >= total
-              && e.value("weir_cdc_lag_seconds", Map.of("pipeline", "src")).orElse(1.0) == 0.0
-              && e.value("weir_cdc_state", Map.of("pipeline", "src", "state", "running")).orElse(0.0) == 1.0;
-        });
+    await("purging lets the pipeline catch up")
+        .atMost(Duration.ofMinutes(2))
+        .pollInterval(Duration.ofMillis(500))
+        .until(
+            () -> {
+              purgeAll(node);
+              Exposition e = scrape(node);
+              return e.value(
+                              "weir_cdc_rows_total",
+                              Map.of("pipeline", "src", "table", "public.src"))
+                          .orElse(0.0)
+                      >= total
+                  && e.value("weir_cdc_lag_seconds", Map.of("pipeline", "src")).orElse(1.0) == 0.0
+                  && e.value("weir_cdc_state", Map.of("pipeline", "src", "state", "running"))
+                          .orElse(0.0)
+                      == 1.0;
+            });
     Exposition caughtUp = scrape(node);
-    // At least once: a transaction redelivered after a restart (applied, not yet confirmed) counts again.
-    assertThat(caughtUp.value("weir_cdc_rows_total", Map.of("pipeline", "src", "table", "public.src")).orElseThrow())
-        .as("every row counted as delivered").isGreaterThanOrEqualTo(total);
+    // At least once: a transaction redelivered after a restart (applied, not yet confirmed) counts
+    // again.
+    assertThat(
+            caughtUp
+                .value("weir_cdc_rows_total", Map.of("pipeline", "src", "table", "public.src"))
+                .orElseThrow())
+        .as("every row counted as delivered")
+        .isGreaterThanOrEqualTo(total);
     assertThat(caughtUp.sum("weir_cdc_restarts_total", Map.of("pipeline", "src")))
-        .as("the full outboxes restarted the pipeline").isPositive();
-    await("the lag in bytes returns to 0").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(500))
-        .until(() -> scrape(node).value("weir_cdc_lag_bytes", Map.of("pipeline", "src")).orElse(1.0) == 0.0);
-    assertThat(caughtUp.value("weir_cdc_halts_total", Map.of("pipeline", "src", "reason", "slot-lost")))
-        .as("halt reasons are exported at 0").hasValue(0.0);
+        .as("the full outboxes restarted the pipeline")
+        .isPositive();
+    await("the lag in bytes returns to 0")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(500))
+        .until(
+            () ->
+                scrape(node).value("weir_cdc_lag_bytes", Map.of("pipeline", "src")).orElse(1.0)
+                    == 0.0);
+    assertThat(
+            caughtUp.value(
+                "weir_cdc_halts_total", Map.of("pipeline", "src", "reason", "slot-lost")))
+        .as("halt reasons are exported at 0")
+        .hasValue(0.0);
 
     // No value, and bounded labels only.
     String text = scrapeAs(node, SCRAPE_TOKEN).body();
     // Kept as a test artifact: what a scrape of a node with one pipeline looks like.
-    Files.writeString(TestPostgres.repoRoot().resolve("deploy/target/e2e-logs/metrics-scrape.txt"), text);
+    Files.writeString(
+        TestPostgres.repoRoot().resolve("deploy/target/e2e-logs/metrics-scrape.txt"), text);
     Exposition last = Exposition.parse(text);
-    assertThat(last.value("weir_partitions_outbox_entries", Map.of())).as("the node's outbox total after the purges")
+    assertThat(last.value("weir_partitions_outbox_entries", Map.of()))
+        .as("the node's outbox total after the purges")
         .isPresent();
-    assertThat(last.sum("weir_partition_outbox_entries", Map.of())).as("the per-partition series add up to the total")
+    assertThat(last.sum("weir_partition_outbox_entries", Map.of()))
+        .as("the per-partition series add up to the total")
         .isEqualTo(last.value("weir_partitions_outbox_entries", Map.of()).orElseThrow());
     for (String canary : new String[] {ROW_CANARY, ID_CANARY, COLLECTION_CANARY}) {
       assertThat(text).as("the metrics must not contain %s", canary).doesNotContain(canary);
@@ -158,21 +245,36 @@ class MetricsIT extends EndToEndTest {
 
   /** Every label takes its values from a known, small set (or is a JVM binder's own). */
   private static void assertBoundedLabels(Exposition e) {
-    Set<String> partitions = IntStream.range(0, PARTITIONS).mapToObj(Integer::toString).collect(Collectors.toSet());
-    Map<String, Set<String>> allowed = new java.util.HashMap<>(Map.of(
-        "pipeline", Set.of("src"),
-        "table", Set.of("public.src"),
-        "route", Set.copyOf(RouteTemplates.node().labels()),
-        "method", Set.of("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "OTHER"),
-        "partition", partitions,
-        "reason", Arrays.stream(HaltReason.values()).map(HaltReason::wire).collect(Collectors.toSet()),
-        "state", Set.copyOf(PipelineMetrics.STATES),
-        "operation", Set.copyOf(io.weir.node.metrics.FeedMetrics.OPERATIONS)));
-    allowed.putAll(Map.of(
-        "outcome", java.util.stream.Stream.concat(java.util.stream.Stream.of("ok"),
-            Arrays.stream(io.weir.protocol.ErrorCode.values()).map(io.weir.protocol.ErrorCode::wire)).collect(Collectors.toSet()),
-        "spilled", Set.of("true", "false"),
-        "alert", Arrays.stream(HaltReason.values()).map(HaltReason::wire).collect(Collectors.toSet())));
+    Set<String> partitions =
+        IntStream.range(0, PARTITIONS).mapToObj(Integer::toString).collect(Collectors.toSet());
+    Map<String, Set<String>> allowed =
+        new java.util.HashMap<>(
+            Map.of(
+                "pipeline", Set.of("src"),
+                "table", Set.of("public.src"),
+                "route", Set.copyOf(RouteTemplates.node().labels()),
+                "method",
+                    Set.of("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "OTHER"),
+                "partition", partitions,
+                "reason",
+                    Arrays.stream(HaltReason.values())
+                        .map(HaltReason::wire)
+                        .collect(Collectors.toSet()),
+                "state", Set.copyOf(PipelineMetrics.STATES),
+                "operation", Set.copyOf(io.weir.node.metrics.FeedMetrics.OPERATIONS)));
+    allowed.putAll(
+        Map.of(
+            "outcome",
+                java.util.stream.Stream.concat(
+                        java.util.stream.Stream.of("ok"),
+                        Arrays.stream(io.weir.protocol.ErrorCode.values())
+                            .map(io.weir.protocol.ErrorCode::wire))
+                    .collect(Collectors.toSet()),
+            "spilled", Set.of("true", "false"),
+            "alert",
+                Arrays.stream(HaltReason.values())
+                    .map(HaltReason::wire)
+                    .collect(Collectors.toSet())));
     for (Exposition.Sample s : e.samples()) {
       for (Map.Entry<String, String> label : s.labels().entrySet()) {
         String v = label.getValue();
@@ -180,15 +282,20 @@ class MetricsIT extends EndToEndTest {
           continue; // jvm_threads_states_threads{state=...}: the JVM's thread states
         }
         if (allowed.containsKey(label.getKey())) {
-          assertThat(allowed.get(label.getKey())).as("%s of %s", label.getKey(), s.name()).contains(v);
+          assertThat(allowed.get(label.getKey()))
+              .as("%s of %s", label.getKey(), s.name())
+              .contains(v);
         } else if (label.getKey().equals("error") && s.name().startsWith("weir_cdc_restarts")) {
-          assertThat(v).as("a restart's error is an exception class name").matches("[A-Za-z_$][A-Za-z0-9_$]*");
+          assertThat(v)
+              .as("a restart's error is an exception class name")
+              .matches("[A-Za-z_$][A-Za-z0-9_$]*");
         } else if (label.getKey().equals("status")) {
           assertThat(v).as("status of %s", s.name()).matches("[1-5][0-9][0-9]");
         } else if (label.getKey().equals("le") || label.getKey().equals("quantile")) {
           assertThat(v).matches("[0-9.E+-]+|\\+Inf");
         } else {
-          assertThat(s.name()).as("label %s=%s belongs to a JVM or process binder", label.getKey(), v)
+          assertThat(s.name())
+              .as("label %s=%s belongs to a JVM or process binder", label.getKey(), v)
               .matches("(jvm|process|system)_.*");
         }
       }
@@ -212,11 +319,13 @@ class MetricsIT extends EndToEndTest {
   /** Purges every partition's outbox to its end. */
   private void purgeAll(NodeProcess node) throws Exception {
     for (int p = 0; p < PARTITIONS; p++) {
-      JsonNode status = json.readTree(node.get("/admin/outbox/status?partition=" + p, true).orElseThrow().body());
+      JsonNode status =
+          json.readTree(node.get("/admin/outbox/status?partition=" + p, true).orElseThrow().body());
       long last = status.get("outboxNext").asLong() - 1;
       if (last >= status.get("outboxFirst").asLong()) {
-        HttpResponse<String> r = node.post("/admin/outbox/purge", "{\"partition\":" + p + ",\"through\":" + last + "}")
-            .orElseThrow();
+        HttpResponse<String> r =
+            node.post("/admin/outbox/purge", "{\"partition\":" + p + ",\"through\":" + last + "}")
+                .orElseThrow();
         assertThat(r.statusCode()).as("purge: %s", r.body()).isEqualTo(200);
       }
     }
@@ -229,7 +338,11 @@ class MetricsIT extends EndToEndTest {
   }
 
   private static HttpResponse<String> scrapeAs(NodeProcess node, String token) {
-    return node.send("GET", "/metrics", null, Map.of("Authorization", token == null ? "None" : "Bearer " + token))
+    return node.send(
+            "GET",
+            "/metrics",
+            null,
+            Map.of("Authorization", token == null ? "None" : "Bearer " + token))
         .orElseThrow();
   }
 }

@@ -27,17 +27,21 @@ import java.util.concurrent.TimeUnit;
  */
 public final class NodeProcess implements AutoCloseable {
   public static final String ADMIN_TOKEN = "e2e-admin-token-0123456789";
-  private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+  private static final HttpClient HTTP =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final List<NodeProcess> LIVE = new ArrayList<>();
 
   static {
     // Last resort: no node outlives the test JVM, even when a test is aborted.
-    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-      synchronized (LIVE) {
-        LIVE.forEach(n -> n.process.destroyForcibly());
-      }
-    }));
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  synchronized (LIVE) {
+                    LIVE.forEach(n -> n.process.destroyForcibly());
+                  }
+                }));
   }
 
   private final String name;
@@ -48,15 +52,27 @@ public final class NodeProcess implements AutoCloseable {
   private final String scheme;
   private final HttpClient http;
 
-  private NodeProcess(String name, Process process, int httpPort, int clusterPort, Path log, javax.net.ssl.SSLContext https) {
+  private NodeProcess(
+      String name,
+      Process process,
+      int httpPort,
+      int clusterPort,
+      Path log,
+      javax.net.ssl.SSLContext https) {
     this.name = name;
     this.process = process;
     this.httpPort = httpPort;
     this.clusterPort = clusterPort;
     this.log = log;
     this.scheme = https == null ? "http" : "https";
-    this.http = https == null ? HTTP
-        : HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).sslContext(https).version(HttpClient.Version.HTTP_1_1).build();
+    this.http =
+        https == null
+            ? HTTP
+            : HttpClient.newBuilder()
+                .connectTimeout(Duration.ofSeconds(2))
+                .sslContext(https)
+                .version(HttpClient.Version.HTTP_1_1)
+                .build();
   }
 
   /** Options for one node. */
@@ -117,8 +133,9 @@ public final class NodeProcess implements AutoCloseable {
     }
 
     /**
-     * The node serves HTTPS (its environment must set {@code WEIR_HTTP_TLS_*}): this node's requests
-     * go to {@code https://127.0.0.1:<port>} with a client whose SSL context is {@code trusting}.
+     * The node serves HTTPS (its environment must set {@code WEIR_HTTP_TLS_*}): this node's
+     * requests go to {@code https://127.0.0.1:<port>} with a client whose SSL context is {@code
+     * trusting}.
      */
     public Spec https(javax.net.ssl.SSLContext trusting) {
       https = trusting;
@@ -131,7 +148,9 @@ public final class NodeProcess implements AutoCloseable {
     }
 
     public Spec database(TestPostgres.TestDatabase db) {
-      return env("WEIR_PG_URL", db.url()).env("WEIR_PG_USER", db.server().user()).env("WEIR_PG_PASSWORD", db.server().password());
+      return env("WEIR_PG_URL", db.url())
+          .env("WEIR_PG_USER", db.server().user())
+          .env("WEIR_PG_PASSWORD", db.server().password());
     }
 
     public int clusterPort() {
@@ -142,7 +161,8 @@ public final class NodeProcess implements AutoCloseable {
   public static Path nodeJar() {
     Path jar = TestPostgres.repoRoot().resolve("node/target/weir-node.jar");
     if (!Files.isRegularFile(jar)) {
-      throw new IllegalStateException("node/target/weir-node.jar is missing: build with mvn package first");
+      throw new IllegalStateException(
+          "node/target/weir-node.jar is missing: build with mvn package first");
     }
     return jar;
   }
@@ -162,20 +182,23 @@ public final class NodeProcess implements AutoCloseable {
       cmd.add(nodeJar().toString());
       cmd.add("node");
       cmd.addAll(spec.args);
-      ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
+      ProcessBuilder pb =
+          new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
       Map<String, String> env = pb.environment();
       env.keySet().removeIf(k -> k.startsWith("WEIR_"));
       env.put("WEIR_ADMIN_TOKEN", ADMIN_TOKEN);
       env.put("WEIR_HTTP_PORT", Integer.toString(spec.httpPort));
       env.put("WEIR_CLUSTER_PORT", Integer.toString(spec.clusterPort));
-      spec.env.forEach((k, v) -> {
-        if (v == null) {
-          env.remove(k);
-        } else {
-          env.put(k, v);
-        }
-      });
-      NodeProcess node = new NodeProcess(spec.name, pb.start(), spec.httpPort, spec.clusterPort, log, spec.https);
+      spec.env.forEach(
+          (k, v) -> {
+            if (v == null) {
+              env.remove(k);
+            } else {
+              env.put(k, v);
+            }
+          });
+      NodeProcess node =
+          new NodeProcess(spec.name, pb.start(), spec.httpPort, spec.clusterPort, log, spec.https);
       synchronized (LIVE) {
         LIVE.add(node);
       }
@@ -237,7 +260,8 @@ public final class NodeProcess implements AutoCloseable {
   /** GET a path; empty when the node does not answer. */
   public Optional<HttpResponse<String>> get(String path, boolean asAdmin) {
     HttpRequest.Builder b =
-        HttpRequest.newBuilder(URI.create(scheme + "://127.0.0.1:" + httpPort + path)).timeout(Duration.ofSeconds(5));
+        HttpRequest.newBuilder(URI.create(scheme + "://127.0.0.1:" + httpPort + path))
+            .timeout(Duration.ofSeconds(5));
     if (asAdmin) {
       b.header("Authorization", "Bearer " + ADMIN_TOKEN);
     }
@@ -256,14 +280,19 @@ public final class NodeProcess implements AutoCloseable {
     return post(path, null);
   }
 
-  /** POST a JSON body (null: none) to a path as administrator; empty when the node does not answer. */
+  /**
+   * POST a JSON body (null: none) to a path as administrator; empty when the node does not answer.
+   */
   public Optional<HttpResponse<String>> post(String path, String jsonBody) {
     HttpRequest request =
         HttpRequest.newBuilder(URI.create(scheme + "://127.0.0.1:" + httpPort + path))
             .timeout(Duration.ofSeconds(15))
             .header("Authorization", "Bearer " + ADMIN_TOKEN)
             .header("Content-Type", "application/json")
-            .POST(jsonBody == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(jsonBody))
+            .POST(
+                jsonBody == null
+                    ? HttpRequest.BodyPublishers.noBody()
+                    : HttpRequest.BodyPublishers.ofString(jsonBody))
             .build();
     try {
       return Optional.of(http.send(request, HttpResponse.BodyHandlers.ofString()));
@@ -279,11 +308,16 @@ public final class NodeProcess implements AutoCloseable {
    * Any request: {@code body} null for none, {@code headers} as given (an {@code Authorization}
    * header among them replaces the administrator's). Empty when the node does not answer.
    */
-  public Optional<HttpResponse<String>> send(String method, String path, String body, Map<String, String> headers) {
+  public Optional<HttpResponse<String>> send(
+      String method, String path, String body, Map<String, String> headers) {
     HttpRequest.Builder b =
         HttpRequest.newBuilder(URI.create(scheme + "://127.0.0.1:" + httpPort + path))
             .timeout(Duration.ofSeconds(15))
-            .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+            .method(
+                method,
+                body == null
+                    ? HttpRequest.BodyPublishers.noBody()
+                    : HttpRequest.BodyPublishers.ofString(body));
     headers.forEach(b::header);
     if (!headers.containsKey("Authorization")) {
       b.header("Authorization", "Bearer " + ADMIN_TOKEN);
@@ -303,7 +337,10 @@ public final class NodeProcess implements AutoCloseable {
     return adminJson("/admin/pipelines/" + name);
   }
 
-  /** {@code GET /admin/partitions}: how many partitions run, per node; empty when it does not answer. */
+  /**
+   * {@code GET /admin/partitions}: how many partitions run, per node; empty when it does not
+   * answer.
+   */
   public Optional<JsonNode> partitions() {
     return adminJson("/admin/partitions");
   }
@@ -312,13 +349,14 @@ public final class NodeProcess implements AutoCloseable {
   private Optional<JsonNode> adminJson(String path) {
     return get(path, true)
         .filter(r -> r.statusCode() == 200)
-        .map(r -> {
-          try {
-            return JSON.readTree(r.body());
-          } catch (IOException e) {
-            throw new UncheckedIOException(e);
-          }
-        });
+        .map(
+            r -> {
+              try {
+                return JSON.readTree(r.body());
+              } catch (IOException e) {
+                throw new UncheckedIOException(e);
+              }
+            });
   }
 
   public boolean ready() {
@@ -333,7 +371,11 @@ public final class NodeProcess implements AutoCloseable {
   /** Member address -> status as this node sees the cluster. */
   public Map<String, String> memberStatuses() {
     Map<String, String> out = new HashMap<>();
-    cluster().ifPresent(c -> c.get("members").forEach(m -> out.put(m.get("address").asText(), m.get("status").asText())));
+    cluster()
+        .ifPresent(
+            c ->
+                c.get("members")
+                    .forEach(m -> out.put(m.get("address").asText(), m.get("status").asText())));
     return out;
   }
 
@@ -343,9 +385,13 @@ public final class NodeProcess implements AutoCloseable {
     process.waitFor(30, TimeUnit.SECONDS);
   }
 
-  /** SIGSTOP or SIGCONT: the process freezes (to the others it is unreachable, as if cut off) or runs on. */
+  /**
+   * SIGSTOP or SIGCONT: the process freezes (to the others it is unreachable, as if cut off) or
+   * runs on.
+   */
   public void signal(String name) throws java.io.IOException, InterruptedException {
-    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).inheritIO().start();
+    Process kill =
+        new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).inheritIO().start();
     if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
       throw new AssertionError("kill -" + name + " " + process.pid() + " failed");
     }

@@ -12,7 +12,9 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
-/** A real node process: configuration errors at start, and PostgreSQL going away and coming back. */
+/**
+ * A real node process: configuration errors at start, and PostgreSQL going away and coming back.
+ */
 class NodeStartupIT {
   private static final String PASSWORD_CANARY = "canary-pw-5d1e9b";
 
@@ -24,8 +26,13 @@ class NodeStartupIT {
                 .without("WEIR_ADMIN_TOKEN")
                 .env("WEIR_PG_URL", "jdbc:postgresql://127.0.0.1:1/weir")
                 .env("WEIR_PG_PASSWORD", PASSWORD_CANARY))) {
-      assertThat(node.waitForExit(Duration.ofSeconds(60))).as("a configuration error should exit with status 2").isEqualTo(2);
-      assertThat(node.log()).contains("weir.admin-token").contains("WEIR_ADMIN_TOKEN").doesNotContain(PASSWORD_CANARY);
+      assertThat(node.waitForExit(Duration.ofSeconds(60)))
+          .as("a configuration error should exit with status 2")
+          .isEqualTo(2);
+      assertThat(node.log())
+          .contains("weir.admin-token")
+          .contains("WEIR_ADMIN_TOKEN")
+          .doesNotContain(PASSWORD_CANARY);
     }
   }
 
@@ -45,7 +52,8 @@ class NodeStartupIT {
   void nodeStaysUpWithoutPostgresAndBecomesReadyWhenItReturns() throws Exception {
     // A PostgreSQL of this test's own, so it can be stopped without disturbing other tests.
     Path home = Files.createTempDirectory("weir-outage-pg");
-    Map<String, String> pgEnv = Map.of("WEIR_PG_HOME", home.toString(), "WEIR_PG_PORT_BASE", "55400");
+    Map<String, String> pgEnv =
+        Map.of("WEIR_PG_HOME", home.toString(), "WEIR_PG_PORT_BASE", "55400");
     Map<String, String> pg = TestPostgres.pgScript(pgEnv, "start");
     TestPostgres.pgScript(pgEnv, "stop");
     try (NodeProcess node =
@@ -59,25 +67,40 @@ class NodeStartupIT {
                 .prop("weir.postgres.probe-interval", "1s"))) {
       await("the node should serve /health/alive without PostgreSQL")
           .atMost(Duration.ofSeconds(60))
-          .until(() -> node.get("/health/alive", false).map(r -> r.statusCode() == 200).orElse(false));
+          .until(
+              () -> node.get("/health/alive", false).map(r -> r.statusCode() == 200).orElse(false));
       await("the node should report storage unavailable")
           .atMost(Duration.ofSeconds(30))
-          .until(() -> node.get("/health/ready", false).map(r -> r.statusCode() == 503 && r.body().contains("\"unavailable\"")).orElse(false));
+          .until(
+              () ->
+                  node.get("/health/ready", false)
+                      .map(r -> r.statusCode() == 503 && r.body().contains("\"unavailable\""))
+                      .orElse(false));
 
       TestPostgres.pgScript(pgEnv, "start");
-      await("the node should become ready once PostgreSQL is up").atMost(Duration.ofSeconds(60)).until(node::ready);
+      await("the node should become ready once PostgreSQL is up")
+          .atMost(Duration.ofSeconds(60))
+          .until(node::ready);
 
       TestPostgres.pgScript(pgEnv, "stop");
-      await("readiness should turn false when PostgreSQL goes away").atMost(Duration.ofSeconds(30)).until(() -> !node.ready());
+      await("readiness should turn false when PostgreSQL goes away")
+          .atMost(Duration.ofSeconds(30))
+          .until(() -> !node.ready());
       assertThat(node.isAlive()).as("the node must stay up while PostgreSQL is down").isTrue();
 
       TestPostgres.pgScript(pgEnv, "start");
       await("the node should reconnect").atMost(Duration.ofSeconds(60)).until(node::ready);
 
       String log = node.log();
-      assertThat(count(log, "PostgreSQL is unavailable")).as("one log line per change to unavailable").isEqualTo(2);
-      assertThat(count(log, "PostgreSQL is reachable")).as("one log line per change to reachable").isEqualTo(2);
-      assertThat(log).as("the password must never be logged").doesNotContain(pg.get("WEIR_PG_PASSWORD"));
+      assertThat(count(log, "PostgreSQL is unavailable"))
+          .as("one log line per change to unavailable")
+          .isEqualTo(2);
+      assertThat(count(log, "PostgreSQL is reachable"))
+          .as("one log line per change to reachable")
+          .isEqualTo(2);
+      assertThat(log)
+          .as("the password must never be logged")
+          .doesNotContain(pg.get("WEIR_PG_PASSWORD"));
     } finally {
       TestPostgres.pgScript(pgEnv, "destroy");
     }
@@ -86,15 +109,22 @@ class NodeStartupIT {
   @Test
   void aNodeWithAnotherPartitionCountRefusesToRun() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("partitions")) {
-      try (NodeProcess first = NodeProcess.start(new NodeProcess.Spec("partitions-64").database(db))) {
-        await("the first node creates the cluster with 64 partitions").atMost(Duration.ofSeconds(90)).until(first::ready);
+      try (NodeProcess first =
+          NodeProcess.start(new NodeProcess.Spec("partitions-64").database(db))) {
+        await("the first node creates the cluster with 64 partitions")
+            .atMost(Duration.ofSeconds(90))
+            .until(first::ready);
         first.terminate();
         first.waitForExit(Duration.ofSeconds(60));
       }
       try (NodeProcess other =
-          NodeProcess.start(new NodeProcess.Spec("partitions-32").database(db).env("WEIR_PARTITIONS", "32"))) {
-        assertThat(other.waitForExit(Duration.ofSeconds(90))).as("a configuration error: exit status 2").isEqualTo(2);
-        assertThat(other.log()).contains("weir.partitions.count is 32 but this cluster was created with 64 partitions")
+          NodeProcess.start(
+              new NodeProcess.Spec("partitions-32").database(db).env("WEIR_PARTITIONS", "32"))) {
+        assertThat(other.waitForExit(Duration.ofSeconds(90)))
+            .as("a configuration error: exit status 2")
+            .isEqualTo(2);
+        assertThat(other.log())
+            .contains("weir.partitions.count is 32 but this cluster was created with 64 partitions")
             .contains("set weir.partitions.count = 64");
       }
     }

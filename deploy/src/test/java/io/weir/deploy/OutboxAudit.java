@@ -35,7 +35,13 @@ final class OutboxAudit {
    * @param byPartition outbox entries per partition
    * @param byId every row's entries in outbox order
    */
-  record Outcome(long entries, long loss, long dup, long documentDiff, long orderErrors, long[] byPartition,
+  record Outcome(
+      long entries,
+      long loss,
+      long dup,
+      long documentDiff,
+      long orderErrors,
+      long[] byPartition,
       Map<Long, List<Partition.OutboxEntry>> byId) {}
 
   private OutboxAudit() {}
@@ -44,7 +50,8 @@ final class OutboxAudit {
   static Map<Long, JsonNode> source(TestPostgres.TestDatabase db) throws Exception {
     Map<Long, JsonNode> out = new TreeMap<>();
     try (Connection c = db.connect();
-        ResultSet rs = c.createStatement().executeQuery("SELECT id, row_to_json(s)::text FROM public.src s")) {
+        ResultSet rs =
+            c.createStatement().executeQuery("SELECT id, row_to_json(s)::text FROM public.src s")) {
       while (rs.next()) {
         out.put(rs.getLong(1), JSON.readTree(rs.getString(2)));
       }
@@ -52,16 +59,26 @@ final class OutboxAudit {
     return out;
   }
 
-  /** Reads the outboxes of {@code partitions} partitions for collection {@code src} and compares them with {@code source}. */
-  static Outcome check(ActorSystem<Void> reader, int partitions, Map<Long, JsonNode> source) throws Exception {
-    JdbcReadJournal journal = PersistenceQuery.get(reader).getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
+  /**
+   * Reads the outboxes of {@code partitions} partitions for collection {@code src} and compares
+   * them with {@code source}.
+   */
+  static Outcome check(ActorSystem<Void> reader, int partitions, Map<Long, JsonNode> source)
+      throws Exception {
+    JdbcReadJournal journal =
+        PersistenceQuery.get(reader)
+            .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
     Map<Long, List<Partition.OutboxEntry>> byId = new HashMap<>();
     long[] byPartition = new long[partitions];
     long entries = 0;
     long orderErrors = 0;
     for (int p = 0; p < partitions; p++) {
-      List<EventEnvelope> events = journal.currentEventsByPersistenceId(Partition.persistenceId(p).id(), 0, Long.MAX_VALUE)
-          .runWith(Sink.seq(), reader).toCompletableFuture().get();
+      List<EventEnvelope> events =
+          journal
+              .currentEventsByPersistenceId(Partition.persistenceId(p).id(), 0, Long.MAX_VALUE)
+              .runWith(Sink.seq(), reader)
+              .toCompletableFuture()
+              .get();
       long expectedSequence = 1;
       for (EventEnvelope e : events) {
         if (!(e.event() instanceof Partition.Written written)) {
@@ -103,7 +120,8 @@ final class OutboxAudit {
       Partition.OutboxEntry lastEntry = list.get(list.size() - 1);
       long expected;
       if (lastEntry.kind().equals("delete")) {
-        long vBefore = lastEntry.before() == null ? id : JSON.readTree(lastEntry.before()).get("v").asLong();
+        long vBefore =
+            lastEntry.before() == null ? id : JSON.readTree(lastEntry.before()).get("v").asLong();
         expected = 1 + (vBefore - id) + 1;
         if (row != null) {
           diff++;

@@ -43,26 +43,39 @@ class PartitionCrashIT extends EndToEndTest {
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);
     db = TestPostgres.server().freshDatabase("pcrash");
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute("CREATE TABLE public.src (id bigint PRIMARY KEY, v bigint NOT NULL, note text)");
       s.execute("CREATE PUBLICATION crash_pub FOR TABLE public.src");
     }
     Path config = Files.createTempFile("weir-pcrash", ".conf");
-    Files.writeString(config, String.join("\n",
-        "weir.pipelines.crash {",
-        "  slot = pcrash_slot_" + db.name().substring(db.name().length() - 10),
-        "  publications = [crash_pub]",
-        "  min-backoff = 200ms",
-        "  max-backoff = 2s",
-        "  sink { type = partitions, collections { \"public.src\" = src } }",
-        "}"));
+    Files.writeString(
+        config,
+        String.join(
+            "\n",
+            "weir.pipelines.crash {",
+            "  slot = pcrash_slot_" + db.name().substring(db.name().length() - 10),
+            "  publications = [crash_pub]",
+            "  min-backoff = 200ms",
+            "  max-backoff = 2s",
+            "  sink { type = partitions, collections { \"public.src\" = src } }",
+            "}"));
 
     AtomicBoolean stopWriting = new AtomicBoolean(false);
     ConcurrentLinkedQueue<Long> committed = new ConcurrentLinkedQueue<>();
     AtomicReference<Throwable> writerError = new AtomicReference<>();
     SourceWriter shape = new SourceWriter(3, 10, null, id -> "row " + id, 15);
-    Thread writer = new Thread(() -> shape.run(db, 1, new Random(seed + 1), committed,
-        () -> committed.size() < minTransactions || !stopWriting.get(), writerError), "pcrash-writer");
+    Thread writer =
+        new Thread(
+            () ->
+                shape.run(
+                    db,
+                    1,
+                    new Random(seed + 1),
+                    committed,
+                    () -> committed.size() < minTransactions || !stopWriting.get(),
+                    writerError),
+            "pcrash-writer");
 
     NodeProcess node = startNode("pcrash", config);
     awaitRunning(node, "crash");
@@ -74,19 +87,36 @@ class PartitionCrashIT extends EndToEndTest {
     assertThat(writerError.get()).as("the writer should commit without errors").isNull();
     awaitRunning(node, "crash");
 
-    ActorSystem<Void> reader = ActorSystem.create(Behaviors.empty(), "pcrash-reader",
-        ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf"))));
+    ActorSystem<Void> reader =
+        ActorSystem.create(
+            Behaviors.empty(),
+            "pcrash-reader",
+            ConfigFactory.load(
+                db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf"))));
     try {
       Map<Long, JsonNode> source = OutboxAudit.source(db);
       OutboxAudit.Outcome[] last = new OutboxAudit.Outcome[1];
-      await("the partitions catch up with the source").atMost(Duration.ofMinutes(3)).pollInterval(Duration.ofSeconds(2))
-          .until(() -> {
-            last[0] = OutboxAudit.check(reader, PARTITIONS, source);
-            return last[0].documentDiff() == 0;
-          });
+      await("the partitions catch up with the source")
+          .atMost(Duration.ofMinutes(3))
+          .pollInterval(Duration.ofSeconds(2))
+          .until(
+              () -> {
+                last[0] = OutboxAudit.check(reader, PARTITIONS, source);
+                return last[0].documentDiff() == 0;
+              });
       OutboxAudit.Outcome o = last[0];
-      System.out.printf("partition-crash: kills=%d transactions=%d rows=%d outbox-entries=%d loss=%d dup=%d doc-diff=%d order-errors=%d seed=%d delays-ms=%s%n",
-          kills, committed.size(), source.size(), o.entries(), o.loss(), o.dup(), o.documentDiff(), o.orderErrors(), seed, delays);
+      System.out.printf(
+          "partition-crash: kills=%d transactions=%d rows=%d outbox-entries=%d loss=%d dup=%d doc-diff=%d order-errors=%d seed=%d delays-ms=%s%n",
+          kills,
+          committed.size(),
+          source.size(),
+          o.entries(),
+          o.loss(),
+          o.dup(),
+          o.documentDiff(),
+          o.orderErrors(),
+          seed,
+          delays);
       assertThat(o.loss()).as("every committed change is in the outbox (loss)").isZero();
       assertThat(o.dup()).as("no change is in the outbox twice (dup)").isZero();
       assertThat(o.orderErrors()).as("revisions 1..n in outbox order").isZero();

@@ -28,7 +28,8 @@ class PipelineDropIT extends EndToEndTest {
   @Test
   void dropsAStoppedPipelinesSlotAndRecordsAndStartsAfresh() throws Exception {
     db = TestPostgres.server().freshDatabase("drop");
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute("CREATE TABLE public.items (id int PRIMARY KEY, note text)");
       s.execute("CREATE PUBLICATION items_pub FOR TABLE public.items");
       s.execute("CREATE SCHEMA m1");
@@ -36,8 +37,11 @@ class PipelineDropIT extends EndToEndTest {
     }
     String slot = "items_" + db.name().substring(db.name().length() - 8);
     Path config = Files.createTempFile("weir-drop", ".conf");
-    Files.writeString(config,
-        "weir.pipelines.items { slot = " + slot + ", publications = [items_pub], sink.target-schema = m1 }\n");
+    Files.writeString(
+        config,
+        "weir.pipelines.items { slot = "
+            + slot
+            + ", publications = [items_pub], sink.target-schema = m1 }\n");
     NodeProcess node = startNode("drop", config);
     awaitRunning(node, "items");
     String firstIncarnation = node.pipeline("items").orElseThrow().get("incarnation").asText();
@@ -46,8 +50,10 @@ class PipelineDropIT extends EndToEndTest {
     awaitMirrored(1);
 
     assertThat(delete(node, "/admin/pipelines/items?confirm=items").statusCode())
-        .as("a streaming pipeline is not dropped").isEqualTo(409);
-    assertThat(count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'")).isEqualTo(1);
+        .as("a streaming pipeline is not dropped")
+        .isEqualTo(409);
+    assertThat(count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'"))
+        .isEqualTo(1);
 
     assertThat(node.post("/admin/pipelines/items/stop").orElseThrow().statusCode()).isEqualTo(200);
     HttpResponse<String> unconfirmed = delete(node, "/admin/pipelines/items");
@@ -56,7 +62,8 @@ class PipelineDropIT extends EndToEndTest {
     assertThat(unconfirmed.body()).contains("?confirm=");
     assertThat(delete(node, "/admin/pipelines/items?confirm=other").statusCode()).isEqualTo(400);
     assertThat(count("SELECT count(*) FROM weir.cdc_slot WHERE pipeline = 'items'"))
-        .as("nothing changes without the confirmation").isEqualTo(1);
+        .as("nothing changes without the confirmation")
+        .isEqualTo(1);
     assertThat(delete(node, "/admin/pipelines/nope?confirm=nope").statusCode()).isEqualTo(404);
 
     HttpResponse<String> dropped = delete(node, "/admin/pipelines/items?confirm=items");
@@ -64,27 +71,38 @@ class PipelineDropIT extends EndToEndTest {
     assertThat(JSON.readTree(dropped.body()).get("state").asText()).isEqualTo("dropped");
     assertThat(node.pipeline("items").orElseThrow().get("state").asText()).isEqualTo("dropped");
     assertThat(count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'"))
-        .as("the slot is dropped on the source").isZero();
+        .as("the slot is dropped on the source")
+        .isZero();
     assertThat(count("SELECT count(*) FROM weir.cdc_slot WHERE pipeline = 'items'")).isZero();
     assertThat(count("SELECT count(*) FROM m1.weir_mirror_checkpoint WHERE pipeline = 'items'"))
-        .as("the mirror forgets its checkpoint").isZero();
-    assertThat(count("SELECT count(*) FROM m1.items")).as("mirror tables are not touched").isEqualTo(1);
+        .as("the mirror forgets its checkpoint")
+        .isZero();
+    assertThat(count("SELECT count(*) FROM m1.items"))
+        .as("mirror tables are not touched")
+        .isEqualTo(1);
     assertThat(delete(node, "/admin/pipelines/items?confirm=items").statusCode())
-        .as("dropping a dropped pipeline is harmless").isEqualTo(200);
+        .as("dropping a dropped pipeline is harmless")
+        .isEqualTo(200);
 
     sql("INSERT INTO public.items VALUES (2, 'while dropped')"); // go-forward: not streamed
     assertThat(node.post("/admin/pipelines/items/start").orElseThrow().statusCode()).isEqualTo(200);
     awaitRunning(node, "items");
     JsonNode restarted = node.pipeline("items").orElseThrow();
-    assertThat(restarted.get("incarnation").asText()).as("a fresh slot incarnation").isNotEqualTo(firstIncarnation);
-    assertThat(count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'")).isEqualTo(1);
+    assertThat(restarted.get("incarnation").asText())
+        .as("a fresh slot incarnation")
+        .isNotEqualTo(firstIncarnation);
+    assertThat(count("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'"))
+        .isEqualTo(1);
     assertThat(count("SELECT count(*) FROM weir.cdc_slot WHERE pipeline = 'items'")).isEqualTo(1);
     sql("INSERT INTO public.items VALUES (3, 'three')");
-    await("row 3 mirrored").atMost(Duration.ofSeconds(30))
+    await("row 3 mirrored")
+        .atMost(Duration.ofSeconds(30))
         .until(() -> count("SELECT count(*) FROM m1.items WHERE id = 3") == 1);
     assertThat(count("SELECT count(*) FROM m1.items WHERE id = 2"))
-        .as("go-forward after a drop does not backfill what changed meanwhile").isZero();
-    System.out.printf("pipeline-drop: slot %s dropped and recreated; incarnation %s -> %s%n",
+        .as("go-forward after a drop does not backfill what changed meanwhile")
+        .isZero();
+    System.out.printf(
+        "pipeline-drop: slot %s dropped and recreated; incarnation %s -> %s%n",
         slot, firstIncarnation, restarted.get("incarnation").asText());
   }
 
@@ -93,17 +111,22 @@ class PipelineDropIT extends EndToEndTest {
   }
 
   private void awaitMirrored(int rows) {
-    await("mirrored").atMost(Duration.ofSeconds(30)).until(() -> count("SELECT count(*) FROM m1.items") == rows);
+    await("mirrored")
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> count("SELECT count(*) FROM m1.items") == rows);
   }
 
   private void sql(String statement) throws Exception {
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute(statement);
     }
   }
 
   private long count(String query) throws Exception {
-    try (Connection c = db.connect(); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(query)) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement();
+        ResultSet rs = s.executeQuery(query)) {
       rs.next();
       return rs.getLong(1);
     }

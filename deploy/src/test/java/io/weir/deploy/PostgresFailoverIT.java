@@ -29,10 +29,11 @@ import org.junit.jupiter.api.Test;
  * with quorum commit in a home of the test's own; one node process connects with the multi-host URL
  * ({@code targetServerType=primary}). A writer keeps putting documents through the document API
  * (each request with its own Idempotency-Key, retried with it until acknowledged) and records the
- * revision of every acknowledged write. The primary is SIGKILLed ({@code kill-primary}) and a standby
- * promoted ({@code promote}); the writer goes on until the node writes again, without a node
- * restart. Afterwards every acknowledged write must be readable with at least its revision. Then
- * the fenced old primary rejoins as a standby ({@code rejoin}) and every member holds the journal.
+ * revision of every acknowledged write. The primary is SIGKILLed ({@code kill-primary}) and a
+ * standby promoted ({@code promote}); the writer goes on until the node writes again, without a
+ * node restart. Afterwards every acknowledged write must be readable with at least its revision.
+ * Then the fenced old primary rejoins as a standby ({@code rejoin}) and every member holds the
+ * journal.
  *
  * <p>Needs no WEIR_TEST_PG_URL: the cluster is the test's own.
  */
@@ -52,53 +53,71 @@ class PostgresFailoverIT extends EndToEndTest {
       assertThat(pg.get("WEIR_PG_URL")).contains(",").endsWith("targetServerType=primary");
       Path config = tmp.resolve("node.conf");
       Files.writeString(config, "weir.partitions.count = " + PARTITIONS + "\n");
-      NodeProcess node = NodeProcess.start(new NodeProcess.Spec("pg-failover")
-          .env("WEIR_PG_URL", pg.get("WEIR_PG_URL"))
-          .env("WEIR_PG_USER", pg.get("WEIR_PG_USER"))
-          .env("WEIR_PG_PASSWORD", pg.get("WEIR_PG_PASSWORD"))
-          .args("--config", config.toString()));
+      NodeProcess node =
+          NodeProcess.start(
+              new NodeProcess.Spec("pg-failover")
+                  .env("WEIR_PG_URL", pg.get("WEIR_PG_URL"))
+                  .env("WEIR_PG_USER", pg.get("WEIR_PG_USER"))
+                  .env("WEIR_PG_PASSWORD", pg.get("WEIR_PG_PASSWORD"))
+                  .args("--config", config.toString()));
       nodes.add(node);
       awaitReady(node, PARTITIONS);
 
       // The writer: write i goes to document d-(i mod IDS) (so revisions climb), key k-i.
       Map<String, Long> acknowledged = new ConcurrentHashMap<>();
-      java.util.Queue<Map.Entry<String, Long>> everyAck = new java.util.concurrent.ConcurrentLinkedQueue<>();
+      java.util.Queue<Map.Entry<String, Long>> everyAck =
+          new java.util.concurrent.ConcurrentLinkedQueue<>();
       AtomicInteger acks = new AtomicInteger();
       AtomicBoolean stop = new AtomicBoolean();
       AtomicLong promotedAt = new AtomicLong(Long.MAX_VALUE);
       AtomicLong firstAckAfterPromotion = new AtomicLong(-1);
       AtomicInteger writesAfterPromotion = new AtomicInteger();
       AtomicReference<Throwable> writerError = new AtomicReference<>();
-      Thread writer = new Thread(() -> {
-        try {
-          for (int i = 0; !stop.get(); i++) {
-            String id = "d-" + (i % IDS);
-            Map<String, String> headers = Map.of("Idempotency-Key", "k-" + i, "Content-Type", "application/json");
-            while (!stop.get()) {
-              Optional<HttpResponse<String>> r = node.send("PUT", "/v1/documents/c/" + id, "{\"i\":" + i + "}", headers);
-              if (r.isPresent() && r.get().statusCode() == 200) {
-                long revision = Long.parseLong(r.get().headers().firstValue("ETag").orElseThrow().replace("\"", ""));
-                acknowledged.merge(id, revision, Math::max);
-                everyAck.add(Map.entry(id, revision));
-                acks.incrementAndGet();
-                long now = System.nanoTime();
-                if (now > promotedAt.get()) {
-                  firstAckAfterPromotion.compareAndSet(-1, now);
-                  writesAfterPromotion.incrementAndGet();
+      Thread writer =
+          new Thread(
+              () -> {
+                try {
+                  for (int i = 0; !stop.get(); i++) {
+                    String id = "d-" + (i % IDS);
+                    Map<String, String> headers =
+                        Map.of("Idempotency-Key", "k-" + i, "Content-Type", "application/json");
+                    while (!stop.get()) {
+                      Optional<HttpResponse<String>> r =
+                          node.send("PUT", "/v1/documents/c/" + id, "{\"i\":" + i + "}", headers);
+                      if (r.isPresent() && r.get().statusCode() == 200) {
+                        long revision =
+                            Long.parseLong(
+                                r.get()
+                                    .headers()
+                                    .firstValue("ETag")
+                                    .orElseThrow()
+                                    .replace("\"", ""));
+                        acknowledged.merge(id, revision, Math::max);
+                        everyAck.add(Map.entry(id, revision));
+                        acks.incrementAndGet();
+                        long now = System.nanoTime();
+                        if (now > promotedAt.get()) {
+                          firstAckAfterPromotion.compareAndSet(-1, now);
+                          writesAfterPromotion.incrementAndGet();
+                        }
+                        break;
+                      }
+                      // 503 (database unavailable) or no answer: retry with the same key; 4xx is a
+                      // bug.
+                      if (r.isPresent()
+                          && r.get().statusCode() < 500
+                          && r.get().statusCode() != 429) {
+                        throw new AssertionError(
+                            "a write failed with " + r.get().statusCode() + ": " + r.get().body());
+                      }
+                      Thread.sleep(50);
+                    }
+                  }
+                } catch (Throwable t) {
+                  writerError.set(t);
                 }
-                break;
-              }
-              // 503 (database unavailable) or no answer: retry with the same key; 4xx is a bug.
-              if (r.isPresent() && r.get().statusCode() < 500 && r.get().statusCode() != 429) {
-                throw new AssertionError("a write failed with " + r.get().statusCode() + ": " + r.get().body());
-              }
-              Thread.sleep(50);
-            }
-          }
-        } catch (Throwable t) {
-          writerError.set(t);
-        }
-      }, "pg-failover-writer");
+              },
+              "pg-failover-writer");
       writer.setDaemon(true);
       writer.start();
 
@@ -109,21 +128,29 @@ class PostgresFailoverIT extends EndToEndTest {
       long promoted = System.nanoTime();
       promotedAt.set(promoted);
       long deadline = promoted + TimeUnit.SECONDS.toNanos(60);
-      while (writesAfterPromotion.get() < WRITES_AFTER_PROMOTION && System.nanoTime() < deadline && writerError.get() == null) {
+      while (writesAfterPromotion.get() < WRITES_AFTER_PROMOTION
+          && System.nanoTime() < deadline
+          && writerError.get() == null) {
         Thread.sleep(100);
       }
       stop.set(true);
       writer.join(30_000);
       assertThat(writerError.get()).as("the writer failed").isNull();
       assertThat(writesAfterPromotion.get())
-          .as("the node should write again after promotion without a restart (log: %s)", "deploy/target/e2e-logs/pg-failover.log")
+          .as(
+              "the node should write again after promotion without a restart (log: %s)",
+              "deploy/target/e2e-logs/pg-failover.log")
           .isGreaterThanOrEqualTo(WRITES_AFTER_PROMOTION);
 
       // Read each document once; every acknowledged write is then checked against it.
       Map<String, Long> stored = new HashMap<>();
       for (String id : acknowledged.keySet()) {
         HttpResponse<String> r = call(node, "/v1/documents/c/" + id);
-        stored.put(id, r.statusCode() == 200 ? Long.parseLong(r.headers().firstValue("ETag").orElseThrow().replace("\"", "")) : -1L);
+        stored.put(
+            id,
+            r.statusCode() == 200
+                ? Long.parseLong(r.headers().firstValue("ETag").orElseThrow().replace("\"", ""))
+                : -1L);
       }
       int checked = 0;
       int missing = 0;
@@ -137,7 +164,11 @@ class PostgresFailoverIT extends EndToEndTest {
       System.out.printf(
           "postgres-failover: acknowledged=%d checked=%d missing=%d writes-after-promotion=%d"
               + " time-to-first-write-after-promotion-ms=%d kill-to-first-write-ms=%d%n",
-          acks.get(), checked, missing, writesAfterPromotion.get(), firstWriteMs,
+          acks.get(),
+          checked,
+          missing,
+          writesAfterPromotion.get(),
+          firstWriteMs,
           TimeUnit.NANOSECONDS.toMillis(firstAckAfterPromotion.get() - killedAt));
       assertThat(checked).as("every acknowledged write is checked").isEqualTo(acks.get());
       assertThat(missing).as("acknowledged writes missing after failover").isZero();
@@ -146,25 +177,48 @@ class PostgresFailoverIT extends EndToEndTest {
       // after that reach every member.
       rf3(home, "rejoin");
       for (int i = 0; i < 20; i++) {
-        Optional<HttpResponse<String>> r = node.send("PUT", "/v1/documents/c/after-rejoin-" + i, "{\"n\":" + i + "}",
-            Map.of("Idempotency-Key", "after-rejoin-" + i));
+        Optional<HttpResponse<String>> r =
+            node.send(
+                "PUT",
+                "/v1/documents/c/after-rejoin-" + i,
+                "{\"n\":" + i + "}",
+                Map.of("Idempotency-Key", "after-rejoin-" + i));
         assertThat(r.map(HttpResponse::statusCode)).as("write after the rejoin").contains(200);
       }
       Path members = tmp.resolve("pg");
       String primary = Files.readString(members.resolve("primary")).trim();
       String lsn = member(members, primary, pg, "SELECT pg_current_wal_lsn()::text");
-      String journal = member(members, primary, pg, "SELECT count(*) || '/' || max(ordering) FROM weir.event_journal");
+      String journal =
+          member(
+              members,
+              primary,
+              pg,
+              "SELECT count(*) || '/' || max(ordering) FROM weir.event_journal");
       Map<String, String> copies = new java.util.TreeMap<>();
       for (String m : new String[] {"p", "s1", "s2"}) {
         long deadline2 = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (!"t".equals(member(members, m, pg, "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() >= '"
-            + lsn + "'::pg_lsn ELSE true END"))) {
-          assertThat(System.nanoTime()).as("member %s replays the primary's WAL", m).isLessThan(deadline2);
+        while (!"t"
+            .equals(
+                member(
+                    members,
+                    m,
+                    pg,
+                    "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() >= '"
+                        + lsn
+                        + "'::pg_lsn ELSE true END"))) {
+          assertThat(System.nanoTime())
+              .as("member %s replays the primary's WAL", m)
+              .isLessThan(deadline2);
           Thread.sleep(100);
         }
-        copies.put(m, member(members, m, pg, "SELECT count(*) || '/' || max(ordering) FROM weir.event_journal"));
+        copies.put(
+            m,
+            member(
+                members, m, pg, "SELECT count(*) || '/' || max(ordering) FROM weir.event_journal"));
       }
-      System.out.printf("postgres-rejoin: old primary rewound and streaming; journal rows/max ordering per member %s%n", copies);
+      System.out.printf(
+          "postgres-rejoin: old primary rewound and streaming; journal rows/max ordering per member %s%n",
+          copies);
       assertThat(copies.values()).as("every member holds the same journal").containsOnly(journal);
     } finally {
       nodes.forEach(NodeProcess::close);
@@ -174,7 +228,8 @@ class PostgresFailoverIT extends EndToEndTest {
   }
 
   /** GET through the node, retried while it answers 503 or not at all. */
-  private static HttpResponse<String> call(NodeProcess node, String path) throws InterruptedException {
+  private static HttpResponse<String> call(NodeProcess node, String path)
+      throws InterruptedException {
     for (int i = 0; i < 300; i++) {
       Optional<HttpResponse<String>> r = node.send("GET", path, null, Map.of());
       if (r.isPresent() && r.get().statusCode() != 503) {
@@ -185,33 +240,48 @@ class PostgresFailoverIT extends EndToEndTest {
     throw new AssertionError(path + " does not answer");
   }
 
-  private static void awaitAcks(AtomicInteger acks, int n, AtomicReference<Throwable> writerError) throws InterruptedException {
+  private static void awaitAcks(AtomicInteger acks, int n, AtomicReference<Throwable> writerError)
+      throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
     while (acks.get() < n) {
       assertThat(writerError.get()).as("the writer failed").isNull();
-      assertThat(System.nanoTime()).as("%d writes acknowledged before the crash", n).isLessThan(deadline);
+      assertThat(System.nanoTime())
+          .as("%d writes acknowledged before the crash", n)
+          .isLessThan(deadline);
       Thread.sleep(50);
     }
   }
 
   /** One value from member {@code m} of the RF3 cluster in {@code home} (database weir). */
-  private static String member(Path home, String m, Map<String, String> pg, String query) throws Exception {
-    String url = "jdbc:postgresql://127.0.0.1:" + Files.readString(home.resolve(m).resolve("port")).trim() + "/weir";
-    try (java.sql.Connection c = java.sql.DriverManager.getConnection(url, pg.get("WEIR_PG_USER"), pg.get("WEIR_PG_PASSWORD"));
+  private static String member(Path home, String m, Map<String, String> pg, String query)
+      throws Exception {
+    String url =
+        "jdbc:postgresql://127.0.0.1:"
+            + Files.readString(home.resolve(m).resolve("port")).trim()
+            + "/weir";
+    try (java.sql.Connection c =
+            java.sql.DriverManager.getConnection(
+                url, pg.get("WEIR_PG_USER"), pg.get("WEIR_PG_PASSWORD"));
         java.sql.ResultSet rs = c.createStatement().executeQuery(query)) {
       rs.next();
       return rs.getString(1);
     }
   }
 
-  /** Runs {@code deploy/bin/pg-rf3.sh <command>} and returns the {@code export} lines it printed. */
-  private static Map<String, String> rf3(Map<String, String> env, String command) throws IOException, InterruptedException {
-    ProcessBuilder pb = new ProcessBuilder("bash", TestPostgres.repoRoot().resolve("deploy/bin/pg-rf3.sh").toString(), command)
-        .redirectError(ProcessBuilder.Redirect.INHERIT);
+  /**
+   * Runs {@code deploy/bin/pg-rf3.sh <command>} and returns the {@code export} lines it printed.
+   */
+  private static Map<String, String> rf3(Map<String, String> env, String command)
+      throws IOException, InterruptedException {
+    ProcessBuilder pb =
+        new ProcessBuilder(
+                "bash", TestPostgres.repoRoot().resolve("deploy/bin/pg-rf3.sh").toString(), command)
+            .redirectError(ProcessBuilder.Redirect.INHERIT);
     pb.environment().putAll(env);
     Process p = pb.start();
     Map<String, String> out = new HashMap<>();
-    try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+    try (BufferedReader r =
+        new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
       String line;
       while ((line = r.readLine()) != null) {
         if (line.startsWith("export ")) {
@@ -225,7 +295,8 @@ class PostgresFailoverIT extends EndToEndTest {
       }
     }
     if (!p.waitFor(180, TimeUnit.SECONDS) || p.exitValue() != 0) {
-      throw new IllegalStateException("deploy/bin/pg-rf3.sh " + command + " failed; see its output above");
+      throw new IllegalStateException(
+          "deploy/bin/pg-rf3.sh " + command + " failed; see its output above");
     }
     return out;
   }

@@ -26,9 +26,10 @@ import org.junit.jupiter.api.Test;
  * consumer reads batches and commits each with one effect (an aggregate document holding its count
  * of source entries, its batch number and checkpoint); a killer SIGKILLs the node and starts a new
  * one: every other kill lands while a commit is in flight (0-40 ms after it was sent), the others
- * right after a commit went through but before its sender used the reply (the reply is lost with the
- * node). The consumer retries an unanswered commit with the same token and effects until it gets an
- * answer: a commit that went through answers {@code alreadyProcessed} with its original receipt.
+ * right after a commit went through but before its sender used the reply (the reply is lost with
+ * the node). The consumer retries an unanswered commit with the same token and effects until it
+ * gets an answer: a commit that went through answers {@code alreadyProcessed} with its original
+ * receipt.
  *
  * <p>Afterwards: the aggregate counts every written document exactly once (loss, dup); its
  * checkpoint equals the consumer's (effects and checkpoint together: torn); an audit consumer reads
@@ -59,35 +60,49 @@ class ProjectionCrashIT extends EndToEndTest {
 
     current.set(startNode("projcrash", config));
     awaitReady(current.get());
-    JsonNode configured = call("POST", "/admin/projections/configure",
-        "{\"partition\":" + PARTITION + ",\"consumer\":\"agg\",\"generation\":1,\"collections\":[\"src\"]}");
+    JsonNode configured =
+        call(
+            "POST",
+            "/admin/projections/configure",
+            "{\"partition\":"
+                + PARTITION
+                + ",\"consumer\":\"agg\",\"generation\":1,\"collections\":[\"src\"]}");
     assertThat(configured.get("consumer").get("checkpoint").asLong()).isZero();
 
     // The writer: documents src/<id> once each, retried with an idempotency key until acknowledged.
     AtomicBoolean stopWriting = new AtomicBoolean();
     AtomicInteger written = new AtomicInteger();
     AtomicReference<Throwable> writerError = new AtomicReference<>();
-    Thread writer = new Thread(() -> {
-      try {
-        for (int i = 0; i < ids.size() && (!stopWriting.get() || written.get() < minWrites); i++) {
-          String path = "/v1/documents/src/" + ids.get(i);
-          Map<String, String> key = Map.of("Idempotency-Key", "w-" + i);
-          while (true) {
-            Optional<HttpResponse<String>> r = current.get().send("PUT", path, "{\"i\":" + i + "}", key);
-            if (r.isPresent() && r.get().statusCode() == 200) {
-              break;
-            }
-            if (r.isPresent() && r.get().statusCode() != 503 && r.get().statusCode() != 429) {
-              throw new AssertionError("a write failed with " + r.get().statusCode() + ": " + r.get().body());
-            }
-            Thread.sleep(100);
-          }
-          written.incrementAndGet();
-        }
-      } catch (Throwable t) {
-        writerError.set(t);
-      }
-    }, "projcrash-writer");
+    Thread writer =
+        new Thread(
+            () -> {
+              try {
+                for (int i = 0;
+                    i < ids.size() && (!stopWriting.get() || written.get() < minWrites);
+                    i++) {
+                  String path = "/v1/documents/src/" + ids.get(i);
+                  Map<String, String> key = Map.of("Idempotency-Key", "w-" + i);
+                  while (true) {
+                    Optional<HttpResponse<String>> r =
+                        current.get().send("PUT", path, "{\"i\":" + i + "}", key);
+                    if (r.isPresent() && r.get().statusCode() == 200) {
+                      break;
+                    }
+                    if (r.isPresent()
+                        && r.get().statusCode() != 503
+                        && r.get().statusCode() != 429) {
+                      throw new AssertionError(
+                          "a write failed with " + r.get().statusCode() + ": " + r.get().body());
+                    }
+                    Thread.sleep(100);
+                  }
+                  written.incrementAndGet();
+                }
+              } catch (Throwable t) {
+                writerError.set(t);
+              }
+            },
+            "projcrash-writer");
     writer.setDaemon(true);
 
     // The killer: waits until a commit is in flight, then SIGKILLs the node a random moment later.
@@ -97,30 +112,36 @@ class ProjectionCrashIT extends EndToEndTest {
     AtomicBoolean killing = new AtomicBoolean(true);
     List<Long> delays = new ArrayList<>();
     AtomicReference<Throwable> killerError = new AtomicReference<>();
-    Thread killer = new Thread(() -> {
-      try {
-        for (int k = 0; k < kills; k++) {
-          Thread.sleep(500 + random.nextInt(2000));
-          // Every other kill lands after the commit went through but before its sender saw the
-          // reply (the sender gives up on it): the retry must get the original receipt.
-          boolean afterCommit = k % 2 == 1;
-          dropReply.set(afterCommit);
-          await("a commit in flight").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofMillis(1))
-              .until(afterCommit ? replyDropped::get : commitInFlight::get);
-          long delay = afterCommit ? 0 : random.nextInt(40);
-          delays.add(delay);
-          Thread.sleep(delay);
-          current.get().kill();
-          NodeProcess next = startNode("projcrash", config);
-          awaitReady(next);
-          current.set(next);
-        }
-      } catch (Throwable t) {
-        killerError.set(t);
-      } finally {
-        killing.set(false);
-      }
-    }, "projcrash-killer");
+    Thread killer =
+        new Thread(
+            () -> {
+              try {
+                for (int k = 0; k < kills; k++) {
+                  Thread.sleep(500 + random.nextInt(2000));
+                  // Every other kill lands after the commit went through but before its sender saw
+                  // the
+                  // reply (the sender gives up on it): the retry must get the original receipt.
+                  boolean afterCommit = k % 2 == 1;
+                  dropReply.set(afterCommit);
+                  await("a commit in flight")
+                      .atMost(Duration.ofMinutes(2))
+                      .pollInterval(Duration.ofMillis(1))
+                      .until(afterCommit ? replyDropped::get : commitInFlight::get);
+                  long delay = afterCommit ? 0 : random.nextInt(40);
+                  delays.add(delay);
+                  Thread.sleep(delay);
+                  current.get().kill();
+                  NodeProcess next = startNode("projcrash", config);
+                  awaitReady(next);
+                  current.set(next);
+                }
+              } catch (Throwable t) {
+                killerError.set(t);
+              } finally {
+                killing.set(false);
+              }
+            },
+            "projcrash-killer");
     killer.setDaemon(true);
 
     writer.start();
@@ -133,14 +154,20 @@ class ProjectionCrashIT extends EndToEndTest {
     int alreadyProcessed = 0;
     long lastEffectCheckpoint = 0;
     while (true) {
-      Optional<JsonNode> read = answer("/admin/projections/read",
-          "{\"partition\":" + PARTITION + ",\"consumer\":\"agg\",\"generation\":1,\"maxEntries\":50}");
+      Optional<JsonNode> read =
+          answer(
+              "/admin/projections/read",
+              "{\"partition\":"
+                  + PARTITION
+                  + ",\"consumer\":\"agg\",\"generation\":1,\"maxEntries\":50}");
       if (read.isEmpty()) {
         Thread.sleep(100);
         continue;
       }
       JsonNode batch = read.get();
-      assertThat(batch.get("start").asLong()).as("reads start at the committed checkpoint").isEqualTo(checkpoint);
+      assertThat(batch.get("start").asLong())
+          .as("reads start at the committed checkpoint")
+          .isEqualTo(checkpoint);
       long through = batch.get("through").asLong();
       if (through == checkpoint) {
         if (!killing.get() && !writer.isAlive() && through == batch.get("tail").asLong()) {
@@ -151,20 +178,28 @@ class ProjectionCrashIT extends EndToEndTest {
         continue;
       }
       boolean effects = batch.get("entries").size() > 0;
-      String request = CountingProjection.commitRequest(batch, aggregate, count, batches, checkpoint, revision);
+      String request =
+          CountingProjection.commitRequest(batch, aggregate, count, batches, checkpoint, revision);
       JsonNode done;
       int attempts = 0;
       if (dropReply.get()) {
-        // The commit goes through, its reply is thrown away, and the node dies before anything else.
+        // The commit goes through, its reply is thrown away, and the node dies before anything
+        // else.
         NodeProcess before = current.get();
         // Until it went through (the node may still be recovering: 503), then drop the reply.
-        for (int tries = 0; before.post("/admin/projections/commit", request).map(r -> r.statusCode() != 200).orElse(true);
+        for (int tries = 0;
+            before
+                .post("/admin/projections/commit", request)
+                .map(r -> r.statusCode() != 200)
+                .orElse(true);
             tries++) {
           assertThat(tries).as("the commit whose reply is dropped goes through").isLessThan(600);
           Thread.sleep(100);
         }
         replyDropped.set(true);
-        await("the node is replaced").atMost(Duration.ofMinutes(3)).until(() -> current.get() != before);
+        await("the node is replaced")
+            .atMost(Duration.ofMinutes(3))
+            .until(() -> current.get() != before);
         replyDropped.set(false);
         dropReply.set(false);
         attempts++;
@@ -196,10 +231,14 @@ class ProjectionCrashIT extends EndToEndTest {
         // A commit the node may have died in: its effect, checkpoint and receipt are all there.
         JsonNode now = JSON.readTree(get("/v1/documents/agg/" + aggregate).body());
         if (batches > 0) {
-          assertThat(now.get("batch").asLong()).as("the aggregate after a retried commit").isEqualTo(batches);
+          assertThat(now.get("batch").asLong())
+              .as("the aggregate after a retried commit")
+              .isEqualTo(batches);
           assertThat(now.get("checkpoint").asLong()).isEqualTo(lastEffectCheckpoint);
         }
-        assertThat(consumerCheckpoint()).as("the checkpoint after a retried commit").isEqualTo(checkpoint);
+        assertThat(consumerCheckpoint())
+            .as("the checkpoint after a retried commit")
+            .isEqualTo(checkpoint);
       }
       stopWriting.set(!killing.get());
     }
@@ -212,22 +251,34 @@ class ProjectionCrashIT extends EndToEndTest {
     JsonNode agg = JSON.readTree(get("/v1/documents/agg/" + aggregate).body());
     long loss = Math.max(0, written.get() - agg.get("count").asLong());
     long dup = Math.max(0, agg.get("count").asLong() - written.get());
-    long torn = agg.get("checkpoint").asLong() == lastEffectCheckpoint && consumerCheckpoint() == checkpoint ? 0 : 1;
+    long torn =
+        agg.get("checkpoint").asLong() == lastEffectCheckpoint && consumerCheckpoint() == checkpoint
+            ? 0
+            : 1;
 
     // The audit: the whole outbox, once.
-    call("POST", "/admin/projections/configure", "{\"partition\":" + PARTITION + ",\"consumer\":\"audit\",\"generation\":1}");
+    call(
+        "POST",
+        "/admin/projections/configure",
+        "{\"partition\":" + PARTITION + ",\"consumer\":\"audit\",\"generation\":1}");
     long srcEntries = 0;
     long aggEntries = 0;
     long orderErrors = 0;
     while (true) {
-      JsonNode b = call("POST", "/admin/projections/read",
-          "{\"partition\":" + PARTITION + ",\"consumer\":\"audit\",\"generation\":1,\"maxEntries\":1000}");
+      JsonNode b =
+          call(
+              "POST",
+              "/admin/projections/read",
+              "{\"partition\":"
+                  + PARTITION
+                  + ",\"consumer\":\"audit\",\"generation\":1,\"maxEntries\":1000}");
       for (JsonNode e : b.get("entries")) {
         if (e.get("collection").asText().equals("src")) {
           srcEntries++;
         } else {
           aggEntries++;
-          if (e.get("after").get("batch").asLong() != aggEntries || e.get("revision").asLong() != aggEntries) {
+          if (e.get("after").get("batch").asLong() != aggEntries
+              || e.get("revision").asLong() != aggEntries) {
             orderErrors++;
           }
         }
@@ -237,13 +288,26 @@ class ProjectionCrashIT extends EndToEndTest {
         break;
       }
     }
-    System.out.printf("projection-crash: kills=%d writes=%d batches=%d retried-commits=%d already-processed=%d"
+    System.out.printf(
+        "projection-crash: kills=%d writes=%d batches=%d retried-commits=%d already-processed=%d"
             + " src-entries=%d agg-entries=%d loss=%d dup=%d torn=%d order-errors=%d seed=%d delays-ms=%s%n",
-        kills, written.get(), batches, retried, alreadyProcessed, srcEntries, aggEntries, loss, dup, torn, orderErrors,
-        seed, delays);
+        kills,
+        written.get(),
+        batches,
+        retried,
+        alreadyProcessed,
+        srcEntries,
+        aggEntries,
+        loss,
+        dup,
+        torn,
+        orderErrors,
+        seed,
+        delays);
     assertThat(loss).as("every written document is counted (loss)").isZero();
     // Every other kill follows a commit that went through; a kill into a commit in flight may too.
-    assertThat(alreadyProcessed).as("kills after a commit went through: retries answered from the receipt")
+    assertThat(alreadyProcessed)
+        .as("kills after a commit went through: retries answered from the receipt")
         .isBetween(kills / 2, retried);
     assertThat(dup).as("no written document is counted twice (dup)").isZero();
     assertThat(torn).as("the effects and the checkpoint moved together").isZero();

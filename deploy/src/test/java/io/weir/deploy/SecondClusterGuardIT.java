@@ -23,17 +23,33 @@ class SecondClusterGuardIT extends EndToEndTest {
     int portB = NodeProcess.freePort();
     int portC = NodeProcess.freePort();
     String seedsBC = "127.0.0.1:" + portB + ",127.0.0.1:" + portC;
-    NodeProcess b = NodeProcess.start(new NodeProcess.Spec("guard-b").database(db).clusterPort(portB).env("WEIR_SEED_NODES", seedsBC));
-    NodeProcess c = NodeProcess.start(new NodeProcess.Spec("guard-c").database(db).clusterPort(portC).env("WEIR_SEED_NODES", seedsBC));
+    NodeProcess b =
+        NodeProcess.start(
+            new NodeProcess.Spec("guard-b")
+                .database(db)
+                .clusterPort(portB)
+                .env("WEIR_SEED_NODES", seedsBC));
+    NodeProcess c =
+        NodeProcess.start(
+            new NodeProcess.Spec("guard-c")
+                .database(db)
+                .clusterPort(portC)
+                .env("WEIR_SEED_NODES", seedsBC));
     nodes.add(b);
     nodes.add(c);
-    await("B and C form the cluster").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofMillis(500))
+    await("B and C form the cluster")
+        .atMost(Duration.ofMinutes(2))
+        .pollInterval(Duration.ofMillis(500))
         .until(() -> b.ready() && c.ready() && b.memberStatuses().size() == 2);
 
     int portA = NodeProcess.freePort();
     int nowhere = NodeProcess.freePort();
-    NodeProcess a = NodeProcess.start(new NodeProcess.Spec("guard-a").database(db).clusterPort(portA)
-        .env("WEIR_SEED_NODES", "127.0.0.1:" + portA + ",127.0.0.1:" + nowhere));
+    NodeProcess a =
+        NodeProcess.start(
+            new NodeProcess.Spec("guard-a")
+                .database(db)
+                .clusterPort(portA)
+                .env("WEIR_SEED_NODES", "127.0.0.1:" + portA + ",127.0.0.1:" + nowhere));
     nodes.add(a);
     long until = System.nanoTime() + Duration.ofSeconds(20).toNanos();
     while (System.nanoTime() < until) {
@@ -42,14 +58,19 @@ class SecondClusterGuardIT extends EndToEndTest {
       assertThat(members).as("B's cluster keeps its two members").hasSize(2);
       Thread.sleep(1000);
     }
-    System.out.println("second-cluster guard: the first seed stayed outside for 20 s while a cluster was alive");
+    System.out.println(
+        "second-cluster guard: the first seed stayed outside for 20 s while a cluster was alive");
 
     b.kill();
     c.kill();
     long t0 = System.nanoTime();
-    await("with no member alive, A forms a cluster").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofMillis(500))
+    await("with no member alive, A forms a cluster")
+        .atMost(Duration.ofMinutes(2))
+        .pollInterval(Duration.ofMillis(500))
         .until(a::ready);
-    System.out.printf("second-cluster guard: A formed a cluster %.1f s after the others were killed%n", (System.nanoTime() - t0) / 1e9);
+    System.out.printf(
+        "second-cluster guard: A formed a cluster %.1f s after the others were killed%n",
+        (System.nanoTime() - t0) / 1e9);
     assertThat(a.log()).contains("may form the cluster");
   }
 }

@@ -39,32 +39,49 @@ class SnapshotCrashIT extends EndToEndTest {
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);
     db = TestPostgres.server().freshDatabase("snapcrash");
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute("CREATE TABLE public.src (id bigint PRIMARY KEY, v bigint NOT NULL, note text)");
-      s.execute("INSERT INTO public.src SELECT g, g, 'seed row ' || g FROM generate_series(1, " + rows + ") g");
+      s.execute(
+          "INSERT INTO public.src SELECT g, g, 'seed row ' || g FROM generate_series(1, "
+              + rows
+              + ") g");
       s.execute("ANALYZE public.src");
       s.execute("CREATE PUBLICATION snap_pub FOR TABLE public.src");
       s.execute("CREATE SCHEMA snap_mirror");
-      s.execute("CREATE TABLE snap_mirror.src (id bigint PRIMARY KEY, v bigint NOT NULL, note text)");
+      s.execute(
+          "CREATE TABLE snap_mirror.src (id bigint PRIMARY KEY, v bigint NOT NULL, note text)");
     }
     Path config = Files.createTempFile("weir-snapcrash", ".conf");
-    Files.writeString(config, String.join("\n",
-        "weir.pipelines.snap {",
-        "  slot = snap_slot_" + db.name().substring(db.name().length() - 10),
-        "  publications = [snap_pub]",
-        "  start-mode = snapshot",
-        "  snapshot.batch-rows = 2000",
-        "  min-backoff = 200ms",
-        "  max-backoff = 2s",
-        "  sink { target-schema = snap_mirror, applied-log = true }",
-        "}"));
+    Files.writeString(
+        config,
+        String.join(
+            "\n",
+            "weir.pipelines.snap {",
+            "  slot = snap_slot_" + db.name().substring(db.name().length() - 10),
+            "  publications = [snap_pub]",
+            "  start-mode = snapshot",
+            "  snapshot.batch-rows = 2000",
+            "  min-backoff = 200ms",
+            "  max-backoff = 2s",
+            "  sink { target-schema = snap_mirror, applied-log = true }",
+            "}"));
 
     AtomicBoolean stopWriting = new AtomicBoolean(false);
     ConcurrentLinkedQueue<Long> committed = new ConcurrentLinkedQueue<>();
     AtomicReference<Throwable> writerError = new AtomicReference<>();
     SourceWriter shape = new SourceWriter(1, 5, "updated", id -> "row " + id, 10);
-    Thread writer = new Thread(() -> shape.run(db, rows + 1, new Random(seed + 1), committed, () -> !stopWriting.get(),
-        writerError), "snap-writer");
+    Thread writer =
+        new Thread(
+            () ->
+                shape.run(
+                    db,
+                    rows + 1,
+                    new Random(seed + 1),
+                    committed,
+                    () -> !stopWriting.get(),
+                    writerError),
+            "snap-writer");
     writer.start();
 
     NodeProcess node = startNode("snapcrash", config);
@@ -75,7 +92,8 @@ class SnapshotCrashIT extends EndToEndTest {
       // During the copy: at a random share of it. The last kill: once 95% of the rows are in, then
       // a random 0-400 ms, which lands before, during or just after the hand-off checkpoint.
       double share = nearHandOff ? 0.95 : 0.05 + random.nextDouble() * 0.8;
-      await("the snapshot reaches " + Math.round(share * 100) + "% on " + current.name()).atMost(Duration.ofMinutes(3))
+      await("the snapshot reaches " + Math.round(share * 100) + "% on " + current.name())
+          .atMost(Duration.ofMinutes(3))
           .pollInterval(Duration.ofMillis(10))
           .until(() -> snapshotShare(current) >= share);
       if (nearHandOff) {
@@ -87,15 +105,23 @@ class SnapshotCrashIT extends EndToEndTest {
       node = startNode("snapcrash", config);
     }
     NodeProcess last = node;
-    await("the pipeline streams after the snapshot").atMost(Duration.ofMinutes(3)).pollInterval(Duration.ofMillis(200))
-        .until(() -> last.pipeline("snap").map(p -> p.get("state").asText().equals("running")).orElse(false));
+    await("the pipeline streams after the snapshot")
+        .atMost(Duration.ofMinutes(3))
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () ->
+                last.pipeline("snap")
+                    .map(p -> p.get("state").asText().equals("running"))
+                    .orElse(false));
     JsonNode finalSnapshot = last.pipeline("snap").orElseThrow().get("snapshot");
     Thread.sleep(1000);
     stopWriting.set(true);
     writer.join(Duration.ofMinutes(2).toMillis());
     assertThat(writerError.get()).as("the writer should commit without errors").isNull();
     List<Long> all = List.copyOf(committed);
-    await("the mirror equals the source").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofSeconds(1))
+    await("the mirror equals the source")
+        .atMost(Duration.ofMinutes(2))
+        .pollInterval(Duration.ofSeconds(1))
         .until(() -> mirrorDifferences("snap_mirror") == 0);
 
     Map<Long, Integer> applied = appliedCounts("snap_mirror");
@@ -113,77 +139,133 @@ class SnapshotCrashIT extends EndToEndTest {
     }
     long dup = applied.values().stream().filter(n -> n > 1).count();
     long unknown = applied.keySet().stream().filter(x -> !all.contains(x)).count();
-    System.out.printf("snapshot-crash: kills=%d (%s) rows=%d transactions=%d in-snapshot=%d streamed=%d loss=%d effect-dup=%d "
+    System.out.printf(
+        "snapshot-crash: kills=%d (%s) rows=%d transactions=%d in-snapshot=%d streamed=%d loss=%d effect-dup=%d "
             + "unknown=%d mirror-diff=0 final-snapshot-ms=%d (-1: the last kill came after the hand-off) seed=%d%n",
-        kills, String.join(",", killedAt), rows, all.size(), firstStreamed, applied.size(), loss, dup, unknown,
-        finalSnapshot.isNull() ? -1 : finalSnapshot.get("elapsedMillis").asLong(), seed);
+        kills,
+        String.join(",", killedAt),
+        rows,
+        all.size(),
+        firstStreamed,
+        applied.size(),
+        loss,
+        dup,
+        unknown,
+        finalSnapshot.isNull() ? -1 : finalSnapshot.get("elapsedMillis").asLong(),
+        seed);
     // No snapshot in the last node's status: the last kill fell after the hand-off, so it streamed.
-    assertThat(finalSnapshot.isNull() || finalSnapshot.get("state").asText().equals("done")).isTrue();
+    assertThat(finalSnapshot.isNull() || finalSnapshot.get("state").asText().equals("done"))
+        .isTrue();
     assertThat(loss).as("every transaction after the snapshot should be applied (loss)").isZero();
     assertThat(dup).as("no transaction should be applied twice (effect-dup)").isZero();
     assertThat(unknown).as("nothing should be applied that the writer did not commit").isZero();
-    assertThat(all.size() - firstStreamed).as("some transactions were streamed after the hand-off").isPositive();
+    assertThat(all.size() - firstStreamed)
+        .as("some transactions were streamed after the hand-off")
+        .isPositive();
 
     // The admin API starts an incremental snapshot of the same table while the pipeline streams.
-    assertThat(last.post("/admin/pipelines/snap/snapshot", "{\"tables\": \"public.src\"}").orElseThrow().statusCode())
-        .as("a malformed body").isEqualTo(400);
-    assertThat(last.post("/admin/pipelines/snap/snapshot", "{\"tables\": [\"public.nope\"]}").orElseThrow().statusCode())
-        .as("a table not in the publication").isEqualTo(400);
+    assertThat(
+            last.post("/admin/pipelines/snap/snapshot", "{\"tables\": \"public.src\"}")
+                .orElseThrow()
+                .statusCode())
+        .as("a malformed body")
+        .isEqualTo(400);
+    assertThat(
+            last.post("/admin/pipelines/snap/snapshot", "{\"tables\": [\"public.nope\"]}")
+                .orElseThrow()
+                .statusCode())
+        .as("a table not in the publication")
+        .isEqualTo(400);
     // A writer runs again meanwhile, and the node is SIGKILLed while chunks are being applied: the
     // restarted node resumes after the last chunk stored with its progress.
     AtomicBoolean stopAgain = new AtomicBoolean(false);
     ConcurrentLinkedQueue<Long> more = new ConcurrentLinkedQueue<>();
-    Thread writer2 = new Thread(() -> shape.run(db, rows * 2L + 1, new Random(seed + 2), more, () -> !stopAgain.get(),
-        writerError), "snap-writer-2");
+    Thread writer2 =
+        new Thread(
+            () ->
+                shape.run(
+                    db,
+                    rows * 2L + 1,
+                    new Random(seed + 2),
+                    more,
+                    () -> !stopAgain.get(),
+                    writerError),
+            "snap-writer-2");
     writer2.start();
-    var accepted = last.post("/admin/pipelines/snap/snapshot", "{\"tables\": [\"public.src\"]}").orElseThrow();
+    var accepted =
+        last.post("/admin/pipelines/snap/snapshot", "{\"tables\": [\"public.src\"]}").orElseThrow();
     assertThat(accepted.statusCode()).isEqualTo(202);
     assertThat(accepted.body()).contains("\"kind\":\"incremental\"");
-    await("chunks are applied").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofMillis(20))
-        .until(() -> last.pipeline("snap").map(p -> p.get("snapshot").get("rowsDone").asLong() >= rows / 4).orElse(false));
-    long rowsBeforeKill = last.pipeline("snap").map(p -> p.get("snapshot").get("rowsDone").asLong()).orElse(-1L);
+    await("chunks are applied")
+        .atMost(Duration.ofMinutes(2))
+        .pollInterval(Duration.ofMillis(20))
+        .until(
+            () ->
+                last.pipeline("snap")
+                    .map(p -> p.get("snapshot").get("rowsDone").asLong() >= rows / 4)
+                    .orElse(false));
+    long rowsBeforeKill =
+        last.pipeline("snap").map(p -> p.get("snapshot").get("rowsDone").asLong()).orElse(-1L);
     last.kill();
     NodeProcess resumed = startNode("snapcrash", config);
-    await("the incremental snapshot completes after the restart").atMost(Duration.ofMinutes(3)).pollInterval(Duration.ofMillis(500))
-        .until(() -> resumed.pipeline("snap").map(p -> !p.get("snapshot").isNull()
-            && p.get("snapshot").get("kind").asText().equals("incremental")
-            && p.get("snapshot").get("state").asText().equals("done")).orElse(false));
-    long rowsAfterRestart = resumed.pipeline("snap").orElseThrow().get("snapshot").get("rowsDone").asLong();
+    await("the incremental snapshot completes after the restart")
+        .atMost(Duration.ofMinutes(3))
+        .pollInterval(Duration.ofMillis(500))
+        .until(
+            () ->
+                resumed
+                    .pipeline("snap")
+                    .map(
+                        p ->
+                            !p.get("snapshot").isNull()
+                                && p.get("snapshot").get("kind").asText().equals("incremental")
+                                && p.get("snapshot").get("state").asText().equals("done"))
+                    .orElse(false));
+    long rowsAfterRestart =
+        resumed.pipeline("snap").orElseThrow().get("snapshot").get("rowsDone").asLong();
     stopAgain.set(true);
     writer2.join(Duration.ofMinutes(2).toMillis());
     assertThat(writerError.get()).isNull();
-    await("the mirror equals the source again").atMost(Duration.ofMinutes(2)).pollInterval(Duration.ofSeconds(1))
+    await("the mirror equals the source again")
+        .atMost(Duration.ofMinutes(2))
+        .pollInterval(Duration.ofSeconds(1))
         .until(() -> mirrorDifferences("snap_mirror") == 0);
     Map<Long, Integer> appliedAfter = appliedCounts("snap_mirror");
     long dupAfter = appliedAfter.values().stream().filter(n -> n > 1).count();
     long lossAfter = more.stream().filter(x -> !appliedAfter.containsKey(x)).count();
-    System.out.printf("snapshot-crash: incremental snapshot killed after %d rows, resumed and applied %d more;"
-        + " transactions=%d loss=%d effect-dup=%d mirror-diff=0%n", rowsBeforeKill, rowsAfterRestart, more.size(), lossAfter, dupAfter);
+    System.out.printf(
+        "snapshot-crash: incremental snapshot killed after %d rows, resumed and applied %d more;"
+            + " transactions=%d loss=%d effect-dup=%d mirror-diff=0%n",
+        rowsBeforeKill, rowsAfterRestart, more.size(), lossAfter, dupAfter);
     // Starting over would read about all rows again (at least rows minus the deletes, one per 5
     // transactions); resuming reads what was left after the kill.
-    assertThat(rowsAfterRestart).as("the restart resumed instead of starting over")
+    assertThat(rowsAfterRestart)
+        .as("the restart resumed instead of starting over")
         .isLessThan(rows - rowsBeforeKill / 2 + more.size());
-    assertThat(lossAfter).as("every transaction committed during the incremental snapshot is applied").isZero();
+    assertThat(lossAfter)
+        .as("every transaction committed during the incremental snapshot is applied")
+        .isZero();
     assertThat(dupAfter).as("still no transaction applied twice").isZero();
   }
 
   /** Share of the rows copied so far; 1 once the snapshot is done (a kill then hits streaming). */
   private static double snapshotShare(NodeProcess node) {
-    return node.pipeline("snap").map(p -> {
-      JsonNode s = p.get("snapshot");
-      if (s == null || s.isNull()) {
-        return 0.0;
-      }
-      if (s.get("state").asText().equals("done")) {
-        return 1.0;
-      }
-      if (!s.get("state").asText().equals("running")) {
-        return 0.0;
-      }
-      long estimated = Math.max(1, s.get("rowsEstimated").asLong());
-      return (double) s.get("rowsDone").asLong() / estimated;
-    }).orElse(0.0);
+    return node.pipeline("snap")
+        .map(
+            p -> {
+              JsonNode s = p.get("snapshot");
+              if (s == null || s.isNull()) {
+                return 0.0;
+              }
+              if (s.get("state").asText().equals("done")) {
+                return 1.0;
+              }
+              if (!s.get("state").asText().equals("running")) {
+                return 0.0;
+              }
+              long estimated = Math.max(1, s.get("rowsEstimated").asLong());
+              return (double) s.get("rowsDone").asLong() / estimated;
+            })
+        .orElse(0.0);
   }
-
-
 }

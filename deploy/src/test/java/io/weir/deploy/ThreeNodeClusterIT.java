@@ -5,7 +5,6 @@ import static org.awaitility.Awaitility.await;
 
 import io.weir.persistence.testing.TestPostgres;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -30,7 +29,8 @@ class ThreeNodeClusterIT extends EndToEndTest {
           new NodeProcess.Spec("three-node-" + i)
               .database(db)
               .env("WEIR_SEED_NODES", seeds)
-              // Pekko's default waits 20 s for stable membership before downing; 3 s keeps the test short.
+              // Pekko's default waits 20 s for stable membership before downing; 3 s keeps the test
+              // short.
               .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
               // No scheduled principals reload within the test: changes must reach the other nodes
               // by their announcement (and a refused grant by the second look before a 403).
@@ -46,17 +46,33 @@ class ThreeNodeClusterIT extends EndToEndTest {
     nodes.forEach(n -> all.add(n.clusterAddress()));
 
     long t0 = System.nanoTime();
-    awaitOrDump(Duration.ofSeconds(120), "every node should see 3 Up members and be ready", () ->
-        nodes.stream().allMatch(n -> {
-          Map<String, String> members = n.memberStatuses();
-          return members.keySet().equals(all) && members.values().stream().allMatch("up"::equals) && n.ready();
-        }));
-    System.out.printf("cluster-formed: 3 members Up and ready after %.1f s%n", (System.nanoTime() - t0) / 1e9);
+    awaitOrDump(
+        Duration.ofSeconds(120),
+        "every node should see 3 Up members and be ready",
+        () ->
+            nodes.stream()
+                .allMatch(
+                    n -> {
+                      Map<String, String> members = n.memberStatuses();
+                      return members.keySet().equals(all)
+                          && members.values().stream().allMatch("up"::equals)
+                          && n.ready();
+                    }));
+    System.out.printf(
+        "cluster-formed: 3 members Up and ready after %.1f s%n", (System.nanoTime() - t0) / 1e9);
 
     long p0 = System.nanoTime();
-    awaitOrDump(Duration.ofSeconds(120), "all 64 partitions should run, spread over the 3 nodes", () ->
-        nodes.get(0).partitions().map(p -> p.get("running").asInt() == 64 && p.get("byNode").size() == 3).orElse(false));
-    System.out.printf("partitions-started: 64 on 3 nodes %.1f s after the cluster formed (%s)%n",
+    awaitOrDump(
+        Duration.ofSeconds(120),
+        "all 64 partitions should run, spread over the 3 nodes",
+        () ->
+            nodes
+                .get(0)
+                .partitions()
+                .map(p -> p.get("running").asInt() == 64 && p.get("byNode").size() == 3)
+                .orElse(false));
+    System.out.printf(
+        "partitions-started: 64 on 3 nodes %.1f s after the cluster formed (%s)%n",
         (System.nanoTime() - p0) / 1e9, nodes.get(0).partitions().orElseThrow().get("byNode"));
 
     // Documents near the size limit, written through one node and read through another: most of
@@ -65,20 +81,25 @@ class ThreeNodeClusterIT extends EndToEndTest {
     String big = "{\"pad\":\"" + "x".repeat(900_000) + "\"}";
     for (int i = 0; i < 12; i++) {
       var put = nodes.get(0).send("PUT", "/v1/documents/big/doc-" + i, big, Map.of()).orElseThrow();
-      assertThat(put.statusCode()).as("PUT of a 900 KB document %d: %s", i, put.body().length() > 300 ? "" : put.body())
+      assertThat(put.statusCode())
+          .as("PUT of a 900 KB document %d: %s", i, put.body().length() > 300 ? "" : put.body())
           .isEqualTo(200);
-      var get = nodes.get(1).send("GET", "/v1/documents/big/doc-" + i, null, Map.of()).orElseThrow();
+      var get =
+          nodes.get(1).send("GET", "/v1/documents/big/doc-" + i, null, Map.of()).orElseThrow();
       assertThat(get.statusCode()).isEqualTo(200);
       assertThat(get.body()).as("the document read through another node").isEqualTo(big);
     }
-    System.out.println("large-documents: 12 documents of 900 KB written through one node and read through another");
+    System.out.println(
+        "large-documents: 12 documents of 900 KB written through one node and read through another");
 
     principalsReachEveryNode();
     protocolClientWorksWithTheSameAuthorisation(seeds);
 
     Set<String> clusterIds = new HashSet<>();
     nodes.forEach(n -> clusterIds.add(n.cluster().orElseThrow().get("clusterId").asText()));
-    assertThat(clusterIds).as("every node should report the one cluster identity kept in PostgreSQL").hasSize(1);
+    assertThat(clusterIds)
+        .as("every node should report the one cluster identity kept in PostgreSQL")
+        .hasSize(1);
 
     // Node 3 freezes (SIGSTOP): to the others it is cut off, the minority of a partition.
     NodeProcess victim = nodes.get(2);
@@ -86,27 +107,58 @@ class ThreeNodeClusterIT extends EndToEndTest {
     victim.signal("STOP");
     long frozenAt = System.nanoTime();
 
-    awaitOrDump(Duration.ofSeconds(90), "the majority should down the frozen node and stay ready", () ->
-        survivors.stream().allMatch(n -> {
-          Map<String, String> members = n.memberStatuses();
-          return members.size() == 2 && !members.containsKey(victim.clusterAddress())
-              && members.values().stream().allMatch("up"::equals) && n.ready();
-        }));
-    System.out.printf("frozen-node-removed: after %.1f s (stable-after 3 s)%n", (System.nanoTime() - frozenAt) / 1e9);
-    awaitOrDump(Duration.ofSeconds(90), "the frozen node's partitions should run again on the survivors", () ->
-        survivors.get(0).partitions().map(p -> p.get("running").asInt() == 64 && p.get("byNode").size() == 2
-            && !p.get("byNode").has(victim.clusterAddress())).orElse(false));
-    System.out.printf("partitions-restarted: all 64 on the 2 survivors %.1f s after the freeze%n", (System.nanoTime() - frozenAt) / 1e9);
+    awaitOrDump(
+        Duration.ofSeconds(90),
+        "the majority should down the frozen node and stay ready",
+        () ->
+            survivors.stream()
+                .allMatch(
+                    n -> {
+                      Map<String, String> members = n.memberStatuses();
+                      return members.size() == 2
+                          && !members.containsKey(victim.clusterAddress())
+                          && members.values().stream().allMatch("up"::equals)
+                          && n.ready();
+                    }));
+    System.out.printf(
+        "frozen-node-removed: after %.1f s (stable-after 3 s)%n",
+        (System.nanoTime() - frozenAt) / 1e9);
+    awaitOrDump(
+        Duration.ofSeconds(90),
+        "the frozen node's partitions should run again on the survivors",
+        () ->
+            survivors
+                .get(0)
+                .partitions()
+                .map(
+                    p ->
+                        p.get("running").asInt() == 64
+                            && p.get("byNode").size() == 2
+                            && !p.get("byNode").has(victim.clusterAddress()))
+                .orElse(false));
+    System.out.printf(
+        "partitions-restarted: all 64 on the 2 survivors %.1f s after the freeze%n",
+        (System.nanoTime() - frozenAt) / 1e9);
     for (NodeProcess n : survivors) {
-      assertThat(n.cluster().orElseThrow().get("unreachable")).as("%s should see no unreachable member", n.name()).isEmpty();
+      assertThat(n.cluster().orElseThrow().get("unreachable"))
+          .as("%s should see no unreachable member", n.name())
+          .isEmpty();
       assertThat(n.isAlive()).as("%s should still run", n.name()).isTrue();
     }
     // Running again, the downed node learns it was removed and stops: it serves nothing more.
     victim.signal("CONT");
     long resumed = System.nanoTime();
-    assertThat(victim.waitForExit(Duration.ofSeconds(90))).as("a downed node exits with status 4").isEqualTo(4);
-    System.out.printf("downed-node-exit: status 4, %.1f s after it ran again%n", (System.nanoTime() - resumed) / 1e9);
-    var put = survivors.get(0).send("PUT", "/v1/documents/big/after-down", "{\"n\":1}", Map.of()).orElseThrow();
+    assertThat(victim.waitForExit(Duration.ofSeconds(90)))
+        .as("a downed node exits with status 4")
+        .isEqualTo(4);
+    System.out.printf(
+        "downed-node-exit: status 4, %.1f s after it ran again%n",
+        (System.nanoTime() - resumed) / 1e9);
+    var put =
+        survivors
+            .get(0)
+            .send("PUT", "/v1/documents/big/after-down", "{\"n\":1}", Map.of())
+            .orElseThrow();
     assertThat(put.statusCode()).as("the majority keeps serving writes").isEqualTo(200);
   }
 
@@ -116,32 +168,66 @@ class ThreeNodeClusterIT extends EndToEndTest {
    */
   private void principalsReachEveryNode() throws Exception {
     NodeProcess admin = nodes.get(0);
-    var created = admin.send("POST", "/admin/principals", "{\"id\":\"reader\"}", Map.of("Content-Type", "application/json"))
-        .orElseThrow();
+    var created =
+        admin
+            .send(
+                "POST",
+                "/admin/principals",
+                "{\"id\":\"reader\"}",
+                Map.of("Content-Type", "application/json"))
+            .orElseThrow();
     assertThat(created.statusCode()).isEqualTo(201);
-    String token = new com.fasterxml.jackson.databind.ObjectMapper().readTree(created.body()).get("token").asText();
+    String token =
+        new com.fasterxml.jackson.databind.ObjectMapper()
+            .readTree(created.body())
+            .get("token")
+            .asText();
     Map<String, String> asReader = Map.of("Authorization", "Bearer " + token);
     for (NodeProcess n : nodes.subList(1, 3)) {
-      assertThat(n.send("GET", "/v1/documents/big/doc-0", null, asReader).orElseThrow().statusCode())
-          .as("%s knows the new principal (an unknown token reloads before 401) but it holds no grant", n.name())
+      assertThat(
+              n.send("GET", "/v1/documents/big/doc-0", null, asReader).orElseThrow().statusCode())
+          .as(
+              "%s knows the new principal (an unknown token reloads before 401) but it holds no grant",
+              n.name())
           .isEqualTo(403);
     }
-    var granted = admin.send("POST", "/admin/principals/reader/grants",
-        "{\"collection\":\"big\",\"grant\":\"DocumentsRead\"}", Map.of("Content-Type", "application/json")).orElseThrow();
+    var granted =
+        admin
+            .send(
+                "POST",
+                "/admin/principals/reader/grants",
+                "{\"collection\":\"big\",\"grant\":\"DocumentsRead\"}",
+                Map.of("Content-Type", "application/json"))
+            .orElseThrow();
     assertThat(granted.statusCode()).isEqualTo(200);
     for (NodeProcess n : nodes.subList(1, 3)) {
-      assertThat(n.send("GET", "/v1/documents/big/doc-0", null, asReader).orElseThrow().statusCode())
+      assertThat(
+              n.send("GET", "/v1/documents/big/doc-0", null, asReader).orElseThrow().statusCode())
           .as("%s honours a grant given through another node at once", n.name())
           .isEqualTo(200);
     }
-    assertThat(admin.send("POST", "/admin/principals/reader/revoke", "", Map.of()).orElseThrow().statusCode()).isEqualTo(200);
+    assertThat(
+            admin
+                .send("POST", "/admin/principals/reader/revoke", "", Map.of())
+                .orElseThrow()
+                .statusCode())
+        .isEqualTo(200);
     long revokedAt = System.nanoTime();
     for (NodeProcess n : nodes.subList(1, 3)) {
-      await(n.name() + " refuses the revoked principal").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50))
-          .until(() -> n.send("GET", "/v1/documents/big/doc-0", null, asReader).orElseThrow().statusCode() == 401);
+      await(n.name() + " refuses the revoked principal")
+          .atMost(Duration.ofSeconds(30))
+          .pollInterval(Duration.ofMillis(50))
+          .until(
+              () ->
+                  n.send("GET", "/v1/documents/big/doc-0", null, asReader)
+                          .orElseThrow()
+                          .statusCode()
+                      == 401);
     }
-    System.out.printf("principals-across-nodes: grant honoured at once on other nodes; revocation refused"
-        + " everywhere %.2f s after it committed (scheduled reload 1 h)%n", (System.nanoTime() - revokedAt) / 1e9);
+    System.out.printf(
+        "principals-across-nodes: grant honoured at once on other nodes; revocation refused"
+            + " everywhere %.2f s after it committed (scheduled reload 1 h)%n",
+        (System.nanoTime() - revokedAt) / 1e9);
   }
 
   /**
@@ -155,14 +241,34 @@ class ThreeNodeClusterIT extends EndToEndTest {
     NodeProcess admin = nodes.get(0);
     var json = new com.fasterxml.jackson.databind.ObjectMapper();
     Map<String, String> jsonType = Map.of("Content-Type", "application/json");
-    String appToken = json.readTree(admin.send("POST", "/admin/principals", "{\"id\":\"example-app\"}", jsonType)
-        .orElseThrow().body()).get("token").asText();
+    String appToken =
+        json.readTree(
+                admin
+                    .send("POST", "/admin/principals", "{\"id\":\"example-app\"}", jsonType)
+                    .orElseThrow()
+                    .body())
+            .get("token")
+            .asText();
     for (String grant : List.of("DocumentsRead", "DocumentsWrite", "ChangesRead")) {
-      assertThat(admin.send("POST", "/admin/principals/example-app/grants",
-          "{\"collection\":\"example\",\"grant\":\"" + grant + "\"}", jsonType).orElseThrow().statusCode()).isEqualTo(200);
+      assertThat(
+              admin
+                  .send(
+                      "POST",
+                      "/admin/principals/example-app/grants",
+                      "{\"collection\":\"example\",\"grant\":\"" + grant + "\"}",
+                      jsonType)
+                  .orElseThrow()
+                  .statusCode())
+          .isEqualTo(200);
     }
-    String strangerToken = json.readTree(admin.send("POST", "/admin/principals", "{\"id\":\"stranger\"}", jsonType)
-        .orElseThrow().body()).get("token").asText();
+    String strangerToken =
+        json.readTree(
+                admin
+                    .send("POST", "/admin/principals", "{\"id\":\"stranger\"}", jsonType)
+                    .orElseThrow()
+                    .body())
+            .get("token")
+            .asText();
     Set<String> servers = new HashSet<>();
     nodes.forEach(n -> servers.add(n.clusterAddress()));
 
@@ -173,37 +279,62 @@ class ThreeNodeClusterIT extends EndToEndTest {
       admin.partitions().ifPresent(p -> p.get("byNode").fieldNames().forEachRemaining(hosts::add));
       Thread.sleep(250);
     }
-    assertThat(client.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)).as("the example client ends").isTrue();
+    assertThat(client.waitFor(10, java.util.concurrent.TimeUnit.SECONDS))
+        .as("the example client ends")
+        .isTrue();
     String out = java.nio.file.Files.readString(clientLog("example-client"));
     out.lines().filter(l -> l.startsWith("client-")).forEach(System.out::println);
-    assertThat(client.exitValue()).as("the example client's exit status; its output:%n%s", tail(out)).isEqualTo(0);
-    assertThat(out).contains("roles=[client, dc-default]").contains("client-documents: written=10 replayed=true read-equal=10"
-        + " stale-write=409/conflict deleted=1").contains("client-changes: upserts=10 deletes=1").contains("client-ok");
-    assertThat(hosts).as("partitions run on server nodes only while a client is a member").isSubsetOf(servers);
+    assertThat(client.exitValue())
+        .as("the example client's exit status; its output:%n%s", tail(out))
+        .isEqualTo(0);
+    assertThat(out)
+        .contains("roles=[client, dc-default]")
+        .contains(
+            "client-documents: written=10 replayed=true read-equal=10"
+                + " stale-write=409/conflict deleted=1")
+        .contains("client-changes: upserts=10 deletes=1")
+        .contains("client-ok");
+    assertThat(hosts)
+        .as("partitions run on server nodes only while a client is a member")
+        .isSubsetOf(servers);
     var doc = nodes.get(2).send("GET", "/v1/documents/example/doc-3", null, Map.of()).orElseThrow();
-    assertThat(json.readTree(doc.body())).as("a document the client wrote, read over HTTP")
+    assertThat(json.readTree(doc.body()))
+        .as("a document the client wrote, read over HTTP")
         .isEqualTo(json.readTree("{\"n\":3,\"text\":\"note 3\"}"));
-    System.out.printf("protocol-client: example application joined as a client and passed in %.1f s%n",
+    System.out.printf(
+        "protocol-client: example application joined as a client and passed in %.1f s%n",
         (System.nanoTime() - t0) / 1e9);
 
     Process refused = startClient("example-client-stranger", seeds, strangerToken);
     assertThat(refused.waitFor(180, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
     String refusedOut = java.nio.file.Files.readString(clientLog("example-client-stranger"));
-    assertThat(refused.exitValue()).as("a principal without grants fails; output:%n%s", tail(refusedOut)).isEqualTo(1);
-    assertThat(refusedOut).contains("client-failed: PUT /v1/documents/{collection}/{id} answered 403 forbidden");
-    System.out.println("protocol-client-authorisation: a principal without grants is refused 403 through the protocol");
+    assertThat(refused.exitValue())
+        .as("a principal without grants fails; output:%n%s", tail(refusedOut))
+        .isEqualTo(1);
+    assertThat(refusedOut)
+        .contains("client-failed: PUT /v1/documents/{collection}/{id} answered 403 forbidden");
+    System.out.println(
+        "protocol-client-authorisation: a principal without grants is refused 403 through the protocol");
   }
 
   private static java.nio.file.Path clientLog(String name) {
     return TestPostgres.repoRoot().resolve("deploy/target/e2e-logs/" + name + ".log");
   }
 
-  private static Process startClient(String name, String seeds, String token) throws java.io.IOException {
-    java.nio.file.Path jar = TestPostgres.repoRoot().resolve("deploy/example-client/target/weir-example-client.jar");
+  private static Process startClient(String name, String seeds, String token)
+      throws java.io.IOException {
+    java.nio.file.Path jar =
+        TestPostgres.repoRoot().resolve("deploy/example-client/target/weir-example-client.jar");
     assertThat(jar).as("built by mvn package").isRegularFile();
-    ProcessBuilder pb = new ProcessBuilder(java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-        "-Xmx128m", "-XX:+UseSerialGC", "-jar", jar.toString())
-        .redirectErrorStream(true).redirectOutput(clientLog(name).toFile());
+    ProcessBuilder pb =
+        new ProcessBuilder(
+                java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                "-jar",
+                jar.toString())
+            .redirectErrorStream(true)
+            .redirectOutput(clientLog(name).toFile());
     pb.environment().keySet().removeIf(k -> k.startsWith("WEIR_"));
     pb.environment().put("WEIR_SEED_NODES", seeds);
     pb.environment().put("WEIR_CLIENT_TOKEN", token);
@@ -212,7 +343,8 @@ class ThreeNodeClusterIT extends EndToEndTest {
     return process;
   }
 
-  private void awaitOrDump(Duration timeout, String what, java.util.concurrent.Callable<Boolean> condition) {
+  private void awaitOrDump(
+      Duration timeout, String what, java.util.concurrent.Callable<Boolean> condition) {
     try {
       await(what).atMost(timeout).pollInterval(Duration.ofMillis(500)).until(condition);
     } catch (org.awaitility.core.ConditionTimeoutException e) {

@@ -14,8 +14,8 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
- * The operator's path: {@code deploy/bin/weir} runs the packaged jar (its Main-Class and lib/
- * class path) and {@code weir ctl} talks to a node process, with the address and token from the
+ * The operator's path: {@code deploy/bin/weir} runs the packaged jar (its Main-Class and lib/ class
+ * path) and {@code weir ctl} talks to a node process, with the address and token from the
  * environment. The commands themselves are covered by CliIT in the node module.
  */
 class WeirWrapperIT extends EndToEndTest {
@@ -31,14 +31,20 @@ class WeirWrapperIT extends EndToEndTest {
     pb.environment().keySet().removeIf(k -> k.startsWith("WEIR_"));
     pb.environment().putAll(env);
     // The wrapper must find java on the PATH: the one running this test.
-    pb.environment().put("PATH", Path.of(System.getProperty("java.home"), "bin") + ":" + System.getenv("PATH"));
+    pb.environment()
+        .put("PATH", Path.of(System.getProperty("java.home"), "bin") + ":" + System.getenv("PATH"));
     Path out = java.nio.file.Files.createTempFile("weir-wrapper", ".out");
     Path err = java.nio.file.Files.createTempFile("weir-wrapper", ".err");
     pb.redirectOutput(out.toFile()).redirectError(err.toFile());
     Process p = pb.start();
-    assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("weir %s should end within 60 s", String.join(" ", args)).isTrue();
-    Run run = new Run(p.exitValue(), java.nio.file.Files.readString(out, StandardCharsets.UTF_8),
-        java.nio.file.Files.readString(err, StandardCharsets.UTF_8));
+    assertThat(p.waitFor(60, TimeUnit.SECONDS))
+        .as("weir %s should end within 60 s", String.join(" ", args))
+        .isTrue();
+    Run run =
+        new Run(
+            p.exitValue(),
+            java.nio.file.Files.readString(out, StandardCharsets.UTF_8),
+            java.nio.file.Files.readString(err, StandardCharsets.UTF_8));
     java.nio.file.Files.delete(out);
     java.nio.file.Files.delete(err);
     return run;
@@ -51,23 +57,35 @@ class WeirWrapperIT extends EndToEndTest {
     assertThat(usage.err()).contains("Usage: weir").contains("ctl");
 
     db = TestPostgres.server().freshDatabase("weir_wrapper");
-    NodeProcess node = NodeProcess.start(new NodeProcess.Spec("wrapper").database(db).env("WEIR_PARTITIONS", "4"));
+    NodeProcess node =
+        NodeProcess.start(new NodeProcess.Spec("wrapper").database(db).env("WEIR_PARTITIONS", "4"));
     nodes.add(node);
     awaitReady(node, 4);
-    Map<String, String> env = Map.of("WEIR_URL", "http://127.0.0.1:" + node.httpPort(), "WEIR_ADMIN_TOKEN",
-        NodeProcess.ADMIN_TOKEN);
+    Map<String, String> env =
+        Map.of(
+            "WEIR_URL",
+            "http://127.0.0.1:" + node.httpPort(),
+            "WEIR_ADMIN_TOKEN",
+            NodeProcess.ADMIN_TOKEN);
 
     Run status = wrapper(env, "ctl", "cluster", "status");
     assertThat(status.exit()).as(status.err()).isZero();
-    assertThat(status.out()).contains("this node:  " + node.clusterAddress()).contains(node.clusterAddress() + "  up");
+    assertThat(status.out())
+        .contains("this node:  " + node.clusterAddress())
+        .contains(node.clusterAddress() + "  up");
     Run partitions = wrapper(env, "ctl", "cluster", "partitions", "--json");
     assertThat(partitions.exit()).as(partitions.err()).isZero();
     JsonNode p = json.readTree(partitions.out());
     assertThat(p.get("count").asInt()).isEqualTo(4);
 
-    Run wrongToken = wrapper(Map.of("WEIR_URL", env.get("WEIR_URL"), "WEIR_ADMIN_TOKEN", "not-the-token"), "ctl", "pipelines",
-        "list");
+    Run wrongToken =
+        wrapper(
+            Map.of("WEIR_URL", env.get("WEIR_URL"), "WEIR_ADMIN_TOKEN", "not-the-token"),
+            "ctl",
+            "pipelines",
+            "list");
     assertThat(wrongToken.exit()).isEqualTo(1);
-    assertThat(wrongToken.err().strip()).isEqualTo("unauthenticated: a valid bearer token is required");
+    assertThat(wrongToken.err().strip())
+        .isEqualTo("unauthenticated: a valid bearer token is required");
   }
 }

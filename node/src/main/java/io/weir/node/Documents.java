@@ -27,33 +27,39 @@ import java.util.regex.Pattern;
 import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
- * Document operations of the HTTP API, asked of the partitions: a document {@code (collection,
- * id)} lives in partition {@code partitionOf(collection, id, P)} (the id is its partition key).
- * Every write is one {@link ApplyFrame}; its command id is derived from the caller's idempotency
- * key (scoped to the operation and the document), or random without one.
+ * Document operations of the HTTP API, asked of the partitions: a document {@code (collection, id)}
+ * lives in partition {@code partitionOf(collection, id, P)} (the id is its partition key). Every
+ * write is one {@link ApplyFrame}; its command id is derived from the caller's idempotency key
+ * (scoped to the operation and the document), or random without one.
  */
 public final class Documents {
   /** Collections the API may write: no dot, so never a CDC default name ({@code schema.table}). */
   private static final Pattern WRITABLE_COLLECTION = Pattern.compile("[A-Za-z0-9_-]{1,128}");
+
   /** Collections the API may read: also CDC collections. */
   private static final Pattern READABLE_COLLECTION = Pattern.compile("[A-Za-z0-9_.-]{1,128}");
+
   public static final int MAX_ID_LENGTH = 512;
   public static final int MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+
   /** An expected revision no document has: a frame with it is only ever answered by a receipt. */
   private static final long NO_REVISION = -1;
 
   private final ActorSystem<?> system;
   private final int partitions;
   private final Set<String> cdcCollections;
+
   /** CDC collections routed by columns other than their id: a read cannot compute the partition. */
   private final Set<String> routedByOtherColumns;
+
   private final Duration timeout;
 
   /**
    * @param pipelines the configured pipelines: collections their partition sinks name explicitly
    *     may not be written through the API
    */
-  public Documents(ActorSystem<?> system, int partitions, List<PipelineConfig> pipelines, Duration timeout) {
+  public Documents(
+      ActorSystem<?> system, int partitions, List<PipelineConfig> pipelines, Duration timeout) {
     this.system = system;
     this.partitions = partitions;
     Set<String> fed = new TreeSet<>();
@@ -62,7 +68,11 @@ public final class Documents {
     Set<String> scattered = new TreeSet<>();
     for (PipelineConfig p : pipelines) {
       if (p.partitions() != null) {
-        p.partitions().partitionKeys().keySet().forEach(table -> scattered.add(p.partitions().collections().getOrDefault(table, table)));
+        p.partitions()
+            .partitionKeys()
+            .keySet()
+            .forEach(
+                table -> scattered.add(p.partitions().collections().getOrDefault(table, table)));
       }
     }
     this.routedByOtherColumns = Set.copyOf(scattered);
@@ -73,9 +83,14 @@ public final class Documents {
    * Asks partition {@code n}; the stage completes on the answering thread (Pekko's Java ask would
    * run every callback on the common pool, a new thread per callback on small machines).
    */
-  public <T> CompletableFuture<T> ask(int n, java.util.function.Function<org.apache.pekko.actor.typed.ActorRef<T>,
-      io.weir.sharding.partition.PartitionProtocol.Command> make) {
-    return io.weir.sharding.cdc.PartitionChannel.direct(PartitionSharding.partition(system, n).ask(make::apply, timeout));
+  public <T> CompletableFuture<T> ask(
+      int n,
+      java.util.function.Function<
+              org.apache.pekko.actor.typed.ActorRef<T>,
+              io.weir.sharding.partition.PartitionProtocol.Command>
+          make) {
+    return io.weir.sharding.cdc.PartitionChannel.direct(
+        PartitionSharding.partition(system, n).ask(make::apply, timeout));
   }
 
   public int partitions() {
@@ -102,7 +117,9 @@ public final class Documents {
 
   /** 1 to {@value #MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters. */
   public static boolean validIdempotencyKey(String key) {
-    return !key.isEmpty() && key.length() <= MAX_IDEMPOTENCY_KEY_LENGTH && key.chars().allMatch(c -> c >= 0x20 && c < 0x7f);
+    return !key.isEmpty()
+        && key.length() <= MAX_IDEMPOTENCY_KEY_LENGTH
+        && key.chars().allMatch(c -> c >= 0x20 && c < 0x7f);
   }
 
   /**
@@ -113,15 +130,25 @@ public final class Documents {
     return routedByOtherColumns.contains(collection);
   }
 
-  /** Whether a pipeline's partition sink writes {@code collection} (then the API may only read it). */
+  /**
+   * Whether a pipeline's partition sink writes {@code collection} (then the API may only read it).
+   */
   public boolean fedByCdc(String collection) {
     return cdcCollections.contains(collection);
   }
 
   /** Creates or replaces a document; {@code body} is a canonical JSON object. */
   public CompletionStage<FrameReply> put(
-      String collection, String id, String body, Optional<Long> expectedRevision, Optional<String> idempotencyKey) {
-    return apply(collection, id, new Upsert(collection, id, body, expectedRevision), commandId("put", collection, id, idempotencyKey));
+      String collection,
+      String id,
+      String body,
+      Optional<Long> expectedRevision,
+      Optional<String> idempotencyKey) {
+    return apply(
+        collection,
+        id,
+        new Upsert(collection, id, body, expectedRevision),
+        commandId("put", collection, id, idempotencyKey));
   }
 
   /**
@@ -130,32 +157,57 @@ public final class Documents {
    * the delete expects the revision just read, and reads again if the document changed meanwhile.
    */
   public CompletionStage<Optional<FrameReply>> delete(
-      String collection, String id, Optional<Long> expectedRevision, Optional<String> idempotencyKey) {
-    return delete(collection, id, expectedRevision, commandId("delete", collection, id, idempotencyKey),
-        idempotencyKey.isPresent(), 3);
+      String collection,
+      String id,
+      Optional<Long> expectedRevision,
+      Optional<String> idempotencyKey) {
+    return delete(
+        collection,
+        id,
+        expectedRevision,
+        commandId("delete", collection, id, idempotencyKey),
+        idempotencyKey.isPresent(),
+        3);
   }
 
   private CompletionStage<Optional<FrameReply>> delete(
-      String collection, String id, Optional<Long> expectedRevision, String commandId, boolean keyed, int attempts) {
-    return get(collection, id).thenCompose(reply -> {
-      Optional<Document> live = reply.document().filter(d -> !d.deleted());
-      if (live.isEmpty()) {
-        if (!keyed) {
-          return CompletableFuture.completedFuture(Optional.empty());
-        }
-        // A retry of a delete that went through finds a tombstone: a frame that no document can
-        // satisfy returns the receipt if there is one and writes nothing either way.
-        return apply(collection, id, new Delete(collection, id, Optional.of(NO_REVISION)), commandId)
-            .thenApply(r -> r instanceof Conflict ? Optional.<FrameReply>empty() : Optional.of(r));
-      }
-      long expected = expectedRevision.orElse(live.get().revision());
-      return apply(collection, id, new Delete(collection, id, Optional.of(expected)), commandId).thenCompose(r -> {
-        if (r instanceof Conflict && expectedRevision.isEmpty() && attempts > 1) {
-          return delete(collection, id, expectedRevision, commandId, keyed, attempts - 1);
-        }
-        return CompletableFuture.completedFuture(Optional.of(r));
-      });
-    });
+      String collection,
+      String id,
+      Optional<Long> expectedRevision,
+      String commandId,
+      boolean keyed,
+      int attempts) {
+    return get(collection, id)
+        .thenCompose(
+            reply -> {
+              Optional<Document> live = reply.document().filter(d -> !d.deleted());
+              if (live.isEmpty()) {
+                if (!keyed) {
+                  return CompletableFuture.completedFuture(Optional.empty());
+                }
+                // A retry of a delete that went through finds a tombstone: a frame that no document
+                // can
+                // satisfy returns the receipt if there is one and writes nothing either way.
+                return apply(
+                        collection,
+                        id,
+                        new Delete(collection, id, Optional.of(NO_REVISION)),
+                        commandId)
+                    .thenApply(
+                        r -> r instanceof Conflict ? Optional.<FrameReply>empty() : Optional.of(r));
+              }
+              long expected = expectedRevision.orElse(live.get().revision());
+              return apply(
+                      collection, id, new Delete(collection, id, Optional.of(expected)), commandId)
+                  .thenCompose(
+                      r -> {
+                        if (r instanceof Conflict && expectedRevision.isEmpty() && attempts > 1) {
+                          return delete(
+                              collection, id, expectedRevision, commandId, keyed, attempts - 1);
+                        }
+                        return CompletableFuture.completedFuture(Optional.of(r));
+                      });
+            });
   }
 
   /** The document as its partition holds it (tombstones included). */
@@ -169,16 +221,23 @@ public final class Documents {
     for (int n = 0; n < partitions; n++) {
       asks.add(this.<DocumentReply>ask(n, r -> new GetDocument(collection, id, r)));
     }
-    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)).thenApply(done -> asks.stream()
-        .map(CompletableFuture::join)
-        .flatMap(r -> r.document().stream())
-        .max(java.util.Comparator.comparing((Document d) -> !d.deleted())
-            .thenComparingLong(Document::revision))
-        .map(d -> new DocumentReply(Optional.of(d), ruleVersion(asks)))
-        .orElse(new DocumentReply(Optional.empty(), ruleVersion(asks))));
+    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new))
+        .thenApply(
+            done ->
+                asks.stream()
+                    .map(CompletableFuture::join)
+                    .flatMap(r -> r.document().stream())
+                    .max(
+                        java.util.Comparator.comparing((Document d) -> !d.deleted())
+                            .thenComparingLong(Document::revision))
+                    .map(d -> new DocumentReply(Optional.of(d), ruleVersion(asks)))
+                    .orElse(new DocumentReply(Optional.empty(), ruleVersion(asks))));
   }
 
-  /** The row-rule version every partition reported, or -1 when they differ (so it matches no policy). */
+  /**
+   * The row-rule version every partition reported, or -1 when they differ (so it matches no
+   * policy).
+   */
   private static long ruleVersion(List<CompletableFuture<DocumentReply>> asks) {
     List<Long> versions = asks.stream().map(a -> a.join().ruleVersion()).distinct().toList();
     return versions.size() == 1 ? versions.get(0) : -1;
@@ -194,9 +253,15 @@ public final class Documents {
     return ask(n, GetStatus::new);
   }
 
-  /** Purges partition {@code n}'s outbox through {@code through}, at most {@code maxEntries} entries. */
-  public CompletionStage<io.weir.sharding.partition.PartitionProtocol.PurgeReply> purge(int n, long through, long maxEntries) {
-    return ask(n, r -> new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(through, maxEntries, r));
+  /**
+   * Purges partition {@code n}'s outbox through {@code through}, at most {@code maxEntries}
+   * entries.
+   */
+  public CompletionStage<io.weir.sharding.partition.PartitionProtocol.PurgeReply> purge(
+      int n, long through, long maxEntries) {
+    return ask(
+        n,
+        r -> new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(through, maxEntries, r));
   }
 
   /** Every partition's status, asked in parallel, in partition order. */
@@ -209,15 +274,19 @@ public final class Documents {
         .thenApply(done -> asks.stream().map(CompletableFuture::join).toList());
   }
 
-  private CompletionStage<FrameReply> apply(String collection, String id, Mutation m, String commandId) {
-    return ask(partitionOf(collection, id), r -> new ApplyFrame(commandId, List.of(m), Optional.empty(), r));
+  private CompletionStage<FrameReply> apply(
+      String collection, String id, Mutation m, String commandId) {
+    return ask(
+        partitionOf(collection, id),
+        r -> new ApplyFrame(commandId, List.of(m), Optional.empty(), r));
   }
 
   /**
    * The frame's command id: receipts are per partition, so a caller's key is scoped to the
    * operation and the document (the same key on another document is another command).
    */
-  static String commandId(String operation, String collection, String id, Optional<String> idempotencyKey) {
+  static String commandId(
+      String operation, String collection, String id, Optional<String> idempotencyKey) {
     // Hashed: receipts are kept in the partition's state, ids and keys may be long.
     return idempotencyKey
         .map(k -> "api:" + sha256(Partitioning.canonicalKey(List.of(operation, collection, id, k))))
@@ -226,8 +295,10 @@ public final class Documents {
 
   private static String sha256(String text) {
     try {
-      return java.util.HexFormat.of().formatHex(
-          java.security.MessageDigest.getInstance("SHA-256").digest(text.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+      return java.util.HexFormat.of()
+          .formatHex(
+              java.security.MessageDigest.getInstance("SHA-256")
+                  .digest(text.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
     } catch (java.security.NoSuchAlgorithmException e) {
       throw new IllegalStateException("SHA-256 is required of every JVM", e);
     }

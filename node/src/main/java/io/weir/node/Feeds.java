@@ -26,10 +26,8 @@ import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Semaphore;
@@ -61,8 +59,15 @@ public final class Feeds {
    * @param maxConcurrent reads and queries running at once on this node
    * @param cursorTtl how long a cursor is accepted
    */
-  public record Limits(int defaultLimit, int maxLimit, long defaultBytes, long maxBytes, long candidateBytes,
-      int maxRows, int maxConcurrent, Duration cursorTtl) {
+  public record Limits(
+      int defaultLimit,
+      int maxLimit,
+      long defaultBytes,
+      long maxBytes,
+      long candidateBytes,
+      int maxRows,
+      int maxConcurrent,
+      Duration cursorTtl) {
     public static final Limits DEFAULTS =
         new Limits(100, 1000, 4L << 20, 16L << 20, 4L << 20, 10_000, 64, Duration.ofHours(24));
   }
@@ -85,13 +90,22 @@ public final class Feeds {
    * One change as a principal may see it.
    *
    * @param before the before image (JSON), null when absent or not visible
-   * @param after the after image (JSON), null when deleted or not visible; pages of the changes feed
-   *     carry them projected (without the fields the principal may not read)
+   * @param after the after image (JSON), null when deleted or not visible; pages of the changes
+   *     feed carry them projected (without the fields the principal may not read)
    * @param bytes the size of the images as the principal receives them (projected): what the byte
    *     budget counts, so a budget never measures a hidden field
    */
-  public record Change(int partition, long sequence, long commitLsn, String id, String kind, long revision,
-      boolean deleted, String before, String after, long bytes) {
+  public record Change(
+      int partition,
+      long sequence,
+      long commitLsn,
+      String id,
+      String kind,
+      long revision,
+      boolean deleted,
+      String before,
+      String after,
+      long bytes) {
 
     @Override
     public String toString() {
@@ -103,7 +117,8 @@ public final class Feeds {
   public record Page(List<Change> changes, String cursor, boolean hasMore) {}
 
   /** A live-query delta: an upsert (with its projected row) or a remove (no payload). */
-  public record Delta(boolean upsert, int partition, long sequence, String id, long revision, String row) {
+  public record Delta(
+      boolean upsert, int partition, long sequence, String id, long revision, String row) {
     @Override
     public String toString() {
       return "Delta[upsert=" + upsert + ", partition=" + partition + ", sequence=" + sequence + "]";
@@ -120,7 +135,10 @@ public final class Feeds {
     }
   }
 
-  /** A complete query result; {@code cursor} continues a live query from it (null for one-shot queries). */
+  /**
+   * A complete query result; {@code cursor} continues a live query from it (null for one-shot
+   * queries).
+   */
   public record Result(List<Row> rows, String cursor) {}
 
   private final Documents documents;
@@ -131,21 +149,41 @@ public final class Feeds {
   private final Limits limits;
   private final Semaphore admission;
   private final Duration deadline;
+
   /** Where work continues after partitions answered: never on a partition's own thread. */
   private final java.util.concurrent.Executor executor;
 
   /** The deadline of a read or query unless configured: {@value #DEFAULT_DEADLINE_SECONDS} s. */
   public static final int DEFAULT_DEADLINE_SECONDS = 30;
 
-  public Feeds(Documents documents, OutboxReader reader, TokenKeys keys, Policies policies, Limits limits, Clock clock) {
-    this(documents, reader, keys, policies, limits, Duration.ofSeconds(DEFAULT_DEADLINE_SECONDS), clock);
+  public Feeds(
+      Documents documents,
+      OutboxReader reader,
+      TokenKeys keys,
+      Policies policies,
+      Limits limits,
+      Clock clock) {
+    this(
+        documents,
+        reader,
+        keys,
+        policies,
+        limits,
+        Duration.ofSeconds(DEFAULT_DEADLINE_SECONDS),
+        clock);
   }
 
   /**
    * @param deadline how long one read or query may take (then it fails as retryable; its admission
    *     slot is given back, while the partitions may still finish their part)
    */
-  public Feeds(Documents documents, OutboxReader reader, TokenKeys keys, Policies policies, Limits limits, Duration deadline,
+  public Feeds(
+      Documents documents,
+      OutboxReader reader,
+      TokenKeys keys,
+      Policies policies,
+      Limits limits,
+      Duration deadline,
       Clock clock) {
     this.deadline = deadline;
     this.documents = documents;
@@ -164,12 +202,19 @@ public final class Feeds {
 
   private volatile io.weir.node.metrics.FeedMetrics metrics;
 
-  /** Counts this node's reads and queries on {@code registry} ({@link io.weir.node.metrics.FeedMetrics}). */
+  /**
+   * Counts this node's reads and queries on {@code registry} ({@link
+   * io.weir.node.metrics.FeedMetrics}).
+   */
   public void bindMetrics(io.micrometer.core.instrument.MeterRegistry registry) {
-    metrics = new io.weir.node.metrics.FeedMetrics(registry, () -> limits.maxConcurrent() - admission.availablePermits());
+    metrics =
+        new io.weir.node.metrics.FeedMetrics(
+            registry, () -> limits.maxConcurrent() - admission.availablePermits());
   }
 
-  /** Where a read starts: a cursor, or the retained beginning / the current tail of every partition. */
+  /**
+   * Where a read starts: a cursor, or the retained beginning / the current tail of every partition.
+   */
   public sealed interface Start permits Beginning, Now, FromCursor {}
 
   public record Beginning() implements Start {}
@@ -180,46 +225,77 @@ public final class Feeds {
 
   // ---- changes feed ----
 
-  public CompletionStage<Page> read(Principal principal, String collection, Start start, int limit, long maxBytes) {
-    return admitted("changes", () -> {
-      CollectionPolicy policy = policy(collection);
-      return positions(principal, collection, policy, start, new byte[0]).thenCompose(at ->
-          page(principal, collection, policy, at, limit, maxBytes).thenApply(p -> new Page(projected(principal, policy,
-              p.changes), sign(principal, collection, policy, new byte[0], p.positions, p.spans), p.hasMore)));
-    });
+  public CompletionStage<Page> read(
+      Principal principal, String collection, Start start, int limit, long maxBytes) {
+    return admitted(
+        "changes",
+        () -> {
+          CollectionPolicy policy = policy(collection);
+          return positions(principal, collection, policy, start, new byte[0])
+              .thenCompose(
+                  at ->
+                      page(principal, collection, policy, at, limit, maxBytes)
+                          .thenApply(
+                              p ->
+                                  new Page(
+                                      projected(principal, policy, p.changes),
+                                      sign(
+                                          principal,
+                                          collection,
+                                          policy,
+                                          new byte[0],
+                                          p.positions,
+                                          p.spans),
+                                      p.hasMore)));
+        });
   }
 
   /** The changes with the fields {@code principal} may not read omitted from their images. */
-  private static List<Change> projected(Principal principal, CollectionPolicy policy, List<Change> changes) {
+  private static List<Change> projected(
+      Principal principal, CollectionPolicy policy, List<Change> changes) {
     if (principal.administrator() || policy.sensitiveFields().isEmpty()) {
       return changes;
     }
     List<Change> out = new ArrayList<>(changes.size());
     for (Change c : changes) {
-      out.add(new Change(c.partition(), c.sequence(), c.commitLsn(), c.id(), c.kind(), c.revision(), c.deleted(),
-          project(principal, policy, c.before()), project(principal, policy, c.after()), c.bytes()));
+      out.add(
+          new Change(
+              c.partition(),
+              c.sequence(),
+              c.commitLsn(),
+              c.id(),
+              c.kind(),
+              c.revision(),
+              c.deleted(),
+              project(principal, policy, c.before()),
+              project(principal, policy, c.after()),
+              c.bytes()));
     }
     return out;
   }
 
   private static String project(Principal principal, CollectionPolicy policy, String image) {
     JsonNode tree = tree(image);
-    return tree == null || !tree.isObject() ? null : text(Access.project(principal, policy, (ObjectNode) tree));
+    return tree == null || !tree.isObject()
+        ? null
+        : text(Access.project(principal, policy, (ObjectNode) tree));
   }
 
   // ---- live queries ----
 
   /**
-   * The complete initial result of {@code query} and a cursor at each partition's tail, both taken in
-   * one step per partition (a partition's documents and tail come from one message), so no write
+   * The complete initial result of {@code query} and a cursor at each partition's tail, both taken
+   * in one step per partition (a partition's documents and tail come from one message), so no write
    * falls between them.
    */
-  public CompletionStage<Result> startLive(Principal principal, Q1Query query, int maxRows, long maxBytes) {
+  public CompletionStage<Result> startLive(
+      Principal principal, Q1Query query, int maxRows, long maxBytes) {
     return admitted("live-start", () -> scan(principal, query, maxRows, maxBytes, true));
   }
 
   /** A one-shot Q1 query: the complete result or {@code result-too-large}. */
-  public CompletionStage<Result> query(Principal principal, Q1Query query, int maxRows, long maxBytes) {
+  public CompletionStage<Result> query(
+      Principal principal, Q1Query query, int maxRows, long maxBytes) {
     return admitted("query", () -> scan(principal, query, maxRows, maxBytes, false));
   }
 
@@ -229,61 +305,111 @@ public final class Feeds {
    * whose after image no longer matches (or is deleted) is a remove; other changes only move the
    * cursor.
    */
-  public CompletionStage<LivePage> readLive(Principal principal, Q1Query query, String cursor, int limit, long maxBytes) {
-    return admitted("live-read", () -> {
-      CollectionPolicy policy = policy(query.collection());
-      if (documents.routedByOtherColumns(query.collection())) {
-        throw new Refused(ErrorCode.UNSUPPORTED_QUERY, "queries over a collection routed by a partition key other than"
-            + " its id are not supported yet");
-      }
-      byte[] hash = query.fingerprint();
-      return positions(principal, query.collection(), policy, new FromCursor(cursor), hash).thenCompose(at ->
-          page(principal, query.collection(), policy, at, limit, maxBytes).thenApply(p -> {
-            Predicate<String> hidden = Access.omitted(principal, policy);
-            List<Delta> deltas = new ArrayList<>();
-            for (Change c : p.changes) {
-              JsonNode after = tree(c.after());
-              JsonNode before = tree(c.before());
-              if (after != null && query.matches(after)) {
-                deltas.add(new Delta(true, c.partition(), c.sequence(), c.id(), c.revision(),
-                    text(query.project((ObjectNode) after, hidden))));
-              } else if (before != null && query.matches(before)) {
-                deltas.add(new Delta(false, c.partition(), c.sequence(), c.id(), c.revision(), null));
-              }
-            }
-            return new LivePage(deltas, sign(principal, query.collection(), policy, hash, p.positions, p.spans), p.hasMore);
-          }));
-    });
+  public CompletionStage<LivePage> readLive(
+      Principal principal, Q1Query query, String cursor, int limit, long maxBytes) {
+    return admitted(
+        "live-read",
+        () -> {
+          CollectionPolicy policy = policy(query.collection());
+          if (documents.routedByOtherColumns(query.collection())) {
+            throw new Refused(
+                ErrorCode.UNSUPPORTED_QUERY,
+                "queries over a collection routed by a partition key other than"
+                    + " its id are not supported yet");
+          }
+          byte[] hash = query.fingerprint();
+          return positions(principal, query.collection(), policy, new FromCursor(cursor), hash)
+              .thenCompose(
+                  at ->
+                      page(principal, query.collection(), policy, at, limit, maxBytes)
+                          .thenApply(
+                              p -> {
+                                Predicate<String> hidden = Access.omitted(principal, policy);
+                                List<Delta> deltas = new ArrayList<>();
+                                for (Change c : p.changes) {
+                                  JsonNode after = tree(c.after());
+                                  JsonNode before = tree(c.before());
+                                  if (after != null && query.matches(after)) {
+                                    deltas.add(
+                                        new Delta(
+                                            true,
+                                            c.partition(),
+                                            c.sequence(),
+                                            c.id(),
+                                            c.revision(),
+                                            text(query.project((ObjectNode) after, hidden))));
+                                  } else if (before != null && query.matches(before)) {
+                                    deltas.add(
+                                        new Delta(
+                                            false,
+                                            c.partition(),
+                                            c.sequence(),
+                                            c.id(),
+                                            c.revision(),
+                                            null));
+                                  }
+                                }
+                                return new LivePage(
+                                    deltas,
+                                    sign(
+                                        principal,
+                                        query.collection(),
+                                        policy,
+                                        hash,
+                                        p.positions,
+                                        p.spans),
+                                    p.hasMore);
+                              }));
+        });
   }
 
   // ---- internals ----
 
-  private <T> CompletionStage<T> admitted(String operation, java.util.function.Supplier<CompletionStage<T>> work) {
+  private <T> CompletionStage<T> admitted(
+      String operation, java.util.function.Supplier<CompletionStage<T>> work) {
     io.weir.node.metrics.FeedMetrics m = metrics;
     CompletionStage<T> result = admitted(work);
     if (m != null) {
-      result.whenComplete((v, e) -> {
-        Throwable t = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
-        m.finished(operation, t == null ? null : t instanceof Refused r ? r.code() : ErrorCode.INTERNAL);
-      });
+      result.whenComplete(
+          (v, e) -> {
+            Throwable t =
+                e instanceof java.util.concurrent.CompletionException && e.getCause() != null
+                    ? e.getCause()
+                    : e;
+            m.finished(
+                operation,
+                t == null ? null : t instanceof Refused r ? r.code() : ErrorCode.INTERNAL);
+          });
     }
     return result;
   }
 
   private <T> CompletionStage<T> admitted(java.util.function.Supplier<CompletionStage<T>> work) {
     if (!admission.tryAcquire()) {
-      return CompletableFuture.failedFuture(new Refused(ErrorCode.BUSY,
-          "too many reads and queries are running on this node; retry shortly"));
+      return CompletableFuture.failedFuture(
+          new Refused(
+              ErrorCode.BUSY,
+              "too many reads and queries are running on this node; retry shortly"));
     }
     try {
-      return work.get().toCompletableFuture().orTimeout(deadline.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)
-          .exceptionally(e -> {
-            Throwable t = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
-            if (t instanceof java.util.concurrent.TimeoutException) {
-              throw new Refused(ErrorCode.UNAVAILABLE, "the read did not finish within " + deadline.toSeconds() + " s; retry");
-            }
-            throw e instanceof RuntimeException r ? r : new java.util.concurrent.CompletionException(e);
-          })
+      return work.get()
+          .toCompletableFuture()
+          .orTimeout(deadline.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)
+          .exceptionally(
+              e -> {
+                Throwable t =
+                    e instanceof java.util.concurrent.CompletionException && e.getCause() != null
+                        ? e.getCause()
+                        : e;
+                if (t instanceof java.util.concurrent.TimeoutException) {
+                  throw new Refused(
+                      ErrorCode.UNAVAILABLE,
+                      "the read did not finish within " + deadline.toSeconds() + " s; retry");
+                }
+                throw e instanceof RuntimeException r
+                    ? r
+                    : new java.util.concurrent.CompletionException(e);
+              })
           .whenComplete((v, e) -> admission.release());
     } catch (RuntimeException e) {
       admission.release();
@@ -301,55 +427,84 @@ public final class Feeds {
   }
 
   private TokenSigner signer() {
-    return keys.signer().orElseThrow(() -> new Refused(ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet; retry"));
+    return keys.signer()
+        .orElseThrow(
+            () ->
+                new Refused(
+                    ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet; retry"));
   }
 
   /** Positions to read from, with every partition's span at them. */
   private record At(long[] positions, ChangesSpan[] spans) {}
 
-  private CompletionStage<At> positions(Principal principal, String collection, CollectionPolicy policy, Start start,
+  private CompletionStage<At> positions(
+      Principal principal,
+      String collection,
+      CollectionPolicy policy,
+      Start start,
       byte[] queryHash) {
     int n = documents.partitions();
     if (n > ChangeCursor.MAX_PARTITIONS) {
-      throw new Refused(ErrorCode.INTERNAL, "cursors hold at most " + ChangeCursor.MAX_PARTITIONS + " partitions; this cluster has "
-          + n + " (weir.partitions.count)");
+      throw new Refused(
+          ErrorCode.INTERNAL,
+          "cursors hold at most "
+              + ChangeCursor.MAX_PARTITIONS
+              + " partitions; this cluster has "
+              + n
+              + " (weir.partitions.count)");
     }
     if (start instanceof FromCursor c) {
-      return verify(c.token()).thenCompose(cursor -> {
-        if (!cursor.collection().equals(collection) || !cursor.principal().equals(principal.id())
-            || !Arrays.equals(cursor.queryHash(), queryHash) || cursor.positions().length != n) {
-          throw new Refused(ErrorCode.TOKEN_MISMATCH,
-              "the cursor was issued for another collection, principal, query or partition count");
-        }
-        if (cursor.policyVersion() > policy.version()) {
-          policies.reload();
-        }
-        if (cursor.policyEpoch() > principal.policyEpoch() || cursor.policyVersion() > policy.version()) {
-          throw new Refused(ErrorCode.UNAVAILABLE, "this node has not loaded the latest grants or policy yet; retry");
-        }
-        if (cursor.policyEpoch() != principal.policyEpoch() || cursor.policyVersion() != policy.version()) {
-          throw new Refused(ErrorCode.TOKEN_INVALIDATED,
-              "the principal's grants or the collection's policy changed since the cursor was issued; resynchronise"
-                  + " from a new snapshot");
-        }
-        return spans(collection, cursor.positions(), 1).thenApply(spans -> {
-          check(policy, cursor.positions(), spans);
-          if (!Arrays.equals(fence(cursor.positions(), spans), cursor.fence())) {
-            throw new Refused(ErrorCode.TOKEN_INVALIDATED, "row visibility in the collection changed (an ACL change) or a"
-                + " partition was restored since the cursor was issued; resynchronise from a new snapshot");
-          }
-          return new At(cursor.positions(), spans);
-        });
-      });
+      return verify(c.token())
+          .thenCompose(
+              cursor -> {
+                if (!cursor.collection().equals(collection)
+                    || !cursor.principal().equals(principal.id())
+                    || !Arrays.equals(cursor.queryHash(), queryHash)
+                    || cursor.positions().length != n) {
+                  throw new Refused(
+                      ErrorCode.TOKEN_MISMATCH,
+                      "the cursor was issued for another collection, principal, query or partition count");
+                }
+                if (cursor.policyVersion() > policy.version()) {
+                  policies.reload();
+                }
+                if (cursor.policyEpoch() > principal.policyEpoch()
+                    || cursor.policyVersion() > policy.version()) {
+                  throw new Refused(
+                      ErrorCode.UNAVAILABLE,
+                      "this node has not loaded the latest grants or policy yet; retry");
+                }
+                if (cursor.policyEpoch() != principal.policyEpoch()
+                    || cursor.policyVersion() != policy.version()) {
+                  throw new Refused(
+                      ErrorCode.TOKEN_INVALIDATED,
+                      "the principal's grants or the collection's policy changed since the cursor was issued; resynchronise"
+                          + " from a new snapshot");
+                }
+                return spans(collection, cursor.positions(), 1)
+                    .thenApply(
+                        spans -> {
+                          check(policy, cursor.positions(), spans);
+                          if (!Arrays.equals(fence(cursor.positions(), spans), cursor.fence())) {
+                            throw new Refused(
+                                ErrorCode.TOKEN_INVALIDATED,
+                                "row visibility in the collection changed (an ACL change) or a"
+                                    + " partition was restored since the cursor was issued; resynchronise from a new snapshot");
+                          }
+                          return new At(cursor.positions(), spans);
+                        });
+              });
     }
-    return spans(collection, new long[n], 1).thenApply(spans -> {
-      long[] at = new long[n];
-      for (int i = 0; i < n; i++) {
-        at[i] = start instanceof Beginning ? spans[i].outboxFirst() - 1 : spans[i].tail();
-      }
-      check(policy, at, spans);
-      return new At(at, spans);
-    });
+    return spans(collection, new long[n], 1)
+        .thenApply(
+            spans -> {
+              long[] at = new long[n];
+              for (int i = 0; i < n; i++) {
+                at[i] = start instanceof Beginning ? spans[i].outboxFirst() - 1 : spans[i].tail();
+              }
+              check(policy, at, spans);
+              return new At(at, spans);
+            });
   }
 
   private CompletionStage<ChangeCursor> verify(String token) {
@@ -360,35 +515,45 @@ public final class Feeds {
       if (e.failure() != TokenSigner.Failure.UNKNOWN_KEY) {
         return CompletableFuture.failedFuture(invalid(e));
       }
-      return keys.reloadForUnknownKey().thenApply(reloaded -> {
-        try {
-          return ChangeCursor.verify(reloaded, token, clock.millis());
-        } catch (TokenSigner.InvalidToken again) {
-          throw invalid(again);
-        }
-      });
+      return keys.reloadForUnknownKey()
+          .thenApply(
+              reloaded -> {
+                try {
+                  return ChangeCursor.verify(reloaded, token, clock.millis());
+                } catch (TokenSigner.InvalidToken again) {
+                  throw invalid(again);
+                }
+              });
     }
   }
 
   private static Refused invalid(TokenSigner.InvalidToken e) {
     if (e.failure() == TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
-      return new Refused(ErrorCode.TOKEN_INVALIDATED, "the cursor was issued before the cluster was restored from a"
-          + " backup; resynchronise from a new snapshot");
+      return new Refused(
+          ErrorCode.TOKEN_INVALIDATED,
+          "the cursor was issued before the cluster was restored from a"
+              + " backup; resynchronise from a new snapshot");
     }
-    return new Refused(Projections.tokenErrorCode(e.failure()), "the cursor is not valid: " + e.getMessage());
+    return new Refused(
+        Projections.tokenErrorCode(e.failure()), "the cursor is not valid: " + e.getMessage());
   }
 
-  /** The partitions' rule versions must be the policy's; positions must be retained and not ahead. */
+  /**
+   * The partitions' rule versions must be the policy's; positions must be retained and not ahead.
+   */
   private void check(CollectionPolicy policy, long[] positions, ChangesSpan[] spans) {
     for (int i = 0; i < spans.length; i++) {
       ruleInstalled(policy, i, spans[i].ruleVersion());
       if (positions[i] > spans[i].tail()) {
-        throw new Refused(ErrorCode.TOKEN_INVALIDATED, "the cursor is ahead of a partition's history (restored?);"
-            + " resynchronise from a new snapshot");
+        throw new Refused(
+            ErrorCode.TOKEN_INVALIDATED,
+            "the cursor is ahead of a partition's history (restored?);"
+                + " resynchronise from a new snapshot");
       }
       if (positions[i] < spans[i].outboxFirst() - 1) {
-        throw new Refused(ErrorCode.HISTORY_UNAVAILABLE, "changes after the cursor were purged; resynchronise from a"
-            + " new snapshot");
+        throw new Refused(
+            ErrorCode.HISTORY_UNAVAILABLE,
+            "changes after the cursor were purged; resynchronise from a" + " new snapshot");
       }
     }
   }
@@ -412,7 +577,8 @@ public final class Feeds {
     try {
       MessageDigest sha = MessageDigest.getInstance("SHA-256");
       for (int i = 0; i < spans.length; i++) {
-        String inc = positions[i] > 0 && spans[i].incarnation() != null ? spans[i].incarnation() : "-";
+        String inc =
+            positions[i] > 0 && spans[i].incarnation() != null ? spans[i].incarnation() : "-";
         sha.update((inc + '\0' + spans[i].rowEpoch() + '\0').getBytes(StandardCharsets.UTF_8));
       }
       return Arrays.copyOf(sha.digest(), ChangeCursor.FENCE_BYTES);
@@ -421,20 +587,38 @@ public final class Feeds {
     }
   }
 
-  private String sign(Principal principal, String collection, CollectionPolicy policy, byte[] queryHash, long[] positions,
+  private String sign(
+      Principal principal,
+      String collection,
+      CollectionPolicy policy,
+      byte[] queryHash,
+      long[] positions,
       ChangesSpan[] spans) {
-    return new ChangeCursor(collection, principal.id(), principal.policyEpoch(), policy.version(), queryHash,
-        fence(positions, spans), positions).sign(signer(), clock.millis() + limits.cursorTtl().toMillis());
+    return new ChangeCursor(
+            collection,
+            principal.id(),
+            principal.policyEpoch(),
+            policy.version(),
+            queryHash,
+            fence(positions, spans),
+            positions)
+        .sign(signer(), clock.millis() + limits.cursorTtl().toMillis());
   }
 
-  private record Read(List<Change> changes, long[] positions, ChangesSpan[] spans, boolean hasMore) {}
+  private record Read(
+      List<Change> changes, long[] positions, ChangesSpan[] spans, boolean hasMore) {}
 
   /**
    * Reads the next page after {@code at}: at most {@code limit} positions examined over all
    * partitions (shared out evenly among those with entries waiting), visible changes selected while
    * their projected images fit {@code maxBytes}.
    */
-  private CompletionStage<Read> page(Principal principal, String collection, CollectionPolicy policy, At at, int limit,
+  private CompletionStage<Read> page(
+      Principal principal,
+      String collection,
+      CollectionPolicy policy,
+      At at,
+      int limit,
       long maxBytes) {
     int n = at.positions().length;
     long[] pending = new long[n];
@@ -444,7 +628,8 @@ public final class Feeds {
       waiting += pending[i];
     }
     if (waiting == 0) {
-      return CompletableFuture.completedFuture(new Read(List.of(), at.positions(), at.spans(), false));
+      return CompletableFuture.completedFuture(
+          new Read(List.of(), at.positions(), at.spans(), false));
     }
     // Fresh spans that cover the share of each partition (the first ones named one position each).
     long[] share = new long[n];
@@ -473,58 +658,104 @@ public final class Feeds {
         fresh.add(CompletableFuture.completedFuture(at.spans()[i]));
         continue;
       }
-      CompletableFuture<ChangesSpan> span = documents.ask(p, r -> new ReadChanges(collection, from, count, r));
+      CompletableFuture<ChangesSpan> span =
+          documents.ask(p, r -> new ReadChanges(collection, from, count, r));
       fresh.add(span);
-      reads.add(span.thenCompose(s -> {
-        if (from < s.outboxFirst() - 1) {
-          throw new Refused(ErrorCode.HISTORY_UNAVAILABLE, "changes after the cursor were purged; resynchronise from a new snapshot");
-        }
-        return reader.entries(p, s.incarnation(), s.journalSequences(), from, Math.min(s.tail(), from + count));
-      }));
+      reads.add(
+          span.thenCompose(
+              s -> {
+                if (from < s.outboxFirst() - 1) {
+                  throw new Refused(
+                      ErrorCode.HISTORY_UNAVAILABLE,
+                      "changes after the cursor were purged; resynchronise from a new snapshot");
+                }
+                return reader.entries(
+                    p,
+                    s.incarnation(),
+                    s.journalSequences(),
+                    from,
+                    Math.min(s.tail(), from + count));
+              }));
     }
-    return CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new)).thenCompose(done -> {
-      ChangesSpan[] spans = fresh.stream().map(CompletableFuture::join).toArray(ChangesSpan[]::new);
-      for (int i = 0; i < n; i++) {
-        boolean restored = at.spans()[i].incarnation() != null
-            && !at.spans()[i].incarnation().equals(spans[i].incarnation());
-        if (restored || spans[i].rowEpoch() != at.spans()[i].rowEpoch() || spans[i].ruleVersion() != policy.version()) {
-          throw new Refused(ErrorCode.TOKEN_INVALIDATED, "row visibility in the collection changed, or a partition was"
-              + " restored, during the read; resynchronise from a new snapshot");
-        }
-      }
-      List<List<OutboxEntry>> entries = reads.stream().map(CompletableFuture::join).toList();
-      return acls(principal, collection, policy, entries, spans).thenApplyAsync(acls ->
-          select(principal, collection, policy, at, entries, acls, spans, maxBytes), executor);
-    });
+    return CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new))
+        .thenCompose(
+            done -> {
+              ChangesSpan[] spans =
+                  fresh.stream().map(CompletableFuture::join).toArray(ChangesSpan[]::new);
+              for (int i = 0; i < n; i++) {
+                boolean restored =
+                    at.spans()[i].incarnation() != null
+                        && !at.spans()[i].incarnation().equals(spans[i].incarnation());
+                if (restored
+                    || spans[i].rowEpoch() != at.spans()[i].rowEpoch()
+                    || spans[i].ruleVersion() != policy.version()) {
+                  throw new Refused(
+                      ErrorCode.TOKEN_INVALIDATED,
+                      "row visibility in the collection changed, or a partition was"
+                          + " restored, during the read; resynchronise from a new snapshot");
+                }
+              }
+              List<List<OutboxEntry>> entries =
+                  reads.stream().map(CompletableFuture::join).toList();
+              return acls(principal, collection, policy, entries, spans)
+                  .thenApplyAsync(
+                      acls ->
+                          select(principal, collection, policy, at, entries, acls, spans, maxBytes),
+                      executor);
+            });
   }
 
-  /** Current ACLs of the documents in {@code entries}, per partition; empty maps when no row rule restricts. */
-  private CompletionStage<List<Map<String, String>>> acls(Principal principal, String collection, CollectionPolicy policy,
-      List<List<OutboxEntry>> entries, ChangesSpan[] spans) {
+  /**
+   * Current ACLs of the documents in {@code entries}, per partition; empty maps when no row rule
+   * restricts.
+   */
+  private CompletionStage<List<Map<String, String>>> acls(
+      Principal principal,
+      String collection,
+      CollectionPolicy policy,
+      List<List<OutboxEntry>> entries,
+      ChangesSpan[] spans) {
     List<CompletableFuture<Map<String, String>>> asks = new ArrayList<>();
     boolean needed = !principal.administrator() && policy.visibility() != Visibility.NONE;
     for (int i = 0; i < entries.size(); i++) {
-      List<String> ids = entries.get(i).stream().filter(e -> e.collection().equals(collection)).map(OutboxEntry::id)
-          .distinct().toList();
+      List<String> ids =
+          entries.get(i).stream()
+              .filter(e -> e.collection().equals(collection))
+              .map(OutboxEntry::id)
+              .distinct()
+              .toList();
       if (!needed || ids.isEmpty()) {
         asks.add(CompletableFuture.completedFuture(Map.of()));
         continue;
       }
       long epoch = spans[i].rowEpoch();
-      asks.add(documents.<Acls>ask(i, r -> new GetAcls(collection, ids, r)).thenApply(a -> {
-        if (a.rowEpoch() != epoch || a.ruleVersion() != policy.version()) {
-          throw new Refused(ErrorCode.TOKEN_INVALIDATED, "row visibility in the collection changed during the read;"
-              + " resynchronise from a new snapshot");
-        }
-        return a.acls();
-      }));
+      asks.add(
+          documents
+              .<Acls>ask(i, r -> new GetAcls(collection, ids, r))
+              .thenApply(
+                  a -> {
+                    if (a.rowEpoch() != epoch || a.ruleVersion() != policy.version()) {
+                      throw new Refused(
+                          ErrorCode.TOKEN_INVALIDATED,
+                          "row visibility in the collection changed during the read;"
+                              + " resynchronise from a new snapshot");
+                    }
+                    return a.acls();
+                  }));
     }
     return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new))
         .thenApply(done -> asks.stream().map(CompletableFuture::join).toList());
   }
 
-  private Read select(Principal principal, String collection, CollectionPolicy policy, At at,
-      List<List<OutboxEntry>> entries, List<Map<String, String>> acls, ChangesSpan[] spans, long maxBytes) {
+  private Read select(
+      Principal principal,
+      String collection,
+      CollectionPolicy policy,
+      At at,
+      List<List<OutboxEntry>> entries,
+      List<Map<String, String>> acls,
+      ChangesSpan[] spans,
+      long maxBytes) {
     long[] positions = at.positions().clone();
     List<Change> out = new ArrayList<>();
     long bytes = 0;
@@ -533,12 +764,16 @@ public final class Feeds {
     for (int i = 0; i < entries.size() && !full; i++) {
       for (OutboxEntry e : entries.get(i)) {
         if (e.collection().equals(collection)) {
-          Change c = restricted ? visible(principal, policy, i, e, acls.get(i).get(e.id())) : raw(i, e);
+          Change c =
+              restricted ? visible(principal, policy, i, e, acls.get(i).get(e.id())) : raw(i, e);
           if (c != null) {
             if (bytes + c.bytes() > maxBytes) {
               if (out.isEmpty()) {
-                throw new Refused(ErrorCode.BUDGET_EXCEEDED, "the next change is larger than the byte limit ("
-                    + maxBytes + "); read again with a larger maxBytes");
+                throw new Refused(
+                    ErrorCode.BUDGET_EXCEEDED,
+                    "the next change is larger than the byte limit ("
+                        + maxBytes
+                        + "); read again with a larger maxBytes");
               }
               full = true;
               break;
@@ -560,8 +795,17 @@ public final class Feeds {
   private static Change raw(int partition, OutboxEntry e) {
     boolean deleted = e.kind().equals("delete");
     String after = deleted ? null : e.after();
-    return new Change(partition, e.sequence(), e.commitLsn(), e.id(), e.kind(), e.revision(), deleted, e.before(),
-        after, (e.before() == null ? 0 : e.before().length()) + (after == null ? 0 : after.length()));
+    return new Change(
+        partition,
+        e.sequence(),
+        e.commitLsn(),
+        e.id(),
+        e.kind(),
+        e.revision(),
+        deleted,
+        e.before(),
+        after,
+        (e.before() == null ? 0 : e.before().length()) + (after == null ? 0 : after.length()));
   }
 
   /**
@@ -569,76 +813,139 @@ public final class Feeds {
    * live query's predicate saw them), or null when it may see none: every image needs the row's
    * current visibility and the after image's ACL; the before image also its own (historical) ACL.
    */
-  private static Change visible(Principal principal, CollectionPolicy policy, int partition, OutboxEntry e, String currentAcl) {
+  private static Change visible(
+      Principal principal,
+      CollectionPolicy policy,
+      int partition,
+      OutboxEntry e,
+      String currentAcl) {
     if (!Access.visibleAcl(principal, policy, currentAcl)) {
       return null;
     }
     JsonNode before = tree(e.before());
     JsonNode after = e.kind().equals("delete") ? null : tree(e.after());
-    boolean afterVisible = after != null && after.isObject() && Access.visibleRow(principal, policy, after);
-    boolean beforeVisible = before != null && before.isObject() && Access.visibleRow(principal, policy, before)
-        && (after == null || afterVisible);
+    boolean afterVisible =
+        after != null && after.isObject() && Access.visibleRow(principal, policy, after);
+    boolean beforeVisible =
+        before != null
+            && before.isObject()
+            && Access.visibleRow(principal, policy, before)
+            && (after == null || afterVisible);
     if (!afterVisible && !beforeVisible) {
       return null;
     }
-    long bytes = (beforeVisible ? text(Access.project(principal, policy, (ObjectNode) before)).length() : 0)
-        + (afterVisible ? text(Access.project(principal, policy, (ObjectNode) after)).length() : 0);
-    return new Change(partition, e.sequence(), e.commitLsn(), e.id(), e.kind(), e.revision(), e.kind().equals("delete"),
-        beforeVisible ? e.before() : null, afterVisible ? e.after() : null, bytes);
+    long bytes =
+        (beforeVisible ? text(Access.project(principal, policy, (ObjectNode) before)).length() : 0)
+            + (afterVisible
+                ? text(Access.project(principal, policy, (ObjectNode) after)).length()
+                : 0);
+    return new Change(
+        partition,
+        e.sequence(),
+        e.commitLsn(),
+        e.id(),
+        e.kind(),
+        e.revision(),
+        e.kind().equals("delete"),
+        beforeVisible ? e.before() : null,
+        afterVisible ? e.after() : null,
+        bytes);
   }
 
-  private CompletionStage<Result> scan(Principal principal, Q1Query query, int maxRows, long maxBytes, boolean live) {
+  private CompletionStage<Result> scan(
+      Principal principal, Q1Query query, int maxRows, long maxBytes, boolean live) {
     CollectionPolicy policy = policy(query.collection());
     if (documents.routedByOtherColumns(query.collection())) {
       // Its documents move between partitions: scans of different moments could show one twice or
       // not at all, and a live remove could overtake the upsert elsewhere.
-      throw new Refused(ErrorCode.UNSUPPORTED_QUERY, "queries over a collection routed by a partition key other than"
-          + " its id are not supported yet");
+      throw new Refused(
+          ErrorCode.UNSUPPORTED_QUERY,
+          "queries over a collection routed by a partition key other than"
+              + " its id are not supported yet");
     }
     int n = documents.partitions();
     List<CompletableFuture<CollectionScan>> asks = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      asks.add(documents.ask(i, r -> new ScanCollection(query.collection(), limits.candidateBytes(), r)));
+      asks.add(
+          documents.ask(
+              i, r -> new ScanCollection(query.collection(), limits.candidateBytes(), r)));
     }
-    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)).thenApplyAsync(done -> {
-      CollectionScan[] scans = asks.stream().map(CompletableFuture::join).toArray(CollectionScan[]::new);
-      Predicate<String> hidden = Access.omitted(principal, policy);
-      List<Row> rows = new ArrayList<>();
-      long bytes = 0;
-      long[] positions = new long[n];
-      ChangesSpan[] spans = new ChangesSpan[n];
-      for (int i = 0; i < n; i++) {
-        CollectionScan s = scans[i];
-        if (s.tooLarge()) {
-          throw new Refused(ErrorCode.RESULT_TOO_LARGE, "a partition holds more than " + limits.candidateBytes()
-              + " bytes of candidate documents for this query");
-        }
-        ruleInstalled(policy, i, s.ruleVersion());
-        positions[i] = s.tail();
-        spans[i] = new ChangesSpan(s.incarnation(), s.outboxFirst(), s.tail(), s.rowEpoch(), s.ruleVersion(), List.of());
-        for (Document d : s.documents()) {
-          JsonNode body = tree(d.body());
-          if (body == null || !body.isObject() || !Access.visibleRow(principal, policy, body) || !query.matches(body)) {
-            continue;
-          }
-          String row = text(query.project((ObjectNode) body, hidden));
-          bytes += row.length();
-          if (rows.size() == maxRows || bytes > maxBytes) {
-            throw new Refused(ErrorCode.RESULT_TOO_LARGE, "the result has more than " + maxRows + " rows or "
-                + maxBytes + " bytes; narrow the query");
-          }
-          rows.add(new Row(d.id(), d.revision(), row));
-        }
-      }
-      return new Result(rows, live ? sign(principal, query.collection(), policy, query.fingerprint(), positions, spans) : null);
-    }, executor);
+    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new))
+        .thenApplyAsync(
+            done -> {
+              CollectionScan[] scans =
+                  asks.stream().map(CompletableFuture::join).toArray(CollectionScan[]::new);
+              Predicate<String> hidden = Access.omitted(principal, policy);
+              List<Row> rows = new ArrayList<>();
+              long bytes = 0;
+              long[] positions = new long[n];
+              ChangesSpan[] spans = new ChangesSpan[n];
+              for (int i = 0; i < n; i++) {
+                CollectionScan s = scans[i];
+                if (s.tooLarge()) {
+                  throw new Refused(
+                      ErrorCode.RESULT_TOO_LARGE,
+                      "a partition holds more than "
+                          + limits.candidateBytes()
+                          + " bytes of candidate documents for this query");
+                }
+                ruleInstalled(policy, i, s.ruleVersion());
+                positions[i] = s.tail();
+                spans[i] =
+                    new ChangesSpan(
+                        s.incarnation(),
+                        s.outboxFirst(),
+                        s.tail(),
+                        s.rowEpoch(),
+                        s.ruleVersion(),
+                        List.of());
+                for (Document d : s.documents()) {
+                  JsonNode body = tree(d.body());
+                  if (body == null
+                      || !body.isObject()
+                      || !Access.visibleRow(principal, policy, body)
+                      || !query.matches(body)) {
+                    continue;
+                  }
+                  String row = text(query.project((ObjectNode) body, hidden));
+                  bytes += row.length();
+                  if (rows.size() == maxRows || bytes > maxBytes) {
+                    throw new Refused(
+                        ErrorCode.RESULT_TOO_LARGE,
+                        "the result has more than "
+                            + maxRows
+                            + " rows or "
+                            + maxBytes
+                            + " bytes; narrow the query");
+                  }
+                  rows.add(new Row(d.id(), d.revision(), row));
+                }
+              }
+              return new Result(
+                  rows,
+                  live
+                      ? sign(
+                          principal,
+                          query.collection(),
+                          policy,
+                          query.fingerprint(),
+                          positions,
+                          spans)
+                      : null);
+            },
+            executor);
   }
 
-  /** Fails (retryable) when partition {@code i}'s row rule is not the policy's, and starts repairing it. */
+  /**
+   * Fails (retryable) when partition {@code i}'s row rule is not the policy's, and starts repairing
+   * it.
+   */
   private void ruleInstalled(CollectionPolicy policy, int i, long installed) {
     if (installed != policy.version()) {
       policies.reconcile(policy, i, installed);
-      throw new Refused(ErrorCode.UNAVAILABLE, "the collection's policy is not yet installed in every partition; retry");
+      throw new Refused(
+          ErrorCode.UNAVAILABLE,
+          "the collection's policy is not yet installed in every partition; retry");
     }
   }
 

@@ -1,13 +1,13 @@
 package io.weir.node;
 
 import com.typesafe.config.Config;
+import io.weir.node.cli.CtlCommand;
 import io.weir.persistence.SafeErrors;
 import io.weir.persistence.SettingsException;
-import io.weir.node.cli.CtlCommand;
 import java.nio.file.Path;
 import java.util.Map;
-import org.apache.pekko.actor.CoordinatedShutdown;
 import java.util.concurrent.Callable;
+import org.apache.pekko.actor.CoordinatedShutdown;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -26,8 +26,10 @@ import picocli.CommandLine.Option;
 public final class Main implements Callable<Integer> {
   /** Exit status for a configuration error. */
   public static final int EXIT_CONFIG = 2;
+
   /** Exit status when the node cannot start (e.g. its HTTP port is taken). */
   public static final int EXIT_START = 3;
+
   /** Exit status when the cluster downed this node (e.g. the minority side of a partition). */
   public static final int EXIT_DOWNED = 4;
 
@@ -35,7 +37,10 @@ public final class Main implements Callable<Integer> {
 
   private final Map<String, String> environment;
 
-  /** @param environment where {@code weir ctl} reads WEIR_URL, WEIR_ADMIN_TOKEN, ... (tests pass their own) */
+  /**
+   * @param environment where {@code weir ctl} reads WEIR_URL, WEIR_ADMIN_TOKEN, ... (tests pass
+   *     their own)
+   */
   public Main(Map<String, String> environment) {
     this.environment = Map.copyOf(environment);
   }
@@ -79,7 +84,8 @@ public final class Main implements Callable<Integer> {
     @Option(
         names = "--config",
         paramLabel = "FILE",
-        description = "HOCON file with weir.* settings; overrides environment variables and defaults.")
+        description =
+            "HOCON file with weir.* settings; overrides environment variables and defaults.")
     Path configFile;
 
     @Override
@@ -105,11 +111,13 @@ public final class Main implements Callable<Integer> {
           System.err.println("weir: configuration error: " + e.getMessage());
           return EXIT_CONFIG;
         }
-        System.err.println("weir: " + e.getMessage() + " (" + SafeErrors.describe(e.getCause()) + ")");
+        System.err.println(
+            "weir: " + e.getMessage() + " (" + SafeErrors.describe(e.getCause()) + ")");
         return EXIT_START;
       }
       node.system().getWhenTerminated().toCompletableFuture().join();
-      CoordinatedShutdown.Reason reason = CoordinatedShutdown.get(node.system()).getShutdownReason().orElse(null);
+      CoordinatedShutdown.Reason reason =
+          CoordinatedShutdown.get(node.system()).getShutdownReason().orElse(null);
       if (reason == WeirNode.StorageRefused.INSTANCE
           && node.storageStatus() instanceof io.weir.persistence.StorageStatus.Refused refused) {
         System.err.println("weir: configuration error: " + refused.reason());

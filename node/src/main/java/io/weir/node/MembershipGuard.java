@@ -20,9 +20,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Keeps a node that is the first of its seed nodes from forming a second cluster on the same
- * database. Pekko lets the first seed join itself when no other seed answers within
- * {@code seed-node-timeout}; restarted while the others are busy, it would start a cluster of its
- * own, with its own pipeline manager and partitions writing the same journal.
+ * database. Pekko lets the first seed join itself when no other seed answers within {@code
+ * seed-node-timeout}; restarted while the others are busy, it would start a cluster of its own,
+ * with its own pipeline manager and partitions writing the same journal.
  *
  * <p>Every member holds a shared PostgreSQL advisory lock (one per Weir schema) on a connection of
  * its own for as long as it is Up. The first seed forms a cluster only when it can take that lock
@@ -34,6 +34,7 @@ import org.slf4j.LoggerFactory;
 final class MembershipGuard {
   private static final Logger log = LoggerFactory.getLogger(MembershipGuard.class);
   private static final Duration CHECK_EVERY = Duration.ofSeconds(3);
+
   /** First key of the advisory lock: "WEIR"; the second is the schema's hash. */
   private static final int LOCK_CLASS = 0x57454952;
 
@@ -45,7 +46,8 @@ final class MembershipGuard {
   private boolean wasUp;
   private Connection held;
 
-  private MembershipGuard(ActorSystem<?> system, DataSource dataSource, String schema, List<Address> seeds) {
+  private MembershipGuard(
+      ActorSystem<?> system, DataSource dataSource, String schema, List<Address> seeds) {
     this.system = system;
     this.dataSource = dataSource;
     this.lockKey = schema.hashCode();
@@ -53,7 +55,8 @@ final class MembershipGuard {
   }
 
   /** Joins through {@code seeds} and, from then on, holds the membership lock while Up. */
-  static void join(ActorSystem<?> system, DataSource dataSource, String schema, List<Address> seeds) {
+  static void join(
+      ActorSystem<?> system, DataSource dataSource, String schema, List<Address> seeds) {
     MembershipGuard guard = new MembershipGuard(system, dataSource, schema, seeds);
     Cluster cluster = Cluster.get(system);
     Address self = cluster.selfMember().address();
@@ -65,8 +68,17 @@ final class MembershipGuard {
       joinOnly.add(self);
       cluster.manager().tell(new JoinSeedNodes(joinOnly));
     }
-    system.scheduler().scheduleWithFixedDelay(Duration.ZERO, CHECK_EVERY, () -> guard.tick(self),
-        system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
+    system
+        .scheduler()
+        .scheduleWithFixedDelay(
+            Duration.ZERO,
+            CHECK_EVERY,
+            () -> guard.tick(self),
+            system
+                .dispatchers()
+                .lookup(
+                    org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                        "weir.blocking-io-dispatcher")));
   }
 
   private synchronized void tick(Address self) {
@@ -80,7 +92,8 @@ final class MembershipGuard {
         release();
       } else if (seeds.get(0).equals(self) && !formed.get() && noMemberAlive()) {
         formed.set(true);
-        log.info("no member of a Weir cluster on this database is alive: this node (the first seed) may form the cluster");
+        log.info(
+            "no member of a Weir cluster on this database is alive: this node (the first seed) may form the cluster");
         Cluster.get(system).manager().tell(new JoinSeedNodes(seeds));
       }
     } catch (SQLException e) {

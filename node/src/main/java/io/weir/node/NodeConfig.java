@@ -9,9 +9,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /**
- * Loads a node's configuration. Precedence, highest first: JVM system properties, the
- * {@code --config} file, the node's application.conf, each module's reference.conf (where
- * {@code WEIR_*} environment variables override the defaults).
+ * Loads a node's configuration. Precedence, highest first: JVM system properties, the {@code
+ * --config} file, the node's application.conf, each module's reference.conf (where {@code WEIR_*}
+ * environment variables override the defaults).
  */
 public final class NodeConfig {
   private NodeConfig() {}
@@ -23,7 +23,9 @@ public final class NodeConfig {
         throw new SettingsException("--config", "file is missing or not readable");
       }
       try {
-        user = ConfigFactory.parseFile(configFile.toFile(), ConfigParseOptions.defaults().setAllowMissing(false));
+        user =
+            ConfigFactory.parseFile(
+                configFile.toFile(), ConfigParseOptions.defaults().setAllowMissing(false));
       } catch (ConfigException e) {
         throw new SettingsException("--config", "is not valid HOCON (" + position(e) + ")");
       }
@@ -33,7 +35,8 @@ public final class NodeConfig {
     } catch (ConfigException.UnresolvedSubstitution e) {
       throw new SettingsException(keyOf(e), "is required but not set");
     } catch (ConfigException e) {
-      throw new SettingsException(keyOf(e), "cannot be read (" + e.getClass().getSimpleName() + ")");
+      throw new SettingsException(
+          keyOf(e), "cannot be read (" + e.getClass().getSimpleName() + ")");
     }
   }
 

@@ -16,8 +16,9 @@ import java.util.Map;
 /**
  * A node's validated settings ({@code weir.*}). {@link #create(Config)} throws a {@link
  * SettingsException} naming the first key at fault; a secret's value never appears in it. TLS key
- * and trust stores ({@code weir.http.tls}, {@code weir.cluster.tls}) and PostgreSQL certificate files
- * ({@code weir.postgres.tls}) are opened and checked here, so a node with unusable ones does not start.
+ * and trust stores ({@code weir.http.tls}, {@code weir.cluster.tls}) and PostgreSQL certificate
+ * files ({@code weir.postgres.tls}) are opened and checked here, so a node with unusable ones does
+ * not start.
  *
  * @param httpTls HTTPS on the HTTP port; empty: plain HTTP
  * @param clusterTls mutual TLS on Pekko remoting; empty: plain TCP
@@ -74,8 +75,8 @@ public record NodeSettings(
   }
 
   /**
-   * Signed tokens ({@code weir.tokens.*}). The keys themselves are the cluster's, kept in PostgreSQL
-   * ({@link io.weir.persistence.TokenKeyStore}).
+   * Signed tokens ({@code weir.tokens.*}). The keys themselves are the cluster's, kept in
+   * PostgreSQL ({@link io.weir.persistence.TokenKeyStore}).
    *
    * @param batchTtl how long a projection batch token is valid
    * @param keyRefresh how often a node reloads the keys (rotations and retirements by other nodes)
@@ -87,25 +88,35 @@ public record NodeSettings(
    *
    * @param defaultReadEntries entries a read examines unless it asks for another number
    * @param maxReadEntries entries a read may examine at most
-   * @param defaultReadBytes bytes of selected payload a read returns unless it asks for another budget
+   * @param defaultReadBytes bytes of selected payload a read returns unless it asks for another
+   *     budget
    * @param maxReadBytes the largest byte budget a read may ask for
    * @param maxEffectBytes document bytes one commit's effects may hold in total
    */
   public record Projections(
-      int defaultReadEntries, int maxReadEntries, long defaultReadBytes, long maxReadBytes, long maxEffectBytes) {}
+      int defaultReadEntries,
+      int maxReadEntries,
+      long defaultReadBytes,
+      long maxReadBytes,
+      long maxEffectBytes) {}
 
   /**
    * Cluster bootstrap through Pekko Management ({@code weir.cluster.bootstrap.*}), used instead of
    * seed nodes when a discovery method is set.
    *
-   * @param discoveryMethod the Pekko Discovery method, e.g. {@code kubernetes-api} or {@code config}
+   * @param discoveryMethod the Pekko Discovery method, e.g. {@code kubernetes-api} or {@code
+   *     config}
    * @param serviceName the name discovery looks up
    * @param requiredContactPoints contact points that must be seen before a cluster is formed
    * @param managementHost host of this node's Pekko Management HTTP endpoint
    * @param managementPort its port
    */
   public record Bootstrap(
-      String discoveryMethod, String serviceName, int requiredContactPoints, String managementHost, int managementPort) {}
+      String discoveryMethod,
+      String serviceName,
+      int requiredContactPoints,
+      String managementHost,
+      int managementPort) {}
 
   /** A host and port, e.g. one seed node. */
   public record HostPort(String host, int port) {
@@ -120,22 +131,30 @@ public record NodeSettings(
     String adminToken = v.optionalString("weir.admin-token");
     if (adminToken == null || adminToken.isBlank()) {
       throw new SettingsException(
-          "weir.admin-token", "is required (environment variable WEIR_ADMIN_TOKEN): the bootstrap administrator's bearer token");
+          "weir.admin-token",
+          "is required (environment variable WEIR_ADMIN_TOKEN): the bootstrap administrator's bearer token");
     }
-    if (adminToken.length() < MIN_ADMIN_TOKEN_LENGTH || adminToken.chars().anyMatch(Character::isWhitespace)) {
+    if (adminToken.length() < MIN_ADMIN_TOKEN_LENGTH
+        || adminToken.chars().anyMatch(Character::isWhitespace)) {
       throw new SettingsException(
-          "weir.admin-token", "must be at least " + MIN_ADMIN_TOKEN_LENGTH + " characters without white space");
+          "weir.admin-token",
+          "must be at least " + MIN_ADMIN_TOKEN_LENGTH + " characters without white space");
     }
     String previous = v.optionalString("weir.admin-token-previous");
     java.util.Optional<String> adminTokenPrevious = java.util.Optional.empty();
     if (previous != null && !previous.isEmpty()) {
-      if (previous.length() < MIN_ADMIN_TOKEN_LENGTH || previous.chars().anyMatch(Character::isWhitespace)) {
-        throw new SettingsException("weir.admin-token-previous",
-            "must be at least " + MIN_ADMIN_TOKEN_LENGTH + " characters without white space (environment variable"
+      if (previous.length() < MIN_ADMIN_TOKEN_LENGTH
+          || previous.chars().anyMatch(Character::isWhitespace)) {
+        throw new SettingsException(
+            "weir.admin-token-previous",
+            "must be at least "
+                + MIN_ADMIN_TOKEN_LENGTH
+                + " characters without white space (environment variable"
                 + " WEIR_ADMIN_TOKEN_PREVIOUS), or empty");
       }
       if (previous.equals(adminToken)) {
-        throw new SettingsException("weir.admin-token-previous", "must differ from weir.admin-token (or be empty)");
+        throw new SettingsException(
+            "weir.admin-token-previous", "must differ from weir.admin-token (or be empty)");
       }
       adminTokenPrevious = java.util.Optional.of(previous);
     }
@@ -160,14 +179,15 @@ public record NodeSettings(
         partitions(v),
         v.positiveDuration("weir.partitions.keep-alive-interval"),
         new io.weir.sharding.partition.PartitionSettings(
-            v.positiveInt("weir.partitions.outbox.max-entries"),
-            v.bytes("weir.partitions.outbox.max-bytes", 1),
-            v.positiveInt("weir.partitions.group-commit.max-frames"),
-            v.positiveInt("weir.partitions.group-commit.max-mutations")).withProjections(
-            v.positiveInt("weir.projections.max-consumers"),
-            v.bytes("weir.projections.reserve.entries", 0),
-            v.bytes("weir.projections.reserve.bytes", 0),
-            v.positiveInt("weir.projections.max-effects")),
+                v.positiveInt("weir.partitions.outbox.max-entries"),
+                v.bytes("weir.partitions.outbox.max-bytes", 1),
+                v.positiveInt("weir.partitions.group-commit.max-frames"),
+                v.positiveInt("weir.partitions.group-commit.max-mutations"))
+            .withProjections(
+                v.positiveInt("weir.projections.max-consumers"),
+                v.bytes("weir.projections.reserve.entries", 0),
+                v.bytes("weir.projections.reserve.bytes", 0),
+                v.positiveInt("weir.projections.max-effects")),
         v.bytes("weir.documents.max-bytes", 2),
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),
@@ -190,25 +210,34 @@ public record NodeSettings(
       return java.util.Optional.empty();
     }
     if (!method.matches("[a-z][a-z0-9-]{0,63}")) {
-      throw new SettingsException("weir.cluster.bootstrap.discovery-method",
+      throw new SettingsException(
+          "weir.cluster.bootstrap.discovery-method",
           "must be a Pekko Discovery method name such as kubernetes-api or config");
     }
     String seeds = v.optionalString("weir.cluster.seed-nodes");
     if (seeds != null && !seeds.isBlank()) {
-      throw new SettingsException("weir.cluster.bootstrap.discovery-method",
+      throw new SettingsException(
+          "weir.cluster.bootstrap.discovery-method",
           "cannot be used together with weir.cluster.seed-nodes: choose seed nodes or bootstrap");
     }
     String service = v.requiredString("weir.cluster.bootstrap.service-name");
     if (!service.matches("[A-Za-z0-9][A-Za-z0-9.-]{0,252}")) {
-      throw new SettingsException("weir.cluster.bootstrap.service-name", "must be a DNS-style name");
+      throw new SettingsException(
+          "weir.cluster.bootstrap.service-name", "must be a DNS-style name");
     }
-    return java.util.Optional.of(new Bootstrap(method, service,
-        v.positiveInt("weir.cluster.bootstrap.required-contact-points"),
-        v.requiredString("weir.cluster.bootstrap.management-host"),
-        v.port("weir.cluster.bootstrap.management-port", true)));
+    return java.util.Optional.of(
+        new Bootstrap(
+            method,
+            service,
+            v.positiveInt("weir.cluster.bootstrap.required-contact-points"),
+            v.requiredString("weir.cluster.bootstrap.management-host"),
+            v.port("weir.cluster.bootstrap.management-port", true)));
   }
 
-  /** A read budget: {@code <prefix>.default-entries|max-entries|default-bytes|max-bytes}, defaults within maxima. */
+  /**
+   * A read budget: {@code <prefix>.default-entries|max-entries|default-bytes|max-bytes}, defaults
+   * within maxima.
+   */
   private record ReadBudget(int defaultEntries, int maxEntries, long defaultBytes, long maxBytes) {
     static ReadBudget of(ConfigValues v, String prefix) {
       int defaultEntries = v.positiveInt(prefix + ".default-entries");
@@ -216,10 +245,12 @@ public record NodeSettings(
       long defaultBytes = v.bytes(prefix + ".default-bytes", 1);
       long maxBytes = v.bytes(prefix + ".max-bytes", 1);
       if (defaultEntries > maxEntries) {
-        throw new SettingsException(prefix + ".default-entries", "must not exceed " + prefix + ".max-entries");
+        throw new SettingsException(
+            prefix + ".default-entries", "must not exceed " + prefix + ".max-entries");
       }
       if (defaultBytes > maxBytes) {
-        throw new SettingsException(prefix + ".default-bytes", "must not exceed " + prefix + ".max-bytes");
+        throw new SettingsException(
+            prefix + ".default-bytes", "must not exceed " + prefix + ".max-bytes");
       }
       return new ReadBudget(defaultEntries, maxEntries, defaultBytes, maxBytes);
     }
@@ -227,12 +258,20 @@ public record NodeSettings(
 
   private static Feeds.Limits feeds(ConfigValues v) {
     ReadBudget read = ReadBudget.of(v, "weir.feeds.read");
-    return new Feeds.Limits(read.defaultEntries(), read.maxEntries(), read.defaultBytes(), read.maxBytes(),
-        v.bytes("weir.feeds.query.candidate-bytes", 1), v.positiveInt("weir.feeds.query.max-rows"),
-        v.positiveInt("weir.feeds.max-concurrent"), v.positiveDuration("weir.feeds.cursor-ttl"));
+    return new Feeds.Limits(
+        read.defaultEntries(),
+        read.maxEntries(),
+        read.defaultBytes(),
+        read.maxBytes(),
+        v.bytes("weir.feeds.query.candidate-bytes", 1),
+        v.positiveInt("weir.feeds.query.max-rows"),
+        v.positiveInt("weir.feeds.max-concurrent"),
+        v.positiveDuration("weir.feeds.cursor-ttl"));
   }
 
-  /** {@code weir.partitions.outbox.auto-purge-interval}: {@code off} (the default) or a duration. */
+  /**
+   * {@code weir.partitions.outbox.auto-purge-interval}: {@code off} (the default) or a duration.
+   */
   private static java.util.Optional<Duration> retention(ConfigValues v, Config config) {
     String key = "weir.partitions.outbox.auto-purge-interval";
     try {
@@ -246,12 +285,17 @@ public record NodeSettings(
   }
 
   private static Tokens tokens(ConfigValues v) {
-    return new Tokens(v.positiveDuration("weir.tokens.batch-ttl"), v.positiveDuration("weir.tokens.key-refresh"));
+    return new Tokens(
+        v.positiveDuration("weir.tokens.batch-ttl"), v.positiveDuration("weir.tokens.key-refresh"));
   }
 
   private static Projections projections(ConfigValues v) {
     ReadBudget read = ReadBudget.of(v, "weir.projections.read");
-    return new Projections(read.defaultEntries(), read.maxEntries(), read.defaultBytes(), read.maxBytes(),
+    return new Projections(
+        read.defaultEntries(),
+        read.maxEntries(),
+        read.defaultBytes(),
+        read.maxBytes(),
         v.bytes("weir.projections.max-effect-bytes", 1));
   }
 
@@ -274,8 +318,11 @@ public record NodeSettings(
   private static int partitions(ConfigValues v) {
     int p = v.positiveInt("weir.partitions.count");
     if (p > io.weir.protocol.partition.Partitioning.MAX_PARTITIONS) {
-      throw new SettingsException("weir.partitions.count",
-          "must be at most " + io.weir.protocol.partition.Partitioning.MAX_PARTITIONS + " (environment variable WEIR_PARTITIONS)");
+      throw new SettingsException(
+          "weir.partitions.count",
+          "must be at most "
+              + io.weir.protocol.partition.Partitioning.MAX_PARTITIONS
+              + " (environment variable WEIR_PARTITIONS)");
     }
     return p;
   }
@@ -307,15 +354,36 @@ public record NodeSettings(
 
   private static SettingsException seedError() {
     return new SettingsException(
-        "weir.cluster.seed-nodes", "must be a comma-separated list of host:port (environment variable WEIR_SEED_NODES)");
+        "weir.cluster.seed-nodes",
+        "must be a comma-separated list of host:port (environment variable WEIR_SEED_NODES)");
   }
 
   @Override
   public String toString() {
-    return "NodeSettings[http=" + httpHost + ":" + httpPort + ", cluster=" + clusterHost + ":" + clusterPort
-        + ", seedNodes=" + seedNodes + ", roles=" + roles + ", adminToken=<hidden>, adminTokenPrevious=" + (adminTokenPrevious.isPresent() ? "<hidden>" : "none")
-        + ", tokens=" + tokens + ", postgres=" + postgres
-        + ", pipelines=" + pipelines.stream().map(PipelineConfig::name).toList()
-        + ", httpTls=" + httpTls.map(Object::toString).orElse("off") + ", clusterTls=" + clusterTls.map(Object::toString).orElse("off") + "]";
+    return "NodeSettings[http="
+        + httpHost
+        + ":"
+        + httpPort
+        + ", cluster="
+        + clusterHost
+        + ":"
+        + clusterPort
+        + ", seedNodes="
+        + seedNodes
+        + ", roles="
+        + roles
+        + ", adminToken=<hidden>, adminTokenPrevious="
+        + (adminTokenPrevious.isPresent() ? "<hidden>" : "none")
+        + ", tokens="
+        + tokens
+        + ", postgres="
+        + postgres
+        + ", pipelines="
+        + pipelines.stream().map(PipelineConfig::name).toList()
+        + ", httpTls="
+        + httpTls.map(Object::toString).orElse("off")
+        + ", clusterTls="
+        + clusterTls.map(Object::toString).orElse("off")
+        + "]";
   }
 }

@@ -24,11 +24,15 @@ import org.apache.pekko.cluster.Member;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 
-/** Read-only view of this node for the health and admin routes: readiness, membership and placement. */
+/**
+ * Read-only view of this node for the health and admin routes: readiness, membership and placement.
+ */
 public final class NodeView {
   private static final Duration ASK_TIMEOUT = Duration.ofSeconds(3);
 
-  /** For a node view without a pipeline manager (tests of the HTTP layer): no slot owner is known. */
+  /**
+   * For a node view without a pipeline manager (tests of the HTTP layer): no slot owner is known.
+   */
   public static final Supplier<CompletionStage<PipelineManager.PipelineList>> NO_PIPELINES =
       () -> CompletableFuture.failedFuture(new IllegalStateException("no pipeline manager"));
 
@@ -42,7 +46,9 @@ public final class NodeView {
    * @param pipelines asks the pipeline manager (a cluster singleton) for every pipeline's status
    */
   public NodeView(
-      ActorSystem<?> system, Supplier<StorageStatus> storage, int partitions,
+      ActorSystem<?> system,
+      Supplier<StorageStatus> storage,
+      int partitions,
       Supplier<CompletionStage<PipelineManager.PipelineList>> pipelines) {
     this.system = system;
     this.cluster = Cluster.get(system);
@@ -52,10 +58,16 @@ public final class NodeView {
   }
 
   /** Where the partitions run, as the shard regions report it (asks every region, 3 s at most). */
-  public java.util.concurrent.CompletionStage<io.weir.protocol.http.PartitionsStatus> partitionsStatus() {
-    return io.weir.sharding.partition.PartitionSharding.runningByNode(system, java.time.Duration.ofSeconds(3))
-        .thenApply(byNode -> new io.weir.protocol.http.PartitionsStatus(
-            partitions, byNode.values().stream().mapToInt(Integer::intValue).sum(), byNode));
+  public java.util.concurrent.CompletionStage<io.weir.protocol.http.PartitionsStatus>
+      partitionsStatus() {
+    return io.weir.sharding.partition.PartitionSharding.runningByNode(
+            system, java.time.Duration.ofSeconds(3))
+        .thenApply(
+            byNode ->
+                new io.weir.protocol.http.PartitionsStatus(
+                    partitions,
+                    byNode.values().stream().mapToInt(Integer::intValue).sum(),
+                    byNode));
   }
 
   /** Ready when this node is an Up member of the cluster and its PostgreSQL journal answers. */
@@ -71,8 +83,8 @@ public final class NodeView {
   /**
    * Membership as this node sees it, with each member's partitions (asked of every shard region)
    * and the slot owner (asked of the pipeline manager). Either ask may time out: the answer then
-   * says so (null partitions, null owner) instead of failing, since operators need it most when
-   * a node is in trouble.
+   * says so (null partitions, null owner) instead of failing, since operators need it most when a
+   * node is in trouble.
    */
   public CompletionStage<ClusterStatus> clusterStatus() {
     CurrentClusterState state = cluster.state();
@@ -81,28 +93,46 @@ public final class NodeView {
     state.getMembers().forEach(m -> addresses.add(m.address()));
     CompletableFuture<Map<String, SortedSet<Integer>>> placement =
         PartitionSharding.placement(system, addresses, ASK_TIMEOUT).toCompletableFuture();
-    CompletableFuture<PipelineManager.PipelineList> slots = pipelines.get().toCompletableFuture()
-        .exceptionally(e -> null);
-    return placement.thenCombine(slots, (byNode, list) -> {
-      List<ClusterStatus.Member> members = new ArrayList<>();
-      for (Member m : state.getMembers()) {
-        String address = m.address().toString();
-        SortedSet<Integer> running = byNode.get(address);
-        List<ClusterStatus.Slot> owned = list == null || !list.owner().equals(address)
-            ? List.of()
-            : list.pipelines().stream().map(p -> new ClusterStatus.Slot(p.name(), p.slot(), p.state())).toList();
-        members.add(new ClusterStatus.Member(
-            address, statusName(m.status()), m.getRoles().stream().sorted().toList(), !unreachable.contains(m),
-            running == null ? null : List.copyOf(running), owned));
-      }
-      members.sort(Comparator.comparing(ClusterStatus.Member::address));
-      List<String> unreachableAddresses = unreachable.stream().map(m -> m.address().toString()).sorted().toList();
-      Address leader = state.getLeader();
-      String clusterId = storage.get() instanceof StorageStatus.Ready r ? r.identity().clusterId().toString() : null;
-      return new ClusterStatus(
-          clusterId, cluster.selfMember().address().toString(), leader == null ? null : leader.toString(), members,
-          unreachableAddresses, list == null ? null : list.owner());
-    });
+    CompletableFuture<PipelineManager.PipelineList> slots =
+        pipelines.get().toCompletableFuture().exceptionally(e -> null);
+    return placement.thenCombine(
+        slots,
+        (byNode, list) -> {
+          List<ClusterStatus.Member> members = new ArrayList<>();
+          for (Member m : state.getMembers()) {
+            String address = m.address().toString();
+            SortedSet<Integer> running = byNode.get(address);
+            List<ClusterStatus.Slot> owned =
+                list == null || !list.owner().equals(address)
+                    ? List.of()
+                    : list.pipelines().stream()
+                        .map(p -> new ClusterStatus.Slot(p.name(), p.slot(), p.state()))
+                        .toList();
+            members.add(
+                new ClusterStatus.Member(
+                    address,
+                    statusName(m.status()),
+                    m.getRoles().stream().sorted().toList(),
+                    !unreachable.contains(m),
+                    running == null ? null : List.copyOf(running),
+                    owned));
+          }
+          members.sort(Comparator.comparing(ClusterStatus.Member::address));
+          List<String> unreachableAddresses =
+              unreachable.stream().map(m -> m.address().toString()).sorted().toList();
+          Address leader = state.getLeader();
+          String clusterId =
+              storage.get() instanceof StorageStatus.Ready r
+                  ? r.identity().clusterId().toString()
+                  : null;
+          return new ClusterStatus(
+              clusterId,
+              cluster.selfMember().address().toString(),
+              leader == null ? null : leader.toString(),
+              members,
+              unreachableAddresses,
+              list == null ? null : list.owner());
+        });
   }
 
   static String statusName(MemberStatus status) {

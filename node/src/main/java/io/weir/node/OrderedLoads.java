@@ -35,7 +35,9 @@ public final class OrderedLoads<T> {
   private final AtomicLong tickets = new AtomicLong();
   private final AtomicReference<Loaded<T>> current;
 
-  /** @param initial the value before the first load (null: none yet) */
+  /**
+   * @param initial the value before the first load (null: none yet)
+   */
   public OrderedLoads(DataSource dataSource, Executor blocking, Loader<T> loader, T initial) {
     this.dataSource = dataSource;
     this.blocking = blocking;
@@ -53,19 +55,23 @@ public final class OrderedLoads<T> {
    * The stage holds the value published once this load is done: its own, or the later one.
    */
   public CompletionStage<T> run(Change change) {
-    return CompletableFuture.supplyAsync(() -> {
-      try (Connection c = dataSource.getConnection()) {
-        if (change != null) {
-          change.apply(c);
-        }
-        long ticket = tickets.incrementAndGet();
-        Loaded<T> fresh = new Loaded<>(ticket, loader.load(c));
-        return current.accumulateAndGet(fresh, (old, next) -> old.ticket() > next.ticket() ? old : next).value();
-      } catch (RuntimeException e) {
-        throw e;
-      } catch (Exception e) {
-        throw new java.util.concurrent.CompletionException(e);
-      }
-    }, blocking);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try (Connection c = dataSource.getConnection()) {
+            if (change != null) {
+              change.apply(c);
+            }
+            long ticket = tickets.incrementAndGet();
+            Loaded<T> fresh = new Loaded<>(ticket, loader.load(c));
+            return current
+                .accumulateAndGet(fresh, (old, next) -> old.ticket() > next.ticket() ? old : next)
+                .value();
+          } catch (RuntimeException e) {
+            throw e;
+          } catch (Exception e) {
+            throw new java.util.concurrent.CompletionException(e);
+          }
+        },
+        blocking);
   }
 }

@@ -36,9 +36,17 @@ public final class Projections {
   private final Clock clock;
   private final int maxEffects;
 
-  /** @param maxEffects effects one commit may carry (the partitions' limit) */
-  public Projections(Documents documents, OutboxReader reader, TokenKeys keys, NodeSettings.Projections limits,
-      int maxEffects, java.time.Duration batchTtl, Clock clock) {
+  /**
+   * @param maxEffects effects one commit may carry (the partitions' limit)
+   */
+  public Projections(
+      Documents documents,
+      OutboxReader reader,
+      TokenKeys keys,
+      NodeSettings.Projections limits,
+      int maxEffects,
+      java.time.Duration batchTtl,
+      Clock clock) {
     this.documents = documents;
     this.maxEffects = maxEffects;
     this.reader = reader;
@@ -61,8 +69,14 @@ public final class Projections {
   }
 
   public CompletionStage<ConsumerReply> configure(
-      int partition, String name, long generation, List<String> collections, List<String> kinds, Optional<Long> startAfter) {
-    return documents.ask(partition, r -> new ConfigureConsumer(name, generation, collections, kinds, startAfter, r));
+      int partition,
+      String name,
+      long generation,
+      List<String> collections,
+      List<String> kinds,
+      Optional<Long> startAfter) {
+    return documents.ask(
+        partition, r -> new ConfigureConsumer(name, generation, collections, kinds, startAfter, r));
   }
 
   public CompletionStage<ConsumerReply> release(int partition, String name, long generation) {
@@ -78,16 +92,35 @@ public final class Projections {
    * @param token the signed batch token a commit presents
    */
   public record Batch(
-      int partition, ConsumerView consumer, long start, long through, long tail, boolean hasMore,
-      List<Partition.OutboxEntry> entries, long bytes, String token) implements ReadResult {
+      int partition,
+      ConsumerView consumer,
+      long start,
+      long through,
+      long tail,
+      boolean hasMore,
+      List<Partition.OutboxEntry> entries,
+      long bytes,
+      String token)
+      implements ReadResult {
     /** No entries (row values) and no token. */
     @Override
     public String toString() {
-      return "Batch[partition=" + partition + ", start=" + start + ", through=" + through + ", entries=" + entries.size() + "]";
+      return "Batch[partition="
+          + partition
+          + ", start="
+          + start
+          + ", through="
+          + through
+          + ", entries="
+          + entries.size()
+          + "]";
     }
   }
 
-  /** The consumer as its partition holds it now: a {@link ConsumerSpan} or a {@link ConsumerRefused}. */
+  /**
+   * The consumer as its partition holds it now: a {@link ConsumerSpan} or a {@link
+   * ConsumerRefused}.
+   */
   public CompletionStage<ConsumerReply> consumer(int partition, String name, long generation) {
     return documents.ask(partition, r -> new ReadConsumer(name, generation, 1, r));
   }
@@ -96,37 +129,63 @@ public final class Projections {
   public record Refused(ConsumerRefused refusal) implements ReadResult {}
 
   /** The first entry to return is larger than the byte budget. */
-  public record BudgetExceeded(long position, long entryBytes, long maxBytes) implements ReadResult {}
+  public record BudgetExceeded(long position, long entryBytes, long maxBytes)
+      implements ReadResult {}
 
   /**
    * Reads consumer {@code name}/{@code generation}'s next batch: up to {@code maxEntries} entries
-   * examined after its checkpoint, selected ones up to {@code maxBytes} of payload. Changes nothing.
+   * examined after its checkpoint, selected ones up to {@code maxBytes} of payload. Changes
+   * nothing.
    */
-  public CompletionStage<ReadResult> read(int partition, String name, long generation, int maxEntries, long maxBytes) {
+  public CompletionStage<ReadResult> read(
+      int partition, String name, long generation, int maxEntries, long maxBytes) {
     Optional<TokenSigner> signer = keys.signer();
     if (signer.isEmpty()) {
       return CompletableFuture.failedFuture(new KeysUnavailable());
     }
-    return documents.<ConsumerReply>ask(partition, r -> new ReadConsumer(name, generation, maxEntries, r))
-        .thenCompose(reply -> {
-          if (reply instanceof ConsumerRefused refused) {
-            return CompletableFuture.completedFuture(new Refused(refused));
-          }
-          ConsumerSpan span = (ConsumerSpan) reply;
-          long checkpoint = span.consumer().checkpoint();
-          long through = Math.min(span.tail(), checkpoint + maxEntries);
-          return reader.entries(partition, span.incarnation(), span.journalSequences(), checkpoint, through).thenApply(entries -> {
-            BatchSelection.Result cut = BatchSelection.select(span.consumer(), checkpoint, entries, span.tail(), maxBytes);
-            if (cut instanceof BatchSelection.BudgetExceeded b) {
-              return new BudgetExceeded(b.position(), b.entryBytes(), b.maxBytes());
-            }
-            BatchSelection.Batch batch = (BatchSelection.Batch) cut;
-            String token = new BatchToken(span.incarnation(), partition, name, generation, checkpoint, batch.through())
-                .sign(signer.get(), clock.millis() + batchTtl.toMillis());
-            return new Batch(partition, span.consumer(), checkpoint, batch.through(), span.tail(), batch.hasMore(),
-                batch.entries(), batch.bytes(), token);
-          });
-        });
+    return documents
+        .<ConsumerReply>ask(partition, r -> new ReadConsumer(name, generation, maxEntries, r))
+        .thenCompose(
+            reply -> {
+              if (reply instanceof ConsumerRefused refused) {
+                return CompletableFuture.completedFuture(new Refused(refused));
+              }
+              ConsumerSpan span = (ConsumerSpan) reply;
+              long checkpoint = span.consumer().checkpoint();
+              long through = Math.min(span.tail(), checkpoint + maxEntries);
+              return reader
+                  .entries(
+                      partition, span.incarnation(), span.journalSequences(), checkpoint, through)
+                  .thenApply(
+                      entries -> {
+                        BatchSelection.Result cut =
+                            BatchSelection.select(
+                                span.consumer(), checkpoint, entries, span.tail(), maxBytes);
+                        if (cut instanceof BatchSelection.BudgetExceeded b) {
+                          return new BudgetExceeded(b.position(), b.entryBytes(), b.maxBytes());
+                        }
+                        BatchSelection.Batch batch = (BatchSelection.Batch) cut;
+                        String token =
+                            new BatchToken(
+                                    span.incarnation(),
+                                    partition,
+                                    name,
+                                    generation,
+                                    checkpoint,
+                                    batch.through())
+                                .sign(signer.get(), clock.millis() + batchTtl.toMillis());
+                        return new Batch(
+                            partition,
+                            span.consumer(),
+                            checkpoint,
+                            batch.through(),
+                            span.tail(),
+                            batch.hasMore(),
+                            batch.entries(),
+                            batch.bytes(),
+                            token);
+                      });
+            });
   }
 
   /**
@@ -159,19 +218,23 @@ public final class Projections {
       return CompletableFuture.failedFuture(new KeysUnavailable());
     }
     try {
-      return CompletableFuture.completedFuture(BatchToken.verify(signer.get(), token, clock.millis()));
+      return CompletableFuture.completedFuture(
+          BatchToken.verify(signer.get(), token, clock.millis()));
     } catch (TokenSigner.InvalidToken e) {
       if (e.failure() != TokenSigner.Failure.UNKNOWN_KEY) {
         return CompletableFuture.failedFuture(e);
       }
       // A reload that fails surfaces as a failure other than InvalidToken: 503, retryable.
-      return keys.reloadForUnknownKey().thenCompose(reloaded -> {
-        try {
-          return CompletableFuture.completedFuture(BatchToken.verify(reloaded, token, clock.millis()));
-        } catch (TokenSigner.InvalidToken again) {
-          return CompletableFuture.failedFuture(again);
-        }
-      });
+      return keys.reloadForUnknownKey()
+          .thenCompose(
+              reloaded -> {
+                try {
+                  return CompletableFuture.completedFuture(
+                      BatchToken.verify(reloaded, token, clock.millis()));
+                } catch (TokenSigner.InvalidToken again) {
+                  return CompletableFuture.failedFuture(again);
+                }
+              });
     }
   }
 
@@ -181,9 +244,20 @@ public final class Projections {
    *
    * @param commandId the caller's id for this commit, kept in the receipt; empty: a random one
    */
-  public CompletionStage<ConsumerReply> commit(BatchToken token, Optional<String> commandId, List<Mutation> effects) {
+  public CompletionStage<ConsumerReply> commit(
+      BatchToken token, Optional<String> commandId, List<Mutation> effects) {
     String id = commandId.orElseGet(() -> UUID.randomUUID().toString());
-    return documents.ask(token.partition(), r -> new CommitBatch(id, token.consumer(), token.generation(),
-        token.incarnation(), token.start(), token.end(), effects, r));
+    return documents.ask(
+        token.partition(),
+        r ->
+            new CommitBatch(
+                id,
+                token.consumer(),
+                token.generation(),
+                token.incarnation(),
+                token.start(),
+                token.end(),
+                effects,
+                r));
   }
 }

@@ -29,8 +29,10 @@ public final class TokenKeys {
   private final String schema;
   private final Duration retireAfter;
   private final OrderedLoads<Keys> keys;
+
   /** The reload that unknown-key checks wait for: one at a time. */
-  private final AtomicReference<CompletableFuture<TokenSigner>> unknownKeyReload = new AtomicReference<>();
+  private final AtomicReference<CompletableFuture<TokenSigner>> unknownKeyReload =
+      new AtomicReference<>();
 
   /**
    * @param blocking where the JDBC calls run
@@ -40,10 +42,15 @@ public final class TokenKeys {
   public TokenKeys(DataSource dataSource, String schema, Executor blocking, Duration retireAfter) {
     this.schema = schema;
     this.retireAfter = retireAfter;
-    this.keys = new OrderedLoads<>(dataSource, blocking, c -> {
-      KeyRing ring = TokenKeyStore.load(c, schema);
-      return new Keys(ring, new TokenSigner(ring.activeKid(), ring.keys(), ring.fenced()));
-    }, null);
+    this.keys =
+        new OrderedLoads<>(
+            dataSource,
+            blocking,
+            c -> {
+              KeyRing ring = TokenKeyStore.load(c, schema);
+              return new Keys(ring, new TokenSigner(ring.activeKid(), ring.keys(), ring.fenced()));
+            },
+            null);
   }
 
   /** The signer, once the keys were loaded (storage ready); empty before. */
@@ -73,13 +80,15 @@ public final class TokenKeys {
       }
       CompletableFuture<TokenSigner> next = new CompletableFuture<>();
       if (unknownKeyReload.compareAndSet(running, next)) {
-        reload().whenComplete((signer, error) -> {
-          if (error == null) {
-            next.complete(signer);
-          } else {
-            next.completeExceptionally(error);
-          }
-        });
+        reload()
+            .whenComplete(
+                (signer, error) -> {
+                  if (error == null) {
+                    next.complete(signer);
+                  } else {
+                    next.completeExceptionally(error);
+                  }
+                });
         return next;
       }
     }
@@ -100,12 +109,18 @@ public final class TokenKeys {
 
   private CompletionStage<TokenSigner> run(OrderedLoads.Change change) {
     Keys before = keys.current();
-    return keys.run(change).thenApply(now -> {
-      if (before == null || !before.ring().activeKid().equals(now.ring().activeKid())
-          || !before.ring().keys().keySet().equals(now.ring().keys().keySet())) {
-        log.info("token keys loaded: signing with {}, {} key(s) verify", now.ring().activeKid(), now.ring().keys().size());
-      }
-      return now.signer();
-    });
+    return keys.run(change)
+        .thenApply(
+            now -> {
+              if (before == null
+                  || !before.ring().activeKid().equals(now.ring().activeKid())
+                  || !before.ring().keys().keySet().equals(now.ring().keys().keySet())) {
+                log.info(
+                    "token keys loaded: signing with {}, {} key(s) verify",
+                    now.ring().activeKid(),
+                    now.ring().keys().size());
+              }
+              return now.signer();
+            });
   }
 }

@@ -2,17 +2,14 @@ package io.weir.node;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
+import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.cdc.PipelineManager;
-import org.apache.pekko.actor.typed.ActorRef;
-import org.apache.pekko.cluster.typed.ClusterSingleton;
-import org.apache.pekko.cluster.typed.SingletonActor;
-import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.http.HttpApi;
 import io.weir.persistence.Database;
 import io.weir.persistence.StorageMonitor;
-import io.weir.sharding.partition.PartitionSharding;
 import io.weir.persistence.StorageStatus;
+import io.weir.sharding.partition.PartitionSharding;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.time.Instant;
@@ -25,12 +22,14 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.CoordinatedShutdown;
+import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.ClusterSingleton;
 import org.apache.pekko.cluster.typed.Join;
-import org.apache.pekko.cluster.typed.JoinSeedNodes;
+import org.apache.pekko.cluster.typed.SingletonActor;
 import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.slf4j.Logger;
@@ -43,6 +42,7 @@ import org.slf4j.LoggerFactory;
  */
 public final class WeirNode {
   private static final Logger log = LoggerFactory.getLogger(WeirNode.class);
+
   /** Actor system name: every node of a cluster must use the same one. */
   public static final String SYSTEM_NAME = "weir";
 
@@ -50,7 +50,8 @@ public final class WeirNode {
   private final ServerBinding binding;
   private final AtomicReference<StorageStatus> storage;
 
-  private WeirNode(ActorSystem<Void> system, ServerBinding binding, AtomicReference<StorageStatus> storage) {
+  private WeirNode(
+      ActorSystem<Void> system, ServerBinding binding, AtomicReference<StorageStatus> storage) {
     this.system = system;
     this.binding = binding;
     this.storage = storage;
@@ -58,28 +59,45 @@ public final class WeirNode {
 
   /**
    * Loads a view kept from PostgreSQL ({@code what}: token keys, principals) once storage is ready,
-   * checked every second until {@code loaded} holds, then reloads it every {@code refresh}. A failed
-   * load is logged (value-free) and tried again at the next tick; loads never overlap.
+   * checked every second until {@code loaded} holds, then reloads it every {@code refresh}. A
+   * failed load is logged (value-free) and tried again at the next tick; loads never overlap.
    */
-  private static void scheduleReload(ActorSystem<?> system, AtomicReference<StorageStatus> storage, Duration refresh,
-      java.util.function.BooleanSupplier loaded, java.util.function.Supplier<java.util.concurrent.CompletionStage<?>> reload,
+  private static void scheduleReload(
+      ActorSystem<?> system,
+      AtomicReference<StorageStatus> storage,
+      Duration refresh,
+      java.util.function.BooleanSupplier loaded,
+      java.util.function.Supplier<java.util.concurrent.CompletionStage<?>> reload,
       String what) {
     AtomicLong lastLoad = new AtomicLong();
     AtomicBoolean loading = new AtomicBoolean();
-    system.scheduler().scheduleAtFixedRate(Duration.ofSeconds(1), Duration.ofSeconds(1), () -> {
-      boolean due = !loaded.getAsBoolean() || System.nanoTime() - lastLoad.get() >= refresh.toNanos();
-      if (!due || !storage.get().isReady() || !loading.compareAndSet(false, true)) {
-        return;
-      }
-      reload.get().whenComplete((done, error) -> {
-        if (error == null) {
-          lastLoad.set(System.nanoTime());
-        } else {
-          log.warn("loading the {} failed; retrying: {}", what, io.weir.persistence.SafeErrors.describe(error));
-        }
-        loading.set(false);
-      });
-    }, system.executionContext());
+    system
+        .scheduler()
+        .scheduleAtFixedRate(
+            Duration.ofSeconds(1),
+            Duration.ofSeconds(1),
+            () -> {
+              boolean due =
+                  !loaded.getAsBoolean() || System.nanoTime() - lastLoad.get() >= refresh.toNanos();
+              if (!due || !storage.get().isReady() || !loading.compareAndSet(false, true)) {
+                return;
+              }
+              reload
+                  .get()
+                  .whenComplete(
+                      (done, error) -> {
+                        if (error == null) {
+                          lastLoad.set(System.nanoTime());
+                        } else {
+                          log.warn(
+                              "loading the {} failed; retrying: {}",
+                              what,
+                              io.weir.persistence.SafeErrors.describe(error));
+                        }
+                        loading.set(false);
+                      });
+            },
+            system.executionContext());
   }
 
   /**
@@ -90,31 +108,48 @@ public final class WeirNode {
    */
   private static void announcePrincipalChanges(
       ActorSystem<?> system, io.weir.node.auth.Principals principals, AtomicBoolean loaded) {
-    ActorRef<org.apache.pekko.actor.typed.pubsub.Topic.Command<io.weir.node.auth.PrincipalsChanged>> topic =
-        system.systemActorOf(org.apache.pekko.actor.typed.pubsub.Topic.create(
-            io.weir.node.auth.PrincipalsChanged.class, "weir-principals"), "weir-principals-topic",
+    ActorRef<org.apache.pekko.actor.typed.pubsub.Topic.Command<io.weir.node.auth.PrincipalsChanged>>
+        topic =
+            system.systemActorOf(
+                org.apache.pekko.actor.typed.pubsub.Topic.create(
+                    io.weir.node.auth.PrincipalsChanged.class, "weir-principals"),
+                "weir-principals-topic",
+                org.apache.pekko.actor.typed.Props.empty());
+    String self =
+        org.apache.pekko.cluster.typed.Cluster.get(system).selfMember().address().toString();
+    ActorRef<io.weir.node.auth.PrincipalsChanged> listener =
+        system.systemActorOf(
+            Behaviors.receiveMessage(
+                changed -> {
+                  if (!self.equals(changed.origin()) && loaded.get()) {
+                    principals
+                        .reload()
+                        .whenComplete(
+                            (v, e) -> {
+                              if (e != null) {
+                                log.warn(
+                                    "reloading the principals after a change on another node failed: {}",
+                                    io.weir.persistence.SafeErrors.describe(e));
+                              }
+                            });
+                  }
+                  return Behaviors.same();
+                }),
+            "weir-principals-listener",
             org.apache.pekko.actor.typed.Props.empty());
-    String self = org.apache.pekko.cluster.typed.Cluster.get(system).selfMember().address().toString();
-    ActorRef<io.weir.node.auth.PrincipalsChanged> listener = system.systemActorOf(
-        Behaviors.receiveMessage(changed -> {
-          if (!self.equals(changed.origin()) && loaded.get()) {
-            principals.reload().whenComplete((v, e) -> {
-              if (e != null) {
-                log.warn("reloading the principals after a change on another node failed: {}",
-                    io.weir.persistence.SafeErrors.describe(e));
-              }
-            });
-          }
-          return Behaviors.same();
-        }), "weir-principals-listener", org.apache.pekko.actor.typed.Props.empty());
     topic.tell(org.apache.pekko.actor.typed.pubsub.Topic.subscribe(listener));
-    principals.onChange(() -> topic.tell(
-        org.apache.pekko.actor.typed.pubsub.Topic.publish(new io.weir.node.auth.PrincipalsChanged(self))));
+    principals.onChange(
+        () ->
+            topic.tell(
+                org.apache.pekko.actor.typed.pubsub.Topic.publish(
+                    new io.weir.node.auth.PrincipalsChanged(self))));
   }
 
   /** Singletons run on server nodes only: a protocol client (role client) hosts nothing. */
-  private static org.apache.pekko.cluster.typed.ClusterSingletonSettings serverSingleton(ActorSystem<?> system) {
-    return org.apache.pekko.cluster.typed.ClusterSingletonSettings.create(system).withRole(PartitionSharding.ROLE);
+  private static org.apache.pekko.cluster.typed.ClusterSingletonSettings serverSingleton(
+      ActorSystem<?> system) {
+    return org.apache.pekko.cluster.typed.ClusterSingletonSettings.create(system)
+        .withRole(PartitionSharding.ROLE);
   }
 
   /**
@@ -123,13 +158,19 @@ public final class WeirNode {
    * @throws NodeStartException when the HTTP port cannot be bound (the actor system is stopped)
    */
   public static WeirNode start(Config config, NodeSettings settings) {
-    AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
+    AtomicReference<StorageStatus> storage =
+        new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
     // Before anything starts: a bad scope is a configuration error.
-    io.weir.node.continuous.ContinuousSettings continuousSettings = io.weir.node.continuous.ContinuousSettings.create(config);
+    io.weir.node.continuous.ContinuousSettings continuousSettings =
+        io.weir.node.continuous.ContinuousSettings.create(config);
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
-        ActorSystem.create(guardian(database, storage, settings.partitions()), SYSTEM_NAME, actorSystemSetup(config, settings));
-    io.weir.node.metrics.NodeMetrics metrics = new io.weir.node.metrics.NodeMetrics(settings.metrics());
+        ActorSystem.create(
+            guardian(database, storage, settings.partitions()),
+            SYSTEM_NAME,
+            actorSystemSetup(config, settings));
+    io.weir.node.metrics.NodeMetrics metrics =
+        new io.weir.node.metrics.NodeMetrics(settings.metrics());
     try {
       CoordinatedShutdown.get(system)
           .addTask(
@@ -143,115 +184,258 @@ public final class WeirNode {
       joinCluster(system, settings, database);
 
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
-      io.weir.sharding.partition.SqlJournalPruner journalPruner = new io.weir.sharding.partition.SqlJournalPruner(
-          database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
-      PartitionSharding.init(system, settings.partitionLimits(), journalPruner,
-          settings.metrics().enabled() ? metrics.partitions(settings.partitions()) : io.weir.sharding.partition.PartitionObserver.NONE);
-      ClusterSingleton.get(system).init(SingletonActor.of(
-          PartitionSharding.keeper(settings.partitions(), () -> storage.get().isReady(), settings.partitionKeepAlive()),
-          "weir-partition-keeper").withSettings(serverSingleton(system)));
-      settings.outboxRetention().ifPresent(interval -> ClusterSingleton.get(system).init(SingletonActor.of(
-          PartitionSharding.retention(settings.partitions(), () -> storage.get().isReady(), interval, 100_000),
-          "weir-outbox-retention").withSettings(serverSingleton(system))));
+      io.weir.sharding.partition.SqlJournalPruner journalPruner =
+          new io.weir.sharding.partition.SqlJournalPruner(
+              database.dataSource(),
+              settings.postgres().schema(),
+              system
+                  .dispatchers()
+                  .lookup(
+                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                          "weir.blocking-io-dispatcher")));
+      PartitionSharding.init(
+          system,
+          settings.partitionLimits(),
+          journalPruner,
+          settings.metrics().enabled()
+              ? metrics.partitions(settings.partitions())
+              : io.weir.sharding.partition.PartitionObserver.NONE);
+      ClusterSingleton.get(system)
+          .init(
+              SingletonActor.of(
+                      PartitionSharding.keeper(
+                          settings.partitions(),
+                          () -> storage.get().isReady(),
+                          settings.partitionKeepAlive()),
+                      "weir-partition-keeper")
+                  .withSettings(serverSingleton(system)));
+      settings
+          .outboxRetention()
+          .ifPresent(
+              interval ->
+                  ClusterSingleton.get(system)
+                      .init(
+                          SingletonActor.of(
+                                  PartitionSharding.retention(
+                                      settings.partitions(),
+                                      () -> storage.get().isReady(),
+                                      interval,
+                                      100_000),
+                                  "weir-outbox-retention")
+                              .withSettings(serverSingleton(system))));
 
       // Continuous queries: an engine on every node, fed only where the continuous pipeline runs;
       // their sessions' replay logs are sharded entities on the server nodes (ADR 0025).
-      io.weir.sharding.continuous.ContinuousLog.init(system, PartitionSharding.ROLE, continuousSettings.replayRetained());
-      io.weir.node.continuous.ContinuousQueries continuous = settings.pipelines().stream()
-          .filter(io.weir.node.cdc.PipelineConfig::continuous).findFirst()
-          .map(p -> new io.weir.node.continuous.ContinuousQueries(continuousSettings, settings.postgres(),
-              database.dataSource(), p.settings().publications(),
-              io.weir.sharding.continuous.ContinuousLog.jdbc(system, journalPruner,
-                  io.weir.node.continuous.ContinuousQueries.LOG_TIMEOUT)))
-          .orElse(null);
+      io.weir.sharding.continuous.ContinuousLog.init(
+          system, PartitionSharding.ROLE, continuousSettings.replayRetained());
+      io.weir.node.continuous.ContinuousQueries continuous =
+          settings.pipelines().stream()
+              .filter(io.weir.node.cdc.PipelineConfig::continuous)
+              .findFirst()
+              .map(
+                  p ->
+                      new io.weir.node.continuous.ContinuousQueries(
+                          continuousSettings,
+                          settings.postgres(),
+                          database.dataSource(),
+                          p.settings().publications(),
+                          io.weir.sharding.continuous.ContinuousLog.jdbc(
+                              system,
+                              journalPruner,
+                              io.weir.node.continuous.ContinuousQueries.LOG_TIMEOUT)))
+              .orElse(null);
       if (continuous != null) {
-        CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseServiceStop(), "close-continuous-queries", () -> {
-          continuous.close();
-          return CompletableFuture.completedFuture(Done.getInstance());
-        });
+        CoordinatedShutdown.get(system)
+            .addTask(
+                CoordinatedShutdown.PhaseServiceStop(),
+                "close-continuous-queries",
+                () -> {
+                  continuous.close();
+                  return CompletableFuture.completedFuture(Done.getInstance());
+                });
       }
       // One pipeline manager per cluster: each slot has exactly one consumer.
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
-              .init(SingletonActor.of(
-                  PipelineManager.create(settings.pipelines(), settings.postgres(), storage::get, metrics.registry(),
-                      settings.partitions(), continuous),
-                "weir-pipelines").withSettings(serverSingleton(system)));
-      PipelineAdmin pipelineAdmin = new PipelineAdmin(pipelineManager, system, settings.pipelines());
+              .init(
+                  SingletonActor.of(
+                          PipelineManager.create(
+                              settings.pipelines(),
+                              settings.postgres(),
+                              storage::get,
+                              metrics.registry(),
+                              settings.partitions(),
+                              continuous),
+                          "weir-pipelines")
+                      .withSettings(serverSingleton(system)));
+      PipelineAdmin pipelineAdmin =
+          new PipelineAdmin(pipelineManager, system, settings.pipelines());
 
-      io.weir.node.auth.Principals authenticator = new io.weir.node.auth.Principals(
-          TokenAuthenticator.withBootstrapAdmin(settings.adminToken(), settings.adminTokenPrevious()), database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
-          java.time.Clock.systemUTC(), settings.principalRotationGrace());
+      io.weir.node.auth.Principals authenticator =
+          new io.weir.node.auth.Principals(
+              TokenAuthenticator.withBootstrapAdmin(
+                  settings.adminToken(), settings.adminTokenPrevious()),
+              database.dataSource(),
+              settings.postgres().schema(),
+              system
+                  .dispatchers()
+                  .lookup(
+                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                          "weir.blocking-io-dispatcher")),
+              java.time.Clock.systemUTC(),
+              settings.principalRotationGrace());
       AtomicBoolean principalsLoaded = new AtomicBoolean();
-      scheduleReload(system, storage, settings.principalRefresh(), principalsLoaded::get,
-          () -> authenticator.reload().thenRun(() -> principalsLoaded.set(true)), "principals");
+      scheduleReload(
+          system,
+          storage,
+          settings.principalRefresh(),
+          principalsLoaded::get,
+          () -> authenticator.reload().thenRun(() -> principalsLoaded.set(true)),
+          "principals");
       if (continuous != null) {
-        // Open SSE streams end when their principal is revoked or loses ContinuousQuery on the scope.
+        // Open SSE streams end when their principal is revoked or loses ContinuousQuery on the
+        // scope.
         java.util.Set<String> bootstrapAdmins = new java.util.HashSet<>();
         TokenAuthenticator.withBootstrapAdmin(settings.adminToken(), settings.adminTokenPrevious())
-            .authenticate(settings.adminToken()).ifPresent(p -> bootstrapAdmins.add(p.id()));
-        continuous.accessCheck((principal, scope) -> {
-          if (bootstrapAdmins.contains(principal)) {
-            return true;
-          }
-          return authenticator.all().stream().filter(p -> p.id().equals(principal)).findFirst()
-              .map(p -> p.revokedAt() == null && (p.administrator()
-                  || p.grants().getOrDefault(scope, java.util.Set.of()).contains("ContinuousQuery")))
-              .orElse(false);
-        });
+            .authenticate(settings.adminToken())
+            .ifPresent(p -> bootstrapAdmins.add(p.id()));
+        continuous.accessCheck(
+            (principal, scope) -> {
+              if (bootstrapAdmins.contains(principal)) {
+                return true;
+              }
+              return authenticator.all().stream()
+                  .filter(p -> p.id().equals(principal))
+                  .findFirst()
+                  .map(
+                      p ->
+                          p.revokedAt() == null
+                              && (p.administrator()
+                                  || p.grants()
+                                      .getOrDefault(scope, java.util.Set.of())
+                                      .contains("ContinuousQuery")))
+                  .orElse(false);
+            });
       }
       announcePrincipalChanges(system, authenticator, principalsLoaded);
       Documents documents =
-          new Documents(system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
-      TokenKeys tokenKeys = new TokenKeys(database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
-          settings.tokens().keyRefresh().plusSeconds(5));
+          new Documents(
+              system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
+      TokenKeys tokenKeys =
+          new TokenKeys(
+              database.dataSource(),
+              settings.postgres().schema(),
+              system
+                  .dispatchers()
+                  .lookup(
+                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                          "weir.blocking-io-dispatcher")),
+              settings.tokens().keyRefresh().plusSeconds(5));
       if (continuous != null) {
         continuous.tokenSigner(tokenKeys::signer);
         if (settings.metrics().enabled()) {
           continuous.bindMetrics(metrics.registry());
         }
       }
-      scheduleReload(system, storage, settings.tokens().keyRefresh(), () -> tokenKeys.signer().isPresent(),
-          tokenKeys::reload, "token keys");
+      scheduleReload(
+          system,
+          storage,
+          settings.tokens().keyRefresh(),
+          () -> tokenKeys.signer().isPresent(),
+          tokenKeys::reload,
+          "token keys");
       // One reader for every outbox read of this node: they share its cache of decoded events.
-      io.weir.sharding.partition.OutboxReader outbox = io.weir.sharding.partition.OutboxReader.jdbc(system);
-      Projections projections = new Projections(documents, outbox,
-          tokenKeys, settings.projections(), settings.partitionLimits().maxEffects(),
-          settings.tokens().batchTtl(), java.time.Clock.systemUTC());
-      io.weir.node.auth.Policies policies = new io.weir.node.auth.Policies(database.dataSource(), settings.postgres().schema(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
-          documents);
-      scheduleReload(system, storage, settings.policyRefresh(), policies::loaded, policies::reload, "collection policies");
-      Feeds feeds = new Feeds(documents, outbox, tokenKeys, policies,
-          settings.feeds(), settings.feedDeadline(), java.time.Clock.systemUTC());
+      io.weir.sharding.partition.OutboxReader outbox =
+          io.weir.sharding.partition.OutboxReader.jdbc(system);
+      Projections projections =
+          new Projections(
+              documents,
+              outbox,
+              tokenKeys,
+              settings.projections(),
+              settings.partitionLimits().maxEffects(),
+              settings.tokens().batchTtl(),
+              java.time.Clock.systemUTC());
+      io.weir.node.auth.Policies policies =
+          new io.weir.node.auth.Policies(
+              database.dataSource(),
+              settings.postgres().schema(),
+              system
+                  .dispatchers()
+                  .lookup(
+                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                          "weir.blocking-io-dispatcher")),
+              documents);
+      scheduleReload(
+          system,
+          storage,
+          settings.policyRefresh(),
+          policies::loaded,
+          policies::reload,
+          "collection policies");
+      Feeds feeds =
+          new Feeds(
+              documents,
+              outbox,
+              tokenKeys,
+              policies,
+              settings.feeds(),
+              settings.feedDeadline(),
+              java.time.Clock.systemUTC());
       if (settings.metrics().enabled()) {
         feeds.bindMetrics(metrics.registry());
       }
-      HttpApi api = new HttpApi(new ObjectMapper(), authenticator, new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
-          pipelineAdmin, metrics::scrape, documents, settings.documentMaxBytes(), projections, tokenKeys, authenticator,
-          policies, feeds, continuous);
-      api.withSlotLag(new io.weir.node.cdc.SlotLag(settings.pipelines(),
-          system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
-          Duration.ofSeconds(2), java.time.Clock.systemUTC()));
+      HttpApi api =
+          new HttpApi(
+              new ObjectMapper(),
+              authenticator,
+              new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
+              pipelineAdmin,
+              metrics::scrape,
+              documents,
+              settings.documentMaxBytes(),
+              projections,
+              tokenKeys,
+              authenticator,
+              policies,
+              feeds,
+              continuous);
+      api.withSlotLag(
+          new io.weir.node.cdc.SlotLag(
+              settings.pipelines(),
+              system
+                  .dispatchers()
+                  .lookup(
+                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                          "weir.blocking-io-dispatcher")),
+              Duration.ofSeconds(2),
+              java.time.Clock.systemUTC()));
       io.weir.sharding.partition.PartitionSettings limits = settings.partitionLimits();
-      api.withOutboxSettings(new io.weir.protocol.http.OutboxSettings(settings.partitions(), limits.maxOutboxEntries(),
-          limits.maxOutboxBytes(), limits.reserveEntries(), limits.reserveBytes(),
-          settings.outboxRetention().map(Duration::toMillis).orElse(null)));
+      api.withOutboxSettings(
+          new io.weir.protocol.http.OutboxSettings(
+              settings.partitions(),
+              limits.maxOutboxEntries(),
+              limits.maxOutboxBytes(),
+              limits.reserveEntries(),
+              limits.reserveBytes(),
+              settings.outboxRetention().map(Duration::toMillis).orElse(null)));
       if (settings.metrics().enabled()) {
-        api.withMetrics(metrics.http(io.weir.node.metrics.RouteTemplates.node()), settings.metrics());
+        api.withMetrics(
+            metrics.http(io.weir.node.metrics.RouteTemplates.node()), settings.metrics());
       } else {
         api.withMetrics(null, settings.metrics());
       }
       org.apache.pekko.http.javadsl.server.Route routes = api.routes();
       // Protocol clients (role client) reach the same routes through the gateway actor.
-      io.weir.node.gateway.ProtocolGateway.start(system, routes, Duration.ofSeconds(10),
+      io.weir.node.gateway.ProtocolGateway.start(
+          system,
+          routes,
+          Duration.ofSeconds(10),
           config.getInt("weir.protocol-gateway.max-in-flight"));
       ServerBinding binding;
       try {
-        org.apache.pekko.http.javadsl.ServerBuilder server = Http.get(system).newServerAt(settings.httpHost(), settings.httpPort());
+        org.apache.pekko.http.javadsl.ServerBuilder server =
+            Http.get(system).newServerAt(settings.httpHost(), settings.httpPort());
         if (settings.httpTls().isPresent()) {
           // HTTPS only: a plain HTTP request on this port fails its (TLS) handshake.
           server = server.enableHttps(settings.httpTls().get().connectionContext());
@@ -263,16 +447,21 @@ public final class WeirNode {
                 .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
       } catch (Exception e) {
         system.terminate();
-        throw refusedOr(storage, new NodeStartException(
-            "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e));
+        throw refusedOr(
+            storage,
+            new NodeStartException(
+                "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e));
       }
       binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
       InetSocketAddress http = binding.localAddress();
       log.info(
           "Weir node started: HTTP on {}://{}:{}, cluster address {} ({}), roles {}",
-          settings.httpTls().isPresent() ? "https" : "http", http.getHostString(), http.getPort(),
+          settings.httpTls().isPresent() ? "https" : "http",
+          http.getHostString(),
+          http.getPort(),
           Cluster.get(system).selfMember().address(),
-          settings.clusterTls().map(t -> "mutual TLS, " + t.protocol()).orElse("plain TCP"), settings.roles());
+          settings.clusterTls().map(t -> "mutual TLS, " + t.protocol()).orElse("plain TCP"),
+          settings.roles());
       settings.httpTls().ifPresent(t -> logCertificate("HTTP", t.certificate()));
       settings.clusterTls().ifPresent(t -> logCertificate("cluster remoting", t.certificate()));
       if (settings.postgres().tls().isSet()) {
@@ -293,7 +482,8 @@ public final class WeirNode {
    * start-up is still going, and its shutdown then fails what start-up does next (e.g. the HTTP
    * bind): the refusal is the cause to report, not that failure.
    */
-  private static NodeStartException refusedOr(AtomicReference<StorageStatus> storage, NodeStartException failure) {
+  private static NodeStartException refusedOr(
+      AtomicReference<StorageStatus> storage, NodeStartException failure) {
     if (storage.get() instanceof StorageStatus.Refused refused) {
       return new NodeStartException(refused.reason(), failure.getCause(), true);
     }
@@ -302,18 +492,22 @@ public final class WeirNode {
 
   /**
    * The actor system's set-up: {@code config} with what Weir's settings imply for Pekko. With
-   * {@code weir.cluster.tls}, remoting uses the tls-tcp transport and an SSL engine provider over the
-   * key and trust stores Weir opened (their passwords stay out of the configuration); with {@code
-   * weir.postgres.tls}, the journal's pool gets the same pgjdbc TLS properties as Weir's own pool.
+   * {@code weir.cluster.tls}, remoting uses the tls-tcp transport and an SSL engine provider over
+   * the key and trust stores Weir opened (their passwords stay out of the configuration); with
+   * {@code weir.postgres.tls}, the journal's pool gets the same pgjdbc TLS properties as Weir's own
+   * pool.
    */
-  static org.apache.pekko.actor.setup.ActorSystemSetup actorSystemSetup(Config config, NodeSettings settings) {
+  static org.apache.pekko.actor.setup.ActorSystemSetup actorSystemSetup(
+      Config config, NodeSettings settings) {
     Config effective = config;
     java.util.Map<String, String> pgTls = settings.postgres().tls().jdbcProperties();
     if (!pgTls.isEmpty()) {
       Config journal = com.typesafe.config.ConfigFactory.empty();
       for (java.util.Map.Entry<String, String> e : pgTls.entrySet()) {
-        journal = journal.withValue("pekko-persistence-jdbc.shared-databases.weir.db.properties." + e.getKey(),
-            com.typesafe.config.ConfigValueFactory.fromAnyRef(e.getValue()));
+        journal =
+            journal.withValue(
+                "pekko-persistence-jdbc.shared-databases.weir.db.properties." + e.getKey(),
+                com.typesafe.config.ConfigValueFactory.fromAnyRef(e.getValue()));
       }
       effective = journal.withFallback(effective);
     }
@@ -321,7 +515,8 @@ public final class WeirNode {
       effective = settings.clusterTls().get().pekkoConfig().withFallback(effective);
     }
     org.apache.pekko.actor.setup.ActorSystemSetup setup =
-        org.apache.pekko.actor.setup.ActorSystemSetup.create(org.apache.pekko.actor.BootstrapSetup.create(effective));
+        org.apache.pekko.actor.setup.ActorSystemSetup.create(
+            org.apache.pekko.actor.BootstrapSetup.create(effective));
     if (settings.clusterTls().isPresent()) {
       setup = setup.withSetup(settings.clusterTls().get().engineProviderSetup());
     }
@@ -330,24 +525,33 @@ public final class WeirNode {
 
   private static void logCertificate(String what, java.security.cert.X509Certificate certificate) {
     if (certificate != null) {
-      log.info("{} TLS certificate: subject {}, issuer {}, valid until {}", what,
-          certificate.getSubjectX500Principal().getName(), certificate.getIssuerX500Principal().getName(),
+      log.info(
+          "{} TLS certificate: subject {}, issuer {}, valid until {}",
+          what,
+          certificate.getSubjectX500Principal().getName(),
+          certificate.getIssuerX500Principal().getName(),
           certificate.getNotAfter().toInstant());
     }
   }
 
-  private static Behavior<Void> guardian(Database database, AtomicReference<StorageStatus> storage, int partitions) {
+  private static Behavior<Void> guardian(
+      Database database, AtomicReference<StorageStatus> storage, int partitions) {
     return Behaviors.setup(
         ctx -> {
           ctx.spawn(
-              StorageMonitor.create(database, storage, partitions,
+              StorageMonitor.create(
+                  database,
+                  storage,
+                  partitions,
                   refused -> CoordinatedShutdown.get(ctx.getSystem()).run(StorageRefused.INSTANCE)),
               "storage-monitor");
           return Behaviors.empty();
         });
   }
 
-  /** Shutdown reason: the cluster's database refuses this node's configuration (partition count). */
+  /**
+   * Shutdown reason: the cluster's database refuses this node's configuration (partition count).
+   */
   public enum StorageRefused implements CoordinatedShutdown.Reason {
     INSTANCE
   }
@@ -356,16 +560,26 @@ public final class WeirNode {
     Cluster cluster = Cluster.get(system);
     if (settings.bootstrap().isPresent()) {
       NodeSettings.Bootstrap b = settings.bootstrap().get();
-      log.info("joining the cluster by bootstrap: discovery {} of service {}, {} contact points required",
-          b.discoveryMethod(), b.serviceName(), b.requiredContactPoints());
-      org.apache.pekko.actor.ActorSystem classic = org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(system);
+      log.info(
+          "joining the cluster by bootstrap: discovery {} of service {}, {} contact points required",
+          b.discoveryMethod(),
+          b.serviceName(),
+          b.requiredContactPoints());
+      org.apache.pekko.actor.ActorSystem classic =
+          org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(system);
       try {
-        org.apache.pekko.management.javadsl.PekkoManagement.get(classic).start().toCompletableFuture()
+        org.apache.pekko.management.javadsl.PekkoManagement.get(classic)
+            .start()
+            .toCompletableFuture()
             .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
       } catch (Exception e) {
         system.terminate();
         throw new NodeStartException(
-            "cannot bind the management endpoint on " + b.managementHost() + ":" + b.managementPort(), e);
+            "cannot bind the management endpoint on "
+                + b.managementHost()
+                + ":"
+                + b.managementPort(),
+            e);
       }
       org.apache.pekko.management.cluster.bootstrap.ClusterBootstrap.get(classic).start();
     } else if (settings.seedNodes().isEmpty()) {
@@ -412,7 +626,9 @@ public final class WeirNode {
       this.refusedByStorage = refusedByStorage;
     }
 
-    /** The database refused this node's configuration (the message says why): a configuration error. */
+    /**
+     * The database refused this node's configuration (the message says why): a configuration error.
+     */
     public boolean refusedByStorage() {
       return refusedByStorage;
     }

@@ -16,7 +16,10 @@ import org.apache.pekko.remote.artery.tcp.SSLEngineProviderSetup;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** What Weir's TLS settings turn into for Pekko: the transport, the engine provider, the journal pool's properties. */
+/**
+ * What Weir's TLS settings turn into for Pekko: the transport, the engine provider, the journal
+ * pool's properties.
+ */
 class ActorSystemSetupTest {
 
   private static Config config(Map<String, Object> overrides) {
@@ -58,10 +61,16 @@ class ActorSystemSetupTest {
 
     Config effective = bootstrapConfig(setup);
     assertThat(effective.getString("pekko.remote.artery.transport")).isEqualTo("tls-tcp");
-    assertThat(effective.getString("pekko-persistence-jdbc.shared-databases.weir.db.properties.sslmode")).isEqualTo("verify-full");
-    assertThat(effective.getString("pekko-persistence-jdbc.shared-databases.weir.db.properties.sslrootcert"))
+    assertThat(
+            effective.getString(
+                "pekko-persistence-jdbc.shared-databases.weir.db.properties.sslmode"))
+        .isEqualTo("verify-full");
+    assertThat(
+            effective.getString(
+                "pekko-persistence-jdbc.shared-databases.weir.db.properties.sslrootcert"))
         .isEqualTo(ca.certificate().toString());
-    assertThat(effective.getConfig("pekko").root().render()).as("the cluster's key store password stays out of Pekko's settings")
+    assertThat(effective.getConfig("pekko").root().render())
+        .as("the cluster's key store password stays out of Pekko's settings")
         .doesNotContain(TestCertificates.PASSWORD);
     assertThat(setup.get(SSLEngineProviderSetup.class)).isPresent();
   }

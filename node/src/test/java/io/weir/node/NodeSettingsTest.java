@@ -33,15 +33,24 @@ class NodeSettingsTest {
 
   @Test
   void validSettingsAreRead() {
-    NodeSettings s = NodeSettings.create(with(Map.of("weir.cluster.seed-nodes", "10.0.0.1:25520, node-b:25521")));
+    NodeSettings s =
+        NodeSettings.create(
+            with(Map.of("weir.cluster.seed-nodes", "10.0.0.1:25520, node-b:25521")));
     assertThat(s.seedNodes())
         .as("seed nodes should be parsed in order, trimmed")
-        .containsExactly(new NodeSettings.HostPort("10.0.0.1", 25520), new NodeSettings.HostPort("node-b", 25521));
+        .containsExactly(
+            new NodeSettings.HostPort("10.0.0.1", 25520),
+            new NodeSettings.HostPort("node-b", 25521));
     assertThat(s.roles()).containsExactly("server");
     assertThat(s.partitions()).as("default partition count").isEqualTo(64);
     assertThat(s.documentMaxBytes()).as("default document size limit").isEqualTo(1024 * 1024);
-    assertThat(s.documentAskTimeout()).as("default document ask timeout").isEqualTo(java.time.Duration.ofSeconds(10));
-    assertThat(s.toString()).as("toString must hide secrets").doesNotContain(TOKEN).doesNotContain(PASSWORD);
+    assertThat(s.documentAskTimeout())
+        .as("default document ask timeout")
+        .isEqualTo(java.time.Duration.ofSeconds(10));
+    assertThat(s.toString())
+        .as("toString must hide secrets")
+        .doesNotContain(TOKEN)
+        .doesNotContain(PASSWORD);
     assertThat(s.projections().defaultReadEntries()).isEqualTo(100);
     assertThat(s.projections().maxReadBytes()).isEqualTo(16L << 20);
     assertThat(s.partitionLimits().maxConsumers()).isEqualTo(64);
@@ -49,24 +58,33 @@ class NodeSettingsTest {
     assertThat(s.partitionLimits().reserveBytes()).isEqualTo(2L << 30);
     assertThat(s.tokens().batchTtl()).isEqualTo(java.time.Duration.ofHours(24));
     assertThat(s.outboxRetention()).as("automatic retention is off by default").isEmpty();
-    assertThat(NodeSettings.create(with(Map.of("weir.partitions.outbox.auto-purge-interval", "5m"))).outboxRetention())
+    assertThat(
+            NodeSettings.create(with(Map.of("weir.partitions.outbox.auto-purge-interval", "5m")))
+                .outboxRetention())
         .contains(java.time.Duration.ofMinutes(5));
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.partitions.outbox.auto-purge-interval", "sometimes"))))
-        .isInstanceOfSatisfying(SettingsException.class,
+    assertThatThrownBy(
+            () ->
+                NodeSettings.create(
+                    with(Map.of("weir.partitions.outbox.auto-purge-interval", "sometimes"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
             e -> assertThat(e.key()).isEqualTo("weir.partitions.outbox.auto-purge-interval"));
   }
 
   @Test
   void projectionBudgetsMustBeConsistent() {
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.projections.read.default-entries", 2000))))
-        .isInstanceOfSatisfying(SettingsException.class,
+    assertThatThrownBy(
+            () -> NodeSettings.create(with(Map.of("weir.projections.read.default-entries", 2000))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
             e -> assertThat(e.key()).isEqualTo("weir.projections.read.default-entries"));
   }
 
   @Test
   void missingAdminTokenNamesTheKeyAndItsEnvironmentVariable() {
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token", ""))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.admin-token"))
+        .isInstanceOfSatisfying(
+            SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.admin-token"))
         .hasMessageContaining("WEIR_ADMIN_TOKEN");
   }
 
@@ -85,41 +103,57 @@ class NodeSettingsTest {
     NodeSettings s = NodeSettings.create(with(Map.of("weir.admin-token-previous", previous)));
     assertThat(s.adminTokenPrevious()).contains(previous);
     assertThat(s.toString()).doesNotContain(previous);
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token-previous", "short-old"))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.admin-token-previous"))
+    assertThatThrownBy(
+            () -> NodeSettings.create(with(Map.of("weir.admin-token-previous", "short-old"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.admin-token-previous"))
         .hasMessageContaining("WEIR_ADMIN_TOKEN_PREVIOUS")
         .hasMessageNotContaining("short-old");
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token-previous", TOKEN))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.admin-token-previous"))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.admin-token-previous"))
         .hasMessageNotContaining(TOKEN);
   }
 
   @Test
   void rotationGraceIsZeroToSevenDays() {
-    assertThat(NodeSettings.create(with(Map.of())).principalRotationGrace()).isEqualTo(java.time.Duration.ofHours(1));
-    assertThat(NodeSettings.create(with(Map.of("weir.principals.rotation-grace", "0s"))).principalRotationGrace()).isZero();
+    assertThat(NodeSettings.create(with(Map.of())).principalRotationGrace())
+        .isEqualTo(java.time.Duration.ofHours(1));
+    assertThat(
+            NodeSettings.create(with(Map.of("weir.principals.rotation-grace", "0s")))
+                .principalRotationGrace())
+        .isZero();
     for (String bad : new String[] {"8d", "-1s", "soon"}) {
-      assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.principals.rotation-grace", bad))))
+      assertThatThrownBy(
+              () -> NodeSettings.create(with(Map.of("weir.principals.rotation-grace", bad))))
           .as(bad)
-          .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.principals.rotation-grace"));
+          .isInstanceOfSatisfying(
+              SettingsException.class,
+              e -> assertThat(e.key()).isEqualTo("weir.principals.rotation-grace"));
     }
   }
 
   @Test
   void badPortNamesTheKey() {
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.http.port", "eighty"))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.http.port"))
+        .isInstanceOfSatisfying(
+            SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.http.port"))
         .hasMessageNotContaining("eighty");
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.cluster.port", 70000))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.cluster.port"));
+        .isInstanceOfSatisfying(
+            SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.cluster.port"));
   }
 
   @Test
   void partitionCountMustBeBetweenOneAnd65536() {
-    assertThat(NodeSettings.create(with(Map.of("weir.partitions.count", 128))).partitions()).isEqualTo(128);
+    assertThat(NodeSettings.create(with(Map.of("weir.partitions.count", 128))).partitions())
+        .isEqualTo(128);
     for (Object bad : new Object[] {0, -1, 65_537, "many"}) {
       assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.partitions.count", bad))))
-          .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.partitions.count"));
+          .isInstanceOfSatisfying(
+              SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.partitions.count"));
     }
   }
 
@@ -128,27 +162,57 @@ class NodeSettingsTest {
     for (String bad : new String[] {"host-only", "h:", ":25520", "h:0", "h:99999", "h:port"}) {
       assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.cluster.seed-nodes", bad))))
           .as("seed list '%s' should be refused", bad)
-          .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.cluster.seed-nodes"));
+          .isInstanceOfSatisfying(
+              SettingsException.class,
+              e -> assertThat(e.key()).isEqualTo("weir.cluster.seed-nodes"));
     }
   }
 
   @Test
   void bootstrapIsOffByDefaultValidatedAndExclusiveWithSeeds() {
     assertThat(NodeSettings.create(with(Map.of())).bootstrap()).isEmpty();
-    NodeSettings.Bootstrap b = NodeSettings.create(with(Map.of(
-        "weir.cluster.bootstrap.discovery-method", "kubernetes-api", "weir.cluster.bootstrap.management-port", 7700)))
-        .bootstrap().orElseThrow();
-    assertThat(b).isEqualTo(new NodeSettings.Bootstrap("kubernetes-api", "weir", 3, "127.0.0.1", 7700));
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.cluster.bootstrap.discovery-method", "Kube API!"))))
-        .isInstanceOfSatisfying(SettingsException.class,
+    NodeSettings.Bootstrap b =
+        NodeSettings.create(
+                with(
+                    Map.of(
+                        "weir.cluster.bootstrap.discovery-method",
+                        "kubernetes-api",
+                        "weir.cluster.bootstrap.management-port",
+                        7700)))
+            .bootstrap()
+            .orElseThrow();
+    assertThat(b)
+        .isEqualTo(new NodeSettings.Bootstrap("kubernetes-api", "weir", 3, "127.0.0.1", 7700));
+    assertThatThrownBy(
+            () ->
+                NodeSettings.create(
+                    with(Map.of("weir.cluster.bootstrap.discovery-method", "Kube API!"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
             e -> assertThat(e.key()).isEqualTo("weir.cluster.bootstrap.discovery-method"));
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of(
-        "weir.cluster.bootstrap.discovery-method", "config", "weir.cluster.seed-nodes", "h:25520"))))
-        .isInstanceOfSatisfying(SettingsException.class,
+    assertThatThrownBy(
+            () ->
+                NodeSettings.create(
+                    with(
+                        Map.of(
+                            "weir.cluster.bootstrap.discovery-method",
+                            "config",
+                            "weir.cluster.seed-nodes",
+                            "h:25520"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
             e -> assertThat(e.getMessage()).contains("weir.cluster.seed-nodes"));
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of(
-        "weir.cluster.bootstrap.discovery-method", "config", "weir.cluster.bootstrap.required-contact-points", 0))))
-        .isInstanceOfSatisfying(SettingsException.class,
+    assertThatThrownBy(
+            () ->
+                NodeSettings.create(
+                    with(
+                        Map.of(
+                            "weir.cluster.bootstrap.discovery-method",
+                            "config",
+                            "weir.cluster.bootstrap.required-contact-points",
+                            0))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
             e -> assertThat(e.key()).isEqualTo("weir.cluster.bootstrap.required-contact-points"));
   }
 
@@ -156,40 +220,57 @@ class NodeSettingsTest {
   void missingOrForeignPostgresUrlIsRefused() {
     Config noUrl = with(Map.of()).withoutPath("weir.postgres.url");
     assertThatThrownBy(() -> NodeSettings.create(noUrl))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.url"))
+        .isInstanceOfSatisfying(
+            SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.url"))
         .hasMessageContaining("WEIR_PG_URL");
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.postgres.url", "jdbc:mysql://x/y"))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.url"));
+    assertThatThrownBy(
+            () -> NodeSettings.create(with(Map.of("weir.postgres.url", "jdbc:mysql://x/y"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.url"));
   }
 
   @Test
   void badDurationsNameTheKey() {
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.postgres.max-backoff", "100ms"))))
+    assertThatThrownBy(
+            () -> NodeSettings.create(with(Map.of("weir.postgres.max-backoff", "100ms"))))
         .as("max-backoff below min-backoff should be refused")
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.max-backoff"));
-    assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.postgres.connect-timeout", "soon"))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.postgres.connect-timeout"));
+        .isInstanceOfSatisfying(
+            SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.postgres.max-backoff"));
+    assertThatThrownBy(
+            () -> NodeSettings.create(with(Map.of("weir.postgres.connect-timeout", "soon"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.postgres.connect-timeout"));
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.documents.max-bytes", "huge"))))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.documents.max-bytes"));
+        .isInstanceOfSatisfying(
+            SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.documents.max-bytes"));
   }
 
   @Test
-  void configFileOverridesDefaultsAndBrokenFilesAreReportedByPosition(@TempDir Path dir) throws Exception {
+  void configFileOverridesDefaultsAndBrokenFilesAreReportedByPosition(@TempDir Path dir)
+      throws Exception {
     Path good = dir.resolve("node.conf");
     Files.writeString(good, "weir.http.port = 9123\nweir.cluster.port = 25600\n");
     Config config = NodeConfig.load(good);
-    assertThat(config.getInt("weir.http.port")).as("the --config file should override the default").isEqualTo(9123);
+    assertThat(config.getInt("weir.http.port"))
+        .as("the --config file should override the default")
+        .isEqualTo(9123);
     assertThat(config.getInt("pekko.remote.artery.canonical.port"))
         .as("weir.cluster.port should reach Pekko's remoting port through weir-node.conf")
         .isEqualTo(25600);
 
     Path broken = dir.resolve("broken.conf");
-    Files.writeString(broken, "weir.http.port = 9123\nweir.admin-token = \"secret-value-in-broken-file\n");
+    Files.writeString(
+        broken, "weir.http.port = 9123\nweir.admin-token = \"secret-value-in-broken-file\n");
     assertThatThrownBy(() -> NodeConfig.load(broken))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("--config"))
+        .isInstanceOfSatisfying(
+            SettingsException.class, e -> assertThat(e.key()).isEqualTo("--config"))
         .hasMessageNotContaining("secret-value-in-broken-file");
 
     assertThatThrownBy(() -> NodeConfig.load(dir.resolve("missing.conf")))
-        .isInstanceOfSatisfying(SettingsException.class, e -> assertThat(e.key()).isEqualTo("--config"));
+        .isInstanceOfSatisfying(
+            SettingsException.class, e -> assertThat(e.key()).isEqualTo("--config"));
   }
 }

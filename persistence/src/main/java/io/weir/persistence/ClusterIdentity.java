@@ -9,7 +9,8 @@ import java.util.UUID;
  * @param signingKey HMAC-SHA256 key for signed tokens; never part of {@link #toString()}
  * @param partitionCount the number of partitions P, fixed at the cluster's creation
  */
-public record ClusterIdentity(UUID clusterId, String signingKid, byte[] signingKey, Instant createdAt, int partitionCount) {
+public record ClusterIdentity(
+    UUID clusterId, String signingKid, byte[] signingKey, Instant createdAt, int partitionCount) {
   public ClusterIdentity {
     signingKey = signingKey.clone();
   }
@@ -21,7 +22,14 @@ public record ClusterIdentity(UUID clusterId, String signingKid, byte[] signingK
 
   @Override
   public String toString() {
-    return "ClusterIdentity[clusterId=" + clusterId + ", signingKid=" + signingKid + ", createdAt=" + createdAt
-        + ", partitionCount=" + partitionCount + "]";
+    return "ClusterIdentity[clusterId="
+        + clusterId
+        + ", signingKid="
+        + signingKid
+        + ", createdAt="
+        + createdAt
+        + ", partitionCount="
+        + partitionCount
+        + "]";
   }
 }

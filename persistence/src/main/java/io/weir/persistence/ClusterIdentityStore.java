@@ -22,13 +22,16 @@ public final class ClusterIdentityStore {
    *     (or, for a cluster created before partition counts were recorded, by the first node to ask)
    * @throws PartitionCountMismatch when the cluster was created with another count
    */
-  public static ClusterIdentity loadOrCreate(Connection connection, String schema, int partitions) throws SQLException {
+  public static ClusterIdentity loadOrCreate(Connection connection, String schema, int partitions)
+      throws SQLException {
     String table = Identifiers.require("schema name", schema) + ".cluster";
     byte[] key = new byte[KEY_BYTES];
     RANDOM.nextBytes(key);
     try (PreparedStatement insert =
         connection.prepareStatement(
-            "INSERT INTO " + table + " (cluster_id, signing_kid, signing_key, partition_count) VALUES (?, ?, ?, ?) "
+            "INSERT INTO "
+                + table
+                + " (cluster_id, signing_kid, signing_key, partition_count) VALUES (?, ?, ?, ?) "
                 + "ON CONFLICT DO NOTHING")) {
       insert.setObject(1, UUID.randomUUID());
       insert.setString(2, "k1");
@@ -36,27 +39,40 @@ public final class ClusterIdentityStore {
       insert.setInt(4, partitions);
       insert.executeUpdate();
     }
-    // The first signing key, for clusters whose identity was created after the token_keys migration.
-    try (PreparedStatement first = connection.prepareStatement(
-        "INSERT INTO " + Identifiers.require("schema name", schema) + ".token_keys (kid, key, created_at)"
-            + " SELECT signing_kid, signing_key, created_at FROM " + table + " ON CONFLICT DO NOTHING")) {
+    // The first signing key, for clusters whose identity was created after the token_keys
+    // migration.
+    try (PreparedStatement first =
+        connection.prepareStatement(
+            "INSERT INTO "
+                + Identifiers.require("schema name", schema)
+                + ".token_keys (kid, key, created_at)"
+                + " SELECT signing_kid, signing_key, created_at FROM "
+                + table
+                + " ON CONFLICT DO NOTHING")) {
       first.executeUpdate();
     }
     try (PreparedStatement adopt =
-        connection.prepareStatement("UPDATE " + table + " SET partition_count = ? WHERE partition_count IS NULL")) {
+        connection.prepareStatement(
+            "UPDATE " + table + " SET partition_count = ? WHERE partition_count IS NULL")) {
       adopt.setInt(1, partitions);
       adopt.executeUpdate();
     }
     ClusterIdentity identity;
     try (PreparedStatement select =
             connection.prepareStatement(
-                "SELECT cluster_id, signing_kid, signing_key, created_at, partition_count FROM " + table);
+                "SELECT cluster_id, signing_kid, signing_key, created_at, partition_count FROM "
+                    + table);
         ResultSet rs = select.executeQuery()) {
       if (!rs.next()) {
         throw new SQLException("cluster identity row missing after insert", "55000");
       }
-      identity = new ClusterIdentity(
-          rs.getObject(1, UUID.class), rs.getString(2), rs.getBytes(3), rs.getTimestamp(4).toInstant(), rs.getInt(5));
+      identity =
+          new ClusterIdentity(
+              rs.getObject(1, UUID.class),
+              rs.getString(2),
+              rs.getBytes(3),
+              rs.getTimestamp(4).toInstant(),
+              rs.getInt(5));
     }
     if (identity.partitionCount() != partitions) {
       throw new PartitionCountMismatch(partitions, identity.partitionCount());
@@ -70,8 +86,13 @@ public final class ClusterIdentityStore {
     private final int cluster;
 
     PartitionCountMismatch(int configured, int cluster) {
-      super("weir.partitions.count is " + configured + " but this cluster was created with " + cluster
-          + " partitions (recorded in PostgreSQL); the count cannot change: set weir.partitions.count = " + cluster);
+      super(
+          "weir.partitions.count is "
+              + configured
+              + " but this cluster was created with "
+              + cluster
+              + " partitions (recorded in PostgreSQL); the count cannot change: set weir.partitions.count = "
+              + cluster);
       this.configured = configured;
       this.cluster = cluster;
     }

@@ -41,7 +41,8 @@ public final class ConfigValues {
   public int port(String key, boolean allowZero) {
     int port = integer(key);
     if (port < (allowZero ? 0 : 1) || port > 65535) {
-      throw new SettingsException(key, "must be a TCP port " + (allowZero ? "0" : "1") + "-65535" + envHint(key));
+      throw new SettingsException(
+          key, "must be a TCP port " + (allowZero ? "0" : "1") + "-65535" + envHint(key));
     }
     return port;
   }
@@ -96,7 +97,10 @@ public final class ConfigValues {
     }
   }
 
-  /** {@code " (environment variable X)"} when {@code key} has one, else empty: for messages built elsewhere. */
+  /**
+   * {@code " (environment variable X)"} when {@code key} has one, else empty: for messages built
+   * elsewhere.
+   */
   public String envHintOf(String key) {
     return envHint(key);
   }

@@ -35,7 +35,8 @@ public final class Database implements AutoCloseable {
     // pgjdbc otherwise quotes a failed batch entry's parameters (row values) in its exception
     // messages, e.g. when the connection drops during a PostgreSQL failover.
     hc.addDataSourceProperty("logServerErrorDetail", "false");
-    // sslmode, sslrootcert, ... (weir.postgres.tls); the URL carries none of them when these are set.
+    // sslmode, sslrootcert, ... (weir.postgres.tls); the URL carries none of them when these are
+    // set.
     settings.tls().jdbcProperties().forEach(hc::addDataSourceProperty);
     return new Database(settings, new HikariDataSource(hc));
   }

@@ -3,8 +3,8 @@ package io.weir.persistence;
 import java.util.regex.Pattern;
 
 /**
- * Allow-list validation for identifiers that reach SQL (schema, slot, publication, table names).
- * A rejected identifier is reported by its shape, never by its text.
+ * Allow-list validation for identifiers that reach SQL (schema, slot, publication, table names). A
+ * rejected identifier is reported by its shape, never by its text.
  */
 public final class Identifiers {
   /** What a valid identifier looks like, for error messages. */
@@ -38,7 +38,8 @@ public final class Identifiers {
    */
   public static String quote(String name) {
     if (name == null || name.isEmpty() || name.indexOf('\0') >= 0) {
-      throw new IllegalArgumentException("an identifier must be non-empty and contain no NUL character");
+      throw new IllegalArgumentException(
+          "an identifier must be non-empty and contain no NUL character");
     }
     return '"' + name.replace("\"", "\"\"") + '"';
   }

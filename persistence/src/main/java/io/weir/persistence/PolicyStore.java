@@ -11,8 +11,8 @@ import java.util.Objects;
 /**
  * Collection policies in {@code <schema>.collection_policies}: a collection's sensitive top-level
  * fields and its row-visibility rule. Every change takes a new version from {@code
- * <schema>.policy_versions}, so versions never repeat, even across a policy set back to an
- * earlier shape.
+ * <schema>.policy_versions}, so versions never repeat, even across a policy set back to an earlier
+ * shape.
  */
 public final class PolicyStore {
   private PolicyStore() {}
@@ -43,7 +43,11 @@ public final class PolicyStore {
    * @param visibilityField the ACL or owner field; null with {@link Visibility#NONE}
    */
   public record CollectionPolicy(
-      String collection, long version, List<String> sensitiveFields, Visibility visibility, String visibilityField) {
+      String collection,
+      long version,
+      List<String> sensitiveFields,
+      Visibility visibility,
+      String visibilityField) {
     public CollectionPolicy {
       Objects.requireNonNull(collection, "collection");
       sensitiveFields = List.copyOf(new java.util.TreeSet<>(sensitiveFields));
@@ -66,13 +70,20 @@ public final class PolicyStore {
    */
   public static long put(Connection c, String schema, CollectionPolicy policy) throws SQLException {
     String table = Identifiers.require("schema name", schema) + ".collection_policies";
-    try (PreparedStatement s = c.prepareStatement("INSERT INTO " + table
-        + " (collection, version, sensitive_fields, visibility, visibility_field)"
-        + " VALUES (?, nextval('" + schema + ".policy_versions'), ?, ?, ?)"
-        + " ON CONFLICT (collection) DO UPDATE SET version = excluded.version, sensitive_fields = excluded.sensitive_fields,"
-        + " visibility = excluded.visibility, visibility_field = excluded.visibility_field, updated_at = clock_timestamp()"
-        + " WHERE " + table + ".version < excluded.version"
-        + " RETURNING version")) {
+    try (PreparedStatement s =
+        c.prepareStatement(
+            "INSERT INTO "
+                + table
+                + " (collection, version, sensitive_fields, visibility, visibility_field)"
+                + " VALUES (?, nextval('"
+                + schema
+                + ".policy_versions'), ?, ?, ?)"
+                + " ON CONFLICT (collection) DO UPDATE SET version = excluded.version, sensitive_fields = excluded.sensitive_fields,"
+                + " visibility = excluded.visibility, visibility_field = excluded.visibility_field, updated_at = clock_timestamp()"
+                + " WHERE "
+                + table
+                + ".version < excluded.version"
+                + " RETURNING version")) {
       s.setString(1, policy.collection());
       s.setArray(2, c.createArrayOf("text", policy.sensitiveFields().toArray()));
       s.setString(3, policy.visibility().wire());
@@ -83,7 +94,8 @@ public final class PolicyStore {
         }
       }
     }
-    try (PreparedStatement s = c.prepareStatement("SELECT version FROM " + table + " WHERE collection = ?")) {
+    try (PreparedStatement s =
+        c.prepareStatement("SELECT version FROM " + table + " WHERE collection = ?")) {
       s.setString(1, policy.collection());
       try (ResultSet rs = s.executeQuery()) {
         rs.next();
@@ -96,12 +108,21 @@ public final class PolicyStore {
   public static List<CollectionPolicy> load(Connection c, String schema) throws SQLException {
     String table = Identifiers.require("schema name", schema) + ".collection_policies";
     List<CollectionPolicy> out = new ArrayList<>();
-    try (PreparedStatement s = c.prepareStatement("SELECT collection, version, sensitive_fields, visibility, visibility_field"
-            + " FROM " + table + " ORDER BY collection");
+    try (PreparedStatement s =
+            c.prepareStatement(
+                "SELECT collection, version, sensitive_fields, visibility, visibility_field"
+                    + " FROM "
+                    + table
+                    + " ORDER BY collection");
         ResultSet rs = s.executeQuery()) {
       while (rs.next()) {
-        out.add(new CollectionPolicy(rs.getString(1), rs.getLong(2), List.of((String[]) rs.getArray(3).getArray()),
-            Visibility.ofWire(rs.getString(4)), rs.getString(5)));
+        out.add(
+            new CollectionPolicy(
+                rs.getString(1),
+                rs.getLong(2),
+                List.of((String[]) rs.getArray(3).getArray()),
+                Visibility.ofWire(rs.getString(4)),
+                rs.getString(5)));
       }
     }
     return out;

@@ -9,7 +9,8 @@ import java.util.Map;
  *
  * @param url JDBC URL, {@code jdbc:postgresql://...}
  * @param password secret; never part of {@link #toString()}
- * @param tls TLS towards the server ({@code weir.postgres.tls}); {@link PostgresTls#NONE} when unset
+ * @param tls TLS towards the server ({@code weir.postgres.tls}); {@link PostgresTls#NONE} when
+ *     unset
  */
 public record PostgresSettings(
     String url,
@@ -34,9 +35,22 @@ public record PostgresSettings(
           "weir.postgres.tls.key", "WEIR_PG_SSLKEY",
           "weir.postgres.tls.key-password", "WEIR_PG_SSLPASSWORD");
 
-  /** The same server settings for another database URL (e.g. a mirror sink's target), same login and TLS. */
+  /**
+   * The same server settings for another database URL (e.g. a mirror sink's target), same login and
+   * TLS.
+   */
   public PostgresSettings withUrl(String otherUrl) {
-    return new PostgresSettings(otherUrl, user, password, schema, poolSize, connectTimeout, probeInterval, minBackoff, maxBackoff, tls);
+    return new PostgresSettings(
+        otherUrl,
+        user,
+        password,
+        schema,
+        poolSize,
+        connectTimeout,
+        probeInterval,
+        minBackoff,
+        maxBackoff,
+        tls);
   }
 
   /** Only {@code weir.postgres.tls}, checked as {@link #create(Config)} does. */
@@ -48,7 +62,8 @@ public record PostgresSettings(
     ConfigValues v = new ConfigValues(config, ENV);
     String url = v.requiredString("weir.postgres.url");
     if (!url.startsWith("jdbc:postgresql:")) {
-      throw new SettingsException("weir.postgres.url", "must be a JDBC URL starting with jdbc:postgresql:");
+      throw new SettingsException(
+          "weir.postgres.url", "must be a JDBC URL starting with jdbc:postgresql:");
     }
     String schema = v.requiredString("weir.postgres.schema");
     if (!Identifiers.isValid(schema)) {
@@ -57,7 +72,8 @@ public record PostgresSettings(
     Duration minBackoff = v.positiveDuration("weir.postgres.min-backoff");
     Duration maxBackoff = v.positiveDuration("weir.postgres.max-backoff");
     if (maxBackoff.compareTo(minBackoff) < 0) {
-      throw new SettingsException("weir.postgres.max-backoff", "must not be shorter than weir.postgres.min-backoff");
+      throw new SettingsException(
+          "weir.postgres.max-backoff", "must not be shorter than weir.postgres.min-backoff");
     }
     PostgresTls tls = PostgresTls.create(v, "weir.postgres.tls");
     tls.checkUrl("weir.postgres.url", url);
@@ -76,7 +92,16 @@ public record PostgresSettings(
 
   @Override
   public String toString() {
-    return "PostgresSettings[url=" + url + ", user=" + user + ", password=<hidden>, schema=" + schema
-        + ", poolSize=" + poolSize + ", tls=" + tls + "]";
+    return "PostgresSettings[url="
+        + url
+        + ", user="
+        + user
+        + ", password=<hidden>, schema="
+        + schema
+        + ", poolSize="
+        + poolSize
+        + ", tls="
+        + tls
+        + "]";
   }
 }

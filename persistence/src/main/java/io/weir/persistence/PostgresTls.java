@@ -28,7 +28,8 @@ import java.util.Properties;
 public record PostgresTls(String mode, Path rootCert, Path cert, Path key, String keyPassword) {
 
   /** pgjdbc's (and libpq's) sslmode values. */
-  public static final List<String> MODES = List.of("disable", "allow", "prefer", "require", "verify-ca", "verify-full");
+  public static final List<String> MODES =
+      List.of("disable", "allow", "prefer", "require", "verify-ca", "verify-full");
 
   /** No TLS settings: the URL's parameters and pgjdbc's defaults decide. */
   public static final PostgresTls NONE = new PostgresTls(null, null, null, null, null);
@@ -39,8 +40,18 @@ public record PostgresTls(String mode, Path rootCert, Path cert, Path key, Strin
    * weakening (or changing) what the settings ask for.
    */
   private static final List<String> URL_PARAMETERS =
-      List.of("ssl", "sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslfactory", "sslfactoryarg",
-          "sslhostnameverifier", "sslpasswordcallback", "sslnegotiation");
+      List.of(
+          "ssl",
+          "sslmode",
+          "sslrootcert",
+          "sslcert",
+          "sslkey",
+          "sslpassword",
+          "sslfactory",
+          "sslfactoryarg",
+          "sslhostnameverifier",
+          "sslpasswordcallback",
+          "sslnegotiation");
 
   /**
    * Reads {@code <prefix>.mode|root-cert|cert|key|key-password} and checks the files: they must be
@@ -57,26 +68,41 @@ public record PostgresTls(String mode, Path rootCert, Path cert, Path key, Strin
     boolean anyFile = rootCert != null || cert != null || key != null || keyPassword != null;
     if (mode == null) {
       if (anyFile) {
-        throw new SettingsException(prefix + ".mode", "is required when certificate files are set: one of " + String.join(", ", MODES)
-            + v.envHintOf(prefix + ".mode"));
+        throw new SettingsException(
+            prefix + ".mode",
+            "is required when certificate files are set: one of "
+                + String.join(", ", MODES)
+                + v.envHintOf(prefix + ".mode"));
       }
       return NONE;
     }
     if (!MODES.contains(mode.toLowerCase(Locale.ROOT))) {
-      throw new SettingsException(prefix + ".mode", "must be one of " + String.join(", ", MODES) + v.envHintOf(prefix + ".mode"));
+      throw new SettingsException(
+          prefix + ".mode",
+          "must be one of " + String.join(", ", MODES) + v.envHintOf(prefix + ".mode"));
     }
     mode = mode.toLowerCase(Locale.ROOT);
     if (mode.startsWith("verify-") && rootCert == null) {
-      throw new SettingsException(prefix + ".root-cert",
-          "is required with mode " + mode + ": a PEM file of the certificate authorities to trust" + v.envHintOf(prefix + ".root-cert"));
+      throw new SettingsException(
+          prefix + ".root-cert",
+          "is required with mode "
+              + mode
+              + ": a PEM file of the certificate authorities to trust"
+              + v.envHintOf(prefix + ".root-cert"));
     }
     if ((cert == null) != (key == null)) {
       String missing = cert == null ? prefix + ".cert" : prefix + ".key";
-      throw new SettingsException(missing, "is required with " + (cert == null ? prefix + ".key" : prefix + ".cert")
-          + ": a client certificate and its key go together" + v.envHintOf(missing));
+      throw new SettingsException(
+          missing,
+          "is required with "
+              + (cert == null ? prefix + ".key" : prefix + ".cert")
+              + ": a client certificate and its key go together"
+              + v.envHintOf(missing));
     }
     if (keyPassword != null && key == null) {
-      throw new SettingsException(prefix + ".key", "is required when " + prefix + ".key-password is set" + v.envHintOf(prefix + ".key"));
+      throw new SettingsException(
+          prefix + ".key",
+          "is required when " + prefix + ".key-password is set" + v.envHintOf(prefix + ".key"));
     }
     if (mode.equals("disable") && anyFile) {
       throw new SettingsException(prefix + ".mode", "is disable, but certificate files are set");
@@ -140,8 +166,11 @@ public record PostgresTls(String mode, Path rootCert, Path cert, Path key, Strin
     for (String pair : url.substring(q + 1).split("&")) {
       String name = pair.contains("=") ? pair.substring(0, pair.indexOf('=')) : pair;
       if (URL_PARAMETERS.contains(name.toLowerCase(Locale.ROOT))) {
-        throw new SettingsException(urlKey, "must not carry TLS parameters (" + String.join(", ", URL_PARAMETERS)
-            + ") when the tls settings are used: set them in one place");
+        throw new SettingsException(
+            urlKey,
+            "must not carry TLS parameters ("
+                + String.join(", ", URL_PARAMETERS)
+                + ") when the tls settings are used: set them in one place");
       }
     }
   }
@@ -158,7 +187,8 @@ public record PostgresTls(String mode, Path rootCert, Path cert, Path key, Strin
       throw new SettingsException(key, "must be a file path" + v.envHintOf(key));
     }
     if (!Files.isRegularFile(p) || !Files.isReadable(p)) {
-      throw new SettingsException(key, "names a file that is missing or not readable" + v.envHintOf(key));
+      throw new SettingsException(
+          key, "names a file that is missing or not readable" + v.envHintOf(key));
     }
     return p;
   }
@@ -166,7 +196,8 @@ public record PostgresTls(String mode, Path rootCert, Path cert, Path key, Strin
   private static void checkCertificates(String key, Path file) {
     try (InputStream in = Files.newInputStream(file)) {
       if (CertificateFactory.getInstance("X.509").generateCertificates(in).isEmpty()) {
-        throw new SettingsException(key, "holds no certificate: expected PEM (-----BEGIN CERTIFICATE-----)");
+        throw new SettingsException(
+            key, "holds no certificate: expected PEM (-----BEGIN CERTIFICATE-----)");
       }
     } catch (CertificateException e) {
       throw new SettingsException(key, "is not a PEM certificate file");
@@ -184,7 +215,16 @@ public record PostgresTls(String mode, Path rootCert, Path cert, Path key, Strin
     if (mode == null) {
       return "PostgresTls[unset]";
     }
-    return "PostgresTls[mode=" + mode + ", rootCert=" + rootCert + ", cert=" + cert + ", key=" + key
-        + ", keyPassword=" + (keyPassword == null ? "none" : "<hidden>") + "]";
+    return "PostgresTls[mode="
+        + mode
+        + ", rootCert="
+        + rootCert
+        + ", cert="
+        + cert
+        + ", key="
+        + key
+        + ", keyPassword="
+        + (keyPassword == null ? "none" : "<hidden>")
+        + "]";
   }
 }

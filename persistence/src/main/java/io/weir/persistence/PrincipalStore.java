@@ -24,17 +24,22 @@ import java.util.TreeSet;
  */
 public final class PrincipalStore {
   private static final SecureRandom RANDOM = new SecureRandom();
+
   /** The grants a principal can hold on a collection. */
   public static final Set<String> GRANTS =
       Set.of("DocumentsRead", "DocumentsWrite", "ChangesRead", "QueryRead", "ContinuousQuery");
+
   /**
    * Grants that name a top-level field: {@code FieldRead} shows a sensitive field, {@code FieldUse}
    * lets a query predicate use a field ({@code *}: every field that is not sensitive). Held as
    * {@code "FieldRead:<field>"} in {@link StoredPrincipal#grants()}.
    */
   public static final Set<String> FIELD_GRANTS = Set.of("FieldRead", "FieldUse");
-  private static final java.util.regex.Pattern FIELD = java.util.regex.Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
-  private static final java.util.regex.Pattern GROUP = java.util.regex.Pattern.compile("[A-Za-z0-9_.@-]{1,64}");
+
+  private static final java.util.regex.Pattern FIELD =
+      java.util.regex.Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
+  private static final java.util.regex.Pattern GROUP =
+      java.util.regex.Pattern.compile("[A-Za-z0-9_.@-]{1,64}");
 
   private PrincipalStore() {}
 
@@ -49,18 +54,49 @@ public final class PrincipalStore {
    * @param previousValidUntil end of the previous token's grace period, or null
    */
   public record StoredPrincipal(
-      String id, byte[] tokenHash, boolean administrator, long policyEpoch, Instant createdAt, Instant revokedAt,
-      Map<String, Set<String>> grants, Set<String> groups, byte[] previousTokenHash, Instant previousValidUntil) {
+      String id,
+      byte[] tokenHash,
+      boolean administrator,
+      long policyEpoch,
+      Instant createdAt,
+      Instant revokedAt,
+      Map<String, Set<String>> grants,
+      Set<String> groups,
+      byte[] previousTokenHash,
+      Instant previousValidUntil) {
     public StoredPrincipal(
-        String id, byte[] tokenHash, boolean administrator, long policyEpoch, Instant createdAt, Instant revokedAt,
-        Map<String, Set<String>> grants, Set<String> groups) {
-      this(id, tokenHash, administrator, policyEpoch, createdAt, revokedAt, grants, groups, null, null);
+        String id,
+        byte[] tokenHash,
+        boolean administrator,
+        long policyEpoch,
+        Instant createdAt,
+        Instant revokedAt,
+        Map<String, Set<String>> grants,
+        Set<String> groups) {
+      this(
+          id,
+          tokenHash,
+          administrator,
+          policyEpoch,
+          createdAt,
+          revokedAt,
+          grants,
+          groups,
+          null,
+          null);
     }
 
     @Override
     public String toString() {
-      return "StoredPrincipal[" + id + ", administrator=" + administrator + ", policyEpoch=" + policyEpoch
-          + ", revoked=" + (revokedAt != null) + "]";
+      return "StoredPrincipal["
+          + id
+          + ", administrator="
+          + administrator
+          + ", policyEpoch="
+          + policyEpoch
+          + ", revoked="
+          + (revokedAt != null)
+          + "]";
     }
   }
 
@@ -98,30 +134,39 @@ public final class PrincipalStore {
 
   public static byte[] sha256(String token) {
     try {
-      return MessageDigest.getInstance("SHA-256").digest(token.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+      return MessageDigest.getInstance("SHA-256")
+          .digest(token.getBytes(java.nio.charset.StandardCharsets.UTF_8));
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException("SHA-256 is required of every JVM", e);
     }
   }
 
   /** Creates a principal and returns its bearer token (shown once, kept hashed). */
-  public static String create(Connection c, String schema, String id, boolean administrator) throws SQLException, Refused {
+  public static String create(Connection c, String schema, String id, boolean administrator)
+      throws SQLException, Refused {
     return create(c, schema, id, administrator, List.of());
   }
 
-  /** Creates a principal in {@code groups} and returns its bearer token (shown once, kept hashed). */
-  public static String create(Connection c, String schema, String id, boolean administrator, List<String> groups)
+  /**
+   * Creates a principal in {@code groups} and returns its bearer token (shown once, kept hashed).
+   */
+  public static String create(
+      Connection c, String schema, String id, boolean administrator, List<String> groups)
       throws SQLException, Refused {
     String table = Identifiers.require("schema name", schema) + ".principals";
     String token = newToken();
-    try (PreparedStatement s = c.prepareStatement(
-        "INSERT INTO " + table + " (id, token_hash, administrator, groups) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")) {
+    try (PreparedStatement s =
+        c.prepareStatement(
+            "INSERT INTO "
+                + table
+                + " (id, token_hash, administrator, groups) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")) {
       s.setString(1, id);
       s.setBytes(2, sha256(token));
       s.setBoolean(3, administrator);
       s.setArray(4, c.createArrayOf("text", groups.stream().distinct().sorted().toArray()));
       if (s.executeUpdate() == 0) {
-        throw new Refused("a principal with this id exists (ids are never reused, revoked or not)", false);
+        throw new Refused(
+            "a principal with this id exists (ids are never reused, revoked or not)", false);
       }
     }
     return token;
@@ -133,7 +178,8 @@ public final class PrincipalStore {
   /**
    * A rotated principal's new token (shown once) and how long its previous token stays valid.
    *
-   * @param previousValidUntil null when the grace period is zero (the previous token stopped at once)
+   * @param previousValidUntil null when the grace period is zero (the previous token stopped at
+   *     once)
    */
   public record Rotated(String token, Instant previousValidUntil) {
     @Override
@@ -147,17 +193,23 @@ public final class PrincipalStore {
    * (zero: it stops at once); a token kept from an earlier rotation stops now. Grants and the
    * policy epoch do not change.
    */
-  public static Rotated rotate(Connection c, String schema, String id, java.time.Duration grace) throws SQLException, Refused {
+  public static Rotated rotate(Connection c, String schema, String id, java.time.Duration grace)
+      throws SQLException, Refused {
     if (grace.isNegative() || grace.compareTo(MAX_ROTATION_GRACE) > 0) {
-      throw new IllegalArgumentException("a rotation's grace period is 0 to " + MAX_ROTATION_GRACE.toHours() + " hours");
+      throw new IllegalArgumentException(
+          "a rotation's grace period is 0 to " + MAX_ROTATION_GRACE.toHours() + " hours");
     }
     String table = Identifiers.require("schema name", schema) + ".principals";
     String token = newToken();
     boolean keep = !grace.isZero();
-    try (PreparedStatement s = c.prepareStatement("UPDATE " + table + " SET token_hash = ?,"
-        + " previous_token_hash = CASE WHEN ? THEN token_hash END,"
-        + " previous_valid_until = CASE WHEN ? THEN clock_timestamp() + ? * interval '1 millisecond' END"
-        + " WHERE id = ? AND revoked_at IS NULL RETURNING previous_valid_until")) {
+    try (PreparedStatement s =
+        c.prepareStatement(
+            "UPDATE "
+                + table
+                + " SET token_hash = ?,"
+                + " previous_token_hash = CASE WHEN ? THEN token_hash END,"
+                + " previous_valid_until = CASE WHEN ? THEN clock_timestamp() + ? * interval '1 millisecond' END"
+                + " WHERE id = ? AND revoked_at IS NULL RETURNING previous_valid_until")) {
       s.setBytes(1, sha256(token));
       s.setBoolean(2, keep);
       s.setBoolean(3, keep);
@@ -179,12 +231,18 @@ public final class PrincipalStore {
     return "wp_" + Base64.getUrlEncoder().withoutPadding().encodeToString(secret);
   }
 
-  /** Revokes a principal: its token (and a previous one still in its grace period) stops working; it keeps its id. */
+  /**
+   * Revokes a principal: its token (and a previous one still in its grace period) stops working; it
+   * keeps its id.
+   */
   public static void revoke(Connection c, String schema, String id) throws SQLException, Refused {
     String table = Identifiers.require("schema name", schema) + ".principals";
-    try (PreparedStatement s = c.prepareStatement("UPDATE " + table
-        + " SET revoked_at = coalesce(revoked_at, clock_timestamp()), policy_epoch = policy_epoch + 1,"
-        + " previous_token_hash = NULL, previous_valid_until = NULL WHERE id = ?")) {
+    try (PreparedStatement s =
+        c.prepareStatement(
+            "UPDATE "
+                + table
+                + " SET revoked_at = coalesce(revoked_at, clock_timestamp()), policy_epoch = policy_epoch + 1,"
+                + " previous_token_hash = NULL, previous_valid_until = NULL WHERE id = ?")) {
       s.setString(1, id);
       if (s.executeUpdate() == 0) {
         throw new Refused("no principal has this id", true);
@@ -192,8 +250,11 @@ public final class PrincipalStore {
     }
   }
 
-  /** Grants ({@code add}) or revokes a grant on a collection; advances the policy epoch either way. */
-  public static void changeGrant(Connection c, String schema, String id, String collection, String grant, boolean add)
+  /**
+   * Grants ({@code add}) or revokes a grant on a collection; advances the policy epoch either way.
+   */
+  public static void changeGrant(
+      Connection c, String schema, String id, String collection, String grant, boolean add)
       throws SQLException, Refused {
     changeGrant(c, schema, id, collection, grant, "", add);
   }
@@ -203,23 +264,38 @@ public final class PrincipalStore {
    * fields ({@link #FIELD_GRANTS}); advances the policy epoch either way.
    */
   public static void changeGrant(
-      Connection c, String schema, String id, String collection, String grant, String field, boolean add)
+      Connection c,
+      String schema,
+      String id,
+      String collection,
+      String grant,
+      String field,
+      boolean add)
       throws SQLException, Refused {
     String principals = Identifiers.require("schema name", schema) + ".principals";
     String grants = schema + ".grants";
     boolean auto = c.getAutoCommit();
     c.setAutoCommit(false);
     try {
-      try (PreparedStatement s = c.prepareStatement(
-          "UPDATE " + principals + " SET policy_epoch = policy_epoch + 1 WHERE id = ? AND revoked_at IS NULL")) {
+      try (PreparedStatement s =
+          c.prepareStatement(
+              "UPDATE "
+                  + principals
+                  + " SET policy_epoch = policy_epoch + 1 WHERE id = ? AND revoked_at IS NULL")) {
         s.setString(1, id);
         if (s.executeUpdate() == 0) {
           throw new Refused("no active principal has this id", true);
         }
       }
-      try (PreparedStatement s = c.prepareStatement(add
-          ? "INSERT INTO " + grants + " (principal_id, collection, grant_name, field) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
-          : "DELETE FROM " + grants + " WHERE principal_id = ? AND collection = ? AND grant_name = ? AND field = ?")) {
+      try (PreparedStatement s =
+          c.prepareStatement(
+              add
+                  ? "INSERT INTO "
+                      + grants
+                      + " (principal_id, collection, grant_name, field) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+                  : "DELETE FROM "
+                      + grants
+                      + " WHERE principal_id = ? AND collection = ? AND grant_name = ? AND field = ?")) {
         s.setString(1, id);
         s.setString(2, collection);
         s.setString(3, grant);
@@ -239,28 +315,44 @@ public final class PrincipalStore {
   public static List<StoredPrincipal> load(Connection c, String schema) throws SQLException {
     String principals = Identifiers.require("schema name", schema) + ".principals";
     Map<String, Map<String, Set<String>>> grants = new TreeMap<>();
-    try (PreparedStatement s = c.prepareStatement(
-            "SELECT principal_id, collection, grant_name, field FROM " + schema + ".grants");
+    try (PreparedStatement s =
+            c.prepareStatement(
+                "SELECT principal_id, collection, grant_name, field FROM " + schema + ".grants");
         ResultSet rs = s.executeQuery()) {
       while (rs.next()) {
         String field = rs.getString(4);
-        grants.computeIfAbsent(rs.getString(1), k -> new TreeMap<>())
+        grants
+            .computeIfAbsent(rs.getString(1), k -> new TreeMap<>())
             .computeIfAbsent(rs.getString(2), k -> new TreeSet<>())
             .add(field.isEmpty() ? rs.getString(3) : fieldGrant(rs.getString(3), field));
       }
     }
     List<StoredPrincipal> out = new ArrayList<>();
-    try (PreparedStatement s = c.prepareStatement("SELECT id, token_hash, administrator, policy_epoch, created_at, revoked_at, groups,"
-            + " previous_token_hash, previous_valid_until FROM " + principals + " ORDER BY id");
+    try (PreparedStatement s =
+            c.prepareStatement(
+                "SELECT id, token_hash, administrator, policy_epoch, created_at, revoked_at, groups,"
+                    + " previous_token_hash, previous_valid_until FROM "
+                    + principals
+                    + " ORDER BY id");
         ResultSet rs = s.executeQuery()) {
       while (rs.next()) {
         java.sql.Timestamp revoked = rs.getTimestamp(6);
         Map<String, Set<String>> mine = new LinkedHashMap<>();
-        grants.getOrDefault(rs.getString(1), Map.of()).forEach((k, v) -> mine.put(k, Set.copyOf(v)));
-        out.add(new StoredPrincipal(rs.getString(1), rs.getBytes(2), rs.getBoolean(3), rs.getLong(4),
-            rs.getTimestamp(5).toInstant(), revoked == null ? null : revoked.toInstant(), Map.copyOf(mine),
-            Set.of((String[]) rs.getArray(7).getArray()), rs.getBytes(8),
-            rs.getTimestamp(9) == null ? null : rs.getTimestamp(9).toInstant()));
+        grants
+            .getOrDefault(rs.getString(1), Map.of())
+            .forEach((k, v) -> mine.put(k, Set.copyOf(v)));
+        out.add(
+            new StoredPrincipal(
+                rs.getString(1),
+                rs.getBytes(2),
+                rs.getBoolean(3),
+                rs.getLong(4),
+                rs.getTimestamp(5).toInstant(),
+                revoked == null ? null : revoked.toInstant(),
+                Map.copyOf(mine),
+                Set.of((String[]) rs.getArray(7).getArray()),
+                rs.getBytes(8),
+                rs.getTimestamp(9) == null ? null : rs.getTimestamp(9).toInstant()));
       }
     }
     return out;

@@ -41,8 +41,10 @@ import org.slf4j.LoggerFactory;
  */
 public final class RestoreFence {
   private static final Logger log = LoggerFactory.getLogger(RestoreFence.class);
+
   /** The marker table restore.sh creates in the restored schema. */
   public static final String MARKER = "restore_pending";
+
   private static final long LOCK = 0x5765697252737446L; // "WeirRstF"
 
   private RestoreFence() {}
@@ -54,8 +56,13 @@ public final class RestoreFence {
    * @param newKid the key that signs from now on
    */
   public record Applied(
-      int restoreEpoch, String newKid, int keysInvalidated, Optional<String> previousSchema, int principalsCarried,
-      int policiesCarried, int pipelinesMarked) {}
+      int restoreEpoch,
+      String newKid,
+      int keysInvalidated,
+      Optional<String> previousSchema,
+      int principalsCarried,
+      int policiesCarried,
+      int pipelinesMarked) {}
 
   /** Whether {@code schema} holds a restore marker (a restore whose fence has not run yet). */
   public static boolean pending(Connection c, String schema) throws SQLException {
@@ -78,12 +85,19 @@ public final class RestoreFence {
       }
       Applied applied = apply(c, schema);
       c.commit();
-      log.warn("schema {} was restored from a backup: restore fence applied (restore epoch {}; {} token key(s)"
+      log.warn(
+          "schema {} was restored from a backup: restore fence applied (restore epoch {}; {} token key(s)"
               + " invalidated, tokens issued before the restore answer token-invalidated; signing with {};"
               + " {} CDC pipeline(s) halt restored-from-backup until dropped and started again; previous schema {}:"
               + " {} principal(s) and {} policy(ies) carried over)",
-          schema, applied.restoreEpoch(), applied.keysInvalidated(), applied.newKid(), applied.pipelinesMarked(),
-          applied.previousSchema().orElse("(none)"), applied.principalsCarried(), applied.policiesCarried());
+          schema,
+          applied.restoreEpoch(),
+          applied.keysInvalidated(),
+          applied.newKid(),
+          applied.pipelinesMarked(),
+          applied.previousSchema().orElse("(none)"),
+          applied.principalsCarried(),
+          applied.policiesCarried());
       return Optional.of(applied);
     } catch (SQLException | RuntimeException e) {
       c.rollback();
@@ -102,9 +116,13 @@ public final class RestoreFence {
       if (tableExists(c, p, "token_keys")) {
         // Keys made after the backup: their tokens are genuine, and issued before the restore.
         try (Statement s = c.createStatement()) {
-          s.executeUpdate("INSERT INTO " + schema + ".token_keys (kid, key, created_at, retired_at, invalidated_by_restore)"
-              + " SELECT kid, key, created_at, coalesce(retired_at, clock_timestamp()), retired_at IS NULL FROM " + p
-              + ".token_keys ON CONFLICT (kid) DO NOTHING");
+          s.executeUpdate(
+              "INSERT INTO "
+                  + schema
+                  + ".token_keys (kid, key, created_at, retired_at, invalidated_by_restore)"
+                  + " SELECT kid, key, created_at, coalesce(retired_at, clock_timestamp()), retired_at IS NULL FROM "
+                  + p
+                  + ".token_keys ON CONFLICT (kid) DO NOTHING");
         }
       }
       if (tableExists(c, p, "principals") && tableExists(c, p, "grants")) {
@@ -123,12 +141,20 @@ public final class RestoreFence {
         // Versions only move forward: partitions restored with older rules get the current one
         // installed again on their next governed read.
         try (Statement s = c.createStatement();
-            ResultSet rs = s.executeQuery("SELECT greatest((SELECT max(version) FROM " + schema + ".collection_policies),"
-                + " (SELECT last_value FROM " + p + ".policy_versions), (SELECT last_value FROM " + schema
-                + ".policy_versions))")) {
+            ResultSet rs =
+                s.executeQuery(
+                    "SELECT greatest((SELECT max(version) FROM "
+                        + schema
+                        + ".collection_policies),"
+                        + " (SELECT last_value FROM "
+                        + p
+                        + ".policy_versions), (SELECT last_value FROM "
+                        + schema
+                        + ".policy_versions))")) {
           rs.next();
           long top = rs.getLong(1);
-          try (PreparedStatement set = c.prepareStatement("SELECT setval('" + schema + ".policy_versions', ?)")) {
+          try (PreparedStatement set =
+              c.prepareStatement("SELECT setval('" + schema + ".policy_versions', ?)")) {
             set.setLong(1, Math.max(1, top));
             set.executeQuery().close();
           }
@@ -136,47 +162,70 @@ public final class RestoreFence {
       }
       if (tableExists(c, p, "cdc_slot")) {
         try (Statement s = c.createStatement()) {
-          s.executeUpdate("INSERT INTO " + schema + ".cdc_slot (pipeline, slot_name, incarnation, system_identifier, timeline)"
-              + " SELECT pipeline, slot_name, incarnation, system_identifier, timeline FROM " + p
-              + ".cdc_slot ON CONFLICT (pipeline) DO NOTHING");
+          s.executeUpdate(
+              "INSERT INTO "
+                  + schema
+                  + ".cdc_slot (pipeline, slot_name, incarnation, system_identifier, timeline)"
+                  + " SELECT pipeline, slot_name, incarnation, system_identifier, timeline FROM "
+                  + p
+                  + ".cdc_slot ON CONFLICT (pipeline) DO NOTHING");
         }
       }
     }
     try (Statement s = c.createStatement()) {
-      s.executeUpdate("UPDATE " + schema + ".token_keys SET retired_at = clock_timestamp(),"
-          + " invalidated_by_restore = true WHERE retired_at IS NULL");
+      s.executeUpdate(
+          "UPDATE "
+              + schema
+              + ".token_keys SET retired_at = clock_timestamp(),"
+              + " invalidated_by_restore = true WHERE retired_at IS NULL");
     }
     int invalidated = countWhere(c, schema + ".token_keys", "invalidated_by_restore");
     String kid = TokenKeyStore.insertKey(c, schema);
     int epoch;
     try (Statement s = c.createStatement();
-        ResultSet rs = s.executeQuery("UPDATE " + schema + ".cluster SET restore_epoch = restore_epoch + 1,"
-            + " restored_at = clock_timestamp() RETURNING restore_epoch")) {
+        ResultSet rs =
+            s.executeQuery(
+                "UPDATE "
+                    + schema
+                    + ".cluster SET restore_epoch = restore_epoch + 1,"
+                    + " restored_at = clock_timestamp() RETURNING restore_epoch")) {
       epoch = rs.next() ? rs.getInt(1) : 0;
     }
     int pipelines;
     try (Statement s = c.createStatement()) {
-      pipelines = s.executeUpdate("UPDATE " + schema + ".cdc_slot SET restored_at = clock_timestamp()");
+      pipelines =
+          s.executeUpdate("UPDATE " + schema + ".cdc_slot SET restored_at = clock_timestamp()");
       s.executeUpdate("DROP TABLE " + schema + "." + MARKER);
     }
     return new Applied(epoch, kid, invalidated, previous, principals, policies, pipelines);
   }
 
-  /** The schema the marker names, when it is a valid identifier other than {@code schema} and exists. */
+  /**
+   * The schema the marker names, when it is a valid identifier other than {@code schema} and
+   * exists.
+   */
   private static Optional<String> previousSchema(Connection c, String schema) throws SQLException {
     List<String> named = new ArrayList<>();
     try (Statement s = c.createStatement();
-        ResultSet rs = s.executeQuery("SELECT previous_schema FROM " + schema + "." + MARKER + " WHERE previous_schema IS NOT NULL")) {
+        ResultSet rs =
+            s.executeQuery(
+                "SELECT previous_schema FROM "
+                    + schema
+                    + "."
+                    + MARKER
+                    + " WHERE previous_schema IS NOT NULL")) {
       while (rs.next()) {
         named.add(rs.getString(1));
       }
     }
     for (String name : named) {
       if (!Identifiers.isValid(name) || name.equals(schema)) {
-        log.warn("the restore marker names a previous schema that is not a valid identifier; nothing is carried over");
+        log.warn(
+            "the restore marker names a previous schema that is not a valid identifier; nothing is carried over");
         return Optional.empty();
       }
-      try (PreparedStatement s = c.prepareStatement("SELECT 1 FROM pg_namespace WHERE nspname = ?")) {
+      try (PreparedStatement s =
+          c.prepareStatement("SELECT 1 FROM pg_namespace WHERE nspname = ?")) {
         s.setString(1, name);
         try (ResultSet rs = s.executeQuery()) {
           if (rs.next()) {
@@ -184,17 +233,24 @@ public final class RestoreFence {
           }
         }
       }
-      log.warn("the schema replaced by the restore ({}) no longer exists; nothing is carried over from it", name);
+      log.warn(
+          "the schema replaced by the restore ({}) no longer exists; nothing is carried over from it",
+          name);
     }
     return Optional.empty();
   }
 
-  private static boolean tableExists(Connection c, String schema, String table) throws SQLException {
+  private static boolean tableExists(Connection c, String schema, String table)
+      throws SQLException {
     // A scan of pg_class under this statement's snapshot, not to_regclass: name lookup goes through
-    // the backend's catalog caches, which may still hold a marker another node's fence dropped while
-    // this one waited for the advisory lock (the DELETE that follows then fails: relation does not exist).
-    try (PreparedStatement s = c.prepareStatement("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class r"
-        + " JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE n.nspname = ? AND r.relname = ?)")) {
+    // the backend's catalog caches, which may still hold a marker another node's fence dropped
+    // while
+    // this one waited for the advisory lock (the DELETE that follows then fails: relation does not
+    // exist).
+    try (PreparedStatement s =
+        c.prepareStatement(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class r"
+                + " JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace WHERE n.nspname = ? AND r.relname = ?)")) {
       s.setString(1, schema);
       s.setString(2, table);
       try (ResultSet rs = s.executeQuery()) {
@@ -205,7 +261,8 @@ public final class RestoreFence {
   }
 
   private static int countWhere(Connection c, String table, String condition) throws SQLException {
-    try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT count(*) FROM " + table + " WHERE " + condition)) {
+    try (Statement s = c.createStatement();
+        ResultSet rs = s.executeQuery("SELECT count(*) FROM " + table + " WHERE " + condition)) {
       rs.next();
       return rs.getInt(1);
     }
@@ -221,14 +278,29 @@ public final class RestoreFence {
     common.retainAll(target);
     String cols = String.join(", ", common.stream().map(Identifiers::quote).toList());
     try (Statement s = c.createStatement()) {
-      return s.executeUpdate("INSERT INTO " + to + "." + table + " (" + cols + ") SELECT " + cols + " FROM " + from + "." + table);
+      return s.executeUpdate(
+          "INSERT INTO "
+              + to
+              + "."
+              + table
+              + " ("
+              + cols
+              + ") SELECT "
+              + cols
+              + " FROM "
+              + from
+              + "."
+              + table);
     }
   }
 
-  private static Set<String> columns(Connection c, String schema, String table) throws SQLException {
+  private static Set<String> columns(Connection c, String schema, String table)
+      throws SQLException {
     Set<String> out = new LinkedHashSet<>();
-    try (PreparedStatement s = c.prepareStatement("SELECT column_name FROM information_schema.columns"
-        + " WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position")) {
+    try (PreparedStatement s =
+        c.prepareStatement(
+            "SELECT column_name FROM information_schema.columns"
+                + " WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position")) {
       s.setString(1, schema);
       s.setString(2, table);
       try (ResultSet rs = s.executeQuery()) {

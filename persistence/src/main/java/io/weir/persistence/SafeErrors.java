@@ -47,14 +47,20 @@ public final class SafeErrors {
   /** Why a connection's TLS set-up failed; see {@link #tlsFailure(Throwable)}. */
   public enum TlsFailure {
     /** The server's certificate does not chain to a trusted CA (or is expired, or malformed). */
-    UNTRUSTED_CERTIFICATE("the server's certificate is not signed by a certificate authority in the root certificate file"
-        + " (or it expired)"),
+    UNTRUSTED_CERTIFICATE(
+        "the server's certificate is not signed by a certificate authority in the root certificate file"
+            + " (or it expired)"),
     /** verify-full: the server's certificate does not name the host the URL connects to. */
-    NAME_MISMATCH("the server's certificate does not name the host of the URL (sslmode verify-full)"),
+    NAME_MISMATCH(
+        "the server's certificate does not name the host of the URL (sslmode verify-full)"),
     /** The TLS mode requires encryption and the server does not offer TLS. */
     SERVER_WITHOUT_TLS("the server does not offer TLS (ssl = off on the server?)"),
-    /** Any other handshake failure: no common protocol or cipher, or the peer refused our certificate. */
-    HANDSHAKE("the TLS handshake failed (no common protocol, or the client certificate was refused)");
+    /**
+     * Any other handshake failure: no common protocol or cipher, or the peer refused our
+     * certificate.
+     */
+    HANDSHAKE(
+        "the TLS handshake failed (no common protocol, or the client certificate was refused)");
 
     private final String description;
 
@@ -78,9 +84,9 @@ public final class SafeErrors {
   }
 
   /**
-   * The TLS failure that ended a connection attempt, or null when {@code error} is not one. Judged by
-   * exception classes and, for pgjdbc's own checks that carry no TLS exception (host name, server
-   * without TLS), by the pgjdbc method that threw; never by a message.
+   * The TLS failure that ended a connection attempt, or null when {@code error} is not one. Judged
+   * by exception classes and, for pgjdbc's own checks that carry no TLS exception (host name,
+   * server without TLS), by the pgjdbc method that threw; never by a message.
    */
   public static TlsFailure tlsFailure(Throwable error) {
     boolean handshake = false;
@@ -93,10 +99,12 @@ public final class SafeErrors {
       if (t instanceof javax.net.ssl.SSLException) {
         handshake = true;
       }
-      if (t instanceof SQLException && thrownBy(t, "org.postgresql.ssl.MakeSSL", "verifyPeerName")) {
+      if (t instanceof SQLException
+          && thrownBy(t, "org.postgresql.ssl.MakeSSL", "verifyPeerName")) {
         return TlsFailure.NAME_MISMATCH;
       }
-      if (t instanceof SQLException sql && "08004".equals(sql.getSQLState())
+      if (t instanceof SQLException sql
+          && "08004".equals(sql.getSQLState())
           && thrownBy(t, "org.postgresql.core.v3.ConnectionFactoryImpl", "enableSSL")) {
         return TlsFailure.SERVER_WITHOUT_TLS;
       }
@@ -106,16 +114,23 @@ public final class SafeErrors {
 
   private static boolean thrownBy(Throwable t, String className, String method) {
     StackTraceElement[] trace = t.getStackTrace();
-    return trace.length > 0 && trace[0].getClassName().equals(className) && trace[0].getMethodName().equals(method);
+    return trace.length > 0
+        && trace[0].getClassName().equals(className)
+        && trace[0].getMethodName().equals(method);
   }
 
-  /** True when the failure means the server could not be reached (as opposed to a refused query). */
+  /**
+   * True when the failure means the server could not be reached (as opposed to a refused query).
+   */
   public static boolean isConnectivity(Throwable error) {
     for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
-      if (t instanceof ConnectException || t instanceof SocketTimeoutException || t instanceof UnknownHostException) {
+      if (t instanceof ConnectException
+          || t instanceof SocketTimeoutException
+          || t instanceof UnknownHostException) {
         return true;
       }
-      if (t instanceof SQLException sql && sql.getSQLState() != null
+      if (t instanceof SQLException sql
+          && sql.getSQLState() != null
           && (sql.getSQLState().startsWith("08") || sql.getSQLState().startsWith("57P"))) {
         return true;
       }

@@ -1,8 +1,8 @@
 package io.weir.persistence;
 
 /**
- * A setting is missing or malformed. The message names the key and what shape was expected,
- * never the value (a value may be a secret).
+ * A setting is missing or malformed. The message names the key and what shape was expected, never
+ * the value (a value may be a secret).
  */
 public final class SettingsException extends RuntimeException {
   private final String key;

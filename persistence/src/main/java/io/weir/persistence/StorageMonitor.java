@@ -48,7 +48,11 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
   private final java.util.function.Consumer<StorageStatus.Refused> onRefused;
   private StorageStatus status;
   private Duration backoff;
-  /** Whether storage was ready at least once since the node started (TLS failures before that are fatal). */
+
+  /**
+   * Whether storage was ready at least once since the node started (TLS failures before that are
+   * fatal).
+   */
   private boolean everReady;
 
   /**
@@ -56,10 +60,15 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
    * @param onRefused called once (on the actor's thread) when the database refuses this node
    */
   public static Behavior<Command> create(
-      Database database, AtomicReference<StorageStatus> published, int partitions,
+      Database database,
+      AtomicReference<StorageStatus> published,
+      int partitions,
       java.util.function.Consumer<StorageStatus.Refused> onRefused) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(
-        timers -> new StorageMonitor(ctx, timers, database, published, partitions, onRefused)));
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withTimers(
+                timers ->
+                    new StorageMonitor(ctx, timers, database, published, partitions, onRefused)));
   }
 
   private StorageMonitor(
@@ -76,7 +85,10 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     this.published = published;
     this.timers = timers;
     this.blockingIo =
-        context.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
+        context
+            .getSystem()
+            .dispatchers()
+            .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
     this.status = new StorageStatus.Starting(Instant.now());
     this.backoff = database.settings().minBackoff();
     published.set(status);
@@ -96,9 +108,13 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     StorageStatus.Ready known = status instanceof StorageStatus.Ready r ? r : null;
     getContext()
         .pipeToSelf(
-            CompletableFuture.supplyAsync(() -> probe(database, known, partitions, !everReady), blockingIo),
+            CompletableFuture.supplyAsync(
+                () -> probe(database, known, partitions, !everReady), blockingIo),
             (result, error) ->
-                new ProbeDone(error != null ? new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(error)) : result));
+                new ProbeDone(
+                    error != null
+                        ? new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(error))
+                        : result));
     return this;
   }
 
@@ -115,13 +131,20 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     boolean changed = next.getClass() != status.getClass();
     if (changed) {
       if (next instanceof StorageStatus.Ready ready) {
-        getContext().getLog().info(
-            "PostgreSQL is reachable: schema {} at version {}, cluster id {}",
-            database.settings().schema(), ready.schemaVersion(), ready.identity().clusterId());
+        getContext()
+            .getLog()
+            .info(
+                "PostgreSQL is reachable: schema {} at version {}, cluster id {}",
+                database.settings().schema(),
+                ready.schemaVersion(),
+                ready.identity().clusterId());
       } else if (next instanceof StorageStatus.Unavailable down) {
-        getContext().getLog().warn(
-            "PostgreSQL is unavailable ({}); the node is not ready and retries with backoff up to {}",
-            down.reason(), database.settings().maxBackoff().toSeconds() + "s");
+        getContext()
+            .getLog()
+            .warn(
+                "PostgreSQL is unavailable ({}); the node is not ready and retries with backoff up to {}",
+                down.reason(),
+                database.settings().maxBackoff().toSeconds() + "s");
       }
       status = next; // a repeated state keeps its original 'since'
     }
@@ -133,7 +156,10 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     } else {
       delay = backoff;
       Duration doubled = backoff.multipliedBy(2);
-      backoff = doubled.compareTo(database.settings().maxBackoff()) > 0 ? database.settings().maxBackoff() : doubled;
+      backoff =
+          doubled.compareTo(database.settings().maxBackoff()) > 0
+              ? database.settings().maxBackoff()
+              : doubled;
     }
     timers.startSingleTimer(Probe.INSTANCE, delay);
     return this;
@@ -145,14 +171,15 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
   }
 
   /**
-   * Runs on the blocking-IO dispatcher. Migrates and loads the identity until that has succeeded once.
-   * A TLS failure that retrying cannot fix ({@link SafeErrors.TlsFailure#isConfiguration()}: the
-   * server's certificate is not trusted or does not name the host, or the server offers no TLS)
+   * Runs on the blocking-IO dispatcher. Migrates and loads the identity until that has succeeded
+   * once. A TLS failure that retrying cannot fix ({@link SafeErrors.TlsFailure#isConfiguration()}:
+   * the server's certificate is not trusted or does not name the host, or the server offers no TLS)
    * before storage was ever ready ({@code firstContact}) refuses the node: the settings do not fit
    * this server. Later it only makes storage unavailable (e.g. a failover to a server whose
    * certificate is not trusted yet), and the node keeps retrying.
    */
-  static StorageStatus probe(Database database, StorageStatus.Ready known, int partitions, boolean firstContact) {
+  static StorageStatus probe(
+      Database database, StorageStatus.Ready known, int partitions, boolean firstContact) {
     String schema = database.settings().schema();
     try {
       StorageStatus.Ready ready = known;
@@ -161,7 +188,9 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
         try (Connection c = database.connection()) {
           // A restore from a backup is fenced before anything reads the restored schema.
           RestoreFence.applyIfPending(c, schema);
-          ready = new StorageStatus.Ready(Instant.now(), ClusterIdentityStore.loadOrCreate(c, schema, partitions), version);
+          ready =
+              new StorageStatus.Ready(
+                  Instant.now(), ClusterIdentityStore.loadOrCreate(c, schema, partitions), version);
         }
       }
       try (Connection c = database.connection();
@@ -175,11 +204,15 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     } catch (Exception e) {
       SafeErrors.TlsFailure tls = SafeErrors.tlsFailure(e);
       if (tls != null && tls.isConfiguration() && firstContact) {
-        return new StorageStatus.Refused(Instant.now(), "weir.postgres.tls: " + tls.description()
-            + "; check weir.postgres.tls.mode and root-cert against the server's certificate and the host in weir.postgres.url");
+        return new StorageStatus.Refused(
+            Instant.now(),
+            "weir.postgres.tls: "
+                + tls.description()
+                + "; check weir.postgres.tls.mode and root-cert against the server's certificate and the host in weir.postgres.url");
       }
       if (tls != null) {
-        return new StorageStatus.Unavailable(Instant.now(), "TLS: " + tls.description() + " (" + SafeErrors.describe(e) + ")");
+        return new StorageStatus.Unavailable(
+            Instant.now(), "TLS: " + tls.description() + " (" + SafeErrors.describe(e) + ")");
       }
       return new StorageStatus.Unavailable(Instant.now(), SafeErrors.describe(e));
     }

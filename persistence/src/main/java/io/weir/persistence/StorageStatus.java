@@ -2,7 +2,10 @@ package io.weir.persistence;
 
 import java.time.Instant;
 
-/** What a node knows about its PostgreSQL: not yet probed, ready (schema migrated), unavailable, or refused. */
+/**
+ * What a node knows about its PostgreSQL: not yet probed, ready (schema migrated), unavailable, or
+ * refused.
+ */
 public sealed interface StorageStatus {
   /** Instant this status was first observed. */
   Instant since();
@@ -14,7 +17,8 @@ public sealed interface StorageStatus {
   record Starting(Instant since) implements StorageStatus {}
 
   /** Reachable, schema migrated, journal table answering. */
-  record Ready(Instant since, ClusterIdentity identity, String schemaVersion) implements StorageStatus {}
+  record Ready(Instant since, ClusterIdentity identity, String schemaVersion)
+      implements StorageStatus {}
 
   /**
    * @param reason value-free description (exception classes and SQLState), see {@link SafeErrors}

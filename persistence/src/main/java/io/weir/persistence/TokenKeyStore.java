@@ -31,7 +31,12 @@ public final class TokenKeyStore {
    * @param invalidatedByRestore retired by a restore from a backup: its tokens answer {@code
    *     token-invalidated}
    */
-  public record KeyInfo(String kid, Instant createdAt, Instant retiredAt, boolean active, boolean invalidatedByRestore) {}
+  public record KeyInfo(
+      String kid,
+      Instant createdAt,
+      Instant retiredAt,
+      boolean active,
+      boolean invalidatedByRestore) {}
 
   /**
    * The keys as read at one moment.
@@ -44,7 +49,11 @@ public final class TokenKeyStore {
    * @param restoredAt when the last restore was fenced, or null
    */
   public record KeyRing(
-      String activeKid, Map<String, byte[]> keys, Map<String, byte[]> fenced, List<KeyInfo> info, int restoreEpoch,
+      String activeKid,
+      Map<String, byte[]> keys,
+      Map<String, byte[]> fenced,
+      List<KeyInfo> info,
+      int restoreEpoch,
       Instant restoredAt) {
     public KeyRing {
       keys = copy(keys);
@@ -60,8 +69,15 @@ public final class TokenKeyStore {
 
     @Override
     public String toString() {
-      return "KeyRing[active=" + activeKid + ", keys=" + keys.keySet() + ", fenced=" + fenced.size()
-          + ", restoreEpoch=" + restoreEpoch + "]";
+      return "KeyRing[active="
+          + activeKid
+          + ", keys="
+          + keys.keySet()
+          + ", fenced="
+          + fenced.size()
+          + ", restoreEpoch="
+          + restoreEpoch
+          + "]";
     }
   }
 
@@ -85,14 +101,23 @@ public final class TokenKeyStore {
     Map<String, byte[]> keys = new LinkedHashMap<>();
     Map<String, byte[]> fenced = new LinkedHashMap<>();
     String active = null;
-    try (PreparedStatement s = c.prepareStatement(
-            "SELECT kid, key, created_at, retired_at, invalidated_by_restore FROM " + table + " ORDER BY created_at, kid");
+    try (PreparedStatement s =
+            c.prepareStatement(
+                "SELECT kid, key, created_at, retired_at, invalidated_by_restore FROM "
+                    + table
+                    + " ORDER BY created_at, kid");
         ResultSet rs = s.executeQuery()) {
       List<Object[]> rows = new ArrayList<>();
       while (rs.next()) {
         java.sql.Timestamp retired = rs.getTimestamp(4);
-        rows.add(new Object[] {rs.getString(1), rs.getBytes(2), rs.getTimestamp(3).toInstant(),
-            retired == null ? null : retired.toInstant(), rs.getBoolean(5)});
+        rows.add(
+            new Object[] {
+              rs.getString(1),
+              rs.getBytes(2),
+              rs.getTimestamp(3).toInstant(),
+              retired == null ? null : retired.toInstant(),
+              rs.getBoolean(5)
+            });
         if (retired == null) {
           active = rs.getString(1);
         }
@@ -113,7 +138,8 @@ public final class TokenKeyStore {
     }
     int epoch = 0;
     Instant restoredAt = null;
-    try (PreparedStatement s = c.prepareStatement("SELECT restore_epoch, restored_at FROM " + schema + ".cluster");
+    try (PreparedStatement s =
+            c.prepareStatement("SELECT restore_epoch, restored_at FROM " + schema + ".cluster");
         ResultSet rs = s.executeQuery()) {
       if (rs.next()) {
         epoch = rs.getInt(1);
@@ -124,7 +150,9 @@ public final class TokenKeyStore {
     return new KeyRing(active, keys, fenced, info, epoch, restoredAt);
   }
 
-  /** Inserts a new random key (it signs from then on, being the newest not retired); returns its id. */
+  /**
+   * Inserts a new random key (it signs from then on, being the newest not retired); returns its id.
+   */
   static String insertKey(Connection c, String schema) throws SQLException {
     String table = Identifiers.require("schema name", schema) + ".token_keys";
     byte[] key = new byte[KEY_BYTES];
@@ -132,7 +160,8 @@ public final class TokenKeyStore {
     byte[] id = new byte[6];
     RANDOM.nextBytes(id);
     String kid = "k" + HexFormat.of().formatHex(id);
-    try (PreparedStatement s = c.prepareStatement("INSERT INTO " + table + " (kid, key) VALUES (?, ?)")) {
+    try (PreparedStatement s =
+        c.prepareStatement("INSERT INTO " + table + " (kid, key) VALUES (?, ?)")) {
       s.setString(1, kid);
       s.setBytes(2, key);
       s.executeUpdate();
@@ -160,14 +189,23 @@ public final class TokenKeyStore {
     if (ring.activeKid().equals(kid)) {
       throw new KeyRefused("the key that signs new tokens cannot be retired; rotate first", false);
     }
-    Instant signingSince = ring.info().stream().filter(KeyInfo::active).findFirst().orElseThrow().createdAt();
+    Instant signingSince =
+        ring.info().stream().filter(KeyInfo::active).findFirst().orElseThrow().createdAt();
     if (Instant.now().isBefore(signingSince.plus(minAge))) {
-      throw new KeyRefused("the newest key signs since " + signingSince + "; other nodes may still sign with older keys"
-          + " until they reload (weir.tokens.key-refresh): retire after " + signingSince.plus(minAge), false);
+      throw new KeyRefused(
+          "the newest key signs since "
+              + signingSince
+              + "; other nodes may still sign with older keys"
+              + " until they reload (weir.tokens.key-refresh): retire after "
+              + signingSince.plus(minAge),
+          false);
     }
     String table = Identifiers.require("schema name", schema) + ".token_keys";
-    try (PreparedStatement s = c.prepareStatement(
-        "UPDATE " + table + " SET retired_at = clock_timestamp() WHERE kid = ? AND retired_at IS NULL")) {
+    try (PreparedStatement s =
+        c.prepareStatement(
+            "UPDATE "
+                + table
+                + " SET retired_at = clock_timestamp() WHERE kid = ? AND retired_at IS NULL")) {
       s.setString(1, kid);
       s.executeUpdate();
     }

@@ -39,7 +39,9 @@ class JournalRoundTripIT {
   @BeforeAll
   void migrate() {
     db = TestPostgres.server().freshDatabase("journal_it");
-    config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+    config =
+        ConfigFactory.load(
+            db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
     try (Database database = Database.create(PostgresSettings.create(config), "journal-it")) {
       SchemaMigrator.migrate(database.dataSource(), "weir");
     }
@@ -71,17 +73,22 @@ class JournalRoundTripIT {
 
     try (Connection c = db.connect();
         PreparedStatement ps =
-            c.prepareStatement("SELECT count(*) FROM weir.event_journal WHERE persistence_id = ?")) {
+            c.prepareStatement(
+                "SELECT count(*) FROM weir.event_journal WHERE persistence_id = ?")) {
       ps.setString(1, "ledger|a");
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();
-        assertThat(rs.getInt(1)).as("every event should be a row of weir.event_journal").isEqualTo(7);
+        assertThat(rs.getInt(1))
+            .as("every event should be a row of weir.event_journal")
+            .isEqualTo(7);
       }
     }
     try (Connection c = db.connect();
         ResultSet rs = c.createStatement().executeQuery("SELECT count(*) FROM weir.snapshot")) {
       rs.next();
-      assertThat(rs.getInt(1)).as("snapshotEvery(5) should have written a snapshot").isGreaterThanOrEqualTo(1);
+      assertThat(rs.getInt(1))
+          .as("snapshotEvery(5) should have written a snapshot")
+          .isGreaterThanOrEqualTo(1);
     }
 
     ActorTestKit second = ActorTestKit.create("second", config);
@@ -154,7 +161,10 @@ class JournalRoundTripIT {
 
     @Override
     public EventHandler<State, Event> eventHandler() {
-      return newEventHandlerBuilder().forAnyState().onEvent(Event.class, (s, e) -> s.with(e.entry())).build();
+      return newEventHandlerBuilder()
+          .forAnyState()
+          .onEvent(Event.class, (s, e) -> s.with(e.entry()))
+          .build();
     }
   }
 }

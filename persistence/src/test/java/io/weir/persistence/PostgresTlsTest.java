@@ -1,7 +1,6 @@
 package io.weir.persistence;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
@@ -58,10 +57,18 @@ class PostgresTlsTest {
 
   @Test
   void verifyFullWithARootCertificateReachesPgjdbc() {
-    PostgresSettings s = PostgresSettings.create(with(Map.of(
-        "weir.postgres.tls.mode", "verify-full", "weir.postgres.tls.root-cert", ca.certificate().toString())));
+    PostgresSettings s =
+        PostgresSettings.create(
+            with(
+                Map.of(
+                    "weir.postgres.tls.mode",
+                    "verify-full",
+                    "weir.postgres.tls.root-cert",
+                    ca.certificate().toString())));
     assertThat(s.tls().jdbcProperties())
-        .containsExactly(Map.entry("sslmode", "verify-full"), Map.entry("sslrootcert", ca.certificate().toString()));
+        .containsExactly(
+            Map.entry("sslmode", "verify-full"),
+            Map.entry("sslrootcert", ca.certificate().toString()));
     assertThat(s.tls().verifiesServer()).isTrue();
     // Source connections get the same properties, plus no server error details.
     Properties props = new SourceSettings(s.url(), "weir", "pw", s.tls()).properties("weir-test");
@@ -75,9 +82,14 @@ class PostgresTlsTest {
   void modeMustBeAKnownValueAndIsNotEchoed() {
     SettingsException e = refused(Map.of("weir.postgres.tls.mode", "verify-everything"));
     assertThat(e.key()).isEqualTo("weir.postgres.tls.mode");
-    assertThat(e.getMessage()).contains("WEIR_PG_SSLMODE").contains("verify-full").doesNotContain("verify-everything");
-    assertThat(PostgresSettings.create(with(Map.of("weir.postgres.tls.mode", "REQUIRE"))).tls().mode())
-        .as("case does not matter").isEqualTo("require");
+    assertThat(e.getMessage())
+        .contains("WEIR_PG_SSLMODE")
+        .contains("verify-full")
+        .doesNotContain("verify-everything");
+    assertThat(
+            PostgresSettings.create(with(Map.of("weir.postgres.tls.mode", "REQUIRE"))).tls().mode())
+        .as("case does not matter")
+        .isEqualTo("require");
   }
 
   @Test
@@ -92,45 +104,86 @@ class PostgresTlsTest {
   @Test
   void filesMustExistAndParseWithoutTheirPathInTheMessage() throws Exception {
     String missing = dir.resolve("no-such-root.pem").toString();
-    SettingsException e = refused(Map.of("weir.postgres.tls.mode", "verify-full", "weir.postgres.tls.root-cert", missing));
+    SettingsException e =
+        refused(
+            Map.of(
+                "weir.postgres.tls.mode", "verify-full", "weir.postgres.tls.root-cert", missing));
     assertThat(e.key()).isEqualTo("weir.postgres.tls.root-cert");
     assertThat(e.getMessage()).contains("missing or not readable").doesNotContain(missing);
 
     Path notPem = Files.writeString(dir.resolve("not-a-cert.pem"), "hello\n");
-    e = refused(Map.of("weir.postgres.tls.mode", "verify-full", "weir.postgres.tls.root-cert", notPem.toString()));
+    e =
+        refused(
+            Map.of(
+                "weir.postgres.tls.mode",
+                "verify-full",
+                "weir.postgres.tls.root-cert",
+                notPem.toString()));
     assertThat(e.key()).isEqualTo("weir.postgres.tls.root-cert");
     assertThat(e.getMessage()).contains("PEM");
   }
 
   @Test
   void clientCertificateAndKeyGoTogether() {
-    SettingsException e = refused(Map.of("weir.postgres.tls.mode", "require", "weir.postgres.tls.cert", ca.certificate().toString()));
+    SettingsException e =
+        refused(
+            Map.of(
+                "weir.postgres.tls.mode",
+                "require",
+                "weir.postgres.tls.cert",
+                ca.certificate().toString()));
     assertThat(e.key()).isEqualTo("weir.postgres.tls.key");
     e = refused(Map.of("weir.postgres.tls.root-cert", ca.certificate().toString()));
-    assertThat(e.key()).as("files without a mode are refused, not ignored").isEqualTo("weir.postgres.tls.mode");
+    assertThat(e.key())
+        .as("files without a mode are refused, not ignored")
+        .isEqualTo("weir.postgres.tls.mode");
   }
 
   @Test
   void theKeyPasswordIsPassedButNeverShown() throws Exception {
     Path key = Files.writeString(dir.resolve("client-key.pem"), "placeholder\n");
-    PostgresSettings s = PostgresSettings.create(with(Map.of(
-        "weir.postgres.tls.mode", "verify-full", "weir.postgres.tls.root-cert", ca.certificate().toString(),
-        "weir.postgres.tls.cert", ca.certificate().toString(), "weir.postgres.tls.key", key.toString(),
-        "weir.postgres.tls.key-password", KEY_PASSWORD)));
-    assertThat(s.tls().jdbcProperties()).containsEntry("sslpassword", KEY_PASSWORD).containsEntry("sslkey", key.toString());
+    PostgresSettings s =
+        PostgresSettings.create(
+            with(
+                Map.of(
+                    "weir.postgres.tls.mode",
+                    "verify-full",
+                    "weir.postgres.tls.root-cert",
+                    ca.certificate().toString(),
+                    "weir.postgres.tls.cert",
+                    ca.certificate().toString(),
+                    "weir.postgres.tls.key",
+                    key.toString(),
+                    "weir.postgres.tls.key-password",
+                    KEY_PASSWORD)));
+    assertThat(s.tls().jdbcProperties())
+        .containsEntry("sslpassword", KEY_PASSWORD)
+        .containsEntry("sslkey", key.toString());
     assertThat(s.toString()).doesNotContain(KEY_PASSWORD);
     assertThat(s.tls().toString()).doesNotContain(KEY_PASSWORD).contains("<hidden>");
   }
 
   @Test
   void aUrlWithItsOwnSslParametersIsRefusedWhenModeIsSet() {
-    SettingsException e = refused(Map.of(
-        "weir.postgres.url", "jdbc:postgresql://db.example:5432/weir?targetServerType=primary&sslmode=disable",
-        "weir.postgres.tls.mode", "verify-full", "weir.postgres.tls.root-cert", ca.certificate().toString()));
+    SettingsException e =
+        refused(
+            Map.of(
+                "weir.postgres.url",
+                "jdbc:postgresql://db.example:5432/weir?targetServerType=primary&sslmode=disable",
+                "weir.postgres.tls.mode",
+                "verify-full",
+                "weir.postgres.tls.root-cert",
+                ca.certificate().toString()));
     assertThat(e.key()).isEqualTo("weir.postgres.url");
     assertThat(e.getMessage()).doesNotContain("disable");
     // Without tls.mode the URL's parameters are the user's choice, as before.
-    assertThat(PostgresSettings.create(with(Map.of("weir.postgres.url", "jdbc:postgresql://db.example/weir?sslmode=require"))).tls())
+    assertThat(
+            PostgresSettings.create(
+                    with(
+                        Map.of(
+                            "weir.postgres.url",
+                            "jdbc:postgresql://db.example/weir?sslmode=require")))
+                .tls())
         .isEqualTo(PostgresTls.NONE);
   }
 }

@@ -16,12 +16,19 @@ import org.junit.jupiter.api.Test;
 
 class SchemaAndIdentityIT {
 
-  /** The highest V<n>__ script among the module's migrations (tests run in the module's directory). */
+  /**
+   * The highest V<n>__ script among the module's migrations (tests run in the module's directory).
+   */
   private static int latestMigration() throws Exception {
     java.nio.file.Path dir = java.nio.file.Path.of("src/main/resources/db/migration");
     try (var files = java.nio.file.Files.list(dir)) {
-      int latest = files.map(f -> f.getFileName().toString()).filter(n -> n.matches("V[0-9]+__.*\\.sql"))
-          .mapToInt(n -> Integer.parseInt(n.substring(1, n.indexOf("__")))).max().orElse(0);
+      int latest =
+          files
+              .map(f -> f.getFileName().toString())
+              .filter(n -> n.matches("V[0-9]+__.*\\.sql"))
+              .mapToInt(n -> Integer.parseInt(n.substring(1, n.indexOf("__"))))
+              .max()
+              .orElse(0);
       assertThat(latest).as("the migrations are found").isGreaterThanOrEqualTo(14);
       return latest;
     }
@@ -30,11 +37,16 @@ class SchemaAndIdentityIT {
   @Test
   void migrationIsIdempotentAndCreatesTheJournalInWeirsSchema() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("schema_it");
-        Database database = Database.create(PostgresSettings.create(withDefaults(db)), "schema-it")) {
+        Database database =
+            Database.create(PostgresSettings.create(withDefaults(db)), "schema-it")) {
       String v1 = SchemaMigrator.migrate(database.dataSource(), "weir");
       String v2 = SchemaMigrator.migrate(database.dataSource(), "weir");
-      assertThat(v2).as("a second migration should find nothing to do and report the same version").isEqualTo(v1);
-      assertThat(v1).as("every migration should be applied").isEqualTo(String.valueOf(latestMigration()));
+      assertThat(v2)
+          .as("a second migration should find nothing to do and report the same version")
+          .isEqualTo(v1);
+      assertThat(v1)
+          .as("every migration should be applied")
+          .isEqualTo(String.valueOf(latestMigration()));
       try (Connection c = db.connect();
           ResultSet rs =
               c.createStatement()
@@ -45,8 +57,10 @@ class SchemaAndIdentityIT {
           tables.add(rs.getString(1));
         }
         assertThat(tables)
-            .as("the journal, snapshot, durable state and cluster tables should live in schema weir")
-            .contains("event_journal", "event_tag", "snapshot", "durable_state", "cluster", "token_keys");
+            .as(
+                "the journal, snapshot, durable state and cluster tables should live in schema weir")
+            .contains(
+                "event_journal", "event_tag", "snapshot", "durable_state", "cluster", "token_keys");
       }
     }
   }
@@ -54,7 +68,8 @@ class SchemaAndIdentityIT {
   @Test
   void tokenKeysStartWithTheIdentityKeyRotateAndRetire() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("token_keys_it");
-        Database database = Database.create(PostgresSettings.create(withDefaults(db)), "token-keys-it");
+        Database database =
+            Database.create(PostgresSettings.create(withDefaults(db)), "token-keys-it");
         Connection c = migrated(database)) {
       ClusterIdentity identity = ClusterIdentityStore.loadOrCreate(c, "weir", 64);
       TokenKeyStore.KeyRing first = TokenKeyStore.load(c, "weir");
@@ -68,20 +83,32 @@ class SchemaAndIdentityIT {
       assertThat(rotated.keys().get(rotated.activeKid())).hasSize(32);
       java.time.Duration none = java.time.Duration.ZERO;
       assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", rotated.activeKid(), none))
-          .isInstanceOfSatisfying(TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isFalse());
+          .isInstanceOfSatisfying(
+              TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isFalse());
       assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", "unknown", none))
-          .isInstanceOfSatisfying(TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isTrue());
-      assertThatThrownBy(() -> TokenKeyStore.retire(c, "weir", first.activeKid(), java.time.Duration.ofMinutes(5)))
+          .isInstanceOfSatisfying(
+              TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isTrue());
+      assertThatThrownBy(
+              () ->
+                  TokenKeyStore.retire(
+                      c, "weir", first.activeKid(), java.time.Duration.ofMinutes(5)))
           .as("the previous key may still sign on nodes that have not reloaded")
-          .isInstanceOfSatisfying(TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isFalse());
+          .isInstanceOfSatisfying(
+              TokenKeyStore.KeyRefused.class, e -> assertThat(e.notFound()).isFalse());
       TokenKeyStore.KeyRing retired = TokenKeyStore.retire(c, "weir", first.activeKid(), none);
       assertThat(retired.keys()).containsOnlyKeys(rotated.activeKid());
-      assertThat(retired.info()).hasSize(2).first().satisfies(k -> {
-        assertThat(k.kid()).isEqualTo(first.activeKid());
-        assertThat(k.retiredAt()).isNotNull();
-        assertThat(k.active()).isFalse();
-      });
-      assertThat(retired.toString()).doesNotContain(java.util.HexFormat.of().formatHex(retired.keys().get(retired.activeKid())));
+      assertThat(retired.info())
+          .hasSize(2)
+          .first()
+          .satisfies(
+              k -> {
+                assertThat(k.kid()).isEqualTo(first.activeKid());
+                assertThat(k.retiredAt()).isNotNull();
+                assertThat(k.active()).isFalse();
+              });
+      assertThat(retired.toString())
+          .doesNotContain(
+              java.util.HexFormat.of().formatHex(retired.keys().get(retired.activeKid())));
     }
   }
 
@@ -109,10 +136,16 @@ class SchemaAndIdentityIT {
         ClusterIdentity first = seen.get(0);
         assertThat(first.signingKey()).as("the signing key should be 256 bits").hasSize(32);
         for (ClusterIdentity id : seen) {
-          assertThat(id.clusterId()).as("every node should read the same cluster id").isEqualTo(first.clusterId());
-          assertThat(id.signingKey()).as("every node should read the same signing key").isEqualTo(first.signingKey());
+          assertThat(id.clusterId())
+              .as("every node should read the same cluster id")
+              .isEqualTo(first.clusterId());
+          assertThat(id.signingKey())
+              .as("every node should read the same signing key")
+              .isEqualTo(first.signingKey());
         }
-        assertThat(first.toString()).as("the identity's toString must not reveal the key").doesNotContain("signingKey=");
+        assertThat(first.toString())
+            .as("the identity's toString must not reveal the key")
+            .doesNotContain("signingKey=");
         assertThat(first.partitionCount()).isEqualTo(64);
       } finally {
         pool.shutdownNow();
@@ -123,16 +156,19 @@ class SchemaAndIdentityIT {
   @Test
   void theClusterKeepsThePartitionCountItWasCreatedWith() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("partitions_it");
-        Database database = Database.create(PostgresSettings.create(withDefaults(db)), "partitions-it");
+        Database database =
+            Database.create(PostgresSettings.create(withDefaults(db)), "partitions-it");
         Connection c = migrated(database)) {
       assertThat(ClusterIdentityStore.loadOrCreate(c, "weir", 32).partitionCount()).isEqualTo(32);
       assertThat(ClusterIdentityStore.loadOrCreate(c, "weir", 32).partitionCount()).isEqualTo(32);
       assertThatThrownBy(() -> ClusterIdentityStore.loadOrCreate(c, "weir", 64))
-          .isInstanceOfSatisfying(ClusterIdentityStore.PartitionCountMismatch.class, e -> {
-            assertThat(e.configured()).isEqualTo(64);
-            assertThat(e.cluster()).isEqualTo(32);
-            assertThat(e.getMessage()).contains("weir.partitions.count = 32");
-          });
+          .isInstanceOfSatisfying(
+              ClusterIdentityStore.PartitionCountMismatch.class,
+              e -> {
+                assertThat(e.configured()).isEqualTo(64);
+                assertThat(e.cluster()).isEqualTo(32);
+                assertThat(e.getMessage()).contains("weir.partitions.count = 32");
+              });
       // A cluster created before partition counts were recorded adopts the first node's.
       try (java.sql.Statement s = c.createStatement()) {
         s.execute("UPDATE weir.cluster SET partition_count = NULL");

@@ -1,8 +1,8 @@
 package io.weir.protocol;
 
 /**
- * Typed error codes shared by HTTP replies and the actor protocol. The wire form is
- * {@link #wire()}: lower-case, hyphenated, stable across releases.
+ * Typed error codes shared by HTTP replies and the actor protocol. The wire form is {@link
+ * #wire()}: lower-case, hyphenated, stable across releases.
  */
 public enum ErrorCode {
   /** No credentials, or credentials that match no principal. HTTP 401. */
@@ -13,13 +13,22 @@ public enum ErrorCode {
   NOT_FOUND(404),
   /** The method is not allowed on this route. HTTP 405. */
   METHOD_NOT_ALLOWED(405),
-  /** The request is malformed; the message says which field and what shape was expected. HTTP 400. */
+  /**
+   * The request is malformed; the message says which field and what shape was expected. HTTP 400.
+   */
   BAD_REQUEST(400),
-  /** The request body is not JSON of the expected shape (the message never quotes the body). HTTP 400. */
+  /**
+   * The request body is not JSON of the expected shape (the message never quotes the body). HTTP
+   * 400.
+   */
   MALFORMED_JSON(400),
-  /** A collection name, document id or header value has the wrong shape (never quoted). HTTP 400. */
+  /**
+   * A collection name, document id or header value has the wrong shape (never quoted). HTTP 400.
+   */
   INVALID_NAME(400),
-  /** The state does not allow the request, e.g. a document revision that does not match. HTTP 409. */
+  /**
+   * The state does not allow the request, e.g. a document revision that does not match. HTTP 409.
+   */
   CONFLICT(409),
   /** The collection is written by a CDC pipeline; the document API may only read it. HTTP 409. */
   COLLECTION_FED_BY_CDC(409),
@@ -53,11 +62,20 @@ public enum ErrorCode {
   CROSS_PARTITION_EFFECT(400),
   /** A commit's effects are more or larger than allowed. HTTP 413. */
   EFFECTS_TOO_LARGE(413),
-  /** A query or live-query baseline larger than its row limit or byte budget; nothing partial is returned. HTTP 413. */
+  /**
+   * A query or live-query baseline larger than its row limit or byte budget; nothing partial is
+   * returned. HTTP 413.
+   */
   RESULT_TOO_LARGE(413),
-  /** A query that is not a valid Q1 query (the message names the construct, never a value). HTTP 400. */
+  /**
+   * A query that is not a valid Q1 query (the message names the construct, never a value). HTTP
+   * 400.
+   */
   INVALID_QUERY(400),
-  /** A query construct Q1 does not offer (ORDER BY, aggregates, joins, continuations, ...). HTTP 400. */
+  /**
+   * A query construct Q1 does not offer (ORDER BY, aggregates, joins, continuations, ...). HTTP
+   * 400.
+   */
   UNSUPPORTED_QUERY(400),
   /**
    * A continuous query's SQL is outside the allow-list: not one SELECT/WITH statement, or it uses
@@ -66,11 +84,16 @@ public enum ErrorCode {
   QUERY_NOT_ALLOWED(400),
   /** A key or ORDER BY column that the continuous query's result does not have. HTTP 400. */
   UNKNOWN_COLUMN(400),
-  /** A continuous query parameter that is missing, unused, of an unsupported JSON type or of the wrong SQL type. HTTP 400. */
+  /**
+   * A continuous query parameter that is missing, unused, of an unsupported JSON type or of the
+   * wrong SQL type. HTTP 400.
+   */
   INVALID_PARAMETER(400),
   /** A security scope no administrator configured on this cluster. HTTP 400. */
   UNKNOWN_SCOPE(400),
-  /** A table a continuous query reads is not in the continuous pipeline's publications. HTTP 400. */
+  /**
+   * A table a continuous query reads is not in the continuous pipeline's publications. HTTP 400.
+   */
   TABLE_NOT_PUBLISHED(400),
   /** Too many queries are running on this node; retry shortly. HTTP 429. */
   BUSY(429, true),

@@ -3,6 +3,7 @@ package io.weir.example;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.typesafe.config.ConfigFactory;
 import io.weir.protocol.client.ClientReply;
 import io.weir.protocol.client.ClientRequest;
 import io.weir.protocol.client.Credentials;
@@ -20,12 +21,12 @@ import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.AddressFromURIString;
 import org.apache.pekko.cluster.Cluster;
 import org.apache.pekko.cluster.MemberStatus;
-import com.typesafe.config.ConfigFactory;
 
 /**
- * Joins a Weir cluster as a client (role {@code client}), writes documents, reads them back, deletes
- * one, shows a typed conflict, then follows the collection's changes feed with its cursor until it
- * has seen every change it made. Prints one line per step and exits 0 when every check held.
+ * Joins a Weir cluster as a client (role {@code client}), writes documents, reads them back,
+ * deletes one, shows a typed conflict, then follows the collection's changes feed with its cursor
+ * until it has seen every change it made. Prints one line per step and exits 0 when every check
+ * held.
  *
  * <p>Environment: {@code WEIR_SEED_NODES} (host:port,... of server nodes' remoting), {@code
  * WEIR_CLIENT_TOKEN} (a principal's bearer token with DocumentsRead, DocumentsWrite and ChangesRead
@@ -38,8 +39,12 @@ public final class ClientExample {
   static final String SYSTEM_NAME = "weir";
 
   private static final ObjectMapper JSON = new ObjectMapper();
-  /** The example's own progress lines (stdout, message only: see logback.xml); no document content. */
-  private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(ClientExample.class);
+
+  /**
+   * The example's own progress lines (stdout, message only: see logback.xml); no document content.
+   */
+  private static final org.slf4j.Logger log =
+      org.slf4j.LoggerFactory.getLogger(ClientExample.class);
 
   private final WeirClient client;
   private final Credentials credentials;
@@ -75,8 +80,11 @@ public final class ClientExample {
       if (client.servers().isEmpty()) {
         throw new IllegalStateException("did not join the cluster within 60 s");
       }
-      log.info("client-joined: self={} roles={} servers={}", cluster.selfAddress(),
-          cluster.selfMember().getRoles(), client.servers().size());
+      log.info(
+          "client-joined: self={} roles={} servers={}",
+          cluster.selfAddress(),
+          cluster.selfMember().getRoles(),
+          client.servers().size());
       new ClientExample(client, credentials, collection).run(documents);
       log.info("client-gateways: {} server nodes answered", client.answered().size());
       log.info("client-ok");
@@ -99,13 +107,18 @@ public final class ClientExample {
     for (int i = 0; i < count; i++) {
       String id = "doc-" + i;
       ObjectNode body = JSON.createObjectNode().put("n", i).put("text", "note " + i);
-      ClientReply.Ok ok = ok(new ClientRequest.PutDocument(credentials, collection, id, body, null, run + "-put-" + i));
+      ClientReply.Ok ok =
+          ok(
+              new ClientRequest.PutDocument(
+                  credentials, collection, id, body, null, run + "-put-" + i));
       written.put(id, body);
       revisions.put(id, ok.body().get("revision").asLong());
     }
     // The same idempotency key again: the first answer is returned and nothing is written.
-    ClientReply.Ok again = ok(new ClientRequest.PutDocument(credentials, collection, "doc-0", written.get("doc-0"), null,
-        run + "-put-0"));
+    ClientReply.Ok again =
+        ok(
+            new ClientRequest.PutDocument(
+                credentials, collection, "doc-0", written.get("doc-0"), null, run + "-put-0"));
     boolean replayed = again.body().path("replayed").asBoolean();
 
     int equal = 0;
@@ -117,27 +130,52 @@ public final class ClientExample {
     }
 
     // Compare-and-set with a stale revision: a typed conflict, nothing written.
-    ClientReply stale = client.ask(new ClientRequest.PutDocument(credentials, collection, "doc-1",
-        JSON.createObjectNode().put("n", -1), revisions.get("doc-1") + 5, null)).toCompletableFuture().get();
-    String conflict = stale instanceof ClientReply.Failed f ? f.status() + "/" + f.error().error() : "none";
-    ok(new ClientRequest.DeleteDocument(credentials, collection, "doc-0", revisions.get("doc-0"), run + "-delete-0"));
-    log.info("client-documents: written={} replayed={} read-equal={} stale-write={} deleted=1",
-        count, replayed, equal, conflict);
+    ClientReply stale =
+        client
+            .ask(
+                new ClientRequest.PutDocument(
+                    credentials,
+                    collection,
+                    "doc-1",
+                    JSON.createObjectNode().put("n", -1),
+                    revisions.get("doc-1") + 5,
+                    null))
+            .toCompletableFuture()
+            .get();
+    String conflict =
+        stale instanceof ClientReply.Failed f ? f.status() + "/" + f.error().error() : "none";
+    ok(
+        new ClientRequest.DeleteDocument(
+            credentials, collection, "doc-0", revisions.get("doc-0"), run + "-delete-0"));
+    log.info(
+        "client-documents: written={} replayed={} read-equal={} stale-write={} deleted=1",
+        count,
+        replayed,
+        equal,
+        conflict);
     if (!replayed || equal != count || !conflict.equals("409/conflict")) {
       throw new IllegalStateException("a document check failed");
     }
     followChanges(count);
   }
 
-  /** Reads the collection's changes from the beginning until every upsert and the delete were seen. */
+  /**
+   * Reads the collection's changes from the beginning until every upsert and the delete were seen.
+   */
   private void followChanges(int count) throws Exception {
     Set<String> upserts = new HashSet<>();
     Set<String> deletes = new HashSet<>();
     int pages = 0;
-    ObjectNode request = JSON.createObjectNode().put("collection", collection).put("start", "beginning").put("limit", 100);
+    ObjectNode request =
+        JSON.createObjectNode()
+            .put("collection", collection)
+            .put("start", "beginning")
+            .put("limit", 100);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
     while ((upserts.size() < count || deletes.isEmpty()) && System.nanoTime() < deadline) {
-      JsonNode page = ok(new ClientRequest.Post(credentials, ClientRequest.Endpoint.CHANGES_READ, request)).body();
+      JsonNode page =
+          ok(new ClientRequest.Post(credentials, ClientRequest.Endpoint.CHANGES_READ, request))
+              .body();
       pages++;
       for (JsonNode change : page.get("changes")) {
         // At least once: a change may come again; (id, revision) identifies it.
@@ -148,12 +186,16 @@ public final class ClientExample {
           upserts.add(key);
         }
       }
-      request = JSON.createObjectNode().put("collection", collection).put("cursor", page.get("cursor").asText());
+      request =
+          JSON.createObjectNode()
+              .put("collection", collection)
+              .put("cursor", page.get("cursor").asText());
       if (!page.get("hasMore").asBoolean()) {
         Thread.sleep(200);
       }
     }
-    log.info("client-changes: upserts={} deletes={} pages={}", upserts.size(), deletes.size(), pages);
+    log.info(
+        "client-changes: upserts={} deletes={} pages={}", upserts.size(), deletes.size(), pages);
     if (upserts.size() != count || deletes.size() != 1) {
       throw new IllegalStateException("the changes feed did not show every change");
     }
@@ -165,8 +207,14 @@ public final class ClientExample {
       return ok;
     }
     ClientReply.Failed failed = (ClientReply.Failed) reply;
-    throw new IllegalStateException(request.operation() + " answered " + failed.status() + " " + failed.error().error()
-        + ": " + failed.error().message());
+    throw new IllegalStateException(
+        request.operation()
+            + " answered "
+            + failed.status()
+            + " "
+            + failed.error().error()
+            + ": "
+            + failed.error().message());
   }
 
   private static String required(String name) {

@@ -32,13 +32,16 @@ public final class WeirClient {
   private final int attempts;
   private final List<Address> servers = new CopyOnWriteArrayList<>();
   private final AtomicInteger next = new AtomicInteger();
-  private final java.util.Set<Address> answered = java.util.concurrent.ConcurrentHashMap.newKeySet();
+  private final java.util.Set<Address> answered =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   public WeirClient(ActorSystem system, Duration timeout, int attempts) {
     this.system = system;
     this.timeout = timeout;
     this.attempts = attempts;
-    system.actorOf(Props.create(MembershipListener.class, () -> new MembershipListener(servers)), "weir-servers");
+    system.actorOf(
+        Props.create(MembershipListener.class, () -> new MembershipListener(servers)),
+        "weir-servers");
   }
 
   /** The server members known to be Up. */
@@ -59,33 +62,43 @@ public final class WeirClient {
   private CompletionStage<ClientReply> attempt(ClientRequest request, int attempt) {
     List<Address> known = new ArrayList<>(servers);
     if (known.isEmpty()) {
-      return retryOrFail(request, attempt, new IllegalStateException("no Weir server member is Up"));
+      return retryOrFail(
+          request, attempt, new IllegalStateException("no Weir server member is Up"));
     }
     Address server = known.get(Math.floorMod(next.getAndIncrement(), known.size()));
-    return Patterns.ask(system.actorSelection(server + ClientRequest.GATEWAY_PATH), request, timeout)
-        .handle((answer, error) -> {
-          if (error == null && answer instanceof ClientReply.Failed failed && failed.error().retryable()
-              && attempt < attempts) {
-            return retry(request, attempt);
-          }
-          if (error == null && answer instanceof ClientReply reply) {
-            answered.add(server);
-            return CompletableFuture.completedFuture(reply);
-          }
-          return retryOrFail(request, attempt,
-              error != null ? error : new IllegalStateException("unexpected answer from the gateway"));
-        })
+    return Patterns.ask(
+            system.actorSelection(server + ClientRequest.GATEWAY_PATH), request, timeout)
+        .handle(
+            (answer, error) -> {
+              if (error == null
+                  && answer instanceof ClientReply.Failed failed
+                  && failed.error().retryable()
+                  && attempt < attempts) {
+                return retry(request, attempt);
+              }
+              if (error == null && answer instanceof ClientReply reply) {
+                answered.add(server);
+                return CompletableFuture.completedFuture(reply);
+              }
+              return retryOrFail(
+                  request,
+                  attempt,
+                  error != null
+                      ? error
+                      : new IllegalStateException("unexpected answer from the gateway"));
+            })
         .thenCompose(stage -> stage);
   }
 
-  private CompletionStage<ClientReply> retryOrFail(ClientRequest request, int attempt, Throwable error) {
+  private CompletionStage<ClientReply> retryOrFail(
+      ClientRequest request, int attempt, Throwable error) {
     return attempt < attempts ? retry(request, attempt) : CompletableFuture.failedFuture(error);
   }
 
   private CompletionStage<ClientReply> retry(ClientRequest request, int attempt) {
     long backoffMillis = Math.min(2_000, 100L << Math.min(attempt, 5));
-    return CompletableFuture.supplyAsync(() -> null,
-            CompletableFuture.delayedExecutor(backoffMillis, TimeUnit.MILLISECONDS))
+    return CompletableFuture.supplyAsync(
+            () -> null, CompletableFuture.delayedExecutor(backoffMillis, TimeUnit.MILLISECONDS))
         .thenCompose(ignored -> attempt(request, attempt + 1));
   }
 
@@ -99,8 +112,12 @@ public final class WeirClient {
 
     @Override
     public void preStart() {
-      Cluster.get(getContext().getSystem()).subscribe(getSelf(), ClusterEvent.initialStateAsEvents(),
-          ClusterEvent.MemberEvent.class, ClusterEvent.ReachabilityEvent.class);
+      Cluster.get(getContext().getSystem())
+          .subscribe(
+              getSelf(),
+              ClusterEvent.initialStateAsEvents(),
+              ClusterEvent.MemberEvent.class,
+              ClusterEvent.ReachabilityEvent.class);
     }
 
     @Override
@@ -114,16 +131,19 @@ public final class WeirClient {
           .match(ClusterEvent.MemberUp.class, e -> add(e.member()))
           .match(ClusterEvent.ReachableMember.class, e -> add(e.member()))
           .match(ClusterEvent.UnreachableMember.class, e -> servers.remove(e.member().address()))
-          .match(ClusterEvent.MemberEvent.class, e -> {
-            if (e.member().status() != MemberStatus.up()) {
-              servers.remove(e.member().address());
-            }
-          })
+          .match(
+              ClusterEvent.MemberEvent.class,
+              e -> {
+                if (e.member().status() != MemberStatus.up()) {
+                  servers.remove(e.member().address());
+                }
+              })
           .build();
     }
 
     private void add(Member member) {
-      if (member.hasRole(ClientRequest.SERVER_ROLE) && member.status() == MemberStatus.up()
+      if (member.hasRole(ClientRequest.SERVER_ROLE)
+          && member.status() == MemberStatus.up()
           && !servers.contains(member.address())) {
         servers.add(member.address());
       }

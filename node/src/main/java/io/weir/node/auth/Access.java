@@ -14,15 +14,17 @@ import java.util.function.Predicate;
  * {@code FieldRead} on them. Administrators see every row and field.
  *
  * <p>Row rules: {@code acl} - the field is an array listing principal ids and {@code
- * "group:<name>"} entries; {@code owner} - the field is the one principal's id. A row whose field is
- * missing or of another shape is visible to nobody but administrators (fail closed).
+ * "group:<name>"} entries; {@code owner} - the field is the one principal's id. A row whose field
+ * is missing or of another shape is visible to nobody but administrators (fail closed).
  */
 public final class Access {
   /** Exact numbers, so a projected body keeps the stored values. */
-  public static final ObjectMapper JSON = com.fasterxml.jackson.databind.json.JsonMapper.builder()
-      .enable(com.fasterxml.jackson.databind.DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-      .nodeFactory(com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
-      .build();
+  public static final ObjectMapper JSON =
+      com.fasterxml.jackson.databind.json.JsonMapper.builder()
+          .enable(com.fasterxml.jackson.databind.DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+          .nodeFactory(
+              com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
+          .build();
 
   private Access() {}
 
@@ -57,7 +59,8 @@ public final class Access {
     for (JsonNode entry : acl) {
       if (entry.isTextual()) {
         String e = entry.textValue();
-        if (e.equals(principal.id()) || (e.startsWith("group:") && principal.groups().contains(e.substring(6)))) {
+        if (e.equals(principal.id())
+            || (e.startsWith("group:") && principal.groups().contains(e.substring(6)))) {
           return true;
         }
       }
@@ -90,7 +93,9 @@ public final class Access {
     if (principal.administrator() || policy.sensitiveFields().isEmpty()) {
       return f -> false;
     }
-    return f -> policy.sensitiveFields().contains(f) && !principal.mayField("FieldRead", policy.collection(), f);
+    return f ->
+        policy.sensitiveFields().contains(f)
+            && !principal.mayField("FieldRead", policy.collection(), f);
   }
 
   /** A copy of {@code body} without the fields {@code principal} may not see. */
@@ -108,6 +113,7 @@ public final class Access {
   public static boolean mayUse(Principal principal, CollectionPolicy policy, String path) {
     String top = path.contains(".") ? path.substring(0, path.indexOf('.')) : path;
     return principal.mayField("FieldUse", policy.collection(), top)
-        || (!policy.sensitiveFields().contains(top) && principal.mayField("FieldUse", policy.collection(), "*"));
+        || (!policy.sensitiveFields().contains(top)
+            && principal.mayField("FieldUse", policy.collection(), "*"));
   }
 }

@@ -17,10 +17,10 @@ import javax.sql.DataSource;
 
 /**
  * Collection policies as this node knows them: stored in PostgreSQL ({@link PolicyStore}), reloaded
- * on a schedule and at once on this node after a change made through it. A change is stored
- * first, then its row rule is installed in every partition (each advances the collection's
- * row-visibility epoch); until every partition has it, reads of the collection that depend on the
- * rule fail closed with a retryable error (the partition's rule version differs from this one).
+ * on a schedule and at once on this node after a change made through it. A change is stored first,
+ * then its row rule is installed in every partition (each advances the collection's row-visibility
+ * epoch); until every partition has it, reads of the collection that depend on the rule fail closed
+ * with a retryable error (the partition's rule version differs from this one).
  */
 public final class Policies {
   private final String schema;
@@ -30,14 +30,22 @@ public final class Policies {
   public Policies(DataSource dataSource, String schema, Executor blocking, Documents documents) {
     this.schema = schema;
     this.documents = documents;
-    this.view = new OrderedLoads<>(dataSource, blocking, c -> {
-      Map<String, CollectionPolicy> byCollection = new java.util.HashMap<>();
-      PolicyStore.load(c, schema).forEach(p -> byCollection.put(p.collection(), p));
-      return Map.copyOf(byCollection);
-    }, null);
+    this.view =
+        new OrderedLoads<>(
+            dataSource,
+            blocking,
+            c -> {
+              Map<String, CollectionPolicy> byCollection = new java.util.HashMap<>();
+              PolicyStore.load(c, schema).forEach(p -> byCollection.put(p.collection(), p));
+              return Map.copyOf(byCollection);
+            },
+            null);
   }
 
-  /** Whether the policies were loaded at least once (before that, nothing governed by them is served). */
+  /**
+   * Whether the policies were loaded at least once (before that, nothing governed by them is
+   * served).
+   */
   public boolean loaded() {
     return view.current() != null;
   }
@@ -54,8 +62,11 @@ public final class Policies {
 
   public List<CollectionPolicy> all() {
     Map<String, CollectionPolicy> all = view.current();
-    return all == null ? List.of() : all.values().stream()
-        .sorted(java.util.Comparator.comparing(CollectionPolicy::collection)).toList();
+    return all == null
+        ? List.of()
+        : all.values().stream()
+            .sorted(java.util.Comparator.comparing(CollectionPolicy::collection))
+            .toList();
   }
 
   public CompletionStage<Void> reload() {
@@ -72,32 +83,41 @@ public final class Policies {
    */
   public CompletionStage<Installed> put(CollectionPolicy policy) {
     AtomicLong version = new AtomicLong();
-    return view.run(c -> version.set(PolicyStore.put(c, schema, policy))).thenCompose(v -> install(policy.collection(),
-        policy.visibilityField(), version.get()));
+    return view.run(c -> version.set(PolicyStore.put(c, schema, policy)))
+        .thenCompose(v -> install(policy.collection(), policy.visibilityField(), version.get()));
   }
 
   private CompletionStage<Installed> install(String collection, String field, long version) {
     List<CompletableFuture<Boolean>> asks = new ArrayList<>();
     for (int n = 0; n < documents.partitions(); n++) {
-      asks.add(documents.<RowRuleReply>ask(n, r -> new SetRowRule(collection, field, version, r))
-          .handle((reply, error) -> error == null && reply.version() >= version));
+      asks.add(
+          documents
+              .<RowRuleReply>ask(n, r -> new SetRowRule(collection, field, version, r))
+              .handle((reply, error) -> error == null && reply.version() >= version));
     }
-    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)).thenApply(done -> new Installed(version,
-        (int) asks.stream().filter(CompletableFuture::join).count(), asks.size()));
+    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new))
+        .thenApply(
+            done ->
+                new Installed(
+                    version,
+                    (int) asks.stream().filter(CompletableFuture::join).count(),
+                    asks.size()));
   }
 
   /**
-   * Repairs a partition whose installed row rule is not the policy's: older - the rule is sent to it
-   * again (a policy change that did not reach it); newer - this node's view is stale and reloads
-   * ({@code partition} -1: several partitions disagree; reload).
-   * Runs in the background; the caller fails its request as retryable meanwhile.
+   * Repairs a partition whose installed row rule is not the policy's: older - the rule is sent to
+   * it again (a policy change that did not reach it); newer - this node's view is stale and reloads
+   * ({@code partition} -1: several partitions disagree; reload). Runs in the background; the caller
+   * fails its request as retryable meanwhile.
    */
   public void reconcile(CollectionPolicy policy, int partition, long installed) {
     if (partition < 0) {
-      reload(); // several partitions answered with different versions: this view may be the stale one
+      reload(); // several partitions answered with different versions: this view may be the stale
+      // one
     } else if (installed < policy.version()) {
-      documents.<RowRuleReply>ask(partition, r -> new SetRowRule(policy.collection(), policy.visibilityField(),
-          policy.version(), r));
+      documents.<RowRuleReply>ask(
+          partition,
+          r -> new SetRowRule(policy.collection(), policy.visibilityField(), policy.version(), r));
     } else if (installed > policy.version()) {
       reload();
     }

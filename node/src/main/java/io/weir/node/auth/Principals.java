@@ -32,7 +32,8 @@ public final class Principals implements Authenticator {
    * Every stored principal, the active ones by token hash (hex), previous tokens in their grace
    * included, and the active ones by id.
    */
-  private record View(List<StoredPrincipal> all, Map<String, Entry> byHash, Map<String, Principal> activeById) {}
+  private record View(
+      List<StoredPrincipal> all, Map<String, Entry> byHash, Map<String, Principal> activeById) {}
 
   private final TokenAuthenticator bootstrap;
   private final String schema;
@@ -41,7 +42,8 @@ public final class Principals implements Authenticator {
   private final Duration rotationGrace;
   private volatile Runnable changed = () -> {};
 
-  public Principals(TokenAuthenticator bootstrap, DataSource dataSource, String schema, Executor blocking) {
+  public Principals(
+      TokenAuthenticator bootstrap, DataSource dataSource, String schema, Executor blocking) {
     this(bootstrap, dataSource, schema, blocking, Clock.systemUTC(), Duration.ofHours(1));
   }
 
@@ -52,14 +54,22 @@ public final class Principals implements Authenticator {
    *     rotation asks otherwise ({@code weir.principals.rotation-grace})
    */
   public Principals(
-      TokenAuthenticator bootstrap, DataSource dataSource, String schema, Executor blocking, Clock clock,
+      TokenAuthenticator bootstrap,
+      DataSource dataSource,
+      String schema,
+      Executor blocking,
+      Clock clock,
       Duration rotationGrace) {
     this.bootstrap = bootstrap;
     this.schema = schema;
     this.clock = clock;
     this.rotationGrace = rotationGrace;
-    this.view = new OrderedLoads<>(dataSource, blocking, c -> index(PrincipalStore.load(c, schema)),
-        new View(List.of(), Map.of(), Map.of()));
+    this.view =
+        new OrderedLoads<>(
+            dataSource,
+            blocking,
+            c -> index(PrincipalStore.load(c, schema)),
+            new View(List.of(), Map.of(), Map.of()));
   }
 
   private static View index(List<StoredPrincipal> all) {
@@ -67,10 +77,13 @@ public final class Principals implements Authenticator {
     Map<String, Principal> byId = new java.util.HashMap<>();
     for (StoredPrincipal s : all) {
       if (s.revokedAt() == null) {
-        Principal p = new Principal(s.id(), s.administrator(), s.grants(), s.policyEpoch(), s.groups());
+        Principal p =
+            new Principal(s.id(), s.administrator(), s.grants(), s.policyEpoch(), s.groups());
         byId.put(s.id(), p);
         if (s.previousTokenHash() != null && s.previousValidUntil() != null) {
-          byHash.put(HexFormat.of().formatHex(s.previousTokenHash()), new Entry(p, s.previousValidUntil()));
+          byHash.put(
+              HexFormat.of().formatHex(s.previousTokenHash()),
+              new Entry(p, s.previousValidUntil()));
         }
         // The current token wins should a previous hash ever equal it.
         byHash.put(HexFormat.of().formatHex(s.tokenHash()), new Entry(p, null));
@@ -85,7 +98,8 @@ public final class Principals implements Authenticator {
     if (admin.isPresent() || bearerToken == null || bearerToken.isEmpty()) {
       return admin;
     }
-    Entry e = view.current().byHash().get(HexFormat.of().formatHex(PrincipalStore.sha256(bearerToken)));
+    Entry e =
+        view.current().byHash().get(HexFormat.of().formatHex(PrincipalStore.sha256(bearerToken)));
     if (e == null || (e.validUntil() != null && !clock.instant().isBefore(e.validUntil()))) {
       return Optional.empty();
     }
@@ -102,11 +116,12 @@ public final class Principals implements Authenticator {
 
   /** {@code stage}, telling the change listener once it has succeeded. */
   private <T> CompletionStage<T> announced(CompletionStage<T> stage) {
-    return stage.whenComplete((v, e) -> {
-      if (e == null) {
-        changed.run();
-      }
-    });
+    return stage.whenComplete(
+        (v, e) -> {
+          if (e == null) {
+            changed.run();
+          }
+        });
   }
 
   /** The grace period a rotation gives the previous token unless it asks for another. */
@@ -120,7 +135,9 @@ public final class Principals implements Authenticator {
    */
   public CompletionStage<PrincipalStore.Rotated> rotate(String id, Duration grace) {
     AtomicReference<PrincipalStore.Rotated> rotated = new AtomicReference<>();
-    return announced(view.run(c -> rotated.set(PrincipalStore.rotate(c, schema, id, grace))).thenApply(v -> rotated.get()));
+    return announced(
+        view.run(c -> rotated.set(PrincipalStore.rotate(c, schema, id, grace)))
+            .thenApply(v -> rotated.get()));
   }
 
   /** Every stored principal as last loaded (revoked ones included). */
@@ -140,20 +157,26 @@ public final class Principals implements Authenticator {
   /** Creates a principal in {@code groups}; the stage holds its token (returned once). */
   public CompletionStage<String> create(String id, boolean administrator, List<String> groups) {
     AtomicReference<String> token = new AtomicReference<>();
-    return announced(view.run(c -> token.set(PrincipalStore.create(c, schema, id, administrator, groups))).thenApply(v -> token.get()));
+    return announced(
+        view.run(c -> token.set(PrincipalStore.create(c, schema, id, administrator, groups)))
+            .thenApply(v -> token.get()));
   }
 
   public CompletionStage<Void> revoke(String id) {
     return announced(view.run(c -> PrincipalStore.revoke(c, schema, id)).thenApply(v -> null));
   }
 
-  public CompletionStage<Void> changeGrant(String id, String collection, String grant, boolean add) {
+  public CompletionStage<Void> changeGrant(
+      String id, String collection, String grant, boolean add) {
     return changeGrant(id, collection, grant, "", add);
   }
 
   /** A collection grant ({@code field} empty) or a field grant. */
-  public CompletionStage<Void> changeGrant(String id, String collection, String grant, String field, boolean add) {
-    return announced(view.run(c -> PrincipalStore.changeGrant(c, schema, id, collection, grant, field, add)).thenApply(v -> null));
+  public CompletionStage<Void> changeGrant(
+      String id, String collection, String grant, String field, boolean add) {
+    return announced(
+        view.run(c -> PrincipalStore.changeGrant(c, schema, id, collection, grant, field, add))
+            .thenApply(v -> null));
   }
 
   /**
@@ -181,7 +204,8 @@ public final class Principals implements Authenticator {
     if (principal.administrator()) {
       return CompletableFuture.completedFuture(Optional.of(principal));
     }
-    return afterNextLoad().thenApply(v -> Optional.ofNullable(view.current().activeById().get(principal.id())));
+    return afterNextLoad()
+        .thenApply(v -> Optional.ofNullable(view.current().activeById().get(principal.id())));
   }
 
   static final Duration MISS_RELOAD_GAP = Duration.ofSeconds(1);
@@ -207,28 +231,32 @@ public final class Principals implements Authenticator {
     long wait = lastLoadStart + MISS_RELOAD_GAP.toNanos() - System.nanoTime();
     if (wait > 0) {
       startScheduled = true;
-      CompletableFuture.delayedExecutor(wait, TimeUnit.NANOSECONDS).execute(() -> {
-        synchronized (this) {
-          startScheduled = false;
-          startLoadIfDue();
-        }
-      });
+      CompletableFuture.delayedExecutor(wait, TimeUnit.NANOSECONDS)
+          .execute(
+              () -> {
+                synchronized (this) {
+                  startScheduled = false;
+                  startLoadIfDue();
+                }
+              });
       return;
     }
     CompletableFuture<Void> waiting = nextLoad;
     nextLoad = null;
     loading = true;
     lastLoadStart = System.nanoTime();
-    view.run(null).whenComplete((v, e) -> {
-      synchronized (this) {
-        loading = false;
-      }
-      if (e == null) {
-        waiting.complete(null);
-      } else {
-        waiting.completeExceptionally(e);
-      }
-      startLoadIfDue();
-    });
+    view.run(null)
+        .whenComplete(
+            (v, e) -> {
+              synchronized (this) {
+                loading = false;
+              }
+              if (e == null) {
+                waiting.complete(null);
+              } else {
+                waiting.completeExceptionally(e);
+              }
+              startLoadIfDue();
+            });
   }
 }

@@ -30,7 +30,8 @@ public final class TokenAuthenticator implements Authenticator {
    * An authenticator knowing only the bootstrap administrator, by its token and, while a new token
    * is rolled out node by node, by its previous one too ({@code weir.admin-token-previous}).
    */
-  public static TokenAuthenticator withBootstrapAdmin(String adminToken, Optional<String> previous) {
+  public static TokenAuthenticator withBootstrapAdmin(
+      String adminToken, Optional<String> previous) {
     List<Entry> entries = new ArrayList<>();
     Principal admin = new Principal("admin", true);
     entries.add(new Entry(sha256(adminToken), admin));

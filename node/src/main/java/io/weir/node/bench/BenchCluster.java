@@ -24,14 +24,19 @@ import java.util.concurrent.TimeUnit;
  * A Weir cluster of node processes on loopback for {@link ClusterBenchmark}: each node is {@code
  * java -Xmx<heap> -jar weir-node.jar node [--config file]} (the jar this program runs from), on
  * HTTP and remoting ports chosen free once (a restarted node gets the same ports), every node a
- * seed, the journal in the given database. A node's output goes to {@code <logs>/<name>-node<N>-g<G>.log}
- * (G counts its restarts). {@link #kill(int)} is SIGKILL; {@link #close()} kills whatever still runs.
+ * seed, the journal in the given database. A node's output goes to {@code
+ * <logs>/<name>-node<N>-g<G>.log} (G counts its restarts). {@link #kill(int)} is SIGKILL; {@link
+ * #close()} kills whatever still runs.
  */
 final class BenchCluster implements AutoCloseable {
   private static final ObjectMapper JSON = new ObjectMapper();
+
   /** HTTP of the admin probes: one connection pool for the whole program. */
   static final HttpClient HTTP =
-      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(2)).build();
+      HttpClient.newBuilder()
+          .version(HttpClient.Version.HTTP_1_1)
+          .connectTimeout(Duration.ofSeconds(2))
+          .build();
 
   private final String name;
   private final BenchDatabase database;
@@ -54,8 +59,15 @@ final class BenchCluster implements AutoCloseable {
    * @param jvmOptions JVM options of every node (heap, system properties)
    * @param nodeArgs arguments after {@code node}, e.g. {@code --config file}
    */
-  BenchCluster(String name, int size, BenchDatabase database, String token, Path logs, int partitions,
-      List<String> jvmOptions, List<String> nodeArgs) {
+  BenchCluster(
+      String name,
+      int size,
+      BenchDatabase database,
+      String token,
+      Path logs,
+      int partitions,
+      List<String> jvmOptions,
+      List<String> nodeArgs) {
     this.name = name;
     this.database = database;
     this.token = token;
@@ -79,10 +91,13 @@ final class BenchCluster implements AutoCloseable {
   /** The node jar this program runs from (node/target/weir-node.jar). */
   static Path nodeJar() {
     try {
-      Path jar = Path.of(BenchCluster.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+      Path jar =
+          Path.of(BenchCluster.class.getProtectionDomain().getCodeSource().getLocation().toURI());
       if (!Files.isRegularFile(jar) || !jar.toString().endsWith(".jar")) {
-        throw new IllegalStateException("run this benchmark from node/target/weir-node.jar (java -cp weir-node.jar ...),"
-            + " not from " + jar);
+        throw new IllegalStateException(
+            "run this benchmark from node/target/weir-node.jar (java -cp weir-node.jar ...),"
+                + " not from "
+                + jar);
       }
       return jar;
     } catch (URISyntaxException e) {
@@ -102,7 +117,10 @@ final class BenchCluster implements AutoCloseable {
     return database;
   }
 
-  /** Starts every node (the order does not matter: each is a seed, the first reachable one forms the cluster). */
+  /**
+   * Starts every node (the order does not matter: each is a seed, the first reachable one forms the
+   * cluster).
+   */
   void startAll() throws IOException {
     for (int i = 0; i < size(); i++) {
       start(i);
@@ -123,7 +141,8 @@ final class BenchCluster implements AutoCloseable {
     cmd.add(nodeJar().toString());
     cmd.add("node");
     cmd.addAll(nodeArgs);
-    ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
+    ProcessBuilder pb =
+        new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile());
     Map<String, String> env = pb.environment();
     // The node's settings are exactly these (nothing inherited from the caller's WEIR_* variables).
     env.keySet().removeIf(k -> k.startsWith("WEIR_"));
@@ -194,19 +213,27 @@ final class BenchCluster implements AutoCloseable {
 
   /** A request to node {@code i} as administrator. */
   HttpRequest.Builder request(int i, String path, Duration timeout) {
-    return HttpRequest.newBuilder(uri(i, path)).timeout(timeout).header("Authorization", "Bearer " + token);
+    return HttpRequest.newBuilder(uri(i, path))
+        .timeout(timeout)
+        .header("Authorization", "Bearer " + token);
   }
 
-  /** GET {@code path} of node {@code i} as administrator, asynchronously; a failed exchange completes exceptionally. */
+  /**
+   * GET {@code path} of node {@code i} as administrator, asynchronously; a failed exchange
+   * completes exceptionally.
+   */
   CompletableFuture<HttpResponse<String>> getAsync(int i, String path, Duration timeout) {
-    return HTTP.sendAsync(request(i, path, timeout).GET().build(), HttpResponse.BodyHandlers.ofString());
+    return HTTP.sendAsync(
+        request(i, path, timeout).GET().build(), HttpResponse.BodyHandlers.ofString());
   }
 
   /** An admin route's JSON when node {@code i} answers 200 within 5 s, else empty. */
   Optional<JsonNode> json(int i, String path) {
     try {
-      HttpResponse<String> r = HTTP.send(request(i, path, Duration.ofSeconds(5)).GET().build(),
-          HttpResponse.BodyHandlers.ofString());
+      HttpResponse<String> r =
+          HTTP.send(
+              request(i, path, Duration.ofSeconds(5)).GET().build(),
+              HttpResponse.BodyHandlers.ofString());
       return r.statusCode() == 200 ? Optional.of(JSON.readTree(r.body())) : Optional.empty();
     } catch (IOException e) {
       return Optional.empty();
@@ -216,11 +243,18 @@ final class BenchCluster implements AutoCloseable {
     }
   }
 
-  /** POST an empty body to {@code path} of node {@code i} as administrator; the status code (-1: no answer). */
+  /**
+   * POST an empty body to {@code path} of node {@code i} as administrator; the status code (-1: no
+   * answer).
+   */
   int post(int i, String path) {
     try {
-      return HTTP.send(request(i, path, Duration.ofSeconds(15)).POST(HttpRequest.BodyPublishers.noBody()).build(),
-          HttpResponse.BodyHandlers.discarding()).statusCode();
+      return HTTP.send(
+              request(i, path, Duration.ofSeconds(15))
+                  .POST(HttpRequest.BodyPublishers.noBody())
+                  .build(),
+              HttpResponse.BodyHandlers.discarding())
+          .statusCode();
     } catch (IOException e) {
       return -1;
     } catch (InterruptedException e) {
@@ -293,8 +327,12 @@ final class BenchCluster implements AutoCloseable {
     while (System.nanoTime() < deadline) {
       for (int i = 0; i < size(); i++) {
         if (processes[i] != null && !processes[i].isAlive()) {
-          throw new IllegalStateException(nodeName(i) + " exited with status " + processes[i].exitValue() + "; see its log in "
-              + logs);
+          throw new IllegalStateException(
+              nodeName(i)
+                  + " exited with status "
+                  + processes[i].exitValue()
+                  + "; see its log in "
+                  + logs);
         }
       }
       last = notUpBecause(pipeline);
@@ -303,7 +341,8 @@ final class BenchCluster implements AutoCloseable {
       }
       Thread.sleep(250);
     }
-    throw new IllegalStateException(name + " was not up within " + timeout.toSeconds() + " s: " + last + "; logs in " + logs);
+    throw new IllegalStateException(
+        name + " was not up within " + timeout.toSeconds() + " s: " + last + "; logs in " + logs);
   }
 
   /** Why the cluster is not up yet, or null when it is. */
@@ -337,12 +376,16 @@ final class BenchCluster implements AutoCloseable {
       return "no node runs";
     }
     int any = firstAlive();
-    int partitionsRunning = json(any, "/admin/partitions").map(p -> p.get("running").asInt()).orElse(-1);
+    int partitionsRunning =
+        json(any, "/admin/partitions").map(p -> p.get("running").asInt()).orElse(-1);
     if (partitionsRunning != partitions) {
       return partitionsRunning + " of " + partitions + " partitions running";
     }
     if (pipeline != null) {
-      String state = json(any, "/admin/pipelines/" + pipeline).map(p -> p.get("state").asText()).orElse("no answer");
+      String state =
+          json(any, "/admin/pipelines/" + pipeline)
+              .map(p -> p.get("state").asText())
+              .orElse("no answer");
       if (!state.equals("running")) {
         return "pipeline " + pipeline + " is " + state;
       }

@@ -16,8 +16,8 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * A benchmark's own database on the private PostgreSQL ({@value #NAME} unless named otherwise):
  * created afresh and dropped with any replication slots in it; for the CDC benchmarks also its
- * table and publication, the slots of each round and the workload. Everything here runs outside
- * the timed sections.
+ * table and publication, the slots of each round and the workload. Everything here runs outside the
+ * timed sections.
  */
 final class BenchDatabase {
   static final String NAME = "weir_bench";
@@ -28,7 +28,8 @@ final class BenchDatabase {
   private static final String INSERT =
       "INSERT INTO public.bench (id, a, b, c) "
           + "SELECT g, (g * 7919) % 1000000, repeat(md5(g::text), 2), now() FROM generate_series(?, ?) g";
-  private static final String UPDATE = "UPDATE public.bench SET a = a + 1, c = now() WHERE id BETWEEN ? AND ?";
+  private static final String UPDATE =
+      "UPDATE public.bench SET a = a + 1, c = now() WHERE id BETWEEN ? AND ?";
 
   private final String adminUrl;
   private final String name;
@@ -85,25 +86,32 @@ final class BenchDatabase {
   Connection connect() throws SQLException {
     Connection c = DriverManager.getConnection(benchUrl, user, password);
     try (Statement s = c.createStatement()) {
-      // The login is called weir: with the default search_path "$user" would resolve to Weir's schema.
+      // The login is called weir: with the default search_path "$user" would resolve to Weir's
+      // schema.
       s.execute("SET search_path = public");
     }
     return c;
   }
 
-  /** Drops (with any slots left by an earlier run) and recreates the database, table and publication. */
+  /**
+   * Drops (with any slots left by an earlier run) and recreates the database, table and
+   * publication.
+   */
   void recreate() throws SQLException {
     recreateEmpty();
     try (Connection c = connect();
         Statement s = c.createStatement()) {
-      s.execute("CREATE TABLE public.bench (id bigint PRIMARY KEY, a int NOT NULL, b text NOT NULL, c timestamptz NOT NULL)");
+      s.execute(
+          "CREATE TABLE public.bench (id bigint PRIMARY KEY, a int NOT NULL, b text NOT NULL, c timestamptz NOT NULL)");
       // No autovacuum on the table between rounds: less background noise while draining.
       s.execute("ALTER TABLE public.bench SET (autovacuum_enabled = false)");
       s.execute("CREATE PUBLICATION " + PUBLICATION + " FOR TABLE public.bench");
     }
   }
 
-  /** Drops the database (with any slots left in it by an earlier run) and creates it again, empty. */
+  /**
+   * Drops the database (with any slots left in it by an earlier run) and creates it again, empty.
+   */
   void recreateEmpty() throws SQLException {
     try (Connection c = DriverManager.getConnection(adminUrl, user, password);
         Statement s = c.createStatement()) {
@@ -112,7 +120,9 @@ final class BenchDatabase {
     }
   }
 
-  /** Drops the database, after the slots this object created and any other slot in it (a node's). */
+  /**
+   * Drops the database, after the slots this object created and any other slot in it (a node's).
+   */
   void drop() throws SQLException {
     dropSlots();
     try (Connection c = DriverManager.getConnection(adminUrl, user, password)) {
@@ -123,7 +133,8 @@ final class BenchDatabase {
   /** Drops every replication slot of the database, then the database (ending its sessions). */
   private void dropDatabase(Connection admin) throws SQLException {
     List<String> slotsThere = new ArrayList<>();
-    try (PreparedStatement ps = admin.prepareStatement("SELECT slot_name FROM pg_replication_slots WHERE database = ?")) {
+    try (PreparedStatement ps =
+        admin.prepareStatement("SELECT slot_name FROM pg_replication_slots WHERE database = ?")) {
       ps.setString(1, name);
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
@@ -148,8 +159,10 @@ final class BenchDatabase {
     double sum = 0;
     try (Connection c = connect();
         Statement s = c.createStatement();
-        ResultSet rs = s.executeQuery("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-            + " AND pid <> pg_backend_pid()")) {
+        ResultSet rs =
+            s.executeQuery(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    + " AND pid <> pg_backend_pid()")) {
       while (rs.next()) {
         sum += CpuTimes.process(rs.getLong(1));
       }
@@ -157,7 +170,10 @@ final class BenchDatabase {
     return sum;
   }
 
-  /** Empties the table and writes a checkpoint; done before a round's slots exist, so nothing of it is decoded. */
+  /**
+   * Empties the table and writes a checkpoint; done before a round's slots exist, so nothing of it
+   * is decoded.
+   */
   void reset() throws SQLException {
     try (Connection c = connect();
         Statement s = c.createStatement()) {
@@ -169,7 +185,9 @@ final class BenchDatabase {
   /** Creates a pgoutput slot and returns the LSN it starts decoding from. */
   long createSlot(String slot) throws SQLException {
     try (Connection c = connect();
-        PreparedStatement ps = c.prepareStatement("SELECT lsn FROM pg_create_logical_replication_slot(?, 'pgoutput')")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT lsn FROM pg_create_logical_replication_slot(?, 'pgoutput')")) {
       ps.setString(1, slot);
       slots.add(slot);
       try (ResultSet rs = ps.executeQuery()) {
@@ -212,7 +230,8 @@ final class BenchDatabase {
     while (true) {
       Integer activePid = null;
       boolean exists = false;
-      try (PreparedStatement ps = c.prepareStatement("SELECT active_pid FROM pg_replication_slots WHERE slot_name = ?")) {
+      try (PreparedStatement ps =
+          c.prepareStatement("SELECT active_pid FROM pg_replication_slots WHERE slot_name = ?")) {
         ps.setString(1, slot);
         try (ResultSet rs = ps.executeQuery()) {
           if (rs.next()) {
@@ -256,7 +275,8 @@ final class BenchDatabase {
   /**
    * What a round's workload wrote.
    *
-   * @param rowChanges row changes committed (inserts plus updates), counted from the statements' update counts
+   * @param rowChanges row changes committed (inserts plus updates), counted from the statements'
+   *     update counts
    * @param lastXid the 32-bit xid of the last transaction, as pgoutput reports it
    * @param endLsn the WAL insert position read right after the last commit: the end of the workload
    */
@@ -281,7 +301,8 @@ final class BenchDatabase {
       long lastXid;
       try (PreparedStatement insert = c.prepareStatement(INSERT);
           PreparedStatement update = c.prepareStatement(UPDATE);
-          PreparedStatement xid = c.prepareStatement("SELECT pg_current_xact_id()::text::bigint % 4294967296")) {
+          PreparedStatement xid =
+              c.prepareStatement("SELECT pg_current_xact_id()::text::bigint % 4294967296")) {
         while (true) {
           int size = (int) Math.min(txnSize, rows - done);
           int toUpdate = (int) Math.min((long) size * updatePercent / 100, nextId - 1);

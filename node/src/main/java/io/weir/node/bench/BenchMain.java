@@ -2,7 +2,10 @@ package io.weir.node.bench;
 
 import java.util.Map;
 
-/** The shared {@code main} of the benchmark programs: quiet logs, options or usage, run, exit status. */
+/**
+ * The shared {@code main} of the benchmark programs: quiet logs, options or usage, run, exit
+ * status.
+ */
 final class BenchMain {
   private BenchMain() {}
 

@@ -14,7 +14,8 @@ import java.util.Map;
  * @param repeats rounds per transaction size; the order of the two consumers alternates
  * @param txnSizes row changes per source transaction, one workload each
  * @param updatePercent share of each transaction's row changes that update earlier rows
- * @param warmupRows rows per warm-up round, drained by both consumers before measuring (0: no warm-up)
+ * @param warmupRows rows per warm-up round, drained by both consumers before measuring (0: no
+ *     warm-up)
  * @param warmupRounds warm-up rounds per transaction size
  * @param weirBatch transactions per sink call ({@code PipelineSettings.withBatching})
  * @param weirBatchDelay how long a partial batch may wait for more transactions
@@ -90,9 +91,15 @@ record BenchOptions(
       switch (arg) {
         case "--help", "-h" -> throw new UsageException("");
         case "--keep-database" -> keep = true;
-        case "--rows", "--repeats", "--txn-sizes", "--update-percent", "--warmup-rows", "--warmup-rounds",
+        case "--rows",
+            "--repeats",
+            "--txn-sizes",
+            "--update-percent",
+            "--warmup-rows",
+            "--warmup-rounds",
             "--weir-batch",
-            "--weir-batch-delay-ms", "--sink" -> {
+            "--weir-batch-delay-ms",
+            "--sink" -> {
           if (value == null) {
             if (i + 1 >= args.length) {
               throw new UsageException(arg + " needs a value");
@@ -124,8 +131,19 @@ record BenchOptions(
       throw new UsageException("WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
     }
     return new BenchOptions(
-        rows, repeats, sizes, updatePercent, warmupRows, warmupRounds, batch, Duration.ofMillis(batchDelayMs), keep, partitions, url,
-        env.getOrDefault("WEIR_PG_USER", "weir"), env.getOrDefault("WEIR_PG_PASSWORD", ""),
+        rows,
+        repeats,
+        sizes,
+        updatePercent,
+        warmupRows,
+        warmupRounds,
+        batch,
+        Duration.ofMillis(batchDelayMs),
+        keep,
+        partitions,
+        url,
+        env.getOrDefault("WEIR_PG_USER", "weir"),
+        env.getOrDefault("WEIR_PG_PASSWORD", ""),
         require(env, "WEIR_PG_BINDIR"));
   }
 

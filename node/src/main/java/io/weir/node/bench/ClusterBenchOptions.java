@@ -15,80 +15,124 @@ import picocli.CommandLine.Option;
     name = "ClusterBenchmark",
     sortOptions = false,
     usageHelpWidth = 110,
-    description = "Real node processes (java -jar node/target/weir-node.jar node) on loopback: failover time of a CDC"
-        + " pipeline into the partitions when the slot owner of a 3-node cluster is SIGKILLed, then document-API"
-        + " write throughput over HTTP with 1 node and with 3 nodes, side by side. Prints figures; asserts nothing.",
-    footer = {"", "Needs WEIR_PG_URL, WEIR_PG_USER and WEIR_PG_PASSWORD (eval \"$(deploy/bin/pg.sh start)\")."})
+    description =
+        "Real node processes (java -jar node/target/weir-node.jar node) on loopback: failover time of a CDC"
+            + " pipeline into the partitions when the slot owner of a 3-node cluster is SIGKILLed, then document-API"
+            + " write throughput over HTTP with 1 node and with 3 nodes, side by side. Prints figures; asserts nothing.",
+    footer = {
+      "",
+      "Needs WEIR_PG_URL, WEIR_PG_USER and WEIR_PG_PASSWORD (eval \"$(deploy/bin/pg.sh start)\")."
+    })
 final class ClusterBenchOptions {
-  @Option(names = {"-h", "--help"}, usageHelp = true, description = "this help")
+  @Option(
+      names = {"-h", "--help"},
+      usageHelp = true,
+      description = "this help")
   boolean help;
 
-  @Option(names = "--phases", paramLabel = "LIST", split = ",",
+  @Option(
+      names = "--phases",
+      paramLabel = "LIST",
+      split = ",",
       description = "failover, throughput or both (default: failover,throughput)")
   List<String> phases = List.of("failover", "throughput");
 
-  @Option(names = "--partitions", paramLabel = "N",
+  @Option(
+      names = "--partitions",
+      paramLabel = "N",
       description = "partitions of each cluster (WEIR_PARTITIONS) (default: ${DEFAULT-VALUE})")
   int partitions = 64;
 
-  @Option(names = "--node-heap", paramLabel = "SIZE",
+  @Option(
+      names = "--node-heap",
+      paramLabel = "SIZE",
       description = "maximum heap of each node process (-Xmx) (default: ${DEFAULT-VALUE})")
   String nodeHeap = "1g";
 
-  @Option(names = "--stable-after", paramLabel = "DURATION",
-      description = "pekko.cluster.split-brain-resolver.stable-after of every node: how long membership must be stable"
-          + " before the resolver downs an unreachable member; it is also the removal margin the cluster singletons and"
-          + " shards wait before they start again elsewhere, so a failover waits for it twice. Weir's (and Pekko's)"
-          + " default is 20s; the lower default here keeps the run short and takes about 2 x 17 s off each failover"
-          + " (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--stable-after",
+      paramLabel = "DURATION",
+      description =
+          "pekko.cluster.split-brain-resolver.stable-after of every node: how long membership must be stable"
+              + " before the resolver downs an unreachable member; it is also the removal margin the cluster singletons and"
+              + " shards wait before they start again elsewhere, so a failover waits for it twice. Weir's (and Pekko's)"
+              + " default is 20s; the lower default here keeps the run short and takes about 2 x 17 s off each failover"
+              + " (default: ${DEFAULT-VALUE})")
   String stableAfter = "3s";
 
   // --- 1. failover ---
 
-  @Option(names = "--failover-runs", paramLabel = "N",
-      description = "times the slot owner is SIGKILLed (and restarted before the next run) (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--failover-runs",
+      paramLabel = "N",
+      description =
+          "times the slot owner is SIGKILLed (and restarted before the next run) (default: ${DEFAULT-VALUE})")
   int failoverRuns = 5;
 
-  @Option(names = "--writer-interval-ms", paramLabel = "N",
-      description = "pause of the source writer between its transactions (each inserts one row and updates another)"
-          + " (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--writer-interval-ms",
+      paramLabel = "N",
+      description =
+          "pause of the source writer between its transactions (each inserts one row and updates another)"
+              + " (default: ${DEFAULT-VALUE})")
   int writerIntervalMs = 20;
 
-  @Option(names = "--failover-timeout", paramLabel = "S",
-      description = "seconds a run waits for streaming and the document to come back before it gives up"
-          + " (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--failover-timeout",
+      paramLabel = "S",
+      description =
+          "seconds a run waits for streaming and the document to come back before it gives up"
+              + " (default: ${DEFAULT-VALUE})")
   int failoverTimeout = 180;
 
   // --- 2. throughput ---
 
-  @Option(names = "--clients", paramLabel = "N",
-      description = "concurrent HTTP clients, each waiting for its answer before the next PUT; client i writes"
-          + " through node i mod nodes (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--clients",
+      paramLabel = "N",
+      description =
+          "concurrent HTTP clients, each waiting for its answer before the next PUT; client i writes"
+              + " through node i mod nodes (default: ${DEFAULT-VALUE})")
   int clients = 32;
 
-  @Option(names = "--seconds", paramLabel = "S", description = "length of each measured round (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--seconds",
+      paramLabel = "S",
+      description = "length of each measured round (default: ${DEFAULT-VALUE})")
   int seconds = 20;
 
-  @Option(names = "--warmup-seconds", paramLabel = "S",
-      description = "writes to each configuration before its first round, not reported; the node JVMs compile the write"
-          + " path meanwhile (default: ${DEFAULT-VALUE}; 0: none)")
+  @Option(
+      names = "--warmup-seconds",
+      paramLabel = "S",
+      description =
+          "writes to each configuration before its first round, not reported; the node JVMs compile the write"
+              + " path meanwhile (default: ${DEFAULT-VALUE}; 0: none)")
   int warmupSeconds = 30;
 
-  @Option(names = "--rounds", paramLabel = "N",
-      description = "rounds per configuration, 1 node and 3 nodes side by side, the order alternating (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--rounds",
+      paramLabel = "N",
+      description =
+          "rounds per configuration, 1 node and 3 nodes side by side, the order alternating (default: ${DEFAULT-VALUE})")
   int rounds = 3;
 
-  @Option(names = "--body-bytes", paramLabel = "N", description = "size of each document's JSON body (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--body-bytes",
+      paramLabel = "N",
+      description = "size of each document's JSON body (default: ${DEFAULT-VALUE})")
   int bodyBytes = 200;
 
-  @Option(names = "--keep-database", description = "keep the databases weir_cbench and weir_cbench1 afterwards")
+  @Option(
+      names = "--keep-database",
+      description = "keep the databases weir_cbench and weir_cbench1 afterwards")
   boolean keepDatabase;
 
   String url;
   String user;
   String password;
 
-  static final String USAGE = new CommandLine(new ClusterBenchOptions()).getUsageMessage(CommandLine.Help.Ansi.OFF);
+  static final String USAGE =
+      new CommandLine(new ClusterBenchOptions()).getUsageMessage(CommandLine.Help.Ansi.OFF);
 
   boolean failoverPhase() {
     return phases.contains("failover");
@@ -98,7 +142,8 @@ final class ClusterBenchOptions {
     return phases.contains("throughput");
   }
 
-  static ClusterBenchOptions parse(String[] args, Map<String, String> env) throws BenchOptions.UsageException {
+  static ClusterBenchOptions parse(String[] args, Map<String, String> env)
+      throws BenchOptions.UsageException {
     ClusterBenchOptions o = new ClusterBenchOptions();
     CommandLine cl = new CommandLine(o);
     try {
@@ -110,14 +155,16 @@ final class ClusterBenchOptions {
     }
     for (String p : o.phases) {
       if (!p.equals("failover") && !p.equals("throughput")) {
-        throw new BenchOptions.UsageException("--phases takes failover, throughput or both, comma-separated");
+        throw new BenchOptions.UsageException(
+            "--phases takes failover, throughput or both, comma-separated");
       }
     }
     if (!o.nodeHeap.matches("[0-9]+[kmgKMG]")) {
       throw new BenchOptions.UsageException("--node-heap must be a heap size such as 512m or 1g");
     }
     if (!o.stableAfter.matches("[0-9]+(ms|s|m)")) {
-      throw new BenchOptions.UsageException("--stable-after must be a duration such as 3s, 20s or 500ms");
+      throw new BenchOptions.UsageException(
+          "--stable-after must be a duration such as 3s, 20s or 500ms");
     }
     range("--partitions", o.partitions, 3, 1024);
     range("--failover-runs", o.failoverRuns, 1, 100);
@@ -130,14 +177,16 @@ final class ClusterBenchOptions {
     range("--body-bytes", o.bodyBytes, 64, 1 << 20);
     o.url = BenchOptions.require(env, "WEIR_PG_URL");
     if (!o.url.startsWith("jdbc:postgresql://")) {
-      throw new BenchOptions.UsageException("WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
+      throw new BenchOptions.UsageException(
+          "WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
     }
     o.user = env.getOrDefault("WEIR_PG_USER", "weir");
     o.password = env.getOrDefault("WEIR_PG_PASSWORD", "");
     return o;
   }
 
-  private static void range(String option, int value, int min, int max) throws BenchOptions.UsageException {
+  private static void range(String option, int value, int min, int max)
+      throws BenchOptions.UsageException {
     if (value < min || value > max) {
       throw new BenchOptions.UsageException(option + " must be between " + min + " and " + max);
     }

@@ -58,10 +58,10 @@ import org.HdrHistogram.Histogram;
  *       from its death, with probes every {@value #PROBE_MILLIS} ms to the survivors: until a
  *       survivor no longer lists it as up (downed by the split-brain resolver); until {@code GET
  *       /admin/pipelines/<name>} says {@code running} with {@code transactions > 0} (streaming
- *       again on a survivor); until the row of the first source transaction begun after the kill
- *       is readable through {@code GET /v1/documents/src/<id>} (end to end). Then the node is
- *       started again on its ports and the run waits until 3 members are up and every partition
- *       and the pipeline run.
+ *       again on a survivor); until the row of the first source transaction begun after the kill is
+ *       readable through {@code GET /v1/documents/src/<id>} (end to end). Then the node is started
+ *       again on its ports and the run waits until 3 members are up and every partition and the
+ *       pipeline run.
  *   <li><b>Document-API writes, 1 node against 3.</b> {@code --clients} HTTP clients ({@code
  *       java.net.http}, HTTP/1.1) each PUT distinct documents of {@code --body-bytes} to {@code
  *       /v1/documents/}{@value #COLLECTION}{@code /<id>}, waiting for each answer; client i sends
@@ -80,13 +80,18 @@ public final class ClusterBenchmark {
   static final String PIPELINE = "cbench";
   static final String SLOT = "weir_cbench_slot";
   static final String PUBLICATION = "cbench_pub";
+
   /** The collection the pipeline's partition sink writes public.src into. */
   static final String SOURCE = "src";
+
   /** The collection the throughput phase writes through the document API. */
   static final String COLLECTION = "bench";
+
   static final long PROBE_MILLIS = 200;
+
   /** Probes of one kind awaiting their answer at most; beyond, a tick is skipped. */
   private static final int PROBES_IN_FLIGHT = 25;
+
   private static final Duration UP_TIMEOUT = Duration.ofMinutes(5);
   private static final Duration BALANCE_TIMEOUT = Duration.ofMinutes(3);
   private static final String LINE = "-".repeat(118);
@@ -94,20 +99,26 @@ public final class ClusterBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private final ClusterBenchOptions options;
+
   /** The administrator token of every node: random, never printed. */
   private final String token;
+
   private final BenchDatabase three;
   private final BenchDatabase one;
   private final Path logs;
   private final List<String> jvmOptions;
+
   /** Random hex text that bodies take their padding from (a body is never printed). */
   private final String padding;
+
   private final List<BenchCluster> clusters = new ArrayList<>();
-  private final ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
-    Thread t = new Thread(r, "bench-probes");
-    t.setDaemon(true);
-    return t;
-  });
+  private final ScheduledExecutorService timer =
+      Executors.newSingleThreadScheduledExecutor(
+          r -> {
+            Thread t = new Thread(r, "bench-probes");
+            t.setDaemon(true);
+            return t;
+          });
 
   private ClusterBenchmark(ClusterBenchOptions options) {
     this.options = options;
@@ -117,36 +128,53 @@ public final class ClusterBenchmark {
     this.three = new BenchDatabase(options.url, options.user, options.password, DATABASE);
     this.one = new BenchDatabase(options.url, options.user, options.password, DATABASE_ONE);
     this.logs = BenchCluster.nodeJar().getParent().resolve("bench-cluster");
-    this.jvmOptions = List.of("-Xmx" + options.nodeHeap,
-        "-Dpekko.cluster.split-brain-resolver.stable-after=" + options.stableAfter);
+    this.jvmOptions =
+        List.of(
+            "-Xmx" + options.nodeHeap,
+            "-Dpekko.cluster.split-brain-resolver.stable-after=" + options.stableAfter);
     this.padding = PartitionBenchmark.padding(options.bodyBytes);
   }
 
   public static void main(String[] args) {
-    BenchMain.main(args, ClusterBenchOptions::parse, ClusterBenchOptions.USAGE, options -> new ClusterBenchmark(options).run());
+    BenchMain.main(
+        args,
+        ClusterBenchOptions::parse,
+        ClusterBenchOptions.USAGE,
+        options -> new ClusterBenchmark(options).run());
   }
 
   private int run() throws Exception {
-    System.out.println("Weir cluster benchmark (node processes on loopback), " + ZonedDateTime.now(ZoneOffset.UTC)
-        .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
+    System.out.println(
+        "Weir cluster benchmark (node processes on loopback), "
+            + ZonedDateTime.now(ZoneOffset.UTC)
+                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
     System.out.println(LINE);
     CdcBenchmark.machine();
     // No node outlives this program, whatever ends it.
     Runtime.getRuntime().addShutdownHook(new Thread(this::closeClusters, "bench-cluster-stop"));
     try {
       three.recreateEmpty();
-      System.out.printf("PostgreSQL:    %s, shared_buffers %s, synchronous_commit %s, fsync %s; databases %s (3 nodes)"
-              + " and %s (1 node)%n", three.show("server_version"), three.show("shared_buffers"),
-          three.show("synchronous_commit"), three.show("fsync"), DATABASE, DATABASE_ONE);
+      System.out.printf(
+          "PostgreSQL:    %s, shared_buffers %s, synchronous_commit %s, fsync %s; databases %s (3 nodes)"
+              + " and %s (1 node)%n",
+          three.show("server_version"),
+          three.show("shared_buffers"),
+          three.show("synchronous_commit"),
+          three.show("fsync"),
+          DATABASE,
+          DATABASE_ONE);
       Files.createDirectories(logs);
       try (var old = Files.newDirectoryStream(logs, "*.log")) {
         for (Path p : old) {
           Files.delete(p);
         }
       }
-      System.out.printf("nodes:         java %s -jar %s node; %d partitions per cluster; every node a seed; logs in %s%n",
-          String.join(" ", jvmOptions), Path.of("").toAbsolutePath().relativize(BenchCluster.nodeJar()),
-          options.partitions, Path.of("").toAbsolutePath().relativize(logs));
+      System.out.printf(
+          "nodes:         java %s -jar %s node; %d partitions per cluster; every node a seed; logs in %s%n",
+          String.join(" ", jvmOptions),
+          Path.of("").toAbsolutePath().relativize(BenchCluster.nodeJar()),
+          options.partitions,
+          Path.of("").toAbsolutePath().relativize(logs));
       System.out.println(LINE);
       if (options.failoverPhase()) {
         failover();
@@ -154,8 +182,10 @@ public final class ClusterBenchmark {
       if (options.throughputPhase()) {
         throughput();
       }
-      System.out.println("load average (1/5/15 min) at the end: " + CdcBenchmark.loadAverage()
-          + " -- above about 1 means something besides this benchmark competed for the CPUs");
+      System.out.println(
+          "load average (1/5/15 min) at the end: "
+              + CdcBenchmark.loadAverage()
+              + " -- above about 1 means something besides this benchmark competed for the CPUs");
       return 0;
     } finally {
       closeClusters();
@@ -183,8 +213,16 @@ public final class ClusterBenchmark {
   // ==== 1. failover ====
 
   /** One failover run: seconds from the kill (NaN: not within --failover-timeout). */
-  private record Failover(int killed, String placement, double downed, double streaming, double readable, int rowPartition,
-      boolean rowOnKilled, int newOwner, double rejoined) {}
+  private record Failover(
+      int killed,
+      String placement,
+      double downed,
+      double streaming,
+      double readable,
+      int rowPartition,
+      boolean rowOnKilled,
+      int newOwner,
+      double rejoined) {}
 
   /**
    * Sets up the source table, its publication and the pipeline, starts the 3-node cluster, runs the
@@ -197,20 +235,36 @@ public final class ClusterBenchmark {
       s.execute("CREATE PUBLICATION " + PUBLICATION + " FOR TABLE public.src");
     }
     Path config = logs.resolve("pipeline.conf");
-    Files.writeString(config, String.join("\n",
-        "weir.pipelines." + PIPELINE + " {",
-        "  slot = " + SLOT,
-        "  publications = [" + PUBLICATION + "]",
-        "  sink { type = partitions, collections { \"public.src\" = " + SOURCE + " } }",
-        "}",
-        ""));
-    BenchCluster c = cluster(new BenchCluster("f3", 3, three, token, logs, options.partitions, jvmOptions,
-        List.of("--config", config.toString())));
+    Files.writeString(
+        config,
+        String.join(
+            "\n",
+            "weir.pipelines." + PIPELINE + " {",
+            "  slot = " + SLOT,
+            "  publications = [" + PUBLICATION + "]",
+            "  sink { type = partitions, collections { \"public.src\" = " + SOURCE + " } }",
+            "}",
+            ""));
+    BenchCluster c =
+        cluster(
+            new BenchCluster(
+                "f3",
+                3,
+                three,
+                token,
+                logs,
+                options.partitions,
+                jvmOptions,
+                List.of("--config", config.toString())));
     long t0 = System.nanoTime();
     c.startAll();
     c.awaitUp(PIPELINE, UP_TIMEOUT);
-    System.out.printf(Locale.ROOT, "1. failover: 3-node cluster f3 up in %.1f s (3 members up, %d partitions and the pipeline"
-            + " running); partitions per node %s%n", (System.nanoTime() - t0) / 1e9, options.partitions,
+    System.out.printf(
+        Locale.ROOT,
+        "1. failover: 3-node cluster f3 up in %.1f s (3 members up, %d partitions and the pipeline"
+            + " running); partitions per node %s%n",
+        (System.nanoTime() - t0) / 1e9,
+        options.partitions,
         c.placement().map(p -> BenchCluster.perNode(p, 3)).orElse("?"));
     try {
       failover(c);
@@ -220,10 +274,13 @@ public final class ClusterBenchmark {
   }
 
   private void failover(BenchCluster c) throws Exception {
-    System.out.printf("   pipeline %s (slot %s, publication %s of public.src; sink partitions: collection %s) on the"
+    System.out.printf(
+        "   pipeline %s (slot %s, publication %s of public.src; sink partitions: collection %s) on the"
             + " slot owner;%n   a writer commits transactions of one insert and one update into public.src, pausing %d ms"
-            + " between them%n", PIPELINE, SLOT, PUBLICATION, SOURCE, options.writerIntervalMs);
-    System.out.printf("   each run SIGKILLs the slot owner (slotOwner of GET /admin/cluster), then probes the survivors every"
+            + " between them%n",
+        PIPELINE, SLOT, PUBLICATION, SOURCE, options.writerIntervalMs);
+    System.out.printf(
+        "   each run SIGKILLs the slot owner (slotOwner of GET /admin/cluster), then probes the survivors every"
             + " %d ms, in turn:%n"
             + "     downed    = a survivor's GET /admin/cluster no longer lists the killed member as up (split-brain"
             + " resolver, stable-after %s;%n                 timed at the probe's sending: the route takes the membership"
@@ -247,12 +304,22 @@ public final class ClusterBenchmark {
       long ready = System.nanoTime() + TimeUnit.SECONDS.toNanos(options.failoverTimeout);
       while (!readable(c, c.firstAlive(), "1")) {
         if (System.nanoTime() > ready || writer.error.get() != null) {
-          throw new IllegalStateException("the writer's first row did not reach the document API", writer.error.get());
+          throw new IllegalStateException(
+              "the writer's first row did not reach the document API", writer.error.get());
         }
         Thread.sleep(PROBE_MILLIS);
       }
-      System.out.printf("%-4s %-10s %-11s %8s %10s %9s %-20s %-9s %9s%n", "run", "killed", "partitions", "downed s",
-          "streaming s", "readable s", "row's partition", "new owner", "rejoined s");
+      System.out.printf(
+          "%-4s %-10s %-11s %8s %10s %9s %-20s %-9s %9s%n",
+          "run",
+          "killed",
+          "partitions",
+          "downed s",
+          "streaming s",
+          "readable s",
+          "row's partition",
+          "new owner",
+          "rejoined s");
       for (int r = 1; r <= options.failoverRuns; r++) {
         Thread.sleep(2000); // the writer and the pipeline in their stride
         if (writer.error.get() != null) {
@@ -260,10 +327,20 @@ public final class ClusterBenchmark {
         }
         Failover f = failoverRun(c, writer);
         runs.add(f);
-        System.out.printf(Locale.ROOT, "%-4d %-10s %-11s %8s %10s %9s %-20s %-9s %9s%n", r, "node " + (f.killed() + 1),
-            f.placement(), seconds(f.downed()), seconds(f.streaming()), seconds(f.readable()),
-            f.rowPartition() < 0 ? "?" : f.rowPartition() + (f.rowOnKilled() ? " (on killed node)" : " (on a survivor)"),
-            f.newOwner() < 0 ? "?" : "node " + (f.newOwner() + 1), seconds(f.rejoined()));
+        System.out.printf(
+            Locale.ROOT,
+            "%-4d %-10s %-11s %8s %10s %9s %-20s %-9s %9s%n",
+            r,
+            "node " + (f.killed() + 1),
+            f.placement(),
+            seconds(f.downed()),
+            seconds(f.streaming()),
+            seconds(f.readable()),
+            f.rowPartition() < 0
+                ? "?"
+                : f.rowPartition() + (f.rowOnKilled() ? " (on killed node)" : " (on a survivor)"),
+            f.newOwner() < 0 ? "?" : "node " + (f.newOwner() + 1),
+            seconds(f.rejoined()));
       }
     } finally {
       writer.stop = true;
@@ -272,18 +349,32 @@ public final class ClusterBenchmark {
     if (writer.error.get() != null) {
       throw new IllegalStateException("the source writer failed", writer.error.get());
     }
-    System.out.printf("partitions = partitions per node (node 1/2/3) when the slot owner was killed; row's partition ="
-        + " the partition of the row timed by 'readable'%nwriter: %,d source transactions committed%n", writer.transactions.get());
+    System.out.printf(
+        "partitions = partitions per node (node 1/2/3) when the slot owner was killed; row's partition ="
+            + " the partition of the row timed by 'readable'%nwriter: %,d source transactions committed%n",
+        writer.transactions.get());
     System.out.println(LINE);
-    System.out.printf(Locale.ROOT, "failover summary over %d runs (stable-after %s), seconds from the SIGKILL, median / max:"
+    System.out.printf(
+        Locale.ROOT,
+        "failover summary over %d runs (stable-after %s), seconds from the SIGKILL, median / max:"
             + "%n   downed %s / %s; streaming again %s / %s; new row readable %s / %s; (rejoin after restart %s / %s)%n",
-        runs.size(), options.stableAfter, figure(median(runs, Failover::downed)), figure(max(runs, Failover::downed)),
-        figure(median(runs, Failover::streaming)), figure(max(runs, Failover::streaming)),
-        figure(median(runs, Failover::readable)), figure(max(runs, Failover::readable)),
-        figure(median(runs, Failover::rejoined)), figure(max(runs, Failover::rejoined)));
-    long missing = runs.stream().filter(f -> Double.isNaN(f.streaming()) || Double.isNaN(f.readable())).count();
+        runs.size(),
+        options.stableAfter,
+        figure(median(runs, Failover::downed)),
+        figure(max(runs, Failover::downed)),
+        figure(median(runs, Failover::streaming)),
+        figure(max(runs, Failover::streaming)),
+        figure(median(runs, Failover::readable)),
+        figure(max(runs, Failover::readable)),
+        figure(median(runs, Failover::rejoined)),
+        figure(max(runs, Failover::rejoined)));
+    long missing =
+        runs.stream()
+            .filter(f -> Double.isNaN(f.streaming()) || Double.isNaN(f.readable()))
+            .count();
     if (missing > 0) {
-      System.out.printf("   %d run(s) did not stream again or make the row readable within %d s: left out of the figures%n",
+      System.out.printf(
+          "   %d run(s) did not stream again or make the row readable within %d s: left out of the figures%n",
           missing, options.failoverTimeout);
     }
     System.out.println(LINE);
@@ -306,43 +397,81 @@ public final class ClusterBenchmark {
     }
     // GET /admin/cluster takes the membership when the request arrives, then waits for the lost
     // node's shard region (3 s) and the pipeline manager: its send time is when the state held.
-    CompletableFuture<Long> downed = firstAnswer(c, survivors, "/admin/cluster", true, r -> {
-      JsonNode status = json(r);
-      if (status == null) {
-        return false;
-      }
-      for (JsonNode m : status.get("members")) {
-        if (m.get("address").asText().equals(killedAddress)) {
-          return !m.get("status").asText().equals("up");
-        }
-      }
-      return true;
-    }, deadline);
-    CompletableFuture<Long> streaming = firstAnswer(c, survivors, "/admin/pipelines/" + PIPELINE, false, r -> {
-      JsonNode status = json(r);
-      return status != null && status.path("state").asText().equals("running") && status.path("transactions").asLong() > 0;
-    }, deadline);
+    CompletableFuture<Long> downed =
+        firstAnswer(
+            c,
+            survivors,
+            "/admin/cluster",
+            true,
+            r -> {
+              JsonNode status = json(r);
+              if (status == null) {
+                return false;
+              }
+              for (JsonNode m : status.get("members")) {
+                if (m.get("address").asText().equals(killedAddress)) {
+                  return !m.get("status").asText().equals("up");
+                }
+              }
+              return true;
+            },
+            deadline);
+    CompletableFuture<Long> streaming =
+        firstAnswer(
+            c,
+            survivors,
+            "/admin/pipelines/" + PIPELINE,
+            false,
+            r -> {
+              JsonNode status = json(r);
+              return status != null
+                  && status.path("state").asText().equals("running")
+                  && status.path("transactions").asLong() > 0;
+            },
+            deadline);
     // The row of the first source transaction begun after the kill.
     long[] row;
-    while ((row = writer.tracked.get()) == null && System.nanoTime() < deadline && writer.error.get() == null) {
+    while ((row = writer.tracked.get()) == null
+        && System.nanoTime() < deadline
+        && writer.error.get() == null) {
       Thread.sleep(5);
     }
     writer.trackAfter = Long.MAX_VALUE;
-    CompletableFuture<Long> readable = row == null ? CompletableFuture.completedFuture(-1L)
-        : firstAnswer(c, survivors, "/v1/documents/" + SOURCE + "/" + row[0], false, r -> r.statusCode() == 200, deadline);
+    CompletableFuture<Long> readable =
+        row == null
+            ? CompletableFuture.completedFuture(-1L)
+            : firstAnswer(
+                c,
+                survivors,
+                "/v1/documents/" + SOURCE + "/" + row[0],
+                false,
+                r -> r.statusCode() == 200,
+                deadline);
     long waitMillis = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()) + 30_000;
     double downedS = since(killed, downed.get(waitMillis, TimeUnit.MILLISECONDS));
     double streamingS = since(killed, streaming.get(waitMillis, TimeUnit.MILLISECONDS));
     double readableS = since(killed, readable.get(waitMillis, TimeUnit.MILLISECONDS));
-    int rowPartition = row == null ? -1 : Partitioning.partitionOf(SOURCE, Long.toString(row[0]), options.partitions);
-    boolean rowOnKilled = before.isPresent() && rowPartition >= 0 && before.get()[rowPartition] == owner;
+    int rowPartition =
+        row == null
+            ? -1
+            : Partitioning.partitionOf(SOURCE, Long.toString(row[0]), options.partitions);
+    boolean rowOnKilled =
+        before.isPresent() && rowPartition >= 0 && before.get()[rowPartition] == owner;
     int newOwner = Double.isNaN(streamingS) ? -1 : slotOwner(c);
     long restart = System.nanoTime();
     c.start(owner);
     c.awaitUp(PIPELINE, UP_TIMEOUT);
     double rejoined = (System.nanoTime() - restart) / 1e9;
-    return new Failover(owner, before.map(p -> BenchCluster.perNode(p, c.size())).orElse("?"), downedS, streamingS,
-        readableS, rowPartition, rowOnKilled, newOwner, rejoined);
+    return new Failover(
+        owner,
+        before.map(p -> BenchCluster.perNode(p, c.size())).orElse("?"),
+        downedS,
+        streamingS,
+        readableS,
+        rowPartition,
+        rowOnKilled,
+        newOwner,
+        rejoined);
   }
 
   /** Node index of the slot owner as GET /admin/cluster names it; waits up to a minute for one. */
@@ -363,7 +492,10 @@ public final class ClusterBenchmark {
 
   private boolean readable(BenchCluster c, int node, String id) {
     try {
-      return c.getAsync(node, "/v1/documents/" + SOURCE + "/" + id, Duration.ofSeconds(15)).get().statusCode() == 200;
+      return c.getAsync(node, "/v1/documents/" + SOURCE + "/" + id, Duration.ofSeconds(15))
+              .get()
+              .statusCode()
+          == 200;
     } catch (Exception e) {
       return false;
     }
@@ -375,33 +507,45 @@ public final class ClusterBenchmark {
    * to the next of {@code nodes} every {@value #PROBE_MILLIS} ms (asynchronously: a probe stuck on
    * a lost node does not hold up the next).
    */
-  private CompletableFuture<Long> firstAnswer(BenchCluster c, List<Integer> nodes, String path, boolean sendTime,
-      Predicate<HttpResponse<String>> done, long deadline) {
+  private CompletableFuture<Long> firstAnswer(
+      BenchCluster c,
+      List<Integer> nodes,
+      String path,
+      boolean sendTime,
+      Predicate<HttpResponse<String>> done,
+      long deadline) {
     CompletableFuture<Long> result = new CompletableFuture<>();
     AtomicInteger inFlight = new AtomicInteger();
     AtomicInteger turn = new AtomicInteger();
-    ScheduledFuture<?> task = timer.scheduleAtFixedRate(() -> {
-      if (result.isDone()) {
-        return;
-      }
-      if (System.nanoTime() > deadline) {
-        result.complete(-1L);
-        return;
-      }
-      if (inFlight.get() >= PROBES_IN_FLIGHT) {
-        return;
-      }
-      int node = nodes.get(Math.floorMod(turn.getAndIncrement(), nodes.size()));
-      inFlight.incrementAndGet();
-      long sent = System.nanoTime();
-      c.getAsync(node, path, Duration.ofSeconds(15)).whenComplete((r, e) -> {
-        long now = System.nanoTime();
-        inFlight.decrementAndGet();
-        if (e == null && done.test(r)) {
-          result.complete(sendTime ? sent : now);
-        }
-      });
-    }, 0, PROBE_MILLIS, TimeUnit.MILLISECONDS);
+    ScheduledFuture<?> task =
+        timer.scheduleAtFixedRate(
+            () -> {
+              if (result.isDone()) {
+                return;
+              }
+              if (System.nanoTime() > deadline) {
+                result.complete(-1L);
+                return;
+              }
+              if (inFlight.get() >= PROBES_IN_FLIGHT) {
+                return;
+              }
+              int node = nodes.get(Math.floorMod(turn.getAndIncrement(), nodes.size()));
+              inFlight.incrementAndGet();
+              long sent = System.nanoTime();
+              c.getAsync(node, path, Duration.ofSeconds(15))
+                  .whenComplete(
+                      (r, e) -> {
+                        long now = System.nanoTime();
+                        inFlight.decrementAndGet();
+                        if (e == null && done.test(r)) {
+                          result.complete(sendTime ? sent : now);
+                        }
+                      });
+            },
+            0,
+            PROBE_MILLIS,
+            TimeUnit.MILLISECONDS);
     result.whenComplete((v, e) -> task.cancel(false));
     return result;
   }
@@ -445,8 +589,10 @@ public final class ClusterBenchmark {
       SplittableRandom random = new SplittableRandom(1);
       try (Connection c = db.connect()) {
         c.setAutoCommit(false);
-        try (PreparedStatement insert = c.prepareStatement("INSERT INTO public.src (id, v) VALUES (?, ?)");
-            PreparedStatement update = c.prepareStatement("UPDATE public.src SET v = v + 1 WHERE id = ?")) {
+        try (PreparedStatement insert =
+                c.prepareStatement("INSERT INTO public.src (id, v) VALUES (?, ?)");
+            PreparedStatement update =
+                c.prepareStatement("UPDATE public.src SET v = v + 1 WHERE id = ?")) {
           long next = 1;
           while (!stop) {
             long began = System.nanoTime();
@@ -476,8 +622,18 @@ public final class ClusterBenchmark {
   // ==== 2. document-API writes, 1 node against 3 ====
 
   /** One measured (or warm-up) round of one configuration. */
-  private record Round(int nodes, long writes, long nanos, Histogram latency, long forwarded, double nodeCpu, double pgCpu,
-      double clientCpu, double idleCpu, double machineCpu, Map<String, Long> failures) {
+  private record Round(
+      int nodes,
+      long writes,
+      long nanos,
+      Histogram latency,
+      long forwarded,
+      double nodeCpu,
+      double pgCpu,
+      double clientCpu,
+      double idleCpu,
+      double machineCpu,
+      Map<String, Long> failures) {
     double seconds() {
       return nanos / 1e9;
     }
@@ -492,64 +648,123 @@ public final class ClusterBenchmark {
   }
 
   private void throughput() throws Exception {
-    System.out.printf("2. document-API writes: %d HTTP clients (java.net.http, HTTP/1.1), each PUTs a distinct %,d-byte JSON"
+    System.out.printf(
+        "2. document-API writes: %d HTTP clients (java.net.http, HTTP/1.1), each PUTs a distinct %,d-byte JSON"
             + " document to%n   /v1/documents/%s/<id> as administrator and waits for the answer before the next; client i"
             + " writes through node i mod n;%n   1 node (cluster w1) and 3 nodes (w3) side by side, %d rounds of %d s, the"
             + " order alternating, after a warm-up of %d s each%n",
-        options.clients, options.bodyBytes, COLLECTION, options.rounds, options.seconds, options.warmupSeconds);
-    System.out.println("   NOTE: all nodes, PostgreSQL and these clients share this machine's CPUs: 3 nodes are not expected"
-        + " to be faster here.\n   The comparison shows what spreading the partitions over 3 processes costs (2 in 3 writes"
-        + " are forwarded to another node).");
-    // Fresh clusters in fresh databases, without pipelines, all nodes started at once: the partitions
-    // are spread as the nodes join (after a single node's restart the coordinator moves one every 10 s).
+        options.clients,
+        options.bodyBytes,
+        COLLECTION,
+        options.rounds,
+        options.seconds,
+        options.warmupSeconds);
+    System.out.println(
+        "   NOTE: all nodes, PostgreSQL and these clients share this machine's CPUs: 3 nodes are not expected"
+            + " to be faster here.\n   The comparison shows what spreading the partitions over 3 processes costs (2 in 3 writes"
+            + " are forwarded to another node).");
+    // Fresh clusters in fresh databases, without pipelines, all nodes started at once: the
+    // partitions
+    // are spread as the nodes join (after a single node's restart the coordinator moves one every
+    // 10 s).
     three.recreateEmpty();
     one.recreateEmpty();
-    BenchCluster c1 = cluster(new BenchCluster("w1", 1, one, token, logs, options.partitions, jvmOptions, List.of()));
-    BenchCluster c3 = cluster(new BenchCluster("w3", 3, three, token, logs, options.partitions, jvmOptions, List.of()));
+    BenchCluster c1 =
+        cluster(
+            new BenchCluster("w1", 1, one, token, logs, options.partitions, jvmOptions, List.of()));
+    BenchCluster c3 =
+        cluster(
+            new BenchCluster(
+                "w3", 3, three, token, logs, options.partitions, jvmOptions, List.of()));
     long t0 = System.nanoTime();
     c1.startAll();
     c3.startAll();
     c1.awaitUp(null, UP_TIMEOUT);
     c3.awaitUp(null, UP_TIMEOUT);
-    System.out.printf(Locale.ROOT, "   w1 (database %s) and w3 (database %s) up in %.1f s%n", DATABASE_ONE, DATABASE,
+    System.out.printf(
+        Locale.ROOT,
+        "   w1 (database %s) and w3 (database %s) up in %.1f s%n",
+        DATABASE_ONE,
+        DATABASE,
         (System.nanoTime() - t0) / 1e9);
     int[] placement = awaitBalanced(c3);
     System.out.printf("   w3: partitions per node %s%n", BenchCluster.perNode(placement, 3));
-    ExecutorService pool = Executors.newFixedThreadPool(options.clients, r -> {
-      Thread t = new Thread(r, "bench-http-client");
-      t.setDaemon(true);
-      return t;
-    });
+    ExecutorService pool =
+        Executors.newFixedThreadPool(
+            options.clients,
+            r -> {
+              Thread t = new Thread(r, "bench-http-client");
+              t.setDaemon(true);
+              return t;
+            });
     try {
       if (options.warmupSeconds > 0) {
         for (BenchCluster c : List.of(c1, c3)) {
           Round w = writeRound(c, c == c1 ? c3 : c1, pool, "w" + c.size(), options.warmupSeconds);
-          System.out.printf(Locale.ROOT, "   warm-up (not reported), %d node%s: %,d writes, %,.0f writes/s, failed %d%n",
-              c.size(), c.size() == 1 ? "" : "s", w.writes(), w.rate(), w.failed());
+          System.out.printf(
+              Locale.ROOT,
+              "   warm-up (not reported), %d node%s: %,d writes, %,.0f writes/s, failed %d%n",
+              c.size(),
+              c.size() == 1 ? "" : "s",
+              w.writes(),
+              w.rate(),
+              w.failed());
         }
       }
-      System.out.printf("%5s %5s %8s %6s %9s | %7s %7s %7s %8s | %5s | %5s %5s %5s %5s %5s  %s%n", "round", "nodes", "writes",
-          "s", "writes/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "fwd", "nodes", "PG", "cli", "idle", "all", "failed");
+      System.out.printf(
+          "%5s %5s %8s %6s %9s | %7s %7s %7s %8s | %5s | %5s %5s %5s %5s %5s  %s%n",
+          "round",
+          "nodes",
+          "writes",
+          "s",
+          "writes/s",
+          "p50 ms",
+          "p90 ms",
+          "p99 ms",
+          "max ms",
+          "fwd",
+          "nodes",
+          "PG",
+          "cli",
+          "idle",
+          "all",
+          "failed");
       List<Round> ones = new ArrayList<>();
       List<Round> threes = new ArrayList<>();
       for (int r = 1; r <= options.rounds; r++) {
         List<BenchCluster> order = r % 2 == 1 ? List.of(c1, c3) : List.of(c3, c1);
         for (BenchCluster c : order) {
-          Round round = writeRound(c, c == c1 ? c3 : c1, pool, "r" + r + "n" + c.size(), options.seconds);
+          Round round =
+              writeRound(c, c == c1 ? c3 : c1, pool, "r" + r + "n" + c.size(), options.seconds);
           (c.size() == 1 ? ones : threes).add(round);
           double s = round.seconds();
-          System.out.printf(Locale.ROOT, "%5d %5d %,8d %6.1f %,9.0f | %7.2f %7.2f %7.2f %8.1f | %4.0f%% | %5.2f %5.2f %5.2f %5.2f %5.2f  %s%n",
-              r, c.size(), round.writes(), s, round.rate(), ms(round.latency(), 50), ms(round.latency(), 90),
-              ms(round.latency(), 99), round.latency().getMaxValue() / 1000.0, 100.0 * round.forwarded() / Math.max(1,
-                  round.writes() + round.failed()), round.nodeCpu() / s, round.pgCpu() / s, round.clientCpu() / s,
-              round.idleCpu() / s, round.machineCpu() / s, round.failures().isEmpty() ? "0" : round.failures().toString());
+          System.out.printf(
+              Locale.ROOT,
+              "%5d %5d %,8d %6.1f %,9.0f | %7.2f %7.2f %7.2f %8.1f | %4.0f%% | %5.2f %5.2f %5.2f %5.2f %5.2f  %s%n",
+              r,
+              c.size(),
+              round.writes(),
+              s,
+              round.rate(),
+              ms(round.latency(), 50),
+              ms(round.latency(), 90),
+              ms(round.latency(), 99),
+              round.latency().getMaxValue() / 1000.0,
+              100.0 * round.forwarded() / Math.max(1, round.writes() + round.failed()),
+              round.nodeCpu() / s,
+              round.pgCpu() / s,
+              round.clientCpu() / s,
+              round.idleCpu() / s,
+              round.machineCpu() / s,
+              round.failures().isEmpty() ? "0" : round.failures().toString());
         }
       }
-      System.out.println("latency = from sending the PUT to its answer (200: durable in the partition's journal); fwd ="
-          + " writes sent to a node that does not host\nthe document's partition (by GET /admin/cluster before the round);"
-          + " nodes / PG / cli / idle / all = cores busy during the round:\nthe measured cluster's node processes, the"
-          + " PostgreSQL backends of its database, this JVM (the clients), the other cluster's node processes (idle),"
-          + "\nthe whole machine (other work on it included)");
+      System.out.println(
+          "latency = from sending the PUT to its answer (200: durable in the partition's journal); fwd ="
+              + " writes sent to a node that does not host\nthe document's partition (by GET /admin/cluster before the round);"
+              + " nodes / PG / cli / idle / all = cores busy during the round:\nthe measured cluster's node processes, the"
+              + " PostgreSQL backends of its database, this JVM (the clients), the other cluster's node processes (idle),"
+              + "\nthe whole machine (other work on it included)");
       System.out.println(LINE);
       summary(ones, threes);
     } finally {
@@ -569,21 +784,44 @@ public final class ClusterBenchmark {
       Histogram all = new Histogram(MAX_MICROS, 3);
       rounds.forEach(r -> all.add(r.latency()));
       double[] rates = rounds.stream().mapToDouble(Round::rate).toArray();
-      double cores = rounds.stream().mapToDouble(r -> r.nodeCpu() / r.seconds()).sum() / rounds.size();
+      double cores =
+          rounds.stream().mapToDouble(r -> r.nodeCpu() / r.seconds()).sum() / rounds.size();
       // The same cluster's CPU while the other one was measured: what it costs doing nothing.
       List<Round> others = rounds == ones ? threes : ones;
-      double idleCores = others.stream().mapToDouble(r -> r.idleCpu() / r.seconds()).sum() / others.size();
-      double cpuPer1k = rounds.stream().mapToDouble(Round::nodeCpu).sum() * 1000 * 1000
-          / Math.max(1, rounds.stream().mapToLong(Round::writes).sum());
+      double idleCores =
+          others.stream().mapToDouble(r -> r.idleCpu() / r.seconds()).sum() / others.size();
+      double cpuPer1k =
+          rounds.stream().mapToDouble(Round::nodeCpu).sum()
+              * 1000
+              * 1000
+              / Math.max(1, rounds.stream().mapToLong(Round::writes).sum());
       int nodes = rounds.get(0).nodes();
-      System.out.printf(Locale.ROOT, "%d node%s: median %,.0f writes/s (%,.0f..%,.0f) over %d rounds; all rounds' writes: p50 %.2f ms,"
+      System.out.printf(
+          Locale.ROOT,
+          "%d node%s: median %,.0f writes/s (%,.0f..%,.0f) over %d rounds; all rounds' writes: p50 %.2f ms,"
               + " p99 %.2f ms, max %.1f ms;%n          nodes' CPU %.2f cores while writing (%.0f ms per 1,000 writes),"
-              + " %.2f cores while idle%n", nodes, nodes == 1 ? " " : "s", median(rates), min(rates), max(rates),
-          rates.length, ms(all, 50), ms(all, 99), all.getMaxValue() / 1000.0, cores, cpuPer1k, idleCores);
+              + " %.2f cores while idle%n",
+          nodes,
+          nodes == 1 ? " " : "s",
+          median(rates),
+          min(rates),
+          max(rates),
+          rates.length,
+          ms(all, 50),
+          ms(all, 99),
+          all.getMaxValue() / 1000.0,
+          cores,
+          cpuPer1k,
+          idleCores);
     }
-    System.out.printf(Locale.ROOT, "3 nodes / 1 node, writes/s per round: %s; median %.2f%n", each, median(ratios));
-    System.out.println("(one machine: every node and PostgreSQL share the same CPUs, so the ratio measures the cost of"
-        + " forwarding between nodes, not scaling)");
+    System.out.printf(
+        Locale.ROOT,
+        "3 nodes / 1 node, writes/s per round: %s; median %.2f%n",
+        each,
+        median(ratios));
+    System.out.println(
+        "(one machine: every node and PostgreSQL share the same CPUs, so the ratio measures the cost of"
+            + " forwarding between nodes, not scaling)");
   }
 
   /**
@@ -611,7 +849,10 @@ public final class ClusterBenchmark {
         int lo = Arrays.stream(counts).min().orElse(0);
         int hi = Arrays.stream(counts).max().orElse(0);
         if (all && hi - lo <= 1) {
-          System.out.printf(Locale.ROOT, "   w3: partitions spread evenly after %.1f s of waiting%n", (System.nanoTime() - t0) / 1e9);
+          System.out.printf(
+              Locale.ROOT,
+              "   w3: partitions spread evenly after %.1f s of waiting%n",
+              (System.nanoTime() - t0) / 1e9);
           return last;
         }
       }
@@ -620,7 +861,9 @@ public final class ClusterBenchmark {
     if (last == null) {
       throw new IllegalStateException("GET /admin/cluster did not name the partitions' nodes");
     }
-    System.out.printf("   w3: partitions still not spread evenly after %d s; measuring as they are%n", BALANCE_TIMEOUT.toSeconds());
+    System.out.printf(
+        "   w3: partitions still not spread evenly after %d s; measuring as they are%n",
+        BALANCE_TIMEOUT.toSeconds());
     return last;
   }
 
@@ -629,12 +872,19 @@ public final class ClusterBenchmark {
    * client PUTs distinct documents (ids {@code <tag>-<client>-<n>}) until {@code seconds} have
    * passed, each through its node; timed from releasing the clients to the last answer.
    */
-  private Round writeRound(BenchCluster c, BenchCluster idle, ExecutorService pool, String tag, int seconds)
+  private Round writeRound(
+      BenchCluster c, BenchCluster idle, ExecutorService pool, String tag, int seconds)
       throws Exception {
-    int[] hostOf = c.placement().orElseThrow(() -> new IllegalStateException("GET /admin/cluster did not answer"));
-    // A client of its own per round: no connection left idle since an earlier round (the server may have closed it).
-    HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5))
-        .build();
+    int[] hostOf =
+        c.placement()
+            .orElseThrow(() -> new IllegalStateException("GET /admin/cluster did not answer"));
+    // A client of its own per round: no connection left idle since an earlier round (the server may
+    // have closed it).
+    HttpClient http =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(Duration.ofSeconds(5))
+            .build();
     Map<String, Long> failures = new ConcurrentHashMap<>();
     AtomicLong forwarded = new AtomicLong();
     CountDownLatch go = new CountDownLatch(1);
@@ -643,36 +893,43 @@ public final class ClusterBenchmark {
     for (int k = 0; k < options.clients; k++) {
       int client = k;
       int node = k % c.size();
-      clients.add(pool.submit(() -> {
-        SplittableRandom random = new SplittableRandom(System.nanoTime() + client);
-        Histogram h = new Histogram(MAX_MICROS, 3);
-        String base = c.uri(node, "/v1/documents/" + COLLECTION + "/").toString();
-        go.await();
-        long deadline = System.nanoTime() + nanos;
-        long n = 0;
-        while (System.nanoTime() < deadline) {
-          String id = tag + "-" + client + "-" + (n++);
-          if (hostOf[Partitioning.partitionOf(COLLECTION, id, hostOf.length)] != node) {
-            forwarded.incrementAndGet();
-          }
-          HttpRequest put = HttpRequest.newBuilder(URI.create(base + id)).timeout(Duration.ofSeconds(30))
-              .header("Authorization", "Bearer " + token).header("Content-Type", "application/json")
-              .PUT(HttpRequest.BodyPublishers.ofString(PartitionBenchmark.body(random, id, options.bodyBytes, padding)))
-              .build();
-          long t = System.nanoTime();
-          try {
-            HttpResponse<Void> r = http.send(put, HttpResponse.BodyHandlers.discarding());
-            if (r.statusCode() == 200) {
-              h.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
-            } else {
-              failures.merge("HTTP " + r.statusCode(), 1L, Long::sum);
-            }
-          } catch (IOException e) {
-            failures.merge(e.getClass().getSimpleName(), 1L, Long::sum);
-          }
-        }
-        return h;
-      }));
+      clients.add(
+          pool.submit(
+              () -> {
+                SplittableRandom random = new SplittableRandom(System.nanoTime() + client);
+                Histogram h = new Histogram(MAX_MICROS, 3);
+                String base = c.uri(node, "/v1/documents/" + COLLECTION + "/").toString();
+                go.await();
+                long deadline = System.nanoTime() + nanos;
+                long n = 0;
+                while (System.nanoTime() < deadline) {
+                  String id = tag + "-" + client + "-" + (n++);
+                  if (hostOf[Partitioning.partitionOf(COLLECTION, id, hostOf.length)] != node) {
+                    forwarded.incrementAndGet();
+                  }
+                  HttpRequest put =
+                      HttpRequest.newBuilder(URI.create(base + id))
+                          .timeout(Duration.ofSeconds(30))
+                          .header("Authorization", "Bearer " + token)
+                          .header("Content-Type", "application/json")
+                          .PUT(
+                              HttpRequest.BodyPublishers.ofString(
+                                  PartitionBenchmark.body(random, id, options.bodyBytes, padding)))
+                          .build();
+                  long t = System.nanoTime();
+                  try {
+                    HttpResponse<Void> r = http.send(put, HttpResponse.BodyHandlers.discarding());
+                    if (r.statusCode() == 200) {
+                      h.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
+                    } else {
+                      failures.merge("HTTP " + r.statusCode(), 1L, Long::sum);
+                    }
+                  } catch (IOException e) {
+                    failures.merge(e.getClass().getSimpleName(), 1L, Long::sum);
+                  }
+                }
+                return h;
+              }));
     }
     double nodeCpu = c.cpuSeconds();
     double pgCpu = c.database().backendCpuSeconds();
@@ -686,8 +943,16 @@ public final class ClusterBenchmark {
       latency.add(f.get());
     }
     long elapsed = System.nanoTime() - start;
-    return new Round(c.size(), latency.getTotalCount(), elapsed, latency, forwarded.get(), c.cpuSeconds() - nodeCpu,
-        c.database().backendCpuSeconds() - pgCpu, CpuTimes.now().self() - clientCpu, idle.cpuSeconds() - idleCpu,
+    return new Round(
+        c.size(),
+        latency.getTotalCount(),
+        elapsed,
+        latency,
+        forwarded.get(),
+        c.cpuSeconds() - nodeCpu,
+        c.database().backendCpuSeconds() - pgCpu,
+        CpuTimes.now().self() - clientCpu,
+        idle.cpuSeconds() - idleCpu,
         CpuTimes.machineBusy() - machineCpu,
         new TreeMap<>(failures));
   }
@@ -708,7 +973,8 @@ public final class ClusterBenchmark {
     return h.getTotalCount() == 0 ? Double.NaN : h.getValueAtPercentile(percentile) / 1000.0;
   }
 
-  private static double median(List<Failover> runs, java.util.function.ToDoubleFunction<Failover> f) {
+  private static double median(
+      List<Failover> runs, java.util.function.ToDoubleFunction<Failover> f) {
     return median(runs.stream().mapToDouble(f).filter(v -> !Double.isNaN(v)).toArray());
   }
 

@@ -10,11 +10,11 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 
 /**
- * A sink that does no work: it counts row changes and keeps its checkpoint in memory, honouring
- * the sink-owned checkpoint contract (transactions at or below the checkpoint are skipped).
- * {@link #finished()} completes, with the {@link System#nanoTime()} of the moment, when the sink
- * has applied the workload's last transaction: the one with the given xid, or one whose end LSN
- * reaches the workload's end position.
+ * A sink that does no work: it counts row changes and keeps its checkpoint in memory, honouring the
+ * sink-owned checkpoint contract (transactions at or below the checkpoint are skipped). {@link
+ * #finished()} completes, with the {@link System#nanoTime()} of the moment, when the sink has
+ * applied the workload's last transaction: the one with the given xid, or one whose end LSN reaches
+ * the workload's end position.
  */
 final class CountingSink implements ChangeSink, DrainCounts {
   private static final CompletableFuture<Void> DONE = CompletableFuture.completedFuture(null);

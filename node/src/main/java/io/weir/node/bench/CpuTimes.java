@@ -16,16 +16,21 @@ record CpuTimes(double self, double children) {
   static CpuTimes now() {
     try {
       String stat = Files.readString(Path.of("/proc/self/stat"), StandardCharsets.US_ASCII);
-      // Fields after the parenthesised command name: state is field 3; utime 14, stime 15, cutime 16, cstime 17.
+      // Fields after the parenthesised command name: state is field 3; utime 14, stime 15, cutime
+      // 16, cstime 17.
       String[] f = stat.substring(stat.lastIndexOf(')') + 2).trim().split(" ");
       return new CpuTimes(
-          (Long.parseLong(f[11]) + Long.parseLong(f[12])) * TICK, (Long.parseLong(f[13]) + Long.parseLong(f[14])) * TICK);
+          (Long.parseLong(f[11]) + Long.parseLong(f[12])) * TICK,
+          (Long.parseLong(f[13]) + Long.parseLong(f[14])) * TICK);
     } catch (IOException | RuntimeException e) {
       return new CpuTimes(Double.NaN, Double.NaN);
     }
   }
 
-  /** CPU seconds (user + system) process {@code pid} has used so far; 0 if it is gone or /proc is not readable. */
+  /**
+   * CPU seconds (user + system) process {@code pid} has used so far; 0 if it is gone or /proc is
+   * not readable.
+   */
   static double process(long pid) {
     try {
       String stat = Files.readString(Path.of("/proc/" + pid + "/stat"), StandardCharsets.US_ASCII);
@@ -74,7 +79,9 @@ record CpuTimes(double self, double children) {
             long tid = Long.parseLong(task.getFileName().toString());
             if (name.startsWith("C1 CompilerThre") || name.startsWith("C2 CompilerThre")) {
               jit.put(tid, cpu);
-            } else if (name.startsWith("GC Thread") || name.startsWith("G1 ") || name.equals("VM Thread")) {
+            } else if (name.startsWith("GC Thread")
+                || name.startsWith("G1 ")
+                || name.equals("VM Thread")) {
               gc.put(tid, cpu);
             }
           } catch (IOException | RuntimeException gone) {

@@ -15,101 +15,169 @@ import picocli.CommandLine.Option;
     name = "FeedBenchmark",
     sortOptions = false,
     usageHelpWidth = 110,
-    description = "The public read side (io.weir.node.Feeds): changes-feed read throughput for an administrator and for"
-        + " a principal restricted by a collection policy, then live-query read latency with many live queries while"
-        + " documents are written. Prints figures; asserts nothing.",
-    footer = {"", "Needs WEIR_PG_URL, WEIR_PG_USER and WEIR_PG_PASSWORD (eval \"$(deploy/bin/pg.sh start)\")."})
+    description =
+        "The public read side (io.weir.node.Feeds): changes-feed read throughput for an administrator and for"
+            + " a principal restricted by a collection policy, then live-query read latency with many live queries while"
+            + " documents are written. Prints figures; asserts nothing.",
+    footer = {
+      "",
+      "Needs WEIR_PG_URL, WEIR_PG_USER and WEIR_PG_PASSWORD (eval \"$(deploy/bin/pg.sh start)\")."
+    })
 final class FeedBenchOptions {
-  @Option(names = {"-h", "--help"}, usageHelp = true, description = "this help")
+  @Option(
+      names = {"-h", "--help"},
+      usageHelp = true,
+      description = "this help")
   boolean help;
 
-  @Option(names = "--phases", paramLabel = "LIST", split = ",",
+  @Option(
+      names = "--phases",
+      paramLabel = "LIST",
+      split = ",",
       description = "feed, live or both (default: feed,live)")
   List<String> phases = List.of("feed", "live");
 
-  @Option(names = "--partitions", paramLabel = "N",
-      description = "partitions that ids are routed over, all on this one node (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--partitions",
+      paramLabel = "N",
+      description =
+          "partitions that ids are routed over, all on this one node (default: ${DEFAULT-VALUE})")
   int partitions = 16;
 
   // --- 1. changes feed ---
 
-  @Option(names = "--changes", paramLabel = "N",
-      description = "upserts of distinct documents preloaded into collection feed before the reads; the feed then"
-          + " holds this many changes (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--changes",
+      paramLabel = "N",
+      description =
+          "upserts of distinct documents preloaded into collection feed before the reads; the feed then"
+              + " holds this many changes (default: ${DEFAULT-VALUE})")
   int changes = 200_000;
 
-  @Option(names = "--body-bytes", paramLabel = "N", description = "size of each feed document's JSON body (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--body-bytes",
+      paramLabel = "N",
+      description = "size of each feed document's JSON body (default: ${DEFAULT-VALUE})")
   int bodyBytes = 1024;
 
-  @Option(names = "--frame-upserts", paramLabel = "N",
-      description = "upserts per ApplyFrame of the preloads (one partition each) (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--frame-upserts",
+      paramLabel = "N",
+      description =
+          "upserts per ApplyFrame of the preloads (one partition each) (default: ${DEFAULT-VALUE})")
   int frameUpserts = 25;
 
-  @Option(names = "--load-in-flight", paramLabel = "N",
+  @Option(
+      names = "--load-in-flight",
+      paramLabel = "N",
       description = "preload frames asked at once (default: ${DEFAULT-VALUE})")
   int loadInFlight = 32;
 
-  @Option(names = "--page-limit", paramLabel = "N",
-      description = "positions one feed page (and one live read) examines at most, <= weir.feeds.read.max-entries"
-          + " (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--page-limit",
+      paramLabel = "N",
+      description =
+          "positions one feed page (and one live read) examines at most, <= weir.feeds.read.max-entries"
+              + " (default: ${DEFAULT-VALUE})")
   int pageLimit = 1000;
 
-  @Option(names = "--rounds", paramLabel = "N",
-      description = "full reads of the feed per principal, side by side, the order alternating (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--rounds",
+      paramLabel = "N",
+      description =
+          "full reads of the feed per principal, side by side, the order alternating (default: ${DEFAULT-VALUE})")
   int rounds = 3;
 
-  @Option(names = "--warmup-changes", paramLabel = "N",
-      description = "positions each principal reads before the rounds, not reported (default: ${DEFAULT-VALUE}; 0: none)")
+  @Option(
+      names = "--warmup-changes",
+      paramLabel = "N",
+      description =
+          "positions each principal reads before the rounds, not reported (default: ${DEFAULT-VALUE}; 0: none)")
   int warmupChanges = 50_000;
 
   // --- 2. live queries ---
 
-  @Option(names = "--live-queries", paramLabel = "N", description = "concurrent live queries (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--live-queries",
+      paramLabel = "N",
+      description = "concurrent live queries (default: ${DEFAULT-VALUE})")
   int liveQueries = 1000;
 
-  @Option(names = "--predicates", paramLabel = "N",
-      description = "distinct predicates (bucket = 0..N-1) the live queries share round-robin (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--predicates",
+      paramLabel = "N",
+      description =
+          "distinct predicates (bucket = 0..N-1) the live queries share round-robin (default: ${DEFAULT-VALUE})")
   int predicates = 10;
 
-  @Option(names = "--live-keys", paramLabel = "N",
-      description = "documents of collection live, preloaded, then rewritten at random (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--live-keys",
+      paramLabel = "N",
+      description =
+          "documents of collection live, preloaded, then rewritten at random (default: ${DEFAULT-VALUE})")
   int liveKeys = 2000;
 
-  @Option(names = "--live-body-bytes", paramLabel = "N",
+  @Option(
+      names = "--live-body-bytes",
+      paramLabel = "N",
       description = "size of each live document's JSON body (default: ${DEFAULT-VALUE})")
   int liveBodyBytes = 256;
 
-  @Option(names = "--write-rate", paramLabel = "N",
-      description = "paced document writes per second during the live phase (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--write-rate",
+      paramLabel = "N",
+      description =
+          "paced document writes per second during the live phase (default: ${DEFAULT-VALUE})")
   int writeRate = 1000;
 
-  @Option(names = "--write-in-flight", paramLabel = "N",
-      description = "paced writes awaiting their answer at most; beyond, writes fall behind schedule (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--write-in-flight",
+      paramLabel = "N",
+      description =
+          "paced writes awaiting their answer at most; beyond, writes fall behind schedule (default: ${DEFAULT-VALUE})")
   int writeInFlight = 256;
 
-  @Option(names = "--live-seconds", paramLabel = "S", description = "length of the measured live window (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--live-seconds",
+      paramLabel = "S",
+      description = "length of the measured live window (default: ${DEFAULT-VALUE})")
   int liveSeconds = 30;
 
-  @Option(names = "--live-warmup-seconds", paramLabel = "S",
-      description = "writes and live reads before the window, not reported (default: ${DEFAULT-VALUE}; 0: none)")
+  @Option(
+      names = "--live-warmup-seconds",
+      paramLabel = "S",
+      description =
+          "writes and live reads before the window, not reported (default: ${DEFAULT-VALUE}; 0: none)")
   int liveWarmupSeconds = 5;
 
-  @Option(names = "--drain-seconds", paramLabel = "S",
-      description = "after the window the writes stop and the live queries read on until every expected delta"
-          + " was delivered, at most this long (default: ${DEFAULT-VALUE}; 0: no drain)")
+  @Option(
+      names = "--drain-seconds",
+      paramLabel = "S",
+      description =
+          "after the window the writes stop and the live queries read on until every expected delta"
+              + " was delivered, at most this long (default: ${DEFAULT-VALUE}; 0: no drain)")
   int drainSeconds = 10;
 
-  @Option(names = "--idle-pause-ms", paramLabel = "N",
-      description = "a live query whose read returned nothing and had nothing more waits this long (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--idle-pause-ms",
+      paramLabel = "N",
+      description =
+          "a live query whose read returned nothing and had nothing more waits this long (default: ${DEFAULT-VALUE})")
   int idlePauseMs = 100;
 
-  @Option(names = "--max-concurrent", paramLabel = "N",
-      description = "Feeds.Limits.maxConcurrent (weir.feeds.max-concurrent, 64 by default on a node); 0: the live"
-          + " queries plus 100 (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--max-concurrent",
+      paramLabel = "N",
+      description =
+          "Feeds.Limits.maxConcurrent (weir.feeds.max-concurrent, 64 by default on a node); 0: the live"
+              + " queries plus 100 (default: ${DEFAULT-VALUE})")
   int maxConcurrent = 0;
 
-  @Option(names = "--outbox-cache-bytes", paramLabel = "N",
-      description = "the outbox reader's cache of decoded journal events; 0 turns it off (default: ${DEFAULT-VALUE})")
+  @Option(
+      names = "--outbox-cache-bytes",
+      paramLabel = "N",
+      description =
+          "the outbox reader's cache of decoded journal events; 0 turns it off (default: ${DEFAULT-VALUE})")
   long outboxCacheBytes = io.weir.sharding.partition.OutboxReader.DEFAULT_CACHE_BYTES;
 
   @Option(names = "--keep-database", description = "keep the weir_fbench database afterwards")
@@ -119,7 +187,8 @@ final class FeedBenchOptions {
   String user;
   String password;
 
-  static final String USAGE = new CommandLine(new FeedBenchOptions()).getUsageMessage(CommandLine.Help.Ansi.OFF);
+  static final String USAGE =
+      new CommandLine(new FeedBenchOptions()).getUsageMessage(CommandLine.Help.Ansi.OFF);
 
   boolean feedPhase() {
     return phases.contains("feed");
@@ -134,7 +203,8 @@ final class FeedBenchOptions {
     return maxConcurrent > 0 ? maxConcurrent : liveQueries + 100;
   }
 
-  static FeedBenchOptions parse(String[] args, Map<String, String> env) throws BenchOptions.UsageException {
+  static FeedBenchOptions parse(String[] args, Map<String, String> env)
+      throws BenchOptions.UsageException {
     FeedBenchOptions o = new FeedBenchOptions();
     CommandLine cl = new CommandLine(o);
     try {
@@ -169,18 +239,21 @@ final class FeedBenchOptions {
     range("--idle-pause-ms", o.idlePauseMs, 0, 60_000);
     range("--max-concurrent", o.maxConcurrent, 0, 1_000_000);
     if (o.writeInFlight >= o.liveKeys) {
-      throw new BenchOptions.UsageException("--write-in-flight must be below --live-keys (a key is written once at a time)");
+      throw new BenchOptions.UsageException(
+          "--write-in-flight must be below --live-keys (a key is written once at a time)");
     }
     o.url = BenchOptions.require(env, "WEIR_PG_URL");
     if (!o.url.startsWith("jdbc:postgresql://")) {
-      throw new BenchOptions.UsageException("WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
+      throw new BenchOptions.UsageException(
+          "WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
     }
     o.user = env.getOrDefault("WEIR_PG_USER", "weir");
     o.password = env.getOrDefault("WEIR_PG_PASSWORD", "");
     return o;
   }
 
-  private static void range(String option, int value, int min, int max) throws BenchOptions.UsageException {
+  private static void range(String option, int value, int min, int max)
+      throws BenchOptions.UsageException {
     if (value < min || value > max) {
       throw new BenchOptions.UsageException(option + " must be between " + min + " and " + max);
     }

@@ -64,14 +64,14 @@ import org.HdrHistogram.Histogram;
  * created afresh), through the Java API the HTTP routes call (no HTTP).
  *
  * <ol>
- *   <li><b>Changes feed.</b> Collection {@value #FEED} gets a policy first (row rule {@code acl}
- *       on field {@code acl}, sensitive field {@value #SENSITIVE}), then {@code --changes}
- *       upserts of distinct documents, spread over {@code --partitions} partitions as {@code
- *       ApplyFrame}s of {@code --frame-upserts} upserts. Every other document lists the restricted
- *       principal in its ACL. Then the feed is read from the beginning to the end, page after page
- *       ({@code --page-limit} positions), by an administrator and by the restricted principal
- *       (half the rows visible, the sensitive field omitted), side by side for {@code --rounds}
- *       rounds, alternating which goes first: changes/s, page latency, CPU; medians and ratios.
+ *   <li><b>Changes feed.</b> Collection {@value #FEED} gets a policy first (row rule {@code acl} on
+ *       field {@code acl}, sensitive field {@value #SENSITIVE}), then {@code --changes} upserts of
+ *       distinct documents, spread over {@code --partitions} partitions as {@code ApplyFrame}s of
+ *       {@code --frame-upserts} upserts. Every other document lists the restricted principal in its
+ *       ACL. Then the feed is read from the beginning to the end, page after page ({@code
+ *       --page-limit} positions), by an administrator and by the restricted principal (half the
+ *       rows visible, the sensitive field omitted), side by side for {@code --rounds} rounds,
+ *       alternating which goes first: changes/s, page latency, CPU; medians and ratios.
  *   <li><b>Live queries.</b> Collection {@value #LIVE} (no policy) gets {@code --live-keys}
  *       documents, each in one of {@code --predicates} buckets. {@code --live-queries} live queries
  *       ({@code bucket = k}, k round-robin) are started ({@link Feeds#startLive}); each then loops
@@ -100,8 +100,10 @@ public final class FeedBenchmark {
 
   private final FeedBenchOptions options;
   private final String benchUrl;
+
   /** Random hex text that bodies take their padding from (a body is never printed). */
   private final String padding;
+
   private io.weir.persistence.Database keysDatabase;
   private long maxBytes;
 
@@ -112,30 +114,52 @@ public final class FeedBenchmark {
   }
 
   public static void main(String[] args) {
-    BenchMain.main(args, FeedBenchOptions::parse, FeedBenchOptions.USAGE, options -> new FeedBenchmark(options).run());
+    BenchMain.main(
+        args,
+        FeedBenchOptions::parse,
+        FeedBenchOptions.USAGE,
+        options -> new FeedBenchmark(options).run());
   }
 
   private int run() throws Exception {
-    System.out.println("Weir changes-feed and live-query benchmark, " + ZonedDateTime.now(ZoneOffset.UTC)
-        .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
+    System.out.println(
+        "Weir changes-feed and live-query benchmark, "
+            + ZonedDateTime.now(ZoneOffset.UTC)
+                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
     System.out.println(LINE);
     CdcBenchmark.machine();
-    List<String> gcs = ManagementFactory.getGarbageCollectorMXBeans().stream().map(GarbageCollectorMXBean::getName).toList();
+    List<String> gcs =
+        ManagementFactory.getGarbageCollectorMXBeans().stream()
+            .map(GarbageCollectorMXBean::getName)
+            .toList();
     System.out.printf("GC:            %s%n", String.join(", ", gcs));
     try {
       PartitionBenchmark.recreateDatabase(options.url, options.user, options.password, DATABASE);
-      System.out.printf("PostgreSQL:    %s, shared_buffers %s, synchronous_commit %s, fsync %s; database %s%n",
-          show("server_version"), show("shared_buffers"), show("synchronous_commit"), show("fsync"), DATABASE);
-      try (PartitionBenchmark.Node node = new PartitionBenchmark.Node(benchUrl, options.user, options.password,
-          "weir-fbench", PartitionSettings.DEFAULTS, false)) {
+      System.out.printf(
+          "PostgreSQL:    %s, shared_buffers %s, synchronous_commit %s, fsync %s; database %s%n",
+          show("server_version"),
+          show("shared_buffers"),
+          show("synchronous_commit"),
+          show("fsync"),
+          DATABASE);
+      try (PartitionBenchmark.Node node =
+          new PartitionBenchmark.Node(
+              benchUrl,
+              options.user,
+              options.password,
+              "weir-fbench",
+              PartitionSettings.DEFAULTS,
+              false)) {
         measure(node);
       } finally {
         if (keysDatabase != null) {
           keysDatabase.close();
         }
       }
-      System.out.println("load average (1/5/15 min) at the end: " + CdcBenchmark.loadAverage()
-          + " -- above about 1 means something besides this benchmark competed for the CPUs");
+      System.out.println(
+          "load average (1/5/15 min) at the end: "
+              + CdcBenchmark.loadAverage()
+              + " -- above about 1 means something besides this benchmark competed for the CPUs");
       return 0;
     } finally {
       if (!options.keepDatabase) {
@@ -148,39 +172,67 @@ public final class FeedBenchmark {
     Config c = node.system.settings().config();
     int partitions = options.partitions;
     Documents documents = new Documents(node.system, partitions, List.of(), ASK);
-    var blocking = node.system.dispatchers().lookup(
-        org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
+    var blocking =
+        node.system
+            .dispatchers()
+            .lookup(
+                org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                    "weir.blocking-io-dispatcher"));
     // The cluster's token keys and the collection policies, as a node loads them.
-    keysDatabase = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(c), "fbench-keys");
+    keysDatabase =
+        io.weir.persistence.Database.create(
+            io.weir.persistence.PostgresSettings.create(c), "fbench-keys");
     try (Connection connection = keysDatabase.dataSource().getConnection()) {
       io.weir.persistence.ClusterIdentityStore.loadOrCreate(connection, "weir", partitions);
     }
-    io.weir.node.TokenKeys keys = new io.weir.node.TokenKeys(keysDatabase.dataSource(), "weir", blocking, Duration.ZERO);
+    io.weir.node.TokenKeys keys =
+        new io.weir.node.TokenKeys(keysDatabase.dataSource(), "weir", blocking, Duration.ZERO);
     keys.reload().toCompletableFuture().get(30, TimeUnit.SECONDS);
     Policies policies = new Policies(keysDatabase.dataSource(), "weir", blocking, documents);
     get(policies.reload());
-    Feeds.Limits limits = new Feeds.Limits(c.getInt("weir.feeds.read.default-entries"),
-        c.getInt("weir.feeds.read.max-entries"), c.getBytes("weir.feeds.read.default-bytes"),
-        c.getBytes("weir.feeds.read.max-bytes"), c.getBytes("weir.feeds.query.candidate-bytes"),
-        c.getInt("weir.feeds.query.max-rows"), options.admission(), c.getDuration("weir.feeds.cursor-ttl"));
+    Feeds.Limits limits =
+        new Feeds.Limits(
+            c.getInt("weir.feeds.read.default-entries"),
+            c.getInt("weir.feeds.read.max-entries"),
+            c.getBytes("weir.feeds.read.default-bytes"),
+            c.getBytes("weir.feeds.read.max-bytes"),
+            c.getBytes("weir.feeds.query.candidate-bytes"),
+            c.getInt("weir.feeds.query.max-rows"),
+            options.admission(),
+            c.getDuration("weir.feeds.cursor-ttl"));
     if (options.pageLimit > limits.maxLimit()) {
-      throw new IllegalArgumentException("--page-limit is above weir.feeds.read.max-entries (" + limits.maxLimit() + ")");
+      throw new IllegalArgumentException(
+          "--page-limit is above weir.feeds.read.max-entries (" + limits.maxLimit() + ")");
     }
     maxBytes = limits.defaultBytes();
-    OutboxReader outbox = new OutboxReader(node.system, org.apache.pekko.persistence.query.PersistenceQuery.get(node.system)
-        .getReadJournalFor(org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.class,
-            org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier()), options.outboxCacheBytes);
+    OutboxReader outbox =
+        new OutboxReader(
+            node.system,
+            org.apache.pekko.persistence.query.PersistenceQuery.get(node.system)
+                .getReadJournalFor(
+                    org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.class,
+                    org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier()),
+            options.outboxCacheBytes);
     Feeds feeds = new Feeds(documents, outbox, keys, policies, limits, Clock.systemUTC());
     // Every partition up before anything is timed.
     long t0 = System.nanoTime();
     get(documents.statusAll());
-    System.out.printf(Locale.ROOT, "node:          one-node cluster (Cluster Sharding, role server), %d partitions (started in"
+    System.out.printf(
+        Locale.ROOT,
+        "node:          one-node cluster (Cluster Sharding, role server), %d partitions (started in"
             + " %.2f s), JDBC journal in schema weir of %s,%n               %s journal connections"
             + " (weir.postgres.journal-pool-size, shared by writes and the outbox reads); default PartitionSettings%n",
-        partitions, (System.nanoTime() - t0) / 1e9, DATABASE, PartitionBenchmark.setting(c, "weir.postgres.journal-pool-size"));
-    System.out.printf("feeds:         Feeds.Limits: maxConcurrent %,d (a node's default is %d), maxBytes %d MiB per read"
+        partitions,
+        (System.nanoTime() - t0) / 1e9,
+        DATABASE,
+        PartitionBenchmark.setting(c, "weir.postgres.journal-pool-size"));
+    System.out.printf(
+        "feeds:         Feeds.Limits: maxConcurrent %,d (a node's default is %d), maxBytes %d MiB per read"
             + " (weir.feeds.read.default-bytes), cursor TTL %s; requests refused BUSY are counted%n",
-        limits.maxConcurrent(), c.getInt("weir.feeds.max-concurrent"), maxBytes >> 20, limits.cursorTtl());
+        limits.maxConcurrent(),
+        c.getInt("weir.feeds.max-concurrent"),
+        maxBytes >> 20,
+        limits.cursorTtl());
     System.out.println(LINE);
     if (options.feedPhase()) {
       feedPhase(documents, feeds, policies);
@@ -196,18 +248,34 @@ public final class FeedBenchmark {
   // ==== 1. the changes feed ====
 
   /** One full (or warm-up) read of the feed by one principal. */
-  private record ReadRun(String who, long pages, long delivered, long withSensitive, double seconds, Histogram latency,
-      double jvmCpu, double pgCpu, double machineCpu, Map<String, Long> failures) {}
+  private record ReadRun(
+      String who,
+      long pages,
+      long delivered,
+      long withSensitive,
+      double seconds,
+      Histogram latency,
+      double jvmCpu,
+      double pgCpu,
+      double machineCpu,
+      Map<String, Long> failures) {}
 
   private void feedPhase(Documents documents, Feeds feeds, Policies policies) throws Exception {
-    CollectionPolicy policy = new CollectionPolicy(FEED, 0, List.of(SENSITIVE), Visibility.ACL, "acl");
+    CollectionPolicy policy =
+        new CollectionPolicy(FEED, 0, List.of(SENSITIVE), Visibility.ACL, "acl");
     Policies.Installed installed = get(policies.put(policy));
     if (installed.partitions() != installed.total()) {
-      throw new IllegalStateException("the policy reached " + installed.partitions() + " of " + installed.total()
-          + " partitions");
+      throw new IllegalStateException(
+          "the policy reached "
+              + installed.partitions()
+              + " of "
+              + installed.total()
+              + " partitions");
     }
-    System.out.printf("1. changes feed: collection %s, policy version %d: row rule acl (field acl), sensitive field %s,"
-            + " installed in %d partitions%n", FEED, installed.version(), SENSITIVE, installed.total());
+    System.out.printf(
+        "1. changes feed: collection %s, policy version %d: row rule acl (field acl), sensitive field %s,"
+            + " installed in %d partitions%n",
+        FEED, installed.version(), SENSITIVE, installed.total());
     List<String> ids = new ArrayList<>(options.changes);
     for (int i = 0; i < options.changes; i++) {
       ids.add("d" + i);
@@ -226,32 +294,69 @@ public final class FeedBenchmark {
       smallest = Math.min(smallest, retained);
       largest = Math.max(largest, retained);
     }
-    System.out.printf(Locale.ROOT, "   preload: %,d upserts of distinct documents (%,d-byte JSON bodies; every other one's acl"
+    System.out.printf(
+        Locale.ROOT,
+        "   preload: %,d upserts of distinct documents (%,d-byte JSON bodies; every other one's acl"
             + " lists the restricted principal),%n            ApplyFrames of %d upserts, %d in flight: %.1f s (%,.0f"
             + " upserts/s); failed %s%n            outbox: %,d changes over %d partitions (%,d..%,d each), %,d journal"
             + " events (%.1f changes per event)%n",
-        options.changes, options.bodyBytes, options.frameUpserts, options.loadInFlight, load.seconds(),
-        options.changes / load.seconds(), load.failures().isEmpty() ? "0" : load.failures(), positions, status.size(),
-        smallest, largest, events, (double) positions / Math.max(1, events));
+        options.changes,
+        options.bodyBytes,
+        options.frameUpserts,
+        options.loadInFlight,
+        load.seconds(),
+        options.changes / load.seconds(),
+        load.failures().isEmpty() ? "0" : load.failures(),
+        positions,
+        status.size(),
+        smallest,
+        largest,
+        events,
+        (double) positions / Math.max(1, events));
 
     Principal admin = new Principal("bench-admin", true);
-    Principal reader = new Principal(READER, false, Map.of(FEED, Set.of("DocumentsRead", "ChangesRead")), 0);
-    System.out.printf("   principals: administrator (every row and field); restricted = %s with DocumentsRead and"
+    Principal reader =
+        new Principal(READER, false, Map.of(FEED, Set.of("DocumentsRead", "ChangesRead")), 0);
+    System.out.printf(
+        "   principals: administrator (every row and field); restricted = %s with DocumentsRead and"
             + " ChangesRead on %s,%n               no FieldRead on %s, listed in half the rows' acl%n",
         READER, FEED, SENSITIVE);
-    System.out.printf("   each read: Feeds.read from beginning, then with the returned cursor, page after page (limit %,d"
-            + " positions, maxBytes %d MiB) until hasMore is false%n", options.pageLimit, maxBytes >> 20);
+    System.out.printf(
+        "   each read: Feeds.read from beginning, then with the returned cursor, page after page (limit %,d"
+            + " positions, maxBytes %d MiB) until hasMore is false%n",
+        options.pageLimit, maxBytes >> 20);
     if (options.warmupChanges > 0) {
       long pages = Math.max(1, options.warmupChanges / options.pageLimit);
       for (Principal p : List.of(admin, reader)) {
         ReadRun w = readFeed(feeds, p, pages, true);
-        System.out.printf(Locale.ROOT, "   warm-up (not reported): %s read %,d pages, %,d changes delivered, %,d of them with"
-                + " field %s%s%n", w.who(), w.pages(), w.delivered(), w.withSensitive(), SENSITIVE,
+        System.out.printf(
+            Locale.ROOT,
+            "   warm-up (not reported): %s read %,d pages, %,d changes delivered, %,d of them with"
+                + " field %s%s%n",
+            w.who(),
+            w.pages(),
+            w.delivered(),
+            w.withSensitive(),
+            SENSITIVE,
             p.administrator() ? "" : " (expected 0)");
       }
     }
-    System.out.printf("%-5s %-13s %6s %9s %10s %7s %10s %11s | %8s %8s %8s | %5s %5s %5s  %s%n", "round", "principal",
-        "pages", "changes", "delivered", "s", "changes/s", "delivered/s", "page p50", "p99", "max", "JVM", "PG", "all",
+    System.out.printf(
+        "%-5s %-13s %6s %9s %10s %7s %10s %11s | %8s %8s %8s | %5s %5s %5s  %s%n",
+        "round",
+        "principal",
+        "pages",
+        "changes",
+        "delivered",
+        "s",
+        "changes/s",
+        "delivered/s",
+        "page p50",
+        "p99",
+        "max",
+        "JVM",
+        "PG",
+        "all",
         "failed");
     List<ReadRun> admins = new ArrayList<>();
     List<ReadRun> readers = new ArrayList<>();
@@ -261,15 +366,32 @@ public final class FeedBenchmark {
         ReadRun run = readFeed(feeds, p, Long.MAX_VALUE, false);
         (p.administrator() ? admins : readers).add(run);
         double s = run.seconds();
-        System.out.printf(Locale.ROOT, "%-5d %-13s %,6d %,9d %,10d %7.2f %,10.0f %,11.0f | %8.2f %8.2f %8.1f | %5.2f %5.2f %5.2f  %s%n",
-            r, run.who(), run.pages(), positions, run.delivered(), s, positions / s, run.delivered() / s,
-            ms(run.latency(), 50), ms(run.latency(), 99), run.latency().getMaxValue() / 1000.0, run.jvmCpu() / s,
-            run.pgCpu() / s, run.machineCpu() / s, run.failures().isEmpty() ? "0" : run.failures().toString());
+        System.out.printf(
+            Locale.ROOT,
+            "%-5d %-13s %,6d %,9d %,10d %7.2f %,10.0f %,11.0f | %8.2f %8.2f %8.1f | %5.2f %5.2f %5.2f  %s%n",
+            r,
+            run.who(),
+            run.pages(),
+            positions,
+            run.delivered(),
+            s,
+            positions / s,
+            run.delivered() / s,
+            ms(run.latency(), 50),
+            ms(run.latency(), 99),
+            run.latency().getMaxValue() / 1000.0,
+            run.jvmCpu() / s,
+            run.pgCpu() / s,
+            run.machineCpu() / s,
+            run.failures().isEmpty() ? "0" : run.failures().toString());
       }
     }
-    System.out.println("changes = positions of the feed read (every change of the collection); delivered = changes the"
-        + " principal may see; page = one\nFeeds.read (latency in ms); JVM / PG / all = cores busy during the read: this JVM,"
-        + " the PostgreSQL backends of " + DATABASE + ", the whole machine");
+    System.out.println(
+        "changes = positions of the feed read (every change of the collection); delivered = changes the"
+            + " principal may see; page = one\nFeeds.read (latency in ms); JVM / PG / all = cores busy during the read: this JVM,"
+            + " the PostgreSQL backends of "
+            + DATABASE
+            + ", the whole machine");
     long total = positions;
     double[] adminRates = admins.stream().mapToDouble(run -> total / run.seconds()).toArray();
     double[] readerRates = readers.stream().mapToDouble(run -> total / run.seconds()).toArray();
@@ -283,17 +405,33 @@ public final class FeedBenchmark {
     Histogram readerPages = new Histogram(MAX_MICROS, 3);
     admins.forEach(run -> adminPages.add(run.latency()));
     readers.forEach(run -> readerPages.add(run.latency()));
-    System.out.printf(Locale.ROOT, "feed summary (medians over %d rounds): administrator %,.0f changes/s (%,.0f..%,.0f), page p50"
+    System.out.printf(
+        Locale.ROOT,
+        "feed summary (medians over %d rounds): administrator %,.0f changes/s (%,.0f..%,.0f), page p50"
             + " %.1f ms, p99 %.1f ms;%n              restricted %,.0f changes/s (%,.0f..%,.0f; %,.0f delivered/s), page p50"
             + " %.1f ms, p99 %.1f ms;%n              restricted / administrator per round: %s, median %.2f%n",
-        options.rounds, median(adminRates), min(adminRates), max(adminRates), ms(adminPages, 50), ms(adminPages, 99),
-        median(readerRates), min(readerRates), max(readerRates),
-        median(readers.stream().mapToDouble(run -> run.delivered() / run.seconds()).toArray()), ms(readerPages, 50),
-        ms(readerPages, 99), each, median(ratios));
+        options.rounds,
+        median(adminRates),
+        min(adminRates),
+        max(adminRates),
+        ms(adminPages, 50),
+        ms(adminPages, 99),
+        median(readerRates),
+        min(readerRates),
+        max(readerRates),
+        median(readers.stream().mapToDouble(run -> run.delivered() / run.seconds()).toArray()),
+        ms(readerPages, 50),
+        ms(readerPages, 99),
+        each,
+        median(ratios));
   }
 
-  /** Reads the feed from the beginning, page after page, until hasMore is false or {@code maxPages} were read. */
-  private ReadRun readFeed(Feeds feeds, Principal principal, long maxPages, boolean check) throws Exception {
+  /**
+   * Reads the feed from the beginning, page after page, until hasMore is false or {@code maxPages}
+   * were read.
+   */
+  private ReadRun readFeed(Feeds feeds, Principal principal, long maxPages, boolean check)
+      throws Exception {
     Histogram latency = new Histogram(MAX_MICROS, 3);
     Map<String, Long> failures = new TreeMap<>();
     long pages = 0;
@@ -313,7 +451,8 @@ public final class FeedBenchmark {
       } catch (Exception e) {
         failures.merge(kind(e), 1L, Long::sum);
         if (++consecutiveFailures > 100) {
-          throw new IllegalStateException("reading the feed failed 100 times in a row: " + failures);
+          throw new IllegalStateException(
+              "reading the feed failed 100 times in a row: " + failures);
         }
         Thread.sleep(10);
         continue;
@@ -342,13 +481,34 @@ public final class FeedBenchmark {
     for (Map.Entry<Long, Double> backend : backendCpu().entrySet()) {
       pg += backend.getValue() - pg0.getOrDefault(backend.getKey(), 0.0);
     }
-    return new ReadRun(principal.administrator() ? "administrator" : "restricted", pages, delivered, withSensitive, seconds,
-        latency, jvm, pg, machine, failures);
+    return new ReadRun(
+        principal.administrator() ? "administrator" : "restricted",
+        pages,
+        delivered,
+        withSensitive,
+        seconds,
+        latency,
+        jvm,
+        pg,
+        machine,
+        failures);
   }
 
   private String feedBody(SplittableRandom random, int i, String id) {
-    String head = "{\"acl\":[\"" + (i % 2 == 0 ? READER : OTHER) + "\"],\"bucket\":" + (i % 10) + ",\"id\":\"" + id
-        + "\",\"n\":" + i + ",\"" + SENSITIVE + "\":\"" + Long.toHexString(random.nextLong()) + "\",\"pad\":\"";
+    String head =
+        "{\"acl\":[\""
+            + (i % 2 == 0 ? READER : OTHER)
+            + "\"],\"bucket\":"
+            + (i % 10)
+            + ",\"id\":\""
+            + id
+            + "\",\"n\":"
+            + i
+            + ",\""
+            + SENSITIVE
+            + "\":\""
+            + Long.toHexString(random.nextLong())
+            + "\",\"pad\":\"";
     return pad(random, head, options.bodyBytes);
   }
 
@@ -366,7 +526,8 @@ public final class FeedBenchmark {
    * One upsert per id, grouped by partition into ApplyFrames of {@code --frame-upserts}, the
    * partitions' frames interleaved, {@code --load-in-flight} frames asked at once.
    */
-  private Load preload(Documents documents, String collection, List<String> ids, IntFunction<String> body)
+  private Load preload(
+      Documents documents, String collection, List<String> ids, IntFunction<String> body)
       throws Exception {
     List<List<Integer>> byPartition = new ArrayList<>();
     for (int p = 0; p < documents.partitions(); p++) {
@@ -402,28 +563,34 @@ public final class FeedBenchmark {
       }
       String commandId = "fbench-" + collection + "-" + (n++);
       inFlight.acquire();
-      documents.<FrameReply>ask(f[0], r -> new ApplyFrame(commandId, upserts, Optional.empty(), r))
-          .whenComplete((reply, error) -> {
-            if (error != null) {
-              failures.merge(kind(error), 1L, Long::sum);
-            } else if (!(reply instanceof Applied)) {
-              failures.merge(reply.getClass().getSimpleName(), 1L, Long::sum);
-            }
-            inFlight.release();
-          });
+      documents
+          .<FrameReply>ask(f[0], r -> new ApplyFrame(commandId, upserts, Optional.empty(), r))
+          .whenComplete(
+              (reply, error) -> {
+                if (error != null) {
+                  failures.merge(kind(error), 1L, Long::sum);
+                } else if (!(reply instanceof Applied)) {
+                  failures.merge(reply.getClass().getSimpleName(), 1L, Long::sum);
+                }
+                inFlight.release();
+              });
     }
     inFlight.acquire(options.loadInFlight);
     inFlight.release(options.loadInFlight);
     double seconds = (System.nanoTime() - t0) / 1e9;
     if (!failures.isEmpty()) {
-      throw new IllegalStateException("preloading " + collection + " failed: " + new TreeMap<>(failures));
+      throw new IllegalStateException(
+          "preloading " + collection + " failed: " + new TreeMap<>(failures));
     }
     return new Load(seconds, new TreeMap<>(failures));
   }
 
   // ==== 2. live queries ====
 
-  /** One live query: its predicate, cursor and copy of the result (id -> revision); touched by its own loop only. */
+  /**
+   * One live query: its predicate, cursor and copy of the result (id -> revision); touched by its
+   * own loop only.
+   */
   private static final class LiveQuery {
     final int bucket;
     final Q1Query query;
@@ -445,8 +612,10 @@ public final class FeedBenchmark {
     long morePages;
     long upserts;
     long removes;
+
     /** Deltas whose write's answer had not been processed yet when the read returned them. */
     long unmatched;
+
     final Histogram readLatency = new Histogram(MAX_MICROS, 3);
     final Histogram ackToSeen = new Histogram(MAX_MICROS, 3);
     final Histogram sentToSeen = new Histogram(MAX_MICROS, 3);
@@ -496,7 +665,8 @@ public final class FeedBenchmark {
       ids.add("l" + k);
       bucketOf.set(k, random.nextInt(predicates));
     }
-    Load load = preload(documents, LIVE, ids, k -> liveBody(random, ids.get(k), bucketOf.get(k), 0));
+    Load load =
+        preload(documents, LIVE, ids, k -> liveBody(random, ids.get(k), bucketOf.get(k), 0));
     int[] queriesPerBucket = new int[predicates];
     List<LiveQuery> queries = new ArrayList<>();
     for (int i = 0; i < options.liveQueries; i++) {
@@ -506,14 +676,27 @@ public final class FeedBenchmark {
       q.putObject("where").put("op", "eq").put("field", "bucket").put("value", bucket);
       queries.add(new LiveQuery(bucket, Q1Query.parse(q)));
     }
-    Principal principal = new Principal("bench-live", false,
-        Map.of(LIVE, Set.of("QueryRead", "DocumentsRead", "ChangesRead", "FieldUse:*")), 0);
-    System.out.printf(Locale.ROOT, "2. live queries: collection %s (no policy), %,d documents of %,d bytes preloaded in %.1f s,"
+    Principal principal =
+        new Principal(
+            "bench-live",
+            false,
+            Map.of(LIVE, Set.of("QueryRead", "DocumentsRead", "ChangesRead", "FieldUse:*")),
+            0);
+    System.out.printf(
+        Locale.ROOT,
+        "2. live queries: collection %s (no policy), %,d documents of %,d bytes preloaded in %.1f s,"
             + " each in one of %d buckets;%n   %,d live queries {\"op\":\"eq\",\"field\":\"bucket\",\"value\":k}, k = i mod"
             + " %d (%,d per predicate), principal %s (QueryRead, DocumentsRead,%n   ChangesRead, FieldUse:*; not an"
             + " administrator)%n",
-        LIVE, keys, options.liveBodyBytes, load.seconds(), predicates, options.liveQueries, predicates,
-        options.liveQueries / predicates, principal.id());
+        LIVE,
+        keys,
+        options.liveBodyBytes,
+        load.seconds(),
+        predicates,
+        options.liveQueries,
+        predicates,
+        options.liveQueries / predicates,
+        principal.id());
 
     // Start them, 16 at a time.
     Histogram starts = new Histogram(MAX_MICROS, 3);
@@ -523,43 +706,60 @@ public final class FeedBenchmark {
     long t0 = System.nanoTime();
     List<java.util.concurrent.Future<?>> started = new ArrayList<>();
     for (LiveQuery q : queries) {
-      started.add(starters.submit(() -> {
-        for (int attempt = 0; ; attempt++) {
-          long t = System.nanoTime();
-          try {
-            Feeds.Result result = get(feeds.startLive(principal, q.query, Integer.MAX_VALUE, maxBytes));
-            synchronized (starts) {
-              starts.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
-            }
-            q.cursor = result.cursor();
-            result.rows().forEach(row -> q.rows.put(row.id(), row.revision()));
-            initialRows.addAndGet(result.rows().size());
-            return null;
-          } catch (Exception e) {
-            startFailures.merge(kind(e), 1L, Long::sum);
-            if (attempt >= 100) {
-              throw e;
-            }
-            Thread.sleep(20);
-          }
-        }
-      }));
+      started.add(
+          starters.submit(
+              () -> {
+                for (int attempt = 0; ; attempt++) {
+                  long t = System.nanoTime();
+                  try {
+                    Feeds.Result result =
+                        get(feeds.startLive(principal, q.query, Integer.MAX_VALUE, maxBytes));
+                    synchronized (starts) {
+                      starts.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
+                    }
+                    q.cursor = result.cursor();
+                    result.rows().forEach(row -> q.rows.put(row.id(), row.revision()));
+                    initialRows.addAndGet(result.rows().size());
+                    return null;
+                  } catch (Exception e) {
+                    startFailures.merge(kind(e), 1L, Long::sum);
+                    if (attempt >= 100) {
+                      throw e;
+                    }
+                    Thread.sleep(20);
+                  }
+                }
+              }));
     }
     for (var f : started) {
       f.get();
     }
     starters.shutdown();
     double startSeconds = (System.nanoTime() - t0) / 1e9;
-    System.out.printf(Locale.ROOT, "   started (Feeds.startLive, 16 at a time) in %.1f s: p50 %.1f ms, p99 %.1f ms, max %.1f ms;"
+    System.out.printf(
+        Locale.ROOT,
+        "   started (Feeds.startLive, 16 at a time) in %.1f s: p50 %.1f ms, p99 %.1f ms, max %.1f ms;"
             + " %,d initial rows in all; retried %s%n",
-        startSeconds, ms(starts, 50), ms(starts, 99), starts.getMaxValue() / 1000.0, initialRows.get(),
+        startSeconds,
+        ms(starts, 50),
+        ms(starts, 99),
+        starts.getMaxValue() / 1000.0,
+        initialRows.get(),
         startFailures.isEmpty() ? "0" : new TreeMap<>(startFailures));
-    System.out.printf(Locale.ROOT, "   loops: each live query reads Feeds.readLive (limit %,d positions, maxBytes %d MiB) with its"
+    System.out.printf(
+        Locale.ROOT,
+        "   loops: each live query reads Feeds.readLive (limit %,d positions, maxBytes %d MiB) with its"
             + " cursor and applies the deltas to its copy of the result;%n   it reads again at once after a read that"
             + " delivered deltas or had more waiting, else after %d ms; 2 threads schedule the loops%n",
-        options.pageLimit, maxBytes >> 20, options.idlePauseMs);
-    System.out.printf(Locale.ROOT, "   writes: %,d/s paced (at most %,d awaiting their answer), Documents.put of a random document"
-            + " (one written at a time) with a random bucket%n", options.writeRate, options.writeInFlight);
+        options.pageLimit,
+        maxBytes >> 20,
+        options.idlePauseMs);
+    System.out.printf(
+        Locale.ROOT,
+        "   writes: %,d/s paced (at most %,d awaiting their answer), Documents.put of a random document"
+            + " (one written at a time) with a random bucket%n",
+        options.writeRate,
+        options.writeInFlight);
 
     // The loops and the writer.
     live = new LiveStats();
@@ -569,7 +769,8 @@ public final class FeedBenchmark {
     for (LiveQuery q : queries) {
       loops.execute(() -> poll(feeds, principal, q, loops, stopped));
     }
-    Thread writer = new Thread(() -> writeLoop(documents, bucketOf, queriesPerBucket), "bench-live-writer");
+    Thread writer =
+        new Thread(() -> writeLoop(documents, bucketOf, queriesPerBucket), "bench-live-writer");
     writer.setDaemon(true);
     writer.start();
 
@@ -580,8 +781,13 @@ public final class FeedBenchmark {
     LiveStats window = begin();
     warmup.end = window.start;
     if (options.liveWarmupSeconds > 0) {
-      System.out.printf(Locale.ROOT, "   warm-up (not reported): %.1f s, %,d reads, %,d deltas, %,d writes%n", warmup.seconds(),
-          warmup.reads, warmup.upserts + warmup.removes, warmup.writes);
+      System.out.printf(
+          Locale.ROOT,
+          "   warm-up (not reported): %.1f s, %,d reads, %,d deltas, %,d writes%n",
+          warmup.seconds(),
+          warmup.reads,
+          warmup.upserts + warmup.removes,
+          warmup.writes);
     }
     Thread.sleep(TimeUnit.SECONDS.toMillis(options.liveSeconds));
     writing = false;
@@ -592,7 +798,8 @@ public final class FeedBenchmark {
     writer.join(TimeUnit.SECONDS.toMillis(ASK.toSeconds() + 5));
     // The drain: no writes; until every expected delta was delivered, or --drain-seconds.
     long drainDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(options.drainSeconds);
-    while (System.nanoTime() < drainDeadline && (writesInFlight.get() > 0 || delivered.get() < expected.get())) {
+    while (System.nanoTime() < drainDeadline
+        && (writesInFlight.get() > 0 || delivered.get() < expected.get())) {
       Thread.sleep(20);
     }
     polling = false;
@@ -607,7 +814,10 @@ public final class FeedBenchmark {
     reportLive(window, drain, lagAtEnd, behindAtEnd, rows, answering(documents));
   }
 
-  /** How many partitions answer GetStatus within 10 s (an overload can stop partitions: journal writes failed). */
+  /**
+   * How many partitions answer GetStatus within 10 s (an overload can stop partitions: journal
+   * writes failed).
+   */
   private static int answering(Documents documents) {
     List<CompletableFuture<PartitionStatus>> asks = new ArrayList<>();
     for (int n = 0; n < documents.partitions(); n++) {
@@ -645,7 +855,12 @@ public final class FeedBenchmark {
   }
 
   /** One read of a live query's loop; schedules the next. */
-  private void poll(Feeds feeds, Principal principal, LiveQuery q, ScheduledExecutorService loops, CountDownLatch stopped) {
+  private void poll(
+      Feeds feeds,
+      Principal principal,
+      LiveQuery q,
+      ScheduledExecutorService loops,
+      CountDownLatch stopped) {
     if (!polling) {
       stopped.countDown();
       return;
@@ -657,56 +872,58 @@ public final class FeedBenchmark {
     } catch (RuntimeException e) {
       stage = CompletableFuture.failedFuture(e);
     }
-    stage.whenComplete((page, error) -> {
-      long now = System.nanoTime();
-      LiveStats s = live;
-      long pause;
-      if (error != null) {
-        s.failure(kind(error));
-        pause = Math.max(10, options.idlePauseMs);
-      } else {
-        q.cursor = page.cursor();
-        int deliveredHere = 0;
-        synchronized (s) {
-          s.reads++;
-          s.readLatency.recordValue(Math.min((now - t0) / 1000, MAX_MICROS));
-          if (page.hasMore()) {
-            s.morePages++;
-          }
-          for (Feeds.Delta d : page.deltas()) {
-            if (d.upsert()) {
-              q.rows.put(d.id(), d.revision());
-              s.upserts++;
-            } else {
-              q.rows.remove(d.id());
-              s.removes++;
+    stage.whenComplete(
+        (page, error) -> {
+          long now = System.nanoTime();
+          LiveStats s = live;
+          long pause;
+          if (error != null) {
+            s.failure(kind(error));
+            pause = Math.max(10, options.idlePauseMs);
+          } else {
+            q.cursor = page.cursor();
+            int deliveredHere = 0;
+            synchronized (s) {
+              s.reads++;
+              s.readLatency.recordValue(Math.min((now - t0) / 1000, MAX_MICROS));
+              if (page.hasMore()) {
+                s.morePages++;
+              }
+              for (Feeds.Delta d : page.deltas()) {
+                if (d.upsert()) {
+                  q.rows.put(d.id(), d.revision());
+                  s.upserts++;
+                } else {
+                  q.rows.remove(d.id());
+                  s.removes++;
+                }
+                deliveredHere++;
+                long[] w = written.get(key(d.partition(), d.sequence()));
+                if (w == null) {
+                  s.unmatched++;
+                } else {
+                  s.sentToSeen.recordValue(Math.min(Math.max(0, now - w[0]) / 1000, MAX_MICROS));
+                  s.ackToSeen.recordValue(Math.min(Math.max(0, now - w[1]) / 1000, MAX_MICROS));
+                }
+              }
+              if (page.deltas().isEmpty() && !page.hasMore()) {
+                s.idleReads++;
+              }
             }
-            deliveredHere++;
-            long[] w = written.get(key(d.partition(), d.sequence()));
-            if (w == null) {
-              s.unmatched++;
+            delivered.addAndGet(deliveredHere);
+            pause = page.deltas().isEmpty() && !page.hasMore() ? options.idlePauseMs : 0;
+          }
+          try {
+            if (pause == 0) {
+              loops.execute(() -> poll(feeds, principal, q, loops, stopped));
             } else {
-              s.sentToSeen.recordValue(Math.min(Math.max(0, now - w[0]) / 1000, MAX_MICROS));
-              s.ackToSeen.recordValue(Math.min(Math.max(0, now - w[1]) / 1000, MAX_MICROS));
+              loops.schedule(
+                  () -> poll(feeds, principal, q, loops, stopped), pause, TimeUnit.MILLISECONDS);
             }
+          } catch (java.util.concurrent.RejectedExecutionException e) {
+            stopped.countDown();
           }
-          if (page.deltas().isEmpty() && !page.hasMore()) {
-            s.idleReads++;
-          }
-        }
-        delivered.addAndGet(deliveredHere);
-        pause = page.deltas().isEmpty() && !page.hasMore() ? options.idlePauseMs : 0;
-      }
-      try {
-        if (pause == 0) {
-          loops.execute(() -> poll(feeds, principal, q, loops, stopped));
-        } else {
-          loops.schedule(() -> poll(feeds, principal, q, loops, stopped), pause, TimeUnit.MILLISECONDS);
-        }
-      } catch (java.util.concurrent.RejectedExecutionException e) {
-        stopped.countDown();
-      }
-    });
+        });
   }
 
   private static long key(int partition, long sequence) {
@@ -714,9 +931,9 @@ public final class FeedBenchmark {
   }
 
   /**
-   * The paced writer: issues writes as the schedule says ({@code --write-rate} per second since
-   * the start), each on a random document not being written, while fewer than {@code
-   * --write-in-flight} await their answer; behind schedule it catches up as answers come.
+   * The paced writer: issues writes as the schedule says ({@code --write-rate} per second since the
+   * start), each on a random document not being written, while fewer than {@code --write-in-flight}
+   * await their answer; behind schedule it catches up as answers come.
    */
   private void writeLoop(Documents documents, AtomicIntegerArray bucketOf, int[] queriesPerBucket) {
     SplittableRandom random = new SplittableRandom(System.nanoTime());
@@ -741,20 +958,24 @@ public final class FeedBenchmark {
         writesInFlight.incrementAndGet();
         long sent = System.nanoTime();
         issued++;
-        documents.put(LIVE, id, body, Optional.empty(), Optional.empty()).whenComplete((reply, error) -> {
-          long ack = System.nanoTime();
-          LiveStats s = live;
-          if (reply instanceof Applied a) {
-            written.put(key(partition, a.firstSequence()), new long[] {sent, ack});
-            expected.addAndGet(queriesPerBucket[bucket] + (old != bucket ? queriesPerBucket[old] : 0));
-            s.write((ack - sent) / 1000);
-          } else {
-            bucketOf.set(key, old);
-            s.writeFailure(error != null ? kind(error) : reply.getClass().getSimpleName());
-          }
-          busy.set(key, 0);
-          writesInFlight.decrementAndGet();
-        });
+        documents
+            .put(LIVE, id, body, Optional.empty(), Optional.empty())
+            .whenComplete(
+                (reply, error) -> {
+                  long ack = System.nanoTime();
+                  LiveStats s = live;
+                  if (reply instanceof Applied a) {
+                    written.put(key(partition, a.firstSequence()), new long[] {sent, ack});
+                    expected.addAndGet(
+                        queriesPerBucket[bucket] + (old != bucket ? queriesPerBucket[old] : 0));
+                    s.write((ack - sent) / 1000);
+                  } else {
+                    bucketOf.set(key, old);
+                    s.writeFailure(error != null ? kind(error) : reply.getClass().getSimpleName());
+                  }
+                  busy.set(key, 0);
+                  writesInFlight.decrementAndGet();
+                });
       }
       writesBehind = due - issued;
       LockSupport.parkNanos(500_000);
@@ -762,48 +983,113 @@ public final class FeedBenchmark {
   }
 
   private String liveBody(SplittableRandom random, String id, int bucket, long n) {
-    return pad(random, "{\"bucket\":" + bucket + ",\"id\":\"" + id + "\",\"n\":" + n + ",\"pad\":\"", options.liveBodyBytes);
+    return pad(
+        random,
+        "{\"bucket\":" + bucket + ",\"id\":\"" + id + "\",\"n\":" + n + ",\"pad\":\"",
+        options.liveBodyBytes);
   }
 
-  private void reportLive(LiveStats w, LiveStats d, long lagAtEnd, long behindAtEnd, long rows, int answering) {
+  private void reportLive(
+      LiveStats w, LiveStats d, long lagAtEnd, long behindAtEnd, long rows, int answering) {
     double s = w.seconds();
     long deltas = w.upserts + w.removes;
     System.out.printf(Locale.ROOT, "measured window: %.2f s%n", s);
-    System.out.printf(Locale.ROOT, "   reads:   %,d (%,.0f/s, %,.2f per live query per s); latency p50 %.2f ms, p90 %.2f ms, p99"
+    System.out.printf(
+        Locale.ROOT,
+        "   reads:   %,d (%,.0f/s, %,.2f per live query per s); latency p50 %.2f ms, p90 %.2f ms, p99"
             + " %.2f ms, max %.1f ms;%n            %,d with more waiting (hasMore), %,d idle (nothing delivered, nothing"
             + " more: then the %d ms pause); failed %s%n",
-        w.reads, w.reads / s, w.reads / s / options.liveQueries, ms(w.readLatency, 50), ms(w.readLatency, 90),
-        ms(w.readLatency, 99), w.readLatency.getMaxValue() / 1000.0, w.morePages, w.idleReads, options.idlePauseMs,
+        w.reads,
+        w.reads / s,
+        w.reads / s / options.liveQueries,
+        ms(w.readLatency, 50),
+        ms(w.readLatency, 90),
+        ms(w.readLatency, 99),
+        w.readLatency.getMaxValue() / 1000.0,
+        w.morePages,
+        w.idleReads,
+        options.idlePauseMs,
         w.failures.isEmpty() ? "0" : w.failures.toString());
-    System.out.printf(Locale.ROOT, "   deltas:  %,d delivered (%,.0f/s: %,d upserts, %,d removes); expected but not yet delivered"
-            + " at the window's end: %,d%n", deltas, deltas / s, w.upserts, w.removes, lagAtEnd);
-    System.out.printf(Locale.ROOT, "   writes:  %,d answered (%,.0f/s of %,d/s asked), p50 %.2f ms, p99 %.2f ms, max %.1f ms;"
+    System.out.printf(
+        Locale.ROOT,
+        "   deltas:  %,d delivered (%,.0f/s: %,d upserts, %,d removes); expected but not yet delivered"
+            + " at the window's end: %,d%n",
+        deltas,
+        deltas / s,
+        w.upserts,
+        w.removes,
+        lagAtEnd);
+    System.out.printf(
+        Locale.ROOT,
+        "   writes:  %,d answered (%,.0f/s of %,d/s asked), p50 %.2f ms, p99 %.2f ms, max %.1f ms;"
             + " behind schedule at the end %,d; failed %s%n",
-        w.writes, w.writes / s, options.writeRate, ms(w.writeLatency, 50), ms(w.writeLatency, 99),
-        w.writeLatency.getMaxValue() / 1000.0, behindAtEnd, w.writeFailures.isEmpty() ? "0" : w.writeFailures.toString());
-    System.out.printf(Locale.ROOT, "   delay:   write answered -> delta returned by a read: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms,"
+        w.writes,
+        w.writes / s,
+        options.writeRate,
+        ms(w.writeLatency, 50),
+        ms(w.writeLatency, 99),
+        w.writeLatency.getMaxValue() / 1000.0,
+        behindAtEnd,
+        w.writeFailures.isEmpty() ? "0" : w.writeFailures.toString());
+    System.out.printf(
+        Locale.ROOT,
+        "   delay:   write answered -> delta returned by a read: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms,"
             + " max %.1f ms;%n            write asked -> delta returned: p50 %.1f ms, p99 %.1f ms (%,d deltas; %,d more"
             + " were returned before their write's answer%n            was processed: not in these figures)%n",
-        ms(w.ackToSeen, 50), ms(w.ackToSeen, 90), ms(w.ackToSeen, 99), w.ackToSeen.getMaxValue() / 1000.0,
-        ms(w.sentToSeen, 50), ms(w.sentToSeen, 99), w.ackToSeen.getTotalCount(), w.unmatched);
-    System.out.printf(Locale.ROOT, "   CPU:     this JVM %.2f cores, PostgreSQL backends of %s %.2f cores, the whole machine"
-            + " %.2f cores%n", w.jvmCpu / s, DATABASE, w.pgCpu / s, w.machineCpu / s);
+        ms(w.ackToSeen, 50),
+        ms(w.ackToSeen, 90),
+        ms(w.ackToSeen, 99),
+        w.ackToSeen.getMaxValue() / 1000.0,
+        ms(w.sentToSeen, 50),
+        ms(w.sentToSeen, 99),
+        w.ackToSeen.getTotalCount(),
+        w.unmatched);
+    System.out.printf(
+        Locale.ROOT,
+        "   CPU:     this JVM %.2f cores, PostgreSQL backends of %s %.2f cores, the whole machine"
+            + " %.2f cores%n",
+        w.jvmCpu / s,
+        DATABASE,
+        w.pgCpu / s,
+        w.machineCpu / s);
     if (options.drainSeconds > 0) {
       boolean caughtUp = delivered.get() >= expected.get();
-      System.out.printf(Locale.ROOT, "drain (writes stopped): %s after %.1f s; %,d deltas delivered, %,d reads (p50 %.1f ms, p99"
+      System.out.printf(
+          Locale.ROOT,
+          "drain (writes stopped): %s after %.1f s; %,d deltas delivered, %,d reads (p50 %.1f ms, p99"
               + " %.1f ms); delay p50 %.1f ms, p99 %.1f ms%n",
-          caughtUp ? "every expected delta delivered" : String.format(Locale.ROOT, "%,d deltas still undelivered",
-              expected.get() - delivered.get()), d.seconds(), d.upserts + d.removes, d.reads, ms(d.readLatency, 50),
-          ms(d.readLatency, 99), ms(d.ackToSeen, 50), ms(d.ackToSeen, 99));
+          caughtUp
+              ? "every expected delta delivered"
+              : String.format(
+                  Locale.ROOT, "%,d deltas still undelivered", expected.get() - delivered.get()),
+          d.seconds(),
+          d.upserts + d.removes,
+          d.reads,
+          ms(d.readLatency, 50),
+          ms(d.readLatency, 99),
+          ms(d.ackToSeen, 50),
+          ms(d.ackToSeen, 99));
     }
-    System.out.printf("   rows held by the live queries' copies at the end: %,d in all; partitions answering GetStatus"
-        + " after the run: %d of %d%n", rows, answering, options.partitions);
+    System.out.printf(
+        "   rows held by the live queries' copies at the end: %,d in all; partitions answering GetStatus"
+            + " after the run: %d of %d%n",
+        rows, answering, options.partitions);
     System.out.println(LINE);
-    System.out.printf(Locale.ROOT, "live summary: %,d live queries, %,d writes/s asked, %,.0f answered; readLive p50 %.2f ms, p99"
+    System.out.printf(
+        Locale.ROOT,
+        "live summary: %,d live queries, %,d writes/s asked, %,.0f answered; readLive p50 %.2f ms, p99"
             + " %.2f ms, max %.1f ms; %,.0f reads/s;%n              %,.0f deltas/s; write answered -> delta seen p50 %.1f ms,"
             + " p99 %.1f ms; BUSY refusals %,d%n",
-        options.liveQueries, options.writeRate, w.writes / s, ms(w.readLatency, 50), ms(w.readLatency, 99),
-        w.readLatency.getMaxValue() / 1000.0, w.reads / s, deltas / s, ms(w.ackToSeen, 50), ms(w.ackToSeen, 99),
+        options.liveQueries,
+        options.writeRate,
+        w.writes / s,
+        ms(w.readLatency, 50),
+        ms(w.readLatency, 99),
+        w.readLatency.getMaxValue() / 1000.0,
+        w.reads / s,
+        deltas / s,
+        ms(w.ackToSeen, 50),
+        ms(w.ackToSeen, 99),
         w.failures.getOrDefault("Refused busy", 0L));
     System.out.println(LINE);
   }
@@ -814,9 +1100,13 @@ public final class FeedBenchmark {
     return stage.toCompletableFuture().get(ASK.toSeconds() + 5, TimeUnit.SECONDS);
   }
 
-  /** A failure's kind: a refusal's code or the class, unwrapped from the future's wrappers (never a message). */
+  /**
+   * A failure's kind: a refusal's code or the class, unwrapped from the future's wrappers (never a
+   * message).
+   */
   private static String kind(Throwable e) {
-    while ((e instanceof ExecutionException || e instanceof CompletionException) && e.getCause() != null) {
+    while ((e instanceof ExecutionException || e instanceof CompletionException)
+        && e.getCause() != null) {
       e = e.getCause();
     }
     if (e instanceof Feeds.Refused r) {
@@ -852,13 +1142,18 @@ public final class FeedBenchmark {
     };
   }
 
-  /** CPU seconds used so far by each PostgreSQL backend connected to the benchmark database (this query's excepted). */
+  /**
+   * CPU seconds used so far by each PostgreSQL backend connected to the benchmark database (this
+   * query's excepted).
+   */
   private Map<Long, Double> backendCpu() throws SQLException {
     Map<Long, Double> out = new TreeMap<>();
     try (Connection c = DriverManager.getConnection(benchUrl, options.user, options.password);
         Statement s = c.createStatement();
-        ResultSet rs = s.executeQuery("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-            + " AND pid <> pg_backend_pid()")) {
+        ResultSet rs =
+            s.executeQuery(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    + " AND pid <> pg_backend_pid()")) {
       while (rs.next()) {
         out.put(rs.getLong(1), CpuTimes.process(rs.getLong(1)));
       }

@@ -44,13 +44,16 @@ class FinishingSink implements ChangeSink, DrainCounts {
     long added = r;
     boolean done = last;
     int n = batch.size();
-    return inner.apply(batch).thenRun(() -> {
-      rows += added;
-      transactions += n;
-      if (done) {
-        finished.complete(System.nanoTime());
-      }
-    });
+    return inner
+        .apply(batch)
+        .thenRun(
+            () -> {
+              rows += added;
+              transactions += n;
+              if (done) {
+                finished.complete(System.nanoTime());
+              }
+            });
   }
 
   @Override

@@ -57,7 +57,8 @@ record PartitionBenchOptions(
       Needs WEIR_PG_URL, WEIR_PG_USER and WEIR_PG_PASSWORD (eval "$(deploy/bin/pg.sh start)").
       """;
 
-  static PartitionBenchOptions parse(String[] args, Map<String, String> env) throws BenchOptions.UsageException {
+  static PartitionBenchOptions parse(String[] args, Map<String, String> env)
+      throws BenchOptions.UsageException {
     int writers = 16;
     int seconds = 20;
     int writes = 0;
@@ -81,8 +82,16 @@ record PartitionBenchOptions(
       switch (arg) {
         case "--help", "-h" -> throw new BenchOptions.UsageException("");
         case "--keep-database" -> keep = true;
-        case "--writers", "--seconds", "--writes", "--warmup-seconds", "--rounds", "--keys", "--collections",
-            "--body-bytes", "--documents", "--phases" -> {
+        case "--writers",
+            "--seconds",
+            "--writes",
+            "--warmup-seconds",
+            "--rounds",
+            "--keys",
+            "--collections",
+            "--body-bytes",
+            "--documents",
+            "--phases" -> {
           if (value == null) {
             if (i + 1 >= args.length) {
               throw new BenchOptions.UsageException(arg + " needs a value");
@@ -112,7 +121,8 @@ record PartitionBenchOptions(
                 switch (part.trim()) {
                   case "writes" -> writesPhase = true;
                   case "heap" -> heapPhase = true;
-                  default -> throw new BenchOptions.UsageException("--phases takes writes, heap or both");
+                  default ->
+                      throw new BenchOptions.UsageException("--phases takes writes, heap or both");
                 }
               }
             }
@@ -123,10 +133,24 @@ record PartitionBenchOptions(
     }
     String url = BenchOptions.require(env, "WEIR_PG_URL");
     if (!url.startsWith("jdbc:postgresql://")) {
-      throw new BenchOptions.UsageException("WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
+      throw new BenchOptions.UsageException(
+          "WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
     }
-    return new PartitionBenchOptions(writers, seconds, writes, warmup, rounds, keys, collections, bodyBytes, documents,
-        writesPhase, heapPhase, keep, url, env.getOrDefault("WEIR_PG_USER", "weir"),
+    return new PartitionBenchOptions(
+        writers,
+        seconds,
+        writes,
+        warmup,
+        rounds,
+        keys,
+        collections,
+        bodyBytes,
+        documents,
+        writesPhase,
+        heapPhase,
+        keep,
+        url,
+        env.getOrDefault("WEIR_PG_USER", "weir"),
         env.getOrDefault("WEIR_PG_PASSWORD", ""));
   }
 }

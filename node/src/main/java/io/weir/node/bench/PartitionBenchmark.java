@@ -64,10 +64,10 @@ import org.apache.pekko.cluster.typed.Join;
  * journal is the benchmark database ({@value #DATABASE}, durable, created afresh for each phase):
  *
  * <ol>
- *   <li><b>Document writes</b>: N writers, each asking one {@link ApplyFrame} (one {@link Upsert} of
- *       a JSON body) at a time of the document's partition through Cluster Sharding, over
- *       {@value #PARTITIONS} partitions; throughput, latency percentiles (HdrHistogram, from the ask
- *       to its answer) and journal events per frame (group commit), per round and as medians.
+ *   <li><b>Document writes</b>: N writers, each asking one {@link ApplyFrame} (one {@link Upsert}
+ *       of a JSON body) at a time of the document's partition through Cluster Sharding, over
+ *       {@value #PARTITIONS} partitions; throughput, latency percentiles (HdrHistogram, from the
+ *       ask to its answer) and journal events per frame (group commit), per round and as medians.
  *   <li><b>Heap</b> of one partition holding D documents (loaded as {@link LoadRows}): used heap
  *       after full GCs, minus the same before, per document; and the size of its snapshot row.
  *   <li><b>Recovery</b> of that partition in a new actor system on the same database: the time from
@@ -80,21 +80,28 @@ import org.apache.pekko.cluster.typed.Join;
  */
 public final class PartitionBenchmark {
   static final String DATABASE = "weir_pbench";
+
   /** Partitions of the writes phase (the default partition count). */
   static final int PARTITIONS = 64;
+
   private static final Duration ASK = Duration.ofSeconds(30);
   private static final String LINE = "-".repeat(118);
+
   /** Largest latency recorded (microseconds); asks time out well before. */
   static final long MAX_MICROS = TimeUnit.SECONDS.toMicros(120);
+
   /** The loaded partition of the heap phase. */
   private static final int LOADED = 0;
+
   private static final String HEX = "0123456789abcdef";
 
   private final PartitionBenchOptions options;
   private final String adminUrl;
   private final String benchUrl;
+
   /** Random hex text that bodies take their padding from (a body is never printed). */
   private final String padding;
+
   private int nodes;
 
   private PartitionBenchmark(PartitionBenchOptions options) {
@@ -104,7 +111,10 @@ public final class PartitionBenchmark {
     this.padding = padding(options.bodyBytes());
   }
 
-  /** {@code adminUrl} (jdbc:postgresql://host:port/db?params) with database {@code database} instead. */
+  /**
+   * {@code adminUrl} (jdbc:postgresql://host:port/db?params) with database {@code database}
+   * instead.
+   */
   static String databaseUrl(String adminUrl, String database) {
     URI uri = URI.create(adminUrl.substring("jdbc:".length()));
     String host = uri.getHost() == null ? "127.0.0.1" : uri.getHost();
@@ -113,7 +123,10 @@ public final class PartitionBenchmark {
     return "jdbc:postgresql://" + host + ":" + port + "/" + database + query;
   }
 
-  /** Random hex text, four times {@code bodyBytes} long, for {@link #body(SplittableRandom, String, int, String)}. */
+  /**
+   * Random hex text, four times {@code bodyBytes} long, for {@link #body(SplittableRandom, String,
+   * int, String)}.
+   */
   static String padding(int bodyBytes) {
     SplittableRandom random = new SplittableRandom(42);
     StringBuilder b = new StringBuilder(bodyBytes * 4);
@@ -124,24 +137,40 @@ public final class PartitionBenchmark {
   }
 
   public static void main(String[] args) {
-    BenchMain.main(args, PartitionBenchOptions::parse, PartitionBenchOptions.USAGE, options -> new PartitionBenchmark(options).run());
+    BenchMain.main(
+        args,
+        PartitionBenchOptions::parse,
+        PartitionBenchOptions.USAGE,
+        options -> new PartitionBenchmark(options).run());
   }
 
   private int run() throws Exception {
-    System.out.println("Weir partition benchmark, " + ZonedDateTime.now(ZoneOffset.UTC)
-        .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
+    System.out.println(
+        "Weir partition benchmark, "
+            + ZonedDateTime.now(ZoneOffset.UTC)
+                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
     System.out.println(LINE);
     CdcBenchmark.machine();
-    List<String> gcs = ManagementFactory.getGarbageCollectorMXBeans().stream().map(GarbageCollectorMXBean::getName).toList();
+    List<String> gcs =
+        ManagementFactory.getGarbageCollectorMXBeans().stream()
+            .map(GarbageCollectorMXBean::getName)
+            .toList();
     System.out.printf("GC:            %s%n", String.join(", ", gcs));
     try {
       recreateDatabase();
-      System.out.printf("PostgreSQL:    %s, shared_buffers %s, synchronous_commit %s, fsync %s; database %s%n",
-          show("server_version"), show("shared_buffers"), show("synchronous_commit"), show("fsync"), DATABASE);
+      System.out.printf(
+          "PostgreSQL:    %s, shared_buffers %s, synchronous_commit %s, fsync %s; database %s%n",
+          show("server_version"),
+          show("shared_buffers"),
+          show("synchronous_commit"),
+          show("fsync"),
+          DATABASE);
       PartitionSettings s = PartitionSettings.DEFAULTS;
-      System.out.printf("partitions:    one-node cluster (Cluster Sharding, role server), JDBC journal and snapshots in"
-          + " schema weir of %s;%n               group commit up to %d frames / %,d mutations per journal event,"
-          + " snapshots after 1,000 events and a quarter of the state in event bytes%n", DATABASE, s.maxBatchFrames(), s.maxBatchMutations());
+      System.out.printf(
+          "partitions:    one-node cluster (Cluster Sharding, role server), JDBC journal and snapshots in"
+              + " schema weir of %s;%n               group commit up to %d frames / %,d mutations per journal event,"
+              + " snapshots after 1,000 events and a quarter of the state in event bytes%n",
+          DATABASE, s.maxBatchFrames(), s.maxBatchMutations());
       System.out.println(LINE);
       if (options.writesPhase()) {
         writes();
@@ -152,8 +181,10 @@ public final class PartitionBenchmark {
         }
         heap();
       }
-      System.out.println("load average (1/5/15 min) at the end: " + CdcBenchmark.loadAverage()
-          + " -- above about 1 means something besides this benchmark competed for the CPUs");
+      System.out.println(
+          "load average (1/5/15 min) at the end: "
+              + CdcBenchmark.loadAverage()
+              + " -- above about 1 means something besides this benchmark competed for the CPUs");
       return 0;
     } finally {
       if (!options.keepDatabase()) {
@@ -165,7 +196,13 @@ public final class PartitionBenchmark {
   // --- 1. document writes ---
 
   /** One round of writes. */
-  record Round(long writes, long failures, long nanos, Histogram latency, long events, double cpuSeconds,
+  record Round(
+      long writes,
+      long failures,
+      long nanos,
+      Histogram latency,
+      long events,
+      double cpuSeconds,
       Map<String, Long> failuresByKind) {
     double rate() {
       return writes / (nanos / 1e9);
@@ -191,66 +228,126 @@ public final class PartitionBenchmark {
   }
 
   private void writes() throws Exception {
-    System.out.printf("1. document writes: %d writers, each waiting for its answer before the next write; ApplyFrame with"
+    System.out.printf(
+        "1. document writes: %d writers, each waiting for its answer before the next write; ApplyFrame with"
             + " one Upsert of a %,d-byte JSON body,%n   id uniform over %,d keys in each of %d collections, to the"
             + " document's partition of %d through Cluster Sharding (ask, %d s timeout)%n",
-        options.writers(), options.bodyBytes(), options.keys(), options.collections(), PARTITIONS, ASK.toSeconds());
-    System.out.printf("   %s, %d rounds, after a warm-up of %d s (not reported)%n",
-        options.seconds() > 0 ? options.seconds() + " s per round" : String.format("%,d writes per round", options.writes()),
-        options.rounds(), options.warmupSeconds());
+        options.writers(),
+        options.bodyBytes(),
+        options.keys(),
+        options.collections(),
+        PARTITIONS,
+        ASK.toSeconds());
+    System.out.printf(
+        "   %s, %d rounds, after a warm-up of %d s (not reported)%n",
+        options.seconds() > 0
+            ? options.seconds() + " s per round"
+            : String.format("%,d writes per round", options.writes()),
+        options.rounds(),
+        options.warmupSeconds());
     try (Node node = node()) {
       long start = System.nanoTime();
       for (int p = 0; p < PARTITIONS; p++) {
         node.status(p);
       }
       Config c = node.system.settings().config();
-      System.out.printf(Locale.ROOT, "   %d partitions started in %.2f s; journal: %s connections (weir.postgres.journal-pool-size),"
-              + " jdbc-journal batchSize %s, parallelism %s%n", PARTITIONS, (System.nanoTime() - start) / 1e9,
-          setting(c, "weir.postgres.journal-pool-size"), setting(c, "jdbc-journal.batchSize"),
+      System.out.printf(
+          Locale.ROOT,
+          "   %d partitions started in %.2f s; journal: %s connections (weir.postgres.journal-pool-size),"
+              + " jdbc-journal batchSize %s, parallelism %s%n",
+          PARTITIONS,
+          (System.nanoTime() - start) / 1e9,
+          setting(c, "weir.postgres.journal-pool-size"),
+          setting(c, "jdbc-journal.batchSize"),
           setting(c, "jdbc-journal.parallelism"));
-      ExecutorService pool = Executors.newFixedThreadPool(options.writers(), r -> {
-        Thread t = new Thread(r, "bench-writer");
-        t.setDaemon(true);
-        return t;
-      });
+      ExecutorService pool =
+          Executors.newFixedThreadPool(
+              options.writers(),
+              r -> {
+                Thread t = new Thread(r, "bench-writer");
+                t.setDaemon(true);
+                return t;
+              });
       try {
         if (options.warmupSeconds() > 0) {
           System.out.print("   warm-up ...");
           Round w = round(node, pool, 0, TimeUnit.SECONDS.toNanos(options.warmupSeconds()));
           System.out.printf(Locale.ROOT, " %,d writes, %,.0f writes/s%n", w.writes(), w.rate());
         }
-        System.out.printf("%6s %9s %7s %10s | %8s %8s %8s %8s %8s | %8s %8s | %9s %s%n", "round", "writes", "s",
-            "writes/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "events", "frm/evt", "CPU/1k", "failed");
+        System.out.printf(
+            "%6s %9s %7s %10s | %8s %8s %8s %8s %8s | %8s %8s | %9s %s%n",
+            "round",
+            "writes",
+            "s",
+            "writes/s",
+            "p50 ms",
+            "p90 ms",
+            "p99 ms",
+            "p99.9 ms",
+            "max ms",
+            "events",
+            "frm/evt",
+            "CPU/1k",
+            "failed");
         List<Round> rounds = new ArrayList<>();
         for (int r = 1; r <= options.rounds(); r++) {
-          Round round = round(node, pool, options.writes(), TimeUnit.SECONDS.toNanos(options.seconds()));
+          Round round =
+              round(node, pool, options.writes(), TimeUnit.SECONDS.toNanos(options.seconds()));
           rounds.add(round);
-          System.out.printf(Locale.ROOT, "%6d %,9d %7.2f %,10.0f | %8.2f %8.2f %8.2f %8.2f %8.1f | %,8d %8.2f | %7.0fms %d%s%n",
-              r, round.writes(), round.nanos() / 1e9, round.rate(), round.ms(50), round.ms(90), round.ms(99),
-              round.ms(99.9), round.maxMs(), round.events(), round.framesPerEvent(), round.cpuPer1k(), round.failures(),
+          System.out.printf(
+              Locale.ROOT,
+              "%6d %,9d %7.2f %,10.0f | %8.2f %8.2f %8.2f %8.2f %8.1f | %,8d %8.2f | %7.0fms %d%s%n",
+              r,
+              round.writes(),
+              round.nanos() / 1e9,
+              round.rate(),
+              round.ms(50),
+              round.ms(90),
+              round.ms(99),
+              round.ms(99.9),
+              round.maxMs(),
+              round.events(),
+              round.framesPerEvent(),
+              round.cpuPer1k(),
+              round.failures(),
               round.failuresByKind().isEmpty() ? "" : " " + round.failuresByKind());
         }
         Histogram all = new Histogram(MAX_MICROS, 3);
         rounds.forEach(r -> all.add(r.latency()));
-        System.out.println("latency = from the ask to its answer (the write is durable in the journal then); events ="
-            + " journal events written in the round (sum of GetStatus.journalEvents over the partitions, after - before);"
-            + " frm/evt = frames per event (group commit); CPU/1k = this JVM's CPU per 1,000 writes (PostgreSQL's not"
-            + " included)");
+        System.out.println(
+            "latency = from the ask to its answer (the write is durable in the journal then); events ="
+                + " journal events written in the round (sum of GetStatus.journalEvents over the partitions, after - before);"
+                + " frm/evt = frames per event (group commit); CPU/1k = this JVM's CPU per 1,000 writes (PostgreSQL's not"
+                + " included)");
         System.out.println(LINE);
-        System.out.printf(Locale.ROOT, "medians over %d rounds: %,.0f writes/s (%,.0f..%,.0f), p50 %.2f ms, p90 %.2f ms, p99 %.2f ms,"
+        System.out.printf(
+            Locale.ROOT,
+            "medians over %d rounds: %,.0f writes/s (%,.0f..%,.0f), p50 %.2f ms, p90 %.2f ms, p99 %.2f ms,"
                 + " max %.1f ms, %.2f frames per journal event%n",
-            rounds.size(), median(rounds, Round::rate), min(rounds, Round::rate), max(rounds, Round::rate),
-            median(rounds, r -> r.ms(50)), median(rounds, r -> r.ms(90)), median(rounds, r -> r.ms(99)),
-            median(rounds, Round::maxMs), median(rounds, Round::framesPerEvent));
-        System.out.printf(Locale.ROOT, "all rounds' writes together: %,d, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.1f ms%n",
-            all.getTotalCount(), all.getValueAtPercentile(50) / 1000.0, all.getValueAtPercentile(99) / 1000.0,
-            all.getValueAtPercentile(99.9) / 1000.0, all.getMaxValue() / 1000.0);
+            rounds.size(),
+            median(rounds, Round::rate),
+            min(rounds, Round::rate),
+            max(rounds, Round::rate),
+            median(rounds, r -> r.ms(50)),
+            median(rounds, r -> r.ms(90)),
+            median(rounds, r -> r.ms(99)),
+            median(rounds, Round::maxMs),
+            median(rounds, Round::framesPerEvent));
+        System.out.printf(
+            Locale.ROOT,
+            "all rounds' writes together: %,d, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.1f ms%n",
+            all.getTotalCount(),
+            all.getValueAtPercentile(50) / 1000.0,
+            all.getValueAtPercentile(99) / 1000.0,
+            all.getValueAtPercentile(99.9) / 1000.0,
+            all.getMaxValue() / 1000.0);
         long documents = 0;
         for (int p = 0; p < PARTITIONS; p++) {
           documents += node.status(p).documents();
         }
-        System.out.printf("documents held at the end: %,d over %d partitions (%,d possible)%n", documents, PARTITIONS,
-            (long) options.keys() * options.collections());
+        System.out.printf(
+            "documents held at the end: %,d over %d partitions (%,d possible)%n",
+            documents, PARTITIONS, (long) options.keys() * options.collections());
       } finally {
         pool.shutdownNow();
       }
@@ -271,34 +368,46 @@ public final class PartitionBenchmark {
     long seed = System.nanoTime();
     for (int w = 0; w < options.writers(); w++) {
       int writer = w;
-      writers.add(pool.submit(() -> {
-        SplittableRandom random = new SplittableRandom(seed + writer * 7919L);
-        Histogram h = new Histogram(MAX_MICROS, 3);
-        go.await();
-        long deadline = System.nanoTime() + nanos;
-        long n = 0;
-        while (writes > 0 ? claimed.incrementAndGet() <= writes : System.nanoTime() < deadline) {
-          String collection = "docs" + random.nextInt(options.collections());
-          String id = "k" + random.nextInt(options.keys());
-          String body = body(random, id);
-          String commandId = "bench-" + seed + "-" + writer + "-" + (n++);
-          int partition = Partitioning.partitionOf(collection, id, PARTITIONS);
-          long t0 = System.nanoTime();
-          try {
-            FrameReply reply = node.<FrameReply>ask(partition, replyTo -> new ApplyFrame(commandId,
-                List.<Mutation>of(new Upsert(collection, id, body, Optional.empty())), Optional.empty(), replyTo));
-            long micros = (System.nanoTime() - t0) / 1000;
-            if (reply instanceof Applied) {
-              h.recordValue(Math.min(micros, MAX_MICROS));
-            } else {
-              failures.merge(reply.getClass().getSimpleName(), 1L, Long::sum);
-            }
-          } catch (Exception e) {
-            failures.merge(e.getClass().getSimpleName(), 1L, Long::sum);
-          }
-        }
-        return h;
-      }));
+      writers.add(
+          pool.submit(
+              () -> {
+                SplittableRandom random = new SplittableRandom(seed + writer * 7919L);
+                Histogram h = new Histogram(MAX_MICROS, 3);
+                go.await();
+                long deadline = System.nanoTime() + nanos;
+                long n = 0;
+                while (writes > 0
+                    ? claimed.incrementAndGet() <= writes
+                    : System.nanoTime() < deadline) {
+                  String collection = "docs" + random.nextInt(options.collections());
+                  String id = "k" + random.nextInt(options.keys());
+                  String body = body(random, id);
+                  String commandId = "bench-" + seed + "-" + writer + "-" + (n++);
+                  int partition = Partitioning.partitionOf(collection, id, PARTITIONS);
+                  long t0 = System.nanoTime();
+                  try {
+                    FrameReply reply =
+                        node.<FrameReply>ask(
+                            partition,
+                            replyTo ->
+                                new ApplyFrame(
+                                    commandId,
+                                    List.<Mutation>of(
+                                        new Upsert(collection, id, body, Optional.empty())),
+                                    Optional.empty(),
+                                    replyTo));
+                    long micros = (System.nanoTime() - t0) / 1000;
+                    if (reply instanceof Applied) {
+                      h.recordValue(Math.min(micros, MAX_MICROS));
+                    } else {
+                      failures.merge(reply.getClass().getSimpleName(), 1L, Long::sum);
+                    }
+                  } catch (Exception e) {
+                    failures.merge(e.getClass().getSimpleName(), 1L, Long::sum);
+                  }
+                }
+                return h;
+              }));
     }
     CpuTimes cpu = CpuTimes.now();
     long start = System.nanoTime();
@@ -311,7 +420,14 @@ public final class PartitionBenchmark {
     double cpuSeconds = CpuTimes.now().self() - cpu.self();
     long events = journalEvents(node) - eventsBefore;
     long failed = failures.values().stream().mapToLong(Long::longValue).sum();
-    return new Round(latency.getTotalCount(), failed, elapsed, latency, events, cpuSeconds, new TreeMap<>(failures));
+    return new Round(
+        latency.getTotalCount(),
+        failed,
+        elapsed,
+        latency,
+        events,
+        cpuSeconds,
+        new TreeMap<>(failures));
   }
 
   private long journalEvents(Node node) throws Exception {
@@ -339,12 +455,14 @@ public final class PartitionBenchmark {
   private void heap() throws Exception {
     int documents = options.documents();
     int perEvent = (documents + 999) / 1000;
-    System.out.printf("2. heap: %,d documents of %,d bytes (JSON bodies, ids k0.., one collection) loaded into partition %d"
+    System.out.printf(
+        "2. heap: %,d documents of %,d bytes (JSON bodies, ids k0.., one collection) loaded into partition %d"
             + " as LoadRows of %d rows,%n   one at a time (one journal event each), padded with single upserts to"
             + " 1,000 events so that the snapshot at event 1,000 holds them all%n",
         documents, options.bodyBytes(), LOADED, perEvent);
-    System.out.println("   heap = used heap after System.gc() x4 (the lowest reading), in this JVM, minus the same"
-        + " before the partition started (the node, sharding and an empty partition already up)");
+    System.out.println(
+        "   heap = used heap after System.gc() x4 (the lowest reading), in this JVM, minus the same"
+            + " before the partition started (the node, sharding and an empty partition already up)");
     String collection = "docs";
     try (Node node = node()) {
       int warm = node.sameShard(LOADED);
@@ -359,9 +477,11 @@ public final class PartitionBenchmark {
           String id = "k" + i;
           rows.add(new Upsert(collection, id, body(random, id), Optional.empty()));
         }
-        FrameReply reply = node.<FrameReply>ask(LOADED, replyTo -> new LoadRows(List.of(), rows, false, replyTo));
+        FrameReply reply =
+            node.<FrameReply>ask(LOADED, replyTo -> new LoadRows(List.of(), rows, false, replyTo));
         if (!(reply instanceof Loaded)) {
-          throw new IllegalStateException("loading rows was answered " + reply.getClass().getSimpleName());
+          throw new IllegalStateException(
+              "loading rows was answered " + reply.getClass().getSimpleName());
         }
         events++;
       }
@@ -373,25 +493,51 @@ public final class PartitionBenchmark {
       PartitionStatus status = node.status(LOADED);
       long loaded = usedHeapAfterGc();
       long perDocument = (loaded - baseline) / documents;
-      System.out.printf(Locale.ROOT, "   loaded in %.2f s (%,.0f documents/s, durable); partition %d holds %,d documents,"
+      System.out.printf(
+          Locale.ROOT,
+          "   loaded in %.2f s (%,.0f documents/s, durable); partition %d holds %,d documents,"
               + " %,d journal events, snapshot at event %,d%n",
-          loadNanos / 1e9, documents / (loadNanos / 1e9), LOADED, status.documents(), status.journalEvents(), snapshotAt);
-      System.out.printf(Locale.ROOT, "   heap: %,.1f MiB before, %,.1f MiB after -> %,.1f MiB for %,d documents = %,d bytes"
+          loadNanos / 1e9,
+          documents / (loadNanos / 1e9),
+          LOADED,
+          status.documents(),
+          status.journalEvents(),
+          snapshotAt);
+      System.out.printf(
+          Locale.ROOT,
+          "   heap: %,.1f MiB before, %,.1f MiB after -> %,.1f MiB for %,d documents = %,d bytes"
               + " per document (%.2fx its body), %,.1f MiB per 100,000%n",
-          mib(baseline), mib(loaded), mib(loaded - baseline), documents, perDocument,
-          (double) perDocument / options.bodyBytes(), mib(perDocument * 100_000));
+          mib(baseline),
+          mib(loaded),
+          mib(loaded - baseline),
+          documents,
+          perDocument,
+          (double) perDocument / options.bodyBytes(),
+          mib(perDocument * 100_000));
       long[] row = snapshotRow();
       long[] journal = journalBytes();
-      System.out.printf(Locale.ROOT, "   snapshot row: %,d bytes (%,.1f MiB, %,d bytes per document); journal of partition"
+      System.out.printf(
+          Locale.ROOT,
+          "   snapshot row: %,d bytes (%,.1f MiB, %,d bytes per document); journal of partition"
               + " %d: %,d events, %,.1f MiB of event payloads%n",
-          row[1], mib(row[1]), row[1] / documents, LOADED, journal[0], mib(journal[1]));
+          row[1],
+          mib(row[1]),
+          row[1] / documents,
+          LOADED,
+          journal[0],
+          mib(journal[1]));
     }
     System.out.println(LINE);
-    System.out.printf("3. recovery of partition %d in a new actor system on the same database (%d restarts per case):"
-        + " time from the first GetStatus to its answer,%n   after an empty partition of the same shard has answered"
-        + " (so sharding, the shard and the journal's connection pool are up); heap as above%n", LOADED, options.rounds());
-    System.out.printf(Locale.ROOT, "   for scale: reading the snapshot row alone over JDBC (SELECT snapshot_payload, the bytes"
-        + " only) takes %.2f s (best of 3)%n", snapshotReadSeconds());
+    System.out.printf(
+        "3. recovery of partition %d in a new actor system on the same database (%d restarts per case):"
+            + " time from the first GetStatus to its answer,%n   after an empty partition of the same shard has answered"
+            + " (so sharding, the shard and the journal's connection pool are up); heap as above%n",
+        LOADED, options.rounds());
+    System.out.printf(
+        Locale.ROOT,
+        "   for scale: reading the snapshot row alone over JDBC (SELECT snapshot_payload, the bytes"
+            + " only) takes %.2f s (best of 3)%n",
+        snapshotReadSeconds());
     List<double[]> plain = recoveries("snapshot, no event after it");
     try (Node node = node()) {
       node.status(LOADED);
@@ -402,9 +548,14 @@ public final class PartitionBenchmark {
     }
     List<double[]> replay = recoveries("snapshot + 999 events after it");
     System.out.println(LINE);
-    System.out.printf(Locale.ROOT, "medians: recovery %.2f s with the snapshot only, %.2f s with 999 events to replay;"
+    System.out.printf(
+        Locale.ROOT,
+        "medians: recovery %.2f s with the snapshot only, %.2f s with 999 events to replay;"
             + " heap after recovery %,.0f bytes per document (%,.1f MiB per 100,000)%n",
-        medianOf(plain, 0), medianOf(replay, 0), medianOf(plain, 1), medianOf(plain, 1) * 100_000 / (1 << 20));
+        medianOf(plain, 0),
+        medianOf(replay, 0),
+        medianOf(plain, 1),
+        medianOf(plain, 1) * 100_000 / (1 << 20));
     System.out.println(LINE);
   }
 
@@ -422,24 +573,45 @@ public final class PartitionBenchmark {
         long heap = usedHeapAfterGc() - baseline;
         double perDocument = (double) heap / status.documents();
         out.add(new double[] {nanos / 1e9, perDocument});
-        System.out.printf(Locale.ROOT, "   %-30s restart %d: %.2f s, %,d documents, %,d events replayed after the snapshot"
+        System.out.printf(
+            Locale.ROOT,
+            "   %-30s restart %d: %.2f s, %,d documents, %,d events replayed after the snapshot"
                 + " (at %,d), heap %,.1f MiB (%,.0f bytes per document)%n",
-            label, r, nanos / 1e9, status.documents(), status.journalEvents() - row[0], row[0], mib(heap), perDocument);
+            label,
+            r,
+            nanos / 1e9,
+            status.documents(),
+            status.journalEvents() - row[0],
+            row[0],
+            mib(heap),
+            perDocument);
       }
     }
     return out;
   }
 
-  private void upsert(Node node, String collection, String id, SplittableRandom random, String commandId) throws Exception {
+  private void upsert(
+      Node node, String collection, String id, SplittableRandom random, String commandId)
+      throws Exception {
     String body = body(random, id);
-    FrameReply reply = node.<FrameReply>ask(LOADED, replyTo -> new ApplyFrame("bench-" + commandId,
-        List.<Mutation>of(new Upsert(collection, id, body, Optional.empty())), Optional.empty(), replyTo));
+    FrameReply reply =
+        node.<FrameReply>ask(
+            LOADED,
+            replyTo ->
+                new ApplyFrame(
+                    "bench-" + commandId,
+                    List.<Mutation>of(new Upsert(collection, id, body, Optional.empty())),
+                    Optional.empty(),
+                    replyTo));
     if (!(reply instanceof Applied)) {
       throw new IllegalStateException("an upsert was answered " + reply.getClass().getSimpleName());
     }
   }
 
-  /** Waits for the loaded partition's snapshot at {@code sequence} (snapshots are saved asynchronously). */
+  /**
+   * Waits for the loaded partition's snapshot at {@code sequence} (snapshots are saved
+   * asynchronously).
+   */
   private long awaitSnapshot(long sequence) throws Exception {
     long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(5);
     while (true) {
@@ -457,8 +629,10 @@ public final class PartitionBenchmark {
   /** The loaded partition's latest snapshot: {sequence number, payload bytes}; {0, 0} if none. */
   private long[] snapshotRow() throws SQLException {
     try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
-        PreparedStatement ps = c.prepareStatement("SELECT sequence_number, octet_length(snapshot_payload) FROM weir.snapshot"
-            + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT sequence_number, octet_length(snapshot_payload) FROM weir.snapshot"
+                    + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
       ps.setString(1, Partition.persistenceId(LOADED).id());
       try (ResultSet rs = ps.executeQuery()) {
         return rs.next() ? new long[] {rs.getLong(1), rs.getLong(2)} : new long[] {0, 0};
@@ -466,13 +640,18 @@ public final class PartitionBenchmark {
     }
   }
 
-  /** Seconds to read the loaded partition's latest snapshot row's bytes over JDBC: the best of 3. */
+  /**
+   * Seconds to read the loaded partition's latest snapshot row's bytes over JDBC: the best of 3.
+   */
   private double snapshotReadSeconds() throws SQLException {
     long best = Long.MAX_VALUE;
     for (int i = 0; i < 3; i++) {
-      try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
-          PreparedStatement ps = c.prepareStatement("SELECT snapshot_payload FROM weir.snapshot"
-              + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
+      try (Connection c =
+              DriverManager.getConnection(benchUrl, options.user(), options.password());
+          PreparedStatement ps =
+              c.prepareStatement(
+                  "SELECT snapshot_payload FROM weir.snapshot"
+                      + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
         ps.setString(1, Partition.persistenceId(LOADED).id());
         long start = System.nanoTime();
         try (ResultSet rs = ps.executeQuery()) {
@@ -488,8 +667,10 @@ public final class PartitionBenchmark {
   /** The loaded partition's journal: {events, payload bytes}. */
   private long[] journalBytes() throws SQLException {
     try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
-        PreparedStatement ps = c.prepareStatement("SELECT count(*), coalesce(sum(octet_length(event_payload)), 0)"
-            + " FROM weir.event_journal WHERE persistence_id = ?")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT count(*), coalesce(sum(octet_length(event_payload)), 0)"
+                    + " FROM weir.event_journal WHERE persistence_id = ?")) {
       ps.setString(1, Partition.persistenceId(LOADED).id());
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();
@@ -532,7 +713,8 @@ public final class PartitionBenchmark {
   }
 
   /** Drops {@code database} (ending its sessions) and creates it again, empty. */
-  static void recreateDatabase(String adminUrl, String user, String password, String database) throws SQLException {
+  static void recreateDatabase(String adminUrl, String user, String password, String database)
+      throws SQLException {
     try (Connection c = DriverManager.getConnection(adminUrl, user, password);
         Statement s = c.createStatement()) {
       s.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
@@ -540,7 +722,8 @@ public final class PartitionBenchmark {
     }
   }
 
-  static void dropDatabase(String adminUrl, String user, String password, String database) throws SQLException {
+  static void dropDatabase(String adminUrl, String user, String password, String database)
+      throws SQLException {
     try (Connection c = DriverManager.getConnection(adminUrl, user, password);
         Statement s = c.createStatement()) {
       s.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
@@ -559,7 +742,12 @@ public final class PartitionBenchmark {
 
   /** A node of this benchmark: default partition settings, no journal pruning. */
   private Node node() throws Exception {
-    return new Node(benchUrl, options.user(), options.password(), "weir-pbench-" + (++nodes), PartitionSettings.DEFAULTS,
+    return new Node(
+        benchUrl,
+        options.user(),
+        options.password(),
+        "weir-pbench-" + (++nodes),
+        PartitionSettings.DEFAULTS,
         false);
   }
 
@@ -569,6 +757,7 @@ public final class PartitionBenchmark {
    */
   static final class Node implements AutoCloseable {
     final ActorSystem<Void> system;
+
     /** The pool the journal pruner deletes with; null without pruning. */
     private final Database pruning;
 
@@ -577,21 +766,41 @@ public final class PartitionBenchmark {
      * @param pruneJournal delete purged journal rows and old snapshots as a node does ({@link
      *     SqlJournalPruner}); otherwise nothing is ever deleted
      */
-    Node(String url, String user, String password, String name, PartitionSettings limits, boolean pruneJournal)
+    Node(
+        String url,
+        String user,
+        String password,
+        String name,
+        PartitionSettings limits,
+        boolean pruneJournal)
         throws Exception {
-      Map<String, Object> settings = new java.util.HashMap<>(Map.of(
-          "weir.postgres.url", url,
-          "weir.postgres.user", user,
-          "weir.postgres.password", password,
-          "pekko.actor.provider", "cluster",
-          "pekko.remote.artery.canonical.hostname", "127.0.0.1",
-          "pekko.remote.artery.canonical.port", 0,
-          "pekko.cluster.roles", List.of(PartitionSharding.ROLE),
-          "pekko.cluster.sharding.passivation.strategy", "none",
-          "pekko.cluster.jmx.enabled", "off",
-          "pekko.loglevel", "WARNING"));
+      Map<String, Object> settings =
+          new java.util.HashMap<>(
+              Map.of(
+                  "weir.postgres.url",
+                  url,
+                  "weir.postgres.user",
+                  user,
+                  "weir.postgres.password",
+                  password,
+                  "pekko.actor.provider",
+                  "cluster",
+                  "pekko.remote.artery.canonical.hostname",
+                  "127.0.0.1",
+                  "pekko.remote.artery.canonical.port",
+                  0,
+                  "pekko.cluster.roles",
+                  List.of(PartitionSharding.ROLE),
+                  "pekko.cluster.sharding.passivation.strategy",
+                  "none",
+                  "pekko.cluster.jmx.enabled",
+                  "off",
+                  "pekko.loglevel",
+                  "WARNING"));
       Config overrides = ConfigFactory.parseMap(settings);
-      Config config = ConfigFactory.load(overrides.withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      Config config =
+          ConfigFactory.load(
+              overrides.withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
       try (Database state = Database.create(PostgresSettings.create(config), "pbench-migrate")) {
         SchemaMigrator.migrate(state.dataSource(), "weir");
       }
@@ -608,8 +817,15 @@ public final class PartitionBenchmark {
       }
       if (pruneJournal) {
         this.pruning = Database.create(PostgresSettings.create(config), name + "-pruner");
-        PartitionSharding.init(system, limits, new SqlJournalPruner(pruning.dataSource(), "weir",
-            system.dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))));
+        PartitionSharding.init(
+            system,
+            limits,
+            new SqlJournalPruner(
+                pruning.dataSource(),
+                "weir",
+                system
+                    .dispatchers()
+                    .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))));
       } else {
         this.pruning = null;
         PartitionSharding.init(system, limits);
@@ -618,7 +834,8 @@ public final class PartitionBenchmark {
 
     /** Asks partition {@code n} and waits for the answer (completed on the answering thread). */
     <R> R ask(int n, Function<ActorRef<R>, Command> make) throws Exception {
-      return PartitionChannel.direct(PartitionSharding.partition(system, n).<R>ask(make::apply, ASK))
+      return PartitionChannel.direct(
+              PartitionSharding.partition(system, n).<R>ask(make::apply, ASK))
           .get(ASK.toSeconds() + 5, TimeUnit.SECONDS);
     }
 

@@ -60,7 +60,8 @@ record ProjectionBenchOptions(
       Needs WEIR_PG_URL, WEIR_PG_USER and WEIR_PG_PASSWORD (eval "$(deploy/bin/pg.sh start)").
       """;
 
-  static ProjectionBenchOptions parse(String[] args, Map<String, String> env) throws BenchOptions.UsageException {
+  static ProjectionBenchOptions parse(String[] args, Map<String, String> env)
+      throws BenchOptions.UsageException {
     int consumers = 4;
     int writers = 4;
     int seconds = 20;
@@ -82,8 +83,15 @@ record ProjectionBenchOptions(
       switch (arg) {
         case "--help", "-h" -> throw new BenchOptions.UsageException("");
         case "--keep-database" -> keep = true;
-        case "--consumers", "--writers", "--seconds", "--warmup-seconds", "--max-entries", "--backlog", "--keys",
-            "--body-bytes", "--purge-interval-ms" -> {
+        case "--consumers",
+            "--writers",
+            "--seconds",
+            "--warmup-seconds",
+            "--max-entries",
+            "--backlog",
+            "--keys",
+            "--body-bytes",
+            "--purge-interval-ms" -> {
           if (value == null) {
             if (i + 1 >= args.length) {
               throw new BenchOptions.UsageException(arg + " needs a value");
@@ -106,13 +114,27 @@ record ProjectionBenchOptions(
       }
     }
     if (writers == 0 && backlog == 0) {
-      throw new BenchOptions.UsageException("--writers 0 needs a --backlog for the consumers to read");
+      throw new BenchOptions.UsageException(
+          "--writers 0 needs a --backlog for the consumers to read");
     }
     String url = BenchOptions.require(env, "WEIR_PG_URL");
     if (!url.startsWith("jdbc:postgresql://")) {
-      throw new BenchOptions.UsageException("WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
+      throw new BenchOptions.UsageException(
+          "WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
     }
-    return new ProjectionBenchOptions(consumers, writers, seconds, warmup, maxEntries, backlog, keys, bodyBytes,
-        purgeIntervalMs, keep, url, env.getOrDefault("WEIR_PG_USER", "weir"), env.getOrDefault("WEIR_PG_PASSWORD", ""));
+    return new ProjectionBenchOptions(
+        consumers,
+        writers,
+        seconds,
+        warmup,
+        maxEntries,
+        backlog,
+        keys,
+        bodyBytes,
+        purgeIntervalMs,
+        keep,
+        url,
+        env.getOrDefault("WEIR_PG_USER", "weir"),
+        env.getOrDefault("WEIR_PG_PASSWORD", ""));
   }
 }

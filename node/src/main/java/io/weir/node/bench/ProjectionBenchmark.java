@@ -84,43 +84,62 @@ import org.HdrHistogram.Histogram;
  * rate. Consumer entries/s (entries examined, that is committed through, summed over the
  * consumers), batches/s, read and commit latency (HdrHistogram), the concurrent writes/s, the
  * outbox's movement and the CPU of this JVM and of the database's PostgreSQL backends. With
- * writers, the rest of {@code --seconds} after the consumers caught up is reported too. Run it
- * with {@code deploy/bin/bench-projections.sh}. Prints its report to standard output, by design;
- * never a document body.
+ * writers, the rest of {@code --seconds} after the consumers caught up is reported too. Run it with
+ * {@code deploy/bin/bench-projections.sh}. Prints its report to standard output, by design; never a
+ * document body.
  */
 public final class ProjectionBenchmark {
   static final String DATABASE = "weir_prbench";
+
   /** The partition every document and consumer of the run is in. */
   static final int PARTITION = 0;
+
   /** Partitions that ids are routed over (the default count); only {@value #PARTITION} is used. */
   static final int PARTITIONS = 64;
+
   static final String SOURCE = "src";
   static final String AGGREGATES = "agg";
-  /** Names of the warm-up consumers are this and a number; the measured ones are {@link #consumerName}. */
+
+  /**
+   * Names of the warm-up consumers are this and a number; the measured ones are {@link
+   * #consumerName}.
+   */
   static final String WARMUP_PREFIX = "bench-w";
+
   /** Threads that write the backlog when the run has no writers. */
   static final int LOAD_WRITERS = 4;
-  /** Entries one purge request reclaims at most (as the HTTP API asks); the purger asks again for more. */
+
+  /**
+   * Entries one purge request reclaims at most (as the HTTP API asks); the purger asks again for
+   * more.
+   */
   static final long PURGE_ENTRIES = 100_000;
+
   /** How long a consumer that found nothing to read waits before reading again. */
   static final long IDLE_MILLIS = 5;
+
   private static final Duration ASK = Duration.ofSeconds(30);
   private static final String LINE = "-".repeat(118);
   private static final long MAX_MICROS = PartitionBenchmark.MAX_MICROS;
 
   private final ProjectionBenchOptions options;
   private final String benchUrl;
+
   /** Random hex text that bodies take their padding from (a body is never printed). */
   private final String padding;
 
   // Shared with the worker threads.
   private volatile Phase phase;
+
   /** The pool the token keys are read with; closed at the end. */
   private io.weir.persistence.Database keysDatabase;
+
   private volatile boolean running = true;
   private volatile boolean backlogWritten;
+
   /** Set when a measured consumer reached the end of the outbox: the window ends. */
   private final AtomicBoolean caughtUp = new AtomicBoolean();
+
   private AtomicLongArray checkpoints;
 
   private ProjectionBenchmark(ProjectionBenchOptions options) {
@@ -130,36 +149,54 @@ public final class ProjectionBenchmark {
   }
 
   public static void main(String[] args) {
-    BenchMain.main(args, ProjectionBenchOptions::parse, ProjectionBenchOptions.USAGE,
+    BenchMain.main(
+        args,
+        ProjectionBenchOptions::parse,
+        ProjectionBenchOptions.USAGE,
         options -> new ProjectionBenchmark(options).run());
   }
 
   private int run() throws Exception {
-    System.out.println("Weir projection benchmark, " + ZonedDateTime.now(ZoneOffset.UTC)
-        .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
+    System.out.println(
+        "Weir projection benchmark, "
+            + ZonedDateTime.now(ZoneOffset.UTC)
+                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
     System.out.println(LINE);
     CdcBenchmark.machine();
-    List<String> gcs = ManagementFactory.getGarbageCollectorMXBeans().stream().map(GarbageCollectorMXBean::getName).toList();
+    List<String> gcs =
+        ManagementFactory.getGarbageCollectorMXBeans().stream()
+            .map(GarbageCollectorMXBean::getName)
+            .toList();
     System.out.printf("GC:            %s%n", String.join(", ", gcs));
     try {
-      PartitionBenchmark.recreateDatabase(options.url(), options.user(), options.password(), DATABASE);
-      System.out.printf("PostgreSQL:    %s, shared_buffers %s, synchronous_commit %s, fsync %s; database %s%n",
-          show("server_version"), show("shared_buffers"), show("synchronous_commit"), show("fsync"), DATABASE);
+      PartitionBenchmark.recreateDatabase(
+          options.url(), options.user(), options.password(), DATABASE);
+      System.out.printf(
+          "PostgreSQL:    %s, shared_buffers %s, synchronous_commit %s, fsync %s; database %s%n",
+          show("server_version"),
+          show("shared_buffers"),
+          show("synchronous_commit"),
+          show("fsync"),
+          DATABASE);
       PartitionSettings limits = PartitionSettings.DEFAULTS;
-      try (PartitionBenchmark.Node node = new PartitionBenchmark.Node(benchUrl, options.user(), options.password(),
-          "weir-prbench", limits, true)) {
+      try (PartitionBenchmark.Node node =
+          new PartitionBenchmark.Node(
+              benchUrl, options.user(), options.password(), "weir-prbench", limits, true)) {
         measure(node, limits);
       } finally {
         if (keysDatabase != null) {
           keysDatabase.close();
         }
       }
-      System.out.println("load average (1/5/15 min) at the end: " + CdcBenchmark.loadAverage()
-          + " -- above about 1 means something besides this benchmark competed for the CPUs");
+      System.out.println(
+          "load average (1/5/15 min) at the end: "
+              + CdcBenchmark.loadAverage()
+              + " -- above about 1 means something besides this benchmark competed for the CPUs");
       return 0;
     } finally {
       if (!options.keepDatabase()) {
-        PartitionBenchmark.dropDatabase(options.url(), options.user(), options.password(), DATABASE);
+        PartitionBenchmark.dropDatabase(
+            options.url(), options.user(), options.password(), DATABASE);
       }
     }
   }
@@ -167,25 +204,46 @@ public final class ProjectionBenchmark {
   private void measure(PartitionBenchmark.Node node, PartitionSettings limits) throws Exception {
     Config c = node.system.settings().config();
     Documents documents = new Documents(node.system, PARTITIONS, List.of(), ASK);
-    NodeSettings.Projections readLimits = new NodeSettings.Projections(
-        c.getInt("weir.projections.read.default-entries"), c.getInt("weir.projections.read.max-entries"),
-        c.getBytes("weir.projections.read.default-bytes"), c.getBytes("weir.projections.read.max-bytes"),
-        c.getBytes("weir.projections.max-effect-bytes"));
+    NodeSettings.Projections readLimits =
+        new NodeSettings.Projections(
+            c.getInt("weir.projections.read.default-entries"),
+            c.getInt("weir.projections.read.max-entries"),
+            c.getBytes("weir.projections.read.default-bytes"),
+            c.getBytes("weir.projections.read.max-bytes"),
+            c.getBytes("weir.projections.max-effect-bytes"));
     if (options.maxEntries() > readLimits.maxReadEntries()) {
-      throw new IllegalArgumentException("--max-entries is above weir.projections.read.max-entries ("
-          + readLimits.maxReadEntries() + ")");
+      throw new IllegalArgumentException(
+          "--max-entries is above weir.projections.read.max-entries ("
+              + readLimits.maxReadEntries()
+              + ")");
     }
     // The cluster's token keys, as a node loads them (the identity row creates the first key).
-    keysDatabase = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(c), "prbench-keys");
+    keysDatabase =
+        io.weir.persistence.Database.create(
+            io.weir.persistence.PostgresSettings.create(c), "prbench-keys");
     try (java.sql.Connection connection = keysDatabase.dataSource().getConnection()) {
       io.weir.persistence.ClusterIdentityStore.loadOrCreate(connection, "weir", PARTITIONS);
     }
-    io.weir.node.TokenKeys keys = new io.weir.node.TokenKeys(keysDatabase.dataSource(), "weir",
-        node.system.dispatchers().lookup(org.apache.pekko.actor.typed.DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
-        Duration.ZERO);
+    io.weir.node.TokenKeys keys =
+        new io.weir.node.TokenKeys(
+            keysDatabase.dataSource(),
+            "weir",
+            node.system
+                .dispatchers()
+                .lookup(
+                    org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                        "weir.blocking-io-dispatcher")),
+            Duration.ZERO);
     keys.reload().toCompletableFuture().get(30, TimeUnit.SECONDS);
-    Projections projections = new Projections(documents, OutboxReader.jdbc(node.system), keys, readLimits,
-        limits.maxEffects(), c.getDuration("weir.tokens.batch-ttl"), Clock.systemUTC());
+    Projections projections =
+        new Projections(
+            documents,
+            OutboxReader.jdbc(node.system),
+            keys,
+            readLimits,
+            limits.maxEffects(),
+            c.getDuration("weir.tokens.batch-ttl"),
+            Clock.systemUTC());
     long maxBytes = readLimits.defaultReadBytes();
     printSettings(c, limits, maxBytes);
 
@@ -215,8 +273,17 @@ public final class ProjectionBenchmark {
     List<Thread> consumers = new ArrayList<>();
     for (int i = 0; i < options.consumers(); i++) {
       int consumer = i;
-      consumers.add(thread("bench-consumer-" + (i + 1), () -> consume(projections, consumerName(consumer), maxBytes,
-          () -> phase.consumers[consumer], consumer, () -> running)));
+      consumers.add(
+          thread(
+              "bench-consumer-" + (i + 1),
+              () ->
+                  consume(
+                      projections,
+                      consumerName(consumer),
+                      maxBytes,
+                      () -> phase.consumers[consumer],
+                      consumer,
+                      () -> running)));
     }
 
     // The measured window: while every consumer is behind.
@@ -233,7 +300,8 @@ public final class ProjectionBenchmark {
     }
     PartitionStatus after = status(documents);
     // With writers, the rest of the duration: the consumers keep up with the writes.
-    boolean caughtUpPhase = reachedEnd && options.writers() > 0 && deadline - System.nanoTime() > 1_000_000_000L;
+    boolean caughtUpPhase =
+        reachedEnd && options.writers() > 0 && deadline - System.nanoTime() > 1_000_000_000L;
     if (caughtUpPhase) {
       while (System.nanoTime() < deadline) {
         Thread.sleep(20);
@@ -246,7 +314,12 @@ public final class ProjectionBenchmark {
     for (Thread t : concat(concat(writers, consumers), List.of(purger))) {
       t.join(TimeUnit.SECONDS.toMillis(ASK.toSeconds() + 5));
     }
-    report(window, reachedEnd, before, after, new double[] {cpuSeconds, backendSeconds, machineSeconds});
+    report(
+        window,
+        reachedEnd,
+        before,
+        after,
+        new double[] {cpuSeconds, backendSeconds, machineSeconds});
     if (caughtUpPhase) {
       reportCaughtUp(rest, end);
     }
@@ -254,25 +327,42 @@ public final class ProjectionBenchmark {
   }
 
   private void printSettings(Config c, PartitionSettings limits, long maxBytes) {
-    System.out.printf("partition:     %d (ids routed over %d), one-node cluster (Cluster Sharding, role server), JDBC journal"
+    System.out.printf(
+        "partition:     %d (ids routed over %d), one-node cluster (Cluster Sharding, role server), JDBC journal"
             + " and snapshots in schema weir of %s;%n               outbox quota %,d entries / %,d MiB (defaults),"
             + " group commit up to %d frames / %,d mutations per journal event, purged journal rows deleted%n"
             + "               (SqlJournalPruner); journal: %s connections (weir.postgres.journal-pool-size), shared by"
             + " writes and the outbox reader%n",
-        PARTITION, PARTITIONS, DATABASE, limits.maxOutboxEntries(), limits.maxOutboxBytes() >> 20, limits.maxBatchFrames(),
-        limits.maxBatchMutations(), PartitionBenchmark.setting(c, "weir.postgres.journal-pool-size"));
-    System.out.printf(Locale.ROOT, "writers:       %s;%n               Documents.put (ApplyFrame with one Upsert of a %,d-byte"
+        PARTITION,
+        PARTITIONS,
+        DATABASE,
+        limits.maxOutboxEntries(),
+        limits.maxOutboxBytes() >> 20,
+        limits.maxBatchFrames(),
+        limits.maxBatchMutations(),
+        PartitionBenchmark.setting(c, "weir.postgres.journal-pool-size"));
+    System.out.printf(
+        Locale.ROOT,
+        "writers:       %s;%n               Documents.put (ApplyFrame with one Upsert of a %,d-byte"
             + " JSON body) into collection %s, id uniform over %,d ids of partition %d%n",
         options.writers() == 0
-            ? "none while the consumers run; " + LOAD_WRITERS + " write the warm-up's entries and the backlog, then stop"
-            : options.writers() + ", each waiting for its answer before the next write, for the whole run",
-        options.bodyBytes(), SOURCE, options.keys(), PARTITION);
-    System.out.printf("consumers:     %d, filter collection %s (all kinds); each in a loop: Projections.read (maxEntries %d,"
+            ? "none while the consumers run; "
+                + LOAD_WRITERS
+                + " write the warm-up's entries and the backlog, then stop"
+            : options.writers()
+                + ", each waiting for its answer before the next write, for the whole run",
+        options.bodyBytes(),
+        SOURCE,
+        options.keys(),
+        PARTITION);
+    System.out.printf(
+        "consumers:     %d, filter collection %s (all kinds); each in a loop: Projections.read (maxEntries %d,"
             + " maxBytes %d MiB) -> verify ->%n               commit with one effect (an upsert of its aggregate document"
             + " in collection %s, expected revision = its current one;%n               none when the batch selected"
             + " nothing); a read that finds nothing waits %d ms%n",
         options.consumers(), SOURCE, options.maxEntries(), maxBytes >> 20, AGGREGATES, IDLE_MILLIS);
-    System.out.printf("purge:         every %,d ms through the lowest consumer checkpoint (Documents.purge)%n",
+    System.out.printf(
+        "purge:         every %,d ms through the lowest consumer checkpoint (Documents.purge)%n",
         options.purgeIntervalMs());
     System.out.println(LINE);
   }
@@ -286,7 +376,10 @@ public final class ProjectionBenchmark {
     for (int w = 0; w < threads; w++) {
       int writer = w;
       boolean afterBacklog = w < options.writers();
-      writers.add(thread("bench-writer-" + (w + 1), () -> write(documents, keys, seed + writer * 7919L, afterBacklog)));
+      writers.add(
+          thread(
+              "bench-writer-" + (w + 1),
+              () -> write(documents, keys, seed + writer * 7919L, afterBacklog)));
     }
     return writers;
   }
@@ -296,7 +389,8 @@ public final class ProjectionBenchmark {
    * then they are released and the outbox is purged, so that the backlog holds only the writers'
    * entries, in the journal events the writers wrote.
    */
-  private void warmUp(Documents documents, Projections projections, long maxBytes) throws Exception {
+  private void warmUp(Documents documents, Projections projections, long maxBytes)
+      throws Exception {
     Phase warmup = new Phase(options.consumers());
     warmup.start();
     phase = warmup;
@@ -306,8 +400,17 @@ public final class ProjectionBenchmark {
       int consumer = i;
       String name = WARMUP_PREFIX + (i + 1);
       configure(projections, name);
-      threads.add(thread("bench-warmup-" + (i + 1), () -> consume(projections, name, maxBytes,
-          () -> warmup.consumers[consumer], -1, warming::get)));
+      threads.add(
+          thread(
+              "bench-warmup-" + (i + 1),
+              () ->
+                  consume(
+                      projections,
+                      name,
+                      maxBytes,
+                      () -> warmup.consumers[consumer],
+                      -1,
+                      warming::get)));
     }
     Thread.sleep(TimeUnit.SECONDS.toMillis(options.warmupSeconds()));
     warming.set(false);
@@ -319,13 +422,21 @@ public final class ProjectionBenchmark {
       get(projections.release(PARTITION, WARMUP_PREFIX + (i + 1), 1));
     }
     long purged = purgeAll(documents);
-    System.out.printf(Locale.ROOT, "warm-up:       %d consumers of their own read along with the writers for %.1f s (not"
+    System.out.printf(
+        Locale.ROOT,
+        "warm-up:       %d consumers of their own read along with the writers for %.1f s (not"
             + " reported: %,.0f entries/s, %,.0f writes/s),%n               then released; the outbox purged (%,d entries)%n",
-        options.consumers(), warmup.seconds(), warmup.sum(ConsumerStats.Snapshot::examined) / warmup.seconds(),
-        warmup.writes.snapshot().writes() / warmup.seconds(), purged);
+        options.consumers(),
+        warmup.seconds(),
+        warmup.sum(ConsumerStats.Snapshot::examined) / warmup.seconds(),
+        warmup.writes.snapshot().writes() / warmup.seconds(),
+        purged);
   }
 
-  /** Waits until the outbox holds {@code --backlog} entries; without writers in the run, the writers then stop. */
+  /**
+   * Waits until the outbox holds {@code --backlog} entries; without writers in the run, the writers
+   * then stop.
+   */
   private void writeBacklog(Documents documents, List<Thread> writers) throws Exception {
     PartitionStatus start = status(documents);
     Phase load = new Phase(options.consumers());
@@ -345,10 +456,18 @@ public final class ProjectionBenchmark {
     PartitionStatus end = status(documents);
     WriterStats.Snapshot loaded = load.writes.snapshot();
     long events = end.journalEvents() - start.journalEvents();
-    System.out.printf(Locale.ROOT, "backlog:       %,d outbox entries when the consumers start, written by %d writers in %.1f s"
+    System.out.printf(
+        Locale.ROOT,
+        "backlog:       %,d outbox entries when the consumers start, written by %d writers in %.1f s"
             + " (%,.0f writes/s, p50 %.2f ms, p99 %.2f ms);%n               %,d journal events (%.2f entries per event)%n",
-        end.outboxEntries(), writers.size(), load.seconds(), loaded.writes() / load.seconds(), ms(loaded.latency(), 50),
-        ms(loaded.latency(), 99), events, (double) (end.outboxNext() - start.outboxNext()) / Math.max(1, events));
+        end.outboxEntries(),
+        writers.size(),
+        load.seconds(),
+        loaded.writes() / load.seconds(),
+        ms(loaded.latency(), 50),
+        ms(loaded.latency(), 99),
+        events,
+        (double) (end.outboxNext() - start.outboxNext()) / Math.max(1, events));
   }
 
   /**
@@ -367,7 +486,10 @@ public final class ProjectionBenchmark {
 
   // --- the worker threads ---
 
-  /** A writer: one write after the other until the run ends (or, for a backlog writer, the backlog is written). */
+  /**
+   * A writer: one write after the other until the run ends (or, for a backlog writer, the backlog
+   * is written).
+   */
   private void write(Documents documents, List<String> keys, long seed, boolean afterBacklog) {
     SplittableRandom random = new SplittableRandom(seed);
     while (running && (afterBacklog || !backlogWritten)) {
@@ -400,7 +522,12 @@ public final class ProjectionBenchmark {
    * @param measured the consumer's index among the measured ones (its checkpoint is published for
    *     the purger, and reaching the outbox's end ends the window); -1 for a warm-up consumer
    */
-  private void consume(Projections projections, String name, long maxBytes, Supplier<ConsumerStats> stats, int measured,
+  private void consume(
+      Projections projections,
+      String name,
+      long maxBytes,
+      Supplier<ConsumerStats> stats,
+      int measured,
       BooleanSupplier keepGoing) {
     String aggregate = ids(AGGREGATES, "agg-" + name + "-", 1).get(0);
     long revision = 0; // the aggregate document does not exist yet
@@ -410,11 +537,16 @@ public final class ProjectionBenchmark {
     while (keepGoing.getAsBoolean()) {
       try {
         long t0 = System.nanoTime();
-        Projections.ReadResult read = get(projections.read(PARTITION, name, 1, options.maxEntries(), maxBytes));
+        Projections.ReadResult read =
+            get(projections.read(PARTITION, name, 1, options.maxEntries(), maxBytes));
         long readMicros = (System.nanoTime() - t0) / 1000;
         if (!(read instanceof Projections.Batch batch)) {
-          stats.get().failure(read instanceof Projections.Refused r
-              ? "read " + r.refusal().refusal() : "read " + read.getClass().getSimpleName());
+          stats
+              .get()
+              .failure(
+                  read instanceof Projections.Refused r
+                      ? "read " + r.refusal().refusal()
+                      : "read " + read.getClass().getSimpleName());
           Thread.sleep(10);
           continue;
         }
@@ -434,9 +566,18 @@ public final class ProjectionBenchmark {
           for (Partition.OutboxEntry e : batch.entries()) {
             bytes += e.after() == null ? 0 : e.after().length();
           }
-          String body = "{\"consumer\":\"" + name + "\",\"batches\":" + (batches + 1) + ",\"entries\":"
-              + (selected + batch.entries().size()) + ",\"bytes\":" + (selectedBytes + bytes) + ",\"through\":"
-              + batch.through() + "}";
+          String body =
+              "{\"consumer\":\""
+                  + name
+                  + "\",\"batches\":"
+                  + (batches + 1)
+                  + ",\"entries\":"
+                  + (selected + batch.entries().size())
+                  + ",\"bytes\":"
+                  + (selectedBytes + bytes)
+                  + ",\"through\":"
+                  + batch.through()
+                  + "}";
           effects = List.of(new Upsert(AGGREGATES, aggregate, body, Optional.of(revision)));
         }
         long t1 = System.nanoTime();
@@ -450,7 +591,14 @@ public final class ProjectionBenchmark {
           batches++;
           selected += batch.entries().size();
           selectedBytes += bytes;
-          stats.get().batch(examined, batch.entries().size(), examined == options.maxEntries(), readMicros, commitMicros);
+          stats
+              .get()
+              .batch(
+                  examined,
+                  batch.entries().size(),
+                  examined == options.maxEntries(),
+                  readMicros,
+                  commitMicros);
           if (measured >= 0) {
             checkpoints.set(measured, committed.checkpoint());
             if (!batch.hasMore()) {
@@ -474,9 +622,15 @@ public final class ProjectionBenchmark {
     }
   }
 
-  /** Configures consumer {@code name} (generation 1, collection {@value #SOURCE}) from the retained beginning. */
+  /**
+   * Configures consumer {@code name} (generation 1, collection {@value #SOURCE}) from the retained
+   * beginning.
+   */
   private static ConsumerView configure(Projections projections, String name) throws Exception {
-    ConsumerReply reply = get(projections.configure(PARTITION, name, 1, List.of(SOURCE), List.of(), Optional.empty()));
+    ConsumerReply reply =
+        get(
+            projections.configure(
+                PARTITION, name, 1, List.of(SOURCE), List.of(), Optional.empty()));
     if (!(reply instanceof ConsumerConfigured configured) || !configured.created()) {
       throw new IllegalStateException("configuring a consumer was answered " + describe(reply));
     }
@@ -525,7 +679,8 @@ public final class ProjectionBenchmark {
       }
       PurgeReply reply = get(documents.purge(PARTITION, s.outboxNext() - 1, PURGE_ENTRIES));
       if (!(reply instanceof OutboxPurged p)) {
-        throw new IllegalStateException("purging the outbox was answered " + reply.getClass().getSimpleName());
+        throw new IllegalStateException(
+            "purging the outbox was answered " + reply.getClass().getSimpleName());
       }
       purged += p.purged();
       more = p.more();
@@ -536,8 +691,15 @@ public final class ProjectionBenchmark {
   // --- the report ---
 
   /** All consumers' figures of a phase together. */
-  private record Totals(long batches, long examined, long selected, long full, long empty, Histogram reads,
-      Histogram commits, Map<String, Long> failures) {
+  private record Totals(
+      long batches,
+      long examined,
+      long selected,
+      long full,
+      long empty,
+      Histogram reads,
+      Histogram commits,
+      Map<String, Long> failures) {
     static Totals of(Phase p) {
       Histogram reads = new Histogram(MAX_MICROS, 3);
       Histogram commits = new Histogram(MAX_MICROS, 3);
@@ -565,55 +727,134 @@ public final class ProjectionBenchmark {
   /**
    * The measured window: a line per consumer, their total, the writes, the outbox and the CPU.
    *
-   * @param cpu CPU seconds in the window: this JVM, the PostgreSQL backends of the database, the whole machine
+   * @param cpu CPU seconds in the window: this JVM, the PostgreSQL backends of the database, the
+   *     whole machine
    */
-  private void report(Phase w, boolean reachedEnd, PartitionStatus before, PartitionStatus after, double[] cpu) {
+  private void report(
+      Phase w, boolean reachedEnd, PartitionStatus before, PartitionStatus after, double[] cpu) {
     double s = w.seconds();
-    System.out.printf(Locale.ROOT, "measured window: %.2f s, %s%n", s, reachedEnd
-        ? "until the first consumer reached the end of the outbox (every consumer was behind until then)"
-        : "--seconds; no consumer reached the end of the outbox");
-    System.out.printf("%-9s %8s %9s %9s %10s %6s | %8s %8s %8s | %8s %8s %8s | %6s %7s %7s  %s%n", "consumer", "batches",
-        "entries", "selected", "entries/s", "full%", "read p50", "p99", "max", "cmt p50", "p99", "max", "empty", "lag0",
-        "lag1", "failed");
+    System.out.printf(
+        Locale.ROOT,
+        "measured window: %.2f s, %s%n",
+        s,
+        reachedEnd
+            ? "until the first consumer reached the end of the outbox (every consumer was behind until then)"
+            : "--seconds; no consumer reached the end of the outbox");
+    System.out.printf(
+        "%-9s %8s %9s %9s %10s %6s | %8s %8s %8s | %8s %8s %8s | %6s %7s %7s  %s%n",
+        "consumer",
+        "batches",
+        "entries",
+        "selected",
+        "entries/s",
+        "full%",
+        "read p50",
+        "p99",
+        "max",
+        "cmt p50",
+        "p99",
+        "max",
+        "empty",
+        "lag0",
+        "lag1",
+        "failed");
     for (int i = 0; i < w.consumers.length; i++) {
       ConsumerStats.Snapshot c = w.consumers[i].snapshot();
-      System.out.printf(Locale.ROOT, "%-9s %,8d %,9d %,9d %,10.0f %5.0f%% | %8.2f %8.2f %8.1f | %8.2f %8.2f %8.1f | %,6d %,7d %,7d  %s%n",
-          "c" + (i + 1), c.batches(), c.examined(), c.selected(), c.examined() / s, 100.0 * c.full() / Math.max(1, c.batches()),
-          ms(c.reads(), 50), ms(c.reads(), 99), c.reads().getMaxValue() / 1000.0, ms(c.commits(), 50), ms(c.commits(), 99),
-          c.commits().getMaxValue() / 1000.0, c.empty(), lag(before, i), lag(after, i),
+      System.out.printf(
+          Locale.ROOT,
+          "%-9s %,8d %,9d %,9d %,10.0f %5.0f%% | %8.2f %8.2f %8.1f | %8.2f %8.2f %8.1f | %,6d %,7d %,7d  %s%n",
+          "c" + (i + 1),
+          c.batches(),
+          c.examined(),
+          c.selected(),
+          c.examined() / s,
+          100.0 * c.full() / Math.max(1, c.batches()),
+          ms(c.reads(), 50),
+          ms(c.reads(), 99),
+          c.reads().getMaxValue() / 1000.0,
+          ms(c.commits(), 50),
+          ms(c.commits(), 99),
+          c.commits().getMaxValue() / 1000.0,
+          c.empty(),
+          lag(before, i),
+          lag(after, i),
           c.failures().isEmpty() ? "0" : c.failures().toString());
     }
     Totals t = Totals.of(w);
-    System.out.printf(Locale.ROOT, "%-9s %,8d %,9d %,9d %,10.0f %5.0f%% | %8.2f %8.2f %8.1f | %8.2f %8.2f %8.1f | %,6d %7s %7s  %s%n",
-        "all", t.batches(), t.examined(), t.selected(), t.examined() / s, 100.0 * t.full() / Math.max(1, t.batches()),
-        ms(t.reads(), 50), ms(t.reads(), 99), t.reads().getMaxValue() / 1000.0, ms(t.commits(), 50), ms(t.commits(), 99),
-        t.commits().getMaxValue() / 1000.0, t.empty(), "", "", t.failures().isEmpty() ? "0" : t.failures().toString());
-    System.out.println("entries = outbox entries examined (committed through: the checkpoint's movement); selected = entries of"
-        + " collection " + SOURCE + " delivered;\nfull% = batches that examined --max-entries entries; read ="
-        + " Projections.read (partition ask, journal read, selection, token);\ncmt = verify + commit (one durable journal"
-        + " write, group-committed with the writes); empty = reads that found nothing (then a " + IDLE_MILLIS + " ms"
-        + " pause);\nlag0/lag1 = outbox entries after the consumer's checkpoint at the window's start/end; latencies in ms");
+    System.out.printf(
+        Locale.ROOT,
+        "%-9s %,8d %,9d %,9d %,10.0f %5.0f%% | %8.2f %8.2f %8.1f | %8.2f %8.2f %8.1f | %,6d %7s %7s  %s%n",
+        "all",
+        t.batches(),
+        t.examined(),
+        t.selected(),
+        t.examined() / s,
+        100.0 * t.full() / Math.max(1, t.batches()),
+        ms(t.reads(), 50),
+        ms(t.reads(), 99),
+        t.reads().getMaxValue() / 1000.0,
+        ms(t.commits(), 50),
+        ms(t.commits(), 99),
+        t.commits().getMaxValue() / 1000.0,
+        t.empty(),
+        "",
+        "",
+        t.failures().isEmpty() ? "0" : t.failures().toString());
+    System.out.println(
+        "entries = outbox entries examined (committed through: the checkpoint's movement); selected = entries of"
+            + " collection "
+            + SOURCE
+            + " delivered;\nfull% = batches that examined --max-entries entries; read ="
+            + " Projections.read (partition ask, journal read, selection, token);\ncmt = verify + commit (one durable journal"
+            + " write, group-committed with the writes); empty = reads that found nothing (then a "
+            + IDLE_MILLIS
+            + " ms"
+            + " pause);\nlag0/lag1 = outbox entries after the consumer's checkpoint at the window's start/end; latencies in ms");
     WriterStats.Snapshot writes = w.writes.snapshot();
     if (options.writers() == 0) {
-      System.out.printf("writes:        none (no writers in this run)%s%n",
+      System.out.printf(
+          "writes:        none (no writers in this run)%s%n",
           writes.failures().isEmpty() ? "" : "; failed " + writes.failures());
     } else {
-      System.out.printf(Locale.ROOT, "writes:        %,d in the window, %,.0f writes/s, p50 %.2f ms, p99 %.2f ms, max %.1f ms;"
+      System.out.printf(
+          Locale.ROOT,
+          "writes:        %,d in the window, %,.0f writes/s, p50 %.2f ms, p99 %.2f ms, max %.1f ms;"
               + " failed %s%n",
-          writes.writes(), writes.writes() / s, ms(writes.latency(), 50), ms(writes.latency(), 99),
-          writes.latency().getMaxValue() / 1000.0, writes.failures().isEmpty() ? "0" : writes.failures().toString());
+          writes.writes(),
+          writes.writes() / s,
+          ms(writes.latency(), 50),
+          ms(writes.latency(), 99),
+          writes.latency().getMaxValue() / 1000.0,
+          writes.failures().isEmpty() ? "0" : writes.failures().toString());
     }
     long written = after.outboxNext() - before.outboxNext();
     long events = after.journalEvents() - before.journalEvents();
-    System.out.printf(Locale.ROOT, "outbox:        %,d entries written in the window (writes and effects), %,d journal events"
+    System.out.printf(
+        Locale.ROOT,
+        "outbox:        %,d entries written in the window (writes and effects), %,d journal events"
             + " (%.2f entries per event);%n               %,d purged in %,d purges (p50 %.1f ms); retained %,d at the start,"
             + " %,d at the end%n",
-        written, events, (double) written / Math.max(1, events), after.outboxFirst() - before.outboxFirst(), w.purges(),
-        w.purgeMillisMedian(), before.outboxEntries(), after.outboxEntries());
-    System.out.printf(Locale.ROOT, "CPU:           this JVM %.1f s (%.2f of %d cores), PostgreSQL backends of %s %.1f s (%.2f"
+        written,
+        events,
+        (double) written / Math.max(1, events),
+        after.outboxFirst() - before.outboxFirst(),
+        w.purges(),
+        w.purgeMillisMedian(),
+        before.outboxEntries(),
+        after.outboxEntries());
+    System.out.printf(
+        Locale.ROOT,
+        "CPU:           this JVM %.1f s (%.2f of %d cores), PostgreSQL backends of %s %.1f s (%.2f"
             + " cores),%n               the whole machine %.1f s (%.2f cores: these, other PostgreSQL processes and anything"
             + " else running)%n",
-        cpu[0], cpu[0] / s, Runtime.getRuntime().availableProcessors(), DATABASE, cpu[1], cpu[1] / s, cpu[2], cpu[2] / s);
+        cpu[0],
+        cpu[0] / s,
+        Runtime.getRuntime().availableProcessors(),
+        DATABASE,
+        cpu[1],
+        cpu[1] / s,
+        cpu[2],
+        cpu[2] / s);
   }
 
   /** The rest of the duration after the consumers caught up with the writers. */
@@ -625,12 +866,26 @@ public final class ProjectionBenchmark {
     for (int i = 0; i < options.consumers(); i++) {
       lag = Math.max(lag, lag(after, i));
     }
-    System.out.printf(Locale.ROOT, "then, caught up with the writers (the remaining %.2f s): %,.0f consumer entries/s (bounded by"
+    System.out.printf(
+        Locale.ROOT,
+        "then, caught up with the writers (the remaining %.2f s): %,.0f consumer entries/s (bounded by"
             + " the writes), %,.1f batches/s,%n   %,d empty reads; read p50 %.2f ms, p99 %.2f ms; commit p50 %.2f ms, p99"
             + " %.2f ms; %,.0f writes/s (p50 %.2f ms, p99 %.2f ms);%n   largest lag at the end %,d entries; failed %s%n",
-        s, t.examined() / s, t.batches() / s, t.empty(), ms(t.reads(), 50), ms(t.reads(), 99), ms(t.commits(), 50),
-        ms(t.commits(), 99), writes.writes() / s, ms(writes.latency(), 50), ms(writes.latency(), 99), lag,
-        t.failures().isEmpty() && writes.failures().isEmpty() ? "0" : t.failures() + " " + writes.failures());
+        s,
+        t.examined() / s,
+        t.batches() / s,
+        t.empty(),
+        ms(t.reads(), 50),
+        ms(t.reads(), 99),
+        ms(t.commits(), 50),
+        ms(t.commits(), 99),
+        writes.writes() / s,
+        ms(writes.latency(), 50),
+        ms(writes.latency(), 99),
+        lag,
+        t.failures().isEmpty() && writes.failures().isEmpty()
+            ? "0"
+            : t.failures() + " " + writes.failures());
   }
 
   /** The headline figures: the window's, and those after catching up if there were writers. */
@@ -638,17 +893,32 @@ public final class ProjectionBenchmark {
     double s = window.seconds();
     Totals t = Totals.of(window);
     System.out.println(LINE);
-    System.out.printf(Locale.ROOT, "summary: %d consumers, %d writers, maxEntries %d, while behind (%.1f s): %,.0f consumer"
+    System.out.printf(
+        Locale.ROOT,
+        "summary: %d consumers, %d writers, maxEntries %d, while behind (%.1f s): %,.0f consumer"
             + " entries/s (%,.0f selected/s),%n         %,.1f batches/s; read p50 %.2f ms, p99 %.2f ms; commit p50 %.2f ms,"
             + " p99 %.2f ms; concurrent writes %,.0f/s%n",
-        options.consumers(), options.writers(), options.maxEntries(), s, t.examined() / s, t.selected() / s, t.batches() / s,
-        ms(t.reads(), 50), ms(t.reads(), 99), ms(t.commits(), 50), ms(t.commits(), 99),
+        options.consumers(),
+        options.writers(),
+        options.maxEntries(),
+        s,
+        t.examined() / s,
+        t.selected() / s,
+        t.batches() / s,
+        ms(t.reads(), 50),
+        ms(t.reads(), 99),
+        ms(t.commits(), 50),
+        ms(t.commits(), 99),
         window.writes.snapshot().writes() / s);
     if (caughtUp != null) {
       Totals c = Totals.of(caughtUp);
       double cs = caughtUp.seconds();
-      System.out.printf(Locale.ROOT, "         caught up (%.1f s): %,.0f consumer entries/s, %,.0f writes/s%n", cs,
-          c.examined() / cs, caughtUp.writes.snapshot().writes() / cs);
+      System.out.printf(
+          Locale.ROOT,
+          "         caught up (%.1f s): %,.0f consumer entries/s, %,.0f writes/s%n",
+          cs,
+          c.examined() / cs,
+          caughtUp.writes.snapshot().writes() / cs);
     }
     System.out.println(LINE);
   }
@@ -666,7 +936,10 @@ public final class ProjectionBenchmark {
 
   // --- figures of a phase ---
 
-  /** The figures of one phase (backlog, warm-up, the window), recorded by the threads while it is current. */
+  /**
+   * The figures of one phase (backlog, warm-up, the window), recorded by the threads while it is
+   * current.
+   */
   private static final class Phase {
     final ConsumerStats[] consumers;
     final WriterStats writes = new WriterStats();
@@ -729,10 +1002,18 @@ public final class ProjectionBenchmark {
     private final Histogram commits = new Histogram(MAX_MICROS, 3);
     private final Map<String, Long> failures = new TreeMap<>();
 
-    record Snapshot(long batches, long examined, long selected, long full, long empty, Histogram reads, Histogram commits,
+    record Snapshot(
+        long batches,
+        long examined,
+        long selected,
+        long full,
+        long empty,
+        Histogram reads,
+        Histogram commits,
         Map<String, Long> failures) {}
 
-    synchronized void batch(long examined, long selected, boolean full, long readMicros, long commitMicros) {
+    synchronized void batch(
+        long examined, long selected, boolean full, long readMicros, long commitMicros) {
       batches++;
       this.examined += examined;
       this.selected += selected;
@@ -752,11 +1033,22 @@ public final class ProjectionBenchmark {
     }
 
     synchronized Snapshot snapshot() {
-      return new Snapshot(batches, examined, selected, full, empty, reads.copy(), commits.copy(), new TreeMap<>(failures));
+      return new Snapshot(
+          batches,
+          examined,
+          selected,
+          full,
+          empty,
+          reads.copy(),
+          commits.copy(),
+          new TreeMap<>(failures));
     }
   }
 
-  /** The writers' figures in a phase (failed purges are counted with the failed writes, as "purge ..."). */
+  /**
+   * The writers' figures in a phase (failed purges are counted with the failed writes, as "purge
+   * ...").
+   */
   private static final class WriterStats {
     private long writes;
     private final Histogram latency = new Histogram(MAX_MICROS, 3);
@@ -784,7 +1076,10 @@ public final class ProjectionBenchmark {
     return "bench-c" + (consumer + 1);
   }
 
-  /** The first {@code count} ids {@code prefix0, prefix1, ...} of {@code collection} that land in {@link #PARTITION}. */
+  /**
+   * The first {@code count} ids {@code prefix0, prefix1, ...} of {@code collection} that land in
+   * {@link #PARTITION}.
+   */
   static List<String> ids(String collection, String prefix, int count) {
     List<String> out = new ArrayList<>(count);
     for (long n = 0; out.size() < count; n++) {
@@ -806,27 +1101,35 @@ public final class ProjectionBenchmark {
 
   /** A failure's kind: its class, unwrapped from the future's wrappers (never its message). */
   private static String kind(Throwable e) {
-    while ((e instanceof ExecutionException || e instanceof CompletionException) && e.getCause() != null) {
+    while ((e instanceof ExecutionException || e instanceof CompletionException)
+        && e.getCause() != null) {
       e = e.getCause();
     }
     return e.getClass().getSimpleName();
   }
 
   private static String describe(ConsumerReply reply) {
-    return reply instanceof ConsumerRefused r ? r.refusal().name() : reply.getClass().getSimpleName();
+    return reply instanceof ConsumerRefused r
+        ? r.refusal().name()
+        : reply.getClass().getSimpleName();
   }
 
   private static double ms(Histogram h, double percentile) {
     return h.getTotalCount() == 0 ? Double.NaN : h.getValueAtPercentile(percentile) / 1000.0;
   }
 
-  /** CPU seconds used so far by each PostgreSQL backend connected to the benchmark database (this query's excepted). */
+  /**
+   * CPU seconds used so far by each PostgreSQL backend connected to the benchmark database (this
+   * query's excepted).
+   */
   private Map<Long, Double> backendCpu() throws SQLException {
     Map<Long, Double> out = new TreeMap<>();
     try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
         Statement s = c.createStatement();
-        ResultSet rs = s.executeQuery("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-            + " AND pid <> pg_backend_pid()")) {
+        ResultSet rs =
+            s.executeQuery(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    + " AND pid <> pg_backend_pid()")) {
       while (rs.next()) {
         out.put(rs.getLong(1), CpuTimes.process(rs.getLong(1)));
       }

@@ -25,7 +25,8 @@ final class RecvLogicalDrain {
 
   /** {@code pg_recvlogical --version}, e.g. "pg_recvlogical (PostgreSQL) 15.13". */
   String version() throws IOException, InterruptedException {
-    Process p = new ProcessBuilder(binary.toString(), "--version").redirectErrorStream(true).start();
+    Process p =
+        new ProcessBuilder(binary.toString(), "--version").redirectErrorStream(true).start();
     String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
     p.waitFor(10, TimeUnit.SECONDS);
     return out;
@@ -39,29 +40,40 @@ final class RecvLogicalDrain {
    *
    * @param messages the pgoutput {@code messages} option, as Weir's pipeline sends it
    */
-  Result drain(String slot, long endLsn, boolean messages) throws IOException, InterruptedException {
+  Result drain(String slot, long endLsn, boolean messages)
+      throws IOException, InterruptedException {
     if (!Files.isExecutable(binary)) {
       throw new IOException(binary + " is not executable (is WEIR_PG_BINDIR right?)");
     }
-    List<String> command = List.of(
-        binary.toString(),
-        "--dbname=host=" + db.host() + " port=" + db.port() + " dbname=" + db.name()
-            + " user=" + db.user() + " application_name=bench_recvlogical",
-        "--slot=" + slot,
-        "--start",
-        "--no-loop",
-        // Same plugin options as Weir's ReplicationConnection.
-        "--option=proto_version=1",
-        "--option=publication_names=" + BenchDatabase.PUBLICATION,
-        "--option=messages=" + messages,
-        "--endpos=" + Lsn.of(endLsn),
-        "--file=/dev/null",
-        // No fsync of /dev/null; progress is still reported to the server.
-        "--fsync-interval=0");
+    List<String> command =
+        List.of(
+            binary.toString(),
+            "--dbname=host="
+                + db.host()
+                + " port="
+                + db.port()
+                + " dbname="
+                + db.name()
+                + " user="
+                + db.user()
+                + " application_name=bench_recvlogical",
+            "--slot=" + slot,
+            "--start",
+            "--no-loop",
+            // Same plugin options as Weir's ReplicationConnection.
+            "--option=proto_version=1",
+            "--option=publication_names=" + BenchDatabase.PUBLICATION,
+            "--option=messages=" + messages,
+            "--endpos=" + Lsn.of(endLsn),
+            "--file=/dev/null",
+            // No fsync of /dev/null; progress is still reported to the server.
+            "--fsync-interval=0");
     File errors = File.createTempFile("bench-recvlogical", ".log");
     try {
-      ProcessBuilder pb = new ProcessBuilder(command).redirectOutput(ProcessBuilder.Redirect.DISCARD)
-          .redirectError(errors);
+      ProcessBuilder pb =
+          new ProcessBuilder(command)
+              .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+              .redirectError(errors);
       pb.environment().put("PGPASSWORD", db.password());
       CpuTimes cpu = CpuTimes.now();
       long start = System.nanoTime();

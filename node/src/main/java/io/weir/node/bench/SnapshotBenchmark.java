@@ -53,7 +53,8 @@ public final class SnapshotBenchmark {
         case "--repeats" -> repeats = Integer.parseInt(args[++i]);
         case "--batch-rows" -> batchRows = Integer.parseInt(args[++i]);
         case "--help", "-h" -> {
-          System.out.println("usage: bench-snapshot.sh [--rows N (1000000)] [--repeats N (3)] [--batch-rows N (5000)]");
+          System.out.println(
+              "usage: bench-snapshot.sh [--rows N (1000000)] [--repeats N (3)] [--batch-rows N (5000)]");
           return;
         }
         default -> {
@@ -64,37 +65,55 @@ public final class SnapshotBenchmark {
     }
     String url = System.getenv("WEIR_PG_URL");
     if (url == null || !url.startsWith("jdbc:postgresql://")) {
-      System.err.println("bench: WEIR_PG_URL must be a JDBC URL (run through deploy/bin/bench-snapshot.sh)");
+      System.err.println(
+          "bench: WEIR_PG_URL must be a JDBC URL (run through deploy/bin/bench-snapshot.sh)");
       System.exit(2);
     }
-    BenchDatabase db = new BenchDatabase(url, System.getenv().getOrDefault("WEIR_PG_USER", "weir"),
-        System.getenv().getOrDefault("WEIR_PG_PASSWORD", ""));
+    BenchDatabase db =
+        new BenchDatabase(
+            url,
+            System.getenv().getOrDefault("WEIR_PG_USER", "weir"),
+            System.getenv().getOrDefault("WEIR_PG_PASSWORD", ""));
     System.exit(run(db, rows, repeats, batchRows));
   }
 
   private static int run(BenchDatabase db, int rows, int repeats, int batchRows) throws Exception {
-    System.out.println("Weir initial snapshot benchmark, " + ZonedDateTime.now(ZoneOffset.UTC)
-        .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
+    System.out.println(
+        "Weir initial snapshot benchmark, "
+            + ZonedDateTime.now(ZoneOffset.UTC)
+                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
     System.out.println(LINE);
     db.recreate();
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
-      s.execute("INSERT INTO public.bench SELECT g, g % 100000, md5(g::text) || md5((g + 1)::text), "
-          + "timestamptz '2026-01-01' + g * interval '1 second' FROM generate_series(1, " + rows + ") g");
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
+      s.execute(
+          "INSERT INTO public.bench SELECT g, g % 100000, md5(g::text) || md5((g + 1)::text), "
+              + "timestamptz '2026-01-01' + g * interval '1 second' FROM generate_series(1, "
+              + rows
+              + ") g");
       s.execute("VACUUM ANALYZE public.bench");
     }
     long tableBytes;
-    try (Connection c = db.connect(); Statement s = c.createStatement();
+    try (Connection c = db.connect();
+        Statement s = c.createStatement();
         ResultSet rs = s.executeQuery("SELECT pg_relation_size('public.bench')")) {
       rs.next();
       tableBytes = rs.getLong(1);
     }
-    List<double[]> rounds = new ArrayList<>(); // copy rows/s, weir rows/s, copy MB/s, weir MB/s, ratio
+    List<double[]> rounds =
+        new ArrayList<>(); // copy rows/s, weir rows/s, copy MB/s, weir MB/s, ratio
     try (WeirDrain weir = new WeirDrain(db, 1, Duration.ofMillis(5))) {
-      System.out.printf("PostgreSQL:  %s, shared_buffers %s%n", db.show("server_version"), db.show("shared_buffers"));
-      System.out.printf("table:       %,d rows of (id bigint pk, a int, b text(64 chars), c timestamptz), heap %,d MB%n",
+      System.out.printf(
+          "PostgreSQL:  %s, shared_buffers %s%n",
+          db.show("server_version"), db.show("shared_buffers"));
+      System.out.printf(
+          "table:       %,d rows of (id bigint pk, a int, b text(64 chars), c timestamptz), heap %,d MB%n",
           rows, tableBytes >> 20);
-      System.out.printf("reference:   COPY (SELECT id, a, b, c FROM ONLY public.bench) TO STDOUT, pgjdbc into a null stream%n");
-      System.out.printf("Weir:        CdcPipeline start-mode snapshot, batches of %,d rows to a sink that discards them%n", batchRows);
+      System.out.printf(
+          "reference:   COPY (SELECT id, a, b, c FROM ONLY public.bench) TO STDOUT, pgjdbc into a null stream%n");
+      System.out.printf(
+          "Weir:        CdcPipeline start-mode snapshot, batches of %,d rows to a sink that discards them%n",
+          batchRows);
       System.out.println(LINE);
       // Warm-up (cache, JIT), not reported.
       copy(db);
@@ -113,22 +132,44 @@ public final class SnapshotBenchmark {
         double copySeconds = copy[0] / 1e9;
         double mb = copy[1] / 1e6;
         double weirSeconds = w[0] / 1e9;
-        double[] round = {rows / copySeconds, rows / weirSeconds, mb / copySeconds, mb / weirSeconds, copySeconds / weirSeconds};
+        double[] round = {
+          rows / copySeconds,
+          rows / weirSeconds,
+          mb / copySeconds,
+          mb / weirSeconds,
+          copySeconds / weirSeconds
+        };
         rounds.add(round);
-        System.out.printf("round %d (%s first): COPY %.2f s %,.0f rows/s %.1f MB/s | Weir %.2f s %,.0f rows/s %.1f MB/s,"
+        System.out.printf(
+            "round %d (%s first): COPY %.2f s %,.0f rows/s %.1f MB/s | Weir %.2f s %,.0f rows/s %.1f MB/s,"
                 + " first rows after %.2f s, JVM CPU %.2f s | Weir/COPY %.2fx%n",
-            r, copyFirst ? "COPY" : "Weir", copySeconds, round[0], round[2], weirSeconds, round[1], round[3], w[2], w[1],
+            r,
+            copyFirst ? "COPY" : "Weir",
+            copySeconds,
+            round[0],
+            round[2],
+            weirSeconds,
+            round[1],
+            round[3],
+            w[2],
+            w[1],
             round[4]);
       }
     } finally {
       db.drop();
     }
     System.out.println(LINE);
-    System.out.printf("median: COPY %,.0f rows/s %.1f MB/s | Weir %,.0f rows/s %.1f MB/s | Weir/COPY %.2fx (median of per-round ratios)%n",
-        median(rounds, 0), median(rounds, 2), median(rounds, 1), median(rounds, 3), median(rounds, 4));
-    System.out.println("MB: bytes of COPY text output (the same rows both ways). Weir's time runs from the pipeline's Start"
-        + " to the hand-off checkpoint: it includes connecting, creating the slot with an exported snapshot and reading"
-        + " the catalog ('first rows after').");
+    System.out.printf(
+        "median: COPY %,.0f rows/s %.1f MB/s | Weir %,.0f rows/s %.1f MB/s | Weir/COPY %.2fx (median of per-round ratios)%n",
+        median(rounds, 0),
+        median(rounds, 2),
+        median(rounds, 1),
+        median(rounds, 3),
+        median(rounds, 4));
+    System.out.println(
+        "MB: bytes of COPY text output (the same rows both ways). Weir's time runs from the pipeline's Start"
+            + " to the hand-off checkpoint: it includes connecting, creating the slot with an exported snapshot and reading"
+            + " the catalog ('first rows after').");
     return 0;
   }
 
@@ -137,7 +178,10 @@ public final class SnapshotBenchmark {
     return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
   }
 
-  /** The reference: nanoseconds and bytes of one COPY TO STDOUT read in a REPEATABLE READ transaction. */
+  /**
+   * The reference: nanoseconds and bytes of one COPY TO STDOUT read in a REPEATABLE READ
+   * transaction.
+   */
   private static long[] copy(BenchDatabase db) throws Exception {
     try (Connection c = db.connect()) {
       c.setAutoCommit(false);
@@ -145,19 +189,22 @@ public final class SnapshotBenchmark {
         s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
       }
       AtomicLong bytes = new AtomicLong();
-      OutputStream sink = new OutputStream() {
-        @Override
-        public void write(int b) {
-          bytes.incrementAndGet();
-        }
+      OutputStream sink =
+          new OutputStream() {
+            @Override
+            public void write(int b) {
+              bytes.incrementAndGet();
+            }
 
-        @Override
-        public void write(byte[] b, int off, int len) {
-          bytes.addAndGet(len);
-        }
-      };
+            @Override
+            public void write(byte[] b, int off, int len) {
+              bytes.addAndGet(len);
+            }
+          };
       long start = System.nanoTime();
-      c.unwrap(PGConnection.class).getCopyAPI().copyOut("COPY (SELECT id, a, b, c FROM ONLY public.bench) TO STDOUT", sink);
+      c.unwrap(PGConnection.class)
+          .getCopyAPI()
+          .copyOut("COPY (SELECT id, a, b, c FROM ONLY public.bench) TO STDOUT", sink);
       long nanos = System.nanoTime() - start;
       c.commit();
       return new long[] {nanos, bytes.get()};
@@ -165,20 +212,23 @@ public final class SnapshotBenchmark {
   }
 
   /** Weir: nanoseconds from Start to the hand-off checkpoint, and the JVM's CPU seconds. */
-  private static double[] snapshot(WeirDrain weir, BenchDatabase db, int batchRows, int round, int expected) throws Exception {
+  private static double[] snapshot(
+      WeirDrain weir, BenchDatabase db, int batchRows, int round, int expected) throws Exception {
     String slot = "bench_snap_" + round + "_" + System.nanoTime() % 100000;
-    PipelineSettings settings = PipelineSettings.of("bench_snapshot_" + slot, slot, List.of(BenchDatabase.PUBLICATION))
-        .toBuilder()
-        .startMode(StartMode.SNAPSHOT)
-        .snapshotBatchRows(batchRows)
-        .statusInterval(Duration.ofSeconds(10))
-        .build();
+    PipelineSettings settings =
+        PipelineSettings.of("bench_snapshot_" + slot, slot, List.of(BenchDatabase.PUBLICATION))
+            .toBuilder()
+            .startMode(StartMode.SNAPSHOT)
+            .snapshotBatchRows(batchRows)
+            .statusInterval(Duration.ofSeconds(10))
+            .build();
     DiscardingSnapshotSink sink = new DiscardingSnapshotSink();
     try {
       long start = System.nanoTime();
       WeirDrain.Result r = weir.run(settings.name(), settings, sink, sink.handedOff, expected);
       if (sink.rows.get() != expected) {
-        throw new IllegalStateException("the snapshot delivered " + sink.rows.get() + " rows, expected " + expected);
+        throw new IllegalStateException(
+            "the snapshot delivered " + sink.rows.get() + " rows, expected " + expected);
       }
       return new double[] {r.nanos(), r.cpuSeconds(), (sink.firstBatchAt.get() - start) / 1e9};
     } finally {

@@ -47,7 +47,13 @@ final class WeirDrain implements AutoCloseable {
    * @param jitSeconds of which the JIT compiler threads'
    * @param gcSeconds of which the garbage collector's and the VM thread's
    */
-  record Result(long nanos, double cpuSeconds, double jitSeconds, double gcSeconds, long rows, long transactions) {
+  record Result(
+      long nanos,
+      double cpuSeconds,
+      double jitSeconds,
+      double gcSeconds,
+      long rows,
+      long transactions) {
     Result(long nanos, double cpuSeconds, long rows, long transactions) {
       this(nanos, cpuSeconds, Double.NaN, Double.NaN, rows, transactions);
     }
@@ -68,13 +74,15 @@ final class WeirDrain implements AutoCloseable {
    */
   WeirDrain(BenchDatabase db, int batch, Duration batchDelay, boolean partitions) {
     this.partitions = partitions;
-    Map<String, Object> settings = new java.util.HashMap<>(Map.of(
-        "weir.postgres.url", db.url(),
-        "weir.postgres.user", db.user(),
-        "weir.postgres.password", db.password(),
-        // A single process: no remoting, no cluster.
-        "pekko.actor.provider", "local",
-        "pekko.loglevel", "WARNING"));
+    Map<String, Object> settings =
+        new java.util.HashMap<>(
+            Map.of(
+                "weir.postgres.url", db.url(),
+                "weir.postgres.user", db.user(),
+                "weir.postgres.password", db.password(),
+                // A single process: no remoting, no cluster.
+                "pekko.actor.provider", "local",
+                "pekko.loglevel", "WARNING"));
     if (partitions) {
       settings.put("pekko.actor.provider", "cluster");
       settings.put("pekko.remote.artery.canonical.hostname", "127.0.0.1");
@@ -84,7 +92,9 @@ final class WeirDrain implements AutoCloseable {
       settings.put("pekko.cluster.jmx.enabled", "off");
     }
     Config overrides = ConfigFactory.parseMap(settings);
-    Config config = ConfigFactory.load(overrides.withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+    Config config =
+        ConfigFactory.load(
+            overrides.withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
     this.state = Database.create(PostgresSettings.create(config), "bench-state");
     // The pipeline records slot incarnations in weir.cdc_slot.
     SchemaMigrator.migrate(state.dataSource(), "weir");
@@ -93,15 +103,22 @@ final class WeirDrain implements AutoCloseable {
     this.batchDelay = batchDelay;
     this.system = ActorSystem.create(host(), "weir-bench", config);
     if (partitions) {
-      org.apache.pekko.cluster.typed.Cluster cluster = org.apache.pekko.cluster.typed.Cluster.get(system);
-      cluster.manager().tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
+      org.apache.pekko.cluster.typed.Cluster cluster =
+          org.apache.pekko.cluster.typed.Cluster.get(system);
+      cluster
+          .manager()
+          .tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
       // A large quota: the benchmark's rounds accumulate outbox entries and nothing purges them.
-      io.weir.sharding.partition.PartitionSharding.init(system,
+      io.weir.sharding.partition.PartitionSharding.init(
+          system,
           new io.weir.sharding.partition.PartitionSettings(100_000_000, 1L << 40, 256, 20_000));
     }
   }
 
-  /** The pipeline settings of a run on {@code slot}: the only tuning is batching (a documented option). */
+  /**
+   * The pipeline settings of a run on {@code slot}: the only tuning is batching (a documented
+   * option).
+   */
   PipelineSettings settings(String name, String slot) {
     return PipelineSettings.of(name, slot, List.of(BenchDatabase.PUBLICATION))
         // The slot was created before the workload; never create another.
@@ -123,10 +140,20 @@ final class WeirDrain implements AutoCloseable {
    * Runs a pipeline until {@code finished} completes with a {@code System.nanoTime()}; returns the
    * time from the Start command to then and the JVM's CPU time meanwhile.
    */
-  Result run(String name, PipelineSettings settings, io.weir.persistence.cdc.ChangeSink sink,
-      java.util.concurrent.CompletableFuture<Long> finished, long rows) throws Exception {
-    ActorRef<CdcPipeline.Command> pipeline = ask(replyTo ->
-        new Spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"), name, replyTo));
+  Result run(
+      String name,
+      PipelineSettings settings,
+      io.weir.persistence.cdc.ChangeSink sink,
+      java.util.concurrent.CompletableFuture<Long> finished,
+      long rows)
+      throws Exception {
+    ActorRef<CdcPipeline.Command> pipeline =
+        ask(
+            replyTo ->
+                new Spawn(
+                    CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"),
+                    name,
+                    replyTo));
     try {
       CpuTimes cpu = CpuTimes.now();
       long start = System.nanoTime();
@@ -145,26 +172,41 @@ final class WeirDrain implements AutoCloseable {
       return new Result(end - start, CpuTimes.now().self() - cpu.self(), rows, 0);
     } finally {
       ask(pipeline, CdcPipeline.Stop::new);
-      AskPattern.<HostCommand, Done>ask(system, r -> new Despawn(pipeline, r), ASK, system.scheduler())
-          .toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
+      AskPattern.<HostCommand, Done>ask(
+              system, r -> new Despawn(pipeline, r), ASK, system.scheduler())
+          .toCompletableFuture()
+          .get(ASK.toSeconds(), TimeUnit.SECONDS);
     }
   }
 
   String describeSettings() {
     PipelineSettings s = settings("x", "x");
-    return "batching " + s.batchMaxTransactions() + " transactions / " + s.batchMaxDelay().toMillis()
-        + " ms per sink call, in-flight window " + s.inFlightWindow() + ", status interval "
-        + s.statusInterval().toSeconds() + " s, max transaction changes " + s.maxTransactionChanges()
+    return "batching "
+        + s.batchMaxTransactions()
+        + " transactions / "
+        + s.batchMaxDelay().toMillis()
+        + " ms per sink call, in-flight window "
+        + s.inFlightWindow()
+        + ", status interval "
+        + s.statusInterval().toSeconds()
+        + " s, max transaction changes "
+        + s.maxTransactionChanges()
         + " (other settings: PipelineSettings.of defaults)";
   }
 
   /** Drains {@code slot} until the sink has applied the workload's last transaction. */
   Result drain(String slot, BenchDatabase.Workload workload) throws Exception {
     String name = "bench_" + (++runs) + "_" + slot;
-    FinishingSink finishing = !partitions ? null
-        : new FinishingSink(new io.weir.sharding.cdc.PartitionSink(io.weir.sharding.cdc.PartitionChannel.sharded(system),
-            io.weir.sharding.cdc.PartitionSink.Settings.defaults(PARTITIONS),
-            new io.weir.persistence.cdc.CheckpointStore(state.dataSource(), "weir")), workload.lastXid(), workload.endLsn());
+    FinishingSink finishing =
+        !partitions
+            ? null
+            : new FinishingSink(
+                new io.weir.sharding.cdc.PartitionSink(
+                    io.weir.sharding.cdc.PartitionChannel.sharded(system),
+                    io.weir.sharding.cdc.PartitionSink.Settings.defaults(PARTITIONS),
+                    new io.weir.persistence.cdc.CheckpointStore(state.dataSource(), "weir")),
+                workload.lastXid(),
+                workload.endLsn());
     io.weir.persistence.cdc.ChangeSink sink;
     DrainCounts counted;
     if (finishing != null) {
@@ -175,8 +217,14 @@ final class WeirDrain implements AutoCloseable {
       sink = c;
       counted = c;
     }
-    ActorRef<CdcPipeline.Command> pipeline = ask(replyTo ->
-        new Spawn(CdcPipeline.create(settings(name, slot), source, sink, state.dataSource(), "weir"), name, replyTo));
+    ActorRef<CdcPipeline.Command> pipeline =
+        ask(
+            replyTo ->
+                new Spawn(
+                    CdcPipeline.create(
+                        settings(name, slot), source, sink, state.dataSource(), "weir"),
+                    name,
+                    replyTo));
     try {
       CpuTimes cpu = CpuTimes.now();
       CpuTimes.ThreadCpu threads = CpuTimes.ThreadCpu.now();
@@ -191,21 +239,29 @@ final class WeirDrain implements AutoCloseable {
         } catch (TimeoutException e) {
           check(ask(pipeline, CdcPipeline.GetStatus::new));
           if (System.nanoTime() > deadline) {
-            throw new IllegalStateException("Weir did not reach the end position within 30 minutes");
+            throw new IllegalStateException(
+                "Weir did not reach the end position within 30 minutes");
           }
         }
       }
       double cpuSeconds = CpuTimes.now().self() - cpu.self();
       CpuTimes.ThreadCpu after = CpuTimes.ThreadCpu.now();
-      return new Result(end - start, cpuSeconds, after.jitSince(threads), after.gcSince(threads), counted.rows(),
+      return new Result(
+          end - start,
+          cpuSeconds,
+          after.jitSince(threads),
+          after.gcSince(threads),
+          counted.rows(),
           counted.transactions());
     } finally {
       if (finishing != null) {
         finishing.shutdown();
       }
       ask(pipeline, CdcPipeline.Stop::new);
-      AskPattern.<HostCommand, Done>ask(system, r -> new Despawn(pipeline, r), ASK, system.scheduler())
-          .toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
+      AskPattern.<HostCommand, Done>ask(
+              system, r -> new Despawn(pipeline, r), ASK, system.scheduler())
+          .toCompletableFuture()
+          .get(ASK.toSeconds(), TimeUnit.SECONDS);
     }
   }
 
@@ -216,15 +272,19 @@ final class WeirDrain implements AutoCloseable {
     }
   }
 
-  private <T> T ask(ActorRef<CdcPipeline.Command> target, java.util.function.Function<ActorRef<T>, CdcPipeline.Command> make)
+  private <T> T ask(
+      ActorRef<CdcPipeline.Command> target,
+      java.util.function.Function<ActorRef<T>, CdcPipeline.Command> make)
       throws InterruptedException, ExecutionException, TimeoutException {
     CompletionStage<T> reply = AskPattern.ask(target, make::apply, ASK, system.scheduler());
     return reply.toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
   }
 
-  private ActorRef<CdcPipeline.Command> ask(java.util.function.Function<ActorRef<ActorRef<CdcPipeline.Command>>, HostCommand> make)
+  private ActorRef<CdcPipeline.Command> ask(
+      java.util.function.Function<ActorRef<ActorRef<CdcPipeline.Command>>, HostCommand> make)
       throws InterruptedException, ExecutionException, TimeoutException {
-    CompletionStage<ActorRef<CdcPipeline.Command>> reply = AskPattern.ask(system, make::apply, ASK, system.scheduler());
+    CompletionStage<ActorRef<CdcPipeline.Command>> reply =
+        AskPattern.ask(system, make::apply, ASK, system.scheduler());
     return reply.toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
   }
 
@@ -243,29 +303,41 @@ final class WeirDrain implements AutoCloseable {
 
   sealed interface HostCommand {}
 
-  record Spawn(Behavior<CdcPipeline.Command> behavior, String name, ActorRef<ActorRef<CdcPipeline.Command>> replyTo)
+  record Spawn(
+      Behavior<CdcPipeline.Command> behavior,
+      String name,
+      ActorRef<ActorRef<CdcPipeline.Command>> replyTo)
       implements HostCommand {}
 
-  record Despawn(ActorRef<CdcPipeline.Command> child, ActorRef<Done> replyTo) implements HostCommand {}
+  record Despawn(ActorRef<CdcPipeline.Command> child, ActorRef<Done> replyTo)
+      implements HostCommand {}
 
   private record Stopped(ActorRef<Done> replyTo) implements HostCommand {}
 
   private static Behavior<HostCommand> host() {
-    return Behaviors.setup(ctx -> Behaviors.receive(HostCommand.class)
-        .onMessage(Spawn.class, s -> {
-          s.replyTo().tell(ctx.spawn(s.behavior(), s.name()));
-          return Behaviors.same();
-        })
-        .onMessage(Despawn.class, d -> {
-          // PostStop shuts the stream down and closes the connection (asynchronously).
-          ctx.watchWith(d.child(), new Stopped(d.replyTo()));
-          ctx.stop(d.child());
-          return Behaviors.same();
-        })
-        .onMessage(Stopped.class, s -> {
-          s.replyTo().tell(Done.getInstance());
-          return Behaviors.same();
-        })
-        .build());
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.receive(HostCommand.class)
+                .onMessage(
+                    Spawn.class,
+                    s -> {
+                      s.replyTo().tell(ctx.spawn(s.behavior(), s.name()));
+                      return Behaviors.same();
+                    })
+                .onMessage(
+                    Despawn.class,
+                    d -> {
+                      // PostStop shuts the stream down and closes the connection (asynchronously).
+                      ctx.watchWith(d.child(), new Stopped(d.replyTo()));
+                      ctx.stop(d.child());
+                      return Behaviors.same();
+                    })
+                .onMessage(
+                    Stopped.class,
+                    s -> {
+                      s.replyTo().tell(Done.getInstance());
+                      return Behaviors.same();
+                    })
+                .build());
   }
 }

@@ -29,7 +29,8 @@ import java.util.concurrent.Executor;
  * repeat the last transaction. A line cut short by a crash is removed on the next delivery, so the
  * file holds only whole lines.
  *
- * <p>Line: {@code {"xid":…,"commitLsn":"…","commitTime":"…","changes":[{"op":"insert","table":"s.t",
+ * <p>Line: {@code
+ * {"xid":…,"commitLsn":"…","commitTime":"…","changes":[{"op":"insert","table":"s.t",
  * "row":{"col":"text"},"key":{…},"unchangedToast":[…]}]}}. Values are the source's text forms.
  * Snapshot rows: {@code {"snapshot":{"table":"s.t","first":true},"rows":[{…}]}} (see {@link
  * #deliverSnapshot}). The file holds row data by design; nothing from it is logged. Each line is
@@ -58,13 +59,17 @@ public final class FileSink implements DeliverySink {
   @Override
   public CompletionStage<Void> deliverMessage(io.weir.protocol.cdc.CdcMessage message) {
     ObjectNode line = json.createObjectNode();
-    line.putObject("message").put("lsn", message.lsn().toString()).put("prefix", message.prefix()).put("content", message.content());
+    line.putObject("message")
+        .put("lsn", message.lsn().toString())
+        .put("prefix", message.prefix())
+        .put("content", message.content());
     return append(line);
   }
 
   @Override
   public CompletionStage<Void> deliver(Transaction transaction) {
-    return CompletableFuture.runAsync(() -> write(g -> writeTransaction(g, transaction)), blockingIo);
+    return CompletableFuture.runAsync(
+        () -> write(g -> writeTransaction(g, transaction)), blockingIo);
   }
 
   @Override
@@ -78,28 +83,32 @@ public final class FileSink implements DeliverySink {
    */
   @Override
   public CompletionStage<Void> deliverSnapshot(io.weir.persistence.cdc.SnapshotChunk chunk) {
-    return CompletableFuture.runAsync(() -> write(g -> {
-      g.writeStartObject();
-      g.writeObjectFieldStart("snapshot");
-      g.writeStringField("table", chunk.table().qualifiedName());
-      g.writeBooleanField("first", chunk.firstForTable());
-      g.writeEndObject();
-      g.writeArrayFieldStart("rows");
-      for (TupleData row : chunk.rows()) {
-        g.writeStartObject();
-        for (int i = 0; i < row.size(); i++) {
-          String name = chunk.table().columns().get(i).name();
-          if (row.isNull(i)) {
-            g.writeNullField(name);
-          } else {
-            g.writeStringField(name, row.text(i));
-          }
-        }
-        g.writeEndObject();
-      }
-      g.writeEndArray();
-      g.writeEndObject();
-    }), blockingIo);
+    return CompletableFuture.runAsync(
+        () ->
+            write(
+                g -> {
+                  g.writeStartObject();
+                  g.writeObjectFieldStart("snapshot");
+                  g.writeStringField("table", chunk.table().qualifiedName());
+                  g.writeBooleanField("first", chunk.firstForTable());
+                  g.writeEndObject();
+                  g.writeArrayFieldStart("rows");
+                  for (TupleData row : chunk.rows()) {
+                    g.writeStartObject();
+                    for (int i = 0; i < row.size(); i++) {
+                      String name = chunk.table().columns().get(i).name();
+                      if (row.isNull(i)) {
+                        g.writeNullField(name);
+                      } else {
+                        g.writeStringField(name, row.text(i));
+                      }
+                    }
+                    g.writeEndObject();
+                  }
+                  g.writeEndArray();
+                  g.writeEndObject();
+                }),
+        blockingIo);
   }
 
   private CompletionStage<Void> append(ObjectNode node) {
@@ -124,7 +133,8 @@ public final class FileSink implements DeliverySink {
       start = ch.position();
     } catch (IOException e) {
       closeQuietly();
-      throw SinkException.transientFailure("file sink could not write: " + e.getClass().getSimpleName(), null);
+      throw SinkException.transientFailure(
+          "file sink could not write: " + e.getClass().getSimpleName(), null);
     }
     try {
       // Not closed: closing the stream would close the channel, which is kept between deliveries.
@@ -138,14 +148,18 @@ public final class FileSink implements DeliverySink {
       ch.force(false);
     } catch (IOException e) {
       cutBack(ch, start);
-      throw SinkException.transientFailure("file sink could not write: " + e.getClass().getSimpleName(), null);
+      throw SinkException.transientFailure(
+          "file sink could not write: " + e.getClass().getSimpleName(), null);
     } catch (RuntimeException e) {
       cutBack(ch, start);
       throw e;
     }
   }
 
-  /** Removes a partly written line; if even that fails, the next open cuts it (see {@link #truncatePartialLine}). */
+  /**
+   * Removes a partly written line; if even that fails, the next open cuts it (see {@link
+   * #truncatePartialLine}).
+   */
   private void cutBack(FileChannel ch, long start) {
     try {
       ch.truncate(start);
@@ -160,7 +174,9 @@ public final class FileSink implements DeliverySink {
       if (path.getParent() != null) {
         Files.createDirectories(path.getParent());
       }
-      channel = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.READ);
+      channel =
+          FileChannel.open(
+              path, StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.READ);
       truncatePartialLine(channel);
       channel.position(channel.size());
     }
@@ -232,7 +248,8 @@ public final class FileSink implements DeliverySink {
     g.writeEndObject();
   }
 
-  private static void row(JsonGenerator g, String field, TableSchema table, TupleData tuple) throws IOException {
+  private static void row(JsonGenerator g, String field, TableSchema table, TupleData tuple)
+      throws IOException {
     g.writeObjectFieldStart(field);
     for (int i = 0; i < tuple.size(); i++) {
       String name = table.columns().get(i).name();

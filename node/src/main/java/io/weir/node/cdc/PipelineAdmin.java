@@ -10,7 +10,9 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
 
-/** Pipeline operations for the admin API, asked of the cluster-singleton {@link PipelineManager}. */
+/**
+ * Pipeline operations for the admin API, asked of the cluster-singleton {@link PipelineManager}.
+ */
 public final class PipelineAdmin {
   private static final Duration TIMEOUT = Duration.ofSeconds(10);
   private static final Duration DROP_TIMEOUT = Duration.ofSeconds(30);
@@ -19,7 +21,10 @@ public final class PipelineAdmin {
   private final ActorSystem<?> system;
   private final Set<String> names;
 
-  public PipelineAdmin(ActorRef<PipelineManager.Command> manager, ActorSystem<?> system, List<PipelineConfig> pipelines) {
+  public PipelineAdmin(
+      ActorRef<PipelineManager.Command> manager,
+      ActorSystem<?> system,
+      List<PipelineConfig> pipelines) {
     this.manager = manager;
     this.system = system;
     this.names = new TreeSet<>(pipelines.stream().map(PipelineConfig::name).toList());
@@ -35,15 +40,18 @@ public final class PipelineAdmin {
   }
 
   public CompletionStage<PipelineStatus> status(String name) {
-    return AskPattern.ask(manager, r -> new PipelineManager.Get(name, r), TIMEOUT, system.scheduler());
+    return AskPattern.ask(
+        manager, r -> new PipelineManager.Get(name, r), TIMEOUT, system.scheduler());
   }
 
   public CompletionStage<PipelineStatus> start(String name) {
-    return AskPattern.ask(manager, r -> new PipelineManager.Start(name, r), TIMEOUT, system.scheduler());
+    return AskPattern.ask(
+        manager, r -> new PipelineManager.Start(name, r), TIMEOUT, system.scheduler());
   }
 
   public CompletionStage<PipelineStatus> stop(String name) {
-    return AskPattern.ask(manager, r -> new PipelineManager.Stop(name, r), TIMEOUT, system.scheduler());
+    return AskPattern.ask(
+        manager, r -> new PipelineManager.Stop(name, r), TIMEOUT, system.scheduler());
   }
 
   /**
@@ -51,10 +59,13 @@ public final class PipelineAdmin {
    * drop waits for the previous run's last sink call and retries while the slot is still active.
    */
   public CompletionStage<io.weir.persistence.cdc.CdcPipeline.DropReply> drop(String name) {
-    return AskPattern.ask(manager, r -> new PipelineManager.Drop(name, r), DROP_TIMEOUT, system.scheduler());
+    return AskPattern.ask(
+        manager, r -> new PipelineManager.Drop(name, r), DROP_TIMEOUT, system.scheduler());
   }
 
-  public CompletionStage<io.weir.persistence.cdc.CdcPipeline.SnapshotReply> snapshot(String name, List<String> tables) {
-    return AskPattern.ask(manager, r -> new PipelineManager.Snapshot(name, tables, r), TIMEOUT, system.scheduler());
+  public CompletionStage<io.weir.persistence.cdc.CdcPipeline.SnapshotReply> snapshot(
+      String name, List<String> tables) {
+    return AskPattern.ask(
+        manager, r -> new PipelineManager.Snapshot(name, tables, r), TIMEOUT, system.scheduler());
   }
 }

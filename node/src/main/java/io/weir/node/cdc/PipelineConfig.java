@@ -25,11 +25,18 @@ import java.util.TreeSet;
  * @param sourceUrl JDBC URL of the source database (default: Weir's own database)
  * @param sinkUrl JDBC URL of the mirror's target database (default: Weir's own database)
  * @param autostart start when the node's storage is ready
- * @param continuous whether the sink is the continuous-query engine ({@code sink.type = continuous})
+ * @param continuous whether the sink is the continuous-query engine ({@code sink.type =
+ *     continuous})
  */
 public record PipelineConfig(
-    PipelineSettings settings, SourceSettings source, String sinkUrl, MirrorSettings mirror, FileSinkConfig file,
-    PartitionSinkConfig partitions, boolean autostart, boolean continuous) {
+    PipelineSettings settings,
+    SourceSettings source,
+    String sinkUrl,
+    MirrorSettings mirror,
+    FileSinkConfig file,
+    PartitionSinkConfig partitions,
+    boolean autostart,
+    boolean continuous) {
 
   /**
    * The partition sink (null unless {@code sink.type = partitions}).
@@ -39,16 +46,31 @@ public record PipelineConfig(
    * @param idColumns table -> document id columns (default: the replica identity)
    */
   public record PartitionSinkConfig(
-      Map<String, String> collections, Map<String, List<String>> partitionKeys, Map<String, List<String>> idColumns,
-      int maxSliceRows, long maxSliceBytes, int maxInFlight, java.time.Duration askTimeout) {
+      Map<String, String> collections,
+      Map<String, List<String>> partitionKeys,
+      Map<String, List<String>> idColumns,
+      int maxSliceRows,
+      long maxSliceBytes,
+      int maxInFlight,
+      java.time.Duration askTimeout) {
 
     public io.weir.sharding.cdc.PartitionSink.Settings settings(int partitions) {
       return new io.weir.sharding.cdc.PartitionSink.Settings(
-          partitions, collections, partitionKeys, idColumns, maxSliceRows, maxSliceBytes, maxInFlight, askTimeout);
+          partitions,
+          collections,
+          partitionKeys,
+          idColumns,
+          maxSliceRows,
+          maxSliceBytes,
+          maxInFlight,
+          askTimeout);
     }
   }
 
-  /** Collections fed by this pipeline's partition sink that are named explicitly (others are {@code schema.table}). */
+  /**
+   * Collections fed by this pipeline's partition sink that are named explicitly (others are {@code
+   * schema.table}).
+   */
   public java.util.Collection<String> mappedCollections() {
     return partitions == null ? List.of() : partitions.collections().values();
   }
@@ -59,7 +81,11 @@ public record PipelineConfig(
    * @param checkpointEvery checkpoint writes batch this many transactions (a crash repeats at most
    *     that many)
    */
-  public record FileSinkConfig(java.nio.file.Path path, int checkpointEvery, int maxRetries, java.time.Duration retryBackoff) {}
+  public record FileSinkConfig(
+      java.nio.file.Path path,
+      int checkpointEvery,
+      int maxRetries,
+      java.time.Duration retryBackoff) {}
 
   /** Every pipeline declared in {@code config}, sorted by name. */
   public static List<PipelineConfig> all(Config config) {
@@ -73,12 +99,15 @@ public record PipelineConfig(
       PipelineConfig p = create(name, config);
       // Two pipelines on one slot would each confirm past the other's checkpoint.
       if (!slots.add(p.source().url() + "|" + p.settings().slot())) {
-        throw new SettingsException("weir.pipelines." + name + ".slot", "is already used by another pipeline on the same source");
+        throw new SettingsException(
+            "weir.pipelines." + name + ".slot",
+            "is already used by another pipeline on the same source");
       }
       if (p.continuous()) {
         // One engine per node consumes it; a second would see half of the transactions.
         if (continuous != null) {
-          throw new SettingsException("weir.pipelines." + name + ".sink.type",
+          throw new SettingsException(
+              "weir.pipelines." + name + ".sink.type",
               "continuous is already the sink of another pipeline; at most one pipeline feeds continuous queries");
         }
         continuous = name;
@@ -91,7 +120,8 @@ public record PipelineConfig(
   static PipelineConfig create(String name, Config root) {
     String prefix = "weir.pipelines." + name;
     if (!Identifiers.isValid(name)) {
-      throw new SettingsException("weir.pipelines", "pipeline names " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
+      throw new SettingsException(
+          "weir.pipelines", "pipeline names " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
     }
     Config c;
     try {
@@ -111,7 +141,10 @@ public record PipelineConfig(
       throw new SettingsException(prefix + ".publications", "must be a list of publication names");
     }
     if (publications.isEmpty() || !publications.stream().allMatch(Identifiers::isValid)) {
-      throw new SettingsException(prefix + ".publications", "must list at least one publication; each " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
+      throw new SettingsException(
+          prefix + ".publications",
+          "must list at least one publication; each "
+              + Identifiers.SHAPE.replaceFirst("^must ", "must "));
     }
     StartModes modes = startModes(c, prefix + ".start-mode");
     MirrorSettings mirror = null;
@@ -126,29 +159,40 @@ public record PipelineConfig(
         partitions = partitionSink(c, v, prefix);
       } else if (type.equals("file")) {
         String path = v.requiredString(prefix + ".sink.path");
-        file = new FileSinkConfig(java.nio.file.Path.of(path),
-            v.positiveInt(prefix + ".sink.checkpoint.every"),
-            v.positiveInt(prefix + ".sink.checkpoint.max-retries"),
-            v.positiveDuration(prefix + ".sink.checkpoint.retry-backoff"));
+        file =
+            new FileSinkConfig(
+                java.nio.file.Path.of(path),
+                v.positiveInt(prefix + ".sink.checkpoint.every"),
+                v.positiveInt(prefix + ".sink.checkpoint.max-retries"),
+                v.positiveDuration(prefix + ".sink.checkpoint.retry-backoff"));
       } else if (type.equals("mirror")) {
         mirror = MirrorSettings.create(c.getConfig("sink"));
       } else {
-        throw new SettingsException(prefix + ".sink.type", "must be partitions, mirror, file or continuous");
+        throw new SettingsException(
+            prefix + ".sink.type", "must be partitions, mirror, file or continuous");
       }
     } catch (SettingsException e) {
-      throw e.key().startsWith("weir.") ? e : new SettingsException(prefix + ".sink." + e.key(), e.getMessage().substring(e.key().length() + 2));
+      throw e.key().startsWith("weir.")
+          ? e
+          : new SettingsException(
+              prefix + ".sink." + e.key(), e.getMessage().substring(e.key().length() + 2));
     } catch (ConfigException e) {
-      throw new SettingsException(prefix + ".sink", "must be an object with type and target-schema");
+      throw new SettingsException(
+          prefix + ".sink", "must be an object with type and target-schema");
     }
     List<String> excluded = new ArrayList<>(List.of(root.getString("weir.postgres.schema")));
     if (mirror != null) {
       excluded.add(mirror.targetSchema());
     }
-    // The partition sink pipelines many slices per call; one transaction per call would leave it idle.
+    // The partition sink pipelines many slices per call; one transaction per call would leave it
+    // idle.
     boolean batchSet = root.hasPath(prefix + ".batch.max-transactions");
-    int batchMax = partitions != null && !batchSet ? 256 : v.positiveInt(prefix + ".batch.max-transactions");
-    java.time.Duration batchDelay = partitions != null && !root.hasPath(prefix + ".batch.max-delay")
-        ? java.time.Duration.ofMillis(10) : v.positiveDuration(prefix + ".batch.max-delay");
+    int batchMax =
+        partitions != null && !batchSet ? 256 : v.positiveInt(prefix + ".batch.max-transactions");
+    java.time.Duration batchDelay =
+        partitions != null && !root.hasPath(prefix + ".batch.max-delay")
+            ? java.time.Duration.ofMillis(10)
+            : v.positiveDuration(prefix + ".batch.max-delay");
     PipelineSettings settings =
         PipelineSettings.of(name, slot, publications).toBuilder()
             .startMode(modes.slot())
@@ -169,32 +213,50 @@ public record PipelineConfig(
             .snapshotBatchRows(v.positiveInt(prefix + ".snapshot.batch-rows"))
             .incrementalMaxUnkeyedRows(v.positiveInt(prefix + ".snapshot.max-unkeyed-rows"))
             .build();
-    String sourceUrl = c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
-    String sourceUser = c.hasPath("source.user") ? c.getString("source.user") : root.getString("weir.postgres.user");
+    String sourceUrl =
+        c.hasPath("source.url") ? c.getString("source.url") : root.getString("weir.postgres.url");
+    String sourceUser =
+        c.hasPath("source.user")
+            ? c.getString("source.user")
+            : root.getString("weir.postgres.user");
     String sourcePassword =
-        c.hasPath("source.password") ? c.getString("source.password") : root.getString("weir.postgres.password");
-    String sinkUrl = c.hasPath("sink.url") ? c.getString("sink.url") : root.getString("weir.postgres.url");
+        c.hasPath("source.password")
+            ? c.getString("source.password")
+            : root.getString("weir.postgres.password");
+    String sinkUrl =
+        c.hasPath("sink.url") ? c.getString("sink.url") : root.getString("weir.postgres.url");
     // TLS towards the source: its own source.tls when set (as a whole), else Weir's database's. The
     // mirror's target pool always uses weir.postgres.tls, like its login.
     PostgresTls weirTls = PostgresSettings.tls(root);
-    PostgresTls sourceTls = c.hasPath("source.tls")
-        ? PostgresTls.create(v, prefix + ".source.tls")
-        : weirTls;
-    sourceTls.checkUrl(c.hasPath("source.url") ? prefix + ".source.url" : "weir.postgres.url", sourceUrl);
+    PostgresTls sourceTls =
+        c.hasPath("source.tls") ? PostgresTls.create(v, prefix + ".source.tls") : weirTls;
+    sourceTls.checkUrl(
+        c.hasPath("source.url") ? prefix + ".source.url" : "weir.postgres.url", sourceUrl);
     weirTls.checkUrl(c.hasPath("sink.url") ? prefix + ".sink.url" : "weir.postgres.url", sinkUrl);
     return new PipelineConfig(
-        settings, new SourceSettings(sourceUrl, sourceUser, sourcePassword, sourceTls), sinkUrl, mirror, file, partitions,
-        bool(c, prefix, "autostart"), continuous);
+        settings,
+        new SourceSettings(sourceUrl, sourceUser, sourcePassword, sourceTls),
+        sinkUrl,
+        mirror,
+        file,
+        partitions,
+        bool(c, prefix, "autostart"),
+        continuous);
   }
 
-  /** {@code sink { collections, partition-keys, id-columns, slice { max-rows, max-bytes }, max-in-flight, ask-timeout }}. */
+  /**
+   * {@code sink { collections, partition-keys, id-columns, slice { max-rows, max-bytes },
+   * max-in-flight, ask-timeout }}.
+   */
   private static PartitionSinkConfig partitionSink(Config c, ConfigValues v, String prefix) {
     Map<String, String> collections = new java.util.TreeMap<>();
     if (c.hasPath("sink.collections")) {
-      for (Map.Entry<String, com.typesafe.config.ConfigValue> e : c.getObject("sink.collections").entrySet()) {
+      for (Map.Entry<String, com.typesafe.config.ConfigValue> e :
+          c.getObject("sink.collections").entrySet()) {
         Object name = e.getValue().unwrapped();
         if (!(name instanceof String n) || !n.matches("[A-Za-z0-9_.-]{1,128}")) {
-          throw new SettingsException(prefix + ".sink.collections",
+          throw new SettingsException(
+              prefix + ".sink.collections",
               "maps tables (schema.table) to collection names of 1 to 128 letters, digits, '_', '-' or '.'");
         }
         collections.put(e.getKey(), n);
@@ -202,12 +264,18 @@ public record PipelineConfig(
     }
     long sliceBytes = v.bytes(prefix + ".sink.slice.max-bytes", 1024);
     if (sliceBytes > io.weir.sharding.cdc.PartitionSink.MESSAGE_BYTES) {
-      throw new SettingsException(prefix + ".sink.slice.max-bytes",
+      throw new SettingsException(
+          prefix + ".sink.slice.max-bytes",
           "must be at most 1MiB: a slice's part travels in one message to its partition");
     }
-    return new PartitionSinkConfig(collections, columnLists(c, prefix, "partition-keys"), columnLists(c, prefix, "id-columns"),
-        v.positiveInt(prefix + ".sink.slice.max-rows"), sliceBytes,
-        v.positiveInt(prefix + ".sink.max-in-flight"), v.positiveDuration(prefix + ".sink.ask-timeout"));
+    return new PartitionSinkConfig(
+        collections,
+        columnLists(c, prefix, "partition-keys"),
+        columnLists(c, prefix, "id-columns"),
+        v.positiveInt(prefix + ".sink.slice.max-rows"),
+        sliceBytes,
+        v.positiveInt(prefix + ".sink.max-in-flight"),
+        v.positiveDuration(prefix + ".sink.ask-timeout"));
   }
 
   private static Map<String, List<String>> columnLists(Config c, String prefix, String key) {
@@ -218,9 +286,13 @@ public record PipelineConfig(
     for (String table : c.getObject("sink." + key).keySet()) {
       List<String> columns;
       try {
-        columns = c.getObject("sink." + key).toConfig().getStringList(com.typesafe.config.ConfigUtil.quoteString(table));
+        columns =
+            c.getObject("sink." + key)
+                .toConfig()
+                .getStringList(com.typesafe.config.ConfigUtil.quoteString(table));
       } catch (ConfigException e) {
-        throw new SettingsException(prefix + ".sink." + key, "maps tables (schema.table) to lists of column names");
+        throw new SettingsException(
+            prefix + ".sink." + key, "maps tables (schema.table) to lists of column names");
       }
       if (columns.isEmpty()) {
         throw new SettingsException(prefix + ".sink." + key, "lists at least one column per table");
@@ -230,7 +302,9 @@ public record PipelineConfig(
     return out;
   }
 
-  /** {@code streaming { enabled, decoding-work-mem, spill { directory, memory-bound, max-bytes } }}. */
+  /**
+   * {@code streaming { enabled, decoding-work-mem, spill { directory, memory-bound, max-bytes } }}.
+   */
   private static StreamingSettings streaming(Config c, ConfigValues v, String prefix) {
     boolean enabled = bool(c, prefix, "streaming.enabled");
     String workMem = v.optionalString(prefix + ".streaming.decoding-work-mem");
@@ -238,7 +312,10 @@ public record PipelineConfig(
     if (workMem != null && !workMem.isBlank()) {
       // HOCON's kB is 1000 bytes, PostgreSQL's 1024: accept "64kB" as the server's minimum and
       // round up to whole KiB.
-      long bytes = v.bytes(prefix + ".streaming.decoding-work-mem", StreamingSettings.MIN_DECODING_WORK_MEM_KB * 1000L);
+      long bytes =
+          v.bytes(
+              prefix + ".streaming.decoding-work-mem",
+              StreamingSettings.MIN_DECODING_WORK_MEM_KB * 1000L);
       long kb = Math.max(StreamingSettings.MIN_DECODING_WORK_MEM_KB, (bytes + 1023) / 1024);
       if (kb > Integer.MAX_VALUE) {
         throw new SettingsException(prefix + ".streaming.decoding-work-mem", "is too large");
@@ -253,7 +330,8 @@ public record PipelineConfig(
       try {
         spill = java.nio.file.Path.of(directory);
       } catch (java.nio.file.InvalidPathException e) {
-        throw new SettingsException(prefix + ".streaming.spill.directory", "must be a file system path");
+        throw new SettingsException(
+            prefix + ".streaming.spill.directory", "must be a file system path");
       }
     }
     return new StreamingSettings(enabled, workMemKb, spill, memoryBound, maxBytes);
@@ -268,16 +346,17 @@ public record PipelineConfig(
   /**
    * {@code start-mode}: one mode, or a list. At most one slot policy: go-forward, resume and
    * snapshot contradict each other (go-forward streams from now on, snapshot first copies what
-   * exists), so naming two is refused; {@code incremental} adds a backfill of every published
-   * table to go-forward (the default) or resume, and is refused next to snapshot, which already
-   * copies everything.
+   * exists), so naming two is refused; {@code incremental} adds a backfill of every published table
+   * to go-forward (the default) or resume, and is refused next to snapshot, which already copies
+   * everything.
    */
   static StartModes startModes(Config c, String key) {
     List<String> names;
     try {
-      names = c.getValue("start-mode").valueType() == com.typesafe.config.ConfigValueType.LIST
-          ? c.getStringList("start-mode")
-          : List.of(c.getString("start-mode"));
+      names =
+          c.getValue("start-mode").valueType() == com.typesafe.config.ConfigValueType.LIST
+              ? c.getStringList("start-mode")
+              : List.of(c.getString("start-mode"));
     } catch (ConfigException e) {
       throw new SettingsException(key, START_MODES);
     }
@@ -298,17 +377,21 @@ public record PipelineConfig(
       throw new SettingsException(key, START_MODES);
     }
     if (policies.size() > 1) {
-      throw new SettingsException(key,
-          "conflicting start modes: " + String.join(" and ", policies)
+      throw new SettingsException(
+          key,
+          "conflicting start modes: "
+              + String.join(" and ", policies)
               + " cannot be combined (go-forward streams from now on, resume needs an existing slot, snapshot first copies the existing rows)");
     }
     if (incremental && policies.contains("snapshot")) {
-      throw new SettingsException(key,
+      throw new SettingsException(
+          key,
           "conflicting start modes: snapshot and incremental cannot be combined (snapshot already copies every table)");
     }
-    StartMode slot = policies.isEmpty()
-        ? StartMode.GO_FORWARD
-        : StartMode.valueOf(policies.get(0).toUpperCase(Locale.ROOT).replace('-', '_'));
+    StartMode slot =
+        policies.isEmpty()
+            ? StartMode.GO_FORWARD
+            : StartMode.valueOf(policies.get(0).toUpperCase(Locale.ROOT).replace('-', '_'));
     return new StartModes(slot, incremental);
   }
 

@@ -1,7 +1,5 @@
 package io.weir.node.cdc;
 
-import io.weir.sharding.cdc.PartitionChannel;
-import io.weir.sharding.cdc.PartitionSink;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
@@ -13,6 +11,8 @@ import io.weir.persistence.cdc.CheckpointedSink;
 import io.weir.persistence.cdc.PipelineStatus;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
 import io.weir.protocol.CborSerializable;
+import io.weir.sharding.cdc.PartitionChannel;
+import io.weir.sharding.cdc.PartitionSink;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -35,8 +35,8 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
  * sinks' checkpoints (retrying while PostgreSQL still shows the slot active for the old owner).
  *
  * <p>Commands: {@link Get}, {@link Start}, {@link Stop} reply with the pipeline's {@link
- * PipelineStatus}; {@link ListAll} replies with a {@link PipelineList}. Unknown names are answered by
- * the HTTP layer before asking (every node has the same configuration).
+ * PipelineStatus}; {@link ListAll} replies with a {@link PipelineList}. Unknown names are answered
+ * by the HTTP layer before asking (every node has the same configuration).
  */
 public final class PipelineManager {
   public sealed interface Command extends CborSerializable {}
@@ -56,8 +56,12 @@ public final class PipelineManager {
    */
   public record Drop(String name, ActorRef<CdcPipeline.DropReply> replyTo) implements Command {}
 
-  /** Starts an incremental snapshot of the named tables (empty: all published) in pipeline {@code name}. */
-  public record Snapshot(String name, List<String> tables, ActorRef<CdcPipeline.SnapshotReply> replyTo)
+  /**
+   * Starts an incremental snapshot of the named tables (empty: all published) in pipeline {@code
+   * name}.
+   */
+  public record Snapshot(
+      String name, List<String> tables, ActorRef<CdcPipeline.SnapshotReply> replyTo)
       implements Command {}
 
   /** Every pipeline's status, sorted by name. */
@@ -66,7 +70,8 @@ public final class PipelineManager {
    *
    * @param owner cluster address of the node running the pipelines: the one consumer of their slots
    */
-  public record PipelineList(String owner, List<PipelineStatus> pipelines) implements CborSerializable {
+  public record PipelineList(String owner, List<PipelineStatus> pipelines)
+      implements CborSerializable {
     public PipelineList {
       pipelines = List.copyOf(pipelines);
     }
@@ -82,8 +87,11 @@ public final class PipelineManager {
    * @param storage this node's storage status: pipelines autostart once Weir's schema is migrated
    */
   public static Behavior<Command> create(
-      List<PipelineConfig> pipelines, PostgresSettings weirDatabase, Supplier<StorageStatus> storage,
-      MeterRegistry registry, int partitionCount) {
+      List<PipelineConfig> pipelines,
+      PostgresSettings weirDatabase,
+      Supplier<StorageStatus> storage,
+      MeterRegistry registry,
+      int partitionCount) {
     return create(pipelines, weirDatabase, storage, registry, partitionCount, null);
   }
 
@@ -92,48 +100,93 @@ public final class PipelineManager {
    *     sink.type = continuous} (null when no pipeline has that sink)
    */
   public static Behavior<Command> create(
-      List<PipelineConfig> pipelines, PostgresSettings weirDatabase, Supplier<StorageStatus> storage,
-      MeterRegistry registry, int partitionCount, io.weir.node.continuous.ContinuousQueries continuous) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> {
-      Executor io = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
-      Database state = Database.create(weirDatabase, "weir-pipelines");
-      Map<String, Database> targets = new HashMap<>();
-      Map<String, ActorRef<CdcPipeline.Command>> children = new HashMap<>();
-      List<PartitionSink> partitionSinks = new ArrayList<>();
-      for (PipelineConfig p : pipelines) {
-        ChangeSink sink;
-        if (p.continuous()) {
-          if (continuous == null) {
-            throw new IllegalStateException("pipeline " + p.name() + " feeds continuous queries, but the node has no engine for them");
-          }
-          sink = new io.weir.node.continuous.ContinuousSink(continuous,
-              new CheckpointStore(state.dataSource(), weirDatabase.schema()), io);
-        } else if (p.partitions() != null) {
-          sink = new PartitionSink(PartitionChannel.sharded(ctx.getSystem()),
-              p.partitions().settings(partitionCount), new CheckpointStore(state.dataSource(), weirDatabase.schema()));
-          partitionSinks.add((PartitionSink) sink);
-        } else if (p.file() != null) {
-          PipelineConfig.FileSinkConfig f = p.file();
-          sink = new CheckpointedSink(new FileSink(f.path(), io), new CheckpointStore(state.dataSource(), weirDatabase.schema()),
-              io, f.maxRetries(), f.retryBackoff(), f.checkpointEvery());
-        } else {
-          Database target = targets.computeIfAbsent(p.sinkUrl(), url -> Database.create(weirDatabase.withUrl(url), "weir-mirror"));
-          sink = new PostgresMirrorSink(target.dataSource(), io, p.mirror());
-        }
-        children.put(p.name(), ctx.spawn(
-            CdcPipeline.create(p.settings(), p.source(), sink, state.dataSource(), weirDatabase.schema(), registry),
-            "pipeline-" + p.name()));
-      }
-      ctx.getLog().info("pipeline manager started on this node with {} pipeline(s)", children.size());
-      if (pipelines.stream().anyMatch(PipelineConfig::autostart)) {
-        timers.startTimerWithFixedDelay(CheckStorage.INSTANCE, Duration.ofMillis(500));
-      }
-      return running(ctx, pipelines, children, storage, timers, () -> {
-        state.close();
-        targets.values().forEach(Database::close);
-        partitionSinks.forEach(PartitionSink::shutdown);
-      });
-    }));
+      List<PipelineConfig> pipelines,
+      PostgresSettings weirDatabase,
+      Supplier<StorageStatus> storage,
+      MeterRegistry registry,
+      int partitionCount,
+      io.weir.node.continuous.ContinuousQueries continuous) {
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withTimers(
+                timers -> {
+                  Executor io =
+                      ctx.getSystem()
+                          .dispatchers()
+                          .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
+                  Database state = Database.create(weirDatabase, "weir-pipelines");
+                  Map<String, Database> targets = new HashMap<>();
+                  Map<String, ActorRef<CdcPipeline.Command>> children = new HashMap<>();
+                  List<PartitionSink> partitionSinks = new ArrayList<>();
+                  for (PipelineConfig p : pipelines) {
+                    ChangeSink sink;
+                    if (p.continuous()) {
+                      if (continuous == null) {
+                        throw new IllegalStateException(
+                            "pipeline "
+                                + p.name()
+                                + " feeds continuous queries, but the node has no engine for them");
+                      }
+                      sink =
+                          new io.weir.node.continuous.ContinuousSink(
+                              continuous,
+                              new CheckpointStore(state.dataSource(), weirDatabase.schema()),
+                              io);
+                    } else if (p.partitions() != null) {
+                      sink =
+                          new PartitionSink(
+                              PartitionChannel.sharded(ctx.getSystem()),
+                              p.partitions().settings(partitionCount),
+                              new CheckpointStore(state.dataSource(), weirDatabase.schema()));
+                      partitionSinks.add((PartitionSink) sink);
+                    } else if (p.file() != null) {
+                      PipelineConfig.FileSinkConfig f = p.file();
+                      sink =
+                          new CheckpointedSink(
+                              new FileSink(f.path(), io),
+                              new CheckpointStore(state.dataSource(), weirDatabase.schema()),
+                              io,
+                              f.maxRetries(),
+                              f.retryBackoff(),
+                              f.checkpointEvery());
+                    } else {
+                      Database target =
+                          targets.computeIfAbsent(
+                              p.sinkUrl(),
+                              url -> Database.create(weirDatabase.withUrl(url), "weir-mirror"));
+                      sink = new PostgresMirrorSink(target.dataSource(), io, p.mirror());
+                    }
+                    children.put(
+                        p.name(),
+                        ctx.spawn(
+                            CdcPipeline.create(
+                                p.settings(),
+                                p.source(),
+                                sink,
+                                state.dataSource(),
+                                weirDatabase.schema(),
+                                registry),
+                            "pipeline-" + p.name()));
+                  }
+                  ctx.getLog()
+                      .info(
+                          "pipeline manager started on this node with {} pipeline(s)",
+                          children.size());
+                  if (pipelines.stream().anyMatch(PipelineConfig::autostart)) {
+                    timers.startTimerWithFixedDelay(CheckStorage.INSTANCE, Duration.ofMillis(500));
+                  }
+                  return running(
+                      ctx,
+                      pipelines,
+                      children,
+                      storage,
+                      timers,
+                      () -> {
+                        state.close();
+                        targets.values().forEach(Database::close);
+                        partitionSinks.forEach(PartitionSink::shutdown);
+                      });
+                }));
   }
 
   private static Behavior<Command> running(
@@ -144,38 +197,53 @@ public final class PipelineManager {
       org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers,
       Runnable closeResources) {
     return Behaviors.receive(Command.class)
-        .onMessageEquals(CheckStorage.INSTANCE, () -> {
-          if (storage.get().isReady()) {
-            timers.cancel(CheckStorage.INSTANCE);
-            ActorRef<PipelineStatus> ignore = ctx.getSystem().ignoreRef();
-            for (PipelineConfig p : pipelines) {
-              if (p.autostart()) {
-                children.get(p.name()).tell(new CdcPipeline.Start(ignore));
+        .onMessageEquals(
+            CheckStorage.INSTANCE,
+            () -> {
+              if (storage.get().isReady()) {
+                timers.cancel(CheckStorage.INSTANCE);
+                ActorRef<PipelineStatus> ignore = ctx.getSystem().ignoreRef();
+                for (PipelineConfig p : pipelines) {
+                  if (p.autostart()) {
+                    children.get(p.name()).tell(new CdcPipeline.Start(ignore));
+                  }
+                }
               }
-            }
-          }
-          return Behaviors.same();
-        })
-        .onMessage(Get.class, m -> forward(children, m.name(), new CdcPipeline.GetStatus(m.replyTo())))
-        .onMessage(Start.class, m -> forward(children, m.name(), new CdcPipeline.Start(m.replyTo())))
+              return Behaviors.same();
+            })
+        .onMessage(
+            Get.class, m -> forward(children, m.name(), new CdcPipeline.GetStatus(m.replyTo())))
+        .onMessage(
+            Start.class, m -> forward(children, m.name(), new CdcPipeline.Start(m.replyTo())))
         .onMessage(Stop.class, m -> forward(children, m.name(), new CdcPipeline.Stop(m.replyTo())))
         .onMessage(Drop.class, m -> forward(children, m.name(), new CdcPipeline.Drop(m.replyTo())))
-        .onMessage(Snapshot.class, m ->
-            forward(children, m.name(), new CdcPipeline.StartIncrementalSnapshot(m.tables(), m.replyTo())))
-        .onMessage(ListAll.class, m -> {
-          List<ActorRef<CdcPipeline.Command>> all = new ArrayList<>(children.values());
-          ctx.spawnAnonymous(collect(all, m.replyTo()));
-          return Behaviors.same();
-        })
-        .onSignal(PostStop.class, s -> {
-          closeResources.run();
-          return Behaviors.same();
-        })
+        .onMessage(
+            Snapshot.class,
+            m ->
+                forward(
+                    children,
+                    m.name(),
+                    new CdcPipeline.StartIncrementalSnapshot(m.tables(), m.replyTo())))
+        .onMessage(
+            ListAll.class,
+            m -> {
+              List<ActorRef<CdcPipeline.Command>> all = new ArrayList<>(children.values());
+              ctx.spawnAnonymous(collect(all, m.replyTo()));
+              return Behaviors.same();
+            })
+        .onSignal(
+            PostStop.class,
+            s -> {
+              closeResources.run();
+              return Behaviors.same();
+            })
         .build();
   }
 
   private static Behavior<Command> forward(
-      Map<String, ActorRef<CdcPipeline.Command>> children, String name, CdcPipeline.Command command) {
+      Map<String, ActorRef<CdcPipeline.Command>> children,
+      String name,
+      CdcPipeline.Command command) {
     ActorRef<CdcPipeline.Command> child = children.get(name);
     if (child != null) {
       child.tell(command);
@@ -186,28 +254,37 @@ public final class PipelineManager {
   /** Asks every pipeline for its status and replies once all have answered (or after 5 s). */
   private static Behavior<PipelineStatus> collect(
       List<ActorRef<CdcPipeline.Command>> pipelines, ActorRef<PipelineList> replyTo) {
-    return Behaviors.setup(ctx -> {
-      pipelines.forEach(p -> p.tell(new CdcPipeline.GetStatus(ctx.getSelf())));
-      String owner = org.apache.pekko.cluster.typed.Cluster.get(ctx.getSystem()).selfMember().address().toString();
-      List<PipelineStatus> got = new ArrayList<>();
-      if (pipelines.isEmpty()) {
-        replyTo.tell(new PipelineList(owner, got));
-        return Behaviors.stopped();
-      }
-      ctx.setReceiveTimeout(Duration.ofSeconds(5), new PipelineStatus(null, "timeout", null, null, null, null, 0, 0, 0, 0, null, null));
-      return Behaviors.receive(PipelineStatus.class)
-          .onMessage(PipelineStatus.class, s -> {
-            if (s.name() != null) {
-              got.add(s);
-            }
-            if (s.name() == null || got.size() == pipelines.size()) {
-              got.sort(Comparator.comparing(PipelineStatus::name));
-              replyTo.tell(new PipelineList(owner, got));
-              return Behaviors.stopped();
-            }
-            return Behaviors.same();
-          })
-          .build();
-    });
+    return Behaviors.setup(
+        ctx -> {
+          pipelines.forEach(p -> p.tell(new CdcPipeline.GetStatus(ctx.getSelf())));
+          String owner =
+              org.apache.pekko.cluster.typed.Cluster.get(ctx.getSystem())
+                  .selfMember()
+                  .address()
+                  .toString();
+          List<PipelineStatus> got = new ArrayList<>();
+          if (pipelines.isEmpty()) {
+            replyTo.tell(new PipelineList(owner, got));
+            return Behaviors.stopped();
+          }
+          ctx.setReceiveTimeout(
+              Duration.ofSeconds(5),
+              new PipelineStatus(null, "timeout", null, null, null, null, 0, 0, 0, 0, null, null));
+          return Behaviors.receive(PipelineStatus.class)
+              .onMessage(
+                  PipelineStatus.class,
+                  s -> {
+                    if (s.name() != null) {
+                      got.add(s);
+                    }
+                    if (s.name() == null || got.size() == pipelines.size()) {
+                      got.sort(Comparator.comparing(PipelineStatus::name));
+                      replyTo.tell(new PipelineList(owner, got));
+                      return Behaviors.stopped();
+                    }
+                    return Behaviors.same();
+                  })
+              .build();
+        });
   }
 }

@@ -45,12 +45,14 @@ public final class AdminClient {
    * @param token the administrator's bearer token, or null to send none
    * @param tls the TLS context for https, or null for the JVM's default trust store
    */
-  public AdminClient(URI base, String token, SSLContext tls, Duration connectTimeout, Duration timeout) {
+  public AdminClient(
+      URI base, String token, SSLContext tls, Duration connectTimeout, Duration timeout) {
     String b = base.toString();
     this.base = URI.create(b.endsWith("/") ? b.substring(0, b.length() - 1) : b);
     this.token = token;
     this.timeout = timeout;
-    HttpClient.Builder builder = HttpClient.newBuilder().connectTimeout(connectTimeout).version(HttpClient.Version.HTTP_1_1);
+    HttpClient.Builder builder =
+        HttpClient.newBuilder().connectTimeout(connectTimeout).version(HttpClient.Version.HTTP_1_1);
     if (tls != null) {
       builder.sslContext(tls);
     }
@@ -74,9 +76,10 @@ public final class AdminClient {
 
   /** {@code body}: null for none, a String sent as is, anything else written as JSON. */
   public Reply send(String method, String path, Object body) {
-    HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(base + path))
-        .timeout(timeout)
-        .header("Accept", "application/json");
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create(base + path))
+            .timeout(timeout)
+            .header("Accept", "application/json");
     if (token != null && !token.isEmpty()) {
       request.header("Authorization", "Bearer " + token);
     }
@@ -89,11 +92,14 @@ public final class AdminClient {
       } catch (IOException e) {
         throw new IllegalStateException("cannot encode a request body", e);
       }
-      request.header("Content-Type", "application/json").method(method, HttpRequest.BodyPublishers.ofString(text));
+      request
+          .header("Content-Type", "application/json")
+          .method(method, HttpRequest.BodyPublishers.ofString(text));
     }
     HttpResponse<String> response;
     try {
-      response = http.send(request.build(), HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
+      response =
+          http.send(request.build(), HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
     } catch (IOException e) {
       throw CtlFailure.unreachable(base, e);
     } catch (InterruptedException e) {
@@ -143,7 +149,8 @@ public final class AdminClient {
     for (Certificate c : certificates) {
       store.setCertificateEntry("ca-" + i++, c);
     }
-    TrustManagerFactory factory = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+    TrustManagerFactory factory =
+        TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
     factory.init(store);
     SSLContext context = SSLContext.getInstance("TLS");
     context.init(null, factory.getTrustManagers(), null);
@@ -162,10 +169,12 @@ public final class AdminClient {
 
   private static final class AnyCertificate extends X509ExtendedTrustManager {
     @Override
-    public void checkClientTrusted(X509Certificate[] chain, String authType, java.net.Socket socket) {}
+    public void checkClientTrusted(
+        X509Certificate[] chain, String authType, java.net.Socket socket) {}
 
     @Override
-    public void checkServerTrusted(X509Certificate[] chain, String authType, java.net.Socket socket) {}
+    public void checkServerTrusted(
+        X509Certificate[] chain, String authType, java.net.Socket socket) {}
 
     @Override
     public void checkClientTrusted(X509Certificate[] chain, String authType, SSLEngine engine) {}

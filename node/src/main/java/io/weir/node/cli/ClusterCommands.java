@@ -6,13 +6,22 @@ import java.util.List;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
 
-/** {@code weir ctl cluster status|partitions}: {@code GET /admin/cluster}, {@code GET /admin/partitions}. */
-@Command(name = "cluster", mixinStandardHelpOptions = true, description = "Cluster membership and partition placement.")
+/**
+ * {@code weir ctl cluster status|partitions}: {@code GET /admin/cluster}, {@code GET
+ * /admin/partitions}.
+ */
+@Command(
+    name = "cluster",
+    mixinStandardHelpOptions = true,
+    description = "Cluster membership and partition placement.")
 final class ClusterCommands extends Group {
   @ParentCommand CtlCommand ctl;
 
-  @Command(name = "status", mixinStandardHelpOptions = true,
-      description = "Members with their status, roles, partitions and replication slots (GET /admin/cluster).")
+  @Command(
+      name = "status",
+      mixinStandardHelpOptions = true,
+      description =
+          "Members with their status, roles, partitions and replication slots (GET /admin/cluster).")
   int status() {
     AdminClient.Reply reply = ctl.client().get("/admin/cluster");
     if (ctl.json()) {
@@ -24,7 +33,9 @@ final class ClusterCommands extends Group {
     return CtlCommand.EXIT_OK;
   }
 
-  @Command(name = "partitions", mixinStandardHelpOptions = true,
+  @Command(
+      name = "partitions",
+      mixinStandardHelpOptions = true,
       description = "How many partitions run, per node (GET /admin/partitions).")
   int partitions() {
     AdminClient.Reply reply = ctl.client().get("/admin/partitions");
@@ -33,7 +44,13 @@ final class ClusterCommands extends Group {
       return CtlCommand.EXIT_OK;
     }
     JsonNode p = reply.json();
-    ctl.out().println("partitions: " + p.path("running").asInt() + " of " + p.path("count").asInt() + " running");
+    ctl.out()
+        .println(
+            "partitions: "
+                + p.path("running").asInt()
+                + " of "
+                + p.path("count").asInt()
+                + " running");
     TextTable table = new TextTable("NODE", "PARTITIONS");
     List<String> nodes = new ArrayList<>();
     p.path("byNode").fieldNames().forEachRemaining(nodes::add);
@@ -58,15 +75,21 @@ final class ClusterCommands extends Group {
     if (!unreachable.isEmpty()) {
       out.append("unreachable: ").append(String.join(", ", unreachable)).append('\n');
     }
-    TextTable members = new TextTable("ADDRESS", "STATUS", "REACHABLE", "ROLES", "PARTITIONS", "SLOTS");
+    TextTable members =
+        new TextTable("ADDRESS", "STATUS", "REACHABLE", "ROLES", "PARTITIONS", "SLOTS");
     for (JsonNode m : c.path("members")) {
       List<String> roles = new ArrayList<>();
       m.path("roles").forEach(r -> roles.add(r.asText()));
       List<String> slots = new ArrayList<>();
-      m.path("slots").forEach(s -> slots.add(s.path("pipeline").asText() + "=" + s.path("state").asText()));
+      m.path("slots")
+          .forEach(s -> slots.add(s.path("pipeline").asText() + "=" + s.path("state").asText()));
       JsonNode partitions = m.get("partitions");
-      members.row(m.path("address").asText(), m.path("status").asText(), m.path("reachable").asBoolean() ? "yes" : "no",
-          String.join(",", roles), partitions == null || partitions.isNull() ? "?" : partitions.size(),
+      members.row(
+          m.path("address").asText(),
+          m.path("status").asText(),
+          m.path("reachable").asBoolean() ? "yes" : "no",
+          String.join(",", roles),
+          partitions == null || partitions.isNull() ? "?" : partitions.size(),
           slots.isEmpty() ? null : String.join(",", slots));
     }
     out.append('\n').append(members.render());

@@ -24,7 +24,8 @@ import picocli.CommandLine.Spec;
 /**
  * {@code weir ctl}: operates a running node through its admin HTTP API. The node's address and the
  * administrator's token come from options or the environment ({@code WEIR_URL} or {@code
- * WEIR_HTTP_PORT}, {@code WEIR_ADMIN_TOKEN}); replies are shown as tables, or as the node's JSON with {@code --json}.
+ * WEIR_HTTP_PORT}, {@code WEIR_ADMIN_TOKEN}); replies are shown as tables, or as the node's JSON
+ * with {@code --json}.
  *
  * <p>Exit status: {@value #EXIT_OK} done; {@value #EXIT_REFUSED} the node refused the request (its
  * typed error printed as {@code <code>: <message>} on stderr) or an awaited operation failed;
@@ -56,42 +57,69 @@ public final class CtlCommand implements Callable<Integer> {
   public static final int EXIT_REFUSED = 1;
   public static final int EXIT_USAGE = 2;
   public static final int EXIT_UNREACHABLE = 3;
+
   /** Where a node listens unless told otherwise (weir.http.port's default). */
   public static final String DEFAULT_URL = "http://127.0.0.1:8080";
+
   static final int DEFAULT_TIMEOUT_SECONDS = 30;
 
   @ParentCommand Main main;
   @Spec CommandSpec spec;
 
-  @Option(names = "--url", scope = ScopeType.INHERIT, paramLabel = "URL",
-      description = "Node address, http(s)://host:port (default: $WEIR_URL, else http://127.0.0.1:$WEIR_HTTP_PORT, "
-          + "else " + DEFAULT_URL + ").")
+  @Option(
+      names = "--url",
+      scope = ScopeType.INHERIT,
+      paramLabel = "URL",
+      description =
+          "Node address, http(s)://host:port (default: $WEIR_URL, else http://127.0.0.1:$WEIR_HTTP_PORT, "
+              + "else "
+              + DEFAULT_URL
+              + ").")
   String url;
 
-  @Option(names = "--token", scope = ScopeType.INHERIT, paramLabel = "TOKEN",
-      description = "Administrator's bearer token (default: $WEIR_ADMIN_TOKEN). Visible to other users in the "
-          + "process list: prefer the environment or --token-file.")
+  @Option(
+      names = "--token",
+      scope = ScopeType.INHERIT,
+      paramLabel = "TOKEN",
+      description =
+          "Administrator's bearer token (default: $WEIR_ADMIN_TOKEN). Visible to other users in the "
+              + "process list: prefer the environment or --token-file.")
   String token;
 
-  @Option(names = "--token-file", scope = ScopeType.INHERIT, paramLabel = "FILE",
+  @Option(
+      names = "--token-file",
+      scope = ScopeType.INHERIT,
+      paramLabel = "FILE",
       description = "File holding the bearer token (default: $WEIR_ADMIN_TOKEN_FILE).")
   Path tokenFile;
 
-  @Option(names = "--json", scope = ScopeType.INHERIT,
+  @Option(
+      names = "--json",
+      scope = ScopeType.INHERIT,
       description = "Print the node's JSON reply (errors too) on stdout instead of tables.")
   boolean json;
 
-  @Option(names = "--ca-cert", scope = ScopeType.INHERIT, paramLabel = "FILE",
-      description = "For https: trust the certificates of this PEM file, the node's or its CA's (default: "
-          + "$WEIR_CA_CERT, else the JVM's trust store).")
+  @Option(
+      names = "--ca-cert",
+      scope = ScopeType.INHERIT,
+      paramLabel = "FILE",
+      description =
+          "For https: trust the certificates of this PEM file, the node's or its CA's (default: "
+              + "$WEIR_CA_CERT, else the JVM's trust store).")
   Path caCert;
 
-  @Option(names = "--insecure", scope = ScopeType.INHERIT,
+  @Option(
+      names = "--insecure",
+      scope = ScopeType.INHERIT,
       description = "For https: accept any certificate for any host name (testing only).")
   boolean insecure;
 
-  @Option(names = "--timeout", scope = ScopeType.INHERIT, paramLabel = "SECONDS",
-      description = "Wait at most this long for each reply (default: " + DEFAULT_TIMEOUT_SECONDS + ").")
+  @Option(
+      names = "--timeout",
+      scope = ScopeType.INHERIT,
+      paramLabel = "SECONDS",
+      description =
+          "Wait at most this long for each reply (default: " + DEFAULT_TIMEOUT_SECONDS + ").")
   Integer timeoutSeconds;
 
   private AdminClient client;
@@ -129,15 +157,19 @@ public final class CtlCommand implements Callable<Integer> {
     out().flush();
   }
 
-  /** The client for this invocation; usage errors (a bad URL, an unreadable file) are exit status 2. */
+  /**
+   * The client for this invocation; usage errors (a bad URL, an unreadable file) are exit status 2.
+   */
   AdminClient client() {
     if (client != null) {
       return client;
     }
     Map<String, String> env = environment();
     // On a node's own host (docker exec, the systemd environment file) its port is known.
-    String local = env.get("WEIR_HTTP_PORT") == null || env.get("WEIR_HTTP_PORT").isEmpty() ? DEFAULT_URL
-        : "http://127.0.0.1:" + env.get("WEIR_HTTP_PORT");
+    String local =
+        env.get("WEIR_HTTP_PORT") == null || env.get("WEIR_HTTP_PORT").isEmpty()
+            ? DEFAULT_URL
+            : "http://127.0.0.1:" + env.get("WEIR_HTTP_PORT");
     String address = url != null ? url : nonEmpty(env.get("WEIR_URL"), local);
     URI base;
     try {
@@ -145,37 +177,51 @@ public final class CtlCommand implements Callable<Integer> {
     } catch (java.net.URISyntaxException e) {
       throw usage("--url must be http(s)://host:port");
     }
-    if (base.getScheme() == null || !(base.getScheme().equals("http") || base.getScheme().equals("https"))
-        || base.getHost() == null || base.getRawQuery() != null || base.getRawFragment() != null
+    if (base.getScheme() == null
+        || !(base.getScheme().equals("http") || base.getScheme().equals("https"))
+        || base.getHost() == null
+        || base.getRawQuery() != null
+        || base.getRawFragment() != null
         || base.getRawUserInfo() != null) {
-      throw usage("--url must be http(s)://host:port (got a URL without http/https scheme or host, or with a query, "
-          + "fragment or user info)");
+      throw usage(
+          "--url must be http(s)://host:port (got a URL without http/https scheme or host, or with a query, "
+              + "fragment or user info)");
     }
     String bearer = token;
     if (bearer == null) {
       Path file = tokenFile;
-      if (file == null && env.get("WEIR_ADMIN_TOKEN_FILE") != null && !env.get("WEIR_ADMIN_TOKEN_FILE").isEmpty()) {
+      if (file == null
+          && env.get("WEIR_ADMIN_TOKEN_FILE") != null
+          && !env.get("WEIR_ADMIN_TOKEN_FILE").isEmpty()) {
         file = Path.of(env.get("WEIR_ADMIN_TOKEN_FILE"));
       }
       if (file != null) {
         try {
           bearer = Files.readString(file, StandardCharsets.UTF_8).strip();
         } catch (IOException e) {
-          throw usage("cannot read the token file " + file + " (" + e.getClass().getSimpleName() + ")");
+          throw usage(
+              "cannot read the token file " + file + " (" + e.getClass().getSimpleName() + ")");
         }
       } else {
         bearer = env.get("WEIR_ADMIN_TOKEN");
       }
     }
     SSLContext tls = null;
-    Path ca = caCert != null ? caCert : (nonEmpty(env.get("WEIR_CA_CERT"), null) == null ? null : Path.of(env.get("WEIR_CA_CERT")));
+    Path ca =
+        caCert != null
+            ? caCert
+            : (nonEmpty(env.get("WEIR_CA_CERT"), null) == null
+                ? null
+                : Path.of(env.get("WEIR_CA_CERT")));
     if (insecure && ca != null) {
       throw usage("--insecure and --ca-cert exclude each other");
     }
     try {
       if (insecure) {
         tls = AdminClient.trustingAnything();
-        err().println("weir: warning: --insecure: the node's certificate and host name are not checked");
+        err()
+            .println(
+                "weir: warning: --insecure: the node's certificate and host name are not checked");
       } else if (ca != null) {
         tls = AdminClient.trusting(ca);
       }
@@ -187,7 +233,8 @@ public final class CtlCommand implements Callable<Integer> {
       throw usage("--timeout must be at least 1 second");
     }
     Duration timeout = Duration.ofSeconds(seconds);
-    Duration connect = timeout.compareTo(Duration.ofSeconds(10)) < 0 ? timeout : Duration.ofSeconds(10);
+    Duration connect =
+        timeout.compareTo(Duration.ofSeconds(10)) < 0 ? timeout : Duration.ofSeconds(10);
     client = new AdminClient(base, bearer, tls, connect, timeout);
     return client;
   }
@@ -206,8 +253,8 @@ public final class CtlCommand implements Callable<Integer> {
    * status; anything else under {@code ctl} is a bug, reported in one line, status 1. Failures of
    * other commands get picocli's default handling.
    */
-  public static int handleFailure(Exception e, CommandLine commandLine, CommandLine.ParseResult parseResult)
-      throws Exception {
+  public static int handleFailure(
+      Exception e, CommandLine commandLine, CommandLine.ParseResult parseResult) throws Exception {
     CtlCommand ctl = find(commandLine);
     if (ctl == null) {
       throw e; // not weir ctl (weir node): picocli's default, the stack trace and status 1
@@ -221,8 +268,12 @@ public final class CtlCommand implements Callable<Integer> {
       commandLine.getErr().flush();
       return f.exitCode();
     }
-    commandLine.getErr().println("internal: unexpected " + e.getClass().getName()
-        + (e.getMessage() == null ? "" : ": " + e.getMessage()));
+    commandLine
+        .getErr()
+        .println(
+            "internal: unexpected "
+                + e.getClass().getName()
+                + (e.getMessage() == null ? "" : ": " + e.getMessage()));
     commandLine.getErr().flush();
     return EXIT_REFUSED;
   }

@@ -50,29 +50,45 @@ public final class CtlFailure extends RuntimeException {
       return new CtlFailure(CtlCommand.EXIT_REFUSED, code, line, body);
     }
     // Not a Weir error body (e.g. a proxy's page): only the status, never the text.
-    return new CtlFailure(CtlCommand.EXIT_REFUSED, null, "http-" + status + ": the reply is not a Weir error body", null);
+    return new CtlFailure(
+        CtlCommand.EXIT_REFUSED,
+        null,
+        "http-" + status + ": the reply is not a Weir error body",
+        null);
   }
 
   /** A 2xx reply that is not JSON. */
   static CtlFailure unexpected(int status) {
-    return new CtlFailure(CtlCommand.EXIT_REFUSED, null,
-        "unexpected-reply: HTTP " + status + " without a JSON body (is the URL a Weir node?)", null);
+    return new CtlFailure(
+        CtlCommand.EXIT_REFUSED,
+        null,
+        "unexpected-reply: HTTP " + status + " without a JSON body (is the URL a Weir node?)",
+        null);
   }
 
-  /** The operation was accepted but ended badly (a snapshot that failed, a pipeline that halted). */
+  /**
+   * The operation was accepted but ended badly (a snapshot that failed, a pipeline that halted).
+   */
   static CtlFailure failed(String code, String message, String body) {
     return new CtlFailure(CtlCommand.EXIT_REFUSED, code, code + ": " + message, body);
   }
 
   static CtlFailure unreachable(URI base, Throwable cause) {
-    return new CtlFailure(CtlCommand.EXIT_UNREACHABLE, "unreachable",
-        "unreachable: cannot reach the node at " + base + " (" + describe(cause) + ")", null);
+    return new CtlFailure(
+        CtlCommand.EXIT_UNREACHABLE,
+        "unreachable",
+        "unreachable: cannot reach the node at " + base + " (" + describe(cause) + ")",
+        null);
   }
 
-  /** What went wrong with the connection, in a few words (exception messages name hosts and TLS causes, no data). */
+  /**
+   * What went wrong with the connection, in a few words (exception messages name hosts and TLS
+   * causes, no data).
+   */
   static String describe(Throwable t) {
     StringBuilder out = new StringBuilder();
-    java.util.Set<Throwable> seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    java.util.Set<Throwable> seen =
+        java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     for (Throwable c = t; c != null && seen.add(c); c = c.getCause()) {
       String what = null;
       if (c instanceof java.net.http.HttpConnectTimeoutException) {
@@ -81,7 +97,8 @@ public final class CtlFailure extends RuntimeException {
         what = "no reply within the timeout (--timeout)";
       } else if (c instanceof java.net.ConnectException) {
         what = "connection refused";
-      } else if (c instanceof java.nio.channels.UnresolvedAddressException || c instanceof java.net.UnknownHostException) {
+      } else if (c instanceof java.nio.channels.UnresolvedAddressException
+          || c instanceof java.net.UnknownHostException) {
         what = "unknown host";
       } else if (c instanceof javax.net.ssl.SSLHandshakeException) {
         what = "TLS handshake failed (" + message(c) + ")";
@@ -100,7 +117,8 @@ public final class CtlFailure extends RuntimeException {
         }
       }
     }
-    return out.length() == 0 ? t.getClass().getSimpleName() + (t.getMessage() == null ? "" : " (" + t.getMessage() + ")")
+    return out.length() == 0
+        ? t.getClass().getSimpleName() + (t.getMessage() == null ? "" : " (" + t.getMessage() + ")")
         : out.toString();
   }
 

@@ -13,13 +13,20 @@ import picocli.CommandLine.ParentCommand;
  * /admin/principals/{id}/grants[/revoke]}). A field grant is written {@code FieldRead:FIELD} or
  * {@code FieldUse:FIELD}, as {@code list} shows it.
  */
-@Command(name = "grants", mixinStandardHelpOptions = true,
+@Command(
+    name = "grants",
+    mixinStandardHelpOptions = true,
     description = "Grants of principals per collection: list, grant, revoke.")
 final class GrantCommands extends Group {
   @ParentCommand CtlCommand ctl;
 
-  @Command(name = "list", mixinStandardHelpOptions = true, description = "Grants of every principal, or of one.")
-  int list(@Parameters(paramLabel = "PRINCIPAL", arity = "0..1", description = "Only this principal's.") String principal) {
+  @Command(
+      name = "list",
+      mixinStandardHelpOptions = true,
+      description = "Grants of every principal, or of one.")
+  int list(
+      @Parameters(paramLabel = "PRINCIPAL", arity = "0..1", description = "Only this principal's.")
+          String principal) {
     AdminClient.Reply reply = ctl.client().get("/admin/principals");
     if (ctl.json()) {
       ctl.printJson(reply);
@@ -33,34 +40,71 @@ final class GrantCommands extends Group {
     return CtlCommand.EXIT_OK;
   }
 
-  @Command(name = "grant", aliases = "add", mixinStandardHelpOptions = true,
-      description = "Grant a principal DocumentsRead, DocumentsWrite, ChangesRead, QueryRead or ContinuousQuery on a "
-          + "collection (a scope for ContinuousQuery), or FieldRead:FIELD / FieldUse:FIELD (FieldUse:* every field "
-          + "that is not sensitive).")
+  @Command(
+      name = "grant",
+      aliases = "add",
+      mixinStandardHelpOptions = true,
+      description =
+          "Grant a principal DocumentsRead, DocumentsWrite, ChangesRead, QueryRead or ContinuousQuery on a "
+              + "collection (a scope for ContinuousQuery), or FieldRead:FIELD / FieldUse:FIELD (FieldUse:* every field "
+              + "that is not sensitive).")
   int grant(
-      @Parameters(index = "0", paramLabel = "PRINCIPAL", description = "The principal's id.") String principal,
-      @Parameters(index = "1", paramLabel = "COLLECTION", description = "The collection (or scope).") String collection,
-      @Parameters(index = "2", paramLabel = "GRANT", description = "The grant, e.g. DocumentsRead or FieldRead:ssn.") String grant) {
+      @Parameters(index = "0", paramLabel = "PRINCIPAL", description = "The principal's id.")
+          String principal,
+      @Parameters(
+              index = "1",
+              paramLabel = "COLLECTION",
+              description = "The collection (or scope).")
+          String collection,
+      @Parameters(
+              index = "2",
+              paramLabel = "GRANT",
+              description = "The grant, e.g. DocumentsRead or FieldRead:ssn.")
+          String grant) {
     return change(principal, collection, grant, true);
   }
 
-  @Command(name = "revoke", aliases = "remove", mixinStandardHelpOptions = true,
+  @Command(
+      name = "revoke",
+      aliases = "remove",
+      mixinStandardHelpOptions = true,
       description = "Take a grant away from a principal (same arguments as grant).")
   int revoke(
-      @Parameters(index = "0", paramLabel = "PRINCIPAL", description = "The principal's id.") String principal,
-      @Parameters(index = "1", paramLabel = "COLLECTION", description = "The collection (or scope).") String collection,
-      @Parameters(index = "2", paramLabel = "GRANT", description = "The grant, e.g. DocumentsRead or FieldRead:ssn.") String grant) {
+      @Parameters(index = "0", paramLabel = "PRINCIPAL", description = "The principal's id.")
+          String principal,
+      @Parameters(
+              index = "1",
+              paramLabel = "COLLECTION",
+              description = "The collection (or scope).")
+          String collection,
+      @Parameters(
+              index = "2",
+              paramLabel = "GRANT",
+              description = "The grant, e.g. DocumentsRead or FieldRead:ssn.")
+          String grant) {
     return change(principal, collection, grant, false);
   }
 
   private int change(String principal, String collection, String grant, boolean add) {
-    AdminClient.Reply reply = ctl.client().post(
-        "/admin/principals/" + AdminClient.segment(principal) + (add ? "/grants" : "/grants/revoke"), body(collection, grant));
+    AdminClient.Reply reply =
+        ctl.client()
+            .post(
+                "/admin/principals/"
+                    + AdminClient.segment(principal)
+                    + (add ? "/grants" : "/grants/revoke"),
+                body(collection, grant));
     if (ctl.json()) {
       ctl.printJson(reply);
       return CtlCommand.EXIT_OK;
     }
-    ctl.out().println((add ? "granted " : "revoked ") + grant + " on " + collection + (add ? " to " : " from ") + principal);
+    ctl.out()
+        .println(
+            (add ? "granted " : "revoked ")
+                + grant
+                + " on "
+                + collection
+                + (add ? " to " : " from ")
+                + principal);
     ctl.out().flush();
     return CtlCommand.EXIT_OK;
   }

@@ -14,12 +14,18 @@ import picocli.CommandLine.ParentCommand;
  * /admin/pipelines}). {@code snapshot} waits for the snapshot to finish, drawing its progress on
  * stderr, unless {@code --no-wait}.
  */
-@Command(name = "pipelines", aliases = "pipeline", mixinStandardHelpOptions = true,
+@Command(
+    name = "pipelines",
+    aliases = "pipeline",
+    mixinStandardHelpOptions = true,
     description = "CDC pipelines: list, status, start, stop, incremental snapshots.")
 final class PipelineCommands extends Group {
   @ParentCommand CtlCommand ctl;
 
-  @Command(name = "list", mixinStandardHelpOptions = true, description = "Every configured pipeline (GET /admin/pipelines).")
+  @Command(
+      name = "list",
+      mixinStandardHelpOptions = true,
+      description = "Every configured pipeline (GET /admin/pipelines).")
   int list() {
     AdminClient.Reply reply = ctl.client().get("/admin/pipelines");
     if (ctl.json()) {
@@ -31,7 +37,10 @@ final class PipelineCommands extends Group {
     return CtlCommand.EXIT_OK;
   }
 
-  @Command(name = "status", mixinStandardHelpOptions = true, description = "One pipeline's status (GET /admin/pipelines/NAME).")
+  @Command(
+      name = "status",
+      mixinStandardHelpOptions = true,
+      description = "One pipeline's status (GET /admin/pipelines/NAME).")
   int status(@Parameters(paramLabel = "NAME", description = "The pipeline's name.") String name) {
     AdminClient.Reply reply = ctl.client().get(path(name));
     if (ctl.json()) {
@@ -43,12 +52,18 @@ final class PipelineCommands extends Group {
     return CtlCommand.EXIT_OK;
   }
 
-  @Command(name = "start", mixinStandardHelpOptions = true, description = "Start a stopped or halted pipeline.")
+  @Command(
+      name = "start",
+      mixinStandardHelpOptions = true,
+      description = "Start a stopped or halted pipeline.")
   int start(@Parameters(paramLabel = "NAME", description = "The pipeline's name.") String name) {
     return command(name, "start");
   }
 
-  @Command(name = "stop", mixinStandardHelpOptions = true, description = "Stop a pipeline (its slot and checkpoint stay).")
+  @Command(
+      name = "stop",
+      mixinStandardHelpOptions = true,
+      description = "Stop a pipeline (its slot and checkpoint stay).")
   int stop(@Parameters(paramLabel = "NAME", description = "The pipeline's name.") String name) {
     return command(name, "stop");
   }
@@ -60,23 +75,40 @@ final class PipelineCommands extends Group {
       return CtlCommand.EXIT_OK;
     }
     JsonNode s = reply.json();
-    ctl.out().println("pipeline " + s.path("name").asText(name) + ": " + s.path("state").asText()
-        + (s.hasNonNull("reason") ? " (" + s.get("reason").asText() + ")" : ""));
+    ctl.out()
+        .println(
+            "pipeline "
+                + s.path("name").asText(name)
+                + ": "
+                + s.path("state").asText()
+                + (s.hasNonNull("reason") ? " (" + s.get("reason").asText() + ")" : ""));
     ctl.out().flush();
     return CtlCommand.EXIT_OK;
   }
 
-  @Command(name = "snapshot", mixinStandardHelpOptions = true,
-      description = {"Start an incremental snapshot of published tables while the pipeline streams "
-          + "(POST /admin/pipelines/NAME/snapshot), then show its progress on stderr until it is done.",
-          "Exit status 1 when the snapshot fails or the pipeline stops meanwhile."})
+  @Command(
+      name = "snapshot",
+      mixinStandardHelpOptions = true,
+      description = {
+        "Start an incremental snapshot of published tables while the pipeline streams "
+            + "(POST /admin/pipelines/NAME/snapshot), then show its progress on stderr until it is done.",
+        "Exit status 1 when the snapshot fails or the pipeline stops meanwhile."
+      })
   int snapshot(
       @Parameters(paramLabel = "NAME", description = "The pipeline's name.") String name,
-      @Option(names = "--table", paramLabel = "SCHEMA.TABLE",
-          description = "A table to snapshot (repeatable; default: every published table).") List<String> tables,
-      @Option(names = "--no-wait", description = "Return once the snapshot has started.") boolean noWait,
-      @Option(names = "--interval", paramLabel = "MILLIS", defaultValue = "1000",
-          description = "How often to ask for progress (default: ${DEFAULT-VALUE}).") long interval)
+      @Option(
+              names = "--table",
+              paramLabel = "SCHEMA.TABLE",
+              description = "A table to snapshot (repeatable; default: every published table).")
+          List<String> tables,
+      @Option(names = "--no-wait", description = "Return once the snapshot has started.")
+          boolean noWait,
+      @Option(
+              names = "--interval",
+              paramLabel = "MILLIS",
+              defaultValue = "1000",
+              description = "How often to ask for progress (default: ${DEFAULT-VALUE}).")
+          long interval)
       throws InterruptedException {
     if (interval < 100) {
       throw ctl.usage("--interval must be at least 100 milliseconds");
@@ -87,7 +119,9 @@ final class PipelineCommands extends Group {
       if (ctl.json()) {
         ctl.printJson(started);
       } else {
-        ctl.out().println("pipeline " + name + ": " + Progress.snapshotLine(started.json().get("snapshot")));
+        ctl.out()
+            .println(
+                "pipeline " + name + ": " + Progress.snapshotLine(started.json().get("snapshot")));
         ctl.out().flush();
       }
       return CtlCommand.EXIT_OK;
@@ -105,16 +139,31 @@ final class PipelineCommands extends Group {
       }
       if ("failed".equals(snapState)) {
         progress.finish(Progress.snapshotLine(snap));
-        throw CtlFailure.failed("snapshot-failed", "the snapshot of pipeline " + name + " failed"
-            + (status.hasNonNull("detail") ? ": " + status.get("detail").asText() : ""), last.body());
+        throw CtlFailure.failed(
+            "snapshot-failed",
+            "the snapshot of pipeline "
+                + name
+                + " failed"
+                + (status.hasNonNull("detail") ? ": " + status.get("detail").asText() : ""),
+            last.body());
       }
       if (List.of("halted", "stopped", "dropping", "dropped").contains(state)) {
-        progress.finish(snap == null || snap.isNull() ? "no snapshot" : Progress.snapshotLine(snap));
-        throw CtlFailure.failed("pipeline-" + state, "pipeline " + name + " is " + state + " before its snapshot finished"
-            + (status.hasNonNull("reason") ? " (" + status.get("reason").asText() + ")" : ""), last.body());
+        progress.finish(
+            snap == null || snap.isNull() ? "no snapshot" : Progress.snapshotLine(snap));
+        throw CtlFailure.failed(
+            "pipeline-" + state,
+            "pipeline "
+                + name
+                + " is "
+                + state
+                + " before its snapshot finished"
+                + (status.hasNonNull("reason") ? " (" + status.get("reason").asText() + ")" : ""),
+            last.body());
       }
-      progress.update(snapState == null ? "pipeline " + name + " is " + state + "; waiting for its snapshot to show"
-          : Progress.snapshotLine(snap));
+      progress.update(
+          snapState == null
+              ? "pipeline " + name + " is " + state + "; waiting for its snapshot to show"
+              : Progress.snapshotLine(snap));
       Thread.sleep(interval);
       try {
         last = ctl.client().get(path(name));
@@ -130,9 +179,16 @@ final class PipelineCommands extends Group {
       ctl.printJson(last);
     } else {
       JsonNode snap = last.json().get("snapshot");
-      ctl.out().println("pipeline " + name + ": snapshot done, " + snap.path("tablesDone").asInt() + " tables, "
-          + String.format(java.util.Locale.ROOT, "%,d", snap.path("rowsDone").asLong()) + " rows in "
-          + Progress.duration(snap.path("elapsedMillis").asLong()));
+      ctl.out()
+          .println(
+              "pipeline "
+                  + name
+                  + ": snapshot done, "
+                  + snap.path("tablesDone").asInt()
+                  + " tables, "
+                  + String.format(java.util.Locale.ROOT, "%,d", snap.path("rowsDone").asLong())
+                  + " rows in "
+                  + Progress.duration(snap.path("elapsedMillis").asLong()));
       ctl.out().flush();
     }
     return CtlCommand.EXIT_OK;
@@ -144,15 +200,36 @@ final class PipelineCommands extends Group {
 
   static String renderList(JsonNode list) {
     StringBuilder out = new StringBuilder();
-    out.append("pipeline manager on: ").append(list.hasNonNull("owner") ? list.get("owner").asText() : "-").append("\n\n");
-    TextTable table = new TextTable("NAME", "STATE", "REASON", "SLOT", "CONFIRMED", "LAG-BYTES", "TRANSACTIONS", "ROWS",
-        "RESTARTS", "SNAPSHOT");
+    out.append("pipeline manager on: ")
+        .append(list.hasNonNull("owner") ? list.get("owner").asText() : "-")
+        .append("\n\n");
+    TextTable table =
+        new TextTable(
+            "NAME",
+            "STATE",
+            "REASON",
+            "SLOT",
+            "CONFIRMED",
+            "LAG-BYTES",
+            "TRANSACTIONS",
+            "ROWS",
+            "RESTARTS",
+            "SNAPSHOT");
     for (JsonNode p : list.path("pipelines")) {
       JsonNode snap = p.get("snapshot");
-      table.row(p.path("name").asText(), p.path("state").asText(), CtlCommand.text(p, "reason"), CtlCommand.text(p, "slot"),
-          CtlCommand.text(p, "confirmedLsn"), p.path("lagBytes").asLong(), p.path("transactions").asLong(),
-          p.path("rows").asLong(), p.path("restarts").asInt(),
-          snap == null || snap.isNull() ? null : snap.path("kind").asText() + " " + snap.path("state").asText());
+      table.row(
+          p.path("name").asText(),
+          p.path("state").asText(),
+          CtlCommand.text(p, "reason"),
+          CtlCommand.text(p, "slot"),
+          CtlCommand.text(p, "confirmedLsn"),
+          p.path("lagBytes").asLong(),
+          p.path("transactions").asLong(),
+          p.path("rows").asLong(),
+          p.path("restarts").asInt(),
+          snap == null || snap.isNull()
+              ? null
+              : snap.path("kind").asText() + " " + snap.path("state").asText());
     }
     out.append(table.render());
     return out.toString();
@@ -166,7 +243,8 @@ final class PipelineCommands extends Group {
     fields.put("detail", CtlCommand.text(p, "detail"));
     fields.put("slot", CtlCommand.text(p, "slot"));
     fields.put("confirmed LSN", CtlCommand.text(p, "confirmedLsn"));
-    fields.put("lag", String.format(java.util.Locale.ROOT, "%,d bytes", p.path("lagBytes").asLong()));
+    fields.put(
+        "lag", String.format(java.util.Locale.ROOT, "%,d bytes", p.path("lagBytes").asLong()));
     fields.put("transactions", p.path("transactions").asLong());
     fields.put("rows", p.path("rows").asLong());
     fields.put("restarts", p.path("restarts").asInt());
@@ -180,8 +258,13 @@ final class PipelineCommands extends Group {
   static String keyValues(Map<String, Object> fields) {
     int width = fields.keySet().stream().mapToInt(String::length).max().orElse(0) + 1;
     StringBuilder out = new StringBuilder();
-    fields.forEach((k, v) -> out.append(k).append(':').append(" ".repeat(width - k.length()))
-        .append(v == null ? "-" : v.toString()).append('\n'));
+    fields.forEach(
+        (k, v) ->
+            out.append(k)
+                .append(':')
+                .append(" ".repeat(width - k.length()))
+                .append(v == null ? "-" : v.toString())
+                .append('\n'));
     return out.toString();
   }
 }

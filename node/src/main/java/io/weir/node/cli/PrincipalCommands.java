@@ -14,12 +14,18 @@ import picocli.CommandLine.ParentCommand;
  * Principals are never deleted (an id is never reused): {@code delete} is another name for {@code
  * revoke}, which stops its tokens.
  */
-@Command(name = "principals", aliases = "principal", mixinStandardHelpOptions = true,
+@Command(
+    name = "principals",
+    aliases = "principal",
+    mixinStandardHelpOptions = true,
     description = "Principals: list, create, revoke (delete), rotate their tokens.")
 final class PrincipalCommands extends Group {
   @ParentCommand CtlCommand ctl;
 
-  @Command(name = "list", mixinStandardHelpOptions = true, description = "Every principal with its groups and grants.")
+  @Command(
+      name = "list",
+      mixinStandardHelpOptions = true,
+      description = "Every principal with its groups and grants.")
   int list() {
     AdminClient.Reply reply = ctl.client().get("/admin/principals");
     if (ctl.json()) {
@@ -31,12 +37,22 @@ final class PrincipalCommands extends Group {
     return CtlCommand.EXIT_OK;
   }
 
-  @Command(name = "create", mixinStandardHelpOptions = true,
-      description = "Create a principal; its bearer token is printed this once (keep it: only its hash is stored).")
+  @Command(
+      name = "create",
+      mixinStandardHelpOptions = true,
+      description =
+          "Create a principal; its bearer token is printed this once (keep it: only its hash is stored).")
   int create(
       @Parameters(paramLabel = "ID", description = "1 to 64 of A-Z a-z 0-9 _ . @ -") String id,
-      @Option(names = "--administrator", description = "A cluster administrator (holds every grant).") boolean administrator,
-      @Option(names = "--group", paramLabel = "GROUP", description = "A group it belongs to (repeatable).") List<String> groups) {
+      @Option(
+              names = "--administrator",
+              description = "A cluster administrator (holds every grant).")
+          boolean administrator,
+      @Option(
+              names = "--group",
+              paramLabel = "GROUP",
+              description = "A group it belongs to (repeatable).")
+          List<String> groups) {
     ObjectNode body = AdminClient.JSON.createObjectNode();
     body.put("id", id);
     if (administrator) {
@@ -50,18 +66,27 @@ final class PrincipalCommands extends Group {
       ctl.printJson(reply);
       return CtlCommand.EXIT_OK;
     }
-    ctl.err().println("principal " + reply.json().path("id").asText() + " created; its token (shown this once) follows");
+    ctl.err()
+        .println(
+            "principal "
+                + reply.json().path("id").asText()
+                + " created; its token (shown this once) follows");
     ctl.err().flush();
     ctl.out().println(reply.json().path("token").asText());
     ctl.out().flush();
     return CtlCommand.EXIT_OK;
   }
 
-  @Command(name = "revoke", aliases = "delete", mixinStandardHelpOptions = true,
-      description = "Revoke a principal: its tokens stop working at once on this node, on the others within the "
-          + "principals refresh. Its record stays (ids are never reused).")
+  @Command(
+      name = "revoke",
+      aliases = "delete",
+      mixinStandardHelpOptions = true,
+      description =
+          "Revoke a principal: its tokens stop working at once on this node, on the others within the "
+              + "principals refresh. Its record stays (ids are never reused).")
   int revoke(@Parameters(paramLabel = "ID", description = "The principal's id.") String id) {
-    AdminClient.Reply reply = ctl.client().post("/admin/principals/" + AdminClient.segment(id) + "/revoke", null);
+    AdminClient.Reply reply =
+        ctl.client().post("/admin/principals/" + AdminClient.segment(id) + "/revoke", null);
     if (ctl.json()) {
       ctl.printJson(reply);
       return CtlCommand.EXIT_OK;
@@ -71,21 +96,35 @@ final class PrincipalCommands extends Group {
     return CtlCommand.EXIT_OK;
   }
 
-  @Command(name = "rotate", mixinStandardHelpOptions = true,
-      description = "Give a principal a new token (printed this once); the previous one keeps working for the grace period.")
+  @Command(
+      name = "rotate",
+      mixinStandardHelpOptions = true,
+      description =
+          "Give a principal a new token (printed this once); the previous one keeps working for the grace period.")
   int rotate(
       @Parameters(paramLabel = "ID", description = "The principal's id.") String id,
-      @Option(names = "--grace-seconds", paramLabel = "SECONDS",
-          description = "How long the previous token stays valid (default: weir.principals.rotation-grace).") Long grace) {
+      @Option(
+              names = "--grace-seconds",
+              paramLabel = "SECONDS",
+              description =
+                  "How long the previous token stays valid (default: weir.principals.rotation-grace).")
+          Long grace) {
     Object body = grace == null ? null : java.util.Map.of("graceSeconds", grace);
-    AdminClient.Reply reply = ctl.client().post("/admin/principals/" + AdminClient.segment(id) + "/rotate", body);
+    AdminClient.Reply reply =
+        ctl.client().post("/admin/principals/" + AdminClient.segment(id) + "/rotate", body);
     if (ctl.json()) {
       ctl.printJson(reply);
       return CtlCommand.EXIT_OK;
     }
     JsonNode r = reply.json();
-    ctl.err().println("principal " + id + " has a new token (shown this once, follows); the previous one "
-        + (r.hasNonNull("previousValidUntil") ? "is valid until " + r.get("previousValidUntil").asText() : "stopped at once"));
+    ctl.err()
+        .println(
+            "principal "
+                + id
+                + " has a new token (shown this once, follows); the previous one "
+                + (r.hasNonNull("previousValidUntil")
+                    ? "is valid until " + r.get("previousValidUntil").asText()
+                    : "stopped at once"));
     ctl.err().flush();
     ctl.out().println(r.path("token").asText());
     ctl.out().flush();
@@ -99,8 +138,13 @@ final class PrincipalCommands extends Group {
       for (JsonNode perCollection : p.path("grants")) {
         grants += perCollection.size();
       }
-      table.row(p.path("id").asText(), p.path("administrator").asBoolean() ? "yes" : "no", groups(p), grants,
-          CtlCommand.text(p, "createdAt"), CtlCommand.text(p, "revokedAt"));
+      table.row(
+          p.path("id").asText(),
+          p.path("administrator").asBoolean() ? "yes" : "no",
+          groups(p),
+          grants,
+          CtlCommand.text(p, "createdAt"),
+          CtlCommand.text(p, "revokedAt"));
     }
     return table.render();
   }

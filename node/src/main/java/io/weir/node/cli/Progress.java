@@ -87,11 +87,20 @@ final class Progress {
     }
     int filled = percent * BAR / 100;
     StringBuilder out = new StringBuilder();
-    out.append(s.path("kind").asText("?")).append(" snapshot ").append(state)
-        .append(" [").append("#".repeat(filled)).append("-".repeat(BAR - filled)).append("] ")
+    out.append(s.path("kind").asText("?"))
+        .append(" snapshot ")
+        .append(state)
+        .append(" [")
+        .append("#".repeat(filled))
+        .append("-".repeat(BAR - filled))
+        .append("] ")
         .append(String.format(Locale.ROOT, "%3d%%", percent))
-        .append(" tables ").append(tablesDone).append('/').append(tablesTotal)
-        .append(" rows ").append(String.format(Locale.ROOT, "%,d", rows));
+        .append(" tables ")
+        .append(tablesDone)
+        .append('/')
+        .append(tablesTotal)
+        .append(" rows ")
+        .append(String.format(Locale.ROOT, "%,d", rows));
     if (estimated > 0) {
       out.append(String.format(Locale.ROOT, "/~%,d", estimated));
     }

@@ -5,8 +5,8 @@ import java.util.List;
 
 /**
  * A plain-text table for terminals: a header row, columns padded to their widest cell and two
- * spaces apart, no trailing spaces. A null cell shows as {@code -}; a column of numbers (and nulls) is
- * right-aligned.
+ * spaces apart, no trailing spaces. A null cell shows as {@code -}; a column of numbers (and nulls)
+ * is right-aligned.
  */
 public final class TextTable {
   private final List<String> header;
@@ -23,7 +23,8 @@ public final class TextTable {
   /** Adds a row; it must have as many cells as the header. */
   public TextTable row(Object... cells) {
     if (cells.length != header.size()) {
-      throw new IllegalArgumentException("a row needs " + header.size() + " cells, not " + cells.length);
+      throw new IllegalArgumentException(
+          "a row needs " + header.size() + " cells, not " + cells.length);
     }
     List<String> row = new ArrayList<>(cells.length);
     for (int i = 0; i < cells.length; i++) {

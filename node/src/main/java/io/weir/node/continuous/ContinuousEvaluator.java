@@ -21,7 +21,10 @@ import java.util.List;
  * evaluator-failed}).
  */
 public interface ContinuousEvaluator {
-  /** The name registrations use: 1 to 64 letters, digits, {@code -} or {@code _}; unique on the node. */
+  /**
+   * The name registrations use: 1 to 64 letters, digits, {@code -} or {@code _}; unique on the
+   * node.
+   */
   String name();
 
   /**
@@ -49,8 +52,14 @@ public interface ContinuousEvaluator {
    * @param columns the result's columns, with PostgreSQL's {@code columnTypes}
    * @param impactTable {@code schema.table} whose changed rows give the affected keys
    */
-  record Query(String sql, ObjectNode parameters, List<String> keyColumns, List<String> columns,
-      List<String> columnTypes, List<String> tables, String impactTable) {
+  record Query(
+      String sql,
+      ObjectNode parameters,
+      List<String> keyColumns,
+      List<String> columns,
+      List<String> columnTypes,
+      List<String> tables,
+      String impactTable) {
     public Query {
       keyColumns = List.copyOf(keyColumns);
       columns = List.copyOf(columns);
@@ -64,7 +73,13 @@ public interface ContinuousEvaluator {
     }
 
     static Query of(Definition d) {
-      return new Query(d.sql(), d.parameters(), d.keyColumns(), d.columns(), d.columnTypes(), d.tables(),
+      return new Query(
+          d.sql(),
+          d.parameters(),
+          d.keyColumns(),
+          d.columns(),
+          d.columnTypes(),
+          d.tables(),
           d.impact() == null ? null : d.impact().table());
     }
   }
@@ -73,10 +88,15 @@ public interface ContinuousEvaluator {
   interface Context {
     Query query();
 
-    /** The subscriber's connection: read-only, its row-level security applies. Do not commit or close it. */
+    /**
+     * The subscriber's connection: read-only, its row-level security applies. Do not commit or
+     * close it.
+     */
     Connection connection();
 
-    /** Runs {@code statement} and converts its rows exactly as Weir converts the base query's rows. */
+    /**
+     * Runs {@code statement} and converts its rows exactly as Weir converts the base query's rows.
+     */
     List<ObjectNode> rows(PreparedStatement statement) throws SQLException;
   }
 }

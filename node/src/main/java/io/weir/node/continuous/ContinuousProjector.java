@@ -30,7 +30,10 @@ public interface ContinuousProjector {
   /** The name registrations use: 1 to 64 letters, digits, {@code -} or {@code _}. */
   String name();
 
-  /** The plan fingerprint this projector was written for (shown as {@code planFingerprint} in a session's status). */
+  /**
+   * The plan fingerprint this projector was written for (shown as {@code planFingerprint} in a
+   * session's status).
+   */
   String fingerprint();
 
   /** Whether {@link #project} applies the row-level security of the subscriber's login itself. */
@@ -45,7 +48,8 @@ public interface ContinuousProjector {
    * @param loginRole the PostgreSQL login the subscriber's scope reads as
    * @param changes the transaction's changes of the query's table, in commit order
    */
-  List<ObjectNode> project(ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes);
+  List<ObjectNode> project(
+      ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes);
 
   /**
    * One change of a row, with complete images as pgoutput's text values (null for SQL NULL).
@@ -55,7 +59,12 @@ public interface ContinuousProjector {
    * @param after the new row (null for a delete)
    * @param changed the columns whose value differs between before and after (all for insert/delete)
    */
-  record RowChange(String table, String kind, Map<String, String> before, Map<String, String> after, Set<String> changed) {
+  record RowChange(
+      String table,
+      String kind,
+      Map<String, String> before,
+      Map<String, String> after,
+      Set<String> changed) {
     @Override
     public String toString() {
       return "RowChange[" + table + ", " + kind + ", changed=" + changed + "]";

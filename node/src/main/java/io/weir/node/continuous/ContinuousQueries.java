@@ -48,52 +48,82 @@ import org.slf4j.LoggerFactory;
  */
 public final class ContinuousQueries implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(ContinuousQueries.class);
-  /** Delivered transactions whose visibility is checked by Weir's login once this many wait unchecked. */
+
+  /**
+   * Delivered transactions whose visibility is checked by Weir's login once this many wait
+   * unchecked.
+   */
   private static final int PENDING_PRUNE = 1024;
 
   private final ContinuousSettings settings;
   private final PostgresSettings weir;
   private final DataSource weirDataSource;
   private final RegistrationStore store;
+
   /** The sessions' replay logs (sharded entities, ADR 0025). */
   private final io.weir.sharding.continuous.ContinuousLog replayLog;
+
   /** The logs' earlier table, read once per session start. */
   private final ReplayStore legacyReplay;
-  /** Streams this node serves from the session entities' journals (their sessions run elsewhere). */
+
+  /**
+   * Streams this node serves from the session entities' journals (their sessions run elsewhere).
+   */
   private final LogFollowers followers;
+
   /** The cluster's token signer, once loaded (replay tokens). */
-  private volatile java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>> signer = Optional::empty;
+  private volatile java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>>
+      signer = Optional::empty;
+
   private final List<String> publications;
   private final ExecutorService engine;
   private final ExecutorService checks;
   private final ScheduledExecutorService ticks;
   private final Map<String, ScopeReader> readers = new HashMap<>();
   private final Map<String, Session> sessions = new LinkedHashMap<>();
+
   /** Micrometer meters ({@link #bindMetrics}); null while metrics are off. */
   private volatile io.weir.node.metrics.ContinuousMetrics metrics;
+
   /** xids of delivered transactions not yet seen visible by any read (engine thread only). */
   private final LinkedHashSet<Long> pending = new LinkedHashSet<>();
+
   /** Scope -> digest of the access catalogs at the last check (engine thread only). */
   private final Map<String, String> catalogDigests = new HashMap<>();
+
   private volatile boolean active;
+
   /** (principal id, scope) -> whether the principal may still read the scope's queries. */
-  private volatile java.util.function.BiPredicate<String, String> access = (principal, scope) -> true;
+  private volatile java.util.function.BiPredicate<String, String> access =
+      (principal, scope) -> true;
+
   private boolean repairAllOnActivate;
   private String lastLsn;
 
   /**
-   * @param publications the continuous pipeline's publications: every table a query reads must be in one
+   * @param publications the continuous pipeline's publications: every table a query reads must be
+   *     in one
    */
-  public ContinuousQueries(ContinuousSettings settings, PostgresSettings weir, DataSource weirDataSource,
-      List<String> publications, io.weir.sharding.continuous.ContinuousLog replayLog) {
+  public ContinuousQueries(
+      ContinuousSettings settings,
+      PostgresSettings weir,
+      DataSource weirDataSource,
+      List<String> publications,
+      io.weir.sharding.continuous.ContinuousLog replayLog) {
     this.settings = settings;
     this.weir = weir;
     this.weirDataSource = weirDataSource;
     this.store = new RegistrationStore(weirDataSource, weir.schema());
     this.replayLog = replayLog;
     this.legacyReplay = new ReplayStore(weirDataSource, weir.schema());
-    this.followers = new LogFollowers(replayLog, store, settings,
-        "f" + Long.toHexString(System.currentTimeMillis()) + Long.toHexString(System.nanoTime() & 0xffff));
+    this.followers =
+        new LogFollowers(
+            replayLog,
+            store,
+            settings,
+            "f"
+                + Long.toHexString(System.currentTimeMillis())
+                + Long.toHexString(System.nanoTime() & 0xffff));
     this.publications = List.copyOf(publications);
     this.evaluators = load(ContinuousEvaluator.class, ContinuousEvaluator::name, "evaluators");
     this.projectors = load(ContinuousProjector.class, ContinuousProjector::name, "projectors");
@@ -102,29 +132,45 @@ public final class ContinuousQueries implements AutoCloseable {
     this.ticks = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "weir-continuous-tick"));
     long refresh = settings.refresh().toMillis();
     // At most one refresh waits on the engine: a busy engine (full reads) does not pile them up.
-    ticks.scheduleWithFixedDelay(() -> {
-      if (active && refreshQueued.compareAndSet(false, true)) {
-        onEngine(() -> {
-          refreshQueued.set(false);
-          refresh();
-        });
-      }
-    }, refresh, refresh, TimeUnit.MILLISECONDS);
+    ticks.scheduleWithFixedDelay(
+        () -> {
+          if (active && refreshQueued.compareAndSet(false, true)) {
+            onEngine(
+                () -> {
+                  refreshQueued.set(false);
+                  refresh();
+                });
+          }
+        },
+        refresh,
+        refresh,
+        TimeUnit.MILLISECONDS);
   }
 
-  private final java.util.concurrent.atomic.AtomicBoolean refreshQueued = new java.util.concurrent.atomic.AtomicBoolean();
+  private final java.util.concurrent.atomic.AtomicBoolean refreshQueued =
+      new java.util.concurrent.atomic.AtomicBoolean();
 
   /** Custom evaluators and trusted projectors on the class path, by name. */
   private final Map<String, ContinuousEvaluator> evaluators;
+
   private final Map<String, ContinuousProjector> projectors;
 
-  /** The {@code type} services on the class path by name; a node refuses to start with two of one name. */
-  private static <T> Map<String, T> load(Class<T> type, java.util.function.Function<T, String> name, String what) {
+  /**
+   * The {@code type} services on the class path by name; a node refuses to start with two of one
+   * name.
+   */
+  private static <T> Map<String, T> load(
+      Class<T> type, java.util.function.Function<T, String> name, String what) {
     Map<String, T> found = new java.util.TreeMap<>();
     for (T e : java.util.ServiceLoader.load(type)) {
       String n = name.apply(e);
       if (n == null || !n.matches(ContinuousRequest.EVALUATOR_NAME)) {
-        throw new IllegalStateException("continuous " + what + ": " + e.getClass().getName() + " has a name of the wrong shape");
+        throw new IllegalStateException(
+            "continuous "
+                + what
+                + ": "
+                + e.getClass().getName()
+                + " has a name of the wrong shape");
       }
       if (found.put(n, e) != null) {
         throw new IllegalStateException("two continuous " + what + " are named " + n);
@@ -173,70 +219,102 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /** Sets where replay tokens are signed and verified: the cluster's token keys. */
-  public void tokenSigner(java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>> signer) {
+  public void tokenSigner(
+      java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>> signer) {
     this.signer = signer;
   }
 
-  /** The SSE id of sequence {@code sequence} of subscription {@code id}: a signed, expiring replay token. */
+  /**
+   * The SSE id of sequence {@code sequence} of subscription {@code id}: a signed, expiring replay
+   * token.
+   */
   private String replayId(String id, long sequence) {
     Optional<io.weir.protocol.token.TokenSigner> s = signer.get();
-    return s.isEmpty() ? "" : new io.weir.protocol.token.ReplayToken(id, sequence)
-        .sign(s.get(), System.currentTimeMillis() + settings.replayTokenTtl().toMillis());
+    return s.isEmpty()
+        ? ""
+        : new io.weir.protocol.token.ReplayToken(id, sequence)
+            .sign(s.get(), System.currentTimeMillis() + settings.replayTokenTtl().toMillis());
   }
 
   /** The result of a registration. */
   public record Registered(String id, boolean created, String scope) {}
 
-  /** Validates, stores and (when active) starts a continuous query; fails with {@link ContinuousQueryException}. */
+  /**
+   * Validates, stores and (when active) starts a continuous query; fails with {@link
+   * ContinuousQueryException}.
+   */
   public CompletionStage<Registered> register(ContinuousRequest request, String principal) {
-    return CompletableFuture.supplyAsync(() -> {
-      ScopeReader reader = reader(request.scope());
-      Registrar.Compiled compiled = Registrar.compile(request, reader, publications, evaluators, projectors);
-      try {
-        boolean created = store.insert(compiled, principal, settings.maxRegistrationsPerScope());
-        return new Registered(compiled.id(), created, compiled.scope());
-      } catch (SQLException e) {
-        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the registration could not be stored; retry ("
-            + SafeErrors.describe(e) + ")");
-      }
-    }, checks).thenCompose(r -> !active ? CompletableFuture.completedFuture(r)
-        : CompletableFuture.supplyAsync(() -> {
-          try {
-            refresh();
-          } finally {
-            flushAppends();
-          }
-          return r;
-        }, engine));
+    return CompletableFuture.supplyAsync(
+            () -> {
+              ScopeReader reader = reader(request.scope());
+              Registrar.Compiled compiled =
+                  Registrar.compile(request, reader, publications, evaluators, projectors);
+              try {
+                boolean created =
+                    store.insert(compiled, principal, settings.maxRegistrationsPerScope());
+                return new Registered(compiled.id(), created, compiled.scope());
+              } catch (SQLException e) {
+                throw new ContinuousQueryException(
+                    ErrorCode.UNAVAILABLE,
+                    "the registration could not be stored; retry (" + SafeErrors.describe(e) + ")");
+              }
+            },
+            checks)
+        .thenCompose(
+            r ->
+                !active
+                    ? CompletableFuture.completedFuture(r)
+                    : CompletableFuture.supplyAsync(
+                        () -> {
+                          try {
+                            refresh();
+                          } finally {
+                            flushAppends();
+                          }
+                          return r;
+                        },
+                        engine));
   }
 
   /** The stored registration {@code id}, if any. */
   public CompletionStage<Optional<RegistrationStore.Stored>> find(String id) {
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        return store.find(id);
-      } catch (SQLException e) {
-        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the registration could not be read; retry");
-      }
-    }, checks);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try {
+            return store.find(id);
+          } catch (SQLException e) {
+            throw new ContinuousQueryException(
+                ErrorCode.UNAVAILABLE, "the registration could not be read; retry");
+          }
+        },
+        checks);
   }
 
-  /** Deletes a registration and ends its session and streams here (other nodes drop it at their next refresh). */
+  /**
+   * Deletes a registration and ends its session and streams here (other nodes drop it at their next
+   * refresh).
+   */
   public CompletionStage<Boolean> unregister(String id) {
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        return store.delete(id);
-      } catch (SQLException e) {
-        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the registration could not be deleted; retry");
-      }
-    }, checks).thenApplyAsync(deleted -> {
-      Session s = sessions.remove(id);
-      if (s != null) {
-        s.closeAll();
-        cutDeletedLog(s);
-      }
-      return deleted;
-    }, engine);
+    return CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return store.delete(id);
+              } catch (SQLException e) {
+                throw new ContinuousQueryException(
+                    ErrorCode.UNAVAILABLE, "the registration could not be deleted; retry");
+              }
+            },
+            checks)
+        .thenApplyAsync(
+            deleted -> {
+              Session s = sessions.remove(id);
+              if (s != null) {
+                s.closeAll();
+                cutDeletedLog(s);
+              }
+              return deleted;
+            },
+            engine);
   }
 
   /**
@@ -245,45 +323,61 @@ public final class ContinuousQueries implements AutoCloseable {
    * describes no result (never written yet) or the entity does not answer.
    */
   public CompletionStage<ObjectNode> result(String id) {
-    return replayLog.result(id).handle((r, error) -> {
-      if (error != null) {
-        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the query's session did not answer; retry");
-      }
-      if (r.tooLarge()) {
-        throw LogFollowers.tooLarge();
-      }
-      if (r.rows() == null) {
-        throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the query has no durable result yet; retry");
-      }
-      ObjectNode out = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
-      out.put("id", id).put("sequence", r.last());
-      if (r.lsn() != null) {
-        out.put("lsn", r.lsn());
-      }
-      com.fasterxml.jackson.databind.node.ArrayNode rows = out.putArray("rows");
-      for (io.weir.sharding.continuous.ContinuousSession.Row row : r.rows()) {
-        // The key and values exactly as the log's events spell them.
-        rows.addObject().putRawValue("key", new com.fasterxml.jackson.databind.util.RawValue(row.key()))
-            .putRawValue("row", new com.fasterxml.jackson.databind.util.RawValue(row.row()));
-      }
-      return out;
-    });
+    return replayLog
+        .result(id)
+        .handle(
+            (r, error) -> {
+              if (error != null) {
+                throw new ContinuousQueryException(
+                    ErrorCode.UNAVAILABLE, "the query's session did not answer; retry");
+              }
+              if (r.tooLarge()) {
+                throw LogFollowers.tooLarge();
+              }
+              if (r.rows() == null) {
+                throw new ContinuousQueryException(
+                    ErrorCode.UNAVAILABLE, "the query has no durable result yet; retry");
+              }
+              ObjectNode out =
+                  com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+              out.put("id", id).put("sequence", r.last());
+              if (r.lsn() != null) {
+                out.put("lsn", r.lsn());
+              }
+              com.fasterxml.jackson.databind.node.ArrayNode rows = out.putArray("rows");
+              for (io.weir.sharding.continuous.ContinuousSession.Row row : r.rows()) {
+                // The key and values exactly as the log's events spell them.
+                rows.addObject()
+                    .putRawValue("key", new com.fasterxml.jackson.databind.util.RawValue(row.key()))
+                    .putRawValue(
+                        "row", new com.fasterxml.jackson.databind.util.RawValue(row.row()));
+              }
+              return out;
+            });
   }
 
-  /** The session's counters, or empty when this node does not maintain it (inactive, or not loaded yet). */
+  /**
+   * The session's counters, or empty when this node does not maintain it (inactive, or not loaded
+   * yet).
+   */
   public CompletionStage<Optional<ObjectNode>> status(String id) {
-    return CompletableFuture.supplyAsync(() -> {
-      Session s = sessions.get(id);
-      if (s == null || !active) {
-        return Optional.<ObjectNode>empty();
-      }
-      ObjectNode out = s.status(active);
-      out.put("pendingVisibilityChecks", pending.size());
-      return Optional.of(out);
-    }, engine);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          Session s = sessions.get(id);
+          if (s == null || !active) {
+            return Optional.<ObjectNode>empty();
+          }
+          ObjectNode out = s.status(active);
+          out.put("pendingVisibilityChecks", pending.size());
+          return Optional.of(out);
+        },
+        engine);
   }
 
-  /** Where a stream starts: after {@code position} (a verified replay token's sequence), or fresh; {@code reset} says why not resumed. */
+  /**
+   * Where a stream starts: after {@code position} (a verified replay token's sequence), or fresh;
+   * {@code reset} says why not resumed.
+   */
   private record Resume(Long position, String reset) {}
 
   /** Verifies a replay token of subscription {@code id} (null or empty: a new stream). */
@@ -291,22 +385,32 @@ public final class ContinuousQueries implements AutoCloseable {
     if (token == null || token.isEmpty()) {
       return new Resume(null, null);
     }
-    io.weir.protocol.token.TokenSigner keys = signer.get().orElseThrow(() -> new ContinuousQueryException(
-        ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet; retry"));
+    io.weir.protocol.token.TokenSigner keys =
+        signer
+            .get()
+            .orElseThrow(
+                () ->
+                    new ContinuousQueryException(
+                        ErrorCode.UNAVAILABLE,
+                        "the cluster's token keys are not loaded yet; retry"));
     try {
-      io.weir.protocol.token.ReplayToken t = io.weir.protocol.token.ReplayToken.verify(keys, token, System.currentTimeMillis());
+      io.weir.protocol.token.ReplayToken t =
+          io.weir.protocol.token.ReplayToken.verify(keys, token, System.currentTimeMillis());
       if (!t.subscription().equals(id)) {
-        throw new ContinuousQueryException(ErrorCode.TOKEN_MISMATCH, "the replay token belongs to another subscription");
+        throw new ContinuousQueryException(
+            ErrorCode.TOKEN_MISMATCH, "the replay token belongs to another subscription");
       }
       return new Resume(t.sequence(), null);
     } catch (io.weir.protocol.token.TokenSigner.InvalidToken e) {
       if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.EXPIRED) {
         return new Resume(0L, "token-expired");
       } else if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
-        throw new ContinuousQueryException(ErrorCode.TOKEN_INVALIDATED,
+        throw new ContinuousQueryException(
+            ErrorCode.TOKEN_INVALIDATED,
             "the replay token was issued before a restore from a backup; subscribe again without it");
       }
-      throw new ContinuousQueryException(ErrorCode.INVALID_TOKEN, "the Last-Event-ID is not a replay token of this cluster");
+      throw new ContinuousQueryException(
+          ErrorCode.INVALID_TOKEN, "the Last-Event-ID is not a replay token of this cluster");
     }
   }
 
@@ -318,94 +422,120 @@ public final class ContinuousQueries implements AutoCloseable {
    * session's own node serves it from memory; any other node (or this one before the session
    * started) follows the session entity's journal ({@link LogFollowers}).
    */
-  public CompletionStage<Void> subscribe(String id, String scope, Session.Subscriber subscriber, String token) {
+  public CompletionStage<Void> subscribe(
+      String id, String scope, Session.Subscriber subscriber, String token) {
     Resume resume;
     try {
       resume = resume(id, token);
     } catch (ContinuousQueryException e) {
       return CompletableFuture.failedFuture(e);
     }
-    return CompletableFuture.supplyAsync(() -> {
-      Session s = sessions.get(id);
-      if (s == null || s.stale || !active) {
-        return false;
-      }
-      Long position = resume.reset() == null ? resume.position() : null;
-      List<Session.Event> durable = null;
-      if (position != null && position <= s.sequence() && !s.retainedAfter(position)) {
-        try {
-          durable = new ArrayList<>();
-          for (io.weir.sharding.continuous.ContinuousSession.Entry e
-              : await(replayLog.after(id, s.logOffset, position, settings.replayRetained() + 1))) {
-            durable.add(new Session.Event(replayId(id, e.sequence()), e.sequence(), e.type(), e.data()));
-          }
-        } catch (LogUnavailable e) {
-          throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the replay log could not be read; retry");
-        }
-      }
-      s.subscribe(subscriber, position, durable, resume.reset());
-      return true;
-    }, engine).thenCompose(served -> served ? CompletableFuture.<Void>completedFuture(null)
-        : followers.follow(id, scope, subscriber, resume.position(), resume.reset(), seq -> replayId(id, seq)));
+    return CompletableFuture.supplyAsync(
+            () -> {
+              Session s = sessions.get(id);
+              if (s == null || s.stale || !active) {
+                return false;
+              }
+              Long position = resume.reset() == null ? resume.position() : null;
+              List<Session.Event> durable = null;
+              if (position != null && position <= s.sequence() && !s.retainedAfter(position)) {
+                try {
+                  durable = new ArrayList<>();
+                  for (io.weir.sharding.continuous.ContinuousSession.Entry e :
+                      await(
+                          replayLog.after(
+                              id, s.logOffset, position, settings.replayRetained() + 1))) {
+                    durable.add(
+                        new Session.Event(
+                            replayId(id, e.sequence()), e.sequence(), e.type(), e.data()));
+                  }
+                } catch (LogUnavailable e) {
+                  throw new ContinuousQueryException(
+                      ErrorCode.UNAVAILABLE, "the replay log could not be read; retry");
+                }
+              }
+              s.subscribe(subscriber, position, durable, resume.reset());
+              return true;
+            },
+            engine)
+        .thenCompose(
+            served ->
+                served
+                    ? CompletableFuture.<Void>completedFuture(null)
+                    : followers.follow(
+                        id,
+                        scope,
+                        subscriber,
+                        resume.position(),
+                        resume.reset(),
+                        seq -> replayId(id, seq)));
   }
 
   public void unsubscribe(String id, Session.Subscriber subscriber) {
     followers.unfollow(subscriber);
-    onEngine(() -> {
-      Session s = sessions.get(id);
-      if (s != null) {
-        s.unsubscribe(subscriber);
-      }
-    });
+    onEngine(
+        () -> {
+          Session s = sessions.get(id);
+          if (s != null) {
+            s.unsubscribe(subscriber);
+          }
+        });
   }
 
   // ---- the sink side ----
 
-  /** The continuous pipeline's sink opened on this node: load every registration and read what is missing. */
+  /**
+   * The continuous pipeline's sink opened on this node: load every registration and read what is
+   * missing.
+   */
   CompletionStage<Void> activate() {
-    return CompletableFuture.runAsync(() -> {
-      try {
-        active = true;
-        boolean repairAll = repairAllOnActivate;
-        repairAllOnActivate = false;
-        if (repairAll) {
-          // The stream restarted: what it delivers again is read anyway, but a result may have
-          // missed nothing only if every session reads once now.
-          for (Session s : sessions.values()) {
-            read(s, "pipeline-restart");
+    return CompletableFuture.runAsync(
+        () -> {
+          try {
+            active = true;
+            boolean repairAll = repairAllOnActivate;
+            repairAllOnActivate = false;
+            if (repairAll) {
+              // The stream restarted: what it delivers again is read anyway, but a result may have
+              // missed nothing only if every session reads once now.
+              for (Session s : sessions.values()) {
+                read(s, "pipeline-restart");
+              }
+            }
+            refresh();
+          } finally {
+            flushAppends();
           }
-        }
-        refresh();
-      } finally {
-        flushAppends();
-      }
-    }, engine);
+        },
+        engine);
   }
 
   /**
-   * The sink closed (pipeline stopped, restarting or moving to another node): sessions stay, but are
-   * not maintained until the next activation, so their open streams end now (clients resume with
-   * Last-Event-ID wherever the pipeline runs) rather than go on with results nobody maintains.
+   * The sink closed (pipeline stopped, restarting or moving to another node): sessions stay, but
+   * are not maintained until the next activation, so their open streams end now (clients resume
+   * with Last-Event-ID wherever the pipeline runs) rather than go on with results nobody maintains.
    */
   void deactivate() {
     active = false;
-    onEngine(() -> {
-      active = false; // also after an activation queued before this
-      repairAllOnActivate = true;
-      sessions.values().forEach(Session::closeAll);
-    });
+    onEngine(
+        () -> {
+          active = false; // also after an activation queued before this
+          repairAllOnActivate = true;
+          sessions.values().forEach(Session::closeAll);
+        });
   }
 
   /** Runs {@code task} on the engine thread unless the engine is closed (node shutdown). */
   private void onEngine(Runnable task) {
     try {
-      engine.execute(() -> {
-        try {
-          task.run();
-        } finally {
-          flushAppends();
-        }
-      });
+      engine.execute(
+          () -> {
+            try {
+              task.run();
+            } finally {
+              flushAppends();
+            }
+          });
     } catch (java.util.concurrent.RejectedExecutionException closed) {
       // shutting down: nothing left to maintain
     }
@@ -414,17 +544,20 @@ public final class ContinuousQueries implements AutoCloseable {
   /**
    * Handles one committed transaction of the continuous pipeline; completes once every session has.
    * One pass over the changes collects the touched tables and, for each session the scoped delta
-   * may serve, its affected keys (the changes of a spilled transaction can be read only once, during
-   * this call); then each relevant session is maintained in turn.
+   * may serve, its affected keys (the changes of a spilled transaction can be read only once,
+   * during this call); then each relevant session is maintained in turn.
    */
   CompletionStage<Void> onTransaction(Transaction t) {
-    return CompletableFuture.runAsync(() -> {
-      try {
-        handle(t);
-      } finally {
-        flushAppends(); // also when handling failed half way: what was applied is sent or ends stale
-      }
-    }, engine);
+    return CompletableFuture.runAsync(
+        () -> {
+          try {
+            handle(t);
+          } finally {
+            flushAppends(); // also when handling failed half way: what was applied is sent or ends
+            // stale
+          }
+        },
+        engine);
   }
 
   /** {@link #onTransaction} on the engine thread. */
@@ -439,13 +572,21 @@ public final class ContinuousQueries implements AutoCloseable {
       }
       if (s.handledThrough != null && commit.compareTo(s.handledThrough) <= 0) {
         s.duplicateTransactions++;
-        meter(m -> m.transaction("duplicate")); // redelivered after a stream restart: the restart's read covered it
+        meter(
+            m ->
+                m.transaction(
+                    "duplicate")); // redelivered after a stream restart: the restart's read covered
+        // it
         continue;
       }
       live.add(s);
       if (s.fullOnly == null && s.initialised() && s.repairPending == null) {
         ScopedDelta.Keys k = new ScopedDelta.Keys(s.impact, s.tables, settings.affectedKeyLimit());
-        keys.put(s, s.registration.definition().projector() != null && s.projectorOff == null ? k.withRowChanges() : k);
+        keys.put(
+            s,
+            s.registration.definition().projector() != null && s.projectorOff == null
+                ? k.withRowChanges()
+                : k);
       }
     }
     Set<String> touched = new HashSet<>();
@@ -488,8 +629,12 @@ public final class ContinuousQueries implements AutoCloseable {
     flushAppends();
     // Maintenance time: the session's own reads and merge, and its append until durable (the
     // appends of all sessions run together, so another session's reads are not counted).
-    timed.forEach((s, span) -> s.maintenanceMicros.recordValue(Math.min(s.maintenanceMicros.getHighestTrackableValue(),
-        Math.max(0, (Math.max(span[1], s.appendDoneNanos) - span[0]) / 1000))));
+    timed.forEach(
+        (s, span) ->
+            s.maintenanceMicros.recordValue(
+                Math.min(
+                    s.maintenanceMicros.getHighestTrackableValue(),
+                    Math.max(0, (Math.max(span[1], s.appendDoneNanos) - span[0]) / 1000))));
   }
 
   /**
@@ -525,7 +670,9 @@ public final class ContinuousQueries implements AutoCloseable {
       meter(m -> m.transaction("incremental"));
       return;
     }
-    if (s.registration.definition().projector() != null && s.projectorOff == null && project(s, keys)) {
+    if (s.registration.definition().projector() != null
+        && s.projectorOff == null
+        && project(s, keys)) {
       return;
     }
     delta(s, keys);
@@ -544,9 +691,14 @@ public final class ContinuousQueries implements AutoCloseable {
     if (gap == null) {
       List<com.fasterxml.jackson.databind.node.ObjectNode> projected;
       try {
-        projected = projector.project(ContinuousEvaluator.Query.of(d), s.registration.loginRole(), keys.rowChanges);
+        projected =
+            projector.project(
+                ContinuousEvaluator.Query.of(d), s.registration.loginRole(), keys.rowChanges);
       } catch (RuntimeException e) {
-        log.warn("continuous projector {} failed ({}); using the scoped delta", projector.name(), e.getClass().getSimpleName());
+        log.warn(
+            "continuous projector {} failed ({}); using the scoped delta",
+            projector.name(),
+            e.getClass().getSimpleName());
         projected = null;
       }
       rows = projected == null ? null : checkedRows(d, projected);
@@ -562,13 +714,15 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     // Every affected key (old and new) is spelled as the result spells it only for integer keys
     // without a read; other key types go to the scoped delta, which reads them back.
-    Set<String> affectedKeys = ScopedDelta.integerKeys(d.impact(), new ArrayList<>(keys.keys.values()));
+    Set<String> affectedKeys =
+        ScopedDelta.integerKeys(d.impact(), new ArrayList<>(keys.keys.values()));
     if (affectedKeys == null) {
       s.countFallback("projector-key-type");
       meter(m -> m.fallback("projector-key-type"));
       return false;
     }
-    ScopedDelta.Outcome outcome = ScopedDelta.merge(s.current(), affectedKeys, rows, d.limit(), s.order);
+    ScopedDelta.Outcome outcome =
+        ScopedDelta.merge(s.current(), affectedKeys, rows, d.limit(), s.order);
     if (outcome.fallback() != null) {
       s.countFallback(outcome.fallback());
       meter(m -> m.fallback(outcome.fallback()));
@@ -607,41 +761,47 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     String[] failure = new String[1];
     long[] lookedUp = new long[1];
-    List<ResultRow> fetched = authoritative(s, c -> {
-      failure[0] = null;
-      tuples.clear();
-      tuples.addAll(changed);
-      lookedUp[0] = lookups ? lookupKeys(c, d, keys, tuples) : 0;
-      if (lookedUp[0] < 0) {
-        failure[0] = lookedUp[0] == -1 ? "budget-exceeded" : "null-key";
-        lookedUp[0] = 0;
-        return List.of();
-      }
-      if (tuples.isEmpty()) {
-        return List.of(); // no result row can depend on the changed rows
-      }
-      // The affected keys as the result spells them: integers are parsed (after the read); other
-      // types are cast and read back by PostgreSQL here (their text form may depend on settings).
-      if (ScopedDelta.integerKeys(d.impact(), tuples) == null) {
-        try (PreparedStatement ps = c.prepareStatement(d.keyValues(tuples.size()))) {
-          bindKeys(ps, 1, tuples);
-          affected[0] = ScopeReader.rows(ps, d.keyColumns());
-        }
-      }
-      if (evaluator != null) {
-        List<ResultRow> rows = evaluated(evaluator, d, c, tuples);
-        if (rows == null) {
-          failure[0] = "evaluator-failed";
-          return List.of();
-        }
-        return rows;
-      }
-      try (PreparedStatement ps = c.prepareStatement(d.scoped(s.parsed.jdbcSql(), tuples.size()))) {
-        ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
-        bindKeys(ps, s.parsed.parameterOrder().size() + 1, tuples);
-        return ScopeReader.rows(ps, d.keyColumns());
-      }
-    });
+    List<ResultRow> fetched =
+        authoritative(
+            s,
+            c -> {
+              failure[0] = null;
+              tuples.clear();
+              tuples.addAll(changed);
+              lookedUp[0] = lookups ? lookupKeys(c, d, keys, tuples) : 0;
+              if (lookedUp[0] < 0) {
+                failure[0] = lookedUp[0] == -1 ? "budget-exceeded" : "null-key";
+                lookedUp[0] = 0;
+                return List.of();
+              }
+              if (tuples.isEmpty()) {
+                return List.of(); // no result row can depend on the changed rows
+              }
+              // The affected keys as the result spells them: integers are parsed (after the read);
+              // other
+              // types are cast and read back by PostgreSQL here (their text form may depend on
+              // settings).
+              if (ScopedDelta.integerKeys(d.impact(), tuples) == null) {
+                try (PreparedStatement ps = c.prepareStatement(d.keyValues(tuples.size()))) {
+                  bindKeys(ps, 1, tuples);
+                  affected[0] = ScopeReader.rows(ps, d.keyColumns());
+                }
+              }
+              if (evaluator != null) {
+                List<ResultRow> rows = evaluated(evaluator, d, c, tuples);
+                if (rows == null) {
+                  failure[0] = "evaluator-failed";
+                  return List.of();
+                }
+                return rows;
+              }
+              try (PreparedStatement ps =
+                  c.prepareStatement(d.scoped(s.parsed.jdbcSql(), tuples.size()))) {
+                ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
+                bindKeys(ps, s.parsed.parameterOrder().size() + 1, tuples);
+                return ScopeReader.rows(ps, d.keyColumns());
+              }
+            });
     if (fetched == null) {
       return; // failed: repair pending, recorded
     }
@@ -664,7 +824,8 @@ public final class ContinuousQueries implements AutoCloseable {
         affectedKeys.add(r.keyText());
       }
     }
-    ScopedDelta.Outcome outcome = ScopedDelta.merge(s.current(), affectedKeys, fetched, d.limit(), s.order);
+    ScopedDelta.Outcome outcome =
+        ScopedDelta.merge(s.current(), affectedKeys, fetched, d.limit(), s.order);
     s.rowsRead += fetched.size();
     int fetchedRows = fetched.size();
     meter(m -> m.rowsRead(fetchedRows));
@@ -685,12 +846,13 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /**
-   * Adds to {@code tuples} the keys of the key-table rows that the lookup rules name for the changed
-   * values (as the subscriber, in the delta's transaction). Returns the rows read, or -1 when the
-   * keys exceed the bound, -2 when a key column is null (a result row with a null key, which no
-   * {@code IN (...)} reads).
+   * Adds to {@code tuples} the keys of the key-table rows that the lookup rules name for the
+   * changed values (as the subscriber, in the delta's transaction). Returns the rows read, or -1
+   * when the keys exceed the bound, -2 when a key column is null (a result row with a null key,
+   * which no {@code IN (...)} reads).
    */
-  private long lookupKeys(Connection c, Definition d, ScopedDelta.Keys keys, List<List<String>> tuples)
+  private long lookupKeys(
+      Connection c, Definition d, ScopedDelta.Keys keys, List<List<String>> tuples)
       throws SQLException {
     int bound = settings.affectedKeyLimit();
     Set<String> seen = new HashSet<>(keys.keys.keySet());
@@ -698,7 +860,8 @@ public final class ContinuousQueries implements AutoCloseable {
     long read = 0;
     for (Map.Entry<Definition.Lookup, Set<String>> e : keys.lookupValues.entrySet()) {
       List<String> values = new ArrayList<>(e.getValue());
-      try (PreparedStatement ps = c.prepareStatement(d.lookupSql(e.getKey(), values.size(), bound + 1))) {
+      try (PreparedStatement ps =
+          c.prepareStatement(d.lookupSql(e.getKey(), values.size(), bound + 1))) {
         for (int i = 0; i < values.size(); i++) {
           ps.setString(i + 1, values.get(i));
         }
@@ -723,47 +886,58 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /**
-   * Runs a custom evaluator in the authoritative transaction and checks its rows' shape: exactly the
-   * query's columns and a non-null key. Null when it threw or a row has another shape (the caller
-   * falls back to a full read); a SQL failure propagates like a scoped delta's.
+   * Runs a custom evaluator in the authoritative transaction and checks its rows' shape: exactly
+   * the query's columns and a non-null key. Null when it threw or a row has another shape (the
+   * caller falls back to a full read); a SQL failure propagates like a scoped delta's.
    */
-  private static List<ResultRow> evaluated(ContinuousEvaluator evaluator, Definition d, java.sql.Connection c,
-      List<List<String>> tuples) throws SQLException {
+  private static List<ResultRow> evaluated(
+      ContinuousEvaluator evaluator, Definition d, java.sql.Connection c, List<List<String>> tuples)
+      throws SQLException {
     ContinuousEvaluator.Query query = ContinuousEvaluator.Query.of(d);
     List<com.fasterxml.jackson.databind.node.ObjectNode> rows;
     try {
-      rows = evaluator.evaluate(new ContinuousEvaluator.Context() {
-        @Override
-        public ContinuousEvaluator.Query query() {
-          return query;
-        }
+      rows =
+          evaluator.evaluate(
+              new ContinuousEvaluator.Context() {
+                @Override
+                public ContinuousEvaluator.Query query() {
+                  return query;
+                }
 
-        @Override
-        public java.sql.Connection connection() {
-          return c;
-        }
+                @Override
+                public java.sql.Connection connection() {
+                  return c;
+                }
 
-        @Override
-        public List<com.fasterxml.jackson.databind.node.ObjectNode> rows(PreparedStatement statement) throws SQLException {
-          List<com.fasterxml.jackson.databind.node.ObjectNode> out = new ArrayList<>();
-          for (ResultRow r : ScopeReader.rows(statement, d.keyColumns())) {
-            out.add(r.row());
-          }
-          return out;
-        }
-      }, tuples);
+                @Override
+                public List<com.fasterxml.jackson.databind.node.ObjectNode> rows(
+                    PreparedStatement statement) throws SQLException {
+                  List<com.fasterxml.jackson.databind.node.ObjectNode> out = new ArrayList<>();
+                  for (ResultRow r : ScopeReader.rows(statement, d.keyColumns())) {
+                    out.add(r.row());
+                  }
+                  return out;
+                }
+              },
+              tuples);
     } catch (SQLException e) {
       throw e;
     } catch (RuntimeException e) {
-      log.warn("continuous evaluator {} failed ({}); falling back to a full read", evaluator.name(),
+      log.warn(
+          "continuous evaluator {} failed ({}); falling back to a full read",
+          evaluator.name(),
           e.getClass().getSimpleName());
       return null;
     }
     return rows == null ? null : checkedRows(d, rows);
   }
 
-  /** {@code rows} as result rows when each has exactly the query's columns and a non-null key; else null. */
-  private static List<ResultRow> checkedRows(Definition d, List<com.fasterxml.jackson.databind.node.ObjectNode> rows) {
+  /**
+   * {@code rows} as result rows when each has exactly the query's columns and a non-null key; else
+   * null.
+   */
+  private static List<ResultRow> checkedRows(
+      Definition d, List<com.fasterxml.jackson.databind.node.ObjectNode> rows) {
     Set<String> columns = new HashSet<>(d.columns());
     List<ResultRow> out = new ArrayList<>(rows.size());
     for (com.fasterxml.jackson.databind.node.ObjectNode row : rows) {
@@ -775,7 +949,8 @@ public final class ContinuousQueries implements AutoCloseable {
           return null;
         }
       }
-      com.fasterxml.jackson.databind.node.ArrayNode key = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
+      com.fasterxml.jackson.databind.node.ArrayNode key =
+          com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
       for (String k : d.keyColumns()) {
         if (row.get(k).isNull()) {
           return null;
@@ -787,7 +962,8 @@ public final class ContinuousQueries implements AutoCloseable {
     return out;
   }
 
-  private static void bindKeys(PreparedStatement ps, int first, List<List<String>> tuples) throws SQLException {
+  private static void bindKeys(PreparedStatement ps, int first, List<List<String>> tuples)
+      throws SQLException {
     int i = first;
     for (List<String> tuple : tuples) {
       for (String v : tuple) {
@@ -807,7 +983,8 @@ public final class ContinuousQueries implements AutoCloseable {
     try {
       stored = store.all();
     } catch (SQLException e) {
-      log.warn("reading continuous query registrations failed; retrying: {}", SafeErrors.describe(e));
+      log.warn(
+          "reading continuous query registrations failed; retrying: {}", SafeErrors.describe(e));
       closeRevokedStreams(); // whatever else fails, a principal who lost access is not served
       return;
     }
@@ -824,9 +1001,15 @@ public final class ContinuousQueries implements AutoCloseable {
         // the others, nor the revocation checks below.
         try {
           String id = r.id();
-          Session s = new Session(r, Long.toHexString(System.currentTimeMillis()) + Long.toHexString(System.nanoTime() & 0xffff),
-              settings.replayRetained(), seq -> replayId(id, seq));
-          io.weir.sharding.continuous.ContinuousSession.LogState logState = await(replayLog.state(id));
+          Session s =
+              new Session(
+                  r,
+                  Long.toHexString(System.currentTimeMillis())
+                      + Long.toHexString(System.nanoTime() & 0xffff),
+                  settings.replayRetained(),
+                  seq -> replayId(id, seq));
+          io.weir.sharding.continuous.ContinuousSession.LogState logState =
+              await(replayLog.state(id));
           // A log never written here continues the earlier table's log, if it has one.
           long last = logState.last() > 0 ? logState.last() : legacyReplay.lastSequence(id);
           s.logOffset = logState.last() > 0 ? logState.offset() : last;
@@ -834,14 +1017,24 @@ public final class ContinuousQueries implements AutoCloseable {
           s.prunedThrough = Math.max(0, s.sequence() - settings.replayRetained());
           s.lastLsn = lastLsn;
           sessions.put(r.id(), s);
-          replan(s); // the catalog may have changed since the registration (or while no node ran it)
+          replan(
+              s); // the catalog may have changed since the registration (or while no node ran it)
           read(s, "initial");
         } catch (RuntimeException e) {
-          log.warn("continuous query {} could not be started; skipped: {}", r.id(), SafeErrors.describe(e));
+          log.warn(
+              "continuous query {} could not be started; skipped: {}",
+              r.id(),
+              SafeErrors.describe(e));
         } catch (SQLException e) {
-          log.warn("continuous query {}: the replay log could not be read; retrying: {}", r.id(), SafeErrors.describe(e));
+          log.warn(
+              "continuous query {}: the replay log could not be read; retrying: {}",
+              r.id(),
+              SafeErrors.describe(e));
         } catch (LogUnavailable e) {
-          log.warn("continuous query {}: the replay log could not be read ({}); retrying", r.id(), e.getMessage());
+          log.warn(
+              "continuous query {}: the replay log could not be read ({}); retrying",
+              r.id(),
+              e.getMessage());
         }
       }
     }
@@ -860,7 +1053,8 @@ public final class ContinuousQueries implements AutoCloseable {
       } else if (e.getValue().repairPending != null) {
         read(e.getValue(), "retry-after-" + e.getValue().repairPending);
       } else if (e.getValue().deltasSinceFullRead > 0
-          && System.nanoTime() - e.getValue().lastFullReadNanos >= settings.repairInterval().toNanos()) {
+          && System.nanoTime() - e.getValue().lastFullReadNanos
+              >= settings.repairInterval().toNanos()) {
         read(e.getValue(), "periodic");
       }
     }
@@ -871,7 +1065,8 @@ public final class ContinuousQueries implements AutoCloseable {
     java.util.function.BiPredicate<String, String> check = access;
     for (Session s : sessions.values()) {
       String scope = s.registration.scope();
-      int closed = s.closeWhere(sub -> sub.principal() != null && !check.test(sub.principal(), scope));
+      int closed =
+          s.closeWhere(sub -> sub.principal() != null && !check.test(sub.principal(), scope));
       if (closed > 0) {
         s.revokedStreams += closed;
       }
@@ -894,22 +1089,30 @@ public final class ContinuousQueries implements AutoCloseable {
       }
       String digest;
       try {
-        digest = reader(scope).readOnly(c -> {
-          try (var st = c.createStatement(); var rs = st.executeQuery(CATALOG_DIGEST)) {
-            rs.next();
-            return rs.getString(1);
-          }
-        });
+        digest =
+            reader(scope)
+                .readOnly(
+                    c -> {
+                      try (var st = c.createStatement();
+                          var rs = st.executeQuery(CATALOG_DIGEST)) {
+                        rs.next();
+                        return rs.getString(1);
+                      }
+                    });
       } catch (SQLException | RuntimeException e) {
-        log.warn("continuous queries of scope {}: the catalog check failed; retrying: {}", scope, SafeErrors.describe(e));
+        log.warn(
+            "continuous queries of scope {}: the catalog check failed; retrying: {}",
+            scope,
+            SafeErrors.describe(e));
         continue;
       }
       String previous = catalogDigests.get(scope);
       // No digest yet but sessions running (the first check failed after they started): anything
       // may have changed since they were planned, so it counts as a change.
-      boolean changed = previous == null
-          ? sessions.values().stream().anyMatch(x -> x.registration.scope().equals(scope))
-          : !previous.equals(digest);
+      boolean changed =
+          previous == null
+              ? sessions.values().stream().anyMatch(x -> x.registration.scope().equals(scope))
+              : !previous.equals(digest);
       if (changed) {
         for (Session s : sessions.values()) {
           if (s.registration.scope().equals(scope)) {
@@ -938,29 +1141,39 @@ public final class ContinuousQueries implements AutoCloseable {
   private void replan(Session s) {
     Registrar.Replanned now;
     try {
-      now = reader(s.registration.scope()).readOnly(c -> Registrar.replan(c, s.registration.definition(), publications));
+      now =
+          reader(s.registration.scope())
+              .readOnly(c -> Registrar.replan(c, s.registration.definition(), publications));
     } catch (SQLException | RuntimeException e) {
-      log.warn("continuous query {}: planning it again failed; full reads until it succeeds: {}", s.registration.id(),
+      log.warn(
+          "continuous query {}: planning it again failed; full reads until it succeeds: {}",
+          s.registration.id(),
           e instanceof SQLException q ? SafeErrors.describe(q) : e.getClass().getSimpleName());
       s.replanFailed();
       return;
     }
     if (s.planned(now)) {
-      log.info("continuous query {}: its plan differs from the registration's under the current catalog ({})",
-          s.registration.id(), s.fullOnly == null ? "a lookup rule is gone" : s.fullOnly);
+      log.info(
+          "continuous query {}: its plan differs from the registration's under the current catalog ({})",
+          s.registration.id(),
+          s.fullOnly == null ? "a lookup rule is gone" : s.fullOnly);
     }
   }
 
-  /** Digest of policies, user relations' privileges and RLS flags, role memberships and user functions. */
-  private static final String CATALOG_DIGEST = "SELECT md5(concat_ws('|',"
-      + " (SELECT string_agg(concat_ws('/', polrelid::text, polname::text, polcmd::text, polpermissive::text, polroles::text,"
-      + "   pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)), ';' ORDER BY polrelid, polname) FROM pg_policy),"
-      + " (SELECT string_agg(concat_ws('/', oid::text, relrowsecurity::text, relforcerowsecurity::text, relacl::text), ';' ORDER BY oid)"
-      + "   FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') AND relpersistence <> 't' AND oid >= 16384),"
-      + " (SELECT string_agg(concat_ws('/', roleid::text, member::text, admin_option::text), ';' ORDER BY roleid, member)"
-      + "   FROM pg_auth_members),"
-      + " (SELECT string_agg(concat_ws('/', oid::text, md5(prosrc), prosecdef::text, proconfig::text, proacl::text), ';' ORDER BY oid)"
-      + "   FROM pg_proc WHERE oid >= 16384)))";
+  /**
+   * Digest of policies, user relations' privileges and RLS flags, role memberships and user
+   * functions.
+   */
+  private static final String CATALOG_DIGEST =
+      "SELECT md5(concat_ws('|',"
+          + " (SELECT string_agg(concat_ws('/', polrelid::text, polname::text, polcmd::text, polpermissive::text, polroles::text,"
+          + "   pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)), ';' ORDER BY polrelid, polname) FROM pg_policy),"
+          + " (SELECT string_agg(concat_ws('/', oid::text, relrowsecurity::text, relforcerowsecurity::text, relacl::text), ';' ORDER BY oid)"
+          + "   FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') AND relpersistence <> 't' AND oid >= 16384),"
+          + " (SELECT string_agg(concat_ws('/', roleid::text, member::text, admin_option::text), ';' ORDER BY roleid, member)"
+          + "   FROM pg_auth_members),"
+          + " (SELECT string_agg(concat_ws('/', oid::text, md5(prosrc), prosecdef::text, proconfig::text, proacl::text), ';' ORDER BY oid)"
+          + "   FROM pg_proc WHERE oid >= 16384)))";
 
   /**
    * One authoritative read of {@code s}'s full query (tier 3); a failure marks a pending repair
@@ -971,23 +1184,31 @@ public final class ContinuousQueries implements AutoCloseable {
     String sql = d.wrapped(s.parsed.jdbcSql());
     boolean recheck = d.projector() != null && s.projectorOff == null && !s.initialised();
     String[] projectorOff = new String[1];
-    List<ResultRow> rows = authoritative(s, c -> {
-      if (recheck) {
-        // A session starting (after a restart or on another node) trusts its projector only if
-        // the registration's conditions still hold in today's catalog.
-        projectorOff[0] = Registrar.projectorConditions(c, projectors.get(d.projector()), d);
-      }
-      try (PreparedStatement ps = c.prepareStatement(sql)) {
-        ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
-        return ScopeReader.rows(ps, d.keyColumns());
-      }
-    });
+    List<ResultRow> rows =
+        authoritative(
+            s,
+            c -> {
+              if (recheck) {
+                // A session starting (after a restart or on another node) trusts its projector only
+                // if
+                // the registration's conditions still hold in today's catalog.
+                projectorOff[0] =
+                    Registrar.projectorConditions(c, projectors.get(d.projector()), d);
+              }
+              try (PreparedStatement ps = c.prepareStatement(sql)) {
+                ScopeReader.bind(ps, s.parsed.parameterOrder(), d.parameters());
+                return ScopeReader.rows(ps, d.keyColumns());
+              }
+            });
     if (rows == null) {
       return;
     }
     if (projectorOff[0] != null) {
       s.projectorOff = projectorOff[0];
-      log.warn("continuous query {}: its projector is no longer used: {}", s.registration.id(), projectorOff[0]);
+      log.warn(
+          "continuous query {}: its projector is no longer used: {}",
+          s.registration.id(),
+          projectorOff[0]);
     }
     Set<String> seen = new HashSet<>();
     for (ResultRow r : rows) {
@@ -998,10 +1219,11 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     s.fullReads++;
     s.rowsRead += rows.size();
-    meter(m -> {
-      m.fullRead(reason);
-      m.rowsRead(rows.size());
-    });
+    meter(
+        m -> {
+          m.fullRead(reason);
+          m.rowsRead(rows.size());
+        });
     if (!commit(s, s.propose(rows, s.lastLsn))) {
       return;
     }
@@ -1015,14 +1237,17 @@ public final class ContinuousQueries implements AutoCloseable {
    * Sends a proposal's events to the durable replay log and applies the proposal to the session;
    * the events reach the session's clients when {@link #flushAppends} (at the end of the engine
    * task) has seen them durable. If the append fails or meets another writer's events, the session
-   * is marked stale there: its streams end and the next refresh starts it again after the log's last
-   * sequence, with a fresh InitialResult (clients resume from the log with their replay tokens).
-   * False when nothing was sent (a change larger than {@code max-append-bytes}).
+   * is marked stale there: its streams end and the next refresh starts it again after the log's
+   * last sequence, with a fresh InitialResult (clients resume from the log with their replay
+   * tokens). False when nothing was sent (a change larger than {@code max-append-bytes}).
    */
   private boolean commit(Session s, Session.Proposal p) {
-    List<io.weir.sharding.continuous.ContinuousSession.Entry> entries = new ArrayList<>(p.events().size());
+    List<io.weir.sharding.continuous.ContinuousSession.Entry> entries =
+        new ArrayList<>(p.events().size());
     for (Session.Event e : p.events()) {
-      entries.add(new io.weir.sharding.continuous.ContinuousSession.Entry(e.sequence(), e.type(), e.data()));
+      entries.add(
+          new io.weir.sharding.continuous.ContinuousSession.Entry(
+              e.sequence(), e.type(), e.data()));
     }
     String id = s.registration.id();
     if (entries.isEmpty()) {
@@ -1034,15 +1259,20 @@ public final class ContinuousQueries implements AutoCloseable {
       bytes += io.weir.sharding.continuous.ContinuousSession.utf8Length(e.data());
     }
     if (bytes > settings.maxAppendBytes()) {
-      // Too large to cross the cluster in one message: keep the last result, retry on the next step.
-      log.warn("continuous query {}: a result change of {} bytes exceeds weir.continuous.max-append-bytes ({}); not sent",
-          id, bytes, settings.maxAppendBytes());
+      // Too large to cross the cluster in one message: keep the last result, retry on the next
+      // step.
+      log.warn(
+          "continuous query {}: a result change of {} bytes exceeds weir.continuous.max-append-bytes ({}); not sent",
+          id,
+          bytes,
+          settings.maxAppendBytes());
       fail(s, "event-too-large");
       s.closeAll(); // its clients are not left on a result that no longer follows the data
       return false;
     }
     // A second proposal of the same session in one task waits for the first: it must not be sent
-    // before the first is known durable (a refused first would let it continue another writer's log).
+    // before the first is known durable (a refused first would let it continue another writer's
+    // log).
     for (Unflushed u : unflushed) {
       if (u.session() == s) {
         flushAppends();
@@ -1054,14 +1284,17 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     // Sent now, waited for with every other append of this engine task (flushAppends): a session's
     // events reach its clients, and the transaction is acknowledged, only once they are durable.
-    CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply = send(s, entries);
+    CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply =
+        send(s, entries);
     s.apply(p);
     unflushed.add(new Unflushed(s, p, entries, reply));
     return true;
   }
 
   /** An append sent and applied to its session, not yet known durable (engine thread only). */
-  private record Unflushed(Session session, Session.Proposal proposal,
+  private record Unflushed(
+      Session session,
+      Session.Proposal proposal,
       List<io.weir.sharding.continuous.ContinuousSession.Entry> entries,
       CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply) {}
 
@@ -1070,8 +1303,8 @@ public final class ContinuousQueries implements AutoCloseable {
   /**
    * Ends every engine task that may append: waits for the task's appends together (one timeout for
    * all, not one per session), asks again once with the same entries where no answer came (the log
-   * accepts an identical retry), then sends each session's durable events to its clients in order. A
-   * session whose append failed is started again from its log (its events are not sent).
+   * accepts an identical retry), then sends each session's durable events to its clients in order.
+   * A session whose append failed is started again from its log (its events are not sent).
    */
   private void flushAppends() {
     if (unflushed.isEmpty()) {
@@ -1081,8 +1314,8 @@ public final class ContinuousQueries implements AutoCloseable {
     unflushed.clear();
     waitAll(batch.stream().map(Unflushed::reply).toList());
     // Where no answer came, ask once more with the same entries: all together, then wait once.
-    Map<Unflushed, CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply>> retries =
-        new java.util.IdentityHashMap<>();
+    Map<Unflushed, CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply>>
+        retries = new java.util.IdentityHashMap<>();
     for (Unflushed u : batch) {
       String first = outcome(u.reply());
       if (first != null && !"conflict".equals(first)) {
@@ -1101,25 +1334,38 @@ public final class ContinuousQueries implements AutoCloseable {
         }
         String failure = outcome(retries.getOrDefault(u, u.reply()));
         if (failure != null) {
-          log.warn("continuous query {}: appending to the replay log failed ({}); the session starts again", id,
-              "conflict".equals(failure) ? "another event is stored at a sequence being appended" : failure);
+          log.warn(
+              "continuous query {}: appending to the replay log failed ({}); the session starts again",
+              id,
+              "conflict".equals(failure)
+                  ? "another event is stored at a sequence being appended"
+                  : failure);
           s.stale = true;
           s.closeAll();
           continue;
         }
         s.publish(u.proposal());
-        long last = u.entries().get(u.entries().size() - 1).sequence(); // durable now, whatever was applied since
-        if (last - s.prunedThrough >= Math.max(1, settings.replayRetained() / 10) + settings.replayRetained()) {
+        long last =
+            u.entries()
+                .get(u.entries().size() - 1)
+                .sequence(); // durable now, whatever was applied since
+        if (last - s.prunedThrough
+            >= Math.max(1, settings.replayRetained() / 10) + settings.replayRetained()) {
           long through = last - settings.replayRetained();
           try {
             await(replayLog.prune(id, s.logOffset, through, last));
             s.prunedThrough = through;
           } catch (LogUnavailable e) {
-            log.warn("continuous query {}: pruning the replay log failed ({}); retrying later", id, e.getMessage());
+            log.warn(
+                "continuous query {}: pruning the replay log failed ({}); retrying later",
+                id,
+                e.getMessage());
           }
         }
       } catch (RuntimeException e) {
-        log.warn("continuous query {}: completing an append failed ({}); the session starts again", id,
+        log.warn(
+            "continuous query {}: completing an append failed ({}); the session starts again",
+            id,
             e.getClass().getSimpleName());
         s.stale = true;
         s.closeAll();
@@ -1127,9 +1373,12 @@ public final class ContinuousQueries implements AutoCloseable {
     }
   }
 
-  /** Sends an append of {@code entries} to {@code s}'s log; its answer time is noted for the maintenance time. */
-  private CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> send(Session s,
-      List<io.weir.sharding.continuous.ContinuousSession.Entry> entries) {
+  /**
+   * Sends an append of {@code entries} to {@code s}'s log; its answer time is noted for the
+   * maintenance time.
+   */
+  private CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> send(
+      Session s, List<io.weir.sharding.continuous.ContinuousSession.Entry> entries) {
     CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply;
     try {
       reply = replayLog.append(s.registration.id(), entries).toCompletableFuture();
@@ -1140,10 +1389,14 @@ public final class ContinuousQueries implements AutoCloseable {
     return reply;
   }
 
-  /** Waits (engine thread) until all of {@code replies} are answered or the log's ask timeout and a second passed. */
+  /**
+   * Waits (engine thread) until all of {@code replies} are answered or the log's ask timeout and a
+   * second passed.
+   */
   private static void waitAll(List<? extends CompletableFuture<?>> replies) {
     try {
-      CompletableFuture.allOf(replies.toArray(CompletableFuture[]::new)).get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
+      CompletableFuture.allOf(replies.toArray(CompletableFuture[]::new))
+          .get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
@@ -1151,17 +1404,24 @@ public final class ContinuousQueries implements AutoCloseable {
     }
   }
 
-  /** Null when an append's reply says it is durable, "conflict" when refused, else why it failed (no value). */
-  private static String outcome(CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply) {
+  /**
+   * Null when an append's reply says it is durable, "conflict" when refused, else why it failed (no
+   * value).
+   */
+  private static String outcome(
+      CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply) {
     if (!reply.isDone()) {
       return "no answer in time";
     }
     try {
-      return reply.getNow(null) instanceof io.weir.sharding.continuous.ContinuousSession.Appended ? null : "conflict";
+      return reply.getNow(null) instanceof io.weir.sharding.continuous.ContinuousSession.Appended
+          ? null
+          : "conflict";
     } catch (java.util.concurrent.CompletionException e) {
       Throwable cause = e.getCause();
       return cause instanceof java.util.concurrent.TimeoutException
-          || cause instanceof org.apache.pekko.pattern.AskTimeoutException ? "no answer in time"
+              || cause instanceof org.apache.pekko.pattern.AskTimeoutException
+          ? "no answer in time"
           : cause == null ? "failed" : cause.getClass().getSimpleName();
     } catch (java.util.concurrent.CancellationException e) {
       return "cancelled";
@@ -1174,18 +1434,23 @@ public final class ContinuousQueries implements AutoCloseable {
    * resuming into the new log's events.
    */
   private void cutDeletedLog(Session s) {
-    flushAppends(); // its last sequence must be durable (or the session stale) before anything is cut
+    flushAppends(); // its last sequence must be durable (or the session stale) before anything is
+    // cut
     if (s.stale || s.sequence() == 0) {
-      return; // a stale session's last sequence is not known for sure; its log keeps its retained entries
+      return; // a stale session's last sequence is not known for sure; its log keeps its retained
+      // entries
     }
-    replayLog.cut(s.registration.id(), s.logOffset, s.sequence()).whenComplete((rows, error) -> {
-      if (error != null) {
-        log.warn("continuous query {}: cutting the deleted registration's replay log failed; its entries stay",
-            s.registration.id());
-      }
-    });
+    replayLog
+        .cut(s.registration.id(), s.logOffset, s.sequence())
+        .whenComplete(
+            (rows, error) -> {
+              if (error != null) {
+                log.warn(
+                    "continuous query {}: cutting the deleted registration's replay log failed; its entries stay",
+                    s.registration.id());
+              }
+            });
   }
-
 
   /** The replay log did not answer (in time); the message names no value. */
   private static final class LogUnavailable extends Exception {
@@ -1194,7 +1459,10 @@ public final class ContinuousQueries implements AutoCloseable {
     }
   }
 
-  /** Waits (on the engine thread) for a replay log answer, at most the log's ask timeout and a second. */
+  /**
+   * Waits (on the engine thread) for a replay log answer, at most the log's ask timeout and a
+   * second.
+   */
   private <T> T await(java.util.concurrent.CompletionStage<T> stage) throws LogUnavailable {
     try {
       return stage.toCompletableFuture().get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
@@ -1205,13 +1473,19 @@ public final class ContinuousQueries implements AutoCloseable {
       throw new LogUnavailable("no answer in time");
     } catch (java.util.concurrent.ExecutionException e) {
       Throwable cause = e.getCause();
-      throw new LogUnavailable(cause instanceof java.util.concurrent.TimeoutException
-          || cause instanceof org.apache.pekko.pattern.AskTimeoutException ? "no answer in time"
-          : cause instanceof SQLException q ? SafeErrors.describe(q) : cause.getClass().getSimpleName());
+      throw new LogUnavailable(
+          cause instanceof java.util.concurrent.TimeoutException
+                  || cause instanceof org.apache.pekko.pattern.AskTimeoutException
+              ? "no answer in time"
+              : cause instanceof SQLException q
+                  ? SafeErrors.describe(q)
+                  : cause.getClass().getSimpleName());
     }
   }
 
-  /** How long a replay log ask may take (the session's shard may have to start and recover first). */
+  /**
+   * How long a replay log ask may take (the session's shard may have to start and recover first).
+   */
   public static final java.time.Duration LOG_TIMEOUT = java.time.Duration.ofSeconds(5);
 
   /**
@@ -1234,12 +1508,20 @@ public final class ContinuousQueries implements AutoCloseable {
         rows = reader.readOnly(c -> ScopeReader.invisible(c, checked) > 0 ? null : work.run(c));
       } catch (SQLException e) {
         String state = SafeErrors.sqlState(e);
-        log.warn("continuous query {}: authoritative read failed ({}); repair pending", s.registration.id(),
+        log.warn(
+            "continuous query {}: authoritative read failed ({}); repair pending",
+            s.registration.id(),
             SafeErrors.describe(e));
-        fail(s, "57014".equals(state) ? "statement-timeout" : state == null ? "connection" : "sqlstate-" + state);
+        fail(
+            s,
+            "57014".equals(state)
+                ? "statement-timeout"
+                : state == null ? "connection" : "sqlstate-" + state);
         return null;
       } catch (RuntimeException e) {
-        log.warn("continuous query {}: authoritative read failed ({}); repair pending", s.registration.id(),
+        log.warn(
+            "continuous query {}: authoritative read failed ({}); repair pending",
+            s.registration.id(),
             e.getClass().getSimpleName());
         fail(s, "internal");
         return null;
@@ -1263,7 +1545,10 @@ public final class ContinuousQueries implements AutoCloseable {
     s.countFailure(reason);
   }
 
-  /** Checks the pending xids with Weir's own login (visibility does not depend on the role) to bound the set. */
+  /**
+   * Checks the pending xids with Weir's own login (visibility does not depend on the role) to bound
+   * the set.
+   */
   private void prunePending() {
     List<Long> checked = new ArrayList<>(pending);
     for (int attempt = 0; attempt < settings.visibilityRetries(); attempt++) {
@@ -1299,10 +1584,12 @@ public final class ContinuousQueries implements AutoCloseable {
   private ScopeReader reader(String scope) {
     ContinuousSettings.Scope s = settings.scopes().get(scope);
     if (s == null) {
-      throw new ContinuousQueryException(ErrorCode.UNKNOWN_SCOPE, "no such security scope is configured");
+      throw new ContinuousQueryException(
+          ErrorCode.UNKNOWN_SCOPE, "no such security scope is configured");
     }
     synchronized (readers) {
-      return readers.computeIfAbsent(scope, k -> new ScopeReader(s, weir, settings.statementTimeout()));
+      return readers.computeIfAbsent(
+          scope, k -> new ScopeReader(s, weir, settings.statementTimeout()));
     }
   }
 

@@ -2,7 +2,10 @@ package io.weir.node.continuous;
 
 import io.weir.protocol.ErrorCode;
 
-/** A refused continuous-query request: a typed code and a message that quotes no query text or value. */
+/**
+ * A refused continuous-query request: a typed code and a message that quotes no query text or
+ * value.
+ */
 public final class ContinuousQueryException extends RuntimeException {
   private final ErrorCode code;
 

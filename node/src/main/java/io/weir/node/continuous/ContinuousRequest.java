@@ -13,15 +13,33 @@ import java.util.Set;
 /**
  * A registration request: {@code {"scope", "sql", "keyColumns": [..], "orderBy": [{"column",
  * "direction": "asc"|"desc"}], "limit", "parameters": {name: value}, "maintenance", "evaluator",
- * "projector"}}.
- * {@code toString} carries neither SQL nor values.
+ * "projector"}}. {@code toString} carries neither SQL nor values.
  */
-public record ContinuousRequest(String scope, String sql, ObjectNode parameters, List<String> keyColumns,
-    List<Definition.OrderColumn> orderBy, int limit, String maintenance, String evaluator, String projector) {
+public record ContinuousRequest(
+    String scope,
+    String sql,
+    ObjectNode parameters,
+    List<String> keyColumns,
+    List<Definition.OrderColumn> orderBy,
+    int limit,
+    String maintenance,
+    String evaluator,
+    String projector) {
   /** The fields a registration request may have. */
-  public static final Set<String> FIELDS = Set.of("scope", "sql", "keyColumns", "orderBy", "limit", "parameters",
-      "maintenance", "evaluator", "projector");
+  public static final Set<String> FIELDS =
+      Set.of(
+          "scope",
+          "sql",
+          "keyColumns",
+          "orderBy",
+          "limit",
+          "parameters",
+          "maintenance",
+          "evaluator",
+          "projector");
+
   private static final String COLUMN = "[A-Za-z_][A-Za-z0-9_$]{0,62}";
+
   /** The shape of an evaluator's name. */
   static final String EVALUATOR_NAME = "[A-Za-z0-9_-]{1,64}";
 
@@ -30,7 +48,10 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
     orderBy = List.copyOf(orderBy);
   }
 
-  /** Checks the request's shape; {@link ContinuousQueryException} (400) naming the field, never its value. */
+  /**
+   * Checks the request's shape; {@link ContinuousQueryException} (400) naming the field, never its
+   * value.
+   */
   public static ContinuousRequest parse(JsonNode root, int maxLimit) {
     if (root == null || !root.isObject()) {
       throw bad("the body must be a JSON object");
@@ -38,20 +59,28 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
     for (var it = root.fieldNames(); it.hasNext(); ) {
       String name = it.next();
       if (!FIELDS.contains(name)) {
-        throw bad(name.matches("[A-Za-z0-9_]{1,64}")
-            ? "unknown field " + name + "; the fields are " + new java.util.TreeSet<>(FIELDS) : "the body has an unknown field");
+        throw bad(
+            name.matches("[A-Za-z0-9_]{1,64}")
+                ? "unknown field " + name + "; the fields are " + new java.util.TreeSet<>(FIELDS)
+                : "the body has an unknown field");
       }
     }
     JsonNode scope = root.get("scope");
     if (scope == null || !scope.isTextual() || !Identifiers.isValid(scope.textValue())) {
-      throw bad("scope must be a security scope name (" + Identifiers.SHAPE.replaceFirst("^must be ", "") + ")");
+      throw bad(
+          "scope must be a security scope name ("
+              + Identifiers.SHAPE.replaceFirst("^must be ", "")
+              + ")");
     }
     JsonNode sql = root.get("sql");
     if (sql == null || !sql.isTextual() || sql.textValue().length() > 32 * 1024) {
       throw bad("sql must be a string of at most 32768 characters");
     }
     JsonNode limit = root.get("limit");
-    if (limit == null || !limit.canConvertToInt() || !limit.isIntegralNumber() || limit.intValue() < 1
+    if (limit == null
+        || !limit.canConvertToInt()
+        || !limit.isIntegralNumber()
+        || limit.intValue() < 1
         || limit.intValue() > maxLimit) {
       throw bad("limit must be an integer from 1 to " + maxLimit);
     }
@@ -62,7 +91,8 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
     }
     for (JsonNode k : keys) {
       if (!k.isTextual() || !k.textValue().matches(COLUMN) || keyColumns.contains(k.textValue())) {
-        throw bad("keyColumns must list distinct column names (a letter or underscore, then letters, digits, _ or $)");
+        throw bad(
+            "keyColumns must list distinct column names (a letter or underscore, then letters, digits, _ or $)");
       }
       keyColumns.add(k.textValue());
     }
@@ -70,16 +100,25 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
     JsonNode order = root.get("orderBy");
     if (order != null && !order.isNull()) {
       if (!order.isArray() || order.size() > 16) {
-        throw bad("orderBy must be a list of at most 16 {\"column\", \"direction\": \"asc\"|\"desc\"}");
+        throw bad(
+            "orderBy must be a list of at most 16 {\"column\", \"direction\": \"asc\"|\"desc\"}");
       }
       for (JsonNode o : order) {
         JsonNode column = o.get("column");
         JsonNode direction = o.get("direction");
-        String d = direction == null ? "asc" : direction.isTextual() ? direction.textValue().toLowerCase(Locale.ROOT) : "";
-        if (!o.isObject() || o.size() > 2 || column == null || !column.isTextual() || !column.textValue().matches(COLUMN)
+        String d =
+            direction == null
+                ? "asc"
+                : direction.isTextual() ? direction.textValue().toLowerCase(Locale.ROOT) : "";
+        if (!o.isObject()
+            || o.size() > 2
+            || column == null
+            || !column.isTextual()
+            || !column.textValue().matches(COLUMN)
             || !(d.equals("asc") || d.equals("desc"))
             || orderBy.stream().anyMatch(x -> x.column().equals(column.textValue()))) {
-          throw bad("orderBy must be a list of {\"column\": <distinct column name>, \"direction\": \"asc\"|\"desc\"}");
+          throw bad(
+              "orderBy must be a list of {\"column\": <distinct column name>, \"direction\": \"asc\"|\"desc\"}");
         }
         orderBy.add(new Definition.OrderColumn(column.textValue(), d.equals("desc")));
       }
@@ -92,25 +131,37 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
       parameters = (ObjectNode) params;
       for (var it = parameters.fieldNames(); it.hasNext(); ) {
         if (!it.next().matches("[A-Za-z_][A-Za-z0-9_]{0,62}")) {
-          throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER,
+          throw new ContinuousQueryException(
+              ErrorCode.INVALID_PARAMETER,
               "parameter names are a letter or underscore, then letters, digits or underscores");
         }
       }
     } else {
-      throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER, "parameters must be an object of name -> value");
+      throw new ContinuousQueryException(
+          ErrorCode.INVALID_PARAMETER, "parameters must be an object of name -> value");
     }
     JsonNode maintenance = root.get("maintenance");
     String mode = "incremental";
     if (maintenance != null && !maintenance.isNull()) {
-      if (!maintenance.isTextual() || !(maintenance.textValue().equals("incremental") || maintenance.textValue().equals("full"))) {
+      if (!maintenance.isTextual()
+          || !(maintenance.textValue().equals("incremental")
+              || maintenance.textValue().equals("full"))) {
         throw bad("maintenance must be \"incremental\" (the default) or \"full\"");
       }
       mode = maintenance.textValue();
     }
     String evaluatorName = plugin(root, "evaluator", mode, "replaces the scoped delta");
     String projectorName = plugin(root, "projector", mode, "maintains the result incrementally");
-    return new ContinuousRequest(scope.textValue(), sql.textValue(), parameters, keyColumns, orderBy, limit.intValue(), mode,
-        evaluatorName, projectorName);
+    return new ContinuousRequest(
+        scope.textValue(),
+        sql.textValue(),
+        parameters,
+        keyColumns,
+        orderBy,
+        limit.intValue(),
+        mode,
+        evaluatorName,
+        projectorName);
   }
 
   /** The name in field {@code field} (an installed evaluator or projector), or null. */
@@ -120,11 +171,20 @@ public record ContinuousRequest(String scope, String sql, ObjectNode parameters,
       return null;
     }
     if (!node.isTextual() || !node.textValue().matches(EVALUATOR_NAME)) {
-      throw bad(field + " must be the name of an installed " + field + " (1 to 64 letters, digits, - or _)");
+      throw bad(
+          field
+              + " must be the name of an installed "
+              + field
+              + " (1 to 64 letters, digits, - or _)");
     }
     if (mode.equals("full")) {
-      throw bad("a" + (field.startsWith("e") ? "n " : " ") + field + " " + what
-          + ", which maintenance \"full\" turns off: give one of the two");
+      throw bad(
+          "a"
+              + (field.startsWith("e") ? "n " : " ")
+              + field
+              + " "
+              + what
+              + ", which maintenance \"full\" turns off: give one of the two");
     }
     return node.textValue();
   }

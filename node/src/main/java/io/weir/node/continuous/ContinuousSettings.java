@@ -24,22 +24,34 @@ import java.util.TreeMap;
  *     disconnected (it resumes or gets a reset)
  * @param visibilityRetries how often a read is taken again while its snapshot misses a delivered
  *     transaction, {@code visibilityRetryDelay} apart, before the session records a pending repair
- * @param refresh how often a node looks for registrations made on another node and retries pending repairs
+ * @param refresh how often a node looks for registrations made on another node and retries pending
+ *     repairs
  * @param affectedKeyLimit the most result keys one transaction may affect in a session before the
  *     scoped delta gives way to a full read
  * @param repairEveryTransactions a full read after this many scoped deltas (K)
  * @param repairInterval a full read when the last one is this old and scoped deltas ran since (T)
  * @param maxRegistrationsPerScope the most continuous queries one security scope may hold
  * @param replayTokenTtl how long a replay token (an SSE event id) resumes a stream
- * @param maxAppendBytes the most bytes of event data one transaction may append to a session's
- *     log (an append crosses the cluster in one message: keep it well below the remote frame size)
+ * @param maxAppendBytes the most bytes of event data one transaction may append to a session's log
+ *     (an append crosses the cluster in one message: keep it well below the remote frame size)
  * @param followInterval how often a stream served by a node that does not maintain its session
  *     reads the session's journal for new events
  */
 public record ContinuousSettings(
-    Duration statementTimeout, int maxLimit, int replayRetained, int subscriberBuffer, int visibilityRetries,
-    Duration visibilityRetryDelay, Duration refresh, int affectedKeyLimit, int repairEveryTransactions,
-    Duration repairInterval, Duration replayTokenTtl, int maxRegistrationsPerScope, long maxAppendBytes, Duration followInterval,
+    Duration statementTimeout,
+    int maxLimit,
+    int replayRetained,
+    int subscriberBuffer,
+    int visibilityRetries,
+    Duration visibilityRetryDelay,
+    Duration refresh,
+    int affectedKeyLimit,
+    int repairEveryTransactions,
+    Duration repairInterval,
+    Duration replayTokenTtl,
+    int maxRegistrationsPerScope,
+    long maxAppendBytes,
+    Duration followInterval,
     Map<String, Scope> scopes) {
 
   public ContinuousSettings {
@@ -67,11 +79,13 @@ public record ContinuousSettings(
       try {
         all = config.getConfig(p + ".scopes");
       } catch (ConfigException e) {
-        throw new SettingsException(p + ".scopes", "must be an object of scope name -> { user, password, url, pool-size }");
+        throw new SettingsException(
+            p + ".scopes", "must be an object of scope name -> { user, password, url, pool-size }");
       }
       for (String name : new java.util.TreeSet<>(config.getObject(p + ".scopes").keySet())) {
         if (!Identifiers.isValid(name)) {
-          throw new SettingsException(p + ".scopes", "scope names " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
+          throw new SettingsException(
+              p + ".scopes", "scope names " + Identifiers.SHAPE.replaceFirst("^must ", "must "));
         }
         String key = p + ".scopes." + name;
         Config c = all.getConfig(name);
@@ -79,7 +93,8 @@ public record ContinuousSettings(
         String password = c.hasPath("password") ? c.getString("password") : "";
         String url = c.hasPath("url") ? c.getString("url") : config.getString("weir.postgres.url");
         if (!url.startsWith("jdbc:postgresql:")) {
-          throw new SettingsException(key + ".url", "must be a JDBC URL starting with jdbc:postgresql:");
+          throw new SettingsException(
+              key + ".url", "must be a JDBC URL starting with jdbc:postgresql:");
         }
         int pool = c.hasPath("pool-size") ? v.positiveInt(key + ".pool-size") : 2;
         scopes.put(name, new Scope(name, url, user, password, pool));
@@ -103,9 +118,20 @@ public record ContinuousSettings(
         scopes);
   }
 
-  /** The scope's pool settings: Weir's PostgreSQL settings (TLS, timeouts) with the scope's login. */
+  /**
+   * The scope's pool settings: Weir's PostgreSQL settings (TLS, timeouts) with the scope's login.
+   */
   static PostgresSettings poolSettings(PostgresSettings weir, Scope scope) {
-    return new PostgresSettings(scope.url(), scope.user(), scope.password(), weir.schema(), scope.poolSize(),
-        weir.connectTimeout(), weir.probeInterval(), weir.minBackoff(), weir.maxBackoff(), weir.tls());
+    return new PostgresSettings(
+        scope.url(),
+        scope.user(),
+        scope.password(),
+        weir.schema(),
+        scope.poolSize(),
+        weir.connectTimeout(),
+        weir.probeInterval(),
+        weir.minBackoff(),
+        weir.maxBackoff(),
+        weir.tls());
   }
 }

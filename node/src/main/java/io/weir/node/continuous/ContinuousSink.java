@@ -29,22 +29,31 @@ public final class ContinuousSink implements ChangeSink {
 
   public ContinuousSink(ContinuousQueries engine, CheckpointStore store, Executor blockingIo) {
     this.engine = engine;
-    this.checkpointed = new CheckpointedSink(new DeliverySink() {
-      @Override
-      public CompletionStage<Void> deliver(Transaction transaction) {
-        return engine.onTransaction(transaction);
-      }
+    this.checkpointed =
+        new CheckpointedSink(
+            new DeliverySink() {
+              @Override
+              public CompletionStage<Void> deliver(Transaction transaction) {
+                return engine.onTransaction(transaction);
+              }
 
-      @Override
-      public void close() {
-        engine.deactivate();
-      }
-    }, store, blockingIo, 5, Duration.ofMillis(500), 1);
+              @Override
+              public void close() {
+                engine.deactivate();
+              }
+            },
+            store,
+            blockingIo,
+            5,
+            Duration.ofMillis(500),
+            1);
   }
 
   @Override
   public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
-    return checkpointed.open(context).thenCompose(checkpoint -> engine.activate().thenApply(v -> checkpoint));
+    return checkpointed
+        .open(context)
+        .thenCompose(checkpoint -> engine.activate().thenApply(v -> checkpoint));
   }
 
   @Override
@@ -62,7 +71,10 @@ public final class ContinuousSink implements ChangeSink {
     return checkpointed.durableThrough(applied);
   }
 
-  /** The pipeline stopped or halted: the sessions are no longer kept current here, so their streams end. */
+  /**
+   * The pipeline stopped or halted: the sessions are no longer kept current here, so their streams
+   * end.
+   */
   @Override
   public void streamStopped() {
     engine.deactivate();

@@ -15,13 +15,13 @@ import java.util.Set;
  * <ul>
  *   <li>refuses more than one statement (any {@code ;}), a first word other than {@code SELECT} or
  *       {@code WITH}, positional parameters ({@code $1}), {@code LIMIT}, {@code OFFSET}, {@code
- *       FETCH}, windows ({@code OVER}, {@code WINDOW}), data-changing words ({@code INSERT},
- *       {@code UPDATE}, {@code DELETE}, {@code MERGE}, {@code INTO}), {@code SET} outside a
- *       recursive CTE's {@code SEARCH}/{@code CYCLE} clause, row locks ({@code FOR
- *       UPDATE|SHARE|NO KEY|KEY}), an {@code E''} string continued on another line, and calls of
- *       {@code set_config}, {@code pg_*}, {@code dblink*}, {@code lo_*} functions and others that
- *       reach outside the query or run SQL from text ({@link #forbiddenFunction}), also when the name
- *       is quoted or a comment stands before its parenthesis;
+ *       FETCH}, windows ({@code OVER}, {@code WINDOW}), data-changing words ({@code INSERT}, {@code
+ *       UPDATE}, {@code DELETE}, {@code MERGE}, {@code INTO}), {@code SET} outside a recursive
+ *       CTE's {@code SEARCH}/{@code CYCLE} clause, row locks ({@code FOR UPDATE|SHARE|NO KEY|KEY}),
+ *       an {@code E''} string continued on another line, and calls of {@code set_config}, {@code
+ *       pg_*}, {@code dblink*}, {@code lo_*} functions and others that reach outside the query or
+ *       run SQL from text ({@link #forbiddenFunction}), also when the name is quoted or a comment
+ *       stands before its parenthesis;
  *   <li>replaces each named parameter {@code :name} by a JDBC placeholder (and a literal {@code ?}
  *       operator by pgjdbc's escape {@code ??}), recording the names in order;
  *   <li>collects the names of functions called (a word before {@code (}) for the table-set check,
@@ -34,22 +34,49 @@ import java.util.Set;
  */
 public final class ContinuousSql {
   /** Words refused anywhere outside literals and comments. */
-  static final Set<String> FORBIDDEN_WORDS = Set.of(
-      "limit", "offset", "fetch", "over", "window", "insert", "update", "delete", "merge", "into");
+  static final Set<String> FORBIDDEN_WORDS =
+      Set.of(
+          "limit", "offset", "fetch", "over", "window", "insert", "update", "delete", "merge",
+          "into");
+
   /** Functions refused besides every {@code pg_*} one. */
-  static final Set<String> FORBIDDEN_FUNCTIONS = Set.of(
-      "set_config", "nextval", "setval", "currval", "lastval", "txid_current", "txid_current_if_assigned",
-      "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema", "cursor_to_xml", "cursor_to_xmlschema",
-      "table_to_xml", "table_to_xmlschema", "table_to_xml_and_xmlschema", "schema_to_xml", "schema_to_xmlschema",
-      "schema_to_xml_and_xmlschema", "database_to_xml", "database_to_xmlschema", "database_to_xml_and_xmlschema",
-      "ts_stat", "ts_rewrite", "current_setting");
-  /** Prefixes of refused function names: PostgreSQL's administrative functions, dblink, large objects. */
+  static final Set<String> FORBIDDEN_FUNCTIONS =
+      Set.of(
+          "set_config",
+          "nextval",
+          "setval",
+          "currval",
+          "lastval",
+          "txid_current",
+          "txid_current_if_assigned",
+          "query_to_xml",
+          "query_to_xmlschema",
+          "query_to_xml_and_xmlschema",
+          "cursor_to_xml",
+          "cursor_to_xmlschema",
+          "table_to_xml",
+          "table_to_xmlschema",
+          "table_to_xml_and_xmlschema",
+          "schema_to_xml",
+          "schema_to_xmlschema",
+          "schema_to_xml_and_xmlschema",
+          "database_to_xml",
+          "database_to_xmlschema",
+          "database_to_xml_and_xmlschema",
+          "ts_stat",
+          "ts_rewrite",
+          "current_setting");
+
+  /**
+   * Prefixes of refused function names: PostgreSQL's administrative functions, dblink, large
+   * objects.
+   */
   static final List<String> FORBIDDEN_PREFIXES = List.of("pg_", "dblink", "lo_");
 
   /**
-   * Whether a function of this name is refused in a continuous query. Checked on the text and
-   * again on every name the plan calls ({@code Registrar}), which sees through quoting, comments
-   * and string tricks.
+   * Whether a function of this name is refused in a continuous query. Checked on the text and again
+   * on every name the plan calls ({@code Registrar}), which sees through quoting, comments and
+   * string tricks.
    */
   public static boolean forbiddenFunction(String name) {
     String n = name.toLowerCase(Locale.ROOT);
@@ -84,8 +111,9 @@ public final class ContinuousSql {
   }
 
   static ContinuousQueryException forbiddenCall() {
-    return refused("the query calls a function that is not allowed in continuous queries (set_config, pg_*, dblink,"
-        + " large objects, functions that run SQL from text, and volatile functions)");
+    return refused(
+        "the query calls a function that is not allowed in continuous queries (set_config, pg_*, dblink,"
+            + " large objects, functions that run SQL from text, and volatile functions)");
   }
 
   /**
@@ -96,7 +124,8 @@ public final class ContinuousSql {
    * @param functions lower-cased names of words followed by {@code (}
    * @param normalized comments removed, runs of whitespace as one space: for the fingerprint
    */
-  public record Parsed(String jdbcSql, List<String> parameterOrder, Set<String> functions, String normalized) {
+  public record Parsed(
+      String jdbcSql, List<String> parameterOrder, Set<String> functions, String normalized) {
     public Parsed {
       parameterOrder = List.copyOf(parameterOrder);
       functions = Set.copyOf(functions);
@@ -169,8 +198,10 @@ public final class ContinuousSql {
       space = false;
       int start = i;
       if (c == '\'') {
-        boolean escapes = i > 0 && (sql.charAt(i - 1) == 'e' || sql.charAt(i - 1) == 'E')
-            && (i < 2 || !isWordChar(sql.charAt(i - 2)));
+        boolean escapes =
+            i > 0
+                && (sql.charAt(i - 1) == 'e' || sql.charAt(i - 1) == 'E')
+                && (i < 2 || !isWordChar(sql.charAt(i - 2)));
         i = endOfString(sql, i, escapes);
       } else if (c == '"') {
         int j = i + 1;
@@ -201,7 +232,8 @@ public final class ContinuousSql {
       } else if (c == '$') {
         int j = i + 1;
         if (j < n && Character.isDigit(sql.charAt(j))) {
-          throw refused("positional parameters ($1) are not accepted; use named parameters (:name)");
+          throw refused(
+              "positional parameters ($1) are not accepted; use named parameters (:name)");
         }
         while (j < n && isWordChar(sql.charAt(j)) && sql.charAt(j) != '$') {
           j++;
@@ -271,8 +303,10 @@ public final class ContinuousSql {
 
   private static void checkWord(String word, List<String> before) {
     if (FORBIDDEN_WORDS.contains(word)) {
-      throw refused("the base query may not use " + word.toUpperCase(Locale.ROOT)
-          + " (no LIMIT, OFFSET, FETCH, window functions, data changes or session commands: Weir applies ORDER BY and the limit)");
+      throw refused(
+          "the base query may not use "
+              + word.toUpperCase(Locale.ROOT)
+              + " (no LIMIT, OFFSET, FETCH, window functions, data changes or session commands: Weir applies ORDER BY and the limit)");
     }
     if (word.equals("set")) {
       // SEARCH ... SET col and CYCLE ... SET col of a recursive CTE are the only SET in a query.
@@ -291,7 +325,8 @@ public final class ContinuousSql {
         throw refused("the query may not use SET");
       }
     }
-    if (!before.isEmpty() && before.get(before.size() - 1).equals("for")
+    if (!before.isEmpty()
+        && before.get(before.size() - 1).equals("for")
         && (word.equals("share") || word.equals("no") || word.equals("key"))) {
       throw refused("the query may not lock rows (FOR UPDATE, FOR SHARE)");
     }
@@ -324,12 +359,13 @@ public final class ContinuousSql {
   }
 
   /**
-   * Whether a quote follows {@code i} after whitespace holding a newline (comments allowed): a string
-   * continuation. A newline inside a comment counts too, which only refuses more.
+   * Whether a quote follows {@code i} after whitespace holding a newline (comments allowed): a
+   * string continuation. A newline inside a comment counts too, which only refuses more.
    */
   private static boolean continues(String sql, int i) {
     int k = skipSpace(sql, i);
-    return k < sql.length() && sql.charAt(k) == '\''
+    return k < sql.length()
+        && sql.charAt(k) == '\''
         && sql.substring(i, k).chars().anyMatch(ch -> ch == '\n' || ch == '\r');
   }
 

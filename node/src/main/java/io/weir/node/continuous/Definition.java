@@ -6,8 +6,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * A registered continuous query as stored in {@code weir.continuous_query.definition}: enough to run
- * it again after a restart. Its {@code toString} names columns and tables only (no SQL, no values).
+ * A registered continuous query as stored in {@code weir.continuous_query.definition}: enough to
+ * run it again after a restart. Its {@code toString} names columns and tables only (no SQL, no
+ * values).
  *
  * @param sql the base query as registered (named parameters {@code :name})
  * @param parameters name -> JSON value (string, number, boolean or null), bound as JDBC parameters
@@ -17,8 +18,8 @@ import java.util.List;
  * @param columns the result's column names, as PostgreSQL described them at registration
  * @param tables {@code schema.table} of every table the plan reads, or null when it could not be
  *     established (then every transaction counts as relevant)
- * @param columnTypes PostgreSQL type name of each column (as {@code columns}); null in registrations
- *     stored before it was recorded (such a session is maintained by full reads only)
+ * @param columnTypes PostgreSQL type name of each column (as {@code columns}); null in
+ *     registrations stored before it was recorded (such a session is maintained by full reads only)
  * @param impact how a change of a source table yields the affected result keys, or null when no
  *     rule could be proven (every relevant transaction then costs a full read)
  * @param maintenance {@code incremental} (null: the same) or {@code full} (never a scoped delta)
@@ -29,13 +30,45 @@ import java.util.List;
  *     registrations stored before it was recorded
  */
 public record Definition(
-    String sql, ObjectNode parameters, List<String> keyColumns, List<OrderColumn> orderBy, int limit,
-    List<String> columns, List<String> tables, List<String> columnTypes, Impact impact, String maintenance,
-    String evaluator, String projector, String planFingerprint) {
+    String sql,
+    ObjectNode parameters,
+    List<String> keyColumns,
+    List<OrderColumn> orderBy,
+    int limit,
+    List<String> columns,
+    List<String> tables,
+    List<String> columnTypes,
+    Impact impact,
+    String maintenance,
+    String evaluator,
+    String projector,
+    String planFingerprint) {
 
-  public Definition(String sql, ObjectNode parameters, List<String> keyColumns, List<OrderColumn> orderBy, int limit,
-      List<String> columns, List<String> tables, List<String> columnTypes, Impact impact, String maintenance) {
-    this(sql, parameters, keyColumns, orderBy, limit, columns, tables, columnTypes, impact, maintenance, null, null, null);
+  public Definition(
+      String sql,
+      ObjectNode parameters,
+      List<String> keyColumns,
+      List<OrderColumn> orderBy,
+      int limit,
+      List<String> columns,
+      List<String> tables,
+      List<String> columnTypes,
+      Impact impact,
+      String maintenance) {
+    this(
+        sql,
+        parameters,
+        keyColumns,
+        orderBy,
+        limit,
+        columns,
+        tables,
+        columnTypes,
+        impact,
+        maintenance,
+        null,
+        null,
+        null);
   }
 
   public Definition {
@@ -62,10 +95,11 @@ public record Definition(
    * @param castTypes for each key column, its SQL type ({@code format_type}), for binding changed
    *     values back as keys
    * @param lookups rules for other tables of the set, each linked to T by an equality of plain
-   *     integer columns (docs/continuous.md, "Lookup rules"); empty when none could be proven (or in
-   *     registrations stored before they existed)
+   *     integer columns (docs/continuous.md, "Lookup rules"); empty when none could be proven (or
+   *     in registrations stored before they existed)
    */
-  public record Impact(String table, List<String> sourceColumns, List<String> castTypes, List<Lookup> lookups) {
+  public record Impact(
+      String table, List<String> sourceColumns, List<String> castTypes, List<Lookup> lookups) {
     public Impact {
       sourceColumns = List.copyOf(sourceColumns);
       castTypes = List.copyOf(castTypes);
@@ -88,10 +122,10 @@ public record Definition(
   }
 
   /**
-   * A bounded authoritative lookup: a change of a row of {@code table} (J) can reach only the result
-   * rows whose key-table row has {@code keyTableColumn} equal to the J row's {@code column}, old or
-   * new, because the plan joins J to the key table T by that equality and to nothing else. The
-   * affected keys are then read from T, as the subscriber, in the delta's own transaction.
+   * A bounded authoritative lookup: a change of a row of {@code table} (J) can reach only the
+   * result rows whose key-table row has {@code keyTableColumn} equal to the J row's {@code column},
+   * old or new, because the plan joins J to the key table T by that equality and to nothing else.
+   * The affected keys are then read from T, as the subscriber, in the delta's own transaction.
    *
    * @param table J, {@code schema.table}
    * @param column J's column in the equality
@@ -103,8 +137,8 @@ public record Definition(
   /**
    * The lookup of the key-table rows whose {@code lookup.keyTableColumn()} is one of {@code count}
    * values (parameters cast to its type): the distinct tuples of their key source columns as text,
-   * at most {@code max} (distinct, so that repeated keys of hidden or duplicate rows cannot fill the
-   * limit and crowd out a key).
+   * at most {@code max} (distinct, so that repeated keys of hidden or duplicate rows cannot fill
+   * the limit and crowd out a key).
    */
   public String lookupSql(Lookup lookup, int count, int max) {
     int dot = impact.table().indexOf('.');
@@ -116,18 +150,30 @@ public record Definition(
     for (int i = 0; i < count; i++) {
       values.append(i == 0 ? "" : ", ").append("?::").append(castType(lookup.castType()));
     }
-    return "SELECT DISTINCT " + String.join(", ", cols) + " FROM " + Identifiers.quote(impact.table().substring(0, dot)) + "."
-        + Identifiers.quote(impact.table().substring(dot + 1)) + " WHERE " + Identifiers.quote(lookup.keyTableColumn())
-        + " IN (" + values + ") LIMIT " + max;
+    return "SELECT DISTINCT "
+        + String.join(", ", cols)
+        + " FROM "
+        + Identifiers.quote(impact.table().substring(0, dot))
+        + "."
+        + Identifiers.quote(impact.table().substring(dot + 1))
+        + " WHERE "
+        + Identifiers.quote(lookup.keyTableColumn())
+        + " IN ("
+        + values
+        + ") LIMIT "
+        + max;
   }
 
-  /** One ORDER BY column; {@code descending} false is ascending. Nulls sort as PostgreSQL's default for the direction. */
+  /**
+   * One ORDER BY column; {@code descending} false is ascending. Nulls sort as PostgreSQL's default
+   * for the direction.
+   */
   public record OrderColumn(String column, boolean descending) {}
 
   /**
-   * The authoritative query: the base as a subquery, ordered by {@link #orderBy} and then by the key
-   * columns (ascending) not already named, limited to {@link #limit} rows. Column names are quoted;
-   * they were checked against the described result at registration.
+   * The authoritative query: the base as a subquery, ordered by {@link #orderBy} and then by the
+   * key columns (ascending) not already named, limited to {@link #limit} rows. Column names are
+   * quoted; they were checked against the described result at registration.
    */
   public String wrapped(String baseJdbcSql) {
     List<String> order = new ArrayList<>();
@@ -141,7 +187,12 @@ public record Definition(
         order.add("weir_base." + Identifiers.quote(k) + " ASC");
       }
     }
-    return "SELECT * FROM (" + baseJdbcSql + "\n) AS weir_base ORDER BY " + String.join(", ", order) + " LIMIT " + limit;
+    return "SELECT * FROM ("
+        + baseJdbcSql
+        + "\n) AS weir_base ORDER BY "
+        + String.join(", ", order)
+        + " LIMIT "
+        + limit;
   }
 
   /**
@@ -166,11 +217,19 @@ public record Definition(
       }
       keys.append(single ? "" : ")");
     }
-    return "SELECT * FROM (" + baseJdbcSql + "\n) AS weir_base WHERE " + (single ? cols.get(0) : "(" + String.join(", ", cols) + ")")
-        + " IN (" + keys + ")";
+    return "SELECT * FROM ("
+        + baseJdbcSql
+        + "\n) AS weir_base WHERE "
+        + (single ? cols.get(0) : "(" + String.join(", ", cols) + ")")
+        + " IN ("
+        + keys
+        + ")";
   }
 
-  /** The affected keys as result keys: each tuple cast to the key columns' types, read back like result rows. */
+  /**
+   * The affected keys as result keys: each tuple cast to the key columns' types, read back like
+   * result rows.
+   */
   public String keyValues(int count) {
     StringBuilder rows = new StringBuilder();
     for (int i = 0; i < count; i++) {
@@ -187,7 +246,10 @@ public record Definition(
     return "SELECT * FROM (VALUES " + rows + ") AS weir_key(" + String.join(", ", names) + ")";
   }
 
-  /** A type name from {@code format_type}, spliced as a cast: letters, digits, spaces, quotes, dots, brackets only. */
+  /**
+   * A type name from {@code format_type}, spliced as a cast: letters, digits, spaces, quotes, dots,
+   * brackets only.
+   */
   static String castType(String type) {
     if (type == null || !type.matches("[A-Za-z0-9_ .\"()\\[\\],]{1,200}") || type.contains("--")) {
       throw new IllegalStateException("a key column's stored type is not a type name");
@@ -197,8 +259,16 @@ public record Definition(
 
   @Override
   public String toString() {
-    return "Definition[keys=" + keyColumns + ", limit=" + limit + ", tables=" + tables + ", impact="
-        + (impact == null ? "none" : impact.table()) + (evaluator == null ? "" : ", evaluator=" + evaluator)
-        + (projector == null ? "" : ", projector=" + projector) + "]";
+    return "Definition[keys="
+        + keyColumns
+        + ", limit="
+        + limit
+        + ", tables="
+        + tables
+        + ", impact="
+        + (impact == null ? "none" : impact.table())
+        + (evaluator == null ? "" : ", evaluator=" + evaluator)
+        + (projector == null ? "" : ", projector=" + projector)
+        + "]";
   }
 }

@@ -30,9 +30,10 @@ import org.slf4j.LoggerFactory;
  * follower sends exactly the events, sequences and order any other stream of the subscription sees,
  * also while the pipeline moves between nodes.
  *
- * <p>A stream ends when its client falls more than {@code subscriber-buffer} events behind, when the
- * events after it are pruned before it read them, when the registration is deleted, or when its
- * principal loses the grant (checked every {@code refresh}); the client then resumes with its last id.
+ * <p>A stream ends when its client falls more than {@code subscriber-buffer} events behind, when
+ * the events after it are pruned before it read them, when the registration is deleted, or when its
+ * principal loses the grant (checked every {@code refresh}); the client then resumes with its last
+ * id.
  */
 final class LogFollowers implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(LogFollowers.class);
@@ -44,13 +45,24 @@ final class LogFollowers implements AutoCloseable {
   private final ScheduledExecutorService ticks;
   private final Map<Session.Subscriber, Follower> followers = new ConcurrentHashMap<>();
   private volatile BiPredicate<String, String> access = (principal, scope) -> true;
-  /** When the registrations were last read for the followed streams (System.nanoTime; null: never). */
+
+  /**
+   * When the registrations were last read for the followed streams (System.nanoTime; null: never).
+   */
   private Long lastRegistrationCheck;
+
   private volatile boolean closed;
-  /** Journal reads of one stream that may fail in a row before the stream ends (the client resumes elsewhere or later). */
+
+  /**
+   * Journal reads of one stream that may fail in a row before the stream ends (the client resumes
+   * elsewhere or later).
+   */
   static final int MAX_FAILURES = 20;
 
-  /** One stream: where it is in the log. {@code cursor} and {@code reading} are guarded by the follower. */
+  /**
+   * One stream: where it is in the log. {@code cursor} and {@code reading} are guarded by the
+   * follower.
+   */
   private static final class Follower {
     final String id;
     final String scope;
@@ -62,7 +74,13 @@ final class LogFollowers implements AutoCloseable {
     boolean closed;
     int failures;
 
-    Follower(String id, String scope, Session.Subscriber subscriber, LongFunction<String> ids, long offset, long cursor) {
+    Follower(
+        String id,
+        String scope,
+        Session.Subscriber subscriber,
+        LongFunction<String> ids,
+        long offset,
+        long cursor) {
       this.id = id;
       this.scope = scope;
       this.subscriber = subscriber;
@@ -72,16 +90,19 @@ final class LogFollowers implements AutoCloseable {
     }
   }
 
-  LogFollowers(ContinuousLog replayLog, RegistrationStore store, ContinuousSettings settings, String epoch) {
+  LogFollowers(
+      ContinuousLog replayLog, RegistrationStore store, ContinuousSettings settings, String epoch) {
     this.replayLog = replayLog;
     this.store = store;
     this.settings = settings;
     this.epoch = epoch;
-    this.ticks = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "weir-continuous-follow");
-      t.setDaemon(true);
-      return t;
-    });
+    this.ticks =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "weir-continuous-follow");
+              t.setDaemon(true);
+              return t;
+            });
     long every = Math.max(1, settings.followInterval().toMillis());
     ticks.scheduleWithFixedDelay(this::tick, every, every, TimeUnit.MILLISECONDS);
   }
@@ -102,88 +123,138 @@ final class LogFollowers implements AutoCloseable {
    * durable result as a fresh {@code InitialResult}. Fails with {@code unavailable} while the log
    * describes no result yet or the entity does not answer.
    */
-  CompletionStage<Void> follow(String id, String scope, Session.Subscriber subscriber, Long position, String reset,
+  CompletionStage<Void> follow(
+      String id,
+      String scope,
+      Session.Subscriber subscriber,
+      Long position,
+      String reset,
       LongFunction<String> ids) {
-    return replayLog.state(id).thenCompose(state -> {
-      if (state.last() == 0) {
-        throw noResult();
-      }
-      if (position != null && reset == null) {
-        if (position > state.last()) {
-          return initial(id, scope, subscriber, "unknown-position", ids, state.offset());
-        }
-        return replayLog.after(id, state.offset(), position, settings.replayRetained() + 1).thenCompose(entries -> {
-          if (entries.isEmpty() ? position < state.last() : entries.get(0).sequence() != position + 1) {
-            return initial(id, scope, subscriber, "replay-pruned", ids, state.offset());
-          }
-          Follower f = new Follower(id, scope, subscriber, ids, state.offset(), position);
-          synchronized (f) {
-            if (send(f, entries)) {
-              register(f);
-            }
-          }
-          return CompletableFuture.<Void>completedFuture(null);
-        });
-      }
-      return initial(id, scope, subscriber, position != null ? reset : null, ids, state.offset());
-    }).exceptionally(e -> {
-      Throwable cause = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
-      if (cause instanceof ContinuousQueryException q) {
-        throw q;
-      }
-      throw new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the query's session did not answer; retry");
-    });
+    return replayLog
+        .state(id)
+        .thenCompose(
+            state -> {
+              if (state.last() == 0) {
+                throw noResult();
+              }
+              if (position != null && reset == null) {
+                if (position > state.last()) {
+                  return initial(id, scope, subscriber, "unknown-position", ids, state.offset());
+                }
+                return replayLog
+                    .after(id, state.offset(), position, settings.replayRetained() + 1)
+                    .thenCompose(
+                        entries -> {
+                          if (entries.isEmpty()
+                              ? position < state.last()
+                              : entries.get(0).sequence() != position + 1) {
+                            return initial(
+                                id, scope, subscriber, "replay-pruned", ids, state.offset());
+                          }
+                          Follower f =
+                              new Follower(id, scope, subscriber, ids, state.offset(), position);
+                          synchronized (f) {
+                            if (send(f, entries)) {
+                              register(f);
+                            }
+                          }
+                          return CompletableFuture.<Void>completedFuture(null);
+                        });
+              }
+              return initial(
+                  id, scope, subscriber, position != null ? reset : null, ids, state.offset());
+            })
+        .exceptionally(
+            e -> {
+              Throwable cause =
+                  e instanceof java.util.concurrent.CompletionException && e.getCause() != null
+                      ? e.getCause()
+                      : e;
+              if (cause instanceof ContinuousQueryException q) {
+                throw q;
+              }
+              throw new ContinuousQueryException(
+                  ErrorCode.UNAVAILABLE, "the query's session did not answer; retry");
+            });
   }
 
   static ContinuousQueryException tooLarge() {
-    return new ContinuousQueryException(ErrorCode.RESULT_TOO_LARGE, "the durable result is too large to send in one message;"
-        + " its event stream is served by the node that runs the continuous pipeline");
+    return new ContinuousQueryException(
+        ErrorCode.RESULT_TOO_LARGE,
+        "the durable result is too large to send in one message;"
+            + " its event stream is served by the node that runs the continuous pipeline");
   }
 
   private static ContinuousQueryException noResult() {
-    return new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the query has no durable result yet; retry");
+    return new ContinuousQueryException(
+        ErrorCode.UNAVAILABLE, "the query has no durable result yet; retry");
   }
 
-  /** A fresh stream from the entity's durable result ({@code ResultReset} first when {@code reason} is set). */
-  private CompletionStage<Void> initial(String id, String scope, Session.Subscriber subscriber, String reason,
-      LongFunction<String> ids, long offset) {
-    return replayLog.result(id).thenApply(r -> {
-      if (r.tooLarge()) {
-        throw tooLarge();
-      }
-      if (r.rows() == null) {
-        throw noResult();
-      }
-      Follower f = new Follower(id, scope, subscriber, ids, offset, r.last());
-      synchronized (f) {
-        if (reason != null) {
-          ObjectNode reset = JsonNodeFactory.instance.objectNode().put("type", "ResultReset").put("reason", reason)
-              .put("sequence", r.last()).put("epoch", epoch);
-          if (!subscriber.offer(new Session.Event(ids.apply(r.last()), r.last(), "ResultReset", reset.toString()))) {
-            subscriber.close();
-            return null;
-          }
-        }
-        ObjectNode init = JsonNodeFactory.instance.objectNode().put("type", "InitialResult");
-        ArrayNode rows = init.putArray("rows");
-        for (ContinuousSession.Row row : r.rows()) {
-          rows.addObject().putRawValue("key", new RawValue(row.key())).putRawValue("row", new RawValue(row.row()));
-        }
-        init.put("sequence", r.last()).put("epoch", epoch);
-        if (r.lsn() != null) {
-          init.put("lsn", r.lsn());
-        }
-        if (!subscriber.offer(new Session.Event(ids.apply(r.last()), r.last(), "InitialResult", init.toString()))) {
-          subscriber.close();
-          return null;
-        }
-        register(f);
-      }
-      return null;
-    });
+  /**
+   * A fresh stream from the entity's durable result ({@code ResultReset} first when {@code reason}
+   * is set).
+   */
+  private CompletionStage<Void> initial(
+      String id,
+      String scope,
+      Session.Subscriber subscriber,
+      String reason,
+      LongFunction<String> ids,
+      long offset) {
+    return replayLog
+        .result(id)
+        .thenApply(
+            r -> {
+              if (r.tooLarge()) {
+                throw tooLarge();
+              }
+              if (r.rows() == null) {
+                throw noResult();
+              }
+              Follower f = new Follower(id, scope, subscriber, ids, offset, r.last());
+              synchronized (f) {
+                if (reason != null) {
+                  ObjectNode reset =
+                      JsonNodeFactory.instance
+                          .objectNode()
+                          .put("type", "ResultReset")
+                          .put("reason", reason)
+                          .put("sequence", r.last())
+                          .put("epoch", epoch);
+                  if (!subscriber.offer(
+                      new Session.Event(
+                          ids.apply(r.last()), r.last(), "ResultReset", reset.toString()))) {
+                    subscriber.close();
+                    return null;
+                  }
+                }
+                ObjectNode init =
+                    JsonNodeFactory.instance.objectNode().put("type", "InitialResult");
+                ArrayNode rows = init.putArray("rows");
+                for (ContinuousSession.Row row : r.rows()) {
+                  rows.addObject()
+                      .putRawValue("key", new RawValue(row.key()))
+                      .putRawValue("row", new RawValue(row.row()));
+                }
+                init.put("sequence", r.last()).put("epoch", epoch);
+                if (r.lsn() != null) {
+                  init.put("lsn", r.lsn());
+                }
+                if (!subscriber.offer(
+                    new Session.Event(
+                        ids.apply(r.last()), r.last(), "InitialResult", init.toString()))) {
+                  subscriber.close();
+                  return null;
+                }
+                register(f);
+              }
+              return null;
+            });
   }
 
-  /** Adds a started stream to those polled; a stream started after {@link #close} is ended at once. */
+  /**
+   * Adds a started stream to those polled; a stream started after {@link #close} is ended at once.
+   */
   private void register(Follower f) {
     followers.put(f.subscriber, f);
     if (closed) {
@@ -200,14 +271,18 @@ final class LogFollowers implements AutoCloseable {
     }
   }
 
-  /** Sends {@code entries} after the follower's cursor; false (and the stream ended) when they do not continue it or the client is behind. */
+  /**
+   * Sends {@code entries} after the follower's cursor; false (and the stream ended) when they do
+   * not continue it or the client is behind.
+   */
   private boolean send(Follower f, List<ContinuousSession.Entry> entries) {
     for (ContinuousSession.Entry e : entries) {
       if (e.sequence() <= f.cursor) {
         continue;
       }
-      if (e.sequence() != f.cursor + 1 || !f.subscriber.offer(new Session.Event(f.ids.apply(e.sequence()), e.sequence(),
-          e.type(), e.data()))) {
+      if (e.sequence() != f.cursor + 1
+          || !f.subscriber.offer(
+              new Session.Event(f.ids.apply(e.sequence()), e.sequence(), e.type(), e.data()))) {
         end(f); // pruned past it, or the client is too far behind: it resumes with its last id
         return false;
       }
@@ -226,7 +301,9 @@ final class LogFollowers implements AutoCloseable {
     try {
       checkAccess();
     } catch (Throwable e) {
-      log.warn("checking followed continuous query streams failed; retrying: {}", e.getClass().getSimpleName());
+      log.warn(
+          "checking followed continuous query streams failed; retrying: {}",
+          e.getClass().getSimpleName());
     }
     try {
       for (Follower f : followers.values()) {
@@ -244,34 +321,42 @@ final class LogFollowers implements AutoCloseable {
         } catch (RuntimeException e) {
           read = CompletableFuture.failedFuture(e);
         }
-        read.whenComplete((entries, error) -> {
-          synchronized (f) {
-            f.reading = false;
-            if (f.closed) {
-              return;
-            }
-            if (error != null) {
-              if (++f.failures >= MAX_FAILURES) {
-                log.warn("continuous query {}: reading the journal for a stream failed {} times in a row; the stream ends",
-                    f.id, f.failures);
-                end(f);
+        read.whenComplete(
+            (entries, error) -> {
+              synchronized (f) {
+                f.reading = false;
+                if (f.closed) {
+                  return;
+                }
+                if (error != null) {
+                  if (++f.failures >= MAX_FAILURES) {
+                    log.warn(
+                        "continuous query {}: reading the journal for a stream failed {} times in a row; the stream ends",
+                        f.id,
+                        f.failures);
+                    end(f);
+                  }
+                  return;
+                }
+                f.failures = 0;
+                send(f, entries);
               }
-              return;
-            }
-            f.failures = 0;
-            send(f, entries);
-          }
-        });
+            });
       }
     } catch (Throwable e) {
-      log.warn("following continuous query journals failed; retrying: {}", e.getClass().getSimpleName());
+      log.warn(
+          "following continuous query journals failed; retrying: {}", e.getClass().getSimpleName());
     }
   }
 
-  /** Every {@code refresh}: ends streams whose registration is gone or whose principal lost the grant. */
+  /**
+   * Every {@code refresh}: ends streams whose registration is gone or whose principal lost the
+   * grant.
+   */
   private void checkAccess() {
     if (followers.isEmpty()
-        || (lastRegistrationCheck != null && System.nanoTime() - lastRegistrationCheck < settings.refresh().toNanos())) {
+        || (lastRegistrationCheck != null
+            && System.nanoTime() - lastRegistrationCheck < settings.refresh().toNanos())) {
       return;
     }
     lastRegistrationCheck = System.nanoTime();
@@ -279,7 +364,9 @@ final class LogFollowers implements AutoCloseable {
     try {
       registered = store.scopes();
     } catch (SQLException e) {
-      log.warn("reading continuous query registrations for followed streams failed; retrying: {}", SafeErrors.describe(e));
+      log.warn(
+          "reading continuous query registrations for followed streams failed; retrying: {}",
+          SafeErrors.describe(e));
       registered = null; // the principals are checked all the same
     }
     BiPredicate<String, String> check = access;

@@ -49,8 +49,10 @@ import java.util.regex.Pattern;
  * SQLState and a fixed description.
  */
 final class Registrar {
-  static final ObjectMapper CANONICAL = new ObjectMapper().configure(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true);
+  static final ObjectMapper CANONICAL =
+      new ObjectMapper().configure(SerializationFeature.ORDER_MAP_ENTRIES_BY_KEYS, true);
   private static final Pattern CALL = Pattern.compile("([A-Za-z_][A-Za-z0-9_]*)\\(");
+
   /** PostgreSQL's first OID for user objects: below it, everything is built in. */
   private static final long FIRST_NORMAL_OID = 16384;
 
@@ -59,46 +61,66 @@ final class Registrar {
 
   private Registrar() {}
 
-  static Compiled compile(ContinuousRequest r, ScopeReader reader, List<String> publications,
-      Map<String, ContinuousEvaluator> evaluators, Map<String, ContinuousProjector> projectors) {
+  static Compiled compile(
+      ContinuousRequest r,
+      ScopeReader reader,
+      List<String> publications,
+      Map<String, ContinuousEvaluator> evaluators,
+      Map<String, ContinuousProjector> projectors) {
     ContinuousSql.Parsed parsed = ContinuousSql.parse(r.sql());
     Set<String> names = parsed.parameterNames();
     for (String name : names) {
       if (!r.parameters().has(name)) {
-        throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER, name.matches("[A-Za-z_][A-Za-z0-9_]{0,62}")
-            ? "the query uses parameter :" + name + ", which the request does not give"
-            : "the query uses a parameter the request does not give");
+        throw new ContinuousQueryException(
+            ErrorCode.INVALID_PARAMETER,
+            name.matches("[A-Za-z_][A-Za-z0-9_]{0,62}")
+                ? "the query uses parameter :" + name + ", which the request does not give"
+                : "the query uses a parameter the request does not give");
       }
     }
     for (var it = r.parameters().fields(); it.hasNext(); ) {
       Map.Entry<String, JsonNode> e = it.next();
       if (!names.contains(e.getKey())) {
-        throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER, e.getKey().matches("[A-Za-z_][A-Za-z0-9_]{0,62}")
-            ? "parameter " + e.getKey() + " is not used by the query" : "a parameter is not used by the query");
+        throw new ContinuousQueryException(
+            ErrorCode.INVALID_PARAMETER,
+            e.getKey().matches("[A-Za-z_][A-Za-z0-9_]{0,62}")
+                ? "parameter " + e.getKey() + " is not used by the query"
+                : "a parameter is not used by the query");
       }
       JsonNode v = e.getValue();
       if (!(v.isTextual() || v.isNumber() || v.isBoolean() || v.isNull())) {
-        throw new ContinuousQueryException(ErrorCode.INVALID_PARAMETER,
+        throw new ContinuousQueryException(
+            ErrorCode.INVALID_PARAMETER,
             "parameter " + e.getKey() + " must be a string, number, boolean or null");
       }
     }
     try {
-      return reader.readOnly(c -> compile(c, r, parsed, reader.scope(), publications, evaluators, projectors));
+      return reader.readOnly(
+          c -> compile(c, r, parsed, reader.scope(), publications, evaluators, projectors));
     } catch (SQLException e) {
       throw fromPostgres(e);
     }
   }
 
-  /** What a plan says about a query: the plan, its scans, node types, table set and result columns. */
-  record Facts(JsonNode plan, Map<String, Integer> scans, Set<String> nodeTypes, List<String> tableSet,
-      List<String> columns, List<String> columnTypes, List<String[]> origins) {}
+  /**
+   * What a plan says about a query: the plan, its scans, node types, table set and result columns.
+   */
+  record Facts(
+      JsonNode plan,
+      Map<String, Integer> scans,
+      Set<String> nodeTypes,
+      List<String> tableSet,
+      List<String> columns,
+      List<String> columnTypes,
+      List<String[]> origins) {}
 
   /**
    * Plans {@code parsed} on {@code c} (the scope's login) and describes it: 1. the plan, its tables
    * and whether anything it calls may read other tables (refused: forbidden or volatile calls); 2.
    * the result's columns with their types and origins.
    */
-  static Facts facts(Connection c, ContinuousSql.Parsed parsed, ObjectNode parameters) throws SQLException {
+  static Facts facts(Connection c, ContinuousSql.Parsed parsed, ObjectNode parameters)
+      throws SQLException {
     String base = "SELECT * FROM (" + parsed.jdbcSql() + "\n) AS weir_base";
     // 1. Plan: tables, and whether anything it calls may read other tables.
     JsonNode plan;
@@ -127,8 +149,10 @@ final class Registrar {
     }
     boolean userFunctions;
     boolean volatileCalls;
-    try (PreparedStatement ps = c.prepareStatement("SELECT count(*) FILTER (WHERE oid >= ?),"
-        + " count(*) FILTER (WHERE provolatile = 'v') FROM pg_proc WHERE proname = ANY(?)")) {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT count(*) FILTER (WHERE oid >= ?),"
+                + " count(*) FILTER (WHERE provolatile = 'v') FROM pg_proc WHERE proname = ANY(?)")) {
       ps.setLong(1, FIRST_NORMAL_OID);
       ps.setArray(2, c.createArrayOf("text", calls.toArray()));
       try (ResultSet rs = ps.executeQuery()) {
@@ -142,11 +166,14 @@ final class Registrar {
     }
     // Fail closed: no table seen, partitions (a partition attached later, subplans pruned at run
     // time) or inheritance children make the set unknown, and every transaction counts.
-    boolean unknownTables = userFunctions || tables.isEmpty() || plan.toString().contains("\"Subplans Removed\"");
+    boolean unknownTables =
+        userFunctions || tables.isEmpty() || plan.toString().contains("\"Subplans Removed\"");
     if (!unknownTables) {
-      try (PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM pg_class"
-          + " WHERE oid IN (SELECT to_regclass(t) FROM unnest(?::text[]) AS t)"
-          + " AND (relispartition OR relkind = 'p' OR relhassubclass)")) {
+      try (PreparedStatement ps =
+          c.prepareStatement(
+              "SELECT count(*) FROM pg_class"
+                  + " WHERE oid IN (SELECT to_regclass(t) FROM unnest(?::text[]) AS t)"
+                  + " AND (relispartition OR relkind = 'p' OR relhassubclass)")) {
         ps.setArray(1, c.createArrayOf("text", tables.toArray()));
         try (ResultSet rs = ps.executeQuery()) {
           rs.next();
@@ -167,13 +194,16 @@ final class Registrar {
         org.postgresql.PGResultSetMetaData pg = md.unwrap(org.postgresql.PGResultSetMetaData.class);
         for (int i = 1; i <= md.getColumnCount(); i++) {
           if (columns.contains(md.getColumnLabel(i))) {
-            throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the result's column names must be unique");
+            throw new ContinuousQueryException(
+                ErrorCode.QUERY_NOT_ALLOWED, "the result's column names must be unique");
           }
           columns.add(md.getColumnLabel(i));
           columnTypes.add(md.getColumnTypeName(i));
           String table = pg.getBaseTableName(i);
-          origins.add(table == null || table.isEmpty() ? null
-              : new String[] {pg.getBaseSchemaName(i), table, pg.getBaseColumnName(i)});
+          origins.add(
+              table == null || table.isEmpty()
+                  ? null
+                  : new String[] {pg.getBaseSchemaName(i), table, pg.getBaseColumnName(i)});
         }
       }
     }
@@ -184,10 +214,12 @@ final class Registrar {
   record Replanned(List<String> tables, Definition.Impact impact) {}
 
   /**
-   * Plans a registered query again (as its scope's login, after a catalog change or when its session
-   * starts): its table set and impact rules now. Nothing else of the registration is checked again.
+   * Plans a registered query again (as its scope's login, after a catalog change or when its
+   * session starts): its table set and impact rules now. Nothing else of the registration is
+   * checked again.
    */
-  static Replanned replan(Connection c, Definition d, List<String> publications) throws SQLException {
+  static Replanned replan(Connection c, Definition d, List<String> publications)
+      throws SQLException {
     ContinuousSql.Parsed parsed = ContinuousSql.parse(d.sql());
     Facts f;
     try {
@@ -207,8 +239,17 @@ final class Registrar {
       // set naming it would call transactions of the others unrelated. Every transaction counts.
       return new Replanned(null, null);
     }
-    Definition.Impact impact = impact(c, d.keyColumns(), f.columns(), f.origins(), f.tableSet(), f.scans(), f.nodeTypes(),
-        f.plan(), f.plan().toString());
+    Definition.Impact impact =
+        impact(
+            c,
+            d.keyColumns(),
+            f.columns(),
+            f.origins(),
+            f.tableSet(),
+            f.scans(),
+            f.nodeTypes(),
+            f.plan(),
+            f.plan().toString());
     if (impact != null) {
       impact = withLookups(c, impact, f.plan(), f.tableSet(), f.scans());
     }
@@ -216,13 +257,15 @@ final class Registrar {
   }
 
   /** The first table of {@code tableSet} not published to {@code publications}, or null. */
-  private static String unpublished(Connection c, List<String> tableSet, List<String> publications) throws SQLException {
+  private static String unpublished(Connection c, List<String> tableSet, List<String> publications)
+      throws SQLException {
     if (tableSet == null || tableSet.isEmpty()) {
       return null;
     }
     Set<String> published = new TreeSet<>();
-    try (PreparedStatement ps = c.prepareStatement(
-        "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = ANY(?)")) {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = ANY(?)")) {
       ps.setArray(1, c.createArrayOf("text", publications.toArray()));
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
@@ -238,8 +281,14 @@ final class Registrar {
     return null;
   }
 
-  private static Compiled compile(Connection c, ContinuousRequest r, ContinuousSql.Parsed parsed, ContinuousSettings.Scope scope,
-      List<String> publications, Map<String, ContinuousEvaluator> evaluators, Map<String, ContinuousProjector> projectors)
+  private static Compiled compile(
+      Connection c,
+      ContinuousRequest r,
+      ContinuousSql.Parsed parsed,
+      ContinuousSettings.Scope scope,
+      List<String> publications,
+      Map<String, ContinuousEvaluator> evaluators,
+      Map<String, ContinuousProjector> projectors)
       throws SQLException {
     Facts facts = facts(c, parsed, r.parameters());
     JsonNode plan = facts.plan();
@@ -251,15 +300,19 @@ final class Registrar {
     List<String[]> origins = facts.origins();
     for (String k : r.keyColumns()) {
       if (!columns.contains(k)) {
-        throw new ContinuousQueryException(ErrorCode.UNKNOWN_COLUMN, "a key column is not a column of the result");
+        throw new ContinuousQueryException(
+            ErrorCode.UNKNOWN_COLUMN, "a key column is not a column of the result");
       }
     }
     for (Definition.OrderColumn o : r.orderBy()) {
       if (!columns.contains(o.column())) {
-        throw new ContinuousQueryException(ErrorCode.UNKNOWN_COLUMN, "an ORDER BY column is not a column of the result");
+        throw new ContinuousQueryException(
+            ErrorCode.UNKNOWN_COLUMN, "an ORDER BY column is not a column of the result");
       }
     }
-    Definition.Impact impact = impact(c, r.keyColumns(), columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
+    Definition.Impact impact =
+        impact(
+            c, r.keyColumns(), columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
     if (impact != null) {
       impact = withLookups(c, impact, plan, tableSet, scans);
     }
@@ -268,30 +321,52 @@ final class Registrar {
     planPrint.put("columns", columns);
     planPrint.put("types", columnTypes);
     planPrint.put("keys", r.keyColumns());
-    planPrint.put("order", r.orderBy().stream().map(o -> o.column() + (o.descending() ? " desc" : " asc")).toList());
+    planPrint.put(
+        "order",
+        r.orderBy().stream().map(o -> o.column() + (o.descending() ? " desc" : " asc")).toList());
     String planFingerprint = sha256(canonical(planPrint));
-    Definition definition = new Definition(r.sql(), r.parameters(), r.keyColumns(), r.orderBy(), r.limit(), columns,
-        tableSet, columnTypes, impact, r.maintenance(), r.evaluator(), r.projector(), planFingerprint);
+    Definition definition =
+        new Definition(
+            r.sql(),
+            r.parameters(),
+            r.keyColumns(),
+            r.orderBy(),
+            r.limit(),
+            columns,
+            tableSet,
+            columnTypes,
+            impact,
+            r.maintenance(),
+            r.evaluator(),
+            r.projector(),
+            planFingerprint);
     if (r.projector() != null) {
       trustedProjector(c, projectors.get(r.projector()), definition);
     }
     if (r.evaluator() != null) {
       ContinuousEvaluator evaluator = evaluators.get(r.evaluator());
       if (evaluator == null) {
-        throw new ContinuousQueryException(ErrorCode.BAD_REQUEST, "no evaluator of that name is installed on this node");
+        throw new ContinuousQueryException(
+            ErrorCode.BAD_REQUEST, "no evaluator of that name is installed on this node");
       }
       if (impact == null) {
-        throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "an evaluator replaces the scoped delta,"
-            + " which needs an impact rule this query does not have (docs/continuous.md, \"Impact plan\")");
+        throw new ContinuousQueryException(
+            ErrorCode.QUERY_NOT_ALLOWED,
+            "an evaluator replaces the scoped delta,"
+                + " which needs an impact rule this query does not have (docs/continuous.md, \"Impact plan\")");
       }
       boolean covers;
       try {
         covers = evaluator.covers(ContinuousEvaluator.Query.of(definition));
       } catch (RuntimeException e) {
-        throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the evaluator failed to say whether it covers this query");
+        throw new ContinuousQueryException(
+            ErrorCode.QUERY_NOT_ALLOWED,
+            "the evaluator failed to say whether it covers this query");
       }
       if (!covers) {
-        throw new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED, "the evaluator does not declare exact coverage of this query");
+        throw new ContinuousQueryException(
+            ErrorCode.QUERY_NOT_ALLOWED,
+            "the evaluator does not declare exact coverage of this query");
       }
     }
 
@@ -304,19 +379,23 @@ final class Registrar {
     // 4. Published tables.
     String unpublished = unpublished(c, tableSet, publications);
     if (unpublished != null) {
-      throw new ContinuousQueryException(ErrorCode.TABLE_NOT_PUBLISHED, "table " + unpublished
-          + " is read by the query but not published to the continuous pipeline: its changes would not be seen");
+      throw new ContinuousQueryException(
+          ErrorCode.TABLE_NOT_PUBLISHED,
+          "table "
+              + unpublished
+              + " is read by the query but not published to the continuous pipeline: its changes would not be seen");
     }
 
     // 5. Policy version, database and login.
     String policyVersion;
-    try (PreparedStatement ps = c.prepareStatement(
-        "SELECT coalesce(string_agg(concat_ws(':', c.oid::regclass::text, c.relrowsecurity::text, c.relforcerowsecurity::text,"
-            + " (SELECT string_agg(concat_ws('/', p.polname::text, p.polcmd::text, p.polpermissive::text, p.polroles::text,"
-            + " pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid)), ';' ORDER BY p.polname)"
-            + " FROM pg_policy p WHERE p.polrelid = c.oid)), ',' ORDER BY c.oid::regclass::text), '')"
-            + " FROM pg_class c WHERE CASE WHEN ?::text[] IS NULL THEN c.relrowsecurity OR c.oid IN (SELECT polrelid FROM pg_policy)"
-            + " ELSE c.oid IN (SELECT to_regclass(t)::oid FROM unnest(?::text[]) AS t) END")) {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT coalesce(string_agg(concat_ws(':', c.oid::regclass::text, c.relrowsecurity::text, c.relforcerowsecurity::text,"
+                + " (SELECT string_agg(concat_ws('/', p.polname::text, p.polcmd::text, p.polpermissive::text, p.polroles::text,"
+                + " pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid)), ';' ORDER BY p.polname)"
+                + " FROM pg_policy p WHERE p.polrelid = c.oid)), ',' ORDER BY c.oid::regclass::text), '')"
+                + " FROM pg_class c WHERE CASE WHEN ?::text[] IS NULL THEN c.relrowsecurity OR c.oid IN (SELECT polrelid FROM pg_policy)"
+                + " ELSE c.oid IN (SELECT to_regclass(t)::oid FROM unnest(?::text[]) AS t) END")) {
       java.sql.Array arr = tableSet == null ? null : c.createArrayOf("text", tableSet.toArray());
       ps.setArray(1, arr);
       ps.setArray(2, arr);
@@ -343,7 +422,8 @@ final class Registrar {
     identity.put("policyVersion", policyVersion);
     identity.put("limit", r.limit());
     if (!definition.incremental()) {
-      identity.put("maintenance", r.maintenance()); // absent by default, so earlier ids stay the same
+      identity.put(
+          "maintenance", r.maintenance()); // absent by default, so earlier ids stay the same
     }
     if (r.evaluator() != null) {
       identity.put("evaluator", r.evaluator());
@@ -360,9 +440,11 @@ final class Registrar {
    * installed and written for this plan; the query reads only its key table, which has replica
    * identity FULL; row-level security on that table needs a projector that enforces it.
    */
-  private static void trustedProjector(Connection c, ContinuousProjector projector, Definition d) throws SQLException {
+  private static void trustedProjector(Connection c, ContinuousProjector projector, Definition d)
+      throws SQLException {
     if (projector == null) {
-      throw new ContinuousQueryException(ErrorCode.BAD_REQUEST, "no projector of that name is installed on this node");
+      throw new ContinuousQueryException(
+          ErrorCode.BAD_REQUEST, "no projector of that name is installed on this node");
     }
     String refused = projectorConditions(c, projector, d);
     if (refused != null) {
@@ -374,18 +456,22 @@ final class Registrar {
    * Why {@code projector} may not maintain {@code d} in the catalog {@code c} sees (a value-free
    * sentence), or null when every registration-time condition of tier 1 holds.
    */
-  static String projectorConditions(Connection c, ContinuousProjector projector, Definition d) throws SQLException {
+  static String projectorConditions(Connection c, ContinuousProjector projector, Definition d)
+      throws SQLException {
     if (projector == null) {
       return "the projector is not installed on this node";
     }
     if (d.planFingerprint() == null || !d.planFingerprint().equals(projector.fingerprint())) {
       return "the projector was written for another plan: its fingerprint does not match this query's";
     }
-    if (d.impact() == null || d.tables() == null || !d.tables().equals(List.of(d.impact().table()))) {
+    if (d.impact() == null
+        || d.tables() == null
+        || !d.tables().equals(List.of(d.impact().table()))) {
       return "a projector needs a query that reads one table, the one its keys come from";
     }
-    try (PreparedStatement ps = c.prepareStatement(
-        "SELECT relreplident, relrowsecurity FROM pg_class WHERE oid = to_regclass(?)")) {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT relreplident, relrowsecurity FROM pg_class WHERE oid = to_regclass(?)")) {
       ps.setString(1, d.impact().table());
       try (ResultSet rs = ps.executeQuery()) {
         if (!rs.next()) {
@@ -407,7 +493,8 @@ final class Registrar {
     Set<String> seen = new java.util.HashSet<>();
     for (ResultRow row : rows) {
       if (!seen.add(row.keyText())) {
-        throw new ContinuousQueryException(ErrorCode.BAD_REQUEST,
+        throw new ContinuousQueryException(
+            ErrorCode.BAD_REQUEST,
             "the key columns do not identify rows: two rows of the result have the same key");
       }
     }
@@ -419,19 +506,41 @@ final class Registrar {
    * of a group survives depends on other rows), set operations and recursive unions, CTE, function,
    * VALUES and sample scans, set-returning functions in the select list, foreign and custom scans.
    */
-  private static final Set<String> DELTA_NODES = Set.of("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan",
-      "Bitmap Index Scan", "BitmapAnd", "BitmapOr", "Tid Scan", "Tid Range Scan", "Nested Loop", "Hash Join", "Merge Join",
-      "Hash", "Sort", "Incremental Sort", "Materialize", "Memoize", "Aggregate", "Group", "Result", "Subquery Scan",
-      "Gather", "Gather Merge");
+  private static final Set<String> DELTA_NODES =
+      Set.of(
+          "Seq Scan",
+          "Index Scan",
+          "Index Only Scan",
+          "Bitmap Heap Scan",
+          "Bitmap Index Scan",
+          "BitmapAnd",
+          "BitmapOr",
+          "Tid Scan",
+          "Tid Range Scan",
+          "Nested Loop",
+          "Hash Join",
+          "Merge Join",
+          "Hash",
+          "Sort",
+          "Incremental Sort",
+          "Materialize",
+          "Memoize",
+          "Aggregate",
+          "Group",
+          "Result",
+          "Subquery Scan",
+          "Gather",
+          "Gather Merge");
 
   /**
    * The clock in a plan (now(), CURRENT_DATE, 'now'::timestamp, ...): rows age in or out of such a
    * query without any transaction, and a scoped delta would judge its keys at another moment than
    * the rows it keeps. Such a query is maintained by full reads only.
    */
-  private static final Pattern TIME_DEPENDENT = Pattern.compile(
-      "(?i)\\bnow\\(|statement_timestamp|transaction_timestamp|clock_timestamp|timeofday|\\bcurrent_(date|time|timestamp)\\b"
-          + "|\\blocaltime|'(now|today|tomorrow|yesterday)'");
+  private static final Pattern TIME_DEPENDENT =
+      Pattern.compile(
+          "(?i)\\bnow\\(|statement_timestamp|transaction_timestamp|clock_timestamp|timeofday|\\bcurrent_(date|time|timestamp)\\b"
+              + "|\\blocaltime|'(now|today|tomorrow|yesterday)'");
 
   /**
    * The impact plan: the key columns are all plain columns of one published table T (PostgreSQL
@@ -441,10 +550,20 @@ final class Registrar {
    * result keys of its old and new row; any other table has no rule (its changes cost a full read).
    * Null when any condition fails: the session is maintained by full reads only.
    */
-  private static Definition.Impact impact(Connection c, List<String> keyColumns, List<String> columns, List<String[]> origins,
-      List<String> tableSet, Map<String, Integer> scans, Set<String> nodeTypes, JsonNode plan, String planText)
+  private static Definition.Impact impact(
+      Connection c,
+      List<String> keyColumns,
+      List<String> columns,
+      List<String[]> origins,
+      List<String> tableSet,
+      Map<String, Integer> scans,
+      Set<String> nodeTypes,
+      JsonNode plan,
+      String planText)
       throws SQLException {
-    if (tableSet == null || !DELTA_NODES.containsAll(nodeTypes) || TIME_DEPENDENT.matcher(planText).find()) {
+    if (tableSet == null
+        || !DELTA_NODES.containsAll(nodeTypes)
+        || TIME_DEPENDENT.matcher(planText).find()) {
       return null;
     }
     String table = null;
@@ -465,7 +584,8 @@ final class Registrar {
       return null;
     }
     if (nullable(plan, table)) {
-      // A result row null-extended on T's side has no T row (its key is null): it comes and goes with
+      // A result row null-extended on T's side has no T row (its key is null): it comes and goes
+      // with
       // rows of other tables, which no key of T names.
       return null;
     }
@@ -486,11 +606,14 @@ final class Registrar {
   }
 
   private static final Set<String> INTEGER_TYPES = Set.of("smallint", "integer", "bigint");
+
   /** An identifier in EXPLAIN VERBOSE's text, plain or quoted. */
   private static final String IDENT = "(?:\"(?:[^\"]|\"\")+\"|[A-Za-z_][A-Za-z0-9_$]*)";
+
   /** A column or whole-row reference in EXPLAIN VERBOSE's text: alias.column or alias.*. */
   private static final Pattern COLUMN_REF =
-      Pattern.compile("(?<![A-Za-z0-9_$.\"])(" + IDENT + ")\\.(" + IDENT + "|\\*)(?![A-Za-z0-9_$\"(])");
+      Pattern.compile(
+          "(?<![A-Za-z0-9_$.\"])(" + IDENT + ")\\.(" + IDENT + "|\\*)(?![A-Za-z0-9_$\"(])");
 
   /**
    * Lookup rules for the other tables of the set (docs/continuous.md, "Lookup rules"). A table J
@@ -499,12 +622,19 @@ final class Registrar {
    * that names both holds (outside string literals) no {@code OR} and an equality of a plain T
    * column and a plain J column ({@code t.x = j.y}), both of an integer type, and T's key columns
    * are integers too. Then a J row can reach a result row only through T rows with {@code x} equal
-   * to its {@code y}: a J change affects the result keys of the T rows with {@code x} in its old and
-   * new {@code y}. Any doubt leaves J without a rule (its changes cost a full read).
+   * to its {@code y}: a J change affects the result keys of the T rows with {@code x} in its old
+   * and new {@code y}. Any doubt leaves J without a rule (its changes cost a full read).
    */
-  private static Definition.Impact withLookups(Connection c, Definition.Impact impact, JsonNode plan, List<String> tableSet,
-      Map<String, Integer> scans) throws SQLException {
-    if (tableSet == null || tableSet.size() < 2 || !impact.castTypes().stream().allMatch(INTEGER_TYPES::contains)
+  private static Definition.Impact withLookups(
+      Connection c,
+      Definition.Impact impact,
+      JsonNode plan,
+      List<String> tableSet,
+      Map<String, Integer> scans)
+      throws SQLException {
+    if (tableSet == null
+        || tableSet.size() < 2
+        || !impact.castTypes().stream().allMatch(INTEGER_TYPES::contains)
         || impact.table().indexOf('.') != impact.table().lastIndexOf('.')) {
       return impact;
     }
@@ -521,7 +651,9 @@ final class Registrar {
     }
     List<Definition.Lookup> lookups = new ArrayList<>();
     for (String j : tableSet) {
-      if (j.equals(impact.table()) || scans.getOrDefault(j, 0) != 1 || j.indexOf('.') != j.lastIndexOf('.')) {
+      if (j.equals(impact.table())
+          || scans.getOrDefault(j, 0) != 1
+          || j.indexOf('.') != j.lastIndexOf('.')) {
         continue;
       }
       String alias = aliasOf(aliases, j);
@@ -534,13 +666,18 @@ final class Registrar {
       }
       String keyType = columnType(c, impact.table(), pair[0]);
       String joinType = columnType(c, j, pair[1]);
-      if (keyType == null || joinType == null || !INTEGER_TYPES.contains(keyType) || !INTEGER_TYPES.contains(joinType)) {
+      if (keyType == null
+          || joinType == null
+          || !INTEGER_TYPES.contains(keyType)
+          || !INTEGER_TYPES.contains(joinType)) {
         continue;
       }
       lookups.add(new Definition.Lookup(j, pair[1], pair[0], keyType));
     }
-    return lookups.isEmpty() ? impact
-        : new Definition.Impact(impact.table(), impact.sourceColumns(), impact.castTypes(), lookups);
+    return lookups.isEmpty()
+        ? impact
+        : new Definition.Impact(
+            impact.table(), impact.sourceColumns(), impact.castTypes(), lookups);
   }
 
   /** The one alias of {@code table} in the plan, or null (none, or more than one). */
@@ -559,10 +696,11 @@ final class Registrar {
 
   /**
    * {@code [T column, J column]} of an equality linking J to T, or null when some condition names J
-   * with a third alias, a condition naming both has no such equality or has an OR, or none names both.
+   * with a third alias, a condition naming both has no such equality or has an OR, or none names
+   * both.
    */
-  private static String[] linkingEquality(List<String> conditions, Map<String, String> aliases, String keyAlias,
-      String alias) {
+  private static String[] linkingEquality(
+      List<String> conditions, Map<String, String> aliases, String keyAlias, String alias) {
     String[] pair = null;
     for (String raw : conditions) {
       String cond = withoutLiterals(raw);
@@ -702,7 +840,10 @@ final class Registrar {
     return s;
   }
 
-  /** The index of the parenthesis closing the one {@code s} starts with (quoted identifiers skipped), or -1. */
+  /**
+   * The index of the parenthesis closing the one {@code s} starts with (quoted identifiers
+   * skipped), or -1.
+   */
   private static int closing(String s) {
     int depth = 0;
     boolean quoted = false;
@@ -719,15 +860,20 @@ final class Registrar {
     return -1;
   }
 
-  /** {@code [T column, J column]} when {@code term} is exactly {@code t.x = j.y} (either order), else null. */
+  /**
+   * {@code [T column, J column]} when {@code term} is exactly {@code t.x = j.y} (either order),
+   * else null.
+   */
   private static String[] equality(String term, String keyAlias, String alias) {
     String t = Pattern.quote(quoteIfNeeded(keyAlias));
     String j = Pattern.quote(quoteIfNeeded(alias));
-    Matcher a = Pattern.compile(t + "\\.(" + IDENT + ") = " + j + "\\.(" + IDENT + ")").matcher(term);
+    Matcher a =
+        Pattern.compile(t + "\\.(" + IDENT + ") = " + j + "\\.(" + IDENT + ")").matcher(term);
     if (a.matches()) {
       return new String[] {unquote(a.group(1)), unquote(a.group(2))};
     }
-    Matcher b = Pattern.compile(j + "\\.(" + IDENT + ") = " + t + "\\.(" + IDENT + ")").matcher(term);
+    Matcher b =
+        Pattern.compile(j + "\\.(" + IDENT + ") = " + t + "\\.(" + IDENT + ")").matcher(term);
     if (b.matches()) {
       return new String[] {unquote(b.group(2)), unquote(b.group(1))};
     }
@@ -735,7 +881,9 @@ final class Registrar {
   }
 
   private static String unquote(String ident) {
-    return ident.startsWith("\"") ? ident.substring(1, ident.length() - 1).replace("\"\"", "\"") : ident;
+    return ident.startsWith("\"")
+        ? ident.substring(1, ident.length() - 1).replace("\"\"", "\"")
+        : ident;
   }
 
   /** An alias as EXPLAIN prints it: quoted unless a plain lower-case identifier. */
@@ -746,9 +894,11 @@ final class Registrar {
   /** {@code format_type} of a column, or null. */
   private static String columnType(Connection c, String table, String column) throws SQLException {
     int dot = table.indexOf('.');
-    try (PreparedStatement ps = c.prepareStatement("SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
-        + " JOIN pg_class t ON t.oid = a.attrelid JOIN pg_namespace n ON n.oid = t.relnamespace"
-        + " WHERE n.nspname = ? AND t.relname = ? AND a.attname = ? AND a.attnum > 0 AND NOT a.attisdropped")) {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+                + " JOIN pg_class t ON t.oid = a.attrelid JOIN pg_namespace n ON n.oid = t.relnamespace"
+                + " WHERE n.nspname = ? AND t.relname = ? AND a.attname = ? AND a.attnum > 0 AND NOT a.attisdropped")) {
       ps.setString(1, table.substring(0, dot));
       ps.setString(2, table.substring(dot + 1));
       ps.setString(3, column);
@@ -763,37 +913,46 @@ final class Registrar {
    * every condition text (keys ending in {@code Cond} or {@code Filter}) and whether any node is a
    * subplan or init plan.
    */
-  private static void planParts(JsonNode node, Map<String, String> aliases, List<String> conditions, boolean[] subplan) {
+  private static void planParts(
+      JsonNode node, Map<String, String> aliases, List<String> conditions, boolean[] subplan) {
     if (node.isObject()) {
       JsonNode rel = node.get("Relation Name");
       JsonNode alias = node.get("Alias");
       if (rel != null && rel.isTextual() && alias != null && alias.isTextual()) {
         JsonNode schema = node.get("Schema");
-        String table = (schema != null && schema.isTextual() ? schema.textValue() : "public") + "." + rel.textValue();
+        String table =
+            (schema != null && schema.isTextual() ? schema.textValue() : "public")
+                + "."
+                + rel.textValue();
         aliases.put(alias.textValue(), aliases.containsKey(alias.textValue()) ? null : table);
       }
       JsonNode parent = node.get("Parent Relationship");
-      if (parent != null && parent.isTextual() && (parent.textValue().equals("SubPlan") || parent.textValue().equals("InitPlan"))) {
+      if (parent != null
+          && parent.isTextual()
+          && (parent.textValue().equals("SubPlan") || parent.textValue().equals("InitPlan"))) {
         subplan[0] = true;
       }
       if (node.has("Subplan Name")) {
         subplan[0] = true;
       }
-      node.fields().forEachRemaining(e -> {
-        if ((e.getKey().endsWith("Cond") || e.getKey().endsWith("Filter")) && e.getValue().isTextual()) {
-          conditions.add(e.getValue().textValue());
-        } else {
-          planParts(e.getValue(), aliases, conditions, subplan);
-        }
-      });
+      node.fields()
+          .forEachRemaining(
+              e -> {
+                if ((e.getKey().endsWith("Cond") || e.getKey().endsWith("Filter"))
+                    && e.getValue().isTextual()) {
+                  conditions.add(e.getValue().textValue());
+                } else {
+                  planParts(e.getValue(), aliases, conditions, subplan);
+                }
+              });
     } else if (node.isArray()) {
       node.forEach(n -> planParts(n, aliases, conditions, subplan));
     }
   }
 
   /**
-   * Whether a scan of {@code table} is on a nullable side of an outer join somewhere in the plan: the
-   * inner child of a left join, the outer child of a right join, either child of a full join.
+   * Whether a scan of {@code table} is on a nullable side of an outer join somewhere in the plan:
+   * the inner child of a left join, the outer child of a right join, either child of a full join.
    */
   static boolean nullable(JsonNode node, String table) {
     if (node.isArray()) {
@@ -813,8 +972,10 @@ final class Registrar {
       String type = joinType.textValue();
       for (JsonNode child : children) {
         String side = child.path("Parent Relationship").asText("");
-        boolean nullableSide = type.equals("Full") || (type.equals("Left") && side.equals("Inner"))
-            || (type.equals("Right") && side.equals("Outer"));
+        boolean nullableSide =
+            type.equals("Full")
+                || (type.equals("Left") && side.equals("Inner"))
+                || (type.equals("Right") && side.equals("Outer"));
         if (nullableSide && scansTable(child, table)) {
           return true;
         }
@@ -834,7 +995,9 @@ final class Registrar {
     return found.containsKey(table);
   }
 
-  /** Counts the scans of each relation (schema.table) and collects the node types of a plan's JSON. */
+  /**
+   * Counts the scans of each relation (schema.table) and collects the node types of a plan's JSON.
+   */
   private static void scans(JsonNode node, Map<String, Integer> scans, Set<String> nodeTypes) {
     if (node.isObject()) {
       JsonNode type = node.get("Node Type");
@@ -844,7 +1007,11 @@ final class Registrar {
       JsonNode rel = node.get("Relation Name");
       JsonNode schema = node.get("Schema");
       if (rel != null && rel.isTextual()) {
-        scans.merge((schema != null && schema.isTextual() ? schema.textValue() : "public") + "." + rel.textValue(), 1,
+        scans.merge(
+            (schema != null && schema.isTextual() ? schema.textValue() : "public")
+                + "."
+                + rel.textValue(),
+            1,
             Integer::sum);
       }
       node.fields().forEachRemaining(e -> scans(e.getValue(), scans, nodeTypes));
@@ -859,7 +1026,10 @@ final class Registrar {
       JsonNode rel = node.get("Relation Name");
       JsonNode schema = node.get("Schema");
       if (rel != null && rel.isTextual()) {
-        tables.add((schema != null && schema.isTextual() ? schema.textValue() : "public") + "." + rel.textValue());
+        tables.add(
+            (schema != null && schema.isTextual() ? schema.textValue() : "public")
+                + "."
+                + rel.textValue());
       }
       node.fields().forEachRemaining(e -> walk(e.getValue(), tables, calls));
     } else if (node.isArray()) {
@@ -876,28 +1046,54 @@ final class Registrar {
   static RuntimeException fromPostgres(SQLException e) {
     String state = SafeErrors.sqlState(e);
     if (state == null) {
-      return new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the scope's database could not be reached; retry ("
-          + SafeErrors.describe(e) + ")");
+      return new ContinuousQueryException(
+          ErrorCode.UNAVAILABLE,
+          "the scope's database could not be reached; retry (" + SafeErrors.describe(e) + ")");
     }
     return switch (state) {
-      case "22P02", "22003", "22007", "22008", "22023", "42P18", "42P08", "42804" -> new ContinuousQueryException(
-          ErrorCode.INVALID_PARAMETER, "a parameter does not fit where the query uses it (SQLState " + state
-              + "); a parameter whose type PostgreSQL cannot infer needs a cast, e.g. :name::int");
-      case "42501" -> new ContinuousQueryException(ErrorCode.FORBIDDEN,
-          "the scope's login role may not read a relation or call a function the query uses (SQLState 42501)");
-      case "25006" -> new ContinuousQueryException(ErrorCode.QUERY_NOT_ALLOWED,
-          "the query tries to write in a read-only transaction (SQLState 25006)");
-      case "57014" -> new ContinuousQueryException(ErrorCode.BAD_REQUEST,
-          "the query did not finish within the statement timeout (SQLState 57014)");
-      default -> state.startsWith("42") || state.startsWith("22") || state.startsWith("0A") || state.startsWith("2F")
-          || state.startsWith("38") || state.startsWith("39")
-          ? new ContinuousQueryException(ErrorCode.INVALID_QUERY, "PostgreSQL refused the query (SQLState " + state + ")")
-          : state.startsWith("08") || state.startsWith("53") || state.startsWith("57") || state.startsWith("40")
-              ? new ContinuousQueryException(ErrorCode.UNAVAILABLE, "the scope's database is unavailable (SQLState " + state + "); retry")
-              : state.startsWith("28")
-                  ? new ContinuousQueryException(ErrorCode.UNAVAILABLE,
-                      "the scope's login was refused by PostgreSQL (SQLState " + state + "); an administrator must fix the scope's credentials")
-                  : new ContinuousQueryException(ErrorCode.INVALID_QUERY, "PostgreSQL refused the query (SQLState " + state + ")");
+      case "22P02", "22003", "22007", "22008", "22023", "42P18", "42P08", "42804" ->
+          new ContinuousQueryException(
+              ErrorCode.INVALID_PARAMETER,
+              "a parameter does not fit where the query uses it (SQLState "
+                  + state
+                  + "); a parameter whose type PostgreSQL cannot infer needs a cast, e.g. :name::int");
+      case "42501" ->
+          new ContinuousQueryException(
+              ErrorCode.FORBIDDEN,
+              "the scope's login role may not read a relation or call a function the query uses (SQLState 42501)");
+      case "25006" ->
+          new ContinuousQueryException(
+              ErrorCode.QUERY_NOT_ALLOWED,
+              "the query tries to write in a read-only transaction (SQLState 25006)");
+      case "57014" ->
+          new ContinuousQueryException(
+              ErrorCode.BAD_REQUEST,
+              "the query did not finish within the statement timeout (SQLState 57014)");
+      default ->
+          state.startsWith("42")
+                  || state.startsWith("22")
+                  || state.startsWith("0A")
+                  || state.startsWith("2F")
+                  || state.startsWith("38")
+                  || state.startsWith("39")
+              ? new ContinuousQueryException(
+                  ErrorCode.INVALID_QUERY, "PostgreSQL refused the query (SQLState " + state + ")")
+              : state.startsWith("08")
+                      || state.startsWith("53")
+                      || state.startsWith("57")
+                      || state.startsWith("40")
+                  ? new ContinuousQueryException(
+                      ErrorCode.UNAVAILABLE,
+                      "the scope's database is unavailable (SQLState " + state + "); retry")
+                  : state.startsWith("28")
+                      ? new ContinuousQueryException(
+                          ErrorCode.UNAVAILABLE,
+                          "the scope's login was refused by PostgreSQL (SQLState "
+                              + state
+                              + "); an administrator must fix the scope's credentials")
+                      : new ContinuousQueryException(
+                          ErrorCode.INVALID_QUERY,
+                          "PostgreSQL refused the query (SQLState " + state + ")");
     };
   }
 
@@ -913,7 +1109,8 @@ final class Registrar {
   private static JsonNode sortKeys(JsonNode node) {
     if (node.isObject()) {
       ObjectNode out = CANONICAL.createObjectNode();
-      new TreeSet<String>(iterable(node.fieldNames())).forEach(k -> out.set(k, sortKeys(node.get(k))));
+      new TreeSet<String>(iterable(node.fieldNames()))
+          .forEach(k -> out.set(k, sortKeys(node.get(k))));
       return out;
     }
     if (node.isArray()) {
@@ -932,7 +1129,9 @@ final class Registrar {
 
   static String sha256(String text) {
     try {
-      return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
+      return HexFormat.of()
+          .formatHex(
+              MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }

@@ -17,7 +17,8 @@ public final class RegistrationStore {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   /** One stored registration. */
-  public record Stored(String id, String scope, String loginRole, Definition definition, String createdBy) {}
+  public record Stored(
+      String id, String scope, String loginRole, Definition definition, String createdBy) {}
 
   private final DataSource dataSource;
   private final String table;
@@ -37,14 +38,18 @@ public final class RegistrationStore {
     try (Connection conn = dataSource.getConnection()) {
       conn.setAutoCommit(false);
       try {
-        try (PreparedStatement lock = conn.prepareStatement("SELECT pg_advisory_xact_lock(hashtext(?))")) {
+        try (PreparedStatement lock =
+            conn.prepareStatement("SELECT pg_advisory_xact_lock(hashtext(?))")) {
           lock.setString(1, "weir.continuous_query." + c.scope());
           lock.execute();
         }
         long held;
         boolean exists;
-        try (PreparedStatement count = conn.prepareStatement("SELECT count(*), count(*) FILTER (WHERE id = ?) FROM " + table
-            + " WHERE scope = ?")) {
+        try (PreparedStatement count =
+            conn.prepareStatement(
+                "SELECT count(*), count(*) FILTER (WHERE id = ?) FROM "
+                    + table
+                    + " WHERE scope = ?")) {
           count.setString(1, c.id());
           count.setString(2, c.scope());
           try (ResultSet rs = count.executeQuery()) {
@@ -59,12 +64,18 @@ public final class RegistrationStore {
         }
         if (held >= maxPerScope) {
           conn.rollback();
-          throw new ContinuousQueryException(io.weir.protocol.ErrorCode.QUOTA_EXCEEDED, "the scope holds its maximum of "
-              + maxPerScope + " continuous queries (weir.continuous.max-registrations-per-scope); delete one first");
+          throw new ContinuousQueryException(
+              io.weir.protocol.ErrorCode.QUOTA_EXCEEDED,
+              "the scope holds its maximum of "
+                  + maxPerScope
+                  + " continuous queries (weir.continuous.max-registrations-per-scope); delete one first");
         }
         boolean created;
-        try (PreparedStatement ps = conn.prepareStatement("INSERT INTO " + table
-            + " (id, scope, login_role, definition, created_by) VALUES (?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING")) {
+        try (PreparedStatement ps =
+            conn.prepareStatement(
+                "INSERT INTO "
+                    + table
+                    + " (id, scope, login_role, definition, created_by) VALUES (?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING")) {
           ps.setString(1, c.id());
           ps.setString(2, c.scope());
           ps.setString(3, c.loginRole());
@@ -85,8 +96,11 @@ public final class RegistrationStore {
 
   Optional<Stored> find(String id) throws SQLException {
     try (Connection conn = dataSource.getConnection();
-        PreparedStatement ps = conn.prepareStatement(
-            "SELECT id, scope, login_role, definition::text, created_by FROM " + table + " WHERE id = ?")) {
+        PreparedStatement ps =
+            conn.prepareStatement(
+                "SELECT id, scope, login_role, definition::text, created_by FROM "
+                    + table
+                    + " WHERE id = ?")) {
       ps.setString(1, id);
       try (ResultSet rs = ps.executeQuery()) {
         return rs.next() ? Optional.of(stored(rs)) : Optional.empty();
@@ -95,7 +109,8 @@ public final class RegistrationStore {
   }
 
   /** Ids of rows found unreadable (logged once each). */
-  private final java.util.Set<String> unreadable = java.util.concurrent.ConcurrentHashMap.newKeySet();
+  private final java.util.Set<String> unreadable =
+      java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   /** Every registration's id and scope (no definitions: cheap enough to ask often). */
   java.util.Map<String, String> scopes() throws SQLException {
@@ -113,8 +128,11 @@ public final class RegistrationStore {
   List<Stored> all() throws SQLException {
     List<Stored> out = new ArrayList<>();
     try (Connection conn = dataSource.getConnection();
-        PreparedStatement ps = conn.prepareStatement(
-            "SELECT id, scope, login_role, definition::text, created_by FROM " + table + " ORDER BY created_at, id");
+        PreparedStatement ps =
+            conn.prepareStatement(
+                "SELECT id, scope, login_role, definition::text, created_by FROM "
+                    + table
+                    + " ORDER BY created_at, id");
         ResultSet rs = ps.executeQuery()) {
       while (rs.next()) {
         try {
@@ -123,8 +141,10 @@ public final class RegistrationStore {
           // One row this version cannot read (written by another, or by hand) must not hide the
           // others: it is skipped, and said once per node (its id only).
           if (unreadable.add(rs.getString(1))) {
-            org.slf4j.LoggerFactory.getLogger(RegistrationStore.class).warn(
-                "continuous query {}: its stored definition cannot be read; not maintained", rs.getString(1));
+            org.slf4j.LoggerFactory.getLogger(RegistrationStore.class)
+                .warn(
+                    "continuous query {}: its stored definition cannot be read; not maintained",
+                    rs.getString(1));
           }
         }
       }
@@ -142,8 +162,12 @@ public final class RegistrationStore {
 
   private static Stored stored(ResultSet rs) throws SQLException {
     try {
-      return new Stored(rs.getString(1), rs.getString(2), rs.getString(3),
-          JSON.readValue(rs.getString(4), Definition.class), rs.getString(5));
+      return new Stored(
+          rs.getString(1),
+          rs.getString(2),
+          rs.getString(3),
+          JSON.readValue(rs.getString(4), Definition.class),
+          rs.getString(5));
     } catch (IOException e) {
       throw new SQLException("a stored continuous query definition cannot be read", "XX000");
     }

@@ -25,7 +25,9 @@ final class ReplayStore {
   /** The highest sequence of {@code id} in the earlier table, 0 if none. */
   long lastSequence(String id) throws SQLException {
     try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement("SELECT coalesce(max(sequence), 0) FROM " + table + " WHERE id = ?")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT coalesce(max(sequence), 0) FROM " + table + " WHERE id = ?")) {
       ps.setString(1, id);
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();

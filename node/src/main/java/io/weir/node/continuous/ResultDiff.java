@@ -20,8 +20,8 @@ import java.util.Map;
  *       relative order): the complete new order of keys.
  * </ol>
  *
- * Without a {@code ResultReordered}, the rows kept keep their relative order, so inserting added rows
- * at their positions in ascending order yields the new result. {@link #apply} is that client.
+ * Without a {@code ResultReordered}, the rows kept keep their relative order, so inserting added
+ * rows at their positions in ascending order yields the new result. {@link #apply} is that client.
  */
 final class ResultDiff {
   private ResultDiff() {}
@@ -70,7 +70,10 @@ final class ResultDiff {
     return events;
   }
 
-  /** Applies {@code events} (from {@link #diff}) to {@code rows} as a client would: the reference for tests. */
+  /**
+   * Applies {@code events} (from {@link #diff}) to {@code rows} as a client would: the reference
+   * for tests.
+   */
   static List<ResultRow> apply(List<ResultRow> rows, List<ObjectNode> events) {
     List<ResultRow> out = new ArrayList<>(rows);
     for (ObjectNode e : events) {
@@ -78,8 +81,10 @@ final class ResultDiff {
       String key = e.get("key") == null ? null : e.get("key").toString();
       switch (type) {
         case "RowRemoved" -> out.removeIf(r -> r.keyText().equals(key));
-        case "RowAdded" -> out.add(e.get("position").asInt(),
-            new ResultRow(key, (ArrayNode) e.get("key"), (ObjectNode) e.get("row")));
+        case "RowAdded" ->
+            out.add(
+                e.get("position").asInt(),
+                new ResultRow(key, (ArrayNode) e.get("key"), (ObjectNode) e.get("row")));
         case "RowUpdated" -> {
           for (int i = 0; i < out.size(); i++) {
             if (out.get(i).keyText().equals(key)) {

@@ -18,10 +18,10 @@ import java.util.Set;
 
 /**
  * The result's total order (ORDER BY columns, then the key columns ascending) computed in Java, as
- * PostgreSQL computes it, for the scoped delta's rank rules. Only for column types whose order
- * Java can reproduce exactly: integers, numeric, floating point (NaN after every number, -0 equal
- * to 0), boolean, uuid, date, timestamp and timestamptz (as read through pgjdbc, ISO). Text is not
- * among them: its order depends on the column's collation. Nulls sort as PostgreSQL's default: last
+ * PostgreSQL computes it, for the scoped delta's rank rules. Only for column types whose order Java
+ * can reproduce exactly: integers, numeric, floating point (NaN after every number, -0 equal to 0),
+ * boolean, uuid, date, timestamp and timestamptz (as read through pgjdbc, ISO). Text is not among
+ * them: its order depends on the column's collation. Nulls sort as PostgreSQL's default: last
  * ascending, first descending.
  *
  * <p>A value that does not have the expected shape (a BC date, say) throws {@link Incomparable}:
@@ -36,21 +36,50 @@ final class ResultOrder implements Comparator<ResultRow> {
   }
 
   /** OPAQUE: a key column of another type (text, say), compared only when the order columns tie. */
-  private enum Kind { INTEGER, DECIMAL, FLOAT, BOOL, UUID, DATE, TIMESTAMP, TIMESTAMPTZ, OPAQUE }
+  private enum Kind {
+    INTEGER,
+    DECIMAL,
+    FLOAT,
+    BOOL,
+    UUID,
+    DATE,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+    OPAQUE
+  }
 
-  private static final Map<String, Kind> KINDS = Map.ofEntries(
-      Map.entry("int2", Kind.INTEGER), Map.entry("int4", Kind.INTEGER), Map.entry("int8", Kind.INTEGER),
-      Map.entry("serial", Kind.INTEGER), Map.entry("bigserial", Kind.INTEGER), Map.entry("oid", Kind.INTEGER),
-      Map.entry("numeric", Kind.DECIMAL), Map.entry("float4", Kind.FLOAT), Map.entry("float8", Kind.FLOAT),
-      Map.entry("bool", Kind.BOOL), Map.entry("uuid", Kind.UUID), Map.entry("date", Kind.DATE),
-      Map.entry("timestamp", Kind.TIMESTAMP), Map.entry("timestamptz", Kind.TIMESTAMPTZ));
+  private static final Map<String, Kind> KINDS =
+      Map.ofEntries(
+          Map.entry("int2", Kind.INTEGER),
+          Map.entry("int4", Kind.INTEGER),
+          Map.entry("int8", Kind.INTEGER),
+          Map.entry("serial", Kind.INTEGER),
+          Map.entry("bigserial", Kind.INTEGER),
+          Map.entry("oid", Kind.INTEGER),
+          Map.entry("numeric", Kind.DECIMAL),
+          Map.entry("float4", Kind.FLOAT),
+          Map.entry("float8", Kind.FLOAT),
+          Map.entry("bool", Kind.BOOL),
+          Map.entry("uuid", Kind.UUID),
+          Map.entry("date", Kind.DATE),
+          Map.entry("timestamp", Kind.TIMESTAMP),
+          Map.entry("timestamptz", Kind.TIMESTAMPTZ));
 
-  private static final DateTimeFormatter LOCAL = new DateTimeFormatterBuilder()
-      .appendPattern("uuuu-MM-dd HH:mm:ss").optionalStart().appendFraction(ChronoField.NANO_OF_SECOND, 1, 9, true)
-      .optionalEnd().toFormatter(Locale.ROOT);
-  private static final DateTimeFormatter OFFSET = new DateTimeFormatterBuilder()
-      .appendPattern("uuuu-MM-dd HH:mm:ss").optionalStart().appendFraction(ChronoField.NANO_OF_SECOND, 1, 9, true)
-      .optionalEnd().appendOffset("+HH:mm:ss", "+00").toFormatter(Locale.ROOT);
+  private static final DateTimeFormatter LOCAL =
+      new DateTimeFormatterBuilder()
+          .appendPattern("uuuu-MM-dd HH:mm:ss")
+          .optionalStart()
+          .appendFraction(ChronoField.NANO_OF_SECOND, 1, 9, true)
+          .optionalEnd()
+          .toFormatter(Locale.ROOT);
+  private static final DateTimeFormatter OFFSET =
+      new DateTimeFormatterBuilder()
+          .appendPattern("uuuu-MM-dd HH:mm:ss")
+          .optionalStart()
+          .appendFraction(ChronoField.NANO_OF_SECOND, 1, 9, true)
+          .optionalEnd()
+          .appendOffset("+HH:mm:ss", "+00")
+          .toFormatter(Locale.ROOT);
 
   private final List<String> columns = new ArrayList<>();
   private final List<Kind> kinds = new ArrayList<>();
@@ -61,7 +90,8 @@ final class ResultOrder implements Comparator<ResultRow> {
   /**
    * The order of {@code d}'s result, or null when an ORDER BY column's type is not one Java orders
    * exactly. A key column of such a type (appended to break ties) is accepted: comparing two of its
-   * values throws {@link Incomparable}, which happens only when two rows tie on every ORDER BY column.
+   * values throws {@link Incomparable}, which happens only when two rows tie on every ORDER BY
+   * column.
    */
   static ResultOrder of(Definition d) {
     if (d.columnTypes() == null) {
@@ -97,7 +127,10 @@ final class ResultOrder implements Comparator<ResultRow> {
     return true;
   }
 
-  /** Compares two rows as {@code ORDER BY} does; throws {@link Incomparable} on a value of an unexpected shape. */
+  /**
+   * Compares two rows as {@code ORDER BY} does; throws {@link Incomparable} on a value of an
+   * unexpected shape.
+   */
   @Override
   public int compare(ResultRow a, ResultRow b) {
     for (int i = 0; i < columns.size(); i++) {
@@ -122,7 +155,10 @@ final class ResultOrder implements Comparator<ResultRow> {
   private static int compare(Kind kind, JsonNode x, JsonNode y) {
     return switch (kind) {
       case INTEGER -> {
-        if (!x.canConvertToLong() || !y.canConvertToLong() || !x.isIntegralNumber() || !y.isIntegralNumber()) {
+        if (!x.canConvertToLong()
+            || !y.canConvertToLong()
+            || !x.isIntegralNumber()
+            || !y.isIntegralNumber()) {
           throw new Incomparable();
         }
         yield Long.compare(x.longValue(), y.longValue());
@@ -144,9 +180,11 @@ final class ResultOrder implements Comparator<ResultRow> {
         }
         yield a.compareTo(b); // uuid order is byte order, which hex digits preserve
       }
-      case DATE -> compareTime(text(x), text(y), s -> LocalDate.parse(s, DateTimeFormatter.ISO_LOCAL_DATE));
+      case DATE ->
+          compareTime(text(x), text(y), s -> LocalDate.parse(s, DateTimeFormatter.ISO_LOCAL_DATE));
       case TIMESTAMP -> compareTime(text(x), text(y), s -> LocalDateTime.parse(s, LOCAL));
-      case TIMESTAMPTZ -> compareTime(text(x), text(y), s -> OffsetDateTime.parse(s, OFFSET).toInstant());
+      case TIMESTAMPTZ ->
+          compareTime(text(x), text(y), s -> OffsetDateTime.parse(s, OFFSET).toInstant());
       case OPAQUE -> {
         if (x.equals(y)) {
           yield 0;
@@ -156,7 +194,10 @@ final class ResultOrder implements Comparator<ResultRow> {
     };
   }
 
-  /** Numbers as {@code [rank, value]}: rank 0 -infinity, 1 finite, 2 +infinity, 3 NaN (PostgreSQL puts NaN last). */
+  /**
+   * Numbers as {@code [rank, value]}: rank 0 -infinity, 1 finite, 2 +infinity, 3 NaN (PostgreSQL
+   * puts NaN last).
+   */
   private record Num(int rank, BigDecimal value) {}
 
   private static int compareNumeric(Num a, Num b) {

@@ -68,7 +68,10 @@ final class ScopeReader implements AutoCloseable {
     return scope;
   }
 
-  /** Runs {@code work} in a read-only repeatable-read transaction with the statement timeout; always rolls back. */
+  /**
+   * Runs {@code work} in a read-only repeatable-read transaction with the statement timeout; always
+   * rolls back.
+   */
   <T> T readOnly(Work<T> work) throws SQLException {
     try (Connection c = pool.getConnection()) {
       c.setAutoCommit(false);
@@ -84,8 +87,12 @@ final class ScopeReader implements AutoCloseable {
     }
   }
 
-  /** Binds {@code parameters} to the placeholders named by {@code order}, as untyped text (null as NULL). */
-  static void bind(PreparedStatement ps, List<String> order, ObjectNode parameters) throws SQLException {
+  /**
+   * Binds {@code parameters} to the placeholders named by {@code order}, as untyped text (null as
+   * NULL).
+   */
+  static void bind(PreparedStatement ps, List<String> order, ObjectNode parameters)
+      throws SQLException {
     for (int i = 0; i < order.size(); i++) {
       JsonNode v = parameters.get(order.get(i));
       if (v == null || v.isNull()) {
@@ -100,11 +107,17 @@ final class ScopeReader implements AutoCloseable {
    * SQL widening the 32-bit xid {@code x} to a 64-bit one near the 64-bit {@code xm}: the xid whose
    * low half is {@code x} at the smallest signed distance from {@code xm} (within 2^31, as
    * PostgreSQL compares xids). A transaction delivered by the slot may still be running in the
-   * snapshot's eyes, so its xid can be at or above xmax: it must widen to at least xmax (invisible),
-   * never to the previous epoch (which would look long committed).
+   * snapshot's eyes, so its xid can be at or above xmax: it must widen to at least xmax
+   * (invisible), never to the previous epoch (which would look long committed).
    */
   static String widened(String xm, String x) {
-    return "(" + xm + " + ((((" + x + ") - (" + xm + " & 4294967295) + 2147483648) % 4294967296 + 4294967296)"
+    return "("
+        + xm
+        + " + (((("
+        + x
+        + ") - ("
+        + xm
+        + " & 4294967295) + 2147483648) % 4294967296 + 4294967296)"
         + " % 4294967296 - 2147483648))";
   }
 
@@ -121,12 +134,15 @@ final class ScopeReader implements AutoCloseable {
       }
       return 0;
     }
-    try (PreparedStatement ps = c.prepareStatement(
-        "SELECT count(*) FILTER (WHERE NOT CASE WHEN w.wide < 0 THEN true"
-            + " ELSE pg_visible_in_snapshot(w.wide::text::xid8, w.snap) END)"
-            + " FROM (SELECT e.snap, " + widened("e.xm", "x") + " AS wide"
-            + " FROM (SELECT s AS snap, pg_snapshot_xmax(s)::text::bigint AS xm FROM pg_current_snapshot() AS s) e,"
-            + " unnest(?::bigint[]) AS x) w")) {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT count(*) FILTER (WHERE NOT CASE WHEN w.wide < 0 THEN true"
+                + " ELSE pg_visible_in_snapshot(w.wide::text::xid8, w.snap) END)"
+                + " FROM (SELECT e.snap, "
+                + widened("e.xm", "x")
+                + " AS wide"
+                + " FROM (SELECT s AS snap, pg_snapshot_xmax(s)::text::bigint AS xm FROM pg_current_snapshot() AS s) e,"
+                + " unnest(?::bigint[]) AS x) w")) {
       ps.setArray(1, c.createArrayOf("bigint", xids.toArray()));
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();

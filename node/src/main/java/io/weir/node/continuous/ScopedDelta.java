@@ -22,10 +22,10 @@ import java.util.Set;
  * Every row outside C and A is unchanged and ranked after C's last row t. So:
  *
  * <ul>
- *   <li>if C held fewer than N rows, C was the whole base and M is the whole base now: the result is
- *       M's first N rows;
- *   <li>otherwise, if M has at least N rows and its N-th row ranks at or before t (t's values before
- *       the transaction), no outside row can rank before it: the result is M's first N rows;
+ *   <li>if C held fewer than N rows, C was the whole base and M is the whole base now: the result
+ *       is M's first N rows;
+ *   <li>otherwise, if M has at least N rows and its N-th row ranks at or before t (t's values
+ *       before the transaction), no outside row can rank before it: the result is M's first N rows;
  *   <li>otherwise a visible row left the result or fell behind t, and an outside row may take its
  *       place: only a full read can tell ({@code visible-row-left}, {@code rank-boundary}).
  * </ul>
@@ -45,7 +45,11 @@ final class ScopedDelta {
     }
   }
 
-  static Outcome merge(List<ResultRow> current, Set<String> affected, List<ResultRow> fetched, int limit,
+  static Outcome merge(
+      List<ResultRow> current,
+      Set<String> affected,
+      List<ResultRow> fetched,
+      int limit,
       ResultOrder order) {
     Set<String> seen = new HashSet<>();
     for (ResultRow r : fetched) {
@@ -62,7 +66,8 @@ final class ScopedDelta {
     List<ResultRow> merged = new ArrayList<>(current.size() + fetched.size());
     for (ResultRow r : current) {
       if (nullKey(r)) {
-        return Outcome.full("null-key"); // an outer join's null side: a change elsewhere can remove it
+        return Outcome.full(
+            "null-key"); // an outer join's null side: a change elsewhere can remove it
       }
       if (!affected.contains(r.keyText())) {
         merged.add(r);
@@ -106,7 +111,8 @@ final class ScopedDelta {
     }
     Set<String> out = new HashSet<>();
     for (List<String> tuple : tuples) {
-      com.fasterxml.jackson.databind.node.ArrayNode key = com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
+      com.fasterxml.jackson.databind.node.ArrayNode key =
+          com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
       for (String v : tuple) {
         try {
           key.add(Long.parseLong(v));
@@ -129,30 +135,35 @@ final class ScopedDelta {
   }
 
   /**
-   * The affected keys of one session in one transaction, collected change by change from the
-   * impact rule: the changed row's source columns, old and new. Stops at the first change it
-   * cannot account for exactly (then {@link #fallback} names why): a table without a rule, a
-   * truncate, a value the message does not carry (unchanged TOAST, a key-only old image missing a
-   * non-key source column), a null, more keys than the bound.
+   * The affected keys of one session in one transaction, collected change by change from the impact
+   * rule: the changed row's source columns, old and new. Stops at the first change it cannot
+   * account for exactly (then {@link #fallback} names why): a table without a rule, a truncate, a
+   * value the message does not carry (unchanged TOAST, a key-only old image missing a non-key
+   * source column), a null, more keys than the bound.
    */
   static final class Keys {
     private final Definition.Impact impact;
     private final Set<String> tables;
     private final int bound;
+
     /** Canonical text of a key tuple -> its values as text (pgoutput's text form). */
     final Map<String, List<String>> keys = new LinkedHashMap<>();
+
     /**
      * For each lookup rule, the joined table's column values (old and new, as text) whose key-table
      * rows are affected; their keys are read in the delta's transaction.
      */
     final Map<Definition.Lookup, Set<String>> lookupValues = new LinkedHashMap<>();
+
     private int lookupCount;
     String fallback;
+
     /**
      * For a session with a trusted projector (tier 1): the changes of the key table with complete
      * images, or null when none is collected or one lacked complete images ({@link #projectorGap}).
      */
     List<ContinuousProjector.RowChange> rowChanges;
+
     String projectorGap;
 
     Keys(Definition.Impact impact, Set<String> tables, int bound) {
@@ -272,7 +283,8 @@ final class ScopedDelta {
         add(ins.newRow(), cols);
       } else if (c instanceof Change.Update up) {
         add(up.newRow(), cols);
-        if (up.oldKind() == OldTupleKind.FULL || (up.oldKind() == OldTupleKind.KEY && allIdentity)) {
+        if (up.oldKind() == OldTupleKind.FULL
+            || (up.oldKind() == OldTupleKind.KEY && allIdentity)) {
           add(up.oldRow(), cols);
         } else if (!allIdentity) {
           // Without the old value of a source column outside the replica identity, the key the
@@ -333,7 +345,9 @@ final class ScopedDelta {
         fail("incomplete-tuple");
         return;
       }
-      if (lookupValues.computeIfAbsent(lookup, l -> new java.util.LinkedHashSet<>()).add(row.text(col))
+      if (lookupValues
+              .computeIfAbsent(lookup, l -> new java.util.LinkedHashSet<>())
+              .add(row.text(col))
           && ++lookupCount > bound) {
         fail("budget-exceeded");
       }

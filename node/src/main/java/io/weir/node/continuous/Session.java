@@ -18,17 +18,20 @@ import java.util.TreeMap;
  *
  * <p>Lifecycle: created without a result, numbering after the replay log's last stored sequence
  * ({@link #continueAfter}); the first successful authoritative read proposes an {@code
- * InitialResult}, each later one the difference ({@link ResultDiff}). A proposal's events are
- * sent to the durable replay log and the proposal becomes the session's state ({@link #apply}); its
+ * InitialResult}, each later one the difference ({@link ResultDiff}). A proposal's events are sent
+ * to the durable replay log and the proposal becomes the session's state ({@link #apply}); its
  * events reach subscribers ({@link #publish}) only once the log holds them, in the same engine task
  * (a failed append ends the session, which starts again from the log), so sequences are contiguous
- * across restarts and nodes. A read that fails leaves the result as it
- * was and marks a repair pending (counted by reason); the next transaction or refresh tick reads
- * again. Event ids are signed replay tokens ({@code ReplayToken}); the epoch only names this
- * session object (a node run) in events and status.
+ * across restarts and nodes. A read that fails leaves the result as it was and marks a repair
+ * pending (counted by reason); the next transaction or refresh tick reads again. Event ids are
+ * signed replay tokens ({@code ReplayToken}); the epoch only names this session object (a node run)
+ * in events and status.
  */
 public final class Session {
-  /** One event of the replay log, as sent: {@code data} is its JSON. {@code toString} names no value. */
+  /**
+   * One event of the replay log, as sent: {@code data} is its JSON. {@code toString} names no
+   * value.
+   */
   public record Event(String id, long sequence, String type, String data) {
     @Override
     public String toString() {
@@ -42,7 +45,10 @@ public final class Session {
 
     void close();
 
-    /** The principal reading the stream (its access is checked again every refresh); null: not checked. */
+    /**
+     * The principal reading the stream (its access is checked again every refresh); null: not
+     * checked.
+     */
     default String principal() {
       return null;
     }
@@ -51,14 +57,27 @@ public final class Session {
   final RegistrationStore.Stored registration;
   final ContinuousSql.Parsed parsed;
   Set<String> tables; // null: unknown, every transaction is relevant
-  /** The result's order computed in Java, or null when a column type's order cannot be reproduced. */
+
+  /**
+   * The result's order computed in Java, or null when a column type's order cannot be reproduced.
+   */
   final ResultOrder order;
-  /** Why this session is maintained by full reads only, or null when the scoped delta (tier 2) applies. */
+
+  /**
+   * Why this session is maintained by full reads only, or null when the scoped delta (tier 2)
+   * applies.
+   */
   String fullOnly;
+
   final String epoch;
   private final int retained;
-  /** The SSE event id of a sequence: a signed replay token ("" while the cluster's keys are not loaded). */
+
+  /**
+   * The SSE event id of a sequence: a signed replay token ("" while the cluster's keys are not
+   * loaded).
+   */
   private final java.util.function.LongFunction<String> ids;
+
   private List<ResultRow> current; // null until the first successful read
   private long sequence;
   private final Deque<Event> log = new ArrayDeque<>();
@@ -69,13 +88,21 @@ public final class Session {
   long unrelatedTransactions;
   long incrementalTransactions;
   long duplicateTransactions;
-  /** Scoped deltas a custom evaluator computed (the merge rule may still send one to a full read). */
+
+  /**
+   * Scoped deltas a custom evaluator computed (the merge rule may still send one to a full read).
+   */
   long evaluatorTransactions;
+
   /** Scoped deltas whose affected keys came (partly) from a lookup rule of a joined table. */
   long lookupTransactions;
 
-  /** The impact rules in force: the registered ones, less lookup rules the current plan no longer has. */
+  /**
+   * The impact rules in force: the registered ones, less lookup rules the current plan no longer
+   * has.
+   */
   Definition.Impact impact;
+
   /** {@link #fullOnly} as the registration alone decides it. */
   private final String registeredFullOnly;
 
@@ -84,8 +111,8 @@ public final class Session {
    * change). With the registered table set and the same key-table rule it keeps its rules, less any
    * lookup the plan no longer shows (a new one is not taken up: the registration did not have it).
    * Otherwise (a policy added since reads another table, or reads a joined one another way, or the
-   * key table's rule is gone) it takes the new table set and is maintained by full reads
-   * ({@code plan-changed}) until the query is registered anew.
+   * key table's rule is gone) it takes the new table set and is maintained by full reads ({@code
+   * plan-changed}) until the query is registered anew.
    *
    * @return whether the session now differs from its registration
    */
@@ -100,7 +127,9 @@ public final class Session {
       return false;
     }
     Definition.Impact n = now.impact();
-    if (n == null || !registered.table().equals(n.table()) || !registered.sourceColumns().equals(n.sourceColumns())
+    if (n == null
+        || !registered.table().equals(n.table())
+        || !registered.sourceColumns().equals(n.sourceColumns())
         || !registered.castTypes().equals(n.castTypes())) {
       return changed(now.tables());
     }
@@ -110,7 +139,9 @@ public final class Session {
         kept.add(l);
       }
     }
-    restore(new Definition.Impact(registered.table(), registered.sourceColumns(), registered.castTypes(), kept));
+    restore(
+        new Definition.Impact(
+            registered.table(), registered.sourceColumns(), registered.castTypes(), kept));
     return kept.size() != registered.lookups().size();
   }
 
@@ -137,47 +168,82 @@ public final class Session {
     impact = rules;
     fullOnly = registeredFullOnly;
   }
+
   /** Transactions the trusted projector (tier 1) decided without a read. */
   long projectedTransactions;
+
   /** Why the projector is no longer used for this session (a catalog change), or null. */
   String projectorOff;
+
   long fullReads;
   long rowsRead;
   long visibilityRetries;
   long revokedStreams;
   final Map<String, Long> repairsByReason = new TreeMap<>();
   final Map<String, Long> failuresByReason = new TreeMap<>();
+
   /** Tier-2 attempts that a safety rule sent to a full read, by rule. */
   final Map<String, Long> fallbacksByReason = new TreeMap<>();
-  /** Time to maintain the result for one relevant transaction (reads, merge, events), microseconds. */
-  final org.HdrHistogram.Histogram maintenanceMicros = new org.HdrHistogram.Histogram(3_600_000_000L, 2);
-  /** Scoped deltas since the last full read, and when that read was (System.nanoTime), for periodic repairs. */
+
+  /**
+   * Time to maintain the result for one relevant transaction (reads, merge, events), microseconds.
+   */
+  final org.HdrHistogram.Histogram maintenanceMicros =
+      new org.HdrHistogram.Histogram(3_600_000_000L, 2);
+
+  /**
+   * Scoped deltas since the last full read, and when that read was (System.nanoTime), for periodic
+   * repairs.
+   */
   long deltasSinceFullRead;
+
   long lastFullReadNanos = System.nanoTime();
-  /** The highest commit LSN this session has handled; a transaction at or below it is a duplicate. */
+
+  /**
+   * The highest commit LSN this session has handled; a transaction at or below it is a duplicate.
+   */
   io.weir.protocol.Lsn handledThrough;
+
   String lastLsn;
   String repairPending; // reason, or null
-  /** The replay log refused or failed an append: the engine drops this session and starts it again. */
+
+  /**
+   * The replay log refused or failed an append: the engine drops this session and starts it again.
+   */
   boolean stale;
+
   long prunedThrough;
-  /** When the session's latest append was answered (System.nanoTime; 0: none in this transaction). */
+
+  /**
+   * When the session's latest append was answered (System.nanoTime; 0: none in this transaction).
+   */
   volatile long appendDoneNanos;
-  /** The replay log's entry at sequence {@code s} is its journal event {@code s - logOffset} (ADR 0025). */
+
+  /**
+   * The replay log's entry at sequence {@code s} is its journal event {@code s - logOffset} (ADR
+   * 0025).
+   */
   long logOffset;
 
-  Session(RegistrationStore.Stored registration, String epoch, int retained, java.util.function.LongFunction<String> ids) {
+  Session(
+      RegistrationStore.Stored registration,
+      String epoch,
+      int retained,
+      java.util.function.LongFunction<String> ids) {
     this.ids = ids;
     this.registration = registration;
     this.parsed = ContinuousSql.parse(registration.definition().sql());
     Definition d = registration.definition();
     this.tables = d.tables() == null ? null : Set.copyOf(d.tables());
     this.order = ResultOrder.of(d);
-    this.fullOnly = tables == null ? "unknown-table-set"
-        : !d.incremental() ? "maintenance-full"
-        : d.impact() == null ? "no-impact-plan"
-        : order == null ? "order-not-comparable"
-        : null;
+    this.fullOnly =
+        tables == null
+            ? "unknown-table-set"
+            : !d.incremental()
+                ? "maintenance-full"
+                : d.impact() == null
+                    ? "no-impact-plan"
+                    : order == null ? "order-not-comparable" : null;
     this.registeredFullOnly = fullOnly;
     this.impact = d.impact();
     this.epoch = epoch;
@@ -207,14 +273,17 @@ public final class Session {
   }
 
   /**
-   * A change of the result not yet committed: its events, numbered after the committed sequence.
-   * It changes the session only through {@link #apply} (its events sent to the replay log first),
-   * and reaches subscribers only through {@link #publish}, after the events are durable; an
-   * abandoned proposal leaves the session as it was.
+   * A change of the result not yet committed: its events, numbered after the committed sequence. It
+   * changes the session only through {@link #apply} (its events sent to the replay log first), and
+   * reaches subscribers only through {@link #publish}, after the events are durable; an abandoned
+   * proposal leaves the session as it was.
    */
   record Proposal(List<ResultRow> result, List<Event> events) {}
 
-  /** The events that turn the current result into {@code result}; {@code lsn} the last transaction it includes (may be null). */
+  /**
+   * The events that turn the current result into {@code result}; {@code lsn} the last transaction
+   * it includes (may be null).
+   */
   Proposal propose(List<ResultRow> result, String lsn) {
     List<ObjectNode> changes;
     if (current == null) {
@@ -266,13 +335,14 @@ public final class Session {
   /** Sends an applied proposal's events to the subscribers. */
   void publish(Proposal p) {
     for (Event event : p.events()) {
-      subscribers.removeIf(s -> {
-        if (s.offer(event)) {
-          return false;
-        }
-        s.close();
-        return true;
-      });
+      subscribers.removeIf(
+          s -> {
+            if (s.offer(event)) {
+              return false;
+            }
+            s.close();
+            return true;
+          });
     }
   }
 
@@ -281,7 +351,10 @@ public final class Session {
     return sequence;
   }
 
-  /** Continues numbering after {@code last}, the replay log's highest sequence (a restart or another node's session). */
+  /**
+   * Continues numbering after {@code last}, the replay log's highest sequence (a restart or another
+   * node's session).
+   */
   void continueAfter(long last) {
     if (current != null || sequence != 0) {
       throw new IllegalStateException("only a new session continues a replay log");
@@ -319,8 +392,11 @@ public final class Session {
         }
         subscribers.add(s);
         return;
-      } else if (durable != null && !durable.isEmpty() && durable.get(0).sequence() == position + 1
-          && (durable.get(durable.size() - 1).sequence() >= sequence || retainedAfter(durable.get(durable.size() - 1).sequence()))) {
+      } else if (durable != null
+          && !durable.isEmpty()
+          && durable.get(0).sequence() == position + 1
+          && (durable.get(durable.size() - 1).sequence() >= sequence
+              || retainedAfter(durable.get(durable.size() - 1).sequence()))) {
         long last = position;
         for (Event e : durable) {
           if (!s.offer(e)) {
@@ -346,8 +422,13 @@ public final class Session {
       return;
     }
     if (reason != null) {
-      ObjectNode reset2 = JsonNodeFactory.instance.objectNode().put("type", "ResultReset").put("reason", reason)
-          .put("sequence", sequence).put("epoch", epoch);
+      ObjectNode reset2 =
+          JsonNodeFactory.instance
+              .objectNode()
+              .put("type", "ResultReset")
+              .put("reason", reason)
+              .put("sequence", sequence)
+              .put("epoch", epoch);
       if (!s.offer(new Event(ids.apply(sequence), sequence, "ResultReset", reset2.toString()))) {
         s.close();
         return;
@@ -377,14 +458,15 @@ public final class Session {
   /** Ends the streams of subscribers that {@code revoked} selects (their principal lost access). */
   int closeWhere(java.util.function.Predicate<Subscriber> revoked) {
     int[] closed = {0};
-    subscribers.removeIf(s -> {
-      if (revoked.test(s)) {
-        s.close();
-        closed[0]++;
-        return true;
-      }
-      return false;
-    });
+    subscribers.removeIf(
+        s -> {
+          if (revoked.test(s)) {
+            s.close();
+            closed[0]++;
+            return true;
+          }
+          return false;
+        });
     return closed[0];
   }
 
@@ -411,7 +493,9 @@ public final class Session {
     s.put("id", registration.id());
     s.put("scope", registration.scope());
     s.put("active", active);
-    s.put("state", current == null ? "initialising" : repairPending != null ? "repair-pending" : "current");
+    s.put(
+        "state",
+        current == null ? "initialising" : repairPending != null ? "repair-pending" : "current");
     s.put("epoch", epoch);
     s.put("sequence", sequence);
     s.put("rows", current == null ? 0 : current.size());

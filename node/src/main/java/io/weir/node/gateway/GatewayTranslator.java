@@ -22,7 +22,8 @@ import org.apache.pekko.util.ByteString;
 /**
  * Turns a protocol {@link ClientRequest} into the HTTP request it stands for, and the node's HTTP
  * answer into a {@link ClientReply}. Pure translation: the request is then served by the node's own
- * routes, so a protocol client is authenticated, authorised and limited exactly like an HTTP caller.
+ * routes, so a protocol client is authenticated, authorised and limited exactly like an HTTP
+ * caller.
  */
 final class GatewayTranslator {
   private final ObjectMapper json;
@@ -31,22 +32,26 @@ final class GatewayTranslator {
     this.json = json;
   }
 
-  HttpRequest toHttp(ClientRequest request) throws com.fasterxml.jackson.core.JsonProcessingException {
+  HttpRequest toHttp(ClientRequest request)
+      throws com.fasterxml.jackson.core.JsonProcessingException {
     List<HttpHeader> headers = new ArrayList<>();
     headers.add(Authorization.oauth2(request.credentials().bearerToken()));
     headers.add(RawHeader.create("X-Weir-Via", "protocol"));
     if (request instanceof ClientRequest.PutDocument put) {
       conditional(headers, put.ifMatch(), put.idempotencyKey());
-      return HttpRequest.PUT(documentPath(put.collection(), put.id())).addHeaders(headers)
+      return HttpRequest.PUT(documentPath(put.collection(), put.id()))
+          .addHeaders(headers)
           .withEntity(ContentTypes.APPLICATION_JSON, json.writeValueAsBytes(put.body()));
     } else if (request instanceof ClientRequest.GetDocument get) {
       return HttpRequest.GET(documentPath(get.collection(), get.id())).addHeaders(headers);
     } else if (request instanceof ClientRequest.DeleteDocument delete) {
       conditional(headers, delete.ifMatch(), delete.idempotencyKey());
-      return HttpRequest.create(documentPath(delete.collection(), delete.id())).withMethod(HttpMethods.DELETE)
+      return HttpRequest.create(documentPath(delete.collection(), delete.id()))
+          .withMethod(HttpMethods.DELETE)
           .addHeaders(headers);
     } else if (request instanceof ClientRequest.Post post) {
-      return HttpRequest.POST(post.endpoint().path()).addHeaders(headers)
+      return HttpRequest.POST(post.endpoint().path())
+          .addHeaders(headers)
           .withEntity(ContentTypes.APPLICATION_JSON, json.writeValueAsBytes(post.body()));
     }
     throw new IllegalArgumentException("unknown request type");
@@ -60,7 +65,8 @@ final class GatewayTranslator {
   ClientReply toReply(HttpResponse response, ByteString entity) {
     int status = response.status().intValue();
     if (status >= 200 && status < 300) {
-      Long revision = response.getHeader(ETag.class).map(e -> parseRevision(e.etag().tag())).orElse(null);
+      Long revision =
+          response.getHeader(ETag.class).map(e -> parseRevision(e.etag().tag())).orElse(null);
       JsonNode body = null;
       if (!entity.isEmpty()) {
         try {
@@ -74,14 +80,22 @@ final class GatewayTranslator {
     try {
       JsonNode body = json.readTree(entity.toArray());
       if (body != null && body.hasNonNull("error")) {
-        return new ClientReply.Failed(status, new ErrorBody(body.get("error").asText(),
-            body.path("message").asText(""), body.path("retryable").asBoolean(false)));
+        return new ClientReply.Failed(
+            status,
+            new ErrorBody(
+                body.get("error").asText(),
+                body.path("message").asText(""),
+                body.path("retryable").asBoolean(false)));
       }
     } catch (java.io.IOException e) {
       // falls through: not a typed body
     }
-    return new ClientReply.Failed(status, new ErrorBody(ErrorCode.INTERNAL.wire(),
-        "the node answered HTTP status " + status + " without a typed error body", status >= 500));
+    return new ClientReply.Failed(
+        status,
+        new ErrorBody(
+            ErrorCode.INTERNAL.wire(),
+            "the node answered HTTP status " + status + " without a typed error body",
+            status >= 500));
   }
 
   static ClientReply failed(int status, ErrorCode code, String message) {
@@ -114,11 +128,17 @@ final class GatewayTranslator {
     StringBuilder out = new StringBuilder(value.length() + 8);
     for (byte b : value.getBytes(StandardCharsets.UTF_8)) {
       int c = b & 0xff;
-      if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-          || c == '-' || c == '.' || c == '_' || c == '~') {
+      if ((c >= 'a' && c <= 'z')
+          || (c >= 'A' && c <= 'Z')
+          || (c >= '0' && c <= '9')
+          || c == '-'
+          || c == '.'
+          || c == '_'
+          || c == '~') {
         out.append((char) c);
       } else {
-        out.append('%').append(Character.toUpperCase(Character.forDigit(c >> 4, 16)))
+        out.append('%')
+            .append(Character.toUpperCase(Character.forDigit(c >> 4, 16)))
             .append(Character.toUpperCase(Character.forDigit(c & 0xf, 16)));
       }
     }

@@ -23,11 +23,11 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The entry point of protocol clients on a server node, at {@value ClientRequest#GATEWAY_PATH}. Each
- * {@link ClientRequest} is served by the node's own HTTP routes, in process (no socket): the same
- * authentication, grants, collection policies, size limits, admission control and typed errors as
- * the HTTP API, by the same code, so the two surfaces cannot drift apart. The sender gets one {@link
- * ClientReply}.
+ * The entry point of protocol clients on a server node, at {@value ClientRequest#GATEWAY_PATH}.
+ * Each {@link ClientRequest} is served by the node's own HTTP routes, in process (no socket): the
+ * same authentication, grants, collection policies, size limits, admission control and typed errors
+ * as the HTTP API, by the same code, so the two surfaces cannot drift apart. The sender gets one
+ * {@link ClientReply}.
  *
  * <p>At most {@code maxInFlight} requests are served at once; more are refused at once with {@code
  * busy} (retryable), so a client that floods one node cannot queue unbounded work on it. Nothing of
@@ -46,8 +46,11 @@ public final class ProtocolGateway extends AbstractActor {
   private final int maxInFlight;
   private final AtomicInteger inFlight = new AtomicInteger();
 
-  private ProtocolGateway(Function<HttpRequest, CompletionStage<HttpResponse>> handler, Materializer materializer,
-      Duration entityTimeout, int maxInFlight) {
+  private ProtocolGateway(
+      Function<HttpRequest, CompletionStage<HttpResponse>> handler,
+      Materializer materializer,
+      Duration entityTimeout,
+      int maxInFlight) {
     this.translator = new GatewayTranslator(new ObjectMapper());
     this.handler = handler;
     this.materializer = materializer;
@@ -58,13 +61,21 @@ public final class ProtocolGateway extends AbstractActor {
   /**
    * Starts the gateway of this node over {@code routes} (the node's complete, sealed HTTP routes).
    */
-  public static ActorRef start(ActorSystem<?> system, Route routes, Duration entityTimeout, int maxInFlight) {
+  public static ActorRef start(
+      ActorSystem<?> system, Route routes, Duration entityTimeout, int maxInFlight) {
     Function<HttpRequest, CompletionStage<HttpResponse>> handler = routes.seal().handler(system);
     Materializer materializer = Materializer.matFromSystem(system);
-    ActorRef gateway = ((ExtendedActorSystem) system.classicSystem()).systemActorOf(
-        Props.create(ProtocolGateway.class, () -> new ProtocolGateway(handler, materializer, entityTimeout, maxInFlight)),
-        NAME);
-    log.info("protocol gateway at {} (at most {} requests at once)", gateway.path().toStringWithoutAddress(), maxInFlight);
+    ActorRef gateway =
+        ((ExtendedActorSystem) system.classicSystem())
+            .systemActorOf(
+                Props.create(
+                    ProtocolGateway.class,
+                    () -> new ProtocolGateway(handler, materializer, entityTimeout, maxInFlight)),
+                NAME);
+    log.info(
+        "protocol gateway at {} (at most {} requests at once)",
+        gateway.path().toStringWithoutAddress(),
+        maxInFlight);
     return gateway;
   }
 
@@ -72,7 +83,10 @@ public final class ProtocolGateway extends AbstractActor {
   public Receive createReceive() {
     return receiveBuilder()
         .match(ClientRequest.class, this::serve)
-        .matchAny(other -> log.warn("protocol gateway: ignored a message of type {}", other.getClass().getName()))
+        .matchAny(
+            other ->
+                log.warn(
+                    "protocol gateway: ignored a message of type {}", other.getClass().getName()))
         .build();
   }
 
@@ -80,25 +94,40 @@ public final class ProtocolGateway extends AbstractActor {
     ActorRef replyTo = getSender();
     if (inFlight.incrementAndGet() > maxInFlight) {
       inFlight.decrementAndGet();
-      replyTo.tell(GatewayTranslator.failed(429, ErrorCode.BUSY,
-          "this node's protocol gateway is serving its maximum of requests; retry shortly"), ActorRef.noSender());
+      replyTo.tell(
+          GatewayTranslator.failed(
+              429,
+              ErrorCode.BUSY,
+              "this node's protocol gateway is serving its maximum of requests; retry shortly"),
+          ActorRef.noSender());
       return;
     }
     CompletionStage<ClientReply> reply;
     try {
       HttpRequest http = translator.toHttp(request);
-      reply = handler.apply(http).thenCompose(response -> response.entity().toStrict(entityTimeout.toMillis(), materializer)
-          .thenApply(strict -> translator.toReply(response, strict.getData())));
+      reply =
+          handler
+              .apply(http)
+              .thenCompose(
+                  response ->
+                      response
+                          .entity()
+                          .toStrict(entityTimeout.toMillis(), materializer)
+                          .thenApply(strict -> translator.toReply(response, strict.getData())));
     } catch (Exception e) {
       reply = CompletableFuture.failedFuture(e);
     }
-    reply.whenComplete((answer, error) -> {
-      inFlight.decrementAndGet();
-      if (error != null) {
-        log.warn("protocol gateway: {} failed: {}", request.operation(), SafeErrors.describe(error));
-        answer = GatewayTranslator.failed(500, ErrorCode.INTERNAL, "the request failed on the node; see its log");
-      }
-      replyTo.tell(answer, ActorRef.noSender());
-    });
+    reply.whenComplete(
+        (answer, error) -> {
+          inFlight.decrementAndGet();
+          if (error != null) {
+            log.warn(
+                "protocol gateway: {} failed: {}", request.operation(), SafeErrors.describe(error));
+            answer =
+                GatewayTranslator.failed(
+                    500, ErrorCode.INTERNAL, "the request failed on the node; see its log");
+          }
+          replyTo.tell(answer, ActorRef.noSender());
+        });
   }
 }

@@ -3,12 +3,12 @@ package io.weir.node.http;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.node.Documents;
-import io.weir.node.auth.Access;
-import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.node.NodeView;
-import io.weir.node.cdc.PipelineAdmin;
+import io.weir.node.auth.Access;
 import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Principal;
+import io.weir.node.cdc.PipelineAdmin;
+import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.Lsn;
@@ -35,12 +35,8 @@ import java.util.function.Function;
 import java.util.function.Supplier;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
-import org.apache.pekko.http.javadsl.model.StatusCodes;
 import org.apache.pekko.http.javadsl.model.headers.ETag;
 import org.apache.pekko.http.javadsl.model.headers.EntityTag;
-import org.apache.pekko.http.javadsl.model.headers.RawHeader;
-import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
-import org.apache.pekko.http.javadsl.server.AllDirectives;
 import org.apache.pekko.http.javadsl.server.ExceptionHandler;
 import org.apache.pekko.http.javadsl.server.MethodRejection;
 import org.apache.pekko.http.javadsl.server.PathMatchers;
@@ -64,7 +60,8 @@ import org.slf4j.LoggerFactory;
  *       administrator, the scrape token ({@code weir.metrics.token}) or anyone with {@code
  *       weir.metrics.anonymous} (docs/metrics.md); {@code GET /admin/metrics} serves the same to
  *       administrators.
- *   <li>{@code GET /admin/cluster}: cluster membership ({@link io.weir.protocol.http.ClusterStatus}).
+ *   <li>{@code GET /admin/cluster}: cluster membership ({@link
+ *       io.weir.protocol.http.ClusterStatus}).
  *   <li>{@code GET /admin/partitions}: how many partitions run, per node ({@link
  *       io.weir.protocol.http.PartitionsStatus}).
  *   <li>{@code GET /admin/outbox/status[?partition=N]}: one partition's outbox counters and
@@ -88,9 +85,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>{@code /admin/*} needs a cluster administrator's bearer token: 401 without a token or with an
  * unknown one, 403 for an authenticated principal who is not an administrator. {@code /v1/*} needs
- * the collection's grant ({@code DocumentsRead} or {@code DocumentsWrite}; administrators hold every
- * grant), 403 without it. Every error is a JSON {@link ErrorBody}
- * with a typed code; no reply or log line carries a token, a row value or a document body.
+ * the collection's grant ({@code DocumentsRead} or {@code DocumentsWrite}; administrators hold
+ * every grant), 403 without it. Every error is a JSON {@link ErrorBody} with a typed code; no reply
+ * or log line carries a token, a row value or a document body.
  */
 public final class HttpApi extends JsonRoutes {
   private static final Logger log = LoggerFactory.getLogger(HttpApi.class);
@@ -115,7 +112,11 @@ public final class HttpApi extends JsonRoutes {
    * @param metrics Prometheus text exposition of the node's meters, or null for none
    */
   public HttpApi(
-      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics) {
+      ObjectMapper json,
+      Authenticator authenticator,
+      NodeView node,
+      PipelineAdmin pipelines,
+      Supplier<String> metrics) {
     this(json, authenticator, node, pipelines, metrics, null, 0);
   }
 
@@ -124,9 +125,24 @@ public final class HttpApi extends JsonRoutes {
    * @param maxDocumentBytes the largest request body a document PUT accepts
    */
   public HttpApi(
-      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
-      Documents documents, long maxDocumentBytes) {
-    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, null, null, null);
+      ObjectMapper json,
+      Authenticator authenticator,
+      NodeView node,
+      PipelineAdmin pipelines,
+      Supplier<String> metrics,
+      Documents documents,
+      long maxDocumentBytes) {
+    this(
+        json,
+        authenticator,
+        node,
+        pipelines,
+        metrics,
+        documents,
+        maxDocumentBytes,
+        null,
+        null,
+        null);
   }
 
   /**
@@ -134,18 +150,56 @@ public final class HttpApi extends JsonRoutes {
    * @param tokenKeys the cluster's token keys, or null for none (routes answer 404)
    */
   public HttpApi(
-      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
-      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys) {
-    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, projections, tokenKeys, null);
+      ObjectMapper json,
+      Authenticator authenticator,
+      NodeView node,
+      PipelineAdmin pipelines,
+      Supplier<String> metrics,
+      Documents documents,
+      long maxDocumentBytes,
+      io.weir.node.Projections projections,
+      io.weir.node.TokenKeys tokenKeys) {
+    this(
+        json,
+        authenticator,
+        node,
+        pipelines,
+        metrics,
+        documents,
+        maxDocumentBytes,
+        projections,
+        tokenKeys,
+        null);
   }
 
-  /** @param principals the stored principals, or null for none ({@code /admin/principals} answers 404) */
+  /**
+   * @param principals the stored principals, or null for none ({@code /admin/principals} answers
+   *     404)
+   */
   public HttpApi(
-      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
-      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys,
+      ObjectMapper json,
+      Authenticator authenticator,
+      NodeView node,
+      PipelineAdmin pipelines,
+      Supplier<String> metrics,
+      Documents documents,
+      long maxDocumentBytes,
+      io.weir.node.Projections projections,
+      io.weir.node.TokenKeys tokenKeys,
       io.weir.node.auth.Principals principals) {
-    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, projections, tokenKeys, principals,
-        null, null);
+    this(
+        json,
+        authenticator,
+        node,
+        pipelines,
+        metrics,
+        documents,
+        maxDocumentBytes,
+        projections,
+        tokenKeys,
+        principals,
+        null,
+        null);
   }
 
   /**
@@ -155,18 +209,50 @@ public final class HttpApi extends JsonRoutes {
    *     /v1/query} answer 404)
    */
   public HttpApi(
-      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
-      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys,
-      io.weir.node.auth.Principals principals, io.weir.node.auth.Policies policies, io.weir.node.Feeds feeds) {
-    this(json, authenticator, node, pipelines, metrics, documents, maxDocumentBytes, projections, tokenKeys, principals,
-        policies, feeds, null);
+      ObjectMapper json,
+      Authenticator authenticator,
+      NodeView node,
+      PipelineAdmin pipelines,
+      Supplier<String> metrics,
+      Documents documents,
+      long maxDocumentBytes,
+      io.weir.node.Projections projections,
+      io.weir.node.TokenKeys tokenKeys,
+      io.weir.node.auth.Principals principals,
+      io.weir.node.auth.Policies policies,
+      io.weir.node.Feeds feeds) {
+    this(
+        json,
+        authenticator,
+        node,
+        pipelines,
+        metrics,
+        documents,
+        maxDocumentBytes,
+        projections,
+        tokenKeys,
+        principals,
+        policies,
+        feeds,
+        null);
   }
 
-  /** @param continuous continuous queries, or null for none ({@code /v1/continuous} answers 404) */
+  /**
+   * @param continuous continuous queries, or null for none ({@code /v1/continuous} answers 404)
+   */
   public HttpApi(
-      ObjectMapper json, Authenticator authenticator, NodeView node, PipelineAdmin pipelines, Supplier<String> metrics,
-      Documents documents, long maxDocumentBytes, io.weir.node.Projections projections, io.weir.node.TokenKeys tokenKeys,
-      io.weir.node.auth.Principals principals, io.weir.node.auth.Policies policies, io.weir.node.Feeds feeds,
+      ObjectMapper json,
+      Authenticator authenticator,
+      NodeView node,
+      PipelineAdmin pipelines,
+      Supplier<String> metrics,
+      Documents documents,
+      long maxDocumentBytes,
+      io.weir.node.Projections projections,
+      io.weir.node.TokenKeys tokenKeys,
+      io.weir.node.auth.Principals principals,
+      io.weir.node.auth.Policies policies,
+      io.weir.node.Feeds feeds,
       io.weir.node.continuous.ContinuousQueries continuous) {
     super(json);
     this.continuousRoutes = continuous == null ? null : new ContinuousRoutes(json, continuous);
@@ -174,7 +260,10 @@ public final class HttpApi extends JsonRoutes {
     this.policyRoutes = policies == null ? null : new PolicyRoutes(json, policies);
     this.feedRoutes = feeds == null ? null : new FeedRoutes(json, feeds, authenticator);
     this.principals = principals == null ? null : new PrincipalRoutes(json, principals);
-    this.projections = projections == null ? null : new ProjectionRoutes(json, projections, documents, maxDocumentBytes);
+    this.projections =
+        projections == null
+            ? null
+            : new ProjectionRoutes(json, projections, documents, maxDocumentBytes);
     this.tokens = tokenKeys == null ? null : new TokenRoutes(json, tokenKeys);
     this.authenticator = authenticator;
     this.node = node;
@@ -202,37 +291,58 @@ public final class HttpApi extends JsonRoutes {
   }
 
   private io.weir.node.metrics.HttpMetrics httpMetrics;
-  private io.weir.node.metrics.MetricsSettings metricsAccess = io.weir.node.metrics.MetricsSettings.DEFAULTS;
+  private io.weir.node.metrics.MetricsSettings metricsAccess =
+      io.weir.node.metrics.MetricsSettings.DEFAULTS;
 
   /**
-   * Times and counts every request on {@code http} (call before {@link #routes()}), and opens {@code
-   * GET /metrics} as {@code access} says.
+   * Times and counts every request on {@code http} (call before {@link #routes()}), and opens
+   * {@code GET /metrics} as {@code access} says.
    */
-  public HttpApi withMetrics(io.weir.node.metrics.HttpMetrics http, io.weir.node.metrics.MetricsSettings access) {
+  public HttpApi withMetrics(
+      io.weir.node.metrics.HttpMetrics http, io.weir.node.metrics.MetricsSettings access) {
     this.httpMetrics = http;
     this.metricsAccess = access;
     return this;
   }
 
   public Route routes() {
-    Route all = handleExceptions(
-        exceptionHandler(),
-        () ->
-            handleRejections(
-                rejectionHandler(),
-                () ->
-                    concat(
-                        path("openapi.json", () -> get(() -> complete(HttpResponse.create()
-                            .withEntity(ContentTypes.APPLICATION_JSON, OpenApi.document())))),
-                        path("metrics", () -> get(this::metricsEndpoint)),
-                        pathPrefix("console", console::routes),
-                        pathPrefix("health", this::healthRoutes),
-                        pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
-                        pathPrefix("v1", () -> authenticated(principal -> concat(
-                            pathPrefix("continuous", () -> continuousRoutes == null
-                                ? error(ErrorCode.NOT_FOUND, "continuous queries are not configured: no pipeline has sink.type = continuous")
-                                : continuousRoutes.routes(principal)),
-                            documentRoutes(principal)))))));
+    Route all =
+        handleExceptions(
+            exceptionHandler(),
+            () ->
+                handleRejections(
+                    rejectionHandler(),
+                    () ->
+                        concat(
+                            path(
+                                "openapi.json",
+                                () ->
+                                    get(
+                                        () ->
+                                            complete(
+                                                HttpResponse.create()
+                                                    .withEntity(
+                                                        ContentTypes.APPLICATION_JSON,
+                                                        OpenApi.document())))),
+                            path("metrics", () -> get(this::metricsEndpoint)),
+                            pathPrefix("console", console::routes),
+                            pathPrefix("health", this::healthRoutes),
+                            pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
+                            pathPrefix(
+                                "v1",
+                                () ->
+                                    authenticated(
+                                        principal ->
+                                            concat(
+                                                pathPrefix(
+                                                    "continuous",
+                                                    () ->
+                                                        continuousRoutes == null
+                                                            ? error(
+                                                                ErrorCode.NOT_FOUND,
+                                                                "continuous queries are not configured: no pipeline has sink.type = continuous")
+                                                            : continuousRoutes.routes(principal)),
+                                                documentRoutes(principal)))))));
     return httpMetrics == null ? all : httpMetrics.measured(() -> all);
   }
 
@@ -248,59 +358,134 @@ public final class HttpApi extends JsonRoutes {
     if (metricsAccess.anonymous()) {
       return exposition();
     }
-    return optionalHeaderValueByName("Authorization", header -> {
-      Optional<String> token = header.flatMap(HttpApi::bearerToken);
-      if (token.isPresent() && metricsAccess.scrapeToken().isPresent() && java.security.MessageDigest.isEqual(
-          token.get().getBytes(StandardCharsets.UTF_8), metricsAccess.scrapeToken().get().getBytes(StandardCharsets.UTF_8))) {
-        return exposition();
-      }
-      return administrator(principal -> exposition());
-    });
+    return optionalHeaderValueByName(
+        "Authorization",
+        header -> {
+          Optional<String> token = header.flatMap(HttpApi::bearerToken);
+          if (token.isPresent()
+              && metricsAccess.scrapeToken().isPresent()
+              && java.security.MessageDigest.isEqual(
+                  token.get().getBytes(StandardCharsets.UTF_8),
+                  metricsAccess.scrapeToken().get().getBytes(StandardCharsets.UTF_8))) {
+            return exposition();
+          }
+          return administrator(principal -> exposition());
+        });
   }
 
   /** The Prometheus text exposition format, version 0.0.4. */
   private static final org.apache.pekko.http.javadsl.model.ContentType.NonBinary PROMETHEUS_TEXT =
-      (org.apache.pekko.http.javadsl.model.ContentType.NonBinary) ContentTypes.parse("text/plain; version=0.0.4; charset=utf-8");
+      (org.apache.pekko.http.javadsl.model.ContentType.NonBinary)
+          ContentTypes.parse("text/plain; version=0.0.4; charset=utf-8");
 
   private Route exposition() {
-    return extractRequestContext(ctx -> complete(HttpResponse.create().withEntity(PROMETHEUS_TEXT, metrics.get())));
+    return extractRequestContext(
+        ctx -> complete(HttpResponse.create().withEntity(PROMETHEUS_TEXT, metrics.get())));
   }
 
   private Route healthRoutes() {
     return concat(
         path("alive", () -> get(() -> json(200, Map.of("status", "alive")))),
-        path("ready", () -> get(() -> extractRequestContext(ctx -> {
-          Readiness r = node.readiness();
-          return json(r.ready() ? 200 : 503, r);
-        }))));
+        path(
+            "ready",
+            () ->
+                get(
+                    () ->
+                        extractRequestContext(
+                            ctx -> {
+                              Readiness r = node.readiness();
+                              return json(r.ready() ? 200 : 503, r);
+                            }))));
   }
 
   private Route adminRoutes() {
     return concat(
-        path("cluster", () -> get(() -> onComplete(node.clusterStatus(), result -> result.isSuccess()
-            ? json(200, result.get())
-            : error(ErrorCode.UNAVAILABLE, "the cluster state could not be collected in time; retry")))),
-        path("partitions", () -> get(() -> onComplete(node.partitionsStatus(), result -> result.isSuccess()
-            ? json(200, result.get())
-            : error(ErrorCode.UNAVAILABLE, "the shard regions did not answer in time; retry")))),
-        path("metrics", () -> get(() -> metrics == null || !metricsAccess.enabled()
-            ? error(ErrorCode.NOT_FOUND, "no such resource")
-            : exposition())),
-        path(PathMatchers.segment("outbox").slash("settings"), () -> get(() -> outboxSettings == null
-            ? error(ErrorCode.NOT_FOUND, "no such resource")
-            : json(200, outboxSettings))),
-        path(PathMatchers.segment("outbox").slash("status"), () -> get(() -> parameterOptional("partition", this::outboxStatus))),
-        path(PathMatchers.segment("outbox").slash("purge"), () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
+        path(
+            "cluster",
+            () ->
+                get(
+                    () ->
+                        onComplete(
+                            node.clusterStatus(),
+                            result ->
+                                result.isSuccess()
+                                    ? json(200, result.get())
+                                    : error(
+                                        ErrorCode.UNAVAILABLE,
+                                        "the cluster state could not be collected in time; retry")))),
+        path(
+            "partitions",
+            () ->
+                get(
+                    () ->
+                        onComplete(
+                            node.partitionsStatus(),
+                            result ->
+                                result.isSuccess()
+                                    ? json(200, result.get())
+                                    : error(
+                                        ErrorCode.UNAVAILABLE,
+                                        "the shard regions did not answer in time; retry")))),
+        path(
+            "metrics",
+            () ->
+                get(
+                    () ->
+                        metrics == null || !metricsAccess.enabled()
+                            ? error(ErrorCode.NOT_FOUND, "no such resource")
+                            : exposition())),
+        path(
+            PathMatchers.segment("outbox").slash("settings"),
+            () ->
+                get(
+                    () ->
+                        outboxSettings == null
+                            ? error(ErrorCode.NOT_FOUND, "no such resource")
+                            : json(200, outboxSettings))),
+        path(
+            PathMatchers.segment("outbox").slash("status"),
+            () -> get(() -> parameterOptional("partition", this::outboxStatus))),
+        path(
+            PathMatchers.segment("outbox").slash("purge"),
+            () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes),
-        path("slots", () -> get(() -> slotLag == null
-            ? error(ErrorCode.NOT_FOUND, "no such resource")
-            : onComplete(slotLag.report(), result -> result.isSuccess()
-                ? json(200, result.get())
-                : error(ErrorCode.UNAVAILABLE, "the replication slots could not be read; retry")))),
-        pathPrefix("projections", () -> projections == null ? error(ErrorCode.NOT_FOUND, "no such resource") : projections.routes()),
-        pathPrefix("tokens", () -> tokens == null ? error(ErrorCode.NOT_FOUND, "no such resource") : tokens.routes()),
-        pathPrefix("principals", () -> principals == null ? error(ErrorCode.NOT_FOUND, "no such resource") : principals.routes()),
-        pathPrefix("policies", () -> policyRoutes == null ? error(ErrorCode.NOT_FOUND, "no such resource") : policyRoutes.routes()));
+        path(
+            "slots",
+            () ->
+                get(
+                    () ->
+                        slotLag == null
+                            ? error(ErrorCode.NOT_FOUND, "no such resource")
+                            : onComplete(
+                                slotLag.report(),
+                                result ->
+                                    result.isSuccess()
+                                        ? json(200, result.get())
+                                        : error(
+                                            ErrorCode.UNAVAILABLE,
+                                            "the replication slots could not be read; retry")))),
+        pathPrefix(
+            "projections",
+            () ->
+                projections == null
+                    ? error(ErrorCode.NOT_FOUND, "no such resource")
+                    : projections.routes()),
+        pathPrefix(
+            "tokens",
+            () ->
+                tokens == null ? error(ErrorCode.NOT_FOUND, "no such resource") : tokens.routes()),
+        pathPrefix(
+            "principals",
+            () ->
+                principals == null
+                    ? error(ErrorCode.NOT_FOUND, "no such resource")
+                    : principals.routes()),
+        pathPrefix(
+            "policies",
+            () ->
+                policyRoutes == null
+                    ? error(ErrorCode.NOT_FOUND, "no such resource")
+                    : policyRoutes.routes()));
   }
 
   /**
@@ -313,9 +498,12 @@ public final class HttpApi extends JsonRoutes {
       return error(ErrorCode.NOT_FOUND, "no such resource");
     }
     if (partition.isEmpty()) {
-      return onComplete(documents.statusAll(), result -> result.isSuccess()
-          ? json(200, result.get().stream().map(HttpApi::outboxStatus).toList())
-          : partitionUnavailable(result.failed().get()));
+      return onComplete(
+          documents.statusAll(),
+          result ->
+              result.isSuccess()
+                  ? json(200, result.get().stream().map(HttpApi::outboxStatus).toList())
+                  : partitionUnavailable(result.failed().get()));
     }
     int n;
     try {
@@ -324,19 +512,24 @@ public final class HttpApi extends JsonRoutes {
       n = -1;
     }
     if (n < 0 || n >= documents.partitions()) {
-      return error(ErrorCode.BAD_REQUEST, "partition must be a number from 0 to " + (documents.partitions() - 1));
+      return error(
+          ErrorCode.BAD_REQUEST,
+          "partition must be a number from 0 to " + (documents.partitions() - 1));
     }
-    return onComplete(documents.status(n), result -> result.isSuccess()
-        ? json(200, outboxStatus(result.get()))
-        : partitionUnavailable(result.failed().get()));
+    return onComplete(
+        documents.status(n),
+        result ->
+            result.isSuccess()
+                ? json(200, outboxStatus(result.get()))
+                : partitionUnavailable(result.failed().get()));
   }
 
   /** Outbox entries one purge request reclaims at most (a bounded prefix; ask again for more). */
   static final long MAX_PURGE_ENTRIES = 100_000;
 
   /**
-   * {@code POST /admin/outbox/purge} with {@code {"partition": N, "through": S}}: reclaims partition
-   * N's outbox entries up to S, at most {@link #MAX_PURGE_ENTRIES} per request (the
+   * {@code POST /admin/outbox/purge} with {@code {"partition": N, "through": S}}: reclaims
+   * partition N's outbox entries up to S, at most {@link #MAX_PURGE_ENTRIES} per request (the
    * reply's {@code more} says to ask again). 200 {@code {"partition", "outboxFirst", "outboxNext",
    * "purged", "more"}}; 400 for a bad body, a partition out of range, or S at or past the outbox's
    * end (nothing is purged then).
@@ -349,10 +542,14 @@ public final class HttpApi extends JsonRoutes {
     long through;
     try {
       com.fasterxml.jackson.databind.JsonNode root = json.readTree(body);
-      if (root == null || !root.isObject() || !root.path("partition").canConvertToInt()
-          || !root.path("partition").isIntegralNumber() || !root.path("through").isIntegralNumber()
+      if (root == null
+          || !root.isObject()
+          || !root.path("partition").canConvertToInt()
+          || !root.path("partition").isIntegralNumber()
+          || !root.path("through").isIntegralNumber()
           || !root.path("through").canConvertToLong()) {
-        return error(ErrorCode.BAD_REQUEST, "the body must be {\"partition\": N, \"through\": sequence}");
+        return error(
+            ErrorCode.BAD_REQUEST, "the body must be {\"partition\": N, \"through\": sequence}");
       }
       n = root.get("partition").intValue();
       through = root.get("through").longValue();
@@ -360,33 +557,69 @@ public final class HttpApi extends JsonRoutes {
       return error(ErrorCode.BAD_REQUEST, "the body is not valid JSON");
     }
     if (n < 0 || n >= documents.partitions()) {
-      return error(ErrorCode.BAD_REQUEST, "partition must be a number from 0 to " + (documents.partitions() - 1));
+      return error(
+          ErrorCode.BAD_REQUEST,
+          "partition must be a number from 0 to " + (documents.partitions() - 1));
     }
     if (through < 0) {
       return error(ErrorCode.BAD_REQUEST, "through must not be negative");
     }
     int partition = n;
-    return onComplete(documents.purge(n, through, MAX_PURGE_ENTRIES), result -> {
-      if (!result.isSuccess()) {
-        return partitionUnavailable(result.failed().get());
-      }
-      if (result.get() instanceof io.weir.sharding.partition.PartitionProtocol.PurgeRefused r) {
-        return error(ErrorCode.BAD_REQUEST, r.reason());
-      }
-      var p = (io.weir.sharding.partition.PartitionProtocol.OutboxPurged) result.get();
-      return json(200, Map.of("partition", partition, "outboxFirst", p.outboxFirst(), "outboxNext", p.outboxNext(),
-          "purged", p.purged(), "more", p.more(), "pinned", p.pinned()));
-    });
+    return onComplete(
+        documents.purge(n, through, MAX_PURGE_ENTRIES),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          if (result.get() instanceof io.weir.sharding.partition.PartitionProtocol.PurgeRefused r) {
+            return error(ErrorCode.BAD_REQUEST, r.reason());
+          }
+          var p = (io.weir.sharding.partition.PartitionProtocol.OutboxPurged) result.get();
+          return json(
+              200,
+              Map.of(
+                  "partition",
+                  partition,
+                  "outboxFirst",
+                  p.outboxFirst(),
+                  "outboxNext",
+                  p.outboxNext(),
+                  "purged",
+                  p.purged(),
+                  "more",
+                  p.more(),
+                  "pinned",
+                  p.pinned()));
+        });
   }
 
   private static OutboxStatus outboxStatus(PartitionStatus s) {
     Map<String, String> watermarks = new java.util.TreeMap<>();
     s.watermarks().forEach((source, lsn) -> watermarks.put(source, Lsn.of(lsn).toString()));
-    List<OutboxStatus.Consumer> consumers = s.consumers().stream().map(c -> new OutboxStatus.Consumer(c.name(),
-        c.generation(), c.collections(), c.kinds(), c.startAfter(), c.checkpoint(), s.outboxNext() - 1 - c.checkpoint(),
-        c.released())).toList();
-    return new OutboxStatus(s.partition(), s.documents(), s.outboxFirst(), s.outboxNext(), s.outboxEntries(),
-        s.outboxBytes(), s.journalEvents(), watermarks, consumers);
+    List<OutboxStatus.Consumer> consumers =
+        s.consumers().stream()
+            .map(
+                c ->
+                    new OutboxStatus.Consumer(
+                        c.name(),
+                        c.generation(),
+                        c.collections(),
+                        c.kinds(),
+                        c.startAfter(),
+                        c.checkpoint(),
+                        s.outboxNext() - 1 - c.checkpoint(),
+                        c.released()))
+            .toList();
+    return new OutboxStatus(
+        s.partition(),
+        s.documents(),
+        s.outboxFirst(),
+        s.outboxNext(),
+        s.outboxEntries(),
+        s.outboxBytes(),
+        s.journalEvents(),
+        watermarks,
+        consumers);
   }
 
   /**
@@ -404,8 +637,8 @@ public final class HttpApi extends JsonRoutes {
    *
    * <p>Writes take {@code If-Match: <revision>} (or {@code "<revision>"}; 0: must not exist), 409
    * {@link RevisionConflict} when it does not match, and {@code Idempotency-Key}: a retry with the
-   * same key (same operation, same document) gets the first reply again with {@code replayed:
-   * true} and writes nothing, as long as the partition remembers it (its last 10,000 commands).
+   * same key (same operation, same document) gets the first reply again with {@code replayed: true}
+   * and writes nothing, as long as the partition remembers it (its last 10,000 commands).
    * Collections are 1-128 of {@code [A-Za-z0-9_-]} for writes ({@code .} also for reads: CDC
    * collections), ids 1-512 characters without control characters (400 {@code invalid-name});
    * collections a pipeline's partition sink names are read-only (409 {@code
@@ -417,24 +650,57 @@ public final class HttpApi extends JsonRoutes {
       return error(ErrorCode.NOT_FOUND, "no such resource");
     }
     return concat(
-        path(PathMatchers.segment("documents").slash(PathMatchers.segment()).slash(PathMatchers.segment()),
-            (collection, id) -> concat(
-                put(() -> granted(principal, "DocumentsWrite", collection,
-                    p -> writeHeaders((expected, key) -> putDocument(p, collection, id, expected, key)))),
-                get(() -> granted(principal, "DocumentsRead", collection, p -> getDocument(p, collection, id))),
-                delete(() -> granted(principal, "DocumentsWrite", collection,
-                    p -> writeHeaders((expected, key) -> deleteDocument(p, collection, id, expected, key)))))),
+        path(
+            PathMatchers.segment("documents")
+                .slash(PathMatchers.segment())
+                .slash(PathMatchers.segment()),
+            (collection, id) ->
+                concat(
+                    put(
+                        () ->
+                            granted(
+                                principal,
+                                "DocumentsWrite",
+                                collection,
+                                p ->
+                                    writeHeaders(
+                                        (expected, key) ->
+                                            putDocument(p, collection, id, expected, key)))),
+                    get(
+                        () ->
+                            granted(
+                                principal,
+                                "DocumentsRead",
+                                collection,
+                                p -> getDocument(p, collection, id))),
+                    delete(
+                        () ->
+                            granted(
+                                principal,
+                                "DocumentsWrite",
+                                collection,
+                                p ->
+                                    writeHeaders(
+                                        (expected, key) ->
+                                            deleteDocument(p, collection, id, expected, key)))))),
         feedRoutes == null ? reject() : feedRoutes.routes(principal));
   }
 
   /**
    * {@code inner} when {@code principal} holds {@code grant} on {@code collection} (administrators
-   * hold all); 403 otherwise, after a second look at freshly loaded principals ({@link #grantChecked}).
+   * hold all); 403 otherwise, after a second look at freshly loaded principals ({@link
+   * #grantChecked}).
    */
-  private Route granted(Principal principal, String grant, String collection, Function<Principal, Route> inner) {
-    return grantChecked(authenticator, principal, p -> p.may(grant, collection)
-        ? inner.apply(p)
-        : new MissingGrant("this operation requires the grant " + grant + " on this collection"));
+  private Route granted(
+      Principal principal, String grant, String collection, Function<Principal, Route> inner) {
+    return grantChecked(
+        authenticator,
+        principal,
+        p ->
+            p.may(grant, collection)
+                ? inner.apply(p)
+                : new MissingGrant(
+                    "this operation requires the grant " + grant + " on this collection"));
   }
 
   /**
@@ -451,20 +717,24 @@ public final class HttpApi extends JsonRoutes {
   }
 
   /**
-   * Whether partition {@code reply} came from runs another row-rule version than {@code policy} (then
-   * the rule is sent to it again, or this node reloads its policies, and the request fails as
+   * Whether partition {@code reply} came from runs another row-rule version than {@code policy}
+   * (then the rule is sent to it again, or this node reloads its policies, and the request fails as
    * retryable).
    */
-  private boolean stalePolicy(CollectionPolicy policy, String collection, String id, long installed) {
+  private boolean stalePolicy(
+      CollectionPolicy policy, String collection, String id, long installed) {
     if (installed == policy.version()) {
       return false;
     }
-    policies.reconcile(policy, installed < 0 ? -1 : documents.partitionOf(collection, id), installed);
+    policies.reconcile(
+        policy, installed < 0 ? -1 : documents.partitionOf(collection, id), installed);
     return true;
   }
 
   private Route policyPropagating() {
-    return error(ErrorCode.UNAVAILABLE, "the collection's policy is not yet the same on this node and its partition; retry");
+    return error(
+        ErrorCode.UNAVAILABLE,
+        "the collection's policy is not yet the same on this node and its partition; retry");
   }
 
   /** An expected revision no document has: a write with it can only be answered by a receipt. */
@@ -474,7 +744,12 @@ public final class HttpApi extends JsonRoutes {
     return error(ErrorCode.UNAVAILABLE, "the collection policies are not loaded yet; retry");
   }
 
-  private Route putDocument(Principal principal, String collection, String id, Optional<Long> expected, Optional<String> key) {
+  private Route putDocument(
+      Principal principal,
+      String collection,
+      String id,
+      Optional<Long> expected,
+      Optional<String> key) {
     Route refused = refuseWrite(collection, id);
     if (refused != null) {
       return refused;
@@ -485,20 +760,24 @@ public final class HttpApi extends JsonRoutes {
     } catch (io.weir.node.auth.Policies.PoliciesUnavailable e) {
       return policiesUnavailable();
     }
-    return documentBody(bytes -> {
-      String body;
-      try {
-        body = canonicalObject(bytes);
-      } catch (MalformedDocument e) {
-        return error(ErrorCode.MALFORMED_JSON, e.getMessage());
-      }
-      if (policy.isPresent()) {
-        return guardedPut(principal, policy.get(), collection, id, body, expected, key);
-      }
-      return onComplete(documents.put(collection, id, body, expected, key), result -> result.isSuccess()
-          ? written(collection, id, result.get(), false)
-          : partitionUnavailable(result.failed().get()));
-    });
+    return documentBody(
+        bytes -> {
+          String body;
+          try {
+            body = canonicalObject(bytes);
+          } catch (MalformedDocument e) {
+            return error(ErrorCode.MALFORMED_JSON, e.getMessage());
+          }
+          if (policy.isPresent()) {
+            return guardedPut(principal, policy.get(), collection, id, body, expected, key);
+          }
+          return onComplete(
+              documents.put(collection, id, body, expected, key),
+              result ->
+                  result.isSuccess()
+                      ? written(collection, id, result.get(), false)
+                      : partitionUnavailable(result.failed().get()));
+        });
   }
 
   /**
@@ -508,8 +787,14 @@ public final class HttpApi extends JsonRoutes {
    * checked, so a concurrent change (say, of the ACL) makes it a conflict rather than slip through;
    * an {@code If-Match} other than the checked revision can only get a retried write's receipt.
    */
-  private Route guardedPut(Principal principal, CollectionPolicy policy, String collection, String id, String body,
-      Optional<Long> expected, Optional<String> key) {
+  private Route guardedPut(
+      Principal principal,
+      CollectionPolicy policy,
+      String collection,
+      String id,
+      String body,
+      Optional<Long> expected,
+      Optional<String> key) {
     com.fasterxml.jackson.databind.node.ObjectNode next;
     try {
       next = (com.fasterxml.jackson.databind.node.ObjectNode) Access.JSON.readTree(body);
@@ -519,63 +804,84 @@ public final class HttpApi extends JsonRoutes {
     java.util.function.Predicate<String> hidden = Access.omitted(principal, policy);
     for (String f : policy.sensitiveFields()) {
       if (hidden.test(f) && next.has(f)) {
-        return error(ErrorCode.FORBIDDEN, "the field " + f + " is sensitive; writing it requires FieldRead on it");
+        return error(
+            ErrorCode.FORBIDDEN,
+            "the field " + f + " is sensitive; writing it requires FieldRead on it");
       }
     }
-    return onComplete(documents.get(collection, id).thenCompose(reply -> {
-      if (stalePolicy(policy, collection, id, reply.ruleVersion())) {
-        return java.util.concurrent.CompletableFuture.completedFuture((Object) "stale");
-      }
-      Optional<Document> live = reply.document().filter(d -> !d.deleted());
-      com.fasterxml.jackson.databind.node.ObjectNode merged = next;
-      if (live.isPresent()) {
-        com.fasterxml.jackson.databind.JsonNode current;
-        try {
-          current = Access.JSON.readTree(live.get().body());
-        } catch (java.io.IOException e) {
-          return java.util.concurrent.CompletableFuture.completedFuture((Object) ErrorCode.INTERNAL);
-        }
-        if (!Access.visibleRow(principal, policy, current)) {
-          return java.util.concurrent.CompletableFuture.completedFuture((Object) "hidden");
-        }
-        merged = next.deepCopy();
-        for (String f : policy.sensitiveFields()) {
-          if (hidden.test(f) && current.has(f)) {
-            merged.set(f, current.get(f));
+    return onComplete(
+        documents
+            .get(collection, id)
+            .thenCompose(
+                reply -> {
+                  if (stalePolicy(policy, collection, id, reply.ruleVersion())) {
+                    return java.util.concurrent.CompletableFuture.completedFuture((Object) "stale");
+                  }
+                  Optional<Document> live = reply.document().filter(d -> !d.deleted());
+                  com.fasterxml.jackson.databind.node.ObjectNode merged = next;
+                  if (live.isPresent()) {
+                    com.fasterxml.jackson.databind.JsonNode current;
+                    try {
+                      current = Access.JSON.readTree(live.get().body());
+                    } catch (java.io.IOException e) {
+                      return java.util.concurrent.CompletableFuture.completedFuture(
+                          (Object) ErrorCode.INTERNAL);
+                    }
+                    if (!Access.visibleRow(principal, policy, current)) {
+                      return java.util.concurrent.CompletableFuture.completedFuture(
+                          (Object) "hidden");
+                    }
+                    merged = next.deepCopy();
+                    for (String f : policy.sensitiveFields()) {
+                      if (hidden.test(f) && current.has(f)) {
+                        merged.set(f, current.get(f));
+                      }
+                    }
+                  }
+                  if (!Access.visibleRow(principal, policy, merged)) {
+                    return java.util.concurrent.CompletableFuture.completedFuture(
+                        (Object) "invisible");
+                  }
+                  long checked = reply.document().map(Document::revision).orElse(0L);
+                  Optional<Long> pinned =
+                      Optional.of(
+                          expected.isPresent() && expected.get() != checked
+                              ? NO_REVISION
+                              : checked);
+                  String text;
+                  try {
+                    text = Access.JSON.writeValueAsString(merged);
+                  } catch (JsonProcessingException e) {
+                    return java.util.concurrent.CompletableFuture.completedFuture(
+                        (Object) ErrorCode.INTERNAL);
+                  }
+                  return documents
+                      .put(collection, id, text, pinned, key)
+                      .thenApply(r -> (Object) r);
+                }),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
           }
-        }
-      }
-      if (!Access.visibleRow(principal, policy, merged)) {
-        return java.util.concurrent.CompletableFuture.completedFuture((Object) "invisible");
-      }
-      long checked = reply.document().map(Document::revision).orElse(0L);
-      Optional<Long> pinned = Optional.of(expected.isPresent() && expected.get() != checked ? NO_REVISION : checked);
-      String text;
-      try {
-        text = Access.JSON.writeValueAsString(merged);
-      } catch (JsonProcessingException e) {
-        return java.util.concurrent.CompletableFuture.completedFuture((Object) ErrorCode.INTERNAL);
-      }
-      return documents.put(collection, id, text, pinned, key).thenApply(r -> (Object) r);
-    }), result -> {
-      if (!result.isSuccess()) {
-        return partitionUnavailable(result.failed().get());
-      }
-      Object r = result.get();
-      if (r instanceof FrameReply reply) {
-        return written(collection, id, reply, false);
-      }
-      if ("hidden".equals(r)) {
-        return error(ErrorCode.FORBIDDEN, "this principal may not change this document (its row is not visible to it)");
-      }
-      if ("invisible".equals(r)) {
-        return error(ErrorCode.FORBIDDEN, "the new document would not be visible to this principal (row visibility)");
-      }
-      if ("stale".equals(r)) {
-        return policyPropagating();
-      }
-      return error(ErrorCode.INTERNAL, "internal error; see the node's log");
-    });
+          Object r = result.get();
+          if (r instanceof FrameReply reply) {
+            return written(collection, id, reply, false);
+          }
+          if ("hidden".equals(r)) {
+            return error(
+                ErrorCode.FORBIDDEN,
+                "this principal may not change this document (its row is not visible to it)");
+          }
+          if ("invisible".equals(r)) {
+            return error(
+                ErrorCode.FORBIDDEN,
+                "the new document would not be visible to this principal (row visibility)");
+          }
+          if ("stale".equals(r)) {
+            return policyPropagating();
+          }
+          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+        });
   }
 
   private Route getDocument(Principal principal, String collection, String id) {
@@ -588,37 +894,50 @@ public final class HttpApi extends JsonRoutes {
     } catch (io.weir.node.auth.Policies.PoliciesUnavailable e) {
       return policiesUnavailable();
     }
-    return onComplete(documents.get(collection, id), result -> {
-      if (!result.isSuccess()) {
-        return partitionUnavailable(result.failed().get());
-      }
-      if (policy.isPresent() && stalePolicy(policy.get(), collection, id, result.get().ruleVersion())) {
-        return policyPropagating();
-      }
-      Optional<Document> doc = result.get().document().filter(d -> !d.deleted());
-      if (doc.isEmpty()) {
-        return error(ErrorCode.NOT_FOUND, "no such document");
-      }
-      String body = doc.get().body();
-      if (policy.isPresent() && !Access.unrestricted(policy.get())) {
-        try {
-          com.fasterxml.jackson.databind.JsonNode tree = Access.JSON.readTree(body);
-          if (!tree.isObject() || !Access.visibleRow(principal, policy.get(), tree)) {
+    return onComplete(
+        documents.get(collection, id),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          if (policy.isPresent()
+              && stalePolicy(policy.get(), collection, id, result.get().ruleVersion())) {
+            return policyPropagating();
+          }
+          Optional<Document> doc = result.get().document().filter(d -> !d.deleted());
+          if (doc.isEmpty()) {
             return error(ErrorCode.NOT_FOUND, "no such document");
           }
-          body = Access.JSON.writeValueAsString(Access.project(principal, policy.get(),
-              (com.fasterxml.jackson.databind.node.ObjectNode) tree));
-        } catch (java.io.IOException e) {
-          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
-        }
-      }
-      return complete(HttpResponse.create()
-          .withEntity(ContentTypes.APPLICATION_JSON, body.getBytes(StandardCharsets.UTF_8))
-          .addHeader(etag(doc.get().revision())));
-    });
+          String body = doc.get().body();
+          if (policy.isPresent() && !Access.unrestricted(policy.get())) {
+            try {
+              com.fasterxml.jackson.databind.JsonNode tree = Access.JSON.readTree(body);
+              if (!tree.isObject() || !Access.visibleRow(principal, policy.get(), tree)) {
+                return error(ErrorCode.NOT_FOUND, "no such document");
+              }
+              body =
+                  Access.JSON.writeValueAsString(
+                      Access.project(
+                          principal,
+                          policy.get(),
+                          (com.fasterxml.jackson.databind.node.ObjectNode) tree));
+            } catch (java.io.IOException e) {
+              return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+            }
+          }
+          return complete(
+              HttpResponse.create()
+                  .withEntity(ContentTypes.APPLICATION_JSON, body.getBytes(StandardCharsets.UTF_8))
+                  .addHeader(etag(doc.get().revision())));
+        });
   }
 
-  private Route deleteDocument(Principal principal, String collection, String id, Optional<Long> expected, Optional<String> key) {
+  private Route deleteDocument(
+      Principal principal,
+      String collection,
+      String id,
+      Optional<Long> expected,
+      Optional<String> key) {
     Route refused = refuseWrite(collection, id);
     if (refused != null) {
       return refused;
@@ -632,38 +951,47 @@ public final class HttpApi extends JsonRoutes {
     if (policy.isPresent()) {
       // Only a principal who sees the row may delete it; the delete expects the revision checked
       // (an If-Match other than it, or no live document, can only get a retried delete's receipt).
-      return onComplete(documents.get(collection, id), read -> {
-        if (!read.isSuccess()) {
-          return partitionUnavailable(read.failed().get());
-        }
-        if (stalePolicy(policy.get(), collection, id, read.get().ruleVersion())) {
-          return policyPropagating();
-        }
-        Optional<Document> live = read.get().document().filter(d -> !d.deleted());
-        try {
-          if (live.isPresent() && !Access.visibleRow(principal, policy.get(), Access.JSON.readTree(live.get().body()))) {
-            return error(ErrorCode.NOT_FOUND, "no such document");
-          }
-        } catch (java.io.IOException e) {
-          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
-        }
-        long checked = live.map(Document::revision).orElse(NO_REVISION);
-        Optional<Long> pinned = Optional.of(expected.isPresent() && expected.get() != checked ? NO_REVISION : checked);
-        return deleteDocument(collection, id, pinned, key);
-      });
+      return onComplete(
+          documents.get(collection, id),
+          read -> {
+            if (!read.isSuccess()) {
+              return partitionUnavailable(read.failed().get());
+            }
+            if (stalePolicy(policy.get(), collection, id, read.get().ruleVersion())) {
+              return policyPropagating();
+            }
+            Optional<Document> live = read.get().document().filter(d -> !d.deleted());
+            try {
+              if (live.isPresent()
+                  && !Access.visibleRow(
+                      principal, policy.get(), Access.JSON.readTree(live.get().body()))) {
+                return error(ErrorCode.NOT_FOUND, "no such document");
+              }
+            } catch (java.io.IOException e) {
+              return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+            }
+            long checked = live.map(Document::revision).orElse(NO_REVISION);
+            Optional<Long> pinned =
+                Optional.of(
+                    expected.isPresent() && expected.get() != checked ? NO_REVISION : checked);
+            return deleteDocument(collection, id, pinned, key);
+          });
     }
     return deleteDocument(collection, id, expected, key);
   }
 
-  private Route deleteDocument(String collection, String id, Optional<Long> expected, Optional<String> key) {
-    return onComplete(documents.delete(collection, id, expected, key), result -> {
-      if (!result.isSuccess()) {
-        return partitionUnavailable(result.failed().get());
-      }
-      return result.get().isEmpty()
-          ? error(ErrorCode.NOT_FOUND, "no such document")
-          : written(collection, id, result.get().get(), true);
-    });
+  private Route deleteDocument(
+      String collection, String id, Optional<Long> expected, Optional<String> key) {
+    return onComplete(
+        documents.delete(collection, id, expected, key),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          return result.get().isEmpty()
+              ? error(ErrorCode.NOT_FOUND, "no such document")
+              : written(collection, id, result.get().get(), true);
+        });
   }
 
   /** 400 for a malformed name, 409 for a collection fed by CDC; null when the API may write it. */
@@ -672,36 +1000,52 @@ public final class HttpApi extends JsonRoutes {
       return invalidName();
     }
     if (documents.fedByCdc(collection)) {
-      return error(ErrorCode.COLLECTION_FED_BY_CDC, "this collection is written by a CDC pipeline; the API may only read it");
+      return error(
+          ErrorCode.COLLECTION_FED_BY_CDC,
+          "this collection is written by a CDC pipeline; the API may only read it");
     }
     return null;
   }
 
   private Route invalidName() {
-    return error(ErrorCode.INVALID_NAME,
+    return error(
+        ErrorCode.INVALID_NAME,
         "collections are 1 to 128 of A-Z a-z 0-9 _ - (and . for reading CDC collections); ids are 1 to "
-            + Documents.MAX_ID_LENGTH + " characters without control characters");
+            + Documents.MAX_ID_LENGTH
+            + " characters without control characters");
   }
 
   /** {@code If-Match} as an expected revision and {@code Idempotency-Key}; 400 when malformed. */
-  private Route writeHeaders(java.util.function.BiFunction<Optional<Long>, Optional<String>, Route> inner) {
-    return optionalHeaderValueByName("If-Match", ifMatch -> optionalHeaderValueByName("Idempotency-Key", key -> {
-      Optional<Long> expected = Optional.empty();
-      if (ifMatch.isPresent()) {
-        expected = parseRevision(ifMatch.get());
-        if (expected.isEmpty()) {
-          return error(ErrorCode.BAD_REQUEST, "If-Match must be a document revision: a decimal number, optionally quoted");
-        }
-      }
-      if (key.isPresent() && !Documents.validIdempotencyKey(key.get())) {
-        return error(ErrorCode.BAD_REQUEST,
-            "Idempotency-Key must be 1 to " + Documents.MAX_IDEMPOTENCY_KEY_LENGTH + " printable ASCII characters");
-      }
-      return inner.apply(expected, key);
-    }));
+  private Route writeHeaders(
+      java.util.function.BiFunction<Optional<Long>, Optional<String>, Route> inner) {
+    return optionalHeaderValueByName(
+        "If-Match",
+        ifMatch ->
+            optionalHeaderValueByName(
+                "Idempotency-Key",
+                key -> {
+                  Optional<Long> expected = Optional.empty();
+                  if (ifMatch.isPresent()) {
+                    expected = parseRevision(ifMatch.get());
+                    if (expected.isEmpty()) {
+                      return error(
+                          ErrorCode.BAD_REQUEST,
+                          "If-Match must be a document revision: a decimal number, optionally quoted");
+                    }
+                  }
+                  if (key.isPresent() && !Documents.validIdempotencyKey(key.get())) {
+                    return error(
+                        ErrorCode.BAD_REQUEST,
+                        "Idempotency-Key must be 1 to "
+                            + Documents.MAX_IDEMPOTENCY_KEY_LENGTH
+                            + " printable ASCII characters");
+                  }
+                  return inner.apply(expected, key);
+                }));
   }
 
-  private static final java.util.regex.Pattern REVISION = java.util.regex.Pattern.compile("\\s*\"?([0-9]{1,18})\"?\\s*");
+  private static final java.util.regex.Pattern REVISION =
+      java.util.regex.Pattern.compile("\\s*\"?([0-9]{1,18})\"?\\s*");
 
   /** {@code 3} or {@code "3"} (an entity tag as this API sends it); empty for anything else. */
   static Optional<Long> parseRevision(String header) {
@@ -721,22 +1065,24 @@ public final class HttpApi extends JsonRoutes {
     return body(maxDocumentBytes, this::documentTooLarge, inner);
   }
 
-
-
   private Route documentTooLarge() {
-    return error(ErrorCode.DOCUMENT_TOO_LARGE, "the body is larger than weir.documents.max-bytes (" + maxDocumentBytes + " bytes)");
+    return error(
+        ErrorCode.DOCUMENT_TOO_LARGE,
+        "the body is larger than weir.documents.max-bytes (" + maxDocumentBytes + " bytes)");
   }
 
   /**
    * Reads documents strictly (no trailing content, no duplicate field names) and keeps numbers
    * exact, so the compact form written back is the same value.
    */
-  private static final ObjectMapper DOCUMENT_JSON = com.fasterxml.jackson.databind.json.JsonMapper.builder()
-      .enable(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
-      .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-      .enable(com.fasterxml.jackson.databind.DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-      .nodeFactory(com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
-      .build();
+  private static final ObjectMapper DOCUMENT_JSON =
+      com.fasterxml.jackson.databind.json.JsonMapper.builder()
+          .enable(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+          .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+          .enable(com.fasterxml.jackson.databind.DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+          .nodeFactory(
+              com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
+          .build();
 
   /**
    * The body as compact JSON; it must be one JSON object in UTF-8. The exception's message names
@@ -769,23 +1115,25 @@ public final class HttpApi extends JsonRoutes {
   private Route written(String collection, String id, FrameReply reply, boolean delete) {
     if (reply instanceof Applied a) {
       long revision = a.revisions().get(0);
-      HttpResponse response = response(200, new DocumentWritten(collection, id, revision, delete, a.replayed()));
+      HttpResponse response =
+          response(200, new DocumentWritten(collection, id, revision, delete, a.replayed()));
       return complete(delete ? response : response.addHeader(etag(revision)));
     }
     if (reply instanceof Conflict c) {
       return json(ErrorCode.CONFLICT.httpStatus(), RevisionConflict.of(c.actualRevision()));
     }
     if (reply instanceof QuotaExceeded) {
-      return error(ErrorCode.QUOTA_EXCEEDED, "the partition's outbox is full; retry once entries are purged");
+      return error(
+          ErrorCode.QUOTA_EXCEEDED,
+          "the partition's outbox is full; retry once entries are purged");
     }
     if (reply instanceof Rejected r) {
       return error(ErrorCode.BAD_REQUEST, r.reason());
     }
-    log.error("a document write got an unexpected reply of type {}", reply.getClass().getSimpleName());
+    log.error(
+        "a document write got an unexpected reply of type {}", reply.getClass().getSimpleName());
     return error(ErrorCode.INTERNAL, "internal error; see the node's log");
   }
-
-
 
   private static ETag etag(long revision) {
     return ETag.create(EntityTag.create(Long.toString(revision), false));
@@ -794,8 +1142,8 @@ public final class HttpApi extends JsonRoutes {
   /**
    * {@code GET /admin/pipelines}, {@code GET /admin/pipelines/{name}}, {@code POST
    * /admin/pipelines/{name}/start|stop}: each replies with pipeline status JSON. {@code POST
-   * /admin/pipelines/{name}/snapshot} with {@code {"tables":["schema.table",...]}} (or no body: every
-   * published table) starts an incremental snapshot: 202 and the status, 400 for a table not
+   * /admin/pipelines/{name}/snapshot} with {@code {"tables":["schema.table",...]}} (or no body:
+   * every published table) starts an incremental snapshot: 202 and the status, 400 for a table not
    * published or a malformed body, 409 when the pipeline is not streaming or a snapshot runs.
    */
   private Route pipelineRoutes() {
@@ -804,46 +1152,66 @@ public final class HttpApi extends JsonRoutes {
     }
     return concat(
         pathEndOrSingleSlash(() -> get(() -> reply(pipelines.list()))),
-        pathPrefix(PathMatchers.segment(), name -> {
-          if (!pipelines.exists(name)) {
-            return error(ErrorCode.NOT_FOUND, "no pipeline of that name is configured");
-          }
-          return concat(
-              pathEndOrSingleSlash(() -> concat(
-                  get(() -> reply(pipelines.status(name))),
-                  delete(() -> parameterOptional("confirm", confirm -> drop(name, confirm))))),
-              path("start", () -> post(() -> reply(pipelines.start(name)))),
-              path("stop", () -> post(() -> reply(pipelines.stop(name)))),
-              path("snapshot", () -> post(() -> entity(Unmarshaller.entityToString(), body -> snapshot(name, body)))));
-        }));
+        pathPrefix(
+            PathMatchers.segment(),
+            name -> {
+              if (!pipelines.exists(name)) {
+                return error(ErrorCode.NOT_FOUND, "no pipeline of that name is configured");
+              }
+              return concat(
+                  pathEndOrSingleSlash(
+                      () ->
+                          concat(
+                              get(() -> reply(pipelines.status(name))),
+                              delete(
+                                  () ->
+                                      parameterOptional(
+                                          "confirm", confirm -> drop(name, confirm))))),
+                  path("start", () -> post(() -> reply(pipelines.start(name)))),
+                  path("stop", () -> post(() -> reply(pipelines.stop(name)))),
+                  path(
+                      "snapshot",
+                      () ->
+                          post(
+                              () ->
+                                  entity(
+                                      Unmarshaller.entityToString(),
+                                      body -> snapshot(name, body)))));
+            }));
   }
 
   /**
-   * {@code DELETE /admin/pipelines/{name}?confirm={name}}: drops a stopped or halted pipeline's slot
-   * and Weir's records of it. 400 without the confirmation, 409 while it runs or while another
+   * {@code DELETE /admin/pipelines/{name}?confirm={name}}: drops a stopped or halted pipeline's
+   * slot and Weir's records of it. 400 without the confirmation, 409 while it runs or while another
    * connection holds the slot, 503 when the drop failed (nothing of Weir's records deleted).
    */
   private Route drop(String name, java.util.Optional<String> confirm) {
     if (confirm.isEmpty() || !confirm.get().equals(name)) {
-      return error(ErrorCode.BAD_REQUEST,
+      return error(
+          ErrorCode.BAD_REQUEST,
           "dropping a pipeline deletes its slot and checkpoints; confirm with ?confirm=<the pipeline's name>");
     }
-    return onComplete(pipelines.drop(name), result -> {
-      if (!result.isSuccess()) {
-        return error(ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; ask for the status, then retry");
-      }
-      io.weir.persistence.cdc.CdcPipeline.DropReply reply = result.get();
-      if (reply.error() == null) {
-        return json(200, reply.status());
-      }
-      return switch (reply.error()) {
-        case "not-stopped", "slot-active" -> error(ErrorCode.CONFLICT, reply.message());
-        default -> error(ErrorCode.UNAVAILABLE, reply.message());
-      };
-    });
+    return onComplete(
+        pipelines.drop(name),
+        result -> {
+          if (!result.isSuccess()) {
+            return error(
+                ErrorCode.UNAVAILABLE,
+                "the pipeline manager did not answer in time; ask for the status, then retry");
+          }
+          io.weir.persistence.cdc.CdcPipeline.DropReply reply = result.get();
+          if (reply.error() == null) {
+            return json(200, reply.status());
+          }
+          return switch (reply.error()) {
+            case "not-stopped", "slot-active" -> error(ErrorCode.CONFLICT, reply.message());
+            default -> error(ErrorCode.UNAVAILABLE, reply.message());
+          };
+        });
   }
 
-  private static final java.util.regex.Pattern TABLE_NAME = java.util.regex.Pattern.compile("[^.\\s]{1,63}\\.[^.\\s]{1,63}");
+  private static final java.util.regex.Pattern TABLE_NAME =
+      java.util.regex.Pattern.compile("[^.\\s]{1,63}\\.[^.\\s]{1,63}");
   private static final int MAX_SNAPSHOT_TABLES = 1000;
 
   private Route snapshot(String name, String body) {
@@ -853,7 +1221,8 @@ public final class HttpApi extends JsonRoutes {
         com.fasterxml.jackson.databind.JsonNode root = json.readTree(body);
         com.fasterxml.jackson.databind.JsonNode list = root == null ? null : root.get("tables");
         if (root == null || !root.isObject() || (list != null && !list.isArray())) {
-          return error(ErrorCode.BAD_REQUEST, "the body must be {\"tables\": [\"schema.table\", ...]}");
+          return error(
+              ErrorCode.BAD_REQUEST, "the body must be {\"tables\": [\"schema.table\", ...]}");
         }
         if (list != null) {
           for (com.fasterxml.jackson.databind.JsonNode t : list) {
@@ -868,35 +1237,46 @@ public final class HttpApi extends JsonRoutes {
       }
     }
     if (tables.size() > MAX_SNAPSHOT_TABLES) {
-      return error(ErrorCode.BAD_REQUEST, "at most " + MAX_SNAPSHOT_TABLES + " tables per snapshot");
+      return error(
+          ErrorCode.BAD_REQUEST, "at most " + MAX_SNAPSHOT_TABLES + " tables per snapshot");
     }
-    return onComplete(pipelines.snapshot(name, List.copyOf(new java.util.LinkedHashSet<>(tables))), result -> {
-      if (!result.isSuccess()) {
-        return error(ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; retry");
-      }
-      io.weir.persistence.cdc.CdcPipeline.SnapshotReply reply = result.get();
-      if (reply.error() == null) {
-        return json(202, reply.status());
-      }
-      return switch (reply.error()) {
-        case "unknown-table" -> error(ErrorCode.BAD_REQUEST, reply.message());
-        case "not-running", "snapshot-in-progress" -> error(ErrorCode.CONFLICT, reply.message());
-        default -> error(ErrorCode.UNAVAILABLE, reply.message());
-      };
-    });
+    return onComplete(
+        pipelines.snapshot(name, List.copyOf(new java.util.LinkedHashSet<>(tables))),
+        result -> {
+          if (!result.isSuccess()) {
+            return error(
+                ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; retry");
+          }
+          io.weir.persistence.cdc.CdcPipeline.SnapshotReply reply = result.get();
+          if (reply.error() == null) {
+            return json(202, reply.status());
+          }
+          return switch (reply.error()) {
+            case "unknown-table" -> error(ErrorCode.BAD_REQUEST, reply.message());
+            case "not-running", "snapshot-in-progress" ->
+                error(ErrorCode.CONFLICT, reply.message());
+            default -> error(ErrorCode.UNAVAILABLE, reply.message());
+          };
+        });
   }
 
   private Route reply(CompletionStage<?> answer) {
-    return onComplete(answer, result -> result.isSuccess()
-        ? json(200, result.get())
-        : error(ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; retry"));
+    return onComplete(
+        answer,
+        result ->
+            result.isSuccess()
+                ? json(200, result.get())
+                : error(
+                    ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; retry"));
   }
 
   /** Runs {@code inner} for a cluster administrator; 401 or 403 otherwise. */
   private Route administrator(Function<Principal, Route> inner) {
-    return authenticated(principal -> principal.administrator()
-        ? inner.apply(principal)
-        : error(ErrorCode.FORBIDDEN, "this operation requires a cluster administrator"));
+    return authenticated(
+        principal ->
+            principal.administrator()
+                ? inner.apply(principal)
+                : error(ErrorCode.FORBIDDEN, "this operation requires a cluster administrator"));
   }
 
   /** Runs {@code inner} for an authenticated principal; 401 otherwise. */
@@ -910,13 +1290,19 @@ public final class HttpApi extends JsonRoutes {
           }
           // An unknown token is looked up again after a fresh load (a principal created through
           // another node a moment ago); a load that fails answers 503, not a misleading 401.
-          return onComplete(authenticator.authenticateFresh(token.get()), result -> {
-            if (result.isFailure()) {
-              log.warn("principals could not be loaded: {}", SafeErrors.describe(result.failed().get()));
-              return error(ErrorCode.UNAVAILABLE, "principals could not be loaded; retry");
-            }
-            return result.get().isPresent() ? inner.apply(result.get().get()) : unauthenticated();
-          });
+          return onComplete(
+              authenticator.authenticateFresh(token.get()),
+              result -> {
+                if (result.isFailure()) {
+                  log.warn(
+                      "principals could not be loaded: {}",
+                      SafeErrors.describe(result.failed().get()));
+                  return error(ErrorCode.UNAVAILABLE, "principals could not be loaded; retry");
+                }
+                return result.get().isPresent()
+                    ? inner.apply(result.get().get())
+                    : unauthenticated();
+              });
         });
   }
 
@@ -930,23 +1316,26 @@ public final class HttpApi extends JsonRoutes {
 
   private RejectionHandler rejectionHandler() {
     return RejectionHandler.newBuilder()
-        .handleAll(MethodRejection.class, rejections -> error(ErrorCode.METHOD_NOT_ALLOWED, "method not allowed on this path"))
-        .handle(Rejection.class, rejection -> error(ErrorCode.BAD_REQUEST, "request rejected (" + rejection.getClass().getSimpleName() + ")"))
+        .handleAll(
+            MethodRejection.class,
+            rejections -> error(ErrorCode.METHOD_NOT_ALLOWED, "method not allowed on this path"))
+        .handle(
+            Rejection.class,
+            rejection ->
+                error(
+                    ErrorCode.BAD_REQUEST,
+                    "request rejected (" + rejection.getClass().getSimpleName() + ")"))
         .handleNotFound(error(ErrorCode.NOT_FOUND, "no such resource"))
         .build();
   }
 
   private ExceptionHandler exceptionHandler() {
     return ExceptionHandler.newBuilder()
-        .matchAny(e -> {
-          log.error("request failed: {}", SafeErrors.describe(e));
-          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
-        })
+        .matchAny(
+            e -> {
+              log.error("request failed: {}", SafeErrors.describe(e));
+              return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+            })
         .build();
   }
-
-
-
-
-
 }

@@ -22,6 +22,7 @@ import org.slf4j.LoggerFactory;
 /** What the node's route classes share: JSON replies, typed errors, bounded request bodies. */
 abstract class JsonRoutes extends AllDirectives {
   private static final Logger log = LoggerFactory.getLogger(JsonRoutes.class);
+
   /** How long reading a request body may take once the request has arrived. */
   static final long BODY_READ_TIMEOUT_MILLIS = 30_000;
 
@@ -45,13 +46,15 @@ abstract class JsonRoutes extends AllDirectives {
           .withStatus(StatusCodes.get(status))
           .withEntity(ContentTypes.APPLICATION_JSON, json.writeValueAsBytes(body));
     } catch (JsonProcessingException e) {
-      throw new IllegalStateException("cannot encode a reply of type " + body.getClass().getSimpleName(), e);
+      throw new IllegalStateException(
+          "cannot encode a reply of type " + body.getClass().getSimpleName(), e);
     }
   }
 
   /** The cause of a failed stage, without the CompletionException/ExecutionException wrappers. */
   static Throwable unwrap(Throwable t) {
-    while ((t instanceof java.util.concurrent.CompletionException || t instanceof java.util.concurrent.ExecutionException)
+    while ((t instanceof java.util.concurrent.CompletionException
+            || t instanceof java.util.concurrent.ExecutionException)
         && t.getCause() != null) {
       t = t.getCause();
     }
@@ -68,36 +71,44 @@ abstract class JsonRoutes extends AllDirectives {
    * its Content-Length before it is read when the client sends one.
    */
   Route body(long limit, Supplier<Route> tooLarge, Function<byte[], Route> inner) {
-    return extractRequestEntity(entity -> {
-      java.util.OptionalLong length = entity.getContentLengthOption();
-      if (length.isPresent() && length.getAsLong() > limit) {
-        return tooLarge.get();
-      }
-      return extractMaterializer(mat -> onComplete(
-          entity.withSizeLimit(limit).toStrict(BODY_READ_TIMEOUT_MILLIS, mat),
-          result -> {
-            if (result.isSuccess()) {
-              return inner.apply(result.get().getData().toArray());
-            }
-            for (Throwable t = result.failed().get(); t != null; t = t.getCause()) {
-              if (t instanceof EntityStreamSizeException) {
-                return tooLarge.get();
-              }
-            }
-            return error(ErrorCode.BAD_REQUEST, "the request body could not be read");
-          }));
-    });
+    return extractRequestEntity(
+        entity -> {
+          java.util.OptionalLong length = entity.getContentLengthOption();
+          if (length.isPresent() && length.getAsLong() > limit) {
+            return tooLarge.get();
+          }
+          return extractMaterializer(
+              mat ->
+                  onComplete(
+                      entity.withSizeLimit(limit).toStrict(BODY_READ_TIMEOUT_MILLIS, mat),
+                      result -> {
+                        if (result.isSuccess()) {
+                          return inner.apply(result.get().getData().toArray());
+                        }
+                        for (Throwable t = result.failed().get(); t != null; t = t.getCause()) {
+                          if (t instanceof EntityStreamSizeException) {
+                            return tooLarge.get();
+                          }
+                        }
+                        return error(ErrorCode.BAD_REQUEST, "the request body could not be read");
+                      }));
+        });
   }
 
   /**
    * The request body as one JSON object read strictly ({@link ProjectionRoutes#REQUESTS}: no
-   * duplicate fields, nothing after it), at most {@code limit} bytes, with only the fields in {@code
-   * allowed}. 400 {@code bad-request} for a longer body, a body that is not an object or has another
-   * field (named when it is a plain name, never quoted otherwise), 400 {@code malformed-json} for
-   * one that is not JSON.
+   * duplicate fields, nothing after it), at most {@code limit} bytes, with only the fields in
+   * {@code allowed}. 400 {@code bad-request} for a longer body, a body that is not an object or has
+   * another field (named when it is a plain name, never quoted otherwise), 400 {@code
+   * malformed-json} for one that is not JSON.
    */
-  Route object(long limit, java.util.Set<String> allowed, Function<com.fasterxml.jackson.databind.JsonNode, Route> inner) {
-    return body(limit, () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + limit + " bytes"),
+  Route object(
+      long limit,
+      java.util.Set<String> allowed,
+      Function<com.fasterxml.jackson.databind.JsonNode, Route> inner) {
+    return body(
+        limit,
+        () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + limit + " bytes"),
         bytes -> {
           com.fasterxml.jackson.databind.JsonNode root;
           try {
@@ -111,8 +122,14 @@ abstract class JsonRoutes extends AllDirectives {
           for (var it = root.fieldNames(); it.hasNext(); ) {
             String name = it.next();
             if (!allowed.contains(name)) {
-              return error(ErrorCode.BAD_REQUEST, name.matches("[A-Za-z0-9_]{1,64}")
-                  ? "unknown field " + name + "; the fields are " + new java.util.TreeSet<>(allowed) : "the body has an unknown field");
+              return error(
+                  ErrorCode.BAD_REQUEST,
+                  name.matches("[A-Za-z0-9_]{1,64}")
+                      ? "unknown field "
+                          + name
+                          + "; the fields are "
+                          + new java.util.TreeSet<>(allowed)
+                      : "the body has an unknown field");
             }
           }
           return inner.apply(root);
@@ -129,22 +146,28 @@ abstract class JsonRoutes extends AllDirectives {
    * ago counts at once; only then is it 403. A principal revoked meanwhile gets 401; a load that
    * fails, 503.
    */
-  Route grantChecked(Authenticator authenticator, Principal principal, Function<Principal, Object> attempt) {
+  Route grantChecked(
+      Authenticator authenticator, Principal principal, Function<Principal, Object> attempt) {
     Object first = attempt.apply(principal);
     if (!(first instanceof MissingGrant)) {
       return (Route) first;
     }
-    return onComplete(authenticator.refresh(principal), loaded -> {
-      if (loaded.isFailure()) {
-        log.warn("principals could not be loaded: {}", SafeErrors.describe(loaded.failed().get()));
-        return error(ErrorCode.UNAVAILABLE, "principals could not be loaded; retry");
-      }
-      if (loaded.get().isEmpty()) {
-        return unauthenticated();
-      }
-      Object second = attempt.apply(loaded.get().get());
-      return second instanceof MissingGrant missing ? error(ErrorCode.FORBIDDEN, missing.message()) : (Route) second;
-    });
+    return onComplete(
+        authenticator.refresh(principal),
+        loaded -> {
+          if (loaded.isFailure()) {
+            log.warn(
+                "principals could not be loaded: {}", SafeErrors.describe(loaded.failed().get()));
+            return error(ErrorCode.UNAVAILABLE, "principals could not be loaded; retry");
+          }
+          if (loaded.get().isEmpty()) {
+            return unauthenticated();
+          }
+          Object second = attempt.apply(loaded.get().get());
+          return second instanceof MissingGrant missing
+              ? error(ErrorCode.FORBIDDEN, missing.message())
+              : (Route) second;
+        });
   }
 
   Route unauthenticated() {

@@ -26,7 +26,8 @@ public final class OpenApi {
   private static byte[] load() {
     try (InputStream in = OpenApi.class.getResourceAsStream(RESOURCE)) {
       if (in == null) {
-        throw new IllegalStateException("the OpenAPI document " + RESOURCE + " is missing from the class path");
+        throw new IllegalStateException(
+            "the OpenAPI document " + RESOURCE + " is missing from the class path");
       }
       return in.readAllBytes();
     } catch (IOException e) {

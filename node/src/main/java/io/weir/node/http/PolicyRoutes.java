@@ -45,18 +45,38 @@ final class PolicyRoutes extends JsonRoutes {
 
   Route routes() {
     return concat(
-        pathEndOrSingleSlash(() -> get(() -> extractRequestContext(ctx -> json(200,
-            Map.of("policies", policies.all().stream().map(PolicyRoutes::view).toList()))))),
-        path(PathMatchers.segment(), collection -> {
-          if (!Documents.readableCollection(collection)) {
-            return error(ErrorCode.INVALID_NAME, "collections are 1 to 128 of A-Z a-z 0-9 _ . -");
-          }
-          return concat(
-              get(() -> extractRequestContext(ctx -> policies.loaded()
-                  ? json(200, view(policies.policy(collection)))
-                  : error(ErrorCode.UNAVAILABLE, "the policies are not loaded yet; retry"))),
-              put(() -> entity(Unmarshaller.entityToString(), text -> put(collection, text))));
-        }));
+        pathEndOrSingleSlash(
+            () ->
+                get(
+                    () ->
+                        extractRequestContext(
+                            ctx ->
+                                json(
+                                    200,
+                                    Map.of(
+                                        "policies",
+                                        policies.all().stream()
+                                            .map(PolicyRoutes::view)
+                                            .toList()))))),
+        path(
+            PathMatchers.segment(),
+            collection -> {
+              if (!Documents.readableCollection(collection)) {
+                return error(
+                    ErrorCode.INVALID_NAME, "collections are 1 to 128 of A-Z a-z 0-9 _ . -");
+              }
+              return concat(
+                  get(
+                      () ->
+                          extractRequestContext(
+                              ctx ->
+                                  policies.loaded()
+                                      ? json(200, view(policies.policy(collection)))
+                                      : error(
+                                          ErrorCode.UNAVAILABLE,
+                                          "the policies are not loaded yet; retry"))),
+                  put(() -> entity(Unmarshaller.entityToString(), text -> put(collection, text))));
+            }));
   }
 
   private Route put(String collection, String text) {
@@ -66,8 +86,9 @@ final class PolicyRoutes extends JsonRoutes {
     } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
       return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
     }
-    String shape = "the body must be {\"sensitiveFields\": [<field>...], \"visibility\": \"none\" | \"acl\" | \"owner\","
-        + " \"field\": <field, with acl or owner>}; fields are top-level names of A-Z a-z 0-9 _ (not starting with a digit)";
+    String shape =
+        "the body must be {\"sensitiveFields\": [<field>...], \"visibility\": \"none\" | \"acl\" | \"owner\","
+            + " \"field\": <field, with acl or owner>}; fields are top-level names of A-Z a-z 0-9 _ (not starting with a digit)";
     if (root == null || !root.isObject()) {
       return error(ErrorCode.BAD_REQUEST, shape);
     }
@@ -93,34 +114,51 @@ final class PolicyRoutes extends JsonRoutes {
     }
     Visibility kind;
     try {
-      kind = visibility == null ? Visibility.NONE : Visibility.ofWire(visibility.isTextual() ? visibility.textValue() : "?");
+      kind =
+          visibility == null
+              ? Visibility.NONE
+              : Visibility.ofWire(visibility.isTextual() ? visibility.textValue() : "?");
     } catch (IllegalArgumentException e) {
       return error(ErrorCode.BAD_REQUEST, shape);
     }
-    boolean named = field != null && field.isTextual() && PrincipalStore.validField(field.textValue());
+    boolean named =
+        field != null && field.isTextual() && PrincipalStore.validField(field.textValue());
     if ((kind == Visibility.NONE) != (field == null) || (field != null && !named)) {
       return error(ErrorCode.BAD_REQUEST, shape);
     }
     if (named && fields.contains(field.textValue())) {
       return error(ErrorCode.BAD_REQUEST, "the visibility field cannot also be sensitive");
     }
-    CollectionPolicy policy = new CollectionPolicy(collection, 0, fields, kind, named ? field.textValue() : null);
-    return onComplete(policies.put(policy), result -> {
-      if (!result.isSuccess()) {
-        log.warn("a policy change failed: {}", SafeErrors.describe(unwrap(result.failed().get())));
-        return error(ErrorCode.UNAVAILABLE, "the policy could not be stored (storage unavailable); retry");
-      }
-      Policies.Installed done = result.get();
-      if (done.partitions() < done.total()) {
-        return error(ErrorCode.UNAVAILABLE, "stored as version " + done.version() + " but only " + done.partitions()
-            + " of " + done.total() + " partitions installed its row rule; reads of the collection fail until they do;"
-            + " PUT the policy again");
-      }
-      Map<String, Object> out = new LinkedHashMap<>(view(policies.policy(collection)));
-      out.put("version", done.version());
-      out.put("partitions", done.partitions());
-      return json(200, out);
-    });
+    CollectionPolicy policy =
+        new CollectionPolicy(collection, 0, fields, kind, named ? field.textValue() : null);
+    return onComplete(
+        policies.put(policy),
+        result -> {
+          if (!result.isSuccess()) {
+            log.warn(
+                "a policy change failed: {}", SafeErrors.describe(unwrap(result.failed().get())));
+            return error(
+                ErrorCode.UNAVAILABLE,
+                "the policy could not be stored (storage unavailable); retry");
+          }
+          Policies.Installed done = result.get();
+          if (done.partitions() < done.total()) {
+            return error(
+                ErrorCode.UNAVAILABLE,
+                "stored as version "
+                    + done.version()
+                    + " but only "
+                    + done.partitions()
+                    + " of "
+                    + done.total()
+                    + " partitions installed its row rule; reads of the collection fail until they do;"
+                    + " PUT the policy again");
+          }
+          Map<String, Object> out = new LinkedHashMap<>(view(policies.policy(collection)));
+          out.put("version", done.version());
+          out.put("partitions", done.partitions());
+          return json(200, out);
+        });
   }
 
   static Map<String, Object> view(CollectionPolicy p) {

@@ -57,6 +57,7 @@ import org.slf4j.LoggerFactory;
  */
 final class ProjectionRoutes extends JsonRoutes {
   private static final Logger log = LoggerFactory.getLogger(ProjectionRoutes.class);
+
   /** Request bodies other than commits are small. */
   private static final long SMALL_BODY = 64 * 1024;
 
@@ -64,33 +65,51 @@ final class ProjectionRoutes extends JsonRoutes {
    * Strict request reading: no unknown or duplicate fields, no coercion of strings or floats into
    * numbers, exact decimals in documents.
    */
-  static final ObjectMapper REQUESTS = JsonMapper.builder()
-      .enable(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
-      .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
-      .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-      .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-      .disable(DeserializationFeature.ACCEPT_FLOAT_AS_INT)
-      .disable(MapperFeature.ALLOW_COERCION_OF_SCALARS)
-      // Text fields take text only: no number or boolean turned into a string.
-      .withCoercionConfig(com.fasterxml.jackson.databind.type.LogicalType.Textual, c -> c
-          .setCoercion(com.fasterxml.jackson.databind.cfg.CoercionInputShape.Integer,
-              com.fasterxml.jackson.databind.cfg.CoercionAction.Fail)
-          .setCoercion(com.fasterxml.jackson.databind.cfg.CoercionInputShape.Float,
-              com.fasterxml.jackson.databind.cfg.CoercionAction.Fail)
-          .setCoercion(com.fasterxml.jackson.databind.cfg.CoercionInputShape.Boolean,
-              com.fasterxml.jackson.databind.cfg.CoercionAction.Fail))
-      .nodeFactory(com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
-      .build();
+  static final ObjectMapper REQUESTS =
+      JsonMapper.builder()
+          .enable(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+          .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
+          .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+          .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+          .disable(DeserializationFeature.ACCEPT_FLOAT_AS_INT)
+          .disable(MapperFeature.ALLOW_COERCION_OF_SCALARS)
+          // Text fields take text only: no number or boolean turned into a string.
+          .withCoercionConfig(
+              com.fasterxml.jackson.databind.type.LogicalType.Textual,
+              c ->
+                  c.setCoercion(
+                          com.fasterxml.jackson.databind.cfg.CoercionInputShape.Integer,
+                          com.fasterxml.jackson.databind.cfg.CoercionAction.Fail)
+                      .setCoercion(
+                          com.fasterxml.jackson.databind.cfg.CoercionInputShape.Float,
+                          com.fasterxml.jackson.databind.cfg.CoercionAction.Fail)
+                      .setCoercion(
+                          com.fasterxml.jackson.databind.cfg.CoercionInputShape.Boolean,
+                          com.fasterxml.jackson.databind.cfg.CoercionAction.Fail))
+          .nodeFactory(
+              com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
+          .build();
 
   record ConfigureRequest(
-      Integer partition, String consumer, Long generation, List<String> collections, List<String> kinds, Long startAfter) {}
+      Integer partition,
+      String consumer,
+      Long generation,
+      List<String> collections,
+      List<String> kinds,
+      Long startAfter) {}
 
-  record ReadRequest(Integer partition, String consumer, Long generation, Integer maxEntries, Long maxBytes) {}
+  record ReadRequest(
+      Integer partition, String consumer, Long generation, Integer maxEntries, Long maxBytes) {}
 
   record ReleaseRequest(Integer partition, String consumer, Long generation) {}
 
   record CommitRequest(
-      String token, String commandId, List<EffectRequest> effects, Integer partition, String consumer, Long generation) {
+      String token,
+      String commandId,
+      List<EffectRequest> effects,
+      Integer partition,
+      String consumer,
+      Long generation) {
     /** No token text and no document. */
     @Override
     public String toString() {
@@ -100,7 +119,11 @@ final class ProjectionRoutes extends JsonRoutes {
 
   /** One effect: {@code op} is {@code upsert} (with {@code document}) or {@code delete}. */
   record EffectRequest(
-      String op, String collection, String id, Long expectedRevision, @JsonProperty("document") JsonNode document) {
+      String op,
+      String collection,
+      String id,
+      Long expectedRevision,
+      @JsonProperty("document") JsonNode document) {
     /** No id and no document: row values. */
     @Override
     public String toString() {
@@ -112,7 +135,8 @@ final class ProjectionRoutes extends JsonRoutes {
   private final Documents documents;
   private final long maxDocumentBytes;
 
-  ProjectionRoutes(ObjectMapper json, Projections projections, Documents documents, long maxDocumentBytes) {
+  ProjectionRoutes(
+      ObjectMapper json, Projections projections, Documents documents, long maxDocumentBytes) {
     super(json);
     this.projections = projections;
     this.documents = documents;
@@ -122,27 +146,66 @@ final class ProjectionRoutes extends JsonRoutes {
   Route routes() {
     long commitLimit = projections.limits().maxEffectBytes() * 2 + SMALL_BODY;
     return concat(
-        path("configure", () -> post(() -> request(SMALL_BODY, ErrorCode.BAD_REQUEST, ConfigureRequest.class, this::configure))),
-        path("read", () -> post(() -> request(SMALL_BODY, ErrorCode.BAD_REQUEST, ReadRequest.class, this::read))),
-        path("commit", () -> post(() -> request(commitLimit, ErrorCode.EFFECTS_TOO_LARGE, CommitRequest.class, this::commit))),
-        path("release", () -> post(() -> request(SMALL_BODY, ErrorCode.BAD_REQUEST, ReleaseRequest.class, this::release))));
+        path(
+            "configure",
+            () ->
+                post(
+                    () ->
+                        request(
+                            SMALL_BODY,
+                            ErrorCode.BAD_REQUEST,
+                            ConfigureRequest.class,
+                            this::configure))),
+        path(
+            "read",
+            () ->
+                post(
+                    () ->
+                        request(SMALL_BODY, ErrorCode.BAD_REQUEST, ReadRequest.class, this::read))),
+        path(
+            "commit",
+            () ->
+                post(
+                    () ->
+                        request(
+                            commitLimit,
+                            ErrorCode.EFFECTS_TOO_LARGE,
+                            CommitRequest.class,
+                            this::commit))),
+        path(
+            "release",
+            () ->
+                post(
+                    () ->
+                        request(
+                            SMALL_BODY,
+                            ErrorCode.BAD_REQUEST,
+                            ReleaseRequest.class,
+                            this::release))));
   }
 
-  private <T> Route request(long limit, ErrorCode tooLarge, Class<T> type, Function<T, Route> inner) {
-    return body(limit, () -> error(tooLarge, "the request body is larger than " + limit + " bytes"),
+  private <T> Route request(
+      long limit, ErrorCode tooLarge, Class<T> type, Function<T, Route> inner) {
+    return body(
+        limit,
+        () -> error(tooLarge, "the request body is larger than " + limit + " bytes"),
         bytes -> {
           T value;
           try {
             value = REQUESTS.readValue(bytes, type);
           } catch (UnrecognizedPropertyException e) {
             String name = e.getPropertyName();
-            return error(ErrorCode.BAD_REQUEST, name != null && name.matches("[A-Za-z0-9_]{1,64}")
-                ? "unknown field " + name : "the body has an unknown field");
+            return error(
+                ErrorCode.BAD_REQUEST,
+                name != null && name.matches("[A-Za-z0-9_]{1,64}")
+                    ? "unknown field " + name
+                    : "the body has an unknown field");
           } catch (com.fasterxml.jackson.core.JsonParseException e) {
             return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
           } catch (java.io.IOException | RuntimeException e) {
             // Jackson's messages may quote the input: only the field path goes out.
-            return error(ErrorCode.BAD_REQUEST, "the body does not have the expected shape" + fieldPath(e));
+            return error(
+                ErrorCode.BAD_REQUEST, "the body does not have the expected shape" + fieldPath(e));
           }
           if (value == null) {
             return error(ErrorCode.BAD_REQUEST, "the body must be a JSON object");
@@ -152,7 +215,8 @@ final class ProjectionRoutes extends JsonRoutes {
   }
 
   private static String fieldPath(Exception e) {
-    if (e instanceof com.fasterxml.jackson.databind.JsonMappingException m && !m.getPath().isEmpty()) {
+    if (e instanceof com.fasterxml.jackson.databind.JsonMappingException m
+        && !m.getPath().isEmpty()) {
       StringBuilder path = new StringBuilder();
       for (com.fasterxml.jackson.databind.JsonMappingException.Reference r : m.getPath()) {
         if (r.getFieldName() != null && r.getFieldName().matches("[A-Za-z0-9_]{1,64}")) {
@@ -169,7 +233,9 @@ final class ProjectionRoutes extends JsonRoutes {
   /** 400 naming what is wrong with the identity fields, or null when they are fine. */
   private Route badIdentity(Integer partition, String consumer, Long generation) {
     if (partition == null || partition < 0 || partition >= projections.partitions()) {
-      return error(ErrorCode.BAD_REQUEST, "partition must be a number from 0 to " + (projections.partitions() - 1));
+      return error(
+          ErrorCode.BAD_REQUEST,
+          "partition must be a number from 0 to " + (projections.partitions() - 1));
     }
     if (!Partition.validConsumerName(consumer)) {
       return error(ErrorCode.BAD_REQUEST, "consumer must be 1 to 64 of A-Z a-z 0-9 _ . -");
@@ -190,20 +256,40 @@ final class ProjectionRoutes extends JsonRoutes {
     if (collections.stream().anyMatch(c -> c == null || !Documents.readableCollection(c))) {
       return error(ErrorCode.BAD_REQUEST, "collections are 1 to 128 of A-Z a-z 0-9 _ . -");
     }
-    if (kinds.stream().anyMatch(k -> k == null || !io.weir.sharding.partition.PartitionProtocol.ENTRY_KINDS.contains(k))) {
-      return error(ErrorCode.BAD_REQUEST, "kinds are among " + io.weir.sharding.partition.PartitionProtocol.ENTRY_KINDS);
+    if (kinds.stream()
+        .anyMatch(
+            k ->
+                k == null
+                    || !io.weir.sharding.partition.PartitionProtocol.ENTRY_KINDS.contains(k))) {
+      return error(
+          ErrorCode.BAD_REQUEST,
+          "kinds are among " + io.weir.sharding.partition.PartitionProtocol.ENTRY_KINDS);
     }
     if (r.startAfter() != null && r.startAfter() < 0) {
       return error(ErrorCode.BAD_REQUEST, "startAfter must not be negative");
     }
-    return onComplete(projections.configure(r.partition(), r.consumer(), r.generation(), collections, kinds,
-        Optional.ofNullable(r.startAfter())), result -> {
+    return onComplete(
+        projections.configure(
+            r.partition(),
+            r.consumer(),
+            r.generation(),
+            collections,
+            kinds,
+            Optional.ofNullable(r.startAfter())),
+        result -> {
           if (!result.isSuccess()) {
             return partitionUnavailable(result.failed().get());
           }
           if (result.get() instanceof ConsumerConfigured c) {
-            return json(c.created() ? 201 : 200, Map.of("partition", r.partition(), "consumer", view(c.consumer()),
-                "created", c.created()));
+            return json(
+                c.created() ? 201 : 200,
+                Map.of(
+                    "partition",
+                    r.partition(),
+                    "consumer",
+                    view(c.consumer()),
+                    "created",
+                    c.created()));
           }
           return refused(result.get());
         });
@@ -214,16 +300,25 @@ final class ProjectionRoutes extends JsonRoutes {
     if (bad != null) {
       return bad;
     }
-    return onComplete(projections.release(r.partition(), r.consumer(), r.generation()), result -> {
-      if (!result.isSuccess()) {
-        return partitionUnavailable(result.failed().get());
-      }
-      if (result.get() instanceof ConsumerReleased c) {
-        return json(200, Map.of("partition", r.partition(), "consumer", view(c.consumer()),
-            "alreadyReleased", c.alreadyReleased()));
-      }
-      return refused(result.get());
-    });
+    return onComplete(
+        projections.release(r.partition(), r.consumer(), r.generation()),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          if (result.get() instanceof ConsumerReleased c) {
+            return json(
+                200,
+                Map.of(
+                    "partition",
+                    r.partition(),
+                    "consumer",
+                    view(c.consumer()),
+                    "alreadyReleased",
+                    c.alreadyReleased()));
+          }
+          return refused(result.get());
+        });
   }
 
   private Route read(ReadRequest r) {
@@ -235,63 +330,90 @@ final class ProjectionRoutes extends JsonRoutes {
     int maxEntries = r.maxEntries() == null ? limits.defaultReadEntries() : r.maxEntries();
     long maxBytes = r.maxBytes() == null ? limits.defaultReadBytes() : r.maxBytes();
     if (maxEntries < 1 || maxEntries > limits.maxReadEntries()) {
-      return error(ErrorCode.BAD_REQUEST, "maxEntries must be from 1 to " + limits.maxReadEntries());
+      return error(
+          ErrorCode.BAD_REQUEST, "maxEntries must be from 1 to " + limits.maxReadEntries());
     }
     if (maxBytes < 1 || maxBytes > limits.maxReadBytes()) {
       return error(ErrorCode.BAD_REQUEST, "maxBytes must be from 1 to " + limits.maxReadBytes());
     }
-    return onComplete(projections.read(r.partition(), r.consumer(), r.generation(), maxEntries, maxBytes), result -> {
-      if (!result.isSuccess()) {
-        Throwable t = unwrap(result.failed().get());
-        if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries missing) {
-          return missingEntries(r, missing);
-        }
-        return unavailable(t);
-      }
-      Projections.ReadResult read = result.get();
-      if (read instanceof Projections.Refused refused) {
-        return refused(refused.refusal());
-      }
-      if (read instanceof Projections.BudgetExceeded b) {
-        return error(ErrorCode.BUDGET_EXCEEDED, "the entry at position " + b.position() + " has " + b.entryBytes()
-            + " bytes of payload, more than maxBytes " + b.maxBytes() + "; read with a larger budget");
-      }
-      return batch((Projections.Batch) read);
-    });
+    return onComplete(
+        projections.read(r.partition(), r.consumer(), r.generation(), maxEntries, maxBytes),
+        result -> {
+          if (!result.isSuccess()) {
+            Throwable t = unwrap(result.failed().get());
+            if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries missing) {
+              return missingEntries(r, missing);
+            }
+            return unavailable(t);
+          }
+          Projections.ReadResult read = result.get();
+          if (read instanceof Projections.Refused refused) {
+            return refused(refused.refusal());
+          }
+          if (read instanceof Projections.BudgetExceeded b) {
+            return error(
+                ErrorCode.BUDGET_EXCEEDED,
+                "the entry at position "
+                    + b.position()
+                    + " has "
+                    + b.entryBytes()
+                    + " bytes of payload, more than maxBytes "
+                    + b.maxBytes()
+                    + "; read with a larger budget");
+          }
+          return batch((Projections.Batch) read);
+        });
   }
 
   /**
-   * Entries the read expected were gone from the journal. That is legitimate when the consumer moved
-   * on (another worker committed, then a purge and the journal pruning removed them) or was released
-   * meanwhile: the partition is asked again, and the answer is then {@code stale-batch} or {@code
-   * token-invalidated}. Only when nothing changed is it a hole: logged, 410.
+   * Entries the read expected were gone from the journal. That is legitimate when the consumer
+   * moved on (another worker committed, then a purge and the journal pruning removed them) or was
+   * released meanwhile: the partition is asked again, and the answer is then {@code stale-batch} or
+   * {@code token-invalidated}. Only when nothing changed is it a hole: logged, 410.
    */
-  private Route missingEntries(ReadRequest r, io.weir.sharding.partition.OutboxReader.MissingEntries missing) {
-    return onComplete(projections.consumer(r.partition(), r.consumer(), r.generation()), now -> {
-      if (now.isSuccess() && now.get() instanceof io.weir.sharding.partition.PartitionProtocol.ConsumerSpan span
-          && span.consumer().checkpoint() != missing.after()) {
-        return error(ErrorCode.STALE_BATCH, "the consumer's checkpoint moved while this batch was read; read again");
-      }
-      if (now.isSuccess() && now.get() instanceof ConsumerRefused refused) {
-        return refused(refused);
-      }
-      log.error("a projection read found a hole in the outbox: {}", missing.getMessage());
-      return error(ErrorCode.HISTORY_UNAVAILABLE, "entries of this batch are missing from the journal; see the node's log");
-    });
+  private Route missingEntries(
+      ReadRequest r, io.weir.sharding.partition.OutboxReader.MissingEntries missing) {
+    return onComplete(
+        projections.consumer(r.partition(), r.consumer(), r.generation()),
+        now -> {
+          if (now.isSuccess()
+              && now.get() instanceof io.weir.sharding.partition.PartitionProtocol.ConsumerSpan span
+              && span.consumer().checkpoint() != missing.after()) {
+            return error(
+                ErrorCode.STALE_BATCH,
+                "the consumer's checkpoint moved while this batch was read; read again");
+          }
+          if (now.isSuccess() && now.get() instanceof ConsumerRefused refused) {
+            return refused(refused);
+          }
+          log.error("a projection read found a hole in the outbox: {}", missing.getMessage());
+          return error(
+              ErrorCode.HISTORY_UNAVAILABLE,
+              "entries of this batch are missing from the journal; see the node's log");
+        });
   }
 
   /** The batch as JSON; images are embedded as JSON values, not strings. */
   private Route batch(Projections.Batch b) {
-    StringBuilder out = new StringBuilder(256 + (int) Math.min(Integer.MAX_VALUE / 2, b.bytes() * 2));
+    StringBuilder out =
+        new StringBuilder(256 + (int) Math.min(Integer.MAX_VALUE / 2, b.bytes() * 2));
     try {
-      out.append("{\"partition\":").append(b.partition())
-          .append(",\"consumer\":").append(json.writeValueAsString(b.consumer().name()))
-          .append(",\"generation\":").append(b.consumer().generation())
-          .append(",\"start\":").append(b.start())
-          .append(",\"through\":").append(b.through())
-          .append(",\"tail\":").append(b.tail())
-          .append(",\"hasMore\":").append(b.hasMore())
-          .append(",\"token\":").append(json.writeValueAsString(b.token()))
+      out.append("{\"partition\":")
+          .append(b.partition())
+          .append(",\"consumer\":")
+          .append(json.writeValueAsString(b.consumer().name()))
+          .append(",\"generation\":")
+          .append(b.consumer().generation())
+          .append(",\"start\":")
+          .append(b.start())
+          .append(",\"through\":")
+          .append(b.through())
+          .append(",\"tail\":")
+          .append(b.tail())
+          .append(",\"hasMore\":")
+          .append(b.hasMore())
+          .append(",\"token\":")
+          .append(json.writeValueAsString(b.token()))
           .append(",\"entries\":[");
       boolean first = true;
       for (Partition.OutboxEntry e : b.entries()) {
@@ -299,48 +421,67 @@ final class ProjectionRoutes extends JsonRoutes {
           out.append(',');
         }
         first = false;
-        out.append("{\"sequence\":").append(e.sequence())
-            .append(",\"ordinal\":").append(e.ordinal())
-            .append(",\"collection\":").append(json.writeValueAsString(e.collection()))
-            .append(",\"id\":").append(json.writeValueAsString(e.id()))
-            .append(",\"kind\":").append(json.writeValueAsString(e.kind()))
-            .append(",\"revision\":").append(e.revision())
-            .append(",\"evaluatedAt\":\"").append(Instant.ofEpochMilli(e.evaluatedAtMillis())).append('"')
-            .append(",\"commitLsn\":").append(e.commitLsn() == 0 ? "null" : "\"" + Lsn.of(e.commitLsn()) + "\"")
-            .append(",\"before\":").append(e.before() == null ? "null" : e.before())
-            .append(",\"after\":").append(e.after() == null ? "null" : e.after())
+        out.append("{\"sequence\":")
+            .append(e.sequence())
+            .append(",\"ordinal\":")
+            .append(e.ordinal())
+            .append(",\"collection\":")
+            .append(json.writeValueAsString(e.collection()))
+            .append(",\"id\":")
+            .append(json.writeValueAsString(e.id()))
+            .append(",\"kind\":")
+            .append(json.writeValueAsString(e.kind()))
+            .append(",\"revision\":")
+            .append(e.revision())
+            .append(",\"evaluatedAt\":\"")
+            .append(Instant.ofEpochMilli(e.evaluatedAtMillis()))
+            .append('"')
+            .append(",\"commitLsn\":")
+            .append(e.commitLsn() == 0 ? "null" : "\"" + Lsn.of(e.commitLsn()) + "\"")
+            .append(",\"before\":")
+            .append(e.before() == null ? "null" : e.before())
+            .append(",\"after\":")
+            .append(e.after() == null ? "null" : e.after())
             .append('}');
       }
       out.append("]}");
     } catch (JsonProcessingException e) {
       throw new IllegalStateException("cannot encode a string", e);
     }
-    return complete(org.apache.pekko.http.javadsl.model.HttpResponse.create().withEntity(
-        org.apache.pekko.http.javadsl.model.ContentTypes.APPLICATION_JSON, out.toString().getBytes(StandardCharsets.UTF_8)));
+    return complete(
+        org.apache.pekko.http.javadsl.model.HttpResponse.create()
+            .withEntity(
+                org.apache.pekko.http.javadsl.model.ContentTypes.APPLICATION_JSON,
+                out.toString().getBytes(StandardCharsets.UTF_8)));
   }
 
   private Route commit(CommitRequest r) {
     if (r.token() == null) {
       return error(ErrorCode.BAD_REQUEST, "token is required");
     }
-    return onComplete(projections.verify(r.token()), verified -> {
-      if (verified.isSuccess()) {
-        return commit(r, verified.get());
-      }
-      Throwable t = unwrap(verified.failed().get());
-      if (t instanceof TokenSigner.InvalidToken e) {
-        return error(Projections.tokenErrorCode(e.failure()),
-            e.failure() == TokenSigner.Failure.INVALIDATED_BY_RESTORE
-                ? "the batch token was issued before the cluster was restored from a backup; read the batch again"
-                : e.getMessage());
-      }
-      return unavailable(t);
-    });
+    return onComplete(
+        projections.verify(r.token()),
+        verified -> {
+          if (verified.isSuccess()) {
+            return commit(r, verified.get());
+          }
+          Throwable t = unwrap(verified.failed().get());
+          if (t instanceof TokenSigner.InvalidToken e) {
+            return error(
+                Projections.tokenErrorCode(e.failure()),
+                e.failure() == TokenSigner.Failure.INVALIDATED_BY_RESTORE
+                    ? "the batch token was issued before the cluster was restored from a backup; read the batch again"
+                    : e.getMessage());
+          }
+          return unavailable(t);
+        });
   }
 
   private Route unavailable(Throwable t) {
     if (t instanceof Projections.KeysUnavailable) {
-      return error(ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet (storage is starting); retry");
+      return error(
+          ErrorCode.UNAVAILABLE,
+          "the cluster's token keys are not loaded yet (storage is starting); retry");
     }
     return partitionUnavailable(t);
   }
@@ -349,56 +490,92 @@ final class ProjectionRoutes extends JsonRoutes {
     if ((r.partition() != null && r.partition() != token.partition())
         || (r.consumer() != null && !r.consumer().equals(token.consumer()))
         || (r.generation() != null && r.generation() != token.generation())) {
-      return error(ErrorCode.TOKEN_MISMATCH, "the batch token was issued for another partition, consumer or generation");
+      return error(
+          ErrorCode.TOKEN_MISMATCH,
+          "the batch token was issued for another partition, consumer or generation");
     }
     if (token.partition() < 0 || token.partition() >= projections.partitions()) {
-      return error(ErrorCode.INVALID_TOKEN, "the batch token names a partition this cluster does not have");
+      return error(
+          ErrorCode.INVALID_TOKEN, "the batch token names a partition this cluster does not have");
     }
     if (r.commandId() != null && !Documents.validIdempotencyKey(r.commandId())) {
-      return error(ErrorCode.BAD_REQUEST, "commandId must be 1 to " + Documents.MAX_IDEMPOTENCY_KEY_LENGTH
-          + " printable ASCII characters");
+      return error(
+          ErrorCode.BAD_REQUEST,
+          "commandId must be 1 to "
+              + Documents.MAX_IDEMPOTENCY_KEY_LENGTH
+              + " printable ASCII characters");
     }
     List<EffectRequest> requested = r.effects() == null ? List.of() : r.effects();
     int maxEffects = projections.maxEffects();
     if (requested.size() > maxEffects) {
-      return error(ErrorCode.EFFECTS_TOO_LARGE, "a commit carries at most " + maxEffects + " effects");
+      return error(
+          ErrorCode.EFFECTS_TOO_LARGE, "a commit carries at most " + maxEffects + " effects");
     }
     List<Mutation> effects = new ArrayList<>(requested.size());
     long bytes = 0;
     for (int i = 0; i < requested.size(); i++) {
       EffectRequest e = requested.get(i);
-      if (e == null || e.op() == null || e.collection() == null || e.id() == null || e.expectedRevision() == null) {
-        return error(ErrorCode.BAD_REQUEST, "effect " + i + " needs op, collection, id and expectedRevision");
+      if (e == null
+          || e.op() == null
+          || e.collection() == null
+          || e.id() == null
+          || e.expectedRevision() == null) {
+        return error(
+            ErrorCode.BAD_REQUEST,
+            "effect " + i + " needs op, collection, id and expectedRevision");
       }
       if (!Documents.writableCollection(e.collection()) || !Documents.validId(e.id())) {
-        return error(ErrorCode.INVALID_NAME, "effect " + i + ": collections are 1 to 128 of A-Z a-z 0-9 _ -; ids are 1 to "
-            + Documents.MAX_ID_LENGTH + " characters without control characters");
+        return error(
+            ErrorCode.INVALID_NAME,
+            "effect "
+                + i
+                + ": collections are 1 to 128 of A-Z a-z 0-9 _ -; ids are 1 to "
+                + Documents.MAX_ID_LENGTH
+                + " characters without control characters");
       }
       if (e.expectedRevision() < 0) {
-        return error(ErrorCode.BAD_REQUEST, "effect " + i + ": expectedRevision must not be negative (0: must not exist)");
+        return error(
+            ErrorCode.BAD_REQUEST,
+            "effect " + i + ": expectedRevision must not be negative (0: must not exist)");
       }
       if (documents.fedByCdc(e.collection())) {
-        return error(ErrorCode.COLLECTION_FED_BY_CDC, "effect " + i + " targets a collection written by a CDC pipeline");
+        return error(
+            ErrorCode.COLLECTION_FED_BY_CDC,
+            "effect " + i + " targets a collection written by a CDC pipeline");
       }
       if (documents.partitionOf(e.collection(), e.id()) != token.partition()) {
-        return error(ErrorCode.CROSS_PARTITION_EFFECT, "effect " + i + " targets a document of partition "
-            + documents.partitionOf(e.collection(), e.id()) + ", not the batch's partition " + token.partition());
+        return error(
+            ErrorCode.CROSS_PARTITION_EFFECT,
+            "effect "
+                + i
+                + " targets a document of partition "
+                + documents.partitionOf(e.collection(), e.id())
+                + ", not the batch's partition "
+                + token.partition());
       }
       switch (e.op()) {
         case "upsert" -> {
           if (e.document() == null || !e.document().isObject()) {
-            return error(ErrorCode.BAD_REQUEST, "effect " + i + ": an upsert needs a document (a JSON object)");
+            return error(
+                ErrorCode.BAD_REQUEST,
+                "effect " + i + ": an upsert needs a document (a JSON object)");
           }
           String body;
           try {
             body = REQUESTS.writeValueAsString(e.document());
           } catch (JsonProcessingException x) {
-            return error(ErrorCode.BAD_REQUEST, "effect " + i + ": the document cannot be stored as JSON");
+            return error(
+                ErrorCode.BAD_REQUEST, "effect " + i + ": the document cannot be stored as JSON");
           }
           long size = body.getBytes(StandardCharsets.UTF_8).length;
           if (size > maxDocumentBytes) {
-            return error(ErrorCode.DOCUMENT_TOO_LARGE, "effect " + i + ": the document is larger than weir.documents.max-bytes ("
-                + maxDocumentBytes + " bytes)");
+            return error(
+                ErrorCode.DOCUMENT_TOO_LARGE,
+                "effect "
+                    + i
+                    + ": the document is larger than weir.documents.max-bytes ("
+                    + maxDocumentBytes
+                    + " bytes)");
           }
           bytes += size;
           effects.add(new Upsert(e.collection(), e.id(), body, Optional.of(e.expectedRevision())));
@@ -415,25 +592,32 @@ final class ProjectionRoutes extends JsonRoutes {
       }
     }
     if (bytes > projections.limits().maxEffectBytes()) {
-      return error(ErrorCode.EFFECTS_TOO_LARGE, "the effects' documents hold " + bytes + " bytes, more than "
-          + projections.limits().maxEffectBytes() + "; commit smaller batches (read with a smaller maxEntries)");
+      return error(
+          ErrorCode.EFFECTS_TOO_LARGE,
+          "the effects' documents hold "
+              + bytes
+              + " bytes, more than "
+              + projections.limits().maxEffectBytes()
+              + "; commit smaller batches (read with a smaller maxEntries)");
     }
-    return onComplete(projections.commit(token, Optional.ofNullable(r.commandId()), effects), result -> {
-      if (!result.isSuccess()) {
-        return partitionUnavailable(result.failed().get());
-      }
-      if (result.get() instanceof BatchCommitted c) {
-        Map<String, Object> body = new LinkedHashMap<>();
-        body.put("partition", token.partition());
-        body.put("consumer", token.consumer());
-        body.put("generation", token.generation());
-        body.put("checkpoint", c.checkpoint());
-        body.put("alreadyProcessed", c.alreadyProcessed());
-        body.put("receipt", receipt(c.receipt()));
-        return json(200, body);
-      }
-      return refused(result.get());
-    });
+    return onComplete(
+        projections.commit(token, Optional.ofNullable(r.commandId()), effects),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          if (result.get() instanceof BatchCommitted c) {
+            Map<String, Object> body = new LinkedHashMap<>();
+            body.put("partition", token.partition());
+            body.put("consumer", token.consumer());
+            body.put("generation", token.generation());
+            body.put("checkpoint", c.checkpoint());
+            body.put("alreadyProcessed", c.alreadyProcessed());
+            body.put("receipt", receipt(c.receipt()));
+            return json(200, body);
+          }
+          return refused(result.get());
+        });
   }
 
   private static Map<String, Object> receipt(BatchReceipt r) {
@@ -461,22 +645,26 @@ final class ProjectionRoutes extends JsonRoutes {
 
   private Route refused(ConsumerReply reply) {
     if (!(reply instanceof ConsumerRefused r)) {
-      log.error("a projection request got an unexpected reply of type {}", reply.getClass().getSimpleName());
+      log.error(
+          "a projection request got an unexpected reply of type {}",
+          reply.getClass().getSimpleName());
       return error(ErrorCode.INTERNAL, "internal error; see the node's log");
     }
-    ErrorCode code = switch (r.refusal()) {
-      case NOT_FOUND -> ErrorCode.NOT_FOUND;
-      case RELEASED -> ErrorCode.CONSUMER_RELEASED;
-      case TOKEN_INVALIDATED -> ErrorCode.TOKEN_INVALIDATED;
-      case IMMUTABLE, CONFLICT, REVISION_CONFLICT -> ErrorCode.CONFLICT;
-      case TOO_MANY -> ErrorCode.TOO_MANY_CONSUMERS;
-      case HISTORY_UNAVAILABLE -> ErrorCode.HISTORY_UNAVAILABLE;
-      case STALE -> ErrorCode.STALE_BATCH;
-      case QUOTA_EXCEEDED -> ErrorCode.QUOTA_EXCEEDED;
-      case INVALID -> ErrorCode.BAD_REQUEST;
-    };
+    ErrorCode code =
+        switch (r.refusal()) {
+          case NOT_FOUND -> ErrorCode.NOT_FOUND;
+          case RELEASED -> ErrorCode.CONSUMER_RELEASED;
+          case TOKEN_INVALIDATED -> ErrorCode.TOKEN_INVALIDATED;
+          case IMMUTABLE, CONFLICT, REVISION_CONFLICT -> ErrorCode.CONFLICT;
+          case TOO_MANY -> ErrorCode.TOO_MANY_CONSUMERS;
+          case HISTORY_UNAVAILABLE -> ErrorCode.HISTORY_UNAVAILABLE;
+          case STALE -> ErrorCode.STALE_BATCH;
+          case QUOTA_EXCEEDED -> ErrorCode.QUOTA_EXCEEDED;
+          case INVALID -> ErrorCode.BAD_REQUEST;
+        };
     String message = r.reason();
-    if (r.refusal() == io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal.REVISION_CONFLICT) {
+    if (r.refusal()
+        == io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal.REVISION_CONFLICT) {
       message = message + " (the document has revision " + r.actualRevision() + ")";
     }
     return error(code, message);

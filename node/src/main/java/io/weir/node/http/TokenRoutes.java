@@ -40,51 +40,82 @@ final class TokenRoutes extends JsonRoutes {
 
   Route routes() {
     return concat(
-        path("keys", () -> get(() -> keys.ring().isPresent() ? json(200, view(keys.ring().get()))
-            : error(ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet (storage is starting); retry"))),
+        path(
+            "keys",
+            () ->
+                get(
+                    () ->
+                        keys.ring().isPresent()
+                            ? json(200, view(keys.ring().get()))
+                            : error(
+                                ErrorCode.UNAVAILABLE,
+                                "the cluster's token keys are not loaded yet (storage is starting); retry"))),
         path("rotate", () -> post(() -> answer(keys.rotate()))),
-        path("retire", () -> post(() -> entity(Unmarshaller.entityToString(), body -> {
-          String kid;
-          try {
-            JsonNode root = ProjectionRoutes.REQUESTS.readTree(body);
-            if (root == null || !root.isObject() || root.size() != 1 || !root.path("kid").isTextual()
-                || !root.get("kid").asText().matches("[A-Za-z0-9_-]{1,32}")) {
-              return error(ErrorCode.BAD_REQUEST, "the body must be {\"kid\": \"<key id>\"}, a key id of 1 to 32 of A-Z a-z 0-9 _ -");
-            }
-            kid = root.get("kid").asText();
-          } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-            return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
-          }
-          return answer(keys.retire(kid));
-        }))));
+        path(
+            "retire",
+            () ->
+                post(
+                    () ->
+                        entity(
+                            Unmarshaller.entityToString(),
+                            body -> {
+                              String kid;
+                              try {
+                                JsonNode root = ProjectionRoutes.REQUESTS.readTree(body);
+                                if (root == null
+                                    || !root.isObject()
+                                    || root.size() != 1
+                                    || !root.path("kid").isTextual()
+                                    || !root.get("kid").asText().matches("[A-Za-z0-9_-]{1,32}")) {
+                                  return error(
+                                      ErrorCode.BAD_REQUEST,
+                                      "the body must be {\"kid\": \"<key id>\"}, a key id of 1 to 32 of A-Z a-z 0-9 _ -");
+                                }
+                                kid = root.get("kid").asText();
+                              } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+                                return error(
+                                    ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+                              }
+                              return answer(keys.retire(kid));
+                            }))));
   }
 
   private Route answer(CompletionStage<?> done) {
-    return onComplete(done, result -> {
-      if (result.isSuccess()) {
-        return json(200, view(keys.ring().orElseThrow()));
-      }
-      Throwable t = unwrap(result.failed().get());
-      if (t instanceof TokenKeyStore.KeyRefused refused) {
-        return error(refused.notFound() ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT, refused.getMessage());
-      }
-      log.warn("a token key operation failed: {}", SafeErrors.describe(t));
-      return error(ErrorCode.UNAVAILABLE, "the token keys could not be changed (storage unavailable); retry");
-    });
+    return onComplete(
+        done,
+        result -> {
+          if (result.isSuccess()) {
+            return json(200, view(keys.ring().orElseThrow()));
+          }
+          Throwable t = unwrap(result.failed().get());
+          if (t instanceof TokenKeyStore.KeyRefused refused) {
+            return error(
+                refused.notFound() ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT,
+                refused.getMessage());
+          }
+          log.warn("a token key operation failed: {}", SafeErrors.describe(t));
+          return error(
+              ErrorCode.UNAVAILABLE,
+              "the token keys could not be changed (storage unavailable); retry");
+        });
   }
 
   private static Map<String, Object> view(TokenKeyStore.KeyRing ring) {
     Map<String, Object> out = new LinkedHashMap<>();
     out.put("active", ring.activeKid());
-    List<Map<String, Object>> list = ring.info().stream().map(k -> {
-      Map<String, Object> m = new LinkedHashMap<>();
-      m.put("kid", k.kid());
-      m.put("createdAt", k.createdAt().toString());
-      m.put("retiredAt", k.retiredAt() == null ? null : k.retiredAt().toString());
-      m.put("active", k.active());
-      m.put("invalidatedByRestore", k.invalidatedByRestore());
-      return m;
-    }).toList();
+    List<Map<String, Object>> list =
+        ring.info().stream()
+            .map(
+                k -> {
+                  Map<String, Object> m = new LinkedHashMap<>();
+                  m.put("kid", k.kid());
+                  m.put("createdAt", k.createdAt().toString());
+                  m.put("retiredAt", k.retiredAt() == null ? null : k.retiredAt().toString());
+                  m.put("active", k.active());
+                  m.put("invalidatedByRestore", k.invalidatedByRestore());
+                  return m;
+                })
+            .toList();
     out.put("keys", list);
     out.put("restoreEpoch", ring.restoreEpoch());
     out.put("restoredAt", ring.restoredAt() == null ? null : ring.restoredAt().toString());

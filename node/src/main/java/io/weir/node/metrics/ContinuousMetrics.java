@@ -16,15 +16,41 @@ import java.util.function.Supplier;
  */
 public final class ContinuousMetrics {
   /** Why a tier-2 delta was abandoned for a full read (the rules of docs/continuous.md). */
-  public static final List<String> FALLBACK_REASONS = List.of("no-impact-rule", "truncate", "unknown-schema",
-      "incomplete-tuple", "null-key", "budget-exceeded", "delta-outside-affected", "duplicate-key",
-      "order-not-comparable", "visible-row-left", "rank-boundary", "evaluator-failed", "evaluator-missing", "projector-missing", "projector-uncertain",
-      "projector-incomplete-tuple", "projector-key-type", "other");
+  public static final List<String> FALLBACK_REASONS =
+      List.of(
+          "no-impact-rule",
+          "truncate",
+          "unknown-schema",
+          "incomplete-tuple",
+          "null-key",
+          "budget-exceeded",
+          "delta-outside-affected",
+          "duplicate-key",
+          "order-not-comparable",
+          "visible-row-left",
+          "rank-boundary",
+          "evaluator-failed",
+          "evaluator-missing",
+          "projector-missing",
+          "projector-uncertain",
+          "projector-incomplete-tuple",
+          "projector-key-type",
+          "other");
+
   /** What started a full read. */
-  public static final List<String> FULL_READ_CAUSES = List.of("initial", "periodic", "fallback", "retry",
-      "pipeline-restart", "catalog-changed", "other");
+  public static final List<String> FULL_READ_CAUSES =
+      List.of(
+          "initial",
+          "periodic",
+          "fallback",
+          "retry",
+          "pipeline-restart",
+          "catalog-changed",
+          "other");
+
   /** How a transaction was handled by a session. */
-  public static final List<String> TRANSACTION_OUTCOMES = List.of("incremental", "unrelated", "duplicate");
+  public static final List<String> TRANSACTION_OUTCOMES =
+      List.of("incremental", "unrelated", "duplicate");
 
   private final Map<String, Counter> fallbacks = new HashMap<>();
   private final Map<String, Counter> fullReads = new HashMap<>();
@@ -32,31 +58,53 @@ public final class ContinuousMetrics {
   private final Counter rowsRead;
 
   public ContinuousMetrics(MeterRegistry registry, Supplier<Number> sessions) {
-    Gauge.builder("weir.continuous.sessions", sessions).strongReference(true)
-        .description("Continuous-query sessions maintained on this node").register(registry);
+    Gauge.builder("weir.continuous.sessions", sessions)
+        .strongReference(true)
+        .description("Continuous-query sessions maintained on this node")
+        .register(registry);
     for (String r : FALLBACK_REASONS) {
-      fallbacks.put(r, Counter.builder("weir.continuous.fallbacks").tag("reason", r)
-          .description("Incremental maintenance abandoned for a full read, by safety rule").register(registry));
+      fallbacks.put(
+          r,
+          Counter.builder("weir.continuous.fallbacks")
+              .tag("reason", r)
+              .description("Incremental maintenance abandoned for a full read, by safety rule")
+              .register(registry));
     }
     for (String c : FULL_READ_CAUSES) {
-      fullReads.put(c, Counter.builder("weir.continuous.full.reads").tag("cause", c)
-          .description("Authoritative full reads of continuous queries, by cause").register(registry));
+      fullReads.put(
+          c,
+          Counter.builder("weir.continuous.full.reads")
+              .tag("cause", c)
+              .description("Authoritative full reads of continuous queries, by cause")
+              .register(registry));
     }
     for (String o : TRANSACTION_OUTCOMES) {
-      transactions.put(o, Counter.builder("weir.continuous.transactions").tag("outcome", o)
-          .description("Transactions handled per session without a full read, by outcome").register(registry));
+      transactions.put(
+          o,
+          Counter.builder("weir.continuous.transactions")
+              .tag("outcome", o)
+              .description("Transactions handled per session without a full read, by outcome")
+              .register(registry));
     }
-    rowsRead = Counter.builder("weir.continuous.rows.read")
-        .description("Rows read from PostgreSQL by continuous queries (deltas and full reads)").register(registry);
+    rowsRead =
+        Counter.builder("weir.continuous.rows.read")
+            .description("Rows read from PostgreSQL by continuous queries (deltas and full reads)")
+            .register(registry);
   }
 
   public void fallback(String reason) {
     fallbacks.getOrDefault(reason, fallbacks.get("other")).increment();
   }
 
-  /** A full read for {@code reason} as the engine names it ({@code fallback-<rule>}, {@code retry-after-...}). */
+  /**
+   * A full read for {@code reason} as the engine names it ({@code fallback-<rule>}, {@code
+   * retry-after-...}).
+   */
   public void fullRead(String reason) {
-    String cause = reason.startsWith("fallback-") ? "fallback" : reason.startsWith("retry-after-") ? "retry" : reason;
+    String cause =
+        reason.startsWith("fallback-")
+            ? "fallback"
+            : reason.startsWith("retry-after-") ? "retry" : reason;
     fullReads.getOrDefault(cause, fullReads.get("other")).increment();
   }
 

@@ -9,8 +9,8 @@ import java.util.Set;
 import java.util.TreeSet;
 
 /**
- * The samples of a Prometheus text exposition (format 0.0.4), as {@code GET /metrics} writes it: for
- * tools and tests that read the node's metrics. Comment lines are skipped; label values are
+ * The samples of a Prometheus text exposition (format 0.0.4), as {@code GET /metrics} writes it:
+ * for tools and tests that read the node's metrics. Comment lines are skipped; label values are
  * unescaped.
  */
 public final class Exposition {
@@ -60,7 +60,10 @@ public final class Exposition {
     };
   }
 
-  /** Reads {@code a="x",b="y"} from {@code from} into {@code labels}; returns the index after the closing brace. */
+  /**
+   * Reads {@code a="x",b="y"} from {@code from} into {@code labels}; returns the index after the
+   * closing brace.
+   */
   private static int labels(String line, int from, Map<String, String> labels) {
     int i = from;
     while (i < line.length() && line.charAt(i) != '}') {
@@ -115,12 +118,13 @@ public final class Exposition {
   /** Every value label {@code label} takes over all samples (e.g. every {@code route}). */
   public Set<String> labelValues(String label) {
     Set<String> out = new TreeSet<>();
-    samples.forEach(s -> {
-      String v = s.labels().get(label);
-      if (v != null) {
-        out.add(v);
-      }
-    });
+    samples.forEach(
+        s -> {
+          String v = s.labels().get(label);
+          if (v != null) {
+            out.add(v);
+          }
+        });
     return out;
   }
 

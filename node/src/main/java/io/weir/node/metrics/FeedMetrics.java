@@ -17,15 +17,18 @@ import java.util.function.Supplier;
  */
 public final class FeedMetrics {
   /** The operations: the bounded values of tag {@code operation}. */
-  public static final List<String> OPERATIONS = List.of("changes", "query", "live-start", "live-read");
+  public static final List<String> OPERATIONS =
+      List.of("changes", "query", "live-start", "live-read");
 
   private final MeterRegistry registry;
   private final Map<String, Counter> counters = new ConcurrentHashMap<>();
 
   public FeedMetrics(MeterRegistry registry, Supplier<Number> active) {
     this.registry = registry;
-    Gauge.builder("weir.feeds.active", active).strongReference(true)
-        .description("Changes-feed reads and (live) queries running on this node").register(registry);
+    Gauge.builder("weir.feeds.active", active)
+        .strongReference(true)
+        .description("Changes-feed reads and (live) queries running on this node")
+        .register(registry);
     for (String op : OPERATIONS) {
       counter(op, "ok");
     }
@@ -40,8 +43,14 @@ public final class FeedMetrics {
   }
 
   private Counter counter(String operation, String outcome) {
-    return counters.computeIfAbsent(operation + "|" + outcome, k -> Counter.builder("weir.feeds.requests")
-        .description("Changes-feed reads and queries by operation and outcome (ok or the error code)")
-        .tag("operation", operation).tag("outcome", outcome).register(registry));
+    return counters.computeIfAbsent(
+        operation + "|" + outcome,
+        k ->
+            Counter.builder("weir.feeds.requests")
+                .description(
+                    "Changes-feed reads and queries by operation and outcome (ok or the error code)")
+                .tag("operation", operation)
+                .tag("outcome", outcome)
+                .register(registry));
   }
 }

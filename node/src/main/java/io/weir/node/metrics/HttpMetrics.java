@@ -10,19 +10,31 @@ import org.apache.pekko.http.javadsl.server.AllDirectives;
 import org.apache.pekko.http.javadsl.server.Route;
 
 /**
- * {@code weir.http.requests}: a timer per method, route template ({@link RouteTemplates}) and status
- * code, with fixed latency buckets. Its labels come from closed sets: the method from the few HTTP
- * methods (else {@code OTHER}), the route from the templates, the status from the code the node
- * answered. The time runs from the request reaching the routes to the response's head being ready
- * (a streamed body is not waited for).
+ * {@code weir.http.requests}: a timer per method, route template ({@link RouteTemplates}) and
+ * status code, with fixed latency buckets. Its labels come from closed sets: the method from the
+ * few HTTP methods (else {@code OTHER}), the route from the templates, the status from the code the
+ * node answered. The time runs from the request reaching the routes to the response's head being
+ * ready (a streamed body is not waited for).
  */
 public final class HttpMetrics extends AllDirectives {
   /** Bucket bounds of the latency histogram. */
   static final Duration[] BUCKETS = {
-      Duration.ofMillis(5), Duration.ofMillis(10), Duration.ofMillis(25), Duration.ofMillis(50), Duration.ofMillis(100),
-      Duration.ofMillis(250), Duration.ofMillis(500), Duration.ofSeconds(1), Duration.ofMillis(2500),
-      Duration.ofSeconds(5), Duration.ofSeconds(10), Duration.ofSeconds(30)};
-  private static final Set<String> METHODS = Set.of("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS");
+    Duration.ofMillis(5),
+    Duration.ofMillis(10),
+    Duration.ofMillis(25),
+    Duration.ofMillis(50),
+    Duration.ofMillis(100),
+    Duration.ofMillis(250),
+    Duration.ofMillis(500),
+    Duration.ofSeconds(1),
+    Duration.ofMillis(2500),
+    Duration.ofSeconds(5),
+    Duration.ofSeconds(10),
+    Duration.ofSeconds(30)
+  };
+
+  private static final Set<String> METHODS =
+      Set.of("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS");
 
   private final MeterRegistry registry;
   private final RouteTemplates templates;
@@ -35,21 +47,27 @@ public final class HttpMetrics extends AllDirectives {
   /** {@code inner}, timed and counted. */
   public Route measured(Supplier<Route> inner) {
     Route route = inner.get();
-    return extractRequest(request -> {
-      long started = System.nanoTime();
-      String method = METHODS.contains(request.method().value()) ? request.method().value() : "OTHER";
-      String template = templates.label(request.getUri().path());
-      return mapResponse(response -> {
-        record(method, template, response.status().intValue(), System.nanoTime() - started);
-        return response;
-      }, () -> route);
-    });
+    return extractRequest(
+        request -> {
+          long started = System.nanoTime();
+          String method =
+              METHODS.contains(request.method().value()) ? request.method().value() : "OTHER";
+          String template = templates.label(request.getUri().path());
+          return mapResponse(
+              response -> {
+                record(method, template, response.status().intValue(), System.nanoTime() - started);
+                return response;
+              },
+              () -> route);
+        });
   }
 
   void record(String method, String template, int status, long nanos) {
     Timer.builder("weir.http.requests")
         .description("HTTP requests by method, route template and status code")
-        .tag("method", method).tag("route", template).tag("status", Integer.toString(status))
+        .tag("method", method)
+        .tag("route", template)
+        .tag("status", Integer.toString(status))
         .serviceLevelObjectives(BUCKETS)
         .register(registry)
         .record(nanos, TimeUnit.NANOSECONDS);

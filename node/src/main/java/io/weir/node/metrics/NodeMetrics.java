@@ -61,7 +61,10 @@ public final class NodeMetrics implements AutoCloseable {
     return registry.scrape();
   }
 
-  /** Meters of the partitions this node hosts, for {@link io.weir.sharding.partition.PartitionSharding#init}. */
+  /**
+   * Meters of the partitions this node hosts, for {@link
+   * io.weir.sharding.partition.PartitionSharding#init}.
+   */
   public PartitionMetrics partitions(int partitionCount) {
     return new PartitionMetrics(registry, partitionCount, settings.perPartitionLimit());
   }
@@ -76,10 +79,12 @@ public final class NodeMetrics implements AutoCloseable {
    * continuous-query fallbacks by reason. The tag's values are the enum's constants in lower case
    * with hyphens.
    */
-  public <E extends Enum<E>> ReasonCounter<E> reasonCounter(String name, String description, String tag, Class<E> reasons) {
+  public <E extends Enum<E>> ReasonCounter<E> reasonCounter(
+      String name, String description, String tag, Class<E> reasons) {
     Map<E, Counter> counters = new EnumMap<>(reasons);
     for (E e : reasons.getEnumConstants()) {
-      counters.put(e, Counter.builder(name).description(description).tag(tag, wire(e)).register(registry));
+      counters.put(
+          e, Counter.builder(name).description(description).tag(tag, wire(e)).register(registry));
     }
     return new ReasonCounter<>(counters);
   }
@@ -87,7 +92,10 @@ public final class NodeMetrics implements AutoCloseable {
   /** A gauge of things open now, e.g. live or continuous query sessions on this node. */
   public Active active(String name, String description) {
     AtomicLong count = new AtomicLong();
-    Gauge.builder(name, count, AtomicLong::get).description(description).strongReference(true).register(registry);
+    Gauge.builder(name, count, AtomicLong::get)
+        .description(description)
+        .strongReference(true)
+        .register(registry);
     return new Active(count);
   }
 

@@ -19,9 +19,9 @@ import java.util.concurrent.TimeUnit;
  * <p>Per node, always: {@code weir.partitions.hosted}, {@code weir.partition.frames} (persisted
  * frames), {@code weir.partition.writes} (journal writes: frames / writes is the group-commit
  * factor), {@code weir.partition.quota.refusals}, the outbox totals {@code
- * weir.partitions.outbox.entries} and {@code weir.partitions.outbox.bytes}, the fullest
- * partition's {@code weir.partitions.quota.use.max}, and the histogram {@code
- * weir.partition.recovery} of recovery times.
+ * weir.partitions.outbox.entries} and {@code weir.partitions.outbox.bytes}, the fullest partition's
+ * {@code weir.partitions.quota.use.max}, and the histogram {@code weir.partition.recovery} of
+ * recovery times.
  *
  * <p>Per partition (tag {@code partition}, a number below P), only while P is at most {@code
  * weir.metrics.per-partition-limit}: {@code weir.partition.outbox.entries}, {@code
@@ -30,9 +30,10 @@ import java.util.concurrent.TimeUnit;
  */
 public final class PartitionMetrics implements PartitionObserver {
   static final Duration[] RECOVERY_BUCKETS = {
-      Duration.ofMillis(100), Duration.ofMillis(250), Duration.ofMillis(500), Duration.ofSeconds(1),
-      Duration.ofMillis(2500), Duration.ofSeconds(5), Duration.ofSeconds(10), Duration.ofSeconds(30),
-      Duration.ofSeconds(60), Duration.ofSeconds(120)};
+    Duration.ofMillis(100), Duration.ofMillis(250), Duration.ofMillis(500), Duration.ofSeconds(1),
+    Duration.ofMillis(2500), Duration.ofSeconds(5), Duration.ofSeconds(10), Duration.ofSeconds(30),
+    Duration.ofSeconds(60), Duration.ofSeconds(120)
+  };
 
   /** One hosted partition's latest outbox figures. */
   private record Outbox(long entries, long bytes, double quotaUse) {}
@@ -53,29 +54,46 @@ public final class PartitionMetrics implements PartitionObserver {
   public PartitionMetrics(MeterRegistry registry, int partitions, int perPartitionLimit) {
     this.registry = registry;
     this.perPartition = partitions <= perPartitionLimit;
-    frames = Counter.builder("weir.partition.frames").description("Frames persisted by the partitions hosted here")
-        .register(registry);
-    writes = Counter.builder("weir.partition.writes")
-        .description("Journal writes of the partitions hosted here (each holds one or more frames)").register(registry);
-    refusals = Counter.builder("weir.partition.quota.refusals")
-        .description("Frames and projection batches refused because a partition's outbox quota was used up")
-        .register(registry);
-    recovery = Timer.builder("weir.partition.recovery")
-        .description("Time a partition took to recover from its snapshot and journal on this node")
-        .serviceLevelObjectives(RECOVERY_BUCKETS).register(registry);
-    Gauge.builder("weir.partitions.hosted", hosted, Map::size).description("Partitions running on this node")
+    frames =
+        Counter.builder("weir.partition.frames")
+            .description("Frames persisted by the partitions hosted here")
+            .register(registry);
+    writes =
+        Counter.builder("weir.partition.writes")
+            .description(
+                "Journal writes of the partitions hosted here (each holds one or more frames)")
+            .register(registry);
+    refusals =
+        Counter.builder("weir.partition.quota.refusals")
+            .description(
+                "Frames and projection batches refused because a partition's outbox quota was used up")
+            .register(registry);
+    recovery =
+        Timer.builder("weir.partition.recovery")
+            .description(
+                "Time a partition took to recover from its snapshot and journal on this node")
+            .serviceLevelObjectives(RECOVERY_BUCKETS)
+            .register(registry);
+    Gauge.builder("weir.partitions.hosted", hosted, Map::size)
+        .description("Partitions running on this node")
         .register(registry);
     Gauge.builder("weir.partitions.outbox.entries", hosted, h -> sum(h, Outbox::entries))
-        .description("Retained outbox entries over the partitions hosted here").register(registry);
-    Gauge.builder("weir.partitions.outbox.bytes", hosted, h -> sum(h, Outbox::bytes))
-        .description("Retained outbox bytes (before and after images) over the partitions hosted here")
+        .description("Retained outbox entries over the partitions hosted here")
         .register(registry);
-    Gauge.builder("weir.partitions.quota.use.max", hosted,
+    Gauge.builder("weir.partitions.outbox.bytes", hosted, h -> sum(h, Outbox::bytes))
+        .description(
+            "Retained outbox bytes (before and after images) over the partitions hosted here")
+        .register(registry);
+    Gauge.builder(
+            "weir.partitions.quota.use.max",
+            hosted,
             h -> h.values().stream().mapToDouble(Outbox::quotaUse).max().orElse(0))
-        .description("The fullest hosted partition's use of its outbox quota (1 = full)").register(registry);
+        .description("The fullest hosted partition's use of its outbox quota (1 = full)")
+        .register(registry);
   }
 
-  private static double sum(Map<Integer, Outbox> hosted, java.util.function.ToLongFunction<Outbox> f) {
+  private static double sum(
+      Map<Integer, Outbox> hosted, java.util.function.ToLongFunction<Outbox> f) {
     long total = 0;
     for (Outbox o : hosted.values()) {
       total += f.applyAsLong(o);
@@ -114,20 +132,34 @@ public final class PartitionMetrics implements PartitionObserver {
   private void register(int partition) {
     String tag = Integer.toString(partition);
     List<Meter> meters = new ArrayList<>();
-    meters.add(Gauge.builder("weir.partition.outbox.entries", hosted, h -> value(h, partition, Outbox::entries))
-        .tag("partition", tag).description("Retained outbox entries of one partition").register(registry));
-    meters.add(Gauge.builder("weir.partition.outbox.bytes", hosted, h -> value(h, partition, Outbox::bytes))
-        .tag("partition", tag).description("Retained outbox bytes of one partition").register(registry));
-    meters.add(Gauge.builder("weir.partition.quota.use", hosted,
-            h -> {
-              Outbox o = h.get(partition);
-              return o == null ? 0 : o.quotaUse();
-            })
-        .tag("partition", tag).description("One partition's use of its outbox quota (1 = full)").register(registry));
+    meters.add(
+        Gauge.builder(
+                "weir.partition.outbox.entries", hosted, h -> value(h, partition, Outbox::entries))
+            .tag("partition", tag)
+            .description("Retained outbox entries of one partition")
+            .register(registry));
+    meters.add(
+        Gauge.builder(
+                "weir.partition.outbox.bytes", hosted, h -> value(h, partition, Outbox::bytes))
+            .tag("partition", tag)
+            .description("Retained outbox bytes of one partition")
+            .register(registry));
+    meters.add(
+        Gauge.builder(
+                "weir.partition.quota.use",
+                hosted,
+                h -> {
+                  Outbox o = h.get(partition);
+                  return o == null ? 0 : o.quotaUse();
+                })
+            .tag("partition", tag)
+            .description("One partition's use of its outbox quota (1 = full)")
+            .register(registry));
     partitionMeters.put(partition, meters);
   }
 
-  private static double value(Map<Integer, Outbox> hosted, int partition, java.util.function.ToLongFunction<Outbox> f) {
+  private static double value(
+      Map<Integer, Outbox> hosted, int partition, java.util.function.ToLongFunction<Outbox> f) {
     Outbox o = hosted.get(partition);
     return o == null ? 0 : f.applyAsLong(o);
   }

@@ -4,11 +4,11 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Maps a request path to the route template that serves it, e.g. {@code
- * /v1/documents/a/b} to {@code /v1/documents/{collection}/{id}}: metrics label requests by template,
- * never by raw path, because ids and collection names in paths are user data and unbounded. A path
- * no template matches is labelled by its known root ({@code /admin/**}, {@code /v1/**}, {@code
- * /health/**}) or {@code unmatched}, so the label has a fixed, small set of values.
+ * Maps a request path to the route template that serves it, e.g. {@code /v1/documents/a/b} to
+ * {@code /v1/documents/{collection}/{id}}: metrics label requests by template, never by raw path,
+ * because ids and collection names in paths are user data and unbounded. A path no template matches
+ * is labelled by its known root ({@code /admin/**}, {@code /v1/**}, {@code /health/**}) or {@code
+ * unmatched}, so the label has a fixed, small set of values.
  *
  * <p>Add the template here when adding a route (until then its requests count under their root),
  * and the route to the OpenAPI document: OpenApiDocumentTest requires both to name the same paths.
@@ -18,52 +18,54 @@ public final class RouteTemplates {
    * Every route the node serves; the OpenAPI document ({@code io/weir/node/http/openapi.json}) has
    * exactly these paths (OpenApiDocumentTest).
    */
-  public static final List<String> NODE = List.of(
-      "/openapi.json",
-      "/health/alive",
-      "/health/ready",
-      "/metrics",
-      "/admin/metrics",
-      "/admin/cluster",
-      "/admin/partitions",
-      "/admin/outbox/status",
-      "/admin/outbox/settings",
-      "/admin/outbox/purge",
-      "/admin/pipelines",
-      "/admin/pipelines/{name}",
-      "/admin/pipelines/{name}/start",
-      "/admin/pipelines/{name}/stop",
-      "/admin/pipelines/{name}/snapshot",
-      "/admin/slots",
-      "/admin/projections/configure",
-      "/admin/projections/read",
-      "/admin/projections/commit",
-      "/admin/projections/release",
-      "/admin/tokens/keys",
-      "/admin/tokens/rotate",
-      "/admin/tokens/retire",
-      "/admin/principals",
-      "/admin/principals/{id}/revoke",
-      "/admin/principals/{id}/rotate",
-      "/admin/principals/{id}/grants",
-      "/admin/principals/{id}/grants/revoke",
-      "/admin/policies",
-      "/admin/policies/{collection}",
-      "/v1/documents/{collection}/{id}",
-      "/v1/changes/read",
-      "/v1/query",
-      "/v1/query/live/start",
-      "/v1/query/live/read",
-      "/v1/continuous",
-      "/v1/continuous/{id}",
-      "/v1/continuous/{id}/events",
-      "/v1/continuous/{id}/status",
-      "/v1/continuous/{id}/result",
-      "/console",
-      "/console/{file}");
+  public static final List<String> NODE =
+      List.of(
+          "/openapi.json",
+          "/health/alive",
+          "/health/ready",
+          "/metrics",
+          "/admin/metrics",
+          "/admin/cluster",
+          "/admin/partitions",
+          "/admin/outbox/status",
+          "/admin/outbox/settings",
+          "/admin/outbox/purge",
+          "/admin/pipelines",
+          "/admin/pipelines/{name}",
+          "/admin/pipelines/{name}/start",
+          "/admin/pipelines/{name}/stop",
+          "/admin/pipelines/{name}/snapshot",
+          "/admin/slots",
+          "/admin/projections/configure",
+          "/admin/projections/read",
+          "/admin/projections/commit",
+          "/admin/projections/release",
+          "/admin/tokens/keys",
+          "/admin/tokens/rotate",
+          "/admin/tokens/retire",
+          "/admin/principals",
+          "/admin/principals/{id}/revoke",
+          "/admin/principals/{id}/rotate",
+          "/admin/principals/{id}/grants",
+          "/admin/principals/{id}/grants/revoke",
+          "/admin/policies",
+          "/admin/policies/{collection}",
+          "/v1/documents/{collection}/{id}",
+          "/v1/changes/read",
+          "/v1/query",
+          "/v1/query/live/start",
+          "/v1/query/live/read",
+          "/v1/continuous",
+          "/v1/continuous/{id}",
+          "/v1/continuous/{id}/events",
+          "/v1/continuous/{id}/status",
+          "/v1/continuous/{id}/result",
+          "/console",
+          "/console/{file}");
 
   /** Label of a path under no known root. */
   public static final String UNMATCHED = "unmatched";
+
   private static final List<String> ROOTS = List.of("admin", "v1", "health");
 
   private final List<String[]> templates = new ArrayList<>();
@@ -119,10 +121,15 @@ public final class RouteTemplates {
     if (best != null) {
       return best;
     }
-    return segments.length > 0 && ROOTS.contains(segments[0]) ? "/" + segments[0] + "/**" : UNMATCHED;
+    return segments.length > 0 && ROOTS.contains(segments[0])
+        ? "/" + segments[0] + "/**"
+        : UNMATCHED;
   }
 
-  /** Every label {@link #label} can return: the templates, the roots' fallbacks and {@link #UNMATCHED}. */
+  /**
+   * Every label {@link #label} can return: the templates, the roots' fallbacks and {@link
+   * #UNMATCHED}.
+   */
   public List<String> labels() {
     List<String> all = new ArrayList<>(labels);
     ROOTS.forEach(r -> all.add("/" + r + "/**"));

@@ -28,14 +28,19 @@ import org.apache.pekko.remote.artery.tcp.SSLEngineProviderSetup;
  * handed to Pekko's {@link ConfigSSLEngineProvider} as key and trust managers through an {@link
  * SSLEngineProviderSetup}: the passwords never enter the actor system's configuration.
  *
- * @param keyStorePassword secret (also the private key's password); never part of {@link #toString()}
+ * @param keyStorePassword secret (also the private key's password); never part of {@link
+ *     #toString()}
  * @param trustStorePassword secret; never part of {@link #toString()}
  * @param protocol {@code TLSv1.3} or {@code TLSv1.2}; every node of a cluster must use the same
- * @param hostnameVerification the connecting node checks that the other's certificate names the host
- *     it connects to (its {@code weir.cluster.host})
+ * @param hostnameVerification the connecting node checks that the other's certificate names the
+ *     host it connects to (its {@code weir.cluster.host})
  */
 public record ClusterTls(
-    Path keyStore, String keyStorePassword, Path trustStore, String trustStorePassword, String protocol,
+    Path keyStore,
+    String keyStorePassword,
+    Path trustStore,
+    String trustStorePassword,
+    String protocol,
     boolean hostnameVerification) {
 
   static final String KEY_STORE = "weir.cluster.tls.key-store";
@@ -46,11 +51,15 @@ public record ClusterTls(
   static final String HOSTNAME_VERIFICATION = "weir.cluster.tls.hostname-verification";
 
   /** Cipher suites per protocol: AES-GCM only (TLS 1.3's are Pekko's default). */
-  private static final Map<String, List<String>> CIPHER_SUITES = Map.of(
-      "TLSv1.3", List.of("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256"),
-      "TLSv1.2", List.of(
-          "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
-          "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"));
+  private static final Map<String, List<String>> CIPHER_SUITES =
+      Map.of(
+          "TLSv1.3", List.of("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256"),
+          "TLSv1.2",
+              List.of(
+                  "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+                      "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                  "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+                      "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"));
 
   /**
    * Reads {@code weir.cluster.tls}; empty when neither store is set. Both stores are opened and
@@ -65,19 +74,26 @@ public record ClusterTls(
     String trustStorePassword = KeyStores.password(v, TRUST_STORE_PASSWORD);
     if (keyStore == null && trustStore == null) {
       if (keyStorePassword != null || trustStorePassword != null) {
-        throw new SettingsException(KEY_STORE, "and " + TRUST_STORE + " are required when a weir.cluster.tls password is set"
-            + KeyStores.hint(KEY_STORE));
+        throw new SettingsException(
+            KEY_STORE,
+            "and "
+                + TRUST_STORE
+                + " are required when a weir.cluster.tls password is set"
+                + KeyStores.hint(KEY_STORE));
       }
       return Optional.empty();
     }
     if (keyStore == null) {
-      throw new SettingsException(KEY_STORE, "is required with " + TRUST_STORE + KeyStores.hint(KEY_STORE));
+      throw new SettingsException(
+          KEY_STORE, "is required with " + TRUST_STORE + KeyStores.hint(KEY_STORE));
     }
     if (trustStore == null) {
-      throw new SettingsException(TRUST_STORE, "is required with " + KEY_STORE + KeyStores.hint(TRUST_STORE));
+      throw new SettingsException(
+          TRUST_STORE, "is required with " + KEY_STORE + KeyStores.hint(TRUST_STORE));
     }
     if (keyStorePassword == null) {
-      throw new SettingsException(KEY_STORE_PASSWORD, "is required with " + KEY_STORE + KeyStores.hint(KEY_STORE_PASSWORD));
+      throw new SettingsException(
+          KEY_STORE_PASSWORD, "is required with " + KEY_STORE + KeyStores.hint(KEY_STORE_PASSWORD));
     }
     String protocol = v.requiredString(PROTOCOL);
     if (!CIPHER_SUITES.containsKey(protocol)) {
@@ -89,7 +105,14 @@ public record ClusterTls(
     } catch (com.typesafe.config.ConfigException e) {
       throw new SettingsException(HOSTNAME_VERIFICATION, "must be on or off");
     }
-    ClusterTls tls = new ClusterTls(keyStore, keyStorePassword, trustStore, trustStorePassword, protocol, hostnameVerification);
+    ClusterTls tls =
+        new ClusterTls(
+            keyStore,
+            keyStorePassword,
+            trustStore,
+            trustStorePassword,
+            protocol,
+            hostnameVerification);
     tls.keyManagers();
     tls.trustManagers();
     return Optional.of(tls);
@@ -108,35 +131,44 @@ public record ClusterTls(
   public SSLEngineProviderSetup engineProviderSetup() {
     KeyManager[] keyManagers = keyManagers();
     TrustManager[] trustManagers = trustManagers();
-    Config engine = ConfigFactory.empty()
-        // Read by the provider's constructor; unused, as the managers below replace what it would load.
-        .withValue("key-store", ConfigValueFactory.fromAnyRef(keyStore.toString()))
-        .withValue("trust-store", ConfigValueFactory.fromAnyRef(trustStore.toString()))
-        .withValue("key-store-password", ConfigValueFactory.fromAnyRef(""))
-        .withValue("key-password", ConfigValueFactory.fromAnyRef(""))
-        .withValue("trust-store-password", ConfigValueFactory.fromAnyRef(""))
-        .withValue("protocol", ConfigValueFactory.fromAnyRef(protocol))
-        .withValue("enabled-algorithms", ConfigValueFactory.fromIterable(CIPHER_SUITES.get(protocol)))
-        .withValue("random-number-generator", ConfigValueFactory.fromAnyRef(""))
-        .withValue("require-mutual-authentication", ConfigValueFactory.fromAnyRef(true))
-        .withValue("hostname-verification", ConfigValueFactory.fromAnyRef(hostnameVerification));
-    return SSLEngineProviderSetup.create(system -> new ConfigSSLEngineProvider(
-        engine, Logging.withMarker(system, ConfigSSLEngineProvider.class.getName(), LogSource.fromString())) {
-      @Override
-      public KeyManager[] keyManagers() {
-        return keyManagers;
-      }
+    Config engine =
+        ConfigFactory.empty()
+            // Read by the provider's constructor; unused, as the managers below replace what it
+            // would load.
+            .withValue("key-store", ConfigValueFactory.fromAnyRef(keyStore.toString()))
+            .withValue("trust-store", ConfigValueFactory.fromAnyRef(trustStore.toString()))
+            .withValue("key-store-password", ConfigValueFactory.fromAnyRef(""))
+            .withValue("key-password", ConfigValueFactory.fromAnyRef(""))
+            .withValue("trust-store-password", ConfigValueFactory.fromAnyRef(""))
+            .withValue("protocol", ConfigValueFactory.fromAnyRef(protocol))
+            .withValue(
+                "enabled-algorithms", ConfigValueFactory.fromIterable(CIPHER_SUITES.get(protocol)))
+            .withValue("random-number-generator", ConfigValueFactory.fromAnyRef(""))
+            .withValue("require-mutual-authentication", ConfigValueFactory.fromAnyRef(true))
+            .withValue(
+                "hostname-verification", ConfigValueFactory.fromAnyRef(hostnameVerification));
+    return SSLEngineProviderSetup.create(
+        system ->
+            new ConfigSSLEngineProvider(
+                engine,
+                Logging.withMarker(
+                    system, ConfigSSLEngineProvider.class.getName(), LogSource.fromString())) {
+              @Override
+              public KeyManager[] keyManagers() {
+                return keyManagers;
+              }
 
-      @Override
-      public TrustManager[] trustManagers() {
-        return trustManagers;
-      }
-    });
+              @Override
+              public TrustManager[] trustManagers() {
+                return trustManagers;
+              }
+            });
   }
 
   /** The certificate the node presents (subject and expiry go to the start-up log). */
   public X509Certificate certificate() {
-    return KeyStores.certificate(KeyStores.load(KEY_STORE, keyStore, KEY_STORE_PASSWORD, keyStorePassword));
+    return KeyStores.certificate(
+        KeyStores.load(KEY_STORE, keyStore, KEY_STORE_PASSWORD, keyStorePassword));
   }
 
   private KeyManager[] keyManagers() {
@@ -145,12 +177,21 @@ public record ClusterTls(
   }
 
   private TrustManager[] trustManagers() {
-    return KeyStores.trustManagers(TRUST_STORE, KeyStores.load(TRUST_STORE, trustStore, TRUST_STORE_PASSWORD, trustStorePassword));
+    return KeyStores.trustManagers(
+        TRUST_STORE,
+        KeyStores.load(TRUST_STORE, trustStore, TRUST_STORE_PASSWORD, trustStorePassword));
   }
 
   @Override
   public String toString() {
-    return "ClusterTls[keyStore=" + keyStore + ", trustStore=" + trustStore + ", protocol=" + protocol
-        + ", hostnameVerification=" + hostnameVerification + ", passwords=<hidden>]";
+    return "ClusterTls[keyStore="
+        + keyStore
+        + ", trustStore="
+        + trustStore
+        + ", protocol="
+        + protocol
+        + ", hostnameVerification="
+        + hostnameVerification
+        + ", passwords=<hidden>]";
   }
 }

@@ -16,8 +16,8 @@ import org.apache.pekko.http.javadsl.HttpsConnectionContext;
 
 /**
  * HTTPS for the node's HTTP API ({@code weir.http.tls}): when a key store is set the HTTP port
- * speaks TLS 1.3 or 1.2 only, with the key and certificate (chain) of the PKCS12 key store. No client
- * certificates: callers authenticate with bearer tokens.
+ * speaks TLS 1.3 or 1.2 only, with the key and certificate (chain) of the PKCS12 key store. No
+ * client certificates: callers authenticate with bearer tokens.
  *
  * @param keyStorePassword secret; never part of {@link #toString()}
  */
@@ -29,8 +29,8 @@ public record HttpTls(Path keyStore, String keyStorePassword) {
   static final String PASSWORD = "weir.http.tls.key-store-password";
 
   /**
-   * Reads {@code weir.http.tls}; empty when no key store is set. The key store is opened and checked
-   * here, so a node with an unusable one refuses to start.
+   * Reads {@code weir.http.tls}; empty when no key store is set. The key store is opened and
+   * checked here, so a node with an unusable one refuses to start.
    */
   public static Optional<HttpTls> create(com.typesafe.config.Config config) {
     ConfigValues v = KeyStores.values(config);
@@ -38,12 +38,14 @@ public record HttpTls(Path keyStore, String keyStorePassword) {
     String password = KeyStores.password(v, PASSWORD);
     if (keyStore == null) {
       if (password != null) {
-        throw new SettingsException(KEY_STORE, "is required when " + PASSWORD + " is set" + KeyStores.hint(KEY_STORE));
+        throw new SettingsException(
+            KEY_STORE, "is required when " + PASSWORD + " is set" + KeyStores.hint(KEY_STORE));
       }
       return Optional.empty();
     }
     if (password == null) {
-      throw new SettingsException(PASSWORD, "is required with " + KEY_STORE + KeyStores.hint(PASSWORD));
+      throw new SettingsException(
+          PASSWORD, "is required with " + KEY_STORE + KeyStores.hint(PASSWORD));
     }
     HttpTls tls = new HttpTls(keyStore, password);
     tls.sslContext();
@@ -58,7 +60,8 @@ public record HttpTls(Path keyStore, String keyStorePassword) {
       context.init(KeyStores.keyManagers(KEY_STORE, store, PASSWORD, keyStorePassword), null, null);
       return context;
     } catch (GeneralSecurityException e) {
-      throw new SettingsException(KEY_STORE, "cannot be used for TLS (" + e.getClass().getSimpleName() + ")");
+      throw new SettingsException(
+          KEY_STORE, "cannot be used for TLS (" + e.getClass().getSimpleName() + ")");
     }
   }
 
@@ -70,14 +73,17 @@ public record HttpTls(Path keyStore, String keyStorePassword) {
   /** pekko-http's server context: server-side engines limited to {@link #PROTOCOLS}. */
   public HttpsConnectionContext connectionContext() {
     SSLContext context = sslContext();
-    String[] protocols = Arrays.stream(context.getSupportedSSLParameters().getProtocols())
-        .filter(PROTOCOLS::contains).toArray(String[]::new);
-    return ConnectionContext.httpsServer(() -> {
-      SSLEngine engine = context.createSSLEngine();
-      engine.setUseClientMode(false);
-      engine.setEnabledProtocols(protocols);
-      return engine;
-    });
+    String[] protocols =
+        Arrays.stream(context.getSupportedSSLParameters().getProtocols())
+            .filter(PROTOCOLS::contains)
+            .toArray(String[]::new);
+    return ConnectionContext.httpsServer(
+        () -> {
+          SSLEngine engine = context.createSSLEngine();
+          engine.setUseClientMode(false);
+          engine.setEnabledProtocols(protocols);
+          return engine;
+        });
   }
 
   @Override

@@ -31,13 +31,14 @@ final class KeyStores {
   private KeyStores() {}
 
   /** The environment variables that set the TLS settings, for error messages. */
-  static final java.util.Map<String, String> ENV = java.util.Map.of(
-      "weir.http.tls.key-store", "WEIR_HTTP_TLS_KEY_STORE",
-      "weir.http.tls.key-store-password", "WEIR_HTTP_TLS_KEY_STORE_PASSWORD",
-      "weir.cluster.tls.key-store", "WEIR_CLUSTER_TLS_KEY_STORE",
-      "weir.cluster.tls.key-store-password", "WEIR_CLUSTER_TLS_KEY_STORE_PASSWORD",
-      "weir.cluster.tls.trust-store", "WEIR_CLUSTER_TLS_TRUST_STORE",
-      "weir.cluster.tls.trust-store-password", "WEIR_CLUSTER_TLS_TRUST_STORE_PASSWORD");
+  static final java.util.Map<String, String> ENV =
+      java.util.Map.of(
+          "weir.http.tls.key-store", "WEIR_HTTP_TLS_KEY_STORE",
+          "weir.http.tls.key-store-password", "WEIR_HTTP_TLS_KEY_STORE_PASSWORD",
+          "weir.cluster.tls.key-store", "WEIR_CLUSTER_TLS_KEY_STORE",
+          "weir.cluster.tls.key-store-password", "WEIR_CLUSTER_TLS_KEY_STORE_PASSWORD",
+          "weir.cluster.tls.trust-store", "WEIR_CLUSTER_TLS_TRUST_STORE",
+          "weir.cluster.tls.trust-store-password", "WEIR_CLUSTER_TLS_TRUST_STORE_PASSWORD");
 
   static String hint(String key) {
     String env = ENV.get(key);
@@ -61,18 +62,19 @@ final class KeyStores {
     }
   }
 
-  /** A password setting: null when absent or empty (passwords are taken as they are, not trimmed). */
+  /**
+   * A password setting: null when absent or empty (passwords are taken as they are, not trimmed).
+   */
   static String password(ConfigValues v, String key) {
     String value = v.optionalString(key);
     return value == null || value.isEmpty() ? null : value;
   }
 
-  /**
-   * Opens a PKCS12 file. {@code fileKey} and {@code passwordKey} name the settings in errors.
-   */
+  /** Opens a PKCS12 file. {@code fileKey} and {@code passwordKey} name the settings in errors. */
   static KeyStore load(String fileKey, Path file, String passwordKey, String password) {
     if (!Files.isRegularFile(file) || !Files.isReadable(file)) {
-      throw new SettingsException(fileKey, "names a file that is missing or not readable" + hint(fileKey));
+      throw new SettingsException(
+          fileKey, "names a file that is missing or not readable" + hint(fileKey));
     }
     try (InputStream in = Files.newInputStream(file)) {
       KeyStore store = KeyStore.getInstance("PKCS12");
@@ -80,7 +82,8 @@ final class KeyStores {
       return store;
     } catch (IOException e) {
       if (e.getCause() instanceof UnrecoverableKeyException) {
-        throw new SettingsException(passwordKey, "does not open " + fileKey + " (wrong password)" + hint(passwordKey));
+        throw new SettingsException(
+            passwordKey, "does not open " + fileKey + " (wrong password)" + hint(passwordKey));
       }
       throw new SettingsException(fileKey, "is not a readable PKCS12 key store" + hint(fileKey));
     } catch (GeneralSecurityException e) {
@@ -92,7 +95,8 @@ final class KeyStores {
    * Key managers over a key store that holds at least one private key with its certificate, opened
    * with the store's password; each such certificate must be valid now.
    */
-  static KeyManager[] keyManagers(String fileKey, KeyStore store, String passwordKey, String password) {
+  static KeyManager[] keyManagers(
+      String fileKey, KeyStore store, String passwordKey, String password) {
     try {
       List<String> keys = new ArrayList<>();
       for (String alias : Collections.list(store.aliases())) {
@@ -101,19 +105,26 @@ final class KeyStores {
         }
       }
       if (keys.isEmpty()) {
-        throw new SettingsException(fileKey, "holds no private key with a certificate" + hint(fileKey));
+        throw new SettingsException(
+            fileKey, "holds no private key with a certificate" + hint(fileKey));
       }
       for (String alias : keys) {
         checkValidity(fileKey, store.getCertificate(alias));
       }
-      KeyManagerFactory factory = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
+      KeyManagerFactory factory =
+          KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
       factory.init(store, password == null ? new char[0] : password.toCharArray());
       return factory.getKeyManagers();
     } catch (UnrecoverableKeyException e) {
-      throw new SettingsException(passwordKey, "does not open the private key in " + fileKey
-          + " (the key's password must be the key store's)" + hint(passwordKey));
+      throw new SettingsException(
+          passwordKey,
+          "does not open the private key in "
+              + fileKey
+              + " (the key's password must be the key store's)"
+              + hint(passwordKey));
     } catch (GeneralSecurityException e) {
-      throw new SettingsException(fileKey, "cannot be used as a key store (" + e.getClass().getSimpleName() + ")");
+      throw new SettingsException(
+          fileKey, "cannot be used as a key store (" + e.getClass().getSimpleName() + ")");
     }
   }
 
@@ -127,14 +138,19 @@ final class KeyStores {
         }
       }
       if (trusted == 0) {
-        throw new SettingsException(fileKey, "holds no trusted certificate: import the cluster's CA certificate"
-            + " (keytool -importcert -storetype PKCS12)" + hint(fileKey));
+        throw new SettingsException(
+            fileKey,
+            "holds no trusted certificate: import the cluster's CA certificate"
+                + " (keytool -importcert -storetype PKCS12)"
+                + hint(fileKey));
       }
-      TrustManagerFactory factory = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+      TrustManagerFactory factory =
+          TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
       factory.init(store);
       return factory.getTrustManagers();
     } catch (GeneralSecurityException e) {
-      throw new SettingsException(fileKey, "cannot be used as a trust store (" + e.getClass().getSimpleName() + ")");
+      throw new SettingsException(
+          fileKey, "cannot be used as a trust store (" + e.getClass().getSimpleName() + ")");
     }
   }
 
@@ -159,9 +175,12 @@ final class KeyStores {
     try {
       x509.checkValidity();
     } catch (CertificateExpiredException e) {
-      throw new SettingsException(fileKey, "holds a certificate that expired on " + x509.getNotAfter().toInstant());
+      throw new SettingsException(
+          fileKey, "holds a certificate that expired on " + x509.getNotAfter().toInstant());
     } catch (CertificateNotYetValidException e) {
-      throw new SettingsException(fileKey, "holds a certificate that is valid only from " + x509.getNotBefore().toInstant());
+      throw new SettingsException(
+          fileKey,
+          "holds a certificate that is valid only from " + x509.getNotBefore().toInstant());
     }
   }
 }

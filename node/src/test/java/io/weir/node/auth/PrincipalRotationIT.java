@@ -51,25 +51,37 @@ class PrincipalRotationIT {
   @Test
   void thePreviousTokenWorksUntilItsGraceEndsAndRevokingEndsBoth() throws Exception {
     ExecutorService pool = Executors.newFixedThreadPool(2);
-    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("principal_rotation_it");
-        Database database = Database.create(PostgresSettings.create(
-            ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")))),
-            "principal-rotation-it")) {
+    try (TestPostgres.TestDatabase db =
+            TestPostgres.server().freshDatabase("principal_rotation_it");
+        Database database =
+            Database.create(
+                PostgresSettings.create(
+                    ConfigFactory.load(
+                        db.config()
+                            .withFallback(ConfigFactory.parseResources("weir-persistence.conf")))),
+                "principal-rotation-it")) {
       SchemaMigrator.migrate(database.dataSource(), "weir");
       TestClock clock = new TestClock();
-      TokenAuthenticator admin = TokenAuthenticator.withBootstrapAdmin("bootstrap-admin-token-0123");
-      Principals here = new Principals(admin, database.dataSource(), "weir", pool, clock, Duration.ofHours(1));
-      Principals there = new Principals(admin, database.dataSource(), "weir", pool, clock, Duration.ofHours(1));
+      TokenAuthenticator admin =
+          TokenAuthenticator.withBootstrapAdmin("bootstrap-admin-token-0123");
+      Principals here =
+          new Principals(admin, database.dataSource(), "weir", pool, clock, Duration.ofHours(1));
+      Principals there =
+          new Principals(admin, database.dataSource(), "weir", pool, clock, Duration.ofHours(1));
 
       String first = get(here.create("svc", false));
       PrincipalStore.Rotated rotated = get(here.rotate("svc", Duration.ofMinutes(10)));
       String second = rotated.token();
-      assertThat(rotated.previousValidUntil()).isBetween(Instant.now().plus(Duration.ofMinutes(9)),
-          Instant.now().plus(Duration.ofMinutes(11)));
+      assertThat(rotated.previousValidUntil())
+          .isBetween(
+              Instant.now().plus(Duration.ofMinutes(9)),
+              Instant.now().plus(Duration.ofMinutes(11)));
       assertThat(rotated.toString()).doesNotContain(second);
       get(there.reload());
       for (Principals view : new Principals[] {here, there}) {
-        assertThat(view.authenticate(first).map(Principal::id)).as("previous token in its grace").contains("svc");
+        assertThat(view.authenticate(first).map(Principal::id))
+            .as("previous token in its grace")
+            .contains("svc");
         assertThat(view.authenticate(second).map(Principal::id)).contains("svc");
       }
       clock.now.set(rotated.previousValidUntil());
@@ -95,7 +107,8 @@ class PrincipalRotationIT {
       assertThat(here.all().get(0).previousValidUntil()).as("revoking clears the grace").isNull();
       assertThatThrownBy(() -> get(here.rotate("svc", Duration.ofMinutes(1))))
           .hasRootCauseInstanceOf(PrincipalStore.Refused.class);
-      assertThatThrownBy(() -> get(here.rotate("nobody", Duration.ZERO))).hasRootCauseInstanceOf(PrincipalStore.Refused.class);
+      assertThatThrownBy(() -> get(here.rotate("nobody", Duration.ZERO)))
+          .hasRootCauseInstanceOf(PrincipalStore.Refused.class);
 
       // Zero grace: the previous token stops at once.
       String a1 = get(here.create("app", false));
@@ -103,7 +116,8 @@ class PrincipalRotationIT {
       assertThat(now.previousValidUntil()).isNull();
       assertThat(here.authenticate(a1)).isEmpty();
       assertThat(here.authenticate(now.token()).map(Principal::id)).contains("app");
-      assertThat(here.authenticate("bootstrap-admin-token-0123")).isEqualTo(Optional.of(new Principal("admin", true)));
+      assertThat(here.authenticate("bootstrap-admin-token-0123"))
+          .isEqualTo(Optional.of(new Principal("admin", true)));
     } finally {
       pool.shutdownNow();
     }

@@ -4,7 +4,10 @@ import io.weir.node.auth.PrincipalsChanged;
 import io.weir.persistence.serialization.SerializationContract;
 import java.util.List;
 
-/** The serialization contract of the node module's cluster messages (pipeline manager, principal changes). */
+/**
+ * The serialization contract of the node module's cluster messages (pipeline manager, principal
+ * changes).
+ */
 class NodeSerializationTest extends SerializationContract {
   @Override
   protected Class<?> anchor() {
@@ -18,6 +21,7 @@ class NodeSerializationTest extends SerializationContract {
 
   @Override
   protected List<Class<?>> knownBound() {
-    return List.of(PipelineManager.Get.class, PipelineManager.PipelineList.class, PrincipalsChanged.class);
+    return List.of(
+        PipelineManager.Get.class, PipelineManager.PipelineList.class, PrincipalsChanged.class);
   }
 }

@@ -12,10 +12,9 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.ZoneOffset;
-import java.util.List;
 import java.util.Map;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
@@ -34,24 +33,37 @@ class SlotLagIT {
     ExecutorService io = Executors.newFixedThreadPool(2);
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("slotlag")) {
       String slot = "lag_" + db.name().substring(db.name().length() - 10);
-      try (Connection c = db.connect(); Statement s = c.createStatement()) {
+      try (Connection c = db.connect();
+          Statement s = c.createStatement()) {
         s.execute("CREATE TABLE public.t (id bigint PRIMARY KEY, note text)");
         s.execute("CREATE PUBLICATION lag_pub FOR TABLE public.t");
         s.execute("SELECT pg_create_logical_replication_slot('" + slot + "', 'pgoutput')");
       }
       int closedPort = freePort();
-      Config config = ConfigFactory.parseString(String.join("\n",
-              "weir.pipelines.watched { slot = " + slot + ", publications = [lag_pub], sink.target-schema = m1 }",
-              "weir.pipelines.unborn { slot = unborn_" + slot + ", publications = [lag_pub], sink.target-schema = m2 }",
-              "weir.pipelines.elsewhere { slot = " + slot + ", publications = [lag_pub], sink.target-schema = m3,",
-              "  source.url = \"jdbc:postgresql://127.0.0.1:" + closedPort + "/nowhere\" }"))
-          .withFallback(db.config())
-          .withFallback(ConfigFactory.parseResources("reference.conf"))
-          .resolve(ConfigResolveOptions.noSystem());
+      Config config =
+          ConfigFactory.parseString(
+                  String.join(
+                      "\n",
+                      "weir.pipelines.watched { slot = "
+                          + slot
+                          + ", publications = [lag_pub], sink.target-schema = m1 }",
+                      "weir.pipelines.unborn { slot = unborn_"
+                          + slot
+                          + ", publications = [lag_pub], sink.target-schema = m2 }",
+                      "weir.pipelines.elsewhere { slot = "
+                          + slot
+                          + ", publications = [lag_pub], sink.target-schema = m3,",
+                      "  source.url = \"jdbc:postgresql://127.0.0.1:"
+                          + closedPort
+                          + "/nowhere\" }"))
+              .withFallback(db.config())
+              .withFallback(ConfigFactory.parseResources("reference.conf"))
+              .resolve(ConfigResolveOptions.noSystem());
       MutableClock clock = new MutableClock();
       SlotLag lag = new SlotLag(PipelineConfig.all(config), io, Duration.ofSeconds(2), clock);
 
-      Map<String, SlotLag.Slot> before = byPipeline(lag.report().toCompletableFuture().get(30, TimeUnit.SECONDS));
+      Map<String, SlotLag.Slot> before =
+          byPipeline(lag.report().toCompletableFuture().get(30, TimeUnit.SECONDS));
       SlotLag.Slot watched = before.get("watched");
       assertThat(watched.exists()).isTrue();
       assertThat(watched.active()).as("nobody streams from it").isFalse();
@@ -60,25 +72,37 @@ class SlotLagIT {
       assertThat(watched.lagBytes()).isNotNegative();
       assertThat(before.get("unborn").exists()).as("a slot not created yet").isFalse();
       assertThat(before.get("unborn").error()).isNull();
-      assertThat(before.get("elsewhere").error()).as("an unreachable source").isEqualTo("PSQLException");
+      assertThat(before.get("elsewhere").error())
+          .as("an unreachable source")
+          .isEqualTo("PSQLException");
       assertThat(before.get("elsewhere").lagBytes()).isNull();
 
-      try (Connection c = db.connect(); Statement s = c.createStatement()) {
-        s.execute("INSERT INTO public.t SELECT g, '" + SECRET + "' || repeat('x', 200) FROM generate_series(1, 2000) g");
+      try (Connection c = db.connect();
+          Statement s = c.createStatement()) {
+        s.execute(
+            "INSERT INTO public.t SELECT g, '"
+                + SECRET
+                + "' || repeat('x', 200) FROM generate_series(1, 2000) g");
       }
       SlotLag.Report cached = lag.report().toCompletableFuture().get(30, TimeUnit.SECONDS);
-      assertThat(byPipeline(cached).get("watched").lagBytes()).as("within the time to live the report is reused")
+      assertThat(byPipeline(cached).get("watched").lagBytes())
+          .as("within the time to live the report is reused")
           .isEqualTo(watched.lagBytes());
       clock.advance(Duration.ofSeconds(3));
       SlotLag.Report after = lag.report().toCompletableFuture().get(30, TimeUnit.SECONDS);
       SlotLag.Slot grown = byPipeline(after).get("watched");
-      System.out.printf("slot lag: %d -> %d bytes after 2000 rows, retained %d bytes%n", watched.lagBytes(),
-          grown.lagBytes(), grown.retainedBytes());
-      assertThat(grown.lagBytes() - watched.lagBytes()).as("the rows' WAL is behind the slot").isGreaterThan(2000L * 200);
-      assertThat(grown.retainedBytes()).as("the slot holds at least the WAL it has not confirmed")
+      System.out.printf(
+          "slot lag: %d -> %d bytes after 2000 rows, retained %d bytes%n",
+          watched.lagBytes(), grown.lagBytes(), grown.retainedBytes());
+      assertThat(grown.lagBytes() - watched.lagBytes())
+          .as("the rows' WAL is behind the slot")
+          .isGreaterThan(2000L * 200);
+      assertThat(grown.retainedBytes())
+          .as("the slot holds at least the WAL it has not confirmed")
           .isGreaterThanOrEqualTo(grown.lagBytes());
       assertThat(after.slots().stream().map(SlotLag.Slot::pipeline).toList())
-          .as("every configured pipeline, in configuration order").containsExactly("elsewhere", "unborn", "watched");
+          .as("every configured pipeline, in configuration order")
+          .containsExactly("elsewhere", "unborn", "watched");
       assertThat(after.toString()).doesNotContain(SECRET);
     } finally {
       io.shutdownNow();

@@ -31,9 +31,10 @@ import org.junit.jupiter.api.TestMethodOrder;
 /**
  * {@code weir ctl} in-process against a real node (in this JVM) on a real PostgreSQL: a CDC
  * pipeline streams a table into the node's partitions, and the CLI reads the cluster, drives the
- * pipeline (an incremental snapshot with progress, stop, start), reads the outbox, runs a projection
- * consumer, manages a principal and its grants, and fails with the documented exit statuses. The
- * address and token come from the environment the CLI is given (WEIR_URL, WEIR_ADMIN_TOKEN).
+ * pipeline (an incremental snapshot with progress, stop, start), reads the outbox, runs a
+ * projection consumer, manages a principal and its grants, and fails with the documented exit
+ * statuses. The address and token come from the environment the CLI is given (WEIR_URL,
+ * WEIR_ADMIN_TOKEN).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -45,6 +46,7 @@ class CliIT {
   private TestPostgres.TestDatabase db;
   private WeirNode node;
   private Map<String, String> env;
+
   /** Every command with its output, written to target/cli-it-transcript.txt for reading. */
   private final StringBuilder transcript = new StringBuilder();
 
@@ -53,7 +55,8 @@ class CliIT {
   @BeforeAll
   void start() throws Exception {
     db = TestPostgres.server().freshDatabase("cli_it");
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute("CREATE TABLE cli_orders (id int PRIMARY KEY, status text NOT NULL)");
       s.execute("CREATE PUBLICATION cli_pub FOR TABLE cli_orders");
       // Rows from before the pipeline: only a snapshot brings them into the partitions.
@@ -68,10 +71,14 @@ class CliIT {
     m.put("weir.pipelines.orders.slot", "cli_slot_" + suffix);
     m.put("weir.pipelines.orders.publications", List.of("cli_pub"));
     m.put("weir.pipelines.orders.sink.type", "partitions");
-    Config config = ConfigFactory.load(ConfigFactory.parseMap(m)
-        .withFallback(ConfigFactory.parseString("weir.pipelines.orders.sink.collections { \"public.cli_orders\" = orders }"))
-        .withFallback(db.config())
-        .withFallback(ConfigFactory.defaultApplication()));
+    Config config =
+        ConfigFactory.load(
+            ConfigFactory.parseMap(m)
+                .withFallback(
+                    ConfigFactory.parseString(
+                        "weir.pipelines.orders.sink.collections { \"public.cli_orders\" = orders }"))
+                .withFallback(db.config())
+                .withFallback(ConfigFactory.defaultApplication()));
     node = WeirNode.start(config, NodeSettings.create(config));
     env = Map.of("WEIR_URL", "http://127.0.0.1:" + node.httpPort(), "WEIR_ADMIN_TOKEN", ADMIN);
     awaitPipeline("running");
@@ -79,7 +86,8 @@ class CliIT {
 
   @AfterAll
   void stop() throws Exception {
-    java.nio.file.Files.writeString(java.nio.file.Path.of("target", "cli-it-transcript.txt"), transcript.toString());
+    java.nio.file.Files.writeString(
+        java.nio.file.Path.of("target", "cli-it-transcript.txt"), transcript.toString());
     if (node != null) {
       node.stop();
     }
@@ -99,8 +107,14 @@ class CliIT {
     cli.setOut(new PrintWriter(out, true));
     cli.setErr(new PrintWriter(err, true));
     Run run = new Run(cli.execute(args), out.toString(), err.toString());
-    transcript.append("$ weir ").append(String.join(" ", args).replaceAll("--token \\S+", "--token <token>")).append('\n')
-        .append(run.out()).append(run.err().isEmpty() ? "" : "[stderr]\n" + run.err()).append("[exit ").append(run.exit())
+    transcript
+        .append("$ weir ")
+        .append(String.join(" ", args).replaceAll("--token \\S+", "--token <token>"))
+        .append('\n')
+        .append(run.out())
+        .append(run.err().isEmpty() ? "" : "[stderr]\n" + run.err())
+        .append("[exit ")
+        .append(run.exit())
         .append("]\n\n");
     return run;
   }
@@ -108,7 +122,9 @@ class CliIT {
   /** Runs a command that must succeed and returns its stdout. */
   private String ok(String... args) {
     Run r = weir(args);
-    assertThat(r.exit()).as("weir %s should succeed; stderr: %s", String.join(" ", args), r.err()).isZero();
+    assertThat(r.exit())
+        .as("weir %s should succeed; stderr: %s", String.join(" ", args), r.err())
+        .isZero();
     return r.out();
   }
 
@@ -131,7 +147,8 @@ class CliIT {
   }
 
   private void sql(String statement) throws Exception {
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute(statement);
     }
   }
@@ -167,11 +184,25 @@ class CliIT {
     String list = ok("ctl", "pipelines", "list");
     assertThat(list).containsPattern("(?m)^orders +running +- +cli_slot_" + suffix);
     assertThat(ok("ctl", "pipelines", "status", "orders")).contains("state:").contains("running");
-    assertThat(documents()).as("rows from before the pipeline are not in the partitions yet").isZero();
+    assertThat(documents())
+        .as("rows from before the pipeline are not in the partitions yet")
+        .isZero();
 
-    Run snapshot = weir("ctl", "pipelines", "snapshot", "orders", "--table", "public.cli_orders", "--interval", "200");
+    Run snapshot =
+        weir(
+            "ctl",
+            "pipelines",
+            "snapshot",
+            "orders",
+            "--table",
+            "public.cli_orders",
+            "--interval",
+            "200");
     assertThat(snapshot.exit()).as(snapshot.err()).isZero();
-    assertThat(snapshot.err()).as("progress on stderr").contains("incremental snapshot").contains("100% tables 1/1");
+    assertThat(snapshot.err())
+        .as("progress on stderr")
+        .contains("incremental snapshot")
+        .contains("100% tables 1/1");
     assertThat(snapshot.out()).contains("pipeline orders: snapshot done, 1 tables, 50 rows");
     JsonNode status = okJson("ctl", "pipelines", "status", "orders");
     assertThat(status.get("snapshot").get("state").asText()).isEqualTo("done");
@@ -206,28 +237,110 @@ class CliIT {
     long entries = one.get("outboxEntries").asLong();
 
     String p = Integer.toString(partition);
-    assertThat(ok("ctl", "projections", "configure", "--partition", p, "--consumer", "cli", "--generation", "1",
-        "--collection", "orders", "--start-after", "0")).contains("consumer cli generation 1 on partition " + p + ": created");
-    String human = ok("ctl", "projections", "read", "--partition", p, "--consumer", "cli", "--generation", "1");
+    assertThat(
+            ok(
+                "ctl",
+                "projections",
+                "configure",
+                "--partition",
+                p,
+                "--consumer",
+                "cli",
+                "--generation",
+                "1",
+                "--collection",
+                "orders",
+                "--start-after",
+                "0"))
+        .contains("consumer cli generation 1 on partition " + p + ": created");
+    String human =
+        ok(
+            "ctl",
+            "projections",
+            "read",
+            "--partition",
+            p,
+            "--consumer",
+            "cli",
+            "--generation",
+            "1");
     assertThat(human).contains("SEQUENCE").contains("orders").contains("batch token: ");
-    JsonNode batch = okJson("ctl", "projections", "read", "--partition", p, "--consumer", "cli", "--generation", "1");
-    assertThat(batch.get("entries").size()).as("the batch holds the partition's entries").isEqualTo((int) Math.min(entries, 100));
+    JsonNode batch =
+        okJson(
+            "ctl",
+            "projections",
+            "read",
+            "--partition",
+            p,
+            "--consumer",
+            "cli",
+            "--generation",
+            "1");
+    assertThat(batch.get("entries").size())
+        .as("the batch holds the partition's entries")
+        .isEqualTo((int) Math.min(entries, 100));
     String token = batch.get("token").asText();
     assertThat(ok("ctl", "projections", "commit", "--batch-token", token))
-        .startsWith("committed: partition " + p + " consumer cli generation 1, checkpoint " + batch.get("through").asLong());
-    assertThat(ok("ctl", "projections", "commit", "--batch-token", token)).as("a retried commit")
+        .startsWith(
+            "committed: partition "
+                + p
+                + " consumer cli generation 1, checkpoint "
+                + batch.get("through").asLong());
+    assertThat(ok("ctl", "projections", "commit", "--batch-token", token))
+        .as("a retried commit")
         .contains("already processed");
-    assertThat(okJson("ctl", "outbox", "status", "--partition", p).get("consumers").get(0).get("checkpoint").asLong())
+    assertThat(
+            okJson("ctl", "outbox", "status", "--partition", p)
+                .get("consumers")
+                .get(0)
+                .get("checkpoint")
+                .asLong())
         .isEqualTo(batch.get("through").asLong());
-    assertThat(ok("ctl", "projections", "release", "--partition", p, "--consumer", "cli", "--generation", "1"))
+    assertThat(
+            ok(
+                "ctl",
+                "projections",
+                "release",
+                "--partition",
+                p,
+                "--consumer",
+                "cli",
+                "--generation",
+                "1"))
         .contains(": released");
-    Run released = weir("ctl", "projections", "read", "--partition", p, "--consumer", "cli", "--generation", "1");
+    Run released =
+        weir(
+            "ctl",
+            "projections",
+            "read",
+            "--partition",
+            p,
+            "--consumer",
+            "cli",
+            "--generation",
+            "1");
     assertThat(released.exit()).as("a released generation is refused").isEqualTo(1);
     assertThat(released.err()).matches("(?s)[a-z-]+: .+");
 
-    String purged = ok("ctl", "outbox", "purge", "--partition", p, "--through", batch.get("through").asText(), "--all");
-    assertThat(purged).startsWith("partition " + p + ": purged " + batch.get("through").asLong() + " entries; outbox now "
-        + (batch.get("through").asLong() + 1) + "..");
+    String purged =
+        ok(
+            "ctl",
+            "outbox",
+            "purge",
+            "--partition",
+            p,
+            "--through",
+            batch.get("through").asText(),
+            "--all");
+    assertThat(purged)
+        .startsWith(
+            "partition "
+                + p
+                + ": purged "
+                + batch.get("through").asLong()
+                + " entries; outbox now "
+                + (batch.get("through").asLong() + 1)
+                + "..");
     assertThat(okJson("ctl", "outbox", "status", "--partition", p).get("outboxEntries").asLong())
         .isEqualTo(entries - batch.get("through").asLong());
     Run purge = weir("ctl", "outbox", "purge", "--partition", p, "--through", "1000000000");
@@ -243,11 +356,15 @@ class CliIT {
     assertThat(created.exit()).as(created.err()).isZero();
     String aliceToken = created.out().strip();
     assertThat(aliceToken).as("stdout is the token alone").isNotEmpty().doesNotContain(" ");
-    assertThat(ok("ctl", "grants", "grant", alice, "orders", "DocumentsRead")).contains("granted DocumentsRead on orders");
-    assertThat(ok("ctl", "grants", "grant", alice, "orders", "FieldRead:status")).contains("granted FieldRead:status");
-    assertThat(ok("ctl", "grants", "list", alice)).containsPattern(alice + " +orders +DocumentsRead")
+    assertThat(ok("ctl", "grants", "grant", alice, "orders", "DocumentsRead"))
+        .contains("granted DocumentsRead on orders");
+    assertThat(ok("ctl", "grants", "grant", alice, "orders", "FieldRead:status"))
+        .contains("granted FieldRead:status");
+    assertThat(ok("ctl", "grants", "list", alice))
+        .containsPattern(alice + " +orders +DocumentsRead")
         .containsPattern(alice + " +orders +FieldRead:status");
-    assertThat(ok("ctl", "grants", "revoke", alice, "orders", "FieldRead:status")).contains("revoked");
+    assertThat(ok("ctl", "grants", "revoke", alice, "orders", "FieldRead:status"))
+        .contains("revoked");
     JsonNode listed = null;
     for (JsonNode p : okJson("ctl", "principals", "list").get("principals")) {
       if (p.get("id").asText().equals(alice)) {
@@ -262,7 +379,8 @@ class CliIT {
     // A principal who is no administrator is refused: exit 1 and the node's typed error.
     Run forbidden = weir("ctl", "--token", aliceToken, "cluster", "status");
     assertThat(forbidden.exit()).isEqualTo(1);
-    assertThat(forbidden.err().strip()).isEqualTo("forbidden: this operation requires a cluster administrator");
+    assertThat(forbidden.err().strip())
+        .isEqualTo("forbidden: this operation requires a cluster administrator");
     Run forbiddenJson = weir("ctl", "--token", aliceToken, "cluster", "status", "--json");
     assertThat(json.readTree(forbiddenJson.out()).get("error").asText()).isEqualTo("forbidden");
 
@@ -270,7 +388,8 @@ class CliIT {
     assertThat(duplicate.exit()).isEqualTo(1);
     assertThat(duplicate.err()).startsWith("conflict: ");
 
-    assertThat(ok("ctl", "principals", "delete", alice)).contains("principal " + alice + " revoked");
+    assertThat(ok("ctl", "principals", "delete", alice))
+        .contains("principal " + alice + " revoked");
     Run revoked = weir("ctl", "--token", aliceToken, "cluster", "status");
     assertThat(revoked.exit()).isEqualTo(1);
     assertThat(revoked.err()).startsWith("unauthenticated: ");
@@ -284,7 +403,8 @@ class CliIT {
   void refusedUnreachableAndUnauthenticated() throws Exception {
     Run unknown = weir("ctl", "pipelines", "status", "nosuch");
     assertThat(unknown.exit()).isEqualTo(1);
-    assertThat(unknown.err().strip()).isEqualTo("not-found: no pipeline of that name is configured");
+    assertThat(unknown.err().strip())
+        .isEqualTo("not-found: no pipeline of that name is configured");
     Run noToken = weir(Map.of("WEIR_URL", env.get("WEIR_URL")), "ctl", "pipelines", "list");
     assertThat(noToken.exit()).isEqualTo(1);
     assertThat(noToken.err()).startsWith("unauthenticated: ");

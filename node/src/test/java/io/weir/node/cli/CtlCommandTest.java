@@ -46,23 +46,36 @@ class CtlCommandTest {
   @BeforeEach
   void startServer() throws IOException {
     server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
-    server.createContext("/", exchange -> {
-      String body = new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
-      String key = exchange.getRequestMethod() + " " + exchange.getRequestURI().getRawPath();
-      synchronized (requests) {
-        requests.add(new Request(exchange.getRequestMethod(), exchange.getRequestURI().getRawPath(),
-            exchange.getRequestURI().getRawQuery(), exchange.getRequestHeaders().getFirst("Authorization"), body));
-      }
-      Deque<String[]> queue = replies.get(key);
-      String[] reply = queue == null || queue.isEmpty() ? new String[] {"404",
-          "{\"error\":\"not-found\",\"message\":\"no such resource\",\"retryable\":false}", "application/json"}
-          : queue.size() == 1 ? queue.peek() : queue.poll();
-      byte[] bytes = reply[1].getBytes(StandardCharsets.UTF_8);
-      exchange.getResponseHeaders().add("Content-Type", reply[2]);
-      exchange.sendResponseHeaders(Integer.parseInt(reply[0]), bytes.length);
-      exchange.getResponseBody().write(bytes);
-      exchange.close();
-    });
+    server.createContext(
+        "/",
+        exchange -> {
+          String body =
+              new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+          String key = exchange.getRequestMethod() + " " + exchange.getRequestURI().getRawPath();
+          synchronized (requests) {
+            requests.add(
+                new Request(
+                    exchange.getRequestMethod(),
+                    exchange.getRequestURI().getRawPath(),
+                    exchange.getRequestURI().getRawQuery(),
+                    exchange.getRequestHeaders().getFirst("Authorization"),
+                    body));
+          }
+          Deque<String[]> queue = replies.get(key);
+          String[] reply =
+              queue == null || queue.isEmpty()
+                  ? new String[] {
+                    "404",
+                    "{\"error\":\"not-found\",\"message\":\"no such resource\",\"retryable\":false}",
+                    "application/json"
+                  }
+                  : queue.size() == 1 ? queue.peek() : queue.poll();
+          byte[] bytes = reply[1].getBytes(StandardCharsets.UTF_8);
+          exchange.getResponseHeaders().add("Content-Type", reply[2]);
+          exchange.sendResponseHeaders(Integer.parseInt(reply[0]), bytes.length);
+          exchange.getResponseBody().write(bytes);
+          exchange.close();
+        });
     server.start();
     url = "http://127.0.0.1:" + server.getAddress().getPort();
   }
@@ -123,17 +136,24 @@ class CtlCommandTest {
   void malformedArgumentsAreUsageErrors() {
     assertThat(ctl("bogus").exit()).isEqualTo(2);
     assertThat(ctl("pipelines", "status").exit()).as("missing NAME").isEqualTo(2);
-    assertThat(ctl("outbox", "purge", "--partition", "x", "--through", "1").exit()).as("a partition that is no number")
+    assertThat(ctl("outbox", "purge", "--partition", "x", "--through", "1").exit())
+        .as("a partition that is no number")
         .isEqualTo(2);
-    assertThat(ctl("outbox", "purge", "--partition", "1").exit()).as("--through is required").isEqualTo(2);
-    assertThat(ctl("grants", "grant", "alice", "orders").exit()).as("GRANT is required").isEqualTo(2);
-    assertThat(ctl("projections", "read", "--partition", "1", "--consumer", "c").exit()).as("--generation is required")
+    assertThat(ctl("outbox", "purge", "--partition", "1").exit())
+        .as("--through is required")
+        .isEqualTo(2);
+    assertThat(ctl("grants", "grant", "alice", "orders").exit())
+        .as("GRANT is required")
+        .isEqualTo(2);
+    assertThat(ctl("projections", "read", "--partition", "1", "--consumer", "c").exit())
+        .as("--generation is required")
         .isEqualTo(2);
     Run badUrl = run(Map.of(), "ctl", "--url", "ftp://127.0.0.1:1", "cluster", "status");
     assertThat(badUrl.exit()).isEqualTo(2);
     assertThat(badUrl.err()).contains("--url must be http(s)://host:port");
     assertThat(ctl("--timeout", "0", "cluster", "status").exit()).isEqualTo(2);
-    Run both = ctl("--insecure", "--ca-cert", dir.resolve("ca.pem").toString(), "cluster", "status");
+    Run both =
+        ctl("--insecure", "--ca-cert", dir.resolve("ca.pem").toString(), "cluster", "status");
     assertThat(both.exit()).isEqualTo(2);
     assertThat(both.err()).contains("exclude each other");
     Run badCa = ctl("--ca-cert", dir.resolve("missing.pem").toString(), "cluster", "status");
@@ -156,24 +176,55 @@ class CtlCommandTest {
 
   @Test
   void theAddressAndTokenComeFromTheEnvironmentUnlessOptionsSayOtherwise() throws Exception {
-    reply("GET /admin/partitions", 200, "{\"count\":4,\"running\":4,\"byNode\":{\"pekko://weir@a:1\":4}}");
-    Run fromEnv = run(Map.of("WEIR_URL", url, "WEIR_ADMIN_TOKEN", "env-token"), "ctl", "cluster", "partitions");
+    reply(
+        "GET /admin/partitions",
+        200,
+        "{\"count\":4,\"running\":4,\"byNode\":{\"pekko://weir@a:1\":4}}");
+    Run fromEnv =
+        run(
+            Map.of("WEIR_URL", url, "WEIR_ADMIN_TOKEN", "env-token"),
+            "ctl",
+            "cluster",
+            "partitions");
     assertThat(fromEnv.exit()).as(fromEnv.err()).isZero();
     assertThat(requests.get(0).authorization()).isEqualTo("Bearer env-token");
 
-    Run flag = run(Map.of("WEIR_URL", "http://127.0.0.1:1", "WEIR_ADMIN_TOKEN", "env-token"),
-        "ctl", "cluster", "partitions", "--url", url, "--token", "flag-token");
+    Run flag =
+        run(
+            Map.of("WEIR_URL", "http://127.0.0.1:1", "WEIR_ADMIN_TOKEN", "env-token"),
+            "ctl",
+            "cluster",
+            "partitions",
+            "--url",
+            url,
+            "--token",
+            "flag-token");
     assertThat(flag.exit()).as(flag.err()).isZero();
-    assertThat(requests.get(1).authorization()).as("--token and --url win over the environment").isEqualTo("Bearer flag-token");
+    assertThat(requests.get(1).authorization())
+        .as("--token and --url win over the environment")
+        .isEqualTo("Bearer flag-token");
 
     Path file = dir.resolve("token");
     Files.writeString(file, "file-token\n");
-    Run fromFile = run(Map.of("WEIR_URL", url, "WEIR_ADMIN_TOKEN", "env-token"), "ctl", "--token-file", file.toString(),
-        "cluster", "partitions");
+    Run fromFile =
+        run(
+            Map.of("WEIR_URL", url, "WEIR_ADMIN_TOKEN", "env-token"),
+            "ctl",
+            "--token-file",
+            file.toString(),
+            "cluster",
+            "partitions");
     assertThat(fromFile.exit()).as(fromFile.err()).isZero();
-    assertThat(requests.get(2).authorization()).as("the file's token, trimmed").isEqualTo("Bearer file-token");
+    assertThat(requests.get(2).authorization())
+        .as("the file's token, trimmed")
+        .isEqualTo("Bearer file-token");
 
-    Run fromFileEnv = run(Map.of("WEIR_URL", url, "WEIR_ADMIN_TOKEN_FILE", file.toString()), "ctl", "cluster", "partitions");
+    Run fromFileEnv =
+        run(
+            Map.of("WEIR_URL", url, "WEIR_ADMIN_TOKEN_FILE", file.toString()),
+            "ctl",
+            "cluster",
+            "partitions");
     assertThat(fromFileEnv.exit()).as(fromFileEnv.err()).isZero();
     assertThat(requests.get(3).authorization()).isEqualTo("Bearer file-token");
 
@@ -181,14 +232,30 @@ class CtlCommandTest {
     assertThat(none.exit()).isZero();
     assertThat(requests.get(4).authorization()).as("no token: no Authorization header").isNull();
 
-    Run byPort = run(Map.of("WEIR_HTTP_PORT", Integer.toString(server.getAddress().getPort()), "WEIR_URL", ""),
-        "ctl", "cluster", "partitions");
-    assertThat(byPort.exit()).as("without WEIR_URL, the node's own WEIR_HTTP_PORT on 127.0.0.1: " + byPort.err()).isZero();
+    Run byPort =
+        run(
+            Map.of(
+                "WEIR_HTTP_PORT", Integer.toString(server.getAddress().getPort()), "WEIR_URL", ""),
+            "ctl",
+            "cluster",
+            "partitions");
+    assertThat(byPort.exit())
+        .as("without WEIR_URL, the node's own WEIR_HTTP_PORT on 127.0.0.1: " + byPort.err())
+        .isZero();
     assertThat(requests).hasSize(6);
 
-    Run missingFile = run(Map.of("WEIR_URL", url), "ctl", "--token-file", dir.resolve("nope").toString(), "cluster", "partitions");
+    Run missingFile =
+        run(
+            Map.of("WEIR_URL", url),
+            "ctl",
+            "--token-file",
+            dir.resolve("nope").toString(),
+            "cluster",
+            "partitions");
     assertThat(missingFile.exit()).isEqualTo(2);
-    assertThat(missingFile.err()).contains("cannot read the token file").doesNotContain("file-token");
+    assertThat(missingFile.err())
+        .contains("cannot read the token file")
+        .doesNotContain("file-token");
     assertThat(requests).hasSize(6);
   }
 
@@ -196,12 +263,15 @@ class CtlCommandTest {
   void sharedOptionsWorkBeforeAndAfterTheCommand() throws Exception {
     String list = "{\"owner\":\"pekko://weir@a:1\",\"pipelines\":[]}";
     reply("GET /admin/pipelines", 200, list);
-    Run before = run(Map.of(), "ctl", "--json", "--url", url, "--timeout", "5", "pipelines", "list");
+    Run before =
+        run(Map.of(), "ctl", "--json", "--url", url, "--timeout", "5", "pipelines", "list");
     Run after = run(Map.of(), "ctl", "pipelines", "list", "--json", "--url", url, "--timeout", "5");
     Run middle = run(Map.of(), "ctl", "--url", url, "pipelines", "--json", "list");
     for (Run r : List.of(before, after, middle)) {
       assertThat(r.exit()).as(r.err()).isZero();
-      assertThat(JSON.readTree(r.out())).as("--json prints the node's JSON wherever it is given").isEqualTo(JSON.readTree(list));
+      assertThat(JSON.readTree(r.out()))
+          .as("--json prints the node's JSON wherever it is given")
+          .isEqualTo(JSON.readTree(list));
     }
   }
 
@@ -209,19 +279,26 @@ class CtlCommandTest {
 
   @Test
   void aRefusedRequestPrintsTheCodeAndMessageAndExitsOne() throws Exception {
-    String forbidden = "{\"error\":\"forbidden\",\"message\":\"this operation requires a cluster administrator\",\"retryable\":false}";
+    String forbidden =
+        "{\"error\":\"forbidden\",\"message\":\"this operation requires a cluster administrator\",\"retryable\":false}";
     reply("GET /admin/cluster", 403, forbidden);
     Run r = ctl("cluster", "status");
     assertThat(r.exit()).isEqualTo(1);
-    assertThat(r.err().strip()).isEqualTo("forbidden: this operation requires a cluster administrator");
+    assertThat(r.err().strip())
+        .isEqualTo("forbidden: this operation requires a cluster administrator");
     assertThat(r.out()).isEmpty();
 
     Run json = ctl("cluster", "status", "--json");
     assertThat(json.exit()).isEqualTo(1);
-    assertThat(JSON.readTree(json.out())).as("--json puts the error body on stdout").isEqualTo(JSON.readTree(forbidden));
+    assertThat(JSON.readTree(json.out()))
+        .as("--json puts the error body on stdout")
+        .isEqualTo(JSON.readTree(forbidden));
     assertThat(json.err()).contains("forbidden: ");
 
-    reply("POST /admin/pipelines/demo/start", 503, "{\"error\":\"unavailable\",\"message\":\"retry\",\"retryable\":true}");
+    reply(
+        "POST /admin/pipelines/demo/start",
+        503,
+        "{\"error\":\"unavailable\",\"message\":\"retry\",\"retryable\":true}");
     Run retryable = ctl("pipelines", "start", "demo");
     assertThat(retryable.exit()).isEqualTo(1);
     assertThat(retryable.err().strip()).isEqualTo("unavailable: retry (retryable)");
@@ -229,7 +306,8 @@ class CtlCommandTest {
 
   @Test
   void aReplyThatIsNotAWeirErrorIsRefusedWithoutEchoingIt() {
-    replies.computeIfAbsent("GET /admin/cluster", k -> new ArrayDeque<>())
+    replies
+        .computeIfAbsent("GET /admin/cluster", k -> new ArrayDeque<>())
         .add(new String[] {"502", "<html>bad gateway secret-ish</html>", "text/html"});
     Run r = ctl("cluster", "status", "--json");
     assertThat(r.exit()).isEqualTo(1);
@@ -237,7 +315,9 @@ class CtlCommandTest {
     assertThat(r.out()).isEmpty();
     assertThat(r.err()).doesNotContain("secret-ish");
 
-    replies.computeIfAbsent("GET /admin/partitions", k -> new ArrayDeque<>()).add(new String[] {"200", "hello", "text/plain"});
+    replies
+        .computeIfAbsent("GET /admin/partitions", k -> new ArrayDeque<>())
+        .add(new String[] {"200", "hello", "text/plain"});
     Run notJson = ctl("cluster", "partitions");
     assertThat(notJson.exit()).isEqualTo(1);
     assertThat(notJson.err()).startsWith("unexpected-reply: ");
@@ -251,11 +331,26 @@ class CtlCommandTest {
     }
     Run r = run(Map.of(), "ctl", "--url", "http://127.0.0.1:" + closed, "pipelines", "list");
     assertThat(r.exit()).isEqualTo(3);
-    assertThat(r.err().strip()).isEqualTo("unreachable: cannot reach the node at http://127.0.0.1:" + closed
-        + " (connection refused)");
-    Run unknownHost = run(Map.of(), "ctl", "--url", "http://no-such-host.invalid:8080", "--token", "t", "pipelines", "list");
+    assertThat(r.err().strip())
+        .isEqualTo(
+            "unreachable: cannot reach the node at http://127.0.0.1:"
+                + closed
+                + " (connection refused)");
+    Run unknownHost =
+        run(
+            Map.of(),
+            "ctl",
+            "--url",
+            "http://no-such-host.invalid:8080",
+            "--token",
+            "t",
+            "pipelines",
+            "list");
     assertThat(unknownHost.exit()).isEqualTo(3);
-    assertThat(unknownHost.err()).startsWith("unreachable: ").doesNotContain("Bearer").doesNotContain(" t ");
+    assertThat(unknownHost.err())
+        .startsWith("unreachable: ")
+        .doesNotContain("Bearer")
+        .doesNotContain(" t ");
   }
 
   @Test
@@ -264,12 +359,41 @@ class CtlCommandTest {
     Path store = dir.resolve("node.p12");
     Path pem = dir.resolve("node.pem");
     String keytool = Path.of(System.getProperty("java.home"), "bin", "keytool").toString();
-    for (List<String> command : List.of(
-        List.of(keytool, "-genkeypair", "-keystore", store.toString(), "-storetype", "PKCS12", "-storepass", "changeit",
-            "-alias", "node", "-keyalg", "EC", "-groupname", "secp256r1", "-dname", "CN=weir-test", "-ext", "SAN=ip:127.0.0.1",
-            "-validity", "2"),
-        List.of(keytool, "-exportcert", "-rfc", "-keystore", store.toString(), "-storepass", "changeit", "-alias", "node",
-            "-file", pem.toString()))) {
+    for (List<String> command :
+        List.of(
+            List.of(
+                keytool,
+                "-genkeypair",
+                "-keystore",
+                store.toString(),
+                "-storetype",
+                "PKCS12",
+                "-storepass",
+                "changeit",
+                "-alias",
+                "node",
+                "-keyalg",
+                "EC",
+                "-groupname",
+                "secp256r1",
+                "-dname",
+                "CN=weir-test",
+                "-ext",
+                "SAN=ip:127.0.0.1",
+                "-validity",
+                "2"),
+            List.of(
+                keytool,
+                "-exportcert",
+                "-rfc",
+                "-keystore",
+                store.toString(),
+                "-storepass",
+                "changeit",
+                "-alias",
+                "node",
+                "-file",
+                pem.toString()))) {
       Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
       String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
       assertThat(p.waitFor()).as("keytool: " + output).isZero();
@@ -278,34 +402,64 @@ class CtlCommandTest {
     try (var in = Files.newInputStream(store)) {
       ks.load(in, "changeit".toCharArray());
     }
-    javax.net.ssl.KeyManagerFactory kmf = javax.net.ssl.KeyManagerFactory.getInstance(
-        javax.net.ssl.KeyManagerFactory.getDefaultAlgorithm());
+    javax.net.ssl.KeyManagerFactory kmf =
+        javax.net.ssl.KeyManagerFactory.getInstance(
+            javax.net.ssl.KeyManagerFactory.getDefaultAlgorithm());
     kmf.init(ks, "changeit".toCharArray());
     javax.net.ssl.SSLContext tls = javax.net.ssl.SSLContext.getInstance("TLS");
     tls.init(kmf.getKeyManagers(), null, null);
-    com.sun.net.httpserver.HttpsServer https = com.sun.net.httpserver.HttpsServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    com.sun.net.httpserver.HttpsServer https =
+        com.sun.net.httpserver.HttpsServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
     https.setHttpsConfigurator(new com.sun.net.httpserver.HttpsConfigurator(tls));
-    https.createContext("/", exchange -> {
-      byte[] bytes = "{\"owner\":null,\"pipelines\":[]}".getBytes(StandardCharsets.UTF_8);
-      exchange.getResponseHeaders().add("Content-Type", "application/json");
-      exchange.sendResponseHeaders(200, bytes.length);
-      exchange.getResponseBody().write(bytes);
-      exchange.close();
-    });
+    https.createContext(
+        "/",
+        exchange -> {
+          byte[] bytes = "{\"owner\":null,\"pipelines\":[]}".getBytes(StandardCharsets.UTF_8);
+          exchange.getResponseHeaders().add("Content-Type", "application/json");
+          exchange.sendResponseHeaders(200, bytes.length);
+          exchange.getResponseBody().write(bytes);
+          exchange.close();
+        });
     https.start();
     try {
       String secure = "https://127.0.0.1:" + https.getAddress().getPort();
       Run untrusted = run(Map.of(), "ctl", "--url", secure, "pipelines", "list");
-      assertThat(untrusted.exit()).as("a certificate the JVM does not trust: not reachable").isEqualTo(3);
+      assertThat(untrusted.exit())
+          .as("a certificate the JVM does not trust: not reachable")
+          .isEqualTo(3);
       assertThat(untrusted.err()).startsWith("unreachable: ").contains("TLS handshake failed");
-      Run trusted = run(Map.of(), "ctl", "--url", secure, "--ca-cert", pem.toString(), "pipelines", "list");
+      Run trusted =
+          run(Map.of(), "ctl", "--url", secure, "--ca-cert", pem.toString(), "pipelines", "list");
       assertThat(trusted.exit()).as(trusted.err()).isZero();
-      Run fromEnv = run(Map.of("WEIR_URL", secure, "WEIR_CA_CERT", pem.toString()), "ctl", "pipelines", "list");
+      Run fromEnv =
+          run(
+              Map.of("WEIR_URL", secure, "WEIR_CA_CERT", pem.toString()),
+              "ctl",
+              "pipelines",
+              "list");
       assertThat(fromEnv.exit()).as(fromEnv.err()).isZero();
-      Run otherName = run(Map.of(), "ctl", "--url", secure.replace("127.0.0.1", "localhost"), "--ca-cert", pem.toString(),
-          "pipelines", "list");
-      assertThat(otherName.exit()).as("the certificate names 127.0.0.1, not localhost: the host name is checked").isEqualTo(3);
-      Run insecure = run(Map.of(), "ctl", "--url", secure.replace("127.0.0.1", "localhost"), "--insecure", "pipelines", "list");
+      Run otherName =
+          run(
+              Map.of(),
+              "ctl",
+              "--url",
+              secure.replace("127.0.0.1", "localhost"),
+              "--ca-cert",
+              pem.toString(),
+              "pipelines",
+              "list");
+      assertThat(otherName.exit())
+          .as("the certificate names 127.0.0.1, not localhost: the host name is checked")
+          .isEqualTo(3);
+      Run insecure =
+          run(
+              Map.of(),
+              "ctl",
+              "--url",
+              secure.replace("127.0.0.1", "localhost"),
+              "--insecure",
+              "pipelines",
+              "list");
       assertThat(insecure.exit()).as(insecure.err()).isZero();
       assertThat(insecure.err()).contains("warning: --insecure");
     } finally {
@@ -324,11 +478,14 @@ class CtlCommandTest {
     assertThat(g.out().strip()).isEqualTo("granted DocumentsRead on orders to alice");
     Run f = ctl("grants", "revoke", "alice", "orders", "FieldRead:ssn");
     assertThat(f.exit()).as(f.err()).isZero();
-    assertThat(requests).extracting(Request::path)
+    assertThat(requests)
+        .extracting(Request::path)
         .containsExactly("/admin/principals/alice/grants", "/admin/principals/alice/grants/revoke");
-    assertThat(JSON.readTree(requests.get(0).body())).isEqualTo(JSON.readTree("{\"collection\":\"orders\",\"grant\":\"DocumentsRead\"}"));
+    assertThat(JSON.readTree(requests.get(0).body()))
+        .isEqualTo(JSON.readTree("{\"collection\":\"orders\",\"grant\":\"DocumentsRead\"}"));
     assertThat(JSON.readTree(requests.get(1).body()))
-        .isEqualTo(JSON.readTree("{\"collection\":\"orders\",\"grant\":\"FieldRead\",\"field\":\"ssn\"}"));
+        .isEqualTo(
+            JSON.readTree("{\"collection\":\"orders\",\"grant\":\"FieldRead\",\"field\":\"ssn\"}"));
   }
 
   @Test
@@ -336,9 +493,12 @@ class CtlCommandTest {
     reply("POST /admin/principals", 201, "{\"id\":\"bob\",\"token\":\"tok-123\"}");
     Run r = ctl("principals", "create", "bob", "--group", "ops", "--group", "eu");
     assertThat(r.exit()).as(r.err()).isZero();
-    assertThat(r.out()).as("stdout holds the token alone, for TOKEN=$(weir ctl principals create ...)").isEqualTo("tok-123\n");
+    assertThat(r.out())
+        .as("stdout holds the token alone, for TOKEN=$(weir ctl principals create ...)")
+        .isEqualTo("tok-123\n");
     assertThat(r.err()).contains("principal bob created");
-    assertThat(JSON.readTree(only().body())).isEqualTo(JSON.readTree("{\"id\":\"bob\",\"groups\":[\"ops\",\"eu\"]}"));
+    assertThat(JSON.readTree(only().body()))
+        .isEqualTo(JSON.readTree("{\"id\":\"bob\",\"groups\":[\"ops\",\"eu\"]}"));
   }
 
   @Test
@@ -351,9 +511,14 @@ class CtlCommandTest {
 
   @Test
   void outboxCommandsSendTheirParameters() throws Exception {
-    reply("GET /admin/outbox/status", 200, "{\"partition\":3,\"documents\":1,\"outboxFirst\":1,\"outboxNext\":5,"
-        + "\"outboxEntries\":4,\"outboxBytes\":400,\"journalEvents\":9,\"watermarks\":{},\"consumers\":[]}");
-    reply("POST /admin/outbox/purge", 200,
+    reply(
+        "GET /admin/outbox/status",
+        200,
+        "{\"partition\":3,\"documents\":1,\"outboxFirst\":1,\"outboxNext\":5,"
+            + "\"outboxEntries\":4,\"outboxBytes\":400,\"journalEvents\":9,\"watermarks\":{},\"consumers\":[]}");
+    reply(
+        "POST /admin/outbox/purge",
+        200,
         "{\"partition\":3,\"outboxFirst\":3,\"outboxNext\":5,\"purged\":2,\"more\":true,\"pinned\":false}",
         "{\"partition\":3,\"outboxFirst\":4,\"outboxNext\":5,\"purged\":1,\"more\":false,\"pinned\":false}");
     Run status = ctl("outbox", "status", "--partition", "3");
@@ -363,51 +528,101 @@ class CtlCommandTest {
     Run purge = ctl("outbox", "purge", "--partition", "3", "--through", "3", "--all");
     assertThat(purge.exit()).as(purge.err()).isZero();
     assertThat(requests).hasSize(3);
-    assertThat(JSON.readTree(requests.get(1).body())).isEqualTo(JSON.readTree("{\"partition\":3,\"through\":3}"));
-    assertThat(purge.out().strip()).as("--all adds up every request").isEqualTo("partition 3: purged 3 entries; outbox now 4..5");
+    assertThat(JSON.readTree(requests.get(1).body()))
+        .isEqualTo(JSON.readTree("{\"partition\":3,\"through\":3}"));
+    assertThat(purge.out().strip())
+        .as("--all adds up every request")
+        .isEqualTo("partition 3: purged 3 entries; outbox now 4..5");
   }
 
   @Test
   void projectionCommitReadsItsEffectsFromAFile() throws Exception {
-    reply("POST /admin/projections/commit", 200, "{\"partition\":2,\"consumer\":\"c\",\"generation\":1,\"checkpoint\":7,"
-        + "\"alreadyProcessed\":false,\"receipt\":{\"revisions\":[3]}}");
+    reply(
+        "POST /admin/projections/commit",
+        200,
+        "{\"partition\":2,\"consumer\":\"c\",\"generation\":1,\"checkpoint\":7,"
+            + "\"alreadyProcessed\":false,\"receipt\":{\"revisions\":[3]}}");
     Path effects = dir.resolve("effects.json");
-    Files.writeString(effects, "[{\"op\":\"upsert\",\"collection\":\"totals\",\"id\":\"a\",\"expectedRevision\":0,"
-        + "\"document\":{\"n\":1}}]");
-    Run r = ctl("projections", "commit", "--batch-token", "bt-1", "--command-id", "k1", "--effects", effects.toString());
+    Files.writeString(
+        effects,
+        "[{\"op\":\"upsert\",\"collection\":\"totals\",\"id\":\"a\",\"expectedRevision\":0,"
+            + "\"document\":{\"n\":1}}]");
+    Run r =
+        ctl(
+            "projections",
+            "commit",
+            "--batch-token",
+            "bt-1",
+            "--command-id",
+            "k1",
+            "--effects",
+            effects.toString());
     assertThat(r.exit()).as(r.err()).isZero();
-    assertThat(r.out().strip()).isEqualTo("committed: partition 2 consumer c generation 1, checkpoint 7, 1 effects");
+    assertThat(r.out().strip())
+        .isEqualTo("committed: partition 2 consumer c generation 1, checkpoint 7, 1 effects");
     JsonNode body = JSON.readTree(only().body());
     assertThat(body.get("token").asText()).isEqualTo("bt-1");
     assertThat(body.get("commandId").asText()).isEqualTo("k1");
     assertThat(body.get("effects").get(0).get("document").get("n").asInt()).isEqualTo(1);
     Files.writeString(effects, "{\"not\":\"an array\"}");
-    assertThat(ctl("projections", "commit", "--batch-token", "bt-1", "--effects", effects.toString()).exit()).isEqualTo(2);
+    assertThat(
+            ctl("projections", "commit", "--batch-token", "bt-1", "--effects", effects.toString())
+                .exit())
+        .isEqualTo(2);
   }
 
   // ---- snapshot progress ----
 
   private static String status(String state, String snapshot) {
-    return "{\"name\":\"demo\",\"state\":\"" + state + "\",\"reason\":null,\"detail\":null,\"slot\":\"s\","
+    return "{\"name\":\"demo\",\"state\":\""
+        + state
+        + "\",\"reason\":null,\"detail\":null,\"slot\":\"s\","
         + "\"confirmedLsn\":\"0/1\",\"lagBytes\":0,\"transactions\":0,\"rows\":0,\"restarts\":0,\"incarnation\":null,"
-        + "\"snapshot\":" + snapshot + "}";
+        + "\"snapshot\":"
+        + snapshot
+        + "}";
   }
 
   private static String snap(String state, int tablesDone, long rows) {
-    return "{\"kind\":\"incremental\",\"state\":\"" + state + "\",\"tablesDone\":" + tablesDone + ",\"tablesTotal\":2,"
-        + "\"rowsDone\":" + rows + ",\"rowsEstimated\":1000,\"table\":\"public.t\",\"elapsedMillis\":1500}";
+    return "{\"kind\":\"incremental\",\"state\":\""
+        + state
+        + "\",\"tablesDone\":"
+        + tablesDone
+        + ",\"tablesTotal\":2,"
+        + "\"rowsDone\":"
+        + rows
+        + ",\"rowsEstimated\":1000,\"table\":\"public.t\",\"elapsedMillis\":1500}";
   }
 
   @Test
   void snapshotPollsTheStatusAndShowsProgressUntilDone() throws Exception {
     reply("POST /admin/pipelines/demo/snapshot", 202, status("running", snap("running", 0, 0)));
-    reply("GET /admin/pipelines/demo", 200, status("running", snap("running", 1, 500)), status("running", snap("done", 2, 1000)));
-    Run r = ctl("pipelines", "snapshot", "demo", "--table", "public.t", "--table", "public.u", "--interval", "100");
+    reply(
+        "GET /admin/pipelines/demo",
+        200,
+        status("running", snap("running", 1, 500)),
+        status("running", snap("done", 2, 1000)));
+    Run r =
+        ctl(
+            "pipelines",
+            "snapshot",
+            "demo",
+            "--table",
+            "public.t",
+            "--table",
+            "public.u",
+            "--interval",
+            "100");
     assertThat(r.exit()).as(r.err()).isZero();
-    assertThat(JSON.readTree(requests.get(0).body())).isEqualTo(JSON.readTree("{\"tables\":[\"public.t\",\"public.u\"]}"));
+    assertThat(JSON.readTree(requests.get(0).body()))
+        .isEqualTo(JSON.readTree("{\"tables\":[\"public.t\",\"public.u\"]}"));
     assertThat(requests).extracting(Request::method).containsExactly("POST", "GET", "GET");
-    assertThat(r.err()).as("progress goes to stderr").contains("incremental snapshot running").contains("100% tables 2/2");
-    assertThat(r.out().strip()).isEqualTo("pipeline demo: snapshot done, 2 tables, 1,000 rows in 1s");
+    assertThat(r.err())
+        .as("progress goes to stderr")
+        .contains("incremental snapshot running")
+        .contains("100% tables 2/2");
+    assertThat(r.out().strip())
+        .isEqualTo("pipeline demo: snapshot done, 2 tables, 1,000 rows in 1s");
   }
 
   @Test
@@ -424,7 +639,8 @@ class CtlCommandTest {
     reply("GET /admin/pipelines/other", 200, status("halted", snap("running", 0, 10)));
     Run halted = ctl("pipelines", "snapshot", "other", "--interval", "100");
     assertThat(halted.exit()).isEqualTo(1);
-    assertThat(halted.err()).contains("pipeline-halted: pipeline other is halted before its snapshot finished");
+    assertThat(halted.err())
+        .contains("pipeline-halted: pipeline other is halted before its snapshot finished");
   }
 
   @Test
@@ -440,11 +656,19 @@ class CtlCommandTest {
 
   @Test
   void pipelineListIsATable() throws Exception {
-    reply("GET /admin/pipelines", 200, "{\"owner\":\"pekko://weir@h:1\",\"pipelines\":[" + status("running", "null") + ","
-        + status("halted", snap("done", 2, 1000)).replace("\"demo\"", "\"orders\"") + "]}");
+    reply(
+        "GET /admin/pipelines",
+        200,
+        "{\"owner\":\"pekko://weir@h:1\",\"pipelines\":["
+            + status("running", "null")
+            + ","
+            + status("halted", snap("done", 2, 1000)).replace("\"demo\"", "\"orders\"")
+            + "]}");
     Run r = ctl("pipelines", "list");
     assertThat(r.exit()).as(r.err()).isZero();
-    assertThat(r.out()).isEqualTo("""
+    assertThat(r.out())
+        .isEqualTo(
+            """
         pipeline manager on: pekko://weir@h:1
 
         NAME    STATE    REASON  SLOT  CONFIRMED  LAG-BYTES  TRANSACTIONS  ROWS  RESTARTS  SNAPSHOT

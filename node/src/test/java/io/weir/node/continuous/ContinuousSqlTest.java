@@ -12,33 +12,44 @@ class ContinuousSqlTest {
   private static void refused(String sql, ErrorCode code) {
     assertThatThrownBy(() -> ContinuousSql.parse(sql))
         .as("the query should be refused with " + code)
-        .isInstanceOfSatisfying(ContinuousQueryException.class, e -> {
-          assertThat(e.code()).isEqualTo(code);
-          assertThat(e.getMessage()).as("the message should not quote the query").doesNotContain("secret");
-        });
+        .isInstanceOfSatisfying(
+            ContinuousQueryException.class,
+            e -> {
+              assertThat(e.code()).isEqualTo(code);
+              assertThat(e.getMessage())
+                  .as("the message should not quote the query")
+                  .doesNotContain("secret");
+            });
   }
 
   @Test
   void namedParametersBecomePlaceholdersAndCastsStay() {
-    ContinuousSql.Parsed p = ContinuousSql.parse(
-        "SELECT id, score::int FROM t WHERE owner = :owner AND score > :min::int AND note <> ':not_a_param' "
-            + "AND owner <> :owner -- :comment\n");
-    assertThat(p.jdbcSql()).contains("owner = ?").contains("> ?::int").contains("':not_a_param'").contains("score::int");
+    ContinuousSql.Parsed p =
+        ContinuousSql.parse(
+            "SELECT id, score::int FROM t WHERE owner = :owner AND score > :min::int AND note <> ':not_a_param' "
+                + "AND owner <> :owner -- :comment\n");
+    assertThat(p.jdbcSql())
+        .contains("owner = ?")
+        .contains("> ?::int")
+        .contains("':not_a_param'")
+        .contains("score::int");
     assertThat(p.parameterOrder()).containsExactly("owner", "min", "owner");
     assertThat(p.normalized()).doesNotContain("comment");
   }
 
   @Test
   void questionMarkOperatorIsEscapedForPgjdbc() {
-    assertThat(ContinuousSql.parse("SELECT id FROM t WHERE doc ? 'k'").jdbcSql()).contains("doc ?? 'k'");
+    assertThat(ContinuousSql.parse("SELECT id FROM t WHERE doc ? 'k'").jdbcSql())
+        .contains("doc ?? 'k'");
   }
 
   @Test
   void recursiveCteWithCycleSetIsAccepted() {
-    ContinuousSql.Parsed p = ContinuousSql.parse(
-        "WITH RECURSIVE hop(node, depth) AS (SELECT :start::int, 0 UNION ALL SELECT e.dst, h.depth + 1 FROM edges e "
-            + "JOIN hop h ON e.src = h.node WHERE h.depth < :k) CYCLE node SET is_cycle USING path "
-            + "SELECT node, min(depth) AS depth FROM hop GROUP BY node");
+    ContinuousSql.Parsed p =
+        ContinuousSql.parse(
+            "WITH RECURSIVE hop(node, depth) AS (SELECT :start::int, 0 UNION ALL SELECT e.dst, h.depth + 1 FROM edges e "
+                + "JOIN hop h ON e.src = h.node WHERE h.depth < :k) CYCLE node SET is_cycle USING path "
+                + "SELECT node, min(depth) AS depth FROM hop GROUP BY node");
     assertThat(p.parameterNames()).containsExactly("start", "k");
   }
 
@@ -65,8 +76,9 @@ class ContinuousSqlTest {
 
   @Test
   void wordsInsideLiteralsAndQuotedNamesAreNotKeywords() {
-    ContinuousSql.Parsed p = ContinuousSql.parse(
-        "SELECT \"limit\", 'OFFSET; LIMIT' AS s, $$ pg_sleep(1); $$ AS d, E'it\\'s; limit' AS e FROM t");
+    ContinuousSql.Parsed p =
+        ContinuousSql.parse(
+            "SELECT \"limit\", 'OFFSET; LIMIT' AS s, $$ pg_sleep(1); $$ AS d, E'it\\'s; limit' AS e FROM t");
     assertThat(p.parameterOrder()).isEmpty();
     assertThat(p.functions()).isEmpty();
   }
@@ -83,14 +95,21 @@ class ContinuousSqlTest {
     refused("SELECT \"pg_advisory_lock\"(1) AS k FROM t", ErrorCode.QUERY_NOT_ALLOWED);
     refused("SELECT pg_advisory_lock/**/(1) AS k FROM t", ErrorCode.QUERY_NOT_ALLOWED);
     refused("SELECT pg_advisory_lock -- secret\n (1) AS k FROM t", ErrorCode.QUERY_NOT_ALLOWED);
-    refused("SELECT E'a'\n'\\' ' , pg_advisory_lock(1) AS z, ' --'\nAS k FROM t", ErrorCode.QUERY_NOT_ALLOWED);
-    refused("SELECT word AS k FROM ts_stat('SELECT to_tsvector(body) FROM posts')", ErrorCode.QUERY_NOT_ALLOWED);
+    refused(
+        "SELECT E'a'\n'\\' ' , pg_advisory_lock(1) AS z, ' --'\nAS k FROM t",
+        ErrorCode.QUERY_NOT_ALLOWED);
+    refused(
+        "SELECT word AS k FROM ts_stat('SELECT to_tsvector(body) FROM posts')",
+        ErrorCode.QUERY_NOT_ALLOWED);
     refused("SELECT table_to_xml('posts', true, false, '') AS k", ErrorCode.QUERY_NOT_ALLOWED);
     refused("SELECT dblink_connect_u('secret') AS k", ErrorCode.QUERY_NOT_ALLOWED);
     refused("SELECT lo_from_bytea(0, 'secret') AS k", ErrorCode.QUERY_NOT_ALLOWED);
-    // A plain string may continue on the next line: standard strings have no escapes to hide behind.
+    // A plain string may continue on the next line: standard strings have no escapes to hide
+    // behind.
     assertThat(ContinuousSql.parse("SELECT 'a'\n'b' AS k FROM t").functions()).isEmpty();
-    assertThat(ContinuousSql.forbiddenInPlan("pg_catalog.pg_has_role")).as("stable pg_* in RLS policies").isFalse();
+    assertThat(ContinuousSql.forbiddenInPlan("pg_catalog.pg_has_role"))
+        .as("stable pg_* in RLS policies")
+        .isFalse();
     assertThat(ContinuousSql.forbiddenInPlan("current_setting")).isFalse();
     assertThat(ContinuousSql.forbiddenInPlan("pg_catalog.ts_stat")).isTrue();
   }

@@ -14,24 +14,46 @@ import java.util.Random;
 import org.junit.jupiter.api.Test;
 
 /**
- * The session entity keeps the materialised result by applying the replay log's events
- * ({@link MaterialisedResult}); here the events are the ones a {@link Session} really proposes, and
- * after every proposal the entity's result must be the session's, key and values byte for byte.
+ * The session entity keeps the materialised result by applying the replay log's events ({@link
+ * MaterialisedResult}); here the events are the ones a {@link Session} really proposes, and after
+ * every proposal the entity's result must be the session's, key and values byte for byte.
  */
 class MaterialisedLogTest {
 
   private static Session session() {
-    Definition d = new Definition("SELECT ...", JsonNodeFactory.instance.objectNode(), List.of("id"),
-        List.of(new Definition.OrderColumn("score", true)), 8, List.of("id", "score", "note"), null,
-        List.of("int4", "numeric", "text"), null, null);
-    return new Session(new RegistrationStore.Stored("cq_1", "scope", "role", d, "admin"), "e", 10_000, seq -> "id-" + seq);
+    Definition d =
+        new Definition(
+            "SELECT ...",
+            JsonNodeFactory.instance.objectNode(),
+            List.of("id"),
+            List.of(new Definition.OrderColumn("score", true)),
+            8,
+            List.of("id", "score", "note"),
+            null,
+            List.of("int4", "numeric", "text"),
+            null,
+            null);
+    return new Session(
+        new RegistrationStore.Stored("cq_1", "scope", "role", d, "admin"),
+        "e",
+        10_000,
+        seq -> "id-" + seq);
   }
 
   private static ResultRow row(Random random, int id) {
     ArrayNode key = JsonNodeFactory.instance.arrayNode().add(id);
-    ObjectNode row = JsonNodeFactory.instance.objectNode().put("id", id)
-        .put("score", new BigDecimal(random.nextInt(3) + ".50"));
-    String[] notes = {"plain", "quote \" and \\ backslash", "unicode \u00e9\u4e2d\ud83d\ude00", "{\"not\":\"json\"}", "\u0001ctl"};
+    ObjectNode row =
+        JsonNodeFactory.instance
+            .objectNode()
+            .put("id", id)
+            .put("score", new BigDecimal(random.nextInt(3) + ".50"));
+    String[] notes = {
+      "plain",
+      "quote \" and \\ backslash",
+      "unicode \u00e9\u4e2d\ud83d\ude00",
+      "{\"not\":\"json\"}",
+      "\u0001ctl"
+    };
     if (random.nextBoolean()) {
       row.put("note", notes[random.nextInt(notes.length)]);
     } else {
@@ -60,7 +82,9 @@ class MaterialisedLogTest {
     Session s = session();
     List<ContinuousSession.Entry> log = new ArrayList<>();
     for (int round = 0; round < 600; round++) {
-      Session.Proposal p = s.propose(randomResult(random), round % 3 == 0 ? null : "0/" + Integer.toHexString(round));
+      Session.Proposal p =
+          s.propose(
+              randomResult(random), round % 3 == 0 ? null : "0/" + Integer.toHexString(round));
       for (Session.Event e : p.events()) {
         log.add(new ContinuousSession.Entry(e.sequence(), e.type(), e.data()));
       }
@@ -78,22 +102,53 @@ class MaterialisedLogTest {
   @Test
   void aLogThatDoesNotApplyIsUnknownNotGuessed() {
     List<ContinuousSession.Entry> log = new ArrayList<>();
-    log.add(new ContinuousSession.Entry(1, "RowAdded", "{\"type\":\"RowAdded\",\"key\":[1],\"row\":{},\"position\":0}"));
+    log.add(
+        new ContinuousSession.Entry(
+            1, "RowAdded", "{\"type\":\"RowAdded\",\"key\":[1],\"row\":{},\"position\":0}"));
     assertThat(MaterialisedResult.of(log)).as("no InitialResult first").isNull();
-    log.add(0, new ContinuousSession.Entry(0, "InitialResult", "{\"type\":\"InitialResult\",\"rows\":[]}"));
+    log.add(
+        0,
+        new ContinuousSession.Entry(
+            0, "InitialResult", "{\"type\":\"InitialResult\",\"rows\":[]}"));
     assertThat(MaterialisedResult.of(log)).containsExactly(new ContinuousSession.Row("[1]", "{}"));
-    log.add(new ContinuousSession.Entry(2, "RowAdded", "{\"type\":\"RowAdded\",\"key\":[1],\"row\":{},\"position\":0}"));
+    log.add(
+        new ContinuousSession.Entry(
+            2, "RowAdded", "{\"type\":\"RowAdded\",\"key\":[1],\"row\":{},\"position\":0}"));
     assertThat(MaterialisedResult.of(log)).as("the same key twice").isNull();
-    assertThat(MaterialisedResult.of(List.of(log.get(0), log.get(1),
-        new ContinuousSession.Entry(2, "RowUpdated", "{\"type\":\"RowAdded\",\"key\":[1],\"row\":{}}"))))
-        .as("an entry whose data names another type").isNull();
-    assertThat(MaterialisedResult.of(List.of(log.get(0), log.get(1),
-        new ContinuousSession.Entry(2, "RowAdded", "{\"type\":\"RowAdded\",\"key\":[2],\"row\":{},\"position\":5}"))))
-        .as("a position past the end").isNull();
-    assertThat(MaterialisedResult.of(List.of(log.get(0),
-        new ContinuousSession.Entry(1, "ResultReordered", "{\"type\":\"ResultReordered\",\"keys\":[[9]]}"))))
-        .as("a reorder naming another key").isNull();
-    assertThat(MaterialisedResult.of(List.of(new ContinuousSession.Entry(1, "InitialResult", "{\"type\":\"InitialResult\",\"rows\":[{\"key\":[1]"))))
-        .as("truncated data").isNull();
+    assertThat(
+            MaterialisedResult.of(
+                List.of(
+                    log.get(0),
+                    log.get(1),
+                    new ContinuousSession.Entry(
+                        2, "RowUpdated", "{\"type\":\"RowAdded\",\"key\":[1],\"row\":{}}"))))
+        .as("an entry whose data names another type")
+        .isNull();
+    assertThat(
+            MaterialisedResult.of(
+                List.of(
+                    log.get(0),
+                    log.get(1),
+                    new ContinuousSession.Entry(
+                        2,
+                        "RowAdded",
+                        "{\"type\":\"RowAdded\",\"key\":[2],\"row\":{},\"position\":5}"))))
+        .as("a position past the end")
+        .isNull();
+    assertThat(
+            MaterialisedResult.of(
+                List.of(
+                    log.get(0),
+                    new ContinuousSession.Entry(
+                        1, "ResultReordered", "{\"type\":\"ResultReordered\",\"keys\":[[9]]}"))))
+        .as("a reorder naming another key")
+        .isNull();
+    assertThat(
+            MaterialisedResult.of(
+                List.of(
+                    new ContinuousSession.Entry(
+                        1, "InitialResult", "{\"type\":\"InitialResult\",\"rows\":[{\"key\":[1]"))))
+        .as("truncated data")
+        .isNull();
   }
 }

@@ -16,17 +16,25 @@ import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 
 /**
- * The scoped delta's merge rule against brute force: for random bases, results and transactions,
- * a merge that does not fall back must give exactly the new base's top-N; and it must not fall back
+ * The scoped delta's merge rule against brute force: for random bases, results and transactions, a
+ * merge that does not fall back must give exactly the new base's top-N; and it must not fall back
  * so often that it is useless.
  */
 class ScopedDeltaTest {
   private static final JsonNodeFactory F = JsonNodeFactory.instance;
 
   private static Definition definition(int limit, boolean descending) {
-    return new Definition("SELECT id, score FROM t", F.objectNode(), List.of("id"),
-        List.of(new Definition.OrderColumn("score", descending)), limit, List.of("id", "score"), List.of("public.t"),
-        List.of("int4", "int4"), new Definition.Impact("public.t", List.of("id"), List.of("integer")), null);
+    return new Definition(
+        "SELECT id, score FROM t",
+        F.objectNode(),
+        List.of("id"),
+        List.of(new Definition.OrderColumn("score", descending)),
+        limit,
+        List.of("id", "score"),
+        List.of("public.t"),
+        List.of("int4", "int4"),
+        new Definition.Impact("public.t", List.of("id"), List.of("integer")),
+        null);
   }
 
   private static ResultRow row(int id, Integer score) {
@@ -92,10 +100,22 @@ class ScopedDeltaTest {
         continue;
       }
       merged++;
-      assertThat(outcome.result()).as("seed %d round %d", seed, round).isEqualTo(topN(base, limit, order));
+      assertThat(outcome.result())
+          .as("seed %d round %d", seed, round)
+          .isEqualTo(topN(base, limit, order));
     }
-    System.out.println("scoped-delta merge: seed=" + seed + " merged=" + merged + " fallbacks=" + fallbacks + " " + reasons);
-    assertThat(merged).as("most random transactions are decided without a full read").isGreaterThan(fallbacks);
+    System.out.println(
+        "scoped-delta merge: seed="
+            + seed
+            + " merged="
+            + merged
+            + " fallbacks="
+            + fallbacks
+            + " "
+            + reasons);
+    assertThat(merged)
+        .as("most random transactions are decided without a full read")
+        .isGreaterThan(fallbacks);
     assertThat(reasons.keySet()).containsOnly("visible-row-left", "rank-boundary");
   }
 
@@ -106,30 +126,51 @@ class ScopedDeltaTest {
     List<ResultRow> current = List.of(row(1, 10), row(2, 5));
     assertThat(ScopedDelta.merge(current, Set.of("[3]"), List.of(row(4, 20)), 2, order).fallback())
         .isEqualTo("delta-outside-affected");
-    assertThat(ScopedDelta.merge(current, Set.of("[3]"), List.of(row(3, 20), row(3, 21)), 2, order).fallback())
+    assertThat(
+            ScopedDelta.merge(current, Set.of("[3]"), List.of(row(3, 20), row(3, 21)), 2, order)
+                .fallback())
         .isEqualTo("duplicate-key");
     ArrayNode nullKey = F.arrayNode().addNull();
-    ResultRow nul = new ResultRow(nullKey.toString(), nullKey, F.objectNode().putNull("id").put("score", 1));
-    assertThat(ScopedDelta.merge(List.of(row(1, 10), nul), Set.of("[3]"), List.of(), 2, order).fallback())
+    ResultRow nul =
+        new ResultRow(nullKey.toString(), nullKey, F.objectNode().putNull("id").put("score", 1));
+    assertThat(
+            ScopedDelta.merge(List.of(row(1, 10), nul), Set.of("[3]"), List.of(), 2, order)
+                .fallback())
         .isEqualTo("null-key");
     // A new leader displaces the tail; an in-place change; the tail worsening with no entrant.
     assertThat(ScopedDelta.merge(current, Set.of("[3]"), List.of(row(3, 7)), 2, order).result())
-        .extracting(ResultRow::keyText).containsExactly("[1]", "[3]");
+        .extracting(ResultRow::keyText)
+        .containsExactly("[1]", "[3]");
     assertThat(ScopedDelta.merge(current, Set.of("[2]"), List.of(row(2, 1)), 2, order).fallback())
         .isEqualTo("rank-boundary");
-    assertThat(ScopedDelta.merge(current, Set.of("[1]"), List.of(), 2, order).fallback()).isEqualTo("visible-row-left");
+    assertThat(ScopedDelta.merge(current, Set.of("[1]"), List.of(), 2, order).fallback())
+        .isEqualTo("visible-row-left");
     // Fewer rows than the limit: the result was the whole base, any change is decided.
-    assertThat(ScopedDelta.merge(List.of(row(1, 10)), Set.of("[1]"), List.of(), 2, order).result()).isEmpty();
+    assertThat(ScopedDelta.merge(List.of(row(1, 10)), Set.of("[1]"), List.of(), 2, order).result())
+        .isEmpty();
   }
 
   @Test
   void orderFollowsPostgresqlForNumbersNullsAndTime() {
-    Definition d = new Definition("SELECT", F.objectNode(), List.of("k"), List.of(new Definition.OrderColumn("v", false)), 5,
-        List.of("k", "v"), List.of("public.t"), List.of("uuid", "float8"), null, null);
+    Definition d =
+        new Definition(
+            "SELECT",
+            F.objectNode(),
+            List.of("k"),
+            List.of(new Definition.OrderColumn("v", false)),
+            5,
+            List.of("k", "v"),
+            List.of("public.t"),
+            List.of("uuid", "float8"),
+            null,
+            null);
     ResultOrder order = ResultOrder.of(d);
-    ObjectNode nan = F.objectNode().put("k", "00000000-0000-0000-0000-000000000001").put("v", "NaN");
-    ObjectNode inf = F.objectNode().put("k", "00000000-0000-0000-0000-000000000002").put("v", "Infinity");
-    ObjectNode negZero = F.objectNode().put("k", "00000000-0000-0000-0000-00000000000a").put("v", -0.0);
+    ObjectNode nan =
+        F.objectNode().put("k", "00000000-0000-0000-0000-000000000001").put("v", "NaN");
+    ObjectNode inf =
+        F.objectNode().put("k", "00000000-0000-0000-0000-000000000002").put("v", "Infinity");
+    ObjectNode negZero =
+        F.objectNode().put("k", "00000000-0000-0000-0000-00000000000a").put("v", -0.0);
     ObjectNode zero = F.objectNode().put("k", "00000000-0000-0000-0000-00000000000b").put("v", 0.0);
     ObjectNode nul = F.objectNode().put("k", "00000000-0000-0000-0000-000000000003").putNull("v");
     List<ResultRow> rows = new ArrayList<>();
@@ -138,40 +179,103 @@ class ScopedDeltaTest {
       rows.add(new ResultRow(key.toString(), key, o));
     }
     rows.sort(order);
-    assertThat(rows).extracting(r -> r.row().get("k").asText()).as("-0 = 0 (tie broken by key), Infinity, NaN, then NULL")
-        .containsExactly("00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b",
-            "00000000-0000-0000-0000-000000000002", "00000000-0000-0000-0000-000000000001",
+    assertThat(rows)
+        .extracting(r -> r.row().get("k").asText())
+        .as("-0 = 0 (tie broken by key), Infinity, NaN, then NULL")
+        .containsExactly(
+            "00000000-0000-0000-0000-00000000000a",
+            "00000000-0000-0000-0000-00000000000b",
+            "00000000-0000-0000-0000-000000000002",
+            "00000000-0000-0000-0000-000000000001",
             "00000000-0000-0000-0000-000000000003");
 
-    Definition t = new Definition("SELECT", F.objectNode(), List.of("k"), List.of(new Definition.OrderColumn("at", true)), 5,
-        List.of("k", "at"), List.of("public.t"), List.of("int4", "timestamptz"), null, null);
+    Definition t =
+        new Definition(
+            "SELECT",
+            F.objectNode(),
+            List.of("k"),
+            List.of(new Definition.OrderColumn("at", true)),
+            5,
+            List.of("k", "at"),
+            List.of("public.t"),
+            List.of("int4", "timestamptz"),
+            null,
+            null);
     ResultOrder byTime = ResultOrder.of(t);
-    ResultRow a = new ResultRow("[1]", F.arrayNode().add(1), F.objectNode().put("k", 1).put("at", "2026-03-29 01:30:00+00"));
-    ResultRow b = new ResultRow("[2]", F.arrayNode().add(2), F.objectNode().put("k", 2).put("at", "2026-03-29 03:00:00+02"));
-    assertThat(byTime.compare(a, b)).as("01:30Z is later than 03:00+02 (01:00Z): first when descending").isNegative();
-    ResultRow bc = new ResultRow("[3]", F.arrayNode().add(3), F.objectNode().put("k", 3).put("at", "0044-03-15 00:00:00+00 BC"));
-    org.assertj.core.api.Assertions.assertThatThrownBy(() -> byTime.compare(a, bc)).isInstanceOf(ResultOrder.Incomparable.class);
+    ResultRow a =
+        new ResultRow(
+            "[1]",
+            F.arrayNode().add(1),
+            F.objectNode().put("k", 1).put("at", "2026-03-29 01:30:00+00"));
+    ResultRow b =
+        new ResultRow(
+            "[2]",
+            F.arrayNode().add(2),
+            F.objectNode().put("k", 2).put("at", "2026-03-29 03:00:00+02"));
+    assertThat(byTime.compare(a, b))
+        .as("01:30Z is later than 03:00+02 (01:00Z): first when descending")
+        .isNegative();
+    ResultRow bc =
+        new ResultRow(
+            "[3]",
+            F.arrayNode().add(3),
+            F.objectNode().put("k", 3).put("at", "0044-03-15 00:00:00+00 BC"));
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> byTime.compare(a, bc))
+        .isInstanceOf(ResultOrder.Incomparable.class);
 
-    Definition text = new Definition("SELECT", F.objectNode(), List.of("k"), List.of(new Definition.OrderColumn("name", false)),
-        5, List.of("k", "name"), List.of("public.t"), List.of("int4", "text"), null, null);
-    assertThat(ResultOrder.of(text)).as("text order depends on the collation: no Java order").isNull();
-    Definition textKey = new Definition("SELECT", F.objectNode(), List.of("slug"), List.of(new Definition.OrderColumn("w", true)),
-        5, List.of("slug", "w"), List.of("public.t"), List.of("text", "int4"), null, null);
+    Definition text =
+        new Definition(
+            "SELECT",
+            F.objectNode(),
+            List.of("k"),
+            List.of(new Definition.OrderColumn("name", false)),
+            5,
+            List.of("k", "name"),
+            List.of("public.t"),
+            List.of("int4", "text"),
+            null,
+            null);
+    assertThat(ResultOrder.of(text))
+        .as("text order depends on the collation: no Java order")
+        .isNull();
+    Definition textKey =
+        new Definition(
+            "SELECT",
+            F.objectNode(),
+            List.of("slug"),
+            List.of(new Definition.OrderColumn("w", true)),
+            5,
+            List.of("slug", "w"),
+            List.of("public.t"),
+            List.of("text", "int4"),
+            null,
+            null);
     ResultOrder bySlug = ResultOrder.of(textKey);
-    ResultRow x = new ResultRow("[\"a\"]", F.arrayNode().add("a"), F.objectNode().put("slug", "a").put("w", 1));
-    ResultRow y = new ResultRow("[\"B\"]", F.arrayNode().add("B"), F.objectNode().put("slug", "B").put("w", 2));
-    ResultRow z = new ResultRow("[\"c\"]", F.arrayNode().add("c"), F.objectNode().put("slug", "c").put("w", 1));
+    ResultRow x =
+        new ResultRow(
+            "[\"a\"]", F.arrayNode().add("a"), F.objectNode().put("slug", "a").put("w", 1));
+    ResultRow y =
+        new ResultRow(
+            "[\"B\"]", F.arrayNode().add("B"), F.objectNode().put("slug", "B").put("w", 2));
+    ResultRow z =
+        new ResultRow(
+            "[\"c\"]", F.arrayNode().add("c"), F.objectNode().put("slug", "c").put("w", 1));
     assertThat(bySlug.compare(y, x)).as("the order column decides").isNegative();
-    org.assertj.core.api.Assertions.assertThatThrownBy(() -> bySlug.compare(x, z)).as("a tie reaches the text key")
+    org.assertj.core.api.Assertions.assertThatThrownBy(() -> bySlug.compare(x, z))
+        .as("a tie reaches the text key")
         .isInstanceOf(ResultOrder.Incomparable.class);
   }
 
   @Test
   void integerKeysAreSpelledAsTheResultSpellsThem() {
-    Definition.Impact ints = new Definition.Impact("public.t", List.of("a", "b"), List.of("integer", "bigint"));
-    assertThat(ScopedDelta.integerKeys(ints, List.of(List.of("5", "-9000000000")))).containsExactly("[5,-9000000000]");
+    Definition.Impact ints =
+        new Definition.Impact("public.t", List.of("a", "b"), List.of("integer", "bigint"));
+    assertThat(ScopedDelta.integerKeys(ints, List.of(List.of("5", "-9000000000"))))
+        .containsExactly("[5,-9000000000]");
     assertThat(ScopedDelta.integerKeys(ints, List.of(List.of("5", "x")))).isNull();
     Definition.Impact text = new Definition.Impact("public.t", List.of("a"), List.of("text"));
-    assertThat(ScopedDelta.integerKeys(text, List.of(List.of("5")))).as("other types are cast by PostgreSQL").isNull();
+    assertThat(ScopedDelta.integerKeys(text, List.of(List.of("5"))))
+        .as("other types are cast by PostgreSQL")
+        .isNull();
   }
 }

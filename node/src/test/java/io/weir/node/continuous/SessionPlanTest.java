@@ -9,17 +9,34 @@ import org.junit.jupiter.api.Test;
 
 /** What a session does with its query planned again (at start and after a catalog change). */
 class SessionPlanTest {
-  private static final Definition.Lookup BY_AUTHOR = new Definition.Lookup("public.authors", "id", "author_id", "integer");
-  private static final Definition.Lookup BY_TAG = new Definition.Lookup("public.tags", "post_id", "id", "integer");
+  private static final Definition.Lookup BY_AUTHOR =
+      new Definition.Lookup("public.authors", "id", "author_id", "integer");
+  private static final Definition.Lookup BY_TAG =
+      new Definition.Lookup("public.tags", "post_id", "id", "integer");
   private static final Definition.Impact RULES =
-      new Definition.Impact("public.posts", List.of("id"), List.of("integer"), List.of(BY_AUTHOR, BY_TAG));
-  private static final List<String> TABLES = List.of("public.authors", "public.posts", "public.tags");
+      new Definition.Impact(
+          "public.posts", List.of("id"), List.of("integer"), List.of(BY_AUTHOR, BY_TAG));
+  private static final List<String> TABLES =
+      List.of("public.authors", "public.posts", "public.tags");
 
   private static Session session() {
-    Definition d = new Definition("SELECT ...", JsonNodeFactory.instance.objectNode(), List.of("id"),
-        List.of(new Definition.OrderColumn("likes", true)), 5, List.of("id", "likes"), TABLES, List.of("int4", "int4"),
-        RULES, null);
-    return new Session(new RegistrationStore.Stored("cq_1", "scope", "role", d, "admin"), "e", 10, seq -> "id-" + seq);
+    Definition d =
+        new Definition(
+            "SELECT ...",
+            JsonNodeFactory.instance.objectNode(),
+            List.of("id"),
+            List.of(new Definition.OrderColumn("likes", true)),
+            5,
+            List.of("id", "likes"),
+            TABLES,
+            List.of("int4", "int4"),
+            RULES,
+            null);
+    return new Session(
+        new RegistrationStore.Stored("cq_1", "scope", "role", d, "admin"),
+        "e",
+        10,
+        seq -> "id-" + seq);
   }
 
   @Test
@@ -35,8 +52,16 @@ class SessionPlanTest {
   void aLookupThePlanNoLongerShowsIsDroppedAndANewOneIsNotTakenUp() {
     Session s = session();
     Definition.Lookup other = new Definition.Lookup("public.tags", "id", "id", "integer");
-    assertThat(s.planned(new Registrar.Replanned(TABLES,
-        new Definition.Impact("public.posts", List.of("id"), List.of("integer"), List.of(BY_AUTHOR, other))))).isTrue();
+    assertThat(
+            s.planned(
+                new Registrar.Replanned(
+                    TABLES,
+                    new Definition.Impact(
+                        "public.posts",
+                        List.of("id"),
+                        List.of("integer"),
+                        List.of(BY_AUTHOR, other)))))
+        .isTrue();
     assertThat(s.fullOnly).isNull();
     assertThat(s.impact.lookups()).containsExactly(BY_AUTHOR);
   }
@@ -55,7 +80,9 @@ class SessionPlanTest {
     assertThat(t.fullOnly).isEqualTo("plan-changed");
 
     Session u = session();
-    assertThat(u.planned(new Registrar.Replanned(null, null))).as("a table set no longer known").isTrue();
+    assertThat(u.planned(new Registrar.Replanned(null, null)))
+        .as("a table set no longer known")
+        .isTrue();
     assertThat(u.tables).isNull();
   }
 

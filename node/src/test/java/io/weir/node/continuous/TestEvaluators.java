@@ -11,7 +11,9 @@ final class TestEvaluators {
   private TestEvaluators() {}
 
   /** Runs {@code sql} with the affected integer ids bound as one array. */
-  static List<ObjectNode> byId(ContinuousEvaluator.Context context, List<List<String>> keys, String sql) throws SQLException {
+  static List<ObjectNode> byId(
+      ContinuousEvaluator.Context context, List<List<String>> keys, String sql)
+      throws SQLException {
     List<Integer> ids = new ArrayList<>();
     for (List<String> k : keys) {
       ids.add(Integer.parseInt(k.get(0)));
@@ -25,8 +27,10 @@ final class TestEvaluators {
   static final String RANKED = "SELECT id, score, label FROM ranked";
 
   static boolean isRanked(ContinuousEvaluator.Query q) {
-    return q.sql().trim().equalsIgnoreCase(RANKED) && q.keyColumns().equals(List.of("id"))
-        && "public.ranked".equals(q.impactTable()) && q.columns().equals(List.of("id", "score", "label"));
+    return q.sql().trim().equalsIgnoreCase(RANKED)
+        && q.keyColumns().equals(List.of("id"))
+        && "public.ranked".equals(q.impactTable())
+        && q.columns().equals(List.of("id", "score", "label"));
   }
 
   /** Exact for {@link #RANKED}: the rows by primary key, {@code id = ANY(?)}. */
@@ -47,7 +51,9 @@ final class TestEvaluators {
     }
   }
 
-  /** Exact for ContinuousOracleIT's {@code SELECT id, score, name FROM items}: rows by primary key. */
+  /**
+   * Exact for ContinuousOracleIT's {@code SELECT id, score, name FROM items}: rows by primary key.
+   */
   public static final class ItemsById implements ContinuousEvaluator {
     @Override
     public String name() {
@@ -56,7 +62,8 @@ final class TestEvaluators {
 
     @Override
     public boolean covers(Query query) {
-      return query.sql().trim().equalsIgnoreCase("SELECT id, score, name FROM items") && query.keyColumns().equals(List.of("id"))
+      return query.sql().trim().equalsIgnoreCase("SELECT id, score, name FROM items")
+          && query.keyColumns().equals(List.of("id"))
           && "public.items".equals(query.impactTable());
     }
 
@@ -76,7 +83,8 @@ final class TestEvaluators {
     abstract ObjectNode row(java.util.Map<String, String> after, String loginRole);
 
     @Override
-    public List<ObjectNode> project(ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes) {
+    public List<ObjectNode> project(
+        ContinuousEvaluator.Query query, String loginRole, List<RowChange> changes) {
       java.util.Map<Integer, ObjectNode> rows = new java.util.LinkedHashMap<>();
       for (RowChange c : changes) {
         if (c.before() != null) {
@@ -92,8 +100,10 @@ final class TestEvaluators {
     }
 
     static ObjectNode idAndScore(java.util.Map<String, String> after) {
-      return com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode()
-          .put("id", Integer.parseInt(after.get("id"))).put("score", Integer.parseInt(after.get("score")));
+      return com.fasterxml.jackson.databind.node.JsonNodeFactory.instance
+          .objectNode()
+          .put("id", Integer.parseInt(after.get("id")))
+          .put("score", Integer.parseInt(after.get("score")));
     }
   }
 
@@ -146,7 +156,9 @@ final class TestEvaluators {
 
     @Override
     ObjectNode row(java.util.Map<String, String> after, String loginRole) {
-      return loginRole.equals(after.get("tenant")) ? idAndScore(after).put("name", after.get("name")) : null;
+      return loginRole.equals(after.get("tenant"))
+          ? idAndScore(after).put("name", after.get("name"))
+          : null;
     }
   }
 

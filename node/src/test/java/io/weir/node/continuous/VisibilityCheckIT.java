@@ -13,7 +13,9 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
-/** {@link ScopeReader#invisible}: the read's own snapshot must include every delivered transaction. */
+/**
+ * {@link ScopeReader#invisible}: the read's own snapshot must include every delivered transaction.
+ */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class VisibilityCheckIT {
   private TestPostgres.TestDatabase db;
@@ -30,7 +32,8 @@ class VisibilityCheckIT {
 
   private static long xidOfOpenTransaction(Connection c) throws SQLException {
     c.setAutoCommit(false);
-    try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SELECT txid_current()")) {
+    try (Statement s = c.createStatement();
+        ResultSet rs = s.executeQuery("SELECT txid_current()")) {
       rs.next();
       return rs.getLong(1) & 0xFFFFFFFFL; // pgoutput reports the 32-bit xid
     }
@@ -51,40 +54,53 @@ class VisibilityCheckIT {
       long xid = xidOfOpenTransaction(writer);
       try (Connection before = readTransaction(db)) {
         assertThat(ScopeReader.invisible(before, List.of(xid)))
-            .as("an open transaction is not in the snapshot").isEqualTo(1);
+            .as("an open transaction is not in the snapshot")
+            .isEqualTo(1);
         writer.commit();
         assertThat(ScopeReader.invisible(before, List.of(xid)))
-            .as("a repeatable-read snapshot taken before the commit still misses it").isEqualTo(1);
+            .as("a repeatable-read snapshot taken before the commit still misses it")
+            .isEqualTo(1);
         before.rollback();
       }
       try (Connection after = readTransaction(db)) {
         assertThat(ScopeReader.invisible(after, List.of(xid)))
-            .as("a snapshot taken after the commit includes it").isZero();
+            .as("a snapshot taken after the commit includes it")
+            .isZero();
         assertThat(ScopeReader.invisible(after, List.of(xid, xid + 1_000_000L)))
-            .as("an xid that was never assigned is not visible").isEqualTo(1);
+            .as("an xid that was never assigned is not visible")
+            .isEqualTo(1);
         assertThat(ScopeReader.invisible(after, List.of())).isZero();
         after.rollback();
       }
     }
   }
 
-  /** The widening at epochs above 0, where a wrong guess of the epoch makes a running xid look committed. */
+  /**
+   * The widening at epochs above 0, where a wrong guess of the epoch makes a running xid look
+   * committed.
+   */
   @Test
   void xidsWidenAroundTheSnapshotsXmaxInEveryEpoch() throws Exception {
     long e5 = 5L << 32;
     long[][] cases = {
-        // {xm (64-bit), x (32-bit), expected 64-bit xid}
-        {e5 | 1000, 1000, e5 | 1000}, // at xmax: still running for this snapshot, never the previous epoch
-        {e5 | 1000, 1005, e5 | 1005}, // above xmax
-        {e5 | 1000, 999, e5 | 999},
-        {e5 | 1000, 4294967000L, (4L << 32) | 4294967000L}, // just before the epoch turned
-        {e5 | 4294967000L, 200, (6L << 32) | 200}, // xmax just before a wrap, the xid just after it
-        {1000, 1000, 1000}, // epoch 0
-        {1000, 4294967000L, 4294967000L - 4294967296L}, // "previous epoch" at epoch 0: negative, never assigned
+      // {xm (64-bit), x (32-bit), expected 64-bit xid}
+      {
+        e5 | 1000, 1000, e5 | 1000
+      }, // at xmax: still running for this snapshot, never the previous epoch
+      {e5 | 1000, 1005, e5 | 1005}, // above xmax
+      {e5 | 1000, 999, e5 | 999},
+      {e5 | 1000, 4294967000L, (4L << 32) | 4294967000L}, // just before the epoch turned
+      {e5 | 4294967000L, 200, (6L << 32) | 200}, // xmax just before a wrap, the xid just after it
+      {1000, 1000, 1000}, // epoch 0
+      {
+        1000, 4294967000L, 4294967000L - 4294967296L
+      }, // "previous epoch" at epoch 0: negative, never assigned
     };
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       for (long[] t : cases) {
-        try (ResultSet rs = s.executeQuery("SELECT " + ScopeReader.widened(t[0] + "::bigint", t[1] + "::bigint"))) {
+        try (ResultSet rs =
+            s.executeQuery("SELECT " + ScopeReader.widened(t[0] + "::bigint", t[1] + "::bigint"))) {
           rs.next();
           assertThat(rs.getLong(1)).as("xm=%d x=%d", t[0], t[1]).isEqualTo(t[2]);
         }

@@ -33,10 +33,13 @@ class GatewayTranslatorTest {
 
   @Test
   void aPutBecomesThePutOfTheDocumentApiWithTheCallersTokenAndConditions() throws Exception {
-    HttpRequest r = translator.toHttp(new ClientRequest.PutDocument(TOKEN, "notes", "a/b c\u00e9",
-        JSON.readTree("{\"x\":1}"), 3L, "key-1"));
+    HttpRequest r =
+        translator.toHttp(
+            new ClientRequest.PutDocument(
+                TOKEN, "notes", "a/b c\u00e9", JSON.readTree("{\"x\":1}"), 3L, "key-1"));
     assertThat(r.method()).isEqualTo(HttpMethods.PUT);
-    assertThat(r.getUri().path()).as("segments are percent-encoded; a slash stays inside the id")
+    assertThat(r.getUri().path())
+        .as("segments are percent-encoded; a slash stays inside the id")
         .isEqualTo("/v1/documents/notes/a%2Fb%20c%C3%A9");
     assertThat(header(r, "Authorization")).isEqualTo("Bearer secret-token-0123456789");
     assertThat(header(r, "If-Match")).isEqualTo("\"3\"");
@@ -52,24 +55,31 @@ class GatewayTranslatorTest {
     assertThat(get.getUri().path()).isEqualTo("/v1/documents/notes/n1");
     assertThat(header(get, "If-Match")).isNull();
 
-    HttpRequest delete = translator.toHttp(new ClientRequest.DeleteDocument(TOKEN, "notes", "n1", null, "k"));
+    HttpRequest delete =
+        translator.toHttp(new ClientRequest.DeleteDocument(TOKEN, "notes", "n1", null, "k"));
     assertThat(delete.method()).isEqualTo(HttpMethods.DELETE);
     assertThat(header(delete, "Idempotency-Key")).isEqualTo("k");
     assertThat(header(delete, "If-Match")).isNull();
 
     for (ClientRequest.Endpoint e : ClientRequest.Endpoint.values()) {
-      HttpRequest post = translator.toHttp(new ClientRequest.Post(TOKEN, e, JSON.readTree("{\"collection\":\"notes\"}")));
+      HttpRequest post =
+          translator.toHttp(
+              new ClientRequest.Post(TOKEN, e, JSON.readTree("{\"collection\":\"notes\"}")));
       assertThat(post.method()).isEqualTo(HttpMethods.POST);
       assertThat(post.getUri().path()).isEqualTo(e.path());
-      assertThat(io.weir.node.metrics.RouteTemplates.NODE).as("every endpoint is a route the node serves").contains(e.path());
+      assertThat(io.weir.node.metrics.RouteTemplates.NODE)
+          .as("every endpoint is a route the node serves")
+          .contains(e.path());
       assertThat(body(post)).isEqualTo("{\"collection\":\"notes\"}");
     }
   }
 
   @Test
   void aSuccessCarriesStatusRevisionAndBody() {
-    HttpResponse ok = HttpResponse.create().withStatus(StatusCodes.OK)
-        .addHeader(ETag.create(EntityTag.create("7", false)));
+    HttpResponse ok =
+        HttpResponse.create()
+            .withStatus(StatusCodes.OK)
+            .addHeader(ETag.create(EntityTag.create("7", false)));
     ClientReply reply = translator.toReply(ok, ByteString.fromString("{\"revision\":7}"));
     assertThat(reply).isInstanceOf(ClientReply.Ok.class);
     ClientReply.Ok o = (ClientReply.Ok) reply;
@@ -77,19 +87,27 @@ class GatewayTranslatorTest {
     assertThat(o.revision()).isEqualTo(7L);
     assertThat(o.body().get("revision").asLong()).isEqualTo(7);
 
-    ClientReply empty = translator.toReply(HttpResponse.create().withStatus(204), ByteString.emptyByteString());
+    ClientReply empty =
+        translator.toReply(HttpResponse.create().withStatus(204), ByteString.emptyByteString());
     assertThat(((ClientReply.Ok) empty).body()).isNull();
   }
 
   @Test
   void anErrorKeepsItsTypedBody() {
-    ClientReply reply = translator.toReply(HttpResponse.create().withStatus(409),
-        ByteString.fromString("{\"error\":\"conflict\",\"message\":\"revision mismatch\",\"retryable\":false}"));
-    assertThat(reply).isEqualTo(new ClientReply.Failed(409,
-        new io.weir.protocol.http.ErrorBody("conflict", "revision mismatch", false)));
+    ClientReply reply =
+        translator.toReply(
+            HttpResponse.create().withStatus(409),
+            ByteString.fromString(
+                "{\"error\":\"conflict\",\"message\":\"revision mismatch\",\"retryable\":false}"));
+    assertThat(reply)
+        .isEqualTo(
+            new ClientReply.Failed(
+                409, new io.weir.protocol.http.ErrorBody("conflict", "revision mismatch", false)));
 
-    ClientReply untyped = translator.toReply(HttpResponse.create().withStatus(502),
-        ByteString.fromString("<html>bad gateway</html>"));
+    ClientReply untyped =
+        translator.toReply(
+            HttpResponse.create().withStatus(502),
+            ByteString.fromString("<html>bad gateway</html>"));
     assertThat(((ClientReply.Failed) untyped).error().error()).isEqualTo("internal");
     assertThat(((ClientReply.Failed) untyped).error().retryable()).isTrue();
     assertThat(((ClientReply.Failed) untyped).error().message()).doesNotContain("bad gateway");
@@ -97,14 +115,27 @@ class GatewayTranslatorTest {
 
   @Test
   void noTokenIdOrBodyInToString() throws Exception {
-    var put = new ClientRequest.PutDocument(TOKEN, "notes", "secret-id", JSON.readTree("{\"pin\":\"4711\"}"), null, "idem");
+    var put =
+        new ClientRequest.PutDocument(
+            TOKEN, "notes", "secret-id", JSON.readTree("{\"pin\":\"4711\"}"), null, "idem");
     var ok = new ClientReply.Ok(200, 1L, JSON.readTree("{\"pin\":\"4711\"}"));
-    for (Object o : new Object[] {put, ok, TOKEN, new ClientRequest.GetDocument(TOKEN, "notes", "secret-id"),
-        new ClientRequest.DeleteDocument(TOKEN, "notes", "secret-id", 1L, "idem"),
-        new ClientRequest.Post(TOKEN, ClientRequest.Endpoint.CHANGES_READ, JSON.readTree("{\"pin\":\"4711\"}"))}) {
-      assertThat(o.toString()).doesNotContain("secret-token").doesNotContain("secret-id").doesNotContain("4711")
+    for (Object o :
+        new Object[] {
+          put,
+          ok,
+          TOKEN,
+          new ClientRequest.GetDocument(TOKEN, "notes", "secret-id"),
+          new ClientRequest.DeleteDocument(TOKEN, "notes", "secret-id", 1L, "idem"),
+          new ClientRequest.Post(
+              TOKEN, ClientRequest.Endpoint.CHANGES_READ, JSON.readTree("{\"pin\":\"4711\"}"))
+        }) {
+      assertThat(o.toString())
+          .doesNotContain("secret-token")
+          .doesNotContain("secret-id")
+          .doesNotContain("4711")
           .doesNotContain("idem");
     }
-    assertThat(new String(JSON.writeValueAsBytes(put.body()), StandardCharsets.UTF_8)).contains("4711");
+    assertThat(new String(JSON.writeValueAsBytes(put.body()), StandardCharsets.UTF_8))
+        .contains("4711");
   }
 }

@@ -23,6 +23,10 @@ class ProtocolSerializationTest extends SerializationContract {
 
   @Override
   protected List<Class<?>> knownBound() {
-    return List.of(ClientRequest.PutDocument.class, ClientRequest.Post.class, ClientReply.Ok.class, ClientReply.Failed.class);
+    return List.of(
+        ClientRequest.PutDocument.class,
+        ClientRequest.Post.class,
+        ClientReply.Ok.class,
+        ClientReply.Failed.class);
   }
 }

@@ -42,22 +42,40 @@ class ConsoleRoutesTest {
 
   private ActorTestKit kit;
   private ServerBinding binding;
-  private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  private final HttpClient client =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
   private final ObjectMapper json = new ObjectMapper();
 
   @BeforeAll
   void start() throws Exception {
-    kit = ActorTestKit.create("weir", ConfigFactory.parseString(
-            "pekko.actor.provider = cluster\n"
-                + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                + "pekko.remote.artery.canonical.port = 0\n")
-        .withFallback(ConfigFactory.load()));
-    TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
-    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), () -> new StorageStatus.Starting(Instant.now()), 16,
-        NodeView.NO_PIPELINES), null, null)
-        .withOutboxSettings(new OutboxSettings(16, 40, 1L << 30, 16_384, 2L << 30, 1500L));
-    binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture()
-        .get(10, TimeUnit.SECONDS);
+    kit =
+        ActorTestKit.create(
+            "weir",
+            ConfigFactory.parseString(
+                    "pekko.actor.provider = cluster\n"
+                        + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
+                        + "pekko.remote.artery.canonical.port = 0\n")
+                .withFallback(ConfigFactory.load()));
+    TokenAuthenticator auth =
+        TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
+    HttpApi api =
+        new HttpApi(
+                json,
+                auth,
+                new NodeView(
+                    kit.system(),
+                    () -> new StorageStatus.Starting(Instant.now()),
+                    16,
+                    NodeView.NO_PIPELINES),
+                null,
+                null)
+            .withOutboxSettings(new OutboxSettings(16, 40, 1L << 30, 16_384, 2L << 30, 1500L));
+    binding =
+        Http.get(kit.system())
+            .newServerAt("127.0.0.1", 0)
+            .bind(api.routes())
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
   }
 
   @AfterAll
@@ -65,9 +83,12 @@ class ConsoleRoutesTest {
     kit.shutdownTestKit();
   }
 
-  private HttpResponse<String> send(String method, String path, Map<String, String> headers) throws Exception {
-    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path))
-        .method(method, HttpRequest.BodyPublishers.noBody());
+  private HttpResponse<String> send(String method, String path, Map<String, String> headers)
+      throws Exception {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path))
+            .method(method, HttpRequest.BodyPublishers.noBody());
     headers.forEach(b::header);
     return client.send(b.build(), HttpResponse.BodyHandlers.ofString());
   }
@@ -78,25 +99,36 @@ class ConsoleRoutesTest {
 
   @Test
   void theFilesAreServedWithTheirTypesAndAStrictPolicy() throws Exception {
-    Map<String, String> types = Map.of(
-        "/console", "text/html; charset=UTF-8",
-        "/console/", "text/html; charset=UTF-8",
-        "/console/console.js", "text/javascript; charset=UTF-8",
-        "/console/console.css", "text/css; charset=UTF-8");
+    Map<String, String> types =
+        Map.of(
+            "/console", "text/html; charset=UTF-8",
+            "/console/", "text/html; charset=UTF-8",
+            "/console/console.js", "text/javascript; charset=UTF-8",
+            "/console/console.css", "text/css; charset=UTF-8");
     for (Map.Entry<String, String> e : types.entrySet()) {
       HttpResponse<String> r = get(e.getKey());
       assertThat(r.statusCode()).as("GET %s needs no token", e.getKey()).isEqualTo(200);
-      assertThat(r.headers().firstValue("Content-Type")).as("type of %s", e.getKey()).hasValue(e.getValue());
+      assertThat(r.headers().firstValue("Content-Type"))
+          .as("type of %s", e.getKey())
+          .hasValue(e.getValue());
       assertSecurityHeaders(r, e.getKey());
       assertThat(r.body()).as("%s is not empty", e.getKey()).isNotBlank();
     }
-    assertThat(get("/console").body()).isEqualTo(get("/console/").body()).contains("<title>Weir console</title>");
+    assertThat(get("/console").body())
+        .isEqualTo(get("/console/").body())
+        .contains("<title>Weir console</title>");
   }
 
   @Test
   void anythingElseUnderConsoleIsATypedError() throws Exception {
-    for (String path : new String[] {"/console/index.html", "/console/secret.txt", "/console/console.js/x",
-        "/console/..%2Fapplication.conf", "/consolex"}) {
+    for (String path :
+        new String[] {
+          "/console/index.html",
+          "/console/secret.txt",
+          "/console/console.js/x",
+          "/console/..%2Fapplication.conf",
+          "/consolex"
+        }) {
       HttpResponse<String> r = get(path);
       assertThat(r.statusCode()).as("GET %s", path).isEqualTo(404);
       assertThat(r.headers().firstValue("Content-Type")).hasValue("application/json");
@@ -110,9 +142,12 @@ class ConsoleRoutesTest {
   @Test
   void outboxSettingsAreForAdministrators() throws Exception {
     assertThat(get("/admin/outbox/settings").statusCode()).isEqualTo(401);
-    assertThat(send("GET", "/admin/outbox/settings", Map.of("Authorization", "Bearer " + READER)).statusCode())
+    assertThat(
+            send("GET", "/admin/outbox/settings", Map.of("Authorization", "Bearer " + READER))
+                .statusCode())
         .isEqualTo(403);
-    HttpResponse<String> r = send("GET", "/admin/outbox/settings", Map.of("Authorization", "Bearer " + ADMIN));
+    HttpResponse<String> r =
+        send("GET", "/admin/outbox/settings", Map.of("Authorization", "Bearer " + ADMIN));
     assertThat(r.statusCode()).isEqualTo(200);
     JsonNode body = json.readTree(r.body());
     assertThat(body.get("partitions").asInt()).isEqualTo(16);
@@ -131,34 +166,63 @@ class ConsoleRoutesTest {
   @Test
   void theSourcesRunUnderThePolicy() throws Exception {
     String html = resource("index.html");
-    assertThat(Pattern.compile("<script(?![^>]*\\ssrc=\"/console/console\\.js\")", Pattern.CASE_INSENSITIVE).matcher(html).find())
-        .as("every <script> loads /console/console.js").isFalse();
+    assertThat(
+            Pattern.compile(
+                    "<script(?![^>]*\\ssrc=\"/console/console\\.js\")", Pattern.CASE_INSENSITIVE)
+                .matcher(html)
+                .find())
+        .as("every <script> loads /console/console.js")
+        .isFalse();
     assertThat(Pattern.compile("<script").matcher(html).results().count()).isEqualTo(1);
-    assertThat(Pattern.compile("\\son[a-z]+\\s*=", Pattern.CASE_INSENSITIVE).matcher(html).find()).as("no inline handler").isFalse();
-    assertThat(Pattern.compile("\\sstyle\\s*=|<style", Pattern.CASE_INSENSITIVE).matcher(html).find()).as("no inline style").isFalse();
-    assertThat(html).contains("href=\"/console/console.css\"").doesNotContain("http://").doesNotContain("https://");
+    assertThat(Pattern.compile("\\son[a-z]+\\s*=", Pattern.CASE_INSENSITIVE).matcher(html).find())
+        .as("no inline handler")
+        .isFalse();
+    assertThat(
+            Pattern.compile("\\sstyle\\s*=|<style", Pattern.CASE_INSENSITIVE).matcher(html).find())
+        .as("no inline style")
+        .isFalse();
+    assertThat(html)
+        .contains("href=\"/console/console.css\"")
+        .doesNotContain("http://")
+        .doesNotContain("https://");
     String js = resource("console.js");
-    for (String banned : new String[] {"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
-        "new Function", "localStorage", "setAttribute('style'", ".style."}) {
+    for (String banned :
+        new String[] {
+          "innerHTML",
+          "outerHTML",
+          "insertAdjacentHTML",
+          "document.write",
+          "eval(",
+          "new Function",
+          "localStorage",
+          "setAttribute('style'",
+          ".style."
+        }) {
       assertThat(js).as("console.js does not use %s", banned).doesNotContain(banned);
     }
-    assertThat(js).as("the token goes in the Authorization header, from sessionStorage")
-        .contains("'Authorization': 'Bearer ' + token").contains("sessionStorage");
+    assertThat(js)
+        .as("the token goes in the Authorization header, from sessionStorage")
+        .contains("'Authorization': 'Bearer ' + token")
+        .contains("sessionStorage");
   }
 
   private static void assertSecurityHeaders(HttpResponse<String> r, String path) {
-    assertThat(r.headers().firstValue("Content-Security-Policy")).as("CSP of %s", path)
+    assertThat(r.headers().firstValue("Content-Security-Policy"))
+        .as("CSP of %s", path)
         .hasValue(ConsoleRoutes.CONTENT_SECURITY_POLICY);
     String csp = ConsoleRoutes.CONTENT_SECURITY_POLICY;
-    assertThat(csp).contains("default-src 'none'", "script-src 'self'", "frame-ancestors 'none'")
-        .doesNotContain("unsafe-inline").doesNotContain("unsafe-eval");
+    assertThat(csp)
+        .contains("default-src 'none'", "script-src 'self'", "frame-ancestors 'none'")
+        .doesNotContain("unsafe-inline")
+        .doesNotContain("unsafe-eval");
     assertThat(r.headers().firstValue("X-Content-Type-Options")).hasValue("nosniff");
     assertThat(r.headers().firstValue("Referrer-Policy")).hasValue("no-referrer");
     assertThat(r.headers().firstValue("Cache-Control")).hasValue("no-store");
   }
 
   private static String resource(String name) throws Exception {
-    try (InputStream in = ConsoleRoutes.class.getResourceAsStream(ConsoleRoutes.RESOURCE_DIR + name)) {
+    try (InputStream in =
+        ConsoleRoutes.class.getResourceAsStream(ConsoleRoutes.RESOURCE_DIR + name)) {
       assertThat(in).as("%s is in the jar", name).isNotNull();
       return new String(in.readAllBytes(), StandardCharsets.UTF_8);
     }

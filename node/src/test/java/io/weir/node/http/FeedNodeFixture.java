@@ -26,7 +26,6 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
-import java.util.Base64;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -40,7 +39,6 @@ import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
 /**
@@ -61,7 +59,8 @@ abstract class FeedNodeFixture {
   ActorTestKit kit;
   private ServerBinding binding;
   final AtomicLong clockOffset = new AtomicLong();
-  private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  private final HttpClient client =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
   final ObjectMapper json = new ObjectMapper();
 
   /** The test database's name (one per test class). */
@@ -92,60 +91,91 @@ abstract class FeedNodeFixture {
   }
 
   /** Projection consumers' service, or null for none. */
-  io.weir.node.Projections projections(Documents documents, io.weir.node.TokenKeys keys, Clock clock) {
+  io.weir.node.Projections projections(
+      Documents documents, io.weir.node.TokenKeys keys, Clock clock) {
     return null;
   }
 
   @BeforeAll
   void start() throws Exception {
     db = TestPostgres.server().freshDatabase(databaseName());
-    Config config = ConfigFactory.parseString(
-            "pekko.actor.provider = cluster\n"
-                + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                + "pekko.remote.artery.canonical.port = 0\n"
-                + "pekko.cluster.roles = [server]\n")
-        .withFallback(db.config())
-        .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
+    Config config =
+        ConfigFactory.parseString(
+                "pekko.actor.provider = cluster\n"
+                    + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
+                    + "pekko.remote.artery.canonical.port = 0\n"
+                    + "pekko.cluster.roles = [server]\n")
+            .withFallback(db.config())
+            .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
     config = ConfigFactory.load(config);
-    database = io.weir.persistence.Database.create(io.weir.persistence.PostgresSettings.create(config), "feed-api-it");
+    database =
+        io.weir.persistence.Database.create(
+            io.weir.persistence.PostgresSettings.create(config), "feed-api-it");
     SchemaMigrator.migrate(database.dataSource(), "weir");
     try (var c = database.dataSource().getConnection()) {
       io.weir.persistence.ClusterIdentityStore.loadOrCreate(c, "weir", partitions());
     }
     var blocking = java.util.concurrent.ForkJoinPool.commonPool();
-    keys = new io.weir.node.TokenKeys(database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
+    keys =
+        new io.weir.node.TokenKeys(database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
     keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     kit = ActorTestKit.create("weir", config);
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
     PartitionSharding.init(kit.system(), partitionLimits());
     documents = new Documents(kit.system(), partitions(), pipelines(), Duration.ofSeconds(20));
-    Clock clock = new Clock() {
-      @Override
-      public java.time.ZoneId getZone() {
-        return ZoneOffset.UTC;
-      }
+    Clock clock =
+        new Clock() {
+          @Override
+          public java.time.ZoneId getZone() {
+            return ZoneOffset.UTC;
+          }
 
-      @Override
-      public Clock withZone(java.time.ZoneId zone) {
-        return this;
-      }
+          @Override
+          public Clock withZone(java.time.ZoneId zone) {
+            return this;
+          }
 
-      @Override
-      public Instant instant() {
-        return Instant.now().plusMillis(clockOffset.get());
-      }
-    };
-    principals = new io.weir.node.auth.Principals(bootstrap(), database.dataSource(), "weir", blocking);
+          @Override
+          public Instant instant() {
+            return Instant.now().plusMillis(clockOffset.get());
+          }
+        };
+    principals =
+        new io.weir.node.auth.Principals(bootstrap(), database.dataSource(), "weir", blocking);
     principals.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     policies = new io.weir.node.auth.Policies(database.dataSource(), "weir", blocking, documents);
     policies.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
-    Feeds feeds = new Feeds(documents, OutboxReader.jdbc(kit.system()), keys, policies,
-        new Feeds.Limits(100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24)), clock);
+    Feeds feeds =
+        new Feeds(
+            documents,
+            OutboxReader.jdbc(kit.system()),
+            keys,
+            policies,
+            new Feeds.Limits(
+                100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24)),
+            clock);
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
-    HttpApi api = new HttpApi(json, principals, new NodeView(kit.system(), () -> storage, partitions(), NodeView.NO_PIPELINES), null, null,
-        documents, maxDocumentBytes(), projections(documents, keys, clock), keys, principals, policies, feeds);
-    binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
+    HttpApi api =
+        new HttpApi(
+            json,
+            principals,
+            new NodeView(kit.system(), () -> storage, partitions(), NodeView.NO_PIPELINES),
+            null,
+            null,
+            documents,
+            maxDocumentBytes(),
+            projections(documents, keys, clock),
+            keys,
+            principals,
+            policies,
+            feeds);
+    binding =
+        Http.get(kit.system())
+            .newServerAt("127.0.0.1", 0)
+            .bind(api.routes())
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
       Thread.sleep(50);
@@ -168,15 +198,23 @@ abstract class FeedNodeFixture {
 
   // ---- helpers ----
 
-  HttpResponse<String> send(String method, String path, String body, String token) throws Exception {
+  HttpResponse<String> send(String method, String path, String body, String token)
+      throws Exception {
     return send(method, path, body, token, Map.of());
   }
 
-  HttpResponse<String> send(String method, String path, String body, String token, Map<String, String> headers)
+  HttpResponse<String> send(
+      String method, String path, String body, String token, Map<String, String> headers)
       throws Exception {
-    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path))
-        .timeout(Duration.ofSeconds(30))
-        .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(
+                URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path))
+            .timeout(Duration.ofSeconds(30))
+            .method(
+                method,
+                body == null
+                    ? HttpRequest.BodyPublishers.noBody()
+                    : HttpRequest.BodyPublishers.ofString(body));
     if (token != null) {
       b.header("Authorization", "Bearer " + token);
     }
@@ -205,9 +243,16 @@ abstract class FeedNodeFixture {
     assertThat(body.has("retryable")).isTrue();
   }
 
-  /** Creates a principal in {@code groups} with {@code grants} on {@code collection}; returns its token. */
-  String principal(String id, List<String> groups, String collection, String... grants) throws Exception {
-    String token = ok(post("/admin/principals", Map.of("id", id, "groups", groups), ADMIN), 201).get("token").asText();
+  /**
+   * Creates a principal in {@code groups} with {@code grants} on {@code collection}; returns its
+   * token.
+   */
+  String principal(String id, List<String> groups, String collection, String... grants)
+      throws Exception {
+    String token =
+        ok(post("/admin/principals", Map.of("id", id, "groups", groups), ADMIN), 201)
+            .get("token")
+            .asText();
     for (String g : grants) {
       grant(id, collection, g);
     }
@@ -216,34 +261,56 @@ abstract class FeedNodeFixture {
 
   /** {@code FieldRead:x} and {@code FieldUse:x} are field grants. */
   void grant(String id, String collection, String grant) throws Exception {
-    Map<String, String> body = grant.contains(":")
-        ? Map.of("collection", collection, "grant", grant.substring(0, grant.indexOf(':')), "field", grant.substring(grant.indexOf(':') + 1))
-        : Map.of("collection", collection, "grant", grant);
+    Map<String, String> body =
+        grant.contains(":")
+            ? Map.of(
+                "collection",
+                collection,
+                "grant",
+                grant.substring(0, grant.indexOf(':')),
+                "field",
+                grant.substring(grant.indexOf(':') + 1))
+            : Map.of("collection", collection, "grant", grant);
     ok(post("/admin/principals/" + id + "/grants", body, ADMIN));
   }
 
-  void policy(String collection, List<String> sensitive, String visibility, String field) throws Exception {
+  void policy(String collection, List<String> sensitive, String visibility, String field)
+      throws Exception {
     Map<String, Object> body = new HashMap<>();
     body.put("sensitiveFields", sensitive);
     body.put("visibility", visibility);
     if (field != null) {
       body.put("field", field);
     }
-    JsonNode r = ok(send("PUT", "/admin/policies/" + collection, json.writeValueAsString(body), ADMIN));
+    JsonNode r =
+        ok(send("PUT", "/admin/policies/" + collection, json.writeValueAsString(body), ADMIN));
     assertThat(r.get("partitions").asInt()).isEqualTo(partitions());
   }
 
-  HttpResponse<String> put(String collection, String id, String body, String token) throws Exception {
+  HttpResponse<String> put(String collection, String id, String body, String token)
+      throws Exception {
     return send("PUT", "/v1/documents/" + collection + "/" + id, body, token);
   }
 
-  JsonNode changes(String collection, String startOrCursor, boolean cursor, String token, Integer limit, Long maxBytes)
+  JsonNode changes(
+      String collection,
+      String startOrCursor,
+      boolean cursor,
+      String token,
+      Integer limit,
+      Long maxBytes)
       throws Exception {
     return ok(changesRaw(collection, startOrCursor, cursor, token, limit, maxBytes));
   }
 
-  HttpResponse<String> changesRaw(String collection, String startOrCursor, boolean cursor, String token, Integer limit,
-      Long maxBytes) throws Exception {
+  HttpResponse<String> changesRaw(
+      String collection,
+      String startOrCursor,
+      boolean cursor,
+      String token,
+      Integer limit,
+      Long maxBytes)
+      throws Exception {
     ObjectNode n = json.createObjectNode();
     n.put("collection", collection);
     n.put(cursor ? "cursor" : "start", startOrCursor);
@@ -256,8 +323,12 @@ abstract class FeedNodeFixture {
     return post("/v1/changes/read", n, token);
   }
 
-  /** Every change after {@code start}, page after page until hasMore is false; the last cursor in [0]. */
-  List<JsonNode> drain(String collection, String start, boolean cursor, String token, String[] last) throws Exception {
+  /**
+   * Every change after {@code start}, page after page until hasMore is false; the last cursor in
+   * [0].
+   */
+  List<JsonNode> drain(String collection, String start, boolean cursor, String token, String[] last)
+      throws Exception {
     List<JsonNode> all = new ArrayList<>();
     String at = start;
     boolean isCursor = cursor;
@@ -273,7 +344,6 @@ abstract class FeedNodeFixture {
     }
     throw new AssertionError("the feed never ended");
   }
-
 
   /** A query request body: {@code {"query": <q>, "limit"?}}. */
   ObjectNode queryBody(String q, Integer limit) throws Exception {

@@ -43,7 +43,8 @@ class HttpApiTest {
   private ServerBinding binding;
   private final AtomicReference<StorageStatus> storage =
       new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
-  private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  private final HttpClient client =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
   private final ObjectMapper json = new ObjectMapper();
 
   @BeforeAll
@@ -58,14 +59,28 @@ class HttpApiTest {
                 .withFallback(ConfigFactory.load()));
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
-    TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
-    HttpApi api = new HttpApi(json, auth, new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES), null, () -> "# test metrics\n");
-    binding = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
+    TokenAuthenticator auth =
+        TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
+    HttpApi api =
+        new HttpApi(
+            json,
+            auth,
+            new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES),
+            null,
+            () -> "# test metrics\n");
+    binding =
+        Http.get(kit.system())
+            .newServerAt("127.0.0.1", 0)
+            .bind(api.routes())
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
       Thread.sleep(50);
     }
-    assertThat(cluster.selfMember().status()).as("the test node should become Up").isEqualTo(MemberStatus.up());
+    assertThat(cluster.selfMember().status())
+        .as("the test node should become Up")
+        .isEqualTo(MemberStatus.up());
   }
 
   @AfterAll
@@ -74,7 +89,9 @@ class HttpApiTest {
   }
 
   private HttpResponse<String> get(String path, String authorization) throws Exception {
-    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path));
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(
+            URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + path));
     if (authorization != null) {
       b.header("Authorization", authorization);
     }
@@ -85,15 +102,23 @@ class HttpApiTest {
   void adminRoutesRequireABearerToken() throws Exception {
     HttpResponse<String> none = get("/admin/cluster", null);
     assertThat(none.statusCode()).as("no token should be 401").isEqualTo(401);
-    assertThat(none.headers().firstValue("WWW-Authenticate")).as("401 should name the Bearer scheme").hasValueSatisfying(v -> assertThat(v).startsWith("Bearer"));
+    assertThat(none.headers().firstValue("WWW-Authenticate"))
+        .as("401 should name the Bearer scheme")
+        .hasValueSatisfying(v -> assertThat(v).startsWith("Bearer"));
     assertThat(json.readTree(none.body()).get("error").asText()).isEqualTo("unauthenticated");
 
     HttpResponse<String> wrong = get("/admin/cluster", "Bearer not-the-admin-token-at-all");
     assertThat(wrong.statusCode()).as("a wrong token should be 401").isEqualTo(401);
-    assertThat(wrong.body()).as("the reply must not echo the presented token").doesNotContain("not-the-admin-token-at-all");
+    assertThat(wrong.body())
+        .as("the reply must not echo the presented token")
+        .doesNotContain("not-the-admin-token-at-all");
 
-    assertThat(get("/admin/cluster", "Basic " + ADMIN).statusCode()).as("another scheme should be 401").isEqualTo(401);
-    assertThat(get("/admin/nothing-here", null).statusCode()).as("auth comes before routing under /admin").isEqualTo(401);
+    assertThat(get("/admin/cluster", "Basic " + ADMIN).statusCode())
+        .as("another scheme should be 401")
+        .isEqualTo(401);
+    assertThat(get("/admin/nothing-here", null).statusCode())
+        .as("auth comes before routing under /admin")
+        .isEqualTo(401);
   }
 
   @Test
@@ -107,14 +132,18 @@ class HttpApiTest {
   @Test
   void nonAdministratorsAreForbidden() throws Exception {
     HttpResponse<String> r = get("/admin/cluster", "Bearer " + READER);
-    assertThat(r.statusCode()).as("an authenticated non-administrator should be 403").isEqualTo(403);
+    assertThat(r.statusCode())
+        .as("an authenticated non-administrator should be 403")
+        .isEqualTo(403);
     assertThat(json.readTree(r.body()).get("error").asText()).isEqualTo("forbidden");
   }
 
   @Test
   void administratorsSeeTheClusterMembership() throws Exception {
     UUID id = UUID.randomUUID();
-    storage.set(new StorageStatus.Ready(Instant.now(), new ClusterIdentity(id, "k1", new byte[32], Instant.now(), 64), "2"));
+    storage.set(
+        new StorageStatus.Ready(
+            Instant.now(), new ClusterIdentity(id, "k1", new byte[32], Instant.now(), 64), "2"));
     HttpResponse<String> r = get("/admin/cluster", "bearer " + ADMIN);
     assertThat(r.statusCode()).as("the scheme name is case-insensitive").isEqualTo(200);
     JsonNode body = json.readTree(r.body());
@@ -125,10 +154,15 @@ class HttpApiTest {
     assertThat(member.get("address").asText()).isEqualTo(body.get("self").asText());
     assertThat(body.get("leader").asText()).isEqualTo(body.get("self").asText());
     assertThat(body.get("unreachable")).isEmpty();
-    // No shard region and no pipeline manager here: the answer still comes, and says it does not know.
-    assertThat(member.get("partitions").isNull()).as("placement unknown without a shard region").isTrue();
+    // No shard region and no pipeline manager here: the answer still comes, and says it does not
+    // know.
+    assertThat(member.get("partitions").isNull())
+        .as("placement unknown without a shard region")
+        .isTrue();
     assertThat(member.get("slots")).isEmpty();
-    assertThat(body.get("slotOwner").isNull()).as("slot owner unknown without a pipeline manager").isTrue();
+    assertThat(body.get("slotOwner").isNull())
+        .as("slot owner unknown without a pipeline manager")
+        .isTrue();
   }
 
   @Test
@@ -136,11 +170,20 @@ class HttpApiTest {
     assertThat(get("/health/alive", null).statusCode()).isEqualTo(200);
     storage.set(new StorageStatus.Unavailable(Instant.now(), "ConnectException"));
     HttpResponse<String> down = get("/health/ready", null);
-    assertThat(down.statusCode()).as("unavailable storage should make the node not ready").isEqualTo(503);
-    assertThat(json.readTree(down.body()).get("checks").get("storage").asText()).isEqualTo("unavailable");
-    storage.set(new StorageStatus.Ready(Instant.now(), new ClusterIdentity(UUID.randomUUID(), "k1", new byte[32], Instant.now(), 64), "2"));
+    assertThat(down.statusCode())
+        .as("unavailable storage should make the node not ready")
+        .isEqualTo(503);
+    assertThat(json.readTree(down.body()).get("checks").get("storage").asText())
+        .isEqualTo("unavailable");
+    storage.set(
+        new StorageStatus.Ready(
+            Instant.now(),
+            new ClusterIdentity(UUID.randomUUID(), "k1", new byte[32], Instant.now(), 64),
+            "2"));
     HttpResponse<String> up = get("/health/ready", null);
-    assertThat(up.statusCode()).as("an Up member with ready storage should be ready").isEqualTo(200);
+    assertThat(up.statusCode())
+        .as("an Up member with ready storage should be ready")
+        .isEqualTo(200);
     assertThat(json.readTree(up.body()).get("ready").asBoolean()).isTrue();
   }
 
@@ -149,10 +192,14 @@ class HttpApiTest {
     HttpResponse<String> missing = get("/no/such/path", null);
     assertThat(missing.statusCode()).isEqualTo(404);
     assertThat(json.readTree(missing.body()).get("error").asText()).isEqualTo("not-found");
-    assertThat(json.readTree(missing.body()).get("retryable").asBoolean()).as("a missing route is not worth a retry").isFalse();
+    assertThat(json.readTree(missing.body()).get("retryable").asBoolean())
+        .as("a missing route is not worth a retry")
+        .isFalse();
     HttpResponse<String> post =
         client.send(
-            HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + binding.localAddress().getPort() + "/health/alive"))
+            HttpRequest.newBuilder(
+                    URI.create(
+                        "http://127.0.0.1:" + binding.localAddress().getPort() + "/health/alive"))
                 .POST(HttpRequest.BodyPublishers.noBody())
                 .build(),
             HttpResponse.BodyHandlers.ofString());

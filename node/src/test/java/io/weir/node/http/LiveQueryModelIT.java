@@ -19,8 +19,8 @@ import org.junit.jupiter.api.Test;
  * random workloads of writes, deletes, ACL changes, policy changes and grant changes. After every
  * step, for every principal, the live query's initial result plus every delta since equals the
  * ordinary Q1 result; a fenced cursor (ACL, policy or grant change) is refused with
- * token-invalidated and the session starts again from a new baseline; every change the feed shows
- * a principal is one it may see, without fields it may not read.
+ * token-invalidated and the session starts again from a new baseline; every change the feed shows a
+ * principal is one it may see, without fields it may not read.
  *
  * <p>{@code -Dweir.model.live-seeds=N} and {@code -Dweir.model.live-steps=M} (pass them through
  * {@code -Dweir.test.argLine="..."}) run more; the defaults keep CI short.
@@ -28,8 +28,15 @@ import org.junit.jupiter.api.Test;
 class LiveQueryModelIT extends FeedNodeFixture {
   private static final int SEEDS = Integer.getInteger("weir.model.live-seeds", 4);
   private static final int STEPS = Integer.getInteger("weir.model.live-steps", 40);
-  private static final String[] ACLS = {"[\"m0\"]", "[\"m1\"]", "[\"group:g0\"]", "[\"m0\",\"m1\"]", "[\"group:g1\",\"m2\"]",
-      "[]", "[\"m0\",\"m1\",\"m2\"]"};
+  private static final String[] ACLS = {
+    "[\"m0\"]",
+    "[\"m1\"]",
+    "[\"group:g0\"]",
+    "[\"m0\",\"m1\"]",
+    "[\"group:g1\",\"m2\"]",
+    "[]",
+    "[\"m0\",\"m1\",\"m2\"]"
+  };
 
   @Override
   String databaseName() {
@@ -93,16 +100,21 @@ class LiveQueryModelIT extends FeedNodeFixture {
 
     Map<String, JsonNode> expected() throws Exception {
       Map<String, JsonNode> out = new HashMap<>();
-      ok(post("/v1/query", queryBody(query, null), token)).get("rows").forEach(x -> out.put(x.get("id").asText(), x.get("row")));
+      ok(post("/v1/query", queryBody(query, null), token))
+          .get("rows")
+          .forEach(x -> out.put(x.get("id").asText(), x.get("row")));
       return out;
     }
 
-    /** Reads the changes feed until caught up and checks each change is one this principal may see. */
+    /**
+     * Reads the changes feed until caught up and checks each change is one this principal may see.
+     */
     void checkFeed(String collection) throws Exception {
       while (true) {
-        HttpResponse<String> r = feedCursor == null
-            ? changesRaw(collection, "beginning", false, token, 11, null)
-            : changesRaw(collection, feedCursor, true, token, 11, null);
+        HttpResponse<String> r =
+            feedCursor == null
+                ? changesRaw(collection, "beginning", false, token, 11, null)
+                : changesRaw(collection, feedCursor, true, token, 11, null);
         if (r.statusCode() == 409) {
           feedCursor = null;
           continue;
@@ -113,10 +125,14 @@ class LiveQueryModelIT extends FeedNodeFixture {
             JsonNode body = c.get(image);
             if (!body.isNull()) {
               assertThat(visible(body.get("acl"))).as("%s sees an image it may not", id).isTrue();
-              assertThat(body.has("s")).as("%s sees the sensitive field", id).isEqualTo(readsS && body.has("s"));
+              assertThat(body.has("s"))
+                  .as("%s sees the sensitive field", id)
+                  .isEqualTo(readsS && body.has("s"));
             }
           }
-          assertThat(c.get("before").isNull() && c.get("after").isNull()).as("a change without images").isFalse();
+          assertThat(c.get("before").isNull() && c.get("after").isNull())
+              .as("a change without images")
+              .isFalse();
         }
         feedCursor = page.get("cursor").asText();
         if (!page.get("hasMore").asBoolean()) {
@@ -131,7 +147,9 @@ class LiveQueryModelIT extends FeedNodeFixture {
       }
       for (JsonNode e : acl) {
         String v = e.asText();
-        if (v.equals(id) || (v.equals("group:g0") && id.equals("m0")) || (v.equals("group:g1") && id.equals("m1"))) {
+        if (v.equals(id)
+            || (v.equals("group:g0") && id.equals("m0"))
+            || (v.equals("group:g1") && id.equals("m1"))) {
           return true;
         }
       }
@@ -156,7 +174,9 @@ class LiveQueryModelIT extends FeedNodeFixture {
         step(random, c, seed);
         for (Session s : sessions) {
           s.catchUp();
-          assertThat(s.rows).as("seed %d step %d principal %s", seed, step, s.id).isEqualTo(s.expected());
+          assertThat(s.rows)
+              .as("seed %d step %d principal %s", seed, step, s.id)
+              .isEqualTo(s.expected());
           checks++;
           if (step % 5 == 4) {
             s.checkFeed(c);
@@ -168,31 +188,47 @@ class LiveQueryModelIT extends FeedNodeFixture {
         deltas += s.deltas;
       }
     }
-    System.out.printf("live-query model: seeds=%d steps=%d checks=%d deltas=%d restarts=%d divergences=0%n",
+    System.out.printf(
+        "live-query model: seeds=%d steps=%d checks=%d deltas=%d restarts=%d divergences=0%n",
         SEEDS, STEPS, checks, deltas, restarts);
   }
 
   private int version;
 
-  /** The principals m0 (group g0, may use s in predicates), m1 (group g1, may read s), m2; grants on {@code c}. */
+  /**
+   * The principals m0 (group g0, may use s in predicates), m1 (group g1, may read s), m2; grants on
+   * {@code c}.
+   */
   private List<Session> sessionsFor(String c, int seed) throws Exception {
     List<Session> out = new ArrayList<>();
     String[] groups = {"g0", "g1", null};
     String[] queries = {
-        "{\"collection\":\"" + c + "\",\"where\":{\"op\":\"or\",\"args\":[{\"op\":\"eq\",\"field\":\"k\",\"value\":1},"
-            + "{\"op\":\"ge\",\"field\":\"s\",\"value\":5}]},\"select\":[\"k\",\"s\",\"acl\"]}",
-        "{\"collection\":\"" + c + "\",\"where\":{\"op\":\"in\",\"field\":\"k\",\"values\":[0,2]}}",
-        "{\"collection\":\"" + c + "\",\"where\":{\"op\":\"not\",\"arg\":{\"op\":\"eq\",\"field\":\"k\",\"value\":3}}}"};
+      "{\"collection\":\""
+          + c
+          + "\",\"where\":{\"op\":\"or\",\"args\":[{\"op\":\"eq\",\"field\":\"k\",\"value\":1},"
+          + "{\"op\":\"ge\",\"field\":\"s\",\"value\":5}]},\"select\":[\"k\",\"s\",\"acl\"]}",
+      "{\"collection\":\"" + c + "\",\"where\":{\"op\":\"in\",\"field\":\"k\",\"values\":[0,2]}}",
+      "{\"collection\":\""
+          + c
+          + "\",\"where\":{\"op\":\"not\",\"arg\":{\"op\":\"eq\",\"field\":\"k\",\"value\":3}}}"
+    };
     for (int p = 0; p < 3; p++) {
       String id = "m" + p;
-      String token = tokens.computeIfAbsent(id, k -> {
-        try {
-          return principal(k, groups[Integer.parseInt(k.substring(1))] == null ? List.of()
-              : List.of(groups[Integer.parseInt(k.substring(1))]), c);
-        } catch (Exception e) {
-          throw new IllegalStateException(e);
-        }
-      });
+      String token =
+          tokens.computeIfAbsent(
+              id,
+              k -> {
+                try {
+                  return principal(
+                      k,
+                      groups[Integer.parseInt(k.substring(1))] == null
+                          ? List.of()
+                          : List.of(groups[Integer.parseInt(k.substring(1))]),
+                      c);
+                } catch (Exception e) {
+                  throw new IllegalStateException(e);
+                }
+              });
       for (String g : List.of("DocumentsRead", "ChangesRead", "QueryRead", "FieldUse:*")) {
         grant(id, c, g);
       }
@@ -216,20 +252,50 @@ class LiveQueryModelIT extends FeedNodeFixture {
     if (op < 60) {
       // Upsert keeping the current ACL when the document exists (no fence), or a new one.
       JsonNode current = currentBody(c, id);
-      String acl = current != null && current.has("acl") ? current.get("acl").toString() : ACLS[random.nextInt(ACLS.length)];
-      ok(put(c, id, "{\"acl\":" + acl + ",\"k\":" + random.nextInt(4) + ",\"s\":" + random.nextInt(10) + "}", ADMIN));
+      String acl =
+          current != null && current.has("acl")
+              ? current.get("acl").toString()
+              : ACLS[random.nextInt(ACLS.length)];
+      ok(
+          put(
+              c,
+              id,
+              "{\"acl\":"
+                  + acl
+                  + ",\"k\":"
+                  + random.nextInt(4)
+                  + ",\"s\":"
+                  + random.nextInt(10)
+                  + "}",
+              ADMIN));
     } else if (op < 75) {
       int expected = currentBody(c, id) == null ? 404 : 200;
-      assertThat(send("DELETE", "/v1/documents/" + c + "/" + id, null, ADMIN).statusCode()).isEqualTo(expected);
+      assertThat(send("DELETE", "/v1/documents/" + c + "/" + id, null, ADMIN).statusCode())
+          .isEqualTo(expected);
     } else if (op < 90) {
       // An ACL change (of an existing document: fences every cursor of the collection).
-      ok(put(c, id, "{\"acl\":" + ACLS[random.nextInt(ACLS.length)] + ",\"k\":" + random.nextInt(4) + ",\"s\":"
-          + random.nextInt(10) + "}", ADMIN));
+      ok(
+          put(
+              c,
+              id,
+              "{\"acl\":"
+                  + ACLS[random.nextInt(ACLS.length)]
+                  + ",\"k\":"
+                  + random.nextInt(4)
+                  + ",\"s\":"
+                  + random.nextInt(10)
+                  + "}",
+              ADMIN));
     } else if (op < 95) {
       policy(c, (version++ % 2 == 0) ? List.of("s", "t") : List.of("s"), "acl", "acl");
     } else {
       String who = "m" + random.nextInt(3);
-      grant(who, c, (random.nextBoolean() ? "QueryRead" : "ChangesRead")); // grants again: the epoch still moves
+      grant(
+          who,
+          c,
+          (random.nextBoolean()
+              ? "QueryRead"
+              : "ChangesRead")); // grants again: the epoch still moves
     }
   }
 
@@ -241,21 +307,32 @@ class LiveQueryModelIT extends FeedNodeFixture {
   @Test
   void aLiveStartRacingWritesMissesNothingAndReplaysAreIdempotent() throws Exception {
     String c = "race";
-    String w = principal("racer", List.of(), c, "DocumentsWrite", "DocumentsRead", "QueryRead", "ChangesRead", "FieldUse:*");
+    String w =
+        principal(
+            "racer",
+            List.of(),
+            c,
+            "DocumentsWrite",
+            "DocumentsRead",
+            "QueryRead",
+            "ChangesRead",
+            "FieldUse:*");
     String q = "{\"collection\":\"race\",\"where\":{\"op\":\"lt\",\"field\":\"v\",\"value\":1000}}";
     AtomicBoolean done = new AtomicBoolean();
     AtomicReference<Throwable> failed = new AtomicReference<>();
-    Thread writer = new Thread(() -> {
-      try {
-        for (int i = 0; i < 300; i++) {
-          ok(put(c, "r" + (i % 40), "{\"v\":" + (i % 1100 < 1000 ? i : 2000) + "}", w));
-        }
-      } catch (Throwable t) {
-        failed.set(t);
-      } finally {
-        done.set(true);
-      }
-    });
+    Thread writer =
+        new Thread(
+            () -> {
+              try {
+                for (int i = 0; i < 300; i++) {
+                  ok(put(c, "r" + (i % 40), "{\"v\":" + (i % 1100 < 1000 ? i : 2000) + "}", w));
+                }
+              } catch (Throwable t) {
+                failed.set(t);
+              } finally {
+                done.set(true);
+              }
+            });
     writer.start();
     List<Map<String, JsonNode>> views = new ArrayList<>();
     List<String> cursors = new ArrayList<>();
@@ -270,7 +347,9 @@ class LiveQueryModelIT extends FeedNodeFixture {
     writer.join();
     assertThat(failed.get()).isNull();
     Map<String, JsonNode> expected = new HashMap<>();
-    ok(post("/v1/query", queryBody(q, null), w)).get("rows").forEach(x -> expected.put(x.get("id").asText(), x.get("row")));
+    ok(post("/v1/query", queryBody(q, null), w))
+        .get("rows")
+        .forEach(x -> expected.put(x.get("id").asText(), x.get("row")));
     int replayed = 0;
     for (int i = 0; i < views.size(); i++) {
       Map<String, JsonNode> view = views.get(i);
@@ -300,6 +379,7 @@ class LiveQueryModelIT extends FeedNodeFixture {
       }
       assertThat(view).as("session %d of %d", i, views.size()).isEqualTo(expected);
     }
-    System.out.printf("live start race: sessions=%d pages-replayed=%d divergences=0%n", views.size(), replayed);
+    System.out.printf(
+        "live start race: sessions=%d pages-replayed=%d divergences=0%n", views.size(), replayed);
   }
 }

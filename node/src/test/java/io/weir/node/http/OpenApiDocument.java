@@ -24,7 +24,9 @@ import java.util.regex.Pattern;
  */
 final class OpenApiDocument {
   /** The HTTP methods an OpenAPI path item may hold operations for. */
-  static final List<String> METHODS = List.of("get", "put", "post", "delete", "options", "head", "patch", "trace");
+  static final List<String> METHODS =
+      List.of("get", "put", "post", "delete", "options", "head", "patch", "trace");
+
   private static final Pattern PLACEHOLDER = Pattern.compile("\\{([A-Za-z0-9_]+)}");
 
   final JsonNode root;
@@ -127,7 +129,9 @@ final class OpenApiDocument {
   /** {@code node} itself, or what its {@code $ref} (a local reference) names. */
   JsonNode resolve(JsonNode node) {
     for (int depth = 0; depth < 8 && node.has("$ref"); depth++) {
-      node = pointer(node.get("$ref").asText()).orElse(com.fasterxml.jackson.databind.node.MissingNode.getInstance());
+      node =
+          pointer(node.get("$ref").asText())
+              .orElse(com.fasterxml.jackson.databind.node.MissingNode.getInstance());
     }
     return node;
   }
@@ -153,7 +157,8 @@ final class OpenApiDocument {
     if (!root.path("openapi").asText().matches("3\\.0\\.[0-9]+")) {
       problems.add("openapi should be a 3.0.x version");
     }
-    if (!root.path("info").path("title").isTextual() || !root.path("info").path("version").isTextual()) {
+    if (!root.path("info").path("title").isTextual()
+        || !root.path("info").path("version").isTextual()) {
       problems.add("info should have a title and a version");
     }
     if (!root.path("paths").isObject() || root.path("paths").isEmpty()) {
@@ -165,10 +170,19 @@ final class OpenApiDocument {
       wires.add(c.wire());
     }
     Set<String> errorEnum = new TreeSet<>();
-    root.path("components").path("schemas").path("Error").path("properties").path("error").path("enum")
+    root.path("components")
+        .path("schemas")
+        .path("Error")
+        .path("properties")
+        .path("error")
+        .path("enum")
         .forEach(c -> errorEnum.add(c.asText()));
     if (!errorEnum.equals(wires)) {
-      problems.add("the Error schema's codes " + errorEnum + " should be exactly io.weir.protocol.ErrorCode's " + wires);
+      problems.add(
+          "the Error schema's codes "
+              + errorEnum
+              + " should be exactly io.weir.protocol.ErrorCode's "
+              + wires);
     }
     Map<String, String> operationIds = new LinkedHashMap<>();
     for (Iterator<Map.Entry<String, JsonNode>> it = root.path("paths").fields(); it.hasNext(); ) {
@@ -200,18 +214,25 @@ final class OpenApiDocument {
         op.path("parameters").forEach(parameters::add);
         for (JsonNode p : parameters) {
           p = resolve(p);
-          if (!p.path("name").isTextual() || !Set.of("path", "query", "header", "cookie").contains(p.path("in").asText())) {
+          if (!p.path("name").isTextual()
+              || !Set.of("path", "query", "header", "cookie").contains(p.path("in").asText())) {
             problems.add(where + " has a parameter without a name or a valid in");
           }
           if (p.path("in").asText().equals("path")) {
             declared.add(p.path("name").asText());
             if (!p.path("required").asBoolean(false)) {
-              problems.add(where + ": path parameter " + p.path("name").asText() + " should be required");
+              problems.add(
+                  where + ": path parameter " + p.path("name").asText() + " should be required");
             }
           }
         }
         if (!declared.equals(placeholders)) {
-          problems.add(where + " declares path parameters " + declared + " but its path has " + placeholders);
+          problems.add(
+              where
+                  + " declares path parameters "
+                  + declared
+                  + " but its path has "
+                  + placeholders);
         }
         JsonNode body = op.path("requestBody");
         if (!body.isMissingNode() && !resolve(body).path("content").isObject()) {
@@ -239,11 +260,22 @@ final class OpenApiDocument {
             problems.add(where + " " + status + " should be an Error body listing its codes");
           }
           for (String c : codes) {
-            Optional<ErrorCode> known = java.util.Arrays.stream(ErrorCode.values()).filter(x -> x.wire().equals(c)).findFirst();
+            Optional<ErrorCode> known =
+                java.util.Arrays.stream(ErrorCode.values())
+                    .filter(x -> x.wire().equals(c))
+                    .findFirst();
             if (known.isEmpty()) {
-              problems.add(where + " " + status + " lists " + c + ", which is not a Weir error code");
+              problems.add(
+                  where + " " + status + " lists " + c + ", which is not a Weir error code");
             } else if (known.get().httpStatus() != code) {
-              problems.add(where + " lists " + c + " under " + status + ", but Weir answers it with " + known.get().httpStatus());
+              problems.add(
+                  where
+                      + " lists "
+                      + c
+                      + " under "
+                      + status
+                      + ", but Weir answers it with "
+                      + known.get().httpStatus());
             }
           }
         }
@@ -258,7 +290,8 @@ final class OpenApiDocument {
       if (ref != null && (!ref.isTextual() || pointer(ref.asText()).isEmpty())) {
         problems.add("the reference " + ref + " at " + at + " should resolve within the document");
       }
-      node.fields().forEachRemaining(e -> collectRefs(e.getValue(), at + "/" + e.getKey(), problems));
+      node.fields()
+          .forEachRemaining(e -> collectRefs(e.getValue(), at + "/" + e.getKey(), problems));
     } else if (node.isArray()) {
       for (int i = 0; i < node.size(); i++) {
         collectRefs(node.get(i), at + "/" + i, problems);

@@ -19,16 +19,20 @@ class OpenApiDocumentTest {
   @Test
   void theDocumentHasTheShapeOfOpenApi3() throws Exception {
     OpenApiDocument doc = OpenApiDocument.fromClassPath();
-    assertThat(doc.problems()).as("the OpenAPI document should have no structural problems").isEmpty();
+    assertThat(doc.problems())
+        .as("the OpenAPI document should have no structural problems")
+        .isEmpty();
   }
 
   @Test
   void everyServedRouteIsDocumentedAndEveryDocumentedPathIsServed() throws Exception {
     Set<String> documented = OpenApiDocument.fromClassPath().paths();
     Set<String> served = new LinkedHashSet<>(RouteTemplates.NODE);
-    assertThat(documented).as("every route in RouteTemplates.NODE should be a path of the OpenAPI document")
+    assertThat(documented)
+        .as("every route in RouteTemplates.NODE should be a path of the OpenAPI document")
         .containsAll(served);
-    assertThat(served).as("every path of the OpenAPI document should be a route in RouteTemplates.NODE")
+    assertThat(served)
+        .as("every path of the OpenAPI document should be a route in RouteTemplates.NODE")
         .containsAll(documented);
   }
 
@@ -38,14 +42,17 @@ class OpenApiDocumentTest {
     for (String path : doc.paths()) {
       for (String method : doc.methods(path)) {
         if (doc.auth(path, method) != OpenApiDocument.Auth.NONE) {
-          assertThat(doc.errorCodes(path, method, 401)).as("%s %s may need a token, so it should document 401 unauthenticated",
-              method, path).containsExactly("unauthenticated");
+          assertThat(doc.errorCodes(path, method, 401))
+              .as("%s %s may need a token, so it should document 401 unauthenticated", method, path)
+              .containsExactly("unauthenticated");
         }
         if (path.startsWith("/admin/")) {
-          assertThat(doc.errorCodes(path, method, 403)).as("%s %s is for administrators, so it should document 403",
-              method, path).contains("forbidden");
+          assertThat(doc.errorCodes(path, method, 403))
+              .as("%s %s is for administrators, so it should document 403", method, path)
+              .contains("forbidden");
         }
-        assertThat(doc.errorCodes(path, method, 500)).as("%s %s should document 500 internal", method, path)
+        assertThat(doc.errorCodes(path, method, 500))
+            .as("%s %s should document 500 internal", method, path)
             .containsExactly("internal");
       }
     }
@@ -55,16 +62,34 @@ class OpenApiDocumentTest {
   void theStructuralCheckFindsABrokenDocument() throws Exception {
     OpenApiDocument doc = OpenApiDocument.fromClassPath();
     ObjectNode broken = doc.root.deepCopy();
-    ObjectNode get = (ObjectNode) broken.path("paths").path("/v1/documents/{collection}/{id}").path("get");
-    ((ArrayNode) get.path("responses").path("404").path("content").path("application/json").path("schema")
-        .path("properties").path("error").path("enum")).add("conflict");
+    ObjectNode get =
+        (ObjectNode) broken.path("paths").path("/v1/documents/{collection}/{id}").path("get");
+    ((ArrayNode)
+            get.path("responses")
+                .path("404")
+                .path("content")
+                .path("application/json")
+                .path("schema")
+                .path("properties")
+                .path("error")
+                .path("enum"))
+        .add("conflict");
     ((ObjectNode) broken.path("paths").path("/admin/pipelines/{name}")).remove("parameters");
     ((ObjectNode) broken.path("paths").path("/admin/cluster").path("get")).remove("responses");
     ((ObjectNode) broken.path("paths").path("/admin/partitions").path("get").path("responses"))
-        .putObject("418").put("$ref", "#/components/responses/NoSuchThing");
-    ((ArrayNode) broken.path("components").path("schemas").path("Error").path("properties").path("error").path("enum"))
+        .putObject("418")
+        .put("$ref", "#/components/responses/NoSuchThing");
+    ((ArrayNode)
+            broken
+                .path("components")
+                .path("schemas")
+                .path("Error")
+                .path("properties")
+                .path("error")
+                .path("enum"))
         .add("TokenInvalidated");
-    assertThat(new OpenApiDocument(broken).problems()).as("each defect put in should be reported")
+    assertThat(new OpenApiDocument(broken).problems())
+        .as("each defect put in should be reported")
         .anyMatch(p -> p.contains("lists conflict under 404"))
         .anyMatch(p -> p.contains("/admin/pipelines/{name} declares path parameters []"))
         .anyMatch(p -> p.contains("GET /admin/cluster should document its responses"))

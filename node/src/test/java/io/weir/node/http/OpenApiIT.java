@@ -38,10 +38,13 @@ import org.junit.jupiter.api.TestInstance;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class OpenApiIT {
   private static final String ADMIN = "admin-token-for-openapi-it";
+
   /** The methods probed on every path (HEAD and OPTIONS are Pekko HTTP's own business). */
   private static final List<String> PROBED = List.of("GET", "PUT", "POST", "DELETE", "PATCH");
+
   private final ObjectMapper json = new ObjectMapper();
-  private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  private final HttpClient http =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
   private final String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 8);
   private TestPostgres.TestDatabase db;
   private WeirNode node;
@@ -52,7 +55,8 @@ class OpenApiIT {
   @BeforeAll
   void start() throws Exception {
     db = TestPostgres.server().freshDatabase("openapi_it");
-    try (Connection c = db.connect(); Statement s = c.createStatement()) {
+    try (Connection c = db.connect();
+        Statement s = c.createStatement()) {
       s.execute("CREATE TABLE items (id int PRIMARY KEY, v int)");
       s.execute("CREATE PUBLICATION openapi_pub FOR TABLE items");
     }
@@ -63,13 +67,19 @@ class OpenApiIT {
     m.put("weir.pipelines.cq.slot", "openapi_slot_" + suffix);
     m.put("weir.pipelines.cq.publications", List.of("openapi_pub"));
     m.put("weir.pipelines.cq.sink.type", "continuous");
-    Config config = ConfigFactory.load(ConfigFactory.parseMap(m).withFallback(db.config())
-        .withFallback(ConfigFactory.defaultApplication()));
+    Config config =
+        ConfigFactory.load(
+            ConfigFactory.parseMap(m)
+                .withFallback(db.config())
+                .withFallback(ConfigFactory.defaultApplication()));
     node = WeirNode.start(config, NodeSettings.create(config));
     base = "http://127.0.0.1:" + node.httpPort();
     awaitReady();
-    HttpResponse<String> created = call("POST", "/admin/principals", ADMIN, "{\"id\":\"openapi-reader-" + suffix + "\"}");
-    assertThat(created.statusCode()).as("the principal without grants should be created: %s", created.body()).isEqualTo(201);
+    HttpResponse<String> created =
+        call("POST", "/admin/principals", ADMIN, "{\"id\":\"openapi-reader-" + suffix + "\"}");
+    assertThat(created.statusCode())
+        .as("the principal without grants should be created: %s", created.body())
+        .isEqualTo(201);
     readerToken = json.readTree(created.body()).get("token").asText();
     doc = OpenApiDocument.fromClassPath();
   }
@@ -86,16 +96,29 @@ class OpenApiIT {
 
   @Test
   void theNodeServesTheDocumentWithoutAToken() throws Exception {
-    HttpResponse<byte[]> r = http.send(HttpRequest.newBuilder(URI.create(base + "/openapi.json")).GET().build(),
-        HttpResponse.BodyHandlers.ofByteArray());
+    HttpResponse<byte[]> r =
+        http.send(
+            HttpRequest.newBuilder(URI.create(base + "/openapi.json")).GET().build(),
+            HttpResponse.BodyHandlers.ofByteArray());
     assertThat(r.statusCode()).as("/openapi.json should need no token").isEqualTo(200);
-    assertThat(r.headers().firstValue("Content-Type")).as("the document is JSON").hasValueSatisfying(
-        v -> assertThat(v).startsWith("application/json"));
-    assertThat(r.body()).as("the served document should be the resource").isEqualTo(OpenApi.document());
+    assertThat(r.headers().firstValue("Content-Type"))
+        .as("the document is JSON")
+        .hasValueSatisfying(v -> assertThat(v).startsWith("application/json"));
+    assertThat(r.body())
+        .as("the served document should be the resource")
+        .isEqualTo(OpenApi.document());
     OpenApiDocument served = OpenApiDocument.parse(r.body());
-    assertThat(served.problems()).as("the served document should be valid OpenAPI 3 in shape").isEmpty();
-    assertThat(served.paths()).as("the document should describe the node's routes").contains("/v1/documents/{collection}/{id}",
-        "/admin/cluster", "/health/ready", "/metrics", "/openapi.json");
+    assertThat(served.problems())
+        .as("the served document should be valid OpenAPI 3 in shape")
+        .isEmpty();
+    assertThat(served.paths())
+        .as("the document should describe the node's routes")
+        .contains(
+            "/v1/documents/{collection}/{id}",
+            "/admin/cluster",
+            "/health/ready",
+            "/metrics",
+            "/openapi.json");
   }
 
   @Test
@@ -106,10 +129,14 @@ class OpenApiIT {
         HttpResponse<String> r = call(method, filled(path), ADMIN, body(method));
         String where = method + " " + filled(path);
         if (doc.methods(path).contains(method.toLowerCase(Locale.ROOT))) {
-          assertThat(r.statusCode()).as("%s is documented, so it should be served: %s", where, r.body()).isNotEqualTo(405);
+          assertThat(r.statusCode())
+              .as("%s is documented, so it should be served: %s", where, r.body())
+              .isNotEqualTo(405);
           if (r.statusCode() == 404) {
             assertThat(json.readTree(r.body()).path("message").asText())
-                .as("%s is documented, so a 404 should come from its handler, not from routing", where)
+                .as(
+                    "%s is documented, so a 404 should come from its handler, not from routing",
+                    where)
                 .isNotEqualTo("no such resource");
           }
           assertDocumented(path, method, r);
@@ -120,13 +147,17 @@ class OpenApiIT {
             checked.add(where + " {malformed} -> " + malformed.statusCode());
           }
         } else {
-          assertThat(r.statusCode()).as("%s is not documented, so it should be refused: %s", where, r.body()).isEqualTo(405);
-          assertThat(json.readTree(r.body()).path("error").asText()).isEqualTo("method-not-allowed");
+          assertThat(r.statusCode())
+              .as("%s is not documented, so it should be refused: %s", where, r.body())
+              .isEqualTo(405);
+          assertThat(json.readTree(r.body()).path("error").asText())
+              .isEqualTo("method-not-allowed");
         }
       }
     }
     assertThat(checked.stream().filter(c -> !c.contains("{malformed}")))
-        .as("every documented operation should have been asked").hasSize(operations());
+        .as("every documented operation should have been asked")
+        .hasSize(operations());
     System.out.println("openapi probes (administrator): " + checked);
   }
 
@@ -145,7 +176,9 @@ class OpenApiIT {
           assertThat(anonymous.statusCode()).as("%s %s needs no token", m, path).isNotEqualTo(401);
         }
         if (anonymous.statusCode() == 401) {
-          assertThat(anonymous.headers().firstValue("WWW-Authenticate")).as("a 401 names the Bearer scheme").isPresent();
+          assertThat(anonymous.headers().firstValue("WWW-Authenticate"))
+              .as("a 401 names the Bearer scheme")
+              .isPresent();
         }
         HttpResponse<String> reader = call(m, filled(path), readerToken, body(m));
         assertDocumented(path, m, reader);
@@ -170,16 +203,21 @@ class OpenApiIT {
   // ---- helpers ----
 
   /** The answer's status is documented for the operation, and an error's code under that status. */
-  private void assertDocumented(String path, String method, HttpResponse<String> r) throws Exception {
+  private void assertDocumented(String path, String method, HttpResponse<String> r)
+      throws Exception {
     String where = method + " " + path;
-    assertThat(doc.statuses(path, method)).as("%s answered %s, which the document should list: %s", where, r.statusCode(), r.body())
+    assertThat(doc.statuses(path, method))
+        .as("%s answered %s, which the document should list: %s", where, r.statusCode(), r.body())
         .contains(Integer.toString(r.statusCode()));
     if (r.statusCode() >= 400 && !(path.equals("/health/ready") && r.statusCode() == 503)) {
       JsonNode body = json.readTree(r.body());
       assertThat(body.path("message").isTextual() && body.path("retryable").isBoolean())
-          .as("%s: an error body has error, message and retryable: %s", where, r.body()).isTrue();
+          .as("%s: an error body has error, message and retryable: %s", where, r.body())
+          .isTrue();
       assertThat(doc.errorCodes(path, method, r.statusCode()))
-          .as("%s answered %s %s, which the document should list under that status", where, r.statusCode(), body.path("error"))
+          .as(
+              "%s answered %s %s, which the document should list under that status",
+              where, r.statusCode(), body.path("error"))
           .contains(body.path("error").asText());
     }
   }
@@ -190,9 +228,14 @@ class OpenApiIT {
 
   /** The path with its placeholders filled with values of the right shape. */
   private static String filled(String template) {
-    String id = template.startsWith("/v1/continuous/") ? "cq_" + "0".repeat(32)
-        : template.startsWith("/admin/principals/") ? "openapi-nobody" : "doc-1";
-    return template.replace("{collection}", "openapi_probe").replace("{name}", "cq").replace("{id}", id)
+    String id =
+        template.startsWith("/v1/continuous/")
+            ? "cq_" + "0".repeat(32)
+            : template.startsWith("/admin/principals/") ? "openapi-nobody" : "doc-1";
+    return template
+        .replace("{collection}", "openapi_probe")
+        .replace("{name}", "cq")
+        .replace("{id}", id)
         .replace("{file}", "console.js");
   }
 
@@ -200,9 +243,16 @@ class OpenApiIT {
     return method.equals("PUT") || method.equals("POST") || method.equals("PATCH") ? "{}" : null;
   }
 
-  private HttpResponse<String> call(String method, String path, String token, String body) throws Exception {
-    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + path)).timeout(Duration.ofSeconds(30))
-        .method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+  private HttpResponse<String> call(String method, String path, String token, String body)
+      throws Exception {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create(base + path))
+            .timeout(Duration.ofSeconds(30))
+            .method(
+                method,
+                body == null
+                    ? HttpRequest.BodyPublishers.noBody()
+                    : HttpRequest.BodyPublishers.ofString(body));
     if (body != null) {
       b.header("Content-Type", "application/json");
     }

@@ -3,51 +3,28 @@ package io.weir.node.http;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import io.weir.node.Documents;
 import io.weir.node.NodeSettings;
-import io.weir.node.NodeView;
 import io.weir.node.Projections;
 import io.weir.node.auth.Principal;
 import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.cdc.PipelineConfig;
-import io.weir.persistence.SchemaMigrator;
-import io.weir.persistence.StorageStatus;
-import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.protocol.token.BatchToken;
 import io.weir.protocol.token.TokenSigner;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.PartitionSettings;
-import io.weir.sharding.partition.PartitionSharding;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Clock;
 import java.time.Duration;
-import java.time.Instant;
-import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
-import org.apache.pekko.cluster.MemberStatus;
-import org.apache.pekko.cluster.typed.Cluster;
-import org.apache.pekko.cluster.typed.Join;
-import org.apache.pekko.http.javadsl.Http;
-import org.apache.pekko.http.javadsl.ServerBinding;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestInstance;
 
 /**
  * The projection API over HTTP against partitions on the real JDBC journal in PostgreSQL: every
@@ -57,11 +34,16 @@ import org.junit.jupiter.api.TestInstance;
 class ProjectionApiIT extends FeedNodeFixture {
   private static final String READER = "reader-token-for-projection-api-it";
   private static final int PARTITIONS = 16;
+
   /** How long after a rotation the previous key may be retired (a node's reload interval). */
   private static final Duration RETIRE_AFTER = Duration.ofSeconds(2);
+
   /** Small limits so tests can reach them. */
-  private static final PartitionSettings LIMITS = new PartitionSettings(30, 1L << 30, 256, 20_000).withProjections(3, 4, 1L << 30, 8);
-  private static final NodeSettings.Projections READS = new NodeSettings.Projections(100, 1000, 4L << 20, 16L << 20, 64 * 1024);
+  private static final PartitionSettings LIMITS =
+      new PartitionSettings(30, 1L << 30, 256, 20_000).withProjections(3, 4, 1L << 30, 8);
+
+  private static final NodeSettings.Projections READS =
+      new NodeSettings.Projections(100, 1000, 4L << 20, 16L << 20, 64 * 1024);
 
   @Override
   String databaseName() {
@@ -80,11 +62,14 @@ class ProjectionApiIT extends FeedNodeFixture {
 
   @Override
   List<PipelineConfig> pipelines() {
-    return List.of(PipelineConfig.all(ConfigFactory.parseString(
-            "weir.postgres.url = \"jdbc:postgresql://127.0.0.1/weir\"\n"
-                + "weir.pipelines.orders { slot = orders_slot, publications = [orders_pub], autostart = false,"
-                + " sink { type = partitions, collections { \"public.orders\" = cdcorders } } }")
-        .withFallback(ConfigFactory.load())).get(0));
+    return List.of(
+        PipelineConfig.all(
+                ConfigFactory.parseString(
+                        "weir.postgres.url = \"jdbc:postgresql://127.0.0.1/weir\"\n"
+                            + "weir.pipelines.orders { slot = orders_slot, publications = [orders_pub], autostart = false,"
+                            + " sink { type = partitions, collections { \"public.orders\" = cdcorders } } }")
+                    .withFallback(ConfigFactory.load()))
+            .get(0));
   }
 
   @Override
@@ -94,13 +79,20 @@ class ProjectionApiIT extends FeedNodeFixture {
 
   @Override
   TokenAuthenticator bootstrap() {
-    return TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
+    return TokenAuthenticator.withBootstrapAdmin(ADMIN)
+        .with(READER, new Principal("reader", false));
   }
 
   @Override
   Projections projections(Documents documents, io.weir.node.TokenKeys keys, Clock clock) {
-    return new Projections(documents, OutboxReader.jdbc(kit.system()), keys, READS, LIMITS.maxEffects(),
-        Duration.ofHours(1), clock);
+    return new Projections(
+        documents,
+        OutboxReader.jdbc(kit.system()),
+        keys,
+        READS,
+        LIMITS.maxEffects(),
+        Duration.ofHours(1),
+        clock);
   }
 
   // ---- helpers ----
@@ -136,7 +128,9 @@ class ProjectionApiIT extends FeedNodeFixture {
     return n;
   }
 
-  private JsonNode configure(int partition, String consumer, List<String> collections, List<String> kinds) throws Exception {
+  private JsonNode configure(
+      int partition, String consumer, List<String> collections, List<String> kinds)
+      throws Exception {
     ObjectNode n = identity(partition, consumer);
     collections.forEach(n.putArray("collections")::add);
     kinds.forEach(n.putArray("kinds")::add);
@@ -161,8 +155,19 @@ class ProjectionApiIT extends FeedNodeFixture {
     return n;
   }
 
-  private static Map<String, Object> upsert(String collection, String id, long expected, Map<String, Object> document) {
-    return Map.of("op", "upsert", "collection", collection, "id", id, "expectedRevision", expected, "document", document);
+  private static Map<String, Object> upsert(
+      String collection, String id, long expected, Map<String, Object> document) {
+    return Map.of(
+        "op",
+        "upsert",
+        "collection",
+        collection,
+        "id",
+        id,
+        "expectedRevision",
+        expected,
+        "document",
+        document);
   }
 
   private JsonNode status(int partition) throws Exception {
@@ -195,11 +200,14 @@ class ProjectionApiIT extends FeedNodeFixture {
     put("src", src, "{\"v\":1}");
     JsonNode created = configure(p, "idx", List.of("src"), List.of("upsert"));
     assertThat(created.get("created").asBoolean()).isTrue();
-    assertThat(created.get("consumer").get("checkpoint").asLong()).as("the retained beginning").isZero();
+    assertThat(created.get("consumer").get("checkpoint").asLong())
+        .as("the retained beginning")
+        .isZero();
     ObjectNode same = identity(p, "idx");
     same.putArray("collections").add("src");
     same.putArray("kinds").add("upsert");
-    assertThat(ok(post("/admin/projections/configure", same), 200).get("created").asBoolean()).isFalse();
+    assertThat(ok(post("/admin/projections/configure", same), 200).get("created").asBoolean())
+        .isFalse();
     ObjectNode other = identity(p, "idx");
     other.putArray("collections").add("other");
     error(post("/admin/projections/configure", other), 409, "conflict");
@@ -208,17 +216,52 @@ class ProjectionApiIT extends FeedNodeFixture {
     error(post("/admin/projections/configure", identity(p, "fourth")), 409, "too-many-consumers");
     // Bad input changes nothing.
     error(post("/admin/projections/configure", "{\"partition\":1,"), 400, "malformed-json");
-    error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":\"x\",\"generation\":1,\"extra\":true}"), 400,
+    error(
+        post(
+            "/admin/projections/configure",
+            "{\"partition\":1,\"consumer\":\"x\",\"generation\":1,\"extra\":true}"),
+        400,
         "bad-request");
-    error(post("/admin/projections/configure", "{\"partition\":\"1\",\"consumer\":\"x\",\"generation\":1}"), 400, "bad-request");
-    error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":12,\"generation\":1}"), 400, "bad-request");
-    error(post("/admin/projections/configure", "{\"partition\":99,\"consumer\":\"x\",\"generation\":1}"), 400, "bad-request");
-    error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":\"bad name\",\"generation\":1}"), 400, "bad-request");
-    error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":\"x\",\"generation\":0}"), 400, "bad-request");
-    error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":\"x\",\"generation\":1,\"kinds\":[\"merge\"]}"),
-        400, "bad-request");
-    error(post("/admin/projections/configure", "{\"partition\":1,\"consumer\":\"x\",\"generation\":1,\"startAfter\":-1}"),
-        400, "bad-request");
+    error(
+        post(
+            "/admin/projections/configure",
+            "{\"partition\":\"1\",\"consumer\":\"x\",\"generation\":1}"),
+        400,
+        "bad-request");
+    error(
+        post("/admin/projections/configure", "{\"partition\":1,\"consumer\":12,\"generation\":1}"),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/configure",
+            "{\"partition\":99,\"consumer\":\"x\",\"generation\":1}"),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/configure",
+            "{\"partition\":1,\"consumer\":\"bad name\",\"generation\":1}"),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/configure",
+            "{\"partition\":1,\"consumer\":\"x\",\"generation\":0}"),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/configure",
+            "{\"partition\":1,\"consumer\":\"x\",\"generation\":1,\"kinds\":[\"merge\"]}"),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/configure",
+            "{\"partition\":1,\"consumer\":\"x\",\"generation\":1,\"startAfter\":-1}"),
+        400,
+        "bad-request");
     assertThat(status(p).get("consumers")).hasSize(3);
   }
 
@@ -237,9 +280,19 @@ class ProjectionApiIT extends FeedNodeFixture {
     error(post("/admin/projections/configure", past), 400, "bad-request");
     ObjectNode cut = identity(p, "cut");
     cut.put("startAfter", 3);
-    assertThat(ok(post("/admin/projections/configure", cut), 201).get("consumer").get("checkpoint").asLong()).isEqualTo(3);
-    assertThat(configure(p, "default", List.of(), List.of()).get("consumer").get("checkpoint").asLong())
-        .as("the default is the retained beginning").isEqualTo(2);
+    assertThat(
+            ok(post("/admin/projections/configure", cut), 201)
+                .get("consumer")
+                .get("checkpoint")
+                .asLong())
+        .isEqualTo(3);
+    assertThat(
+            configure(p, "default", List.of(), List.of())
+                .get("consumer")
+                .get("checkpoint")
+                .asLong())
+        .as("the default is the retained beginning")
+        .isEqualTo(2);
   }
 
   @Test
@@ -254,9 +307,13 @@ class ProjectionApiIT extends FeedNodeFixture {
     configure(p, "upserts", List.of("src"), List.of("upsert"));
     JsonNode batch = read(p, "upserts", null);
     assertThat(batch.get("start").asLong()).isZero();
-    assertThat(batch.get("through").asLong()).as("filtered positions advance the batch").isEqualTo(4);
+    assertThat(batch.get("through").asLong())
+        .as("filtered positions advance the batch")
+        .isEqualTo(4);
     assertThat(batch.get("hasMore").asBoolean()).isFalse();
-    assertThat(batch.get("entries")).extracting(e -> e.get("sequence").asLong()).containsExactly(1L, 3L);
+    assertThat(batch.get("entries"))
+        .extracting(e -> e.get("sequence").asLong())
+        .containsExactly(1L, 3L);
     JsonNode second = batch.get("entries").get(1);
     assertThat(second.get("before")).as("images are JSON").isEqualTo(json.readTree("{\"v\":1}"));
     assertThat(second.get("after")).isEqualTo(json.readTree("{\"v\":2}"));
@@ -280,9 +337,19 @@ class ProjectionApiIT extends FeedNodeFixture {
     JsonNode one = ok(post("/admin/projections/read", fits), 200);
     assertThat(one.get("entries")).as("stops before the entry that does not fit").hasSize(1);
     assertThat(one.get("through").asLong()).isEqualTo(2);
-    for (String bad : List.of("\"maxEntries\":0", "\"maxEntries\":-1", "\"maxEntries\":1001", "\"maxBytes\":0",
-        "\"maxBytes\":16777217", "\"maxEntries\":1.5")) {
-      error(post("/admin/projections/read", "{\"partition\":3,\"consumer\":\"upserts\",\"generation\":1," + bad + "}"), 400,
+    for (String bad :
+        List.of(
+            "\"maxEntries\":0",
+            "\"maxEntries\":-1",
+            "\"maxEntries\":1001",
+            "\"maxBytes\":0",
+            "\"maxBytes\":16777217",
+            "\"maxEntries\":1.5")) {
+      error(
+          post(
+              "/admin/projections/read",
+              "{\"partition\":3,\"consumer\":\"upserts\",\"generation\":1," + bad + "}"),
+          400,
           "bad-request");
     }
     error(post("/admin/projections/read", identity(p, "nobody")), 404, "not-found");
@@ -298,11 +365,17 @@ class ProjectionApiIT extends FeedNodeFixture {
     configure(p, "idx", List.of("src"), List.of());
     JsonNode batch = read(p, "idx", null);
     String token = batch.get("token").asText();
-    JsonNode done = ok(post("/admin/projections/commit",
-        commitBody(token, upsert("derived", d, 0, Map.of("latest", 2)))), 200);
+    JsonNode done =
+        ok(
+            post(
+                "/admin/projections/commit",
+                commitBody(token, upsert("derived", d, 0, Map.of("latest", 2)))),
+            200);
     assertThat(done.get("alreadyProcessed").asBoolean()).isFalse();
     assertThat(done.get("checkpoint").asLong()).isEqualTo(2);
-    assertThat(done.get("receipt").get("revisions")).extracting(JsonNode::asLong).containsExactly(1L);
+    assertThat(done.get("receipt").get("revisions"))
+        .extracting(JsonNode::asLong)
+        .containsExactly(1L);
     JsonNode doc = json.readTree(send("GET", "/v1/documents/derived/" + d, null, ADMIN).body());
     assertThat(doc).isEqualTo(json.readTree("{\"latest\":2}"));
     assertThat(consumerStatus(p, "idx").get("checkpoint").asLong()).isEqualTo(2);
@@ -315,7 +388,12 @@ class ProjectionApiIT extends FeedNodeFixture {
     assertThat(replay.get("receipt")).isEqualTo(done.get("receipt"));
     long entries = status(p).get("outboxEntries").asLong();
     // Changed effects for the committed batch conflict.
-    error(post("/admin/projections/commit", commitBody(token, upsert("derived", d, 0, Map.of("latest", 3)))), 409, "conflict");
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(token, upsert("derived", d, 0, Map.of("latest", 3)))),
+        409,
+        "conflict");
     assertThat(status(p).get("outboxEntries").asLong()).isEqualTo(entries);
 
     // A batch read before the checkpoint moved is stale (positions: 1-2 src, 3 the effect, 4 src).
@@ -330,7 +408,8 @@ class ProjectionApiIT extends FeedNodeFixture {
 
   private String incarnationOf(String token) {
     try {
-      return BatchToken.verify(keys.signer().orElseThrow(), token, System.currentTimeMillis()).incarnation();
+      return BatchToken.verify(keys.signer().orElseThrow(), token, System.currentTimeMillis())
+          .incarnation();
     } catch (TokenSigner.InvalidToken e) {
       throw new AssertionError(e);
     }
@@ -347,42 +426,106 @@ class ProjectionApiIT extends FeedNodeFixture {
     configure(p, "idx", List.of("src"), List.of());
     String token = read(p, "idx", null).get("token").asText();
     long entries = status(p).get("outboxEntries").asLong();
-    error(post("/admin/projections/commit", commitBody(token, upsert("derived", d0, 0, Map.of("a", 1)),
-        upsert("derived", d1, 0, Map.of("a", 1)))), 409, "conflict");
-    assertThat(send("GET", "/v1/documents/derived/" + d0, null, ADMIN).statusCode()).as("rolled back").isEqualTo(404);
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(
+                token,
+                upsert("derived", d0, 0, Map.of("a", 1)),
+                upsert("derived", d1, 0, Map.of("a", 1)))),
+        409,
+        "conflict");
+    assertThat(send("GET", "/v1/documents/derived/" + d0, null, ADMIN).statusCode())
+        .as("rolled back")
+        .isEqualTo(404);
     assertThat(consumerStatus(p, "idx").get("checkpoint").asLong()).isZero();
     assertThat(status(p).get("outboxEntries").asLong()).isEqualTo(entries);
     // Effects must stay in the batch's partition, off CDC collections, and be well formed.
     String elsewhere = idIn("derived", p + 1, 0);
-    error(post("/admin/projections/commit", commitBody(token, upsert("derived", elsewhere, 0, Map.of()))), 400,
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(token, upsert("derived", elsewhere, 0, Map.of()))),
+        400,
         "cross-partition-effect");
-    error(post("/admin/projections/commit", commitBody(token, upsert("cdcorders", idIn("cdcorders", p, 0), 0, Map.of()))),
-        409, "collection-fed-by-cdc");
-    error(post("/admin/projections/commit", commitBody(token, upsert("derived", d0, -1, Map.of()))), 400, "bad-request");
-    error(post("/admin/projections/commit", commitBody(token, Map.of("op", "merge", "collection", "derived", "id", d0,
-        "expectedRevision", 0))), 400, "bad-request");
-    error(post("/admin/projections/commit", commitBody(token, Map.of("op", "upsert", "collection", "derived", "id", d0))),
-        400, "bad-request");
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(token, upsert("cdcorders", idIn("cdcorders", p, 0), 0, Map.of()))),
+        409,
+        "collection-fed-by-cdc");
+    error(
+        post("/admin/projections/commit", commitBody(token, upsert("derived", d0, -1, Map.of()))),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(
+                token,
+                Map.of("op", "merge", "collection", "derived", "id", d0, "expectedRevision", 0))),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(token, Map.of("op", "upsert", "collection", "derived", "id", d0))),
+        400,
+        "bad-request");
     List<Object> many = new ArrayList<>();
     for (int i = 0; i < LIMITS.maxEffects() + 1; i++) {
       many.add(upsert("derived", idIn("derived", p, i), 0, Map.of()));
     }
-    error(post("/admin/projections/commit", commitBody(token, many.toArray())), 413, "effects-too-large");
-    error(post("/admin/projections/commit", commitBody(token, upsert("derived", d0, 0, Map.of("big", "x".repeat(5000))))),
-        413, "document-too-large");
-    error(post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"unknown\":1}"), 400, "bad-request");
+    error(
+        post("/admin/projections/commit", commitBody(token, many.toArray())),
+        413,
+        "effects-too-large");
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(token, upsert("derived", d0, 0, Map.of("big", "x".repeat(5000))))),
+        413,
+        "document-too-large");
+    error(
+        post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"unknown\":1}"),
+        400,
+        "bad-request");
     // Text fields take text only.
     error(post("/admin/projections/commit", "{\"token\":123}"), 400, "bad-request");
     error(post("/admin/projections/commit", "{\"token\":true}"), 400, "bad-request");
-    error(post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"effects\":[{\"op\":\"upsert\","
-        + "\"collection\":5,\"id\":7,\"expectedRevision\":0,\"document\":{}}]}"), 400, "bad-request");
-    error(post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"effects\":[{\"op\":\"delete\","
-        + "\"collection\":\"derived\",\"id\":\"" + d0 + "\",\"expectedRevision\":\"1\"}]}"), 400, "bad-request");
-    error(post("/admin/projections/commit", "{\"token\":\"" + token + "\",\"token\":\"" + token + "\"}"), 400,
+    error(
+        post(
+            "/admin/projections/commit",
+            "{\"token\":\""
+                + token
+                + "\",\"effects\":[{\"op\":\"upsert\","
+                + "\"collection\":5,\"id\":7,\"expectedRevision\":0,\"document\":{}}]}"),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/commit",
+            "{\"token\":\""
+                + token
+                + "\",\"effects\":[{\"op\":\"delete\","
+                + "\"collection\":\"derived\",\"id\":\""
+                + d0
+                + "\",\"expectedRevision\":\"1\"}]}"),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/projections/commit",
+            "{\"token\":\"" + token + "\",\"token\":\"" + token + "\"}"),
+        400,
         "malformed-json");
     assertThat(consumerStatus(p, "idx").get("checkpoint").asLong()).as("nothing changed").isZero();
     // And the same batch still commits.
-    ok(post("/admin/projections/commit", commitBody(token, upsert("derived", d0, 0, Map.of("a", 1)))), 200);
+    ok(
+        post(
+            "/admin/projections/commit",
+            commitBody(token, upsert("derived", d0, 0, Map.of("a", 1)))),
+        200);
   }
 
   @Test
@@ -394,14 +537,22 @@ class ProjectionApiIT extends FeedNodeFixture {
     String token = read(p, "idx", null).get("token").asText();
     byte[] otherKey = new byte[32];
     new java.security.SecureRandom().nextBytes(otherKey);
-    String forged = new BatchToken(incarnationOf(token), p, "idx", 1, 0, 1)
-        .sign(TokenSigner.of(keys.signer().orElseThrow().activeKeyId(), otherKey), System.currentTimeMillis() + 60_000);
+    String forged =
+        new BatchToken(incarnationOf(token), p, "idx", 1, 0, 1)
+            .sign(
+                TokenSigner.of(keys.signer().orElseThrow().activeKeyId(), otherKey),
+                System.currentTimeMillis() + 60_000);
     error(post("/admin/projections/commit", commitBody(forged)), 400, "invalid-token");
     byte[] payload = Base64.getUrlDecoder().decode(token.substring(0, token.indexOf('.')));
     payload[payload.length - 1] ^= 1;
-    String tampered = Base64.getUrlEncoder().withoutPadding().encodeToString(payload) + token.substring(token.indexOf('.'));
+    String tampered =
+        Base64.getUrlEncoder().withoutPadding().encodeToString(payload)
+            + token.substring(token.indexOf('.'));
     error(post("/admin/projections/commit", commitBody(tampered)), 400, "invalid-token");
-    error(post("/admin/projections/commit", commitBody(token.substring(0, token.length() - 3))), 400, "invalid-token");
+    error(
+        post("/admin/projections/commit", commitBody(token.substring(0, token.length() - 3))),
+        400,
+        "invalid-token");
     error(post("/admin/projections/commit", commitBody("garbage")), 400, "invalid-token");
     ObjectNode crossConsumer = commitBody(token);
     crossConsumer.put("consumer", "other");
@@ -409,9 +560,11 @@ class ProjectionApiIT extends FeedNodeFixture {
     ObjectNode crossPartition = commitBody(token);
     crossPartition.put("partition", p + 1);
     error(post("/admin/projections/commit", crossPartition), 400, "token-mismatch");
-    String otherIncarnation = new BatchToken("not-this-incarnation", p, "idx", 1, 0, 1)
-        .sign(keys.signer().orElseThrow(), System.currentTimeMillis() + 60_000);
-    error(post("/admin/projections/commit", commitBody(otherIncarnation)), 409, "token-invalidated");
+    String otherIncarnation =
+        new BatchToken("not-this-incarnation", p, "idx", 1, 0, 1)
+            .sign(keys.signer().orElseThrow(), System.currentTimeMillis() + 60_000);
+    error(
+        post("/admin/projections/commit", commitBody(otherIncarnation)), 409, "token-invalidated");
     clockOffset.set(Duration.ofHours(2).toMillis());
     try {
       error(post("/admin/projections/commit", commitBody(token)), 400, "token-expired");
@@ -419,7 +572,11 @@ class ProjectionApiIT extends FeedNodeFixture {
       clockOffset.set(0);
     }
     assertThat(consumerStatus(p, "idx").get("checkpoint").asLong()).as("nothing changed").isZero();
-    assertThat(ok(post("/admin/projections/commit", commitBody(token)), 200).get("checkpoint").asLong()).isEqualTo(1);
+    assertThat(
+            ok(post("/admin/projections/commit", commitBody(token)), 200)
+                .get("checkpoint")
+                .asLong())
+        .isEqualTo(1);
   }
 
   @Test
@@ -430,9 +587,17 @@ class ProjectionApiIT extends FeedNodeFixture {
     assertThat(tail.get("entries")).isEmpty();
     assertThat(tail.get("through").asLong()).isZero();
     assertThat(tail.get("token").asText()).as("even an empty tail has a token").isNotEmpty();
-    error(post("/admin/projections/commit", commitBody(tail.get("token").asText(),
-        upsert("derived", idIn("derived", p, 0), 0, Map.of()))), 400, "bad-request");
-    assertThat(ok(post("/admin/projections/commit", commitBody(tail.get("token").asText())), 200).get("checkpoint").asLong())
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(
+                tail.get("token").asText(), upsert("derived", idIn("derived", p, 0), 0, Map.of()))),
+        400,
+        "bad-request");
+    assertThat(
+            ok(post("/admin/projections/commit", commitBody(tail.get("token").asText())), 200)
+                .get("checkpoint")
+                .asLong())
         .isZero();
   }
 
@@ -444,15 +609,25 @@ class ProjectionApiIT extends FeedNodeFixture {
     }
     configure(p, "slow", List.of(), List.of());
     configure(p, "fast", List.of(), List.of());
-    ok(post("/admin/projections/commit", commitBody(read(p, "fast", null).get("token").asText())), 200);
-    ok(post("/admin/projections/commit", commitBody(read(p, "slow", 2).get("token").asText())), 200);
+    ok(
+        post("/admin/projections/commit", commitBody(read(p, "fast", null).get("token").asText())),
+        200);
+    ok(
+        post("/admin/projections/commit", commitBody(read(p, "slow", 2).get("token").asText())),
+        200);
     JsonNode pinned = ok(post("/admin/outbox/purge", Map.of("partition", p, "through", 5)), 200);
     assertThat(pinned.get("pinned").asBoolean()).isTrue();
-    assertThat(pinned.get("outboxFirst").asLong()).as("purged through slow's checkpoint 2").isEqualTo(3);
+    assertThat(pinned.get("outboxFirst").asLong())
+        .as("purged through slow's checkpoint 2")
+        .isEqualTo(3);
     String slowToken = read(p, "slow", null).get("token").asText();
     JsonNode released = ok(post("/admin/projections/release", identity(p, "slow")), 200);
     assertThat(released.get("consumer").get("released").asBoolean()).isTrue();
-    assertThat(ok(post("/admin/projections/release", identity(p, "slow")), 200).get("alreadyReleased").asBoolean()).isTrue();
+    assertThat(
+            ok(post("/admin/projections/release", identity(p, "slow")), 200)
+                .get("alreadyReleased")
+                .asBoolean())
+        .isTrue();
     error(post("/admin/projections/commit", commitBody(slowToken)), 409, "token-invalidated");
     error(post("/admin/projections/read", identity(p, "slow")), 409, "token-invalidated");
     error(post("/admin/projections/configure", identity(p, "slow")), 409, "consumer-released");
@@ -476,20 +651,46 @@ class ProjectionApiIT extends FeedNodeFixture {
     String id = idIn("shared", 11, 0);
     put("shared", id, "{\"v\":1}");
     error(send("GET", "/v1/documents/shared/" + id, null, alice), 403, "forbidden");
-    ok(post("/admin/principals/alice/grants", Map.of("collection", "shared", "grant", "DocumentsRead")), 200);
+    ok(
+        post(
+            "/admin/principals/alice/grants",
+            Map.of("collection", "shared", "grant", "DocumentsRead")),
+        200);
     assertThat(json.readTree(send("GET", "/v1/documents/shared/" + id, null, alice).body()))
         .isEqualTo(json.readTree("{\"v\":1}"));
     error(send("PUT", "/v1/documents/shared/" + id, "{\"v\":2}", alice), 403, "forbidden");
     error(send("GET", "/v1/documents/other/" + id, null, alice), 403, "forbidden");
-    ok(post("/admin/principals/alice/grants", Map.of("collection", "shared", "grant", "DocumentsWrite")), 200);
-    assertThat(send("PUT", "/v1/documents/shared/" + id, "{\"v\":2}", alice).statusCode()).isEqualTo(200);
+    ok(
+        post(
+            "/admin/principals/alice/grants",
+            Map.of("collection", "shared", "grant", "DocumentsWrite")),
+        200);
+    assertThat(send("PUT", "/v1/documents/shared/" + id, "{\"v\":2}", alice).statusCode())
+        .isEqualTo(200);
     error(send("GET", "/admin/outbox/status?partition=11", null, alice), 403, "forbidden");
-    error(post("/admin/principals/alice/grants", Map.of("collection", "shared", "grant", "Everything")), 400, "bad-request");
-    error(post("/admin/principals/nobody/grants", Map.of("collection", "shared", "grant", "DocumentsRead")), 404, "not-found");
-    ok(post("/admin/principals/alice/grants/revoke", Map.of("collection", "shared", "grant", "DocumentsWrite")), 200);
+    error(
+        post(
+            "/admin/principals/alice/grants",
+            Map.of("collection", "shared", "grant", "Everything")),
+        400,
+        "bad-request");
+    error(
+        post(
+            "/admin/principals/nobody/grants",
+            Map.of("collection", "shared", "grant", "DocumentsRead")),
+        404,
+        "not-found");
+    ok(
+        post(
+            "/admin/principals/alice/grants/revoke",
+            Map.of("collection", "shared", "grant", "DocumentsWrite")),
+        200);
     error(send("PUT", "/v1/documents/shared/" + id, "{\"v\":3}", alice), 403, "forbidden");
     JsonNode listed = ok(send("GET", "/admin/principals", null, ADMIN), 200);
-    assertThat(listed.toString()).as("no token and no hash in the listing").doesNotContain(alice).doesNotContain("token");
+    assertThat(listed.toString())
+        .as("no token and no hash in the listing")
+        .doesNotContain(alice)
+        .doesNotContain("token");
     JsonNode entry = null;
     for (JsonNode p : listed.get("principals")) {
       if (p.get("id").asText().equals("alice")) {
@@ -497,11 +698,17 @@ class ProjectionApiIT extends FeedNodeFixture {
       }
     }
     assertThat(entry).isNotNull();
-    assertThat(entry.get("policyEpoch").asLong()).as("every grant change advances the epoch").isEqualTo(4);
-    assertThat(entry.get("grants").get("shared")).extracting(JsonNode::asText).containsExactly("DocumentsRead");
+    assertThat(entry.get("policyEpoch").asLong())
+        .as("every grant change advances the epoch")
+        .isEqualTo(4);
+    assertThat(entry.get("grants").get("shared"))
+        .extracting(JsonNode::asText)
+        .containsExactly("DocumentsRead");
     try (var c = database.dataSource().getConnection();
-        var s = c.prepareStatement("SELECT count(*) FROM weir.principals WHERE position(convert_to(?, 'UTF8') in token_hash) > 0"
-            + " OR encode(token_hash, 'escape') = ?")) {
+        var s =
+            c.prepareStatement(
+                "SELECT count(*) FROM weir.principals WHERE position(convert_to(?, 'UTF8') in token_hash) > 0"
+                    + " OR encode(token_hash, 'escape') = ?")) {
       s.setString(1, alice);
       s.setString(2, alice);
       try (var rs = s.executeQuery()) {
@@ -533,17 +740,29 @@ class ProjectionApiIT extends FeedNodeFixture {
     error(post("/admin/tokens/retire", Map.of("kid", "no-such-key")), 404, "not-found");
     error(post("/admin/tokens/retire", "{\"kid\":"), 400, "malformed-json");
     // A token signed before the rotation still commits; tokens now carry the new key.
-    assertThat(ok(post("/admin/projections/commit", commitBody(before)), 200).get("checkpoint").asLong()).isEqualTo(1);
+    assertThat(
+            ok(post("/admin/projections/commit", commitBody(before)), 200)
+                .get("checkpoint")
+                .asLong())
+        .isEqualTo(1);
     String after = read(p, "idx", 1).get("token").asText();
-    assertThat(BatchToken.verify(TokenSigner.of(newKid, keyBytes(newKid)), after, System.currentTimeMillis()).end())
+    assertThat(
+            BatchToken.verify(
+                    TokenSigner.of(newKid, keyBytes(newKid)), after, System.currentTimeMillis())
+                .end())
         .isEqualTo(2);
     error(post("/admin/tokens/retire", Map.of("kid", oldKid)), 409, "conflict");
     Thread.sleep(RETIRE_AFTER.toMillis() + 200);
     ok(post("/admin/tokens/retire", Map.of("kid", oldKid)), 200);
-    String oldKey = new BatchToken(incarnationOf(after), p, "idx", 1, 1, 2)
-        .sign(TokenSigner.of(oldKid, keyBytes(oldKid)), System.currentTimeMillis() + 60_000);
+    String oldKey =
+        new BatchToken(incarnationOf(after), p, "idx", 1, 1, 2)
+            .sign(TokenSigner.of(oldKid, keyBytes(oldKid)), System.currentTimeMillis() + 60_000);
     error(post("/admin/projections/commit", commitBody(oldKey)), 400, "invalid-token");
-    assertThat(ok(post("/admin/projections/commit", commitBody(after)), 200).get("checkpoint").asLong()).isEqualTo(2);
+    assertThat(
+            ok(post("/admin/projections/commit", commitBody(after)), 200)
+                .get("checkpoint")
+                .asLong())
+        .isEqualTo(2);
   }
 
   /** A key's bytes, read from PostgreSQL as a node does (the API never shows them). */
@@ -565,19 +784,36 @@ class ProjectionApiIT extends FeedNodeFixture {
     for (int i = 0; i < LIMITS.maxOutboxEntries(); i++) {
       put("src", idIn("src", p, i), "{}");
     }
-    error(send("PUT", "/v1/documents/src/" + idIn("src", p, 99), "{}", ADMIN), 429, "quota-exceeded");
+    error(
+        send("PUT", "/v1/documents/src/" + idIn("src", p, 99), "{}", ADMIN), 429, "quota-exceeded");
     JsonNode batch = read(p, "idx", 10);
-    JsonNode done = ok(post("/admin/projections/commit", commitBody(batch.get("token").asText(),
-        upsert("derived", idIn("derived", p, 0), 0, Map.of("n", 10)))), 200);
+    JsonNode done =
+        ok(
+            post(
+                "/admin/projections/commit",
+                commitBody(
+                    batch.get("token").asText(),
+                    upsert("derived", idIn("derived", p, 0), 0, Map.of("n", 10)))),
+            200);
     assertThat(done.get("checkpoint").asLong()).isEqualTo(10);
     JsonNode next = read(p, "idx", 10);
-    error(post("/admin/projections/commit", commitBody(next.get("token").asText(),
-        upsert("derived", idIn("derived", p, 1), 0, Map.of()))), 429, "quota-exceeded");
+    error(
+        post(
+            "/admin/projections/commit",
+            commitBody(
+                next.get("token").asText(), upsert("derived", idIn("derived", p, 1), 0, Map.of()))),
+        429,
+        "quota-exceeded");
     ok(post("/admin/projections/commit", commitBody(next.get("token").asText())), 200);
     // A purge of one entry leaves the outbox over its quota but makes a new reservation available.
     ok(post("/admin/outbox/purge", Map.of("partition", p, "through", 1)), 200);
     JsonNode third = read(p, "idx", 10);
-    ok(post("/admin/projections/commit", commitBody(third.get("token").asText(),
-        upsert("derived", idIn("derived", p, 1), 0, Map.of()))), 200);
+    ok(
+        post(
+            "/admin/projections/commit",
+            commitBody(
+                third.get("token").asText(),
+                upsert("derived", idIn("derived", p, 1), 0, Map.of()))),
+        200);
   }
 }

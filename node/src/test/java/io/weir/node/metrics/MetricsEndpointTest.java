@@ -43,25 +43,53 @@ class MetricsEndpointTest {
   private ServerBinding guarded;
   private ServerBinding open;
   private NodeMetrics metrics;
-  private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
-  private final AtomicReference<StorageStatus> storage = new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
+  private final HttpClient client =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  private final AtomicReference<StorageStatus> storage =
+      new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
 
   @BeforeAll
   void start() throws Exception {
-    kit = ActorTestKit.create("weir", ConfigFactory.parseString(
-            "pekko.actor.provider = cluster\npekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                + "pekko.remote.artery.canonical.port = 0\n")
-        .withFallback(ConfigFactory.load()));
-    TokenAuthenticator auth = TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
+    kit =
+        ActorTestKit.create(
+            "weir",
+            ConfigFactory.parseString(
+                    "pekko.actor.provider = cluster\npekko.remote.artery.canonical.hostname = 127.0.0.1\n"
+                        + "pekko.remote.artery.canonical.port = 0\n")
+                .withFallback(ConfigFactory.load()));
+    TokenAuthenticator auth =
+        TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
     MetricsSettings settings = new MetricsSettings(true, Optional.of(SCRAPE), false, 256);
     metrics = new NodeMetrics(settings);
-    HttpApi api = new HttpApi(new ObjectMapper(), auth, new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES),
-        null, metrics::scrape).withMetrics(metrics.http(RouteTemplates.node()), settings);
-    guarded = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(api.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
+    HttpApi api =
+        new HttpApi(
+                new ObjectMapper(),
+                auth,
+                new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES),
+                null,
+                metrics::scrape)
+            .withMetrics(metrics.http(RouteTemplates.node()), settings);
+    guarded =
+        Http.get(kit.system())
+            .newServerAt("127.0.0.1", 0)
+            .bind(api.routes())
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
     MetricsSettings anonymous = new MetricsSettings(true, Optional.empty(), true, 256);
-    HttpApi openApi = new HttpApi(new ObjectMapper(), auth, new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES),
-        null, metrics::scrape).withMetrics(null, anonymous);
-    open = Http.get(kit.system()).newServerAt("127.0.0.1", 0).bind(openApi.routes()).toCompletableFuture().get(10, TimeUnit.SECONDS);
+    HttpApi openApi =
+        new HttpApi(
+                new ObjectMapper(),
+                auth,
+                new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES),
+                null,
+                metrics::scrape)
+            .withMetrics(null, anonymous);
+    open =
+        Http.get(kit.system())
+            .newServerAt("127.0.0.1", 0)
+            .bind(openApi.routes())
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
   }
 
   @AfterAll
@@ -70,9 +98,11 @@ class MetricsEndpointTest {
     metrics.close();
   }
 
-  private HttpResponse<String> send(ServerBinding b, String method, String path, String authorization) throws Exception {
-    HttpRequest.Builder r = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + b.localAddress().getPort() + path))
-        .method(method, HttpRequest.BodyPublishers.noBody());
+  private HttpResponse<String> send(
+      ServerBinding b, String method, String path, String authorization) throws Exception {
+    HttpRequest.Builder r =
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + b.localAddress().getPort() + path))
+            .method(method, HttpRequest.BodyPublishers.noBody());
     if (authorization != null) {
       r.header("Authorization", authorization);
     }
@@ -81,19 +111,30 @@ class MetricsEndpointTest {
 
   @Test
   void theScrapeTokenAndAdministratorsMayScrapeOthersMayNot() throws Exception {
-    assertThat(send(guarded, "GET", "/metrics", null).statusCode()).as("no token: 401").isEqualTo(401);
-    assertThat(send(guarded, "GET", "/metrics", "Bearer wrong-token-0123456789").statusCode()).isEqualTo(401);
-    assertThat(send(guarded, "GET", "/metrics", "Bearer " + READER).statusCode()).as("a non-administrator: 403").isEqualTo(403);
+    assertThat(send(guarded, "GET", "/metrics", null).statusCode())
+        .as("no token: 401")
+        .isEqualTo(401);
+    assertThat(send(guarded, "GET", "/metrics", "Bearer wrong-token-0123456789").statusCode())
+        .isEqualTo(401);
+    assertThat(send(guarded, "GET", "/metrics", "Bearer " + READER).statusCode())
+        .as("a non-administrator: 403")
+        .isEqualTo(403);
     HttpResponse<String> scraped = send(guarded, "GET", "/metrics", "Bearer " + SCRAPE);
     assertThat(scraped.statusCode()).as("the scrape token opens /metrics").isEqualTo(200);
-    assertThat(scraped.headers().firstValue("Content-Type")).hasValueSatisfying(v ->
-        assertThat(v).startsWith("text/plain").contains("version=0.0.4"));
+    assertThat(scraped.headers().firstValue("Content-Type"))
+        .hasValueSatisfying(v -> assertThat(v).startsWith("text/plain").contains("version=0.0.4"));
     assertThat(send(guarded, "GET", "/metrics", "Bearer " + ADMIN).statusCode()).isEqualTo(200);
-    assertThat(send(guarded, "GET", "/admin/metrics", "Bearer " + ADMIN).statusCode()).as("the admin alias").isEqualTo(200);
+    assertThat(send(guarded, "GET", "/admin/metrics", "Bearer " + ADMIN).statusCode())
+        .as("the admin alias")
+        .isEqualTo(200);
     assertThat(send(guarded, "GET", "/admin/cluster", "Bearer " + SCRAPE).statusCode())
-        .as("the scrape token opens nothing else").isEqualTo(401);
-    assertThat(send(guarded, "GET", "/admin/metrics", "Bearer " + SCRAPE).statusCode()).isEqualTo(401);
-    assertThat(send(open, "GET", "/metrics", null).statusCode()).as("anonymous on: no token needed").isEqualTo(200);
+        .as("the scrape token opens nothing else")
+        .isEqualTo(401);
+    assertThat(send(guarded, "GET", "/admin/metrics", "Bearer " + SCRAPE).statusCode())
+        .isEqualTo(401);
+    assertThat(send(open, "GET", "/metrics", null).statusCode())
+        .as("anonymous on: no token needed")
+        .isEqualTo(200);
   }
 
   @Test
@@ -117,23 +158,42 @@ class MetricsEndpointTest {
       assertThat(text).as("no path value in the metrics").doesNotContain(s);
     }
     Exposition e = Exposition.parse(text);
-    assertThat(e.labelValues("route")).as("route labels come from the templates only")
+    assertThat(e.labelValues("route"))
+        .as("route labels come from the templates only")
         .isSubsetOf(RouteTemplates.node().labels())
-        .contains("/v1/documents/{collection}/{id}", "/admin/pipelines/{name}/start", "/health/alive",
+        .contains(
+            "/v1/documents/{collection}/{id}",
+            "/admin/pipelines/{name}/start",
+            "/health/alive",
             RouteTemplates.UNMATCHED);
-    assertThat(e.labelValues("method")).isSubsetOf("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "OTHER");
+    assertThat(e.labelValues("method"))
+        .isSubsetOf("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "OTHER");
     assertThat(e.labelValues("status")).allSatisfy(s -> assertThat(s).matches("[1-5][0-9][0-9]"));
-    assertThat(e.value("weir_http_requests_seconds_count",
-        Map.of("method", "GET", "route", "/v1/documents/{collection}/{id}", "status", "404")))
-        .as("60 reads of documents (no document API on this node: 404)").hasValue(60.0);
-    assertThat(e.value("weir_http_requests_seconds_count",
-        Map.of("method", "PUT", "route", "/v1/documents/{collection}/{id}", "status", "401")))
-        .as("60 writes without a token: 401").hasValue(60.0);
-    assertThat(e.value("weir_http_requests_seconds_count", Map.of("route", RouteTemplates.UNMATCHED, "status", "404")))
+    assertThat(
+            e.value(
+                "weir_http_requests_seconds_count",
+                Map.of(
+                    "method", "GET", "route", "/v1/documents/{collection}/{id}", "status", "404")))
+        .as("60 reads of documents (no document API on this node: 404)")
+        .hasValue(60.0);
+    assertThat(
+            e.value(
+                "weir_http_requests_seconds_count",
+                Map.of(
+                    "method", "PUT", "route", "/v1/documents/{collection}/{id}", "status", "401")))
+        .as("60 writes without a token: 401")
+        .hasValue(60.0);
+    assertThat(
+            e.value(
+                "weir_http_requests_seconds_count",
+                Map.of("route", RouteTemplates.UNMATCHED, "status", "404")))
         .hasValue(60.0);
     long series = e.named("weir_http_requests_seconds_count").size();
-    assertThat(series).as("240 distinct paths make a handful of series, not hundreds").isLessThan(12);
-    assertThat(e.named("weir_http_requests_seconds_bucket")).as("the latency histogram has fixed buckets")
+    assertThat(series)
+        .as("240 distinct paths make a handful of series, not hundreds")
+        .isLessThan(12);
+    assertThat(e.named("weir_http_requests_seconds_bucket"))
+        .as("the latency histogram has fixed buckets")
         .isNotEmpty()
         .allSatisfy(s -> assertThat(s.labels()).containsKey("le"));
     assertThat(e.named("jvm_memory_used_bytes")).as("JVM binders").isNotEmpty();
@@ -143,7 +203,10 @@ class MetricsEndpointTest {
 
   @Test
   void registryHooksTakeBoundedLabelsOnly() throws Exception {
-    enum Fallback { STALE_EPOCH, REPAIR_FAILED }
+    enum Fallback {
+      STALE_EPOCH,
+      REPAIR_FAILED
+    }
     NodeMetrics.ReasonCounter<Fallback> fallbacks =
         metrics.reasonCounter("weir.test.fallbacks", "test fallbacks", "reason", Fallback.class);
     NodeMetrics.Active sessions = metrics.active("weir.test.sessions", "test sessions");
@@ -152,8 +215,11 @@ class MetricsEndpointTest {
     sessions.opened();
     sessions.closed();
     Exposition e = Exposition.parse(send(guarded, "GET", "/metrics", "Bearer " + SCRAPE).body());
-    assertThat(e.value("weir_test_fallbacks_total", Map.of("reason", "stale-epoch"))).as("registered at 0").hasValue(0.0);
-    assertThat(e.value("weir_test_fallbacks_total", Map.of("reason", "repair-failed"))).hasValue(1.0);
+    assertThat(e.value("weir_test_fallbacks_total", Map.of("reason", "stale-epoch")))
+        .as("registered at 0")
+        .hasValue(0.0);
+    assertThat(e.value("weir_test_fallbacks_total", Map.of("reason", "repair-failed")))
+        .hasValue(1.0);
     assertThat(e.value("weir_test_sessions", Map.of())).hasValue(1.0);
   }
 }

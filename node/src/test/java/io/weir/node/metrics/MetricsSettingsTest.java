@@ -13,7 +13,9 @@ class MetricsSettingsTest {
   private static final String ADMIN = "admin-token-0123456789";
 
   private static Config config(String overrides) {
-    return ConfigFactory.parseString(overrides).withFallback(ConfigFactory.defaultReference()).resolve();
+    return ConfigFactory.parseString(overrides)
+        .withFallback(ConfigFactory.defaultReference())
+        .resolve();
   }
 
   @Test
@@ -28,15 +30,22 @@ class MetricsSettingsTest {
   @Test
   void aScrapeTokenIsCheckedAndNeverShown() {
     String token = "scrape-token-secret-4242";
-    MetricsSettings s = MetricsSettings.create(config("weir.metrics.token = \"" + token + "\""), ADMIN);
+    MetricsSettings s =
+        MetricsSettings.create(config("weir.metrics.token = \"" + token + "\""), ADMIN);
     assertThat(s.scrapeToken()).hasValue(token);
     assertThat(s.toString()).doesNotContain(token);
     assertThatThrownBy(() -> MetricsSettings.create(config("weir.metrics.token = short"), ADMIN))
-        .isInstanceOf(SettingsException.class).hasMessageContaining("weir.metrics.token").hasMessageNotContaining("short");
-    assertThatThrownBy(() -> MetricsSettings.create(config("weir.metrics.token = \"" + ADMIN + "\""), ADMIN))
+        .isInstanceOf(SettingsException.class)
+        .hasMessageContaining("weir.metrics.token")
+        .hasMessageNotContaining("short");
+    assertThatThrownBy(
+            () -> MetricsSettings.create(config("weir.metrics.token = \"" + ADMIN + "\""), ADMIN))
         .as("the admin token cannot double as the scrape token")
-        .isInstanceOf(SettingsException.class).hasMessageNotContaining(ADMIN);
-    assertThatThrownBy(() -> MetricsSettings.create(config("weir.metrics.per-partition-limit = -1"), ADMIN))
-        .isInstanceOf(SettingsException.class).hasMessageContaining("per-partition-limit");
+        .isInstanceOf(SettingsException.class)
+        .hasMessageNotContaining(ADMIN);
+    assertThatThrownBy(
+            () -> MetricsSettings.create(config("weir.metrics.per-partition-limit = -1"), ADMIN))
+        .isInstanceOf(SettingsException.class)
+        .hasMessageContaining("per-partition-limit");
   }
 }

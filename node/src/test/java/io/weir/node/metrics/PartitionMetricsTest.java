@@ -6,7 +6,9 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
-/** The partitions' meters: per-node aggregates always, per-partition series only below the limit. */
+/**
+ * The partitions' meters: per-node aggregates always, per-partition series only below the limit.
+ */
 class PartitionMetricsTest {
   @Test
   void aggregatesAndPerPartitionSeriesFollowTheHostedPartitions() {
@@ -24,26 +26,35 @@ class PartitionMetricsTest {
     assertThat(registry.get("weir.partitions.outbox.bytes").gauge().value()).isEqualTo(1500);
     assertThat(registry.get("weir.partitions.quota.use.max").gauge().value()).isEqualTo(0.3);
     assertThat(registry.get("weir.partition.frames").counter().count()).isEqualTo(5);
-    assertThat(registry.get("weir.partition.writes").counter().count()).as("one write per persisted batch").isEqualTo(2);
+    assertThat(registry.get("weir.partition.writes").counter().count())
+        .as("one write per persisted batch")
+        .isEqualTo(2);
     assertThat(registry.get("weir.partition.quota.refusals").counter().count()).isEqualTo(2);
     assertThat(registry.get("weir.partition.recovery").timer().count()).isEqualTo(1);
-    assertThat(registry.get("weir.partition.recovery").timer().totalTime(TimeUnit.MILLISECONDS)).isEqualTo(1500);
-    assertThat(registry.get("weir.partition.outbox.entries").tag("partition", "5").gauge().value()).isEqualTo(30);
-    assertThat(registry.get("weir.partition.quota.use").tag("partition", "3").gauge().value()).isEqualTo(0.1);
+    assertThat(registry.get("weir.partition.recovery").timer().totalTime(TimeUnit.MILLISECONDS))
+        .isEqualTo(1500);
+    assertThat(registry.get("weir.partition.outbox.entries").tag("partition", "5").gauge().value())
+        .isEqualTo(30);
+    assertThat(registry.get("weir.partition.quota.use").tag("partition", "3").gauge().value())
+        .isEqualTo(0.1);
 
     metrics.outbox(5, 31, 510, 0.31);
     assertThat(registry.find("weir.partition.outbox.entries").tag("partition", "5").gauges())
-        .as("a partition's series is registered once").hasSize(1);
-    assertThat(registry.get("weir.partition.outbox.entries").tag("partition", "5").gauge().value()).isEqualTo(31);
+        .as("a partition's series is registered once")
+        .hasSize(1);
+    assertThat(registry.get("weir.partition.outbox.entries").tag("partition", "5").gauge().value())
+        .isEqualTo(31);
 
     metrics.stopped(5);
     assertThat(registry.find("weir.partition.outbox.entries").tag("partition", "5").gauges())
-        .as("a partition that left this node is not reported here").isEmpty();
+        .as("a partition that left this node is not reported here")
+        .isEmpty();
     assertThat(registry.get("weir.partitions.hosted").gauge().value()).isEqualTo(1);
     assertThat(registry.get("weir.partitions.outbox.entries").gauge().value()).isEqualTo(10);
     metrics.outbox(5, 0, 0, 0);
     assertThat(registry.find("weir.partition.outbox.entries").tag("partition", "5").gauges())
-        .as("it is reported again once it runs here again").hasSize(1);
+        .as("it is reported again once it runs here again")
+        .hasSize(1);
   }
 
   @Test
@@ -54,7 +65,9 @@ class PartitionMetricsTest {
     for (int p = 0; p < 1024; p++) {
       metrics.outbox(p, 1, 100, 0.01);
     }
-    assertThat(registry.find("weir.partition.outbox.entries").gauges()).as("no per-partition series").isEmpty();
+    assertThat(registry.find("weir.partition.outbox.entries").gauges())
+        .as("no per-partition series")
+        .isEmpty();
     assertThat(registry.find("weir.partition.quota.use").gauges()).isEmpty();
     assertThat(registry.get("weir.partitions.outbox.entries").gauge().value()).isEqualTo(1024);
     assertThat(registry.get("weir.partitions.hosted").gauge().value()).isEqualTo(1024);

@@ -18,8 +18,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code weir.http.tls} and {@code weir.cluster.tls}: parsed and opened at settings time, errors name
- * the setting and never a password or path.
+ * {@code weir.http.tls} and {@code weir.cluster.tls}: parsed and opened at settings time, errors
+ * name the setting and never a password or path.
  */
 class TlsSettingsTest {
   private static final String WRONG_PASSWORD = "canary-wrong-password-5d1e";
@@ -51,8 +51,10 @@ class TlsSettingsTest {
     try {
       NodeSettings.create(with(overrides));
     } catch (SettingsException e) {
-      assertThat(e.getMessage()).as("no password in a settings error")
-          .doesNotContain(TestCertificates.PASSWORD).doesNotContain(WRONG_PASSWORD);
+      assertThat(e.getMessage())
+          .as("no password in a settings error")
+          .doesNotContain(TestCertificates.PASSWORD)
+          .doesNotContain(WRONG_PASSWORD);
       return e;
     }
     throw new AssertionError("settings should have been refused: " + overrides.keySet());
@@ -77,8 +79,14 @@ class TlsSettingsTest {
 
   @Test
   void httpsFromAKeyStore() {
-    NodeSettings s = NodeSettings.create(with(Map.of(
-        "weir.http.tls.key-store", node.keyStore().toString(), "weir.http.tls.key-store-password", TestCertificates.PASSWORD)));
+    NodeSettings s =
+        NodeSettings.create(
+            with(
+                Map.of(
+                    "weir.http.tls.key-store",
+                    node.keyStore().toString(),
+                    "weir.http.tls.key-store-password",
+                    TestCertificates.PASSWORD)));
     HttpTls tls = s.httpTls().orElseThrow();
     SSLEngine engine = tls.sslContext().createSSLEngine();
     assertThat(tls.certificate().getSubjectX500Principal().getName()).isEqualTo("CN=settings-node");
@@ -93,13 +101,20 @@ class TlsSettingsTest {
     assertThat(e.key()).isEqualTo("weir.http.tls.key-store-password");
     assertThat(e.getMessage()).contains("WEIR_HTTP_TLS_KEY_STORE_PASSWORD");
     e = refused(Map.of("weir.http.tls.key-store-password", TestCertificates.PASSWORD));
-    assertThat(e.key()).as("a password alone does not silently mean plain HTTP").isEqualTo("weir.http.tls.key-store");
+    assertThat(e.key())
+        .as("a password alone does not silently mean plain HTTP")
+        .isEqualTo("weir.http.tls.key-store");
   }
 
   @Test
   void aWrongPasswordNamesThePasswordSettingNotThePassword() {
-    SettingsException e = refused(Map.of(
-        "weir.http.tls.key-store", node.keyStore().toString(), "weir.http.tls.key-store-password", WRONG_PASSWORD));
+    SettingsException e =
+        refused(
+            Map.of(
+                "weir.http.tls.key-store",
+                node.keyStore().toString(),
+                "weir.http.tls.key-store-password",
+                WRONG_PASSWORD));
     assertThat(e.key()).isEqualTo("weir.http.tls.key-store-password");
     assertThat(e.getMessage()).contains("wrong password");
   }
@@ -107,33 +122,47 @@ class TlsSettingsTest {
   @Test
   void aMissingKeyStoreNamesTheSettingNotThePath() {
     String missing = dir.resolve("absent.p12").toString();
-    SettingsException e = refused(Map.of(
-        "weir.http.tls.key-store", missing, "weir.http.tls.key-store-password", TestCertificates.PASSWORD));
+    SettingsException e =
+        refused(
+            Map.of(
+                "weir.http.tls.key-store",
+                missing,
+                "weir.http.tls.key-store-password",
+                TestCertificates.PASSWORD));
     assertThat(e.key()).isEqualTo("weir.http.tls.key-store");
     assertThat(e.getMessage()).contains("WEIR_HTTP_TLS_KEY_STORE").doesNotContain(missing);
   }
 
   @Test
   void anExpiredCertificateIsRefusedAtStart() {
-    SettingsException e = refused(Map.of(
-        "weir.http.tls.key-store", expired.keyStore().toString(), "weir.http.tls.key-store-password", TestCertificates.PASSWORD));
+    SettingsException e =
+        refused(
+            Map.of(
+                "weir.http.tls.key-store",
+                expired.keyStore().toString(),
+                "weir.http.tls.key-store-password",
+                TestCertificates.PASSWORD));
     assertThat(e.key()).isEqualTo("weir.http.tls.key-store");
     assertThat(e.getMessage()).contains("expired");
   }
 
   @Test
   void mutualTlsBetweenNodes() {
-    NodeSettings s = NodeSettings.create(with(cluster(node.keyStore(), TestCertificates.PASSWORD, ca.trustStore())));
+    NodeSettings s =
+        NodeSettings.create(
+            with(cluster(node.keyStore(), TestCertificates.PASSWORD, ca.trustStore())));
     ClusterTls tls = s.clusterTls().orElseThrow();
     assertThat(tls.protocol()).isEqualTo("TLSv1.3");
     assertThat(tls.hostnameVerification()).isFalse();
     assertThat(tls.pekkoConfig().getString("pekko.remote.artery.transport")).isEqualTo("tls-tcp");
-    assertThat(tls.pekkoConfig().root().render()).as("no secret in Pekko's configuration")
+    assertThat(tls.pekkoConfig().root().render())
+        .as("no secret in Pekko's configuration")
         .doesNotContain(TestCertificates.PASSWORD);
     assertThat(tls.engineProviderSetup()).isNotNull();
     assertThat(s.toString()).doesNotContain(TestCertificates.PASSWORD);
 
-    Map<String, Object> tls12 = cluster(node.keyStore(), TestCertificates.PASSWORD, ca.trustStore());
+    Map<String, Object> tls12 =
+        cluster(node.keyStore(), TestCertificates.PASSWORD, ca.trustStore());
     tls12.put("weir.cluster.tls.protocol", "TLSv1.2");
     tls12.put("weir.cluster.tls.hostname-verification", "on");
     ClusterTls t12 = NodeSettings.create(with(tls12)).clusterTls().orElseThrow();
@@ -143,8 +172,13 @@ class TlsSettingsTest {
 
   @Test
   void clusterSettingsMustBeCompleteAndUsable() {
-    SettingsException e = refused(Map.of("weir.cluster.tls.key-store", node.keyStore().toString(),
-        "weir.cluster.tls.key-store-password", TestCertificates.PASSWORD));
+    SettingsException e =
+        refused(
+            Map.of(
+                "weir.cluster.tls.key-store",
+                node.keyStore().toString(),
+                "weir.cluster.tls.key-store-password",
+                TestCertificates.PASSWORD));
     assertThat(e.key()).isEqualTo("weir.cluster.tls.trust-store");
     assertThat(e.getMessage()).contains("WEIR_CLUSTER_TLS_TRUST_STORE");
 
@@ -155,18 +189,25 @@ class TlsSettingsTest {
     assertThat(e.key()).isEqualTo("weir.cluster.tls.key-store-password");
 
     e = refused(cluster(ca.trustStore(), TestCertificates.PASSWORD, ca.trustStore()));
-    assertThat(e.key()).as("a trust store is not a key store").isEqualTo("weir.cluster.tls.key-store");
+    assertThat(e.key())
+        .as("a trust store is not a key store")
+        .isEqualTo("weir.cluster.tls.key-store");
     assertThat(e.getMessage()).contains("no private key");
 
     e = refused(cluster(node.keyStore(), TestCertificates.PASSWORD, node.keyStore()));
-    assertThat(e.key()).as("a key store without trusted entries is no trust store").isEqualTo("weir.cluster.tls.trust-store");
+    assertThat(e.key())
+        .as("a key store without trusted entries is no trust store")
+        .isEqualTo("weir.cluster.tls.trust-store");
     assertThat(e.getMessage()).contains("no trusted certificate");
 
-    Map<String, Object> wrongTrustPassword = cluster(node.keyStore(), TestCertificates.PASSWORD, ca.trustStore());
+    Map<String, Object> wrongTrustPassword =
+        cluster(node.keyStore(), TestCertificates.PASSWORD, ca.trustStore());
     wrongTrustPassword.put("weir.cluster.tls.trust-store-password", WRONG_PASSWORD);
-    assertThat(refused(wrongTrustPassword).key()).isEqualTo("weir.cluster.tls.trust-store-password");
+    assertThat(refused(wrongTrustPassword).key())
+        .isEqualTo("weir.cluster.tls.trust-store-password");
 
-    Map<String, Object> oldProtocol = cluster(node.keyStore(), TestCertificates.PASSWORD, ca.trustStore());
+    Map<String, Object> oldProtocol =
+        cluster(node.keyStore(), TestCertificates.PASSWORD, ca.trustStore());
     oldProtocol.put("weir.cluster.tls.protocol", "TLSv1.1");
     e = refused(oldProtocol);
     assertThat(e.key()).isEqualTo("weir.cluster.tls.protocol");

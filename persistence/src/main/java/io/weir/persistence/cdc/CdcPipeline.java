@@ -55,9 +55,9 @@ import org.apache.pekko.stream.javadsl.Source;
  * <p>Life cycle (an actor): {@code connecting} (checks, sink checkpoint, slot decision, start
  * replication) -> {@code running} -> on failure either {@code halted} (a typed {@link HaltReason}:
  * nothing more happens until an operator starts it again) or {@code backoff} and a new connect.
- * Transient failures before the stream is established count against {@code maxCommandRetries};
- * an unreachable server and a slot still held by a previous owner (within the handover window) do
- * not count; once messages flow the count resets.
+ * Transient failures before the stream is established count against {@code maxCommandRetries}; an
+ * unreachable server and a slot still held by a previous owner (within the handover window) do not
+ * count; once messages flow the count resets.
  *
  * <p>Guarantee: PostgreSQL is told a position is flushed only after the sink completed {@code
  * apply} for every transaction up to it; unacknowledged transactions are delivered again after any
@@ -89,9 +89,11 @@ public final class CdcPipeline {
    *     records was deleted; repeat the drop)
    * @param message value-free explanation of the error
    */
-  public record DropReply(PipelineStatus status, String error, String message) implements io.weir.protocol.CborSerializable {}
+  public record DropReply(PipelineStatus status, String error, String message)
+      implements io.weir.protocol.CborSerializable {}
 
-  private record DropDone(Throwable error, String previousState, ActorRef<DropReply> replyTo) implements Command {
+  private record DropDone(Throwable error, String previousState, ActorRef<DropReply> replyTo)
+      implements Command {
     @Override
     public String toString() {
       return "DropDone[" + (error == null ? "ok" : SafeErrors.describe(error)) + "]";
@@ -105,7 +107,8 @@ public final class CdcPipeline {
    * Starts an incremental snapshot of {@code tables} ({@code schema.table}; empty: every published
    * table) while the pipeline streams.
    */
-  public record StartIncrementalSnapshot(List<String> tables, ActorRef<SnapshotReply> replyTo) implements Command {}
+  public record StartIncrementalSnapshot(List<String> tables, ActorRef<SnapshotReply> replyTo)
+      implements Command {}
 
   /**
    * The answer to {@link StartIncrementalSnapshot}.
@@ -114,16 +117,20 @@ public final class CdcPipeline {
    *     snapshot-in-progress} or {@code unknown-table}
    * @param message value-free explanation of the error
    */
-  public record SnapshotReply(PipelineStatus status, String error, String message) implements io.weir.protocol.CborSerializable {}
+  public record SnapshotReply(PipelineStatus status, String error, String message)
+      implements io.weir.protocol.CborSerializable {}
 
-  private record IncrementalBegun(long attempt, Throwable error, ActorRef<SnapshotReply> replyTo) implements Command {
+  private record IncrementalBegun(long attempt, Throwable error, ActorRef<SnapshotReply> replyTo)
+      implements Command {
     @Override
     public String toString() {
       return "IncrementalBegun[" + (error == null ? "ok" : SafeErrors.describe(error)) + "]";
     }
   }
 
-  private record Connected(long attempt, ReplicationConnection connection, SlotIncarnation incarnation) implements Command {}
+  private record Connected(
+      long attempt, ReplicationConnection connection, SlotIncarnation incarnation)
+      implements Command {}
 
   // toString overridden: a dead-letter log line must not print an exception message (pgjdbc's
   // can carry row values).
@@ -143,19 +150,39 @@ public final class CdcPipeline {
 
   private record Retry(long attempt) implements Command {}
 
-  /** Creates the pipeline actor's behavior without metrics export (meters go to a private registry). */
+  /**
+   * Creates the pipeline actor's behavior without metrics export (meters go to a private registry).
+   */
   public static Behavior<Command> create(
-      PipelineSettings settings, SourceSettings source, ChangeSink sink, DataSource stateStore, String stateSchema) {
+      PipelineSettings settings,
+      SourceSettings source,
+      ChangeSink sink,
+      DataSource stateStore,
+      String stateSchema) {
     return create(settings, source, sink, stateStore, stateSchema, new SimpleMeterRegistry());
   }
 
   /** Creates the pipeline actor's behavior; spawn it under a supervisor of your choice. */
   public static Behavior<Command> create(
-      PipelineSettings settings, SourceSettings source, ChangeSink sink, DataSource stateStore, String stateSchema,
+      PipelineSettings settings,
+      SourceSettings source,
+      ChangeSink sink,
+      DataSource stateStore,
+      String stateSchema,
       MeterRegistry registry) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers ->
-        new Runner(ctx, timers, settings, source, sink, new SlotManager(settings, stateStore, stateSchema), registry,
-            new RelationStore(stateStore, stateSchema))));
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withTimers(
+                timers ->
+                    new Runner(
+                        ctx,
+                        timers,
+                        settings,
+                        source,
+                        sink,
+                        new SlotManager(settings, stateStore, stateSchema),
+                        registry,
+                        new RelationStore(stateStore, stateSchema))));
   }
 
   private static final class Runner extends AbstractBehavior<Command> {
@@ -189,8 +216,15 @@ public final class CdcPipeline {
     private final PipelineMetrics metrics;
     private volatile ReplicationConnection live;
 
-    Runner(ActorContext<Command> ctx, TimerScheduler<Command> timers, PipelineSettings settings, SourceSettings source,
-        ChangeSink sink, SlotManager slots, MeterRegistry registry, RelationStore relations) {
+    Runner(
+        ActorContext<Command> ctx,
+        TimerScheduler<Command> timers,
+        PipelineSettings settings,
+        SourceSettings source,
+        ChangeSink sink,
+        SlotManager slots,
+        MeterRegistry registry,
+        RelationStore relations) {
       super(ctx);
       this.timers = timers;
       this.settings = settings;
@@ -198,19 +232,27 @@ public final class CdcPipeline {
       this.sink = sink;
       this.slots = slots;
       this.system = ctx.getSystem();
-      this.blockingIo = ctx.getSystem().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
+      this.blockingIo =
+          ctx.getSystem()
+              .dispatchers()
+              .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
       this.backoff = settings.minBackoff();
       this.handover = settings.handoverWindow();
       this.relations = relations;
-      this.metrics = new PipelineMetrics(registry, settings.name(),
-          () -> {
-            ReplicationConnection c = live;
-            return c != null ? c.confirmed().asLong() : lastConfirmed.asLong();
-          },
-          () -> {
-            ReplicationConnection c = live;
-            return c == null ? lastLagBytes : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
-          });
+      this.metrics =
+          new PipelineMetrics(
+              registry,
+              settings.name(),
+              () -> {
+                ReplicationConnection c = live;
+                return c != null ? c.confirmed().asLong() : lastConfirmed.asLong();
+              },
+              () -> {
+                ReplicationConnection c = live;
+                return c == null
+                    ? lastLagBytes
+                    : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
+              });
       metrics.lagSeconds(() -> lagClock.seconds(System.currentTimeMillis()));
       metrics.stateGauges(this::shownState);
       if (settings.streaming().enabled()) {
@@ -231,10 +273,12 @@ public final class CdcPipeline {
       return newReceiveBuilder()
           .onMessage(Start.class, this::onStart)
           .onMessage(Stop.class, this::onStop)
-          .onMessage(GetStatus.class, m -> {
-            m.replyTo().tell(status());
-            return this;
-          })
+          .onMessage(
+              GetStatus.class,
+              m -> {
+                m.replyTo().tell(status());
+                return this;
+              })
           .onMessage(Drop.class, this::onDrop)
           .onMessage(DropDone.class, this::onDropDone)
           .onMessage(Connected.class, this::onConnected)
@@ -242,19 +286,23 @@ public final class CdcPipeline {
           .onMessage(IncrementalBegun.class, this::onIncrementalBegun)
           .onMessage(ConnectFailed.class, this::onConnectFailed)
           .onMessage(StreamEnded.class, this::onStreamEnded)
-          .onMessage(Retry.class, r -> {
-            if (r.attempt() == attempt && state.equals("backoff")) {
-              connect();
-            }
-            return this;
-          })
-          .onSignal(org.apache.pekko.actor.typed.PostStop.class, s -> {
-            stopped.set(true);
-            shutdownStream();
-            sink.close();
-            metrics.close();
-            return this;
-          })
+          .onMessage(
+              Retry.class,
+              r -> {
+                if (r.attempt() == attempt && state.equals("backoff")) {
+                  connect();
+                }
+                return this;
+              })
+          .onSignal(
+              org.apache.pekko.actor.typed.PostStop.class,
+              s -> {
+                stopped.set(true);
+                shutdownStream();
+                sink.close();
+                metrics.close();
+                return this;
+              })
           .build();
     }
 
@@ -289,30 +337,47 @@ public final class CdcPipeline {
 
     private Behavior<Command> onDrop(Drop drop) {
       if (!state.equals("stopped") && !state.equals("halted") && !state.equals("dropped")) {
-        drop.replyTo().tell(new DropReply(status(), "not-stopped",
-            "the pipeline is " + status().state() + "; stop it first"));
+        drop.replyTo()
+            .tell(
+                new DropReply(
+                    status(),
+                    "not-stopped",
+                    "the pipeline is " + status().state() + "; stop it first"));
         return this;
       }
       String previous = state;
       state = "dropping";
       attempt++;
       // After the previous run's sink call and connect phase are over, so nothing recreates the
-      // slot or its record behind the drop. The slot goes first; Weir's records only once it is gone.
-      CompletableFuture<Void> work = quiet().thenRunAsync(() -> {
-        try (Connection sourceConn = source.connect("weir-cdc")) {
-          List<String> dropped = slots.dropSlots(sourceConn, DROP_ATTEMPTS, DROP_PAUSE);
-          sink.forget(settings.name()).toCompletableFuture().get();
-          slots.forgetRecords();
-          system.log().warn("pipeline {}: dropped (slot(s) dropped: {}); the next start creates a new slot",
-              settings.name(), dropped.isEmpty() ? "none existed" : String.join(", ", dropped));
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          throw new CompletionException(e);
-        } catch (Exception e) {
-          throw new CompletionException(e);
-        }
-      }, blockingIo);
-      getContext().pipeToSelf(work, (ok, err) -> new DropDone(err == null ? null : unwrap(err), previous, drop.replyTo()));
+      // slot or its record behind the drop. The slot goes first; Weir's records only once it is
+      // gone.
+      CompletableFuture<Void> work =
+          quiet()
+              .thenRunAsync(
+                  () -> {
+                    try (Connection sourceConn = source.connect("weir-cdc")) {
+                      List<String> dropped = slots.dropSlots(sourceConn, DROP_ATTEMPTS, DROP_PAUSE);
+                      sink.forget(settings.name()).toCompletableFuture().get();
+                      slots.forgetRecords();
+                      system
+                          .log()
+                          .warn(
+                              "pipeline {}: dropped (slot(s) dropped: {}); the next start creates a new slot",
+                              settings.name(),
+                              dropped.isEmpty() ? "none existed" : String.join(", ", dropped));
+                    } catch (InterruptedException e) {
+                      Thread.currentThread().interrupt();
+                      throw new CompletionException(e);
+                    } catch (Exception e) {
+                      throw new CompletionException(e);
+                    }
+                  },
+                  blockingIo);
+      getContext()
+          .pipeToSelf(
+              work,
+              (ok, err) ->
+                  new DropDone(err == null ? null : unwrap(err), previous, drop.replyTo()));
       return this;
     }
 
@@ -334,13 +399,25 @@ public final class CdcPipeline {
       }
       state = done.previousState();
       if (error instanceof SlotManager.SlotActiveException active) {
-        done.replyTo().tell(new DropReply(status(), "slot-active",
-            "slot " + active.slot() + " is still active for another connection; nothing was deleted; retry"));
+        done.replyTo()
+            .tell(
+                new DropReply(
+                    status(),
+                    "slot-active",
+                    "slot "
+                        + active.slot()
+                        + " is still active for another connection; nothing was deleted; retry"));
       } else {
         String why = error instanceof SinkException s ? s.getMessage() : SafeErrors.describe(error);
         getContext().getLog().warn("pipeline {}: drop failed: {}", settings.name(), why);
-        done.replyTo().tell(new DropReply(status(), "failed",
-            "the drop failed (" + why + "); Weir's records of the pipeline are kept until a drop succeeds; retry"));
+        done.replyTo()
+            .tell(
+                new DropReply(
+                    status(),
+                    "failed",
+                    "the drop failed ("
+                        + why
+                        + "); Weir's records of the pipeline are kept until a drop succeeds; retry"));
       }
       return this;
     }
@@ -356,14 +433,19 @@ public final class CdcPipeline {
               .thenComposeAsync(v -> prepare(myAttempt), blockingIo)
               .toCompletableFuture();
       previousConnect = connecting;
-      connecting.whenComplete((ok, err) -> {
-        if (ok != null && stopped.get()) {
-          ok.first().close(); // the actor is gone: nobody else will close this connection
-        }
-      });
-      getContext().pipeToSelf(
-          connecting,
-          (ok, err) -> err == null ? new Connected(myAttempt, ok.first(), ok.second()) : new ConnectFailed(myAttempt, err));
+      connecting.whenComplete(
+          (ok, err) -> {
+            if (ok != null && stopped.get()) {
+              ok.first().close(); // the actor is gone: nobody else will close this connection
+            }
+          });
+      getContext()
+          .pipeToSelf(
+              connecting,
+              (ok, err) ->
+                  err == null
+                      ? new Connected(myAttempt, ok.first(), ok.second())
+                      : new ConnectFailed(myAttempt, err));
     }
 
     private CompletableFuture<Void> quiet() {
@@ -372,13 +454,16 @@ public final class CdcPipeline {
       return CompletableFuture.allOf(
               apply.handle((v, e) -> null).toCompletableFuture(),
               connecting.handle((v, e) -> null).toCompletableFuture())
-          .completeOnTimeout(null, QUIET_TIMEOUT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+          .completeOnTimeout(
+              null, QUIET_TIMEOUT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
     }
 
     /** This pipeline's spill directory, or null when it does not spill. */
     private java.nio.file.Path spillDirectory() {
       StreamingSettings streaming = settings.streaming();
-      return streaming.spills() ? SpillStore.pipelineDirectory(streaming.spillDirectory(), settings.name()) : null;
+      return streaming.spills()
+          ? SpillStore.pipelineDirectory(streaming.spillDirectory(), settings.name())
+          : null;
     }
 
     /**
@@ -404,54 +489,74 @@ public final class CdcPipeline {
     private CompletionStage<Pair<ReplicationConnection, SlotIncarnation>> prepare(long myAttempt) {
       if (settings.messages() && !sink.acceptsMessages()) {
         throw new PipelineHaltException(
-            HaltReason.CONFLICTING_OPTIONS, "messages are on but the sink does not take non-transactional messages");
+            HaltReason.CONFLICTING_OPTIONS,
+            "messages are on but the sink does not take non-transactional messages");
       }
       if (settings.startMode() == StartMode.SNAPSHOT && !sink.supportsSnapshots()) {
         throw new PipelineHaltException(
-            HaltReason.CONFLICTING_OPTIONS, "start mode snapshot needs a sink that can be seeded from a snapshot");
+            HaltReason.CONFLICTING_OPTIONS,
+            "start mode snapshot needs a sink that can be seeded from a snapshot");
       }
       if (settings.batchMaxTransactions() > 1 && !sink.supportsBatches()) {
         throw new PipelineHaltException(
-            HaltReason.CONFLICTING_OPTIONS, "batch delivery is not possible with this sink (library checkpoint store)");
+            HaltReason.CONFLICTING_OPTIONS,
+            "batch delivery is not possible with this sink (library checkpoint store)");
       }
       try (Connection sourceConn = source.connect("weir-cdc")) {
         SlotManager.ServerFacts facts = slots.checkSource(sourceConn);
         Duration minHandover = facts.walSenderTimeout().plusSeconds(5);
-        handover = settings.handoverWindow().compareTo(minHandover) < 0 ? minHandover : settings.handoverWindow();
+        handover =
+            settings.handoverWindow().compareTo(minHandover) < 0
+                ? minHandover
+                : settings.handoverWindow();
         StreamingSettings streaming = settings.streaming();
-        Connection session = ReplicationConnection.openReplicationSession(
-            source, streaming.enabled() ? streaming.decodingWorkMemKb() : 0);
+        Connection session =
+            ReplicationConnection.openReplicationSession(
+                source, streaming.enabled() ? streaming.decodingWorkMemKb() : 0);
         try {
-          ReplicationConnection.SystemIdentity server = ReplicationConnection.identifySystem(session);
+          ReplicationConnection.SystemIdentity server =
+              ReplicationConnection.identifySystem(session);
           Optional<SlotIncarnation> recorded = slots.recordedIncarnation();
           Optional<SinkCheckpoint> checkpoint =
               sink.open(new PipelineContext(settings.name(), recorded)).toCompletableFuture().get();
-          SlotManager.Prepared prepared = slots.prepareSlot(sourceConn, session, server, checkpoint);
+          SlotManager.Prepared prepared =
+              slots.prepareSlot(sourceConn, session, server, checkpoint);
           SlotIncarnation inc = prepared.incarnation();
           if (recorded.isEmpty() || !recorded.get().equals(inc)) {
-            sink.open(new PipelineContext(settings.name(), Optional.of(inc))).toCompletableFuture().get();
+            sink.open(new PipelineContext(settings.name(), Optional.of(inc)))
+                .toCompletableFuture()
+                .get();
           }
           if (prepared.exported().isPresent()) {
             initialSnapshot(prepared.exported().get(), myAttempt);
           }
-          storedProgress = sink.supportsSnapshots()
-              ? IncrementalSnapshot.Progress.decode(sink.snapshotProgress().toCompletableFuture().get())
-              : Optional.empty();
+          storedProgress =
+              sink.supportsSnapshots()
+                  ? IncrementalSnapshot.Progress.decode(
+                      sink.snapshotProgress().toCompletableFuture().get())
+                  : Optional.empty();
           if (settings.incrementalAtStart() && !sink.supportsSnapshots()) {
             throw new PipelineHaltException(
-                HaltReason.CONFLICTING_OPTIONS, "start mode incremental needs a sink that can be seeded from a snapshot");
+                HaltReason.CONFLICTING_OPTIONS,
+                "start mode incremental needs a sink that can be seeded from a snapshot");
           }
           recordedShapes = relations.load(settings.name());
-          Duration interval = settings.statusInterval().isZero()
-              ? facts.walSenderTimeout().dividedBy(3)
-              : settings.statusInterval();
+          Duration interval =
+              settings.statusInterval().isZero()
+                  ? facts.walSenderTimeout().dividedBy(3)
+                  : settings.statusInterval();
           if (interval.isZero() || interval.isNegative()) {
             interval = Duration.ofSeconds(10);
           }
           ReplicationConnection rc =
               ReplicationConnection.start(
                   // Messages always on at the protocol level: snapshot watermarks are messages.
-                  session, settings.slot(), settings.publications(), prepared.confirmed(), interval, true,
+                  session,
+                  settings.slot(),
+                  settings.publications(),
+                  prepared.confirmed(),
+                  interval,
+                  true,
                   streaming.enabled());
           return CompletableFuture.completedFuture(Pair.create(rc, inc));
         } catch (Exception e) {
@@ -469,17 +574,21 @@ public final class CdcPipeline {
      * Seeds the sink from the slot's exported snapshot, then stores the hand-off checkpoint. The
      * replication session stays idle meanwhile (a command on it would end the snapshot).
      */
-    private void initialSnapshot(SlotManager.ExportedSnapshot exported, long myAttempt) throws Exception {
+    private void initialSnapshot(SlotManager.ExportedSnapshot exported, long myAttempt)
+        throws Exception {
       SnapshotTracker tracker = new SnapshotTracker("initial");
       snapshot = tracker;
       try {
         List<io.weir.protocol.cdc.TableSchema> shapes =
-            new InitialSnapshot(settings, source, sink, tracker, () -> attempt != myAttempt || stopped.get())
+            new InitialSnapshot(
+                    settings, source, sink, tracker, () -> attempt != myAttempt || stopped.get())
                 .run(exported);
         relations.save(settings.name(), shapes, exported.consistentPoint());
         // A commit record may start exactly at the consistent point: it is not in the snapshot and
         // the slot streams it, so the hand-off checkpoint sits just before that position.
-        sink.completeSnapshot(Lsn.of(exported.consistentPoint().asLong() - 1)).toCompletableFuture().get();
+        sink.completeSnapshot(Lsn.of(exported.consistentPoint().asLong() - 1))
+            .toCompletableFuture()
+            .get();
         slots.markSnapshot("done");
         tracker.finished("done");
         tracker.log(org.slf4j.LoggerFactory.getLogger(CdcPipeline.class), settings.name());
@@ -505,20 +614,36 @@ public final class CdcPipeline {
       state = "running";
       slotBusySince = 0;
       detail = null;
-      getContext().getLog().info(
-          "pipeline {}: streaming slot {} (incarnation {})", settings.name(), settings.slot(), incarnation.id());
-      SpillStore spill = settings.streaming().enabled()
-          ? new SpillStore(spillDirectory(), settings.streaming().memoryBound(), settings.streaming().maxSpillBytes())
-          : null;
+      getContext()
+          .getLog()
+          .info(
+              "pipeline {}: streaming slot {} (incarnation {})",
+              settings.name(),
+              settings.slot(),
+              incarnation.id());
+      SpillStore spill =
+          settings.streaming().enabled()
+              ? new SpillStore(
+                  spillDirectory(),
+                  settings.streaming().memoryBound(),
+                  settings.streaming().maxSpillBytes())
+              : null;
       runSpill = spill;
       AtomicReference<UniqueKillSwitch> switchRef = new AtomicReference<>();
-      incremental = new IncrementalSnapshot(settings, source, sink, blockingIo, e -> {
-        UniqueKillSwitch ks = switchRef.get();
-        if (ks != null) {
-          ks.abort(e);
-        }
-      });
-      Pair<UniqueKillSwitch, CompletionStage<Done>> run = graph(connection, established, spill, incremental).run(system);
+      incremental =
+          new IncrementalSnapshot(
+              settings,
+              source,
+              sink,
+              blockingIo,
+              e -> {
+                UniqueKillSwitch ks = switchRef.get();
+                if (ks != null) {
+                  ks.abort(e);
+                }
+              });
+      Pair<UniqueKillSwitch, CompletionStage<Done>> run =
+          graph(connection, established, spill, incremental).run(system);
       if (spill != null) {
         // Every buffer of the run goes (open transactions' and undelivered ones'), once the sink
         // call in flight, which may be reading one, has finished.
@@ -530,7 +655,10 @@ public final class CdcPipeline {
       if (stored.isPresent() && !stored.get().done()) {
         beginIncremental(stored.get(), null);
       } else if (stored.isEmpty() && settings.incrementalAtStart()) {
-        beginIncremental(new IncrementalSnapshot.Progress(UUID.randomUUID().toString(), List.of(), 0, null, false), null);
+        beginIncremental(
+            new IncrementalSnapshot.Progress(
+                UUID.randomUUID().toString(), List.of(), 0, null, false),
+            null);
       }
       long myAttempt = attempt;
       getContext().pipeToSelf(run.second(), (done, err) -> new StreamEnded(myAttempt, err));
@@ -546,7 +674,9 @@ public final class CdcPipeline {
 
     private record Mark(SnapshotWatermark watermark) implements Delivery {}
 
-    /** Splits a group of events into runs of transactions and single messages, keeping WAL order. */
+    /**
+     * Splits a group of events into runs of transactions and single messages, keeping WAL order.
+     */
     private static List<Delivery> deliveries(List<CdcEvent> events) {
       List<Delivery> out = new ArrayList<>();
       List<Transaction> run = new ArrayList<>();
@@ -567,12 +697,21 @@ public final class CdcPipeline {
       return out;
     }
 
-    private org.apache.pekko.stream.javadsl.RunnableGraph<Pair<UniqueKillSwitch, CompletionStage<Done>>> graph(
-        ReplicationConnection conn, AtomicBoolean flowing, SpillStore spill, IncrementalSnapshot snapshots) {
+    private org.apache.pekko.stream.javadsl.RunnableGraph<
+            Pair<UniqueKillSwitch, CompletionStage<Done>>>
+        graph(
+            ReplicationConnection conn,
+            AtomicBoolean flowing,
+            SpillStore spill,
+            IncrementalSnapshot snapshots) {
       PgOutputDecoder decoder = new PgOutputDecoder();
       TransactionAssembler assembler =
-          new TransactionAssembler(new SchemaGuard(recordedShapes), settings.maxTransactionChanges(), settings.messages(),
-              spill, settings.streaming().spills());
+          new TransactionAssembler(
+              new SchemaGuard(recordedShapes),
+              settings.maxTransactionChanges(),
+              settings.messages(),
+              spill,
+              settings.streaming().spills());
       Flow<CdcEvent, Delivery, ?> batching =
           settings.batchMaxTransactions() <= 1
               ? Flow.<CdcEvent>create().mapConcat(e -> deliveries(List.of(e)))
@@ -587,81 +726,101 @@ public final class CdcPipeline {
       lag.keepOldest();
       return Source.repeat(Done.getInstance())
           .mapAsync(1, tick -> conn.poll(512, Duration.ofMillis(200)))
-          .map(batch -> {
-            // Established once the server has sent anything: data or a keep-alive.
-            if (!flowing.get() && conn.hasReceived()) {
-              flowing.set(true);
-            }
-            return batch;
-          })
+          .map(
+              batch -> {
+                // Established once the server has sent anything: data or a keep-alive.
+                if (!flowing.get() && conn.hasReceived()) {
+                  flowing.set(true);
+                }
+                return batch;
+              })
           .mapConcat(batch -> batch)
           // The payload goes along: a streamed transaction keeps its raw bytes until its commit.
-          .mapConcat(m -> assembler.accept(decoder.decode(m.payload()), m.payload()).map(List::of).orElse(List.of()))
-          .map(e -> {
-            if (e instanceof Transaction t) {
-              lag.received(t.endLsn(), t.commitTime());
-            }
-            return e;
-          })
+          .mapConcat(
+              m ->
+                  assembler
+                      .accept(decoder.decode(m.payload()), m.payload())
+                      .map(List::of)
+                      .orElse(List.of()))
+          .map(
+              e -> {
+                if (e instanceof Transaction t) {
+                  lag.received(t.endLsn(), t.commitTime());
+                }
+                return e;
+              })
           .via(batching)
           .buffer(Math.max(1, settings.inFlightWindow()), OverflowStrategy.backpressure())
-          .mapAsync(1, d -> {
-            Timer.Sample sample = Timer.start();
-            CompletionStage<Void> done;
-            if (d instanceof Transactions t) {
-              snapshots.onTransactions(t.transactions());
-              done = sink.apply(t.transactions());
-            } else if (d instanceof Mark m) {
-              done = snapshots.onWatermark(m.watermark());
-            } else {
-              // With messages off, a message is only confirmed past, never delivered.
-              done = settings.messages()
-                  ? sink.onMessage(((Message) d).message())
-                  : CompletableFuture.completedFuture(null);
-            }
-            inFlight.set(done.toCompletableFuture());
-            // A streamed transaction's changes are valid during the call only: free the memory and
-            // delete the spill file as soon as it completes, whatever the outcome.
-            return done.whenComplete((v, e) -> release(d)).thenApply(v -> {
-              sample.stop(metrics.applyTimer());
-              return d;
-            });
-          })
-          .viaMat(KillSwitches.single(), Keep.right())
-          .toMat(Sink.foreach(d -> {
-            if (d instanceof Transactions batch) {
-              List<Transaction> txns = batch.transactions();
-              deliveredEnd[0] = txns.get(txns.size() - 1).endLsn();
-              lag.applied(deliveredEnd[0]);
-              Lsn durable = sink.durableThrough(txns);
-              if (durable.isValid()) {
-                conn.acknowledge(durable);
-                acknowledged[0] = durable;
-                acked.set(true);
-              }
-              recordShapes(assembler, txns);
-              transactions.addAndGet(txns.size());
-              long n = 0;
-              for (Transaction t : txns) {
-                n += t.rowCount();
-              }
-              rows.addAndGet(n);
-              metrics.applied(txns);
-              for (Transaction t : txns) {
-                if (t.changes() instanceof StreamedChanges streamed) {
-                  metrics.streamed(streamed.spilled());
+          .mapAsync(
+              1,
+              d -> {
+                Timer.Sample sample = Timer.start();
+                CompletionStage<Void> done;
+                if (d instanceof Transactions t) {
+                  snapshots.onTransactions(t.transactions());
+                  done = sink.apply(t.transactions());
+                } else if (d instanceof Mark m) {
+                  done = snapshots.onWatermark(m.watermark());
+                } else {
+                  // With messages off, a message is only confirmed past, never delivered.
+                  done =
+                      settings.messages()
+                          ? sink.onMessage(((Message) d).message())
+                          : CompletableFuture.completedFuture(null);
                 }
-              }
-            } else {
-              // A message or watermark moves the confirmed position to itself, but never past a
-              // transaction the sink has not made durable yet.
-              if (acknowledged[0].compareTo(deliveredEnd[0]) >= 0) {
-                Lsn at = d instanceof Mark m ? m.watermark().endLsn() : ((Message) d).message().lsn();
-                conn.acknowledge(at);
-                acknowledged[0] = at;
-              }
-            }
-          }), Keep.both());
+                inFlight.set(done.toCompletableFuture());
+                // A streamed transaction's changes are valid during the call only: free the memory
+                // and
+                // delete the spill file as soon as it completes, whatever the outcome.
+                return done.whenComplete((v, e) -> release(d))
+                    .thenApply(
+                        v -> {
+                          sample.stop(metrics.applyTimer());
+                          return d;
+                        });
+              })
+          .viaMat(KillSwitches.single(), Keep.right())
+          .toMat(
+              Sink.foreach(
+                  d -> {
+                    if (d instanceof Transactions batch) {
+                      List<Transaction> txns = batch.transactions();
+                      deliveredEnd[0] = txns.get(txns.size() - 1).endLsn();
+                      lag.applied(deliveredEnd[0]);
+                      Lsn durable = sink.durableThrough(txns);
+                      if (durable.isValid()) {
+                        conn.acknowledge(durable);
+                        acknowledged[0] = durable;
+                        acked.set(true);
+                      }
+                      recordShapes(assembler, txns);
+                      transactions.addAndGet(txns.size());
+                      long n = 0;
+                      for (Transaction t : txns) {
+                        n += t.rowCount();
+                      }
+                      rows.addAndGet(n);
+                      metrics.applied(txns);
+                      for (Transaction t : txns) {
+                        if (t.changes() instanceof StreamedChanges streamed) {
+                          metrics.streamed(streamed.spilled());
+                        }
+                      }
+                    } else {
+                      // A message or watermark moves the confirmed position to itself, but never
+                      // past a
+                      // transaction the sink has not made durable yet.
+                      if (acknowledged[0].compareTo(deliveredEnd[0]) >= 0) {
+                        Lsn at =
+                            d instanceof Mark m
+                                ? m.watermark().endLsn()
+                                : ((Message) d).message().lsn();
+                        conn.acknowledge(at);
+                        acknowledged[0] = at;
+                      }
+                    }
+                  }),
+              Keep.both());
     }
 
     private static void release(Delivery d) {
@@ -681,48 +840,72 @@ public final class CdcPipeline {
         if (!shapes.isEmpty()) {
           // Off the stream thread. A failed write only means the next run re-records the shape;
           // the version guard keeps an older write from replacing a newer one.
-          CompletableFuture.runAsync(() -> {
-            try {
-              relations.save(settings.name(), shapes, t.commitLsn());
-            } catch (SQLException e) {
-              getContext().getSystem().log().warn(
-                  "pipeline {}: could not record table shapes ({})", settings.name(), SafeErrors.describe(e));
-            }
-          }, blockingIo);
+          CompletableFuture.runAsync(
+              () -> {
+                try {
+                  relations.save(settings.name(), shapes, t.commitLsn());
+                } catch (SQLException e) {
+                  getContext()
+                      .getSystem()
+                      .log()
+                      .warn(
+                          "pipeline {}: could not record table shapes ({})",
+                          settings.name(),
+                          SafeErrors.describe(e));
+                }
+              },
+              blockingIo);
         }
       }
     }
 
     private Behavior<Command> onStartIncremental(StartIncrementalSnapshot request) {
       if (!state.equals("running") || incremental == null) {
-        request.replyTo().tell(new SnapshotReply(status(), "not-running",
-            "an incremental snapshot runs while the pipeline streams; its state is " + state));
+        request
+            .replyTo()
+            .tell(
+                new SnapshotReply(
+                    status(),
+                    "not-running",
+                    "an incremental snapshot runs while the pipeline streams; its state is "
+                        + state));
       } else if (incrementalStarting || incremental.running()) {
-        request.replyTo().tell(new SnapshotReply(status(), "snapshot-in-progress",
-            "an incremental snapshot is running; it must finish first"));
+        request
+            .replyTo()
+            .tell(
+                new SnapshotReply(
+                    status(),
+                    "snapshot-in-progress",
+                    "an incremental snapshot is running; it must finish first"));
       } else {
         beginIncremental(
-            new IncrementalSnapshot.Progress(UUID.randomUUID().toString(), List.copyOf(request.tables()), 0, null, false),
+            new IncrementalSnapshot.Progress(
+                UUID.randomUUID().toString(), List.copyOf(request.tables()), 0, null, false),
             request.replyTo());
       }
       return this;
     }
 
     /** Resolves the tables and starts the first chunk, off the actor thread. */
-    private void beginIncremental(IncrementalSnapshot.Progress plan, ActorRef<SnapshotReply> replyTo) {
+    private void beginIncremental(
+        IncrementalSnapshot.Progress plan, ActorRef<SnapshotReply> replyTo) {
       IncrementalSnapshot engine = incremental;
       incrementalStarting = true; // reserved until begin answers: a second request is refused
       SnapshotTracker tracker = new SnapshotTracker("incremental");
       long myAttempt = attempt;
-      getContext().pipeToSelf(
-          CompletableFuture.runAsync(() -> {
-            try {
-              engine.begin(plan, tracker);
-            } catch (SQLException e) {
-              throw new CompletionException(e);
-            }
-          }, blockingIo),
-          (ok, err) -> new IncrementalBegun(myAttempt, err == null ? null : unwrap(err), replyTo));
+      getContext()
+          .pipeToSelf(
+              CompletableFuture.runAsync(
+                  () -> {
+                    try {
+                      engine.begin(plan, tracker);
+                    } catch (SQLException e) {
+                      throw new CompletionException(e);
+                    }
+                  },
+                  blockingIo),
+              (ok, err) ->
+                  new IncrementalBegun(myAttempt, err == null ? null : unwrap(err), replyTo));
       snapshot = tracker;
     }
 
@@ -732,17 +915,23 @@ public final class CdcPipeline {
       if (begun.replyTo() != null) {
         if (error == null) {
           begun.replyTo().tell(new SnapshotReply(status(), null, null));
-        } else if (error instanceof PipelineHaltException h && h.reason() == HaltReason.SNAPSHOT_FAILED) {
+        } else if (error instanceof PipelineHaltException h
+            && h.reason() == HaltReason.SNAPSHOT_FAILED) {
           snapshot.finished("failed");
           begun.replyTo().tell(new SnapshotReply(status(), "unknown-table", h.detail()));
           return this; // a bad request: streaming goes on
         } else {
-          begun.replyTo().tell(new SnapshotReply(status(), "failed", "the snapshot could not start: " + describe(error)));
+          begun
+              .replyTo()
+              .tell(
+                  new SnapshotReply(
+                      status(), "failed", "the snapshot could not start: " + describe(error)));
         }
       }
       if (error != null && begun.attempt() == attempt && killSwitch != null) {
         snapshot.finished("failed");
-        killSwitch.abort(error); // the stream restarts (or halts) and resumes from the stored progress
+        killSwitch.abort(
+            error); // the stream restarts (or halts) and resumes from the stored progress
       }
       return this;
     }
@@ -764,7 +953,10 @@ public final class CdcPipeline {
 
     /** Stopped by an operator, halted or dropped: not streaming until told to start. */
     private boolean stoppedForGood() {
-      return state.equals("stopped") || state.equals("halted") || state.equals("dropped") || state.equals("dropping");
+      return state.equals("stopped")
+          || state.equals("halted")
+          || state.equals("dropped")
+          || state.equals("dropping");
     }
 
     private Behavior<Command> onStreamEnded(StreamEnded e) {
@@ -805,7 +997,8 @@ public final class CdcPipeline {
         halt(HaltReason.SINK_REJECTED, sinkError.getMessage());
         return;
       }
-      String described = error instanceof SinkException s ? s.getMessage() : SafeErrors.describe(error);
+      String described =
+          error instanceof SinkException s ? s.getMessage() : SafeErrors.describe(error);
       String sqlState = SafeErrors.sqlState(error);
       boolean counted;
       if ("55006".equals(sqlState)) {
@@ -819,25 +1012,36 @@ public final class CdcPipeline {
         described = "slot " + settings.slot() + " is active for another consumer";
       } else {
         slotBusySince = 0;
-        // A TLS failure looks like lost connectivity to pgjdbc (SQLState 08xxx), but retrying does not
+        // A TLS failure looks like lost connectivity to pgjdbc (SQLState 08xxx), but retrying does
+        // not
         // fix certificates: it counts, so the pipeline halts (retries-exhausted) saying why.
         SafeErrors.TlsFailure tls = SafeErrors.tlsFailure(error);
         if (tls != null) {
-          described = "TLS to the source: " + tls.description() + "; check source.tls (or weir.postgres.tls)";
+          described =
+              "TLS to the source: "
+                  + tls.description()
+                  + "; check source.tls (or weir.postgres.tls)";
         }
         boolean configuration = tls != null && tls.isConfiguration();
         counted = (configuration || !SafeErrors.isConnectivity(error)) && !wasFlowing;
       }
       if (counted && ++failedCycles > settings.maxCommandRetries()) {
-        halt(HaltReason.RETRIES_EXHAUSTED, failedCycles - 1 + " retries failed; last error: " + described);
+        halt(
+            HaltReason.RETRIES_EXHAUSTED,
+            failedCycles - 1 + " retries failed; last error: " + described);
         return;
       }
       restarts++;
       metrics.restarted(error.getClass().getSimpleName());
       state = "backoff";
       detail = described;
-      getContext().getLog().warn(
-          "pipeline {}: {}; restarting from the confirmed position in {} ms", settings.name(), described, backoff.toMillis());
+      getContext()
+          .getLog()
+          .warn(
+              "pipeline {}: {}; restarting from the confirmed position in {} ms",
+              settings.name(),
+              described,
+              backoff.toMillis());
       timers.startSingleTimer(new Retry(attempt), backoff);
       Duration doubled = backoff.multipliedBy(2);
       backoff = doubled.compareTo(settings.maxBackoff()) > 0 ? settings.maxBackoff() : doubled;
@@ -848,13 +1052,19 @@ public final class CdcPipeline {
       haltReason = reason;
       metrics.halted(reason);
       detail = why;
-      getContext().getLog().error("pipeline {}: halted ({}): {}", settings.name(), reason.wire(), why);
+      getContext()
+          .getLog()
+          .error("pipeline {}: halted ({}): {}", settings.name(), reason.wire(), why);
       sink.streamStopped();
       if (reason == HaltReason.SPILL_LIMIT_EXCEEDED) {
-        // An alert: operators must free disk or raise the bound before the slot fills the source's disk.
+        // An alert: operators must free disk or raise the bound before the slot fills the source's
+        // disk.
         metrics.alert(reason);
-        system.eventStream().tell(new org.apache.pekko.actor.typed.eventstream.EventStream.Publish<>(
-            new SpillLimitExceeded(settings.name(), settings.streaming().maxSpillBytes())));
+        system
+            .eventStream()
+            .tell(
+                new org.apache.pekko.actor.typed.eventstream.EventStream.Publish<>(
+                    new SpillLimitExceeded(settings.name(), settings.streaming().maxSpillBytes())));
       }
     }
 
@@ -879,8 +1089,12 @@ public final class CdcPipeline {
     }
 
     private volatile Lsn lastConfirmed = Lsn.INVALID;
-    /** The lag in bytes when the last stream stopped: what the gauge shows until the next one runs. */
+
+    /**
+     * The lag in bytes when the last stream stopped: what the gauge shows until the next one runs.
+     */
     private volatile long lastLagBytes;
+
     private volatile SpillStore runSpill;
     private volatile SnapshotTracker snapshot;
     private IncrementalSnapshot incremental;
@@ -892,14 +1106,17 @@ public final class CdcPipeline {
         new java.util.concurrent.atomic.AtomicReference<>(CompletableFuture.completedFuture(null));
     private CompletableFuture<?> previousConnect = CompletableFuture.completedFuture(null);
     private AtomicBoolean acknowledgedInRun;
-    private volatile java.util.Map<Long, io.weir.protocol.cdc.TableSchema> recordedShapes = java.util.Map.of();
+    private volatile java.util.Map<Long, io.weir.protocol.cdc.TableSchema> recordedShapes =
+        java.util.Map.of();
     private final RelationStore relations;
 
     /** The state as the status shows it; safe to call from any thread. */
     private String shownState() {
       String s = state;
       SnapshotTracker snap = snapshot;
-      return s.equals("connecting") && snap != null && snap.view().state().equals("running") ? "snapshotting" : s;
+      return s.equals("connecting") && snap != null && snap.view().state().equals("running")
+          ? "snapshotting"
+          : s;
     }
 
     private PipelineStatus status() {
@@ -911,18 +1128,31 @@ public final class CdcPipeline {
       }
       SnapshotTracker snap = snapshot;
       SnapshotStatus snapshotStatus = snap == null ? null : snap.view();
-      String shown = state.equals("connecting") && snapshotStatus != null && snapshotStatus.state().equals("running")
-          ? "snapshotting"
-          : state;
+      String shown =
+          state.equals("connecting")
+                  && snapshotStatus != null
+                  && snapshotStatus.state().equals("running")
+              ? "snapshotting"
+              : state;
       return new PipelineStatus(
-          settings.name(), shown, haltReason == null ? null : haltReason.wire(), detail, settings.slot(),
-          confirmed.toString(), lag, transactions.get(), rows.get(), restarts,
-          incarnation == null ? null : incarnation.key(), snapshotStatus);
+          settings.name(),
+          shown,
+          haltReason == null ? null : haltReason.wire(),
+          detail,
+          settings.slot(),
+          confirmed.toString(),
+          lag,
+          transactions.get(),
+          rows.get(),
+          restarts,
+          incarnation == null ? null : incarnation.key(),
+          snapshotStatus);
     }
 
     private static Throwable unwrap(Throwable t) {
       Throwable e = t;
-      while ((e instanceof CompletionException || e instanceof ExecutionException) && e.getCause() != null) {
+      while ((e instanceof CompletionException || e instanceof ExecutionException)
+          && e.getCause() != null) {
         e = e.getCause();
       }
       return e;

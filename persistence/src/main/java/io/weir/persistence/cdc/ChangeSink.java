@@ -19,16 +19,16 @@ import java.util.concurrent.CompletionStage;
  *       effects <em>and</em> its new checkpoint (the last transaction's incarnation and commit LSN)
  *       atomically, skips every transaction whose commit LSN is at or below its checkpoint, and
  *       completes the stage only once that is durable.
- *   <li>The pipeline confirms WAL to PostgreSQL only up to what the sink has completed.
- *       Anything not completed is delivered again after a restart; the checkpoint makes the
- *       redelivery harmless.
+ *   <li>The pipeline confirms WAL to PostgreSQL only up to what the sink has completed. Anything
+ *       not completed is delivered again after a restart; the checkpoint makes the redelivery
+ *       harmless.
  * </ol>
  *
- * <p>Failures: complete the stage exceptionally with a {@link SinkException} — permanent (the
- * data is refused; the pipeline halts) or transient (timeouts, lost connections; the pipeline
- * restarts from the confirmed position with backoff). Any other exception counts as transient.
- * Exception messages must not carry row values: the pipeline logs only exception classes, SQLStates
- * and the sink's value-free reason.
+ * <p>Failures: complete the stage exceptionally with a {@link SinkException} — permanent (the data
+ * is refused; the pipeline halts) or transient (timeouts, lost connections; the pipeline restarts
+ * from the confirmed position with backoff). Any other exception counts as transient. Exception
+ * messages must not carry row values: the pipeline logs only exception classes, SQLStates and the
+ * sink's value-free reason.
  *
  * <p>Calls are never concurrent: {@code apply} is called again only after the previous stage
  * completed.
@@ -104,10 +104,10 @@ public interface ChangeSink extends AutoCloseable {
   }
 
   /**
-   * The initial snapshot is wholly applied: durably store the hand-off checkpoint, i.e. the
-   * current slot incarnation with commit LSN {@code handOff}. The pipeline passes the position just
-   * before the snapshot's consistent point: every transaction committed at or after that point is
-   * streamed (and applied), every earlier one is in the snapshot.
+   * The initial snapshot is wholly applied: durably store the hand-off checkpoint, i.e. the current
+   * slot incarnation with commit LSN {@code handOff}. The pipeline passes the position just before
+   * the snapshot's consistent point: every transaction committed at or after that point is streamed
+   * (and applied), every earlier one is in the snapshot.
    */
   default CompletionStage<Void> completeSnapshot(Lsn handOff) {
     return java.util.concurrent.CompletableFuture.failedFuture(

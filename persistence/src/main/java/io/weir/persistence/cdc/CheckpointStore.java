@@ -25,25 +25,34 @@ public final class CheckpointStore {
 
   public Optional<Stored> read(String pipeline) throws SQLException {
     try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement(
-            "SELECT incarnation, commit_lsn::text, end_lsn::text FROM " + table + " WHERE pipeline = ?")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT incarnation, commit_lsn::text, end_lsn::text FROM "
+                    + table
+                    + " WHERE pipeline = ?")) {
       ps.setString(1, pipeline);
       try (ResultSet rs = ps.executeQuery()) {
         if (!rs.next()) {
           return Optional.empty();
         }
-        return Optional.of(new Stored(
-            new SinkCheckpoint(SlotIncarnation.parse(rs.getString(1)), Lsn.parse(rs.getString(2))), Lsn.parse(rs.getString(3))));
+        return Optional.of(
+            new Stored(
+                new SinkCheckpoint(
+                    SlotIncarnation.parse(rs.getString(1)), Lsn.parse(rs.getString(2))),
+                Lsn.parse(rs.getString(3))));
       }
     }
   }
 
   public void write(String pipeline, Stored stored) throws SQLException {
     try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement(
-            "INSERT INTO " + table + " (pipeline, incarnation, commit_lsn, end_lsn) VALUES (?, ?, ?::pg_lsn, ?::pg_lsn) "
-                + "ON CONFLICT (pipeline) DO UPDATE SET incarnation = excluded.incarnation, "
-                + "commit_lsn = excluded.commit_lsn, end_lsn = excluded.end_lsn, updated_at = now()")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "INSERT INTO "
+                    + table
+                    + " (pipeline, incarnation, commit_lsn, end_lsn) VALUES (?, ?, ?::pg_lsn, ?::pg_lsn) "
+                    + "ON CONFLICT (pipeline) DO UPDATE SET incarnation = excluded.incarnation, "
+                    + "commit_lsn = excluded.commit_lsn, end_lsn = excluded.end_lsn, updated_at = now()")) {
       ps.setString(1, pipeline);
       ps.setString(2, stored.checkpoint().incarnation().key());
       ps.setString(3, stored.checkpoint().commitLsn().toString());
@@ -55,7 +64,8 @@ public final class CheckpointStore {
   /** The incremental snapshot progress stored for {@code pipeline}, if any. */
   public Optional<String> readProgress(String pipeline) throws SQLException {
     try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement("SELECT snapshot_progress FROM " + table + " WHERE pipeline = ?")) {
+        PreparedStatement ps =
+            c.prepareStatement("SELECT snapshot_progress FROM " + table + " WHERE pipeline = ?")) {
       ps.setString(1, pipeline);
       try (ResultSet rs = ps.executeQuery()) {
         return rs.next() ? Optional.ofNullable(rs.getString(1)) : Optional.empty();
@@ -67,13 +77,17 @@ public final class CheckpointStore {
    * Stores incremental snapshot progress (empty clears it). Without a checkpoint row yet, one is
    * created at LSN 0/0, which confirms nothing and skips nothing.
    */
-  public void writeProgress(String pipeline, io.weir.protocol.cdc.SlotIncarnation incarnation, Optional<String> progress)
+  public void writeProgress(
+      String pipeline, io.weir.protocol.cdc.SlotIncarnation incarnation, Optional<String> progress)
       throws SQLException {
     try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement(
-            "INSERT INTO " + table + " (pipeline, incarnation, commit_lsn, end_lsn, snapshot_progress) "
-                + "VALUES (?, ?, '0/0', '0/0', ?) ON CONFLICT (pipeline) DO UPDATE SET "
-                + "snapshot_progress = excluded.snapshot_progress, updated_at = now()")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "INSERT INTO "
+                    + table
+                    + " (pipeline, incarnation, commit_lsn, end_lsn, snapshot_progress) "
+                    + "VALUES (?, ?, '0/0', '0/0', ?) ON CONFLICT (pipeline) DO UPDATE SET "
+                    + "snapshot_progress = excluded.snapshot_progress, updated_at = now()")) {
       ps.setString(1, pipeline);
       ps.setString(2, incarnation.key());
       ps.setString(3, progress.orElse(null));

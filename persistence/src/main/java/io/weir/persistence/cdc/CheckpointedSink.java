@@ -47,7 +47,11 @@ public final class CheckpointedSink implements ChangeSink {
   private int unstored;
 
   public CheckpointedSink(
-      DeliverySink delivery, CheckpointStore store, Executor blockingIo, int maxRetries, Duration retryBackoff,
+      DeliverySink delivery,
+      CheckpointStore store,
+      Executor blockingIo,
+      int maxRetries,
+      Duration retryBackoff,
       int checkpointEvery) {
     if (maxRetries < 0 || checkpointEvery < 1) {
       throw new IllegalArgumentException("maxRetries must be >= 0 and checkpointEvery >= 1");
@@ -77,18 +81,21 @@ public final class CheckpointedSink implements ChangeSink {
 
   @Override
   public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
-    return CompletableFuture.supplyAsync(() -> {
-      Optional<CheckpointStore.Stored> stored = withRetries(() -> store.read(context.pipeline()));
-      synchronized (this) {
-        pipeline = context.pipeline();
-        incarnation = context.incarnation().orElse(null);
-        lastUnstored = null;
-        unstored = 0;
-        checkpointCommit = stored.map(s -> s.checkpoint().commitLsn()).orElse(Lsn.INVALID);
-        storedEnd = stored.map(CheckpointStore.Stored::endLsn).orElse(Lsn.INVALID);
-      }
-      return stored.map(CheckpointStore.Stored::checkpoint);
-    }, blockingIo);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          Optional<CheckpointStore.Stored> stored =
+              withRetries(() -> store.read(context.pipeline()));
+          synchronized (this) {
+            pipeline = context.pipeline();
+            incarnation = context.incarnation().orElse(null);
+            lastUnstored = null;
+            unstored = 0;
+            checkpointCommit = stored.map(s -> s.checkpoint().commitLsn()).orElse(Lsn.INVALID);
+            storedEnd = stored.map(CheckpointStore.Stored::endLsn).orElse(Lsn.INVALID);
+          }
+          return stored.map(CheckpointStore.Stored::checkpoint);
+        },
+        blockingIo);
   }
 
   @Override
@@ -103,22 +110,28 @@ public final class CheckpointedSink implements ChangeSink {
   private CompletionStage<Void> applyOne(Transaction t) {
     synchronized (this) {
       if (incarnation == null) {
-        return CompletableFuture.failedFuture(SinkException.permanent("checkpointed sink used before the slot incarnation is known", null));
+        return CompletableFuture.failedFuture(
+            SinkException.permanent(
+                "checkpointed sink used before the slot incarnation is known", null));
       }
       if (checkpointCommit.isValid() && t.commitLsn().compareTo(checkpointCommit) <= 0) {
         return CompletableFuture.completedFuture(null); // delivered before a crash and checkpointed
       }
     }
-    return delivery.deliver(t).thenComposeAsync(v -> {
-      synchronized (this) {
-        lastUnstored = t;
-        unstored++;
-        if (unstored < checkpointEvery) {
-          return CompletableFuture.<Void>completedFuture(null);
-        }
-      }
-      return CompletableFuture.runAsync(this::storeNow, blockingIo);
-    }, blockingIo);
+    return delivery
+        .deliver(t)
+        .thenComposeAsync(
+            v -> {
+              synchronized (this) {
+                lastUnstored = t;
+                unstored++;
+                if (unstored < checkpointEvery) {
+                  return CompletableFuture.<Void>completedFuture(null);
+                }
+              }
+              return CompletableFuture.runAsync(this::storeNow, blockingIo);
+            },
+            blockingIo);
   }
 
   private void storeNow() {
@@ -133,11 +146,13 @@ public final class CheckpointedSink implements ChangeSink {
     if (t == null) {
       return;
     }
-    CheckpointStore.Stored next = new CheckpointStore.Stored(new SinkCheckpoint(inc, t.commitLsn()), t.endLsn());
-    withRetries(() -> {
-      store.write(name, next);
-      return null;
-    });
+    CheckpointStore.Stored next =
+        new CheckpointStore.Stored(new SinkCheckpoint(inc, t.commitLsn()), t.endLsn());
+    withRetries(
+        () -> {
+          store.write(name, next);
+          return null;
+        });
     synchronized (this) {
       checkpointCommit = t.commitLsn();
       storedEnd = t.endLsn();
@@ -155,58 +170,70 @@ public final class CheckpointedSink implements ChangeSink {
 
   @Override
   public CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
-    return delivery.deliverSnapshot(chunk).thenRunAsync(() -> {
-      if (chunk.progress().isPresent()) {
-        String name;
-        SlotIncarnation inc;
-        synchronized (this) {
-          name = pipeline;
-          inc = incarnation;
-        }
-        withRetries(() -> {
-          store.writeProgress(name, inc, chunk.progress());
-          return null;
-        });
-      }
-    }, blockingIo);
+    return delivery
+        .deliverSnapshot(chunk)
+        .thenRunAsync(
+            () -> {
+              if (chunk.progress().isPresent()) {
+                String name;
+                SlotIncarnation inc;
+                synchronized (this) {
+                  name = pipeline;
+                  inc = incarnation;
+                }
+                withRetries(
+                    () -> {
+                      store.writeProgress(name, inc, chunk.progress());
+                      return null;
+                    });
+              }
+            },
+            blockingIo);
   }
 
   /** Stores the hand-off checkpoint: the delivery sink has everything the snapshot holds. */
   @Override
   public CompletionStage<Void> completeSnapshot(Lsn handOff) {
-    return CompletableFuture.runAsync(() -> {
-      SlotIncarnation inc;
-      String name;
-      synchronized (this) {
-        inc = incarnation;
-        name = pipeline;
-      }
-      if (inc == null) {
-        throw SinkException.permanent("checkpointed sink used before the slot incarnation is known", null);
-      }
-      CheckpointStore.Stored next = new CheckpointStore.Stored(new SinkCheckpoint(inc, handOff), handOff);
-      withRetries(() -> {
-        store.write(name, next);
-        return null;
-      });
-      synchronized (this) {
-        checkpointCommit = handOff;
-        storedEnd = handOff;
-        lastUnstored = null;
-        unstored = 0;
-      }
-    }, blockingIo);
+    return CompletableFuture.runAsync(
+        () -> {
+          SlotIncarnation inc;
+          String name;
+          synchronized (this) {
+            inc = incarnation;
+            name = pipeline;
+          }
+          if (inc == null) {
+            throw SinkException.permanent(
+                "checkpointed sink used before the slot incarnation is known", null);
+          }
+          CheckpointStore.Stored next =
+              new CheckpointStore.Stored(new SinkCheckpoint(inc, handOff), handOff);
+          withRetries(
+              () -> {
+                store.write(name, next);
+                return null;
+              });
+          synchronized (this) {
+            checkpointCommit = handOff;
+            storedEnd = handOff;
+            lastUnstored = null;
+            unstored = 0;
+          }
+        },
+        blockingIo);
   }
 
   @Override
   public CompletionStage<Optional<String>> snapshotProgress() {
-    return CompletableFuture.supplyAsync(() -> {
-      String name;
-      synchronized (this) {
-        name = pipeline;
-      }
-      return withRetries(() -> store.readProgress(name));
-    }, blockingIo);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          String name;
+          synchronized (this) {
+            name = pipeline;
+          }
+          return withRetries(() -> store.readProgress(name));
+        },
+        blockingIo);
   }
 
   /** The slot may confirm only what the store holds. */
@@ -227,19 +254,26 @@ public final class CheckpointedSink implements ChangeSink {
         String state = e.getSQLState() == null ? "" : e.getSQLState();
         if (state.startsWith("42") || state.startsWith("22") || state.startsWith("23")) {
           throw new PipelineHaltException(
-              HaltReason.CHECKPOINT_STORE_FAILED, "checkpoint store refused the write: " + SafeErrors.describe(e));
+              HaltReason.CHECKPOINT_STORE_FAILED,
+              "checkpoint store refused the write: " + SafeErrors.describe(e));
         }
         if (attempt >= maxRetries) {
           throw new PipelineHaltException(
               HaltReason.CHECKPOINT_STORE_FAILED,
               "checkpoint store failed " + (attempt + 1) + " times: " + SafeErrors.describe(e));
         }
-        log.warn("checkpoint store failed ({}); retry {} of {}", SafeErrors.describe(e), attempt + 1, maxRetries);
+        log.warn(
+            "checkpoint store failed ({}); retry {} of {}",
+            SafeErrors.describe(e),
+            attempt + 1,
+            maxRetries);
         try {
           TimeUnit.MILLISECONDS.sleep(retryBackoff.toMillis());
         } catch (InterruptedException ie) {
           Thread.currentThread().interrupt();
-          throw new PipelineHaltException(HaltReason.CHECKPOINT_STORE_FAILED, "interrupted while retrying the checkpoint store");
+          throw new PipelineHaltException(
+              HaltReason.CHECKPOINT_STORE_FAILED,
+              "interrupted while retrying the checkpoint store");
         }
       }
     }

@@ -105,6 +105,7 @@ final class CopyText {
 
   private static PipelineHaltException mismatch(int columns) {
     return new PipelineHaltException(
-        HaltReason.PROTOCOL_VIOLATION, "a snapshot row did not have the " + columns + " columns the catalog announced");
+        HaltReason.PROTOCOL_VIOLATION,
+        "a snapshot row did not have the " + columns + " columns the catalog announced");
   }
 }

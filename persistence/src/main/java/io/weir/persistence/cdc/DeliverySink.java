@@ -10,10 +10,9 @@ import java.util.concurrent.CompletionStage;
  * batch) in flight.
  *
  * <p>{@link #deliver} is called with one transaction at a time, in commit order, never
- * concurrently; complete the stage only once the effects are durable. Fail with a permanent
- * {@link SinkException} to halt the pipeline; any other failure restarts it. A spilled
- * transaction's changes can be read once, before the returned stage completes (see {@link
- * ChangeSink}).
+ * concurrently; complete the stage only once the effects are durable. Fail with a permanent {@link
+ * SinkException} to halt the pipeline; any other failure restarts it. A spilled transaction's
+ * changes can be read once, before the returned stage completes (see {@link ChangeSink}).
  */
 public interface DeliverySink extends AutoCloseable {
   CompletionStage<Void> deliver(Transaction transaction);

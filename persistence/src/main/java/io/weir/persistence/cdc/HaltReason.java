@@ -41,8 +41,8 @@ public enum HaltReason {
   /** The server sent bytes that do not decode, or messages out of protocol order. */
   PROTOCOL_VIOLATION,
   /**
-   * Streamed transactions needed more disk than {@code streaming.spill.max-bytes} allows; nothing of
-   * them was delivered. Raise the limit (or free the disk), then start the pipeline again.
+   * Streamed transactions needed more disk than {@code streaming.spill.max-bytes} allows; nothing
+   * of them was delivered. Raise the limit (or free the disk), then start the pipeline again.
    */
   SPILL_LIMIT_EXCEEDED,
   /**

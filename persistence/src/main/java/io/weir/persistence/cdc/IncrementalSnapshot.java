@@ -42,9 +42,9 @@ import org.slf4j.LoggerFactory;
  * the high watermark the rest of the chunk goes to the sink ({@link ChangeSink#applySnapshot}) with
  * the progress token, which the sink stores atomically with the rows; a restart resumes after the
  * last applied chunk. The rows written are as of the high watermark, so no row moves back to an
- * older value. A table without a primary key (or replica identity index) is read whole in one
- * chunk of at most {@code maxUnkeyedRows} rows, and read again if the stream touches it between
- * the watermarks.
+ * older value. A table without a primary key (or replica identity index) is read whole in one chunk
+ * of at most {@code maxUnkeyedRows} rows, and read again if the stream touches it between the
+ * watermarks.
  *
  * <p>The stream's sink stage calls {@link #onTransactions} and {@link #onWatermark} in stream
  * order; {@link #begin} may come from the pipeline actor. Chunk reads run on {@code io}; a failed
@@ -54,6 +54,7 @@ final class IncrementalSnapshot implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(IncrementalSnapshot.class);
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final int MAX_ATTEMPTS_PER_CHUNK = 50;
+
   /** A keyed chunk ends early at this many characters of values, whatever its row count. */
   private static final long MAX_CHUNK_CHARS = 8L << 20;
 
@@ -80,12 +81,14 @@ final class IncrementalSnapshot implements AutoCloseable {
       try {
         return Optional.of(JSON.readValue(token.get(), Progress.class));
       } catch (JsonProcessingException e) {
-        throw new PipelineHaltException(HaltReason.SNAPSHOT_FAILED, "the stored incremental snapshot progress cannot be read");
+        throw new PipelineHaltException(
+            HaltReason.SNAPSHOT_FAILED, "the stored incremental snapshot progress cannot be read");
       }
     }
   }
 
-  private record Read(List<Object> keys, List<TupleData> rows, XidHistory.PgSnapshot snapshot, boolean complete) {
+  private record Read(
+      List<Object> keys, List<TupleData> rows, XidHistory.PgSnapshot snapshot, boolean complete) {
     /** Value-free: keys and rows are data. */
     @Override
     public String toString() {
@@ -128,7 +131,11 @@ final class IncrementalSnapshot implements AutoCloseable {
   private volatile boolean closed;
 
   IncrementalSnapshot(
-      PipelineSettings settings, SourceSettings source, ChangeSink sink, Executor io, Consumer<Throwable> failStream) {
+      PipelineSettings settings,
+      SourceSettings source,
+      ChangeSink sink,
+      Executor io,
+      Consumer<Throwable> failStream) {
     this.settings = settings;
     this.source = source;
     this.sink = sink;
@@ -161,7 +168,8 @@ final class IncrementalSnapshot implements AutoCloseable {
     for (String name : wanted) {
       PublishedTable t = published.get(name);
       if (t == null) {
-        throw new PipelineHaltException(HaltReason.SNAPSHOT_FAILED, "table " + name + " is not in the pipeline's publications");
+        throw new PipelineHaltException(
+            HaltReason.SNAPSHOT_FAILED, "table " + name + " is not in the pipeline's publications");
       }
       estimate += t.estimatedRows();
     }
@@ -271,31 +279,38 @@ final class IncrementalSnapshot implements AutoCloseable {
     Chunk c;
     synchronized (this) {
       c = pending;
-      if (parts.length != 3 || c == null || !parts[0].equals(run) || Long.parseLong(parts[1]) != c.seq) {
+      if (parts.length != 3
+          || c == null
+          || !parts[0].equals(run)
+          || Long.parseLong(parts[1]) != c.seq) {
         return CompletableFuture.completedFuture(null); // another run's, or an abandoned chunk's
       }
     }
     if (parts[2].equals("low")) {
-      return c.read.thenCompose(read -> {
-        synchronized (this) {
-          c.result = read;
-          c.rows = new LinkedHashMap<>();
-          for (int i = 0; i < read.rows().size(); i++) {
-            c.rows.put(read.keys().get(i), read.rows().get(i));
-          }
-          if (!history.allVisibleIn(read.snapshot())) {
-            c.valid = false;
-            log.debug("pipeline {}: chunk read missed a delivered transaction; reading it again", settings.name());
-          }
-          c.open = true;
-        }
-        if (c.after != null) {
-          return CompletableFuture.completedFuture(null);
-        }
-        // The table's first chunk: the sink empties its copy here, at the low watermark, before
-        // any transaction between the watermarks is applied, so none of those is wiped out.
-        return sink.applySnapshot(new SnapshotChunk(c.table.schema(), true, List.of(), Optional.empty(), true));
-      });
+      return c.read.thenCompose(
+          read -> {
+            synchronized (this) {
+              c.result = read;
+              c.rows = new LinkedHashMap<>();
+              for (int i = 0; i < read.rows().size(); i++) {
+                c.rows.put(read.keys().get(i), read.rows().get(i));
+              }
+              if (!history.allVisibleIn(read.snapshot())) {
+                c.valid = false;
+                log.debug(
+                    "pipeline {}: chunk read missed a delivered transaction; reading it again",
+                    settings.name());
+              }
+              c.open = true;
+            }
+            if (c.after != null) {
+              return CompletableFuture.completedFuture(null);
+            }
+            // The table's first chunk: the sink empties its copy here, at the low watermark, before
+            // any transaction between the watermarks is applied, so none of those is wiped out.
+            return sink.applySnapshot(
+                new SnapshotChunk(c.table.schema(), true, List.of(), Optional.empty(), true));
+          });
     }
     return high(c);
   }
@@ -306,9 +321,14 @@ final class IncrementalSnapshot implements AutoCloseable {
     synchronized (this) {
       if (!c.open || !c.valid) {
         if (++attempts > MAX_ATTEMPTS_PER_CHUNK) {
-          return CompletableFuture.failedFuture(new PipelineHaltException(HaltReason.SNAPSHOT_FAILED,
-              "a chunk of " + c.table.schema().qualifiedName() + " was invalidated by concurrent changes "
-                  + MAX_ATTEMPTS_PER_CHUNK + " times in a row"));
+          return CompletableFuture.failedFuture(
+              new PipelineHaltException(
+                  HaltReason.SNAPSHOT_FAILED,
+                  "a chunk of "
+                      + c.table.schema().qualifiedName()
+                      + " was invalidated by concurrent changes "
+                      + MAX_ATTEMPTS_PER_CHUNK
+                      + " times in a row"));
         }
         pending = null;
         retry(c);
@@ -316,32 +336,48 @@ final class IncrementalSnapshot implements AutoCloseable {
       }
       attempts = 0;
       Read read = c.result;
-      List<String> last = read.rows().isEmpty() ? c.after : lastKey(c.table, read.rows().get(read.rows().size() - 1));
-      next = read.complete()
-          ? new Progress(progress.id(), progress.tables(), progress.table() + 1, null,
-              progress.table() + 1 >= progress.tables().size())
-          : new Progress(progress.id(), progress.tables(), progress.table(), last, false);
+      List<String> last =
+          read.rows().isEmpty()
+              ? c.after
+              : lastKey(c.table, read.rows().get(read.rows().size() - 1));
+      next =
+          read.complete()
+              ? new Progress(
+                  progress.id(),
+                  progress.tables(),
+                  progress.table() + 1,
+                  null,
+                  progress.table() + 1 >= progress.tables().size())
+              : new Progress(progress.id(), progress.tables(), progress.table(), last, false);
       // Never firstForTable: the first chunk's clearing happened at its low watermark.
-      out = new SnapshotChunk(c.table.schema(), false, List.copyOf(c.rows.values()), Optional.of(next.encode()), true);
+      out =
+          new SnapshotChunk(
+              c.table.schema(),
+              false,
+              List.copyOf(c.rows.values()),
+              Optional.of(next.encode()),
+              true);
     }
     int rows = out.rows().size();
-    return sink.applySnapshot(out).thenRun(() -> {
-      synchronized (this) {
-        tracker.applied(rows);
-        boolean tableDone = next.table() != progress.table();
-        progress = next;
-        pending = null;
-        if (tableDone) {
-          tracker.tableDone();
-        }
-        tracker.maybeLog(log, settings.name());
-        if (next.done()) {
-          finish();
-        } else {
-          nextChunk();
-        }
-      }
-    });
+    return sink.applySnapshot(out)
+        .thenRun(
+            () -> {
+              synchronized (this) {
+                tracker.applied(rows);
+                boolean tableDone = next.table() != progress.table();
+                progress = next;
+                pending = null;
+                if (tableDone) {
+                  tracker.tableDone();
+                }
+                tracker.maybeLog(log, settings.name());
+                if (next.done()) {
+                  finish();
+                } else {
+                  nextChunk();
+                }
+              }
+            });
   }
 
   private static List<String> lastKey(PublishedTable table, TupleData row) {
@@ -365,7 +401,9 @@ final class IncrementalSnapshot implements AutoCloseable {
   private void nextChunk() {
     PublishedTable t = tables.get(progress.tables().get(progress.table()));
     if (t == null) {
-      failStream.accept(new PipelineHaltException(HaltReason.SNAPSHOT_FAILED, "a table of the snapshot is no longer published"));
+      failStream.accept(
+          new PipelineHaltException(
+              HaltReason.SNAPSHOT_FAILED, "a table of the snapshot is no longer published"));
       return;
     }
     startChunk(t, progress.after());
@@ -379,25 +417,30 @@ final class IncrementalSnapshot implements AutoCloseable {
     Chunk c = new Chunk(++seq, table, after);
     pending = c;
     tracker.reading(table.schema().qualifiedName());
-    CompletableFuture.runAsync(() -> {
-      try {
-        watermark(c, "low");
-        Read read = read(c);
-        watermark(c, "high");
-        c.read.complete(read);
-      } catch (Exception e) {
-        c.read.completeExceptionally(e);
-        if (!closed) {
-          log.warn("pipeline {}: incremental snapshot chunk failed ({}); the stream restarts and resumes",
-              settings.name(), e instanceof PipelineHaltException h ? h.getMessage() : SafeErrors.describe(e));
-          failStream.accept(e);
-        }
-      }
-    }, io);
+    CompletableFuture.runAsync(
+        () -> {
+          try {
+            watermark(c, "low");
+            Read read = read(c);
+            watermark(c, "high");
+            c.read.complete(read);
+          } catch (Exception e) {
+            c.read.completeExceptionally(e);
+            if (!closed) {
+              log.warn(
+                  "pipeline {}: incremental snapshot chunk failed ({}); the stream restarts and resumes",
+                  settings.name(),
+                  e instanceof PipelineHaltException h ? h.getMessage() : SafeErrors.describe(e));
+              failStream.accept(e);
+            }
+          }
+        },
+        io);
   }
 
   private void watermark(Chunk c, String mark) throws SQLException {
-    try (PreparedStatement ps = connection().prepareStatement("SELECT pg_logical_emit_message(true, ?, ?)")) {
+    try (PreparedStatement ps =
+        connection().prepareStatement("SELECT pg_logical_emit_message(true, ?, ?)")) {
       ps.setString(1, SnapshotWatermark.PREFIX);
       ps.setString(2, run + "/" + c.seq + "/" + mark);
       ps.execute();
@@ -409,7 +452,11 @@ final class IncrementalSnapshot implements AutoCloseable {
     PublishedTable t = c.table;
     boolean keyed = !t.primaryKey().isEmpty();
     int limit = keyed ? settings.snapshotBatchRows() : settings.incrementalMaxUnkeyedRows() + 1;
-    StringBuilder sql = new StringBuilder("SELECT ").append(t.quotedColumns()).append(" FROM ").append(t.fromClause());
+    StringBuilder sql =
+        new StringBuilder("SELECT ")
+            .append(t.quotedColumns())
+            .append(" FROM ")
+            .append(t.fromClause());
     List<String> where = new ArrayList<>();
     if (t.rowFilter() != null) {
       where.add("(" + t.rowFilter() + ")");
@@ -447,15 +494,19 @@ final class IncrementalSnapshot implements AutoCloseable {
           snapshot = XidHistory.PgSnapshot.parse(rs.getString(1));
         }
       }
-      try (PreparedStatement ps = conn.prepareStatement(
-          "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = ANY(?) AND schemaname = ? AND tablename = ?")) {
+      try (PreparedStatement ps =
+          conn.prepareStatement(
+              "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = ANY(?) AND schemaname = ? AND tablename = ?")) {
         ps.setArray(1, conn.createArrayOf("text", settings.publications().toArray()));
         ps.setString(2, t.schema().schema());
         ps.setString(3, t.schema().table());
         try (ResultSet rs = ps.executeQuery()) {
           if (!rs.next()) {
-            throw new PipelineHaltException(HaltReason.SNAPSHOT_FAILED,
-                "table " + t.schema().qualifiedName() + " is no longer in the pipeline's publications");
+            throw new PipelineHaltException(
+                HaltReason.SNAPSHOT_FAILED,
+                "table "
+                    + t.schema().qualifiedName()
+                    + " is no longer in the pipeline's publications");
           }
         }
       }
@@ -482,7 +533,8 @@ final class IncrementalSnapshot implements AutoCloseable {
             rows.add(row);
             keys.add(keyed ? keyOf(t.primaryKey(), row) : rows.size());
             if (keyed && bytes >= MAX_CHUNK_CHARS) {
-              cut = true; // a chunk of wide rows ends early; the next one continues after its last key
+              cut = true; // a chunk of wide rows ends early; the next one continues after its last
+              // key
               break;
             }
           }
@@ -490,9 +542,13 @@ final class IncrementalSnapshot implements AutoCloseable {
       }
       conn.commit();
       if (!keyed && rows.size() >= limit) {
-        throw new PipelineHaltException(HaltReason.SNAPSHOT_FAILED,
-            "table " + t.schema().qualifiedName() + " has no primary key and more than "
-                + settings.incrementalMaxUnkeyedRows() + " rows (snapshot.max-unkeyed-rows)");
+        throw new PipelineHaltException(
+            HaltReason.SNAPSHOT_FAILED,
+            "table "
+                + t.schema().qualifiedName()
+                + " has no primary key and more than "
+                + settings.incrementalMaxUnkeyedRows()
+                + " rows (snapshot.max-unkeyed-rows)");
       }
       return new Read(keys, rows, snapshot, !keyed || (!cut && rows.size() < limit));
     } catch (SQLException | RuntimeException e) {

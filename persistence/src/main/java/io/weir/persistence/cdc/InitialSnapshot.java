@@ -18,8 +18,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Reads every table of the pipeline's publications at a slot's exported snapshot and hands the
- * rows to the sink in batches ({@link SnapshotChunk}, the first of each table flagged {@code
+ * Reads every table of the pipeline's publications at a slot's exported snapshot and hands the rows
+ * to the sink in batches ({@link SnapshotChunk}, the first of each table flagged {@code
  * firstForTable}). One REPEATABLE READ, READ ONLY transaction on its own connection imports the
  * snapshot; each table is read with {@code COPY (SELECT published columns [WHERE row filter]) TO
  * STDOUT}, the fastest way out of PostgreSQL, and parsed from COPY's text format (the same text
@@ -28,6 +28,7 @@ import org.slf4j.LoggerFactory;
  */
 final class InitialSnapshot {
   private static final Logger log = LoggerFactory.getLogger(InitialSnapshot.class);
+
   /** A batch is handed over at this many bytes of row text even below the row count. */
   private static final long MAX_BATCH_BYTES = 8L << 20;
 
@@ -38,7 +39,11 @@ final class InitialSnapshot {
   private final BooleanSupplier cancelled;
 
   InitialSnapshot(
-      PipelineSettings settings, SourceSettings source, ChangeSink sink, SnapshotTracker tracker, BooleanSupplier cancelled) {
+      PipelineSettings settings,
+      SourceSettings source,
+      ChangeSink sink,
+      SnapshotTracker tracker,
+      BooleanSupplier cancelled) {
     this.settings = settings;
     this.source = source;
     this.sink = sink;
@@ -51,7 +56,8 @@ final class InitialSnapshot {
    *
    * @return the shapes of the tables read
    */
-  List<TableSchema> run(SlotManager.ExportedSnapshot snapshot) throws SQLException, InterruptedException {
+  List<TableSchema> run(SlotManager.ExportedSnapshot snapshot)
+      throws SQLException, InterruptedException {
     try (Connection c = open()) {
       c.setAutoCommit(false);
       try (Statement s = c.createStatement()) {
@@ -85,8 +91,13 @@ final class InitialSnapshot {
   private void copy(Connection c, PublishedTable table) throws SQLException, InterruptedException {
     String name = table.schema().qualifiedName();
     tracker.reading(name);
-    String sql = "COPY (SELECT " + table.quotedColumns() + " FROM " + table.fromClause()
-        + (table.rowFilter() == null ? "" : " WHERE " + table.rowFilter()) + ") TO STDOUT";
+    String sql =
+        "COPY (SELECT "
+            + table.quotedColumns()
+            + " FROM "
+            + table.fromClause()
+            + (table.rowFilter() == null ? "" : " WHERE " + table.rowFilter())
+            + ") TO STDOUT";
     int columns = table.schema().columns().size();
     CopyOut copy = c.unwrap(PGConnection.class).getCopyAPI().copyOut(sql);
     CompletableFuture<Void> previous = CompletableFuture.completedFuture(null);
@@ -99,7 +110,10 @@ final class InitialSnapshot {
         batch.add(CopyText.row(line, columns));
         bytes += line.length;
         if (batch.size() >= settings.snapshotBatchRows() || bytes >= MAX_BATCH_BYTES) {
-          previous = hand(previous, new SnapshotChunk(table.schema(), first, batch, Optional.empty(), false));
+          previous =
+              hand(
+                  previous,
+                  new SnapshotChunk(table.schema(), first, batch, Optional.empty(), false));
           first = false;
           batch = new ArrayList<>();
           bytes = 0;
@@ -121,7 +135,8 @@ final class InitialSnapshot {
     }
     if (!batch.isEmpty() || first) {
       // An empty table still gets its first chunk: the sink must empty its copy.
-      previous = hand(previous, new SnapshotChunk(table.schema(), first, batch, Optional.empty(), false));
+      previous =
+          hand(previous, new SnapshotChunk(table.schema(), first, batch, Optional.empty(), false));
     }
     await(previous);
     tracker.tableDone();
@@ -129,13 +144,15 @@ final class InitialSnapshot {
   }
 
   /** Waits for the previous sink call, then starts this one (calls never overlap). */
-  private CompletableFuture<Void> hand(CompletableFuture<Void> previous, SnapshotChunk chunk) throws InterruptedException {
+  private CompletableFuture<Void> hand(CompletableFuture<Void> previous, SnapshotChunk chunk)
+      throws InterruptedException {
     await(previous);
     if (cancelled.getAsBoolean()) {
       throw new CancellationException("pipeline stopped during the snapshot");
     }
     int rows = chunk.rows().size();
-    CompletableFuture<Void> next = sink.applySnapshot(chunk).toCompletableFuture().thenRun(() -> tracker.applied(rows));
+    CompletableFuture<Void> next =
+        sink.applySnapshot(chunk).toCompletableFuture().thenRun(() -> tracker.applied(rows));
     next.thenRun(() -> tracker.maybeLog(log, settings.name()));
     return next;
   }

@@ -13,8 +13,8 @@ import java.util.List;
  *     the sink's targets): streaming them would feed the pipeline's writes back into itself
  * @param failover request a failover slot (PostgreSQL 17+ only)
  * @param maxCommandRetries failed connect cycles before the stream is established, before halting
- * @param handoverWindow how long "slot active for another consumer" is retried without counting;
- *     at least the server's wal_sender_timeout is used
+ * @param handoverWindow how long "slot active for another consumer" is retried without counting; at
+ *     least the server's wal_sender_timeout is used
  * @param inFlightWindow transactions decoded but not yet durably applied (backpressure bound)
  * @param batchMaxTransactions 1 delivers one transaction per sink call; more groups transactions
  * @param batchMaxDelay how long a partial batch may wait for more transactions
@@ -25,8 +25,8 @@ import java.util.List;
  * @param streaming protocol 2 streaming of in-progress transactions and spilling them to disk
  * @param snapshotBatchRows rows per sink call when reading a snapshot (initial: a batch;
  *     incremental: a chunk)
- * @param incrementalAtStart run an incremental snapshot of every published table the first time
- *     the pipeline streams (resumed after restarts until it completes)
+ * @param incrementalAtStart run an incremental snapshot of every published table the first time the
+ *     pipeline streams (resumed after restarts until it completes)
  * @param incrementalMaxUnkeyedRows an incremental snapshot reads a table without a primary key (or
  *     replica identity index) whole; beyond this many rows it halts {@code snapshot-failed}
  */
@@ -61,9 +61,26 @@ public record PipelineSettings(
   /** Defaults for everything but names. */
   public static PipelineSettings of(String name, String slot, List<String> publications) {
     return new PipelineSettings(
-        name, slot, publications, StartMode.GO_FORWARD, List.of("weir"), false, 5, Duration.ofMillis(500),
-        Duration.ofSeconds(30), Duration.ofSeconds(60), 64, 1, Duration.ofMillis(100), 500_000, Duration.ZERO, false,
-        StreamingSettings.OFF, 5_000, false, 100_000);
+        name,
+        slot,
+        publications,
+        StartMode.GO_FORWARD,
+        List.of("weir"),
+        false,
+        5,
+        Duration.ofMillis(500),
+        Duration.ofSeconds(30),
+        Duration.ofSeconds(60),
+        64,
+        1,
+        Duration.ofMillis(100),
+        500_000,
+        Duration.ZERO,
+        false,
+        StreamingSettings.OFF,
+        5_000,
+        false,
+        100_000);
   }
 
   public PipelineSettings withStartMode(StartMode mode) {
@@ -83,7 +100,11 @@ public record PipelineSettings(
   }
 
   public PipelineSettings withRetries(int maxRetries, Duration minBackoff, Duration maxBackoff) {
-    return toBuilder().maxCommandRetries(maxRetries).minBackoff(minBackoff).maxBackoff(maxBackoff).build();
+    return toBuilder()
+        .maxCommandRetries(maxRetries)
+        .minBackoff(minBackoff)
+        .maxBackoff(maxBackoff)
+        .build();
   }
 
   public PipelineSettings withStatusInterval(Duration interval) {
@@ -124,7 +145,9 @@ public record PipelineSettings(
     return b;
   }
 
-  /** Mutable counterpart of {@link PipelineSettings}; start from {@link #of} and {@link #toBuilder}. */
+  /**
+   * Mutable counterpart of {@link PipelineSettings}; start from {@link #of} and {@link #toBuilder}.
+   */
   public static final class Builder {
     private String name;
     private String slot;
@@ -149,44 +172,113 @@ public record PipelineSettings(
 
     private Builder() {}
 
-    public Builder startMode(StartMode v) { startMode = v; return this; }
+    public Builder startMode(StartMode v) {
+      startMode = v;
+      return this;
+    }
 
-    public Builder excludedSchemas(List<String> v) { excludedSchemas = v; return this; }
+    public Builder excludedSchemas(List<String> v) {
+      excludedSchemas = v;
+      return this;
+    }
 
-    public Builder failover(boolean v) { failover = v; return this; }
+    public Builder failover(boolean v) {
+      failover = v;
+      return this;
+    }
 
-    public Builder maxCommandRetries(int v) { maxCommandRetries = v; return this; }
+    public Builder maxCommandRetries(int v) {
+      maxCommandRetries = v;
+      return this;
+    }
 
-    public Builder minBackoff(Duration v) { minBackoff = v; return this; }
+    public Builder minBackoff(Duration v) {
+      minBackoff = v;
+      return this;
+    }
 
-    public Builder maxBackoff(Duration v) { maxBackoff = v; return this; }
+    public Builder maxBackoff(Duration v) {
+      maxBackoff = v;
+      return this;
+    }
 
-    public Builder handoverWindow(Duration v) { handoverWindow = v; return this; }
+    public Builder handoverWindow(Duration v) {
+      handoverWindow = v;
+      return this;
+    }
 
-    public Builder inFlightWindow(int v) { inFlightWindow = v; return this; }
+    public Builder inFlightWindow(int v) {
+      inFlightWindow = v;
+      return this;
+    }
 
-    public Builder batchMaxTransactions(int v) { batchMaxTransactions = v; return this; }
+    public Builder batchMaxTransactions(int v) {
+      batchMaxTransactions = v;
+      return this;
+    }
 
-    public Builder batchMaxDelay(Duration v) { batchMaxDelay = v; return this; }
+    public Builder batchMaxDelay(Duration v) {
+      batchMaxDelay = v;
+      return this;
+    }
 
-    public Builder maxTransactionChanges(int v) { maxTransactionChanges = v; return this; }
+    public Builder maxTransactionChanges(int v) {
+      maxTransactionChanges = v;
+      return this;
+    }
 
-    public Builder statusInterval(Duration v) { statusInterval = v; return this; }
+    public Builder statusInterval(Duration v) {
+      statusInterval = v;
+      return this;
+    }
 
-    public Builder messages(boolean v) { messages = v; return this; }
+    public Builder messages(boolean v) {
+      messages = v;
+      return this;
+    }
 
-    public Builder streaming(StreamingSettings v) { streaming = v; return this; }
-    public Builder snapshotBatchRows(int v) { snapshotBatchRows = v; return this; }
+    public Builder streaming(StreamingSettings v) {
+      streaming = v;
+      return this;
+    }
 
-    public Builder incrementalAtStart(boolean v) { incrementalAtStart = v; return this; }
+    public Builder snapshotBatchRows(int v) {
+      snapshotBatchRows = v;
+      return this;
+    }
 
-    public Builder incrementalMaxUnkeyedRows(int v) { incrementalMaxUnkeyedRows = v; return this; }
+    public Builder incrementalAtStart(boolean v) {
+      incrementalAtStart = v;
+      return this;
+    }
+
+    public Builder incrementalMaxUnkeyedRows(int v) {
+      incrementalMaxUnkeyedRows = v;
+      return this;
+    }
 
     public PipelineSettings build() {
       return new PipelineSettings(
-          name, slot, publications, startMode, excludedSchemas, failover, maxCommandRetries, minBackoff, maxBackoff,
-          handoverWindow, inFlightWindow, batchMaxTransactions, batchMaxDelay, maxTransactionChanges, statusInterval,
-          messages, streaming, snapshotBatchRows, incrementalAtStart, incrementalMaxUnkeyedRows);
+          name,
+          slot,
+          publications,
+          startMode,
+          excludedSchemas,
+          failover,
+          maxCommandRetries,
+          minBackoff,
+          maxBackoff,
+          handoverWindow,
+          inFlightWindow,
+          batchMaxTransactions,
+          batchMaxDelay,
+          maxTransactionChanges,
+          statusInterval,
+          messages,
+          streaming,
+          snapshotBatchRows,
+          incrementalAtStart,
+          incrementalMaxUnkeyedRows);
     }
   }
 
@@ -200,7 +292,8 @@ public record PipelineSettings(
     check("pipeline name", name);
     check("slot name", slot);
     if (publications.isEmpty()) {
-      throw new PipelineHaltException(HaltReason.INVALID_IDENTIFIER, "at least one publication is required");
+      throw new PipelineHaltException(
+          HaltReason.INVALID_IDENTIFIER, "at least one publication is required");
     }
     publications.forEach(p -> check("publication name", p));
     excludedSchemas.forEach(s -> check("excluded schema", s));
@@ -208,7 +301,8 @@ public record PipelineSettings(
 
   private static void check(String what, String identifier) {
     if (!Identifiers.isValid(identifier)) {
-      throw new PipelineHaltException(HaltReason.INVALID_IDENTIFIER, what + " " + Identifiers.SHAPE);
+      throw new PipelineHaltException(
+          HaltReason.INVALID_IDENTIFIER, what + " " + Identifiers.SHAPE);
     }
   }
 }

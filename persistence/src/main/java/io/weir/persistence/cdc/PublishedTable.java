@@ -14,10 +14,10 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A table as a publication streams it, read from the catalog: the shape a pgoutput Relation
- * message would announce (published, non-generated columns in attribute order, replica identity
- * flags as pgoutput sets them), the publications' row filter, the planner's row estimate and the
- * primary key used to read it in key order.
+ * A table as a publication streams it, read from the catalog: the shape a pgoutput Relation message
+ * would announce (published, non-generated columns in attribute order, replica identity flags as
+ * pgoutput sets them), the publications' row filter, the planner's row estimate and the primary key
+ * used to read it in key order.
  *
  * @param rowFilter SQL expression from the catalog restricting published rows, null for all rows
  *     (several publications: rows any of them publishes)
@@ -28,7 +28,11 @@ import java.util.Map;
  *     partitions, so reads must not say {@code ONLY}
  */
 public record PublishedTable(
-    TableSchema schema, String rowFilter, long estimatedRows, List<Integer> primaryKey, boolean partitioned) {
+    TableSchema schema,
+    String rowFilter,
+    long estimatedRows,
+    List<Integer> primaryKey,
+    boolean partitioned) {
 
   public PublishedTable {
     primaryKey = List.copyOf(primaryKey);
@@ -84,9 +88,18 @@ public record PublishedTable(
    * The tables the publications stream, as seen by the connection's current snapshot (call it
    * inside the snapshot's transaction).
    */
-  public static List<PublishedTable> list(Connection c, List<String> publications) throws SQLException {
-    record Row(long oid, String schema, String table, char identity, long estimate, boolean unfiltered, String filter,
-        List<String> columns, boolean partitioned) {}
+  public static List<PublishedTable> list(Connection c, List<String> publications)
+      throws SQLException {
+    record Row(
+        long oid,
+        String schema,
+        String table,
+        char identity,
+        long estimate,
+        boolean unfiltered,
+        String filter,
+        List<String> columns,
+        boolean partitioned) {}
     List<Row> rows = new ArrayList<>();
     try (PreparedStatement ps = c.prepareStatement(TABLES_SQL)) {
       ps.setArray(1, c.createArrayOf("text", publications.toArray()));
@@ -94,8 +107,17 @@ public record PublishedTable(
         while (rs.next()) {
           Array cols = rs.getArray(8);
           List<String> columns = cols == null ? List.of() : List.of((String[]) cols.getArray());
-          rows.add(new Row(rs.getLong(1), rs.getString(2), rs.getString(3), rs.getString(4).charAt(0), rs.getLong(5),
-              rs.getBoolean(6), rs.getString(7), columns, rs.getBoolean(9)));
+          rows.add(
+              new Row(
+                  rs.getLong(1),
+                  rs.getString(2),
+                  rs.getString(3),
+                  rs.getString(4).charAt(0),
+                  rs.getLong(5),
+                  rs.getBoolean(6),
+                  rs.getString(7),
+                  columns,
+                  rs.getBoolean(9)));
         }
       }
     }
@@ -122,14 +144,23 @@ public record PublishedTable(
           }
         }
       }
-      ReplicaIdentity identity = ReplicaIdentity.forWireByte(r.identity())
-          .orElseThrow(() -> new PipelineHaltException(HaltReason.SCHEMA_INCOMPATIBLE,
-              "table " + r.schema() + "." + r.table() + " has an unknown replica identity"));
-      short[] identityKey = switch (identity) {
-        case DEFAULT -> primary.isEmpty() ? new short[0] : primary.get(0);
-        case INDEX -> replident.isEmpty() ? new short[0] : replident.get(0);
-        default -> new short[0];
-      };
+      ReplicaIdentity identity =
+          ReplicaIdentity.forWireByte(r.identity())
+              .orElseThrow(
+                  () ->
+                      new PipelineHaltException(
+                          HaltReason.SCHEMA_INCOMPATIBLE,
+                          "table "
+                              + r.schema()
+                              + "."
+                              + r.table()
+                              + " has an unknown replica identity"));
+      short[] identityKey =
+          switch (identity) {
+            case DEFAULT -> primary.isEmpty() ? new short[0] : primary.get(0);
+            case INDEX -> replident.isEmpty() ? new short[0] : replident.get(0);
+            default -> new short[0];
+          };
       List<TableSchema.Column> columns = new ArrayList<>();
       try (PreparedStatement ps = c.prepareStatement(COLUMNS_SQL)) {
         ps.setLong(1, r.oid());
@@ -143,7 +174,10 @@ public record PublishedTable(
           }
         }
       }
-      short[] order = !primary.isEmpty() ? primary.get(0) : (!replident.isEmpty() ? replident.get(0) : new short[0]);
+      short[] order =
+          !primary.isEmpty()
+              ? primary.get(0)
+              : (!replident.isEmpty() ? replident.get(0) : new short[0]);
       List<Integer> pk = new ArrayList<>();
       for (short attnum : order) {
         Integer at = indexOfAttnum.get(attnum);
@@ -154,7 +188,9 @@ public record PublishedTable(
         pk.add(at);
       }
       TableSchema schema = new TableSchema(r.oid(), r.schema(), r.table(), identity, columns);
-      out.add(new PublishedTable(schema, r.unfiltered() ? null : r.filter(), r.estimate(), pk, r.partitioned()));
+      out.add(
+          new PublishedTable(
+              schema, r.unfiltered() ? null : r.filter(), r.estimate(), pk, r.partitioned()));
     }
     return out;
   }

@@ -31,14 +31,17 @@ public final class RelationStore {
   public Map<Long, TableSchema> load(String pipeline) throws SQLException {
     Map<Long, TableSchema> out = new HashMap<>();
     try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement("SELECT relation_id, definition FROM " + table + " WHERE pipeline = ?")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT relation_id, definition FROM " + table + " WHERE pipeline = ?")) {
       ps.setString(1, pipeline);
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
           try {
             out.put(rs.getLong(1), JSON.readValue(rs.getString(2), TableSchema.class));
           } catch (JsonProcessingException e) {
-            throw new PipelineHaltException(HaltReason.SCHEMA_INCOMPATIBLE, "a recorded table shape cannot be read back");
+            throw new PipelineHaltException(
+                HaltReason.SCHEMA_INCOMPATIBLE, "a recorded table shape cannot be read back");
           }
         }
       }
@@ -46,14 +49,22 @@ public final class RelationStore {
     return out;
   }
 
-  /** Records shapes accepted in the transaction committed at {@code acceptedAt}; an older write never wins. */
+  /**
+   * Records shapes accepted in the transaction committed at {@code acceptedAt}; an older write
+   * never wins.
+   */
   public void save(String pipeline, List<TableSchema> schemas, Lsn acceptedAt) throws SQLException {
     try (Connection c = dataSource.getConnection();
-        PreparedStatement ps = c.prepareStatement(
-            "INSERT INTO " + table + " (pipeline, relation_id, qualified, accepted_lsn, definition) "
-                + "VALUES (?, ?, ?, ?::pg_lsn, ?) ON CONFLICT (pipeline, relation_id) DO UPDATE SET "
-                + "qualified = excluded.qualified, accepted_lsn = excluded.accepted_lsn, definition = excluded.definition "
-                + "WHERE " + table + ".accepted_lsn < excluded.accepted_lsn")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "INSERT INTO "
+                    + table
+                    + " (pipeline, relation_id, qualified, accepted_lsn, definition) "
+                    + "VALUES (?, ?, ?, ?::pg_lsn, ?) ON CONFLICT (pipeline, relation_id) DO UPDATE SET "
+                    + "qualified = excluded.qualified, accepted_lsn = excluded.accepted_lsn, definition = excluded.definition "
+                    + "WHERE "
+                    + table
+                    + ".accepted_lsn < excluded.accepted_lsn")) {
       for (TableSchema s : schemas) {
         ps.setString(1, pipeline);
         ps.setLong(2, s.relationId());

@@ -37,9 +37,10 @@ import org.postgresql.replication.PGReplicationStream;
  *       downstream backpressures and nobody polls — so the server does not time the connection out.
  *   <li>Idle advancement: when the last data message read was a Commit (or Stream Commit) and it
  *       has been acknowledged (nothing open, nothing delivered and unacknowledged), the flushed
- *       position follows the server's WAL end from keep-alives, so a slot over quiet tables does not
- *       hold WAL. With streaming, a streamed transaction is open from its first Stream Start until
- *       its Stream Commit or top-level Stream Abort, also between its blocks; see {@link Tracker}.
+ *       position follows the server's WAL end from keep-alives, so a slot over quiet tables does
+ *       not hold WAL. With streaming, a streamed transaction is open from its first Stream Start
+ *       until its Stream Commit or top-level Stream Abort, also between its blocks; see {@link
+ *       Tracker}.
  * </ul>
  */
 public final class ReplicationConnection implements AutoCloseable {
@@ -58,7 +59,8 @@ public final class ReplicationConnection implements AutoCloseable {
   private volatile long serverPosition;
   private final long startPosition;
 
-  private ReplicationConnection(Connection connection, PGReplicationStream stream, ScheduledExecutorService io, long start) {
+  private ReplicationConnection(
+      Connection connection, PGReplicationStream stream, ScheduledExecutorService io, long start) {
     this.connection = connection;
     this.stream = stream;
     this.io = io;
@@ -72,7 +74,10 @@ public final class ReplicationConnection implements AutoCloseable {
   /** Server identity as reported by IDENTIFY_SYSTEM on a replication connection. */
   public record SystemIdentity(long systemIdentifier, int timeline, Lsn walPosition) {}
 
-  /** Opens a replication (walsender) connection in simple query mode, as the replication protocol needs. */
+  /**
+   * Opens a replication (walsender) connection in simple query mode, as the replication protocol
+   * needs.
+   */
   public static Connection openReplicationSession(SourceSettings source) throws SQLException {
     return openReplicationSession(source, 0);
   }
@@ -82,7 +87,8 @@ public final class ReplicationConnection implements AutoCloseable {
    * logical_decoding_work_mem} set to {@code decodingWorkMemKb} kB (0: the server's setting). The
    * walsender reads it when deciding to stream (or spill) a transaction; it is user-settable.
    */
-  public static Connection openReplicationSession(SourceSettings source, int decodingWorkMemKb) throws SQLException {
+  public static Connection openReplicationSession(SourceSettings source, int decodingWorkMemKb)
+      throws SQLException {
     // Login, TLS (source.tls / weir.postgres.tls), timeouts: as every connection to the source.
     Properties props = source.properties("weir-replication");
     if (decodingWorkMemKb > 0) {
@@ -100,7 +106,9 @@ public final class ReplicationConnection implements AutoCloseable {
         ResultSet rs = s.executeQuery("IDENTIFY_SYSTEM")) {
       rs.next();
       return new SystemIdentity(
-          Long.parseUnsignedLong(rs.getString("systemid")), rs.getInt("timeline"), Lsn.parse(rs.getString("xlogpos")));
+          Long.parseUnsignedLong(rs.getString("systemid")),
+          rs.getInt("timeline"),
+          Lsn.parse(rs.getString("xlogpos")));
     }
   }
 
@@ -111,8 +119,13 @@ public final class ReplicationConnection implements AutoCloseable {
    *     that is later, and sends only transactions committing after it
    */
   public static ReplicationConnection start(
-      Connection replicationSession, String slot, List<String> publications, Lsn start, Duration statusInterval,
-      boolean messages) throws SQLException {
+      Connection replicationSession,
+      String slot,
+      List<String> publications,
+      Lsn start,
+      Duration statusInterval,
+      boolean messages)
+      throws SQLException {
     return start(replicationSession, slot, publications, start, statusInterval, messages, false);
   }
 
@@ -121,8 +134,14 @@ public final class ReplicationConnection implements AutoCloseable {
    * server sends large in-progress transactions in Stream Start/Stop blocks before they end.
    */
   public static ReplicationConnection start(
-      Connection replicationSession, String slot, List<String> publications, Lsn start, Duration statusInterval,
-      boolean messages, boolean streaming) throws SQLException {
+      Connection replicationSession,
+      String slot,
+      List<String> publications,
+      Lsn start,
+      Duration statusInterval,
+      boolean messages,
+      boolean streaming)
+      throws SQLException {
     var logical =
         replicationSession
             .unwrap(PGConnection.class)
@@ -142,12 +161,14 @@ public final class ReplicationConnection implements AutoCloseable {
             .withStartPosition(LogSequenceNumber.valueOf(start.asLong()))
             .start();
     ScheduledExecutorService io =
-        Executors.newSingleThreadScheduledExecutor(r -> {
-          Thread t = new Thread(r, "weir-slot-" + slot);
-          t.setDaemon(true);
-          return t;
-        });
-    ReplicationConnection rc = new ReplicationConnection(replicationSession, stream, io, start.asLong());
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "weir-slot-" + slot);
+              t.setDaemon(true);
+              return t;
+            });
+    ReplicationConnection rc =
+        new ReplicationConnection(replicationSession, stream, io, start.asLong());
     long every = Math.max(200, statusInterval.toMillis());
     io.scheduleWithFixedDelay(rc::keepAlive, every, every, TimeUnit.MILLISECONDS);
     return rc;
@@ -158,13 +179,15 @@ public final class ReplicationConnection implements AutoCloseable {
    * list when none arrived. Fails when the connection fails.
    */
   public CompletionStage<List<WalMessage>> poll(int max, Duration maxWait) {
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        return read(max, maxWait);
-      } catch (SQLException e) {
-        throw new java.util.concurrent.CompletionException(e);
-      }
-    }, io);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try {
+            return read(max, maxWait);
+          } catch (SQLException e) {
+            throw new java.util.concurrent.CompletionException(e);
+          }
+        },
+        io);
   }
 
   private List<WalMessage> read(int max, Duration maxWait) throws SQLException {
@@ -205,9 +228,12 @@ public final class ReplicationConnection implements AutoCloseable {
    * Nothing else is decoded here; the pipeline's decoder checks the messages in full.
    */
   static final class Tracker {
-    private static final int COMMIT_END_LSN_OFFSET = 10; // 'C', int8 flags, int64 commit LSN, then end LSN
-    private static final int STREAM_COMMIT_END_LSN_OFFSET = 14; // 'c', int32 xid, int8 flags, int64 commit LSN, end LSN
-    private static final int MESSAGE_LSN_OFFSET = 2; // 'M', int8 flags, then int64 LSN (outside stream blocks)
+    private static final int COMMIT_END_LSN_OFFSET =
+        10; // 'C', int8 flags, int64 commit LSN, then end LSN
+    private static final int STREAM_COMMIT_END_LSN_OFFSET =
+        14; // 'c', int32 xid, int8 flags, int64 commit LSN, end LSN
+    private static final int MESSAGE_LSN_OFFSET =
+        2; // 'M', int8 flags, then int64 LSN (outside stream blocks)
 
     private long lastCommitEnd;
     private boolean openTransaction;
@@ -286,7 +312,9 @@ public final class ReplicationConnection implements AutoCloseable {
 
     /** Whether nothing is open and every commit read so far is acknowledged by {@code acked}. */
     boolean idle(long acked) {
-      return !openTransaction && openStreams.isEmpty() && Long.compareUnsigned(acked, lastCommitEnd) >= 0;
+      return !openTransaction
+          && openStreams.isEmpty()
+          && Long.compareUnsigned(acked, lastCommitEnd) >= 0;
     }
 
     /** Idle advancement moved the acknowledged position to {@code position}. */
@@ -301,12 +329,13 @@ public final class ReplicationConnection implements AutoCloseable {
 
   /** Downstream has durably committed every transaction up to the one ending at {@code endLsn}. */
   public void acknowledge(Lsn endLsn) {
-    io.execute(() -> {
-      if (Long.compareUnsigned(endLsn.asLong(), acked) > 0) {
-        acked = endLsn.asLong();
-        report(acked);
-      }
-    });
+    io.execute(
+        () -> {
+          if (Long.compareUnsigned(endLsn.asLong(), acked) > 0) {
+            acked = endLsn.asLong();
+            report(acked);
+          }
+        });
   }
 
   private void keepAlive() {
@@ -353,23 +382,26 @@ public final class ReplicationConnection implements AutoCloseable {
   /** Closes the stream and connection on the IO thread, after a final status update. */
   @Override
   public void close() {
-    CompletableFuture<Void> done = CompletableFuture.runAsync(() -> {
-      try {
-        stream.forceUpdateStatus();
-      } catch (SQLException | RuntimeException ignored) {
-        // Closing anyway.
-      }
-      try {
-        stream.close();
-      } catch (SQLException | RuntimeException ignored) {
-        // Closing anyway.
-      }
-      try {
-        connection.close();
-      } catch (SQLException ignored) {
-        // Closing anyway.
-      }
-    }, io);
+    CompletableFuture<Void> done =
+        CompletableFuture.runAsync(
+            () -> {
+              try {
+                stream.forceUpdateStatus();
+              } catch (SQLException | RuntimeException ignored) {
+                // Closing anyway.
+              }
+              try {
+                stream.close();
+              } catch (SQLException | RuntimeException ignored) {
+                // Closing anyway.
+              }
+              try {
+                connection.close();
+              } catch (SQLException ignored) {
+                // Closing anyway.
+              }
+            },
+            io);
     try {
       done.get(10, TimeUnit.SECONDS);
     } catch (Exception e) {

@@ -13,22 +13,21 @@ import java.util.Optional;
  * Tracks the shape of every published table from pgoutput Relation messages and decides whether a
  * new shape is safe to follow. Compatible: a column added at the end. Incompatible, halting the
  * pipeline fail-closed: a column dropped or renamed, a column's type or type modifier changed, the
- * replica identity (or which columns form it) changed, the table renamed or moved. Reasons name
- * the table and column, never a value.
+ * replica identity (or which columns form it) changed, the table renamed or moved. Reasons name the
+ * table and column, never a value.
  *
  * <h2>Streamed transactions</h2>
  *
  * PostgreSQL sends a Relation message inside each streamed transaction before that transaction
  * first uses the table, with the shape the transaction sees; the message may arrive long before the
  * transaction commits, or belong to one that aborts. Such messages go to a {@link View} of their
- * transaction, never straight into the run's shapes: changes in the stream are read with the
- * view's shapes; at the Stream Commit ({@link #commit}) each of the view's shapes becomes the run's
- * unless a Relation message that arrived later already replaced it (as the server, too, considers
- * the shape sent once the streamed transaction commits, unless invalidated since); an abort drops
- * the view. A view judges each of its messages against the shape in effect for it (its own last
- * one, else the run's, else the recorded one) in arrival order, but an incompatible shape halts
- * only if the transaction commits: work that rolls back is never delivered, so it cannot hurt the
- * sink.
+ * transaction, never straight into the run's shapes: changes in the stream are read with the view's
+ * shapes; at the Stream Commit ({@link #commit}) each of the view's shapes becomes the run's unless
+ * a Relation message that arrived later already replaced it (as the server, too, considers the
+ * shape sent once the streamed transaction commits, unless invalidated since); an abort drops the
+ * view. A view judges each of its messages against the shape in effect for it (its own last one,
+ * else the run's, else the recorded one) in arrival order, but an incompatible shape halts only if
+ * the transaction commits: work that rolls back is never delivered, so it cannot hurt the sink.
  *
  * <p>Not thread-safe: one instance per stream run.
  */
@@ -47,8 +46,8 @@ public final class SchemaGuard {
 
   /**
    * @param recorded shapes accepted in earlier runs ({@link RelationStore}): a table's first
-   *     Relation in this run is judged against them, so changes made while the pipeline was
-   *     stopped are caught too
+   *     Relation in this run is judged against them, so changes made while the pipeline was stopped
+   *     are caught too
    */
   public SchemaGuard(Map<Long, TableSchema> recorded) {
     this.recorded = Map.copyOf(recorded);
@@ -86,7 +85,11 @@ public final class SchemaGuard {
     return v == Verdict.CHANGED ? Optional.of(next) : Optional.empty();
   }
 
-  private enum Verdict { NEW, SAME, CHANGED }
+  private enum Verdict {
+    NEW,
+    SAME,
+    CHANGED
+  }
 
   /**
    * Judges {@code next} against {@code base} (the shape in effect), or against the recorded shape
@@ -136,7 +139,8 @@ public final class SchemaGuard {
     }
     for (int i = previous.columns().size(); i < next.columns().size(); i++) {
       if (next.columns().get(i).key()) {
-        throw halt(table, "added column " + next.columns().get(i).name() + " joined the replica identity");
+        throw halt(
+            table, "added column " + next.columns().get(i).name() + " joined the replica identity");
       }
     }
     return Verdict.CHANGED;
@@ -163,17 +167,18 @@ public final class SchemaGuard {
     if (view.incompatible != null) {
       throw view.incompatible;
     }
-    view.shapes.forEach((id, shape) -> {
-      long at = view.seqs.get(id);
-      if (knownSeq.getOrDefault(id, -1L) < at) {
-        known.put(id, shape);
-        knownSeq.put(id, at);
-        TableSchema toRecord = view.toRecord.get(id);
-        if (toRecord != null) {
-          unrecorded.add(toRecord);
-        }
-      }
-    });
+    view.shapes.forEach(
+        (id, shape) -> {
+          long at = view.seqs.get(id);
+          if (knownSeq.getOrDefault(id, -1L) < at) {
+            known.put(id, shape);
+            knownSeq.put(id, at);
+            TableSchema toRecord = view.toRecord.get(id);
+            if (toRecord != null) {
+              unrecorded.add(toRecord);
+            }
+          }
+        });
   }
 
   /** The shapes one streamed transaction has sent so far; see the class comment. */
@@ -211,7 +216,10 @@ public final class SchemaGuard {
       }
     }
 
-    /** The shape of a relation as this transaction sees it now: its own, else the run's; null if neither. */
+    /**
+     * The shape of a relation as this transaction sees it now: its own, else the run's; null if
+     * neither.
+     */
     public TableSchema schema(long relationId) {
       TableSchema s = shapes.get(relationId);
       return s != null ? s : known.get(relationId);
@@ -226,7 +234,8 @@ public final class SchemaGuard {
       TableSchema k = known.get(relationId);
       if (k != null && !shapes.containsKey(relationId)) {
         shapes.put(relationId, k);
-        seqs.put(relationId, knownSeq.get(relationId)); // not later than the run's: never merged back
+        seqs.put(
+            relationId, knownSeq.get(relationId)); // not later than the run's: never merged back
         inherited.put(relationId, k);
       }
     }

@@ -3,5 +3,8 @@ package io.weir.persistence.cdc;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.SlotIncarnation;
 
-/** A sink's durable position: the last transaction it applied, by commit LSN, in one slot incarnation. */
+/**
+ * A sink's durable position: the last transaction it applied, by commit LSN, in one slot
+ * incarnation.
+ */
 public record SinkCheckpoint(SlotIncarnation incarnation, Lsn commitLsn) {}

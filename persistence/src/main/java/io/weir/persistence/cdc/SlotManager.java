@@ -20,9 +20,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The checks and decisions made before a pipeline streams: publications exist and do not feed
- * Weir's writes back, the failover request is possible, and the slot is created, adopted or
- * resumed consistently with the sink's checkpoint and the recorded slot incarnation. Every refusal
- * is a {@link PipelineHaltException} with a typed reason. Blocking: run on an IO dispatcher.
+ * Weir's writes back, the failover request is possible, and the slot is created, adopted or resumed
+ * consistently with the sink's checkpoint and the recorded slot incarnation. Every refusal is a
+ * {@link PipelineHaltException} with a typed reason. Blocking: run on an IO dispatcher.
  */
 public final class SlotManager {
   private static final Logger log = LoggerFactory.getLogger(SlotManager.class);
@@ -69,7 +69,8 @@ public final class SlotManager {
     List<String> found = new ArrayList<>();
     boolean allTables = false;
     try (PreparedStatement ps =
-        source.prepareStatement("SELECT pubname, puballtables FROM pg_publication WHERE pubname = ANY(?)")) {
+        source.prepareStatement(
+            "SELECT pubname, puballtables FROM pg_publication WHERE pubname = ANY(?)")) {
       ps.setArray(1, source.createArrayOf("text", settings.publications().toArray()));
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
@@ -80,18 +81,23 @@ public final class SlotManager {
     }
     for (String p : settings.publications()) {
       if (!found.contains(p)) {
-        throw new PipelineHaltException(HaltReason.PUBLICATION_MISSING, "publication " + p + " does not exist");
+        throw new PipelineHaltException(
+            HaltReason.PUBLICATION_MISSING, "publication " + p + " does not exist");
       }
     }
     Array excluded = source.createArrayOf("text", settings.excludedSchemas().toArray());
     if (allTables) {
-      try (PreparedStatement ps = source.prepareStatement("SELECT nspname FROM pg_namespace WHERE nspname = ANY(?) LIMIT 1")) {
+      try (PreparedStatement ps =
+          source.prepareStatement(
+              "SELECT nspname FROM pg_namespace WHERE nspname = ANY(?) LIMIT 1")) {
         ps.setArray(1, excluded);
         try (ResultSet rs = ps.executeQuery()) {
           if (rs.next()) {
             throw new PipelineHaltException(
                 HaltReason.PUBLICATION_FEEDS_BACK,
-                "a FOR ALL TABLES publication covers schema " + rs.getString(1) + ", which Weir writes to");
+                "a FOR ALL TABLES publication covers schema "
+                    + rs.getString(1)
+                    + ", which Weir writes to");
           }
         }
       }
@@ -106,7 +112,12 @@ public final class SlotManager {
         if (rs.next()) {
           throw new PipelineHaltException(
               HaltReason.PUBLICATION_FEEDS_BACK,
-              "publication " + rs.getString(1) + " streams " + rs.getString(2) + "." + rs.getString(3)
+              "publication "
+                  + rs.getString(1)
+                  + " streams "
+                  + rs.getString(2)
+                  + "."
+                  + rs.getString(3)
                   + ", which Weir writes to");
         }
       }
@@ -119,7 +130,8 @@ public final class SlotManager {
     return recorded().map(Recorded::incarnation);
   }
 
-  private record Recorded(SlotIncarnation incarnation, String slotName, String snapshotState, boolean restored) {
+  private record Recorded(
+      SlotIncarnation incarnation, String slotName, String snapshotState, boolean restored) {
     boolean snapshotPending() {
       return "pending".equals(snapshotState);
     }
@@ -137,10 +149,15 @@ public final class SlotManager {
         if (!rs.next()) {
           return Optional.empty();
         }
-        return Optional.of(new Recorded(
-            new SlotIncarnation(
-                rs.getObject(1, UUID.class), rs.getBigDecimal(2).toBigInteger().longValue(), rs.getInt(3)),
-            rs.getString(4), rs.getString(5), rs.getBoolean(6)));
+        return Optional.of(
+            new Recorded(
+                new SlotIncarnation(
+                    rs.getObject(1, UUID.class),
+                    rs.getBigDecimal(2).toBigInteger().longValue(),
+                    rs.getInt(3)),
+                rs.getString(4),
+                rs.getString(5),
+                rs.getBoolean(6)));
       }
     }
   }
@@ -163,7 +180,11 @@ public final class SlotManager {
         }
         String confirmed = rs.getString(4);
         return Optional.of(
-            new SlotRow(rs.getString(1), rs.getString(2), rs.getString(3), confirmed == null ? Lsn.INVALID : Lsn.parse(confirmed)));
+            new SlotRow(
+                rs.getString(1),
+                rs.getString(2),
+                rs.getString(3),
+                confirmed == null ? Lsn.INVALID : Lsn.parse(confirmed)));
       }
     }
   }
@@ -171,11 +192,12 @@ public final class SlotManager {
   /**
    * The incarnation to stream in, and the slot's confirmed position to start from.
    *
-   * @param exported present when the slot was just created for an initial snapshot: read the
-   *     tables at this snapshot (while the replication session stays idle), store the hand-off
-   *     checkpoint, then stream from {@code confirmed}, the snapshot's consistent point
+   * @param exported present when the slot was just created for an initial snapshot: read the tables
+   *     at this snapshot (while the replication session stays idle), store the hand-off checkpoint,
+   *     then stream from {@code confirmed}, the snapshot's consistent point
    */
-  public record Prepared(SlotIncarnation incarnation, Lsn confirmed, Optional<ExportedSnapshot> exported) {
+  public record Prepared(
+      SlotIncarnation incarnation, Lsn confirmed, Optional<ExportedSnapshot> exported) {
     public Prepared(SlotIncarnation incarnation, Lsn confirmed) {
       this(incarnation, confirmed, Optional.empty());
     }
@@ -186,11 +208,14 @@ public final class SlotManager {
    * that created the slot stays open and runs no other command.
    */
   public record ExportedSnapshot(String name, Lsn consistentPoint) {
-    private static final java.util.regex.Pattern SHAPE = java.util.regex.Pattern.compile("[0-9A-Fa-f]+(-[0-9A-Fa-f]+){1,2}");
+    private static final java.util.regex.Pattern SHAPE =
+        java.util.regex.Pattern.compile("[0-9A-Fa-f]+(-[0-9A-Fa-f]+){1,2}");
 
     public ExportedSnapshot {
       if (!SHAPE.matcher(name).matches()) {
-        throw new PipelineHaltException(HaltReason.PROTOCOL_VIOLATION, "the server returned a snapshot name of unexpected shape");
+        throw new PipelineHaltException(
+            HaltReason.PROTOCOL_VIOLATION,
+            "the server returned a snapshot name of unexpected shape");
       }
     }
   }
@@ -201,21 +226,30 @@ public final class SlotManager {
    * @param checkpoint the sink's durable checkpoint, if it has one
    */
   public Prepared prepareSlot(
-      Connection source, Connection replicationSession, ReplicationConnection.SystemIdentity server,
+      Connection source,
+      Connection replicationSession,
+      ReplicationConnection.SystemIdentity server,
       Optional<SinkCheckpoint> checkpoint)
       throws SQLException {
     Optional<Recorded> record = recorded();
     if (record.isPresent() && record.get().restored()) {
-      // Weir's records (and the sink's state in schema weir) were rewound by a restore while the slot
+      // Weir's records (and the sink's state in schema weir) were rewound by a restore while the
+      // slot
       // went on: its confirmed position may be past transactions the restored state never saw, and
       // streaming would skip them. Comparing positions cannot tell: an idle pipeline confirms past
       // WAL without transactions too.
       throw new PipelineHaltException(
           HaltReason.RESTORED_FROM_BACKUP,
           "this pipeline's records were restored from a backup while its slot went on; drop the pipeline"
-              + " (DELETE /admin/pipelines/" + settings.name() + "?confirm=" + settings.name() + ") and start it again");
+              + " (DELETE /admin/pipelines/"
+              + settings.name()
+              + "?confirm="
+              + settings.name()
+              + ") and start it again");
     }
-    if (record.isPresent() && record.get().slotName().equals(settings.slot()) && record.get().snapshotPending()) {
+    if (record.isPresent()
+        && record.get().slotName().equals(settings.slot())
+        && record.get().snapshotPending()) {
       SlotIncarnation pending = record.get().incarnation();
       if (checkpoint.isPresent() && checkpoint.get().incarnation().equals(pending)) {
         // The hand-off checkpoint was stored before the crash: the snapshot is complete.
@@ -223,7 +257,8 @@ public final class SlotManager {
         record = recorded();
       } else if (checkpoint.isPresent()) {
         throw new PipelineHaltException(
-            HaltReason.INCARNATION_MISMATCH, "the sink's checkpoint belongs to another slot incarnation than the pending snapshot's");
+            HaltReason.INCARNATION_MISMATCH,
+            "the sink's checkpoint belongs to another slot incarnation than the pending snapshot's");
       } else {
         // The exported snapshot died with the previous connection: the one sanctioned recreation.
         if (slot(source).isPresent()) {
@@ -232,14 +267,18 @@ public final class SlotManager {
         log.warn(
             "pipeline {}: the initial snapshot did not reach its hand-off checkpoint; slot {} is dropped and "
                 + "recreated and the snapshot starts again from the beginning",
-            settings.name(), settings.slot());
+            settings.name(),
+            settings.slot());
         return createExporting(replicationSession, server);
       }
     }
     if (record.isPresent() && !record.get().slotName().equals(settings.slot())) {
       throw new PipelineHaltException(
           HaltReason.INCARNATION_MISMATCH,
-          "this pipeline's checkpoints belong to slot " + record.get().slotName() + ", not " + settings.slot());
+          "this pipeline's checkpoints belong to slot "
+              + record.get().slotName()
+              + ", not "
+              + settings.slot());
     }
     Optional<SlotIncarnation> recorded = record.map(Recorded::incarnation);
     Optional<SlotRow> slot = slot(source);
@@ -252,35 +291,50 @@ public final class SlotManager {
       if (checkpoint.isPresent()) {
         throw new PipelineHaltException(
             HaltReason.SLOT_LOST,
-            "slot " + settings.slot() + " no longer exists but the sink has a checkpoint at "
-                + checkpoint.get().commitLsn() + "; it is not recreated silently");
+            "slot "
+                + settings.slot()
+                + " no longer exists but the sink has a checkpoint at "
+                + checkpoint.get().commitLsn()
+                + "; it is not recreated silently");
       }
       if (recorded.isPresent()) {
         // Weir created or adopted this slot before: whatever it held since is gone.
         throw new PipelineHaltException(
             HaltReason.SLOT_LOST,
-            "slot " + settings.slot() + " that this pipeline streamed from no longer exists; it is not recreated silently");
+            "slot "
+                + settings.slot()
+                + " that this pipeline streamed from no longer exists; it is not recreated silently");
       }
       if (settings.startMode() == StartMode.RESUME) {
-        throw new PipelineHaltException(HaltReason.SLOT_MISSING, "slot " + settings.slot() + " does not exist (start mode resume)");
+        throw new PipelineHaltException(
+            HaltReason.SLOT_MISSING,
+            "slot " + settings.slot() + " does not exist (start mode resume)");
       }
       if (settings.startMode() == StartMode.SNAPSHOT) {
         return createExporting(replicationSession, server);
       }
       Lsn created = createSlot(source);
-      SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
+      SlotIncarnation incarnation =
+          new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
       record(incarnation);
-      log.info("pipeline {}: created slot {} at {} (incarnation {})", settings.name(), settings.slot(), created, incarnation.id());
+      log.info(
+          "pipeline {}: created slot {} at {} (incarnation {})",
+          settings.name(),
+          settings.slot(),
+          created,
+          incarnation.id());
       return new Prepared(incarnation, created);
     }
     SlotRow row = slot.get();
     if (!"pgoutput".equals(row.plugin()) || !currentDb.equals(row.database())) {
       throw new PipelineHaltException(
-          HaltReason.SLOT_INCOMPATIBLE, "slot " + settings.slot() + " uses another output plugin or database");
+          HaltReason.SLOT_INCOMPATIBLE,
+          "slot " + settings.slot() + " uses another output plugin or database");
     }
     if ("lost".equals(row.walStatus())) {
       throw new PipelineHaltException(
-          HaltReason.SLOT_LOST, "slot " + settings.slot() + " was invalidated by the server (wal_status lost)");
+          HaltReason.SLOT_LOST,
+          "slot " + settings.slot() + " was invalidated by the server (wal_status lost)");
     }
     if (recorded.isEmpty()) {
       if (checkpoint.isPresent()) {
@@ -291,27 +345,38 @@ public final class SlotManager {
       if (settings.startMode() == StartMode.SNAPSHOT) {
         throw new PipelineHaltException(
             HaltReason.CONFLICTING_OPTIONS,
-            "start mode snapshot creates its own slot, but slot " + settings.slot()
+            "start mode snapshot creates its own slot, but slot "
+                + settings.slot()
                 + " already exists; drop it, or adopt it with go-forward and an incremental snapshot");
       }
-      SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
+      SlotIncarnation incarnation =
+          new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
       record(incarnation);
-      log.info("pipeline {}: adopted existing slot {} (incarnation {})", settings.name(), settings.slot(), incarnation.id());
+      log.info(
+          "pipeline {}: adopted existing slot {} (incarnation {})",
+          settings.name(),
+          settings.slot(),
+          incarnation.id());
       return new Prepared(incarnation, row.confirmedFlush());
     }
     SlotIncarnation incarnation = recorded.get();
     if (incarnation.systemIdentifier() != server.systemIdentifier()) {
       throw new PipelineHaltException(
-          HaltReason.SLOT_LOST, "the source server's system identifier changed: the slot recorded for this pipeline is gone");
+          HaltReason.SLOT_LOST,
+          "the source server's system identifier changed: the slot recorded for this pipeline is gone");
     }
     if (incarnation.timeline() != server.timeline()) {
       throw new PipelineHaltException(
           HaltReason.INCARNATION_MISMATCH,
-          "the source server's timeline changed from " + incarnation.timeline() + " to " + server.timeline());
+          "the source server's timeline changed from "
+              + incarnation.timeline()
+              + " to "
+              + server.timeline());
     }
     if (checkpoint.isPresent() && !checkpoint.get().incarnation().equals(incarnation)) {
       throw new PipelineHaltException(
-          HaltReason.INCARNATION_MISMATCH, "the sink's checkpoint belongs to another slot incarnation");
+          HaltReason.INCARNATION_MISMATCH,
+          "the sink's checkpoint belongs to another slot incarnation");
     }
     return new Prepared(incarnation, row.confirmedFlush());
   }
@@ -331,23 +396,33 @@ public final class SlotManager {
   }
 
   /** Creates the slot with an exported snapshot and records its incarnation as snapshot-pending. */
-  private Prepared createExporting(Connection session, ReplicationConnection.SystemIdentity server) throws SQLException {
-    String command = settings.failover()
-        ? "CREATE_REPLICATION_SLOT " + settings.slot() + " LOGICAL pgoutput (SNAPSHOT 'export', FAILOVER true)"
-        : "CREATE_REPLICATION_SLOT " + settings.slot() + " LOGICAL pgoutput EXPORT_SNAPSHOT";
+  private Prepared createExporting(Connection session, ReplicationConnection.SystemIdentity server)
+      throws SQLException {
+    String command =
+        settings.failover()
+            ? "CREATE_REPLICATION_SLOT "
+                + settings.slot()
+                + " LOGICAL pgoutput (SNAPSHOT 'export', FAILOVER true)"
+            : "CREATE_REPLICATION_SLOT " + settings.slot() + " LOGICAL pgoutput EXPORT_SNAPSHOT";
     // Recorded first: a crash right after the slot's creation then finds a pending snapshot and
     // starts over, instead of a slot nobody remembers.
-    SlotIncarnation incarnation = new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
+    SlotIncarnation incarnation =
+        new SlotIncarnation(UUID.randomUUID(), server.systemIdentifier(), server.timeline());
     record(incarnation, "pending");
     ExportedSnapshot exported;
     try (Statement st = session.createStatement();
         ResultSet rs = st.executeQuery(command)) {
       rs.next();
-      exported = new ExportedSnapshot(rs.getString("snapshot_name"), Lsn.parse(rs.getString("consistent_point")));
+      exported =
+          new ExportedSnapshot(
+              rs.getString("snapshot_name"), Lsn.parse(rs.getString("consistent_point")));
     }
     log.info(
         "pipeline {}: created slot {} with an exported snapshot, consistent at {} (incarnation {})",
-        settings.name(), settings.slot(), exported.consistentPoint(), incarnation.id());
+        settings.name(),
+        settings.slot(),
+        exported.consistentPoint(),
+        incarnation.id());
     return new Prepared(incarnation, exported.consistentPoint(), Optional.of(exported));
   }
 
@@ -414,8 +489,8 @@ public final class SlotManager {
   /**
    * Deletes everything Weir keeps for this pipeline in its own schema, in one transaction: the slot
    * record ({@code cdc_slot}), the library checkpoint and snapshot progress ({@code
-   * cdc_checkpoint}) and the accepted table shapes ({@code cdc_relation}). Afterwards the next start
-   * is a first start. Only after the slot is gone ({@link #dropSlots}).
+   * cdc_checkpoint}) and the accepted table shapes ({@code cdc_relation}). Afterwards the next
+   * start is a first start. Only after the slot is gone ({@link #dropSlots}).
    */
   public void forgetRecords() throws SQLException {
     try (Connection c = stateStore.getConnection()) {
@@ -423,7 +498,9 @@ public final class SlotManager {
       c.setAutoCommit(false);
       try {
         for (String table : List.of("cdc_slot", "cdc_checkpoint", "cdc_relation")) {
-          try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + stateSchema + "." + table + " WHERE pipeline = ?")) {
+          try (PreparedStatement ps =
+              c.prepareStatement(
+                  "DELETE FROM " + stateSchema + "." + table + " WHERE pipeline = ?")) {
             ps.setString(1, settings.name());
             ps.executeUpdate();
           }
@@ -448,8 +525,9 @@ public final class SlotManager {
   /** Records the initial snapshot's state ({@code done} once the hand-off checkpoint is stored). */
   public void markSnapshot(String state) throws SQLException {
     try (Connection c = stateStore.getConnection();
-        PreparedStatement ps = c.prepareStatement(
-            "UPDATE " + stateSchema + ".cdc_slot SET snapshot_state = ? WHERE pipeline = ?")) {
+        PreparedStatement ps =
+            c.prepareStatement(
+                "UPDATE " + stateSchema + ".cdc_slot SET snapshot_state = ? WHERE pipeline = ?")) {
       ps.setString(1, state);
       ps.setString(2, settings.name());
       ps.executeUpdate();
@@ -464,7 +542,9 @@ public final class SlotManager {
     try (Connection c = stateStore.getConnection();
         PreparedStatement ps =
             c.prepareStatement(
-                "INSERT INTO " + stateSchema + ".cdc_slot (pipeline, slot_name, incarnation, system_identifier, timeline, "
+                "INSERT INTO "
+                    + stateSchema
+                    + ".cdc_slot (pipeline, slot_name, incarnation, system_identifier, timeline, "
                     + "snapshot_state) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (pipeline) DO UPDATE SET slot_name = excluded.slot_name, "
                     + "incarnation = excluded.incarnation, system_identifier = excluded.system_identifier, "
                     + "timeline = excluded.timeline, snapshot_state = excluded.snapshot_state, created_at = now()")) {

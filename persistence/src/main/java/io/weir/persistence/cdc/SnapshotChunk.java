@@ -7,8 +7,8 @@ import java.util.Objects;
 import java.util.Optional;
 
 /**
- * Rows of one table read from a snapshot rather than from the WAL: a batch of an initial
- * snapshot, or one chunk of an incremental snapshot. A sink upserts them by primary key.
+ * Rows of one table read from a snapshot rather than from the WAL: a batch of an initial snapshot,
+ * or one chunk of an incremental snapshot. A sink upserts them by primary key.
  *
  * @param table the table's shape as read from the catalog at the snapshot (the same shape a
  *     pgoutput Relation message would announce)
@@ -23,7 +23,11 @@ import java.util.Optional;
  *     rather than the initial snapshot
  */
 public record SnapshotChunk(
-    TableSchema table, boolean firstForTable, List<TupleData> rows, Optional<String> progress, boolean incremental) {
+    TableSchema table,
+    boolean firstForTable,
+    List<TupleData> rows,
+    Optional<String> progress,
+    boolean incremental) {
 
   public SnapshotChunk {
     Objects.requireNonNull(table, "table");
@@ -33,6 +37,12 @@ public record SnapshotChunk(
 
   @Override
   public String toString() {
-    return "SnapshotChunk[" + table.qualifiedName() + ", first=" + firstForTable + ", rows=" + rows.size() + "]";
+    return "SnapshotChunk["
+        + table.qualifiedName()
+        + ", first="
+        + firstForTable
+        + ", rows="
+        + rows.size()
+        + "]";
   }
 }

@@ -9,8 +9,8 @@ package io.weir.persistence.cdc;
  * @param tablesDone tables read completely
  * @param tablesTotal tables in the snapshot
  * @param rowsDone rows handed to the sink and applied
- * @param rowsEstimated rows expected, from the planner's statistics ({@code pg_class.reltuples});
- *     0 when the tables were never analyzed
+ * @param rowsEstimated rows expected, from the planner's statistics ({@code pg_class.reltuples}); 0
+ *     when the tables were never analyzed
  * @param table the table being read, null between tables
  * @param elapsedMillis time since the snapshot started
  */

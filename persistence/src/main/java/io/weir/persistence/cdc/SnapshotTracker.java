@@ -4,7 +4,9 @@ import java.time.Duration;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 
-/** Live progress of one snapshot: read by status requests, logged at a bounded rate. Thread-safe. */
+/**
+ * Live progress of one snapshot: read by status requests, logged at a bounded rate. Thread-safe.
+ */
 final class SnapshotTracker {
   private static final long LOG_EVERY_NANOS = Duration.ofSeconds(10).toNanos();
 
@@ -50,7 +52,14 @@ final class SnapshotTracker {
   }
 
   SnapshotStatus view() {
-    return new SnapshotStatus(kind, state, tablesDone, tablesTotal, rowsDone.get(), rowsEstimated, table,
+    return new SnapshotStatus(
+        kind,
+        state,
+        tablesDone,
+        tablesTotal,
+        rowsDone.get(),
+        rowsEstimated,
+        table,
         Duration.ofNanos(System.nanoTime() - started).toMillis());
   }
 
@@ -65,7 +74,15 @@ final class SnapshotTracker {
 
   void log(Logger log, String pipeline) {
     SnapshotStatus s = view();
-    log.info("pipeline {}: {} snapshot {}: {} of {} tables, {} rows of about {}, {} s", pipeline, s.kind(), s.state(),
-        s.tablesDone(), s.tablesTotal(), s.rowsDone(), s.rowsEstimated(), s.elapsedMillis() / 1000);
+    log.info(
+        "pipeline {}: {} snapshot {}: {} of {} tables, {} rows of about {}, {} s",
+        pipeline,
+        s.kind(),
+        s.state(),
+        s.tablesDone(),
+        s.tablesTotal(),
+        s.rowsDone(),
+        s.rowsEstimated(),
+        s.elapsedMillis() / 1000);
   }
 }

@@ -11,8 +11,8 @@ import org.postgresql.PGProperty;
  * How to reach the PostgreSQL whose changes a pipeline streams.
  *
  * @param password secret; never part of {@link #toString()}
- * @param tls TLS towards the source (a pipeline's {@code source.tls}, else {@code weir.postgres.tls}),
- *     applied to every connection to it, replication connections included
+ * @param tls TLS towards the source (a pipeline's {@code source.tls}, else {@code
+ *     weir.postgres.tls}), applied to every connection to it, replication connections included
  */
 public record SourceSettings(String url, String user, String password, PostgresTls tls) {
 

@@ -37,8 +37,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * buffer whose next message does not fit moves to disk (what it held in memory is written out and
  * freed). The bytes of every spill file not yet deleted count against {@code maxSpillBytes}; a
  * write past it throws {@link HaltReason#SPILL_LIMIT_EXCEEDED}. Without a spill directory nothing
- * goes to disk and the memory bound is not enforced here (the assembler bounds such transactions
- * by their change count).
+ * goes to disk and the memory bound is not enforced here (the assembler bounds such transactions by
+ * their change count).
  *
  * <p>Files hold row data: they are created readable by the owner only, and their names carry only
  * the xid. Record format: {@code int32 length, payload}.
@@ -80,7 +80,8 @@ public final class SpillStore implements AutoCloseable {
    */
   public static Path pipelineDirectory(Path spillDirectory, String pipeline) {
     if (!io.weir.persistence.Identifiers.isValid(pipeline)) {
-      throw new PipelineHaltException(HaltReason.INVALID_IDENTIFIER, "pipeline name " + io.weir.persistence.Identifiers.SHAPE);
+      throw new PipelineHaltException(
+          HaltReason.INVALID_IDENTIFIER, "pipeline name " + io.weir.persistence.Identifiers.SHAPE);
     }
     return spillDirectory.resolve(pipeline);
   }
@@ -207,7 +208,8 @@ public final class SpillStore implements AutoCloseable {
           page.put(payload, length);
           return;
         }
-        int size = Math.max(needed, page == null ? FIRST_PAGE : Math.min(MAX_PAGE, page.bytes.length * 2));
+        int size =
+            Math.max(needed, page == null ? FIRST_PAGE : Math.min(MAX_PAGE, page.bytes.length * 2));
         if (directory != null) {
           long room = memoryBound - memory.get();
           if (room < needed) {
@@ -236,7 +238,8 @@ public final class SpillStore implements AutoCloseable {
       try {
         Files.createDirectories(directory);
         restrict(directory, "rwx------");
-        Path f = directory.resolve("txn-" + xid + "-r" + run + "-" + fileSeq.incrementAndGet() + SUFFIX);
+        Path f =
+            directory.resolve("txn-" + xid + "-r" + run + "-" + fileSeq.incrementAndGet() + SUFFIX);
         try {
           Files.createFile(f);
         } catch (FileAlreadyExistsException e) {
@@ -245,7 +248,10 @@ public final class SpillStore implements AutoCloseable {
         }
         restrict(f, "rw-------");
         file = f;
-        out = new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(f, StandardOpenOption.WRITE), IO_BUFFER));
+        out =
+            new DataOutputStream(
+                new BufferedOutputStream(
+                    Files.newOutputStream(f, StandardOpenOption.WRITE), IO_BUFFER));
         spilledTransactions.incrementAndGet();
         for (Page p : pages) {
           out.write(p.bytes, 0, p.used);
@@ -283,8 +289,13 @@ public final class SpillStore implements AutoCloseable {
       if (after > maxSpillBytes) {
         throw new PipelineHaltException(
             HaltReason.SPILL_LIMIT_EXCEEDED,
-            "streamed transaction " + xid + " needs more than streaming.spill.max-bytes (" + maxSpillBytes
-                + " bytes) on disk; " + disk.get() + " bytes are in spill files");
+            "streamed transaction "
+                + xid
+                + " needs more than streaming.spill.max-bytes ("
+                + maxSpillBytes
+                + " bytes) on disk; "
+                + disk.get()
+                + " bytes are in spill files");
       }
     }
 

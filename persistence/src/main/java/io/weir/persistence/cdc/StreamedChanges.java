@@ -15,11 +15,11 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * The changes of a committed streamed transaction, decoded from its {@link SpillStore.Buffer} as the
- * sink reads them: the buffered Relation and change messages are replayed in order through a table
- * map of this transaction alone (never the run's decoder or guard, which have moved on), changes of
- * aborted subtransactions are skipped, and each change is built as the assembler built it on
- * arrival.
+ * The changes of a committed streamed transaction, decoded from its {@link SpillStore.Buffer} as
+ * the sink reads them: the buffered Relation and change messages are replayed in order through a
+ * table map of this transaction alone (never the run's decoder or guard, which have moved on),
+ * changes of aborted subtransactions are skipped, and each change is built as the assembler built
+ * it on arrival.
  *
  * <p>In memory: repeatable. Spilled: one pass, and the file is gone once the pipeline {@link
  * #release releases} the transaction after the sink call; a second pass, or any use after that,
@@ -35,8 +35,13 @@ final class StreamedChanges implements Changes {
   private final boolean repeatable;
   private final AtomicBoolean iterated = new AtomicBoolean();
 
-  StreamedChanges(long xid, SpillStore.Buffer buffer, long count, Map<Long, TableSchema> inherited,
-      Set<Long> abortedSubXids, boolean messages) {
+  StreamedChanges(
+      long xid,
+      SpillStore.Buffer buffer,
+      long count,
+      Map<Long, TableSchema> inherited,
+      Set<Long> abortedSubXids,
+      boolean messages) {
     this.xid = xid;
     this.buffer = buffer;
     this.count = count;
@@ -65,7 +70,9 @@ final class StreamedChanges implements Changes {
   public List<Change> asList() {
     if (!repeatable) {
       throw new IllegalStateException(
-          "the changes of spilled transaction " + xid + " cannot be read as a list; iterate them once, during the sink call");
+          "the changes of spilled transaction "
+              + xid
+              + " cannot be read as a list; iterate them once, during the sink call");
     }
     List<Change> out = new ArrayList<>();
     iterator().forEachRemaining(out::add);
@@ -75,19 +82,25 @@ final class StreamedChanges implements Changes {
   @Override
   public Iterator<Change> iterator() {
     if (buffer.released()) {
-      throw new IllegalStateException("the changes of streamed transaction " + xid
-          + " are no longer available: they are valid only during the sink call that received them");
+      throw new IllegalStateException(
+          "the changes of streamed transaction "
+              + xid
+              + " are no longer available: they are valid only during the sink call that received them");
     }
     if (!repeatable && !iterated.compareAndSet(false, true)) {
-      throw new IllegalStateException("the changes of spilled transaction " + xid
-          + " were already read: they can be iterated only once, during the sink call");
+      throw new IllegalStateException(
+          "the changes of spilled transaction "
+              + xid
+              + " were already read: they can be iterated only once, during the sink call");
     }
     SpillStore.Cursor cursor;
     try {
       cursor = buffer.cursor();
     } catch (IllegalStateException e) {
-      throw new IllegalStateException("the changes of streamed transaction " + xid
-          + " are no longer available: they are valid only during the sink call that received them");
+      throw new IllegalStateException(
+          "the changes of streamed transaction "
+              + xid
+              + " are no longer available: they are valid only during the sink call that received them");
     }
     return new Replay(cursor);
   }
@@ -133,7 +146,8 @@ final class StreamedChanges implements Changes {
     private Change advance() {
       while (cursor.next()) {
         // Everything buffered came from inside a stream block, where these messages carry an xid.
-        PgOutputMessage m = PgOutputDecoder.decodeMessage(cursor.array(), cursor.offset(), cursor.length(), true);
+        PgOutputMessage m =
+            PgOutputDecoder.decodeMessage(cursor.array(), cursor.offset(), cursor.length(), true);
         if (m instanceof PgOutputMessage.Relation r) {
           tables.put(r.relationId(), SchemaGuard.toSchema(r));
           continue;
@@ -145,10 +159,12 @@ final class StreamedChanges implements Changes {
         if (m instanceof PgOutputMessage.LogicalMessage lm && (!messages || !lm.transactional())) {
           continue;
         }
-        return TransactionAssembler.toChange(m, id -> {
-          TableSchema t = tables.get(id);
-          return TransactionAssembler.table(t != null ? t : inherited.get(id), id, m.type());
-        });
+        return TransactionAssembler.toChange(
+            m,
+            id -> {
+              TableSchema t = tables.get(id);
+              return TransactionAssembler.table(t != null ? t : inherited.get(id), id, m.type());
+            });
       }
       done = true;
       cursor.close();

@@ -7,8 +7,8 @@ import java.nio.file.Path;
  * docs/cdc.md, "Large transactions").
  *
  * @param enabled request {@code proto_version '2', streaming 'on'}: the server sends a transaction
- *     that outgrows its {@code logical_decoding_work_mem} in chunks before it commits. Off: protocol
- *     1, the server holds (and spills) each transaction until its commit, as before.
+ *     that outgrows its {@code logical_decoding_work_mem} in chunks before it commits. Off:
+ *     protocol 1, the server holds (and spills) each transaction until its commit, as before.
  * @param decodingWorkMemKb {@code logical_decoding_work_mem} for this pipeline's walsender session,
  *     in kB (at least 64); 0 keeps the server's setting. Smaller values stream sooner.
  * @param spillDirectory where streamed transactions go once {@code memoryBound} is used up (a
@@ -21,17 +21,23 @@ import java.nio.file.Path;
  *     ({@link HaltReason#SPILL_LIMIT_EXCEEDED})
  */
 public record StreamingSettings(
-    boolean enabled, int decodingWorkMemKb, Path spillDirectory, long memoryBound, long maxSpillBytes) {
+    boolean enabled,
+    int decodingWorkMemKb,
+    Path spillDirectory,
+    long memoryBound,
+    long maxSpillBytes) {
 
   /** PostgreSQL's lower bound for {@code logical_decoding_work_mem}. */
   public static final int MIN_DECODING_WORK_MEM_KB = 64;
 
   /** Streaming off; the spill bounds are the node defaults. */
-  public static final StreamingSettings OFF = new StreamingSettings(false, 0, null, 64L << 20, 10L << 30);
+  public static final StreamingSettings OFF =
+      new StreamingSettings(false, 0, null, 64L << 20, 10L << 30);
 
   public StreamingSettings {
     if (decodingWorkMemKb != 0 && decodingWorkMemKb < MIN_DECODING_WORK_MEM_KB) {
-      throw new IllegalArgumentException("decoding work memory must be 0 (the server's) or at least 64 kB");
+      throw new IllegalArgumentException(
+          "decoding work memory must be 0 (the server's) or at least 64 kB");
     }
     if (memoryBound <= 0 || maxSpillBytes <= 0) {
       throw new IllegalArgumentException("the spill memory bound and max bytes must be positive");
@@ -47,7 +53,10 @@ public record StreamingSettings(
     return new StreamingSettings(enabled, kb, spillDirectory, memoryBound, maxSpillBytes);
   }
 
-  /** Spill to {@code directory} past {@code memoryBound} bytes in memory, halting past {@code maxBytes} on disk. */
+  /**
+   * Spill to {@code directory} past {@code memoryBound} bytes in memory, halting past {@code
+   * maxBytes} on disk.
+   */
   public StreamingSettings withSpill(Path directory, long memoryBound, long maxBytes) {
     return new StreamingSettings(enabled, decodingWorkMemKb, directory, memoryBound, maxBytes);
   }

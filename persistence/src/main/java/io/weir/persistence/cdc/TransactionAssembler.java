@@ -30,37 +30,39 @@ import java.util.function.LongFunction;
  * <h2>Ordinary transactions</h2>
  *
  * Begin, changes, Commit: the changes are held in memory from Begin until Commit and emitted whole
- * (PostgreSQL sends only committed transactions this way). More than {@code maxChanges} changes halt
- * with {@link HaltReason#TRANSACTION_TOO_LARGE}.
+ * (PostgreSQL sends only committed transactions this way). More than {@code maxChanges} changes
+ * halt with {@link HaltReason#TRANSACTION_TOO_LARGE}.
  *
  * <h2>Streamed transactions (protocol 2, when a {@link SpillStore} is given)</h2>
  *
  * A large transaction arrives in blocks (Stream Start ... Stream Stop) while it runs, interleaved
- * with other streamed transactions' blocks and with ordinary transactions. Each top-level xid gets a
- * {@link SpillStore.Buffer} holding the raw payloads of its Relation and change messages (in memory,
- * or on disk past the memory bound) and a {@link SchemaGuard.View} of its table shapes. Each change
- * is decoded and checked when it arrives (its table known, its width right), and counted under the
- * (sub)transaction xid it carries. Then:
+ * with other streamed transactions' blocks and with ordinary transactions. Each top-level xid gets
+ * a {@link SpillStore.Buffer} holding the raw payloads of its Relation and change messages (in
+ * memory, or on disk past the memory bound) and a {@link SchemaGuard.View} of its table shapes.
+ * Each change is decoded and checked when it arrives (its table known, its width right), and
+ * counted under the (sub)transaction xid it carries. Then:
  *
  * <ul>
  *   <li>Stream Abort of the top-level xid drops the buffer: nothing is delivered.
- *   <li>Stream Abort of a subtransaction ({@code subXid != xid}) marks that xid aborted: its changes
- *       are skipped when the transaction is read, and its counts are dropped. Relation messages it
- *       carried stay in effect: the server does not resend them to the same transaction.
+ *   <li>Stream Abort of a subtransaction ({@code subXid != xid}) marks that xid aborted: its
+ *       changes are skipped when the transaction is read, and its counts are dropped. Relation
+ *       messages it carried stay in effect: the server does not resend them to the same
+ *       transaction.
  *   <li>Stream Commit emits the transaction in its place in commit order, with the counts of the
  *       surviving changes and {@link StreamedChanges} that decode the buffer as the sink reads it.
  *       A streamed transaction that never carried a data message is not emitted: PostgreSQL 15
  *       streams large transactions whose changes the publications filter out as empty blocks.
  * </ul>
  *
- * A block for an xid that never had a first block, a first block for an xid already open, a
- * Stream Commit or Abort of an unknown xid, or a stream message inside an ordinary transaction halt
- * with {@link HaltReason#PROTOCOL_VIOLATION}. Without spilling, a streamed transaction over {@code
+ * A block for an xid that never had a first block, a first block for an xid already open, a Stream
+ * Commit or Abort of an unknown xid, or a stream message inside an ordinary transaction halt with
+ * {@link HaltReason#PROTOCOL_VIOLATION}. Without spilling, a streamed transaction over {@code
  * maxChanges} changes halts like an ordinary one; with it, disk bounds it ({@link
  * HaltReason#SPILL_LIMIT_EXCEEDED}).
  *
  * <p>Two-phase messages are not handled: the pipeline does not request them (with the slot's
- * two_phase option off, a prepared transaction is decoded at COMMIT PREPARED as an ordinary commit).
+ * two_phase option off, a prepared transaction is decoded at COMMIT PREPARED as an ordinary
+ * commit).
  *
  * <p>Not thread-safe: one instance per stream run.
  */
@@ -89,10 +91,10 @@ public final class TransactionAssembler {
   /**
    * Protocol 1 only: stream messages are a protocol violation.
    *
-   * @param messages emit transactional logical messages as changes of their transaction; when
-   *     false they are dropped. Non-transactional ones always become {@link CdcMessage}s (the
-   *     pipeline confirms past them and delivers them only when messages are on). A transaction
-   *     holding only a {@link SnapshotWatermark#PREFIX} message becomes a {@link SnapshotWatermark}.
+   * @param messages emit transactional logical messages as changes of their transaction; when false
+   *     they are dropped. Non-transactional ones always become {@link CdcMessage}s (the pipeline
+   *     confirms past them and delivers them only when messages are on). A transaction holding only
+   *     a {@link SnapshotWatermark#PREFIX} message becomes a {@link SnapshotWatermark}.
    */
   public TransactionAssembler(SchemaGuard schemas, int maxChanges, boolean messages) {
     this(schemas, maxChanges, messages, null, false);
@@ -103,7 +105,8 @@ public final class TransactionAssembler {
    * @param spills whether {@code spill} may go to disk (then {@code maxChanges} does not bound
    *     streamed transactions)
    */
-  public TransactionAssembler(SchemaGuard schemas, int maxChanges, boolean messages, SpillStore spill, boolean spills) {
+  public TransactionAssembler(
+      SchemaGuard schemas, int maxChanges, boolean messages, SpillStore spill, boolean spills) {
     this.schemas = schemas;
     this.maxChanges = maxChanges;
     this.messages = messages;
@@ -142,7 +145,8 @@ public final class TransactionAssembler {
    *     messages inside a stream block); its position is left as it was
    * @return the transaction when {@code message} is its Commit or Stream Commit; a {@link
    *     CdcMessage} for a non-transactional logical message; a {@link SnapshotWatermark}
-   * @throws PipelineHaltException for schema faults, protocol order faults and oversized transactions
+   * @throws PipelineHaltException for schema faults, protocol order faults and oversized
+   *     transactions
    */
   public Optional<CdcEvent> accept(PgOutputMessage message, ByteBuffer payload) {
     MessageType type = message.type();
@@ -173,8 +177,16 @@ public final class TransactionAssembler {
           return Optional.of(w);
         }
         watermark = null;
-        Transaction t = new Transaction(xid, c.commitLsn(), c.endLsn(), c.commitTime(), Changes.of(changes),
-            List.copyOf(announced.values()), counts.rows, counts.byTable());
+        Transaction t =
+            new Transaction(
+                xid,
+                c.commitLsn(),
+                c.endLsn(),
+                c.commitTime(),
+                Changes.of(changes),
+                List.copyOf(announced.values()),
+                counts.rows,
+                counts.byTable());
         List<TableSchema> accepted = schemas.drainUnrecorded();
         if (!accepted.isEmpty()) {
           acceptedShapes.put(t, accepted);
@@ -186,10 +198,13 @@ public final class TransactionAssembler {
         return Optional.of(t);
       }
       case RELATION -> {
-        schemas.accept((PgOutputMessage.Relation) message).ifPresent(s -> announced.put(s.relationId(), s));
+        schemas
+            .accept((PgOutputMessage.Relation) message)
+            .ifPresent(s -> announced.put(s.relationId(), s));
         return Optional.empty();
       }
-      case INSERT, UPDATE, DELETE, TRUNCATE -> add(toChange(message, id -> table(schemas.schema(id), id, type)));
+      case INSERT, UPDATE, DELETE, TRUNCATE ->
+          add(toChange(message, id -> table(schemas.schema(id), id, type)));
       case MESSAGE -> {
         PgOutputMessage.LogicalMessage m = (PgOutputMessage.LogicalMessage) message;
         if (!m.transactional()) {
@@ -226,7 +241,13 @@ public final class TransactionAssembler {
     if (changes.size() >= maxChanges) {
       throw new PipelineHaltException(
           HaltReason.TRANSACTION_TOO_LARGE,
-          "transaction " + xid + " ending at " + finalLsn + " has more than " + maxChanges + " changes");
+          "transaction "
+              + xid
+              + " ending at "
+              + finalLsn
+              + " has more than "
+              + maxChanges
+              + " changes");
     }
     changes.add(change);
     counts.add(change);
@@ -240,11 +261,17 @@ public final class TransactionAssembler {
     final long xid;
     final SpillStore.Buffer buffer;
     final SchemaGuard.View view;
+
     /** Counts per (sub)transaction xid, so that a subtransaction's abort can take its share out. */
     final Map<Long, Counts> bySubXid = new HashMap<>();
+
     final Set<Long> abortedSubXids = new HashSet<>();
     long changes;
-    /** Whether any data message arrived in its blocks, kept or not (as ReplicationConnection counts). */
+
+    /**
+     * Whether any data message arrived in its blocks, kept or not (as ReplicationConnection
+     * counts).
+     */
     boolean sawData;
 
     OpenStream(long xid, SpillStore.Buffer buffer, SchemaGuard.View view) {
@@ -269,7 +296,10 @@ public final class TransactionAssembler {
       st = new OpenStream(s.xid(), spill.open(s.xid()), schemas.view());
       streams.put(s.xid(), st);
     } else if (st == null) {
-      throw protocol("Stream Start for transaction " + s.xid() + ", which was never started (or already ended)");
+      throw protocol(
+          "Stream Start for transaction "
+              + s.xid()
+              + ", which was never started (or already ended)");
     }
     block = st;
   }
@@ -279,7 +309,9 @@ public final class TransactionAssembler {
     if (payload == null) {
       throw new IllegalArgumentException("a streamed message needs its payload");
     }
-    long subXid = m.streamXid().orElseThrow(() -> protocol(m.type() + " without an xid inside a stream block"));
+    long subXid =
+        m.streamXid()
+            .orElseThrow(() -> protocol(m.type() + " without an xid inside a stream block"));
     switch (m.type()) {
       case RELATION -> {
         st.view.accept((PgOutputMessage.Relation) m);
@@ -290,16 +322,24 @@ public final class TransactionAssembler {
         if (m instanceof PgOutputMessage.LogicalMessage lm && (!messages || !lm.transactional())) {
           return; // not delivered (a non-transactional message cannot be inside a block)
         }
-        Change change = toChange(m, id -> {
-          if (!st.view.sent(id)) {
-            st.view.inherit(id); // the server sends the shape in each streamed transaction; be lenient
-          }
-          return table(st.view.schema(id), id, m.type());
-        });
+        Change change =
+            toChange(
+                m,
+                id -> {
+                  if (!st.view.sent(id)) {
+                    st.view.inherit(
+                        id); // the server sends the shape in each streamed transaction; be lenient
+                  }
+                  return table(st.view.schema(id), id, m.type());
+                });
         if (!spills && st.changes >= maxChanges) {
           throw new PipelineHaltException(
               HaltReason.TRANSACTION_TOO_LARGE,
-              "streamed transaction " + st.xid + " has more than " + maxChanges + " changes and spilling is off");
+              "streamed transaction "
+                  + st.xid
+                  + " has more than "
+                  + maxChanges
+                  + " changes and spilling is off");
         }
         st.buffer.append(payload);
         st.changes++;
@@ -334,14 +374,23 @@ public final class TransactionAssembler {
       return Optional.empty();
     }
     Counts total = new Counts();
-    st.bySubXid.forEach((sub, n) -> {
-      if (!st.abortedSubXids.contains(sub)) {
-        total.merge(n);
-      }
-    });
-    Transaction t = new Transaction(c.xid(), c.commitLsn(), c.endLsn(), c.commitTime(),
-        new StreamedChanges(st.xid, st.buffer, total.changes, st.view.inherited(), st.abortedSubXids, messages),
-        st.view.announced(), total.rows, total.byTable());
+    st.bySubXid.forEach(
+        (sub, n) -> {
+          if (!st.abortedSubXids.contains(sub)) {
+            total.merge(n);
+          }
+        });
+    Transaction t =
+        new Transaction(
+            c.xid(),
+            c.commitLsn(),
+            c.endLsn(),
+            c.commitTime(),
+            new StreamedChanges(
+                st.xid, st.buffer, total.changes, st.view.inherited(), st.abortedSubXids, messages),
+            st.view.announced(),
+            total.rows,
+            total.byTable());
     List<TableSchema> accepted = schemas.drainUnrecorded();
     if (!accepted.isEmpty()) {
       acceptedShapes.put(t, accepted);

@@ -2,10 +2,10 @@ package io.weir.persistence.cdc;
 
 /**
  * Transaction ids the pipeline delivered recently, to check that a snapshot taken for an
- * incremental chunk already sees all of them. A commit is decoded as soon as its WAL is written,
- * a moment before other sessions see it (PostgreSQL makes it visible after the flush and after
- * synchronous standbys answer), so a snapshot can miss a transaction the stream already
- * delivered. Not thread-safe.
+ * incremental chunk already sees all of them. A commit is decoded as soon as its WAL is written, a
+ * moment before other sessions see it (PostgreSQL makes it visible after the flush and after
+ * synchronous standbys answer), so a snapshot can miss a transaction the stream already delivered.
+ * Not thread-safe.
  */
 final class XidHistory {
   private final int[] ring;
@@ -84,9 +84,10 @@ final class XidHistory {
       if (parts.length != 3) {
         throw new IllegalArgumentException("not a pg_snapshot");
       }
-      long[] xip = parts[2].isEmpty()
-          ? new long[0]
-          : java.util.Arrays.stream(parts[2].split(",")).mapToLong(Long::parseLong).toArray();
+      long[] xip =
+          parts[2].isEmpty()
+              ? new long[0]
+              : java.util.Arrays.stream(parts[2].split(",")).mapToLong(Long::parseLong).toArray();
       return new PgSnapshot(Long.parseLong(parts[0]), Long.parseLong(parts[1]), xip);
     }
 

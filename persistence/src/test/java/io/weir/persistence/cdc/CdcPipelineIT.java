@@ -17,17 +17,20 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-/** The CDC pipeline against a real PostgreSQL: delivery of every DML kind, schema faults, slot rules. */
+/**
+ * The CDC pipeline against a real PostgreSQL: delivery of every DML kind, schema faults, slot
+ * rules.
+ */
 class CdcPipelineIT extends PipelineITBase {
   @Override
   protected String harnessName() {
     return "cdc_it";
   }
 
-
   @BeforeEach
   void setUp() throws Exception {
-    sql("CREATE TABLE items (id int PRIMARY KEY, name text, price numeric, note text)",
+    sql(
+        "CREATE TABLE items (id int PRIMARY KEY, name text, price numeric, note text)",
         "CREATE TABLE tags (id int PRIMARY KEY, label text)",
         "CREATE TABLE fulls (id int PRIMARY KEY, v text)",
         "ALTER TABLE fulls REPLICA IDENTITY FULL",
@@ -46,7 +49,8 @@ class CdcPipelineIT extends PipelineITBase {
   }
 
   private PipelineSettings settings() {
-    return PipelineSettings.of("p_" + slot, slot, List.of("pub")).withStatusInterval(Duration.ofSeconds(1));
+    return PipelineSettings.of("p_" + slot, slot, List.of("pub"))
+        .withStatusInterval(Duration.ofSeconds(1));
   }
 
   private static String text(io.weir.protocol.pgoutput.TupleData row, int column) {
@@ -59,7 +63,8 @@ class CdcPipelineIT extends PipelineITBase {
     ActorRef<CdcPipeline.Command> p = start(settings().withMessages(true), sink);
     awaitState(p, "running");
     String bigNote = "n".repeat(200_000);
-    sql("BEGIN; INSERT INTO items VALUES (1, 'one', 1.5, NULL), (2, 'two', 2, 'short'); INSERT INTO tags VALUES (1, 'a'); COMMIT",
+    sql(
+        "BEGIN; INSERT INTO items VALUES (1, 'one', 1.5, NULL), (2, 'two', 2, 'short'); INSERT INTO tags VALUES (1, 'a'); COMMIT",
         "BEGIN; INSERT INTO items VALUES (99, 'rolled back', 0, NULL); ROLLBACK",
         "UPDATE items SET price = 3.25 WHERE id = 1",
         "UPDATE items SET id = 3 WHERE id = 2",
@@ -73,11 +78,17 @@ class CdcPipelineIT extends PipelineITBase {
         "BEGIN; INSERT INTO tags VALUES (7, 'with message'); SELECT pg_logical_emit_message(true, 'weir-test', 'hello'); COMMIT",
         "ALTER TABLE items ADD COLUMN extra int",
         "INSERT INTO items VALUES (20, 'after-add', 1, NULL, 42)");
-    await("12 committed transactions delivered").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() >= 12);
+    await("12 committed transactions delivered")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() >= 12);
     List<Transaction> t = sink.applied();
-    assertThat(t).as("the rolled-back transaction and the DDL deliver nothing; every commit once").hasSize(12);
+    assertThat(t)
+        .as("the rolled-back transaction and the DDL deliver nothing; every commit once")
+        .hasSize(12);
     for (int i = 1; i < t.size(); i++) {
-      assertThat(t.get(i).commitLsn()).as("transactions arrive in commit order").isGreaterThan(t.get(i - 1).commitLsn());
+      assertThat(t.get(i).commitLsn())
+          .as("transactions arrive in commit order")
+          .isGreaterThan(t.get(i - 1).commitLsn());
     }
     // 1: multi-table insert
     assertThat(t.get(0).changes()).hasSize(3);
@@ -86,7 +97,8 @@ class CdcPipelineIT extends PipelineITBase {
     assertThat(first.table().columnNames()).containsExactly("id", "name", "price", "note");
     assertThat(text(first.newRow(), 1)).isEqualTo("one");
     assertThat(first.newRow().isNull(3)).isTrue();
-    assertThat(((Change.Insert) t.get(0).changes().asList().get(2)).table().table()).isEqualTo("tags");
+    assertThat(((Change.Insert) t.get(0).changes().asList().get(2)).table().table())
+        .isEqualTo("tags");
     // 2: plain update, key unchanged: no old tuple
     Change.Update priceUpdate = (Change.Update) t.get(1).changes().asList().get(0);
     assertThat(priceUpdate.oldKind()).isEqualTo(OldTupleKind.NONE);
@@ -99,7 +111,8 @@ class CdcPipelineIT extends PipelineITBase {
     // 5: unchanged TOAST column is named, not sent
     Change.Update toast = (Change.Update) t.get(4).changes().asList().get(0);
     assertThat(toast.unchangedToastColumns()).containsExactly("note");
-    assertThat(((Change.Insert) t.get(3).changes().asList().get(0)).newRow().text(3)).hasSize(200_000);
+    assertThat(((Change.Insert) t.get(3).changes().asList().get(0)).newRow().text(3))
+        .hasSize(200_000);
     // 6: delete by key
     Change.Delete delete = (Change.Delete) t.get(5).changes().asList().get(0);
     assertThat(delete.oldKind()).isEqualTo(OldTupleKind.KEY);
@@ -118,41 +131,55 @@ class CdcPipelineIT extends PipelineITBase {
     Change.Message message = (Change.Message) t.get(10).changes().asList().get(1);
     assertThat(message.prefix()).isEqualTo("weir-test");
     assertThat(new String(message.content(), StandardCharsets.UTF_8)).isEqualTo("hello");
-    assertThat(message.toString()).as("a message's toString hides its content").doesNotContain("hello");
+    assertThat(message.toString())
+        .as("a message's toString hides its content")
+        .doesNotContain("hello");
     // 12: the added column is announced with the first transaction that uses it
     Transaction afterAdd = t.get(11);
     assertThat(afterAdd.schemaChanges()).hasSize(1);
-    assertThat(afterAdd.schemaChanges().get(0).columnNames()).containsExactly("id", "name", "price", "note", "extra");
-    assertThat(text(((Change.Insert) afterAdd.changes().asList().get(0)).newRow(), 4)).isEqualTo("42");
+    assertThat(afterAdd.schemaChanges().get(0).columnNames())
+        .containsExactly("id", "name", "price", "note", "extra");
+    assertThat(text(((Change.Insert) afterAdd.changes().asList().get(0)).newRow(), 4))
+        .isEqualTo("42");
 
     PipelineStatus s = status(p);
     assertThat(s.state()).isEqualTo("running");
     assertThat(s.transactions()).isEqualTo(12);
-    await("confirmed position reaches the last commit").atMost(Duration.ofSeconds(30))
+    await("confirmed position reaches the last commit")
+        .atMost(Duration.ofSeconds(30))
         .until(() -> Lsn.parse(status(p).confirmedLsn()).compareTo(afterAdd.endLsn()) >= 0);
   }
 
   @Test
   void nonTransactionalMessagesGoToTheirCallbackInWalOrderAndAreOptIn() throws Exception {
-    PipelineStatus refused = awaitState(start(settings().withMessages(true), new RecordingSink(false)), "halted");
-    assertThat(refused.reason()).as("messages on with a sink lacking the callback").isEqualTo("conflicting-options");
+    PipelineStatus refused =
+        awaitState(start(settings().withMessages(true), new RecordingSink(false)), "halted");
+    assertThat(refused.reason())
+        .as("messages on with a sink lacking the callback")
+        .isEqualTo("conflicting-options");
 
     RecordingSink sink = new RecordingSink(true);
     ActorRef<CdcPipeline.Command> p = start(settings().withMessages(true), sink);
     awaitState(p, "running");
-    sql("INSERT INTO items VALUES (1, 'before', 1, NULL)",
+    sql(
+        "INSERT INTO items VALUES (1, 'before', 1, NULL)",
         "SELECT pg_logical_emit_message(false, 'audit', 'standalone-content')",
         "BEGIN; INSERT INTO items VALUES (2, 'rolled back', 1, NULL); SELECT pg_logical_emit_message(false, 'audit', 'survives-rollback'); ROLLBACK",
         "INSERT INTO items VALUES (3, 'after', 1, NULL)");
-    await("two transactions and two messages").atMost(Duration.ofSeconds(30))
+    await("two transactions and two messages")
+        .atMost(Duration.ofSeconds(30))
         .until(() -> sink.applied().size() == 2 && sink.messages().size() == 2);
-    assertThat(sink.messages()).extracting(m -> new String(m.content(), StandardCharsets.UTF_8))
+    assertThat(sink.messages())
+        .extracting(m -> new String(m.content(), StandardCharsets.UTF_8))
         .as("non-transactional messages arrive even from a rolled-back transaction")
         .containsExactly("standalone-content", "survives-rollback");
     assertThat(sink.messages().get(0).lsn()).isGreaterThan(sink.applied().get(0).commitLsn());
     assertThat(sink.messages().get(1).lsn()).isLessThan(sink.applied().get(1).commitLsn());
-    await("the confirmed position passes the last transaction").atMost(Duration.ofSeconds(30))
-        .until(() -> Lsn.parse(status(p).confirmedLsn()).compareTo(sink.applied().get(1).endLsn()) >= 0);
+    await("the confirmed position passes the last transaction")
+        .atMost(Duration.ofSeconds(30))
+        .until(
+            () ->
+                Lsn.parse(status(p).confirmedLsn()).compareTo(sink.applied().get(1).endLsn()) >= 0);
   }
 
   @Test
@@ -162,7 +189,9 @@ class CdcPipelineIT extends PipelineITBase {
     awaitState(p, "running");
     sql("INSERT INTO items VALUES (1, 'one', 1, NULL)");
     await().atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
-    sql("ALTER TABLE items DROP COLUMN note", "INSERT INTO items VALUES (2, 'secret-canary-value', 1)");
+    sql(
+        "ALTER TABLE items DROP COLUMN note",
+        "INSERT INTO items VALUES (2, 'secret-canary-value', 1)");
     PipelineStatus s = awaitState(p, "halted");
     assertThat(s.reason()).isEqualTo("schema-incompatible");
     assertThat(s.detail()).contains("public.items").doesNotContain("secret-canary-value");
@@ -176,13 +205,19 @@ class CdcPipelineIT extends PipelineITBase {
     awaitState(p, "running");
     sql("INSERT INTO items VALUES (1, 'one', 1, NULL)");
     await().atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
-    await("the accepted shape is recorded").atMost(Duration.ofSeconds(10)).until(() -> {
-      try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-          "SELECT count(*) FROM weir.cdc_relation WHERE qualified = 'public.items'")) {
-        rs.next();
-        return rs.getInt(1) == 1;
-      }
-    });
+    await("the accepted shape is recorded")
+        .atMost(Duration.ofSeconds(10))
+        .until(
+            () -> {
+              try (Connection c = db.connect();
+                  ResultSet rs =
+                      c.createStatement()
+                          .executeQuery(
+                              "SELECT count(*) FROM weir.cdc_relation WHERE qualified = 'public.items'")) {
+                rs.next();
+                return rs.getInt(1) == 1;
+              }
+            });
     var probe = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Stop(probe.ref()));
     probe.receiveMessage();
@@ -190,40 +225,78 @@ class CdcPipelineIT extends PipelineITBase {
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage();
     PipelineStatus s = awaitState(p, "halted");
-    assertThat(s.reason()).as("judged against the shape recorded by the previous run").isEqualTo("schema-incompatible");
+    assertThat(s.reason())
+        .as("judged against the shape recorded by the previous run")
+        .isEqualTo("schema-incompatible");
     assertThat(sink.applied()).hasSize(1);
   }
 
   @Test
   void refusesBadSetupsWithTypedReasons() throws Exception {
-    PipelineStatus invalid = awaitState(start(PipelineSettings.of("p_bad", "Bad-Slot;drop", List.of("pub")), new RecordingSink()), "halted");
+    PipelineStatus invalid =
+        awaitState(
+            start(
+                PipelineSettings.of("p_bad", "Bad-Slot;drop", List.of("pub")), new RecordingSink()),
+            "halted");
     assertThat(invalid.reason()).isEqualTo("invalid-identifier");
     assertThat(invalid.detail()).contains("slot name").doesNotContain("Bad-Slot");
 
-    PipelineStatus missing = awaitState(start(PipelineSettings.of("p_nopub", slot, List.of("pub", "no_such_pub")), new RecordingSink()), "halted");
+    PipelineStatus missing =
+        awaitState(
+            start(
+                PipelineSettings.of("p_nopub", slot, List.of("pub", "no_such_pub")),
+                new RecordingSink()),
+            "halted");
     assertThat(missing.reason()).isEqualTo("publication-missing");
 
-    PipelineStatus resume = awaitState(start(settings().withStartMode(StartMode.RESUME), new RecordingSink()), "halted");
+    PipelineStatus resume =
+        awaitState(
+            start(settings().withStartMode(StartMode.RESUME), new RecordingSink()), "halted");
     assertThat(resume.reason()).isEqualTo("slot-missing");
 
-    PipelineStatus failover = awaitState(start(settings().withFailover(true), new RecordingSink()), "halted");
+    PipelineStatus failover =
+        awaitState(start(settings().withFailover(true), new RecordingSink()), "halted");
     assertThat(failover.reason()).isEqualTo("failover-unsupported");
 
-    CheckpointedSink checkpointed = new CheckpointedSink(
-        t -> java.util.concurrent.CompletableFuture.completedFuture(null), new CheckpointStore(state.dataSource(), "weir"),
-        Runnable::run, 1, Duration.ofMillis(10), 1);
-    PipelineStatus conflicting = awaitState(start(settings().withBatching(10, Duration.ofMillis(50)), checkpointed), "halted");
-    assertThat(conflicting.reason()).as("batch delivery with the library checkpoint store is refused").isEqualTo("conflicting-options");
+    CheckpointedSink checkpointed =
+        new CheckpointedSink(
+            t -> java.util.concurrent.CompletableFuture.completedFuture(null),
+            new CheckpointStore(state.dataSource(), "weir"),
+            Runnable::run,
+            1,
+            Duration.ofMillis(10),
+            1);
+    PipelineStatus conflicting =
+        awaitState(
+            start(settings().withBatching(10, Duration.ofMillis(50)), checkpointed), "halted");
+    assertThat(conflicting.reason())
+        .as("batch delivery with the library checkpoint store is refused")
+        .isEqualTo("conflicting-options");
 
     sql("CREATE PUBLICATION everything FOR ALL TABLES");
-    PipelineStatus feedBack = awaitState(start(PipelineSettings.of("p_all", slot, List.of("everything")), new RecordingSink()), "halted");
+    PipelineStatus feedBack =
+        awaitState(
+            start(PipelineSettings.of("p_all", slot, List.of("everything")), new RecordingSink()),
+            "halted");
     assertThat(feedBack.reason()).isEqualTo("publication-feeds-back");
 
-    sql("CREATE SCHEMA mirror", "CREATE TABLE mirror.items (id int PRIMARY KEY)", "CREATE PUBLICATION mirror_pub FOR TABLE mirror.items");
-    PipelineStatus target = awaitState(start(PipelineSettings.of("p_mirror", slot, List.of("mirror_pub"))
-        .withExcludedSchemas(List.of("weir", "mirror")), new RecordingSink()), "halted");
+    sql(
+        "CREATE SCHEMA mirror",
+        "CREATE TABLE mirror.items (id int PRIMARY KEY)",
+        "CREATE PUBLICATION mirror_pub FOR TABLE mirror.items");
+    PipelineStatus target =
+        awaitState(
+            start(
+                PipelineSettings.of("p_mirror", slot, List.of("mirror_pub"))
+                    .withExcludedSchemas(List.of("weir", "mirror")),
+                new RecordingSink()),
+            "halted");
     assertThat(target.reason()).isEqualTo("publication-feeds-back");
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")) {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")) {
       rs.next();
       assertThat(rs.getInt(1)).as("no refused pipeline may create a slot").isZero();
     }
@@ -243,7 +316,11 @@ class CdcPipelineIT extends PipelineITBase {
     probe.receiveMessage();
     PipelineStatus s = awaitState(p, "halted");
     assertThat(s.reason()).isEqualTo("slot-lost");
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery("SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")) {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")) {
       rs.next();
       assertThat(rs.getInt(1)).as("a lost slot is never recreated silently").isZero();
     }
@@ -257,13 +334,17 @@ class CdcPipelineIT extends PipelineITBase {
     stopAndAwaitSlotReleased(p);
     // The sink never applied anything, yet the slot Weir recorded is gone: still a lost slot.
     sql("SELECT pg_drop_replication_slot('" + slot + "')");
-    assertThat(awaitState(start(settings(), new RecordingSink()), "halted").reason()).isEqualTo("slot-lost");
+    assertThat(awaitState(start(settings(), new RecordingSink()), "halted").reason())
+        .isEqualTo("slot-lost");
     // Pointing the pipeline at another slot is refused: its checkpoints belong to the recorded one.
     PipelineSettings other = PipelineSettings.of("p_" + slot, slot + "_other", List.of("pub"));
     PipelineStatus moved = awaitState(start(other, new RecordingSink()), "halted");
     assertThat(moved.reason()).isEqualTo("incarnation-mismatch");
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")) {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()")) {
       rs.next();
       assertThat(rs.getInt(1)).as("no slot was created").isZero();
     }
@@ -272,24 +353,34 @@ class CdcPipelineIT extends PipelineITBase {
   @Test
   void idleSlotReleasesWalWhileOnlyUnpublishedTablesChange() throws Exception {
     RecordingSink sink = new RecordingSink();
-    ActorRef<CdcPipeline.Command> p = start(PipelineSettings.of("p_" + slot, slot, List.of("quiet_pub")).withStatusInterval(Duration.ofSeconds(1)), sink);
+    ActorRef<CdcPipeline.Command> p =
+        start(
+            PipelineSettings.of("p_" + slot, slot, List.of("quiet_pub"))
+                .withStatusInterval(Duration.ofSeconds(1)),
+            sink);
     awaitState(p, "running");
     Lsn restartBefore = slotLsn("restart_lsn");
     for (int i = 0; i < 20; i++) {
-      sql("INSERT INTO unpublished (payload) SELECT repeat('x', 1000) FROM generate_series(1, 500)");
+      sql(
+          "INSERT INTO unpublished (payload) SELECT repeat('x', 1000) FROM generate_series(1, 500)");
     }
     sql("CHECKPOINT");
     Lsn written = currentWal();
-    await("confirmed_flush_lsn follows the server past the unpublished writes").atMost(Duration.ofSeconds(60))
+    await("confirmed_flush_lsn follows the server past the unpublished writes")
+        .atMost(Duration.ofSeconds(60))
         .pollInterval(Duration.ofMillis(500))
         .until(() -> slotLsn("confirmed_flush_lsn").compareTo(written) >= 0);
-    await("restart_lsn moves so WAL can be recycled").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(500))
-        .until(() -> {
-          sql("CHECKPOINT");
-          return slotLsn("restart_lsn").compareTo(restartBefore) > 0;
-        });
+    await("restart_lsn moves so WAL can be recycled")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(500))
+        .until(
+            () -> {
+              sql("CHECKPOINT");
+              return slotLsn("restart_lsn").compareTo(restartBefore) > 0;
+            });
     assertThat(sink.applied()).as("nothing published changed, so nothing is delivered").isEmpty();
-    System.out.printf("idle-slot: restart_lsn %s -> %s, confirmed %s, server wrote to %s%n",
+    System.out.printf(
+        "idle-slot: restart_lsn %s -> %s, confirmed %s, server wrote to %s%n",
         restartBefore, slotLsn("restart_lsn"), slotLsn("confirmed_flush_lsn"), written);
   }
 
@@ -299,11 +390,19 @@ class CdcPipelineIT extends PipelineITBase {
     ActorRef<CdcPipeline.Command> p = start(settings(), sink);
     awaitState(p, "running");
     sink.failNext(txns -> SinkException.transientFailure("test: connection reset", null));
-    sql("INSERT INTO items VALUES (1, 'one', 1, NULL)", "INSERT INTO items VALUES (2, 'two', 1, NULL)");
-    await("both delivered after the restart").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 2);
+    sql(
+        "INSERT INTO items VALUES (1, 'one', 1, NULL)",
+        "INSERT INTO items VALUES (2, 'two', 1, NULL)");
+    await("both delivered after the restart")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 2);
     assertThat(sink.applied()).extracting(Transaction::xid).doesNotHaveDuplicates();
-    assertThat(status(p).restarts()).as("the transient failure restarted the stream").isGreaterThanOrEqualTo(1);
-    assertThat(sink.opens()).as("a restart re-reads the sink's checkpoint").isGreaterThanOrEqualTo(2);
+    assertThat(status(p).restarts())
+        .as("the transient failure restarted the stream")
+        .isGreaterThanOrEqualTo(1);
+    assertThat(sink.opens())
+        .as("a restart re-reads the sink's checkpoint")
+        .isGreaterThanOrEqualTo(2);
 
     sink.failNext(txns -> SinkException.permanent("test: target refused the row", null));
     sql("INSERT INTO items VALUES (3, 'three', 1, NULL)");
@@ -315,10 +414,12 @@ class CdcPipelineIT extends PipelineITBase {
   @Test
   void persistentErrorsBeforeTheStreamIsEstablishedAreBoundedByTheWatchdog() throws Exception {
     // A login without the REPLICATION attribute fails every connect cycle the same way.
-    sql("CREATE ROLE no_repl_" + slot + " LOGIN PASSWORD 'pw-no-repl'",
+    sql(
+        "CREATE ROLE no_repl_" + slot + " LOGIN PASSWORD 'pw-no-repl'",
         "GRANT SELECT ON ALL TABLES IN SCHEMA public TO no_repl_" + slot);
     source = new SourceSettings(db.url(), "no_repl_" + slot, "pw-no-repl");
-    PipelineSettings settings = settings().withRetries(3, Duration.ofMillis(50), Duration.ofMillis(200));
+    PipelineSettings settings =
+        settings().withRetries(3, Duration.ofMillis(50), Duration.ofMillis(200));
     PipelineStatus s = awaitState(start(settings, new RecordingSink()), "halted");
     assertThat(s.reason()).isEqualTo("retries-exhausted");
     assertThat(s.restarts()).as("three retries before the halt").isEqualTo(3);
@@ -331,13 +432,17 @@ class CdcPipelineIT extends PipelineITBase {
     // wal_sender_timeout is settable per login: 3 s for this one, so a silent consumer would be
     // cut off well within the 12 s the sink stalls.
     String role = "short_timeout_" + slot;
-    sql("CREATE ROLE " + role + " LOGIN REPLICATION PASSWORD 'pw-short'",
+    sql(
+        "CREATE ROLE " + role + " LOGIN REPLICATION PASSWORD 'pw-short'",
         "ALTER ROLE " + role + " SET wal_sender_timeout = '3s'",
         "GRANT SELECT ON ALL TABLES IN SCHEMA public TO " + role);
     source = new SourceSettings(db.url(), role, "pw-short");
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p =
-        start(PipelineSettings.of("p_" + slot, slot, List.of("pub")).withStatusInterval(Duration.ZERO), sink);
+        start(
+            PipelineSettings.of("p_" + slot, slot, List.of("pub"))
+                .withStatusInterval(Duration.ZERO),
+            sink);
     awaitState(p, "running");
     sink.delayNext(Duration.ofSeconds(12));
     // More transactions than the in-flight window (64): reading stops until the sink catches up.
@@ -346,9 +451,13 @@ class CdcPipelineIT extends PipelineITBase {
       inserts[i] = "INSERT INTO items VALUES (" + (100 + i) + ", 'more', 1, NULL)";
     }
     sql(inserts);
-    await("every transaction delivered after the stall").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 201);
+    await("every transaction delivered after the stall")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 201);
     PipelineStatus s = status(p);
-    assertThat(s.restarts()).as("status updates during the stall should have kept the connection").isZero();
+    assertThat(s.restarts())
+        .as("status updates during the stall should have kept the connection")
+        .isZero();
     assertThat(s.state()).isEqualTo("running");
   }
 
@@ -357,19 +466,25 @@ class CdcPipelineIT extends PipelineITBase {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> first = start(settings(), sink);
     awaitState(first, "running");
-    PipelineSettings fast = settings().withRetries(2, Duration.ofMillis(100), Duration.ofMillis(300));
+    PipelineSettings fast =
+        settings().withRetries(2, Duration.ofMillis(100), Duration.ofMillis(300));
     ActorRef<CdcPipeline.Command> second = start(fast, sink);
-    await("the second consumer waits for the slot").atMost(Duration.ofSeconds(30))
+    await("the second consumer waits for the slot")
+        .atMost(Duration.ofSeconds(30))
         .until(() -> status(second).restarts() > 4);
     PipelineStatus waiting = status(second);
-    assertThat(waiting.state()).as("more failed cycles than max-command-retries, yet no halt").isNotEqualTo("halted");
+    assertThat(waiting.state())
+        .as("more failed cycles than max-command-retries, yet no halt")
+        .isNotEqualTo("halted");
     assertThat(waiting.detail()).contains("active for another consumer");
     var probe = kit.<PipelineStatus>createTestProbe();
     first.tell(new CdcPipeline.Stop(probe.ref()));
     probe.receiveMessage();
     awaitState(second, "running");
     sql("INSERT INTO items VALUES (1, 'after handover', 1, NULL)");
-    await("the new owner delivers").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
+    await("the new owner delivers")
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> sink.applied().size() == 1);
   }
 
   @Test
@@ -377,13 +492,21 @@ class CdcPipelineIT extends PipelineITBase {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(settings(), sink);
     awaitState(p, "running");
-    sql("BEGIN; INSERT INTO items VALUES (1, 'rolled back prepared', 1, NULL); PREPARE TRANSACTION 'weir_g1_" + slot + "'",
+    sql(
+        "BEGIN; INSERT INTO items VALUES (1, 'rolled back prepared', 1, NULL); PREPARE TRANSACTION 'weir_g1_"
+            + slot
+            + "'",
         "ROLLBACK PREPARED 'weir_g1_" + slot + "'",
-        "BEGIN; INSERT INTO items VALUES (2, 'committed prepared', 1, NULL); PREPARE TRANSACTION 'weir_g2_" + slot + "'",
+        "BEGIN; INSERT INTO items VALUES (2, 'committed prepared', 1, NULL); PREPARE TRANSACTION 'weir_g2_"
+            + slot
+            + "'",
         "INSERT INTO items VALUES (3, 'marker', 1, NULL)");
-    await("the marker arrives").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 1);
+    await("the marker arrives")
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> sink.applied().size() == 1);
     assertThat(text(((Change.Insert) sink.applied().get(0).changes().asList().get(0)).newRow(), 1))
-        .as("prepared and rolled-back prepared transactions deliver nothing").isEqualTo("marker");
+        .as("prepared and rolled-back prepared transactions deliver nothing")
+        .isEqualTo("marker");
     // The consumer goes away between PREPARE and COMMIT PREPARED, and comes back.
     var probe = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Stop(probe.ref()));
@@ -391,7 +514,9 @@ class CdcPipelineIT extends PipelineITBase {
     sql("COMMIT PREPARED 'weir_g2_" + slot + "'");
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage();
-    await("COMMIT PREPARED delivers the transaction").atMost(Duration.ofSeconds(30)).until(() -> sink.applied().size() == 2);
+    await("COMMIT PREPARED delivers the transaction")
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> sink.applied().size() == 2);
     Change.Insert committed = (Change.Insert) sink.applied().get(1).changes().asList().get(0);
     assertThat(text(committed.newRow(), 1)).isEqualTo("committed prepared");
     Thread.sleep(1500);
@@ -402,25 +527,40 @@ class CdcPipelineIT extends PipelineITBase {
     var probe = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Stop(probe.ref()));
     probe.receiveMessage();
-    await("slot released").atMost(Duration.ofSeconds(30)).until(() -> {
-      try (Connection c = db.connect();
-          ResultSet rs = c.createStatement().executeQuery("SELECT active FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
-        return rs.next() && !rs.getBoolean(1);
-      }
-    });
+    await("slot released")
+        .atMost(Duration.ofSeconds(30))
+        .until(
+            () -> {
+              try (Connection c = db.connect();
+                  ResultSet rs =
+                      c.createStatement()
+                          .executeQuery(
+                              "SELECT active FROM pg_replication_slots WHERE slot_name = '"
+                                  + slot
+                                  + "'")) {
+                return rs.next() && !rs.getBoolean(1);
+              }
+            });
   }
 
   private Lsn slotLsn(String column) throws SQLException {
     try (Connection c = db.connect();
-        ResultSet rs = c.createStatement().executeQuery(
-            "SELECT " + column + "::text FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT "
+                        + column
+                        + "::text FROM pg_replication_slots WHERE slot_name = '"
+                        + slot
+                        + "'")) {
       rs.next();
       return Lsn.parse(rs.getString(1));
     }
   }
 
   private Lsn currentWal() throws SQLException {
-    try (Connection c = db.connect(); ResultSet rs = c.createStatement().executeQuery("SELECT pg_current_wal_lsn()::text")) {
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery("SELECT pg_current_wal_lsn()::text")) {
       rs.next();
       return Lsn.parse(rs.getString(1));
     }

@@ -3,7 +3,9 @@ package io.weir.persistence.cdc;
 import io.weir.persistence.serialization.SerializationContract;
 import java.util.List;
 
-/** The serialization contract of the persistence module's messages (pipeline statuses and replies). */
+/**
+ * The serialization contract of the persistence module's messages (pipeline statuses and replies).
+ */
 class CdcSerializationTest extends SerializationContract {
   @Override
   protected Class<?> anchor() {
@@ -17,6 +19,10 @@ class CdcSerializationTest extends SerializationContract {
 
   @Override
   protected List<Class<?>> knownBound() {
-    return List.of(PipelineStatus.class, SnapshotStatus.class, CdcPipeline.DropReply.class, CdcPipeline.SnapshotReply.class);
+    return List.of(
+        PipelineStatus.class,
+        SnapshotStatus.class,
+        CdcPipeline.DropReply.class,
+        CdcPipeline.SnapshotReply.class);
   }
 }

@@ -27,8 +27,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Protocol 2 streaming of in-progress transactions against a real PostgreSQL. The walsender runs
- * with logical_decoding_work_mem = 64kB, so a transaction of a few hundred kB is streamed in
- * blocks before it commits.
+ * with logical_decoding_work_mem = 64kB, so a transaction of a few hundred kB is streamed in blocks
+ * before it commits.
  */
 class CdcStreamingIT extends PipelineITBase {
   @Override
@@ -41,13 +41,13 @@ class CdcStreamingIT extends PipelineITBase {
 
   private SimpleMeterRegistry registry;
 
-  @TempDir
-  Path spillRoot;
+  @TempDir Path spillRoot;
 
   @BeforeEach
   void setUp() throws Exception {
     registry = new SimpleMeterRegistry();
-    sql("CREATE TABLE items (id int PRIMARY KEY, v text)",
+    sql(
+        "CREATE TABLE items (id int PRIMARY KEY, v text)",
         "CREATE TABLE tags (id int PRIMARY KEY, label text)",
         "CREATE PUBLICATION pub FOR TABLE items, tags",
         "CREATE SCHEMA mirror",
@@ -60,7 +60,8 @@ class CdcStreamingIT extends PipelineITBase {
   private Connection connect() throws SQLException {
     Connection c = db.connect();
     try (Statement s = c.createStatement()) {
-      // The test login is called weir, so "$user" in the default search_path would be Weir's schema.
+      // The test login is called weir, so "$user" in the default search_path would be Weir's
+      // schema.
       s.execute("SET search_path = public");
     }
     return c;
@@ -103,7 +104,13 @@ class CdcStreamingIT extends PipelineITBase {
   }
 
   private static String insertItems(int from, int to) {
-    return "INSERT INTO items SELECT g, " + ROW_TEXT + " FROM generate_series(" + from + ", " + to + ") g";
+    return "INSERT INTO items SELECT g, "
+        + ROW_TEXT
+        + " FROM generate_series("
+        + from
+        + ", "
+        + to
+        + ") g";
   }
 
   private StreamingSettings streaming() {
@@ -137,9 +144,12 @@ class CdcStreamingIT extends PipelineITBase {
     return c == null ? 0 : c.count();
   }
 
-  /** Counters move once the sink call has completed, a little after the sink saw the transaction. */
+  /**
+   * Counters move once the sink call has completed, a little after the sink saw the transaction.
+   */
   private void awaitCounter(String name, String tag, String value, double expected) {
-    await(name + "{" + tag + "=" + value + "} = " + expected).atMost(Duration.ofSeconds(10))
+    await(name + "{" + tag + "=" + value + "} = " + expected)
+        .atMost(Duration.ofSeconds(10))
         .until(() -> counter(name, tag, value) == expected);
   }
 
@@ -173,7 +183,10 @@ class CdcStreamingIT extends PipelineITBase {
 
   /** Bytes the walsender has streamed from this slot so far (PostgreSQL's slot statistics). */
   private long streamedBytes() throws SQLException {
-    return query("SELECT coalesce((SELECT stream_bytes FROM pg_stat_replication_slots WHERE slot_name = '" + slot + "'), 0)");
+    return query(
+        "SELECT coalesce((SELECT stream_bytes FROM pg_stat_replication_slots WHERE slot_name = '"
+            + slot
+            + "'), 0)");
   }
 
   /**
@@ -182,12 +195,15 @@ class CdcStreamingIT extends PipelineITBase {
    * sees the abort), so a test of Stream Abort for a subtransaction must wait for them first.
    */
   private void awaitStreamed(long before, long bytes) {
-    await("the walsender streamed the changes so far").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50))
+    await("the walsender streamed the changes so far")
+        .atMost(Duration.ofSeconds(30))
+        .pollInterval(Duration.ofMillis(50))
         .until(() -> streamedBytes() - before >= bytes);
   }
 
   private long query(String sql) throws SQLException {
-    try (Connection c = connect(); ResultSet rs = c.createStatement().executeQuery(sql)) {
+    try (Connection c = connect();
+        ResultSet rs = c.createStatement().executeQuery(sql)) {
       rs.next();
       return rs.getLong(1);
     }
@@ -195,8 +211,11 @@ class CdcStreamingIT extends PipelineITBase {
 
   private List<String> appliedLog() throws SQLException {
     List<String> out = new ArrayList<>();
-    try (Connection c = connect(); ResultSet rs = c.createStatement().executeQuery(
-        "SELECT xid, commit_lsn FROM mirror.weir_mirror_applied ORDER BY commit_lsn")) {
+    try (Connection c = connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT xid, commit_lsn FROM mirror.weir_mirror_applied ORDER BY commit_lsn")) {
       while (rs.next()) {
         out.add(rs.getLong(1) + "@" + rs.getString(2));
       }
@@ -212,13 +231,22 @@ class CdcStreamingIT extends PipelineITBase {
     ActorRef<CdcPipeline.Command> p = start(settings(streaming()), sink);
     awaitState(p, "running");
     try (Session s = session()) {
-      s.run(insertItems(1, 2000), "UPDATE items SET v = 'updated' WHERE id <= 10", "DELETE FROM items WHERE id > 1990",
+      s.run(
+          insertItems(1, 2000),
+          "UPDATE items SET v = 'updated' WHERE id <= 10",
+          "DELETE FROM items WHERE id > 1990",
           insertItems(2001, 3000));
       s.commit();
     }
-    await("the streamed transaction").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 1);
+    await("the streamed transaction")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 1);
     Transaction t = sink.applied().get(0);
-    awaitCounter("weir.cdc.streamed.transactions", "spilled", "false", 1); // streamed, and it stayed in memory
+    awaitCounter(
+        "weir.cdc.streamed.transactions",
+        "spilled",
+        "false",
+        1); // streamed, and it stayed in memory
     assertThat(t.rowCount()).isEqualTo(2000 + 10 + 10 + 1000);
     assertThat(sink.changesRead().get(0)).isEqualTo(3020);
     List<Change> changes = t.changes().asList();
@@ -241,51 +269,70 @@ class CdcStreamingIT extends PipelineITBase {
     ActorRef<CdcPipeline.Command> p = start(settings(streaming()).withMessages(true), sink);
     awaitState(p, "running");
     try (Session s = session()) {
-      s.run(insertItems(1, 1500), "SELECT pg_logical_emit_message(true, 'inside', 'in the streamed transaction')",
+      s.run(
+          insertItems(1, 1500),
+          "SELECT pg_logical_emit_message(true, 'inside', 'in the streamed transaction')",
           insertItems(1501, 3000));
       sql("SELECT pg_logical_emit_message(false, 'outside', 'while it is open')");
       s.commit();
     }
-    await("the transaction and the message").atMost(Duration.ofSeconds(60))
+    await("the transaction and the message")
+        .atMost(Duration.ofSeconds(60))
         .until(() -> sink.applied().size() == 1 && sink.messages().size() == 1);
     List<Change> changes = sink.applied().get(0).changes().asList();
     assertThat(changes).hasSize(3001);
-    assertThat(changes.get(1500)).isInstanceOfSatisfying(Change.Message.class, m -> assertThat(m.prefix()).isEqualTo("inside"));
+    assertThat(changes.get(1500))
+        .isInstanceOfSatisfying(
+            Change.Message.class, m -> assertThat(m.prefix()).isEqualTo("inside"));
     assertThat(sink.applied().get(0).rowCount()).isEqualTo(3000);
     assertThat(sink.messages().get(0).prefix()).isEqualTo("outside");
     // A message's position is the end of its WAL record: here, where the commit record begins.
-    assertThat(sink.messages().get(0).lsn()).as("the message was written before the commit")
+    assertThat(sink.messages().get(0).lsn())
+        .as("the message was written before the commit")
         .isLessThanOrEqualTo(sink.applied().get(0).commitLsn());
   }
 
   @Test
   void aSpilledTransactionPassesThroughTheLibraryCheckpointStore() throws Exception {
     List<long[]> delivered = new java.util.concurrent.CopyOnWriteArrayList<>();
-    DeliverySink counting = t -> {
-      long n = 0;
-      long lastId = 0;
-      boolean ordered = true;
-      for (Change c : t.changes()) {
-        long id = Long.parseLong(((Change.Insert) c).newRow().text(0));
-        ordered &= id == lastId + 1;
-        lastId = id;
-        n++;
-      }
-      delivered.add(new long[] {t.xid(), n, ordered ? 1 : 0});
-      return java.util.concurrent.CompletableFuture.completedFuture(null);
-    };
-    CheckpointedSink sink = new CheckpointedSink(counting, new CheckpointStore(state.dataSource(), "weir"),
-        kit.system().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
-        1, Duration.ofMillis(10), 1);
-    ActorRef<CdcPipeline.Command> p = start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), sink);
+    DeliverySink counting =
+        t -> {
+          long n = 0;
+          long lastId = 0;
+          boolean ordered = true;
+          for (Change c : t.changes()) {
+            long id = Long.parseLong(((Change.Insert) c).newRow().text(0));
+            ordered &= id == lastId + 1;
+            lastId = id;
+            n++;
+          }
+          delivered.add(new long[] {t.xid(), n, ordered ? 1 : 0});
+          return java.util.concurrent.CompletableFuture.completedFuture(null);
+        };
+    CheckpointedSink sink =
+        new CheckpointedSink(
+            counting,
+            new CheckpointStore(state.dataSource(), "weir"),
+            kit.system()
+                .dispatchers()
+                .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
+            1,
+            Duration.ofMillis(10),
+            1);
+    ActorRef<CdcPipeline.Command> p =
+        start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), sink);
     awaitState(p, "running");
     sql(insertItems(1, 8000));
     await("delivered").atMost(Duration.ofSeconds(60)).until(() -> delivered.size() == 1);
     assertThat(delivered.get(0)[1]).as("every change read once").isEqualTo(8000);
     assertThat(delivered.get(0)[2]).as("in order").isEqualTo(1);
     awaitCounter("weir.cdc.streamed.transactions", "spilled", "true", 1);
-    await("checkpoint stored").atMost(Duration.ofSeconds(10))
-        .until(() -> query("SELECT count(*) FROM weir.cdc_checkpoint WHERE pipeline = 'p_" + slot + "'") == 1);
+    await("checkpoint stored")
+        .atMost(Duration.ofSeconds(10))
+        .until(
+            () ->
+                query("SELECT count(*) FROM weir.cdc_checkpoint WHERE pipeline = 'p_" + slot + "'")
+                    == 1);
     await("spill files are deleted").atMost(Duration.ofSeconds(10)).until(() -> spillFiles() == 0);
   }
 
@@ -299,7 +346,9 @@ class CdcStreamingIT extends PipelineITBase {
       s.rollback();
     }
     sql("INSERT INTO tags VALUES (1, 'after the rollback')");
-    await("the later transaction").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() >= 1);
+    await("the later transaction")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() >= 1);
     Thread.sleep(1000);
     assertThat(sink.applied()).as("only the committed transaction").hasSize(1);
     assertThat(sink.applied().get(0).rowCount()).isEqualTo(1);
@@ -315,14 +364,23 @@ class CdcStreamingIT extends PipelineITBase {
       long before = streamedBytes();
       s.run(insertItems(1, 2000), "SAVEPOINT a", insertItems(2001, 4000));
       awaitStreamed(before, 4000 * 120);
-      s.run("ROLLBACK TO SAVEPOINT a", "SAVEPOINT b", insertItems(4001, 5000), "RELEASE SAVEPOINT b", insertItems(5001, 5500));
+      s.run(
+          "ROLLBACK TO SAVEPOINT a",
+          "SAVEPOINT b",
+          insertItems(4001, 5000),
+          "RELEASE SAVEPOINT b",
+          insertItems(5001, 5500));
       s.commit();
     }
-    await("the streamed transaction").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 1);
+    await("the streamed transaction")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 1);
     Transaction t = sink.applied().get(0);
     List<Integer> expected = range(1, 2000);
     expected.addAll(range(4001, 5500));
-    assertThat(itemIds(t)).as("the rolled-back savepoint's rows are gone, the rest in order").isEqualTo(expected);
+    assertThat(itemIds(t))
+        .as("the rolled-back savepoint's rows are gone, the rest in order")
+        .isEqualTo(expected);
     assertThat(t.rowCount()).as("counts leave the aborted subtransaction out").isEqualTo(3500);
     awaitCounter("weir.cdc.streamed.transactions", "spilled", "false", 1);
   }
@@ -332,18 +390,21 @@ class CdcStreamingIT extends PipelineITBase {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(settings(streaming()), sink);
     awaitState(p, "running");
-    try (Session a = session(); Session c = session()) {
-      a.run(insertItems(1, 2000));                   // streamed, open
-      sql("INSERT INTO tags VALUES (1, 'first')");    // ordinary, commits
-      c.run(insertItems(10001, 12000));              // a second streamed transaction, open
+    try (Session a = session();
+        Session c = session()) {
+      a.run(insertItems(1, 2000)); // streamed, open
+      sql("INSERT INTO tags VALUES (1, 'first')"); // ordinary, commits
+      c.run(insertItems(10001, 12000)); // a second streamed transaction, open
       a.run(insertItems(2001, 2500));
       sql("INSERT INTO tags VALUES (2, 'second')");
-      c.commit();                                    // the later-started one commits first
+      c.commit(); // the later-started one commits first
       sql("INSERT INTO tags VALUES (3, 'third')");
       a.commit();
     }
     sql("INSERT INTO tags VALUES (4, 'fourth')");
-    await("six transactions").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 6);
+    await("six transactions")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 6);
     List<Transaction> t = sink.applied();
     for (int i = 1; i < t.size(); i++) {
       assertThat(t.get(i).commitLsn()).as("commit order").isGreaterThan(t.get(i - 1).commitLsn());
@@ -357,20 +418,27 @@ class CdcStreamingIT extends PipelineITBase {
   @Test
   void pastTheMemoryBoundATransactionIsSpilledReadOnceAndItsFilesRemoved() throws Exception {
     RecordingSink sink = new RecordingSink(false, false);
-    ActorRef<CdcPipeline.Command> p = start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), sink);
+    ActorRef<CdcPipeline.Command> p =
+        start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), sink);
     awaitState(p, "running");
     try (Session s = session()) {
       s.run(insertItems(1, 20_000));
-      await("a spill file while the transaction is open").atMost(Duration.ofSeconds(30)).until(() -> spillFiles() > 0);
+      await("a spill file while the transaction is open")
+          .atMost(Duration.ofSeconds(30))
+          .until(() -> spillFiles() > 0);
       s.run(insertItems(20_001, 25_000));
       s.commit();
     }
-    await("the spilled transaction").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 1);
+    await("the spilled transaction")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 1);
     assertThat(sink.repeatable().get(0)).as("read from disk: a single pass").isFalse();
     assertThat(sink.changesRead().get(0)).as("every change read once").isEqualTo(25_000);
     assertThat(sink.applied().get(0).rowCount()).isEqualTo(25_000);
     awaitCounter("weir.cdc.streamed.transactions", "spilled", "true", 1);
-    await("spill files are deleted after the sink call").atMost(Duration.ofSeconds(10)).until(() -> spillFiles() == 0);
+    await("spill files are deleted after the sink call")
+        .atMost(Duration.ofSeconds(10))
+        .until(() -> spillFiles() == 0);
     assertThat(registry.find("weir.cdc.spill.bytes").gauge().value()).isZero();
 
     // A stale file from a crashed run is removed when the pipeline starts again.
@@ -385,12 +453,16 @@ class CdcStreamingIT extends PipelineITBase {
   @Test
   void pastMaxSpillBytesThePipelineHaltsWithAnAlert() throws Exception {
     var alerts = kit.<SpillLimitExceeded>createTestProbe();
-    kit.system().eventStream().tell(new EventStream.Subscribe<>(SpillLimitExceeded.class, alerts.ref()));
+    kit.system()
+        .eventStream()
+        .tell(new EventStream.Subscribe<>(SpillLimitExceeded.class, alerts.ref()));
     RecordingSink sink = new RecordingSink();
-    ActorRef<CdcPipeline.Command> p = start(settings(streaming().withSpill(spillRoot, 16 * 1024, 200 * 1024)), sink);
+    ActorRef<CdcPipeline.Command> p =
+        start(settings(streaming().withSpill(spillRoot, 16 * 1024, 200 * 1024)), sink);
     awaitState(p, "running");
     try (Session s = session()) {
-      s.run("INSERT INTO items SELECT g, 'secret-canary-' || g || repeat('v', 200) FROM generate_series(1, 5000) g");
+      s.run(
+          "INSERT INTO items SELECT g, 'secret-canary-' || g || repeat('v', 200) FROM generate_series(1, 5000) g");
       s.commit();
     }
     PipelineStatus halted = awaitState(p, "halted");
@@ -402,28 +474,42 @@ class CdcStreamingIT extends PipelineITBase {
     assertThat(counter("weir.cdc.alerts", "alert", "spill-limit-exceeded")).isEqualTo(1);
     assertThat(counter("weir.cdc.halts", "reason", "spill-limit-exceeded")).isEqualTo(1);
     assertThat(sink.applied()).as("nothing of it was delivered").isEmpty();
-    await("the halted run's spill files are deleted").atMost(Duration.ofSeconds(10)).until(() -> spillFiles() == 0);
+    await("the halted run's spill files are deleted")
+        .atMost(Duration.ofSeconds(10))
+        .until(() -> spillFiles() == 0);
   }
 
   @Test
   void restartedWhileAStreamedTransactionIsOpenItIsMirroredExactlyOnce() throws Exception {
-    PostgresMirrorSink mirror = new PostgresMirrorSink(state.dataSource(),
-        kit.system().dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
-        MirrorSettings.of("mirror").withAppliedLog(true));
-    ActorRef<CdcPipeline.Command> p = start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), mirror);
+    PostgresMirrorSink mirror =
+        new PostgresMirrorSink(
+            state.dataSource(),
+            kit.system()
+                .dispatchers()
+                .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
+            MirrorSettings.of("mirror").withAppliedLog(true));
+    ActorRef<CdcPipeline.Command> p =
+        start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), mirror);
     awaitState(p, "running");
     sql("INSERT INTO tags VALUES (1, 'before')");
-    await("the first transaction").atMost(Duration.ofSeconds(30)).until(() -> query("SELECT count(*) FROM mirror.tags") == 1);
+    await("the first transaction")
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> query("SELECT count(*) FROM mirror.tags") == 1);
     long xid;
     try (Session s = session()) {
       s.run(insertItems(1, 10_000));
-      try (ResultSet rs = s.c.createStatement().executeQuery("SELECT pg_current_xact_id()::xid::text::bigint")) {
+      try (ResultSet rs =
+          s.c.createStatement().executeQuery("SELECT pg_current_xact_id()::xid::text::bigint")) {
         rs.next();
         xid = rs.getLong(1);
       }
-      await("part of it was streamed and spilled").atMost(Duration.ofSeconds(30)).until(() -> spillFiles() > 0);
+      await("part of it was streamed and spilled")
+          .atMost(Duration.ofSeconds(30))
+          .until(() -> spillFiles() > 0);
       command(p, false);
-      await("the stopped run's files are gone").atMost(Duration.ofSeconds(30)).until(() -> spillFiles() == 0);
+      await("the stopped run's files are gone")
+          .atMost(Duration.ofSeconds(30))
+          .until(() -> spillFiles() == 0);
       s.run("UPDATE items SET v = 'changed while stopped' WHERE id % 100 = 0");
       command(p, true);
       awaitState(p, "running");
@@ -432,28 +518,41 @@ class CdcStreamingIT extends PipelineITBase {
       s.commit();
     }
     sql("INSERT INTO tags VALUES (3, 'after')");
-    await("the mirror catches up").atMost(Duration.ofSeconds(60)).until(() -> query("SELECT count(*) FROM mirror.tags") == 3);
-    await("the streamed transaction is mirrored").atMost(Duration.ofSeconds(30))
+    await("the mirror catches up")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> query("SELECT count(*) FROM mirror.tags") == 3);
+    await("the streamed transaction is mirrored")
+        .atMost(Duration.ofSeconds(30))
         .until(() -> query("SELECT count(*) FROM mirror.items") == 12_000 - 12);
-    assertThat(query("SELECT count(*) FROM (SELECT * FROM items EXCEPT SELECT * FROM mirror.items) d")
-        + query("SELECT count(*) FROM (SELECT * FROM mirror.items EXCEPT SELECT * FROM items) d"))
-        .as("the mirror equals the source").isZero();
+    assertThat(
+            query("SELECT count(*) FROM (SELECT * FROM items EXCEPT SELECT * FROM mirror.items) d")
+                + query(
+                    "SELECT count(*) FROM (SELECT * FROM mirror.items EXCEPT SELECT * FROM items) d"))
+        .as("the mirror equals the source")
+        .isZero();
     assertThat(query("SELECT count(*) FROM mirror.weir_mirror_applied WHERE xid = " + xid))
-        .as("the streamed transaction was applied exactly once").isEqualTo(1);
+        .as("the streamed transaction was applied exactly once")
+        .isEqualTo(1);
     assertThat(query("SELECT count(*) FROM mirror.weir_mirror_applied"))
-        .as("four transactions, once each (the mirror's own large write into this database comes back as an"
-            + " empty streamed transaction, which is not delivered): %s", appliedLog()).isEqualTo(4);
+        .as(
+            "four transactions, once each (the mirror's own large write into this database comes back as an"
+                + " empty streamed transaction, which is not delivered): %s",
+            appliedLog())
+        .isEqualTo(4);
     await("no spill file is left").atMost(Duration.ofSeconds(10)).until(() -> spillFiles() == 0);
   }
 
   @Test
   void aColumnAddedInsideOrBetweenStreamedTransactionsIsFollowed() throws Exception {
     RecordingSink sink = new RecordingSink();
-    ActorRef<CdcPipeline.Command> p = start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), sink);
+    ActorRef<CdcPipeline.Command> p =
+        start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), sink);
     awaitState(p, "running");
     // Inside: the shape changes half-way through a streamed (and spilled) transaction.
     try (Session s = session()) {
-      s.run(insertItems(1, 3000), "ALTER TABLE items ADD COLUMN extra int",
+      s.run(
+          insertItems(1, 3000),
+          "ALTER TABLE items ADD COLUMN extra int",
           "INSERT INTO items SELECT g, 'after', g FROM generate_series(3001, 6000) g");
       s.commit();
     }
@@ -461,29 +560,49 @@ class CdcStreamingIT extends PipelineITBase {
     sql("INSERT INTO items VALUES (6001, 'ordinary', 1)");
     sql("ALTER TABLE tags ADD COLUMN color text");
     try (Session s = session()) {
-      s.run("INSERT INTO tags SELECT g, 'tag ' || g || repeat('t', 100), 'red' FROM generate_series(1, 3000) g");
+      s.run(
+          "INSERT INTO tags SELECT g, 'tag ' || g || repeat('t', 100), 'red' FROM generate_series(1, 3000) g");
       s.commit();
     }
     sql("INSERT INTO tags VALUES (3001, 'ordinary', 'blue')");
-    await("four transactions").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 4);
+    await("four transactions")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 4);
     assertThat(status(p).state()).as("an added column never halts").isEqualTo("running");
     Transaction inside = sink.applied().get(0);
     List<Change> changes = inside.changes().asList();
     assertThat(((Change.Insert) changes.get(0)).table().columnNames()).containsExactly("id", "v");
-    assertThat(((Change.Insert) changes.get(5999)).table().columnNames()).containsExactly("id", "v", "extra");
+    assertThat(((Change.Insert) changes.get(5999)).table().columnNames())
+        .containsExactly("id", "v", "extra");
     assertThat(((Change.Insert) changes.get(5999)).newRow().text(2)).isEqualTo("6000");
-    assertThat(inside.schemaChanges()).extracting(s -> s.columnNames().size()).as("the added column is announced").containsExactly(3);
-    assertThat(((Change.Insert) sink.applied().get(1).changes().asList().get(0)).table().columnNames())
-        .as("the next ordinary transaction is read with the new shape").containsExactly("id", "v", "extra");
-    assertThat(((Change.Insert) sink.applied().get(2).changes().asList().get(0)).newRow().text(2)).isEqualTo("red");
-    assertThat(((Change.Insert) sink.applied().get(3).changes().asList().get(0)).newRow().text(2)).isEqualTo("blue");
-    await("the new shapes are recorded").atMost(Duration.ofSeconds(10)).until(() ->
-        query("SELECT count(*) FROM weir.cdc_relation WHERE definition::text LIKE '%extra%'") == 1
-            && query("SELECT count(*) FROM weir.cdc_relation WHERE definition::text LIKE '%color%'") == 1);
+    assertThat(inside.schemaChanges())
+        .extracting(s -> s.columnNames().size())
+        .as("the added column is announced")
+        .containsExactly(3);
+    assertThat(
+            ((Change.Insert) sink.applied().get(1).changes().asList().get(0)).table().columnNames())
+        .as("the next ordinary transaction is read with the new shape")
+        .containsExactly("id", "v", "extra");
+    assertThat(((Change.Insert) sink.applied().get(2).changes().asList().get(0)).newRow().text(2))
+        .isEqualTo("red");
+    assertThat(((Change.Insert) sink.applied().get(3).changes().asList().get(0)).newRow().text(2))
+        .isEqualTo("blue");
+    await("the new shapes are recorded")
+        .atMost(Duration.ofSeconds(10))
+        .until(
+            () ->
+                query(
+                            "SELECT count(*) FROM weir.cdc_relation WHERE definition::text LIKE '%extra%'")
+                        == 1
+                    && query(
+                            "SELECT count(*) FROM weir.cdc_relation WHERE definition::text LIKE '%color%'")
+                        == 1);
   }
 
   @Test
-  void aShapeAStreamedTransactionSentBeforeAnotherTransactionChangedTheTableDoesNotReplaceTheNewOne() throws Exception {
+  void
+      aShapeAStreamedTransactionSentBeforeAnotherTransactionChangedTheTableDoesNotReplaceTheNewOne()
+          throws Exception {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(settings(streaming()), sink);
     awaitState(p, "running");
@@ -491,7 +610,9 @@ class CdcStreamingIT extends PipelineITBase {
       // The streamed transaction writes tags in a savepoint (streamed, with the old shape of tags),
       // rolls it back, which releases its lock on tags ...
       long before = streamedBytes();
-      a.run(insertItems(1, 2000), "SAVEPOINT s",
+      a.run(
+          insertItems(1, 2000),
+          "SAVEPOINT s",
           "INSERT INTO tags SELECT g, 'tag ' || g || repeat('t', 100) FROM generate_series(1, 2000) g");
       awaitStreamed(before, 4000 * 110);
       a.run("ROLLBACK TO SAVEPOINT s");
@@ -501,11 +622,15 @@ class CdcStreamingIT extends PipelineITBase {
       a.commit();
     }
     sql("INSERT INTO tags VALUES (2, 'two', 'blue')");
-    await("three transactions").atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 3);
+    await("three transactions")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 3);
     assertThat(status(p).state()).as("no false schema halt").isEqualTo("running");
     assertThat(itemIds(sink.applied().get(1))).isEqualTo(range(1, 2100));
     Change.Insert last = (Change.Insert) sink.applied().get(2).changes().asList().get(0);
-    assertThat(last.table().columnNames()).as("read with the newer shape").containsExactly("id", "label", "color");
+    assertThat(last.table().columnNames())
+        .as("read with the newer shape")
+        .containsExactly("id", "label", "color");
     assertThat(last.newRow().text(2)).isEqualTo("blue");
   }
 }

@@ -33,17 +33,21 @@ class CheckpointedSinkIT {
   private Database database;
   private final ExecutorService io = Executors.newFixedThreadPool(2);
   private final List<Long> delivered = new ArrayList<>();
-  private final DeliverySink recording = t -> {
-    synchronized (delivered) {
-      delivered.add(t.xid());
-    }
-    return CompletableFuture.completedFuture(null);
-  };
+  private final DeliverySink recording =
+      t -> {
+        synchronized (delivered) {
+          delivered.add(t.xid());
+        }
+        return CompletableFuture.completedFuture(null);
+      };
 
   @BeforeEach
   void setUp() {
     db = TestPostgres.server().freshDatabase("ckpt_it");
-    database = Database.create(PostgresSettings.create(db.config().withFallback(ConfigFactory.load()).resolve()), "ckpt-it");
+    database =
+        Database.create(
+            PostgresSettings.create(db.config().withFallback(ConfigFactory.load()).resolve()),
+            "ckpt-it");
     SchemaMigrator.migrate(database.dataSource(), "weir");
   }
 
@@ -55,7 +59,8 @@ class CheckpointedSinkIT {
   }
 
   private static Transaction txn(long xid) {
-    return new Transaction(xid, Lsn.of(xid * 100), Lsn.of(xid * 100 + 10), Instant.EPOCH, List.of(), List.of());
+    return new Transaction(
+        xid, Lsn.of(xid * 100), Lsn.of(xid * 100 + 10), Instant.EPOCH, List.of(), List.of());
   }
 
   private CheckpointedSink sink(CheckpointStore store, int every) {
@@ -66,19 +71,25 @@ class CheckpointedSinkIT {
   void deliversThenStoresAndSkipsWhatTheStoreHolds() throws Exception {
     CheckpointStore store = new CheckpointStore(database.dataSource(), "weir");
     CheckpointedSink first = sink(store, 1);
-    assertThat(first.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get()).isEmpty();
+    assertThat(first.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get())
+        .isEmpty();
     first.apply(List.of(txn(1))).toCompletableFuture().get();
     first.apply(List.of(txn(2))).toCompletableFuture().get();
-    assertThat(first.durableThrough(List.of(txn(2)))).as("the slot may confirm what is stored").isEqualTo(Lsn.of(210));
+    assertThat(first.durableThrough(List.of(txn(2))))
+        .as("the slot may confirm what is stored")
+        .isEqualTo(Lsn.of(210));
     assertThat(first.supportsBatches()).isFalse();
 
     CheckpointedSink afterCrash = sink(store, 1);
-    Optional<SinkCheckpoint> cp = afterCrash.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
+    Optional<SinkCheckpoint> cp =
+        afterCrash.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
     assertThat(cp).hasValue(new SinkCheckpoint(INC, Lsn.of(200)));
     afterCrash.apply(List.of(txn(1))).toCompletableFuture().get();
     afterCrash.apply(List.of(txn(2))).toCompletableFuture().get();
     afterCrash.apply(List.of(txn(3))).toCompletableFuture().get();
-    assertThat(delivered).as("redelivered transactions at or below the checkpoint are skipped").containsExactly(1L, 2L, 3L);
+    assertThat(delivered)
+        .as("redelivered transactions at or below the checkpoint are skipped")
+        .containsExactly(1L, 2L, 3L);
   }
 
   @Test
@@ -88,28 +99,52 @@ class CheckpointedSinkIT {
     s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
     s.apply(List.of(txn(1))).toCompletableFuture().get();
     s.apply(List.of(txn(2))).toCompletableFuture().get();
-    assertThat(s.durableThrough(List.of(txn(2)))).as("nothing stored yet: nothing to confirm").isEqualTo(Lsn.INVALID);
+    assertThat(s.durableThrough(List.of(txn(2))))
+        .as("nothing stored yet: nothing to confirm")
+        .isEqualTo(Lsn.INVALID);
     s.apply(List.of(txn(3))).toCompletableFuture().get();
     assertThat(s.durableThrough(List.of(txn(3)))).isEqualTo(Lsn.of(310));
-    assertThat(store.read("p")).hasValueSatisfying(v -> assertThat(v.checkpoint().commitLsn()).isEqualTo(Lsn.of(300)));
+    assertThat(store.read("p"))
+        .hasValueSatisfying(v -> assertThat(v.checkpoint().commitLsn()).isEqualTo(Lsn.of(300)));
   }
 
   @Test
   void permanentStoreFaultsHaltAtOnceAndTransientOnesAfterRetries() throws Exception {
-    CheckpointedSink missingTable = sink(new CheckpointStore(database.dataSource(), "no_such_schema"), 1);
-    assertThatThrownBy(() -> missingTable.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().join())
+    CheckpointedSink missingTable =
+        sink(new CheckpointStore(database.dataSource(), "no_such_schema"), 1);
+    assertThatThrownBy(
+            () ->
+                missingTable
+                    .open(new PipelineContext("p", Optional.of(INC)))
+                    .toCompletableFuture()
+                    .join())
         .isInstanceOf(CompletionException.class)
         .cause()
-        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.CHECKPOINT_STORE_FAILED))
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.CHECKPOINT_STORE_FAILED))
         .hasMessageContaining("42P01");
 
-    PostgresSettings down = new PostgresSettings("jdbc:postgresql://127.0.0.1:1/weir", "weir", "", "weir", 1,
-        Duration.ofSeconds(1), Duration.ofSeconds(1), Duration.ofSeconds(1), Duration.ofSeconds(1), PostgresTls.NONE);
+    PostgresSettings down =
+        new PostgresSettings(
+            "jdbc:postgresql://127.0.0.1:1/weir",
+            "weir",
+            "",
+            "weir",
+            1,
+            Duration.ofSeconds(1),
+            Duration.ofSeconds(1),
+            Duration.ofSeconds(1),
+            Duration.ofSeconds(1),
+            PostgresTls.NONE);
     try (Database unreachable = Database.create(down, "ckpt-down")) {
       CheckpointedSink s = sink(new CheckpointStore(unreachable.dataSource(), "weir"), 1);
-      assertThatThrownBy(() -> s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().join())
+      assertThatThrownBy(
+              () -> s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().join())
           .cause()
-          .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.CHECKPOINT_STORE_FAILED))
+          .isInstanceOfSatisfying(
+              PipelineHaltException.class,
+              e -> assertThat(e.reason()).isEqualTo(HaltReason.CHECKPOINT_STORE_FAILED))
           .hasMessageContaining("failed 3 times");
     }
   }

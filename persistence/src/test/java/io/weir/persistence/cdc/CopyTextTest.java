@@ -27,16 +27,19 @@ class CopyTextTest {
   @Test
   void rowsWithAndWithoutEscapesEqualTheSameValuesBuiltFromText() {
     assertThat(parse("7\t\\N\tplain\n", 3)).isEqualTo(TupleData.ofText("7", null, "plain"));
-    assertThat(parse("7\t\\N\ttab\\there\n", 3)).isEqualTo(TupleData.ofText("7", null, "tab\there"));
+    assertThat(parse("7\t\\N\ttab\\there\n", 3))
+        .isEqualTo(TupleData.ofText("7", null, "tab\there"));
   }
 
   @Test
   void aWrongColumnCountIsAValueFreeProtocolFault() {
     assertThatThrownBy(() -> parse("secret\tvalue\n", 3))
-        .isInstanceOfSatisfying(PipelineHaltException.class, e -> {
-          assertThat(e.reason()).isEqualTo(HaltReason.PROTOCOL_VIOLATION);
-          assertThat(e.getMessage()).doesNotContain("secret");
-        });
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> {
+              assertThat(e.reason()).isEqualTo(HaltReason.PROTOCOL_VIOLATION);
+              assertThat(e.getMessage()).doesNotContain("secret");
+            });
     assertThatThrownBy(() -> parse("a\tb\tc\n", 2)).isInstanceOf(PipelineHaltException.class);
   }
 }

@@ -32,7 +32,9 @@ final class PipelineHarness implements AutoCloseable {
 
   PipelineHarness(String name) throws SQLException {
     db = TestPostgres.server().freshDatabase(name.replace('-', '_'));
-    Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+    Config config =
+        ConfigFactory.load(
+            db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
     state = Database.create(PostgresSettings.create(config), name);
     SchemaMigrator.migrate(state.dataSource(), "weir");
     kit = ActorTestKit.create(name.replace('_', '-'), config);
@@ -64,7 +66,8 @@ final class PipelineHarness implements AutoCloseable {
   void sql(String... statements) throws SQLException {
     try (Connection c = db.connect();
         Statement s = c.createStatement()) {
-      // The test login is called weir, so "$user" in the default search_path would be Weir's schema.
+      // The test login is called weir, so "$user" in the default search_path would be Weir's
+      // schema.
       s.execute("SET search_path = public");
       for (String q : statements) {
         s.execute(q);
@@ -72,15 +75,17 @@ final class PipelineHarness implements AutoCloseable {
     }
   }
 
-  ActorRef<CdcPipeline.Command> start(SourceSettings from, PipelineSettings settings, ChangeSink sink) {
+  ActorRef<CdcPipeline.Command> start(
+      SourceSettings from, PipelineSettings settings, ChangeSink sink) {
     return start(from, settings, sink, new SimpleMeterRegistry());
   }
 
   /**
-   * Spawns a pipeline reading {@code from} (usually {@link #source()}; a test may log in as
-   * someone else) and starts it; returns once it answered the Start.
+   * Spawns a pipeline reading {@code from} (usually {@link #source()}; a test may log in as someone
+   * else) and starts it; returns once it answered the Start.
    */
-  ActorRef<CdcPipeline.Command> start(SourceSettings from, PipelineSettings settings, ChangeSink sink, MeterRegistry registry) {
+  ActorRef<CdcPipeline.Command> start(
+      SourceSettings from, PipelineSettings settings, ChangeSink sink, MeterRegistry registry) {
     ActorRef<CdcPipeline.Command> p =
         kit.spawn(CdcPipeline.create(settings, from, sink, state.dataSource(), "weir", registry));
     var probe = kit.<PipelineStatus>createTestProbe();
@@ -95,9 +100,13 @@ final class PipelineHarness implements AutoCloseable {
     return probe.receiveMessage(Duration.ofSeconds(10));
   }
 
-  /** Waits (at most {@code timeout}) for the pipeline to reach {@code wanted}; returns that status. */
+  /**
+   * Waits (at most {@code timeout}) for the pipeline to reach {@code wanted}; returns that status.
+   */
   PipelineStatus awaitState(ActorRef<CdcPipeline.Command> p, String wanted, Duration timeout) {
-    await("pipeline state " + wanted).atMost(timeout).pollInterval(Duration.ofMillis(100))
+    await("pipeline state " + wanted)
+        .atMost(timeout)
+        .pollInterval(Duration.ofMillis(100))
         .until(() -> status(p).state().equals(wanted));
     return status(p);
   }

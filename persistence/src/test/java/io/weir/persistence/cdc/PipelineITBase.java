@@ -12,9 +12,9 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 
 /**
- * Base of the pipeline integration tests: a {@link PipelineHarness} per test (fresh database,
- * state schema, actor kit, slot name) and an executor for sinks, closed after each test in that
- * order (pipelines stop before their sinks' executor goes away).
+ * Base of the pipeline integration tests: a {@link PipelineHarness} per test (fresh database, state
+ * schema, actor kit, slot name) and an executor for sinks, closed after each test in that order
+ * (pipelines stop before their sinks' executor goes away).
  */
 abstract class PipelineITBase {
   protected PipelineHarness h;

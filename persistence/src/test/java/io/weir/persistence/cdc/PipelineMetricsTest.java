@@ -9,7 +9,10 @@ import java.time.Instant;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
-/** A pipeline's meters: lag in time, state, halts by reason, and their removal when the pipeline stops. */
+/**
+ * A pipeline's meters: lag in time, state, halts by reason, and their removal when the pipeline
+ * stops.
+ */
 class PipelineMetricsTest {
   @Test
   void lagInSecondsIsTheAgeOfTheOldestTransactionNotYetApplied() {
@@ -29,9 +32,12 @@ class PipelineMetricsTest {
     assertThat(clock.seconds(now)).as("a source clock ahead of ours never reads negative").isZero();
     clock.received(Lsn.of(400), Instant.ofEpochMilli(now + 61_000));
     clock.keepOldest();
-    assertThat(clock.waiting()).as("a stopped stream keeps only the oldest waiting transaction").isEqualTo(1);
+    assertThat(clock.waiting())
+        .as("a stopped stream keeps only the oldest waiting transaction")
+        .isEqualTo(1);
     assertThat(clock.seconds(now + 70_000)).as("whose age keeps growing").isEqualTo(10.0);
-    clock.received(Lsn.of(300), Instant.ofEpochMilli(now + 60_000)); // the next run receives it again
+    clock.received(
+        Lsn.of(300), Instant.ofEpochMilli(now + 60_000)); // the next run receives it again
     clock.applied(Lsn.of(300));
     assertThat(clock.waiting()).isZero();
     clock.received(Lsn.of(500), Instant.ofEpochMilli(now));
@@ -47,16 +53,21 @@ class PipelineMetricsTest {
     metrics.stateGauges(state::get);
     metrics.lagSeconds(() -> 1.5);
     assertThat(registry.find("weir.cdc.halts").tag("pipeline", "orders").counters())
-        .as("one halt counter per reason, all at 0").hasSize(HaltReason.values().length)
+        .as("one halt counter per reason, all at 0")
+        .hasSize(HaltReason.values().length)
         .allSatisfy(c -> assertThat(c.count()).isZero());
     metrics.halted(HaltReason.SLOT_LOST);
-    assertThat(registry.get("weir.cdc.halts").tag("reason", "slot-lost").counter().count()).isEqualTo(1.0);
-    assertThat(registry.get("weir.cdc.state").tag("state", "running").gauge().value()).isEqualTo(1.0);
+    assertThat(registry.get("weir.cdc.halts").tag("reason", "slot-lost").counter().count())
+        .isEqualTo(1.0);
+    assertThat(registry.get("weir.cdc.state").tag("state", "running").gauge().value())
+        .isEqualTo(1.0);
     assertThat(registry.get("weir.cdc.state").tag("state", "halted").gauge().value()).isZero();
     state.set("halted");
     assertThat(registry.get("weir.cdc.state").tag("state", "running").gauge().value()).isZero();
-    assertThat(registry.get("weir.cdc.state").tag("state", "halted").gauge().value()).isEqualTo(1.0);
-    assertThat(registry.find("weir.cdc.state").gauges()).as("one gauge per known state")
+    assertThat(registry.get("weir.cdc.state").tag("state", "halted").gauge().value())
+        .isEqualTo(1.0);
+    assertThat(registry.find("weir.cdc.state").gauges())
+        .as("one gauge per known state")
         .hasSize(PipelineMetrics.STATES.size());
     assertThat(registry.get("weir.cdc.lag.seconds").gauge().value()).isEqualTo(1.5);
   }
@@ -68,9 +79,14 @@ class PipelineMetricsTest {
     new PipelineMetrics(registry, "items", () -> 0, () -> 0);
     registry.counter("weir.other", "pipeline", "orders");
     orders.close();
-    assertThat(registry.getMeters()).as("the pipeline's meters are gone")
-        .noneMatch(m -> "orders".equals(m.getId().getTag("pipeline")) && m.getId().getName().startsWith("weir.cdc."));
+    assertThat(registry.getMeters())
+        .as("the pipeline's meters are gone")
+        .noneMatch(
+            m ->
+                "orders".equals(m.getId().getTag("pipeline"))
+                    && m.getId().getName().startsWith("weir.cdc."));
     assertThat(registry.getMeters().stream().map(Meter::getId).map(id -> id.getTag("pipeline")))
-        .as("another pipeline's meters and other families stay").contains("items", "orders");
+        .as("another pipeline's meters and other families stay")
+        .contains("items", "orders");
   }
 }

@@ -30,7 +30,9 @@ public final class RecordingSink implements ChangeSink {
     this(false);
   }
 
-  /** @param acceptsMessages whether this sink takes non-transactional messages */
+  /**
+   * @param acceptsMessages whether this sink takes non-transactional messages
+   */
   public RecordingSink(boolean acceptsMessages) {
     this(acceptsMessages, true);
   }
@@ -58,6 +60,7 @@ public final class RecordingSink implements ChangeSink {
   public synchronized List<io.weir.protocol.cdc.CdcMessage> messages() {
     return List.copyOf(messages);
   }
+
   private Optional<SinkCheckpoint> checkpoint = Optional.empty();
   private PipelineContext context;
   private Function<List<Transaction>, RuntimeException> failNext;
@@ -80,7 +83,10 @@ public final class RecordingSink implements ChangeSink {
     }
     if (delay != null) {
       // A slow sink: the pipeline must keep its connection alive meanwhile.
-      return CompletableFuture.runAsync(() -> {}, CompletableFuture.delayedExecutor(delay.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS))
+      return CompletableFuture.runAsync(
+              () -> {},
+              CompletableFuture.delayedExecutor(
+                  delay.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS))
           .thenCompose(v -> applyNow(transactions));
     }
     return applyNow(transactions);
@@ -106,9 +112,18 @@ public final class RecordingSink implements ChangeSink {
       }
       changesRead.add(read);
       repeatable.add(t.changes().repeatable());
-      applied.add(new Transaction(t.xid(), t.commitLsn(), t.endLsn(), t.commitTime(),
-          io.weir.protocol.cdc.Changes.of(copy), t.schemaChanges(), t.rowCount(), t.rowsByTable()));
-      checkpoint = Optional.of(new SinkCheckpoint(context.incarnation().orElseThrow(), t.commitLsn()));
+      applied.add(
+          new Transaction(
+              t.xid(),
+              t.commitLsn(),
+              t.endLsn(),
+              t.commitTime(),
+              io.weir.protocol.cdc.Changes.of(copy),
+              t.schemaChanges(),
+              t.rowCount(),
+              t.rowsByTable()));
+      checkpoint =
+          Optional.of(new SinkCheckpoint(context.incarnation().orElseThrow(), t.commitLsn()));
     }
     return CompletableFuture.completedFuture(null);
   }
@@ -122,7 +137,9 @@ public final class RecordingSink implements ChangeSink {
     return List.copyOf(changesRead);
   }
 
-  /** Per applied transaction, whether its changes could have been read more than once (not spilled). */
+  /**
+   * Per applied transaction, whether its changes could have been read more than once (not spilled).
+   */
   public synchronized List<Boolean> repeatable() {
     return List.copyOf(repeatable);
   }

@@ -13,7 +13,13 @@ class ReplicationTrackerTest {
   }
 
   private static ByteBuffer commit(long end) {
-    return ByteBuffer.allocate(26).put((byte) 'C').put((byte) 0).putLong(end - 8).putLong(end).putLong(0).flip();
+    return ByteBuffer.allocate(26)
+        .put((byte) 'C')
+        .put((byte) 0)
+        .putLong(end - 8)
+        .putLong(end)
+        .putLong(0)
+        .flip();
   }
 
   private static ByteBuffer streamStart(int xid) {
@@ -25,7 +31,14 @@ class ReplicationTrackerTest {
   }
 
   private static ByteBuffer streamCommit(int xid, long end) {
-    return ByteBuffer.allocate(30).put((byte) 'c').putInt(xid).put((byte) 0).putLong(end - 8).putLong(end).putLong(0).flip();
+    return ByteBuffer.allocate(30)
+        .put((byte) 'c')
+        .putInt(xid)
+        .put((byte) 0)
+        .putLong(end - 8)
+        .putLong(end)
+        .putLong(0)
+        .flip();
   }
 
   private static ByteBuffer streamAbort(int xid, int subXid) {
@@ -34,7 +47,13 @@ class ReplicationTrackerTest {
 
   /** An insert inside a stream block: 'I', xid, relation id, 'N', tuple. */
   private static ByteBuffer streamedInsert(int xid) {
-    return ByteBuffer.allocate(14).put((byte) 'I').putInt(xid).putInt(16384).put((byte) 'N').putShort((short) 0).flip();
+    return ByteBuffer.allocate(14)
+        .put((byte) 'I')
+        .putInt(xid)
+        .putInt(16384)
+        .put((byte) 'N')
+        .putShort((short) 0)
+        .flip();
   }
 
   @Test
@@ -48,7 +67,9 @@ class ReplicationTrackerTest {
     // An ordinary transaction commits while the streamed one is open.
     t.track(begin());
     t.track(commit(200));
-    assertThat(t.idle(200)).as("the streamed transaction is still open after an interleaved commit").isFalse();
+    assertThat(t.idle(200))
+        .as("the streamed transaction is still open after an interleaved commit")
+        .isFalse();
     t.track(streamAbort(700, 701));
     assertThat(t.idle(200)).as("a subtransaction's abort leaves the transaction open").isFalse();
     t.track(streamStart(700));
@@ -69,7 +90,9 @@ class ReplicationTrackerTest {
     t.track(streamAbort(800, 800));
     assertThat(t.idle(100)).as("another streamed transaction is still open").isFalse();
     t.track(streamAbort(801, 801));
-    assertThat(t.idle(100)).as("aborted transactions deliver nothing, so nothing waits for an acknowledgement").isTrue();
+    assertThat(t.idle(100))
+        .as("aborted transactions deliver nothing, so nothing waits for an acknowledgement")
+        .isTrue();
   }
 
   @Test
@@ -100,9 +123,19 @@ class ReplicationTrackerTest {
     ReplicationConnection.Tracker t = new ReplicationConnection.Tracker(100);
     t.track(streamStart(900));
     // 'M', xid, flags (transactional), LSN ...: inside a block the xid comes first.
-    t.track(ByteBuffer.allocate(20).put((byte) 'M').putInt(900).put((byte) 1).putLong(5000).put((byte) 0).putShort((short) 0).flip());
+    t.track(
+        ByteBuffer.allocate(20)
+            .put((byte) 'M')
+            .putInt(900)
+            .put((byte) 1)
+            .putLong(5000)
+            .put((byte) 0)
+            .putShort((short) 0)
+            .flip());
     t.track(streamStop());
     t.track(streamAbort(900, 900));
-    assertThat(t.idle(100)).as("the message's bytes must not be read as a non-transactional message's LSN").isTrue();
+    assertThat(t.idle(100))
+        .as("the message's bytes must not be read as a non-transactional message's LSN")
+        .isTrue();
   }
 }

@@ -37,18 +37,34 @@ class SchemaGuardTest {
   @Test
   void incompatibleChangesHaltWithTheTableAndColumnNamed() {
     assertHalt(relation(ReplicaIdentity.DEFAULT, ID), "lost a column");
-    assertHalt(relation(ReplicaIdentity.DEFAULT, ID, new Relation.Column(false, "label", 25, -1)), "column name was dropped or renamed");
-    assertHalt(relation(ReplicaIdentity.DEFAULT, ID, new Relation.Column(false, "name", 1043, 24)), "column name changed type");
+    assertHalt(
+        relation(ReplicaIdentity.DEFAULT, ID, new Relation.Column(false, "label", 25, -1)),
+        "column name was dropped or renamed");
+    assertHalt(
+        relation(ReplicaIdentity.DEFAULT, ID, new Relation.Column(false, "name", 1043, 24)),
+        "column name changed type");
     assertHalt(relation(ReplicaIdentity.FULL, ID, NAME), "changed its replica identity");
-    assertHalt(relation(ReplicaIdentity.DEFAULT, ID, new Relation.Column(true, "name", 25, -1)), "replica identity membership");
-    assertHalt(new Relation(OptionalLong.empty(), 42, "public", "orders_v2", ReplicaIdentity.DEFAULT, List.of(ID, NAME)), "renamed");
+    assertHalt(
+        relation(ReplicaIdentity.DEFAULT, ID, new Relation.Column(true, "name", 25, -1)),
+        "replica identity membership");
+    assertHalt(
+        new Relation(
+            OptionalLong.empty(),
+            42,
+            "public",
+            "orders_v2",
+            ReplicaIdentity.DEFAULT,
+            List.of(ID, NAME)),
+        "renamed");
   }
 
   private static void assertHalt(Relation changed, String expected) {
     SchemaGuard guard = new SchemaGuard();
     guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
     assertThatThrownBy(() -> guard.accept(changed))
-        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.SCHEMA_INCOMPATIBLE))
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.SCHEMA_INCOMPATIBLE))
         .hasMessageContaining("public.orders")
         .hasMessageContaining(expected);
   }
@@ -57,15 +73,27 @@ class SchemaGuardTest {
   void recordedShapesJudgeTheFirstRelationOfARun() {
     SchemaGuard earlier = new SchemaGuard();
     earlier.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
-    java.util.Map<Long, io.weir.protocol.cdc.TableSchema> recorded = java.util.Map.of(42L, earlier.schema(42));
+    java.util.Map<Long, io.weir.protocol.cdc.TableSchema> recorded =
+        java.util.Map.of(42L, earlier.schema(42));
     assertThat(earlier.drainUnrecorded()).as("a first sight is to be recorded").hasSize(1);
 
     SchemaGuard next = new SchemaGuard(recorded);
     assertThat(next.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME))).isEmpty();
-    assertThat(next.drainUnrecorded()).as("an unchanged recorded shape needs no new record").isEmpty();
-    assertThatThrownBy(() -> new SchemaGuard(recorded).accept(relation(ReplicaIdentity.DEFAULT, ID)))
-        .as("a column dropped between runs").isInstanceOf(PipelineHaltException.class);
-    Relation recreated = new Relation(OptionalLong.empty(), 99, "public", "orders", ReplicaIdentity.DEFAULT, List.of(ID, NAME));
+    assertThat(next.drainUnrecorded())
+        .as("an unchanged recorded shape needs no new record")
+        .isEmpty();
+    assertThatThrownBy(
+            () -> new SchemaGuard(recorded).accept(relation(ReplicaIdentity.DEFAULT, ID)))
+        .as("a column dropped between runs")
+        .isInstanceOf(PipelineHaltException.class);
+    Relation recreated =
+        new Relation(
+            OptionalLong.empty(),
+            99,
+            "public",
+            "orders",
+            ReplicaIdentity.DEFAULT,
+            List.of(ID, NAME));
     assertThatThrownBy(() -> new SchemaGuard(recorded).accept(recreated))
         .hasMessageContaining("dropped and recreated");
   }
@@ -81,13 +109,19 @@ class SchemaGuardTest {
     guard.drainUnrecorded();
     SchemaGuard.View view = guard.view();
     view.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
-    view.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA)); // ALTER TABLE ADD COLUMN inside it
+    view.accept(
+        relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA)); // ALTER TABLE ADD COLUMN inside it
     assertThat(view.schema(42).columnNames()).containsExactly("id", "name", "extra");
-    assertThat(guard.schema(42).columnNames()).as("not the run's shape before the commit").containsExactly("id", "name");
+    assertThat(guard.schema(42).columnNames())
+        .as("not the run's shape before the commit")
+        .containsExactly("id", "name");
     assertThat(view.announced()).extracting(s -> s.columnNames().size()).containsExactly(3);
     guard.commit(view);
     assertThat(guard.schema(42).columnNames()).containsExactly("id", "name", "extra");
-    assertThat(guard.drainUnrecorded()).extracting(s -> s.columnNames().size()).as("the last shape, once").containsExactly(3);
+    assertThat(guard.drainUnrecorded())
+        .extracting(s -> s.columnNames().size())
+        .as("the last shape, once")
+        .containsExactly(3);
   }
 
   @Test
@@ -97,7 +131,9 @@ class SchemaGuardTest {
     SchemaGuard.View aborted = guard.view();
     aborted.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA));
     // Dropped (Stream Abort): the next ordinary transaction carries the old shape again.
-    assertThat(guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME))).as("not a dropped column").isEmpty();
+    assertThat(guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME)))
+        .as("not a dropped column")
+        .isEmpty();
   }
 
   @Test
@@ -109,7 +145,9 @@ class SchemaGuardTest {
     guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
     guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA));
     guard.commit(streamed);
-    assertThat(guard.schema(42).columnNames()).as("the later shape stays").containsExactly("id", "name", "extra");
+    assertThat(guard.schema(42).columnNames())
+        .as("the later shape stays")
+        .containsExactly("id", "name", "extra");
     assertThat(guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME, EXTRA))).isEmpty();
   }
 
@@ -118,10 +156,15 @@ class SchemaGuardTest {
     SchemaGuard guard = new SchemaGuard();
     guard.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));
     SchemaGuard.View dropping = guard.view();
-    dropping.accept(relation(ReplicaIdentity.DEFAULT, ID)); // ALTER TABLE DROP COLUMN, not yet committed
-    assertThat(dropping.schema(42).columnNames()).as("its changes are read with its shape").containsExactly("id");
+    dropping.accept(
+        relation(ReplicaIdentity.DEFAULT, ID)); // ALTER TABLE DROP COLUMN, not yet committed
+    assertThat(dropping.schema(42).columnNames())
+        .as("its changes are read with its shape")
+        .containsExactly("id");
     assertThatThrownBy(() -> guard.commit(dropping))
-        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.SCHEMA_INCOMPATIBLE))
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.SCHEMA_INCOMPATIBLE))
         .hasMessageContaining("lost a column");
     SchemaGuard other = new SchemaGuard();
     other.accept(relation(ReplicaIdentity.DEFAULT, ID, NAME));

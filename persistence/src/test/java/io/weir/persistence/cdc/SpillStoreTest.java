@@ -15,8 +15,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 class SpillStoreTest {
-  @TempDir
-  Path dir;
+  @TempDir Path dir;
 
   private static ByteBuffer payload(int i, int size) {
     byte[] b = new byte[size];
@@ -68,11 +67,14 @@ class SpillStoreTest {
     assertThat(read(b)).as("in memory: repeatable").isEqualTo(first);
     b.release();
     assertThat(store.memoryInUse()).as("released memory is returned to the bound").isZero();
-    assertThatThrownBy(b::cursor).isInstanceOf(IllegalStateException.class).hasMessageContaining("released");
+    assertThatThrownBy(b::cursor)
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("released");
   }
 
   @Test
-  void pastTheMemoryBoundATransactionMovesToAnOwnerOnlyFileReadOnceAndDeletedOnRelease() throws Exception {
+  void pastTheMemoryBoundATransactionMovesToAnOwnerOnlyFileReadOnceAndDeletedOnRelease()
+      throws Exception {
     SpillStore store = new SpillStore(dir.resolve("pipe"), 10_000, 1 << 20);
     SpillStore.Buffer b = store.open(42);
     for (int i = 0; i < 300; i++) {
@@ -86,11 +88,14 @@ class SpillStoreTest {
     try (Stream<Path> s = Files.list(dir.resolve("pipe"))) {
       Path f = s.findFirst().orElseThrow();
       assertThat(f.getFileName().toString()).startsWith("txn-42-").endsWith(".spill");
-      assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(f))).isEqualTo("rw-------");
+      assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(f)))
+          .isEqualTo("rw-------");
       assertThat(Files.size(f)).isEqualTo(300 * 204);
     }
     assertThat(read(b)).as("every payload, in order").isEqualTo(expected(300, 200));
-    assertThatThrownBy(b::cursor).as("a file is read once").isInstanceOf(IllegalStateException.class);
+    assertThatThrownBy(b::cursor)
+        .as("a file is read once")
+        .isInstanceOf(IllegalStateException.class);
     b.release();
     assertThat(files()).isZero();
     assertThat(store.bytesOnDisk()).isZero();
@@ -114,18 +119,27 @@ class SpillStoreTest {
     committed.release();
     SpillStore.Buffer third = store.open(3);
     third.append(payload(0, 300));
-    assertThat(third.spilled()).as("memory freed by a delivered transaction is used again").isFalse();
+    assertThat(third.spilled())
+        .as("memory freed by a delivered transaction is used again")
+        .isFalse();
   }
 
   @Test
   void pastMaxSpillBytesAppendHaltsValueFree() {
     SpillStore store = new SpillStore(dir.resolve("pipe"), 1_000, 5_000);
     SpillStore.Buffer b = store.open(9);
-    assertThatThrownBy(() -> {
-      for (int i = 0; i < 100; i++) {
-        b.append(ByteBuffer.wrap(("secret-row-value-" + i + "-" + "x".repeat(80)).getBytes(StandardCharsets.UTF_8)));
-      }
-    }).isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.SPILL_LIMIT_EXCEEDED))
+    assertThatThrownBy(
+            () -> {
+              for (int i = 0; i < 100; i++) {
+                b.append(
+                    ByteBuffer.wrap(
+                        ("secret-row-value-" + i + "-" + "x".repeat(80))
+                            .getBytes(StandardCharsets.UTF_8)));
+              }
+            })
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.SPILL_LIMIT_EXCEEDED))
         .hasMessageContaining("max-bytes")
         .hasMessageNotContaining("secret");
     assertThat(store.bytesOnDisk()).isLessThanOrEqualTo(5_000);
@@ -159,7 +173,9 @@ class SpillStoreTest {
   void thePipelineNameMustBeAnIdentifierBeforeItBecomesAPath() {
     assertThat(SpillStore.pipelineDirectory(dir, "orders")).isEqualTo(dir.resolve("orders"));
     assertThatThrownBy(() -> SpillStore.pipelineDirectory(dir, "../../etc"))
-        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.INVALID_IDENTIFIER))
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.INVALID_IDENTIFIER))
         .hasMessageNotContaining("etc");
   }
 

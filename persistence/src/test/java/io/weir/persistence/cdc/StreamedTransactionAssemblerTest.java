@@ -26,8 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
 class StreamedTransactionAssemblerTest {
   private static final int ITEMS = 16384;
 
-  @TempDir
-  Path dir;
+  @TempDir Path dir;
 
   // --- pgoutput bytes --------------------------------------------------------------------------
 
@@ -60,12 +59,23 @@ class StreamedTransactionAssemblerTest {
 
   private static Msg streamedMsg(Bytes b) {
     byte[] bytes = b.out.toByteArray();
-    return new Msg(PgOutputDecoder.decodeMessage(bytes, 0, bytes.length, true), ByteBuffer.wrap(bytes));
+    return new Msg(
+        PgOutputDecoder.decodeMessage(bytes, 0, bytes.length, true), ByteBuffer.wrap(bytes));
   }
 
-  /** Relation inside a stream block: columns id (key, int4), v (text) and any extra text columns. */
+  /**
+   * Relation inside a stream block: columns id (key, int4), v (text) and any extra text columns.
+   */
   private static Msg relation(long xid, String... extra) {
-    Bytes b = new Bytes().b('R').i32(xid).i32(ITEMS).str("public").str("items").b('d').i16(2 + extra.length);
+    Bytes b =
+        new Bytes()
+            .b('R')
+            .i32(xid)
+            .i32(ITEMS)
+            .str("public")
+            .str("items")
+            .b('d')
+            .i16(2 + extra.length);
     b.b(1).str("id").i32(23).i32(-1);
     b.b(0).str("v").i32(25).i32(-1);
     for (String e : extra) {
@@ -100,7 +110,8 @@ class StreamedTransactionAssemblerTest {
 
   private void feed(TransactionAssembler a, Object... messages) {
     for (Object o : messages) {
-      Optional<CdcEvent> e = o instanceof Msg m ? a.accept(m.message(), m.payload()) : a.accept((PgOutputMessage) o);
+      Optional<CdcEvent> e =
+          o instanceof Msg m ? a.accept(m.message(), m.payload()) : a.accept((PgOutputMessage) o);
       e.ifPresent(emitted::add);
     }
   }
@@ -119,7 +130,9 @@ class StreamedTransactionAssemblerTest {
 
   private static void assertProtocolViolation(Runnable r, String containing) {
     assertThatThrownBy(r::run)
-        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.PROTOCOL_VIOLATION))
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.PROTOCOL_VIOLATION))
         .hasMessageContaining(containing);
   }
 
@@ -132,10 +145,22 @@ class StreamedTransactionAssemblerTest {
     feed(a, start(100, true), relation(100), insert(100, "1", "a"), insert(100, "2", "b"), STOP);
     assertThat(a.openStreams()).isEqualTo(1);
     // An ordinary transaction commits while the streamed one is open: it comes first.
-    feed(a, new PgOutputMessage.Begin(Lsn.of(500), Instant.EPOCH, 7),
-        new PgOutputMessage.Relation(java.util.OptionalLong.empty(), ITEMS, "public", "items", io.weir.protocol.pgoutput.ReplicaIdentity.DEFAULT,
-            List.of(new PgOutputMessage.Relation.Column(true, "id", 23, -1), new PgOutputMessage.Relation.Column(false, "v", 25, -1))),
-        new PgOutputMessage.Insert(java.util.OptionalLong.empty(), ITEMS, io.weir.protocol.pgoutput.TupleData.ofText("9", "z")),
+    feed(
+        a,
+        new PgOutputMessage.Begin(Lsn.of(500), Instant.EPOCH, 7),
+        new PgOutputMessage.Relation(
+            java.util.OptionalLong.empty(),
+            ITEMS,
+            "public",
+            "items",
+            io.weir.protocol.pgoutput.ReplicaIdentity.DEFAULT,
+            List.of(
+                new PgOutputMessage.Relation.Column(true, "id", 23, -1),
+                new PgOutputMessage.Relation.Column(false, "v", 25, -1))),
+        new PgOutputMessage.Insert(
+            java.util.OptionalLong.empty(),
+            ITEMS,
+            io.weir.protocol.pgoutput.TupleData.ofText("9", "z")),
         new PgOutputMessage.Commit(Lsn.of(500), Lsn.of(508), Instant.EPOCH));
     feed(a, start(100, false), insert(100, "3", "c"), STOP, commit(100, 900));
     assertThat(emitted).hasSize(2);
@@ -153,7 +178,8 @@ class StreamedTransactionAssemblerTest {
     assertThat(a.openStreams()).isZero();
     ((StreamedChanges) t.changes()).release();
     assertThat(store.memoryInUse()).isZero();
-    assertThatThrownBy(() -> t.changes().iterator()).isInstanceOf(IllegalStateException.class)
+    assertThatThrownBy(() -> t.changes().iterator())
+        .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("valid only during the sink call");
   }
 
@@ -178,10 +204,18 @@ class StreamedTransactionAssemblerTest {
   @Test
   void aSubtransactionsAbortDropsOnlyTheChangesCarryingItsXid() {
     TransactionAssembler a = assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 1000);
-    feed(a, start(100, true), relation(100), insert(100, "1", "top"), insert(101, "2", "savepoint"),
-        insert(102, "3", "other savepoint"), STOP);
+    feed(
+        a,
+        start(100, true),
+        relation(100),
+        insert(100, "1", "top"),
+        insert(101, "2", "savepoint"),
+        insert(102, "3", "other savepoint"),
+        STOP);
     feed(a, new PgOutputMessage.StreamAbort(100, 101)); // ROLLBACK TO SAVEPOINT
-    assertThat(a.openStreams()).as("a subtransaction's abort leaves the transaction open").isEqualTo(1);
+    assertThat(a.openStreams())
+        .as("a subtransaction's abort leaves the transaction open")
+        .isEqualTo(1);
     feed(a, start(100, false), insert(100, "4", "after"), insert(103, "5", "aborted later"), STOP);
     feed(a, new PgOutputMessage.StreamAbort(100, 103));
     feed(a, commit(100, 900));
@@ -192,12 +226,15 @@ class StreamedTransactionAssemblerTest {
   }
 
   @Test
-  void aSpilledTransactionIsASinglePassThatFailsLoudlyWhenReadAgainOrAfterItsCall() throws Exception {
+  void aSpilledTransactionIsASinglePassThatFailsLoudlyWhenReadAgainOrAfterItsCall()
+      throws Exception {
     SpillStore store = new SpillStore(dir.resolve("p"), 1024, 1 << 20);
     TransactionAssembler a = assembler(store, true, 10);
     feed(a, start(100, true), relation(100));
     for (int i = 0; i < 100; i++) {
-      feed(a, insert(100 + (i % 2), "" + i, "v".repeat(50))); // max-transaction-changes does not apply
+      feed(
+          a,
+          insert(100 + (i % 2), "" + i, "v".repeat(50))); // max-transaction-changes does not apply
     }
     feed(a, STOP, commit(100, 900));
     Transaction t = (Transaction) emitted.get(0);
@@ -205,22 +242,27 @@ class StreamedTransactionAssemblerTest {
     assertThat(t.rowCount()).isEqualTo(100);
     assertThatThrownBy(() -> t.changes().asList()).isInstanceOf(IllegalStateException.class);
     assertThat(ids(t)).hasSize(100).startsWith("0", "1", "2").endsWith("99");
-    assertThatThrownBy(() -> ids(t)).isInstanceOf(IllegalStateException.class)
+    assertThatThrownBy(() -> ids(t))
+        .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("iterated only once");
     try (Stream<Path> files = Files.list(dir.resolve("p"))) {
       assertThat(files.count()).isEqualTo(1);
     }
     ((StreamedChanges) t.changes()).release();
     try (Stream<Path> files = Files.list(dir.resolve("p"))) {
-      assertThat(files.count()).as("the spill file is deleted when the sink call completes").isZero();
+      assertThat(files.count())
+          .as("the spill file is deleted when the sink call completes")
+          .isZero();
     }
-    assertThatThrownBy(() -> t.changes().iterator()).hasMessageContaining("valid only during the sink call");
+    assertThatThrownBy(() -> t.changes().iterator())
+        .hasMessageContaining("valid only during the sink call");
   }
 
   @Test
   void aColumnAddedInsideAStreamedTransactionIsReadWithTheRightShapeAndAnnounced() {
     SchemaGuard guard = new SchemaGuard();
-    TransactionAssembler a = new TransactionAssembler(guard, 100, false, new SpillStore(null, 1 << 20, 1 << 20), false);
+    TransactionAssembler a =
+        new TransactionAssembler(guard, 100, false, new SpillStore(null, 1 << 20, 1 << 20), false);
     feed(a, start(100, true), relation(100), insert(100, "1", "a"), STOP);
     feed(a, start(100, false), relation(100, "extra"), insert(100, "2", "b", "x"), STOP);
     assertThat(guard.schema(ITEMS)).as("no shape reaches the run before the commit").isNull();
@@ -228,27 +270,41 @@ class StreamedTransactionAssemblerTest {
     Transaction t = (Transaction) emitted.get(0);
     List<Change> changes = t.changes().asList();
     assertThat(((Change.Insert) changes.get(0)).table().columnNames()).containsExactly("id", "v");
-    assertThat(((Change.Insert) changes.get(1)).table().columnNames()).containsExactly("id", "v", "extra");
+    assertThat(((Change.Insert) changes.get(1)).table().columnNames())
+        .containsExactly("id", "v", "extra");
     assertThat(((Change.Insert) changes.get(1)).newRow().text(2)).isEqualTo("x");
     assertThat(t.schemaChanges()).extracting(s -> s.columnNames().size()).containsExactly(3);
     assertThat(guard.schema(ITEMS).columnNames()).containsExactly("id", "v", "extra");
-    assertThat(a.takeAcceptedShapes(t)).extracting(s -> s.columnNames().size()).as("the final shape is recorded").containsExactly(3);
+    assertThat(a.takeAcceptedShapes(t))
+        .extracting(s -> s.columnNames().size())
+        .as("the final shape is recorded")
+        .containsExactly(3);
   }
 
   @Test
   void anOlderStreamedShapeDoesNotOverwriteANewerOneOrMisreadLaterTransactions() {
     SchemaGuard guard = new SchemaGuard();
-    TransactionAssembler a = new TransactionAssembler(guard, 100, false, new SpillStore(null, 1 << 20, 1 << 20), false);
+    TransactionAssembler a =
+        new TransactionAssembler(guard, 100, false, new SpillStore(null, 1 << 20, 1 << 20), false);
     feed(a, start(100, true), relation(100), insert(100, "1", "a"), STOP);
     // Meanwhile another streamed transaction adds a column and commits first.
-    feed(a, start(200, true), relation(200, "extra"), insert(200, "2", "b", "x"), STOP, commit(200, 800));
+    feed(
+        a,
+        start(200, true),
+        relation(200, "extra"),
+        insert(200, "2", "b", "x"),
+        STOP,
+        commit(200, 800));
     feed(a, start(100, false), insert(100, "3", "c"), STOP, commit(100, 900));
     Transaction first = (Transaction) emitted.get(0);
     Transaction second = (Transaction) emitted.get(1);
     assertThat(first.xid()).isEqualTo(200);
     assertThat(((Change.Insert) second.changes().asList().get(1)).table().columnNames())
-        .as("read with its own (older) shape").containsExactly("id", "v");
-    assertThat(guard.schema(ITEMS).columnNames()).as("the later shape stays the run's").containsExactly("id", "v", "extra");
+        .as("read with its own (older) shape")
+        .containsExactly("id", "v");
+    assertThat(guard.schema(ITEMS).columnNames())
+        .as("the later shape stays the run's")
+        .containsExactly("id", "v", "extra");
   }
 
   @Test
@@ -259,22 +315,35 @@ class StreamedTransactionAssemblerTest {
     assertThat(emitted).as("filtered out by the publications: nothing to deliver").isEmpty();
     assertThat(a.openStreams()).isZero();
     // One whose only data was rolled back is delivered, empty: the server counted it.
-    feed(a, start(200, true), relation(200), insert(201, "1", "a"), STOP,
-        new PgOutputMessage.StreamAbort(200, 201), commit(200, 950));
+    feed(
+        a,
+        start(200, true),
+        relation(200),
+        insert(201, "1", "a"),
+        STOP,
+        new PgOutputMessage.StreamAbort(200, 201),
+        commit(200, 950));
     assertThat(emitted).hasSize(1);
     assertThat(((Transaction) emitted.get(0)).changes().isEmpty()).isTrue();
   }
 
   @Test
   void streamMessagesOutOfProtocolOrderHalt() {
-    assertProtocolViolation(() -> feed(new TransactionAssembler(new SchemaGuard(), 10, false), start(1, true)),
+    assertProtocolViolation(
+        () -> feed(new TransactionAssembler(new SchemaGuard(), 10, false), start(1, true)),
         "streaming was not requested");
-    assertProtocolViolation(() -> feed(assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 10), start(5, false)),
+    assertProtocolViolation(
+        () -> feed(assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 10), start(5, false)),
         "never started");
-    assertProtocolViolation(() -> feed(assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 10), commit(5, 100)),
+    assertProtocolViolation(
+        () -> feed(assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 10), commit(5, 100)),
         "never streamed");
-    assertProtocolViolation(() -> feed(assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 10),
-        new PgOutputMessage.StreamAbort(5, 6)), "never streamed");
+    assertProtocolViolation(
+        () ->
+            feed(
+                assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 10),
+                new PgOutputMessage.StreamAbort(5, 6)),
+        "never streamed");
     TransactionAssembler twice = assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 10);
     feed(twice, start(5, true), STOP);
     assertProtocolViolation(() -> feed(twice, start(5, true)), "already open");
@@ -283,7 +352,8 @@ class StreamedTransactionAssemblerTest {
     assertProtocolViolation(() -> feed(inside, start(5, true)), "inside an ordinary transaction");
     TransactionAssembler noRelation = assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 10);
     feed(noRelation, start(5, true));
-    assertProtocolViolation(() -> feed(noRelation, insert(5, "1", "a")), "before its Relation message");
+    assertProtocolViolation(
+        () -> feed(noRelation, insert(5, "1", "a")), "before its Relation message");
   }
 
   @Test
@@ -291,7 +361,9 @@ class StreamedTransactionAssemblerTest {
     TransactionAssembler a = assembler(new SpillStore(null, 1 << 20, 1 << 20), false, 2);
     feed(a, start(5, true), relation(5), insert(5, "1", "a"), insert(5, "2", "b"));
     assertThatThrownBy(() -> feed(a, insert(5, "3", "secret-value")))
-        .isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.TRANSACTION_TOO_LARGE))
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.TRANSACTION_TOO_LARGE))
         .hasMessageNotContaining("secret-value");
   }
 
@@ -299,11 +371,15 @@ class StreamedTransactionAssemblerTest {
   void pastMaxSpillBytesTheAssemblerHaltsSpillLimitExceeded() {
     TransactionAssembler a = assembler(new SpillStore(dir.resolve("p"), 100, 2000), true, 10);
     feed(a, start(5, true), relation(5));
-    assertThatThrownBy(() -> {
-      for (int i = 0; i < 100; i++) {
-        feed(a, insert(5, "" + i, "secret-value-" + i));
-      }
-    }).isInstanceOfSatisfying(PipelineHaltException.class, e -> assertThat(e.reason()).isEqualTo(HaltReason.SPILL_LIMIT_EXCEEDED))
+    assertThatThrownBy(
+            () -> {
+              for (int i = 0; i < 100; i++) {
+                feed(a, insert(5, "" + i, "secret-value-" + i));
+              }
+            })
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.SPILL_LIMIT_EXCEEDED))
         .hasMessageNotContaining("secret-value");
   }
 }

@@ -9,7 +9,8 @@ class XidHistoryTest {
 
   @Test
   void visibilityFollowsXminXmaxAndTheInProgressList() {
-    XidHistory.PgSnapshot s = XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":" + (EPOCH + 150));
+    XidHistory.PgSnapshot s =
+        XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":" + (EPOCH + 150));
     assertThat(s.sees(99)).as("completed before xmin").isTrue();
     assertThat(s.sees(120)).as("between xmin and xmax, not running").isTrue();
     assertThat(s.sees(150)).as("in progress when the snapshot was taken").isFalse();
@@ -37,13 +38,16 @@ class XidHistoryTest {
     h.add(90);
     h.add(120);
     h.add(150);
-    XidHistory.PgSnapshot missesOne = XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":" + (EPOCH + 150));
+    XidHistory.PgSnapshot missesOne =
+        XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":" + (EPOCH + 150));
     assertThat(h.allVisibleIn(missesOne)).isFalse();
     assertThat(h.size()).as("90 is below xmin: dropped").isEqualTo(2);
     h.add(210);
-    XidHistory.PgSnapshot newer = XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":");
+    XidHistory.PgSnapshot newer =
+        XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":");
     assertThat(h.allVisibleIn(newer)).as("210 is newer than xmax").isFalse();
-    XidHistory.PgSnapshot later = XidHistory.PgSnapshot.parse((EPOCH + 300) + ":" + (EPOCH + 300) + ":");
+    XidHistory.PgSnapshot later =
+        XidHistory.PgSnapshot.parse((EPOCH + 300) + ":" + (EPOCH + 300) + ":");
     assertThat(h.allVisibleIn(later)).isTrue();
     assertThat(h.size()).isZero();
   }
@@ -54,13 +58,17 @@ class XidHistoryTest {
     h.add(150);
     h.add(160);
     h.add(170); // 150 is evicted
-    XidHistory.PgSnapshot s = XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":");
+    XidHistory.PgSnapshot s =
+        XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":");
     assertThat(h.allVisibleIn(s)).isTrue();
     XidHistory h2 = new XidHistory(2);
     h2.add(150);
     h2.add(160);
     h2.add(170);
-    XidHistory.PgSnapshot running = XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":" + (EPOCH + 150));
-    assertThat(h2.allVisibleIn(running)).as("the evicted 150 is still running in this snapshot").isFalse();
+    XidHistory.PgSnapshot running =
+        XidHistory.PgSnapshot.parse((EPOCH + 100) + ":" + (EPOCH + 200) + ":" + (EPOCH + 150));
+    assertThat(h2.allVisibleIn(running))
+        .as("the evicted 150 is still running in this snapshot")
+        .isFalse();
   }
 }

@@ -26,7 +26,8 @@ class JacksonMigrationTest {
   public record Before(String name, long count) implements CborSerializable {}
 
   /** Before with fields added. */
-  public record Added(String name, long count, Optional<String> note, String extra, long more) implements CborSerializable {}
+  public record Added(String name, long count, Optional<String> note, String extra, long more)
+      implements CborSerializable {}
 
   /** Before with fewer fields than the bytes carry. */
   public record Fewer(String name) implements CborSerializable {}
@@ -60,11 +61,20 @@ class JacksonMigrationTest {
 
   @BeforeAll
   static void start() {
-    system = ActorSystem.create(Behaviors.empty(), "JacksonMigrationTest", ConfigFactory.parseString(
-        "pekko.actor.provider = local\n"
-            + "pekko.serialization.jackson.migrations {\n"
-            + "  \"" + Before.class.getName() + "\" = \"" + BeforeToAfter.class.getName() + "\"\n"
-            + "}").withFallback(ConfigFactory.defaultReference()));
+    system =
+        ActorSystem.create(
+            Behaviors.empty(),
+            "JacksonMigrationTest",
+            ConfigFactory.parseString(
+                    "pekko.actor.provider = local\n"
+                        + "pekko.serialization.jackson.migrations {\n"
+                        + "  \""
+                        + Before.class.getName()
+                        + "\" = \""
+                        + BeforeToAfter.class.getName()
+                        + "\"\n"
+                        + "}")
+                .withFallback(ConfigFactory.defaultReference()));
     serialization = SerializationExtension.get(system);
   }
 
@@ -98,7 +108,9 @@ class JacksonMigrationTest {
   @Test
   void aMigratedClassIsWrittenWithItsVersionInTheManifest() {
     Before b = new Before("n", 7);
-    assertThat(org.apache.pekko.serialization.Serializers.manifestFor(serialization.findSerializerFor(b), b))
+    assertThat(
+            org.apache.pekko.serialization.Serializers.manifestFor(
+                serialization.findSerializerFor(b), b))
         .isEqualTo(Before.class.getName() + "#2");
   }
 

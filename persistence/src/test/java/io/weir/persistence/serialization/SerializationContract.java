@@ -34,7 +34,10 @@ public abstract class SerializationContract {
   /** Classes that must be among the bound ones: a guard against a scan that finds nothing. */
   protected abstract List<Class<?>> knownBound();
 
-  /** Overrides of expected instances for earlier versions' fixtures (see {@link SerializationFixtures#expectInVersion}). */
+  /**
+   * Overrides of expected instances for earlier versions' fixtures (see {@link
+   * SerializationFixtures#expectInVersion}).
+   */
   protected void expectations(SerializationFixtures f) {}
 
   @BeforeAll
@@ -59,32 +62,51 @@ public abstract class SerializationContract {
 
   @TestFactory
   Stream<DynamicTest> everyBoundClassRoundTrips() {
-    return bound().stream().map(type -> DynamicTest.dynamicTest(type.getName(), () -> {
-      for (Object sample : fixtures.samples(type)) {
-        SerializationFixtures.Serialized s = fixtures.serialize(sample);
-        assertThat(s.manifest()).as("manifest").startsWith(type.getName());
-        Object back = fixtures.deserialize(s);
-        assertThat(back).as("round trip of " + type.getName()).isEqualTo(sample);
-        // Serializing again gives the same bytes: nothing was lost or defaulted.
-        assertThat(fixtures.serialize(back).payload()).isEqualTo(s.payload());
-      }
-    }));
+    return bound().stream()
+        .map(
+            type ->
+                DynamicTest.dynamicTest(
+                    type.getName(),
+                    () -> {
+                      for (Object sample : fixtures.samples(type)) {
+                        SerializationFixtures.Serialized s = fixtures.serialize(sample);
+                        assertThat(s.manifest()).as("manifest").startsWith(type.getName());
+                        Object back = fixtures.deserialize(s);
+                        assertThat(back).as("round trip of " + type.getName()).isEqualTo(sample);
+                        // Serializing again gives the same bytes: nothing was lost or defaulted.
+                        assertThat(fixtures.serialize(back).payload()).isEqualTo(s.payload());
+                      }
+                    }));
   }
 
   @TestFactory
   Stream<DynamicTest> everyBoundClassHasAFixtureOfTheCurrentFormat() {
-    return bound().stream().map(type -> DynamicTest.dynamicTest(type.getName(), () -> {
-      if (Files.exists(fixtures.fixture(SerializationFixtures.CURRENT, type))) {
-        return;
-      }
-      if (SerializationFixtures.writing()) {
-        fixtures.write(type);
-        return;
-      }
-      fail("no " + SerializationFixtures.CURRENT + " serialization fixture for " + type.getName()
-          + "; write the missing fixtures with: mvn -o test -pl " + module() + " -Dtest=" + getClass().getSimpleName()
-          + " -D" + SerializationFixtures.WRITE_PROPERTY + "=true (and commit them)");
-    }));
+    return bound().stream()
+        .map(
+            type ->
+                DynamicTest.dynamicTest(
+                    type.getName(),
+                    () -> {
+                      if (Files.exists(fixtures.fixture(SerializationFixtures.CURRENT, type))) {
+                        return;
+                      }
+                      if (SerializationFixtures.writing()) {
+                        fixtures.write(type);
+                        return;
+                      }
+                      fail(
+                          "no "
+                              + SerializationFixtures.CURRENT
+                              + " serialization fixture for "
+                              + type.getName()
+                              + "; write the missing fixtures with: mvn -o test -pl "
+                              + module()
+                              + " -Dtest="
+                              + getClass().getSimpleName()
+                              + " -D"
+                              + SerializationFixtures.WRITE_PROPERTY
+                              + "=true (and commit them)");
+                    }));
   }
 
   @TestFactory
@@ -92,23 +114,33 @@ public abstract class SerializationContract {
     List<DynamicTest> tests = new ArrayList<>();
     for (String version : fixtures.versions()) {
       for (String className : fixtures.fixtureClassNames(version)) {
-        tests.add(DynamicTest.dynamicTest(version + " " + className, () -> {
-          Class<?> type;
-          try {
-            type = Class.forName(className, false, anchor().getClassLoader());
-          } catch (ClassNotFoundException e) {
-            throw new AssertionError("a " + version + " fixture names " + className + ", which no longer exists:"
-                + " a peer or journal of that format may still hold it. Keep the class (or map its manifest in a"
-                + " Jackson migration) before deleting the fixture", e);
-          }
-          List<SerializationFixtures.Serialized> stored = fixtures.read(version, className);
-          List<Object> expected = fixtures.expected(version, type);
-          assertThat(stored).as("samples in the fixture").hasSize(expected.size());
-          for (int i = 0; i < stored.size(); i++) {
-            assertThat(fixtures.deserialize(stored.get(i))).as(version + " fixture of " + className)
-                .isEqualTo(expected.get(i));
-          }
-        }));
+        tests.add(
+            DynamicTest.dynamicTest(
+                version + " " + className,
+                () -> {
+                  Class<?> type;
+                  try {
+                    type = Class.forName(className, false, anchor().getClassLoader());
+                  } catch (ClassNotFoundException e) {
+                    throw new AssertionError(
+                        "a "
+                            + version
+                            + " fixture names "
+                            + className
+                            + ", which no longer exists:"
+                            + " a peer or journal of that format may still hold it. Keep the class (or map its manifest in a"
+                            + " Jackson migration) before deleting the fixture",
+                        e);
+                  }
+                  List<SerializationFixtures.Serialized> stored = fixtures.read(version, className);
+                  List<Object> expected = fixtures.expected(version, type);
+                  assertThat(stored).as("samples in the fixture").hasSize(expected.size());
+                  for (int i = 0; i < stored.size(); i++) {
+                    assertThat(fixtures.deserialize(stored.get(i)))
+                        .as(version + " fixture of " + className)
+                        .isEqualTo(expected.get(i));
+                  }
+                }));
       }
     }
     if (!SerializationFixtures.writing()) {

@@ -47,21 +47,24 @@ import org.apache.pekko.serialization.jackson.JacksonCborSerializer;
  * src/test/resources/serialization/vN/}. Used by each module's serialization test for its own
  * classes; see docs/protocol.md ("Serialization and compatibility").
  *
- * <p>Representative instances are built from the class's structure: every field gets a value
- * that is not its type's default (distinct numbers, non-empty strings, {@code true}, present
- * optionals, one element per permitted subtype in collections of a sealed type, the last constant
- * of an enum). They are deterministic, so a fixture written once keeps matching the instance the
- * current code builds, until the class changes.
+ * <p>Representative instances are built from the class's structure: every field gets a value that
+ * is not its type's default (distinct numbers, non-empty strings, {@code true}, present optionals,
+ * one element per permitted subtype in collections of a sealed type, the last constant of an enum).
+ * They are deterministic, so a fixture written once keeps matching the instance the current code
+ * builds, until the class changes.
  */
 public final class SerializationFixtures implements AutoCloseable {
 
-  /** The format version new fixtures are written to; earlier versions' fixtures stay as they are. */
+  /**
+   * The format version new fixtures are written to; earlier versions' fixtures stay as they are.
+   */
   public static final String CURRENT = "v1";
 
   /** Set (to true) to write the missing fixtures of {@link #CURRENT} instead of failing. */
   public static final String WRITE_PROPERTY = "weir.serialization.write-fixtures";
 
-  private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+  private static final ObjectMapper JSON =
+      new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
 
   private final ActorSystem<Void> system;
   private final Serialization serialization;
@@ -74,11 +77,15 @@ public final class SerializationFixtures implements AutoCloseable {
    */
   public SerializationFixtures(String module) {
     // Local provider: ActorRefs serialize as paths of this system, resolvable after a round trip.
-    this.system = ActorSystem.create(Behaviors.empty(), "WeirSerialization",
-        ConfigFactory.parseString("pekko.actor.provider = local\npekko.loglevel = WARNING")
-            .withFallback(ConfigFactory.defaultReference()));
+    this.system =
+        ActorSystem.create(
+            Behaviors.empty(),
+            "WeirSerialization",
+            ConfigFactory.parseString("pekko.actor.provider = local\npekko.loglevel = WARNING")
+                .withFallback(ConfigFactory.defaultReference()));
     this.serialization = SerializationExtension.get(system);
-    this.root = Path.of(System.getProperty("basedir", ".")).resolve("src/test/resources/serialization");
+    this.root =
+        Path.of(System.getProperty("basedir", ".")).resolve("src/test/resources/serialization");
     this.module = module;
   }
 
@@ -113,13 +120,22 @@ public final class SerializationFixtures implements AutoCloseable {
     try {
       if (Files.isDirectory(classes)) {
         try (Stream<Path> files = Files.walk(classes)) {
-          files.filter(p -> p.toString().endsWith(".class"))
-              .forEach(f -> names.add(classes.relativize(f).toString().replace(f.getFileSystem().getSeparator(), ".")));
+          files
+              .filter(p -> p.toString().endsWith(".class"))
+              .forEach(
+                  f ->
+                      names.add(
+                          classes
+                              .relativize(f)
+                              .toString()
+                              .replace(f.getFileSystem().getSeparator(), ".")));
         }
       } else {
         // The module's jar (a build of one module resolves the others from the local repository).
         try (java.util.jar.JarFile jar = new java.util.jar.JarFile(classes.toFile())) {
-          jar.stream().map(java.util.jar.JarEntry::getName).filter(n -> n.endsWith(".class"))
+          jar.stream()
+              .map(java.util.jar.JarEntry::getName)
+              .filter(n -> n.endsWith(".class"))
               .forEach(n -> names.add(n.replace('/', '.')));
         }
       }
@@ -134,8 +150,11 @@ public final class SerializationFixtures implements AutoCloseable {
           continue;
         }
         Class<?> c = Class.forName(name, false, anchor.getClassLoader());
-        if (CborSerializable.class.isAssignableFrom(c) && !c.isInterface() && !Modifier.isAbstract(c.getModifiers())
-            && !c.isAnonymousClass() && !c.isSynthetic()) {
+        if (CborSerializable.class.isAssignableFrom(c)
+            && !c.isInterface()
+            && !Modifier.isAbstract(c.getModifiers())
+            && !c.isAnonymousClass()
+            && !c.isSynthetic()) {
           found.add(c);
         }
       }
@@ -194,11 +213,14 @@ public final class SerializationFixtures implements AutoCloseable {
       }
       if (JsonNode.class.isAssignableFrom(raw)) {
         // A JSON document carried as a tree (protocol client requests and replies).
-        return com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode()
-            .put("text", "text-" + number()).put("n", (int) number());
+        return com.fasterxml.jackson.databind.node.JsonNodeFactory.instance
+            .objectNode()
+            .put("text", "text-" + number())
+            .put("n", (int) number());
       }
       if (raw == Object.class || Throwable.class.isAssignableFrom(raw)) {
-        throw new IllegalStateException(raw.getName() + " in a serialized class: bind a typed, value-free field instead");
+        throw new IllegalStateException(
+            raw.getName() + " in a serialized class: bind a typed, value-free field instead");
       }
       if (ActorRef.class.isAssignableFrom(raw)) {
         return system.deadLetters();
@@ -218,8 +240,10 @@ public final class SerializationFixtures implements AutoCloseable {
       if (Map.class.isAssignableFrom(raw)) {
         Type k = typeArgument(generic, 0);
         Type v = typeArgument(generic, 1);
-        Map<Object, Object> map = raw == TreeMap.class ? new TreeMap<>()
-            : raw == LinkedHashMap.class ? new LinkedHashMap<>() : new HashMap<>();
+        Map<Object, Object> map =
+            raw == TreeMap.class
+                ? new TreeMap<>()
+                : raw == LinkedHashMap.class ? new LinkedHashMap<>() : new HashMap<>();
         for (Object value : elements(v, depth)) {
           map.put(of(k, rawOf(k), depth + 1), value);
         }
@@ -235,15 +259,21 @@ public final class SerializationFixtures implements AutoCloseable {
         for (int i = 0; i < components.length; i++) {
           args[i] = of(components[i].getGenericType(), components[i].getType(), depth + 1);
         }
-        Class<?>[] types = Arrays.stream(components).map(RecordComponent::getType).toArray(Class<?>[]::new);
+        Class<?>[] types =
+            Arrays.stream(components).map(RecordComponent::getType).toArray(Class<?>[]::new);
         return construct(raw, types, args);
       }
-      Constructor<?> creator = Arrays.stream(raw.getDeclaredConstructors())
-          .filter(c -> c.isAnnotationPresent(JsonCreator.class))
-          .findFirst()
-          .orElseGet(() -> Arrays.stream(raw.getDeclaredConstructors())
-              .max(Comparator.comparingInt(Constructor::getParameterCount))
-              .orElseThrow(() -> new IllegalStateException("no constructor in " + raw.getName())));
+      Constructor<?> creator =
+          Arrays.stream(raw.getDeclaredConstructors())
+              .filter(c -> c.isAnnotationPresent(JsonCreator.class))
+              .findFirst()
+              .orElseGet(
+                  () ->
+                      Arrays.stream(raw.getDeclaredConstructors())
+                          .max(Comparator.comparingInt(Constructor::getParameterCount))
+                          .orElseThrow(
+                              () ->
+                                  new IllegalStateException("no constructor in " + raw.getName())));
       Type[] params = creator.getGenericParameterTypes();
       Object[] args = new Object[params.length];
       for (int i = 0; i < params.length; i++) {
@@ -279,8 +309,9 @@ public final class SerializationFixtures implements AutoCloseable {
   /** The concrete classes of a sealed hierarchy, in declaration order. */
   private static List<Class<?>> concreteSubclasses(Class<?> type) {
     if (!type.isSealed()) {
-      throw new IllegalStateException(type.getName()
-          + " is neither concrete nor sealed: no representative instance can be chosen for it");
+      throw new IllegalStateException(
+          type.getName()
+              + " is neither concrete nor sealed: no representative instance can be chosen for it");
     }
     List<Class<?>> out = new ArrayList<>();
     for (Class<?> c : type.getPermittedSubclasses()) {
@@ -321,9 +352,13 @@ public final class SerializationFixtures implements AutoCloseable {
    */
   public Serialized serialize(Object message) {
     Serializer serializer = serialization.findSerializerFor(message);
-    if (!(serializer instanceof JacksonCborSerializer) && !serializer.getClass().getName().startsWith("io.weir.")) {
-      throw new AssertionError(message.getClass().getName() + " is bound to " + serializer.getClass().getName()
-          + ", neither Weir's jackson-cbor serializer nor one of Weir's own");
+    if (!(serializer instanceof JacksonCborSerializer)
+        && !serializer.getClass().getName().startsWith("io.weir.")) {
+      throw new AssertionError(
+          message.getClass().getName()
+              + " is bound to "
+              + serializer.getClass().getName()
+              + ", neither Weir's jackson-cbor serializer nor one of Weir's own");
     }
     String manifest = Serializers.manifestFor(serializer, message);
     byte[] bytes = serialization.serialize(message).get();
@@ -359,7 +394,8 @@ public final class SerializationFixtures implements AutoCloseable {
   /** The classes a fixture directory has fixtures of (by file name). */
   public List<String> fixtureClassNames(String version) {
     try (Stream<Path> files = Files.list(root.resolve(version))) {
-      return files.map(p -> p.getFileName().toString())
+      return files
+          .map(p -> p.getFileName().toString())
           .filter(n -> n.endsWith(".json"))
           .map(n -> n.substring(0, n.length() - ".json".length()))
           .sorted()
@@ -377,7 +413,8 @@ public final class SerializationFixtures implements AutoCloseable {
   public void write(Class<?> type) throws IOException {
     Path file = fixture(CURRENT, type);
     if (Files.exists(file)) {
-      throw new IllegalStateException("fixture exists already (earlier formats are never rewritten): " + file);
+      throw new IllegalStateException(
+          "fixture exists already (earlier formats are never rewritten): " + file);
     }
     ObjectNode doc = JSON.createObjectNode();
     doc.put("class", type.getName());
@@ -398,13 +435,19 @@ public final class SerializationFixtures implements AutoCloseable {
     JsonNode doc = JSON.readTree(root.resolve(version).resolve(className + ".json").toFile());
     List<Serialized> out = new ArrayList<>();
     for (JsonNode n : doc.get("samples")) {
-      out.add(new Serialized(n.get("serializerId").asInt(), n.get("manifest").asText(),
-          Base64.getDecoder().decode(n.get("payload").asText())));
+      out.add(
+          new Serialized(
+              n.get("serializerId").asInt(),
+              n.get("manifest").asText(),
+              Base64.getDecoder().decode(n.get("payload").asText())));
     }
     return out;
   }
 
-  /** What the samples of a {@code version} fixture of {@code type} must decode to with the current code. */
+  /**
+   * What the samples of a {@code version} fixture of {@code type} must decode to with the current
+   * code.
+   */
   public List<Object> expected(String version, Class<?> type) {
     return expectedOverrides.getOrDefault(version, Map.of()).getOrDefault(type, samples(type));
   }

@@ -22,8 +22,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * Certificates made at test time, with the JDK's own {@code keytool} (no openssl): a certificate
  * authority, and leaf certificates it signs for nodes and servers (EC P-256, serverAuth and
- * clientAuth, subject alternative names as asked). Every file lands in one folder; every store's and
- * key's password is {@link #PASSWORD}.
+ * clientAuth, subject alternative names as asked). Every file lands in one folder; every store's
+ * and key's password is {@link #PASSWORD}.
  *
  * <p>keytool makes the key pairs and signs; installing the signed chain, PEM files and trust stores
  * are done here with the {@link KeyStore} API (a PKCS12 {@code setCertificateEntry} is a trusted
@@ -70,9 +70,28 @@ public final class TestCertificates {
   /** A new authority {@code CN=<name>}, valid for a week. */
   public Authority authority(String name) {
     Path keyStore = dir.resolve(name + "-ca.p12");
-    keytool("-genkeypair", "-alias", "ca", "-keyalg", "EC", "-groupname", "secp256r1", "-dname", "CN=" + name,
-        "-ext", "bc:c", "-ext", "ku:c=keyCertSign,cRLSign", "-validity", "7",
-        "-keystore", keyStore.toString(), "-storetype", "PKCS12", "-storepass", PASSWORD);
+    keytool(
+        "-genkeypair",
+        "-alias",
+        "ca",
+        "-keyalg",
+        "EC",
+        "-groupname",
+        "secp256r1",
+        "-dname",
+        "CN=" + name,
+        "-ext",
+        "bc:c",
+        "-ext",
+        "ku:c=keyCertSign,cRLSign",
+        "-validity",
+        "7",
+        "-keystore",
+        keyStore.toString(),
+        "-storetype",
+        "PKCS12",
+        "-storepass",
+        PASSWORD);
     try {
       X509Certificate cert = (X509Certificate) load(keyStore).getCertificate("ca");
       Path pem = dir.resolve(name + "-ca.pem");
@@ -90,25 +109,70 @@ public final class TestCertificates {
     }
   }
 
-  /** A leaf {@code CN=<name>} signed by {@code ca}, valid for a week, with {@code sans} (e.g. {@code ip:127.0.0.1}). */
+  /**
+   * A leaf {@code CN=<name>} signed by {@code ca}, valid for a week, with {@code sans} (e.g. {@code
+   * ip:127.0.0.1}).
+   */
   public Leaf issue(Authority ca, String name, List<String> sans) {
     return issue(ca, name, sans, null, 7);
   }
 
   /**
-   * As {@link #issue(Authority, String, List)}, valid from {@code startDate} (keytool's syntax, e.g.
-   * {@code -10d}; null: now) for {@code validityDays}.
+   * As {@link #issue(Authority, String, List)}, valid from {@code startDate} (keytool's syntax,
+   * e.g. {@code -10d}; null: now) for {@code validityDays}.
    */
-  public Leaf issue(Authority ca, String name, List<String> sans, String startDate, int validityDays) {
+  public Leaf issue(
+      Authority ca, String name, List<String> sans, String startDate, int validityDays) {
     Path keyStore = dir.resolve(name + ".p12");
     Path csr = dir.resolve(name + ".csr");
     Path pem = dir.resolve(name + ".pem");
-    keytool("-genkeypair", "-alias", "node", "-keyalg", "EC", "-groupname", "secp256r1", "-dname", "CN=" + name,
-        "-keystore", keyStore.toString(), "-storetype", "PKCS12", "-storepass", PASSWORD);
-    keytool("-certreq", "-alias", "node", "-keystore", keyStore.toString(), "-storepass", PASSWORD, "-file", csr.toString());
-    List<String> gencert = new ArrayList<>(List.of("-gencert", "-alias", "ca", "-keystore", ca.keyStore().toString(),
-        "-storepass", PASSWORD, "-infile", csr.toString(), "-outfile", pem.toString(), "-rfc",
-        "-ext", "ku:c=digitalSignature", "-ext", "eku=serverAuth,clientAuth", "-validity", Integer.toString(validityDays)));
+    keytool(
+        "-genkeypair",
+        "-alias",
+        "node",
+        "-keyalg",
+        "EC",
+        "-groupname",
+        "secp256r1",
+        "-dname",
+        "CN=" + name,
+        "-keystore",
+        keyStore.toString(),
+        "-storetype",
+        "PKCS12",
+        "-storepass",
+        PASSWORD);
+    keytool(
+        "-certreq",
+        "-alias",
+        "node",
+        "-keystore",
+        keyStore.toString(),
+        "-storepass",
+        PASSWORD,
+        "-file",
+        csr.toString());
+    List<String> gencert =
+        new ArrayList<>(
+            List.of(
+                "-gencert",
+                "-alias",
+                "ca",
+                "-keystore",
+                ca.keyStore().toString(),
+                "-storepass",
+                PASSWORD,
+                "-infile",
+                csr.toString(),
+                "-outfile",
+                pem.toString(),
+                "-rfc",
+                "-ext",
+                "ku:c=digitalSignature",
+                "-ext",
+                "eku=serverAuth,clientAuth",
+                "-validity",
+                Integer.toString(validityDays)));
     if (!sans.isEmpty()) {
       gencert.addAll(List.of("-ext", "san=" + String.join(",", sans)));
     }
@@ -152,15 +216,26 @@ public final class TestCertificates {
   }
 
   private static String pem(String type, byte[] der) {
-    return "-----BEGIN " + type + "-----\n"
+    return "-----BEGIN "
+        + type
+        + "-----\n"
         + Base64.getMimeEncoder(64, "\n".getBytes(StandardCharsets.US_ASCII)).encodeToString(der)
-        + "\n-----END " + type + "-----\n";
+        + "\n-----END "
+        + type
+        + "-----\n";
   }
 
-  /** Runs the JDK's keytool (a short-lived JVM tuned for start-up); fails with its output on error. */
+  /**
+   * Runs the JDK's keytool (a short-lived JVM tuned for start-up); fails with its output on error.
+   */
   private void keytool(String... args) {
-    List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "keytool").toString(),
-        "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-J-Xshare:auto"));
+    List<String> cmd =
+        new ArrayList<>(
+            List.of(
+                Path.of(System.getProperty("java.home"), "bin", "keytool").toString(),
+                "-J-XX:TieredStopAtLevel=1",
+                "-J-XX:+UseSerialGC",
+                "-J-Xshare:auto"));
     cmd.addAll(List.of(args));
     try {
       Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).start();

@@ -53,10 +53,12 @@ public final class TestPostgres {
   private static TestPostgres locate() {
     String url = System.getenv("WEIR_TEST_PG_URL");
     if (url != null && !url.isBlank()) {
-      return new TestPostgres(url, envOr("WEIR_TEST_PG_USER", "weir"), envOr("WEIR_TEST_PG_PASSWORD", ""));
+      return new TestPostgres(
+          url, envOr("WEIR_TEST_PG_USER", "weir"), envOr("WEIR_TEST_PG_PASSWORD", ""));
     }
     Map<String, String> env = pgScript(Map.of(), "start");
-    return new TestPostgres(env.get("WEIR_PG_URL"), env.get("WEIR_PG_USER"), env.get("WEIR_PG_PASSWORD"));
+    return new TestPostgres(
+        env.get("WEIR_PG_URL"), env.get("WEIR_PG_USER"), env.get("WEIR_PG_PASSWORD"));
   }
 
   private static String envOr(String name, String fallback) {
@@ -64,7 +66,9 @@ public final class TestPostgres {
     return v == null ? fallback : v;
   }
 
-  /** The repository root: the nearest folder above the working directory holding deploy/bin/pg.sh. */
+  /**
+   * The repository root: the nearest folder above the working directory holding deploy/bin/pg.sh.
+   */
   public static Path repoRoot() {
     Path dir = Path.of("").toAbsolutePath();
     while (dir != null && !Files.isRegularFile(dir.resolve("deploy/bin/pg.sh"))) {
@@ -88,7 +92,8 @@ public final class TestPostgres {
       pb.environment().putAll(extraEnv);
       Process p = pb.start();
       Map<String, String> env = new HashMap<>();
-      try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+      try (BufferedReader r =
+          new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
         String line;
         while ((line = r.readLine()) != null) {
           if (line.startsWith("export ")) {
@@ -102,7 +107,8 @@ public final class TestPostgres {
         }
       }
       if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) {
-        throw new IllegalStateException("deploy/bin/pg.sh " + command + " failed; see its output above");
+        throw new IllegalStateException(
+            "deploy/bin/pg.sh " + command + " failed; see its output above");
       }
       return env;
     } catch (IOException e) {
@@ -141,7 +147,9 @@ public final class TestPostgres {
 
   /** Creates an empty database named {@code <prefix>_<random>} and returns its handle. */
   public TestDatabase freshDatabase(String prefix) {
-    String name = (prefix + "_" + UUID.randomUUID().toString().replace("-", "").substring(0, 10)).toLowerCase(Locale.ROOT);
+    String name =
+        (prefix + "_" + UUID.randomUUID().toString().replace("-", "").substring(0, 10))
+            .toLowerCase(Locale.ROOT);
     if (!name.matches("[a-z_][a-z0-9_]{0,62}")) {
       throw new IllegalArgumentException("database prefix must be a lower-case identifier");
     }
@@ -180,10 +188,15 @@ public final class TestPostgres {
           Statement s = c.createStatement()) {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (true) {
-          s.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = '" + name
-              + "' AND active_pid IS NOT NULL");
+          s.execute(
+              "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = '"
+                  + name
+                  + "' AND active_pid IS NOT NULL");
           try {
-            s.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '" + name + "'");
+            s.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '"
+                    + name
+                    + "'");
             break;
           } catch (SQLException stillActive) {
             if (System.nanoTime() > deadline) {

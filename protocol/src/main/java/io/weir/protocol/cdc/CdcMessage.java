@@ -21,6 +21,12 @@ public record CdcMessage(Lsn lsn, String prefix, byte[] content) implements CdcE
 
   @Override
   public String toString() {
-    return "CdcMessage[lsn=" + lsn + ", prefixLength=" + prefix.length() + ", contentLength=" + content.length + "]";
+    return "CdcMessage[lsn="
+        + lsn
+        + ", prefixLength="
+        + prefix.length()
+        + ", contentLength="
+        + content.length
+        + "]";
   }
 }

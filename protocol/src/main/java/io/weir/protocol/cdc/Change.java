@@ -28,7 +28,8 @@ public sealed interface Change {
    *     column changed), the whole old row ({@link OldTupleKind#FULL}, REPLICA IDENTITY FULL) or
    *     absent ({@link OldTupleKind#NONE}: the key is unchanged and read from {@code newRow})
    */
-  record Update(TableSchema table, OldTupleKind oldKind, TupleData oldRow, TupleData newRow) implements Change {
+  record Update(TableSchema table, OldTupleKind oldKind, TupleData oldRow, TupleData newRow)
+      implements Change {
     public Update {
       Objects.requireNonNull(table, "table");
       Objects.requireNonNull(newRow, "newRow");
@@ -55,7 +56,8 @@ public sealed interface Change {
   }
 
   /** TRUNCATE of one or more tables. */
-  record Truncate(List<TableSchema> tables, boolean cascade, boolean restartIdentity) implements Change {
+  record Truncate(List<TableSchema> tables, boolean cascade, boolean restartIdentity)
+      implements Change {
     public Truncate {
       tables = List.copyOf(tables);
     }

@@ -8,11 +8,12 @@ import java.util.Objects;
  * The changes of one transaction, in the order they were made.
  *
  * <p>Two kinds exist. Changes held in memory ({@link #of}) may be iterated any number of times and
- * read as a list. A large streamed transaction may instead be read from disk as it is iterated: then
- * {@link #repeatable()} is false, {@link #iterator()} may be called once, and only during the sink
- * call that received the transaction (its spill file is deleted when the call completes). A second
- * iteration, or one after the call, fails with {@link IllegalStateException} rather than silently
- * yielding nothing. A sink therefore handles each change as it comes and keeps none of them.
+ * read as a list. A large streamed transaction may instead be read from disk as it is iterated:
+ * then {@link #repeatable()} is false, {@link #iterator()} may be called once, and only during the
+ * sink call that received the transaction (its spill file is deleted when the call completes). A
+ * second iteration, or one after the call, fails with {@link IllegalStateException} rather than
+ * silently yielding nothing. A sink therefore handles each change as it comes and keeps none of
+ * them.
  *
  * <p>Counts that sinks and metrics need without iterating ({@link Transaction#rowCount()}, {@link
  * Transaction#rowsByTable()}) travel with the transaction.

@@ -23,12 +23,15 @@ public record SlotIncarnation(UUID id, long systemIdentifier, int timeline) {
   public static SlotIncarnation parse(String key) {
     String[] parts = key == null ? new String[0] : key.split("/");
     if (parts.length != 3) {
-      throw new IllegalArgumentException("slot incarnation must look like <uuid>/<system id>/<timeline>");
+      throw new IllegalArgumentException(
+          "slot incarnation must look like <uuid>/<system id>/<timeline>");
     }
     try {
-      return new SlotIncarnation(UUID.fromString(parts[0]), Long.parseUnsignedLong(parts[1]), Integer.parseInt(parts[2]));
+      return new SlotIncarnation(
+          UUID.fromString(parts[0]), Long.parseUnsignedLong(parts[1]), Integer.parseInt(parts[2]));
     } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("slot incarnation must look like <uuid>/<system id>/<timeline>");
+      throw new IllegalArgumentException(
+          "slot incarnation must look like <uuid>/<system id>/<timeline>");
     }
   }
 }

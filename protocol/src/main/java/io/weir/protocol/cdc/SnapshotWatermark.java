@@ -4,8 +4,8 @@ import io.weir.protocol.Lsn;
 
 /**
  * A marker Weir itself wrote into the WAL to bracket an incremental snapshot chunk: a transaction
- * holding only a transactional logical message with prefix {@link #PREFIX}. It reaches the
- * pipeline in commit order like any transaction, but is not delivered to sinks.
+ * holding only a transactional logical message with prefix {@link #PREFIX}. It reaches the pipeline
+ * in commit order like any transaction, but is not delivered to sinks.
  *
  * @param content Weir's own marker text (chunk identity and low/high), never user data
  */

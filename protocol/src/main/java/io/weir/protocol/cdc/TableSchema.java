@@ -11,7 +11,11 @@ import java.util.List;
  * @param relationId the table's OID on the source server
  */
 public record TableSchema(
-    long relationId, String schema, String table, ReplicaIdentity replicaIdentity, List<Column> columns) {
+    long relationId,
+    String schema,
+    String table,
+    ReplicaIdentity replicaIdentity,
+    List<Column> columns) {
 
   public TableSchema {
     columns = List.copyOf(columns);

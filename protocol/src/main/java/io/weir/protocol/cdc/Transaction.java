@@ -41,9 +41,21 @@ public record Transaction(
 
   /** A transaction whose changes are held in memory; the row counts are taken from them. */
   public Transaction(
-      long xid, Lsn commitLsn, Lsn endLsn, Instant commitTime, List<Change> changes, List<TableSchema> schemaChanges) {
-    this(xid, commitLsn, endLsn, commitTime, Changes.of(changes), schemaChanges, rows(changes).values().stream()
-        .mapToLong(Long::longValue).sum(), rows(changes));
+      long xid,
+      Lsn commitLsn,
+      Lsn endLsn,
+      Instant commitTime,
+      List<Change> changes,
+      List<TableSchema> schemaChanges) {
+    this(
+        xid,
+        commitLsn,
+        endLsn,
+        commitTime,
+        Changes.of(changes),
+        schemaChanges,
+        rows(changes).values().stream().mapToLong(Long::longValue).sum(),
+        rows(changes));
   }
 
   /** The table a row change touches, or null for truncates and messages. */
@@ -75,6 +87,12 @@ public record Transaction(
 
   @Override
   public String toString() {
-    return "Transaction[xid=" + xid + ", commitLsn=" + commitLsn + ", changes=" + changes.count() + "]";
+    return "Transaction[xid="
+        + xid
+        + ", commitLsn="
+        + commitLsn
+        + ", changes="
+        + changes.count()
+        + "]";
   }
 }

@@ -27,8 +27,8 @@ public sealed interface ClientReply extends CborSerializable {
   }
 
   /**
-   * A refused or failed request, with the typed error body every HTTP error carries.
-   * {@link ErrorBody#retryable()} says whether the same request may succeed later unchanged.
+   * A refused or failed request, with the typed error body every HTTP error carries. {@link
+   * ErrorBody#retryable()} says whether the same request may succeed later unchanged.
    */
   record Failed(int status, ErrorBody error) implements ClientReply {
     @Override

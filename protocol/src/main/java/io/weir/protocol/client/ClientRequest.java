@@ -7,17 +7,17 @@ import java.util.Objects;
 /**
  * A request a protocol client sends to a server node's gateway ({@link #GATEWAY_PATH}), with the
  * principal's {@link Credentials}. Every request is served exactly as the HTTP request it names
- * would be, by the same code: the same authentication, grants, policies, limits and error codes (the
- * request and reply bodies are those of the OpenAPI document, {@code GET /openapi.json}). The reply
- * is always a {@link ClientReply}.
+ * would be, by the same code: the same authentication, grants, policies, limits and error codes
+ * (the request and reply bodies are those of the OpenAPI document, {@code GET /openapi.json}). The
+ * reply is always a {@link ClientReply}.
  *
  * <p>{@code toString()} of every request names its operation and collection only: document bodies,
  * ids and tokens never reach a log line.
  */
 public sealed interface ClientRequest extends CborSerializable {
   /**
-   * Where each server node runs its gateway, below the node's address: a client sends to
-   * {@code <member address>/system/weir-gateway} of a member with role {@link #SERVER_ROLE}.
+   * Where each server node runs its gateway, below the node's address: a client sends to {@code
+   * <member address>/system/weir-gateway} of a member with role {@link #SERVER_ROLE}.
    */
   String GATEWAY_PATH = "/system/weir-gateway";
 
@@ -29,12 +29,20 @@ public sealed interface ClientRequest extends CborSerializable {
 
   Credentials credentials();
 
-  /** The HTTP operation this request stands for, e.g. {@code PUT /v1/documents/{collection}/{id}}. */
+  /**
+   * The HTTP operation this request stands for, e.g. {@code PUT /v1/documents/{collection}/{id}}.
+   */
   String operation();
 
   /** {@code PUT /v1/documents/{collection}/{id}}: create or replace a document. */
-  record PutDocument(Credentials credentials, String collection, String id, JsonNode body, Long ifMatch,
-      String idempotencyKey) implements ClientRequest {
+  record PutDocument(
+      Credentials credentials,
+      String collection,
+      String id,
+      JsonNode body,
+      Long ifMatch,
+      String idempotencyKey)
+      implements ClientRequest {
     public PutDocument {
       Objects.requireNonNull(collection, "collection");
       Objects.requireNonNull(id, "id");
@@ -53,7 +61,8 @@ public sealed interface ClientRequest extends CborSerializable {
   }
 
   /** {@code GET /v1/documents/{collection}/{id}}. */
-  record GetDocument(Credentials credentials, String collection, String id) implements ClientRequest {
+  record GetDocument(Credentials credentials, String collection, String id)
+      implements ClientRequest {
     public GetDocument {
       Objects.requireNonNull(collection, "collection");
       Objects.requireNonNull(id, "id");
@@ -71,7 +80,8 @@ public sealed interface ClientRequest extends CborSerializable {
   }
 
   /** {@code DELETE /v1/documents/{collection}/{id}}. */
-  record DeleteDocument(Credentials credentials, String collection, String id, Long ifMatch, String idempotencyKey)
+  record DeleteDocument(
+      Credentials credentials, String collection, String id, Long ifMatch, String idempotencyKey)
       implements ClientRequest {
     public DeleteDocument {
       Objects.requireNonNull(collection, "collection");
@@ -90,8 +100,8 @@ public sealed interface ClientRequest extends CborSerializable {
   }
 
   /**
-   * A request whose body is the JSON object of an HTTP {@code POST}: the changes feed, queries, live
-   * queries and the projection consumer operations.
+   * A request whose body is the JSON object of an HTTP {@code POST}: the changes feed, queries,
+   * live queries and the projection consumer operations.
    */
   record Post(Credentials credentials, Endpoint endpoint, JsonNode body) implements ClientRequest {
     public Post {

@@ -4,8 +4,8 @@ import java.util.Objects;
 
 /**
  * The credentials a protocol client presents with every request: a principal's bearer token, the
- * same one it would send in an HTTP {@code Authorization} header. Travels only over cluster remoting
- * (mutual TLS in production) and is never logged: {@link #toString()} leaves it out.
+ * same one it would send in an HTTP {@code Authorization} header. Travels only over cluster
+ * remoting (mutual TLS in production) and is never logged: {@link #toString()} leaves it out.
  */
 public record Credentials(String bearerToken) {
   public Credentials {

@@ -8,4 +8,5 @@ package io.weir.protocol.http;
  * @param replayed true when the {@code Idempotency-Key} had been used before: this is the first
  *     reply again and nothing was written
  */
-public record DocumentWritten(String collection, String id, long revision, boolean deleted, boolean replayed) {}
+public record DocumentWritten(
+    String collection, String id, long revision, boolean deleted, boolean replayed) {}

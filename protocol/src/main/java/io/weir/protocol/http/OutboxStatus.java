@@ -17,8 +17,15 @@ import java.util.Map;
  * @param consumers the partition's projection consumers, released ones included
  */
 public record OutboxStatus(
-    int partition, long documents, long outboxFirst, long outboxNext, long outboxEntries, long outboxBytes,
-    long journalEvents, Map<String, String> watermarks, List<Consumer> consumers) {
+    int partition,
+    long documents,
+    long outboxFirst,
+    long outboxNext,
+    long outboxEntries,
+    long outboxBytes,
+    long journalEvents,
+    Map<String, String> watermarks,
+    List<Consumer> consumers) {
   public OutboxStatus {
     watermarks = Map.copyOf(watermarks);
     consumers = List.copyOf(consumers);
@@ -32,8 +39,14 @@ public record OutboxStatus(
    * @param released a released consumer pins nothing and its tokens are refused
    */
   public record Consumer(
-      String consumer, long generation, List<String> collections, List<String> kinds, long startAfter, long checkpoint,
-      long lag, boolean released) {
+      String consumer,
+      long generation,
+      List<String> collections,
+      List<String> kinds,
+      long startAfter,
+      long checkpoint,
+      long lag,
+      boolean released) {
     public Consumer {
       collections = List.copyOf(collections);
       kinds = List.copyOf(kinds);

@@ -8,9 +8,13 @@ import io.weir.protocol.ErrorCode;
  *
  * @param actualRevision the document's current revision (0: it does not exist)
  */
-public record RevisionConflict(String error, String message, boolean retryable, long actualRevision) {
+public record RevisionConflict(
+    String error, String message, boolean retryable, long actualRevision) {
   public static RevisionConflict of(long actualRevision) {
-    return new RevisionConflict(ErrorCode.CONFLICT.wire(), "the document's revision does not match If-Match",
-        ErrorCode.CONFLICT.retryable(), actualRevision);
+    return new RevisionConflict(
+        ErrorCode.CONFLICT.wire(),
+        "the document's revision does not match If-Match",
+        ErrorCode.CONFLICT.retryable(),
+        actualRevision);
   }
 }

@@ -5,10 +5,10 @@ import java.util.List;
 
 /**
  * Where a document lives: partition = a stable hash of (collection, partition key) modulo the
- * cluster's partition count P. The hash is MurmurHash3 (x86, 32-bit, seed 0) of the UTF-8 bytes
- * of the collection, a zero byte, and the partition key's canonical text ({@link #canonicalKey}).
- * Every node and every release must compute the same partition for the same document: the
- * function and the canonical encoding are part of the persisted format and never change.
+ * cluster's partition count P. The hash is MurmurHash3 (x86, 32-bit, seed 0) of the UTF-8 bytes of
+ * the collection, a zero byte, and the partition key's canonical text ({@link #canonicalKey}).
+ * Every node and every release must compute the same partition for the same document: the function
+ * and the canonical encoding are part of the persisted format and never change.
  */
 public final class Partitioning {
   /** The largest partition count a cluster may have. */
@@ -22,7 +22,8 @@ public final class Partitioning {
    */
   public static int partitionOf(String collection, String partitionKey, int partitions) {
     if (partitions < 1 || partitions > MAX_PARTITIONS) {
-      throw new IllegalArgumentException("the partition count must be between 1 and " + MAX_PARTITIONS);
+      throw new IllegalArgumentException(
+          "the partition count must be between 1 and " + MAX_PARTITIONS);
     }
     byte[] c = collection.getBytes(StandardCharsets.UTF_8);
     byte[] k = partitionKey.getBytes(StandardCharsets.UTF_8);
@@ -80,7 +81,11 @@ public final class Partitioning {
     int blocks = data.length / 4;
     for (int i = 0; i < blocks; i++) {
       int at = i * 4;
-      int k = (data[at] & 0xff) | (data[at + 1] & 0xff) << 8 | (data[at + 2] & 0xff) << 16 | (data[at + 3] & 0xff) << 24;
+      int k =
+          (data[at] & 0xff)
+              | (data[at + 1] & 0xff) << 8
+              | (data[at + 2] & 0xff) << 16
+              | (data[at + 3] & 0xff) << 24;
       k *= c1;
       k = Integer.rotateLeft(k, 15);
       k *= c2;
@@ -93,10 +98,10 @@ public final class Partitioning {
     switch (data.length & 3) {
       case 3:
         k ^= (data[tail + 2] & 0xff) << 16;
-        // fall through
+      // fall through
       case 2:
         k ^= (data[tail + 1] & 0xff) << 8;
-        // fall through
+      // fall through
       case 1:
         k ^= data[tail] & 0xff;
         k *= c1;

@@ -50,7 +50,8 @@ public final class TupleData {
    */
   public static TupleData ofTextColumns(byte[] data, int[] starts, int[] lengths, boolean[] nulls) {
     if (starts.length != lengths.length || starts.length != nulls.length) {
-      throw new IllegalArgumentException("starts, lengths and nulls must have one entry per column");
+      throw new IllegalArgumentException(
+          "starts, lengths and nulls must have one entry per column");
     }
     byte[] kinds = new byte[starts.length];
     for (int i = 0; i < kinds.length; i++) {

@@ -13,16 +13,17 @@ import java.util.TreeMap;
  */
 final class Canonical {
   private static final char[] HEX = "0123456789abcdef".toCharArray();
+
   /** Integers with up to this many trailing zeros are written out in full, larger ones as 1E+n. */
   private static final int MAX_PLAIN_ZEROS = 20;
 
   private Canonical() {}
 
   /**
-   * Normalises bottom-up: nested and-in-and / or-in-or are flattened, duplicate children removed and
-   * the rest sorted by canonical JSON, a single child replaces its and/or; {@code not(not x)} is
-   * {@code x}, {@code not(eq)} is {@code ne} and {@code not(ne)} is {@code eq}; {@code in} values
-   * are deduplicated and sorted, and an {@code in} with one value is an {@code eq}.
+   * Normalises bottom-up: nested and-in-and / or-in-or are flattened, duplicate children removed
+   * and the rest sorted by canonical JSON, a single child replaces its and/or; {@code not(not x)}
+   * is {@code x}, {@code not(eq)} is {@code ne} and {@code not(ne)} is {@code eq}; {@code in}
+   * values are deduplicated and sorted, and an {@code in} with one value is an {@code eq}.
    */
   static Predicate normalise(Predicate p) {
     if (p instanceof Predicate.And and) {
@@ -50,7 +51,8 @@ final class Canonical {
         values.putIfAbsent(l.canonicalJson(), l);
       }
       if (values.size() == 1) {
-        return new Predicate.Compare(Predicate.CompareOp.EQ, in.field(), values.firstEntry().getValue());
+        return new Predicate.Compare(
+            Predicate.CompareOp.EQ, in.field(), values.firstEntry().getValue());
       }
       return new Predicate.In(in.field(), new ArrayList<>(values.values()));
     }
@@ -61,9 +63,10 @@ final class Canonical {
     TreeMap<String, Predicate> children = new TreeMap<>();
     for (Predicate arg : args) {
       Predicate n = normalise(arg);
-      List<Predicate> flat = isAnd && n instanceof Predicate.And a ? a.args()
-          : !isAnd && n instanceof Predicate.Or o ? o.args()
-          : List.of(n);
+      List<Predicate> flat =
+          isAnd && n instanceof Predicate.And a
+              ? a.args()
+              : !isAnd && n instanceof Predicate.Or o ? o.args() : List.of(n);
       for (Predicate child : flat) {
         children.putIfAbsent(predicate(child), child);
       }
@@ -185,8 +188,8 @@ final class Canonical {
 
   /**
    * A JSON string: {@code "} and {@code \} escaped, control characters as short escapes or {@code
-   * \}{@code u00xx}, surrogates that are not part of a pair as {@code \}{@code uxxxx} (so that no two
-   * strings share bytes), everything else as it is.
+   * \}{@code u00xx}, surrogates that are not part of a pair as {@code \}{@code uxxxx} (so that no
+   * two strings share bytes), everything else as it is.
    */
   static void string(String s, StringBuilder out) {
     out.append('"');
@@ -203,7 +206,9 @@ final class Canonical {
         default -> {
           if (c < 0x20) {
             unicodeEscape(c, out);
-          } else if (Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+          } else if (Character.isHighSurrogate(c)
+              && i + 1 < s.length()
+              && Character.isLowSurrogate(s.charAt(i + 1))) {
             out.append(c).append(s.charAt(++i));
           } else if (Character.isSurrogate(c)) {
             unicodeEscape(c, out);
@@ -217,7 +222,11 @@ final class Canonical {
   }
 
   private static void unicodeEscape(char c, StringBuilder out) {
-    out.append("\\u").append(HEX[c >> 12 & 0xF]).append(HEX[c >> 8 & 0xF]).append(HEX[c >> 4 & 0xF]).append(HEX[c & 0xF]);
+    out.append("\\u")
+        .append(HEX[c >> 12 & 0xF])
+        .append(HEX[c >> 8 & 0xF])
+        .append(HEX[c >> 4 & 0xF])
+        .append(HEX[c & 0xF]);
   }
 
   /** {@code values} without duplicates, each where it first occurs. */

@@ -36,7 +36,10 @@ final class Eval {
     return !(node.isDouble() || node.isFloat()) || Double.isFinite(node.doubleValue());
   }
 
-  /** Orders strings by Unicode code point (not by UTF-16 code unit as {@link String#compareTo} does). */
+  /**
+   * Orders strings by Unicode code point (not by UTF-16 code unit as {@link String#compareTo}
+   * does).
+   */
   static int compareCodePoints(String a, String b) {
     int i = 0;
     int j = 0;

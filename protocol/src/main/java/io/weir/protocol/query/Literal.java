@@ -80,7 +80,8 @@ public final class Literal {
     return switch (type) {
       case NULL -> node.isNull();
       case BOOLEAN -> node.isBoolean() && node.booleanValue() == (Boolean) value;
-      case NUMBER -> Eval.isFiniteNumber(node) && node.decimalValue().compareTo((BigDecimal) value) == 0;
+      case NUMBER ->
+          Eval.isFiniteNumber(node) && node.decimalValue().compareTo((BigDecimal) value) == 0;
       case STRING -> node.isTextual() && node.textValue().equals(value);
     };
   }

@@ -17,29 +17,32 @@ import java.util.regex.Pattern;
  */
 final class Parser {
   static final Pattern COLLECTION = Pattern.compile("[A-Za-z_][A-Za-z0-9_.-]{0,62}");
-  static final Pattern FIELD_PATH = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*(?:\\.[A-Za-z_][A-Za-z0-9_]*)*");
+  static final Pattern FIELD_PATH =
+      Pattern.compile("[A-Za-z_][A-Za-z0-9_]*(?:\\.[A-Za-z_][A-Za-z0-9_]*)*");
+
   /** Operator names and keys matching this are structural and may be echoed in messages. */
   static final Pattern TOKEN = Pattern.compile("[A-Za-z_]{1,32}");
 
   private static final Set<String> TOP_LEVEL = Set.of("collection", "where", "select");
-  private static final Map<String, String> UNSUPPORTED = Map.ofEntries(
-      Map.entry("orderBy", "ORDER BY"),
-      Map.entry("order_by", "ORDER BY"),
-      Map.entry("sort", "ORDER BY"),
-      Map.entry("limitBy", "top-k"),
-      Map.entry("top", "top-k"),
-      Map.entry("topK", "top-k"),
-      Map.entry("aggregate", "aggregates"),
-      Map.entry("aggregates", "aggregates"),
-      Map.entry("groupBy", "aggregates"),
-      Map.entry("group_by", "aggregates"),
-      Map.entry("count", "aggregates"),
-      Map.entry("join", "joins"),
-      Map.entry("joins", "joins"),
-      Map.entry("continuation", "continuations"),
-      Map.entry("after", "continuations"),
-      Map.entry("cursor", "continuations"),
-      Map.entry("explain", "EXPLAIN"));
+  private static final Map<String, String> UNSUPPORTED =
+      Map.ofEntries(
+          Map.entry("orderBy", "ORDER BY"),
+          Map.entry("order_by", "ORDER BY"),
+          Map.entry("sort", "ORDER BY"),
+          Map.entry("limitBy", "top-k"),
+          Map.entry("top", "top-k"),
+          Map.entry("topK", "top-k"),
+          Map.entry("aggregate", "aggregates"),
+          Map.entry("aggregates", "aggregates"),
+          Map.entry("groupBy", "aggregates"),
+          Map.entry("group_by", "aggregates"),
+          Map.entry("count", "aggregates"),
+          Map.entry("join", "joins"),
+          Map.entry("joins", "joins"),
+          Map.entry("continuation", "continuations"),
+          Map.entry("after", "continuations"),
+          Map.entry("cursor", "continuations"),
+          Map.entry("explain", "EXPLAIN"));
 
   private final QueryLimits limits;
   private int nodes;
@@ -57,12 +60,17 @@ final class Parser {
       }
       String construct = UNSUPPORTED.get(key);
       if (construct != null) {
-        throw new QueryException(Reason.UNSUPPORTED, construct,
-            construct + " is not supported: a Q1 query reads one collection, unordered, scalar, read-only");
+        throw new QueryException(
+            Reason.UNSUPPORTED,
+            construct,
+            construct
+                + " is not supported: a Q1 query reads one collection, unordered, scalar, read-only");
       }
-      throw invalid(TOKEN.matcher(key).matches() ? key : "query", TOKEN.matcher(key).matches()
-          ? "unknown top-level key '" + key + "'"
-          : "an unknown top-level key");
+      throw invalid(
+          TOKEN.matcher(key).matches() ? key : "query",
+          TOKEN.matcher(key).matches()
+              ? "unknown top-level key '" + key + "'"
+              : "an unknown top-level key");
     }
   }
 
@@ -71,8 +79,10 @@ final class Parser {
       throw invalid("collection", "collection: missing");
     }
     if (!node.isTextual() || !COLLECTION.matcher(node.textValue()).matches()) {
-      throw invalid("collection", "collection: a collection name is a string of 1 to 63 of A-Z a-z 0-9 _ . -,"
-          + " starting with a letter or _");
+      throw invalid(
+          "collection",
+          "collection: a collection name is a string of 1 to 63 of A-Z a-z 0-9 _ . -,"
+              + " starting with a letter or _");
     }
     return node.textValue();
   }
@@ -82,7 +92,9 @@ final class Parser {
       throw invalid("select", "select: a projection is an array of field paths");
     }
     if (node.isEmpty()) {
-      throw invalid("select", "select: a projection names at least one field (leave select out for whole documents)");
+      throw invalid(
+          "select",
+          "select: a projection names at least one field (leave select out for whole documents)");
     }
     if (node.size() > limits.maxSelectFields()) {
       throw limit("select", "select: more than " + limits.maxSelectFields() + " fields");
@@ -94,7 +106,9 @@ final class Parser {
     return fields;
   }
 
-  /** The predicate at {@code path}, at nesting {@code depth} (the {@code where} predicate is at 1). */
+  /**
+   * The predicate at {@code path}, at nesting {@code depth} (the {@code where} predicate is at 1).
+   */
   Predicate predicate(JsonNode node, String path, int depth) throws QueryException {
     if (depth > limits.maxDepth()) {
       throw limit("depth", path + ": predicates nest deeper than " + limits.maxDepth());
@@ -118,7 +132,8 @@ final class Parser {
         onlyKeys(node, path, "args");
         JsonNode args = required(node, path, "args");
         if (!args.isArray() || args.isEmpty()) {
-          throw invalid(path + ".args", path + ".args: " + op + " takes a non-empty array of predicates");
+          throw invalid(
+              path + ".args", path + ".args: " + op + " takes a non-empty array of predicates");
         }
         List<Predicate> children = new ArrayList<>(args.size());
         for (int i = 0; i < args.size(); i++) {
@@ -165,13 +180,17 @@ final class Parser {
         }
         return new Predicate.Prefix(field, string(value.textValue(), path + ".value"));
       }
-      default -> throw invalid(path + ".op", TOKEN.matcher(op).matches()
-          ? path + ".op: unknown operator '" + op + "'"
-          : path + ".op: unknown operator");
+      default ->
+          throw invalid(
+              path + ".op",
+              TOKEN.matcher(op).matches()
+                  ? path + ".op: unknown operator '" + op + "'"
+                  : path + ".op: unknown operator");
     }
   }
 
-  private static void onlyKeys(JsonNode node, String path, String... allowed) throws QueryException {
+  private static void onlyKeys(JsonNode node, String path, String... allowed)
+      throws QueryException {
     for (Iterator<String> it = node.fieldNames(); it.hasNext(); ) {
       String key = it.next();
       if (key.equals("op")) {
@@ -182,13 +201,16 @@ final class Parser {
         known |= a.equals(key);
       }
       if (!known) {
-        throw invalid(TOKEN.matcher(key).matches() ? path + "." + key : path, unknownKey(path, key));
+        throw invalid(
+            TOKEN.matcher(key).matches() ? path + "." + key : path, unknownKey(path, key));
       }
     }
   }
 
   private static String unknownKey(String path, String key) {
-    return TOKEN.matcher(key).matches() ? path + ": unknown key '" + key + "'" : path + ": an unknown key";
+    return TOKEN.matcher(key).matches()
+        ? path + ": unknown key '" + key + "'"
+        : path + ": an unknown key";
   }
 
   private static JsonNode required(JsonNode node, String path, String key) throws QueryException {
@@ -206,7 +228,9 @@ final class Parser {
     }
     String field = node.textValue();
     if (field.length() > limits.maxPathLength()) {
-      throw limit("path length", path + ": a field path is longer than " + limits.maxPathLength() + " characters");
+      throw limit(
+          "path length",
+          path + ": a field path is longer than " + limits.maxPathLength() + " characters");
     }
     int segments = 1;
     for (int i = 0; i < field.length(); i++) {
@@ -215,10 +239,15 @@ final class Parser {
       }
     }
     if (segments > limits.maxPathSegments()) {
-      throw limit("path segments", path + ": a field path has more than " + limits.maxPathSegments() + " segments");
+      throw limit(
+          "path segments",
+          path + ": a field path has more than " + limits.maxPathSegments() + " segments");
     }
     if (!FIELD_PATH.matcher(field).matches()) {
-      throw invalid(path, path + ": a field path is dot-separated identifiers of A-Z a-z 0-9 _ (not starting with a digit)");
+      throw invalid(
+          path,
+          path
+              + ": a field path is dot-separated identifiers of A-Z a-z 0-9 _ (not starting with a digit)");
     }
     return field;
   }
@@ -245,7 +274,9 @@ final class Parser {
 
   private String string(String value, String path) throws QueryException {
     if (value.length() > limits.maxStringLength()) {
-      throw limit("string length", path + ": a string literal is longer than " + limits.maxStringLength() + " characters");
+      throw limit(
+          "string length",
+          path + ": a string literal is longer than " + limits.maxStringLength() + " characters");
     }
     return value;
   }

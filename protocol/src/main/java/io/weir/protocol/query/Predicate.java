@@ -10,8 +10,14 @@ import java.util.Objects;
  * toString()} of every predicate names operators and fields only.
  */
 public sealed interface Predicate
-    permits Predicate.All, Predicate.And, Predicate.Or, Predicate.Not, Predicate.Compare, Predicate.In,
-        Predicate.Exists, Predicate.Prefix {
+    permits Predicate.All,
+        Predicate.And,
+        Predicate.Or,
+        Predicate.Not,
+        Predicate.Compare,
+        Predicate.In,
+        Predicate.Exists,
+        Predicate.Prefix {
 
   /** Matches every document: a query without {@code where}. */
   All ALL = new All();

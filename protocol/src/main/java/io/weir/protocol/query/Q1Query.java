@@ -32,8 +32,8 @@ import java.util.TreeSet;
  *
  * Operators: {@code and}/{@code or} ({@code args}: a non-empty array), {@code not} ({@code arg}),
  * {@code eq ne lt le gt ge} ({@code field}, {@code value}), {@code in} ({@code field}, {@code
- * values}: a non-empty array), {@code exists} ({@code field}), {@code prefix} ({@code field}, {@code
- * value}: a string). Literals are JSON null, booleans, numbers and strings. Field paths are
+ * values}: a non-empty array), {@code exists} ({@code field}), {@code prefix} ({@code field},
+ * {@code value}: a string). Literals are JSON null, booleans, numbers and strings. Field paths are
  * dot-separated identifiers {@code [A-Za-z_][A-Za-z0-9_]*}. Nothing else is accepted and no type is
  * coerced; ORDER BY, top-k, aggregates, joins, continuations and EXPLAIN are refused as {@link
  * Reason#UNSUPPORTED}.
@@ -81,7 +81,10 @@ public final class Q1Query {
     parser.checkTopLevelKeys(query);
     String collection = parser.collection(query.get("collection"));
     JsonNode whereNode = query.get("where");
-    Predicate where = whereNode == null ? Predicate.ALL : Canonical.normalise(parser.predicate(whereNode, "where", 1));
+    Predicate where =
+        whereNode == null
+            ? Predicate.ALL
+            : Canonical.normalise(parser.predicate(whereNode, "where", 1));
     JsonNode selectNode = query.get("select");
     List<String> select = selectNode == null ? List.of() : parser.select(selectNode);
     return new Q1Query(collection, where, select);
@@ -133,10 +136,10 @@ public final class Q1Query {
   }
 
   /**
-   * The normalised query as compact JSON in the wire form: keys in a fixed order, {@code and}/{@code
-   * or} children and {@code in} values deduplicated and sorted by their canonical JSON, numbers
-   * without trailing zeros; {@code where} and {@code select} left out when they select everything.
-   * Parsing it again gives the same canonical JSON.
+   * The normalised query as compact JSON in the wire form: keys in a fixed order, {@code
+   * and}/{@code or} children and {@code in} values deduplicated and sorted by their canonical JSON,
+   * numbers without trailing zeros; {@code where} and {@code select} left out when they select
+   * everything. Parsing it again gives the same canonical JSON.
    */
   public String canonicalJson() {
     return canonicalJson;
@@ -163,7 +166,8 @@ public final class Q1Query {
    * way, holding only that path), in both cases leaving out the top-level fields {@code
    * omitTopLevelField} accepts. Values are copied; {@code document} is not changed.
    */
-  public ObjectNode project(ObjectNode document, java.util.function.Predicate<String> omitTopLevelField) {
+  public ObjectNode project(
+      ObjectNode document, java.util.function.Predicate<String> omitTopLevelField) {
     Objects.requireNonNull(document, "document");
     Objects.requireNonNull(omitTopLevelField, "omitTopLevelField");
     ObjectNode out = document.objectNode();
@@ -217,6 +221,10 @@ public final class Q1Query {
   /** The collection and fingerprint only: no literals. */
   @Override
   public String toString() {
-    return "Q1Query[collection=" + collection + ", fingerprint=" + fingerprintHex().substring(0, 16) + "]";
+    return "Q1Query[collection="
+        + collection
+        + ", fingerprint="
+        + fingerprintHex().substring(0, 16)
+        + "]";
   }
 }

@@ -10,9 +10,14 @@ import java.util.Objects;
 public final class QueryException extends Exception {
   /** Why a query was refused. */
   public enum Reason {
-    /** Not a well-formed Q1 query (wrong type, missing or unknown key, unknown operator, bad name). */
+    /**
+     * Not a well-formed Q1 query (wrong type, missing or unknown key, unknown operator, bad name).
+     */
     INVALID,
-    /** A construct Q1 deliberately lacks (ORDER BY, top-k, aggregates, joins, continuations, EXPLAIN). */
+    /**
+     * A construct Q1 deliberately lacks (ORDER BY, top-k, aggregates, joins, continuations,
+     * EXPLAIN).
+     */
     UNSUPPORTED,
     /** Over one of the {@link QueryLimits}. */
     LIMIT
@@ -22,9 +27,9 @@ public final class QueryException extends Exception {
   private final String construct;
 
   /**
-   * @param construct for {@link Reason#INVALID} the position in the query ({@code where.args[2].field}),
-   *     for {@link Reason#UNSUPPORTED} the construct ({@code ORDER BY}), for {@link Reason#LIMIT} the
-   *     limit ({@code depth})
+   * @param construct for {@link Reason#INVALID} the position in the query ({@code
+   *     where.args[2].field}), for {@link Reason#UNSUPPORTED} the construct ({@code ORDER BY}), for
+   *     {@link Reason#LIMIT} the limit ({@code depth})
    */
   public QueryException(Reason reason, String construct, String message) {
     super(message, null, false, false);

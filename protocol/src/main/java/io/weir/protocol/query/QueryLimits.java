@@ -22,8 +22,13 @@ public record QueryLimits(
   public static final QueryLimits DEFAULTS = new QueryLimits(16, 256, 64, 4096, 1000, 8, 256);
 
   public QueryLimits {
-    if (maxDepth < 1 || maxNodes < 1 || maxSelectFields < 1 || maxStringLength < 0 || maxInValues < 1
-        || maxPathSegments < 1 || maxPathLength < 1) {
+    if (maxDepth < 1
+        || maxNodes < 1
+        || maxSelectFields < 1
+        || maxStringLength < 0
+        || maxInValues < 1
+        || maxPathSegments < 1
+        || maxPathLength < 1) {
       throw new IllegalArgumentException("query limits are positive (string length at least 0)");
     }
   }

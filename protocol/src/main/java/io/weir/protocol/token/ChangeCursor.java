@@ -10,17 +10,23 @@ import java.util.Objects;
  * What a changes-feed or live-query cursor binds: the collection, the principal and its policy
  * epoch, the collection policy's version, the live query's fingerprint (empty for the changes
  * feed), a fence over every partition's incarnation and row-visibility epoch, and the position
- * reached in each partition. Signed as {@link TokenSigner.Kind#CURSOR}: a cursor never passes as
- * a batch or replay token.
+ * reached in each partition. Signed as {@link TokenSigner.Kind#CURSOR}: a cursor never passes as a
+ * batch or replay token.
  *
  * @param fence 16 bytes (see the node's feed): a restored partition or a row-visibility change
  *     makes the cursor's fence differ from the current one
  * @param positions per partition, the last outbox position the reader has seen
  */
 public record ChangeCursor(
-    String collection, String principal, long policyEpoch, long policyVersion, byte[] queryHash, byte[] fence,
+    String collection,
+    String principal,
+    long policyEpoch,
+    long policyVersion,
+    byte[] queryHash,
+    byte[] fence,
     long[] positions) {
   public static final int FENCE_BYTES = 16;
+
   /** Partitions a cursor can hold (its encoded size stays well below the token limit). */
   public static final int MAX_PARTITIONS = 512;
 
@@ -44,41 +50,50 @@ public record ChangeCursor(
   }
 
   public String sign(TokenSigner signer, long expiresAtMillis) {
-    return signer.sign(TokenSigner.Kind.CURSOR, expiresAtMillis, out -> {
-      out.writeUTF(collection);
-      out.writeUTF(principal);
-      out.writeLong(policyEpoch);
-      out.writeLong(policyVersion);
-      out.writeByte(queryHash.length);
-      out.write(queryHash);
-      out.write(fence);
-      out.writeShort(positions.length);
-      for (long p : positions) {
-        writeVarLong(out, p);
-      }
-    });
+    return signer.sign(
+        TokenSigner.Kind.CURSOR,
+        expiresAtMillis,
+        out -> {
+          out.writeUTF(collection);
+          out.writeUTF(principal);
+          out.writeLong(policyEpoch);
+          out.writeLong(policyVersion);
+          out.writeByte(queryHash.length);
+          out.write(queryHash);
+          out.write(fence);
+          out.writeShort(positions.length);
+          for (long p : positions) {
+            writeVarLong(out, p);
+          }
+        });
   }
 
-  public static ChangeCursor verify(TokenSigner signer, String token, long nowMillis) throws TokenSigner.InvalidToken {
-    return signer.verify(token, TokenSigner.Kind.CURSOR, nowMillis, in -> {
-      String collection = in.readUTF();
-      String principal = in.readUTF();
-      long policyEpoch = in.readLong();
-      long policyVersion = in.readLong();
-      byte[] hash = new byte[in.readUnsignedByte()];
-      in.readFully(hash);
-      byte[] fence = new byte[FENCE_BYTES];
-      in.readFully(fence);
-      int n = in.readUnsignedShort();
-      if (n == 0 || n > MAX_PARTITIONS) {
-        throw new IOException("partition count out of range");
-      }
-      long[] positions = new long[n];
-      for (int i = 0; i < n; i++) {
-        positions[i] = readVarLong(in);
-      }
-      return new ChangeCursor(collection, principal, policyEpoch, policyVersion, hash, fence, positions);
-    });
+  public static ChangeCursor verify(TokenSigner signer, String token, long nowMillis)
+      throws TokenSigner.InvalidToken {
+    return signer.verify(
+        token,
+        TokenSigner.Kind.CURSOR,
+        nowMillis,
+        in -> {
+          String collection = in.readUTF();
+          String principal = in.readUTF();
+          long policyEpoch = in.readLong();
+          long policyVersion = in.readLong();
+          byte[] hash = new byte[in.readUnsignedByte()];
+          in.readFully(hash);
+          byte[] fence = new byte[FENCE_BYTES];
+          in.readFully(fence);
+          int n = in.readUnsignedShort();
+          if (n == 0 || n > MAX_PARTITIONS) {
+            throw new IOException("partition count out of range");
+          }
+          long[] positions = new long[n];
+          for (int i = 0; i < n; i++) {
+            positions[i] = readVarLong(in);
+          }
+          return new ChangeCursor(
+              collection, principal, policyEpoch, policyVersion, hash, fence, positions);
+        });
   }
 
   private static void writeVarLong(DataOutputStream out, long v) throws IOException {
@@ -106,15 +121,26 @@ public record ChangeCursor(
 
   @Override
   public boolean equals(Object o) {
-    return o instanceof ChangeCursor c && c.collection.equals(collection) && c.principal.equals(principal)
-        && c.policyEpoch == policyEpoch && c.policyVersion == policyVersion && Arrays.equals(c.queryHash, queryHash)
-        && Arrays.equals(c.fence, fence) && Arrays.equals(c.positions, positions);
+    return o instanceof ChangeCursor c
+        && c.collection.equals(collection)
+        && c.principal.equals(principal)
+        && c.policyEpoch == policyEpoch
+        && c.policyVersion == policyVersion
+        && Arrays.equals(c.queryHash, queryHash)
+        && Arrays.equals(c.fence, fence)
+        && Arrays.equals(c.positions, positions);
   }
 
   @Override
   public int hashCode() {
-    return Objects.hash(collection, principal, policyEpoch, policyVersion, Arrays.hashCode(queryHash),
-        Arrays.hashCode(fence), Arrays.hashCode(positions));
+    return Objects.hash(
+        collection,
+        principal,
+        policyEpoch,
+        policyVersion,
+        Arrays.hashCode(queryHash),
+        Arrays.hashCode(fence),
+        Arrays.hashCode(positions));
   }
 
   /** Names and ids stay out of logs; counts only. */

@@ -17,20 +17,28 @@ public record ReplayToken(String subscription, long sequence) {
   }
 
   public String sign(TokenSigner signer, long expiresAtMillis) {
-    return signer.sign(TokenSigner.Kind.REPLAY, expiresAtMillis, out -> {
-      out.writeUTF(subscription);
-      out.writeLong(sequence);
-    });
+    return signer.sign(
+        TokenSigner.Kind.REPLAY,
+        expiresAtMillis,
+        out -> {
+          out.writeUTF(subscription);
+          out.writeLong(sequence);
+        });
   }
 
-  public static ReplayToken verify(TokenSigner signer, String token, long nowMillis) throws TokenSigner.InvalidToken {
-    return signer.verify(token, TokenSigner.Kind.REPLAY, nowMillis, in -> {
-      String subscription = in.readUTF();
-      long sequence = in.readLong();
-      if (sequence < 0) {
-        throw new java.io.IOException("sequence out of range");
-      }
-      return new ReplayToken(subscription, sequence);
-    });
+  public static ReplayToken verify(TokenSigner signer, String token, long nowMillis)
+      throws TokenSigner.InvalidToken {
+    return signer.verify(
+        token,
+        TokenSigner.Kind.REPLAY,
+        nowMillis,
+        in -> {
+          String subscription = in.readUTF();
+          long sequence = in.readLong();
+          if (sequence < 0) {
+            throw new java.io.IOException("sequence out of range");
+          }
+          return new ReplayToken(subscription, sequence);
+        });
   }
 }

@@ -35,8 +35,10 @@ public final class TokenSigner {
   private static final byte FORMAT = 1;
   private static final Base64.Encoder ENCODER = Base64.getUrlEncoder().withoutPadding();
   private static final Base64.Decoder DECODER = Base64.getUrlDecoder();
+
   /** Tokens longer than this are refused before any decoding. */
   public static final int MAX_TOKEN_LENGTH = 16384;
+
   private static final int MIN_KEY_BYTES = 32;
 
   /** What a token is for; part of the signed bytes. */
@@ -120,13 +122,15 @@ public final class TokenSigner {
 
   private static Map<String, byte[]> checked(Map<String, byte[]> keys) {
     Map<String, byte[]> k = new LinkedHashMap<>();
-    keys.forEach((id, key) -> {
-      validKeyId(id);
-      if (key == null || key.length < MIN_KEY_BYTES) {
-        throw new IllegalArgumentException("token keys have at least " + MIN_KEY_BYTES + " bytes");
-      }
-      k.put(id, key.clone());
-    });
+    keys.forEach(
+        (id, key) -> {
+          validKeyId(id);
+          if (key == null || key.length < MIN_KEY_BYTES) {
+            throw new IllegalArgumentException(
+                "token keys have at least " + MIN_KEY_BYTES + " bytes");
+          }
+          k.put(id, key.clone());
+        });
     return k;
   }
 
@@ -185,10 +189,11 @@ public final class TokenSigner {
    * fields.
    *
    * @throws InvalidToken when it is malformed, forged, tampered with, signed by an unknown key, of
-   *     another kind, issued before a restore from a backup ({@link Failure#INVALIDATED_BY_RESTORE},
-   *     checked before the expiry) or expired
+   *     another kind, issued before a restore from a backup ({@link
+   *     Failure#INVALIDATED_BY_RESTORE}, checked before the expiry) or expired
    */
-  public <T> T verify(String token, Kind kind, long nowMillis, Reader<T> reader) throws InvalidToken {
+  public <T> T verify(String token, Kind kind, long nowMillis, Reader<T> reader)
+      throws InvalidToken {
     if (token == null || token.isEmpty() || token.length() > MAX_TOKEN_LENGTH) {
       throw new InvalidToken(Failure.MALFORMED, "the token is empty or too long");
     }
@@ -221,7 +226,8 @@ public final class TokenSigner {
       fencedKey = key != null;
     }
     if (key == null) {
-      throw new InvalidToken(Failure.UNKNOWN_KEY, "the token was signed with a key this cluster does not accept");
+      throw new InvalidToken(
+          Failure.UNKNOWN_KEY, "the token was signed with a key this cluster does not accept");
     }
     if (!MessageDigest.isEqual(mac(key, payload), mac)) {
       throw new InvalidToken(Failure.BAD_SIGNATURE, "the token's signature does not match");
@@ -229,10 +235,14 @@ public final class TokenSigner {
     try {
       int tag = in.readUnsignedByte();
       if (tag != kind.tag) {
-        throw new InvalidToken(Failure.WRONG_KIND, "the token is not a " + kind.name().toLowerCase(java.util.Locale.ROOT) + " token");
+        throw new InvalidToken(
+            Failure.WRONG_KIND,
+            "the token is not a " + kind.name().toLowerCase(java.util.Locale.ROOT) + " token");
       }
       if (fencedKey) {
-        throw new InvalidToken(Failure.INVALIDATED_BY_RESTORE, "the token was issued before the cluster was restored from a backup");
+        throw new InvalidToken(
+            Failure.INVALIDATED_BY_RESTORE,
+            "the token was issued before the cluster was restored from a backup");
       }
       long expires = in.readLong();
       if (nowMillis >= expires) {
@@ -261,6 +271,12 @@ public final class TokenSigner {
   /** No key material. */
   @Override
   public String toString() {
-    return "TokenSigner[active=" + activeKeyId + ", keys=" + keys.size() + ", fenced=" + fenced.size() + "]";
+    return "TokenSigner[active="
+        + activeKeyId
+        + ", keys="
+        + keys.size()
+        + ", fenced="
+        + fenced.size()
+        + "]";
   }
 }

@@ -9,10 +9,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 
 /** A strict mapper like the HTTP API's, and JSON in tests written with single quotes. */
 final class Json {
-  static final JsonMapper MAPPER = JsonMapper.builder()
-      .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
-      .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-      .build();
+  static final JsonMapper MAPPER =
+      JsonMapper.builder()
+          .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+          .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+          .build();
 
   private Json() {}
 

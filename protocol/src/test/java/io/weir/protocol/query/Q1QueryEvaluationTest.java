@@ -14,7 +14,9 @@ import java.util.Set;
 import org.junit.jupiter.api.Test;
 
 class Q1QueryEvaluationTest {
-  private static final JsonNode DOC = json("""
+  private static final JsonNode DOC =
+      json(
+          """
       {'s':'open','n':100,'f':1.5,'t':true,'z':null,'arr':[1,2],'o':{'x':'y','n':{'deep':7}},
        'e':'','num_str':'100','big':123456789012345678901234567890}""");
 
@@ -163,23 +165,44 @@ class Q1QueryEvaluationTest {
 
   @Test
   void theExampleMatchesAnOpenOrder() throws QueryException {
-    Q1Query q = query("""
+    Q1Query q =
+        query(
+            """
         {'collection':'orders','where':{'op':'and','args':[{'op':'eq','field':'status','value':'open'},
           {'op':'not','arg':{'op':'exists','field':'archived'}},{'op':'in','field':'region','values':['eu','us']},
           {'op':'prefix','field':'customer.name','value':'Ac'},{'op':'ge','field':'total','value':100}]}}""");
-    assertThat(q.matches(json("{'status':'open','region':'eu','customer':{'name':'Acme'},'total':100.0}"))).isTrue();
-    assertThat(q.matches(json("{'status':'open','region':'eu','customer':{'name':'Acme'},'total':'100'}"))).isFalse();
-    assertThat(q.matches(json("{'status':'open','region':'eu','customer':{'name':'Acme'},'total':100,'archived':null}"))).isFalse();
-    assertThat(q.matches(json("{'status':'open','region':'apac','customer':{'name':'Acme'},'total':100}"))).isFalse();
-    assertThat(q.matches(json("{'status':'open','region':'eu','customer':'Acme','total':100}"))).isFalse();
+    assertThat(
+            q.matches(
+                json("{'status':'open','region':'eu','customer':{'name':'Acme'},'total':100.0}")))
+        .isTrue();
+    assertThat(
+            q.matches(
+                json("{'status':'open','region':'eu','customer':{'name':'Acme'},'total':'100'}")))
+        .isFalse();
+    assertThat(
+            q.matches(
+                json(
+                    "{'status':'open','region':'eu','customer':{'name':'Acme'},'total':100,'archived':null}")))
+        .isFalse();
+    assertThat(
+            q.matches(
+                json("{'status':'open','region':'apac','customer':{'name':'Acme'},'total':100}")))
+        .isFalse();
+    assertThat(q.matches(json("{'status':'open','region':'eu','customer':'Acme','total':100}")))
+        .isFalse();
     // not an object at all: every field is missing
     assertThat(q.matches(json("[1]"))).isFalse();
-    assertThat(query("{'collection':'c','where':{'op':'ne','field':'a','value':1}}").matches(json("7"))).isTrue();
+    assertThat(
+            query("{'collection':'c','where':{'op':'ne','field':'a','value':1}}")
+                .matches(json("7")))
+        .isTrue();
   }
 
   // ---- projection ----
 
-  private static final ObjectNode ROW = object("""
+  private static final ObjectNode ROW =
+      object(
+          """
       {'id':'k1','status':'open','total':5,'secret':'x','customer':{'name':'Acme','address':{'city':'Oslo','zip':'0150'}},
        'tags':['a'],'nil':null}""");
 
@@ -188,33 +211,42 @@ class Q1QueryEvaluationTest {
     Q1Query q = query("{'collection':'c'}");
     assertThat(q.project(ROW)).isEqualTo(ROW).isNotSameAs(ROW);
     ObjectNode p = q.project(ROW, Set.of("secret", "id")::contains);
-    assertThat(p.properties()).extracting(java.util.Map.Entry::getKey)
+    assertThat(p.properties())
+        .extracting(java.util.Map.Entry::getKey)
         .containsExactly("status", "total", "customer", "tags", "nil");
   }
 
   @Test
   void selectedPathsRebuildTheirObjects() throws QueryException {
-    Q1Query q = query("{'collection':'c','select':['total','customer.address.city','missing','customer.nope',"
-        + "'status.length','nil','tags']}");
-    assertThat(q.project(ROW)).isEqualTo(json(
-        "{'total':5,'customer':{'address':{'city':'Oslo'}},'nil':null,'tags':['a']}"));
+    Q1Query q =
+        query(
+            "{'collection':'c','select':['total','customer.address.city','missing','customer.nope',"
+                + "'status.length','nil','tags']}");
+    assertThat(q.project(ROW))
+        .isEqualTo(
+            json("{'total':5,'customer':{'address':{'city':'Oslo'}},'nil':null,'tags':['a']}"));
     Q1Query two = query("{'collection':'c','select':['customer.address.zip','customer.name']}");
-    assertThat(two.project(ROW)).isEqualTo(json("{'customer':{'address':{'zip':'0150'},'name':'Acme'}}"));
+    assertThat(two.project(ROW))
+        .isEqualTo(json("{'customer':{'address':{'zip':'0150'},'name':'Acme'}}"));
   }
 
   @Test
   void overlappingPathsGiveTheWiderValue() throws QueryException {
     ObjectNode whole = json("{'customer':" + ROW.get("customer") + "}").deepCopy();
-    assertThat(query("{'collection':'c','select':['customer.name','customer']}").project(ROW)).isEqualTo(whole);
-    assertThat(query("{'collection':'c','select':['customer','customer.name']}").project(ROW)).isEqualTo(whole);
+    assertThat(query("{'collection':'c','select':['customer.name','customer']}").project(ROW))
+        .isEqualTo(whole);
+    assertThat(query("{'collection':'c','select':['customer','customer.name']}").project(ROW))
+        .isEqualTo(whole);
   }
 
   @Test
   void anOmittedTopLevelFieldIsLeftOutOfSelectedPathsToo() throws QueryException {
     Q1Query q = query("{'collection':'c','select':['customer.name','secret','total']}");
-    assertThat(q.project(ROW, Set.of("customer", "secret")::contains)).isEqualTo(json("{'total':5}"));
+    assertThat(q.project(ROW, Set.of("customer", "secret")::contains))
+        .isEqualTo(json("{'total':5}"));
     // omission looks at the top-level segment only
-    assertThat(q.project(ROW, "name"::equals)).isEqualTo(json("{'customer':{'name':'Acme'},'secret':'x','total':5}"));
+    assertThat(q.project(ROW, "name"::equals))
+        .isEqualTo(json("{'customer':{'name':'Acme'},'secret':'x','total':5}"));
   }
 
   @Test

@@ -23,7 +23,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 class Q1QueryParseTest {
   private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
-  private static final String EXAMPLE = """
+  private static final String EXAMPLE =
+      """
       {"collection": "orders",
        "where": {"op":"and","args":[{"op":"eq","field":"status","value":"open"},
                                     {"op":"not","arg":{"op":"exists","field":"archived"}},
@@ -37,21 +38,25 @@ class Q1QueryParseTest {
     Q1Query q = Q1Query.parse(Json.parseExact(EXAMPLE));
     assertThat(q.collection()).isEqualTo("orders");
     assertThat(q.select()).containsExactly("status", "total", "customer.name");
-    assertThat(q.predicateFields()).containsExactly("archived", "customer.name", "region", "status", "total");
+    assertThat(q.predicateFields())
+        .containsExactly("archived", "customer.name", "region", "status", "total");
     assertThat(q.where()).isInstanceOf(Predicate.And.class);
-    assertThat(((Predicate.And) q.where()).args()).containsExactlyInAnyOrder(
-        new Predicate.Compare(CompareOp.EQ, "status", Literal.of("open")),
-        new Predicate.Not(new Predicate.Exists("archived")),
-        new Predicate.In("region", List.of(Literal.of("eu"), Literal.of("us"))),
-        new Predicate.Prefix("customer.name", "Ac"),
-        new Predicate.Compare(CompareOp.GE, "total", Literal.of(new BigDecimal(100))));
-    assertThat(q.canonicalJson()).isEqualTo("{\"collection\":\"orders\",\"where\":{\"op\":\"and\",\"args\":["
-        + "{\"op\":\"eq\",\"field\":\"status\",\"value\":\"open\"},"
-        + "{\"op\":\"ge\",\"field\":\"total\",\"value\":100},"
-        + "{\"op\":\"in\",\"field\":\"region\",\"values\":[\"eu\",\"us\"]},"
-        + "{\"op\":\"not\",\"arg\":{\"op\":\"exists\",\"field\":\"archived\"}},"
-        + "{\"op\":\"prefix\",\"field\":\"customer.name\",\"value\":\"Ac\"}]},"
-        + "\"select\":[\"status\",\"total\",\"customer.name\"]}");
+    assertThat(((Predicate.And) q.where()).args())
+        .containsExactlyInAnyOrder(
+            new Predicate.Compare(CompareOp.EQ, "status", Literal.of("open")),
+            new Predicate.Not(new Predicate.Exists("archived")),
+            new Predicate.In("region", List.of(Literal.of("eu"), Literal.of("us"))),
+            new Predicate.Prefix("customer.name", "Ac"),
+            new Predicate.Compare(CompareOp.GE, "total", Literal.of(new BigDecimal(100))));
+    assertThat(q.canonicalJson())
+        .isEqualTo(
+            "{\"collection\":\"orders\",\"where\":{\"op\":\"and\",\"args\":["
+                + "{\"op\":\"eq\",\"field\":\"status\",\"value\":\"open\"},"
+                + "{\"op\":\"ge\",\"field\":\"total\",\"value\":100},"
+                + "{\"op\":\"in\",\"field\":\"region\",\"values\":[\"eu\",\"us\"]},"
+                + "{\"op\":\"not\",\"arg\":{\"op\":\"exists\",\"field\":\"archived\"}},"
+                + "{\"op\":\"prefix\",\"field\":\"customer.name\",\"value\":\"Ac\"}]},"
+                + "\"select\":[\"status\",\"total\",\"customer.name\"]}");
   }
 
   @Test
@@ -71,16 +76,28 @@ class Q1QueryParseTest {
           .isEqualTo(new Predicate.Compare(op, "a.b", Literal.of(new BigDecimal("1.5"))));
     }
     assertThat(Json.where("{'op':'in','field':'a','values':[null,true,2,'x']}").where())
-        .isEqualTo(new Predicate.In("a", List.of(Literal.of("x"), Literal.of(new BigDecimal(2)), Literal.NULL, Literal.TRUE)));
-    assertThat(Json.where("{'op':'exists','field':'a'}").where()).isEqualTo(new Predicate.Exists("a"));
-    assertThat(Json.where("{'op':'prefix','field':'a','value':''}").where()).isEqualTo(new Predicate.Prefix("a", ""));
+        .isEqualTo(
+            new Predicate.In(
+                "a",
+                List.of(
+                    Literal.of("x"), Literal.of(new BigDecimal(2)), Literal.NULL, Literal.TRUE)));
+    assertThat(Json.where("{'op':'exists','field':'a'}").where())
+        .isEqualTo(new Predicate.Exists("a"));
+    assertThat(Json.where("{'op':'prefix','field':'a','value':''}").where())
+        .isEqualTo(new Predicate.Prefix("a", ""));
     assertThat(Json.where("{'op':'not','arg':{'op':'exists','field':'a'}}").where())
         .isEqualTo(new Predicate.Not(new Predicate.Exists("a")));
     Predicate a = new Predicate.Exists("a");
     Predicate b = new Predicate.Exists("b");
-    assertThat(Json.where("{'op':'and','args':[{'op':'exists','field':'b'},{'op':'exists','field':'a'}]}").where())
+    assertThat(
+            Json.where(
+                    "{'op':'and','args':[{'op':'exists','field':'b'},{'op':'exists','field':'a'}]}")
+                .where())
         .isEqualTo(new Predicate.And(List.of(a, b)));
-    assertThat(Json.where("{'op':'or','args':[{'op':'exists','field':'b'},{'op':'exists','field':'a'}]}").where())
+    assertThat(
+            Json.where(
+                    "{'op':'or','args':[{'op':'exists','field':'b'},{'op':'exists','field':'a'}]}")
+                .where())
         .isEqualTo(new Predicate.Or(List.of(a, b)));
   }
 
@@ -97,7 +114,8 @@ class Q1QueryParseTest {
   }
 
   private static Literal literal(String json) throws QueryException {
-    return ((Predicate.Compare) Json.where("{'op':'eq','field':'a','value':" + json + "}").where()).value();
+    return ((Predicate.Compare) Json.where("{'op':'eq','field':'a','value':" + json + "}").where())
+        .value();
   }
 
   static Stream<Arguments> invalidQueries() {
@@ -117,42 +135,122 @@ class Q1QueryParseTest {
         bad("{'collection':'c','where':[]}", Reason.INVALID, "where"),
         bad("{'collection':'c','where':{}}", Reason.INVALID, "where.op"),
         bad("{'collection':'c','where':{'op':1}}", Reason.INVALID, "where.op"),
-        bad("{'collection':'c','where':{'op':'EQ','field':'a','value':1}}", Reason.INVALID, "where.op"),
+        bad(
+            "{'collection':'c','where':{'op':'EQ','field':'a','value':1}}",
+            Reason.INVALID,
+            "where.op"),
         bad("{'collection':'c','where':{'op':'and'}}", Reason.INVALID, "where.args"),
         bad("{'collection':'c','where':{'op':'and','args':[]}}", Reason.INVALID, "where.args"),
-        bad("{'collection':'c','where':{'op':'or','args':{'op':'exists','field':'a'}}}", Reason.INVALID, "where.args"),
-        bad("{'collection':'c','where':{'op':'or','args':[{'op':'exists','field':'a'},'x']}}", Reason.INVALID, "where.args[1]"),
-        bad("{'collection':'c','where':{'op':'and','args':[{'op':'exists','field':'a'}],'arg':{}}}", Reason.INVALID, "where.arg"),
+        bad(
+            "{'collection':'c','where':{'op':'or','args':{'op':'exists','field':'a'}}}",
+            Reason.INVALID,
+            "where.args"),
+        bad(
+            "{'collection':'c','where':{'op':'or','args':[{'op':'exists','field':'a'},'x']}}",
+            Reason.INVALID,
+            "where.args[1]"),
+        bad(
+            "{'collection':'c','where':{'op':'and','args':[{'op':'exists','field':'a'}],'arg':{}}}",
+            Reason.INVALID,
+            "where.arg"),
         bad("{'collection':'c','where':{'op':'not'}}", Reason.INVALID, "where.arg"),
-        bad("{'collection':'c','where':{'op':'not','arg':[{'op':'exists','field':'a'}]}}", Reason.INVALID, "where.arg"),
-        bad("{'collection':'c','where':{'op':'not','args':[{'op':'exists','field':'a'}]}}", Reason.INVALID, "where.args"),
+        bad(
+            "{'collection':'c','where':{'op':'not','arg':[{'op':'exists','field':'a'}]}}",
+            Reason.INVALID,
+            "where.arg"),
+        bad(
+            "{'collection':'c','where':{'op':'not','args':[{'op':'exists','field':'a'}]}}",
+            Reason.INVALID,
+            "where.args"),
         bad("{'collection':'c','where':{'op':'eq','value':1}}", Reason.INVALID, "where.field"),
         bad("{'collection':'c','where':{'op':'eq','field':'a'}}", Reason.INVALID, "where.value"),
-        bad("{'collection':'c','where':{'op':'eq','field':1,'value':1}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'eq','field':['a'],'value':1}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'eq','field':'','value':1}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'eq','field':'1a','value':1}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'eq','field':'a..b','value':1}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'eq','field':'a.','value':1}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'eq','field':'a-b','value':1}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'eq','field':'a[0]','value':1}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'eq','field':'a','value':[1]}}", Reason.INVALID, "where.value"),
-        bad("{'collection':'c','where':{'op':'lt','field':'a','value':{'x':1}}}", Reason.INVALID, "where.value"),
-        bad("{'collection':'c','where':{'op':'eq','field':'a','value':1,'values':[1]}}", Reason.INVALID, "where.values"),
-        bad("{'collection':'c','where':{'op':'in','field':'a','value':1}}", Reason.INVALID, "where.value"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':1,'value':1}}",
+            Reason.INVALID,
+            "where.field"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':['a'],'value':1}}",
+            Reason.INVALID,
+            "where.field"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':'','value':1}}",
+            Reason.INVALID,
+            "where.field"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':'1a','value':1}}",
+            Reason.INVALID,
+            "where.field"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':'a..b','value':1}}",
+            Reason.INVALID,
+            "where.field"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':'a.','value':1}}",
+            Reason.INVALID,
+            "where.field"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':'a-b','value':1}}",
+            Reason.INVALID,
+            "where.field"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':'a[0]','value':1}}",
+            Reason.INVALID,
+            "where.field"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':'a','value':[1]}}",
+            Reason.INVALID,
+            "where.value"),
+        bad(
+            "{'collection':'c','where':{'op':'lt','field':'a','value':{'x':1}}}",
+            Reason.INVALID,
+            "where.value"),
+        bad(
+            "{'collection':'c','where':{'op':'eq','field':'a','value':1,'values':[1]}}",
+            Reason.INVALID,
+            "where.values"),
+        bad(
+            "{'collection':'c','where':{'op':'in','field':'a','value':1}}",
+            Reason.INVALID,
+            "where.value"),
         bad("{'collection':'c','where':{'op':'in','field':'a'}}", Reason.INVALID, "where.values"),
-        bad("{'collection':'c','where':{'op':'in','field':'a','values':1}}", Reason.INVALID, "where.values"),
-        bad("{'collection':'c','where':{'op':'in','field':'a','values':[]}}", Reason.INVALID, "where.values"),
-        bad("{'collection':'c','where':{'op':'in','field':'a','values':[1,[2]]}}", Reason.INVALID, "where.values[1]"),
+        bad(
+            "{'collection':'c','where':{'op':'in','field':'a','values':1}}",
+            Reason.INVALID,
+            "where.values"),
+        bad(
+            "{'collection':'c','where':{'op':'in','field':'a','values':[]}}",
+            Reason.INVALID,
+            "where.values"),
+        bad(
+            "{'collection':'c','where':{'op':'in','field':'a','values':[1,[2]]}}",
+            Reason.INVALID,
+            "where.values[1]"),
         bad("{'collection':'c','where':{'op':'exists'}}", Reason.INVALID, "where.field"),
-        bad("{'collection':'c','where':{'op':'exists','field':'a','value':1}}", Reason.INVALID, "where.value"),
-        bad("{'collection':'c','where':{'op':'prefix','field':'a','value':1}}", Reason.INVALID, "where.value"),
-        bad("{'collection':'c','where':{'op':'prefix','field':'a','value':null}}", Reason.INVALID, "where.value"),
-        bad("{'collection':'c','where':{'op':'prefix','field':'a','value':true}}", Reason.INVALID, "where.value"),
-        bad("{'collection':'c','where':{'op':'prefix','field':'a'}}", Reason.INVALID, "where.value"),
-        bad("{'collection':'c','where':{'op':'and','args':[{'op':'exists','field':'a'},"
-            + "{'op':'or','args':[{'op':'not','arg':{'op':'eq','field':'9','value':1}}]}]}}",
-            Reason.INVALID, "where.args[1].args[0].arg.field"),
+        bad(
+            "{'collection':'c','where':{'op':'exists','field':'a','value':1}}",
+            Reason.INVALID,
+            "where.value"),
+        bad(
+            "{'collection':'c','where':{'op':'prefix','field':'a','value':1}}",
+            Reason.INVALID,
+            "where.value"),
+        bad(
+            "{'collection':'c','where':{'op':'prefix','field':'a','value':null}}",
+            Reason.INVALID,
+            "where.value"),
+        bad(
+            "{'collection':'c','where':{'op':'prefix','field':'a','value':true}}",
+            Reason.INVALID,
+            "where.value"),
+        bad(
+            "{'collection':'c','where':{'op':'prefix','field':'a'}}",
+            Reason.INVALID,
+            "where.value"),
+        bad(
+            "{'collection':'c','where':{'op':'and','args':[{'op':'exists','field':'a'},"
+                + "{'op':'or','args':[{'op':'not','arg':{'op':'eq','field':'9','value':1}}]}]}}",
+            Reason.INVALID,
+            "where.args[1].args[0].arg.field"),
         bad("{'collection':'c','select':'a'}", Reason.INVALID, "select"),
         bad("{'collection':'c','select':null}", Reason.INVALID, "select"),
         bad("{'collection':'c','select':[]}", Reason.INVALID, "select"),
@@ -174,17 +272,21 @@ class Q1QueryParseTest {
   @Test
   void unknownOperatorsAreNamedOnlyWhenTheyLookLikeOperators() {
     assertThatThrownBy(() -> Json.where("{'op':'regex','field':'a','value':'x'}"))
-        .isInstanceOfSatisfying(QueryException.class, e -> {
-          assertThat(e.reason()).isEqualTo(Reason.INVALID);
-          assertThat(e.construct()).isEqualTo("where.op");
-          assertThat(e.getMessage()).contains("'regex'");
-        });
+        .isInstanceOfSatisfying(
+            QueryException.class,
+            e -> {
+              assertThat(e.reason()).isEqualTo(Reason.INVALID);
+              assertThat(e.construct()).isEqualTo("where.op");
+              assertThat(e.getMessage()).contains("'regex'");
+            });
     for (String op : List.of("re-gex", "x".repeat(33), "", "eq ", "op1")) {
       assertThatThrownBy(() -> Json.where("{'op':'" + op + "','field':'a','value':'x'}"))
-          .isInstanceOfSatisfying(QueryException.class, e -> {
-            assertThat(e.construct()).isEqualTo("where.op");
-            assertThat(e.getMessage()).isEqualTo("where.op: unknown operator");
-          });
+          .isInstanceOfSatisfying(
+              QueryException.class,
+              e -> {
+                assertThat(e.construct()).isEqualTo("where.op");
+                assertThat(e.getMessage()).isEqualTo("where.op: unknown operator");
+              });
     }
   }
 
@@ -197,15 +299,26 @@ class Q1QueryParseTest {
   @Test
   void everyUnsupportedConstructIsNamed() {
     String[][] cases = {
-        {"limitBy", "top-k"}, {"top", "top-k"}, {"topK", "top-k"},
-        {"aggregate", "aggregates"}, {"aggregates", "aggregates"}, {"groupBy", "aggregates"},
-        {"group_by", "aggregates"}, {"count", "aggregates"},
-        {"join", "joins"}, {"joins", "joins"},
-        {"continuation", "continuations"}, {"after", "continuations"}, {"cursor", "continuations"},
-        {"explain", "EXPLAIN"}};
+      {"limitBy", "top-k"},
+      {"top", "top-k"},
+      {"topK", "top-k"},
+      {"aggregate", "aggregates"},
+      {"aggregates", "aggregates"},
+      {"groupBy", "aggregates"},
+      {"group_by", "aggregates"},
+      {"count", "aggregates"},
+      {"join", "joins"},
+      {"joins", "joins"},
+      {"continuation", "continuations"},
+      {"after", "continuations"},
+      {"cursor", "continuations"},
+      {"explain", "EXPLAIN"}
+    };
     for (String[] c : cases) {
-      assertRefused(json("{'collection':'c','where':{'op':'exists','field':'a'},'" + c[0] + "':true}"),
-          Reason.UNSUPPORTED, c[1]);
+      assertRefused(
+          json("{'collection':'c','where':{'op':'exists','field':'a'},'" + c[0] + "':true}"),
+          Reason.UNSUPPORTED,
+          c[1]);
     }
   }
 
@@ -213,9 +326,15 @@ class Q1QueryParseTest {
   void nonFiniteNumbersAreNotLiterals() {
     ObjectNode where = NODES.objectNode().put("op", "eq").put("field", "a");
     where.set("value", DoubleNode.valueOf(Double.NaN));
-    assertRefused(NODES.objectNode().put("collection", "c").set("where", where), Reason.INVALID, "where.value");
+    assertRefused(
+        NODES.objectNode().put("collection", "c").set("where", where),
+        Reason.INVALID,
+        "where.value");
     where.set("value", DoubleNode.valueOf(Double.POSITIVE_INFINITY));
-    assertRefused(NODES.objectNode().put("collection", "c").set("where", where), Reason.INVALID, "where.value");
+    assertRefused(
+        NODES.objectNode().put("collection", "c").set("where", where),
+        Reason.INVALID,
+        "where.value");
   }
 
   @Test
@@ -272,9 +391,14 @@ class Q1QueryParseTest {
   @Test
   void stringLiteralLimit() throws QueryException {
     for (String op : List.of("eq", "prefix")) {
-      Q1Query.parse(withWhere(NODES.objectNode().put("op", op).put("field", "a").put("value", "x".repeat(4096))));
-      assertRefused(withWhere(NODES.objectNode().put("op", op).put("field", "a").put("value", "x".repeat(4097))),
-          Reason.LIMIT, "string length");
+      Q1Query.parse(
+          withWhere(
+              NODES.objectNode().put("op", op).put("field", "a").put("value", "x".repeat(4096))));
+      assertRefused(
+          withWhere(
+              NODES.objectNode().put("op", op).put("field", "a").put("value", "x".repeat(4097))),
+          Reason.LIMIT,
+          "string length");
     }
     ObjectNode in = NODES.objectNode().put("op", "in").put("field", "a");
     in.set("values", NODES.arrayNode().add("ok").add("x".repeat(4097)));
@@ -318,13 +442,26 @@ class Q1QueryParseTest {
     assertRefused(withWhere(exists(eight + ".i")), Reason.LIMIT, "path segments");
     assertThat(Q1Query.parse(withWhere(exists("a".repeat(256)))).predicateFields()).hasSize(1);
     assertRefused(withWhere(exists("a".repeat(257))), Reason.LIMIT, "path length");
-    String long8 = String.join(".", "a".repeat(31), "b".repeat(31), "c".repeat(31), "d".repeat(31),
-        "e".repeat(31), "f".repeat(31), "g".repeat(31), "h".repeat(32));
+    String long8 =
+        String.join(
+            ".",
+            "a".repeat(31),
+            "b".repeat(31),
+            "c".repeat(31),
+            "d".repeat(31),
+            "e".repeat(31),
+            "f".repeat(31),
+            "g".repeat(31),
+            "h".repeat(32));
     assertThat(long8).hasSize(256);
     Q1Query.parse(withWhere(exists(long8)));
     // select paths obey the same limits
-    assertRefused(json("{'collection':'c','select':['" + eight + ".i']}"), Reason.LIMIT, "path segments");
-    assertRefused(json("{'collection':'c','select':['" + "a".repeat(257) + "']}"), Reason.LIMIT, "path length");
+    assertRefused(
+        json("{'collection':'c','select':['" + eight + ".i']}"), Reason.LIMIT, "path segments");
+    assertRefused(
+        json("{'collection':'c','select':['" + "a".repeat(257) + "']}"),
+        Reason.LIMIT,
+        "path length");
   }
 
   private static JsonNode exists(String field) {
@@ -334,15 +471,35 @@ class Q1QueryParseTest {
   @Test
   void limitsAreConfigurable() throws QueryException {
     QueryLimits small = new QueryLimits(4, 5, 2, 3, 2, 2, 5);
-    Q1Query.parse(json("{'collection':'c','where':{'op':'in','field':'ab.cd','values':['abc','d']},'select':['a','b']}"), small);
-    assertRefused(json("{'collection':'c','where':{'op':'in','field':'a','values':[1,2,3]}}"), small, Reason.LIMIT, "in values");
-    assertRefused(json("{'collection':'c','where':{'op':'eq','field':'a','value':'abcd'}}"), small, Reason.LIMIT, "string length");
-    assertRefused(json("{'collection':'c','where':{'op':'exists','field':'a.b.c'}}"), small, Reason.LIMIT, "path segments");
-    assertRefused(json("{'collection':'c','where':{'op':'exists','field':'abcdef'}}"), small, Reason.LIMIT, "path length");
+    Q1Query.parse(
+        json(
+            "{'collection':'c','where':{'op':'in','field':'ab.cd','values':['abc','d']},'select':['a','b']}"),
+        small);
+    assertRefused(
+        json("{'collection':'c','where':{'op':'in','field':'a','values':[1,2,3]}}"),
+        small,
+        Reason.LIMIT,
+        "in values");
+    assertRefused(
+        json("{'collection':'c','where':{'op':'eq','field':'a','value':'abcd'}}"),
+        small,
+        Reason.LIMIT,
+        "string length");
+    assertRefused(
+        json("{'collection':'c','where':{'op':'exists','field':'a.b.c'}}"),
+        small,
+        Reason.LIMIT,
+        "path segments");
+    assertRefused(
+        json("{'collection':'c','where':{'op':'exists','field':'abcdef'}}"),
+        small,
+        Reason.LIMIT,
+        "path length");
     assertRefused(json("{'collection':'c','select':['a','b','c']}"), small, Reason.LIMIT, "select");
     assertRefused(withWhere(and(5)), small, Reason.LIMIT, "nodes");
     assertThat(QueryLimits.DEFAULTS).isEqualTo(new QueryLimits(16, 256, 64, 4096, 1000, 8, 256));
-    assertThatThrownBy(() -> new QueryLimits(0, 1, 1, 1, 1, 1, 1)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> new QueryLimits(0, 1, 1, 1, 1, 1, 1))
+        .isInstanceOf(IllegalArgumentException.class);
   }
 
   private static JsonNode withWhere(JsonNode where) {
@@ -356,45 +513,70 @@ class Q1QueryParseTest {
   @Test
   void messagesNeverQuoteLiteralsOrInvalidNames() {
     String s = SECRET;
-    List<String> queries = List.of(
-        "{'collection':'" + s + " x'}",
-        "{'collection':'c','" + s + "':1}",
-        "{'collection':'c','where':{'op':'" + s + "','field':'a','value':'" + s + "'}}",
-        "{'collection':'c','where':{'op':'eq','field':'" + s + "','value':'" + s + "'}}",
-        "{'collection':'c','where':{'op':'eq','field':'a','value':['" + s + "']}}",
-        "{'collection':'c','where':{'op':'eq','field':'a','value':{'" + s + "':'" + s + "'}}}",
-        "{'collection':'c','where':{'op':'eq','field':'a','value':'" + s + "','" + s + "':1}}",
-        "{'collection':'c','where':{'op':'eq','field':'a','value':'" + s.repeat(300) + "'}}",
-        "{'collection':'c','where':{'op':'prefix','field':'a','value':['" + s + "']}}",
-        "{'collection':'c','where':{'op':'in','field':'a','values':['" + s + "',{'k':'" + s + "'}]}}",
-        "{'collection':'c','where':{'op':'in','field':'a','values':'" + s + "'}}",
-        "{'collection':'c','where':{'op':'exists','field':'" + s + "'}}",
-        "{'collection':'c','where':{'op':'not','arg':'" + s + "'}}",
-        "{'collection':'c','where':{'op':'and','args':['" + s + "']}}",
-        "{'collection':'c','where':'" + s + "'}",
-        "{'collection':'c','select':['" + s + "']}",
-        "{'collection':'c','select':'" + s + "'}",
-        "{'collection':'c','where':{'op':'eq','field':'a','value':'" + s + "'},'orderBy':'" + s + "'}",
-        "{'collection':'c','where':{'op':'eq','field':'a','value':31337.25,'x':1}}");
+    List<String> queries =
+        List.of(
+            "{'collection':'" + s + " x'}",
+            "{'collection':'c','" + s + "':1}",
+            "{'collection':'c','where':{'op':'" + s + "','field':'a','value':'" + s + "'}}",
+            "{'collection':'c','where':{'op':'eq','field':'" + s + "','value':'" + s + "'}}",
+            "{'collection':'c','where':{'op':'eq','field':'a','value':['" + s + "']}}",
+            "{'collection':'c','where':{'op':'eq','field':'a','value':{'" + s + "':'" + s + "'}}}",
+            "{'collection':'c','where':{'op':'eq','field':'a','value':'" + s + "','" + s + "':1}}",
+            "{'collection':'c','where':{'op':'eq','field':'a','value':'" + s.repeat(300) + "'}}",
+            "{'collection':'c','where':{'op':'prefix','field':'a','value':['" + s + "']}}",
+            "{'collection':'c','where':{'op':'in','field':'a','values':['"
+                + s
+                + "',{'k':'"
+                + s
+                + "'}]}}",
+            "{'collection':'c','where':{'op':'in','field':'a','values':'" + s + "'}}",
+            "{'collection':'c','where':{'op':'exists','field':'" + s + "'}}",
+            "{'collection':'c','where':{'op':'not','arg':'" + s + "'}}",
+            "{'collection':'c','where':{'op':'and','args':['" + s + "']}}",
+            "{'collection':'c','where':'" + s + "'}",
+            "{'collection':'c','select':['" + s + "']}",
+            "{'collection':'c','select':'" + s + "'}",
+            "{'collection':'c','where':{'op':'eq','field':'a','value':'"
+                + s
+                + "'},'orderBy':'"
+                + s
+                + "'}",
+            "{'collection':'c','where':{'op':'eq','field':'a','value':31337.25,'x':1}}");
     for (String q : queries) {
-      assertThatThrownBy(() -> query(q)).as(q).isInstanceOfSatisfying(QueryException.class, e -> {
-        assertThat(e.getMessage()).doesNotContain(SECRET).doesNotContain("s3cr3t").doesNotContain("31337");
-        assertThat(e.construct()).doesNotContain("s3cr3t");
-      });
+      assertThatThrownBy(() -> query(q))
+          .as(q)
+          .isInstanceOfSatisfying(
+              QueryException.class,
+              e -> {
+                assertThat(e.getMessage())
+                    .doesNotContain(SECRET)
+                    .doesNotContain("s3cr3t")
+                    .doesNotContain("31337");
+                assertThat(e.construct()).doesNotContain("s3cr3t");
+              });
     }
   }
 
   @Test
   void toStringsNameStructureOnly() throws QueryException {
-    Q1Query q = query("{'collection':'c','where':{'op':'and','args':["
-        + "{'op':'eq','field':'a','value':'" + SECRET + "'},"
-        + "{'op':'in','field':'b','values':['" + SECRET + "',31337]},"
-        + "{'op':'prefix','field':'c','value':'" + SECRET + "'},"
-        + "{'op':'not','arg':{'op':'lt','field':'d','value':31337}}]}}");
+    Q1Query q =
+        query(
+            "{'collection':'c','where':{'op':'and','args':["
+                + "{'op':'eq','field':'a','value':'"
+                + SECRET
+                + "'},"
+                + "{'op':'in','field':'b','values':['"
+                + SECRET
+                + "',31337]},"
+                + "{'op':'prefix','field':'c','value':'"
+                + SECRET
+                + "'},"
+                + "{'op':'not','arg':{'op':'lt','field':'d','value':31337}}]}}");
     for (String text : List.of(q.toString(), q.where().toString())) {
       assertThat(text).doesNotContain("s3cr3t").doesNotContain("31337");
     }
-    assertThat(q.where().toString()).contains("Eq[field=a]", "In[field=b, values=2]", "Prefix[field=c]", "Lt[field=d]");
+    assertThat(q.where().toString())
+        .contains("Eq[field=a]", "In[field=b, values=2]", "Prefix[field=c]", "Lt[field=d]");
     assertThat(Literal.of(SECRET).toString()).isEqualTo("Literal[STRING]");
   }
 
@@ -402,12 +584,15 @@ class Q1QueryParseTest {
     assertRefused(query, QueryLimits.DEFAULTS, reason, construct);
   }
 
-  private static void assertRefused(JsonNode query, QueryLimits limits, Reason reason, String construct) {
+  private static void assertRefused(
+      JsonNode query, QueryLimits limits, Reason reason, String construct) {
     assertThatThrownBy(() -> Q1Query.parse(query, limits))
-        .isInstanceOfSatisfying(QueryException.class, e -> {
-          assertThat(e.reason()).as("reason (%s)", e.getMessage()).isEqualTo(reason);
-          assertThat(e.construct()).as("construct (%s)", e.getMessage()).isEqualTo(construct);
-          assertThat(e.getMessage()).isNotBlank();
-        });
+        .isInstanceOfSatisfying(
+            QueryException.class,
+            e -> {
+              assertThat(e.reason()).as("reason (%s)", e.getMessage()).isEqualTo(reason);
+              assertThat(e.construct()).as("construct (%s)", e.getMessage()).isEqualTo(construct);
+              assertThat(e.getMessage()).isNotBlank();
+            });
   }
 }

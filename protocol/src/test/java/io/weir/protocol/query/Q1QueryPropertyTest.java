@@ -34,14 +34,28 @@ class Q1QueryPropertyTest {
   private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
 
   private static final String[] FIELDS = {"a", "b", "c", "c.d", "c.e", "x.y.z"};
-  private static final String[] OPS = {"eq", "ne", "lt", "le", "gt", "ge", "in", "exists", "prefix"};
+  private static final String[] OPS = {
+    "eq", "ne", "lt", "le", "gt", "ge", "in", "exists", "prefix"
+  };
   private static final String[] PREFIXES = {"", "x", "xy", "y", "1", "\ud83d", "\ud83d\ude00"};
-  private static final List<JsonNode> LITERALS = List.of(
-      NODES.nullNode(), NODES.booleanNode(true), NODES.booleanNode(false),
-      NODES.numberNode(0), NODES.numberNode(1), NODES.numberNode(new BigDecimal("1.0")),
-      NODES.numberNode(new BigDecimal("-2.5")), NODES.numberNode(100L), NODES.numberNode(1.5d),
-      NODES.textNode(""), NODES.textNode("x"), NODES.textNode("xy"), NODES.textNode("y"),
-      NODES.textNode("1"), NODES.textNode("\uffff"), NODES.textNode("\ud83d\ude00"));
+  private static final List<JsonNode> LITERALS =
+      List.of(
+          NODES.nullNode(),
+          NODES.booleanNode(true),
+          NODES.booleanNode(false),
+          NODES.numberNode(0),
+          NODES.numberNode(1),
+          NODES.numberNode(new BigDecimal("1.0")),
+          NODES.numberNode(new BigDecimal("-2.5")),
+          NODES.numberNode(100L),
+          NODES.numberNode(1.5d),
+          NODES.textNode(""),
+          NODES.textNode("x"),
+          NODES.textNode("xy"),
+          NODES.textNode("y"),
+          NODES.textNode("1"),
+          NODES.textNode("\uffff"),
+          NODES.textNode("\ud83d\ude00"));
 
   // ---- generators ----
 
@@ -55,7 +69,10 @@ class Q1QueryPropertyTest {
         ArrayNode args = p.putArray("args");
         int n = 1 + r.nextInt(4);
         for (int i = 0; i < n; i++) {
-          args.add(i > 0 && r.nextInt(5) == 0 ? args.get(r.nextInt(i)).deepCopy() : predicate(r, depth + 1));
+          args.add(
+              i > 0 && r.nextInt(5) == 0
+                  ? args.get(r.nextInt(i)).deepCopy()
+                  : predicate(r, depth + 1));
         }
         return p;
       }
@@ -71,7 +88,7 @@ class Q1QueryPropertyTest {
     String op = OPS[r.nextInt(OPS.length)];
     ObjectNode p = NODES.objectNode().put("op", op).put("field", FIELDS[r.nextInt(FIELDS.length)]);
     switch (op) {
-      case "exists" -> { }
+      case "exists" -> {}
       case "prefix" -> p.put("value", PREFIXES[r.nextInt(PREFIXES.length)]);
       case "in" -> {
         ArrayNode values = p.putArray("values");
@@ -93,7 +110,7 @@ class Q1QueryPropertyTest {
       }
     }
     switch (r.nextInt(3)) {
-      case 0 -> { }
+      case 0 -> {}
       case 1 -> d.set("c", value(r));
       default -> {
         ObjectNode c = d.putObject("c");
@@ -106,7 +123,7 @@ class Q1QueryPropertyTest {
       }
     }
     switch (r.nextInt(3)) {
-      case 0 -> { }
+      case 0 -> {}
       case 1 -> d.putObject("x").set("y", value(r));
       default -> d.putObject("x").putObject("y").set("z", value(r));
     }
@@ -168,7 +185,7 @@ class Q1QueryPropertyTest {
         outer.set("arg", inner);
         result = outer;
       }
-      default -> { }
+      default -> {}
     }
     return result;
   }
@@ -197,7 +214,7 @@ class Q1QueryPropertyTest {
       case "not" -> {
         return !naive(p.get("arg"), doc);
       }
-      default -> { }
+      default -> {}
     }
     JsonNode v = get(doc, p.get("field").textValue());
     switch (op) {
@@ -260,7 +277,8 @@ class Q1QueryPropertyTest {
       return v.decimalValue().compareTo(l.decimalValue());
     }
     if (v.isTextual() && l.isTextual()) {
-      return Arrays.compare(v.textValue().codePoints().toArray(), l.textValue().codePoints().toArray());
+      return Arrays.compare(
+          v.textValue().codePoints().toArray(), l.textValue().codePoints().toArray());
     }
     return null;
   }
@@ -313,7 +331,10 @@ class Q1QueryPropertyTest {
           assertThat(naive(rewritten, doc)).isEqualTo(expected);
           assertThat(other.matches(doc)).isEqualTo(expected);
         }
-        if (!q.where().equals(Canonical.normalise(new Parser(QueryLimits.DEFAULTS).predicate(where, "where", 1)))) {
+        if (!q.where()
+            .equals(
+                Canonical.normalise(
+                    new Parser(QueryLimits.DEFAULTS).predicate(where, "where", 1)))) {
           throw new AssertionError("where() is not the normalised predicate");
         }
         if (!Q1Query.parse(query(where)).canonicalJson().equals(q.canonicalJson())) {
@@ -327,7 +348,8 @@ class Q1QueryPropertyTest {
         fail("seed " + seed + " iteration " + i + " query " + where, e);
       }
     }
-    System.out.printf("q1 properties: queries=%d rewritten-by-normalisation=%d documents-per-query=%d seed=%d%n",
+    System.out.printf(
+        "q1 properties: queries=%d rewritten-by-normalisation=%d documents-per-query=%d seed=%d%n",
         ITERATIONS, changed, DOCUMENTS, SEED);
     // most generated queries are ones that normalisation rewrites
     assertThat(changed).isGreaterThan(ITERATIONS / 4);
@@ -355,13 +377,24 @@ class Q1QueryPropertyTest {
         Q1Query.parse(q);
       } catch (QueryException e) {
         refused++;
-        if (e.getMessage().contains("CANARY") || e.getMessage().contains("7357913")
-            || e.construct().contains("CANARY") || e.construct().contains("7357913")) {
-          fail("seed " + seed + " iteration " + i + " leaked into: " + e.getMessage() + " / " + e.construct());
+        if (e.getMessage().contains("CANARY")
+            || e.getMessage().contains("7357913")
+            || e.construct().contains("CANARY")
+            || e.construct().contains("7357913")) {
+          fail(
+              "seed "
+                  + seed
+                  + " iteration "
+                  + i
+                  + " leaked into: "
+                  + e.getMessage()
+                  + " / "
+                  + e.construct());
         }
       }
     }
-    System.out.printf("q1 mutations: queries=%d refused=%d leaks=0 seed=%d%n", ITERATIONS * 3, refused, SEED + 1);
+    System.out.printf(
+        "q1 mutations: queries=%d refused=%d leaks=0 seed=%d%n", ITERATIONS * 3, refused, SEED + 1);
     assertThat(refused).isGreaterThan(ITERATIONS);
   }
 
@@ -383,7 +416,9 @@ class Q1QueryPropertyTest {
     for (Iterator<String> it = node.fieldNames(); it.hasNext(); ) {
       keys.add(it.next());
     }
-    String[] extraKeys = {CANARY, "orderBy", "limit", "value", "values", "arg", "args", "field", "op", "where"};
+    String[] extraKeys = {
+      CANARY, "orderBy", "limit", "value", "values", "arg", "args", "field", "op", "where"
+    };
     if (keys.isEmpty()) {
       node.set(extraKeys[r.nextInt(extraKeys.length)], junk(r));
       return;
@@ -404,7 +439,8 @@ class Q1QueryPropertyTest {
       case 1 -> NODES.numberNode(CANARY_NUMBER);
       case 2 -> NODES.arrayNode().add(CANARY).add(CANARY_NUMBER);
       case 3 -> NODES.objectNode().put(CANARY, CANARY);
-      case 4 -> NODES.objectNode().put("op", CANARY).put("field", CANARY).put("value", CANARY_NUMBER);
+      case 4 ->
+          NODES.objectNode().put("op", CANARY).put("field", CANARY).put("value", CANARY_NUMBER);
       case 5 -> NODES.arrayNode();
       default -> NODES.nullNode();
     };

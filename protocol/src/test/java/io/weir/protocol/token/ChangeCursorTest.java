@@ -48,10 +48,12 @@ class ChangeCursorTest {
   void aCursorIsNotABatchTokenAndABatchTokenIsNotACursor() {
     String cursor = cursor(4, 1).sign(signer, NOW + 1000);
     assertThatThrownBy(() -> BatchToken.verify(signer, cursor, NOW))
-        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.WRONG_KIND));
+        .isInstanceOfSatisfying(
+            InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.WRONG_KIND));
     String batch = new BatchToken("i", 0, "c", 1, 0, 0).sign(signer, NOW + 1000);
     assertThatThrownBy(() -> ChangeCursor.verify(signer, batch, NOW))
-        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.WRONG_KIND));
+        .isInstanceOfSatisfying(
+            InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.WRONG_KIND));
   }
 
   @Test
@@ -62,13 +64,17 @@ class ChangeCursorTest {
     for (int i = 0; i < payload.length; i++) {
       byte[] copy = payload.clone();
       copy[i] ^= 0x10;
-      String forged = Base64.getUrlEncoder().withoutPadding().encodeToString(copy) + token.substring(dot);
-      assertThatThrownBy(() -> ChangeCursor.verify(signer, forged, NOW)).isInstanceOf(InvalidToken.class);
+      String forged =
+          Base64.getUrlEncoder().withoutPadding().encodeToString(copy) + token.substring(dot);
+      assertThatThrownBy(() -> ChangeCursor.verify(signer, forged, NOW))
+          .isInstanceOf(InvalidToken.class);
     }
     assertThatThrownBy(() -> ChangeCursor.verify(TokenSigner.of("k0", key(2)), token, NOW))
-        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.BAD_SIGNATURE));
+        .isInstanceOfSatisfying(
+            InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.BAD_SIGNATURE));
     assertThatThrownBy(() -> ChangeCursor.verify(signer, token, NOW + 1000))
-        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.EXPIRED));
+        .isInstanceOfSatisfying(
+            InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.EXPIRED));
   }
 
   @Test

@@ -20,19 +20,29 @@ class ReplayTokenTest {
   @Test
   void roundTripsAndIsBoundToItsKindKeyAndExpiry() throws InvalidToken {
     TokenSigner signer = TokenSigner.of("k0", key(1));
-    String token = new ReplayToken("cq_0123456789abcdef0123456789abcdef", 41).sign(signer, NOW + 1000);
-    assertThat(ReplayToken.verify(signer, token, NOW)).isEqualTo(new ReplayToken("cq_0123456789abcdef0123456789abcdef", 41));
+    String token =
+        new ReplayToken("cq_0123456789abcdef0123456789abcdef", 41).sign(signer, NOW + 1000);
+    assertThat(ReplayToken.verify(signer, token, NOW))
+        .isEqualTo(new ReplayToken("cq_0123456789abcdef0123456789abcdef", 41));
     assertThatThrownBy(() -> ReplayToken.verify(signer, token, NOW + 1000))
-        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.EXPIRED));
-    assertThatThrownBy(() -> ReplayToken.verify(TokenSigner.of("k0", key(2)), token, NOW)).isInstanceOf(InvalidToken.class);
-    String batch = signer.sign(TokenSigner.Kind.BATCH, NOW + 1000, out -> {
-      out.writeUTF("cq_0123456789abcdef0123456789abcdef");
-      out.writeLong(41);
-    });
+        .isInstanceOfSatisfying(
+            InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.EXPIRED));
+    assertThatThrownBy(() -> ReplayToken.verify(TokenSigner.of("k0", key(2)), token, NOW))
+        .isInstanceOf(InvalidToken.class);
+    String batch =
+        signer.sign(
+            TokenSigner.Kind.BATCH,
+            NOW + 1000,
+            out -> {
+              out.writeUTF("cq_0123456789abcdef0123456789abcdef");
+              out.writeLong(41);
+            });
     assertThatThrownBy(() -> ReplayToken.verify(signer, batch, NOW))
-        .isInstanceOfSatisfying(InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.WRONG_KIND));
+        .isInstanceOfSatisfying(
+            InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.WRONG_KIND));
     char[] chars = token.toCharArray();
     chars[3] = chars[3] == 'A' ? 'B' : 'A';
-    assertThatThrownBy(() -> ReplayToken.verify(signer, new String(chars), NOW)).isInstanceOf(InvalidToken.class);
+    assertThatThrownBy(() -> ReplayToken.verify(signer, new String(chars), NOW))
+        .isInstanceOf(InvalidToken.class);
   }
 }

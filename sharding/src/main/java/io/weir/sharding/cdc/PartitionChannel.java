@@ -13,7 +13,9 @@ import org.apache.pekko.actor.typed.ActorSystem;
 /** How the partition sink reaches partitions: through Cluster Sharding, or (in tests) a wrapper. */
 public interface PartitionChannel {
 
-  /** Sends the write {@code make} builds to partition {@code partition} and waits for its answer. */
+  /**
+   * Sends the write {@code make} builds to partition {@code partition} and waits for its answer.
+   */
   <R> CompletionStage<R> ask(int partition, Function<ActorRef<R>, Write> make, Duration timeout);
 
   /** Asks partition {@code partition} for its status (starting it if needed). */
@@ -23,7 +25,8 @@ public interface PartitionChannel {
   static PartitionChannel sharded(ActorSystem<?> system) {
     return new PartitionChannel() {
       @Override
-      public <R> CompletionStage<R> ask(int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
+      public <R> CompletionStage<R> ask(
+          int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
         return direct(PartitionSharding.partition(system, partition).<R>ask(make::apply, timeout));
       }
 
@@ -42,13 +45,15 @@ public interface PartitionChannel {
    */
   static <T> java.util.concurrent.CompletableFuture<T> direct(CompletionStage<T> stage) {
     java.util.concurrent.CompletableFuture<T> out = new java.util.concurrent.CompletableFuture<>();
-    stage.whenCompleteAsync((v, e) -> {
-      if (e != null) {
-        out.completeExceptionally(e);
-      } else {
-        out.complete(v);
-      }
-    }, Runnable::run);
+    stage.whenCompleteAsync(
+        (v, e) -> {
+          if (e != null) {
+            out.completeExceptionally(e);
+          } else {
+            out.complete(v);
+          }
+        },
+        Runnable::run);
     return out;
   }
 }

@@ -19,9 +19,9 @@ import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrames;
-import io.weir.sharding.partition.PartitionProtocol.FramesReply;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.FramesReply;
 import io.weir.sharding.partition.PartitionProtocol.Gap;
 import io.weir.sharding.partition.PartitionProtocol.LoadRows;
 import io.weir.sharding.partition.PartitionProtocol.Loaded;
@@ -52,12 +52,12 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The slot stage's sink into the partitions. Each transaction is split into one slice per partition
- * it touches (rows routed by {@code hash(collection, partition key) mod P}); slices go out in commit
- * order, each carrying the source (pipeline and slot incarnation), the commit LSN and the commit LSN
- * of the previous slice this run sent to the same partition (or that partition's watermark when
- * the run started), so a partition that missed a slice refuses the next one ({@link Gap}) instead of
- * moving past it. A slice larger than the configured bound goes as several parts; the partition
- * moves its watermark with the last.
+ * it touches (rows routed by {@code hash(collection, partition key) mod P}); slices go out in
+ * commit order, each carrying the source (pipeline and slot incarnation), the commit LSN and the
+ * commit LSN of the previous slice this run sent to the same partition (or that partition's
+ * watermark when the run started), so a partition that missed a slice refuses the next one ({@link
+ * Gap}) instead of moving past it. A slice larger than the configured bound goes as several parts;
+ * the partition moves its watermark with the last.
  *
  * <p>{@link #apply} completes when every slice of its transactions is durable in its partition;
  * only then may the slot confirm them. Any refusal other than "already applied" fails the call: a
@@ -83,8 +83,14 @@ public final class PartitionSink implements ChangeSink {
    * @param askTimeout how long a partition may take to answer a frame
    */
   public record Settings(
-      int partitions, Map<String, String> collections, Map<String, List<String>> partitionKeys,
-      Map<String, List<String>> idColumns, int maxSliceRows, long maxSliceBytes, int maxInFlight, Duration askTimeout) {
+      int partitions,
+      Map<String, String> collections,
+      Map<String, List<String>> partitionKeys,
+      Map<String, List<String>> idColumns,
+      int maxSliceRows,
+      long maxSliceBytes,
+      int maxInFlight,
+      Duration askTimeout) {
     public Settings {
       collections = Map.copyOf(collections);
       partitionKeys = Map.copyOf(partitionKeys);
@@ -93,12 +99,21 @@ public final class PartitionSink implements ChangeSink {
         throw new IllegalArgumentException("partition sink limits must be positive");
       }
       if (maxSliceBytes > MESSAGE_BYTES) {
-        throw new IllegalArgumentException("slice.max-bytes must be at most " + MESSAGE_BYTES + " (one message)");
+        throw new IllegalArgumentException(
+            "slice.max-bytes must be at most " + MESSAGE_BYTES + " (one message)");
       }
     }
 
     public static Settings defaults(int partitions) {
-      return new Settings(partitions, Map.of(), Map.of(), Map.of(), 5_000, MESSAGE_BYTES, 512, Duration.ofSeconds(30));
+      return new Settings(
+          partitions,
+          Map.of(),
+          Map.of(),
+          Map.of(),
+          5_000,
+          MESSAGE_BYTES,
+          512,
+          Duration.ofSeconds(30));
     }
   }
 
@@ -114,14 +129,19 @@ public final class PartitionSink implements ChangeSink {
   private volatile String pipeline;
   private volatile SlotIncarnation incarnation;
   private volatile String source;
+
   /** Per partition: the commit LSN of the last slice sent this run (or its watermark at open). */
   private long[] previous;
+
   /** Per partition: frames of the current call not sent yet (one message carries many). */
   private final Map<Integer, List<ApplyFrame>> pending = new HashMap<>();
+
   private final Map<Integer, Integer> pendingMutations = new HashMap<>();
   private final Map<Integer, Long> pendingBytes = new HashMap<>();
+
   /** Frames per message to one partition at most. */
   private static final int FRAMES_PER_MESSAGE = 64;
+
   /**
    * Characters of document bodies per message to one partition at most (or one row): messages to
    * partitions on other nodes must fit Pekko's frame ({@code
@@ -129,18 +149,23 @@ public final class PartitionSink implements ChangeSink {
    * is up to 3 bytes in UTF-8).
    */
   public static final long MESSAGE_BYTES = 1L << 20;
-  /** A single row whose document has more characters than this cannot be sent: the pipeline halts. */
+
+  /**
+   * A single row whose document has more characters than this cannot be sent: the pipeline halts.
+   */
   public static final long MAX_ROW_BYTES = 2L << 20;
 
   public PartitionSink(PartitionChannel channel, Settings settings, CheckpointStore store) {
     this.channel = channel;
     this.settings = settings;
     this.store = store;
-    this.worker = Executors.newSingleThreadExecutor(r -> {
-      Thread t = new Thread(r, "weir-partition-sink");
-      t.setDaemon(true);
-      return t;
-    });
+    this.worker =
+        Executors.newSingleThreadExecutor(
+            r -> {
+              Thread t = new Thread(r, "weir-partition-sink");
+              t.setDaemon(true);
+              return t;
+            });
   }
 
   /** Slices refused with a gap since this sink was created. */
@@ -170,53 +195,63 @@ public final class PartitionSink implements ChangeSink {
 
   @Override
   public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
-    return CompletableFuture.supplyAsync(() -> {
-      pipeline = context.pipeline();
-      incarnation = context.incarnation().orElse(null);
-      // Each run announces its tables anew: forget the previous run's shapes.
-      routes.clear();
-      source = incarnation == null ? null : sourceKey(pipeline, incarnation);
-      if (source != null) {
-        long[] marks = new long[settings.partitions()];
-        List<CompletableFuture<Void>> asks = new ArrayList<>();
-        for (int p = 0; p < settings.partitions(); p++) {
-          int n = p;
-          asks.add(channel.status(p, settings.askTimeout()).toCompletableFuture()
-              .thenAccept(s -> marks[n] = s.watermarks().getOrDefault(source, 0L)));
-        }
-        await(CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)), "reading the partitions' watermarks");
-        previous = marks;
-      }
-      try {
-        return store.read(pipeline).map(CheckpointStore.Stored::checkpoint);
-      } catch (SQLException e) {
-        throw SinkException.transientFailure("could not read the pipeline's checkpoint", e);
-      }
-    }, worker);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          pipeline = context.pipeline();
+          incarnation = context.incarnation().orElse(null);
+          // Each run announces its tables anew: forget the previous run's shapes.
+          routes.clear();
+          source = incarnation == null ? null : sourceKey(pipeline, incarnation);
+          if (source != null) {
+            long[] marks = new long[settings.partitions()];
+            List<CompletableFuture<Void>> asks = new ArrayList<>();
+            for (int p = 0; p < settings.partitions(); p++) {
+              int n = p;
+              asks.add(
+                  channel
+                      .status(p, settings.askTimeout())
+                      .toCompletableFuture()
+                      .thenAccept(s -> marks[n] = s.watermarks().getOrDefault(source, 0L)));
+            }
+            await(
+                CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)),
+                "reading the partitions' watermarks");
+            previous = marks;
+          }
+          try {
+            return store.read(pipeline).map(CheckpointStore.Stored::checkpoint);
+          } catch (SQLException e) {
+            throw SinkException.transientFailure("could not read the pipeline's checkpoint", e);
+          }
+        },
+        worker);
   }
 
   @Override
   public CompletionStage<Void> apply(List<Transaction> transactions) {
-    return CompletableFuture.runAsync(() -> {
-      requireOpen();
-      // Left over only by a call that failed half-way: those transactions come again.
-      pending.clear();
-      pendingMutations.clear();
-      pendingBytes.clear();
-      Window window = new Window(settings.maxInFlight());
-      for (Transaction t : transactions) {
-        route(t, window);
-      }
-      for (Integer p : List.copyOf(pending.keySet())) {
-        flush(p, window);
-      }
-      window.awaitAll(settings.askTimeout());
-    }, worker);
+    return CompletableFuture.runAsync(
+        () -> {
+          requireOpen();
+          // Left over only by a call that failed half-way: those transactions come again.
+          pending.clear();
+          pendingMutations.clear();
+          pendingBytes.clear();
+          Window window = new Window(settings.maxInFlight());
+          for (Transaction t : transactions) {
+            route(t, window);
+          }
+          for (Integer p : List.copyOf(pending.keySet())) {
+            flush(p, window);
+          }
+          window.awaitAll(settings.askTimeout());
+        },
+        worker);
   }
 
   private void requireOpen() {
     if (source == null || previous == null) {
-      throw SinkException.permanent("partition sink used before the slot incarnation is known", null);
+      throw SinkException.permanent(
+          "partition sink used before the slot incarnation is known", null);
     }
   }
 
@@ -234,11 +269,17 @@ public final class PartitionSink implements ChangeSink {
       } else if (c instanceof Change.Insert i) {
         Route r = route(i.table());
         String body = RowJson.body(i.table(), i.newRow(), null);
-        add(slices, r.partition(i.newRow()), new Upsert(r.collection, r.id(i.newRow()), body, Optional.empty()),
-            body.length(), t, window);
+        add(
+            slices,
+            r.partition(i.newRow()),
+            new Upsert(r.collection, r.id(i.newRow()), body, Optional.empty()),
+            body.length(),
+            t,
+            window);
       } else if (c instanceof Change.Update u) {
         Route r = route(u.table());
-        TupleData oldRow = u.oldKind() == OldTupleKind.NONE || u.oldRow() == null ? null : u.oldRow();
+        TupleData oldRow =
+            u.oldKind() == OldTupleKind.NONE || u.oldRow() == null ? null : u.oldRow();
         String newId = r.id(u.newRow());
         int newPartition = r.partition(u.newRow());
         String oldId = oldRow == null ? newId : r.id(oldRow);
@@ -249,21 +290,49 @@ public final class PartitionSink implements ChangeSink {
           // partition keeps them from the current document.
           boolean full = u.oldKind() == OldTupleKind.FULL;
           String body = RowJson.body(u.table(), u.newRow(), full ? oldRow : null);
-          add(slices, newPartition, new Upsert(r.collection, newId, body, Optional.empty(), full ? List.of() : unchanged),
-              body.length(), t, window);
+          add(
+              slices,
+              newPartition,
+              new Upsert(r.collection, newId, body, Optional.empty(), full ? List.of() : unchanged),
+              body.length(),
+              t,
+              window);
         } else {
-          // The key changed: the document moves. Its unchanged TOAST values must come from a full old image.
+          // The key changed: the document moves. Its unchanged TOAST values must come from a full
+          // old image.
           if (!unchanged.isEmpty() && u.oldKind() != OldTupleKind.FULL) {
-            throw SinkException.permanent("table " + u.table().qualifiedName() + ": a row whose key changed has unchanged "
-                + "TOAST columns and no full old image (set REPLICA IDENTITY FULL to move such rows)", null);
+            throw SinkException.permanent(
+                "table "
+                    + u.table().qualifiedName()
+                    + ": a row whose key changed has unchanged "
+                    + "TOAST columns and no full old image (set REPLICA IDENTITY FULL to move such rows)",
+                null);
           }
           String body = RowJson.body(u.table(), u.newRow(), oldRow);
-          add(slices, oldPartition, new Delete(r.collection, oldId, Optional.empty()), 64, t, window);
-          add(slices, newPartition, new Upsert(r.collection, newId, body, Optional.empty()), body.length(), t, window);
+          add(
+              slices,
+              oldPartition,
+              new Delete(r.collection, oldId, Optional.empty()),
+              64,
+              t,
+              window);
+          add(
+              slices,
+              newPartition,
+              new Upsert(r.collection, newId, body, Optional.empty()),
+              body.length(),
+              t,
+              window);
         }
       } else if (c instanceof Change.Delete d) {
         Route r = route(d.table());
-        add(slices, r.partition(d.oldRow()), new Delete(r.collection, r.id(d.oldRow()), Optional.empty()), 64, t, window);
+        add(
+            slices,
+            r.partition(d.oldRow()),
+            new Delete(r.collection, r.id(d.oldRow()), Optional.empty()),
+            64,
+            t,
+            window);
       }
       // Transactional logical messages are not documents.
     }
@@ -272,10 +341,16 @@ public final class PartitionSink implements ChangeSink {
     }
   }
 
-  private void add(Map<Integer, Slice> slices, int p, Mutation m, long bytes, Transaction t, Window window) {
+  private void add(
+      Map<Integer, Slice> slices, int p, Mutation m, long bytes, Transaction t, Window window) {
     if (bytes > MAX_ROW_BYTES) {
-      throw SinkException.permanent("collection " + m.collection() + ": a row's document is larger than " + MAX_ROW_BYTES
-          + " bytes, more than one message to a partition may carry", null);
+      throw SinkException.permanent(
+          "collection "
+              + m.collection()
+              + ": a row's document is larger than "
+              + MAX_ROW_BYTES
+              + " bytes, more than one message to a partition may carry",
+          null);
     }
     Slice s = slices.computeIfAbsent(p, k -> new Slice());
     if (!s.mutations.isEmpty() && s.bytes + bytes > settings.maxSliceBytes()) {
@@ -307,7 +382,9 @@ public final class PartitionSink implements ChangeSink {
     }
     pendingBytes.merge(p, bytes, Long::sum);
     // Queued behind the partition's earlier frames of this call, so order is kept.
-    pending.computeIfAbsent(p, k -> new ArrayList<>()).add(new ApplyFrame(null, mutations, Optional.of(at), null));
+    pending
+        .computeIfAbsent(p, k -> new ArrayList<>())
+        .add(new ApplyFrame(null, mutations, Optional.of(at), null));
     int queued = pendingMutations.merge(p, mutations.size(), Integer::sum);
     if (pending.get(p).size() >= FRAMES_PER_MESSAGE || queued >= settings.maxSliceRows()) {
       flush(p, window);
@@ -324,84 +401,113 @@ public final class PartitionSink implements ChangeSink {
     }
     window.acquire();
     frames.addAndGet(batch.size());
-    channel.<FramesReply>ask(p, replyTo -> new ApplyFrames(batch, replyTo), settings.askTimeout())
-        .whenComplete((reply, error) -> window.doneAll(p, reply == null ? null : reply.replies(), error));
+    channel
+        .<FramesReply>ask(p, replyTo -> new ApplyFrames(batch, replyTo), settings.askTimeout())
+        .whenComplete(
+            (reply, error) -> window.doneAll(p, reply == null ? null : reply.replies(), error));
   }
 
   @Override
   public CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
-    return CompletableFuture.runAsync(() -> {
-      requireOpen();
-      Route r = route(chunk.table());
-      boolean reset = chunk.firstForTable() && !chunk.incremental();
-      // An incremental snapshot's first chunk of a table empties nothing here: documents stay and
-      // rows that change one are recorded in the outbox.
-      Map<Integer, List<Upsert>> byPartition = new HashMap<>();
-      for (TupleData row : chunk.rows()) {
-        byPartition.computeIfAbsent(r.partition(row), k -> new ArrayList<>())
-            .add(new Upsert(r.collection, r.id(row), RowJson.body(chunk.table(), row, null), Optional.empty()));
-      }
-      Window window = new Window(settings.maxInFlight());
-      for (int p = 0; p < settings.partitions(); p++) {
-        List<Upsert> rows = byPartition.getOrDefault(p, List.of());
-        if (rows.isEmpty() && !reset) {
-          continue;
-        }
-        int n = p;
-        int from = 0;
-        while (from == 0 || from < rows.size()) {
-          // At most max-rows rows and MESSAGE_BYTES of bodies per message (at least one row).
-          int to = from;
-          long bytes = 0;
-          while (to < rows.size() && to - from < settings.maxSliceRows()
-              && (to == from || bytes + rows.get(to).body().length() <= MESSAGE_BYTES)) {
-            if (rows.get(to).body().length() > MAX_ROW_BYTES) {
-              throw SinkException.permanent("collection " + r.collection + ": a row's document is larger than "
-                  + MAX_ROW_BYTES + " bytes, more than one message to a partition may carry", null);
-            }
-            bytes += rows.get(to).body().length();
-            to++;
+    return CompletableFuture.runAsync(
+        () -> {
+          requireOpen();
+          Route r = route(chunk.table());
+          boolean reset = chunk.firstForTable() && !chunk.incremental();
+          // An incremental snapshot's first chunk of a table empties nothing here: documents stay
+          // and
+          // rows that change one are recorded in the outbox.
+          Map<Integer, List<Upsert>> byPartition = new HashMap<>();
+          for (TupleData row : chunk.rows()) {
+            byPartition
+                .computeIfAbsent(r.partition(row), k -> new ArrayList<>())
+                .add(
+                    new Upsert(
+                        r.collection,
+                        r.id(row),
+                        RowJson.body(chunk.table(), row, null),
+                        Optional.empty()));
           }
-          List<Upsert> part = rows.subList(from, to);
-          List<String> resetNow = reset && from == 0 ? List.of(r.collection) : List.of();
-          from = Math.max(to, 1);
-          window.acquire();
-          channel.<FrameReply>ask(n, replyTo -> new LoadRows(resetNow, part, chunk.incremental(), replyTo), settings.askTimeout())
-              .whenComplete((reply, error) -> window.done(n, reply, error));
-        }
-      }
-      window.awaitAll(settings.askTimeout());
-      if (chunk.progress().isPresent()) {
-        try {
-          store.writeProgress(pipeline, incarnation, chunk.progress());
-        } catch (SQLException e) {
-          throw SinkException.transientFailure("could not store incremental snapshot progress", e);
-        }
-      }
-    }, worker);
+          Window window = new Window(settings.maxInFlight());
+          for (int p = 0; p < settings.partitions(); p++) {
+            List<Upsert> rows = byPartition.getOrDefault(p, List.of());
+            if (rows.isEmpty() && !reset) {
+              continue;
+            }
+            int n = p;
+            int from = 0;
+            while (from == 0 || from < rows.size()) {
+              // At most max-rows rows and MESSAGE_BYTES of bodies per message (at least one row).
+              int to = from;
+              long bytes = 0;
+              while (to < rows.size()
+                  && to - from < settings.maxSliceRows()
+                  && (to == from || bytes + rows.get(to).body().length() <= MESSAGE_BYTES)) {
+                if (rows.get(to).body().length() > MAX_ROW_BYTES) {
+                  throw SinkException.permanent(
+                      "collection "
+                          + r.collection
+                          + ": a row's document is larger than "
+                          + MAX_ROW_BYTES
+                          + " bytes, more than one message to a partition may carry",
+                      null);
+                }
+                bytes += rows.get(to).body().length();
+                to++;
+              }
+              List<Upsert> part = rows.subList(from, to);
+              List<String> resetNow = reset && from == 0 ? List.of(r.collection) : List.of();
+              from = Math.max(to, 1);
+              window.acquire();
+              channel
+                  .<FrameReply>ask(
+                      n,
+                      replyTo -> new LoadRows(resetNow, part, chunk.incremental(), replyTo),
+                      settings.askTimeout())
+                  .whenComplete((reply, error) -> window.done(n, reply, error));
+            }
+          }
+          window.awaitAll(settings.askTimeout());
+          if (chunk.progress().isPresent()) {
+            try {
+              store.writeProgress(pipeline, incarnation, chunk.progress());
+            } catch (SQLException e) {
+              throw SinkException.transientFailure(
+                  "could not store incremental snapshot progress", e);
+            }
+          }
+        },
+        worker);
   }
 
   @Override
   public CompletionStage<Void> completeSnapshot(Lsn handOff) {
-    return CompletableFuture.runAsync(() -> {
-      requireOpen();
-      try {
-        store.write(pipeline, new CheckpointStore.Stored(new SinkCheckpoint(incarnation, handOff), handOff));
-      } catch (SQLException e) {
-        throw SinkException.transientFailure("could not store the snapshot hand-off checkpoint", e);
-      }
-    }, worker);
+    return CompletableFuture.runAsync(
+        () -> {
+          requireOpen();
+          try {
+            store.write(
+                pipeline,
+                new CheckpointStore.Stored(new SinkCheckpoint(incarnation, handOff), handOff));
+          } catch (SQLException e) {
+            throw SinkException.transientFailure(
+                "could not store the snapshot hand-off checkpoint", e);
+          }
+        },
+        worker);
   }
 
   @Override
   public CompletionStage<Optional<String>> snapshotProgress() {
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        return store.readProgress(pipeline);
-      } catch (SQLException e) {
-        throw SinkException.transientFailure("could not read incremental snapshot progress", e);
-      }
-    }, worker);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try {
+            return store.readProgress(pipeline);
+          } catch (SQLException e) {
+            throw SinkException.transientFailure("could not read incremental snapshot progress", e);
+          }
+        },
+        worker);
   }
 
   @Override
@@ -434,20 +540,25 @@ public final class PartitionSink implements ChangeSink {
     static Route of(TableSchema table, Settings settings) {
       String name = table.qualifiedName();
       if (table.replicaIdentity() == ReplicaIdentity.NOTHING) {
-        throw SinkException.permanent("table " + name + " has REPLICA IDENTITY NOTHING: its rows cannot become documents", null);
+        throw SinkException.permanent(
+            "table " + name + " has REPLICA IDENTITY NOTHING: its rows cannot become documents",
+            null);
       }
       int[] id;
       if (settings.idColumns().containsKey(name)) {
         id = columns(table, settings.idColumns().get(name), "id column");
       } else if (table.replicaIdentity() == ReplicaIdentity.FULL) {
-        throw SinkException.permanent("table " + name + " has REPLICA IDENTITY FULL: configure its id columns", null);
+        throw SinkException.permanent(
+            "table " + name + " has REPLICA IDENTITY FULL: configure its id columns", null);
       } else {
         id = table.keyIndexes();
       }
-      int[] pk = settings.partitionKeys().containsKey(name)
-          ? columns(table, settings.partitionKeys().get(name), "partition-key column")
-          : id;
-      return new Route(settings.collections().getOrDefault(name, name), id, pk, settings.partitions());
+      int[] pk =
+          settings.partitionKeys().containsKey(name)
+              ? columns(table, settings.partitionKeys().get(name), "partition-key column")
+              : id;
+      return new Route(
+          settings.collections().getOrDefault(name, name), id, pk, settings.partitions());
     }
 
     private static int[] columns(TableSchema table, List<String> names, String what) {
@@ -455,11 +566,19 @@ public final class PartitionSink implements ChangeSink {
       for (int i = 0; i < names.size(); i++) {
         int at = table.indexOf(names.get(i));
         if (at < 0) {
-          throw SinkException.permanent("table " + table.qualifiedName() + " has no " + what + " " + names.get(i), null);
+          throw SinkException.permanent(
+              "table " + table.qualifiedName() + " has no " + what + " " + names.get(i), null);
         }
         if (!table.columns().get(at).key()) {
-          throw SinkException.permanent("table " + table.qualifiedName() + ": " + what + " " + names.get(i)
-              + " is not in the replica identity, so a DELETE could not be routed", null);
+          throw SinkException.permanent(
+              "table "
+                  + table.qualifiedName()
+                  + ": "
+                  + what
+                  + " "
+                  + names.get(i)
+                  + " is not in the replica identity, so a DELETE could not be routed",
+              null);
         }
         out[i] = at;
       }
@@ -478,7 +597,8 @@ public final class PartitionSink implements ChangeSink {
       List<String> values = new ArrayList<>(columns.length);
       for (int c : columns) {
         if (row.isNull(c) || row.isUnchangedToast(c)) {
-          throw SinkException.permanent("a key column of " + collection + " carries no value", null);
+          throw SinkException.permanent(
+              "a key column of " + collection + " carries no value", null);
         }
         values.add(row.text(c));
       }
@@ -534,10 +654,18 @@ public final class PartitionSink implements ChangeSink {
 
     private void check(int partition, FrameReply reply, Throwable error) {
       if (error != null) {
-        Throwable cause = error instanceof java.util.concurrent.CompletionException && error.getCause() != null
-            ? error.getCause() : error;
-        fail(SinkException.transientFailure("partition " + partition + " did not answer in time ("
-            + cause.getClass().getSimpleName() + ")", null));
+        Throwable cause =
+            error instanceof java.util.concurrent.CompletionException && error.getCause() != null
+                ? error.getCause()
+                : error;
+        fail(
+            SinkException.transientFailure(
+                "partition "
+                    + partition
+                    + " did not answer in time ("
+                    + cause.getClass().getSimpleName()
+                    + ")",
+                null));
       } else if (reply instanceof Applied || reply instanceof Loaded) {
         // durable
       } else if (reply instanceof AlreadyApplied) {
@@ -546,14 +674,33 @@ public final class PartitionSink implements ChangeSink {
         // A frame before it in the same message was refused: the gap follows from that refusal.
       } else if (reply instanceof Gap g) {
         gaps.incrementAndGet();
-        log.warn("pipeline {}: partition {} missed a slice before commit {}; restarting from the confirmed position",
-            pipeline, partition, Lsn.of(g.source().commitLsn()));
-        fail(SinkException.transientFailure("partition " + partition + " missed a slice (gap)", null));
+        log.warn(
+            "pipeline {}: partition {} missed a slice before commit {}; restarting from the confirmed position",
+            pipeline,
+            partition,
+            Lsn.of(g.source().commitLsn()));
+        fail(
+            SinkException.transientFailure(
+                "partition " + partition + " missed a slice (gap)", null));
       } else if (reply instanceof QuotaExceeded q) {
-        fail(SinkException.transientFailure("partition " + partition + " outbox is full (" + q.entries() + " of "
-            + q.maxEntries() + " entries, " + q.bytes() + " of " + q.maxBytes() + " bytes): paused until it is purged", null));
+        fail(
+            SinkException.transientFailure(
+                "partition "
+                    + partition
+                    + " outbox is full ("
+                    + q.entries()
+                    + " of "
+                    + q.maxEntries()
+                    + " entries, "
+                    + q.bytes()
+                    + " of "
+                    + q.maxBytes()
+                    + " bytes): paused until it is purged",
+                null));
       } else {
-        fail(SinkException.permanent("partition " + partition + " refused a change: " + describe(reply), null));
+        fail(
+            SinkException.permanent(
+                "partition " + partition + " refused a change: " + describe(reply), null));
       }
     }
 
@@ -589,7 +736,8 @@ public final class PartitionSink implements ChangeSink {
     try {
       f.get();
     } catch (ExecutionException e) {
-      throw SinkException.transientFailure(what + " failed (" + e.getCause().getClass().getSimpleName() + ")", null);
+      throw SinkException.transientFailure(
+          what + " failed (" + e.getCause().getClass().getSimpleName() + ")", null);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw SinkException.transientFailure("interrupted", e);

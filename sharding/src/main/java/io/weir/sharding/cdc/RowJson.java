@@ -19,9 +19,9 @@ import java.util.Base64;
  * typed values. Booleans and integers are JSON booleans and numbers; numeric and floating point
  * values are numbers (NaN and the infinities, which JSON lacks, are strings); json and jsonb are
  * embedded as JSON; bytea is base64; timestamps with time zone are ISO-8601 in UTC, dates and
- * timestamps ISO-8601; everything else is its PostgreSQL text form. The same row gives the same text
- * whether it came from the WAL or from a snapshot's COPY, so a snapshot row equal to its document
- * is recognised as unchanged.
+ * timestamps ISO-8601; everything else is its PostgreSQL text form. The same row gives the same
+ * text whether it came from the WAL or from a snapshot's COPY, so a snapshot row equal to its
+ * document is recognised as unchanged.
  */
 public final class RowJson {
   private static final JsonFactory JSON = new JsonFactory();
@@ -57,8 +57,10 @@ public final class RowJson {
 
   private static void write(JsonGenerator g, PgValue v) throws IOException {
     if (v.special().isPresent()) {
-      g.writeString(v.special().get() == PgSpecial.NAN ? "NaN"
-          : v.special().get() == PgSpecial.INFINITY ? "Infinity" : "-Infinity");
+      g.writeString(
+          v.special().get() == PgSpecial.NAN
+              ? "NaN"
+              : v.special().get() == PgSpecial.INFINITY ? "Infinity" : "-Infinity");
       return;
     }
     Object value = v.value();
@@ -83,7 +85,9 @@ public final class RowJson {
       case JSON, JSONB -> g.writeRawValue((String) value);
       case BYTEA -> g.writeString(Base64.getEncoder().encodeToString((byte[]) value));
       case TIMESTAMPTZ -> g.writeString(utc((OffsetDateTime) value));
-      default -> g.writeString(value instanceof byte[] b ? Base64.getEncoder().encodeToString(b) : value.toString());
+      default ->
+          g.writeString(
+              value instanceof byte[] b ? Base64.getEncoder().encodeToString(b) : value.toString());
     }
   }
 

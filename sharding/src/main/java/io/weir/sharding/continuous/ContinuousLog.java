@@ -21,9 +21,9 @@ import org.apache.pekko.stream.javadsl.Sink;
 
 /**
  * The continuous sessions' replay logs on Cluster Sharding (entity {@code weir-continuous-session},
- * entity id = subscription id, hosted by nodes with the server role): appends and the log's state go
- * to the entity, reads go to the journal by persistence id and journal sequence numbers (any node
- * can read: entries are immutable once written), pruning deletes old journal rows with SQL.
+ * entity id = subscription id, hosted by nodes with the server role): appends and the log's state
+ * go to the entity, reads go to the journal by persistence id and journal sequence numbers (any
+ * node can read: entries are immutable once written), pruning deletes old journal rows with SQL.
  */
 public final class ContinuousLog {
   private final ActorSystem<?> system;
@@ -31,7 +31,11 @@ public final class ContinuousLog {
   private final JournalPruner pruner;
   private final Duration timeout;
 
-  public ContinuousLog(ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal, JournalPruner pruner, Duration timeout) {
+  public ContinuousLog(
+      ActorSystem<?> system,
+      CurrentEventsByPersistenceIdQuery journal,
+      JournalPruner pruner,
+      Duration timeout) {
     this.system = system;
     this.journal = journal;
     this.pruner = pruner;
@@ -40,8 +44,12 @@ public final class ContinuousLog {
 
   /** A log on the JDBC journal the entities write to. */
   public static ContinuousLog jdbc(ActorSystem<?> system, JournalPruner pruner, Duration timeout) {
-    return new ContinuousLog(system,
-        PersistenceQuery.get(system).getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier()), pruner, timeout);
+    return new ContinuousLog(
+        system,
+        PersistenceQuery.get(system)
+            .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier()),
+        pruner,
+        timeout);
   }
 
   /**
@@ -51,16 +59,28 @@ public final class ContinuousLog {
    */
   public static void init(ActorSystem<?> system, String role, int retained) {
     int snapshotEvery = Math.max(1, Math.min(ContinuousSession.SNAPSHOT_EVERY, retained / 2));
-    ClusterSharding.get(system).init(Entity.of(ContinuousSession.TYPE_KEY,
-        ctx -> io.weir.sharding.partition.ServerOrigin.guard(ContinuousSession.create(ctx.getEntityId(), snapshotEvery),
-            Command.class, role))
-        .withRole(role)
-        // Unlike partitions, a session that gets no append (an idle or deleted query) leaves memory;
-        // the next ask recovers it from its snapshot.
-        .withSettings(org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings.fromConfig(
-            com.typesafe.config.ConfigFactory.parseString("passivation { strategy = default-idle-strategy\n"
-                    + "default-idle-strategy.idle-entity.timeout = " + IDLE.toSeconds() + "s }")
-                .withFallback(system.settings().config().getConfig("pekko.cluster.sharding")))));
+    ClusterSharding.get(system)
+        .init(
+            Entity.of(
+                    ContinuousSession.TYPE_KEY,
+                    ctx ->
+                        io.weir.sharding.partition.ServerOrigin.guard(
+                            ContinuousSession.create(ctx.getEntityId(), snapshotEvery),
+                            Command.class,
+                            role))
+                .withRole(role)
+                // Unlike partitions, a session that gets no append (an idle or deleted query)
+                // leaves memory;
+                // the next ask recovers it from its snapshot.
+                .withSettings(
+                    org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings.fromConfig(
+                        com.typesafe.config.ConfigFactory.parseString(
+                                "passivation { strategy = default-idle-strategy\n"
+                                    + "default-idle-strategy.idle-entity.timeout = "
+                                    + IDLE.toSeconds()
+                                    + "s }")
+                            .withFallback(
+                                system.settings().config().getConfig("pekko.cluster.sharding")))));
   }
 
   /** A session entity with no message for this long is passivated. */
@@ -96,13 +116,19 @@ public final class ContinuousLog {
     if (max <= 0) {
       return CompletableFuture.completedFuture(List.of());
     }
-    return journal.currentEventsByPersistenceId(ContinuousSession.persistenceId(id).id(), from, Long.MAX_VALUE)
+    return journal
+        .currentEventsByPersistenceId(
+            ContinuousSession.persistenceId(id).id(), from, Long.MAX_VALUE)
         .filter(envelope -> envelope.event() instanceof Entry e && e.sequence() > after)
         .take(max)
-        .runWith(Sink.fold(new ArrayList<Entry>(), (acc, envelope) -> {
-          acc.add((Entry) envelope.event());
-          return acc;
-        }), system)
+        .runWith(
+            Sink.fold(
+                new ArrayList<Entry>(),
+                (acc, envelope) -> {
+                  acc.add((Entry) envelope.event());
+                  return acc;
+                }),
+            system)
         .toCompletableFuture()
         .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)
         .thenApply(List::copyOf);
@@ -115,7 +141,9 @@ public final class ContinuousLog {
   public CompletionStage<Integer> cut(String id, long offset, long last) {
     String pid = ContinuousSession.persistenceId(id).id();
     return prune(id, offset, last - 1, last)
-        .thenCompose(rows -> pruner.deleteSnapshotsBefore(pid, last - offset + 1).thenApply(snapshots -> rows));
+        .thenCompose(
+            rows ->
+                pruner.deleteSnapshotsBefore(pid, last - offset + 1).thenApply(snapshots -> rows));
   }
 
   /**

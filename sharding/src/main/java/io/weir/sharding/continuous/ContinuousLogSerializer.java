@@ -16,22 +16,34 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  * readable with SQL ({@code convert_from(event_payload, 'UTF8')::jsonb}) as its earlier table was.
  *
  * <ul>
- *   <li>{@link ContinuousSession.Entry}, manifest {@code E}: {@code {"sequence":n,"type":"...","data":"..."}}
- *       ({@code data}, itself JSON, as a string: it reads back byte for byte);
- *   <li>{@link ContinuousSession.Snapshot}, manifest {@code S}: {@code {"last":n,"lsn":"...","rows":[["key","row"],...]}}
- *       ({@code lsn} and {@code rows} absent when not known; each row its key's and values' JSON as strings).
+ *   <li>{@link ContinuousSession.Entry}, manifest {@code E}: {@code
+ *       {"sequence":n,"type":"...","data":"..."}} ({@code data}, itself JSON, as a string: it reads
+ *       back byte for byte);
+ *   <li>{@link ContinuousSession.Snapshot}, manifest {@code S}: {@code
+ *       {"last":n,"lsn":"...","rows":[["key","row"],...]}} ({@code lsn} and {@code rows} absent
+ *       when not known; each row its key's and values' JSON as strings).
  * </ul>
+ *
  * Unknown fields are refused, not skipped. Errors name the manifest and the problem, never a value.
  */
 public final class ContinuousLogSerializer extends SerializerWithStringManifest {
   public static final int IDENTIFIER = 7_302;
   static final String ENTRY = "E";
   static final String STATE = "S";
-  /** Without Jackson's default read limits (20M-character strings, 1,000-digit numbers): a stored entry must always read back. */
-  static final JsonFactory JSON = JsonFactory.builder()
-      .streamReadConstraints(com.fasterxml.jackson.core.StreamReadConstraints.builder()
-          .maxStringLength(Integer.MAX_VALUE).maxNumberLength(Integer.MAX_VALUE).maxDocumentLength(-1).build())
-      .build();
+
+  /**
+   * Without Jackson's default read limits (20M-character strings, 1,000-digit numbers): a stored
+   * entry must always read back.
+   */
+  static final JsonFactory JSON =
+      JsonFactory.builder()
+          .streamReadConstraints(
+              com.fasterxml.jackson.core.StreamReadConstraints.builder()
+                  .maxStringLength(Integer.MAX_VALUE)
+                  .maxNumberLength(Integer.MAX_VALUE)
+                  .maxDocumentLength(-1)
+                  .build())
+          .build();
 
   public ContinuousLogSerializer(ExtendedActorSystem system) {}
 
@@ -55,7 +67,9 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
 
   @Override
   public byte[] toBinary(Object o) {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream(o instanceof ContinuousSession.Entry e ? e.data().length() + 64 : 32);
+    ByteArrayOutputStream bytes =
+        new ByteArrayOutputStream(
+            o instanceof ContinuousSession.Entry e ? e.data().length() + 64 : 32);
     try (JsonGenerator g = JSON.createGenerator(bytes)) {
       g.writeStartObject();
       if (o instanceof ContinuousSession.Entry e) {
@@ -78,7 +92,8 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
           g.writeEndArray();
         }
       } else {
-        throw new IllegalArgumentException("not a continuous session event: " + o.getClass().getName());
+        throw new IllegalArgumentException(
+            "not a continuous session event: " + o.getClass().getName());
       }
       g.writeEndObject();
     } catch (IOException e) {
@@ -94,7 +109,8 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
     }
     try (JsonParser p = JSON.createParser(bytes)) {
       if (p.nextToken() != JsonToken.START_OBJECT) {
-        throw new NotSerializableException("continuous session event " + manifest + " is not a JSON object");
+        throw new NotSerializableException(
+            "continuous session event " + manifest + " is not a JSON object");
       }
       Long sequence = null;
       String type = null;
@@ -112,11 +128,14 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
           case "S:last" -> last = number(p, value, field);
           case "S:lsn" -> lsn = text(p, value, field);
           case "S:rows" -> rows = rows(p, value);
-          default -> throw new NotSerializableException("continuous session event " + manifest + " has an unknown field");
+          default ->
+              throw new NotSerializableException(
+                  "continuous session event " + manifest + " has an unknown field");
         }
       }
       if (p.currentToken() != JsonToken.END_OBJECT || p.nextToken() != null) {
-        throw new NotSerializableException("continuous session event " + manifest + " has trailing content");
+        throw new NotSerializableException(
+            "continuous session event " + manifest + " has trailing content");
       }
       if (ENTRY.equals(manifest)) {
         if (sequence == null || type == null || data == null) {
@@ -133,11 +152,17 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
         throw n;
       }
       // Truncated or corrupt input: say where, not what (the data holds row values).
-      throw new NotSerializableException("corrupt continuous session event " + manifest + " (" + e.getClass().getSimpleName() + ")");
+      throw new NotSerializableException(
+          "corrupt continuous session event "
+              + manifest
+              + " ("
+              + e.getClass().getSimpleName()
+              + ")");
     }
   }
 
-  private static java.util.List<ContinuousSession.Row> rows(JsonParser p, JsonToken value) throws IOException {
+  private static java.util.List<ContinuousSession.Row> rows(JsonParser p, JsonToken value)
+      throws IOException {
     if (value != JsonToken.START_ARRAY) {
       throw new NotSerializableException("continuous session field rows is not an array");
     }
@@ -158,7 +183,8 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
 
   private static long number(JsonParser p, JsonToken value, String field) throws IOException {
     if (value != JsonToken.VALUE_NUMBER_INT) {
-      throw new NotSerializableException("continuous session field " + field + " is not an integer");
+      throw new NotSerializableException(
+          "continuous session field " + field + " is not an integer");
     }
     return p.getLongValue();
   }

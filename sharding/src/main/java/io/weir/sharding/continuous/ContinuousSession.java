@@ -34,12 +34,15 @@ import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
  * never reused. Journal sequence number and replay sequence then differ by a constant {@link
  * LogState#offset()}; readers use it to read a sequence range by journal sequence numbers.
  */
-public final class ContinuousSession extends EventSourcedBehavior<ContinuousSession.Command, ContinuousSession.Entry,
-    ContinuousSession.State> {
-  public static final EntityTypeKey<Command> TYPE_KEY = EntityTypeKey.create(Command.class, "weir-continuous-session");
+public final class ContinuousSession
+    extends EventSourcedBehavior<
+        ContinuousSession.Command, ContinuousSession.Entry, ContinuousSession.State> {
+  public static final EntityTypeKey<Command> TYPE_KEY =
+      EntityTypeKey.create(Command.class, "weir-continuous-session");
 
   /** Data characters of recent entries kept in memory to recognise a retried append. */
   static final long RECENT_CHARS = 1L << 20;
+
   /** A snapshot every this many events (at most) bounds recovery. */
   static final int SNAPSHOT_EVERY = 1000;
 
@@ -80,7 +83,10 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
     }
   }
 
-  /** Appends {@code entries} (contiguous, ascending) to the log; replies {@link Appended} or {@link Conflict}. */
+  /**
+   * Appends {@code entries} (contiguous, ascending) to the log; replies {@link Appended} or {@link
+   * Conflict}.
+   */
   public record Append(List<Entry> entries, ActorRef<AppendReply> replyTo) implements Command {
     public Append {
       entries = List.copyOf(entries);
@@ -90,7 +96,10 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
   /** Replies the log's {@link LogState}. */
   public record GetLog(ActorRef<LogState> replyTo) implements Command {}
 
-  /** The largest result (UTF-8 bytes of keys and rows) a {@link Result} carries: a reply crosses the cluster in one message. */
+  /**
+   * The largest result (UTF-8 bytes of keys and rows) a {@link Result} carries: a reply crosses the
+   * cluster in one message.
+   */
   public static final long MAX_RESULT_BYTES = 6L << 20;
 
   /** Replies the materialised result the log describes, as a {@link Result}. */
@@ -118,7 +127,8 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
    * did not apply: until the next {@code InitialResult}) or when it is {@code tooLarge} to send in
    * one message (more than {@link #MAX_RESULT_BYTES}). {@code toString} names no value.
    */
-  public record Result(long last, String lsn, List<Row> rows, boolean tooLarge) implements CborSerializable {
+  public record Result(long last, String lsn, List<Row> rows, boolean tooLarge)
+      implements CborSerializable {
     public Result {
       rows = rows == null ? null : List.copyOf(rows);
     }
@@ -146,9 +156,9 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
 
   /**
    * The session's state: the last sequence, the materialised result the log describes ({@link
-   * MaterialisedResult}; null: not known) with the last commit LSN named, and the newest entries (up
-   * to {@link #RECENT_CHARS} of data, at least the last one) for checking retried appends. Mutable,
-   * owned by the entity; a snapshot holds everything but the recent entries.
+   * MaterialisedResult}; null: not known) with the last commit LSN named, and the newest entries
+   * (up to {@link #RECENT_CHARS} of data, at least the last one) for checking retried appends.
+   * Mutable, owned by the entity; a snapshot holds everything but the recent entries.
    */
   public static final class State {
     long last;
@@ -181,7 +191,10 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
     }
   }
 
-  /** What a snapshot holds: the state without its recent entries (an immutable copy, taken on the entity's thread). */
+  /**
+   * What a snapshot holds: the state without its recent entries (an immutable copy, taken on the
+   * entity's thread).
+   */
   public record Snapshot(long last, String lsn, List<Row> rows) {
     public Snapshot {
       rows = rows == null ? null : List.copyOf(rows);
@@ -210,7 +223,8 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
 
   @Override
   public CommandHandler<Command, Entry, State> commandHandler() {
-    return newCommandHandlerBuilder().forAnyState()
+    return newCommandHandlerBuilder()
+        .forAnyState()
         .onCommand(Append.class, this::append)
         .onCommand(GetLog.class, (state, get) -> Effect().reply(get.replyTo(), logState(state)))
         .onCommand(GetResult.class, (state, get) -> Effect().reply(get.replyTo(), result(state)))
@@ -225,7 +239,9 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
     for (Row r : state.result) {
       bytes += utf8Length(r.key()) + utf8Length(r.row());
     }
-    return bytes > MAX_RESULT_BYTES ? new Result(state.last, state.lsn, null, true) : new Result(state.last, state.lsn, state.result, false);
+    return bytes > MAX_RESULT_BYTES
+        ? new Result(state.last, state.lsn, null, true)
+        : new Result(state.last, state.lsn, state.result, false);
   }
 
   /** The UTF-8 length of {@code s} in bytes, without encoding it. */
@@ -286,21 +302,26 @@ public final class ContinuousSession extends EventSourcedBehavior<ContinuousSess
 
   @Override
   public EventHandler<State, Entry> eventHandler() {
-    return newEventHandlerBuilder().forAnyState().onAnyEvent((state, e) -> {
-      if (state.last > 0 && e.sequence() != state.last + 1) {
-        // Recovery across deleted rows (pruned past the snapshot, or a deleted registration's log cut
-        // to its last entry): the result before this entry is not known, and neither is it after.
-        state.result = null;
-      }
-      state.last = e.sequence();
-      MaterialisedResult.apply(state, e.type(), e.data());
-      state.recent.addLast(e);
-      state.recentChars += e.data().length();
-      while (state.recent.size() > 1 && state.recentChars > RECENT_CHARS) {
-        state.recentChars -= state.recent.removeFirst().data().length();
-      }
-      return state;
-    });
+    return newEventHandlerBuilder()
+        .forAnyState()
+        .onAnyEvent(
+            (state, e) -> {
+              if (state.last > 0 && e.sequence() != state.last + 1) {
+                // Recovery across deleted rows (pruned past the snapshot, or a deleted
+                // registration's log cut
+                // to its last entry): the result before this entry is not known, and neither is it
+                // after.
+                state.result = null;
+              }
+              state.last = e.sequence();
+              MaterialisedResult.apply(state, e.type(), e.data());
+              state.recent.addLast(e);
+              state.recentChars += e.data().length();
+              while (state.recent.size() > 1 && state.recentChars > RECENT_CHARS) {
+                state.recentChars -= state.recent.removeFirst().data().length();
+              }
+              return state;
+            });
   }
 
   @Override

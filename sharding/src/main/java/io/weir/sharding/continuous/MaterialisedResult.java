@@ -12,9 +12,9 @@ import java.util.Map;
 /**
  * A session's materialised result as its replay log spells it, kept by applying each logged event
  * the way a client does: {@code InitialResult} replaces everything; {@code RowRemoved} drops the
- * key; {@code RowAdded} inserts at its position; {@code RowUpdated} replaces the key's row;
- * {@code ResultReordered} gives the whole new order. Keys and rows are kept as the exact JSON text
- * of the events (slices of it, never re-encoded), so the result reads back byte for byte.
+ * key; {@code RowAdded} inserts at its position; {@code RowUpdated} replaces the key's row; {@code
+ * ResultReordered} gives the whole new order. Keys and rows are kept as the exact JSON text of the
+ * events (slices of it, never re-encoded), so the result reads back byte for byte.
  *
  * <p>An event that does not apply (an unknown type, a key that is not there, a position out of
  * range, malformed data) makes the result unknown until the next {@code InitialResult}: never a
@@ -36,7 +36,10 @@ public final class MaterialisedResult {
     String lsn;
   }
 
-  /** The result the log entries {@code entries} describe, applied in order from nothing; null when not known. */
+  /**
+   * The result the log entries {@code entries} describe, applied in order from nothing; null when
+   * not known.
+   */
   public static List<ContinuousSession.Row> of(List<ContinuousSession.Entry> entries) {
     ContinuousSession.State state = new ContinuousSession.State(0);
     for (ContinuousSession.Entry e : entries) {
@@ -63,55 +66,63 @@ public final class MaterialisedResult {
     state.result = type.equals(p.type) ? apply(state.result, type, p) : null;
   }
 
-  private static ArrayList<ContinuousSession.Row> apply(ArrayList<ContinuousSession.Row> result, String type, Parsed p) {
+  private static ArrayList<ContinuousSession.Row> apply(
+      ArrayList<ContinuousSession.Row> result, String type, Parsed p) {
     switch (type) {
       case "InitialResult":
         return p.rows == null ? null : new ArrayList<>(p.rows);
-      case "RowRemoved": {
-        if (result == null || p.key == null) {
-          return null;
+      case "RowRemoved":
+        {
+          if (result == null || p.key == null) {
+            return null;
+          }
+          int i = indexOf(result, p.key);
+          if (i < 0) {
+            return null;
+          }
+          result.remove(i);
+          return result;
         }
-        int i = indexOf(result, p.key);
-        if (i < 0) {
-          return null;
-        }
-        result.remove(i);
-        return result;
-      }
       case "RowAdded":
-        if (result == null || p.key == null || p.row == null || p.position < 0 || p.position > result.size()
+        if (result == null
+            || p.key == null
+            || p.row == null
+            || p.position < 0
+            || p.position > result.size()
             || indexOf(result, p.key) >= 0) {
           return null;
         }
         result.add(p.position, new ContinuousSession.Row(p.key, p.row));
         return result;
-      case "RowUpdated": {
-        if (result == null || p.key == null || p.row == null) {
-          return null;
-        }
-        int i = indexOf(result, p.key);
-        if (i < 0) {
-          return null;
-        }
-        result.set(i, new ContinuousSession.Row(p.key, p.row));
-        return result;
-      }
-      case "ResultReordered": {
-        if (result == null || p.keys == null || p.keys.size() != result.size()) {
-          return null;
-        }
-        Map<String, ContinuousSession.Row> byKey = new HashMap<>();
-        result.forEach(r -> byKey.put(r.key(), r));
-        ArrayList<ContinuousSession.Row> out = new ArrayList<>(result.size());
-        for (String k : p.keys) {
-          ContinuousSession.Row r = byKey.remove(k);
-          if (r == null) {
+      case "RowUpdated":
+        {
+          if (result == null || p.key == null || p.row == null) {
             return null;
           }
-          out.add(r);
+          int i = indexOf(result, p.key);
+          if (i < 0) {
+            return null;
+          }
+          result.set(i, new ContinuousSession.Row(p.key, p.row));
+          return result;
         }
-        return out;
-      }
+      case "ResultReordered":
+        {
+          if (result == null || p.keys == null || p.keys.size() != result.size()) {
+            return null;
+          }
+          Map<String, ContinuousSession.Row> byKey = new HashMap<>();
+          result.forEach(r -> byKey.put(r.key(), r));
+          ArrayList<ContinuousSession.Row> out = new ArrayList<>(result.size());
+          for (String k : p.keys) {
+            ContinuousSession.Row r = byKey.remove(k);
+            if (r == null) {
+              return null;
+            }
+            out.add(r);
+          }
+          return out;
+        }
       default:
         return null;
     }
@@ -138,7 +149,8 @@ public final class MaterialisedResult {
         switch (field) {
           case "type" -> out.type = value == JsonToken.VALUE_STRING ? p.getText() : null;
           case "lsn" -> out.lsn = value == JsonToken.VALUE_STRING ? p.getText() : null;
-          case "position" -> out.position = value == JsonToken.VALUE_NUMBER_INT ? p.getIntValue() : -1;
+          case "position" ->
+              out.position = value == JsonToken.VALUE_NUMBER_INT ? p.getIntValue() : -1;
           case "key" -> out.key = value == JsonToken.START_ARRAY ? slice(p, data) : skip(p);
           case "row" -> out.row = value == JsonToken.START_OBJECT ? slice(p, data) : skip(p);
           case "keys" -> out.keys = value == JsonToken.START_ARRAY ? keys(p, data) : skipList(p);

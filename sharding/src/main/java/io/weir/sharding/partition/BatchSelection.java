@@ -5,9 +5,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Cuts a projection batch out of the entries after a consumer's checkpoint: entries are examined
- * in order; those the consumer's filter selects are returned while their payload (before and
- * after images, UTF-8 bytes) fits the byte budget; filtered entries are skipped but still move the
+ * Cuts a projection batch out of the entries after a consumer's checkpoint: entries are examined in
+ * order; those the consumer's filter selects are returned while their payload (before and after
+ * images, UTF-8 bytes) fits the byte budget; filtered entries are skipped but still move the
  * batch's through-position. The batch ends before the first selected entry that does not fit; if
  * that entry comes first, the answer is {@link BudgetExceeded}.
  */
@@ -20,7 +20,9 @@ public final class BatchSelection {
    * @param through the last position examined: the checkpoint a commit moves to
    * @param hasMore entries after {@code through} exist already
    */
-  public record Batch(List<Partition.OutboxEntry> entries, long through, boolean hasMore, long bytes) implements Result {
+  public record Batch(
+      List<Partition.OutboxEntry> entries, long through, boolean hasMore, long bytes)
+      implements Result {
     public Batch {
       entries = List.copyOf(entries);
     }
@@ -34,7 +36,11 @@ public final class BatchSelection {
    *     examined-entries budget)
    * @param tail the outbox's last position
    */
-  public static Result select(ConsumerView consumer, long checkpoint, List<Partition.OutboxEntry> examined, long tail,
+  public static Result select(
+      ConsumerView consumer,
+      long checkpoint,
+      List<Partition.OutboxEntry> examined,
+      long tail,
       long maxBytes) {
     List<Partition.OutboxEntry> selected = new ArrayList<>();
     long through = checkpoint;

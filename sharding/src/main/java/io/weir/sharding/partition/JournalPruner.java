@@ -20,7 +20,9 @@ public interface JournalPruner {
    */
   CompletionStage<Integer> deleteThrough(String persistenceId, long through);
 
-  /** Deletes the snapshots of {@code persistenceId} older than {@code sequenceNr} (none by default). */
+  /**
+   * Deletes the snapshots of {@code persistenceId} older than {@code sequenceNr} (none by default).
+   */
   default CompletionStage<Integer> deleteSnapshotsBefore(String persistenceId, long sequenceNr) {
     return CompletableFuture.completedFuture(0);
   }

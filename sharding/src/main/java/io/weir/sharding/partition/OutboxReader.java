@@ -22,13 +22,15 @@ import org.apache.pekko.stream.javadsl.Sink;
  * those events by persistence id and sequence number (never by the journal's global ordering). Any
  * node can read any partition's outbox this way: the entries are immutable once written.
  *
- * <p>Decoded events are kept in a bounded cache (by partition incarnation and sequence number, so
- * a restored partition's reused numbers never hit an old entry), and concurrent reads of the same
- * events share one journal query: many readers following the same tail (live queries, feed
- * readers, consumers) cost one read of each event, not one per reader.
+ * <p>Decoded events are kept in a bounded cache (by partition incarnation and sequence number, so a
+ * restored partition's reused numbers never hit an old entry), and concurrent reads of the same
+ * events share one journal query: many readers following the same tail (live queries, feed readers,
+ * consumers) cost one read of each event, not one per reader.
  */
 public final class OutboxReader {
-  /** Cached entry bytes at most (as {@link Partition.OutboxEntry#bytes()} counts them), by default. */
+  /**
+   * Cached entry bytes at most (as {@link Partition.OutboxEntry#bytes()} counts them), by default.
+   */
   public static final long DEFAULT_CACHE_BYTES = 64L << 20;
 
   private record Key(int partition, String incarnation, long sequence) {}
@@ -39,11 +41,13 @@ public final class OutboxReader {
   private final ActorSystem<?> system;
   private final CurrentEventsByPersistenceIdQuery journal;
   private final long cacheBytes;
-  private final ConcurrentHashMap<Key, CompletableFuture<List<Partition.OutboxEntry>>> cache = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<Key, CompletableFuture<List<Partition.OutboxEntry>>> cache =
+      new ConcurrentHashMap<>();
   private final ConcurrentLinkedQueue<Cached> order = new ConcurrentLinkedQueue<>();
   private final AtomicLong cached = new AtomicLong();
 
-  public OutboxReader(ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal, long cacheBytes) {
+  public OutboxReader(
+      ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal, long cacheBytes) {
     this.system = system;
     this.journal = journal;
     this.cacheBytes = cacheBytes;
@@ -55,8 +59,10 @@ public final class OutboxReader {
 
   /** A reader on the JDBC journal the partitions write to. */
   public static OutboxReader jdbc(ActorSystem<?> system) {
-    return new OutboxReader(system,
-        PersistenceQuery.get(system).getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier()));
+    return new OutboxReader(
+        system,
+        PersistenceQuery.get(system)
+            .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier()));
   }
 
   /** The entries at positions {@code after + 1} to {@code through} could not all be found. */
@@ -83,8 +89,8 @@ public final class OutboxReader {
   /**
    * The entries of partition {@code partition} at positions {@code after + 1} to {@code through},
    * in order, read from the journal events {@code journalSequences} (the span the partition named).
-   * Fails with {@link MissingEntries} when any position in that range is not found: the reader never
-   * returns a batch with a hole in it.
+   * Fails with {@link MissingEntries} when any position in that range is not found: the reader
+   * never returns a batch with a hole in it.
    *
    * @param incarnation the partition's incarnation the span came from; null reads past the cache
    */
@@ -93,40 +99,63 @@ public final class OutboxReader {
     if (through <= after || journalSequences.isEmpty()) {
       if (through > after) {
         return CompletableFuture.failedFuture(
-            new MissingEntries("no journal events were named for positions " + (after + 1) + " to " + through, after));
+            new MissingEntries(
+                "no journal events were named for positions " + (after + 1) + " to " + through,
+                after));
       }
       return CompletableFuture.completedFuture(List.of());
     }
-    CompletionStage<List<List<Partition.OutboxEntry>>> events = incarnation == null
-        ? query(partition, journalSequences.get(0), journalSequences.get(journalSequences.size() - 1))
-            .thenApply(byEvent -> List.of(byEvent.values().stream().flatMap(List::stream).toList()))
-        : cached(partition, incarnation, journalSequences);
+    CompletionStage<List<List<Partition.OutboxEntry>>> events =
+        incarnation == null
+            ? query(
+                    partition,
+                    journalSequences.get(0),
+                    journalSequences.get(journalSequences.size() - 1))
+                .thenApply(
+                    byEvent -> List.of(byEvent.values().stream().flatMap(List::stream).toList()))
+            : cached(partition, incarnation, journalSequences);
     // On the system's dispatcher: a plain thenApply would run on the common pool, which starts a
     // thread per task on machines with fewer than three cores.
-    return events.thenApplyAsync(lists -> {
-      List<Partition.OutboxEntry> list = new ArrayList<>();
-      long expected = after + 1;
-      for (List<Partition.OutboxEntry> event : lists) {
-        for (Partition.OutboxEntry e : event) {
-          if (e.sequence() <= after || e.sequence() > through) {
-            continue;
+    return events.thenApplyAsync(
+        lists -> {
+          List<Partition.OutboxEntry> list = new ArrayList<>();
+          long expected = after + 1;
+          for (List<Partition.OutboxEntry> event : lists) {
+            for (Partition.OutboxEntry e : event) {
+              if (e.sequence() <= after || e.sequence() > through) {
+                continue;
+              }
+              if (e.sequence() != expected) {
+                throw new MissingEntries(
+                    "outbox position "
+                        + expected
+                        + " is missing from the journal of partition "
+                        + partition,
+                    after);
+              }
+              list.add(e);
+              expected++;
+            }
           }
-          if (e.sequence() != expected) {
-            throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition, after);
+          if (expected != through + 1) {
+            throw new MissingEntries(
+                "outbox position "
+                    + expected
+                    + " is missing from the journal of partition "
+                    + partition,
+                after);
           }
-          list.add(e);
-          expected++;
-        }
-      }
-      if (expected != through + 1) {
-        throw new MissingEntries("outbox position " + expected + " is missing from the journal of partition " + partition, after);
-      }
-      return List.copyOf(list);
-    }, system.executionContext());
+          return List.copyOf(list);
+        },
+        system.executionContext());
   }
 
-  /** The events' entries, in the order named; missing ones read with one journal query shared by concurrent readers. */
-  private CompletionStage<List<List<Partition.OutboxEntry>>> cached(int partition, String incarnation, List<Long> sequences) {
+  /**
+   * The events' entries, in the order named; missing ones read with one journal query shared by
+   * concurrent readers.
+   */
+  private CompletionStage<List<List<Partition.OutboxEntry>>> cached(
+      int partition, String incarnation, List<Long> sequences) {
     List<CompletableFuture<List<Partition.OutboxEntry>>> parts = new ArrayList<>(sequences.size());
     Map<Long, CompletableFuture<List<Partition.OutboxEntry>>> mine = new HashMap<>();
     for (long s : sequences) {
@@ -143,23 +172,30 @@ public final class OutboxReader {
     if (!mine.isEmpty()) {
       long from = mine.keySet().stream().mapToLong(Long::longValue).min().getAsLong();
       long to = mine.keySet().stream().mapToLong(Long::longValue).max().getAsLong();
-      query(partition, from, to).whenComplete((byEvent, error) -> {
-        if (error != null) {
-          mine.forEach((s, future) -> {
-            cache.remove(new Key(partition, incarnation, s), future); // not cached: the next read asks again
-            future.completeExceptionally(error);
-          });
-          return;
-        }
-        // Accounted and evicted before anyone sees the entries, so the bound holds at every answer.
-        mine.forEach((s, future) -> {
-          long size = bytes(byEvent.getOrDefault(s, List.of()));
-          order.add(new Cached(new Key(partition, incarnation, s), size));
-          cached.addAndGet(size);
-        });
-        evict();
-        mine.forEach((s, future) -> future.complete(byEvent.getOrDefault(s, List.of())));
-      });
+      query(partition, from, to)
+          .whenComplete(
+              (byEvent, error) -> {
+                if (error != null) {
+                  mine.forEach(
+                      (s, future) -> {
+                        cache.remove(
+                            new Key(partition, incarnation, s),
+                            future); // not cached: the next read asks again
+                        future.completeExceptionally(error);
+                      });
+                  return;
+                }
+                // Accounted and evicted before anyone sees the entries, so the bound holds at every
+                // answer.
+                mine.forEach(
+                    (s, future) -> {
+                      long size = bytes(byEvent.getOrDefault(s, List.of()));
+                      order.add(new Cached(new Key(partition, incarnation, s), size));
+                      cached.addAndGet(size);
+                    });
+                evict();
+                mine.forEach((s, future) -> future.complete(byEvent.getOrDefault(s, List.of())));
+              });
     }
     return CompletableFuture.allOf(parts.toArray(CompletableFuture[]::new))
         .thenApply(done -> parts.stream().map(CompletableFuture::join).toList());
@@ -184,18 +220,27 @@ public final class OutboxReader {
     return n;
   }
 
-  /** Outbox entries of the journal events {@code from} to {@code to}, by event sequence number (in order). */
-  private CompletionStage<java.util.TreeMap<Long, List<Partition.OutboxEntry>>> query(int partition, long from, long to) {
-    return journal.currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
-        .runWith(Sink.fold(new java.util.TreeMap<Long, List<Partition.OutboxEntry>>(), (acc, envelope) -> {
-          List<Partition.OutboxEntry> entries = new ArrayList<>();
-          if (envelope.event() instanceof Partition.Written w) {
-            for (Partition.FrameApplied f : w.frames()) {
-              entries.addAll(f.entries());
-            }
-          }
-          acc.put(envelope.sequenceNr(), List.copyOf(entries));
-          return acc;
-        }), system);
+  /**
+   * Outbox entries of the journal events {@code from} to {@code to}, by event sequence number (in
+   * order).
+   */
+  private CompletionStage<java.util.TreeMap<Long, List<Partition.OutboxEntry>>> query(
+      int partition, long from, long to) {
+    return journal
+        .currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
+        .runWith(
+            Sink.fold(
+                new java.util.TreeMap<Long, List<Partition.OutboxEntry>>(),
+                (acc, envelope) -> {
+                  List<Partition.OutboxEntry> entries = new ArrayList<>();
+                  if (envelope.event() instanceof Partition.Written w) {
+                    for (Partition.FrameApplied f : w.frames()) {
+                      entries.addAll(f.entries());
+                    }
+                  }
+                  acc.put(envelope.sequenceNr(), List.copyOf(entries));
+                  return acc;
+                }),
+            system);
   }
 }

@@ -8,13 +8,12 @@ import io.weir.sharding.partition.PartitionProtocol.BatchCommitted;
 import io.weir.sharding.partition.PartitionProtocol.Command;
 import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
 import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.PartitionProtocol.Conflict;
 import io.weir.sharding.partition.PartitionProtocol.ConsumerConfigured;
 import io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal;
 import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
 import io.weir.sharding.partition.PartitionProtocol.ConsumerReleased;
 import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
-import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
-import io.weir.sharding.partition.PartitionProtocol.Conflict;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.Document;
 import io.weir.sharding.partition.PartitionProtocol.DocumentReply;
@@ -28,6 +27,7 @@ import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
 import io.weir.sharding.partition.PartitionProtocol.Rejected;
+import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
@@ -53,15 +53,15 @@ import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehavior;
 import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
 
 /**
- * One atomic partition: an event-sourced entity holding its documents, the index of its outbox
- * (the mutation stream; entry payloads stay in the journal), idempotency receipts and per-source
+ * One atomic partition: an event-sourced entity holding its documents, the index of its outbox (the
+ * mutation stream; entry payloads stay in the journal), idempotency receipts and per-source
  * watermarks. {@link PartitionEntity} runs it as a child and coalesces writes in front of it.
  *
  * <p>A frame ({@link ApplyFrame}) is checked whole before anything is written: a malformed frame,
- * one whose expected revisions do not match (each mutation sees the ones before it), one that
- * would overflow the outbox quota, or a CDC frame after a gap changes nothing. An accepted frame's
- * outbox entries, receipt and watermark move together. A {@link WriteBatch} checks its frames in
- * order (each sees the accepted ones before it) and persists the accepted ones as one journal event
+ * one whose expected revisions do not match (each mutation sees the ones before it), one that would
+ * overflow the outbox quota, or a CDC frame after a gap changes nothing. An accepted frame's outbox
+ * entries, receipt and watermark move together. A {@link WriteBatch} checks its frames in order
+ * (each sees the accepted ones before it) and persists the accepted ones as one journal event
  * ({@link Written}): one write, so a crash leaves all of it or none.
  *
  * <p>Snapshots keep recovery bounded: one after at least {@value #SNAPSHOT_EVERY} events and a
@@ -69,35 +69,51 @@ import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
  * Journal events are never deleted on snapshot: they are the outbox's payloads; purged ones go
  * through the {@link JournalPruner}, as do snapshots older than the two latest.
  */
-public final class Partition extends EventSourcedBehavior<Command, Partition.Event, Partition.State> {
+public final class Partition
+    extends EventSourcedBehavior<Command, Partition.Event, Partition.State> {
   static final int SNAPSHOT_EVERY = 1000;
+
   /**
    * A snapshot is taken once the journal written since the last one reaches this share of the
    * state's size (and at least {@value #SNAPSHOT_EVERY} events): recovery replays at most that
    * much, and snapshot writes cost at most this many times the events' bytes.
    */
   static final int SNAPSHOT_STATE_DIVISOR = 4;
+
   /** Bytes counted per document in the state-size estimate besides its strings. */
   static final int DOCUMENT_OVERHEAD = 64;
-  /** Bytes of documents one {@link PartitionProtocol.GetDocuments} reply carries at most (besides the first). */
+
+  /**
+   * Bytes of documents one {@link PartitionProtocol.GetDocuments} reply carries at most (besides
+   * the first).
+   */
   static final long REPLY_BYTES = 1L << 20;
+
   /** Receipts kept for idempotent retries of API frames; the oldest are forgotten first. */
   static final int MAX_RECEIPTS = 10_000;
+
   /** Bytes counted per outbox entry besides its images. */
   static final int ENTRY_OVERHEAD = 64;
-  private static final com.fasterxml.jackson.core.JsonFactory JSON = new com.fasterxml.jackson.core.JsonFactory();
+
+  private static final com.fasterxml.jackson.core.JsonFactory JSON =
+      new com.fasterxml.jackson.core.JsonFactory();
 
   private final int partition;
   private final PartitionSettings settings;
   private final JournalPruner pruner;
   private final PartitionObserver observer;
+
   /** When this incarnation of the behavior was created: recovery time is measured from here. */
   private final long createdNanos = System.nanoTime();
+
   /** Sequence numbers of the two latest snapshots this incarnation saved (0: none yet). */
   private volatile long latestSnapshot;
+
   private volatile long previousSnapshot;
-  private final java.util.concurrent.atomic.AtomicLong prunedThrough = new java.util.concurrent.atomic.AtomicLong();
-  private final java.util.concurrent.atomic.AtomicBoolean pruning = new java.util.concurrent.atomic.AtomicBoolean();
+  private final java.util.concurrent.atomic.AtomicLong prunedThrough =
+      new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicBoolean pruning =
+      new java.util.concurrent.atomic.AtomicBoolean();
 
   /** The persistence id of partition {@code n}: {@code weir-partition|n}. */
   public static PersistenceId persistenceId(int n) {
@@ -108,8 +124,12 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     return new Partition(partition, settings, pruner, PartitionObserver.NONE);
   }
 
-  /** As {@link #create(int, PartitionSettings, JournalPruner)}, reporting to {@code observer} (metrics). */
-  public static Partition create(int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
+  /**
+   * As {@link #create(int, PartitionSettings, JournalPruner)}, reporting to {@code observer}
+   * (metrics).
+   */
+  public static Partition create(
+      int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
     return new Partition(partition, settings, pruner, observer);
   }
 
@@ -118,10 +138,12 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   }
 
   public static Partition create(int partition) {
-    return new Partition(partition, PartitionSettings.DEFAULTS, JournalPruner.NONE, PartitionObserver.NONE);
+    return new Partition(
+        partition, PartitionSettings.DEFAULTS, JournalPruner.NONE, PartitionObserver.NONE);
   }
 
-  private Partition(int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
+  private Partition(
+      int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
     super(persistenceId(partition));
     this.partition = partition;
     this.settings = settings;
@@ -136,7 +158,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   public record Purged(long through) implements Event {}
 
   /** Writes coalesced by {@link PartitionEntity}; {@code done} hears when they are answered. */
-  record WriteBatch(List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) implements Command {
+  record WriteBatch(List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done)
+      implements Command {
     @Override
     public String toString() {
       return "WriteBatch[" + writes.size() + "]";
@@ -148,22 +171,42 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
    *
    * @param sequence the partition's monotonic outbox sequence
    * @param ordinal position inside its frame
-   * @param kind {@code upsert}, {@code delete} or {@code snapshot} (a row of an incremental snapshot)
+   * @param kind {@code upsert}, {@code delete} or {@code snapshot} (a row of an incremental
+   *     snapshot)
    * @param revision the document's revision after the change
    * @param before the document body before (null when absent or a tombstone); never logged
    * @param after the body after (null for a delete); never logged
    * @param commitLsn the source commit LSN of a CDC frame; 0 for API frames
    */
   public record OutboxEntry(
-      long sequence, int ordinal, String collection, String id, String kind, long revision, String before, String after,
-      long evaluatedAtMillis, long commitLsn) implements CborSerializable {
+      long sequence,
+      int ordinal,
+      String collection,
+      String id,
+      String kind,
+      long revision,
+      String before,
+      String after,
+      long evaluatedAtMillis,
+      long commitLsn)
+      implements CborSerializable {
     long bytes() {
-      return ENTRY_OVERHEAD + (before == null ? 0 : before.length()) + (after == null ? 0 : after.length());
+      return ENTRY_OVERHEAD
+          + (before == null ? 0 : before.length())
+          + (after == null ? 0 : after.length());
     }
 
     @Override
     public String toString() {
-      return "OutboxEntry[" + sequence + ", " + collection + ", " + kind + ", revision=" + revision + "]";
+      return "OutboxEntry["
+          + sequence
+          + ", "
+          + collection
+          + ", "
+          + kind
+          + ", revision="
+          + revision
+          + "]";
     }
   }
 
@@ -180,20 +223,37 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
    * @param rule a newly installed row-visibility rule (which also advances its collection's epoch)
    */
   public record FrameApplied(
-      String commandId, List<OutboxEntry> entries, Optional<SourcePosition> source, List<String> reset,
-      List<Document> loaded, Consumer consumer, List<String> fenced, RuleChange rule) implements CborSerializable {
+      String commandId,
+      List<OutboxEntry> entries,
+      Optional<SourcePosition> source,
+      List<String> reset,
+      List<Document> loaded,
+      Consumer consumer,
+      List<String> fenced,
+      RuleChange rule)
+      implements CborSerializable {
     public FrameApplied {
       fenced = fenced == null ? List.of() : List.copyOf(fenced);
     }
 
-    FrameApplied(String commandId, List<OutboxEntry> entries, Optional<SourcePosition> source, List<String> reset,
+    FrameApplied(
+        String commandId,
+        List<OutboxEntry> entries,
+        Optional<SourcePosition> source,
+        List<String> reset,
         List<Document> loaded) {
       this(commandId, entries, source, reset, loaded, null, List.of(), null);
     }
 
     @Override
     public String toString() {
-      return "FrameApplied[entries=" + entries.size() + ", loaded=" + loaded.size() + ", source=" + source + "]";
+      return "FrameApplied[entries="
+          + entries.size()
+          + ", loaded="
+          + loaded.size()
+          + ", source="
+          + source
+          + "]";
     }
   }
 
@@ -245,13 +305,21 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
    *
    * @param startAfter the position before its first entry
    * @param checkpoint the last position it committed
-   * @param reservationCut the retained beginning ({@code outboxFirst}) when it last used the progress
-   *     reserve; -1 if never: it may use the reserve once per retained-prefix position
+   * @param reservationCut the retained beginning ({@code outboxFirst}) when it last used the
+   *     progress reserve; -1 if never: it may use the reserve once per retained-prefix position
    * @param receipts its latest committed batches, newest last
    */
   public record Consumer(
-      String name, long generation, List<String> collections, List<String> kinds, long startAfter, long checkpoint,
-      boolean released, long reservationCut, List<PartitionProtocol.BatchReceipt> receipts) implements CborSerializable {
+      String name,
+      long generation,
+      List<String> collections,
+      List<String> kinds,
+      long startAfter,
+      long checkpoint,
+      boolean released,
+      long reservationCut,
+      List<PartitionProtocol.BatchReceipt> receipts)
+      implements CborSerializable {
     public Consumer {
       collections = List.copyOf(collections);
       kinds = List.copyOf(kinds);
@@ -278,17 +346,33 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
 
     Consumer withReceipts(List<PartitionProtocol.BatchReceipt> list) {
-      return new Consumer(name, generation, collections, kinds, startAfter, checkpoint, released, reservationCut, list);
+      return new Consumer(
+          name,
+          generation,
+          collections,
+          kinds,
+          startAfter,
+          checkpoint,
+          released,
+          reservationCut,
+          list);
     }
 
     PartitionProtocol.ConsumerView view() {
-      return new PartitionProtocol.ConsumerView(name, generation, collections, kinds, startAfter, checkpoint, released);
+      return new PartitionProtocol.ConsumerView(
+          name, generation, collections, kinds, startAfter, checkpoint, released);
     }
 
     /** Names are identifiers, but stay out of logs anyway. */
     @Override
     public String toString() {
-      return "Consumer[generation=" + generation + ", checkpoint=" + checkpoint + ", released=" + released + "]";
+      return "Consumer[generation="
+          + generation
+          + ", checkpoint="
+          + checkpoint
+          + ", released="
+          + released
+          + "]";
     }
   }
 
@@ -300,7 +384,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   public record RowRule(String field, long version) implements CborSerializable {}
 
   /** A row rule installed by a frame. */
-  public record RuleChange(String collection, String field, long version) implements CborSerializable {}
+  public record RuleChange(String collection, String field, long version)
+      implements CborSerializable {}
 
   /** A split slice being applied: the commit LSN and how many of its parts are in. */
   public record PartProgress(long commitLsn, int done) implements CborSerializable {}
@@ -310,7 +395,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
    *
    * @param journalSequence the sequence number of the event holding them
    */
-  public record Segment(long journalSequence, int entries, long bytes) implements CborSerializable {}
+  public record Segment(long journalSequence, int entries, long bytes)
+      implements CborSerializable {}
 
   /**
    * The entity's state (also its snapshot). Mutated in place by the event handler only; snapshots
@@ -338,7 +424,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       SnapshotMark mark,
       HashMap<String, Consumer> consumers,
       HashMap<String, RowRule> rules,
-      HashMap<String, Long> rowEpochs) implements CborSerializable {
+      HashMap<String, Long> rowEpochs)
+      implements CborSerializable {
 
     public State {
       consumers = consumers == null ? new HashMap<>() : consumers;
@@ -347,8 +434,23 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
 
     static State empty() {
-      return new State(new HashMap<>(), 1, 1, 0, 0, new LinkedHashMap<>(), new HashMap<>(), new HashMap<>(),
-          new TreeMap<>(), null, 0, 0, new SnapshotMark(0, 0), new HashMap<>(), new HashMap<>(), new HashMap<>());
+      return new State(
+          new HashMap<>(),
+          1,
+          1,
+          0,
+          0,
+          new LinkedHashMap<>(),
+          new HashMap<>(),
+          new HashMap<>(),
+          new TreeMap<>(),
+          null,
+          0,
+          0,
+          new SnapshotMark(0, 0),
+          new HashMap<>(),
+          new HashMap<>(),
+          new HashMap<>());
     }
 
     long rowEpoch(String collection) {
@@ -368,21 +470,47 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
 
     /** The lowest checkpoint of the active consumers, or empty without one: purges stop there. */
     Optional<Long> lowestCheckpoint() {
-      return consumers.values().stream().filter(c -> !c.released()).map(Consumer::checkpoint).min(Long::compare);
+      return consumers.values().stream()
+          .filter(c -> !c.released())
+          .map(Consumer::checkpoint)
+          .min(Long::compare);
     }
 
     /** Counts only: documents, receipts and watermarks hold row values and ids. */
     @Override
     public String toString() {
-      return "State[documents=" + documents.size() + ", outbox=" + outboxFirst + ".." + nextSequence + ", events=" + events + "]";
+      return "State[documents="
+          + documents.size()
+          + ", outbox="
+          + outboxFirst
+          + ".."
+          + nextSequence
+          + ", events="
+          + events
+          + "]";
     }
 
-    /** A copy sharing no mutable collection with this state (documents and receipts are immutable). */
+    /**
+     * A copy sharing no mutable collection with this state (documents and receipts are immutable).
+     */
     State copy() {
-      return new State(new HashMap<>(documents), nextSequence, outboxFirst, outboxBytes, events,
-          new LinkedHashMap<>(receipts), new HashMap<>(watermarks), new HashMap<>(partials), new TreeMap<>(outbox),
-          incarnation, documentBytes, eventBytes, new SnapshotMark(mark.events, mark.eventBytes), new HashMap<>(consumers),
-          new HashMap<>(rules), new HashMap<>(rowEpochs));
+      return new State(
+          new HashMap<>(documents),
+          nextSequence,
+          outboxFirst,
+          outboxBytes,
+          events,
+          new LinkedHashMap<>(receipts),
+          new HashMap<>(watermarks),
+          new HashMap<>(partials),
+          new TreeMap<>(outbox),
+          incarnation,
+          documentBytes,
+          eventBytes,
+          new SnapshotMark(mark.events, mark.eventBytes),
+          new HashMap<>(consumers),
+          new HashMap<>(rules),
+          new HashMap<>(rowEpochs));
     }
 
     Optional<Document> document(String collection, String id) {
@@ -408,8 +536,23 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         bytes -= first.getValue().bytes();
         outbox.pollFirstEntry();
       }
-      return new State(documents, nextSequence, Math.max(outboxFirst, p.through() + 1), bytes, events + 1, receipts,
-          watermarks, partials, outbox, incarnation, documentBytes, eventBytes, mark, consumers, rules, rowEpochs);
+      return new State(
+          documents,
+          nextSequence,
+          Math.max(outboxFirst, p.through() + 1),
+          bytes,
+          events + 1,
+          receipts,
+          watermarks,
+          partials,
+          outbox,
+          incarnation,
+          documentBytes,
+          eventBytes,
+          mark,
+          consumers,
+          rules,
+          rowEpochs);
     }
 
     State apply(Written w) {
@@ -423,13 +566,16 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       long written = eventBytes;
       for (FrameApplied f : w.frames()) {
         for (String collection : f.reset()) {
-          documents.values().removeIf(d -> {
-            boolean gone = d.collection().equals(collection);
-            if (gone) {
-              docBytes[0] -= size(d);
-            }
-            return gone;
-          });
+          documents
+              .values()
+              .removeIf(
+                  d -> {
+                    boolean gone = d.collection().equals(collection);
+                    if (gone) {
+                      docBytes[0] -= size(d);
+                    }
+                    return gone;
+                  });
         }
         for (Document d : f.loaded()) {
           docBytes[0] += size(d) - size(documents.put(key(d.collection(), d.id()), d));
@@ -438,8 +584,14 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         List<Long> revisions = new ArrayList<>();
         for (OutboxEntry x : f.entries()) {
           boolean deleted = x.kind().equals("delete");
-          Document d = new Document(x.collection(), x.id(), x.revision(), x.after(), deleted,
-              deleted ? aclOf(x.before(), ruleField(x.collection())) : null);
+          Document d =
+              new Document(
+                  x.collection(),
+                  x.id(),
+                  x.revision(),
+                  x.after(),
+                  deleted,
+                  deleted ? aclOf(x.before(), ruleField(x.collection())) : null);
           docBytes[0] += size(d) - size(documents.put(key(x.collection(), x.id()), d));
           revisions.add(x.revision());
           if (segmentFirst < 0) {
@@ -469,33 +621,62 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           rules.put(r.collection(), new RowRule(r.field(), r.version()));
           rowEpochs.merge(r.collection(), 1L, Long::sum);
           if (!java.util.Objects.equals(previous, r.field())) {
-            // Tombstones kept the ACL of another field: unknown now, so shown to nobody but administrators.
-            documents.replaceAll((k, d) -> d.deleted() && d.acl() != null && d.collection().equals(r.collection())
-                ? new Document(d.collection(), d.id(), d.revision(), null, true, null) : d);
+            // Tombstones kept the ACL of another field: unknown now, so shown to nobody but
+            // administrators.
+            documents.replaceAll(
+                (k, d) ->
+                    d.deleted() && d.acl() != null && d.collection().equals(r.collection())
+                        ? new Document(d.collection(), d.id(), d.revision(), null, true, null)
+                        : d);
           }
         }
-        f.source().ifPresent(s -> {
-          if (s.last()) {
-            watermarks.merge(s.source(), s.commitLsn(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
-            partials.remove(s.source());
-          } else {
-            partials.put(s.source(), new PartProgress(s.commitLsn(), s.part()));
-          }
-        });
+        f.source()
+            .ifPresent(
+                s -> {
+                  if (s.last()) {
+                    watermarks.merge(
+                        s.source(),
+                        s.commitLsn(),
+                        (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
+                    partials.remove(s.source());
+                  } else {
+                    partials.put(s.source(), new PartProgress(s.commitLsn(), s.part()));
+                  }
+                });
       }
       if (entries > 0) {
         outbox.put(segmentFirst, new Segment(events, entries, segmentBytes));
         bytes += segmentBytes;
       }
       String inc = incarnation != null ? incarnation : w.incarnation();
-      return new State(documents, next, outboxFirst, bytes, events, receipts, watermarks, partials, outbox, inc, docBytes[0],
-          written, mark, consumers, rules, rowEpochs);
+      return new State(
+          documents,
+          next,
+          outboxFirst,
+          bytes,
+          events,
+          receipts,
+          watermarks,
+          partials,
+          outbox,
+          inc,
+          docBytes[0],
+          written,
+          mark,
+          consumers,
+          rules,
+          rowEpochs);
     }
 
     /** Estimated bytes a document takes in a snapshot (0 for none). */
     static long size(Document d) {
-      return d == null ? 0 : DOCUMENT_OVERHEAD + d.collection().length() + d.id().length() + (d.body() == null ? 0 : d.body().length())
-          + (d.acl() == null ? 0 : d.acl().length());
+      return d == null
+          ? 0
+          : DOCUMENT_OVERHEAD
+              + d.collection().length()
+              + d.id().length()
+              + (d.body() == null ? 0 : d.body().length())
+              + (d.acl() == null ? 0 : d.acl().length());
     }
   }
 
@@ -536,7 +717,9 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
 
   /** Collections one consumer filter names at most. */
   static final int MAX_FILTER_COLLECTIONS = 64;
-  private static final java.util.regex.Pattern CONSUMER_NAME = java.util.regex.Pattern.compile("[A-Za-z0-9_.-]{1,64}");
+
+  private static final java.util.regex.Pattern CONSUMER_NAME =
+      java.util.regex.Pattern.compile("[A-Za-z0-9_.-]{1,64}");
 
   public static boolean validConsumerName(String name) {
     return name != null && CONSUMER_NAME.matcher(name).matches();
@@ -551,11 +734,13 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     try {
       java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
       java.nio.ByteBuffer number = java.nio.ByteBuffer.allocate(8);
-      java.util.function.Consumer<String> text = t -> {
-        byte[] b = t == null ? new byte[0] : t.getBytes(java.nio.charset.StandardCharsets.UTF_8);
-        sha.update(number.clear().putLong(t == null ? -1 : b.length).array());
-        sha.update(b);
-      };
+      java.util.function.Consumer<String> text =
+          t -> {
+            byte[] b =
+                t == null ? new byte[0] : t.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            sha.update(number.clear().putLong(t == null ? -1 : b.length).array());
+            sha.update(b);
+          };
       for (Mutation m : effects) {
         text.accept(m instanceof Upsert ? "upsert" : m instanceof Delete ? "delete" : "truncate");
         text.accept(m.collection());
@@ -600,8 +785,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   }
 
   /**
-   * No count-based snapshots and no snapshot deletion by the plugin: {@link #shouldSnapshot} decides
-   * when, and {@link #prune} deletes snapshots older than the two latest.
+   * No count-based snapshots and no snapshot deletion by the plugin: {@link #shouldSnapshot}
+   * decides when, and {@link #prune} deletes snapshots older than the two latest.
    */
   @Override
   public RetentionCriteria retentionCriteria() {
@@ -627,7 +812,6 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     return false;
   }
 
-
   @Override
   public CommandHandler<Command, Event, State> commandHandler() {
     return newCommandHandlerBuilder()
@@ -635,24 +819,45 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         .onCommand(WriteBatch.class, (state, c) -> write(state, c.writes(), c.done()))
         .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(LoadRows.class, (state, c) -> write(state, List.of(c), null))
-        .onCommand(PartitionProtocol.ApplyFrames.class, (state, c) -> write(state, List.of(c), null))
-        .onCommand(GetDocument.class, (state, c) -> Effect().reply(c.replyTo(),
-            new DocumentReply(state.document(c.collection(), c.id()), state.ruleVersion(c.collection()))))
+        .onCommand(
+            PartitionProtocol.ApplyFrames.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(
+            GetDocument.class,
+            (state, c) ->
+                Effect()
+                    .reply(
+                        c.replyTo(),
+                        new DocumentReply(
+                            state.document(c.collection(), c.id()),
+                            state.ruleVersion(c.collection()))))
         .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
-        .onCommand(PartitionProtocol.GetDocuments.class, (state, c) -> Effect().reply(c.replyTo(), documents(state, c)))
+        .onCommand(
+            PartitionProtocol.GetDocuments.class,
+            (state, c) -> Effect().reply(c.replyTo(), documents(state, c)))
         .onCommand(PartitionProtocol.PurgeOutbox.class, this::purge)
-        .onCommand(PartitionProtocol.PurgeConsumed.class, (state, c) -> {
-          long through = state.lowestCheckpoint().orElse(state.outboxFirst() - 1);
-          return purge(state, new PartitionProtocol.PurgeOutbox(through, c.maxEntries(), c.replyTo()));
-        })
+        .onCommand(
+            PartitionProtocol.PurgeConsumed.class,
+            (state, c) -> {
+              long through = state.lowestCheckpoint().orElse(state.outboxFirst() - 1);
+              return purge(
+                  state, new PartitionProtocol.PurgeOutbox(through, c.maxEntries(), c.replyTo()));
+            })
         .onCommand(ConfigureConsumer.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(ReleaseConsumer.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))
-        .onCommand(PartitionProtocol.ReadConsumer.class, (state, c) -> Effect().reply(c.replyTo(), span(state, c)))
+        .onCommand(
+            PartitionProtocol.ReadConsumer.class,
+            (state, c) -> Effect().reply(c.replyTo(), span(state, c)))
         .onCommand(PartitionProtocol.SetRowRule.class, (state, c) -> write(state, List.of(c), null))
-        .onCommand(PartitionProtocol.ReadChanges.class, (state, c) -> Effect().reply(c.replyTo(), changes(state, c)))
-        .onCommand(PartitionProtocol.GetAcls.class, (state, c) -> Effect().reply(c.replyTo(), acls(state, c)))
-        .onCommand(PartitionProtocol.ScanCollection.class, (state, c) -> Effect().reply(c.replyTo(), scan(state, c)))
+        .onCommand(
+            PartitionProtocol.ReadChanges.class,
+            (state, c) -> Effect().reply(c.replyTo(), changes(state, c)))
+        .onCommand(
+            PartitionProtocol.GetAcls.class,
+            (state, c) -> Effect().reply(c.replyTo(), acls(state, c)))
+        .onCommand(
+            PartitionProtocol.ScanCollection.class,
+            (state, c) -> Effect().reply(c.replyTo(), scan(state, c)))
         .build();
   }
 
@@ -672,23 +877,32 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     long tail = s.nextSequence() - 1;
     long room = Math.max(1, c.maxEntries());
     long to = tail - c.after() > room ? c.after() + room : tail;
-    return new PartitionProtocol.ChangesSpan(s.incarnation(), s.outboxFirst(), tail, s.rowEpoch(c.collection()),
-        s.ruleVersion(c.collection()), journalEvents(s, c.after() + 1, to));
+    return new PartitionProtocol.ChangesSpan(
+        s.incarnation(),
+        s.outboxFirst(),
+        tail,
+        s.rowEpoch(c.collection()),
+        s.ruleVersion(c.collection()),
+        journalEvents(s, c.after() + 1, to));
   }
 
   private static PartitionProtocol.Acls acls(State s, PartitionProtocol.GetAcls c) {
     String field = s.ruleField(c.collection());
     Map<String, String> out = new HashMap<>();
     for (String id : c.ids()) {
-      s.document(c.collection(), id).ifPresent(d -> {
-        String acl = d.deleted() ? d.acl() : aclOf(d.body(), field);
-        out.put(id, acl == null ? "null" : acl);
-      });
+      s.document(c.collection(), id)
+          .ifPresent(
+              d -> {
+                String acl = d.deleted() ? d.acl() : aclOf(d.body(), field);
+                out.put(id, acl == null ? "null" : acl);
+              });
     }
-    return new PartitionProtocol.Acls(s.rowEpoch(c.collection()), s.ruleVersion(c.collection()), out);
+    return new PartitionProtocol.Acls(
+        s.rowEpoch(c.collection()), s.ruleVersion(c.collection()), out);
   }
 
-  private static PartitionProtocol.CollectionScan scan(State s, PartitionProtocol.ScanCollection c) {
+  private static PartitionProtocol.CollectionScan scan(
+      State s, PartitionProtocol.ScanCollection c) {
     List<Document> out = new ArrayList<>();
     long bytes = 0;
     boolean tooLarge = false;
@@ -703,57 +917,87 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         out.add(d);
       }
     }
-    return new PartitionProtocol.CollectionScan(s.incarnation(), s.outboxFirst(), s.nextSequence() - 1,
-        s.rowEpoch(c.collection()), s.ruleVersion(c.collection()), out, tooLarge);
+    return new PartitionProtocol.CollectionScan(
+        s.incarnation(),
+        s.outboxFirst(),
+        s.nextSequence() - 1,
+        s.rowEpoch(c.collection()),
+        s.ruleVersion(c.collection()),
+        out,
+        tooLarge);
   }
 
   private PartitionStatus status(State s) {
-    List<PartitionProtocol.ConsumerView> consumers = s.consumers().values().stream().map(Consumer::view)
-        .sorted(java.util.Comparator.comparing(PartitionProtocol.ConsumerView::name)
-            .thenComparingLong(PartitionProtocol.ConsumerView::generation))
-        .toList();
-    return new PartitionStatus(partition, s.documents().size(), s.outboxFirst(), s.nextSequence(), s.outboxBytes(),
-        s.events(), Map.copyOf(s.watermarks()), consumers);
+    List<PartitionProtocol.ConsumerView> consumers =
+        s.consumers().values().stream()
+            .map(Consumer::view)
+            .sorted(
+                java.util.Comparator.comparing(PartitionProtocol.ConsumerView::name)
+                    .thenComparingLong(PartitionProtocol.ConsumerView::generation))
+            .toList();
+    return new PartitionStatus(
+        partition,
+        s.documents().size(),
+        s.outboxFirst(),
+        s.nextSequence(),
+        s.outboxBytes(),
+        s.events(),
+        Map.copyOf(s.watermarks()),
+        consumers);
   }
 
   /** Where a consumer's next batch lies: the journal events holding its next entries. */
   private static ConsumerReply span(State s, PartitionProtocol.ReadConsumer c) {
     Consumer con = s.consumers().get(consumerKey(c.name(), c.generation()));
     if (con == null) {
-      return new ConsumerRefused(ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
+      return new ConsumerRefused(
+          ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
     }
     if (con.released()) {
-      return new ConsumerRefused(ConsumerRefusal.TOKEN_INVALIDATED, "the consumer generation was released");
+      return new ConsumerRefused(
+          ConsumerRefusal.TOKEN_INVALIDATED, "the consumer generation was released");
     }
     long from = con.checkpoint() + 1;
     long tail = s.nextSequence() - 1;
-    long to = tail - con.checkpoint() > Math.max(1, c.maxEntries()) ? con.checkpoint() + Math.max(1, c.maxEntries()) : tail;
+    long to =
+        tail - con.checkpoint() > Math.max(1, c.maxEntries())
+            ? con.checkpoint() + Math.max(1, c.maxEntries())
+            : tail;
     List<Long> events = new ArrayList<>();
     if (from <= to) {
       if (from < s.outboxFirst()) {
-        return new ConsumerRefused(ConsumerRefusal.HISTORY_UNAVAILABLE,
-            "the consumer's next entries were purged", con.checkpoint(), -1, 0);
+        return new ConsumerRefused(
+            ConsumerRefusal.HISTORY_UNAVAILABLE,
+            "the consumer's next entries were purged",
+            con.checkpoint(),
+            -1,
+            0);
       }
       Long floor = s.outbox().floorKey(from);
       for (Segment seg : s.outbox().subMap(floor == null ? from : floor, true, to, true).values()) {
         events.add(seg.journalSequence());
       }
     }
-    return new PartitionProtocol.ConsumerSpan(s.incarnation(), con.view(), s.outboxFirst(), tail, events);
+    return new PartitionProtocol.ConsumerSpan(
+        s.incarnation(), con.view(), s.outboxFirst(), tail, events);
   }
 
-  private static PartitionProtocol.DocumentsReply documents(State s, PartitionProtocol.GetDocuments c) {
+  private static PartitionProtocol.DocumentsReply documents(
+      State s, PartitionProtocol.GetDocuments c) {
     java.util.TreeMap<String, Document> sorted = new java.util.TreeMap<>();
     for (Document d : s.documents().values()) {
-      if (d.collection().equals(c.collection()) && (c.afterId() == null || d.id().compareTo(c.afterId()) > 0)) {
+      if (d.collection().equals(c.collection())
+          && (c.afterId() == null || d.id().compareTo(c.afterId()) > 0)) {
         sorted.put(d.id(), d);
       }
     }
     List<Document> out = new ArrayList<>();
     long bytes = 0;
     for (Document d : sorted.values()) {
-      // A reply may cross nodes: at most the limit and about 1 MiB of bodies (at least one document).
-      if (out.size() == Math.max(1, c.limit()) || (!out.isEmpty() && bytes + State.size(d) > REPLY_BYTES)) {
+      // A reply may cross nodes: at most the limit and about 1 MiB of bodies (at least one
+      // document).
+      if (out.size() == Math.max(1, c.limit())
+          || (!out.isEmpty() && bytes + State.size(d) > REPLY_BYTES)) {
         return new PartitionProtocol.DocumentsReply(out, true);
       }
       out.add(d);
@@ -766,24 +1010,42 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     long first = s.outboxFirst();
     long next = s.nextSequence();
     if (c.through() >= next) {
-      return Effect().reply(c.replyTo(), new PartitionProtocol.PurgeRefused(
-          "the outbox ends at " + (next - 1) + "; entries after it cannot be purged", first, next));
+      return Effect()
+          .reply(
+              c.replyTo(),
+              new PartitionProtocol.PurgeRefused(
+                  "the outbox ends at " + (next - 1) + "; entries after it cannot be purged",
+                  first,
+                  next));
     }
     long room = Math.max(1, c.maxEntries());
-    long bounded = c.through() - (first - 1) > room ? first - 1 + room : c.through(); // no overflow for huge limits
+    long bounded =
+        c.through() - (first - 1) > room
+            ? first - 1 + room
+            : c.through(); // no overflow for huge limits
     Optional<Long> pin = s.lowestCheckpoint();
     boolean pinned = pin.isPresent() && pin.get() < bounded;
     long target = pinned ? pin.get() : bounded;
     if (target < first) {
-      return Effect().reply(c.replyTo(), new PartitionProtocol.OutboxPurged(first, next, 0, false, pinned));
+      return Effect()
+          .reply(c.replyTo(), new PartitionProtocol.OutboxPurged(first, next, 0, false, pinned));
     }
     boolean more = !pinned && target < c.through();
-    return Effect().persist(new Purged(target)).thenRun(after -> {
-      reportOutbox(after);
-      c.replyTo().tell(new PartitionProtocol.OutboxPurged(after.outboxFirst(), after.nextSequence(), target - first + 1,
-          more, pinned));
-      prune(after);
-    });
+    return Effect()
+        .persist(new Purged(target))
+        .thenRun(
+            after -> {
+              reportOutbox(after);
+              c.replyTo()
+                  .tell(
+                      new PartitionProtocol.OutboxPurged(
+                          after.outboxFirst(),
+                          after.nextSequence(),
+                          target - first + 1,
+                          more,
+                          pinned));
+              prune(after);
+            });
   }
 
   /**
@@ -792,38 +1054,49 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
    * deletion at a time; a failed one is tried again after the next purge or snapshot.
    */
   private void prune(State s) {
-    long limit = s.outbox().isEmpty() ? s.events() - 1 : s.outbox().firstEntry().getValue().journalSequence() - 1;
+    long limit =
+        s.outbox().isEmpty()
+            ? s.events() - 1
+            : s.outbox().firstEntry().getValue().journalSequence() - 1;
     long through = Math.min(Math.min(limit, previousSnapshot), s.events() - 1);
     if (through <= prunedThrough.get() || !pruning.compareAndSet(false, true)) {
       return;
     }
-    pruner.deleteThrough(persistenceId().id(), through).whenComplete((rows, error) -> {
-      if (error == null) {
-        prunedThrough.accumulateAndGet(through, Math::max);
-      }
-      pruning.set(false);
-    });
+    pruner
+        .deleteThrough(persistenceId().id(), through)
+        .whenComplete(
+            (rows, error) -> {
+              if (error == null) {
+                prunedThrough.accumulateAndGet(through, Math::max);
+              }
+              pruning.set(false);
+            });
   }
 
   @Override
   public org.apache.pekko.persistence.typed.javadsl.SignalHandler<State> signalHandler() {
     return newSignalHandlerBuilder()
-        .onSignal(org.apache.pekko.persistence.typed.RecoveryCompleted.instance(), state -> {
-          observer.recovered(partition, System.nanoTime() - createdNanos);
-          reportOutbox(state);
-        })
-        .onSignal(org.apache.pekko.persistence.typed.SnapshotCompleted.class, (state, completed) -> {
-          previousSnapshot = latestSnapshot;
-          latestSnapshot = completed.metadata().sequenceNr();
-          if (previousSnapshot > 0) {
-            pruner.deleteSnapshotsBefore(persistenceId().id(), previousSnapshot);
-          }
-          prune(state);
-        })
+        .onSignal(
+            org.apache.pekko.persistence.typed.RecoveryCompleted.instance(),
+            state -> {
+              observer.recovered(partition, System.nanoTime() - createdNanos);
+              reportOutbox(state);
+            })
+        .onSignal(
+            org.apache.pekko.persistence.typed.SnapshotCompleted.class,
+            (state, completed) -> {
+              previousSnapshot = latestSnapshot;
+              latestSnapshot = completed.metadata().sequenceNr();
+              if (previousSnapshot > 0) {
+                pruner.deleteSnapshotsBefore(persistenceId().id(), previousSnapshot);
+              }
+              prune(state);
+            })
         .build();
   }
 
-  private Effect<Event, State> write(State state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
+  private Effect<Event, State> write(
+      State state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
     Plan plan = new Plan(state, settings, System.currentTimeMillis());
     List<Object> replies = new ArrayList<>(writes.size());
     for (Write w : writes) {
@@ -847,29 +1120,30 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         replies.add(plan.commit((CommitBatch) w));
       }
     }
-    Runnable answer = () -> {
-      for (int i = 0; i < writes.size(); i++) {
-        Write w = writes.get(i);
-        if (w instanceof ApplyFrame f) {
-          f.replyTo().tell((FrameReply) replies.get(i));
-        } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
-          fs.replyTo().tell((PartitionProtocol.FramesReply) replies.get(i));
-        } else if (w instanceof LoadRows l) {
-          l.replyTo().tell((FrameReply) replies.get(i));
-        } else if (w instanceof ConfigureConsumer c) {
-          c.replyTo().tell((ConsumerReply) replies.get(i));
-        } else if (w instanceof ReleaseConsumer c) {
-          c.replyTo().tell((ConsumerReply) replies.get(i));
-        } else if (w instanceof PartitionProtocol.SetRowRule r) {
-          r.replyTo().tell((PartitionProtocol.RowRuleReply) replies.get(i));
-        } else {
-          ((CommitBatch) w).replyTo().tell((ConsumerReply) replies.get(i));
-        }
-      }
-      if (done != null) {
-        done.tell(PartitionEntity.BatchWritten.INSTANCE);
-      }
-    };
+    Runnable answer =
+        () -> {
+          for (int i = 0; i < writes.size(); i++) {
+            Write w = writes.get(i);
+            if (w instanceof ApplyFrame f) {
+              f.replyTo().tell((FrameReply) replies.get(i));
+            } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
+              fs.replyTo().tell((PartitionProtocol.FramesReply) replies.get(i));
+            } else if (w instanceof LoadRows l) {
+              l.replyTo().tell((FrameReply) replies.get(i));
+            } else if (w instanceof ConfigureConsumer c) {
+              c.replyTo().tell((ConsumerReply) replies.get(i));
+            } else if (w instanceof ReleaseConsumer c) {
+              c.replyTo().tell((ConsumerReply) replies.get(i));
+            } else if (w instanceof PartitionProtocol.SetRowRule r) {
+              r.replyTo().tell((PartitionProtocol.RowRuleReply) replies.get(i));
+            } else {
+              ((CommitBatch) w).replyTo().tell((ConsumerReply) replies.get(i));
+            }
+          }
+          if (done != null) {
+            done.tell(PartitionEntity.BatchWritten.INSTANCE);
+          }
+        };
     int refused = quotaRefusals(replies);
     if (refused > 0) {
       observer.quotaRefused(partition, refused);
@@ -880,14 +1154,20 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
     String incarnation = state.incarnation() != null ? null : UUID.randomUUID().toString();
     int frames = plan.accepted.size();
-    return Effect().persist(new Written(incarnation, plan.accepted)).thenRun(s -> {
-      observer.persisted(partition, frames);
-      reportOutbox(s);
-      answer.run();
-    });
+    return Effect()
+        .persist(new Written(incarnation, plan.accepted))
+        .thenRun(
+            s -> {
+              observer.persisted(partition, frames);
+              reportOutbox(s);
+              answer.run();
+            });
   }
 
-  /** Replies among {@code replies} (frames, frames of a multi-frame write, commits) refused by the quota. */
+  /**
+   * Replies among {@code replies} (frames, frames of a multi-frame write, commits) refused by the
+   * quota.
+   */
   private static int quotaRefusals(List<Object> replies) {
     int n = 0;
     for (Object r : replies) {
@@ -909,7 +1189,10 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
   /** The retained outbox's size and quota use, for the observer. */
   private void reportOutbox(State s) {
     long entries = s.nextSequence() - s.outboxFirst();
-    double use = Math.max((double) entries / settings.maxOutboxEntries(), (double) s.outboxBytes() / settings.maxOutboxBytes());
+    double use =
+        Math.max(
+            (double) entries / settings.maxOutboxEntries(),
+            (double) s.outboxBytes() / settings.maxOutboxBytes());
     observer.outbox(partition, entries, s.outboxBytes(), use);
   }
 
@@ -950,18 +1233,22 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
 
     String ruleField(String collection) {
-      return rules.containsKey(collection) ? rules.get(collection).field() : state.ruleField(collection);
+      return rules.containsKey(collection)
+          ? rules.get(collection).field()
+          : state.ruleField(collection);
     }
 
     long ruleVersion(String collection) {
-      return rules.containsKey(collection) ? rules.get(collection).version() : state.ruleVersion(collection);
+      return rules.containsKey(collection)
+          ? rules.get(collection).version()
+          : state.ruleVersion(collection);
     }
 
     /**
-     * Whether writing {@code after} over {@code current} changes the document's ACL: a live document
-     * whose ACL value differs, or a tombstone re-created with another ACL than the deleted row's (a
-     * principal who saw the row must not miss its deletion, which the new ACL would hide). Creating
-     * a document is not an ACL change.
+     * Whether writing {@code after} over {@code current} changes the document's ACL: a live
+     * document whose ACL value differs, or a tombstone re-created with another ACL than the deleted
+     * row's (a principal who saw the row must not miss its deletion, which the new ACL would hide).
+     * Creating a document is not an ACL change.
      */
     boolean aclChanges(String collection, Document current, String after) {
       String field = ruleField(collection);
@@ -976,21 +1263,33 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
 
     PartitionProtocol.RowRuleReply setRule(PartitionProtocol.SetRowRule r) {
       if (r.version() <= ruleVersion(r.collection())) {
-        return new PartitionProtocol.RowRuleReply(ruleVersion(r.collection()), state.rowEpoch(r.collection()), false);
+        return new PartitionProtocol.RowRuleReply(
+            ruleVersion(r.collection()), state.rowEpoch(r.collection()), false);
       }
       long epoch = state.rowEpoch(r.collection()) + 1;
       for (FrameApplied f : accepted) {
-        epoch += f.fenced().stream().filter(r.collection()::equals).count()
-            + (f.rule() != null && f.rule().collection().equals(r.collection()) ? 1 : 0);
+        epoch +=
+            f.fenced().stream().filter(r.collection()::equals).count()
+                + (f.rule() != null && f.rule().collection().equals(r.collection()) ? 1 : 0);
       }
       rules.put(r.collection(), new RowRule(r.field(), r.version()));
-      accepted.add(new FrameApplied(null, List.of(), Optional.empty(), List.of(), List.of(), null, List.of(),
-          new RuleChange(r.collection(), r.field(), r.version())));
+      accepted.add(
+          new FrameApplied(
+              null,
+              List.of(),
+              Optional.empty(),
+              List.of(),
+              List.of(),
+              null,
+              List.of(),
+              new RuleChange(r.collection(), r.field(), r.version())));
       return new PartitionProtocol.RowRuleReply(r.version(), epoch, true);
     }
 
     Optional<PartProgress> partial(String source) {
-      return partials.containsKey(source) ? partials.get(source) : Optional.ofNullable(state.partials().get(source));
+      return partials.containsKey(source)
+          ? partials.get(source)
+          : Optional.ofNullable(state.partials().get(source));
     }
 
     /** Live documents of a collection, in a stable order. */
@@ -1022,9 +1321,13 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         if (f.commandId() == null || f.commandId().isEmpty()) {
           return new Rejected("an API frame needs a command id");
         }
-        Applied receipt = receipts.containsKey(f.commandId()) ? receipts.get(f.commandId()) : state.receipts().get(f.commandId());
+        Applied receipt =
+            receipts.containsKey(f.commandId())
+                ? receipts.get(f.commandId())
+                : state.receipts().get(f.commandId());
         if (receipt != null) {
-          return new Applied(receipt.commandId(), receipt.firstSequence(), receipt.revisions(), true);
+          return new Applied(
+              receipt.commandId(), receipt.firstSequence(), receipt.revisions(), true);
         }
       }
       if (f.mutations().isEmpty() && !cdc) {
@@ -1037,12 +1340,17 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         if (Long.compareUnsigned(s.commitLsn(), mark) <= 0) {
           return new AlreadyApplied(s, mark);
         }
-        if (partial.isPresent() && partial.get().commitLsn() == s.commitLsn() && s.part() <= partial.get().done()) {
+        if (partial.isPresent()
+            && partial.get().commitLsn() == s.commitLsn()
+            && s.part() <= partial.get().done()) {
           return new AlreadyApplied(s, mark);
         }
-        boolean inOrder = s.part() == 1
-            ? Long.compareUnsigned(mark, s.previousLsn()) >= 0
-            : partial.isPresent() && partial.get().commitLsn() == s.commitLsn() && partial.get().done() == s.part() - 1;
+        boolean inOrder =
+            s.part() == 1
+                ? Long.compareUnsigned(mark, s.previousLsn()) >= 0
+                : partial.isPresent()
+                    && partial.get().commitLsn() == s.commitLsn()
+                    && partial.get().done() == s.part() - 1;
         if (!inOrder) {
           return new Gap(s, mark);
         }
@@ -1066,26 +1374,42 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       long first = next;
       next = seq;
       bytes += frameBytes;
-      f.source().ifPresent(s -> {
-        if (s.last()) {
-          watermarks.put(s.source(), s.commitLsn());
-          partials.put(s.source(), Optional.empty());
-        } else {
-          partials.put(s.source(), Optional.of(new PartProgress(s.commitLsn(), s.part())));
-        }
-      });
+      f.source()
+          .ifPresent(
+              s -> {
+                if (s.last()) {
+                  watermarks.put(s.source(), s.commitLsn());
+                  partials.put(s.source(), Optional.empty());
+                } else {
+                  partials.put(s.source(), Optional.of(new PartProgress(s.commitLsn(), s.part())));
+                }
+              });
       String commandId = cdc ? null : f.commandId();
       Applied applied = new Applied(f.commandId(), first, List.copyOf(revisions), false);
       if (commandId != null) {
         receipts.put(commandId, applied);
       }
-      accepted.add(new FrameApplied(commandId, entries, f.source(), List.of(), List.of(), null, List.copyOf(ev.fenced()), null));
+      accepted.add(
+          new FrameApplied(
+              commandId,
+              entries,
+              f.source(),
+              List.of(),
+              List.of(),
+              null,
+              List.copyOf(ev.fenced()),
+              null));
       return applied;
     }
 
     /** What a list of mutations writes, checked against the plan. */
-    record Evaluation(List<OutboxEntry> entries, List<Long> revisions, long bytes, HashMap<String, Document> seen,
-        long seqAfter, Set<String> fenced) {}
+    record Evaluation(
+        List<OutboxEntry> entries,
+        List<Long> revisions,
+        long bytes,
+        HashMap<String, Document> seen,
+        long seqAfter,
+        Set<String> fenced) {}
 
     /**
      * Checks {@code mutations} in order (each sees the ones before it) against the state plus this
@@ -1113,23 +1437,57 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
             if (cur.deleted()) {
               continue;
             }
-            OutboxEntry e = new OutboxEntry(seq++, entries.size(), d.collection(), d.id(), "delete", cur.revision() + 1,
-                cur.body(), null, now, commitLsn);
+            OutboxEntry e =
+                new OutboxEntry(
+                    seq++,
+                    entries.size(),
+                    d.collection(),
+                    d.id(),
+                    "delete",
+                    cur.revision() + 1,
+                    cur.body(),
+                    null,
+                    now,
+                    commitLsn);
             entries.add(e);
             frameBytes += e.bytes();
-            seen.put(k, new Document(d.collection(), d.id(), cur.revision() + 1, null, true,
-                aclOf(cur.body(), ruleField(d.collection()))));
+            seen.put(
+                k,
+                new Document(
+                    d.collection(),
+                    d.id(),
+                    cur.revision() + 1,
+                    null,
+                    true,
+                    aclOf(cur.body(), ruleField(d.collection()))));
           }
           // Documents this frame created before the truncate go as well.
           for (Map.Entry<String, Document> e : new ArrayList<>(seen.entrySet())) {
             Document d = e.getValue();
             if (!d.deleted() && d.collection().equals(t.collection())) {
-              OutboxEntry x = new OutboxEntry(seq++, entries.size(), d.collection(), d.id(), "delete", d.revision() + 1,
-                  d.body(), null, now, commitLsn);
+              OutboxEntry x =
+                  new OutboxEntry(
+                      seq++,
+                      entries.size(),
+                      d.collection(),
+                      d.id(),
+                      "delete",
+                      d.revision() + 1,
+                      d.body(),
+                      null,
+                      now,
+                      commitLsn);
               entries.add(x);
               frameBytes += x.bytes();
-              seen.put(e.getKey(), new Document(d.collection(), d.id(), d.revision() + 1, null, true,
-                  aclOf(d.body(), ruleField(d.collection()))));
+              seen.put(
+                  e.getKey(),
+                  new Document(
+                      d.collection(),
+                      d.id(),
+                      d.revision() + 1,
+                      null,
+                      true,
+                      aclOf(d.body(), ruleField(d.collection()))));
             }
           }
           revisions.add(0L);
@@ -1137,7 +1495,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         }
         String collection = m.collection();
         String id = m instanceof Upsert u ? u.id() : ((Delete) m).id();
-        Optional<Long> expected = m instanceof Upsert u ? u.expectedRevision() : ((Delete) m).expectedRevision();
+        Optional<Long> expected =
+            m instanceof Upsert u ? u.expectedRevision() : ((Delete) m).expectedRevision();
         if (collection.isEmpty() || id.isEmpty()) {
           return new Rejected("mutation " + i + " has no collection or id");
         }
@@ -1153,23 +1512,54 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
           String body = u.body();
           if (!u.keep().isEmpty()) {
             if (before == null) {
-              return new Rejected("mutation " + i + " of collection " + collection + " keeps unchanged (TOAST) fields of a "
-                  + "document this partition does not have; seed the collection with an initial snapshot, or use "
-                  + "REPLICA IDENTITY FULL on its table");
+              return new Rejected(
+                  "mutation "
+                      + i
+                      + " of collection "
+                      + collection
+                      + " keeps unchanged (TOAST) fields of a "
+                      + "document this partition does not have; seed the collection with an initial snapshot, or use "
+                      + "REPLICA IDENTITY FULL on its table");
             }
             body = merge(before, body, u.keep());
             if (body == null) {
-              return new Rejected("mutation " + i + " keeps fields of a document that is not a JSON object");
+              return new Rejected(
+                  "mutation " + i + " keeps fields of a document that is not a JSON object");
             }
           }
-          e = new OutboxEntry(seq++, entries.size(), collection, id, "upsert", revision + 1, before, body, now, commitLsn);
+          e =
+              new OutboxEntry(
+                  seq++,
+                  entries.size(),
+                  collection,
+                  id,
+                  "upsert",
+                  revision + 1,
+                  before,
+                  body,
+                  now,
+                  commitLsn);
           seen.put(k, new Document(collection, id, revision + 1, body, false));
           if (aclChanges(collection, cur, body)) {
             fenced.add(collection);
           }
         } else {
-          e = new OutboxEntry(seq++, entries.size(), collection, id, "delete", revision + 1, before, null, now, commitLsn);
-          seen.put(k, new Document(collection, id, revision + 1, null, true, aclOf(before, ruleField(collection))));
+          e =
+              new OutboxEntry(
+                  seq++,
+                  entries.size(),
+                  collection,
+                  id,
+                  "delete",
+                  revision + 1,
+                  before,
+                  null,
+                  now,
+                  commitLsn);
+          seen.put(
+              k,
+              new Document(
+                  collection, id, revision + 1, null, true, aclOf(before, ruleField(collection))));
         }
         entries.add(e);
         frameBytes += e.bytes();
@@ -1179,13 +1569,21 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
 
     private Quota.Admission admit(long seqAfter, long frameBytes, boolean reserveAllowed) {
-      return Quota.admit(settings, next - state.outboxFirst(), seqAfter - state.outboxFirst(), bytes + frameBytes,
+      return Quota.admit(
+          settings,
+          next - state.outboxFirst(),
+          seqAfter - state.outboxFirst(),
+          bytes + frameBytes,
           reserveAllowed);
     }
 
     private FrameReply quota(long seqAfter, long frameBytes) {
       if (admit(seqAfter, frameBytes, false) == Quota.Admission.REFUSED) {
-        return new QuotaExceeded(next - state.outboxFirst(), bytes, settings.maxOutboxEntries(), settings.maxOutboxBytes());
+        return new QuotaExceeded(
+            next - state.outboxFirst(),
+            bytes,
+            settings.maxOutboxEntries(),
+            settings.maxOutboxBytes());
       }
       return null;
     }
@@ -1195,14 +1593,25 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
 
     /**
-     * Accepts a consumer frame: {@code c} is the consumer afterwards; the event records it with only
-     * {@code receipt} (the commit's new receipt, or none), see {@link Consumer#after}.
+     * Accepts a consumer frame: {@code c} is the consumer afterwards; the event records it with
+     * only {@code receipt} (the commit's new receipt, or none), see {@link Consumer#after}.
      */
-    private void acceptConsumer(Consumer c, List<OutboxEntry> entries, PartitionProtocol.BatchReceipt receipt,
+    private void acceptConsumer(
+        Consumer c,
+        List<OutboxEntry> entries,
+        PartitionProtocol.BatchReceipt receipt,
         Set<String> fenced) {
       consumers.put(c.key(), c);
-      accepted.add(new FrameApplied(null, entries, Optional.empty(), List.of(), List.of(),
-          c.withReceipts(receipt == null ? List.of() : List.of(receipt)), List.copyOf(fenced), null));
+      accepted.add(
+          new FrameApplied(
+              null,
+              entries,
+              Optional.empty(),
+              List.of(),
+              List.of(),
+              c.withReceipts(receipt == null ? List.of() : List.of(receipt)),
+              List.copyOf(fenced),
+              null));
     }
 
     ConsumerReply configure(ConfigureConsumer c) {
@@ -1215,32 +1624,52 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       Consumer existing = consumer(consumerKey(c.name(), c.generation()));
       if (existing != null) {
         if (existing.released()) {
-          return new ConsumerRefused(ConsumerRefusal.RELEASED,
+          return new ConsumerRefused(
+              ConsumerRefusal.RELEASED,
               "this consumer generation was released; configure a new generation or name");
         }
-        boolean same = existing.collections().equals(collections) && existing.kinds().equals(kinds)
-            && c.startAfter().map(a -> a == existing.startAfter()).orElse(true);
+        boolean same =
+            existing.collections().equals(collections)
+                && existing.kinds().equals(kinds)
+                && c.startAfter().map(a -> a == existing.startAfter()).orElse(true);
         return same
             ? new ConsumerConfigured(existing.view(), false)
-            : new ConsumerRefused(ConsumerRefusal.IMMUTABLE,
+            : new ConsumerRefused(
+                ConsumerRefusal.IMMUTABLE,
                 "this consumer generation exists with another definition; a new filter or start needs a new generation or name");
       }
-      long active = java.util.stream.Stream.concat(state.consumers().keySet().stream(), consumers.keySet().stream())
-          .distinct().map(this::consumer).filter(x -> !x.released()).count();
+      long active =
+          java.util.stream.Stream.concat(
+                  state.consumers().keySet().stream(), consumers.keySet().stream())
+              .distinct()
+              .map(this::consumer)
+              .filter(x -> !x.released())
+              .count();
       if (active >= settings.maxConsumers()) {
-        return new ConsumerRefused(ConsumerRefusal.TOO_MANY,
-            "this partition has " + settings.maxConsumers() + " active consumers already; release one first");
+        return new ConsumerRefused(
+            ConsumerRefusal.TOO_MANY,
+            "this partition has "
+                + settings.maxConsumers()
+                + " active consumers already; release one first");
       }
       long retained = state.outboxFirst() - 1;
       long start = c.startAfter().orElse(retained);
       if (start < retained) {
-        return new ConsumerRefused(ConsumerRefusal.HISTORY_UNAVAILABLE,
-            "startAfter " + start + " was purged already; the retained history starts after " + retained);
+        return new ConsumerRefused(
+            ConsumerRefusal.HISTORY_UNAVAILABLE,
+            "startAfter "
+                + start
+                + " was purged already; the retained history starts after "
+                + retained);
       }
       if (start > next - 1) {
-        return new ConsumerRefused(ConsumerRefusal.INVALID, "startAfter " + start + " is past the outbox's last position " + (next - 1));
+        return new ConsumerRefused(
+            ConsumerRefusal.INVALID,
+            "startAfter " + start + " is past the outbox's last position " + (next - 1));
       }
-      Consumer created = new Consumer(c.name(), c.generation(), collections, kinds, start, start, false, -1, List.of());
+      Consumer created =
+          new Consumer(
+              c.name(), c.generation(), collections, kinds, start, start, false, -1, List.of());
       acceptConsumer(created, List.of(), null, Set.of());
       return new ConsumerConfigured(created.view(), true);
     }
@@ -1268,13 +1697,23 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     ConsumerReply release(ReleaseConsumer c) {
       Consumer existing = consumer(consumerKey(c.name(), c.generation()));
       if (existing == null) {
-        return new ConsumerRefused(ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
+        return new ConsumerRefused(
+            ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
       }
       if (existing.released()) {
         return new ConsumerReleased(existing.view(), true);
       }
-      Consumer released = new Consumer(existing.name(), existing.generation(), existing.collections(), existing.kinds(),
-          existing.startAfter(), existing.checkpoint(), true, existing.reservationCut(), List.of());
+      Consumer released =
+          new Consumer(
+              existing.name(),
+              existing.generation(),
+              existing.collections(),
+              existing.kinds(),
+              existing.startAfter(),
+              existing.checkpoint(),
+              true,
+              existing.reservationCut(),
+              List.of());
       acceptConsumer(released, List.of(), null, Set.of());
       return new ConsumerReleased(released.view(), false);
     }
@@ -1288,14 +1727,17 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     ConsumerReply commit(CommitBatch c) {
       Consumer con = consumer(consumerKey(c.name(), c.generation()));
       if (con == null) {
-        return new ConsumerRefused(ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
+        return new ConsumerRefused(
+            ConsumerRefusal.NOT_FOUND, "no such consumer generation in this partition");
       }
       if (con.released()) {
-        return new ConsumerRefused(ConsumerRefusal.TOKEN_INVALIDATED,
+        return new ConsumerRefused(
+            ConsumerRefusal.TOKEN_INVALIDATED,
             "the consumer generation was released; its batch tokens are no longer accepted");
       }
       if (!c.incarnation().equals(state.incarnation())) {
-        return new ConsumerRefused(ConsumerRefusal.TOKEN_INVALIDATED,
+        return new ConsumerRefused(
+            ConsumerRefusal.TOKEN_INVALIDATED,
             "the batch was read from another incarnation of this partition");
       }
       String digest = effectsDigest(c.effects());
@@ -1303,41 +1745,63 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         if (r.start() == c.start() && r.end() == c.end()) {
           return r.effectsDigest().equals(digest)
               ? new BatchCommitted(r, con.checkpoint(), true)
-              : new ConsumerRefused(ConsumerRefusal.CONFLICT, "this batch was committed with other effects",
-                  con.checkpoint(), -1, 0);
+              : new ConsumerRefused(
+                  ConsumerRefusal.CONFLICT,
+                  "this batch was committed with other effects",
+                  con.checkpoint(),
+                  -1,
+                  0);
         }
       }
       if (c.start() != con.checkpoint()) {
-        return new ConsumerRefused(ConsumerRefusal.STALE,
-            "the consumer's checkpoint is no longer the batch's start; read a new batch", con.checkpoint(), -1, 0);
+        return new ConsumerRefused(
+            ConsumerRefusal.STALE,
+            "the consumer's checkpoint is no longer the batch's start; read a new batch",
+            con.checkpoint(),
+            -1,
+            0);
       }
       if (c.end() > next - 1 || c.end() < c.start()) {
-        return new ConsumerRefused(ConsumerRefusal.INVALID, "the batch ends past the outbox's last position");
+        return new ConsumerRefused(
+            ConsumerRefusal.INVALID, "the batch ends past the outbox's last position");
       }
       if (c.start() == c.end() && !c.effects().isEmpty()) {
-        return new ConsumerRefused(ConsumerRefusal.INVALID, "an empty tail batch cannot carry effects");
+        return new ConsumerRefused(
+            ConsumerRefusal.INVALID, "an empty tail batch cannot carry effects");
       }
       if (c.effects().size() > settings.maxEffects()) {
-        return new ConsumerRefused(ConsumerRefusal.INVALID, "a batch carries at most " + settings.maxEffects() + " effects");
+        return new ConsumerRefused(
+            ConsumerRefusal.INVALID,
+            "a batch carries at most " + settings.maxEffects() + " effects");
       }
       for (int i = 0; i < c.effects().size(); i++) {
         Mutation m = c.effects().get(i);
-        boolean expects = m instanceof Upsert u ? u.expectedRevision().isPresent() && u.keep().isEmpty()
-            : m instanceof Delete d && d.expectedRevision().isPresent();
+        boolean expects =
+            m instanceof Upsert u
+                ? u.expectedRevision().isPresent() && u.keep().isEmpty()
+                : m instanceof Delete d && d.expectedRevision().isPresent();
         if (!expects) {
-          return new ConsumerRefused(ConsumerRefusal.INVALID,
+          return new ConsumerRefused(
+              ConsumerRefusal.INVALID,
               "effect " + i + " must be an upsert or delete with an expected revision");
         }
       }
       if (c.start() == c.end()) {
         // An empty tail batch without effects: nothing to write.
-        return new BatchCommitted(new PartitionProtocol.BatchReceipt(c.start(), c.end(), digest, c.commandId(), next,
-            List.of(), now), con.checkpoint(), false);
+        return new BatchCommitted(
+            new PartitionProtocol.BatchReceipt(
+                c.start(), c.end(), digest, c.commandId(), next, List.of(), now),
+            con.checkpoint(),
+            false);
       }
       Object evaluated = evaluate(c.effects(), 0, false);
       if (evaluated instanceof Conflict x) {
-        return new ConsumerRefused(ConsumerRefusal.REVISION_CONFLICT, "effect " + x.index() + " expects another revision",
-            con.checkpoint(), x.index(), x.actualRevision());
+        return new ConsumerRefused(
+            ConsumerRefusal.REVISION_CONFLICT,
+            "effect " + x.index() + " expects another revision",
+            con.checkpoint(),
+            x.index(),
+            x.actualRevision());
       }
       if (evaluated instanceof Rejected r) {
         return new ConsumerRefused(ConsumerRefusal.INVALID, r.reason());
@@ -1347,10 +1811,14 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       boolean reserveAllowed = cut != state.outboxFirst();
       Quota.Admission admission = admit(ev.seqAfter(), ev.bytes(), reserveAllowed);
       if (admission == Quota.Admission.REFUSED) {
-        return new ConsumerRefused(ConsumerRefusal.QUOTA_EXCEEDED, reserveAllowed
-            ? "the outbox and its progress reserve are full; purge, then retry"
-            : "the outbox is full and this consumer used the progress reserve since the last purge; purge, then retry",
-            con.checkpoint(), -1, 0);
+        return new ConsumerRefused(
+            ConsumerRefusal.QUOTA_EXCEEDED,
+            reserveAllowed
+                ? "the outbox and its progress reserve are full; purge, then retry"
+                : "the outbox is full and this consumer used the progress reserve since the last purge; purge, then retry",
+            con.checkpoint(),
+            -1,
+            0);
       }
       if (admission == Quota.Admission.RESERVE) {
         cut = state.outboxFirst();
@@ -1359,15 +1827,25 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       long first = next;
       next = ev.seqAfter();
       bytes += ev.bytes();
-      PartitionProtocol.BatchReceipt receipt = new PartitionProtocol.BatchReceipt(c.start(), c.end(), digest,
-          c.commandId(), first, ev.revisions(), now);
+      PartitionProtocol.BatchReceipt receipt =
+          new PartitionProtocol.BatchReceipt(
+              c.start(), c.end(), digest, c.commandId(), first, ev.revisions(), now);
       List<PartitionProtocol.BatchReceipt> receipts = new ArrayList<>(con.receipts());
       receipts.add(receipt);
       while (receipts.size() > CONSUMER_RECEIPTS) {
         receipts.remove(0);
       }
-      Consumer moved = new Consumer(con.name(), con.generation(), con.collections(), con.kinds(), con.startAfter(),
-          c.end(), false, cut, receipts);
+      Consumer moved =
+          new Consumer(
+              con.name(),
+              con.generation(),
+              con.collections(),
+              con.kinds(),
+              con.startAfter(),
+              c.end(),
+              false,
+              cut,
+              receipts);
       acceptConsumer(moved, ev.entries(), receipt, ev.fenced());
       return new BatchCommitted(receipt, c.end(), false);
     }
@@ -1394,7 +1872,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       long seq = next;
       long frameBytes = 0;
       int changed = 0;
-      Set<String> fenced = new java.util.TreeSet<>(l.reset()); // re-seeded: any row may have changed
+      Set<String> fenced =
+          new java.util.TreeSet<>(l.reset()); // re-seeded: any row may have changed
       if (!l.recordChanges()) {
         // Initial-snapshot rows change documents without outbox entries: no cursor could follow.
         l.rows().forEach(r -> fenced.add(r.collection()));
@@ -1420,8 +1899,18 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
         seen.put(k, d);
         if (l.recordChanges()) {
           String before = cur == null || cur.deleted() ? null : cur.body();
-          OutboxEntry e = new OutboxEntry(seq++, entries.size(), row.collection(), row.id(), "snapshot", revision + 1,
-              before, row.body(), now, 0);
+          OutboxEntry e =
+              new OutboxEntry(
+                  seq++,
+                  entries.size(),
+                  row.collection(),
+                  row.id(),
+                  "snapshot",
+                  revision + 1,
+                  before,
+                  row.body(),
+                  now,
+                  0);
           entries.add(e);
           frameBytes += e.bytes();
         } else {
@@ -1438,15 +1927,17 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
       docs.putAll(seen);
       next = seq;
       bytes += frameBytes;
-      accepted.add(new FrameApplied(null, entries, Optional.empty(), l.reset(), loaded, null, List.copyOf(fenced), null));
+      accepted.add(
+          new FrameApplied(
+              null, entries, Optional.empty(), l.reset(), loaded, null, List.copyOf(fenced), null));
       return new Loaded(changed);
     }
   }
 
   /**
-   * {@code body} with the values of its top-level {@code keep} fields replaced by those fields' values
-   * in {@code previous}, copied as text (numbers, nested JSON and spacing exactly as stored); null if
-   * either is not a JSON object.
+   * {@code body} with the values of its top-level {@code keep} fields replaced by those fields'
+   * values in {@code previous}, copied as text (numbers, nested JSON and spacing exactly as
+   * stored); null if either is not a JSON object.
    */
   static String merge(String previous, String body, List<String> keep) {
     try {
@@ -1470,7 +1961,10 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
     }
   }
 
-  /** Where the values of the given top-level fields of a JSON object sit in its text; null if not an object. */
+  /**
+   * Where the values of the given top-level fields of a JSON object sit in its text; null if not an
+   * object.
+   */
   private static Map<String, int[]> spans(String json, List<String> fields) throws IOException {
     try (com.fasterxml.jackson.core.JsonParser p = JSON.createParser(json)) {
       if (p.nextToken() != com.fasterxml.jackson.core.JsonToken.START_OBJECT) {
@@ -1497,7 +1991,8 @@ public final class Partition extends EventSourcedBehavior<Command, Partition.Eve
 
   @Override
   public EventHandler<State, Event> eventHandler() {
-    return newEventHandlerBuilder().forAnyState()
+    return newEventHandlerBuilder()
+        .forAnyState()
         .onEvent(Written.class, (State state, Written w) -> state.apply(w))
         .onEvent(Purged.class, (State state, Purged p) -> state.purge(p))
         .build();

@@ -26,15 +26,16 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
  * flight, so one fsync per delivery would bound throughput. Here, writes that arrive while the
  * child is writing wait in a queue; when the child has answered, everything queued (up to {@link
  * PartitionSettings#maxBatchFrames()} frames and {@link PartitionSettings#maxBatchMutations()}
- * mutations) goes to it as one {@link Partition.WriteBatch}: one journal write. Reads go straight to
- * the child, which answers them in order with the writes it has processed.
+ * mutations) goes to it as one {@link Partition.WriteBatch}: one journal write. Reads go straight
+ * to the child, which answers them in order with the writes it has processed.
  *
  * <p>If the child stops (a journal failure), this entity stops too; queued writes get no answer and
  * their senders retry. The partition keeper (or the next message) starts it again, and recovery
  * decides what was written.
  */
 public final class PartitionEntity extends AbstractBehavior<Command> {
-  public static final EntityTypeKey<Command> TYPE_KEY = EntityTypeKey.create(Command.class, "weir-partition");
+  public static final EntityTypeKey<Command> TYPE_KEY =
+      EntityTypeKey.create(Command.class, "weir-partition");
 
   /** The child has answered a batch. */
   public enum BatchWritten implements Command, CborSerializable {
@@ -52,15 +53,21 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
     return create(partition, settings, JournalPruner.NONE);
   }
 
-  public static Behavior<Command> create(int partition, PartitionSettings settings, JournalPruner pruner) {
+  public static Behavior<Command> create(
+      int partition, PartitionSettings settings, JournalPruner pruner) {
     return create(partition, settings, pruner, PartitionObserver.NONE);
   }
 
-  /** As {@link #create(int, PartitionSettings, JournalPruner)}, reporting to {@code observer} (metrics). */
+  /**
+   * As {@link #create(int, PartitionSettings, JournalPruner)}, reporting to {@code observer}
+   * (metrics).
+   */
   public static Behavior<Command> create(
       int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers ->
-        new PartitionEntity(ctx, timers, partition, settings, pruner, observer)));
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withTimers(
+                timers -> new PartitionEntity(ctx, timers, partition, settings, pruner, observer)));
   }
 
   /**
@@ -79,8 +86,12 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   private final PartitionObserver observer;
 
   private PartitionEntity(
-      ActorContext<Command> ctx, org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers, int partition,
-      PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
+      ActorContext<Command> ctx,
+      org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers,
+      int partition,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      PartitionObserver observer) {
     super(ctx);
     this.timers = timers;
     this.settings = settings;
@@ -105,21 +116,30 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(PartitionProtocol.GetAcls.class, this::forward)
         .onMessage(PartitionProtocol.ScanCollection.class, this::forward)
         .onMessageEquals(BatchWritten.INSTANCE, this::onWritten)
-        .onMessageEquals(WriteTimedOut.INSTANCE, () -> {
-          getContext().getLog().warn("a partition write was not answered within {}; restarting the partition", WRITE_TIMEOUT);
-          return Behaviors.stopped();
-        })
+        .onMessageEquals(
+            WriteTimedOut.INSTANCE,
+            () -> {
+              getContext()
+                  .getLog()
+                  .warn(
+                      "a partition write was not answered within {}; restarting the partition",
+                      WRITE_TIMEOUT);
+              return Behaviors.stopped();
+            })
         .onMessage(GetDocument.class, this::forward)
         .onMessage(GetStatus.class, this::forward)
         .onMessage(PartitionProtocol.GetDocuments.class, this::forward)
         .onMessage(PartitionProtocol.PurgeOutbox.class, this::forward)
         .onMessage(PartitionProtocol.PurgeConsumed.class, this::forward)
         .onSignal(Terminated.class, t -> Behaviors.stopped())
-        // Its metrics leave this node with it: a partition that moved is reported by its new node only.
-        .onSignal(org.apache.pekko.actor.typed.PostStop.class, s -> {
-          observer.stopped(partition);
-          return this;
-        })
+        // Its metrics leave this node with it: a partition that moved is reported by its new node
+        // only.
+        .onSignal(
+            org.apache.pekko.actor.typed.PostStop.class,
+            s -> {
+              observer.stopped(partition);
+              return this;
+            })
         .build();
   }
 

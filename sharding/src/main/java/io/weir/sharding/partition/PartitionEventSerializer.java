@@ -38,6 +38,7 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
 public final class PartitionEventSerializer extends SerializerWithStringManifest {
   /** The serializer id stored with each journal row; never reuse or change it. */
   public static final int IDENTIFIER = 7_301;
+
   static final byte FORMAT = 1;
   private static final int INITIAL_BUFFER = 4_096;
   static final String WRITTEN = Written.class.getName();
@@ -86,8 +87,13 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
       In in = new In(bytes);
       byte format = in.raw();
       if (format != FORMAT) {
-        throw new NotSerializableException("partition event " + manifest + " has format " + format
-            + "; this version reads format " + FORMAT);
+        throw new NotSerializableException(
+            "partition event "
+                + manifest
+                + " has format "
+                + format
+                + "; this version reads format "
+                + FORMAT);
       }
       Object event;
       if (WRITTEN.equals(manifest)) {
@@ -98,14 +104,14 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
         throw new NotSerializableException("unknown partition event manifest " + manifest);
       }
       if (in.pos != bytes.length) {
-        throw new NotSerializableException("partition event " + manifest + " has " + (bytes.length - in.pos)
-            + " trailing bytes");
+        throw new NotSerializableException(
+            "partition event " + manifest + " has " + (bytes.length - in.pos) + " trailing bytes");
       }
       return event;
     } catch (RuntimeException e) {
       // Truncated or corrupt input: say where, not what (the payload holds row values).
-      throw new NotSerializableException("corrupt partition event " + manifest + " (" + e.getClass().getSimpleName()
-          + ")");
+      throw new NotSerializableException(
+          "corrupt partition event " + manifest + " (" + e.getClass().getSimpleName() + ")");
     }
   }
 
@@ -175,8 +181,18 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
       int n = in.size();
       List<OutboxEntry> entries = n < 0 ? null : new ArrayList<>(n);
       for (int k = 0; k < n; k++) {
-        entries.add(new OutboxEntry(in.signed(), (int) in.signed(), strings.read(in), in.string(), strings.read(in),
-            in.signed(), in.string(), in.string(), in.signed(), in.signed()));
+        entries.add(
+            new OutboxEntry(
+                in.signed(),
+                (int) in.signed(),
+                strings.read(in),
+                in.string(),
+                strings.read(in),
+                in.signed(),
+                in.string(),
+                in.string(),
+                in.signed(),
+                in.signed()));
       }
       byte sourceTag = in.raw();
       Optional<SourcePosition> source;
@@ -185,7 +201,10 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
       } else if (sourceTag == 1) {
         source = Optional.empty();
       } else if (sourceTag == 2) {
-        source = Optional.of(new SourcePosition(strings.read(in), in.signed(), in.signed(), (int) in.signed(), in.bool()));
+        source =
+            Optional.of(
+                new SourcePosition(
+                    strings.read(in), in.signed(), in.signed(), (int) in.signed(), in.bool()));
       } else {
         throw new IllegalStateException("source tag");
       }
@@ -193,7 +212,9 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
       int m = in.size();
       List<Document> loaded = m < 0 ? null : new ArrayList<>(m);
       for (int k = 0; k < m; k++) {
-        loaded.add(new Document(strings.read(in), in.string(), in.signed(), in.string(), in.bool(), in.string()));
+        loaded.add(
+            new Document(
+                strings.read(in), in.string(), in.signed(), in.string(), in.bool(), in.string()));
       }
       Consumer consumer = readConsumer(in);
       List<String> fenced = in.strings();
@@ -258,7 +279,16 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
       }
       receipts.add(new BatchReceipt(start, end, digest, commandId, first, revisions, in.signed()));
     }
-    return new Consumer(name, generation, collections, kinds, startAfter, checkpoint, released, reservationCut, receipts);
+    return new Consumer(
+        name,
+        generation,
+        collections,
+        kinds,
+        startAfter,
+        checkpoint,
+        released,
+        reservationCut,
+        receipts);
   }
 
   /**

@@ -7,13 +7,21 @@ package io.weir.sharding.partition;
  * and must not block.
  */
 public interface PartitionObserver {
-  /** Partition {@code partition} finished recovering from its snapshot and journal in {@code nanos}. */
+  /**
+   * Partition {@code partition} finished recovering from its snapshot and journal in {@code nanos}.
+   */
   void recovered(int partition, long nanos);
 
-  /** {@code frames} accepted frames of partition {@code partition} were persisted in one journal write. */
+  /**
+   * {@code frames} accepted frames of partition {@code partition} were persisted in one journal
+   * write.
+   */
   void persisted(int partition, int frames);
 
-  /** {@code frames} frames (or projection batches) were refused because the outbox quota was used up. */
+  /**
+   * {@code frames} frames (or projection batches) were refused because the outbox quota was used
+   * up.
+   */
   void quotaRefused(int partition, int frames);
 
   /**
@@ -27,20 +35,21 @@ public interface PartitionObserver {
   void stopped(int partition);
 
   /** Reports nothing. */
-  PartitionObserver NONE = new PartitionObserver() {
-    @Override
-    public void recovered(int partition, long nanos) {}
+  PartitionObserver NONE =
+      new PartitionObserver() {
+        @Override
+        public void recovered(int partition, long nanos) {}
 
-    @Override
-    public void persisted(int partition, int frames) {}
+        @Override
+        public void persisted(int partition, int frames) {}
 
-    @Override
-    public void quotaRefused(int partition, int frames) {}
+        @Override
+        public void quotaRefused(int partition, int frames) {}
 
-    @Override
-    public void outbox(int partition, long entries, long bytes, double quotaUse) {}
+        @Override
+        public void outbox(int partition, long entries, long bytes, double quotaUse) {}
 
-    @Override
-    public void stopped(int partition) {}
-  };
+        @Override
+        public void stopped(int partition) {}
+      };
 }

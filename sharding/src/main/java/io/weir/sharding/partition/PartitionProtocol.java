@@ -10,18 +10,29 @@ import java.util.Optional;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
- * Messages of a partition ({@link PartitionEntity} in front of the event-sourced {@link Partition}).
- * Every accepted {@link ApplyFrame} becomes one atomic frame in the partition's journal: its
- * document changes, outbox entries, receipt and source watermark are persisted together or not at
- * all. Frames that arrive while a write is in flight are written together (group commit), each
- * still checked and answered on its own.
+ * Messages of a partition ({@link PartitionEntity} in front of the event-sourced {@link
+ * Partition}). Every accepted {@link ApplyFrame} becomes one atomic frame in the partition's
+ * journal: its document changes, outbox entries, receipt and source watermark are persisted
+ * together or not at all. Frames that arrive while a write is in flight are written together (group
+ * commit), each still checked and answered on its own.
  */
 public final class PartitionProtocol {
   private PartitionProtocol() {}
 
   public sealed interface Command extends CborSerializable
-      permits Write, GetDocument, GetDocuments, GetStatus, PurgeOutbox, PurgeConsumed, ReadConsumer, ReadChanges, GetAcls,
-          ScanCollection, Partition.WriteBatch, PartitionEntity.BatchWritten, PartitionEntity.WriteTimedOut {}
+      permits Write,
+          GetDocument,
+          GetDocuments,
+          GetStatus,
+          PurgeOutbox,
+          PurgeConsumed,
+          ReadConsumer,
+          ReadChanges,
+          GetAcls,
+          ScanCollection,
+          Partition.WriteBatch,
+          PartitionEntity.BatchWritten,
+          PartitionEntity.WriteTimedOut {}
 
   /** A command that writes: what the group commit coalesces. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "write")
@@ -35,7 +46,13 @@ public final class PartitionProtocol {
     @JsonSubTypes.Type(value = SetRowRule.class, name = "set-row-rule")
   })
   public sealed interface Write extends Command
-      permits ApplyFrame, ApplyFrames, LoadRows, ConfigureConsumer, ReleaseConsumer, CommitBatch, SetRowRule {}
+      permits ApplyFrame,
+          ApplyFrames,
+          LoadRows,
+          ConfigureConsumer,
+          ReleaseConsumer,
+          CommitBatch,
+          SetRowRule {}
 
   /** One change in a frame. */
   @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "kind")
@@ -57,7 +74,8 @@ public final class PartitionProtocol {
    *     body} (a CDC row's unchanged TOAST columns); the partition refuses the frame when the
    *     document does not exist
    */
-  public record Upsert(String collection, String id, String body, Optional<Long> expectedRevision, List<String> keep)
+  public record Upsert(
+      String collection, String id, String body, Optional<Long> expectedRevision, List<String> keep)
       implements Mutation {
     public Upsert {
       Objects.requireNonNull(collection, "collection");
@@ -73,12 +91,19 @@ public final class PartitionProtocol {
 
     @Override
     public String toString() {
-      return "Upsert[" + collection + ", bodyLength=" + body.length() + ", keep=" + keep.size() + "]";
+      return "Upsert["
+          + collection
+          + ", bodyLength="
+          + body.length()
+          + ", keep="
+          + keep.size()
+          + "]";
     }
   }
 
   /** Deletes a document, leaving a tombstone (a deleted revision). */
-  public record Delete(String collection, String id, Optional<Long> expectedRevision) implements Mutation {
+  public record Delete(String collection, String id, Optional<Long> expectedRevision)
+      implements Mutation {
     public Delete {
       Objects.requireNonNull(collection, "collection");
       Objects.requireNonNull(id, "id");
@@ -104,13 +129,14 @@ public final class PartitionProtocol {
    * @param source the feeding pipeline's watermark key (pipeline name and slot incarnation)
    * @param commitLsn the source transaction's commit LSN (as its 64-bit value)
    * @param previousLsn the commit LSN of the previous slice this run sent to this partition, or the
-   *     partition's watermark read when the run started: a partition whose watermark is below it has
-   *     missed a slice and answers {@link Gap}
+   *     partition's watermark read when the run started: a partition whose watermark is below it
+   *     has missed a slice and answers {@link Gap}
    * @param part which part of the slice this frame is, from 1 (a slice larger than the sender's
    *     bound goes as several parts, sent in order)
    * @param last whether this is the slice's last part; the watermark moves with it
    */
-  public record SourcePosition(String source, long commitLsn, long previousLsn, int part, boolean last)
+  public record SourcePosition(
+      String source, long commitLsn, long previousLsn, int part, boolean last)
       implements CborSerializable {
     public SourcePosition {
       Objects.requireNonNull(source, "source");
@@ -134,7 +160,10 @@ public final class PartitionProtocol {
    * @param source present for CDC frames
    */
   public record ApplyFrame(
-      String commandId, List<Mutation> mutations, Optional<SourcePosition> source, ActorRef<FrameReply> replyTo)
+      String commandId,
+      List<Mutation> mutations,
+      Optional<SourcePosition> source,
+      ActorRef<FrameReply> replyTo)
       implements Write {
     public ApplyFrame {
       mutations = List.copyOf(mutations);
@@ -148,10 +177,12 @@ public final class PartitionProtocol {
 
   /**
    * Several frames in one message, checked and applied in order exactly as if sent one by one (each
-   * still atomic on its own); one {@link FramesReply} answers them all, in order. The CDC sink sends
-   * a partition's slices of many transactions this way. The inner frames' {@code replyTo} is unused.
+   * still atomic on its own); one {@link FramesReply} answers them all, in order. The CDC sink
+   * sends a partition's slices of many transactions this way. The inner frames' {@code replyTo} is
+   * unused.
    */
-  public record ApplyFrames(List<ApplyFrame> frames, ActorRef<FramesReply> replyTo) implements Write {
+  public record ApplyFrames(List<ApplyFrame> frames, ActorRef<FramesReply> replyTo)
+      implements Write {
     public ApplyFrames {
       frames = List.copyOf(frames);
     }
@@ -174,7 +205,8 @@ public final class PartitionProtocol {
    *     an incremental one: a row that changes its document writes an outbox entry of kind {@code
    *     snapshot}, a row equal to it writes nothing
    */
-  public record LoadRows(List<String> reset, List<Upsert> rows, boolean recordChanges, ActorRef<FrameReply> replyTo)
+  public record LoadRows(
+      List<String> reset, List<Upsert> rows, boolean recordChanges, ActorRef<FrameReply> replyTo)
       implements Write {
     public LoadRows {
       reset = List.copyOf(reset);
@@ -183,12 +215,19 @@ public final class PartitionProtocol {
 
     @Override
     public String toString() {
-      return "LoadRows[rows=" + rows.size() + ", reset=" + reset.size() + ", recordChanges=" + recordChanges + "]";
+      return "LoadRows[rows="
+          + rows.size()
+          + ", reset="
+          + reset.size()
+          + ", recordChanges="
+          + recordChanges
+          + "]";
     }
   }
 
   /** Replies with a document's current revision and body, if it exists (tombstones included). */
-  public record GetDocument(String collection, String id, ActorRef<DocumentReply> replyTo) implements Command {
+  public record GetDocument(String collection, String id, ActorRef<DocumentReply> replyTo)
+      implements Command {
     /** No id: ids are row values (primary keys). */
     @Override
     public String toString() {
@@ -200,7 +239,8 @@ public final class PartitionProtocol {
    * Replies with up to {@code limit} documents of {@code collection} (tombstones included) whose id
    * sorts after {@code afterId} (null: from the first), in id order.
    */
-  public record GetDocuments(String collection, String afterId, int limit, ActorRef<DocumentsReply> replyTo)
+  public record GetDocuments(
+      String collection, String afterId, int limit, ActorRef<DocumentsReply> replyTo)
       implements Command {
     @Override
     public String toString() {
@@ -208,8 +248,11 @@ public final class PartitionProtocol {
     }
   }
 
-  /** @param more whether documents after the last one returned exist */
-  public record DocumentsReply(List<Document> documents, boolean more) implements CborSerializable {}
+  /**
+   * @param more whether documents after the last one returned exist
+   */
+  public record DocumentsReply(List<Document> documents, boolean more)
+      implements CborSerializable {}
 
   /**
    * Reclaims a contiguous prefix of the outbox: entries up to {@code through}, at most {@code
@@ -217,11 +260,12 @@ public final class PartitionProtocol {
    * purged are fine (nothing happens); purging entries not yet written is refused. The journal rows
    * holding purged entries are deleted once a snapshot covers them.
    */
-  public record PurgeOutbox(long through, long maxEntries, ActorRef<PurgeReply> replyTo) implements Command {}
+  public record PurgeOutbox(long through, long maxEntries, ActorRef<PurgeReply> replyTo)
+      implements Command {}
 
   /**
-   * Automatic retention: purges through the lowest checkpoint of the active projection consumers, at
-   * most {@code maxEntries} entries. A partition without an active consumer purges nothing (no
+   * Automatic retention: purges through the lowest checkpoint of the active projection consumers,
+   * at most {@code maxEntries} entries. A partition without an active consumer purges nothing (no
    * checkpoint says what was processed). Answered like {@link PurgeOutbox}.
    */
   public record PurgeConsumed(long maxEntries, ActorRef<PurgeReply> replyTo) implements Command {}
@@ -240,7 +284,8 @@ public final class PartitionProtocol {
    * @param pinned an active projection consumer's checkpoint stopped the purge short of what was
    *     asked (the entries after it are still to be processed)
    */
-  public record OutboxPurged(long outboxFirst, long outboxNext, long purged, boolean more, boolean pinned)
+  public record OutboxPurged(
+      long outboxFirst, long outboxNext, long purged, boolean more, boolean pinned)
       implements PurgeReply {
     public OutboxPurged(long outboxFirst, long outboxNext, long purged, boolean more) {
       this(outboxFirst, outboxNext, purged, more, false);
@@ -248,7 +293,8 @@ public final class PartitionProtocol {
   }
 
   /** The request asked to purge entries that do not exist yet. */
-  public record PurgeRefused(String reason, long outboxFirst, long outboxNext) implements PurgeReply {}
+  public record PurgeRefused(String reason, long outboxFirst, long outboxNext)
+      implements PurgeReply {}
 
   /** Replies with the partition's counters and watermarks. */
   public record GetStatus(ActorRef<PartitionStatus> replyTo) implements Command {}
@@ -273,16 +319,20 @@ public final class PartitionProtocol {
    *     frame wrote no entry: a truncate of an empty collection)
    * @param revisions each mutation's resulting revision, in order (0 for a truncate)
    */
-  public record Applied(String commandId, long firstSequence, List<Long> revisions, boolean replayed)
+  public record Applied(
+      String commandId, long firstSequence, List<Long> revisions, boolean replayed)
       implements FrameReply {}
 
-  /** A CDC frame at or below the partition's watermark for its source: already applied, nothing done. */
+  /**
+   * A CDC frame at or below the partition's watermark for its source: already applied, nothing
+   * done.
+   */
   public record AlreadyApplied(SourcePosition source, long watermark) implements FrameReply {}
 
   /**
    * A CDC frame whose predecessor never arrived: the partition's watermark for the source is below
-   * the frame's {@code previousLsn} (or a part of a split slice is missing). Nothing was applied; the
-   * sender must restart from what it knows is durable.
+   * the frame's {@code previousLsn} (or a part of a split slice is missing). Nothing was applied;
+   * the sender must restart from what it knows is durable.
    */
   public record Gap(SourcePosition source, long watermark) implements FrameReply {}
 
@@ -298,7 +348,8 @@ public final class PartitionProtocol {
   public record Rejected(String reason) implements FrameReply {}
 
   /** The partition's outbox is full (see {@link PartitionSettings}); nothing was applied. */
-  public record QuotaExceeded(long entries, long bytes, long maxEntries, long maxBytes) implements FrameReply {}
+  public record QuotaExceeded(long entries, long bytes, long maxEntries, long maxBytes)
+      implements FrameReply {}
 
   /** The answer to {@link LoadRows}: how many rows changed their document. */
   public record Loaded(int changed) implements FrameReply {}
@@ -308,10 +359,11 @@ public final class PartitionProtocol {
    *
    * @param body null for a tombstone; never logged
    * @param acl a tombstone's ACL (the row-visibility field of the deleted document, as JSON; null
-   *     when the collection has no row rule or it is unknown); null for live documents, whose ACL is
-   *     in their body. Never logged
+   *     when the collection has no row rule or it is unknown); null for live documents, whose ACL
+   *     is in their body. Never logged
    */
-  public record Document(String collection, String id, long revision, String body, boolean deleted, String acl)
+  public record Document(
+      String collection, String id, long revision, String body, boolean deleted, String acl)
       implements CborSerializable {
     public Document(String collection, String id, long revision, String body, boolean deleted) {
       this(collection, id, revision, body, deleted, null);
@@ -323,8 +375,12 @@ public final class PartitionProtocol {
     }
   }
 
-  /** @param ruleVersion the version of the collection's row rule installed in the partition (0: none) */
-  public record DocumentReply(Optional<Document> document, long ruleVersion) implements CborSerializable {
+  /**
+   * @param ruleVersion the version of the collection's row rule installed in the partition (0:
+   *     none)
+   */
+  public record DocumentReply(Optional<Document> document, long ruleVersion)
+      implements CborSerializable {
     public DocumentReply(Optional<Document> document) {
       this(document, 0);
     }
@@ -340,8 +396,15 @@ public final class PartitionProtocol {
    * @param consumers the projection consumers configured in this partition, released ones included
    */
   public record PartitionStatus(
-      int partition, long documents, long outboxFirst, long outboxNext, long outboxBytes, long journalEvents,
-      Map<String, Long> watermarks, List<ConsumerView> consumers) implements CborSerializable {
+      int partition,
+      long documents,
+      long outboxFirst,
+      long outboxNext,
+      long outboxBytes,
+      long journalEvents,
+      Map<String, Long> watermarks,
+      List<ConsumerView> consumers)
+      implements CborSerializable {
     public PartitionStatus {
       consumers = consumers == null ? List.of() : List.copyOf(consumers);
     }
@@ -359,9 +422,9 @@ public final class PartitionProtocol {
   /**
    * Creates the projection consumer {@code name} at {@code generation}: an immutable identity with
    * its filters and start. Configuring the same identity again with the same filters (and no or the
-   * same {@code startAfter}) answers the existing consumer; anything else about an existing identity
-   * is refused ({@link ConsumerRefusal#IMMUTABLE}, or {@link ConsumerRefusal#RELEASED} once
-   * released).
+   * same {@code startAfter}) answers the existing consumer; anything else about an existing
+   * identity is refused ({@link ConsumerRefusal#IMMUTABLE}, or {@link ConsumerRefusal#RELEASED}
+   * once released).
    *
    * @param collections entries of these collections are selected; empty: every collection
    * @param kinds entries of these kinds ({@link #ENTRY_KINDS}) are selected; empty: every kind
@@ -369,8 +432,13 @@ public final class PartitionProtocol {
    *     last purged position to the outbox's last entry; empty: the retained beginning
    */
   public record ConfigureConsumer(
-      String name, long generation, List<String> collections, List<String> kinds, Optional<Long> startAfter,
-      ActorRef<ConsumerReply> replyTo) implements Write {
+      String name,
+      long generation,
+      List<String> collections,
+      List<String> kinds,
+      Optional<Long> startAfter,
+      ActorRef<ConsumerReply> replyTo)
+      implements Write {
     public ConfigureConsumer {
       collections = List.copyOf(collections);
       kinds = List.copyOf(kinds);
@@ -379,7 +447,11 @@ public final class PartitionProtocol {
 
     @Override
     public String toString() {
-      return "ConfigureConsumer[generation=" + generation + ", collections=" + collections.size() + "]";
+      return "ConfigureConsumer[generation="
+          + generation
+          + ", collections="
+          + collections.size()
+          + "]";
     }
   }
 
@@ -387,7 +459,8 @@ public final class PartitionProtocol {
    * Releases a consumer generation: it no longer holds back purges, and every batch token issued
    * for it is refused from now on. The identity cannot be configured again.
    */
-  public record ReleaseConsumer(String name, long generation, ActorRef<ConsumerReply> replyTo) implements Write {
+  public record ReleaseConsumer(String name, long generation, ActorRef<ConsumerReply> replyTo)
+      implements Write {
     @Override
     public String toString() {
       return "ReleaseConsumer[generation=" + generation + "]";
@@ -399,7 +472,8 @@ public final class PartitionProtocol {
    * journal events holding up to {@code maxEntries} entries after the checkpoint (read from the
    * journal by the caller). Changes nothing.
    */
-  public record ReadConsumer(String name, long generation, long maxEntries, ActorRef<ConsumerReply> replyTo)
+  public record ReadConsumer(
+      String name, long generation, long maxEntries, ActorRef<ConsumerReply> replyTo)
       implements Command {
     @Override
     public String toString() {
@@ -408,24 +482,39 @@ public final class PartitionProtocol {
   }
 
   /**
-   * Commits a consumer's batch: applies {@code effects} (document upserts and deletes, each with the
-   * revision it expects) and moves the checkpoint from {@code start} to {@code end}, with a receipt,
-   * as one atomic frame. The caller has verified the batch token these fields come from.
+   * Commits a consumer's batch: applies {@code effects} (document upserts and deletes, each with
+   * the revision it expects) and moves the checkpoint from {@code start} to {@code end}, with a
+   * receipt, as one atomic frame. The caller has verified the batch token these fields come from.
    *
    * @param commandId the caller's command id, kept in the receipt; a retry of a committed batch is
    *     recognised by its positions and effects, whatever its command id
    * @param incarnation the partition incarnation the batch was read from
    */
   public record CommitBatch(
-      String commandId, String name, long generation, String incarnation, long start, long end, List<Mutation> effects,
-      ActorRef<ConsumerReply> replyTo) implements Write {
+      String commandId,
+      String name,
+      long generation,
+      String incarnation,
+      long start,
+      long end,
+      List<Mutation> effects,
+      ActorRef<ConsumerReply> replyTo)
+      implements Write {
     public CommitBatch {
       effects = List.copyOf(effects);
     }
 
     @Override
     public String toString() {
-      return "CommitBatch[generation=" + generation + ", start=" + start + ", end=" + end + ", effects=" + effects.size() + "]";
+      return "CommitBatch[generation="
+          + generation
+          + ", start="
+          + start
+          + ", end="
+          + end
+          + ", effects="
+          + effects.size()
+          + "]";
     }
   }
 
@@ -437,8 +526,14 @@ public final class PartitionProtocol {
    * @param released whether it was released (it then pins nothing and its tokens are refused)
    */
   public record ConsumerView(
-      String name, long generation, List<String> collections, List<String> kinds, long startAfter, long checkpoint,
-      boolean released) implements CborSerializable {
+      String name,
+      long generation,
+      List<String> collections,
+      List<String> kinds,
+      long startAfter,
+      long checkpoint,
+      boolean released)
+      implements CborSerializable {
     public ConsumerView {
       collections = List.copyOf(collections);
       kinds = List.copyOf(kinds);
@@ -448,13 +543,21 @@ public final class PartitionProtocol {
   /**
    * The receipt of a committed batch.
    *
-   * @param effectsDigest SHA-256 of the batch's canonical effects: a retry with other effects conflicts
-   * @param firstSequence outbox sequence of the first effect's entry (the next sequence without effects)
+   * @param effectsDigest SHA-256 of the batch's canonical effects: a retry with other effects
+   *     conflicts
+   * @param firstSequence outbox sequence of the first effect's entry (the next sequence without
+   *     effects)
    * @param revisions each effect's resulting revision
    */
   public record BatchReceipt(
-      long start, long end, String effectsDigest, String commandId, long firstSequence, List<Long> revisions,
-      long committedAtMillis) implements CborSerializable {
+      long start,
+      long end,
+      String effectsDigest,
+      String commandId,
+      long firstSequence,
+      List<Long> revisions,
+      long committedAtMillis)
+      implements CborSerializable {
     public BatchReceipt {
       revisions = List.copyOf(revisions);
     }
@@ -464,11 +567,17 @@ public final class PartitionProtocol {
   public sealed interface ConsumerReply extends CborSerializable
       permits ConsumerConfigured, ConsumerReleased, ConsumerSpan, BatchCommitted, ConsumerRefused {}
 
-  /** @param created false when the identity existed already with the same definition */
-  public record ConsumerConfigured(ConsumerView consumer, boolean created) implements ConsumerReply {}
+  /**
+   * @param created false when the identity existed already with the same definition
+   */
+  public record ConsumerConfigured(ConsumerView consumer, boolean created)
+      implements ConsumerReply {}
 
-  /** @param alreadyReleased the generation had been released before */
-  public record ConsumerReleased(ConsumerView consumer, boolean alreadyReleased) implements ConsumerReply {}
+  /**
+   * @param alreadyReleased the generation had been released before
+   */
+  public record ConsumerReleased(ConsumerView consumer, boolean alreadyReleased)
+      implements ConsumerReply {}
 
   /**
    * Where a consumer's next batch lies.
@@ -479,7 +588,11 @@ public final class PartitionProtocol {
    * @param journalSequences the journal events holding the entries after the checkpoint, in order
    */
   public record ConsumerSpan(
-      String incarnation, ConsumerView consumer, long outboxFirst, long tail, List<Long> journalSequences)
+      String incarnation,
+      ConsumerView consumer,
+      long outboxFirst,
+      long tail,
+      List<Long> journalSequences)
       implements ConsumerReply {
     public ConsumerSpan {
       journalSequences = List.copyOf(journalSequences);
@@ -493,7 +606,8 @@ public final class PartitionProtocol {
    *     written and {@code receipt} is the original one
    * @param checkpoint the consumer's checkpoint now
    */
-  public record BatchCommitted(BatchReceipt receipt, long checkpoint, boolean alreadyProcessed) implements ConsumerReply {}
+  public record BatchCommitted(BatchReceipt receipt, long checkpoint, boolean alreadyProcessed)
+      implements ConsumerReply {}
 
   /** Why a consumer command changed nothing. */
   public enum ConsumerRefusal {
@@ -501,7 +615,10 @@ public final class PartitionProtocol {
     NOT_FOUND,
     /** The consumer generation was released: its identity is spent. */
     RELEASED,
-    /** The batch token is fenced: its generation was released or the partition has another incarnation. */
+    /**
+     * The batch token is fenced: its generation was released or the partition has another
+     * incarnation.
+     */
     TOKEN_INVALIDATED,
     /** The consumer exists with another definition; a new filter or start needs a new identity. */
     IMMUTABLE,
@@ -528,7 +645,8 @@ public final class PartitionProtocol {
    * @param index the effect at fault for {@link ConsumerRefusal#REVISION_CONFLICT}, else -1
    * @param actualRevision the document's revision for {@link ConsumerRefusal#REVISION_CONFLICT}
    */
-  public record ConsumerRefused(ConsumerRefusal refusal, String reason, long checkpoint, int index, long actualRevision)
+  public record ConsumerRefused(
+      ConsumerRefusal refusal, String reason, long checkpoint, int index, long actualRevision)
       implements ConsumerReply {
     public ConsumerRefused(ConsumerRefusal refusal, String reason) {
       this(refusal, reason, -1, -1, 0);
@@ -543,21 +661,28 @@ public final class PartitionProtocol {
    * the installed one changes nothing. A newer one advances the collection's row-visibility epoch,
    * fencing every change cursor read under the old rule.
    */
-  public record SetRowRule(String collection, String field, long version, ActorRef<RowRuleReply> replyTo)
+  public record SetRowRule(
+      String collection, String field, long version, ActorRef<RowRuleReply> replyTo)
       implements Write {
     public SetRowRule {
       Objects.requireNonNull(collection, "collection");
     }
   }
 
-  /** @param changed whether this request installed the rule (false: that or a newer version was there) */
-  public record RowRuleReply(long version, long rowEpoch, boolean changed) implements CborSerializable {}
+  /**
+   * @param changed whether this request installed the rule (false: that or a newer version was
+   *     there)
+   */
+  public record RowRuleReply(long version, long rowEpoch, boolean changed)
+      implements CborSerializable {}
 
   /**
    * Replies where the outbox entries after {@code after} lie (at most {@code maxEntries} of them),
-   * with the partition's incarnation and {@code collection}'s row-visibility epoch and rule version.
+   * with the partition's incarnation and {@code collection}'s row-visibility epoch and rule
+   * version.
    */
-  public record ReadChanges(String collection, long after, long maxEntries, ActorRef<ChangesSpan> replyTo)
+  public record ReadChanges(
+      String collection, long after, long maxEntries, ActorRef<ChangesSpan> replyTo)
       implements Command {}
 
   /**
@@ -569,11 +694,17 @@ public final class PartitionProtocol {
    *     were purged ({@code after + 1 < outboxFirst})
    */
   public record ChangesSpan(
-      String incarnation, long outboxFirst, long tail, long rowEpoch, long ruleVersion, List<Long> journalSequences)
+      String incarnation,
+      long outboxFirst,
+      long tail,
+      long rowEpoch,
+      long ruleVersion,
+      List<Long> journalSequences)
       implements CborSerializable {}
 
   /** Replies with the current ACLs of documents of {@code collection} (tombstones keep theirs). */
-  public record GetAcls(String collection, List<String> ids, ActorRef<Acls> replyTo) implements Command {
+  public record GetAcls(String collection, List<String> ids, ActorRef<Acls> replyTo)
+      implements Command {
     @Override
     public String toString() {
       return "GetAcls[" + collection + ", ids=" + ids.size() + "]";
@@ -581,10 +712,11 @@ public final class PartitionProtocol {
   }
 
   /**
-   * @param acls id -> the ACL field's value as JSON ({@code "null"} when absent or unknown); ids the
-   *     partition does not hold are left out
+   * @param acls id -> the ACL field's value as JSON ({@code "null"} when absent or unknown); ids
+   *     the partition does not hold are left out
    */
-  public record Acls(long rowEpoch, long ruleVersion, Map<String, String> acls) implements CborSerializable {
+  public record Acls(long rowEpoch, long ruleVersion, Map<String, String> acls)
+      implements CborSerializable {
     @Override
     public String toString() {
       return "Acls[rowEpoch=" + rowEpoch + ", entries=" + acls.size() + "]";
@@ -592,19 +724,32 @@ public final class PartitionProtocol {
   }
 
   /**
-   * Replies, in one step, with every live document of {@code collection} and the outbox tail at that
-   * moment: a baseline and the position its changes start after. More than {@code maxBytes} of
+   * Replies, in one step, with every live document of {@code collection} and the outbox tail at
+   * that moment: a baseline and the position its changes start after. More than {@code maxBytes} of
    * documents (counted like the state's size: with ids and overhead) answers {@code tooLarge} and
    * no documents.
    */
-  public record ScanCollection(String collection, long maxBytes, ActorRef<CollectionScan> replyTo) implements Command {}
+  public record ScanCollection(String collection, long maxBytes, ActorRef<CollectionScan> replyTo)
+      implements Command {}
 
   public record CollectionScan(
-      String incarnation, long outboxFirst, long tail, long rowEpoch, long ruleVersion, List<Document> documents,
-      boolean tooLarge) implements CborSerializable {
+      String incarnation,
+      long outboxFirst,
+      long tail,
+      long rowEpoch,
+      long ruleVersion,
+      List<Document> documents,
+      boolean tooLarge)
+      implements CborSerializable {
     @Override
     public String toString() {
-      return "CollectionScan[documents=" + documents.size() + ", tail=" + tail + ", tooLarge=" + tooLarge + "]";
+      return "CollectionScan[documents="
+          + documents.size()
+          + ", tail="
+          + tail
+          + ", tooLarge="
+          + tooLarge
+          + "]";
     }
   }
 }

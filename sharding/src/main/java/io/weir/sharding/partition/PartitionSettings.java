@@ -7,8 +7,8 @@ package io.weir.sharding.partition;
  *     go past it is answered {@link PartitionProtocol.QuotaExceeded} and writes nothing
  * @param maxOutboxBytes retained outbox bytes (before and after images) at most
  * @param maxBatchFrames frames written together by one group commit at most
- * @param maxBatchMutations mutations (and snapshot rows) written together by one group commit at most;
- *     a single larger frame is still written, alone
+ * @param maxBatchMutations mutations (and snapshot rows) written together by one group commit at
+ *     most; a single larger frame is still written, alone
  * @param maxConsumers active (not released) projection consumers at most
  * @param reserveEntries the progress reserve: entries a projection batch may add beyond the
  *     producer quota (see {@link Partition})
@@ -16,30 +16,61 @@ package io.weir.sharding.partition;
  * @param maxEffects effects one projection batch may carry at most
  */
 public record PartitionSettings(
-    long maxOutboxEntries, long maxOutboxBytes, int maxBatchFrames, int maxBatchMutations, int maxConsumers,
-    long reserveEntries, long reserveBytes, int maxEffects) {
+    long maxOutboxEntries,
+    long maxOutboxBytes,
+    int maxBatchFrames,
+    int maxBatchMutations,
+    int maxConsumers,
+    long reserveEntries,
+    long reserveBytes,
+    int maxEffects) {
   public static final int DEFAULT_MAX_CONSUMERS = 64;
   public static final int DEFAULT_MAX_EFFECTS = 256;
+
   /** One maximum batch per consumer: 64 x 256. */
   public static final long DEFAULT_RESERVE_ENTRIES = 16_384;
+
   public static final long DEFAULT_RESERVE_BYTES = 2L << 30;
-  public static final PartitionSettings DEFAULTS = new PartitionSettings(100_000, 1L << 30, 256, 20_000);
+  public static final PartitionSettings DEFAULTS =
+      new PartitionSettings(100_000, 1L << 30, 256, 20_000);
 
   public PartitionSettings {
-    if (maxOutboxEntries < 1 || maxOutboxBytes < 1 || maxBatchFrames < 1 || maxBatchMutations < 1 || maxConsumers < 1
-        || reserveEntries < 0 || reserveBytes < 0 || maxEffects < 1) {
+    if (maxOutboxEntries < 1
+        || maxOutboxBytes < 1
+        || maxBatchFrames < 1
+        || maxBatchMutations < 1
+        || maxConsumers < 1
+        || reserveEntries < 0
+        || reserveBytes < 0
+        || maxEffects < 1) {
       throw new IllegalArgumentException("partition limits must be positive");
     }
   }
 
   /** The given outbox and batch limits with the default projection limits. */
-  public PartitionSettings(long maxOutboxEntries, long maxOutboxBytes, int maxBatchFrames, int maxBatchMutations) {
-    this(maxOutboxEntries, maxOutboxBytes, maxBatchFrames, maxBatchMutations, DEFAULT_MAX_CONSUMERS,
-        DEFAULT_RESERVE_ENTRIES, DEFAULT_RESERVE_BYTES, DEFAULT_MAX_EFFECTS);
+  public PartitionSettings(
+      long maxOutboxEntries, long maxOutboxBytes, int maxBatchFrames, int maxBatchMutations) {
+    this(
+        maxOutboxEntries,
+        maxOutboxBytes,
+        maxBatchFrames,
+        maxBatchMutations,
+        DEFAULT_MAX_CONSUMERS,
+        DEFAULT_RESERVE_ENTRIES,
+        DEFAULT_RESERVE_BYTES,
+        DEFAULT_MAX_EFFECTS);
   }
 
-  public PartitionSettings withProjections(int maxConsumers, long reserveEntries, long reserveBytes, int maxEffects) {
-    return new PartitionSettings(maxOutboxEntries, maxOutboxBytes, maxBatchFrames, maxBatchMutations, maxConsumers,
-        reserveEntries, reserveBytes, maxEffects);
+  public PartitionSettings withProjections(
+      int maxConsumers, long reserveEntries, long reserveBytes, int maxEffects) {
+    return new PartitionSettings(
+        maxOutboxEntries,
+        maxOutboxBytes,
+        maxBatchFrames,
+        maxBatchMutations,
+        maxConsumers,
+        reserveEntries,
+        reserveBytes,
+        maxEffects);
   }
 }

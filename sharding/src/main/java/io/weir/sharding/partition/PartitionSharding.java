@@ -45,18 +45,34 @@ public final class PartitionSharding {
     init(system, settings, JournalPruner.NONE);
   }
 
-  /** As {@link #init(ActorSystem, PartitionSettings)}, deleting purged journal rows with {@code pruner}. */
+  /**
+   * As {@link #init(ActorSystem, PartitionSettings)}, deleting purged journal rows with {@code
+   * pruner}.
+   */
   public static void init(ActorSystem<?> system, PartitionSettings settings, JournalPruner pruner) {
     init(system, settings, pruner, PartitionObserver.NONE);
   }
 
-  /** As {@link #init(ActorSystem, PartitionSettings, JournalPruner)}, the partitions reporting to {@code observer}. */
-  public static void init(ActorSystem<?> system, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
-    ClusterSharding.get(system).init(Entity.of(
-            PartitionEntity.TYPE_KEY,
-            ctx -> ServerOrigin.guard(PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), settings, pruner, observer),
-                Command.class, ROLE))
-        .withRole(ROLE));
+  /**
+   * As {@link #init(ActorSystem, PartitionSettings, JournalPruner)}, the partitions reporting to
+   * {@code observer}.
+   */
+  public static void init(
+      ActorSystem<?> system,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      PartitionObserver observer) {
+    ClusterSharding.get(system)
+        .init(
+            Entity.of(
+                    PartitionEntity.TYPE_KEY,
+                    ctx ->
+                        ServerOrigin.guard(
+                            PartitionEntity.create(
+                                Integer.parseInt(ctx.getEntityId()), settings, pruner, observer),
+                            Command.class,
+                            ROLE))
+                .withRole(ROLE));
   }
 
   /** A reference to partition {@code n} wherever it runs. */
@@ -73,59 +89,79 @@ public final class PartitionSharding {
    * partitions a status request: a stopped one (never started, or lost with its node) starts and
    * recovers. Run it once per cluster (a cluster singleton).
    */
-  public static Behavior<Void> keeper(int partitions, BooleanSupplier storageReady, Duration interval) {
-    return Behaviors.<Tick>setup(ctx -> Behaviors.withTimers(timers -> {
-      timers.startTimerWithFixedDelay(Tick.INSTANCE, Duration.ZERO, interval);
-      ActorRef<PartitionProtocol.PartitionStatus> ignore = ctx.getSystem().ignoreRef();
-      return Behaviors.receiveMessage(tick -> {
-        if (storageReady.getAsBoolean()) {
-          for (int n = 0; n < partitions; n++) {
-            partition(ctx.getSystem(), n).tell(new GetStatus(ignore));
-          }
-        }
-        return Behaviors.same();
-      });
-    })).unsafeCast();
+  public static Behavior<Void> keeper(
+      int partitions, BooleanSupplier storageReady, Duration interval) {
+    return Behaviors.<Tick>setup(
+            ctx ->
+                Behaviors.withTimers(
+                    timers -> {
+                      timers.startTimerWithFixedDelay(Tick.INSTANCE, Duration.ZERO, interval);
+                      ActorRef<PartitionProtocol.PartitionStatus> ignore =
+                          ctx.getSystem().ignoreRef();
+                      return Behaviors.receiveMessage(
+                          tick -> {
+                            if (storageReady.getAsBoolean()) {
+                              for (int n = 0; n < partitions; n++) {
+                                partition(ctx.getSystem(), n).tell(new GetStatus(ignore));
+                              }
+                            }
+                            return Behaviors.same();
+                          });
+                    }))
+        .unsafeCast();
   }
 
   /**
    * Automatic outbox retention: every {@code interval}, while {@code storageReady} holds, asks each
    * partition to purge through its consumers' lowest checkpoint ({@link
-   * PartitionProtocol.PurgeConsumed}, at most {@code maxEntries} entries each time). Run it once per
-   * cluster (a cluster singleton), only when retention is configured.
+   * PartitionProtocol.PurgeConsumed}, at most {@code maxEntries} entries each time). Run it once
+   * per cluster (a cluster singleton), only when retention is configured.
    */
-  public static Behavior<Void> retention(int partitions, BooleanSupplier storageReady, Duration interval, long maxEntries) {
-    return Behaviors.<Tick>setup(ctx -> Behaviors.withTimers(timers -> {
-      timers.startTimerWithFixedDelay(Tick.INSTANCE, interval, interval);
-      ActorRef<PartitionProtocol.PurgeReply> ignore = ctx.getSystem().ignoreRef();
-      return Behaviors.receiveMessage(tick -> {
-        if (storageReady.getAsBoolean()) {
-          for (int n = 0; n < partitions; n++) {
-            partition(ctx.getSystem(), n).tell(new PartitionProtocol.PurgeConsumed(maxEntries, ignore));
-          }
-        }
-        return Behaviors.same();
-      });
-    })).unsafeCast();
+  public static Behavior<Void> retention(
+      int partitions, BooleanSupplier storageReady, Duration interval, long maxEntries) {
+    return Behaviors.<Tick>setup(
+            ctx ->
+                Behaviors.withTimers(
+                    timers -> {
+                      timers.startTimerWithFixedDelay(Tick.INSTANCE, interval, interval);
+                      ActorRef<PartitionProtocol.PurgeReply> ignore = ctx.getSystem().ignoreRef();
+                      return Behaviors.receiveMessage(
+                          tick -> {
+                            if (storageReady.getAsBoolean()) {
+                              for (int n = 0; n < partitions; n++) {
+                                partition(ctx.getSystem(), n)
+                                    .tell(new PartitionProtocol.PurgeConsumed(maxEntries, ignore));
+                              }
+                            }
+                            return Behaviors.same();
+                          });
+                    }))
+        .unsafeCast();
   }
 
   /** Running partitions per node address, as the shard regions report them. */
-  public static CompletionStage<Map<String, Integer>> runningByNode(ActorSystem<?> system, Duration timeout) {
-    CompletionStage<ShardRegion.ClusterShardingStats> stats = AskPattern.ask(
-        ClusterSharding.get(system).shardState(),
-        replyTo -> new GetClusterShardingStats(PartitionEntity.TYPE_KEY, timeout, replyTo),
-        timeout.plusSeconds(1), system.scheduler());
-    return stats.thenApply(s -> {
-      Map<String, Integer> out = new HashMap<>();
-      s.getRegions().forEach((address, region) -> {
-        int running = 0;
-        for (Object count : region.getStats().values()) {
-          running += ((Number) count).intValue();
-        }
-        out.put(address.toString(), running);
-      });
-      return out;
-    });
+  public static CompletionStage<Map<String, Integer>> runningByNode(
+      ActorSystem<?> system, Duration timeout) {
+    CompletionStage<ShardRegion.ClusterShardingStats> stats =
+        AskPattern.ask(
+            ClusterSharding.get(system).shardState(),
+            replyTo -> new GetClusterShardingStats(PartitionEntity.TYPE_KEY, timeout, replyTo),
+            timeout.plusSeconds(1),
+            system.scheduler());
+    return stats.thenApply(
+        s -> {
+          Map<String, Integer> out = new HashMap<>();
+          s.getRegions()
+              .forEach(
+                  (address, region) -> {
+                    int running = 0;
+                    for (Object count : region.getStats().values()) {
+                      running += ((Number) count).intValue();
+                    }
+                    out.put(address.toString(), running);
+                  });
+          return out;
+        });
   }
 
   /**
@@ -139,32 +175,40 @@ public final class PartitionSharding {
     org.apache.pekko.actor.ActorSystem classic = Adapter.toClassic(system);
     List<CompletableFuture<Map.Entry<String, SortedSet<Integer>>>> asks = new ArrayList<>();
     for (Address address : members) {
-      ActorSelection region = classic.actorSelection(
-          new RootActorPath(address, "/").child("system").child("sharding")
-              .child(PartitionEntity.TYPE_KEY.name()));
-      asks.add(Patterns.ask(region, ShardRegion.getShardRegionStateInstance(), timeout)
-          .toCompletableFuture()
-          .thenApply(reply -> {
-            SortedSet<Integer> ids = new TreeSet<>();
-            for (ShardRegion.ShardState shard : ((ShardRegion.CurrentShardRegionState) reply).getShards()) {
-              for (String id : shard.getEntityIds()) {
-                ids.add(Integer.parseInt(id));
-              }
-            }
-            return Map.entry(address.toString(), ids);
-          })
-          .exceptionally(e -> null));
+      ActorSelection region =
+          classic.actorSelection(
+              new RootActorPath(address, "/")
+                  .child("system")
+                  .child("sharding")
+                  .child(PartitionEntity.TYPE_KEY.name()));
+      asks.add(
+          Patterns.ask(region, ShardRegion.getShardRegionStateInstance(), timeout)
+              .toCompletableFuture()
+              .thenApply(
+                  reply -> {
+                    SortedSet<Integer> ids = new TreeSet<>();
+                    for (ShardRegion.ShardState shard :
+                        ((ShardRegion.CurrentShardRegionState) reply).getShards()) {
+                      for (String id : shard.getEntityIds()) {
+                        ids.add(Integer.parseInt(id));
+                      }
+                    }
+                    return Map.entry(address.toString(), ids);
+                  })
+              .exceptionally(e -> null));
     }
     return CompletableFuture.allOf(asks.toArray(new CompletableFuture<?>[0]))
-        .thenApply(done -> {
-          Map<String, SortedSet<Integer>> out = new HashMap<>();
-          asks.forEach(a -> {
-            Map.Entry<String, SortedSet<Integer>> e = a.join();
-            if (e != null) {
-              out.put(e.getKey(), e.getValue());
-            }
-          });
-          return out;
-        });
+        .thenApply(
+            done -> {
+              Map<String, SortedSet<Integer>> out = new HashMap<>();
+              asks.forEach(
+                  a -> {
+                    Map.Entry<String, SortedSet<Integer>> e = a.join();
+                    if (e != null) {
+                      out.put(e.getKey(), e.getValue());
+                    }
+                  });
+              return out;
+            });
   }
 }

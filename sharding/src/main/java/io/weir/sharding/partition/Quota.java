@@ -29,18 +29,23 @@ public final class Quota {
    * @param retainedBefore entries retained before the frame
    * @param entriesAfter entries retained if the frame is written
    * @param bytesAfter bytes retained if the frame is written
-   * @param reserveAllowed the frame is an advancing projection batch whose consumer has not used the
-   *     reserve since the last purge
+   * @param reserveAllowed the frame is an advancing projection batch whose consumer has not used
+   *     the reserve since the last purge
    */
   public static Admission admit(
-      PartitionSettings s, long retainedBefore, long entriesAfter, long bytesAfter, boolean reserveAllowed) {
+      PartitionSettings s,
+      long retainedBefore,
+      long entriesAfter,
+      long bytesAfter,
+      boolean reserveAllowed) {
     if (entriesAfter == retainedBefore || retainedBefore == 0) {
       return Admission.QUOTA;
     }
     if (entriesAfter <= s.maxOutboxEntries() && bytesAfter <= s.maxOutboxBytes()) {
       return Admission.QUOTA;
     }
-    if (reserveAllowed && entriesAfter <= s.maxOutboxEntries() + s.reserveEntries()
+    if (reserveAllowed
+        && entriesAfter <= s.maxOutboxEntries() + s.reserveEntries()
         && bytesAfter <= s.maxOutboxBytes() + s.reserveBytes()) {
       return Admission.RESERVE;
     }

@@ -34,30 +34,47 @@ public final class SqlJournalPruner implements JournalPruner {
 
   @Override
   public CompletionStage<Integer> deleteSnapshotsBefore(String persistenceId, long sequenceNr) {
-    return delete("DELETE FROM " + snapshots + " WHERE persistence_id = ? AND sequence_number < ?", persistenceId, sequenceNr,
+    return delete(
+        "DELETE FROM " + snapshots + " WHERE persistence_id = ? AND sequence_number < ?",
+        persistenceId,
+        sequenceNr,
         "old snapshots");
   }
 
   @Override
   public CompletionStage<Integer> deleteThrough(String persistenceId, long through) {
-    return delete("DELETE FROM " + table + " WHERE persistence_id = ? AND sequence_number <= ?", persistenceId, through,
+    return delete(
+        "DELETE FROM " + table + " WHERE persistence_id = ? AND sequence_number <= ?",
+        persistenceId,
+        through,
         "purged journal rows");
   }
 
-  /** Runs {@code sql} (persistence id, sequence number) on the blocking pool; a failure is logged and tried again later. */
-  private CompletionStage<Integer> delete(String sql, String persistenceId, long sequenceNr, String what) {
-    return CompletableFuture.supplyAsync(() -> {
-      try (Connection c = dataSource.getConnection();
-          PreparedStatement ps = c.prepareStatement(sql)) {
-        ps.setString(1, persistenceId);
-        ps.setLong(2, sequenceNr);
-        int rows = ps.executeUpdate();
-        log.debug("{}: deleted {} {} (sequence number {})", persistenceId, rows, what, sequenceNr);
-        return rows;
-      } catch (SQLException e) {
-        log.warn("{}: could not delete {} ({}); tried again later", persistenceId, what, SafeErrors.describe(e));
-        throw new java.util.concurrent.CompletionException(e);
-      }
-    }, blockingIo);
+  /**
+   * Runs {@code sql} (persistence id, sequence number) on the blocking pool; a failure is logged
+   * and tried again later.
+   */
+  private CompletionStage<Integer> delete(
+      String sql, String persistenceId, long sequenceNr, String what) {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try (Connection c = dataSource.getConnection();
+              PreparedStatement ps = c.prepareStatement(sql)) {
+            ps.setString(1, persistenceId);
+            ps.setLong(2, sequenceNr);
+            int rows = ps.executeUpdate();
+            log.debug(
+                "{}: deleted {} {} (sequence number {})", persistenceId, rows, what, sequenceNr);
+            return rows;
+          } catch (SQLException e) {
+            log.warn(
+                "{}: could not delete {} ({}); tried again later",
+                persistenceId,
+                what,
+                SafeErrors.describe(e));
+            throw new java.util.concurrent.CompletionException(e);
+          }
+        },
+        blockingIo);
   }
 }

@@ -20,7 +20,6 @@ import io.weir.persistence.testing.TestPostgres;
 import io.weir.sharding.partition.Partition;
 import io.weir.sharding.partition.PartitionProtocol.Document;
 import io.weir.sharding.partition.PartitionProtocol.DocumentsReply;
-import io.weir.sharding.partition.PartitionProtocol.FrameReply;
 import io.weir.sharding.partition.PartitionProtocol.GetDocuments;
 import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Write;
@@ -73,7 +72,9 @@ class PartitionSinkIT {
   @BeforeEach
   void start() throws Exception {
     db = TestPostgres.server().freshDatabase("partition_sink_it");
-    Config config = ConfigFactory.parseString("""
+    Config config =
+        ConfigFactory.parseString(
+                """
             pekko.actor.provider = cluster
             pekko.remote.artery.canonical.hostname = 127.0.0.1
             pekko.remote.artery.canonical.port = 0
@@ -81,15 +82,18 @@ class PartitionSinkIT {
             pekko.cluster.jmx.multi-mbeans-in-same-jvm = on
             pekko.cluster.sharding.passivation.strategy = none
             """)
-        .withFallback(db.config())
-        .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
+            .withFallback(db.config())
+            .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
     config = ConfigFactory.load(config);
     state = Database.create(PostgresSettings.create(config), "partition-sink-it");
     SchemaMigrator.migrate(state.dataSource(), "weir");
     kit = ActorTestKit.create("partition-sink-it", config);
-    Cluster.get(kit.system()).manager().tell(Join.create(Cluster.get(kit.system()).selfMember().address()));
+    Cluster.get(kit.system())
+        .manager()
+        .tell(Join.create(Cluster.get(kit.system()).selfMember().address()));
     slot = "weir_it_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-    sql("CREATE TABLE public.orders (id int PRIMARY KEY, tenant text NOT NULL, note text, amount numeric(12,2), doc jsonb)",
+    sql(
+        "CREATE TABLE public.orders (id int PRIMARY KEY, tenant text NOT NULL, note text, amount numeric(12,2), doc jsonb)",
         "CREATE TABLE public.lines (order_id int, line int, qty int, PRIMARY KEY (order_id, line))",
         "CREATE PUBLICATION weir_pub FOR TABLE public.orders, public.lines");
   }
@@ -111,17 +115,21 @@ class PartitionSinkIT {
   }
 
   private ActorRef<CdcPipeline.Command> pipeline(PartitionSink sink, StartMode mode) {
-    PipelineSettings settings = PipelineSettings.of("orders_feed", slot, List.of("weir_pub")).toBuilder()
-        .startMode(mode)
-        .minBackoff(Duration.ofMillis(200))
-        .maxBackoff(Duration.ofSeconds(1))
-        .batchMaxTransactions(50)
-        .batchMaxDelay(Duration.ofMillis(5))
-        .excludedSchemas(List.of("weir"))
-        .build();
-    SourceSettings source = new SourceSettings(db.url(), db.server().user(), db.server().password());
+    PipelineSettings settings =
+        PipelineSettings.of("orders_feed", slot, List.of("weir_pub")).toBuilder()
+            .startMode(mode)
+            .minBackoff(Duration.ofMillis(200))
+            .maxBackoff(Duration.ofSeconds(1))
+            .batchMaxTransactions(50)
+            .batchMaxDelay(Duration.ofMillis(5))
+            .excludedSchemas(List.of("weir"))
+            .build();
+    SourceSettings source =
+        new SourceSettings(db.url(), db.server().user(), db.server().password());
     ActorRef<CdcPipeline.Command> p =
-        kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir", new SimpleMeterRegistry()));
+        kit.spawn(
+            CdcPipeline.create(
+                settings, source, sink, state.dataSource(), "weir", new SimpleMeterRegistry()));
     var probe = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage(Duration.ofSeconds(30));
@@ -135,8 +143,16 @@ class PartitionSinkIT {
   }
 
   private PartitionSink sink(PartitionChannel channel) {
-    PartitionSink.Settings settings = new PartitionSink.Settings(PARTITIONS, Map.of("public.lines", "lines"),
-        Map.of("public.lines", List.of("order_id")), Map.of("public.big", List.of("id")), 2, 1 << 20, 64, Duration.ofSeconds(5));
+    PartitionSink.Settings settings =
+        new PartitionSink.Settings(
+            PARTITIONS,
+            Map.of("public.lines", "lines"),
+            Map.of("public.lines", List.of("order_id")),
+            Map.of("public.big", List.of("id")),
+            2,
+            1 << 20,
+            64,
+            Duration.ofSeconds(5));
     return new PartitionSink(channel, settings, new CheckpointStore(state.dataSource(), "weir"));
   }
 
@@ -153,17 +169,48 @@ class PartitionSinkIT {
           int id = random.nextInt(60);
           int op = random.nextInt(6);
           if (op <= 1) {
-            changes += s.executeUpdate("INSERT INTO public.orders VALUES (" + id + ", 't" + (id % 5) + "', 'n" + t + "-" + i
-                + "', " + (id * 1.5) + ", '{\"k\": [" + t + "]}') ON CONFLICT (id) DO NOTHING");
+            changes +=
+                s.executeUpdate(
+                    "INSERT INTO public.orders VALUES ("
+                        + id
+                        + ", 't"
+                        + (id % 5)
+                        + "', 'n"
+                        + t
+                        + "-"
+                        + i
+                        + "', "
+                        + (id * 1.5)
+                        + ", '{\"k\": ["
+                        + t
+                        + "]}') ON CONFLICT (id) DO NOTHING");
           } else if (op == 2) {
-            changes += s.executeUpdate("UPDATE public.orders SET note = 'u" + t + "-" + i + "', amount = amount + 1 WHERE id = " + id);
+            changes +=
+                s.executeUpdate(
+                    "UPDATE public.orders SET note = 'u"
+                        + t
+                        + "-"
+                        + i
+                        + "', amount = amount + 1 WHERE id = "
+                        + id);
           } else if (op == 3) {
             changes += s.executeUpdate("DELETE FROM public.orders WHERE id = " + id);
           } else if (op == 4) {
-            changes += s.executeUpdate("INSERT INTO public.lines VALUES (" + id + ", " + t + ", " + i + ") ON CONFLICT DO NOTHING");
+            changes +=
+                s.executeUpdate(
+                    "INSERT INTO public.lines VALUES ("
+                        + id
+                        + ", "
+                        + t
+                        + ", "
+                        + i
+                        + ") ON CONFLICT DO NOTHING");
           } else {
             // A key change: the document moves (delete + insert), possibly to another partition.
-            changes += 2 * s.executeUpdate("UPDATE public.lines SET order_id = order_id + 100 WHERE order_id = " + id);
+            changes +=
+                2
+                    * s.executeUpdate(
+                        "UPDATE public.lines SET order_id = order_id + 100 WHERE order_id = " + id);
           }
         }
         c.commit();
@@ -175,12 +222,16 @@ class PartitionSinkIT {
   private Map<String, String> tableAsDocuments() throws Exception {
     Map<String, String> out = new TreeMap<>();
     try (Connection c = db.connect();
-        ResultSet rs = c.createStatement().executeQuery(
-            "SELECT 'public.orders', id::text, json_build_object('id', id, 'tenant', tenant, 'note', note, 'amount', amount, 'doc', doc)::text FROM public.orders "
-                + "UNION ALL SELECT 'lines', json_build_array(order_id::text, line::text)::text, "
-                + "json_build_object('order_id', order_id, 'line', line, 'qty', qty)::text FROM public.lines")) {
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT 'public.orders', id::text, json_build_object('id', id, 'tenant', tenant, 'note', note, 'amount', amount, 'doc', doc)::text FROM public.orders "
+                        + "UNION ALL SELECT 'lines', json_build_array(order_id::text, line::text)::text, "
+                        + "json_build_object('order_id', order_id, 'line', line, 'qty', qty)::text FROM public.lines")) {
       while (rs.next()) {
-        out.put(rs.getString(1) + "|" + canonicalId(rs.getString(2)), JSON.readTree(rs.getString(3)).toString());
+        out.put(
+            rs.getString(1) + "|" + canonicalId(rs.getString(2)),
+            JSON.readTree(rs.getString(3)).toString());
       }
     }
     return out;
@@ -198,9 +249,12 @@ class PartitionSinkIT {
         while (true) {
           String from = after;
           int n = p;
-          DocumentsReply reply = PartitionSharding.partition(kit.system(), n)
-              .<DocumentsReply>ask(r -> new GetDocuments(collection, from, 1000, r), Duration.ofSeconds(10))
-              .toCompletableFuture().get();
+          DocumentsReply reply =
+              PartitionSharding.partition(kit.system(), n)
+                  .<DocumentsReply>ask(
+                      r -> new GetDocuments(collection, from, 1000, r), Duration.ofSeconds(10))
+                  .toCompletableFuture()
+                  .get();
           for (Document d : reply.documents()) {
             if (!d.deleted()) {
               out.put(collection + "|" + d.id(), JSON.readTree(d.body()).toString());
@@ -217,10 +271,16 @@ class PartitionSinkIT {
   }
 
   private List<Partition.OutboxEntry> outbox(int partition) throws Exception {
-    JdbcReadJournal journal = PersistenceQuery.get(kit.system())
-        .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
-    List<EventEnvelope> events = journal.currentEventsByPersistenceId(Partition.persistenceId(partition).id(), 0, Long.MAX_VALUE)
-        .runWith(Sink.seq(), kit.system()).toCompletableFuture().get();
+    JdbcReadJournal journal =
+        PersistenceQuery.get(kit.system())
+            .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
+    List<EventEnvelope> events =
+        journal
+            .currentEventsByPersistenceId(
+                Partition.persistenceId(partition).id(), 0, Long.MAX_VALUE)
+            .runWith(Sink.seq(), kit.system())
+            .toCompletableFuture()
+            .get();
     List<Partition.OutboxEntry> out = new ArrayList<>();
     for (EventEnvelope e : events) {
       if (e.event() instanceof Partition.Written w) {
@@ -232,7 +292,10 @@ class PartitionSinkIT {
     return out;
   }
 
-  /** Checks the outbox of every partition; returns the number of CDC entries (snapshot loads write none). */
+  /**
+   * Checks the outbox of every partition; returns the number of CDC entries (snapshot loads write
+   * none).
+   */
   private int checkOutbox() throws Exception {
     int total = 0;
     Set<String> revisions = new HashSet<>();
@@ -243,11 +306,16 @@ class PartitionSinkIT {
         Partition.OutboxEntry e = entries.get(i);
         assertThat(e.sequence()).as("outbox sequences are contiguous").isEqualTo(i + 1);
         if (!e.kind().equals("snapshot")) {
-          // Snapshot rows have no commit of their own (commit LSN 0); their place is their sequence.
-          assertThat(Long.compareUnsigned(e.commitLsn(), previousCommit)).as("commit order within a partition").isGreaterThanOrEqualTo(0);
+          // Snapshot rows have no commit of their own (commit LSN 0); their place is their
+          // sequence.
+          assertThat(Long.compareUnsigned(e.commitLsn(), previousCommit))
+              .as("commit order within a partition")
+              .isGreaterThanOrEqualTo(0);
           previousCommit = e.commitLsn();
         }
-        assertThat(revisions.add(e.collection() + "|" + e.id() + "|" + e.revision())).as("a revision appears once").isTrue();
+        assertThat(revisions.add(e.collection() + "|" + e.id() + "|" + e.revision()))
+            .as("a revision appears once")
+            .isTrue();
       }
       total += entries.size();
     }
@@ -255,8 +323,10 @@ class PartitionSinkIT {
   }
 
   @Test
-  void aTableStreamedIntoPartitionsEqualsItsDocumentsAndEachChangeIsInTheOutboxOnce() throws Exception {
-    sql("INSERT INTO public.orders SELECT g, 't' || (g % 5), 'initial', g, '{\"a\": 1}' FROM generate_series(0, 39) g",
+  void aTableStreamedIntoPartitionsEqualsItsDocumentsAndEachChangeIsInTheOutboxOnce()
+      throws Exception {
+    sql(
+        "INSERT INTO public.orders SELECT g, 't' || (g % 5), 'initial', g, '{\"a\": 1}' FROM generate_series(0, 39) g",
         "INSERT INTO public.lines SELECT g, 1, 1 FROM generate_series(0, 19) g");
     PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
     PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));
@@ -267,16 +337,30 @@ class PartitionSinkIT {
 
     int changes = workload(300, 42);
     Map<String, String> expected = tableAsDocuments();
-    await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(250)).until(() -> liveDocuments().equals(expected));
+    await()
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(250))
+        .until(() -> liveDocuments().equals(expected));
     int entries = checkOutbox();
-    System.out.println("partition sink: row-changes=" + changes + " outbox-entries=" + entries + " frames=" + sink.framesSent()
-        + " loss=" + Math.max(0, changes - entries) + " dup=" + Math.max(0, entries - changes));
+    System.out.println(
+        "partition sink: row-changes="
+            + changes
+            + " outbox-entries="
+            + entries
+            + " frames="
+            + sink.framesSent()
+            + " loss="
+            + Math.max(0, changes - entries)
+            + " dup="
+            + Math.max(0, entries - changes));
     assertThat(entries).as("every row change once").isEqualTo(changes);
 
     // A truncate deletes every document of the collection, each with an outbox entry.
     long liveLines = expected.keySet().stream().filter(k -> k.startsWith("lines|")).count();
     sql("TRUNCATE public.lines");
-    await().atMost(Duration.ofSeconds(30)).until(() -> liveDocuments().keySet().stream().noneMatch(k -> k.startsWith("lines|")));
+    await()
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> liveDocuments().keySet().stream().noneMatch(k -> k.startsWith("lines|")));
     assertThat(checkOutbox()).isEqualTo(changes + liveLines);
     assertThat(status(p).state()).isEqualTo("running");
     sink.shutdown();
@@ -289,25 +373,32 @@ class PartitionSinkIT {
     AtomicInteger sent = new AtomicInteger();
     AtomicBoolean dropped = new AtomicBoolean();
     AtomicBoolean armed = new AtomicBoolean();
-    PartitionChannel lossy = new PartitionChannel() {
-      @Override
-      public <R> CompletionStage<R> ask(int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
-        if (armed.get() && partition == 3 && sent.incrementAndGet() == 4 && dropped.compareAndSet(false, true)) {
-          // Lost on the way (as a message to a sharded entity can be): nobody answers.
-          return new CompletableFuture<R>().orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
-        }
-        return real.ask(partition, make, timeout);
-      }
+    PartitionChannel lossy =
+        new PartitionChannel() {
+          @Override
+          public <R> CompletionStage<R> ask(
+              int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
+            if (armed.get()
+                && partition == 3
+                && sent.incrementAndGet() == 4
+                && dropped.compareAndSet(false, true)) {
+              // Lost on the way (as a message to a sharded entity can be): nobody answers.
+              return new CompletableFuture<R>()
+                  .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+            }
+            return real.ask(partition, make, timeout);
+          }
 
-      @Override
-      public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
-        return real.status(partition, timeout);
-      }
-    };
+          @Override
+          public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
+            return real.status(partition, timeout);
+          }
+        };
     PartitionSink sink = sink(lossy);
     ActorRef<CdcPipeline.Command> p = pipeline(sink, StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
-    // A backlog, so that each sink call carries many transactions and several messages per partition.
+    // A backlog, so that each sink call carries many transactions and several messages per
+    // partition.
     var stopped = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Stop(stopped.ref()));
     stopped.receiveMessage(Duration.ofSeconds(30));
@@ -317,12 +408,26 @@ class PartitionSinkIT {
     p.tell(new CdcPipeline.Start(started.ref()));
     started.receiveMessage(Duration.ofSeconds(30));
     Map<String, String> expected = tableAsDocuments();
-    await().atMost(Duration.ofSeconds(90)).pollInterval(Duration.ofMillis(250)).until(() -> liveDocuments().equals(expected));
+    await()
+        .atMost(Duration.ofSeconds(90))
+        .pollInterval(Duration.ofMillis(250))
+        .until(() -> liveDocuments().equals(expected));
     int entries = checkOutbox();
-    System.out.println("dropped slice: gaps=" + sink.gaps() + " restarts=" + status(p).restarts() + " skipped=" + sink.framesSkipped()
-        + " loss=" + Math.max(0, changes - entries) + " dup=" + Math.max(0, entries - changes));
+    System.out.println(
+        "dropped slice: gaps="
+            + sink.gaps()
+            + " restarts="
+            + status(p).restarts()
+            + " skipped="
+            + sink.framesSkipped()
+            + " loss="
+            + Math.max(0, changes - entries)
+            + " dup="
+            + Math.max(0, entries - changes));
     assertThat(dropped).isTrue();
-    assertThat(sink.gaps()).as("the next slice to that partition reported the gap").isGreaterThanOrEqualTo(1);
+    assertThat(sink.gaps())
+        .as("the next slice to that partition reported the gap")
+        .isGreaterThanOrEqualTo(1);
     assertThat(status(p).restarts()).isGreaterThanOrEqualTo(1);
     assertThat(entries).as("nothing lost, nothing twice").isEqualTo(changes);
     sink.shutdown();
@@ -336,33 +441,55 @@ class PartitionSinkIT {
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
     int changes = workload(300, 11);
     Map<String, String> expected = tableAsDocuments();
-    await("the pipeline pauses on a full outbox").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(50))
-        .until(() -> {
-          PipelineStatus s = status(p);
-          return s.state().equals("backoff") && s.detail() != null && s.detail().contains("outbox is full");
-        });
+    await("the pipeline pauses on a full outbox")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(50))
+        .until(
+            () -> {
+              PipelineStatus s = status(p);
+              return s.state().equals("backoff")
+                  && s.detail() != null
+                  && s.detail().contains("outbox is full");
+            });
     String detail = status(p).detail();
     // An operator (or, later, retention) purges; the pipeline goes on where it stopped.
-    await("documents catch up while the outboxes are purged").atMost(Duration.ofSeconds(120))
-        .pollInterval(Duration.ofMillis(500)).until(() -> {
-          for (int n = 0; n < PARTITIONS; n++) {
-            int partition = n;
-            PartitionStatus st = PartitionSharding.partition(kit.system(), n)
-                .<PartitionStatus>ask(io.weir.sharding.partition.PartitionProtocol.GetStatus::new, Duration.ofSeconds(10))
-                .toCompletableFuture().get();
-            if (st.outboxEntries() > 0) {
-              PartitionSharding.partition(kit.system(), partition)
-                  .<io.weir.sharding.partition.PartitionProtocol.PurgeReply>ask(
-                      r -> new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(st.outboxNext() - 1, 1_000_000, r),
-                      Duration.ofSeconds(10))
-                  .toCompletableFuture().get();
-            }
-          }
-          return liveDocuments().equals(expected);
-        });
+    await("documents catch up while the outboxes are purged")
+        .atMost(Duration.ofSeconds(120))
+        .pollInterval(Duration.ofMillis(500))
+        .until(
+            () -> {
+              for (int n = 0; n < PARTITIONS; n++) {
+                int partition = n;
+                PartitionStatus st =
+                    PartitionSharding.partition(kit.system(), n)
+                        .<PartitionStatus>ask(
+                            io.weir.sharding.partition.PartitionProtocol.GetStatus::new,
+                            Duration.ofSeconds(10))
+                        .toCompletableFuture()
+                        .get();
+                if (st.outboxEntries() > 0) {
+                  PartitionSharding.partition(kit.system(), partition)
+                      .<io.weir.sharding.partition.PartitionProtocol.PurgeReply>ask(
+                          r ->
+                              new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(
+                                  st.outboxNext() - 1, 1_000_000, r),
+                          Duration.ofSeconds(10))
+                      .toCompletableFuture()
+                      .get();
+                }
+              }
+              return liveDocuments().equals(expected);
+            });
     int entries = checkOutbox();
-    System.out.println("full outbox: detail=[" + detail + "] restarts=" + status(p).restarts()
-        + " loss=" + Math.max(0, changes - entries) + " dup=" + Math.max(0, entries - changes));
+    System.out.println(
+        "full outbox: detail=["
+            + detail
+            + "] restarts="
+            + status(p).restarts()
+            + " loss="
+            + Math.max(0, changes - entries)
+            + " dup="
+            + Math.max(0, entries - changes));
     assertThat(entries).as("paused, never dropped: every change once").isEqualTo(changes);
     sink.shutdown();
   }
@@ -380,15 +507,19 @@ class PartitionSinkIT {
     var reply = kit.<CdcPipeline.SnapshotReply>createTestProbe();
     p.tell(new CdcPipeline.StartIncrementalSnapshot(List.of(), reply.ref()));
     assertThat(reply.receiveMessage(Duration.ofSeconds(30)).error()).isNull();
-    await("the incremental snapshot finishes").atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(200))
+    await("the incremental snapshot finishes")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(200))
         .until(() -> status(p).snapshot() == null || status(p).snapshot().state().equals("done"));
   }
 
   @Test
-  void anIncrementalSnapshotRecordsRowsThatChangeADocumentAndNothingForEqualRows() throws Exception {
+  void anIncrementalSnapshotRecordsRowsThatChangeADocumentAndNothingForEqualRows()
+      throws Exception {
     PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
     // Rows that exist before the pipeline: go-forward does not see them.
-    sql("INSERT INTO public.orders SELECT g, 't' || (g % 5), 'before', g, '{\"b\": 2}' FROM generate_series(0, 29) g");
+    sql(
+        "INSERT INTO public.orders SELECT g, 't' || (g % 5), 'before', g, '{\"b\": 2}' FROM generate_series(0, 29) g");
     PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));
     ActorRef<CdcPipeline.Command> p = pipeline(sink, StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
@@ -404,18 +535,27 @@ class PartitionSinkIT {
     assertThat(checkOutbox()).isEqualTo(streamed + 25);
 
     incremental(p);
-    assertThat(snapshotEntries()).as("a second snapshot finds every document equal").isEqualTo(recorded);
-    System.out.println("incremental snapshot into partitions: recorded=" + recorded + " second=" + (snapshotEntries() - recorded));
+    assertThat(snapshotEntries())
+        .as("a second snapshot finds every document equal")
+        .isEqualTo(recorded);
+    System.out.println(
+        "incremental snapshot into partitions: recorded="
+            + recorded
+            + " second="
+            + (snapshotEntries() - recorded));
     sink.shutdown();
   }
 
   @Test
-  void unchangedToastValuesComeFromTheFullOldImageOrTheDocumentAndAreNeverInvented() throws Exception {
+  void unchangedToastValuesComeFromTheFullOldImageOrTheDocumentAndAreNeverInvented()
+      throws Exception {
     PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
     // Values large and random enough to be stored out of line (TOAST). public.big has a full old
     // image; public.big2 the default identity. Rows 1-3 of each exist before the pipeline.
-    String payload = "(SELECT string_agg(md5(random()::text || g || i), '') FROM generate_series(1, 300) i)";
-    sql("CREATE TABLE public.big (id int PRIMARY KEY, n int, payload text)",
+    String payload =
+        "(SELECT string_agg(md5(random()::text || g || i), '') FROM generate_series(1, 300) i)";
+    sql(
+        "CREATE TABLE public.big (id int PRIMARY KEY, n int, payload text)",
         "ALTER TABLE public.big REPLICA IDENTITY FULL",
         "CREATE TABLE public.big2 (id int PRIMARY KEY, n int, payload text)",
         "INSERT INTO public.big SELECT g, 0, " + payload + " FROM generate_series(1, 3) g",
@@ -426,18 +566,26 @@ class PartitionSinkIT {
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
     // The partitions never saw these rows: only the full old image can fill the unchanged payload.
     sql("UPDATE public.big SET n = n + 1");
-    await().atMost(Duration.ofSeconds(30)).until(() -> documents("public.big").equals(rows("public.big", "true")));
+    await()
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> documents("public.big").equals(rows("public.big", "true")));
     // A row the partitions hold keeps its unchanged payload from the document.
-    sql("INSERT INTO public.big2 SELECT 10, 0, " + payload.replace("|| g ||", "||") + "", "UPDATE public.big2 SET n = 5 WHERE id = 10");
-    await().atMost(Duration.ofSeconds(30)).until(() -> documents("public.big2").equals(rows("public.big2", "id = 10")));
-    // Without a full old image, a row the partitions never saw cannot be completed: the pipeline halts.
+    sql(
+        "INSERT INTO public.big2 SELECT 10, 0, " + payload.replace("|| g ||", "||") + "",
+        "UPDATE public.big2 SET n = 5 WHERE id = 10");
+    await()
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> documents("public.big2").equals(rows("public.big2", "id = 10")));
+    // Without a full old image, a row the partitions never saw cannot be completed: the pipeline
+    // halts.
     sql("UPDATE public.big2 SET n = 1 WHERE id = 1");
     await().atMost(Duration.ofSeconds(30)).until(() -> status(p).state().equals("halted"));
     PipelineStatus halted = status(p);
     assertThat(halted.reason()).isEqualTo("sink-rejected");
     assertThat(halted.detail()).contains("REPLICA IDENTITY FULL");
-    System.out.println("toast: 3 unseen rows filled from full old images, 1 kept from its document; unseen row without a full image: "
-        + halted.detail());
+    System.out.println(
+        "toast: 3 unseen rows filled from full old images, 1 kept from its document; unseen row without a full image: "
+            + halted.detail());
     sink.shutdown();
   }
 
@@ -445,7 +593,10 @@ class PartitionSinkIT {
   private Map<String, String> rows(String table, String where) throws Exception {
     Map<String, String> out = new TreeMap<>();
     try (Connection c = db.connect();
-        ResultSet rs = c.createStatement().executeQuery("SELECT id::text, row_to_json(b)::text FROM " + table + " b WHERE " + where)) {
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT id::text, row_to_json(b)::text FROM " + table + " b WHERE " + where)) {
       while (rs.next()) {
         out.put(rs.getString(1), JSON.readTree(rs.getString(2)).toString());
       }
@@ -458,9 +609,12 @@ class PartitionSinkIT {
     Map<String, String> out = new TreeMap<>();
     for (int p = 0; p < PARTITIONS; p++) {
       int n = p;
-      DocumentsReply reply = PartitionSharding.partition(kit.system(), n)
-          .<DocumentsReply>ask(r -> new GetDocuments(collection, null, 1000, r), Duration.ofSeconds(10))
-          .toCompletableFuture().get();
+      DocumentsReply reply =
+          PartitionSharding.partition(kit.system(), n)
+              .<DocumentsReply>ask(
+                  r -> new GetDocuments(collection, null, 1000, r), Duration.ofSeconds(10))
+              .toCompletableFuture()
+              .get();
       for (Document d : reply.documents()) {
         if (!d.deleted()) {
           out.put(d.id(), JSON.readTree(d.body()).toString());

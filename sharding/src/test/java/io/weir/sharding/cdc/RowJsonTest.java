@@ -20,15 +20,18 @@ class RowJsonTest {
       if (r.nextInt(8) == 0) {
         second -= Math.floorMod(second, 60);
       }
-      int nano = switch (r.nextInt(5)) {
-        case 0 -> 0;
-        case 1 -> r.nextInt(1_000) * 1_000_000;
-        case 2 -> r.nextInt(1_000_000) * 1_000;
-        default -> r.nextInt(1_000_000_000);
-      };
+      int nano =
+          switch (r.nextInt(5)) {
+            case 0 -> 0;
+            case 1 -> r.nextInt(1_000) * 1_000_000;
+            case 2 -> r.nextInt(1_000_000) * 1_000;
+            default -> r.nextInt(1_000_000_000);
+          };
       ZoneOffset offset = ZoneOffset.ofTotalSeconds((r.nextInt(36 * 60 + 1) - 18 * 60) * 60);
       OffsetDateTime t = OffsetDateTime.ofInstant(Instant.ofEpochSecond(second, nano), offset);
-      assertThat(RowJson.utc(t)).as("seed " + seed).isEqualTo(t.withOffsetSameInstant(ZoneOffset.UTC).toString());
+      assertThat(RowJson.utc(t))
+          .as("seed " + seed)
+          .isEqualTo(t.withOffsetSameInstant(ZoneOffset.UTC).toString());
     }
     OffsetDateTime midnight = OffsetDateTime.of(2026, 12, 1, 0, 0, 0, 0, ZoneOffset.ofHours(2));
     assertThat(RowJson.utc(midnight)).isEqualTo("2026-11-30T22:00Z");

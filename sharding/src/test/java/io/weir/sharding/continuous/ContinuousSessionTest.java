@@ -24,15 +24,20 @@ import org.junit.jupiter.api.Test;
  */
 class ContinuousSessionTest {
   private static final ActorTestKit KIT =
-      ActorTestKit.create("continuous-session-test", EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
+      ActorTestKit.create(
+          "continuous-session-test",
+          EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
 
   private EventSourcedBehaviorTestKit<Command, Entry, ContinuousSession.State> session;
 
   @BeforeEach
   void fresh() {
     // The state itself is never serialized (snapshots go through the adapter, checked here too).
-    session = EventSourcedBehaviorTestKit.create(KIT.system(), ContinuousSession.create("cq_test"),
-        EventSourcedBehaviorTestKit.enabledSerializationSettings().withVerifyState(false));
+    session =
+        EventSourcedBehaviorTestKit.create(
+            KIT.system(),
+            ContinuousSession.create("cq_test"),
+            EventSourcedBehaviorTestKit.enabledSerializationSettings().withVerifyState(false));
     session.clear();
   }
 
@@ -41,13 +46,27 @@ class ContinuousSessionTest {
     KIT.shutdownTestKit();
   }
 
-  /** Entry 1 is an InitialResult of one row (key [1]); later ones update that row's value to the sequence. */
+  /**
+   * Entry 1 is an InitialResult of one row (key [1]); later ones update that row's value to the
+   * sequence.
+   */
   private static Entry entry(long sequence) {
     return sequence == 1
-        ? new Entry(1, "InitialResult", "{\"type\":\"InitialResult\",\"rows\":[{\"key\":[1],\"row\":{\"v\":1}}],"
-            + "\"sequence\":1,\"epoch\":\"e\",\"lsn\":\"0/1\"}")
-        : new Entry(sequence, "RowUpdated", "{\"type\":\"RowUpdated\",\"key\":[1],\"row\":{\"v\":" + sequence
-            + "},\"position\":0,\"sequence\":" + sequence + ",\"epoch\":\"e\",\"lsn\":\"0/" + sequence + "\"}");
+        ? new Entry(
+            1,
+            "InitialResult",
+            "{\"type\":\"InitialResult\",\"rows\":[{\"key\":[1],\"row\":{\"v\":1}}],"
+                + "\"sequence\":1,\"epoch\":\"e\",\"lsn\":\"0/1\"}")
+        : new Entry(
+            sequence,
+            "RowUpdated",
+            "{\"type\":\"RowUpdated\",\"key\":[1],\"row\":{\"v\":"
+                + sequence
+                + "},\"position\":0,\"sequence\":"
+                + sequence
+                + ",\"epoch\":\"e\",\"lsn\":\"0/"
+                + sequence
+                + "\"}");
   }
 
   private ContinuousSession.Result result() {
@@ -62,9 +81,11 @@ class ContinuousSessionTest {
     return out;
   }
 
-  private EventSourcedBehaviorTestKit.CommandResultWithReply<Command, Entry, ContinuousSession.State, AppendReply> append(
-      List<Entry> entries) {
-    return session.<AppendReply>runCommand(replyTo -> new ContinuousSession.Append(entries, replyTo));
+  private EventSourcedBehaviorTestKit.CommandResultWithReply<
+          Command, Entry, ContinuousSession.State, AppendReply>
+      append(List<Entry> entries) {
+    return session.<AppendReply>runCommand(
+        replyTo -> new ContinuousSession.Append(entries, replyTo));
   }
 
   private LogState log() {
@@ -78,7 +99,10 @@ class ContinuousSessionTest {
     assertThat(first.events()).isEqualTo(entries(1, 3));
     assertThat(append(entries(4, 4)).reply()).isEqualTo(new Appended(4));
     assertThat(log()).isEqualTo(new LogState(4, 0));
-    assertThat(result()).isEqualTo(new ContinuousSession.Result(4, "0/4", List.of(new ContinuousSession.Row("[1]", "{\"v\":4}")), false));
+    assertThat(result())
+        .isEqualTo(
+            new ContinuousSession.Result(
+                4, "0/4", List.of(new ContinuousSession.Row("[1]", "{\"v\":4}")), false));
   }
 
   @Test
@@ -116,7 +140,8 @@ class ContinuousSessionTest {
     assertThat(append(entries(101, 102)).reply()).isEqualTo(new Appended(102));
     // Entry 101 is journal event 1.
     assertThat(log()).isEqualTo(new LogState(102, 100));
-    assertThat(append(entries(110, 110)).reply()).as("once written, only the next sequence continues it")
+    assertThat(append(entries(110, 110)).reply())
+        .as("once written, only the next sequence continues it")
         .isEqualTo(new Conflict(102));
   }
 
@@ -125,8 +150,12 @@ class ContinuousSessionTest {
     append(entries(1, 5));
     session.restart();
     assertThat(log()).isEqualTo(new LogState(5, 0));
-    assertThat(result().rows()).as("rebuilt from the events").containsExactly(new ContinuousSession.Row("[1]", "{\"v\":5}"));
-    assertThat(append(entries(4, 5)).reply()).as("a retry after a restart").isEqualTo(new Appended(5));
+    assertThat(result().rows())
+        .as("rebuilt from the events")
+        .containsExactly(new ContinuousSession.Row("[1]", "{\"v\":5}"));
+    assertThat(append(entries(4, 5)).reply())
+        .as("a retry after a restart")
+        .isEqualTo(new Appended(5));
     assertThat(append(List.of(new Entry(5, "RowAdded", "{}"))).reply()).isEqualTo(new Conflict(5));
     assertThat(append(entries(6, 6)).reply()).isEqualTo(new Appended(6));
   }
@@ -138,21 +167,41 @@ class ContinuousSessionTest {
       append(entries(from, from + 9)); // one append ends exactly at the snapshot's sequence
     }
     assertThat(session.snapshotTestKit().isPresent()).isTrue();
-    assertThat(session.snapshotTestKit().get().expectNextPersisted(ContinuousSession.persistenceId("cq_test").id(),
-        new ContinuousSession.Snapshot(ContinuousSession.SNAPSHOT_EVERY, "0/" + ContinuousSession.SNAPSHOT_EVERY,
-            List.of(new ContinuousSession.Row("[1]", "{\"v\":" + ContinuousSession.SNAPSHOT_EVERY + "}")))))
+    assertThat(
+            session
+                .snapshotTestKit()
+                .get()
+                .expectNextPersisted(
+                    ContinuousSession.persistenceId("cq_test").id(),
+                    new ContinuousSession.Snapshot(
+                        ContinuousSession.SNAPSHOT_EVERY,
+                        "0/" + ContinuousSession.SNAPSHOT_EVERY,
+                        List.of(
+                            new ContinuousSession.Row(
+                                "[1]", "{\"v\":" + ContinuousSession.SNAPSHOT_EVERY + "}")))))
         .isNotNull();
     session.restart();
     assertThat(log()).isEqualTo(new LogState(last, 0));
-    assertThat(result()).as("the snapshot's result and the events after it")
-        .isEqualTo(new ContinuousSession.Result(last, "0/" + last, List.of(new ContinuousSession.Row("[1]", "{\"v\":" + last + "}")), false));
+    assertThat(result())
+        .as("the snapshot's result and the events after it")
+        .isEqualTo(
+            new ContinuousSession.Result(
+                last,
+                "0/" + last,
+                List.of(new ContinuousSession.Row("[1]", "{\"v\":" + last + "}")),
+                false));
     assertThat(append(entries(last + 1, last + 1)).reply()).isEqualTo(new Appended(last + 1));
   }
 
   @Test
   void anEventThatDoesNotApplyLeavesTheResultUnknownUntilTheNextInitialResult() {
     append(entries(1, 2));
-    append(List.of(new Entry(3, "RowUpdated", "{\"type\":\"RowUpdated\",\"key\":[9],\"row\":{\"v\":0},\"position\":0}")));
+    append(
+        List.of(
+            new Entry(
+                3,
+                "RowUpdated",
+                "{\"type\":\"RowUpdated\",\"key\":[9],\"row\":{\"v\":0},\"position\":0}")));
     assertThat(result().rows()).as("a key that is not there").isNull();
     assertThat(result().last()).isEqualTo(3);
     append(List.of(new Entry(4, "InitialResult", "{\"type\":\"InitialResult\",\"rows\":[]}")));
@@ -163,9 +212,13 @@ class ContinuousSessionTest {
 
   @Test
   void recoveryAcrossDeletedRowsLeavesTheResultUnknown() {
-    // Rows 3 and 4 are gone (pruned past the last snapshot): entry 5 cannot be applied to entry 2's result.
-    session.persistenceTestKit().persistForRecovery(ContinuousSession.persistenceId("cq_test").id(),
-        List.<Object>of(entry(1), entry(2), entry(5)));
+    // Rows 3 and 4 are gone (pruned past the last snapshot): entry 5 cannot be applied to entry 2's
+    // result.
+    session
+        .persistenceTestKit()
+        .persistForRecovery(
+            ContinuousSession.persistenceId("cq_test").id(),
+            List.<Object>of(entry(1), entry(2), entry(5)));
     session.restart();
     assertThat(result()).isEqualTo(new ContinuousSession.Result(5, "0/5", null, false));
     assertThat(log().last()).isEqualTo(5);
@@ -174,8 +227,16 @@ class ContinuousSessionTest {
   @Test
   void aResultTooLargeForOneMessageIsNotSent() {
     String wide = "{\"v\":\"" + "x".repeat((int) (ContinuousSession.MAX_RESULT_BYTES / 2)) + "\"}";
-    append(List.of(new Entry(1, "InitialResult", "{\"type\":\"InitialResult\",\"rows\":[{\"key\":[1],\"row\":" + wide
-        + "},{\"key\":[2],\"row\":" + wide + "}]}")));
+    append(
+        List.of(
+            new Entry(
+                1,
+                "InitialResult",
+                "{\"type\":\"InitialResult\",\"rows\":[{\"key\":[1],\"row\":"
+                    + wide
+                    + "},{\"key\":[2],\"row\":"
+                    + wide
+                    + "}]}")));
     assertThat(result()).isEqualTo(new ContinuousSession.Result(1, null, null, true));
   }
 
@@ -187,9 +248,17 @@ class ContinuousSessionTest {
   @Test
   void anEntryNamesNoValue() {
     assertThat(new Entry(7, "RowAdded", "{\"row\":{\"secret\":\"s3cr3t\"}}").toString())
-        .doesNotContain("s3cr3t").contains("RowAdded");
-    assertThat(new ContinuousSession.Row("[1]", "{\"secret\":\"s3cr3t\"}").toString()).doesNotContain("s3cr3t");
-    assertThat(new ContinuousSession.Result(1, null, List.of(new ContinuousSession.Row("[1]", "{\"secret\":\"s3cr3t\"}")), false)
-        .toString()).doesNotContain("s3cr3t");
+        .doesNotContain("s3cr3t")
+        .contains("RowAdded");
+    assertThat(new ContinuousSession.Row("[1]", "{\"secret\":\"s3cr3t\"}").toString())
+        .doesNotContain("s3cr3t");
+    assertThat(
+            new ContinuousSession.Result(
+                    1,
+                    null,
+                    List.of(new ContinuousSession.Row("[1]", "{\"secret\":\"s3cr3t\"}")),
+                    false)
+                .toString())
+        .doesNotContain("s3cr3t");
   }
 }

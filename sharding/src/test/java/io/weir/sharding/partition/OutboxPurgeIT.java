@@ -45,7 +45,9 @@ class OutboxPurgeIT {
   void purgedRowsGoOnceASnapshotCoversThemAndRecoveryStillWorks() throws Exception {
     ExecutorService io = Executors.newFixedThreadPool(1);
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("purge_it")) {
-      Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      Config config =
+          ConfigFactory.load(
+              db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
       try (Database database = Database.create(PostgresSettings.create(config), "purge-it")) {
         SchemaMigrator.migrate(database.dataSource(), "weir");
         JournalPruner pruner = new SqlJournalPruner(database.dataSource(), "weir", io);
@@ -53,32 +55,50 @@ class OutboxPurgeIT {
         PartitionStatus before;
         ActorTestKit first = ActorTestKit.create("purge-first", config);
         try {
-          ActorRef<Command> p = first.spawn(Partition.create(5, PartitionSettings.DEFAULTS, pruner));
+          ActorRef<Command> p =
+              first.spawn(Partition.create(5, PartitionSettings.DEFAULTS, pruner));
           TestProbe<FrameReply> replies = first.createTestProbe();
           for (int i = 0; i < frames; i++) {
-            p.tell(new ApplyFrame("c" + i, List.of(new Upsert("orders", Integer.toString(i % 100), "{\"n\":" + i + "}",
-                Optional.empty())), Optional.empty(), replies.ref()));
+            p.tell(
+                new ApplyFrame(
+                    "c" + i,
+                    List.of(
+                        new Upsert(
+                            "orders",
+                            Integer.toString(i % 100),
+                            "{\"n\":" + i + "}",
+                            Optional.empty())),
+                    Optional.empty(),
+                    replies.ref()));
           }
           for (int i = 0; i < frames; i++) {
             assertThat(replies.receiveMessage(Duration.ofSeconds(30))).isInstanceOf(Applied.class);
           }
-          await("two snapshots").atMost(Duration.ofSeconds(30)).until(() -> count(db, "weir.snapshot") >= 2);
+          await("two snapshots")
+              .atMost(Duration.ofSeconds(30))
+              .until(() -> count(db, "weir.snapshot") >= 2);
           TestProbe<PurgeReply> purged = first.createTestProbe();
           p.tell(new PurgeOutbox(1500, 1_000_000, purged.ref()));
-          assertThat(purged.receiveMessage(Duration.ofSeconds(10))).isEqualTo(new OutboxPurged(1501, frames + 1, 1500, false));
-          // Rows 1..1000 go (the snapshot at 1000 covers them); 1001..1500 wait for a later snapshot.
-          await("journal rows pruned").atMost(Duration.ofSeconds(30))
-              .until(() -> count(db, "weir.event_journal") == frames + 1 - Partition.SNAPSHOT_EVERY);
+          assertThat(purged.receiveMessage(Duration.ofSeconds(10)))
+              .isEqualTo(new OutboxPurged(1501, frames + 1, 1500, false));
+          // Rows 1..1000 go (the snapshot at 1000 covers them); 1001..1500 wait for a later
+          // snapshot.
+          await("journal rows pruned")
+              .atMost(Duration.ofSeconds(30))
+              .until(
+                  () -> count(db, "weir.event_journal") == frames + 1 - Partition.SNAPSHOT_EVERY);
           TestProbe<PartitionStatus> status = first.createTestProbe();
           p.tell(new GetStatus(status.ref()));
           before = status.receiveMessage(Duration.ofSeconds(10));
         } finally {
           first.shutdownTestKit();
         }
-        System.out.println("purge: frames=" + frames + " journal-rows-left=" + count(db, "weir.event_journal"));
+        System.out.println(
+            "purge: frames=" + frames + " journal-rows-left=" + count(db, "weir.event_journal"));
         ActorTestKit second = ActorTestKit.create("purge-second", config);
         try {
-          ActorRef<Command> p = second.spawn(Partition.create(5, PartitionSettings.DEFAULTS, pruner));
+          ActorRef<Command> p =
+              second.spawn(Partition.create(5, PartitionSettings.DEFAULTS, pruner));
           TestProbe<PartitionStatus> status = second.createTestProbe();
           p.tell(new GetStatus(status.ref()));
           PartitionStatus after = status.receiveMessage(Duration.ofSeconds(30));
@@ -87,7 +107,8 @@ class OutboxPurgeIT {
           TestProbe<DocumentReply> doc = second.createTestProbe();
           p.tell(new GetDocument("orders", "7", doc.ref()));
           assertThat(doc.receiveMessage(Duration.ofSeconds(10)).document().orElseThrow().revision())
-              .as("documents written by purged frames stay").isEqualTo(frames / 100);
+              .as("documents written by purged frames stay")
+              .isEqualTo(frames / 100);
         } finally {
           second.shutdownTestKit();
         }
@@ -99,8 +120,10 @@ class OutboxPurgeIT {
 
   private static long count(TestPostgres.TestDatabase db, String table) throws Exception {
     try (Connection c = db.connect();
-        ResultSet rs = c.createStatement().executeQuery(
-            "SELECT count(*) FROM " + table + " WHERE persistence_id = '" + PID + "'")) {
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT count(*) FROM " + table + " WHERE persistence_id = '" + PID + "'")) {
       rs.next();
       return rs.getLong(1);
     }

@@ -44,8 +44,11 @@ class OutboxReaderIT {
   @Test
   void concurrentReadersShareJournalQueriesAndTheCacheIsBounded() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("outbox_reader_it")) {
-      Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
-      try (Database database = Database.create(PostgresSettings.create(config), "outbox-reader-it")) {
+      Config config =
+          ConfigFactory.load(
+              db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      try (Database database =
+          Database.create(PostgresSettings.create(config), "outbox-reader-it")) {
         SchemaMigrator.migrate(database.dataSource(), "weir");
       }
       ActorTestKit kit = ActorTestKit.create("outbox-reader-it", config);
@@ -53,51 +56,86 @@ class OutboxReaderIT {
         ActorRef<Command> p = kit.spawn(Partition.create(5));
         TestProbe<FrameReply> replies = kit.createTestProbe();
         for (int i = 0; i < 40; i++) {
-          p.tell(new ApplyFrame("c" + i, List.of(new Upsert("orders", "d" + i, "{\"n\":" + i + "}", Optional.empty())),
-              Optional.empty(), replies.ref()));
+          p.tell(
+              new ApplyFrame(
+                  "c" + i,
+                  List.of(new Upsert("orders", "d" + i, "{\"n\":" + i + "}", Optional.empty())),
+                  Optional.empty(),
+                  replies.ref()));
           assertThat(replies.receiveMessage(Duration.ofSeconds(30))).isInstanceOf(Applied.class);
         }
         TestProbe<ChangesSpan> spans = kit.createTestProbe();
         p.tell(new ReadChanges("orders", 0, 40, spans.ref()));
         ChangesSpan span = spans.receiveMessage(Duration.ofSeconds(10));
         CurrentEventsByPersistenceIdQuery real =
-            PersistenceQuery.get(kit.system()).getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
+            PersistenceQuery.get(kit.system())
+                .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
         AtomicInteger queries = new AtomicInteger();
-        CurrentEventsByPersistenceIdQuery counted = new CurrentEventsByPersistenceIdQuery() {
-          @Override
-          public Source<EventEnvelope, NotUsed> currentEventsByPersistenceId(String id, long from, long to) {
-            queries.incrementAndGet();
-            return real.currentEventsByPersistenceId(id, from, to);
-          }
-        };
+        CurrentEventsByPersistenceIdQuery counted =
+            new CurrentEventsByPersistenceIdQuery() {
+              @Override
+              public Source<EventEnvelope, NotUsed> currentEventsByPersistenceId(
+                  String id, long from, long to) {
+                queries.incrementAndGet();
+                return real.currentEventsByPersistenceId(id, from, to);
+              }
+            };
         OutboxReader reader = new OutboxReader(kit.system(), counted);
         List<CompletableFuture<List<Partition.OutboxEntry>>> reads = new ArrayList<>();
         for (int r = 0; r < 50; r++) {
-          reads.add(reader.entries(5, span.incarnation(), span.journalSequences(), 0, 40).toCompletableFuture());
+          reads.add(
+              reader
+                  .entries(5, span.incarnation(), span.journalSequences(), 0, 40)
+                  .toCompletableFuture());
         }
         for (CompletableFuture<List<Partition.OutboxEntry>> read : reads) {
           List<Partition.OutboxEntry> entries = read.get(30, TimeUnit.SECONDS);
-          assertThat(entries).extracting(Partition.OutboxEntry::sequence).containsExactlyElementsOf(
-              java.util.stream.LongStream.rangeClosed(1, 40).boxed().toList());
+          assertThat(entries)
+              .extracting(Partition.OutboxEntry::sequence)
+              .containsExactlyElementsOf(
+                  java.util.stream.LongStream.rangeClosed(1, 40).boxed().toList());
         }
         assertThat(queries.get()).as("50 concurrent readers of the same events").isEqualTo(1);
-        assertThat(reader.entries(5, span.incarnation(), span.journalSequences(), 10, 20).toCompletableFuture()
-            .get(10, TimeUnit.SECONDS)).hasSize(10);
+        assertThat(
+                reader
+                    .entries(5, span.incarnation(), span.journalSequences(), 10, 20)
+                    .toCompletableFuture()
+                    .get(10, TimeUnit.SECONDS))
+            .hasSize(10);
         assertThat(queries.get()).as("served from the cache").isEqualTo(1);
-        reader.entries(5, "another-incarnation", span.journalSequences(), 0, 40).toCompletableFuture().get(10, TimeUnit.SECONDS);
+        reader
+            .entries(5, "another-incarnation", span.journalSequences(), 0, 40)
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
         assertThat(queries.get()).as("another incarnation never hits these events").isEqualTo(2);
-        assertThat(reader.entries(5, span.journalSequences(), 0, 40).toCompletableFuture().get(10, TimeUnit.SECONDS))
-            .as("uncached reads give the same entries").hasSize(40);
+        assertThat(
+                reader
+                    .entries(5, span.journalSequences(), 0, 40)
+                    .toCompletableFuture()
+                    .get(10, TimeUnit.SECONDS))
+            .as("uncached reads give the same entries")
+            .hasSize(40);
 
         OutboxReader tiny = new OutboxReader(kit.system(), counted, 500);
-        tiny.entries(5, span.incarnation(), span.journalSequences(), 0, 40).toCompletableFuture().get(10, TimeUnit.SECONDS);
+        tiny.entries(5, span.incarnation(), span.journalSequences(), 0, 40)
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
         int before = queries.get();
-        tiny.entries(5, span.incarnation(), span.journalSequences(), 0, 1).toCompletableFuture().get(10, TimeUnit.SECONDS);
-        assertThat(queries.get()).as("the oldest events were evicted from a cache of 500 bytes").isEqualTo(before + 1);
+        tiny.entries(5, span.incarnation(), span.journalSequences(), 0, 1)
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
+        assertThat(queries.get())
+            .as("the oldest events were evicted from a cache of 500 bytes")
+            .isEqualTo(before + 1);
 
         List<Long> holes = new ArrayList<>(span.journalSequences());
         holes.remove(5);
-        assertThatThrownBy(() -> reader.entries(5, "third", holes, 0, 40).toCompletableFuture().get(10, TimeUnit.SECONDS))
+        assertThatThrownBy(
+                () ->
+                    reader
+                        .entries(5, "third", holes, 0, 40)
+                        .toCompletableFuture()
+                        .get(10, TimeUnit.SECONDS))
             .hasCauseInstanceOf(OutboxReader.MissingEntries.class);
       } finally {
         kit.shutdownTestKit();

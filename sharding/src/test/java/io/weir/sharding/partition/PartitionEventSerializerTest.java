@@ -44,9 +44,11 @@ import org.junit.jupiter.api.Test;
  * CDC event.
  */
 class PartitionEventSerializerTest {
-  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(PartitionEventSerializerTest.class);
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(PartitionEventSerializerTest.class);
   private static final PartitionEventSerializer SERIALIZER = new PartitionEventSerializer();
-  private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+  private static final ObjectMapper JSON =
+      new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
   private static ActorSystem<Void> system;
   private static Serialization serialization;
 
@@ -63,8 +65,10 @@ class PartitionEventSerializerTest {
 
   @Test
   void partitionEventsAreBoundToItAndOtherMessagesAreNot() {
-    assertThat(serialization.findSerializerFor(new Purged(3)).identifier()).isEqualTo(PartitionEventSerializer.IDENTIFIER);
-    assertThat(serialization.findSerializerFor(everyField()).identifier()).isEqualTo(PartitionEventSerializer.IDENTIFIER);
+    assertThat(serialization.findSerializerFor(new Purged(3)).identifier())
+        .isEqualTo(PartitionEventSerializer.IDENTIFIER);
+    assertThat(serialization.findSerializerFor(everyField()).identifier())
+        .isEqualTo(PartitionEventSerializer.IDENTIFIER);
     assertThat(serialization.findSerializerFor(new Partition.RowRule("f", 1)).identifier())
         .isNotEqualTo(PartitionEventSerializer.IDENTIFIER);
   }
@@ -86,17 +90,25 @@ class PartitionEventSerializerTest {
 
   @Test
   void theStoredBytesOfFormat1StillDecode() throws Exception {
-    Path file = Path.of(System.getProperty("basedir", "."))
-        .resolve("src/test/resources/serialization/partition-events/format-1.json");
+    Path file =
+        Path.of(System.getProperty("basedir", "."))
+            .resolve("src/test/resources/serialization/partition-events/format-1.json");
     List<Object> expected = List.of(everyField(), cdcEvent(3), new Purged(12_345));
     if (!Files.exists(file)) {
       if (!SerializationFixtures.writing()) {
-        fail("no fixture " + file + "; write it with -D" + SerializationFixtures.WRITE_PROPERTY + "=true and commit it");
+        fail(
+            "no fixture "
+                + file
+                + "; write it with -D"
+                + SerializationFixtures.WRITE_PROPERTY
+                + "=true and commit it");
       }
       ObjectNode root = JSON.createObjectNode();
       var samples = root.putArray("samples");
       for (Object o : expected) {
-        samples.addObject().put("manifest", SERIALIZER.manifest(o))
+        samples
+            .addObject()
+            .put("manifest", SERIALIZER.manifest(o))
             .put("payload", Base64.getEncoder().encodeToString(SERIALIZER.toBinary(o)));
       }
       Files.createDirectories(file.getParent());
@@ -107,8 +119,13 @@ class PartitionEventSerializerTest {
     for (int i = 0; i < expected.size(); i++) {
       JsonNode s = stored.get(i);
       // Through the serialization extension, as the journal plugin decodes a stored row.
-      Object decoded = serialization.deserialize(Base64.getDecoder().decode(s.get("payload").asText()),
-          PartitionEventSerializer.IDENTIFIER, s.get("manifest").asText()).get();
+      Object decoded =
+          serialization
+              .deserialize(
+                  Base64.getDecoder().decode(s.get("payload").asText()),
+                  PartitionEventSerializer.IDENTIFIER,
+                  s.get("manifest").asText())
+              .get();
       assertThat(decoded).as("stored sample " + i).isEqualTo(expected.get(i));
     }
   }
@@ -122,14 +139,18 @@ class PartitionEventSerializerTest {
       byte[] truncated = Arrays.copyOf(bytes, cut);
       assertThatThrownBy(() -> SERIALIZER.fromBinary(truncated, manifest))
           .isInstanceOf(NotSerializableException.class)
-          .satisfies(e -> assertThat(e.getMessage()).doesNotContain("secret").doesNotContain("alice"));
+          .satisfies(
+              e -> assertThat(e.getMessage()).doesNotContain("secret").doesNotContain("alice"));
     }
     byte[] longer = Arrays.copyOf(bytes, bytes.length + 1);
-    assertThatThrownBy(() -> SERIALIZER.fromBinary(longer, manifest)).hasMessageContaining("trailing");
+    assertThatThrownBy(() -> SERIALIZER.fromBinary(longer, manifest))
+        .hasMessageContaining("trailing");
     byte[] future = bytes.clone();
     future[0] = 9;
-    assertThatThrownBy(() -> SERIALIZER.fromBinary(future, manifest)).hasMessageContaining("format 9");
-    assertThatThrownBy(() -> SERIALIZER.fromBinary(bytes, "io.weir.Other")).hasMessageContaining("unknown");
+    assertThatThrownBy(() -> SERIALIZER.fromBinary(future, manifest))
+        .hasMessageContaining("format 9");
+    assertThatThrownBy(() -> SERIALIZER.fromBinary(bytes, "io.weir.Other"))
+        .hasMessageContaining("unknown");
   }
 
   @Test
@@ -137,26 +158,65 @@ class PartitionEventSerializerTest {
     Written w = cdcEvent(200);
     byte[] binary = SERIALIZER.toBinary(w);
     byte[] cbor = serialization.serializerByIdentity().get(33).get().toBinary(w);
-    LOG.info("partition-event-size: entries=200 binary={} cbor={} ratio={}", binary.length, cbor.length,
+    LOG.info(
+        "partition-event-size: entries=200 binary={} cbor={} ratio={}",
+        binary.length,
+        cbor.length,
         String.format(java.util.Locale.ROOT, "%.2f", (double) binary.length / cbor.length));
-    assertThat(Serializers.manifestFor(serialization.findSerializerFor(w), w)).isEqualTo(Written.class.getName());
+    assertThat(Serializers.manifestFor(serialization.findSerializerFor(w), w))
+        .isEqualTo(Written.class.getName());
     assertThat(binary.length).isLessThan(cbor.length);
   }
 
   /** One event with every field set, including the rare ones (consumer, rule, loaded documents). */
   static Written everyField() {
-    OutboxEntry e1 = new OutboxEntry(1_001, 0, "orders", "o-1", "upsert", 4, "{\"owner\":\"alice\"}",
-        "{\"owner\":\"alice\",\"secret\":\"é✓\"}", 1_700_000_000_000L, 0);
-    OutboxEntry e2 = new OutboxEntry(1_002, 1, "orders", "o-2", "delete", 2, "{\"secret\":1}", null, 1_700_000_000_001L, 0);
-    FrameApplied api = new FrameApplied("cmd-1", List.of(e1, e2), Optional.empty(), List.of("reset-a"),
-        List.of(new Document("orders", "o-3", 1, "{\"secret\":2}", false, null),
-            new Document("orders", "o-4", 3, null, true, "[\"alice\"]")),
-        new Consumer("proj", 2, List.of("orders"), List.of("upsert", "delete"), 10, 20, false, -1,
-            List.of(new BatchReceipt(11, 20, "digest", "batch-1", 1_003, List.of(5L, 6L), 1_700_000_000_002L))),
-        List.of("orders"), new RuleChange("orders", "owner", 7));
-    FrameApplied cdc = new FrameApplied(null,
-        List.of(new OutboxEntry(1_003, 0, "public.t", "7", "snapshot", 1, null, "{\"a\":1}", 5, 0x16B3748L)),
-        Optional.of(new SourcePosition("slot-a", 0x16B3748L, 0x16B3000L, 2, false)), List.of(), List.of());
+    OutboxEntry e1 =
+        new OutboxEntry(
+            1_001,
+            0,
+            "orders",
+            "o-1",
+            "upsert",
+            4,
+            "{\"owner\":\"alice\"}",
+            "{\"owner\":\"alice\",\"secret\":\"é✓\"}",
+            1_700_000_000_000L,
+            0);
+    OutboxEntry e2 =
+        new OutboxEntry(
+            1_002, 1, "orders", "o-2", "delete", 2, "{\"secret\":1}", null, 1_700_000_000_001L, 0);
+    FrameApplied api =
+        new FrameApplied(
+            "cmd-1",
+            List.of(e1, e2),
+            Optional.empty(),
+            List.of("reset-a"),
+            List.of(
+                new Document("orders", "o-3", 1, "{\"secret\":2}", false, null),
+                new Document("orders", "o-4", 3, null, true, "[\"alice\"]")),
+            new Consumer(
+                "proj",
+                2,
+                List.of("orders"),
+                List.of("upsert", "delete"),
+                10,
+                20,
+                false,
+                -1,
+                List.of(
+                    new BatchReceipt(
+                        11, 20, "digest", "batch-1", 1_003, List.of(5L, 6L), 1_700_000_000_002L))),
+            List.of("orders"),
+            new RuleChange("orders", "owner", 7));
+    FrameApplied cdc =
+        new FrameApplied(
+            null,
+            List.of(
+                new OutboxEntry(
+                    1_003, 0, "public.t", "7", "snapshot", 1, null, "{\"a\":1}", 5, 0x16B3748L)),
+            Optional.of(new SourcePosition("slot-a", 0x16B3748L, 0x16B3000L, 2, false)),
+            List.of(),
+            List.of());
     return new Written("incarnation-1", List.of(api, cdc));
   }
 
@@ -167,13 +227,34 @@ class PartitionEventSerializerTest {
     for (int i = 0; i < n; i += 2) {
       List<OutboxEntry> entries = new ArrayList<>();
       for (int k = i; k < Math.min(n, i + 2); k++) {
-        String body = "{\"id\":" + k + ",\"a\":" + (k * 7) + ",\"b\":\"" + "0123456789abcdef".repeat(4)
-            + "\",\"c\":\"2026-12-01T12:00:00.123456Z\"}";
-        entries.add(new OutboxEntry(50_000 + k, k - i, "public.bench", Integer.toString(k), k % 10 == 0 ? "delete" : "upsert",
-            3, k % 10 == 0 ? body : null, k % 10 == 0 ? null : body, 1_764_590_400_000L + k, lsn + i));
+        String body =
+            "{\"id\":"
+                + k
+                + ",\"a\":"
+                + (k * 7)
+                + ",\"b\":\""
+                + "0123456789abcdef".repeat(4)
+                + "\",\"c\":\"2026-12-01T12:00:00.123456Z\"}";
+        entries.add(
+            new OutboxEntry(
+                50_000 + k,
+                k - i,
+                "public.bench",
+                Integer.toString(k),
+                k % 10 == 0 ? "delete" : "upsert",
+                3,
+                k % 10 == 0 ? body : null,
+                k % 10 == 0 ? null : body,
+                1_764_590_400_000L + k,
+                lsn + i));
       }
-      frames.add(new FrameApplied(null, entries, Optional.of(new SourcePosition("weir_bench", lsn + i, lsn + i - 2, 1, true)),
-          List.of(), List.of()));
+      frames.add(
+          new FrameApplied(
+              null,
+              entries,
+              Optional.of(new SourcePosition("weir_bench", lsn + i, lsn + i - 2, 1, true)),
+              List.of(),
+              List.of()));
     }
     return new Written(null, frames);
   }
@@ -185,24 +266,75 @@ class PartitionEventSerializerTest {
       List<OutboxEntry> entries = new ArrayList<>();
       int m = r.nextInt(5);
       for (int k = 0; k < m; k++) {
-        entries.add(new OutboxEntry(r.nextLong(), r.nextInt(), text(r, 3), text(r, 6), text(r, 2), r.nextLong(),
-            maybe(r, text(r, 40)), maybe(r, text(r, 40)), r.nextLong(), r.nextLong()));
+        entries.add(
+            new OutboxEntry(
+                r.nextLong(),
+                r.nextInt(),
+                text(r, 3),
+                text(r, 6),
+                text(r, 2),
+                r.nextLong(),
+                maybe(r, text(r, 40)),
+                maybe(r, text(r, 40)),
+                r.nextLong(),
+                r.nextLong()));
       }
-      Optional<SourcePosition> source = r.nextBoolean() ? Optional.empty()
-          : Optional.of(new SourcePosition(text(r, 3), r.nextLong(), r.nextLong(), 1 + r.nextInt(1_000), r.nextBoolean()));
+      Optional<SourcePosition> source =
+          r.nextBoolean()
+              ? Optional.empty()
+              : Optional.of(
+                  new SourcePosition(
+                      text(r, 3),
+                      r.nextLong(),
+                      r.nextLong(),
+                      1 + r.nextInt(1_000),
+                      r.nextBoolean()));
       List<Document> loaded = new ArrayList<>();
       for (int k = r.nextInt(3); k > 0; k--) {
-        loaded.add(new Document(text(r, 3), text(r, 5), r.nextLong(), maybe(r, text(r, 30)), r.nextBoolean(),
-            maybe(r, text(r, 10))));
+        loaded.add(
+            new Document(
+                text(r, 3),
+                text(r, 5),
+                r.nextLong(),
+                maybe(r, text(r, 30)),
+                r.nextBoolean(),
+                maybe(r, text(r, 10))));
       }
-      Consumer consumer = r.nextInt(4) != 0 ? null
-          : new Consumer(text(r, 4), r.nextLong(), List.of(text(r, 3)), List.of(), r.nextLong(), r.nextLong(),
-              r.nextBoolean(), r.nextLong(), r.nextBoolean() ? List.of()
-                  : List.of(new BatchReceipt(r.nextLong(), r.nextLong(), maybe(r, text(r, 8)), maybe(r, text(r, 8)),
-                      r.nextLong(), List.of(r.nextLong(), r.nextLong()), r.nextLong())));
-      RuleChange rule = r.nextInt(4) != 0 ? null : new RuleChange(text(r, 3), maybe(r, text(r, 4)), r.nextLong());
-      frames.add(new FrameApplied(maybe(r, text(r, 8)), entries, source, r.nextBoolean() ? List.of() : List.of(text(r, 3)),
-          loaded, consumer, r.nextBoolean() ? List.of() : List.of(text(r, 3), text(r, 3)), rule));
+      Consumer consumer =
+          r.nextInt(4) != 0
+              ? null
+              : new Consumer(
+                  text(r, 4),
+                  r.nextLong(),
+                  List.of(text(r, 3)),
+                  List.of(),
+                  r.nextLong(),
+                  r.nextLong(),
+                  r.nextBoolean(),
+                  r.nextLong(),
+                  r.nextBoolean()
+                      ? List.of()
+                      : List.of(
+                          new BatchReceipt(
+                              r.nextLong(),
+                              r.nextLong(),
+                              maybe(r, text(r, 8)),
+                              maybe(r, text(r, 8)),
+                              r.nextLong(),
+                              List.of(r.nextLong(), r.nextLong()),
+                              r.nextLong())));
+      RuleChange rule =
+          r.nextInt(4) != 0 ? null : new RuleChange(text(r, 3), maybe(r, text(r, 4)), r.nextLong());
+      frames.add(
+          new FrameApplied(
+              maybe(r, text(r, 8)),
+              entries,
+              source,
+              r.nextBoolean() ? List.of() : List.of(text(r, 3)),
+              loaded,
+              consumer,
+              r.nextBoolean() ? List.of() : List.of(text(r, 3), text(r, 3)),
+              rule));
     }
     return new Written(maybe(r, text(r, 12)), frames);
   }
@@ -211,7 +343,10 @@ class PartitionEventSerializerTest {
     return r.nextInt(3) == 0 ? null : s;
   }
 
-  /** Text of up to {@code max} characters drawn from ASCII, Latin-1, other BMP and supplementary code points. */
+  /**
+   * Text of up to {@code max} characters drawn from ASCII, Latin-1, other BMP and supplementary
+   * code points.
+   */
   private static String text(Random r, int max) {
     StringBuilder b = new StringBuilder();
     int n = r.nextInt(max + 1);
@@ -224,7 +359,8 @@ class PartitionEventSerializerTest {
       }
     }
     // Sanity: the generator yields valid UTF-16 (no lone surrogates), which UTF-8 round-trips.
-    assertThat(new String(b.toString().getBytes(StandardCharsets.UTF_8), StandardCharsets.UTF_8)).isEqualTo(b.toString());
+    assertThat(new String(b.toString().getBytes(StandardCharsets.UTF_8), StandardCharsets.UTF_8))
+        .isEqualTo(b.toString());
     return b.toString();
   }
 }

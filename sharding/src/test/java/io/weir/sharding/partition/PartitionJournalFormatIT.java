@@ -72,7 +72,8 @@ class PartitionJournalFormatIT {
   private static final int PARTITION = 7;
   private static final String PERSISTENCE_ID = Partition.persistenceId(PARTITION).id();
   private static final Duration WAIT = Duration.ofSeconds(30);
-  private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+  private static final ObjectMapper JSON =
+      new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
   private static final long SLOT_A_LAST = 100_000 + Partition.SNAPSHOT_EVERY + 1;
   private static final long SLOT_B_LSN = 5_000;
 
@@ -87,9 +88,14 @@ class PartitionJournalFormatIT {
       if (SerializationFixtures.writing()) {
         writeFixture();
       } else {
-        fail("no journal fixture " + fixture() + "; write it with: mvn -o verify -pl sharding -Dit.test="
-            + getClass().getSimpleName() + " -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -D"
-            + SerializationFixtures.WRITE_PROPERTY + "=true (and commit it)");
+        fail(
+            "no journal fixture "
+                + fixture()
+                + "; write it with: mvn -o verify -pl sharding -Dit.test="
+                + getClass().getSimpleName()
+                + " -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -D"
+                + SerializationFixtures.WRITE_PROPERTY
+                + "=true (and commit it)");
       }
     }
     JsonNode stored = JSON.readTree(fixture().toFile());
@@ -102,49 +108,84 @@ class PartitionJournalFormatIT {
       }
       ActorTestKit kit = ActorTestKit.create("journal-format", config);
       try {
-        ActorRef<Command> p = kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
+        ActorRef<Command> p =
+            kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
         // Every reply captured with the rows, decoded by the current code, is what the recovered
         // partition answers now.
         List<Object> now = observe(kit, p);
         Iterator<JsonNode> expected = stored.get("observed").iterator();
         for (Object reply : now) {
           JsonNode e = expected.next();
-          Object then = serialization.deserialize(new SerializationFixtures.Serialized(e.get("serializerId").asInt(),
-              e.get("manifest").asText(), Base64.getDecoder().decode(e.get("payload").asText())));
+          Object then =
+              serialization.deserialize(
+                  new SerializationFixtures.Serialized(
+                      e.get("serializerId").asInt(),
+                      e.get("manifest").asText(),
+                      Base64.getDecoder().decode(e.get("payload").asText())));
           assertThat(reply).as("recovered " + reply.getClass().getSimpleName()).isEqualTo(then);
         }
         assertThat(expected.hasNext()).isFalse();
 
         // What the script wrote, stated independently of the captured replies.
         PartitionStatus status = (PartitionStatus) now.get(0);
-        assertThat(status.outboxFirst()).as("purged through the snapshot's entries").isEqualTo(Partition.SNAPSHOT_EVERY + 1);
-        assertThat(status.watermarks()).containsEntry("slot-a", SLOT_A_LAST).containsEntry("slot-b", SLOT_B_LSN);
-        assertThat(status.consumers()).extracting(PartitionProtocol.ConsumerView::name, PartitionProtocol.ConsumerView::released)
-            .containsExactly(org.assertj.core.groups.Tuple.tuple("old", true), org.assertj.core.groups.Tuple.tuple("proj", false));
+        assertThat(status.outboxFirst())
+            .as("purged through the snapshot's entries")
+            .isEqualTo(Partition.SNAPSHOT_EVERY + 1);
+        assertThat(status.watermarks())
+            .containsEntry("slot-a", SLOT_A_LAST)
+            .containsEntry("slot-b", SLOT_B_LSN);
+        assertThat(status.consumers())
+            .extracting(
+                PartitionProtocol.ConsumerView::name, PartitionProtocol.ConsumerView::released)
+            .containsExactly(
+                org.assertj.core.groups.Tuple.tuple("old", true),
+                org.assertj.core.groups.Tuple.tuple("proj", false));
         Map<String, Document> orders = byId((DocumentsReply) now.get(1));
         assertThat(orders).hasSize(50);
         assertThat(orders.get("o-2").deleted()).isTrue();
         assertThat(orders.get("o-1").body()).isEqualTo("{\"n\":1,\"owner\":\"alice\"}");
-        assertThat(byId((DocumentsReply) now.get(2)).values()).as("customers truncated").allMatch(Document::deleted);
-        assertThat(byId((DocumentsReply) now.get(3)).get("p-1").revision()).as("incremental snapshot row").isEqualTo(2);
+        assertThat(byId((DocumentsReply) now.get(2)).values())
+            .as("customers truncated")
+            .allMatch(Document::deleted);
+        assertThat(byId((DocumentsReply) now.get(3)).get("p-1").revision())
+            .as("incremental snapshot row")
+            .isEqualTo(2);
         ConsumerSpan span = (ConsumerSpan) now.get(5);
-        // Its checkpoint is the tail it committed; the batch's effect and one more frame came after.
+        // Its checkpoint is the tail it committed; the batch's effect and one more frame came
+        // after.
         assertThat(span.consumer().checkpoint()).isEqualTo(status.outboxNext() - 3);
 
         // The recovered partition goes on: receipts are there, and new entries follow the old ones.
         TestProbe<FrameReply> replies = kit.createTestProbe();
-        p.tell(api("cmd-api-1", replies.ref(), new Upsert("orders", "o-1", "{}", Optional.empty())));
-        assertThat(((Applied) replies.receiveMessage(WAIT)).replayed()).as("receipt recovered").isTrue();
-        p.tell(api("cmd-after", replies.ref(), new Upsert("orders", "o-99", "{\"n\":99}", Optional.of(0L))));
-        assertThat(((Applied) replies.receiveMessage(WAIT)).firstSequence()).isEqualTo(status.outboxNext());
-        p.tell(cdc(new SourcePosition("slot-a", SLOT_A_LAST), replies.ref(), new Upsert("orders", "o-5", "{}", Optional.empty())));
-        assertThat(replies.receiveMessage(WAIT)).as("at the recovered watermark").isInstanceOf(PartitionProtocol.AlreadyApplied.class);
+        p.tell(
+            api("cmd-api-1", replies.ref(), new Upsert("orders", "o-1", "{}", Optional.empty())));
+        assertThat(((Applied) replies.receiveMessage(WAIT)).replayed())
+            .as("receipt recovered")
+            .isTrue();
+        p.tell(
+            api(
+                "cmd-after",
+                replies.ref(),
+                new Upsert("orders", "o-99", "{\"n\":99}", Optional.of(0L))));
+        assertThat(((Applied) replies.receiveMessage(WAIT)).firstSequence())
+            .isEqualTo(status.outboxNext());
+        p.tell(
+            cdc(
+                new SourcePosition("slot-a", SLOT_A_LAST),
+                replies.ref(),
+                new Upsert("orders", "o-5", "{}", Optional.empty())));
+        assertThat(replies.receiveMessage(WAIT))
+            .as("at the recovered watermark")
+            .isInstanceOf(PartitionProtocol.AlreadyApplied.class);
 
-        // The new event went to the journal in the current encoding (ADR 0023), after the old rows in
+        // The new event went to the journal in the current encoding (ADR 0023), after the old rows
+        // in
         // Jackson CBOR; a partition recovers from the mixed journal.
         try (Connection c = db.connect();
-            PreparedStatement ps = c.prepareStatement("SELECT event_ser_id FROM weir.event_journal"
-                + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
+            PreparedStatement ps =
+                c.prepareStatement(
+                    "SELECT event_ser_id FROM weir.event_journal"
+                        + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
           ps.setString(1, PERSISTENCE_ID);
           try (ResultSet rs = ps.executeQuery()) {
             assertThat(rs.next()).isTrue();
@@ -152,14 +193,17 @@ class PartitionJournalFormatIT {
           }
         }
         kit.stop(p, WAIT);
-        ActorRef<Command> again = kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
+        ActorRef<Command> again =
+            kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
         TestProbe<PartitionProtocol.DocumentReply> doc = kit.createTestProbe();
         again.tell(new PartitionProtocol.GetDocument("orders", "o-99", doc.ref()));
-        assertThat(doc.receiveMessage(WAIT).document()).as("written after the old rows, recovered from the mixed journal")
+        assertThat(doc.receiveMessage(WAIT).document())
+            .as("written after the old rows, recovered from the mixed journal")
             .hasValueSatisfying(d -> assertThat(d.body()).isEqualTo("{\"n\":99}"));
         TestProbe<PartitionStatus> statusAgain = kit.createTestProbe();
         again.tell(new PartitionProtocol.GetStatus(statusAgain.ref()));
-        assertThat(statusAgain.receiveMessage(WAIT).outboxNext()).isEqualTo(status.outboxNext() + 1);
+        assertThat(statusAgain.receiveMessage(WAIT).outboxNext())
+            .isEqualTo(status.outboxNext() + 1);
       } finally {
         kit.shutdownTestKit();
       }
@@ -167,12 +211,16 @@ class PartitionJournalFormatIT {
   }
 
   private static Map<String, Document> byId(DocumentsReply r) {
-    return r.documents().stream().collect(java.util.stream.Collectors.toMap(Document::id, Function.identity()));
+    return r.documents().stream()
+        .collect(java.util.stream.Collectors.toMap(Document::id, Function.identity()));
   }
 
   private static Config migrated(TestPostgres.TestDatabase db) throws Exception {
-    Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
-    try (Database database = Database.create(PostgresSettings.create(config), "journal-format-it")) {
+    Config config =
+        ConfigFactory.load(
+            db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+    try (Database database =
+        Database.create(PostgresSettings.create(config), "journal-format-it")) {
       SchemaMigrator.migrate(database.dataSource(), "weir");
     }
     return config;
@@ -193,7 +241,8 @@ class PartitionJournalFormatIT {
     p.tell(new PartitionProtocol.ReadConsumer("proj", 1, 100, consumer.ref()));
     out.add(consumer.receiveMessage(WAIT));
     TestProbe<PartitionProtocol.ChangesSpan> changes = kit.createTestProbe();
-    p.tell(new PartitionProtocol.ReadChanges("orders", Partition.SNAPSHOT_EVERY, 100, changes.ref()));
+    p.tell(
+        new PartitionProtocol.ReadChanges("orders", Partition.SNAPSHOT_EVERY, 100, changes.ref()));
     out.add(changes.receiveMessage(WAIT));
     TestProbe<PartitionProtocol.Acls> acls = kit.createTestProbe();
     p.tell(new PartitionProtocol.GetAcls("orders", List.of("o-1", "o-2", "o-3"), acls.ref()));
@@ -201,11 +250,13 @@ class PartitionJournalFormatIT {
     return out;
   }
 
-  private static ApplyFrame api(String commandId, ActorRef<FrameReply> replyTo, PartitionProtocol.Mutation... m) {
+  private static ApplyFrame api(
+      String commandId, ActorRef<FrameReply> replyTo, PartitionProtocol.Mutation... m) {
     return new ApplyFrame(commandId, List.of(m), Optional.empty(), replyTo);
   }
 
-  private static ApplyFrame cdc(SourcePosition source, ActorRef<FrameReply> replyTo, PartitionProtocol.Mutation... m) {
+  private static ApplyFrame cdc(
+      SourcePosition source, ActorRef<FrameReply> replyTo, PartitionProtocol.Mutation... m) {
     return new ApplyFrame(null, List.of(m), Optional.of(source), replyTo);
   }
 
@@ -217,10 +268,13 @@ class PartitionJournalFormatIT {
     for (JsonNode row : rows) {
       List<String> columns = new ArrayList<>();
       row.fieldNames().forEachRemaining(columns::add);
-      StringBuilder sql = new StringBuilder("INSERT INTO weir.").append(Identifiers.quote(Identifiers.require("table", table)))
-          .append(" (");
+      StringBuilder sql =
+          new StringBuilder("INSERT INTO weir.")
+              .append(Identifiers.quote(Identifiers.require("table", table)))
+              .append(" (");
       for (int i = 0; i < columns.size(); i++) {
-        sql.append(i == 0 ? "" : ", ").append(Identifiers.quote(Identifiers.require("column", columns.get(i))));
+        sql.append(i == 0 ? "" : ", ")
+            .append(Identifiers.quote(Identifiers.require("column", columns.get(i))));
       }
       sql.append(") VALUES (").append("?, ".repeat(columns.size() - 1)).append("?)");
       try (PreparedStatement ps = c.prepareStatement(sql.toString())) {
@@ -243,11 +297,17 @@ class PartitionJournalFormatIT {
     }
   }
 
-  /** The partition's rows of {@code table} from sequence number {@code from} on, as JSON; the ordering column left out. */
+  /**
+   * The partition's rows of {@code table} from sequence number {@code from} on, as JSON; the
+   * ordering column left out.
+   */
   private static ArrayNode dump(Connection c, String table, long from) throws Exception {
     ArrayNode out = JSON.createArrayNode();
-    try (PreparedStatement ps = c.prepareStatement("SELECT * FROM weir." + Identifiers.quote(table)
-        + " WHERE persistence_id = ? AND sequence_number >= ? ORDER BY sequence_number")) {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT * FROM weir."
+                + Identifiers.quote(table)
+                + " WHERE persistence_id = ? AND sequence_number >= ? ORDER BY sequence_number")) {
       ps.setString(1, PERSISTENCE_ID);
       ps.setLong(2, from);
       try (ResultSet rs = ps.executeQuery()) {
@@ -263,7 +323,9 @@ class PartitionJournalFormatIT {
             Object v = rs.getObject(i);
             if (v == null) {
               row.putNull(name);
-            } else if (type == Types.BINARY || type == Types.VARBINARY || type == Types.LONGVARBINARY) {
+            } else if (type == Types.BINARY
+                || type == Types.VARBINARY
+                || type == Types.LONGVARBINARY) {
               row.putObject(name).put("base64", Base64.getEncoder().encodeToString(rs.getBytes(i)));
             } else {
               row.set(name, JSON.valueToTree(v));
@@ -285,7 +347,8 @@ class PartitionJournalFormatIT {
       doc.put("persistenceId", PERSISTENCE_ID);
       ActorTestKit kit = ActorTestKit.create("journal-format-gen", config);
       try {
-        ActorRef<Command> p = kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
+        ActorRef<Command> p =
+            kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
         script(kit, p);
         ArrayNode observed = doc.putArray("observed");
         for (Object reply : observe(kit, p)) {
@@ -315,58 +378,106 @@ class PartitionJournalFormatIT {
     TestProbe<FrameReply> frames = kit.createTestProbe();
     // 1,000 CDC frames: the partition snapshots after the last one.
     for (int i = 1; i <= Partition.SNAPSHOT_EVERY; i++) {
-      p.tell(cdc(new SourcePosition("slot-a", 100_000 + i), frames.ref(),
-          new Upsert("orders", "o-" + (i % 50), "{\"n\":" + i + "}", Optional.empty())));
+      p.tell(
+          cdc(
+              new SourcePosition("slot-a", 100_000 + i),
+              frames.ref(),
+              new Upsert("orders", "o-" + (i % 50), "{\"n\":" + i + "}", Optional.empty())));
       assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
     }
     TestProbe<PartitionProtocol.PurgeReply> purge = kit.createTestProbe();
     p.tell(new PartitionProtocol.PurgeOutbox(Partition.SNAPSHOT_EVERY, 10_000, purge.ref()));
     assertThat(purge.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.OutboxPurged.class);
     // API frames with receipts, a delete, a new collection.
-    p.tell(api("cmd-api-1", frames.ref(), new Upsert("orders", "o-1", "{\"n\":1,\"owner\":\"alice\"}", Optional.empty()),
-        new Upsert("customers", "c-1", "{\"name\":\"c\"}", Optional.of(0L))));
+    p.tell(
+        api(
+            "cmd-api-1",
+            frames.ref(),
+            new Upsert("orders", "o-1", "{\"n\":1,\"owner\":\"alice\"}", Optional.empty()),
+            new Upsert("customers", "c-1", "{\"name\":\"c\"}", Optional.of(0L))));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
     p.tell(api("cmd-api-2", frames.ref(), new Delete("orders", "o-2", Optional.empty())));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
     // A CDC slice of another slot in two parts, then a truncate from the first slot.
-    p.tell(cdc(new SourcePosition("slot-b", SLOT_B_LSN, 0, 1, false), frames.ref(),
-        new Upsert("orders", "o-3", "{\"n\":3,\"owner\":\"bob\"}", Optional.empty())));
+    p.tell(
+        cdc(
+            new SourcePosition("slot-b", SLOT_B_LSN, 0, 1, false),
+            frames.ref(),
+            new Upsert("orders", "o-3", "{\"n\":3,\"owner\":\"bob\"}", Optional.empty())));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
-    p.tell(cdc(new SourcePosition("slot-b", SLOT_B_LSN, 0, 2, true), frames.ref(),
-        new Upsert("customers", "c-2", "{\"name\":\"d\"}", Optional.empty())));
+    p.tell(
+        cdc(
+            new SourcePosition("slot-b", SLOT_B_LSN, 0, 2, true),
+            frames.ref(),
+            new Upsert("customers", "c-2", "{\"name\":\"d\"}", Optional.empty())));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
-    p.tell(cdc(new SourcePosition("slot-a", SLOT_A_LAST, 100_000 + Partition.SNAPSHOT_EVERY, 1, true), frames.ref(),
-        new Truncate("customers")));
+    p.tell(
+        cdc(
+            new SourcePosition("slot-a", SLOT_A_LAST, 100_000 + Partition.SNAPSHOT_EVERY, 1, true),
+            frames.ref(),
+            new Truncate("customers")));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
     // An initial snapshot of a table, then an incremental one that changes a row.
-    p.tell(new PartitionProtocol.LoadRows(List.of("products"), List.of(
-        new Upsert("products", "p-1", "{\"price\":1}", Optional.empty()),
-        new Upsert("products", "p-2", "{\"price\":2}", Optional.empty())), false, frames.ref()));
+    p.tell(
+        new PartitionProtocol.LoadRows(
+            List.of("products"),
+            List.of(
+                new Upsert("products", "p-1", "{\"price\":1}", Optional.empty()),
+                new Upsert("products", "p-2", "{\"price\":2}", Optional.empty())),
+            false,
+            frames.ref()));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.Loaded.class);
-    p.tell(new PartitionProtocol.LoadRows(List.of(), List.of(
-        new Upsert("products", "p-1", "{\"price\":3}", Optional.empty())), true, frames.ref()));
+    p.tell(
+        new PartitionProtocol.LoadRows(
+            List.of(),
+            List.of(new Upsert("products", "p-1", "{\"price\":3}", Optional.empty())),
+            true,
+            frames.ref()));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.Loaded.class);
     // A row rule, and a change of a document's owner under it.
     TestProbe<PartitionProtocol.RowRuleReply> rule = kit.createTestProbe();
     p.tell(new PartitionProtocol.SetRowRule("orders", "owner", 1, rule.ref()));
     assertThat(rule.receiveMessage(WAIT).changed()).isTrue();
-    p.tell(api("cmd-api-3", frames.ref(), new Upsert("orders", "o-3", "{\"n\":3,\"owner\":\"carol\"}", Optional.empty())));
+    p.tell(
+        api(
+            "cmd-api-3",
+            frames.ref(),
+            new Upsert("orders", "o-3", "{\"n\":3,\"owner\":\"carol\"}", Optional.empty())));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
     // Consumers: one commits a batch with an effect, another is released.
     TestProbe<ConsumerReply> consumer = kit.createTestProbe();
-    p.tell(new PartitionProtocol.ConfigureConsumer("proj", 1, List.of("orders"), List.of(), Optional.empty(), consumer.ref()));
-    assertThat(consumer.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.ConsumerConfigured.class);
-    p.tell(new PartitionProtocol.ConfigureConsumer("old", 1, List.of(), List.of("upsert"), Optional.empty(), consumer.ref()));
-    assertThat(consumer.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.ConsumerConfigured.class);
+    p.tell(
+        new PartitionProtocol.ConfigureConsumer(
+            "proj", 1, List.of("orders"), List.of(), Optional.empty(), consumer.ref()));
+    assertThat(consumer.receiveMessage(WAIT))
+        .isInstanceOf(PartitionProtocol.ConsumerConfigured.class);
+    p.tell(
+        new PartitionProtocol.ConfigureConsumer(
+            "old", 1, List.of(), List.of("upsert"), Optional.empty(), consumer.ref()));
+    assertThat(consumer.receiveMessage(WAIT))
+        .isInstanceOf(PartitionProtocol.ConsumerConfigured.class);
     p.tell(new PartitionProtocol.ReadConsumer("proj", 1, 100, consumer.ref()));
     ConsumerSpan span = (ConsumerSpan) consumer.receiveMessage(WAIT);
-    p.tell(new PartitionProtocol.CommitBatch("cmd-commit-1", "proj", 1, span.incarnation(), span.consumer().checkpoint(),
-        span.tail(), List.of(new Upsert("summaries", "s-1", "{\"orders\":3}", Optional.of(0L))), consumer.ref()));
+    p.tell(
+        new PartitionProtocol.CommitBatch(
+            "cmd-commit-1",
+            "proj",
+            1,
+            span.incarnation(),
+            span.consumer().checkpoint(),
+            span.tail(),
+            List.of(new Upsert("summaries", "s-1", "{\"orders\":3}", Optional.of(0L))),
+            consumer.ref()));
     assertThat(consumer.receiveMessage(WAIT)).isInstanceOf(BatchCommitted.class);
     p.tell(new PartitionProtocol.ReleaseConsumer("old", 1, consumer.ref()));
-    assertThat(consumer.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.ConsumerReleased.class);
+    assertThat(consumer.receiveMessage(WAIT))
+        .isInstanceOf(PartitionProtocol.ConsumerReleased.class);
     // One more entry after the committed batch.
-    p.tell(api("cmd-api-4", frames.ref(), new Upsert("orders", "o-4", "{\"n\":4,\"owner\":\"dan\"}", Optional.empty())));
+    p.tell(
+        api(
+            "cmd-api-4",
+            frames.ref(),
+            new Upsert("orders", "o-4", "{\"n\":4,\"owner\":\"dan\"}", Optional.empty())));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
   }
 }

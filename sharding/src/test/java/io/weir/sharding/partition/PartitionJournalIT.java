@@ -38,7 +38,9 @@ class PartitionJournalIT {
   @Test
   void framesSurviveANewActorSystemAndSnapshotsKeepTheEvents() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("partition_it")) {
-      Config config = ConfigFactory.load(db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      Config config =
+          ConfigFactory.load(
+              db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
       try (Database database = Database.create(PostgresSettings.create(config), "partition-it")) {
         SchemaMigrator.migrate(database.dataSource(), "weir");
       }
@@ -49,10 +51,18 @@ class PartitionJournalIT {
         ActorRef<Command> p = first.spawn(Partition.create(3));
         TestProbe<FrameReply> replies = first.createTestProbe();
         for (int i = 0; i < frames; i++) {
-          p.tell(new ApplyFrame("c" + i, List.of(new Upsert("orders", Integer.toString(i % 100), "{\"n\":" + i + "}",
-              Optional.empty())),
-              // Frame 1 is an API frame (it keeps a receipt); the others come from a slot.
-              i == 1 ? Optional.empty() : Optional.of(new SourcePosition("slot", 10_000 + i)), replies.ref()));
+          p.tell(
+              new ApplyFrame(
+                  "c" + i,
+                  List.of(
+                      new Upsert(
+                          "orders",
+                          Integer.toString(i % 100),
+                          "{\"n\":" + i + "}",
+                          Optional.empty())),
+                  // Frame 1 is an API frame (it keeps a receipt); the others come from a slot.
+                  i == 1 ? Optional.empty() : Optional.of(new SourcePosition("slot", 10_000 + i)),
+                  replies.ref()));
         }
         for (int i = 0; i < frames; i++) {
           assertThat(replies.receiveMessage(Duration.ofSeconds(30))).isInstanceOf(Applied.class);
@@ -64,12 +74,18 @@ class PartitionJournalIT {
         first.shutdownTestKit();
       }
       try (Connection c = db.connect();
-          ResultSet rs = c.createStatement().executeQuery(
-              "SELECT (SELECT count(*) FROM weir.event_journal WHERE persistence_id = 'weir-partition|3'),"
-                  + " (SELECT count(*) FROM weir.snapshot WHERE persistence_id = 'weir-partition|3')")) {
+          ResultSet rs =
+              c.createStatement()
+                  .executeQuery(
+                      "SELECT (SELECT count(*) FROM weir.event_journal WHERE persistence_id = 'weir-partition|3'),"
+                          + " (SELECT count(*) FROM weir.snapshot WHERE persistence_id = 'weir-partition|3')")) {
         rs.next();
-        assertThat(rs.getLong(1)).as("one journal row per frame, none deleted by the snapshot").isEqualTo(frames);
-        assertThat(rs.getLong(2)).as("a snapshot after " + Partition.SNAPSHOT_EVERY + " events").isGreaterThanOrEqualTo(1);
+        assertThat(rs.getLong(1))
+            .as("one journal row per frame, none deleted by the snapshot")
+            .isEqualTo(frames);
+        assertThat(rs.getLong(2))
+            .as("a snapshot after " + Partition.SNAPSHOT_EVERY + " events")
+            .isGreaterThanOrEqualTo(1);
       }
       ActorTestKit second = ActorTestKit.create("partition-second", config);
       try {
@@ -85,8 +101,15 @@ class PartitionJournalIT {
         assertThat(doc.receiveMessage(Duration.ofSeconds(10)).document().orElseThrow().revision())
             .isEqualTo((frames + 80) / 100);
         TestProbe<FrameReply> replies = second.createTestProbe();
-        p.tell(new ApplyFrame("c1", List.of(new Upsert("orders", "1", "{}", Optional.empty())), Optional.empty(), replies.ref()));
-        assertThat(((Applied) replies.receiveMessage(Duration.ofSeconds(10))).replayed()).as("receipts recovered").isTrue();
+        p.tell(
+            new ApplyFrame(
+                "c1",
+                List.of(new Upsert("orders", "1", "{}", Optional.empty())),
+                Optional.empty(),
+                replies.ref()));
+        assertThat(((Applied) replies.receiveMessage(Duration.ofSeconds(10))).replayed())
+            .as("receipts recovered")
+            .isTrue();
       } finally {
         second.shutdownTestKit();
       }

@@ -20,7 +20,13 @@ class PartitionSerializationTest extends SerializationContract {
 
   @Override
   protected List<Class<?>> knownBound() {
-    return List.of(PartitionProtocol.ApplyFrame.class, PartitionProtocol.Upsert.class, Partition.Written.class,
-        Partition.Purged.class, Partition.State.class, Partition.SnapshotMark.class, PartitionEntity.BatchWritten.class);
+    return List.of(
+        PartitionProtocol.ApplyFrame.class,
+        PartitionProtocol.Upsert.class,
+        Partition.Written.class,
+        Partition.Purged.class,
+        Partition.State.class,
+        Partition.SnapshotMark.class,
+        PartitionEntity.BatchWritten.class);
   }
 }

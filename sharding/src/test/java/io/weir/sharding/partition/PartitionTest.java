@@ -32,7 +32,9 @@ import org.junit.jupiter.api.Test;
  */
 class PartitionTest {
   private static final ActorTestKit KIT =
-      ActorTestKit.create("partition-test", EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
+      ActorTestKit.create(
+          "partition-test",
+          EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
 
   private EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> partition;
 
@@ -47,8 +49,11 @@ class PartitionTest {
     KIT.shutdownTestKit();
   }
 
-  private FrameReply frame(String commandId, Optional<SourcePosition> source, Mutation... mutations) {
-    return partition.<FrameReply>runCommand(r -> new ApplyFrame(commandId, List.of(mutations), source, r)).reply();
+  private FrameReply frame(
+      String commandId, Optional<SourcePosition> source, Mutation... mutations) {
+    return partition
+        .<FrameReply>runCommand(r -> new ApplyFrame(commandId, List.of(mutations), source, r))
+        .reply();
   }
 
   private static Upsert upsert(String id, String body, Long expected) {
@@ -56,20 +61,37 @@ class PartitionTest {
   }
 
   private Optional<PartitionProtocol.Document> document(String id) {
-    return partition.<DocumentReply>runCommand(r -> new GetDocument("orders", id, r)).reply().document();
+    return partition
+        .<DocumentReply>runCommand(r -> new GetDocument("orders", id, r))
+        .reply()
+        .document();
   }
 
   @Test
   void aFrameIsOneEventWithEveryEntryTheReceiptAndTheWatermark() {
-    var result = partition.<FrameReply>runCommand(r -> new ApplyFrame("c1",
-        List.of(upsert("1", "{\"a\":1}", null), upsert("2", "{\"a\":2}", null), upsert("1", "{\"a\":3}", null)),
-        Optional.of(new SourcePosition("slot", 100)), r));
+    var result =
+        partition.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "c1",
+                    List.of(
+                        upsert("1", "{\"a\":1}", null),
+                        upsert("2", "{\"a\":2}", null),
+                        upsert("1", "{\"a\":3}", null)),
+                    Optional.of(new SourcePosition("slot", 100)),
+                    r));
     assertThat(result.events()).hasSize(1);
     assertThat(((Partition.Written) result.events().get(0)).frames()).hasSize(1);
     Partition.FrameApplied event = ((Partition.Written) result.events().get(0)).frames().get(0);
-    assertThat(event.entries()).extracting(Partition.OutboxEntry::sequence).containsExactly(1L, 2L, 3L);
-    assertThat(event.entries()).extracting(Partition.OutboxEntry::revision).containsExactly(1L, 1L, 2L);
-    assertThat(event.entries().get(2).before()).as("a later mutation sees the earlier one").isEqualTo("{\"a\":1}");
+    assertThat(event.entries())
+        .extracting(Partition.OutboxEntry::sequence)
+        .containsExactly(1L, 2L, 3L);
+    assertThat(event.entries())
+        .extracting(Partition.OutboxEntry::revision)
+        .containsExactly(1L, 1L, 2L);
+    assertThat(event.entries().get(2).before())
+        .as("a later mutation sees the earlier one")
+        .isEqualTo("{\"a\":1}");
     assertThat(result.reply()).isEqualTo(new Applied("c1", 1, List.of(1L, 1L, 2L), false));
     assertThat(result.state().watermarks()).containsEntry("slot", 100L);
     assertThat(document("1").orElseThrow().body()).isEqualTo("{\"a\":3}");
@@ -79,34 +101,58 @@ class PartitionTest {
   @Test
   void aFailedRevisionCheckAppliesNothingOfTheFrame() {
     frame("c1", Optional.empty(), upsert("1", "{}", null));
-    var result = partition.<FrameReply>runCommand(r -> new ApplyFrame("c2",
-        List.of(upsert("2", "{}", 0L), upsert("1", "{\"x\":1}", 5L)), Optional.empty(), r));
+    var result =
+        partition.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "c2",
+                    List.of(upsert("2", "{}", 0L), upsert("1", "{\"x\":1}", 5L)),
+                    Optional.empty(),
+                    r));
     assertThat(result.reply()).isEqualTo(new Conflict(1, 1));
     assertThat(result.hasNoEvents()).isTrue();
     assertThat(document("2")).as("the first mutation was rolled back with the frame").isEmpty();
-    assertThat(frame("c3", Optional.empty(), upsert("1", "{\"x\":1}", 1L))).isInstanceOf(Applied.class);
+    assertThat(frame("c3", Optional.empty(), upsert("1", "{\"x\":1}", 1L)))
+        .isInstanceOf(Applied.class);
     assertThat(frame("c4", Optional.empty())).isInstanceOf(Rejected.class);
   }
 
   @Test
   void aRetriedCommandIdReturnsTheFirstReceiptAndWritesNothing() {
     Applied first = (Applied) frame("c1", Optional.empty(), upsert("1", "{}", null));
-    var retry = partition.<FrameReply>runCommand(r -> new ApplyFrame("c1", List.of(upsert("1", "{\"other\":1}", null)), Optional.empty(), r));
+    var retry =
+        partition.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "c1", List.of(upsert("1", "{\"other\":1}", null)), Optional.empty(), r));
     assertThat(retry.hasNoEvents()).isTrue();
-    assertThat(retry.reply()).isEqualTo(new Applied("c1", first.firstSequence(), first.revisions(), true));
+    assertThat(retry.reply())
+        .isEqualTo(new Applied("c1", first.firstSequence(), first.revisions(), true));
     assertThat(document("1").orElseThrow().body()).isEqualTo("{}");
   }
 
   @Test
   void framesAtOrBelowTheSlotsWatermarkAreSkipped() {
     frame("c1", Optional.of(new SourcePosition("s", 200)), upsert("1", "{}", null));
-    var replay = partition.<FrameReply>runCommand(r -> new ApplyFrame("c-other",
-        List.of(upsert("1", "{\"old\":1}", null)), Optional.of(new SourcePosition("s", 200)), r));
+    var replay =
+        partition.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "c-other",
+                    List.of(upsert("1", "{\"old\":1}", null)),
+                    Optional.of(new SourcePosition("s", 200)),
+                    r));
     assertThat(replay.reply()).isEqualTo(new AlreadyApplied(new SourcePosition("s", 200), 200));
     assertThat(replay.hasNoEvents()).isTrue();
-    assertThat(frame("c2", Optional.of(new SourcePosition("other-slot", 50)), upsert("2", "{}", null)))
-        .as("watermarks are per slot").isInstanceOf(Applied.class);
-    assertThat(frame("c3", Optional.of(new SourcePosition("s", 201)), new Delete("orders", "1", Optional.of(1L))))
+    assertThat(
+            frame("c2", Optional.of(new SourcePosition("other-slot", 50)), upsert("2", "{}", null)))
+        .as("watermarks are per slot")
+        .isInstanceOf(Applied.class);
+    assertThat(
+            frame(
+                "c3",
+                Optional.of(new SourcePosition("s", 201)),
+                new Delete("orders", "1", Optional.of(1L))))
         .isInstanceOf(Applied.class);
     assertThat(document("1").orElseThrow().deleted()).isTrue();
     assertThat(document("1").orElseThrow().revision()).as("a tombstone is a revision").isEqualTo(2);
@@ -115,22 +161,29 @@ class PartitionTest {
   @Test
   void recoveryRebuildsDocumentsReceiptsWatermarksAndTheOutboxIndex() {
     for (int i = 0; i < 30; i++) {
-      frame("c" + i, Optional.of(new SourcePosition("s", 1000 + i)), upsert(Integer.toString(i % 7), "{\"n\":" + i + "}", null));
+      frame(
+          "c" + i,
+          Optional.of(new SourcePosition("s", 1000 + i)),
+          upsert(Integer.toString(i % 7), "{\"n\":" + i + "}", null));
     }
     Partition.State before = partition.<PartitionStatus>runCommand(GetStatus::new).state();
     partition.restart();
     Partition.State after = partition.<PartitionStatus>runCommand(GetStatus::new).state();
     assertThat(after).isEqualTo(before);
     assertThat(after.nextSequence()).isEqualTo(31);
-    assertThat(after.outbox()).hasSize(30).containsEntry(30L, new Partition.Segment(30, 1, Partition.ENTRY_OVERHEAD + 16));
+    assertThat(after.outbox())
+        .hasSize(30)
+        .containsEntry(30L, new Partition.Segment(30, 1, Partition.ENTRY_OVERHEAD + 16));
     PartitionStatus status = partition.<PartitionStatus>runCommand(GetStatus::new).reply();
     assertThat(status.outboxFirst()).isEqualTo(1);
     assertThat(status.outboxNext()).isEqualTo(31);
     assertThat(status.watermarks()).containsEntry("s", 1029L);
     assertThat(after.incarnation()).isNotNull();
-    assertThat(frame("api-1", Optional.empty(), upsert("x", "{}", null))).isInstanceOf(Applied.class);
+    assertThat(frame("api-1", Optional.empty(), upsert("x", "{}", null)))
+        .isInstanceOf(Applied.class);
     partition.restart();
-    assertThat(frame("api-1", Optional.empty(), upsert("x", "{\"y\":1}", null))).as("receipts survive recovery")
+    assertThat(frame("api-1", Optional.empty(), upsert("x", "{\"y\":1}", null)))
+        .as("receipts survive recovery")
         .isEqualTo(new Applied("api-1", 31, List.of(1L), true));
   }
 
@@ -138,10 +191,13 @@ class PartitionTest {
   void snapshotsAreCopiesTheEventHandlerCannotChangeAfterwards() {
     frame("c1", Optional.empty(), upsert("1", "{}", null));
     Partition.State live = partition.<PartitionStatus>runCommand(GetStatus::new).state();
-    Partition.State snapshot = (Partition.State) Partition.create(7).snapshotAdapter().toJournal(live);
+    Partition.State snapshot =
+        (Partition.State) Partition.create(7).snapshotAdapter().toJournal(live);
     assertThat(snapshot).isEqualTo(live);
     frame("c2", Optional.empty(), upsert("2", "{}", null));
-    assertThat(snapshot.documents()).as("later frames do not reach a snapshot already taken").hasSize(1);
+    assertThat(snapshot.documents())
+        .as("later frames do not reach a snapshot already taken")
+        .hasSize(1);
     assertThat(snapshot.receipts()).containsOnlyKeys("c1");
   }
 
@@ -158,48 +214,68 @@ class PartitionTest {
     var a = KIT.<FrameReply>createTestProbe();
     var b = KIT.<FrameReply>createTestProbe();
     var c = KIT.<FrameReply>createTestProbe();
-    List<PartitionProtocol.Write> writes = List.of(
-        new ApplyFrame("c1", List.of(upsert("1", "{}", 0L)), Optional.empty(), a.ref()),
-        new ApplyFrame("c2", List.of(upsert("1", "{\"v\":2}", 1L)), Optional.empty(), b.ref()),
-        new ApplyFrame("c3", List.of(upsert("1", "{\"v\":3}", 1L)), Optional.empty(), c.ref()));
-    var result = partition.<PartitionEntity.BatchWritten>runCommand(r -> new Partition.WriteBatch(writes, r));
+    List<PartitionProtocol.Write> writes =
+        List.of(
+            new ApplyFrame("c1", List.of(upsert("1", "{}", 0L)), Optional.empty(), a.ref()),
+            new ApplyFrame("c2", List.of(upsert("1", "{\"v\":2}", 1L)), Optional.empty(), b.ref()),
+            new ApplyFrame("c3", List.of(upsert("1", "{\"v\":3}", 1L)), Optional.empty(), c.ref()));
+    var result =
+        partition.<PartitionEntity.BatchWritten>runCommand(
+            r -> new Partition.WriteBatch(writes, r));
     assertThat(result.events()).hasSize(1);
     assertThat(((Partition.Written) result.events().get(0)).frames()).hasSize(2);
     assertThat(a.receiveMessage()).isEqualTo(new Applied("c1", 1, List.of(1L), false));
     assertThat(b.receiveMessage()).isEqualTo(new Applied("c2", 2, List.of(2L), false));
-    assertThat(c.receiveMessage()).as("the third saw revision 2 from the second").isEqualTo(new Conflict(0, 2));
+    assertThat(c.receiveMessage())
+        .as("the third saw revision 2 from the second")
+        .isEqualTo(new Conflict(0, 2));
     assertThat(result.reply()).isEqualTo(PartitionEntity.BatchWritten.INSTANCE);
     assertThat(document("1").orElseThrow().body()).isEqualTo("{\"v\":2}");
   }
 
   @Test
   void aSliceWhosePredecessorNeverArrivedIsAGapAndChangesNothing() {
-    assertThat(frame("x", Optional.of(at(100, 0)), upsert("1", "{}", null))).isInstanceOf(Applied.class);
+    assertThat(frame("x", Optional.of(at(100, 0)), upsert("1", "{}", null)))
+        .isInstanceOf(Applied.class);
     // The slice at 200 was lost; the one at 300 names it as its predecessor.
-    var gap = partition.<FrameReply>runCommand(r -> new ApplyFrame("x", List.of(upsert("2", "{}", null)), Optional.of(at(300, 200)), r));
+    var gap =
+        partition.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "x", List.of(upsert("2", "{}", null)), Optional.of(at(300, 200)), r));
     assertThat(gap.reply()).isEqualTo(new PartitionProtocol.Gap(at(300, 200), 100));
     assertThat(gap.hasNoEvents()).isTrue();
-    assertThat(frame("x", Optional.of(at(200, 100)), upsert("3", "{}", null))).isInstanceOf(Applied.class);
-    assertThat(frame("x", Optional.of(at(300, 200)), upsert("2", "{}", null))).isInstanceOf(Applied.class);
-    assertThat(frame("x", Optional.of(at(250, 200)), upsert("9", "{}", null))).as("at or below the watermark")
+    assertThat(frame("x", Optional.of(at(200, 100)), upsert("3", "{}", null)))
+        .isInstanceOf(Applied.class);
+    assertThat(frame("x", Optional.of(at(300, 200)), upsert("2", "{}", null)))
+        .isInstanceOf(Applied.class);
+    assertThat(frame("x", Optional.of(at(250, 200)), upsert("9", "{}", null)))
+        .as("at or below the watermark")
         .isEqualTo(new AlreadyApplied(at(250, 200), 300));
     assertThat(frame("x", Optional.of(at(400, 50)), upsert("4", "{}", null)))
-        .as("a predecessor below the watermark is fine: replays after a restart").isInstanceOf(Applied.class);
+        .as("a predecessor below the watermark is fine: replays after a restart")
+        .isInstanceOf(Applied.class);
   }
 
   @Test
   void partsOfASplitSliceMoveTheWatermarkOnlyWithTheLastAndAreRecognisedOnRedelivery() {
-    assertThat(frame("x", Optional.of(part(500, 0, 1, 3)), upsert("1", "{}", null))).isInstanceOf(Applied.class);
+    assertThat(frame("x", Optional.of(part(500, 0, 1, 3)), upsert("1", "{}", null)))
+        .isInstanceOf(Applied.class);
     var status = partition.<PartitionStatus>runCommand(GetStatus::new).reply();
     assertThat(status.watermarks()).doesNotContainKey("p1");
     assertThat(frame("x", Optional.of(part(500, 0, 1, 3)), upsert("1", "{\"again\":1}", null)))
-        .as("a part already applied").isInstanceOf(AlreadyApplied.class);
+        .as("a part already applied")
+        .isInstanceOf(AlreadyApplied.class);
     assertThat(frame("x", Optional.of(part(500, 0, 3, 3)), upsert("3", "{}", null)))
-        .as("part 2 is missing").isInstanceOf(PartitionProtocol.Gap.class);
-    assertThat(frame("x", Optional.of(part(500, 0, 2, 3)), upsert("2", "{}", null))).isInstanceOf(Applied.class);
+        .as("part 2 is missing")
+        .isInstanceOf(PartitionProtocol.Gap.class);
+    assertThat(frame("x", Optional.of(part(500, 0, 2, 3)), upsert("2", "{}", null)))
+        .isInstanceOf(Applied.class);
     partition.restart();
-    assertThat(frame("x", Optional.of(part(500, 0, 2, 3)), upsert("2", "{}", null))).isInstanceOf(AlreadyApplied.class);
-    assertThat(frame("x", Optional.of(part(500, 0, 3, 3)), upsert("3", "{}", null))).isInstanceOf(Applied.class);
+    assertThat(frame("x", Optional.of(part(500, 0, 2, 3)), upsert("2", "{}", null)))
+        .isInstanceOf(AlreadyApplied.class);
+    assertThat(frame("x", Optional.of(part(500, 0, 3, 3)), upsert("3", "{}", null)))
+        .isInstanceOf(Applied.class);
     status = partition.<PartitionStatus>runCommand(GetStatus::new).reply();
     assertThat(status.watermarks()).containsEntry("p1", 500L);
     assertThat(status.outboxEntries()).isEqualTo(3);
@@ -207,63 +283,146 @@ class PartitionTest {
 
   @Test
   void aFullOutboxRefusesFramesWithoutWritingAnything() {
-    var small = EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
-        KIT.system(), Partition.create(8, new PartitionSettings(3, 1L << 20, 10, 10)));
+    var small =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+            KIT.system(), Partition.create(8, new PartitionSettings(3, 1L << 20, 10, 10)));
     small.clear();
-    var first = small.<FrameReply>runCommand(r -> new ApplyFrame("a", List.of(upsert("1", "{}", null), upsert("2", "{}", null)), Optional.empty(), r));
+    var first =
+        small.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "a",
+                    List.of(upsert("1", "{}", null), upsert("2", "{}", null)),
+                    Optional.empty(),
+                    r));
     assertThat(first.reply()).isInstanceOf(Applied.class);
-    var over = small.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("3", "{}", null), upsert("4", "{}", null)), Optional.empty(), r));
-    assertThat(over.reply()).isEqualTo(new PartitionProtocol.QuotaExceeded(2, 2 * (Partition.ENTRY_OVERHEAD + 2), 3, 1L << 20));
+    var over =
+        small.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "b",
+                    List.of(upsert("3", "{}", null), upsert("4", "{}", null)),
+                    Optional.empty(),
+                    r));
+    assertThat(over.reply())
+        .isEqualTo(
+            new PartitionProtocol.QuotaExceeded(
+                2, 2 * (Partition.ENTRY_OVERHEAD + 2), 3, 1L << 20));
     assertThat(over.hasNoEvents()).isTrue();
-    var cdc = small.<FrameReply>runCommand(r -> new ApplyFrame("c", List.of(upsert("3", "{}", null), upsert("4", "{}", null)), Optional.of(at(10, 0)), r));
+    var cdc =
+        small.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "c",
+                    List.of(upsert("3", "{}", null), upsert("4", "{}", null)),
+                    Optional.of(at(10, 0)),
+                    r));
     assertThat(cdc.reply()).isInstanceOf(PartitionProtocol.QuotaExceeded.class);
-    assertThat(cdc.state().watermarks()).as("a refused CDC frame does not move the watermark").isEmpty();
-    assertThat(small.<FrameReply>runCommand(r -> new ApplyFrame("d", List.of(upsert("3", "{}", null)), Optional.empty(), r)).reply())
+    assertThat(cdc.state().watermarks())
+        .as("a refused CDC frame does not move the watermark")
+        .isEmpty();
+    assertThat(
+            small
+                .<FrameReply>runCommand(
+                    r -> new ApplyFrame("d", List.of(upsert("3", "{}", null)), Optional.empty(), r))
+                .reply())
         .isInstanceOf(Applied.class);
   }
 
   @Test
   void truncateDeletesEveryLiveDocumentOfTheCollectionWithAnEntryEach() {
-    frame("a", Optional.empty(), upsert("1", "{}", null), upsert("2", "{}", null), new Delete("orders", "2", Optional.empty()),
-        upsert("3", "{}", null), new Upsert("other", "1", "{}", Optional.empty()));
-    var result = partition.<FrameReply>runCommand(r -> new ApplyFrame("b",
-        List.of(upsert("4", "{}", null), new PartitionProtocol.Truncate("orders")), Optional.empty(), r));
-    List<Partition.OutboxEntry> entries = ((Partition.Written) result.events().get(0)).frames().get(0).entries();
-    assertThat(entries).extracting(Partition.OutboxEntry::kind).containsExactly("upsert", "delete", "delete", "delete");
-    assertThat(entries.subList(1, 4)).extracting(Partition.OutboxEntry::id).containsExactlyInAnyOrder("1", "3", "4");
+    frame(
+        "a",
+        Optional.empty(),
+        upsert("1", "{}", null),
+        upsert("2", "{}", null),
+        new Delete("orders", "2", Optional.empty()),
+        upsert("3", "{}", null),
+        new Upsert("other", "1", "{}", Optional.empty()));
+    var result =
+        partition.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "b",
+                    List.of(upsert("4", "{}", null), new PartitionProtocol.Truncate("orders")),
+                    Optional.empty(),
+                    r));
+    List<Partition.OutboxEntry> entries =
+        ((Partition.Written) result.events().get(0)).frames().get(0).entries();
+    assertThat(entries)
+        .extracting(Partition.OutboxEntry::kind)
+        .containsExactly("upsert", "delete", "delete", "delete");
+    assertThat(entries.subList(1, 4))
+        .extracting(Partition.OutboxEntry::id)
+        .containsExactlyInAnyOrder("1", "3", "4");
     assertThat(document("1").orElseThrow().deleted()).isTrue();
-    assertThat(partition.<DocumentReply>runCommand(r -> new GetDocument("other", "1", r)).reply().document().orElseThrow().deleted())
+    assertThat(
+            partition
+                .<DocumentReply>runCommand(r -> new GetDocument("other", "1", r))
+                .reply()
+                .document()
+                .orElseThrow()
+                .deleted())
         .isFalse();
   }
 
   @Test
   void unchangedFieldsAreKeptFromTheCurrentDocument() {
     frame("a", Optional.empty(), upsert("1", "{\"k\":1,\"big\":\"long text\"}", null));
-    frame("b", Optional.empty(), new Upsert("orders", "1", "{\"k\":2,\"big\":null}", Optional.empty(), List.of("big")));
+    frame(
+        "b",
+        Optional.empty(),
+        new Upsert("orders", "1", "{\"k\":2,\"big\":null}", Optional.empty(), List.of("big")));
     assertThat(document("1").orElseThrow().body()).isEqualTo("{\"k\":2,\"big\":\"long text\"}");
-    assertThat(frame("c", Optional.empty(), new Upsert("orders", "new", "{}", Optional.empty(), List.of("big"))))
-        .as("nothing to keep from").isInstanceOf(Rejected.class);
+    assertThat(
+            frame(
+                "c",
+                Optional.empty(),
+                new Upsert("orders", "new", "{}", Optional.empty(), List.of("big"))))
+        .as("nothing to keep from")
+        .isInstanceOf(Rejected.class);
   }
 
   @Test
   void snapshotRowsLoadWithoutOutboxAndIncrementalRowsRecordOnlyChanges() {
     frame("a", Optional.empty(), upsert("stale", "{}", null));
-    var initial = partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of("orders"),
-        List.of(upsert("1", "{\"v\":1}", null), upsert("2", "{\"v\":2}", null)), false, r));
+    var initial =
+        partition.<FrameReply>runCommand(
+            r ->
+                new PartitionProtocol.LoadRows(
+                    List.of("orders"),
+                    List.of(upsert("1", "{\"v\":1}", null), upsert("2", "{\"v\":2}", null)),
+                    false,
+                    r));
     assertThat(initial.reply()).isEqualTo(new PartitionProtocol.Loaded(2));
     assertThat(((Partition.Written) initial.events().get(0)).frames().get(0).entries()).isEmpty();
     assertThat(document("stale")).as("reset removes the collection's documents").isEmpty();
     long next = initial.state().nextSequence();
-    var incremental = partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(),
-        List.of(upsert("1", "{\"v\":1}", null), upsert("2", "{\"v\":20}", null), upsert("3", "{\"v\":3}", null)), true, r));
+    var incremental =
+        partition.<FrameReply>runCommand(
+            r ->
+                new PartitionProtocol.LoadRows(
+                    List.of(),
+                    List.of(
+                        upsert("1", "{\"v\":1}", null),
+                        upsert("2", "{\"v\":20}", null),
+                        upsert("3", "{\"v\":3}", null)),
+                    true,
+                    r));
     assertThat(incremental.reply()).isEqualTo(new PartitionProtocol.Loaded(2));
-    List<Partition.OutboxEntry> entries = ((Partition.Written) incremental.events().get(0)).frames().get(0).entries();
-    assertThat(entries).extracting(Partition.OutboxEntry::kind).containsExactly("snapshot", "snapshot");
+    List<Partition.OutboxEntry> entries =
+        ((Partition.Written) incremental.events().get(0)).frames().get(0).entries();
+    assertThat(entries)
+        .extracting(Partition.OutboxEntry::kind)
+        .containsExactly("snapshot", "snapshot");
     assertThat(entries).extracting(Partition.OutboxEntry::id).containsExactly("2", "3");
     assertThat(entries.get(0).sequence()).isEqualTo(next);
     assertThat(entries.get(0).before()).isEqualTo("{\"v\":2}");
-    var again = partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(),
-        List.of(upsert("2", "{\"v\":20}", null)), true, r));
+    var again =
+        partition.<FrameReply>runCommand(
+            r ->
+                new PartitionProtocol.LoadRows(
+                    List.of(), List.of(upsert("2", "{\"v\":20}", null)), true, r));
     assertThat(again.reply()).isEqualTo(new PartitionProtocol.Loaded(0));
     assertThat(again.hasNoEvents()).isTrue();
   }
@@ -274,7 +433,12 @@ class PartitionTest {
     var replies = KIT.<FrameReply>createTestProbe();
     int n = 200;
     for (int i = 0; i < n; i++) {
-      entity.tell(new ApplyFrame("k" + i, List.of(upsert(Integer.toString(i % 10), "{\"n\":" + i + "}", null)), Optional.empty(), replies.ref()));
+      entity.tell(
+          new ApplyFrame(
+              "k" + i,
+              List.of(upsert(Integer.toString(i % 10), "{\"n\":" + i + "}", null)),
+              Optional.empty(),
+              replies.ref()));
     }
     for (int i = 0; i < n; i++) {
       assertThat(replies.receiveMessage()).isInstanceOf(Applied.class);
@@ -292,15 +456,25 @@ class PartitionTest {
     for (int i = 0; i < 5; i++) {
       frame("p" + i, Optional.empty(), upsert(Integer.toString(i), "{\"n\":" + i + "}", null));
     }
-    var refused = partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(6, 100, r));
+    var refused =
+        partition.<PartitionProtocol.PurgeReply>runCommand(
+            r -> new PartitionProtocol.PurgeOutbox(6, 100, r));
     assertThat(refused.reply()).isInstanceOf(PartitionProtocol.PurgeRefused.class);
     assertThat(refused.hasNoEvents()).isTrue();
-    var bounded = partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(4, 2, r));
+    var bounded =
+        partition.<PartitionProtocol.PurgeReply>runCommand(
+            r -> new PartitionProtocol.PurgeOutbox(4, 2, r));
     assertThat(bounded.reply()).isEqualTo(new PartitionProtocol.OutboxPurged(3, 6, 2, true));
-    var rest = partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(4, 100, r));
+    var rest =
+        partition.<PartitionProtocol.PurgeReply>runCommand(
+            r -> new PartitionProtocol.PurgeOutbox(4, 100, r));
     assertThat(rest.reply()).isEqualTo(new PartitionProtocol.OutboxPurged(5, 6, 2, false));
-    var again = partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(3, 100, r));
-    assertThat(again.reply()).as("already purged").isEqualTo(new PartitionProtocol.OutboxPurged(5, 6, 0, false));
+    var again =
+        partition.<PartitionProtocol.PurgeReply>runCommand(
+            r -> new PartitionProtocol.PurgeOutbox(3, 100, r));
+    assertThat(again.reply())
+        .as("already purged")
+        .isEqualTo(new PartitionProtocol.OutboxPurged(5, 6, 0, false));
     assertThat(again.hasNoEvents()).isTrue();
     PartitionStatus status = partition.<PartitionStatus>runCommand(GetStatus::new).reply();
     assertThat(status.outboxFirst()).isEqualTo(5);
@@ -315,21 +489,56 @@ class PartitionTest {
 
   @Test
   void purgeFreesQuota() {
-    var small = EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
-        KIT.system(), Partition.create(9, new PartitionSettings(2, 1L << 20, 10, 10)));
+    var small =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+            KIT.system(), Partition.create(9, new PartitionSettings(2, 1L << 20, 10, 10)));
     small.clear();
-    small.<FrameReply>runCommand(r -> new ApplyFrame("a", List.of(upsert("1", "{}", null), upsert("2", "{}", null)), Optional.empty(), r));
-    assertThat(small.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("3", "{}", null)), Optional.empty(), r)).reply())
+    small.<FrameReply>runCommand(
+        r ->
+            new ApplyFrame(
+                "a",
+                List.of(upsert("1", "{}", null), upsert("2", "{}", null)),
+                Optional.empty(),
+                r));
+    assertThat(
+            small
+                .<FrameReply>runCommand(
+                    r -> new ApplyFrame("b", List.of(upsert("3", "{}", null)), Optional.empty(), r))
+                .reply())
         .isInstanceOf(PartitionProtocol.QuotaExceeded.class);
-    small.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(2, 100, r));
-    assertThat(small.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("3", "{}", null)), Optional.empty(), r)).reply())
+    small.<PartitionProtocol.PurgeReply>runCommand(
+        r -> new PartitionProtocol.PurgeOutbox(2, 100, r));
+    assertThat(
+            small
+                .<FrameReply>runCommand(
+                    r -> new ApplyFrame("b", List.of(upsert("3", "{}", null)), Optional.empty(), r))
+                .reply())
         .isInstanceOf(Applied.class);
   }
 
-  /** A state holding {@code documentBytes} of documents after {@code eventBytes} of events, snapshot mark shared. */
-  private static Partition.State state(long documentBytes, long eventBytes, Partition.SnapshotMark mark) {
-    return new Partition.State(new java.util.HashMap<>(), 1, 1, 0, 0, new java.util.LinkedHashMap<>(), new java.util.HashMap<>(),
-        new java.util.HashMap<>(), new java.util.TreeMap<>(), null, documentBytes, eventBytes, mark, null, null, null);
+  /**
+   * A state holding {@code documentBytes} of documents after {@code eventBytes} of events, snapshot
+   * mark shared.
+   */
+  private static Partition.State state(
+      long documentBytes, long eventBytes, Partition.SnapshotMark mark) {
+    return new Partition.State(
+        new java.util.HashMap<>(),
+        1,
+        1,
+        0,
+        0,
+        new java.util.LinkedHashMap<>(),
+        new java.util.HashMap<>(),
+        new java.util.HashMap<>(),
+        new java.util.TreeMap<>(),
+        null,
+        documentBytes,
+        eventBytes,
+        mark,
+        null,
+        null,
+        null);
   }
 
   @Test
@@ -341,41 +550,71 @@ class PartitionTest {
     for (int i = 1; i <= 2 * Partition.SNAPSHOT_EVERY; i++) {
       taken += p.shouldSnapshot(state(1_000, 100L * i, small), event, i) ? 1 : 0;
     }
-    assertThat(taken).as("a small state: every " + Partition.SNAPSHOT_EVERY + " events").isEqualTo(2);
-    assertThat(small).isEqualTo(new Partition.SnapshotMark(2 * Partition.SNAPSHOT_EVERY, 100L * 2 * Partition.SNAPSHOT_EVERY));
-    // 4 MB of documents: a snapshot only after 1 MB of events (a quarter), here 100 bytes per event.
+    assertThat(taken)
+        .as("a small state: every " + Partition.SNAPSHOT_EVERY + " events")
+        .isEqualTo(2);
+    assertThat(small)
+        .isEqualTo(
+            new Partition.SnapshotMark(
+                2 * Partition.SNAPSHOT_EVERY, 100L * 2 * Partition.SNAPSHOT_EVERY));
+    // 4 MB of documents: a snapshot only after 1 MB of events (a quarter), here 100 bytes per
+    // event.
     Partition.SnapshotMark large = new Partition.SnapshotMark(0, 0);
     int events = 0;
     while (!p.shouldSnapshot(state(4_000_000, 100L * (events + 1), large), event, events + 1)) {
       events++;
       assertThat(events).isLessThan(100_000);
     }
-    assertThat(events + 1).as("a large state waits for a quarter of its size in events").isEqualTo(10_000);
+    assertThat(events + 1)
+        .as("a large state waits for a quarter of its size in events")
+        .isEqualTo(10_000);
     // The mark is part of the state: a partition recovered from that snapshot goes on from it.
-    assertThat(p.shouldSnapshot(state(4_000_000, 100L * 10_500, new Partition.SnapshotMark(10_000, 1_000_000)), event, 10_500))
+    assertThat(
+            p.shouldSnapshot(
+                state(4_000_000, 100L * 10_500, new Partition.SnapshotMark(10_000, 1_000_000)),
+                event,
+                10_500))
         .isFalse();
   }
 
   @Test
   void keptFieldsAreCopiedAsTextNumbersNestedJsonAndSpacingExactly() {
-    String previous = "{\"k\":1,\"big\":12345678901234567.89,\"j\":{\"a\": [1.50, {\"b\": null}]},\"s\":\"x\\\"y\",\"t\":true}";
+    String previous =
+        "{\"k\":1,\"big\":12345678901234567.89,\"j\":{\"a\": [1.50, {\"b\": null}]},\"s\":\"x\\\"y\",\"t\":true}";
     String body = "{\"k\":2,\"big\":null,\"j\":null,\"s\":null,\"t\":null}";
     assertThat(Partition.merge(previous, body, List.of("big", "j", "s", "t")))
-        .isEqualTo("{\"k\":2,\"big\":12345678901234567.89,\"j\":{\"a\": [1.50, {\"b\": null}]},\"s\":\"x\\\"y\",\"t\":true}");
-    assertThat(Partition.merge(previous, body, List.of("absent"))).as("nothing to keep").isEqualTo(body);
+        .isEqualTo(
+            "{\"k\":2,\"big\":12345678901234567.89,\"j\":{\"a\": [1.50, {\"b\": null}]},\"s\":\"x\\\"y\",\"t\":true}");
+    assertThat(Partition.merge(previous, body, List.of("absent")))
+        .as("nothing to keep")
+        .isEqualTo(body);
     assertThat(Partition.merge("[1]", body, List.of("k"))).isNull();
     assertThat(Partition.merge(previous, "not json", List.of("k"))).isNull();
   }
 
   @Test
   void aFrameLargerThanTheWholeQuotaFitsOnlyAnEmptyOutbox() {
-    var tiny = EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
-        KIT.system(), Partition.create(13, new PartitionSettings(2, 1L << 20, 10, 10)));
+    var tiny =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+            KIT.system(), Partition.create(13, new PartitionSettings(2, 1L << 20, 10, 10)));
     tiny.clear();
-    var big = tiny.<FrameReply>runCommand(r -> new ApplyFrame("a",
-        List.of(upsert("1", "{}", null), upsert("2", "{}", null), upsert("3", "{}", null)), Optional.empty(), r));
-    assertThat(big.reply()).as("three entries, quota two, outbox empty").isInstanceOf(Applied.class);
-    assertThat(tiny.<FrameReply>runCommand(r -> new ApplyFrame("b", List.of(upsert("4", "{}", null)), Optional.empty(), r)).reply())
-        .as("the outbox is over its quota now").isInstanceOf(PartitionProtocol.QuotaExceeded.class);
+    var big =
+        tiny.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "a",
+                    List.of(
+                        upsert("1", "{}", null), upsert("2", "{}", null), upsert("3", "{}", null)),
+                    Optional.empty(),
+                    r));
+    assertThat(big.reply())
+        .as("three entries, quota two, outbox empty")
+        .isInstanceOf(Applied.class);
+    assertThat(
+            tiny.<FrameReply>runCommand(
+                    r -> new ApplyFrame("b", List.of(upsert("4", "{}", null)), Optional.empty(), r))
+                .reply())
+        .as("the outbox is over its quota now")
+        .isInstanceOf(PartitionProtocol.QuotaExceeded.class);
   }
 }

@@ -9,7 +9,8 @@ import org.junit.jupiter.api.Test;
 
 class QuotaTest {
   /** 10 entries / 1,000 bytes of producer quota, 4 entries / 400 bytes of reserve. */
-  private static final PartitionSettings S = new PartitionSettings(10, 1000, 256, 20_000).withProjections(64, 4, 400, 256);
+  private static final PartitionSettings S =
+      new PartitionSettings(10, 1000, 256, 20_000).withProjections(64, 4, 400, 256);
 
   @Test
   void withinTheProducerQuota() {
@@ -32,10 +33,14 @@ class QuotaTest {
   @Test
   void theReserveTakesOnlyAllowedProjectionBatchesUpToItsCeilings() {
     assertThat(Quota.admit(S, 10, 14, 1400, true)).isEqualTo(RESERVE);
-    assertThat(Quota.admit(S, 10, 14, 1400, false)).as("producers never use the reserve").isEqualTo(REFUSED);
+    assertThat(Quota.admit(S, 10, 14, 1400, false))
+        .as("producers never use the reserve")
+        .isEqualTo(REFUSED);
     assertThat(Quota.admit(S, 10, 15, 1000, true)).as("entry ceiling").isEqualTo(REFUSED);
     assertThat(Quota.admit(S, 10, 11, 1401, true)).as("byte ceiling").isEqualTo(REFUSED);
-    assertThat(Quota.admit(S, 5, 8, 900, true)).as("within the quota the reserve is not spent").isEqualTo(QUOTA);
+    assertThat(Quota.admit(S, 5, 8, 900, true))
+        .as("within the quota the reserve is not spent")
+        .isEqualTo(QUOTA);
   }
 
   @Test
@@ -47,6 +52,8 @@ class QuotaTest {
       long after = full + (long) (consumer + 1) * d.maxEffects();
       assertThat(Quota.admit(d, after - d.maxEffects(), after, 1 << 20, true)).isEqualTo(RESERVE);
     }
-    assertThat(Quota.admit(d, full + d.reserveEntries(), full + d.reserveEntries() + 1, 1 << 20, true)).isEqualTo(REFUSED);
+    assertThat(
+            Quota.admit(d, full + d.reserveEntries(), full + d.reserveEntries() + 1, 1 << 20, true))
+        .isEqualTo(REFUSED);
   }
 }

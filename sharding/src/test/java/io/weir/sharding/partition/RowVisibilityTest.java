@@ -34,7 +34,9 @@ import org.junit.jupiter.api.Test;
  */
 class RowVisibilityTest {
   private static final ActorTestKit KIT =
-      ActorTestKit.create("row-visibility-test", EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
+      ActorTestKit.create(
+          "row-visibility-test",
+          EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
 
   private EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> partition;
 
@@ -50,8 +52,12 @@ class RowVisibilityTest {
   }
 
   private FrameReply frame(Mutation... mutations) {
-    return partition.<FrameReply>runCommand(r -> new ApplyFrame(UUID.randomUUID().toString(), List.of(mutations),
-        Optional.empty(), r)).reply();
+    return partition
+        .<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    UUID.randomUUID().toString(), List.of(mutations), Optional.empty(), r))
+        .reply();
   }
 
   private static Upsert put(String id, String body) {
@@ -59,7 +65,9 @@ class RowVisibilityTest {
   }
 
   private RowRuleReply rule(String field, long version) {
-    return partition.<RowRuleReply>runCommand(r -> new SetRowRule("notes", field, version, r)).reply();
+    return partition
+        .<RowRuleReply>runCommand(r -> new SetRowRule("notes", field, version, r))
+        .reply();
   }
 
   private ChangesSpan span() {
@@ -74,13 +82,22 @@ class RowVisibilityTest {
   void anAclChangeOfAnExistingDocumentAdvancesTheEpochInTheSameEvent() {
     assertThat(rule("acl", 5)).isEqualTo(new RowRuleReply(5, 1, true));
     frame(put("1", "{\"acl\":[\"ann\"],\"text\":\"a\"}"));
-    assertThat(span().rowEpoch()).as("creating a document with an ACL is not an ACL change").isEqualTo(1);
+    assertThat(span().rowEpoch())
+        .as("creating a document with an ACL is not an ACL change")
+        .isEqualTo(1);
     frame(put("1", "{\"acl\":[\"ann\"],\"text\":\"b\"}"));
     assertThat(span().rowEpoch()).as("a change that keeps the ACL").isEqualTo(1);
-    var result = partition.<FrameReply>runCommand(r -> new ApplyFrame("x", List.of(put("1", "{\"acl\":[\"bob\"],\"text\":\"b\"}")),
-        Optional.empty(), r));
+    var result =
+        partition.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "x",
+                    List.of(put("1", "{\"acl\":[\"bob\"],\"text\":\"b\"}")),
+                    Optional.empty(),
+                    r));
     assertThat(result.events()).hasSize(1);
-    assertThat(((Partition.Written) result.events().get(0)).frames().get(0).fenced()).containsExactly("notes");
+    assertThat(((Partition.Written) result.events().get(0)).frames().get(0).fenced())
+        .containsExactly("notes");
     assertThat(span().rowEpoch()).isEqualTo(2);
     frame(put("1", "{\"text\":\"c\"}"));
     assertThat(span().rowEpoch()).as("removing the ACL field is a change").isEqualTo(3);
@@ -89,11 +106,17 @@ class RowVisibilityTest {
   @Test
   void tombstonesKeepTheAclOfTheDeletedDocument() {
     rule("owner", 1);
-    frame(put("1", "{\"owner\":\"ann\",\"x\":1}"), put("2", "{\"owner\":\"bob\"}"), put("3", "{\"x\":1}"));
+    frame(
+        put("1", "{\"owner\":\"ann\",\"x\":1}"),
+        put("2", "{\"owner\":\"bob\"}"),
+        put("3", "{\"x\":1}"));
     frame(new Delete("notes", "1", Optional.empty()));
     frame(new Truncate("notes"));
     Acls acls = acls("1", "2", "3", "4");
-    assertThat(acls.acls()).containsEntry("1", "\"ann\"").containsEntry("2", "\"bob\"").containsEntry("3", "null")
+    assertThat(acls.acls())
+        .containsEntry("1", "\"ann\"")
+        .containsEntry("2", "\"bob\"")
+        .containsEntry("3", "null")
         .doesNotContainKey("4");
     assertThat(span().rowEpoch()).as("deletion is not an ACL change").isEqualTo(1);
     partition.restart();
@@ -108,7 +131,9 @@ class RowVisibilityTest {
     frame(put("1", "{\"owner\":\"ann\"}"));
     frame(new Delete("notes", "1", Optional.empty()));
     assertThat(rule("acl", 4)).isEqualTo(new RowRuleReply(4, 2, true));
-    assertThat(acls("1").acls()).as("the tombstone's ACL was of another field: unknown").containsEntry("1", "null");
+    assertThat(acls("1").acls())
+        .as("the tombstone's ACL was of another field: unknown")
+        .containsEntry("1", "null");
     assertThat(span().ruleVersion()).isEqualTo(4);
     assertThat(rule(null, 9)).isEqualTo(new RowRuleReply(9, 3, true));
     frame(put("2", "{\"acl\":[\"a\"]}"));
@@ -120,11 +145,13 @@ class RowVisibilityTest {
   void aScanIsTheLiveDocumentsAndTheTailAtOneMoment() {
     frame(put("1", "{\"a\":1}"), put("2", "{\"a\":2}"));
     frame(new Delete("notes", "2", Optional.empty()));
-    CollectionScan scan = partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 1000, r)).reply();
+    CollectionScan scan =
+        partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 1000, r)).reply();
     assertThat(scan.documents()).extracting(PartitionProtocol.Document::id).containsExactly("1");
     assertThat(scan.tail()).isEqualTo(3);
     assertThat(scan.tooLarge()).isFalse();
-    CollectionScan small = partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 3, r)).reply();
+    CollectionScan small =
+        partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 3, r)).reply();
     assertThat(small.tooLarge()).isTrue();
     assertThat(small.documents()).isEmpty();
   }
@@ -133,12 +160,15 @@ class RowVisibilityTest {
   void aChangesSpanNamesTheJournalEventsOfRetainedPositions() {
     frame(put("1", "{}"));
     frame(put("2", "{}"), put("3", "{}"));
-    ChangesSpan span = partition.<ChangesSpan>runCommand(r -> new ReadChanges("notes", 1, 1, r)).reply();
+    ChangesSpan span =
+        partition.<ChangesSpan>runCommand(r -> new ReadChanges("notes", 1, 1, r)).reply();
     assertThat(span.tail()).isEqualTo(3);
     assertThat(span.journalSequences()).containsExactly(2L);
     assertThat(span.incarnation()).isNotNull();
-    partition.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(2, 10, r));
-    ChangesSpan purged = partition.<ChangesSpan>runCommand(r -> new ReadChanges("notes", 0, 10, r)).reply();
+    partition.<PartitionProtocol.PurgeReply>runCommand(
+        r -> new PartitionProtocol.PurgeOutbox(2, 10, r));
+    ChangesSpan purged =
+        partition.<ChangesSpan>runCommand(r -> new ReadChanges("notes", 0, 10, r)).reply();
     assertThat(purged.outboxFirst()).isEqualTo(3);
     assertThat(purged.journalSequences()).as("purged positions are named by no event").isEmpty();
   }
@@ -152,19 +182,23 @@ class RowVisibilityTest {
     assertThat(span().rowEpoch()).as("re-created with the same ACL").isEqualTo(1);
     frame(new Delete("notes", "1", Optional.empty()));
     frame(put("1", "{\"acl\":[\"alice\"]}"));
-    assertThat(span().rowEpoch()).as("re-created with another ACL: bob would miss the deletion").isEqualTo(2);
+    assertThat(span().rowEpoch())
+        .as("re-created with another ACL: bob would miss the deletion")
+        .isEqualTo(2);
     frame(new Truncate("notes"), put("1", "{\"acl\":[\"bob\"]}"));
     assertThat(span().rowEpoch()).as("truncated and re-created in one frame").isEqualTo(3);
   }
 
   @Test
   void anInitialSnapshotFencesItsCollectionsWhateverTheRule() {
-    partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of("notes"),
-        List.of(put("1", "{}")), false, r));
+    partition.<FrameReply>runCommand(
+        r -> new PartitionProtocol.LoadRows(List.of("notes"), List.of(put("1", "{}")), false, r));
     assertThat(span().rowEpoch()).as("a re-seed without a rule").isEqualTo(1);
-    partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(), List.of(put("2", "{}")), false, r));
+    partition.<FrameReply>runCommand(
+        r -> new PartitionProtocol.LoadRows(List.of(), List.of(put("2", "{}")), false, r));
     assertThat(span().rowEpoch()).as("a later chunk of rows without outbox entries").isEqualTo(2);
-    partition.<FrameReply>runCommand(r -> new PartitionProtocol.LoadRows(List.of(), List.of(put("3", "{}")), true, r));
+    partition.<FrameReply>runCommand(
+        r -> new PartitionProtocol.LoadRows(List.of(), List.of(put("3", "{}")), true, r));
     assertThat(span().rowEpoch()).as("incremental snapshot rows have outbox entries").isEqualTo(2);
   }
 }

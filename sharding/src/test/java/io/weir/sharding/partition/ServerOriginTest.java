@@ -13,8 +13,11 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 
 class ServerOriginTest {
-  private static final ActorTestKit kit = ActorTestKit.create("weir", ConfigFactory.parseString(
-      "pekko.actor.provider = cluster\npekko.remote.artery.canonical.port = 0\npekko.remote.artery.canonical.hostname = 127.0.0.1"));
+  private static final ActorTestKit kit =
+      ActorTestKit.create(
+          "weir",
+          ConfigFactory.parseString(
+              "pekko.actor.provider = cluster\npekko.remote.artery.canonical.port = 0\npekko.remote.artery.canonical.hostname = 127.0.0.1"));
 
   @AfterAll
   static void stop() {
@@ -25,28 +28,44 @@ class ServerOriginTest {
 
   @Test
   void onlyRemoteReplyAddressesOfNonServersAreRefused() {
-    ActorRef<PartitionProtocol.PartitionStatus> local = kit.createTestProbe(PartitionProtocol.PartitionStatus.class).getRef();
-    ActorRef<PartitionProtocol.PartitionStatus> remote = ActorRefResolver.get(kit.system())
-        .resolveActorRef("pekko://weir@10.9.8.7:25520/temp/$a");
+    ActorRef<PartitionProtocol.PartitionStatus> local =
+        kit.createTestProbe(PartitionProtocol.PartitionStatus.class).getRef();
+    ActorRef<PartitionProtocol.PartitionStatus> remote =
+        ActorRefResolver.get(kit.system()).resolveActorRef("pekko://weir@10.9.8.7:25520/temp/$a");
     List<Address> asked = new ArrayList<>();
 
-    assertThat(ServerOrigin.accepted(new PartitionProtocol.GetStatus(local), a -> {
-      asked.add(a);
-      return false;
-    })).as("a reply to this node is always accepted").isTrue();
+    assertThat(
+            ServerOrigin.accepted(
+                new PartitionProtocol.GetStatus(local),
+                a -> {
+                  asked.add(a);
+                  return false;
+                }))
+        .as("a reply to this node is always accepted")
+        .isTrue();
     assertThat(asked).as("a local reply address needs no membership check").isEmpty();
 
     assertThat(ServerOrigin.accepted(new PartitionProtocol.GetStatus(remote), a -> true)).isTrue();
-    assertThat(ServerOrigin.accepted(new PartitionProtocol.GetStatus(remote), a -> {
-      asked.add(a);
-      return false;
-    })).as("a reply to a member without the server role").isFalse();
+    assertThat(
+            ServerOrigin.accepted(
+                new PartitionProtocol.GetStatus(remote),
+                a -> {
+                  asked.add(a);
+                  return false;
+                }))
+        .as("a reply to a member without the server role")
+        .isFalse();
     assertThat(asked).extracting(Address::toString).containsExactly("pekko://weir@10.9.8.7:25520");
 
-    ActorRef<PartitionProtocol.PurgeReply> remotePurge = ActorRefResolver.get(kit.system())
-        .resolveActorRef("pekko://weir@10.9.8.7:25520/temp/$b");
-    assertThat(ServerOrigin.accepted(new PartitionProtocol.PurgeOutbox(10, 10, remotePurge), a -> false))
-        .as("an internal purge from a client").isFalse();
-    assertThat(ServerOrigin.accepted(new NoReply("x"), a -> false)).as("a message without a reply address").isTrue();
+    ActorRef<PartitionProtocol.PurgeReply> remotePurge =
+        ActorRefResolver.get(kit.system()).resolveActorRef("pekko://weir@10.9.8.7:25520/temp/$b");
+    assertThat(
+            ServerOrigin.accepted(
+                new PartitionProtocol.PurgeOutbox(10, 10, remotePurge), a -> false))
+        .as("an internal purge from a client")
+        .isFalse();
+    assertThat(ServerOrigin.accepted(new NoReply("x"), a -> false))
+        .as("a message without a reply address")
+        .isTrue();
   }
 }

@@ -68,7 +68,10 @@ final class MirrorFailures {
     };
   }
 
-  /** The SQLState of {@code e}, else of the first exception along its next/cause chains that has one. */
+  /**
+   * The SQLState of {@code e}, else of the first exception along its next/cause chains that has
+   * one.
+   */
   static String sqlState(SQLException e) {
     int guard = 0;
     for (SQLException s = e; s != null && guard++ < 8; s = s.getNextException()) {

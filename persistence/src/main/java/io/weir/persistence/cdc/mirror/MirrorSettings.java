@@ -41,7 +41,8 @@ public record MirrorSettings(
     Identifiers.require("mirror target schema", targetSchema);
     Identifiers.require("mirror checkpoint table", checkpointTable);
     if (checkpointTable.equals(APPLIED_LOG_TABLE)) {
-      throw new IllegalArgumentException("mirror checkpoint table must not be the applied log table");
+      throw new IllegalArgumentException(
+          "mirror checkpoint table must not be the applied log table");
     }
     Objects.requireNonNull(tables, "tables");
     for (Map.Entry<String, String> e : tables.entrySet()) {
@@ -58,7 +59,10 @@ public record MirrorSettings(
     tables = Map.copyOf(tables);
   }
 
-  /** Mirrors every table into {@code targetSchema} under its own name, default checkpoint table, no applied log. */
+  /**
+   * Mirrors every table into {@code targetSchema} under its own name, default checkpoint table, no
+   * applied log.
+   */
   public static MirrorSettings of(String targetSchema) {
     return new MirrorSettings(targetSchema, Map.of(), DEFAULT_CHECKPOINT_TABLE, false);
   }
@@ -127,7 +131,10 @@ public record MirrorSettings(
     }
   }
 
-  /** A copy that mirrors {@code sourceQualifiedName} ({@code schema.table}) into {@code targetTable}. */
+  /**
+   * A copy that mirrors {@code sourceQualifiedName} ({@code schema.table}) into {@code
+   * targetTable}.
+   */
   public MirrorSettings withTable(String sourceQualifiedName, String targetTable) {
     Map<String, String> copy = new HashMap<>(tables);
     copy.put(sourceQualifiedName, targetTable);

@@ -63,7 +63,9 @@ final class MirrorSql {
     return sql.toString();
   }
 
-  /** {@code UPDATE t SET c = ?, ... WHERE k1 = ? AND ...}; binds {@code columns}, then {@code keys}. */
+  /**
+   * {@code UPDATE t SET c = ?, ... WHERE k1 = ? AND ...}; binds {@code columns}, then {@code keys}.
+   */
   static String updateByKey(String qualifiedTarget, List<String> columns, List<String> keys) {
     StringBuilder sql = new StringBuilder("UPDATE ").append(qualifiedTarget).append(" SET ");
     appendList(sql, columns, "", " = ?");
@@ -74,11 +76,15 @@ final class MirrorSql {
 
   /** {@code TRUNCATE t1, t2 [RESTART IDENTITY]}; never CASCADE (see the sink's class docs). */
   static String truncate(List<String> qualifiedTargets, boolean restartIdentity) {
-    return "TRUNCATE " + String.join(", ", qualifiedTargets) + (restartIdentity ? " RESTART IDENTITY" : "");
+    return "TRUNCATE "
+        + String.join(", ", qualifiedTargets)
+        + (restartIdentity ? " RESTART IDENTITY" : "");
   }
 
   static String createCheckpointTable(String qualified) {
-    return "CREATE TABLE IF NOT EXISTS " + qualified + " ("
+    return "CREATE TABLE IF NOT EXISTS "
+        + qualified
+        + " ("
         + "pipeline text PRIMARY KEY, "
         + "incarnation text NOT NULL, "
         + "commit_lsn pg_lsn NOT NULL, "
@@ -88,7 +94,9 @@ final class MirrorSql {
 
   /** No unique constraint on purpose: duplicates must be countable, not refused. */
   static String createAppliedLog(String qualified) {
-    return "CREATE TABLE IF NOT EXISTS " + qualified + " ("
+    return "CREATE TABLE IF NOT EXISTS "
+        + qualified
+        + " ("
         + "pipeline text NOT NULL, "
         + "xid bigint NOT NULL, "
         + "commit_lsn pg_lsn NOT NULL, "
@@ -101,7 +109,8 @@ final class MirrorSql {
     }
   }
 
-  private static void appendList(StringBuilder sql, List<String> names, String before, String after) {
+  private static void appendList(
+      StringBuilder sql, List<String> names, String before, String after) {
     for (int i = 0; i < names.size(); i++) {
       sql.append(i == 0 ? "" : ", ").append(before).append(quote(names.get(i))).append(after);
     }

@@ -53,9 +53,9 @@ import org.slf4j.LoggerFactory;
  *       MirrorSettings#checkpointTable()}) and, when {@link MirrorSettings#appliedLog()} is on, the
  *       applied log, both in the target schema of the target database. It forgets what it knew of
  *       the target tables (they may have changed while the pipeline was down) and returns the
- *       stored checkpoint of the pipeline, if any. Open may be called any number of times; the
- *       last call's pipeline and slot incarnation are the ones {@code apply} uses, and {@code
- *       apply} refuses to run before an open that named an incarnation.
+ *       stored checkpoint of the pipeline, if any. Open may be called any number of times; the last
+ *       call's pipeline and slot incarnation are the ones {@code apply} uses, and {@code apply}
+ *       refuses to run before an open that named an incarnation.
  *   <li>{@link #apply} writes one batch in one database transaction (see below) on the executor
  *       given at construction, never on the caller's thread.
  *   <li>{@link #close} does nothing: the sink holds no connection between calls, and the {@link
@@ -71,9 +71,9 @@ import org.slf4j.LoggerFactory;
  * commits; the returned stage completes only after the commit. Data and checkpoint commit
  * atomically, so a batch is either wholly applied with its checkpoint or not at all, and a
  * redelivered transaction (after a crash, a restart, or a stale second writer that waited on the
- * row lock) is skipped. With the applied log on, each applied transaction adds its row there in
- * the same database transaction. A checkpoint of another slot incarnation is refused permanently:
- * its positions mean nothing in this stream.
+ * row lock) is skipped. With the applied log on, each applied transaction adds its row there in the
+ * same database transaction. A checkpoint of another slot incarnation is refused permanently: its
+ * positions mean nothing in this stream.
  *
  * <h2>Changes</h2>
  *
@@ -84,11 +84,11 @@ import org.slf4j.LoggerFactory;
  *   <li>Update: the same upsert of the new row. If the old image (REPLICA IDENTITY key or FULL)
  *       shows the target's key changed, the old-key row is deleted first.
  *   <li>Unchanged TOAST: a column the source update left untouched carries no value; it is neither
- *       inserted nor set, so the stored value stays. On a key-changing update with such columns
- *       the row is moved with {@code UPDATE ... WHERE old key} instead, since the stored value sits
- *       in the old row; if no old row is there, the new row is upserted without those columns.
- *       An upsert that inserts a row the target lacked (the mirror started after the row was
- *       written) leaves them at their defaults: seed the target first if that matters.
+ *       inserted nor set, so the stored value stays. On a key-changing update with such columns the
+ *       row is moved with {@code UPDATE ... WHERE old key} instead, since the stored value sits in
+ *       the old row; if no old row is there, the new row is upserted without those columns. An
+ *       upsert that inserts a row the target lacked (the mirror started after the row was written)
+ *       leaves them at their defaults: seed the target first if that matters.
  *   <li>Delete: by the target's primary key, with values from the old image.
  *   <li>Truncate: {@code TRUNCATE} of the mapped targets ({@code RESTART IDENTITY} if the source
  *       said so), never {@code CASCADE}: tables that reference a target are not the mirror's to
@@ -108,19 +108,18 @@ import org.slf4j.LoggerFactory;
  * Changes are read once, in order, and written as they come: a transaction read from a spill file
  * is never held in memory. Consecutive changes with the same statement shape go to the server as a
  * JDBC batch of at most 1000 statements or 2 MiB of values, which keeps their order; a repeated key
- * starts a new batch, so pgjdbc's {@code reWriteBatchedInserts}
- * (multi-row INSERTs, markedly faster) is safe to turn on for the target DataSource. Table and
- * column names come from the source catalog and are quoted; the configured names pass the
- * identifier allow-list.
+ * starts a new batch, so pgjdbc's {@code reWriteBatchedInserts} (multi-row INSERTs, markedly
+ * faster) is safe to turn on for the target DataSource. Table and column names come from the source
+ * catalog and are quoted; the configured names pass the identifier allow-list.
  *
  * <h2>Failures</h2>
  *
  * Every failure rolls the whole batch back and completes the stage with a {@link SinkException}
  * whose message names tables and the SQLState, never a value: permanent for integrity, data,
  * undefined-object and similar refusals, transient for lost connections, serialization failures,
- * deadlocks, resource shortage and unknown SQLStates. The driver's exception is not the
- * cause (its message may quote the row); a {@link ScrubbedSqlException} with only classes and
- * SQLState stands in for it.
+ * deadlocks, resource shortage and unknown SQLStates. The driver's exception is not the cause (its
+ * message may quote the row); a {@link ScrubbedSqlException} with only classes and SQLState stands
+ * in for it.
  */
 public final class PostgresMirrorSink implements ChangeSink {
   private static final Logger LOG = LoggerFactory.getLogger(PostgresMirrorSink.class);
@@ -154,6 +153,7 @@ public final class PostgresMirrorSink implements ChangeSink {
 
   /** Plans per source table shape; a new shape (added column) gets a new plan. */
   private final Map<TableSchema, TablePlan> plans = new ConcurrentHashMap<>();
+
   /** Primary key columns per target table name, read from the catalog once per open. */
   private final Map<String, List<String>> primaryKeys = new ConcurrentHashMap<>();
 
@@ -180,10 +180,14 @@ public final class PostgresMirrorSink implements ChangeSink {
     this.lockCheckpoint = selectCheckpoint + " FOR UPDATE";
     // 0/0 is below every commit LSN; the row only exists so that FOR UPDATE has a row to lock.
     this.insertPlaceholder =
-        "INSERT INTO " + checkpoint + " (pipeline, incarnation, commit_lsn) VALUES (?, ?, '0/0')"
+        "INSERT INTO "
+            + checkpoint
+            + " (pipeline, incarnation, commit_lsn) VALUES (?, ?, '0/0')"
             + " ON CONFLICT (pipeline) DO NOTHING";
     this.updateCheckpoint =
-        "UPDATE " + checkpoint + " SET incarnation = ?, commit_lsn = ?, updated_at = now() WHERE pipeline = ?";
+        "UPDATE "
+            + checkpoint
+            + " SET incarnation = ?, commit_lsn = ?, updated_at = now() WHERE pipeline = ?";
     this.checkpointQualified = checkpoint;
     this.insertApplied = "INSERT INTO " + applied + " (pipeline, xid, commit_lsn) VALUES (?, ?, ?)";
   }
@@ -192,7 +196,8 @@ public final class PostgresMirrorSink implements ChangeSink {
   @Override
   public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
     Objects.requireNonNull(context, "context");
-    Opened next = new Opened(Objects.requireNonNull(context.pipeline(), "pipeline"), context.incarnation());
+    Opened next =
+        new Opened(Objects.requireNonNull(context.pipeline(), "pipeline"), context.incarnation());
     return onExecutor(
         () -> {
           plans.clear();
@@ -212,19 +217,22 @@ public final class PostgresMirrorSink implements ChangeSink {
   @Override
   public CompletionStage<Void> forget(String pipeline) {
     Objects.requireNonNull(pipeline, "pipeline");
-    return onExecutor(() -> {
-      try (Connection c = dataSource.getConnection()) {
-        c.setAutoCommit(true);
-        if (exists(c, TABLE_EXISTS_SQL, settings.targetSchema(), settings.checkpointTable())) {
-          try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + checkpointQualified + " WHERE pipeline = ?")) {
-            ps.setString(1, pipeline);
-            ps.executeUpdate();
+    return onExecutor(
+        () -> {
+          try (Connection c = dataSource.getConnection()) {
+            c.setAutoCommit(true);
+            if (exists(c, TABLE_EXISTS_SQL, settings.targetSchema(), settings.checkpointTable())) {
+              try (PreparedStatement ps =
+                  c.prepareStatement(
+                      "DELETE FROM " + checkpointQualified + " WHERE pipeline = ?")) {
+                ps.setString(1, pipeline);
+                ps.executeUpdate();
+              }
+            }
           }
-        }
-      }
-      opened = null;
-      return null;
-    });
+          opened = null;
+          return null;
+        });
   }
 
   /** Applies the batch and moves the checkpoint in one database transaction; see class docs. */
@@ -238,7 +246,8 @@ public final class PostgresMirrorSink implements ChangeSink {
     if (current.incarnation().isEmpty()) {
       return CompletableFuture.failedFuture(
           SinkException.permanent(
-              "mirror was opened without a slot incarnation; open it again once the slot exists", null));
+              "mirror was opened without a slot incarnation; open it again once the slot exists",
+              null));
     }
     List<Transaction> batch = List.copyOf(transactions);
     if (batch.isEmpty()) {
@@ -257,42 +266,53 @@ public final class PostgresMirrorSink implements ChangeSink {
   }
 
   /**
-   * Upserts snapshot rows in one database transaction; a first chunk truncates the target first
-   * (in the same transaction), and an incremental chunk's progress is stored in the checkpoint row
-   * in that transaction too.
+   * Upserts snapshot rows in one database transaction; a first chunk truncates the target first (in
+   * the same transaction), and an incremental chunk's progress is stored in the checkpoint row in
+   * that transaction too.
    */
   @Override
   public CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
-    return whenOpened("received snapshot rows", (run, current) -> {
-      TablePlan plan = plan(run, chunk.table());
-      if (chunk.firstForTable()) {
-        run.context = "the clearing of " + plan.what();
-        try (Statement s = run.connection.createStatement()) {
-          s.execute(MirrorSql.truncate(List.of(MirrorSql.qualified(settings.targetSchema(), settings.targetTable(chunk.table()))), false));
-        }
-      }
-      for (TupleData row : chunk.rows()) {
-        upsert(run, plan, row);
-      }
-      run.flush();
-      if (chunk.progress().isPresent()) {
-        run.context = checkpointWhat;
-        lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
-        writeProgress(run.connection, current.pipeline(), chunk.progress());
-      }
-    });
+    return whenOpened(
+        "received snapshot rows",
+        (run, current) -> {
+          TablePlan plan = plan(run, chunk.table());
+          if (chunk.firstForTable()) {
+            run.context = "the clearing of " + plan.what();
+            try (Statement s = run.connection.createStatement()) {
+              s.execute(
+                  MirrorSql.truncate(
+                      List.of(
+                          MirrorSql.qualified(
+                              settings.targetSchema(), settings.targetTable(chunk.table()))),
+                      false));
+            }
+          }
+          for (TupleData row : chunk.rows()) {
+            upsert(run, plan, row);
+          }
+          run.flush();
+          if (chunk.progress().isPresent()) {
+            run.context = checkpointWhat;
+            lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
+            writeProgress(run.connection, current.pipeline(), chunk.progress());
+          }
+        });
   }
 
   /** Moves the checkpoint to the hand-off position (never backwards). */
   @Override
   public CompletionStage<Void> completeSnapshot(Lsn handOff) {
-    return whenOpened("completed a snapshot", (run, current) -> {
-      run.context = checkpointWhat;
-      Lsn watermark = lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
-      if (handOff.isAfter(watermark)) {
-        writeCheckpoint(run.connection, current.pipeline(), current.incarnation().get(), handOff);
-      }
-    });
+    return whenOpened(
+        "completed a snapshot",
+        (run, current) -> {
+          run.context = checkpointWhat;
+          Lsn watermark =
+              lockCheckpoint(run.connection, current.pipeline(), current.incarnation().get());
+          if (handOff.isAfter(watermark)) {
+            writeCheckpoint(
+                run.connection, current.pipeline(), current.incarnation().get(), handOff);
+          }
+        });
   }
 
   @Override
@@ -301,23 +321,31 @@ public final class PostgresMirrorSink implements ChangeSink {
     if (current == null) {
       return CompletableFuture.completedFuture(Optional.empty());
     }
-    return onExecutor(() -> {
-      try (Connection c = dataSource.getConnection();
-          PreparedStatement ps = c.prepareStatement(
-              "SELECT snapshot_progress FROM " + checkpointQualified + " WHERE pipeline = ?")) {
-        ps.setString(1, current.pipeline());
-        try (ResultSet rs = ps.executeQuery()) {
-          return rs.next() ? Optional.ofNullable(rs.getString(1)) : Optional.<String>empty();
-        }
-      } catch (SQLException e) {
-        throw MirrorFailures.fromSql(e, checkpointWhat);
-      }
-    });
+    return onExecutor(
+        () -> {
+          try (Connection c = dataSource.getConnection();
+              PreparedStatement ps =
+                  c.prepareStatement(
+                      "SELECT snapshot_progress FROM "
+                          + checkpointQualified
+                          + " WHERE pipeline = ?")) {
+            ps.setString(1, current.pipeline());
+            try (ResultSet rs = ps.executeQuery()) {
+              return rs.next() ? Optional.ofNullable(rs.getString(1)) : Optional.<String>empty();
+            }
+          } catch (SQLException e) {
+            throw MirrorFailures.fromSql(e, checkpointWhat);
+          }
+        });
   }
 
-  private void writeProgress(Connection c, String pipeline, Optional<String> progress) throws SQLException {
-    try (PreparedStatement ps = c.prepareStatement(
-        "UPDATE " + checkpointQualified + " SET snapshot_progress = ?, updated_at = now() WHERE pipeline = ?")) {
+  private void writeProgress(Connection c, String pipeline, Optional<String> progress)
+      throws SQLException {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "UPDATE "
+                + checkpointQualified
+                + " SET snapshot_progress = ?, updated_at = now() WHERE pipeline = ?")) {
       ps.setString(1, progress.orElse(null));
       ps.setString(2, pipeline);
       ps.executeUpdate();
@@ -326,10 +354,11 @@ public final class PostgresMirrorSink implements ChangeSink {
 
   /** Checkpoint tables created before snapshots existed lack the progress column: add it. */
   private void ensureProgressColumn(Connection c) throws SQLException {
-    try (PreparedStatement ps = c.prepareStatement(
-        "SELECT 1 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class t ON t.oid = a.attrelid "
-            + "JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace "
-            + "WHERE n.nspname = ? AND t.relname = ? AND a.attname = 'snapshot_progress' AND NOT a.attisdropped")) {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT 1 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class t ON t.oid = a.attrelid "
+                + "JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace "
+                + "WHERE n.nspname = ? AND t.relname = ? AND a.attname = 'snapshot_progress' AND NOT a.attisdropped")) {
       ps.setString(1, settings.targetSchema());
       ps.setString(2, settings.checkpointTable());
       try (ResultSet rs = ps.executeQuery()) {
@@ -339,7 +368,10 @@ public final class PostgresMirrorSink implements ChangeSink {
       }
     }
     try (Statement s = c.createStatement()) {
-      s.execute("ALTER TABLE " + checkpointQualified + " ADD COLUMN IF NOT EXISTS snapshot_progress text");
+      s.execute(
+          "ALTER TABLE "
+              + checkpointQualified
+              + " ADD COLUMN IF NOT EXISTS snapshot_progress text");
     }
   }
 
@@ -347,22 +379,28 @@ public final class PostgresMirrorSink implements ChangeSink {
     void run(Run run, Opened opened) throws SQLException;
   }
 
-  /** Runs {@code body} in one durable transaction once opened with an incarnation; else a permanent failure. */
+  /**
+   * Runs {@code body} in one durable transaction once opened with an incarnation; else a permanent
+   * failure.
+   */
   private CompletionStage<Void> whenOpened(String what, OpenedBody body) {
     Opened current = opened;
     if (current == null || current.incarnation().isEmpty()) {
       return CompletableFuture.failedFuture(
-          SinkException.permanent("mirror " + what + " before it was opened with a slot incarnation", null));
+          SinkException.permanent(
+              "mirror " + what + " before it was opened with a slot incarnation", null));
     }
-    return onExecutor(() -> {
-      inTransaction(run -> {
-        body.run(run, current);
-        run.flush();
-        run.context = "a commit";
-        return true;
-      });
-      return null;
-    });
+    return onExecutor(
+        () -> {
+          inTransaction(
+              run -> {
+                body.run(run, current);
+                run.flush();
+                run.context = "a commit";
+                return true;
+              });
+          return null;
+        });
   }
 
   private interface RunBody {
@@ -408,7 +446,10 @@ public final class PostgresMirrorSink implements ChangeSink {
     }
   }
 
-  /** Nothing to release: connections are taken per call, the DataSource and executor are the caller's. */
+  /**
+   * Nothing to release: connections are taken per call, the DataSource and executor are the
+   * caller's.
+   */
   @Override
   public void close() {}
 
@@ -459,7 +500,8 @@ public final class PostgresMirrorSink implements ChangeSink {
     }
   }
 
-  private static boolean exists(Connection c, String sql, String first, String second) throws SQLException {
+  private static boolean exists(Connection c, String sql, String first, String second)
+      throws SQLException {
     try (PreparedStatement ps = c.prepareStatement(sql)) {
       ps.setString(1, first);
       if (second != null) {
@@ -481,7 +523,8 @@ public final class PostgresMirrorSink implements ChangeSink {
         }
         try {
           return Optional.of(
-              new SinkCheckpoint(SlotIncarnation.parse(rs.getString(1)), Lsn.parse(rs.getString(2))));
+              new SinkCheckpoint(
+                  SlotIncarnation.parse(rs.getString(1)), Lsn.parse(rs.getString(2))));
         } catch (IllegalArgumentException e) {
           throw MirrorFailures.refused(checkpointWhat, "the stored checkpoint is malformed");
         }
@@ -492,46 +535,52 @@ public final class PostgresMirrorSink implements ChangeSink {
   // ---------------------------------------------------------------------------------------------
   // apply
 
-  private void applyBlocking(String pipeline, SlotIncarnation incarnation, List<Transaction> batch) {
+  private void applyBlocking(
+      String pipeline, SlotIncarnation incarnation, List<Transaction> batch) {
     int[] applied = {0};
     Lsn[] through = {Lsn.INVALID};
-    boolean committed = inTransaction(run -> {
-      run.context = checkpointWhat;
-      Lsn watermark = lockCheckpoint(run.connection, pipeline, incarnation);
-      for (Transaction t : batch) {
-        // Redelivered (or out of order): its effects are already in, with its checkpoint.
-        if (!t.commitLsn().isAfter(watermark)) {
-          continue;
-        }
-        for (Change change : t.changes()) {
-          applyChange(run, change);
-        }
-        if (settings.appliedLog()) {
-          run.logApplied(insertApplied, pipeline, t);
-        }
-        watermark = t.commitLsn();
-        applied[0]++;
-      }
-      run.flush();
-      if (applied[0] == 0) {
-        return false; // nothing new: roll back, which also drops a placeholder row and the lock
-      }
-      run.context = checkpointWhat;
-      run.flushLog();
-      writeCheckpoint(run.connection, pipeline, incarnation, watermark);
-      through[0] = watermark;
-      run.context = "the commit of a batch";
-      return true;
-    });
+    boolean committed =
+        inTransaction(
+            run -> {
+              run.context = checkpointWhat;
+              Lsn watermark = lockCheckpoint(run.connection, pipeline, incarnation);
+              for (Transaction t : batch) {
+                // Redelivered (or out of order): its effects are already in, with its checkpoint.
+                if (!t.commitLsn().isAfter(watermark)) {
+                  continue;
+                }
+                for (Change change : t.changes()) {
+                  applyChange(run, change);
+                }
+                if (settings.appliedLog()) {
+                  run.logApplied(insertApplied, pipeline, t);
+                }
+                watermark = t.commitLsn();
+                applied[0]++;
+              }
+              run.flush();
+              if (applied[0] == 0) {
+                return false; // nothing new: roll back, which also drops a placeholder row and the
+                // lock
+              }
+              run.context = checkpointWhat;
+              run.flushLog();
+              writeCheckpoint(run.connection, pipeline, incarnation, watermark);
+              through[0] = watermark;
+              run.context = "the commit of a batch";
+              return true;
+            });
     if (committed) {
-      LOG.debug("mirror applied {} of {} transactions up to {}", applied[0], batch.size(), through[0]);
+      LOG.debug(
+          "mirror applied {} of {} transactions up to {}", applied[0], batch.size(), through[0]);
     } else {
       LOG.debug("mirror skipped a batch of {} already applied transactions", batch.size());
     }
   }
 
   /** Locks the pipeline's checkpoint row (creating a placeholder) and returns its commit LSN. */
-  private Lsn lockCheckpoint(Connection c, String pipeline, SlotIncarnation incarnation) throws SQLException {
+  private Lsn lockCheckpoint(Connection c, String pipeline, SlotIncarnation incarnation)
+      throws SQLException {
     Optional<SinkCheckpoint> checkpoint = readCheckpoint(c, pipeline, true);
     if (checkpoint.isEmpty()) {
       // Nothing to lock yet: insert a row (waiting out a concurrent first writer) and lock that.
@@ -614,18 +663,32 @@ public final class PostgresMirrorSink implements ChangeSink {
     run.context = plan.what();
     requireWidth(plan, row);
     if (!row.hasUnchangedToast()) {
-      run.batch(plan.fullUpsert(), plan.what(), keyOf(plan, row), rowBytes(row), ps -> bindAll(plan, ps, row));
+      run.batch(
+          plan.fullUpsert(),
+          plan.what(),
+          keyOf(plan, row),
+          rowBytes(row),
+          ps -> bindAll(plan, ps, row));
       return;
     }
     BitSet present = present(plan, row);
-    run.batch(plan.upsert(present), plan.what(), keyOf(plan, row), rowBytes(row),
+    run.batch(
+        plan.upsert(present),
+        plan.what(),
+        keyOf(plan, row),
+        rowBytes(row),
         ps -> bindPresent(plan, ps, 1, row, present));
   }
 
   private void deleteByKey(Run run, TablePlan plan, TupleData oldRow) throws SQLException {
     requireWidth(plan, oldRow);
     requireKeyValues(plan, oldRow, "the old row image");
-    run.batch(plan.deleteByKey(), plan.what(), null, rowBytes(oldRow), ps -> bindKey(plan, ps, 1, oldRow));
+    run.batch(
+        plan.deleteByKey(),
+        plan.what(),
+        null,
+        rowBytes(oldRow),
+        ps -> bindKey(plan, ps, 1, oldRow));
   }
 
   private void truncate(Run run, Change.Truncate truncate) throws SQLException {
@@ -655,7 +718,13 @@ public final class PostgresMirrorSink implements ChangeSink {
     }
     String target = settings.targetTable(source);
     String what =
-        "a change to " + source.qualifiedName() + " (target " + settings.targetSchema() + "." + target + ")";
+        "a change to "
+            + source.qualifiedName()
+            + " (target "
+            + settings.targetSchema()
+            + "."
+            + target
+            + ")";
     List<String> key = primaryKeys.get(target);
     if (key == null) {
       run.context = what;
@@ -667,7 +736,8 @@ public final class PostgresMirrorSink implements ChangeSink {
     return plan;
   }
 
-  private List<String> readPrimaryKey(Connection c, String target, String what) throws SQLException {
+  private List<String> readPrimaryKey(Connection c, String target, String what)
+      throws SQLException {
     try (PreparedStatement ps = c.prepareStatement(PRIMARY_KEY_SQL)) {
       ps.setString(1, settings.targetSchema());
       ps.setString(2, target);
@@ -692,14 +762,16 @@ public final class PostgresMirrorSink implements ChangeSink {
 
   private static void requireWidth(TablePlan plan, TupleData row) {
     if (row.size() != plan.source().columns().size()) {
-      throw MirrorFailures.refused(plan.what(), "a row image and the table schema disagree on the column count");
+      throw MirrorFailures.refused(
+          plan.what(), "a row image and the table schema disagree on the column count");
     }
   }
 
   private static void requireKeyValues(TablePlan plan, TupleData row, String image) {
     for (int k : plan.keyIndexes()) {
       if (row.isNull(k) || row.isUnchangedToast(k)) {
-        throw MirrorFailures.refused(plan.what(), image + " carries no value for a primary key column");
+        throw MirrorFailures.refused(
+            plan.what(), image + " carries no value for a primary key column");
       }
     }
   }
@@ -739,7 +811,8 @@ public final class PostgresMirrorSink implements ChangeSink {
       if (before == ColumnKind.UNCHANGED_TOAST || after == ColumnKind.UNCHANGED_TOAST) {
         continue;
       }
-      if (before != after || (before.hasData() && !Arrays.equals(oldRow.bytes(k), newRow.bytes(k)))) {
+      if (before != after
+          || (before.hasData() && !Arrays.equals(oldRow.bytes(k), newRow.bytes(k)))) {
         return true;
       }
     }
@@ -756,19 +829,22 @@ public final class PostgresMirrorSink implements ChangeSink {
     }
     for (int k : plan.keyIndexes()) {
       if (!present.get(k)) {
-        throw MirrorFailures.refused(plan.what(), "a primary key column arrived as unchanged TOAST, without a value");
+        throw MirrorFailures.refused(
+            plan.what(), "a primary key column arrived as unchanged TOAST, without a value");
       }
     }
     return present;
   }
 
-  private static void bindAll(TablePlan plan, PreparedStatement ps, TupleData row) throws SQLException {
+  private static void bindAll(TablePlan plan, PreparedStatement ps, TupleData row)
+      throws SQLException {
     for (int i = 0; i < row.size(); i++) {
       bind(plan, ps, i + 1, row, i);
     }
   }
 
-  private static int bindPresent(TablePlan plan, PreparedStatement ps, int first, TupleData row, BitSet present)
+  private static int bindPresent(
+      TablePlan plan, PreparedStatement ps, int first, TupleData row, BitSet present)
       throws SQLException {
     int param = first;
     for (int i = present.nextSetBit(0); i >= 0; i = present.nextSetBit(i + 1)) {
@@ -777,7 +853,8 @@ public final class PostgresMirrorSink implements ChangeSink {
     return param;
   }
 
-  private static void bindKey(TablePlan plan, PreparedStatement ps, int first, TupleData row) throws SQLException {
+  private static void bindKey(TablePlan plan, PreparedStatement ps, int first, TupleData row)
+      throws SQLException {
     int param = first;
     for (int k : plan.keyIndexes()) {
       bind(plan, ps, param++, row, k);
@@ -785,16 +862,19 @@ public final class PostgresMirrorSink implements ChangeSink {
   }
 
   /** Binds one column as untyped text: the server casts it to the target column's type. */
-  private static void bind(TablePlan plan, PreparedStatement ps, int param, TupleData row, int column)
+  private static void bind(
+      TablePlan plan, PreparedStatement ps, int param, TupleData row, int column)
       throws SQLException {
     switch (row.kind(column)) {
       case NULL -> ps.setNull(param, Types.OTHER);
       case TEXT -> ps.setObject(param, row.text(column), Types.OTHER);
       case BINARY ->
           throw MirrorFailures.refused(
-              plan.what(), "a column arrived in binary format; the mirror needs the pipeline's text format");
+              plan.what(),
+              "a column arrived in binary format; the mirror needs the pipeline's text format");
       case UNCHANGED_TOAST ->
-          throw MirrorFailures.refused(plan.what(), "an unchanged TOAST column has no value to write");
+          throw MirrorFailures.refused(
+              plan.what(), "an unchanged TOAST column has no value to write");
     }
   }
 
@@ -816,17 +896,20 @@ public final class PostgresMirrorSink implements ChangeSink {
    * batch, which goes out when the shape changes, when it reaches {@link #MAX_BATCH_STATEMENTS}
    * statements or {@link #MAX_BATCH_BYTES} bytes of values, or when the apply ends. Statements run
    * in the order the changes came, so batching never reorders them; the bounds keep the memory of a
-   * pending batch (the driver holds every bound value, {@link #pendingKeys} every key) small however
-   * large the transaction, which matters when its changes are read from a spill file as they are
-   * applied. A second upsert of a key already in the pending batch starts a new batch: with pgjdbc's
-   * {@code reWriteBatchedInserts} a batch becomes one multi-row INSERT, and PostgreSQL refuses an ON
-   * CONFLICT DO UPDATE that touches a row twice (SQLState 21000). {@link #context} names what the
-   * statement that may fail next works on, for the error message.
+   * pending batch (the driver holds every bound value, {@link #pendingKeys} every key) small
+   * however large the transaction, which matters when its changes are read from a spill file as
+   * they are applied. A second upsert of a key already in the pending batch starts a new batch:
+   * with pgjdbc's {@code reWriteBatchedInserts} a batch becomes one multi-row INSERT, and
+   * PostgreSQL refuses an ON CONFLICT DO UPDATE that touches a row twice (SQLState 21000). {@link
+   * #context} names what the statement that may fail next works on, for the error message.
    */
   private static final class Run implements AutoCloseable {
     /** A few round trips per thousand rows cost little; larger batches buy nothing measurable. */
     static final int MAX_BATCH_STATEMENTS = 1000;
-    /** Wide rows flush sooner: the driver keeps each bound value (as a String) until it executes. */
+
+    /**
+     * Wide rows flush sooner: the driver keeps each bound value (as a String) until it executes.
+     */
     static final long MAX_BATCH_BYTES = 2L << 20;
 
     Connection connection;

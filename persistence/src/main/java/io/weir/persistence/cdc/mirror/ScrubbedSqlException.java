@@ -6,8 +6,8 @@ import java.sql.SQLException;
 /**
  * Stands in for a driver's {@link SQLException} as the cause of a sink failure. pgjdbc's messages
  * can quote row values ({@code DETAIL: Key (id)=(...)}) and loggers print whole cause chains, so
- * this keeps only what is safe: the exception classes along the original chain and the SQLState
- * (as its own {@link #getSQLState()}, where {@link SafeErrors} finds it), plus the original stack
+ * this keeps only what is safe: the exception classes along the original chain and the SQLState (as
+ * its own {@link #getSQLState()}, where {@link SafeErrors} finds it), plus the original stack
  * trace. It has no cause and no next exception.
  */
 public final class ScrubbedSqlException extends SQLException {

@@ -24,7 +24,12 @@ final class TablePlan {
   private final Map<BitSet, String> partialUpserts = new ConcurrentHashMap<>();
   private final Map<BitSet, String> keyedUpdates = new ConcurrentHashMap<>();
 
-  private TablePlan(TableSchema source, String qualifiedTarget, List<String> keys, int[] keyIndexes, String what) {
+  private TablePlan(
+      TableSchema source,
+      String qualifiedTarget,
+      List<String> keys,
+      int[] keyIndexes,
+      String what) {
     this.source = source;
     this.qualifiedTarget = qualifiedTarget;
     this.keys = keys;
@@ -38,9 +43,15 @@ final class TablePlan {
    * Plans {@code source} against a target whose primary key is {@code targetKey}.
    *
    * @param what names the source and target tables for error messages
-   * @throws io.weir.persistence.cdc.SinkException (permanent) if the target cannot mirror this table
+   * @throws io.weir.persistence.cdc.SinkException (permanent) if the target cannot mirror this
+   *     table
    */
-  static TablePlan plan(TableSchema source, String targetSchema, String targetTable, List<String> targetKey, String what) {
+  static TablePlan plan(
+      TableSchema source,
+      String targetSchema,
+      String targetTable,
+      List<String> targetKey,
+      String what) {
     if (targetKey.isEmpty()) {
       throw MirrorFailures.refused(what, "the target table has no primary key");
     }
@@ -62,7 +73,11 @@ final class TablePlan {
       indexes[i] = at;
     }
     return new TablePlan(
-        source, MirrorSql.qualified(targetSchema, targetTable), List.copyOf(targetKey), indexes, what);
+        source,
+        MirrorSql.qualified(targetSchema, targetTable),
+        List.copyOf(targetKey),
+        indexes,
+        what);
   }
 
   TableSchema source() {
@@ -98,7 +113,10 @@ final class TablePlan {
     return deleteByKey;
   }
 
-  /** UPDATE of the columns in {@code present} where the key is the old key: binds them, then the key. */
+  /**
+   * UPDATE of the columns in {@code present} where the key is the old key: binds them, then the
+   * key.
+   */
   String updateByKey(BitSet present) {
     return keyedUpdates.computeIfAbsent(
         present, p -> MirrorSql.updateByKey(qualifiedTarget, names(p), keys));

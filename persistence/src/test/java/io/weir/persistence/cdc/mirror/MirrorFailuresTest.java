@@ -16,39 +16,57 @@ class MirrorFailuresTest {
 
   @Test
   void refusalsOfTheDataArePermanent() {
-    for (String state : new String[] {"23505", "23502", "23514", "22P02", "22001", "42P01", "42703", "0A000"}) {
-      assertThat(MirrorFailures.isPermanent(state)).as("SQLState %s refuses the data for good", state).isTrue();
+    for (String state :
+        new String[] {"23505", "23502", "23514", "22P02", "22001", "42P01", "42703", "0A000"}) {
+      assertThat(MirrorFailures.isPermanent(state))
+          .as("SQLState %s refuses the data for good", state)
+          .isTrue();
     }
   }
 
   @Test
   void passingTroubleIsTransient() {
-    for (String state : new String[] {"08006", "08001", "57P01", "57014", "40001", "40P01", "53300", "55P03", "XX000"}) {
-      assertThat(MirrorFailures.isPermanent(state)).as("SQLState %s should be retried", state).isFalse();
+    for (String state :
+        new String[] {
+          "08006", "08001", "57P01", "57014", "40001", "40P01", "53300", "55P03", "XX000"
+        }) {
+      assertThat(MirrorFailures.isPermanent(state))
+          .as("SQLState %s should be retried", state)
+          .isFalse();
     }
-    assertThat(MirrorFailures.isPermanent(null)).as("a failure without SQLState should be retried").isFalse();
+    assertThat(MirrorFailures.isPermanent(null))
+        .as("a failure without SQLState should be retried")
+        .isFalse();
   }
 
   @Test
   void messageNamesTheStateAndNeverTheDriversText() {
     SQLException driver =
-        new SQLException("ERROR: duplicate key value violates unique constraint\n  Detail: Key (email)=(" + CANARY + ")", "23505");
+        new SQLException(
+            "ERROR: duplicate key value violates unique constraint\n  Detail: Key (email)=("
+                + CANARY
+                + ")",
+            "23505");
     SinkException e = MirrorFailures.fromSql(driver, "a change to public.users (target m.users)");
     assertThat(e.isPermanent()).isTrue();
     assertThat(e.getMessage())
-        .isEqualTo("mirror refused a change to public.users (target m.users): SQLState 23505 (unique_violation)");
+        .isEqualTo(
+            "mirror refused a change to public.users (target m.users): SQLState 23505 (unique_violation)");
     assertThat(e.getCause()).isInstanceOf(ScrubbedSqlException.class);
     assertThat(((SQLException) e.getCause()).getSQLState())
         .as("the scrubbed cause should keep the SQLState for SafeErrors")
         .isEqualTo("23505");
     assertThat(SafeErrors.sqlState(e)).isEqualTo("23505");
-    assertThat(printed(e)).as("a logged stack trace must not carry the row value").doesNotContain(CANARY);
+    assertThat(printed(e))
+        .as("a logged stack trace must not carry the row value")
+        .doesNotContain(CANARY);
   }
 
   @Test
   void batchFailuresTakeTheStateOfTheEntryThatFailed() {
     SQLException entry = new SQLException("Detail: Failing row contains (" + CANARY + ")", "23514");
-    BatchUpdateException batch = new BatchUpdateException("Batch entry 0 was aborted: " + CANARY, null, 0, new int[0]);
+    BatchUpdateException batch =
+        new BatchUpdateException("Batch entry 0 was aborted: " + CANARY, null, 0, new int[0]);
     batch.setNextException(entry);
     SinkException e = MirrorFailures.fromSql(batch, "a change to s.t (target m.t)");
     assertThat(e.isPermanent()).as("a check violation inside a batch is still a refusal").isTrue();
@@ -58,9 +76,11 @@ class MirrorFailuresTest {
 
   @Test
   void transientFailuresSayTransient() {
-    SinkException e = MirrorFailures.fromSql(new SQLException("serialization " + CANARY, "40001"), "x");
+    SinkException e =
+        MirrorFailures.fromSql(new SQLException("serialization " + CANARY, "40001"), "x");
     assertThat(e.isPermanent()).isFalse();
-    assertThat(e.getMessage()).isEqualTo("mirror failed transiently on x: SQLState 40001 (serialization_failure)");
+    assertThat(e.getMessage())
+        .isEqualTo("mirror failed transiently on x: SQLState 40001 (serialization_failure)");
   }
 
   private static String printed(Throwable t) {

@@ -14,7 +14,12 @@ import org.junit.jupiter.api.Test;
 class MirrorSettingsTest {
 
   private static TableSchema table(String schema, String name) {
-    return new TableSchema(1, schema, name, ReplicaIdentity.DEFAULT, List.of(new TableSchema.Column("id", 23, -1, true)));
+    return new TableSchema(
+        1,
+        schema,
+        name,
+        ReplicaIdentity.DEFAULT,
+        List.of(new TableSchema.Column("id", 23, -1, true)));
   }
 
   @Test
@@ -54,7 +59,8 @@ class MirrorSettingsTest {
     assertThatThrownBy(() -> MirrorSettings.of("m").withTable("public.t", "weir_mirror_checkpoint"))
         .as("a source table must not be mirrored over the checkpoint table")
         .isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> MirrorSettings.of("m").withCheckpointTable(MirrorSettings.APPLIED_LOG_TABLE))
+    assertThatThrownBy(
+            () -> MirrorSettings.of("m").withCheckpointTable(MirrorSettings.APPLIED_LOG_TABLE))
         .isInstanceOf(IllegalArgumentException.class);
   }
 
@@ -63,7 +69,9 @@ class MirrorSettingsTest {
     Map<String, String> tables = new java.util.HashMap<>(Map.of("public.a", "b"));
     MirrorSettings s = new MirrorSettings("m", tables, "c", false);
     tables.put("public.x", "y");
-    assertThat(s.tables()).as("later changes to the caller's map must not reach the settings").hasSize(1);
+    assertThat(s.tables())
+        .as("later changes to the caller's map must not reach the settings")
+        .hasSize(1);
   }
 
   @Test
@@ -72,7 +80,10 @@ class MirrorSettingsTest {
         MirrorSettings.create(
             ConfigFactory.parseString(
                 "target-schema = mirror\n applied-log = on\n tables { \"public.orders\" = orders_copy }"));
-    assertThat(s).isEqualTo(new MirrorSettings("mirror", Map.of("public.orders", "orders_copy"), "weir_mirror_checkpoint", true));
+    assertThat(s)
+        .isEqualTo(
+            new MirrorSettings(
+                "mirror", Map.of("public.orders", "orders_copy"), "weir_mirror_checkpoint", true));
   }
 
   @Test
@@ -80,12 +91,17 @@ class MirrorSettingsTest {
     assertThatThrownBy(() -> MirrorSettings.create(ConfigFactory.parseString("applied-log = true")))
         .isInstanceOf(SettingsException.class)
         .hasMessageContaining("target-schema");
-    assertThatThrownBy(() -> MirrorSettings.create(ConfigFactory.parseString("target-schema = \"Bad Schema\"")))
+    assertThatThrownBy(
+            () ->
+                MirrorSettings.create(ConfigFactory.parseString("target-schema = \"Bad Schema\"")))
         .isInstanceOf(SettingsException.class)
         .message()
         .doesNotContain("Bad Schema");
     assertThatThrownBy(
-            () -> MirrorSettings.create(ConfigFactory.parseString("target-schema = m\n tables { \"public.t\" = \"Secret Name\" }")))
+            () ->
+                MirrorSettings.create(
+                    ConfigFactory.parseString(
+                        "target-schema = m\n tables { \"public.t\" = \"Secret Name\" }")))
         .isInstanceOf(SettingsException.class)
         .message()
         .contains("tables")

@@ -39,18 +39,20 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.awaitility.Awaitility;
 import org.postgresql.ds.PGSimpleDataSource;
 
 /** The mirror sink against a real PostgreSQL; each test in a fresh database. */
 class MirrorSinkIT {
 
   private static final String PIPELINE = "orders_pipe";
-  private static final SlotIncarnation INCARNATION = new SlotIncarnation(UUID.randomUUID(), 7301L, 1);
+  private static final SlotIncarnation INCARNATION =
+      new SlotIncarnation(UUID.randomUUID(), 7301L, 1);
   private static final String CANARY = "canary-e5d1c0ffee";
+
   /** Stands for an unchanged TOAST column in {@link #decodedUpdate}; compared by identity. */
   private static final String TOAST = new String("<unchanged toast>");
 
@@ -60,7 +62,11 @@ class MirrorSinkIT {
           "src",
           "orders",
           ReplicaIdentity.DEFAULT,
-          List.of(col("id", 23, true), col("name", 25, false), col("qty", 23, false), col("note", 25, false)));
+          List.of(
+              col("id", 23, true),
+              col("name", 25, false),
+              col("qty", 23, false),
+              col("note", 25, false)));
 
   private TestPostgres.TestDatabase db;
   private PGSimpleDataSource dataSource;
@@ -96,11 +102,17 @@ class MirrorSinkIT {
         sink.apply(
             List.of(
                 tx(100, 1000, insert(ORDERS, "1", "apple", "3", "first")),
-                tx(101, 1100, insert(ORDERS, "2", "pear", "5", null), insert(ORDERS, "3", "plum", "7", "third")))));
+                tx(
+                    101,
+                    1100,
+                    insert(ORDERS, "2", "pear", "5", null),
+                    insert(ORDERS, "3", "plum", "7", "third")))));
     assertThat(rows("SELECT id, name, qty, note FROM public.orders ORDER BY id"))
         .as("three inserted rows should be mirrored with their values")
         .containsExactly(
-            List.of("1", "apple", "3", "first"), Arrays.asList("2", "pear", "5", null), List.of("3", "plum", "7", "third"));
+            List.of("1", "apple", "3", "first"),
+            Arrays.asList("2", "pear", "5", null),
+            List.of("3", "plum", "7", "third"));
 
     await(
         sink.apply(
@@ -108,14 +120,21 @@ class MirrorSinkIT {
                 tx(
                     102,
                     1200,
-                    new Change.Update(ORDERS, OldTupleKind.NONE, null, TupleData.ofText("2", "pear", "6", "second")),
-                    new Change.Delete(ORDERS, OldTupleKind.KEY, TupleData.ofText("3", null, null, null))))));
+                    new Change.Update(
+                        ORDERS,
+                        OldTupleKind.NONE,
+                        null,
+                        TupleData.ofText("2", "pear", "6", "second")),
+                    new Change.Delete(
+                        ORDERS, OldTupleKind.KEY, TupleData.ofText("3", null, null, null))))));
     assertThat(rows("SELECT id, name, qty, note FROM public.orders ORDER BY id"))
         .as("the update should replace row 2 and the delete should remove row 3")
         .containsExactly(List.of("1", "apple", "3", "first"), List.of("2", "pear", "6", "second"));
 
     await(sink.apply(List.of(tx(103, 1300, new Change.Truncate(List.of(ORDERS), false, false)))));
-    assertThat(count("SELECT count(*) FROM public.orders")).as("the truncate should empty the target").isZero();
+    assertThat(count("SELECT count(*) FROM public.orders"))
+        .as("the truncate should empty the target")
+        .isZero();
     assertThat(checkpointRow())
         .as("the checkpoint should sit at the last applied commit LSN of this incarnation")
         .containsExactly(INCARNATION.key(), Lsn.of(1300).toString());
@@ -144,15 +163,22 @@ class MirrorSinkIT {
     assertThat(appliedLog())
         .as("redelivering an applied batch must not apply any of its transactions again")
         .isEqualTo(logBefore)
-        .containsExactly(List.of(PIPELINE, "200", Lsn.of(2000).toString()), List.of(PIPELINE, "201", Lsn.of(2100).toString()));
+        .containsExactly(
+            List.of(PIPELINE, "200", Lsn.of(2000).toString()),
+            List.of(PIPELINE, "201", Lsn.of(2100).toString()));
   }
 
   @Test
   void batchStraddlingTheCheckpointAppliesOnlyTheNewerPart() throws Exception {
     PostgresMirrorSink sink = openedSink(settings());
-    await(sink.apply(List.of(tx(300, 3000, insert(ORDERS, "1", "a", "1", null)), tx(301, 3100, insert(ORDERS, "2", "b", "1", null)))));
+    await(
+        sink.apply(
+            List.of(
+                tx(300, 3000, insert(ORDERS, "1", "a", "1", null)),
+                tx(301, 3100, insert(ORDERS, "2", "b", "1", null)))));
 
-    // 3100 is redelivered (its content marked so that applying it again would show) with a newer one.
+    // 3100 is redelivered (its content marked so that applying it again would show) with a newer
+    // one.
     await(
         sink.apply(
             List.of(
@@ -169,7 +195,14 @@ class MirrorSinkIT {
   @Test
   void keyChangingUpdateMovesTheRow() throws Exception {
     PostgresMirrorSink sink = openedSink(settings());
-    await(sink.apply(List.of(tx(400, 4000, insert(ORDERS, "1", "apple", "1", "n1"), insert(ORDERS, "2", "pear", "2", "n2")))));
+    await(
+        sink.apply(
+            List.of(
+                tx(
+                    400,
+                    4000,
+                    insert(ORDERS, "1", "apple", "1", "n1"),
+                    insert(ORDERS, "2", "pear", "2", "n2")))));
 
     await(
         sink.apply(
@@ -178,7 +211,10 @@ class MirrorSinkIT {
                     401,
                     4100,
                     new Change.Update(
-                        ORDERS, OldTupleKind.KEY, TupleData.ofText("1", null, null, null), TupleData.ofText("10", "apple", "1", "n1"))))));
+                        ORDERS,
+                        OldTupleKind.KEY,
+                        TupleData.ofText("1", null, null, null),
+                        TupleData.ofText("10", "apple", "1", "n1"))))));
     assertThat(rows("SELECT id, name FROM public.orders ORDER BY id"))
         .as("the old key's row should be gone and the row should live under its new key")
         .containsExactly(List.of("2", "pear"), List.of("10", "apple"));
@@ -190,7 +226,11 @@ class MirrorSinkIT {
             "src",
             "orders",
             ReplicaIdentity.FULL,
-            List.of(col("id", 23, true), col("name", 25, true), col("qty", 23, true), col("note", 25, true)));
+            List.of(
+                col("id", 23, true),
+                col("name", 25, true),
+                col("qty", 23, true),
+                col("note", 25, true)));
     await(
         sink.apply(
             List.of(
@@ -198,11 +238,18 @@ class MirrorSinkIT {
                     402,
                     4200,
                     new Change.Update(
-                        full, OldTupleKind.FULL, TupleData.ofText("2", "pear", "2", "n2"), TupleData.ofText("20", "pear", "2", "n2")),
+                        full,
+                        OldTupleKind.FULL,
+                        TupleData.ofText("2", "pear", "2", "n2"),
+                        TupleData.ofText("20", "pear", "2", "n2")),
                     new Change.Update(
-                        full, OldTupleKind.FULL, TupleData.ofText("10", "apple", "1", "n1"), TupleData.ofText("10", "apple", "9", "n1"))))));
+                        full,
+                        OldTupleKind.FULL,
+                        TupleData.ofText("10", "apple", "1", "n1"),
+                        TupleData.ofText("10", "apple", "9", "n1"))))));
     assertThat(rows("SELECT id, qty FROM public.orders ORDER BY id"))
-        .as("under REPLICA IDENTITY FULL a changed primary key moves the row and an unchanged one updates in place")
+        .as(
+            "under REPLICA IDENTITY FULL a changed primary key moves the row and an unchanged one updates in place")
         .containsExactly(List.of("10", "9"), List.of("20", "2"));
   }
 
@@ -210,12 +257,20 @@ class MirrorSinkIT {
   void nullsAreWrittenAsSqlNull() throws Exception {
     PostgresMirrorSink sink = openedSink(settings());
     await(sink.apply(List.of(tx(500, 5000, insert(ORDERS, "1", null, "4", null)))));
-    assertThat(count("SELECT count(*) FROM public.orders WHERE id = 1 AND name IS NULL AND note IS NULL"))
+    assertThat(
+            count(
+                "SELECT count(*) FROM public.orders WHERE id = 1 AND name IS NULL AND note IS NULL"))
         .as("null columns of an insert should be SQL NULL in the target")
         .isEqualTo(1);
 
-    await(sink.apply(List.of(tx(501, 5100, insert(ORDERS, "2", "x", "4", "y")), tx(502, 5200, update(ORDERS, "2", null, "4", null)))));
-    assertThat(count("SELECT count(*) FROM public.orders WHERE id = 2 AND name IS NULL AND note IS NULL"))
+    await(
+        sink.apply(
+            List.of(
+                tx(501, 5100, insert(ORDERS, "2", "x", "4", "y")),
+                tx(502, 5200, update(ORDERS, "2", null, "4", null)))));
+    assertThat(
+            count(
+                "SELECT count(*) FROM public.orders WHERE id = 2 AND name IS NULL AND note IS NULL"))
         .as("an update to NULL should clear the stored values")
         .isEqualTo(1);
   }
@@ -232,8 +287,14 @@ class MirrorSinkIT {
             "typed",
             ReplicaIdentity.DEFAULT,
             List.of(
-                col("id", 20, true), col("amount", 1700, false), col("at", 1184, false), col("doc", 3802, false),
-                col("flag", 16, false), col("raw", 17, false), col("tags", 1007, false), col("day", 1082, false),
+                col("id", 20, true),
+                col("amount", 1700, false),
+                col("at", 1184, false),
+                col("doc", 3802, false),
+                col("flag", 16, false),
+                col("raw", 17, false),
+                col("tags", 1007, false),
+                col("day", 1082, false),
                 col("u", 2950, false)));
     PostgresMirrorSink sink = openedSink(settings());
     await(
@@ -259,7 +320,16 @@ class MirrorSinkIT {
                     + " encode(raw, 'hex'), array_length(tags, 1)::text, day::text, u::text FROM public.typed"))
         .as("each text value should arrive cast to its column type")
         .containsExactly(
-            List.of("9007199254740993", "12.50", "true", "2", "true", "00ff", "3", "2024-02-29", "6f1c9e52-0d8e-4c9c-9d3e-5b1a2c3d4e5f"));
+            List.of(
+                "9007199254740993",
+                "12.50",
+                "true",
+                "2",
+                "true",
+                "00ff",
+                "3",
+                "2024-02-29",
+                "6f1c9e52-0d8e-4c9c-9d3e-5b1a2c3d4e5f"));
   }
 
   @Test
@@ -287,11 +357,17 @@ class MirrorSinkIT {
     SinkException unique =
         failure(
             sink.apply(
-                List.of(tx(703, 7300, insert(withUnique, "4", CANARY), insert(withUnique, "5", CANARY)))));
+                List.of(
+                    tx(
+                        703,
+                        7300,
+                        insert(withUnique, "4", CANARY),
+                        insert(withUnique, "5", CANARY)))));
     assertRefusedWithoutCanary(unique, "23505");
 
     // NOT NULL on qty.
-    SinkException notNull = failure(sink.apply(List.of(tx(704, 7400, insert(ORDERS, "6", CANARY, null, CANARY)))));
+    SinkException notNull =
+        failure(sink.apply(List.of(tx(704, 7400, insert(ORDERS, "6", CANARY, null, CANARY)))));
     assertRefusedWithoutCanary(notNull, "23502");
 
     assertThat(rows("SELECT id FROM public.orders ORDER BY id"))
@@ -309,28 +385,41 @@ class MirrorSinkIT {
         .as("a pipeline that never applied anything has no checkpoint")
         .isEmpty();
     PostgresMirrorSink first = openedSink(settings());
-    await(first.apply(List.of(tx(800, 8000, insert(ORDERS, "1", "a", "1", null)), tx(801, 0x1_0000_0010L, insert(ORDERS, "2", "b", "1", null)))));
+    await(
+        first.apply(
+            List.of(
+                tx(800, 8000, insert(ORDERS, "1", "a", "1", null)),
+                tx(801, 0x1_0000_0010L, insert(ORDERS, "2", "b", "1", null)))));
     first.close();
 
     Optional<SinkCheckpoint> reopened =
         await(newSink(settings()).open(new PipelineContext(PIPELINE, Optional.empty())));
     assertThat(reopened)
-        .as("a new instance should report the incarnation and commit LSN of the last applied transaction")
+        .as(
+            "a new instance should report the incarnation and commit LSN of the last applied transaction")
         .contains(new SinkCheckpoint(INCARNATION, Lsn.of(0x1_0000_0010L)));
-    assertThat(await(newSink(settings()).open(new PipelineContext("other_pipe", Optional.of(INCARNATION)))))
+    assertThat(
+            await(
+                newSink(settings())
+                    .open(new PipelineContext("other_pipe", Optional.of(INCARNATION)))))
         .as("checkpoints are per pipeline")
         .isEmpty();
   }
 
   @Test
   void checkpointOfAnotherIncarnationIsRefused() throws Exception {
-    await(openedSink(settings()).apply(List.of(tx(900, 9000, insert(ORDERS, "1", "a", "1", null)))));
+    await(
+        openedSink(settings()).apply(List.of(tx(900, 9000, insert(ORDERS, "1", "a", "1", null)))));
 
-    SlotIncarnation recreated = new SlotIncarnation(UUID.randomUUID(), INCARNATION.systemIdentifier(), 1);
+    SlotIncarnation recreated =
+        new SlotIncarnation(UUID.randomUUID(), INCARNATION.systemIdentifier(), 1);
     PostgresMirrorSink other = newSink(settings());
     await(other.open(new PipelineContext(PIPELINE, Optional.of(recreated))));
-    SinkException refused = failure(other.apply(List.of(tx(5, 100, insert(ORDERS, "2", "b", "1", null)))));
-    assertThat(refused.isPermanent()).as("a checkpoint of another slot incarnation must halt the pipeline").isTrue();
+    SinkException refused =
+        failure(other.apply(List.of(tx(5, 100, insert(ORDERS, "2", "b", "1", null)))));
+    assertThat(refused.isPermanent())
+        .as("a checkpoint of another slot incarnation must halt the pipeline")
+        .isTrue();
     assertThat(refused.getMessage()).contains("another slot incarnation");
     assertThat(rows("SELECT id FROM public.orders")).containsExactly(List.of("1"));
   }
@@ -339,8 +428,11 @@ class MirrorSinkIT {
   void applyNeedsAnOpenWithAnIncarnationAndOpenCanBeRepeated() throws Exception {
     PostgresMirrorSink sink = newSink(settings());
     await(sink.open(new PipelineContext(PIPELINE, Optional.empty())));
-    SinkException early = failure(sink.apply(List.of(tx(1, 100, insert(ORDERS, "1", "a", "1", null)))));
-    assertThat(early.isPermanent()).as("without an incarnation the checkpoint cannot be written").isTrue();
+    SinkException early =
+        failure(sink.apply(List.of(tx(1, 100, insert(ORDERS, "1", "a", "1", null)))));
+    assertThat(early.isPermanent())
+        .as("without an incarnation the checkpoint cannot be written")
+        .isTrue();
 
     await(sink.open(new PipelineContext(PIPELINE, Optional.of(INCARNATION))));
     await(sink.apply(List.of(tx(1, 100, insert(ORDERS, "1", "a", "1", null)))));
@@ -351,7 +443,14 @@ class MirrorSinkIT {
   void unchangedToastColumnsKeepTheirStoredValue() throws Exception {
     PostgresMirrorSink sink = openedSink(settings());
     String big = "x".repeat(10_000);
-    await(sink.apply(List.of(tx(1000, 10_000, insert(ORDERS, "1", "apple", "1", big), insert(ORDERS, "2", "pear", "1", big + "2")))));
+    await(
+        sink.apply(
+            List.of(
+                tx(
+                    1000,
+                    10_000,
+                    insert(ORDERS, "1", "apple", "1", big),
+                    insert(ORDERS, "2", "pear", "1", big + "2")))));
 
     await(
         sink.apply(
@@ -359,14 +458,24 @@ class MirrorSinkIT {
                 tx(
                     1001,
                     10_100,
-                    new Change.Update(ORDERS, OldTupleKind.NONE, null, decodedUpdate(null, "1", "apple v2", "5", TOAST)),
+                    new Change.Update(
+                        ORDERS,
+                        OldTupleKind.NONE,
+                        null,
+                        decodedUpdate(null, "1", "apple v2", "5", TOAST)),
                     // Key change and unchanged TOAST together: the value lives in the old row.
                     new Change.Update(
-                        ORDERS, OldTupleKind.KEY, TupleData.ofText("2", null, null, null), decodedUpdate(null, "20", "pear v2", "6", TOAST))))));
+                        ORDERS,
+                        OldTupleKind.KEY,
+                        TupleData.ofText("2", null, null, null),
+                        decodedUpdate(null, "20", "pear v2", "6", TOAST))))));
 
-    assertThat(rows("SELECT id, name, qty, note = repeat('x', 10000), note = repeat('x', 10000) || '2' FROM public.orders ORDER BY id"))
+    assertThat(
+            rows(
+                "SELECT id, name, qty, note = repeat('x', 10000), note = repeat('x', 10000) || '2' FROM public.orders ORDER BY id"))
         .as("the untouched TOAST column should keep its stored value, also when the key moved")
-        .containsExactly(List.of("1", "apple v2", "5", "t", "f"), List.of("20", "pear v2", "6", "f", "t"));
+        .containsExactly(
+            List.of("1", "apple v2", "5", "t", "f"), List.of("20", "pear v2", "6", "f", "t"));
   }
 
   @Test
@@ -386,16 +495,32 @@ class MirrorSinkIT {
     try (Connection other = db.connect()) {
       other.setAutoCommit(false);
       try (Statement s = other.createStatement()) {
-        s.executeQuery("SELECT 1 FROM public.weir_mirror_checkpoint WHERE pipeline = '" + PIPELINE + "' FOR UPDATE").close();
+        s.executeQuery(
+                "SELECT 1 FROM public.weir_mirror_checkpoint WHERE pipeline = '"
+                    + PIPELINE
+                    + "' FOR UPDATE")
+            .close();
         CompletableFuture<Void> stale =
-            sink.apply(List.of(tx(1101, 11_100, insert(ORDERS, "42", "stale", "1", null)))).toCompletableFuture();
+            sink.apply(List.of(tx(1101, 11_100, insert(ORDERS, "42", "stale", "1", null))))
+                .toCompletableFuture();
         Awaitility.await()
             .atMost(Duration.ofSeconds(20))
-            .until(() -> count("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-                + " WHERE NOT l.granted AND a.datname = current_database()") > 0);
-        assertThat(stale).as("the second writer should wait on the checkpoint row lock").isNotDone();
+            .until(
+                () ->
+                    count(
+                            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                                + " WHERE NOT l.granted AND a.datname = current_database()")
+                        > 0);
+        assertThat(stale)
+            .as("the second writer should wait on the checkpoint row lock")
+            .isNotDone();
         // The other writer applies 11100 first.
-        s.executeUpdate("UPDATE public.weir_mirror_checkpoint SET commit_lsn = '" + Lsn.of(11_100) + "' WHERE pipeline = '" + PIPELINE + "'");
+        s.executeUpdate(
+            "UPDATE public.weir_mirror_checkpoint SET commit_lsn = '"
+                + Lsn.of(11_100)
+                + "' WHERE pipeline = '"
+                + PIPELINE
+                + "'");
         other.commit();
         stale.get(30, TimeUnit.SECONDS);
       }
@@ -408,9 +533,15 @@ class MirrorSinkIT {
 
   @Test
   void consecutiveBatchedStatementsKeepChangeOrder() throws Exception {
-    sql("CREATE TABLE public.lines (order_id int, line int, sku text, PRIMARY KEY (order_id, line))");
+    sql(
+        "CREATE TABLE public.lines (order_id int, line int, sku text, PRIMARY KEY (order_id, line))");
     TableSchema lines =
-        new TableSchema(16402, "src", "lines", ReplicaIdentity.DEFAULT, List.of(col("order_id", 23, true), col("line", 23, true), col("sku", 25, false)));
+        new TableSchema(
+            16402,
+            "src",
+            "lines",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("order_id", 23, true), col("line", 23, true), col("sku", 25, false)));
     PostgresMirrorSink sink = openedSink(settings());
     List<Change> changes = new ArrayList<>();
     for (int i = 1; i <= 300; i++) {
@@ -419,11 +550,16 @@ class MirrorSinkIT {
       changes.add(insert(lines, "" + i, "2", "sku" + i));
     }
     for (int i = 1; i <= 300; i += 3) {
-      changes.add(new Change.Delete(ORDERS, OldTupleKind.KEY, TupleData.ofText("" + i, null, null, null)));
-      changes.add(insert(ORDERS, "" + i, "again" + i, "2", null)); // re-insert after delete: order matters
+      changes.add(
+          new Change.Delete(ORDERS, OldTupleKind.KEY, TupleData.ofText("" + i, null, null, null)));
+      changes.add(
+          insert(ORDERS, "" + i, "again" + i, "2", null)); // re-insert after delete: order matters
       changes.add(new Change.Delete(lines, OldTupleKind.KEY, TupleData.ofText("" + i, "2", null)));
     }
-    List<Transaction> txs = List.of(tx(1200, 12_000, changes.subList(0, 600).toArray(Change[]::new)), tx(1201, 12_100, changes.subList(600, changes.size()).toArray(Change[]::new)));
+    List<Transaction> txs =
+        List.of(
+            tx(1200, 12_000, changes.subList(0, 600).toArray(Change[]::new)),
+            tx(1201, 12_100, changes.subList(600, changes.size()).toArray(Change[]::new)));
     await(sink.apply(txs));
 
     assertThat(count("SELECT count(*) FROM public.orders")).isEqualTo(300);
@@ -468,69 +604,92 @@ class MirrorSinkIT {
     int rows = 5000;
     String note = "x".repeat(4096);
     int[] produced = {0};
-    io.weir.protocol.cdc.Changes onePass = new io.weir.protocol.cdc.Changes() {
-      private boolean iterated;
-
-      @Override
-      public long count() {
-        return rows + rows / 7;
-      }
-
-      @Override
-      public boolean repeatable() {
-        return false;
-      }
-
-      @Override
-      public List<Change> asList() {
-        throw new IllegalStateException("not repeatable");
-      }
-
-      @Override
-      public java.util.Iterator<Change> iterator() {
-        if (iterated) {
-          throw new IllegalStateException("iterated twice");
-        }
-        iterated = true;
-        return new java.util.Iterator<>() {
-          int next = 1;
-          boolean deleteNext;
+    io.weir.protocol.cdc.Changes onePass =
+        new io.weir.protocol.cdc.Changes() {
+          private boolean iterated;
 
           @Override
-          public boolean hasNext() {
-            return next <= rows || deleteNext;
+          public long count() {
+            return rows + rows / 7;
           }
 
           @Override
-          public Change next() {
-            produced[0]++;
-            if (deleteNext) {
-              deleteNext = false;
-              return new Change.Delete(ORDERS, OldTupleKind.KEY, TupleData.ofText("" + (next - 1), null, null, null));
+          public boolean repeatable() {
+            return false;
+          }
+
+          @Override
+          public List<Change> asList() {
+            throw new IllegalStateException("not repeatable");
+          }
+
+          @Override
+          public java.util.Iterator<Change> iterator() {
+            if (iterated) {
+              throw new IllegalStateException("iterated twice");
             }
-            int id = next++;
-            deleteNext = id % 7 == 0;
-            return insert(ORDERS, "" + id, "n" + id, "1", id % 2 == 0 ? note : null);
+            iterated = true;
+            return new java.util.Iterator<>() {
+              int next = 1;
+              boolean deleteNext;
+
+              @Override
+              public boolean hasNext() {
+                return next <= rows || deleteNext;
+              }
+
+              @Override
+              public Change next() {
+                produced[0]++;
+                if (deleteNext) {
+                  deleteNext = false;
+                  return new Change.Delete(
+                      ORDERS,
+                      OldTupleKind.KEY,
+                      TupleData.ofText("" + (next - 1), null, null, null));
+                }
+                int id = next++;
+                deleteNext = id % 7 == 0;
+                return insert(ORDERS, "" + id, "n" + id, "1", id % 2 == 0 ? note : null);
+              }
+            };
           }
         };
-      }
-    };
-    Transaction t = new Transaction(1400, Lsn.of(14_000), Lsn.of(14_008), Instant.now(), onePass, List.of(),
-        rows + rows / 7, java.util.Map.of(ORDERS, (long) (rows + rows / 7)));
+    Transaction t =
+        new Transaction(
+            1400,
+            Lsn.of(14_000),
+            Lsn.of(14_008),
+            Instant.now(),
+            onePass,
+            List.of(),
+            rows + rows / 7,
+            java.util.Map.of(ORDERS, (long) (rows + rows / 7)));
     await(sink.apply(List.of(t)));
-    assertThat(produced[0]).as("every change should be read exactly once").isEqualTo(rows + rows / 7);
-    assertThat(count("SELECT count(*) FROM public.orders")).as("inserted rows less the deleted ones").isEqualTo(rows - rows / 7);
+    assertThat(produced[0])
+        .as("every change should be read exactly once")
+        .isEqualTo(rows + rows / 7);
+    assertThat(count("SELECT count(*) FROM public.orders"))
+        .as("inserted rows less the deleted ones")
+        .isEqualTo(rows - rows / 7);
     assertThat(count("SELECT count(*) FROM public.orders WHERE id % 7 = 0")).isZero();
-    assertThat(count("SELECT count(*) FROM public.orders WHERE length(note) = 4096")).isEqualTo(rows / 2 - rows / 14);
+    assertThat(count("SELECT count(*) FROM public.orders WHERE length(note) = 4096"))
+        .isEqualTo(rows / 2 - rows / 14);
   }
 
   @Test
   void targetsMustExistAndHaveAPrimaryKey() throws Exception {
     sql("CREATE TABLE public.keyless (id int, v text)");
     TableSchema keyless =
-        new TableSchema(16403, "src", "keyless", ReplicaIdentity.FULL, List.of(col("id", 23, true), col("v", 25, true)));
+        new TableSchema(
+            16403,
+            "src",
+            "keyless",
+            ReplicaIdentity.FULL,
+            List.of(col("id", 23, true), col("v", 25, true)));
     TableSchema missing =
-        new TableSchema(16404, "src", "missing", ReplicaIdentity.DEFAULT, List.of(col("id", 23, true)));
+        new TableSchema(
+            16404, "src", "missing", ReplicaIdentity.DEFAULT, List.of(col("id", 23, true)));
     PostgresMirrorSink sink = openedSink(settings());
 
     SinkException noKey = failure(sink.apply(List.of(tx(1, 100, insert(keyless, "1", CANARY)))));
@@ -546,7 +705,12 @@ class MirrorSinkIT {
   void mappedTablesAndMessagesAndQuotedNames() throws Exception {
     sql("CREATE TABLE public.orders_copy (id int PRIMARY KEY, \"Odd \"\"Name\"\"\" text)");
     TableSchema odd =
-        new TableSchema(16405, "src", "Weird Table", ReplicaIdentity.DEFAULT, List.of(col("id", 23, true), col("Odd \"Name\"", 25, false)));
+        new TableSchema(
+            16405,
+            "src",
+            "Weird Table",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("id", 23, true), col("Odd \"Name\"", 25, false)));
     PostgresMirrorSink sink = openedSink(settings().withTable("src.Weird Table", "orders_copy"));
     await(
         sink.apply(
@@ -590,7 +754,8 @@ class MirrorSinkIT {
   }
 
   private static Transaction tx(long xid, long commitLsn, Change... changes) {
-    return new Transaction(xid, Lsn.of(commitLsn), Lsn.of(commitLsn + 8), Instant.now(), List.of(changes), List.of());
+    return new Transaction(
+        xid, Lsn.of(commitLsn), Lsn.of(commitLsn + 8), Instant.now(), List.of(changes), List.of());
   }
 
   /**
@@ -600,7 +765,12 @@ class MirrorSinkIT {
   private static TupleData decodedUpdate(byte[] binaryFirst, String... values) {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     int count = values.length;
-    ByteBuffer head = ByteBuffer.allocate(1 + 4 + 1 + 2).put((byte) 'U').putInt(16401).put((byte) 'N').putShort((short) count);
+    ByteBuffer head =
+        ByteBuffer.allocate(1 + 4 + 1 + 2)
+            .put((byte) 'U')
+            .putInt(16401)
+            .put((byte) 'N')
+            .putShort((short) count);
     out.writeBytes(head.array());
     for (int i = 0; i < count; i++) {
       if (i == 0 && binaryFirst != null) {
@@ -631,21 +801,31 @@ class MirrorSinkIT {
     try {
       stage.toCompletableFuture().get(60, TimeUnit.SECONDS);
     } catch (ExecutionException e) {
-      assertThat(e.getCause()).as("the stage should fail with a SinkException").isInstanceOf(SinkException.class);
+      assertThat(e.getCause())
+          .as("the stage should fail with a SinkException")
+          .isInstanceOf(SinkException.class);
       return (SinkException) e.getCause();
     }
     return fail("the stage should have failed");
   }
 
   private static void assertRefusedWithoutCanary(SinkException e, String sqlState) {
-    assertThat(e.isPermanent()).as("SQLState %s refuses the data: the failure must be permanent", sqlState).isTrue();
-    assertThat(e.getMessage()).contains("src.orders", "SQLState " + sqlState).doesNotContain(CANARY);
+    assertThat(e.isPermanent())
+        .as("SQLState %s refuses the data: the failure must be permanent", sqlState)
+        .isTrue();
+    assertThat(e.getMessage())
+        .contains("src.orders", "SQLState " + sqlState)
+        .doesNotContain(CANARY);
     List<String> texts = new ArrayList<>();
     collectTexts(e, texts, 0);
-    assertThat(texts).as("no message along the cause chain may carry the row value").noneMatch(t -> t.contains(CANARY));
+    assertThat(texts)
+        .as("no message along the cause chain may carry the row value")
+        .noneMatch(t -> t.contains(CANARY));
     StringWriter printed = new StringWriter();
     e.printStackTrace(new PrintWriter(printed));
-    assertThat(printed.toString()).as("a logged stack trace must not carry the row value").doesNotContain(CANARY);
+    assertThat(printed.toString())
+        .as("a logged stack trace must not carry the row value")
+        .doesNotContain(CANARY);
   }
 
   private static void collectTexts(Throwable t, List<String> texts, int depth) {
@@ -697,12 +877,16 @@ class MirrorSinkIT {
 
   private List<String> checkpointRow() throws SQLException {
     List<List<String>> rows =
-        rows("SELECT incarnation, commit_lsn::text FROM public.weir_mirror_checkpoint WHERE pipeline = '" + PIPELINE + "'");
+        rows(
+            "SELECT incarnation, commit_lsn::text FROM public.weir_mirror_checkpoint WHERE pipeline = '"
+                + PIPELINE
+                + "'");
     assertThat(rows).as("the pipeline should have exactly one checkpoint row").hasSize(1);
     return rows.get(0);
   }
 
   private List<List<String>> appliedLog() throws SQLException {
-    return rows("SELECT pipeline, xid::text, commit_lsn::text FROM public.weir_mirror_applied ORDER BY commit_lsn, xid");
+    return rows(
+        "SELECT pipeline, xid::text, commit_lsn::text FROM public.weir_mirror_applied ORDER BY commit_lsn, xid");
   }
 }

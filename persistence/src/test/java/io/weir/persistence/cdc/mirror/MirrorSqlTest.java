@@ -34,7 +34,8 @@ class MirrorSqlTest {
   void upsertOfKeyColumnsOnlyDoesNothingOnConflict() {
     assertThat(MirrorSql.upsert("\"m\".\"t\"", List.of("a", "b"), List.of("a", "b")))
         .as("with nothing but key columns there is nothing to set, so a conflict must be a no-op")
-        .isEqualTo("INSERT INTO \"m\".\"t\" (\"a\", \"b\") VALUES (?, ?) ON CONFLICT (\"a\", \"b\") DO NOTHING");
+        .isEqualTo(
+            "INSERT INTO \"m\".\"t\" (\"a\", \"b\") VALUES (?, ?) ON CONFLICT (\"a\", \"b\") DO NOTHING");
   }
 
   @Test

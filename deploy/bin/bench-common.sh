@@ -13,7 +13,7 @@ weir_bench_run() {
   weir_require_build_tools
   echo "weir: building (mvn package, tests skipped)" >&2
   # shellcheck disable=SC2086 # WEIR_MVN_ARGS is a list of Maven arguments
-  mvn -B -q --no-transfer-progress -Dstyle.color=never ${WEIR_MVN_ARGS:-} -DskipTests package -pl node -am >&2
+  mvn -B -q --no-transfer-progress -Dstyle.color=never -Dspotless.check.skip=true ${WEIR_MVN_ARGS:-} -DskipTests package -pl node -am >&2
   local was_running=yes
   deploy/bin/pg.sh status >/dev/null 2>&1 || was_running=no
   eval "$(deploy/bin/pg.sh start)"

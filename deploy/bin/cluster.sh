@@ -13,6 +13,9 @@
 # Environment (all optional):
 #   WEIR_CLUSTER_HTTP_BASE     HTTP port of node 1; node N uses base+N-1        (default 8081)
 #   WEIR_CLUSTER_REMOTE_BASE   Pekko remoting port of node 1; node N base+N-1   (default 25521)
+#                              Both below the ephemeral range (32768+). A fresh cluster whose ports
+#                              are taken moves both bases up in steps of 10, and starts again on
+#                              other ports when a node loses a bind race (at most 3 times).
 #   WEIR_CLUSTER_JAVA_OPTS     JVM options of every node                       (default -Xmx384m)
 #   WEIR_CLUSTER_CONFIG        a HOCON file passed to every node with --config
 #   WEIR_CLUSTER_STOP_TIMEOUT  seconds stop waits after SIGTERM                 (default 45)
@@ -165,9 +168,28 @@ build_if_missing() {
   weir_require_build_tools
   log "building the node jar (mvn package, tests skipped)"
   # shellcheck disable=SC2086
-  mvn -B -q --no-transfer-progress -Dstyle.color=never -DskipTests ${WEIR_MVN_ARGS:-} package -pl node -am 2>&1 \
+  mvn -B -q --no-transfer-progress -Dstyle.color=never -Dspotless.check.skip=true -DskipTests ${WEIR_MVN_ARGS:-} package -pl node -am 2>&1 \
     | sed "s/\x1b\[[0-9;]*m//g"
   [ -f "$jar" ] || die "the build did not produce $jar"
+}
+
+# True when one of node 1..N's HTTP or remoting ports (from the current bases) is listened on.
+base_ports_taken() {
+  local n
+  for n in $(seq 1 $NODES); do
+    weir_port_in_use $((http_base + n - 1)) && return 0
+    weir_port_in_use $((remote_base + n - 1)) && return 0
+  done
+  return 1
+}
+
+# Stops the nodes named in $@ (this start's own, after a lost bind race) with SIGKILL.
+kill_started() {
+  local n pid
+  for n in "$@"; do
+    if pid=$(node_pid "$n"); then kill -KILL "$pid" 2>/dev/null || true; fi
+    rm -f "$state/node-$n.pid" "$state/node-$n.ports"
+  done
 }
 
 start_nodes() {
@@ -175,64 +197,89 @@ start_nodes() {
   build_if_missing
   command -v java >/dev/null 2>&1 || weir_require_build_tools
   eval "$(deploy/bin/pg.sh start)"
-  local token seeds="" n http remote pid
+  local token n http remote pid fresh=yes attempt=1
   # Nodes still running keep their ports: a restarted node must use the same seed list as they do.
   for n in $(seq 1 $NODES); do
     if node_pid "$n" >/dev/null && [ -s "$state/node-$n.ports" ]; then
       read -r http remote < "$state/node-$n.ports"
       http_base=$((http - n + 1)); remote_base=$((remote - n + 1))
+      fresh=""
       break
     fi
   done
+  # A fresh cluster moves past ports other programs listen on (in steps of 10, at most 20 steps).
+  if [ -n "$fresh" ]; then
+    local shifts=0
+    while base_ports_taken; do
+      shifts=$((shifts + 1))
+      [ "$shifts" -le 20 ] || die "no free ports found from HTTP ${WEIR_CLUSTER_HTTP_BASE:-8081} / remoting ${WEIR_CLUSTER_REMOTE_BASE:-25521} on; set WEIR_CLUSTER_HTTP_BASE and WEIR_CLUSTER_REMOTE_BASE"
+      http_base=$((http_base + 10)); remote_base=$((remote_base + 10))
+    done
+    [ "$shifts" -eq 0 ] || log "ports in use: starting at HTTP $http_base, remoting $remote_base instead"
+  fi
   token=$(admin_token)
-  for n in $(seq 1 $NODES); do
-    seeds="${seeds:+$seeds,}127.0.0.1:$((remote_base + n - 1))"
-  done
   local config_args=()
   if [ -n "${WEIR_CLUSTER_CONFIG:-}" ]; then
     [ -r "$WEIR_CLUSTER_CONFIG" ] || die "WEIR_CLUSTER_CONFIG=$WEIR_CLUSTER_CONFIG is not readable"
     config_args=(--config "$WEIR_CLUSTER_CONFIG")
   fi
-  local started=()
-  for n in $(seq 1 $NODES); do
-    http=$((http_base + n - 1)); remote=$((remote_base + n - 1))
-    if pid=$(node_pid "$n"); then
-      log "node $n already running (pid $pid, http $(node_http_port "$n"))"
-      continue
-    fi
-    weir_port_in_use "$http" && die "port $http (HTTP of node $n) is in use by another process; set WEIR_CLUSTER_HTTP_BASE"
-    weir_port_in_use "$remote" && die "port $remote (remoting of node $n) is in use by another process; set WEIR_CLUSTER_REMOTE_BASE"
-    echo "$http $remote" > "$state/node-$n.ports"
-    # shellcheck disable=SC2086
-    WEIR_ADMIN_TOKEN=$token WEIR_HTTP_HOST=127.0.0.1 WEIR_HTTP_PORT=$http \
-      WEIR_CLUSTER_HOST=127.0.0.1 WEIR_CLUSTER_PORT=$remote WEIR_SEED_NODES=$seeds \
-      nohup java ${WEIR_CLUSTER_JAVA_OPTS:--Xmx384m} -jar "$jar" node "${config_args[@]}" \
-      > "$state/node-$n.log" 2>&1 < /dev/null &
-    echo $! > "$state/node-$n.pid"
-    started+=("$n")
-    log "node $n started (pid $!, http 127.0.0.1:$http, remoting 127.0.0.1:$remote, log .weir/cluster/node-$n.log)"
-  done
-
-  local timeout=${WEIR_CLUSTER_READY_TIMEOUT:-180} deadline all
-  deadline=$((SECONDS + timeout))
-  printf 'cluster.sh: waiting for /health/ready on every node '
   while :; do
-    all=1
+    local seeds="" started=()
     for n in $(seq 1 $NODES); do
-      if ! node_pid "$n" >/dev/null; then
-        echo
-        printf 'cluster.sh: node %s exited during start-up; last log lines:\n' "$n" >&2
-        tail -n 30 "$state/node-$n.log" >&2 || true
-        exit 1
-      fi
-      ready "$(node_http_port "$n")" || all=""
+      seeds="${seeds:+$seeds,}127.0.0.1:$((remote_base + n - 1))"
     done
-    [ -n "$all" ] && break
-    if [ $SECONDS -ge $deadline ]; then
-      echo
-      die "not every node was ready after ${timeout}s; see deploy/bin/cluster.sh status and .weir/cluster/node-N.log"
-    fi
-    printf '.'; sleep 2
+    for n in $(seq 1 $NODES); do
+      http=$((http_base + n - 1)); remote=$((remote_base + n - 1))
+      if pid=$(node_pid "$n"); then
+        log "node $n already running (pid $pid, http $(node_http_port "$n"))"
+        continue
+      fi
+      weir_port_in_use "$http" && die "port $http (HTTP of node $n) is in use by another process; set WEIR_CLUSTER_HTTP_BASE"
+      weir_port_in_use "$remote" && die "port $remote (remoting of node $n) is in use by another process; set WEIR_CLUSTER_REMOTE_BASE"
+      echo "$http $remote" > "$state/node-$n.ports"
+      # shellcheck disable=SC2086
+      WEIR_ADMIN_TOKEN=$token WEIR_HTTP_HOST=127.0.0.1 WEIR_HTTP_PORT=$http \
+        WEIR_CLUSTER_HOST=127.0.0.1 WEIR_CLUSTER_PORT=$remote WEIR_SEED_NODES=$seeds \
+        nohup java ${WEIR_CLUSTER_JAVA_OPTS:--Xmx384m} -jar "$jar" node "${config_args[@]}" \
+        > "$state/node-$n.log" 2>&1 < /dev/null &
+      echo $! > "$state/node-$n.pid"
+      started+=("$n")
+      log "node $n started (pid $!, http 127.0.0.1:$http, remoting 127.0.0.1:$remote, log .weir/cluster/node-$n.log)"
+    done
+
+    local timeout=${WEIR_CLUSTER_READY_TIMEOUT:-180} deadline all lost=""
+    deadline=$((SECONDS + timeout))
+    printf 'cluster.sh: waiting for /health/ready on every node '
+    while :; do
+      all=1
+      for n in $(seq 1 $NODES); do
+        if ! node_pid "$n" >/dev/null; then
+          echo
+          # A port taken between the check and the node's bind: a fresh cluster starts again on
+          # other ports (at most 3 times); anything else ends here with the node's log.
+          if [ -n "$fresh" ] && [ "$attempt" -lt 3 ] \
+              && grep -q -e 'Address already in use' -e 'BindException' "$state/node-$n.log" 2>/dev/null; then
+            lost=$n
+            break 2
+          fi
+          printf 'cluster.sh: node %s exited during start-up; last log lines:\n' "$n" >&2
+          tail -n 30 "$state/node-$n.log" >&2 || true
+          exit 1
+        fi
+        ready "$(node_http_port "$n")" || all=""
+      done
+      [ -n "$all" ] && break 2
+      if [ $SECONDS -ge $deadline ]; then
+        echo
+        die "not every node was ready after ${timeout}s; see deploy/bin/cluster.sh status and .weir/cluster/node-N.log"
+      fi
+      printf '.'; sleep 2
+    done
+    log "node $lost lost a port to another process before binding it; starting the cluster again on other ports"
+    kill_started "${started[@]}"
+    attempt=$((attempt + 1))
+    http_base=$((http_base + 10)); remote_base=$((remote_base + 10))
+    while base_ports_taken; do http_base=$((http_base + 10)); remote_base=$((remote_base + 10)); done
   done
   echo
   log "all $NODES nodes ready"

@@ -19,7 +19,7 @@
 # the current primary. Clients connect with
 #   jdbc:postgresql://127.0.0.1:<p>,127.0.0.1:<s1>,127.0.0.1:<s2>/weir?targetServerType=primary
 # and pgjdbc finds whichever member is the primary. Ports are chosen at first start (from
-# WEIR_PG_RF3_PORT_BASE, default 55430) and kept, so the URL does not change.
+# WEIR_PG_RF3_PORT_BASE, default 15700, below the ephemeral range) and kept, so the URL does not change.
 #
 # promote: (1) fences the current primary: stops it if it still runs (immediate shutdown), writes
 # standby.signal into its data folder (started by hand it comes up read-only, never as a primary)
@@ -109,7 +109,7 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # A free loopback port not in the list of ports already taken by this cluster's members.
 pick_port() {
-  local p base=${WEIR_PG_RF3_PORT_BASE:-55430} taken=" $* "
+  local p base=${WEIR_PG_RF3_PORT_BASE:-15700} taken=" $* "
   for p in $(seq "$base" 1 "$((base + 300))"); do
     case "$taken" in *" $p "*) continue ;; esac
     if ! port_in_use "$p"; then echo "$p"; return; fi
@@ -139,13 +139,35 @@ conninfo_for() { # conninfo_for <upstream> <application name>
   printf "host=127.0.0.1 port=%s user=weir passfile=%s application_name=%s" "$(port_of "$1")" "$H/pgpass" "$2"
 }
 
+# start_member <name> [movable]: starts a member on its port. A member that nobody refers to by
+# port yet (movable: during init, before any standby or client has its port) whose port is taken
+# before its bind moves to another free port, at most 5 times; afterwards the port is kept, so
+# standbys' primary_conninfo and clients' URLs stay valid, and a taken port is an error.
 start_member() {
-  local m=$1 port
+  local m=$1 movable=${2:-} port attempt=1 marker taken_ports
   if running "$m"; then return; fi
-  port=$(port_of "$m")
-  if port_in_use "$port"; then die "port $port of member $m is taken by another process"; fi
-  as_owner "$BIN/pg_ctl" -D "$H/$m/data" -l "$H/$m/postgres.log" -w -t 60 -o "-p $port" start >/dev/null 9>&- \
-    || { tail -n 30 "$H/$m/postgres.log" >&2 || true; die "member $m did not start (log: $H/$m/postgres.log)"; }
+  while :; do
+    port=$(port_of "$m")
+    if port_in_use "$port"; then
+      [ -n "$movable" ] && [ "$attempt" -lt 5 ] || die "port $port of member $m is taken by another process"
+    else
+      marker=0
+      [ -f "$H/$m/postgres.log" ] && marker=$(wc -c < "$H/$m/postgres.log")
+      if as_owner "$BIN/pg_ctl" -D "$H/$m/data" -l "$H/$m/postgres.log" -w -t 60 -o "-p $port" start >/dev/null 2>&1 9>&-; then
+        break
+      fi
+      if [ -z "$movable" ] || [ "$attempt" -ge 5 ] || ! tail -c +"$((marker + 1))" "$H/$m/postgres.log" 2>/dev/null \
+          | grep -q -e 'could not bind' -e 'Address already in use'; then
+        tail -n 30 "$H/$m/postgres.log" >&2 || true; die "member $m did not start (log: $H/$m/postgres.log)"
+      fi
+    fi
+    log "port $port of member $m was taken before its bind; moving it to another"
+    attempt=$((attempt + 1))
+    taken_ports=$(for o in "${MEMBERS[@]}"; do cat "$H/$o/port"; done)
+    # shellcheck disable=SC2086
+    pick_port $taken_ports > "$H/$m/port.new"
+    mv "$H/$m/port.new" "$H/$m/port"
+  done
   log "member $m started on 127.0.0.1:$port"
 }
 
@@ -204,7 +226,7 @@ logging_collector = off
 log_min_messages = warning
 CONF
   echo p > "$H/primary"
-  start_member p
+  start_member p movable
   q p "CREATE DATABASE weir" >/dev/null
   local s
   for s in s1 s2; do
@@ -212,7 +234,7 @@ CONF
     as_owner env PGPASSFILE="$H/pgpass" "$BIN/pg_basebackup" -D "$H/$s/data" -d "$(conninfo_for p "$s")" \
       -R -X stream -S "$s" -c fast >"$H/$s/basebackup.log" 2>&1 \
       || { cat "$H/$s/basebackup.log" >&2; die "pg_basebackup for $s failed (log above)"; }
-    start_member "$s"
+    start_member "$s" movable
   done
   q p "ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (s1, s2)'" >/dev/null
   q p "SELECT pg_reload_conf()" >/dev/null

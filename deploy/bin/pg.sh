@@ -11,7 +11,8 @@
 #   deploy/bin/pg.sh destroy   stop and delete the data directory
 #
 # The cluster lives in WEIR_PG_HOME (default: <repo>/.weir/pg, ignored by git). It listens on
-# 127.0.0.1 only, on a free port chosen at start, with wal_level=logical and room for replication
+# 127.0.0.1 only, on a free port chosen at start (WEIR_PG_PORT_BASE, default 15432, and up; a port
+# lost to another listener before the bind is retried on the next), with wal_level=logical and room for replication
 # slots. initdb refuses to run as root, so as root every server command runs as the `postgres`
 # user; if that user cannot enter the repository folder, the cluster moves to
 # /var/tmp/weir-pg-<hash of the repo path>. Every command is idempotent.
@@ -74,12 +75,19 @@ resolve_home() {
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# Ports come from WEIR_PG_PORT_BASE (default 15432) upwards, below Linux's ephemeral range
+# (32768-60999): a port there can be taken by any outbound connection between the pick and the
+# server's bind. Below it only listeners compete, and a lost race is retried on the next port.
+PORT_BASE=${WEIR_PG_PORT_BASE:-15432}
+case "$PORT_BASE" in ''|*[!0-9]*) die "WEIR_PG_PORT_BASE must be a port number" ;; esac
+
+# pick_port [FROM]: the first port at or above FROM (default the base) that nothing listens on.
 pick_port() {
-  local p
-  for p in $(seq "${WEIR_PG_PORT_BASE:-54330}" 1 "$(( ${WEIR_PG_PORT_BASE:-54330} + 200 ))"); do
+  local p from=${1:-$PORT_BASE}
+  for p in $(seq "$from" 1 "$(( PORT_BASE + 200 ))"); do
     if ! port_in_use "$p"; then echo "$p"; return; fi
   done
-  die "no free loopback port found from ${WEIR_PG_PORT_BASE:-54330} on"
+  die "no free loopback port found in $PORT_BASE..$(( PORT_BASE + 200 ))"
 }
 
 running() { [ -f "$PGHOME/data/postmaster.pid" ] && as_owner "$BIN/pg_ctl" -D "$PGHOME/data" status >/dev/null 2>&1; }
@@ -126,11 +134,28 @@ start() {
       port=$(cat "$PGHOME/port")
     else
       port=$(pick_port)
-      echo "$port" > "$PGHOME/port"
     fi
-    as_owner "$BIN/pg_ctl" -D "$PGHOME/data" -l "$PGHOME/postgres.log" -w -t 60 \
-      -o "-p $port" start >/dev/null 9>&- \
-      || { tail -n 30 "$PGHOME/postgres.log" >&2 || true; die "PostgreSQL did not start (log: $PGHOME/postgres.log)"; }
+    # A port can still be taken between the check and PostgreSQL's bind: then take the next free
+    # one (at most 5 tries). Any other start failure ends here with the server's log.
+    local attempt=1 marker
+    while :; do
+      echo "$port" > "$PGHOME/port"
+      marker=0
+      [ -f "$PGHOME/postgres.log" ] && marker=$(wc -c < "$PGHOME/postgres.log")
+      if as_owner "$BIN/pg_ctl" -D "$PGHOME/data" -l "$PGHOME/postgres.log" -w -t 60 \
+          -o "-p $port" start >/dev/null 2>&1 9>&-; then
+        break
+      fi
+      if [ "$attempt" -lt 5 ] && tail -c +"$((marker + 1))" "$PGHOME/postgres.log" 2>/dev/null \
+          | grep -q -e 'could not bind' -e 'Address already in use'; then
+        log "port $port was taken before PostgreSQL could bind it; trying another"
+        attempt=$((attempt + 1))
+        port=$(pick_port "$((port + 1))")
+        continue
+      fi
+      tail -n 30 "$PGHOME/postgres.log" >&2 || true
+      die "PostgreSQL did not start (log: $PGHOME/postgres.log)"
+    done
     log "PostgreSQL started on 127.0.0.1:$port (data: $PGHOME/data)"
     local pw; pw=$(cat "$PGHOME/password")
     if ! PGPASSWORD=$pw "$BIN/psql" -h 127.0.0.1 -p "$port" -U weir -d postgres -tAc \

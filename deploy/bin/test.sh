@@ -2,20 +2,41 @@
 # Runs every Weir test: unit tests (*Test), integration tests against a real PostgreSQL (*IT), and
 # the end-to-end tests in deploy/ that start real node processes (one of them drives the console in
 # headless Chromium, installed here when missing). Provisions the private PostgreSQL with
-# deploy/bin/pg.sh first. Extra arguments go to Maven, e.g.
+# deploy/bin/pg.sh first, checks the formatting (google-java-format) before anything is built, and
+# prints the total wall time at the end.
+#
+#   deploy/bin/test.sh            everything (the README's test command; what CI runs)
+#   deploy/bin/test.sh --quick    unit tests and module integration tests, no end-to-end node
+#                                 processes (the deploy module's *IT classes are skipped)
+#
+# Extra arguments go to Maven, e.g.
 #   deploy/bin/test.sh -Dit.test=ThreeNodeClusterIT -pl deploy -am
+# The end-to-end classes run in WEIR_E2E_FORKS parallel JVMs (default 2; docs/testing.md).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
 . deploy/bin/lib.sh
+started=$SECONDS
+
+quick=""
+if [ "${1:-}" = "--quick" ]; then quick=yes; shift; fi
+
 weir_require_build_tools
-weir_require_browser
+[ -n "$quick" ] || weir_require_browser
 
 was_running=yes
 deploy/bin/pg.sh status >/dev/null 2>&1 || was_running=no
 eval "$(deploy/bin/pg.sh start)"
-# Leave no server behind that this script started.
-[ "$was_running" = no ] && trap 'deploy/bin/pg.sh stop || true' EXIT
+
+finish() {
+  local rc=$?
+  [ "$was_running" = no ] && { deploy/bin/pg.sh stop || true; }
+  local t=$((SECONDS - started))
+  printf 'weir: test.sh%s took %d min %02d s (exit status %d)\n' "${quick:+ --quick}" $((t / 60)) $((t % 60)) "$rc"
+}
+# Leave no server behind that this script started, and say how long it all took.
+trap finish EXIT
 
 export WEIR_TEST_PG_URL=$WEIR_PG_URL WEIR_TEST_PG_USER=$WEIR_PG_USER WEIR_TEST_PG_PASSWORD=$WEIR_PG_PASSWORD
-mvn -B --no-transfer-progress -Dstyle.color=never verify "$@"
+mvn -B --no-transfer-progress -Dstyle.color=never ${quick:+-Dweir.e2e.skip=true} \
+  -Dweir.e2e.forks="${WEIR_E2E_FORKS:-2}" verify "$@"

@@ -37,6 +37,9 @@ class ChangesFeedCrashIT extends EndToEndTest {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final int PARTITIONS = 8;
 
+  /** How long the writer or the reader may go without an answer: a restart, on a slow machine. */
+  private static final java.time.Duration STALL = START_UP.plusSeconds(60);
+
   private final AtomicReference<NodeProcess> current = new AtomicReference<>();
 
   @Test
@@ -52,7 +55,10 @@ class ChangesFeedCrashIT extends EndToEndTest {
     current.set(startNode("feedcrash", config));
     awaitReady(current.get(), PARTITIONS);
     call("PUT", "/admin/policies/feed", "{\"visibility\":\"acl\",\"field\":\"acl\"}");
-    String token = call("POST", "/admin/principals", "{\"id\":\"follower\"}").get("token").asText();
+    String token =
+        callOnce(current.get(), "POST", "/admin/principals", "{\"id\":\"follower\"}")
+            .get("token")
+            .asText();
     call(
         "POST",
         "/admin/principals/follower/grants",
@@ -68,7 +74,10 @@ class ChangesFeedCrashIT extends EndToEndTest {
                   int doc = i % 300;
                   String acl = doc % 5 == 0 ? "[\"someone-else\"]" : "[\"follower\"]";
                   String body = "{\"acl\":" + acl + ",\"i\":" + i + "}";
+                  // Retried with its Idempotency-Key until acknowledged, through restarts.
+                  long since = System.nanoTime();
                   while (true) {
+                    progressWithin(since, STALL, "write " + i);
                     Optional<HttpResponse<String>> r =
                         current
                             .get()
@@ -137,14 +146,17 @@ class ChangesFeedCrashIT extends EndToEndTest {
     int pages = 0;
     int retries = 0;
     String cursor = null;
+    long answeredAt = System.nanoTime();
     while (true) {
       Optional<HttpResponse<String>> r =
           readChanges(current.get(), token, changesRequest("feed", cursor, 40));
       if (r.isEmpty() || r.get().statusCode() == 503) {
+        progressWithin(answeredAt, STALL, "the changes feed answers");
         retries++;
         Thread.sleep(100);
         continue;
       }
+      answeredAt = System.nanoTime();
       assertThat(r.get().statusCode()).as("%s", r.get().body()).isEqualTo(200);
       JsonNode page = JSON.readTree(r.get().body());
       for (JsonNode c : page.get("changes")) {

@@ -49,7 +49,7 @@ class ConsoleIT extends EndToEndTest {
 
   @Test
   void theConsoleShowsMembersPlacementLagHaltsConsumersAndOutboxes() throws Exception {
-    Path artifacts = TestPostgres.repoRoot().resolve("deploy/target/e2e-logs");
+    Path artifacts = NodeProcess.logs();
     Files.createDirectories(artifacts);
     try (HeadlessChromium chromium =
         HeadlessChromium.find(Files.createTempDirectory("weir-console-"))) {
@@ -105,7 +105,7 @@ class ConsoleIT extends EndToEndTest {
     Set<String> addresses = new HashSet<>();
     nodes.forEach(n -> addresses.add(n.clusterAddress()));
     await("2 members up, every partition running, half on each node")
-        .atMost(Duration.ofSeconds(120))
+        .atMost(START_UP)
         .pollInterval(Duration.ofMillis(300))
         .until(
             () ->
@@ -122,19 +122,18 @@ class ConsoleIT extends EndToEndTest {
                         .orElse(false));
     awaitRunning(node, "src");
     await("the orphan pipeline halts")
-        .atMost(Duration.ofSeconds(60))
+        .atMost(Duration.ofSeconds(120))
         .pollInterval(Duration.ofMillis(300))
         .until(
             () ->
                 node.pipeline("orphan")
                     .map(p -> p.get("state").asText().equals("halted"))
                     .orElse(false));
-    assertThat(node.pipeline("orphan").orElseThrow().get("reason").asText())
-        .isEqualTo("publication-missing");
+    assertThat(node.pipelineNow("orphan").get("reason").asText()).isEqualTo("publication-missing");
 
     insert(1, 20);
     await("the first rows reach the partitions")
-        .atMost(Duration.ofSeconds(60))
+        .atMost(Duration.ofSeconds(120))
         .pollInterval(Duration.ofMillis(300))
         .until(() -> outboxEntries(node).values().stream().mapToLong(Long::longValue).sum() >= 20);
     // A projection consumer on the two partitions with the most entries; on the first it commits a
@@ -145,32 +144,34 @@ class ConsoleIT extends EndToEndTest {
             .limit(2)
             .map(Map.Entry::getKey)
             .toList();
+    // Configuring the same consumer again, reading and committing the same batch are idempotent
+    // (docs/projections.md): retried while the node does not answer.
     for (int p : fullest) {
-      answer(
-              node,
-              "/admin/projections/configure",
-              "{\"partition\":" + p + ",\"consumer\":\"audit\",\"generation\":1}")
-          .orElseThrow();
+      call(
+          () -> node,
+          "POST",
+          "/admin/projections/configure",
+          "{\"partition\":" + p + ",\"consumer\":\"audit\",\"generation\":1}");
     }
     JsonNode batch =
-        answer(
-                node,
-                "/admin/projections/read",
-                "{\"partition\":" + fullest.get(0) + ",\"consumer\":\"audit\",\"generation\":1}")
-            .orElseThrow();
+        call(
+            () -> node,
+            "POST",
+            "/admin/projections/read",
+            "{\"partition\":" + fullest.get(0) + ",\"consumer\":\"audit\",\"generation\":1}");
     JsonNode committed =
-        answer(
-                node,
-                "/admin/projections/commit",
-                "{\"token\":\"" + batch.get("token").asText() + "\"}")
-            .orElseThrow();
+        call(
+            () -> node,
+            "POST",
+            "/admin/projections/commit",
+            "{\"token\":\"" + batch.get("token").asText() + "\"}");
     long checkpoint = committed.get("checkpoint").asLong();
     assertThat(checkpoint).as("the consumer's checkpoint moved").isPositive();
 
     // More rows than the outboxes hold: the pipeline waits for room and lags.
     insert(21, 20 + PARTITIONS * QUOTA + 40);
     await("the slot lags behind the full outboxes")
-        .atMost(Duration.ofSeconds(60))
+        .atMost(Duration.ofSeconds(120))
         .pollInterval(Duration.ofMillis(300))
         .until(() -> slot(node, "src").path("lagBytes").asLong() > 10_000);
     assertThat(slot(node, "orphan").get("exists").asBoolean())
@@ -284,7 +285,7 @@ class ConsoleIT extends EndToEndTest {
 
     // The files themselves: types and the policy (the browser enforced it above).
     HttpResponse<String> page =
-        node.send("GET", "/console", null, Map.of("Authorization", "None")).orElseThrow();
+        node.sendIdempotent("GET", "/console", null, Map.of("Authorization", "None"));
     assertThat(page.statusCode()).isEqualTo(200);
     assertThat(page.headers().firstValue("Content-Type")).hasValue("text/html; charset=UTF-8");
     assertThat(page.headers().firstValue("Content-Security-Policy").orElseThrow())
@@ -305,7 +306,7 @@ class ConsoleIT extends EndToEndTest {
 
   /** A pipeline's slot in {@code GET /admin/slots}. */
   private JsonNode slot(NodeProcess node, String pipeline) throws Exception {
-    HttpResponse<String> r = node.get("/admin/slots", true).orElseThrow();
+    HttpResponse<String> r = node.getUntil("/admin/slots", true);
     assertThat(r.statusCode()).as("slots: %s", r.body()).isEqualTo(200);
     for (JsonNode s : json.readTree(r.body()).get("slots")) {
       if (s.get("pipeline").asText().equals(pipeline)) {

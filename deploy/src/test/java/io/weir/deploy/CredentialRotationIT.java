@@ -24,7 +24,12 @@ import org.junit.jupiter.api.Test;
 class CredentialRotationIT extends EndToEndTest {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final String PREVIOUS_ADMIN = "e2e-previous-admin-token-0123";
-  private static final int GRACE_SECONDS = 6;
+
+  /**
+   * The rotation's grace: every check that both tokens work on both nodes falls inside it, also on
+   * a machine four times slower than a quiet one (about 2 s of them there).
+   */
+  private static final int GRACE_SECONDS = 20;
 
   @Test
   void rotatedTokensOverlapForTheGracePeriodOnEveryNode() throws Exception {
@@ -37,7 +42,7 @@ class CredentialRotationIT extends EndToEndTest {
     awaitReady(a, 4);
     NodeProcess b = start("rotation-b", NodeProcess.freePort(), seed, config, false);
     await("b joins")
-        .atMost(Duration.ofSeconds(120))
+        .atMost(START_UP)
         .pollInterval(Duration.ofMillis(250))
         .until(
             () ->
@@ -51,20 +56,17 @@ class CredentialRotationIT extends EndToEndTest {
     assertThat(status(b, "GET", "/admin/cluster", PREVIOUS_ADMIN)).isEqualTo(401);
 
     String old =
-        call(() -> a, "POST", "/admin/principals", "{\"id\":\"ops\",\"administrator\":true}")
+        callOnce(a, "POST", "/admin/principals", "{\"id\":\"ops\",\"administrator\":true}")
             .get("token")
             .asText();
     await("b knows ops")
-        .atMost(Duration.ofSeconds(30))
+        .atMost(Duration.ofSeconds(60))
         .until(() -> status(b, "GET", "/admin/cluster", old) == 200);
 
     // Rotate through a with a short grace: both tokens work on both nodes until it ends.
     JsonNode rotated =
-        call(
-            () -> a,
-            "POST",
-            "/admin/principals/ops/rotate",
-            "{\"graceSeconds\":" + GRACE_SECONDS + "}");
+        callOnce(
+            a, "POST", "/admin/principals/ops/rotate", "{\"graceSeconds\":" + GRACE_SECONDS + "}");
     String fresh = rotated.get("token").asText();
     Instant until = Instant.parse(rotated.get("previousValidUntil").asText());
     assertThat(fresh).isNotEqualTo(old).startsWith("wp_");
@@ -75,7 +77,7 @@ class CredentialRotationIT extends EndToEndTest {
         .as("the previous token within the grace")
         .isEqualTo(200);
     await("b honours the new token")
-        .atMost(Duration.ofSeconds(10))
+        .atMost(Duration.ofSeconds(GRACE_SECONDS))
         .pollInterval(Duration.ofMillis(100))
         .until(() -> status(b, "GET", "/admin/cluster", fresh) == 200);
     assertThat(status(b, "GET", "/admin/cluster", old))
@@ -102,31 +104,37 @@ class CredentialRotationIT extends EndToEndTest {
 
     // Rotate again with a long grace, then revoke: both tokens die on both nodes.
     String third =
-        call(() -> a, "POST", "/admin/principals/ops/rotate", "{\"graceSeconds\":3600}")
+        callOnce(a, "POST", "/admin/principals/ops/rotate", "{\"graceSeconds\":3600}")
             .get("token")
             .asText();
     await("b honours the third token")
-        .atMost(Duration.ofSeconds(10))
+        .atMost(Duration.ofSeconds(60))
         .until(() -> status(b, "GET", "/admin/cluster", third) == 200);
     assertThat(status(b, "GET", "/admin/cluster", fresh)).isEqualTo(200);
     call(() -> a, "POST", "/admin/principals/ops/revoke", null);
     assertThat(status(a, "GET", "/admin/cluster", third)).isEqualTo(401);
     assertThat(status(a, "GET", "/admin/cluster", fresh)).isEqualTo(401);
     await("b refuses both after revoking")
-        .atMost(Duration.ofSeconds(10))
+        .atMost(Duration.ofSeconds(60))
         .pollInterval(Duration.ofMillis(100))
         .until(
             () ->
                 status(b, "GET", "/admin/cluster", third) == 401
                     && status(b, "GET", "/admin/cluster", fresh) == 401);
-    assertThat(status(a, "POST", "/admin/principals/ops/rotate", NodeProcess.ADMIN_TOKEN))
+    assertThat(
+            a.sendOnce(
+                    "POST",
+                    "/admin/principals/ops/rotate",
+                    "{}",
+                    Map.of("Content-Type", "application/json"))
+                .statusCode())
         .as("a revoked principal is not rotated")
         .isEqualTo(404);
 
     // No grace: the previous token stops at once; bad bodies are refused.
     String r1 =
-        call(() -> a, "POST", "/admin/principals", "{\"id\":\"reader\"}").get("token").asText();
-    JsonNode now = call(() -> a, "POST", "/admin/principals/reader/rotate", "{\"graceSeconds\":0}");
+        callOnce(a, "POST", "/admin/principals", "{\"id\":\"reader\"}").get("token").asText();
+    JsonNode now = callOnce(a, "POST", "/admin/principals/reader/rotate", "{\"graceSeconds\":0}");
     assertThat(now.get("previousValidUntil").isNull()).isTrue();
     assertThat(status(a, "POST", "/v1/changes/read", r1)).isEqualTo(401);
     for (String bad :
@@ -137,18 +145,17 @@ class CredentialRotationIT extends EndToEndTest {
           "{\"other\":1}",
           "[1]"
         }) {
+      // Refused bodies rotate nothing: a repetition is harmless.
       var r =
-          a.send(
-                  "POST",
-                  "/admin/principals/reader/rotate",
-                  bad,
-                  Map.of("Content-Type", "application/json"))
-              .orElseThrow();
+          a.sendIdempotent(
+              "POST",
+              "/admin/principals/reader/rotate",
+              bad,
+              Map.of("Content-Type", "application/json"));
       assertThat(r.statusCode()).as(bad).isEqualTo(400);
     }
     assertThat(
-            a.send("POST", "/admin/principals/nobody/rotate", null, Map.of())
-                .orElseThrow()
+            a.sendIdempotent("POST", "/admin/principals/nobody/rotate", null, Map.of())
                 .statusCode())
         .isEqualTo(404);
 
@@ -181,13 +188,16 @@ class CredentialRotationIT extends EndToEndTest {
     return n;
   }
 
+  /**
+   * The status of a read ({@code GET /admin/cluster}, {@code POST /v1/changes/read}) as the holder
+   * of {@code token}, asked again while the node does not answer or answers 503.
+   */
   private static int status(NodeProcess node, String method, String path, String token) {
-    return node.send(
+    return node.sendIdempotent(
             method,
             path,
             method.equals("POST") ? "{}" : null,
             Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"))
-        .orElseThrow()
         .statusCode();
   }
 }

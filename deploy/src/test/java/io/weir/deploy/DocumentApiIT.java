@@ -49,7 +49,7 @@ class DocumentApiIT extends EndToEndTest {
             new NodeProcess.Spec("documents").database(db).args("--config", config.toString()));
     nodes.add(node);
     await("the node is ready and its partitions run")
-        .atMost(Duration.ofSeconds(120))
+        .atMost(START_UP)
         .pollInterval(Duration.ofMillis(500))
         .until(
             () ->
@@ -60,7 +60,7 @@ class DocumentApiIT extends EndToEndTest {
 
     // Create, read, update with If-Match, refuse a stale one.
     HttpResponse<String> created =
-        send(
+        write(
             node, "PUT", "/v1/documents/notes/n-1", "{ \"title\": \"first\", \"n\": 1 }", Map.of());
     assertThat(created.statusCode())
         .as("a new document should be created: %s", created.body())
@@ -70,7 +70,7 @@ class DocumentApiIT extends EndToEndTest {
     assertThat(c1.get("collection").asText()).isEqualTo("notes");
     assertThat(c1.get("id").asText()).isEqualTo("n-1");
     assertThat(created.headers().firstValue("ETag")).hasValue("\"1\"");
-    HttpResponse<String> read = send(node, "GET", "/v1/documents/notes/n-1", null, Map.of());
+    HttpResponse<String> read = read(node, "GET", "/v1/documents/notes/n-1", null, Map.of());
     assertThat(read.statusCode()).isEqualTo(200);
     assertThat(read.body())
         .as("the stored body is the compact form")
@@ -78,7 +78,7 @@ class DocumentApiIT extends EndToEndTest {
     assertThat(read.headers().firstValue("ETag")).hasValue("\"1\"");
 
     HttpResponse<String> updated =
-        send(
+        write(
             node,
             "PUT",
             "/v1/documents/notes/n-1",
@@ -88,7 +88,7 @@ class DocumentApiIT extends EndToEndTest {
         .as("If-Match 1 should give revision 2")
         .isEqualTo(2);
     HttpResponse<String> stale =
-        send(
+        read(
             node,
             "PUT",
             "/v1/documents/notes/n-1",
@@ -101,14 +101,14 @@ class DocumentApiIT extends EndToEndTest {
     // An idempotent retry: the first reply again, nothing written.
     int partition = Partitioning.partitionOf("notes", "n-2", PARTITIONS);
     Map<String, String> key = Map.of("Idempotency-Key", "client-request-42");
-    HttpResponse<String> once = send(node, "PUT", "/v1/documents/notes/n-2", "{\"k\":1}", key);
+    HttpResponse<String> once = write(node, "PUT", "/v1/documents/notes/n-2", "{\"k\":1}", key);
     assertThat(json.readTree(once.body()).get("revision").asLong()).isEqualTo(1);
     JsonNode before = outbox(node, partition);
     assertThat(before.get("partition").asInt()).isEqualTo(partition);
     assertThat(before.get("outboxEntries").asLong())
         .as("the write should be counted in its partition's outbox")
         .isPositive();
-    HttpResponse<String> retry = send(node, "PUT", "/v1/documents/notes/n-2", "{\"k\":1}", key);
+    HttpResponse<String> retry = write(node, "PUT", "/v1/documents/notes/n-2", "{\"k\":1}", key);
     assertThat(retry.statusCode()).isEqualTo(200);
     assertThat(json.readTree(retry.body()).get("revision").asLong())
         .as("the retry gets the first revision")
@@ -126,30 +126,30 @@ class DocumentApiIT extends EndToEndTest {
 
     // Malformed and oversized bodies.
     HttpResponse<String> malformed =
-        send(node, "PUT", "/v1/documents/notes/bad", "{\"x\": \"" + CANARY + "\", ", Map.of());
+        read(node, "PUT", "/v1/documents/notes/bad", "{\"x\": \"" + CANARY + "\", ", Map.of());
     assertThat(malformed.statusCode()).isEqualTo(400);
     assertThat(json.readTree(malformed.body()).get("error").asText()).isEqualTo("malformed-json");
     assertThat(malformed.body()).as("the reply must not echo the body").doesNotContain(CANARY);
     HttpResponse<String> array =
-        send(node, "PUT", "/v1/documents/notes/bad", "[\"" + CANARY + "\"]", Map.of());
+        read(node, "PUT", "/v1/documents/notes/bad", "[\"" + CANARY + "\"]", Map.of());
     assertThat(array.statusCode()).as("a JSON array is not a document").isEqualTo(400);
     assertThat(array.body()).doesNotContain(CANARY);
     String big = "{\"a\":\"" + "x".repeat(1024 * 1024) + "\"}";
-    HttpResponse<String> tooLarge = send(node, "PUT", "/v1/documents/notes/big", big, Map.of());
+    HttpResponse<String> tooLarge = read(node, "PUT", "/v1/documents/notes/big", big, Map.of());
     assertThat(tooLarge.statusCode()).as("a body over 1 MiB should be 413").isEqualTo(413);
     assertThat(json.readTree(tooLarge.body()).get("error").asText())
         .isEqualTo("document-too-large");
 
     // Delete, then the document reads as absent.
-    HttpResponse<String> deleted = send(node, "DELETE", "/v1/documents/notes/n-1", null, Map.of());
+    HttpResponse<String> deleted = write(node, "DELETE", "/v1/documents/notes/n-1", null, Map.of());
     assertThat(deleted.statusCode()).isEqualTo(200);
     assertThat(json.readTree(deleted.body()).get("deleted").asBoolean()).isTrue();
     assertThat(json.readTree(deleted.body()).get("revision").asLong())
         .as("the delete is revision 3")
         .isEqualTo(3);
-    assertThat(send(node, "GET", "/v1/documents/notes/n-1", null, Map.of()).statusCode())
+    assertThat(read(node, "GET", "/v1/documents/notes/n-1", null, Map.of()).statusCode())
         .isEqualTo(404);
-    assertThat(send(node, "DELETE", "/v1/documents/notes/n-1", null, Map.of()).statusCode())
+    assertThat(read(node, "DELETE", "/v1/documents/notes/n-1", null, Map.of()).statusCode())
         .as("deleting it again is 404")
         .isEqualTo(404);
 
@@ -160,20 +160,20 @@ class DocumentApiIT extends EndToEndTest {
             "/v1/documents/" + "c".repeat(129) + "/x",
             "/v1/documents/notes/" + "i".repeat(513),
             "/v1/documents/no%20tes/x")) {
-      HttpResponse<String> r = send(node, "PUT", path, "{}", Map.of());
+      HttpResponse<String> r = read(node, "PUT", path, "{}", Map.of());
       assertThat(r.statusCode()).as("an invalid name should be 400").isEqualTo(400);
       assertThat(json.readTree(r.body()).get("error").asText()).isEqualTo("invalid-name");
     }
 
     // A collection fed by CDC: read-only through the API, its rows readable.
-    HttpResponse<String> cdcWrite = send(node, "PUT", "/v1/documents/orders/1", "{}", Map.of());
+    HttpResponse<String> cdcWrite = read(node, "PUT", "/v1/documents/orders/1", "{}", Map.of());
     assertThat(cdcWrite.statusCode())
         .as("a collection a pipeline writes should be refused")
         .isEqualTo(409);
     assertThat(json.readTree(cdcWrite.body()).get("error").asText())
         .isEqualTo("collection-fed-by-cdc");
     await("the pipeline runs")
-        .atMost(Duration.ofSeconds(90))
+        .atMost(START_UP)
         .until(
             () ->
                 node.pipeline("orders")
@@ -184,19 +184,22 @@ class DocumentApiIT extends EndToEndTest {
       s.execute("INSERT INTO public.orders VALUES (7, 'from-cdc')");
     }
     await("the CDC row becomes a readable document")
-        .atMost(Duration.ofSeconds(60))
+        .atMost(Duration.ofSeconds(120))
         .pollInterval(Duration.ofMillis(250))
         .until(
-            () -> send(node, "GET", "/v1/documents/orders/7", null, Map.of()).statusCode() == 200);
+            () ->
+                node.send("GET", "/v1/documents/orders/7", null, Map.of())
+                    .map(r -> r.statusCode() == 200)
+                    .orElse(false));
     assertThat(
-            json.readTree(send(node, "GET", "/v1/documents/orders/7", null, Map.of()).body())
+            json.readTree(read(node, "GET", "/v1/documents/orders/7", null, Map.of()).body())
                 .get("note")
                 .asText())
         .isEqualTo("from-cdc");
 
     // Authentication.
     assertThat(
-            send(
+            read(
                     node,
                     "GET",
                     "/v1/documents/notes/n-2",
@@ -205,20 +208,17 @@ class DocumentApiIT extends EndToEndTest {
                 .statusCode())
         .as("an unknown token should be 401")
         .isEqualTo(401);
-    assertThat(node.get("/v1/documents/notes/n-2", false).orElseThrow().statusCode())
+    assertThat(node.getUntil("/v1/documents/notes/n-2", false).statusCode())
         .as("no token should be 401")
         .isEqualTo(401);
 
     // Every partition's status in one call.
-    HttpResponse<String> all = node.get("/admin/outbox/status", true).orElseThrow();
+    HttpResponse<String> all = node.getUntil("/admin/outbox/status", true);
     assertThat(all.statusCode()).isEqualTo(200);
     assertThat(json.readTree(all.body()))
         .as("every partition should be listed")
         .hasSize(PARTITIONS);
-    assertThat(
-            node.get("/admin/outbox/status?partition=" + PARTITIONS, true)
-                .orElseThrow()
-                .statusCode())
+    assertThat(node.getUntil("/admin/outbox/status?partition=" + PARTITIONS, true).statusCode())
         .isEqualTo(400);
 
     assertThat(node.log())
@@ -227,15 +227,27 @@ class DocumentApiIT extends EndToEndTest {
         .doesNotContain("from-cdc");
   }
 
-  private static HttpResponse<String> send(
+  /**
+   * A request that may be repeated: a read, or one the node refuses without an effect (or, as a
+   * stale If-Match or a second delete, whose repetition has none); retried while the node does not
+   * answer or answers 503.
+   */
+  private static HttpResponse<String> read(
       NodeProcess node, String method, String path, String body, Map<String, String> headers) {
-    return node.send(method, path, body, headers)
-        .orElseThrow(() -> new AssertionError("the node should answer " + method + " " + path));
+    return node.sendIdempotent(method, path, body, headers);
+  }
+
+  /**
+   * A write whose effect the test counts (a revision, an outbox entry, the replay of a receipt):
+   * sent once.
+   */
+  private static HttpResponse<String> write(
+      NodeProcess node, String method, String path, String body, Map<String, String> headers) {
+    return node.sendOnce(method, path, body, headers);
   }
 
   private JsonNode outbox(NodeProcess node, int partition) throws Exception {
-    HttpResponse<String> r =
-        node.get("/admin/outbox/status?partition=" + partition, true).orElseThrow();
+    HttpResponse<String> r = node.getUntil("/admin/outbox/status?partition=" + partition, true);
     assertThat(r.statusCode()).as("outbox status should answer 200").isEqualTo(200);
     return json.readTree(r.body());
   }

@@ -45,10 +45,18 @@ abstract class EndToEndTest {
     return n;
   }
 
-  /** Waits (at most 2 minutes) until {@code pipeline} reports state running on {@code node}. */
+  /**
+   * How long a wait that includes a node's start-up (a JVM, the cluster, recovery) may take: a
+   * start-up takes 5-20 s on a quiet machine, and the suite must pass on one four times slower.
+   */
+  protected static final Duration START_UP = Duration.ofSeconds(180);
+
+  /**
+   * Waits (at most {@link #START_UP}) until {@code pipeline} reports state running on {@code node}.
+   */
   protected static void awaitRunning(NodeProcess node, String pipeline) {
     await("pipeline " + pipeline + " runs on " + node.name())
-        .atMost(Duration.ofSeconds(120))
+        .atMost(START_UP)
         .pollInterval(Duration.ofMillis(200))
         .until(
             () ->
@@ -83,10 +91,13 @@ abstract class EndToEndTest {
     return node;
   }
 
-  /** Waits (at most 2 minutes) until {@code node} is ready with all {@code partitions} running. */
+  /**
+   * Waits (at most {@link #START_UP}) until {@code node} is ready with all {@code partitions}
+   * running.
+   */
   protected static void awaitReady(NodeProcess node, int partitions) {
     await(node.name() + " is ready with its partitions")
-        .atMost(Duration.ofSeconds(120))
+        .atMost(START_UP)
         .pollInterval(Duration.ofMillis(200))
         .until(
             () ->
@@ -114,28 +125,61 @@ abstract class EndToEndTest {
   }
 
   /**
-   * A request as the administrator, retried (up to a minute) while the node, which {@code node}
-   * supplies anew each time (a killed one is replaced), does not answer or answers 503; the JSON of
-   * its 2xx answer, any other status fails the test.
+   * An idempotent request as the administrator (a read, a PUT of the same state, a configure with
+   * the same definition, a commit of the same batch, a grant, a revoke), retried for up to {@link
+   * NodeProcess#ANSWER_DEADLINE} while the node, which {@code node} supplies anew each time (a
+   * killed one is replaced), does not answer or answers 502/503/504; the JSON of its 2xx answer,
+   * any other status fails the test. A request whose repetition would double an effect goes through
+   * {@link #callOnce}.
    */
   protected static com.fasterxml.jackson.databind.JsonNode call(
       java.util.function.Supplier<NodeProcess> node, String method, String path, String body)
       throws Exception {
-    java.net.http.HttpResponse<String> r = null;
-    for (int i = 0; i < 600 && (r == null || r.statusCode() == 503); i++) {
-      if (i > 0) {
-        Thread.sleep(100);
-      }
-      r =
-          node.get()
-              .send(method, path, body, Map.of("Content-Type", "application/json"))
-              .orElse(null);
-    }
-    org.assertj.core.api.Assertions.assertThat(r).as("%s answers", path).isNotNull();
+    java.net.http.HttpResponse<String> r =
+        NodeProcess.sendIdempotent(
+            node,
+            method,
+            path,
+            body,
+            Map.of("Content-Type", "application/json"),
+            NodeProcess.ANSWER_DEADLINE);
     org.assertj.core.api.Assertions.assertThat(r.statusCode())
         .as("%s: %s", path, r.body())
         .isBetween(200, 299);
     return new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body());
+  }
+
+  /**
+   * A request as the administrator whose repetition would double its effect (creating a principal,
+   * rotating a token or a key): sent once ({@link NodeProcess#sendOnce}: repeated only while the
+   * node refuses the connection), and again only when it answers 503 (unavailable, as {@link #call}
+   * always did), within {@link NodeProcess#ANSWER_DEADLINE}; the JSON of its 2xx answer, any other
+   * status fails the test.
+   */
+  protected static com.fasterxml.jackson.databind.JsonNode callOnce(
+      NodeProcess node, String method, String path, String body) throws Exception {
+    long deadline = System.nanoTime() + NodeProcess.ANSWER_DEADLINE.toNanos();
+    java.net.http.HttpResponse<String> r;
+    while ((r = node.sendOnce(method, path, body, Map.of("Content-Type", "application/json")))
+                .statusCode()
+            == 503
+        && System.nanoTime() < deadline) {
+      Thread.sleep(250);
+    }
+    org.assertj.core.api.Assertions.assertThat(r.statusCode())
+        .as("%s: %s", path, r.body())
+        .isBetween(200, 299);
+    return new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body());
+  }
+
+  /**
+   * For a loop that retries until it makes progress: fails when its last progress, at {@code
+   * sinceNanos} ({@link System#nanoTime()}), is more than {@code limit} ago.
+   */
+  protected static void progressWithin(long sinceNanos, Duration limit, String what) {
+    if (System.nanoTime() - sinceNanos > limit.toNanos()) {
+      throw new AssertionError(what + ": no progress within " + limit);
+    }
   }
 
   /**

@@ -111,11 +111,11 @@ final class HeadlessChromium implements AutoCloseable {
     Process p =
         new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(err.toFile()).start();
     try {
-      if (!p.waitFor(90, TimeUnit.SECONDS)) {
+      if (!p.waitFor(180, TimeUnit.SECONDS)) {
         p.descendants().forEach(ProcessHandle::destroyForcibly);
         p.destroyForcibly();
         throw new AssertionError(
-            "chromium did not finish within 90 s; its log: " + Files.readString(err));
+            "chromium did not finish within 180 s; its log: " + Files.readString(err));
       }
       return new Run(
           p.exitValue(),

@@ -44,6 +44,9 @@ class ProjectionCrashIT extends EndToEndTest {
   private static final int PARTITIONS = 8;
   private static final int PARTITION = 3;
 
+  /** How long a retry loop may go without an answer: a restart, on a slow machine. */
+  private static final Duration STALL = START_UP.plusSeconds(60);
+
   private final AtomicReference<NodeProcess> current = new AtomicReference<>();
 
   @Test
@@ -82,7 +85,9 @@ class ProjectionCrashIT extends EndToEndTest {
                     i++) {
                   String path = "/v1/documents/src/" + ids.get(i);
                   Map<String, String> key = Map.of("Idempotency-Key", "w-" + i);
+                  long since = System.nanoTime();
                   while (true) {
+                    progressWithin(since, STALL, "write " + i);
                     Optional<HttpResponse<String>> r =
                         current.get().send("PUT", path, "{\"i\":" + i + "}", key);
                     if (r.isPresent() && r.get().statusCode() == 200) {
@@ -124,7 +129,7 @@ class ProjectionCrashIT extends EndToEndTest {
                   boolean afterCommit = k % 2 == 1;
                   dropReply.set(afterCommit);
                   await("a commit in flight")
-                      .atMost(Duration.ofMinutes(2))
+                      .atMost(Duration.ofMinutes(4))
                       .pollInterval(Duration.ofMillis(1))
                       .until(afterCommit ? replyDropped::get : commitInFlight::get);
                   long delay = afterCommit ? 0 : random.nextInt(40);
@@ -153,6 +158,7 @@ class ProjectionCrashIT extends EndToEndTest {
     int retried = 0;
     int alreadyProcessed = 0;
     long lastEffectCheckpoint = 0;
+    long answeredAt = System.nanoTime();
     while (true) {
       Optional<JsonNode> read =
           answer(
@@ -161,9 +167,11 @@ class ProjectionCrashIT extends EndToEndTest {
                   + PARTITION
                   + ",\"consumer\":\"agg\",\"generation\":1,\"maxEntries\":50}");
       if (read.isEmpty()) {
+        progressWithin(answeredAt, STALL, "the projection read answers");
         Thread.sleep(100);
         continue;
       }
+      answeredAt = System.nanoTime();
       JsonNode batch = read.get();
       assertThat(batch.get("start").asLong())
           .as("reads start at the committed checkpoint")
@@ -187,23 +195,21 @@ class ProjectionCrashIT extends EndToEndTest {
         // else.
         NodeProcess before = current.get();
         // Until it went through (the node may still be recovering: 503), then drop the reply.
-        for (int tries = 0;
-            before
-                .post("/admin/projections/commit", request)
-                .map(r -> r.statusCode() != 200)
-                .orElse(true);
-            tries++) {
-          assertThat(tries).as("the commit whose reply is dropped goes through").isLessThan(600);
+        long since = System.nanoTime();
+        while (before
+            .post("/admin/projections/commit", request)
+            .map(r -> r.statusCode() != 200)
+            .orElse(true)) {
+          progressWithin(since, STALL, "the commit whose reply is dropped goes through");
           Thread.sleep(100);
         }
         replyDropped.set(true);
-        await("the node is replaced")
-            .atMost(Duration.ofMinutes(3))
-            .until(() -> current.get() != before);
+        await("the node is replaced").atMost(STALL).until(() -> current.get() != before);
         replyDropped.set(false);
         dropReply.set(false);
         attempts++;
       }
+      long committing = System.nanoTime();
       while (true) {
         attempts++;
         commitInFlight.set(true);
@@ -213,8 +219,10 @@ class ProjectionCrashIT extends EndToEndTest {
           done = r.get();
           break;
         }
+        progressWithin(committing, STALL, "the commit answers");
         Thread.sleep(100);
       }
+      answeredAt = System.nanoTime();
       assertThat(done.get("checkpoint").asLong()).isEqualTo(through);
       if (effects) {
         revision = done.get("receipt").get("revisions").get(0).asLong();
@@ -242,8 +250,10 @@ class ProjectionCrashIT extends EndToEndTest {
       }
       stopWriting.set(!killing.get());
     }
-    writer.join();
-    killer.join();
+    writer.join(STALL.toMillis());
+    killer.join(STALL.toMillis());
+    assertThat(writer.isAlive()).as("the writer ends").isFalse();
+    assertThat(killer.isAlive()).as("the killer ends").isFalse();
     assertThat(writerError.get()).as("the writer").isNull();
     assertThat(killerError.get()).as("the killer").isNull();
 
@@ -327,18 +337,9 @@ class ProjectionCrashIT extends EndToEndTest {
     throw new AssertionError("no consumer agg in the status");
   }
 
-  /** A GET that is retried while the node is down or recovering. */
+  /** A GET that is retried while the node (whichever is current) is down or recovering. */
   private HttpResponse<String> get(String path) throws Exception {
-    for (int i = 0; ; i++) {
-      Optional<HttpResponse<String>> r = current.get().send("GET", path, null, Map.of());
-      if (r.isPresent() && r.get().statusCode() != 503) {
-        return r.get();
-      }
-      if (i > 600) {
-        throw new AssertionError(path + " did not answer");
-      }
-      Thread.sleep(100);
-    }
+    return NodeProcess.sendIdempotent(current::get, "GET", path, null, Map.of(), STALL);
   }
 
   private static List<String> idsIn(String collection, int n) {

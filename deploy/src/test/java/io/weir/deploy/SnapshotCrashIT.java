@@ -93,7 +93,7 @@ class SnapshotCrashIT extends EndToEndTest {
       // a random 0-400 ms, which lands before, during or just after the hand-off checkpoint.
       double share = nearHandOff ? 0.95 : 0.05 + random.nextDouble() * 0.8;
       await("the snapshot reaches " + Math.round(share * 100) + "% on " + current.name())
-          .atMost(Duration.ofMinutes(3))
+          .atMost(Duration.ofMinutes(5))
           .pollInterval(Duration.ofMillis(10))
           .until(() -> snapshotShare(current) >= share);
       if (nearHandOff) {
@@ -106,21 +106,26 @@ class SnapshotCrashIT extends EndToEndTest {
     }
     NodeProcess last = node;
     await("the pipeline streams after the snapshot")
-        .atMost(Duration.ofMinutes(3))
+        .atMost(Duration.ofMinutes(5))
         .pollInterval(Duration.ofMillis(200))
         .until(
             () ->
                 last.pipeline("snap")
                     .map(p -> p.get("state").asText().equals("running"))
                     .orElse(false));
-    JsonNode finalSnapshot = last.pipeline("snap").orElseThrow().get("snapshot");
-    Thread.sleep(1000);
+    JsonNode finalSnapshot = last.pipelineNow("snap").get("snapshot");
+    // The writer goes on for a while after the hand-off (its transactions are streamed).
+    int streaming = committed.size();
+    await("the writer commits after the hand-off")
+        .atMost(Duration.ofSeconds(120))
+        .pollInterval(Duration.ofMillis(50))
+        .until(() -> committed.size() >= streaming + 50);
     stopWriting.set(true);
     writer.join(Duration.ofMinutes(2).toMillis());
     assertThat(writerError.get()).as("the writer should commit without errors").isNull();
     List<Long> all = List.copyOf(committed);
     await("the mirror equals the source")
-        .atMost(Duration.ofMinutes(2))
+        .atMost(Duration.ofMinutes(4))
         .pollInterval(Duration.ofSeconds(1))
         .until(() -> mirrorDifferences("snap_mirror") == 0);
 
@@ -164,16 +169,11 @@ class SnapshotCrashIT extends EndToEndTest {
         .isPositive();
 
     // The admin API starts an incremental snapshot of the same table while the pipeline streams.
-    assertThat(
-            last.post("/admin/pipelines/snap/snapshot", "{\"tables\": \"public.src\"}")
-                .orElseThrow()
-                .statusCode())
+    // Refused requests start nothing: repeated while the node does not answer.
+    assertThat(snapshotRequest(last, "{\"tables\": \"public.src\"}").statusCode())
         .as("a malformed body")
         .isEqualTo(400);
-    assertThat(
-            last.post("/admin/pipelines/snap/snapshot", "{\"tables\": [\"public.nope\"]}")
-                .orElseThrow()
-                .statusCode())
+    assertThat(snapshotRequest(last, "{\"tables\": [\"public.nope\"]}").statusCode())
         .as("a table not in the publication")
         .isEqualTo(400);
     // A writer runs again meanwhile, and the node is SIGKILLed while chunks are being applied: the
@@ -192,24 +192,28 @@ class SnapshotCrashIT extends EndToEndTest {
                     writerError),
             "snap-writer-2");
     writer2.start();
+    // This one starts a snapshot (a repetition would be 409): sent once.
     var accepted =
-        last.post("/admin/pipelines/snap/snapshot", "{\"tables\": [\"public.src\"]}").orElseThrow();
+        last.sendOnce(
+            "POST",
+            "/admin/pipelines/snap/snapshot",
+            "{\"tables\": [\"public.src\"]}",
+            Map.of("Content-Type", "application/json"));
     assertThat(accepted.statusCode()).isEqualTo(202);
     assertThat(accepted.body()).contains("\"kind\":\"incremental\"");
     await("chunks are applied")
-        .atMost(Duration.ofMinutes(2))
+        .atMost(Duration.ofMinutes(4))
         .pollInterval(Duration.ofMillis(20))
         .until(
             () ->
                 last.pipeline("snap")
                     .map(p -> p.get("snapshot").get("rowsDone").asLong() >= rows / 4)
                     .orElse(false));
-    long rowsBeforeKill =
-        last.pipeline("snap").map(p -> p.get("snapshot").get("rowsDone").asLong()).orElse(-1L);
+    long rowsBeforeKill = last.pipelineNow("snap").get("snapshot").get("rowsDone").asLong();
     last.kill();
     NodeProcess resumed = startNode("snapcrash", config);
     await("the incremental snapshot completes after the restart")
-        .atMost(Duration.ofMinutes(3))
+        .atMost(Duration.ofMinutes(5))
         .pollInterval(Duration.ofMillis(500))
         .until(
             () ->
@@ -221,13 +225,12 @@ class SnapshotCrashIT extends EndToEndTest {
                                 && p.get("snapshot").get("kind").asText().equals("incremental")
                                 && p.get("snapshot").get("state").asText().equals("done"))
                     .orElse(false));
-    long rowsAfterRestart =
-        resumed.pipeline("snap").orElseThrow().get("snapshot").get("rowsDone").asLong();
+    long rowsAfterRestart = resumed.pipelineNow("snap").get("snapshot").get("rowsDone").asLong();
     stopAgain.set(true);
     writer2.join(Duration.ofMinutes(2).toMillis());
     assertThat(writerError.get()).isNull();
     await("the mirror equals the source again")
-        .atMost(Duration.ofMinutes(2))
+        .atMost(Duration.ofMinutes(4))
         .pollInterval(Duration.ofSeconds(1))
         .until(() -> mirrorDifferences("snap_mirror") == 0);
     Map<Long, Integer> appliedAfter = appliedCounts("snap_mirror");
@@ -246,6 +249,11 @@ class SnapshotCrashIT extends EndToEndTest {
         .as("every transaction committed during the incremental snapshot is applied")
         .isZero();
     assertThat(dupAfter).as("still no transaction applied twice").isZero();
+  }
+
+  private static java.net.http.HttpResponse<String> snapshotRequest(NodeProcess node, String body) {
+    return node.sendIdempotent(
+        "POST", "/admin/pipelines/snap/snapshot", body, Map.of("Content-Type", "application/json"));
   }
 
   /** Share of the rows copied so far; 1 once the snapshot is done (a kill then hits streaming). */

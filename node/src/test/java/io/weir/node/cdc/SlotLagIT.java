@@ -113,10 +113,8 @@ class SlotLagIT {
     return r.slots().stream().collect(Collectors.toMap(SlotLag.Slot::pipeline, s -> s));
   }
 
-  private static int freePort() throws Exception {
-    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
-      return s.getLocalPort();
-    }
+  private static int freePort() {
+    return io.weir.persistence.testing.TestPorts.free();
   }
 
   /** A clock the test moves. */

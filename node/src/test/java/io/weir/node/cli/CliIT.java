@@ -9,10 +9,10 @@ import com.typesafe.config.ConfigFactory;
 import io.weir.node.Main;
 import io.weir.node.NodeSettings;
 import io.weir.node.WeirNode;
+import io.weir.persistence.testing.TestPorts;
 import io.weir.persistence.testing.TestPostgres;
 import java.io.PrintWriter;
 import java.io.StringWriter;
-import java.net.ServerSocket;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.util.HashMap;
@@ -135,7 +135,7 @@ class CliIT {
   }
 
   private void awaitPipeline(String state) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
     while (System.nanoTime() < deadline) {
       Run r = weir("ctl", "pipelines", "status", "orders", "--json");
       if (r.exit() == 0 && json.readTree(r.out()).path("state").asText().equals(state)) {
@@ -143,7 +143,7 @@ class CliIT {
       }
       Thread.sleep(200);
     }
-    throw new AssertionError("pipeline orders should be " + state + " within 60 s");
+    throw new AssertionError("pipeline orders should be " + state + " within 120 s");
   }
 
   private void sql(String statement) throws Exception {
@@ -217,7 +217,7 @@ class CliIT {
   @Order(3)
   void outboxStatusAndAProjectionConsumerRoundTrip() throws Exception {
     sql("INSERT INTO cli_orders VALUES (1001, 'new')");
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
     while (documents() < 51 && System.nanoTime() < deadline) {
       Thread.sleep(200);
     }
@@ -408,10 +408,7 @@ class CliIT {
     Run noToken = weir(Map.of("WEIR_URL", env.get("WEIR_URL")), "ctl", "pipelines", "list");
     assertThat(noToken.exit()).isEqualTo(1);
     assertThat(noToken.err()).startsWith("unauthenticated: ");
-    int closed;
-    try (ServerSocket s = new ServerSocket(0)) {
-      closed = s.getLocalPort();
-    }
+    int closed = TestPorts.free(); // nothing listens there, and no other test takes it
     Run unreachable = weir("ctl", "--url", "http://127.0.0.1:" + closed, "cluster", "status");
     assertThat(unreachable.exit()).isEqualTo(3);
     assertThat(unreachable.err()).startsWith("unreachable: ");

@@ -6,11 +6,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.net.httpserver.HttpServer;
 import io.weir.node.Main;
+import io.weir.persistence.testing.TestPorts;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -325,10 +325,7 @@ class CtlCommandTest {
 
   @Test
   void anUnreachableNodeExitsThree() throws Exception {
-    int closed;
-    try (ServerSocket s = new ServerSocket(0)) {
-      closed = s.getLocalPort();
-    }
+    int closed = TestPorts.free(); // nothing listens there, and no other test takes it
     Run r = run(Map.of(), "ctl", "--url", "http://127.0.0.1:" + closed, "pipelines", "list");
     assertThat(r.exit()).isEqualTo(3);
     assertThat(r.err().strip())

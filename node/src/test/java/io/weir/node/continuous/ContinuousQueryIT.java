@@ -40,6 +40,16 @@ import org.junit.jupiter.api.TestInstance;
 @org.junit.jupiter.api.TestMethodOrder(org.junit.jupiter.api.MethodOrderer.OrderAnnotation.class)
 class ContinuousQueryIT {
   private static final String ADMIN = "admin-token-for-continuous-it";
+
+  /**
+   * How long a wait for the session (a status, an event, the durable result) may take: a second or
+   * two on a quiet machine, and the test must pass on one four times slower.
+   */
+  private static final Duration WAIT = Duration.ofSeconds(90);
+
+  /** How long the pipeline may take to run after the node or the pipeline starts. */
+  private static final Duration START_UP = Duration.ofSeconds(120);
+
   private static final String TOP3 = "SELECT id, tenant, score, name FROM items";
   private final ObjectMapper json = new ObjectMapper();
   private final HttpClient http =
@@ -475,7 +485,8 @@ class ContinuousQueryIT {
     assertThat(call("POST", "/admin/pipelines/cq/stop", ADMIN, null).statusCode()).isEqualTo(200);
     try {
       org.awaitility.Awaitility.await("the session is no longer maintained here")
-          .atMost(java.time.Duration.ofSeconds(20))
+          .atMost(WAIT)
+          .ignoreExceptionsInstanceOf(java.io.IOException.class) // a poll that timed out
           .until(
               () ->
                   call("GET", "/v1/continuous/" + id + "/status", ADMIN, null).statusCode() == 503);
@@ -1088,7 +1099,7 @@ class ContinuousQueryIT {
     assertError(call("GET", "/v1/continuous/" + id + "/status", ADMIN, null), 404, "not-found");
     // The deleted registration's log is cut to its last entry ...
     org.awaitility.Awaitility.await("the deleted log is cut")
-        .atMost(java.time.Duration.ofSeconds(20))
+        .atMost(WAIT)
         .until(() -> journal(id).equals(List.of(last)));
     // ... so registering the same query again continues after it: no sequence is used twice.
     assertThat(created(register("tenant_b", query, "[\"id\"]", "score", 2, "{}"))).isEqualTo(id);
@@ -1106,17 +1117,17 @@ class ContinuousQueryIT {
    */
   private JsonNode awaitDurable(String id, java.util.function.Predicate<List<Integer>> condition)
       throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    long deadline = System.nanoTime() + WAIT.toNanos();
     while (true) {
-      HttpResponse<String> r = call("GET", "/v1/continuous/" + id + "/result", ADMIN, null);
-      if (r.statusCode() == 200) {
+      HttpResponse<String> r = poll("GET", "/v1/continuous/" + id + "/result");
+      if (r != null && r.statusCode() == 200) {
         JsonNode result = json.readTree(r.body());
         if (condition.test(ids(result))) {
           return result;
         }
       }
       assertThat(System.nanoTime())
-          .as("the durable result should get there within 20 s")
+          .as("the durable result should get there within %s", WAIT)
           .isLessThan(deadline);
       Thread.sleep(100);
     }
@@ -1283,16 +1294,26 @@ class ContinuousQueryIT {
   // ---- helpers ----
 
   private void awaitPipelineRunning() throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    long deadline = System.nanoTime() + START_UP.toNanos();
     while (System.nanoTime() < deadline) {
-      HttpResponse<String> r = call("GET", "/admin/pipelines/cq", ADMIN, null);
-      if (r.statusCode() == 200
+      HttpResponse<String> r = poll("GET", "/admin/pipelines/cq");
+      if (r != null
+          && r.statusCode() == 200
           && json.readTree(r.body()).get("state").asText().equals("running")) {
         return;
       }
       Thread.sleep(200);
     }
-    throw new AssertionError("the continuous pipeline should be running within 60 s");
+    throw new AssertionError("the continuous pipeline should be running within " + START_UP);
+  }
+
+  /** A GET as the administrator inside a wait: null when it got no answer (asked again). */
+  private HttpResponse<String> poll(String method, String path) throws Exception {
+    try {
+      return call(method, path, ADMIN, null);
+    } catch (java.io.IOException e) {
+      return null;
+    }
   }
 
   private void sql(String statement) throws Exception {
@@ -1343,11 +1364,11 @@ class ContinuousQueryIT {
 
   private JsonNode awaitStatus(String id, java.util.function.Predicate<JsonNode> condition)
       throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    long deadline = System.nanoTime() + WAIT.toNanos();
     JsonNode last = null;
     while (System.nanoTime() < deadline) {
-      HttpResponse<String> r = call("GET", "/v1/continuous/" + id + "/status", ADMIN, null);
-      if (r.statusCode() == 200) {
+      HttpResponse<String> r = poll("GET", "/v1/continuous/" + id + "/status");
+      if (r != null && r.statusCode() == 200) {
         last = json.readTree(r.body());
         if (condition.test(last)) {
           return last;
@@ -1356,7 +1377,7 @@ class ContinuousQueryIT {
       Thread.sleep(100);
     }
     throw new AssertionError(
-        "the status should reach the expected state within 20 s; last: " + last);
+        "the status should reach the expected state within " + WAIT + "; last: " + last);
   }
 
   private void assertError(HttpResponse<String> r, int status, String code) throws Exception {
@@ -1408,16 +1429,26 @@ class ContinuousQueryIT {
       b.header("Last-Event-ID", lastEventId);
     }
     // The first read may still be running: the route answers 503 until the session exists.
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    long deadline = System.nanoTime() + WAIT.toNanos();
     while (true) {
-      HttpResponse<Stream<String>> r = http.send(b.build(), HttpResponse.BodyHandlers.ofLines());
-      if (r.statusCode() == 200) {
+      HttpResponse<Stream<String>> r;
+      try {
+        r = http.send(b.build(), HttpResponse.BodyHandlers.ofLines());
+      } catch (java.io.IOException e) {
+        r = null; // no answer: asked again
+      }
+      if (r != null && r.statusCode() == 200) {
         return new Sse(r.body());
       }
-      r.body().close();
+      if (r != null) {
+        r.body().close();
+      }
       if (System.nanoTime() > deadline) {
         throw new AssertionError(
-            "the event stream should open within 20 s; status " + r.statusCode());
+            "the event stream should open within "
+                + WAIT
+                + "; "
+                + (r == null ? "no answer" : "status " + r.statusCode()));
       }
       Thread.sleep(100);
     }
@@ -1468,16 +1499,16 @@ class ContinuousQueryIT {
     }
 
     JsonNode next(String expectedType) throws InterruptedException {
-      JsonNode e = events.poll(20, TimeUnit.SECONDS);
-      assertThat(e).as("an event %s should arrive within 20 s", expectedType).isNotNull();
+      JsonNode e = events.poll(WAIT.toSeconds(), TimeUnit.SECONDS);
+      assertThat(e).as("an event %s should arrive within %s", expectedType, WAIT).isNotNull();
       assertThat(e.get("_event").asText()).as("the next event: %s", e).isEqualTo(expectedType);
       assertThat(e.get("type").asText()).isEqualTo(expectedType.toString());
       return e;
     }
 
-    /** Whether the server ended the stream within 20 s. */
+    /** Whether the server ended the stream within {@link ContinuousQueryIT#WAIT}. */
     boolean awaitEnd() throws InterruptedException {
-      reader.join(20_000);
+      reader.join(WAIT.toMillis());
       return !reader.isAlive();
     }
 

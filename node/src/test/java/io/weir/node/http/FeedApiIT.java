@@ -461,7 +461,8 @@ class FeedApiIT extends FeedNodeFixture {
     error(send("GET", "/v1/documents/stale/s1", null, ivy), 503, "unavailable");
     // The mismatch made the node reload: now the owner rule holds (s1 has no owner: hidden).
     org.awaitility.Awaitility.await()
-        .atMost(Duration.ofSeconds(10))
+        .atMost(Duration.ofSeconds(60))
+        .ignoreExceptionsInstanceOf(java.io.IOException.class) // a poll that timed out
         .until(() -> send("GET", "/v1/documents/stale/s1", null, ivy).statusCode() == 404);
     // A policy this node has but the partitions do not (a PUT that reached none of them).
     try (var c = database.dataSource().getConnection()) {
@@ -475,7 +476,8 @@ class FeedApiIT extends FeedNodeFixture {
     error(changesRaw("stale", "beginning", false, ivy, null, null), 503, "unavailable");
     // The read sent the rule to the partitions again.
     org.awaitility.Awaitility.await()
-        .atMost(Duration.ofSeconds(10))
+        .atMost(Duration.ofSeconds(60))
+        .ignoreExceptionsInstanceOf(java.io.IOException.class) // a poll that timed out
         .until(() -> changesRaw("stale", "beginning", false, ivy, null, null).statusCode() == 200);
     assertThat(ok(send("GET", "/v1/documents/stale/s1", null, ivy)).get("secret").asInt())
         .isEqualTo(1);

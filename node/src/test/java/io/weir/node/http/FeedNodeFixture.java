@@ -176,7 +176,8 @@ abstract class FeedNodeFixture {
             .bind(api.routes())
             .toCompletableFuture()
             .get(10, TimeUnit.SECONDS);
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    // A single-node cluster is Up within seconds; the bound allows a machine four times slower.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
       Thread.sleep(50);
     }

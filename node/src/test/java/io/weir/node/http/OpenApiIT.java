@@ -263,14 +263,19 @@ class OpenApiIT {
   }
 
   private void awaitReady() throws Exception {
-    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+    long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
     while (System.nanoTime() < deadline) {
-      HttpResponse<String> r = call("GET", "/health/ready", null, null);
-      if (r.statusCode() == 200) {
+      HttpResponse<String> r;
+      try {
+        r = call("GET", "/health/ready", null, null);
+      } catch (java.io.IOException e) {
+        r = null; // no answer in time: asked again
+      }
+      if (r != null && r.statusCode() == 200) {
         return;
       }
       Thread.sleep(200);
     }
-    throw new AssertionError("the node should become ready within 60 s");
+    throw new AssertionError("the node should become ready within 120 s");
   }
 }

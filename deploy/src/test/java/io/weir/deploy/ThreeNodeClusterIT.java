@@ -319,6 +319,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
                 java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "-Xmx128m",
                 "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
                 "-jar",
                 jar.toString())
             .redirectErrorStream(true)

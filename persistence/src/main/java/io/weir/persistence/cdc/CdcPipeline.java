@@ -247,12 +247,7 @@ public final class CdcPipeline {
                 ReplicationConnection c = live;
                 return c != null ? c.confirmed().asLong() : lastConfirmed.asLong();
               },
-              () -> {
-                ReplicationConnection c = live;
-                return c == null
-                    ? lastLagBytes
-                    : Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
-              });
+              () -> lagBytes(live));
       metrics.lagSeconds(() -> lagClock.seconds(System.currentTimeMillis()));
       metrics.stateGauges(this::shownState);
       if (settings.streaming().enabled()) {
@@ -387,6 +382,7 @@ public final class CdcPipeline {
         state = "dropped";
         lagClock.reset();
         lastLagBytes = 0;
+        lastServerPosition = 0;
         haltReason = null;
         detail = null;
         incarnation = null;
@@ -1082,7 +1078,8 @@ public final class CdcPipeline {
         connection = null;
         live = null;
         lagClock.keepOldest();
-        lastLagBytes = Math.max(0, c.serverPosition().asLong() - c.confirmed().asLong());
+        lastLagBytes = lagBytes(c);
+        lastServerPosition = Math.max(lastServerPosition, c.serverPosition().asLong());
         lastConfirmed = c.confirmed();
         CompletableFuture.runAsync(c::close, blockingIo);
       }
@@ -1094,6 +1091,31 @@ public final class CdcPipeline {
      * The lag in bytes when the last stream stopped: what the gauge shows until the next one runs.
      */
     private volatile long lastLagBytes;
+
+    /**
+     * The highest server position any earlier connection of this pipeline saw. A new connection
+     * knows only its start position until the server's first message, so its own position would
+     * show no lag while the WAL is far ahead (a pipeline backing off on full outboxes reconnects
+     * often). Until the server's first message on the new connection, the earlier position stands
+     * in (the WAL moved on from there); after it, the connection's own (a failover may have moved
+     * the server back).
+     */
+    private volatile long lastServerPosition;
+
+    /**
+     * WAL bytes between the server's position (as far as known) and what {@code c} confirmed; the
+     * last known lag when there is no connection.
+     */
+    private long lagBytes(ReplicationConnection c) {
+      if (c == null) {
+        return lastLagBytes;
+      }
+      long server =
+          c.hasReceived()
+              ? c.serverPosition().asLong()
+              : Math.max(c.serverPosition().asLong(), lastServerPosition);
+      return Math.max(0, server - c.confirmed().asLong());
+    }
 
     private volatile SpillStore runSpill;
     private volatile SnapshotTracker snapshot;
@@ -1122,10 +1144,7 @@ public final class CdcPipeline {
     private PipelineStatus status() {
       ReplicationConnection c = connection;
       Lsn confirmed = c != null ? c.confirmed() : lastConfirmed;
-      long lag = 0;
-      if (c != null) {
-        lag = Math.max(0, c.serverPosition().asLong() - confirmed.asLong());
-      }
+      long lag = c != null ? lagBytes(c) : 0;
       SnapshotTracker snap = snapshot;
       SnapshotStatus snapshotStatus = snap == null ? null : snap.view();
       String shown =

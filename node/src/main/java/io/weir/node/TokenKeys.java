@@ -8,7 +8,7 @@ import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
-import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -16,9 +16,10 @@ import org.slf4j.LoggerFactory;
 /**
  * This node's view of the cluster's token-signing keys ({@link TokenKeyStore}): loaded from
  * PostgreSQL, reloaded on a schedule and when a token names a key not loaded yet (another node
- * rotated). Rotation and retirement go to PostgreSQL and take effect here at once ({@link
- * OrderedLoads}: a reload that started earlier cannot overwrite them); other nodes see them at
- * their next reload. The key ring and its signer are published together.
+ * rotated; at most once per {@link #UNKNOWN_KEY_RELOAD_GAP}). Rotation and retirement go to
+ * PostgreSQL and take effect here at once ({@link OrderedLoads}: a reload that started earlier
+ * cannot overwrite them); other nodes see them at their next reload. The key ring and its signer
+ * are published together.
  */
 public final class TokenKeys {
   private static final Logger log = LoggerFactory.getLogger(TokenKeys.class);
@@ -30,9 +31,22 @@ public final class TokenKeys {
   private final Duration retireAfter;
   private final OrderedLoads<Keys> keys;
 
-  /** The reload that unknown-key checks wait for: one at a time. */
-  private final AtomicReference<CompletableFuture<TokenSigner>> unknownKeyReload =
-      new AtomicReference<>();
+  /**
+   * Reloads caused by tokens naming an unknown key start at most once per this gap (and one at a
+   * time), as reloads caused by unknown bearer tokens do: forged key ids cannot turn into
+   * PostgreSQL transactions at the rate they arrive; they only wait up to this long for their
+   * refusal.
+   */
+  static final Duration UNKNOWN_KEY_RELOAD_GAP = Duration.ofSeconds(1);
+
+  private final long unknownKeyReloadGapNanos;
+
+  /** The unknown-key reload not started yet that callers wait for; guarded by this. */
+  private CompletableFuture<TokenSigner> nextUnknownKeyLoad;
+
+  private boolean unknownKeyLoading;
+  private boolean unknownKeyStartScheduled;
+  private long lastUnknownKeyLoadStart;
 
   /**
    * @param blocking where the JDBC calls run
@@ -40,14 +54,33 @@ public final class TokenKeys {
    *     reload interval: until then another node may still sign with it)
    */
   public TokenKeys(DataSource dataSource, String schema, Executor blocking, Duration retireAfter) {
+    this(
+        dataSource,
+        schema,
+        blocking,
+        retireAfter,
+        c -> TokenKeyStore.load(c, schema),
+        UNKNOWN_KEY_RELOAD_GAP);
+  }
+
+  /** With the rows read by {@code load} and unknown-key reloads at most once per {@code gap}. */
+  TokenKeys(
+      DataSource dataSource,
+      String schema,
+      Executor blocking,
+      Duration retireAfter,
+      OrderedLoads.Loader<KeyRing> load,
+      Duration unknownKeyReloadGap) {
     this.schema = schema;
     this.retireAfter = retireAfter;
+    this.unknownKeyReloadGapNanos = unknownKeyReloadGap.toNanos();
+    this.lastUnknownKeyLoadStart = System.nanoTime() - unknownKeyReloadGapNanos;
     this.keys =
         new OrderedLoads<>(
             dataSource,
             blocking,
             c -> {
-              KeyRing ring = TokenKeyStore.load(c, schema);
+              KeyRing ring = load.load(c);
               return new Keys(ring, new TokenSigner(ring.activeKid(), ring.keys(), ring.fenced()));
             },
             null);
@@ -69,29 +102,59 @@ public final class TokenKeys {
   }
 
   /**
-   * Reloads because a token named a key this node does not hold. Concurrent callers share one
-   * reload (forged key ids cannot turn into a query each); the stage fails if the reload fails.
+   * Reloads because a token named a key this node does not hold (another node may have rotated):
+   * the stage holds the signer of a load that started after this call, or fails if that load fails.
+   * Such loads run one at a time and start at most once per {@link #UNKNOWN_KEY_RELOAD_GAP}; every
+   * caller waiting meanwhile shares the next one, so forged key ids cannot turn into a query each.
    */
-  public CompletionStage<TokenSigner> reloadForUnknownKey() {
-    while (true) {
-      CompletableFuture<TokenSigner> running = unknownKeyReload.get();
-      if (running != null && !running.isDone()) {
-        return running;
-      }
-      CompletableFuture<TokenSigner> next = new CompletableFuture<>();
-      if (unknownKeyReload.compareAndSet(running, next)) {
-        reload()
-            .whenComplete(
-                (signer, error) -> {
-                  if (error == null) {
-                    next.complete(signer);
-                  } else {
-                    next.completeExceptionally(error);
-                  }
-                });
-        return next;
-      }
+  public synchronized CompletionStage<TokenSigner> reloadForUnknownKey() {
+    if (nextUnknownKeyLoad == null) {
+      nextUnknownKeyLoad = new CompletableFuture<>();
     }
+    CompletableFuture<TokenSigner> mine = nextUnknownKeyLoad;
+    startUnknownKeyLoadIfDue();
+    return mine.minimalCompletionStage();
+  }
+
+  private synchronized void startUnknownKeyLoadIfDue() {
+    if (unknownKeyLoading || unknownKeyStartScheduled || nextUnknownKeyLoad == null) {
+      return;
+    }
+    long wait = lastUnknownKeyLoadStart + unknownKeyReloadGapNanos - System.nanoTime();
+    if (wait > 0) {
+      unknownKeyStartScheduled = true;
+      CompletableFuture.delayedExecutor(wait, TimeUnit.NANOSECONDS)
+          .execute(
+              () -> {
+                synchronized (this) {
+                  unknownKeyStartScheduled = false;
+                  startUnknownKeyLoadIfDue();
+                }
+              });
+      return;
+    }
+    CompletableFuture<TokenSigner> waiting = nextUnknownKeyLoad;
+    nextUnknownKeyLoad = null;
+    unknownKeyLoading = true;
+    lastUnknownKeyLoadStart = System.nanoTime();
+    CompletionStage<TokenSigner> load;
+    try {
+      load = reload();
+    } catch (RuntimeException e) { // the blocking executor refused the load (shutting down)
+      load = CompletableFuture.failedFuture(e);
+    }
+    load.whenComplete(
+        (signer, error) -> {
+          synchronized (this) {
+            unknownKeyLoading = false;
+          }
+          if (error == null) {
+            waiting.complete(signer);
+          } else {
+            waiting.completeExceptionally(error);
+          }
+          startUnknownKeyLoadIfDue();
+        });
   }
 
   /** Adds a key that signs from now on. */

@@ -429,6 +429,16 @@ class ContinuousQueryIT {
     HttpResponse<String> refused = http.send(forged, HttpResponse.BodyHandlers.ofString());
     assertThat(refused.statusCode()).isEqualTo(400);
     assertThat(json.readTree(refused.body()).get("error").asText()).isEqualTo("invalid-token");
+    // A padded replay token decodes to the genuine bytes but is not the token: refused too.
+    HttpResponse<String> padded =
+        http.send(
+            HttpRequest.newBuilder(URI.create(base + "/v1/continuous/" + id + "/events"))
+                .header("Authorization", "Bearer " + ADMIN)
+                .header("Last-Event-ID", resumeAfter + "=")
+                .build(),
+            HttpResponse.BodyHandlers.ofString());
+    assertThat(padded.statusCode()).isEqualTo(400);
+    assertThat(json.readTree(padded.body()).get("error").asText()).isEqualTo("invalid-token");
     String other =
         created(register("tenant_a", TOP3 + " WHERE score < 999", "[\"id\"]", "score", 3, "{}"));
     awaitStatus(other, st -> st.get("state").asText().equals("current"));

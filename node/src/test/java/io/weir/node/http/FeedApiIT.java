@@ -230,6 +230,14 @@ class FeedApiIT extends FeedNodeFixture {
     String tampered =
         Base64.getUrlEncoder().withoutPadding().encodeToString(payload) + cursor.substring(dot);
     error(changesRaw("forge", tampered, true, fay, null, null), 400, "invalid-token");
+    // Padding, or a last character differing only in unused bits, decodes to the genuine bytes:
+    // refused all the same.
+    error(changesRaw("forge", cursor + "=", true, fay, null, null), 400, "invalid-token");
+    String alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    String unusedBits =
+        cursor.substring(0, cursor.length() - 1)
+            + alphabet.charAt(alphabet.indexOf(cursor.charAt(cursor.length() - 1)) ^ 1);
+    error(changesRaw("forge", unusedBits, true, fay, null, null), 400, "invalid-token");
     error(changesRaw("forge", "not-a-cursor", true, fay, null, null), 400, "invalid-token");
     error(changesRaw("forge", cursor, true, gus, null, null), 400, "token-mismatch");
     error(changesRaw("forge-other", cursor, true, fay, null, null), 400, "token-mismatch");

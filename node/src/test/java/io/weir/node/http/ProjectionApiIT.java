@@ -549,6 +549,14 @@ class ProjectionApiIT extends FeedNodeFixture {
         Base64.getUrlEncoder().withoutPadding().encodeToString(payload)
             + token.substring(token.indexOf('.'));
     error(post("/admin/projections/commit", commitBody(tampered)), 400, "invalid-token");
+    // Padding, or a last character differing only in unused bits, decodes to the genuine bytes:
+    // refused all the same (only the exact spelling the node issued is a token).
+    error(post("/admin/projections/commit", commitBody(token + "=")), 400, "invalid-token");
+    String alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    String unusedBits =
+        token.substring(0, token.length() - 1)
+            + alphabet.charAt(alphabet.indexOf(token.charAt(token.length() - 1)) ^ 1);
+    error(post("/admin/projections/commit", commitBody(unusedBits)), 400, "invalid-token");
     error(
         post("/admin/projections/commit", commitBody(token.substring(0, token.length() - 3))),
         400,

@@ -17,12 +17,13 @@ import javax.crypto.spec.SecretKeySpec;
  * Signs and verifies Weir's opaque tokens (batch tokens, change cursors, replay tokens) with
  * HMAC-SHA256 under the cluster's keys.
  *
- * <p>A token is {@code base64url(payload) "." base64url(mac)} without padding. The payload is a
- * canonical binary encoding: a format byte, the key id, the {@link Kind} tag, the expiry time and
- * the kind's fields in a fixed order; the MAC covers all of it, so a token of one kind can never
- * pass as another, and no field can be changed, dropped or appended. Verification parses the
- * payload strictly (nothing may follow the last field) after the MAC matched, compared in constant
- * time.
+ * <p>A token is {@code base64url(payload) "." base64url(mac)} without padding, and only that exact
+ * spelling verifies: padding or a last character with unused bits set is refused as malformed, so
+ * one token has one text. The payload is a canonical binary encoding: a format byte, the key id,
+ * the {@link Kind} tag, the expiry time and the kind's fields in a fixed order; the MAC covers all
+ * of it, so a token of one kind can never pass as another, and no field can be changed, dropped or
+ * appended. Verification parses the payload strictly (nothing may follow the last field) after the
+ * MAC matched, compared in constant time.
  *
  * <p>Keys: the cluster's keys by key id (kept in PostgreSQL, shared by every node); tokens are
  * signed with the active key and verified with any key the signer holds, so a rotation keeps
@@ -201,14 +202,8 @@ public final class TokenSigner {
     if (dot <= 0 || dot != token.lastIndexOf('.')) {
       throw new InvalidToken(Failure.MALFORMED, "the token is not in Weir's token format");
     }
-    byte[] payload;
-    byte[] mac;
-    try {
-      payload = DECODER.decode(token.substring(0, dot));
-      mac = DECODER.decode(token.substring(dot + 1));
-    } catch (IllegalArgumentException e) {
-      throw new InvalidToken(Failure.MALFORMED, "the token is not valid base64url");
-    }
+    byte[] payload = decodeCanonical(token.substring(0, dot));
+    byte[] mac = decodeCanonical(token.substring(dot + 1));
     DataInputStream in = new DataInputStream(new ByteArrayInputStream(payload));
     String keyId;
     try {
@@ -256,6 +251,40 @@ public final class TokenSigner {
     } catch (IOException e) {
       throw new InvalidToken(Failure.MALFORMED, "the token is truncated");
     }
+  }
+
+  /**
+   * Decodes one segment of a token: canonical unpadded base64url, exactly as {@link #sign} writes
+   * it, and nothing else. The JDK's decoder also accepts {@code =} padding and a last character
+   * whose unused low bits are set, so several spellings would decode to the same bytes; each is
+   * refused as {@link Failure#MALFORMED}.
+   */
+  private static byte[] decodeCanonical(String segment) throws InvalidToken {
+    int n = segment.length();
+    if (n == 0 || n % 4 == 1) {
+      throw new InvalidToken(Failure.MALFORMED, "the token is not valid base64url");
+    }
+    for (int i = 0; i < n; i++) {
+      char c = segment.charAt(i);
+      if (!((c >= 'A' && c <= 'Z')
+          || (c >= 'a' && c <= 'z')
+          || (c >= '0' && c <= '9')
+          || c == '-'
+          || c == '_')) {
+        throw new InvalidToken(
+            Failure.MALFORMED, "the token is not unpadded base64url (A-Z a-z 0-9 - _)");
+      }
+    }
+    byte[] bytes;
+    try {
+      bytes = DECODER.decode(segment);
+    } catch (IllegalArgumentException e) {
+      throw new InvalidToken(Failure.MALFORMED, "the token is not valid base64url");
+    }
+    if (!ENCODER.encodeToString(bytes).equals(segment)) {
+      throw new InvalidToken(Failure.MALFORMED, "the token is not canonical base64url");
+    }
+    return bytes;
   }
 
   private static byte[] mac(byte[] key, byte[] data) {

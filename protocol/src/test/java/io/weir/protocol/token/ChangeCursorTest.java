@@ -78,6 +78,16 @@ class ChangeCursorTest {
   }
 
   @Test
+  void paddedOrNonCanonicalCursorsAreMalformed() throws InvalidToken {
+    for (int n : new int[] {1, 2, 3, 8}) {
+      for (long seed = 0; seed < 3; seed++) {
+        String token = cursor(n, seed).sign(signer, NOW + 1000);
+        NonCanonical.assertRefused(token, t -> ChangeCursor.verify(signer, t, NOW));
+      }
+    }
+  }
+
+  @Test
   void toStringNamesNoCollectionOrPrincipal() {
     assertThat(cursor(4, 1).toString()).doesNotContain("orders").doesNotContain("ann");
   }

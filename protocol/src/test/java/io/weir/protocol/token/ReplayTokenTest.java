@@ -45,4 +45,15 @@ class ReplayTokenTest {
     assertThatThrownBy(() -> ReplayToken.verify(signer, new String(chars), NOW))
         .isInstanceOf(InvalidToken.class);
   }
+
+  @Test
+  void paddedOrNonCanonicalReplayTokensAreMalformed() throws InvalidToken {
+    TokenSigner signer = TokenSigner.of("k0", key(1));
+    for (long sequence : new long[] {0, 41, Long.MAX_VALUE}) {
+      for (String subscription : new String[] {"cq_1", "cq_12", "cq_123"}) {
+        String token = new ReplayToken(subscription, sequence).sign(signer, NOW + 1000);
+        NonCanonical.assertRefused(token, t -> ReplayToken.verify(signer, t, NOW));
+      }
+    }
+  }
 }

@@ -75,6 +75,36 @@ class TokenSignerTest {
   }
 
   @Test
+  void paddedOrNonCanonicalBatchTokensAreMalformed() throws InvalidToken {
+    // Consumer names of every length modulo 3 give payload segments of every length modulo 4.
+    for (String consumer : new String[] {"c", "cc", "ccc", "cccc"}) {
+      BatchToken b = new BatchToken("inc-1", 7, consumer, 2, 10, 25);
+      NonCanonical.assertRefused(b.sign(signer, LATER), t -> BatchToken.verify(signer, t, NOW));
+    }
+  }
+
+  @Test
+  void onlyTheUrlSafeAlphabetWithoutPaddingDecodes() {
+    String token = batch.sign(signer, LATER);
+    int dot = token.indexOf('.');
+    String payload = token.substring(0, dot);
+    String mac = token.substring(dot + 1);
+    for (String bad :
+        new String[] {
+          payload + "=." + mac,
+          payload + "." + mac + "==",
+          payload + "." + mac.substring(0, 40) + "+/" + mac.charAt(42),
+          payload + " ." + mac,
+          payload + "." + mac.substring(0, 20) + "==" + mac.substring(22),
+          payload + ".",
+        }) {
+      assertThatThrownBy(() -> BatchToken.verify(signer, bad, NOW))
+          .isInstanceOfSatisfying(
+              InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.MALFORMED));
+    }
+  }
+
+  @Test
   void aTokenSignedWithAnotherSecretIsForged() {
     TokenSigner other = TokenSigner.of("k0", OTHER);
     String token = batch.sign(other, LATER);

@@ -30,7 +30,6 @@ import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.ClusterSingleton;
 import org.apache.pekko.cluster.typed.Join;
 import org.apache.pekko.cluster.typed.SingletonActor;
-import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -435,7 +434,7 @@ public final class WeirNode {
       ServerBinding binding;
       try {
         org.apache.pekko.http.javadsl.ServerBuilder server =
-            Http.get(system).newServerAt(settings.httpHost(), settings.httpPort());
+            io.weir.node.http.NodeHttpServer.at(system, settings.httpHost(), settings.httpPort());
         if (settings.httpTls().isPresent()) {
           // HTTPS only: a plain HTTP request on this port fails its (TLS) handshake.
           server = server.enableHttps(settings.httpTls().get().connectionContext());

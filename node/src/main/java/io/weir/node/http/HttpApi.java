@@ -43,7 +43,7 @@ import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Rejection;
 import org.apache.pekko.http.javadsl.server.RejectionHandler;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
+import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -305,45 +305,176 @@ public final class HttpApi extends JsonRoutes {
     return this;
   }
 
+  /**
+   * Every route, in the order a request meets them: the request timeout's answer (503 {@code
+   * unavailable} as JSON), the one {@link RequestLog} line of an error answer, the exception and
+   * rejection handlers (typed JSON errors), the encoding check of the raw path and query ({@link
+   * #badEncoding}), then the routes.
+   */
   public Route routes() {
     Route all =
-        handleExceptions(
-            exceptionHandler(),
-            () ->
-                handleRejections(
-                    rejectionHandler(),
-                    () ->
-                        concat(
-                            path(
-                                "openapi.json",
-                                () ->
-                                    get(
-                                        () ->
-                                            complete(
-                                                HttpResponse.create()
-                                                    .withEntity(
-                                                        ContentTypes.APPLICATION_JSON,
-                                                        OpenApi.document())))),
-                            path("metrics", () -> get(this::metricsEndpoint)),
-                            pathPrefix("console", console::routes),
-                            pathPrefix("health", this::healthRoutes),
-                            pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
-                            pathPrefix(
-                                "v1",
-                                () ->
-                                    authenticated(
-                                        principal ->
-                                            concat(
-                                                pathPrefix(
-                                                    "continuous",
-                                                    () ->
-                                                        continuousRoutes == null
-                                                            ? error(
-                                                                ErrorCode.NOT_FOUND,
-                                                                "continuous queries are not configured: no pipeline has sink.type = continuous")
-                                                            : continuousRoutes.routes(principal)),
-                                                documentRoutes(principal)))))));
+        extractRequest(
+            request -> {
+              // The server's request timeout answers with timedOut (JSON) instead of its plain
+              // text. A request without the header (the protocol gateway's) has no server timeout.
+              // Whichever answer comes first, the timeout's or the route's, is the one logged.
+              java.util.concurrent.atomic.AtomicBoolean answered =
+                  new java.util.concurrent.atomic.AtomicBoolean();
+              request
+                  .getHeader(org.apache.pekko.http.javadsl.model.headers.TimeoutAccess.class)
+                  .ifPresent(
+                      t ->
+                          t.timeoutAccess()
+                              .updateHandler(
+                                  late -> timedOut(late, answered.compareAndSet(false, true))));
+              return mapResponse(
+                  response -> {
+                    if (answered.compareAndSet(false, true)) {
+                      RequestLog.answered(request, response);
+                    }
+                    return response;
+                  },
+                  () ->
+                      handleExceptions(
+                          exceptionHandler(),
+                          () ->
+                              handleRejections(
+                                  rejectionHandler(), () -> strictlyEncoded(this::served))));
+            });
     return httpMetrics == null ? all : httpMetrics.measured(() -> all);
+  }
+
+  /**
+   * The answer to a request that outlived {@code pekko.http.server.request-timeout}; its {@link
+   * RequestLog} line when {@code log}.
+   */
+  private static HttpResponse timedOut(
+      org.apache.pekko.http.javadsl.model.HttpRequest request, boolean log) {
+    if (log) {
+      RequestLog.refused(
+          RequestLog.method(request),
+          RequestLog.route(request),
+          ErrorCode.UNAVAILABLE.httpStatus(),
+          ErrorCode.UNAVAILABLE.wire());
+    }
+    return HttpLayerErrors.response(
+        ErrorCode.UNAVAILABLE.httpStatus(),
+        ErrorBody.of(
+            ErrorCode.UNAVAILABLE,
+            "the node did not answer within pekko.http.server.request-timeout; retry"));
+  }
+
+  /**
+   * {@code inner} when the request's raw path and query (the {@code Raw-Request-URI} header the
+   * node's server adds, {@link NodeHttpServer}) percent-decode to valid UTF-8; else 400 {@code
+   * invalid-name} for a path segment, {@code bad-request} for the query. Pekko decodes an invalid
+   * sequence such as {@code %FF} to U+FFFD, so two different ids would name one document. A request
+   * without the header (the protocol gateway's, built from strings) is not checked.
+   */
+  private Route strictlyEncoded(Supplier<Route> inner) {
+    return extractRequest(
+        request -> {
+          Optional<org.apache.pekko.http.javadsl.model.headers.RawRequestURI> raw =
+              request.getHeader(org.apache.pekko.http.javadsl.model.headers.RawRequestURI.class);
+          ErrorCode bad = raw.isPresent() ? badEncoding(raw.get().uri()) : null;
+          if (bad == ErrorCode.INVALID_NAME) {
+            return error(
+                ErrorCode.INVALID_NAME,
+                "a path segment is not valid percent-encoded UTF-8 (collections and ids are UTF-8)");
+          }
+          if (bad != null) {
+            return error(
+                ErrorCode.BAD_REQUEST, "the query string is not valid percent-encoded UTF-8");
+          }
+          return inner.get();
+        });
+  }
+
+  /**
+   * {@link ErrorCode#INVALID_NAME} when a path segment of the raw request target {@code raw} does
+   * not percent-decode to valid UTF-8, {@link ErrorCode#BAD_REQUEST} when its query does not, null
+   * when both do.
+   */
+  static ErrorCode badEncoding(String raw) {
+    String target = raw;
+    int hash = target.indexOf('#');
+    if (hash >= 0) {
+      target = target.substring(0, hash);
+    }
+    int q = target.indexOf('?');
+    String path = q < 0 ? target : target.substring(0, q);
+    String query = q < 0 ? "" : target.substring(q + 1);
+    int scheme = path.indexOf("://");
+    if (!path.startsWith("/") && scheme >= 0) { // absolute form: http://host:port/path
+      int slash = path.indexOf('/', scheme + 3);
+      path = slash < 0 ? "" : path.substring(slash);
+    }
+    for (String segment : path.split("/", -1)) {
+      if (!percentEncodedUtf8(segment)) {
+        return ErrorCode.INVALID_NAME;
+      }
+    }
+    return percentEncodedUtf8(query) ? null : ErrorCode.BAD_REQUEST;
+  }
+
+  /** Whether {@code s} (ASCII with %XX escapes) decodes to valid UTF-8. */
+  static boolean percentEncodedUtf8(String s) {
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream(s.length());
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '%') {
+        if (i + 2 >= s.length()
+            || Character.digit(s.charAt(i + 1), 16) < 0
+            || Character.digit(s.charAt(i + 2), 16) < 0) {
+          return false;
+        }
+        bytes.write(
+            Character.digit(s.charAt(i + 1), 16) * 16 + Character.digit(s.charAt(i + 2), 16));
+        i += 2;
+      } else if (c > 0x7E || c < 0x20) {
+        return false; // the raw target is ASCII; anything else was not (U+FFFD) or is a control
+      } else {
+        bytes.write(c);
+      }
+    }
+    try {
+      utf8(bytes.toByteArray());
+      return true;
+    } catch (MalformedBody e) {
+      return false;
+    }
+  }
+
+  /** The routes themselves. */
+  private Route served() {
+    return concat(
+        path(
+            "openapi.json",
+            () ->
+                get(
+                    () ->
+                        complete(
+                            HttpResponse.create()
+                                .withEntity(ContentTypes.APPLICATION_JSON, OpenApi.document())))),
+        path("metrics", () -> get(this::metricsEndpoint)),
+        pathPrefix("console", console::routes),
+        pathPrefix("health", this::healthRoutes),
+        pathPrefix("admin", () -> administrator(principal -> adminRoutes())),
+        pathPrefix(
+            "v1",
+            () ->
+                authenticated(
+                    principal ->
+                        concat(
+                            pathPrefix(
+                                "continuous",
+                                () ->
+                                    continuousRoutes == null
+                                        ? error(
+                                            ErrorCode.NOT_FOUND,
+                                            "continuous queries are not configured: no pipeline has sink.type = continuous")
+                                        : continuousRoutes.routes(principal)),
+                            documentRoutes(principal)))));
   }
 
   /**
@@ -447,7 +578,7 @@ public final class HttpApi extends JsonRoutes {
             () -> get(() -> parameterOptional("partition", this::outboxStatus))),
         path(
             PathMatchers.segment("outbox").slash("purge"),
-            () -> post(() -> entity(Unmarshaller.entityToString(), this::purge))),
+            () -> post(() -> jsonBody(ADMIN_BODY, this::purge))),
         pathPrefix("pipelines", this::pipelineRoutes),
         path(
             "slots",
@@ -534,28 +665,21 @@ public final class HttpApi extends JsonRoutes {
    * "purged", "more"}}; 400 for a bad body, a partition out of range, or S at or past the outbox's
    * end (nothing is purged then).
    */
-  private Route purge(String body) {
+  private Route purge(com.fasterxml.jackson.databind.JsonNode root) {
     if (documents == null) {
       return error(ErrorCode.NOT_FOUND, "no such resource");
     }
-    int n;
-    long through;
-    try {
-      com.fasterxml.jackson.databind.JsonNode root = json.readTree(body);
-      if (root == null
-          || !root.isObject()
-          || !root.path("partition").canConvertToInt()
-          || !root.path("partition").isIntegralNumber()
-          || !root.path("through").isIntegralNumber()
-          || !root.path("through").canConvertToLong()) {
-        return error(
-            ErrorCode.BAD_REQUEST, "the body must be {\"partition\": N, \"through\": sequence}");
-      }
-      n = root.get("partition").intValue();
-      through = root.get("through").longValue();
-    } catch (JsonProcessingException e) {
-      return error(ErrorCode.BAD_REQUEST, "the body is not valid JSON");
+    if (root == null
+        || !root.isObject()
+        || !root.path("partition").canConvertToInt()
+        || !root.path("partition").isIntegralNumber()
+        || !root.path("through").isIntegralNumber()
+        || !root.path("through").canConvertToLong()) {
+      return error(
+          ErrorCode.BAD_REQUEST, "the body must be {\"partition\": N, \"through\": sequence}");
     }
+    int n = root.get("partition").intValue();
+    long through = root.get("through").longValue();
     if (n < 0 || n >= documents.partitions()) {
       return error(
           ErrorCode.BAD_REQUEST,
@@ -1085,13 +1209,16 @@ public final class HttpApi extends JsonRoutes {
           .build();
 
   /**
-   * The body as compact JSON; it must be one JSON object in UTF-8. The exception's message names
-   * what was wrong, never the content (Jackson's messages quote it, so they are not passed on).
+   * The body as compact JSON; it must be one JSON object in valid UTF-8 ({@link #utf8}). The
+   * exception's message names what was wrong, never the content (Jackson's messages quote it, so
+   * they are not passed on).
    */
   static String canonicalObject(byte[] body) throws MalformedDocument {
     com.fasterxml.jackson.databind.JsonNode node;
     try {
-      node = DOCUMENT_JSON.readTree(body);
+      node = DOCUMENT_JSON.readTree(utf8(body));
+    } catch (MalformedBody e) {
+      throw new MalformedDocument(e.getMessage());
     } catch (java.io.IOException | RuntimeException e) {
       throw new MalformedDocument("the body is not valid JSON");
     }
@@ -1171,12 +1298,7 @@ public final class HttpApi extends JsonRoutes {
                   path("stop", () -> post(() -> reply(pipelines.stop(name)))),
                   path(
                       "snapshot",
-                      () ->
-                          post(
-                              () ->
-                                  entity(
-                                      Unmarshaller.entityToString(),
-                                      body -> snapshot(name, body)))));
+                      () -> post(() -> jsonBody(ADMIN_BODY, body -> snapshot(name, body)))));
             }));
   }
 
@@ -1214,26 +1336,21 @@ public final class HttpApi extends JsonRoutes {
       java.util.regex.Pattern.compile("[^.\\s]{1,63}\\.[^.\\s]{1,63}");
   private static final int MAX_SNAPSHOT_TABLES = 1000;
 
-  private Route snapshot(String name, String body) {
+  private Route snapshot(String name, com.fasterxml.jackson.databind.JsonNode root) {
     List<String> tables = new ArrayList<>();
-    if (!body.isBlank()) {
-      try {
-        com.fasterxml.jackson.databind.JsonNode root = json.readTree(body);
-        com.fasterxml.jackson.databind.JsonNode list = root == null ? null : root.get("tables");
-        if (root == null || !root.isObject() || (list != null && !list.isArray())) {
-          return error(
-              ErrorCode.BAD_REQUEST, "the body must be {\"tables\": [\"schema.table\", ...]}");
-        }
-        if (list != null) {
-          for (com.fasterxml.jackson.databind.JsonNode t : list) {
-            if (!t.isTextual() || !TABLE_NAME.matcher(t.asText()).matches()) {
-              return error(ErrorCode.BAD_REQUEST, "each table must be a string schema.table");
-            }
-            tables.add(t.asText());
+    if (root != null) {
+      com.fasterxml.jackson.databind.JsonNode list = root.get("tables");
+      if (!root.isObject() || (list != null && !list.isArray())) {
+        return error(
+            ErrorCode.BAD_REQUEST, "the body must be {\"tables\": [\"schema.table\", ...]}");
+      }
+      if (list != null) {
+        for (com.fasterxml.jackson.databind.JsonNode t : list) {
+          if (!t.isTextual() || !TABLE_NAME.matcher(t.asText()).matches()) {
+            return error(ErrorCode.BAD_REQUEST, "each table must be a string schema.table");
           }
+          tables.add(t.asText());
         }
-      } catch (JsonProcessingException e) {
-        return error(ErrorCode.BAD_REQUEST, "the body is not valid JSON");
       }
     }
     if (tables.size() > MAX_SNAPSHOT_TABLES) {
@@ -1252,7 +1369,12 @@ public final class HttpApi extends JsonRoutes {
             return json(202, reply.status());
           }
           return switch (reply.error()) {
-            case "unknown-table" -> error(ErrorCode.BAD_REQUEST, reply.message());
+            // The pipeline's message names the table as the caller spelt it: not passed on.
+            case "unknown-table" ->
+                error(
+                    ErrorCode.BAD_REQUEST,
+                    "a requested table is not in the pipeline's publications (schema.table, as"
+                        + " PostgreSQL names it)");
             case "not-running", "snapshot-in-progress" ->
                 error(ErrorCode.CONFLICT, reply.message());
             default -> error(ErrorCode.UNAVAILABLE, reply.message());
@@ -1329,8 +1451,34 @@ public final class HttpApi extends JsonRoutes {
         .build();
   }
 
+  /**
+   * Exceptions Pekko raises from the request while a route reads it (a query string that does not
+   * parse, a header that does not, a body over {@code max-content-length}) are the client's: typed
+   * 4xx answers whose messages, like Pekko's would, never quote the request. Anything else is 500
+   * {@code internal}, logged by class names only.
+   */
   private ExceptionHandler exceptionHandler() {
     return ExceptionHandler.newBuilder()
+        .match(
+            org.apache.pekko.http.scaladsl.model.IllegalUriException.class,
+            e -> error(ErrorCode.BAD_REQUEST, "the request URI or its query string is malformed"))
+        .match(
+            org.apache.pekko.http.scaladsl.model.IllegalHeaderException.class,
+            e -> error(ErrorCode.BAD_REQUEST, "a request header is malformed"))
+        .match(
+            org.apache.pekko.http.scaladsl.model.IllegalRequestException.class,
+            e -> {
+              int status = HttpLayerErrors.answeredStatus(e.status().intValue());
+              return complete(
+                  HttpLayerErrors.response(status, HttpLayerErrors.body(e.status().intValue())));
+            })
+        .match(
+            EntityStreamSizeException.class,
+            e ->
+                error(
+                    ErrorCode.DOCUMENT_TOO_LARGE,
+                    "the request body is larger than this node accepts"
+                        + " (pekko.http.server.parsing.max-content-length)"))
         .matchAny(
             e -> {
               log.error("request failed: {}", SafeErrors.describe(e));

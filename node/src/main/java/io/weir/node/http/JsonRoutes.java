@@ -95,12 +95,82 @@ abstract class JsonRoutes extends AllDirectives {
         });
   }
 
+  /** The most bytes of a small administrative request body (purge, snapshot, keys, principals). */
+  static final long ADMIN_BODY = 1024 * 1024;
+
   /**
-   * The request body as one JSON object read strictly ({@link ProjectionRoutes#REQUESTS}: no
-   * duplicate fields, nothing after it), at most {@code limit} bytes, with only the fields in
-   * {@code allowed}. 400 {@code bad-request} for a longer body, a body that is not an object or has
+   * The body as text: it must be valid UTF-8 (no overlong forms such as {@code C0 AF}, no encoded
+   * surrogates, nothing past U+10FFFF), so one text has one spelling; a leading byte order mark is
+   * dropped. Every request body the node parses goes through here before JSON parsing, which then
+   * reads characters, never bytes (Jackson would otherwise guess UTF-16 or UTF-32 from the bytes,
+   * and decodes an overlong sequence as the character it spells).
+   */
+  static String utf8(byte[] bytes) throws MalformedBody {
+    java.nio.charset.CharsetDecoder decoder =
+        java.nio.charset.StandardCharsets.UTF_8
+            .newDecoder()
+            .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+            .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT);
+    String text;
+    try {
+      text = decoder.decode(java.nio.ByteBuffer.wrap(bytes)).toString();
+    } catch (java.nio.charset.CharacterCodingException e) {
+      throw new MalformedBody("the body is not valid UTF-8");
+    }
+    return text.startsWith("\uFEFF") ? text.substring(1) : text;
+  }
+
+  /**
+   * The body as one JSON value read strictly ({@link ProjectionRoutes#REQUESTS}: valid UTF-8, no
+   * duplicate fields, nothing after the value); null for an empty or blank body.
+   */
+  static com.fasterxml.jackson.databind.JsonNode readJson(byte[] bytes) throws MalformedBody {
+    String text = utf8(bytes);
+    if (text.isBlank()) {
+      return null;
+    }
+    try {
+      return ProjectionRoutes.REQUESTS.readTree(text);
+    } catch (java.io.IOException | RuntimeException e) {
+      // Jackson's messages quote the input: none of it goes out.
+      throw new MalformedBody("the body is not valid JSON");
+    }
+  }
+
+  /** A body that is not valid UTF-8 or not JSON; the message is value-free. */
+  static final class MalformedBody extends Exception {
+    MalformedBody(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  /**
+   * The request body, at most {@code limit} bytes ({@link #ADMIN_BODY} for administrative routes),
+   * as a strictly read JSON value ({@link #readJson}); {@code inner} gets null for an empty body.
+   * 400 {@code malformed-json} for a body that is not valid UTF-8 or not JSON or has anything after
+   * the value, 400 {@code bad-request} for a longer body.
+   */
+  Route jsonBody(long limit, Function<com.fasterxml.jackson.databind.JsonNode, Route> inner) {
+    return body(
+        limit,
+        () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + limit + " bytes"),
+        bytes -> {
+          com.fasterxml.jackson.databind.JsonNode root;
+          try {
+            root = readJson(bytes);
+          } catch (MalformedBody e) {
+            return error(ErrorCode.MALFORMED_JSON, e.getMessage());
+          }
+          return inner.apply(root);
+        });
+  }
+
+  /**
+   * The request body as one JSON object read strictly ({@link #readJson}: valid UTF-8, no duplicate
+   * fields, nothing after it), at most {@code limit} bytes, with only the fields in {@code
+   * allowed}. 400 {@code bad-request} for a longer body, a body that is not an object or has
    * another field (named when it is a plain name, never quoted otherwise), 400 {@code
-   * malformed-json} for one that is not JSON.
+   * malformed-json} for one that is not UTF-8 JSON.
    */
   Route object(
       long limit,
@@ -112,9 +182,9 @@ abstract class JsonRoutes extends AllDirectives {
         bytes -> {
           com.fasterxml.jackson.databind.JsonNode root;
           try {
-            root = ProjectionRoutes.REQUESTS.readTree(bytes);
-          } catch (java.io.IOException e) {
-            return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+            root = readJson(bytes);
+          } catch (MalformedBody e) {
+            return error(ErrorCode.MALFORMED_JSON, e.getMessage());
           }
           if (root == null || !root.isObject()) {
             return error(ErrorCode.BAD_REQUEST, "the body must be a JSON object");

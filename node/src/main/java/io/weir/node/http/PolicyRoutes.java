@@ -16,7 +16,6 @@ import java.util.Map;
 import java.util.Set;
 import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -75,17 +74,11 @@ final class PolicyRoutes extends JsonRoutes {
                                       : error(
                                           ErrorCode.UNAVAILABLE,
                                           "the policies are not loaded yet; retry"))),
-                  put(() -> entity(Unmarshaller.entityToString(), text -> put(collection, text))));
+                  put(() -> jsonBody(ADMIN_BODY, root -> put(collection, root))));
             }));
   }
 
-  private Route put(String collection, String text) {
-    JsonNode root;
-    try {
-      root = ProjectionRoutes.REQUESTS.readTree(text);
-    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-      return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
-    }
+  private Route put(String collection, JsonNode root) {
     String shape =
         "the body must be {\"sensitiveFields\": [<field>...], \"visibility\": \"none\" | \"acl\" | \"owner\","
             + " \"field\": <field, with acl or owner>}; fields are top-level names of A-Z a-z 0-9 _ (not starting with a digit)";

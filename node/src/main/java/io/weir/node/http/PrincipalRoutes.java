@@ -13,7 +13,6 @@ import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -132,20 +131,14 @@ final class PrincipalRoutes extends JsonRoutes {
    * {@code POST /admin/principals/{id}/rotate} with an optional body {@code {"graceSeconds": N}}.
    */
   private Route rotate(String id) {
-    return entity(
-        Unmarshaller.entityToString(),
-        text -> {
+    return jsonBody(
+        ADMIN_BODY,
+        root -> {
           long max = PrincipalStore.MAX_ROTATION_GRACE.toSeconds();
           String shape = "the body must be empty or {\"graceSeconds\": <0 to " + max + ">}";
           java.time.Duration grace = principals.rotationGrace();
-          if (!text.isBlank()) {
-            JsonNode root;
-            try {
-              root = ProjectionRoutes.REQUESTS.readTree(text);
-            } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-              return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
-            }
-            if (root == null || !root.isObject()) {
+          if (root != null) {
+            if (!root.isObject()) {
               return error(ErrorCode.BAD_REQUEST, shape);
             }
             JsonNode seconds = root.get("graceSeconds");
@@ -217,15 +210,9 @@ final class PrincipalRoutes extends JsonRoutes {
   }
 
   private Route body(Function<JsonNode, Route> inner) {
-    return entity(
-        Unmarshaller.entityToString(),
-        text -> {
-          JsonNode root;
-          try {
-            root = ProjectionRoutes.REQUESTS.readTree(text);
-          } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-            return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
-          }
+    return jsonBody(
+        ADMIN_BODY,
+        root -> {
           if (root == null || !root.isObject()) {
             return error(ErrorCode.BAD_REQUEST, "the body must be a JSON object");
           }

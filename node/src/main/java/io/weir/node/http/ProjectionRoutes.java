@@ -192,7 +192,9 @@ final class ProjectionRoutes extends JsonRoutes {
         bytes -> {
           T value;
           try {
-            value = REQUESTS.readValue(bytes, type);
+            value = REQUESTS.readValue(utf8(bytes), type);
+          } catch (MalformedBody e) {
+            return error(ErrorCode.MALFORMED_JSON, e.getMessage());
           } catch (UnrecognizedPropertyException e) {
             String name = e.getPropertyName();
             return error(

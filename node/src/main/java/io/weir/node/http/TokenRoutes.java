@@ -1,6 +1,5 @@
 package io.weir.node.http;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.node.TokenKeys;
 import io.weir.persistence.SafeErrors;
@@ -11,7 +10,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -56,27 +54,19 @@ final class TokenRoutes extends JsonRoutes {
             () ->
                 post(
                     () ->
-                        entity(
-                            Unmarshaller.entityToString(),
-                            body -> {
-                              String kid;
-                              try {
-                                JsonNode root = ProjectionRoutes.REQUESTS.readTree(body);
-                                if (root == null
-                                    || !root.isObject()
-                                    || root.size() != 1
-                                    || !root.path("kid").isTextual()
-                                    || !root.get("kid").asText().matches("[A-Za-z0-9_-]{1,32}")) {
-                                  return error(
-                                      ErrorCode.BAD_REQUEST,
-                                      "the body must be {\"kid\": \"<key id>\"}, a key id of 1 to 32 of A-Z a-z 0-9 _ -");
-                                }
-                                kid = root.get("kid").asText();
-                              } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+                        jsonBody(
+                            ADMIN_BODY,
+                            root -> {
+                              if (root == null
+                                  || !root.isObject()
+                                  || root.size() != 1
+                                  || !root.path("kid").isTextual()
+                                  || !root.get("kid").asText().matches("[A-Za-z0-9_-]{1,32}")) {
                                 return error(
-                                    ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+                                    ErrorCode.BAD_REQUEST,
+                                    "the body must be {\"kid\": \"<key id>\"}, a key id of 1 to 32 of A-Z a-z 0-9 _ -");
                               }
-                              return answer(keys.retire(kid));
+                              return answer(keys.retire(root.get("kid").asText()));
                             }))));
   }
 

@@ -29,6 +29,23 @@ final class OpenApiDocument {
 
   private static final Pattern PLACEHOLDER = Pattern.compile("\\{([A-Za-z0-9_]+)}");
 
+  /**
+   * Every error code the node answers with and its HTTP status: {@link ErrorCode}'s, and those only
+   * the HTTP layer answers with ({@link HttpLayerErrors.Code}).
+   */
+  static final Map<String, Integer> CODES = codes();
+
+  private static Map<String, Integer> codes() {
+    Map<String, Integer> out = new LinkedHashMap<>();
+    for (ErrorCode c : ErrorCode.values()) {
+      out.put(c.wire(), c.httpStatus());
+    }
+    for (HttpLayerErrors.Code c : HttpLayerErrors.Code.values()) {
+      out.put(c.wire(), c.httpStatus());
+    }
+    return Map.copyOf(out);
+  }
+
   final JsonNode root;
 
   OpenApiDocument(JsonNode root) {
@@ -165,10 +182,7 @@ final class OpenApiDocument {
       problems.add("paths should be a non-empty object");
     }
     collectRefs(root, "", problems);
-    Set<String> wires = new TreeSet<>();
-    for (ErrorCode c : ErrorCode.values()) {
-      wires.add(c.wire());
-    }
+    Set<String> wires = new TreeSet<>(CODES.keySet());
     Set<String> errorEnum = new TreeSet<>();
     root.path("components")
         .path("schemas")
@@ -181,8 +195,23 @@ final class OpenApiDocument {
       problems.add(
           "the Error schema's codes "
               + errorEnum
-              + " should be exactly io.weir.protocol.ErrorCode's "
+              + " should be exactly io.weir.protocol.ErrorCode's and HttpLayerErrors.Code's "
               + wires);
+    }
+    for (Iterator<Map.Entry<String, JsonNode>> it = root.path("x-http-layer-errors").fields();
+        it.hasNext(); ) {
+      Map.Entry<String, JsonNode> e = it.next();
+      for (String c : errorCodes(e.getValue())) {
+        if (!Integer.valueOf(e.getKey()).equals(CODES.get(c))) {
+          problems.add(
+              "x-http-layer-errors lists "
+                  + c
+                  + " under "
+                  + e.getKey()
+                  + ", but the node answers it with "
+                  + CODES.get(c));
+        }
+      }
     }
     Map<String, String> operationIds = new LinkedHashMap<>();
     for (Iterator<Map.Entry<String, JsonNode>> it = root.path("paths").fields(); it.hasNext(); ) {
@@ -260,14 +289,11 @@ final class OpenApiDocument {
             problems.add(where + " " + status + " should be an Error body listing its codes");
           }
           for (String c : codes) {
-            Optional<ErrorCode> known =
-                java.util.Arrays.stream(ErrorCode.values())
-                    .filter(x -> x.wire().equals(c))
-                    .findFirst();
-            if (known.isEmpty()) {
+            Integer known = CODES.get(c);
+            if (known == null) {
               problems.add(
                   where + " " + status + " lists " + c + ", which is not a Weir error code");
-            } else if (known.get().httpStatus() != code) {
+            } else if (known != code) {
               problems.add(
                   where
                       + " lists "
@@ -275,7 +301,7 @@ final class OpenApiDocument {
                       + " under "
                       + status
                       + ", but Weir answers it with "
-                      + known.get().httpStatus());
+                      + known);
             }
           }
         }

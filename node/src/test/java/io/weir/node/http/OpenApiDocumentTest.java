@@ -59,6 +59,33 @@ class OpenApiDocumentTest {
   }
 
   @Test
+  void errorsOfTheHttpLayerAreDocumented() throws Exception {
+    OpenApiDocument doc = OpenApiDocument.fromClassPath();
+    com.fasterxml.jackson.databind.JsonNode layer = doc.root.path("x-http-layer-errors");
+    assertThat(layer.isObject())
+        .as("the document should list what the HTTP layer answers before any route")
+        .isTrue();
+    for (HttpLayerErrors.Code c : HttpLayerErrors.Code.values()) {
+      assertThat(doc.errorCodes(layer.path(Integer.toString(c.httpStatus()))))
+          .as("x-http-layer-errors should list %s under %d", c.wire(), c.httpStatus())
+          .containsExactly(c.wire());
+    }
+    assertThat(doc.errorCodes(layer.path("400")))
+        .as("not HTTP, and a path or query that does not percent-decode to UTF-8")
+        .containsExactlyInAnyOrder("bad-request", "invalid-name");
+    assertThat(doc.errorCodes(layer.path("413"))).containsExactly("document-too-large");
+    assertThat(doc.errorCodes(layer.path("503")))
+        .as("no answer within the request timeout")
+        .containsExactly("unavailable");
+    for (int status : new int[] {400, 413, 414, 431, 501, 505}) {
+      assertThat(HttpLayerErrors.body(status).error())
+          .as("what the node answers for %d is what the document says", status)
+          .isIn(doc.errorCodes(layer.path(Integer.toString(status))));
+      assertThat(HttpLayerErrors.answeredStatus(status)).isEqualTo(status);
+    }
+  }
+
+  @Test
   void theStructuralCheckFindsABrokenDocument() throws Exception {
     OpenApiDocument doc = OpenApiDocument.fromClassPath();
     ObjectNode broken = doc.root.deepCopy();

@@ -148,6 +148,10 @@ class ChangesFeedCrashIT extends EndToEndTest {
     String cursor = null;
     long answeredAt = System.nanoTime();
     while (true) {
+      // Taken before the read: only a page read after the writer's last acknowledgement (and the
+      // killer's end) may end the loop. Checked after the read, a page read just before the last
+      // write committed would end it and count that write as lost.
+      boolean finished = !writer.isAlive() && !killing.get();
       Optional<HttpResponse<String>> r =
           readChanges(current.get(), token, changesRequest("feed", cursor, 40));
       if (r.isEmpty() || r.get().statusCode() == 503) {
@@ -175,7 +179,7 @@ class ChangesFeedCrashIT extends EndToEndTest {
       cursor = page.get("cursor").asText(); // saved only after the page was applied
       pages++;
       if (!page.get("hasMore").asBoolean()) {
-        if (!writer.isAlive() && !killing.get()) {
+        if (finished) {
           break;
         }
         Thread.sleep(50);

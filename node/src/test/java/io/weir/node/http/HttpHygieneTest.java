@@ -142,11 +142,10 @@ class HttpHygieneTest {
             4096);
     routes = api.routes();
     binding = bind(routes, s -> s);
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-    assertThat(cluster.selfMember().status()).isEqualTo(MemberStatus.up());
+    org.awaitility.Awaitility.await("the node is an Up member")
+        .atMost(java.time.Duration.ofSeconds(120))
+        .pollInterval(java.time.Duration.ofMillis(50))
+        .until(() -> cluster.selfMember().status() == MemberStatus.up());
   }
 
   /** Binds {@code routes} the way WeirNode does, with {@code settings} adapted. */
@@ -173,7 +172,7 @@ class HttpHygieneTest {
 
   @BeforeEach
   void clearLog() throws Exception {
-    Thread.sleep(300); // Pekko logs asynchronously: let the previous test's lines arrive first
+    drainPekkoLog(); // Pekko logs asynchronously: let the previous test's lines arrive first
     synchronized (logged) {
       logged.list.clear();
     }
@@ -264,7 +263,7 @@ class HttpHygieneTest {
         refused++;
       }
     }
-    Thread.sleep(1500); // Pekko's log events are delivered by an actor
+    drainPekkoLog();
 
     List<String> hits = new ArrayList<>();
     List<String> refusals = new ArrayList<>();
@@ -379,7 +378,7 @@ class HttpHygieneTest {
       assertThat(r.headers().get("content-type")).as("%s", r).startsWith("application/json");
       assertThat(r.json().path("error").asText()).isEqualTo("unavailable");
       assertThat(r.json().path("retryable").asBoolean()).isTrue();
-      Thread.sleep(500);
+      drainPekkoLog();
       assertThat(
               events().stream()
                   .filter(e -> e.getLoggerName().equals("io.weir.node.http.RequestLog"))
@@ -472,6 +471,20 @@ class HttpHygieneTest {
   }
 
   // ---------------------------------------------------------------------------------------------
+
+  /**
+   * Waits until every line Pekko logged so far has reached the captured log: Pekko's log events go
+   * through its event stream to the SLF4J logger actor in the order they were published, so once a
+   * marker published now has arrived, so has everything before it.
+   */
+  private void drainPekkoLog() {
+    String marker = "log-drained-" + java.util.UUID.randomUUID();
+    org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(kit.system()).log().warning(marker);
+    org.awaitility.Awaitility.await("Pekko's log reaches the captured lines")
+        .atMost(java.time.Duration.ofSeconds(60))
+        .pollInterval(java.time.Duration.ofMillis(20))
+        .until(() -> events().stream().anyMatch(e -> e.getFormattedMessage().equals(marker)));
+  }
 
   private List<ILoggingEvent> events() {
     synchronized (logged) {

@@ -24,7 +24,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
     int seed1 = NodeProcess.freePort();
     int seed2 = NodeProcess.freePort();
     String seeds = "127.0.0.1:" + seed1 + ",127.0.0.1:" + seed2;
+    List<String> gateways = new java.util.ArrayList<>();
     for (int i = 1; i <= 3; i++) {
+      int gatewayPort = NodeProcess.freePort();
+      gateways.add("127.0.0.1:" + gatewayPort);
       NodeProcess.Spec spec =
           new NodeProcess.Spec("three-node-" + i)
               .database(db)
@@ -34,7 +37,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
               .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
               // No scheduled principals reload within the test: changes must reach the other nodes
               // by their announcement (and a refused grant by the second look before a 403).
-              .prop("weir.principals.refresh", "1h");
+              .prop("weir.principals.refresh", "1h")
+              // Protocol clients reach the nodes here, never through the cluster port.
+              .env("WEIR_GATEWAY_ENABLED", "on")
+              .env("WEIR_GATEWAY_PORT", Integer.toString(gatewayPort));
       if (i == 1) {
         spec.clusterPort(seed1);
       } else if (i == 2) {
@@ -94,7 +100,8 @@ class ThreeNodeClusterIT extends EndToEndTest {
         "large-documents: 12 documents of 900 KB written through one node and read through another");
 
     principalsReachEveryNode();
-    protocolClientWorksWithTheSameAuthorisation(seeds);
+    protocolClientWorksWithTheSameAuthorisation(String.join(",", gateways));
+    GatewayBypass.clientsCannotBypassTheGateway(nodes, seeds, gateways);
 
     Set<String> clusterIds = new HashSet<>();
     nodes.forEach(n -> clusterIds.add(n.clusterNow().get("clusterId").asText()));
@@ -222,13 +229,13 @@ class ThreeNodeClusterIT extends EndToEndTest {
   }
 
   /**
-   * The example application (deploy/example-client, weir-protocol only) joins the cluster with the
-   * role client and uses the gateways: documents written, read and deleted, a stale compare-and-set
-   * refused, the changes feed followed to its end. While it is a member, no partition moves to it.
-   * Run again with the token of a principal without grants, its first write is refused 403, as over
+   * The example application (deploy/example-client, weir-protocol only) uses the nodes' gateway
+   * ports without joining the cluster: documents written, read and deleted, a stale compare-and-set
+   * refused, the changes feed followed to its end. The cluster keeps its 3 server members. Run
+   * again with the token of a principal without grants, its first write is refused 403, as over
    * HTTP.
    */
-  private void protocolClientWorksWithTheSameAuthorisation(String seeds) throws Exception {
+  private void protocolClientWorksWithTheSameAuthorisation(String gateways) throws Exception {
     NodeProcess admin = nodes.get(0);
     var json = new com.fasterxml.jackson.databind.ObjectMapper();
     Map<String, String> jsonType = Map.of("Content-Type", "application/json");
@@ -261,7 +268,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
     nodes.forEach(n -> servers.add(n.clusterAddress()));
 
     long t0 = System.nanoTime();
-    Process client = startClient("example-client", seeds, appToken);
+    Process client = startClient("example-client", gateways, appToken);
     Set<String> hosts = new HashSet<>();
     while (client.isAlive() && System.nanoTime() - t0 < Duration.ofSeconds(180).toNanos()) {
       admin.partitions().ifPresent(p -> p.get("byNode").fieldNames().forEachRemaining(hosts::add));
@@ -276,24 +283,25 @@ class ThreeNodeClusterIT extends EndToEndTest {
         .as("the example client's exit status; its output:%n%s", tail(out))
         .isEqualTo(0);
     assertThat(out)
-        .contains("roles=[client, dc-default]")
+        .contains("(not a cluster member)")
         .contains(
             "client-documents: written=10 replayed=true read-equal=10"
                 + " stale-write=409/conflict deleted=1")
         .contains("client-changes: upserts=10 deletes=1")
         .contains("client-ok");
-    assertThat(hosts)
-        .as("partitions run on server nodes only while a client is a member")
-        .isSubsetOf(servers);
+    assertThat(hosts).as("partitions run on server nodes only").isSubsetOf(servers);
+    assertThat(admin.memberStatuses().keySet())
+        .as("the client never became a member")
+        .isEqualTo(servers);
     var doc = nodes.get(2).sendIdempotent("GET", "/v1/documents/example/doc-3", null, Map.of());
     assertThat(json.readTree(doc.body()))
         .as("a document the client wrote, read over HTTP")
         .isEqualTo(json.readTree("{\"n\":3,\"text\":\"note 3\"}"));
     System.out.printf(
-        "protocol-client: example application joined as a client and passed in %.1f s%n",
+        "protocol-client: example application passed through the gateway ports in %.1f s%n",
         (System.nanoTime() - t0) / 1e9);
 
-    Process refused = startClient("example-client-stranger", seeds, strangerToken);
+    Process refused = startClient("example-client-stranger", gateways, strangerToken);
     assertThat(refused.waitFor(180, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
     String refusedOut = java.nio.file.Files.readString(clientLog("example-client-stranger"));
     assertThat(refused.exitValue())
@@ -309,7 +317,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
     return NodeProcess.logs().resolve(name + ".log");
   }
 
-  private static Process startClient(String name, String seeds, String token)
+  private static Process startClient(String name, String gateways, String token)
       throws java.io.IOException {
     java.nio.file.Path jar =
         TestPostgres.repoRoot().resolve("deploy/example-client/target/weir-example-client.jar");
@@ -325,7 +333,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
             .redirectErrorStream(true)
             .redirectOutput(clientLog(name).toFile());
     pb.environment().keySet().removeIf(k -> k.startsWith("WEIR_"));
-    pb.environment().put("WEIR_SEED_NODES", seeds);
+    pb.environment().put("WEIR_GATEWAYS", gateways);
     pb.environment().put("WEIR_CLIENT_TOKEN", token);
     Process process = pb.start();
     Runtime.getRuntime().addShutdownHook(new Thread(process::destroyForcibly));

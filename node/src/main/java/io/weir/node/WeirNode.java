@@ -162,6 +162,8 @@ public final class WeirNode {
     // Before anything starts: a bad scope is a configuration error.
     io.weir.node.continuous.ContinuousSettings continuousSettings =
         io.weir.node.continuous.ContinuousSettings.create(config);
+    io.weir.node.gateway.GatewaySettings gateway =
+        io.weir.node.gateway.GatewaySettings.create(config);
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
         ActorSystem.create(
@@ -180,6 +182,7 @@ public final class WeirNode {
                 metrics.close();
                 return CompletableFuture.completedFuture(Done.getInstance());
               });
+      ServerMembersOnly.watch(system);
       joinCluster(system, settings, database);
 
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
@@ -425,12 +428,6 @@ public final class WeirNode {
         api.withMetrics(null, settings.metrics());
       }
       org.apache.pekko.http.javadsl.server.Route routes = api.routes();
-      // Protocol clients (role client) reach the same routes through the gateway actor.
-      io.weir.node.gateway.ProtocolGateway.start(
-          system,
-          routes,
-          Duration.ofSeconds(10),
-          config.getInt("weir.protocol-gateway.max-in-flight"));
       ServerBinding binding;
       try {
         org.apache.pekko.http.javadsl.ServerBuilder server =
@@ -453,6 +450,19 @@ public final class WeirNode {
       }
       binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
       InetSocketAddress http = binding.localAddress();
+      if (gateway.enabled()) {
+        // Protocol clients reach the same routes through the gateway, on a port of its own.
+        try {
+          io.weir.node.gateway.GatewayEndpoint.start(system, config, gateway, routes);
+        } catch (RuntimeException e) {
+          system.terminate();
+          throw refusedOr(
+              storage,
+              new NodeStartException(
+                  "cannot bind the protocol gateway on " + gateway.host() + ":" + gateway.port(),
+                  e));
+        }
+      }
       log.info(
           "Weir node started: HTTP on {}://{}:{}, cluster address {} ({}), roles {}",
           settings.httpTls().isPresent() ? "https" : "http",
@@ -462,6 +472,12 @@ public final class WeirNode {
           settings.clusterTls().map(t -> "mutual TLS, " + t.protocol()).orElse("plain TCP"),
           settings.roles());
       settings.httpTls().ifPresent(t -> logCertificate("HTTP", t.certificate()));
+      if (settings.clusterTls().isEmpty() && !loopback(settings.clusterHost())) {
+        log.warn(
+            "cluster remoting is plain TCP on an address other hosts may reach: any process that"
+                + " reaches the cluster port can act as a node; enable weir.cluster.tls or admit only"
+                + " the nodes to that port (docs/operations.md, Cluster)");
+      }
       settings.clusterTls().ifPresent(t -> logCertificate("cluster remoting", t.certificate()));
       if (settings.postgres().tls().isSet()) {
         log.info("PostgreSQL connections: sslmode {}", settings.postgres().tls().mode());
@@ -523,6 +539,14 @@ public final class WeirNode {
   }
 
   private static void logCertificate(String what, java.security.cert.X509Certificate certificate) {
+  private static boolean loopback(String host) {
+    try {
+      return java.net.InetAddress.getByName(host).isLoopbackAddress();
+    } catch (java.net.UnknownHostException e) {
+      return false;
+    }
+  }
+
     if (certificate != null) {
       log.info(
           "{} TLS certificate: subject {}, issuer {}, valid until {}",

@@ -19,24 +19,22 @@ import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.ActorSystem;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.AddressFromURIString;
-import org.apache.pekko.cluster.Cluster;
-import org.apache.pekko.cluster.MemberStatus;
 
 /**
- * Joins a Weir cluster as a client (role {@code client}), writes documents, reads them back,
- * deletes one, shows a typed conflict, then follows the collection's changes feed with its cursor
- * until it has seen every change it made. Prints one line per step and exits 0 when every check
- * held.
+ * Talks to a Weir cluster through its nodes' gateway ports (never joining the cluster), writes
+ * documents, reads them back, deletes one, shows a typed conflict, then follows the collection's
+ * changes feed with its cursor until it has seen every change it made. Prints one line per step and
+ * exits 0 when every check held.
  *
- * <p>Environment: {@code WEIR_SEED_NODES} (host:port,... of server nodes' remoting), {@code
- * WEIR_CLIENT_TOKEN} (a principal's bearer token with DocumentsRead, DocumentsWrite and ChangesRead
- * on the collection), {@code WEIR_EXAMPLE_COLLECTION} (default {@code example}), {@code
- * WEIR_EXAMPLE_DOCUMENTS} (default 10); {@code WEIR_CLIENT_HOST}/{@code WEIR_CLIENT_PORT} for its
- * own remoting address.
+ * <p>Environment: {@code WEIR_GATEWAYS} (host:port,... of server nodes' gateway ports, {@code
+ * weir.protocol-gateway}), {@code WEIR_CLIENT_TOKEN} (a principal's bearer token with
+ * DocumentsRead, DocumentsWrite and ChangesRead on the collection), {@code WEIR_EXAMPLE_COLLECTION}
+ * (default {@code example}), {@code WEIR_EXAMPLE_DOCUMENTS} (default 10); {@code
+ * WEIR_CLIENT_HOST}/{@code WEIR_CLIENT_PORT} for its own remoting address.
  */
 public final class ClientExample {
-  /** The actor system name of every Weir node: members of one cluster share it. */
-  static final String SYSTEM_NAME = "weir";
+  /** This client's own actor system name: any name but the nodes' does. */
+  static final String SYSTEM_NAME = "weir-example-client";
 
   private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -57,7 +55,7 @@ public final class ClientExample {
   }
 
   public static void main(String[] args) throws Exception {
-    String seeds = required("WEIR_SEED_NODES");
+    String gateways = required("WEIR_GATEWAYS");
     Credentials credentials = Credentials.bearer(required("WEIR_CLIENT_TOKEN"));
     String collection = System.getenv().getOrDefault("WEIR_EXAMPLE_COLLECTION", "example");
     int documents = Integer.parseInt(System.getenv().getOrDefault("WEIR_EXAMPLE_DOCUMENTS", "10"));
@@ -65,26 +63,17 @@ public final class ClientExample {
     ActorSystem system = ActorSystem.create(SYSTEM_NAME, ConfigFactory.load());
     int status = 1;
     try {
-      List<Address> seedAddresses = new ArrayList<>();
-      for (String seed : seeds.split(",")) {
-        seedAddresses.add(AddressFromURIString.parse("pekko://" + SYSTEM_NAME + "@" + seed.trim()));
+      List<Address> addresses = new ArrayList<>();
+      for (String gateway : gateways.split(",")) {
+        addresses.add(
+            AddressFromURIString.parse(
+                "pekko://" + ClientRequest.GATEWAY_SYSTEM + "@" + gateway.trim()));
       }
-      Cluster cluster = Cluster.get(system);
-      cluster.joinSeedNodes(seedAddresses);
-      WeirClient client = new WeirClient(system, Duration.ofSeconds(15), 6);
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      while ((cluster.selfMember().status() != MemberStatus.up() || client.servers().isEmpty())
-          && System.nanoTime() < deadline) {
-        Thread.sleep(100);
-      }
-      if (client.servers().isEmpty()) {
-        throw new IllegalStateException("did not join the cluster within 60 s");
-      }
+      WeirClient client = new WeirClient(system, addresses, Duration.ofSeconds(15), 6);
       log.info(
-          "client-joined: self={} roles={} servers={}",
-          cluster.selfAddress(),
-          cluster.selfMember().getRoles(),
-          client.servers().size());
+          "client-started: self={} gateways={} (not a cluster member)",
+          ((org.apache.pekko.actor.ExtendedActorSystem) system).provider().getDefaultAddress(),
+          client.gateways().size());
       new ClientExample(client, credentials, collection).run(documents);
       log.info("client-gateways: {} server nodes answered", client.answered().size());
       log.info("client-ok");
@@ -92,8 +81,6 @@ public final class ClientExample {
     } catch (Exception e) {
       log.error("client-failed: {}", e.getMessage());
     } finally {
-      Cluster.get(system).leave(Cluster.get(system).selfAddress());
-      Thread.sleep(500);
       system.terminate();
       system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
     }

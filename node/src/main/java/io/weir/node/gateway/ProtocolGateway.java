@@ -11,7 +11,6 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.pekko.actor.AbstractActor;
 import org.apache.pekko.actor.ActorRef;
-import org.apache.pekko.actor.ExtendedActorSystem;
 import org.apache.pekko.actor.Props;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.model.HttpRequest;
@@ -36,7 +35,7 @@ import org.slf4j.LoggerFactory;
 public final class ProtocolGateway extends AbstractActor {
   private static final Logger log = LoggerFactory.getLogger(ProtocolGateway.class);
 
-  /** The gateway actor's name below {@code /system}. */
+  /** The gateway actor's name below {@code /user} of the gateway's actor system. */
   public static final String NAME = "weir-gateway";
 
   private final GatewayTranslator translator;
@@ -59,34 +58,30 @@ public final class ProtocolGateway extends AbstractActor {
   }
 
   /**
-   * Starts the gateway of this node over {@code routes} (the node's complete, sealed HTTP routes).
+   * Starts the gateway in {@code edge} (the gateway's own actor system, {@link GatewayEndpoint})
+   * over {@code routes}, the complete, sealed HTTP routes of {@code node}, which run them.
    */
-  public static ActorRef start(
-      ActorSystem<?> system, Route routes, Duration entityTimeout, int maxInFlight) {
-    Function<HttpRequest, CompletionStage<HttpResponse>> handler = routes.seal().handler(system);
-    Materializer materializer = Materializer.matFromSystem(system);
-    ActorRef gateway =
-        ((ExtendedActorSystem) system.classicSystem())
-            .systemActorOf(
-                Props.create(
-                    ProtocolGateway.class,
-                    () -> new ProtocolGateway(handler, materializer, entityTimeout, maxInFlight)),
-                NAME);
-    log.info(
-        "protocol gateway at {} (at most {} requests at once)",
-        gateway.path().toStringWithoutAddress(),
-        maxInFlight);
-    return gateway;
+  static ActorRef start(
+      ActorSystem<?> node,
+      org.apache.pekko.actor.ActorSystem edge,
+      Route routes,
+      Duration entityTimeout,
+      int maxInFlight) {
+    Function<HttpRequest, CompletionStage<HttpResponse>> handler = routes.seal().handler(node);
+    Materializer materializer = Materializer.matFromSystem(node);
+    return edge.actorOf(
+        Props.create(
+            ProtocolGateway.class,
+            () -> new ProtocolGateway(handler, materializer, entityTimeout, maxInFlight)),
+        NAME);
   }
 
   @Override
   public Receive createReceive() {
     return receiveBuilder()
         .match(ClientRequest.class, this::serve)
-        .matchAny(
-            other ->
-                log.warn(
-                    "protocol gateway: ignored a message of type {}", other.getClass().getName()))
+        // Anything else a client sent (its type is the client's choice too) is dropped unseen.
+        .matchAny(other -> log.debug("protocol gateway: ignored a message that is no request"))
         .build();
   }
 

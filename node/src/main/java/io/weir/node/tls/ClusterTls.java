@@ -36,6 +36,7 @@ import org.apache.pekko.remote.artery.tcp.SSLEngineProviderSetup;
  *     host it connects to (its {@code weir.cluster.host})
  */
 public record ClusterTls(
+    String settings,
     Path keyStore,
     String keyStorePassword,
     Path trustStore,
@@ -43,12 +44,14 @@ public record ClusterTls(
     String protocol,
     boolean hostnameVerification) {
 
-  static final String KEY_STORE = "weir.cluster.tls.key-store";
-  static final String KEY_STORE_PASSWORD = "weir.cluster.tls.key-store-password";
-  static final String TRUST_STORE = "weir.cluster.tls.trust-store";
-  static final String TRUST_STORE_PASSWORD = "weir.cluster.tls.trust-store-password";
-  static final String PROTOCOL = "weir.cluster.tls.protocol";
-  static final String HOSTNAME_VERIFICATION = "weir.cluster.tls.hostname-verification";
+  /** The settings of TLS between the nodes of a cluster. */
+  public static final String CLUSTER = "weir.cluster.tls";
+
+  /**
+   * The settings of TLS on the protocol gateway's own remoting port (ADR 0028): a separate key and
+   * trust store, so that a client's certificate never opens the cluster port.
+   */
+  public static final String GATEWAY = "weir.protocol-gateway.tls";
 
   /** Cipher suites per protocol: AES-GCM only (TLS 1.3's are Pekko's default). */
   private static final Map<String, List<String>> CIPHER_SUITES =
@@ -67,46 +70,64 @@ public record ClusterTls(
    * an error, never a silent fallback to plain TCP.
    */
   public static Optional<ClusterTls> create(Config config) {
+    return create(config, CLUSTER);
+  }
+
+  /**
+   * Reads the TLS settings below {@code settings} ({@link #CLUSTER} or {@link #GATEWAY}) as {@link
+   * #create(Config)} does.
+   */
+  public static Optional<ClusterTls> create(Config config, String settings) {
+    String keyStoreKey = settings + ".key-store";
+    String keyStorePasswordKey = settings + ".key-store-password";
+    String trustStoreKey = settings + ".trust-store";
+    String trustStorePasswordKey = settings + ".trust-store-password";
+    String protocolKey = settings + ".protocol";
+    String hostnameVerificationKey = settings + ".hostname-verification";
     ConfigValues v = KeyStores.values(config);
-    Path keyStore = KeyStores.path(v, KEY_STORE);
-    Path trustStore = KeyStores.path(v, TRUST_STORE);
-    String keyStorePassword = KeyStores.password(v, KEY_STORE_PASSWORD);
-    String trustStorePassword = KeyStores.password(v, TRUST_STORE_PASSWORD);
+    Path keyStore = KeyStores.path(v, keyStoreKey);
+    Path trustStore = KeyStores.path(v, trustStoreKey);
+    String keyStorePassword = KeyStores.password(v, keyStorePasswordKey);
+    String trustStorePassword = KeyStores.password(v, trustStorePasswordKey);
     if (keyStore == null && trustStore == null) {
       if (keyStorePassword != null || trustStorePassword != null) {
         throw new SettingsException(
-            KEY_STORE,
+            keyStoreKey,
             "and "
-                + TRUST_STORE
-                + " are required when a weir.cluster.tls password is set"
-                + KeyStores.hint(KEY_STORE));
+                + trustStoreKey
+                + " are required when a "
+                + settings
+                + " password is set"
+                + KeyStores.hint(keyStoreKey));
       }
       return Optional.empty();
     }
     if (keyStore == null) {
       throw new SettingsException(
-          KEY_STORE, "is required with " + TRUST_STORE + KeyStores.hint(KEY_STORE));
+          keyStoreKey, "is required with " + trustStoreKey + KeyStores.hint(keyStoreKey));
     }
     if (trustStore == null) {
       throw new SettingsException(
-          TRUST_STORE, "is required with " + KEY_STORE + KeyStores.hint(TRUST_STORE));
+          trustStoreKey, "is required with " + keyStoreKey + KeyStores.hint(trustStoreKey));
     }
     if (keyStorePassword == null) {
       throw new SettingsException(
-          KEY_STORE_PASSWORD, "is required with " + KEY_STORE + KeyStores.hint(KEY_STORE_PASSWORD));
+          keyStorePasswordKey,
+          "is required with " + keyStoreKey + KeyStores.hint(keyStorePasswordKey));
     }
-    String protocol = v.requiredString(PROTOCOL);
+    String protocol = v.requiredString(protocolKey);
     if (!CIPHER_SUITES.containsKey(protocol)) {
-      throw new SettingsException(PROTOCOL, "must be TLSv1.3 or TLSv1.2");
+      throw new SettingsException(protocolKey, "must be TLSv1.3 or TLSv1.2");
     }
     boolean hostnameVerification;
     try {
-      hostnameVerification = config.getBoolean(HOSTNAME_VERIFICATION);
+      hostnameVerification = config.getBoolean(hostnameVerificationKey);
     } catch (com.typesafe.config.ConfigException e) {
-      throw new SettingsException(HOSTNAME_VERIFICATION, "must be on or off");
+      throw new SettingsException(hostnameVerificationKey, "must be on or off");
     }
     ClusterTls tls =
         new ClusterTls(
+            settings,
             keyStore,
             keyStorePassword,
             trustStore,
@@ -168,23 +189,29 @@ public record ClusterTls(
   /** The certificate the node presents (subject and expiry go to the start-up log). */
   public X509Certificate certificate() {
     return KeyStores.certificate(
-        KeyStores.load(KEY_STORE, keyStore, KEY_STORE_PASSWORD, keyStorePassword));
+        KeyStores.load(
+            settings + ".key-store", keyStore, settings + ".key-store-password", keyStorePassword));
   }
 
   private KeyManager[] keyManagers() {
-    KeyStore store = KeyStores.load(KEY_STORE, keyStore, KEY_STORE_PASSWORD, keyStorePassword);
-    return KeyStores.keyManagers(KEY_STORE, store, KEY_STORE_PASSWORD, keyStorePassword);
+    String key = settings + ".key-store";
+    String password = settings + ".key-store-password";
+    KeyStore store = KeyStores.load(key, keyStore, password, keyStorePassword);
+    return KeyStores.keyManagers(key, store, password, keyStorePassword);
   }
 
   private TrustManager[] trustManagers() {
+    String key = settings + ".trust-store";
+    String password = settings + ".trust-store-password";
     return KeyStores.trustManagers(
-        TRUST_STORE,
-        KeyStores.load(TRUST_STORE, trustStore, TRUST_STORE_PASSWORD, trustStorePassword));
+        key, KeyStores.load(key, trustStore, password, trustStorePassword));
   }
 
   @Override
   public String toString() {
-    return "ClusterTls[keyStore="
+    return "ClusterTls[settings="
+        + settings
+        + ", keyStore="
         + keyStore
         + ", trustStore="
         + trustStore

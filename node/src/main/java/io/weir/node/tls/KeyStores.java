@@ -38,7 +38,12 @@ final class KeyStores {
           "weir.cluster.tls.key-store", "WEIR_CLUSTER_TLS_KEY_STORE",
           "weir.cluster.tls.key-store-password", "WEIR_CLUSTER_TLS_KEY_STORE_PASSWORD",
           "weir.cluster.tls.trust-store", "WEIR_CLUSTER_TLS_TRUST_STORE",
-          "weir.cluster.tls.trust-store-password", "WEIR_CLUSTER_TLS_TRUST_STORE_PASSWORD");
+          "weir.cluster.tls.trust-store-password", "WEIR_CLUSTER_TLS_TRUST_STORE_PASSWORD",
+          "weir.protocol-gateway.tls.key-store", "WEIR_GATEWAY_TLS_KEY_STORE",
+          "weir.protocol-gateway.tls.key-store-password", "WEIR_GATEWAY_TLS_KEY_STORE_PASSWORD",
+          "weir.protocol-gateway.tls.trust-store", "WEIR_GATEWAY_TLS_TRUST_STORE",
+          "weir.protocol-gateway.tls.trust-store-password",
+              "WEIR_GATEWAY_TLS_TRUST_STORE_PASSWORD");
 
   static String hint(String key) {
     String env = ENV.get(key);

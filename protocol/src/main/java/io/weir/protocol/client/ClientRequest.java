@@ -16,16 +16,14 @@ import java.util.Objects;
  */
 public sealed interface ClientRequest extends CborSerializable {
   /**
-   * Where each server node runs its gateway, below the node's address: a client sends to {@code
-   * <member address>/system/weir-gateway} of a member with role {@link #SERVER_ROLE}.
+   * The actor system name of every node's gateway port. A client is never a member of the cluster:
+   * it runs Pekko remoting of its own ({@code pekko.actor.provider = remote}) and sends to {@code
+   * pekko://weir-gateway@<host>:<gateway port>/user/weir-gateway}, by actor selection.
    */
-  String GATEWAY_PATH = "/system/weir-gateway";
+  String GATEWAY_SYSTEM = "weir-gateway";
 
-  /** The cluster role of nodes that run partitions, pipelines and the gateway. */
-  String SERVER_ROLE = "server";
-
-  /** The cluster role a protocol client joins with: it hosts nothing. */
-  String CLIENT_ROLE = "client";
+  /** Where the gateway runs in the {@link #GATEWAY_SYSTEM} of a node. */
+  String GATEWAY_PATH = "/user/weir-gateway";
 
   Credentials credentials();
 

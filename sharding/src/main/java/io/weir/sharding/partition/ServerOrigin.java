@@ -22,8 +22,9 @@ import org.slf4j.LoggerFactory;
  * remote one that is not a member with the server role is dropped with a value-free warning.
  *
  * <p>The reply address is what a command can show of its origin; Pekko does not authenticate it per
- * message, so this stops a mistaken client (one that starts a sharding proxy and sends), not a
- * malicious member: membership itself is the trust boundary (mutual TLS, ADR 0011 and 0021).
+ * message, so this catches mistakes, never an attacker: it is no boundary. The boundary is that
+ * only server nodes are members and reach the cluster port (ADR 0028); protocol clients use the
+ * gateway's own port.
  */
 public final class ServerOrigin {
   private static final Logger log = LoggerFactory.getLogger(ServerOrigin.class);

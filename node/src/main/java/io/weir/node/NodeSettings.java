@@ -46,6 +46,7 @@ public record NodeSettings(
     java.util.Optional<Duration> outboxRetention,
     Duration principalRefresh,
     Duration principalRotationGrace,
+    io.weir.node.auth.Freshness principalFreshness,
     Duration policyRefresh,
     Feeds.Limits feeds,
     Duration feedDeadline,
@@ -195,6 +196,7 @@ public record NodeSettings(
         retention(v, config),
         v.positiveDuration("weir.principals.refresh"),
         rotationGrace(config),
+        principalFreshness(v),
         v.positiveDuration("weir.policies.refresh"),
         feeds(v),
         v.positiveDuration("weir.feeds.deadline"),
@@ -313,6 +315,30 @@ public record NodeSettings(
     } catch (ConfigException.BadValue | ConfigException.WrongType e) {
       throw new SettingsException(key, "must be a duration such as 1h or 10m");
     }
+  }
+
+  /**
+   * {@code weir.principals.max-staleness} (above 0, at most 5s: a longer bound is refused, not
+   * capped) and {@code weir.principals.check-timeout} (above 0, at most 30s).
+   */
+  private static io.weir.node.auth.Freshness principalFreshness(ConfigValues v) {
+    String staleness = "weir.principals.max-staleness";
+    Duration bound = v.positiveDuration(staleness);
+    if (bound.compareTo(io.weir.node.auth.Freshness.MAX_STALENESS) > 0) {
+      throw new SettingsException(
+          staleness,
+          "must be at most "
+              + io.weir.node.auth.Freshness.MAX_STALENESS.toSeconds()
+              + "s (the bound on how stale a node's principals may be)");
+    }
+    String timeout = "weir.principals.check-timeout";
+    Duration check = v.positiveDuration(timeout);
+    if (check.compareTo(io.weir.node.auth.Freshness.MAX_CHECK_TIMEOUT) > 0) {
+      throw new SettingsException(
+          timeout,
+          "must be at most " + io.weir.node.auth.Freshness.MAX_CHECK_TIMEOUT.toSeconds() + "s");
+    }
+    return new io.weir.node.auth.Freshness(bound, check);
   }
 
   private static int partitions(ConfigValues v) {

@@ -1,14 +1,13 @@
 package io.weir.node;
 
+import io.weir.node.auth.CoalescedRuns;
 import io.weir.persistence.TokenKeyStore;
 import io.weir.persistence.TokenKeyStore.KeyRing;
 import io.weir.protocol.token.TokenSigner;
 import java.time.Duration;
 import java.util.Optional;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -39,14 +38,8 @@ public final class TokenKeys {
    */
   static final Duration UNKNOWN_KEY_RELOAD_GAP = Duration.ofSeconds(1);
 
-  private final long unknownKeyReloadGapNanos;
-
-  /** The unknown-key reload not started yet that callers wait for; guarded by this. */
-  private CompletableFuture<TokenSigner> nextUnknownKeyLoad;
-
-  private boolean unknownKeyLoading;
-  private boolean unknownKeyStartScheduled;
-  private long lastUnknownKeyLoadStart;
+  /** Reloads caused by unknown key ids: one at a time, one per gap at most. */
+  private final CoalescedRuns<TokenSigner> unknownKeyReloads;
 
   /**
    * @param blocking where the JDBC calls run
@@ -73,8 +66,6 @@ public final class TokenKeys {
       Duration unknownKeyReloadGap) {
     this.schema = schema;
     this.retireAfter = retireAfter;
-    this.unknownKeyReloadGapNanos = unknownKeyReloadGap.toNanos();
-    this.lastUnknownKeyLoadStart = System.nanoTime() - unknownKeyReloadGapNanos;
     this.keys =
         new OrderedLoads<>(
             dataSource,
@@ -84,6 +75,7 @@ public final class TokenKeys {
               return new Keys(ring, new TokenSigner(ring.activeKid(), ring.keys(), ring.fenced()));
             },
             null);
+    this.unknownKeyReloads = new CoalescedRuns<>(this::reload, unknownKeyReloadGap);
   }
 
   /** The signer, once the keys were loaded (storage ready); empty before. */
@@ -105,56 +97,14 @@ public final class TokenKeys {
    * Reloads because a token named a key this node does not hold (another node may have rotated):
    * the stage holds the signer of a load that started after this call, or fails if that load fails.
    * Such loads run one at a time and start at most once per {@link #UNKNOWN_KEY_RELOAD_GAP}; every
-   * caller waiting meanwhile shares the next one, so forged key ids cannot turn into a query each.
+   * caller waiting meanwhile shares the next one, so forged key ids cannot turn into a query each
+   * ({@link CoalescedRuns}, shared with the principals' reloads after an unknown bearer token).
+   * Only cursors and batch tokens come here; replay tokens of continuous queries (a Last-Event-ID
+   * that every SSE reconnection presents) are verified with {@link #signer()} alone and never cause
+   * a reload: one naming a key this node has not loaded is refused until the next scheduled reload.
    */
-  public synchronized CompletionStage<TokenSigner> reloadForUnknownKey() {
-    if (nextUnknownKeyLoad == null) {
-      nextUnknownKeyLoad = new CompletableFuture<>();
-    }
-    CompletableFuture<TokenSigner> mine = nextUnknownKeyLoad;
-    startUnknownKeyLoadIfDue();
-    return mine.minimalCompletionStage();
-  }
-
-  private synchronized void startUnknownKeyLoadIfDue() {
-    if (unknownKeyLoading || unknownKeyStartScheduled || nextUnknownKeyLoad == null) {
-      return;
-    }
-    long wait = lastUnknownKeyLoadStart + unknownKeyReloadGapNanos - System.nanoTime();
-    if (wait > 0) {
-      unknownKeyStartScheduled = true;
-      CompletableFuture.delayedExecutor(wait, TimeUnit.NANOSECONDS)
-          .execute(
-              () -> {
-                synchronized (this) {
-                  unknownKeyStartScheduled = false;
-                  startUnknownKeyLoadIfDue();
-                }
-              });
-      return;
-    }
-    CompletableFuture<TokenSigner> waiting = nextUnknownKeyLoad;
-    nextUnknownKeyLoad = null;
-    unknownKeyLoading = true;
-    lastUnknownKeyLoadStart = System.nanoTime();
-    CompletionStage<TokenSigner> load;
-    try {
-      load = reload();
-    } catch (RuntimeException e) { // the blocking executor refused the load (shutting down)
-      load = CompletableFuture.failedFuture(e);
-    }
-    load.whenComplete(
-        (signer, error) -> {
-          synchronized (this) {
-            unknownKeyLoading = false;
-          }
-          if (error == null) {
-            waiting.complete(signer);
-          } else {
-            waiting.completeExceptionally(error);
-          }
-          startUnknownKeyLoadIfDue();
-        });
+  public CompletionStage<TokenSigner> reloadForUnknownKey() {
+    return unknownKeyReloads.next();
   }
 
   /** Adds a key that signs from now on. */

@@ -285,7 +285,8 @@ public final class WeirNode {
                       org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
                           "weir.blocking-io-dispatcher")),
               java.time.Clock.systemUTC(),
-              settings.principalRotationGrace());
+              settings.principalRotationGrace(),
+              settings.principalFreshness());
       AtomicBoolean principalsLoaded = new AtomicBoolean();
       scheduleReload(
           system,
@@ -449,7 +450,6 @@ public final class WeirNode {
                 "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e));
       }
       binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
-      InetSocketAddress http = binding.localAddress();
       if (gateway.enabled()) {
         // Protocol clients reach the same routes through the gateway, on a port of its own.
         try {
@@ -463,6 +463,7 @@ public final class WeirNode {
                   e));
         }
       }
+      InetSocketAddress http = binding.localAddress();
       log.info(
           "Weir node started: HTTP on {}://{}:{}, cluster address {} ({}), roles {}",
           settings.httpTls().isPresent() ? "https" : "http",
@@ -471,13 +472,13 @@ public final class WeirNode {
           Cluster.get(system).selfMember().address(),
           settings.clusterTls().map(t -> "mutual TLS, " + t.protocol()).orElse("plain TCP"),
           settings.roles());
-      settings.httpTls().ifPresent(t -> logCertificate("HTTP", t.certificate()));
       if (settings.clusterTls().isEmpty() && !loopback(settings.clusterHost())) {
         log.warn(
             "cluster remoting is plain TCP on an address other hosts may reach: any process that"
                 + " reaches the cluster port can act as a node; enable weir.cluster.tls or admit only"
                 + " the nodes to that port (docs/operations.md, Cluster)");
       }
+      settings.httpTls().ifPresent(t -> logCertificate("HTTP", t.certificate()));
       settings.clusterTls().ifPresent(t -> logCertificate("cluster remoting", t.certificate()));
       if (settings.postgres().tls().isSet()) {
         log.info("PostgreSQL connections: sslmode {}", settings.postgres().tls().mode());
@@ -538,7 +539,6 @@ public final class WeirNode {
     return setup;
   }
 
-  private static void logCertificate(String what, java.security.cert.X509Certificate certificate) {
   private static boolean loopback(String host) {
     try {
       return java.net.InetAddress.getByName(host).isLoopbackAddress();
@@ -547,6 +547,7 @@ public final class WeirNode {
     }
   }
 
+  private static void logCertificate(String what, java.security.cert.X509Certificate certificate) {
     if (certificate != null) {
       log.info(
           "{} TLS certificate: subject {}, issuer {}, valid until {}",

@@ -179,4 +179,32 @@ class TokenKeysTest {
         .isNotNull();
     assertThat(calls).hasValue(3);
   }
+
+  @Test
+  void replayTokensAreVerifiedWithoutEverReloading() throws Exception {
+    // What continuous queries verify a Last-Event-ID with (ContinuousQueries.resume gets
+    // tokenKeys::signer, never TokenKeys itself): SSE clients reconnect with it on their own, so a
+    // token naming an unknown key id must be refused without costing a load.
+    TokenKeys keys = keys(Duration.ZERO);
+    assertThat(loads).hasValue(1);
+    String known =
+        new io.weir.protocol.token.ReplayToken("sub-1", 7)
+            .sign(TokenSigner.of("k0", key("k0")), NOW + 60_000);
+    String unknown =
+        new io.weir.protocol.token.ReplayToken("sub-1", 7)
+            .sign(TokenSigner.of("k9", key("k9")), NOW + 60_000);
+    for (int i = 0; i < 100; i++) {
+      TokenSigner signer = keys.signer().orElseThrow();
+      assertThat(io.weir.protocol.token.ReplayToken.verify(signer, known, NOW).sequence())
+          .isEqualTo(7);
+      try {
+        io.weir.protocol.token.ReplayToken.verify(signer, unknown, NOW);
+        throw new AssertionError("a replay token under an unknown key verified");
+      } catch (TokenSigner.InvalidToken e) {
+        assertThat(e.failure()).isEqualTo(TokenSigner.Failure.UNKNOWN_KEY);
+      }
+    }
+    Thread.sleep(50);
+    assertThat(loads).as("no load for any replay token, unknown key id or not").hasValue(1);
+  }
 }

@@ -102,7 +102,18 @@ public enum ErrorCode {
   /** The node cannot serve right now (not a cluster member yet, storage unavailable). HTTP 503. */
   UNAVAILABLE(503, true),
   /** An unexpected failure; details are in the node's log (value-free). HTTP 500. */
-  INTERNAL(500);
+  INTERNAL(500),
+  /**
+   * The request URI is longer than the node accepts ({@code pekko.http.parsing.max-uri-length});
+   * answered by the HTTP layer, before any route. HTTP 414.
+   */
+  URI_TOO_LONG(414),
+  /** A header name or value is longer than the node's parser accepts. HTTP 431. */
+  HEADERS_TOO_LARGE(431),
+  /** A request method HTTP does not define. HTTP 501. */
+  NOT_IMPLEMENTED(501),
+  /** A protocol version other than HTTP/1.0 and 1.1. HTTP 505. */
+  HTTP_VERSION_NOT_SUPPORTED(505);
 
   private final int httpStatus;
   private final boolean retryable;

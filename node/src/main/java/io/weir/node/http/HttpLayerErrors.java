@@ -27,35 +27,6 @@ import org.apache.pekko.http.scaladsl.settings.ServerSettings;
  * the node's reference.conf, and by {@link NodeHttpServer} for the node's port).
  */
 public final class HttpLayerErrors extends org.apache.pekko.http.ParsingErrorHandler {
-  /**
-   * Error codes only the HTTP layer answers with: statuses no {@link ErrorCode} has. Never
-   * retryable (the same request is refused again).
-   */
-  public enum Code {
-    /** The request URI is longer than {@code pekko.http.parsing.max-uri-length}. HTTP 414. */
-    URI_TOO_LONG(414),
-    /** A header name or value is longer than the parser's limits. HTTP 431. */
-    HEADERS_TOO_LARGE(431),
-    /** A request method HTTP does not define. HTTP 501. */
-    NOT_IMPLEMENTED(501),
-    /** A protocol other than HTTP/1.0 or HTTP/1.1. HTTP 505. */
-    HTTP_VERSION_NOT_SUPPORTED(505);
-
-    private final int httpStatus;
-
-    Code(int httpStatus) {
-      this.httpStatus = httpStatus;
-    }
-
-    public int httpStatus() {
-      return httpStatus;
-    }
-
-    public String wire() {
-      return name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
-    }
-  }
-
   private static final ObjectMapper JSON = new ObjectMapper();
 
   /** Created by Pekko (by class name). */
@@ -88,19 +59,20 @@ public final class HttpLayerErrors extends org.apache.pekko.http.ParsingErrorHan
               "the request body is larger than this node accepts"
                   + " (pekko.http.server.parsing.max-content-length)");
       case 414 ->
-          layer(
-              Code.URI_TOO_LONG,
+          ErrorBody.of(
+              ErrorCode.URI_TOO_LONG,
               "the request URI is longer than this node accepts"
                   + " (pekko.http.parsing.max-uri-length)");
       case 431 ->
-          layer(
-              Code.HEADERS_TOO_LARGE,
+          ErrorBody.of(
+              ErrorCode.HEADERS_TOO_LARGE,
               "a request header's name or value is longer than this node accepts"
                   + " (pekko.http.parsing.max-header-name-length, max-header-value-length)");
-      case 501 -> layer(Code.NOT_IMPLEMENTED, "the request method is not one HTTP defines");
+      case 501 ->
+          ErrorBody.of(ErrorCode.NOT_IMPLEMENTED, "the request method is not one HTTP defines");
       case 505 ->
-          layer(
-              Code.HTTP_VERSION_NOT_SUPPORTED,
+          ErrorBody.of(
+              ErrorCode.HTTP_VERSION_NOT_SUPPORTED,
               "the HTTP version is not supported; the node speaks HTTP/1.1 (and 1.0)");
       default ->
           ErrorBody.of(
@@ -108,10 +80,6 @@ public final class HttpLayerErrors extends org.apache.pekko.http.ParsingErrorHan
               "the request is not valid HTTP: its request line, URI, a header or its framing is"
                   + " malformed, or it has too many headers");
     };
-  }
-
-  private static ErrorBody layer(Code code, String message) {
-    return new ErrorBody(code.wire(), message, false);
   }
 
   static HttpResponse response(int status, ErrorBody body) {

@@ -22,9 +22,9 @@ import org.slf4j.LoggerFactory;
  * <p>Nothing a client sends reaches it but what is checked against a closed set: the method is one
  * of the HTTP methods (else {@code OTHER}; {@code -} when the request was refused before its method
  * was read), the route is a template of {@link RouteTemplates} or {@code unmatched}, the status is
- * the node's answer and the reason is the answer's typed error code ({@link ErrorCode} or {@link
- * HttpLayerErrors.Code}; {@code unspecified} for an error answer without one, such as a 503 from
- * {@code /health/ready}). No path, query, header, token or body appears.
+ * the node's answer and the reason is the answer's typed error code ({@link ErrorCode}; {@code
+ * unspecified} for an error answer without one, such as a 503 from {@code /health/ready}). No path,
+ * query, header, token or body appears.
  */
 public final class RequestLog {
   private static final Logger log = LoggerFactory.getLogger(RequestLog.class);
@@ -48,9 +48,6 @@ public final class RequestLog {
   private static Set<String> reasons() {
     Set<String> all = new TreeSet<>();
     for (ErrorCode c : ErrorCode.values()) {
-      all.add(c.wire());
-    }
-    for (HttpLayerErrors.Code c : HttpLayerErrors.Code.values()) {
       all.add(c.wire());
     }
     all.add(UNSPECIFIED);

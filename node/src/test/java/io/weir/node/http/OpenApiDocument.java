@@ -29,18 +29,12 @@ final class OpenApiDocument {
 
   private static final Pattern PLACEHOLDER = Pattern.compile("\\{([A-Za-z0-9_]+)}");
 
-  /**
-   * Every error code the node answers with and its HTTP status: {@link ErrorCode}'s, and those only
-   * the HTTP layer answers with ({@link HttpLayerErrors.Code}).
-   */
+  /** Every error code the node answers with and its HTTP status: {@link ErrorCode}'s. */
   static final Map<String, Integer> CODES = codes();
 
   private static Map<String, Integer> codes() {
     Map<String, Integer> out = new LinkedHashMap<>();
     for (ErrorCode c : ErrorCode.values()) {
-      out.put(c.wire(), c.httpStatus());
-    }
-    for (HttpLayerErrors.Code c : HttpLayerErrors.Code.values()) {
       out.put(c.wire(), c.httpStatus());
     }
     return Map.copyOf(out);
@@ -195,7 +189,7 @@ final class OpenApiDocument {
       problems.add(
           "the Error schema's codes "
               + errorEnum
-              + " should be exactly io.weir.protocol.ErrorCode's and HttpLayerErrors.Code's "
+              + " should be exactly io.weir.protocol.ErrorCode's "
               + wires);
     }
     for (Iterator<Map.Entry<String, JsonNode>> it = root.path("x-http-layer-errors").fields();

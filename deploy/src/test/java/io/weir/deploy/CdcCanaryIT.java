@@ -14,31 +14,39 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
- * Row values never reach logs, errors or status: canary values are streamed into sinks that refuse
- * them (a CHECK constraint whose error DETAIL quotes the row, and a malformed integer whose error
- * quotes the text). Both pipelines halt with typed reasons; the node's log and admin replies are
- * searched for the canaries.
+ * Row values never reach logs, errors or status: canary values are streamed into mirror sinks that
+ * refuse them (a CHECK constraint whose error DETAIL quotes the row, a malformed integer whose
+ * error quotes the text, and a UNIQUE constraint whose DETAIL quotes the key). The pipelines halt
+ * with typed reasons; the node's whole log, {@code /metrics} and the admin status routes are
+ * searched for the canaries ({@link Canaries}). The file and partition sinks are {@link
+ * SinkCanaryIT}, the read surfaces {@link ReaderCanaryIT}.
  */
 class CdcCanaryIT extends EndToEndTest {
-  private static final String CHECK_CANARY = "CANARY-check-5e1f";
-  private static final String CAST_CANARY = "CANARY-cast-77ab";
+  private final Canaries canaries = new Canaries("cdc-canary");
+  private final String checkCanary = canaries.next("check");
+  private final String castCanary = canaries.next("cast");
+  private final String uniqueCanary = canaries.next("unique");
 
   @Test
   void refusedRowsHaltPipelinesWithoutLeakingTheirValues() throws Exception {
-    db = TestPostgres.server().freshDatabase("canary");
+    db = TestPostgres.server().freshDatabase("mirrorleaks");
     try (Connection c = db.connect();
         Statement s = c.createStatement()) {
       s.execute("CREATE TABLE public.checked (id int PRIMARY KEY, note text)");
       s.execute("CREATE TABLE public.casted (id int PRIMARY KEY, amount text)");
       s.execute("CREATE PUBLICATION checked_pub FOR TABLE public.checked");
       s.execute("CREATE PUBLICATION casted_pub FOR TABLE public.casted");
+      s.execute("CREATE TABLE public.uniq (id int PRIMARY KEY, note text)");
+      s.execute("CREATE PUBLICATION uniq_pub FOR TABLE public.uniq");
       s.execute("CREATE SCHEMA m1");
       s.execute(
           "CREATE TABLE m1.checked (id int PRIMARY KEY, note text CHECK (note NOT LIKE 'CANARY%'))");
       s.execute("CREATE SCHEMA m2");
       s.execute("CREATE TABLE m2.casted (id int PRIMARY KEY, amount int)");
+      s.execute("CREATE SCHEMA m3");
+      s.execute("CREATE TABLE m3.uniq (id int PRIMARY KEY, note text UNIQUE)");
     }
-    Path config = Files.createTempFile("weir-canary", ".conf");
+    Path config = Files.createTempFile("weir-mirrors", ".conf");
     String suffix = db.name().substring(db.name().length() - 8);
     Files.writeString(
         config,
@@ -49,12 +57,16 @@ class CdcCanaryIT extends EndToEndTest {
                 + ", publications = [checked_pub], sink.target-schema = m1 }",
             "weir.pipelines.casted { slot = casted_"
                 + suffix
-                + ", publications = [casted_pub], sink.target-schema = m2 }"));
+                + ", publications = [casted_pub], sink.target-schema = m2 }",
+            "weir.pipelines.uniq { slot = uniq_"
+                + suffix
+                + ", publications = [uniq_pub], sink.target-schema = m3 }"));
     NodeProcess node =
         NodeProcess.start(
-            new NodeProcess.Spec("canary").database(db).args("--config", config.toString()));
+            new NodeProcess.Spec("mirrorleaks").database(db).args("--config", config.toString()));
     nodes.add(node);
-    for (String p : List.of("checked", "casted")) {
+    List<String> pipelines = List.of("checked", "casted", "uniq");
+    for (String p : pipelines) {
       await("pipeline " + p + " runs")
           .atMost(START_UP)
           .until(
@@ -66,10 +78,12 @@ class CdcCanaryIT extends EndToEndTest {
     try (Connection c = db.connect();
         Statement s = c.createStatement()) {
       s.execute("INSERT INTO public.checked VALUES (1, 'fine')");
-      s.execute("INSERT INTO public.checked VALUES (2, '" + CHECK_CANARY + "')");
-      s.execute("INSERT INTO public.casted VALUES (1, '" + CAST_CANARY + "')");
+      s.execute("INSERT INTO public.checked VALUES (2, '" + checkCanary + "')");
+      s.execute("INSERT INTO public.casted VALUES (1, '" + castCanary + "')");
+      s.execute("INSERT INTO public.uniq VALUES (1, '" + uniqueCanary + "')");
+      s.execute("INSERT INTO public.uniq VALUES (2, '" + uniqueCanary + "')");
     }
-    for (String p : List.of("checked", "casted")) {
+    for (String p : pipelines) {
       await("pipeline " + p + " halts")
           .atMost(Duration.ofSeconds(120))
           .until(
@@ -86,9 +100,13 @@ class CdcCanaryIT extends EndToEndTest {
           .contains("SQLState");
       System.out.printf("canary: pipeline %s halted: %s%n", p, status.get("detail").asText());
     }
-    JsonAssert.noCanary(node, CHECK_CANARY, nodes);
-    JsonAssert.noCanary(node, CAST_CANARY, nodes);
+    assertThat(node.pipelineNow("uniq").get("detail").asText())
+        .as("the unique violation is named by its SQLState only")
+        .contains("SQLState 23505");
+    JsonAssert.noCanary(node, checkCanary, nodes);
+    JsonAssert.noCanary(node, castCanary, nodes);
     assertThat(node.log()).as("the node should log the halts").contains("halted (sink-rejected)");
+    canaries.assertNoLeak(node, nodes, pipelines);
     String metrics = node.getUntil("/admin/metrics", true).body();
     assertThat(metrics)
         .as("halts are counted by reason")

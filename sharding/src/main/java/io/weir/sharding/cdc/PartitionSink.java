@@ -7,6 +7,7 @@ import io.weir.persistence.cdc.SinkCheckpoint;
 import io.weir.persistence.cdc.SinkException;
 import io.weir.persistence.cdc.SnapshotChunk;
 import io.weir.protocol.Lsn;
+import io.weir.protocol.Utf8;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.SlotIncarnation;
 import io.weir.protocol.cdc.TableSchema;
@@ -143,15 +144,14 @@ public final class PartitionSink implements ChangeSink {
   private static final int FRAMES_PER_MESSAGE = 64;
 
   /**
-   * Characters of document bodies per message to one partition at most (or one row): messages to
+   * UTF-8 bytes of document bodies per message to one partition at most (or one row): messages to
    * partitions on other nodes must fit Pekko's frame ({@code
-   * pekko.remote.artery.advanced.maximum-frame-size}, 8 MiB in Weir's reference.conf; a character
-   * is up to 3 bytes in UTF-8).
+   * pekko.remote.artery.advanced.maximum-frame-size}, 8 MiB in Weir's reference.conf).
    */
   public static final long MESSAGE_BYTES = 1L << 20;
 
   /**
-   * A single row whose document has more characters than this cannot be sent: the pipeline halts.
+   * A single row whose document has more UTF-8 bytes than this cannot be sent: the pipeline halts.
    */
   public static final long MAX_ROW_BYTES = 2L << 20;
 
@@ -273,7 +273,7 @@ public final class PartitionSink implements ChangeSink {
             slices,
             r.partition(i.newRow()),
             new Upsert(r.collection, r.id(i.newRow()), body, Optional.empty()),
-            body.length(),
+            Utf8.length(body),
             t,
             window);
       } else if (c instanceof Change.Update u) {
@@ -294,7 +294,7 @@ public final class PartitionSink implements ChangeSink {
               slices,
               newPartition,
               new Upsert(r.collection, newId, body, Optional.empty(), full ? List.of() : unchanged),
-              body.length(),
+              Utf8.length(body),
               t,
               window);
         } else {
@@ -320,7 +320,7 @@ public final class PartitionSink implements ChangeSink {
               slices,
               newPartition,
               new Upsert(r.collection, newId, body, Optional.empty()),
-              body.length(),
+              Utf8.length(body),
               t,
               window);
         }
@@ -442,8 +442,8 @@ public final class PartitionSink implements ChangeSink {
               long bytes = 0;
               while (to < rows.size()
                   && to - from < settings.maxSliceRows()
-                  && (to == from || bytes + rows.get(to).body().length() <= MESSAGE_BYTES)) {
-                if (rows.get(to).body().length() > MAX_ROW_BYTES) {
+                  && (to == from || bytes + Utf8.length(rows.get(to).body()) <= MESSAGE_BYTES)) {
+                if (Utf8.length(rows.get(to).body()) > MAX_ROW_BYTES) {
                   throw SinkException.permanent(
                       "collection "
                           + r.collection
@@ -452,7 +452,7 @@ public final class PartitionSink implements ChangeSink {
                           + " bytes, more than one message to a partition may carry",
                       null);
                 }
-                bytes += rows.get(to).body().length();
+                bytes += Utf8.length(rows.get(to).body());
                 to++;
               }
               List<Upsert> part = rows.subList(from, to);

@@ -73,23 +73,6 @@ public final class BatchSelection {
   }
 
   private static long utf8(String s) {
-    if (s == null) {
-      return 0;
-    }
-    long n = 0;
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      if (c < 0x80) {
-        n++;
-      } else if (c < 0x800) {
-        n += 2;
-      } else if (Character.isHighSurrogate(c)) {
-        n += 4;
-        i++;
-      } else {
-        n += 3;
-      }
-    }
-    return n;
+    return io.weir.protocol.Utf8.length(s);
   }
 }

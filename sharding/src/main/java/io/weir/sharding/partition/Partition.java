@@ -1,6 +1,7 @@
 package io.weir.sharding.partition;
 
 import io.weir.protocol.CborSerializable;
+import io.weir.protocol.Utf8;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
@@ -191,9 +192,7 @@ public final class Partition
       long commitLsn)
       implements CborSerializable {
     long bytes() {
-      return ENTRY_OVERHEAD
-          + (before == null ? 0 : before.length())
-          + (after == null ? 0 : after.length());
+      return ENTRY_OVERHEAD + Utf8.length(before) + Utf8.length(after);
     }
 
     @Override
@@ -673,10 +672,10 @@ public final class Partition
       return d == null
           ? 0
           : DOCUMENT_OVERHEAD
-              + d.collection().length()
-              + d.id().length()
-              + (d.body() == null ? 0 : d.body().length())
-              + (d.acl() == null ? 0 : d.acl().length());
+              + Utf8.length(d.collection())
+              + Utf8.length(d.id())
+              + Utf8.length(d.body())
+              + Utf8.length(d.acl());
     }
   }
 

@@ -281,6 +281,34 @@ class PartitionTest {
     assertThat(status.outboxEntries()).isEqualTo(3);
   }
 
+  /**
+   * The byte quota counts UTF-8 bytes: a body of 800 CJK characters is 2,400 bytes (+ its quotes
+   * and key), which String.length() would count as about 810.
+   */
+  @Test
+  void theByteQuotaCountsUtf8Bytes() {
+    String cjk = "{\"t\":\"" + "日".repeat(800) + "\"}";
+    long bytes =
+        Partition.ENTRY_OVERHEAD + cjk.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+    assertThat(bytes).isEqualTo(Partition.ENTRY_OVERHEAD + 2_408);
+    // Room for one such entry in bytes, but for three if characters were counted.
+    var quota =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+            KIT.system(), Partition.create(8, new PartitionSettings(100, bytes + 100, 10, 10)));
+    quota.clear();
+    var first =
+        quota.<FrameReply>runCommand(
+            r -> new ApplyFrame("a", List.of(upsert("1", cjk, null)), Optional.empty(), r));
+    assertThat(first.reply()).isInstanceOf(Applied.class);
+    assertThat(first.state().outboxBytes()).isEqualTo(bytes);
+    var second =
+        quota.<FrameReply>runCommand(
+            r -> new ApplyFrame("b", List.of(upsert("2", cjk, null)), Optional.empty(), r));
+    assertThat(second.reply())
+        .isEqualTo(new PartitionProtocol.QuotaExceeded(1, bytes, 100, bytes + 100));
+    assertThat(second.hasNoEvents()).isTrue();
+  }
+
   @Test
   void aFullOutboxRefusesFramesWithoutWritingAnything() {
     var small =

@@ -2,6 +2,7 @@ package io.weir.node;
 
 import io.weir.node.cdc.PipelineConfig;
 import io.weir.protocol.partition.Partitioning;
+import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Conflict;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
@@ -17,6 +18,7 @@ import io.weir.sharding.partition.PartitionSharding;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
@@ -137,18 +139,19 @@ public final class Documents {
     return cdcCollections.contains(collection);
   }
 
-  /** Creates or replaces a document; {@code body} is a canonical JSON object. */
+  /**
+   * Creates or replaces a document; {@code body} is a canonical JSON object. With {@code
+   * idempotency}, the partition keeps a receipt: the same caller key with the same request is
+   * answered by it, with another request {@link PartitionProtocol.KeyReused}.
+   */
   public CompletionStage<FrameReply> put(
       String collection,
       String id,
       String body,
       Optional<Long> expectedRevision,
-      Optional<String> idempotencyKey) {
+      Optional<Idempotency> idempotency) {
     return apply(
-        collection,
-        id,
-        new Upsert(collection, id, body, expectedRevision),
-        commandId("put", collection, id, idempotencyKey));
+        collection, id, new Upsert(collection, id, body, expectedRevision), commandId(idempotency));
   }
 
   /**
@@ -160,14 +163,9 @@ public final class Documents {
       String collection,
       String id,
       Optional<Long> expectedRevision,
-      Optional<String> idempotencyKey) {
+      Optional<Idempotency> idempotency) {
     return delete(
-        collection,
-        id,
-        expectedRevision,
-        commandId("delete", collection, id, idempotencyKey),
-        idempotencyKey.isPresent(),
-        3);
+        collection, id, expectedRevision, commandId(idempotency), idempotency.isPresent(), 3);
   }
 
   private CompletionStage<Optional<FrameReply>> delete(
@@ -281,16 +279,55 @@ public final class Documents {
         r -> new ApplyFrame(commandId, List.of(m), Optional.empty(), r));
   }
 
+  /** The frame's command id: the caller's (see {@link Idempotency}), else a new random one. */
+  static String commandId(Optional<Idempotency> idempotency) {
+    return idempotency
+        .map(Idempotency::commandId)
+        .orElseGet(() -> PartitionProtocol.UNKEYED_COMMAND_PREFIX + UUID.randomUUID());
+  }
+
   /**
-   * The frame's command id: receipts are per partition, so a caller's key is scoped to the
-   * operation and the document (the same key on another document is another command).
+   * A document write's idempotency: the caller's {@code Idempotency-Key} bound to its principal and
+   * to the HTTP request it came with. The command id is {@code api2:<caller key>:<request>} (both
+   * SHA-256, hex): the partition finds a receipt by the caller key, so another principal's key
+   * never matches, and answers a retry only when the request is the same too; the same key with
+   * another request is refused ({@link PartitionProtocol.KeyReused}). The request is what the
+   * client sent (method, route, collection, id, {@code If-Match}, canonical body), not the frame
+   * derived from it, so a DELETE retried after a lost reply (the document now gone) still matches.
+   * Receipts are per partition: a key reused for a document of another partition is not seen.
    */
-  static String commandId(
-      String operation, String collection, String id, Optional<String> idempotencyKey) {
-    // Hashed: receipts are kept in the partition's state, ids and keys may be long.
-    return idempotencyKey
-        .map(k -> "api:" + sha256(Partitioning.canonicalKey(List.of(operation, collection, id, k))))
-        .orElseGet(() -> UUID.randomUUID().toString());
+  public record Idempotency(String commandId) {
+    public Idempotency {
+      Objects.requireNonNull(commandId, "commandId");
+    }
+
+    /** {@code body}: the canonical JSON body, or null for a request without one (DELETE). */
+    public static Idempotency of(
+        String principal,
+        String key,
+        String method,
+        String collection,
+        String id,
+        Optional<Long> ifMatch,
+        String body) {
+      String caller = sha256(Partitioning.canonicalKey(List.of("idempotency-key", principal, key)));
+      String request =
+          sha256(
+              Partitioning.canonicalKey(
+                  List.of(
+                      method,
+                      "/v1/documents/{collection}/{id}",
+                      collection,
+                      id,
+                      ifMatch.map(String::valueOf).orElse("-"),
+                      body == null ? "-" : "+" + body)));
+      return new Idempotency(PartitionProtocol.BOUND_COMMAND_PREFIX + caller + ":" + request);
+    }
+
+    @Override
+    public String toString() {
+      return "Idempotency[<hidden>]";
+    }
   }
 
   private static String sha256(String text) {

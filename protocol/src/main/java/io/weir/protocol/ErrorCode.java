@@ -30,6 +30,11 @@ public enum ErrorCode {
    * The state does not allow the request, e.g. a document revision that does not match. HTTP 409.
    */
   CONFLICT(409),
+  /**
+   * The principal sent this {@code Idempotency-Key} before with another request (another document,
+   * body or {@code If-Match}); nothing was written. HTTP 409.
+   */
+  IDEMPOTENCY_KEY_REUSED(409),
   /** The collection is written by a CDC pipeline; the document API may only read it. HTTP 409. */
   COLLECTION_FED_BY_CDC(409),
   /** The request body is larger than the configured limit. HTTP 413. */

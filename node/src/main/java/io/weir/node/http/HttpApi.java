@@ -761,13 +761,15 @@ public final class HttpApi extends JsonRoutes {
    *
    * <p>Writes take {@code If-Match: <revision>} (or {@code "<revision>"}; 0: must not exist), 409
    * {@link RevisionConflict} when it does not match, and {@code Idempotency-Key}: a retry with the
-   * same key (same operation, same document) gets the first reply again with {@code replayed: true}
-   * and writes nothing, as long as the partition remembers it (its last 10,000 commands).
-   * Collections are 1-128 of {@code [A-Za-z0-9_-]} for writes ({@code .} also for reads: CDC
-   * collections), ids 1-512 characters without control characters (400 {@code invalid-name});
-   * collections a pipeline's partition sink names are read-only (409 {@code
-   * collection-fed-by-cdc}). A full outbox is 429 {@code quota-exceeded}; a partition that does not
-   * answer in time 503 {@code unavailable}, both retryable.
+   * same key by the same principal with the same request (method, document, {@code If-Match}, body)
+   * gets the first reply again with {@code replayed: true} and writes nothing, as long as the
+   * partition remembers it (its last 10,000 keyed commands); the same key with another request is
+   * 409 {@code idempotency-key-reused}; another principal's key never matches. Collections are
+   * 1-128 of {@code [A-Za-z0-9_-]} for writes ({@code .} also for reads: CDC collections), ids
+   * 1-512 characters without control characters (400 {@code invalid-name}); collections a
+   * pipeline's partition sink names are read-only (409 {@code collection-fed-by-cdc}). A full
+   * outbox is 429 {@code quota-exceeded}; a partition that does not answer in time 503 {@code
+   * unavailable}, both retryable.
    */
   private Route documentRoutes(Principal principal) {
     if (documents == null) {
@@ -892,11 +894,16 @@ public final class HttpApi extends JsonRoutes {
           } catch (MalformedDocument e) {
             return error(ErrorCode.MALFORMED_JSON, e.getMessage());
           }
+          Optional<Documents.Idempotency> idempotency =
+              key.map(
+                  k ->
+                      Documents.Idempotency.of(
+                          principal.id(), k, "PUT", collection, id, expected, body));
           if (policy.isPresent()) {
-            return guardedPut(principal, policy.get(), collection, id, body, expected, key);
+            return guardedPut(principal, policy.get(), collection, id, body, expected, idempotency);
           }
           return onComplete(
-              documents.put(collection, id, body, expected, key),
+              documents.put(collection, id, body, expected, idempotency),
               result ->
                   result.isSuccess()
                       ? written(collection, id, result.get(), false)
@@ -918,7 +925,7 @@ public final class HttpApi extends JsonRoutes {
       String id,
       String body,
       Optional<Long> expected,
-      Optional<String> key) {
+      Optional<Documents.Idempotency> key) {
     com.fasterxml.jackson.databind.node.ObjectNode next;
     try {
       next = (com.fasterxml.jackson.databind.node.ObjectNode) Access.JSON.readTree(body);
@@ -1061,11 +1068,16 @@ public final class HttpApi extends JsonRoutes {
       String collection,
       String id,
       Optional<Long> expected,
-      Optional<String> key) {
+      Optional<String> idempotencyKey) {
     Route refused = refuseWrite(collection, id);
     if (refused != null) {
       return refused;
     }
+    Optional<Documents.Idempotency> key =
+        idempotencyKey.map(
+            k ->
+                Documents.Idempotency.of(
+                    principal.id(), k, "DELETE", collection, id, expected, null));
     Optional<CollectionPolicy> policy;
     try {
       policy = governing(principal, collection);
@@ -1105,7 +1117,7 @@ public final class HttpApi extends JsonRoutes {
   }
 
   private Route deleteDocument(
-      String collection, String id, Optional<Long> expected, Optional<String> key) {
+      String collection, String id, Optional<Long> expected, Optional<Documents.Idempotency> key) {
     return onComplete(
         documents.delete(collection, id, expected, key),
         result -> {
@@ -1256,6 +1268,12 @@ public final class HttpApi extends JsonRoutes {
     }
     if (reply instanceof Rejected r) {
       return error(ErrorCode.BAD_REQUEST, r.reason());
+    }
+    if (reply instanceof io.weir.sharding.partition.PartitionProtocol.KeyReused) {
+      return error(
+          ErrorCode.IDEMPOTENCY_KEY_REUSED,
+          "this Idempotency-Key was used by this principal for another request; use a new key"
+              + " for a new request");
     }
     log.error(
         "a document write got an unexpected reply of type {}", reply.getClass().getSimpleName());

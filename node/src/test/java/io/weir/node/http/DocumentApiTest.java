@@ -56,6 +56,7 @@ import org.junit.jupiter.api.TestMethodOrder;
 class DocumentApiTest {
   private static final String ADMIN = "admin-token-for-document-api-test";
   private static final String READER = "reader-token-for-document-api-test";
+  private static final String OTHER_ADMIN = "other-admin-token-for-document-api-test";
   private static final int PARTITIONS = 8;
   private static final long MAX_BYTES = 4096;
 
@@ -100,7 +101,9 @@ class DocumentApiTest {
             .get(0);
     documents = new Documents(kit.system(), PARTITIONS, List.of(cdc), Duration.ofSeconds(10));
     TokenAuthenticator auth =
-        TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
+        TokenAuthenticator.withBootstrapAdmin(ADMIN)
+            .with(READER, new Principal("reader", false))
+            .with(OTHER_ADMIN, new Principal("other-admin", true));
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
     HttpApi api =
         new HttpApi(
@@ -244,11 +247,6 @@ class DocumentApiTest {
         .as("a retry should write no outbox entry")
         .isEqualTo(entries);
 
-    HttpResponse<String> other = put("/v1/documents/things/idem-2", "{\"n\":1}", key);
-    assertThat(body(other).get("replayed").asBoolean())
-        .as("the same key on another document is another command")
-        .isFalse();
-
     Map<String, String> deleteKey = Map.of("Idempotency-Key", "delete-once");
     HttpResponse<String> deleted = send("DELETE", "/v1/documents/things/idem", null, deleteKey);
     assertThat(deleted.statusCode()).isEqualTo(200);
@@ -271,6 +269,63 @@ class DocumentApiTest {
     assertThat(outboxEntries("things", "idem"))
         .as("neither the retry nor the 404 should write")
         .isEqualTo(afterDelete);
+  }
+
+  /**
+   * A receipt binds the caller and the request: the same key with another body, If-Match, method or
+   * document of the partition is 409 idempotency-key-reused (nothing written, nothing of the first
+   * answer shown); another principal's key never matches.
+   */
+  @Test
+  void idempotencyKeysBindThePrincipalAndTheRequest() throws Exception {
+    Map<String, String> key = Map.of("Idempotency-Key", "bound-1");
+    String doc = "/v1/documents/things/bound";
+    HttpResponse<String> first = put(doc, "{\"n\":1}", key);
+    assertThat(first.statusCode()).isEqualTo(200);
+    assertThat(body(first).get("revision").asLong()).isEqualTo(1);
+    long entries = outboxEntries("things", "bound");
+
+    for (HttpResponse<String> reused :
+        List.of(
+            put(doc, "{\"n\":2}", key),
+            put(doc, "{\"n\":1}", Map.of("Idempotency-Key", "bound-1", "If-Match", "1")),
+            send("DELETE", doc, null, key),
+            put("/v1/documents/things/" + samePartition("bound"), "{\"n\":1}", key))) {
+      assertThat(reused.statusCode()).as(reused.request().method()).isEqualTo(409);
+      assertThat(body(reused).get("error").asText()).isEqualTo("idempotency-key-reused");
+      assertThat(body(reused).has("revision")).as("the first answer is not shown").isFalse();
+    }
+    assertThat(outboxEntries("things", "bound"))
+        .as("a reused key writes nothing")
+        .isEqualTo(entries);
+
+    HttpResponse<String> stranger =
+        put(
+            doc,
+            "{\"n\":1}",
+            Map.of("Idempotency-Key", "bound-1", "Authorization", "Bearer " + OTHER_ADMIN));
+    assertThat(stranger.statusCode()).isEqualTo(200);
+    assertThat(body(stranger).get("replayed").asBoolean())
+        .as("another principal's key never matches")
+        .isFalse();
+    assertThat(body(stranger).get("revision").asLong()).isEqualTo(2);
+
+    HttpResponse<String> retry = put(doc, "{\"n\":1}", key);
+    assertThat(body(retry).get("replayed").asBoolean()).isTrue();
+    assertThat(body(retry).get("revision").asLong())
+        .as("the first caller's retry still gets its own answer")
+        .isEqualTo(1);
+  }
+
+  /** An id whose document lives in the same partition as {@code id}'s. */
+  private String samePartition(String id) {
+    int partition = documents.partitionOf("things", id);
+    for (int i = 0; ; i++) {
+      String candidate = id + "-" + i;
+      if (documents.partitionOf("things", candidate) == partition) {
+        return candidate;
+      }
+    }
   }
 
   @Test

@@ -603,7 +603,11 @@ public final class Partition
         }
         if (f.commandId() != null) {
           long first = f.entries().isEmpty() ? next : f.entries().get(0).sequence();
-          receipts.put(f.commandId(), new Applied(f.commandId(), first, revisions, false));
+          if (PartitionProtocol.keepsReceipt(f.commandId())) {
+            receipts.put(
+                PartitionProtocol.receiptKey(f.commandId()),
+                new Applied(f.commandId(), first, revisions, false));
+          }
           while (receipts.size() > MAX_RECEIPTS) {
             receipts.remove(receipts.keySet().iterator().next());
           }
@@ -1320,10 +1324,11 @@ public final class Partition
         if (f.commandId() == null || f.commandId().isEmpty()) {
           return new Rejected("an API frame needs a command id");
         }
-        Applied receipt =
-            receipts.containsKey(f.commandId())
-                ? receipts.get(f.commandId())
-                : state.receipts().get(f.commandId());
+        String key = PartitionProtocol.receiptKey(f.commandId());
+        Applied receipt = receipts.containsKey(key) ? receipts.get(key) : state.receipts().get(key);
+        if (receipt != null && !receipt.commandId().equals(f.commandId())) {
+          return new PartitionProtocol.KeyReused();
+        }
         if (receipt != null) {
           return new Applied(
               receipt.commandId(), receipt.firstSequence(), receipt.revisions(), true);
@@ -1385,8 +1390,8 @@ public final class Partition
               });
       String commandId = cdc ? null : f.commandId();
       Applied applied = new Applied(f.commandId(), first, List.copyOf(revisions), false);
-      if (commandId != null) {
-        receipts.put(commandId, applied);
+      if (commandId != null && PartitionProtocol.keepsReceipt(commandId)) {
+        receipts.put(PartitionProtocol.receiptKey(commandId), applied);
       }
       accepted.add(
           new FrameApplied(

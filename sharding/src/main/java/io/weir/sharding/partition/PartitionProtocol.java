@@ -308,7 +308,8 @@ public final class PartitionProtocol {
     @JsonSubTypes.Type(value = Rejected.class, name = "rejected"),
     @JsonSubTypes.Type(value = Gap.class, name = "gap"),
     @JsonSubTypes.Type(value = QuotaExceeded.class, name = "quota-exceeded"),
-    @JsonSubTypes.Type(value = Loaded.class, name = "loaded")
+    @JsonSubTypes.Type(value = Loaded.class, name = "loaded"),
+    @JsonSubTypes.Type(value = KeyReused.class, name = "key-reused")
   })
   public sealed interface FrameReply extends CborSerializable {}
 
@@ -350,6 +351,46 @@ public final class PartitionProtocol {
   /** The partition's outbox is full (see {@link PartitionSettings}); nothing was applied. */
   public record QuotaExceeded(long entries, long bytes, long maxEntries, long maxBytes)
       implements FrameReply {}
+
+  /**
+   * An API frame whose idempotency key this partition has a receipt for, made by another request
+   * (see {@link #receiptKey}): nothing was applied, and the first request's answer is not revealed.
+   */
+  public record KeyReused(boolean refused) implements FrameReply {
+    public KeyReused() {
+      this(true);
+    }
+  }
+
+  /**
+   * The part of an API frame's command id its receipt is found by. A command id {@code api2:<caller
+   * key>:<request>} names the caller's idempotency key (hashed with its principal) and the request
+   * it came with (a hash of the HTTP request): a frame with the same caller key and another request
+   * is {@link KeyReused}. Any other command id is its own receipt key.
+   */
+  public static String receiptKey(String commandId) {
+    if (commandId.startsWith(BOUND_COMMAND_PREFIX)) {
+      int last = commandId.lastIndexOf(':');
+      if (last > BOUND_COMMAND_PREFIX.length()) {
+        return commandId.substring(0, last);
+      }
+    }
+    return commandId;
+  }
+
+  /** Command ids bound to a caller and a request (see {@link #receiptKey}). */
+  public static final String BOUND_COMMAND_PREFIX = "api2:";
+
+  /**
+   * Command ids of API frames nobody will retry (a write without an idempotency key): the partition
+   * keeps no receipt for them, so they never push a keyed command's receipt out.
+   */
+  public static final String UNKEYED_COMMAND_PREFIX = "once:";
+
+  /** Whether the partition keeps a receipt for an API frame with this command id. */
+  public static boolean keepsReceipt(String commandId) {
+    return !commandId.startsWith(UNKEYED_COMMAND_PREFIX);
+  }
 
   /** The answer to {@link LoadRows}: how many rows changed their document. */
   public record Loaded(int changed) implements FrameReply {}

@@ -18,6 +18,24 @@ class PartitionSerializationTest extends SerializationContract {
     return "sharding";
   }
 
+  /**
+   * The v1 fixture of {@link PartitionProtocol.FramesReply} was written before {@link
+   * PartitionProtocol.KeyReused} existed: its sample holds one reply of every other kind.
+   */
+  @Override
+  protected void expectations(io.weir.persistence.serialization.SerializationFixtures f) {
+    PartitionProtocol.FramesReply current =
+        (PartitionProtocol.FramesReply) f.samples(PartitionProtocol.FramesReply.class).get(0);
+    f.expectInVersion(
+        "v1",
+        PartitionProtocol.FramesReply.class,
+        List.of(
+            new PartitionProtocol.FramesReply(
+                current.replies().stream()
+                    .filter(r -> !(r instanceof PartitionProtocol.KeyReused))
+                    .toList())));
+  }
+
   @Override
   protected List<Class<?>> knownBound() {
     return List.of(

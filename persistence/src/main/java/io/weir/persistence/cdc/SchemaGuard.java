@@ -2,6 +2,7 @@ package io.weir.persistence.cdc;
 
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.pgoutput.PgOutputMessage.Relation;
+import io.weir.protocol.pgoutput.ReplicaIdentity;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -11,10 +12,11 @@ import java.util.Optional;
 
 /**
  * Tracks the shape of every published table from pgoutput Relation messages and decides whether a
- * new shape is safe to follow. Compatible: a column added at the end. Incompatible, halting the
- * pipeline fail-closed: a column dropped or renamed, a column's type or type modifier changed, the
- * replica identity (or which columns form it) changed, the table renamed or moved. Reasons name the
- * table and column, never a value.
+ * new shape is safe to follow. Compatible: a column added at the end (outside the replica identity,
+ * or under REPLICA IDENTITY FULL, where every column is in it). Incompatible, halting the pipeline
+ * fail-closed: a column dropped or renamed, a column's type or type modifier changed, the replica
+ * identity (or which columns form it) changed, the table renamed or moved. Reasons name the table
+ * and column, never a value.
  *
  * <h2>Streamed transactions</h2>
  *
@@ -137,8 +139,11 @@ public final class SchemaGuard {
         throw halt(table, "column " + before.name() + " changed replica identity membership");
       }
     }
+    // Under REPLICA IDENTITY FULL every column is part of the identity, an added one too: that is
+    // no change of what identifies a row (the whole old row still does).
+    boolean full = next.replicaIdentity() == ReplicaIdentity.FULL;
     for (int i = previous.columns().size(); i < next.columns().size(); i++) {
-      if (next.columns().get(i).key()) {
+      if (next.columns().get(i).key() && !full) {
         throw halt(
             table, "added column " + next.columns().get(i).name() + " joined the replica identity");
       }

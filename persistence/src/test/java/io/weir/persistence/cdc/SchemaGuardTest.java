@@ -35,6 +35,32 @@ class SchemaGuardTest {
   }
 
   @Test
+  void aColumnAddedUnderReplicaIdentityFullIsAnnounced() {
+    // Under FULL pgoutput flags every column as part of the identity, the added one too.
+    Relation.Column idFull = new Relation.Column(true, "id", 23, -1);
+    Relation.Column nameFull = new Relation.Column(true, "name", 25, -1);
+    Relation.Column codeFull = new Relation.Column(true, "code", 1043, 14);
+    SchemaGuard guard = new SchemaGuard();
+    guard.accept(relation(ReplicaIdentity.FULL, idFull, nameFull));
+    assertThat(guard.accept(relation(ReplicaIdentity.FULL, idFull, nameFull, codeFull)))
+        .as("an added column passes under REPLICA IDENTITY FULL too")
+        .hasValueSatisfying(s -> assertThat(s.columnNames()).containsExactly("id", "name", "code"));
+    SchemaGuard view = new SchemaGuard();
+    view.accept(relation(ReplicaIdentity.FULL, idFull, nameFull));
+    SchemaGuard.View v = view.view();
+    v.accept(relation(ReplicaIdentity.FULL, idFull, nameFull, codeFull));
+    view.commit(v);
+    assertThat(view.schema(42).columnNames()).containsExactly("id", "name", "code");
+  }
+
+  @Test
+  void aColumnAddedToTheIdentityOfAKeyedTableHalts() {
+    assertHalt(
+        relation(ReplicaIdentity.DEFAULT, ID, NAME, new Relation.Column(true, "code", 25, -1)),
+        "added column code joined the replica identity");
+  }
+
+  @Test
   void incompatibleChangesHaltWithTheTableAndColumnNamed() {
     assertHalt(relation(ReplicaIdentity.DEFAULT, ID), "lost a column");
     assertHalt(

@@ -114,8 +114,53 @@ final class MirrorFailures {
         "mirror failed transiently on " + what + ": " + describeState(state), cause);
   }
 
-  /** A refusal the mirror decided itself (no database error behind it). */
-  static SinkException refused(String what, String why) {
-    return SinkException.permanent("mirror refused " + what + ": " + why, null);
+  // Typed reasons of the mirror's own refusals: the code in brackets in the halt detail (see
+  // docs/cdc.md, "Mirror refusals"); each message says what the operator can do.
+
+  /** The target table does not exist. */
+  static final String TARGET_MISSING = "target-missing";
+
+  /** The target is a view, foreign table or other relation. */
+  static final String NOT_A_TABLE = "target-not-a-table";
+
+  /** A source column is not a column of the target. */
+  static final String COLUMN_MISSING = "target-column-missing";
+
+  /** A source column is a generated column of the target, which nothing may write. */
+  static final String GENERATED_COLUMN = "target-column-generated";
+
+  /** A key column of the target is not a column of the source. */
+  static final String KEY_NOT_IN_SOURCE = "key-not-in-source";
+
+  /**
+   * An update or delete on a target keyed by columns outside the source's replica identity: the
+   * change does not say which target row it is about.
+   */
+  static final String KEY_NOT_IDENTITY = "key-not-replica-identity";
+
+  /**
+   * An update or delete on a target without a key whose source is not REPLICA IDENTITY FULL: the
+   * change carries no old row to find the target row by.
+   */
+  static final String NO_ROW_IDENTITY = "no-row-identity";
+
+  /** A keyless target's column has no equality, so rows cannot be found by their old image. */
+  static final String NO_EQUALITY = "no-equality";
+
+  /** A row image lacks a value the statement needs (a key column, or a column of an old image). */
+  static final String MISSING_VALUE = "missing-value";
+
+  /** A row image does not fit the table (column count, binary format). */
+  static final String MALFORMED_ROW = "malformed-row";
+
+  /** The checkpoint row cannot be used. */
+  static final String CHECKPOINT = "checkpoint";
+
+  /**
+   * A refusal the mirror decided itself (no database error behind it): {@code mirror refused <what>
+   * [<code>]: <why>}. {@code why} names columns at most, never values, and says what to do.
+   */
+  static SinkException refused(String what, String code, String why) {
+    return SinkException.permanent("mirror refused " + what + " [" + code + "]: " + why, null);
   }
 }

@@ -77,40 +77,68 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Changes</h2>
  *
+ * The mirror applies what PostgreSQL's apply worker applies, finding rows the way it does (see
+ * Targets), except that it upserts where the apply worker would fail on a row that is already there
+ * (an insert) or skip an update whose row is missing.
+ *
  * <ul>
- *   <li>Insert: {@code INSERT ... ON CONFLICT (primary key) DO UPDATE} of every non-key column, so
- *       a row that is already there (from a snapshot or a diverged target) is overwritten, not
- *       refused.
+ *   <li>Insert: {@code INSERT ... ON CONFLICT (key) DO UPDATE} of every non-key column, so a row
+ *       that is already there (from a snapshot or a diverged target) is overwritten, not refused. A
+ *       target without a key takes a plain {@code INSERT}.
  *   <li>Update: the same upsert of the new row. If the old image (REPLICA IDENTITY key or FULL)
- *       shows the target's key changed, the old-key row is deleted first.
- *   <li>Unchanged TOAST: a column the source update left untouched carries no value; it is neither
- *       inserted nor set, so the stored value stays. On a key-changing update with such columns the
- *       row is moved with {@code UPDATE ... WHERE old key} instead, since the stored value sits in
- *       the old row; if no old row is there, the new row is upserted without those columns. An
- *       upsert that inserts a row the target lacked (the mirror started after the row was written)
- *       leaves them at their defaults: seed the target first if that matters.
- *   <li>Delete: by the target's primary key, with values from the old image.
+ *       shows the target's key changed, the row under the old key is updated to the new values
+ *       ({@code UPDATE ... WHERE old key}, one statement on its own), so that target columns the
+ *       source does not send (a publication's column list) keep their values, as with the apply
+ *       worker; without such a row the new row is upserted; a diverged target that already holds
+ *       the new key refuses it (SQLState 23505). A target without a key updates one row equal to
+ *       the FULL old image ({@code WHERE (tableoid, ctid) = (SELECT ... LIMIT 1)}: of equal
+ *       duplicates any one is the row), or inserts the new row if none is.
+ *   <li>Unchanged TOAST: a column the source update left untouched carries no value. Where the old
+ *       image carries it (every column of a FULL image; a key column stored out of line, for which
+ *       PostgreSQL sends the old key) the value is taken from there. Otherwise it is neither
+ *       inserted nor set, so the stored value stays (a key-changing update moves the stored row);
+ *       if no old row is there, the new row is upserted without those columns. An upsert that
+ *       inserts a row the target lacked (the mirror started after the row was written) leaves them
+ *       at their defaults: seed the target first if that matters.
+ *   <li>GENERATED ALWAYS identity columns: inserted with {@code OVERRIDING SYSTEM VALUE} and never
+ *       set by an UPDATE (PostgreSQL allows none to): a new value (the source ran {@code SET id =
+ *       DEFAULT}) replaces the row in one statement ({@code WITH old AS (DELETE ... RETURNING ...)
+ *       INSERT ... SELECT ... FROM old}), keeping its unchanged TOAST values. Outside the key, the
+ *       upsert is guarded ({@code DO UPDATE ... WHERE target.id IS NOT DISTINCT FROM EXCLUDED.id})
+ *       and runs alone, so its count shows a changed value; a FULL old image shows it directly.
+ *   <li>Delete: by the target's key, with values from the old image; without a key, one row equal
+ *       to the FULL old image.
  *   <li>Truncate: {@code TRUNCATE} of the mapped targets ({@code RESTART IDENTITY} if the source
  *       said so), never {@code CASCADE}: tables that reference a target are not the mirror's to
  *       empty, so such a truncate is refused (SQLState 0A000).
  *   <li>Transactional logical messages: ignored; a mirror has nowhere to put them.
  *   <li>Schema changes: the mirror never alters a target. Add a column to the target before the
- *       source, or changes that carry it are refused (SQLState 42703).
+ *       source, or changes that write it are refused ({@code target-column-missing}).
  * </ul>
  *
  * <h2>Targets</h2>
  *
- * A target table must exist and have a primary key; every key column must be a source column and,
- * unless the source's replica identity is NOTHING, part of the replica identity (which deletes and
- * key-changing updates identify rows by). The key is read once per target from the catalog and
- * cached until the next open. Values are bound as untyped text (the pipeline decodes pgoutput in
- * text mode; binary columns are refused) and the server casts each to its target column's type.
+ * A target table must exist. Its key is chosen as the apply worker chooses it: the replica identity
+ * index if the target has {@code REPLICA IDENTITY USING INDEX}, else the primary key. Every key
+ * column must be a source column; updates and deletes also need every key column in the source's
+ * replica identity (or the source's replica identity FULL), since that is what they identify rows
+ * by. A target with neither index takes inserts (an insert-only table) and, when the source is
+ * REPLICA IDENTITY FULL, updates and deletes matched on every column of the old image: {@code c =
+ * ?} with the column's default equality, {@code c IS NULL} for a NULL (for composites {@code IS NOT
+ * DISTINCT FROM NULL}, since {@code IS NULL} is true of a composite of NULLs), json and xml as
+ * text; a column without a default B-tree or hash equality refuses such updates and deletes. What
+ * each kind of change needs is checked when it first comes (typed reasons, {@link MirrorFailures}).
+ * The target is read from the catalog once per source table shape and cached until the next open.
+ * Values are bound as untyped text (the pipeline decodes pgoutput in text mode; binary columns are
+ * refused) and cast in the statement to the target column's type, named by schema and type name
+ * from the catalog, quoted, without type modifier ({@code ?::"public"."pair"}): operators such as
+ * {@code =} on composite keys resolve, and the column's own assignment applies the modifier.
  * Changes are read once, in order, and written as they come: a transaction read from a spill file
  * is never held in memory. Consecutive changes with the same statement shape go to the server as a
  * JDBC batch of at most 1000 statements or 2 MiB of values, which keeps their order; a repeated key
  * starts a new batch, so pgjdbc's {@code reWriteBatchedInserts} (multi-row INSERTs, markedly
- * faster) is safe to turn on for the target DataSource. Table and column names come from the source
- * catalog and are quoted; the configured names pass the identifier allow-list.
+ * faster) is safe to turn on for the target DataSource. Table, column and type names come from the
+ * catalogs and are quoted; the configured names pass the identifier allow-list.
  *
  * <h2>Failures</h2>
  *
@@ -124,13 +152,6 @@ import org.slf4j.LoggerFactory;
 public final class PostgresMirrorSink implements ChangeSink {
   private static final Logger LOG = LoggerFactory.getLogger(PostgresMirrorSink.class);
 
-  private static final String PRIMARY_KEY_SQL =
-      "SELECT a.attname FROM pg_catalog.pg_class c"
-          + " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-          + " LEFT JOIN pg_catalog.pg_index i ON i.indrelid = c.oid AND i.indisprimary"
-          + " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY (i.indkey)"
-          + " WHERE n.nspname = ? AND c.relname = ?"
-          + " ORDER BY array_position(i.indkey::int2[], a.attnum)";
   private static final String SCHEMA_EXISTS_SQL =
       "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = ?";
   private static final String TABLE_EXISTS_SQL =
@@ -153,9 +174,6 @@ public final class PostgresMirrorSink implements ChangeSink {
 
   /** Plans per source table shape; a new shape (added column) gets a new plan. */
   private final Map<TableSchema, TablePlan> plans = new ConcurrentHashMap<>();
-
-  /** Primary key columns per target table name, read from the catalog once per open. */
-  private final Map<String, List<String>> primaryKeys = new ConcurrentHashMap<>();
 
   private volatile Opened opened;
 
@@ -201,7 +219,6 @@ public final class PostgresMirrorSink implements ChangeSink {
     return onExecutor(
         () -> {
           plans.clear();
-          primaryKeys.clear();
           Optional<SinkCheckpoint> checkpoint = openBlocking(next.pipeline());
           opened = next;
           LOG.debug("mirror opened; checkpoint present: {}", checkpoint.isPresent());
@@ -288,7 +305,8 @@ public final class PostgresMirrorSink implements ChangeSink {
             }
           }
           for (TupleData row : chunk.rows()) {
-            upsert(run, plan, row);
+            requireWidth(plan, row);
+            upsert(run, plan, RowImage.of(row), null);
           }
           run.flush();
           if (chunk.progress().isPresent()) {
@@ -442,7 +460,8 @@ public final class PostgresMirrorSink implements ChangeSink {
     } catch (SQLException e) {
       throw MirrorFailures.fromSql(e, run.context);
     } catch (PgOutputDecodeException e) {
-      throw MirrorFailures.refused(run.context, e.reason().description());
+      throw MirrorFailures.refused(
+          run.context, MirrorFailures.MALFORMED_ROW, e.reason().description());
     }
   }
 
@@ -463,7 +482,10 @@ public final class PostgresMirrorSink implements ChangeSink {
         // Each statement on its own: a lost creation race must not abort the ones after it.
         c.setAutoCommit(true);
         if (!exists(c, SCHEMA_EXISTS_SQL, settings.targetSchema(), null)) {
-          throw MirrorFailures.refused(checkpointWhat, "the target schema does not exist");
+          throw MirrorFailures.refused(
+              checkpointWhat,
+              MirrorFailures.TARGET_MISSING,
+              "the target schema does not exist: create it");
         }
         ensureTable(c, settings.checkpointTable(), createCheckpoint);
         ensureProgressColumn(c);
@@ -526,7 +548,8 @@ public final class PostgresMirrorSink implements ChangeSink {
               new SinkCheckpoint(
                   SlotIncarnation.parse(rs.getString(1)), Lsn.parse(rs.getString(2))));
         } catch (IllegalArgumentException e) {
-          throw MirrorFailures.refused(checkpointWhat, "the stored checkpoint is malformed");
+          throw MirrorFailures.refused(
+              checkpointWhat, MirrorFailures.CHECKPOINT, "the stored checkpoint is malformed");
         }
       }
     }
@@ -595,7 +618,11 @@ public final class PostgresMirrorSink implements ChangeSink {
       }
     }
     if (!checkpoint.get().incarnation().equals(incarnation)) {
-      throw MirrorFailures.refused(checkpointWhat, "it belongs to another slot incarnation");
+      throw MirrorFailures.refused(
+          checkpointWhat,
+          MirrorFailures.CHECKPOINT,
+          "it belongs to another slot incarnation: drop the pipeline (or delete its checkpoint"
+              + " row) and start it again");
     }
     return checkpoint.get().commitLsn();
   }
@@ -614,12 +641,13 @@ public final class PostgresMirrorSink implements ChangeSink {
 
   private void applyChange(Run run, Change change) throws SQLException {
     if (change instanceof Change.Insert insert) {
-      upsert(run, plan(run, insert.table()), insert.newRow());
+      TablePlan plan = plan(run, insert.table());
+      requireWidth(plan, insert.newRow());
+      upsert(run, plan, RowImage.of(insert.newRow()), null);
     } else if (change instanceof Change.Update update) {
       update(run, update);
     } else if (change instanceof Change.Delete delete) {
-      TablePlan plan = plan(run, delete.table());
-      deleteByKey(run, plan, delete.oldRow());
+      delete(run, delete);
     } else if (change instanceof Change.Truncate truncate) {
       truncate(run, truncate);
     }
@@ -628,67 +656,168 @@ public final class PostgresMirrorSink implements ChangeSink {
 
   private void update(Run run, Change.Update update) throws SQLException {
     TablePlan plan = plan(run, update.table());
-    TupleData newRow = update.newRow();
-    TupleData oldRow = update.oldRow();
-    if (update.oldKind() != OldTupleKind.NONE && oldRow != null) {
+    run.context = plan.what();
+    TupleData oldRow = update.oldKind() == OldTupleKind.NONE ? null : update.oldRow();
+    requireWidth(plan, update.newRow());
+    if (oldRow != null) {
       requireWidth(plan, oldRow);
-      requireWidth(plan, newRow);
-      if (keyChanged(plan, oldRow, newRow)) {
-        if (!newRow.hasUnchangedToast()) {
-          deleteByKey(run, plan, oldRow);
-          upsert(run, plan, newRow);
-          return;
-        }
-        // The untouched TOAST values are stored in the old row: move that row to the new key.
+    }
+    // Unchanged TOAST columns whose value the old image carries (a FULL image, or a key column
+    // stored out of line in a key image) are written from it.
+    RowImage newRow = RowImage.filled(plan.source(), update.newRow(), update.oldKind(), oldRow);
+    TupleData fullOld = update.oldKind() == OldTupleKind.FULL ? oldRow : null;
+    if (plan.keyless()) {
+      updateKeyless(run, plan, fullOld, newRow);
+      return;
+    }
+    // Which target row: by its key, which the change only names if the key lies within the
+    // source's replica identity.
+    plan.requireKeyIsIdentity();
+    if (oldRow != null) {
+      RowImage old = RowImage.of(oldRow);
+      if (keyChanged(plan, old, newRow)) {
+        // As the apply worker does: the row found by its old key takes the new values, so that
+        // target columns the source does not send (a publication's column list) and unchanged
+        // TOAST values stay. A GENERATED ALWAYS identity column cannot be set by an UPDATE: such
+        // rows are replaced, carrying those columns over. No row under the old key: upsert.
+        requireKeyValues(plan, old, "the old row image");
         BitSet present = present(plan, newRow);
-        requireKeyValues(plan, oldRow, "the old row image");
+        boolean replace = plan.hasIdentityAlways();
         int moved =
             run.executeNow(
-                plan.updateByKey(present),
+                replace ? plan.replaceByKey(present) : plan.updateByKey(present),
                 plan.what(),
                 ps -> {
-                  int next = bindPresent(plan, ps, 1, newRow, present);
-                  bindKey(plan, ps, next, oldRow);
+                  if (replace) {
+                    int next = bindKey(plan, ps, 1, old);
+                    bindPresent(plan, ps, next, newRow, present);
+                  } else {
+                    int next = bindPresent(plan, ps, 1, newRow, present);
+                    bindKey(plan, ps, next, old);
+                  }
                 });
         if (moved == 0) {
-          upsert(run, plan, newRow);
+          upsert(run, plan, newRow, null);
         }
         return;
       }
     }
-    upsert(run, plan, newRow);
+    upsert(run, plan, newRow, fullOld);
   }
 
-  private void upsert(Run run, TablePlan plan, TupleData row) throws SQLException {
+  /**
+   * An update of a target without a key: one row equal to the FULL old image takes the new values
+   * (duplicates are equal: any one of them is the row); if none is there, the new row is inserted,
+   * as an upsert would.
+   */
+  private void updateKeyless(Run run, TablePlan plan, TupleData fullOld, RowImage newRow)
+      throws SQLException {
+    plan.requireFindableByOldImage(fullOld != null);
+    RowImage old = RowImage.of(fullOld);
+    BitSet nulls = nullsOf(plan, old);
+    BitSet present = present(plan, newRow);
+    int g = plan.guardedIdentity();
+    int changed;
+    if (g >= 0 && present.get(g) && !sameValue(old, newRow, g)) {
+      // A new GENERATED ALWAYS identity value: no UPDATE may write it, so replace the row.
+      changed =
+          run.executeNow(
+              plan.replaceOne(present, nulls),
+              plan.what(),
+              ps -> {
+                int next = bindMatch(plan, ps, 1, old);
+                bindPresent(plan, ps, next, newRow, present);
+              });
+    } else {
+      BitSet set = (BitSet) present.clone();
+      if (g >= 0) {
+        set.clear(g); // unchanged: not written (UPDATE may not set it)
+      }
+      if (set.isEmpty()) {
+        return; // nothing the target could change
+      }
+      changed =
+          run.executeNow(
+              plan.updateOne(set, nulls),
+              plan.what(),
+              ps -> {
+                int next = bindPresent(plan, ps, 1, newRow, set);
+                bindMatch(plan, ps, next, old);
+              });
+    }
+    if (changed == 0) {
+      upsert(run, plan, newRow, null);
+    }
+  }
+
+  private void delete(Run run, Change.Delete delete) throws SQLException {
+    TablePlan plan = plan(run, delete.table());
     run.context = plan.what();
-    requireWidth(plan, row);
-    if (!row.hasUnchangedToast()) {
-      run.batch(
-          plan.fullUpsert(),
-          plan.what(),
-          keyOf(plan, row),
-          rowBytes(row),
-          ps -> bindAll(plan, ps, row));
+    requireWidth(plan, delete.oldRow());
+    RowImage old = RowImage.of(delete.oldRow());
+    if (!plan.keyless()) {
+      deleteByKey(run, plan, old);
       return;
     }
-    BitSet present = present(plan, row);
+    plan.requireFindableByOldImage(delete.oldKind() == OldTupleKind.FULL);
+    BitSet nulls = nullsOf(plan, old);
     run.batch(
-        plan.upsert(present),
-        plan.what(),
-        keyOf(plan, row),
-        rowBytes(row),
-        ps -> bindPresent(plan, ps, 1, row, present));
+        plan.deleteOne(nulls), plan.what(), null, rowBytes(old), ps -> bindMatch(plan, ps, 1, old));
   }
 
-  private void deleteByKey(Run run, TablePlan plan, TupleData oldRow) throws SQLException {
-    requireWidth(plan, oldRow);
+  /**
+   * Writes a new row: an upsert by the target key (a plain insert for a keyless target). With a
+   * GENERATED ALWAYS identity column outside the key, the upsert runs alone and guarded (see {@link
+   * TablePlan#upsert}) unless {@code fullOld} shows the column unchanged; a stored row with another
+   * identity value is then replaced.
+   */
+  private void upsert(Run run, TablePlan plan, RowImage row, TupleData fullOld)
+      throws SQLException {
+    run.context = plan.what();
+    BitSet present = present(plan, row);
+    Object key = plan.keyless() ? null : keyOf(plan, row);
+    int g = plan.guardedIdentity();
+    if (g < 0 || !present.get(g)) {
+      run.batch(
+          plan.upsert(present),
+          plan.what(),
+          key,
+          rowBytes(row),
+          ps -> bindPresent(plan, ps, 1, row, present));
+      return;
+    }
+    if (fullOld != null && sameValue(RowImage.of(fullOld), row, g)) {
+      run.batch(
+          plan.upsertKeepingIdentity(present),
+          plan.what(),
+          key,
+          rowBytes(row),
+          ps -> bindPresent(plan, ps, 1, row, present));
+      return;
+    }
+    int written =
+        run.executeNow(
+            plan.upsert(present), plan.what(), ps -> bindPresent(plan, ps, 1, row, present));
+    if (written == 0) {
+      int replaced =
+          run.executeNow(
+              plan.replaceByKey(present),
+              plan.what(),
+              ps -> {
+                int next = bindKey(plan, ps, 1, row);
+                bindPresent(plan, ps, next, row, present);
+              });
+      if (replaced != 1) {
+        throw SinkException.transientFailure(
+            "mirror lost a row it was replacing in " + plan.what(), null);
+      }
+    }
+  }
+
+  private void deleteByKey(Run run, TablePlan plan, RowImage oldRow) throws SQLException {
+    String sql = plan.deleteByKey();
     requireKeyValues(plan, oldRow, "the old row image");
-    run.batch(
-        plan.deleteByKey(),
-        plan.what(),
-        null,
-        rowBytes(oldRow),
-        ps -> bindKey(plan, ps, 1, oldRow));
+    run.batch(sql, plan.what(), null, rowBytes(oldRow), ps -> bindKey(plan, ps, 1, oldRow));
   }
 
   private void truncate(Run run, Change.Truncate truncate) throws SQLException {
@@ -710,7 +839,11 @@ public final class PostgresMirrorSink implements ChangeSink {
     }
   }
 
-  /** The plan for a source table shape, reading the target's primary key on first use. */
+  /**
+   * The plan for a source table shape, reading the target from the catalog on first use (a new
+   * shape, such as one with an added column, reads it again: the column was added to the target
+   * first).
+   */
   private TablePlan plan(Run run, TableSchema source) throws SQLException {
     TablePlan plan = plans.get(source);
     if (plan != null) {
@@ -725,36 +858,19 @@ public final class PostgresMirrorSink implements ChangeSink {
             + "."
             + target
             + ")";
-    List<String> key = primaryKeys.get(target);
-    if (key == null) {
-      run.context = what;
-      key = readPrimaryKey(run.connection, target, what);
-      primaryKeys.put(target, key);
-    }
-    plan = TablePlan.plan(source, settings.targetSchema(), target, key, what);
+    run.context = what;
+    TargetTable table =
+        TargetTable.read(run.connection, settings.targetSchema(), target, what)
+            .orElseThrow(
+                () ->
+                    MirrorFailures.refused(
+                        what,
+                        MirrorFailures.TARGET_MISSING,
+                        "the target table does not exist: create it (the mirror never creates or"
+                            + " changes target tables)"));
+    plan = TablePlan.plan(source, settings.targetSchema(), target, table, what);
     plans.put(source, plan);
     return plan;
-  }
-
-  private List<String> readPrimaryKey(Connection c, String target, String what)
-      throws SQLException {
-    try (PreparedStatement ps = c.prepareStatement(PRIMARY_KEY_SQL)) {
-      ps.setString(1, settings.targetSchema());
-      ps.setString(2, target);
-      try (ResultSet rs = ps.executeQuery()) {
-        if (!rs.next()) {
-          throw MirrorFailures.refused(what, "the target table does not exist");
-        }
-        List<String> key = new ArrayList<>();
-        do {
-          String column = rs.getString(1);
-          if (column != null) {
-            key.add(column);
-          }
-        } while (rs.next());
-        return List.copyOf(key);
-      }
-    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -763,21 +879,25 @@ public final class PostgresMirrorSink implements ChangeSink {
   private static void requireWidth(TablePlan plan, TupleData row) {
     if (row.size() != plan.source().columns().size()) {
       throw MirrorFailures.refused(
-          plan.what(), "a row image and the table schema disagree on the column count");
+          plan.what(),
+          MirrorFailures.MALFORMED_ROW,
+          "a row image and the table schema disagree on the column count");
     }
   }
 
-  private static void requireKeyValues(TablePlan plan, TupleData row, String image) {
+  private static void requireKeyValues(TablePlan plan, RowImage row, String image) {
     for (int k : plan.keyIndexes()) {
       if (row.isNull(k) || row.isUnchangedToast(k)) {
         throw MirrorFailures.refused(
-            plan.what(), image + " carries no value for a primary key column");
+            plan.what(),
+            MirrorFailures.MISSING_VALUE,
+            image + " carries no value for a key column of the target");
       }
     }
   }
 
   /** The value bytes of a row image: what binding it adds to a pending batch, roughly. */
-  private static long rowBytes(TupleData row) {
+  private static long rowBytes(RowImage row) {
     long n = 0;
     for (int i = 0; i < row.size(); i++) {
       n += row.length(i);
@@ -786,7 +906,7 @@ public final class PostgresMirrorSink implements ChangeSink {
   }
 
   /** The target key of a row image, for telling whether a pending upsert batch already has it. */
-  private static Object keyOf(TablePlan plan, TupleData row) {
+  private static Object keyOf(TablePlan plan, RowImage row) {
     int[] keys = plan.keyIndexes();
     if (keys.length == 1) {
       return keyPart(row, keys[0]);
@@ -799,28 +919,38 @@ public final class PostgresMirrorSink implements ChangeSink {
   }
 
   /** The column's bytes, compared by content; an empty list for a column without bytes. */
-  private static Object keyPart(TupleData row, int column) {
+  private static Object keyPart(RowImage row, int column) {
     return row.kind(column).hasData() ? ByteBuffer.wrap(row.bytes(column)) : List.of();
   }
 
   /** Whether the target key differs between the images; unchanged TOAST counts as unchanged. */
-  private static boolean keyChanged(TablePlan plan, TupleData oldRow, TupleData newRow) {
+  private static boolean keyChanged(TablePlan plan, RowImage oldRow, RowImage newRow) {
     for (int k : plan.keyIndexes()) {
-      ColumnKind before = oldRow.kind(k);
-      ColumnKind after = newRow.kind(k);
-      if (before == ColumnKind.UNCHANGED_TOAST || after == ColumnKind.UNCHANGED_TOAST) {
-        continue;
-      }
-      if (before != after
-          || (before.hasData() && !Arrays.equals(oldRow.bytes(k), newRow.bytes(k)))) {
+      if (!sameValue(oldRow, newRow, k)) {
         return true;
       }
     }
     return false;
   }
 
-  /** Columns that carry a value (all but unchanged TOAST); every key column must be among them. */
-  private static BitSet present(TablePlan plan, TupleData row) {
+  /**
+   * Same kind and bytes in both images; an unchanged TOAST marker on either side counts as same.
+   */
+  private static boolean sameValue(RowImage a, RowImage b, int column) {
+    ColumnKind before = a.kind(column);
+    ColumnKind after = b.kind(column);
+    if (before == ColumnKind.UNCHANGED_TOAST || after == ColumnKind.UNCHANGED_TOAST) {
+      return true;
+    }
+    return before == after
+        && (!before.hasData() || Arrays.equals(a.bytes(column), b.bytes(column)));
+  }
+
+  /**
+   * Columns that carry a value (all but unchanged TOAST the old image could not fill); every key
+   * column must be among them.
+   */
+  private static BitSet present(TablePlan plan, RowImage row) {
     BitSet present = new BitSet(row.size());
     for (int i = 0; i < row.size(); i++) {
       if (!row.isUnchangedToast(i)) {
@@ -830,21 +960,35 @@ public final class PostgresMirrorSink implements ChangeSink {
     for (int k : plan.keyIndexes()) {
       if (!present.get(k)) {
         throw MirrorFailures.refused(
-            plan.what(), "a primary key column arrived as unchanged TOAST, without a value");
+            plan.what(),
+            MirrorFailures.MISSING_VALUE,
+            "a key column of the target arrived as unchanged TOAST, and no old key image carries"
+                + " its value");
       }
     }
     return present;
   }
 
-  private static void bindAll(TablePlan plan, PreparedStatement ps, TupleData row)
-      throws SQLException {
-    for (int i = 0; i < row.size(); i++) {
-      bind(plan, ps, i + 1, row, i);
+  /** The NULL columns of an old image used to find a row of a keyless target. */
+  private static BitSet nullsOf(TablePlan plan, RowImage old) {
+    BitSet nulls = new BitSet(old.size());
+    for (int i = 0; i < old.size(); i++) {
+      if (old.isUnchangedToast(i)) {
+        throw MirrorFailures.refused(
+            plan.what(),
+            MirrorFailures.MISSING_VALUE,
+            "the old row image lacks a column's value (unchanged TOAST), so the row cannot be"
+                + " found by it: give the target table a primary key or a replica identity index");
+      }
+      if (old.isNull(i)) {
+        nulls.set(i);
+      }
     }
+    return nulls;
   }
 
   private static int bindPresent(
-      TablePlan plan, PreparedStatement ps, int first, TupleData row, BitSet present)
+      TablePlan plan, PreparedStatement ps, int first, RowImage row, BitSet present)
       throws SQLException {
     int param = first;
     for (int i = present.nextSetBit(0); i >= 0; i = present.nextSetBit(i + 1)) {
@@ -853,17 +997,30 @@ public final class PostgresMirrorSink implements ChangeSink {
     return param;
   }
 
-  private static void bindKey(TablePlan plan, PreparedStatement ps, int first, TupleData row)
+  private static int bindKey(TablePlan plan, PreparedStatement ps, int first, RowImage row)
       throws SQLException {
     int param = first;
     for (int k : plan.keyIndexes()) {
       bind(plan, ps, param++, row, k);
     }
+    return param;
   }
 
-  /** Binds one column as untyped text: the server casts it to the target column's type. */
+  /** Binds the non-NULL columns of an old image, as {@link MirrorSql#match} expects them. */
+  private static int bindMatch(TablePlan plan, PreparedStatement ps, int first, RowImage old)
+      throws SQLException {
+    int param = first;
+    for (int i = 0; i < old.size(); i++) {
+      if (!old.isNull(i)) {
+        bind(plan, ps, param++, old, i);
+      }
+    }
+    return param;
+  }
+
+  /** Binds one column as untyped text: the statement casts it to the target column's type. */
   private static void bind(
-      TablePlan plan, PreparedStatement ps, int param, TupleData row, int column)
+      TablePlan plan, PreparedStatement ps, int param, RowImage row, int column)
       throws SQLException {
     switch (row.kind(column)) {
       case NULL -> ps.setNull(param, Types.OTHER);
@@ -871,10 +1028,13 @@ public final class PostgresMirrorSink implements ChangeSink {
       case BINARY ->
           throw MirrorFailures.refused(
               plan.what(),
+              MirrorFailures.MALFORMED_ROW,
               "a column arrived in binary format; the mirror needs the pipeline's text format");
       case UNCHANGED_TOAST ->
           throw MirrorFailures.refused(
-              plan.what(), "an unchanged TOAST column has no value to write");
+              plan.what(),
+              MirrorFailures.MISSING_VALUE,
+              "an unchanged TOAST column has no value to write");
     }
   }
 

@@ -678,27 +678,226 @@ class MirrorSinkIT {
   }
 
   @Test
-  void targetsMustExistAndHaveAPrimaryKey() throws Exception {
-    sql("CREATE TABLE public.keyless (id int, v text)");
-    TableSchema keyless =
+  void keylessTargetsTakeInsertsAndFullImagesAndRefuseWhatTheyCannotFind() throws Exception {
+    sql(
+        "CREATE TABLE public.keyless (id int, v text)",
+        "CREATE TABLE public.appended (id int, v text)");
+    TableSchema full =
         new TableSchema(
             16403,
             "src",
             "keyless",
             ReplicaIdentity.FULL,
             List.of(col("id", 23, true), col("v", 25, true)));
+    // A source with a key whose target has none: inserts are fine, updates and deletes cannot say
+    // which target row they are about.
+    TableSchema keyed =
+        new TableSchema(
+            16406,
+            "src",
+            "appended",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("id", 23, true), col("v", 25, false)));
     TableSchema missing =
         new TableSchema(
             16404, "src", "missing", ReplicaIdentity.DEFAULT, List.of(col("id", 23, true)));
     PostgresMirrorSink sink = openedSink(settings());
 
-    SinkException noKey = failure(sink.apply(List.of(tx(1, 100, insert(keyless, "1", CANARY)))));
-    assertThat(noKey.isPermanent()).isTrue();
-    assertThat(noKey.getMessage()).contains("src.keyless", "no primary key").doesNotContain(CANARY);
+    await(
+        sink.apply(
+            List.of(
+                tx(
+                    1,
+                    100,
+                    insert(full, "1", "a"),
+                    insert(full, "1", "a"),
+                    insert(full, "2", null),
+                    insert(keyed, "1", CANARY),
+                    insert(keyed, "1", CANARY)))));
+    await(
+        sink.apply(
+            List.of(
+                tx(
+                    2,
+                    200,
+                    new Change.Update(
+                        full,
+                        OldTupleKind.FULL,
+                        TupleData.ofText("1", "a"),
+                        TupleData.ofText("1", "b")),
+                    new Change.Delete(full, OldTupleKind.FULL, TupleData.ofText("2", null)),
+                    // Not there: nothing to delete.
+                    new Change.Delete(full, OldTupleKind.FULL, TupleData.ofText("3", "x"))))));
+    assertThat(rows("SELECT id, v FROM public.keyless ORDER BY id, v"))
+        .as("one of two equal rows takes the update; the NULL-holding row is found and deleted")
+        .containsExactly(List.of("1", "a"), List.of("1", "b"));
+    assertThat(count("SELECT count(*) FROM public.appended"))
+        .as("a keyless target takes every insert")
+        .isEqualTo(2);
 
-    SinkException noTable = failure(sink.apply(List.of(tx(1, 100, insert(missing, "1")))));
+    SinkException noIdentity =
+        failure(
+            sink.apply(
+                List.of(
+                    tx(
+                        3,
+                        300,
+                        new Change.Update(
+                            keyed,
+                            OldTupleKind.NONE,
+                            null,
+                            TupleData.ofText("1", CANARY + "2"))))));
+    assertThat(noIdentity.isPermanent()).isTrue();
+    assertThat(noIdentity.getMessage())
+        .contains("src.appended", "[no-row-identity]", "REPLICA IDENTITY FULL")
+        .doesNotContain(CANARY);
+
+    SinkException noTable = failure(sink.apply(List.of(tx(4, 400, insert(missing, "1")))));
     assertThat(noTable.isPermanent()).isTrue();
-    assertThat(noTable.getMessage()).contains("public.missing", "does not exist");
+    assertThat(noTable.getMessage())
+        .contains("public.missing", "[target-missing]", "does not exist");
+  }
+
+  @Test
+  void identityColumnsCompositeKeysAndToastedKeysAreWritten() throws Exception {
+    sql(
+        "CREATE TYPE public.pair AS (x int, y text)",
+        "CREATE TABLE public.pairs (k public.pair PRIMARY KEY, v text)",
+        "CREATE TABLE public.ident (code text PRIMARY KEY,"
+            + " seq int GENERATED ALWAYS AS IDENTITY, v text)",
+        "CREATE TABLE public.tkey (a text, b int, v text, PRIMARY KEY (a, b))");
+    TableSchema pairs =
+        new TableSchema(
+            16420,
+            "src",
+            "pairs",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("k", 16999, true), col("v", 25, false)));
+    TableSchema ident =
+        new TableSchema(
+            16421,
+            "src",
+            "ident",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("code", 25, true), col("seq", 23, false), col("v", 25, false)));
+    TableSchema tkey =
+        new TableSchema(
+            16422,
+            "src",
+            "tkey",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("a", 25, true), col("b", 23, true), col("v", 25, false)));
+    PostgresMirrorSink sink = openedSink(settings());
+    await(
+        sink.apply(
+            List.of(
+                tx(
+                    1,
+                    100,
+                    insert(pairs, "(1,a)", "one"),
+                    insert(pairs, "(2,)", "two"),
+                    insert(ident, "k1", "10", "one"),
+                    insert(ident, "k2", "20", "two"),
+                    insert(tkey, "big", "1", "v")))));
+    await(
+        sink.apply(
+            List.of(
+                tx(
+                    2,
+                    200,
+                    // A composite key: bound untyped it would be an anonymous record (0A000).
+                    new Change.Delete(pairs, OldTupleKind.KEY, TupleData.ofText("(1,a)", null)),
+                    new Change.Update(
+                        pairs,
+                        OldTupleKind.KEY,
+                        TupleData.ofText("(2,)", null),
+                        TupleData.ofText("(3,)", "moved")),
+                    // SET seq = DEFAULT on the source: a new identity value outside the key.
+                    update(ident, "k1", "11", "one"),
+                    update(ident, "k2", "20", "same seq"),
+                    // A key column stored out of line: unchanged TOAST, its value in the old key.
+                    new Change.Update(
+                        tkey,
+                        OldTupleKind.KEY,
+                        TupleData.ofText("big", "1", null),
+                        decodedUpdate(null, TOAST, "2", "w"))))));
+    assertThat(rows("SELECT k::text, v FROM public.pairs ORDER BY k"))
+        .containsExactly(List.of("(3,)", "moved"));
+    assertThat(rows("SELECT code, seq::text, v FROM public.ident ORDER BY code"))
+        .as("a GENERATED ALWAYS identity column takes the source's values, also a new one")
+        .containsExactly(List.of("k1", "11", "one"), List.of("k2", "20", "same seq"));
+    assertThat(rows("SELECT a, b::text, v FROM public.tkey"))
+        .as("the key column's value comes from the old key image")
+        .containsExactly(List.of("big", "2", "w"));
+  }
+
+  @Test
+  void typedRefusalsNameTheFixAndNoValue() throws Exception {
+    sql(
+        "CREATE TABLE public.shapes (b box, v text)",
+        "CREATE TABLE public.gen (id int PRIMARY KEY, g int GENERATED ALWAYS AS (id * 2) STORED)",
+        "CREATE TABLE public.narrow (id int PRIMARY KEY)",
+        "CREATE TABLE public.other_key (id int, code text PRIMARY KEY)");
+    TableSchema shapes =
+        new TableSchema(
+            16410,
+            "src",
+            "shapes",
+            ReplicaIdentity.FULL,
+            List.of(col("b", 603, true), col("v", 25, true)));
+    TableSchema gen =
+        new TableSchema(
+            16411,
+            "src",
+            "gen",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("id", 23, true), col("g", 23, false)));
+    TableSchema narrow =
+        new TableSchema(
+            16412,
+            "src",
+            "narrow",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("id", 23, true), col("added", 25, false)));
+    TableSchema otherKey =
+        new TableSchema(
+            16413,
+            "src",
+            "other_key",
+            ReplicaIdentity.DEFAULT,
+            List.of(col("id", 23, true), col("code", 25, false)));
+    PostgresMirrorSink sink = openedSink(settings());
+    await(sink.apply(List.of(tx(1, 100, insert(shapes, "(1,1),(0,0)", CANARY)))));
+    await(
+        sink.apply(
+            List.of(
+                tx(
+                    2,
+                    200,
+                    new Change.Delete(narrow, OldTupleKind.KEY, TupleData.ofText("1", null))))));
+
+    record Case(Change change, String code, String hint) {}
+    List<Case> cases =
+        List.of(
+            new Case(
+                new Change.Delete(
+                    shapes, OldTupleKind.FULL, TupleData.ofText("(1,1),(0,0)", CANARY)),
+                "[no-equality]",
+                "column b"),
+            new Case(
+                insert(gen, "1", CANARY.length() + ""), "[target-column-generated]", "column g"),
+            new Case(insert(narrow, "1", CANARY), "[target-column-missing]", "ADD COLUMN"),
+            new Case(
+                new Change.Delete(otherKey, OldTupleKind.KEY, TupleData.ofText("1", null)),
+                "[key-not-replica-identity]",
+                "REPLICA IDENTITY FULL"));
+    long xid = 10;
+    for (Case c : cases) {
+      SinkException e = failure(sink.apply(List.of(tx(xid, xid * 100, c.change()))));
+      xid++;
+      assertThat(e.isPermanent()).as("%s must halt", c.code()).isTrue();
+      assertThat(e.getMessage()).contains(c.code(), c.hint()).doesNotContain(CANARY);
+    }
   }
 
   @Test

@@ -22,28 +22,115 @@ class MirrorSqlTest {
         .isInstanceOf(IllegalArgumentException.class);
   }
 
+  private static final String INT = MirrorSql.typeName("pg_catalog", "int4");
+  private static final String TEXT = MirrorSql.typeName("pg_catalog", "text");
+
+  private static MirrorSql.Column col(String name, String type) {
+    return new MirrorSql.Column(name, type, MirrorSql.Equality.OPERATOR, false);
+  }
+
+  @Test
+  void typeNamesAreQuotedAndSchemaQualified() {
+    assertThat(MirrorSql.typeName("my \"types\"", "Pair"))
+        .as("a type from the catalog is cast to by its quoted, qualified name")
+        .isEqualTo("\"my \"\"types\"\"\".\"Pair\"");
+    assertThat(col("k", MirrorSql.typeName("public", "pair")).param())
+        .isEqualTo("?::\"public\".\"pair\"");
+  }
+
   @Test
   void upsertUpdatesEveryNonKeyColumnOnConflict() {
-    assertThat(MirrorSql.upsert("\"m\".\"t\"", List.of("id", "name", "qty"), List.of("id")))
+    assertThat(
+            MirrorSql.upsert(
+                "\"m\".\"t\"",
+                List.of(col("id", INT), col("name", TEXT), col("qty", INT)),
+                List.of("id"),
+                false,
+                java.util.Set.of(),
+                null))
         .isEqualTo(
-            "INSERT INTO \"m\".\"t\" (\"id\", \"name\", \"qty\") VALUES (?, ?, ?)"
+            "INSERT INTO \"m\".\"t\" AS weir_target (\"id\", \"name\", \"qty\")"
+                + " VALUES (?::\"pg_catalog\".\"int4\", ?::\"pg_catalog\".\"text\","
+                + " ?::\"pg_catalog\".\"int4\")"
                 + " ON CONFLICT (\"id\") DO UPDATE SET \"name\" = EXCLUDED.\"name\", \"qty\" = EXCLUDED.\"qty\"");
   }
 
   @Test
   void upsertOfKeyColumnsOnlyDoesNothingOnConflict() {
-    assertThat(MirrorSql.upsert("\"m\".\"t\"", List.of("a", "b"), List.of("a", "b")))
+    assertThat(
+            MirrorSql.upsert(
+                "\"m\".\"t\"",
+                List.of(col("a", INT), col("b", INT)),
+                List.of("a", "b"),
+                false,
+                java.util.Set.of(),
+                null))
         .as("with nothing but key columns there is nothing to set, so a conflict must be a no-op")
-        .isEqualTo(
-            "INSERT INTO \"m\".\"t\" (\"a\", \"b\") VALUES (?, ?) ON CONFLICT (\"a\", \"b\") DO NOTHING");
+        .endsWith(" ON CONFLICT (\"a\", \"b\") DO NOTHING");
   }
 
   @Test
-  void deleteAndUpdateMatchEveryKeyColumn() {
-    assertThat(MirrorSql.deleteByKey("\"m\".\"t\"", List.of("a", "b")))
-        .isEqualTo("DELETE FROM \"m\".\"t\" WHERE \"a\" = ? AND \"b\" = ?");
-    assertThat(MirrorSql.updateByKey("\"m\".\"t\"", List.of("a", "x"), List.of("a")))
-        .isEqualTo("UPDATE \"m\".\"t\" SET \"a\" = ?, \"x\" = ? WHERE \"a\" = ?");
+  void upsertOfAGeneratedAlwaysIdentityOverridesAndNeverSetsIt() {
+    String sql =
+        MirrorSql.upsert(
+            "\"m\".\"t\"",
+            List.of(col("code", TEXT), col("seq", INT), col("v", TEXT)),
+            List.of("code"),
+            true,
+            java.util.Set.of("seq"),
+            "seq");
+    assertThat(sql)
+        .contains(") OVERRIDING SYSTEM VALUE VALUES (")
+        .endsWith(
+            " DO UPDATE SET \"v\" = EXCLUDED.\"v\""
+                + " WHERE weir_target.\"seq\" IS NOT DISTINCT FROM EXCLUDED.\"seq\"");
+  }
+
+  @Test
+  void deleteAndUpdateMatchEveryKeyColumnCastToItsType() {
+    assertThat(MirrorSql.deleteByKey("\"m\".\"t\"", List.of(col("a", INT), col("b", TEXT))))
+        .isEqualTo(
+            "DELETE FROM \"m\".\"t\" WHERE \"a\" = ?::\"pg_catalog\".\"int4\""
+                + " AND \"b\" = ?::\"pg_catalog\".\"text\"");
+    assertThat(
+            MirrorSql.updateByKey(
+                "\"m\".\"t\"", List.of(col("a", INT), col("x", TEXT)), List.of(col("a", INT))))
+        .isEqualTo(
+            "UPDATE \"m\".\"t\" SET \"a\" = ?::\"pg_catalog\".\"int4\","
+                + " \"x\" = ?::\"pg_catalog\".\"text\" WHERE \"a\" = ?::\"pg_catalog\".\"int4\"");
+  }
+
+  @Test
+  void keylessRowsAreMatchedNullSafelyAndOneAtATime() {
+    List<MirrorSql.Column> cols =
+        List.of(
+            col("a", INT),
+            new MirrorSql.Column("j", "\"pg_catalog\".\"json\"", MirrorSql.Equality.TEXT, false),
+            new MirrorSql.Column("p", "\"public\".\"pair\"", MirrorSql.Equality.OPERATOR, true),
+            col("b", TEXT));
+    java.util.BitSet nulls = new java.util.BitSet();
+    nulls.set(2);
+    nulls.set(3);
+    String match = MirrorSql.match(cols, nulls);
+    assertThat(match)
+        .isEqualTo(
+            "\"a\" = ?::\"pg_catalog\".\"int4\""
+                + " AND \"j\"::pg_catalog.text = ?::pg_catalog.text"
+                + " AND \"p\" IS NOT DISTINCT FROM NULL AND \"b\" IS NULL");
+    assertThat(MirrorSql.deleteOne("\"m\".\"t\"", match))
+        .isEqualTo(
+            "DELETE FROM \"m\".\"t\" WHERE (tableoid, ctid) = (SELECT tableoid, ctid FROM"
+                + " \"m\".\"t\" WHERE "
+                + match
+                + " LIMIT 1)");
+    assertThat(
+            MirrorSql.replaceOne(
+                "\"m\".\"t\"", List.of(col("a", INT)), List.of("big"), "\"a\" IS NULL", true))
+        .isEqualTo(
+            "WITH weir_old AS (DELETE FROM \"m\".\"t\" WHERE (tableoid, ctid) = (SELECT tableoid,"
+                + " ctid FROM \"m\".\"t\" WHERE \"a\" IS NULL LIMIT 1) RETURNING \"big\")"
+                + " INSERT INTO \"m\".\"t\" (\"a\", \"big\") OVERRIDING SYSTEM VALUE"
+                + " SELECT ?::\"pg_catalog\".\"int4\", weir_old.\"big\" FROM weir_old");
   }
 
   @Test

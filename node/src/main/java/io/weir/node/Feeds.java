@@ -20,6 +20,7 @@ import io.weir.sharding.partition.PartitionProtocol.Document;
 import io.weir.sharding.partition.PartitionProtocol.GetAcls;
 import io.weir.sharding.partition.PartitionProtocol.ReadChanges;
 import io.weir.sharding.partition.PartitionProtocol.ScanCollection;
+import io.weir.sharding.partition.PartitionProtocol.ScanReader;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.time.Clock;
@@ -771,9 +772,8 @@ public final class Feeds {
               if (out.isEmpty()) {
                 throw new Refused(
                     ErrorCode.BUDGET_EXCEEDED,
-                    "the next change is larger than the byte limit ("
-                        + maxBytes
-                        + "); read again with a larger maxBytes");
+                    "the next change is larger than the request's maxBytes; read again with a"
+                        + " larger maxBytes");
               }
               full = true;
               break;
@@ -864,11 +864,17 @@ public final class Feeds {
               + " its id are not supported yet");
     }
     int n = documents.partitions();
+    // The candidate budget counts only the documents the principal may see: the partition leaves
+    // the others out of the count and of its answer.
+    ScanReader reader =
+        principal.administrator() || policy.visibility() == Visibility.NONE
+            ? null
+            : new ScanReader(
+                principal.id(), principal.groups(), policy.visibility() == Visibility.OWNER);
+    long budget = limits.candidateBytes();
     List<CompletableFuture<CollectionScan>> asks = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      asks.add(
-          documents.ask(
-              i, r -> new ScanCollection(query.collection(), limits.candidateBytes(), r)));
+      asks.add(documents.ask(i, r -> new ScanCollection(query.collection(), budget, reader, r)));
     }
     return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new))
         .thenApplyAsync(
@@ -882,14 +888,17 @@ public final class Feeds {
               ChangesSpan[] spans = new ChangesSpan[n];
               for (int i = 0; i < n; i++) {
                 CollectionScan s = scans[i];
+                // The rule first: a partition under another rule version fails closed (retryable),
+                // whatever its documents.
+                ruleInstalled(policy, i, s.ruleVersion());
                 if (s.tooLarge()) {
                   throw new Refused(
                       ErrorCode.RESULT_TOO_LARGE,
                       "a partition holds more than "
                           + limits.candidateBytes()
-                          + " bytes of candidate documents for this query");
+                          + " bytes (weir.feeds.query.candidate-bytes) of candidate documents for"
+                          + " this query");
                 }
-                ruleInstalled(policy, i, s.ruleVersion());
                 positions[i] = s.tail();
                 spans[i] =
                     new ChangesSpan(
@@ -912,11 +921,8 @@ public final class Feeds {
                   if (rows.size() == maxRows || bytes > maxBytes) {
                     throw new Refused(
                         ErrorCode.RESULT_TOO_LARGE,
-                        "the result has more than "
-                            + maxRows
-                            + " rows or "
-                            + maxBytes
-                            + " bytes; narrow the query");
+                        "the result has more rows or bytes than the request's limit and maxBytes"
+                            + " allow; narrow the query");
                   }
                   rows.add(new Row(d.id(), d.revision(), row));
                 }

@@ -90,6 +90,16 @@ abstract class FeedNodeFixture {
     return 64 * 1024;
   }
 
+  /** The feeds' limits (candidate bytes 1 MiB, at most 50 rows). */
+  Feeds.Limits feedLimits() {
+    return new Feeds.Limits(100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24));
+  }
+
+  /** The reader of the partitions' outboxes: the JDBC journal's. */
+  OutboxReader outboxReader(org.apache.pekko.actor.typed.ActorSystem<?> system) {
+    return OutboxReader.jdbc(system);
+  }
+
   /** Projection consumers' service, or null for none. */
   io.weir.node.Projections projections(
       Documents documents, io.weir.node.TokenKeys keys, Clock clock) {
@@ -147,14 +157,7 @@ abstract class FeedNodeFixture {
     policies = new io.weir.node.auth.Policies(database.dataSource(), "weir", blocking, documents);
     policies.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     Feeds feeds =
-        new Feeds(
-            documents,
-            OutboxReader.jdbc(kit.system()),
-            keys,
-            policies,
-            new Feeds.Limits(
-                100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24)),
-            clock);
+        new Feeds(documents, outboxReader(kit.system()), keys, policies, feedLimits(), clock);
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
     HttpApi api =
         new HttpApi(
@@ -177,11 +180,9 @@ abstract class FeedNodeFixture {
             .toCompletableFuture()
             .get(10, TimeUnit.SECONDS);
     // A single-node cluster is Up within seconds; the bound allows a machine four times slower.
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-    while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-    assertThat(cluster.selfMember().status()).isEqualTo(MemberStatus.up());
+    org.awaitility.Awaitility.await()
+        .atMost(Duration.ofSeconds(120))
+        .until(() -> cluster.selfMember().status() == MemberStatus.up());
   }
 
   @AfterAll

@@ -121,6 +121,17 @@ class LiveQueryModelIT extends FeedNodeFixture {
         }
         JsonNode page = ok(r);
         for (JsonNode c : page.get("changes")) {
+          // The row's current ACL (a tombstone keeps its row's) must admit the reader, and a before
+          // image is shown only with the after image (or a deletion).
+          String now = aclNow.get(collection).get(c.get("id").asText());
+          assertThat(visible(json.readTree(now)))
+              .as("%s sees a change of a row it may not see now", id)
+              .isTrue();
+          if (!c.get("before").isNull() && !c.get("deleted").asBoolean()) {
+            assertThat(c.get("after").isNull())
+                .as("%s sees a before image without its after image", id)
+                .isFalse();
+          }
           for (String image : List.of("before", "after")) {
             JsonNode body = c.get(image);
             if (!body.isNull()) {
@@ -245,10 +256,14 @@ class LiveQueryModelIT extends FeedNodeFixture {
 
   private final Map<String, String> tokens = new HashMap<>();
 
+  /** Per collection, each document's ACL as last written (a deletion keeps it). */
+  private final Map<String, Map<String, String>> aclNow = new HashMap<>();
+
   /** One random workload step on collection {@code c} (written by the administrator). */
   private void step(Random random, String c, int seed) throws Exception {
     int op = random.nextInt(100);
     String id = "d" + random.nextInt(12);
+    Map<String, String> acls = aclNow.computeIfAbsent(c, k -> new HashMap<>());
     if (op < 60) {
       // Upsert keeping the current ACL when the document exists (no fence), or a new one.
       JsonNode current = currentBody(c, id);
@@ -256,6 +271,7 @@ class LiveQueryModelIT extends FeedNodeFixture {
           current != null && current.has("acl")
               ? current.get("acl").toString()
               : ACLS[random.nextInt(ACLS.length)];
+      acls.put(id, acl);
       ok(
           put(
               c,
@@ -274,12 +290,14 @@ class LiveQueryModelIT extends FeedNodeFixture {
           .isEqualTo(expected);
     } else if (op < 90) {
       // An ACL change (of an existing document: fences every cursor of the collection).
+      String acl = ACLS[random.nextInt(ACLS.length)];
+      acls.put(id, acl);
       ok(
           put(
               c,
               id,
               "{\"acl\":"
-                  + ACLS[random.nextInt(ACLS.length)]
+                  + acl
                   + ",\"k\":"
                   + random.nextInt(4)
                   + ",\"s\":"
@@ -319,6 +337,8 @@ class LiveQueryModelIT extends FeedNodeFixture {
             "FieldUse:*");
     String q = "{\"collection\":\"race\",\"where\":{\"op\":\"lt\",\"field\":\"v\",\"value\":1000}}";
     AtomicBoolean done = new AtomicBoolean();
+    java.util.concurrent.atomic.AtomicInteger written =
+        new java.util.concurrent.atomic.AtomicInteger();
     AtomicReference<Throwable> failed = new AtomicReference<>();
     Thread writer =
         new Thread(
@@ -326,6 +346,7 @@ class LiveQueryModelIT extends FeedNodeFixture {
               try {
                 for (int i = 0; i < 300; i++) {
                   ok(put(c, "r" + (i % 40), "{\"v\":" + (i % 1100 < 1000 ? i : 2000) + "}", w));
+                  written.incrementAndGet();
                 }
               } catch (Throwable t) {
                 failed.set(t);
@@ -342,7 +363,12 @@ class LiveQueryModelIT extends FeedNodeFixture {
       r.get("rows").forEach(x -> view.put(x.get("id").asText(), x.get("row")));
       views.add(view);
       cursors.add(r.get("cursor").asText());
-      Thread.sleep(20);
+      // The next start after a few more writes (or the last ones).
+      int seen = written.get();
+      org.awaitility.Awaitility.await()
+          .atMost(java.time.Duration.ofSeconds(120))
+          .pollInterval(java.time.Duration.ofMillis(5))
+          .until(() -> done.get() || written.get() >= seen + 3);
     }
     writer.join();
     assertThat(failed.get()).isNull();

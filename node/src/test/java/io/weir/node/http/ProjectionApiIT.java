@@ -529,6 +529,33 @@ class ProjectionApiIT extends FeedNodeFixture {
   }
 
   @Test
+  void aBatchTokenSignedWithAKeyThisNodeHasNotLoadedYetCommitsAfterAReload() throws Exception {
+    int p = 11;
+    put("rot-src", idIn("rot-src", p, 0), "{}");
+    configure(p, "rot-idx", List.of("rot-src"), List.of());
+    String token = read(p, "rot-idx", null).get("token").asText();
+    // Another node rotated the keys and signed this batch with the new one.
+    io.weir.node.TokenKeys other =
+        new io.weir.node.TokenKeys(
+            database.dataSource(),
+            "weir",
+            java.util.concurrent.ForkJoinPool.commonPool(),
+            Duration.ofSeconds(2));
+    other.reload().toCompletableFuture().get(10, java.util.concurrent.TimeUnit.SECONDS);
+    BatchToken fields =
+        BatchToken.verify(other.signer().orElseThrow(), token, System.currentTimeMillis());
+    TokenSigner rotated =
+        other.rotate().toCompletableFuture().get(10, java.util.concurrent.TimeUnit.SECONDS);
+    String resigned = fields.sign(rotated, System.currentTimeMillis() + 60_000);
+    assertThat(resigned).isNotEqualTo(token);
+    assertThat(
+            ok(post("/admin/projections/commit", commitBody(resigned)), 200)
+                .get("checkpoint")
+                .asLong())
+        .isEqualTo(fields.end());
+  }
+
+  @Test
   void forgedTamperedExpiredAndMisdirectedTokensAreRefused() throws Exception {
     int p = 6;
     put("src", idIn("src", p, 0), "{}");

@@ -909,8 +909,13 @@ public final class Partition
     List<Document> out = new ArrayList<>();
     long bytes = 0;
     boolean tooLarge = false;
+    // Without a rule field here (another rule version than the reader's node runs, which refuses
+    // the answer) every document counts.
+    String field = c.reader() == null ? null : s.ruleField(c.collection());
     for (Document d : s.documents().values()) {
-      if (!d.deleted() && d.collection().equals(c.collection())) {
+      if (!d.deleted()
+          && d.collection().equals(c.collection())
+          && (field == null || c.reader().sees(aclOf(d.body(), field)))) {
         bytes += State.size(d);
         if (bytes > c.maxBytes()) {
           tooLarge = true;

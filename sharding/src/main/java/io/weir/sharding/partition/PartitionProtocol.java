@@ -765,13 +765,89 @@ public final class PartitionProtocol {
   }
 
   /**
-   * Replies, in one step, with every live document of {@code collection} and the outbox tail at
-   * that moment: a baseline and the position its changes start after. More than {@code maxBytes} of
-   * documents (counted like the state's size: with ids and overhead) answers {@code tooLarge} and
-   * no documents.
+   * Replies, in one step, with every live document of {@code collection} that {@code reader} may
+   * see and the outbox tail at that moment: a baseline and the position its changes start after.
+   * More than {@code maxBytes} of those documents (counted like the state's size: with ids and
+   * overhead) answers {@code tooLarge} and no documents; documents the reader may not see count for
+   * nothing, so neither the answer nor the refusal depends on them.
+   *
+   * @param reader whose documents: null for every document (an administrator, or a collection
+   *     without a row rule)
    */
-  public record ScanCollection(String collection, long maxBytes, ActorRef<CollectionScan> replyTo)
-      implements Command {}
+  public record ScanCollection(
+      String collection, long maxBytes, ScanReader reader, ActorRef<CollectionScan> replyTo)
+      implements Command {
+    /** A scan of every document. */
+    public ScanCollection(String collection, long maxBytes, ActorRef<CollectionScan> replyTo) {
+      this(collection, maxBytes, null, replyTo);
+    }
+
+    /** No principal id or groups. */
+    @Override
+    public String toString() {
+      return "ScanCollection[" + collection + ", maxBytes=" + maxBytes + "]";
+    }
+  }
+
+  /**
+   * The reader of a {@link ScanCollection}, for the row rule installed in the partition: under an
+   * {@code owner} rule a document is its when the field is its principal id; under an {@code acl}
+   * rule when the field is an array listing its id or {@code "group:<name>"} of one of its groups.
+   * A field that is missing or of another shape admits nobody (the node's projector, {@code
+   * io.weir.node.auth.Access}, applies the same rule to every row it returns).
+   *
+   * @param principal the reader's principal id
+   * @param groups the reader's groups
+   * @param owner whether the rule is {@code owner} (otherwise {@code acl})
+   */
+  public record ScanReader(String principal, java.util.Set<String> groups, boolean owner)
+      implements CborSerializable {
+    public ScanReader {
+      Objects.requireNonNull(principal, "principal");
+      groups = groups == null ? java.util.Set.of() : java.util.Set.copyOf(groups);
+    }
+
+    /** Whether a document whose row-visibility field is {@code aclJson} (compact JSON) is its. */
+    public boolean sees(String aclJson) {
+      if (aclJson == null) {
+        return false;
+      }
+      com.fasterxml.jackson.databind.JsonNode acl;
+      try {
+        acl = JSON.readTree(aclJson);
+      } catch (java.io.IOException e) {
+        return false;
+      }
+      if (acl == null) {
+        return false;
+      }
+      if (owner) {
+        return acl.isTextual() && acl.textValue().equals(principal);
+      }
+      if (!acl.isArray()) {
+        return false;
+      }
+      for (com.fasterxml.jackson.databind.JsonNode entry : acl) {
+        if (entry.isTextual()) {
+          String e = entry.textValue();
+          if (e.equals(principal)
+              || (e.startsWith("group:") && groups.contains(e.substring("group:".length())))) {
+            return true;
+          }
+        }
+      }
+      return false;
+    }
+
+    private static final com.fasterxml.jackson.databind.ObjectMapper JSON =
+        new com.fasterxml.jackson.databind.ObjectMapper();
+
+    /** No principal id or groups. */
+    @Override
+    public String toString() {
+      return "ScanReader[owner=" + owner + ", groups=" + groups.size() + "]";
+    }
+  }
 
   public record CollectionScan(
       String incarnation,

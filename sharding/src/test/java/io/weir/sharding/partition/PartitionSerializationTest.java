@@ -20,7 +20,8 @@ class PartitionSerializationTest extends SerializationContract {
 
   /**
    * The v1 fixture of {@link PartitionProtocol.FramesReply} was written before {@link
-   * PartitionProtocol.KeyReused} existed: its sample holds one reply of every other kind.
+   * PartitionProtocol.KeyReused} existed: its sample holds one reply of every other kind. That of
+   * {@link PartitionProtocol.ScanCollection} before it had a reader.
    */
   @Override
   protected void expectations(io.weir.persistence.serialization.SerializationFixtures f) {
@@ -34,6 +35,15 @@ class PartitionSerializationTest extends SerializationContract {
                 current.replies().stream()
                     .filter(r -> !(r instanceof PartitionProtocol.KeyReused))
                     .toList())));
+    // Written before a scan named its reader: it decodes as a scan of every document.
+    PartitionProtocol.ScanCollection scan =
+        (PartitionProtocol.ScanCollection) f.samples(PartitionProtocol.ScanCollection.class).get(0);
+    f.expectInVersion(
+        "v1",
+        PartitionProtocol.ScanCollection.class,
+        List.of(
+            new PartitionProtocol.ScanCollection(
+                scan.collection(), scan.maxBytes(), scan.replyTo())));
   }
 
   @Override

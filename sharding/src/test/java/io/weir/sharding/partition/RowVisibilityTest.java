@@ -157,6 +157,53 @@ class RowVisibilityTest {
   }
 
   @Test
+  void aScanForAReaderCountsAndReturnsOnlyTheDocumentsItMaySee() {
+    rule("acl", 1);
+    String big = "x".repeat(500);
+    frame(
+        put("mine", "{\"acl\":[\"ann\"]}"),
+        put("team", "{\"acl\":[\"group:g\"]}"),
+        put("other", "{\"acl\":[\"bob\"],\"pad\":\"" + big + "\"}"),
+        put("shape", "{\"acl\":\"ann\",\"pad\":\"" + big + "\"}"),
+        put("none", "{\"pad\":\"" + big + "\"}"));
+    PartitionProtocol.ScanReader ann =
+        new PartitionProtocol.ScanReader("ann", java.util.Set.of("g"), false);
+    CollectionScan mine =
+        partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 400, ann, r)).reply();
+    assertThat(mine.tooLarge()).as("the hidden rows exceed 400 bytes; they do not count").isFalse();
+    assertThat(mine.documents())
+        .extracting(PartitionProtocol.Document::id)
+        .containsExactlyInAnyOrder("mine", "team");
+    assertThat(
+            partition
+                .<CollectionScan>runCommand(r -> new ScanCollection("notes", 400, r))
+                .reply()
+                .tooLarge())
+        .as("every document counts for a scan without a reader")
+        .isTrue();
+    PartitionProtocol.ScanReader bob =
+        new PartitionProtocol.ScanReader("bob", java.util.Set.of(), false);
+    CollectionScan bobs =
+        partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 400, bob, r)).reply();
+    assertThat(bobs.tooLarge()).as("bob's own row exceeds the budget").isTrue();
+    assertThat(bobs.documents()).isEmpty();
+    rule("owner", 2);
+    frame(
+        put("owned", "{\"owner\":\"ann\"}"),
+        put("bobs", "{\"owner\":\"bob\"}"),
+        put("ann-in-list", "{\"owner\":[\"ann\"]}"));
+    PartitionProtocol.ScanReader owner =
+        new PartitionProtocol.ScanReader("ann", java.util.Set.of("g"), true);
+    assertThat(
+            partition
+                .<CollectionScan>runCommand(r -> new ScanCollection("notes", 400, owner, r))
+                .reply()
+                .documents())
+        .extracting(PartitionProtocol.Document::id)
+        .containsExactly("owned");
+  }
+
+  @Test
   void aChangesSpanNamesTheJournalEventsOfRetainedPositions() {
     frame(put("1", "{}"));
     frame(put("2", "{}"), put("3", "{}"));

@@ -8,6 +8,7 @@ import io.weir.node.auth.Principal;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
 import io.weir.protocol.ErrorCode;
+import io.weir.protocol.Utf8;
 import io.weir.protocol.query.Q1Query;
 import io.weir.protocol.token.ChangeCursor;
 import io.weir.protocol.token.TokenSigner;
@@ -805,7 +806,7 @@ public final class Feeds {
         deleted,
         e.before(),
         after,
-        (e.before() == null ? 0 : e.before().length()) + (after == null ? 0 : after.length()));
+        Utf8.length(e.before()) + Utf8.length(after));
   }
 
   /**
@@ -835,9 +836,11 @@ public final class Feeds {
       return null;
     }
     long bytes =
-        (beforeVisible ? text(Access.project(principal, policy, (ObjectNode) before)).length() : 0)
+        (beforeVisible
+                ? Utf8.length(text(Access.project(principal, policy, (ObjectNode) before)))
+                : 0)
             + (afterVisible
-                ? text(Access.project(principal, policy, (ObjectNode) after)).length()
+                ? Utf8.length(text(Access.project(principal, policy, (ObjectNode) after)))
                 : 0);
     return new Change(
         partition,
@@ -917,7 +920,7 @@ public final class Feeds {
                     continue;
                   }
                   String row = text(query.project((ObjectNode) body, hidden));
-                  bytes += row.length();
+                  bytes += Utf8.length(row);
                   if (rows.size() == maxRows || bytes > maxBytes) {
                     throw new Refused(
                         ErrorCode.RESULT_TOO_LARGE,

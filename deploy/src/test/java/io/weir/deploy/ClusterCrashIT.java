@@ -220,16 +220,19 @@ class ClusterCrashIT extends EndToEndTest {
             ConfigFactory.load(
                 db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf"))));
     OutboxAudit.Outcome audit;
+    long[] tableDiff = {-1};
     try {
       Map<Long, JsonNode> source = OutboxAudit.source(db);
       OutboxAudit.Outcome[] last = new OutboxAudit.Outcome[1];
-      await("the partitions catch up with the source")
+      await("the partitions and their documents table catch up with the source")
           .atMost(Duration.ofMinutes(3))
           .pollInterval(Duration.ofSeconds(2))
           .until(
               () -> {
                 last[0] = OutboxAudit.check(reader, PARTITIONS, source);
-                return last[0].documentDiff() == 0;
+                tableDiff[0] =
+                    last[0].documentDiff() == 0 ? OutboxAudit.tableDiff(db, source, last[0]) : -1;
+                return tableDiff[0] == 0;
               });
       audit = last[0];
     } finally {
@@ -270,7 +273,7 @@ class ClusterCrashIT extends EndToEndTest {
 
     System.out.printf(
         "cluster-crash: seed=%d rounds=%d kills=%d transactions=%d outbox-entries=%d loss=%d dup=%d"
-            + " order-errors=%d doc-diff=%d%n",
+            + " order-errors=%d doc-diff=%d table-diff=%d%n",
         seed,
         rounds,
         2 * rounds,
@@ -279,7 +282,8 @@ class ClusterCrashIT extends EndToEndTest {
         audit.loss(),
         audit.dup(),
         audit.orderErrors(),
-        audit.documentDiff());
+        audit.documentDiff(),
+        tableDiff[0]);
     System.out.printf(
         "cluster-crash projection: partition=%d batches=%d retried-commits=%d already-processed=%d"
             + " entries=%d counted=%d loss=%d dup=%d%n",
@@ -314,6 +318,7 @@ class ClusterCrashIT extends EndToEndTest {
     assertThat(audit.dup()).as("changes in the outbox twice (dup)").isZero();
     assertThat(audit.orderErrors()).as("outbox order").isZero();
     assertThat(audit.documentDiff()).as("documents equal the source").isZero();
+    assertThat(tableDiff[0]).as("the documents table equals the source").isZero();
     assertThat(projectionLoss).as("projection: entries never counted").isZero();
     assertThat(projectionDup).as("projection: entries counted twice").isZero();
     assertThat(agg.get("batch").asLong())

@@ -142,4 +142,48 @@ final class OutboxAudit {
     }
     return new Outcome(entries, loss, dup, diff, orderErrors, byPartition, byId);
   }
+
+  /**
+   * Compares the partitions' documents table ({@code weir.documents}, collection {@code src}) with
+   * {@code source} and with the outbox: every source row has one live row with an equal body and
+   * the revision of its last outbox entry; a row deleted at the source is a tombstone or absent.
+   *
+   * @return rows that differ
+   */
+  static long tableDiff(TestPostgres.TestDatabase db, Map<Long, JsonNode> source, Outcome outbox)
+      throws Exception {
+    Map<Long, Object[]> table = new HashMap<>();
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT id, revision, body, deleted FROM weir.documents"
+                        + " WHERE collection = 'src'")) {
+      while (rs.next()) {
+        table.put(
+            Long.parseLong(rs.getString(1)),
+            new Object[] {rs.getLong(2), rs.getString(3), rs.getBoolean(4)});
+      }
+    }
+    long diff = 0;
+    java.util.Set<Long> ids = new java.util.TreeSet<>(table.keySet());
+    ids.addAll(source.keySet());
+    for (long id : ids) {
+      Object[] row = table.get(id);
+      JsonNode expected = source.get(id);
+      List<Partition.OutboxEntry> entries = outbox.byId().getOrDefault(id, List.of());
+      long revision = entries.isEmpty() ? -1 : entries.get(entries.size() - 1).revision();
+      if (expected == null) {
+        if (row != null && !(Boolean) row[2]) {
+          diff++;
+        }
+      } else if (row == null
+          || (Boolean) row[2]
+          || (Long) row[0] != revision
+          || !JSON.readTree((String) row[1]).equals(expected)) {
+        diff++;
+      }
+    }
+    return diff;
+  }
 }

@@ -28,7 +28,9 @@ import org.junit.jupiter.api.Test;
  * restarted. Afterwards the test reads every partition's journal (the outbox) and checks, per row:
  * the outbox holds one entry per committed change of that row (its insert, one per update — each
  * update adds 1 to {@code v}, so their number is known — and its delete), with revisions 1..n in
- * order, and the document the entries end in equals the source row. Prints {@code loss=0 dup=0}.
+ * order, the document the entries end in equals the source row, and so does the row of the
+ * partitions' documents table (written behind the journal, caught up after every kill). Prints
+ * {@code loss=0 dup=0 table-diff=0}.
  *
  * <p>Size: {@code -Dweir.crash.partition-kills} (default 5; 10 and more for a long run) and {@code
  * -Dweir.crash.min-transactions} (default 2000).
@@ -96,17 +98,20 @@ class PartitionCrashIT extends EndToEndTest {
     try {
       Map<Long, JsonNode> source = OutboxAudit.source(db);
       OutboxAudit.Outcome[] last = new OutboxAudit.Outcome[1];
-      await("the partitions catch up with the source")
+      long[] tableDiff = {-1};
+      await("the partitions and their documents table catch up with the source")
           .atMost(Duration.ofMinutes(5))
           .pollInterval(Duration.ofSeconds(2))
           .until(
               () -> {
                 last[0] = OutboxAudit.check(reader, PARTITIONS, source);
-                return last[0].documentDiff() == 0;
+                tableDiff[0] =
+                    last[0].documentDiff() == 0 ? OutboxAudit.tableDiff(db, source, last[0]) : -1;
+                return tableDiff[0] == 0;
               });
       OutboxAudit.Outcome o = last[0];
       System.out.printf(
-          "partition-crash: kills=%d transactions=%d rows=%d outbox-entries=%d loss=%d dup=%d doc-diff=%d order-errors=%d seed=%d delays-ms=%s%n",
+          "partition-crash: kills=%d transactions=%d rows=%d outbox-entries=%d loss=%d dup=%d doc-diff=%d table-diff=%d order-errors=%d seed=%d delays-ms=%s%n",
           kills,
           committed.size(),
           source.size(),
@@ -114,6 +119,7 @@ class PartitionCrashIT extends EndToEndTest {
           o.loss(),
           o.dup(),
           o.documentDiff(),
+          tableDiff[0],
           o.orderErrors(),
           seed,
           delays);
@@ -121,6 +127,7 @@ class PartitionCrashIT extends EndToEndTest {
       assertThat(o.dup()).as("no change is in the outbox twice (dup)").isZero();
       assertThat(o.orderErrors()).as("revisions 1..n in outbox order").isZero();
       assertThat(o.documentDiff()).as("documents equal the source").isZero();
+      assertThat(tableDiff[0]).as("the documents table equals the source").isZero();
     } finally {
       reader.terminate();
     }

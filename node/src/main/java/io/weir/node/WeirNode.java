@@ -186,19 +186,21 @@ public final class WeirNode {
       joinCluster(system, settings, database);
 
       // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
+      java.util.concurrent.Executor blockingIo =
+          system
+              .dispatchers()
+              .lookup(
+                  org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
+                      "weir.blocking-io-dispatcher"));
       io.weir.sharding.partition.SqlJournalPruner journalPruner =
           new io.weir.sharding.partition.SqlJournalPruner(
-              database.dataSource(),
-              settings.postgres().schema(),
-              system
-                  .dispatchers()
-                  .lookup(
-                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
-                          "weir.blocking-io-dispatcher")));
+              database.dataSource(), settings.postgres().schema(), blockingIo);
       PartitionSharding.init(
           system,
           settings.partitionLimits(),
           journalPruner,
+          new io.weir.sharding.partition.SqlDocumentTable(
+              database.dataSource(), settings.postgres().schema(), blockingIo),
           settings.metrics().enabled()
               ? metrics.partitions(settings.partitions())
               : io.weir.sharding.partition.PartitionObserver.NONE);

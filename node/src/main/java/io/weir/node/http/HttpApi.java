@@ -743,7 +743,15 @@ public final class HttpApi extends JsonRoutes {
         s.outboxBytes(),
         s.journalEvents(),
         watermarks,
-        consumers);
+        consumers,
+        s.table() == null
+            ? null
+            : new OutboxStatus.DocumentsTable(
+                s.table().state(),
+                s.table().appliedThrough(),
+                s.table().lagEvents(),
+                s.table().failures(),
+                s.table().lastError()));
   }
 
   /**

@@ -20,8 +20,9 @@ import java.util.concurrent.TimeUnit;
  * frames), {@code weir.partition.writes} (journal writes: frames / writes is the group-commit
  * factor), {@code weir.partition.quota.refusals}, the outbox totals {@code
  * weir.partitions.outbox.entries} and {@code weir.partitions.outbox.bytes}, the fullest partition's
- * {@code weir.partitions.quota.use.max}, and the histogram {@code weir.partition.recovery} of
- * recovery times.
+ * {@code weir.partitions.quota.use.max}, the histogram {@code weir.partition.recovery} of recovery
+ * times, and the documents tables' {@code weir.partitions.table.lag} (unapplied events) and {@code
+ * weir.partitions.table.halted} (partitions whose table apply fails or is storage-behind).
  *
  * <p>Per partition (tag {@code partition}, a number below P), only while P is at most {@code
  * weir.metrics.per-partition-limit}: {@code weir.partition.outbox.entries}, {@code
@@ -42,6 +43,11 @@ public final class PartitionMetrics implements PartitionObserver {
   private final boolean perPartition;
   private final Map<Integer, Outbox> hosted = new ConcurrentHashMap<>();
   private final Map<Integer, List<Meter>> partitionMeters = new ConcurrentHashMap<>();
+
+  /** One hosted partition's documents table: unapplied events, and whether it is halted. */
+  private record Table(long lagEvents, boolean halted) {}
+
+  private final Map<Integer, Table> tables = new ConcurrentHashMap<>();
   private final Counter frames;
   private final Counter writes;
   private final Counter refusals;
@@ -90,6 +96,26 @@ public final class PartitionMetrics implements PartitionObserver {
             h -> h.values().stream().mapToDouble(Outbox::quotaUse).max().orElse(0))
         .description("The fullest hosted partition's use of its outbox quota (1 = full)")
         .register(registry);
+    Gauge.builder(
+            "weir.partitions.table.lag",
+            tables,
+            t -> t.values().stream().mapToLong(Table::lagEvents).sum())
+        .description(
+            "Persisted events not yet applied to the documents table, over the partitions hosted"
+                + " here")
+        .register(registry);
+    Gauge.builder(
+            "weir.partitions.table.halted",
+            tables,
+            t -> t.values().stream().filter(Table::halted).count())
+        .description(
+            "Hosted partitions whose documents table apply fails (retried) or is storage-behind")
+        .register(registry);
+  }
+
+  @Override
+  public void table(int partition, long lagEvents, boolean halted) {
+    tables.put(partition, new Table(lagEvents, halted));
   }
 
   private static double sum(
@@ -167,6 +193,7 @@ public final class PartitionMetrics implements PartitionObserver {
   @Override
   public void stopped(int partition) {
     hosted.remove(partition);
+    tables.remove(partition);
     List<Meter> meters = partitionMeters.remove(partition);
     if (meters != null) {
       meters.forEach(registry::remove);

@@ -58,6 +58,23 @@ class PartitionMetricsTest {
   }
 
   @Test
+  void documentsTablesReportTheirLagAndHaltedOnes() {
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    PartitionMetrics metrics = new PartitionMetrics(registry, 64, 256);
+    metrics.table(1, 12, false);
+    metrics.table(2, 1001, true);
+    metrics.table(3, 0, true);
+    assertThat(registry.get("weir.partitions.table.lag").gauge().value()).isEqualTo(1013);
+    assertThat(registry.get("weir.partitions.table.halted").gauge().value()).isEqualTo(2);
+    metrics.table(2, 0, false);
+    metrics.stopped(3);
+    assertThat(registry.get("weir.partitions.table.lag").gauge().value()).isEqualTo(12);
+    assertThat(registry.get("weir.partitions.table.halted").gauge().value())
+        .as("a caught-up table and a partition that left are not halted here")
+        .isZero();
+  }
+
+  @Test
   void abovethePerPartitionLimitOnlyAggregatesAreExported() {
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     PartitionMetrics metrics = new PartitionMetrics(registry, 1024, 256);

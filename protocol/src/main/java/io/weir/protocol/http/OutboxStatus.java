@@ -15,6 +15,7 @@ import java.util.Map;
  * @param watermarks per CDC source (pipeline and slot incarnation): the highest fully applied
  *     commit LSN, as {@code file/offset}
  * @param consumers the partition's projection consumers, released ones included
+ * @param documentsTable where the partition's documents table is, or null on a node without one
  */
 public record OutboxStatus(
     int partition,
@@ -25,11 +26,25 @@ public record OutboxStatus(
     long outboxBytes,
     long journalEvents,
     Map<String, String> watermarks,
-    List<Consumer> consumers) {
+    List<Consumer> consumers,
+    DocumentsTable documentsTable) {
   public OutboxStatus {
     watermarks = Map.copyOf(watermarks);
     consumers = List.copyOf(consumers);
   }
+
+  /**
+   * The partition's documents table (docs/partitions.md, "The documents table").
+   *
+   * @param state {@code starting}, {@code running}, {@code table-apply-failed} or {@code
+   *     storage-behind}
+   * @param appliedThrough the journal sequence through which the table holds the partition's events
+   * @param lagEvents persisted events not yet in the table (writes wait past 1,000)
+   * @param failures failed applies in a row (retried, never skipped)
+   * @param lastError the last failure's exception classes and SQLState, or null
+   */
+  public record DocumentsTable(
+      String state, long appliedThrough, long lagEvents, int failures, String lastError) {}
 
   /**
    * A projection consumer generation.

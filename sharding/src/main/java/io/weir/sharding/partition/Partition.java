@@ -104,6 +104,9 @@ public final class Partition
   private final JournalPruner pruner;
   private final PartitionObserver observer;
 
+  /** Keeps the documents table, or null without one. */
+  private final TableWriter table;
+
   /** When this incarnation of the behavior was created: recovery time is measured from here. */
   private final long createdNanos = System.nanoTime();
 
@@ -134,6 +137,24 @@ public final class Partition
     return new Partition(partition, settings, pruner, observer);
   }
 
+  /**
+   * A partition that keeps its documents in {@code table} too (the node's partitions; {@link
+   * DocumentTable#NONE} gives the same partition as the other factories). The table is written
+   * after each persist by a {@link TableWriter}, which needs the actor context.
+   */
+  public static org.apache.pekko.actor.typed.Behavior<Command> create(
+      int partition,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      DocumentTable table,
+      PartitionObserver observer) {
+    if (!table.enabled()) {
+      return new Partition(partition, settings, pruner, observer);
+    }
+    return org.apache.pekko.actor.typed.javadsl.Behaviors.setup(
+        ctx -> new Partition(partition, settings, pruner, observer, table, ctx));
+  }
+
   public static Partition create(int partition, PartitionSettings settings) {
     return new Partition(partition, settings, JournalPruner.NONE, PartitionObserver.NONE);
   }
@@ -150,6 +171,42 @@ public final class Partition
     this.settings = settings;
     this.pruner = pruner;
     this.observer = observer;
+    this.table = null;
+  }
+
+  private Partition(
+      int partition,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      PartitionObserver observer,
+      DocumentTable table,
+      org.apache.pekko.actor.typed.javadsl.ActorContext<Command> ctx) {
+    super(persistenceId(partition));
+    this.partition = partition;
+    this.settings = settings;
+    this.pruner = pruner;
+    this.observer = observer;
+    ActorRef<Command> self = ctx.getSelf();
+    this.table =
+        new TableWriter(
+            partition,
+            table,
+            org.apache.pekko.persistence.query.PersistenceQuery.get(ctx.getSystem())
+                .getReadJournalFor(
+                    org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.class,
+                    org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier()),
+            ctx.getSystem(),
+            through -> self.tell(new TableApplied(through)),
+            () -> self.tell(TableSeed.INSTANCE),
+            observer);
+  }
+
+  /** The documents table applied the events through {@code through}: waiting writes may go. */
+  record TableApplied(long through) implements Command {}
+
+  /** The documents table asks for the documents to seed it from (see {@link TableWriter}). */
+  enum TableSeed implements Command {
+    INSTANCE
   }
 
   /** A journal event of a partition. */
@@ -563,35 +620,15 @@ public final class Partition
       long segmentFirst = -1;
       long[] docBytes = {documentBytes};
       long written = eventBytes;
+      for (DocumentChange c : DocumentChange.of(w, heapRules())) {
+        docBytes[0] += applyTo(documents, c);
+      }
       for (FrameApplied f : w.frames()) {
-        for (String collection : f.reset()) {
-          documents
-              .values()
-              .removeIf(
-                  d -> {
-                    boolean gone = d.collection().equals(collection);
-                    if (gone) {
-                      docBytes[0] -= size(d);
-                    }
-                    return gone;
-                  });
-        }
         for (Document d : f.loaded()) {
-          docBytes[0] += size(d) - size(documents.put(key(d.collection(), d.id()), d));
           written += size(d);
         }
         List<Long> revisions = new ArrayList<>();
         for (OutboxEntry x : f.entries()) {
-          boolean deleted = x.kind().equals("delete");
-          Document d =
-              new Document(
-                  x.collection(),
-                  x.id(),
-                  x.revision(),
-                  x.after(),
-                  deleted,
-                  deleted ? aclOf(x.before(), ruleField(x.collection())) : null);
-          docBytes[0] += size(d) - size(documents.put(key(x.collection(), x.id()), d));
           revisions.add(x.revision());
           if (segmentFirst < 0) {
             segmentFirst = x.sequence();
@@ -619,19 +656,7 @@ public final class Partition
           rowEpochs.merge(collection, 1L, Long::sum);
         }
         if (f.rule() != null) {
-          RuleChange r = f.rule();
-          String previous = ruleField(r.collection());
-          rules.put(r.collection(), new RowRule(r.field(), r.version()));
-          rowEpochs.merge(r.collection(), 1L, Long::sum);
-          if (!java.util.Objects.equals(previous, r.field())) {
-            // Tombstones kept the ACL of another field: unknown now, so shown to nobody but
-            // administrators.
-            documents.replaceAll(
-                (k, d) ->
-                    d.deleted() && d.acl() != null && d.collection().equals(r.collection())
-                        ? new Document(d.collection(), d.id(), d.revision(), null, true, null)
-                        : d);
-          }
+          rowEpochs.merge(f.rule().collection(), 1L, Long::sum);
         }
         f.source()
             .ifPresent(
@@ -669,6 +694,57 @@ public final class Partition
           consumers,
           rules,
           rowEpochs);
+    }
+
+    /** The row rules as {@link DocumentChange#of} moves them: this state's own rule map. */
+    private DocumentChange.RuleFields heapRules() {
+      return new DocumentChange.RuleFields() {
+        @Override
+        public String field(String collection) {
+          return ruleField(collection);
+        }
+
+        @Override
+        public void set(RuleChange r) {
+          rules.put(r.collection(), new RowRule(r.field(), r.version()));
+        }
+      };
+    }
+
+    /**
+     * Applies {@code c} to a document map ({@code collection + '\0' + id} to document).
+     *
+     * @return how many bytes (as {@link #size} counts them) the map's documents grew by
+     */
+    static long applyTo(Map<String, Document> documents, DocumentChange c) {
+      long[] delta = {0};
+      if (c instanceof DocumentChange.Put p) {
+        Document d = p.document();
+        delta[0] += size(d) - size(documents.put(key(d.collection(), d.id()), d));
+      } else if (c instanceof DocumentChange.Reset r) {
+        documents
+            .values()
+            .removeIf(
+                d -> {
+                  boolean gone = d.collection().equals(r.collection());
+                  if (gone) {
+                    delta[0] -= size(d);
+                  }
+                  return gone;
+                });
+      } else {
+        String collection = ((DocumentChange.ClearTombstoneAcls) c).collection();
+        documents.replaceAll(
+            (k, d) -> {
+              if (d.deleted() && d.acl() != null && d.collection().equals(collection)) {
+                Document cleared = new Document(d.collection(), d.id(), d.revision(), null, true);
+                delta[0] += size(cleared) - size(d);
+                return cleared;
+              }
+              return d;
+            });
+      }
+      return delta[0];
     }
 
     /** Estimated bytes a document takes in a snapshot (0 for none). */
@@ -820,6 +896,15 @@ public final class Partition
     return newCommandHandlerBuilder()
         .forAnyState()
         .onCommand(WriteBatch.class, (state, c) -> write(state, c.writes(), c.done()))
+        .onCommand(TableApplied.class, (state, c) -> Effect().unstashAll())
+        .onCommand(
+            TableSeed.class,
+            (state, c) -> {
+              Map<String, String> fields = new HashMap<>();
+              state.rules().forEach((k, v) -> fields.put(k, v.field()));
+              table.seed(new HashMap<>(state.documents()), fields, state.events());
+              return Effect().none();
+            })
         .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(LoadRows.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(
@@ -951,7 +1036,8 @@ public final class Partition
         s.outboxBytes(),
         s.events(),
         Map.copyOf(s.watermarks()),
-        consumers);
+        consumers,
+        table == null ? null : table.status());
   }
 
   /** Where a consumer's next batch lies: the journal events holding its next entries. */
@@ -1039,10 +1125,14 @@ public final class Partition
           .reply(c.replyTo(), new PartitionProtocol.OutboxPurged(first, next, 0, false, pinned));
     }
     boolean more = !pinned && target < c.through();
+    Purged purged = new Purged(target);
     return Effect()
-        .persist(new Purged(target))
+        .persist(purged)
         .thenRun(
             after -> {
+              if (table != null) {
+                table.persisted(after.events(), purged, 0);
+              }
               reportOutbox(after);
               c.replyTo()
                   .tell(
@@ -1066,7 +1156,11 @@ public final class Partition
         s.outbox().isEmpty()
             ? s.events() - 1
             : s.outbox().firstEntry().getValue().journalSequence() - 1;
-    long through = Math.min(Math.min(limit, previousSnapshot), s.events() - 1);
+    // Events the documents table has not applied are still needed: after a crash it reads them.
+    long through =
+        Math.min(
+            Math.min(Math.min(limit, previousSnapshot), s.events() - 1),
+            table == null ? Long.MAX_VALUE : table.view().appliedThrough());
     if (through <= prunedThrough.get() || !pruning.compareAndSet(false, true)) {
       return;
     }
@@ -1087,6 +1181,9 @@ public final class Partition
         .onSignal(
             org.apache.pekko.persistence.typed.RecoveryCompleted.instance(),
             state -> {
+              if (table != null) {
+                table.start(state.events());
+              }
               observer.recovered(partition, System.nanoTime() - createdNanos);
               reportOutbox(state);
             })
@@ -1105,6 +1202,10 @@ public final class Partition
 
   private Effect<Event, State> write(
       State state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
+    if (table != null && table.behind()) {
+      // The documents table is too far behind: the write waits until it catches up.
+      return Effect().stash();
+    }
     Plan plan = new Plan(state, settings, System.currentTimeMillis());
     List<Object> replies = new ArrayList<>(writes.size());
     for (Write w : writes) {
@@ -1162,10 +1263,14 @@ public final class Partition
     }
     String incarnation = state.incarnation() != null ? null : UUID.randomUUID().toString();
     int frames = plan.accepted.size();
+    Written written = new Written(incarnation, plan.accepted);
     return Effect()
-        .persist(new Written(incarnation, plan.accepted))
+        .persist(written)
         .thenRun(
             s -> {
+              if (table != null) {
+                table.persisted(s.events(), written, s.eventBytes() - state.eventBytes());
+              }
               observer.persisted(partition, frames);
               reportOutbox(s);
               answer.run();

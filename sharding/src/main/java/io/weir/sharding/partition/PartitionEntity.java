@@ -64,10 +64,22 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
    */
   public static Behavior<Command> create(
       int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
+    return create(partition, settings, pruner, DocumentTable.NONE, observer);
+  }
+
+  /** As above, the partition keeping its documents in {@code table} too. */
+  public static Behavior<Command> create(
+      int partition,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      DocumentTable table,
+      PartitionObserver observer) {
     return Behaviors.setup(
         ctx ->
             Behaviors.withTimers(
-                timers -> new PartitionEntity(ctx, timers, partition, settings, pruner, observer)));
+                timers ->
+                    new PartitionEntity(
+                        ctx, timers, partition, settings, pruner, table, observer)));
   }
 
   /**
@@ -91,13 +103,14 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
       int partition,
       PartitionSettings settings,
       JournalPruner pruner,
+      DocumentTable table,
       PartitionObserver observer) {
     super(ctx);
     this.timers = timers;
     this.settings = settings;
     this.partition = partition;
     this.observer = observer;
-    this.store = ctx.spawn(Partition.create(partition, settings, pruner, observer), "store");
+    this.store = ctx.spawn(Partition.create(partition, settings, pruner, table, observer), "store");
     ctx.watch(store);
   }
 

@@ -31,6 +31,12 @@ public interface PartitionObserver {
    */
   void outbox(int partition, long entries, long bytes, double quotaUse);
 
+  /**
+   * The documents table of partition {@code partition} now: {@code lagEvents} persisted events not
+   * yet applied, and whether it is {@code halted} (applying fails, retried; or storage-behind).
+   */
+  default void table(int partition, long lagEvents, boolean halted) {}
+
   /** Partition {@code partition} stopped on this node (moved, passivated, failed or shut down). */
   void stopped(int partition);
 

@@ -31,6 +31,8 @@ public final class PartitionProtocol {
           GetAcls,
           ScanCollection,
           Partition.WriteBatch,
+          Partition.TableApplied,
+          Partition.TableSeed,
           PartitionEntity.BatchWritten,
           PartitionEntity.WriteTimedOut {}
 
@@ -444,16 +446,53 @@ public final class PartitionProtocol {
       long outboxBytes,
       long journalEvents,
       Map<String, Long> watermarks,
-      List<ConsumerView> consumers)
+      List<ConsumerView> consumers,
+      TableStatus table)
       implements CborSerializable {
     public PartitionStatus {
       consumers = consumers == null ? List.of() : List.copyOf(consumers);
+    }
+
+    public PartitionStatus(
+        int partition,
+        long documents,
+        long outboxFirst,
+        long outboxNext,
+        long outboxBytes,
+        long journalEvents,
+        Map<String, Long> watermarks,
+        List<ConsumerView> consumers) {
+      this(
+          partition,
+          documents,
+          outboxFirst,
+          outboxNext,
+          outboxBytes,
+          journalEvents,
+          watermarks,
+          consumers,
+          null);
     }
 
     public long outboxEntries() {
       return outboxNext - outboxFirst;
     }
   }
+
+  /**
+   * Where a partition's documents table is (see {@link TableWriter}).
+   *
+   * @param state {@code starting} (catching up from the journal), {@code running}, {@code
+   *     table-apply-failed} (the last apply failed; retried with backoff, never skipped) or {@code
+   *     storage-behind} (the table holds events the journal lost; writes wait)
+   * @param appliedThrough the journal sequence through which the table holds the events
+   * @param lagEvents persisted events not yet applied
+   * @param failures failed applies in a row (retried with backoff, never skipped)
+   * @param lastError the last failure's exception classes and SQLState, or null
+   */
+  public record TableStatus(
+      String state, long appliedThrough, long lagEvents, int failures, String lastError)
+      implements CborSerializable {}
 
   // ---- Projection consumers ----
 

@@ -62,6 +62,19 @@ public final class PartitionSharding {
       PartitionSettings settings,
       JournalPruner pruner,
       PartitionObserver observer) {
+    init(system, settings, pruner, DocumentTable.NONE, observer);
+  }
+
+  /**
+   * As {@link #init(ActorSystem, PartitionSettings, JournalPruner, PartitionObserver)}, each
+   * partition keeping its documents in {@code table} too.
+   */
+  public static void init(
+      ActorSystem<?> system,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      DocumentTable table,
+      PartitionObserver observer) {
     ClusterSharding.get(system)
         .init(
             Entity.of(
@@ -69,7 +82,11 @@ public final class PartitionSharding {
                     ctx ->
                         ServerOrigin.guard(
                             PartitionEntity.create(
-                                Integer.parseInt(ctx.getEntityId()), settings, pruner, observer),
+                                Integer.parseInt(ctx.getEntityId()),
+                                settings,
+                                pruner,
+                                table,
+                                observer),
                             Command.class,
                             ROLE))
                 .withRole(ROLE));

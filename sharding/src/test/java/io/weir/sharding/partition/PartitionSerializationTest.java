@@ -21,7 +21,8 @@ class PartitionSerializationTest extends SerializationContract {
   /**
    * The v1 fixture of {@link PartitionProtocol.FramesReply} was written before {@link
    * PartitionProtocol.KeyReused} existed: its sample holds one reply of every other kind. That of
-   * {@link PartitionProtocol.ScanCollection} before it had a reader.
+   * {@link PartitionProtocol.ScanCollection} before it had a reader, that of {@link
+   * PartitionProtocol.PartitionStatus} before it had a table status.
    */
   @Override
   protected void expectations(io.weir.persistence.serialization.SerializationFixtures f) {
@@ -44,6 +45,23 @@ class PartitionSerializationTest extends SerializationContract {
         List.of(
             new PartitionProtocol.ScanCollection(
                 scan.collection(), scan.maxBytes(), scan.replyTo())));
+    // Written before the partition kept a documents table: it decodes without a table status.
+    PartitionProtocol.PartitionStatus status =
+        (PartitionProtocol.PartitionStatus)
+            f.samples(PartitionProtocol.PartitionStatus.class).get(0);
+    f.expectInVersion(
+        "v1",
+        PartitionProtocol.PartitionStatus.class,
+        List.of(
+            new PartitionProtocol.PartitionStatus(
+                status.partition(),
+                status.documents(),
+                status.outboxFirst(),
+                status.outboxNext(),
+                status.outboxBytes(),
+                status.journalEvents(),
+                status.watermarks(),
+                status.consumers())));
   }
 
   @Override

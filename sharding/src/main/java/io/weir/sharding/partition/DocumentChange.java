@@ -1,0 +1,73 @@
+package io.weir.sharding.partition;
+
+import io.weir.sharding.partition.PartitionProtocol.Document;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * What one journal event does to a partition's documents, in order. The entity's document map and
+ * the documents table ({@link DocumentTable}) both apply these, so the two cannot apply an event
+ * differently.
+ */
+public sealed interface DocumentChange {
+  /** The document's new version (a tombstone when deleted). */
+  record Put(Document document) implements DocumentChange {}
+
+  /** Every document of the collection goes (an initial snapshot restarting from its first row). */
+  record Reset(String collection) implements DocumentChange {}
+
+  /**
+   * The collection's row rule moved to another field: tombstones lose the row-visibility value they
+   * kept (it was of the old field), so they are shown to administrators only.
+   */
+  record ClearTombstoneAcls(String collection) implements DocumentChange {}
+
+  /** Where the row rules' fields live while changes are derived (they change with the events). */
+  interface RuleFields {
+    /** The field of the collection's row rule, or null without one. */
+    String field(String collection);
+
+    /** A rule change in the event: later entries of the event use it. */
+    void set(Partition.RuleChange change);
+  }
+
+  /**
+   * The document changes of {@code event}, deriving tombstones' row-visibility values with {@code
+   * rules} and moving {@code rules} past the event's rule changes.
+   */
+  static List<DocumentChange> of(Partition.Event event, RuleFields rules) {
+    if (!(event instanceof Partition.Written w)) {
+      return List.of();
+    }
+    List<DocumentChange> out = new ArrayList<>();
+    for (Partition.FrameApplied f : w.frames()) {
+      for (String collection : f.reset()) {
+        out.add(new Reset(collection));
+      }
+      for (Document d : f.loaded()) {
+        out.add(new Put(d));
+      }
+      for (Partition.OutboxEntry x : f.entries()) {
+        boolean deleted = x.kind().equals("delete");
+        out.add(
+            new Put(
+                new Document(
+                    x.collection(),
+                    x.id(),
+                    x.revision(),
+                    x.after(),
+                    deleted,
+                    deleted ? Partition.aclOf(x.before(), rules.field(x.collection())) : null)));
+      }
+      if (f.rule() != null) {
+        String previous = rules.field(f.rule().collection());
+        rules.set(f.rule());
+        if (!Objects.equals(previous, f.rule().field())) {
+          out.add(new ClearTombstoneAcls(f.rule().collection()));
+        }
+      }
+    }
+    return out;
+  }
+}

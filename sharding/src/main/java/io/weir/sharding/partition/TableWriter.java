@@ -1,0 +1,447 @@
+package io.weir.sharding.partition;
+
+import io.weir.persistence.SafeErrors;
+import io.weir.sharding.partition.PartitionProtocol.Document;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.function.LongConsumer;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.persistence.query.javadsl.CurrentEventsByPersistenceIdQuery;
+import org.apache.pekko.stream.javadsl.Sink;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Keeps one partition's rows in the {@link DocumentTable} equal to its journal: every persisted
+ * event is handed over after its persist ({@link #persisted}) and applied in journal order, several
+ * at a time, each transaction moving the table's position with the rows. At recovery ({@link
+ * #start}) it reads the table's position T and applies the journal's events T+1 to the recovered
+ * tail by reading them from the journal (they may lie before the snapshot Pekko recovered from);
+ * only a journal that no longer holds event T+1 (pruned before this table existed) is seeded from
+ * the recovered documents instead ({@link #seed}). A failed apply is retried with backoff, never
+ * skipped; the partition's writes wait while more than {@link #MAX_LAG_EVENTS} events or {@link
+ * #MAX_LAG_BYTES} bytes are unapplied ({@link #behind}).
+ *
+ * <p>Methods are called from the entity's thread and from completion callbacks; they synchronize on
+ * this writer.
+ */
+final class TableWriter {
+  private static final Logger log = LoggerFactory.getLogger(TableWriter.class);
+
+  /** Unapplied events past which the partition's writes wait. */
+  static final int MAX_LAG_EVENTS = 1_000;
+
+  /** Unapplied event bytes (outbox entries' images) past which the partition's writes wait. */
+  static final long MAX_LAG_BYTES = 64L << 20;
+
+  /** Events applied in one transaction at most. */
+  static final int MAX_EVENTS_PER_APPLY = 256;
+
+  /** Document changes applied in one transaction at most (a larger single event goes alone). */
+  static final int MAX_CHANGES_PER_APPLY = 5_000;
+
+  /** Events read from the journal at a time while catching up. */
+  static final int CATCH_UP_CHUNK = 256;
+
+  private static final Duration FIRST_RETRY = Duration.ofMillis(100);
+  private static final Duration LAST_RETRY = Duration.ofSeconds(5);
+
+  /** Where the writer is. */
+  enum Phase {
+    /** Reading the table's position and catching up from the journal. */
+    STARTING,
+    /** Applying events as they are persisted. */
+    RUNNING,
+    /**
+     * The table's position is past the journal's tail: the journal lost events the table holds.
+     * Nothing is applied; the partition's writes wait (fail closed).
+     */
+    STORAGE_BEHIND
+  }
+
+  private record Pending(long sequence, Partition.Event event, long bytes) {}
+
+  /** What the writer shows in the partition's status. */
+  record View(Phase phase, long appliedThrough, long lagEvents, int failures, String lastError) {}
+
+  private final int partition;
+  private final String persistenceId;
+  private final DocumentTable table;
+  private final CurrentEventsByPersistenceIdQuery journal;
+  private final ActorSystem<?> system;
+
+  /** Called with the new position after each apply: the entity lets waiting writes go. */
+  private final LongConsumer applied;
+
+  /** Asks the entity for its documents, to seed the table from ({@link #seed}). */
+  private final Runnable seedRequest;
+
+  private final PartitionObserver observer;
+
+  private final ArrayDeque<Pending> pending = new ArrayDeque<>();
+  private Phase phase = Phase.STARTING;
+  private boolean busy;
+  private long appliedThrough;
+  private long pendingBytes;
+  private Map<String, String> ruleFields = Map.of();
+  private int failures;
+  private String lastError;
+
+  TableWriter(
+      int partition,
+      DocumentTable table,
+      CurrentEventsByPersistenceIdQuery journal,
+      ActorSystem<?> system,
+      LongConsumer applied,
+      Runnable seedRequest,
+      PartitionObserver observer) {
+    this.partition = partition;
+    this.persistenceId = Partition.persistenceId(partition).id();
+    this.table = table;
+    this.journal = journal;
+    this.system = system;
+    this.applied = applied;
+    this.seedRequest = seedRequest;
+    this.observer = observer;
+  }
+
+  /** Reports the lag and whether the writer is halted (called holding this writer's lock). */
+  private void report() {
+    observer.table(partition, pending.size(), halted());
+  }
+
+  private boolean halted() {
+    return phase == Phase.STORAGE_BEHIND || failures > 0;
+  }
+
+  /** The recovered partition's journal ends at {@code tail}: catch the table up to it. */
+  synchronized void start(long tail) {
+    phase = Phase.STARTING;
+    busy = true;
+    table
+        .position(partition)
+        .whenComplete(
+            (position, error) -> {
+              if (error != null) {
+                retryLater(error, () -> start(tail));
+                return;
+              }
+              catchUp(position, tail);
+            });
+  }
+
+  private void catchUp(DocumentTable.Position position, long tail) {
+    synchronized (this) {
+      appliedThrough = position.appliedThrough();
+      ruleFields = position.ruleFields();
+      if (position.appliedThrough() > tail) {
+        phase = Phase.STORAGE_BEHIND;
+        busy = false;
+        log.error(
+            "partition {}: its documents table is applied through journal sequence {}, past the"
+                + " journal's last event {}: the journal lost events the table holds; its writes"
+                + " wait until storage is repaired (storage-behind)",
+            partition,
+            position.appliedThrough(),
+            tail);
+        report();
+        return;
+      }
+      if (position.appliedThrough() == tail) {
+        running();
+        return;
+      }
+    }
+    long from = position.appliedThrough() + 1;
+    journal
+        .currentEventsByPersistenceId(persistenceId, from, from)
+        .runWith(Sink.headOption(), system)
+        .whenComplete(
+            (first, error) -> {
+              if (error != null) {
+                retryLater(error, () -> start(tail));
+              } else if (first.isEmpty() || first.get().sequenceNr() != from) {
+                // The events after the table's position are gone from the journal (it was pruned
+                // before this table existed): the recovered documents are the table's contents.
+                seedRequest.run();
+              } else {
+                replay(from, tail);
+              }
+            });
+  }
+
+  /** Applies the journal's events {@code from..tail} chunk by chunk, then runs. */
+  private void replay(long from, long tail) {
+    if (from > tail) {
+      synchronized (this) {
+        running();
+      }
+      return;
+    }
+    long to = Math.min(tail, from + CATCH_UP_CHUNK - 1);
+    journal
+        .currentEventsByPersistenceId(persistenceId, from, to)
+        .runWith(Sink.seq(), system)
+        .thenCompose(
+            envelopes -> {
+              List<Pending> events = new ArrayList<>();
+              for (var e : envelopes) {
+                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0));
+              }
+              if (events.size() != to - from + 1) {
+                throw new IllegalStateException(
+                    "the journal has "
+                        + events.size()
+                        + " of the events "
+                        + from
+                        + ".."
+                        + to
+                        + " the documents table needs");
+              }
+              return applyNow(events);
+            })
+        .whenComplete(
+            (through, error) -> {
+              if (error != null) {
+                retryLater(error, () -> start(tail));
+              } else {
+                replay(to + 1, tail);
+              }
+            });
+  }
+
+  /**
+   * Seeds the table with the recovered documents at journal sequence {@code through}: every row of
+   * the partition replaced and the position set in one transaction. Events persisted after it are
+   * applied as usual.
+   */
+  void seed(Map<String, Document> documents, Map<String, String> fields, long through) {
+    long expected;
+    synchronized (this) {
+      expected = appliedThrough;
+    }
+    table
+        .seed(partition, expected, through, List.copyOf(documents.values()), fields)
+        .whenComplete(
+            (position, error) -> {
+              if (error != null) {
+                retryLater(error, seedRequest);
+                return;
+              }
+              if (position != through) {
+                // Another writer moved the position meanwhile: start over from it.
+                retryLater(new IllegalStateException("the position moved"), () -> start(through));
+                return;
+              }
+              synchronized (this) {
+                appliedThrough = position;
+                ruleFields = Map.copyOf(fields);
+                while (!pending.isEmpty() && pending.peekFirst().sequence() <= position) {
+                  pendingBytes -= pending.pollFirst().bytes();
+                }
+                log.info(
+                    "partition {}: documents table seeded with {} documents at journal sequence {}",
+                    partition,
+                    documents.size(),
+                    position);
+                running();
+              }
+              applied.accept(position);
+            });
+  }
+
+  private void running() {
+    phase = Phase.RUNNING;
+    busy = false;
+    failures = 0;
+    pump();
+    report();
+  }
+
+  /** The event at {@code sequence} is persisted: apply it after the ones before it. */
+  synchronized void persisted(long sequence, Partition.Event event, long bytes) {
+    pending.addLast(new Pending(sequence, event, bytes));
+    pendingBytes += bytes;
+    pump();
+    report();
+  }
+
+  /** Whether the unapplied events are past the bound: the partition's writes wait. */
+  synchronized boolean behind() {
+    return phase == Phase.STORAGE_BEHIND
+        || pending.size() > MAX_LAG_EVENTS
+        || pendingBytes > MAX_LAG_BYTES;
+  }
+
+  /**
+   * The writer's state for the partition's status: {@code starting}, {@code running}, {@code
+   * storage-behind}, or {@code table-apply-failed} while the last attempt failed (it is retried;
+   * the partition's writes wait once the lag bound is reached).
+   */
+  synchronized PartitionProtocol.TableStatus status() {
+    return new PartitionProtocol.TableStatus(
+        phase != Phase.STORAGE_BEHIND && failures > 0
+            ? "table-apply-failed"
+            : phase.name().toLowerCase(java.util.Locale.ROOT).replace('_', '-'),
+        appliedThrough,
+        pending.size(),
+        failures,
+        lastError);
+  }
+
+  synchronized View view() {
+    return new View(phase, appliedThrough, pending.size(), failures, lastError);
+  }
+
+  private void pump() {
+    if (busy || phase != Phase.RUNNING || pending.isEmpty()) {
+      return;
+    }
+    // Events already in the table (applied by the catch-up or another writer) are dropped.
+    while (!pending.isEmpty() && pending.peekFirst().sequence() <= appliedThrough) {
+      pendingBytes -= pending.pollFirst().bytes();
+    }
+    if (pending.isEmpty()) {
+      return;
+    }
+    busy = true;
+    List<Pending> batch = new ArrayList<>();
+    int changes = 0;
+    for (Pending p : pending) {
+      if (batch.size() >= MAX_EVENTS_PER_APPLY) {
+        break;
+      }
+      int n = p.event() instanceof Partition.Written w ? size(w) : 0;
+      if (!batch.isEmpty() && changes + n > MAX_CHANGES_PER_APPLY) {
+        break;
+      }
+      batch.add(p);
+      changes += n;
+    }
+    applyNow(batch)
+        .whenComplete(
+            (through, error) -> {
+              synchronized (this) {
+                busy = false;
+                if (error != null) {
+                  Throwable cause = unwrap(error);
+                  if (cause instanceof DocumentTable.TableGap gap) {
+                    // Another writer's position is behind ours (or the table was rewound):
+                    // start over from the table's position.
+                    log.warn(
+                        "partition {}: documents table applied through {}, expected {}; catching"
+                            + " up from the journal",
+                        partition,
+                        gap.appliedThrough(),
+                        batch.get(0).sequence() - 1);
+                    busy = true;
+                    long tail = pending.peekLast().sequence();
+                    retryLater(error, () -> start(tail));
+                    return;
+                  }
+                  busy = true;
+                  retryLater(error, () -> resume());
+                  return;
+                }
+                while (!pending.isEmpty() && pending.peekFirst().sequence() <= through) {
+                  pendingBytes -= pending.pollFirst().bytes();
+                }
+                pump();
+                report();
+              }
+              applied.accept(through);
+            });
+  }
+
+  private synchronized void resume() {
+    busy = false;
+    pump();
+  }
+
+  /**
+   * Derives the changes of consecutive events from the rules as of the one before the first, and
+   * applies them: on success the writer's position and rules move past them.
+   */
+  private CompletionStage<Long> applyNow(List<Pending> events) {
+    Map<String, String> fields;
+    synchronized (this) {
+      fields = new HashMap<>(ruleFields);
+    }
+    DocumentChange.RuleFields rules =
+        new DocumentChange.RuleFields() {
+          @Override
+          public String field(String collection) {
+            return fields.get(collection);
+          }
+
+          @Override
+          public void set(Partition.RuleChange r) {
+            if (r.field() == null) {
+              fields.remove(r.collection());
+            } else {
+              fields.put(r.collection(), r.field());
+            }
+          }
+        };
+    List<DocumentTable.Applying> applying = new ArrayList<>(events.size());
+    for (Pending p : events) {
+      applying.add(new DocumentTable.Applying(p.sequence(), DocumentChange.of(p.event(), rules)));
+    }
+    long last = events.get(events.size() - 1).sequence();
+    return table
+        .apply(partition, applying, fields)
+        .thenApply(
+            position -> {
+              synchronized (this) {
+                appliedThrough = Math.max(appliedThrough, last);
+                ruleFields = Map.copyOf(fields);
+                failures = 0;
+                lastError = null;
+              }
+              return last;
+            });
+  }
+
+  private void retryLater(Throwable error, Runnable again) {
+    Duration delay;
+    synchronized (this) {
+      failures++;
+      lastError = SafeErrors.describe(unwrap(error));
+      long millis =
+          Math.min(LAST_RETRY.toMillis(), FIRST_RETRY.toMillis() << Math.min(failures - 1, 10));
+      delay = Duration.ofMillis(millis);
+      if (failures == 1 || failures % 20 == 0) {
+        log.warn(
+            "partition {}: applying to the documents table failed ({}; {} failures in a row);"
+                + " tried again in {} ms, nothing skipped",
+            partition,
+            lastError,
+            failures,
+            millis);
+      }
+      report();
+    }
+    system.scheduler().scheduleOnce(delay, again, system.executionContext());
+  }
+
+  private static Throwable unwrap(Throwable t) {
+    while (t instanceof CompletionException && t.getCause() != null) {
+      t = t.getCause();
+    }
+    return t;
+  }
+
+  private static int size(Partition.Written w) {
+    int n = 0;
+    for (Partition.FrameApplied f : w.frames()) {
+      n += f.entries().size() + f.loaded().size() + f.reset().size() + 1;
+    }
+    return n;
+  }
+}

@@ -52,7 +52,10 @@ if ! "$PG_CLIENT_BIN/pg_dump" --dbname="$PG_CONNINFO" --schema=weir --format=cus
   exit 1
 fi
 # The archive must hold the schema and its cluster identity, or it is no Weir backup.
-if ! "$PG_CLIENT_BIN/pg_restore" --list "$partial" | grep -qE ' TABLE DATA weir cluster '; then
+# (The listing is read whole first: grep -q stops reading at its match, and under pipefail the
+# listing's writer dying of SIGPIPE would fail the check.)
+listing=$("$PG_CLIENT_BIN/pg_restore" --list "$partial") || listing=""
+if ! grep -qE ' TABLE DATA weir cluster ' <<<"$listing"; then
   rm -f "$partial"
   echo "backup.sh: the archive holds no weir.cluster data; not kept" >&2
   exit 1

@@ -45,7 +45,9 @@ psql_q() { "$PG_CLIENT_BIN/psql" "$PG_CONNINFO" -XAtq -v ON_ERROR_STOP=1 "$@"; }
 psql_q -c "SELECT 1" >/dev/null \
   || { echo "restore.sh: cannot connect to PostgreSQL at WEIR_PG_URL as $PGUSER (psql's message above)" >&2; exit 1; }
 
-if ! "$PG_CLIENT_BIN/pg_restore" --list "$archive" 2>/dev/null | grep -qE ' TABLE DATA weir cluster '; then
+# Read whole first: grep -q stops at its match, and under pipefail a SIGPIPE'd writer fails the check.
+listing=$("$PG_CLIENT_BIN/pg_restore" --list "$archive" 2>/dev/null) || listing=""
+if ! grep -qE ' TABLE DATA weir cluster ' <<<"$listing"; then
   echo "restore.sh: $archive is not an archive of schema weir written by backup.sh (pg_restore --list finds no weir.cluster data)" >&2
   exit 1
 fi

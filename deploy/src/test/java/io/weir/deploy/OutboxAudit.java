@@ -152,7 +152,8 @@ final class OutboxAudit {
    */
   static long tableDiff(TestPostgres.TestDatabase db, Map<Long, JsonNode> source, Outcome outbox)
       throws Exception {
-    Map<Long, Object[]> table = new HashMap<>();
+    record Row(long revision, String body, boolean deleted) {}
+    Map<Long, Row> table = new HashMap<>();
     try (Connection c = db.connect();
         ResultSet rs =
             c.createStatement()
@@ -162,25 +163,25 @@ final class OutboxAudit {
       while (rs.next()) {
         table.put(
             Long.parseLong(rs.getString(1)),
-            new Object[] {rs.getLong(2), rs.getString(3), rs.getBoolean(4)});
+            new Row(rs.getLong(2), rs.getString(3), rs.getBoolean(4)));
       }
     }
     long diff = 0;
     java.util.Set<Long> ids = new java.util.TreeSet<>(table.keySet());
     ids.addAll(source.keySet());
     for (long id : ids) {
-      Object[] row = table.get(id);
+      Row row = table.get(id);
       JsonNode expected = source.get(id);
       List<Partition.OutboxEntry> entries = outbox.byId().getOrDefault(id, List.of());
       long revision = entries.isEmpty() ? -1 : entries.get(entries.size() - 1).revision();
       if (expected == null) {
-        if (row != null && !(Boolean) row[2]) {
+        if (row != null && !row.deleted()) {
           diff++;
         }
       } else if (row == null
-          || (Boolean) row[2]
-          || (Long) row[0] != revision
-          || !JSON.readTree((String) row[1]).equals(expected)) {
+          || row.deleted()
+          || row.revision() != revision
+          || !JSON.readTree(row.body()).equals(expected)) {
         diff++;
       }
     }

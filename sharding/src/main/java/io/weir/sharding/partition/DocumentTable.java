@@ -2,7 +2,6 @@ package io.weir.sharding.partition;
 
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 
 /**
@@ -13,7 +12,10 @@ import java.util.concurrent.CompletionStage;
  * table holds every persisted event exactly once.
  */
 public interface DocumentTable {
-  /** No table: the documents live only in the entity (unit tests, the in-memory journal). */
+  /**
+   * No table: the documents live only in the entity (unit tests, the in-memory journal). A
+   * partition given it keeps no {@link TableWriter}, so nothing calls its methods.
+   */
   DocumentTable NONE =
       new DocumentTable() {
         @Override
@@ -23,14 +25,13 @@ public interface DocumentTable {
 
         @Override
         public CompletionStage<Position> position(int partition) {
-          return CompletableFuture.completedFuture(new Position(0, Map.of()));
+          throw new UnsupportedOperationException("no documents table");
         }
 
         @Override
         public CompletionStage<Long> apply(
             int partition, List<Applying> events, Map<String, String> ruleFieldsAfter) {
-          return CompletableFuture.completedFuture(
-              events.isEmpty() ? 0L : events.get(events.size() - 1).sequence());
+          throw new UnsupportedOperationException("no documents table");
         }
 
         @Override
@@ -40,7 +41,7 @@ public interface DocumentTable {
             long through,
             List<PartitionProtocol.Document> documents,
             Map<String, String> ruleFields) {
-          return CompletableFuture.completedFuture(through);
+          throw new UnsupportedOperationException("no documents table");
         }
       };
 

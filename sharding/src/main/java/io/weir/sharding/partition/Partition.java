@@ -902,7 +902,7 @@ public final class Partition
             (state, c) -> {
               Map<String, String> fields = new HashMap<>();
               state.rules().forEach((k, v) -> fields.put(k, v.field()));
-              table.seed(new HashMap<>(state.documents()), fields, state.events());
+              table.seed(List.copyOf(state.documents().values()), fields, state.events());
               return Effect().none();
             })
         .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
@@ -1160,7 +1160,7 @@ public final class Partition
     long through =
         Math.min(
             Math.min(Math.min(limit, previousSnapshot), s.events() - 1),
-            table == null ? Long.MAX_VALUE : table.view().appliedThrough());
+            table == null ? Long.MAX_VALUE : table.appliedThrough());
     if (through <= prunedThrough.get() || !pruning.compareAndSet(false, true)) {
       return;
     }

@@ -453,27 +453,6 @@ public final class PartitionProtocol {
       consumers = consumers == null ? List.of() : List.copyOf(consumers);
     }
 
-    public PartitionStatus(
-        int partition,
-        long documents,
-        long outboxFirst,
-        long outboxNext,
-        long outboxBytes,
-        long journalEvents,
-        Map<String, Long> watermarks,
-        List<ConsumerView> consumers) {
-      this(
-          partition,
-          documents,
-          outboxFirst,
-          outboxNext,
-          outboxBytes,
-          journalEvents,
-          watermarks,
-          consumers,
-          null);
-    }
-
     public long outboxEntries() {
       return outboxNext - outboxFirst;
     }

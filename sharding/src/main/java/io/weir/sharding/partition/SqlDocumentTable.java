@@ -94,9 +94,9 @@ public final class SqlDocumentTable implements DocumentTable {
             ps.setInt(1, partition);
             ps.executeUpdate();
           }
-          LinkedHashMap<String, Object[]> puts = new LinkedHashMap<>();
+          LinkedHashMap<String, Row> puts = new LinkedHashMap<>();
           for (Document d : documents) {
-            puts.put(Partition.key(d.collection(), d.id()), new Object[] {d, through});
+            puts.put(Partition.key(d.collection(), d.id()), new Row(d, through));
             if (puts.size() >= BATCH) {
               flush(c, partition, puts);
             }
@@ -106,6 +106,9 @@ public final class SqlDocumentTable implements DocumentTable {
           return through;
         });
   }
+
+  /** A document's row to write and the journal sequence of its change. */
+  private record Row(Document document, long journalSequence) {}
 
   private interface Work {
     long run(Connection c) throws SQLException;
@@ -182,7 +185,7 @@ public final class SqlDocumentTable implements DocumentTable {
       throw new TableGap(applied);
     }
     // Puts between two other changes are written together, the last per document winning.
-    LinkedHashMap<String, Object[]> puts = new LinkedHashMap<>();
+    LinkedHashMap<String, Row> puts = new LinkedHashMap<>();
     for (Applying e : events) {
       if (e.sequence() <= applied) {
         continue;
@@ -190,7 +193,7 @@ public final class SqlDocumentTable implements DocumentTable {
       for (DocumentChange change : e.changes()) {
         if (change instanceof DocumentChange.Put p) {
           Document d = p.document();
-          puts.put(Partition.key(d.collection(), d.id()), new Object[] {d, e.sequence()});
+          puts.put(Partition.key(d.collection(), d.id()), new Row(d, e.sequence()));
         } else {
           flush(c, partition, puts);
           String collection =
@@ -217,7 +220,7 @@ public final class SqlDocumentTable implements DocumentTable {
     return last;
   }
 
-  private void flush(Connection c, int partition, LinkedHashMap<String, Object[]> puts)
+  private void flush(Connection c, int partition, LinkedHashMap<String, Row> puts)
       throws SQLException {
     if (puts.isEmpty()) {
       return;
@@ -232,8 +235,8 @@ public final class SqlDocumentTable implements DocumentTable {
                 + " revision = EXCLUDED.revision, body = EXCLUDED.body, acl = EXCLUDED.acl,"
                 + " deleted = EXCLUDED.deleted, journal_seq = EXCLUDED.journal_seq")) {
       int n = 0;
-      for (Object[] put : puts.values()) {
-        Document d = (Document) put[0];
+      for (Row put : puts.values()) {
+        Document d = put.document();
         ps.setInt(1, partition);
         ps.setString(2, d.collection());
         ps.setString(3, d.id());
@@ -241,7 +244,7 @@ public final class SqlDocumentTable implements DocumentTable {
         ps.setString(5, d.body());
         ps.setString(6, d.acl());
         ps.setBoolean(7, d.deleted());
-        ps.setLong(8, (Long) put[1]);
+        ps.setLong(8, put.journalSequence());
         ps.addBatch();
         if (++n % BATCH == 0) {
           ps.executeBatch();

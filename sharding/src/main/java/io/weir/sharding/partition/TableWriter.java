@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.function.LongConsumer;
@@ -66,9 +67,6 @@ final class TableWriter {
   }
 
   private record Pending(long sequence, Partition.Event event, long bytes) {}
-
-  /** What the writer shows in the partition's status. */
-  record View(Phase phase, long appliedThrough, long lagEvents, int failures, String lastError) {}
 
   private final int partition;
   private final String persistenceId;
@@ -158,26 +156,16 @@ final class TableWriter {
         return;
       }
     }
-    long from = position.appliedThrough() + 1;
-    journal
-        .currentEventsByPersistenceId(persistenceId, from, from)
-        .runWith(Sink.headOption(), system)
-        .whenComplete(
-            (first, error) -> {
-              if (error != null) {
-                retryLater(error, () -> start(tail));
-              } else if (first.isEmpty() || first.get().sequenceNr() != from) {
-                // The events after the table's position are gone from the journal (it was pruned
-                // before this table existed): the recovered documents are the table's contents.
-                seedRequest.run();
-              } else {
-                replay(from, tail);
-              }
-            });
+    replay(position.appliedThrough() + 1, tail, true);
   }
 
-  /** Applies the journal's events {@code from..tail} chunk by chunk, then runs. */
-  private void replay(long from, long tail) {
+  /**
+   * Applies the journal's events {@code from..tail} chunk by chunk, then runs. When the {@code
+   * first} chunk does not start at {@code from}, the events after the table's position are gone
+   * from the journal (it was pruned before this table existed): the entity is asked for its
+   * recovered documents to seed the table with instead.
+   */
+  private void replay(long from, long tail, boolean first) {
     if (from > tail) {
       synchronized (this) {
         running();
@@ -190,6 +178,9 @@ final class TableWriter {
         .runWith(Sink.seq(), system)
         .thenCompose(
             envelopes -> {
+              if (first && (envelopes.isEmpty() || envelopes.get(0).sequenceNr() != from)) {
+                return CompletableFuture.completedFuture(-1L);
+              }
               List<Pending> events = new ArrayList<>();
               for (var e : envelopes) {
                 events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0));
@@ -210,8 +201,10 @@ final class TableWriter {
             (through, error) -> {
               if (error != null) {
                 retryLater(error, () -> start(tail));
+              } else if (through < 0) {
+                seedRequest.run();
               } else {
-                replay(to + 1, tail);
+                replay(to + 1, tail, false);
               }
             });
   }
@@ -221,13 +214,13 @@ final class TableWriter {
    * the partition replaced and the position set in one transaction. Events persisted after it are
    * applied as usual.
    */
-  void seed(Map<String, Document> documents, Map<String, String> fields, long through) {
+  void seed(List<Document> documents, Map<String, String> fields, long through) {
     long expected;
     synchronized (this) {
       expected = appliedThrough;
     }
     table
-        .seed(partition, expected, through, List.copyOf(documents.values()), fields)
+        .seed(partition, expected, through, documents, fields)
         .whenComplete(
             (position, error) -> {
               if (error != null) {
@@ -295,8 +288,11 @@ final class TableWriter {
         lastError);
   }
 
-  synchronized View view() {
-    return new View(phase, appliedThrough, pending.size(), failures, lastError);
+  /**
+   * The journal sequence through which the table holds the events (the journal keeps later ones).
+   */
+  synchronized long appliedThrough() {
+    return appliedThrough;
   }
 
   private void pump() {

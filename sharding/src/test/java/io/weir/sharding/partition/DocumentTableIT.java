@@ -226,6 +226,53 @@ class DocumentTableIT {
     }
   }
 
+  private static DocumentTable.Applying put(long sequence, String id, long revision, String body) {
+    return new DocumentTable.Applying(
+        sequence,
+        List.of(new DocumentChange.Put(new Document("orders", id, revision, body, false))));
+  }
+
+  @Test
+  void twoWritersSerializeOnThePositionRowAndAGapIsRefused() throws Exception {
+    SqlDocumentTable t = new SqlDocumentTable(database.dataSource(), "weir", io);
+    assertThat(
+            t.apply(P, List.of(put(1, "a", 1, "{\"v\":1}"), put(2, "a", 2, "{\"v\":2}")), Map.of())
+                .toCompletableFuture()
+                .get())
+        .isEqualTo(2);
+    // The other incarnation of a hand-off offers 1..3: what is applied is skipped, 3 goes in.
+    assertThat(
+            t.apply(
+                    P,
+                    List.of(
+                        put(1, "a", 1, "{\"v\":\"stale\"}"),
+                        put(2, "a", 2, "{\"v\":2}"),
+                        put(3, "b", 1, "{}")),
+                    Map.of())
+                .toCompletableFuture()
+                .get())
+        .isEqualTo(3);
+    assertThat(table())
+        .containsExactly(
+            row("orders", "a", 2, "{\"v\":2}", false, null),
+            row("orders", "b", 1, "{}", false, null));
+    // Both writers offering event 4 at once: one applies it, the other finds it applied.
+    var first = t.apply(P, List.of(put(4, "c", 1, "{}")), Map.of()).toCompletableFuture();
+    var second = t.apply(P, List.of(put(4, "c", 1, "{}")), Map.of()).toCompletableFuture();
+    assertThat(first.get()).isEqualTo(4);
+    assertThat(second.get()).isEqualTo(4);
+    assertThat(t.position(P).toCompletableFuture().get().appliedThrough()).isEqualTo(4);
+    // Event 6 after position 4: 5 is missing, nothing is written.
+    assertThat(
+            org.assertj.core.api.Assertions.catchThrowable(
+                () ->
+                    t.apply(P, List.of(put(6, "d", 1, "{}")), Map.of())
+                        .toCompletableFuture()
+                        .get()))
+        .hasCauseInstanceOf(DocumentTable.TableGap.class);
+    assertThat(table()).hasSize(3);
+  }
+
   @Test
   void theTableHoldsExactlyWhatThePartitionHoldsAfterEveryKindOfWrite() throws Exception {
     ActorTestKit kit = kit("document-table-kinds");

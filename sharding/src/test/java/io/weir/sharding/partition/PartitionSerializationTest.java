@@ -61,7 +61,8 @@ class PartitionSerializationTest extends SerializationContract {
                 status.outboxBytes(),
                 status.journalEvents(),
                 status.watermarks(),
-                status.consumers())));
+                status.consumers(),
+                null)));
   }
 
   @Override

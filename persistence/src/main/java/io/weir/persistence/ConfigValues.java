@@ -55,6 +55,15 @@ public final class ConfigValues {
     return n;
   }
 
+  /** An integer of 0 or more (e.g. a retry count, where 0 means: give up on the first fault). */
+  public int nonNegativeInt(String key) {
+    int n = integer(key);
+    if (n < 0) {
+      throw new SettingsException(key, "must be an integer of 0 or more" + envHint(key));
+    }
+    return n;
+  }
+
   public Duration positiveDuration(String key) {
     requirePresent(key);
     try {

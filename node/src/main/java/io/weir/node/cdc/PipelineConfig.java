@@ -163,7 +163,7 @@ public record PipelineConfig(
             new FileSinkConfig(
                 java.nio.file.Path.of(path),
                 v.positiveInt(prefix + ".sink.checkpoint.every"),
-                v.positiveInt(prefix + ".sink.checkpoint.max-retries"),
+                v.nonNegativeInt(prefix + ".sink.checkpoint.max-retries"),
                 v.positiveDuration(prefix + ".sink.checkpoint.retry-backoff"));
       } else if (type.equals("mirror")) {
         mirror = MirrorSettings.create(c.getConfig("sink"));
@@ -199,7 +199,8 @@ public record PipelineConfig(
             .incrementalAtStart(modes.incremental())
             .excludedSchemas(excluded)
             .failover(bool(c, prefix, "failover"))
-            .maxCommandRetries(v.positiveInt(prefix + ".max-command-retries"))
+            .maxCommandRetries(v.nonNegativeInt(prefix + ".max-command-retries"))
+            .maxSinkRetries(v.nonNegativeInt(prefix + ".max-sink-retries"))
             .minBackoff(v.positiveDuration(prefix + ".min-backoff"))
             .maxBackoff(v.positiveDuration(prefix + ".max-backoff"))
             .handoverWindow(v.positiveDuration(prefix + ".handover-window"))

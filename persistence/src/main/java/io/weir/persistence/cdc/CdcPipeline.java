@@ -67,6 +67,20 @@ public final class CdcPipeline {
 
   public sealed interface Command {}
 
+  /**
+   * Whether a failure with {@code sqlState} may pass by itself, so retrying the same transaction is
+   * right: connection (08), operator intervention and shutdown (57P), serialization failure and
+   * deadlock (40001, 40P01) and insufficient resources (53). Anything else the sink reports with a
+   * SQLState counts towards {@code max-sink-retries}.
+   */
+  public static boolean isTransientSqlState(String sqlState) {
+    return sqlState.startsWith("08")
+        || sqlState.startsWith("57P")
+        || sqlState.startsWith("53")
+        || sqlState.equals("40001")
+        || sqlState.equals("40P01");
+  }
+
   /** Starts (or restarts after a halt or stop). Replies with the status after the command. */
   public record Start(ActorRef<PipelineStatus> replyTo) implements Command {}
 
@@ -205,6 +219,26 @@ public final class CdcPipeline {
     // Written by the actor only; volatile so a running snapshot notices it was superseded.
     private volatile long attempt;
     private int failedCycles;
+
+    /** Counted sink failures in a row with nothing acknowledged in between (see {@link #fail}). */
+    private int sinkFailures;
+
+    /** {@link #highestAcknowledged} at the last counted sink failure. */
+    private Lsn sinkFailedAt = Lsn.INVALID;
+
+    /**
+     * The highest position any run of this pipeline acknowledged (sink-stage writes, actor reads):
+     * a sink failure after it moved is the first at a new transaction.
+     */
+    private volatile Lsn highestAcknowledged = Lsn.INVALID;
+
+    /** The sink stage acknowledged through {@code lsn} (one stage at a time writes). */
+    private void acknowledgedThrough(Lsn lsn) {
+      if (lsn.isAfter(highestAcknowledged)) {
+        highestAcknowledged = lsn;
+      }
+    }
+
     private int restarts;
     private long slotBusySince;
     private Duration backoff;
@@ -306,6 +340,7 @@ public final class CdcPipeline {
         haltReason = null;
         detail = null;
         failedCycles = 0;
+        sinkFailures = 0;
         slotBusySince = 0;
         backoff = settings.minBackoff();
         connect();
@@ -387,6 +422,9 @@ public final class CdcPipeline {
         detail = null;
         incarnation = null;
         lastConfirmed = Lsn.INVALID;
+        highestAcknowledged = Lsn.INVALID;
+        sinkFailedAt = Lsn.INVALID;
+        sinkFailures = 0;
         snapshot = null;
         storedProgress = Optional.empty();
         recordedShapes = java.util.Map.of();
@@ -788,6 +826,7 @@ public final class CdcPipeline {
                         conn.acknowledge(durable);
                         acknowledged[0] = durable;
                         acked.set(true);
+                        acknowledgedThrough(durable);
                       }
                       recordShapes(assembler, txns);
                       transactions.addAndGet(txns.size());
@@ -813,6 +852,7 @@ public final class CdcPipeline {
                                 : ((Message) d).message().lsn();
                         conn.acknowledge(at);
                         acknowledged[0] = at;
+                        acknowledgedThrough(at);
                       }
                     }
                   }),
@@ -996,6 +1036,27 @@ public final class CdcPipeline {
       String described =
           error instanceof SinkException s ? s.getMessage() : SafeErrors.describe(error);
       String sqlState = SafeErrors.sqlState(error);
+      if (wasFlowing && sqlState != null && !isTransientSqlState(sqlState)) {
+        // A poison transaction: the database refuses it the same way on every redelivery (a
+        // trigger's RAISE, an index row too large, an internal error) while the slot holds WAL.
+        // Counted while nothing is acknowledged between two failures.
+        Lsn at = highestAcknowledged;
+        sinkFailures = at.equals(sinkFailedAt) ? sinkFailures + 1 : 1;
+        sinkFailedAt = at;
+        metrics.sinkFailed();
+        if (sinkFailures > settings.maxSinkRetries()) {
+          halt(
+              HaltReason.SINK_FAILING,
+              sinkFailures
+                  + " failures in a row at the first transaction after "
+                  + at
+                  + " (SQLState "
+                  + sqlState
+                  + "); last error: "
+                  + described);
+          return;
+        }
+      }
       boolean counted;
       if ("55006".equals(sqlState)) {
         // Slot still active for another connection: a crashed owner's walsender lingers for up to

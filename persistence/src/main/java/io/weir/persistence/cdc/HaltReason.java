@@ -27,6 +27,13 @@ public enum HaltReason {
   SCHEMA_INCOMPATIBLE,
   /** The sink refused the data permanently. */
   SINK_REJECTED,
+  /**
+   * The sink failed on the same transaction more than {@code max-sink-retries} times in a row with
+   * an error that is not transient (a trigger's RAISE, an index row too large, an internal error):
+   * retrying would restart from the same position for ever while the slot holds WAL back. The
+   * detail names the SQLState; fix the target (or the data), then start the pipeline again.
+   */
+  SINK_FAILING,
   /** Persistent errors before the stream was established exceeded max-command-retries. */
   RETRIES_EXHAUSTED,
   /**

@@ -20,6 +20,8 @@ import java.util.function.Supplier;
  *   <li>{@code weir.cdc.rows} (tag {@code table}) — row changes applied, per source table
  *   <li>{@code weir.cdc.sink.apply} — time per sink call
  *   <li>{@code weir.cdc.restarts} (tag {@code error}) — stream restarts after transient failures
+ *   <li>{@code weir.cdc.sink.failures} — sink failures that count towards {@code max-sink-retries}
+ *       (a SQLState outside the transient classes, at the same transaction)
  *   <li>{@code weir.cdc.halts} (tag {@code reason}, one of {@link HaltReason}, each registered at
  *       0) — fail-closed halts
  *   <li>{@code weir.cdc.confirmed.lsn}, {@code weir.cdc.lag.bytes} — gauges
@@ -87,6 +89,7 @@ public final class PipelineMetrics {
         .strongReference(true)
         .description("WAL bytes between the server's position and the confirmed one")
         .register(registry);
+    registry.counter("weir.cdc.sink.failures", "pipeline", pipeline);
     // Every reason at 0 from the start, so increase() and alerts see the first halt.
     for (HaltReason reason : HaltReason.values()) {
       registry.counter("weir.cdc.halts", "pipeline", pipeline, "reason", reason.wire());
@@ -189,6 +192,11 @@ public final class PipelineMetrics {
 
   void restarted(String errorClass) {
     registry.counter("weir.cdc.restarts", "pipeline", pipeline, "error", errorClass).increment();
+  }
+
+  /** A sink failure that counts towards max-sink-retries ({@code weir.cdc.sink.failures}). */
+  void sinkFailed() {
+    registry.counter("weir.cdc.sink.failures", "pipeline", pipeline).increment();
   }
 
   void halted(HaltReason reason) {

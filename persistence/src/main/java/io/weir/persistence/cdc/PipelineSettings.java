@@ -13,6 +13,11 @@ import java.util.List;
  *     the sink's targets): streaming them would feed the pipeline's writes back into itself
  * @param failover request a failover slot (PostgreSQL 17+ only)
  * @param maxCommandRetries failed connect cycles before the stream is established, before halting
+ *     (0: halt on the first)
+ * @param maxSinkRetries sink failures in a row at the same transaction (nothing acknowledged in
+ *     between) retried before the pipeline halts {@code sink-failing} (0: halt on the first); only
+ *     failures with a SQLState outside the transient classes count (see {@link
+ *     CdcPipeline#isTransientSqlState})
  * @param handoverWindow how long "slot active for another consumer" is retried without counting; at
  *     least the server's wal_sender_timeout is used
  * @param inFlightWindow transactions decoded but not yet durably applied (backpressure bound)
@@ -38,6 +43,7 @@ public record PipelineSettings(
     List<String> excludedSchemas,
     boolean failover,
     int maxCommandRetries,
+    int maxSinkRetries,
     Duration minBackoff,
     Duration maxBackoff,
     Duration handoverWindow,
@@ -68,6 +74,7 @@ public record PipelineSettings(
         List.of("weir"),
         false,
         5,
+        10,
         Duration.ofMillis(500),
         Duration.ofSeconds(30),
         Duration.ofSeconds(60),
@@ -129,6 +136,7 @@ public record PipelineSettings(
     b.excludedSchemas = excludedSchemas;
     b.failover = failover;
     b.maxCommandRetries = maxCommandRetries;
+    b.maxSinkRetries = maxSinkRetries;
     b.minBackoff = minBackoff;
     b.maxBackoff = maxBackoff;
     b.handoverWindow = handoverWindow;
@@ -156,6 +164,7 @@ public record PipelineSettings(
     private List<String> excludedSchemas;
     private boolean failover;
     private int maxCommandRetries;
+    private int maxSinkRetries;
     private Duration minBackoff;
     private Duration maxBackoff;
     private Duration handoverWindow;
@@ -189,6 +198,11 @@ public record PipelineSettings(
 
     public Builder maxCommandRetries(int v) {
       maxCommandRetries = v;
+      return this;
+    }
+
+    public Builder maxSinkRetries(int v) {
+      maxSinkRetries = v;
       return this;
     }
 
@@ -266,6 +280,7 @@ public record PipelineSettings(
           excludedSchemas,
           failover,
           maxCommandRetries,
+          maxSinkRetries,
           minBackoff,
           maxBackoff,
           handoverWindow,

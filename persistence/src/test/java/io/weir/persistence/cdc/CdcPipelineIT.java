@@ -412,6 +412,107 @@ class CdcPipelineIT extends PipelineITBase {
   }
 
   @Test
+  void aTransactionTheSinkFailsEveryTimeHaltsSinkFailingWhileTransientClassesRetry()
+      throws Exception {
+    RecordingSink sink = new RecordingSink();
+    PipelineSettings settings =
+        settings().withRetries(5, Duration.ofMillis(50), Duration.ofMillis(200)).toBuilder()
+            .maxSinkRetries(3)
+            .build();
+    ActorRef<CdcPipeline.Command> p = start(settings, sink);
+    awaitState(p, "running");
+
+    // Deadlocks, serialization failures, lost connections and full disks pass by themselves: more
+    // failures in a row than max-sink-retries, and no halt.
+    String[] passing = {"40P01", "40001", "08006", "53100", "57P01", "40P01", "40001"};
+    java.util.concurrent.atomic.AtomicInteger next =
+        new java.util.concurrent.atomic.AtomicInteger();
+    sink.failWhile(
+        txns -> {
+          int i = next.getAndIncrement();
+          return i < passing.length
+              ? SinkException.transientFailure(
+                  "test: transient", new SQLException("transient", passing[i]))
+              : null;
+        });
+    sql("INSERT INTO items VALUES (1, 'one', 1, NULL)");
+    await("delivered after the transient failures")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 1);
+    PipelineStatus afterTransient = status(p);
+    assertThat(afterTransient.state()).isEqualTo("running");
+    assertThat(afterTransient.restarts()).isGreaterThanOrEqualTo(passing.length);
+
+    // A trigger's RAISE (P0001) fails the same transaction on every redelivery: after
+    // max-sink-retries retries the pipeline halts instead of restarting for ever.
+    java.util.concurrent.atomic.AtomicInteger raised =
+        new java.util.concurrent.atomic.AtomicInteger();
+    sink.failWhile(
+        txns -> {
+          raised.incrementAndGet();
+          return SinkException.transientFailure(
+              "test: the target's trigger raised", new SQLException("raised", "P0001"));
+        });
+    sql("INSERT INTO items VALUES (2, 'two', 1, NULL)");
+    PipelineStatus halted = awaitState(p, "halted");
+    assertThat(halted.reason()).isEqualTo("sink-failing");
+    assertThat(halted.detail()).contains("4 failures in a row").contains("SQLState P0001");
+    // (Restarts also count "slot active for another consumer" while the last walsender goes, so
+    // the sink's calls are what is counted.)
+    assertThat(raised.get()).as("the first try and three retries, then the halt").isEqualTo(4);
+    assertThat(sink.applied()).hasSize(1);
+
+    // Started again once the target is fixed, the transaction is delivered.
+    sink.failWhile(null);
+    var probe = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Start(probe.ref()));
+    await("delivered after the restart")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 2);
+  }
+
+  @Test
+  void aMirrorTargetWhoseTriggerRaisesHaltsSinkFailingValueFree() throws Exception {
+    sql(
+        "CREATE SCHEMA mirror",
+        "CREATE TABLE mirror.items (id int PRIMARY KEY, name text, price numeric, note text)",
+        "CREATE FUNCTION mirror.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            + " IF NEW.name = 'poison' THEN RAISE EXCEPTION 'refused %', NEW.name; END IF;"
+            + " RETURN NEW; END $$",
+        "CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON mirror.items"
+            + " FOR EACH ROW EXECUTE FUNCTION mirror.refuse()");
+    io.weir.persistence.cdc.mirror.PostgresMirrorSink sink =
+        new io.weir.persistence.cdc.mirror.PostgresMirrorSink(
+            state.dataSource(),
+            blockingIo,
+            io.weir.persistence.cdc.mirror.MirrorSettings.of("mirror"));
+    PipelineSettings settings =
+        settings().withRetries(5, Duration.ofMillis(50), Duration.ofMillis(200)).toBuilder()
+            .excludedSchemas(List.of("weir", "mirror"))
+            .maxSinkRetries(2)
+            .build();
+    ActorRef<CdcPipeline.Command> p = start(settings, sink);
+    awaitState(p, "running");
+    sql(
+        "INSERT INTO items VALUES (1, 'fine', 1, NULL)",
+        "INSERT INTO items VALUES (2, 'poison', 1, NULL)",
+        "INSERT INTO items VALUES (3, 'after', 1, NULL)");
+    PipelineStatus halted = awaitState(p, "halted");
+    assertThat(halted.reason()).isEqualTo("sink-failing");
+    assertThat(halted.detail())
+        .contains("3 failures in a row")
+        .contains("P0001")
+        .doesNotContain("poison")
+        .doesNotContain("refused");
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery("SELECT id FROM mirror.items")) {
+      assertThat(rs.next()).isTrue();
+      assertThat(rs.getInt(1)).as("the transaction before the poison one is mirrored").isEqualTo(1);
+      assertThat(rs.next()).as("nothing after it").isFalse();
+    }
+  }
+
+  @Test
   void persistentErrorsBeforeTheStreamIsEstablishedAreBoundedByTheWatchdog() throws Exception {
     // A login without the REPLICATION attribute fails every connect cycle the same way.
     sql(

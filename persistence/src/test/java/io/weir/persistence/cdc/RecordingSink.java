@@ -64,6 +64,7 @@ public final class RecordingSink implements ChangeSink {
   private Optional<SinkCheckpoint> checkpoint = Optional.empty();
   private PipelineContext context;
   private Function<List<Transaction>, RuntimeException> failNext;
+  private Function<List<Transaction>, RuntimeException> failing;
   private int opens;
   private java.time.Duration delayNext;
 
@@ -97,6 +98,10 @@ public final class RecordingSink implements ChangeSink {
       RuntimeException e = failNext.apply(transactions);
       failNext = null;
       return CompletableFuture.failedFuture(e);
+    }
+    RuntimeException failure = failing == null ? null : failing.apply(transactions);
+    if (failure != null) {
+      return CompletableFuture.failedFuture(failure);
     }
     for (Transaction t : transactions) {
       if (checkpoint.isPresent() && t.commitLsn().compareTo(checkpoint.get().commitLsn()) <= 0) {
@@ -159,5 +164,13 @@ public final class RecordingSink implements ChangeSink {
 
   public synchronized void failNext(Function<List<Transaction>, RuntimeException> failure) {
     this.failNext = failure;
+  }
+
+  /**
+   * Every apply from now on asks {@code failure} first and fails with what it returns (none when it
+   * returns null); null stops it.
+   */
+  public synchronized void failWhile(Function<List<Transaction>, RuntimeException> failure) {
+    this.failing = failure;
   }
 }

@@ -32,7 +32,10 @@ import org.postgresql.replication.PGReplicationStream;
  *       message. It is only called when downstream asks: this is where backpressure reaches the
  *       server (the socket fills, the walsender waits).
  *   <li>{@link #acknowledge} records the end LSN of work downstream has durably committed; only
- *       that position is ever reported as flushed.
+ *       that position is ever reported as flushed. It reaches the server promptly: a status update
+ *       goes out when the acknowledged position moves, at most once per {@link
+ *       #PROMPT_STATUS_INTERVAL} (the rest wait for that interval to pass), so a node that is
+ *       killed again and again does not restart from the same position each time.
  *   <li>A keep-alive task sends a status update every {@code statusInterval} — also while
  *       downstream backpressures and nobody polls — so the server does not time the connection out.
  *   <li>Idle advancement: when the last data message read was a Commit (or Stream Commit) and it
@@ -45,12 +48,19 @@ import org.postgresql.replication.PGReplicationStream;
  */
 public final class ReplicationConnection implements AutoCloseable {
 
+  /** The shortest time between two status updates sent because the acknowledged position moved. */
+  public static final Duration PROMPT_STATUS_INTERVAL = Duration.ofSeconds(1);
+
+  private static final long PROMPT_NANOS = PROMPT_STATUS_INTERVAL.toNanos();
+
   private final Connection connection;
   private final PGReplicationStream stream;
   private final ScheduledExecutorService io;
 
   // Touched on the IO thread only.
   private long acked;
+  private long lastStatusSent = System.nanoTime() - PROMPT_NANOS;
+  private boolean promptStatusScheduled;
   private final Tracker tracker;
   private volatile long receivedMessages;
 
@@ -334,8 +344,45 @@ public final class ReplicationConnection implements AutoCloseable {
           if (Long.compareUnsigned(endLsn.asLong(), acked) > 0) {
             acked = endLsn.asLong();
             report(acked);
+            sendStatusPromptly();
           }
         });
+  }
+
+  /**
+   * Sends the status now if the last one went out at least {@link #PROMPT_STATUS_INTERVAL} ago,
+   * else once that much has passed (one pending send at a time; it reports the position of then).
+   */
+  private void sendStatusPromptly() {
+    if (promptStatusScheduled) {
+      return;
+    }
+    long wait = lastStatusSent + PROMPT_NANOS - System.nanoTime();
+    if (wait <= 0) {
+      sendStatus();
+      return;
+    }
+    promptStatusScheduled = true;
+    try {
+      io.schedule(
+          () -> {
+            promptStatusScheduled = false;
+            sendStatus();
+          },
+          wait,
+          TimeUnit.NANOSECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException closing) {
+      promptStatusScheduled = false;
+    }
+  }
+
+  private void sendStatus() {
+    try {
+      stream.forceUpdateStatus();
+      lastStatusSent = System.nanoTime();
+    } catch (SQLException | RuntimeException e) {
+      // The next poll sees the broken connection and fails the stream; nothing to do here.
+    }
   }
 
   private void keepAlive() {
@@ -352,6 +399,7 @@ public final class ReplicationConnection implements AutoCloseable {
       }
       report(flush);
       stream.forceUpdateStatus();
+      lastStatusSent = System.nanoTime();
     } catch (SQLException | RuntimeException e) {
       // The next poll sees the broken connection and fails the stream; nothing to do here.
     }

@@ -385,6 +385,39 @@ class CdcPipelineIT extends PipelineITBase {
   }
 
   @Test
+  void anAcknowledgedTransactionIsConfirmedToTheServerWithinSecondsNotAtTheStatusInterval()
+      throws Exception {
+    // Status updates every ten minutes, and the server asks for one only after half of
+    // wal_sender_timeout (30 s by default): only the prompt update after the acknowledgement can
+    // move confirmed_flush_lsn within the deadline. Without it, a consumer killed every few seconds
+    // restarts from the same position each time.
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p =
+        start(
+            PipelineSettings.of("p_" + slot, slot, List.of("pub"))
+                .withStatusInterval(Duration.ofMinutes(10)),
+            sink);
+    awaitState(p, "running");
+    for (int round = 1; round <= 3; round++) {
+      sql("INSERT INTO items VALUES (" + round + ", 'prompt', 1, NULL)");
+      int expected = round;
+      await("transaction " + round + " delivered")
+          .atMost(Duration.ofSeconds(60))
+          .until(() -> sink.applied().size() == expected);
+      Lsn end = sink.applied().get(round - 1).endLsn();
+      long deliveredAt = System.nanoTime();
+      await("confirmed_flush_lsn reaches transaction " + round + "'s end")
+          .atMost(Duration.ofSeconds(15))
+          .pollInterval(Duration.ofMillis(100))
+          .until(() -> slotLsn("confirmed_flush_lsn").compareTo(end) >= 0);
+      System.out.printf(
+          "prompt-confirmation: round %d confirmed %d ms after delivery was seen%n",
+          round, (System.nanoTime() - deliveredAt) / 1_000_000);
+    }
+    assertThat(status(p).restarts()).isZero();
+  }
+
+  @Test
   void transientSinkFailureRedeliversAndPermanentFailureHalts() throws Exception {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(settings(), sink);

@@ -80,10 +80,12 @@ public record PipelineConfig(
    *
    * @param checkpointEvery checkpoint writes batch this many transactions (a crash repeats at most
    *     that many)
+   * @param checkpointMaxDelay or wait at most this long after the first unstored one
    */
   public record FileSinkConfig(
       java.nio.file.Path path,
       int checkpointEvery,
+      java.time.Duration checkpointMaxDelay,
       int maxRetries,
       java.time.Duration retryBackoff) {}
 
@@ -163,6 +165,7 @@ public record PipelineConfig(
             new FileSinkConfig(
                 java.nio.file.Path.of(path),
                 v.positiveInt(prefix + ".sink.checkpoint.every"),
+                v.positiveDuration(prefix + ".sink.checkpoint.max-delay"),
                 v.nonNegativeInt(prefix + ".sink.checkpoint.max-retries"),
                 v.positiveDuration(prefix + ".sink.checkpoint.retry-backoff"));
       } else if (type.equals("mirror")) {

@@ -148,7 +148,8 @@ public final class PipelineManager {
                               io,
                               f.maxRetries(),
                               f.retryBackoff(),
-                              f.checkpointEvery());
+                              f.checkpointEvery(),
+                              f.checkpointMaxDelay());
                     } else {
                       Database target =
                           targets.computeIfAbsent(

@@ -67,6 +67,11 @@ public final class ContinuousSink implements ChangeSink {
   }
 
   @Override
+  public Lsn durableNow() {
+    return checkpointed.durableNow();
+  }
+
+  @Override
   public Lsn durableThrough(List<Transaction> applied) {
     return checkpointed.durableThrough(applied);
   }

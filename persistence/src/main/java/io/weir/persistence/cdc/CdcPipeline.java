@@ -362,6 +362,9 @@ public final class CdcPipeline {
       return this;
     }
 
+    /** How often the sink stage asks the sink what it made durable since (see Tick). */
+    private static final Duration DURABLE_POLL = Duration.ofSeconds(1);
+
     private static final int DROP_ATTEMPTS = 10;
     private static final Duration DROP_PAUSE = Duration.ofMillis(500);
 
@@ -709,6 +712,13 @@ public final class CdcPipeline {
     private record Mark(SnapshotWatermark watermark) implements Delivery {}
 
     /**
+     * About once a second: ask the sink what it made durable since ({@link ChangeSink#durableNow}).
+     */
+    private enum Tick implements Delivery {
+      INSTANCE
+    }
+
+    /**
      * Splits a group of events into runs of transactions and single messages, keeping WAL order.
      */
     private static List<Delivery> deliveries(List<CdcEvent> events) {
@@ -785,9 +795,14 @@ public final class CdcPipeline {
               })
           .via(batching)
           .buffer(Math.max(1, settings.inFlightWindow()), OverflowStrategy.backpressure())
+          // Ticks are dropped while the sink stage is busy; one gets through when it is idle.
+          .merge(Source.tick(DURABLE_POLL, DURABLE_POLL, (Delivery) Tick.INSTANCE), true)
           .mapAsync(
               1,
               d -> {
+                if (d == Tick.INSTANCE) {
+                  return CompletableFuture.completedFuture(d);
+                }
                 Timer.Sample sample = Timer.start();
                 CompletionStage<Void> done;
                 if (d instanceof Transactions t) {
@@ -840,6 +855,14 @@ public final class CdcPipeline {
                         if (t.changes() instanceof StreamedChanges streamed) {
                           metrics.streamed(streamed.spilled());
                         }
+                      }
+                    } else if (d == Tick.INSTANCE) {
+                      Lsn durable = sink.durableNow();
+                      if (durable.isValid() && durable.isAfter(acknowledged[0])) {
+                        conn.acknowledge(durable);
+                        acknowledged[0] = durable;
+                        acked.set(true);
+                        acknowledgedThrough(durable);
                       }
                     } else {
                       // A message or watermark moves the confirmed position to itself, but never

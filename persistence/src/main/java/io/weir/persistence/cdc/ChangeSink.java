@@ -84,6 +84,17 @@ public interface ChangeSink extends AutoCloseable {
   }
 
   /**
+   * For a sink that makes transactions durable later than {@link #apply} completes (a checkpoint
+   * written on a timer, see {@link CheckpointedSink}): the end LSN it has made durable by now. The
+   * pipeline asks about once a second, also while no transaction arrives, and confirms it when it
+   * moved. {@link Lsn#INVALID}, the default, confirms nothing beyond {@link #durableThrough}.
+   * Throwing fails the stream as a failed {@link #apply} would.
+   */
+  default Lsn durableNow() {
+    return Lsn.INVALID;
+  }
+
+  /**
    * Whether this sink can be seeded from a snapshot ({@link #applySnapshot}, {@link
    * #completeSnapshot}). A pipeline that needs a snapshot and a sink that cannot take one halts at
    * start ({@code conflicting-options}).

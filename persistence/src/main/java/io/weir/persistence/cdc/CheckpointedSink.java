@@ -22,7 +22,11 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Guarantee: at-least-once. A crash after a delivery and before its checkpoint write redelivers
  * that transaction — with {@code checkpointEvery = n}, at most the {@code n} transactions since the
- * last write. Transactions at or below the stored checkpoint are skipped.
+ * last write. Transactions at or below the stored checkpoint are skipped. A checkpoint is written
+ * after {@code n} delivered transactions or {@code maxDelay} after the first one not yet stored,
+ * whichever comes first, so on a quiet stream the last transactions do not stay unstored (pinning
+ * the slot and coming again after a restart); the pipeline learns of a write made on the timer from
+ * {@link #durableNow}.
  *
  * <p>Store faults: transient ones (connection, timeouts) are retried {@code maxRetries} times
  * {@code retryBackoff} apart, then the pipeline halts ({@link HaltReason#CHECKPOINT_STORE_FAILED});
@@ -38,13 +42,28 @@ public final class CheckpointedSink implements ChangeSink {
   private final int maxRetries;
   private final Duration retryBackoff;
   private final int checkpointEvery;
+  private final Executor delayed;
+
+  /** Serializes checkpoint writes: one at a time, each storing the latest delivered transaction. */
+  private final Object storeLock = new Object();
+
+  /** A store failure on the timer, reported by the next {@link #apply} or {@link #durableNow}. */
+  private volatile RuntimeException delayedFailure;
 
   private String pipeline;
   private SlotIncarnation incarnation;
   private Lsn checkpointCommit = Lsn.INVALID;
   private volatile Lsn storedEnd = Lsn.INVALID;
+  // Guarded by this. The last delivered transaction not yet stored, the number of deliveries so
+  // far, that number when the stored checkpoint's transaction was delivered, and whether a
+  // max-delay timer is due.
   private Transaction lastUnstored;
-  private int unstored;
+  private long deliveredCount;
+  private long storedCount;
+  private boolean timerPending;
+
+  /** The longest a delivered transaction waits for its checkpoint when none is configured. */
+  public static final Duration DEFAULT_MAX_DELAY = Duration.ofSeconds(1);
 
   public CheckpointedSink(
       DeliverySink delivery,
@@ -53,9 +72,27 @@ public final class CheckpointedSink implements ChangeSink {
       int maxRetries,
       Duration retryBackoff,
       int checkpointEvery) {
-    if (maxRetries < 0 || checkpointEvery < 1) {
-      throw new IllegalArgumentException("maxRetries must be >= 0 and checkpointEvery >= 1");
+    this(delivery, store, blockingIo, maxRetries, retryBackoff, checkpointEvery, DEFAULT_MAX_DELAY);
+  }
+
+  /**
+   * @param checkpointEvery write the checkpoint after this many delivered transactions
+   * @param maxDelay or this long after the first delivered transaction not yet stored (positive)
+   */
+  public CheckpointedSink(
+      DeliverySink delivery,
+      CheckpointStore store,
+      Executor blockingIo,
+      int maxRetries,
+      Duration retryBackoff,
+      int checkpointEvery,
+      Duration maxDelay) {
+    if (maxRetries < 0 || checkpointEvery < 1 || maxDelay.isZero() || maxDelay.isNegative()) {
+      throw new IllegalArgumentException(
+          "maxRetries must be >= 0, checkpointEvery >= 1 and maxDelay positive");
     }
+    this.delayed =
+        CompletableFuture.delayedExecutor(maxDelay.toNanos(), TimeUnit.NANOSECONDS, blockingIo);
     this.delivery = delivery;
     this.store = store;
     this.blockingIo = blockingIo;
@@ -89,7 +126,8 @@ public final class CheckpointedSink implements ChangeSink {
             pipeline = context.pipeline();
             incarnation = context.incarnation().orElse(null);
             lastUnstored = null;
-            unstored = 0;
+            storedCount = deliveredCount;
+            delayedFailure = null;
             checkpointCommit = stored.map(s -> s.checkpoint().commitLsn()).orElse(Lsn.INVALID);
             storedEnd = stored.map(CheckpointStore.Stored::endLsn).orElse(Lsn.INVALID);
           }
@@ -108,6 +146,10 @@ public final class CheckpointedSink implements ChangeSink {
   }
 
   private CompletionStage<Void> applyOne(Transaction t) {
+    RuntimeException failed = delayedFailure;
+    if (failed != null) {
+      return CompletableFuture.failedFuture(failed);
+    }
     synchronized (this) {
       if (incarnation == null) {
         return CompletableFuture.failedFuture(
@@ -124,8 +166,9 @@ public final class CheckpointedSink implements ChangeSink {
             v -> {
               synchronized (this) {
                 lastUnstored = t;
-                unstored++;
-                if (unstored < checkpointEvery) {
+                deliveredCount++;
+                if (deliveredCount - storedCount < checkpointEvery) {
+                  startTimer();
                   return CompletableFuture.<Void>completedFuture(null);
                 }
               }
@@ -134,31 +177,58 @@ public final class CheckpointedSink implements ChangeSink {
             blockingIo);
   }
 
+  /** Starts the max-delay timer unless one is due. Called holding this. */
+  private void startTimer() {
+    if (!timerPending) {
+      timerPending = true;
+      delayed.execute(this::storeOnTimer);
+    }
+  }
+
+  /** The max-delay timer: stores what is still unstored (nothing if a count write came first). */
+  private void storeOnTimer() {
+    synchronized (this) {
+      timerPending = false;
+    }
+    try {
+      storeNow();
+    } catch (RuntimeException e) {
+      delayedFailure = e;
+    }
+  }
+
   private void storeNow() {
-    Transaction t;
-    SlotIncarnation inc;
-    String name;
-    synchronized (this) {
-      t = lastUnstored;
-      inc = incarnation;
-      name = pipeline;
-    }
-    if (t == null) {
-      return;
-    }
-    CheckpointStore.Stored next =
-        new CheckpointStore.Stored(new SinkCheckpoint(inc, t.commitLsn()), t.endLsn());
-    withRetries(
-        () -> {
-          store.write(name, next);
-          return null;
-        });
-    synchronized (this) {
-      checkpointCommit = t.commitLsn();
-      storedEnd = t.endLsn();
-      if (lastUnstored == t) {
-        lastUnstored = null;
-        unstored = 0;
+    synchronized (storeLock) {
+      Transaction t;
+      long count;
+      SlotIncarnation inc;
+      String name;
+      synchronized (this) {
+        t = lastUnstored;
+        count = deliveredCount;
+        inc = incarnation;
+        name = pipeline;
+      }
+      if (t == null) {
+        return;
+      }
+      CheckpointStore.Stored next =
+          new CheckpointStore.Stored(new SinkCheckpoint(inc, t.commitLsn()), t.endLsn());
+      withRetries(
+          () -> {
+            store.write(name, next);
+            return null;
+          });
+      synchronized (this) {
+        checkpointCommit = t.commitLsn();
+        storedEnd = t.endLsn();
+        storedCount = count;
+        if (deliveredCount == count) {
+          lastUnstored = null;
+        } else {
+          // Delivered while this write ran: they wait at most max-delay too.
+          startTimer();
+        }
       }
     }
   }
@@ -217,7 +287,7 @@ public final class CheckpointedSink implements ChangeSink {
             checkpointCommit = handOff;
             storedEnd = handOff;
             lastUnstored = null;
-            unstored = 0;
+            storedCount = deliveredCount;
           }
         },
         blockingIo);
@@ -239,6 +309,16 @@ public final class CheckpointedSink implements ChangeSink {
   /** The slot may confirm only what the store holds. */
   @Override
   public Lsn durableThrough(List<Transaction> applied) {
+    return storedEnd;
+  }
+
+  /** What the store holds now, also after a write on the max-delay timer. */
+  @Override
+  public Lsn durableNow() {
+    RuntimeException failed = delayedFailure;
+    if (failed != null) {
+      throw failed;
+    }
     return storedEnd;
   }
 

@@ -12,6 +12,7 @@ import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.junit.jupiter.api.BeforeEach;
@@ -415,6 +416,44 @@ class CdcPipelineIT extends PipelineITBase {
           round, (System.nanoTime() - deliveredAt) / 1_000_000);
     }
     assertThat(status(p).restarts()).isZero();
+  }
+
+  @Test
+  void batchedLibraryCheckpointsOnAQuietStreamAreStoredAndConfirmedAfterTheMaxDelay()
+      throws Exception {
+    List<Transaction> delivered = java.util.Collections.synchronizedList(new ArrayList<>());
+    CheckpointStore store = new CheckpointStore(state.dataSource(), "weir");
+    CheckpointedSink sink =
+        new CheckpointedSink(
+            t -> {
+              delivered.add(t);
+              return java.util.concurrent.CompletableFuture.completedFuture(null);
+            },
+            store,
+            blockingIo,
+            1,
+            Duration.ofMillis(10),
+            50,
+            Duration.ofMillis(300));
+    ActorRef<CdcPipeline.Command> p =
+        start(
+            PipelineSettings.of("p_" + slot, slot, List.of("pub"))
+                .withStatusInterval(Duration.ofMinutes(10)),
+            sink);
+    awaitState(p, "running");
+    sql(
+        "INSERT INTO items VALUES (1, 'quiet', 1, NULL)",
+        "INSERT INTO items VALUES (2, 'quiet', 1, NULL)",
+        "INSERT INTO items VALUES (3, 'quiet', 1, NULL)");
+    await("three delivered").atMost(Duration.ofSeconds(60)).until(() -> delivered.size() == 3);
+    Lsn end = delivered.get(2).endLsn();
+    await("fewer than checkpoint.every transactions are stored and confirmed all the same")
+        .atMost(Duration.ofSeconds(20))
+        .pollInterval(Duration.ofMillis(100))
+        .until(() -> slotLsn("confirmed_flush_lsn").compareTo(end) >= 0);
+    assertThat(store.read("p_" + slot))
+        .hasValueSatisfying(
+            v -> assertThat(v.checkpoint().commitLsn()).isEqualTo(delivered.get(2).commitLsn()));
   }
 
   @Test

@@ -2,6 +2,7 @@ package io.weir.persistence.cdc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 
 import com.typesafe.config.ConfigFactory;
 import io.weir.persistence.Database;
@@ -63,8 +64,13 @@ class CheckpointedSinkIT {
         xid, Lsn.of(xid * 100), Lsn.of(xid * 100 + 10), Instant.EPOCH, List.of(), List.of());
   }
 
+  /** Checkpoints by count only (the max delay is an hour). */
   private CheckpointedSink sink(CheckpointStore store, int every) {
-    return new CheckpointedSink(recording, store, io, 2, Duration.ofMillis(50), every);
+    return sink(store, every, Duration.ofHours(1));
+  }
+
+  private CheckpointedSink sink(CheckpointStore store, int every, Duration maxDelay) {
+    return new CheckpointedSink(recording, store, io, 2, Duration.ofMillis(50), every, maxDelay);
   }
 
   @Test
@@ -106,6 +112,54 @@ class CheckpointedSinkIT {
     assertThat(s.durableThrough(List.of(txn(3)))).isEqualTo(Lsn.of(310));
     assertThat(store.read("p"))
         .hasValueSatisfying(v -> assertThat(v.checkpoint().commitLsn()).isEqualTo(Lsn.of(300)));
+  }
+
+  @Test
+  void onAQuietStreamTheLastTransactionsAreStoredAfterTheMaxDelay() throws Exception {
+    CheckpointStore store = new CheckpointStore(database.dataSource(), "weir");
+    CheckpointedSink s = sink(store, 100, Duration.ofMillis(300));
+    s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
+    s.apply(List.of(txn(1))).toCompletableFuture().get();
+    s.apply(List.of(txn(2))).toCompletableFuture().get();
+    await("the timer stores the last delivered transaction")
+        .atMost(Duration.ofSeconds(20))
+        .until(() -> s.durableNow().equals(Lsn.of(210)));
+    assertThat(store.read("p"))
+        .hasValueSatisfying(v -> assertThat(v.checkpoint().commitLsn()).isEqualTo(Lsn.of(200)));
+    // A second quiet spell: its own timer.
+    s.apply(List.of(txn(3))).toCompletableFuture().get();
+    await("the next one is stored too")
+        .atMost(Duration.ofSeconds(20))
+        .until(() -> s.durableNow().equals(Lsn.of(310)));
+    CheckpointedSink afterCrash = sink(store, 100);
+    assertThat(
+            afterCrash.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get())
+        .hasValue(new SinkCheckpoint(INC, Lsn.of(300)));
+  }
+
+  @Test
+  void aStoreFaultOnTheTimerHaltsAtTheNextCall() throws Exception {
+    CheckpointStore store = new CheckpointStore(database.dataSource(), "weir");
+    CheckpointedSink s = sink(store, 100, Duration.ofMillis(100));
+    s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
+    try (var c = database.dataSource().getConnection();
+        var st = c.createStatement()) {
+      st.execute("ALTER TABLE weir.cdc_checkpoint RENAME TO cdc_checkpoint_gone");
+    }
+    s.apply(List.of(txn(1))).toCompletableFuture().get();
+    await("the failed timer write surfaces")
+        .atMost(Duration.ofSeconds(20))
+        .untilAsserted(
+            () ->
+                assertThatThrownBy(s::durableNow)
+                    .isInstanceOfSatisfying(
+                        PipelineHaltException.class,
+                        e -> assertThat(e.reason()).isEqualTo(HaltReason.CHECKPOINT_STORE_FAILED))
+                    .hasMessageContaining("42P01"));
+    assertThatThrownBy(() -> s.apply(List.of(txn(2))).toCompletableFuture().join())
+        .cause()
+        .isInstanceOf(PipelineHaltException.class);
+    assertThat(delivered).as("nothing is delivered after the failed write").containsExactly(1L);
   }
 
   @Test

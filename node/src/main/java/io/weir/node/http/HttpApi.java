@@ -1401,7 +1401,7 @@ public final class HttpApi extends JsonRoutes {
                     ErrorCode.BAD_REQUEST,
                     "a requested table is not in the pipeline's publications (schema.table, as"
                         + " PostgreSQL names it)");
-            case "not-running", "snapshot-in-progress" ->
+            case "unsupported", "not-running", "snapshot-in-progress" ->
                 error(ErrorCode.CONFLICT, reply.message());
             default -> error(ErrorCode.UNAVAILABLE, reply.message());
           };

@@ -127,8 +127,8 @@ public final class CdcPipeline {
   /**
    * The answer to {@link StartIncrementalSnapshot}.
    *
-   * @param error null when the snapshot started; else {@code not-running}, {@code
-   *     snapshot-in-progress} or {@code unknown-table}
+   * @param error null when the snapshot started; else {@code unsupported} (the sink cannot take
+   *     one), {@code not-running}, {@code snapshot-in-progress} or {@code unknown-table}
    * @param message value-free explanation of the error
    */
   public record SnapshotReply(PipelineStatus status, String error, String message)
@@ -534,6 +534,14 @@ public final class CdcPipeline {
             HaltReason.CONFLICTING_OPTIONS,
             "start mode snapshot needs a sink that can be seeded from a snapshot");
       }
+      if (settings.incrementalAtStart() && !takesIncrementalSnapshots()) {
+        throw new PipelineHaltException(
+            HaltReason.CONFLICTING_OPTIONS,
+            sink.supportsSnapshots()
+                ? "incremental-at-start needs a sink that stores incremental snapshot progress"
+                    + " with its chunks; this one does not"
+                : "incremental-at-start needs a sink that can be seeded from a snapshot");
+      }
       if (settings.batchMaxTransactions() > 1 && !sink.supportsBatches()) {
         throw new PipelineHaltException(
             HaltReason.CONFLICTING_OPTIONS,
@@ -568,15 +576,10 @@ public final class CdcPipeline {
             initialSnapshot(prepared.exported().get(), myAttempt);
           }
           storedProgress =
-              sink.supportsSnapshots()
+              takesIncrementalSnapshots()
                   ? IncrementalSnapshot.Progress.decode(
                       sink.snapshotProgress().toCompletableFuture().get())
                   : Optional.empty();
-          if (settings.incrementalAtStart() && !sink.supportsSnapshots()) {
-            throw new PipelineHaltException(
-                HaltReason.CONFLICTING_OPTIONS,
-                "start mode incremental needs a sink that can be seeded from a snapshot");
-          }
           recordedShapes = relations.load(settings.name());
           Duration interval =
               settings.statusInterval().isZero()
@@ -918,8 +921,22 @@ public final class CdcPipeline {
       }
     }
 
+    /** Whether the sink can take an incremental snapshot and keep its progress across restarts. */
+    private boolean takesIncrementalSnapshots() {
+      return sink.supportsSnapshots() && sink.storesSnapshotProgress();
+    }
+
     private Behavior<Command> onStartIncremental(StartIncrementalSnapshot request) {
-      if (!state.equals("running") || incremental == null) {
+      if (!takesIncrementalSnapshots()) {
+        request
+            .replyTo()
+            .tell(
+                new SnapshotReply(
+                    status(),
+                    "unsupported",
+                    "this pipeline's sink cannot take an incremental snapshot (it does not store"
+                        + " snapshot progress with its chunks)"));
+      } else if (!state.equals("running") || incremental == null) {
         request
             .replyTo()
             .tell(

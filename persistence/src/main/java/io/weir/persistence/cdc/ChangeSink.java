@@ -126,8 +126,20 @@ public interface ChangeSink extends AutoCloseable {
   }
 
   /**
+   * Whether this sink stores {@link SnapshotChunk#progress()} with its chunk and returns it from
+   * {@link #snapshotProgress}: an incremental snapshot needs it (without it a restart would start
+   * the snapshot again and its first chunk would empty the table once more). A pipeline with {@code
+   * incremental-at-start} and a sink that does not halts at start ({@code conflicting-options});
+   * {@link CdcPipeline.StartIncrementalSnapshot} is refused ({@code unsupported}).
+   */
+  default boolean storesSnapshotProgress() {
+    return false;
+  }
+
+  /**
    * The progress token stored with the last applied incremental snapshot chunk of this pipeline,
-   * empty if none (or the last one completed the snapshot). Called after {@link #open}.
+   * empty if none (or the last one completed the snapshot). Called after {@link #open}, only when
+   * {@link #storesSnapshotProgress}.
    */
   default CompletionStage<Optional<String>> snapshotProgress() {
     return java.util.concurrent.CompletableFuture.completedFuture(Optional.empty());

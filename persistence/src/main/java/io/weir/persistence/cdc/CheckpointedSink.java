@@ -238,6 +238,12 @@ public final class CheckpointedSink implements ChangeSink {
     return delivery.supportsSnapshots();
   }
 
+  /** The progress goes to the library checkpoint store, beside the checkpoint. */
+  @Override
+  public boolean storesSnapshotProgress() {
+    return delivery.supportsSnapshots();
+  }
+
   @Override
   public CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
     return delivery

@@ -456,6 +456,64 @@ class CdcPipelineIT extends PipelineITBase {
             v -> assertThat(v.checkpoint().commitLsn()).isEqualTo(delivered.get(2).commitLsn()));
   }
 
+  /** Seeded by snapshots, but keeps no incremental snapshot progress (the interface's default). */
+  private static ChangeSink snapshotsWithoutProgress(RecordingSink inner) {
+    return new ChangeSink() {
+      @Override
+      public java.util.concurrent.CompletionStage<java.util.Optional<SinkCheckpoint>> open(
+          PipelineContext context) {
+        return inner.open(context);
+      }
+
+      @Override
+      public java.util.concurrent.CompletionStage<Void> apply(List<Transaction> transactions) {
+        return inner.apply(transactions);
+      }
+
+      @Override
+      public boolean supportsSnapshots() {
+        return true;
+      }
+    };
+  }
+
+  @Test
+  void aSinkThatKeepsNoSnapshotProgressIsRefusedIncrementalSnapshotsBeforeAnythingIsRead()
+      throws Exception {
+    PipelineStatus atStart =
+        awaitState(
+            start(
+                settings().toBuilder().incrementalAtStart(true).build(),
+                snapshotsWithoutProgress(new RecordingSink())),
+            "halted");
+    assertThat(atStart.reason()).isEqualTo("conflicting-options");
+    assertThat(atStart.detail()).contains("stores incremental snapshot progress");
+    assertThat(slotExists()).as("refused before the slot is created").isFalse();
+
+    RecordingSink inner = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p = start(settings(), snapshotsWithoutProgress(inner));
+    awaitState(p, "running");
+    var probe = kit.<CdcPipeline.SnapshotReply>createTestProbe();
+    p.tell(new CdcPipeline.StartIncrementalSnapshot(List.of(), probe.ref()));
+    CdcPipeline.SnapshotReply reply = probe.receiveMessage(Duration.ofSeconds(30));
+    assertThat(reply.error()).isEqualTo("unsupported");
+    sql("INSERT INTO items VALUES (1, 'still streaming', 1, NULL)");
+    await("the pipeline streams on")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> inner.applied().size() == 1);
+  }
+
+  private boolean slotExists() throws SQLException {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+      rs.next();
+      return rs.getInt(1) > 0;
+    }
+  }
+
   @Test
   void transientSinkFailureRedeliversAndPermanentFailureHalts() throws Exception {
     RecordingSink sink = new RecordingSink();

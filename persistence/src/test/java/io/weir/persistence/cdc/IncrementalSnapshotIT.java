@@ -240,8 +240,19 @@ class IncrementalSnapshotIT extends PipelineITBase {
     ActorRef<CdcPipeline.Command> stopped =
         kit.spawn(
             CdcPipeline.create(
-                settings(false), source, new RecordingSink(), state.dataSource(), "weir"));
+                settings(false),
+                source,
+                new PostgresMirrorSink(state.dataSource(), blockingIo, MirrorSettings.of("mirror")),
+                state.dataSource(),
+                "weir"));
     assertThat(snapshot(stopped, List.of()).error()).isEqualTo("not-running");
+    ActorRef<CdcPipeline.Command> noSnapshots =
+        kit.spawn(
+            CdcPipeline.create(
+                settings(false), source, new RecordingSink(), state.dataSource(), "weir"));
+    assertThat(snapshot(noSnapshots, List.of()).error())
+        .as("a sink that cannot be seeded from a snapshot")
+        .isEqualTo("unsupported");
   }
 
   /**

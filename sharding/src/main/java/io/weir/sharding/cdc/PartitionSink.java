@@ -194,6 +194,11 @@ public final class PartitionSink implements ChangeSink {
   }
 
   @Override
+  public boolean storesSnapshotProgress() {
+    return true;
+  }
+
+  @Override
   public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
     return CompletableFuture.supplyAsync(
         () -> {

@@ -282,6 +282,11 @@ public final class PostgresMirrorSink implements ChangeSink {
     return true;
   }
 
+  @Override
+  public boolean storesSnapshotProgress() {
+    return true;
+  }
+
   /**
    * Upserts snapshot rows in one database transaction; a first chunk truncates the target first (in
    * the same transaction), and an incremental chunk's progress is stored in the checkpoint row in

@@ -81,6 +81,39 @@ public final class CdcPipeline {
         || sqlState.equals("40P01");
   }
 
+  /**
+   * Runs one decoding or assembly step of the message at {@code at}. Its typed failures pass
+   * unchanged (a halt, a decode error, a spill file that cannot be written: the disk may recover);
+   * any other RuntimeException is a defect that would fail the same way on every redelivery, so it
+   * halts {@code protocol-violation} with the exception's class and where it was thrown (never its
+   * message, which may quote the stream) instead of restarting for ever.
+   */
+  static <T> T guardProtocolStep(Lsn at, java.util.function.Supplier<T> step) {
+    try {
+      return step.get();
+    } catch (PipelineHaltException | PgOutputDecodeException | java.io.UncheckedIOException e) {
+      throw e;
+    } catch (RuntimeException e) {
+      StackTraceElement[] frames = e.getStackTrace();
+      String where =
+          frames.length == 0
+              ? ""
+              : " in "
+                  + frames[0].getClassName()
+                  + "."
+                  + frames[0].getMethodName()
+                  + ":"
+                  + frames[0].getLineNumber();
+      throw new PipelineHaltException(
+          HaltReason.PROTOCOL_VIOLATION,
+          "decoding or assembling the message at "
+              + at
+              + " failed unexpectedly: "
+              + SafeErrors.describe(e)
+              + where);
+    }
+  }
+
   /** Starts (or restarts after a halt or stop). Replies with the status after the command. */
   public record Start(ActorRef<PipelineStatus> replyTo) implements Command {}
 
@@ -785,10 +818,13 @@ public final class CdcPipeline {
           // The payload goes along: a streamed transaction keeps its raw bytes until its commit.
           .mapConcat(
               m ->
-                  assembler
-                      .accept(decoder.decode(m.payload()), m.payload())
-                      .map(List::of)
-                      .orElse(List.of()))
+                  guardProtocolStep(
+                      m.lsn(),
+                      () ->
+                          assembler
+                              .accept(decoder.decode(m.payload()), m.payload())
+                              .map(List::of)
+                              .orElse(List.<CdcEvent>of())))
           .map(
               e -> {
                 if (e instanceof Transaction t) {

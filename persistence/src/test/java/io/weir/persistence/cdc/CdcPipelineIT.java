@@ -515,6 +515,52 @@ class CdcPipelineIT extends PipelineITBase {
   }
 
   @Test
+  void twoPublicationsStreamTheUnionOfTheirTables() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    ActorRef<CdcPipeline.Command> p =
+        start(
+            PipelineSettings.of("p_" + slot, slot, List.of("pub", "quiet_pub"))
+                .withStatusInterval(Duration.ofSeconds(1)),
+            sink);
+    awaitState(p, "running");
+    sql(
+        "INSERT INTO items VALUES (1, 'from pub', 1, NULL)",
+        "INSERT INTO quiet VALUES (1)",
+        "BEGIN; INSERT INTO quiet VALUES (2); INSERT INTO tags VALUES (1, 'both'); INSERT INTO unpublished (payload) VALUES ('no'); COMMIT");
+    await("three transactions")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> sink.applied().size() == 3);
+    List<List<String>> tables = new ArrayList<>();
+    for (Transaction t : sink.applied()) {
+      tables.add(
+          t.changes().asList().stream()
+              .map(c -> ((Change.Insert) c).table().qualifiedName())
+              .toList());
+    }
+    assertThat(tables)
+        .as("each publication's tables, one transaction per commit, the unpublished row left out")
+        .containsExactly(
+            List.of("public.items"),
+            List.of("public.quiet"),
+            List.of("public.quiet", "public.tags"));
+  }
+
+  @Test
+  void anUnreachableServerIsRetriedWithoutCountingTowardsMaxCommandRetries() throws Exception {
+    source = new SourceSettings("jdbc:postgresql://127.0.0.1:1/weir", "weir", "unused");
+    ActorRef<CdcPipeline.Command> p =
+        start(
+            settings().withRetries(1, Duration.ofMillis(50), Duration.ofMillis(200)),
+            new RecordingSink());
+    await("more failed cycles than max-command-retries")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> status(p).restarts() >= 5);
+    PipelineStatus s = status(p);
+    assertThat(s.state()).as("an unreachable server does not halt").isNotEqualTo("halted");
+    assertThat(s.detail()).contains("08001");
+  }
+
+  @Test
   void transientSinkFailureRedeliversAndPermanentFailureHalts() throws Exception {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(settings(), sink);

@@ -45,6 +45,13 @@ class PipelineDropIT extends EndToEndTest {
     NodeProcess node = startNode("drop", config);
     awaitRunning(node, "items");
     String firstIncarnation = node.pipelineNow("items").get("incarnation").asText();
+    JsonNode check = node.jsonUntil("/admin/pipelines/items/check", NodeProcess.ANSWER_DEADLINE);
+    assertThat(check.get("pipeline").asText()).isEqualTo("items");
+    assertThat(check.get("tables")).hasSize(1);
+    assertThat(check.get("tables").get(0).get("table").asText()).isEqualTo("public.items");
+    assertThat(check.get("tables").get(0).get("handling").asText())
+        .as("the mirror finds m1.items rows by its primary key")
+        .isEqualTo("by-primary-key");
 
     sql("INSERT INTO public.items VALUES (1, 'one')");
     awaitMirrored(1);

@@ -63,6 +63,12 @@ public final class PipelineAdmin {
         manager, r -> new PipelineManager.Drop(name, r), DROP_TIMEOUT, system.scheduler());
   }
 
+  /** How the pipeline's sink would handle each published table (reads catalogs, writes nothing). */
+  public CompletionStage<io.weir.persistence.cdc.CdcPipeline.CheckReply> check(String name) {
+    return AskPattern.ask(
+        manager, r -> new PipelineManager.Check(name, r), TIMEOUT, system.scheduler());
+  }
+
   public CompletionStage<io.weir.persistence.cdc.CdcPipeline.SnapshotReply> snapshot(
       String name, List<String> tables) {
     return AskPattern.ask(

@@ -64,6 +64,9 @@ public final class PipelineManager {
       String name, List<String> tables, ActorRef<CdcPipeline.SnapshotReply> replyTo)
       implements Command {}
 
+  /** How pipeline {@code name}'s sink would handle each published table. */
+  public record Check(String name, ActorRef<CdcPipeline.CheckReply> replyTo) implements Command {}
+
   /** Every pipeline's status, sorted by name. */
   /**
    * Every pipeline's status.
@@ -225,6 +228,8 @@ public final class PipelineManager {
                     children,
                     m.name(),
                     new CdcPipeline.StartIncrementalSnapshot(m.tables(), m.replyTo())))
+        .onMessage(
+            Check.class, m -> forward(children, m.name(), new CdcPipeline.CheckTables(m.replyTo())))
         .onMessage(
             ListAll.class,
             m -> {

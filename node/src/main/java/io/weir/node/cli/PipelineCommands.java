@@ -10,7 +10,7 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ParentCommand;
 
 /**
- * {@code weir ctl pipelines list|status|start|stop|snapshot}: the CDC pipelines ({@code
+ * {@code weir ctl pipelines list|status|check|start|stop|snapshot}: the CDC pipelines ({@code
  * /admin/pipelines}). {@code snapshot} waits for the snapshot to finish, drawing its progress on
  * stderr, unless {@code --no-wait}.
  */
@@ -66,6 +66,55 @@ final class PipelineCommands extends Group {
       description = "Stop a pipeline (its slot and checkpoint stay).")
   int stop(@Parameters(paramLabel = "NAME", description = "The pipeline's name.") String name) {
     return command(name, "stop");
+  }
+
+  @Command(
+      name = "check",
+      mixinStandardHelpOptions = true,
+      description = {
+        "How the pipeline's sink will handle each published table (GET /admin/pipelines/NAME/check):"
+            + " by primary key, by identity index, by full image, inserts only, by document id, as"
+            + " delivered, or refused with the typed reason and what to do. Reads catalogs only.",
+        "Exit status 1 when a table is refused."
+      })
+  int check(@Parameters(paramLabel = "NAME", description = "The pipeline's name.") String name) {
+    AdminClient.Reply reply = ctl.client().get(path(name) + "/check");
+    boolean refused = false;
+    for (JsonNode t : reply.json().path("tables")) {
+      refused |= t.hasNonNull("reason");
+    }
+    if (ctl.json()) {
+      ctl.printJson(reply);
+    } else {
+      ctl.out().print(renderCheck(reply.json()));
+      ctl.out().flush();
+    }
+    return refused ? CtlCommand.EXIT_REFUSED : CtlCommand.EXIT_OK;
+  }
+
+  static String renderCheck(JsonNode check) {
+    TextTable table = new TextTable("TABLE", "HANDLING", "REASON", "DETAIL");
+    int refused = 0;
+    int count = 0;
+    for (JsonNode t : check.path("tables")) {
+      count++;
+      if (t.hasNonNull("reason")) {
+        refused++;
+      }
+      table.row(
+          t.path("table").asText(),
+          t.path("handling").asText(),
+          CtlCommand.text(t, "reason"),
+          CtlCommand.text(t, "detail"));
+    }
+    return table.render()
+        + "\n"
+        + count
+        + " published table(s), "
+        + refused
+        + " refused (pipeline "
+        + check.path("pipeline").asText()
+        + ")\n";
   }
 
   private int command(String name, String verb) {

@@ -1322,10 +1322,30 @@ public final class HttpApi extends JsonRoutes {
                                           "confirm", confirm -> drop(name, confirm))))),
                   path("start", () -> post(() -> reply(pipelines.start(name)))),
                   path("stop", () -> post(() -> reply(pipelines.stop(name)))),
+                  path("check", () -> get(() -> check(name))),
                   path(
                       "snapshot",
                       () -> post(() -> jsonBody(ADMIN_BODY, body -> snapshot(name, body)))));
             }));
+  }
+
+  /**
+   * {@code GET /admin/pipelines/{name}/check}: how the pipeline's sink would handle each published
+   * table; 503 when the source's catalog cannot be read.
+   */
+  private Route check(String name) {
+    return onComplete(
+        pipelines.check(name),
+        result -> {
+          if (!result.isSuccess()) {
+            return error(
+                ErrorCode.UNAVAILABLE, "the pipeline manager did not answer in time; retry");
+          }
+          io.weir.persistence.cdc.CdcPipeline.CheckReply reply = result.get();
+          return reply.error() == null
+              ? json(200, reply)
+              : error(ErrorCode.UNAVAILABLE, reply.message());
+        });
   }
 
   /**

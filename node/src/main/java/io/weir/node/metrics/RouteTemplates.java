@@ -34,6 +34,7 @@ public final class RouteTemplates {
           "/admin/pipelines/{name}",
           "/admin/pipelines/{name}/start",
           "/admin/pipelines/{name}/stop",
+          "/admin/pipelines/{name}/check",
           "/admin/pipelines/{name}/snapshot",
           "/admin/slots",
           "/admin/projections/configure",

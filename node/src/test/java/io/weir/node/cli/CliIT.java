@@ -184,6 +184,9 @@ class CliIT {
     String list = ok("ctl", "pipelines", "list");
     assertThat(list).containsPattern("(?m)^orders +running +- +cli_slot_" + suffix);
     assertThat(ok("ctl", "pipelines", "status", "orders")).contains("state:").contains("running");
+    assertThat(ok("ctl", "pipelines", "check", "orders"))
+        .containsPattern("(?m)^public\\.cli_orders +by-document-id +- +collection orders")
+        .contains("1 published table(s), 0 refused (pipeline orders)");
     assertThat(documents())
         .as("rows from before the pipeline are not in the partitions yet")
         .isZero();

@@ -158,6 +158,26 @@ public final class CdcPipeline {
       implements Command {}
 
   /**
+   * Lists how the sink would handle every table the publications publish (in any state: also before
+   * the first start). Reads the source's catalog; writes nothing.
+   */
+  public record CheckTables(ActorRef<CheckReply> replyTo) implements Command {}
+
+  /**
+   * The answer to {@link CheckTables}.
+   *
+   * @param tables sorted by name; empty when {@code error} is set
+   * @param error null, or {@code source-unavailable} (the catalog could not be read)
+   * @param message value-free explanation of the error
+   */
+  public record CheckReply(String pipeline, List<TableVerdict> tables, String error, String message)
+      implements io.weir.protocol.CborSerializable {
+    public CheckReply {
+      tables = List.copyOf(tables);
+    }
+  }
+
+  /**
    * The answer to {@link StartIncrementalSnapshot}.
    *
    * @param error null when the snapshot started; else {@code unsupported} (the sink cannot take
@@ -345,6 +365,7 @@ public final class CdcPipeline {
           .onMessage(DropDone.class, this::onDropDone)
           .onMessage(Connected.class, this::onConnected)
           .onMessage(StartIncrementalSnapshot.class, this::onStartIncremental)
+          .onMessage(CheckTables.class, this::onCheckTables)
           .onMessage(IncrementalBegun.class, this::onIncrementalBegun)
           .onMessage(ConnectFailed.class, this::onConnectFailed)
           .onMessage(StreamEnded.class, this::onStreamEnded)
@@ -582,6 +603,28 @@ public final class CdcPipeline {
       }
       try (Connection sourceConn = source.connect("weir-cdc")) {
         SlotManager.ServerFacts facts = slots.checkSource(sourceConn);
+        if (sink.refusesTablesAtStart()) {
+          List<TableVerdict> refused =
+              sink
+                  .check(PublishedTable.list(sourceConn, settings.publications()))
+                  .toCompletableFuture()
+                  .get()
+                  .stream()
+                  .filter(v -> v.reason() != null)
+                  .toList();
+          if (!refused.isEmpty()) {
+            throw new PipelineHaltException(
+                HaltReason.SINK_REJECTED,
+                refused.size()
+                    + " published table(s) cannot be taken by the sink ("
+                    + refused.get(0).reason()
+                    + ": "
+                    + refused.get(0).detail()
+                    + "); GET /admin/pipelines/"
+                    + settings.name()
+                    + "/check lists them");
+          }
+        }
         Duration minHandover = facts.walSenderTimeout().plusSeconds(5);
         handover =
             settings.handoverWindow().compareTo(minHandover) < 0
@@ -955,6 +998,34 @@ public final class CdcPipeline {
               blockingIo);
         }
       }
+    }
+
+    private Behavior<Command> onCheckTables(CheckTables request) {
+      String name = settings.name();
+      CompletableFuture.supplyAsync(
+              () -> {
+                try (Connection c = source.connect("weir-check")) {
+                  return PublishedTable.list(c, settings.publications());
+                } catch (java.sql.SQLException e) {
+                  throw new java.util.concurrent.CompletionException(e);
+                }
+              },
+              blockingIo)
+          .thenCompose(sink::check)
+          .whenComplete(
+              (tables, error) ->
+                  request
+                      .replyTo()
+                      .tell(
+                          error == null
+                              ? new CheckReply(name, tables, null, null)
+                              : new CheckReply(
+                                  name,
+                                  List.of(),
+                                  "source-unavailable",
+                                  "the publications' tables could not be read: "
+                                      + SafeErrors.describe(unwrap(error)))));
+      return this;
     }
 
     /** Whether the sink can take an incremental snapshot and keep its progress across restarts. */

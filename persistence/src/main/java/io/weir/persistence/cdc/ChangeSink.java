@@ -126,6 +126,31 @@ public interface ChangeSink extends AutoCloseable {
   }
 
   /**
+   * What this sink would do with each published table, before anything streams ({@code weir ctl
+   * pipelines check}): checked as its first change of each published kind would be, without writing
+   * anything. The default takes every change as delivered.
+   */
+  default CompletionStage<List<TableVerdict>> check(List<PublishedTable> tables) {
+    return java.util.concurrent.CompletableFuture.completedFuture(
+        tables.stream()
+            .map(
+                t ->
+                    TableVerdict.handled(
+                        t.schema().qualifiedName(),
+                        TableHandling.AS_DELIVERED,
+                        "the sink takes every change as the stream delivers it"))
+            .toList());
+  }
+
+  /**
+   * Whether a published table {@link #check} refuses halts the pipeline at start ({@code
+   * sink-rejected}, before the slot is created or read), instead of at that table's first change.
+   */
+  default boolean refusesTablesAtStart() {
+    return false;
+  }
+
+  /**
    * Whether this sink stores {@link SnapshotChunk#progress()} with its chunk and returns it from
    * {@link #snapshotProgress}: an incremental snapshot needs it (without it a restart would start
    * the snapshot again and its first chunk would empty the table once more). A pipeline with {@code

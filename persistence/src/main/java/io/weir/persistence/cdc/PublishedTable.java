@@ -26,13 +26,16 @@ import java.util.Map;
  *     the replica identity index), in key order; empty when the table has neither
  * @param partitioned a partitioned table published through its root: its rows live in the
  *     partitions, so reads must not say {@code ONLY}
+ * @param findsRows whether any of the publications sends updates or deletes of it, which must find
+ *     the row they are about (an insert-only table needs no identity)
  */
 public record PublishedTable(
     TableSchema schema,
     String rowFilter,
     long estimatedRows,
     List<Integer> primaryKey,
-    boolean partitioned) {
+    boolean partitioned,
+    boolean findsRows) {
 
   public PublishedTable {
     primaryKey = List.copyOf(primaryKey);
@@ -65,8 +68,10 @@ public record PublishedTable(
       "SELECT c.oid, n.nspname, c.relname, c.relreplident, greatest(c.reltuples, 0)::bigint, "
           + "bool_or(pt.rowfilter IS NULL), "
           + "string_agg('(' || pt.rowfilter || ')', ' OR '), "
-          + "array_agg(DISTINCT a.name) FILTER (WHERE a.name IS NOT NULL), c.relkind = 'p' "
+          + "array_agg(DISTINCT a.name) FILTER (WHERE a.name IS NOT NULL), c.relkind = 'p', "
+          + "bool_or(p.pubupdate OR p.pubdelete) "
           + "FROM pg_catalog.pg_publication_tables pt "
+          + "JOIN pg_catalog.pg_publication p ON p.pubname = pt.pubname "
           + "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "
           + "JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename "
           + "LEFT JOIN LATERAL unnest(pt.attnames) AS a(name) ON true "
@@ -99,7 +104,8 @@ public record PublishedTable(
         boolean unfiltered,
         String filter,
         List<String> columns,
-        boolean partitioned) {}
+        boolean partitioned,
+        boolean findsRows) {}
     List<Row> rows = new ArrayList<>();
     try (PreparedStatement ps = c.prepareStatement(TABLES_SQL)) {
       ps.setArray(1, c.createArrayOf("text", publications.toArray()));
@@ -117,7 +123,8 @@ public record PublishedTable(
                   rs.getBoolean(6),
                   rs.getString(7),
                   columns,
-                  rs.getBoolean(9)));
+                  rs.getBoolean(9),
+                  rs.getBoolean(10)));
         }
       }
     }
@@ -190,7 +197,12 @@ public record PublishedTable(
       TableSchema schema = new TableSchema(r.oid(), r.schema(), r.table(), identity, columns);
       out.add(
           new PublishedTable(
-              schema, r.unfiltered() ? null : r.filter(), r.estimate(), pk, r.partitioned()));
+              schema,
+              r.unfiltered() ? null : r.filter(),
+              r.estimate(),
+              pk,
+              r.partitioned(),
+              r.findsRows()));
     }
     return out;
   }

@@ -3,9 +3,12 @@ package io.weir.sharding.cdc;
 import io.weir.persistence.cdc.ChangeSink;
 import io.weir.persistence.cdc.CheckpointStore;
 import io.weir.persistence.cdc.PipelineContext;
+import io.weir.persistence.cdc.PublishedTable;
 import io.weir.persistence.cdc.SinkCheckpoint;
 import io.weir.persistence.cdc.SinkException;
 import io.weir.persistence.cdc.SnapshotChunk;
+import io.weir.persistence.cdc.TableHandling;
+import io.weir.persistence.cdc.TableVerdict;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.Utf8;
 import io.weir.protocol.cdc.Change;
@@ -525,10 +528,44 @@ public final class PartitionSink implements ChangeSink {
     worker.shutdownNow();
   }
 
+  /** Each published table's collection and document id columns, or why it has none. */
+  @Override
+  public CompletionStage<List<TableVerdict>> check(List<PublishedTable> tables) {
+    List<TableVerdict> out = new ArrayList<>();
+    for (PublishedTable t : tables) {
+      TableSchema table = t.schema();
+      try {
+        Route r = Route.of(table, settings);
+        List<String> id = new ArrayList<>();
+        for (int at : r.id()) {
+          id.add(table.columns().get(at).name());
+        }
+        out.add(
+            TableVerdict.handled(
+                table.qualifiedName(),
+                TableHandling.BY_DOCUMENT_ID,
+                "collection " + r.collection() + ", document id from " + id));
+      } catch (Refused refused) {
+        out.add(TableVerdict.refused(table.qualifiedName(), refused.code, refused.getMessage()));
+      }
+    }
+    return CompletableFuture.completedFuture(out);
+  }
+
+  /** Tables whose rows cannot become documents halt the pipeline at start. */
+  @Override
+  public boolean refusesTablesAtStart() {
+    return true;
+  }
+
   private Route route(TableSchema table) {
     Route r = routes.get(table);
     if (r == null) {
-      r = Route.of(table, settings);
+      try {
+        r = Route.of(table, settings);
+      } catch (Refused refused) {
+        throw SinkException.permanent(refused.getMessage(), null);
+      }
       routes.put(table, r);
     }
     return r;
@@ -540,23 +577,50 @@ public final class PartitionSink implements ChangeSink {
     int part;
   }
 
+  /**
+   * Why a table's rows cannot become documents: {@code code} is the typed reason ({@code
+   * no-row-identity}, {@code id-columns-required}, {@code no-document-id}, {@code
+   * id-column-missing}, {@code id-column-not-identity}), {@code detail} names the table and columns
+   * and says what to do.
+   */
+  static final class Refused extends RuntimeException {
+    final String code;
+
+    Refused(String code, String detail) {
+      super(detail, null, false, false);
+      this.code = code;
+    }
+  }
+
   /** How one table's rows become documents: collection, id columns, partition-key columns. */
   private record Route(String collection, int[] id, int[] partitionKey, int partitions) {
     static Route of(TableSchema table, Settings settings) {
       String name = table.qualifiedName();
       if (table.replicaIdentity() == ReplicaIdentity.NOTHING) {
-        throw SinkException.permanent(
-            "table " + name + " has REPLICA IDENTITY NOTHING: its rows cannot become documents",
-            null);
+        throw new Refused(
+            "no-row-identity",
+            "table " + name + " has REPLICA IDENTITY NOTHING: its rows cannot become documents");
       }
       int[] id;
       if (settings.idColumns().containsKey(name)) {
         id = columns(table, settings.idColumns().get(name), "id column");
       } else if (table.replicaIdentity() == ReplicaIdentity.FULL) {
-        throw SinkException.permanent(
-            "table " + name + " has REPLICA IDENTITY FULL: configure its id columns", null);
+        throw new Refused(
+            "id-columns-required",
+            "table "
+                + name
+                + " has REPLICA IDENTITY FULL: configure its id columns (sink.id-columns)");
       } else {
         id = table.keyIndexes();
+      }
+      if (id.length == 0) {
+        throw new Refused(
+            "no-document-id",
+            "table "
+                + name
+                + " has neither a primary key nor a replica identity index, so its rows have no"
+                + " document id: give it a primary key, or set REPLICA IDENTITY FULL and configure"
+                + " its id columns (sink.id-columns)");
       }
       int[] pk =
           settings.partitionKeys().containsKey(name)
@@ -571,19 +635,20 @@ public final class PartitionSink implements ChangeSink {
       for (int i = 0; i < names.size(); i++) {
         int at = table.indexOf(names.get(i));
         if (at < 0) {
-          throw SinkException.permanent(
-              "table " + table.qualifiedName() + " has no " + what + " " + names.get(i), null);
+          throw new Refused(
+              "id-column-missing",
+              "table " + table.qualifiedName() + " has no published " + what + " " + names.get(i));
         }
         if (!table.columns().get(at).key()) {
-          throw SinkException.permanent(
+          throw new Refused(
+              "id-column-not-identity",
               "table "
                   + table.qualifiedName()
                   + ": "
                   + what
                   + " "
                   + names.get(i)
-                  + " is not in the replica identity, so a DELETE could not be routed",
-              null);
+                  + " is not in the replica identity, so a DELETE could not be routed");
         }
         out[i] = at;
       }

@@ -547,6 +547,49 @@ class PartitionSinkIT {
   }
 
   @Test
+  void tablesWhoseRowsCannotBecomeDocumentsAreReportedAndHaltThePipelineAtStart() throws Exception {
+    sql(
+        "CREATE TABLE public.nokey (a int, b text)",
+        "CREATE TABLE public.fullnoid (a int, b text)",
+        "ALTER TABLE public.fullnoid REPLICA IDENTITY FULL",
+        "CREATE TABLE public.big (id int PRIMARY KEY, v text)",
+        "ALTER TABLE public.big REPLICA IDENTITY FULL",
+        "ALTER PUBLICATION weir_pub ADD TABLE public.nokey, public.fullnoid, public.big");
+    PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));
+    ActorRef<CdcPipeline.Command> p = pipeline(sink, StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("halted"));
+    PipelineStatus halted = status(p);
+    assertThat(halted.reason()).isEqualTo("sink-rejected");
+    assertThat(halted.detail()).contains("2 published table(s)").contains("/check");
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'")) {
+      rs.next();
+      assertThat(rs.getInt(1)).as("halted before the slot was created").isZero();
+    }
+    var probe = kit.<CdcPipeline.CheckReply>createTestProbe();
+    p.tell(new CdcPipeline.CheckTables(probe.ref()));
+    Map<String, io.weir.persistence.cdc.TableVerdict> verdicts = new TreeMap<>();
+    for (var v : probe.receiveMessage(Duration.ofSeconds(30)).tables()) {
+      verdicts.put(v.table(), v);
+    }
+    System.out.println("partition-check: " + verdicts.values());
+    assertThat(verdicts.keySet())
+        .containsExactly(
+            "public.big", "public.fullnoid", "public.lines", "public.nokey", "public.orders");
+    assertThat(verdicts.get("public.orders").handling()).isEqualTo("by-document-id");
+    assertThat(verdicts.get("public.lines").detail())
+        .contains("collection lines")
+        .contains("[order_id, line]");
+    assertThat(verdicts.get("public.big").detail()).contains("[id]");
+    assertThat(verdicts.get("public.nokey").reason()).isEqualTo("no-document-id");
+    assertThat(verdicts.get("public.fullnoid").reason()).isEqualTo("id-columns-required");
+    sink.shutdown();
+  }
+
+  @Test
   void unchangedToastValuesComeFromTheFullOldImageOrTheDocumentAndAreNeverInvented()
       throws Exception {
     PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);

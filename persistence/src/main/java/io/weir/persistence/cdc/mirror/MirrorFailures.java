@@ -163,4 +163,12 @@ final class MirrorFailures {
   static SinkException refused(String what, String code, String why) {
     return SinkException.permanent("mirror refused " + what + " [" + code + "]: " + why, null);
   }
+
+  /** The code of a {@link #refused} exception, or {@code sink-rejected} for any other. */
+  static String code(SinkException e) {
+    String m = e.getMessage();
+    int open = m == null || !m.startsWith("mirror refused ") ? -1 : m.indexOf(" [");
+    int close = open < 0 ? -1 : m.indexOf("]: ", open);
+    return close < 0 ? "sink-rejected" : m.substring(open + 2, close);
+  }
 }

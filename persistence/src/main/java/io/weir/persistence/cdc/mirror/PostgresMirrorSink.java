@@ -3,9 +3,12 @@ package io.weir.persistence.cdc.mirror;
 import io.weir.persistence.SafeErrors;
 import io.weir.persistence.cdc.ChangeSink;
 import io.weir.persistence.cdc.PipelineContext;
+import io.weir.persistence.cdc.PublishedTable;
 import io.weir.persistence.cdc.SinkCheckpoint;
 import io.weir.persistence.cdc.SinkException;
 import io.weir.persistence.cdc.SnapshotChunk;
+import io.weir.persistence.cdc.TableHandling;
+import io.weir.persistence.cdc.TableVerdict;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.SlotIncarnation;
@@ -14,6 +17,7 @@ import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.ColumnKind;
 import io.weir.protocol.pgoutput.OldTupleKind;
 import io.weir.protocol.pgoutput.PgOutputDecodeException;
+import io.weir.protocol.pgoutput.ReplicaIdentity;
 import io.weir.protocol.pgoutput.TupleData;
 import java.nio.ByteBuffer;
 import java.sql.Connection;
@@ -841,6 +845,78 @@ public final class PostgresMirrorSink implements ChangeSink {
     run.context = "a truncate of " + String.join(", ", names);
     try (Statement s = run.connection.createStatement()) {
       s.execute(MirrorSql.truncate(List.copyOf(targets), truncate.restartIdentity()));
+    }
+  }
+
+  /**
+   * For every published table: its target read from the catalog and planned as the first change
+   * would plan it, then checked for the kinds of change the publications send. Writes nothing.
+   */
+  @Override
+  public CompletionStage<List<TableVerdict>> check(List<PublishedTable> tables) {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try (Connection c = dataSource.getConnection()) {
+            List<TableVerdict> out = new ArrayList<>();
+            for (PublishedTable t : tables) {
+              out.add(check(c, t));
+            }
+            return out;
+          } catch (SQLException e) {
+            throw new java.util.concurrent.CompletionException(
+                SinkException.transientFailure(
+                    "the mirror's target database could not be read: " + SafeErrors.describe(e),
+                    null));
+          }
+        },
+        executor);
+  }
+
+  private TableVerdict check(Connection c, PublishedTable published) throws SQLException {
+    TableSchema source = published.schema();
+    String target = settings.targetTable(source);
+    String what =
+        "a change to "
+            + source.qualifiedName()
+            + " (target "
+            + settings.targetSchema()
+            + "."
+            + target
+            + ")";
+    try {
+      TargetTable table =
+          TargetTable.read(c, settings.targetSchema(), target, what)
+              .orElseThrow(
+                  () ->
+                      MirrorFailures.refused(
+                          what,
+                          MirrorFailures.TARGET_MISSING,
+                          "the target table does not exist: create it (the mirror never creates"
+                              + " or changes target tables)"));
+      TablePlan plan = TablePlan.plan(source, settings.targetSchema(), target, table, what);
+      // Without a replica identity PostgreSQL refuses the table's updates and deletes at the
+      // source while they are published: only inserts can come.
+      boolean identity =
+          source.replicaIdentity() == ReplicaIdentity.FULL || source.keyIndexes().length > 0;
+      TableHandling handling = plan.handling(published.findsRows() && identity);
+      String into = "into " + settings.targetSchema() + "." + target;
+      String detail =
+          switch (handling) {
+            case BY_PRIMARY_KEY -> into + ", rows found by its primary key " + plan.keys();
+            case BY_IDENTITY_INDEX ->
+                into + ", rows found by its replica identity index " + plan.keys();
+            case BY_FULL_IMAGE ->
+                into + " (no key), rows found by their whole old image (REPLICA IDENTITY FULL)";
+            case INSERTS_ONLY ->
+                into
+                    + " (no key): plain inserts, as only inserts can come (only inserts are"
+                    + " published, or the source has no replica identity)";
+            default -> into;
+          };
+      return TableVerdict.handled(source.qualifiedName(), handling, detail);
+    } catch (SinkException refused) {
+      return TableVerdict.refused(
+          source.qualifiedName(), MirrorFailures.code(refused), refused.getMessage());
     }
   }
 

@@ -1,5 +1,6 @@
 package io.weir.persistence.cdc.mirror;
 
+import io.weir.persistence.cdc.TableHandling;
 import io.weir.persistence.cdc.mirror.MirrorSql.Column;
 import io.weir.persistence.cdc.mirror.MirrorSql.Equality;
 import io.weir.persistence.cdc.mirror.TargetTable.TargetColumn;
@@ -173,6 +174,35 @@ final class TablePlan {
 
   // ---------------------------------------------------------------------------------------------
   // checks
+
+  /**
+   * How this table's changes are applied when the publications send inserts and, if {@code
+   * findsRows}, updates or deletes: checked as the first statement of each kind checks it, so a
+   * refusal here is the one the stream would meet (thrown, typed).
+   */
+  TableHandling handling(boolean findsRows) {
+    BitSet every = new BitSet();
+    every.set(0, source.columns().size());
+    requireWritable(every);
+    if (keyless()) {
+      if (!findsRows) {
+        return TableHandling.INSERTS_ONLY;
+      }
+      requireFindableByOldImage(true);
+      return TableHandling.BY_FULL_IMAGE;
+    }
+    if (findsRows) {
+      requireKeyIsIdentity();
+    }
+    return "primary key".equals(keyKind)
+        ? TableHandling.BY_PRIMARY_KEY
+        : TableHandling.BY_IDENTITY_INDEX;
+  }
+
+  /** The target's key columns, for messages. */
+  List<String> keys() {
+    return keys;
+  }
 
   /**
    * Before an update or delete by key: the target key must lie within the source's replica

@@ -875,25 +875,8 @@ public final class PostgresMirrorSink implements ChangeSink {
   private TableVerdict check(Connection c, PublishedTable published) throws SQLException {
     TableSchema source = published.schema();
     String target = settings.targetTable(source);
-    String what =
-        "a change to "
-            + source.qualifiedName()
-            + " (target "
-            + settings.targetSchema()
-            + "."
-            + target
-            + ")";
     try {
-      TargetTable table =
-          TargetTable.read(c, settings.targetSchema(), target, what)
-              .orElseThrow(
-                  () ->
-                      MirrorFailures.refused(
-                          what,
-                          MirrorFailures.TARGET_MISSING,
-                          "the target table does not exist: create it (the mirror never creates"
-                              + " or changes target tables)"));
-      TablePlan plan = TablePlan.plan(source, settings.targetSchema(), target, table, what);
+      TablePlan plan = newPlan(c, source, target, what(source, target));
       // Without a replica identity PostgreSQL refuses the table's updates and deletes at the
       // source while they are published: only inserts can come.
       boolean identity =
@@ -931,17 +914,29 @@ public final class PostgresMirrorSink implements ChangeSink {
       return plan;
     }
     String target = settings.targetTable(source);
-    String what =
-        "a change to "
-            + source.qualifiedName()
-            + " (target "
-            + settings.targetSchema()
-            + "."
-            + target
-            + ")";
+    String what = what(source, target);
     run.context = what;
+    plan = newPlan(run.connection, source, target, what);
+    plans.put(source, plan);
+    return plan;
+  }
+
+  /** {@code "a change to s.t (target m.t)"}: what refusals name. */
+  private String what(TableSchema source, String target) {
+    return "a change to "
+        + source.qualifiedName()
+        + " (target "
+        + settings.targetSchema()
+        + "."
+        + target
+        + ")";
+  }
+
+  /** Reads the target from the catalog and plans {@code source} onto it (refusals thrown). */
+  private TablePlan newPlan(Connection c, TableSchema source, String target, String what)
+      throws SQLException {
     TargetTable table =
-        TargetTable.read(run.connection, settings.targetSchema(), target, what)
+        TargetTable.read(c, settings.targetSchema(), target, what)
             .orElseThrow(
                 () ->
                     MirrorFailures.refused(
@@ -949,9 +944,7 @@ public final class PostgresMirrorSink implements ChangeSink {
                         MirrorFailures.TARGET_MISSING,
                         "the target table does not exist: create it (the mirror never creates or"
                             + " changes target tables)"));
-    plan = TablePlan.plan(source, settings.targetSchema(), target, table, what);
-    plans.put(source, plan);
-    return plan;
+    return TablePlan.plan(source, settings.targetSchema(), target, table, what);
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -15,6 +15,19 @@ class MirrorFailuresTest {
   private static final String CANARY = "canary-4c1e9";
 
   @Test
+  void aRefusalsCodeIsReadBackAndOtherSinkErrorsAreSinkRejected() {
+    SinkException refused =
+        MirrorFailures.refused(
+            "a change to s.t (target m.t)", MirrorFailures.NO_ROW_IDENTITY, "why [not this]: x");
+    assertThat(MirrorFailures.code(refused)).isEqualTo("no-row-identity");
+    assertThat(MirrorFailures.code(SinkException.permanent("mirror refused [x]: y", null)))
+        .isEqualTo("x");
+    assertThat(MirrorFailures.code(SinkException.permanent("other [x]: y", null)))
+        .isEqualTo("sink-rejected");
+    assertThat(MirrorFailures.code(SinkException.permanent(null, null))).isEqualTo("sink-rejected");
+  }
+
+  @Test
   void refusalsOfTheDataArePermanent() {
     for (String state :
         new String[] {"23505", "23502", "23514", "22P02", "22001", "42P01", "42703", "0A000"}) {

@@ -31,7 +31,12 @@ final class PipelineHarness implements AutoCloseable {
   private final String slot;
 
   PipelineHarness(String name) throws SQLException {
-    db = TestPostgres.server().freshDatabase(name.replace('-', '_'));
+    this(name, TestPostgres.server());
+  }
+
+  /** As above, on {@code server} (e.g. a private cluster whose settings the test changes). */
+  PipelineHarness(String name, TestPostgres server) throws SQLException {
+    db = server.freshDatabase(name.replace('-', '_'));
     Config config =
         ConfigFactory.load(
             db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));

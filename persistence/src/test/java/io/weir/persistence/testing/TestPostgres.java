@@ -50,6 +50,17 @@ public final class TestPostgres {
     return s;
   }
 
+  /**
+   * A PostgreSQL cluster of the caller's own, started by {@code deploy/bin/pg.sh} in {@code home}
+   * on ports from {@code portBase}: for tests that change server settings or stop the server. The
+   * caller destroys it ({@code pgScript(env, "destroy")} with the same environment).
+   */
+  public static TestPostgres privateServer(Map<String, String> pgEnv) {
+    Map<String, String> env = pgScript(pgEnv, "start");
+    return new TestPostgres(
+        env.get("WEIR_PG_URL"), env.get("WEIR_PG_USER"), env.get("WEIR_PG_PASSWORD"));
+  }
+
   private static TestPostgres locate() {
     String url = System.getenv("WEIR_TEST_PG_URL");
     if (url != null && !url.isBlank()) {

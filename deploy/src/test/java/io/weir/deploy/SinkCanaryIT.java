@@ -326,6 +326,9 @@ class SinkCanaryIT extends EndToEndTest {
         .contains("weir_cdc_restarts_total{error=\"SinkException\",pipeline=\"file_blocked\"}")
         .contains("weir_cdc_restarts_total{error=\"SinkException\",pipeline=\"part_quota\"}");
     assertThat(metrics).contains("weir_partition_quota_refusals_total");
+    assertThat(metrics)
+        .as("the file sink's store retries are counted (none here: the store is up)")
+        .contains("weir_cdc_checkpoint_retries_total{pipeline=\"file_large\"} 0.0");
 
     canaries.assertNoLeak(node, nodes, PIPELINES);
     System.out.printf(

@@ -1,5 +1,6 @@
 package io.weir.node.cdc;
 
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
@@ -144,7 +145,7 @@ public final class PipelineManager {
                       partitionSinks.add((PartitionSink) sink);
                     } else if (p.file() != null) {
                       PipelineConfig.FileSinkConfig f = p.file();
-                      sink =
+                      CheckpointedSink checkpointed =
                           new CheckpointedSink(
                               new FileSink(f.path(), io),
                               new CheckpointStore(state.dataSource(), weirDatabase.schema()),
@@ -153,6 +154,15 @@ public final class PipelineManager {
                               f.retryBackoff(),
                               f.checkpointEvery(),
                               f.checkpointMaxDelay());
+                      FunctionCounter.builder(
+                              "weir.cdc.checkpoint.retries",
+                              checkpointed,
+                              CheckpointedSink::storeRetries)
+                          .description(
+                              "library checkpoint store calls retried after a transient fault")
+                          .tag("pipeline", p.name())
+                          .register(registry);
+                      sink = checkpointed;
                     } else {
                       Database target =
                           targets.computeIfAbsent(

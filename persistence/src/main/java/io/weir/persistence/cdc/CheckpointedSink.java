@@ -47,6 +47,10 @@ public final class CheckpointedSink implements ChangeSink {
   /** Serializes checkpoint writes: one at a time, each storing the latest delivered transaction. */
   private final Object storeLock = new Object();
 
+  /** Store calls retried after a transient fault, since this sink was made. */
+  private final java.util.concurrent.atomic.AtomicLong storeRetries =
+      new java.util.concurrent.atomic.AtomicLong();
+
   /** A store failure on the timer, reported by the next {@link #apply} or {@link #durableNow}. */
   private volatile RuntimeException delayedFailure;
 
@@ -348,6 +352,7 @@ public final class CheckpointedSink implements ChangeSink {
               HaltReason.CHECKPOINT_STORE_FAILED,
               "checkpoint store failed " + (attempt + 1) + " times: " + SafeErrors.describe(e));
         }
+        storeRetries.incrementAndGet();
         log.warn(
             "checkpoint store failed ({}); retry {} of {}",
             SafeErrors.describe(e),
@@ -363,6 +368,11 @@ public final class CheckpointedSink implements ChangeSink {
         }
       }
     }
+  }
+
+  /** How many store calls were retried after a transient fault (a counter for metrics). */
+  public long storeRetries() {
+    return storeRetries.get();
   }
 
   @Override

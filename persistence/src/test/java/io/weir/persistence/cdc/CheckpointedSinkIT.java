@@ -200,6 +200,26 @@ class CheckpointedSinkIT {
               PipelineHaltException.class,
               e -> assertThat(e.reason()).isEqualTo(HaltReason.CHECKPOINT_STORE_FAILED))
           .hasMessageContaining("failed 3 times");
+      assertThat(s.storeRetries()).as("two retries, counted for the metric").isEqualTo(2);
+      CheckpointedSink noRetries =
+          new CheckpointedSink(
+              recording,
+              new CheckpointStore(unreachable.dataSource(), "weir"),
+              io,
+              0,
+              Duration.ofMillis(50),
+              1,
+              Duration.ofHours(1));
+      assertThatThrownBy(
+              () ->
+                  noRetries
+                      .open(new PipelineContext("p", Optional.of(INC)))
+                      .toCompletableFuture()
+                      .join())
+          .as("max-retries 0 halts on the first fault")
+          .cause()
+          .hasMessageContaining("failed 1 times");
+      assertThat(noRetries.storeRetries()).isZero();
     }
   }
 }

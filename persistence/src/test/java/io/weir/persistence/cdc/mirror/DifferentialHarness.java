@@ -12,6 +12,7 @@ import io.weir.persistence.cdc.CdcPipeline;
 import io.weir.persistence.cdc.PipelineSettings;
 import io.weir.persistence.cdc.PipelineStatus;
 import io.weir.persistence.cdc.SourceSettings;
+import io.weir.persistence.cdc.StreamingSettings;
 import io.weir.persistence.testing.TestPostgres;
 import java.io.IOException;
 import java.io.StringWriter;
@@ -71,6 +72,9 @@ final class DifferentialHarness implements AutoCloseable {
   /** Statements run on both targets (autocommit), e.g. a column added before the source's. */
   record Targets(List<String> statements) implements Step {}
 
+  /** Statements run on the source outside a transaction block, e.g. COMMIT PREPARED. */
+  record SourceAutocommit(List<String> statements) implements Step {}
+
   /**
    * A workload: DDL for all three databases ({@code tables}), source-only DDL ({@code source}:
    * publications, storage settings), the publications both subscribers follow, and the steps.
@@ -82,7 +86,8 @@ final class DifferentialHarness implements AutoCloseable {
       List<String> publications,
       List<Step> steps,
       boolean rewriteBatches,
-      int batchTransactions) {
+      int batchTransactions,
+      boolean streamed) {
     Scenario {
       tables = List.copyOf(tables);
       source = List.copyOf(source);
@@ -94,6 +99,15 @@ final class DifferentialHarness implements AutoCloseable {
     public String toString() {
       return name;
     }
+
+    /**
+     * The same workload through a pipeline with protocol-2 streaming (64 kB of decoding memory) and
+     * spilling (1 KiB in memory), so large transactions arrive in blocks before they commit.
+     */
+    Scenario streamedWithSpill() {
+      return new Scenario(
+          name, tables, source, publications, steps, rewriteBatches, batchTransactions, true);
+    }
   }
 
   /** The two dumps, table by table, and the run's figures. */
@@ -101,7 +115,8 @@ final class DifferentialHarness implements AutoCloseable {
       Map<String, List<String>> builtin,
       Map<String, List<String>> mirror,
       PipelineStatus status,
-      long millis) {
+      long millis,
+      long spilledStreams) {
 
     /** Tables whose dumps differ, with up to 10 lines that only one side has (test data only). */
     List<String> differences() {
@@ -328,12 +343,18 @@ final class DifferentialHarness implements AutoCloseable {
               .batchMaxTransactions(scenario.batchTransactions())
               .batchMaxDelay(Duration.ofMillis(20))
               .maxCommandRetries(3)
+              .streaming(
+                  scenario.streamed()
+                      ? StreamingSettings.on()
+                          .withDecodingWorkMemKb(64)
+                          .withSpill(spillDirectory(), 1024, 256L << 20)
+                      : StreamingSettings.OFF)
               .build();
       SourceSettings from = new SourceSettings(source.url(), server.user(), server.password());
+      SimpleMeterRegistry registry = new SimpleMeterRegistry();
       pipeline =
           kit.spawn(
-              CdcPipeline.create(
-                  settings, from, sink, state.dataSource(), "weir", new SimpleMeterRegistry()),
+              CdcPipeline.create(settings, from, sink, state.dataSource(), "weir", registry),
               "diff-" + prep.index());
       ActorRef<CdcPipeline.Command> p = pipeline;
       var probe = kit.<PipelineStatus>createTestProbe();
@@ -355,6 +376,8 @@ final class DifferentialHarness implements AutoCloseable {
       for (Step step : scenario.steps()) {
         if (step instanceof Source s) {
           transaction(source, schema, s.statements(), s.rollback());
+        } else if (step instanceof SourceAutocommit a) {
+          exec(source, schema, a.statements());
         } else if (step instanceof Targets t) {
           // Target DML must see what came before it on both targets: catch up first.
           catchUp(scenario, schema, p, ++markers);
@@ -368,7 +391,15 @@ final class DifferentialHarness implements AutoCloseable {
           dump(builtin, schema),
           dump(mirror, schema),
           last,
-          (System.nanoTime() - started) / 1_000_000);
+          (System.nanoTime() - started) / 1_000_000,
+          (long)
+              registry
+                  .find("weir.cdc.streamed.transactions")
+                  .tag("spilled", "true")
+                  .counters()
+                  .stream()
+                  .mapToDouble(io.micrometer.core.instrument.Counter::count)
+                  .sum());
     } finally {
       if (pipeline != null) {
         kit.stop(pipeline, Duration.ofSeconds(60));
@@ -639,6 +670,21 @@ final class DifferentialHarness implements AutoCloseable {
     return new Source(List.of(statements), true);
   }
 
+  static SourceAutocommit sourceAutocommit(String... statements) {
+    return new SourceAutocommit(List.of(statements));
+  }
+
+  /** A fresh directory for one run's spill files (deleted with the JVM's temporary files). */
+  private static java.nio.file.Path spillDirectory() {
+    try {
+      java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("weir-diff-spill");
+      dir.toFile().deleteOnExit();
+      return dir;
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+  }
+
   static Targets targets(String... statements) {
     return new Targets(List.of(statements));
   }
@@ -646,6 +692,6 @@ final class DifferentialHarness implements AutoCloseable {
   static Scenario scenario(
       String name, List<String> tables, List<String> source, List<String> pubs, Step... steps) {
     return new Scenario(
-        Objects.requireNonNull(name), tables, source, pubs, List.of(steps), true, 1);
+        Objects.requireNonNull(name), tables, source, pubs, List.of(steps), true, 1, false);
   }
 }

@@ -3,6 +3,7 @@ package io.weir.persistence.cdc.mirror;
 import static io.weir.persistence.cdc.mirror.DifferentialHarness.rolledBack;
 import static io.weir.persistence.cdc.mirror.DifferentialHarness.scenario;
 import static io.weir.persistence.cdc.mirror.DifferentialHarness.source;
+import static io.weir.persistence.cdc.mirror.DifferentialHarness.sourceAutocommit;
 import static io.weir.persistence.cdc.mirror.DifferentialHarness.targets;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -95,9 +96,14 @@ class MirrorDifferentialIT {
     assertThat(outcome.differences())
         .as("%s: the mirror's target must equal the built-in subscriber's", scenario.name())
         .isEmpty();
+    if (scenario.streamed()) {
+      assertThat(outcome.spilledStreams())
+          .as("%s: its large transactions arrived streamed and spilled", scenario.name())
+          .isPositive();
+    }
     System.out.printf(
-        "mirror-differential: %s rows=%d ms=%d equal%n",
-        scenario.name(), outcome.rows(), outcome.millis());
+        "mirror-differential: %s rows=%d ms=%d spilled-streams=%d equal%n",
+        scenario.name(), outcome.rows(), outcome.millis(), outcome.spilledStreams());
   }
 
   /**
@@ -419,6 +425,60 @@ class MirrorDifferentialIT {
             source("TRUNCATE tr2, tr3 RESTART IDENTITY"),
             source("INSERT INTO tr2 (v) VALUES ('restarted')", "INSERT INTO tr3 VALUES (2, 'b')"),
             rolledBack("TRUNCATE tr1"),
-            source("INSERT INTO tr1 VALUES (2)")));
+            source("INSERT INTO tr1 VALUES (2)")),
+        scenario(
+                "streamed-large-transactions",
+                t(
+                    "CREATE TABLE sl (id int PRIMARY KEY, v text, n int)",
+                    "CREATE TABLE slf (a int, b text)",
+                    "ALTER TABLE slf REPLICA IDENTITY FULL"),
+                t("CREATE PUBLICATION p_sl FOR TABLE sl, slf"),
+                t("p_sl"),
+                source(
+                    "INSERT INTO sl SELECT g, md5(g::text), 0 FROM generate_series(1, 3000) g",
+                    "INSERT INTO slf SELECT g % 100, 'b' || (g % 7) FROM generate_series(1, 1500) g"),
+                source(
+                    "UPDATE sl SET n = n + 1",
+                    "SAVEPOINT s1",
+                    "UPDATE sl SET v = 'rolled back' WHERE id % 3 = 0",
+                    "ROLLBACK TO SAVEPOINT s1",
+                    "DELETE FROM sl WHERE id % 5 = 0",
+                    "UPDATE slf SET b = 'changed' WHERE a < 10"),
+                rolledBack(
+                    "INSERT INTO sl SELECT g, 'never', 0 FROM generate_series(5001, 8000) g",
+                    "DELETE FROM slf"),
+                source(
+                    "UPDATE sl SET id = id + 10000 WHERE id % 7 = 0",
+                    "DELETE FROM slf WHERE a % 2 = 0"))
+            .streamedWithSpill(),
+        twoPhaseAndMessages());
+  }
+
+  /**
+   * Prepared transactions (the built-in subscriber without two_phase applies them at COMMIT
+   * PREPARED, as the pipeline delivers them) and transactional messages, which neither applies.
+   */
+  private static Scenario twoPhaseAndMessages() {
+    String g =
+        "weir_diff_" + java.util.UUID.randomUUID().toString().replace("-", "").substring(0, 8);
+    return scenario(
+        "two-phase-and-messages",
+        t("CREATE TABLE tp (id int PRIMARY KEY, v text)"),
+        t("CREATE PUBLICATION p_tp FOR TABLE tp"),
+        t("p_tp"),
+        source("INSERT INTO tp VALUES (1, 'plain')"),
+        source(
+            "INSERT INTO tp VALUES (2, 'prepared')",
+            "SELECT pg_logical_emit_message(true, 'weir-diff', 'inside')",
+            "PREPARE TRANSACTION '" + g + "_1'"),
+        source("UPDATE tp SET v = 'after prepare' WHERE id = 1"),
+        sourceAutocommit("COMMIT PREPARED '" + g + "_1'"),
+        source(
+            "INSERT INTO tp VALUES (3, 'rolled back prepared')",
+            "PREPARE TRANSACTION '" + g + "_2'"),
+        sourceAutocommit("ROLLBACK PREPARED '" + g + "_2'"),
+        source(
+            "UPDATE tp SET v = 'last' WHERE id = 2",
+            "SELECT pg_logical_emit_message(true, 'weir-diff', 'again')"));
   }
 }

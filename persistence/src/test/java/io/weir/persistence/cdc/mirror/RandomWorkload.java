@@ -89,7 +89,8 @@ final class RandomWorkload {
         List.of(publication),
         steps,
         r.nextBoolean(),
-        r.nextBoolean() ? 1 : 16);
+        r.nextBoolean() ? 1 : 16,
+        false);
   }
 
   private static String operation(Random r) {

@@ -23,6 +23,11 @@ public enum HaltReason {
   SLOT_INCOMPATIBLE,
   /** {@code failover = true} on a server older than PostgreSQL 17. */
   FAILOVER_UNSUPPORTED,
+  /**
+   * The slot is synchronised from a primary onto a standby that has not been promoted (PostgreSQL
+   * 17): it cannot be read there.
+   */
+  SLOT_SYNCED_UNPROMOTED,
   /** A column was dropped, its type changed, or the replica identity changed. */
   SCHEMA_INCOMPATIBLE,
   /** The sink refused the data permanently. */

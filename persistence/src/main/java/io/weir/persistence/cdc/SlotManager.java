@@ -162,7 +162,91 @@ public final class SlotManager {
     }
   }
 
-  private record SlotRow(String plugin, String database, String walStatus, Lsn confirmedFlush) {}
+  private record SlotRow(
+      String plugin, String database, String walStatus, Lsn confirmedFlush, SlotFlags flags) {}
+
+  /**
+   * What PostgreSQL 17 says of a slot beyond its position, and where it is.
+   *
+   * @param failover the slot is synchronised to standbys ({@code pg_replication_slots.failover};
+   *     false before 17)
+   * @param synced the slot was synchronised from a primary ({@code synced}; false before 17): on a
+   *     standby it cannot be read; on a promoted standby it is the primary's slot, carried over
+   * @param inRecovery the server is a standby ({@code pg_is_in_recovery()})
+   */
+  record SlotFlags(boolean failover, boolean synced, boolean inRecovery) {
+    static final SlotFlags PRIMARY = new SlotFlags(false, false, false);
+  }
+
+  /** How a recorded slot may be resumed on this server. */
+  enum Resume {
+    /** Same server history: resume. */
+    SAME,
+    /** A failover slot on a standby promoted since (timeline moved on): resume, logged. */
+    PROMOTED
+  }
+
+  /**
+   * Whether an existing slot may be streamed: the pure part of {@link #prepareSlot}, decided from
+   * the server's answers (tested with PostgreSQL 17's recorded answers, which this machine cannot
+   * run).
+   *
+   * @param recorded the incarnation Weir recorded for this slot, empty when it adopts the slot
+   * @param failoverWanted the pipeline's {@code failover} setting
+   */
+  static Resume judge(
+      String slot,
+      Optional<SlotIncarnation> recorded,
+      ReplicationConnection.SystemIdentity server,
+      SlotFlags flags,
+      boolean failoverWanted) {
+    if (flags.inRecovery() && flags.synced()) {
+      throw new PipelineHaltException(
+          HaltReason.SLOT_SYNCED_UNPROMOTED,
+          "slot "
+              + slot
+              + " is synchronised from the primary onto this standby, which has not been"
+              + " promoted: it cannot be read here; point the pipeline at the primary, or promote"
+              + " the standby");
+    }
+    if (recorded.isEmpty()) {
+      if (failoverWanted && !flags.failover()) {
+        throw new PipelineHaltException(
+            HaltReason.SLOT_INCOMPATIBLE,
+            "slot "
+                + slot
+                + " exists without failover but the pipeline asks for failover = true: enable it"
+                + " (ALTER_REPLICATION_SLOT "
+                + slot
+                + " (FAILOVER true)) or drop the slot");
+      }
+      return Resume.SAME;
+    }
+    SlotIncarnation incarnation = recorded.get();
+    if (incarnation.systemIdentifier() != server.systemIdentifier()) {
+      throw new PipelineHaltException(
+          HaltReason.SLOT_LOST,
+          "the source server's system identifier changed: the slot recorded for this pipeline is gone");
+    }
+    if (incarnation.timeline() != server.timeline()) {
+      if (failoverWanted && flags.failover()) {
+        // A promoted standby: same system, a new timeline, and the server says this is the
+        // synchronised failover slot. Its position is at most the primary's, which never passed
+        // what the sink holds: the sink skips what it has.
+        return Resume.PROMOTED;
+      }
+      throw new PipelineHaltException(
+          HaltReason.INCARNATION_MISMATCH,
+          "the source server's timeline changed from "
+              + incarnation.timeline()
+              + " to "
+              + server.timeline()
+              + (flags.failover()
+                  ? " (the slot is a failover slot, but the pipeline has failover = false)"
+                  : ""));
+    }
+    return Resume.SAME;
+  }
 
   private Optional<SlotRow> slot(Connection source) throws SQLException {
     return slot(source, settings.slot());
@@ -171,8 +255,11 @@ public final class SlotManager {
   private Optional<SlotRow> slot(Connection source, String name) throws SQLException {
     try (PreparedStatement ps =
         source.prepareStatement(
-            "SELECT plugin, database, wal_status, confirmed_flush_lsn::text FROM pg_replication_slots "
-                + "WHERE slot_name = ? AND slot_type = 'logical'")) {
+            // failover and synced exist from PostgreSQL 17 on: read through to_jsonb, false before.
+            "SELECT plugin, database, wal_status, confirmed_flush_lsn::text,"
+                + " coalesce((to_jsonb(s) ->> 'failover')::boolean, false),"
+                + " coalesce((to_jsonb(s) ->> 'synced')::boolean, false), pg_is_in_recovery()"
+                + " FROM pg_replication_slots s WHERE slot_name = ? AND slot_type = 'logical'")) {
       ps.setString(1, name);
       try (ResultSet rs = ps.executeQuery()) {
         if (!rs.next()) {
@@ -184,7 +271,8 @@ public final class SlotManager {
                 rs.getString(1),
                 rs.getString(2),
                 rs.getString(3),
-                confirmed == null ? Lsn.INVALID : Lsn.parse(confirmed)));
+                confirmed == null ? Lsn.INVALID : Lsn.parse(confirmed),
+                new SlotFlags(rs.getBoolean(5), rs.getBoolean(6), rs.getBoolean(7))));
       }
     }
   }
@@ -336,6 +424,7 @@ public final class SlotManager {
           HaltReason.SLOT_LOST,
           "slot " + settings.slot() + " was invalidated by the server (wal_status lost)");
     }
+    Resume resume = judge(settings.slot(), recorded, server, row.flags(), settings.failover());
     if (recorded.isEmpty()) {
       if (checkpoint.isPresent()) {
         throw new PipelineHaltException(
@@ -360,18 +449,13 @@ public final class SlotManager {
       return new Prepared(incarnation, row.confirmedFlush());
     }
     SlotIncarnation incarnation = recorded.get();
-    if (incarnation.systemIdentifier() != server.systemIdentifier()) {
-      throw new PipelineHaltException(
-          HaltReason.SLOT_LOST,
-          "the source server's system identifier changed: the slot recorded for this pipeline is gone");
-    }
-    if (incarnation.timeline() != server.timeline()) {
-      throw new PipelineHaltException(
-          HaltReason.INCARNATION_MISMATCH,
-          "the source server's timeline changed from "
-              + incarnation.timeline()
-              + " to "
-              + server.timeline());
+    if (resume == Resume.PROMOTED) {
+      log.warn(
+          "pipeline {}: the source was promoted (timeline {} -> {}); resuming failover slot {}",
+          settings.name(),
+          incarnation.timeline(),
+          server.timeline(),
+          settings.slot());
     }
     if (checkpoint.isPresent() && !checkpoint.get().incarnation().equals(incarnation)) {
       throw new PipelineHaltException(

@@ -288,16 +288,23 @@ public final class PartitionSink implements ChangeSink {
         Route r = route(u.table());
         TupleData oldRow =
             u.oldKind() == OldTupleKind.NONE || u.oldRow() == null ? null : u.oldRow();
-        String newId = r.id(u.newRow());
-        int newPartition = r.partition(u.newRow());
-        String oldId = oldRow == null ? newId : r.id(oldRow);
-        int oldPartition = oldRow == null ? newPartition : r.partition(oldRow);
-        List<String> unchanged = u.unchangedToastColumns();
+        // A key column stored out of line and left alone arrives as unchanged TOAST in the new row
+        // and in full in the old key (or full old image): ids and partitions take it from there.
+        String newId = r.id(u.newRow(), oldRow);
+        int newPartition = r.partition(u.newRow(), oldRow);
+        String oldId = oldRow == null ? newId : r.id(oldRow, null);
+        int oldPartition = oldRow == null ? newPartition : r.partition(oldRow, null);
+        boolean full = u.oldKind() == OldTupleKind.FULL;
+        // Unchanged key columns come from the old key; the others, without a full old image, from
+        // the current document.
+        List<String> unchanged =
+            full || oldRow == null
+                ? u.unchangedToastColumns()
+                : u.unchangedToastColumns().stream()
+                    .filter(name -> !u.table().columns().get(u.table().indexOf(name)).key())
+                    .toList();
         if (oldId.equals(newId) && oldPartition == newPartition) {
-          // A full old image (REPLICA IDENTITY FULL) has the unchanged TOAST values; otherwise the
-          // partition keeps them from the current document.
-          boolean full = u.oldKind() == OldTupleKind.FULL;
-          String body = RowJson.body(u.table(), u.newRow(), full ? oldRow : null);
+          String body = RowJson.body(u.table(), u.newRow(), oldRow, !full);
           add(
               slices,
               newPartition,
@@ -307,7 +314,7 @@ public final class PartitionSink implements ChangeSink {
               window);
         } else {
           // The key changed: the document moves. Its unchanged TOAST values must come from a full
-          // old image.
+          // old image (key columns also from the old key).
           if (!unchanged.isEmpty() && u.oldKind() != OldTupleKind.FULL) {
             throw SinkException.permanent(
                 "table "
@@ -656,21 +663,32 @@ public final class PartitionSink implements ChangeSink {
     }
 
     String id(TupleData row) {
-      return key(row, id);
+      return key(row, id, null);
     }
 
     int partition(TupleData row) {
-      return Partitioning.partitionOf(collection, key(row, partitionKey), partitions);
+      return Partitioning.partitionOf(collection, key(row, partitionKey, null), partitions);
     }
 
-    private String key(TupleData row, int[] columns) {
+    /** The id of {@code row}, a key column sent as unchanged TOAST taken from {@code old}. */
+    String id(TupleData row, TupleData old) {
+      return key(row, id, old);
+    }
+
+    int partition(TupleData row, TupleData old) {
+      return Partitioning.partitionOf(collection, key(row, partitionKey, old), partitions);
+    }
+
+    private String key(TupleData row, int[] columns, TupleData old) {
       List<String> values = new ArrayList<>(columns.length);
       for (int c : columns) {
-        if (row.isNull(c) || row.isUnchangedToast(c)) {
+        TupleData from =
+            row.isUnchangedToast(c) && old != null && !old.isUnchangedToast(c) ? old : row;
+        if (from.isNull(c) || from.isUnchangedToast(c)) {
           throw SinkException.permanent(
               "a key column of " + collection + " carries no value", null);
         }
-        values.add(row.text(c));
+        values.add(from.text(c));
       }
       return Partitioning.canonicalKey(values);
     }

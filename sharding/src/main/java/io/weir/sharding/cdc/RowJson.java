@@ -33,13 +33,26 @@ public final class RowJson {
    * full old image of the same row) has their value.
    */
   public static String body(TableSchema table, TupleData row, TupleData fill) {
+    return body(table, row, fill, false);
+  }
+
+  /**
+   * As {@link #body(TableSchema, TupleData, TupleData)}; with {@code keysOnly}, {@code fill} is an
+   * old key (REPLICA IDENTITY DEFAULT or INDEX) and only replica identity columns are taken from
+   * it: an unchanged key stored out of line arrives there in full.
+   */
+  public static String body(TableSchema table, TupleData row, TupleData fill, boolean keysOnly) {
     StringWriter out = new StringWriter(64 + row.size() * 16);
     try (JsonGenerator g = JSON.createGenerator(out)) {
       g.writeStartObject();
       for (int i = 0; i < row.size(); i++) {
         TupleData from = row;
         if (row.isUnchangedToast(i)) {
-          from = fill != null && !fill.isUnchangedToast(i) ? fill : null;
+          boolean usable =
+              fill != null
+                  && !fill.isUnchangedToast(i)
+                  && (!keysOnly || table.columns().get(i).key());
+          from = usable ? fill : null;
         }
         g.writeFieldName(table.columns().get(i).name());
         if (from == null || from.isNull(i)) {

@@ -23,11 +23,13 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Crash injection: a real node process streams a source table into the mirror sink while a writer
- * commits thousands of transactions; the node is SIGKILLed at random points (after its pipeline is
- * running, at a random delay) and restarted, again and again. At the end the mirror equals the
- * source and the mirror's applied-transactions log holds every committed source transaction exactly
- * once (prints {@code loss=0 effect-dup=0}); with the file sink under the library checkpoint store,
- * every transaction is in the file and a crash repeats at most one.
+ * commits thousands of transactions (delivered to the mirror in batches of up to {@code
+ * -Dweir.crash.mirror-batch}, default 16, transactions per sink call); the node is SIGKILLed at
+ * random points (after its pipeline is running, at a random delay) and restarted, again and again.
+ * At the end the mirror equals the source and the mirror's applied-transactions log holds every
+ * committed source transaction exactly once (prints {@code loss=0 effect-dup=0}); with the file
+ * sink under the library checkpoint store, every transaction is in the file and a crash repeats at
+ * most one.
  *
  * <p>Size: {@code -Dweir.crash.kills} (default 6 per sink, so the suite fits its 20 minutes; 20 and
  * more for a long run) and {@code -Dweir.crash.min-transactions} (default 2000); pass them through
@@ -38,15 +40,24 @@ class CdcCrashIT extends EndToEndTest {
 
   @Test
   void mirrorSinkUnderSigkillLosesAndDuplicatesNothing() throws Exception {
+    // Batch delivery: up to this many transactions per sink call, one target transaction with the
+    // checkpoint (SnapshotCrashIT kills the mirror with one transaction per call).
+    int batch = Integer.getInteger("weir.crash.mirror-batch", 16);
     Run run =
-        crash("sink { target-schema = crash_mirror, applied-log = true }", () -> appliedDistinct());
+        crash(
+            "sink { target-schema = crash_mirror, applied-log = true }\n"
+                + "  batch { max-transactions = "
+                + batch
+                + ", max-delay = 20ms }",
+            () -> appliedDistinct());
     Map<Long, Integer> applied = appliedCounts("crash_mirror");
     long loss = run.committed.stream().filter(x -> !applied.containsKey(x)).count();
     long dup = applied.values().stream().filter(n -> n > 1).count();
     long unknown = applied.keySet().stream().filter(x -> !run.committed.contains(x)).count();
     long differences = mirrorDifferences("crash_mirror");
     System.out.printf(
-        "cdc-crash: sink=mirror kills=%d transactions=%d applied=%d loss=%d effect-dup=%d unknown=%d mirror-diff=%d seed=%d delays-ms=%s%n",
+        "cdc-crash: sink=mirror batch=%d kills=%d transactions=%d applied=%d loss=%d effect-dup=%d unknown=%d mirror-diff=%d seed=%d delays-ms=%s%n",
+        batch,
         run.kills,
         run.committed.size(),
         applied.size(),

@@ -561,6 +561,33 @@ class CdcPipelineIT extends PipelineITBase {
   }
 
   @Test
+  void failedConnectCyclesAreCountedAgainAfterTheStreamFlowed() throws Exception {
+    RecordingSink sink = new RecordingSink();
+    sink.failOpens(2);
+    ActorRef<CdcPipeline.Command> p =
+        start(settings().withRetries(2, Duration.ofMillis(50), Duration.ofMillis(200)), sink);
+    awaitState(p, "running");
+    assertThat(status(p).restarts())
+        .as("two failed cycles, within max-command-retries")
+        .isEqualTo(2);
+    sql("INSERT INTO items VALUES (1, 'flowing', 1, NULL)");
+    await().atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 1);
+    // The stream broke after it flowed: the count starts again, so two more failed cycles are
+    // within the limit too (four in all would not be).
+    sink.failOpens(2);
+    sql(
+        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '"
+            + slot
+            + "'");
+    await("the pipeline reconnects after two more failed cycles")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> status(p).restarts() >= 5 && status(p).state().equals("running"));
+    assertThat(status(p).state()).isEqualTo("running");
+    sql("INSERT INTO items VALUES (2, 'again', 1, NULL)");
+    await().atMost(Duration.ofSeconds(60)).until(() -> sink.applied().size() == 2);
+  }
+
+  @Test
   void transientSinkFailureRedeliversAndPermanentFailureHalts() throws Exception {
     RecordingSink sink = new RecordingSink();
     ActorRef<CdcPipeline.Command> p = start(settings(), sink);

@@ -68,8 +68,20 @@ public final class RecordingSink implements ChangeSink {
   private int opens;
   private java.time.Duration delayNext;
 
+  private int failOpens;
+
+  /** The next {@code n} opens fail (an error that is neither a connection's nor typed). */
+  public synchronized void failOpens(int n) {
+    failOpens = n;
+  }
+
   @Override
   public synchronized CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
+    if (failOpens > 0) {
+      failOpens--;
+      opens++;
+      return CompletableFuture.failedFuture(new IllegalStateException("test: open refused"));
+    }
     this.context = context;
     opens++;
     return CompletableFuture.completedFuture(checkpoint);

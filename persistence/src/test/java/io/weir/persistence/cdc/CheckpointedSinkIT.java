@@ -162,6 +162,83 @@ class CheckpointedSinkIT {
     assertThat(delivered).as("nothing is delivered after the failed write").containsExactly(1L);
   }
 
+  /**
+   * The real database, except that after {@link #breakNext} the next connection handed out has had
+   * its server process terminated: its first statement fails as a lost connection does.
+   */
+  private final class Flaky implements javax.sql.DataSource {
+    private final java.util.concurrent.atomic.AtomicBoolean breakNext =
+        new java.util.concurrent.atomic.AtomicBoolean();
+
+    @Override
+    public java.sql.Connection getConnection() throws java.sql.SQLException {
+      java.sql.Connection c = database.dataSource().getConnection();
+      if (breakNext.compareAndSet(true, false)) {
+        int pid;
+        try (var st = c.createStatement();
+            var rs = st.executeQuery("SELECT pg_backend_pid()")) {
+          rs.next();
+          pid = rs.getInt(1);
+        }
+        try (var other = db.connect();
+            var st = other.createStatement()) {
+          st.execute("SELECT pg_terminate_backend(" + pid + ", 10000)");
+        }
+      }
+      return c;
+    }
+
+    @Override
+    public java.sql.Connection getConnection(String user, String password) {
+      throw new UnsupportedOperationException();
+    }
+
+    @Override
+    public java.io.PrintWriter getLogWriter() {
+      return null;
+    }
+
+    @Override
+    public void setLogWriter(java.io.PrintWriter out) {}
+
+    @Override
+    public void setLoginTimeout(int seconds) {}
+
+    @Override
+    public int getLoginTimeout() {
+      return 0;
+    }
+
+    @Override
+    public java.util.logging.Logger getParentLogger() {
+      throw new UnsupportedOperationException();
+    }
+
+    @Override
+    public <T> T unwrap(Class<T> iface) {
+      throw new UnsupportedOperationException();
+    }
+
+    @Override
+    public boolean isWrapperFor(Class<?> iface) {
+      return false;
+    }
+  }
+
+  @Test
+  void aLostConnectionDuringACheckpointWriteIsRetriedAndCounted() throws Exception {
+    Flaky flaky = new Flaky();
+    CheckpointStore store = new CheckpointStore(flaky, "weir");
+    CheckpointedSink s = sink(store, 1);
+    s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
+    flaky.breakNext.set(true);
+    s.apply(List.of(txn(1))).toCompletableFuture().get();
+    assertThat(s.storeRetries()).as("the write on the dead connection, retried once").isEqualTo(1);
+    assertThat(s.durableThrough(List.of(txn(1)))).isEqualTo(Lsn.of(110));
+    assertThat(new CheckpointStore(database.dataSource(), "weir").read("p"))
+        .hasValueSatisfying(v -> assertThat(v.checkpoint().commitLsn()).isEqualTo(Lsn.of(100)));
+  }
+
   @Test
   void permanentStoreFaultsHaltAtOnceAndTransientOnesAfterRetries() throws Exception {
     CheckpointedSink missingTable =

@@ -150,6 +150,37 @@ class PipelineConfigTest {
   }
 
   @Test
+  void zeroRetriesMeanHaltOnTheFirstFaultAndNegativeOnesAreRefused() {
+    PipelineConfig p =
+        PipelineConfig.all(
+                config(
+                    "weir.pipelines.f { slot = s, publications = [p], max-command-retries = 0,"
+                        + " max-sink-retries = 0, sink { type = file, path = \"/tmp/f.jsonl\","
+                        + " checkpoint { every = 10, max-delay = 250ms, max-retries = 0 } } }"))
+            .get(0);
+    assertThat(p.settings().maxCommandRetries()).isZero();
+    assertThat(p.settings().maxSinkRetries()).isZero();
+    assertThat(p.file().maxRetries()).isZero();
+    assertThat(p.file().checkpointEvery()).isEqualTo(10);
+    assertThat(p.file().checkpointMaxDelay()).isEqualTo(Duration.ofMillis(250));
+    PipelineConfig defaults =
+        PipelineConfig.all(
+                config(
+                    "weir.pipelines.f { slot = s, publications = [p], sink { type = file, path ="
+                        + " \"/tmp/f.jsonl\" } }"))
+            .get(0);
+    assertThat(defaults.settings().maxSinkRetries()).isEqualTo(10);
+    assertThat(defaults.file().checkpointMaxDelay()).isEqualTo(Duration.ofSeconds(1));
+    assertKey(
+        "weir.pipelines.a { slot = s, publications = [p], max-sink-retries = -1, sink.target-schema = m }",
+        "weir.pipelines.a.max-sink-retries");
+    assertKey(
+        "weir.pipelines.a { slot = s, publications = [p], sink { type = file, path = \"/tmp/f\","
+            + " checkpoint.max-delay = 0s } }",
+        "weir.pipelines.a.sink.checkpoint.max-delay");
+  }
+
+  @Test
   void faultsNameTheFullKey() {
     assertKey(
         "weir.pipelines.a { publications = [p], sink.target-schema = m }", "weir.pipelines.a.slot");

@@ -114,6 +114,32 @@ class NodeStartupIT {
   }
 
   @Test
+  void aNodeRequiringTwoCopiesOnASinglePostgresIsNotReadyAndSaysWhy() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("copies");
+        NodeProcess node =
+            NodeProcess.start(
+                new NodeProcess.Spec("two-copies")
+                    .database(db)
+                    .env("WEIR_PARTITIONS", "4")
+                    .env("WEIR_REQUIRED_COPIES", "2"))) {
+      await("the node answers readiness: not ready for want of copies")
+          .atMost(Duration.ofSeconds(180))
+          .until(
+              () ->
+                  node.get("/health/ready", false)
+                      .map(
+                          r ->
+                              r.statusCode() == 503
+                                  && r.body().contains("\"storage\":\"ready\"")
+                                  && r.body().contains("\"storage-copies\":\"1 of 2 required\""))
+                      .orElse(false));
+      assertThat(node.log())
+          .contains("commits are durable on 1 copies")
+          .contains("no synchronous standbys");
+    }
+  }
+
+  @Test
   void aNodeWithAnotherPartitionCountRefusesToRun() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("partitions")) {
       try (NodeProcess first =

@@ -66,9 +66,15 @@ class PostgresFailoverIT extends EndToEndTest {
                   .env("WEIR_PG_URL", pg.get("WEIR_PG_URL"))
                   .env("WEIR_PG_USER", pg.get("WEIR_PG_USER"))
                   .env("WEIR_PG_PASSWORD", pg.get("WEIR_PG_PASSWORD"))
+                  // RF3: three copies, a commit acknowledged by a majority (the primary + 1).
+                  .env("WEIR_REQUIRED_COPIES", "2")
                   .args("--config", config.toString()));
       nodes.add(node);
       awaitReady(node, PARTITIONS);
+      assertThat(node.jsonUntil("/health/ready", NodeProcess.ANSWER_DEADLINE).toString())
+          .as("quorum commit over two streaming standbys: 2 copies before an acknowledgement")
+          .contains("\"storage-copies\":\"2 of 2 required\"");
+      assertThat(node.getUntil("/metrics", true).body()).contains("weir_storage_copies 2.0");
 
       // The writer: write i goes to document d-(i mod IDS) (so revisions climb), key k-i.
       Map<String, Long> acknowledged = new ConcurrentHashMap<>();

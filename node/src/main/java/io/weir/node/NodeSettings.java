@@ -23,6 +23,8 @@ import java.util.Map;
  * @param httpTls HTTPS on the HTTP port; empty: plain HTTP
  * @param clusterTls mutual TLS on Pekko remoting; empty: plain TCP
  * @param metrics the Prometheus endpoint ({@code weir.metrics.*})
+ * @param requiredCopies {@code weir.storage.required-copies}: below this many durable copies of a
+ *     commit (see {@link io.weir.persistence.StorageCopies}) the node is not ready
  */
 public record NodeSettings(
     String httpHost,
@@ -53,7 +55,8 @@ public record NodeSettings(
     java.util.Optional<HttpTls> httpTls,
     java.util.Optional<ClusterTls> clusterTls,
     java.util.Optional<Bootstrap> bootstrap,
-    io.weir.node.metrics.MetricsSettings metrics) {
+    io.weir.node.metrics.MetricsSettings metrics,
+    int requiredCopies) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -203,7 +206,8 @@ public record NodeSettings(
         HttpTls.create(config),
         ClusterTls.create(config),
         bootstrap(v),
-        io.weir.node.metrics.MetricsSettings.create(config, adminToken));
+        io.weir.node.metrics.MetricsSettings.create(config, adminToken),
+        v.positiveInt("weir.storage.required-copies"));
   }
 
   private static java.util.Optional<Bootstrap> bootstrap(ConfigValues v) {

@@ -41,6 +41,7 @@ public final class NodeView {
   private final Supplier<StorageStatus> storage;
   private final int partitions;
   private final Supplier<CompletionStage<PipelineManager.PipelineList>> pipelines;
+  private final int requiredCopies;
 
   /**
    * @param pipelines asks the pipeline manager (a cluster singleton) for every pipeline's status
@@ -50,6 +51,19 @@ public final class NodeView {
       Supplier<StorageStatus> storage,
       int partitions,
       Supplier<CompletionStage<PipelineManager.PipelineList>> pipelines) {
+    this(system, storage, partitions, pipelines, 1);
+  }
+
+  /**
+   * @param requiredCopies below this many durable copies of a commit the node is not ready
+   */
+  public NodeView(
+      ActorSystem<?> system,
+      Supplier<StorageStatus> storage,
+      int partitions,
+      Supplier<CompletionStage<PipelineManager.PipelineList>> pipelines,
+      int requiredCopies) {
+    this.requiredCopies = requiredCopies;
     this.system = system;
     this.cluster = Cluster.get(system);
     this.storage = storage;
@@ -70,14 +84,29 @@ public final class NodeView {
                     byNode));
   }
 
-  /** Ready when this node is an Up member of the cluster and its PostgreSQL journal answers. */
+  /**
+   * Ready when this node is an Up member of the cluster, its PostgreSQL journal answers, and a
+   * commit there is durable on at least {@code weir.storage.required-copies} copies (unknown copies
+   * pass only when one is required).
+   */
   public Readiness readiness() {
     MemberStatus member = cluster.selfMember().status();
     StorageStatus store = storage.get();
     Map<String, String> checks = new LinkedHashMap<>();
     checks.put("cluster-member", statusName(member));
     checks.put("storage", storageName(store));
-    return new Readiness(member == MemberStatus.up() && store.isReady(), checks);
+    boolean copiesOk = true;
+    if (store instanceof StorageStatus.Ready ready) {
+      io.weir.persistence.StorageCopies copies = ready.copies();
+      copiesOk = copies.known() ? copies.copies() >= requiredCopies : requiredCopies <= 1;
+      checks.put(
+          "storage-copies",
+          (copies.known() ? Integer.toString(copies.copies()) : "unknown")
+              + " of "
+              + requiredCopies
+              + " required");
+    }
+    return new Readiness(member == MemberStatus.up() && store.isReady() && copiesOk, checks);
   }
 
   /**

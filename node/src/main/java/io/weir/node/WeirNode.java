@@ -172,6 +172,17 @@ public final class WeirNode {
             actorSystemSetup(config, settings));
     io.weir.node.metrics.NodeMetrics metrics =
         new io.weir.node.metrics.NodeMetrics(settings.metrics());
+    io.micrometer.core.instrument.Gauge.builder(
+            "weir.storage.copies",
+            storage,
+            s ->
+                s.get() instanceof StorageStatus.Ready r && r.copies().known()
+                    ? r.copies().copies()
+                    : -1)
+        .description(
+            "copies a journal commit is durable on before it is acknowledged (-1: unknown or"
+                + " storage not ready)")
+        .register(metrics.registry());
     try {
       CoordinatedShutdown.get(system)
           .addTask(
@@ -394,7 +405,12 @@ public final class WeirNode {
           new HttpApi(
               new ObjectMapper(),
               authenticator,
-              new NodeView(system, storage::get, settings.partitions(), pipelineAdmin::list),
+              new NodeView(
+                  system,
+                  storage::get,
+                  settings.partitions(),
+                  pipelineAdmin::list,
+                  settings.requiredCopies()),
               pipelineAdmin,
               metrics::scrape,
               documents,

@@ -134,10 +134,14 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
         getContext()
             .getLog()
             .info(
-                "PostgreSQL is reachable: schema {} at version {}, cluster id {}",
+                "PostgreSQL is reachable: schema {} at version {}, cluster id {}; commits are"
+                    + " durable on {} copies{} ({})",
                 database.settings().schema(),
                 ready.schemaVersion(),
-                ready.identity().clusterId());
+                ready.identity().clusterId(),
+                ready.copies().copies(),
+                ready.copies().known() ? "" : " (unknown)",
+                ready.copies().detail());
       } else if (next instanceof StorageStatus.Unavailable down) {
         getContext()
             .getLog()
@@ -147,6 +151,19 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
                 database.settings().maxBackoff().toSeconds() + "s");
       }
       status = next; // a repeated state keeps its original 'since'
+    } else if (next instanceof StorageStatus.Ready ready
+        && status instanceof StorageStatus.Ready was) {
+      if (ready.copies().copies() != was.copies().copies()
+          || ready.copies().known() != was.copies().known()) {
+        getContext()
+            .getLog()
+            .info(
+                "PostgreSQL commits are durable on {} copies{} ({})",
+                ready.copies().copies(),
+                ready.copies().known() ? "" : " (unknown)",
+                ready.copies().detail());
+      }
+      status = ready;
     }
     published.set(status);
     Duration delay;
@@ -197,6 +214,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
           Statement s = c.createStatement()) {
         s.setQueryTimeout((int) Math.max(1, database.settings().connectTimeout().toSeconds()));
         s.execute("SELECT 1 FROM " + schema + ".event_journal LIMIT 1");
+        ready = ready.withCopies(StorageCopies.read(c));
       }
       return ready;
     } catch (ClusterIdentityStore.PartitionCountMismatch e) {

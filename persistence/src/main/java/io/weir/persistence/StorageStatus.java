@@ -16,9 +16,22 @@ public sealed interface StorageStatus {
 
   record Starting(Instant since) implements StorageStatus {}
 
-  /** Reachable, schema migrated, journal table answering. */
-  record Ready(Instant since, ClusterIdentity identity, String schemaVersion)
-      implements StorageStatus {}
+  /**
+   * Reachable, schema migrated, journal table answering.
+   *
+   * @param copies on how many copies a commit is durable, as of the last probe
+   */
+  record Ready(Instant since, ClusterIdentity identity, String schemaVersion, StorageCopies copies)
+      implements StorageStatus {
+    public Ready(Instant since, ClusterIdentity identity, String schemaVersion) {
+      this(since, identity, schemaVersion, StorageCopies.UNREAD);
+    }
+
+    /** The same status with the copies of a later probe (its {@code since} kept). */
+    public Ready withCopies(StorageCopies now) {
+      return new Ready(since, identity, schemaVersion, now);
+    }
+  }
 
   /**
    * @param reason value-free description (exception classes and SQLState), see {@link SafeErrors}

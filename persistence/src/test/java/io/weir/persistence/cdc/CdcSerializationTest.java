@@ -23,6 +23,8 @@ class CdcSerializationTest extends SerializationContract {
         PipelineStatus.class,
         SnapshotStatus.class,
         CdcPipeline.DropReply.class,
-        CdcPipeline.SnapshotReply.class);
+        CdcPipeline.SnapshotReply.class,
+        CdcPipeline.CheckReply.class,
+        TableVerdict.class);
   }
 }

@@ -97,13 +97,18 @@ public record StorageCopies(int copies, boolean known, String detail) {
       "SELECT current_setting('synchronous_standby_names'), current_setting('synchronous_commit'),"
           + " pg_has_role(current_user, 'pg_monitor', 'USAGE')"
           + " OR (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user),"
-          + " (SELECT count(*) FROM pg_catalog.pg_stat_replication"
-          + "   WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum'))";
+          // Physical standbys only: a logical subscriber (Weir's own pipelines too, with '*')
+          // can be a synchronous walsender but holds no copy of the journal.
+          + " (SELECT count(*) FROM pg_catalog.pg_stat_replication r"
+          + "   WHERE r.state = 'streaming' AND r.sync_state IN ('sync', 'quorum')"
+          + "   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_replication_slots s"
+          + "     WHERE s.active_pid = r.pid AND s.slot_type = 'logical'))";
 
   /** Reads the copies on one of Weir's connections to the journal's primary. */
   public static StorageCopies read(Connection c) throws SQLException {
-    try (Statement s = c.createStatement();
-        ResultSet rs = s.executeQuery(SQL)) {
+    try (Statement s = c.createStatement()) {
+      s.setQueryTimeout(5);
+      ResultSet rs = s.executeQuery(SQL);
       rs.next();
       return of(rs.getString(1), rs.getString(2), rs.getBoolean(3), rs.getInt(4));
     }

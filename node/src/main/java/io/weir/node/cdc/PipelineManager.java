@@ -154,6 +154,12 @@ public final class PipelineManager {
                               f.retryBackoff(),
                               f.checkpointEvery(),
                               f.checkpointMaxDelay());
+                      // A pipeline made again on this node (the manager restarted) counts anew.
+                      registry
+                          .find("weir.cdc.checkpoint.retries")
+                          .tag("pipeline", p.name())
+                          .meters()
+                          .forEach(registry::remove);
                       FunctionCounter.builder(
                               "weir.cdc.checkpoint.retries",
                               checkpointed,

@@ -82,7 +82,13 @@ public final class ContinuousSink implements ChangeSink {
    */
   @Override
   public void streamStopped() {
+    checkpointed.streamStopped();
     engine.deactivate();
+  }
+
+  @Override
+  public CompletionStage<Void> forget(String pipeline) {
+    return checkpointed.forget(pipeline);
   }
 
   @Override

@@ -167,7 +167,8 @@ public final class CdcPipeline {
    * The answer to {@link CheckTables}.
    *
    * @param tables sorted by name; empty when {@code error} is set
-   * @param error null, or {@code source-unavailable} (the catalog could not be read)
+   * @param error null, {@code source-unavailable} (the source's catalog could not be read) or
+   *     {@code sink-unavailable} (the sink could not check, e.g. the mirror's target is down)
    * @param message value-free explanation of the error
    */
   public record CheckReply(String pipeline, List<TableVerdict> tables, String error, String message)
@@ -843,7 +844,8 @@ public final class CdcPipeline {
                   .mapConcat(Runner::deliveries);
       // Sink-stage state; the sink stage runs one element at a time, so plain fields suffice.
       Lsn[] deliveredEnd = {Lsn.INVALID};
-      Lsn[] acknowledged = {Lsn.INVALID};
+      // Starts where the server resumes: acknowledging that again is no progress.
+      Lsn[] acknowledged = {conn.confirmed()};
       AtomicBoolean acked = acknowledgedInRun;
       LagClock lag = lagClock;
       lag.keepOldest();
@@ -889,14 +891,14 @@ public final class CdcPipeline {
                 CompletionStage<Void> done;
                 if (d instanceof Transactions t) {
                   snapshots.onTransactions(t.transactions());
-                  done = sink.apply(t.transactions());
+                  done = sinkCall(sink.apply(t.transactions()));
                 } else if (d instanceof Mark m) {
                   done = snapshots.onWatermark(m.watermark());
                 } else {
                   // With messages off, a message is only confirmed past, never delivered.
                   done =
                       settings.messages()
-                          ? sink.onMessage(((Message) d).message())
+                          ? sinkCall(sink.onMessage(((Message) d).message()))
                           : CompletableFuture.completedFuture(null);
                 }
                 inFlight.set(done.toCompletableFuture());
@@ -919,7 +921,7 @@ public final class CdcPipeline {
                       deliveredEnd[0] = txns.get(txns.size() - 1).endLsn();
                       lag.applied(deliveredEnd[0]);
                       Lsn durable = sink.durableThrough(txns);
-                      if (durable.isValid()) {
+                      if (durable.isValid() && durable.isAfter(acknowledged[0])) {
                         conn.acknowledge(durable);
                         acknowledged[0] = durable;
                         acked.set(true);
@@ -1011,20 +1013,37 @@ public final class CdcPipeline {
                 }
               },
               blockingIo)
-          .thenCompose(sink::check)
           .whenComplete(
-              (tables, error) ->
+              (published, sourceError) -> {
+                if (sourceError != null) {
                   request
                       .replyTo()
                       .tell(
-                          error == null
-                              ? new CheckReply(name, tables, null, null)
-                              : new CheckReply(
-                                  name,
-                                  List.of(),
-                                  "source-unavailable",
-                                  "the publications' tables could not be read: "
-                                      + SafeErrors.describe(unwrap(error)))));
+                          new CheckReply(
+                              name,
+                              List.of(),
+                              "source-unavailable",
+                              "the publications' tables could not be read: "
+                                  + SafeErrors.describe(unwrap(sourceError))));
+                  return;
+                }
+                sink.check(published)
+                    .whenComplete(
+                        (tables, sinkError) ->
+                            request
+                                .replyTo()
+                                .tell(
+                                    sinkError == null
+                                        ? new CheckReply(name, tables, null, null)
+                                        : new CheckReply(
+                                            name,
+                                            List.of(),
+                                            "sink-unavailable",
+                                            "the sink could not check the tables: "
+                                                + (unwrap(sinkError) instanceof SinkException se
+                                                    ? se.getMessage()
+                                                    : describe(unwrap(sinkError))))));
+              });
       return this;
     }
 
@@ -1159,6 +1178,11 @@ public final class CdcPipeline {
 
     private void fail(Throwable raw, boolean wasFlowing) {
       Throwable error = unwrap(raw);
+      boolean fromSink = false;
+      if (error instanceof SinkCallFailed marked) {
+        fromSink = true;
+        error = unwrap(marked.getCause());
+      }
       shutdownStream();
       if (wasFlowing) {
         failedCycles = 0;
@@ -1183,7 +1207,7 @@ public final class CdcPipeline {
       String described =
           error instanceof SinkException s ? s.getMessage() : SafeErrors.describe(error);
       String sqlState = SafeErrors.sqlState(error);
-      if (wasFlowing && sqlState != null && !isTransientSqlState(sqlState)) {
+      if (fromSink && wasFlowing && sqlState != null && !isTransientSqlState(sqlState)) {
         // A poison transaction: the database refuses it the same way on every redelivery (a
         // trigger's RAISE, an index row too large, an internal error) while the slot holds WAL.
         // Counted while nothing is acknowledged between two failures.
@@ -1374,6 +1398,24 @@ public final class CdcPipeline {
           restarts,
           incarnation == null ? null : incarnation.key(),
           snapshotStatus);
+    }
+
+    /** A failure of a sink call, marked so {@link #fail} counts it towards sink-failing. */
+    private static final class SinkCallFailed extends RuntimeException {
+      SinkCallFailed(Throwable cause) {
+        super(null, cause, false, false);
+      }
+    }
+
+    /** {@code call}, its failure marked as the sink's (see {@link SinkCallFailed}). */
+    private static CompletionStage<Void> sinkCall(CompletionStage<Void> call) {
+      return call.handle(
+          (v, e) -> {
+            if (e != null) {
+              throw new SinkCallFailed(unwrap(e));
+            }
+            return v;
+          });
     }
 
     private static Throwable unwrap(Throwable t) {

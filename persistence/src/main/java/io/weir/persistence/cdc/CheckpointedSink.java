@@ -66,6 +66,13 @@ public final class CheckpointedSink implements ChangeSink {
   private long storedCount;
   private boolean timerPending;
 
+  /**
+   * Guarded by this. Bumped when the pipeline opens this sink again, stops streaming or forgets its
+   * checkpoint: a max-delay timer or a write of an older generation then stores nothing, so a run
+   * that is over never writes behind the next one (or behind a drop).
+   */
+  private long generation;
+
   /** The longest a delivered transaction waits for its checkpoint when none is configured. */
   public static final Duration DEFAULT_MAX_DELAY = Duration.ofSeconds(1);
 
@@ -124,18 +131,53 @@ public final class CheckpointedSink implements ChangeSink {
   public CompletionStage<Optional<SinkCheckpoint>> open(PipelineContext context) {
     return CompletableFuture.supplyAsync(
         () -> {
-          Optional<CheckpointStore.Stored> stored =
-              withRetries(() -> store.read(context.pipeline()));
-          synchronized (this) {
-            pipeline = context.pipeline();
-            incarnation = context.incarnation().orElse(null);
-            lastUnstored = null;
-            storedCount = deliveredCount;
-            delayedFailure = null;
-            checkpointCommit = stored.map(s -> s.checkpoint().commitLsn()).orElse(Lsn.INVALID);
-            storedEnd = stored.map(CheckpointStore.Stored::endLsn).orElse(Lsn.INVALID);
+          // After any write of an earlier run (storeLock), which can then no longer start one.
+          synchronized (storeLock) {
+            newGeneration();
+            Optional<CheckpointStore.Stored> stored =
+                withRetries(() -> store.read(context.pipeline()));
+            synchronized (this) {
+              pipeline = context.pipeline();
+              incarnation = context.incarnation().orElse(null);
+              delayedFailure = null;
+              checkpointCommit = stored.map(s -> s.checkpoint().commitLsn()).orElse(Lsn.INVALID);
+              storedEnd = stored.map(CheckpointStore.Stored::endLsn).orElse(Lsn.INVALID);
+            }
+            return stored.map(CheckpointStore.Stored::checkpoint);
           }
-          return stored.map(CheckpointStore.Stored::checkpoint);
+        },
+        blockingIo);
+  }
+
+  /** Ends the current generation: its pending timer and unstored deliveries are dropped. */
+  private synchronized long newGeneration() {
+    generation++;
+    timerPending = false;
+    lastUnstored = null;
+    storedCount = deliveredCount;
+    return generation;
+  }
+
+  /**
+   * The pipeline stopped or halted: what was delivered and not yet stored is delivered again after
+   * the next open (at-least-once); a timer due now writes nothing.
+   */
+  @Override
+  public void streamStopped() {
+    newGeneration();
+  }
+
+  /**
+   * The pipeline is being dropped: waits for a checkpoint write in progress to end, so none lands
+   * after Weir deletes the pipeline's checkpoint row.
+   */
+  @Override
+  public CompletionStage<Void> forget(String pipeline) {
+    return CompletableFuture.runAsync(
+        () -> {
+          synchronized (storeLock) {
+            newGeneration();
+          }
         },
         blockingIo);
   }
@@ -168,6 +210,7 @@ public final class CheckpointedSink implements ChangeSink {
         .deliver(t)
         .thenComposeAsync(
             v -> {
+              long gen;
               synchronized (this) {
                 lastUnstored = t;
                 deliveredCount++;
@@ -175,8 +218,9 @@ public final class CheckpointedSink implements ChangeSink {
                   startTimer();
                   return CompletableFuture.<Void>completedFuture(null);
                 }
+                gen = generation;
               }
-              return CompletableFuture.runAsync(this::storeNow, blockingIo);
+              return CompletableFuture.runAsync(() -> storeNow(gen), blockingIo);
             },
             blockingIo);
   }
@@ -185,29 +229,44 @@ public final class CheckpointedSink implements ChangeSink {
   private void startTimer() {
     if (!timerPending) {
       timerPending = true;
-      delayed.execute(this::storeOnTimer);
+      long gen = generation;
+      delayed.execute(() -> storeOnTimer(gen));
     }
   }
 
-  /** The max-delay timer: stores what is still unstored (nothing if a count write came first). */
-  private void storeOnTimer() {
+  /**
+   * The max-delay timer of generation {@code gen}: stores what is still unstored (nothing if a
+   * count write came first, or the generation is over).
+   */
+  private void storeOnTimer(long gen) {
     synchronized (this) {
+      if (gen != generation) {
+        return;
+      }
       timerPending = false;
     }
     try {
-      storeNow();
+      storeNow(gen);
     } catch (RuntimeException e) {
-      delayedFailure = e;
+      synchronized (this) {
+        if (gen == generation) {
+          delayedFailure = e;
+        }
+      }
     }
   }
 
-  private void storeNow() {
+  /** Stores the last delivered transaction, if generation {@code gen} is still current. */
+  private void storeNow(long gen) {
     synchronized (storeLock) {
       Transaction t;
       long count;
       SlotIncarnation inc;
       String name;
       synchronized (this) {
+        if (gen != generation) {
+          return;
+        }
         t = lastUnstored;
         count = deliveredCount;
         inc = incarnation;
@@ -224,6 +283,9 @@ public final class CheckpointedSink implements ChangeSink {
             return null;
           });
       synchronized (this) {
+        if (gen != generation) {
+          return; // stopped meanwhile: the next open reads what the store holds
+        }
         checkpointCommit = t.commitLsn();
         storedEnd = t.endLsn();
         storedCount = count;
@@ -288,16 +350,18 @@ public final class CheckpointedSink implements ChangeSink {
           }
           CheckpointStore.Stored next =
               new CheckpointStore.Stored(new SinkCheckpoint(inc, handOff), handOff);
-          withRetries(
-              () -> {
-                store.write(name, next);
-                return null;
-              });
-          synchronized (this) {
-            checkpointCommit = handOff;
-            storedEnd = handOff;
-            lastUnstored = null;
-            storedCount = deliveredCount;
+          synchronized (storeLock) {
+            withRetries(
+                () -> {
+                  store.write(name, next);
+                  return null;
+                });
+            synchronized (this) {
+              checkpointCommit = handOff;
+              storedEnd = handOff;
+              lastUnstored = null;
+              storedCount = deliveredCount;
+            }
           }
         },
         blockingIo);

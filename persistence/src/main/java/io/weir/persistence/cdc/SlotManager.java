@@ -178,6 +178,76 @@ public final class SlotManager {
     static final SlotFlags PRIMARY = new SlotFlags(false, false, false);
   }
 
+  /**
+   * After a promotion, the sink may hold transactions the promoted server never had (the old
+   * primary sent them before a standby received them: {@code synchronized_standby_slots} prevents
+   * that). Everything up to where the recorded timeline ended is on the new history; a checkpoint
+   * past it, or an unknown branch point, halts.
+   *
+   * @param branchPoint where {@code recordedTimeline} ended in the server's timeline history
+   */
+  static void requireOnTheNewHistory(
+      int recordedTimeline, Optional<Lsn> branchPoint, Optional<Lsn> checkpointCommit) {
+    if (branchPoint.isEmpty()) {
+      throw new PipelineHaltException(
+          HaltReason.INCARNATION_MISMATCH,
+          "the source was promoted, but its timeline history does not show where timeline "
+              + recordedTimeline
+              + " ended: it cannot be proven that the sink holds only what the new timeline has");
+    }
+    if (checkpointCommit.isPresent() && checkpointCommit.get().compareTo(branchPoint.get()) > 0) {
+      throw new PipelineHaltException(
+          HaltReason.INCARNATION_MISMATCH,
+          "the sink's checkpoint ("
+              + checkpointCommit.get()
+              + ") is past where timeline "
+              + recordedTimeline
+              + " ended on the promoted source ("
+              + branchPoint.get()
+              + "): transactions the sink holds may not exist there (set"
+              + " synchronized_standby_slots on the primary so this cannot happen)");
+    }
+  }
+
+  /**
+   * Where {@code timeline} ended in a timeline history file's {@code content} (lines {@code
+   * parentTLI <tab> switchpoint <tab> reason}), or empty when the file does not name it.
+   */
+  static Optional<Lsn> branchPoint(String content, int timeline) {
+    if (content == null) {
+      return Optional.empty();
+    }
+    for (String line : content.split("\n")) {
+      String[] f = line.strip().split("\\s+");
+      if (f.length >= 2 && !f[0].startsWith("#")) {
+        try {
+          if (Integer.parseInt(f[0]) == timeline) {
+            return Optional.of(Lsn.parse(f[1]));
+          }
+        } catch (RuntimeException malformed) {
+          return Optional.empty();
+        }
+      }
+    }
+    return Optional.empty();
+  }
+
+  /** The server's history file of {@code timeline} (TIMELINE_HISTORY), or null without one. */
+  private static String timelineHistory(Connection replicationSession, int timeline)
+      throws SQLException {
+    if (timeline <= 1) {
+      return null;
+    }
+    try (Statement s = replicationSession.createStatement();
+        ResultSet rs = s.executeQuery("TIMELINE_HISTORY " + timeline)) {
+      if (!rs.next()) {
+        return null;
+      }
+      byte[] content = rs.getBytes("content");
+      return content == null ? null : new String(content, java.nio.charset.StandardCharsets.UTF_8);
+    }
+  }
+
   /** How a recorded slot may be resumed on this server. */
   enum Resume {
     /** Same server history: resume. */
@@ -425,6 +495,13 @@ public final class SlotManager {
           "slot " + settings.slot() + " was invalidated by the server (wal_status lost)");
     }
     Resume resume = judge(settings.slot(), recorded, server, row.flags(), settings.failover());
+    if (resume == Resume.PROMOTED) {
+      requireOnTheNewHistory(
+          recorded.get().timeline(),
+          branchPoint(
+              timelineHistory(replicationSession, server.timeline()), recorded.get().timeline()),
+          checkpoint.map(SinkCheckpoint::commitLsn));
+    }
     if (recorded.isEmpty()) {
       if (checkpoint.isPresent()) {
         throw new PipelineHaltException(

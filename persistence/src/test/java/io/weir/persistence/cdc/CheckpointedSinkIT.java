@@ -138,6 +138,25 @@ class CheckpointedSinkIT {
   }
 
   @Test
+  void aTimerOfARunThatStoppedWritesNothing() throws Exception {
+    CheckpointStore store = new CheckpointStore(database.dataSource(), "weir");
+    CheckpointedSink s = sink(store, 100, Duration.ofMillis(300));
+    s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
+    s.apply(List.of(txn(1))).toCompletableFuture().get();
+    s.streamStopped();
+    await("the stopped run's timer stores nothing, for four times its delay")
+        .during(Duration.ofMillis(1200))
+        .atMost(Duration.ofSeconds(10))
+        .until(() -> store.read("p").isEmpty());
+    s.forget("p").toCompletableFuture().get();
+    s.open(new PipelineContext("p", Optional.of(INC))).toCompletableFuture().get();
+    s.apply(List.of(txn(2))).toCompletableFuture().get();
+    await("the new run's timer stores its own delivery")
+        .atMost(Duration.ofSeconds(20))
+        .until(() -> s.durableNow().equals(Lsn.of(210)));
+  }
+
+  @Test
   void aStoreFaultOnTheTimerHaltsAtTheNextCall() throws Exception {
     CheckpointStore store = new CheckpointStore(database.dataSource(), "weir");
     CheckpointedSink s = sink(store, 100, Duration.ofMillis(100));

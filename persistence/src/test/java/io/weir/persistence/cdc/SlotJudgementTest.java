@@ -47,6 +47,40 @@ class SlotJudgementTest {
   }
 
   @Test
+  void afterAPromotionTheSinkMustHoldNothingPastWhereTheOldTimelineEnded() {
+    // 00000003.history after two promotions: timeline 1 ended at 0/3000158, timeline 2 at
+    // 0/5000060.
+    String history =
+        "1\t0/3000158\tno recovery target specified\n\n2\t0/5000060\tno recovery target specified\n";
+    assertThat(SlotManager.branchPoint(history, 1)).contains(Lsn.parse("0/3000158"));
+    assertThat(SlotManager.branchPoint(history, 2)).contains(Lsn.parse("0/5000060"));
+    assertThat(SlotManager.branchPoint(history, 3)).isEmpty();
+    assertThat(SlotManager.branchPoint(null, 1)).isEmpty();
+    assertThat(SlotManager.branchPoint("1\tnot-an-lsn\treason\n", 1)).isEmpty();
+
+    SlotManager.requireOnTheNewHistory(
+        1, Optional.of(Lsn.parse("0/3000158")), Optional.of(Lsn.parse("0/3000100")));
+    SlotManager.requireOnTheNewHistory(1, Optional.of(Lsn.parse("0/3000158")), Optional.empty());
+    assertThatThrownBy(
+            () ->
+                SlotManager.requireOnTheNewHistory(
+                    1, Optional.of(Lsn.parse("0/3000158")), Optional.of(Lsn.parse("0/3000200"))))
+        .as("the sink holds a transaction the old primary sent past the branch point")
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.INCARNATION_MISMATCH))
+        .hasMessageContaining("synchronized_standby_slots");
+    assertThatThrownBy(
+            () ->
+                SlotManager.requireOnTheNewHistory(
+                    1, Optional.empty(), Optional.of(Lsn.parse("0/3000100"))))
+        .isInstanceOfSatisfying(
+            PipelineHaltException.class,
+            e -> assertThat(e.reason()).isEqualTo(HaltReason.INCARNATION_MISMATCH))
+        .hasMessageContaining("cannot be proven");
+  }
+
+  @Test
   void aNewTimelineWithoutAFailoverSlotOrWithoutTheSettingIsAMismatch() {
     assertThatThrownBy(
             () ->

@@ -161,14 +161,11 @@ final class MirrorFailures {
    * [<code>]: <why>}. {@code why} names columns at most, never values, and says what to do.
    */
   static SinkException refused(String what, String code, String why) {
-    return SinkException.permanent("mirror refused " + what + " [" + code + "]: " + why, null);
+    return SinkException.refused(code, "mirror refused " + what + " [" + code + "]: " + why);
   }
 
   /** The code of a {@link #refused} exception, or {@code sink-rejected} for any other. */
   static String code(SinkException e) {
-    String m = e.getMessage();
-    int open = m == null || !m.startsWith("mirror refused ") ? -1 : m.indexOf(" [");
-    int close = open < 0 ? -1 : m.indexOf("]: ", open);
-    return close < 0 ? "sink-rejected" : m.substring(open + 2, close);
+    return e.code() != null ? e.code() : "sink-rejected";
   }
 }

@@ -20,8 +20,13 @@ class MirrorFailuresTest {
         MirrorFailures.refused(
             "a change to s.t (target m.t)", MirrorFailures.NO_ROW_IDENTITY, "why [not this]: x");
     assertThat(MirrorFailures.code(refused)).isEqualTo("no-row-identity");
+    assertThat(
+            MirrorFailures.code(
+                MirrorFailures.refused("a change to \"s [x]: \".t", "target-missing", "y")))
+        .as("a table name that looks like a code does not confuse it")
+        .isEqualTo("target-missing");
     assertThat(MirrorFailures.code(SinkException.permanent("mirror refused [x]: y", null)))
-        .isEqualTo("x");
+        .isEqualTo("sink-rejected");
     assertThat(MirrorFailures.code(SinkException.permanent("other [x]: y", null)))
         .isEqualTo("sink-rejected");
     assertThat(MirrorFailures.code(SinkException.permanent(null, null))).isEqualTo("sink-rejected");

@@ -46,7 +46,8 @@ public final class ContinuousSink implements ChangeSink {
             blockingIo,
             5,
             Duration.ofMillis(500),
-            1);
+            1,
+            CheckpointedSink.DEFAULT_MAX_DELAY);
   }
 
   @Override

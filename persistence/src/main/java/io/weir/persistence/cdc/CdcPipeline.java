@@ -1004,45 +1004,44 @@ public final class CdcPipeline {
 
     private Behavior<Command> onCheckTables(CheckTables request) {
       String name = settings.name();
-      CompletableFuture.supplyAsync(
+      CompletableFuture<List<PublishedTable>> published =
+          CompletableFuture.supplyAsync(
               () -> {
                 try (Connection c = source.connect("weir-check")) {
                   return PublishedTable.list(c, settings.publications());
                 } catch (java.sql.SQLException e) {
-                  throw new java.util.concurrent.CompletionException(e);
+                  throw new CompletionException(e);
                 }
               },
-              blockingIo)
+              blockingIo);
+      published
+          .thenCompose(sink::check)
           .whenComplete(
-              (published, sourceError) -> {
-                if (sourceError != null) {
-                  request
-                      .replyTo()
-                      .tell(
-                          new CheckReply(
-                              name,
-                              List.of(),
-                              "source-unavailable",
-                              "the publications' tables could not be read: "
-                                  + SafeErrors.describe(unwrap(sourceError))));
-                  return;
+              (tables, error) -> {
+                Throwable cause = error == null ? null : unwrap(error);
+                CheckReply reply;
+                if (cause == null) {
+                  reply = new CheckReply(name, tables, null, null);
+                } else if (published.isCompletedExceptionally()) {
+                  reply =
+                      new CheckReply(
+                          name,
+                          List.of(),
+                          "source-unavailable",
+                          "the publications' tables could not be read: "
+                              + SafeErrors.describe(cause));
+                } else {
+                  reply =
+                      new CheckReply(
+                          name,
+                          List.of(),
+                          "sink-unavailable",
+                          "the sink could not check the tables: "
+                              + (cause instanceof SinkException se
+                                  ? se.getMessage()
+                                  : describe(cause)));
                 }
-                sink.check(published)
-                    .whenComplete(
-                        (tables, sinkError) ->
-                            request
-                                .replyTo()
-                                .tell(
-                                    sinkError == null
-                                        ? new CheckReply(name, tables, null, null)
-                                        : new CheckReply(
-                                            name,
-                                            List.of(),
-                                            "sink-unavailable",
-                                            "the sink could not check the tables: "
-                                                + (unwrap(sinkError) instanceof SinkException se
-                                                    ? se.getMessage()
-                                                    : describe(unwrap(sinkError))))));
+                request.replyTo().tell(reply);
               });
       return this;
     }

@@ -76,16 +76,6 @@ public final class CheckpointedSink implements ChangeSink {
   /** The longest a delivered transaction waits for its checkpoint when none is configured. */
   public static final Duration DEFAULT_MAX_DELAY = Duration.ofSeconds(1);
 
-  public CheckpointedSink(
-      DeliverySink delivery,
-      CheckpointStore store,
-      Executor blockingIo,
-      int maxRetries,
-      Duration retryBackoff,
-      int checkpointEvery) {
-    this(delivery, store, blockingIo, maxRetries, retryBackoff, checkpointEvery, DEFAULT_MAX_DELAY);
-  }
-
   /**
    * @param checkpointEvery write the checkpoint after this many delivered transactions
    * @param maxDelay or this long after the first delivered transaction not yet stored (positive)

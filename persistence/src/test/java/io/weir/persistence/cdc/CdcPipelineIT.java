@@ -23,6 +23,9 @@ import org.junit.jupiter.api.Test;
  * rules.
  */
 class CdcPipelineIT extends PipelineITBase {
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(CdcPipelineIT.class);
+
   @Override
   protected String harnessName() {
     return "cdc_it";
@@ -266,7 +269,8 @@ class CdcPipelineIT extends PipelineITBase {
             Runnable::run,
             1,
             Duration.ofMillis(10),
-            1);
+            1,
+            CheckpointedSink.DEFAULT_MAX_DELAY);
     PipelineStatus conflicting =
         awaitState(
             start(settings().withBatching(10, Duration.ofMillis(50)), checkpointed), "halted");
@@ -411,9 +415,10 @@ class CdcPipelineIT extends PipelineITBase {
           .atMost(Duration.ofSeconds(15))
           .pollInterval(Duration.ofMillis(100))
           .until(() -> slotLsn("confirmed_flush_lsn").compareTo(end) >= 0);
-      System.out.printf(
-          "prompt-confirmation: round %d confirmed %d ms after delivery was seen%n",
-          round, (System.nanoTime() - deliveredAt) / 1_000_000);
+      LOG.info(
+          "prompt-confirmation: round {} confirmed {} ms after delivery was seen",
+          round,
+          (System.nanoTime() - deliveredAt) / 1_000_000);
     }
     assertThat(status(p).restarts()).isZero();
   }

@@ -318,7 +318,8 @@ class CdcStreamingIT extends PipelineITBase {
                 .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")),
             1,
             Duration.ofMillis(10),
-            1);
+            1,
+            CheckpointedSink.DEFAULT_MAX_DELAY);
     ActorRef<CdcPipeline.Command> p =
         start(settings(streaming().withSpill(spillRoot, 64 * 1024, 64L << 20)), sink);
     awaitState(p, "running");

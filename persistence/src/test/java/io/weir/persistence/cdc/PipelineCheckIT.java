@@ -74,7 +74,6 @@ class PipelineCheckIT extends PipelineITBase {
         kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"));
 
     Map<String, TableVerdict> verdicts = check(p);
-    System.out.println("pipeline-check: " + verdicts.values());
     assertThat(verdicts.keySet())
         .containsExactly(
             "public.full_t",

@@ -89,6 +89,18 @@ class SlotInvalidationIT {
     h.sql("CHECKPOINT");
   }
 
+  /** Burns WAL and checkpoints until the server reports the slot lost. */
+  private void awaitInvalidated() {
+    await("the server invalidates the slot")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(500))
+        .until(
+            () -> {
+              burnWal();
+              return walStatus().equals("lost");
+            });
+  }
+
   private String walStatus() throws Exception {
     try (Connection c = h.db().connect();
         ResultSet rs =
@@ -114,19 +126,11 @@ class SlotInvalidationIT {
     stopped.receiveMessage(Duration.ofSeconds(30));
 
     h.sql("INSERT INTO items VALUES (2, 'while stopped')");
-    await("the server invalidates the slot")
-        .atMost(Duration.ofSeconds(60))
-        .pollInterval(Duration.ofMillis(500))
-        .until(
-            () -> {
-              burnWal();
-              return walStatus().equals("lost");
-            });
+    awaitInvalidated();
     var again = h.kit().<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Start(again.ref()));
     again.receiveMessage(Duration.ofSeconds(30));
     PipelineStatus halted = h.awaitState(p, "halted", Duration.ofSeconds(60));
-    System.out.println("slot-lost at start: " + halted.detail());
     assertThat(halted.reason()).isEqualTo("slot-lost");
     assertThat(halted.detail()).contains("wal_status lost");
     assertThat(sink.applied()).as("nothing is read from a lost slot").hasSize(1);
@@ -142,16 +146,8 @@ class SlotInvalidationIT {
     // WAL back while the server writes on.
     sink.delayNext(Duration.ofSeconds(20));
     h.sql("INSERT INTO items VALUES (1, 'stalled')");
-    await("the server invalidates the slot it streams")
-        .atMost(Duration.ofSeconds(60))
-        .pollInterval(Duration.ofMillis(500))
-        .until(
-            () -> {
-              burnWal();
-              return walStatus().equals("lost");
-            });
+    awaitInvalidated();
     PipelineStatus halted = h.awaitState(p, "halted", Duration.ofSeconds(90));
-    System.out.println("slot-lost mid-stream: " + halted.detail());
     assertThat(halted.reason()).isEqualTo("slot-lost");
   }
 }

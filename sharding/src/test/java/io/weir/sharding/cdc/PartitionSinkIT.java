@@ -575,7 +575,6 @@ class PartitionSinkIT {
     for (var v : probe.receiveMessage(Duration.ofSeconds(30)).tables()) {
       verdicts.put(v.table(), v);
     }
-    System.out.println("partition-check: " + verdicts.values());
     assertThat(verdicts.keySet())
         .containsExactly(
             "public.big", "public.fullnoid", "public.lines", "public.nokey", "public.orders");

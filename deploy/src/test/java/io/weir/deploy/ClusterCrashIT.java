@@ -50,6 +50,7 @@ class ClusterCrashIT extends EndToEndTest {
   private static final int PARTITIONS = 64;
   private static final int CONSUMER_PARTITION = 5;
   private static final String PIPELINE = "crash";
+  private final long startedAt = System.nanoTime();
 
   private final AtomicReferenceArray<NodeProcess> up = new AtomicReferenceArray<>(3);
   private final int[] httpPorts = new int[3];
@@ -92,6 +93,7 @@ class ClusterCrashIT extends EndToEndTest {
     }
     awaitCluster(3);
     awaitRunning(any(), PIPELINE);
+    phase("cluster formed, pipeline running");
 
     // The follower may see the rows whose note names it: three in four.
     call(this::any, "PUT", "/admin/policies/src", "{\"visibility\":\"owner\",\"field\":\"note\"}");
@@ -123,6 +125,7 @@ class ClusterCrashIT extends EndToEndTest {
                       .map(r -> r.statusCode() == 200)
                       .orElse(false));
     }
+    phase("every node knows the follower's grant");
     call(
         this::any,
         "POST",
@@ -174,9 +177,12 @@ class ClusterCrashIT extends EndToEndTest {
                                   && p.get("transactions").asLong() > 0)
                       .orElse(false));
       slotFailovers.add((System.nanoTime() - killedAt) / 1e9);
+      phase("round " + (r + 1) + ": streaming again");
       assertThat(slotOwner()).as("the slot moved to a survivor").isNotEqualTo(owner);
       up.set(owner, start(owner, r + 1));
+      phase("round " + (r + 1) + ": slot owner restarted");
       awaitCluster(3);
+      phase("round " + (r + 1) + ": three members again");
 
       Thread.sleep(1000 + random.nextInt(2000));
       int currentOwner = slotOwner();
@@ -199,11 +205,14 @@ class ClusterCrashIT extends EndToEndTest {
                               p.get("running").asInt() == PARTITIONS && p.get("byNode").size() == 2)
                       .orElse(false));
       partitionFailovers.add((System.nanoTime() - killedAt) / 1e9);
+      phase("round " + (r + 1) + ": partitions back");
       assertThat(slotOwner())
           .as("killing a partition host leaves the slot where it was")
           .isEqualTo(currentOwner);
       up.set(victim, start(victim, r + 1));
+      phase("round " + (r + 1) + ": partition host restarted");
       awaitCluster(3);
+      phase("round " + (r + 1) + ": three members again");
       System.out.printf(
           "cluster-crash round %d: slot owner node-%d killed (streaming again after %.1f s, %d transactions"
               + " delivered before), partition host node-%d killed (partitions back after %.1f s)%n",
@@ -212,6 +221,7 @@ class ClusterCrashIT extends EndToEndTest {
     stopWriting.set(true);
     writer.join(Duration.ofMinutes(2).toMillis());
     assertThat(writerError.get()).as("the writer commits without errors").isNull();
+    phase("writer stopped");
 
     ActorSystem<Void> reader =
         ActorSystem.create(
@@ -235,6 +245,7 @@ class ClusterCrashIT extends EndToEndTest {
                 return tableDiff[0] == 0;
               });
       audit = last[0];
+      phase("partitions and documents table caught up");
     } finally {
       reader.terminate();
     }
@@ -246,6 +257,7 @@ class ClusterCrashIT extends EndToEndTest {
     assertThat(consumerThread.isAlive() || followerThread.isAlive())
         .as("consumer and follower reached the end")
         .isFalse();
+    phase("consumer and follower drained");
 
     // The projection: its aggregate counted every src entry of its partition once, one commit per
     // batch.
@@ -329,6 +341,11 @@ class ClusterCrashIT extends EndToEndTest {
     assertThat(feedUnknown).as("feed: changes that are not in the outbox").isZero();
     assertThat(leaks).as("feed: changes of rows the follower may not see").isZero();
     assertThat(follower.orderErrors).as("feed: positions out of order within a partition").isZero();
+  }
+
+  /** Prints how long the test has run when it reaches a phase (where its time goes). */
+  private void phase(String name) {
+    System.out.printf("cluster-crash at %.1f s: %s%n", (System.nanoTime() - startedAt) / 1e9, name);
   }
 
   private NodeProcess start(int i, int generation) {

@@ -279,6 +279,9 @@ public final class NodeProcess implements AutoCloseable {
     // give back there (measured: 5.4-6.2 CPU-s to ready + 5 s instead of 8.4-11.6), CPU the two
     // cores of a parallel suite run short of. Benchmarks start nodes elsewhere, with the full JIT.
     cmd.add("-XX:TieredStopAtLevel=1");
+    if (spec.jvmOptions.stream().noneMatch(o -> o.startsWith("-XX:ArchiveClassesAtExit"))) {
+      cmd.addAll(NodeClassArchive.options()); // not for the node that makes the archive
+    }
     cmd.addAll(spec.jvmOptions);
     cmd.addAll(spec.jvmProps);
     cmd.add("-jar");

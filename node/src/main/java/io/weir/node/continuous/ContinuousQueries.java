@@ -611,16 +611,20 @@ public final class ContinuousQueries implements AutoCloseable {
         continue;
       }
       s.lastLsn = lastLsn;
-      s.handledThrough = commit;
       if (!s.relevant(touched)) {
+        s.handledThrough = commit;
         s.unrelatedTransactions++;
         meter(m -> m.transaction("unrelated"));
         continue;
       }
-      s.relevantTransactions++;
       long started = System.nanoTime();
       s.appendDoneNanos = 0;
       maintain(s, keys.get(s));
+      // Only now: when maintain throws, the delivery fails and the transaction comes again, and
+      // this
+      // session must maintain it then rather than count it a duplicate.
+      s.handledThrough = commit;
+      s.relevantTransactions++;
       timed.put(s, new long[] {started, System.nanoTime()});
     }
     if (pending.size() > PENDING_PRUNE) {

@@ -184,8 +184,16 @@ final class ScopeReader implements AutoCloseable {
         return rs.wasNull() ? f.nullNode() : f.numberNode(v);
       }
       case Types.NUMERIC, Types.DECIMAL -> {
-        java.math.BigDecimal v = rs.getBigDecimal(i);
-        return v == null ? f.nullNode() : f.numberNode(v);
+        // numeric NaN and +/-Infinity have no BigDecimal (getBigDecimal throws 22003): they are
+        // text, as float8's are, and ResultOrder ranks them as PostgreSQL does.
+        String text = rs.getString(i);
+        if (text == null) {
+          return f.nullNode();
+        }
+        return switch (text) {
+          case "NaN", "Infinity", "-Infinity" -> f.textNode(text);
+          default -> f.numberNode(new java.math.BigDecimal(text));
+        };
       }
       case Types.REAL, Types.FLOAT, Types.DOUBLE -> {
         double v = rs.getDouble(i);

@@ -103,14 +103,20 @@ class ContinuousQueryIT {
       s.execute(
           "CREATE TABLE tags (board int, slug text, weight int NOT NULL, PRIMARY KEY (board, slug))");
       s.execute("INSERT INTO tags VALUES (1, 'a', 10), (1, 'b', 20), (1, 'c', 5), (2, 'a', 99)");
+      s.execute("CREATE TABLE gauges (id int PRIMARY KEY, reading numeric, level float8)");
+      s.execute(
+          "INSERT INTO gauges VALUES (1, 5, 5), (2, 'NaN', 'NaN'), (3, 'Infinity', 'Infinity'),"
+              + " (4, '-Infinity', '-Infinity'), (5, 10.25, 10.25)");
       for (String role : List.of(roleA, roleB)) {
         s.execute(
-            "GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, ranked, two_phase, authors,"
+            "GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, gauges, ranked, two_phase,"
+                + " authors,"
                 + " posts, vault, vault_share TO "
                 + role);
       }
       s.execute(
-          "CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, ranked, two_phase,"
+          "CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, gauges, ranked,"
+              + " two_phase,"
               + " authors, posts, vault, vault_share");
       // Tenant A: scores 10..60 (ids 1..6); tenant B: scores 15..65 (ids 101..106).
       for (int i = 1; i <= 6; i++) {
@@ -576,6 +582,69 @@ class ContinuousQueryIT {
   }
 
   /**
+   * numeric and float8 NaN and +/-Infinity are values like any other, ordered as PostgreSQL orders
+   * them (NaN above every number): the registration reads them, and deltas keep the result equal to
+   * the query's.
+   */
+  @Test
+  void numericNaNAndInfinityAreValuesInOrder() throws Exception {
+    for (String column : List.of("reading", "level")) {
+      String id =
+          created(
+              register(
+                  "tenant_a",
+                  "SELECT id, " + column + " FROM gauges",
+                  "[\"id\"]",
+                  column,
+                  3,
+                  "{}"));
+      try (Sse sse = open(id, null)) {
+        assertThat(keys(sse.next("InitialResult")))
+            .as("NaN, then +Infinity, then the largest number (%s)", column)
+            .containsExactly(2, 3, 5);
+      }
+      JsonNode before = awaitStatus(id, st -> st.get("state").asText().equals("current"));
+      sql("UPDATE gauges SET " + column + " = 'NaN' WHERE id = 4"); // a tie with 2 at the top
+      sql("UPDATE gauges SET " + column + " = 7 WHERE id = 2");
+      sql("UPDATE gauges SET " + column + " = '-Infinity' WHERE id = 3");
+      awaitStatus(
+          id,
+          st ->
+              st.get("relevantTransactions").asLong()
+                  >= before.get("relevantTransactions").asLong() + 3);
+      JsonNode status = awaitStatus(id, st -> st.get("state").asText().equals("current"));
+      assertThat(status.get("repairPending").isNull())
+          .as("no repair pending (%s): %s", column, status)
+          .isTrue();
+      List<Integer> expected = new ArrayList<>();
+      try (Connection c = db.connect();
+          Statement st = c.createStatement();
+          ResultSet rs =
+              st.executeQuery("SELECT id FROM gauges ORDER BY " + column + " DESC, id LIMIT 3")) {
+        while (rs.next()) {
+          expected.add(rs.getInt(1));
+        }
+      }
+      try (Sse sse = open(id, null)) {
+        assertThat(keys(sse.next("InitialResult")))
+            .as("the maintained result equals the query's (%s)", column)
+            .isEqualTo(expected);
+      }
+      sql(
+          "UPDATE gauges SET reading = v.r::numeric, level = v.r::float8 FROM (VALUES (1, '5'),"
+              + " (2, 'NaN'), (3, 'Infinity'), (4, '-Infinity'), (5, '10.25')) v(i, r) WHERE id = v.i");
+    }
+  }
+
+  private static List<Integer> keys(JsonNode result) {
+    List<Integer> ids = new ArrayList<>();
+    for (JsonNode r : result.get("rows")) {
+      ids.add(r.get("row").get("id").asInt());
+    }
+    return ids;
+  }
+
+  /**
    * Lookup rules: a table joined to the key table by an equality of plain integer columns has one,
    * and its changes are maintained by scoped deltas (the affected keys read from the key table); a
    * join on an expression or with an OR has none.
@@ -855,6 +924,39 @@ class ContinuousQueryIT {
     try (Sse sse = open(id, null)) {
       assertThat(sse.next("InitialResult")).isNotNull();
     }
+  }
+
+  /**
+   * A maintenance that fails with an error nothing catches (an evaluator missing a class) fails the
+   * delivery; the sink delivers the transaction again, and the session maintains it then instead of
+   * taking it for one it had handled.
+   */
+  @Test
+  void aTransactionWhoseMaintenanceFailedIsMaintainedWhenDeliveredAgain() throws Exception {
+    String id = created(registerWith("ranked-fails-once", null));
+    awaitStatus(id, st -> st.get("state").asText().equals("current"));
+    int thrown = TestEvaluators.FailsOnce.THROWN.get();
+    TestEvaluators.FailsOnce.ARMED.set(true);
+    sql(
+        "UPDATE ranked SET score = (SELECT max(score) + 1000 FROM ranked)"
+            + " WHERE id = (SELECT min(id) FROM ranked)");
+    long deadline = System.nanoTime() + WAIT.toNanos();
+    while (TestEvaluators.FailsOnce.THROWN.get() == thrown) {
+      assertThat(System.nanoTime()).as("the evaluator was called and failed").isLessThan(deadline);
+      Thread.sleep(50);
+    }
+    while (true) {
+      try {
+        assertRankedResultsCurrent(id);
+        break;
+      } catch (AssertionError e) {
+        if (System.nanoTime() > deadline) {
+          throw e;
+        }
+        Thread.sleep(200);
+      }
+    }
+    assertThat(status(id).get("repairPending").isNull()).isTrue();
   }
 
   @Test

@@ -182,6 +182,36 @@ final class TestEvaluators {
     }
   }
 
+  /**
+   * {@link RankedById} that, once armed, throws an {@link Error} (as a plugin missing a class
+   * would) on its next call, then works again.
+   */
+  public static final class FailsOnce implements ContinuousEvaluator {
+    static final java.util.concurrent.atomic.AtomicBoolean ARMED =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    static final java.util.concurrent.atomic.AtomicInteger THROWN =
+        new java.util.concurrent.atomic.AtomicInteger();
+
+    @Override
+    public String name() {
+      return "ranked-fails-once";
+    }
+
+    @Override
+    public boolean covers(Query query) {
+      return isRanked(query);
+    }
+
+    @Override
+    public List<ObjectNode> evaluate(Context context, List<List<String>> keys) throws SQLException {
+      if (ARMED.compareAndSet(true, false)) {
+        THROWN.incrementAndGet();
+        throw new NoClassDefFoundError("a class the plugin needs (test)");
+      }
+      return new RankedById().evaluate(context, keys);
+    }
+  }
+
   /** Covers nothing: a registration naming it is refused. */
   public static final class CoversNothing implements ContinuousEvaluator {
     @Override

@@ -50,8 +50,8 @@ public final class ContinuousQueries implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(ContinuousQueries.class);
 
   /**
-   * Delivered transactions whose visibility is checked by Weir's login once this many wait
-   * unchecked.
+   * Delivered transactions of a scope whose visibility is checked on that scope's connection once
+   * this many wait unchecked.
    */
   private static final int PENDING_PRUNE = 1024;
 
@@ -85,8 +85,13 @@ public final class ContinuousQueries implements AutoCloseable {
   /** Micrometer meters ({@link #bindMetrics}); null while metrics are off. */
   private volatile io.weir.node.metrics.ContinuousMetrics metrics;
 
-  /** xids of delivered transactions not yet seen visible by any read (engine thread only). */
-  private final LinkedHashSet<Long> pending = new LinkedHashSet<>();
+  /**
+   * Per scope, the xids of delivered transactions no read of that scope has yet seen visible
+   * (engine thread only). Per scope because each scope reads through its own connection, possibly
+   * of another server (a standby): a transaction one scope's snapshot includes may not be in
+   * another's yet.
+   */
+  private final Map<String, LinkedHashSet<Long>> pending = new HashMap<>();
 
   /** Scope -> digest of the access catalogs at the last check (engine thread only). */
   private final Map<String, String> catalogDigests = new HashMap<>();
@@ -368,7 +373,8 @@ public final class ContinuousQueries implements AutoCloseable {
             return Optional.<ObjectNode>empty();
           }
           ObjectNode out = s.status(active);
-          out.put("pendingVisibilityChecks", pending.size());
+          LinkedHashSet<Long> waiting = pending.get(s.registration.scope());
+          out.put("pendingVisibilityChecks", waiting == null ? 0 : waiting.size());
           return Optional.of(out);
         },
         engine);
@@ -604,7 +610,9 @@ public final class ContinuousQueries implements AutoCloseable {
         }
       }
     }
-    pending.add(t.xid());
+    for (String scope : settings.scopes().keySet()) {
+      pending.computeIfAbsent(scope, k -> new LinkedHashSet<>()).add(t.xid());
+    }
     lastLsn = commit.toString();
     for (Session s : live) {
       if (s.stale) {
@@ -627,9 +635,7 @@ public final class ContinuousQueries implements AutoCloseable {
       s.relevantTransactions++;
       timed.put(s, new long[] {started, System.nanoTime()});
     }
-    if (pending.size() > PENDING_PRUNE) {
-      prunePending();
-    }
+    prunePending();
     flushAppends();
     // Maintenance time: the session's own reads and merge, and its append until durable (the
     // appends of all sessions run together, so another session's reads are not counted).
@@ -1078,8 +1084,8 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /**
-   * Access rules that never reach the WAL: row-level-security policies, table privileges and RLS
-   * flags, role memberships and user functions (a policy may call one). Per scope with
+   * Access rules and definitions that never reach the WAL ({@link #CATALOG_DIGEST}: policies,
+   * privileges, memberships, views, columns, functions, operators, casts, domains). Per scope with
    * registrations, a digest of those catalogs is taken on the scope's login every refresh; when it
    * changes, every session of the scope reads again ({@code catalog-changed}). The first digest of
    * a scope is taken before its sessions' first reads, so a change after it is never missed.
@@ -1165,19 +1171,42 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /**
-   * Digest of policies, user relations' privileges and RLS flags, role memberships and user
-   * functions.
+   * Digest of what decides a query's rows and plan but never reaches the WAL: policies, user
+   * relations' privileges and RLS flags, role memberships, view and rule definitions, the columns
+   * of user relations (names, types, typmods, collations, column privileges), user functions
+   * (source or SQL body, signature, volatility, security, settings, privileges), user operators and
+   * casts, and user domains and enums. Temporary relations are left out (any session may create
+   * one). A change to any of them, even one that turns out not to matter, reads the scope's
+   * sessions again: spurious re-reads cost a read, a missed change a wrong result.
    */
   private static final String CATALOG_DIGEST =
       "SELECT md5(concat_ws('|',"
           + " (SELECT string_agg(concat_ws('/', polrelid::text, polname::text, polcmd::text, polpermissive::text, polroles::text,"
           + "   pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)), ';' ORDER BY polrelid, polname) FROM pg_policy),"
-          + " (SELECT string_agg(concat_ws('/', oid::text, relrowsecurity::text, relforcerowsecurity::text, relacl::text), ';' ORDER BY oid)"
+          + " (SELECT string_agg(concat_ws('/', oid::text, relkind::text, relrowsecurity::text, relforcerowsecurity::text, relacl::text), ';' ORDER BY oid)"
           + "   FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') AND relpersistence <> 't' AND oid >= 16384),"
           + " (SELECT string_agg(concat_ws('/', roleid::text, member::text, admin_option::text), ';' ORDER BY roleid, member)"
           + "   FROM pg_auth_members),"
-          + " (SELECT string_agg(concat_ws('/', oid::text, md5(prosrc), prosecdef::text, proconfig::text, proacl::text), ';' ORDER BY oid)"
-          + "   FROM pg_proc WHERE oid >= 16384)))";
+          + " (SELECT string_agg(concat_ws('/', r.ev_class::text, r.rulename::text, r.ev_type::text, r.ev_enabled::text,"
+          + "   md5(r.ev_action::text), md5(coalesce(r.ev_qual::text, ''))), ';' ORDER BY r.ev_class, r.rulename)"
+          + "   FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class WHERE c.relpersistence <> 't' AND r.ev_class >= 16384),"
+          + " (SELECT md5(string_agg(concat_ws('/', a.attrelid::text, a.attnum::text, a.attname::text, a.atttypid::text,"
+          + "   a.atttypmod::text, a.attcollation::text, a.attisdropped::text, a.attacl::text), ';' ORDER BY a.attrelid, a.attnum))"
+          + "   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+          + "   WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND c.relpersistence <> 't' AND c.oid >= 16384 AND a.attnum > 0),"
+          + " (SELECT string_agg(concat_ws('/', oid::text, md5(prosrc), md5(coalesce(prosqlbody::text, '')), proargtypes::text,"
+          + "   prorettype::text, proretset::text, provolatile::text, proisstrict::text, prosecdef::text, proconfig::text, proacl::text),"
+          + "   ';' ORDER BY oid)"
+          + "   FROM pg_proc WHERE oid >= 16384),"
+          + " (SELECT string_agg(concat_ws('/', oid::text, oprname::text, oprleft::text, oprright::text, oprresult::text, oprcode::text),"
+          + "   ';' ORDER BY oid) FROM pg_operator WHERE oid >= 16384),"
+          + " (SELECT string_agg(concat_ws('/', oid::text, castsource::text, casttarget::text, castfunc::text, castcontext::text,"
+          + "   castmethod::text), ';' ORDER BY oid) FROM pg_cast WHERE oid >= 16384),"
+          + " (SELECT string_agg(concat_ws('/', t.oid::text, t.typbasetype::text, t.typtypmod::text, t.typnotnull::text,"
+          + "   (SELECT string_agg(pg_get_constraintdef(k.oid), ',' ORDER BY k.conname) FROM pg_constraint k WHERE k.contypid = t.oid)),"
+          + "   ';' ORDER BY t.oid) FROM pg_type t WHERE t.oid >= 16384 AND t.typtype = 'd'),"
+          + " (SELECT string_agg(concat_ws('/', enumtypid::text, enumsortorder::text, enumlabel::text), ';'"
+          + "   ORDER BY enumtypid, enumsortorder) FROM pg_enum WHERE enumtypid >= 16384)))";
 
   /**
    * One authoritative read of {@code s}'s full query (tier 3); a failure marks a pending repair
@@ -1498,7 +1527,9 @@ public final class ContinuousQueries implements AutoCloseable {
    * limit). Returns null after recording a failure (the session's repair is then pending).
    */
   private List<ResultRow> authoritative(Session s, ScopeReader.Work<List<ResultRow>> work) {
-    List<Long> checked = new ArrayList<>(pending);
+    LinkedHashSet<Long> waiting =
+        pending.computeIfAbsent(s.registration.scope(), k -> new LinkedHashSet<>());
+    List<Long> checked = new ArrayList<>(waiting);
     ScopeReader reader;
     try {
       reader = reader(s.registration.scope());
@@ -1539,7 +1570,7 @@ public final class ContinuousQueries implements AutoCloseable {
         sleep(settings.visibilityRetryDelay().toMillis());
         continue;
       }
-      checked.forEach(pending::remove);
+      checked.forEach(waiting::remove);
       return rows;
     }
   }
@@ -1550,30 +1581,41 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /**
-   * Checks the pending xids with Weir's own login (visibility does not depend on the role) to bound
-   * the set.
+   * Bounds each scope's pending xids: past {@value #PENDING_PRUNE}, checks them on that scope's own
+   * connection (the pipeline's source as the scope reads it; visibility does not depend on the
+   * role, but xids mean something only on the server that assigned them) and forgets those its
+   * snapshot includes.
    */
   private void prunePending() {
-    List<Long> checked = new ArrayList<>(pending);
-    for (int attempt = 0; attempt < settings.visibilityRetries(); attempt++) {
-      try (Connection c = weirDataSource.getConnection()) {
-        c.setAutoCommit(false);
-        try {
-          try (var st = c.createStatement()) {
-            st.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-          }
-          if (ScopeReader.invisible(c, checked) == 0) {
-            checked.forEach(pending::remove);
-            return;
-          }
-        } finally {
-          c.rollback();
-        }
-      } catch (SQLException e) {
-        log.warn("checking delivered transactions' visibility failed: {}", SafeErrors.describe(e));
-        return;
+    for (Map.Entry<String, LinkedHashSet<Long>> e : pending.entrySet()) {
+      if (e.getValue().size() <= PENDING_PRUNE) {
+        continue;
       }
-      sleep(settings.visibilityRetryDelay().toMillis());
+      String scope = e.getKey();
+      List<Long> checked = new ArrayList<>(e.getValue());
+      ScopeReader reader;
+      try {
+        reader = reader(scope);
+      } catch (ContinuousQueryException gone) {
+        continue; // the scope is no longer configured: nothing reads through it
+      }
+      for (int attempt = 0; attempt < settings.visibilityRetries(); attempt++) {
+        long invisible;
+        try {
+          invisible = reader.readOnly(c -> ScopeReader.invisible(c, checked));
+        } catch (SQLException | RuntimeException x) {
+          log.warn(
+              "continuous queries of scope {}: checking delivered transactions' visibility failed: {}",
+              scope,
+              x instanceof SQLException q ? SafeErrors.describe(q) : x.getClass().getSimpleName());
+          break;
+        }
+        if (invisible == 0) {
+          checked.forEach(e.getValue()::remove);
+          break;
+        }
+        sleep(settings.visibilityRetryDelay().toMillis());
+      }
     }
   }
 

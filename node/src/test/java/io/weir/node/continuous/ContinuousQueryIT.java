@@ -103,19 +103,34 @@ class ContinuousQueryIT {
       s.execute(
           "CREATE TABLE tags (board int, slug text, weight int NOT NULL, PRIMARY KEY (board, slug))");
       s.execute("INSERT INTO tags VALUES (1, 'a', 10), (1, 'b', 20), (1, 'c', 5), (2, 'a', 99)");
+      s.execute("CREATE TABLE fallback_rows (slug text PRIMARY KEY, v int NOT NULL)");
+      // Out of line and uncompressed: an UPDATE that leaves the long key alone sends it unchanged.
+      s.execute("ALTER TABLE fallback_rows ALTER COLUMN slug SET STORAGE EXTERNAL");
+      s.execute(
+          "INSERT INTO fallback_rows SELECT 's' || lpad(g::text, 2, '0'), g FROM generate_series(1, 30) g");
+      s.execute("INSERT INTO fallback_rows VALUES (repeat('k', 2400), 0)");
+      s.execute("CREATE TABLE board_a (id int PRIMARY KEY, points int NOT NULL)");
+      s.execute("CREATE TABLE board_b (id int PRIMARY KEY, points int NOT NULL)");
+      s.execute("INSERT INTO board_a VALUES (1, 10), (2, 20), (3, 30)");
+      s.execute("INSERT INTO board_b VALUES (1, 300), (2, 200), (3, 100)");
+      s.execute("CREATE VIEW board AS SELECT id, points FROM board_a");
       s.execute("CREATE TABLE gauges (id int PRIMARY KEY, reading numeric, level float8)");
       s.execute(
           "INSERT INTO gauges VALUES (1, 5, 5), (2, 'NaN', 'NaN'), (3, 'Infinity', 'Infinity'),"
               + " (4, '-Infinity', '-Infinity'), (5, 10.25, 10.25)");
       for (String role : List.of(roleA, roleB)) {
         s.execute(
-            "GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, gauges, ranked, two_phase,"
+            "GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, gauges, board,"
+                + " fallback_rows,"
+                + " board_a, board_b, ranked, two_phase,"
                 + " authors,"
                 + " posts, vault, vault_share TO "
                 + role);
       }
       s.execute(
-          "CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, gauges, ranked,"
+          "CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, gauges, board_a,"
+              + " fallback_rows,"
+              + " board_b, ranked,"
               + " two_phase,"
               + " authors, posts, vault, vault_share");
       // Tenant A: scores 10..60 (ids 1..6); tenant B: scores 15..65 (ids 101..106).
@@ -155,6 +170,8 @@ class ContinuousQueryIT {
     m.put("weir.pipelines.cq.publications", List.of("cq_pub"));
     m.put("weir.pipelines.cq.sink.type", "continuous");
     m.put("weir.continuous.refresh", "200ms");
+    // Small, so that one statement exceeds it (no other test changes more than 6 rows at once).
+    m.put("weir.continuous.affected-key-limit", 20);
     m.put("weir.continuous.scopes.tenant_a.user", roleA);
     m.put("weir.continuous.scopes.tenant_a.password", "pw-a-" + suffix);
     m.put("weir.continuous.scopes.tenant_b.user", roleB);
@@ -633,6 +650,100 @@ class ContinuousQueryIT {
       sql(
           "UPDATE gauges SET reading = v.r::numeric, level = v.r::float8 FROM (VALUES (1, '5'),"
               + " (2, 'NaN'), (3, 'Infinity'), (4, '-Infinity'), (5, '10.25')) v(i, r) WHERE id = v.i");
+    }
+  }
+
+  /**
+   * A view redefined over another table (DDL, which never reaches the WAL): the session plans and
+   * reads again, follows the new table and no longer the old one.
+   */
+  @Test
+  void aViewRedefinedOverAnotherTableIsFollowed() throws Exception {
+    String id =
+        created(
+            register("tenant_a", "SELECT id, points FROM board", "[\"id\"]", "points", 2, "{}"));
+    try (Sse sse = open(id, null)) {
+      assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 2);
+    }
+    awaitStatus(id, st -> st.get("tables").toString().equals("[\"public.board_a\"]"));
+    // Qualified: the test login is named like Weir's schema, which search_path lists first.
+    sql("CREATE OR REPLACE VIEW public.board AS SELECT id, points FROM public.board_b");
+    JsonNode replanned =
+        awaitStatus(id, st -> st.get("tables").toString().equals("[\"public.board_b\"]"));
+    assertThat(replanned.get("fullRepairsByReason").has("catalog-changed"))
+        .as("read again for the catalog change: %s", replanned)
+        .isTrue();
+    try (Sse sse = open(id, null)) {
+      assertThat(keys(sse.next("InitialResult"))).containsExactly(1, 2);
+    }
+    sql("UPDATE board_b SET points = 1000 WHERE id = 3"); // relevant now: a new leader
+    sql("UPDATE board_a SET points = 5000 WHERE id = 1"); // the old table: unrelated now
+    long deadline = System.nanoTime() + WAIT.toNanos();
+    while (true) {
+      try (Sse sse = open(id, null)) {
+        List<Integer> got = keys(sse.next("InitialResult"));
+        if (got.equals(List.of(3, 1))) {
+          break;
+        }
+        assertThat(System.nanoTime())
+            .as("the result follows board_b: %s", got)
+            .isLessThan(deadline);
+      }
+      Thread.sleep(200);
+    }
+  }
+
+  /**
+   * The scoped delta's fallbacks, each a full read with the result kept exact and the reason
+   * counted: more affected keys than {@code affected-key-limit} (budget-exceeded), a key column the
+   * change does not carry (an unchanged TOAST value: incomplete-tuple), and a TRUNCATE.
+   */
+  @Test
+  void tooManyKeysAnIncompleteTupleAndATruncateFallBackToAFullRead() throws Exception {
+    String id =
+        created(
+            register("tenant_a", "SELECT slug, v FROM fallback_rows", "[\"slug\"]", "v", 3, "{}"));
+    awaitStatus(id, st -> st.get("state").asText().equals("current"));
+    String[][] steps = {
+      {"budget-exceeded", "UPDATE fallback_rows SET v = v + 100 WHERE slug LIKE 's%'"},
+      {"incomplete-tuple", "UPDATE fallback_rows SET v = 1000 WHERE length(slug) > 100"},
+      {
+        "truncate",
+        "BEGIN; TRUNCATE fallback_rows; INSERT INTO fallback_rows VALUES ('t1', 7), ('t2', 9),"
+            + " ('t3', 8), ('t4', 1); COMMIT"
+      },
+    };
+    for (String[] step : steps) {
+      String reason = step[0];
+      sql(step[1]);
+      JsonNode status =
+          awaitStatus(id, st -> st.get("fallbacksByReason").path(reason).asLong() >= 1);
+      assertThat(status.get("repairPending").isNull()).as("%s: %s", reason, status).isTrue();
+      List<String> expected = new ArrayList<>();
+      try (Connection c = db.connect();
+          Statement st = c.createStatement();
+          ResultSet rs =
+              st.executeQuery("SELECT slug FROM fallback_rows ORDER BY v DESC LIMIT 3")) {
+        while (rs.next()) {
+          expected.add(rs.getString(1));
+        }
+      }
+      long deadline = System.nanoTime() + WAIT.toNanos();
+      while (true) {
+        List<String> got = new ArrayList<>();
+        try (Sse sse = open(id, null)) {
+          for (JsonNode r : sse.next("InitialResult").get("rows")) {
+            got.add(r.get("row").get("slug").asText());
+          }
+        }
+        if (got.equals(expected)) {
+          break;
+        }
+        assertThat(System.nanoTime())
+            .as("after %s the result equals the query's", reason)
+            .isLessThan(deadline);
+        Thread.sleep(200);
+      }
     }
   }
 

@@ -136,6 +136,34 @@ class NodeStartupIT {
       assertThat(node.log())
           .contains("commits are durable on 1 copies")
           .contains("no synchronous standbys");
+      // Fail closed: the partitions write nothing a client asks for while the copies are short.
+      Map<String, String> json = Map.of("Content-Type", "application/json");
+      java.util.concurrent.atomic.AtomicReference<java.net.http.HttpResponse<String>> put =
+          new java.util.concurrent.atomic.AtomicReference<>();
+      await("a document write is answered (the partitions run)")
+          .atMost(Duration.ofSeconds(180))
+          .until(
+              () -> {
+                put.set(node.sendOnce("PUT", "/v1/documents/orders/o1", "{\"v\":1}", json));
+                return !put.get().body().contains("\"unavailable\"");
+              });
+      assertThat(put.get().statusCode()).as(put.get().body()).isEqualTo(503);
+      assertThat(put.get().body())
+          .contains("\"error\":\"storage-copies-insufficient\"")
+          .contains("\"retryable\":true")
+          .contains("1 durable copies of a commit where 2 are required");
+      assertThat(
+              node.getAnswer("/v1/documents/orders/o1", true, Duration.ofSeconds(60)).statusCode())
+          .as("nothing was written")
+          .isEqualTo(404);
+      java.net.http.HttpResponse<String> configure =
+          node.sendOnce(
+              "POST",
+              "/admin/projections/configure",
+              "{\"partition\":1,\"consumer\":\"agg\",\"generation\":1,\"collections\":[\"orders\"]}",
+              json);
+      assertThat(configure.statusCode()).as(configure.body()).isEqualTo(503);
+      assertThat(configure.body()).contains("\"error\":\"storage-copies-insufficient\"");
     }
   }
 

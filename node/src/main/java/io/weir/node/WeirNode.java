@@ -214,7 +214,8 @@ public final class WeirNode {
               database.dataSource(), settings.postgres().schema(), blockingIo),
           settings.metrics().enabled()
               ? metrics.partitions(settings.partitions())
-              : io.weir.sharding.partition.PartitionObserver.NONE);
+              : io.weir.sharding.partition.PartitionObserver.NONE,
+          storageGate(storage, settings.requiredCopies()));
       ClusterSingleton.get(system)
           .init(
               SingletonActor.of(
@@ -643,6 +644,26 @@ public final class WeirNode {
 
   public int httpPort() {
     return binding.localAddress().getPort();
+  }
+
+  /**
+   * The partitions' storage gate: with {@code weir.storage.required-copies} above 1, writes go only
+   * while the storage monitor's last probe showed at least that many durable copies of a commit.
+   * Fails closed: unknown copies, or storage not (yet) ready, refuse too.
+   */
+  static io.weir.sharding.partition.StorageGate storageGate(
+      AtomicReference<StorageStatus> storage, int required) {
+    if (required <= 1) {
+      return io.weir.sharding.partition.StorageGate.OPEN; // the commit itself is the one copy
+    }
+    return () -> {
+      if (storage.get() instanceof StorageStatus.Ready r && r.copies().known()) {
+        return r.copies().copies() >= required
+            ? null
+            : new io.weir.sharding.partition.StorageGate.Refusal(r.copies().copies(), required);
+      }
+      return new io.weir.sharding.partition.StorageGate.Refusal(-1, required);
+    };
   }
 
   public StorageStatus storageStatus() {

@@ -106,6 +106,11 @@ public enum ErrorCode {
   QUOTA_EXCEEDED(429, true),
   /** The node cannot serve right now (not a cluster member yet, storage unavailable). HTTP 503. */
   UNAVAILABLE(503, true),
+  /**
+   * The storage keeps fewer durable copies of a commit than {@code weir.storage.required-copies} (a
+   * standby is down or lagging): nothing was written; retry once the copies are back. HTTP 503.
+   */
+  STORAGE_COPIES_INSUFFICIENT(503, true),
   /** An unexpected failure; details are in the node's log (value-free). HTTP 500. */
   INTERNAL(500),
   /**

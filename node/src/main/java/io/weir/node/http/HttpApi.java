@@ -1274,6 +1274,14 @@ public final class HttpApi extends JsonRoutes {
           ErrorCode.QUOTA_EXCEEDED,
           "the partition's outbox is full; retry once entries are purged");
     }
+    if (reply instanceof io.weir.sharding.partition.PartitionProtocol.StorageRefused s) {
+      return error(
+          ErrorCode.STORAGE_COPIES_INSUFFICIENT,
+          "the storage keeps "
+              + new io.weir.sharding.partition.StorageGate.Refusal(s.copies(), s.required())
+                  .describe()
+              + "; nothing was written; retry once the copies are back");
+    }
     if (reply instanceof Rejected r) {
       return error(ErrorCode.BAD_REQUEST, r.reason());
     }

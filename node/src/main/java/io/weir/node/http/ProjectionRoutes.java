@@ -662,6 +662,7 @@ final class ProjectionRoutes extends JsonRoutes {
           case HISTORY_UNAVAILABLE -> ErrorCode.HISTORY_UNAVAILABLE;
           case STALE -> ErrorCode.STALE_BATCH;
           case QUOTA_EXCEEDED -> ErrorCode.QUOTA_EXCEEDED;
+          case STORAGE_COPIES -> ErrorCode.STORAGE_COPIES_INSUFFICIENT;
           case INVALID -> ErrorCode.BAD_REQUEST;
         };
     String message = r.reason();

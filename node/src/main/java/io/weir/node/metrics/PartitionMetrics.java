@@ -51,6 +51,7 @@ public final class PartitionMetrics implements PartitionObserver {
   private final Counter frames;
   private final Counter writes;
   private final Counter refusals;
+  private final Counter storageRefusals;
   private final Timer recovery;
 
   /**
@@ -73,6 +74,12 @@ public final class PartitionMetrics implements PartitionObserver {
         Counter.builder("weir.partition.quota.refusals")
             .description(
                 "Frames and projection batches refused because a partition's outbox quota was used up")
+            .register(registry);
+    storageRefusals =
+        Counter.builder("weir.partition.storage.refusals")
+            .description(
+                "Writes refused because the storage kept fewer copies of a commit than"
+                    + " weir.storage.required-copies")
             .register(registry);
     recovery =
         Timer.builder("weir.partition.recovery")
@@ -146,6 +153,11 @@ public final class PartitionMetrics implements PartitionObserver {
   @Override
   public void quotaRefused(int partition, int count) {
     refusals.increment(count);
+  }
+
+  @Override
+  public void storageRefused(int partition, int count) {
+    storageRefusals.increment(count);
   }
 
   @Override

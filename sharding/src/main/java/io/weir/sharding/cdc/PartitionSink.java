@@ -770,6 +770,16 @@ public final class PartitionSink implements ChangeSink {
         fail(
             SinkException.transientFailure(
                 "partition " + partition + " missed a slice (gap)", null));
+      } else if (reply instanceof io.weir.sharding.partition.PartitionProtocol.StorageRefused s) {
+        fail(
+            SinkException.transientFailure(
+                "partition "
+                    + partition
+                    + ": the storage keeps "
+                    + new io.weir.sharding.partition.StorageGate.Refusal(s.copies(), s.required())
+                        .describe()
+                    + "; paused until the copies are back",
+                null));
       } else if (reply instanceof QuotaExceeded q) {
         fail(
             SinkException.transientFailure(

@@ -107,6 +107,9 @@ public final class Partition
   /** Keeps the documents table, or null without one. */
   private final TableWriter table;
 
+  /** Whether the storage keeps enough copies for writes (set once, by the factory). */
+  private StorageGate gate = StorageGate.OPEN;
+
   /** When this incarnation of the behavior was created: recovery time is measured from here. */
   private final long createdNanos = System.nanoTime();
 
@@ -148,11 +151,31 @@ public final class Partition
       JournalPruner pruner,
       DocumentTable table,
       PartitionObserver observer) {
+    return create(partition, settings, pruner, table, observer, StorageGate.OPEN);
+  }
+
+  /**
+   * As {@link #create(int, PartitionSettings, JournalPruner, DocumentTable, PartitionObserver)},
+   * writing only while {@code gate} lets it (the node's partitions: the storage's copies).
+   */
+  public static org.apache.pekko.actor.typed.Behavior<Command> create(
+      int partition,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      DocumentTable table,
+      PartitionObserver observer,
+      StorageGate gate) {
     if (!table.enabled()) {
-      return new Partition(partition, settings, pruner, observer);
+      Partition p = new Partition(partition, settings, pruner, observer);
+      p.gate = gate;
+      return p;
     }
     return org.apache.pekko.actor.typed.javadsl.Behaviors.setup(
-        ctx -> new Partition(partition, settings, pruner, observer, table, ctx));
+        ctx -> {
+          Partition p = new Partition(partition, settings, pruner, observer, table, ctx);
+          p.gate = gate;
+          return p;
+        });
   }
 
   public static Partition create(int partition, PartitionSettings settings) {
@@ -1201,10 +1224,17 @@ public final class Partition
   }
 
   private Effect<Event, State> write(
-      State state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
+      State state, List<Write> requested, ActorRef<PartitionEntity.BatchWritten> done) {
     if (table != null && table.behind()) {
       // The documents table is too far behind: the write waits until it catches up.
       return Effect().stash();
+    }
+    List<Write> writes = admitted(requested);
+    if (writes.isEmpty()) {
+      if (done != null) {
+        done.tell(PartitionEntity.BatchWritten.INSTANCE);
+      }
+      return Effect().none();
     }
     Plan plan = new Plan(state, settings, System.currentTimeMillis());
     List<Object> replies = new ArrayList<>(writes.size());
@@ -1275,6 +1305,46 @@ public final class Partition
               reportOutbox(s);
               answer.run();
             });
+  }
+
+  /**
+   * The writes the storage gate lets through: all of them while the storage keeps the required
+   * copies; otherwise only row-rule changes, every other write answered with a refusal at once.
+   */
+  private List<Write> admitted(List<Write> writes) {
+    StorageGate.Refusal below = gate.refusal();
+    if (below == null) {
+      return writes;
+    }
+    List<Write> admitted = new ArrayList<>();
+    for (Write w : writes) {
+      PartitionProtocol.StorageRefused refused =
+          new PartitionProtocol.StorageRefused(below.copies(), below.required());
+      ConsumerRefused consumer =
+          new ConsumerRefused(
+              ConsumerRefusal.STORAGE_COPIES,
+              "the storage keeps " + below.describe() + "; retry later");
+      if (w instanceof ApplyFrame f) {
+        f.replyTo().tell(refused);
+      } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
+        fs.replyTo()
+            .tell(
+                new PartitionProtocol.FramesReply(
+                    java.util.Collections.<FrameReply>nCopies(fs.frames().size(), refused)));
+      } else if (w instanceof LoadRows l) {
+        l.replyTo().tell(refused);
+      } else if (w instanceof ConfigureConsumer c) {
+        c.replyTo().tell(consumer);
+      } else if (w instanceof ReleaseConsumer c) {
+        c.replyTo().tell(consumer);
+      } else if (w instanceof CommitBatch c) {
+        c.replyTo().tell(consumer);
+      } else {
+        admitted.add(w); // a row-rule change
+      }
+    }
+    observer.storageRefused(partition, writes.size() - admitted.size());
+    return admitted;
   }
 
   /**

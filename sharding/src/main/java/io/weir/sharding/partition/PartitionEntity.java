@@ -74,12 +74,23 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
       JournalPruner pruner,
       DocumentTable table,
       PartitionObserver observer) {
+    return create(partition, settings, pruner, table, observer, StorageGate.OPEN);
+  }
+
+  /** As above, writing only while {@code gate} lets it. */
+  public static Behavior<Command> create(
+      int partition,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      DocumentTable table,
+      PartitionObserver observer,
+      StorageGate gate) {
     return Behaviors.setup(
         ctx ->
             Behaviors.withTimers(
                 timers ->
                     new PartitionEntity(
-                        ctx, timers, partition, settings, pruner, table, observer)));
+                        ctx, timers, partition, settings, pruner, table, observer, gate)));
   }
 
   /**
@@ -104,13 +115,15 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
       PartitionSettings settings,
       JournalPruner pruner,
       DocumentTable table,
-      PartitionObserver observer) {
+      PartitionObserver observer,
+      StorageGate gate) {
     super(ctx);
     this.timers = timers;
     this.settings = settings;
     this.partition = partition;
     this.observer = observer;
-    this.store = ctx.spawn(Partition.create(partition, settings, pruner, table, observer), "store");
+    this.store =
+        ctx.spawn(Partition.create(partition, settings, pruner, table, observer, gate), "store");
     ctx.watch(store);
   }
 

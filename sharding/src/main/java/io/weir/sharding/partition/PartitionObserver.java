@@ -25,6 +25,12 @@ public interface PartitionObserver {
   void quotaRefused(int partition, int frames);
 
   /**
+   * {@code writes} writes (frames, row loads, consumer commands) were refused because the storage
+   * keeps fewer copies of a commit than required ({@link StorageGate}).
+   */
+  default void storageRefused(int partition, int writes) {}
+
+  /**
    * The retained outbox of partition {@code partition} now: entries, bytes and its use of the
    * producer quota (the larger of entries and bytes as a share of their limits; may pass 1 by the
    * projections' progress reserve).

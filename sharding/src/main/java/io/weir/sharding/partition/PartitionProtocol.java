@@ -310,6 +310,7 @@ public final class PartitionProtocol {
     @JsonSubTypes.Type(value = Rejected.class, name = "rejected"),
     @JsonSubTypes.Type(value = Gap.class, name = "gap"),
     @JsonSubTypes.Type(value = QuotaExceeded.class, name = "quota-exceeded"),
+    @JsonSubTypes.Type(value = StorageRefused.class, name = "storage-refused"),
     @JsonSubTypes.Type(value = Loaded.class, name = "loaded"),
     @JsonSubTypes.Type(value = KeyReused.class, name = "key-reused")
   })
@@ -396,6 +397,15 @@ public final class PartitionProtocol {
 
   /** The answer to {@link LoadRows}: how many rows changed their document. */
   public record Loaded(int changed) implements FrameReply {}
+
+  /**
+   * The storage keeps fewer durable copies of a commit than {@code weir.storage.required-copies}
+   * ({@link StorageGate}); nothing was applied. Retry later.
+   *
+   * @param copies the copies now, -1 when unknown
+   * @param required the copies required
+   */
+  public record StorageRefused(int copies, int required) implements FrameReply {}
 
   /**
    * A document as the partition holds it.
@@ -693,6 +703,8 @@ public final class PartitionProtocol {
     REVISION_CONFLICT,
     /** The outbox and the progress reserve are full: purge, then retry. */
     QUOTA_EXCEEDED,
+    /** The storage keeps fewer copies of a commit than required ({@link StorageGate}). */
+    STORAGE_COPIES,
     /** A malformed command (the reason says what, naming no value). */
     INVALID
   }

@@ -75,6 +75,21 @@ public final class PartitionSharding {
       JournalPruner pruner,
       DocumentTable table,
       PartitionObserver observer) {
+    init(system, settings, pruner, table, observer, StorageGate.OPEN);
+  }
+
+  /**
+   * As {@link #init(ActorSystem, PartitionSettings, JournalPruner, DocumentTable,
+   * PartitionObserver)}, the partitions writing only while {@code gate} lets them (the node: while
+   * the storage keeps the required copies of a commit).
+   */
+  public static void init(
+      ActorSystem<?> system,
+      PartitionSettings settings,
+      JournalPruner pruner,
+      DocumentTable table,
+      PartitionObserver observer,
+      StorageGate gate) {
     ClusterSharding.get(system)
         .init(
             Entity.of(
@@ -86,7 +101,8 @@ public final class PartitionSharding {
                                 settings,
                                 pruner,
                                 table,
-                                observer),
+                                observer,
+                                gate),
                             Command.class,
                             ROLE))
                 .withRole(ROLE));

@@ -20,9 +20,9 @@ class PartitionSerializationTest extends SerializationContract {
 
   /**
    * The v1 fixture of {@link PartitionProtocol.FramesReply} was written before {@link
-   * PartitionProtocol.KeyReused} existed: its sample holds one reply of every other kind. That of
-   * {@link PartitionProtocol.ScanCollection} before it had a reader, that of {@link
-   * PartitionProtocol.PartitionStatus} before it had a table status.
+   * PartitionProtocol.KeyReused} and {@link PartitionProtocol.StorageRefused} existed: its sample
+   * holds one reply of every other kind. That of {@link PartitionProtocol.ScanCollection} before it
+   * had a reader, that of {@link PartitionProtocol.PartitionStatus} before it had a table status.
    */
   @Override
   protected void expectations(io.weir.persistence.serialization.SerializationFixtures f) {
@@ -34,7 +34,10 @@ class PartitionSerializationTest extends SerializationContract {
         List.of(
             new PartitionProtocol.FramesReply(
                 current.replies().stream()
-                    .filter(r -> !(r instanceof PartitionProtocol.KeyReused))
+                    .filter(
+                        r ->
+                            !(r instanceof PartitionProtocol.KeyReused)
+                                && !(r instanceof PartitionProtocol.StorageRefused))
                     .toList())));
     // Written before a scan named its reader: it decodes as a scan of every document.
     PartitionProtocol.ScanCollection scan =

@@ -1,0 +1,33 @@
+package io.weir.sharding.partition;
+
+/**
+ * Whether the partition's storage keeps enough copies of a commit for a write to be acknowledged
+ * ({@code weir.storage.required-copies}, ADR 0031). While it does not, the partition writes nothing
+ * a client or a pipeline asked for: frames and rows are answered {@link
+ * PartitionProtocol.StorageRefused}, consumer commands {@link
+ * PartitionProtocol.ConsumerRefusal#STORAGE_COPIES}; the caller retries later. Row-rule changes
+ * (administration) and the partition's own upkeep (purges, snapshots, the documents table) go on.
+ */
+@FunctionalInterface
+public interface StorageGate {
+  /** Null while writes may go; otherwise how many copies the storage keeps and needs. */
+  Refusal refusal();
+
+  /**
+   * @param copies the durable copies of a commit the storage keeps now, or -1 when unknown (the
+   *     node may not read its replication state)
+   * @param required {@code weir.storage.required-copies}
+   */
+  record Refusal(int copies, int required) {
+    /** A value-free sentence for errors and logs. */
+    public String describe() {
+      return (copies < 0 ? "an unknown number of" : Integer.toString(copies))
+          + " durable copies of a commit where "
+          + required
+          + " are required";
+    }
+  }
+
+  /** Never refuses (tests and tools without a storage monitor). */
+  StorageGate OPEN = () -> null;
+}

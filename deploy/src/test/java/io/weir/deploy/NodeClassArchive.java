@@ -24,10 +24,10 @@ import java.util.stream.Stream;
  * requests, and on SIGTERM the JVM writes the classes it loaded ({@code -XX:ArchiveClassesAtExit}).
  * The archive is kept in {@code deploy/target/cds/} with a key naming the JDK and every jar of the
  * node's class path (size and modification time), and made again when the key differs; parallel
- * test JVMs take a file lock, so one trains and the others wait for it. Whatever goes wrong, nodes
- * start without the archive (and the JVM itself ignores an archive whose class path changed), so
- * this never changes what a test checks, only how fast nodes start. {@code -Dweir.e2e.cds=false}
- * turns it off.
+ * test JVMs take a file lock, so one trains, and the others start their nodes without the archive
+ * until it is there. Whatever goes wrong, nodes start without the archive (and the JVM itself
+ * ignores an archive whose class path changed), so this never changes what a test checks, only how
+ * fast nodes start. {@code -Dweir.e2e.cds=false} turns it off.
  */
 final class NodeClassArchive {
   private static final Duration TRAINING_DEADLINE = Duration.ofMinutes(2);
@@ -38,11 +38,17 @@ final class NodeClassArchive {
   /** The JVM options that make a node use the archive; empty when there is none. */
   static synchronized List<String> options() {
     if (options == null) {
-      options = prepare();
+      List<String> prepared = prepare();
+      if (prepared == null) {
+        return List
+            .of(); // another test JVM is making it: this node starts without, later ones map it
+      }
+      options = prepared;
     }
     return options;
   }
 
+  /** The options, or null while another test JVM trains (asked again at the next node start). */
   private static List<String> prepare() {
     if (!Boolean.parseBoolean(System.getProperty("weir.e2e.cds", "true"))) {
       return List.of();
@@ -56,7 +62,12 @@ final class NodeClassArchive {
       try (FileChannel channel =
               FileChannel.open(
                   dir.resolve("lock"), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
-          FileLock lock = channel.lock()) {
+          FileLock lock = channel.tryLock()) {
+        if (lock == null) {
+          return current(archive, keyFile, key)
+              ? List.of("-XX:SharedArchiveFile=" + archive)
+              : null;
+        }
         if (!current(archive, keyFile, key)) {
           Files.deleteIfExists(keyFile);
           if (train(dir, archive)) {

@@ -35,7 +35,8 @@ import org.junit.jupiter.api.TestInstance;
  * mean something only on the server that assigned them, so the delivered transactions' visibility
  * must be checked on the source (through the scope's connection), never on Weir's database. The
  * source's xids are made to run ahead of the private server's: checked there, they would look like
- * transactions that have not happened yet, and the pending set would never shrink.
+ * transactions that have not happened yet, and the pending set would never shrink. The node's short
+ * {@code repair-interval} shows the time-based full read after a delta.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ContinuousSourceIT {
@@ -94,6 +95,8 @@ class ContinuousSourceIT {
     m.put("weir.pipelines.cq.source.password", source.server().password());
     m.put("weir.pipelines.cq.sink.type", "continuous");
     m.put("weir.continuous.refresh", "200ms");
+    // Short, so that the time-based repair shows within the test (the default is 5 minutes).
+    m.put("weir.continuous.repair-interval", "2s");
     m.put("weir.continuous.scopes.src.url", source.url());
     m.put("weir.continuous.scopes.src.user", role);
     m.put("weir.continuous.scopes.src.password", "pw-" + suffix);
@@ -182,6 +185,13 @@ class ContinuousSourceIT {
               && st.get("state").asText().equals("current");
         });
     assertThat(status(id).get("repairPending").isNull()).isTrue();
+
+    // The change was a scoped delta; repair-interval after the last full read, the refresh reads
+    // the query in full once more (and only because a delta ran since).
+    assertThat(status(id).get("incrementalTransactions").asLong()).isPositive();
+    await(
+        "a periodic full read repair-interval after the last one",
+        () -> status(id).get("fullRepairsByReason").path("periodic").asLong() >= 1);
   }
 
   private JsonNode status(String id) throws Exception {

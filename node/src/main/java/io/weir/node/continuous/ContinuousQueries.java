@@ -55,6 +55,9 @@ public final class ContinuousQueries implements AutoCloseable {
    */
   private static final int PENDING_PRUNE = 1024;
 
+  /** The most delivered transactions a scope keeps unchecked while its checks keep failing. */
+  private static final int PENDING_CAP = 64 * PENDING_PRUNE;
+
   private final ContinuousSettings settings;
   private final PostgresSettings weir;
   private final DataSource weirDataSource;
@@ -92,6 +95,13 @@ public final class ContinuousQueries implements AutoCloseable {
    * another's yet.
    */
   private final Map<String, LinkedHashSet<Long>> pending = new HashMap<>();
+
+  /**
+   * Per scope, the pending count past which the next check runs: {@link #PENDING_PRUNE}, doubled
+   * after each check that failed (the scope unreachable, or its server lagging), so a broken scope
+   * costs a check per doubling, not one per transaction (engine thread only).
+   */
+  private final Map<String, Integer> pruneAt = new HashMap<>();
 
   /** Scope -> digest of the access catalogs at the last check (engine thread only). */
   private final Map<String, String> catalogDigests = new HashMap<>();
@@ -1172,19 +1182,28 @@ public final class ContinuousQueries implements AutoCloseable {
 
   /**
    * Digest of what decides a query's rows and plan but never reaches the WAL: policies, user
-   * relations' privileges and RLS flags, role memberships, view and rule definitions, the columns
-   * of user relations (names, types, typmods, collations, column privileges), user functions
-   * (source or SQL body, signature, volatility, security, settings, privileges), user operators and
-   * casts, and user domains and enums. Temporary relations are left out (any session may create
-   * one). A change to any of them, even one that turns out not to matter, reads the scope's
-   * sessions again: spurious re-reads cost a read, a missed change a wrong result.
+   * relations' names, schemas, owners, partitioning and inheritance, privileges and RLS flags,
+   * schemas' privileges, roles' superuser, bypass-RLS and inherit flags, role memberships, view and
+   * rule definitions, the columns of user relations (names, types, typmods, collations, column
+   * privileges), user functions (source or SQL body, signature, volatility, security, settings,
+   * privileges), user operators and casts, and user domains and enums. Temporary relations are left
+   * out (any session may create one). A change to any of them, even one that turns out not to
+   * matter, reads the scope's sessions again: spurious re-reads cost a read, a missed change a
+   * wrong result.
    */
   private static final String CATALOG_DIGEST =
       "SELECT md5(concat_ws('|',"
           + " (SELECT string_agg(concat_ws('/', polrelid::text, polname::text, polcmd::text, polpermissive::text, polroles::text,"
           + "   pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)), ';' ORDER BY polrelid, polname) FROM pg_policy),"
-          + " (SELECT string_agg(concat_ws('/', oid::text, relkind::text, relrowsecurity::text, relforcerowsecurity::text, relacl::text), ';' ORDER BY oid)"
+          + " (SELECT string_agg(concat_ws('/', oid::text, relname::text, relnamespace::text, relowner::text, relkind::text,"
+          + "   relispartition::text, relrowsecurity::text, relforcerowsecurity::text, relacl::text), ';' ORDER BY oid)"
           + "   FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f') AND relpersistence <> 't' AND oid >= 16384),"
+          + " (SELECT string_agg(concat_ws('/', inhrelid::text, inhparent::text), ';' ORDER BY inhrelid, inhparent)"
+          + "   FROM pg_inherits),"
+          + " (SELECT string_agg(concat_ws('/', oid::text, nspname::text, nspowner::text, nspacl::text), ';' ORDER BY oid)"
+          + "   FROM pg_namespace WHERE oid >= 16384 OR nspname = 'public'),"
+          + " (SELECT string_agg(concat_ws('/', oid::text, rolsuper::text, rolbypassrls::text, rolinherit::text), ';' ORDER BY oid)"
+          + "   FROM pg_roles),"
           + " (SELECT string_agg(concat_ws('/', roleid::text, member::text, admin_option::text), ';' ORDER BY roleid, member)"
           + "   FROM pg_auth_members),"
           + " (SELECT string_agg(concat_ws('/', r.ev_class::text, r.rulename::text, r.ev_type::text, r.ev_enabled::text,"
@@ -1588,10 +1607,11 @@ public final class ContinuousQueries implements AutoCloseable {
    */
   private void prunePending() {
     for (Map.Entry<String, LinkedHashSet<Long>> e : pending.entrySet()) {
-      if (e.getValue().size() <= PENDING_PRUNE) {
+      String scope = e.getKey();
+      int size = e.getValue().size();
+      if (size <= pruneAt.getOrDefault(scope, PENDING_PRUNE)) {
         continue;
       }
-      String scope = e.getKey();
       List<Long> checked = new ArrayList<>(e.getValue());
       ScopeReader reader;
       try {
@@ -1616,6 +1636,27 @@ public final class ContinuousQueries implements AutoCloseable {
         }
         sleep(settings.visibilityRetryDelay().toMillis());
       }
+      if (e.getValue().size() <= PENDING_PRUNE) {
+        pruneAt.remove(scope);
+        continue;
+      }
+      if (e.getValue().size() > PENDING_CAP) {
+        // Bounded memory while a scope stays unreachable: the oldest go first (thousands of
+        // transactions ago, long visible on any server that still answers).
+        int drop = e.getValue().size() - PENDING_CAP;
+        var it = e.getValue().iterator();
+        for (int i = 0; i < drop; i++) {
+          it.next();
+          it.remove();
+        }
+        log.warn(
+            "continuous queries of scope {}: {} delivered transactions could not be checked for"
+                + " visibility and were forgotten (the scope's server is unreachable or lagging)",
+            scope,
+            drop);
+      }
+      int now = e.getValue().size();
+      pruneAt.put(scope, now >= PENDING_CAP ? now + PENDING_PRUNE : Math.min(PENDING_CAP, 2 * now));
     }
   }
 

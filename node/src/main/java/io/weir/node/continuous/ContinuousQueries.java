@@ -1183,13 +1183,14 @@ public final class ContinuousQueries implements AutoCloseable {
   /**
    * Digest of what decides a query's rows and plan but never reaches the WAL: policies, user
    * relations' names, schemas, owners, partitioning and inheritance, privileges and RLS flags,
-   * schemas' privileges, roles' superuser, bypass-RLS and inherit flags, role memberships, view and
-   * rule definitions, the columns of user relations (names, types, typmods, collations, column
-   * privileges), user functions (source or SQL body, signature, volatility, security, settings,
-   * privileges), user operators and casts, and user domains and enums. Temporary relations are left
-   * out (any session may create one). A change to any of them, even one that turns out not to
-   * matter, reads the scope's sessions again: spurious re-reads cost a read, a missed change a
-   * wrong result.
+   * schemas' privileges, the superuser, bypass-RLS and inherit flags of the roles the login acts as
+   * (only those: roles are shared by every database, and another application creating one must not
+   * read every session again), role memberships, view and rule definitions, the columns of user
+   * relations (names, types, typmods, collations, column privileges), user functions (source or SQL
+   * body, signature, volatility, security, settings, privileges), user operators and casts, and
+   * user domains and enums. Temporary relations are left out (any session may create one). A change
+   * to any of them, even one that turns out not to matter, reads the scope's sessions again:
+   * spurious re-reads cost a read, a missed change a wrong result.
    */
   private static final String CATALOG_DIGEST =
       "SELECT md5(concat_ws('|',"
@@ -1203,7 +1204,7 @@ public final class ContinuousQueries implements AutoCloseable {
           + " (SELECT string_agg(concat_ws('/', oid::text, nspname::text, nspowner::text, nspacl::text), ';' ORDER BY oid)"
           + "   FROM pg_namespace WHERE oid >= 16384 OR nspname = 'public'),"
           + " (SELECT string_agg(concat_ws('/', oid::text, rolsuper::text, rolbypassrls::text, rolinherit::text), ';' ORDER BY oid)"
-          + "   FROM pg_roles),"
+          + "   FROM pg_roles WHERE pg_has_role(current_user, oid, 'USAGE')),"
           + " (SELECT string_agg(concat_ws('/', roleid::text, member::text, admin_option::text), ';' ORDER BY roleid, member)"
           + "   FROM pg_auth_members),"
           + " (SELECT string_agg(concat_ws('/', r.ev_class::text, r.rulename::text, r.ev_type::text, r.ev_enabled::text,"

@@ -343,9 +343,15 @@ class ClusterCrashIT extends EndToEndTest {
     assertThat(follower.orderErrors).as("feed: positions out of order within a partition").isZero();
   }
 
-  /** Prints how long the test has run when it reaches a phase (where its time goes). */
+  private static final org.slf4j.Logger log =
+      org.slf4j.LoggerFactory.getLogger(ClusterCrashIT.class);
+
+  /** Logs how long the test has run when it reaches a phase (where its time goes). */
   private void phase(String name) {
-    System.out.printf("cluster-crash at %.1f s: %s%n", (System.nanoTime() - startedAt) / 1e9, name);
+    log.info(
+        "cluster-crash at {} s: {}",
+        String.format("%.1f", (System.nanoTime() - startedAt) / 1e9),
+        name);
   }
 
   private NodeProcess start(int i, int generation) {

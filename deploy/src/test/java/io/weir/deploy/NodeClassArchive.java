@@ -30,6 +30,8 @@ import java.util.stream.Stream;
  * fast nodes start. {@code -Dweir.e2e.cds=false} turns it off.
  */
 final class NodeClassArchive {
+  private static final org.slf4j.Logger log =
+      org.slf4j.LoggerFactory.getLogger(NodeClassArchive.class);
   private static final Duration TRAINING_DEADLINE = Duration.ofMinutes(2);
   private static List<String> options;
 
@@ -79,10 +81,8 @@ final class NodeClassArchive {
           ? List.of("-XX:SharedArchiveFile=" + archive)
           : List.of();
     } catch (IOException | RuntimeException e) {
-      System.out.println(
-          "node class archive: not used ("
-              + e.getClass().getSimpleName()
-              + "); nodes start slower");
+      log.info(
+          "node class archive: not used ({}); nodes start slower", e.getClass().getSimpleName());
       return List.of();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -135,13 +135,17 @@ final class NodeClassArchive {
                 .database(db)
                 .jvm("-XX:ArchiveClassesAtExit=" + written));
     try {
-      long deadline = System.nanoTime() + TRAINING_DEADLINE.toNanos();
-      while (!node.ready()) {
-        if (System.nanoTime() > deadline || !node.isAlive()) {
-          System.out.println("node class archive: the training node did not start; not used");
-          return false;
-        }
-        Thread.sleep(200);
+      try {
+        org.awaitility.Awaitility.await("the training node is ready")
+            .atMost(TRAINING_DEADLINE)
+            .pollInterval(Duration.ofMillis(200))
+            .until(() -> node.ready() || !node.isAlive());
+      } catch (org.awaitility.core.ConditionTimeoutException e) {
+        // handled below: not ready
+      }
+      if (!node.ready()) {
+        log.info("node class archive: the training node did not start; not used");
+        return false;
       }
       // Requests load the HTTP, JSON and partition classes every test uses.
       node.get("/admin/cluster", true);
@@ -157,23 +161,24 @@ final class NodeClassArchive {
       try {
         status = node.waitForExit(TRAINING_DEADLINE);
       } catch (AssertionError e) {
-        System.out.println("node class archive: the training node did not exit; not used");
+        log.info("node class archive: the training node did not exit; not used");
         return false;
       }
       if (status != 0 && status != 143 || !Files.isRegularFile(written)) {
-        System.out.println(
-            "node class archive: the training node ended with status " + status + "; not used");
+        log.info("node class archive: the training node ended with status {}; not used", status);
         return false;
       }
       Files.move(
           written, archive, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-      System.out.printf(
-          "node class archive: trained in %.1f s, %d MiB%n",
-          (System.nanoTime() - started) / 1e9, Files.size(archive) >> 20);
+      log.info(
+          "node class archive: trained in {} s, {} MiB",
+          String.format("%.1f", (System.nanoTime() - started) / 1e9),
+          Files.size(archive) >> 20);
       return true;
     } finally {
       node.close();
       Files.deleteIfExists(written);
+      db.close();
     }
   }
 }

@@ -1,6 +1,7 @@
 package io.weir.node.continuous;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -678,19 +679,15 @@ class ContinuousQueryIT {
     }
     sql("UPDATE board_b SET points = 1000 WHERE id = 3"); // relevant now: a new leader
     sql("UPDATE board_a SET points = 5000 WHERE id = 1"); // the old table: unrelated now
-    long deadline = System.nanoTime() + WAIT.toNanos();
-    while (true) {
-      try (Sse sse = open(id, null)) {
-        List<Integer> got = keys(sse.next("InitialResult"));
-        if (got.equals(List.of(3, 1))) {
-          break;
-        }
-        assertThat(System.nanoTime())
-            .as("the result follows board_b: %s", got)
-            .isLessThan(deadline);
-      }
-      Thread.sleep(200);
-    }
+    await("the result follows board_b")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              try (Sse sse = open(id, null)) {
+                assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 1);
+              }
+            });
   }
 
   /**
@@ -728,22 +725,19 @@ class ContinuousQueryIT {
           expected.add(rs.getString(1));
         }
       }
-      long deadline = System.nanoTime() + WAIT.toNanos();
-      while (true) {
-        List<String> got = new ArrayList<>();
-        try (Sse sse = open(id, null)) {
-          for (JsonNode r : sse.next("InitialResult").get("rows")) {
-            got.add(r.get("row").get("slug").asText());
-          }
-        }
-        if (got.equals(expected)) {
-          break;
-        }
-        assertThat(System.nanoTime())
-            .as("after %s the result equals the query's", reason)
-            .isLessThan(deadline);
-        Thread.sleep(200);
-      }
+      await("after " + reason + " the result equals the query's")
+          .atMost(WAIT)
+          .pollInterval(Duration.ofMillis(200))
+          .untilAsserted(
+              () -> {
+                List<String> got = new ArrayList<>();
+                try (Sse sse = open(id, null)) {
+                  for (JsonNode r : sse.next("InitialResult").get("rows")) {
+                    got.add(r.get("row").get("slug").asText());
+                  }
+                }
+                assertThat(got).isEqualTo(expected);
+              });
     }
   }
 
@@ -1051,22 +1045,14 @@ class ContinuousQueryIT {
     sql(
         "UPDATE ranked SET score = (SELECT max(score) + 1000 FROM ranked)"
             + " WHERE id = (SELECT min(id) FROM ranked)");
-    long deadline = System.nanoTime() + WAIT.toNanos();
-    while (TestEvaluators.FailsOnce.THROWN.get() == thrown) {
-      assertThat(System.nanoTime()).as("the evaluator was called and failed").isLessThan(deadline);
-      Thread.sleep(50);
-    }
-    while (true) {
-      try {
-        assertRankedResultsCurrent(id);
-        break;
-      } catch (AssertionError e) {
-        if (System.nanoTime() > deadline) {
-          throw e;
-        }
-        Thread.sleep(200);
-      }
-    }
+    await("the evaluator was called and failed")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(50))
+        .until(() -> TestEvaluators.FailsOnce.THROWN.get() != thrown);
+    await("the redelivered transaction is maintained")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(() -> assertRankedResultsCurrent(id));
     assertThat(status(id).get("repairPending").isNull()).isTrue();
   }
 

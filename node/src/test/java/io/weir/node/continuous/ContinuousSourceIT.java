@@ -144,7 +144,7 @@ class ContinuousSourceIT {
   }
 
   @Test
-  void deliveredTransactionsAreCheckedOnTheSourceAndForgotten() throws Exception {
+  void deliveredTransactionsAreCheckedOnTheSourceAndADeltaIsRepairedOnTime() throws Exception {
     ObjectNode body = json.createObjectNode();
     body.put("scope", "src");
     body.put("sql", "SELECT id, v FROM scores");
@@ -200,25 +200,17 @@ class ContinuousSourceIT {
     return json.readTree(r.body());
   }
 
-  private interface Condition {
-    boolean holds() throws Exception;
-  }
-
-  private static void await(String what, Condition condition) throws Exception {
-    long deadline = System.nanoTime() + WAIT.toNanos();
-    while (true) {
-      try {
-        if (condition.holds()) {
-          return;
-        }
-      } catch (java.io.IOException | AssertionError e) {
-        // not answering yet, or not yet there: asked again
-      }
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError(what + ": not within " + WAIT);
-      }
-      Thread.sleep(200);
-    }
+  /**
+   * Waits until {@code condition} holds; a node not answering yet, or not there yet, is asked
+   * again.
+   */
+  private static void await(String what, java.util.concurrent.Callable<Boolean> condition) {
+    org.awaitility.Awaitility.await(what)
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .ignoreExceptionsMatching(
+            e -> e instanceof java.io.IOException || e instanceof AssertionError)
+        .until(condition);
   }
 
   private HttpResponse<String> call(String method, String path, String body) throws Exception {

@@ -4,25 +4,26 @@ package io.weir.sharding.partition;
  * What a partition reports about itself for metrics. Every argument is a count, a size or a
  * duration: never a document, an id or a collection name. Calls come from the partition's actor
  * (one at a time per partition, many partitions at once), so an implementation must be thread-safe
- * and must not block.
+ * and must not block. Every method does nothing by default: an implementation overrides what it
+ * reports.
  */
 public interface PartitionObserver {
   /**
    * Partition {@code partition} finished recovering from its snapshot and journal in {@code nanos}.
    */
-  void recovered(int partition, long nanos);
+  default void recovered(int partition, long nanos) {}
 
   /**
    * {@code frames} accepted frames of partition {@code partition} were persisted in one journal
    * write.
    */
-  void persisted(int partition, int frames);
+  default void persisted(int partition, int frames) {}
 
   /**
    * {@code frames} frames (or projection batches) were refused because the outbox quota was used
    * up.
    */
-  void quotaRefused(int partition, int frames);
+  default void quotaRefused(int partition, int frames) {}
 
   /**
    * {@code writes} writes (frames, row loads, consumer commands) were refused because the storage
@@ -35,7 +36,7 @@ public interface PartitionObserver {
    * producer quota (the larger of entries and bytes as a share of their limits; may pass 1 by the
    * projections' progress reserve).
    */
-  void outbox(int partition, long entries, long bytes, double quotaUse);
+  default void outbox(int partition, long entries, long bytes, double quotaUse) {}
 
   /**
    * The documents table of partition {@code partition} now: {@code lagEvents} persisted events not
@@ -44,24 +45,8 @@ public interface PartitionObserver {
   default void table(int partition, long lagEvents, boolean halted) {}
 
   /** Partition {@code partition} stopped on this node (moved, passivated, failed or shut down). */
-  void stopped(int partition);
+  default void stopped(int partition) {}
 
-  /** Reports nothing. */
-  PartitionObserver NONE =
-      new PartitionObserver() {
-        @Override
-        public void recovered(int partition, long nanos) {}
-
-        @Override
-        public void persisted(int partition, int frames) {}
-
-        @Override
-        public void quotaRefused(int partition, int frames) {}
-
-        @Override
-        public void outbox(int partition, long entries, long bytes, double quotaUse) {}
-
-        @Override
-        public void stopped(int partition) {}
-      };
+  /** Reports nothing (every method does nothing unless overridden). */
+  PartitionObserver NONE = new PartitionObserver() {};
 }

@@ -56,21 +56,6 @@ class StorageGateIT {
       PartitionObserver counting =
           new PartitionObserver() {
             @Override
-            public void recovered(int partition, long nanos) {}
-
-            @Override
-            public void stopped(int partition) {}
-
-            @Override
-            public void persisted(int partition, int frames) {}
-
-            @Override
-            public void quotaRefused(int partition, int frames) {}
-
-            @Override
-            public void outbox(int partition, long entries, long bytes, double quotaUse) {}
-
-            @Override
             public void storageRefused(int partition, int writes) {
               refusals.addAndGet(writes);
             }

@@ -56,7 +56,9 @@ public record NodeSettings(
     java.util.Optional<ClusterTls> clusterTls,
     java.util.Optional<Bootstrap> bootstrap,
     io.weir.node.metrics.MetricsSettings metrics,
-    int requiredCopies) {
+    int requiredCopies,
+    int documentsPoolSize,
+    int snapshotUpgrades) {
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -191,7 +193,8 @@ public record NodeSettings(
                 v.positiveInt("weir.projections.max-consumers"),
                 v.bytes("weir.projections.reserve.entries", 0),
                 v.bytes("weir.projections.reserve.bytes", 0),
-                v.positiveInt("weir.projections.max-effects")),
+                v.positiveInt("weir.projections.max-effects"))
+            .withBodyCache(v.bytes("weir.partitions.documents.body-cache", 0)),
         v.bytes("weir.documents.max-bytes", 2),
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),
@@ -207,7 +210,9 @@ public record NodeSettings(
         ClusterTls.create(config),
         bootstrap(v),
         io.weir.node.metrics.MetricsSettings.create(config, adminToken),
-        v.positiveInt("weir.storage.required-copies"));
+        v.positiveInt("weir.storage.required-copies"),
+        v.positiveInt("weir.partitions.documents.pool-size"),
+        v.positiveInt("weir.partitions.documents.upgrades"));
   }
 
   private static java.util.Optional<Bootstrap> bootstrap(ConfigValues v) {

@@ -152,6 +152,57 @@ public final class WeirNode {
   }
 
   /**
+   * What this node's partitions are built with: the documents table on a pool and threads of its
+   * own (ADR 0032), old snapshots upgraded a few at a time, the JDBC journal's query to catch the
+   * table up, the journal pruner, metrics and the storage gate.
+   */
+  private static io.weir.sharding.partition.PartitionWiring partitionWiring(
+      ActorSystem<Void> system,
+      NodeSettings settings,
+      io.weir.sharding.partition.JournalPruner pruner,
+      AtomicReference<StorageStatus> storage,
+      io.weir.node.metrics.NodeMetrics metrics) {
+    String schema = settings.postgres().schema();
+    Database documents =
+        Database.create(
+            settings.postgres().withPoolSize(settings.documentsPoolSize()), "weir-documents");
+    java.util.concurrent.ExecutorService documentsIo =
+        java.util.concurrent.Executors.newFixedThreadPool(
+            settings.documentsPoolSize(), daemonThreads("weir-documents"));
+    java.util.concurrent.ExecutorService upgrades =
+        java.util.concurrent.Executors.newFixedThreadPool(
+            settings.snapshotUpgrades(), daemonThreads("weir-snapshot-upgrade"));
+    CoordinatedShutdown.get(system)
+        .addTask(
+            CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
+            "close-weir-documents",
+            () -> {
+              documentsIo.shutdownNow();
+              upgrades.shutdownNow();
+              documents.close();
+              return CompletableFuture.completedFuture(Done.getInstance());
+            });
+    return io.weir.sharding.partition.PartitionWiring.jdbc(
+            settings.partitionLimits(), documents.dataSource(), schema, documentsIo, upgrades)
+        .withPruner(pruner)
+        .withObserver(
+            settings.metrics().enabled()
+                ? metrics.partitions(settings.partitions())
+                : io.weir.sharding.partition.PartitionObserver.NONE)
+        .withGate(storageGate(storage, settings.requiredCopies()));
+  }
+
+  /** Daemon threads named {@code prefix-N}. */
+  private static java.util.concurrent.ThreadFactory daemonThreads(String prefix) {
+    java.util.concurrent.atomic.AtomicInteger n = new java.util.concurrent.atomic.AtomicInteger();
+    return r -> {
+      Thread t = new Thread(r, prefix + "-" + n.incrementAndGet());
+      t.setDaemon(true);
+      return t;
+    };
+  }
+
+  /**
    * Starts a node and waits until its HTTP port is bound.
    *
    * @throws NodeStartException when the HTTP port cannot be bound (the actor system is stopped)
@@ -207,15 +258,7 @@ public final class WeirNode {
           new io.weir.sharding.partition.SqlJournalPruner(
               database.dataSource(), settings.postgres().schema(), blockingIo);
       PartitionSharding.init(
-          system,
-          settings.partitionLimits(),
-          journalPruner,
-          new io.weir.sharding.partition.SqlDocumentTable(
-              database.dataSource(), settings.postgres().schema(), blockingIo),
-          settings.metrics().enabled()
-              ? metrics.partitions(settings.partitions())
-              : io.weir.sharding.partition.PartitionObserver.NONE,
-          storageGate(storage, settings.requiredCopies()));
+          system, partitionWiring(system, settings, journalPruner, storage, metrics));
       ClusterSingleton.get(system)
           .init(
               SingletonActor.of(

@@ -53,6 +53,21 @@ public record PostgresSettings(
         tls);
   }
 
+  /** The same settings for a pool of another size. */
+  public PostgresSettings withPoolSize(int size) {
+    return new PostgresSettings(
+        url,
+        user,
+        password,
+        schema,
+        size,
+        connectTimeout,
+        probeInterval,
+        minBackoff,
+        maxBackoff,
+        tls);
+  }
+
   /** Only {@code weir.postgres.tls}, checked as {@link #create(Config)} does. */
   public static PostgresTls tls(Config config) {
     return PostgresTls.create(new ConfigValues(config, ENV), "weir.postgres.tls");

@@ -20,6 +20,7 @@ import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
+import io.weir.sharding.partition.PartitionWiring;
 import io.weir.sharding.partition.SqlJournalPruner;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
@@ -761,6 +762,11 @@ public final class PartitionBenchmark {
     /** The pool the journal pruner deletes with; null without pruning. */
     private final Database pruning;
 
+    /** The documents table's pool and threads. */
+    private final Database documents;
+
+    private final java.util.concurrent.ExecutorService documentsIo;
+
     /**
      * @param name the actor system's name (each node of a run has its own)
      * @param pruneJournal delete purged journal rows and old snapshots as a node does ({@link
@@ -815,21 +821,26 @@ public final class PartitionBenchmark {
         }
         Thread.sleep(20);
       }
+      // The documents table as the node keeps it: its own pool and threads.
+      this.documents =
+          Database.create(PostgresSettings.create(config).withPoolSize(8), name + "-documents");
+      this.documentsIo = java.util.concurrent.Executors.newFixedThreadPool(8);
+      PartitionWiring wiring =
+          PartitionWiring.jdbc(limits, documents.dataSource(), "weir", documentsIo, documentsIo);
       if (pruneJournal) {
         this.pruning = Database.create(PostgresSettings.create(config), name + "-pruner");
-        PartitionSharding.init(
-            system,
-            limits,
-            new SqlJournalPruner(
-                pruning.dataSource(),
-                "weir",
-                system
-                    .dispatchers()
-                    .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))));
+        wiring =
+            wiring.withPruner(
+                new SqlJournalPruner(
+                    pruning.dataSource(),
+                    "weir",
+                    system
+                        .dispatchers()
+                        .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"))));
       } else {
         this.pruning = null;
-        PartitionSharding.init(system, limits);
       }
+      PartitionSharding.init(system, wiring);
     }
 
     /** Asks partition {@code n} and waits for the answer (completed on the answering thread). */
@@ -865,6 +876,8 @@ public final class PartitionBenchmark {
       } catch (Exception e) {
         // Going on: the next node has a name of its own.
       }
+      documentsIo.shutdownNow();
+      documents.close();
       if (pruning != null) {
         pruning.close();
       }

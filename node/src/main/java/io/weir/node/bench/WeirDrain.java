@@ -64,6 +64,12 @@ final class WeirDrain implements AutoCloseable {
 
   private final boolean partitions;
 
+  /** The documents table's pool (null without partitions) and threads. */
+  private final Database documents;
+
+  private final java.util.concurrent.ExecutorService documentsIo =
+      java.util.concurrent.Executors.newFixedThreadPool(8);
+
   WeirDrain(BenchDatabase db, int batch, Duration batchDelay) {
     this(db, batch, batchDelay, false);
   }
@@ -109,9 +115,19 @@ final class WeirDrain implements AutoCloseable {
           .manager()
           .tell(org.apache.pekko.cluster.typed.Join.create(cluster.selfMember().address()));
       // A large quota: the benchmark's rounds accumulate outbox entries and nothing purges them.
+      // The documents table as the node keeps it: its own pool and threads.
+      this.documents =
+          Database.create(PostgresSettings.create(config).withPoolSize(8), "bench-documents");
       io.weir.sharding.partition.PartitionSharding.init(
           system,
-          new io.weir.sharding.partition.PartitionSettings(100_000_000, 1L << 40, 256, 20_000));
+          io.weir.sharding.partition.PartitionWiring.jdbc(
+              new io.weir.sharding.partition.PartitionSettings(100_000_000, 1L << 40, 256, 20_000),
+              documents.dataSource(),
+              "weir",
+              documentsIo,
+              documentsIo));
+    } else {
+      this.documents = null;
     }
   }
 
@@ -295,6 +311,10 @@ final class WeirDrain implements AutoCloseable {
       system.getWhenTerminated().toCompletableFuture().get(30, TimeUnit.SECONDS);
     } catch (Exception e) {
       // Leaving anyway; the JVM exits after the report.
+    }
+    documentsIo.shutdownNow();
+    if (documents != null) {
+      documents.close();
     }
     state.close();
   }

@@ -751,7 +751,9 @@ public final class HttpApi extends JsonRoutes {
                 s.table().appliedThrough(),
                 s.table().lagEvents(),
                 s.table().failures(),
-                s.table().lastError()));
+                s.table().lastError(),
+                s.table().moved(),
+                s.table().toMove()));
   }
 
   /**

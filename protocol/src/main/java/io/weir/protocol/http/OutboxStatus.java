@@ -36,15 +36,24 @@ public record OutboxStatus(
   /**
    * The partition's documents table (docs/partitions.md, "The documents table").
    *
-   * @param state {@code starting}, {@code running}, {@code table-apply-failed} or {@code
-   *     storage-behind}
+   * @param state {@code upgrading} (an old snapshot's documents move into the table first), {@code
+   *     starting} (catching the table up; nothing served yet), {@code running}, {@code
+   *     table-apply-failed} or {@code storage-behind}
    * @param appliedThrough the journal sequence through which the table holds the partition's events
    * @param lagEvents persisted events not yet in the table (writes wait past 1,000)
    * @param failures failed applies in a row (retried, never skipped)
    * @param lastError the last failure's exception classes and SQLState, or null
+   * @param moved while upgrading: documents moved so far
+   * @param toMove while upgrading: documents to move in all (-1: not known yet)
    */
   public record DocumentsTable(
-      String state, long appliedThrough, long lagEvents, int failures, String lastError) {}
+      String state,
+      long appliedThrough,
+      long lagEvents,
+      int failures,
+      String lastError,
+      long moved,
+      long toMove) {}
 
   /**
    * A projection consumer generation.

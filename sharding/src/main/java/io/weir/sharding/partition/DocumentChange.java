@@ -3,12 +3,13 @@ package io.weir.sharding.partition;
 import io.weir.sharding.partition.PartitionProtocol.Document;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 
 /**
- * What one journal event does to a partition's documents, in order. The entity's document map and
- * the documents table ({@link DocumentTable}) both apply these, so the two cannot apply an event
- * differently.
+ * What one journal event does to a partition's documents, in order. The documents table ({@link
+ * DocumentTable}) applies these, and the partition keeps the ones the table has not applied yet
+ * ({@link Unapplied}), so the two cannot see an event differently.
  */
 public sealed interface DocumentChange {
   /** The document's new version (a tombstone when deleted). */
@@ -30,6 +31,25 @@ public sealed interface DocumentChange {
 
     /** A rule change in the event: later entries of the event use it. */
     void set(Partition.RuleChange change);
+
+    /** Rule fields kept in {@code fields} (collection to field), which rule changes update. */
+    static RuleFields over(Map<String, String> fields) {
+      return new RuleFields() {
+        @Override
+        public String field(String collection) {
+          return fields.get(collection);
+        }
+
+        @Override
+        public void set(Partition.RuleChange r) {
+          if (r.field() == null) {
+            fields.remove(r.collection());
+          } else {
+            fields.put(r.collection(), r.field());
+          }
+        }
+      };
+    }
   }
 
   /**
@@ -58,7 +78,7 @@ public sealed interface DocumentChange {
                     x.revision(),
                     x.after(),
                     deleted,
-                    deleted ? Partition.aclOf(x.before(), rules.field(x.collection())) : null)));
+                    deleted ? JsonFields.aclOf(x.before(), rules.field(x.collection())) : null)));
       }
       if (f.rule() != null) {
         String previous = rules.field(f.rule().collection());

@@ -1,63 +1,29 @@
 package io.weir.sharding.partition;
 
+import io.weir.sharding.partition.PartitionProtocol.Document;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletionStage;
 
 /**
- * Where a partition keeps its documents outside the heap: the documents table in the journal's
- * schema ({@link SqlDocumentTable}), written by the partition itself from its persisted journal
- * events ({@link TableWriter}). Each partition has one position row saying through which journal
- * sequence its events are applied; the rows and that position change in one transaction, so the
- * table holds every persisted event exactly once.
+ * Where a partition keeps its documents: the documents table in the journal's schema ({@link
+ * SqlDocumentTable}; {@link InMemoryDocumentTable} beside Pekko's in-memory journals), written by
+ * the partition itself from its persisted journal events ({@link TableWriter}). Each partition has
+ * one position row saying through which journal sequence its events are applied; the rows and that
+ * position change in one transaction, so the table holds every persisted event exactly once. Reads
+ * come from here too (ADR 0032): the partition merges its unapplied changes over them.
  */
 public interface DocumentTable {
-  /**
-   * No table: the documents live only in the entity (unit tests, the in-memory journal). A
-   * partition given it keeps no {@link TableWriter}, so nothing calls its methods.
-   */
-  DocumentTable NONE =
-      new DocumentTable() {
-        @Override
-        public boolean enabled() {
-          return false;
-        }
-
-        @Override
-        public CompletionStage<Position> position(int partition) {
-          throw new UnsupportedOperationException("no documents table");
-        }
-
-        @Override
-        public CompletionStage<Long> apply(
-            int partition, List<Applying> events, Map<String, String> ruleFieldsAfter) {
-          throw new UnsupportedOperationException("no documents table");
-        }
-
-        @Override
-        public CompletionStage<Long> seed(
-            int partition,
-            long expected,
-            long through,
-            List<PartitionProtocol.Document> documents,
-            Map<String, String> ruleFields) {
-          throw new UnsupportedOperationException("no documents table");
-        }
-      };
-
-  /** Whether this is a table at all ({@link #NONE} is not). */
-  default boolean enabled() {
-    return true;
-  }
-
   /**
    * A partition's position in the table.
    *
    * @param appliedThrough the journal sequence through which its events are applied (0: none)
    * @param ruleFields the row rules' fields (collection to field) as of that event: tombstones of
    *     later events take their row-visibility value from them
+   * @param outboxNext the partition's next outbox sequence as of that event (0: unknown, a table
+   *     written before it was kept)
    */
-  record Position(long appliedThrough, Map<String, String> ruleFields) {
+  record Position(long appliedThrough, Map<String, String> ruleFields, long outboxNext) {
     public Position {
       ruleFields = Map.copyOf(ruleFields);
     }
@@ -66,34 +32,66 @@ public interface DocumentTable {
   /** One journal event's document changes. */
   record Applying(long sequence, List<DocumentChange> changes) {}
 
-  /** A partition's position ({@code 0} and no rules when it has none yet). */
+  /** A document's row: the document and the journal sequence of the change that wrote it. */
+  record Row(Document document, long journalSeq) {}
+
+  /** A document by name. */
+  record Key(String collection, String id) {}
+
+  /**
+   * Where a read of many rows saw the table: applied through {@code appliedThrough}, when the
+   * partition's next outbox sequence was {@code outboxNext}.
+   */
+  record Seen(long appliedThrough, long outboxNext) {}
+
+  /** A partition's position ({@code 0}, no rules and outbox next 0 when it has none yet). */
   CompletionStage<Position> position(int partition);
 
   /**
    * Applies consecutive events in one transaction that first locks the partition's position: events
    * at or before the position are skipped (another writer applied them), the rest are applied and
-   * the position moves to the last one, with {@code ruleFieldsAfter}.
+   * the position moves to the last one, with {@code ruleFieldsAfter} and {@code outboxNextAfter}.
+   * With no events it only sets the outbox sequence, if the position is still {@code
+   * expectedThrough}.
    *
    * @return the partition's position afterwards
    * @throws TableGap (as the stage's failure) when the position is before the first event minus
    *     one: the events between must be applied first
    */
   CompletionStage<Long> apply(
-      int partition, List<Applying> events, Map<String, String> ruleFieldsAfter);
+      int partition,
+      List<Applying> events,
+      Map<String, String> ruleFieldsAfter,
+      long outboxNextAfter,
+      long expectedThrough);
+
+  /** The rows of these documents of the partition (those it has; tombstones included). */
+  CompletionStage<List<Row>> rows(int partition, List<Key> keys);
+
+  /** What a scan hands its rows to. */
+  interface ScanVisitor {
+    /** The table's position the rows are as of: called once, before any row. */
+    void seen(Seen seen);
+
+    /** The next row; false ends the scan. */
+    boolean row(Row row);
+  }
 
   /**
-   * Replaces every row of the partition with {@code documents} (the partition's documents as of
-   * journal sequence {@code through}) and sets its position to {@code through}, in one transaction,
-   * if its position is still {@code expected}; otherwise changes nothing.
+   * Reads, at one moment, the partition's position and its rows of {@code collection} in id order
+   * (code points) after {@code afterId} (null: from the first), handing them to {@code visit} until
+   * it answers false or {@code limit} rows were handed (0: no limit).
    *
-   * @return the partition's position afterwards
+   * @param liveOnly tombstones are left out
+   * @return the position, once every row was handed
    */
-  CompletionStage<Long> seed(
+  CompletionStage<Seen> scan(
       int partition,
-      long expected,
-      long through,
-      List<PartitionProtocol.Document> documents,
-      Map<String, String> ruleFields);
+      String collection,
+      String afterId,
+      int limit,
+      boolean liveOnly,
+      ScanVisitor visit);
 
   /** The table's position is behind the events offered: the ones after it must come first. */
   final class TableGap extends RuntimeException {

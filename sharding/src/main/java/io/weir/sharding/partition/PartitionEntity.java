@@ -1,22 +1,28 @@
 package io.weir.sharding.partition;
 
+import io.weir.persistence.SafeErrors;
 import io.weir.protocol.CborSerializable;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
-import io.weir.sharding.partition.PartitionProtocol.GetDocument;
 import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import io.weir.sharding.partition.PartitionProtocol.LoadRows;
 import io.weir.sharding.partition.PartitionProtocol.Write;
+import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLongArray;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.Terminated;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.javadsl.StashBuffer;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 
 /**
@@ -29,6 +35,10 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
  * mutations) goes to it as one {@link Partition.WriteBatch}: one journal write. Reads go straight
  * to the child, which answers them in order with the writes it has processed.
  *
+ * <p>Before the child starts, a snapshot written before ADR 0032 is upgraded ({@link
+ * LegacySnapshots}); meanwhile every message waits here, and a status request is answered with the
+ * upgrade's progress.
+ *
  * <p>If the child stops (a journal failure), this entity stops too; queued writes get no answer and
  * their senders retry. The partition keeper (or the next message) starts it again, and recovery
  * decides what was written.
@@ -37,60 +47,108 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   public static final EntityTypeKey<Command> TYPE_KEY =
       EntityTypeKey.create(Command.class, "weir-partition");
 
+  /** Messages that wait while an old snapshot is upgraded, at most. */
+  static final int UPGRADE_STASH = 10_000;
+
   /** The child has answered a batch. */
   public enum BatchWritten implements Command, CborSerializable {
     INSTANCE
   }
 
+  /** The old-snapshot upgrade is over ({@code failure}: why it failed, value-free; else null). */
+  record Upgraded(String failure) implements Command {}
+
   private final ActorRef<Command> store;
   private final PartitionSettings settings;
   private final ArrayDeque<Write> queue = new ArrayDeque<>();
   private boolean writing;
-  private long batches;
-  private long frames;
 
-  public static Behavior<Command> create(int partition, PartitionSettings settings) {
-    return create(partition, settings, JournalPruner.NONE);
+  /** Partition {@code partition} with these collaborators. */
+  public static Behavior<Command> create(int partition, PartitionWiring wiring) {
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withStash(
+                UPGRADE_STASH,
+                stash ->
+                    Behaviors.withTimers(
+                        timers -> upgrading(ctx, stash, timers, partition, wiring))));
   }
 
-  public static Behavior<Command> create(
-      int partition, PartitionSettings settings, JournalPruner pruner) {
-    return create(partition, settings, pruner, PartitionObserver.NONE);
+  /** A partition on the in-memory documents table (tests, tools). */
+  public static Behavior<Command> create(int partition, PartitionSettings settings) {
+    return create(partition, PartitionWiring.inMemory(settings));
   }
 
   /**
-   * As {@link #create(int, PartitionSettings, JournalPruner)}, reporting to {@code observer}
-   * (metrics).
+   * Upgrades an old snapshot, if the partition has one, then becomes the entity: every message but
+   * a status request waits until then.
    */
-  public static Behavior<Command> create(
-      int partition, PartitionSettings settings, JournalPruner pruner, PartitionObserver observer) {
-    return create(partition, settings, pruner, DocumentTable.NONE, observer);
-  }
-
-  /** As above, the partition keeping its documents in {@code table} too. */
-  public static Behavior<Command> create(
+  private static Behavior<Command> upgrading(
+      ActorContext<Command> ctx,
+      StashBuffer<Command> stash,
+      TimerScheduler<Command> timers,
       int partition,
-      PartitionSettings settings,
-      JournalPruner pruner,
-      DocumentTable table,
-      PartitionObserver observer) {
-    return create(partition, settings, pruner, table, observer, StorageGate.OPEN);
-  }
-
-  /** As above, writing only while {@code gate} lets it. */
-  public static Behavior<Command> create(
-      int partition,
-      PartitionSettings settings,
-      JournalPruner pruner,
-      DocumentTable table,
-      PartitionObserver observer,
-      StorageGate gate) {
-    return Behaviors.setup(
-        ctx ->
-            Behaviors.withTimers(
-                timers ->
-                    new PartitionEntity(
-                        ctx, timers, partition, settings, pruner, table, observer, gate)));
+      PartitionWiring wiring) {
+    AtomicLongArray progress = new AtomicLongArray(new long[] {0, -1});
+    ctx.pipeToSelf(
+        wiring
+            .legacySnapshots()
+            .upgrade(
+                partition,
+                (moved, total) -> {
+                  progress.set(0, moved);
+                  progress.set(1, total);
+                }),
+        (upgraded, error) -> new Upgraded(error == null ? null : SafeErrors.describe(error)));
+    return Behaviors.receive(Command.class)
+        .onMessage(
+            Upgraded.class,
+            u -> {
+              if (u.failure() != null) {
+                ctx.getLog()
+                    .error(
+                        "partition {}: its old snapshot could not be upgraded ({}); it starts"
+                            + " again with its next message",
+                        partition,
+                        u.failure());
+                return Behaviors.stopped();
+              }
+              return stash.unstashAll(
+                  new PartitionEntity(ctx, timers, partition, wiring.settings(), wiring));
+            })
+        .onMessage(
+            GetStatus.class,
+            s -> {
+              s.replyTo()
+                  .tell(
+                      new PartitionProtocol.PartitionStatus(
+                          partition,
+                          progress.get(0),
+                          0,
+                          0,
+                          0,
+                          0,
+                          Map.of(),
+                          List.of(),
+                          new PartitionProtocol.TableStatus(
+                              "upgrading", 0, 0, 0, null, progress.get(0), progress.get(1))));
+              return Behaviors.same();
+            })
+        .onAnyMessage(
+            m -> {
+              if (stash.isFull()) {
+                ctx.getLog()
+                    .warn(
+                        "partition {}: {} messages wait for its snapshot upgrade; dropping a {}",
+                        partition,
+                        UPGRADE_STASH,
+                        m.getClass().getSimpleName());
+              } else {
+                stash.stash(m);
+              }
+              return Behaviors.same();
+            })
+        .build();
   }
 
   /**
@@ -98,32 +156,28 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
    * overflows): the entity stops, and the next message or the keeper starts it again from the
    * journal. Senders of the queued writes time out and retry.
    */
-  static final java.time.Duration WRITE_TIMEOUT = java.time.Duration.ofSeconds(60);
+  static final Duration WRITE_TIMEOUT = Duration.ofSeconds(60);
 
   enum WriteTimedOut implements Command, CborSerializable {
     INSTANCE
   }
 
-  private final org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers;
+  private final TimerScheduler<Command> timers;
   private final int partition;
   private final PartitionObserver observer;
 
   private PartitionEntity(
       ActorContext<Command> ctx,
-      org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers,
+      TimerScheduler<Command> timers,
       int partition,
       PartitionSettings settings,
-      JournalPruner pruner,
-      DocumentTable table,
-      PartitionObserver observer,
-      StorageGate gate) {
+      PartitionWiring wiring) {
     super(ctx);
     this.timers = timers;
     this.settings = settings;
     this.partition = partition;
-    this.observer = observer;
-    this.store =
-        ctx.spawn(Partition.create(partition, settings, pruner, table, observer, gate), "store");
+    this.observer = wiring.observer();
+    this.store = ctx.spawn(Partition.create(partition, wiring), "store");
     ctx.watch(store);
   }
 
@@ -152,7 +206,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
                       WRITE_TIMEOUT);
               return Behaviors.stopped();
             })
-        .onMessage(GetDocument.class, this::forward)
+        .onMessage(PartitionProtocol.GetDocument.class, this::forward)
         .onMessage(GetStatus.class, this::forward)
         .onMessage(PartitionProtocol.GetDocuments.class, this::forward)
         .onMessage(PartitionProtocol.PurgeOutbox.class, this::forward)
@@ -161,7 +215,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         // Its metrics leave this node with it: a partition that moved is reported by its new node
         // only.
         .onSignal(
-            org.apache.pekko.actor.typed.PostStop.class,
+            PostStop.class,
             s -> {
               observer.stopped(partition);
               return this;
@@ -204,8 +258,6 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
     }
     writing = true;
     timers.startSingleTimer(WriteTimedOut.INSTANCE, WRITE_TIMEOUT);
-    batches++;
-    frames += batch.size();
     store.tell(new Partition.WriteBatch(batch, getContext().getSelf().narrow()));
   }
 

@@ -32,7 +32,9 @@ public final class PartitionProtocol {
           ScanCollection,
           Partition.WriteBatch,
           Partition.TableApplied,
-          Partition.TableSeed,
+          Partition.TableReady,
+          Partition.BodiesFetched,
+          PartitionEntity.Upgraded,
           PartitionEntity.BatchWritten,
           PartitionEntity.WriteTimedOut {}
 
@@ -471,17 +473,32 @@ public final class PartitionProtocol {
   /**
    * Where a partition's documents table is (see {@link TableWriter}).
    *
-   * @param state {@code starting} (catching up from the journal), {@code running}, {@code
-   *     table-apply-failed} (the last apply failed; retried with backoff, never skipped) or {@code
-   *     storage-behind} (the table holds events the journal lost; writes wait)
+   * @param state {@code upgrading} (an old snapshot's documents move into the table before the
+   *     partition starts: {@code moved} of {@code toMove}), {@code starting} (catching up from the
+   *     journal; the partition serves nothing yet), {@code running}, {@code table-apply-failed}
+   *     (the last apply failed; retried with backoff, never skipped) or {@code storage-behind} (the
+   *     table holds events the journal lost; the partition serves nothing)
    * @param appliedThrough the journal sequence through which the table holds the events
    * @param lagEvents persisted events not yet applied
    * @param failures failed applies in a row (retried with backoff, never skipped)
    * @param lastError the last failure's exception classes and SQLState, or null
+   * @param moved while upgrading: documents moved so far
+   * @param toMove while upgrading: documents to move in all (-1: not known yet)
    */
   public record TableStatus(
-      String state, long appliedThrough, long lagEvents, int failures, String lastError)
-      implements CborSerializable {}
+      String state,
+      long appliedThrough,
+      long lagEvents,
+      int failures,
+      String lastError,
+      long moved,
+      long toMove)
+      implements CborSerializable {
+    public TableStatus(
+        String state, long appliedThrough, long lagEvents, int failures, String lastError) {
+      this(state, appliedThrough, lagEvents, failures, lastError, 0, 0);
+    }
+  }
 
   // ---- Projection consumers ----
 

@@ -14,6 +14,8 @@ package io.weir.sharding.partition;
  *     producer quota (see {@link Partition})
  * @param reserveBytes bytes a projection batch may add beyond the producer quota
  * @param maxEffects effects one projection batch may carry at most
+ * @param bodyCacheBytes heap the cache of recently written documents may take (see {@link
+ *     BodyCache}); the rest of a document's heap is its index entry
  */
 public record PartitionSettings(
     long maxOutboxEntries,
@@ -23,7 +25,8 @@ public record PartitionSettings(
     int maxConsumers,
     long reserveEntries,
     long reserveBytes,
-    int maxEffects) {
+    int maxEffects,
+    long bodyCacheBytes) {
   public static final int DEFAULT_MAX_CONSUMERS = 64;
   public static final int DEFAULT_MAX_EFFECTS = 256;
 
@@ -31,6 +34,10 @@ public record PartitionSettings(
   public static final long DEFAULT_RESERVE_ENTRIES = 16_384;
 
   public static final long DEFAULT_RESERVE_BYTES = 2L << 30;
+
+  /** 1 MiB per partition: 64 MiB for 64 partitions on one node. */
+  public static final long DEFAULT_BODY_CACHE_BYTES = 1L << 20;
+
   public static final PartitionSettings DEFAULTS =
       new PartitionSettings(100_000, 1L << 30, 256, 20_000);
 
@@ -42,7 +49,8 @@ public record PartitionSettings(
         || maxConsumers < 1
         || reserveEntries < 0
         || reserveBytes < 0
-        || maxEffects < 1) {
+        || maxEffects < 1
+        || bodyCacheBytes < 0) {
       throw new IllegalArgumentException("partition limits must be positive");
     }
   }
@@ -58,7 +66,8 @@ public record PartitionSettings(
         DEFAULT_MAX_CONSUMERS,
         DEFAULT_RESERVE_ENTRIES,
         DEFAULT_RESERVE_BYTES,
-        DEFAULT_MAX_EFFECTS);
+        DEFAULT_MAX_EFFECTS,
+        DEFAULT_BODY_CACHE_BYTES);
   }
 
   public PartitionSettings withProjections(
@@ -71,6 +80,20 @@ public record PartitionSettings(
         maxConsumers,
         reserveEntries,
         reserveBytes,
-        maxEffects);
+        maxEffects,
+        bodyCacheBytes);
+  }
+
+  public PartitionSettings withBodyCache(long bytes) {
+    return new PartitionSettings(
+        maxOutboxEntries,
+        maxOutboxBytes,
+        maxBatchFrames,
+        maxBatchMutations,
+        maxConsumers,
+        reserveEntries,
+        reserveBytes,
+        maxEffects,
+        bytes);
   }
 }

@@ -40,69 +40,23 @@ public final class PartitionSharding {
 
   private PartitionSharding() {}
 
-  /** Registers the entity type on this node (hosting partitions if it has the server role). */
+  /**
+   * Registers the entity type on this node (hosting partitions if it has the server role), on the
+   * in-memory documents table (tests and tools on Pekko's in-memory journals).
+   */
   public static void init(ActorSystem<?> system, PartitionSettings settings) {
-    init(system, settings, JournalPruner.NONE);
+    init(system, PartitionWiring.inMemory(settings));
   }
 
-  /**
-   * As {@link #init(ActorSystem, PartitionSettings)}, deleting purged journal rows with {@code
-   * pruner}.
-   */
-  public static void init(ActorSystem<?> system, PartitionSettings settings, JournalPruner pruner) {
-    init(system, settings, pruner, PartitionObserver.NONE);
-  }
-
-  /**
-   * As {@link #init(ActorSystem, PartitionSettings, JournalPruner)}, the partitions reporting to
-   * {@code observer}.
-   */
-  public static void init(
-      ActorSystem<?> system,
-      PartitionSettings settings,
-      JournalPruner pruner,
-      PartitionObserver observer) {
-    init(system, settings, pruner, DocumentTable.NONE, observer);
-  }
-
-  /**
-   * As {@link #init(ActorSystem, PartitionSettings, JournalPruner, PartitionObserver)}, each
-   * partition keeping its documents in {@code table} too.
-   */
-  public static void init(
-      ActorSystem<?> system,
-      PartitionSettings settings,
-      JournalPruner pruner,
-      DocumentTable table,
-      PartitionObserver observer) {
-    init(system, settings, pruner, table, observer, StorageGate.OPEN);
-  }
-
-  /**
-   * As {@link #init(ActorSystem, PartitionSettings, JournalPruner, DocumentTable,
-   * PartitionObserver)}, the partitions writing only while {@code gate} lets them (the node: while
-   * the storage keeps the required copies of a commit).
-   */
-  public static void init(
-      ActorSystem<?> system,
-      PartitionSettings settings,
-      JournalPruner pruner,
-      DocumentTable table,
-      PartitionObserver observer,
-      StorageGate gate) {
+  /** Registers the entity type on this node, each partition built with {@code wiring}. */
+  public static void init(ActorSystem<?> system, PartitionWiring wiring) {
     ClusterSharding.get(system)
         .init(
             Entity.of(
                     PartitionEntity.TYPE_KEY,
                     ctx ->
                         ServerOrigin.guard(
-                            PartitionEntity.create(
-                                Integer.parseInt(ctx.getEntityId()),
-                                settings,
-                                pruner,
-                                table,
-                                observer,
-                                gate),
+                            PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), wiring),
                             Command.class,
                             ROLE))
                 .withRole(ROLE));

@@ -8,6 +8,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -22,10 +23,12 @@ import javax.sql.DataSource;
  * The documents table in PostgreSQL: {@code <schema>.documents} (one row per partition, collection
  * and id: revision, body as the exact text of the after image, the tombstone's row-visibility
  * value, deleted, and the journal sequence of the last change) and {@code
- * <schema>.document_positions} (per partition: applied through which journal sequence, and the row
- * rules' fields as of it). Migration V15 creates both. Every apply locks the partition's position
- * row first, so two writers (a sharding handoff) serialize and the second skips what the first
- * applied. Runs on the blocking-I/O executor.
+ * <schema>.document_positions} (per partition: applied through which journal sequence, the row
+ * rules' fields and the next outbox sequence as of it). Migrations V15 and V16 create them. Every
+ * apply locks the partition's position row first, so two writers (a sharding handoff) serialize and
+ * the second skips what the first applied. Reads of many rows run in one repeatable-read, read-only
+ * transaction with the position, so they see the rows exactly as of it. Runs on the executor given
+ * (the documents pool's).
  */
 public final class SqlDocumentTable implements DocumentTable {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -34,17 +37,22 @@ public final class SqlDocumentTable implements DocumentTable {
   /** Rows written by one batched statement at most. */
   private static final int BATCH = 500;
 
+  /** Rows fetched from the server at a time by a scan. */
+  private static final int FETCH = 500;
+
+  private static final String COLUMNS = "collection, id, revision, body, acl, deleted, journal_seq";
+
   private final DataSource dataSource;
   private final String documents;
   private final String positions;
-  private final Executor blockingIo;
+  private final Executor executor;
 
-  public SqlDocumentTable(DataSource dataSource, String schema, Executor blockingIo) {
+  public SqlDocumentTable(DataSource dataSource, String schema, Executor executor) {
     this.dataSource = dataSource;
     Identifiers.require("schema name", schema);
     this.documents = schema + ".documents";
     this.positions = schema + ".document_positions";
-    this.blockingIo = blockingIo;
+    this.executor = executor;
   }
 
   @Override
@@ -54,61 +62,170 @@ public final class SqlDocumentTable implements DocumentTable {
           try (Connection c = dataSource.getConnection();
               PreparedStatement ps =
                   c.prepareStatement(
-                      "SELECT applied_through, rule_fields FROM "
+                      "SELECT applied_through, rule_fields, outbox_next FROM "
                           + positions
                           + " WHERE partition_id = ?")) {
             ps.setInt(1, partition);
             try (ResultSet rs = ps.executeQuery()) {
               return rs.next()
-                  ? new Position(rs.getLong(1), fields(rs.getString(2)))
-                  : new Position(0, Map.of());
+                  ? new Position(rs.getLong(1), fields(rs.getString(2)), rs.getLong(3))
+                  : new Position(0, Map.of(), 0);
             }
           } catch (SQLException e) {
             throw new CompletionException(e);
           }
         },
-        blockingIo);
+        executor);
   }
 
   @Override
   public CompletionStage<Long> apply(
-      int partition, List<Applying> events, Map<String, String> ruleFieldsAfter) {
-    return inTransaction(c -> apply(c, partition, events, ruleFieldsAfter));
-  }
-
-  @Override
-  public CompletionStage<Long> seed(
       int partition,
-      long expected,
-      long through,
-      List<Document> documents,
-      Map<String, String> ruleFields) {
+      List<Applying> events,
+      Map<String, String> ruleFieldsAfter,
+      long outboxNextAfter,
+      long expectedThrough) {
     return inTransaction(
         c -> {
           long applied = lockPosition(c, partition);
-          if (applied != expected) {
+          if (events.isEmpty()) {
+            if (applied == expectedThrough) {
+              try (PreparedStatement ps =
+                  c.prepareStatement(
+                      "UPDATE " + positions + " SET outbox_next = ? WHERE partition_id = ?")) {
+                ps.setLong(1, outboxNextAfter);
+                ps.setInt(2, partition);
+                ps.executeUpdate();
+              }
+            }
             return applied;
           }
-          try (PreparedStatement ps =
-              c.prepareStatement("DELETE FROM " + this.documents + " WHERE partition_id = ?")) {
-            ps.setInt(1, partition);
-            ps.executeUpdate();
-          }
-          LinkedHashMap<String, Row> puts = new LinkedHashMap<>();
-          for (Document d : documents) {
-            puts.put(Partition.key(d.collection(), d.id()), new Row(d, through));
-            if (puts.size() >= BATCH) {
-              flush(c, partition, puts);
-            }
-          }
-          flush(c, partition, puts);
-          setPosition(c, partition, through, ruleFields);
-          return through;
+          return apply(c, partition, applied, events, ruleFieldsAfter, outboxNextAfter);
         });
   }
 
+  @Override
+  public CompletionStage<List<Row>> rows(int partition, List<Key> keys) {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          if (keys.isEmpty()) {
+            return List.<Row>of();
+          }
+          try (Connection c = dataSource.getConnection();
+              PreparedStatement ps =
+                  c.prepareStatement(
+                      "SELECT d.collection, d.id, d.revision, d.body, d.acl, d.deleted,"
+                          + " d.journal_seq FROM "
+                          + documents
+                          + " d JOIN unnest(?::text[], ?::text[]) AS k(c, i)"
+                          + " ON d.collection = k.c COLLATE \"C\" AND d.id = k.i COLLATE \"C\""
+                          + " WHERE d.partition_id = ?")) {
+            String[] collections = new String[keys.size()];
+            String[] ids = new String[keys.size()];
+            for (int i = 0; i < keys.size(); i++) {
+              collections[i] = keys.get(i).collection();
+              ids[i] = keys.get(i).id();
+            }
+            ps.setArray(1, c.createArrayOf("text", collections));
+            ps.setArray(2, c.createArrayOf("text", ids));
+            ps.setInt(3, partition);
+            List<Row> out = new ArrayList<>();
+            try (ResultSet rs = ps.executeQuery()) {
+              while (rs.next()) {
+                out.add(row(rs));
+              }
+            }
+            return out;
+          } catch (SQLException e) {
+            throw new CompletionException(e);
+          }
+        },
+        executor);
+  }
+
+  @Override
+  public CompletionStage<Seen> scan(
+      int partition,
+      String collection,
+      String afterId,
+      int limit,
+      boolean liveOnly,
+      ScanVisitor visit) {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try (Connection c = dataSource.getConnection()) {
+            c.setAutoCommit(false);
+            c.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+            c.setReadOnly(true);
+            try {
+              Seen seen = seen(c, partition);
+              visit.seen(seen);
+              try (PreparedStatement ps =
+                  c.prepareStatement(
+                      "SELECT "
+                          + COLUMNS
+                          + " FROM "
+                          + documents
+                          + " WHERE partition_id = ? AND collection = ?"
+                          + (afterId == null ? "" : " AND id > ?")
+                          + (liveOnly ? " AND NOT deleted" : "")
+                          + " ORDER BY id"
+                          + (limit > 0 ? " LIMIT " + limit : ""))) {
+                ps.setFetchSize(FETCH);
+                ps.setInt(1, partition);
+                ps.setString(2, collection);
+                if (afterId != null) {
+                  ps.setString(3, afterId);
+                }
+                try (ResultSet rs = ps.executeQuery()) {
+                  while (rs.next()) {
+                    if (!visit.row(row(rs))) {
+                      break;
+                    }
+                  }
+                }
+              }
+              c.commit();
+              return seen;
+            } catch (SQLException | RuntimeException e) {
+              c.rollback();
+              throw e;
+            } finally {
+              c.setReadOnly(false);
+              c.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
+            }
+          } catch (SQLException e) {
+            throw new CompletionException(e);
+          }
+        },
+        executor);
+  }
+
+  private Seen seen(Connection c, int partition) throws SQLException {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT applied_through, outbox_next FROM " + positions + " WHERE partition_id = ?")) {
+      ps.setInt(1, partition);
+      try (ResultSet rs = ps.executeQuery()) {
+        return rs.next() ? new Seen(rs.getLong(1), rs.getLong(2)) : new Seen(0, 0);
+      }
+    }
+  }
+
+  private static Row row(ResultSet rs) throws SQLException {
+    return new Row(
+        new Document(
+            rs.getString(1),
+            rs.getString(2),
+            rs.getLong(3),
+            rs.getString(4),
+            rs.getBoolean(6),
+            rs.getString(5)),
+        rs.getLong(7));
+  }
+
   /** A document's row to write and the journal sequence of its change. */
-  private record Row(Document document, long journalSequence) {}
+  record Put(Document document, long journalSequence) {}
 
   private interface Work {
     long run(Connection c) throws SQLException;
@@ -131,16 +248,16 @@ public final class SqlDocumentTable implements DocumentTable {
             throw new CompletionException(e);
           }
         },
-        blockingIo);
+        executor);
   }
 
   /** Creates the partition's position row if missing and locks it: the one writer at a time. */
-  private long lockPosition(Connection c, int partition) throws SQLException {
+  static long lockPosition(Connection c, String positions, int partition) throws SQLException {
     try (PreparedStatement ps =
         c.prepareStatement(
             "INSERT INTO "
                 + positions
-                + " (partition_id, applied_through, rule_fields) VALUES (?, 0, '{}')"
+                + " (partition_id, applied_through, rule_fields, outbox_next) VALUES (?, 0, '{}', 0)"
                 + " ON CONFLICT (partition_id) DO NOTHING")) {
       ps.setInt(1, partition);
       ps.executeUpdate();
@@ -156,27 +273,41 @@ public final class SqlDocumentTable implements DocumentTable {
     }
   }
 
-  private void setPosition(Connection c, int partition, long through, Map<String, String> fields)
+  private long lockPosition(Connection c, int partition) throws SQLException {
+    return lockPosition(c, positions, partition);
+  }
+
+  /** Sets the partition's position (its row is locked). */
+  static void setPosition(
+      Connection c,
+      String positions,
+      int partition,
+      long through,
+      Map<String, String> fields,
+      long outboxNext)
       throws SQLException {
     try (PreparedStatement ps =
         c.prepareStatement(
             "UPDATE "
                 + positions
-                + " SET applied_through = ?, rule_fields = ? WHERE partition_id = ?")) {
+                + " SET applied_through = ?, rule_fields = ?, outbox_next = ?"
+                + " WHERE partition_id = ?")) {
       ps.setLong(1, through);
       ps.setString(2, text(fields));
-      ps.setInt(3, partition);
+      ps.setLong(3, outboxNext);
+      ps.setInt(4, partition);
       ps.executeUpdate();
     }
   }
 
   private long apply(
-      Connection c, int partition, List<Applying> events, Map<String, String> ruleFieldsAfter)
+      Connection c,
+      int partition,
+      long applied,
+      List<Applying> events,
+      Map<String, String> ruleFieldsAfter,
+      long outboxNextAfter)
       throws SQLException {
-    long applied = lockPosition(c, partition);
-    if (events.isEmpty()) {
-      return applied;
-    }
     long last = events.get(events.size() - 1).sequence();
     if (applied >= last) {
       return applied;
@@ -185,7 +316,7 @@ public final class SqlDocumentTable implements DocumentTable {
       throw new TableGap(applied);
     }
     // Puts between two other changes are written together, the last per document winning.
-    LinkedHashMap<String, Row> puts = new LinkedHashMap<>();
+    LinkedHashMap<String, Put> puts = new LinkedHashMap<>();
     for (Applying e : events) {
       if (e.sequence() <= applied) {
         continue;
@@ -193,9 +324,9 @@ public final class SqlDocumentTable implements DocumentTable {
       for (DocumentChange change : e.changes()) {
         if (change instanceof DocumentChange.Put p) {
           Document d = p.document();
-          puts.put(Partition.key(d.collection(), d.id()), new Row(d, e.sequence()));
+          puts.put(Partition.key(d.collection(), d.id()), new Put(d, e.sequence()));
         } else {
-          flush(c, partition, puts);
+          flush(c, documents, partition, puts);
           String collection =
               change instanceof DocumentChange.Reset r
                   ? r.collection()
@@ -215,12 +346,13 @@ public final class SqlDocumentTable implements DocumentTable {
         }
       }
     }
-    flush(c, partition, puts);
-    setPosition(c, partition, last, ruleFieldsAfter);
+    flush(c, documents, partition, puts);
+    setPosition(c, positions, partition, last, ruleFieldsAfter, outboxNextAfter);
     return last;
   }
 
-  private void flush(Connection c, int partition, LinkedHashMap<String, Row> puts)
+  /** Writes (inserts or replaces) the rows of {@code puts} and empties it. */
+  static void flush(Connection c, String documents, int partition, LinkedHashMap<String, Put> puts)
       throws SQLException {
     if (puts.isEmpty()) {
       return;
@@ -235,7 +367,7 @@ public final class SqlDocumentTable implements DocumentTable {
                 + " revision = EXCLUDED.revision, body = EXCLUDED.body, acl = EXCLUDED.acl,"
                 + " deleted = EXCLUDED.deleted, journal_seq = EXCLUDED.journal_seq")) {
       int n = 0;
-      for (Row put : puts.values()) {
+      for (Put put : puts.values()) {
         Document d = put.document();
         ps.setInt(1, partition);
         ps.setString(2, d.collection());
@@ -257,7 +389,18 @@ public final class SqlDocumentTable implements DocumentTable {
     puts.clear();
   }
 
-  private static Map<String, String> fields(String text) {
+  /**
+   * Rows of {@code documents} to write with {@link #flush}, each at journal sequence {@code seq}.
+   */
+  static LinkedHashMap<String, Put> puts(List<Document> documents, long seq) {
+    LinkedHashMap<String, Put> out = new LinkedHashMap<>();
+    for (Document d : documents) {
+      out.put(Partition.key(d.collection(), d.id()), new Put(d, seq));
+    }
+    return out;
+  }
+
+  static Map<String, String> fields(String text) {
     try {
       return text == null || text.isEmpty() ? Map.of() : JSON.readValue(text, FIELDS);
     } catch (java.io.IOException e) {
@@ -265,7 +408,7 @@ public final class SqlDocumentTable implements DocumentTable {
     }
   }
 
-  private static String text(Map<String, String> fields) {
+  static String text(Map<String, String> fields) {
     try {
       return JSON.writeValueAsString(new TreeMap<>(fields));
     } catch (com.fasterxml.jackson.core.JsonProcessingException e) {

@@ -1,12 +1,12 @@
 package io.weir.sharding.partition;
 
 import io.weir.persistence.SafeErrors;
-import io.weir.sharding.partition.PartitionProtocol.Document;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -24,10 +24,9 @@ import org.slf4j.LoggerFactory;
  * at a time, each transaction moving the table's position with the rows. At recovery ({@link
  * #start}) it reads the table's position T and applies the journal's events T+1 to the recovered
  * tail by reading them from the journal (they may lie before the snapshot Pekko recovered from);
- * only a journal that no longer holds event T+1 (pruned before this table existed) is seeded from
- * the recovered documents instead ({@link #seed}). A failed apply is retried with backoff, never
- * skipped; the partition's writes wait while more than {@link #MAX_LAG_EVENTS} events or {@link
- * #MAX_LAG_BYTES} bytes are unapplied ({@link #behind}).
+ * only then is the partition ready to serve (it reads documents from the table). A failed apply is
+ * retried with backoff, never skipped; the partition's writes wait while more than {@link
+ * #MAX_LAG_EVENTS} events or {@link #MAX_LAG_BYTES} bytes are unapplied ({@link #behind}).
  *
  * <p>Methods are called from the entity's thread and from completion callbacks; they synchronize on
  * this writer.
@@ -77,8 +76,8 @@ final class TableWriter {
   /** Called with the new position after each apply: the entity lets waiting writes go. */
   private final LongConsumer applied;
 
-  /** Asks the entity for its documents, to seed the table from ({@link #seed}). */
-  private final Runnable seedRequest;
+  /** Called once the table holds every event of the recovered journal: the partition may serve. */
+  private final Runnable ready;
 
   private final PartitionObserver observer;
 
@@ -88,16 +87,24 @@ final class TableWriter {
   private long appliedThrough;
   private long pendingBytes;
   private Map<String, String> ruleFields = Map.of();
+
+  /** The partition's next outbox sequence as of {@link #appliedThrough} (0: not known yet). */
+  private long outboxNext;
+
   private int failures;
   private String lastError;
 
+  /**
+   * @param journal reads the partition's events to catch up at start; null on a journal without
+   *     queries (then a table behind the journal at start is an apply failure, retried)
+   */
   TableWriter(
       int partition,
       DocumentTable table,
       CurrentEventsByPersistenceIdQuery journal,
       ActorSystem<?> system,
       LongConsumer applied,
-      Runnable seedRequest,
+      Runnable ready,
       PartitionObserver observer) {
     this.partition = partition;
     this.persistenceId = Partition.persistenceId(partition).id();
@@ -105,7 +112,7 @@ final class TableWriter {
     this.journal = journal;
     this.system = system;
     this.applied = applied;
-    this.seedRequest = seedRequest;
+    this.ready = ready;
     this.observer = observer;
   }
 
@@ -118,8 +125,11 @@ final class TableWriter {
     return phase == Phase.STORAGE_BEHIND || failures > 0;
   }
 
-  /** The recovered partition's journal ends at {@code tail}: catch the table up to it. */
-  synchronized void start(long tail) {
+  /**
+   * The recovered partition's journal ends at {@code tail}, where its next outbox sequence is
+   * {@code outboxNextAtTail}: catch the table up to it, then call the ready callback.
+   */
+  synchronized void start(long tail, long outboxNextAtTail) {
     phase = Phase.STARTING;
     busy = true;
     table
@@ -127,49 +137,61 @@ final class TableWriter {
         .whenComplete(
             (position, error) -> {
               if (error != null) {
-                retryLater(error, () -> start(tail));
+                retryLater(error, () -> start(tail, outboxNextAtTail));
                 return;
               }
-              catchUp(position, tail);
+              catchUp(position, tail, outboxNextAtTail);
             });
   }
 
-  private void catchUp(DocumentTable.Position position, long tail) {
+  private void catchUp(DocumentTable.Position position, long tail, long outboxNextAtTail) {
     synchronized (this) {
       appliedThrough = position.appliedThrough();
       ruleFields = position.ruleFields();
+      outboxNext = position.outboxNext();
       if (position.appliedThrough() > tail) {
         phase = Phase.STORAGE_BEHIND;
         busy = false;
         log.error(
             "partition {}: its documents table is applied through journal sequence {}, past the"
-                + " journal's last event {}: the journal lost events the table holds; its writes"
-                + " wait until storage is repaired (storage-behind)",
+                + " journal's last event {}: the journal lost events the table holds; it serves"
+                + " nothing until storage is repaired (storage-behind)",
             partition,
             position.appliedThrough(),
             tail);
         report();
         return;
       }
-      if (position.appliedThrough() == tail) {
-        running();
-        return;
-      }
     }
-    replay(position.appliedThrough() + 1, tail, true);
+    replay(position.appliedThrough() + 1, tail, outboxNextAtTail);
   }
 
   /**
-   * Applies the journal's events {@code from..tail} chunk by chunk, then runs. When the {@code
-   * first} chunk does not start at {@code from}, the events after the table's position are gone
-   * from the journal (it was pruned before this table existed): the entity is asked for its
-   * recovered documents to seed the table with instead.
+   * Applies the journal's events {@code from..tail} chunk by chunk, then records the outbox
+   * sequence at the tail and runs.
    */
-  private void replay(long from, long tail, boolean first) {
+  private void replay(long from, long tail, long outboxNextAtTail) {
     if (from > tail) {
-      synchronized (this) {
-        running();
-      }
+      table
+          .apply(partition, List.of(), Map.of(), outboxNextAtTail, tail)
+          .whenComplete(
+              (position, error) -> {
+                if (error != null) {
+                  retryLater(error, () -> start(tail, outboxNextAtTail));
+                  return;
+                }
+                synchronized (this) {
+                  outboxNext = outboxNextAtTail;
+                  running();
+                }
+                ready.run();
+              });
+      return;
+    }
+    if (journal == null) {
+      retryLater(
+          new IllegalStateException("no journal query to catch the documents table up with"),
+          () -> start(tail, outboxNextAtTail));
       return;
     }
     long to = Math.min(tail, from + CATCH_UP_CHUNK - 1);
@@ -178,16 +200,14 @@ final class TableWriter {
         .runWith(Sink.seq(), system)
         .thenCompose(
             envelopes -> {
-              if (first && (envelopes.isEmpty() || envelopes.get(0).sequenceNr() != from)) {
-                return CompletableFuture.completedFuture(-1L);
-              }
               List<Pending> events = new ArrayList<>();
               for (var e : envelopes) {
                 events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0));
               }
-              if (events.size() != to - from + 1) {
+              if (events.size() != to - from + 1 || events.get(0).sequence() != from) {
+                // Pruning never passes the table's position: the journal was changed behind it.
                 throw new IllegalStateException(
-                    "the journal has "
+                    "the journal holds "
                         + events.size()
                         + " of the events "
                         + from
@@ -200,52 +220,10 @@ final class TableWriter {
         .whenComplete(
             (through, error) -> {
               if (error != null) {
-                retryLater(error, () -> start(tail));
-              } else if (through < 0) {
-                seedRequest.run();
+                retryLater(error, () -> start(tail, outboxNextAtTail));
               } else {
-                replay(to + 1, tail, false);
+                replay(to + 1, tail, outboxNextAtTail);
               }
-            });
-  }
-
-  /**
-   * Seeds the table with the recovered documents at journal sequence {@code through}: every row of
-   * the partition replaced and the position set in one transaction. Events persisted after it are
-   * applied as usual.
-   */
-  void seed(List<Document> documents, Map<String, String> fields, long through) {
-    long expected;
-    synchronized (this) {
-      expected = appliedThrough;
-    }
-    table
-        .seed(partition, expected, through, documents, fields)
-        .whenComplete(
-            (position, error) -> {
-              if (error != null) {
-                retryLater(error, seedRequest);
-                return;
-              }
-              if (position != through) {
-                // Another writer moved the position meanwhile: start over from it.
-                retryLater(new IllegalStateException("the position moved"), () -> start(through));
-                return;
-              }
-              synchronized (this) {
-                appliedThrough = position;
-                ruleFields = Map.copyOf(fields);
-                while (!pending.isEmpty() && pending.peekFirst().sequence() <= position) {
-                  pendingBytes -= pending.pollFirst().bytes();
-                }
-                log.info(
-                    "partition {}: documents table seeded with {} documents at journal sequence {}",
-                    partition,
-                    documents.size(),
-                    position);
-                running();
-              }
-              applied.accept(position);
             });
   }
 
@@ -253,6 +231,7 @@ final class TableWriter {
     phase = Phase.RUNNING;
     busy = false;
     failures = 0;
+    lastError = null;
     pump();
     report();
   }
@@ -281,7 +260,7 @@ final class TableWriter {
     return new PartitionProtocol.TableStatus(
         phase != Phase.STORAGE_BEHIND && failures > 0
             ? "table-apply-failed"
-            : phase.name().toLowerCase(java.util.Locale.ROOT).replace('_', '-'),
+            : phase.name().toLowerCase(Locale.ROOT).replace('_', '-'),
         appliedThrough,
         pending.size(),
         failures,
@@ -328,8 +307,8 @@ final class TableWriter {
                 if (error != null) {
                   Throwable cause = unwrap(error);
                   if (cause instanceof DocumentTable.TableGap gap) {
-                    // Another writer's position is behind ours (or the table was rewound):
-                    // start over from the table's position.
+                    // Another writer's position is behind ours (or the table was rewound): the
+                    // events between are read from the journal first.
                     log.warn(
                         "partition {}: documents table applied through {}, expected {}; catching"
                             + " up from the journal",
@@ -337,12 +316,13 @@ final class TableWriter {
                         gap.appliedThrough(),
                         batch.get(0).sequence() - 1);
                     busy = true;
-                    long tail = pending.peekLast().sequence();
-                    retryLater(error, () -> start(tail));
+                    long from = gap.appliedThrough() + 1;
+                    long to = batch.get(0).sequence() - 1;
+                    retryLater(error, () -> fillGap(from, to));
                     return;
                   }
                   busy = true;
-                  retryLater(error, () -> resume());
+                  retryLater(error, this::resume);
                   return;
                 }
                 while (!pending.isEmpty() && pending.peekFirst().sequence() <= through) {
@@ -355,6 +335,40 @@ final class TableWriter {
             });
   }
 
+  /** Applies the journal's events {@code from..to} (missing from the table), then goes on. */
+  private void fillGap(long from, long to) {
+    if (journal == null) {
+      retryLater(new IllegalStateException("no journal query to fill a gap with"), this::resume);
+      return;
+    }
+    synchronized (this) {
+      appliedThrough = from - 1;
+      outboxNext = 0; // not known at the table's position: events with entries set it again
+    }
+    journal
+        .currentEventsByPersistenceId(persistenceId, from, to)
+        .runWith(Sink.seq(), system)
+        .thenCompose(
+            envelopes -> {
+              List<Pending> events = new ArrayList<>();
+              for (var e : envelopes) {
+                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0));
+              }
+              if (events.size() != to - from + 1) {
+                throw new IllegalStateException("the journal lacks events the table needs");
+              }
+              return events.isEmpty() ? CompletableFuture.completedFuture(to) : applyNow(events);
+            })
+        .whenComplete(
+            (through, error) -> {
+              if (error != null) {
+                retryLater(error, () -> fillGap(from, to));
+              } else {
+                resume();
+              }
+            });
+  }
+
   private synchronized void resume() {
     busy = false;
     pump();
@@ -362,46 +376,51 @@ final class TableWriter {
 
   /**
    * Derives the changes of consecutive events from the rules as of the one before the first, and
-   * applies them: on success the writer's position and rules move past them.
+   * applies them: on success the writer's position, rules and outbox sequence move past them.
    */
   private CompletionStage<Long> applyNow(List<Pending> events) {
     Map<String, String> fields;
+    long next;
     synchronized (this) {
       fields = new HashMap<>(ruleFields);
+      next = outboxNext;
     }
-    DocumentChange.RuleFields rules =
-        new DocumentChange.RuleFields() {
-          @Override
-          public String field(String collection) {
-            return fields.get(collection);
-          }
-
-          @Override
-          public void set(Partition.RuleChange r) {
-            if (r.field() == null) {
-              fields.remove(r.collection());
-            } else {
-              fields.put(r.collection(), r.field());
-            }
-          }
-        };
+    DocumentChange.RuleFields rules = DocumentChange.RuleFields.over(fields);
     List<DocumentTable.Applying> applying = new ArrayList<>(events.size());
     for (Pending p : events) {
       applying.add(new DocumentTable.Applying(p.sequence(), DocumentChange.of(p.event(), rules)));
+      next = outboxNextAfter(p.event(), next);
     }
     long last = events.get(events.size() - 1).sequence();
+    long nextAfter = next;
     return table
-        .apply(partition, applying, fields)
+        .apply(partition, applying, fields, nextAfter, last)
         .thenApply(
             position -> {
               synchronized (this) {
-                appliedThrough = Math.max(appliedThrough, last);
-                ruleFields = Map.copyOf(fields);
+                if (last > appliedThrough) {
+                  appliedThrough = last;
+                  ruleFields = Map.copyOf(fields);
+                  outboxNext = nextAfter;
+                }
                 failures = 0;
                 lastError = null;
               }
               return last;
             });
+  }
+
+  /** The next outbox sequence after {@code event}, given the one before it. */
+  static long outboxNextAfter(Partition.Event event, long before) {
+    long next = before;
+    if (event instanceof Partition.Written w) {
+      for (Partition.FrameApplied f : w.frames()) {
+        if (!f.entries().isEmpty()) {
+          next = f.entries().get(f.entries().size() - 1).sequence() + 1;
+        }
+      }
+    }
+    return next;
   }
 
   private void retryLater(Throwable error, Runnable again) {

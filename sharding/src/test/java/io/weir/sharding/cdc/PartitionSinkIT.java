@@ -25,6 +25,8 @@ import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
+import io.weir.sharding.partition.PartitionWiring;
+import io.weir.sharding.partition.SqlDocumentTable;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -101,8 +103,20 @@ class PartitionSinkIT {
   @AfterEach
   void stop() {
     kit.shutdownTestKit();
+    documents.shutdownNow();
     state.close();
     db.close();
+  }
+
+  private final java.util.concurrent.ExecutorService documents =
+      java.util.concurrent.Executors.newFixedThreadPool(4);
+
+  /** The partitions as the node builds them: documents in the table, read from it. */
+  private PartitionWiring wiring(PartitionSettings settings) {
+    return PartitionWiring.inMemory(settings)
+        .withTable(new SqlDocumentTable(state.dataSource(), "weir", documents))
+        .withQueryJournal(
+            org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier());
   }
 
   private void sql(String... statements) throws Exception {
@@ -328,7 +342,7 @@ class PartitionSinkIT {
     sql(
         "INSERT INTO public.orders SELECT g, 't' || (g % 5), 'initial', g, '{\"a\": 1}' FROM generate_series(0, 39) g",
         "INSERT INTO public.lines SELECT g, 1, 1 FROM generate_series(0, 19) g");
-    PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
     PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));
     ActorRef<CdcPipeline.Command> p = pipeline(sink, StartMode.SNAPSHOT);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
@@ -368,7 +382,7 @@ class PartitionSinkIT {
 
   @Test
   void aSliceLostOnTheWayIsNoticedByTheNextOneAndDeliveredAgain() throws Exception {
-    PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
     PartitionChannel real = PartitionChannel.sharded(kit.system());
     AtomicInteger sent = new AtomicInteger();
     AtomicBoolean dropped = new AtomicBoolean();
@@ -435,7 +449,7 @@ class PartitionSinkIT {
 
   @Test
   void aFullOutboxPausesThePipelineWhichGoesOnOnceEntriesArePurgedLosingNothing() throws Exception {
-    PartitionSharding.init(kit.system(), new PartitionSettings(40, 1L << 30, 256, 20_000));
+    PartitionSharding.init(kit.system(), wiring(new PartitionSettings(40, 1L << 30, 256, 20_000)));
     PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));
     ActorRef<CdcPipeline.Command> p = pipeline(sink, StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
@@ -516,7 +530,7 @@ class PartitionSinkIT {
   @Test
   void anIncrementalSnapshotRecordsRowsThatChangeADocumentAndNothingForEqualRows()
       throws Exception {
-    PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
     // Rows that exist before the pipeline: go-forward does not see them.
     sql(
         "INSERT INTO public.orders SELECT g, 't' || (g % 5), 'before', g, '{\"b\": 2}' FROM generate_series(0, 29) g");
@@ -590,7 +604,7 @@ class PartitionSinkIT {
 
   @Test
   void aKeyStoredOutOfLineIdentifiesItsDocumentWhenItArrivesAsUnchangedToast() throws Exception {
-    PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
     // A text key of 2,400 incompressible bytes stored out of line (EXTERNAL): an update that leaves
     // it alone sends it as unchanged TOAST in the new row and in full in the old key.
     String key =
@@ -622,7 +636,7 @@ class PartitionSinkIT {
   @Test
   void unchangedToastValuesComeFromTheFullOldImageOrTheDocumentAndAreNeverInvented()
       throws Exception {
-    PartitionSharding.init(kit.system(), PartitionSettings.DEFAULTS);
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
     // Values large and random enough to be stored out of line (TOAST). public.big has a full old
     // image; public.big2 the default identity. Rows 1-3 of each exist before the pipeline.
     String payload =

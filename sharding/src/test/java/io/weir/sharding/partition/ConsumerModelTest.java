@@ -223,7 +223,7 @@ class ConsumerModelTest {
 
   private int run(long seed, int steps) {
     SplittableRandom random = new SplittableRandom(seed);
-    EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> p =
+    EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p =
         EventSourcedBehaviorTestKit.create(KIT.system(), Partition.create(1, LIMITS));
     p.clear();
     Model m = new Model();
@@ -253,7 +253,7 @@ class ConsumerModelTest {
   }
 
   private void write(
-      EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> p,
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p,
       Model m,
       SplittableRandom random,
       String where) {
@@ -295,7 +295,7 @@ class ConsumerModelTest {
   }
 
   private void configure(
-      EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> p,
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p,
       Model m,
       SplittableRandom random,
       String where) {
@@ -347,7 +347,7 @@ class ConsumerModelTest {
   }
 
   private void read(
-      EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> p,
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p,
       Model m,
       SplittableRandom random,
       List<ReadBatch> batches,
@@ -415,7 +415,7 @@ class ConsumerModelTest {
   }
 
   private int commit(
-      EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> p,
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p,
       Model m,
       SplittableRandom random,
       List<ReadBatch> batches,
@@ -544,7 +544,7 @@ class ConsumerModelTest {
   }
 
   private void release(
-      EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> p,
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p,
       Model m,
       SplittableRandom random,
       String where) {
@@ -563,7 +563,7 @@ class ConsumerModelTest {
   }
 
   private void purge(
-      EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> p,
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p,
       Model m,
       SplittableRandom random,
       String where) {
@@ -597,7 +597,7 @@ class ConsumerModelTest {
   }
 
   private void checkStatus(
-      EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> p,
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p,
       Model m,
       String where) {
     PartitionStatus s = p.<PartitionStatus>runCommand(GetStatus::new).reply();

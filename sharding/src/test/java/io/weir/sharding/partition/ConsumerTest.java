@@ -42,17 +42,17 @@ class ConsumerTest {
       ActorTestKit.create(
           "consumer-test", EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
 
-  private EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> partition;
+  private EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> partition;
 
   @BeforeEach
   void fresh() {
     partition = kit(PartitionSettings.DEFAULTS);
   }
 
-  private static EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> kit(
+  private static EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> kit(
       PartitionSettings settings) {
     var p =
-        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
             KIT.system(), Partition.create(3, settings));
     p.clear();
     return p;

@@ -48,7 +48,8 @@ import java.util.function.Function;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorRef;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A partition recovers from journal and snapshot rows written by an earlier format: the rows of
@@ -77,39 +78,54 @@ class PartitionJournalFormatIT {
   private static final long SLOT_A_LAST = 100_000 + Partition.SNAPSHOT_EVERY + 1;
   private static final long SLOT_B_LSN = 5_000;
 
-  private static Path fixture() {
+  /**
+   * The journal format the current code writes: v1 held every body in the snapshot, v2 (ADR 0032)
+   * holds the documents' index only.
+   */
+  private static final String CURRENT = "v2";
+
+  private static Path fixture(String version) {
     return Path.of(System.getProperty("basedir", "."))
-        .resolve("src/test/resources/serialization/v1/journal/partition.json");
+        .resolve("src/test/resources/serialization/" + version + "/journal/partition.json");
   }
 
-  @Test
-  void aPartitionRecoversFromTheStoredRowsOfTheV1Format() throws Exception {
-    if (!Files.exists(fixture())) {
-      if (SerializationFixtures.writing()) {
+  /**
+   * v1's snapshot holds every body: the partition first moves them into the documents table ({@link
+   * SqlLegacySnapshots}) and then recovers from the index-only snapshot that replaced it.
+   */
+  @ParameterizedTest
+  @ValueSource(strings = {"v1", "v2"})
+  void aPartitionRecoversFromTheStoredRowsOfEveryFormat(String version) throws Exception {
+    if (!Files.exists(fixture(version))) {
+      if (SerializationFixtures.writing() && version.equals(CURRENT)) {
         writeFixture();
       } else {
         fail(
             "no journal fixture "
-                + fixture()
-                + "; write it with: mvn -o verify -pl sharding -Dit.test="
+                + fixture(version)
+                + "; write the current format's with: mvn -o verify -pl sharding -Dit.test="
                 + getClass().getSimpleName()
                 + " -Dtest=none -Dsurefire.failIfNoSpecifiedTests=false -D"
                 + SerializationFixtures.WRITE_PROPERTY
                 + "=true (and commit it)");
       }
     }
-    JsonNode stored = JSON.readTree(fixture().toFile());
+    JsonNode stored = JSON.readTree(fixture(version).toFile());
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("journal_format_it");
         SerializationFixtures serialization = new SerializationFixtures("sharding")) {
       Config config = migrated(db);
       try (Connection c = db.connect()) {
         insert(c, "event_journal", stored.get("eventJournal"));
         insert(c, "snapshot", stored.get("snapshot"));
+        if (stored.has("documents")) {
+          insert(c, "documents", stored.get("documents"));
+          insert(c, "document_positions", stored.get("documentPositions"));
+        }
       }
       ActorTestKit kit = ActorTestKit.create("journal-format", config);
+      JdbcPartitions jdbc = new JdbcPartitions(config, "journal-format-it");
       try {
-        ActorRef<Command> p =
-            kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
+        ActorRef<Command> p = kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring()));
         // Every reply captured with the rows, decoded by the current code, is what the recovered
         // partition answers now.
         List<Object> now = observe(kit, p);
@@ -122,7 +138,12 @@ class PartitionJournalFormatIT {
                       e.get("serializerId").asInt(),
                       e.get("manifest").asText(),
                       Base64.getDecoder().decode(e.get("payload").asText())));
-          assertThat(reply).as("recovered " + reply.getClass().getSimpleName()).isEqualTo(then);
+          // The documents table's status is the only part of an answer a format may add to.
+          assertThat(reply)
+              .as("recovered " + reply.getClass().getSimpleName())
+              .usingRecursiveComparison()
+              .ignoringFields("table")
+              .isEqualTo(then);
         }
         assertThat(expected.hasNext()).isFalse();
 
@@ -193,8 +214,7 @@ class PartitionJournalFormatIT {
           }
         }
         kit.stop(p, WAIT);
-        ActorRef<Command> again =
-            kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
+        ActorRef<Command> again = kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring()));
         TestProbe<PartitionProtocol.DocumentReply> doc = kit.createTestProbe();
         again.tell(new PartitionProtocol.GetDocument("orders", "o-99", doc.ref()));
         assertThat(doc.receiveMessage(WAIT).document())
@@ -204,8 +224,23 @@ class PartitionJournalFormatIT {
         again.tell(new PartitionProtocol.GetStatus(statusAgain.ref()));
         assertThat(statusAgain.receiveMessage(WAIT).outboxNext())
             .isEqualTo(status.outboxNext() + 1);
+        try (Connection c = db.connect();
+            PreparedStatement ps =
+                c.prepareStatement(
+                    "SELECT snapshot_ser_id, count(*) FROM weir.snapshot"
+                        + " WHERE persistence_id = ? GROUP BY 1")) {
+          ps.setString(1, PERSISTENCE_ID);
+          try (ResultSet rs = ps.executeQuery()) {
+            assertThat(rs.next()).isTrue();
+            assertThat(rs.getInt(1))
+                .as("every snapshot is of the index-only format now")
+                .isEqualTo(PartitionSnapshotSerializer.IDENTIFIER);
+            assertThat(rs.next()).isFalse();
+          }
+        }
       } finally {
         kit.shutdownTestKit();
+        jdbc.close();
       }
     }
   }
@@ -230,8 +265,16 @@ class PartitionJournalFormatIT {
   private static List<Object> observe(ActorTestKit kit, ActorRef<Command> p) {
     List<Object> out = new ArrayList<>();
     TestProbe<PartitionStatus> status = kit.createTestProbe();
-    p.tell(new PartitionProtocol.GetStatus(status.ref()));
-    out.add(status.receiveMessage(WAIT));
+    PartitionStatus[] running = new PartitionStatus[1];
+    org.awaitility.Awaitility.await("the partition serves")
+        .atMost(WAIT)
+        .until(
+            () -> {
+              p.tell(new PartitionProtocol.GetStatus(status.ref()));
+              running[0] = status.receiveMessage(WAIT);
+              return running[0].table() != null && running[0].table().state().equals("running");
+            });
+    out.add(running[0]);
     TestProbe<DocumentsReply> docs = kit.createTestProbe();
     for (String collection : List.of("orders", "customers", "products", "summaries")) {
       p.tell(new PartitionProtocol.GetDocuments(collection, null, 1_000, docs.ref()));
@@ -337,6 +380,34 @@ class PartitionJournalFormatIT {
     return out;
   }
 
+  /** The partition's rows of a documents table, as JSON. */
+  private static ArrayNode rows(Connection c, String table) throws Exception {
+    ArrayNode out = JSON.createArrayNode();
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT * FROM weir."
+                + Identifiers.quote(table)
+                + " WHERE partition_id = ? ORDER BY 1, 2"
+                + (table.equals("documents") ? ", 3" : ""))) {
+      ps.setInt(1, PARTITION);
+      try (ResultSet rs = ps.executeQuery()) {
+        ResultSetMetaData md = rs.getMetaData();
+        while (rs.next()) {
+          ObjectNode row = out.addObject();
+          for (int i = 1; i <= md.getColumnCount(); i++) {
+            Object v = rs.getObject(i);
+            if (v == null) {
+              row.putNull(md.getColumnName(i));
+            } else {
+              row.set(md.getColumnName(i), JSON.valueToTree(v));
+            }
+          }
+        }
+      }
+    }
+    return out;
+  }
+
   // ---- Writing the fixture (once per format) ----
 
   private static void writeFixture() throws Exception {
@@ -346,9 +417,9 @@ class PartitionJournalFormatIT {
       ObjectNode doc = JSON.createObjectNode();
       doc.put("persistenceId", PERSISTENCE_ID);
       ActorTestKit kit = ActorTestKit.create("journal-format-gen", config);
+      JdbcPartitions jdbc = new JdbcPartitions(config, "journal-format-gen");
       try {
-        ActorRef<Command> p =
-            kit.spawn(PartitionEntity.create(PARTITION, PartitionSettings.DEFAULTS));
+        ActorRef<Command> p = kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring()));
         script(kit, p);
         ArrayNode observed = doc.putArray("observed");
         for (Object reply : observe(kit, p)) {
@@ -360,6 +431,7 @@ class PartitionJournalFormatIT {
         }
       } finally {
         kit.shutdownTestKit();
+        jdbc.close();
       }
       try (Connection c = db.connect()) {
         ArrayNode snapshots = dump(c, "snapshot", 0);
@@ -367,9 +439,12 @@ class PartitionJournalFormatIT {
         long snapshotAt = snapshots.get(snapshots.size() - 1).get("sequence_number").asLong();
         doc.set("eventJournal", dump(c, "event_journal", snapshotAt + 1));
         doc.set("snapshot", snapshots);
+        // The documents table as of its position: a partition recovers it from there.
+        doc.set("documents", rows(c, "documents"));
+        doc.set("documentPositions", rows(c, "document_positions"));
       }
-      Files.createDirectories(fixture().getParent());
-      Files.writeString(fixture(), JSON.writeValueAsString(doc) + "\n");
+      Files.createDirectories(fixture(CURRENT).getParent());
+      Files.writeString(fixture(CURRENT), JSON.writeValueAsString(doc) + "\n");
     }
   }
 

@@ -5,7 +5,8 @@ import java.util.List;
 
 /**
  * The serialization contract of the sharding module: the partition's protocol (commands, replies),
- * its journal events and its snapshot state ({@link Partition.State}).
+ * its journal events (and the partition's snapshot before ADR 0032, {@link Partition.State}; the
+ * current one has a binary serializer of its own, see {@code PartitionSnapshotSerializerTest}).
  */
 class PartitionSerializationTest extends SerializationContract {
   @Override
@@ -66,6 +67,27 @@ class PartitionSerializationTest extends SerializationContract {
                 status.watermarks(),
                 status.consumers(),
                 null)));
+    // Written before the table status told an upgrade's progress.
+    PartitionProtocol.TableStatus table =
+        (PartitionProtocol.TableStatus) f.samples(PartitionProtocol.TableStatus.class).get(0);
+    f.expectInVersion(
+        "v1",
+        PartitionProtocol.TableStatus.class,
+        List.of(
+            new PartitionProtocol.TableStatus(
+                table.state(),
+                table.appliedThrough(),
+                table.lagEvents(),
+                table.failures(),
+                table.lastError())));
+  }
+
+  @Override
+  protected java.util.Map<String, String> retired() {
+    return java.util.Map.of(
+        "io.weir.sharding.partition.Partition$TableSeed",
+        "the partition asked itself for its heap's documents to seed the documents table; the"
+            + " heap holds none since ADR 0032 and the message never left its actor");
   }
 
   @Override

@@ -36,7 +36,7 @@ class PartitionTest {
           "partition-test",
           EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
 
-  private EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> partition;
+  private EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> partition;
 
   @BeforeEach
   void fresh() {
@@ -166,9 +166,9 @@ class PartitionTest {
           Optional.of(new SourcePosition("s", 1000 + i)),
           upsert(Integer.toString(i % 7), "{\"n\":" + i + "}", null));
     }
-    Partition.State before = partition.<PartitionStatus>runCommand(GetStatus::new).state();
+    PartitionState before = partition.<PartitionStatus>runCommand(GetStatus::new).state();
     partition.restart();
-    Partition.State after = partition.<PartitionStatus>runCommand(GetStatus::new).state();
+    PartitionState after = partition.<PartitionStatus>runCommand(GetStatus::new).state();
     assertThat(after).isEqualTo(before);
     assertThat(after.nextSequence()).isEqualTo(31);
     assertThat(after.outbox())
@@ -190,15 +190,15 @@ class PartitionTest {
   @Test
   void snapshotsAreCopiesTheEventHandlerCannotChangeAfterwards() {
     frame("c1", Optional.empty(), upsert("1", "{}", null));
-    Partition.State live = partition.<PartitionStatus>runCommand(GetStatus::new).state();
-    Partition.State snapshot =
-        (Partition.State) Partition.create(7).snapshotAdapter().toJournal(live);
+    PartitionState live = partition.<PartitionStatus>runCommand(GetStatus::new).state();
+    PartitionState snapshot = live.copy();
     assertThat(snapshot).isEqualTo(live);
     frame("c2", Optional.empty(), upsert("2", "{}", null));
     assertThat(snapshot.documents())
         .as("later frames do not reach a snapshot already taken")
-        .hasSize(1);
+        .isEqualTo(1);
     assertThat(snapshot.receipts()).containsOnlyKeys("c1");
+    assertThat(live.documents()).isEqualTo(2);
   }
 
   private static SourcePosition at(long lsn, long previous) {
@@ -293,7 +293,7 @@ class PartitionTest {
     assertThat(bytes).isEqualTo(Partition.ENTRY_OVERHEAD + 2_408);
     // Room for one such entry in bytes, but for three if characters were counted.
     var quota =
-        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
             KIT.system(), Partition.create(8, new PartitionSettings(100, bytes + 100, 10, 10)));
     quota.clear();
     var first =
@@ -312,7 +312,7 @@ class PartitionTest {
   @Test
   void aFullOutboxRefusesFramesWithoutWritingAnything() {
     var small =
-        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
             KIT.system(), Partition.create(8, new PartitionSettings(3, 1L << 20, 10, 10)));
     small.clear();
     var first =
@@ -508,7 +508,7 @@ class PartitionTest {
     assertThat(status.outboxFirst()).isEqualTo(5);
     assertThat(status.outboxEntries()).isEqualTo(1);
     assertThat(status.outboxBytes()).isEqualTo(Partition.ENTRY_OVERHEAD + 7);
-    Partition.State before = partition.<PartitionStatus>runCommand(GetStatus::new).state();
+    PartitionState before = partition.<PartitionStatus>runCommand(GetStatus::new).state();
     assertThat(before.outbox()).containsOnlyKeys(5L);
     partition.restart();
     assertThat(partition.<PartitionStatus>runCommand(GetStatus::new).state()).isEqualTo(before);
@@ -518,7 +518,7 @@ class PartitionTest {
   @Test
   void purgeFreesQuota() {
     var small =
-        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
             KIT.system(), Partition.create(9, new PartitionSettings(2, 1L << 20, 10, 10)));
     small.clear();
     small.<FrameReply>runCommand(
@@ -548,35 +548,12 @@ class PartitionTest {
    * A state holding {@code documentBytes} of documents after {@code eventBytes} of events, snapshot
    * mark shared.
    */
-  private static Partition.State state(
-      long documentBytes, long eventBytes, Partition.SnapshotMark mark) {
-    return new Partition.State(
-        new java.util.HashMap<>(),
-        1,
-        1,
-        0,
-        0,
-        new java.util.LinkedHashMap<>(),
-        new java.util.HashMap<>(),
-        new java.util.HashMap<>(),
-        new java.util.TreeMap<>(),
-        null,
-        documentBytes,
-        eventBytes,
-        mark,
-        null,
-        null,
-        null);
-  }
-
   @Test
   void aLargePartitionSnapshotsOnlyOnceEnoughWasWrittenSinceTheLastSnapshot() {
-    Partition p = Partition.create(11);
-    Partition.Written event = new Partition.Written(null, List.of());
     Partition.SnapshotMark small = new Partition.SnapshotMark(0, 0);
     int taken = 0;
     for (int i = 1; i <= 2 * Partition.SNAPSHOT_EVERY; i++) {
-      taken += p.shouldSnapshot(state(1_000, 100L * i, small), event, i) ? 1 : 0;
+      taken += Partition.snapshotDue(small, i, 100L * i, 1_000) ? 1 : 0;
     }
     assertThat(taken)
         .as("a small state: every " + Partition.SNAPSHOT_EVERY + " events")
@@ -585,11 +562,10 @@ class PartitionTest {
         .isEqualTo(
             new Partition.SnapshotMark(
                 2 * Partition.SNAPSHOT_EVERY, 100L * 2 * Partition.SNAPSHOT_EVERY));
-    // 4 MB of documents: a snapshot only after 1 MB of events (a quarter), here 100 bytes per
-    // event.
+    // A 4 MB snapshot: another only after 1 MB of events (a quarter), here 100 bytes per event.
     Partition.SnapshotMark large = new Partition.SnapshotMark(0, 0);
     int events = 0;
-    while (!p.shouldSnapshot(state(4_000_000, 100L * (events + 1), large), event, events + 1)) {
+    while (!Partition.snapshotDue(large, events + 1, 100L * (events + 1), 4_000_000)) {
       events++;
       assertThat(events).isLessThan(100_000);
     }
@@ -598,10 +574,8 @@ class PartitionTest {
         .isEqualTo(10_000);
     // The mark is part of the state: a partition recovered from that snapshot goes on from it.
     assertThat(
-            p.shouldSnapshot(
-                state(4_000_000, 100L * 10_500, new Partition.SnapshotMark(10_000, 1_000_000)),
-                event,
-                10_500))
+            Partition.snapshotDue(
+                new Partition.SnapshotMark(10_000, 1_000_000), 10_500, 100L * 10_500, 4_000_000))
         .isFalse();
   }
 
@@ -610,20 +584,20 @@ class PartitionTest {
     String previous =
         "{\"k\":1,\"big\":12345678901234567.89,\"j\":{\"a\": [1.50, {\"b\": null}]},\"s\":\"x\\\"y\",\"t\":true}";
     String body = "{\"k\":2,\"big\":null,\"j\":null,\"s\":null,\"t\":null}";
-    assertThat(Partition.merge(previous, body, List.of("big", "j", "s", "t")))
+    assertThat(JsonFields.merge(previous, body, List.of("big", "j", "s", "t")))
         .isEqualTo(
             "{\"k\":2,\"big\":12345678901234567.89,\"j\":{\"a\": [1.50, {\"b\": null}]},\"s\":\"x\\\"y\",\"t\":true}");
-    assertThat(Partition.merge(previous, body, List.of("absent")))
+    assertThat(JsonFields.merge(previous, body, List.of("absent")))
         .as("nothing to keep")
         .isEqualTo(body);
-    assertThat(Partition.merge("[1]", body, List.of("k"))).isNull();
-    assertThat(Partition.merge(previous, "not json", List.of("k"))).isNull();
+    assertThat(JsonFields.merge("[1]", body, List.of("k"))).isNull();
+    assertThat(JsonFields.merge(previous, "not json", List.of("k"))).isNull();
   }
 
   @Test
   void aFrameLargerThanTheWholeQuotaFitsOnlyAnEmptyOutbox() {
     var tiny =
-        EventSourcedBehaviorTestKit.<Command, Partition.Event, Partition.State>create(
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
             KIT.system(), Partition.create(13, new PartitionSettings(2, 1L << 20, 10, 10)));
     tiny.clear();
     var big =

@@ -38,7 +38,7 @@ class RowVisibilityTest {
           "row-visibility-test",
           EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load()));
 
-  private EventSourcedBehaviorTestKit<Command, Partition.Event, Partition.State> partition;
+  private EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> partition;
 
   @BeforeEach
   void fresh() {

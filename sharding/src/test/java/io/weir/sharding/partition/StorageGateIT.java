@@ -4,9 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import io.weir.persistence.Database;
-import io.weir.persistence.PostgresSettings;
-import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
@@ -47,9 +44,7 @@ class StorageGateIT {
       Config config =
           ConfigFactory.load(
               db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
-      try (Database database = Database.create(PostgresSettings.create(config), "gate-it")) {
-        SchemaMigrator.migrate(database.dataSource(), "weir");
-      }
+      JdbcPartitions jdbc = new JdbcPartitions(config, "gate-it");
       AtomicReference<StorageGate.Refusal> below =
           new AtomicReference<>(new StorageGate.Refusal(1, 2));
       AtomicInteger refusals = new AtomicInteger();
@@ -64,13 +59,7 @@ class StorageGateIT {
       try {
         ActorRef<Command> p =
             kit.spawn(
-                Partition.create(
-                    7,
-                    PartitionSettings.DEFAULTS,
-                    JournalPruner.NONE,
-                    DocumentTable.NONE,
-                    counting,
-                    below::get));
+                Partition.create(7, jdbc.wiring().withObserver(counting).withGate(below::get)));
         TestProbe<FrameReply> frames = kit.createTestProbe();
         TestProbe<ConsumerReply> consumers = kit.createTestProbe();
         TestProbe<DocumentReply> documents = kit.createTestProbe();
@@ -104,6 +93,7 @@ class StorageGateIT {
         assertThat(refusals.get()).isEqualTo(3);
       } finally {
         kit.shutdownTestKit();
+        jdbc.close();
       }
     }
   }

@@ -1,0 +1,368 @@
+package io.weir.sharding.partition;
+
+import io.weir.protocol.Utf8;
+import io.weir.sharding.partition.Partition.Consumer;
+import io.weir.sharding.partition.Partition.FrameApplied;
+import io.weir.sharding.partition.Partition.OutboxEntry;
+import io.weir.sharding.partition.Partition.PartProgress;
+import io.weir.sharding.partition.Partition.Purged;
+import io.weir.sharding.partition.Partition.RowRule;
+import io.weir.sharding.partition.Partition.Segment;
+import io.weir.sharding.partition.Partition.SnapshotMark;
+import io.weir.sharding.partition.Partition.Written;
+import io.weir.sharding.partition.PartitionProtocol.Applied;
+import io.weir.sharding.partition.PartitionProtocol.Document;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.TreeMap;
+
+/**
+ * A partition's state, which is also its snapshot (ADR 0032): the {@link DocumentIndex} (no
+ * bodies), the outbox's index (for each journal event, the first outbox sequence it holds, its
+ * entry count and bytes: payloads stay in the journal), idempotency receipts, per-source watermarks
+ * and split-slice progress, projection consumers, row rules and their epochs, and the partition's
+ * incarnation. Changed in place by its named transitions ({@link #written}, {@link #purged}), only
+ * from the event handler; a snapshot gets a {@link #copy}.
+ */
+public final class PartitionState {
+  /** Receipts kept for idempotent retries of API frames; the oldest are forgotten first. */
+  static final int MAX_RECEIPTS = 10_000;
+
+  final DocumentIndex index;
+  long nextSequence;
+  long outboxFirst;
+  long outboxBytes;
+  long events;
+  final LinkedHashMap<String, Applied> receipts;
+  final HashMap<String, Long> watermarks;
+  final HashMap<String, PartProgress> partials;
+  final TreeMap<Long, Segment> outbox;
+  String incarnation;
+  long eventBytes;
+  final SnapshotMark mark;
+  final HashMap<String, Consumer> consumers;
+  final HashMap<String, RowRule> rules;
+  final HashMap<String, Long> rowEpochs;
+
+  PartitionState(
+      DocumentIndex index,
+      long nextSequence,
+      long outboxFirst,
+      long outboxBytes,
+      long events,
+      LinkedHashMap<String, Applied> receipts,
+      HashMap<String, Long> watermarks,
+      HashMap<String, PartProgress> partials,
+      TreeMap<Long, Segment> outbox,
+      String incarnation,
+      long eventBytes,
+      SnapshotMark mark,
+      HashMap<String, Consumer> consumers,
+      HashMap<String, RowRule> rules,
+      HashMap<String, Long> rowEpochs) {
+    this.index = index;
+    this.nextSequence = nextSequence;
+    this.outboxFirst = outboxFirst;
+    this.outboxBytes = outboxBytes;
+    this.events = events;
+    this.receipts = receipts;
+    this.watermarks = watermarks;
+    this.partials = partials;
+    this.outbox = outbox;
+    this.incarnation = incarnation;
+    this.eventBytes = eventBytes;
+    this.mark = mark;
+    this.consumers = consumers;
+    this.rules = rules;
+    this.rowEpochs = rowEpochs;
+  }
+
+  static PartitionState empty() {
+    return new PartitionState(
+        new DocumentIndex(),
+        1,
+        1,
+        0,
+        0,
+        new LinkedHashMap<>(),
+        new HashMap<>(),
+        new HashMap<>(),
+        new TreeMap<>(),
+        null,
+        0,
+        new SnapshotMark(0, 0),
+        new HashMap<>(),
+        new HashMap<>(),
+        new HashMap<>());
+  }
+
+  // ---- Reading ----
+
+  public String incarnation() {
+    return incarnation;
+  }
+
+  public long nextSequence() {
+    return nextSequence;
+  }
+
+  public long outboxFirst() {
+    return outboxFirst;
+  }
+
+  public long outboxBytes() {
+    return outboxBytes;
+  }
+
+  /** Journal events so far: the sequence number of the last one. */
+  public long events() {
+    return events;
+  }
+
+  public long eventBytes() {
+    return eventBytes;
+  }
+
+  public SnapshotMark mark() {
+    return mark;
+  }
+
+  public Map<String, Long> watermarks() {
+    return watermarks;
+  }
+
+  public Map<String, Consumer> consumers() {
+    return consumers;
+  }
+
+  public Map<String, Applied> receipts() {
+    return receipts;
+  }
+
+  public TreeMap<Long, Segment> outbox() {
+    return outbox;
+  }
+
+  /** Documents held, tombstones included. */
+  public long documents() {
+    return index.size();
+  }
+
+  long rowEpoch(String collection) {
+    return rowEpochs.getOrDefault(collection, 0L);
+  }
+
+  /** The installed row rule's field for {@code collection}, or null. */
+  String ruleField(String collection) {
+    RowRule r = rules.get(collection);
+    return r == null ? null : r.field();
+  }
+
+  long ruleVersion(String collection) {
+    RowRule r = rules.get(collection);
+    return r == null ? 0 : r.version();
+  }
+
+  /** The row rules' fields, collection to field (a copy). */
+  Map<String, String> ruleFields() {
+    Map<String, String> out = new HashMap<>();
+    rules.forEach(
+        (c, r) -> {
+          if (r.field() != null) {
+            out.put(c, r.field());
+          }
+        });
+    return out;
+  }
+
+  long watermark(String source) {
+    return watermarks.getOrDefault(source, 0L);
+  }
+
+  /** The lowest checkpoint of the active consumers, or empty without one: purges stop there. */
+  Optional<Long> lowestCheckpoint() {
+    return consumers.values().stream()
+        .filter(c -> !c.released())
+        .map(Consumer::checkpoint)
+        .min(Long::compare);
+  }
+
+  /**
+   * Roughly the bytes this state takes in a snapshot: the snapshot policy compares the journal
+   * written since the last snapshot with it.
+   */
+  long snapshotEstimate() {
+    return index.snapshotEstimate()
+        + outbox.size() * 12L
+        + receipts.size() * 64L
+        + consumers.size() * 256L;
+  }
+
+  // ---- Transitions ----
+
+  /** The event at the next journal sequence: a group commit of accepted frames. */
+  PartitionState written(Written w) {
+    long seq = ++events;
+    long bytes = 0;
+    int entries = 0;
+    long segmentFirst = -1;
+    for (FrameApplied f : w.frames()) {
+      for (String collection : f.reset()) {
+        index.clear(collection);
+      }
+      for (Document d : f.loaded()) {
+        index.put(d.collection(), d.id(), DocumentIndex.Entry.of(d.revision(), seq, d.body()));
+        eventBytes += loadedBytes(d);
+      }
+      List<Long> revisions = new ArrayList<>(f.entries().size());
+      for (OutboxEntry x : f.entries()) {
+        index.put(
+            x.collection(),
+            x.id(),
+            DocumentIndex.Entry.of(
+                x.revision(), seq, x.kind().equals("delete") ? null : x.after()));
+        revisions.add(x.revision());
+        if (segmentFirst < 0) {
+          segmentFirst = x.sequence();
+        }
+        entries++;
+        bytes += x.bytes();
+        nextSequence = x.sequence() + 1;
+      }
+      if (f.commandId() != null && PartitionProtocol.keepsReceipt(f.commandId())) {
+        long first = f.entries().isEmpty() ? nextSequence : f.entries().get(0).sequence();
+        receipts.put(
+            PartitionProtocol.receiptKey(f.commandId()),
+            new Applied(f.commandId(), first, revisions, false));
+        while (receipts.size() > MAX_RECEIPTS) {
+          receipts.remove(receipts.keySet().iterator().next());
+        }
+      }
+      if (f.consumer() != null) {
+        consumers.put(f.consumer().key(), f.consumer().after(consumers.get(f.consumer().key())));
+      }
+      for (String collection : f.fenced()) {
+        rowEpochs.merge(collection, 1L, Long::sum);
+      }
+      if (f.rule() != null) {
+        rowEpochs.merge(f.rule().collection(), 1L, Long::sum);
+        rules.put(f.rule().collection(), new RowRule(f.rule().field(), f.rule().version()));
+      }
+      f.source()
+          .ifPresent(
+              s -> {
+                if (s.last()) {
+                  watermarks.merge(
+                      s.source(), s.commitLsn(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
+                  partials.remove(s.source());
+                } else {
+                  partials.put(s.source(), new PartProgress(s.commitLsn(), s.part()));
+                }
+              });
+    }
+    if (entries > 0) {
+      outbox.put(segmentFirst, new Segment(seq, entries, bytes));
+      outboxBytes += bytes;
+      eventBytes += bytes;
+    }
+    if (incarnation == null) {
+      incarnation = w.incarnation();
+    }
+    return this;
+  }
+
+  /** Bytes a loaded (initial snapshot) document counts for in the journal written. */
+  static long loadedBytes(Document d) {
+    return 64
+        + Utf8.length(d.collection())
+        + Utf8.length(d.id())
+        + Utf8.length(d.body())
+        + Utf8.length(d.acl());
+  }
+
+  /**
+   * Whole segments up to {@code through} leave the outbox index; the retained range starts after.
+   */
+  PartitionState purged(Purged p) {
+    events++;
+    while (!outbox.isEmpty()) {
+      Map.Entry<Long, Segment> first = outbox.firstEntry();
+      if (first.getKey() + first.getValue().entries() - 1 > p.through()) {
+        break;
+      }
+      outboxBytes -= first.getValue().bytes();
+      outbox.pollFirstEntry();
+    }
+    outboxFirst = Math.max(outboxFirst, p.through() + 1);
+    return this;
+  }
+
+  PartitionState apply(Partition.Event e) {
+    return e instanceof Written w ? written(w) : purged((Purged) e);
+  }
+
+  /** A copy sharing no mutable collection with this state (entries and receipts are immutable). */
+  PartitionState copy() {
+    return new PartitionState(
+        index.copy(),
+        nextSequence,
+        outboxFirst,
+        outboxBytes,
+        events,
+        new LinkedHashMap<>(receipts),
+        new HashMap<>(watermarks),
+        new HashMap<>(partials),
+        new TreeMap<>(outbox),
+        incarnation,
+        eventBytes,
+        new SnapshotMark(mark.events, mark.eventBytes),
+        new HashMap<>(consumers),
+        new HashMap<>(rules),
+        new HashMap<>(rowEpochs));
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof PartitionState s
+        && s.index.equals(index)
+        && s.nextSequence == nextSequence
+        && s.outboxFirst == outboxFirst
+        && s.outboxBytes == outboxBytes
+        && s.events == events
+        && s.receipts.equals(receipts)
+        && List.copyOf(s.receipts.keySet()).equals(List.copyOf(receipts.keySet()))
+        && s.watermarks.equals(watermarks)
+        && s.partials.equals(partials)
+        && s.outbox.equals(outbox)
+        && Objects.equals(s.incarnation, incarnation)
+        && s.eventBytes == eventBytes
+        && s.mark.equals(mark)
+        && s.consumers.equals(consumers)
+        && s.rules.equals(rules)
+        && s.rowEpochs.equals(rowEpochs);
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(index, nextSequence, events, incarnation);
+  }
+
+  /** Counts only: receipts, watermarks and the index hold ids and names. */
+  @Override
+  public String toString() {
+    return "PartitionState[documents="
+        + index.size()
+        + ", outbox="
+        + outboxFirst
+        + ".."
+        + nextSequence
+        + ", events="
+        + events
+        + "]";
+  }
+}

@@ -1,0 +1,91 @@
+package io.weir.sharding.partition;
+
+import java.util.Objects;
+
+/**
+ * What a partition is built with: its limits, where its documents live, what prunes its journal,
+ * who observes it, whether it may write, what upgrades old snapshots, and which journal query
+ * catches its documents table up at start.
+ *
+ * @param queryJournal the plugin id of a read journal over the partitions' journal ({@code
+ *     CurrentEventsByPersistenceIdQuery}), or null on a journal without one (then a documents table
+ *     behind the journal at start cannot catch up and the partition does not serve)
+ */
+public record PartitionWiring(
+    PartitionSettings settings,
+    DocumentTable table,
+    JournalPruner pruner,
+    PartitionObserver observer,
+    StorageGate gate,
+    LegacySnapshots legacySnapshots,
+    String queryJournal) {
+  public PartitionWiring {
+    Objects.requireNonNull(settings, "settings");
+    Objects.requireNonNull(table, "table");
+    Objects.requireNonNull(pruner, "pruner");
+    Objects.requireNonNull(observer, "observer");
+    Objects.requireNonNull(gate, "gate");
+    Objects.requireNonNull(legacySnapshots, "legacySnapshots");
+  }
+
+  /**
+   * Partitions on a fresh in-memory documents table, beside Pekko's in-memory journals (tests and
+   * tools): nothing pruned, observed or gated, no old snapshots, no journal query.
+   */
+  public static PartitionWiring inMemory(PartitionSettings settings) {
+    return new PartitionWiring(
+        settings,
+        new InMemoryDocumentTable(),
+        JournalPruner.NONE,
+        PartitionObserver.NONE,
+        StorageGate.OPEN,
+        LegacySnapshots.NONE,
+        null);
+  }
+
+  /**
+   * Partitions on PostgreSQL: the documents table and old-snapshot upgrades on {@code documents}
+   * (in {@code schema}, run on {@code io} and {@code upgrades}), the table caught up at start with
+   * the JDBC journal's query; nothing pruned, observed or gated yet.
+   */
+  public static PartitionWiring jdbc(
+      PartitionSettings settings,
+      javax.sql.DataSource documents,
+      String schema,
+      java.util.concurrent.Executor io,
+      java.util.concurrent.Executor upgrades) {
+    return inMemory(settings)
+        .withTable(new SqlDocumentTable(documents, schema, io))
+        .withLegacySnapshots(new SqlLegacySnapshots(documents, schema, io, upgrades))
+        .withQueryJournal(
+            org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier());
+  }
+
+  public PartitionWiring withSettings(PartitionSettings s) {
+    return new PartitionWiring(s, table, pruner, observer, gate, legacySnapshots, queryJournal);
+  }
+
+  public PartitionWiring withTable(DocumentTable t) {
+    return new PartitionWiring(settings, t, pruner, observer, gate, legacySnapshots, queryJournal);
+  }
+
+  public PartitionWiring withPruner(JournalPruner p) {
+    return new PartitionWiring(settings, table, p, observer, gate, legacySnapshots, queryJournal);
+  }
+
+  public PartitionWiring withObserver(PartitionObserver o) {
+    return new PartitionWiring(settings, table, pruner, o, gate, legacySnapshots, queryJournal);
+  }
+
+  public PartitionWiring withGate(StorageGate g) {
+    return new PartitionWiring(settings, table, pruner, observer, g, legacySnapshots, queryJournal);
+  }
+
+  public PartitionWiring withLegacySnapshots(LegacySnapshots l) {
+    return new PartitionWiring(settings, table, pruner, observer, gate, l, queryJournal);
+  }
+
+  public PartitionWiring withQueryJournal(String pluginId) {
+    return new PartitionWiring(settings, table, pruner, observer, gate, legacySnapshots, pluginId);
+  }
+}

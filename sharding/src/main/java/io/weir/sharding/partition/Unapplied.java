@@ -1,0 +1,159 @@
+package io.weir.sharding.partition;
+
+import io.weir.sharding.partition.PartitionProtocol.Document;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.function.BiConsumer;
+
+/**
+ * The document changes a partition persisted that the documents table has not applied yet (ADR
+ * 0032): the latest unapplied version of each document it touched, and the collection-wide changes
+ * (resets, tombstones losing their row-visibility value). A read merges them over the table's rows,
+ * so it is never older than what the partition acknowledged; a write takes a before image from
+ * them. Bounded by the table's lag bound ({@link TableWriter#MAX_LAG_EVENTS}, {@link
+ * TableWriter#MAX_LAG_BYTES}): past it the partition's writes wait.
+ *
+ * <p>Owned by the partition's actor; not thread-safe. {@link View}s handed to reads are immutable.
+ */
+final class Unapplied {
+  /** A document's version written by the event at {@code seq}. */
+  record Pending(long seq, Document document) {}
+
+  /**
+   * A change of a whole collection at {@code seq}: {@code reset} (every document before it is gone)
+   * or else tombstones before it lose their row-visibility value.
+   */
+  record CollectionChange(long seq, String collection, boolean reset) {}
+
+  private record Event(long seq, List<String> keys) {}
+
+  private final HashMap<String, Pending> documents = new HashMap<>();
+  private final ArrayDeque<Event> events = new ArrayDeque<>();
+  private final List<CollectionChange> collectionChanges = new ArrayList<>();
+
+  /** Adds the changes of the event at {@code seq}, in order. */
+  void add(long seq, List<DocumentChange> changes) {
+    List<String> keys = new ArrayList<>();
+    for (DocumentChange c : changes) {
+      if (c instanceof DocumentChange.Put p) {
+        String k = Partition.key(p.document().collection(), p.document().id());
+        documents.put(k, new Pending(seq, p.document()));
+        keys.add(k);
+      } else if (c instanceof DocumentChange.Reset r) {
+        documents.values().removeIf(d -> d.document().collection().equals(r.collection()));
+        collectionChanges.add(new CollectionChange(seq, r.collection(), true));
+      } else {
+        String collection = ((DocumentChange.ClearTombstoneAcls) c).collection();
+        documents.replaceAll(
+            (k, d) ->
+                d.document().deleted()
+                        && d.document().acl() != null
+                        && d.document().collection().equals(collection)
+                    ? new Pending(d.seq(), withoutAcl(d.document()))
+                    : d);
+        collectionChanges.add(new CollectionChange(seq, collection, false));
+      }
+    }
+    events.add(new Event(seq, keys));
+  }
+
+  /**
+   * The table applied the events through {@code through}: they leave, and {@code applied} hears of
+   * each document whose latest version was among them (the cache keeps it).
+   */
+  void applied(long through, BiConsumer<String, Pending> applied) {
+    while (!events.isEmpty() && events.peekFirst().seq() <= through) {
+      for (String k : events.pollFirst().keys()) {
+        Pending p = documents.get(k);
+        if (p != null && p.seq() <= through) {
+          documents.remove(k);
+          applied.accept(k, p);
+        }
+      }
+    }
+    collectionChanges.removeIf(c -> c.seq() <= through);
+  }
+
+  Pending get(String collection, String id) {
+    return documents.get(Partition.key(collection, id));
+  }
+
+  boolean isEmpty() {
+    return events.isEmpty();
+  }
+
+  int events() {
+    return events.size();
+  }
+
+  /** The unapplied changes of {@code collection}, as an immutable view for a read. */
+  View view(String collection) {
+    Map<String, Pending> docs = new HashMap<>();
+    for (Pending p : documents.values()) {
+      if (p.document().collection().equals(collection)) {
+        docs.put(p.document().id(), p);
+      }
+    }
+    List<CollectionChange> changes = new ArrayList<>();
+    for (CollectionChange c : collectionChanges) {
+      if (c.collection().equals(collection)) {
+        changes.add(c);
+      }
+    }
+    return new View(Map.copyOf(docs), List.copyOf(changes));
+  }
+
+  static Document withoutAcl(Document d) {
+    return new Document(d.collection(), d.id(), d.revision(), d.body(), d.deleted(), null);
+  }
+
+  /**
+   * One collection's unapplied changes when a read began: merged over the table's rows as of the
+   * table's position, it gives the documents as of the partition's last event then.
+   *
+   * @param documents id to its latest unapplied version
+   */
+  record View(Map<String, Pending> documents, List<CollectionChange> changes) {
+    static final View EMPTY = new View(Map.of(), List.of());
+
+    /**
+     * A table row (of journal sequence {@code rowSeq}, when the table was applied through {@code
+     * appliedThrough}) as the partition holds it: null when an unapplied change replaced it or a
+     * reset removed it; without its row-visibility value when an unapplied change cleared it.
+     */
+    Document merge(Document row, long rowSeq, long appliedThrough) {
+      Pending p = documents.get(row.id());
+      if (p != null && p.seq() > appliedThrough) {
+        return null; // the unapplied version is newer; it is added by the caller
+      }
+      Document out = row;
+      for (CollectionChange c : changes) {
+        if (c.seq() > appliedThrough && rowSeq < c.seq()) {
+          if (c.reset()) {
+            return null;
+          }
+          if (out.deleted() && out.acl() != null) {
+            out = withoutAcl(out);
+          }
+        }
+      }
+      return out;
+    }
+
+    /** The unapplied versions newer than the table's position, in no particular order. */
+    List<Document> newer(long appliedThrough) {
+      List<Document> out = new ArrayList<>();
+      for (Iterator<Pending> it = documents.values().iterator(); it.hasNext(); ) {
+        Pending p = it.next();
+        if (p.seq() > appliedThrough) {
+          out.add(p.document());
+        }
+      }
+      return out;
+    }
+  }
+}

@@ -194,7 +194,8 @@ public record NodeSettings(
                 v.bytes("weir.projections.reserve.entries", 0),
                 v.bytes("weir.projections.reserve.bytes", 0),
                 v.positiveInt("weir.projections.max-effects"))
-            .withBodyCache(v.bytes("weir.partitions.documents.body-cache", 0)),
+            .withBodyCache(v.bytes("weir.partitions.documents.body-cache", 0))
+            .withFrames(v.positiveInt("weir.partitions.frame.max-entries"), frameBytes(v)),
         v.bytes("weir.documents.max-bytes", 2),
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),
@@ -213,6 +214,22 @@ public record NodeSettings(
         v.positiveInt("weir.storage.required-copies"),
         v.positiveInt("weir.partitions.documents.pool-size"),
         v.positiveInt("weir.partitions.documents.upgrades"));
+  }
+
+  /**
+   * {@code weir.partitions.frame.max-bytes}: at least what an API write of the largest document
+   * takes (its before and after image), or such a write could never go.
+   */
+  private static long frameBytes(ConfigValues v) {
+    long bytes = v.bytes("weir.partitions.frame.max-bytes", 1);
+    long document = v.bytes("weir.documents.max-bytes", 2);
+    if (bytes < 2 * document + 1024) {
+      throw new SettingsException(
+          "weir.partitions.frame.max-bytes",
+          "must be at least twice weir.documents.max-bytes plus 1KiB (a document's before and"
+              + " after image)");
+    }
+    return bytes;
   }
 
   private static java.util.Optional<Bootstrap> bootstrap(ConfigValues v) {

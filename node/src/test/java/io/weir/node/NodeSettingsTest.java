@@ -89,6 +89,17 @@ class NodeSettingsTest {
   }
 
   @Test
+  void aJournalRowBoundTooSmallForTheLargestDocumentIsRefused() {
+    assertThat(NodeSettings.create(with(Map.of())).partitionLimits().maxFrameBytes())
+        .isEqualTo(8L << 20);
+    assertThatThrownBy(
+            () -> NodeSettings.create(with(Map.of("weir.partitions.frame.max-bytes", "1MiB"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.partitions.frame.max-bytes"));
+  }
+
+  @Test
   void shortAdminTokenIsRefusedWithoutEchoingIt() {
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token", "short-secret"))))
         .isInstanceOf(SettingsException.class)

@@ -17,6 +17,18 @@ import java.util.List;
 final class Binary {
   private Binary() {}
 
+  static void writeCut(Out out, Partition.Cut cut) {
+    out.bool(cut != null);
+    if (cut != null) {
+      out.signed(cut.mutations());
+      out.string(cut.afterId());
+    }
+  }
+
+  static Partition.Cut readCut(In in) {
+    return in.bool() ? new Partition.Cut((int) in.signed(), in.string()) : null;
+  }
+
   static void writeConsumer(Out out, Consumer c) {
     out.bool(c != null);
     if (c == null) {

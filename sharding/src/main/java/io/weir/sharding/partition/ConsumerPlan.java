@@ -52,7 +52,7 @@ final class ConsumerPlan {
       PartitionProtocol.BatchReceipt receipt,
       Set<String> fenced) {
     plan.consumers.put(c.key(), c);
-    plan.accepted.add(
+    plan.accept(
         new FrameApplied(
             null,
             entries,
@@ -172,9 +172,10 @@ final class ConsumerPlan {
    * Commits a batch. In order: the consumer must exist and not be released and the incarnation must
    * match (fenced tokens); a batch already committed answers its receipt (same effects) or a
    * conflict (other effects); a batch read from another checkpoint is stale; then the effects are
-   * checked like a frame, and the quota (or the progress reserve) applies.
+   * checked like a frame, and the quota (or the progress reserve) applies. {@link
+   * WritePlan.Stop#FULL} when its effects fit only an event of their own.
    */
-  ConsumerReply commit(CommitBatch c) {
+  Object commit(CommitBatch c) {
     Consumer con = consumer(Partition.consumerKey(c.name(), c.generation()));
     if (con == null) {
       return new ConsumerRefused(
@@ -244,7 +245,7 @@ final class ConsumerPlan {
           con.checkpoint(),
           false);
     }
-    Object evaluated = plan.evaluate(c.effects(), 0, false);
+    Object evaluated = plan.evaluate(c.effects(), 0, false, null, false);
     if (evaluated instanceof Conflict x) {
       return new ConsumerRefused(
           ConsumerRefusal.REVISION_CONFLICT,
@@ -257,6 +258,21 @@ final class ConsumerPlan {
       return new ConsumerRefused(ConsumerRefusal.INVALID, r.reason());
     }
     WritePlan.Evaluation ev = (WritePlan.Evaluation) evaluated;
+    if (!plan.fitsRow(ev.entries().size(), ev.bytes())) {
+      if (!plan.accepted.isEmpty()) {
+        return WritePlan.Stop.FULL;
+      }
+      if (ev.entries().size() > plan.settings.maxFrameEntries()
+          || ev.bytes() > plan.settings.maxFrameBytes()) {
+        return new ConsumerRefused(
+            ConsumerRefusal.INVALID,
+            "the batch's effects are more than one journal row holds (weir.partitions.frame.*);"
+                + " commit fewer effects",
+            con.checkpoint(),
+            -1,
+            0);
+      }
+    }
     long cut = con.reservationCut();
     boolean reserveAllowed = cut != plan.state.outboxFirst;
     Quota.Admission admission = plan.admit(ev.seqAfter(), ev.bytes(), reserveAllowed);

@@ -121,11 +121,6 @@ public final class Partition
   /** The before images fetched for the batch being planned, by document key. */
   private final HashMap<String, DocumentTable.Row> fetched = new HashMap<>();
 
-  /** Whether a batch waits for its before images (writes meanwhile wait). */
-  private boolean fetching;
-
-  private int fetchRounds;
-
   /** Sequence numbers of the two latest snapshots this incarnation saved (0: none yet). */
   private volatile long latestSnapshot;
 
@@ -194,18 +189,13 @@ public final class Partition
   }
 
   /**
-   * The before images a batch's plan missed, read from the documents table (or why not, as a
-   * value-free description): the batch is planned again with them.
+   * The before images the plan of a group commit's next event missed, read from the documents table
+   * (or why not, as a value-free description): the event is planned again with them.
    */
-  record BodiesFetched(
-      List<Write> writes,
-      ActorRef<PartitionEntity.BatchWritten> done,
-      List<DocumentTable.Row> rows,
-      String failure)
-      implements Command {
+  record BodiesFetched(List<DocumentTable.Row> rows, String failure) implements Command {
     @Override
     public String toString() {
-      return "BodiesFetched[writes=" + writes.size() + ", rows=" + rows.size() + "]";
+      return "BodiesFetched[rows=" + rows.size() + "]";
     }
   }
 
@@ -268,6 +258,9 @@ public final class Partition
    * @param fenced collections whose row-visibility epoch this frame advances: it changed the ACL of
    *     an existing document (or re-seeded a collection that has a row rule)
    * @param rule a newly installed row-visibility rule (which also advances its collection's epoch)
+   * @param cut for a part of a CDC frame larger than a journal row may be (ADR 0033): where the
+   *     next part starts; the source's watermark does not move. Null for a whole frame or its last
+   *     part
    */
   public record FrameApplied(
       String commandId,
@@ -277,7 +270,8 @@ public final class Partition
       List<Document> loaded,
       Consumer consumer,
       List<String> fenced,
-      RuleChange rule)
+      RuleChange rule,
+      Cut cut)
       implements CborSerializable {
     public FrameApplied {
       fenced = fenced == null ? List.of() : List.copyOf(fenced);
@@ -288,8 +282,20 @@ public final class Partition
         List<OutboxEntry> entries,
         Optional<SourcePosition> source,
         List<String> reset,
+        List<Document> loaded,
+        Consumer consumer,
+        List<String> fenced,
+        RuleChange rule) {
+      this(commandId, entries, source, reset, loaded, consumer, fenced, rule, null);
+    }
+
+    FrameApplied(
+        String commandId,
+        List<OutboxEntry> entries,
+        Optional<SourcePosition> source,
+        List<String> reset,
         List<Document> loaded) {
-      this(commandId, entries, source, reset, loaded, null, List.of(), null);
+      this(commandId, entries, source, reset, loaded, null, List.of(), null, null);
     }
 
     @Override
@@ -300,7 +306,20 @@ public final class Partition
           + loaded.size()
           + ", source="
           + source
+          + (cut == null ? "" : ", cut at mutation " + cut.mutations())
           + "]";
+    }
+  }
+
+  /**
+   * Where a frame split into parts goes on (ADR 0033): its first {@code mutations} mutations are
+   * applied, and of the next one, a truncate, the documents whose ids sort up to {@code afterId}
+   * (null: none of it yet). Ids are row values: never logged.
+   */
+  public record Cut(int mutations, String afterId) implements CborSerializable {
+    @Override
+    public String toString() {
+      return "Cut[mutations=" + mutations + "]";
     }
   }
 
@@ -602,6 +621,7 @@ public final class Partition
         .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(PartitionProtocol.SetRowRule.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(BodiesFetched.class, this::bodiesFetched)
+        .onCommand(Continue.class, (state, c) -> proceed(state))
         .onCommand(TableApplied.class, (state, c) -> tableApplied(c.through()))
         .onCommand(
             TableReady.class,
@@ -658,6 +678,9 @@ public final class Partition
    */
   private Effect<Event, PartitionState> tableApplied(long through) {
     unapplied.applied(through, (key, p) -> cache.put(key, p.seq(), p.document()));
+    if (run != null && !run.fetching && !table.behind()) {
+      self.tell(Continue.INSTANCE); // a run's next event may have waited for the table
+    }
     return Effect().unstashAll();
   }
 
@@ -762,18 +785,65 @@ public final class Partition
     return PartitionReads.held(row, unapplied.view(collection).changes());
   }
 
+  /**
+   * A group commit being written (ADR 0033): usually one journal event, several when its writes do
+   * not fit one row. Writes are answered in order as the events holding them are persisted.
+   */
+  private static final class Run {
+    final List<Write> writes;
+    final ActorRef<PartitionEntity.BatchWritten> done;
+
+    /** The first write not answered yet. */
+    int next;
+
+    /** The answers so far to the frames of {@code writes.get(next)} when it is several frames. */
+    List<FrameReply> frames = List.of();
+
+    /** The frame of {@code writes.get(next)} being written in parts, or null. */
+    WritePlan.Split split;
+
+    /** Whether the run waits for before images from the documents table. */
+    boolean fetching;
+
+    int fetchRounds;
+
+    Run(List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
+      this.writes = writes;
+      this.done = done;
+    }
+  }
+
+  /** The group commit being written, or null: while there is one, other writes wait. */
+  private Run run;
+
+  /** The next event of the run may be planned. */
+  enum Continue implements Command {
+    INSTANCE
+  }
+
   private Effect<Event, PartitionState> write(
       PartitionState state, List<Write> requested, ActorRef<PartitionEntity.BatchWritten> done) {
-    if (!ready || fetching || table.behind()) {
-      // Not recovered into the table yet, another batch waits for its before images, or the
-      // table is too far behind: the write waits.
+    if (!ready || run != null || table.behind()) {
+      // Not recovered into the table yet, another group commit is being written, or the table is
+      // too far behind: the write waits.
       return Effect().stash();
     }
-    return plan(state, admitted(requested), done);
+    List<Write> writes = admitted(requested);
+    if (writes.isEmpty()) {
+      if (done != null) {
+        done.tell(PartitionEntity.BatchWritten.INSTANCE);
+      }
+      return Effect().none();
+    }
+    run = new Run(writes, done);
+    return step(state);
   }
 
   private Effect<Event, PartitionState> bodiesFetched(PartitionState state, BodiesFetched c) {
-    fetching = false;
+    if (run == null || !run.fetching) {
+      return Effect().none();
+    }
+    run.fetching = false;
     if (c.failure() != null) {
       log.warn(
           "partition {}: reading before images from the documents table failed ({}); planning"
@@ -784,50 +854,83 @@ public final class Partition
     for (DocumentTable.Row row : c.rows()) {
       fetched.put(key(row.document().collection(), row.document().id()), row);
     }
-    return plan(state, c.writes(), c.done());
+    return step(state);
   }
 
-  /** Plans the admitted writes; persists them, or first fetches the before images it missed. */
-  private Effect<Event, PartitionState> plan(
-      PartitionState state, List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
-    if (writes.isEmpty()) {
-      if (done != null) {
-        done.tell(PartitionEntity.BatchWritten.INSTANCE);
-      }
-      return Effect().unstashAll();
+  /** Goes on with the run after an event that did not hold all of it. */
+  private Effect<Event, PartitionState> proceed(PartitionState state) {
+    if (run == null || run.fetching) {
+      return Effect().none();
     }
+    if (table.behind()) {
+      // The table's lag bounds a run's events too: the next one waits for it (the table's next
+      // apply continues the run).
+      return Effect().none();
+    }
+    return step(state);
+  }
+
+  /**
+   * Plans the run's next event: persists it and answers the writes it completes, or first fetches
+   * the before images it missed.
+   */
+  private Effect<Event, PartitionState> step(PartitionState state) {
+    Run r = run;
     WritePlan plan =
         new WritePlan(
             state,
             wiring.settings(),
             System.currentTimeMillis(),
-            (collection, id, e) -> find(state, collection, id, e));
+            (collection, id, e) -> find(state, collection, id, e),
+            r.split);
     ConsumerPlan consumers = new ConsumerPlan(plan);
-    List<Object> replies = new ArrayList<>(writes.size());
-    for (Write w : writes) {
-      if (w instanceof ApplyFrame f) {
-        replies.add(plan.frame(f));
-      } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
-        List<FrameReply> each = new ArrayList<>(fs.frames().size());
-        for (ApplyFrame f : fs.frames()) {
-          each.add(plan.frame(f));
+    List<Runnable> answers = new ArrayList<>();
+    List<Object> outcomes = new ArrayList<>();
+    int next = r.next;
+    List<FrameReply> frames = new ArrayList<>(r.frames);
+    boolean stopped = false;
+    while (next < r.writes.size() && !stopped) {
+      Write w = r.writes.get(next);
+      Object o;
+      if (w instanceof PartitionProtocol.ApplyFrames fs) {
+        o = null;
+        while (frames.size() < fs.frames().size()) {
+          Object each = plan.frame(fs.frames().get(frames.size()));
+          if (each instanceof WritePlan.Stop) {
+            o = each;
+            break;
+          }
+          frames.add((FrameReply) each);
         }
-        replies.add(new PartitionProtocol.FramesReply(each));
+        if (o == null) {
+          o = new PartitionProtocol.FramesReply(List.copyOf(frames));
+          frames = new ArrayList<>();
+        }
+      } else if (w instanceof ApplyFrame f) {
+        o = plan.frame(f);
       } else if (w instanceof LoadRows l) {
-        replies.add(plan.load(l));
+        o = plan.load(l);
       } else if (w instanceof ConfigureConsumer c) {
-        replies.add(consumers.configure(c));
+        o = consumers.configure(c);
       } else if (w instanceof ReleaseConsumer c) {
-        replies.add(consumers.release(c));
-      } else if (w instanceof PartitionProtocol.SetRowRule r) {
-        replies.add(plan.setRule(r));
+        o = consumers.release(c);
+      } else if (w instanceof PartitionProtocol.SetRowRule rule) {
+        o = plan.setRule(rule);
       } else {
-        replies.add(consumers.commit((CommitBatch) w));
+        o = consumers.commit((CommitBatch) w);
+      }
+      if (o instanceof WritePlan.Stop) {
+        stopped = true;
+      } else {
+        outcomes.add(o);
+        Object reply = o;
+        answers.add(() -> answer(w, reply));
+        next++;
       }
     }
     List<DocumentTable.Key> missing = plan.missing();
     if (!missing.isEmpty()) {
-      if (++fetchRounds > MAX_FETCH_ROUNDS) {
+      if (++r.fetchRounds > MAX_FETCH_ROUNDS) {
         // The table does not hold what the index says it holds: restart from the journal rather
         // than write on a before image that cannot be proven.
         log.error(
@@ -838,7 +941,7 @@ public final class Partition
             MAX_FETCH_ROUNDS);
         return Effect().stop();
       }
-      fetching = true;
+      r.fetching = true;
       wiring
           .table()
           .rows(partition, missing)
@@ -846,25 +949,40 @@ public final class Partition
               (rows, error) ->
                   self.tell(
                       new BodiesFetched(
-                          writes,
-                          done,
                           rows == null ? List.of() : rows,
                           error == null ? null : SafeErrors.describe(error))));
       return Effect().none();
     }
     fetched.clear();
-    fetchRounds = 0;
-    Runnable answer = () -> answer(writes, replies, done);
-    int refused = quotaRefusals(replies);
+    r.fetchRounds = 0;
+    int refused = quotaRefusals(outcomes);
     if (refused > 0) {
       wiring.observer().quotaRefused(partition, refused);
     }
+    int nextWrite = next;
+    List<FrameReply> framesAfter = frames;
+    WritePlan.Split split = plan.split();
+    Runnable advance =
+        () -> {
+          answers.forEach(Runnable::run);
+          r.next = nextWrite;
+          r.frames = framesAfter;
+          r.split = split;
+          if (nextWrite < r.writes.size()) {
+            self.tell(Continue.INSTANCE);
+          } else {
+            run = null;
+            if (r.done != null) {
+              r.done.tell(PartitionEntity.BatchWritten.INSTANCE);
+            }
+          }
+        };
     if (plan.accepted.isEmpty()) {
-      answer.run();
-      return Effect().unstashAll();
+      advance.run();
+      return run == null ? Effect().unstashAll() : Effect().none();
     }
     String incarnation = state.incarnation != null ? null : UUID.randomUUID().toString();
-    int frames = plan.accepted.size();
+    int accepted = plan.accepted.size();
     Written written = new Written(incarnation, plan.accepted);
     Map<String, String> rulesBefore = state.ruleFields();
     long bytesBefore = state.eventBytes;
@@ -873,9 +991,9 @@ public final class Partition
         .thenRun(
             s -> {
               persisted(s, written, rulesBefore, bytesBefore);
-              wiring.observer().persisted(partition, frames);
+              wiring.observer().persisted(partition, accepted);
               reportOutbox(s);
-              answer.run();
+              advance.run();
             })
         .thenUnstashAll();
   }
@@ -901,28 +1019,21 @@ public final class Partition
     table.persisted(s.events, written, s.eventBytes - bytesBefore);
   }
 
-  private static void answer(
-      List<Write> writes, List<Object> replies, ActorRef<PartitionEntity.BatchWritten> done) {
-    for (int i = 0; i < writes.size(); i++) {
-      Write w = writes.get(i);
-      if (w instanceof ApplyFrame f) {
-        f.replyTo().tell((FrameReply) replies.get(i));
-      } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
-        fs.replyTo().tell((PartitionProtocol.FramesReply) replies.get(i));
-      } else if (w instanceof LoadRows l) {
-        l.replyTo().tell((FrameReply) replies.get(i));
-      } else if (w instanceof ConfigureConsumer c) {
-        c.replyTo().tell((ConsumerReply) replies.get(i));
-      } else if (w instanceof ReleaseConsumer c) {
-        c.replyTo().tell((ConsumerReply) replies.get(i));
-      } else if (w instanceof PartitionProtocol.SetRowRule r) {
-        r.replyTo().tell((PartitionProtocol.RowRuleReply) replies.get(i));
-      } else {
-        ((CommitBatch) w).replyTo().tell((ConsumerReply) replies.get(i));
-      }
-    }
-    if (done != null) {
-      done.tell(PartitionEntity.BatchWritten.INSTANCE);
+  private static void answer(Write w, Object reply) {
+    if (w instanceof ApplyFrame f) {
+      f.replyTo().tell((FrameReply) reply);
+    } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
+      fs.replyTo().tell((PartitionProtocol.FramesReply) reply);
+    } else if (w instanceof LoadRows l) {
+      l.replyTo().tell((FrameReply) reply);
+    } else if (w instanceof ConfigureConsumer c) {
+      c.replyTo().tell((ConsumerReply) reply);
+    } else if (w instanceof ReleaseConsumer c) {
+      c.replyTo().tell((ConsumerReply) reply);
+    } else if (w instanceof PartitionProtocol.SetRowRule r) {
+      r.replyTo().tell((PartitionProtocol.RowRuleReply) reply);
+    } else {
+      ((CommitBatch) w).replyTo().tell((ConsumerReply) reply);
     }
   }
 

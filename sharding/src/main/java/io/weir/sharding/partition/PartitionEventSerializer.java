@@ -37,7 +37,10 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
   /** The serializer id stored with each journal row; never reuse or change it. */
   public static final int IDENTIFIER = 7_301;
 
-  static final byte FORMAT = 1;
+  /** The format written: 2 adds each frame's cut (ADR 0033). Format 1 is still read. */
+  static final byte FORMAT = 2;
+
+  static final byte FIRST_FORMAT = 1;
   private static final int INITIAL_BUFFER = 4_096;
   static final String WRITTEN = Written.class.getName();
   static final String PURGED = Purged.class.getName();
@@ -84,18 +87,20 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
     try {
       In in = new In(bytes);
       byte format = in.raw();
-      if (format != FORMAT) {
+      if (format < FIRST_FORMAT || format > FORMAT) {
         throw new NotSerializableException(
             "partition event "
                 + manifest
                 + " has format "
                 + format
-                + "; this version reads format "
+                + "; this version reads formats "
+                + FIRST_FORMAT
+                + " to "
                 + FORMAT);
       }
       Object event;
       if (WRITTEN.equals(manifest)) {
-        event = readWritten(in);
+        event = readWritten(in, format);
       } else if (PURGED.equals(manifest)) {
         event = new Purged(in.signed());
       } else {
@@ -166,10 +171,11 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
         out.string(r.field());
         out.signed(r.version());
       }
+      Binary.writeCut(out, f.cut());
     }
   }
 
-  private static Written readWritten(In in) {
+  private static Written readWritten(In in, byte format) {
     Strings strings = new Strings();
     String incarnation = in.string();
     int frames = in.size();
@@ -217,7 +223,9 @@ public final class PartitionEventSerializer extends SerializerWithStringManifest
       Partition.Consumer consumer = Binary.readConsumer(in);
       List<String> fenced = in.strings();
       RuleChange rule = in.bool() ? new RuleChange(in.string(), in.string(), in.signed()) : null;
-      out.add(new FrameApplied(commandId, entries, source, reset, loaded, consumer, fenced, rule));
+      Partition.Cut cut = format >= 2 ? Binary.readCut(in) : null;
+      out.add(
+          new FrameApplied(commandId, entries, source, reset, loaded, consumer, fenced, rule, cut));
     }
     return new Written(incarnation, out);
   }

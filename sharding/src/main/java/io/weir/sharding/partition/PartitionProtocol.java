@@ -34,6 +34,7 @@ public final class PartitionProtocol {
           Partition.TableApplied,
           Partition.TableReady,
           Partition.BodiesFetched,
+          Partition.Continue,
           PartitionEntity.Upgraded,
           PartitionEntity.BatchWritten,
           PartitionEntity.WriteTimedOut {}

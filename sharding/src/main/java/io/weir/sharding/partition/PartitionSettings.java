@@ -5,17 +5,21 @@ package io.weir.sharding.partition;
  *
  * @param maxOutboxEntries retained outbox entries at most (the producer quota): a frame that would
  *     go past it is answered {@link PartitionProtocol.QuotaExceeded} and writes nothing
- * @param maxOutboxBytes retained outbox bytes (before and after images) at most
+ * @param maxOutboxBytes retained outbox bytes (before and after images, UTF-8) at most
  * @param maxBatchFrames frames written together by one group commit at most
- * @param maxBatchMutations mutations (and snapshot rows) written together by one group commit at
- *     most; a single larger frame is still written, alone
+ * @param maxBatchMutations mutations (and snapshot rows) handed to one group commit at most; a
+ *     single larger frame is still handed over, alone
  * @param maxConsumers active (not released) projection consumers at most
  * @param reserveEntries the progress reserve: entries a projection batch may add beyond the
- *     producer quota (see {@link Partition})
+ *     producer quota (see {@link Quota})
  * @param reserveBytes bytes a projection batch may add beyond the producer quota
  * @param maxEffects effects one projection batch may carry at most
  * @param bodyCacheBytes heap the cache of recently written documents may take (see {@link
  *     BodyCache}); the rest of a document's heap is its index entry
+ * @param maxFrameEntries outbox entries one journal row (a group commit) holds at most; a CDC frame
+ *     with more is written in parts, each its own row (ADR 0033)
+ * @param maxFrameBytes bytes of entries (as the quota counts them) and loaded documents one journal
+ *     row holds at most; a single entry larger than it still goes, alone
  */
 public record PartitionSettings(
     long maxOutboxEntries,
@@ -26,7 +30,9 @@ public record PartitionSettings(
     long reserveEntries,
     long reserveBytes,
     int maxEffects,
-    long bodyCacheBytes) {
+    long bodyCacheBytes,
+    int maxFrameEntries,
+    long maxFrameBytes) {
   public static final int DEFAULT_MAX_CONSUMERS = 64;
   public static final int DEFAULT_MAX_EFFECTS = 256;
 
@@ -37,6 +43,11 @@ public record PartitionSettings(
 
   /** 1 MiB per partition: 64 MiB for 64 partitions on one node. */
   public static final long DEFAULT_BODY_CACHE_BYTES = 1L << 20;
+
+  public static final int DEFAULT_MAX_FRAME_ENTRIES = 10_000;
+
+  /** Eight times the 1 MiB a document may have, before and after image of each four times over. */
+  public static final long DEFAULT_MAX_FRAME_BYTES = 8L << 20;
 
   public static final PartitionSettings DEFAULTS =
       new PartitionSettings(100_000, 1L << 30, 256, 20_000);
@@ -50,12 +61,14 @@ public record PartitionSettings(
         || reserveEntries < 0
         || reserveBytes < 0
         || maxEffects < 1
-        || bodyCacheBytes < 0) {
+        || bodyCacheBytes < 0
+        || maxFrameEntries < 1
+        || maxFrameBytes < 1) {
       throw new IllegalArgumentException("partition limits must be positive");
     }
   }
 
-  /** The given outbox and batch limits with the default projection limits. */
+  /** The given outbox and batch limits with the default projection, cache and frame limits. */
   public PartitionSettings(
       long maxOutboxEntries, long maxOutboxBytes, int maxBatchFrames, int maxBatchMutations) {
     this(
@@ -67,7 +80,22 @@ public record PartitionSettings(
         DEFAULT_RESERVE_ENTRIES,
         DEFAULT_RESERVE_BYTES,
         DEFAULT_MAX_EFFECTS,
-        DEFAULT_BODY_CACHE_BYTES);
+        DEFAULT_BODY_CACHE_BYTES,
+        DEFAULT_MAX_FRAME_ENTRIES,
+        DEFAULT_MAX_FRAME_BYTES);
+  }
+
+  /**
+   * Entries one part of a frame holds at most: a journal row's bound, and never more than the whole
+   * quota, so that every part fits an outbox purged down to empty.
+   */
+  long partEntries() {
+    return Math.min(maxFrameEntries, maxOutboxEntries);
+  }
+
+  /** Bytes one part of a frame holds at most (see {@link #partEntries}). */
+  long partBytes() {
+    return Math.min(maxFrameBytes, maxOutboxBytes);
   }
 
   public PartitionSettings withProjections(
@@ -81,7 +109,9 @@ public record PartitionSettings(
         reserveEntries,
         reserveBytes,
         maxEffects,
-        bodyCacheBytes);
+        bodyCacheBytes,
+        maxFrameEntries,
+        maxFrameBytes);
   }
 
   public PartitionSettings withBodyCache(long bytes) {
@@ -94,6 +124,23 @@ public record PartitionSettings(
         reserveEntries,
         reserveBytes,
         maxEffects,
+        bytes,
+        maxFrameEntries,
+        maxFrameBytes);
+  }
+
+  public PartitionSettings withFrames(int entries, long bytes) {
+    return new PartitionSettings(
+        maxOutboxEntries,
+        maxOutboxBytes,
+        maxBatchFrames,
+        maxBatchMutations,
+        maxConsumers,
+        reserveEntries,
+        reserveBytes,
+        maxEffects,
+        bodyCacheBytes,
+        entries,
         bytes);
   }
 }

@@ -26,9 +26,9 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
  *
  * <p>Layout: a format byte ({@value #FORMAT}); the counters (next outbox sequence, first retained
  * one, retained bytes, journal events, incarnation, event bytes, the snapshot mark); receipts,
- * watermarks, split-slice progress, the outbox index, consumers, row rules and row-visibility
- * epochs, each a count and its entries; then the index: a count of collections, and for each its
- * name, a count of documents and the documents.
+ * watermarks, split-slice progress, where frames written in parts go on (format 2), the outbox
+ * index, consumers, row rules and row-visibility epochs, each a count and its entries; then the
+ * index: a count of collections, and for each its name, a count of documents and the documents.
  *
  * <p>A snapshot written before this serializer (Jackson CBOR of the old state with every body) is
  * never read here: {@link LegacySnapshots} moves its documents into the documents table first. A
@@ -39,7 +39,13 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
   /** The serializer id stored with each snapshot row; never reuse or change it. */
   public static final int IDENTIFIER = 7_303;
 
-  static final byte FORMAT = 1;
+  /**
+   * The format written: 2 adds, per source, where a frame written in parts goes on (ADR 0033).
+   * Format 1 is still read.
+   */
+  static final byte FORMAT = 2;
+
+  static final byte FIRST_FORMAT = 1;
   static final String MANIFEST = PartitionState.class.getName();
 
   public PartitionSnapshotSerializer(ExtendedActorSystem system) {}
@@ -100,6 +106,12 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
       out.signed(e.getValue().commitLsn());
       out.signed(e.getValue().done());
     }
+    out.count(s.cuts.size());
+    for (Map.Entry<String, Partition.Cut> e : new TreeMap<>(s.cuts).entrySet()) {
+      out.string(e.getKey());
+      out.signed(e.getValue().mutations());
+      out.string(e.getValue().afterId());
+    }
     out.count(s.outbox.size());
     for (Map.Entry<Long, Segment> e : s.outbox.entrySet()) {
       out.signed(e.getKey());
@@ -149,11 +161,16 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
     try {
       In in = new In(bytes);
       byte format = in.raw();
-      if (format != FORMAT) {
+      if (format < FIRST_FORMAT || format > FORMAT) {
         throw new NotSerializableException(
-            "partition snapshot has format " + format + "; this version reads format " + FORMAT);
+            "partition snapshot has format "
+                + format
+                + "; this version reads formats "
+                + FIRST_FORMAT
+                + " to "
+                + FORMAT);
       }
-      PartitionState s = read(in);
+      PartitionState s = read(in, format);
       if (!in.atEnd()) {
         throw new NotSerializableException(
             "partition snapshot has " + in.remaining() + " trailing bytes");
@@ -165,7 +182,7 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
     }
   }
 
-  private static PartitionState read(In in) {
+  private static PartitionState read(In in, byte format) {
     long nextSequence = in.signed();
     long outboxFirst = in.signed();
     long outboxBytes = in.signed();
@@ -192,6 +209,10 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
     HashMap<String, PartProgress> partials = new HashMap<>();
     for (int i = in.count(); i > 0; i--) {
       partials.put(in.string(), new PartProgress(in.signed(), (int) in.signed()));
+    }
+    HashMap<String, Partition.Cut> cuts = new HashMap<>();
+    for (int i = format >= 2 ? in.count() : 0; i > 0; i--) {
+      cuts.put(in.string(), new Partition.Cut((int) in.signed(), in.string()));
     }
     TreeMap<Long, Segment> outbox = new TreeMap<>();
     for (int i = in.count(); i > 0; i--) {
@@ -230,6 +251,7 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
         receipts,
         watermarks,
         partials,
+        cuts,
         outbox,
         incarnation,
         eventBytes,

@@ -41,6 +41,13 @@ public final class PartitionState {
   final LinkedHashMap<String, Applied> receipts;
   final HashMap<String, Long> watermarks;
   final HashMap<String, PartProgress> partials;
+
+  /**
+   * Per source, where the next part of the frame the partition is writing in parts starts (ADR
+   * 0033); with {@code partials} saying which frame (commit LSN, sender parts in).
+   */
+  final HashMap<String, Partition.Cut> cuts;
+
   final TreeMap<Long, Segment> outbox;
   String incarnation;
   long eventBytes;
@@ -58,6 +65,7 @@ public final class PartitionState {
       LinkedHashMap<String, Applied> receipts,
       HashMap<String, Long> watermarks,
       HashMap<String, PartProgress> partials,
+      HashMap<String, Partition.Cut> cuts,
       TreeMap<Long, Segment> outbox,
       String incarnation,
       long eventBytes,
@@ -73,6 +81,7 @@ public final class PartitionState {
     this.receipts = receipts;
     this.watermarks = watermarks;
     this.partials = partials;
+    this.cuts = cuts;
     this.outbox = outbox;
     this.incarnation = incarnation;
     this.eventBytes = eventBytes;
@@ -90,6 +99,7 @@ public final class PartitionState {
         0,
         0,
         new LinkedHashMap<>(),
+        new HashMap<>(),
         new HashMap<>(),
         new HashMap<>(),
         new TreeMap<>(),
@@ -256,6 +266,13 @@ public final class PartitionState {
       f.source()
           .ifPresent(
               s -> {
+                if (f.cut() != null) {
+                  // A part the partition cut: the sender's part is not in yet, the cut is.
+                  partials.put(s.source(), new PartProgress(s.commitLsn(), s.part() - 1));
+                  cuts.put(s.source(), f.cut());
+                  return;
+                }
+                cuts.remove(s.source());
                 if (s.last()) {
                   watermarks.merge(
                       s.source(), s.commitLsn(), (a, b) -> Long.compareUnsigned(a, b) >= 0 ? a : b);
@@ -317,6 +334,7 @@ public final class PartitionState {
         new LinkedHashMap<>(receipts),
         new HashMap<>(watermarks),
         new HashMap<>(partials),
+        new HashMap<>(cuts),
         new TreeMap<>(outbox),
         incarnation,
         eventBytes,
@@ -338,6 +356,7 @@ public final class PartitionState {
         && List.copyOf(s.receipts.keySet()).equals(List.copyOf(receipts.keySet()))
         && s.watermarks.equals(watermarks)
         && s.partials.equals(partials)
+        && s.cuts.equals(cuts)
         && s.outbox.equals(outbox)
         && Objects.equals(s.incarnation, incarnation)
         && s.eventBytes == eventBytes

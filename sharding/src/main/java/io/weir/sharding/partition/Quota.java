@@ -4,20 +4,20 @@ package io.weir.sharding.partition;
  * The outbox quota and the progress reserve of a partition, as pure arithmetic.
  *
  * <p>Every frame that adds outbox entries must keep the retained outbox within the producer quota
- * ({@link PartitionSettings#maxOutboxEntries()}, {@link PartitionSettings#maxOutboxBytes()}), with
- * one exception: a frame larger than the whole quota still goes into an empty outbox, or it could
- * never go. A projection batch that advances its consumer's checkpoint may go beyond the producer
- * quota into the progress reserve ({@link PartitionSettings#reserveEntries()}, {@link
- * PartitionSettings#reserveBytes()} on top of it), once per consumer per retained-prefix position:
- * a consumer can always drain a full outbox and let purges move on, and no producer can use that
- * room.
+ * ({@link PartitionSettings#maxOutboxEntries()}, {@link PartitionSettings#maxOutboxBytes()}). No
+ * frame is larger than the whole quota: a CDC frame larger than a part goes in parts of at most the
+ * quota (ADR 0033), and any other frame that large is refused as malformed. A projection batch that
+ * advances its consumer's checkpoint may go beyond the producer quota into the progress reserve
+ * ({@link PartitionSettings#reserveEntries()}, {@link PartitionSettings#reserveBytes()} on top of
+ * it), once per consumer per retained-prefix position: a consumer can always drain a full outbox
+ * and let purges move on, and no producer can use that room.
  */
 public final class Quota {
   private Quota() {}
 
   /** Where a frame's entries may go. */
   public enum Admission {
-    /** Within the producer quota (or the frame adds no entry, or the outbox is empty). */
+    /** Within the producer quota (or the frame adds no entry). */
     QUOTA,
     /** Beyond the producer quota, within the progress reserve. */
     RESERVE,
@@ -38,7 +38,7 @@ public final class Quota {
       long entriesAfter,
       long bytesAfter,
       boolean reserveAllowed) {
-    if (entriesAfter == retainedBefore || retainedBefore == 0) {
+    if (entriesAfter == retainedBefore) {
       return Admission.QUOTA;
     }
     if (entriesAfter <= s.maxOutboxEntries() && bytesAfter <= s.maxOutboxBytes()) {

@@ -1,6 +1,8 @@
 package io.weir.sharding.partition;
 
+import io.weir.protocol.Utf8;
 import io.weir.sharding.partition.Partition.Consumer;
+import io.weir.sharding.partition.Partition.Cut;
 import io.weir.sharding.partition.Partition.FrameApplied;
 import io.weir.sharding.partition.Partition.OutboxEntry;
 import io.weir.sharding.partition.Partition.PartProgress;
@@ -29,7 +31,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.TreeMap;
 import java.util.TreeSet;
 
 /**
@@ -42,8 +43,28 @@ import java.util.TreeSet;
  * not, the plan goes on with a stand-in and records the document in {@link #missing()}: the
  * partition then fetches all of them from the documents table in one query and plans the batch
  * again (ADR 0032). A plan with missing documents is never persisted.
+ *
+ * <p>A plan is one journal event, bounded by {@link PartitionSettings#partEntries()} and {@link
+ * PartitionSettings#partBytes()} (ADR 0033): a write that does not fit after others waits for the
+ * next event ({@link Stop#FULL}); a CDC frame that does not fit alone is written in parts, each
+ * event taking as much of it as fits and recording where the next part starts ({@link Stop#PART}).
+ * Any other write that does not fit alone is refused.
  */
 final class WritePlan {
+  /** Why planning stopped before a write was answered: the event is full. */
+  enum Stop {
+    /** Nothing of the write was taken: it goes first in the next event. */
+    FULL,
+    /** A part of the frame was taken; the next event goes on with it. */
+    PART
+  }
+
+  /**
+   * A frame written in parts by this run of the partition: its first entry's sequence and the
+   * revisions of the mutations done so far (0 for a truncate).
+   */
+  record Split(ApplyFrame frame, long firstSequence, List<Long> revisions) {}
+
   /** Where the plan finds a document's current version. */
   interface Bodies {
     /**
@@ -63,6 +84,7 @@ final class WritePlan {
   private final HashMap<String, Document> docs = new HashMap<>();
   private final HashMap<String, Long> watermarks = new HashMap<>();
   private final HashMap<String, Optional<PartProgress>> partials = new HashMap<>();
+  private final HashMap<String, Cut> cuts = new HashMap<>();
   private final HashMap<String, Applied> receipts = new HashMap<>();
   final HashMap<String, Consumer> consumers = new HashMap<>();
   private final HashMap<String, RowRule> rules = new HashMap<>();
@@ -70,13 +92,68 @@ final class WritePlan {
   long next;
   long bytes;
 
-  WritePlan(PartitionState state, PartitionSettings settings, long now, Bodies bodies) {
+  /** Entries and bytes the accepted frames put in this event. */
+  private long eventEntries;
+
+  private long eventBytes;
+
+  /** The frame this run was writing in parts when the plan began, or null. */
+  private final Split prior;
+
+  /** The frame this plan left in parts, or null. */
+  private Split split;
+
+  WritePlan(
+      PartitionState state, PartitionSettings settings, long now, Bodies bodies, Split prior) {
     this.state = state;
     this.settings = settings;
     this.now = now;
     this.bodies = bodies;
+    this.prior = prior;
     this.next = state.nextSequence;
     this.bytes = state.outboxBytes;
+  }
+
+  WritePlan(PartitionState state, PartitionSettings settings, long now, Bodies bodies) {
+    this(state, settings, now, bodies, null);
+  }
+
+  /** The frame this plan left in parts (to go on with in the next event), or null. */
+  Split split() {
+    return split;
+  }
+
+  /** Whether the event has room for {@code entries} more entries of {@code bytes}. */
+  boolean fits(long entries, long bytes) {
+    return eventEntries + entries <= settings.partEntries()
+        && eventBytes + bytes <= settings.partBytes();
+  }
+
+  /** Whether {@code entries} of {@code bytes} are more than one event holds at all. */
+  boolean tooLarge(long entries, long bytes) {
+    return entries > settings.partEntries() || bytes > settings.partBytes();
+  }
+
+  /**
+   * Whether the event has room for {@code entries} more entries of {@code bytes} by the journal
+   * row's bound alone: a projection batch's entries are bounded by the quota and its progress
+   * reserve ({@link Quota}) instead of a part's bound.
+   */
+  boolean fitsRow(long entries, long bytes) {
+    return eventEntries + entries <= settings.maxFrameEntries()
+        && eventBytes + bytes <= settings.maxFrameBytes();
+  }
+
+  /** Accepts a frame into the event. */
+  void accept(FrameApplied f) {
+    accepted.add(f);
+    for (OutboxEntry e : f.entries()) {
+      eventEntries++;
+      eventBytes += e.bytes();
+    }
+    for (Document d : f.loaded()) {
+      eventBytes += PartitionState.loadedBytes(d);
+    }
   }
 
   /** Documents whose current version the plan needed and did not find: fetch, then plan again. */
@@ -149,7 +226,7 @@ final class WritePlan {
               + (f.rule() != null && f.rule().collection().equals(r.collection()) ? 1 : 0);
     }
     rules.put(r.collection(), new RowRule(r.field(), r.version()));
-    accepted.add(
+    accept(
         new FrameApplied(
             null,
             List.of(),
@@ -168,26 +245,11 @@ final class WritePlan {
         : Optional.ofNullable(state.partials.get(source));
   }
 
-  /** Live documents of a collection as the plan sees them, in code-point order of their ids. */
-  List<Document> live(String collection) {
-    TreeSet<String> ids = new TreeSet<>(Ids.ORDER);
-    ids.addAll(state.index.liveIds(collection));
-    for (Document d : docs.values()) {
-      if (d != REMOVED && d.collection().equals(collection)) {
-        ids.add(d.id());
-      }
-    }
-    List<Document> out = new ArrayList<>();
-    for (String id : ids) {
-      Document d = current(collection, id);
-      if (d != null && !d.deleted()) {
-        out.add(d);
-      }
-    }
-    return out;
-  }
-
-  FrameReply frame(ApplyFrame f) {
+  /**
+   * Plans a frame: its reply, or {@link Stop#FULL} when it goes first in the next event, or {@link
+   * Stop#PART} when the event took a part of it.
+   */
+  Object frame(ApplyFrame f) {
     boolean cdc = f.source().isPresent();
     if (!cdc) {
       if (f.commandId() == null || f.commandId().isEmpty()) {
@@ -205,6 +267,7 @@ final class WritePlan {
     if (f.mutations().isEmpty() && !cdc) {
       return new Rejected("a frame needs at least one mutation");
     }
+    Cut start = null;
     if (cdc) {
       SourcePosition s = f.source().get();
       long mark = watermark(s.source());
@@ -217,33 +280,86 @@ final class WritePlan {
           && s.part() <= partial.get().done()) {
         return new AlreadyApplied(s, mark);
       }
+      Cut cut = cuts.containsKey(s.source()) ? cuts.get(s.source()) : state.cuts.get(s.source());
+      boolean resumed =
+          cut != null
+              && partial.isPresent()
+              && partial.get().commitLsn() == s.commitLsn()
+              && partial.get().done() == s.part() - 1;
       boolean inOrder =
-          s.part() == 1
-              ? Long.compareUnsigned(mark, s.previousLsn()) >= 0
-              : partial.isPresent()
-                  && partial.get().commitLsn() == s.commitLsn()
-                  && partial.get().done() == s.part() - 1;
+          resumed
+              || (s.part() == 1
+                  ? Long.compareUnsigned(mark, s.previousLsn()) >= 0
+                  : partial.isPresent()
+                      && partial.get().commitLsn() == s.commitLsn()
+                      && partial.get().done() == s.part() - 1);
       if (!inOrder) {
         return new Gap(s, mark);
       }
+      start = resumed ? cut : null;
     }
     long commitLsn = f.source().map(SourcePosition::commitLsn).orElse(0L);
-    Object evaluated = evaluate(f.mutations(), commitLsn, true);
+    Object evaluated = evaluate(f.mutations(), commitLsn, true, start, cdc);
     if (evaluated instanceof FrameReply refused) {
       return refused;
     }
     Evaluation ev = (Evaluation) evaluated;
+    // A frame is written in parts only when it does not fit an event of its own: one that does
+    // not fit beside others goes first in the next event.
+    if (!fits(ev.entries().size(), ev.bytes()) || ev.cut() != null) {
+      if (!accepted.isEmpty()) {
+        return Stop.FULL;
+      }
+      if (!cdc && tooLarge(ev.entries().size(), ev.bytes())) {
+        return new Rejected(
+            "the frame's "
+                + ev.entries().size()
+                + " outbox entries are more than one journal row holds"
+                + " (weir.partitions.frame.*, or the whole outbox quota); send fewer mutations");
+      }
+    }
     FrameReply quota = quota(ev.seqAfter(), ev.bytes());
     if (quota != null) {
       return quota;
     }
-    docs.putAll(ev.seen());
     long first = next;
-    next = ev.seqAfter();
-    bytes += ev.bytes();
+    take(ev.seen(), ev.seqAfter(), ev.bytes());
+    // The revisions of a frame written in parts: those of its earlier parts (0 for parts written
+    // before the partition last started, which it no longer knows) and this part's.
+    List<Long> revisions = new ArrayList<>();
+    if (start != null) {
+      if (prior != null && prior.frame() == f && prior.revisions().size() == start.mutations()) {
+        revisions.addAll(prior.revisions());
+        first = prior.firstSequence();
+      } else {
+        for (int i = 0; i < start.mutations(); i++) {
+          revisions.add(0L);
+        }
+      }
+    }
+    revisions.addAll(ev.revisions());
+    if (ev.cut() != null) {
+      SourcePosition s = f.source().get();
+      partials.put(s.source(), Optional.of(new PartProgress(s.commitLsn(), s.part() - 1)));
+      cuts.put(s.source(), ev.cut());
+      accept(
+          new FrameApplied(
+              null,
+              ev.entries(),
+              f.source(),
+              List.of(),
+              List.of(),
+              null,
+              List.copyOf(ev.fenced()),
+              null,
+              ev.cut()));
+      split = new Split(f, first, List.copyOf(revisions));
+      return Stop.PART;
+    }
     f.source()
         .ifPresent(
             s -> {
+              cuts.put(s.source(), null);
               if (s.last()) {
                 watermarks.put(s.source(), s.commitLsn());
                 partials.put(s.source(), Optional.empty());
@@ -252,11 +368,11 @@ final class WritePlan {
               }
             });
     String commandId = cdc ? null : f.commandId();
-    Applied applied = new Applied(f.commandId(), first, List.copyOf(ev.revisions()), false);
+    Applied applied = new Applied(f.commandId(), first, List.copyOf(revisions), false);
     if (commandId != null && PartitionProtocol.keepsReceipt(commandId)) {
       receipts.put(PartitionProtocol.receiptKey(commandId), applied);
     }
-    accepted.add(
+    accept(
         new FrameApplied(
             commandId,
             ev.entries(),
@@ -269,14 +385,30 @@ final class WritePlan {
     return applied;
   }
 
-  /** What a list of mutations writes, checked against the plan. */
+  /**
+   * What a list of mutations writes, checked against the plan.
+   *
+   * @param cut where the mutations stopped because the event was full (null: all of them)
+   */
   record Evaluation(
       List<OutboxEntry> entries,
       List<Long> revisions,
       long bytes,
       HashMap<String, Document> seen,
       long seqAfter,
-      Set<String> fenced) {}
+      Set<String> fenced,
+      Cut cut) {}
+
+  /** Bytes the body of a document takes in an outbox entry (0 for none), without reading it. */
+  private long bodyBytes(String collection, String id, HashMap<String, Document> seen) {
+    String k = Partition.key(collection, id);
+    Document d = seen.containsKey(k) ? seen.get(k) : docs.get(k);
+    if (d != null) {
+      return d == REMOVED || d.deleted() ? 0 : Utf8.length(d.body());
+    }
+    DocumentIndex.Entry e = state.index.get(collection, id);
+    return e == null || e.deleted() ? 0 : e.bytes();
+  }
 
   /**
    * Checks {@code mutations} in order (each sees the ones before it) against the state plus this
@@ -284,42 +416,72 @@ final class WritePlan {
    * Rejected} refusing them. Changes nothing.
    *
    * @param allowTruncate whether {@link Truncate} may appear (not in projection effects)
+   * @param start where an earlier part stopped (null: from the first mutation)
+   * @param splittable whether the mutations may stop where the event is full, leaving a cut; at
+   *     least one entry is taken into an event that has none
    */
-  Object evaluate(List<Mutation> mutations, long commitLsn, boolean allowTruncate) {
+  Object evaluate(
+      List<Mutation> mutations,
+      long commitLsn,
+      boolean allowTruncate,
+      Cut start,
+      boolean splittable) {
     HashMap<String, Document> seen = new HashMap<>();
     List<OutboxEntry> entries = new ArrayList<>();
     List<Long> revisions = new ArrayList<>();
     Set<String> fenced = new TreeSet<>();
     long seq = next;
     long frameBytes = 0;
-    for (int i = 0; i < mutations.size(); i++) {
+    for (int i = start == null ? 0 : start.mutations(); i < mutations.size(); i++) {
       Mutation m = mutations.get(i);
       if (m instanceof Truncate t) {
         if (!allowTruncate) {
           return new Rejected("mutation " + i + " is a truncate, which is not allowed here");
         }
-        // Every live document, those this frame created before the truncate included.
-        TreeMap<String, Document> victims = new TreeMap<>(Ids.ORDER);
-        for (Document d : live(t.collection())) {
-          victims.put(d.id(), d);
+        String after = start != null && i == start.mutations() ? start.afterId() : null;
+        // Every live document in id order (those this frame created before the truncate
+        // included), after the ones an earlier part deleted.
+        TreeSet<String> ids = new TreeSet<>(Ids.ORDER);
+        ids.addAll(state.index.liveIds(t.collection()));
+        for (Document d : docs.values()) {
+          if (d != REMOVED && d.collection().equals(t.collection())) {
+            ids.add(d.id());
+          }
         }
         for (Document d : seen.values()) {
           if (d.collection().equals(t.collection())) {
-            victims.put(d.id(), d);
+            ids.add(d.id());
           }
         }
-        for (Document d : victims.values()) {
-          String k = Partition.key(d.collection(), d.id());
-          Document cur = seen.containsKey(k) ? seen.get(k) : d;
-          if (cur.deleted()) {
+        for (String id : after == null ? ids : ids.tailSet(after, false)) {
+          String k = Partition.key(t.collection(), id);
+          long predicted = Partition.ENTRY_OVERHEAD + bodyBytes(t.collection(), id, seen);
+          Document probe = seen.containsKey(k) ? seen.get(k) : null;
+          if (probe == null) {
+            DocumentIndex.Entry e =
+                docs.containsKey(k) ? null : state.index.get(t.collection(), id);
+            if (e != null && e.deleted()) {
+              continue;
+            }
+          } else if (probe.deleted()) {
+            continue;
+          }
+          if (splittable
+              && !fits(entries.size() + 1, frameBytes + predicted)
+              && (!entries.isEmpty() || !accepted.isEmpty())) {
+            return new Evaluation(
+                entries, revisions, frameBytes, seen, seq, fenced, new Cut(i, after));
+          }
+          Document cur = probe != null ? probe : current(t.collection(), id);
+          if (cur == null || cur.deleted()) {
             continue;
           }
           OutboxEntry e =
               new OutboxEntry(
                   seq++,
                   entries.size(),
-                  d.collection(),
-                  d.id(),
+                  t.collection(),
+                  id,
                   "delete",
                   cur.revision() + 1,
                   cur.body(),
@@ -331,12 +493,13 @@ final class WritePlan {
           seen.put(
               k,
               new Document(
-                  d.collection(),
-                  d.id(),
+                  t.collection(),
+                  id,
                   cur.revision() + 1,
                   null,
                   true,
-                  JsonFields.aclOf(cur.body(), ruleField(d.collection()))));
+                  JsonFields.aclOf(cur.body(), ruleField(t.collection()))));
+          after = id;
         }
         revisions.add(0L);
         continue;
@@ -347,6 +510,20 @@ final class WritePlan {
           m instanceof Upsert u ? u.expectedRevision() : ((Delete) m).expectedRevision();
       if (collection.isEmpty() || id.isEmpty()) {
         return new Rejected("mutation " + i + " has no collection or id");
+      }
+      if (splittable) {
+        long before = bodyBytes(collection, id, seen);
+        long predicted =
+            Partition.ENTRY_OVERHEAD
+                + before
+                + (m instanceof Upsert u
+                    ? Utf8.length(u.body()) + (u.keep().isEmpty() ? 0 : before)
+                    : 0);
+        if (!fits(entries.size() + 1, frameBytes + predicted)
+            && (!entries.isEmpty() || !accepted.isEmpty())) {
+          return new Evaluation(
+              entries, revisions, frameBytes, seen, seq, fenced, new Cut(i, null));
+        }
       }
       String k = Partition.key(collection, id);
       Document cur = seen.containsKey(k) ? seen.get(k) : current(collection, id);
@@ -418,7 +595,7 @@ final class WritePlan {
       frameBytes += e.bytes();
       revisions.add(revision + 1);
     }
-    return new Evaluation(entries, revisions, frameBytes, seen, seq, fenced);
+    return new Evaluation(entries, revisions, frameBytes, seen, seq, fenced, null);
   }
 
   Quota.Admission admit(long seqAfter, long frameBytes, boolean reserveAllowed) {
@@ -445,7 +622,8 @@ final class WritePlan {
     bytes += addedBytes;
   }
 
-  FrameReply load(LoadRows l) {
+  /** Plans rows of a snapshot: the reply, or {@link Stop#FULL} (see {@link #frame}). */
+  Object load(LoadRows l) {
     List<Document> loaded = new ArrayList<>();
     List<OutboxEntry> entries = new ArrayList<>();
     HashMap<String, Document> seen = new HashMap<>();
@@ -504,6 +682,19 @@ final class WritePlan {
         loaded.add(d);
       }
     }
+    long rowBytes = frameBytes;
+    for (Document d : loaded) {
+      rowBytes += PartitionState.loadedBytes(d);
+    }
+    if (!fits(entries.size(), rowBytes)) {
+      if (!accepted.isEmpty()) {
+        return Stop.FULL;
+      }
+      if (tooLarge(entries.size(), rowBytes)) {
+        return new Rejected(
+            "the rows are more than one journal row holds (weir.partitions.frame.*); send fewer");
+      }
+    }
     FrameReply quota = quota(seq, frameBytes);
     if (quota != null) {
       return quota;
@@ -512,7 +703,7 @@ final class WritePlan {
       return new Loaded(0);
     }
     take(seen, seq, frameBytes);
-    accepted.add(
+    accept(
         new FrameApplied(
             null, entries, Optional.empty(), l.reset(), loaded, null, List.copyOf(fenced), null));
     return new Loaded(changed);

@@ -527,6 +527,116 @@ class PartitionSinkIT {
         .until(() -> status(p).snapshot() == null || status(p).snapshot().state().equals("done"));
   }
 
+  /**
+   * A TRUNCATE of more rows than a journal row holds (ADR 0033): each partition deletes its
+   * documents in parts of at most 100 entries; with a quota of 300 the parts fill it, the pipeline
+   * pauses ({@code quota-exceeded} in its status), and once entries are purged it goes on after the
+   * parts already written: every document deleted exactly once.
+   */
+  @Test
+  void aTruncateOfALargeTableGoesInPartsThatPauseOnTheQuotaAndResumeLosingNothing()
+      throws Exception {
+    PartitionSharding.init(
+        kit.system(),
+        wiring(new PartitionSettings(300, 1L << 30, 256, 20_000).withFrames(100, 1L << 20)));
+    PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));
+    ActorRef<CdcPipeline.Command> p = pipeline(sink, StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    int rows = 1_600;
+    sql(
+        "INSERT INTO public.orders SELECT g, 't' || (g % 5), 'n', g * 1.5, '{}'"
+            + " FROM generate_series(1, "
+            + rows
+            + ") g");
+    await("every row a document")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> liveDocuments().size() == rows);
+    sql("TRUNCATE public.orders");
+    await("the pipeline pauses on a full outbox")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(50))
+        .until(
+            () -> {
+              PipelineStatus st = status(p);
+              return st.detail() != null && st.detail().contains("outbox is full");
+            });
+    String detail = status(p).detail();
+    List<List<Partition.OutboxEntry>> purged = new ArrayList<>();
+    for (int n = 0; n < PARTITIONS; n++) {
+      purged.add(new ArrayList<>());
+    }
+    await("the truncate goes on while the outboxes are purged")
+        .atMost(Duration.ofSeconds(120))
+        .pollInterval(Duration.ofMillis(500))
+        .until(
+            () -> {
+              for (int n = 0; n < PARTITIONS; n++) {
+                PartitionStatus st =
+                    PartitionSharding.partition(kit.system(), n)
+                        .<PartitionStatus>ask(
+                            io.weir.sharding.partition.PartitionProtocol.GetStatus::new,
+                            Duration.ofSeconds(10))
+                        .toCompletableFuture()
+                        .get();
+                if (st.outboxEntries() > 300 - 100) { // a part of 100 no longer fits
+                  int partition = n;
+                  PartitionSharding.partition(kit.system(), partition)
+                      .<io.weir.sharding.partition.PartitionProtocol.PurgeReply>ask(
+                          r ->
+                              new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(
+                                  st.outboxNext() - 1, 1_000_000, r),
+                          Duration.ofSeconds(10))
+                      .toCompletableFuture()
+                      .get();
+                }
+              }
+              return liveDocuments().isEmpty();
+            });
+    int deletes = 0;
+    for (int n = 0; n < PARTITIONS; n++) {
+      List<Partition.OutboxEntry> entries = outbox(n);
+      long partDeletes = entries.stream().filter(e -> e.kind().equals("delete")).count();
+      deletes += (int) partDeletes;
+    }
+    int entries = checkOutbox();
+    System.out.println(
+        "truncate in parts: rows="
+            + rows
+            + " deletes="
+            + deletes
+            + " detail=["
+            + detail
+            + "] loss="
+            + Math.max(0, rows - deletes)
+            + " dup="
+            + Math.max(0, deletes - rows));
+    assertThat(deletes).as("every document deleted exactly once").isEqualTo(rows);
+    assertThat(entries).isEqualTo(2 * rows);
+    assertThat(maxEntriesPerRow()).as("no journal row over the bound").isLessThanOrEqualTo(100);
+    sink.shutdown();
+  }
+
+  /** The most outbox entries one journal row of any partition holds. */
+  private long maxEntriesPerRow() throws Exception {
+    long max = 0;
+    JdbcReadJournal journal =
+        PersistenceQuery.get(kit.system())
+            .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
+    for (int n = 0; n < PARTITIONS; n++) {
+      for (EventEnvelope e :
+          journal
+              .currentEventsByPersistenceId(Partition.persistenceId(n).id(), 0, Long.MAX_VALUE)
+              .runWith(Sink.seq(), kit.system())
+              .toCompletableFuture()
+              .get()) {
+        if (e.event() instanceof Partition.Written w) {
+          max = Math.max(max, w.frames().stream().mapToLong(f -> f.entries().size()).sum());
+        }
+      }
+    }
+    return max;
+  }
+
   @Test
   void anIncrementalSnapshotRecordsRowsThatChangeADocumentAndNothingForEqualRows()
       throws Exception {

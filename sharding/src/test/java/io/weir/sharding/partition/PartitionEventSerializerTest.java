@@ -90,16 +90,27 @@ class PartitionEventSerializerTest {
 
   @Test
   void theStoredBytesOfFormat1StillDecode() throws Exception {
+    stored(1, List.of(everyField(), cdcEvent(3), new Purged(12_345)));
+  }
+
+  /** Format 2 (ADR 0033) adds where a frame written in parts goes on. */
+  @Test
+  void theStoredBytesOfFormat2StillDecode() throws Exception {
+    stored(2, List.of(everyField(), partOfATruncate(), new Purged(12_346)));
+  }
+
+  /** Decodes the stored samples of {@code format}, writing them first when the run may. */
+  private static void stored(int format, List<Object> expected) throws Exception {
     Path file =
         Path.of(System.getProperty("basedir", "."))
-            .resolve("src/test/resources/serialization/partition-events/format-1.json");
-    List<Object> expected = List.of(everyField(), cdcEvent(3), new Purged(12_345));
+            .resolve(
+                "src/test/resources/serialization/partition-events/format-" + format + ".json");
     if (!Files.exists(file)) {
-      if (!SerializationFixtures.writing()) {
+      if (!SerializationFixtures.writing() || format != PartitionEventSerializer.FORMAT) {
         fail(
             "no fixture "
                 + file
-                + "; write it with -D"
+                + "; write the current format's with -D"
                 + SerializationFixtures.WRITE_PROPERTY
                 + "=true and commit it");
       }
@@ -118,16 +129,34 @@ class PartitionEventSerializerTest {
     assertThat(stored).hasSize(expected.size());
     for (int i = 0; i < expected.size(); i++) {
       JsonNode s = stored.get(i);
+      byte[] payload = Base64.getDecoder().decode(s.get("payload").asText());
+      assertThat(payload[0]).as("the sample's format").isEqualTo((byte) format);
       // Through the serialization extension, as the journal plugin decodes a stored row.
       Object decoded =
           serialization
-              .deserialize(
-                  Base64.getDecoder().decode(s.get("payload").asText()),
-                  PartitionEventSerializer.IDENTIFIER,
-                  s.get("manifest").asText())
+              .deserialize(payload, PartitionEventSerializer.IDENTIFIER, s.get("manifest").asText())
               .get();
       assertThat(decoded).as("stored sample " + i).isEqualTo(expected.get(i));
     }
+  }
+
+  /** A part of a CDC frame whose truncate goes on after an id. */
+  static Written partOfATruncate() {
+    return new Written(
+        null,
+        List.of(
+            new FrameApplied(
+                null,
+                List.of(
+                    new OutboxEntry(
+                        2_001, 0, "public.t", "k-9", "delete", 3, "{\"a\":9}", null, 7, 0x5000L)),
+                Optional.of(new SourcePosition("slot-a", 0x5000L, 0x4000L, 1, true)),
+                List.of(),
+                List.of(),
+                null,
+                List.of(),
+                null,
+                new Partition.Cut(2, "k-9"))));
   }
 
   @Test
@@ -334,7 +363,10 @@ class PartitionEventSerializerTest {
               loaded,
               consumer,
               r.nextBoolean() ? List.of() : List.of(text(r, 3), text(r, 3)),
-              rule));
+              rule,
+              r.nextInt(4) != 0
+                  ? null
+                  : new Partition.Cut(r.nextInt(1_000), maybe(r, text(r, 6)))));
     }
     return new Written(maybe(r, text(r, 12)), frames);
   }

@@ -67,6 +67,24 @@ class PartitionSerializationTest extends SerializationContract {
                 status.watermarks(),
                 status.consumers(),
                 null)));
+    // Written before a frame could be written in parts (ADR 0033): no cut.
+    Partition.FrameApplied frame =
+        (Partition.FrameApplied) f.samples(Partition.FrameApplied.class).get(0);
+    f.expectInVersion("v1", Partition.FrameApplied.class, List.of(withoutCut(frame)));
+    Partition.Written written = (Partition.Written) f.samples(Partition.Written.class).get(0);
+    f.expectInVersion(
+        "v1",
+        Partition.Written.class,
+        List.of(
+            new Partition.Written(
+                written.incarnation(),
+                written.frames().stream().map(PartitionSerializationTest::withoutCut).toList())));
+    // Written when the message also carried the writes it was for (they stay with the partition).
+    BodiesFetchedV1 fetched = (BodiesFetchedV1) f.samples(BodiesFetchedV1.class).get(0);
+    f.expectInVersion(
+        "v1",
+        Partition.BodiesFetched.class,
+        List.of(new Partition.BodiesFetched(fetched.rows(), fetched.failure())));
     // Written before the table status told an upgrade's progress.
     PartitionProtocol.TableStatus table =
         (PartitionProtocol.TableStatus) f.samples(PartitionProtocol.TableStatus.class).get(0);
@@ -82,12 +100,32 @@ class PartitionSerializationTest extends SerializationContract {
                 table.lastError())));
   }
 
+  /** The shape of {@link Partition.BodiesFetched} when its v1 fixture was written. */
+  private record BodiesFetchedV1(
+      List<PartitionProtocol.Write> writes,
+      org.apache.pekko.actor.typed.ActorRef<PartitionEntity.BatchWritten> done,
+      List<DocumentTable.Row> rows,
+      String failure) {}
+
   @Override
   protected java.util.Map<String, String> retired() {
     return java.util.Map.of(
         "io.weir.sharding.partition.Partition$TableSeed",
         "the partition asked itself for its heap's documents to seed the documents table; the"
             + " heap holds none since ADR 0032 and the message never left its actor");
+  }
+
+  private static Partition.FrameApplied withoutCut(Partition.FrameApplied f) {
+    return new Partition.FrameApplied(
+        f.commandId(),
+        f.entries(),
+        f.source(),
+        f.reset(),
+        f.loaded(),
+        f.consumer(),
+        f.fenced(),
+        f.rule(),
+        null);
   }
 
   @Override

@@ -37,9 +37,9 @@ class PartitionSnapshotSerializerTest {
   private static final ObjectMapper JSON =
       new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
 
-  private static Path fixture() {
+  private static Path fixture(int format) {
     return Path.of(System.getProperty("basedir", "."))
-        .resolve("src/test/resources/serialization/partition-snapshots/format-1.json");
+        .resolve("src/test/resources/serialization/partition-snapshots/format-" + format + ".json");
   }
 
   @Test
@@ -72,18 +72,32 @@ class PartitionSnapshotSerializerTest {
   @Test
   void theStoredBytesOfFormat1StillDecode() throws Exception {
     PartitionState expected = every();
-    if (!Files.exists(fixture())) {
+    expected.cuts.clear(); // format 1 had none
+    stored(1, expected);
+  }
+
+  @Test
+  void theStoredBytesOfFormat2StillDecode() throws Exception {
+    stored(2, every());
+  }
+
+  private static void stored(int format, PartitionState expected) throws Exception {
+    Path fixture = fixture(format);
+    if (!Files.exists(fixture)) {
+      if (format != PartitionSnapshotSerializer.FORMAT) {
+        fail("no snapshot fixture " + fixture);
+      }
       if (!SerializationFixtures.writing()) {
         fail(
             "no snapshot fixture "
-                + fixture()
+                + fixture
                 + "; write it with -D"
                 + SerializationFixtures.WRITE_PROPERTY
                 + "=true (and commit it)");
       }
-      Files.createDirectories(fixture().getParent());
+      Files.createDirectories(fixture.getParent());
       Files.writeString(
-          fixture(),
+          fixture,
           JSON.writeValueAsString(
                   JSON.createObjectNode()
                       .put("manifest", PartitionSnapshotSerializer.MANIFEST)
@@ -92,7 +106,7 @@ class PartitionSnapshotSerializerTest {
                           Base64.getEncoder().encodeToString(SERIALIZER.toBinary(expected))))
               + "\n");
     }
-    JsonNode stored = JSON.readTree(fixture().toFile());
+    JsonNode stored = JSON.readTree(fixture.toFile());
     Object decoded =
         SERIALIZER.fromBinary(
             Base64.getDecoder().decode(stored.get("payload").asText()),
@@ -115,10 +129,10 @@ class PartitionSnapshotSerializerTest {
         .isInstanceOf(NotSerializableException.class)
         .hasMessageContaining("trailing");
     byte[] future = bytes.clone();
-    future[0] = 2;
+    future[0] = (byte) (PartitionSnapshotSerializer.FORMAT + 1);
     assertThatThrownBy(() -> SERIALIZER.fromBinary(future, manifest))
         .isInstanceOf(NotSerializableException.class)
-        .hasMessageContaining("format 2");
+        .hasMessageContaining("format " + (PartitionSnapshotSerializer.FORMAT + 1));
   }
 
   @Test
@@ -149,6 +163,7 @@ class PartitionSnapshotSerializerTest {
     s.receipts.put("cmd-2", new Applied("cmd-2", 1_105, List.of(1L), false));
     s.watermarks.put("slot-a|inc", 0x1_0000_0000L);
     s.partials.put("slot-b|inc", new PartProgress(5_000, 1));
+    s.cuts.put("slot-b|inc", new Partition.Cut(3, "k-9"));
     s.outbox.put(1_001L, new Segment(1_401, 4, 800));
     s.outbox.put(1_005L, new Segment(1_402, 202, 11_545));
     s.consumers.put(
@@ -189,6 +204,9 @@ class PartitionSnapshotSerializerTest {
     }
     for (int i = r.nextInt(3); i > 0; i--) {
       s.partials.put("slot" + i, new PartProgress(r.nextLong(), r.nextInt(9)));
+      if (r.nextBoolean()) {
+        s.cuts.put("slot" + i, new Partition.Cut(r.nextInt(99), r.nextBoolean() ? null : "k" + i));
+      }
     }
     for (int i = r.nextInt(4); i > 0; i--) {
       s.outbox.put((long) i * 10, new Segment(i, i, i * 100L));

@@ -17,7 +17,9 @@ import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Rejected;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
+import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
@@ -595,7 +597,7 @@ class PartitionTest {
   }
 
   @Test
-  void aFrameLargerThanTheWholeQuotaFitsOnlyAnEmptyOutbox() {
+  void anApiFrameLargerThanTheWholeQuotaIsRefusedEvenByAnEmptyOutbox() {
     var tiny =
         EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
             KIT.system(), Partition.create(13, new PartitionSettings(2, 1L << 20, 10, 10)));
@@ -610,13 +612,169 @@ class PartitionTest {
                     Optional.empty(),
                     r));
     assertThat(big.reply())
-        .as("three entries, quota two, outbox empty")
+        .as("three entries can never fit a quota of two: malformed, not retryable")
+        .isInstanceOf(Rejected.class);
+    assertThat(big.events()).isEmpty();
+    assertThat(
+            tiny.<FrameReply>runCommand(
+                    r ->
+                        new ApplyFrame(
+                            "b",
+                            List.of(upsert("4", "{}", null), upsert("5", "{}", null)),
+                            Optional.empty(),
+                            r))
+                .reply())
         .isInstanceOf(Applied.class);
     assertThat(
             tiny.<FrameReply>runCommand(
-                    r -> new ApplyFrame("b", List.of(upsert("4", "{}", null)), Optional.empty(), r))
+                    r -> new ApplyFrame("c", List.of(upsert("6", "{}", null)), Optional.empty(), r))
                 .reply())
-        .as("the outbox is over its quota now")
+        .as("the outbox is full now")
         .isInstanceOf(PartitionProtocol.QuotaExceeded.class);
+  }
+
+  /** The partition's journal events, as stored. */
+  private static List<Partition.Event> journal(
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> kit, int partition) {
+    return kit
+        .persistenceTestKit()
+        .persistedInStorage(Partition.persistenceId(partition).id())
+        .stream()
+        .map(e -> (Partition.Event) e)
+        .toList();
+  }
+
+  private static long entries(Partition.Event e) {
+    return e instanceof Partition.Written w
+        ? w.frames().stream().mapToLong(f -> f.entries().size()).sum()
+        : 0;
+  }
+
+  @Test
+  void aTruncateOfMoreDocumentsThanARowHoldsGoesInPartsAndTheWatermarkMovesWithTheLast() {
+    var p =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
+            KIT.system(),
+            Partition.create(
+                14, PartitionSettings.DEFAULTS.withFrames(10, 1L << 20).withBodyCache(0)));
+    p.clear();
+    for (int i = 0; i < 35; i++) {
+      int n = i;
+      assertThat(
+              p.<FrameReply>runCommand(
+                      r ->
+                          new ApplyFrame(
+                              null,
+                              List.of(
+                                  new Upsert(
+                                      "t", "k" + (100 + n), "{\"i\":\"日本\"}", Optional.empty())),
+                              Optional.of(new SourcePosition("s", 10 + n)),
+                              r))
+                  .reply())
+          .isInstanceOf(Applied.class);
+    }
+    int before = journal(p, 14).size();
+    FrameReply truncated =
+        p.<FrameReply>runCommand(
+                r ->
+                    new ApplyFrame(
+                        null,
+                        List.of(new Truncate("t"), new Upsert("t", "k100", "{}", Optional.empty())),
+                        Optional.of(new SourcePosition("s", 100)),
+                        r))
+            .reply();
+    assertThat(truncated).isInstanceOf(Applied.class);
+    assertThat(((Applied) truncated).revisions()).containsExactly(0L, 3L);
+    List<Partition.Event> parts = journal(p, 14).subList(before, journal(p, 14).size());
+    assertThat(parts).as("36 entries in rows of at most 10").hasSize(4);
+    assertThat(parts).allMatch(e -> entries(e) <= 10);
+    assertThat(parts.stream().mapToLong(PartitionTest::entries).sum()).isEqualTo(36);
+    for (int i = 0; i < parts.size(); i++) {
+      Partition.FrameApplied f = ((Partition.Written) parts.get(i)).frames().get(0);
+      assertThat(f.cut() == null).as("only the last part moves the watermark").isEqualTo(i == 3);
+    }
+    PartitionStatus status = p.<PartitionStatus>runCommand(GetStatus::new).reply();
+    assertThat(status.watermarks()).containsEntry("s", 100L);
+    assertThat(p.<DocumentReply>runCommand(r -> new GetDocument("t", "k134", r)).reply().document())
+        .hasValueSatisfying(d -> assertThat(d.deleted()).isTrue());
+    assertThat(p.<DocumentReply>runCommand(r -> new GetDocument("t", "k100", r)).reply().document())
+        .hasValueSatisfying(d -> assertThat(d.revision()).isEqualTo(3));
+  }
+
+  @Test
+  void aPartTheQuotaRefusesWaitsAndARedeliveryResumesAfterThePartsWritten() {
+    var p =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
+            KIT.system(),
+            Partition.create(
+                15, new PartitionSettings(50, 1L << 20, 10, 10).withFrames(10, 1L << 20)));
+    p.clear();
+    List<Mutation> rows = new ArrayList<>();
+    for (int i = 0; i < 30; i++) {
+      rows.add(new Upsert("t", "k" + (100 + i), "{}", Optional.empty()));
+    }
+    assertThat(
+            p.<FrameReply>runCommand(
+                    r -> new ApplyFrame(null, rows, Optional.of(new SourcePosition("s", 10)), r))
+                .reply())
+        .as("30 entries in three parts")
+        .isInstanceOf(Applied.class);
+    java.util.function.Function<org.apache.pekko.actor.typed.ActorRef<FrameReply>, Command> again =
+        r ->
+            new ApplyFrame(
+                null,
+                // An upsert before the truncate: applied once, in the first part, never again.
+                List.of(new Upsert("other", "x", "{}", Optional.empty()), new Truncate("t")),
+                Optional.of(new SourcePosition("s", 20)),
+                r);
+    assertThat(p.<FrameReply>runCommand(again).reply())
+        .as("two parts fit the quota of 50, the third does not")
+        .isInstanceOf(PartitionProtocol.QuotaExceeded.class);
+    PartitionStatus full = p.<PartitionStatus>runCommand(GetStatus::new).reply();
+    assertThat(full.outboxEntries()).isEqualTo(50);
+    assertThat(full.watermarks()).containsEntry("s", 10L);
+    // A restart forgets everything but the journal: the parts' progress is in it.
+    p.restart();
+    p.<PartitionProtocol.PurgeReply>runCommand(r -> new PartitionProtocol.PurgeOutbox(50, 100, r));
+    assertThat(p.<FrameReply>runCommand(again).reply()).isInstanceOf(Applied.class);
+    PartitionStatus done = p.<PartitionStatus>runCommand(GetStatus::new).reply();
+    assertThat(done.outboxNext() - 1)
+        .as("the upsert once and each document deleted once: 30 + 1 + 30 entries")
+        .isEqualTo(61);
+    assertThat(
+            p.<DocumentReply>runCommand(r -> new GetDocument("other", "x", r)).reply().document())
+        .hasValueSatisfying(d -> assertThat(d.revision()).isEqualTo(1));
+    assertThat(done.watermarks()).containsEntry("s", 20L);
+    assertThat(p.<FrameReply>runCommand(again).reply())
+        .as("at the watermark now")
+        .isInstanceOf(PartitionProtocol.AlreadyApplied.class);
+  }
+
+  @Test
+  void framesTogetherLargerThanARowGoInSeveralEventsAndEveryOneIsAnswered() {
+    var p =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
+            KIT.system(), Partition.create(16, PartitionSettings.DEFAULTS.withFrames(4, 1L << 20)));
+    p.clear();
+    List<ApplyFrame> frames = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      frames.add(
+          new ApplyFrame(
+              null,
+              List.of(
+                  new Upsert("t", "a" + i, "{}", Optional.empty()),
+                  new Upsert("t", "b" + i, "{}", Optional.empty()),
+                  new Upsert("t", "c" + i, "{}", Optional.empty())),
+              Optional.of(new SourcePosition("s", 10 + i)),
+              null));
+    }
+    PartitionProtocol.FramesReply replies =
+        p.<PartitionProtocol.FramesReply>runCommand(
+                r -> new PartitionProtocol.ApplyFrames(frames, r))
+            .reply();
+    assertThat(replies.replies()).hasSize(5).allMatch(r -> r instanceof Applied);
+    List<Partition.Event> events = journal(p, 16);
+    assertThat(events).as("three entries a frame, four a row: a frame a row").hasSize(5);
+    assertThat(events).allMatch(e -> entries(e) == 3);
   }
 }

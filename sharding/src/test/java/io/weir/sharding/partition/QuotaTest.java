@@ -25,9 +25,11 @@ class QuotaTest {
   }
 
   @Test
-  void anOversizeFrameStillGoesIntoAnEmptyOutbox() {
-    assertThat(Quota.admit(S, 0, 500, 1 << 30, false)).isEqualTo(QUOTA);
-    assertThat(Quota.admit(S, 1, 500, 1 << 30, false)).isEqualTo(REFUSED);
+  void anOversizeFrameIsRefusedEvenByAnEmptyOutbox() {
+    // No exception for an empty outbox (ADR 0033): no frame is larger than the quota, a CDC frame
+    // goes in parts of at most the quota and any other that large is refused as malformed.
+    assertThat(Quota.admit(S, 0, 500, 1 << 30, false)).isEqualTo(REFUSED);
+    assertThat(Quota.admit(S, 0, 10, 1000, false)).isEqualTo(QUOTA);
   }
 
   @Test

@@ -195,7 +195,10 @@ public record NodeSettings(
                 v.bytes("weir.projections.reserve.bytes", 0),
                 v.positiveInt("weir.projections.max-effects"))
             .withBodyCache(v.bytes("weir.partitions.documents.body-cache", 0))
-            .withFrames(v.positiveInt("weir.partitions.frame.max-entries"), frameBytes(v)),
+            .withFrames(v.positiveInt("weir.partitions.frame.max-entries"), frameBytes(v))
+            .withReceipts(
+                v.positiveDuration("weir.partitions.receipts.ttl").toMillis(),
+                v.positiveInt("weir.partitions.receipts.heap")),
         v.bytes("weir.documents.max-bytes", 2),
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),

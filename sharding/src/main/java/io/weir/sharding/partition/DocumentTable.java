@@ -29,8 +29,19 @@ public interface DocumentTable {
     }
   }
 
-  /** One journal event's document changes. */
-  record Applying(long sequence, List<DocumentChange> changes) {}
+  /** One journal event's document changes, and the receipts it keeps (ADR 0034). */
+  record Applying(long sequence, List<DocumentChange> changes, List<Receipt.Keyed> receipts) {
+    public Applying {
+      receipts = receipts == null ? List.of() : List.copyOf(receipts);
+    }
+
+    public Applying(long sequence, List<DocumentChange> changes) {
+      this(sequence, changes, List.of());
+    }
+
+    /** A receipt kept by the event at {@code sequence}. */
+    record Kept(Receipt.Keyed receipt, long sequence) {}
+  }
 
   /** A document's row: the document and the journal sequence of the change that wrote it. */
   record Row(Document document, long journalSeq) {}
@@ -52,7 +63,8 @@ public interface DocumentTable {
    * at or before the position are skipped (another writer applied them), the rest are applied and
    * the position moves to the last one, with {@code ruleFieldsAfter} and {@code outboxNextAfter}.
    * With no events it only sets the outbox sequence, if the position is still {@code
-   * expectedThrough}.
+   * expectedThrough}. Receipts written before {@code receiptsBefore} (0: none) are deleted in the
+   * same transaction.
    *
    * @return the partition's position afterwards
    * @throws TableGap (as the stage's failure) when the position is before the first event minus
@@ -63,7 +75,11 @@ public interface DocumentTable {
       List<Applying> events,
       Map<String, String> ruleFieldsAfter,
       long outboxNextAfter,
-      long expectedThrough);
+      long expectedThrough,
+      long receiptsBefore);
+
+  /** The receipts of the partition under these keys (those it has). */
+  CompletionStage<List<Receipt.Keyed>> receipts(int partition, List<String> keys);
 
   /** The rows of these documents of the partition (those it has; tombstones included). */
   CompletionStage<List<Row>> rows(int partition, List<Key> keys);

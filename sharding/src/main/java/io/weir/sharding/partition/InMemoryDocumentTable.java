@@ -21,6 +21,7 @@ public final class InMemoryDocumentTable implements DocumentTable {
     long outboxNext;
     Map<String, String> ruleFields = Map.of();
     final HashMap<String, TreeMap<String, Row>> collections = new HashMap<>();
+    final HashMap<String, Receipt> receipts = new HashMap<>();
   }
 
   private final HashMap<Integer, Rows> partitions = new HashMap<>();
@@ -42,8 +43,10 @@ public final class InMemoryDocumentTable implements DocumentTable {
       List<Applying> events,
       Map<String, String> ruleFieldsAfter,
       long outboxNextAfter,
-      long expectedThrough) {
+      long expectedThrough,
+      long receiptsBefore) {
     Rows p = partition(partition);
+    p.receipts.values().removeIf(r -> r.atMillis() < receiptsBefore);
     if (events.isEmpty()) {
       if (p.appliedThrough == expectedThrough) {
         p.outboxNext = outboxNextAfter;
@@ -61,6 +64,7 @@ public final class InMemoryDocumentTable implements DocumentTable {
       if (e.sequence() <= p.appliedThrough) {
         continue;
       }
+      e.receipts().forEach(r -> p.receipts.put(r.key(), r.receipt()));
       for (DocumentChange change : e.changes()) {
         if (change instanceof DocumentChange.Put put) {
           Document d = put.document();
@@ -86,6 +90,20 @@ public final class InMemoryDocumentTable implements DocumentTable {
     p.ruleFields = Map.copyOf(ruleFieldsAfter);
     p.outboxNext = outboxNextAfter;
     return CompletableFuture.completedFuture(last);
+  }
+
+  @Override
+  public synchronized CompletionStage<List<Receipt.Keyed>> receipts(
+      int partition, List<String> keys) {
+    Rows p = partition(partition);
+    List<Receipt.Keyed> out = new ArrayList<>();
+    for (String k : keys) {
+      Receipt r = p.receipts.get(k);
+      if (r != null) {
+        out.add(new Receipt.Keyed(k, r));
+      }
+    }
+    return CompletableFuture.completedFuture(out);
   }
 
   @Override

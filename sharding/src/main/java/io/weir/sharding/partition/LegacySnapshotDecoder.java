@@ -65,8 +65,17 @@ final class LegacySnapshotDecoder {
           case "outboxBytes" -> s.outboxBytes = p.getLongValue();
           case "incarnation" -> s.incarnation = value == JsonToken.VALUE_NULL ? null : p.getText();
           case "eventBytes" -> s.eventBytes = p.getLongValue();
-          case "receipts" ->
-              s.receipts.putAll(read(p, new TypeReference<LinkedHashMap<String, Applied>>() {}));
+          case "receipts" -> {
+            // Their time was not kept: they count as written now, and last the receipts' time.
+            long now = System.currentTimeMillis();
+            read(p, new TypeReference<LinkedHashMap<String, Applied>>() {})
+                .forEach(
+                    (key, a) ->
+                        s.receipts.put(
+                            key,
+                            new Receipt(a.commandId(), a.firstSequence(), a.revisions(), now)));
+            s.receiptsLatestAt = s.receipts.isEmpty() ? 0 : now;
+          }
           case "watermarks" ->
               s.watermarks.putAll(read(p, new TypeReference<HashMap<String, Long>>() {}));
           case "partials" ->

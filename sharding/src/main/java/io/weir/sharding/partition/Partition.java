@@ -121,6 +121,9 @@ public final class Partition
   /** The before images fetched for the batch being planned, by document key. */
   private final HashMap<String, DocumentTable.Row> fetched = new HashMap<>();
 
+  /** The receipts read from the receipts table for the batch being planned (empty: none). */
+  private final HashMap<String, Optional<Receipt>> fetchedReceipts = new HashMap<>();
+
   /** Sequence numbers of the two latest snapshots this incarnation saved (0: none yet). */
   private volatile long latestSnapshot;
 
@@ -168,7 +171,8 @@ public final class Partition
             ctx.getSystem(),
             through -> self.tell(new TableApplied(through)),
             () -> self.tell(TableReady.INSTANCE),
-            wiring.observer());
+            wiring.observer(),
+            wiring.settings().receiptTtlMillis());
   }
 
   /** The documents table applied the events through {@code through}: waiting writes may go. */
@@ -192,10 +196,21 @@ public final class Partition
    * The before images the plan of a group commit's next event missed, read from the documents table
    * (or why not, as a value-free description): the event is planned again with them.
    */
-  record BodiesFetched(List<DocumentTable.Row> rows, String failure) implements Command {
+  record BodiesFetched(
+      List<DocumentTable.Row> rows,
+      String failure,
+      List<String> receiptKeys,
+      List<Receipt.Keyed> receipts)
+      implements Command {
+    BodiesFetched {
+      rows = rows == null ? List.of() : rows;
+      receiptKeys = receiptKeys == null ? List.of() : receiptKeys;
+      receipts = receipts == null ? List.of() : receipts;
+    }
+
     @Override
     public String toString() {
-      return "BodiesFetched[rows=" + rows.size() + "]";
+      return "BodiesFetched[rows=" + rows.size() + ", receipts=" + receipts.size() + "]";
     }
   }
 
@@ -547,7 +562,9 @@ public final class Partition
 
   @Override
   public PartitionState emptyState() {
-    return PartitionState.empty();
+    PartitionState s = PartitionState.empty();
+    s.receiptPolicy = wiring.settings().receiptPolicy();
+    return s;
   }
 
   /**
@@ -565,7 +582,9 @@ public final class Partition
 
       @Override
       public PartitionState fromJournal(Object from) {
-        return (PartitionState) from;
+        PartitionState s = (PartitionState) from;
+        s.receiptPolicy = wiring.settings().receiptPolicy();
+        return s;
       }
     };
   }
@@ -854,6 +873,10 @@ public final class Partition
     for (DocumentTable.Row row : c.rows()) {
       fetched.put(key(row.document().collection(), row.document().id()), row);
     }
+    if (c.failure() == null) {
+      c.receiptKeys().forEach(k -> fetchedReceipts.put(k, Optional.empty()));
+      c.receipts().forEach(r -> fetchedReceipts.put(r.key(), Optional.of(r.receipt())));
+    }
     return step(state);
   }
 
@@ -881,7 +904,17 @@ public final class Partition
             state,
             wiring.settings(),
             System.currentTimeMillis(),
-            (collection, id, e) -> find(state, collection, id, e),
+            new WritePlan.Bodies() {
+              @Override
+              public Document find(String collection, String id, DocumentIndex.Entry e) {
+                return Partition.this.find(state, collection, id, e);
+              }
+
+              @Override
+              public Optional<Receipt> receipt(String key) {
+                return fetchedReceipts.get(key);
+              }
+            },
             r.split);
     ConsumerPlan consumers = new ConsumerPlan(plan);
     List<Runnable> answers = new ArrayList<>();
@@ -929,7 +962,8 @@ public final class Partition
       }
     }
     List<DocumentTable.Key> missing = plan.missing();
-    if (!missing.isEmpty()) {
+    List<String> missingReceipts = plan.missingReceipts();
+    if (!missing.isEmpty() || !missingReceipts.isEmpty()) {
       if (++r.fetchRounds > MAX_FETCH_ROUNDS) {
         // The table does not hold what the index says it holds: restart from the journal rather
         // than write on a before image that cannot be proven.
@@ -945,15 +979,20 @@ public final class Partition
       wiring
           .table()
           .rows(partition, missing)
+          .thenCombine(
+              wiring.table().receipts(partition, missingReceipts),
+              (rows, receipts) -> new BodiesFetched(rows, null, missingReceipts, receipts))
           .whenComplete(
-              (rows, error) ->
+              (fetchedNow, error) ->
                   self.tell(
-                      new BodiesFetched(
-                          rows == null ? List.of() : rows,
-                          error == null ? null : SafeErrors.describe(error))));
+                      error == null
+                          ? fetchedNow
+                          : new BodiesFetched(
+                              List.of(), SafeErrors.describe(error), List.of(), List.of())));
       return Effect().none();
     }
     fetched.clear();
+    fetchedReceipts.clear();
     r.fetchRounds = 0;
     int refused = quotaRefusals(outcomes);
     if (refused > 0) {

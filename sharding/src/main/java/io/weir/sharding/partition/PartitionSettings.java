@@ -20,6 +20,8 @@ package io.weir.sharding.partition;
  *     with more is written in parts, each its own row (ADR 0033)
  * @param maxFrameBytes bytes of entries (as the quota counts them) and loaded documents one journal
  *     row holds at most; a single entry larger than it still goes, alone
+ * @param receiptTtlMillis how long a keyed API write's receipt answers its retries (ADR 0034)
+ * @param receiptHeap receipts kept in the heap at most; older ones are in the receipts table only
  */
 public record PartitionSettings(
     long maxOutboxEntries,
@@ -32,7 +34,9 @@ public record PartitionSettings(
     int maxEffects,
     long bodyCacheBytes,
     int maxFrameEntries,
-    long maxFrameBytes) {
+    long maxFrameBytes,
+    long receiptTtlMillis,
+    int receiptHeap) {
   public static final int DEFAULT_MAX_CONSUMERS = 64;
   public static final int DEFAULT_MAX_EFFECTS = 256;
 
@@ -49,6 +53,10 @@ public record PartitionSettings(
   /** Eight times the 1 MiB a document may have, before and after image of each four times over. */
   public static final long DEFAULT_MAX_FRAME_BYTES = 8L << 20;
 
+  public static final long DEFAULT_RECEIPT_TTL_MILLIS = 24L * 3_600_000;
+
+  public static final int DEFAULT_RECEIPT_HEAP = 1_000;
+
   public static final PartitionSettings DEFAULTS =
       new PartitionSettings(100_000, 1L << 30, 256, 20_000);
 
@@ -63,7 +71,9 @@ public record PartitionSettings(
         || maxEffects < 1
         || bodyCacheBytes < 0
         || maxFrameEntries < 1
-        || maxFrameBytes < 1) {
+        || maxFrameBytes < 1
+        || receiptTtlMillis < 1
+        || receiptHeap < 0) {
       throw new IllegalArgumentException("partition limits must be positive");
     }
   }
@@ -82,7 +92,9 @@ public record PartitionSettings(
         DEFAULT_MAX_EFFECTS,
         DEFAULT_BODY_CACHE_BYTES,
         DEFAULT_MAX_FRAME_ENTRIES,
-        DEFAULT_MAX_FRAME_BYTES);
+        DEFAULT_MAX_FRAME_BYTES,
+        DEFAULT_RECEIPT_TTL_MILLIS,
+        DEFAULT_RECEIPT_HEAP);
   }
 
   /**
@@ -111,7 +123,9 @@ public record PartitionSettings(
         maxEffects,
         bodyCacheBytes,
         maxFrameEntries,
-        maxFrameBytes);
+        maxFrameBytes,
+        receiptTtlMillis,
+        receiptHeap);
   }
 
   public PartitionSettings withBodyCache(long bytes) {
@@ -126,7 +140,9 @@ public record PartitionSettings(
         maxEffects,
         bytes,
         maxFrameEntries,
-        maxFrameBytes);
+        maxFrameBytes,
+        receiptTtlMillis,
+        receiptHeap);
   }
 
   public PartitionSettings withFrames(int entries, long bytes) {
@@ -141,6 +157,29 @@ public record PartitionSettings(
         maxEffects,
         bodyCacheBytes,
         entries,
-        bytes);
+        bytes,
+        receiptTtlMillis,
+        receiptHeap);
+  }
+
+  public PartitionSettings withReceipts(long ttlMillis, int heap) {
+    return new PartitionSettings(
+        maxOutboxEntries,
+        maxOutboxBytes,
+        maxBatchFrames,
+        maxBatchMutations,
+        maxConsumers,
+        reserveEntries,
+        reserveBytes,
+        maxEffects,
+        bodyCacheBytes,
+        maxFrameEntries,
+        maxFrameBytes,
+        ttlMillis,
+        heap);
+  }
+
+  PartitionState.ReceiptPolicy receiptPolicy() {
+    return new PartitionState.ReceiptPolicy(receiptTtlMillis, receiptHeap);
   }
 }

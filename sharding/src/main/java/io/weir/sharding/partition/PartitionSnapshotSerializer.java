@@ -7,7 +7,6 @@ import io.weir.sharding.partition.Partition.PartProgress;
 import io.weir.sharding.partition.Partition.RowRule;
 import io.weir.sharding.partition.Partition.Segment;
 import io.weir.sharding.partition.Partition.SnapshotMark;
-import io.weir.sharding.partition.PartitionProtocol.Applied;
 import java.io.NotSerializableException;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -40,10 +39,11 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
   public static final int IDENTIFIER = 7_303;
 
   /**
-   * The format written: 2 adds, per source, where a frame written in parts goes on (ADR 0033).
-   * Format 1 is still read.
+   * The format written: 2 adds, per source, where a frame written in parts goes on (ADR 0033); 3
+   * each receipt's time and the receipts' time marks (ADR 0034). Formats 1 and 2 are still read:
+   * their receipts count as written when read.
    */
-  static final byte FORMAT = 2;
+  static final byte FORMAT = 3;
 
   static final byte FIRST_FORMAT = 1;
   static final String MANIFEST = PartitionState.class.getName();
@@ -85,16 +85,19 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
     out.signed(s.mark.events);
     out.signed(s.mark.eventBytes);
     out.count(s.receipts.size());
-    for (Map.Entry<String, Applied> e : s.receipts.entrySet()) {
+    for (Map.Entry<String, Receipt> e : s.receipts.entrySet()) {
       out.string(e.getKey());
-      Applied a = e.getValue();
+      Receipt a = e.getValue();
       out.string(a.commandId());
       out.signed(a.firstSequence());
       out.size(a.revisions());
       for (Long r : a.revisions()) {
         out.signed(r);
       }
+      out.signed(a.atMillis());
     }
+    out.signed(s.receiptsSpilledAt);
+    out.signed(s.receiptsLatestAt);
     out.count(s.watermarks.size());
     for (Map.Entry<String, Long> e : new TreeMap<>(s.watermarks).entrySet()) {
       out.string(e.getKey());
@@ -190,7 +193,8 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
     String incarnation = in.string();
     long eventBytes = in.signed();
     SnapshotMark mark = new SnapshotMark(in.signed(), in.signed());
-    LinkedHashMap<String, Applied> receipts = new LinkedHashMap<>();
+    LinkedHashMap<String, Receipt> receipts = new LinkedHashMap<>();
+    long readAt = System.currentTimeMillis();
     for (int i = in.count(); i > 0; i--) {
       String key = in.string();
       String commandId = in.string();
@@ -200,8 +204,11 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
       for (int k = 0; k < n; k++) {
         revisions.add(in.signed());
       }
-      receipts.put(key, new Applied(commandId, first, revisions, false));
+      receipts.put(
+          key, new Receipt(commandId, first, revisions, format >= 3 ? in.signed() : readAt));
     }
+    long spilledAt = format >= 3 ? in.signed() : 0;
+    long latestAt = format >= 3 ? in.signed() : receipts.isEmpty() ? 0 : readAt;
     HashMap<String, Long> watermarks = new HashMap<>();
     for (int i = in.count(); i > 0; i--) {
       watermarks.put(in.string(), in.signed());
@@ -249,6 +256,8 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
         outboxBytes,
         events,
         receipts,
+        spilledAt,
+        latestAt,
         watermarks,
         partials,
         cuts,

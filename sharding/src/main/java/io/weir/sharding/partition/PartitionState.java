@@ -10,9 +10,7 @@ import io.weir.sharding.partition.Partition.RowRule;
 import io.weir.sharding.partition.Partition.Segment;
 import io.weir.sharding.partition.Partition.SnapshotMark;
 import io.weir.sharding.partition.Partition.Written;
-import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.Document;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -30,15 +28,36 @@ import java.util.TreeMap;
  * from the event handler; a snapshot gets a {@link #copy}.
  */
 public final class PartitionState {
-  /** Receipts kept for idempotent retries of API frames; the oldest are forgotten first. */
-  static final int MAX_RECEIPTS = 10_000;
+  /**
+   * How long receipts are kept and how many of them in the heap (ADR 0034): a setting, not part of
+   * the state. Receipts older than {@code ttlMillis} are forgotten; past {@code heap} the oldest
+   * leave the heap and stay in the receipts table only.
+   */
+  record ReceiptPolicy(long ttlMillis, int heap) {
+    static final ReceiptPolicy DEFAULT = new ReceiptPolicy(24L * 3_600_000, 1_000);
+  }
+
+  /** The receipt policy (set by the partition from its settings; not part of a snapshot). */
+  ReceiptPolicy receiptPolicy = ReceiptPolicy.DEFAULT;
 
   final DocumentIndex index;
   long nextSequence;
   long outboxFirst;
   long outboxBytes;
   long events;
-  final LinkedHashMap<String, Applied> receipts;
+
+  /** The latest receipts, oldest first. */
+  final LinkedHashMap<String, Receipt> receipts;
+
+  /**
+   * The time of the newest receipt that left the heap before it expired: receipts up to it may be
+   * in the receipts table only, so a retry not found in the heap looks there (0: none left).
+   */
+  long receiptsSpilledAt;
+
+  /** The time of the newest receipt written (0: none). */
+  long receiptsLatestAt;
+
   final HashMap<String, Long> watermarks;
   final HashMap<String, PartProgress> partials;
 
@@ -62,7 +81,9 @@ public final class PartitionState {
       long outboxFirst,
       long outboxBytes,
       long events,
-      LinkedHashMap<String, Applied> receipts,
+      LinkedHashMap<String, Receipt> receipts,
+      long receiptsSpilledAt,
+      long receiptsLatestAt,
       HashMap<String, Long> watermarks,
       HashMap<String, PartProgress> partials,
       HashMap<String, Partition.Cut> cuts,
@@ -79,6 +100,8 @@ public final class PartitionState {
     this.outboxBytes = outboxBytes;
     this.events = events;
     this.receipts = receipts;
+    this.receiptsSpilledAt = receiptsSpilledAt;
+    this.receiptsLatestAt = receiptsLatestAt;
     this.watermarks = watermarks;
     this.partials = partials;
     this.cuts = cuts;
@@ -99,6 +122,8 @@ public final class PartitionState {
         0,
         0,
         new LinkedHashMap<>(),
+        0,
+        0,
         new HashMap<>(),
         new HashMap<>(),
         new HashMap<>(),
@@ -150,7 +175,7 @@ public final class PartitionState {
     return consumers;
   }
 
-  public Map<String, Applied> receipts() {
+  public Map<String, Receipt> receipts() {
     return receipts;
   }
 
@@ -217,6 +242,12 @@ public final class PartitionState {
 
   /** The event at the next journal sequence: a group commit of accepted frames. */
   PartitionState written(Written w) {
+    for (Receipt.Keyed r : Receipt.of(w, nextSequence, receiptsLatestAt)) {
+      receipts.remove(r.key()); // a key's newest receipt is its latest
+      receipts.put(r.key(), r.receipt());
+      receiptsLatestAt = Math.max(receiptsLatestAt, r.receipt().atMillis());
+    }
+    keepReceipts();
     long seq = ++events;
     long bytes = 0;
     int entries = 0;
@@ -229,29 +260,18 @@ public final class PartitionState {
         index.put(d.collection(), d.id(), DocumentIndex.Entry.of(d.revision(), seq, d.body()));
         eventBytes += loadedBytes(d);
       }
-      List<Long> revisions = new ArrayList<>(f.entries().size());
       for (OutboxEntry x : f.entries()) {
         index.put(
             x.collection(),
             x.id(),
             DocumentIndex.Entry.of(
                 x.revision(), seq, x.kind().equals("delete") ? null : x.after()));
-        revisions.add(x.revision());
         if (segmentFirst < 0) {
           segmentFirst = x.sequence();
         }
         entries++;
         bytes += x.bytes();
         nextSequence = x.sequence() + 1;
-      }
-      if (f.commandId() != null && PartitionProtocol.keepsReceipt(f.commandId())) {
-        long first = f.entries().isEmpty() ? nextSequence : f.entries().get(0).sequence();
-        receipts.put(
-            PartitionProtocol.receiptKey(f.commandId()),
-            new Applied(f.commandId(), first, revisions, false));
-        while (receipts.size() > MAX_RECEIPTS) {
-          receipts.remove(receipts.keySet().iterator().next());
-        }
       }
       if (f.consumer() != null) {
         consumers.put(f.consumer().key(), f.consumer().after(consumers.get(f.consumer().key())));
@@ -293,6 +313,35 @@ public final class PartitionState {
     return this;
   }
 
+  /**
+   * Forgets receipts older than the policy's time (by the newest receipt's time, so replaying the
+   * journal forgets the same ones), and moves the oldest out of the heap past its count: they stay
+   * in the receipts table.
+   */
+  void keepReceipts() {
+    long horizon = receiptsLatestAt - receiptPolicy.ttlMillis();
+    var oldest = receipts.values().iterator();
+    while (oldest.hasNext()) {
+      Receipt r = oldest.next();
+      if (r.atMillis() < horizon) {
+        oldest.remove();
+      } else if (receipts.size() > receiptPolicy.heap()) {
+        receiptsSpilledAt = Math.max(receiptsSpilledAt, r.atMillis());
+        oldest.remove();
+      } else {
+        break;
+      }
+    }
+  }
+
+  /**
+   * Whether a receipt not in the heap may be in the receipts table: one left the heap (past its
+   * count) recently enough not to have expired at {@code nowMillis}.
+   */
+  boolean receiptsSpilledSince(long nowMillis) {
+    return receiptsSpilledAt > 0 && receiptsSpilledAt >= nowMillis - receiptPolicy.ttlMillis();
+  }
+
   /** Bytes a loaded (initial snapshot) document counts for in the journal written. */
   static long loadedBytes(Document d) {
     return 64
@@ -332,6 +381,8 @@ public final class PartitionState {
         outboxBytes,
         events,
         new LinkedHashMap<>(receipts),
+        receiptsSpilledAt,
+        receiptsLatestAt,
         new HashMap<>(watermarks),
         new HashMap<>(partials),
         new HashMap<>(cuts),
@@ -354,6 +405,8 @@ public final class PartitionState {
         && s.events == events
         && s.receipts.equals(receipts)
         && List.copyOf(s.receipts.keySet()).equals(List.copyOf(receipts.keySet()))
+        && s.receiptsSpilledAt == receiptsSpilledAt
+        && s.receiptsLatestAt == receiptsLatestAt
         && s.watermarks.equals(watermarks)
         && s.partials.equals(partials)
         && s.cuts.equals(cuts)

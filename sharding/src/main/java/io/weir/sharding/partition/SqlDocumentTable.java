@@ -45,6 +45,7 @@ public final class SqlDocumentTable implements DocumentTable {
   private final DataSource dataSource;
   private final String documents;
   private final String positions;
+  private final String receipts;
   private final Executor executor;
 
   public SqlDocumentTable(DataSource dataSource, String schema, Executor executor) {
@@ -52,6 +53,7 @@ public final class SqlDocumentTable implements DocumentTable {
     Identifiers.require("schema name", schema);
     this.documents = schema + ".documents";
     this.positions = schema + ".document_positions";
+    this.receipts = schema + ".receipts";
     this.executor = executor;
   }
 
@@ -84,10 +86,20 @@ public final class SqlDocumentTable implements DocumentTable {
       List<Applying> events,
       Map<String, String> ruleFieldsAfter,
       long outboxNextAfter,
-      long expectedThrough) {
+      long expectedThrough,
+      long receiptsBefore) {
     return inTransaction(
         c -> {
           long applied = lockPosition(c, partition);
+          if (receiptsBefore > 0) {
+            try (PreparedStatement ps =
+                c.prepareStatement(
+                    "DELETE FROM " + receipts + " WHERE partition_id = ? AND at_millis < ?")) {
+              ps.setInt(1, partition);
+              ps.setLong(2, receiptsBefore);
+              ps.executeUpdate();
+            }
+          }
           if (events.isEmpty()) {
             if (applied == expectedThrough) {
               try (PreparedStatement ps =
@@ -347,8 +359,85 @@ public final class SqlDocumentTable implements DocumentTable {
       }
     }
     flush(c, documents, partition, puts);
+    storeReceipts(c, partition, applied, events);
     setPosition(c, positions, partition, last, ruleFieldsAfter, outboxNextAfter);
     return last;
+  }
+
+  /** Writes the receipts the events after {@code applied} keep (a key's latest wins). */
+  private void storeReceipts(Connection c, int partition, long applied, List<Applying> events)
+      throws SQLException {
+    LinkedHashMap<String, Applying.Kept> kept = new LinkedHashMap<>();
+    for (Applying e : events) {
+      if (e.sequence() > applied) {
+        for (Receipt.Keyed r : e.receipts()) {
+          kept.remove(r.key());
+          kept.put(r.key(), new Applying.Kept(r, e.sequence()));
+        }
+      }
+    }
+    if (kept.isEmpty()) {
+      return;
+    }
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "INSERT INTO "
+                + receipts
+                + " (partition_id, receipt_key, command_id, first_sequence, revisions, at_millis,"
+                + " journal_seq) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                + " ON CONFLICT (partition_id, receipt_key) DO UPDATE SET"
+                + " command_id = EXCLUDED.command_id, first_sequence = EXCLUDED.first_sequence,"
+                + " revisions = EXCLUDED.revisions, at_millis = EXCLUDED.at_millis,"
+                + " journal_seq = EXCLUDED.journal_seq")) {
+      for (Applying.Kept k : kept.values()) {
+        Receipt r = k.receipt().receipt();
+        ps.setInt(1, partition);
+        ps.setString(2, k.receipt().key());
+        ps.setString(3, r.commandId());
+        ps.setLong(4, r.firstSequence());
+        ps.setArray(5, c.createArrayOf("bigint", r.revisions().toArray()));
+        ps.setLong(6, r.atMillis());
+        ps.setLong(7, k.sequence());
+        ps.addBatch();
+      }
+      ps.executeBatch();
+    }
+  }
+
+  @Override
+  public CompletionStage<List<Receipt.Keyed>> receipts(int partition, List<String> keys) {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          if (keys.isEmpty()) {
+            return List.<Receipt.Keyed>of();
+          }
+          try (Connection c = dataSource.getConnection();
+              PreparedStatement ps =
+                  c.prepareStatement(
+                      "SELECT receipt_key, command_id, first_sequence, revisions, at_millis FROM "
+                          + receipts
+                          + " WHERE partition_id = ? AND receipt_key = ANY (?)")) {
+            ps.setInt(1, partition);
+            ps.setArray(2, c.createArrayOf("text", keys.toArray()));
+            List<Receipt.Keyed> out = new ArrayList<>();
+            try (ResultSet rs = ps.executeQuery()) {
+              while (rs.next()) {
+                List<Long> revisions = new ArrayList<>();
+                for (Object v : (Object[]) rs.getArray(4).getArray()) {
+                  revisions.add(((Number) v).longValue());
+                }
+                out.add(
+                    new Receipt.Keyed(
+                        rs.getString(1),
+                        new Receipt(rs.getString(2), rs.getLong(3), revisions, rs.getLong(5))));
+              }
+            }
+            return out;
+          } catch (SQLException e) {
+            throw new CompletionException(e);
+          }
+        },
+        executor);
   }
 
   /** Writes (inserts or replaces) the rows of {@code puts} and empties it. */

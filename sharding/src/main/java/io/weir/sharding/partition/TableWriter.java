@@ -81,6 +81,15 @@ final class TableWriter {
 
   private final PartitionObserver observer;
 
+  /** How long receipts are kept: older ones are deleted from the table now and then. */
+  private final long receiptTtlMillis;
+
+  /** When expired receipts were last deleted (0: never by this writer). */
+  private long receiptsExpiredAt;
+
+  /** How often expired receipts are deleted at most. */
+  static final long RECEIPT_EXPIRY_INTERVAL_MILLIS = 60_000;
+
   private final ArrayDeque<Pending> pending = new ArrayDeque<>();
   private Phase phase = Phase.STARTING;
   private boolean busy;
@@ -105,7 +114,8 @@ final class TableWriter {
       ActorSystem<?> system,
       LongConsumer applied,
       Runnable ready,
-      PartitionObserver observer) {
+      PartitionObserver observer,
+      long receiptTtlMillis) {
     this.partition = partition;
     this.persistenceId = Partition.persistenceId(partition).id();
     this.table = table;
@@ -114,6 +124,7 @@ final class TableWriter {
     this.applied = applied;
     this.ready = ready;
     this.observer = observer;
+    this.receiptTtlMillis = receiptTtlMillis;
   }
 
   /** Reports the lag and whether the writer is halted (called holding this writer's lock). */
@@ -173,7 +184,7 @@ final class TableWriter {
   private void replay(long from, long tail, long outboxNextAtTail) {
     if (from > tail) {
       table
-          .apply(partition, List.of(), Map.of(), outboxNextAtTail, tail)
+          .apply(partition, List.of(), Map.of(), outboxNextAtTail, tail, 0)
           .whenComplete(
               (position, error) -> {
                 if (error != null) {
@@ -388,13 +399,26 @@ final class TableWriter {
     DocumentChange.RuleFields rules = DocumentChange.RuleFields.over(fields);
     List<DocumentTable.Applying> applying = new ArrayList<>(events.size());
     for (Pending p : events) {
-      applying.add(new DocumentTable.Applying(p.sequence(), DocumentChange.of(p.event(), rules)));
+      applying.add(
+          new DocumentTable.Applying(
+              p.sequence(),
+              DocumentChange.of(p.event(), rules),
+              p.event() instanceof Partition.Written w ? Receipt.of(w, next, 0) : List.of()));
       next = outboxNextAfter(p.event(), next);
     }
     long last = events.get(events.size() - 1).sequence();
     long nextAfter = next;
+    long now = System.currentTimeMillis();
+    long receiptsBefore = 0;
+    synchronized (this) {
+      if (now - receiptsExpiredAt
+          >= Math.min(RECEIPT_EXPIRY_INTERVAL_MILLIS, receiptTtlMillis / 2)) {
+        receiptsExpiredAt = now;
+        receiptsBefore = now - receiptTtlMillis;
+      }
+    }
     return table
-        .apply(partition, applying, fields, nextAfter, last)
+        .apply(partition, applying, fields, nextAfter, last, receiptsBefore)
         .thenApply(
             position -> {
               synchronized (this) {

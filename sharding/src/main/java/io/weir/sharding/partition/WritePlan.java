@@ -72,6 +72,12 @@ final class WritePlan {
      * row-visibility value) is not at hand.
      */
     Document find(String collection, String id, DocumentIndex.Entry e);
+
+    /**
+     * The receipt under {@code key} from the receipts table (empty: it has none), or null when it
+     * was not read yet.
+     */
+    Optional<Receipt> receipt(String key);
   }
 
   private static final Document REMOVED = new Document("", "", 0, null, true);
@@ -85,7 +91,8 @@ final class WritePlan {
   private final HashMap<String, Long> watermarks = new HashMap<>();
   private final HashMap<String, Optional<PartProgress>> partials = new HashMap<>();
   private final HashMap<String, Cut> cuts = new HashMap<>();
-  private final HashMap<String, Applied> receipts = new HashMap<>();
+  private final HashMap<String, Receipt> receipts = new HashMap<>();
+  private final LinkedHashSet<String> missingReceipts = new LinkedHashSet<>();
   final HashMap<String, Consumer> consumers = new HashMap<>();
   private final HashMap<String, RowRule> rules = new HashMap<>();
   private final LinkedHashSet<DocumentTable.Key> missing = new LinkedHashSet<>();
@@ -159,6 +166,28 @@ final class WritePlan {
   /** Documents whose current version the plan needed and did not find: fetch, then plan again. */
   List<DocumentTable.Key> missing() {
     return List.copyOf(missing);
+  }
+
+  /** Receipt keys the plan needed from the receipts table: fetch, then plan again. */
+  List<String> missingReceipts() {
+    return List.copyOf(missingReceipts);
+  }
+
+  /**
+   * The receipt a retry under {@code key} is answered with, or null: the plan's own, the heap's, or
+   * (when some left the heap before they expired) the receipts table's; never an expired one.
+   */
+  private Receipt receipt(String key) {
+    Receipt r = receipts.containsKey(key) ? receipts.get(key) : state.receipts.get(key);
+    if (r == null && state.receiptsSpilledSince(now)) {
+      Optional<Receipt> stored = bodies.receipt(key);
+      if (stored == null) {
+        missingReceipts.add(key); // the plan goes on as if there were none; it is planned again
+      } else {
+        r = stored.orElse(null);
+      }
+    }
+    return r == null || r.atMillis() < now - state.receiptPolicy.ttlMillis() ? null : r;
   }
 
   /** The document as the plan sees it now (null: absent), finding its body if it exists. */
@@ -256,12 +285,12 @@ final class WritePlan {
         return new Rejected("an API frame needs a command id");
       }
       String key = PartitionProtocol.receiptKey(f.commandId());
-      Applied receipt = receipts.containsKey(key) ? receipts.get(key) : state.receipts.get(key);
+      Receipt receipt = receipt(key);
       if (receipt != null && !receipt.commandId().equals(f.commandId())) {
         return new PartitionProtocol.KeyReused();
       }
       if (receipt != null) {
-        return new Applied(receipt.commandId(), receipt.firstSequence(), receipt.revisions(), true);
+        return receipt.replay();
       }
     }
     if (f.mutations().isEmpty() && !cdc) {
@@ -370,7 +399,8 @@ final class WritePlan {
     String commandId = cdc ? null : f.commandId();
     Applied applied = new Applied(f.commandId(), first, List.copyOf(revisions), false);
     if (commandId != null && PartitionProtocol.keepsReceipt(commandId)) {
-      receipts.put(PartitionProtocol.receiptKey(commandId), applied);
+      receipts.put(
+          PartitionProtocol.receiptKey(commandId), new Receipt(commandId, first, revisions, now));
     }
     accept(
         new FrameApplied(

@@ -110,12 +110,19 @@ class DocumentTableIT {
         List<Applying> events,
         Map<String, String> ruleFieldsAfter,
         long outboxNextAfter,
-        long expectedThrough) {
+        long expectedThrough,
+        long receiptsBefore) {
       if (failing.get()) {
         refused.incrementAndGet();
         return CompletableFuture.failedFuture(new SQLException("injected", "08006"));
       }
-      return real.apply(partition, events, ruleFieldsAfter, outboxNextAfter, expectedThrough);
+      return real.apply(
+          partition, events, ruleFieldsAfter, outboxNextAfter, expectedThrough, receiptsBefore);
+    }
+
+    @Override
+    public CompletionStage<List<Receipt.Keyed>> receipts(int partition, List<String> keys) {
+      return real.receipts(partition, keys);
     }
 
     @Override
@@ -265,6 +272,7 @@ class DocumentTableIT {
                     List.of(put(1, "a", 1, "{\"v\":1}"), put(2, "a", 2, "{\"v\":2}")),
                     Map.of(),
                     0,
+                    0,
                     0)
                 .toCompletableFuture()
                 .get())
@@ -279,6 +287,7 @@ class DocumentTableIT {
                         put(3, "b", 1, "{}")),
                     Map.of(),
                     0,
+                    0,
                     0)
                 .toCompletableFuture()
                 .get())
@@ -288,8 +297,8 @@ class DocumentTableIT {
             row("orders", "a", 2, "{\"v\":2}", false, null),
             row("orders", "b", 1, "{}", false, null));
     // Both writers offering event 4 at once: one applies it, the other finds it applied.
-    var first = t.apply(P, List.of(put(4, "c", 1, "{}")), Map.of(), 0, 0).toCompletableFuture();
-    var second = t.apply(P, List.of(put(4, "c", 1, "{}")), Map.of(), 0, 0).toCompletableFuture();
+    var first = t.apply(P, List.of(put(4, "c", 1, "{}")), Map.of(), 0, 0, 0).toCompletableFuture();
+    var second = t.apply(P, List.of(put(4, "c", 1, "{}")), Map.of(), 0, 0, 0).toCompletableFuture();
     assertThat(first.get()).isEqualTo(4);
     assertThat(second.get()).isEqualTo(4);
     assertThat(t.position(P).toCompletableFuture().get().appliedThrough()).isEqualTo(4);
@@ -297,7 +306,7 @@ class DocumentTableIT {
     assertThat(
             org.assertj.core.api.Assertions.catchThrowable(
                 () ->
-                    t.apply(P, List.of(put(6, "d", 1, "{}")), Map.of(), 0, 0)
+                    t.apply(P, List.of(put(6, "d", 1, "{}")), Map.of(), 0, 0, 0)
                         .toCompletableFuture()
                         .get()))
         .hasCauseInstanceOf(DocumentTable.TableGap.class);
@@ -542,6 +551,71 @@ class DocumentTableIT {
     assertThat(waiting.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.Applied.class);
     caughtUp(kit, p);
     assertThat(table()).isEqualTo(heap(kit, p));
+  }
+
+  @Test
+  void receiptsAreKeptInTheTableAcrossANewActorSystemAndExpiredOnesDeleted() throws Exception {
+    PartitionSettings settings = PartitionSettings.DEFAULTS.withReceipts(60_000, 2);
+    ActorTestKit first = kit("document-table-receipts");
+    ActorRef<Command> p =
+        partition(first, new SqlDocumentTable(database.dataSource(), "weir", io), settings);
+    for (int i = 0; i < 8; i++) {
+      assertThat(keyed(first, p, i))
+          .isEqualTo(new PartitionProtocol.Applied(command(i), i + 1, List.of(1L), false));
+    }
+    caughtUp(first, p);
+    first.shutdownTestKit();
+    kits.remove(first);
+    assertThat(count("SELECT count(*) FROM weir.receipts")).isEqualTo(8);
+    ActorTestKit second = kit("document-table-receipts-again");
+    ActorRef<Command> again =
+        partition(second, new SqlDocumentTable(database.dataSource(), "weir", io), settings);
+    assertThat(keyed(second, again, 0))
+        .as("a retry of the first, long out of the heap: its receipt from the table")
+        .isEqualTo(new PartitionProtocol.Applied(command(0), 1, List.of(1L), true));
+
+    // Receipts past their time leave the table with the next apply.
+    ActorTestKit third = kit("document-table-receipts-expiry");
+    second.shutdownTestKit();
+    kits.remove(second);
+    ActorRef<Command> expiring =
+        partition(
+            third,
+            new SqlDocumentTable(database.dataSource(), "weir", io),
+            PartitionSettings.DEFAULTS.withReceipts(500, 2));
+    await()
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () -> {
+              frame(
+                  third,
+                  expiring,
+                  "tick-" + System.nanoTime(),
+                  List.of(upsert("orders", "t", "{}")),
+                  0);
+              return count("SELECT count(*) FROM weir.receipts") == 0;
+            });
+  }
+
+  private static String command(int i) {
+    return "api2:caller-" + i + ":request";
+  }
+
+  private static FrameReply keyed(ActorTestKit kit, ActorRef<Command> p, int i) {
+    TestProbe<FrameReply> reply = kit.createTestProbe();
+    p.tell(
+        new ApplyFrame(
+            command(i), List.of(upsert("orders", "k" + i, "{}")), Optional.empty(), reply.ref()));
+    return reply.receiveMessage(WAIT);
+  }
+
+  private long count(String query) throws SQLException {
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery(query)) {
+      rs.next();
+      return rs.getLong(1);
+    }
   }
 
   @Test

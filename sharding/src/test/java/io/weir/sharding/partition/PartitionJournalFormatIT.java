@@ -79,6 +79,13 @@ class PartitionJournalFormatIT {
   private static final long SLOT_B_LSN = 5_000;
 
   /**
+   * Receipts that outlast the fixture: its rows were written long before the test runs, and a
+   * receipt older than weir.partitions.receipts.ttl no longer answers a retry (ADR 0034).
+   */
+  private static final PartitionSettings LASTING =
+      PartitionSettings.DEFAULTS.withReceipts(100L * 365 * 24 * 3_600_000, 1_000);
+
+  /**
    * The journal format the current code writes: v1 held every body in the snapshot, v2 (ADR 0032)
    * holds the documents' index only.
    */
@@ -125,7 +132,7 @@ class PartitionJournalFormatIT {
       ActorTestKit kit = ActorTestKit.create("journal-format", config);
       JdbcPartitions jdbc = new JdbcPartitions(config, "journal-format-it");
       try {
-        ActorRef<Command> p = kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring()));
+        ActorRef<Command> p = kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring(LASTING)));
         // Every reply captured with the rows, decoded by the current code, is what the recovered
         // partition answers now.
         List<Object> now = observe(kit, p);
@@ -214,7 +221,8 @@ class PartitionJournalFormatIT {
           }
         }
         kit.stop(p, WAIT);
-        ActorRef<Command> again = kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring()));
+        ActorRef<Command> again =
+            kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring(LASTING)));
         TestProbe<PartitionProtocol.DocumentReply> doc = kit.createTestProbe();
         again.tell(new PartitionProtocol.GetDocument("orders", "o-99", doc.ref()));
         assertThat(doc.receiveMessage(WAIT).document())
@@ -419,7 +427,7 @@ class PartitionJournalFormatIT {
       ActorTestKit kit = ActorTestKit.create("journal-format-gen", config);
       JdbcPartitions jdbc = new JdbcPartitions(config, "journal-format-gen");
       try {
-        ActorRef<Command> p = kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring()));
+        ActorRef<Command> p = kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring(LASTING)));
         script(kit, p);
         ArrayNode observed = doc.putArray("observed");
         for (Object reply : observe(kit, p)) {

@@ -84,7 +84,8 @@ class PartitionSerializationTest extends SerializationContract {
     f.expectInVersion(
         "v1",
         Partition.BodiesFetched.class,
-        List.of(new Partition.BodiesFetched(fetched.rows(), fetched.failure())));
+        List.of(
+            new Partition.BodiesFetched(fetched.rows(), fetched.failure(), List.of(), List.of())));
     // Written before the table status told an upgrade's progress.
     PartitionProtocol.TableStatus table =
         (PartitionProtocol.TableStatus) f.samples(PartitionProtocol.TableStatus.class).get(0);

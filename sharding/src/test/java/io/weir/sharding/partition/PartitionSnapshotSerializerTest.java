@@ -12,7 +12,6 @@ import io.weir.sharding.partition.Partition.Consumer;
 import io.weir.sharding.partition.Partition.PartProgress;
 import io.weir.sharding.partition.Partition.RowRule;
 import io.weir.sharding.partition.Partition.Segment;
-import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.BatchReceipt;
 import java.io.NotSerializableException;
 import java.nio.file.Files;
@@ -81,6 +80,11 @@ class PartitionSnapshotSerializerTest {
     stored(2, every());
   }
 
+  @Test
+  void theStoredBytesOfFormat3StillDecode() throws Exception {
+    stored(3, every());
+  }
+
   private static void stored(int format, PartitionState expected) throws Exception {
     Path fixture = fixture(format);
     if (!Files.exists(fixture)) {
@@ -111,7 +115,24 @@ class PartitionSnapshotSerializerTest {
         SERIALIZER.fromBinary(
             Base64.getDecoder().decode(stored.get("payload").asText()),
             stored.get("manifest").asText());
+    if (format < 3) {
+      // Receipts had no time before format 3: they count as written when read.
+      PartitionState d = (PartitionState) decoded;
+      assertThat(d.receipts.keySet()).containsExactlyElementsOf(expected.receipts.keySet());
+      assertThat(d.receipts.values()).allMatch(r -> r.atMillis() > 1_700_000_000_000L);
+      assertThat(d.receiptsSpilledAt).isZero();
+      untimed(d);
+      untimed(expected);
+    }
     assertThat(decoded).isEqualTo(expected);
+  }
+
+  /** The state with every receipt's time, and its receipt marks, at 0. */
+  private static void untimed(PartitionState s) {
+    s.receipts.replaceAll(
+        (k, r) -> new Receipt(r.commandId(), r.firstSequence(), r.revisions(), 0));
+    s.receiptsSpilledAt = 0;
+    s.receiptsLatestAt = 0;
   }
 
   @Test
@@ -159,8 +180,10 @@ class PartitionSnapshotSerializerTest {
     s.eventBytes = 987_654;
     s.mark.events = 1_000;
     s.mark.eventBytes = 900_000;
-    s.receipts.put("api2:key-1", new Applied("api2:key-1:request", 1_100, List.of(3L, 0L), false));
-    s.receipts.put("cmd-2", new Applied("cmd-2", 1_105, List.of(1L), false));
+    s.receipts.put("api2:key-1", new Receipt("api2:key-1:request", 1_100, List.of(3L, 0L), 7_000));
+    s.receipts.put("cmd-2", new Receipt("cmd-2", 1_105, List.of(1L), 7_001));
+    s.receiptsSpilledAt = 6_000;
+    s.receiptsLatestAt = 7_001;
     s.watermarks.put("slot-a|inc", 0x1_0000_0000L);
     s.partials.put("slot-b|inc", new PartProgress(5_000, 1));
     s.cuts.put("slot-b|inc", new Partition.Cut(3, "k-9"));
@@ -194,10 +217,13 @@ class PartitionSnapshotSerializerTest {
     s.outboxBytes = r.nextInt(1 << 30);
     s.incarnation = r.nextBoolean() ? null : "inc-" + r.nextInt(9);
     s.eventBytes = r.nextLong() & Long.MAX_VALUE;
+    s.receiptsSpilledAt = r.nextInt(1 << 20);
+    s.receiptsLatestAt = r.nextInt(1 << 20);
     s.mark.events = r.nextInt(1_000);
     s.mark.eventBytes = r.nextInt(1 << 20);
     for (int i = r.nextInt(5); i > 0; i--) {
-      s.receipts.put("k" + i, new Applied("c" + i, r.nextInt(1000), List.of((long) i), false));
+      s.receipts.put(
+          "k" + i, new Receipt("c" + i, r.nextInt(1000), List.of((long) i), r.nextLong()));
     }
     for (int i = r.nextInt(3); i > 0; i--) {
       s.watermarks.put("slot" + i, r.nextLong());

@@ -597,6 +597,75 @@ class PartitionTest {
   }
 
   @Test
+  void receiptsPastTheHeapAreFoundInTheTableAcrossARestartAndExpireAfterTheirTime() {
+    var p =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
+            KIT.system(), Partition.create(17, PartitionSettings.DEFAULTS.withReceipts(60_000, 2)));
+    p.clear();
+    java.util.function.Function<String, FrameReply> write =
+        id ->
+            p.<FrameReply>runCommand(
+                    r ->
+                        new ApplyFrame(
+                            "api2:key-" + id + ":request-1",
+                            List.of(upsert(id, "{}", null)),
+                            Optional.empty(),
+                            r))
+                .reply();
+    for (int i = 1; i <= 5; i++) {
+      assertThat(write.apply(Integer.toString(i)))
+          .isEqualTo(new Applied("api2:key-" + i + ":request-1", i, List.of(1L), false));
+    }
+    assertThat(p.getState().receipts()).as("the heap keeps the latest two").hasSize(2);
+    assertThat(write.apply("1"))
+        .as("the first receipt, from the receipts table")
+        .isEqualTo(new Applied("api2:key-1:request-1", 1, List.of(1L), true));
+    assertThat(
+            p.<FrameReply>runCommand(
+                    r ->
+                        new ApplyFrame(
+                            "api2:key-2:request-2",
+                            List.of(upsert("2", "{\"other\":1}", null)),
+                            Optional.empty(),
+                            r))
+                .reply())
+        .as("the same key with another request, found in the table")
+        .isInstanceOf(PartitionProtocol.KeyReused.class);
+    p.restart();
+    assertThat(write.apply("3"))
+        .as("after a restart too")
+        .isEqualTo(new Applied("api2:key-3:request-1", 3, List.of(1L), true));
+    assertThat(p.<PartitionStatus>runCommand(GetStatus::new).reply().outboxNext())
+        .as("no retry wrote anything")
+        .isEqualTo(6);
+
+    var shortLived =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
+            KIT.system(), Partition.create(18, PartitionSettings.DEFAULTS.withReceipts(300, 2)));
+    shortLived.clear();
+    java.util.function.Supplier<FrameReply> once =
+        () ->
+            shortLived
+                .<FrameReply>runCommand(
+                    r ->
+                        new ApplyFrame(
+                            "api2:late:request",
+                            List.of(upsert("x", "{}", null)),
+                            Optional.empty(),
+                            r))
+                .reply();
+    assertThat(((Applied) once.get()).replayed()).isFalse();
+    assertThat(((Applied) once.get()).replayed()).as("within its time").isTrue();
+    org.awaitility.Awaitility.await()
+        .pollDelay(java.time.Duration.ofMillis(400))
+        .atMost(java.time.Duration.ofSeconds(5))
+        .until(() -> true);
+    assertThat(once.get())
+        .as("a retry after the receipt's time is a new write")
+        .isEqualTo(new Applied("api2:late:request", 2, List.of(2L), false));
+  }
+
+  @Test
   void anApiFrameLargerThanTheWholeQuotaIsRefusedEvenByAnEmptyOutbox() {
     var tiny =
         EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(

@@ -204,7 +204,14 @@ public final class PartitionBenchmark {
       Histogram latency,
       long events,
       double cpuSeconds,
-      Map<String, Long> failuresByKind) {
+      Map<String, Long> failuresByKind,
+      long inMemory,
+      long read) {
+    /** Share of before images found in memory (unapplied changes or the body cache). */
+    double hitRate() {
+      return inMemory + read == 0 ? 0 : (double) inMemory / (inMemory + read);
+    }
+
     double rate() {
       return writes / (nanos / 1e9);
     }
@@ -276,7 +283,7 @@ public final class PartitionBenchmark {
           System.out.printf(Locale.ROOT, " %,d writes, %,.0f writes/s%n", w.writes(), w.rate());
         }
         System.out.printf(
-            "%6s %9s %7s %10s | %8s %8s %8s %8s %8s | %8s %8s | %9s %s%n",
+            "%6s %9s %7s %10s | %8s %8s %8s %8s %8s | %8s %8s | %9s %6s %s%n",
             "round",
             "writes",
             "s",
@@ -289,6 +296,7 @@ public final class PartitionBenchmark {
             "events",
             "frm/evt",
             "CPU/1k",
+            "cache",
             "failed");
         List<Round> rounds = new ArrayList<>();
         for (int r = 1; r <= options.rounds(); r++) {
@@ -297,7 +305,7 @@ public final class PartitionBenchmark {
           rounds.add(round);
           System.out.printf(
               Locale.ROOT,
-              "%6d %,9d %7.2f %,10.0f | %8.2f %8.2f %8.2f %8.2f %8.1f | %,8d %8.2f | %7.0fms %d%s%n",
+              "%6d %,9d %7.2f %,10.0f | %8.2f %8.2f %8.2f %8.2f %8.1f | %,8d %8.2f | %7.0fms %5.1f%% %d%s%n",
               r,
               round.writes(),
               round.nanos() / 1e9,
@@ -310,6 +318,7 @@ public final class PartitionBenchmark {
               round.events(),
               round.framesPerEvent(),
               round.cpuPer1k(),
+              100 * round.hitRate(),
               round.failures(),
               round.failuresByKind().isEmpty() ? "" : " " + round.failuresByKind());
         }
@@ -319,7 +328,8 @@ public final class PartitionBenchmark {
             "latency = from the ask to its answer (the write is durable in the journal then); events ="
                 + " journal events written in the round (sum of GetStatus.journalEvents over the partitions, after - before);"
                 + " frm/evt = frames per event (group commit); CPU/1k = this JVM's CPU per 1,000 writes (PostgreSQL's not"
-                + " included)");
+                + " included); cache = before images of existing documents found in memory (unapplied changes or"
+                + " the body cache) rather than read from the documents table");
         System.out.println(LINE);
         System.out.printf(
             Locale.ROOT,
@@ -362,6 +372,8 @@ public final class PartitionBenchmark {
    */
   private Round round(Node node, ExecutorService pool, long writes, long nanos) throws Exception {
     long eventsBefore = journalEvents(node);
+    long inMemoryBefore = node.beforeImagesInMemory.get();
+    long readBefore = node.beforeImagesRead.get();
     AtomicLong claimed = new AtomicLong();
     Map<String, Long> failures = new ConcurrentHashMap<>();
     CountDownLatch go = new CountDownLatch(1);
@@ -428,7 +440,9 @@ public final class PartitionBenchmark {
         latency,
         events,
         cpuSeconds,
-        new TreeMap<>(failures));
+        new TreeMap<>(failures),
+        node.beforeImagesInMemory.get() - inMemoryBefore,
+        node.beforeImagesRead.get() - readBefore);
   }
 
   private long journalEvents(Node node) throws Exception {
@@ -455,15 +469,16 @@ public final class PartitionBenchmark {
 
   private void heap() throws Exception {
     int documents = options.documents();
-    int perEvent = (documents + 999) / 1000;
+    int perEvent = 1_000;
     System.out.printf(
         "2. heap: %,d documents of %,d bytes (JSON bodies, ids k0.., one collection) loaded into partition %d"
-            + " as LoadRows of %d rows,%n   one at a time (one journal event each), padded with single upserts to"
-            + " 1,000 events so that the snapshot at event 1,000 holds them all%n",
+            + " as LoadRows of %,d rows,%n   one at a time (one journal event each), then single upserts until a"
+            + " snapshot covers them all (ADR 0032: a snapshot holds the index, never a body)%n",
         documents, options.bodyBytes(), LOADED, perEvent);
     System.out.println(
         "   heap = used heap after System.gc() x4 (the lowest reading), in this JVM, minus the same"
-            + " before the partition started (the node, sharding and an empty partition already up)");
+            + " before the partition started (the node, sharding and an empty partition already up);"
+            + " the body cache and the changes not yet in the documents table included");
     String collection = "docs";
     try (Node node = node()) {
       int warm = node.sameShard(LOADED);
@@ -487,10 +502,15 @@ public final class PartitionBenchmark {
         events++;
       }
       long loadNanos = System.nanoTime() - start;
-      for (long e = events; e < 1000; e++) {
-        upsert(node, collection, "k0", random, "pad-" + e);
+      long loadEvents = events;
+      for (int pad = 0; snapshotRow()[0] < loadEvents; pad++) {
+        if (pad > 5_000) {
+          throw new IllegalStateException("no snapshot after the load within 5,000 more events");
+        }
+        upsert(node, collection, "k0", random, "pad-" + pad);
       }
-      long snapshotAt = awaitSnapshot(1000);
+      long snapshotAt = awaitSnapshot(loadEvents);
+      awaitTableCaughtUp(node, LOADED);
       PartitionStatus status = node.status(LOADED);
       long loaded = usedHeapAfterGc();
       long perDocument = (loaded - baseline) / documents;
@@ -507,7 +527,7 @@ public final class PartitionBenchmark {
       System.out.printf(
           Locale.ROOT,
           "   heap: %,.1f MiB before, %,.1f MiB after -> %,.1f MiB for %,d documents = %,d bytes"
-              + " per document (%.2fx its body), %,.1f MiB per 100,000%n",
+              + " per document (%.3fx its body), %,.1f MiB per 100,000%n",
           mib(baseline),
           mib(loaded),
           mib(loaded - baseline),
@@ -519,45 +539,78 @@ public final class PartitionBenchmark {
       long[] journal = journalBytes();
       System.out.printf(
           Locale.ROOT,
-          "   snapshot row: %,d bytes (%,.1f MiB, %,d bytes per document); journal of partition"
+          "   snapshot row: %,d bytes (%,.1f MiB, %.1f bytes per document); journal of partition"
               + " %d: %,d events, %,.1f MiB of event payloads%n",
           row[1],
           mib(row[1]),
-          row[1] / documents,
+          (double) row[1] / documents,
           LOADED,
           journal[0],
           mib(journal[1]));
     }
     System.out.println(LINE);
     System.out.printf(
-        "3. recovery of partition %d in a new actor system on the same database (%d restarts per case):"
-            + " time from the first GetStatus to its answer,%n   after an empty partition of the same shard has answered"
-            + " (so sharding, the shard and the journal's connection pool are up); heap as above%n",
-        LOADED, options.rounds());
-    System.out.printf(
-        Locale.ROOT,
-        "   for scale: reading the snapshot row alone over JDBC (SELECT snapshot_payload, the bytes"
-            + " only) takes %.2f s (best of 3)%n",
-        snapshotReadSeconds());
-    List<double[]> plain = recoveries("snapshot, no event after it");
+        "3. recovery of partition %d in a new actor system on the same database (%d restarts per case),"
+            + " under load: %d writers on the other partitions%n   time from the first message to the"
+            + " partition until a GET of its last acknowledged write answered it and a write was"
+            + " accepted; an empty partition of the same shard answered first (sharding, the shard"
+            + " and the pools are up); heap as above%n",
+        LOADED, options.rounds(), RECOVERY_LOAD_WRITERS);
+    List<double[]> plain = recoveries("snapshot, few events after it");
+    long snapshotAt = snapshotRow()[0];
     try (Node node = node()) {
       node.status(LOADED);
       SplittableRandom random = new SplittableRandom(11);
-      for (int i = 0; i < 999; i++) {
+      for (int i = 0; i < AFTER_SNAPSHOT; i++) {
         upsert(node, collection, "k" + random.nextInt(documents), random, "after-" + i);
       }
+      awaitTableCaughtUp(node, LOADED);
     }
-    List<double[]> replay = recoveries("snapshot + 999 events after it");
+    // The snapshots taken meanwhile go: recovery replays every one of those events.
+    try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
+        PreparedStatement ps =
+            c.prepareStatement(
+                "DELETE FROM weir.snapshot WHERE persistence_id = ? AND sequence_number > ?")) {
+      ps.setString(1, Partition.persistenceId(LOADED).id());
+      ps.setLong(2, snapshotAt);
+      ps.executeUpdate();
+    }
+    List<double[]> replay =
+        recoveries(String.format(Locale.ROOT, "snapshot + %,d events after it", AFTER_SNAPSHOT));
     System.out.println(LINE);
     System.out.printf(
         Locale.ROOT,
-        "medians: recovery %.2f s with the snapshot only, %.2f s with 999 events to replay;"
-            + " heap after recovery %,.0f bytes per document (%,.1f MiB per 100,000)%n",
+        "medians: recovery %.2f s with the snapshot and few events, %.2f s with %,d events to"
+            + " replay; heap after recovery %,.0f bytes per document (%,.1f MiB per 100,000)%n",
         medianOf(plain, 0),
         medianOf(replay, 0),
+        AFTER_SNAPSHOT,
         medianOf(plain, 1),
         medianOf(plain, 1) * 100_000 / (1 << 20));
     System.out.println(LINE);
+  }
+
+  /** Writers on other partitions while a partition recovers. */
+  static final int RECOVERY_LOAD_WRITERS = 8;
+
+  /** Events after the last snapshot in the second recovery case. */
+  static final int AFTER_SNAPSHOT = 10_000;
+
+  /** Waits until partition {@code n}'s documents table holds every event it persisted. */
+  private static void awaitTableCaughtUp(Node node, int n) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(5);
+    while (true) {
+      PartitionStatus s = node.status(n);
+      if (s.table() != null
+          && s.table().state().equals("running")
+          && s.table().appliedThrough() == s.journalEvents()) {
+        return;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("the documents table did not catch up within 5 minutes");
+      }
+      Thread.sleep(50);
+    }
   }
 
   /** Restarts {@code rounds} times; per restart {seconds, heap bytes per document}. */
@@ -567,16 +620,81 @@ public final class PartitionBenchmark {
     for (int r = 1; r <= options.rounds(); r++) {
       try (Node node = node()) {
         node.status(node.sameShard(LOADED));
+        // The last write acknowledged before the restart: the padding or the replayed upserts
+        // wrote k0 and random ids; a GET of the document the index names last is checked below.
         long baseline = usedHeapAfterGc();
+        java.util.concurrent.atomic.AtomicBoolean loading =
+            new java.util.concurrent.atomic.AtomicBoolean(true);
+        List<Thread> load = new ArrayList<>();
+        for (int w = 0; w < RECOVERY_LOAD_WRITERS; w++) {
+          int writer = w;
+          Thread t =
+              new Thread(
+                  () -> {
+                    SplittableRandom random = new SplittableRandom(writer);
+                    long n = 0;
+                    while (loading.get()) {
+                      String id = "l" + writer + "-" + (n++ % 1_000);
+                      int p = Partitioning.partitionOf("load", id, PARTITIONS);
+                      if (p == LOADED) {
+                        continue;
+                      }
+                      try {
+                        node.<FrameReply>ask(
+                            p,
+                            replyTo ->
+                                new ApplyFrame(
+                                    "once:load-" + System.nanoTime(),
+                                    List.<Mutation>of(
+                                        new Upsert("load", id, body(random, id), Optional.empty())),
+                                    Optional.empty(),
+                                    replyTo));
+                      } catch (Exception e) {
+                        // The load goes on; only the recovery is measured.
+                      }
+                    }
+                  },
+                  "recovery-load-" + w);
+          t.setDaemon(true);
+          t.start();
+          load.add(t);
+        }
         long start = System.nanoTime();
-        PartitionStatus status = node.status(LOADED);
+        io.weir.sharding.partition.PartitionProtocol.DocumentReply got =
+            node.<io.weir.sharding.partition.PartitionProtocol.DocumentReply>ask(
+                LOADED,
+                replyTo ->
+                    new io.weir.sharding.partition.PartitionProtocol.GetDocument(
+                        "docs", lastId, replyTo));
+        if (got.document().isEmpty() || got.document().get().revision() != lastRevision) {
+          throw new IllegalStateException("the last acknowledged write was not read back");
+        }
+        FrameReply accepted =
+            node.<FrameReply>ask(
+                LOADED,
+                replyTo ->
+                    new ApplyFrame(
+                        "once:after-recovery-" + System.nanoTime(),
+                        List.<Mutation>of(new Upsert("docs", "recovered", "{}", Optional.empty())),
+                        Optional.empty(),
+                        replyTo));
         long nanos = System.nanoTime() - start;
+        if (!(accepted instanceof Applied a)) {
+          throw new IllegalStateException("a write after recovery was answered " + accepted);
+        }
+        lastId = "recovered";
+        lastRevision = a.revisions().get(0);
+        loading.set(false);
+        for (Thread t : load) {
+          t.join(TimeUnit.SECONDS.toMillis(40));
+        }
+        PartitionStatus status = node.status(LOADED);
         long heap = usedHeapAfterGc() - baseline;
         double perDocument = (double) heap / status.documents();
         out.add(new double[] {nanos / 1e9, perDocument});
         System.out.printf(
             Locale.ROOT,
-            "   %-30s restart %d: %.2f s, %,d documents, %,d events replayed after the snapshot"
+            "   %-30s restart %d: %.3f s, %,d documents, %,d events after the snapshot"
                 + " (at %,d), heap %,.1f MiB (%,.0f bytes per document)%n",
             label,
             r,
@@ -591,6 +709,11 @@ public final class PartitionBenchmark {
     return out;
   }
 
+  /** The last document written to the loaded partition before a restart, and its revision. */
+  private String lastId = "k0";
+
+  private long lastRevision;
+
   private void upsert(
       Node node, String collection, String id, SplittableRandom random, String commandId)
       throws Exception {
@@ -604,9 +727,11 @@ public final class PartitionBenchmark {
                     List.<Mutation>of(new Upsert(collection, id, body, Optional.empty())),
                     Optional.empty(),
                     replyTo));
-    if (!(reply instanceof Applied)) {
+    if (!(reply instanceof Applied a)) {
       throw new IllegalStateException("an upsert was answered " + reply.getClass().getSimpleName());
     }
+    lastId = id;
+    lastRevision = a.revisions().get(0);
   }
 
   /**
@@ -759,6 +884,11 @@ public final class PartitionBenchmark {
   static final class Node implements AutoCloseable {
     final ActorSystem<Void> system;
 
+    /** Before images the node's partitions found in memory, and read from the documents table. */
+    final AtomicLong beforeImagesInMemory = new AtomicLong();
+
+    final AtomicLong beforeImagesRead = new AtomicLong();
+
     /** The pool the journal pruner deletes with; null without pruning. */
     private final Database pruning;
 
@@ -826,7 +956,15 @@ public final class PartitionBenchmark {
           Database.create(PostgresSettings.create(config).withPoolSize(8), name + "-documents");
       this.documentsIo = java.util.concurrent.Executors.newFixedThreadPool(8);
       PartitionWiring wiring =
-          PartitionWiring.jdbc(limits, documents.dataSource(), "weir", documentsIo, documentsIo);
+          PartitionWiring.jdbc(limits, documents.dataSource(), "weir", documentsIo, documentsIo)
+              .withObserver(
+                  new io.weir.sharding.partition.PartitionObserver() {
+                    @Override
+                    public void beforeImages(int partition, int inMemory, int read) {
+                      beforeImagesInMemory.addAndGet(inMemory);
+                      beforeImagesRead.addAndGet(read);
+                    }
+                  });
       if (pruneJournal) {
         this.pruning = Database.create(PostgresSettings.create(config), name + "-pruner");
         wiring =

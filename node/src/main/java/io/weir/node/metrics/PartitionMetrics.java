@@ -52,6 +52,8 @@ public final class PartitionMetrics implements PartitionObserver {
   private final Counter writes;
   private final Counter refusals;
   private final Counter storageRefusals;
+  private final Counter beforeImagesInMemory;
+  private final Counter beforeImagesRead;
   private final Timer recovery;
 
   /**
@@ -80,6 +82,19 @@ public final class PartitionMetrics implements PartitionObserver {
             .description(
                 "Writes refused because the storage kept fewer copies of a commit than"
                     + " weir.storage.required-copies")
+            .register(registry);
+    beforeImagesInMemory =
+        Counter.builder("weir.partition.before.images")
+            .tag("source", "memory")
+            .description(
+                "Current versions of documents that writes changed, found in a partition's"
+                    + " unapplied changes or body cache (docs/partitions.md)")
+            .register(registry);
+    beforeImagesRead =
+        Counter.builder("weir.partition.before.images")
+            .tag("source", "table")
+            .description(
+                "Current versions of documents that writes changed, read from the documents table")
             .register(registry);
     recovery =
         Timer.builder("weir.partition.recovery")
@@ -148,6 +163,12 @@ public final class PartitionMetrics implements PartitionObserver {
   public void persisted(int partition, int count) {
     frames.increment(count);
     writes.increment();
+  }
+
+  @Override
+  public void beforeImages(int partition, int inMemory, int read) {
+    beforeImagesInMemory.increment(inMemory);
+    beforeImagesRead.increment(read);
   }
 
   @Override

@@ -86,6 +86,11 @@ public final class Partition
   static final int SNAPSHOT_EVERY = 1000;
 
   /**
+   * Bytes of events after which a snapshot is taken even before {@value #SNAPSHOT_EVERY} events.
+   */
+  static final long SNAPSHOT_BYTES = 16L << 20;
+
+  /**
    * A snapshot is taken once the journal written since the last one reaches this share of the
    * snapshot's size (and at least {@value #SNAPSHOT_EVERY} events): recovery replays at most that
    * much, and snapshot writes cost at most this many times the events' bytes.
@@ -599,10 +604,11 @@ public final class Partition
   }
 
   /**
-   * Snapshot when at least {@value #SNAPSHOT_EVERY} events and at least a {@value
-   * #SNAPSHOT_STATE_DIVISOR}th of the snapshot's estimated size in event bytes were written since
-   * the last snapshot. A snapshot holds no bodies, so it stays small: recovery reads it and at most
-   * that much of the journal.
+   * Snapshot when at least {@value #SNAPSHOT_EVERY} events or {@value #SNAPSHOT_BYTES} bytes of
+   * events, and at least a {@value #SNAPSHOT_STATE_DIVISOR}th of the snapshot's estimated size in
+   * event bytes, were written since the last snapshot. A snapshot holds no bodies, so it stays
+   * small: recovery reads it and at most about that much of the journal (a few large events, such
+   * as an initial snapshot's rows, count by their bytes).
    */
   @Override
   public boolean shouldSnapshot(PartitionState state, Event event, long sequenceNr) {
@@ -617,8 +623,9 @@ public final class Partition
    */
   static boolean snapshotDue(
       SnapshotMark mark, long sequenceNr, long eventBytes, long snapshotBytes) {
-    if (sequenceNr - mark.events >= SNAPSHOT_EVERY
-        && eventBytes - mark.eventBytes >= snapshotBytes / SNAPSHOT_STATE_DIVISOR) {
+    long written = eventBytes - mark.eventBytes;
+    if ((sequenceNr - mark.events >= SNAPSHOT_EVERY || written >= SNAPSHOT_BYTES)
+        && written >= snapshotBytes / SNAPSHOT_STATE_DIVISOR) {
       mark.events = sequenceNr;
       mark.eventBytes = eventBytes;
       return true;
@@ -791,16 +798,23 @@ public final class Partition
         .build();
   }
 
+  /** Before images of the event being planned: found in memory, and read from the table. */
+  private int foundInMemory;
+
+  private int readFromTable;
+
   /** The current version of a document for the plan: in memory, or fetched for this batch. */
   private Document find(PartitionState s, String collection, String id, DocumentIndex.Entry e) {
     Document d = PartitionReads.local(s, unapplied, cache, collection, id, e);
     if (d != null) {
+      foundInMemory++;
       return d;
     }
     DocumentTable.Row row = fetched.get(key(collection, id));
     if (row == null || row.journalSeq() != e.lastSeq()) {
       return null;
     }
+    readFromTable++;
     return PartitionReads.held(row, unapplied.view(collection).changes());
   }
 
@@ -899,6 +913,8 @@ public final class Partition
    */
   private Effect<Event, PartitionState> step(PartitionState state) {
     Run r = run;
+    foundInMemory = 0;
+    readFromTable = 0;
     WritePlan plan =
         new WritePlan(
             state,
@@ -994,6 +1010,9 @@ public final class Partition
     fetched.clear();
     fetchedReceipts.clear();
     r.fetchRounds = 0;
+    if (foundInMemory + readFromTable > 0) {
+      wiring.observer().beforeImages(partition, foundInMemory, readFromTable);
+    }
     int refused = quotaRefusals(outcomes);
     if (refused > 0) {
       wiring.observer().quotaRefused(partition, refused);

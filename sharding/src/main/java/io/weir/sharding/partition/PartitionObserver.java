@@ -44,6 +44,13 @@ public interface PartitionObserver {
    */
   default void table(int partition, long lagEvents, boolean halted) {}
 
+  /**
+   * A group commit's event of partition {@code partition} needed the current version of {@code
+   * inMemory + read} existing documents (before images): {@code inMemory} were in its unapplied
+   * changes or cache, {@code read} were read from the documents table (ADR 0032).
+   */
+  default void beforeImages(int partition, int inMemory, int read) {}
+
   /** Partition {@code partition} stopped on this node (moved, passivated, failed or shut down). */
   default void stopped(int partition) {}
 

@@ -551,6 +551,18 @@ class PartitionTest {
    * mark shared.
    */
   @Test
+  void aFewLargeEventsSnapshotByTheirBytes() {
+    // An initial snapshot's rows: 1 MiB events. Recovery must not replay a whole collection.
+    Partition.SnapshotMark mark = new Partition.SnapshotMark(0, 0);
+    int events = 0;
+    while (!Partition.snapshotDue(mark, events + 1, (1L << 20) * (events + 1), 4_000_000)) {
+      events++;
+      assertThat(events).isLessThan(1_000);
+    }
+    assertThat(events + 1).as("16 MiB of 1 MiB events").isEqualTo(16);
+  }
+
+  @Test
   void aLargePartitionSnapshotsOnlyOnceEnoughWasWrittenSinceTheLastSnapshot() {
     Partition.SnapshotMark small = new Partition.SnapshotMark(0, 0);
     int taken = 0;

@@ -205,6 +205,24 @@ class FeedVisibilityIT extends FeedNodeFixture {
   }
 
   @Test
+  void byteLimitsCountUtf8BytesNotCharacters() throws Exception {
+    String c = "utf8-bytes";
+    // 100 characters of three bytes each: 300 bytes, which a count of characters would take for
+    // about 110.
+    String body = "{\"v\":\"" + "日".repeat(100) + "\"}";
+    long bytes = body.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+    ok(put(c, "u1", body, ADMIN));
+    error(firstChanges(c, "beginning", false, ADMIN, bytes - 1), 413, "budget-exceeded");
+    assertThat(ok(firstChanges(c, "beginning", false, ADMIN, bytes)).get("changes")).hasSize(1);
+    ObjectNode under = queryBody("{\"collection\":\"" + c + "\"}", null);
+    under.put("maxBytes", bytes - 1);
+    error(post("/v1/query", under, ADMIN), 413, "result-too-large");
+    ObjectNode exact = queryBody("{\"collection\":\"" + c + "\"}", null);
+    exact.put("maxBytes", bytes);
+    assertThat(ok(post("/v1/query", exact, ADMIN)).get("rows")).hasSize(1);
+  }
+
+  @Test
   void aQuerysByteLimitCountsRowsWithoutTheFieldsTheReaderMayNotRead() throws Exception {
     String c = "query-bytes";
     policy(c, List.of("secret"), "none", null);

@@ -678,6 +678,28 @@ class PartitionTest {
   }
 
   @Test
+  void aRowsByteBoundCountsUtf8Bytes() {
+    // Entries of 64 + 2,410 bytes (800 characters of three bytes in the after image): a row of
+    // 5,000 bytes holds two of them, though their characters would fit six.
+    var p =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
+            KIT.system(), Partition.create(19, PartitionSettings.DEFAULTS.withFrames(100, 5_000)));
+    p.clear();
+    String body = "{\"t\":\"" + "日".repeat(800) + "\"}";
+    List<Mutation> rows = new ArrayList<>();
+    for (int i = 0; i < 6; i++) {
+      rows.add(new Upsert("t", "k" + i, body, Optional.empty()));
+    }
+    assertThat(
+            p.<FrameReply>runCommand(
+                    r -> new ApplyFrame(null, rows, Optional.of(new SourcePosition("s", 5)), r))
+                .reply())
+        .isInstanceOf(Applied.class);
+    assertThat(journal(p, 19)).as("six entries in rows of two").hasSize(3);
+    assertThat(journal(p, 19)).allMatch(e -> entries(e) == 2);
+  }
+
+  @Test
   void anApiFrameLargerThanTheWholeQuotaIsRefusedEvenByAnEmptyOutbox() {
     var tiny =
         EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(

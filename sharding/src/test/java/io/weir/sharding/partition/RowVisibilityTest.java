@@ -157,6 +157,30 @@ class RowVisibilityTest {
   }
 
   @Test
+  void aScansByteBudgetCountsUtf8Bytes() {
+    // 800 characters of three bytes: 2,400 bytes counted, not 800.
+    String body = "{\"t\":\"" + "日".repeat(800) + "\"}";
+    frame(put("1", body));
+    long size =
+        PartitionReads.DOCUMENT_OVERHEAD
+            + "notes".length()
+            + 1
+            + body.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+    assertThat(
+            partition
+                .<CollectionScan>runCommand(r -> new ScanCollection("notes", size - 1, r))
+                .reply()
+                .tooLarge())
+        .isTrue();
+    assertThat(
+            partition
+                .<CollectionScan>runCommand(r -> new ScanCollection("notes", size, r))
+                .reply()
+                .documents())
+        .hasSize(1);
+  }
+
+  @Test
   void aScanForAReaderCountsAndReturnsOnlyTheDocumentsItMaySee() {
     rule("acl", 1);
     String big = "x".repeat(500);

@@ -289,6 +289,7 @@ class MetricsIT extends EndToEndTest {
                             .map(io.weir.protocol.ErrorCode::wire))
                     .collect(Collectors.toSet()),
             "spilled", Set.of("true", "false"),
+            "source", Set.copyOf(io.weir.node.metrics.PartitionMetrics.BEFORE_IMAGE_SOURCES),
             "alert",
                 Arrays.stream(HaltReason.values())
                     .map(HaltReason::wire)

@@ -30,6 +30,10 @@ import java.util.concurrent.TimeUnit;
  * the node hosting it and leave with it ({@link #stopped}).
  */
 public final class PartitionMetrics implements PartitionObserver {
+  /** Values of the {@code source} label of {@code weir_partition_before_images_total}. */
+  public static final java.util.List<String> BEFORE_IMAGE_SOURCES =
+      java.util.List.of("memory", "table");
+
   static final Duration[] RECOVERY_BUCKETS = {
     Duration.ofMillis(100), Duration.ofMillis(250), Duration.ofMillis(500), Duration.ofSeconds(1),
     Duration.ofMillis(2500), Duration.ofSeconds(5), Duration.ofSeconds(10), Duration.ofSeconds(30),
@@ -85,14 +89,14 @@ public final class PartitionMetrics implements PartitionObserver {
             .register(registry);
     beforeImagesInMemory =
         Counter.builder("weir.partition.before.images")
-            .tag("source", "memory")
+            .tag("source", BEFORE_IMAGE_SOURCES.get(0))
             .description(
                 "Current versions of documents that writes changed, found in a partition's"
                     + " unapplied changes or body cache (docs/partitions.md)")
             .register(registry);
     beforeImagesRead =
         Counter.builder("weir.partition.before.images")
-            .tag("source", "table")
+            .tag("source", BEFORE_IMAGE_SOURCES.get(1))
             .description(
                 "Current versions of documents that writes changed, read from the documents table")
             .register(registry);

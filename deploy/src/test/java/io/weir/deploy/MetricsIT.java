@@ -77,17 +77,18 @@ class MetricsIT extends EndToEndTest {
     assertThat(scrapeAs(node, null).statusCode())
         .as("/metrics needs a token by default")
         .isEqualTo(401);
-    Exposition first = scrape(node);
-    assertThat(first.value("weir_cdc_state", Map.of("pipeline", "src", "state", "running")))
-        .hasValue(1.0);
-    // A partition's recovery is timed to when it serves reads (its documents table caught up),
-    // which may follow the shard region's count of running entities by a moment.
+    // The shard region counts an entity as running once it starts; a partition reports its
+    // outbox when it has recovered, and times its recovery when it serves reads (its documents
+    // table caught up), a moment later.
     await("every partition's recovery is timed")
         .atMost(Duration.ofSeconds(60))
         .pollInterval(Duration.ofMillis(200))
         .until(
             () ->
                 scrape(node).sum("weir_partition_recovery_seconds_count", Map.of()) >= PARTITIONS);
+    Exposition first = scrape(node);
+    assertThat(first.value("weir_cdc_state", Map.of("pipeline", "src", "state", "running")))
+        .hasValue(1.0);
     assertThat(first.value("weir_partitions_hosted", Map.of())).hasValue((double) PARTITIONS);
 
     // Documents through the API, with canaries in collection, id and body. The writes and the 404

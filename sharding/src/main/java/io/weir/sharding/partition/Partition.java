@@ -162,7 +162,6 @@ public final class Partition
     this.wiring = wiring;
     this.self = ctx.getSelf();
     this.cache = new BodyCache(wiring.settings().bodyCacheBytes());
-    this.reads = new PartitionReads(partition, wiring.table());
     CurrentEventsByPersistenceIdQuery journal =
         wiring.queryJournal() == null
             ? null
@@ -178,6 +177,8 @@ public final class Partition
             () -> self.tell(TableReady.INSTANCE),
             wiring.observer(),
             wiring.settings().receiptTtlMillis());
+    TableWriter writer = this.table;
+    this.reads = new PartitionReads(partition, wiring.table(), writer::verify);
   }
 
   /** The documents table applied the events through {@code through}: waiting writes may go. */

@@ -36,10 +36,16 @@ final class PartitionReads {
 
   private final int partition;
   private final DocumentTable table;
+  private final Runnable tableBehind;
 
-  PartitionReads(int partition, DocumentTable table) {
+  /**
+   * @param tableBehind called when a row is older than the index: the writer then checks whether
+   *     the table lost applies ({@link TableWriter#verify})
+   */
+  PartitionReads(int partition, DocumentTable table, Runnable tableBehind) {
     this.partition = partition;
     this.table = table;
+    this.tableBehind = tableBehind;
   }
 
   /** Estimated bytes a document counts for in a read's budget (0 for none). */
@@ -93,8 +99,9 @@ final class PartitionReads {
   }
 
   /**
-   * A row served for index entry {@code e}; null (logged) when the table is behind the index, which
-   * never happens while the table is written only by its partition.
+   * A row served for index entry {@code e}; null (logged) when the table is behind the index: after
+   * a crash of PostgreSQL lost applies that had not been flushed yet (the writer is told and
+   * replays them from the journal, so a retried read finds the row).
    */
   private Document served(
       DocumentTable.Row row, DocumentIndex.Entry e, List<Unapplied.CollectionChange> changes) {
@@ -105,6 +112,7 @@ final class PartitionReads {
           partition,
           row == null ? -1 : row.journalSeq(),
           e.lastSeq());
+      tableBehind.run();
       return null;
     }
     return held(row, changes);

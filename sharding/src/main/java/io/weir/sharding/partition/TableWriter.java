@@ -43,6 +43,15 @@ final class TableWriter {
   /** Events applied in one transaction at most. */
   static final int MAX_EVENTS_PER_APPLY = 256;
 
+  /**
+   * How long an apply waits after an idle writer's first new event, so that the events persisted
+   * meanwhile share its transaction (reads and before images come from the unapplied events).
+   */
+  static final Duration APPLY_DELAY = Duration.ofMillis(200);
+
+  /** Pending bytes that are applied at once, without waiting for {@link #APPLY_DELAY}. */
+  static final long APPLY_NOW_BYTES = 4L << 20;
+
   /** Document changes applied in one transaction at most (a larger single event goes alone). */
   static final int MAX_CHANGES_PER_APPLY = 5_000;
 
@@ -93,6 +102,10 @@ final class TableWriter {
   private final ArrayDeque<Pending> pending = new ArrayDeque<>();
   private Phase phase = Phase.STARTING;
   private boolean busy;
+
+  /** An apply is scheduled {@link #APPLY_DELAY} after the first event persisted since the last. */
+  private boolean delayed;
+
   private long appliedThrough;
   private long pendingBytes;
   private Map<String, String> ruleFields = Map.of();
@@ -251,8 +264,31 @@ final class TableWriter {
   synchronized void persisted(long sequence, Partition.Event event, long bytes) {
     pending.addLast(new Pending(sequence, event, bytes));
     pendingBytes += bytes;
-    pump();
+    applySoon();
     report();
+  }
+
+  /**
+   * Applies the pending events now when they fill an apply, else {@link #APPLY_DELAY} after the
+   * first of them, so that the events persisted meanwhile share one transaction.
+   */
+  private void applySoon() {
+    if (pending.size() >= MAX_EVENTS_PER_APPLY || pendingBytes >= APPLY_NOW_BYTES) {
+      pump();
+    } else if (!delayed && !pending.isEmpty()) {
+      delayed = true;
+      system
+          .scheduler()
+          .scheduleOnce(
+              APPLY_DELAY,
+              () -> {
+                synchronized (this) {
+                  delayed = false;
+                  pump();
+                }
+              },
+              system.executionContext());
+    }
   }
 
   /** Whether the unapplied events are past the bound: the partition's writes wait. */
@@ -339,7 +375,7 @@ final class TableWriter {
                 while (!pending.isEmpty() && pending.peekFirst().sequence() <= through) {
                   pendingBytes -= pending.pollFirst().bytes();
                 }
-                pump();
+                applySoon();
                 report();
               }
               applied.accept(through);
@@ -374,6 +410,41 @@ final class TableWriter {
             (through, error) -> {
               if (error != null) {
                 retryLater(error, () -> fillGap(from, to));
+              } else {
+                resume();
+              }
+            });
+  }
+
+  /** When {@link #verify} last read the table's position (milliseconds; 0: never). */
+  private long verifiedAt;
+
+  /**
+   * A read found a row older than the index says: the table lost applies the writer counted (an
+   * apply commits without waiting for its flush, so a crash of PostgreSQL can drop the last ones).
+   * Reads the table's position, at most once a second, and replays the journal's events between it
+   * and the writer's from the journal; an apply in flight finds such a gap by itself.
+   */
+  synchronized void verify() {
+    long now = System.currentTimeMillis();
+    if (busy || phase != Phase.RUNNING || now - verifiedAt < 1_000) {
+      return;
+    }
+    verifiedAt = now;
+    busy = true;
+    long expected = appliedThrough;
+    table
+        .position(partition)
+        .whenComplete(
+            (position, error) -> {
+              if (error == null && position.appliedThrough() < expected) {
+                log.warn(
+                    "partition {}: documents table applied through {}, the writer through {};"
+                        + " replaying the events between from the journal",
+                    partition,
+                    position.appliedThrough(),
+                    expected);
+                fillGap(position.appliedThrough() + 1, expected);
               } else {
                 resume();
               }

@@ -556,7 +556,7 @@ public final class PartitionBenchmark {
             + " accepted; an empty partition of the same shard answered first (sharding, the shard"
             + " and the pools are up); heap as above%n",
         LOADED, options.rounds(), RECOVERY_LOAD_WRITERS);
-    List<double[]> plain = recoveries("snapshot, few events after it");
+    List<double[]> plain = recoveries("snapshot, few events after it", Long.MAX_VALUE);
     long snapshotAt = snapshotRow()[0];
     try (Node node = node()) {
       node.status(LOADED);
@@ -566,17 +566,12 @@ public final class PartitionBenchmark {
       }
       awaitTableCaughtUp(node, LOADED);
     }
-    // The snapshots taken meanwhile go: recovery replays every one of those events.
-    try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
-        PreparedStatement ps =
-            c.prepareStatement(
-                "DELETE FROM weir.snapshot WHERE persistence_id = ? AND sequence_number > ?")) {
-      ps.setString(1, Partition.persistenceId(LOADED).id());
-      ps.setLong(2, snapshotAt);
-      ps.executeUpdate();
-    }
+    // The snapshots taken meanwhile go, before every restart (a recovered partition snapshots at
+    // its first write after it): recovery replays every one of those events.
     List<double[]> replay =
-        recoveries(String.format(Locale.ROOT, "snapshot + %,d events after it", AFTER_SNAPSHOT));
+        recoveries(
+            String.format(Locale.ROOT, "snapshot + %,d events after it", AFTER_SNAPSHOT),
+            snapshotAt);
     System.out.println(LINE);
     System.out.printf(
         Locale.ROOT,
@@ -588,6 +583,17 @@ public final class PartitionBenchmark {
         medianOf(plain, 1),
         medianOf(plain, 1) * 100_000 / (1 << 20));
     System.out.println(LINE);
+  }
+
+  private void deleteSnapshotsAfter(long sequence) throws SQLException {
+    try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
+        PreparedStatement ps =
+            c.prepareStatement(
+                "DELETE FROM weir.snapshot WHERE persistence_id = ? AND sequence_number > ?")) {
+      ps.setString(1, Partition.persistenceId(LOADED).id());
+      ps.setLong(2, sequence);
+      ps.executeUpdate();
+    }
   }
 
   /** Writers on other partitions while a partition recovers. */
@@ -614,10 +620,15 @@ public final class PartitionBenchmark {
   }
 
   /** Restarts {@code rounds} times; per restart {seconds, heap bytes per document}. */
-  private List<double[]> recoveries(String label) throws Exception {
+  /**
+   * @param keepSnapshotsThrough snapshots of the loaded partition after this sequence are deleted
+   *     before each restart
+   */
+  private List<double[]> recoveries(String label, long keepSnapshotsThrough) throws Exception {
     List<double[]> out = new ArrayList<>();
-    long[] row = snapshotRow();
     for (int r = 1; r <= options.rounds(); r++) {
+      deleteSnapshotsAfter(keepSnapshotsThrough);
+      long[] row = snapshotRow();
       try (Node node = node()) {
         node.status(node.sameShard(LOADED));
         // The last write acknowledged before the restart: the padding or the replayed upserts

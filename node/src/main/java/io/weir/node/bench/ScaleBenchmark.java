@@ -224,7 +224,7 @@ public final class ScaleBenchmark implements Callable<Integer> {
       plain.add(recover(largest, acknowledged, "latest snapshot", r));
     }
     long snapshotAt = latestSnapshot(largest);
-    try (Node node = new Node(config("weir-scale-after", true), false)) {
+    try (Node node = new Node(config("weir-scale-after", true), false, false)) {
       SplittableRandom random = new SplittableRandom(3);
       for (int i = 0; i < eventsAfter; i++) {
         String id = "after-" + (i % 1_000);
@@ -233,9 +233,10 @@ public final class ScaleBenchmark implements Callable<Integer> {
       }
       node.awaitTable(largest);
     }
-    deleteSnapshotsAfter(largest, snapshotAt);
     List<Double> replay = new ArrayList<>();
     for (int r = 1; r <= recoveries; r++) {
+      // Before every restart: a recovered partition snapshots at its first write after it.
+      deleteSnapshotsAfter(largest, snapshotAt);
       replay.add(
           recover(
               largest,
@@ -568,19 +569,31 @@ public final class ScaleBenchmark implements Callable<Integer> {
     private final Map<Integer, ActorRef<Command>> spawned = new java.util.HashMap<>();
 
     Node(Config config, boolean sharded) throws Exception {
+      this(config, sharded, true);
+    }
+
+    /**
+     * @param prune delete purged journal rows and old snapshots as a node does; off while writing
+     *     the events that recovery is to replay (their snapshots are deleted afterwards, so the
+     *     journal must keep every event after the snapshot kept)
+     */
+    Node(Config config, boolean sharded, boolean prune) throws Exception {
       this.sharded = sharded;
       this.system = ActorSystem.create(Behaviors.empty(), "weir-scale", config);
       this.state = Database.create(PostgresSettings.create(config), "scale-state");
       this.documentsPool =
           Database.create(PostgresSettings.create(config).withPoolSize(8), "scale-documents");
-      this.wiring =
+      PartitionWiring jdbc =
           PartitionWiring.jdbc(
-                  PartitionSettings.DEFAULTS,
-                  documentsPool.dataSource(),
-                  "weir",
-                  documentsIo,
-                  documentsIo)
-              .withPruner(new SqlJournalPruner(state.dataSource(), "weir", documentsIo));
+              PartitionSettings.DEFAULTS,
+              documentsPool.dataSource(),
+              "weir",
+              documentsIo,
+              documentsIo);
+      this.wiring =
+          prune
+              ? jdbc.withPruner(new SqlJournalPruner(state.dataSource(), "weir", documentsIo))
+              : jdbc;
       if (sharded) {
         Cluster cluster = Cluster.get(system);
         cluster.manager().tell(Join.create(cluster.selfMember().address()));

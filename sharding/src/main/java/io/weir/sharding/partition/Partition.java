@@ -929,7 +929,9 @@ public final class Partition
 
               @Override
               public Optional<Receipt> receipt(String key) {
-                return fetchedReceipts.get(key);
+                // An event not in the table yet holds the key's newest receipt outside the heap.
+                Receipt pending = unapplied.receipt(key);
+                return pending != null ? Optional.of(pending) : fetchedReceipts.get(key);
               }
             },
             r.split);
@@ -1045,11 +1047,12 @@ public final class Partition
     Written written = new Written(incarnation, plan.accepted);
     Map<String, String> rulesBefore = state.ruleFields();
     long bytesBefore = state.eventBytes;
+    List<Receipt.Keyed> kept = Receipt.of(written, state.nextSequence, state.receiptsLatestAt);
     return Effect()
         .persist(written)
         .thenRun(
             s -> {
-              persisted(s, written, rulesBefore, bytesBefore);
+              persisted(s, written, rulesBefore, bytesBefore, kept);
               wiring.observer().persisted(partition, accepted);
               reportOutbox(s);
               advance.run();
@@ -1062,7 +1065,11 @@ public final class Partition
    * cache, whose versions they replace), and the table writer gets the event.
    */
   private void persisted(
-      PartitionState s, Written written, Map<String, String> rulesBefore, long bytesBefore) {
+      PartitionState s,
+      Written written,
+      Map<String, String> rulesBefore,
+      long bytesBefore,
+      List<Receipt.Keyed> kept) {
     List<DocumentChange> changes =
         DocumentChange.of(written, DocumentChange.RuleFields.over(new HashMap<>(rulesBefore)));
     for (DocumentChange change : changes) {
@@ -1075,6 +1082,7 @@ public final class Partition
       }
     }
     unapplied.add(s.events, changes);
+    unapplied.addReceipts(s.events, kept);
     table.persisted(s.events, written, s.eventBytes - bytesBefore);
   }
 

@@ -35,6 +35,27 @@ final class Unapplied {
   private final ArrayDeque<Event> events = new ArrayDeque<>();
   private final List<CollectionChange> collectionChanges = new ArrayList<>();
 
+  private record PendingReceipt(long seq, Receipt receipt) {}
+
+  /** The receipts the unapplied events keep, by key: the receipts table has not got them yet. */
+  private final HashMap<String, PendingReceipt> receipts = new HashMap<>();
+
+  /** Adds the receipts the event at {@code seq} keeps (a key's latest wins). */
+  void addReceipts(long seq, List<Receipt.Keyed> kept) {
+    for (Receipt.Keyed r : kept) {
+      receipts.put(r.key(), new PendingReceipt(seq, r.receipt()));
+    }
+  }
+
+  /**
+   * The receipt under {@code key} of an event the table has not applied yet, or null: a receipt
+   * that left the heap by count is looked up here before the receipts table.
+   */
+  Receipt receipt(String key) {
+    PendingReceipt p = receipts.get(key);
+    return p == null ? null : p.receipt();
+  }
+
   /** Adds the changes of the event at {@code seq}, in order. */
   void add(long seq, List<DocumentChange> changes) {
     List<String> keys = new ArrayList<>();
@@ -76,6 +97,9 @@ final class Unapplied {
       }
     }
     collectionChanges.removeIf(c -> c.seq() <= through);
+    if (!receipts.isEmpty()) {
+      receipts.values().removeIf(r -> r.seq() <= through);
+    }
   }
 
   Pending get(String collection, String id) {

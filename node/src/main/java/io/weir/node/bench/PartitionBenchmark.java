@@ -586,11 +586,19 @@ public final class PartitionBenchmark {
   }
 
   private void deleteSnapshotsAfter(long sequence) throws SQLException {
-    try (Connection c = DriverManager.getConnection(benchUrl, options.user(), options.password());
+    deleteSnapshotsAfter(benchUrl, options.user(), options.password(), LOADED, sequence);
+  }
+
+  /**
+   * Deletes partition {@code partition}'s snapshots after {@code sequence} (shared with others).
+   */
+  static void deleteSnapshotsAfter(
+      String url, String user, String password, int partition, long sequence) throws SQLException {
+    try (Connection c = DriverManager.getConnection(url, user, password);
         PreparedStatement ps =
             c.prepareStatement(
                 "DELETE FROM weir.snapshot WHERE persistence_id = ? AND sequence_number > ?")) {
-      ps.setString(1, Partition.persistenceId(LOADED).id());
+      ps.setString(1, Partition.persistenceId(partition).id());
       ps.setLong(2, sequence);
       ps.executeUpdate();
     }
@@ -619,8 +627,9 @@ public final class PartitionBenchmark {
     }
   }
 
-  /** Restarts {@code rounds} times; per restart {seconds, heap bytes per document}. */
   /**
+   * Restarts {@code rounds} times; per restart {seconds, heap bytes per document}.
+   *
    * @param keepSnapshotsThrough snapshots of the loaded partition after this sequence are deleted
    *     before each restart
    */

@@ -460,14 +460,8 @@ public final class ScaleBenchmark implements Callable<Integer> {
   }
 
   private void deleteSnapshotsAfter(int partition, long sequence) throws SQLException {
-    try (Connection c = DriverManager.getConnection(journalUrl, journalUser, journalPassword);
-        PreparedStatement ps =
-            c.prepareStatement(
-                "DELETE FROM weir.snapshot WHERE persistence_id = ? AND sequence_number > ?")) {
-      ps.setString(1, Partition.persistenceId(partition).id());
-      ps.setLong(2, sequence);
-      ps.executeUpdate();
-    }
+    PartitionBenchmark.deleteSnapshotsAfter(
+        journalUrl, journalUser, journalPassword, partition, sequence);
   }
 
   // --- recovery ---

@@ -20,5 +20,6 @@ weir_bench_run() {
   # Leave no server behind that this script started.
   [ "$was_running" = no ] && trap 'deploy/bin/pg.sh stop || true' EXIT
   # shellcheck disable=SC2086 # WEIR_BENCH_JAVA_OPTS is a list of JVM options
-  java ${WEIR_BENCH_JAVA_OPTS:-} -cp node/target/weir-node.jar "io.weir.node.bench.$main" "$@"
+  java --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED \
+    ${WEIR_BENCH_JAVA_OPTS:-} -cp node/target/weir-node.jar "io.weir.node.bench.$main" "$@"
 }

@@ -240,6 +240,7 @@ start_nodes() {
       # shellcheck disable=SC2086
       WEIR_ADMIN_TOKEN=$token WEIR_HTTP_HOST=127.0.0.1 WEIR_HTTP_PORT=$http \
         WEIR_CLUSTER_HOST=127.0.0.1 WEIR_CLUSTER_PORT=$remote WEIR_SEED_NODES=$seeds \
+        WEIR_MARKS_DIR="${WEIR_MARKS_DIR:-$state/node-$n-ddata}" \
         nohup java ${WEIR_CLUSTER_JAVA_OPTS:--Xmx384m} -jar "$jar" node "${config_args[@]}" \
         > "$state/node-$n.log" 2>&1 < /dev/null &
       echo $! > "$state/node-$n.pid"

@@ -199,7 +199,7 @@ http_port=${WEIR_HTTP_PORT:-$(weir_free_port 8080)}
 cluster_port=${WEIR_CLUSTER_PORT:-$(weir_free_port 25520)}
 echo "$http_port" > "$state/node.http-port"
 WEIR_ADMIN_TOKEN=$(admin_token) WEIR_HTTP_PORT=$http_port WEIR_CLUSTER_PORT=$cluster_port \
-  nohup java -Xmx512m -jar node/target/weir-node.jar node --config "$state/node.conf" > "$state/node.log" 2>&1 < /dev/null &
+  WEIR_MARKS_DIR="${WEIR_MARKS_DIR:-$state/ddata}" nohup java -Xmx512m -jar node/target/weir-node.jar node --config "$state/node.conf" > "$state/node.log" 2>&1 < /dev/null &
 echo $! > "$state/node.pid"
 
 printf 'weir: starting node (pid %s, log .weir/node.log) ' "$(cat "$state/node.pid")"

@@ -11,7 +11,7 @@
 #
 # Extra arguments go to Maven, e.g.
 #   deploy/bin/test.sh -Dit.test=ThreeNodeClusterIT -pl deploy -am
-# The end-to-end classes run in WEIR_E2E_FORKS parallel JVMs (default 2; docs/testing.md).
+# The end-to-end classes run in WEIR_E2E_FORKS parallel JVMs (default 3; docs/testing.md).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
@@ -39,4 +39,4 @@ trap finish EXIT
 
 export WEIR_TEST_PG_URL=$WEIR_PG_URL WEIR_TEST_PG_USER=$WEIR_PG_USER WEIR_TEST_PG_PASSWORD=$WEIR_PG_PASSWORD
 mvn -B --no-transfer-progress -Dstyle.color=never ${quick:+-Dweir.e2e.skip=true} \
-  -Dweir.it.forks="${WEIR_IT_FORKS:-1}" -Dweir.e2e.forks="${WEIR_E2E_FORKS:-2}" verify "$@"
+  -Dweir.it.forks="${WEIR_IT_FORKS:-1}" -Dweir.e2e.forks="${WEIR_E2E_FORKS:-3}" verify "$@"

@@ -295,6 +295,9 @@ public final class NodeProcess implements AutoCloseable {
     env.put("WEIR_ADMIN_TOKEN", ADMIN_TOKEN);
     env.put("WEIR_HTTP_PORT", Integer.toString(httpPort));
     env.put("WEIR_CLUSTER_PORT", Integer.toString(clusterPort));
+    // The acknowledged marks' durable store (ADR 0036): per test fork, named by the node's port
+    // (Pekko appends the system, host and port to a directory named ...ddata).
+    env.put("WEIR_MARKS_DIR", logs().resolve("ddata").toString());
     spec.env.forEach(
         (k, v) -> {
           if (v == null) {

@@ -47,30 +47,12 @@ class PostgresFailoverIT extends EndToEndTest {
   @Test
   void noAcknowledgedWriteIsLostWhenThePrimaryDiesAndAStandbyIsPromoted() throws Exception {
     Path tmp = Files.createTempDirectory("weir-pg-rf3");
-    // As root the servers run as the postgres user, which must be able to enter the home.
-    Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rwxr-xr-x"));
-    Map<String, String> home =
-        Map.of(
-            "WEIR_PG_RF3_HOME",
-            tmp.resolve("pg").toString(),
-            "WEIR_PG_RF3_PORT_BASE",
-            Integer.toString(TestPorts.freeBlock(8)));
+    Map<String, String> home = rf3Home(tmp);
     try {
       Map<String, String> pg = rf3(home, "start");
       assertThat(pg.get("WEIR_PG_URL")).contains(",").endsWith("targetServerType=primary");
-      Path config = tmp.resolve("node.conf");
-      Files.writeString(config, "weir.partitions.count = " + PARTITIONS + "\n");
-      NodeProcess node =
-          NodeProcess.start(
-              new NodeProcess.Spec("pg-failover")
-                  .env("WEIR_PG_URL", pg.get("WEIR_PG_URL"))
-                  .env("WEIR_PG_USER", pg.get("WEIR_PG_USER"))
-                  .env("WEIR_PG_PASSWORD", pg.get("WEIR_PG_PASSWORD"))
-                  // RF3: three copies, a commit acknowledged by a majority (the primary + 1).
-                  .env("WEIR_REQUIRED_COPIES", "2")
-                  .args("--config", config.toString()));
-      nodes.add(node);
-      awaitReady(node, PARTITIONS);
+      // RF3: three copies, a commit acknowledged by a majority (the primary + 1).
+      NodeProcess node = startNode("pg-failover", pg, tmp, 2);
       assertThat(node.jsonUntil("/health/ready", NodeProcess.ANSWER_DEADLINE).toString())
           .as("quorum commit over two streaming standbys: 2 copies before an acknowledgement")
           .contains("\"storage-copies\":\"2 of 2 required\"");
@@ -81,6 +63,7 @@ class PostgresFailoverIT extends EndToEndTest {
       java.util.Queue<Map.Entry<String, Long>> everyAck =
           new java.util.concurrent.ConcurrentLinkedQueue<>();
       AtomicInteger acks = new AtomicInteger();
+      java.util.Queue<long[]> ackedWrites = new java.util.concurrent.ConcurrentLinkedQueue<>();
       AtomicBoolean stop = new AtomicBoolean();
       AtomicLong promotedAt = new AtomicLong(Long.MAX_VALUE);
       AtomicLong firstAckAfterPromotion = new AtomicLong(-1);
@@ -107,6 +90,7 @@ class PostgresFailoverIT extends EndToEndTest {
                                     .replace("\"", ""));
                         acknowledged.merge(id, revision, Math::max);
                         everyAck.add(Map.entry(id, revision));
+                        ackedWrites.add(new long[] {i, revision});
                         acks.incrementAndGet();
                         long now = System.nanoTime();
                         if (now > promotedAt.get()) {
@@ -187,6 +171,53 @@ class PostgresFailoverIT extends EndToEndTest {
       assertThat(checked).as("every acknowledged write is checked").isEqualTo(acks.get());
       assertThat(missing).as("acknowledged writes missing after failover").isZero();
 
+      // Every partition recovered from the promoted storage and checked its acknowledged mark.
+      Map<Integer, String> states = new java.util.TreeMap<>();
+      long entries = 0;
+      long settle = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+      while (true) {
+        states.clear();
+        entries = 0;
+        Optional<HttpResponse<String>> r = node.send("GET", "/admin/outbox/status", null, Map.of());
+        if (r.isPresent() && r.get().statusCode() == 200) {
+          for (com.fasterxml.jackson.databind.JsonNode p : JSON.readTree(r.get().body())) {
+            states.put(p.path("partition").asInt(), p.path("storage").path("state").asText());
+            entries += p.path("outboxEntries").asLong();
+          }
+        }
+        if (states.size() == PARTITIONS && states.values().stream().allMatch("serving"::equals)) {
+          break;
+        }
+        assertThat(System.nanoTime()).as("partitions serve again: %s", states).isLessThan(settle);
+        Thread.sleep(250);
+      }
+      assertThat(NodeProcess.logs().resolve("pg-failover.log"))
+          .content()
+          .contains("identity changed")
+          .contains("recovering again before it serves");
+      // One outbox entry per acknowledged write (a write the writer stopped retrying may add one).
+      assertThat(entries).as("outbox entries").isBetween((long) acks.get(), acks.get() + 1L);
+      // Receipts: a retry of an acknowledged write is answered from its receipt, not written again.
+      int receipts = 0;
+      for (long[] w : ackedWrites) {
+        if (w[0] % 7 != 0) {
+          continue;
+        }
+        HttpResponse<String> again =
+            node.sendIdempotent(
+                "PUT",
+                "/v1/documents/c/d-" + (w[0] % IDS),
+                "{\"i\":" + w[0] + "}",
+                Map.of("Idempotency-Key", "k-" + w[0], "Content-Type", "application/json"));
+        assertThat(again.statusCode()).isEqualTo(200);
+        assertThat(again.body()).contains("\"replayed\":true").contains("\"revision\":" + w[1]);
+        receipts++;
+      }
+      System.out.printf(
+          "postgres-failover: partitions serving after recovery=%d outbox-entries=%d"
+              + " receipts-replayed=%d%n",
+          states.size(), entries, receipts);
+
       // The fenced old primary comes back as a standby (pg_rewind): three copies again. Writes
       // after that reach every member.
       rf3(home, "rejoin");
@@ -242,6 +273,200 @@ class PostgresFailoverIT extends EndToEndTest {
     }
   }
 
+  /**
+   * A failover to a standby that lagged: synchronous replication is switched off and both standbys
+   * stop receiving WAL, more writes are acknowledged on the primary alone (the node requires one
+   * copy, so it lets them go), the primary dies and a standby without those writes is promoted. The
+   * node sees the storage's new timeline, every partition recovers from the promoted copy and
+   * checks its journal against the mark of what it acknowledged: every write the storage lost must
+   * lie in a partition halted {@code storage-behind} (a write there answers 503 storage-behind),
+   * never be silently gone from a partition that serves. Accepting the loss lets those partitions
+   * write again.
+   */
+  @Test
+  void aFailoverToALaggingStandbyHaltsTheAffectedPartitionsInsteadOfLosingSilently()
+      throws Exception {
+    Path tmp = Files.createTempDirectory("weir-pg-rf3-lag");
+    Map<String, String> home = rf3Home(tmp);
+    try {
+      Map<String, String> pg = rf3(home, "start");
+      Path members = tmp.resolve("pg");
+      NodeProcess node = startNode("pg-lagging", pg, tmp, 1);
+      int early = 40;
+      int late = 60;
+      for (int i = 0; i < early; i++) {
+        assertThat(put(node, "early-" + i, 1).statusCode()).isEqualTo(200);
+      }
+      // The standbys stop here: no synchronous standby, no WAL receiver on either.
+      String primary = Files.readString(members.resolve("primary")).trim();
+      execute(members, primary, pg, "ALTER SYSTEM SET synchronous_standby_names = ''");
+      execute(members, primary, pg, "SELECT pg_reload_conf()");
+      for (String m : new String[] {"s1", "s2"}) {
+        if (!m.equals(primary)) {
+          execute(members, m, pg, "ALTER SYSTEM SET primary_conninfo = ''");
+          execute(members, m, pg, "SELECT pg_reload_conf()");
+        }
+      }
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+      while (!"0"
+          .equals(member(members, primary, pg, "SELECT count(*) FROM pg_stat_replication"))) {
+        assertThat(System.nanoTime()).as("the standbys stop receiving").isLessThan(deadline);
+        Thread.sleep(100);
+      }
+      Map<String, Long> acknowledged = new HashMap<>();
+      for (int i = 0; i < late; i++) {
+        HttpResponse<String> r = put(node, "late-" + i, 1);
+        assertThat(r.statusCode()).as("a write on the primary alone").isEqualTo(200);
+        acknowledged.put("late-" + i, 1L);
+      }
+      rf3(home, "kill-primary");
+      rf3(home, "promote");
+
+      // Every partition recovers from the promoted copy and settles: serving or storage-behind.
+      Map<Integer, String> states = new java.util.TreeMap<>();
+      long settle = System.nanoTime() + TimeUnit.SECONDS.toNanos(180);
+      while (true) {
+        states.clear();
+        // A status request is a message: it makes each partition notice the new storage.
+        Optional<HttpResponse<String>> r = node.send("GET", "/admin/outbox/status", null, Map.of());
+        if (r.isPresent() && r.get().statusCode() == 200) {
+          for (com.fasterxml.jackson.databind.JsonNode p : JSON.readTree(r.get().body())) {
+            states.put(p.path("partition").asInt(), p.path("storage").path("state").asText());
+          }
+        }
+        if (states.size() == PARTITIONS
+            && states.values().stream()
+                .allMatch(s -> s.equals("serving") || s.equals("storage-behind"))
+            && states.containsValue("storage-behind")) {
+          break;
+        }
+        assertThat(System.nanoTime())
+            .as("partitions settle after the failover: %s", states)
+            .isLessThan(settle);
+        Thread.sleep(250);
+      }
+
+      int lost = 0;
+      int silent = 0;
+      for (Map.Entry<String, Long> ack : acknowledged.entrySet()) {
+        HttpResponse<String> read = call(node, "/v1/documents/c/" + ack.getKey());
+        if (read.statusCode() == 200) {
+          continue;
+        }
+        lost++;
+        HttpResponse<String> write =
+            node.sendOnce(
+                "PUT",
+                "/v1/documents/c/" + ack.getKey(),
+                "{\"n\":2}",
+                Map.of("Idempotency-Key", ack.getKey() + "-2", "Content-Type", "application/json"));
+        if (!(write.statusCode() == 503 && write.body().contains("\"storage-behind\""))) {
+          silent++;
+        }
+      }
+      long behind = states.values().stream().filter("storage-behind"::equals).count();
+      System.out.printf(
+          "postgres-lagging-standby: acknowledged-on-one-copy=%d lost=%d silent-loss=%d"
+              + " partitions-behind=%d of %d%n",
+          acknowledged.size(), lost, silent, behind, PARTITIONS);
+      assertThat(lost).as("the promoted standby lacks the late writes").isPositive();
+      assertThat(silent)
+          .as("lost writes in a partition that serves as if nothing happened")
+          .isZero();
+
+      // The operator accepts the loss: new incarnations, writes go again.
+      for (Map.Entry<Integer, String> p : states.entrySet()) {
+        if (p.getValue().equals("storage-behind")) {
+          HttpResponse<String> refused =
+              node.sendOnce(
+                  "POST",
+                  "/admin/partitions/" + p.getKey() + "/accept-storage-loss",
+                  null,
+                  Map.of());
+          assertThat(refused.statusCode()).as("without the confirmation").isEqualTo(400);
+          HttpResponse<String> accepted =
+              node.sendOnce(
+                  "POST",
+                  "/admin/partitions/" + p.getKey() + "/accept-storage-loss?confirm=" + p.getKey(),
+                  null,
+                  Map.of());
+          assertThat(accepted.statusCode()).as(accepted.body()).isEqualTo(200);
+        }
+      }
+      for (String id : acknowledged.keySet()) {
+        assertThat(put(node, id, 3).statusCode())
+            .as("a write after the loss was accepted")
+            .isEqualTo(200);
+      }
+    } finally {
+      nodes.forEach(NodeProcess::close);
+      nodes.clear();
+      rf3(home, "destroy");
+      deleteTree(tmp);
+    }
+  }
+
+  /** The environment of an RF3 cluster of this test's own in {@code tmp}. */
+  private static Map<String, String> rf3Home(Path tmp) throws IOException {
+    // As root the servers run as the postgres user, which must be able to enter the home.
+    Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rwxr-xr-x"));
+    return Map.of(
+        "WEIR_PG_RF3_HOME",
+        tmp.resolve("pg").toString(),
+        "WEIR_PG_RF3_PORT_BASE",
+        Integer.toString(TestPorts.freeBlock(8)));
+  }
+
+  /** A node on the RF3 cluster {@code pg} requiring {@code copies}, ready with its partitions. */
+  private NodeProcess startNode(String name, Map<String, String> pg, Path tmp, int copies)
+      throws Exception {
+    Path config = tmp.resolve("node.conf");
+    Files.writeString(config, "weir.partitions.count = " + PARTITIONS + "\n");
+    NodeProcess node =
+        NodeProcess.start(
+            new NodeProcess.Spec(name)
+                .env("WEIR_PG_URL", pg.get("WEIR_PG_URL"))
+                .env("WEIR_PG_USER", pg.get("WEIR_PG_USER"))
+                .env("WEIR_PG_PASSWORD", pg.get("WEIR_PG_PASSWORD"))
+                .env("WEIR_REQUIRED_COPIES", Integer.toString(copies))
+                .args("--config", config.toString()));
+    nodes.add(node);
+    awaitReady(node, PARTITIONS);
+    return node;
+  }
+
+  private static final com.fasterxml.jackson.databind.ObjectMapper JSON =
+      new com.fasterxml.jackson.databind.ObjectMapper();
+
+  /**
+   * One PUT of document {@code id} with its own Idempotency-Key, retried while it gets no answer.
+   */
+  private static HttpResponse<String> put(NodeProcess node, String id, int n) {
+    return node.sendIdempotent(
+        "PUT",
+        "/v1/documents/c/" + id,
+        "{\"n\":" + n + "}",
+        Map.of("Idempotency-Key", id + "-" + n, "Content-Type", "application/json"));
+  }
+
+  /** Runs a statement on member {@code m} (database weir). */
+  private static void execute(Path home, String m, Map<String, String> pg, String sql)
+      throws Exception {
+    try (java.sql.Connection c = connect(home, m, pg)) {
+      c.createStatement().execute(sql);
+    }
+  }
+
+  private static java.sql.Connection connect(Path home, String m, Map<String, String> pg)
+      throws Exception {
+    String url =
+        "jdbc:postgresql://127.0.0.1:"
+            + Files.readString(home.resolve(m).resolve("port")).trim()
+            + "/weir";
+    return java.sql.DriverManager.getConnection(
+        url, pg.get("WEIR_PG_USER"), pg.get("WEIR_PG_PASSWORD"));
+  }
+
   /** GET through the node, retried while it answers 503 or not at all. */
   private static HttpResponse<String> call(NodeProcess node, String path) {
     return node.sendIdempotent("GET", path, null, Map.of(), Duration.ofSeconds(120));
@@ -262,13 +487,7 @@ class PostgresFailoverIT extends EndToEndTest {
   /** One value from member {@code m} of the RF3 cluster in {@code home} (database weir). */
   private static String member(Path home, String m, Map<String, String> pg, String query)
       throws Exception {
-    String url =
-        "jdbc:postgresql://127.0.0.1:"
-            + Files.readString(home.resolve(m).resolve("port")).trim()
-            + "/weir";
-    try (java.sql.Connection c =
-            java.sql.DriverManager.getConnection(
-                url, pg.get("WEIR_PG_USER"), pg.get("WEIR_PG_PASSWORD"));
+    try (java.sql.Connection c = connect(home, m, pg);
         java.sql.ResultSet rs = c.createStatement().executeQuery(query)) {
       rs.next();
       return rs.getString(1);

@@ -262,6 +262,12 @@ public final class Documents {
         r -> new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(through, maxEntries, r));
   }
 
+  /** Asks partition {@code n} to accept that its storage lost acknowledged writes (ADR 0036). */
+  public CompletionStage<io.weir.sharding.partition.PartitionProtocol.StorageLossReply>
+      acceptStorageLoss(int n) {
+    return ask(n, io.weir.sharding.partition.PartitionProtocol.AcceptStorageLoss::new);
+  }
+
   /** Every partition's status, asked in parallel, in partition order. */
   public CompletionStage<List<PartitionStatus>> statusAll() {
     List<CompletableFuture<PartitionStatus>> asks = new ArrayList<>();

@@ -25,6 +25,8 @@ import java.util.Map;
  * @param metrics the Prometheus endpoint ({@code weir.metrics.*})
  * @param requiredCopies {@code weir.storage.required-copies}: below this many durable copies of a
  *     commit (see {@link io.weir.persistence.StorageCopies}) the node is not ready
+ * @param marks where partitions keep what they acknowledged ({@code
+ *     weir.storage.acknowledged-marks})
  */
 public record NodeSettings(
     String httpHost,
@@ -58,7 +60,18 @@ public record NodeSettings(
     io.weir.node.metrics.MetricsSettings metrics,
     int requiredCopies,
     int documentsPoolSize,
-    int snapshotUpgrades) {
+    int snapshotUpgrades,
+    Marks marks) {
+
+  /**
+   * The partitions' acknowledged marks ({@code weir.storage.acknowledged-marks.*}, ADR 0036).
+   *
+   * @param enabled whether partitions keep and check them
+   * @param timeout how long a majority write or read of a mark may take
+   * @param settleTimeout how long a recovered partition waits for the standbys to flush the
+   *     primary's WAL before it recovers again
+   */
+  public record Marks(boolean enabled, Duration timeout, Duration settleTimeout) {}
 
   /** Minimum length of a bootstrap admin token. */
   public static final int MIN_ADMIN_TOKEN_LENGTH = 16;
@@ -216,7 +229,11 @@ public record NodeSettings(
         io.weir.node.metrics.MetricsSettings.create(config, adminToken),
         v.positiveInt("weir.storage.required-copies"),
         v.positiveInt("weir.partitions.documents.pool-size"),
-        v.positiveInt("weir.partitions.documents.upgrades"));
+        v.positiveInt("weir.partitions.documents.upgrades"),
+        new Marks(
+            config.getBoolean("weir.storage.acknowledged-marks.enabled"),
+            v.positiveDuration("weir.storage.acknowledged-marks.timeout"),
+            v.positiveDuration("weir.storage.acknowledged-marks.settle-timeout")));
   }
 
   /**

@@ -105,6 +105,9 @@ public final class NodeView {
               + " of "
               + requiredCopies
               + " required");
+      if (ready.system() != null) {
+        checks.put("storage-system", ready.system().describe());
+      }
     }
     return new Readiness(member == MemberStatus.up() && store.isReady() && copiesOk, checks);
   }

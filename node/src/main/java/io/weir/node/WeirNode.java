@@ -189,7 +189,34 @@ public final class WeirNode {
             settings.metrics().enabled()
                 ? metrics.partitions(settings.partitions())
                 : io.weir.sharding.partition.PartitionObserver.NONE)
-        .withGate(storageGate(storage, settings.requiredCopies()));
+        .withGate(
+            new NodeStorageGate(
+                storage,
+                settings.requiredCopies(),
+                documents.dataSource(),
+                documentsIo,
+                settings.marks().settleTimeout()))
+        .withMarks(
+            settings.marks().enabled()
+                ? new io.weir.sharding.storage.DistributedMarks(
+                    system, marksScope(storage), settings.marks().timeout())
+                : io.weir.sharding.storage.AcknowledgedMarks.NONE);
+  }
+
+  /**
+   * The scope of the acknowledged marks: the cluster's identity and restore epoch (a restore
+   * rewinds the journal on purpose and starts new marks; nodes are stopped during one), as last
+   * seen; null before storage was reached.
+   */
+  private static java.util.function.Supplier<String> marksScope(
+      AtomicReference<StorageStatus> storage) {
+    AtomicReference<String> seen = new AtomicReference<>();
+    return () -> {
+      if (storage.get() instanceof StorageStatus.Ready r) {
+        seen.set(r.identity().clusterId() + "-" + r.identity().restoreEpoch());
+      }
+      return seen.get();
+    };
   }
 
   /** Daemon threads named {@code prefix-N}. */
@@ -687,26 +714,6 @@ public final class WeirNode {
 
   public int httpPort() {
     return binding.localAddress().getPort();
-  }
-
-  /**
-   * The partitions' storage gate: with {@code weir.storage.required-copies} above 1, writes go only
-   * while the storage monitor's last probe showed at least that many durable copies of a commit.
-   * Fails closed: unknown copies, or storage not (yet) ready, refuse too.
-   */
-  static io.weir.sharding.partition.StorageGate storageGate(
-      AtomicReference<StorageStatus> storage, int required) {
-    if (required <= 1) {
-      return io.weir.sharding.partition.StorageGate.OPEN; // the commit itself is the one copy
-    }
-    return () -> {
-      if (storage.get() instanceof StorageStatus.Ready r && r.copies().known()) {
-        return r.copies().copies() >= required
-            ? null
-            : new io.weir.sharding.partition.StorageGate.Refusal(r.copies().copies(), required);
-      }
-      return new io.weir.sharding.partition.StorageGate.Refusal(-1, required);
-    };
   }
 
   public StorageStatus storageStatus() {

@@ -8,11 +8,22 @@ import java.util.UUID;
  *
  * @param signingKey HMAC-SHA256 key for signed tokens; never part of {@link #toString()}
  * @param partitionCount the number of partitions P, fixed at the cluster's creation
+ * @param restoreEpoch how many times schema {@code weir} was restored from a backup (ADR 0012)
  */
 public record ClusterIdentity(
-    UUID clusterId, String signingKid, byte[] signingKey, Instant createdAt, int partitionCount) {
+    UUID clusterId,
+    String signingKid,
+    byte[] signingKey,
+    Instant createdAt,
+    int partitionCount,
+    int restoreEpoch) {
   public ClusterIdentity {
     signingKey = signingKey.clone();
+  }
+
+  public ClusterIdentity(
+      UUID clusterId, String signingKid, byte[] signingKey, Instant createdAt, int partitionCount) {
+    this(clusterId, signingKid, signingKey, createdAt, partitionCount, 0);
   }
 
   @Override
@@ -30,6 +41,8 @@ public record ClusterIdentity(
         + createdAt
         + ", partitionCount="
         + partitionCount
+        + ", restoreEpoch="
+        + restoreEpoch
         + "]";
   }
 }

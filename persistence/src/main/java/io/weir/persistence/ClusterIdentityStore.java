@@ -60,7 +60,8 @@ public final class ClusterIdentityStore {
     ClusterIdentity identity;
     try (PreparedStatement select =
             connection.prepareStatement(
-                "SELECT cluster_id, signing_kid, signing_key, created_at, partition_count FROM "
+                "SELECT cluster_id, signing_kid, signing_key, created_at, partition_count,"
+                    + " restore_epoch FROM "
                     + table);
         ResultSet rs = select.executeQuery()) {
       if (!rs.next()) {
@@ -72,7 +73,8 @@ public final class ClusterIdentityStore {
               rs.getString(2),
               rs.getBytes(3),
               rs.getTimestamp(4).toInstant(),
-              rs.getInt(5));
+              rs.getInt(5),
+              rs.getInt(6));
     }
     if (identity.partitionCount() != partitions) {
       throw new PartitionCountMismatch(partitions, identity.partitionCount());

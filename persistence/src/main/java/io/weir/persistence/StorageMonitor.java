@@ -50,6 +50,12 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
   private Duration backoff;
 
   /**
+   * The storage generation (ADR 0036): advanced when storage becomes ready after being unavailable
+   * (or for the first time) and when its identity changes.
+   */
+  private long generation;
+
+  /**
    * Whether storage was ready at least once since the node started (TLS failures before that are
    * fatal).
    */
@@ -129,6 +135,22 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     }
     everReady |= next instanceof StorageStatus.Ready;
     boolean changed = next.getClass() != status.getClass();
+    if (next instanceof StorageStatus.Ready ready) {
+      StorageSystem was = status instanceof StorageStatus.Ready r ? r.system() : null;
+      if (changed) {
+        generation++; // reached (again): partitions recover and check their marks
+      } else if (was != null && ready.system() != null && !was.equals(ready.system())) {
+        generation++;
+        getContext()
+            .getLog()
+            .warn(
+                "PostgreSQL's identity changed from {} to {} (a failover or a restore): every"
+                    + " partition recovers from it again and checks what it acknowledged",
+                was.describe(),
+                ready.system().describe());
+      }
+      next = ready.withGeneration(generation);
+    }
     if (changed) {
       if (next instanceof StorageStatus.Ready ready) {
         getContext()
@@ -214,7 +236,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
           Statement s = c.createStatement()) {
         s.setQueryTimeout((int) Math.max(1, database.settings().connectTimeout().toSeconds()));
         s.execute("SELECT 1 FROM " + schema + ".event_journal LIMIT 1");
-        ready = ready.withCopies(StorageCopies.read(c));
+        ready = ready.withCopies(StorageCopies.read(c)).withSystem(StorageSystem.read(c));
       }
       return ready;
     } catch (ClusterIdentityStore.PartitionCountMismatch e) {

@@ -20,16 +20,40 @@ public sealed interface StorageStatus {
    * Reachable, schema migrated, journal table answering.
    *
    * @param copies on how many copies a commit is durable, as of the last probe
+   * @param system which storage the journal is written to (null before the first probe reads it)
+   * @param generation changes whenever the storage was lost and reached again or its identity
+   *     changed: partitions that recovered under another generation recover again (ADR 0036)
    */
-  record Ready(Instant since, ClusterIdentity identity, String schemaVersion, StorageCopies copies)
+  record Ready(
+      Instant since,
+      ClusterIdentity identity,
+      String schemaVersion,
+      StorageCopies copies,
+      StorageSystem system,
+      long generation)
       implements StorageStatus {
+    public Ready(
+        Instant since, ClusterIdentity identity, String schemaVersion, StorageCopies copies) {
+      this(since, identity, schemaVersion, copies, null, 0);
+    }
+
     public Ready(Instant since, ClusterIdentity identity, String schemaVersion) {
       this(since, identity, schemaVersion, StorageCopies.UNREAD);
     }
 
     /** The same status with the copies of a later probe (its {@code since} kept). */
     public Ready withCopies(StorageCopies now) {
-      return new Ready(since, identity, schemaVersion, now);
+      return new Ready(since, identity, schemaVersion, now, system, generation);
+    }
+
+    /** The same status with the storage identity of a later probe. */
+    public Ready withSystem(StorageSystem now) {
+      return new Ready(since, identity, schemaVersion, copies, now, generation);
+    }
+
+    /** The same status in storage generation {@code g}. */
+    public Ready withGeneration(long g) {
+      return new Ready(since, identity, schemaVersion, copies, system, g);
     }
   }
 

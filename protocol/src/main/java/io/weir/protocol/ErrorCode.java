@@ -111,6 +111,17 @@ public enum ErrorCode {
    * standby is down or lagging): nothing was written; retry once the copies are back. HTTP 503.
    */
   STORAGE_COPIES_INSUFFICIENT(503, true),
+  /**
+   * The partition's journal lacks writes it acknowledged (a storage failover to a copy that was
+   * behind): it writes nothing until an operator accepts the loss ({@code weir ctl partitions
+   * accept-storage-loss}). Nothing was written. HTTP 503, not retryable by itself.
+   */
+  STORAGE_BEHIND(503),
+  /**
+   * An operator asked to accept a storage loss for a partition whose journal holds everything it
+   * acknowledged: nothing changed. HTTP 409.
+   */
+  NOT_STORAGE_BEHIND(409),
   /** An unexpected failure; details are in the node's log (value-free). HTTP 500. */
   INTERNAL(500),
   /**

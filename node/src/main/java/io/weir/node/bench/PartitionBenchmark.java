@@ -953,6 +953,18 @@ public final class PartitionBenchmark {
                   "off",
                   "pekko.loglevel",
                   "WARNING"));
+      // -Dweir.bench.marks=on: the partitions keep acknowledged marks as a node does (ADR 0036),
+      // durable in a temporary LMDB directory, to measure what they cost.
+      boolean marks = Boolean.getBoolean("weir.bench.marks");
+      if (marks) {
+        settings.put("pekko.cluster.distributed-data.durable.keys", List.of("weir-ack-*"));
+        settings.put(
+            "pekko.cluster.distributed-data.durable.lmdb.dir",
+            java.nio.file.Files.createTempDirectory("weir-bench-marks").resolve("lmdb").toString());
+        settings.put(
+            "pekko.cluster.distributed-data.durable.lmdb.write-behind-interval",
+            System.getProperty("weir.bench.marks-write-behind", "10ms"));
+      }
       Config overrides = ConfigFactory.parseMap(settings);
       Config config =
           ConfigFactory.load(
@@ -985,6 +997,14 @@ public final class PartitionBenchmark {
                       beforeImagesRead.addAndGet(read);
                     }
                   });
+      if ("memory".equals(System.getProperty("weir.bench.marks-store"))) {
+        wiring = wiring.withMarks(io.weir.sharding.storage.AcknowledgedMarks.inMemory());
+      } else if (marks) {
+        wiring =
+            wiring.withMarks(
+                new io.weir.sharding.storage.DistributedMarks(
+                    system, () -> "bench", java.time.Duration.ofSeconds(5)));
+      }
       if (pruneJournal) {
         this.pruning = Database.create(PostgresSettings.create(config), name + "-pruner");
         wiring =

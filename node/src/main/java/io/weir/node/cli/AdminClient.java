@@ -74,8 +74,17 @@ public final class AdminClient {
     return send("POST", path, body);
   }
 
+  /** A GET whose JSON reply is returned whatever its status (readiness answers 503 with JSON). */
+  public Reply getAnyStatus(String path) {
+    return send("GET", path, null, true);
+  }
+
   /** {@code body}: null for none, a String sent as is, anything else written as JSON. */
   public Reply send(String method, String path, Object body) {
+    return send(method, path, body, false);
+  }
+
+  private Reply send(String method, String path, Object body, boolean anyStatus) {
     HttpRequest.Builder request =
         HttpRequest.newBuilder(URI.create(base + path))
             .timeout(timeout)
@@ -107,7 +116,7 @@ public final class AdminClient {
       throw CtlFailure.unreachable(base, e);
     }
     JsonNode tree = parse(response.body());
-    if (response.statusCode() / 100 != 2) {
+    if (response.statusCode() / 100 != 2 && !(anyStatus && tree != null)) {
       throw CtlFailure.refused(response.statusCode(), tree, response.body());
     }
     if (tree == null) {

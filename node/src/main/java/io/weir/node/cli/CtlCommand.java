@@ -40,6 +40,7 @@ import picocli.CommandLine.Spec;
       ClusterCommands.class,
       PipelineCommands.class,
       OutboxCommands.class,
+      PartitionCommands.class,
       ProjectionCommands.class,
       PrincipalCommands.class,
       GrantCommands.class

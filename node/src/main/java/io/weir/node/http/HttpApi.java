@@ -566,6 +566,12 @@ public final class HttpApi extends JsonRoutes {
                             ? error(ErrorCode.NOT_FOUND, "no such resource")
                             : exposition())),
         path(
+            PathMatchers.segment("partitions")
+                .slash(PathMatchers.integerSegment())
+                .slash("accept-storage-loss"),
+            n ->
+                post(() -> parameterOptional("confirm", confirm -> acceptStorageLoss(n, confirm)))),
+        path(
             PathMatchers.segment("outbox").slash("settings"),
             () ->
                 get(
@@ -653,6 +659,53 @@ public final class HttpApi extends JsonRoutes {
             result.isSuccess()
                 ? json(200, outboxStatus(result.get()))
                 : partitionUnavailable(result.failed().get()));
+  }
+
+  /**
+   * {@code POST /admin/partitions/{n}/accept-storage-loss?confirm={n}}: gives partition N, halted
+   * {@code storage-behind} because its journal lacks writes it acknowledged, a new incarnation at
+   * its journal's tail (ADR 0036). 200 {@code {"partition", "epoch", "journalTail", "lost"}}; 400
+   * without the confirmation or for N out of range; 409 {@code not-storage-behind} when the
+   * partition's journal holds everything it acknowledged.
+   */
+  private Route acceptStorageLoss(int n, Optional<String> confirm) {
+    if (documents == null) {
+      return error(ErrorCode.NOT_FOUND, "no such resource");
+    }
+    if (n < 0 || n >= documents.partitions()) {
+      return error(
+          ErrorCode.BAD_REQUEST,
+          "partition must be a number from 0 to " + (documents.partitions() - 1));
+    }
+    if (confirm.isEmpty() || !confirm.get().equals(Integer.toString(n))) {
+      return error(
+          ErrorCode.BAD_REQUEST,
+          "accepting a storage loss gives up the writes the storage lost and invalidates the"
+              + " partition's tokens and cursors; confirm with ?confirm=<the partition's number>");
+    }
+    return onComplete(
+        documents.acceptStorageLoss(n),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          if (result.get()
+              instanceof io.weir.sharding.partition.PartitionProtocol.StorageLossRefused r) {
+            return error(ErrorCode.NOT_STORAGE_BEHIND, r.reason());
+          }
+          var a = (io.weir.sharding.partition.PartitionProtocol.StorageLossAccepted) result.get();
+          return json(
+              200,
+              Map.of(
+                  "partition",
+                  n,
+                  "epoch",
+                  a.epoch(),
+                  "journalTail",
+                  a.journalTail(),
+                  "lost",
+                  a.lost()));
+        });
   }
 
   /** Outbox entries one purge request reclaims at most (a bounded prefix; ask again for more). */
@@ -744,6 +797,10 @@ public final class HttpApi extends JsonRoutes {
         s.journalEvents(),
         watermarks,
         consumers,
+        s.storage() == null
+            ? null
+            : new OutboxStatus.Storage(
+                s.storage().state(), s.storage().acknowledged(), s.storage().epoch()),
         s.table() == null
             ? null
             : new OutboxStatus.DocumentsTable(
@@ -1283,6 +1340,12 @@ public final class HttpApi extends JsonRoutes {
               + new io.weir.sharding.partition.StorageGate.Refusal(s.copies(), s.required())
                   .describe()
               + "; nothing was written; retry once the copies are back");
+    }
+    if (reply instanceof io.weir.sharding.partition.PartitionProtocol.StorageBehind) {
+      return error(
+          ErrorCode.STORAGE_BEHIND,
+          "the partition's storage lost writes it acknowledged; nothing was written; an operator"
+              + " must accept the loss (weir ctl partitions accept-storage-loss)");
     }
     if (reply instanceof Rejected r) {
       return error(ErrorCode.BAD_REQUEST, r.reason());

@@ -663,6 +663,7 @@ final class ProjectionRoutes extends JsonRoutes {
           case STALE -> ErrorCode.STALE_BATCH;
           case QUOTA_EXCEEDED -> ErrorCode.QUOTA_EXCEEDED;
           case STORAGE_COPIES -> ErrorCode.STORAGE_COPIES_INSUFFICIENT;
+          case STORAGE_BEHIND -> ErrorCode.STORAGE_BEHIND;
           case INVALID -> ErrorCode.BAD_REQUEST;
         };
     String message = r.reason();

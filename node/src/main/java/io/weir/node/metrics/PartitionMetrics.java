@@ -34,6 +34,12 @@ public final class PartitionMetrics implements PartitionObserver {
   public static final java.util.List<String> BEFORE_IMAGE_SOURCES =
       java.util.List.of("memory", "table");
 
+  static final Duration[] MARK_BUCKETS = {
+    Duration.ofMillis(1), Duration.ofMillis(2), Duration.ofMillis(5), Duration.ofMillis(10),
+    Duration.ofMillis(25), Duration.ofMillis(50), Duration.ofMillis(100), Duration.ofMillis(250),
+    Duration.ofSeconds(1)
+  };
+
   static final Duration[] RECOVERY_BUCKETS = {
     Duration.ofMillis(100), Duration.ofMillis(250), Duration.ofMillis(500), Duration.ofSeconds(1),
     Duration.ofMillis(2500), Duration.ofSeconds(5), Duration.ofSeconds(10), Duration.ofSeconds(30),
@@ -52,6 +58,11 @@ public final class PartitionMetrics implements PartitionObserver {
   private record Table(long lagEvents, boolean halted) {}
 
   private final Map<Integer, Table> tables = new ConcurrentHashMap<>();
+
+  /** Hosted partitions halted storage-behind (ADR 0036). */
+  private final Map<Integer, Boolean> behind = new ConcurrentHashMap<>();
+
+  private final Timer marks;
   private final Counter frames;
   private final Counter writes;
   private final Counter refusals;
@@ -106,6 +117,18 @@ public final class PartitionMetrics implements PartitionObserver {
                 "Time a partition took to recover from its snapshot and journal on this node")
             .serviceLevelObjectives(RECOVERY_BUCKETS)
             .register(registry);
+    marks =
+        Timer.builder("weir.partition.mark")
+            .description(
+                "Time to keep a group commit's acknowledged mark on a majority of the nodes before"
+                    + " the commit is answered")
+            .serviceLevelObjectives(MARK_BUCKETS)
+            .register(registry);
+    Gauge.builder("weir.partitions.storage.behind", behind, Map::size)
+        .description(
+            "Hosted partitions whose journal lacks writes they acknowledged (storage-behind):"
+                + " they refuse writes until an operator accepts the loss")
+        .register(registry);
     Gauge.builder("weir.partitions.hosted", hosted, Map::size)
         .description("Partitions running on this node")
         .register(registry);
@@ -156,6 +179,20 @@ public final class PartitionMetrics implements PartitionObserver {
   /** Whether partition-labelled series are exported. */
   public boolean perPartition() {
     return perPartition;
+  }
+
+  @Override
+  public void storageBehind(int partition, boolean halted) {
+    if (halted) {
+      behind.put(partition, true);
+    } else {
+      behind.remove(partition);
+    }
+  }
+
+  @Override
+  public void markRaised(int partition, long nanos) {
+    marks.record(nanos, TimeUnit.NANOSECONDS);
   }
 
   @Override
@@ -230,6 +267,7 @@ public final class PartitionMetrics implements PartitionObserver {
   @Override
   public void stopped(int partition) {
     hosted.remove(partition);
+    behind.remove(partition);
     tables.remove(partition);
     List<Meter> meters = partitionMeters.remove(partition);
     if (meters != null) {

@@ -27,6 +27,7 @@ public final class RouteTemplates {
           "/admin/metrics",
           "/admin/cluster",
           "/admin/partitions",
+          "/admin/partitions/{partition}/accept-storage-loss",
           "/admin/outbox/status",
           "/admin/outbox/settings",
           "/admin/outbox/purge",

@@ -492,9 +492,31 @@
       var active = p.consumers.filter(function (c) { return !c.released; });
       var pinned = active.length ? Math.min.apply(null, active.map(function (c) { return c.checkpoint; })) : null;
       tbody.appendChild(row([num(p.partition), num(p.documents), num(p.outboxFirst), num(p.outboxNext), num(p.outboxEntries),
-        el('td', fmtBytes(p.outboxBytes), 'num'), bar, num(pinned)]));
+        el('td', fmtBytes(p.outboxBytes), 'num'), bar, num(pinned),
+        p.storage ? stateCell(p.storage.state) : el('td', '—'), num(p.storage ? p.storage.acknowledged : null)]));
     });
-    if (!shown.length) { emptyRow(tbody, 8, 'no partitions'); }
+    if (!shown.length) { emptyRow(tbody, 10, 'no partitions'); }
+    renderStorage(list);
+  }
+
+  // Storage copies (from readiness) and the partitions halted storage-behind (ADR 0036).
+  function renderStorage(list) {
+    var behind = list.filter(function (p) { return p.storage && p.storage.state === 'storage-behind'; })
+      .map(function (p) { return p.partition; });
+    var text = behind.length
+      ? behind.length + ' partition(s) storage-behind (' + behind.join(', ') + '): their journal lacks writes they acknowledged;'
+        + ' they refuse writes until an operator runs weir ctl partitions accept-storage-loss N --confirm.'
+      : 'No partition is storage-behind.';
+    var p = $('storage-summary');
+    p.textContent = text;
+    p.className = behind.length ? 'no' : 'muted';
+    fetch('/health/ready').then(function (r) { return r.json(); }).then(function (r) {
+      var checks = r.checks || {};
+      if (checks['storage-copies']) {
+        p.textContent = 'Storage copies: ' + checks['storage-copies']
+          + (checks['storage-system'] ? ' (' + checks['storage-system'] + ')' : '') + '. ' + text;
+      }
+    }).catch(function () { /* readiness unreachable: the partitions' line stands */ });
   }
 
   // --- start -------------------------------------------------------------------------------------

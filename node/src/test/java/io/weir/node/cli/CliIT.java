@@ -402,6 +402,36 @@ class CliIT {
   }
 
   @Test
+  @Order(4)
+  void partitionsStatusAndAcceptingAStorageLossThatDidNotHappen() throws Exception {
+    String status = ok("ctl", "partitions", "status");
+    assertThat(status)
+        .contains("storage copies: 1 of 1 required")
+        .contains("storage-behind: 0")
+        .contains("PARTITION")
+        .contains("serving");
+    JsonNode all = okJson("ctl", "partitions", "status");
+    assertThat(all.size()).isEqualTo(PARTITIONS);
+    for (JsonNode p : all) {
+      assertThat(p.path("storage").path("state").asText()).isEqualTo("serving");
+      // Purges are journal events a mark does not cover; every write is covered.
+      long journal = p.path("journalEvents").asLong();
+      assertThat(p.path("storage").path("acknowledged").asLong())
+          .as("the mark of what the partition acknowledged")
+          .isBetween(journal > 0 ? 1L : 0L, journal);
+    }
+    Run unconfirmed = weir("ctl", "partitions", "accept-storage-loss", "0");
+    assertThat(unconfirmed.exit()).isEqualTo(2);
+    assertThat(unconfirmed.err()).contains("--confirm");
+    Run notBehind = weir("ctl", "partitions", "accept-storage-loss", "0", "--confirm");
+    assertThat(notBehind.exit()).isEqualTo(1);
+    assertThat(notBehind.err()).startsWith("not-storage-behind: ");
+    Run outOfRange = weir("ctl", "partitions", "accept-storage-loss", "999", "--confirm");
+    assertThat(outOfRange.exit()).isEqualTo(1);
+    assertThat(outOfRange.err()).startsWith("bad-request: ");
+  }
+
+  @Test
   @Order(5)
   void refusedUnreachableAndUnauthenticated() throws Exception {
     Run unknown = weir("ctl", "pipelines", "status", "nosuch");

@@ -236,7 +236,8 @@ class OpenApiIT {
         .replace("{collection}", "openapi_probe")
         .replace("{name}", "cq")
         .replace("{id}", id)
-        .replace("{file}", "console.js");
+        .replace("{file}", "console.js")
+        .replace("{partition}", "0");
   }
 
   private static String body(String method) {

@@ -15,6 +15,8 @@ import java.util.Map;
  * @param watermarks per CDC source (pipeline and slot incarnation): the highest fully applied
  *     commit LSN, as {@code file/offset}
  * @param consumers the partition's projection consumers, released ones included
+ * @param storage whether the partition's journal holds everything it acknowledged, or null while
+ *     the partition upgrades an old snapshot
  * @param documentsTable where the partition's documents table is, or null on a node without one
  */
 public record OutboxStatus(
@@ -27,11 +29,24 @@ public record OutboxStatus(
     long journalEvents,
     Map<String, String> watermarks,
     List<Consumer> consumers,
+    Storage storage,
     DocumentsTable documentsTable) {
   public OutboxStatus {
     watermarks = Map.copyOf(watermarks);
     consumers = List.copyOf(consumers);
   }
+
+  /**
+   * The partition's check of its journal against what it acknowledged (ADR 0036).
+   *
+   * @param state {@code unchecked} (no marks kept), {@code checking} (recovered, not serving yet),
+   *     {@code serving}, or {@code storage-behind} (the journal lacks acknowledged writes: writes
+   *     are refused until an operator accepts the loss)
+   * @param acknowledged the highest journal sequence known acknowledged, 0 when none (or when the
+   *     mark names a history the journal does not hold)
+   * @param epoch how many storage losses were accepted for this partition
+   */
+  public record Storage(String state, long acknowledged, long epoch) {}
 
   /**
    * The partition's documents table (docs/partitions.md, "The documents table").

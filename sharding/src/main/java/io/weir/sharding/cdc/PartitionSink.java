@@ -780,6 +780,14 @@ public final class PartitionSink implements ChangeSink {
                         .describe()
                     + "; paused until the copies are back",
                 null));
+      } else if (reply instanceof io.weir.sharding.partition.PartitionProtocol.StorageBehind) {
+        fail(
+            SinkException.transientFailure(
+                "partition "
+                    + partition
+                    + " is storage-behind (its journal lacks writes it acknowledged); paused"
+                    + " until an operator accepts the loss",
+                null));
       } else if (reply instanceof QuotaExceeded q) {
         fail(
             SinkException.transientFailure(

@@ -15,6 +15,14 @@ import java.util.concurrent.CompletionStage;
  */
 public interface DocumentTable {
   /**
+   * How long an idle partition waits before it applies what it persisted, so that events arriving
+   * meanwhile share one apply (ADR 0035): 200 ms for a table in PostgreSQL.
+   */
+  default java.time.Duration applyDelay() {
+    return TableWriter.APPLY_DELAY;
+  }
+
+  /**
    * A partition's position in the table.
    *
    * @param appliedThrough the journal sequence through which its events are applied (0: none)

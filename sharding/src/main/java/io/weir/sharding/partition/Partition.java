@@ -23,6 +23,7 @@ import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionProtocol.Write;
+import io.weir.sharding.storage.AckMark;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -120,8 +121,36 @@ public final class Partition
   /** When this incarnation of the behavior was created: recovery time is measured from here. */
   private final long createdNanos = System.nanoTime();
 
-  /** Whether the documents table holds every recovered event: reads and writes may go. */
+  /**
+   * Whether the documents table holds every recovered event and the storage check is over: reads
+   * and writes may go.
+   */
   private boolean ready;
+
+  /** Whether the documents table holds every recovered event. */
+  private boolean tableReady;
+
+  /** Where the check of the journal against the acknowledged mark stands (ADR 0036). */
+  enum StorageCheck {
+    /** No marks are kept (tests, tools): nothing to check. */
+    UNCHECKED("unchecked"),
+    /** Recovered; reading the mark and waiting for the standbys. Serves nothing yet. */
+    CHECKING("checking"),
+    SERVING("serving"),
+    /** The journal lacks frames this partition acknowledged: every write is refused. */
+    BEHIND("storage-behind");
+
+    final String wireName;
+
+    StorageCheck(String wireName) {
+      this.wireName = wireName;
+    }
+  }
+
+  private StorageCheck storageCheck = StorageCheck.CHECKING;
+
+  /** The acknowledged mark as this partition last read or raised it. */
+  private AckMark mark = AckMark.NONE;
 
   /** The before images fetched for the batch being planned, by document key. */
   private final HashMap<String, DocumentTable.Row> fetched = new HashMap<>();
@@ -653,10 +682,13 @@ public final class Partition
         .onCommand(
             TableReady.class,
             (state, c) -> {
-              ready = true;
-              wiring.observer().recovered(partition, System.nanoTime() - createdNanos);
-              return Effect().unstashAll();
+              tableReady = true;
+              return becomeReady();
             })
+        .onCommand(StorageChecked.class, this::storageChecked)
+        .onCommand(MarkRaised.class, this::markRaised)
+        .onCommand(PartitionProtocol.AcceptStorageLoss.class, this::acceptStorageLoss)
+        .onCommand(StorageLossMarked.class, this::storageLossMarked)
         .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
         .onCommand(
             GetDocument.class, (state, c) -> read(() -> reads.document(state, unapplied, cache, c)))
@@ -686,6 +718,181 @@ public final class Partition
         .build();
   }
 
+  /**
+   * After recovery: waits until the storage's standbys hold every commit the primary shows (a
+   * commit whose synchronous wait was cancelled is on the primary alone), then reads the mark of
+   * what this partition acknowledged, outside the journal's database (ADR 0036).
+   */
+  private void checkStorage() {
+    wiring
+        .gate()
+        .settled()
+        .thenCompose(settled -> wiring.marks().read(partition))
+        .whenComplete(
+            (m, error) ->
+                self.tell(
+                    new StorageChecked(
+                        error == null ? m : null,
+                        error == null ? null : SafeErrors.describe(error))));
+  }
+
+  /** The storage check after recovery is over ({@code failure}: why it failed, value-free). */
+  record StorageChecked(AckMark mark, String failure) implements Command {}
+
+  private Effect<Event, PartitionState> storageChecked(PartitionState state, StorageChecked c) {
+    if (c.failure() != null) {
+      // Fail closed: without the mark the journal cannot be shown to hold what was acknowledged.
+      log.warn(
+          "partition {}: the storage check after recovery failed ({}); recovering again",
+          partition,
+          c.failure());
+      return Effect().stop();
+    }
+    mark = c.mark();
+    if (mark.aheadOf(state.incarnation, state.events)) {
+      storageCheck = StorageCheck.BEHIND;
+      log.error(
+          "partition {}: storage-behind: its journal ends at sequence {} but it acknowledged {};"
+              + " it refuses writes until an operator accepts the loss (weir ctl partitions"
+              + " accept-storage-loss {} --confirm)",
+          partition,
+          state.events,
+          java.util.Objects.equals(mark.incarnation(), state.incarnation)
+              ? "sequence " + mark.sequence()
+              : "a history the journal does not hold",
+          partition);
+      wiring.observer().storageBehind(partition, true);
+    } else {
+      storageCheck = wiring.marks().enabled() ? StorageCheck.SERVING : StorageCheck.UNCHECKED;
+    }
+    return becomeReady();
+  }
+
+  /** Serves once both the documents table and the storage check are done. */
+  private Effect<Event, PartitionState> becomeReady() {
+    if (ready || !tableReady || storageCheck == StorageCheck.CHECKING) {
+      return Effect().none();
+    }
+    ready = true;
+    wiring.observer().recovered(partition, System.nanoTime() - createdNanos);
+    return Effect().unstashAll();
+  }
+
+  /**
+   * A group commit's mark was kept ({@code failure}: why not, value-free).
+   *
+   * @param sequence the journal sequence the mark was raised to
+   */
+  record MarkRaised(long sequence, String failure, long startedNanos) implements Command {}
+
+  private Effect<Event, PartitionState> markRaised(PartitionState state, MarkRaised c) {
+    if (c.failure() != null) {
+      // The commit is in the journal but cannot be shown to be marked: answer nothing, recover.
+      log.error(
+          "partition {}: the acknowledged mark could not be raised ({}); restarting the partition"
+              + " without answering its writes",
+          partition,
+          c.failure());
+      return Effect().stop();
+    }
+    wiring.observer().markRaised(partition, System.nanoTime() - c.startedNanos());
+    Runnable advance = run == null ? null : run.afterMark;
+    if (advance == null) {
+      return Effect().none();
+    }
+    run.afterMark = null;
+    advance.run();
+    return run == null ? Effect().unstashAll() : Effect().none();
+  }
+
+  /** Raises the mark to the journal's tail, then answers the group commit ({@code advance}). */
+  private void raiseMark(PartitionState s, Run r, Runnable advance) {
+    AckMark to = new AckMark(mark.epoch(), s.incarnation, s.events);
+    mark = mark.max(to);
+    r.afterMark = advance;
+    long started = System.nanoTime();
+    wiring
+        .marks()
+        .raise(partition, to)
+        .whenComplete(
+            (done, error) ->
+                self.tell(
+                    new MarkRaised(
+                        to.sequence(),
+                        error == null ? null : SafeErrors.describe(error),
+                        started)));
+  }
+
+  /**
+   * An operator accepts that the storage lost what this partition acknowledged: a new incarnation
+   * starts at the journal's tail, in a new epoch of the mark (ADR 0036).
+   */
+  private Effect<Event, PartitionState> acceptStorageLoss(
+      PartitionState state, PartitionProtocol.AcceptStorageLoss c) {
+    if (!ready || run != null) {
+      return Effect().stash();
+    }
+    if (storageCheck != StorageCheck.BEHIND) {
+      return Effect()
+          .reply(
+              c.replyTo(),
+              new PartitionProtocol.StorageLossRefused(
+                  "the partition is "
+                      + storageCheck.wireName
+                      + ", not storage-behind: its journal holds everything it acknowledged"));
+    }
+    long lost =
+        java.util.Objects.equals(mark.incarnation(), state.incarnation)
+            ? mark.sequence() - state.events
+            : 0;
+    Written fresh = new Written(UUID.randomUUID().toString(), List.of());
+    long bytesBefore = state.eventBytes;
+    Map<String, String> rulesBefore = state.ruleFields();
+    return Effect()
+        .persist(fresh)
+        .thenRun(
+            s -> {
+              persisted(s, fresh, rulesBefore, bytesBefore, List.of());
+              AckMark next = new AckMark(mark.epoch() + 1, s.incarnation, s.events);
+              wiring
+                  .marks()
+                  .raise(partition, next)
+                  .whenComplete(
+                      (done, error) -> {
+                        if (error == null) {
+                          self.tell(new StorageLossMarked(next, lost, c.replyTo()));
+                        } else {
+                          log.error(
+                              "partition {}: the new incarnation's mark could not be kept ({});"
+                                  + " it stays storage-behind until the loss is accepted again",
+                              partition,
+                              SafeErrors.describe(error));
+                        }
+                      });
+            });
+  }
+
+  /** The new incarnation's mark is kept: the partition serves again. */
+  record StorageLossMarked(
+      AckMark mark, long lost, ActorRef<PartitionProtocol.StorageLossReply> replyTo)
+      implements Command {}
+
+  private Effect<Event, PartitionState> storageLossMarked(
+      PartitionState state, StorageLossMarked c) {
+    mark = mark.max(c.mark());
+    storageCheck = wiring.marks().enabled() ? StorageCheck.SERVING : StorageCheck.UNCHECKED;
+    wiring.observer().storageBehind(partition, false);
+    log.warn(
+        "partition {}: an operator accepted the storage's loss of {} acknowledged journal events;"
+            + " a new incarnation starts at sequence {}",
+        partition,
+        c.lost(),
+        state.events);
+    c.replyTo()
+        .tell(new PartitionProtocol.StorageLossAccepted(c.mark().epoch(), state.events, c.lost()));
+    return Effect().unstashAll();
+  }
+
   /** A read of documents: served once the documents table holds every recovered event. */
   private Effect<Event, PartitionState> read(Runnable serve) {
     if (!ready) {
@@ -696,7 +903,14 @@ public final class Partition
   }
 
   private PartitionProtocol.PartitionStatus status(PartitionState s) {
-    return PartitionReads.status(partition, s, table.status());
+    return PartitionReads.status(
+        partition,
+        s,
+        table.status(),
+        new PartitionProtocol.StorageView(
+            storageCheck.wireName,
+            java.util.Objects.equals(mark.incarnation(), s.incarnation) ? mark.sequence() : 0,
+            mark.epoch()));
   }
 
   /**
@@ -785,6 +999,7 @@ public final class Partition
             state -> {
               table.start(state.events, state.nextSequence);
               reportOutbox(state);
+              checkStorage();
             })
         .onSignal(
             SnapshotCompleted.class,
@@ -839,6 +1054,9 @@ public final class Partition
     /** Whether the run waits for before images from the documents table. */
     boolean fetching;
 
+    /** What answers the persisted event once its mark is kept, or null (ADR 0036). */
+    Runnable afterMark;
+
     int fetchRounds;
 
     Run(List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done) {
@@ -861,6 +1079,13 @@ public final class Partition
       // Not recovered into the table yet, another group commit is being written, or the table is
       // too far behind: the write waits.
       return Effect().stash();
+    }
+    if (storageCheck == StorageCheck.BEHIND) {
+      refuseBehind(state, requested);
+      if (done != null) {
+        done.tell(PartitionEntity.BatchWritten.INSTANCE);
+      }
+      return Effect().none();
     }
     List<Write> writes = admitted(requested);
     if (writes.isEmpty()) {
@@ -1055,7 +1280,11 @@ public final class Partition
               persisted(s, written, rulesBefore, bytesBefore, kept);
               wiring.observer().persisted(partition, accepted);
               reportOutbox(s);
-              advance.run();
+              if (wiring.marks().enabled()) {
+                raiseMark(s, r, advance);
+              } else {
+                advance.run();
+              }
             })
         .thenUnstashAll();
   }
@@ -1113,23 +1342,53 @@ public final class Partition
     if (below == null) {
       return writes;
     }
-    List<Write> admitted = new ArrayList<>();
+    List<Write> admitted =
+        refuse(
+            writes,
+            new PartitionProtocol.StorageRefused(below.copies(), below.required()),
+            new ConsumerRefused(
+                ConsumerRefusal.STORAGE_COPIES,
+                "the storage keeps " + below.describe() + "; retry later"));
+    wiring.observer().storageRefused(partition, writes.size() - admitted.size());
+    return admitted;
+  }
+
+  /**
+   * Answers every write with the storage-behind refusal: nothing is written (ADR 0036). A row-rule
+   * change has no refusal to answer with: unanswered, its sender times out and installs the rule
+   * again once the partition serves.
+   */
+  private void refuseBehind(PartitionState state, List<Write> writes) {
+    long acknowledged =
+        java.util.Objects.equals(mark.incarnation(), state.incarnation) ? mark.sequence() : 0;
+    List<Write> unanswered =
+        refuse(
+            writes,
+            new PartitionProtocol.StorageBehind(state.events, acknowledged),
+            new ConsumerRefused(
+                ConsumerRefusal.STORAGE_BEHIND,
+                "the partition's journal lacks writes it acknowledged; an operator must accept the"
+                    + " loss"));
+    wiring.observer().storageRefused(partition, writes.size() - unanswered.size());
+  }
+
+  /**
+   * Answers frames and row loads with {@code frame}, consumer commands with {@code consumer}, and
+   * returns what is left: the row-rule changes, which no refusal answers.
+   */
+  private static List<Write> refuse(
+      List<Write> writes, FrameReply frame, ConsumerRefused consumer) {
+    List<Write> rest = new ArrayList<>();
     for (Write w : writes) {
-      PartitionProtocol.StorageRefused refused =
-          new PartitionProtocol.StorageRefused(below.copies(), below.required());
-      ConsumerRefused consumer =
-          new ConsumerRefused(
-              ConsumerRefusal.STORAGE_COPIES,
-              "the storage keeps " + below.describe() + "; retry later");
       if (w instanceof ApplyFrame f) {
-        f.replyTo().tell(refused);
+        f.replyTo().tell(frame);
       } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
         fs.replyTo()
             .tell(
                 new PartitionProtocol.FramesReply(
-                    Collections.<FrameReply>nCopies(fs.frames().size(), refused)));
+                    Collections.<FrameReply>nCopies(fs.frames().size(), frame)));
       } else if (w instanceof LoadRows l) {
-        l.replyTo().tell(refused);
+        l.replyTo().tell(frame);
       } else if (w instanceof ConfigureConsumer c) {
         c.replyTo().tell(consumer);
       } else if (w instanceof ReleaseConsumer c) {
@@ -1137,11 +1396,10 @@ public final class Partition
       } else if (w instanceof CommitBatch c) {
         c.replyTo().tell(consumer);
       } else {
-        admitted.add(w); // a row-rule change
+        rest.add(w);
       }
     }
-    wiring.observer().storageRefused(partition, writes.size() - admitted.size());
-    return admitted;
+    return rest;
   }
 
   /**

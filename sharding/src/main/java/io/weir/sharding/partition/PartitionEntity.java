@@ -165,6 +165,10 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   private final TimerScheduler<Command> timers;
   private final int partition;
   private final PartitionObserver observer;
+  private final StorageGate gate;
+
+  /** The storage's generation when the child started recovering (ADR 0036). */
+  private final long generation;
 
   private PartitionEntity(
       ActorContext<Command> ctx,
@@ -177,6 +181,8 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
     this.settings = settings;
     this.partition = partition;
     this.observer = wiring.observer();
+    this.gate = wiring.gate();
+    this.generation = gate.generation();
     this.store = ctx.spawn(Partition.create(partition, wiring), "store");
     ctx.watch(store);
   }
@@ -193,6 +199,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(PartitionProtocol.ReadConsumer.class, this::forward)
         .onMessage(PartitionProtocol.SetRowRule.class, this::enqueue)
         .onMessage(PartitionProtocol.ReadChanges.class, this::forward)
+        .onMessage(PartitionProtocol.AcceptStorageLoss.class, this::forward)
         .onMessage(PartitionProtocol.GetAcls.class, this::forward)
         .onMessage(PartitionProtocol.ScanCollection.class, this::forward)
         .onMessageEquals(BatchWritten.INSTANCE, this::onWritten)
@@ -224,11 +231,36 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   }
 
   private Behavior<Command> forward(Command c) {
+    if (storageChanged()) {
+      return Behaviors.stopped();
+    }
     store.tell(c);
     return this;
   }
 
+  /**
+   * Whether the storage was lost and reached again, or changed its identity, since the child
+   * recovered: then the child's state may be ahead of what the storage holds, and the entity stops
+   * so that the next message (or the keeper) recovers it from the storage, where the acknowledged
+   * mark is checked (ADR 0036). The message at hand is not answered; its sender retries.
+   */
+  private boolean storageChanged() {
+    if (gate.generation() == generation) {
+      return false;
+    }
+    getContext()
+        .getLog()
+        .info(
+            "partition {}: its storage was reconnected or changed since it recovered; recovering"
+                + " again before it serves",
+            partition);
+    return true;
+  }
+
   private Behavior<Command> enqueue(Write w) {
+    if (storageChanged()) {
+      return Behaviors.stopped();
+    }
     queue.add(w);
     if (!writing) {
       flush();

@@ -54,6 +54,15 @@ public interface PartitionObserver {
   /** Partition {@code partition} stopped on this node (moved, passivated, failed or shut down). */
   default void stopped(int partition) {}
 
+  /**
+   * Partition {@code partition} found its journal behind the mark of what it acknowledged ({@code
+   * behind}), or serves again (ADR 0036).
+   */
+  default void storageBehind(int partition, boolean behind) {}
+
+  /** A group commit's acknowledged mark was kept in {@code nanos} (ADR 0036). */
+  default void markRaised(int partition, long nanos) {}
+
   /** Reports nothing (every method does nothing unless overridden). */
   PartitionObserver NONE = new PartitionObserver() {};
 }

@@ -30,7 +30,11 @@ public final class PartitionProtocol {
           ReadChanges,
           GetAcls,
           ScanCollection,
+          AcceptStorageLoss,
           Partition.WriteBatch,
+          Partition.StorageChecked,
+          Partition.MarkRaised,
+          Partition.StorageLossMarked,
           Partition.TableApplied,
           Partition.TableReady,
           Partition.BodiesFetched,
@@ -314,6 +318,7 @@ public final class PartitionProtocol {
     @JsonSubTypes.Type(value = Gap.class, name = "gap"),
     @JsonSubTypes.Type(value = QuotaExceeded.class, name = "quota-exceeded"),
     @JsonSubTypes.Type(value = StorageRefused.class, name = "storage-refused"),
+    @JsonSubTypes.Type(value = StorageBehind.class, name = "storage-behind"),
     @JsonSubTypes.Type(value = Loaded.class, name = "loaded"),
     @JsonSubTypes.Type(value = KeyReused.class, name = "key-reused")
   })
@@ -411,6 +416,17 @@ public final class PartitionProtocol {
   public record StorageRefused(int copies, int required) implements FrameReply {}
 
   /**
+   * The partition's journal lacks frames it acknowledged (a storage failover to a copy that was
+   * behind, ADR 0036); nothing was applied. The partition writes nothing until an operator accepts
+   * the loss ({@link AcceptStorageLoss}).
+   *
+   * @param journalTail the journal's highest sequence
+   * @param acknowledged the highest sequence the partition acknowledged (0 when its mark names
+   *     another incarnation)
+   */
+  public record StorageBehind(long journalTail, long acknowledged) implements FrameReply {}
+
+  /**
    * A document as the partition holds it.
    *
    * @param body null for a tombstone; never logged
@@ -460,16 +476,83 @@ public final class PartitionProtocol {
       long journalEvents,
       Map<String, Long> watermarks,
       List<ConsumerView> consumers,
-      TableStatus table)
+      TableStatus table,
+      StorageView storage)
       implements CborSerializable {
     public PartitionStatus {
       consumers = consumers == null ? List.of() : List.copyOf(consumers);
+    }
+
+    /** A status without the storage check (before ADR 0036, and while an old snapshot upgrades). */
+    public PartitionStatus(
+        int partition,
+        long documents,
+        long outboxFirst,
+        long outboxNext,
+        long outboxBytes,
+        long journalEvents,
+        Map<String, Long> watermarks,
+        List<ConsumerView> consumers,
+        TableStatus table) {
+      this(
+          partition,
+          documents,
+          outboxFirst,
+          outboxNext,
+          outboxBytes,
+          journalEvents,
+          watermarks,
+          consumers,
+          table,
+          null);
     }
 
     public long outboxEntries() {
       return outboxNext - outboxFirst;
     }
   }
+
+  /**
+   * Whether the partition's journal holds everything the partition acknowledged (ADR 0036).
+   *
+   * @param state {@code unchecked} (no acknowledged marks are kept: a node without a cluster, or
+   *     tools), {@code checking} (recovered, reading its mark and waiting for the standbys; it
+   *     serves nothing yet), {@code serving}, or {@code storage-behind} (the journal lacks frames
+   *     the partition acknowledged: it refuses writes until an operator accepts the loss)
+   * @param acknowledged the highest journal sequence known acknowledged (its mark), 0 when none
+   * @param epoch how many storage losses were accepted for this partition
+   */
+  public record StorageView(String state, long acknowledged, long epoch)
+      implements CborSerializable {}
+
+  /**
+   * Gives a partition halted {@code storage-behind} a new incarnation at its storage's tail: what
+   * the storage lost stays lost, tokens and cursors of the old incarnation answer
+   * token-invalidated, and writes go again (ADR 0036).
+   */
+  public record AcceptStorageLoss(ActorRef<StorageLossReply> replyTo) implements Command {}
+
+  /** The answer to {@link AcceptStorageLoss}. */
+  @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "kind")
+  @JsonSubTypes({
+    @JsonSubTypes.Type(value = StorageLossAccepted.class, name = "accepted"),
+    @JsonSubTypes.Type(value = StorageLossRefused.class, name = "refused")
+  })
+  public sealed interface StorageLossReply extends CborSerializable {}
+
+  /**
+   * The partition has a new incarnation and serves again.
+   *
+   * @param epoch the new epoch of its acknowledged mark
+   * @param journalTail the journal sequence its new incarnation starts at
+   * @param lost how many acknowledged journal events the storage lost (0 when the mark named
+   *     another incarnation: then the count is unknown)
+   */
+  public record StorageLossAccepted(long epoch, long journalTail, long lost)
+      implements StorageLossReply {}
+
+  /** Nothing changed: the partition is not behind its storage (the reason says why). */
+  public record StorageLossRefused(String reason) implements StorageLossReply {}
 
   /**
    * Where a partition's documents table is (see {@link TableWriter}).
@@ -723,6 +806,8 @@ public final class PartitionProtocol {
     QUOTA_EXCEEDED,
     /** The storage keeps fewer copies of a commit than required ({@link StorageGate}). */
     STORAGE_COPIES,
+    /** The partition's journal lacks frames it acknowledged (ADR 0036): an operator must act. */
+    STORAGE_BEHIND,
     /** A malformed command (the reason says what, naming no value). */
     INVALID
   }

@@ -419,7 +419,10 @@ final class PartitionReads {
 
   /** The partition's counters, watermarks, consumers and documents table. */
   static PartitionProtocol.PartitionStatus status(
-      int partition, PartitionState s, PartitionProtocol.TableStatus table) {
+      int partition,
+      PartitionState s,
+      PartitionProtocol.TableStatus table,
+      PartitionProtocol.StorageView storage) {
     List<PartitionProtocol.ConsumerView> consumers =
         s.consumers.values().stream()
             .map(Consumer::view)
@@ -436,7 +439,8 @@ final class PartitionReads {
         s.events,
         Map.copyOf(s.watermarks),
         consumers,
-        table);
+        table,
+        storage);
   }
 
   private java.util.function.Function<Throwable, Void> failed(String what) {

@@ -307,7 +307,8 @@ public final class PartitionState {
       outboxBytes += bytes;
       eventBytes += bytes;
     }
-    if (incarnation == null) {
+    if (w.incarnation() != null) {
+      // The first event names the incarnation; an accepted storage loss names the next (ADR 0036).
       incarnation = w.incarnation();
     }
     return this;

@@ -1,5 +1,6 @@
 package io.weir.sharding.partition;
 
+import io.weir.sharding.storage.AcknowledgedMarks;
 import java.util.Objects;
 
 /**
@@ -7,6 +8,8 @@ import java.util.Objects;
  * who observes it, whether it may write, what upgrades old snapshots, and which journal query
  * catches its documents table up at start.
  *
+ * @param marks where the partition keeps the highest journal sequence it acknowledged, outside the
+ *     journal's database ({@link AcknowledgedMarks#NONE}: nowhere, nothing checked)
  * @param queryJournal the plugin id of a read journal over the partitions' journal ({@code
  *     CurrentEventsByPersistenceIdQuery}), or null on a journal without one (then a documents table
  *     behind the journal at start cannot catch up and the partition does not serve)
@@ -18,7 +21,8 @@ public record PartitionWiring(
     PartitionObserver observer,
     StorageGate gate,
     LegacySnapshots legacySnapshots,
-    String queryJournal) {
+    String queryJournal,
+    AcknowledgedMarks marks) {
   public PartitionWiring {
     Objects.requireNonNull(settings, "settings");
     Objects.requireNonNull(table, "table");
@@ -26,6 +30,7 @@ public record PartitionWiring(
     Objects.requireNonNull(observer, "observer");
     Objects.requireNonNull(gate, "gate");
     Objects.requireNonNull(legacySnapshots, "legacySnapshots");
+    Objects.requireNonNull(marks, "marks");
   }
 
   /**
@@ -40,7 +45,8 @@ public record PartitionWiring(
         PartitionObserver.NONE,
         StorageGate.OPEN,
         LegacySnapshots.NONE,
-        null);
+        null,
+        AcknowledgedMarks.NONE);
   }
 
   /**
@@ -62,30 +68,41 @@ public record PartitionWiring(
   }
 
   public PartitionWiring withSettings(PartitionSettings s) {
-    return new PartitionWiring(s, table, pruner, observer, gate, legacySnapshots, queryJournal);
+    return new PartitionWiring(
+        s, table, pruner, observer, gate, legacySnapshots, queryJournal, marks);
   }
 
   public PartitionWiring withTable(DocumentTable t) {
-    return new PartitionWiring(settings, t, pruner, observer, gate, legacySnapshots, queryJournal);
+    return new PartitionWiring(
+        settings, t, pruner, observer, gate, legacySnapshots, queryJournal, marks);
   }
 
   public PartitionWiring withPruner(JournalPruner p) {
-    return new PartitionWiring(settings, table, p, observer, gate, legacySnapshots, queryJournal);
+    return new PartitionWiring(
+        settings, table, p, observer, gate, legacySnapshots, queryJournal, marks);
   }
 
   public PartitionWiring withObserver(PartitionObserver o) {
-    return new PartitionWiring(settings, table, pruner, o, gate, legacySnapshots, queryJournal);
+    return new PartitionWiring(
+        settings, table, pruner, o, gate, legacySnapshots, queryJournal, marks);
   }
 
   public PartitionWiring withGate(StorageGate g) {
-    return new PartitionWiring(settings, table, pruner, observer, g, legacySnapshots, queryJournal);
+    return new PartitionWiring(
+        settings, table, pruner, observer, g, legacySnapshots, queryJournal, marks);
   }
 
   public PartitionWiring withLegacySnapshots(LegacySnapshots l) {
-    return new PartitionWiring(settings, table, pruner, observer, gate, l, queryJournal);
+    return new PartitionWiring(settings, table, pruner, observer, gate, l, queryJournal, marks);
+  }
+
+  public PartitionWiring withMarks(AcknowledgedMarks m) {
+    return new PartitionWiring(
+        settings, table, pruner, observer, gate, legacySnapshots, queryJournal, m);
   }
 
   public PartitionWiring withQueryJournal(String pluginId) {
-    return new PartitionWiring(settings, table, pruner, observer, gate, legacySnapshots, pluginId);
+    return new PartitionWiring(
+        settings, table, pruner, observer, gate, legacySnapshots, pluginId, marks);
   }
 }

@@ -28,6 +28,25 @@ public interface StorageGate {
     }
   }
 
+  /**
+   * A number that changes whenever the storage may have changed under the partitions: it was lost
+   * and reached again, or its identity (system identifier, timeline) changed. A partition that
+   * recovered under another generation recovers again before it serves (ADR 0036).
+   */
+  default long generation() {
+    return 0;
+  }
+
+  /**
+   * Completes once every commit visible on the primary now is durable on the required copies (the
+   * standbys' flushed positions have passed the primary's WAL position read by this call). A
+   * partition waits for it after recovery before it answers anything: a commit whose synchronous
+   * wait was cancelled is visible on the primary alone (ADR 0036).
+   */
+  default java.util.concurrent.CompletionStage<Void> settled() {
+    return java.util.concurrent.CompletableFuture.completedFuture(null);
+  }
+
   /** Never refuses (tests and tools without a storage monitor). */
   StorageGate OPEN = () -> null;
 }

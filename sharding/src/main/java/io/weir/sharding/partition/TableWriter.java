@@ -280,7 +280,7 @@ final class TableWriter {
       system
           .scheduler()
           .scheduleOnce(
-              APPLY_DELAY,
+              table.applyDelay(),
               () -> {
                 synchronized (this) {
                   delayed = false;

@@ -21,9 +21,10 @@ class PartitionSerializationTest extends SerializationContract {
 
   /**
    * The v1 fixture of {@link PartitionProtocol.FramesReply} was written before {@link
-   * PartitionProtocol.KeyReused} and {@link PartitionProtocol.StorageRefused} existed: its sample
-   * holds one reply of every other kind. That of {@link PartitionProtocol.ScanCollection} before it
-   * had a reader, that of {@link PartitionProtocol.PartitionStatus} before it had a table status.
+   * PartitionProtocol.KeyReused}, {@link PartitionProtocol.StorageRefused} and {@link
+   * PartitionProtocol.StorageBehind} existed: its sample holds one reply of every other kind. That
+   * of {@link PartitionProtocol.ScanCollection} before it had a reader, that of {@link
+   * PartitionProtocol.PartitionStatus} before it had a table status.
    */
   @Override
   protected void expectations(io.weir.persistence.serialization.SerializationFixtures f) {
@@ -38,7 +39,8 @@ class PartitionSerializationTest extends SerializationContract {
                     .filter(
                         r ->
                             !(r instanceof PartitionProtocol.KeyReused)
-                                && !(r instanceof PartitionProtocol.StorageRefused))
+                                && !(r instanceof PartitionProtocol.StorageRefused)
+                                && !(r instanceof PartitionProtocol.StorageBehind))
                     .toList())));
     // Written before a scan named its reader: it decodes as a scan of every document.
     PartitionProtocol.ScanCollection scan =

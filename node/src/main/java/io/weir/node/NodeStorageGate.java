@@ -48,6 +48,13 @@ final class NodeStorageGate implements StorageGate {
   }
 
   @Override
+  public int copies() {
+    return storage.get() instanceof StorageStatus.Ready r && r.copies().known()
+        ? r.copies().copies()
+        : -1;
+  }
+
+  @Override
   public long generation() {
     return storage.get() instanceof StorageStatus.Ready r ? r.generation() : -1;
   }

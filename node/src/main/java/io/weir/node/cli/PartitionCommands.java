@@ -96,7 +96,8 @@ final class PartitionCommands extends Group {
     }
     int behind = 0;
     TextTable table =
-        new TextTable("PARTITION", "STORAGE", "ACKNOWLEDGED", "JOURNAL", "EPOCH", "TABLE");
+        new TextTable(
+            "PARTITION", "STORAGE", "ACKNOWLEDGED", "JOURNAL", "EPOCH", "COPIES", "TABLE");
     for (JsonNode p : partitions) {
       JsonNode s = p.path("storage");
       String state = s.isObject() ? s.path("state").asText() : "-";
@@ -109,6 +110,7 @@ final class PartitionCommands extends Group {
           s.isObject() ? s.path("acknowledged").asLong() : "-",
           p.path("journalEvents").asLong(),
           s.isObject() ? s.path("epoch").asLong() : "-",
+          !s.isObject() || s.path("copies").asInt(-1) < 0 ? "-" : s.path("copies").asInt(),
           p.path("documentsTable").isObject()
               ? p.path("documentsTable").path("state").asText()
               : "-");

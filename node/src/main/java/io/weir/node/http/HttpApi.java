@@ -800,7 +800,10 @@ public final class HttpApi extends JsonRoutes {
         s.storage() == null
             ? null
             : new OutboxStatus.Storage(
-                s.storage().state(), s.storage().acknowledged(), s.storage().epoch()),
+                s.storage().state(),
+                s.storage().acknowledged(),
+                s.storage().epoch(),
+                s.storage().copies()),
         s.table() == null
             ? null
             : new OutboxStatus.DocumentsTable(

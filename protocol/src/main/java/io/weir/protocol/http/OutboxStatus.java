@@ -45,8 +45,10 @@ public record OutboxStatus(
    * @param acknowledged the highest journal sequence known acknowledged, 0 when none (or when the
    *     mark names a history the journal does not hold)
    * @param epoch how many storage losses were accepted for this partition
+   * @param copies on how many copies a commit is durable before it is acknowledged, as the
+   *     partition's node last read it (-1: unknown)
    */
-  public record Storage(String state, long acknowledged, long epoch) {}
+  public record Storage(String state, long acknowledged, long epoch, int copies) {}
 
   /**
    * The partition's documents table (docs/partitions.md, "The documents table").

@@ -910,7 +910,8 @@ public final class Partition
         new PartitionProtocol.StorageView(
             storageCheck.wireName,
             java.util.Objects.equals(mark.incarnation(), s.incarnation) ? mark.sequence() : 0,
-            mark.epoch()));
+            mark.epoch(),
+            wiring.gate().copies()));
   }
 
   /**

@@ -521,8 +521,10 @@ public final class PartitionProtocol {
    *     the partition acknowledged: it refuses writes until an operator accepts the loss)
    * @param acknowledged the highest journal sequence known acknowledged (its mark), 0 when none
    * @param epoch how many storage losses were accepted for this partition
+   * @param copies on how many copies a commit of the partition's storage is durable before it is
+   *     acknowledged, as its node last read it; -1 when unknown
    */
-  public record StorageView(String state, long acknowledged, long epoch)
+  public record StorageView(String state, long acknowledged, long epoch, int copies)
       implements CborSerializable {}
 
   /**

@@ -47,6 +47,14 @@ public interface StorageGate {
     return java.util.concurrent.CompletableFuture.completedFuture(null);
   }
 
+  /**
+   * On how many copies a commit is durable before it is acknowledged, as last read; -1 when unknown
+   * (no storage monitor, or the role cannot see the standbys).
+   */
+  default int copies() {
+    return -1;
+  }
+
   /** Never refuses (tests and tools without a storage monitor). */
   StorageGate OPEN = () -> null;
 }

@@ -920,7 +920,7 @@ public final class Partition
    */
   private Effect<Event, PartitionState> tableApplied(long through) {
     unapplied.applied(through, (key, p) -> cache.put(key, p.seq(), p.document()));
-    if (run != null && !run.fetching && !table.behind()) {
+    if (run != null && !run.fetching && run.afterMark == null && !table.behind()) {
       self.tell(Continue.INSTANCE); // a run's next event may have waited for the table
     }
     return Effect().unstashAll();
@@ -1123,7 +1123,9 @@ public final class Partition
 
   /** Goes on with the run after an event that did not hold all of it. */
   private Effect<Event, PartitionState> proceed(PartitionState state) {
-    if (run == null || run.fetching) {
+    if (run == null || run.fetching || run.afterMark != null) {
+      // No run, or it waits for before images or for the mark of its last event (whose arrival
+      // goes on with it): planning now would write the same writes again.
       return Effect().none();
     }
     if (table.behind()) {

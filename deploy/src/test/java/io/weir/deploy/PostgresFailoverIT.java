@@ -1,6 +1,7 @@
 package io.weir.deploy;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import io.weir.persistence.testing.TestPorts;
 import io.weir.persistence.testing.TestPostgres;
@@ -15,6 +16,7 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
@@ -172,25 +174,14 @@ class PostgresFailoverIT extends EndToEndTest {
       assertThat(missing).as("acknowledged writes missing after failover").isZero();
 
       // Every partition recovered from the promoted storage and checked its acknowledged mark.
-      Map<Integer, String> states = new java.util.TreeMap<>();
-      long entries = 0;
-      long settle = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-      while (true) {
-        states.clear();
-        entries = 0;
-        Optional<HttpResponse<String>> r = node.send("GET", "/admin/outbox/status", null, Map.of());
-        if (r.isPresent() && r.get().statusCode() == 200) {
-          for (com.fasterxml.jackson.databind.JsonNode p : JSON.readTree(r.get().body())) {
-            states.put(p.path("partition").asInt(), p.path("storage").path("state").asText());
-            entries += p.path("outboxEntries").asLong();
-          }
-        }
-        if (states.size() == PARTITIONS && states.values().stream().allMatch("serving"::equals)) {
-          break;
-        }
-        assertThat(System.nanoTime()).as("partitions serve again: %s", states).isLessThan(settle);
-        Thread.sleep(250);
-      }
+      List<com.fasterxml.jackson.databind.JsonNode> partitions =
+          await("every partition serves again")
+              .atMost(Duration.ofSeconds(120))
+              .pollInterval(Duration.ofMillis(250))
+              .until(
+                  () -> partitions(node),
+                  list -> list.size() == PARTITIONS && states(list).allMatch("serving"::equals));
+      long entries = partitions.stream().mapToLong(p -> p.path("outboxEntries").asLong()).sum();
       assertThat(NodeProcess.logs().resolve("pg-failover.log"))
           .content()
           .contains("identity changed")
@@ -216,7 +207,7 @@ class PostgresFailoverIT extends EndToEndTest {
       System.out.printf(
           "postgres-failover: partitions serving after recovery=%d outbox-entries=%d"
               + " receipts-replayed=%d%n",
-          states.size(), entries, receipts);
+          partitions.size(), entries, receipts);
 
       // The fenced old primary comes back as a standby (pg_rewind): three copies again. Writes
       // after that reach every member.
@@ -307,12 +298,12 @@ class PostgresFailoverIT extends EndToEndTest {
           execute(members, m, pg, "SELECT pg_reload_conf()");
         }
       }
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      while (!"0"
-          .equals(member(members, primary, pg, "SELECT count(*) FROM pg_stat_replication"))) {
-        assertThat(System.nanoTime()).as("the standbys stop receiving").isLessThan(deadline);
-        Thread.sleep(100);
-      }
+      await("the standbys stop receiving")
+          .atMost(Duration.ofSeconds(60))
+          .pollInterval(Duration.ofMillis(100))
+          .until(
+              () -> member(members, primary, pg, "SELECT count(*) FROM pg_stat_replication"),
+              "0"::equals);
       Map<String, Long> acknowledged = new HashMap<>();
       for (int i = 0; i < late; i++) {
         HttpResponse<String> r = put(node, "late-" + i, 1);
@@ -323,27 +314,20 @@ class PostgresFailoverIT extends EndToEndTest {
       rf3(home, "promote");
 
       // Every partition recovers from the promoted copy and settles: serving or storage-behind.
+      // A status request is a message: it makes each partition notice the new storage.
       Map<Integer, String> states = new java.util.TreeMap<>();
-      long settle = System.nanoTime() + TimeUnit.SECONDS.toNanos(180);
-      while (true) {
-        states.clear();
-        // A status request is a message: it makes each partition notice the new storage.
-        Optional<HttpResponse<String>> r = node.send("GET", "/admin/outbox/status", null, Map.of());
-        if (r.isPresent() && r.get().statusCode() == 200) {
-          for (com.fasterxml.jackson.databind.JsonNode p : JSON.readTree(r.get().body())) {
-            states.put(p.path("partition").asInt(), p.path("storage").path("state").asText());
-          }
-        }
-        if (states.size() == PARTITIONS
-            && states.values().stream()
-                .allMatch(s -> s.equals("serving") || s.equals("storage-behind"))
-            && states.containsValue("storage-behind")) {
-          break;
-        }
-        assertThat(System.nanoTime())
-            .as("partitions settle after the failover: %s", states)
-            .isLessThan(settle);
-        Thread.sleep(250);
+      for (com.fasterxml.jackson.databind.JsonNode p :
+          await("partitions settle after the failover: serving or storage-behind")
+              .atMost(Duration.ofSeconds(180))
+              .pollInterval(Duration.ofMillis(250))
+              .until(
+                  () -> partitions(node),
+                  list ->
+                      list.size() == PARTITIONS
+                          && states(list)
+                              .allMatch(s -> s.equals("serving") || s.equals("storage-behind"))
+                          && states(list).anyMatch("storage-behind"::equals))) {
+        states.put(p.path("partition").asInt(), p.path("storage").path("state").asText());
       }
 
       int lost = 0;
@@ -433,6 +417,21 @@ class PostgresFailoverIT extends EndToEndTest {
     nodes.add(node);
     awaitReady(node, PARTITIONS);
     return node;
+  }
+
+  /** Every partition's status from the node, or none while it does not answer. */
+  private static List<com.fasterxml.jackson.databind.JsonNode> partitions(NodeProcess node)
+      throws IOException {
+    Optional<HttpResponse<String>> r = node.send("GET", "/admin/outbox/status", null, Map.of());
+    List<com.fasterxml.jackson.databind.JsonNode> list = new java.util.ArrayList<>();
+    if (r.isPresent() && r.get().statusCode() == 200) {
+      JSON.readTree(r.get().body()).forEach(list::add);
+    }
+    return list;
+  }
+
+  private static Stream<String> states(List<com.fasterxml.jackson.databind.JsonNode> partitions) {
+    return partitions.stream().map(p -> p.path("storage").path("state").asText());
   }
 
   private static final com.fasterxml.jackson.databind.ObjectMapper JSON =

@@ -997,9 +997,7 @@ public final class PartitionBenchmark {
                       beforeImagesRead.addAndGet(read);
                     }
                   });
-      if ("memory".equals(System.getProperty("weir.bench.marks-store"))) {
-        wiring = wiring.withMarks(io.weir.sharding.storage.AcknowledgedMarks.inMemory());
-      } else if (marks) {
+      if (marks) {
         wiring =
             wiring.withMarks(
                 new io.weir.sharding.storage.DistributedMarks(

@@ -757,7 +757,7 @@ public final class Partition
               + " accept-storage-loss {} --confirm)",
           partition,
           state.events,
-          java.util.Objects.equals(mark.incarnation(), state.incarnation)
+          acknowledged(state) > 0
               ? "sequence " + mark.sequence()
               : "a history the journal does not hold",
           partition);
@@ -766,6 +766,14 @@ public final class Partition
       storageCheck = wiring.marks().enabled() ? StorageCheck.SERVING : StorageCheck.UNCHECKED;
     }
     return becomeReady();
+  }
+
+  /**
+   * The highest journal sequence this partition acknowledged in its current incarnation, 0 when its
+   * mark names another one (or none).
+   */
+  private long acknowledged(PartitionState s) {
+    return java.util.Objects.equals(mark.incarnation(), s.incarnation) ? mark.sequence() : 0;
   }
 
   /** Serves once both the documents table and the storage check are done. */
@@ -841,10 +849,7 @@ public final class Partition
                       + storageCheck.wireName
                       + ", not storage-behind: its journal holds everything it acknowledged"));
     }
-    long lost =
-        java.util.Objects.equals(mark.incarnation(), state.incarnation)
-            ? mark.sequence() - state.events
-            : 0;
+    long lost = acknowledged(state) > 0 ? mark.sequence() - state.events : 0;
     Written fresh = new Written(UUID.randomUUID().toString(), List.of());
     long bytesBefore = state.eventBytes;
     Map<String, String> rulesBefore = state.ruleFields();
@@ -908,10 +913,7 @@ public final class Partition
         s,
         table.status(),
         new PartitionProtocol.StorageView(
-            storageCheck.wireName,
-            java.util.Objects.equals(mark.incarnation(), s.incarnation) ? mark.sequence() : 0,
-            mark.epoch(),
-            wiring.gate().copies()));
+            storageCheck.wireName, acknowledged(s), mark.epoch(), wiring.gate().copies()));
   }
 
   /**
@@ -1362,8 +1364,7 @@ public final class Partition
    * again once the partition serves.
    */
   private void refuseBehind(PartitionState state, List<Write> writes) {
-    long acknowledged =
-        java.util.Objects.equals(mark.incarnation(), state.incarnation) ? mark.sequence() : 0;
+    long acknowledged = acknowledged(state);
     List<Write> unanswered =
         refuse(
             writes,

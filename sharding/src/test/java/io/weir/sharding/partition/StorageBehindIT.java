@@ -176,20 +176,15 @@ class StorageBehindIT {
   /** The partition's storage check once it is over (a status is answered while checking too). */
   private static PartitionProtocol.StorageView storage(ActorTestKit kit, ActorRef<Command> p) {
     TestProbe<PartitionStatus> probe = kit.createTestProbe();
-    long deadline = System.nanoTime() + WAIT.toNanos();
-    while (true) {
-      p.tell(new GetStatus(probe.ref()));
-      PartitionProtocol.StorageView view = probe.receiveMessage(WAIT).storage();
-      if (!view.state().equals("checking") || System.nanoTime() > deadline) {
-        return view;
-      }
-      try {
-        Thread.sleep(50);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new IllegalStateException(e);
-      }
-    }
+    return org.awaitility.Awaitility.await("the storage check is over")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(50))
+        .until(
+            () -> {
+              p.tell(new GetStatus(probe.ref()));
+              return probe.receiveMessage(WAIT).storage();
+            },
+            view -> !view.state().equals("checking"));
   }
 
   private static String incarnation(ActorTestKit kit, ActorRef<Command> p) {

@@ -3,6 +3,7 @@ package io.weir.deploy;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import io.weir.persistence.StorageSystem;
 import io.weir.persistence.testing.TestPorts;
 import io.weir.persistence.testing.TestPostgres;
 import java.io.BufferedReader;
@@ -119,6 +120,11 @@ class PostgresFailoverIT extends EndToEndTest {
               "pg-failover-writer");
       writer.setDaemon(true);
       writer.start();
+      // A projection consumer on every partition commits batches beside the writer; the
+      // checkpoint of every acknowledged commit is recorded.
+      AtomicBoolean stopProjector = new AtomicBoolean();
+      Projector projector = new Projector(node, stopProjector);
+      projector.start();
 
       awaitAcks(acks, 300, writerError);
       long killedAt = System.nanoTime();
@@ -135,7 +141,15 @@ class PostgresFailoverIT extends EndToEndTest {
       }
       stop.set(true);
       writer.join(90_000);
+      // The consumer catches up with the writes after the promotion.
+      await("consumer commits acknowledged after the promotion")
+          .atMost(Duration.ofSeconds(120))
+          .pollInterval(Duration.ofMillis(100))
+          .until(() -> projector.commitsAfter(promoted) >= PARTITIONS || !projector.isAlive());
+      stopProjector.set(true);
+      projector.join(90_000);
       assertThat(writerError.get()).as("the writer failed").isNull();
+      assertThat(projector.error.get()).as("the projection consumer failed").isNull();
       assertThat(writesAfterPromotion.get())
           .as(
               "the node should write again after promotion without a restart (log: %s)",
@@ -188,6 +202,47 @@ class PostgresFailoverIT extends EndToEndTest {
           .contains("recovering again before it serves");
       // One outbox entry per acknowledged write (a write the writer stopped retrying may add one).
       assertThat(entries).as("outbox entries").isBetween((long) acks.get(), acks.get() + 1L);
+      // The partitions checked their journals on the promoted standby's new timeline, and the
+      // writes after the promotion were acknowledged on it.
+      String system =
+          partitions.get(0).path("storage").path("checkedOn").path("systemIdentifier").asText();
+      assertThat(system).matches("[0-9]+");
+      for (com.fasterxml.jackson.databind.JsonNode p : partitions) {
+        com.fasterxml.jackson.databind.JsonNode storage = p.path("storage");
+        assertThat(storage.path("checkedOn").path("timeline").asInt())
+            .as("partition %s checked its journal on the promoted timeline", p.path("partition"))
+            .isEqualTo(2);
+        assertThat(storage.path("checkedOn").path("systemIdentifier").asText()).isEqualTo(system);
+      }
+      assertThat(partitions)
+          .as("writes after the promotion are acknowledged on its timeline")
+          .anyMatch(p -> p.path("storage").path("acknowledgedOn").path("timeline").asInt() == 2);
+      // Every acknowledged consumer commit: its checkpoint (or a later one) is what the partition
+      // serves.
+      int checkpointsBehind = 0;
+      for (com.fasterxml.jackson.databind.JsonNode p : partitions) {
+        long served = -1;
+        for (com.fasterxml.jackson.databind.JsonNode c : p.path("consumers")) {
+          if (c.path("consumer").asText().equals(Projector.CONSUMER)) {
+            served = c.path("checkpoint").asLong();
+          }
+        }
+        long committed = projector.committed.getOrDefault(p.path("partition").asInt(), 0L);
+        if (served < committed) {
+          checkpointsBehind++;
+        }
+      }
+      System.out.printf(
+          "postgres-failover: consumer commits acknowledged=%d (after promotion %d)"
+              + " checkpoints-behind=%d%n",
+          projector.commits.get(), projector.commitsAfter(promoted), checkpointsBehind);
+      assertThat(projector.commits.get()).as("consumer commits acknowledged").isPositive();
+      assertThat(projector.commitsAfter(promoted))
+          .as("consumer commits acknowledged after the promotion")
+          .isPositive();
+      assertThat(checkpointsBehind)
+          .as("partitions serving a consumer checkpoint below an acknowledged commit")
+          .isZero();
       // Receipts: a retry of an acknowledged write is answered from its receipt, not written again.
       int receipts = 0;
       for (long[] w : ackedWrites) {
@@ -328,6 +383,12 @@ class PostgresFailoverIT extends EndToEndTest {
                               .allMatch(s -> s.equals("serving") || s.equals("storage-behind"))
                           && states(list).anyMatch("storage-behind"::equals))) {
         states.put(p.path("partition").asInt(), p.path("storage").path("state").asText());
+        if (p.path("storage").path("state").asText().equals("storage-behind")) {
+          // Where the lost tail was acknowledged, and where the journal was found without it.
+          assertThat(p.path("storage").path("acknowledgedOn").path("timeline").asInt())
+              .isEqualTo(1);
+          assertThat(p.path("storage").path("checkedOn").path("timeline").asInt()).isEqualTo(2);
+        }
       }
 
       int lost = 0;
@@ -388,6 +449,200 @@ class PostgresFailoverIT extends EndToEndTest {
       rf3(home, "destroy");
       deleteTree(tmp);
     }
+  }
+
+  /**
+   * A projection consumer on every partition: reads a batch, commits it, and records the checkpoint
+   * of every commit the node acknowledged. A commit without an answer is read again: the partition
+   * then answers from where it stands (the commit went through or not), never below an acknowledged
+   * checkpoint.
+   */
+  private static final class Projector extends Thread {
+    static final String CONSUMER = "failover-projection";
+    final Map<Integer, Long> committed = new ConcurrentHashMap<>();
+    final AtomicInteger commits = new AtomicInteger();
+    final java.util.Queue<Long> commitTimes = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    final AtomicReference<Throwable> error = new AtomicReference<>();
+    private final NodeProcess node;
+    private final AtomicBoolean stop;
+
+    Projector(NodeProcess node, AtomicBoolean stop) throws Exception {
+      super("pg-failover-projection");
+      setDaemon(true);
+      this.node = node;
+      this.stop = stop;
+      for (int p = 0; p < PARTITIONS; p++) {
+        HttpResponse<String> configured =
+            node.sendIdempotent(
+                "POST",
+                "/admin/projections/configure",
+                "{\"partition\":" + p + ",\"consumer\":\"" + CONSUMER + "\",\"generation\":1}",
+                Map.of("Content-Type", "application/json"));
+        assertThat(configured.statusCode()).as(configured.body()).isEqualTo(201);
+      }
+    }
+
+    long commitsAfter(long nanos) {
+      return commitTimes.stream().filter(t -> t > nanos).count();
+    }
+
+    @Override
+    public void run() {
+      try {
+        while (!stop.get()) {
+          for (int p = 0; p < PARTITIONS && !stop.get(); p++) {
+            Optional<HttpResponse<String>> read =
+                node.post(
+                    "/admin/projections/read",
+                    "{\"partition\":"
+                        + p
+                        + ",\"consumer\":\""
+                        + CONSUMER
+                        + "\",\"generation\":1,\"maxEntries\":50}");
+            if (read.isEmpty() || read.get().statusCode() != 200) {
+              Thread.sleep(50);
+              continue;
+            }
+            com.fasterxml.jackson.databind.JsonNode batch = JSON.readTree(read.get().body());
+            long start = batch.path("start").asLong();
+            assertThat(start)
+                .as("partition %s reads from at least its acknowledged checkpoint", p)
+                .isGreaterThanOrEqualTo(committed.getOrDefault(p, 0L));
+            if (batch.path("through").asLong() == start) {
+              continue;
+            }
+            Optional<HttpResponse<String>> commit =
+                node.post(
+                    "/admin/projections/commit",
+                    "{\"token\":\"" + batch.path("token").asText() + "\"}");
+            if (commit.isPresent() && commit.get().statusCode() == 200) {
+              long checkpoint = JSON.readTree(commit.get().body()).path("checkpoint").asLong();
+              committed.merge(p, checkpoint, Math::max);
+              commits.incrementAndGet();
+              commitTimes.add(System.nanoTime());
+            }
+          }
+          Thread.sleep(20);
+        }
+      } catch (Throwable t) {
+        error.set(t);
+      }
+    }
+  }
+
+  /**
+   * A commit whose synchronous wait was cancelled is visible on the primary alone (PostgreSQL warns
+   * and keeps it). A partition that recovers afterwards would serve it as if durable; so it first
+   * waits until the standbys' flushed positions pass the primary's WAL position ({@code
+   * StorageSystem.settled}, ADR 0036). Here both standbys' WAL receivers are stopped (SIGSTOP: the
+   * primary still lists them streaming, with their flushed positions frozen), a commit waits for
+   * them, is cancelled, and is visible on the primary; the settle wait must not end while the
+   * receivers are stopped, and must end once they run again.
+   */
+  @Test
+  void theWaitAfterRecoveryOutlastsACommitWhoseSynchronousWaitWasCancelled() throws Exception {
+    Path tmp = Files.createTempDirectory("weir-pg-rf3-cancel");
+    Map<String, String> home = rf3Home(tmp);
+    var probes = java.util.concurrent.Executors.newSingleThreadExecutor();
+    List<String> stopped = new java.util.ArrayList<>();
+    try {
+      Map<String, String> pg = rf3(home, "start");
+      Path members = tmp.resolve("pg");
+      String primary = Files.readString(members.resolve("primary")).trim();
+      execute(members, primary, pg, "CREATE TABLE cancelled_wait (x int)");
+      org.postgresql.ds.PGSimpleDataSource data = new org.postgresql.ds.PGSimpleDataSource();
+      data.setUrl(
+          "jdbc:postgresql://127.0.0.1:"
+              + Files.readString(members.resolve(primary).resolve("port")).trim()
+              + "/weir");
+      data.setUser(pg.get("WEIR_PG_USER"));
+      data.setPassword(pg.get("WEIR_PG_PASSWORD"));
+      // Settled now: both standbys stream and hold everything.
+      StorageSystem.settled(data, 1, Duration.ofSeconds(60), probes)
+          .toCompletableFuture()
+          .get(90, TimeUnit.SECONDS);
+
+      for (String m : new String[] {"s1", "s2"}) {
+        String pid = member(members, m, pg, "SELECT pid FROM pg_stat_wal_receiver");
+        assertThat(pid).as("standby %s receives WAL", m).isNotNull();
+        signal("STOP", pid);
+        stopped.add(pid);
+      }
+      // The commit waits for a standby that cannot answer; cancelling the wait keeps it locally.
+      java.util.concurrent.CompletableFuture<String> insert =
+          java.util.concurrent.CompletableFuture.supplyAsync(
+              () -> {
+                try (java.sql.Connection c = connect(members, primary, pg);
+                    java.sql.Statement st = c.createStatement()) {
+                  st.execute("INSERT INTO cancelled_wait VALUES (1)");
+                  java.sql.SQLWarning w = st.getWarnings();
+                  return w == null ? "no warning" : w.getMessage();
+                } catch (Exception e) {
+                  throw new IllegalStateException(e);
+                }
+              });
+      await("the commit waits for the standbys")
+          .atMost(Duration.ofSeconds(60))
+          .pollInterval(Duration.ofMillis(100))
+          .until(
+              () ->
+                  member(
+                      members,
+                      primary,
+                      pg,
+                      "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"),
+              "1"::equals);
+      execute(
+          members,
+          primary,
+          pg,
+          "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+      assertThat(insert.get(60, TimeUnit.SECONDS))
+          .as("PostgreSQL keeps the commit locally and warns")
+          .contains("canceling wait for synchronous replication");
+      assertThat(member(members, primary, pg, "SELECT count(*) FROM cancelled_wait"))
+          .as("the cancelled commit is visible on the primary")
+          .isEqualTo("1");
+
+      java.util.concurrent.CompletableFuture<Void> settled =
+          StorageSystem.settled(data, 1, Duration.ofSeconds(120), probes).toCompletableFuture();
+      // Both receivers are stopped: no standby's flushed position can pass the commit.
+      Thread.sleep(3_000);
+      assertThat(settled)
+          .as("settled while the cancelled commit is on the primary alone")
+          .isNotDone();
+      for (String pid : stopped) {
+        signal("CONT", pid);
+      }
+      stopped.clear();
+      settled.get(120, TimeUnit.SECONDS);
+      String onStandby =
+          await("a standby replays the commit")
+              .atMost(Duration.ofSeconds(60))
+              .pollInterval(Duration.ofMillis(100))
+              .until(
+                  () -> member(members, "s1", pg, "SELECT count(*) FROM cancelled_wait"),
+                  "1"::equals);
+      System.out.printf(
+          "postgres-cancelled-wait: commit visible on the primary alone; settle waited for the"
+              + " standbys; standby s1 rows=%s%n",
+          onStandby);
+    } finally {
+      for (String pid : stopped) {
+        signal("CONT", pid);
+      }
+      probes.shutdownNow();
+      rf3(home, "destroy");
+      deleteTree(tmp);
+    }
+  }
+
+  /** Sends a signal to a server process (the test runs as its owner, or as root). */
+  private static void signal(String signal, String pid) throws Exception {
+    Process kill = new ProcessBuilder("kill", "-" + signal, pid).inheritIO().start();
+    assertThat(kill.waitFor(30, TimeUnit.SECONDS) && kill.exitValue() == 0)
+        .as("kill -%s %s", signal, pid)
+        .isTrue();
   }
 
   /** The environment of an RF3 cluster of this test's own in {@code tmp}. */

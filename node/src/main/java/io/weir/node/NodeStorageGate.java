@@ -55,6 +55,11 @@ final class NodeStorageGate implements StorageGate {
   }
 
   @Override
+  public StorageSystem system() {
+    return storage.get() instanceof StorageStatus.Ready r ? r.system() : null;
+  }
+
+  @Override
   public long generation() {
     return storage.get() instanceof StorageStatus.Ready r ? r.generation() : -1;
   }

@@ -50,6 +50,14 @@ final class ClusterBenchOptions {
   String nodeHeap = "1g";
 
   @Option(
+      names = "--acknowledged-marks",
+      paramLabel = "on|off",
+      description =
+          "weir.storage.acknowledged-marks.enabled of every node (ADR 0036): off measures the writes"
+              + " without the majority write of each group commit's mark (default: ${DEFAULT-VALUE})")
+  String acknowledgedMarks = "on";
+
+  @Option(
       names = "--stable-after",
       paramLabel = "DURATION",
       description =
@@ -158,6 +166,9 @@ final class ClusterBenchOptions {
         throw new BenchOptions.UsageException(
             "--phases takes failover, throughput or both, comma-separated");
       }
+    }
+    if (!o.acknowledgedMarks.equals("on") && !o.acknowledgedMarks.equals("off")) {
+      throw new BenchOptions.UsageException("--acknowledged-marks takes on or off");
     }
     if (!o.nodeHeap.matches("[0-9]+[kmgKMG]")) {
       throw new BenchOptions.UsageException("--node-heap must be a heap size such as 512m or 1g");

@@ -131,7 +131,8 @@ public final class ClusterBenchmark {
     this.jvmOptions =
         List.of(
             "-Xmx" + options.nodeHeap,
-            "-Dpekko.cluster.split-brain-resolver.stable-after=" + options.stableAfter);
+            "-Dpekko.cluster.split-brain-resolver.stable-after=" + options.stableAfter,
+            "-Dweir.storage.acknowledged-marks.enabled=" + options.acknowledgedMarks);
     this.padding = PartitionBenchmark.padding(options.bodyBytes);
   }
 
@@ -652,13 +653,14 @@ public final class ClusterBenchmark {
         "2. document-API writes: %d HTTP clients (java.net.http, HTTP/1.1), each PUTs a distinct %,d-byte JSON"
             + " document to%n   /v1/documents/%s/<id> as administrator and waits for the answer before the next; client i"
             + " writes through node i mod n;%n   1 node (cluster w1) and 3 nodes (w3) side by side, %d rounds of %d s, the"
-            + " order alternating, after a warm-up of %d s each%n",
+            + " order alternating, after a warm-up of %d s each; acknowledged marks %s%n",
         options.clients,
         options.bodyBytes,
         COLLECTION,
         options.rounds,
         options.seconds,
-        options.warmupSeconds);
+        options.warmupSeconds,
+        options.acknowledgedMarks);
     System.out.println(
         "   NOTE: all nodes, PostgreSQL and these clients share this machine's CPUs: 3 nodes are not expected"
             + " to be faster here.\n   The comparison shows what spreading the partitions over 3 processes costs (2 in 3 writes"

@@ -84,6 +84,20 @@ final class PartitionCommands extends Group {
     return CtlCommand.EXIT_OK;
   }
 
+  /**
+   * The timeline the partition checked its journal on, and the one its last acknowledged commit was
+   * written to when that differs ({@code 4 (ack 3)}: acknowledged before a promotion).
+   */
+  static String timelines(JsonNode storage) {
+    JsonNode checked = storage.path("checkedOn");
+    JsonNode acked = storage.path("acknowledgedOn");
+    String on = checked.isObject() ? Integer.toString(checked.path("timeline").asInt()) : "-";
+    if (acked.isObject() && acked.path("timeline").asInt() != checked.path("timeline").asInt(-1)) {
+      on += " (ack " + acked.path("timeline").asInt() + ")";
+    }
+    return on;
+  }
+
   /** The copies line and one row per partition; storage-behind ones counted first. */
   static String render(JsonNode ready, JsonNode partitions) {
     StringBuilder out = new StringBuilder();
@@ -97,7 +111,14 @@ final class PartitionCommands extends Group {
     int behind = 0;
     TextTable table =
         new TextTable(
-            "PARTITION", "STORAGE", "ACKNOWLEDGED", "JOURNAL", "EPOCH", "COPIES", "TABLE");
+            "PARTITION",
+            "STORAGE",
+            "ACKNOWLEDGED",
+            "JOURNAL",
+            "EPOCH",
+            "COPIES",
+            "TIMELINE",
+            "TABLE");
     for (JsonNode p : partitions) {
       JsonNode s = p.path("storage");
       String state = s.isObject() ? s.path("state").asText() : "-";
@@ -111,6 +132,7 @@ final class PartitionCommands extends Group {
           p.path("journalEvents").asLong(),
           s.isObject() ? s.path("epoch").asLong() : "-",
           !s.isObject() || s.path("copies").asInt(-1) < 0 ? "-" : s.path("copies").asInt(),
+          timelines(s),
           p.path("documentsTable").isObject()
               ? p.path("documentsTable").path("state").asText()
               : "-");

@@ -803,7 +803,9 @@ public final class HttpApi extends JsonRoutes {
                 s.storage().state(),
                 s.storage().acknowledged(),
                 s.storage().epoch(),
-                s.storage().copies()),
+                s.storage().copies(),
+                identity(s.storage().checkedOn()),
+                identity(s.storage().acknowledgedOn())),
         s.table() == null
             ? null
             : new OutboxStatus.DocumentsTable(
@@ -814,6 +816,13 @@ public final class HttpApi extends JsonRoutes {
                 s.table().lastError(),
                 s.table().moved(),
                 s.table().toMove()));
+  }
+
+  private static OutboxStatus.StorageIdentity identity(io.weir.persistence.StorageSystem s) {
+    return s == null
+        ? null
+        : new OutboxStatus.StorageIdentity(
+            Long.toUnsignedString(s.systemIdentifier()), s.timeline());
   }
 
   /**

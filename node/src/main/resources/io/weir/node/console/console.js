@@ -493,10 +493,22 @@
       var pinned = active.length ? Math.min.apply(null, active.map(function (c) { return c.checkpoint; })) : null;
       tbody.appendChild(row([num(p.partition), num(p.documents), num(p.outboxFirst), num(p.outboxNext), num(p.outboxEntries),
         el('td', fmtBytes(p.outboxBytes), 'num'), bar, num(pinned),
-        p.storage ? stateCell(p.storage.state) : el('td', '—'), num(p.storage ? p.storage.acknowledged : null)]));
+        p.storage ? stateCell(p.storage.state) : el('td', '—'), num(p.storage ? p.storage.acknowledged : null),
+        el('td', timelines(p.storage), 'num')]));
     });
-    if (!shown.length) { emptyRow(tbody, 10, 'no partitions'); }
+    if (!shown.length) { emptyRow(tbody, 11, 'no partitions'); }
     renderStorage(list);
+  }
+
+  // The timeline a partition checked its journal on, and its last acknowledged commit's when that
+  // differs (acknowledged before a promotion).
+  function timelines(s) {
+    if (!s || !s.checkedOn) { return '—'; }
+    var on = String(s.checkedOn.timeline);
+    if (s.acknowledgedOn && s.acknowledgedOn.timeline !== s.checkedOn.timeline) {
+      on += ' (ack ' + s.acknowledgedOn.timeline + ')';
+    }
+    return on;
   }
 
   // Storage copies (from readiness) and the partitions halted storage-behind (ADR 0036).

@@ -409,6 +409,7 @@ class CliIT {
         .contains("storage copies: 1 of 1 required")
         .contains("storage-behind: 0")
         .contains("PARTITION")
+        .contains("TIMELINE")
         .contains("serving");
     JsonNode all = okJson("ctl", "partitions", "status");
     assertThat(all.size()).isEqualTo(PARTITIONS);
@@ -419,6 +420,13 @@ class CliIT {
       assertThat(p.path("storage").path("acknowledged").asLong())
           .as("the mark of what the partition acknowledged")
           .isBetween(journal > 0 ? 1L : 0L, journal);
+      // The storage the partition checked its journal on, and the one its mark was raised on.
+      JsonNode checked = p.path("storage").path("checkedOn");
+      assertThat(checked.path("systemIdentifier").asText()).matches("[0-9]{10,20}");
+      assertThat(checked.path("timeline").asInt()).isPositive();
+      if (journal > 0) {
+        assertThat(p.path("storage").path("acknowledgedOn")).isEqualTo(checked);
+      }
     }
     Run unconfirmed = weir("ctl", "partitions", "accept-storage-loss", "0");
     assertThat(unconfirmed.exit()).isEqualTo(2);

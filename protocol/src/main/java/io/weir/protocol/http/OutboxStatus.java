@@ -47,8 +47,27 @@ public record OutboxStatus(
    * @param epoch how many storage losses were accepted for this partition
    * @param copies on how many copies a commit is durable before it is acknowledged, as the
    *     partition's node last read it (-1: unknown)
+   * @param checkedOn the storage the partition checked its journal against when it recovered, or
+   *     null when unknown
+   * @param acknowledgedOn the storage its last acknowledged commit was written to, or null when
+   *     unknown or nothing was acknowledged
    */
-  public record Storage(String state, long acknowledged, long epoch, int copies) {}
+  public record Storage(
+      String state,
+      long acknowledged,
+      long epoch,
+      int copies,
+      StorageIdentity checkedOn,
+      StorageIdentity acknowledgedOn) {}
+
+  /**
+   * Which PostgreSQL a journal is on (ADR 0036).
+   *
+   * @param systemIdentifier the primary's system identifier, in decimal (an unsigned 64-bit number:
+   *     a string, so that JSON readers keep every digit)
+   * @param timeline the timeline its WAL is written on; a promotion starts the next one
+   */
+  public record StorageIdentity(String systemIdentifier, int timeline) {}
 
   /**
    * The partition's documents table (docs/partitions.md, "The documents table").

@@ -149,6 +149,9 @@ public final class Partition
 
   private StorageCheck storageCheck = StorageCheck.CHECKING;
 
+  /** The storage the journal was checked against after recovery (null: unknown or not yet). */
+  private io.weir.persistence.StorageSystem checkedOn;
+
   /** The acknowledged mark as this partition last read or raised it. */
   private AckMark mark = AckMark.NONE;
 
@@ -749,23 +752,30 @@ public final class Partition
       return Effect().stop();
     }
     mark = c.mark();
+    checkedOn = wiring.gate().system();
     if (mark.aheadOf(state.incarnation, state.events)) {
       storageCheck = StorageCheck.BEHIND;
       log.error(
-          "partition {}: storage-behind: its journal ends at sequence {} but it acknowledged {};"
-              + " it refuses writes until an operator accepts the loss (weir ctl partitions"
-              + " accept-storage-loss {} --confirm)",
+          "partition {}: storage-behind: its journal on {} ends at sequence {} but it acknowledged"
+              + " {} on {}; it refuses writes until an operator accepts the loss (weir ctl"
+              + " partitions accept-storage-loss {} --confirm)",
           partition,
+          describe(checkedOn),
           state.events,
           acknowledged(state) > 0
               ? "sequence " + mark.sequence()
               : "a history the journal does not hold",
+          describe(mark.storage()),
           partition);
       wiring.observer().storageBehind(partition, true);
     } else {
       storageCheck = wiring.marks().enabled() ? StorageCheck.SERVING : StorageCheck.UNCHECKED;
     }
     return becomeReady();
+  }
+
+  private static String describe(io.weir.persistence.StorageSystem storage) {
+    return storage == null ? "an unknown storage" : storage.describe();
   }
 
   /**
@@ -815,7 +825,7 @@ public final class Partition
 
   /** Raises the mark to the journal's tail, then answers the group commit ({@code advance}). */
   private void raiseMark(PartitionState s, Run r, Runnable advance) {
-    AckMark to = new AckMark(mark.epoch(), s.incarnation, s.events);
+    AckMark to = new AckMark(mark.epoch(), s.incarnation, s.events, wiring.gate().system());
     mark = mark.max(to);
     r.afterMark = advance;
     long started = System.nanoTime();
@@ -858,7 +868,8 @@ public final class Partition
         .thenRun(
             s -> {
               persisted(s, fresh, rulesBefore, bytesBefore, List.of());
-              AckMark next = new AckMark(mark.epoch() + 1, s.incarnation, s.events);
+              AckMark next =
+                  new AckMark(mark.epoch() + 1, s.incarnation, s.events, wiring.gate().system());
               wiring
                   .marks()
                   .raise(partition, next)
@@ -913,7 +924,12 @@ public final class Partition
         s,
         table.status(),
         new PartitionProtocol.StorageView(
-            storageCheck.wireName, acknowledged(s), mark.epoch(), wiring.gate().copies()));
+            storageCheck.wireName,
+            acknowledged(s),
+            mark.epoch(),
+            wiring.gate().copies(),
+            checkedOn,
+            mark.isNone() ? null : mark.storage()));
   }
 
   /**

@@ -523,9 +523,24 @@ public final class PartitionProtocol {
    * @param epoch how many storage losses were accepted for this partition
    * @param copies on how many copies a commit of the partition's storage is durable before it is
    *     acknowledged, as its node last read it; -1 when unknown
+   * @param checkedOn the storage the partition checked its journal against when it recovered (null:
+   *     unknown, or not checked)
+   * @param acknowledgedOn the storage its mark's last acknowledged commit was written to (null:
+   *     unknown, or nothing acknowledged)
    */
-  public record StorageView(String state, long acknowledged, long epoch, int copies)
-      implements CborSerializable {}
+  public record StorageView(
+      String state,
+      long acknowledged,
+      long epoch,
+      int copies,
+      io.weir.persistence.StorageSystem checkedOn,
+      io.weir.persistence.StorageSystem acknowledgedOn)
+      implements CborSerializable {
+    /** A view without the storages. */
+    public StorageView(String state, long acknowledged, long epoch, int copies) {
+      this(state, acknowledged, epoch, copies, null, null);
+    }
+  }
 
   /**
    * Gives a partition halted {@code storage-behind} a new incarnation at its storage's tail: what

@@ -55,6 +55,14 @@ public interface StorageGate {
     return -1;
   }
 
+  /**
+   * The storage the journal is written to now (system identifier and timeline), as last read; null
+   * when unknown. Partitions record it in their acknowledged marks and their status (ADR 0036).
+   */
+  default io.weir.persistence.StorageSystem system() {
+    return null;
+  }
+
   /** Never refuses (tests and tools without a storage monitor). */
   StorageGate OPEN = () -> null;
 }

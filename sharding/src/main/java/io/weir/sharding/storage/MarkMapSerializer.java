@@ -1,5 +1,6 @@
 package io.weir.sharding.storage;
 
+import io.weir.persistence.StorageSystem;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
@@ -13,15 +14,19 @@ import org.apache.pekko.serialization.SerializerWithStringManifest;
 /**
  * The binary form of a {@link MarkMap}, replicated between nodes and kept in each node's durable
  * store: a format byte, the number of entries, and per entry the partition, the epoch, the
- * sequence, whether an incarnation follows, and the incarnation (modified UTF-8). Error messages
- * name the problem, never a value.
+ * sequence, whether an incarnation follows, and the incarnation (modified UTF-8); in format 2 then
+ * whether a storage follows, and its system identifier and timeline. Format 1 (no storage) is still
+ * read: durable stores written before it hold it. Error messages name the problem, never a value.
  */
 public final class MarkMapSerializer extends SerializerWithStringManifest {
   /** Never reuse or change it: durable stores hold mark maps under it. */
   public static final int IDENTIFIER = 7_304;
 
   static final String MANIFEST = "M";
-  static final byte FORMAT = 1;
+  static final byte FORMAT = 2;
+
+  /** Marks without their storage, as written before storages were recorded. */
+  static final byte FORMAT_WITHOUT_STORAGE = 1;
 
   public MarkMapSerializer(ExtendedActorSystem system) {}
 
@@ -58,6 +63,11 @@ public final class MarkMapSerializer extends SerializerWithStringManifest {
         if (m.incarnation() != null) {
           out.writeUTF(m.incarnation());
         }
+        out.writeBoolean(m.storage() != null);
+        if (m.storage() != null) {
+          out.writeLong(m.storage().systemIdentifier());
+          out.writeInt(m.storage().timeline());
+        }
       }
     } catch (IOException e) {
       throw new UncheckedIOException(e);
@@ -72,7 +82,7 @@ public final class MarkMapSerializer extends SerializerWithStringManifest {
     }
     try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
       byte format = in.readByte();
-      if (format != FORMAT) {
+      if (format != FORMAT && format != FORMAT_WITHOUT_STORAGE) {
         throw new NotSerializableException("unknown mark map format " + format);
       }
       int n = in.readInt();
@@ -85,7 +95,11 @@ public final class MarkMapSerializer extends SerializerWithStringManifest {
         long epoch = in.readLong();
         long sequence = in.readLong();
         String incarnation = in.readBoolean() ? in.readUTF() : null;
-        marks.put(partition, new AckMark(epoch, incarnation, sequence));
+        StorageSystem storage =
+            format == FORMAT && in.readBoolean()
+                ? new StorageSystem(in.readLong(), in.readInt())
+                : null;
+        marks.put(partition, new AckMark(epoch, incarnation, sequence, storage));
       }
       if (in.available() > 0) {
         throw new NotSerializableException("mark map with trailing bytes");

@@ -101,6 +101,35 @@ class PartitionSerializationTest extends SerializationContract {
                 table.lagEvents(),
                 table.failures(),
                 table.lastError())));
+    // Written before marks and status views recorded their storage (system, timeline).
+    PartitionProtocol.StorageView view =
+        (PartitionProtocol.StorageView) f.samples(PartitionProtocol.StorageView.class).get(0);
+    f.expectInVersion(
+        "v1",
+        PartitionProtocol.StorageView.class,
+        List.of(
+            new PartitionProtocol.StorageView(
+                view.state(), view.acknowledged(), view.epoch(), view.copies())));
+    Partition.StorageChecked checked =
+        (Partition.StorageChecked) f.samples(Partition.StorageChecked.class).get(0);
+    f.expectInVersion(
+        "v1",
+        Partition.StorageChecked.class,
+        // The generated sample's later values moved with the storage's two fields.
+        List.of(new Partition.StorageChecked(withoutStorage(checked.mark()), "text-4")));
+    Partition.StorageLossMarked marked =
+        (Partition.StorageLossMarked) f.samples(Partition.StorageLossMarked.class).get(0);
+    f.expectInVersion(
+        "v1",
+        Partition.StorageLossMarked.class,
+        List.of(
+            new Partition.StorageLossMarked(
+                withoutStorage(marked.mark()), marked.lost() - 2, marked.replyTo())));
+  }
+
+  private static io.weir.sharding.storage.AckMark withoutStorage(
+      io.weir.sharding.storage.AckMark m) {
+    return new io.weir.sharding.storage.AckMark(m.epoch(), m.incarnation(), m.sequence());
   }
 
   /** The shape of {@link Partition.BodiesFetched} when its v1 fixture was written. */

@@ -78,7 +78,9 @@ class AckMarkTest {
                 511,
                 new AckMark(3, "4b9f-inc", Long.MAX_VALUE),
                 7,
-                new AckMark(0, "x", 1)));
+                new AckMark(0, "x", 1),
+                9,
+                new AckMark(2, "y", 40, new io.weir.persistence.StorageSystem(-7L, 3))));
     assertThat(s.fromBinary(s.toBinary(map), s.manifest(map))).isEqualTo(map);
     assertThat(s.fromBinary(s.toBinary(MarkMap.EMPTY), "M")).isEqualTo(MarkMap.EMPTY);
     byte[] good =
@@ -91,5 +93,32 @@ class AckMarkTest {
     assertThatThrownBy(() -> s.fromBinary(longer, "M")).hasMessageContaining("trailing");
     assertThatThrownBy(() -> s.fromBinary(good, "X")).hasMessageContaining("manifest");
     assertThat(new AckMark(1, "secret-incarnation", 9).toString()).doesNotContain("secret");
+  }
+
+  @Test
+  void marksWrittenBeforeStoragesWereRecordedAreStillRead() throws Exception {
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+    try (java.io.DataOutputStream out = new java.io.DataOutputStream(bytes)) {
+      out.writeByte(1); // format 1: no storage per entry
+      out.writeInt(1);
+      out.writeInt(4);
+      out.writeLong(2);
+      out.writeLong(17);
+      out.writeBoolean(true);
+      out.writeUTF("inc");
+    }
+    assertThat(new MarkMapSerializer().fromBinary(bytes.toByteArray(), "M"))
+        .isEqualTo(new MarkMap(java.util.Map.of(4, new AckMark(2, "inc", 17))));
+  }
+
+  @Test
+  void marksThatDifferOnlyInTheirStorageMergeTheSameWayOnEveryReplica() {
+    AckMark one = new AckMark(0, "a", 5, new io.weir.persistence.StorageSystem(11, 1));
+    AckMark two = new AckMark(0, "a", 5, new io.weir.persistence.StorageSystem(11, 2));
+    AckMark unknown = new AckMark(0, "a", 5);
+    assertThat(one.max(two)).isEqualTo(two.max(one)).isEqualTo(two);
+    assertThat(unknown.max(one)).isEqualTo(one.max(unknown)).isEqualTo(one);
+    assertThat(one.aheadOf("a", 5)).as("the sequence decides, not the storage").isFalse();
+    assertThat(two.toString()).contains("timeline 2");
   }
 }

@@ -50,6 +50,14 @@ final class ClusterBenchOptions {
   String nodeHeap = "1g";
 
   @Option(
+      names = "--node-option",
+      paramLabel = "JVM-OPTION",
+      description =
+          "an extra JVM option of every node process, repeatable (for example"
+              + " -XX:StartFlightRecording=filename=node.jfr,settings=profile to profile the nodes)")
+  java.util.List<String> nodeOptions = new java.util.ArrayList<>();
+
+  @Option(
       names = "--acknowledged-marks",
       paramLabel = "on|off",
       description =
@@ -165,6 +173,11 @@ final class ClusterBenchOptions {
       if (!p.equals("failover") && !p.equals("throughput")) {
         throw new BenchOptions.UsageException(
             "--phases takes failover, throughput or both, comma-separated");
+      }
+    }
+    for (String option : o.nodeOptions) {
+      if (!option.startsWith("-")) {
+        throw new BenchOptions.UsageException("--node-option takes a JVM option such as -Xss1m");
       }
     }
     if (!o.acknowledgedMarks.equals("on") && !o.acknowledgedMarks.equals("off")) {

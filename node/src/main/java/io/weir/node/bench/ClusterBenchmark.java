@@ -128,11 +128,12 @@ public final class ClusterBenchmark {
     this.three = new BenchDatabase(options.url, options.user, options.password, DATABASE);
     this.one = new BenchDatabase(options.url, options.user, options.password, DATABASE_ONE);
     this.logs = BenchCluster.nodeJar().getParent().resolve("bench-cluster");
-    this.jvmOptions =
-        List.of(
-            "-Xmx" + options.nodeHeap,
-            "-Dpekko.cluster.split-brain-resolver.stable-after=" + options.stableAfter,
-            "-Dweir.storage.acknowledged-marks.enabled=" + options.acknowledgedMarks);
+    List<String> jvm = new java.util.ArrayList<>();
+    jvm.add("-Xmx" + options.nodeHeap);
+    jvm.add("-Dpekko.cluster.split-brain-resolver.stable-after=" + options.stableAfter);
+    jvm.add("-Dweir.storage.acknowledged-marks.enabled=" + options.acknowledgedMarks);
+    jvm.addAll(options.nodeOptions);
+    this.jvmOptions = List.copyOf(jvm);
     this.padding = PartitionBenchmark.padding(options.bodyBytes);
   }
 

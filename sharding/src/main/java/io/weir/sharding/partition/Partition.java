@@ -689,6 +689,7 @@ public final class Partition
               return becomeReady();
             })
         .onCommand(StorageChecked.class, this::storageChecked)
+        .onCommand(RecoveryMarked.class, this::recoveryMarked)
         .onCommand(MarkRaised.class, this::markRaised)
         .onCommand(PartitionProtocol.AcceptStorageLoss.class, this::acceptStorageLoss)
         .onCommand(StorageLossMarked.class, this::storageLossMarked)
@@ -768,9 +769,45 @@ public final class Partition
           describe(mark.storage()),
           partition);
       wiring.observer().storageBehind(partition, true);
+    } else if (wiring.marks().enabled()
+        && state.incarnation != null
+        && acknowledged(state) < state.events) {
+      // The journal holds events above the mark: a group commit whose raise failed (its writers
+      // were not answered, and a retry is answered from its receipt) or events no raise covers
+      // (purges). The storage settled, so they are on the required copies: mark them before
+      // anything is answered, or a later loss of them would go unnoticed.
+      AckMark to =
+          new AckMark(mark.epoch(), state.incarnation, state.events, wiring.gate().system());
+      wiring
+          .marks()
+          .raise(partition, to)
+          .whenComplete(
+              (done, error) ->
+                  self.tell(
+                      new RecoveryMarked(to, error == null ? null : SafeErrors.describe(error))));
+      return Effect().none();
     } else {
       storageCheck = wiring.marks().enabled() ? StorageCheck.SERVING : StorageCheck.UNCHECKED;
     }
+    return becomeReady();
+  }
+
+  /**
+   * The mark was raised over the events recovered above it ({@code failure}: why not, value-free).
+   */
+  record RecoveryMarked(AckMark mark, String failure) implements Command {}
+
+  private Effect<Event, PartitionState> recoveryMarked(PartitionState state, RecoveryMarked c) {
+    if (c.failure() != null) {
+      log.warn(
+          "partition {}: the mark over its recovered journal could not be raised ({}); recovering"
+              + " again",
+          partition,
+          c.failure());
+      return Effect().stop();
+    }
+    mark = mark.max(c.mark());
+    storageCheck = StorageCheck.SERVING;
     return becomeReady();
   }
 

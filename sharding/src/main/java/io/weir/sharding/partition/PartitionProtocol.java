@@ -33,6 +33,7 @@ public final class PartitionProtocol {
           AcceptStorageLoss,
           Partition.WriteBatch,
           Partition.StorageChecked,
+          Partition.RecoveryMarked,
           Partition.MarkRaised,
           Partition.StorageLossMarked,
           Partition.TableApplied,

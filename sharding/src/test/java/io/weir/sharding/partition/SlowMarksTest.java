@@ -93,4 +93,63 @@ class SlowMarksTest {
     assertThat(s.storage().acknowledged()).isEqualTo(3);
     assertThat(raises.get()).isEqualTo(3);
   }
+
+  /**
+   * A group commit whose mark cannot be raised is not answered: the partition stops. Recovered, it
+   * raises its mark over the journal before it answers anything, so the retry answered from the
+   * write's receipt is covered by the mark (a storage that loses the write later is then caught).
+   */
+  @Test
+  void aWriteWhoseMarkFailedIsMarkedBeforeItsRetryIsAnswered() {
+    AtomicInteger failures = new AtomicInteger(1);
+    AcknowledgedMarks kept = AcknowledgedMarks.inMemory();
+    AcknowledgedMarks failingOnce =
+        new AcknowledgedMarks() {
+          @Override
+          public CompletionStage<AckMark> read(int partition) {
+            return kept.read(partition);
+          }
+
+          @Override
+          public CompletionStage<Void> raise(int partition, AckMark mark) {
+            if (failures.getAndDecrement() > 0) {
+              return CompletableFuture.failedFuture(
+                  new IllegalStateException("no majority of the nodes answered"));
+            }
+            return kept.raise(partition, mark);
+          }
+        };
+    PartitionWiring wiring =
+        PartitionWiring.inMemory(PartitionSettings.DEFAULTS).withMarks(failingOnce);
+    ActorRef<Command> first = KIT.spawn(Partition.create(6, wiring));
+    TestProbe<FrameReply> replies = KIT.createTestProbe();
+    ApplyFrame write =
+        new ApplyFrame(
+            "retried-1",
+            List.of(new Upsert("notes", "n-6", "{\"i\":1}", Optional.empty())),
+            Optional.empty(),
+            replies.ref());
+    first.tell(write);
+    replies.expectTerminated(first, WAIT);
+    replies.expectNoMessage(Duration.ofMillis(200));
+    assertThat(kept.read(6).toCompletableFuture().join().isNone())
+        .as("the failed raise kept nothing")
+        .isTrue();
+
+    ActorRef<Command> second = KIT.spawn(Partition.create(6, wiring));
+    second.tell(write);
+    FrameReply reply = replies.receiveMessage(WAIT);
+    assertThat(reply).isInstanceOf(Applied.class);
+    assertThat(((Applied) reply).revisions()).as("answered from its receipt").containsExactly(1L);
+    AckMark mark = kept.read(6).toCompletableFuture().join();
+    assertThat(mark.sequence())
+        .as("the recovered write is marked before its retry is answered")
+        .isEqualTo(1);
+    TestProbe<PartitionStatus> status = KIT.createTestProbe();
+    second.tell(new GetStatus(status.ref()));
+    PartitionStatus s = status.receiveMessage(WAIT);
+    assertThat(s.journalEvents()).as("written once").isEqualTo(1);
+    assertThat(s.storage().acknowledged()).isEqualTo(1);
+    assertThat(s.storage().state()).isEqualTo("serving");
+  }
 }

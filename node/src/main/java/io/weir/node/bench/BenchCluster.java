@@ -421,12 +421,23 @@ final class BenchCluster implements AutoCloseable {
     }
   }
 
+  /**
+   * A port nothing listens on now, from 20000..31999: below Linux's ephemeral range (32768 and up),
+   * where any outbound connection on the machine may take a port between this pick and the node's
+   * bind (a benchmark run lost a node that way).
+   */
   static int freePort() {
-    try (ServerSocket s = new ServerSocket(0)) {
-      s.setReuseAddress(true);
-      return s.getLocalPort();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+    java.util.concurrent.ThreadLocalRandom random =
+        java.util.concurrent.ThreadLocalRandom.current();
+    for (int attempt = 0; attempt < 2_000; attempt++) {
+      int port = random.nextInt(20_000, 32_000);
+      try (ServerSocket s = new ServerSocket()) {
+        s.bind(new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), port));
+        return port;
+      } catch (IOException taken) {
+        // in use: try another
+      }
     }
+    throw new UncheckedIOException(new IOException("no free port in 20000..31999"));
   }
 }

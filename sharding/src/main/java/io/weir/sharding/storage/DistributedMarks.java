@@ -154,9 +154,7 @@ public final class DistributedMarks implements AcknowledgedMarks {
               new Replicator.Update<>(
                   key(g),
                   MarkMap.EMPTY,
-                  (System.getProperty("weir.marks.local") != null
-                      ? Replicator.writeLocal()
-                      : new Replicator.WriteMajority(timeout)),
+                  new Replicator.WriteMajority(timeout),
                   Optional.empty(),
                   (MarkMap m) -> m.raise(raises)),
               timeout.multipliedBy(2));

@@ -119,7 +119,7 @@ class CdcCrashIT extends EndToEndTest {
 
   private Run crash(String sinkConfig, java.util.concurrent.Callable<? extends Number> delivered)
       throws Exception {
-    int kills = Integer.getInteger("weir.crash.kills", 6);
+    int kills = Integer.getInteger("weir.crash.kills", 4);
     int minTransactions = Integer.getInteger("weir.crash.min-transactions", 2000);
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);

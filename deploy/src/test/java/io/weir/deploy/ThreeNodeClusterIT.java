@@ -12,15 +12,35 @@ import java.util.Set;
 import org.junit.jupiter.api.Test;
 
 /**
- * Three real node processes on loopback form one cluster on one PostgreSQL; one is frozen (SIGSTOP,
- * cut off like the minority of a network partition) and the split-brain resolver (keep-majority) on
- * the two others downs it while they stay ready; running again, the downed node exits (status 4).
+ * Three real node processes on loopback form one cluster on one PostgreSQL; the node consuming the
+ * CDC pipeline's slot is frozen (SIGSTOP, cut off like the minority of a network partition) and the
+ * split-brain resolver (keep-majority) on the two others downs it while they stay ready. Its
+ * walsender stays connected, holding the slot; the pipeline's new owner ends it (ADR 0037) and
+ * streams well before {@code wal_sender_timeout}. Running again, the downed node exits (status 4).
  */
 class ThreeNodeClusterIT extends EndToEndTest {
 
   @Test
   void majorityRemovesAKilledNodeAndStaysReady() throws Exception {
     db = TestPostgres.server().freshDatabase("three_nodes");
+    try (java.sql.Connection c = db.connect();
+        java.sql.Statement s = c.createStatement()) {
+      s.execute("CREATE TABLE public.src (id bigint PRIMARY KEY, v bigint NOT NULL)");
+      s.execute("CREATE PUBLICATION three_pub FOR TABLE public.src");
+    }
+    java.nio.file.Path config = java.nio.file.Files.createTempFile("weir-three-nodes", ".conf");
+    config.toFile().deleteOnExit();
+    java.nio.file.Files.writeString(
+        config,
+        String.join(
+            "\n",
+            "weir.pipelines.three {",
+            "  slot = three_slot_" + db.name().substring(db.name().length() - 10),
+            "  publications = [three_pub]",
+            "  min-backoff = 200ms",
+            "  max-backoff = 2s",
+            "  sink { type = partitions, collections { \"public.src\" = src } }",
+            "}"));
     int seed1 = NodeProcess.freePort();
     int seed2 = NodeProcess.freePort();
     String seeds = "127.0.0.1:" + seed1 + ",127.0.0.1:" + seed2;
@@ -40,7 +60,8 @@ class ThreeNodeClusterIT extends EndToEndTest {
               .prop("weir.principals.refresh", "1h")
               // Protocol clients reach the nodes here, never through the cluster port.
               .env("WEIR_GATEWAY_ENABLED", "on")
-              .env("WEIR_GATEWAY_PORT", Integer.toString(gatewayPort));
+              .env("WEIR_GATEWAY_PORT", Integer.toString(gatewayPort))
+              .args("--config", config.toString());
       if (i == 1) {
         spec.clusterPort(seed1);
       } else if (i == 2) {
@@ -109,9 +130,31 @@ class ThreeNodeClusterIT extends EndToEndTest {
         .as("every node should report the one cluster identity kept in PostgreSQL")
         .hasSize(1);
 
-    // Node 3 freezes (SIGSTOP): to the others it is cut off, the minority of a partition.
-    NodeProcess victim = nodes.get(2);
-    List<NodeProcess> survivors = nodes.subList(0, 2);
+    // The slot's consumer freezes (SIGSTOP): to the others it is cut off, the minority of a
+    // partition; to PostgreSQL its walsender is still connected and holds the slot.
+    insertAndAwait(nodes, 1);
+    String owner =
+        await("one node consumes the slot")
+            .atMost(START_UP)
+            .until(
+                () ->
+                    nodes
+                        .get(0)
+                        .cluster()
+                        .map(c -> c.get("slotOwner"))
+                        .filter(o -> !o.isNull())
+                        .map(o -> o.asText())
+                        .orElse(null),
+                java.util.Objects::nonNull);
+    NodeProcess victim =
+        nodes.stream()
+            .filter(
+                n ->
+                    owner.endsWith(
+                        n.clusterAddress().substring(n.clusterAddress().lastIndexOf(':'))))
+            .findFirst()
+            .orElseThrow();
+    List<NodeProcess> survivors = nodes.stream().filter(n -> n != victim).toList();
     victim.signal("STOP");
     long frozenAt = System.nanoTime();
 
@@ -147,6 +190,27 @@ class ThreeNodeClusterIT extends EndToEndTest {
     System.out.printf(
         "partitions-restarted: all 64 on the 2 survivors %.1f s after the freeze%n",
         (System.nanoTime() - frozenAt) / 1e9);
+    // A row committed now reaches the partitions through the pipeline on a survivor: its new
+    // owner took the slot over from the frozen node's walsender (PostgreSQL's default
+    // wal_sender_timeout would hold it 60 s).
+    insertAndAwait(survivors, 2);
+    double streaming = (System.nanoTime() - frozenAt) / 1e9;
+    assertThat(
+            survivors.stream()
+                .anyMatch(
+                    n -> {
+                      try {
+                        return java.nio.file.Files.readString(
+                                NodeProcess.logs().resolve(n.name() + ".log"))
+                            .contains("of a cluster member that was downed; ended it");
+                      } catch (java.io.IOException e) {
+                        return false;
+                      }
+                    }))
+        .as("the new owner ended the downed member's walsender")
+        .isTrue();
+    System.out.printf(
+        "slot-taken-over: the pipeline streams on a survivor %.1f s after the freeze%n", streaming);
     for (NodeProcess n : survivors) {
       assertThat(n.clusterNow().get("unreachable"))
           .as("%s should see no unreachable member", n.name())
@@ -352,5 +416,23 @@ class ThreeNodeClusterIT extends EndToEndTest {
 
   static String tail(String log) {
     return log.length() > 6000 ? log.substring(log.length() - 6000) : log;
+  }
+
+  /** Commits source row {@code id} and waits until a node of {@code via} serves its document. */
+  private void insertAndAwait(List<NodeProcess> via, long id) throws Exception {
+    try (java.sql.Connection c = db.connect();
+        java.sql.Statement s = c.createStatement()) {
+      s.execute("INSERT INTO public.src VALUES (" + id + ", " + id + ")");
+    }
+    awaitOrDump(
+        Duration.ofSeconds(150),
+        "source row " + id + " should reach the partitions through the pipeline",
+        () ->
+            via.stream()
+                .anyMatch(
+                    n ->
+                        n.send("GET", "/v1/documents/src/" + id, null, Map.of())
+                            .map(r -> r.statusCode() == 200)
+                            .orElse(false)));
   }
 }

@@ -340,7 +340,9 @@ public final class WeirNode {
                   return CompletableFuture.completedFuture(Done.getInstance());
                 });
       }
-      // One pipeline manager per cluster: each slot has exactly one consumer.
+      // One pipeline manager per cluster: each slot has exactly one consumer. Its replication
+      // connections name this member; a slot a downed member's walsender still holds is taken over.
+      io.weir.node.cdc.DownedMembers downedMembers = io.weir.node.cdc.DownedMembers.start(system);
       ActorRef<PipelineManager.Command> pipelineManager =
           ClusterSingleton.get(system)
               .init(
@@ -351,7 +353,8 @@ public final class WeirNode {
                               storage::get,
                               metrics.registry(),
                               settings.partitions(),
-                              continuous),
+                              continuous,
+                              downedMembers.holders()),
                           "weir-pipelines")
                       .withSettings(serverSingleton(system)));
       PipelineAdmin pipelineAdmin =

@@ -89,19 +89,10 @@ public final class PipelineManager {
 
   /**
    * @param storage this node's storage status: pipelines autostart once Weir's schema is migrated
-   */
-  public static Behavior<Command> create(
-      List<PipelineConfig> pipelines,
-      PostgresSettings weirDatabase,
-      Supplier<StorageStatus> storage,
-      MeterRegistry registry,
-      int partitionCount) {
-    return create(pipelines, weirDatabase, storage, registry, partitionCount, null);
-  }
-
-  /**
    * @param continuous this node's continuous-query engine: the sink of a pipeline with {@code
    *     sink.type = continuous} (null when no pipeline has that sink)
+   * @param holders how this node names itself on its replication connections, and which holders of
+   *     a slot it may end to take the slot over (members the cluster downed, ADR 0037)
    */
   public static Behavior<Command> create(
       List<PipelineConfig> pipelines,
@@ -109,7 +100,8 @@ public final class PipelineManager {
       Supplier<StorageStatus> storage,
       MeterRegistry registry,
       int partitionCount,
-      io.weir.node.continuous.ContinuousQueries continuous) {
+      io.weir.node.continuous.ContinuousQueries continuous,
+      io.weir.persistence.cdc.SlotHolders holders) {
     return Behaviors.setup(
         ctx ->
             Behaviors.withTimers(
@@ -185,7 +177,8 @@ public final class PipelineManager {
                                 sink,
                                 state.dataSource(),
                                 weirDatabase.schema(),
-                                registry),
+                                registry,
+                                holders),
                             "pipeline-" + p.name()));
                   }
                   ctx.getLog()

@@ -238,6 +238,21 @@ public final class CdcPipeline {
       DataSource stateStore,
       String stateSchema,
       MeterRegistry registry) {
+    return create(settings, source, sink, stateStore, stateSchema, registry, SlotHolders.NONE);
+  }
+
+  /**
+   * As above, on a cluster member: its replication connections name the member ({@code holders}),
+   * and a slot held by the walsender of a member the cluster downed is taken over (ADR 0037).
+   */
+  public static Behavior<Command> create(
+      PipelineSettings settings,
+      SourceSettings source,
+      ChangeSink sink,
+      DataSource stateStore,
+      String stateSchema,
+      MeterRegistry registry,
+      SlotHolders holders) {
     return Behaviors.setup(
         ctx ->
             Behaviors.withTimers(
@@ -250,7 +265,8 @@ public final class CdcPipeline {
                         sink,
                         new SlotManager(settings, stateStore, stateSchema),
                         registry,
-                        new RelationStore(stateStore, stateSchema))));
+                        new RelationStore(stateStore, stateSchema),
+                        holders)));
   }
 
   private static final class Runner extends AbstractBehavior<Command> {
@@ -259,6 +275,7 @@ public final class CdcPipeline {
     private final SourceSettings source;
     private final ChangeSink sink;
     private final SlotManager slots;
+    private final SlotHolders holders;
     private final Executor blockingIo;
     private final ActorSystem<?> system;
 
@@ -312,8 +329,10 @@ public final class CdcPipeline {
         ChangeSink sink,
         SlotManager slots,
         MeterRegistry registry,
-        RelationStore relations) {
+        RelationStore relations,
+        SlotHolders holders) {
       super(ctx);
+      this.holders = holders;
       this.timers = timers;
       this.settings = settings;
       this.source = source;
@@ -626,6 +645,29 @@ public final class CdcPipeline {
                     + "/check lists them");
           }
         }
+        int ended = 0;
+        try {
+          ended = holders.endDownedHolder(sourceConn, settings.slot(), Duration.ofSeconds(10));
+        } catch (SQLException e) {
+          // Not allowed to signal it, say: the slot is waited for as without a takeover.
+          org.slf4j.LoggerFactory.getLogger(CdcPipeline.class)
+              .warn(
+                  "pipeline {}: taking slot {} over from a downed member failed ({}); waiting for"
+                      + " the slot instead",
+                  settings.name(),
+                  settings.slot(),
+                  SafeErrors.describe(e));
+        }
+        if (ended != 0) {
+          org.slf4j.LoggerFactory.getLogger(CdcPipeline.class)
+              .warn(
+                  "pipeline {}: slot {} was held by the walsender (pid {}) of a cluster member that was"
+                      + " downed; ended it to take the slot over",
+                  settings.name(),
+                  settings.slot(),
+                  ended);
+          metrics.slotTakenOver();
+        }
         Duration minHandover = facts.walSenderTimeout().plusSeconds(5);
         handover =
             settings.handoverWindow().compareTo(minHandover) < 0
@@ -634,7 +676,9 @@ public final class CdcPipeline {
         StreamingSettings streaming = settings.streaming();
         Connection session =
             ReplicationConnection.openReplicationSession(
-                source, streaming.enabled() ? streaming.decodingWorkMemKb() : 0);
+                source,
+                streaming.enabled() ? streaming.decodingWorkMemKb() : 0,
+                holders.applicationName());
         try {
           ReplicationConnection.SystemIdentity server =
               ReplicationConnection.identifySystem(session);

@@ -199,6 +199,11 @@ public final class PipelineMetrics {
     registry.counter("weir.cdc.sink.failures", "pipeline", pipeline).increment();
   }
 
+  /** The slot was taken over from a downed member's walsender ({@code weir.cdc.slot.takeovers}). */
+  void slotTakenOver() {
+    registry.counter("weir.cdc.slot.takeovers", "pipeline", pipeline).increment();
+  }
+
   void halted(HaltReason reason) {
     registry.counter("weir.cdc.halts", "pipeline", pipeline, "reason", reason.wire()).increment();
   }

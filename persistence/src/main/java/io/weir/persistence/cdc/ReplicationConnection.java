@@ -99,8 +99,17 @@ public final class ReplicationConnection implements AutoCloseable {
    */
   public static Connection openReplicationSession(SourceSettings source, int decodingWorkMemKb)
       throws SQLException {
+    return openReplicationSession(source, decodingWorkMemKb, SlotHolders.APPLICATION);
+  }
+
+  /**
+   * As {@link #openReplicationSession(SourceSettings, int)}, with {@code application_name} {@code
+   * applicationName} (a pipeline names its cluster member there: {@link SlotHolders}).
+   */
+  public static Connection openReplicationSession(
+      SourceSettings source, int decodingWorkMemKb, String applicationName) throws SQLException {
     // Login, TLS (source.tls / weir.postgres.tls), timeouts: as every connection to the source.
-    Properties props = source.properties("weir-replication");
+    Properties props = source.properties(applicationName);
     if (decodingWorkMemKb > 0) {
       // A number only: nothing from configuration text reaches the startup packet.
       PGProperty.OPTIONS.set(props, "-c logical_decoding_work_mem=" + decodingWorkMemKb + "kB");

@@ -156,6 +156,13 @@ final class BenchCluster implements AutoCloseable {
     env.put("WEIR_PG_URL", database.url());
     env.put("WEIR_PG_USER", database.user());
     env.put("WEIR_PG_PASSWORD", database.password());
+    // Each node keeps its acknowledged marks beside its logs (never in the working directory);
+    // a restarted node finds its own again, a new run starts without the last run's.
+    Path marks = logs.resolve(name + "-node" + (i + 1) + "-marks");
+    if (generations[i] == 0) {
+      deleteTree(marks);
+    }
+    env.put("WEIR_MARKS_DIR", marks.toString());
     processes[i] = pb.start();
     generations[i]++;
   }
@@ -417,6 +424,17 @@ final class BenchCluster implements AutoCloseable {
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
         }
+      }
+    }
+  }
+
+  private static void deleteTree(Path dir) throws IOException {
+    if (!Files.exists(dir)) {
+      return;
+    }
+    try (java.util.stream.Stream<Path> all = Files.walk(dir)) {
+      for (Path p : all.sorted(java.util.Comparator.reverseOrder()).toList()) {
+        Files.delete(p);
       }
     }
   }

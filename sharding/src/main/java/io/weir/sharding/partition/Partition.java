@@ -1400,15 +1400,14 @@ public final class Partition
     if (below == null) {
       return writes;
     }
-    List<Write> admitted =
-        refuse(
-            writes,
-            new PartitionProtocol.StorageRefused(below.copies(), below.required()),
-            new ConsumerRefused(
-                ConsumerRefusal.STORAGE_COPIES,
-                "the storage keeps " + below.describe() + "; retry later"));
-    wiring.observer().storageRefused(partition, writes.size() - admitted.size());
-    return admitted;
+    // Counted before the replies: whoever sees a refusal sees it counted.
+    wiring.observer().storageRefused(partition, refusable(writes));
+    return refuse(
+        writes,
+        new PartitionProtocol.StorageRefused(below.copies(), below.required()),
+        new ConsumerRefused(
+            ConsumerRefusal.STORAGE_COPIES,
+            "the storage keeps " + below.describe() + "; retry later"));
   }
 
   /**
@@ -1418,15 +1417,29 @@ public final class Partition
    */
   private void refuseBehind(PartitionState state, List<Write> writes) {
     long acknowledged = acknowledged(state);
-    List<Write> unanswered =
-        refuse(
-            writes,
-            new PartitionProtocol.StorageBehind(state.events, acknowledged),
-            new ConsumerRefused(
-                ConsumerRefusal.STORAGE_BEHIND,
-                "the partition's journal lacks writes it acknowledged; an operator must accept the"
-                    + " loss"));
-    wiring.observer().storageRefused(partition, writes.size() - unanswered.size());
+    wiring.observer().storageRefused(partition, refusable(writes));
+    refuse(
+        writes,
+        new PartitionProtocol.StorageBehind(state.events, acknowledged),
+        new ConsumerRefused(
+            ConsumerRefusal.STORAGE_BEHIND,
+            "the partition's journal lacks writes it acknowledged; an operator must accept the"
+                + " loss"));
+  }
+
+  /** How many of {@code writes} {@link #refuse} answers. */
+  private static int refusable(List<Write> writes) {
+    return (int) writes.stream().filter(Partition::answerable).count();
+  }
+
+  /** Whether {@link #refuse} answers {@code w}: every write but a row-rule change. */
+  private static boolean answerable(Write w) {
+    return w instanceof ApplyFrame
+        || w instanceof PartitionProtocol.ApplyFrames
+        || w instanceof LoadRows
+        || w instanceof ConfigureConsumer
+        || w instanceof ReleaseConsumer
+        || w instanceof CommitBatch;
   }
 
   /**
@@ -1437,7 +1450,9 @@ public final class Partition
       List<Write> writes, FrameReply frame, ConsumerRefused consumer) {
     List<Write> rest = new ArrayList<>();
     for (Write w : writes) {
-      if (w instanceof ApplyFrame f) {
+      if (!answerable(w)) {
+        rest.add(w);
+      } else if (w instanceof ApplyFrame f) {
         f.replyTo().tell(frame);
       } else if (w instanceof PartitionProtocol.ApplyFrames fs) {
         fs.replyTo()
@@ -1452,8 +1467,6 @@ public final class Partition
         c.replyTo().tell(consumer);
       } else if (w instanceof CommitBatch c) {
         c.replyTo().tell(consumer);
-      } else {
-        rest.add(w);
       }
     }
     return rest;

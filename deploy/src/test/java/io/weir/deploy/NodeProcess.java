@@ -790,10 +790,15 @@ public final class NodeProcess implements AutoCloseable {
    * runs on.
    */
   public void signal(String name) throws java.io.IOException, InterruptedException {
-    Process kill =
-        new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).inheritIO().start();
+    signal(name, process.pid());
+  }
+
+  /** Sends signal {@code name} to process {@code pid} (one of the test's, or any as root). */
+  public static void signal(String name, long pid)
+      throws java.io.IOException, InterruptedException {
+    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(pid)).inheritIO().start();
     if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
-      throw new AssertionError("kill -" + name + " " + process.pid() + " failed");
+      throw new AssertionError("kill -" + name + " " + pid + " failed");
     }
   }
 

@@ -43,6 +43,9 @@ import org.junit.jupiter.api.Test;
  * <p>Needs no WEIR_TEST_PG_URL: the cluster is the test's own.
  */
 class PostgresFailoverIT extends EndToEndTest {
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(PostgresFailoverIT.class);
+
   private static final int PARTITIONS = 8;
   private static final int IDS = 300;
   private static final int WRITES_AFTER_PROMOTION = 100;
@@ -175,15 +178,16 @@ class PostgresFailoverIT extends EndToEndTest {
         }
       }
       long firstWriteMs = TimeUnit.NANOSECONDS.toMillis(firstAckAfterPromotion.get() - promoted);
-      System.out.printf(
-          "postgres-failover: acknowledged=%d checked=%d missing=%d writes-after-promotion=%d"
-              + " time-to-first-write-after-promotion-ms=%d kill-to-first-write-ms=%d%n",
-          acks.get(),
-          checked,
-          missing,
-          writesAfterPromotion.get(),
-          firstWriteMs,
-          TimeUnit.NANOSECONDS.toMillis(firstAckAfterPromotion.get() - killedAt));
+      LOG.info(
+          String.format(
+              "postgres-failover: acknowledged=%d checked=%d missing=%d writes-after-promotion=%d"
+                  + " time-to-first-write-after-promotion-ms=%d kill-to-first-write-ms=%d",
+              acks.get(),
+              checked,
+              missing,
+              writesAfterPromotion.get(),
+              firstWriteMs,
+              TimeUnit.NANOSECONDS.toMillis(firstAckAfterPromotion.get() - killedAt)));
       assertThat(checked).as("every acknowledged write is checked").isEqualTo(acks.get());
       assertThat(missing).as("acknowledged writes missing after failover").isZero();
 
@@ -234,10 +238,11 @@ class PostgresFailoverIT extends EndToEndTest {
           checkpointsBehind++;
         }
       }
-      System.out.printf(
-          "postgres-failover: consumer commits acknowledged=%d (after promotion %d)"
-              + " checkpoints-behind=%d%n",
-          projector.commits.get(), projector.commitsAfter(promoted), checkpointsBehind);
+      LOG.info(
+          String.format(
+              "postgres-failover: consumer commits acknowledged=%d (after promotion %d)"
+                  + " checkpoints-behind=%d",
+              projector.commits.get(), projector.commitsAfter(promoted), checkpointsBehind));
       assertThat(projector.commits.get()).as("consumer commits acknowledged").isPositive();
       assertThat(projector.commitsAfter(promoted))
           .as("consumer commits acknowledged after the promotion")
@@ -261,10 +266,11 @@ class PostgresFailoverIT extends EndToEndTest {
         assertThat(again.body()).contains("\"replayed\":true").contains("\"revision\":" + w[1]);
         receipts++;
       }
-      System.out.printf(
-          "postgres-failover: partitions serving after recovery=%d outbox-entries=%d"
-              + " receipts-replayed=%d%n",
-          partitions.size(), entries, receipts);
+      LOG.info(
+          String.format(
+              "postgres-failover: partitions serving after recovery=%d outbox-entries=%d"
+                  + " receipts-replayed=%d",
+              partitions.size(), entries, receipts));
 
       // The fenced old primary comes back as a standby (pg_rewind): three copies again. Writes
       // after that reach every member.
@@ -310,9 +316,10 @@ class PostgresFailoverIT extends EndToEndTest {
             member(
                 members, m, pg, "SELECT count(*) || '/' || max(ordering) FROM weir.event_journal"));
       }
-      System.out.printf(
-          "postgres-rejoin: old primary rewound and streaming; journal rows/max ordering per member %s%n",
-          copies);
+      LOG.info(
+          String.format(
+              "postgres-rejoin: old primary rewound and streaming; journal rows/max ordering per member %s",
+              copies));
       assertThat(copies.values()).as("every member holds the same journal").containsOnly(journal);
     } finally {
       nodes.forEach(NodeProcess::close);
@@ -412,10 +419,11 @@ class PostgresFailoverIT extends EndToEndTest {
         }
       }
       long behind = states.values().stream().filter("storage-behind"::equals).count();
-      System.out.printf(
-          "postgres-lagging-standby: acknowledged-on-one-copy=%d lost=%d silent-loss=%d"
-              + " partitions-behind=%d of %d%n",
-          acknowledged.size(), lost, silent, behind, PARTITIONS);
+      LOG.info(
+          String.format(
+              "postgres-lagging-standby: acknowledged-on-one-copy=%d lost=%d silent-loss=%d"
+                  + " partitions-behind=%d of %d",
+              acknowledged.size(), lost, silent, behind, PARTITIONS));
       assertThat(lost).as("the promoted standby lacks the late writes").isPositive();
       assertThat(silent)
           .as("lost writes in a partition that serves as if nothing happened")
@@ -553,10 +561,7 @@ class PostgresFailoverIT extends EndToEndTest {
       String primary = Files.readString(members.resolve("primary")).trim();
       execute(members, primary, pg, "CREATE TABLE cancelled_wait (x int)");
       org.postgresql.ds.PGSimpleDataSource data = new org.postgresql.ds.PGSimpleDataSource();
-      data.setUrl(
-          "jdbc:postgresql://127.0.0.1:"
-              + Files.readString(members.resolve(primary).resolve("port")).trim()
-              + "/weir");
+      data.setUrl(memberUrl(members, primary));
       data.setUser(pg.get("WEIR_PG_USER"));
       data.setPassword(pg.get("WEIR_PG_PASSWORD"));
       // Settled now: both standbys stream and hold everything.
@@ -567,7 +572,7 @@ class PostgresFailoverIT extends EndToEndTest {
       for (String m : new String[] {"s1", "s2"}) {
         String pid = member(members, m, pg, "SELECT pid FROM pg_stat_wal_receiver");
         assertThat(pid).as("standby %s receives WAL", m).isNotNull();
-        signal("STOP", pid);
+        NodeProcess.signal("STOP", Long.parseLong(pid));
         stopped.add(pid);
       }
       // The commit waits for a standby that cannot answer; cancelling the wait keeps it locally.
@@ -609,12 +614,13 @@ class PostgresFailoverIT extends EndToEndTest {
       java.util.concurrent.CompletableFuture<Void> settled =
           StorageSystem.settled(data, 1, Duration.ofSeconds(120), probes).toCompletableFuture();
       // Both receivers are stopped: no standby's flushed position can pass the commit.
-      Thread.sleep(3_000);
-      assertThat(settled)
-          .as("settled while the cancelled commit is on the primary alone")
-          .isNotDone();
+      await("not settled while the cancelled commit is on the primary alone")
+          .during(Duration.ofSeconds(3))
+          .atMost(Duration.ofSeconds(10))
+          .pollInterval(Duration.ofMillis(100))
+          .until(() -> !settled.isDone());
       for (String pid : stopped) {
-        signal("CONT", pid);
+        NodeProcess.signal("CONT", Long.parseLong(pid));
       }
       stopped.clear();
       settled.get(120, TimeUnit.SECONDS);
@@ -625,26 +631,19 @@ class PostgresFailoverIT extends EndToEndTest {
               .until(
                   () -> member(members, "s1", pg, "SELECT count(*) FROM cancelled_wait"),
                   "1"::equals);
-      System.out.printf(
-          "postgres-cancelled-wait: commit visible on the primary alone; settle waited for the"
-              + " standbys; standby s1 rows=%s%n",
-          onStandby);
+      LOG.info(
+          String.format(
+              "postgres-cancelled-wait: commit visible on the primary alone; settle waited for the"
+                  + " standbys; standby s1 rows=%s",
+              onStandby));
     } finally {
       for (String pid : stopped) {
-        signal("CONT", pid);
+        NodeProcess.signal("CONT", Long.parseLong(pid));
       }
       probes.shutdownNow();
       rf3(home, "destroy");
       deleteTree(tmp);
     }
-  }
-
-  /** Sends a signal to a server process (the test runs as its owner, or as root). */
-  private static void signal(String signal, String pid) throws Exception {
-    Process kill = new ProcessBuilder("kill", "-" + signal, pid).inheritIO().start();
-    assertThat(kill.waitFor(30, TimeUnit.SECONDS) && kill.exitValue() == 0)
-        .as("kill -%s %s", signal, pid)
-        .isTrue();
   }
 
   /** The environment of an RF3 cluster of this test's own in {@code tmp}. */
@@ -715,12 +714,15 @@ class PostgresFailoverIT extends EndToEndTest {
 
   private static java.sql.Connection connect(Path home, String m, Map<String, String> pg)
       throws Exception {
-    String url =
-        "jdbc:postgresql://127.0.0.1:"
-            + Files.readString(home.resolve(m).resolve("port")).trim()
-            + "/weir";
     return java.sql.DriverManager.getConnection(
-        url, pg.get("WEIR_PG_USER"), pg.get("WEIR_PG_PASSWORD"));
+        memberUrl(home, m), pg.get("WEIR_PG_USER"), pg.get("WEIR_PG_PASSWORD"));
+  }
+
+  /** The JDBC URL of member {@code m}'s database weir. */
+  private static String memberUrl(Path home, String m) throws IOException {
+    return "jdbc:postgresql://127.0.0.1:"
+        + Files.readString(home.resolve(m).resolve("port")).trim()
+        + "/weir";
   }
 
   /** GET through the node, retried while it answers 503 or not at all. */

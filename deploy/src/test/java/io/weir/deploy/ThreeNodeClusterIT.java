@@ -19,6 +19,8 @@ import org.junit.jupiter.api.Test;
  * streams well before {@code wal_sender_timeout}. Running again, the downed node exits (status 4).
  */
 class ThreeNodeClusterIT extends EndToEndTest {
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(ThreeNodeClusterIT.class);
 
   @Test
   void majorityRemovesAKilledNodeAndStaysReady() throws Exception {
@@ -86,8 +88,9 @@ class ThreeNodeClusterIT extends EndToEndTest {
                         && n.ready();
                   });
         });
-    System.out.printf(
-        "cluster-formed: 3 members Up and ready after %.1f s%n", (System.nanoTime() - t0) / 1e9);
+    LOG.info(
+        String.format(
+            "cluster-formed: 3 members Up and ready after %.1f s", (System.nanoTime() - t0) / 1e9));
 
     long p0 = System.nanoTime();
     awaitOrDump(
@@ -99,9 +102,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
                 .partitions()
                 .map(p -> p.get("running").asInt() == 64 && p.get("byNode").size() == 3)
                 .orElse(false));
-    System.out.printf(
-        "partitions-started: 64 on 3 nodes %.1f s after the cluster formed (%s)%n",
-        (System.nanoTime() - p0) / 1e9, nodes.get(0).partitionsNow().get("byNode"));
+    LOG.info(
+        String.format(
+            "partitions-started: 64 on 3 nodes %.1f s after the cluster formed (%s)",
+            (System.nanoTime() - p0) / 1e9, nodes.get(0).partitionsNow().get("byNode")));
 
     // Documents near the size limit, written through one node and read through another: most of
     // their partitions run on other nodes, so the messages cross the cluster (Pekko's default frame
@@ -117,7 +121,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
       assertThat(get.statusCode()).isEqualTo(200);
       assertThat(get.body()).as("the document read through another node").isEqualTo(big);
     }
-    System.out.println(
+    LOG.info(
         "large-documents: 12 documents of 900 KB written through one node and read through another");
 
     principalsReachEveryNode();
@@ -171,9 +175,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
                           && members.values().stream().allMatch("up"::equals)
                           && n.ready();
                     }));
-    System.out.printf(
-        "frozen-node-removed: after %.1f s (stable-after 3 s)%n",
-        (System.nanoTime() - frozenAt) / 1e9);
+    LOG.info(
+        String.format(
+            "frozen-node-removed: after %.1f s (stable-after 3 s)",
+            (System.nanoTime() - frozenAt) / 1e9));
     awaitOrDump(
         Duration.ofSeconds(150),
         "the frozen node's partitions should run again on the survivors",
@@ -187,9 +192,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
                             && p.get("byNode").size() == 2
                             && !p.get("byNode").has(victim.clusterAddress()))
                 .orElse(false));
-    System.out.printf(
-        "partitions-restarted: all 64 on the 2 survivors %.1f s after the freeze%n",
-        (System.nanoTime() - frozenAt) / 1e9);
+    LOG.info(
+        String.format(
+            "partitions-restarted: all 64 on the 2 survivors %.1f s after the freeze",
+            (System.nanoTime() - frozenAt) / 1e9));
     // A row committed now reaches the partitions through the pipeline on a survivor: its new
     // owner took the slot over from the frozen node's walsender (PostgreSQL's default
     // wal_sender_timeout would hold it 60 s).
@@ -197,20 +203,13 @@ class ThreeNodeClusterIT extends EndToEndTest {
     double streaming = (System.nanoTime() - frozenAt) / 1e9;
     assertThat(
             survivors.stream()
-                .anyMatch(
-                    n -> {
-                      try {
-                        return java.nio.file.Files.readString(
-                                NodeProcess.logs().resolve(n.name() + ".log"))
-                            .contains("of a cluster member that was downed; ended it");
-                      } catch (java.io.IOException e) {
-                        return false;
-                      }
-                    }))
+                .anyMatch(n -> n.log().contains("of a cluster member that was downed; ended it")))
         .as("the new owner ended the downed member's walsender")
         .isTrue();
-    System.out.printf(
-        "slot-taken-over: the pipeline streams on a survivor %.1f s after the freeze%n", streaming);
+    LOG.info(
+        String.format(
+            "slot-taken-over: the pipeline streams on a survivor %.1f s after the freeze",
+            streaming));
     for (NodeProcess n : survivors) {
       assertThat(n.clusterNow().get("unreachable"))
           .as("%s should see no unreachable member", n.name())
@@ -223,9 +222,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
     assertThat(victim.waitForExit(Duration.ofSeconds(120)))
         .as("a downed node exits with status 4")
         .isEqualTo(4);
-    System.out.printf(
-        "downed-node-exit: status 4, %.1f s after it ran again%n",
-        (System.nanoTime() - resumed) / 1e9);
+    LOG.info(
+        String.format(
+            "downed-node-exit: status 4, %.1f s after it ran again",
+            (System.nanoTime() - resumed) / 1e9));
     var put =
         survivors.get(0).sendOnce("PUT", "/v1/documents/big/after-down", "{\"n\":1}", Map.of());
     assertThat(put.statusCode()).as("the majority keeps serving writes").isEqualTo(200);
@@ -286,10 +286,11 @@ class ThreeNodeClusterIT extends EndToEndTest {
                       .map(r -> r.statusCode() == 401)
                       .orElse(false));
     }
-    System.out.printf(
-        "principals-across-nodes: grant honoured at once on other nodes; revocation refused"
-            + " everywhere %.2f s after it committed (scheduled reload 1 h)%n",
-        (System.nanoTime() - revokedAt) / 1e9);
+    LOG.info(
+        String.format(
+            "principals-across-nodes: grant honoured at once on other nodes; revocation refused"
+                + " everywhere %.2f s after it committed (scheduled reload 1 h)",
+            (System.nanoTime() - revokedAt) / 1e9));
   }
 
   /**
@@ -342,7 +343,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
         .as("the example client ends")
         .isTrue();
     String out = java.nio.file.Files.readString(clientLog("example-client"));
-    out.lines().filter(l -> l.startsWith("client-")).forEach(System.out::println);
+    out.lines().filter(l -> l.startsWith("client-")).forEach(LOG::info);
     assertThat(client.exitValue())
         .as("the example client's exit status; its output:%n%s", tail(out))
         .isEqualTo(0);
@@ -361,9 +362,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
     assertThat(json.readTree(doc.body()))
         .as("a document the client wrote, read over HTTP")
         .isEqualTo(json.readTree("{\"n\":3,\"text\":\"note 3\"}"));
-    System.out.printf(
-        "protocol-client: example application passed through the gateway ports in %.1f s%n",
-        (System.nanoTime() - t0) / 1e9);
+    LOG.info(
+        String.format(
+            "protocol-client: example application passed through the gateway ports in %.1f s",
+            (System.nanoTime() - t0) / 1e9));
 
     Process refused = startClient("example-client-stranger", gateways, strangerToken);
     assertThat(refused.waitFor(180, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
@@ -373,7 +375,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
         .isEqualTo(1);
     assertThat(refusedOut)
         .contains("client-failed: PUT /v1/documents/{collection}/{id} answered 403 forbidden");
-    System.out.println(
+    LOG.info(
         "protocol-client-authorisation: a principal without grants is refused 403 through the protocol");
   }
 

@@ -776,15 +776,8 @@ public final class Partition
       // were not answered, and a retry is answered from its receipt) or events no raise covers
       // (purges). The storage settled, so they are on the required copies: mark them before
       // anything is answered, or a later loss of them would go unnoticed.
-      AckMark to =
-          new AckMark(mark.epoch(), state.incarnation, state.events, wiring.gate().system());
-      wiring
-          .marks()
-          .raise(partition, to)
-          .whenComplete(
-              (done, error) ->
-                  self.tell(
-                      new RecoveryMarked(to, error == null ? null : SafeErrors.describe(error))));
+      AckMark to = tailMark(mark.epoch(), state);
+      raise(to, failure -> new RecoveryMarked(to, failure));
       return Effect().none();
     } else {
       storageCheck = wiring.marks().enabled() ? StorageCheck.SERVING : StorageCheck.UNCHECKED;
@@ -862,20 +855,29 @@ public final class Partition
 
   /** Raises the mark to the journal's tail, then answers the group commit ({@code advance}). */
   private void raiseMark(PartitionState s, Run r, Runnable advance) {
-    AckMark to = new AckMark(mark.epoch(), s.incarnation, s.events, wiring.gate().system());
+    AckMark to = tailMark(mark.epoch(), s);
     mark = mark.max(to);
     r.afterMark = advance;
     long started = System.nanoTime();
+    raise(to, failure -> new MarkRaised(to.sequence(), failure, started));
+  }
+
+  /** A mark of epoch {@code epoch} at the journal's tail, on the storage the node sees now. */
+  private AckMark tailMark(long epoch, PartitionState s) {
+    return new AckMark(epoch, s.incarnation, s.events, wiring.gate().system());
+  }
+
+  /**
+   * Raises the mark to {@code to} and tells this partition {@code done} of the failure's value-free
+   * description (null once kept).
+   */
+  private void raise(AckMark to, java.util.function.Function<String, Command> done) {
     wiring
         .marks()
         .raise(partition, to)
         .whenComplete(
-            (done, error) ->
-                self.tell(
-                    new MarkRaised(
-                        to.sequence(),
-                        error == null ? null : SafeErrors.describe(error),
-                        started)));
+            (kept, error) ->
+                self.tell(done.apply(error == null ? null : SafeErrors.describe(error))));
   }
 
   /**
@@ -905,8 +907,7 @@ public final class Partition
         .thenRun(
             s -> {
               persisted(s, fresh, rulesBefore, bytesBefore, List.of());
-              AckMark next =
-                  new AckMark(mark.epoch() + 1, s.incarnation, s.events, wiring.gate().system());
+              AckMark next = tailMark(mark.epoch() + 1, s);
               wiring
                   .marks()
                   .raise(partition, next)

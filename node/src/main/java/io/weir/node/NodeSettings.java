@@ -211,7 +211,11 @@ public record NodeSettings(
             .withFrames(v.positiveInt("weir.partitions.frame.max-entries"), frameBytes(v))
             .withReceipts(
                 v.positiveDuration("weir.partitions.receipts.ttl").toMillis(),
-                v.positiveInt("weir.partitions.receipts.heap")),
+                v.positiveInt("weir.partitions.receipts.heap"))
+            .withSnapshots(
+                new io.weir.sharding.partition.SnapshotPolicy(
+                    v.positiveInt("weir.partitions.snapshots.after-events"),
+                    v.bytes("weir.partitions.snapshots.after-bytes", 1))),
         v.bytes("weir.documents.max-bytes", 2),
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),

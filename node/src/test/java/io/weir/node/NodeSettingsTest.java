@@ -57,6 +57,22 @@ class NodeSettingsTest {
     assertThat(s.partitionLimits().reserveEntries()).isEqualTo(16_384);
     assertThat(s.partitionLimits().reserveBytes()).isEqualTo(2L << 30);
     assertThat(s.tokens().batchTtl()).isEqualTo(java.time.Duration.ofHours(24));
+    assertThat(s.partitionLimits().snapshots())
+        .isEqualTo(io.weir.sharding.partition.SnapshotPolicy.DEFAULT);
+    assertThat(
+            NodeSettings.create(
+                    with(
+                        Map.of(
+                            "weir.partitions.snapshots.after-events", "100",
+                            "weir.partitions.snapshots.after-bytes", "1MiB")))
+                .partitionLimits()
+                .snapshots())
+        .isEqualTo(new io.weir.sharding.partition.SnapshotPolicy(100, 1L << 20));
+    assertThatThrownBy(
+            () -> NodeSettings.create(with(Map.of("weir.partitions.snapshots.after-events", "0"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.partitions.snapshots.after-events"));
     assertThat(s.outboxRetention()).as("automatic retention is off by default").isEmpty();
     assertThat(
             NodeSettings.create(with(Map.of("weir.partitions.outbox.auto-purge-interval", "5m")))

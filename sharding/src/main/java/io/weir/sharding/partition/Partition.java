@@ -74,29 +74,14 @@ import org.slf4j.LoggerFactory;
  * recovered journal ({@link TableWriter}); reads then come from the table, merged with what it has
  * not applied yet ({@link PartitionReads}).
  *
- * <p>Snapshots hold the index and the rest, never bodies ({@link PartitionSnapshotSerializer}): one
- * after at least {@value #SNAPSHOT_EVERY} events and a {@value #SNAPSHOT_STATE_DIVISOR}th of the
- * snapshot's size in event bytes ({@link #shouldSnapshot}). Journal events are never deleted on
- * snapshot: they are the outbox's payloads; purged ones go through the {@link JournalPruner}, as do
- * snapshots older than the two latest.
+ * <p>Snapshots hold the index and the rest, never bodies ({@link PartitionSnapshotSerializer}),
+ * taken as the settings' {@link SnapshotPolicy} says ({@link #shouldSnapshot}). Journal events are
+ * never deleted on snapshot: they are the outbox's payloads; purged ones go through the {@link
+ * JournalPruner}, as do snapshots older than the two latest.
  */
 public final class Partition
     extends EventSourcedBehavior<Command, Partition.Event, PartitionState> {
   private static final Logger log = LoggerFactory.getLogger(Partition.class);
-
-  static final int SNAPSHOT_EVERY = 1000;
-
-  /**
-   * Bytes of events after which a snapshot is taken even before {@value #SNAPSHOT_EVERY} events.
-   */
-  static final long SNAPSHOT_BYTES = 16L << 20;
-
-  /**
-   * A snapshot is taken once the journal written since the last one reaches this share of the
-   * snapshot's size (and at least {@value #SNAPSHOT_EVERY} events): recovery replays at most that
-   * much, and snapshot writes cost at most this many times the events' bytes.
-   */
-  static final int SNAPSHOT_STATE_DIVISOR = 4;
 
   /**
    * Bytes of documents one {@link PartitionProtocol.GetDocuments} reply carries at most (besides
@@ -636,34 +621,13 @@ public final class Partition
     return RetentionCriteria.disabled();
   }
 
-  /**
-   * Snapshot when at least {@value #SNAPSHOT_EVERY} events or {@value #SNAPSHOT_BYTES} bytes of
-   * events, and at least a {@value #SNAPSHOT_STATE_DIVISOR}th of the snapshot's estimated size in
-   * event bytes, were written since the last snapshot. A snapshot holds no bodies, so it stays
-   * small: recovery reads it and at most about that much of the journal (a few large events, such
-   * as an initial snapshot's rows, count by their bytes).
-   */
+  /** As the settings' {@link SnapshotPolicy} says. */
   @Override
   public boolean shouldSnapshot(PartitionState state, Event event, long sequenceNr) {
-    return snapshotDue(state.mark, sequenceNr, state.eventBytes, state.snapshotEstimate());
-  }
-
-  /**
-   * The snapshot policy: whether a snapshot is due at {@code sequenceNr}, the journal holding
-   * {@code eventBytes} in all and a snapshot taking about {@code snapshotBytes}; when it is, {@code
-   * mark} moves there (it is part of the state, recorded before the snapshot copies it, so the
-   * policy goes on from a recovered snapshot).
-   */
-  static boolean snapshotDue(
-      SnapshotMark mark, long sequenceNr, long eventBytes, long snapshotBytes) {
-    long written = eventBytes - mark.eventBytes;
-    if ((sequenceNr - mark.events >= SNAPSHOT_EVERY || written >= SNAPSHOT_BYTES)
-        && written >= snapshotBytes / SNAPSHOT_STATE_DIVISOR) {
-      mark.events = sequenceNr;
-      mark.eventBytes = eventBytes;
-      return true;
-    }
-    return false;
+    return wiring
+        .settings()
+        .snapshots()
+        .due(state.mark, sequenceNr, state.eventBytes, state.snapshotEstimate());
   }
 
   @Override

@@ -22,6 +22,7 @@ package io.weir.sharding.partition;
  *     row holds at most; a single entry larger than it still goes, alone
  * @param receiptTtlMillis how long a keyed API write's receipt answers its retries (ADR 0034)
  * @param receiptHeap receipts kept in the heap at most; older ones are in the receipts table only
+ * @param snapshots when a snapshot is taken
  */
 public record PartitionSettings(
     long maxOutboxEntries,
@@ -36,7 +37,8 @@ public record PartitionSettings(
     int maxFrameEntries,
     long maxFrameBytes,
     long receiptTtlMillis,
-    int receiptHeap) {
+    int receiptHeap,
+    SnapshotPolicy snapshots) {
   public static final int DEFAULT_MAX_CONSUMERS = 64;
   public static final int DEFAULT_MAX_EFFECTS = 256;
 
@@ -76,6 +78,7 @@ public record PartitionSettings(
         || receiptHeap < 0) {
       throw new IllegalArgumentException("partition limits must be positive");
     }
+    java.util.Objects.requireNonNull(snapshots, "snapshots");
   }
 
   /** The given outbox and batch limits with the default projection, cache and frame limits. */
@@ -94,7 +97,8 @@ public record PartitionSettings(
         DEFAULT_MAX_FRAME_ENTRIES,
         DEFAULT_MAX_FRAME_BYTES,
         DEFAULT_RECEIPT_TTL_MILLIS,
-        DEFAULT_RECEIPT_HEAP);
+        DEFAULT_RECEIPT_HEAP,
+        SnapshotPolicy.DEFAULT);
   }
 
   /**
@@ -125,7 +129,8 @@ public record PartitionSettings(
         maxFrameEntries,
         maxFrameBytes,
         receiptTtlMillis,
-        receiptHeap);
+        receiptHeap,
+        snapshots);
   }
 
   public PartitionSettings withBodyCache(long bytes) {
@@ -142,7 +147,8 @@ public record PartitionSettings(
         maxFrameEntries,
         maxFrameBytes,
         receiptTtlMillis,
-        receiptHeap);
+        receiptHeap,
+        snapshots);
   }
 
   public PartitionSettings withFrames(int entries, long bytes) {
@@ -159,7 +165,8 @@ public record PartitionSettings(
         entries,
         bytes,
         receiptTtlMillis,
-        receiptHeap);
+        receiptHeap,
+        snapshots);
   }
 
   public PartitionSettings withReceipts(long ttlMillis, int heap) {
@@ -176,7 +183,26 @@ public record PartitionSettings(
         maxFrameEntries,
         maxFrameBytes,
         ttlMillis,
-        heap);
+        heap,
+        snapshots);
+  }
+
+  public PartitionSettings withSnapshots(SnapshotPolicy policy) {
+    return new PartitionSettings(
+        maxOutboxEntries,
+        maxOutboxBytes,
+        maxBatchFrames,
+        maxBatchMutations,
+        maxConsumers,
+        reserveEntries,
+        reserveBytes,
+        maxEffects,
+        bodyCacheBytes,
+        maxFrameEntries,
+        maxFrameBytes,
+        receiptTtlMillis,
+        receiptHeap,
+        policy);
   }
 
   PartitionState.ReceiptPolicy receiptPolicy() {

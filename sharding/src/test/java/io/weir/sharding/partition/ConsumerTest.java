@@ -285,7 +285,7 @@ class ConsumerTest {
       commit("idx", i, i + 1);
     }
     // Enough events for a snapshot, which then holds the consumer with its 16 receipts.
-    for (int i = 0; i < Partition.SNAPSHOT_EVERY; i++) {
+    for (int i = 0; i < SnapshotPolicy.DEFAULT.events(); i++) {
       write("other", "x" + (i % 50), "{\"i\":" + i + "}");
     }
     assertThat(partition.getState().mark().events).as("a snapshot was taken").isGreaterThan(0);

@@ -478,9 +478,9 @@ class DocumentTableIT {
     Flaky flaky = new Flaky();
     ActorTestKit first = kit("document-table-first");
     ActorRef<Command> p = partition(first, flaky);
-    int frames = Partition.SNAPSHOT_EVERY + 30;
+    int frames = SnapshotPolicy.DEFAULT.events() + 30;
     for (int i = 0; i < frames; i++) {
-      if (i == Partition.SNAPSHOT_EVERY - 40) {
+      if (i == SnapshotPolicy.DEFAULT.events() - 40) {
         caughtUp(first, p);
         flaky.failing.set(true);
       }
@@ -498,7 +498,7 @@ class DocumentTableIT {
         .until(() -> status(first, p).table().failures() > 0);
     PartitionStatus behind = status(first, p);
     assertThat(behind.table().lastError()).contains("SQLState 08006");
-    assertThat(behind.table().appliedThrough()).isLessThan(Partition.SNAPSHOT_EVERY - 30);
+    assertThat(behind.table().appliedThrough()).isLessThan(SnapshotPolicy.DEFAULT.events() - 30);
     List<String> expected = heap(first, p);
     Model model = new Model();
     for (int i = 0; i < frames; i++) {

@@ -48,7 +48,7 @@ class OutboxPurgeIT {
       try (JdbcPartitions jdbc = new JdbcPartitions(config, "purge-it")) {
         JournalPruner pruner = new SqlJournalPruner(jdbc.database.dataSource(), "weir", io);
         PartitionWiring wiring = jdbc.wiring().withPruner(pruner);
-        int frames = 2 * Partition.SNAPSHOT_EVERY + 100;
+        int frames = 2 * SnapshotPolicy.DEFAULT.events() + 100;
         PartitionStatus before;
         ActorTestKit first = ActorTestKit.create("purge-first", config);
         try {
@@ -82,7 +82,9 @@ class OutboxPurgeIT {
           await("journal rows pruned")
               .atMost(Duration.ofSeconds(30))
               .until(
-                  () -> count(db, "weir.event_journal") == frames + 1 - Partition.SNAPSHOT_EVERY);
+                  () ->
+                      count(db, "weir.event_journal")
+                          == frames + 1 - SnapshotPolicy.DEFAULT.events());
           TestProbe<PartitionStatus> status = first.createTestProbe();
           p.tell(new GetStatus(status.ref()));
           before = status.receiveMessage(Duration.ofSeconds(10));

@@ -59,12 +59,12 @@ import org.junit.jupiter.params.provider.ValueSource;
  * them, and its documents, outbox, consumers, row rules and watermarks are what they were when the
  * rows were captured.
  *
- * <p>The fixture holds a snapshot (taken by the partition's own policy after {@value
- * Partition#SNAPSHOT_EVERY} events) and the events after it, which cover every kind of frame: API
- * frames with receipts, deletes, a split CDC slice, a truncate, initial and incremental snapshot
- * rows, a row rule, projection consumers (configure, commit, release) and a purge. The journal rows
- * up to the snapshot are left out, as the pruner deletes them once the snapshot covers them and
- * their entries are purged (they are: the first event after the snapshot purges them).
+ * <p>The fixture holds a snapshot (taken by the partition's own policy after the default {@link
+ * SnapshotPolicy#DEFAULT} number of events) and the events after it, which cover every kind of
+ * frame: API frames with receipts, deletes, a split CDC slice, a truncate, initial and incremental
+ * snapshot rows, a row rule, projection consumers (configure, commit, release) and a purge. The
+ * journal rows up to the snapshot are left out, as the pruner deletes them once the snapshot covers
+ * them and their entries are purged (they are: the first event after the snapshot purges them).
  *
  * <p>With {@code -Dweir.serialization.write-fixtures=true} and no fixture, the test writes it from
  * a run of the current code (about 1,000 frames: a minute at most) instead of failing.
@@ -75,7 +75,7 @@ class PartitionJournalFormatIT {
   private static final Duration WAIT = Duration.ofSeconds(30);
   private static final ObjectMapper JSON =
       new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
-  private static final long SLOT_A_LAST = 100_000 + Partition.SNAPSHOT_EVERY + 1;
+  private static final long SLOT_A_LAST = 100_000 + SnapshotPolicy.DEFAULT.events() + 1;
   private static final long SLOT_B_LSN = 5_000;
 
   /**
@@ -159,7 +159,7 @@ class PartitionJournalFormatIT {
         PartitionStatus status = (PartitionStatus) now.get(0);
         assertThat(status.outboxFirst())
             .as("purged through the snapshot's entries")
-            .isEqualTo(Partition.SNAPSHOT_EVERY + 1);
+            .isEqualTo(SnapshotPolicy.DEFAULT.events() + 1);
         assertThat(status.watermarks())
             .containsEntry("slot-a", SLOT_A_LAST)
             .containsEntry("slot-b", SLOT_B_LSN);
@@ -294,7 +294,8 @@ class PartitionJournalFormatIT {
     out.add(consumer.receiveMessage(WAIT));
     TestProbe<PartitionProtocol.ChangesSpan> changes = kit.createTestProbe();
     p.tell(
-        new PartitionProtocol.ReadChanges("orders", Partition.SNAPSHOT_EVERY, 100, changes.ref()));
+        new PartitionProtocol.ReadChanges(
+            "orders", SnapshotPolicy.DEFAULT.events(), 100, changes.ref()));
     out.add(changes.receiveMessage(WAIT));
     TestProbe<PartitionProtocol.Acls> acls = kit.createTestProbe();
     p.tell(new PartitionProtocol.GetAcls("orders", List.of("o-1", "o-2", "o-3"), acls.ref()));
@@ -461,7 +462,7 @@ class PartitionJournalFormatIT {
   private static void script(ActorTestKit kit, ActorRef<Command> p) {
     TestProbe<FrameReply> frames = kit.createTestProbe();
     // 1,000 CDC frames: the partition snapshots after the last one.
-    for (int i = 1; i <= Partition.SNAPSHOT_EVERY; i++) {
+    for (int i = 1; i <= SnapshotPolicy.DEFAULT.events(); i++) {
       p.tell(
           cdc(
               new SourcePosition("slot-a", 100_000 + i),
@@ -470,7 +471,7 @@ class PartitionJournalFormatIT {
       assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
     }
     TestProbe<PartitionProtocol.PurgeReply> purge = kit.createTestProbe();
-    p.tell(new PartitionProtocol.PurgeOutbox(Partition.SNAPSHOT_EVERY, 10_000, purge.ref()));
+    p.tell(new PartitionProtocol.PurgeOutbox(SnapshotPolicy.DEFAULT.events(), 10_000, purge.ref()));
     assertThat(purge.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.OutboxPurged.class);
     // API frames with receipts, a delete, a new collection.
     p.tell(
@@ -497,7 +498,8 @@ class PartitionJournalFormatIT {
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
     p.tell(
         cdc(
-            new SourcePosition("slot-a", SLOT_A_LAST, 100_000 + Partition.SNAPSHOT_EVERY, 1, true),
+            new SourcePosition(
+                "slot-a", SLOT_A_LAST, 100_000 + SnapshotPolicy.DEFAULT.events(), 1, true),
             frames.ref(),
             new Truncate("customers")));
     assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);

@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A partition on the real JDBC journal and snapshot store in PostgreSQL: frames persist as one
- * journal row each, a snapshot is taken past {@link Partition#SNAPSHOT_EVERY} events without
+ * journal row each, a snapshot is taken past {@code SnapshotPolicy.DEFAULT.events()} events without
  * deleting events (they are the outbox), and a new actor system recovers the same state.
  */
 class PartitionJournalIT {
@@ -39,7 +39,7 @@ class PartitionJournalIT {
           ConfigFactory.load(
               db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
       JdbcPartitions jdbc = new JdbcPartitions(config, "partition-it");
-      int frames = Partition.SNAPSHOT_EVERY + 20;
+      int frames = SnapshotPolicy.DEFAULT.events() + 20;
       PartitionStatus before;
       ActorTestKit first = ActorTestKit.create("partition-first", config);
       try {
@@ -79,7 +79,7 @@ class PartitionJournalIT {
             .as("one journal row per frame, none deleted by the snapshot")
             .isEqualTo(frames);
         assertThat(rs.getLong(2))
-            .as("a snapshot after " + Partition.SNAPSHOT_EVERY + " events")
+            .as("a snapshot after " + SnapshotPolicy.DEFAULT.events() + " events")
             .isGreaterThanOrEqualTo(1);
       }
       ActorTestKit second = ActorTestKit.create("partition-second", config);

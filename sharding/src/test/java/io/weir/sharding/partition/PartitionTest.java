@@ -555,7 +555,7 @@ class PartitionTest {
     // An initial snapshot's rows: 1 MiB events. Recovery must not replay a whole collection.
     Partition.SnapshotMark mark = new Partition.SnapshotMark(0, 0);
     int events = 0;
-    while (!Partition.snapshotDue(mark, events + 1, (1L << 20) * (events + 1), 4_000_000)) {
+    while (!SnapshotPolicy.DEFAULT.due(mark, events + 1, (1L << 20) * (events + 1), 4_000_000)) {
       events++;
       assertThat(events).isLessThan(1_000);
     }
@@ -566,20 +566,20 @@ class PartitionTest {
   void aLargePartitionSnapshotsOnlyOnceEnoughWasWrittenSinceTheLastSnapshot() {
     Partition.SnapshotMark small = new Partition.SnapshotMark(0, 0);
     int taken = 0;
-    for (int i = 1; i <= 2 * Partition.SNAPSHOT_EVERY; i++) {
-      taken += Partition.snapshotDue(small, i, 100L * i, 1_000) ? 1 : 0;
+    for (int i = 1; i <= 2 * SnapshotPolicy.DEFAULT.events(); i++) {
+      taken += SnapshotPolicy.DEFAULT.due(small, i, 100L * i, 1_000) ? 1 : 0;
     }
     assertThat(taken)
-        .as("a small state: every " + Partition.SNAPSHOT_EVERY + " events")
+        .as("a small state: every " + SnapshotPolicy.DEFAULT.events() + " events")
         .isEqualTo(2);
     assertThat(small)
         .isEqualTo(
             new Partition.SnapshotMark(
-                2 * Partition.SNAPSHOT_EVERY, 100L * 2 * Partition.SNAPSHOT_EVERY));
+                2 * SnapshotPolicy.DEFAULT.events(), 100L * 2 * SnapshotPolicy.DEFAULT.events()));
     // A 4 MB snapshot: another only after 1 MB of events (a quarter), here 100 bytes per event.
     Partition.SnapshotMark large = new Partition.SnapshotMark(0, 0);
     int events = 0;
-    while (!Partition.snapshotDue(large, events + 1, 100L * (events + 1), 4_000_000)) {
+    while (!SnapshotPolicy.DEFAULT.due(large, events + 1, 100L * (events + 1), 4_000_000)) {
       events++;
       assertThat(events).isLessThan(100_000);
     }
@@ -588,7 +588,7 @@ class PartitionTest {
         .isEqualTo(10_000);
     // The mark is part of the state: a partition recovered from that snapshot goes on from it.
     assertThat(
-            Partition.snapshotDue(
+            SnapshotPolicy.DEFAULT.due(
                 new Partition.SnapshotMark(10_000, 1_000_000), 10_500, 100L * 10_500, 4_000_000))
         .isFalse();
   }

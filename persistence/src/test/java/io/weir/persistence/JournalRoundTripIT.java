@@ -104,6 +104,53 @@ class JournalRoundTripIT {
     }
   }
 
+  /**
+   * Large values written from now on are LZ4-compressed (V18, ADR 0038): journal payloads,
+   * snapshots and document bodies. Removing the migration makes this fail (pglz).
+   */
+  @Test
+  void largeValuesAreCompressedWithLz4() throws Exception {
+    String large = "0123456789abcdef".repeat(1_024);
+    try (Connection c = db.connect()) {
+      try (PreparedStatement ps =
+          c.prepareStatement(
+              "INSERT INTO weir.event_journal (persistence_id, sequence_number, writer,"
+                  + " event_ser_id, event_ser_manifest, event_payload) VALUES ('lz4|1', 1, 'w', 1,"
+                  + " '', convert_to(?, 'UTF8'))")) {
+        ps.setString(1, large);
+        ps.executeUpdate();
+      }
+      try (PreparedStatement ps =
+          c.prepareStatement(
+              "INSERT INTO weir.snapshot (persistence_id, sequence_number, created, snapshot_ser_id,"
+                  + " snapshot_ser_manifest, snapshot_payload) VALUES ('lz4|1', 1, 0, 1, '',"
+                  + " convert_to(?, 'UTF8'))")) {
+        ps.setString(1, large);
+        ps.executeUpdate();
+      }
+      try (PreparedStatement ps =
+          c.prepareStatement(
+              "INSERT INTO weir.documents (partition_id, collection, id, revision, body, deleted,"
+                  + " journal_seq) VALUES (0, 'c', 'lz4', 1, ?, false, 1)")) {
+        ps.setString(1, large);
+        ps.executeUpdate();
+      }
+      try (ResultSet rs =
+          c.createStatement()
+              .executeQuery(
+                  "SELECT (SELECT pg_column_compression(event_payload) FROM weir.event_journal"
+                      + " WHERE persistence_id = 'lz4|1'), (SELECT"
+                      + " pg_column_compression(snapshot_payload) FROM weir.snapshot WHERE"
+                      + " persistence_id = 'lz4|1'), (SELECT pg_column_compression(body) FROM"
+                      + " weir.documents WHERE id = 'lz4')")) {
+        rs.next();
+        assertThat(List.of(rs.getString(1), rs.getString(2), rs.getString(3)))
+            .as("compression of a journal payload, a snapshot and a document body")
+            .containsExactly("lz4", "lz4", "lz4");
+      }
+    }
+  }
+
   /** A minimal event-sourced entity: an append-only list of entries. */
   static final class Ledger
       extends EventSourcedBehaviorWithEnforcedReplies<Ledger.Command, Ledger.Event, Ledger.State> {

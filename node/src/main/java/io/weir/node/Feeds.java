@@ -247,7 +247,8 @@ public final class Feeds {
                                           policy,
                                           new byte[0],
                                           p.positions,
-                                          p.spans),
+                                          p.spans,
+                                          p.next),
                                       p.hasMore)));
         });
   }
@@ -359,7 +360,8 @@ public final class Feeds {
                                         policy,
                                         hash,
                                         p.positions,
-                                        p.spans),
+                                        p.spans,
+                                        p.next),
                                     p.hasMore);
                               }));
         });
@@ -437,7 +439,11 @@ public final class Feeds {
   }
 
   /** Positions to read from, with every partition's span at them. */
-  private record At(long[] positions, ChangesSpan[] spans) {}
+  /**
+   * Where a page starts: each partition's position, its span, and the partition served first
+   * ({@link ChangeCursor#next}).
+   */
+  private record At(long[] positions, ChangesSpan[] spans, int next) {}
 
   private CompletionStage<At> positions(
       Principal principal,
@@ -493,7 +499,7 @@ public final class Feeds {
                                 "row visibility in the collection changed (an ACL change) or a"
                                     + " partition was restored since the cursor was issued; resynchronise from a new snapshot");
                           }
-                          return new At(cursor.positions(), spans);
+                          return new At(cursor.positions(), spans, cursor.next());
                         });
               });
     }
@@ -505,7 +511,7 @@ public final class Feeds {
                 at[i] = start instanceof Beginning ? spans[i].outboxFirst() - 1 : spans[i].tail();
               }
               check(policy, at, spans);
-              return new At(at, spans);
+              return new At(at, spans, 0);
             });
   }
 
@@ -595,7 +601,8 @@ public final class Feeds {
       CollectionPolicy policy,
       byte[] queryHash,
       long[] positions,
-      ChangesSpan[] spans) {
+      ChangesSpan[] spans,
+      int next) {
     return new ChangeCursor(
             collection,
             principal.id(),
@@ -603,17 +610,23 @@ public final class Feeds {
             policy.version(),
             queryHash,
             fence(positions, spans),
-            positions)
+            positions,
+            next)
         .sign(signer(), clock.millis() + limits.cursorTtl().toMillis());
   }
 
+  /** A page read: its changes, where each partition is now, and the partition served first next. */
   private record Read(
-      List<Change> changes, long[] positions, ChangesSpan[] spans, boolean hasMore) {}
+      List<Change> changes, long[] positions, ChangesSpan[] spans, boolean hasMore, int next) {}
 
   /**
    * Reads the next page after {@code at}: at most {@code limit} positions examined over all
-   * partitions (shared out evenly among those with entries waiting), visible changes selected while
-   * their projected images fit {@code maxBytes}.
+   * partitions, visible changes selected while their projected images fit {@code maxBytes}. Both
+   * are shared out round-robin from {@code at.next()}: one position per partition with entries
+   * waiting, then another, and the selection takes one entry per partition a round in the same
+   * order. The next page starts after the last partition the first round reached, or at the
+   * partition whose change did not fit, so a partition with changes waiting is served within
+   * ceil(partitions / limit) pages however busy the others are.
    */
   private CompletionStage<Read> page(
       Principal principal,
@@ -631,24 +644,10 @@ public final class Feeds {
     }
     if (waiting == 0) {
       return CompletableFuture.completedFuture(
-          new Read(List.of(), at.positions(), at.spans(), false));
+          new Read(List.of(), at.positions(), at.spans(), false, at.next()));
     }
-    // Fresh spans that cover the share of each partition (the first ones named one position each).
     long[] share = new long[n];
-    long left = limit;
-    while (left > 0) {
-      boolean any = false;
-      for (int i = 0; i < n && left > 0; i++) {
-        if (share[i] < pending[i]) {
-          share[i]++;
-          left--;
-          any = true;
-        }
-      }
-      if (!any) {
-        break;
-      }
-    }
+    int resume = share(pending, limit, at.next(), share);
     List<CompletableFuture<List<OutboxEntry>>> reads = new ArrayList<>();
     List<CompletableFuture<ChangesSpan>> fresh = new ArrayList<>();
     for (int i = 0; i < n; i++) {
@@ -702,7 +701,16 @@ public final class Feeds {
               return acls(principal, collection, policy, entries, spans)
                   .thenApplyAsync(
                       acls ->
-                          select(principal, collection, policy, at, entries, acls, spans, maxBytes),
+                          select(
+                              principal,
+                              collection,
+                              policy,
+                              at,
+                              entries,
+                              acls,
+                              spans,
+                              maxBytes,
+                              resume),
                       executor);
             });
   }
@@ -757,14 +765,26 @@ public final class Feeds {
       List<List<OutboxEntry>> entries,
       List<Map<String, String>> acls,
       ChangesSpan[] spans,
-      long maxBytes) {
+      long maxBytes,
+      int resume) {
+    int n = entries.size();
     long[] positions = at.positions().clone();
+    int[] taken = new int[n];
     List<Change> out = new ArrayList<>();
     long bytes = 0;
-    boolean full = false;
+    int next = resume;
     boolean restricted = !Access.unrestricted(policy) && !principal.administrator();
-    for (int i = 0; i < entries.size() && !full; i++) {
-      for (OutboxEntry e : entries.get(i)) {
+    boolean more = true;
+    rounds:
+    while (more) {
+      more = false;
+      for (int k = 0; k < n; k++) {
+        int i = (at.next() + k) % n;
+        if (taken[i] == entries.get(i).size()) {
+          continue;
+        }
+        more = true;
+        OutboxEntry e = entries.get(i).get(taken[i]);
         if (e.collection().equals(collection)) {
           Change c =
               restricted ? visible(principal, policy, i, e, acls.get(i).get(e.id())) : raw(i, e);
@@ -776,21 +796,53 @@ public final class Feeds {
                     "the next change is larger than the request's maxBytes; read again with a"
                         + " larger maxBytes");
               }
-              full = true;
-              break;
+              next = i; // the change that did not fit is served first next time
+              break rounds;
             }
             out.add(c);
             bytes += c.bytes();
           }
         }
         positions[i] = e.sequence();
+        taken[i]++;
       }
     }
-    boolean more = false;
+    boolean pending = false;
     for (int i = 0; i < positions.length; i++) {
-      more |= positions[i] < spans[i].tail();
+      pending |= positions[i] < spans[i].tail();
     }
-    return new Read(out, positions, spans, more);
+    return new Read(out, positions, spans, pending, next);
+  }
+
+  /**
+   * Shares {@code limit} positions out over the partitions with entries {@code pending},
+   * round-robin from partition {@code first}: one each, then another each, while any wait. Returns
+   * the partition after the last one the first round reached (where the next page starts).
+   */
+  static int share(long[] pending, long limit, int first, long[] share) {
+    int n = pending.length;
+    int resume = first;
+    long left = limit;
+    boolean firstRound = true;
+    while (left > 0) {
+      boolean any = false;
+      for (int k = 0; k < n && left > 0; k++) {
+        int i = (first + k) % n;
+        if (share[i] < pending[i]) {
+          share[i]++;
+          left--;
+          any = true;
+          if (firstRound) {
+            resume = (i + 1) % n;
+          }
+        }
+      }
+      if (!any) {
+        break;
+      }
+      firstRound = false;
+    }
+    return resume;
   }
 
   private static Change raw(int partition, OutboxEntry e) {
@@ -939,7 +991,8 @@ public final class Feeds {
                           policy,
                           query.fingerprint(),
                           positions,
-                          spans)
+                          spans,
+                          0)
                       : null);
             },
             executor);

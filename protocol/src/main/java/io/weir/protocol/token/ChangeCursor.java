@@ -16,6 +16,8 @@ import java.util.Objects;
  * @param fence 16 bytes (see the node's feed): a restored partition or a row-visibility change
  *     makes the cursor's fence differ from the current one
  * @param positions per partition, the last outbox position the reader has seen
+ * @param next the partition the next page serves first: pages share their limit and byte budget out
+ *     round-robin from here, so no partition waits behind busier ones (0 for a new cursor)
  */
 public record ChangeCursor(
     String collection,
@@ -24,7 +26,8 @@ public record ChangeCursor(
     long policyVersion,
     byte[] queryHash,
     byte[] fence,
-    long[] positions) {
+    long[] positions,
+    int next) {
   public static final int FENCE_BYTES = 16;
 
   /** Partitions a cursor can hold (its encoded size stays well below the token limit). */
@@ -47,6 +50,21 @@ public record ChangeCursor(
         throw new IllegalArgumentException("positions are not negative");
       }
     }
+    if (next < 0 || next >= positions.length) {
+      throw new IllegalArgumentException("next names one of the cursor's partitions");
+    }
+  }
+
+  /** A cursor whose next page starts at partition 0. */
+  public ChangeCursor(
+      String collection,
+      String principal,
+      long policyEpoch,
+      long policyVersion,
+      byte[] queryHash,
+      byte[] fence,
+      long[] positions) {
+    this(collection, principal, policyEpoch, policyVersion, queryHash, fence, positions, 0);
   }
 
   public String sign(TokenSigner signer, long expiresAtMillis) {
@@ -64,6 +82,11 @@ public record ChangeCursor(
           out.writeShort(positions.length);
           for (long p : positions) {
             writeVarLong(out, p);
+          }
+          // Written only when not 0, so every cursor has one encoding (and cursors signed before
+          // the field existed read as starting at partition 0).
+          if (next != 0) {
+            writeVarLong(out, next);
           }
         });
   }
@@ -91,8 +114,16 @@ public record ChangeCursor(
           for (int i = 0; i < n; i++) {
             positions[i] = readVarLong(in);
           }
+          int next = 0;
+          if (in.available() > 0) {
+            long v = readVarLong(in);
+            if (v == 0 || v >= n) {
+              throw new IOException("next partition out of range");
+            }
+            next = (int) v;
+          }
           return new ChangeCursor(
-              collection, principal, policyEpoch, policyVersion, hash, fence, positions);
+              collection, principal, policyEpoch, policyVersion, hash, fence, positions, next);
         });
   }
 
@@ -113,6 +144,9 @@ public record ChangeCursor(
         if (v < 0) {
           throw new IOException("position out of range");
         }
+        if (b == 0 && shift > 0) {
+          throw new IOException("position not in its shortest encoding");
+        }
         return v;
       }
     }
@@ -128,7 +162,8 @@ public record ChangeCursor(
         && c.policyVersion == policyVersion
         && Arrays.equals(c.queryHash, queryHash)
         && Arrays.equals(c.fence, fence)
-        && Arrays.equals(c.positions, positions);
+        && Arrays.equals(c.positions, positions)
+        && c.next == next;
   }
 
   @Override
@@ -140,7 +175,8 @@ public record ChangeCursor(
         policyVersion,
         Arrays.hashCode(queryHash),
         Arrays.hashCode(fence),
-        Arrays.hashCode(positions));
+        Arrays.hashCode(positions),
+        next);
   }
 
   /** Names and ids stay out of logs; counts only. */

@@ -29,7 +29,53 @@ class ChangeCursorTest {
     r.nextBytes(fence);
     byte[] hash = seed % 2 == 0 ? new byte[0] : new byte[32];
     r.nextBytes(hash);
-    return new ChangeCursor("orders", "ann", 7, 3, hash, fence, positions);
+    return new ChangeCursor(
+        "orders", "ann", 7, 3, hash, fence, positions, (int) (seed % partitions));
+  }
+
+  /** A cursor payload written by hand: its positions' and next's bytes as given. */
+  private String handWritten(int partitions, byte[] positionBytes, byte[] tail) {
+    return signer.sign(
+        TokenSigner.Kind.CURSOR,
+        NOW + 1000,
+        out -> {
+          out.writeUTF("orders");
+          out.writeUTF("ann");
+          out.writeLong(7);
+          out.writeLong(3);
+          out.writeByte(0);
+          out.write(new byte[ChangeCursor.FENCE_BYTES]);
+          out.writeShort(partitions);
+          out.write(positionBytes);
+          out.write(tail);
+        });
+  }
+
+  @Test
+  void theNextPartitionIsOptionalCanonicalAndInRange() throws InvalidToken {
+    // Written by a release before the field: the next page starts at partition 0.
+    assertThat(ChangeCursor.verify(signer, handWritten(2, new byte[] {5, 6}, new byte[0]), NOW))
+        .isEqualTo(
+            new ChangeCursor(
+                "orders", "ann", 7, 3, new byte[0], new byte[16], new long[] {5, 6}, 0));
+    assertThat(
+            ChangeCursor.verify(signer, handWritten(2, new byte[] {5, 6}, new byte[] {1}), NOW)
+                .next())
+        .isEqualTo(1);
+    // 0 is never written (one encoding per cursor); past the partitions is out of range.
+    for (byte[] tail : new byte[][] {{0}, {2}, {(byte) 0x81, 0}, {1, 1}}) {
+      assertThatThrownBy(
+              () -> ChangeCursor.verify(signer, handWritten(2, new byte[] {5, 6}, tail), NOW))
+          .isInstanceOfSatisfying(
+              InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.MALFORMED));
+    }
+    // A position in more bytes than it needs (5 as 0x85 0x00) is not canonical.
+    assertThatThrownBy(
+            () ->
+                ChangeCursor.verify(
+                    signer, handWritten(2, new byte[] {(byte) 0x85, 0, 6}, new byte[0]), NOW))
+        .isInstanceOfSatisfying(
+            InvalidToken.class, e -> assertThat(e.failure()).isEqualTo(Failure.MALFORMED));
   }
 
   @Test

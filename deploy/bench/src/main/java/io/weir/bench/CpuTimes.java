@@ -1,4 +1,4 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;

@@ -1,4 +1,4 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import java.util.Map;
 
@@ -10,7 +10,7 @@ final class BenchMain {
   private BenchMain() {}
 
   interface Parser<O> {
-    O parse(String[] args, Map<String, String> env) throws BenchOptions.UsageException;
+    O parse(String[] args, Map<String, String> env) throws BenchArgs.UsageException;
   }
 
   interface Program<O> {
@@ -29,7 +29,7 @@ final class BenchMain {
     O options;
     try {
       options = parser.parse(args, System.getenv());
-    } catch (BenchOptions.UsageException e) {
+    } catch (BenchArgs.UsageException e) {
       if (!e.getMessage().isEmpty()) {
         System.err.println("bench: " + e.getMessage());
       }

@@ -1,4 +1,4 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -30,7 +30,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public final class CdcBenchmark {
   private static final String LINE = "-".repeat(118);
 
-  private final BenchOptions options;
+  private final CdcBenchOptions options;
   private final BenchDatabase db;
   private final RecvLogicalDrain recv;
   private int roundCounter;
@@ -77,7 +77,7 @@ public final class CdcBenchmark {
     }
   }
 
-  private CdcBenchmark(BenchOptions options) {
+  private CdcBenchmark(CdcBenchOptions options) {
     this.options = options;
     this.db = new BenchDatabase(options.url(), options.user(), options.password());
     this.recv = new RecvLogicalDrain(db, options.pgBindir());
@@ -85,7 +85,10 @@ public final class CdcBenchmark {
 
   public static void main(String[] args) {
     BenchMain.main(
-        args, BenchOptions::parse, BenchOptions.USAGE, options -> new CdcBenchmark(options).run());
+        args,
+        CdcBenchOptions::parse,
+        CdcBenchOptions.USAGE,
+        options -> new CdcBenchmark(options).run());
   }
 
   private int run() throws Exception {

@@ -1,4 +1,4 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;

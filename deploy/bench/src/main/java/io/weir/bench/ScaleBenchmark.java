@@ -1,4 +1,4 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;

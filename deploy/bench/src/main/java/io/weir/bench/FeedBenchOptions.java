@@ -1,8 +1,7 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import java.util.List;
 import java.util.Map;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -187,8 +186,7 @@ final class FeedBenchOptions {
   String user;
   String password;
 
-  static final String USAGE =
-      new CommandLine(new FeedBenchOptions()).getUsageMessage(CommandLine.Help.Ansi.OFF);
+  static final String USAGE = BenchArgs.usage(new FeedBenchOptions());
 
   boolean feedPhase() {
     return phases.contains("feed");
@@ -204,58 +202,40 @@ final class FeedBenchOptions {
   }
 
   static FeedBenchOptions parse(String[] args, Map<String, String> env)
-      throws BenchOptions.UsageException {
+      throws BenchArgs.UsageException {
     FeedBenchOptions o = new FeedBenchOptions();
-    CommandLine cl = new CommandLine(o);
-    try {
-      if (cl.parseArgs(args).isUsageHelpRequested()) {
-        throw new BenchOptions.UsageException("");
-      }
-    } catch (CommandLine.ParameterException e) {
-      throw new BenchOptions.UsageException(e.getMessage());
-    }
+    BenchArgs.parse(o, args);
     for (String p : o.phases) {
       if (!p.equals("feed") && !p.equals("live")) {
-        throw new BenchOptions.UsageException("--phases takes feed, live or both, comma-separated");
+        throw new BenchArgs.UsageException("--phases takes feed, live or both, comma-separated");
       }
     }
-    range("--partitions", o.partitions, 1, 1024);
-    range("--changes", o.changes, 1, 5_000_000);
-    range("--body-bytes", o.bodyBytes, 128, 1 << 20);
-    range("--frame-upserts", o.frameUpserts, 1, 1000);
-    range("--load-in-flight", o.loadInFlight, 1, 1024);
-    range("--page-limit", o.pageLimit, 1, 1_000_000);
-    range("--rounds", o.rounds, 1, 100);
-    range("--warmup-changes", o.warmupChanges, 0, Integer.MAX_VALUE);
-    range("--live-queries", o.liveQueries, 1, 100_000);
-    range("--predicates", o.predicates, 1, o.liveQueries);
-    range("--live-keys", o.liveKeys, 1, 1_000_000);
-    range("--live-body-bytes", o.liveBodyBytes, 96, 1 << 20);
-    range("--write-rate", o.writeRate, 0, 1_000_000);
-    range("--write-in-flight", o.writeInFlight, 1, 100_000);
-    range("--live-seconds", o.liveSeconds, 1, 3600);
-    range("--live-warmup-seconds", o.liveWarmupSeconds, 0, 3600);
-    range("--drain-seconds", o.drainSeconds, 0, 3600);
-    range("--idle-pause-ms", o.idlePauseMs, 0, 60_000);
-    range("--max-concurrent", o.maxConcurrent, 0, 1_000_000);
+    BenchArgs.range("--partitions", o.partitions, 1, 1024);
+    BenchArgs.range("--changes", o.changes, 1, 5_000_000);
+    BenchArgs.range("--body-bytes", o.bodyBytes, 128, 1 << 20);
+    BenchArgs.range("--frame-upserts", o.frameUpserts, 1, 1000);
+    BenchArgs.range("--load-in-flight", o.loadInFlight, 1, 1024);
+    BenchArgs.range("--page-limit", o.pageLimit, 1, 1_000_000);
+    BenchArgs.range("--rounds", o.rounds, 1, 100);
+    BenchArgs.range("--warmup-changes", o.warmupChanges, 0, Integer.MAX_VALUE);
+    BenchArgs.range("--live-queries", o.liveQueries, 1, 100_000);
+    BenchArgs.range("--predicates", o.predicates, 1, o.liveQueries);
+    BenchArgs.range("--live-keys", o.liveKeys, 1, 1_000_000);
+    BenchArgs.range("--live-body-bytes", o.liveBodyBytes, 96, 1 << 20);
+    BenchArgs.range("--write-rate", o.writeRate, 0, 1_000_000);
+    BenchArgs.range("--write-in-flight", o.writeInFlight, 1, 100_000);
+    BenchArgs.range("--live-seconds", o.liveSeconds, 1, 3600);
+    BenchArgs.range("--live-warmup-seconds", o.liveWarmupSeconds, 0, 3600);
+    BenchArgs.range("--drain-seconds", o.drainSeconds, 0, 3600);
+    BenchArgs.range("--idle-pause-ms", o.idlePauseMs, 0, 60_000);
+    BenchArgs.range("--max-concurrent", o.maxConcurrent, 0, 1_000_000);
     if (o.writeInFlight >= o.liveKeys) {
-      throw new BenchOptions.UsageException(
+      throw new BenchArgs.UsageException(
           "--write-in-flight must be below --live-keys (a key is written once at a time)");
     }
-    o.url = BenchOptions.require(env, "WEIR_PG_URL");
-    if (!o.url.startsWith("jdbc:postgresql://")) {
-      throw new BenchOptions.UsageException(
-          "WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
-    }
+    o.url = BenchArgs.url(env);
     o.user = env.getOrDefault("WEIR_PG_USER", "weir");
     o.password = env.getOrDefault("WEIR_PG_PASSWORD", "");
     return o;
-  }
-
-  private static void range(String option, int value, int min, int max)
-      throws BenchOptions.UsageException {
-    if (value < min || value > max) {
-      throw new BenchOptions.UsageException(option + " must be between " + min + " and " + max);
-    }
   }
 }

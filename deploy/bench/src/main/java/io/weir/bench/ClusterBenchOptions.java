@@ -1,8 +1,7 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import java.util.List;
 import java.util.Map;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -147,8 +146,7 @@ final class ClusterBenchOptions {
   String user;
   String password;
 
-  static final String USAGE =
-      new CommandLine(new ClusterBenchOptions()).getUsageMessage(CommandLine.Help.Ansi.OFF);
+  static final String USAGE = BenchArgs.usage(new ClusterBenchOptions());
 
   boolean failoverPhase() {
     return phases.contains("failover");
@@ -159,60 +157,42 @@ final class ClusterBenchOptions {
   }
 
   static ClusterBenchOptions parse(String[] args, Map<String, String> env)
-      throws BenchOptions.UsageException {
+      throws BenchArgs.UsageException {
     ClusterBenchOptions o = new ClusterBenchOptions();
-    CommandLine cl = new CommandLine(o);
-    try {
-      if (cl.parseArgs(args).isUsageHelpRequested()) {
-        throw new BenchOptions.UsageException("");
-      }
-    } catch (CommandLine.ParameterException e) {
-      throw new BenchOptions.UsageException(e.getMessage());
-    }
+    BenchArgs.parse(o, args);
     for (String p : o.phases) {
       if (!p.equals("failover") && !p.equals("throughput")) {
-        throw new BenchOptions.UsageException(
+        throw new BenchArgs.UsageException(
             "--phases takes failover, throughput or both, comma-separated");
       }
     }
     for (String option : o.nodeOptions) {
       if (!option.startsWith("-")) {
-        throw new BenchOptions.UsageException("--node-option takes a JVM option such as -Xss1m");
+        throw new BenchArgs.UsageException("--node-option takes a JVM option such as -Xss1m");
       }
     }
     if (!o.acknowledgedMarks.equals("on") && !o.acknowledgedMarks.equals("off")) {
-      throw new BenchOptions.UsageException("--acknowledged-marks takes on or off");
+      throw new BenchArgs.UsageException("--acknowledged-marks takes on or off");
     }
     if (!o.nodeHeap.matches("[0-9]+[kmgKMG]")) {
-      throw new BenchOptions.UsageException("--node-heap must be a heap size such as 512m or 1g");
+      throw new BenchArgs.UsageException("--node-heap must be a heap size such as 512m or 1g");
     }
     if (!o.stableAfter.matches("[0-9]+(ms|s|m)")) {
-      throw new BenchOptions.UsageException(
+      throw new BenchArgs.UsageException(
           "--stable-after must be a duration such as 3s, 20s or 500ms");
     }
-    range("--partitions", o.partitions, 3, 1024);
-    range("--failover-runs", o.failoverRuns, 1, 100);
-    range("--writer-interval-ms", o.writerIntervalMs, 0, 60_000);
-    range("--failover-timeout", o.failoverTimeout, 10, 3600);
-    range("--clients", o.clients, 1, 1024);
-    range("--seconds", o.seconds, 1, 3600);
-    range("--warmup-seconds", o.warmupSeconds, 0, 3600);
-    range("--rounds", o.rounds, 1, 100);
-    range("--body-bytes", o.bodyBytes, 64, 1 << 20);
-    o.url = BenchOptions.require(env, "WEIR_PG_URL");
-    if (!o.url.startsWith("jdbc:postgresql://")) {
-      throw new BenchOptions.UsageException(
-          "WEIR_PG_URL must be a JDBC URL starting with jdbc:postgresql://");
-    }
+    BenchArgs.range("--partitions", o.partitions, 3, 1024);
+    BenchArgs.range("--failover-runs", o.failoverRuns, 1, 100);
+    BenchArgs.range("--writer-interval-ms", o.writerIntervalMs, 0, 60_000);
+    BenchArgs.range("--failover-timeout", o.failoverTimeout, 10, 3600);
+    BenchArgs.range("--clients", o.clients, 1, 1024);
+    BenchArgs.range("--seconds", o.seconds, 1, 3600);
+    BenchArgs.range("--warmup-seconds", o.warmupSeconds, 0, 3600);
+    BenchArgs.range("--rounds", o.rounds, 1, 100);
+    BenchArgs.range("--body-bytes", o.bodyBytes, 64, 1 << 20);
+    o.url = BenchArgs.url(env);
     o.user = env.getOrDefault("WEIR_PG_USER", "weir");
     o.password = env.getOrDefault("WEIR_PG_PASSWORD", "");
     return o;
-  }
-
-  private static void range(String option, int value, int min, int max)
-      throws BenchOptions.UsageException {
-    if (value < min || value > max) {
-      throw new BenchOptions.UsageException(option + " must be between " + min + " and " + max);
-    }
   }
 }

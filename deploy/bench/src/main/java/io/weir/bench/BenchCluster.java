@@ -1,4 +1,4 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -6,7 +6,6 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 import java.net.URI;
-import java.net.URISyntaxException;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -88,21 +87,24 @@ final class BenchCluster implements AutoCloseable {
     this.seeds = String.join(",", seedList);
   }
 
-  /** The node jar this program runs from (node/target/weir-node.jar). */
+  /**
+   * The node jar the benchmark's node processes run: {@code -Dweir.bench.node-jar}, by default
+   * {@code node/target/weir-node.jar} under the working directory (the bench scripts run from the
+   * repository's root and build it first).
+   */
   static Path nodeJar() {
-    try {
-      Path jar =
-          Path.of(BenchCluster.class.getProtectionDomain().getCodeSource().getLocation().toURI());
-      if (!Files.isRegularFile(jar) || !jar.toString().endsWith(".jar")) {
-        throw new IllegalStateException(
-            "run this benchmark from node/target/weir-node.jar (java -cp weir-node.jar ...),"
-                + " not from "
-                + jar);
-      }
-      return jar;
-    } catch (URISyntaxException e) {
-      throw new IllegalStateException(e);
+    Path jar =
+        Path.of(System.getProperty("weir.bench.node-jar", "node/target/weir-node.jar"))
+            .toAbsolutePath()
+            .normalize();
+    if (!Files.isRegularFile(jar)) {
+      throw new IllegalStateException(
+          "the node jar "
+              + jar
+              + " is missing: build it (mvn package -pl node -am) or name it with"
+              + " -Dweir.bench.node-jar");
     }
+    return jar;
   }
 
   int size() {

@@ -1,4 +1,4 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -25,7 +25,6 @@ import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -119,21 +118,15 @@ public final class ContinuousBenchmark {
     String password;
   }
 
-  static final String USAGE = new CommandLine(new Options()).getUsageMessage();
+  static final String USAGE = BenchArgs.usage(new Options());
 
   public static void main(String[] args) {
     BenchMain.main(args, ContinuousBenchmark::parse, USAGE, o -> new ContinuousBenchmark(o).run());
   }
 
-  static Options parse(String[] args, Map<String, String> env) throws BenchOptions.UsageException {
+  static Options parse(String[] args, Map<String, String> env) throws BenchArgs.UsageException {
     Options o = new Options();
-    try {
-      if (new CommandLine(o).parseArgs(args).isUsageHelpRequested()) {
-        throw new BenchOptions.UsageException("");
-      }
-    } catch (CommandLine.ParameterException e) {
-      throw new BenchOptions.UsageException(e.getMessage());
-    }
+    BenchArgs.parse(o, args);
     if (o.rows < 1000
         || o.rows > 100_000_000
         || o.limit < 1
@@ -144,11 +137,11 @@ public final class ContinuousBenchmark {
         || o.nearTop < 0
         || o.nearTop > 1
         || o.warmup < 0) {
-      throw new BenchOptions.UsageException(
+      throw new BenchArgs.UsageException(
           "--rows 1000..1e8, --limit 1..1000, --transactions >= 1, --hot-fraction (0,1],"
               + " --near-top [0,1], --warmup >= 0");
     }
-    o.url = BenchOptions.require(env, "WEIR_PG_URL");
+    o.url = BenchArgs.require(env, "WEIR_PG_URL");
     o.user = env.getOrDefault("WEIR_PG_USER", "weir");
     o.password = env.getOrDefault("WEIR_PG_PASSWORD", "");
     return o;

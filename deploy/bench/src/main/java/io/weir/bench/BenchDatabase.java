@@ -1,4 +1,4 @@
-package io.weir.node.bench;
+package io.weir.bench;
 
 import io.weir.protocol.Lsn;
 import java.net.URI;

@@ -602,8 +602,8 @@ public final class WeirNode {
    * The actor system's set-up: {@code config} with what Weir's settings imply for Pekko. With
    * {@code weir.cluster.tls}, remoting uses the tls-tcp transport and an SSL engine provider over
    * the key and trust stores Weir opened (their passwords stay out of the configuration); with
-   * {@code weir.postgres.tls}, the journal's pool gets the same pgjdbc TLS properties as Weir's own
-   * pool.
+   * {@code weir.postgres.tls}, the journal's pools (writes and reads) get the same pgjdbc TLS
+   * properties as Weir's own pool.
    */
   static org.apache.pekko.actor.setup.ActorSystemSetup actorSystemSetup(
       Config config, NodeSettings settings) {
@@ -611,11 +611,16 @@ public final class WeirNode {
     java.util.Map<String, String> pgTls = settings.postgres().tls().jdbcProperties();
     if (!pgTls.isEmpty()) {
       Config journal = com.typesafe.config.ConfigFactory.empty();
-      for (java.util.Map.Entry<String, String> e : pgTls.entrySet()) {
-        journal =
-            journal.withValue(
-                "pekko-persistence-jdbc.shared-databases.weir.db.properties." + e.getKey(),
-                com.typesafe.config.ConfigValueFactory.fromAnyRef(e.getValue()));
+      for (String pool : List.of("weir", "weir-reads")) {
+        for (java.util.Map.Entry<String, String> e : pgTls.entrySet()) {
+          journal =
+              journal.withValue(
+                  "pekko-persistence-jdbc.shared-databases."
+                      + pool
+                      + ".db.properties."
+                      + e.getKey(),
+                  com.typesafe.config.ConfigValueFactory.fromAnyRef(e.getValue()));
+        }
       }
       effective = journal.withFallback(effective);
     }

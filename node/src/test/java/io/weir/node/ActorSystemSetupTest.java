@@ -61,14 +61,16 @@ class ActorSystemSetupTest {
 
     Config effective = bootstrapConfig(setup);
     assertThat(effective.getString("pekko.remote.artery.transport")).isEqualTo("tls-tcp");
-    assertThat(
-            effective.getString(
-                "pekko-persistence-jdbc.shared-databases.weir.db.properties.sslmode"))
-        .isEqualTo("verify-full");
-    assertThat(
-            effective.getString(
-                "pekko-persistence-jdbc.shared-databases.weir.db.properties.sslrootcert"))
-        .isEqualTo(ca.certificate().toString());
+    for (String pool : List.of("weir", "weir-reads")) {
+      assertThat(
+              effective.getString(
+                  "pekko-persistence-jdbc.shared-databases." + pool + ".db.properties.sslmode"))
+          .isEqualTo("verify-full");
+      assertThat(
+              effective.getString(
+                  "pekko-persistence-jdbc.shared-databases." + pool + ".db.properties.sslrootcert"))
+          .isEqualTo(ca.certificate().toString());
+    }
     assertThat(effective.getConfig("pekko").root().render())
         .as("the cluster's key store password stays out of Pekko's settings")
         .doesNotContain(TestCertificates.PASSWORD);

@@ -67,6 +67,29 @@ class JournalRoundTripIT {
             .isEqualTo(i + 1);
         written.add(entry);
       }
+      // Outbox reads go through the read journal, on a pool of its own: journal writes never wait
+      // behind them for a connection or a Slick thread.
+      org.apache.pekko.persistence.jdbc.db.SlickExtensionImpl slick =
+          (org.apache.pekko.persistence.jdbc.db.SlickExtensionImpl)
+              org.apache.pekko.persistence.jdbc.db.SlickExtension.get(
+                  first.system().classicSystem());
+      Config pekko = first.system().settings().config();
+      assertThat(slick.database(pekko.getConfig("jdbc-read-journal")).database())
+          .as("the read journal's database")
+          .isNotSameAs(slick.database(pekko.getConfig("jdbc-journal")).database());
+      assertThat(
+              pekko.getInt("pekko-persistence-jdbc.shared-databases.weir-reads.db.maxConnections"))
+          .isEqualTo(pekko.getInt("weir.postgres.read-pool-size"));
+      long read =
+          org.apache.pekko.persistence.query.PersistenceQuery.get(first.system())
+              .getReadJournalFor(
+                  org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.class,
+                  org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier())
+              .currentEventsByPersistenceId("ledger|a", 0, Long.MAX_VALUE)
+              .runFold(0L, (n, e) -> n + 1, first.system())
+              .toCompletableFuture()
+              .get(30, java.util.concurrent.TimeUnit.SECONDS);
+      assertThat(read).as("events read through the read journal's pool").isEqualTo(7);
     } finally {
       first.shutdownTestKit();
     }

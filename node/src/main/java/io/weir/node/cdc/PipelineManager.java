@@ -171,14 +171,15 @@ public final class PipelineManager {
                     children.put(
                         p.name(),
                         ctx.spawn(
-                            CdcPipeline.create(
-                                p.settings(),
-                                p.source(),
-                                sink,
-                                state.dataSource(),
-                                weirDatabase.schema(),
-                                registry,
-                                holders),
+                            CdcPipeline.builder(
+                                    p.settings(),
+                                    p.source(),
+                                    sink,
+                                    state.dataSource(),
+                                    weirDatabase.schema())
+                                .metrics(registry)
+                                .holders(holders)
+                                .build(),
                             "pipeline-" + p.name()));
                   }
                   ctx.getLog()

@@ -219,54 +219,85 @@ public final class CdcPipeline {
   private record Retry(long attempt) implements Command {}
 
   /**
-   * Creates the pipeline actor's behavior without metrics export (meters go to a private registry).
+   * A pipeline over {@code settings}' slot of {@code source}, delivering to {@code sink}, keeping
+   * its slot records and relation shapes in {@code stateSchema} of {@code stateStore}. Without
+   * {@link Builder#metrics} meters go to a private registry; without {@link Builder#holders} the
+   * replication connections name no member and no slot is taken over.
    */
+  public static Builder builder(
+      PipelineSettings settings,
+      SourceSettings source,
+      ChangeSink sink,
+      DataSource stateStore,
+      String stateSchema) {
+    return new Builder(settings, source, sink, stateStore, stateSchema);
+  }
+
+  /** The pipeline actor's behavior as {@link #builder} describes, with defaults for the rest. */
   public static Behavior<Command> create(
       PipelineSettings settings,
       SourceSettings source,
       ChangeSink sink,
       DataSource stateStore,
       String stateSchema) {
-    return create(settings, source, sink, stateStore, stateSchema, new SimpleMeterRegistry());
+    return builder(settings, source, sink, stateStore, stateSchema).build();
   }
 
-  /** Creates the pipeline actor's behavior; spawn it under a supervisor of your choice. */
-  public static Behavior<Command> create(
-      PipelineSettings settings,
-      SourceSettings source,
-      ChangeSink sink,
-      DataSource stateStore,
-      String stateSchema,
-      MeterRegistry registry) {
-    return create(settings, source, sink, stateStore, stateSchema, registry, SlotHolders.NONE);
-  }
+  /** What a pipeline is built from besides its settings, source, sink and state store. */
+  public static final class Builder {
+    private final PipelineSettings settings;
+    private final SourceSettings source;
+    private final ChangeSink sink;
+    private final DataSource stateStore;
+    private final String stateSchema;
+    private MeterRegistry registry = new SimpleMeterRegistry();
+    private SlotHolders holders = SlotHolders.NONE;
 
-  /**
-   * As above, on a cluster member: its replication connections name the member ({@code holders}),
-   * and a slot held by the walsender of a member the cluster downed is taken over (ADR 0037).
-   */
-  public static Behavior<Command> create(
-      PipelineSettings settings,
-      SourceSettings source,
-      ChangeSink sink,
-      DataSource stateStore,
-      String stateSchema,
-      MeterRegistry registry,
-      SlotHolders holders) {
-    return Behaviors.setup(
-        ctx ->
-            Behaviors.withTimers(
-                timers ->
-                    new Runner(
-                        ctx,
-                        timers,
-                        settings,
-                        source,
-                        sink,
-                        new SlotManager(settings, stateStore, stateSchema),
-                        registry,
-                        new RelationStore(stateStore, stateSchema),
-                        holders)));
+    private Builder(
+        PipelineSettings settings,
+        SourceSettings source,
+        ChangeSink sink,
+        DataSource stateStore,
+        String stateSchema) {
+      this.settings = settings;
+      this.source = source;
+      this.sink = sink;
+      this.stateStore = stateStore;
+      this.stateSchema = stateSchema;
+    }
+
+    /** Where the pipeline's meters go (the node's Prometheus registry). */
+    public Builder metrics(MeterRegistry registry) {
+      this.registry = registry;
+      return this;
+    }
+
+    /**
+     * On a cluster member: its replication connections name the member, and a slot held by the
+     * walsender of a member the cluster downed is taken over (ADR 0037).
+     */
+    public Builder holders(SlotHolders holders) {
+      this.holders = holders;
+      return this;
+    }
+
+    /** The pipeline actor's behavior; spawn it under a supervisor of your choice. */
+    public Behavior<Command> build() {
+      PipelineSettings settings = this.settings;
+      SourceSettings source = this.source;
+      ChangeSink sink = this.sink;
+      MeterRegistry registry = this.registry;
+      SlotHolders holders = this.holders;
+      SlotManager slots = new SlotManager(settings, stateStore, stateSchema);
+      RelationStore relations = new RelationStore(stateStore, stateSchema);
+      return Behaviors.setup(
+          ctx ->
+              Behaviors.withTimers(
+                  timers ->
+                      new Runner(
+                          ctx, timers, settings, source, sink, slots, registry, relations,
+                          holders)));
+    }
   }
 
   private static final class Runner extends AbstractBehavior<Command> {

@@ -92,7 +92,10 @@ final class PipelineHarness implements AutoCloseable {
   ActorRef<CdcPipeline.Command> start(
       SourceSettings from, PipelineSettings settings, ChangeSink sink, MeterRegistry registry) {
     ActorRef<CdcPipeline.Command> p =
-        kit.spawn(CdcPipeline.create(settings, from, sink, state.dataSource(), "weir", registry));
+        kit.spawn(
+            CdcPipeline.builder(settings, from, sink, state.dataSource(), "weir")
+                .metrics(registry)
+                .build());
     var probe = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage();

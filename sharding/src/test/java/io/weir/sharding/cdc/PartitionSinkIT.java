@@ -6,7 +6,6 @@ import static org.awaitility.Awaitility.await;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SchemaMigrator;
@@ -141,9 +140,7 @@ class PartitionSinkIT {
     SourceSettings source =
         new SourceSettings(db.url(), db.server().user(), db.server().password());
     ActorRef<CdcPipeline.Command> p =
-        kit.spawn(
-            CdcPipeline.create(
-                settings, source, sink, state.dataSource(), "weir", new SimpleMeterRegistry()));
+        kit.spawn(CdcPipeline.create(settings, source, sink, state.dataSource(), "weir"));
     var probe = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Start(probe.ref()));
     probe.receiveMessage(Duration.ofSeconds(30));

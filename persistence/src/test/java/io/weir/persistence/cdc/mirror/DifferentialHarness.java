@@ -354,7 +354,9 @@ final class DifferentialHarness implements AutoCloseable {
       SimpleMeterRegistry registry = new SimpleMeterRegistry();
       pipeline =
           kit.spawn(
-              CdcPipeline.create(settings, from, sink, state.dataSource(), "weir", registry),
+              CdcPipeline.builder(settings, from, sink, state.dataSource(), "weir")
+                  .metrics(registry)
+                  .build(),
               "diff-" + prep.index());
       ActorRef<CdcPipeline.Command> p = pipeline;
       var probe = kit.<PipelineStatus>createTestProbe();

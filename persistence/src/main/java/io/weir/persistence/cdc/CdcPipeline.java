@@ -139,7 +139,7 @@ public final class CdcPipeline {
   public record DropReply(PipelineStatus status, String error, String message)
       implements io.weir.protocol.CborSerializable {}
 
-  private record DropDone(Throwable error, String previousState, ActorRef<DropReply> replyTo)
+  private record DropDone(Throwable error, PipelineState previousState, ActorRef<DropReply> replyTo)
       implements Command {
     @Override
     public String toString() {
@@ -314,7 +314,7 @@ public final class CdcPipeline {
     private final AtomicLong rows = new AtomicLong();
 
     // Volatile: a metrics scrape reads it (weir.cdc.state) besides the actor.
-    private volatile String state = "stopped";
+    private volatile PipelineState state = PipelineState.STOPPED;
     private final LagClock lagClock = new LagClock();
     private HaltReason haltReason;
     private String detail;
@@ -423,7 +423,7 @@ public final class CdcPipeline {
           .onMessage(
               Retry.class,
               r -> {
-                if (r.attempt() == attempt && state.equals("backoff")) {
+                if (r.attempt() == attempt && state == PipelineState.BACKOFF) {
                   connect();
                 }
                 return this;
@@ -441,7 +441,7 @@ public final class CdcPipeline {
     }
 
     private Behavior<Command> onStart(Start start) {
-      if (state.equals("stopped") || state.equals("halted") || state.equals("dropped")) {
+      if (state.startable()) {
         haltReason = null;
         detail = null;
         failedCycles = 0;
@@ -458,8 +458,10 @@ public final class CdcPipeline {
       attempt++;
       timers.cancelAll();
       shutdownStream();
-      if (!state.equals("halted") && !state.equals("dropped") && !state.equals("dropping")) {
-        state = "stopped";
+      if (state != PipelineState.HALTED
+          && state != PipelineState.DROPPED
+          && state != PipelineState.DROPPING) {
+        state = PipelineState.STOPPED;
       }
       getContext().getLog().info("pipeline {}: stopped", settings.name());
       sink.streamStopped();
@@ -474,7 +476,7 @@ public final class CdcPipeline {
     private static final Duration DROP_PAUSE = Duration.ofMillis(500);
 
     private Behavior<Command> onDrop(Drop drop) {
-      if (!state.equals("stopped") && !state.equals("halted") && !state.equals("dropped")) {
+      if (!state.startable()) {
         drop.replyTo()
             .tell(
                 new DropReply(
@@ -483,8 +485,8 @@ public final class CdcPipeline {
                     "the pipeline is " + status().state() + "; stop it first"));
         return this;
       }
-      String previous = state;
-      state = "dropping";
+      PipelineState previous = state;
+      state = PipelineState.DROPPING;
       attempt++;
       // After the previous run's sink call and connect phase are over, so nothing recreates the
       // slot or its record behind the drop. The slot goes first; Weir's records only once it is
@@ -522,7 +524,7 @@ public final class CdcPipeline {
     private Behavior<Command> onDropDone(DropDone done) {
       Throwable error = done.error();
       if (error == null) {
-        state = "dropped";
+        state = PipelineState.DROPPED;
         lagClock.reset();
         lastLagBytes = 0;
         lastServerPosition = 0;
@@ -566,7 +568,7 @@ public final class CdcPipeline {
 
     private void connect() {
       long myAttempt = ++attempt;
-      state = "connecting";
+      state = PipelineState.CONNECTING;
       // Sink calls never overlap and connect phases never run side by side: a new connect waits
       // (bounded) for the previous run's sink call and the previous connect phase to finish.
       CompletableFuture<Pair<ReplicationConnection, SlotIncarnation>> connecting =
@@ -791,7 +793,7 @@ public final class CdcPipeline {
     }
 
     private Behavior<Command> onConnected(Connected c) {
-      if (c.attempt() != attempt || !state.equals("connecting")) {
+      if (c.attempt() != attempt || state != PipelineState.CONNECTING) {
         CompletableFuture.runAsync(c.connection()::close, blockingIo);
         if (stoppedForGood()) {
           sink.streamStopped(); // the sink was opened for an attempt a stop or halt overtook
@@ -803,7 +805,7 @@ public final class CdcPipeline {
       incarnation = c.incarnation();
       established = new AtomicBoolean(false);
       acknowledgedInRun = new AtomicBoolean(false);
-      state = "running";
+      state = PipelineState.RUNNING;
       slotBusySince = 0;
       detail = null;
       getContext()
@@ -1136,7 +1138,7 @@ public final class CdcPipeline {
                     "unsupported",
                     "this pipeline's sink cannot take an incremental snapshot (it does not store"
                         + " snapshot progress with its chunks)"));
-      } else if (!state.equals("running") || incremental == null) {
+      } else if (state != PipelineState.RUNNING || incremental == null) {
         request
             .replyTo()
             .tell(
@@ -1144,7 +1146,7 @@ public final class CdcPipeline {
                     status(),
                     "not-running",
                     "an incremental snapshot runs while the pipeline streams; its state is "
-                        + state));
+                        + state.wire()));
       } else if (incrementalStarting || incremental.running()) {
         request
             .replyTo()
@@ -1229,10 +1231,7 @@ public final class CdcPipeline {
 
     /** Stopped by an operator, halted or dropped: not streaming until told to start. */
     private boolean stoppedForGood() {
-      return state.equals("stopped")
-          || state.equals("halted")
-          || state.equals("dropped")
-          || state.equals("dropping");
+      return state.stoppedForGood();
     }
 
     private Behavior<Command> onStreamEnded(StreamEnded e) {
@@ -1335,7 +1334,7 @@ public final class CdcPipeline {
       }
       restarts++;
       metrics.restarted(error.getClass().getSimpleName());
-      state = "backoff";
+      state = PipelineState.BACKOFF;
       detail = described;
       getContext()
           .getLog()
@@ -1350,7 +1349,7 @@ public final class CdcPipeline {
     }
 
     private void halt(HaltReason reason, String why) {
-      state = "halted";
+      state = PipelineState.HALTED;
       haltReason = reason;
       metrics.halted(reason);
       detail = why;
@@ -1440,11 +1439,17 @@ public final class CdcPipeline {
 
     /** The state as the status shows it; safe to call from any thread. */
     private String shownState() {
-      String s = state;
       SnapshotTracker snap = snapshot;
-      return s.equals("connecting") && snap != null && snap.view().state().equals("running")
-          ? "snapshotting"
-          : s;
+      return shown(state, snap == null ? null : snap.view()).wire();
+    }
+
+    /** {@code state}, or snapshotting while connecting with an initial snapshot running. */
+    private static PipelineState shown(PipelineState state, SnapshotStatus snapshot) {
+      return state == PipelineState.CONNECTING
+              && snapshot != null
+              && snapshot.state().equals("running")
+          ? PipelineState.SNAPSHOTTING
+          : state;
     }
 
     private PipelineStatus status() {
@@ -1453,15 +1458,9 @@ public final class CdcPipeline {
       long lag = c != null ? lagBytes(c) : 0;
       SnapshotTracker snap = snapshot;
       SnapshotStatus snapshotStatus = snap == null ? null : snap.view();
-      String shown =
-          state.equals("connecting")
-                  && snapshotStatus != null
-                  && snapshotStatus.state().equals("running")
-              ? "snapshotting"
-              : state;
       return new PipelineStatus(
           settings.name(),
-          shown,
+          shown(state, snapshotStatus).wire(),
           haltReason == null ? null : haltReason.wire(),
           detail,
           settings.slot(),

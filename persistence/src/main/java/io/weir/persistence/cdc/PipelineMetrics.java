@@ -43,15 +43,7 @@ public final class PipelineMetrics {
    * state}.
    */
   public static final List<String> STATES =
-      List.of(
-          "running",
-          "snapshotting",
-          "connecting",
-          "backoff",
-          "stopped",
-          "halted",
-          "dropping",
-          "dropped");
+      java.util.Arrays.stream(PipelineState.values()).map(PipelineState::wire).toList();
 
   private final MeterRegistry registry;
   private final String pipeline;

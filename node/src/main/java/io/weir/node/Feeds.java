@@ -438,7 +438,6 @@ public final class Feeds {
                     ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet; retry"));
   }
 
-  /** Positions to read from, with every partition's span at them. */
   /**
    * Where a page starts: each partition's position, its span, and the partition served first
    * ({@link ChangeCursor#next}).

@@ -1,5 +1,10 @@
 package io.weir.bench;
 
+import java.lang.management.GarbageCollectorMXBean;
+import java.lang.management.ManagementFactory;
+import java.time.ZoneOffset;
+import java.time.ZonedDateTime;
+import java.time.format.DateTimeFormatter;
 import java.util.Map;
 
 /**
@@ -46,5 +51,26 @@ final class BenchMain {
       code = 1;
     }
     System.exit(code);
+  }
+
+  /**
+   * The first lines of a report: {@code title} with the date, a rule, the machine ({@link
+   * CdcBenchmark#machine}) and the JVM's garbage collectors.
+   */
+  static void header(String title) {
+    System.out.println(
+        title
+            + ", "
+            + ZonedDateTime.now(ZoneOffset.UTC)
+                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
+    System.out.println("-".repeat(118));
+    CdcBenchmark.machine();
+    System.out.printf(
+        "GC:            %s%n",
+        String.join(
+            ", ",
+            ManagementFactory.getGarbageCollectorMXBeans().stream()
+                .map(GarbageCollectorMXBean::getName)
+                .toList()));
   }
 }

@@ -18,8 +18,6 @@ import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSettings;
-import java.lang.management.GarbageCollectorMXBean;
-import java.lang.management.ManagementFactory;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -27,9 +25,6 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Clock;
 import java.time.Duration;
-import java.time.ZoneOffset;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -122,17 +117,7 @@ public final class FeedBenchmark {
   }
 
   private int run() throws Exception {
-    System.out.println(
-        "Weir changes-feed and live-query benchmark, "
-            + ZonedDateTime.now(ZoneOffset.UTC)
-                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
-    System.out.println(LINE);
-    CdcBenchmark.machine();
-    List<String> gcs =
-        ManagementFactory.getGarbageCollectorMXBeans().stream()
-            .map(GarbageCollectorMXBean::getName)
-            .toList();
-    System.out.printf("GC:            %s%n", String.join(", ", gcs));
+    BenchMain.header("Weir changes-feed and live-query benchmark");
     try {
       PartitionBenchmark.recreateDatabase(options.url, options.user, options.password, DATABASE);
       System.out.printf(

@@ -22,7 +22,6 @@ import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
 import io.weir.sharding.partition.PartitionWiring;
 import io.weir.sharding.partition.SqlJournalPruner;
-import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
 import java.net.URI;
 import java.sql.Connection;
@@ -32,9 +31,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.time.ZoneOffset;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -146,17 +142,7 @@ public final class PartitionBenchmark {
   }
 
   private int run() throws Exception {
-    System.out.println(
-        "Weir partition benchmark, "
-            + ZonedDateTime.now(ZoneOffset.UTC)
-                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
-    System.out.println(LINE);
-    CdcBenchmark.machine();
-    List<String> gcs =
-        ManagementFactory.getGarbageCollectorMXBeans().stream()
-            .map(GarbageCollectorMXBean::getName)
-            .toList();
-    System.out.printf("GC:            %s%n", String.join(", ", gcs));
+    BenchMain.header("Weir partition benchmark");
     try {
       recreateDatabase();
       System.out.printf(

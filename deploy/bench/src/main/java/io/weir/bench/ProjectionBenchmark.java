@@ -23,8 +23,6 @@ import io.weir.sharding.partition.PartitionProtocol.PurgeReply;
 import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSettings;
-import java.lang.management.GarbageCollectorMXBean;
-import java.lang.management.ManagementFactory;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -32,9 +30,6 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Clock;
 import java.time.Duration;
-import java.time.ZoneOffset;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -157,17 +152,7 @@ public final class ProjectionBenchmark {
   }
 
   private int run() throws Exception {
-    System.out.println(
-        "Weir projection benchmark, "
-            + ZonedDateTime.now(ZoneOffset.UTC)
-                .format(DateTimeFormatter.ofPattern("yyyy-MM-dd HH:mm 'UTC'")));
-    System.out.println(LINE);
-    CdcBenchmark.machine();
-    List<String> gcs =
-        ManagementFactory.getGarbageCollectorMXBeans().stream()
-            .map(GarbageCollectorMXBean::getName)
-            .toList();
-    System.out.printf("GC:            %s%n", String.join(", ", gcs));
+    BenchMain.header("Weir projection benchmark");
     try {
       PartitionBenchmark.recreateDatabase(
           options.url(), options.user(), options.password(), DATABASE);

@@ -283,19 +283,28 @@ public final class CdcPipeline {
 
     /** The pipeline actor's behavior; spawn it under a supervisor of your choice. */
     public Behavior<Command> build() {
+      // The slot manager and relation store are made in setup, as before the builder: a
+      // supervisor's restart gets fresh ones. The lambda captures copies, not the builder.
       PipelineSettings settings = this.settings;
       SourceSettings source = this.source;
       ChangeSink sink = this.sink;
+      DataSource stateStore = this.stateStore;
+      String stateSchema = this.stateSchema;
       MeterRegistry registry = this.registry;
       SlotHolders holders = this.holders;
-      SlotManager slots = new SlotManager(settings, stateStore, stateSchema);
-      RelationStore relations = new RelationStore(stateStore, stateSchema);
       return Behaviors.setup(
           ctx ->
               Behaviors.withTimers(
                   timers ->
                       new Runner(
-                          ctx, timers, settings, source, sink, slots, registry, relations,
+                          ctx,
+                          timers,
+                          settings,
+                          source,
+                          sink,
+                          new SlotManager(settings, stateStore, stateSchema),
+                          registry,
+                          new RelationStore(stateStore, stateSchema),
                           holders)));
     }
   }

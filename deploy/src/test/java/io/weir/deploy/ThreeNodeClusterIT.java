@@ -3,6 +3,7 @@ package io.weir.deploy;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.persistence.testing.TestPostgres;
 import java.time.Duration;
 import java.util.HashSet;
@@ -19,6 +20,7 @@ import org.junit.jupiter.api.Test;
  * streams well before {@code wal_sender_timeout}. Running again, the downed node exits (status 4).
  */
 class ThreeNodeClusterIT extends EndToEndTest {
+  private static final ObjectMapper JSON = new ObjectMapper();
   private static final org.slf4j.Logger LOG =
       org.slf4j.LoggerFactory.getLogger(ThreeNodeClusterIT.class);
 
@@ -112,11 +114,19 @@ class ThreeNodeClusterIT extends EndToEndTest {
     // of 256 KiB would drop them).
     String big = "{\"pad\":\"" + "x".repeat(900_000) + "\"}";
     for (int i = 0; i < 12; i++) {
-      // Sent once (no Idempotency-Key: a repetition would write another revision).
-      var put = nodes.get(0).sendOnce("PUT", "/v1/documents/big/doc-" + i, big, Map.of());
+      // With an Idempotency-Key, so a retry after a 503 (the partition did not answer in time on a
+      // busy machine) cannot write a second revision: the document is at revision 1 after it.
+      var put =
+          nodes
+              .get(0)
+              .sendIdempotent(
+                  "PUT", "/v1/documents/big/doc-" + i, big, Map.of("Idempotency-Key", "big-" + i));
       assertThat(put.statusCode())
           .as("PUT of a 900 KB document %d: %s", i, put.body().length() > 300 ? "" : put.body())
           .isEqualTo(200);
+      assertThat(JSON.readTree(put.body()).get("revision").asLong())
+          .as("one revision, however often the PUT was sent")
+          .isEqualTo(1);
       var get = nodes.get(1).sendIdempotent("GET", "/v1/documents/big/doc-" + i, null, Map.of());
       assertThat(get.statusCode()).isEqualTo(200);
       assertThat(get.body()).as("the document read through another node").isEqualTo(big);
@@ -244,11 +254,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
             "{\"id\":\"reader\"}",
             Map.of("Content-Type", "application/json"));
     assertThat(created.statusCode()).isEqualTo(201);
-    String token =
-        new com.fasterxml.jackson.databind.ObjectMapper()
-            .readTree(created.body())
-            .get("token")
-            .asText();
+    String token = new ObjectMapper().readTree(created.body()).get("token").asText();
     Map<String, String> asReader = Map.of("Authorization", "Bearer " + token);
     for (NodeProcess n : nodes.subList(1, 3)) {
       assertThat(n.sendIdempotent("GET", "/v1/documents/big/doc-0", null, asReader).statusCode())
@@ -302,7 +308,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
    */
   private void protocolClientWorksWithTheSameAuthorisation(String gateways) throws Exception {
     NodeProcess admin = nodes.get(0);
-    var json = new com.fasterxml.jackson.databind.ObjectMapper();
+    var json = new ObjectMapper();
     Map<String, String> jsonType = Map.of("Content-Type", "application/json");
     String appToken =
         json.readTree(

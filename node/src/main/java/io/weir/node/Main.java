@@ -5,6 +5,7 @@ import io.weir.node.cli.CtlCommand;
 import io.weir.persistence.SafeErrors;
 import io.weir.persistence.SettingsException;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import org.apache.pekko.actor.CoordinatedShutdown;
@@ -51,8 +52,23 @@ public final class Main implements Callable<Integer> {
   }
 
   public static void main(String[] args) {
-    int code = commandLine(System.getenv()).execute(args);
+    int code =
+        args.length > 0 && args[0].equals("node")
+            ? nodeCommandLine().execute(Arrays.copyOfRange(args, 1, args.length))
+            : commandLine(System.getenv()).execute(args);
     System.exit(code);
+  }
+
+  /**
+   * {@code weir node} alone: the same command, options and exit statuses as through {@link
+   * #commandLine}, without building the model of every {@code weir ctl} subcommand first (half a
+   * second of a node's start on an idle machine: picocli's classes predate the class-data archive
+   * format and are verified on each start, and the ctl tree is read by reflection).
+   */
+  static CommandLine nodeCommandLine() {
+    CommandLine cli = new CommandLine(new NodeCommand()).setCommandName("weir node");
+    unsorted(cli);
+    return cli;
   }
 
   /**

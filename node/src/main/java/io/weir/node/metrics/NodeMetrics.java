@@ -69,7 +69,7 @@ public final class NodeMetrics implements AutoCloseable {
     return new PartitionMetrics(registry, partitionCount, settings.perPartitionLimit());
   }
 
-  /** Meters of the HTTP API, for {@link io.weir.node.http.HttpApi#withMetrics}. */
+  /** Meters of the HTTP API, for {@link io.weir.node.http.ApiServices.Builder#httpMetrics}. */
   public HttpMetrics http(RouteTemplates templates) {
     return new HttpMetrics(registry, templates);
   }

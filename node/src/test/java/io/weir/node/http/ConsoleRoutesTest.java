@@ -60,16 +60,16 @@ class ConsoleRoutesTest {
         TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));
     HttpApi api =
         new HttpApi(
-                json,
-                auth,
-                new NodeView(
-                    kit.system(),
-                    () -> new StorageStatus.Starting(Instant.now()),
-                    16,
-                    NodeView.NO_PIPELINES),
-                null,
-                null)
-            .withOutboxSettings(new OutboxSettings(16, 40, 1L << 30, 16_384, 2L << 30, 1500L));
+            json,
+            ApiServices.builder(
+                    auth,
+                    new NodeView(
+                        kit.system(),
+                        () -> new StorageStatus.Starting(Instant.now()),
+                        16,
+                        NodeView.NO_PIPELINES))
+                .outboxSettings(new OutboxSettings(16, 40, 1L << 30, 16_384, 2L << 30, 1500L))
+                .build());
     binding =
         Http.get(kit.system())
             .newServerAt("127.0.0.1", 0)

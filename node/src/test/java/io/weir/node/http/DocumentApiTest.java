@@ -108,12 +108,11 @@ class DocumentApiTest {
     HttpApi api =
         new HttpApi(
             json,
-            auth,
-            new NodeView(kit.system(), () -> storage, PARTITIONS, NodeView.NO_PIPELINES),
-            null,
-            null,
-            documents,
-            MAX_BYTES);
+            ApiServices.builder(
+                    auth,
+                    new NodeView(kit.system(), () -> storage, PARTITIONS, NodeView.NO_PIPELINES))
+                .documents(documents, MAX_BYTES)
+                .build());
     binding =
         Http.get(kit.system())
             .newServerAt("127.0.0.1", 0)

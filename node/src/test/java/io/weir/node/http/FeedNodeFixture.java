@@ -162,17 +162,16 @@ abstract class FeedNodeFixture {
     HttpApi api =
         new HttpApi(
             json,
-            principals,
-            new NodeView(kit.system(), () -> storage, partitions(), NodeView.NO_PIPELINES),
-            null,
-            null,
-            documents,
-            maxDocumentBytes(),
-            projections(documents, keys, clock),
-            keys,
-            principals,
-            policies,
-            feeds);
+            ApiServices.builder(
+                    principals,
+                    new NodeView(kit.system(), () -> storage, partitions(), NodeView.NO_PIPELINES))
+                .documents(documents, maxDocumentBytes())
+                .projections(projections(documents, keys, clock))
+                .tokenKeys(keys)
+                .principals(principals)
+                .policies(policies)
+                .feeds(feeds)
+                .build());
     binding =
         Http.get(kit.system())
             .newServerAt("127.0.0.1", 0)

@@ -64,10 +64,10 @@ class HttpApiTest {
     HttpApi api =
         new HttpApi(
             json,
-            auth,
-            new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES),
-            null,
-            () -> "# test metrics\n");
+            ApiServices.builder(
+                    auth, new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES))
+                .metrics(() -> "# test metrics\n")
+                .build());
     binding =
         Http.get(kit.system())
             .newServerAt("127.0.0.1", 0)

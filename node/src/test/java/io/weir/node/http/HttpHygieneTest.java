@@ -134,12 +134,12 @@ class HttpHygieneTest {
     HttpApi api =
         new HttpApi(
             json,
-            TokenAuthenticator.withBootstrapAdmin(ADMIN),
-            new NodeView(kit.system(), () -> storage, PARTITIONS, NodeView.NO_PIPELINES),
-            new PipelineAdmin(manager, kit.system(), List.of(orders)),
-            null,
-            documents,
-            4096);
+            ApiServices.builder(
+                    TokenAuthenticator.withBootstrapAdmin(ADMIN),
+                    new NodeView(kit.system(), () -> storage, PARTITIONS, NodeView.NO_PIPELINES))
+                .pipelines(new PipelineAdmin(manager, kit.system(), List.of(orders)))
+                .documents(documents, 4096)
+                .build());
     routes = api.routes();
     binding = bind(routes, s -> s);
     org.awaitility.Awaitility.await("the node is an Up member")

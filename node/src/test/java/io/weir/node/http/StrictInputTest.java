@@ -65,8 +65,9 @@ class StrictInputTest {
   void documentsStoreNoOverlongForms() {
     assertThatThrownBy(
             () ->
-                HttpApi.canonicalObject(bytes('{', '"', 'a', '"', ':', '"', 0xC0, 0xAF, '"', '}')))
-        .isInstanceOf(HttpApi.MalformedDocument.class)
+                DocumentRoutes.canonicalObject(
+                    bytes('{', '"', 'a', '"', ':', '"', 0xC0, 0xAF, '"', '}')))
+        .isInstanceOf(DocumentRoutes.MalformedDocument.class)
         .hasMessage("the body is not valid UTF-8");
   }
 

@@ -7,6 +7,7 @@ import com.typesafe.config.ConfigFactory;
 import io.weir.node.NodeView;
 import io.weir.node.auth.Principal;
 import io.weir.node.auth.TokenAuthenticator;
+import io.weir.node.http.ApiServices;
 import io.weir.node.http.HttpApi;
 import io.weir.persistence.StorageStatus;
 import java.net.URI;
@@ -63,12 +64,12 @@ class MetricsEndpointTest {
     metrics = new NodeMetrics(settings);
     HttpApi api =
         new HttpApi(
-                new ObjectMapper(),
-                auth,
-                new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES),
-                null,
-                metrics::scrape)
-            .withMetrics(metrics.http(RouteTemplates.node()), settings);
+            new ObjectMapper(),
+            ApiServices.builder(
+                    auth, new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES))
+                .metrics(metrics::scrape)
+                .httpMetrics(metrics.http(RouteTemplates.node()), settings)
+                .build());
     guarded =
         Http.get(kit.system())
             .newServerAt("127.0.0.1", 0)
@@ -78,12 +79,12 @@ class MetricsEndpointTest {
     MetricsSettings anonymous = new MetricsSettings(true, Optional.empty(), true, 256);
     HttpApi openApi =
         new HttpApi(
-                new ObjectMapper(),
-                auth,
-                new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES),
-                null,
-                metrics::scrape)
-            .withMetrics(null, anonymous);
+            new ObjectMapper(),
+            ApiServices.builder(
+                    auth, new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES))
+                .metrics(metrics::scrape)
+                .httpMetrics(null, anonymous)
+                .build());
     open =
         Http.get(kit.system())
             .newServerAt("127.0.0.1", 0)

@@ -1,0 +1,627 @@
+package io.weir.node.http;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.StreamReadFeature;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.node.Documents;
+import io.weir.node.auth.Access;
+import io.weir.node.auth.Authenticator;
+import io.weir.node.auth.Policies;
+import io.weir.node.auth.Principal;
+import io.weir.persistence.PolicyStore.CollectionPolicy;
+import io.weir.protocol.ErrorCode;
+import io.weir.protocol.http.DocumentWritten;
+import io.weir.protocol.http.RevisionConflict;
+import io.weir.sharding.partition.PartitionProtocol.Applied;
+import io.weir.sharding.partition.PartitionProtocol.Conflict;
+import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.KeyReused;
+import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
+import io.weir.sharding.partition.PartitionProtocol.Rejected;
+import io.weir.sharding.partition.PartitionProtocol.StorageBehind;
+import io.weir.sharding.partition.PartitionProtocol.StorageRefused;
+import io.weir.sharding.partition.StorageGate;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.BiFunction;
+import java.util.function.Function;
+import java.util.function.Predicate;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.model.headers.ETag;
+import org.apache.pekko.http.javadsl.model.headers.EntityTag;
+import org.apache.pekko.http.javadsl.server.PathMatchers;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The document API. A document is a JSON object in a collection, identified by an id, with a
+ * revision that counts its versions (a delete is one too).
+ *
+ * <ul>
+ *   <li>{@code PUT}: the body (a JSON object, at most {@code weir.documents.max-bytes}, stored
+ *       compacted) creates or replaces the document. 200 {@link DocumentWritten} with {@code ETag:
+ *       "<revision>"}.
+ *   <li>{@code GET}: 200 with the body and its {@code ETag}; 404 when absent or deleted.
+ *   <li>{@code DELETE}: 200 {@link DocumentWritten} ({@code deleted: true}); 404 without writing
+ *       when absent or already deleted.
+ * </ul>
+ *
+ * <p>Writes take {@code If-Match: <revision>} (or {@code "<revision>"}; 0: must not exist), 409
+ * {@link RevisionConflict} when it does not match, and {@code Idempotency-Key}: a retry with the
+ * same key by the same principal with the same request (method, document, {@code If-Match}, body)
+ * gets the first reply again with {@code replayed: true} and writes nothing, as long as the
+ * partition remembers it (its last 10,000 keyed commands); the same key with another request is 409
+ * {@code idempotency-key-reused}; another principal's key never matches. Collections are 1-128 of
+ * {@code [A-Za-z0-9_-]} for writes ({@code .} also for reads: CDC collections), ids 1-512
+ * characters without control characters (400 {@code invalid-name}); collections a pipeline's
+ * partition sink names are read-only (409 {@code collection-fed-by-cdc}). A full outbox is 429
+ * {@code quota-exceeded}; a partition that does not answer in time 503 {@code unavailable}, both
+ * retryable.
+ *
+ * <p>Reads and writes check the collection's grant ({@code DocumentsRead}, {@code DocumentsWrite})
+ * and, for a principal a collection policy governs, row visibility and sensitive fields; the
+ * changes feed and queries ({@link FeedRoutes}) are served under the same prefix.
+ */
+final class DocumentRoutes extends JsonRoutes {
+  private static final Logger log = LoggerFactory.getLogger(DocumentRoutes.class);
+
+  /** Why a write under a restricting policy was not sent to the partition. */
+  private enum PolicyCheck {
+    /** The current document's row is not visible to the writer. */
+    HIDDEN,
+    /** The new document's row would not be visible to the writer. */
+    INVISIBLE,
+    /** The partition runs another version of the collection's row rule. */
+    STALE
+  }
+
+  private final Authenticator authenticator;
+  private final Documents documents;
+  private final long maxDocumentBytes;
+  private final Policies policies;
+  private final FeedRoutes feedRoutes;
+
+  /**
+   * @param policies collection policies, or null (every collection unrestricted)
+   * @param feedRoutes the changes feed and queries, or null (their paths are not served)
+   */
+  DocumentRoutes(
+      ObjectMapper json,
+      Authenticator authenticator,
+      Documents documents,
+      long maxDocumentBytes,
+      Policies policies,
+      FeedRoutes feedRoutes) {
+    super(json);
+    this.authenticator = authenticator;
+    this.documents = documents;
+    this.maxDocumentBytes = maxDocumentBytes;
+    this.policies = policies;
+    this.feedRoutes = feedRoutes;
+  }
+
+  Route routes(Principal principal) {
+    return concat(
+        path(
+            PathMatchers.segment("documents")
+                .slash(PathMatchers.segment())
+                .slash(PathMatchers.segment()),
+            (collection, id) ->
+                concat(
+                    put(
+                        () ->
+                            granted(
+                                principal,
+                                "DocumentsWrite",
+                                collection,
+                                p ->
+                                    writeHeaders(
+                                        (expected, key) ->
+                                            putDocument(p, collection, id, expected, key)))),
+                    get(
+                        () ->
+                            granted(
+                                principal,
+                                "DocumentsRead",
+                                collection,
+                                p -> getDocument(p, collection, id))),
+                    delete(
+                        () ->
+                            granted(
+                                principal,
+                                "DocumentsWrite",
+                                collection,
+                                p ->
+                                    writeHeaders(
+                                        (expected, key) ->
+                                            deleteDocument(p, collection, id, expected, key)))))),
+        feedRoutes == null ? reject() : feedRoutes.routes(principal));
+  }
+
+  /**
+   * {@code inner} when {@code principal} holds {@code grant} on {@code collection} (administrators
+   * hold all); 403 otherwise, after a second look at freshly loaded principals ({@link
+   * #grantChecked}).
+   */
+  private Route granted(
+      Principal principal, String grant, String collection, Function<Principal, Route> inner) {
+    return grantChecked(
+        authenticator,
+        principal,
+        p ->
+            p.may(grant, collection)
+                ? inner.apply(p)
+                : new MissingGrant(
+                    "this operation requires the grant " + grant + " on this collection"));
+  }
+
+  /**
+   * The collection's policy when it governs {@code principal} (not an administrator); empty without
+   * policies. Throws {@link Policies.PoliciesUnavailable} before the policies are loaded. A
+   * governed request checks that the partition runs the same policy version ({@link #stalePolicy}):
+   * a policy that has not reached this node or that partition is never used.
+   */
+  private Optional<CollectionPolicy> governing(Principal principal, String collection) {
+    if (policies == null || principal.administrator()) {
+      return Optional.empty();
+    }
+    return Optional.of(policies.policy(collection));
+  }
+
+  /**
+   * Whether partition {@code reply} came from runs another row-rule version than {@code policy}
+   * (then the rule is sent to it again, or this node reloads its policies, and the request fails as
+   * retryable).
+   */
+  private boolean stalePolicy(
+      CollectionPolicy policy, String collection, String id, long installed) {
+    if (installed == policy.version()) {
+      return false;
+    }
+    policies.reconcile(
+        policy, installed < 0 ? -1 : documents.partitionOf(collection, id), installed);
+    return true;
+  }
+
+  private Route policyPropagating() {
+    return error(
+        ErrorCode.UNAVAILABLE,
+        "the collection's policy is not yet the same on this node and its partition; retry");
+  }
+
+  /** An expected revision no document has: a write with it can only be answered by a receipt. */
+  private static final long NO_REVISION = -1;
+
+  private Route policiesUnavailable() {
+    return error(ErrorCode.UNAVAILABLE, "the collection policies are not loaded yet; retry");
+  }
+
+  private Route putDocument(
+      Principal principal,
+      String collection,
+      String id,
+      Optional<Long> expected,
+      Optional<String> key) {
+    Route refused = refuseWrite(collection, id);
+    if (refused != null) {
+      return refused;
+    }
+    Optional<CollectionPolicy> policy;
+    try {
+      policy = governing(principal, collection);
+    } catch (Policies.PoliciesUnavailable e) {
+      return policiesUnavailable();
+    }
+    return documentBody(
+        bytes -> {
+          String body;
+          try {
+            body = canonicalObject(bytes);
+          } catch (MalformedDocument e) {
+            return error(ErrorCode.MALFORMED_JSON, e.getMessage());
+          }
+          Optional<Documents.Idempotency> idempotency =
+              key.map(
+                  k ->
+                      Documents.Idempotency.of(
+                          principal.id(), k, "PUT", collection, id, expected, body));
+          if (policy.isPresent()) {
+            return guardedPut(principal, policy.get(), collection, id, body, expected, idempotency);
+          }
+          return onComplete(
+              documents.put(collection, id, body, expected, idempotency),
+              result ->
+                  result.isSuccess()
+                      ? written(collection, id, result.get(), false)
+                      : partitionUnavailable(result.failed().get()));
+        });
+  }
+
+  /**
+   * A write under a restricting policy: the current document must be visible to the writer, and so
+   * must the new one (nobody writes rows they could not read back); sensitive fields the writer may
+   * not read cannot be written and keep their current values. The write expects the revision just
+   * checked, so a concurrent change (say, of the ACL) makes it a conflict rather than slip through;
+   * an {@code If-Match} other than the checked revision can only get a retried write's receipt.
+   */
+  private Route guardedPut(
+      Principal principal,
+      CollectionPolicy policy,
+      String collection,
+      String id,
+      String body,
+      Optional<Long> expected,
+      Optional<Documents.Idempotency> key) {
+    ObjectNode next;
+    try {
+      next = (ObjectNode) Access.JSON.readTree(body);
+    } catch (IOException e) {
+      return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
+    }
+    Predicate<String> hidden = Access.omitted(principal, policy);
+    for (String f : policy.sensitiveFields()) {
+      if (hidden.test(f) && next.has(f)) {
+        return error(
+            ErrorCode.FORBIDDEN,
+            "the field " + f + " is sensitive; writing it requires FieldRead on it");
+      }
+    }
+    return onComplete(
+        documents
+            .get(collection, id)
+            .thenCompose(
+                reply -> {
+                  if (stalePolicy(policy, collection, id, reply.ruleVersion())) {
+                    return CompletableFuture.completedFuture((Object) PolicyCheck.STALE);
+                  }
+                  Optional<Document> live = reply.document().filter(d -> !d.deleted());
+                  ObjectNode merged = next;
+                  if (live.isPresent()) {
+                    JsonNode current;
+                    try {
+                      current = Access.JSON.readTree(live.get().body());
+                    } catch (IOException e) {
+                      return CompletableFuture.completedFuture((Object) ErrorCode.INTERNAL);
+                    }
+                    if (!Access.visibleRow(principal, policy, current)) {
+                      return CompletableFuture.completedFuture((Object) PolicyCheck.HIDDEN);
+                    }
+                    merged = next.deepCopy();
+                    for (String f : policy.sensitiveFields()) {
+                      if (hidden.test(f) && current.has(f)) {
+                        merged.set(f, current.get(f));
+                      }
+                    }
+                  }
+                  if (!Access.visibleRow(principal, policy, merged)) {
+                    return CompletableFuture.completedFuture((Object) PolicyCheck.INVISIBLE);
+                  }
+                  long checked = reply.document().map(Document::revision).orElse(0L);
+                  Optional<Long> pinned =
+                      Optional.of(
+                          expected.isPresent() && expected.get() != checked
+                              ? NO_REVISION
+                              : checked);
+                  String text;
+                  try {
+                    text = Access.JSON.writeValueAsString(merged);
+                  } catch (JsonProcessingException e) {
+                    return CompletableFuture.completedFuture((Object) ErrorCode.INTERNAL);
+                  }
+                  return documents
+                      .put(collection, id, text, pinned, key)
+                      .thenApply(r -> (Object) r);
+                }),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          Object r = result.get();
+          if (r instanceof FrameReply reply) {
+            return written(collection, id, reply, false);
+          }
+          if (r == PolicyCheck.HIDDEN) {
+            return error(
+                ErrorCode.FORBIDDEN,
+                "this principal may not change this document (its row is not visible to it)");
+          }
+          if (r == PolicyCheck.INVISIBLE) {
+            return error(
+                ErrorCode.FORBIDDEN,
+                "the new document would not be visible to this principal (row visibility)");
+          }
+          if (r == PolicyCheck.STALE) {
+            return policyPropagating();
+          }
+          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+        });
+  }
+
+  private Route getDocument(Principal principal, String collection, String id) {
+    if (!Documents.readableCollection(collection) || !Documents.validId(id)) {
+      return invalidName();
+    }
+    Optional<CollectionPolicy> policy;
+    try {
+      policy = governing(principal, collection);
+    } catch (Policies.PoliciesUnavailable e) {
+      return policiesUnavailable();
+    }
+    return onComplete(
+        documents.get(collection, id),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          if (policy.isPresent()
+              && stalePolicy(policy.get(), collection, id, result.get().ruleVersion())) {
+            return policyPropagating();
+          }
+          Optional<Document> doc = result.get().document().filter(d -> !d.deleted());
+          if (doc.isEmpty()) {
+            return error(ErrorCode.NOT_FOUND, "no such document");
+          }
+          String body = doc.get().body();
+          if (policy.isPresent() && !Access.unrestricted(policy.get())) {
+            try {
+              JsonNode tree = Access.JSON.readTree(body);
+              if (!tree.isObject() || !Access.visibleRow(principal, policy.get(), tree)) {
+                return error(ErrorCode.NOT_FOUND, "no such document");
+              }
+              body =
+                  Access.JSON.writeValueAsString(
+                      Access.project(principal, policy.get(), (ObjectNode) tree));
+            } catch (IOException e) {
+              return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+            }
+          }
+          return complete(
+              HttpResponse.create()
+                  .withEntity(ContentTypes.APPLICATION_JSON, body.getBytes(StandardCharsets.UTF_8))
+                  .addHeader(etag(doc.get().revision())));
+        });
+  }
+
+  private Route deleteDocument(
+      Principal principal,
+      String collection,
+      String id,
+      Optional<Long> expected,
+      Optional<String> idempotencyKey) {
+    Route refused = refuseWrite(collection, id);
+    if (refused != null) {
+      return refused;
+    }
+    Optional<Documents.Idempotency> key =
+        idempotencyKey.map(
+            k ->
+                Documents.Idempotency.of(
+                    principal.id(), k, "DELETE", collection, id, expected, null));
+    Optional<CollectionPolicy> policy;
+    try {
+      policy = governing(principal, collection);
+    } catch (Policies.PoliciesUnavailable e) {
+      return policiesUnavailable();
+    }
+    if (policy.isPresent()) {
+      // Only a principal who sees the row may delete it; the delete expects the revision checked
+      // (an If-Match other than it, or no live document, can only get a retried delete's receipt).
+      return onComplete(
+          documents.get(collection, id),
+          read -> {
+            if (!read.isSuccess()) {
+              return partitionUnavailable(read.failed().get());
+            }
+            if (stalePolicy(policy.get(), collection, id, read.get().ruleVersion())) {
+              return policyPropagating();
+            }
+            Optional<Document> live = read.get().document().filter(d -> !d.deleted());
+            try {
+              if (live.isPresent()
+                  && !Access.visibleRow(
+                      principal, policy.get(), Access.JSON.readTree(live.get().body()))) {
+                return error(ErrorCode.NOT_FOUND, "no such document");
+              }
+            } catch (IOException e) {
+              return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+            }
+            long checked = live.map(Document::revision).orElse(NO_REVISION);
+            Optional<Long> pinned =
+                Optional.of(
+                    expected.isPresent() && expected.get() != checked ? NO_REVISION : checked);
+            return deleteDocument(collection, id, pinned, key);
+          });
+    }
+    return deleteDocument(collection, id, expected, key);
+  }
+
+  private Route deleteDocument(
+      String collection, String id, Optional<Long> expected, Optional<Documents.Idempotency> key) {
+    return onComplete(
+        documents.delete(collection, id, expected, key),
+        result -> {
+          if (!result.isSuccess()) {
+            return partitionUnavailable(result.failed().get());
+          }
+          return result.get().isEmpty()
+              ? error(ErrorCode.NOT_FOUND, "no such document")
+              : written(collection, id, result.get().get(), true);
+        });
+  }
+
+  /** 400 for a malformed name, 409 for a collection fed by CDC; null when the API may write it. */
+  private Route refuseWrite(String collection, String id) {
+    if (!Documents.writableCollection(collection) || !Documents.validId(id)) {
+      return invalidName();
+    }
+    if (documents.fedByCdc(collection)) {
+      return error(
+          ErrorCode.COLLECTION_FED_BY_CDC,
+          "this collection is written by a CDC pipeline; the API may only read it");
+    }
+    return null;
+  }
+
+  private Route invalidName() {
+    return error(
+        ErrorCode.INVALID_NAME,
+        "collections are 1 to 128 of A-Z a-z 0-9 _ - (and . for reading CDC collections); ids are 1 to "
+            + Documents.MAX_ID_LENGTH
+            + " characters without control characters");
+  }
+
+  /** {@code If-Match} as an expected revision and {@code Idempotency-Key}; 400 when malformed. */
+  private Route writeHeaders(BiFunction<Optional<Long>, Optional<String>, Route> inner) {
+    return optionalHeaderValueByName(
+        "If-Match",
+        ifMatch ->
+            optionalHeaderValueByName(
+                "Idempotency-Key",
+                key -> {
+                  Optional<Long> expected = Optional.empty();
+                  if (ifMatch.isPresent()) {
+                    expected = parseRevision(ifMatch.get());
+                    if (expected.isEmpty()) {
+                      return error(
+                          ErrorCode.BAD_REQUEST,
+                          "If-Match must be a document revision: a decimal number, optionally quoted");
+                    }
+                  }
+                  if (key.isPresent() && !Documents.validIdempotencyKey(key.get())) {
+                    return error(
+                        ErrorCode.BAD_REQUEST,
+                        "Idempotency-Key must be 1 to "
+                            + Documents.MAX_IDEMPOTENCY_KEY_LENGTH
+                            + " printable ASCII characters");
+                  }
+                  return inner.apply(expected, key);
+                }));
+  }
+
+  private static final Pattern REVISION = Pattern.compile("\\s*\"?([0-9]{1,18})\"?\\s*");
+
+  /** {@code 3} or {@code "3"} (an entity tag as this API sends it); empty for anything else. */
+  static Optional<Long> parseRevision(String header) {
+    Matcher m = REVISION.matcher(header);
+    if (!m.matches() || header.trim().startsWith("\"") != header.trim().endsWith("\"")) {
+      return Optional.empty();
+    }
+    return Optional.of(Long.parseLong(m.group(1)));
+  }
+
+  /**
+   * The request body as bytes, at most {@code weir.documents.max-bytes}: 413 {@code
+   * document-too-large} for a longer one, refused by its Content-Length before it is read when the
+   * client sends one.
+   */
+  private Route documentBody(Function<byte[], Route> inner) {
+    return body(maxDocumentBytes, this::documentTooLarge, inner);
+  }
+
+  private Route documentTooLarge() {
+    return error(
+        ErrorCode.DOCUMENT_TOO_LARGE,
+        "the body is larger than weir.documents.max-bytes (" + maxDocumentBytes + " bytes)");
+  }
+
+  /**
+   * Reads documents strictly (no trailing content, no duplicate field names) and keeps numbers
+   * exact, so the compact form written back is the same value.
+   */
+  private static final ObjectMapper DOCUMENT_JSON =
+      JsonMapper.builder()
+          .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+          .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+          .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+          .nodeFactory(JsonNodeFactory.withExactBigDecimals(true))
+          .build();
+
+  /**
+   * The body as compact JSON; it must be one JSON object in valid UTF-8 ({@link #utf8}). The
+   * exception's message names what was wrong, never the content (Jackson's messages quote it, so
+   * they are not passed on).
+   */
+  static String canonicalObject(byte[] body) throws MalformedDocument {
+    JsonNode node;
+    try {
+      node = DOCUMENT_JSON.readTree(utf8(body));
+    } catch (MalformedBody e) {
+      throw new MalformedDocument(e.getMessage());
+    } catch (IOException | RuntimeException e) {
+      throw new MalformedDocument("the body is not valid JSON");
+    }
+    if (node == null || !node.isObject()) {
+      throw new MalformedDocument("the body must be a JSON object");
+    }
+    try {
+      return DOCUMENT_JSON.writeValueAsString(node);
+    } catch (JsonProcessingException e) {
+      throw new MalformedDocument("the body cannot be stored as JSON");
+    }
+  }
+
+  /** A document body that is not a JSON object; the message is value-free. */
+  static final class MalformedDocument extends Exception {
+    MalformedDocument(String message) {
+      super(message, null, false, false);
+    }
+  }
+
+  private Route written(String collection, String id, FrameReply reply, boolean delete) {
+    if (reply instanceof Applied a) {
+      long revision = a.revisions().get(0);
+      HttpResponse response =
+          response(200, new DocumentWritten(collection, id, revision, delete, a.replayed()));
+      return complete(delete ? response : response.addHeader(etag(revision)));
+    }
+    if (reply instanceof Conflict c) {
+      return json(ErrorCode.CONFLICT.httpStatus(), RevisionConflict.of(c.actualRevision()));
+    }
+    if (reply instanceof QuotaExceeded) {
+      return error(
+          ErrorCode.QUOTA_EXCEEDED,
+          "the partition's outbox is full; retry once entries are purged");
+    }
+    if (reply instanceof StorageRefused s) {
+      return error(
+          ErrorCode.STORAGE_COPIES_INSUFFICIENT,
+          "the storage keeps "
+              + new StorageGate.Refusal(s.copies(), s.required()).describe()
+              + "; nothing was written; retry once the copies are back");
+    }
+    if (reply instanceof StorageBehind) {
+      return error(
+          ErrorCode.STORAGE_BEHIND,
+          "the partition's storage lost writes it acknowledged; nothing was written; an operator"
+              + " must accept the loss (weir ctl partitions accept-storage-loss)");
+    }
+    if (reply instanceof Rejected r) {
+      return error(ErrorCode.BAD_REQUEST, r.reason());
+    }
+    if (reply instanceof KeyReused) {
+      return error(
+          ErrorCode.IDEMPOTENCY_KEY_REUSED,
+          "this Idempotency-Key was used by this principal for another request; use a new key"
+              + " for a new request");
+    }
+    log.error(
+        "a document write got an unexpected reply of type {}", reply.getClass().getSimpleName());
+    return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+  }
+
+  private static ETag etag(long revision) {
+    return ETag.create(EntityTag.create(Long.toString(revision), false));
+  }
+}

@@ -2,35 +2,90 @@ package io.weir.node;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigValueFactory;
+import io.micrometer.core.instrument.Gauge;
+import io.weir.node.auth.Policies;
+import io.weir.node.auth.Principals;
+import io.weir.node.auth.PrincipalsChanged;
 import io.weir.node.auth.TokenAuthenticator;
+import io.weir.node.cdc.DownedMembers;
 import io.weir.node.cdc.PipelineAdmin;
+import io.weir.node.cdc.PipelineConfig;
 import io.weir.node.cdc.PipelineManager;
+import io.weir.node.cdc.SlotLag;
+import io.weir.node.continuous.ContinuousQueries;
+import io.weir.node.continuous.ContinuousSettings;
+import io.weir.node.gateway.GatewayEndpoint;
+import io.weir.node.gateway.GatewaySettings;
+import io.weir.node.http.ApiServices;
 import io.weir.node.http.HttpApi;
+import io.weir.node.http.NodeHttpServer;
+import io.weir.node.metrics.NodeMetrics;
+import io.weir.node.metrics.RouteTemplates;
 import io.weir.persistence.Database;
+import io.weir.persistence.SafeErrors;
 import io.weir.persistence.StorageMonitor;
 import io.weir.persistence.StorageStatus;
+import io.weir.protocol.http.OutboxSettings;
+import io.weir.sharding.continuous.ContinuousLog;
+import io.weir.sharding.partition.JournalPruner;
+import io.weir.sharding.partition.OutboxReader;
+import io.weir.sharding.partition.PartitionObserver;
+import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
+import io.weir.sharding.partition.PartitionWiring;
+import io.weir.sharding.partition.SqlJournalPruner;
+import io.weir.sharding.storage.AcknowledgedMarks;
+import io.weir.sharding.storage.DistributedMarks;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
+import java.security.cert.X509Certificate;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BiPredicate;
+import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.Address;
+import org.apache.pekko.actor.BootstrapSetup;
 import org.apache.pekko.actor.CoordinatedShutdown;
+import org.apache.pekko.actor.setup.ActorSystemSetup;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.pubsub.Topic;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.ClusterSingleton;
+import org.apache.pekko.cluster.typed.ClusterSingletonSettings;
 import org.apache.pekko.cluster.typed.Join;
 import org.apache.pekko.cluster.typed.SingletonActor;
 import org.apache.pekko.http.javadsl.ServerBinding;
+import org.apache.pekko.http.javadsl.ServerBuilder;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.management.cluster.bootstrap.ClusterBootstrap;
+import org.apache.pekko.management.javadsl.PekkoManagement;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -65,8 +120,8 @@ public final class WeirNode {
       ActorSystem<?> system,
       AtomicReference<StorageStatus> storage,
       Duration refresh,
-      java.util.function.BooleanSupplier loaded,
-      java.util.function.Supplier<java.util.concurrent.CompletionStage<?>> reload,
+      BooleanSupplier loaded,
+      Supplier<CompletionStage<?>> reload,
       String what) {
     AtomicLong lastLoad = new AtomicLong();
     AtomicBoolean loading = new AtomicBoolean();
@@ -91,7 +146,7 @@ public final class WeirNode {
                           log.warn(
                               "loading the {} failed; retrying: {}",
                               what,
-                              io.weir.persistence.SafeErrors.describe(error));
+                              SafeErrors.describe(error));
                         }
                         loading.set(false);
                       });
@@ -106,17 +161,14 @@ public final class WeirNode {
    * at the next scheduled reload (which still runs and covers a lost message).
    */
   private static void announcePrincipalChanges(
-      ActorSystem<?> system, io.weir.node.auth.Principals principals, AtomicBoolean loaded) {
-    ActorRef<org.apache.pekko.actor.typed.pubsub.Topic.Command<io.weir.node.auth.PrincipalsChanged>>
-        topic =
-            system.systemActorOf(
-                org.apache.pekko.actor.typed.pubsub.Topic.create(
-                    io.weir.node.auth.PrincipalsChanged.class, "weir-principals"),
-                "weir-principals-topic",
-                org.apache.pekko.actor.typed.Props.empty());
-    String self =
-        org.apache.pekko.cluster.typed.Cluster.get(system).selfMember().address().toString();
-    ActorRef<io.weir.node.auth.PrincipalsChanged> listener =
+      ActorSystem<?> system, Principals principals, AtomicBoolean loaded) {
+    ActorRef<Topic.Command<PrincipalsChanged>> topic =
+        system.systemActorOf(
+            Topic.create(PrincipalsChanged.class, "weir-principals"),
+            "weir-principals-topic",
+            Props.empty());
+    String self = Cluster.get(system).selfMember().address().toString();
+    ActorRef<PrincipalsChanged> listener =
         system.systemActorOf(
             Behaviors.receiveMessage(
                 changed -> {
@@ -128,27 +180,21 @@ public final class WeirNode {
                               if (e != null) {
                                 log.warn(
                                     "reloading the principals after a change on another node failed: {}",
-                                    io.weir.persistence.SafeErrors.describe(e));
+                                    SafeErrors.describe(e));
                               }
                             });
                   }
                   return Behaviors.same();
                 }),
             "weir-principals-listener",
-            org.apache.pekko.actor.typed.Props.empty());
-    topic.tell(org.apache.pekko.actor.typed.pubsub.Topic.subscribe(listener));
-    principals.onChange(
-        () ->
-            topic.tell(
-                org.apache.pekko.actor.typed.pubsub.Topic.publish(
-                    new io.weir.node.auth.PrincipalsChanged(self))));
+            Props.empty());
+    topic.tell(Topic.subscribe(listener));
+    principals.onChange(() -> topic.tell(Topic.publish(new PrincipalsChanged(self))));
   }
 
   /** Singletons run on server nodes only: a protocol client (role client) hosts nothing. */
-  private static org.apache.pekko.cluster.typed.ClusterSingletonSettings serverSingleton(
-      ActorSystem<?> system) {
-    return org.apache.pekko.cluster.typed.ClusterSingletonSettings.create(system)
-        .withRole(PartitionSharding.ROLE);
+  private static ClusterSingletonSettings serverSingleton(ActorSystem<?> system) {
+    return ClusterSingletonSettings.create(system).withRole(PartitionSharding.ROLE);
   }
 
   /**
@@ -156,21 +202,20 @@ public final class WeirNode {
    * own (ADR 0032), old snapshots upgraded a few at a time, the JDBC journal's query to catch the
    * table up, the journal pruner, metrics and the storage gate.
    */
-  private static io.weir.sharding.partition.PartitionWiring partitionWiring(
+  private static PartitionWiring partitionWiring(
       ActorSystem<Void> system,
       NodeSettings settings,
-      io.weir.sharding.partition.JournalPruner pruner,
+      JournalPruner pruner,
       AtomicReference<StorageStatus> storage,
-      io.weir.node.metrics.NodeMetrics metrics) {
+      NodeMetrics metrics) {
     String schema = settings.postgres().schema();
     Database documents =
         Database.create(
             settings.postgres().withPoolSize(settings.documentsPoolSize()), "weir-documents");
-    java.util.concurrent.ExecutorService documentsIo =
-        java.util.concurrent.Executors.newFixedThreadPool(
-            settings.documentsPoolSize(), daemonThreads("weir-documents"));
-    java.util.concurrent.ExecutorService upgrades =
-        java.util.concurrent.Executors.newFixedThreadPool(
+    ExecutorService documentsIo =
+        Executors.newFixedThreadPool(settings.documentsPoolSize(), daemonThreads("weir-documents"));
+    ExecutorService upgrades =
+        Executors.newFixedThreadPool(
             settings.snapshotUpgrades(), daemonThreads("weir-snapshot-upgrade"));
     CoordinatedShutdown.get(system)
         .addTask(
@@ -182,13 +227,13 @@ public final class WeirNode {
               documents.close();
               return CompletableFuture.completedFuture(Done.getInstance());
             });
-    return io.weir.sharding.partition.PartitionWiring.jdbc(
+    return PartitionWiring.jdbc(
             settings.partitionLimits(), documents.dataSource(), schema, documentsIo, upgrades)
         .withPruner(pruner)
         .withObserver(
             settings.metrics().enabled()
                 ? metrics.partitions(settings.partitions())
-                : io.weir.sharding.partition.PartitionObserver.NONE)
+                : PartitionObserver.NONE)
         .withGate(
             new NodeStorageGate(
                 storage,
@@ -198,9 +243,8 @@ public final class WeirNode {
                 settings.marks().settleTimeout()))
         .withMarks(
             settings.marks().enabled()
-                ? new io.weir.sharding.storage.DistributedMarks(
-                    system, marksScope(storage), settings.marks().timeout())
-                : io.weir.sharding.storage.AcknowledgedMarks.NONE);
+                ? new DistributedMarks(system, marksScope(storage), settings.marks().timeout())
+                : AcknowledgedMarks.NONE);
   }
 
   /**
@@ -208,8 +252,7 @@ public final class WeirNode {
    * rewinds the journal on purpose and starts new marks; nodes are stopped during one), as last
    * seen; null before storage was reached.
    */
-  private static java.util.function.Supplier<String> marksScope(
-      AtomicReference<StorageStatus> storage) {
+  private static Supplier<String> marksScope(AtomicReference<StorageStatus> storage) {
     AtomicReference<String> seen = new AtomicReference<>();
     return () -> {
       if (storage.get() instanceof StorageStatus.Ready r) {
@@ -220,8 +263,8 @@ public final class WeirNode {
   }
 
   /** Daemon threads named {@code prefix-N}. */
-  private static java.util.concurrent.ThreadFactory daemonThreads(String prefix) {
-    java.util.concurrent.atomic.AtomicInteger n = new java.util.concurrent.atomic.AtomicInteger();
+  private static ThreadFactory daemonThreads(String prefix) {
+    AtomicInteger n = new AtomicInteger();
     return r -> {
       Thread t = new Thread(r, prefix + "-" + n.incrementAndGet());
       t.setDaemon(true);
@@ -230,60 +273,137 @@ public final class WeirNode {
   }
 
   /**
-   * Starts a node and waits until its HTTP port is bound.
+   * Starts a node and waits until its HTTP port is bound: the actor system and cluster membership,
+   * then each area in the order the next one needs it.
    *
    * @throws NodeStartException when the HTTP port cannot be bound (the actor system is stopped)
    */
   public static WeirNode start(Config config, NodeSettings settings) {
+    // Before anything starts: a bad scope is a configuration error.
+    ContinuousSettings continuousSettings = ContinuousSettings.create(config);
+    GatewaySettings gateway = GatewaySettings.create(config);
     AtomicReference<StorageStatus> storage =
         new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
-    // Before anything starts: a bad scope is a configuration error.
-    io.weir.node.continuous.ContinuousSettings continuousSettings =
-        io.weir.node.continuous.ContinuousSettings.create(config);
-    io.weir.node.gateway.GatewaySettings gateway =
-        io.weir.node.gateway.GatewaySettings.create(config);
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
         ActorSystem.create(
             guardian(database, storage, settings.partitions()),
             SYSTEM_NAME,
             actorSystemSetup(config, settings));
-    io.weir.node.metrics.NodeMetrics metrics =
-        new io.weir.node.metrics.NodeMetrics(settings.metrics());
-    io.micrometer.core.instrument.Gauge.builder(
-            "weir.storage.copies",
-            storage,
-            s ->
-                s.get() instanceof StorageStatus.Ready r && r.copies().known()
-                    ? r.copies().copies()
-                    : -1)
-        .description(
-            "copies a journal commit is durable on before it is acknowledged (-1: unknown or"
-                + " storage not ready)")
-        .register(metrics.registry());
+    NodeMetrics metrics = new NodeMetrics(settings.metrics());
+    Startup node = new Startup(system, settings, storage, database, metrics);
     try {
-      CoordinatedShutdown.get(system)
-          .addTask(
-              CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
-              "close-weir-database",
-              () -> {
-                database.close();
-                metrics.close();
-                return CompletableFuture.completedFuture(Done.getInstance());
-              });
+      node.closeOnShutdown();
       ServerMembersOnly.watch(system);
       joinCluster(system, settings, database);
+      SqlJournalPruner journalPruner =
+          new SqlJournalPruner(
+              database.dataSource(), settings.postgres().schema(), node.blockingIo);
+      node.partitions(journalPruner);
+      ContinuousQueries continuous = node.continuousQueries(continuousSettings, journalPruner);
+      PipelineAdmin pipelines = node.pipelines(continuous);
+      Principals principals = node.principals(continuous);
+      Documents documents =
+          new Documents(
+              system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
+      TokenKeys tokenKeys = node.tokenKeys(continuous);
+      // One reader for every outbox read of this node: they share its cache of decoded events.
+      OutboxReader outbox = OutboxReader.jdbc(system);
+      Policies policies = node.policies(documents);
+      Route routes =
+          new HttpApi(
+                  new ObjectMapper(),
+                  node.apiServices(pipelines, principals, continuous)
+                      .documents(documents, settings.documentMaxBytes())
+                      .projections(
+                          new Projections(
+                              documents,
+                              outbox,
+                              tokenKeys,
+                              settings.projections(),
+                              settings.partitionLimits().maxEffects(),
+                              settings.tokens().batchTtl(),
+                              Clock.systemUTC()))
+                      .tokenKeys(tokenKeys)
+                      .policies(policies)
+                      .feeds(node.feeds(documents, outbox, tokenKeys, policies))
+                      .build())
+              .routes();
+      ServerBinding binding = node.serveHttp(routes);
+      node.serveGateway(config, gateway, routes);
+      node.logStarted(binding.localAddress());
+      return new WeirNode(system, binding, storage);
+    } catch (NodeStartException e) {
+      throw e;
+    } catch (RuntimeException | LinkageError e) {
+      // Never leave a half-started node running: its actor system would keep the JVM alive.
+      system.terminate();
+      throw refusedOr(storage, new NodeStartException("start-up failed", e));
+    }
+  }
 
-      // The partitions: sharded over the server nodes, all kept running by one keeper per cluster.
-      java.util.concurrent.Executor blockingIo =
-          system
-              .dispatchers()
-              .lookup(
-                  org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
-                      "weir.blocking-io-dispatcher"));
-      io.weir.sharding.partition.SqlJournalPruner journalPruner =
-          new io.weir.sharding.partition.SqlJournalPruner(
-              database.dataSource(), settings.postgres().schema(), blockingIo);
+  /** What every area of a starting node is built with; one method per area. */
+  private static final class Startup {
+    final ActorSystem<Void> system;
+    final NodeSettings settings;
+    final AtomicReference<StorageStatus> storage;
+    final Database database;
+    final NodeMetrics metrics;
+    final Executor blockingIo;
+
+    Startup(
+        ActorSystem<Void> system,
+        NodeSettings settings,
+        AtomicReference<StorageStatus> storage,
+        Database database,
+        NodeMetrics metrics) {
+      this.system = system;
+      this.settings = settings;
+      this.storage = storage;
+      this.database = database;
+      this.metrics = metrics;
+      this.blockingIo =
+          system.dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
+    }
+
+    /** The database pool and the meters close as the actor system ends. */
+    void closeOnShutdown() {
+      Gauge.builder(
+              "weir.storage.copies",
+              storage,
+              s ->
+                  s.get() instanceof StorageStatus.Ready r && r.copies().known()
+                      ? r.copies().copies()
+                      : -1)
+          .description(
+              "copies a journal commit is durable on before it is acknowledged (-1: unknown or"
+                  + " storage not ready)")
+          .register(metrics.registry());
+      onShutdown(
+          CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
+          "close-weir-database",
+          () -> {
+            database.close();
+            metrics.close();
+          });
+    }
+
+    private void onShutdown(String phase, String task, Runnable action) {
+      CoordinatedShutdown.get(system)
+          .addTask(
+              phase,
+              task,
+              () -> {
+                action.run();
+                return CompletableFuture.completedFuture(Done.getInstance());
+              });
+    }
+
+    /**
+     * The partitions: sharded over the server nodes, all kept running by one keeper per cluster;
+     * the outbox retention, when set, by another singleton.
+     */
+    void partitions(SqlJournalPruner journalPruner) {
       PartitionSharding.init(
           system, partitionWiring(system, settings, journalPruner, storage, metrics));
       ClusterSingleton.get(system)
@@ -309,41 +429,46 @@ public final class WeirNode {
                                       100_000),
                                   "weir-outbox-retention")
                               .withSettings(serverSingleton(system))));
+    }
 
-      // Continuous queries: an engine on every node, fed only where the continuous pipeline runs;
-      // their sessions' replay logs are sharded entities on the server nodes (ADR 0025).
-      io.weir.sharding.continuous.ContinuousLog.init(
-          system, PartitionSharding.ROLE, continuousSettings.replayRetained());
-      io.weir.node.continuous.ContinuousQueries continuous =
+    /**
+     * Continuous queries: an engine on every node, fed only where the continuous pipeline runs;
+     * their sessions' replay logs are sharded entities on the server nodes (ADR 0025). Null when no
+     * pipeline has a continuous sink.
+     */
+    ContinuousQueries continuousQueries(
+        ContinuousSettings continuousSettings, SqlJournalPruner journalPruner) {
+      ContinuousLog.init(system, PartitionSharding.ROLE, continuousSettings.replayRetained());
+      ContinuousQueries continuous =
           settings.pipelines().stream()
-              .filter(io.weir.node.cdc.PipelineConfig::continuous)
+              .filter(PipelineConfig::continuous)
               .findFirst()
               .map(
                   p ->
-                      new io.weir.node.continuous.ContinuousQueries(
+                      new ContinuousQueries(
                           continuousSettings,
                           settings.postgres(),
                           database.dataSource(),
                           p.settings().publications(),
-                          io.weir.sharding.continuous.ContinuousLog.jdbc(
-                              system,
-                              journalPruner,
-                              io.weir.node.continuous.ContinuousQueries.LOG_TIMEOUT)))
+                          ContinuousLog.jdbc(system, journalPruner, ContinuousQueries.LOG_TIMEOUT)))
               .orElse(null);
       if (continuous != null) {
-        CoordinatedShutdown.get(system)
-            .addTask(
-                CoordinatedShutdown.PhaseServiceStop(),
-                "close-continuous-queries",
-                () -> {
-                  continuous.close();
-                  return CompletableFuture.completedFuture(Done.getInstance());
-                });
+        onShutdown(
+            CoordinatedShutdown.PhaseServiceStop(), "close-continuous-queries", continuous::close);
+        if (settings.metrics().enabled()) {
+          continuous.bindMetrics(metrics.registry());
+        }
       }
-      // One pipeline manager per cluster: each slot has exactly one consumer. Its replication
-      // connections name this member; a slot a downed member's walsender still holds is taken over.
-      io.weir.node.cdc.DownedMembers downedMembers = io.weir.node.cdc.DownedMembers.start(system);
-      ActorRef<PipelineManager.Command> pipelineManager =
+      return continuous;
+    }
+
+    /**
+     * One pipeline manager per cluster: each slot has exactly one consumer. Its replication
+     * connections name this member; a slot a downed member's walsender still holds is taken over.
+     */
+    PipelineAdmin pipelines(ContinuousQueries continuous) {
+      DownedMembers downedMembers = DownedMembers.start(system);
+      ActorRef<PipelineManager.Command> manager =
           ClusterSingleton.get(system)
               .init(
                   SingletonActor.of(
@@ -357,44 +482,52 @@ public final class WeirNode {
                               downedMembers.holders()),
                           "weir-pipelines")
                       .withSettings(serverSingleton(system)));
-      PipelineAdmin pipelineAdmin =
-          new PipelineAdmin(pipelineManager, system, settings.pipelines());
+      return new PipelineAdmin(manager, system, settings.pipelines());
+    }
 
-      io.weir.node.auth.Principals authenticator =
-          new io.weir.node.auth.Principals(
+    /**
+     * The principals kept in PostgreSQL, reloaded on schedule and at once when another node
+     * announces a change; open continuous-query streams end when their principal loses the right.
+     */
+    Principals principals(ContinuousQueries continuous) {
+      Principals principals =
+          new Principals(
               TokenAuthenticator.withBootstrapAdmin(
                   settings.adminToken(), settings.adminTokenPrevious()),
               database.dataSource(),
               settings.postgres().schema(),
-              system
-                  .dispatchers()
-                  .lookup(
-                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
-                          "weir.blocking-io-dispatcher")),
-              java.time.Clock.systemUTC(),
+              blockingIo,
+              Clock.systemUTC(),
               settings.principalRotationGrace(),
               settings.principalFreshness());
-      AtomicBoolean principalsLoaded = new AtomicBoolean();
+      AtomicBoolean loaded = new AtomicBoolean();
       scheduleReload(
           system,
           storage,
           settings.principalRefresh(),
-          principalsLoaded::get,
-          () -> authenticator.reload().thenRun(() -> principalsLoaded.set(true)),
+          loaded::get,
+          () -> principals.reload().thenRun(() -> loaded.set(true)),
           "principals");
       if (continuous != null) {
-        // Open SSE streams end when their principal is revoked or loses ContinuousQuery on the
-        // scope.
-        java.util.Set<String> bootstrapAdmins = new java.util.HashSet<>();
-        TokenAuthenticator.withBootstrapAdmin(settings.adminToken(), settings.adminTokenPrevious())
-            .authenticate(settings.adminToken())
-            .ifPresent(p -> bootstrapAdmins.add(p.id()));
-        continuous.accessCheck(
-            (principal, scope) -> {
-              if (bootstrapAdmins.contains(principal)) {
-                return true;
-              }
-              return authenticator.all().stream()
+        continuous.accessCheck(continuousAccess(principals));
+      }
+      announcePrincipalChanges(system, principals, loaded);
+      return principals;
+    }
+
+    /**
+     * Whether a principal may still follow a continuous query of a scope: a bootstrap
+     * administrator, or a stored principal not revoked that is an administrator or holds {@code
+     * ContinuousQuery} on the scope.
+     */
+    private BiPredicate<String, String> continuousAccess(Principals principals) {
+      Set<String> bootstrapAdmins = new HashSet<>();
+      TokenAuthenticator.withBootstrapAdmin(settings.adminToken(), settings.adminTokenPrevious())
+          .authenticate(settings.adminToken())
+          .ifPresent(p -> bootstrapAdmins.add(p.id()));
+      return (principal, scope) ->
+          bootstrapAdmins.contains(principal)
+              || principals.all().stream()
                   .filter(p -> p.id().equals(principal))
                   .findFirst()
                   .map(
@@ -402,30 +535,23 @@ public final class WeirNode {
                           p.revokedAt() == null
                               && (p.administrator()
                                   || p.grants()
-                                      .getOrDefault(scope, java.util.Set.of())
+                                      .getOrDefault(scope, Set.of())
                                       .contains("ContinuousQuery")))
                   .orElse(false);
-            });
-      }
-      announcePrincipalChanges(system, authenticator, principalsLoaded);
-      Documents documents =
-          new Documents(
-              system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
+    }
+
+    /**
+     * The cluster's token-signing keys, reloaded on schedule; continuous cursors sign with them.
+     */
+    TokenKeys tokenKeys(ContinuousQueries continuous) {
       TokenKeys tokenKeys =
           new TokenKeys(
               database.dataSource(),
               settings.postgres().schema(),
-              system
-                  .dispatchers()
-                  .lookup(
-                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
-                          "weir.blocking-io-dispatcher")),
+              blockingIo,
               settings.tokens().keyRefresh().plusSeconds(5));
       if (continuous != null) {
         continuous.tokenSigner(tokenKeys::signer);
-        if (settings.metrics().enabled()) {
-          continuous.bindMetrics(metrics.registry());
-        }
       }
       scheduleReload(
           system,
@@ -434,28 +560,13 @@ public final class WeirNode {
           () -> tokenKeys.signer().isPresent(),
           tokenKeys::reload,
           "token keys");
-      // One reader for every outbox read of this node: they share its cache of decoded events.
-      io.weir.sharding.partition.OutboxReader outbox =
-          io.weir.sharding.partition.OutboxReader.jdbc(system);
-      Projections projections =
-          new Projections(
-              documents,
-              outbox,
-              tokenKeys,
-              settings.projections(),
-              settings.partitionLimits().maxEffects(),
-              settings.tokens().batchTtl(),
-              java.time.Clock.systemUTC());
-      io.weir.node.auth.Policies policies =
-          new io.weir.node.auth.Policies(
-              database.dataSource(),
-              settings.postgres().schema(),
-              system
-                  .dispatchers()
-                  .lookup(
-                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
-                          "weir.blocking-io-dispatcher")),
-              documents);
+      return tokenKeys;
+    }
+
+    /** The collection policies, reloaded on schedule. */
+    Policies policies(Documents documents) {
+      Policies policies =
+          new Policies(database.dataSource(), settings.postgres().schema(), blockingIo, documents);
       scheduleReload(
           system,
           storage,
@@ -463,6 +574,11 @@ public final class WeirNode {
           policies::loaded,
           policies::reload,
           "collection policies");
+      return policies;
+    }
+
+    /** The changes feed and queries, with their meters. */
+    Feeds feeds(Documents documents, OutboxReader outbox, TokenKeys tokenKeys, Policies policies) {
       Feeds feeds =
           new Feeds(
               documents,
@@ -471,60 +587,50 @@ public final class WeirNode {
               policies,
               settings.feeds(),
               settings.feedDeadline(),
-              java.time.Clock.systemUTC());
+              Clock.systemUTC());
       if (settings.metrics().enabled()) {
         feeds.bindMetrics(metrics.registry());
       }
-      HttpApi api =
-          new HttpApi(
-              new ObjectMapper(),
-              authenticator,
+      return feeds;
+    }
+
+    /** The HTTP API's services that do not depend on the documents. */
+    ApiServices.Builder apiServices(
+        PipelineAdmin pipelines, Principals principals, ContinuousQueries continuous) {
+      PartitionSettings limits = settings.partitionLimits();
+      return ApiServices.builder(
+              principals,
               new NodeView(
                   system,
                   storage::get,
                   settings.partitions(),
-                  pipelineAdmin::list,
-                  settings.requiredCopies()),
-              pipelineAdmin,
-              metrics::scrape,
-              documents,
-              settings.documentMaxBytes(),
-              projections,
-              tokenKeys,
-              authenticator,
-              policies,
-              feeds,
-              continuous);
-      api.withSlotLag(
-          new io.weir.node.cdc.SlotLag(
-              settings.pipelines(),
-              system
-                  .dispatchers()
-                  .lookup(
-                      org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
-                          "weir.blocking-io-dispatcher")),
-              Duration.ofSeconds(2),
-              java.time.Clock.systemUTC()));
-      io.weir.sharding.partition.PartitionSettings limits = settings.partitionLimits();
-      api.withOutboxSettings(
-          new io.weir.protocol.http.OutboxSettings(
-              settings.partitions(),
-              limits.maxOutboxEntries(),
-              limits.maxOutboxBytes(),
-              limits.reserveEntries(),
-              limits.reserveBytes(),
-              settings.outboxRetention().map(Duration::toMillis).orElse(null)));
-      if (settings.metrics().enabled()) {
-        api.withMetrics(
-            metrics.http(io.weir.node.metrics.RouteTemplates.node()), settings.metrics());
-      } else {
-        api.withMetrics(null, settings.metrics());
-      }
-      org.apache.pekko.http.javadsl.server.Route routes = api.routes();
+                  pipelines::list,
+                  settings.requiredCopies()))
+          .pipelines(pipelines)
+          .principals(principals)
+          .continuous(continuous)
+          .metrics(metrics::scrape)
+          .slotLag(
+              new SlotLag(
+                  settings.pipelines(), blockingIo, Duration.ofSeconds(2), Clock.systemUTC()))
+          .outboxSettings(
+              new OutboxSettings(
+                  settings.partitions(),
+                  limits.maxOutboxEntries(),
+                  limits.maxOutboxBytes(),
+                  limits.reserveEntries(),
+                  limits.reserveBytes(),
+                  settings.outboxRetention().map(Duration::toMillis).orElse(null)))
+          .httpMetrics(
+              settings.metrics().enabled() ? metrics.http(RouteTemplates.node()) : null,
+              settings.metrics());
+    }
+
+    /** Binds the HTTP API (HTTPS only when TLS is set); a failed bind stops the node. */
+    ServerBinding serveHttp(Route routes) {
       ServerBinding binding;
       try {
-        org.apache.pekko.http.javadsl.ServerBuilder server =
-            io.weir.node.http.NodeHttpServer.at(system, settings.httpHost(), settings.httpPort());
+        ServerBuilder server = NodeHttpServer.at(system, settings.httpHost(), settings.httpPort());
         if (settings.httpTls().isPresent()) {
           // HTTPS only: a plain HTTP request on this port fails its (TLS) handshake.
           server = server.enableHttps(settings.httpTls().get().connectionContext());
@@ -542,20 +648,27 @@ public final class WeirNode {
                 "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e));
       }
       binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
-      if (gateway.enabled()) {
-        // Protocol clients reach the same routes through the gateway, on a port of its own.
-        try {
-          io.weir.node.gateway.GatewayEndpoint.start(system, config, gateway, routes);
-        } catch (RuntimeException e) {
-          system.terminate();
-          throw refusedOr(
-              storage,
-              new NodeStartException(
-                  "cannot bind the protocol gateway on " + gateway.host() + ":" + gateway.port(),
-                  e));
-        }
+      return binding;
+    }
+
+    /** Protocol clients reach the same routes through the gateway, on a port of its own. */
+    void serveGateway(Config config, GatewaySettings gateway, Route routes) {
+      if (!gateway.enabled()) {
+        return;
       }
-      InetSocketAddress http = binding.localAddress();
+      try {
+        GatewayEndpoint.start(system, config, gateway, routes);
+      } catch (RuntimeException e) {
+        system.terminate();
+        throw refusedOr(
+            storage,
+            new NodeStartException(
+                "cannot bind the protocol gateway on " + gateway.host() + ":" + gateway.port(), e));
+      }
+    }
+
+    /** The start-up line, a warning for plain TCP remoting off loopback, the certificates. */
+    void logStarted(InetSocketAddress http) {
       log.info(
           "Weir node started: HTTP on {}://{}:{}, cluster address {} ({}), roles {}",
           settings.httpTls().isPresent() ? "https" : "http",
@@ -567,21 +680,14 @@ public final class WeirNode {
       if (settings.clusterTls().isEmpty() && !loopback(settings.clusterHost())) {
         log.warn(
             "cluster remoting is plain TCP on an address other hosts may reach: any process that"
-                + " reaches the cluster port can act as a node; enable weir.cluster.tls or admit only"
-                + " the nodes to that port (docs/operations.md, Cluster)");
+                + " reaches the cluster port can act as a node; enable weir.cluster.tls or admit"
+                + " only the nodes to that port (docs/operations.md, Cluster)");
       }
       settings.httpTls().ifPresent(t -> logCertificate("HTTP", t.certificate()));
       settings.clusterTls().ifPresent(t -> logCertificate("cluster remoting", t.certificate()));
       if (settings.postgres().tls().isSet()) {
         log.info("PostgreSQL connections: sslmode {}", settings.postgres().tls().mode());
       }
-      return new WeirNode(system, binding, storage);
-    } catch (NodeStartException e) {
-      throw e;
-    } catch (RuntimeException | LinkageError e) {
-      // Never leave a half-started node running: its actor system would keep the JVM alive.
-      system.terminate();
-      throw refusedOr(storage, new NodeStartException("start-up failed", e));
     }
   }
 
@@ -605,21 +711,20 @@ public final class WeirNode {
    * {@code weir.postgres.tls}, the journal's pools (writes and reads) get the same pgjdbc TLS
    * properties as Weir's own pool.
    */
-  static org.apache.pekko.actor.setup.ActorSystemSetup actorSystemSetup(
-      Config config, NodeSettings settings) {
+  static ActorSystemSetup actorSystemSetup(Config config, NodeSettings settings) {
     Config effective = config;
-    java.util.Map<String, String> pgTls = settings.postgres().tls().jdbcProperties();
+    Map<String, String> pgTls = settings.postgres().tls().jdbcProperties();
     if (!pgTls.isEmpty()) {
-      Config journal = com.typesafe.config.ConfigFactory.empty();
+      Config journal = ConfigFactory.empty();
       for (String pool : List.of("weir", "weir-reads")) {
-        for (java.util.Map.Entry<String, String> e : pgTls.entrySet()) {
+        for (Map.Entry<String, String> e : pgTls.entrySet()) {
           journal =
               journal.withValue(
                   "pekko-persistence-jdbc.shared-databases."
                       + pool
                       + ".db.properties."
                       + e.getKey(),
-                  com.typesafe.config.ConfigValueFactory.fromAnyRef(e.getValue()));
+                  ConfigValueFactory.fromAnyRef(e.getValue()));
         }
       }
       effective = journal.withFallback(effective);
@@ -627,9 +732,7 @@ public final class WeirNode {
     if (settings.clusterTls().isPresent()) {
       effective = settings.clusterTls().get().pekkoConfig().withFallback(effective);
     }
-    org.apache.pekko.actor.setup.ActorSystemSetup setup =
-        org.apache.pekko.actor.setup.ActorSystemSetup.create(
-            org.apache.pekko.actor.BootstrapSetup.create(effective));
+    ActorSystemSetup setup = ActorSystemSetup.create(BootstrapSetup.create(effective));
     if (settings.clusterTls().isPresent()) {
       setup = setup.withSetup(settings.clusterTls().get().engineProviderSetup());
     }
@@ -638,13 +741,13 @@ public final class WeirNode {
 
   private static boolean loopback(String host) {
     try {
-      return java.net.InetAddress.getByName(host).isLoopbackAddress();
-    } catch (java.net.UnknownHostException e) {
+      return InetAddress.getByName(host).isLoopbackAddress();
+    } catch (UnknownHostException e) {
       return false;
     }
   }
 
-  private static void logCertificate(String what, java.security.cert.X509Certificate certificate) {
+  private static void logCertificate(String what, X509Certificate certificate) {
     if (certificate != null) {
       log.info(
           "{} TLS certificate: subject {}, issuer {}, valid until {}",
@@ -686,10 +789,9 @@ public final class WeirNode {
           b.discoveryMethod(),
           b.serviceName(),
           b.requiredContactPoints());
-      org.apache.pekko.actor.ActorSystem classic =
-          org.apache.pekko.actor.typed.javadsl.Adapter.toClassic(system);
+      org.apache.pekko.actor.ActorSystem classic = Adapter.toClassic(system);
       try {
-        org.apache.pekko.management.javadsl.PekkoManagement.get(classic)
+        PekkoManagement.get(classic)
             .start()
             .toCompletableFuture()
             .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
@@ -702,7 +804,7 @@ public final class WeirNode {
                 + b.managementPort(),
             e);
       }
-      org.apache.pekko.management.cluster.bootstrap.ClusterBootstrap.get(classic).start();
+      ClusterBootstrap.get(classic).start();
     } else if (settings.seedNodes().isEmpty()) {
       log.info("no seed nodes configured: forming a single-node cluster");
       cluster.manager().tell(Join.create(cluster.selfMember().address()));

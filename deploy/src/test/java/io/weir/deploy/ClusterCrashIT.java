@@ -35,7 +35,8 @@ import org.junit.jupiter.api.Test;
  * Three node processes under continuous CDC load, with a projection consumer and a changes-feed
  * follower running against whichever nodes are up. Each round SIGKILLs the node that owns the
  * replication slot (the pipeline must resume on a survivor), restarts it, then SIGKILLs a node that
- * only hosts partitions (they must recover on the others) and restarts it.
+ * only hosts partitions (they must recover on the others) and restarts it (but after the last
+ * round: nothing is killed after it, and the audit runs on the two survivors).
  *
  * <p>Afterwards: every committed source change is in the outbox once, in order, and the documents
  * equal the source ({@link OutboxAudit}); the projection consumer, which commits one effect per
@@ -209,10 +210,13 @@ class ClusterCrashIT extends EndToEndTest {
       assertThat(slotOwner())
           .as("killing a partition host leaves the slot where it was")
           .isEqualTo(currentOwner);
-      up.set(victim, start(victim, r + 1));
-      phase("round " + (r + 1) + ": partition host restarted");
-      awaitCluster(3);
-      phase("round " + (r + 1) + ": three members again");
+      if (r < rounds - 1) {
+        // No kill follows the last round's: the audit runs on the two survivors.
+        up.set(victim, start(victim, r + 1));
+        phase("round " + (r + 1) + ": partition host restarted");
+        awaitCluster(3);
+        phase("round " + (r + 1) + ": three members again");
+      }
       System.out.printf(
           "cluster-crash round %d: slot owner node-%d killed (streaming again after %.1f s, %d transactions"
               + " delivered before), partition host node-%d killed (partitions back after %.1f s)%n",

@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Test;
  * sink under the library checkpoint store, every transaction is in the file and a crash repeats at
  * most one.
  *
- * <p>Size: {@code -Dweir.crash.kills} (default 6 per sink, so the suite fits its 20 minutes; 20 and
+ * <p>Size: {@code -Dweir.crash.kills} (default 3 per sink, so the suite fits its 20 minutes; 20 and
  * more for a long run) and {@code -Dweir.crash.min-transactions} (default 2000); pass them through
  * {@code deploy/bin/test.sh -Dweir.test.argLine="..."} for a longer run.
  */
@@ -119,7 +119,7 @@ class CdcCrashIT extends EndToEndTest {
 
   private Run crash(String sinkConfig, java.util.concurrent.Callable<? extends Number> delivered)
       throws Exception {
-    int kills = Integer.getInteger("weir.crash.kills", 4);
+    int kills = Integer.getInteger("weir.crash.kills", 3);
     int minTransactions = Integer.getInteger("weir.crash.min-transactions", 2000);
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);

@@ -32,7 +32,7 @@ import org.junit.jupiter.api.Test;
  * partitions' documents table (written behind the journal, caught up after every kill). Prints
  * {@code loss=0 dup=0 table-diff=0}.
  *
- * <p>Size: {@code -Dweir.crash.partition-kills} (default 5; 10 and more for a long run) and {@code
+ * <p>Size: {@code -Dweir.crash.partition-kills} (default 3; 10 and more for a long run) and {@code
  * -Dweir.crash.min-transactions} (default 2000).
  */
 class PartitionCrashIT extends EndToEndTest {
@@ -40,7 +40,7 @@ class PartitionCrashIT extends EndToEndTest {
 
   @Test
   void partitionSinkUnderSigkillLosesAndDuplicatesNothing() throws Exception {
-    int kills = Integer.getInteger("weir.crash.partition-kills", 5);
+    int kills = Integer.getInteger("weir.crash.partition-kills", 3);
     int minTransactions = Integer.getInteger("weir.crash.min-transactions", 2000);
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);

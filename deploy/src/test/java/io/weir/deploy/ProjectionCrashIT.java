@@ -36,7 +36,7 @@ import org.junit.jupiter.api.Test;
  * the whole outbox and finds one aggregate entry per committed batch with batch numbers 1..n in
  * order, and one entry per written document. Prints the counts.
  *
- * <p>Size: {@code -Dweir.crash.projection-kills} (default 5) and {@code
+ * <p>Size: {@code -Dweir.crash.projection-kills} (default 3) and {@code
  * -Dweir.crash.projection-writes} (at least this many documents, default 1500).
  */
 class ProjectionCrashIT extends EndToEndTest {
@@ -51,7 +51,7 @@ class ProjectionCrashIT extends EndToEndTest {
 
   @Test
   void commitsUnderSigkillAreAllOrNothingAndRetriesGetTheirReceipt() throws Exception {
-    int kills = Integer.getInteger("weir.crash.projection-kills", 5);
+    int kills = Integer.getInteger("weir.crash.projection-kills", 3);
     int minWrites = Integer.getInteger("weir.crash.projection-writes", 1500);
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);

@@ -27,14 +27,14 @@ import org.junit.jupiter.api.Test;
  * transaction committed after the final snapshot's consistent point is applied exactly once, and
  * nothing is applied twice (prints {@code loss=0 effect-dup=0}).
  *
- * <p>Size: {@code -Dweir.snapshot-crash.kills} (default 4: all but the last during the copy, the
+ * <p>Size: {@code -Dweir.snapshot-crash.kills} (default 3: all but the last during the copy, the
  * last near the hand-off) and {@code -Dweir.snapshot-crash.rows} (default 200000).
  */
 class SnapshotCrashIT extends EndToEndTest {
 
   @Test
   void snapshotThenStreamUnderSigkillLosesAndDuplicatesNothing() throws Exception {
-    int kills = Integer.getInteger("weir.snapshot-crash.kills", 4);
+    int kills = Integer.getInteger("weir.snapshot-crash.kills", 3);
     int rows = Integer.getInteger("weir.snapshot-crash.rows", 200_000);
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);

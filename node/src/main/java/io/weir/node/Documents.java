@@ -2,6 +2,7 @@ package io.weir.node;
 
 import io.weir.node.cdc.PipelineConfig;
 import io.weir.protocol.partition.Partitioning;
+import io.weir.sharding.cdc.PartitionChannel;
 import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Conflict;
@@ -15,8 +16,13 @@ import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSharding;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -25,7 +31,10 @@ import java.util.TreeSet;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+import java.util.function.Function;
 import java.util.regex.Pattern;
+import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 
 /**
@@ -86,12 +95,8 @@ public final class Documents {
    * run every callback on the common pool, a new thread per callback on small machines).
    */
   public <T> CompletableFuture<T> ask(
-      int n,
-      java.util.function.Function<
-              org.apache.pekko.actor.typed.ActorRef<T>,
-              io.weir.sharding.partition.PartitionProtocol.Command>
-          make) {
-    return io.weir.sharding.cdc.PartitionChannel.direct(
+      int n, Function<ActorRef<T>, PartitionProtocol.Command> make) {
+    return PartitionChannel.direct(
         PartitionSharding.partition(system, n).ask(make::apply, timeout));
   }
 
@@ -226,7 +231,7 @@ public final class Documents {
                     .map(CompletableFuture::join)
                     .flatMap(r -> r.document().stream())
                     .max(
-                        java.util.Comparator.comparing((Document d) -> !d.deleted())
+                        Comparator.comparing((Document d) -> !d.deleted())
                             .thenComparingLong(Document::revision))
                     .map(d -> new DocumentReply(Optional.of(d), ruleVersion(asks)))
                     .orElse(new DocumentReply(Optional.empty(), ruleVersion(asks))));
@@ -242,7 +247,7 @@ public final class Documents {
   }
 
   /** The executor for work after partitions answered: never the answering partition's thread. */
-  public java.util.concurrent.Executor executor() {
+  public Executor executor() {
     return system.executionContext();
   }
 
@@ -255,17 +260,13 @@ public final class Documents {
    * Purges partition {@code n}'s outbox through {@code through}, at most {@code maxEntries}
    * entries.
    */
-  public CompletionStage<io.weir.sharding.partition.PartitionProtocol.PurgeReply> purge(
-      int n, long through, long maxEntries) {
-    return ask(
-        n,
-        r -> new io.weir.sharding.partition.PartitionProtocol.PurgeOutbox(through, maxEntries, r));
+  public CompletionStage<PartitionProtocol.PurgeReply> purge(int n, long through, long maxEntries) {
+    return ask(n, r -> new PartitionProtocol.PurgeOutbox(through, maxEntries, r));
   }
 
   /** Asks partition {@code n} to accept that its storage lost acknowledged writes (ADR 0036). */
-  public CompletionStage<io.weir.sharding.partition.PartitionProtocol.StorageLossReply>
-      acceptStorageLoss(int n) {
-    return ask(n, io.weir.sharding.partition.PartitionProtocol.AcceptStorageLoss::new);
+  public CompletionStage<PartitionProtocol.StorageLossReply> acceptStorageLoss(int n) {
+    return ask(n, PartitionProtocol.AcceptStorageLoss::new);
   }
 
   /** Every partition's status, asked in parallel, in partition order. */
@@ -338,11 +339,10 @@ public final class Documents {
 
   private static String sha256(String text) {
     try {
-      return java.util.HexFormat.of()
+      return HexFormat.of()
           .formatHex(
-              java.security.MessageDigest.getInstance("SHA-256")
-                  .digest(text.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
-    } catch (java.security.NoSuchAlgorithmException e) {
+              MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
+    } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException("SHA-256 is required of every JVM", e);
     }
   }

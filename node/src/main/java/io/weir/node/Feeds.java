@@ -1,10 +1,13 @@
 package io.weir.node;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.micrometer.core.instrument.MeterRegistry;
 import io.weir.node.auth.Access;
 import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principal;
+import io.weir.node.metrics.FeedMetrics;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
 import io.weir.protocol.ErrorCode;
@@ -22,8 +25,10 @@ import io.weir.sharding.partition.PartitionProtocol.GetAcls;
 import io.weir.sharding.partition.PartitionProtocol.ReadChanges;
 import io.weir.sharding.partition.PartitionProtocol.ScanCollection;
 import io.weir.sharding.partition.PartitionProtocol.ScanReader;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -31,9 +36,14 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Predicate;
+import java.util.function.Supplier;
 
 /**
  * The public read side over the partitions' outboxes: the changes feed ({@code POST
@@ -153,7 +163,7 @@ public final class Feeds {
   private final Duration deadline;
 
   /** Where work continues after partitions answered: never on a partition's own thread. */
-  private final java.util.concurrent.Executor executor;
+  private final Executor executor;
 
   /** The deadline of a read or query unless configured: {@value #DEFAULT_DEADLINE_SECONDS} s. */
   public static final int DEFAULT_DEADLINE_SECONDS = 30;
@@ -202,16 +212,15 @@ public final class Feeds {
     return limits;
   }
 
-  private volatile io.weir.node.metrics.FeedMetrics metrics;
+  private volatile FeedMetrics metrics;
 
   /**
    * Counts this node's reads and queries on {@code registry} ({@link
    * io.weir.node.metrics.FeedMetrics}).
    */
-  public void bindMetrics(io.micrometer.core.instrument.MeterRegistry registry) {
+  public void bindMetrics(MeterRegistry registry) {
     metrics =
-        new io.weir.node.metrics.FeedMetrics(
-            registry, () -> limits.maxConcurrent() - admission.availablePermits());
+        new FeedMetrics(registry, () -> limits.maxConcurrent() - admission.availablePermits());
   }
 
   /**
@@ -369,17 +378,14 @@ public final class Feeds {
 
   // ---- internals ----
 
-  private <T> CompletionStage<T> admitted(
-      String operation, java.util.function.Supplier<CompletionStage<T>> work) {
-    io.weir.node.metrics.FeedMetrics m = metrics;
+  private <T> CompletionStage<T> admitted(String operation, Supplier<CompletionStage<T>> work) {
+    FeedMetrics m = metrics;
     CompletionStage<T> result = admitted(work);
     if (m != null) {
       result.whenComplete(
           (v, e) -> {
             Throwable t =
-                e instanceof java.util.concurrent.CompletionException && e.getCause() != null
-                    ? e.getCause()
-                    : e;
+                e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
             m.finished(
                 operation,
                 t == null ? null : t instanceof Refused r ? r.code() : ErrorCode.INTERNAL);
@@ -388,7 +394,7 @@ public final class Feeds {
     return result;
   }
 
-  private <T> CompletionStage<T> admitted(java.util.function.Supplier<CompletionStage<T>> work) {
+  private <T> CompletionStage<T> admitted(Supplier<CompletionStage<T>> work) {
     if (!admission.tryAcquire()) {
       return CompletableFuture.failedFuture(
           new Refused(
@@ -398,21 +404,17 @@ public final class Feeds {
     try {
       return work.get()
           .toCompletableFuture()
-          .orTimeout(deadline.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)
+          .orTimeout(deadline.toMillis(), TimeUnit.MILLISECONDS)
           .exceptionally(
               e -> {
                 Throwable t =
-                    e instanceof java.util.concurrent.CompletionException && e.getCause() != null
-                        ? e.getCause()
-                        : e;
-                if (t instanceof java.util.concurrent.TimeoutException) {
+                    e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+                if (t instanceof TimeoutException) {
                   throw new Refused(
                       ErrorCode.UNAVAILABLE,
                       "the read did not finish within " + deadline.toSeconds() + " s; retry");
                 }
-                throw e instanceof RuntimeException r
-                    ? r
-                    : new java.util.concurrent.CompletionException(e);
+                throw e instanceof RuntimeException r ? r : new CompletionException(e);
               })
           .whenComplete((v, e) -> admission.release());
     } catch (RuntimeException e) {
@@ -589,7 +591,7 @@ public final class Feeds {
         sha.update((inc + '\0' + spans[i].rowEpoch() + '\0').getBytes(StandardCharsets.UTF_8));
       }
       return Arrays.copyOf(sha.digest(), ChangeCursor.FENCE_BYTES);
-    } catch (java.security.NoSuchAlgorithmException e) {
+    } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException("SHA-256 is required of every JVM", e);
     }
   }
@@ -1016,7 +1018,7 @@ public final class Feeds {
     }
     try {
       return Access.JSON.readTree(json);
-    } catch (java.io.IOException e) {
+    } catch (IOException e) {
       return null;
     }
   }
@@ -1024,7 +1026,7 @@ public final class Feeds {
   private static String text(JsonNode node) {
     try {
       return Access.JSON.writeValueAsString(node);
-    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+    } catch (JsonProcessingException e) {
       throw new IllegalStateException("a JSON tree always serializes", e);
     }
   }

@@ -4,6 +4,7 @@ import com.typesafe.config.Config;
 import io.weir.node.cli.CtlCommand;
 import io.weir.persistence.SafeErrors;
 import io.weir.persistence.SettingsException;
+import io.weir.persistence.StorageStatus;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Map;
@@ -135,7 +136,7 @@ public final class Main implements Callable<Integer> {
       CoordinatedShutdown.Reason reason =
           CoordinatedShutdown.get(node.system()).getShutdownReason().orElse(null);
       if (reason == WeirNode.StorageRefused.INSTANCE
-          && node.storageStatus() instanceof io.weir.persistence.StorageStatus.Refused refused) {
+          && node.storageStatus() instanceof StorageStatus.Refused refused) {
         System.err.println("weir: configuration error: " + refused.reason());
         return EXIT_CONFIG;
       }

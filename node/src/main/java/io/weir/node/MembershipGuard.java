@@ -12,6 +12,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import javax.sql.DataSource;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.JoinSeedNodes;
@@ -76,9 +77,7 @@ final class MembershipGuard {
             () -> guard.tick(self),
             system
                 .dispatchers()
-                .lookup(
-                    org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
-                        "weir.blocking-io-dispatcher")));
+                .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
   }
 
   private synchronized void tick(Address self) {

@@ -2,16 +2,23 @@ package io.weir.node;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
+import io.weir.node.auth.Freshness;
 import io.weir.node.cdc.PipelineConfig;
+import io.weir.node.metrics.MetricsSettings;
 import io.weir.node.tls.ClusterTls;
 import io.weir.node.tls.HttpTls;
 import io.weir.persistence.ConfigValues;
 import io.weir.persistence.PostgresSettings;
+import io.weir.persistence.PrincipalStore;
 import io.weir.persistence.SettingsException;
+import io.weir.protocol.partition.Partitioning;
+import io.weir.sharding.partition.PartitionSettings;
+import io.weir.sharding.partition.SnapshotPolicy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * A node's validated settings ({@code weir.*}). {@link #create(Config)} throws a {@link
@@ -37,27 +44,27 @@ public record NodeSettings(
     List<HostPort> seedNodes,
     List<String> roles,
     String adminToken,
-    java.util.Optional<String> adminTokenPrevious,
+    Optional<String> adminTokenPrevious,
     PostgresSettings postgres,
     List<PipelineConfig> pipelines,
     int partitions,
     Duration partitionKeepAlive,
-    io.weir.sharding.partition.PartitionSettings partitionLimits,
+    PartitionSettings partitionLimits,
     long documentMaxBytes,
     Duration documentAskTimeout,
     Tokens tokens,
     Projections projections,
-    java.util.Optional<Duration> outboxRetention,
+    Optional<Duration> outboxRetention,
     Duration principalRefresh,
     Duration principalRotationGrace,
-    io.weir.node.auth.Freshness principalFreshness,
+    Freshness principalFreshness,
     Duration policyRefresh,
     Feeds.Limits feeds,
     Duration feedDeadline,
-    java.util.Optional<HttpTls> httpTls,
-    java.util.Optional<ClusterTls> clusterTls,
-    java.util.Optional<Bootstrap> bootstrap,
-    io.weir.node.metrics.MetricsSettings metrics,
+    Optional<HttpTls> httpTls,
+    Optional<ClusterTls> clusterTls,
+    Optional<Bootstrap> bootstrap,
+    MetricsSettings metrics,
     int requiredCopies,
     int documentsPoolSize,
     int snapshotUpgrades,
@@ -160,7 +167,7 @@ public record NodeSettings(
           "must be at least " + MIN_ADMIN_TOKEN_LENGTH + " characters without white space");
     }
     String previous = v.optionalString("weir.admin-token-previous");
-    java.util.Optional<String> adminTokenPrevious = java.util.Optional.empty();
+    Optional<String> adminTokenPrevious = Optional.empty();
     if (previous != null && !previous.isEmpty()) {
       if (previous.length() < MIN_ADMIN_TOKEN_LENGTH
           || previous.chars().anyMatch(Character::isWhitespace)) {
@@ -175,7 +182,7 @@ public record NodeSettings(
         throw new SettingsException(
             "weir.admin-token-previous", "must differ from weir.admin-token (or be empty)");
       }
-      adminTokenPrevious = java.util.Optional.of(previous);
+      adminTokenPrevious = Optional.of(previous);
     }
     List<String> roles;
     try {
@@ -197,7 +204,7 @@ public record NodeSettings(
         PipelineConfig.all(config),
         partitions(v),
         v.positiveDuration("weir.partitions.keep-alive-interval"),
-        new io.weir.sharding.partition.PartitionSettings(
+        new PartitionSettings(
                 v.positiveInt("weir.partitions.outbox.max-entries"),
                 v.bytes("weir.partitions.outbox.max-bytes", 1),
                 v.positiveInt("weir.partitions.group-commit.max-frames"),
@@ -213,7 +220,7 @@ public record NodeSettings(
                 v.positiveDuration("weir.partitions.receipts.ttl").toMillis(),
                 v.positiveInt("weir.partitions.receipts.heap"))
             .withSnapshots(
-                new io.weir.sharding.partition.SnapshotPolicy(
+                new SnapshotPolicy(
                     v.positiveInt("weir.partitions.snapshots.after-events"),
                     v.bytes("weir.partitions.snapshots.after-bytes", 1))),
         v.bytes("weir.documents.max-bytes", 2),
@@ -230,7 +237,7 @@ public record NodeSettings(
         HttpTls.create(config),
         ClusterTls.create(config),
         bootstrap(v),
-        io.weir.node.metrics.MetricsSettings.create(config, adminToken),
+        MetricsSettings.create(config, adminToken),
         v.positiveInt("weir.storage.required-copies"),
         v.positiveInt("weir.partitions.documents.pool-size"),
         v.positiveInt("weir.partitions.documents.upgrades"),
@@ -256,10 +263,10 @@ public record NodeSettings(
     return bytes;
   }
 
-  private static java.util.Optional<Bootstrap> bootstrap(ConfigValues v) {
+  private static Optional<Bootstrap> bootstrap(ConfigValues v) {
     String method = v.optionalString("weir.cluster.bootstrap.discovery-method");
     if (method == null || method.isBlank()) {
-      return java.util.Optional.empty();
+      return Optional.empty();
     }
     if (!method.matches("[a-z][a-z0-9-]{0,63}")) {
       throw new SettingsException(
@@ -277,7 +284,7 @@ public record NodeSettings(
       throw new SettingsException(
           "weir.cluster.bootstrap.service-name", "must be a DNS-style name");
     }
-    return java.util.Optional.of(
+    return Optional.of(
         new Bootstrap(
             method,
             service,
@@ -324,16 +331,16 @@ public record NodeSettings(
   /**
    * {@code weir.partitions.outbox.auto-purge-interval}: {@code off} (the default) or a duration.
    */
-  private static java.util.Optional<Duration> retention(ConfigValues v, Config config) {
+  private static Optional<Duration> retention(ConfigValues v, Config config) {
     String key = "weir.partitions.outbox.auto-purge-interval";
     try {
       if (config.getString(key).equals("off")) {
-        return java.util.Optional.empty();
+        return Optional.empty();
       }
     } catch (ConfigException e) {
       throw new SettingsException(key, "must be off or a duration");
     }
-    return java.util.Optional.of(v.positiveDuration(key));
+    return Optional.of(v.positiveDuration(key));
   }
 
   private static Tokens tokens(ConfigValues v) {
@@ -353,7 +360,7 @@ public record NodeSettings(
 
   private static Duration rotationGrace(Config config) {
     String key = "weir.principals.rotation-grace";
-    Duration max = io.weir.persistence.PrincipalStore.MAX_ROTATION_GRACE;
+    Duration max = PrincipalStore.MAX_ROTATION_GRACE;
     try {
       Duration d = config.getDuration(key);
       if (d.isNegative() || d.compareTo(max) > 0) {
@@ -371,33 +378,32 @@ public record NodeSettings(
    * {@code weir.principals.max-staleness} (above 0, at most 5s: a longer bound is refused, not
    * capped) and {@code weir.principals.check-timeout} (above 0, at most 30s).
    */
-  private static io.weir.node.auth.Freshness principalFreshness(ConfigValues v) {
+  private static Freshness principalFreshness(ConfigValues v) {
     String staleness = "weir.principals.max-staleness";
     Duration bound = v.positiveDuration(staleness);
-    if (bound.compareTo(io.weir.node.auth.Freshness.MAX_STALENESS) > 0) {
+    if (bound.compareTo(Freshness.MAX_STALENESS) > 0) {
       throw new SettingsException(
           staleness,
           "must be at most "
-              + io.weir.node.auth.Freshness.MAX_STALENESS.toSeconds()
+              + Freshness.MAX_STALENESS.toSeconds()
               + "s (the bound on how stale a node's principals may be)");
     }
     String timeout = "weir.principals.check-timeout";
     Duration check = v.positiveDuration(timeout);
-    if (check.compareTo(io.weir.node.auth.Freshness.MAX_CHECK_TIMEOUT) > 0) {
+    if (check.compareTo(Freshness.MAX_CHECK_TIMEOUT) > 0) {
       throw new SettingsException(
-          timeout,
-          "must be at most " + io.weir.node.auth.Freshness.MAX_CHECK_TIMEOUT.toSeconds() + "s");
+          timeout, "must be at most " + Freshness.MAX_CHECK_TIMEOUT.toSeconds() + "s");
     }
-    return new io.weir.node.auth.Freshness(bound, check);
+    return new Freshness(bound, check);
   }
 
   private static int partitions(ConfigValues v) {
     int p = v.positiveInt("weir.partitions.count");
-    if (p > io.weir.protocol.partition.Partitioning.MAX_PARTITIONS) {
+    if (p > Partitioning.MAX_PARTITIONS) {
       throw new SettingsException(
           "weir.partitions.count",
           "must be at most "
-              + io.weir.protocol.partition.Partitioning.MAX_PARTITIONS
+              + Partitioning.MAX_PARTITIONS
               + " (environment variable WEIR_PARTITIONS)");
     }
     return p;

@@ -4,6 +4,7 @@ import io.weir.persistence.StorageStatus;
 import io.weir.persistence.StorageSystem;
 import io.weir.sharding.partition.StorageGate;
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicReference;
@@ -72,7 +73,7 @@ final class NodeStorageGate implements StorageGate {
   @Override
   public CompletionStage<Void> settled() {
     if (refusal() != null) {
-      return java.util.concurrent.CompletableFuture.completedFuture(null);
+      return CompletableFuture.completedFuture(null);
     }
     return StorageSystem.settled(data, required - 1, settleTimeout, io);
   }

@@ -1,8 +1,10 @@
 package io.weir.node;
 
 import io.weir.node.cdc.PipelineManager;
+import io.weir.persistence.StorageCopies;
 import io.weir.persistence.StorageStatus;
 import io.weir.protocol.http.ClusterStatus;
+import io.weir.protocol.http.PartitionsStatus;
 import io.weir.protocol.http.Readiness;
 import io.weir.sharding.partition.PartitionSharding;
 import java.time.Duration;
@@ -72,13 +74,11 @@ public final class NodeView {
   }
 
   /** Where the partitions run, as the shard regions report it (asks every region, 3 s at most). */
-  public java.util.concurrent.CompletionStage<io.weir.protocol.http.PartitionsStatus>
-      partitionsStatus() {
-    return io.weir.sharding.partition.PartitionSharding.runningByNode(
-            system, java.time.Duration.ofSeconds(3))
+  public CompletionStage<PartitionsStatus> partitionsStatus() {
+    return PartitionSharding.runningByNode(system, Duration.ofSeconds(3))
         .thenApply(
             byNode ->
-                new io.weir.protocol.http.PartitionsStatus(
+                new PartitionsStatus(
                     partitions,
                     byNode.values().stream().mapToInt(Integer::intValue).sum(),
                     byNode));
@@ -97,7 +97,7 @@ public final class NodeView {
     checks.put("storage", storageName(store));
     boolean copiesOk = true;
     if (store instanceof StorageStatus.Ready ready) {
-      io.weir.persistence.StorageCopies copies = ready.copies();
+      StorageCopies copies = ready.copies();
       copiesOk = copies.known() ? copies.copies() >= requiredCopies : requiredCopies <= 1;
       checks.put(
           "storage-copies",

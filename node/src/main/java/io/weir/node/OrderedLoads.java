@@ -2,6 +2,7 @@ package io.weir.node;
 
 import java.sql.Connection;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicLong;
@@ -69,7 +70,7 @@ public final class OrderedLoads<T> {
           } catch (RuntimeException e) {
             throw e;
           } catch (Exception e) {
-            throw new java.util.concurrent.CompletionException(e);
+            throw new CompletionException(e);
           }
         },
         blocking);

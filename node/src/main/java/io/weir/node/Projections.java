@@ -1,5 +1,6 @@
 package io.weir.node;
 
+import io.weir.protocol.ErrorCode;
 import io.weir.protocol.token.BatchToken;
 import io.weir.protocol.token.TokenSigner;
 import io.weir.sharding.partition.BatchSelection;
@@ -15,6 +16,7 @@ import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.ReadConsumer;
 import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import java.time.Clock;
+import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
@@ -32,7 +34,7 @@ public final class Projections {
   private final OutboxReader reader;
   private final TokenKeys keys;
   private final NodeSettings.Projections limits;
-  private final java.time.Duration batchTtl;
+  private final Duration batchTtl;
   private final Clock clock;
   private final int maxEffects;
 
@@ -45,7 +47,7 @@ public final class Projections {
       TokenKeys keys,
       NodeSettings.Projections limits,
       int maxEffects,
-      java.time.Duration batchTtl,
+      Duration batchTtl,
       Clock clock) {
     this.documents = documents;
     this.maxEffects = maxEffects;
@@ -192,11 +194,11 @@ public final class Projections {
    * The error code of a refused signed token: 409 {@code token-invalidated} for a token issued
    * before a restore from a backup, 400 {@code token-expired} or {@code invalid-token} otherwise.
    */
-  public static io.weir.protocol.ErrorCode tokenErrorCode(TokenSigner.Failure failure) {
+  public static ErrorCode tokenErrorCode(TokenSigner.Failure failure) {
     return switch (failure) {
-      case INVALIDATED_BY_RESTORE -> io.weir.protocol.ErrorCode.TOKEN_INVALIDATED;
-      case EXPIRED -> io.weir.protocol.ErrorCode.TOKEN_EXPIRED;
-      default -> io.weir.protocol.ErrorCode.INVALID_TOKEN;
+      case INVALIDATED_BY_RESTORE -> ErrorCode.TOKEN_INVALIDATED;
+      case EXPIRED -> ErrorCode.TOKEN_EXPIRED;
+      default -> ErrorCode.INVALID_TOKEN;
     };
   }
 

@@ -2,21 +2,25 @@ package io.weir.node;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
+import io.weir.sharding.partition.PartitionSharding;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.ClusterEvent;
 import org.apache.pekko.cluster.ConfigValidation;
 import org.apache.pekko.cluster.Invalid;
 import org.apache.pekko.cluster.JoinConfigCompatChecker;
 import org.apache.pekko.cluster.Member;
+import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.Valid$;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Down;
 import org.apache.pekko.cluster.typed.Subscribe;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
@@ -41,7 +45,7 @@ public final class ServerMembersOnly {
   private static final Logger log = LoggerFactory.getLogger(ServerMembersOnly.class);
 
   /** The only role a member may have. */
-  public static final String ROLE = io.weir.sharding.partition.PartitionSharding.ROLE;
+  public static final String ROLE = PartitionSharding.ROLE;
 
   private static final String ROLES = "pekko.cluster.roles";
 
@@ -62,7 +66,7 @@ public final class ServerMembersOnly {
    */
   public static final class JoinCheck extends JoinConfigCompatChecker {
     @Override
-    public scala.collection.immutable.Seq<String> requiredKeys() {
+    public Seq<String> requiredKeys() {
       return CollectionConverters.asScala(List.of(ROLES)).toList();
     }
 
@@ -84,8 +88,7 @@ public final class ServerMembersOnly {
 
   /** Starts, on this server node, the watch that downs members without the server role. */
   public static void watch(ActorSystem<?> system) {
-    system.systemActorOf(
-        watcher(), "weir-server-members-only", org.apache.pekko.actor.typed.Props.empty());
+    system.systemActorOf(watcher(), "weir-server-members-only", Props.empty());
   }
 
   private static Behavior<ClusterEvent.MemberEvent> watcher() {
@@ -100,7 +103,7 @@ public final class ServerMembersOnly {
                 Member member = event.member();
                 if (!member.hasRole(ROLE)
                     && !(event instanceof ClusterEvent.MemberRemoved)
-                    && member.status() != org.apache.pekko.cluster.MemberStatus.down()) {
+                    && member.status() != MemberStatus.down()) {
                   log.warn(
                       "a member without the {} role joined the cluster; downing it (clients use"
                           + " the gateway port, ADR 0028)",

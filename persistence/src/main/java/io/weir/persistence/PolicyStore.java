@@ -6,7 +6,9 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Objects;
+import java.util.TreeSet;
 
 /**
  * Collection policies in {@code <schema>.collection_policies}: a collection's sensitive top-level
@@ -27,11 +29,11 @@ public final class PolicyStore {
     OWNER;
 
     public String wire() {
-      return name().toLowerCase(java.util.Locale.ROOT);
+      return name().toLowerCase(Locale.ROOT);
     }
 
     public static Visibility ofWire(String wire) {
-      return valueOf(wire.toUpperCase(java.util.Locale.ROOT));
+      return valueOf(wire.toUpperCase(Locale.ROOT));
     }
   }
 
@@ -50,7 +52,7 @@ public final class PolicyStore {
       String visibilityField) {
     public CollectionPolicy {
       Objects.requireNonNull(collection, "collection");
-      sensitiveFields = List.copyOf(new java.util.TreeSet<>(sensitiveFields));
+      sensitiveFields = List.copyOf(new TreeSet<>(sensitiveFields));
       Objects.requireNonNull(visibility, "visibility");
       if ((visibility == Visibility.NONE) != (visibilityField == null)) {
         throw new IllegalArgumentException("a visibility rule names a field, and only then");

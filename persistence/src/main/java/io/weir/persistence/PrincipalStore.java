@@ -1,5 +1,6 @@
 package io.weir.persistence;
 
+import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.security.SecureRandom;
@@ -7,6 +8,8 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Timestamp;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -16,6 +19,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.regex.Pattern;
 
 /**
  * Principals and their grants in {@code <schema>.principals} and {@code <schema>.grants}. A bearer
@@ -36,10 +40,8 @@ public final class PrincipalStore {
    */
   public static final Set<String> FIELD_GRANTS = Set.of("FieldRead", "FieldUse");
 
-  private static final java.util.regex.Pattern FIELD =
-      java.util.regex.Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
-  private static final java.util.regex.Pattern GROUP =
-      java.util.regex.Pattern.compile("[A-Za-z0-9_.@-]{1,64}");
+  private static final Pattern FIELD = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
+  private static final Pattern GROUP = Pattern.compile("[A-Za-z0-9_.@-]{1,64}");
 
   private PrincipalStore() {}
 
@@ -134,8 +136,7 @@ public final class PrincipalStore {
 
   public static byte[] sha256(String token) {
     try {
-      return MessageDigest.getInstance("SHA-256")
-          .digest(token.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+      return MessageDigest.getInstance("SHA-256").digest(token.getBytes(StandardCharsets.UTF_8));
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException("SHA-256 is required of every JVM", e);
     }
@@ -173,7 +174,7 @@ public final class PrincipalStore {
   }
 
   /** The longest grace period a rotation may give the previous token. */
-  public static final java.time.Duration MAX_ROTATION_GRACE = java.time.Duration.ofDays(7);
+  public static final Duration MAX_ROTATION_GRACE = Duration.ofDays(7);
 
   /**
    * A rotated principal's new token (shown once) and how long its previous token stays valid.
@@ -193,7 +194,7 @@ public final class PrincipalStore {
    * (zero: it stops at once); a token kept from an earlier rotation stops now. Grants and the
    * policy epoch do not change.
    */
-  public static Rotated rotate(Connection c, String schema, String id, java.time.Duration grace)
+  public static Rotated rotate(Connection c, String schema, String id, Duration grace)
       throws SQLException, Refused {
     if (grace.isNegative() || grace.compareTo(MAX_ROTATION_GRACE) > 0) {
       throw new IllegalArgumentException(
@@ -219,7 +220,7 @@ public final class PrincipalStore {
         if (!rs.next()) {
           throw new Refused("no active principal has this id", true);
         }
-        java.sql.Timestamp until = rs.getTimestamp(1);
+        Timestamp until = rs.getTimestamp(1);
         return new Rotated(token, until == null ? null : until.toInstant());
       }
     }
@@ -336,7 +337,7 @@ public final class PrincipalStore {
                     + " ORDER BY id");
         ResultSet rs = s.executeQuery()) {
       while (rs.next()) {
-        java.sql.Timestamp revoked = rs.getTimestamp(6);
+        Timestamp revoked = rs.getTimestamp(6);
         Map<String, Set<String>> mine = new LinkedHashMap<>();
         grants
             .getOrDefault(rs.getString(1), Map.of())

@@ -3,7 +3,11 @@ package io.weir.persistence;
 import java.net.ConnectException;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
+import java.security.cert.CertPathBuilderException;
+import java.security.cert.CertPathValidatorException;
+import java.security.cert.CertificateException;
 import java.sql.SQLException;
+import javax.net.ssl.SSLException;
 
 /**
  * Value-free descriptions of failures for logs, metrics and replies. Exception messages from
@@ -91,12 +95,12 @@ public final class SafeErrors {
   public static TlsFailure tlsFailure(Throwable error) {
     boolean handshake = false;
     for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
-      if (t instanceof java.security.cert.CertificateException
-          || t instanceof java.security.cert.CertPathValidatorException
-          || t instanceof java.security.cert.CertPathBuilderException) {
+      if (t instanceof CertificateException
+          || t instanceof CertPathValidatorException
+          || t instanceof CertPathBuilderException) {
         return TlsFailure.UNTRUSTED_CERTIFICATE;
       }
-      if (t instanceof javax.net.ssl.SSLException) {
+      if (t instanceof SSLException) {
         handshake = true;
       }
       if (t instanceof SQLException

@@ -7,6 +7,7 @@ import java.time.Instant;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.DispatcherSelector;
@@ -45,7 +46,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
   private final TimerScheduler<Command> timers;
   private final Executor blockingIo;
   private final int partitions;
-  private final java.util.function.Consumer<StorageStatus.Refused> onRefused;
+  private final Consumer<StorageStatus.Refused> onRefused;
   private StorageStatus status;
   private Duration backoff;
 
@@ -69,7 +70,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
       Database database,
       AtomicReference<StorageStatus> published,
       int partitions,
-      java.util.function.Consumer<StorageStatus.Refused> onRefused) {
+      Consumer<StorageStatus.Refused> onRefused) {
     return Behaviors.setup(
         ctx ->
             Behaviors.withTimers(
@@ -83,7 +84,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
       Database database,
       AtomicReference<StorageStatus> published,
       int partitions,
-      java.util.function.Consumer<StorageStatus.Refused> onRefused) {
+      Consumer<StorageStatus.Refused> onRefused) {
     super(context);
     this.partitions = partitions;
     this.onRefused = onRefused;

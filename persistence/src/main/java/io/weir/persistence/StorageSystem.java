@@ -1,6 +1,7 @@
 package io.weir.persistence;
 
 import java.sql.Connection;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -73,7 +74,7 @@ public record StorageSystem(long systemIdentifier, int timeline) {
               rs.next();
               position = rs.getString(1);
             }
-            try (java.sql.PreparedStatement past = c.prepareStatement(STANDBYS_PAST)) {
+            try (PreparedStatement past = c.prepareStatement(STANDBYS_PAST)) {
               past.setQueryTimeout(5);
               past.setString(1, position);
               while (true) {

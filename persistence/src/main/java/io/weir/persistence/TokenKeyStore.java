@@ -5,8 +5,11 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Timestamp;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -64,7 +67,7 @@ public final class TokenKeyStore {
     private static Map<String, byte[]> copy(Map<String, byte[]> keys) {
       Map<String, byte[]> copy = new LinkedHashMap<>();
       keys.forEach((kid, key) -> copy.put(kid, key.clone()));
-      return java.util.Collections.unmodifiableMap(copy);
+      return Collections.unmodifiableMap(copy);
     }
 
     @Override
@@ -109,7 +112,7 @@ public final class TokenKeyStore {
         ResultSet rs = s.executeQuery()) {
       List<Object[]> rows = new ArrayList<>();
       while (rs.next()) {
-        java.sql.Timestamp retired = rs.getTimestamp(4);
+        Timestamp retired = rs.getTimestamp(4);
         rows.add(
             new Object[] {
               rs.getString(1),
@@ -143,7 +146,7 @@ public final class TokenKeyStore {
         ResultSet rs = s.executeQuery()) {
       if (rs.next()) {
         epoch = rs.getInt(1);
-        java.sql.Timestamp at = rs.getTimestamp(2);
+        Timestamp at = rs.getTimestamp(2);
         restoredAt = at == null ? null : at.toInstant();
       }
     }
@@ -180,7 +183,7 @@ public final class TokenKeyStore {
    * first), nor a key that stopped signing less than {@code minAge} ago: nodes that have not
    * reloaded the keys since may still sign with it.
    */
-  public static KeyRing retire(Connection c, String schema, String kid, java.time.Duration minAge)
+  public static KeyRing retire(Connection c, String schema, String kid, Duration minAge)
       throws SQLException, KeyRefused {
     KeyRing ring = load(c, schema);
     if (ring.info().stream().noneMatch(k -> k.kid().equals(kid))) {

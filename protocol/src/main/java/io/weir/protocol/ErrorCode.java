@@ -1,5 +1,7 @@
 package io.weir.protocol;
 
+import java.util.Locale;
+
 /**
  * Typed error codes shared by HTTP replies and the actor protocol. The wire form is {@link
  * #wire()}: lower-case, hyphenated, stable across releases.
@@ -158,6 +160,6 @@ public enum ErrorCode {
   }
 
   public String wire() {
-    return name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
+    return name().toLowerCase(Locale.ROOT).replace('_', '-');
   }
 }

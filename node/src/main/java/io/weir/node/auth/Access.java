@@ -1,11 +1,15 @@
 package io.weir.node.auth;
 
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.NullNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
+import java.io.IOException;
 import java.util.function.Predicate;
 
 /**
@@ -20,10 +24,9 @@ import java.util.function.Predicate;
 public final class Access {
   /** Exact numbers, so a projected body keeps the stored values. */
   public static final ObjectMapper JSON =
-      com.fasterxml.jackson.databind.json.JsonMapper.builder()
-          .enable(com.fasterxml.jackson.databind.DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-          .nodeFactory(
-              com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
+      JsonMapper.builder()
+          .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+          .nodeFactory(JsonNodeFactory.withExactBigDecimals(true))
           .build();
 
   private Access() {}
@@ -83,7 +86,7 @@ public final class Access {
     }
     try {
       return visible(principal, policy, JSON.readTree(aclJson));
-    } catch (java.io.IOException e) {
+    } catch (IOException e) {
       return false;
     }
   }

@@ -7,6 +7,8 @@ import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.sharding.partition.PartitionProtocol.RowRuleReply;
 import io.weir.sharding.partition.PartitionProtocol.SetRowRule;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -35,7 +37,7 @@ public final class Policies {
             dataSource,
             blocking,
             c -> {
-              Map<String, CollectionPolicy> byCollection = new java.util.HashMap<>();
+              Map<String, CollectionPolicy> byCollection = new HashMap<>();
               PolicyStore.load(c, schema).forEach(p -> byCollection.put(p.collection(), p));
               return Map.copyOf(byCollection);
             },
@@ -64,9 +66,7 @@ public final class Policies {
     Map<String, CollectionPolicy> all = view.current();
     return all == null
         ? List.of()
-        : all.values().stream()
-            .sorted(java.util.Comparator.comparing(CollectionPolicy::collection))
-            .toList();
+        : all.values().stream().sorted(Comparator.comparing(CollectionPolicy::collection)).toList();
   }
 
   public CompletionStage<Void> reload() {

@@ -11,6 +11,7 @@ import java.sql.SQLException;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
@@ -298,8 +299,8 @@ public final class Principals implements Authenticator {
   }
 
   private static View index(List<StoredPrincipal> all, String fingerprint) {
-    Map<String, Entry> byHash = new java.util.HashMap<>();
-    Map<String, Principal> byId = new java.util.HashMap<>();
+    Map<String, Entry> byHash = new HashMap<>();
+    Map<String, Principal> byId = new HashMap<>();
     for (StoredPrincipal s : all) {
       if (s.revokedAt() == null) {
         Principal p =

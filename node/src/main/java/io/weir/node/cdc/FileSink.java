@@ -5,9 +5,12 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.persistence.cdc.DeliverySink;
 import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.SnapshotChunk;
+import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
+import io.weir.protocol.pgoutput.ColumnKind;
 import io.weir.protocol.pgoutput.TupleData;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
@@ -57,7 +60,7 @@ public final class FileSink implements DeliverySink {
 
   /** A non-transactional message as a line {@code {"message":{"lsn","prefix","content"}}}. */
   @Override
-  public CompletionStage<Void> deliverMessage(io.weir.protocol.cdc.CdcMessage message) {
+  public CompletionStage<Void> deliverMessage(CdcMessage message) {
     ObjectNode line = json.createObjectNode();
     line.putObject("message")
         .put("lsn", message.lsn().toString())
@@ -82,7 +85,7 @@ public final class FileSink implements DeliverySink {
    * reader of the file discards what it holds of the table when {@code first} is true.
    */
   @Override
-  public CompletionStage<Void> deliverSnapshot(io.weir.persistence.cdc.SnapshotChunk chunk) {
+  public CompletionStage<Void> deliverSnapshot(SnapshotChunk chunk) {
     return CompletableFuture.runAsync(
         () ->
             write(
@@ -256,7 +259,7 @@ public final class FileSink implements DeliverySink {
       if (tuple.isNull(i)) {
         g.writeNullField(name);
       } else if (!tuple.isUnchangedToast(i)) {
-        if (tuple.kind(i) == io.weir.protocol.pgoutput.ColumnKind.TEXT) {
+        if (tuple.kind(i) == ColumnKind.TEXT) {
           g.writeStringField(name, tuple.text(i));
         } else {
           g.writeNullField(name);

@@ -1,5 +1,6 @@
 package io.weir.node.cdc;
 
+import io.weir.persistence.cdc.CdcPipeline;
 import io.weir.persistence.cdc.PipelineStatus;
 import java.time.Duration;
 import java.util.List;
@@ -58,19 +59,18 @@ public final class PipelineAdmin {
    * Drops the pipeline's slot and records (stopped or halted pipelines only). Longer timeout: the
    * drop waits for the previous run's last sink call and retries while the slot is still active.
    */
-  public CompletionStage<io.weir.persistence.cdc.CdcPipeline.DropReply> drop(String name) {
+  public CompletionStage<CdcPipeline.DropReply> drop(String name) {
     return AskPattern.ask(
         manager, r -> new PipelineManager.Drop(name, r), DROP_TIMEOUT, system.scheduler());
   }
 
   /** How the pipeline's sink would handle each published table (reads catalogs, writes nothing). */
-  public CompletionStage<io.weir.persistence.cdc.CdcPipeline.CheckReply> check(String name) {
+  public CompletionStage<CdcPipeline.CheckReply> check(String name) {
     return AskPattern.ask(
         manager, r -> new PipelineManager.Check(name, r), TIMEOUT, system.scheduler());
   }
 
-  public CompletionStage<io.weir.persistence.cdc.CdcPipeline.SnapshotReply> snapshot(
-      String name, List<String> tables) {
+  public CompletionStage<CdcPipeline.SnapshotReply> snapshot(String name, List<String> tables) {
     return AskPattern.ask(
         manager, r -> new PipelineManager.Snapshot(name, tables, r), TIMEOUT, system.scheduler());
   }

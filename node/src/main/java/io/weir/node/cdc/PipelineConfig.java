@@ -2,6 +2,9 @@ package io.weir.node.cdc;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
+import com.typesafe.config.ConfigUtil;
+import com.typesafe.config.ConfigValue;
+import com.typesafe.config.ConfigValueType;
 import io.weir.persistence.ConfigValues;
 import io.weir.persistence.Identifiers;
 import io.weir.persistence.PostgresSettings;
@@ -12,10 +15,18 @@ import io.weir.persistence.cdc.SourceSettings;
 import io.weir.persistence.cdc.StartMode;
 import io.weir.persistence.cdc.StreamingSettings;
 import io.weir.persistence.cdc.mirror.MirrorSettings;
+import io.weir.sharding.cdc.PartitionSink;
+import java.nio.file.InvalidPathException;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 
 /**
@@ -52,10 +63,10 @@ public record PipelineConfig(
       int maxSliceRows,
       long maxSliceBytes,
       int maxInFlight,
-      java.time.Duration askTimeout) {
+      Duration askTimeout) {
 
-    public io.weir.sharding.cdc.PartitionSink.Settings settings(int partitions) {
-      return new io.weir.sharding.cdc.PartitionSink.Settings(
+    public PartitionSink.Settings settings(int partitions) {
+      return new PartitionSink.Settings(
           partitions,
           collections,
           partitionKeys,
@@ -71,7 +82,7 @@ public record PipelineConfig(
    * Collections fed by this pipeline's partition sink that are named explicitly (others are {@code
    * schema.table}).
    */
-  public java.util.Collection<String> mappedCollections() {
+  public Collection<String> mappedCollections() {
     return partitions == null ? List.of() : partitions.collections().values();
   }
 
@@ -83,11 +94,11 @@ public record PipelineConfig(
    * @param checkpointMaxDelay or wait at most this long after the first unstored one
    */
   public record FileSinkConfig(
-      java.nio.file.Path path,
+      Path path,
       int checkpointEvery,
-      java.time.Duration checkpointMaxDelay,
+      Duration checkpointMaxDelay,
       int maxRetries,
-      java.time.Duration retryBackoff) {}
+      Duration retryBackoff) {}
 
   /** Every pipeline declared in {@code config}, sorted by name. */
   public static List<PipelineConfig> all(Config config) {
@@ -95,7 +106,7 @@ public record PipelineConfig(
     if (!config.hasPath("weir.pipelines")) {
       return out;
     }
-    java.util.Set<String> slots = new java.util.HashSet<>();
+    Set<String> slots = new HashSet<>();
     String continuous = null;
     for (String name : new TreeSet<>(config.getObject("weir.pipelines").keySet())) {
       PipelineConfig p = create(name, config);
@@ -163,7 +174,7 @@ public record PipelineConfig(
         String path = v.requiredString(prefix + ".sink.path");
         file =
             new FileSinkConfig(
-                java.nio.file.Path.of(path),
+                Path.of(path),
                 v.positiveInt(prefix + ".sink.checkpoint.every"),
                 v.positiveDuration(prefix + ".sink.checkpoint.max-delay"),
                 v.nonNegativeInt(prefix + ".sink.checkpoint.max-retries"),
@@ -192,9 +203,9 @@ public record PipelineConfig(
     boolean batchSet = root.hasPath(prefix + ".batch.max-transactions");
     int batchMax =
         partitions != null && !batchSet ? 256 : v.positiveInt(prefix + ".batch.max-transactions");
-    java.time.Duration batchDelay =
+    Duration batchDelay =
         partitions != null && !root.hasPath(prefix + ".batch.max-delay")
-            ? java.time.Duration.ofMillis(10)
+            ? Duration.ofMillis(10)
             : v.positiveDuration(prefix + ".batch.max-delay");
     PipelineSettings settings =
         PipelineSettings.of(name, slot, publications).toBuilder()
@@ -253,10 +264,9 @@ public record PipelineConfig(
    * max-in-flight, ask-timeout }}.
    */
   private static PartitionSinkConfig partitionSink(Config c, ConfigValues v, String prefix) {
-    Map<String, String> collections = new java.util.TreeMap<>();
+    Map<String, String> collections = new TreeMap<>();
     if (c.hasPath("sink.collections")) {
-      for (Map.Entry<String, com.typesafe.config.ConfigValue> e :
-          c.getObject("sink.collections").entrySet()) {
+      for (Map.Entry<String, ConfigValue> e : c.getObject("sink.collections").entrySet()) {
         Object name = e.getValue().unwrapped();
         if (!(name instanceof String n) || !n.matches("[A-Za-z0-9_.-]{1,128}")) {
           throw new SettingsException(
@@ -267,7 +277,7 @@ public record PipelineConfig(
       }
     }
     long sliceBytes = v.bytes(prefix + ".sink.slice.max-bytes", 1024);
-    if (sliceBytes > io.weir.sharding.cdc.PartitionSink.MESSAGE_BYTES) {
+    if (sliceBytes > PartitionSink.MESSAGE_BYTES) {
       throw new SettingsException(
           prefix + ".sink.slice.max-bytes",
           "must be at most 1MiB: a slice's part travels in one message to its partition");
@@ -283,7 +293,7 @@ public record PipelineConfig(
   }
 
   private static Map<String, List<String>> columnLists(Config c, String prefix, String key) {
-    Map<String, List<String>> out = new java.util.TreeMap<>();
+    Map<String, List<String>> out = new TreeMap<>();
     if (!c.hasPath("sink." + key)) {
       return out;
     }
@@ -291,9 +301,7 @@ public record PipelineConfig(
       List<String> columns;
       try {
         columns =
-            c.getObject("sink." + key)
-                .toConfig()
-                .getStringList(com.typesafe.config.ConfigUtil.quoteString(table));
+            c.getObject("sink." + key).toConfig().getStringList(ConfigUtil.quoteString(table));
       } catch (ConfigException e) {
         throw new SettingsException(
             prefix + ".sink." + key, "maps tables (schema.table) to lists of column names");
@@ -329,11 +337,11 @@ public record PipelineConfig(
     String directory = v.optionalString(prefix + ".streaming.spill.directory");
     long memoryBound = v.bytes(prefix + ".streaming.spill.memory-bound", 1);
     long maxBytes = v.bytes(prefix + ".streaming.spill.max-bytes", 1);
-    java.nio.file.Path spill = null;
+    Path spill = null;
     if (directory != null && !directory.isBlank()) {
       try {
-        spill = java.nio.file.Path.of(directory);
-      } catch (java.nio.file.InvalidPathException e) {
+        spill = Path.of(directory);
+      } catch (InvalidPathException e) {
         throw new SettingsException(
             prefix + ".streaming.spill.directory", "must be a file system path");
       }
@@ -358,7 +366,7 @@ public record PipelineConfig(
     List<String> names;
     try {
       names =
-          c.getValue("start-mode").valueType() == com.typesafe.config.ConfigValueType.LIST
+          c.getValue("start-mode").valueType() == ConfigValueType.LIST
               ? c.getStringList("start-mode")
               : List.of(c.getString("start-mode"));
     } catch (ConfigException e) {

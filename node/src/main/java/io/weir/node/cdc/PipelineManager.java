@@ -2,6 +2,8 @@ package io.weir.node.cdc;
 
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.weir.node.continuous.ContinuousQueries;
+import io.weir.node.continuous.ContinuousSink;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.StorageStatus;
@@ -10,6 +12,7 @@ import io.weir.persistence.cdc.ChangeSink;
 import io.weir.persistence.cdc.CheckpointStore;
 import io.weir.persistence.cdc.CheckpointedSink;
 import io.weir.persistence.cdc.PipelineStatus;
+import io.weir.persistence.cdc.SlotHolders;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
 import io.weir.protocol.CborSerializable;
 import io.weir.sharding.cdc.PartitionChannel;
@@ -28,6 +31,8 @@ import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.cluster.typed.Cluster;
 
 /**
  * Owns every configured CDC pipeline of the cluster. Runs as a cluster singleton, so each slot has
@@ -100,8 +105,8 @@ public final class PipelineManager {
       Supplier<StorageStatus> storage,
       MeterRegistry registry,
       int partitionCount,
-      io.weir.node.continuous.ContinuousQueries continuous,
-      io.weir.persistence.cdc.SlotHolders holders) {
+      ContinuousQueries continuous,
+      SlotHolders holders) {
     return Behaviors.setup(
         ctx ->
             Behaviors.withTimers(
@@ -124,7 +129,7 @@ public final class PipelineManager {
                                 + " feeds continuous queries, but the node has no engine for them");
                       }
                       sink =
-                          new io.weir.node.continuous.ContinuousSink(
+                          new ContinuousSink(
                               continuous,
                               new CheckpointStore(state.dataSource(), weirDatabase.schema()),
                               io);
@@ -208,7 +213,7 @@ public final class PipelineManager {
       List<PipelineConfig> pipelines,
       Map<String, ActorRef<CdcPipeline.Command>> children,
       Supplier<StorageStatus> storage,
-      org.apache.pekko.actor.typed.javadsl.TimerScheduler<Command> timers,
+      TimerScheduler<Command> timers,
       Runnable closeResources) {
     return Behaviors.receive(Command.class)
         .onMessageEquals(
@@ -273,11 +278,7 @@ public final class PipelineManager {
     return Behaviors.setup(
         ctx -> {
           pipelines.forEach(p -> p.tell(new CdcPipeline.GetStatus(ctx.getSelf())));
-          String owner =
-              org.apache.pekko.cluster.typed.Cluster.get(ctx.getSystem())
-                  .selfMember()
-                  .address()
-                  .toString();
+          String owner = Cluster.get(ctx.getSystem()).selfMember().address().toString();
           List<PipelineStatus> got = new ArrayList<>();
           if (pipelines.isEmpty()) {
             replyTo.tell(new PipelineList(owner, got));

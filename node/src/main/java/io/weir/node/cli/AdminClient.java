@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.Socket;
 import java.net.URI;
 import java.net.URLEncoder;
 import java.net.http.HttpClient;
@@ -178,12 +179,10 @@ public final class AdminClient {
 
   private static final class AnyCertificate extends X509ExtendedTrustManager {
     @Override
-    public void checkClientTrusted(
-        X509Certificate[] chain, String authType, java.net.Socket socket) {}
+    public void checkClientTrusted(X509Certificate[] chain, String authType, Socket socket) {}
 
     @Override
-    public void checkServerTrusted(
-        X509Certificate[] chain, String authType, java.net.Socket socket) {}
+    public void checkServerTrusted(X509Certificate[] chain, String authType, Socket socket) {}
 
     @Override
     public void checkClientTrusted(X509Certificate[] chain, String authType, SSLEngine engine) {}

@@ -2,6 +2,7 @@ package io.weir.node.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ParentCommand;
@@ -54,7 +55,7 @@ final class ClusterCommands extends Group {
     TextTable table = new TextTable("NODE", "PARTITIONS");
     List<String> nodes = new ArrayList<>();
     p.path("byNode").fieldNames().forEachRemaining(nodes::add);
-    java.util.Collections.sort(nodes);
+    Collections.sort(nodes);
     for (String node : nodes) {
       table.row(node, p.path("byNode").get(node).asInt());
     }

@@ -5,6 +5,7 @@ import io.weir.node.Main;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.net.URI;
+import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -175,7 +176,7 @@ public final class CtlCommand implements Callable<Integer> {
     URI base;
     try {
       base = new URI(address);
-    } catch (java.net.URISyntaxException e) {
+    } catch (URISyntaxException e) {
       throw usage("--url must be http(s)://host:port");
     }
     if (base.getScheme() == null

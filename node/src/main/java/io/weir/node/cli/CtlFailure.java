@@ -1,7 +1,17 @@
 package io.weir.node.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.net.ConnectException;
 import java.net.URI;
+import java.net.UnknownHostException;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpTimeoutException;
+import java.nio.channels.UnresolvedAddressException;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Set;
+import javax.net.ssl.SSLException;
+import javax.net.ssl.SSLHandshakeException;
 
 /**
  * Why a {@code weir ctl} command failed, with its exit status: {@link CtlCommand#EXIT_REFUSED} when
@@ -87,22 +97,20 @@ public final class CtlFailure extends RuntimeException {
    */
   static String describe(Throwable t) {
     StringBuilder out = new StringBuilder();
-    java.util.Set<Throwable> seen =
-        java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    Set<Throwable> seen = Collections.newSetFromMap(new IdentityHashMap<>());
     for (Throwable c = t; c != null && seen.add(c); c = c.getCause()) {
       String what = null;
-      if (c instanceof java.net.http.HttpConnectTimeoutException) {
+      if (c instanceof HttpConnectTimeoutException) {
         what = "connection timed out";
-      } else if (c instanceof java.net.http.HttpTimeoutException) {
+      } else if (c instanceof HttpTimeoutException) {
         what = "no reply within the timeout (--timeout)";
-      } else if (c instanceof java.net.ConnectException) {
+      } else if (c instanceof ConnectException) {
         what = "connection refused";
-      } else if (c instanceof java.nio.channels.UnresolvedAddressException
-          || c instanceof java.net.UnknownHostException) {
+      } else if (c instanceof UnresolvedAddressException || c instanceof UnknownHostException) {
         what = "unknown host";
-      } else if (c instanceof javax.net.ssl.SSLHandshakeException) {
+      } else if (c instanceof SSLHandshakeException) {
         what = "TLS handshake failed (" + message(c) + ")";
-      } else if (c instanceof javax.net.ssl.SSLException) {
+      } else if (c instanceof SSLException) {
         what = "TLS failed (" + message(c) + ")";
       } else if (c instanceof InterruptedException) {
         what = "interrupted";
@@ -112,7 +120,7 @@ public final class CtlFailure extends RuntimeException {
           out.append("; ");
         }
         out.append(what);
-        if (c instanceof javax.net.ssl.SSLException) {
+        if (c instanceof SSLException) {
           break;
         }
       }

@@ -3,6 +3,7 @@ package io.weir.node.cli;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Parameters;
@@ -144,7 +145,7 @@ final class GrantCommands extends Group {
       }
       List<String> collections = new ArrayList<>();
       p.path("grants").fieldNames().forEachRemaining(collections::add);
-      java.util.Collections.sort(collections);
+      Collections.sort(collections);
       for (String c : collections) {
         for (JsonNode g : p.path("grants").get(c)) {
           table.row(id, c, g.asText());

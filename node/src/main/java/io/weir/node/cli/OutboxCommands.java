@@ -2,6 +2,7 @@ package io.weir.node.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -191,7 +192,7 @@ final class OutboxCommands extends Group {
     TextTable watermarks = new TextTable("SOURCE", "WATERMARK");
     List<String> sources = new ArrayList<>();
     p.path("watermarks").fieldNames().forEachRemaining(sources::add);
-    java.util.Collections.sort(sources);
+    Collections.sort(sources);
     for (String s : sources) {
       watermarks.row(s, p.path("watermarks").get(s).asText());
     }

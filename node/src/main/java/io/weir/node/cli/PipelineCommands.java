@@ -3,6 +3,7 @@ package io.weir.node.cli;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -235,7 +236,7 @@ final class PipelineCommands extends Group {
                   + ": snapshot done, "
                   + snap.path("tablesDone").asInt()
                   + " tables, "
-                  + String.format(java.util.Locale.ROOT, "%,d", snap.path("rowsDone").asLong())
+                  + String.format(Locale.ROOT, "%,d", snap.path("rowsDone").asLong())
                   + " rows in "
                   + Progress.duration(snap.path("elapsedMillis").asLong()));
       ctl.out().flush();
@@ -292,8 +293,7 @@ final class PipelineCommands extends Group {
     fields.put("detail", CtlCommand.text(p, "detail"));
     fields.put("slot", CtlCommand.text(p, "slot"));
     fields.put("confirmed LSN", CtlCommand.text(p, "confirmedLsn"));
-    fields.put(
-        "lag", String.format(java.util.Locale.ROOT, "%,d bytes", p.path("lagBytes").asLong()));
+    fields.put("lag", String.format(Locale.ROOT, "%,d bytes", p.path("lagBytes").asLong()));
     fields.put("transactions", p.path("transactions").asLong());
     fields.put("rows", p.path("rows").asLong());
     fields.put("restarts", p.path("restarts").asInt());

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -109,7 +110,7 @@ final class PrincipalCommands extends Group {
               description =
                   "How long the previous token stays valid (default: weir.principals.rotation-grace).")
           Long grace) {
-    Object body = grace == null ? null : java.util.Map.of("graceSeconds", grace);
+    Object body = grace == null ? null : Map.of("graceSeconds", grace);
     AdminClient.Reply reply =
         ctl.client().post("/admin/principals/" + AdminClient.segment(id) + "/rotate", body);
     if (ctl.json()) {

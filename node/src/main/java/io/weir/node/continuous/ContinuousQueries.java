@@ -1,31 +1,59 @@
 package io.weir.node.continuous;
 
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.fasterxml.jackson.databind.util.RawValue;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.weir.node.metrics.ContinuousMetrics;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
+import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
+import io.weir.protocol.token.ReplayToken;
+import io.weir.protocol.token.TokenSigner;
+import io.weir.sharding.continuous.ContinuousLog;
+import io.weir.sharding.continuous.ContinuousSession;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.ServiceLoader;
 import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BiPredicate;
+import java.util.function.Consumer;
+import java.util.function.Function;
+import java.util.function.Supplier;
 import javax.sql.DataSource;
+import org.apache.pekko.pattern.AskTimeoutException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -64,7 +92,7 @@ public final class ContinuousQueries implements AutoCloseable {
   private final RegistrationStore store;
 
   /** The sessions' replay logs (sharded entities, ADR 0025). */
-  private final io.weir.sharding.continuous.ContinuousLog replayLog;
+  private final ContinuousLog replayLog;
 
   /** The logs' earlier table, read once per session start. */
   private final ReplayStore legacyReplay;
@@ -75,8 +103,7 @@ public final class ContinuousQueries implements AutoCloseable {
   private final LogFollowers followers;
 
   /** The cluster's token signer, once loaded (replay tokens). */
-  private volatile java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>>
-      signer = Optional::empty;
+  private volatile Supplier<Optional<TokenSigner>> signer = Optional::empty;
 
   private final List<String> publications;
   private final ExecutorService engine;
@@ -86,7 +113,7 @@ public final class ContinuousQueries implements AutoCloseable {
   private final Map<String, Session> sessions = new LinkedHashMap<>();
 
   /** Micrometer meters ({@link #bindMetrics}); null while metrics are off. */
-  private volatile io.weir.node.metrics.ContinuousMetrics metrics;
+  private volatile ContinuousMetrics metrics;
 
   /**
    * Per scope, the xids of delivered transactions no read of that scope has yet seen visible
@@ -109,8 +136,7 @@ public final class ContinuousQueries implements AutoCloseable {
   private volatile boolean active;
 
   /** (principal id, scope) -> whether the principal may still read the scope's queries. */
-  private volatile java.util.function.BiPredicate<String, String> access =
-      (principal, scope) -> true;
+  private volatile BiPredicate<String, String> access = (principal, scope) -> true;
 
   private boolean repairAllOnActivate;
   private String lastLsn;
@@ -124,7 +150,7 @@ public final class ContinuousQueries implements AutoCloseable {
       PostgresSettings weir,
       DataSource weirDataSource,
       List<String> publications,
-      io.weir.sharding.continuous.ContinuousLog replayLog) {
+      ContinuousLog replayLog) {
     this.settings = settings;
     this.weir = weir;
     this.weirDataSource = weirDataSource;
@@ -162,8 +188,7 @@ public final class ContinuousQueries implements AutoCloseable {
         TimeUnit.MILLISECONDS);
   }
 
-  private final java.util.concurrent.atomic.AtomicBoolean refreshQueued =
-      new java.util.concurrent.atomic.AtomicBoolean();
+  private final AtomicBoolean refreshQueued = new AtomicBoolean();
 
   /** Custom evaluators and trusted projectors on the class path, by name. */
   private final Map<String, ContinuousEvaluator> evaluators;
@@ -174,10 +199,9 @@ public final class ContinuousQueries implements AutoCloseable {
    * The {@code type} services on the class path by name; a node refuses to start with two of one
    * name.
    */
-  private static <T> Map<String, T> load(
-      Class<T> type, java.util.function.Function<T, String> name, String what) {
-    Map<String, T> found = new java.util.TreeMap<>();
-    for (T e : java.util.ServiceLoader.load(type)) {
+  private static <T> Map<String, T> load(Class<T> type, Function<T, String> name, String what) {
+    Map<String, T> found = new TreeMap<>();
+    for (T e : ServiceLoader.load(type)) {
       String n = name.apply(e);
       if (n == null || !n.matches(ContinuousRequest.EVALUATOR_NAME)) {
         throw new IllegalStateException(
@@ -194,7 +218,7 @@ public final class ContinuousQueries implements AutoCloseable {
     if (!found.isEmpty()) {
       log.info("continuous {} installed: {}", what, found.keySet());
     }
-    return java.util.Collections.unmodifiableMap(found);
+    return Collections.unmodifiableMap(found);
   }
 
   private static Thread daemon(Runnable r, String name) {
@@ -216,26 +240,25 @@ public final class ContinuousQueries implements AutoCloseable {
    * Sets the check that ends SSE streams whose principal was revoked or lost the {@code
    * ContinuousQuery} grant on the scope; applied to every open stream each refresh.
    */
-  public void accessCheck(java.util.function.BiPredicate<String, String> check) {
+  public void accessCheck(BiPredicate<String, String> check) {
     this.access = check;
     followers.accessCheck(check);
   }
 
   /** Reports sessions, transactions, fallbacks, full reads and rows read to {@code registry}. */
-  public void bindMetrics(io.micrometer.core.instrument.MeterRegistry registry) {
-    metrics = new io.weir.node.metrics.ContinuousMetrics(registry, sessions::size);
+  public void bindMetrics(MeterRegistry registry) {
+    metrics = new ContinuousMetrics(registry, sessions::size);
   }
 
-  private void meter(java.util.function.Consumer<io.weir.node.metrics.ContinuousMetrics> update) {
-    io.weir.node.metrics.ContinuousMetrics m = metrics;
+  private void meter(Consumer<ContinuousMetrics> update) {
+    ContinuousMetrics m = metrics;
     if (m != null) {
       update.accept(m);
     }
   }
 
   /** Sets where replay tokens are signed and verified: the cluster's token keys. */
-  public void tokenSigner(
-      java.util.function.Supplier<Optional<io.weir.protocol.token.TokenSigner>> signer) {
+  public void tokenSigner(Supplier<Optional<TokenSigner>> signer) {
     this.signer = signer;
   }
 
@@ -244,10 +267,10 @@ public final class ContinuousQueries implements AutoCloseable {
    * token.
    */
   private String replayId(String id, long sequence) {
-    Optional<io.weir.protocol.token.TokenSigner> s = signer.get();
+    Optional<TokenSigner> s = signer.get();
     return s.isEmpty()
         ? ""
-        : new io.weir.protocol.token.ReplayToken(id, sequence)
+        : new ReplayToken(id, sequence)
             .sign(s.get(), System.currentTimeMillis() + settings.replayTokenTtl().toMillis());
   }
 
@@ -353,19 +376,17 @@ public final class ContinuousQueries implements AutoCloseable {
                 throw new ContinuousQueryException(
                     ErrorCode.UNAVAILABLE, "the query has no durable result yet; retry");
               }
-              ObjectNode out =
-                  com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.objectNode();
+              ObjectNode out = JsonNodeFactory.instance.objectNode();
               out.put("id", id).put("sequence", r.last());
               if (r.lsn() != null) {
                 out.put("lsn", r.lsn());
               }
-              com.fasterxml.jackson.databind.node.ArrayNode rows = out.putArray("rows");
-              for (io.weir.sharding.continuous.ContinuousSession.Row row : r.rows()) {
+              ArrayNode rows = out.putArray("rows");
+              for (ContinuousSession.Row row : r.rows()) {
                 // The key and values exactly as the log's events spell them.
                 rows.addObject()
-                    .putRawValue("key", new com.fasterxml.jackson.databind.util.RawValue(row.key()))
-                    .putRawValue(
-                        "row", new com.fasterxml.jackson.databind.util.RawValue(row.row()));
+                    .putRawValue("key", new RawValue(row.key()))
+                    .putRawValue("row", new RawValue(row.row()));
               }
               return out;
             });
@@ -401,7 +422,7 @@ public final class ContinuousQueries implements AutoCloseable {
     if (token == null || token.isEmpty()) {
       return new Resume(null, null);
     }
-    io.weir.protocol.token.TokenSigner keys =
+    TokenSigner keys =
         signer
             .get()
             .orElseThrow(
@@ -410,17 +431,16 @@ public final class ContinuousQueries implements AutoCloseable {
                         ErrorCode.UNAVAILABLE,
                         "the cluster's token keys are not loaded yet; retry"));
     try {
-      io.weir.protocol.token.ReplayToken t =
-          io.weir.protocol.token.ReplayToken.verify(keys, token, System.currentTimeMillis());
+      ReplayToken t = ReplayToken.verify(keys, token, System.currentTimeMillis());
       if (!t.subscription().equals(id)) {
         throw new ContinuousQueryException(
             ErrorCode.TOKEN_MISMATCH, "the replay token belongs to another subscription");
       }
       return new Resume(t.sequence(), null);
-    } catch (io.weir.protocol.token.TokenSigner.InvalidToken e) {
-      if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.EXPIRED) {
+    } catch (TokenSigner.InvalidToken e) {
+      if (e.failure() == TokenSigner.Failure.EXPIRED) {
         return new Resume(0L, "token-expired");
-      } else if (e.failure() == io.weir.protocol.token.TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
+      } else if (e.failure() == TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
         throw new ContinuousQueryException(
             ErrorCode.TOKEN_INVALIDATED,
             "the replay token was issued before a restore from a backup; subscribe again without it");
@@ -457,7 +477,7 @@ public final class ContinuousQueries implements AutoCloseable {
               if (position != null && position <= s.sequence() && !s.retainedAfter(position)) {
                 try {
                   durable = new ArrayList<>();
-                  for (io.weir.sharding.continuous.ContinuousSession.Entry e :
+                  for (ContinuousSession.Entry e :
                       await(
                           replayLog.after(
                               id, s.logOffset, position, settings.replayRetained() + 1))) {
@@ -552,7 +572,7 @@ public final class ContinuousQueries implements AutoCloseable {
               flushAppends();
             }
           });
-    } catch (java.util.concurrent.RejectedExecutionException closed) {
+    } catch (RejectedExecutionException closed) {
       // shutting down: nothing left to maintain
     }
   }
@@ -578,7 +598,7 @@ public final class ContinuousQueries implements AutoCloseable {
 
   /** {@link #onTransaction} on the engine thread. */
   private void handle(Transaction t) {
-    io.weir.protocol.Lsn commit = t.commitLsn();
+    Lsn commit = t.commitLsn();
     Map<Session, ScopedDelta.Keys> keys = new HashMap<>();
     Map<Session, long[]> timed = new LinkedHashMap<>();
     List<Session> live = new ArrayList<>();
@@ -709,7 +729,7 @@ public final class ContinuousQueries implements AutoCloseable {
     String gap = projector == null ? "projector-missing" : keys.projectorGap;
     List<ResultRow> rows = null;
     if (gap == null) {
-      List<com.fasterxml.jackson.databind.node.ObjectNode> projected;
+      List<ObjectNode> projected;
       try {
         projected =
             projector.project(
@@ -885,7 +905,7 @@ public final class ContinuousQueries implements AutoCloseable {
         for (int i = 0; i < values.size(); i++) {
           ps.setString(i + 1, values.get(i));
         }
-        try (java.sql.ResultSet rs = ps.executeQuery()) {
+        try (ResultSet rs = ps.executeQuery()) {
           while (rs.next()) {
             read++;
             List<String> key = new ArrayList<>(width);
@@ -911,10 +931,10 @@ public final class ContinuousQueries implements AutoCloseable {
    * caller falls back to a full read); a SQL failure propagates like a scoped delta's.
    */
   private static List<ResultRow> evaluated(
-      ContinuousEvaluator evaluator, Definition d, java.sql.Connection c, List<List<String>> tuples)
+      ContinuousEvaluator evaluator, Definition d, Connection c, List<List<String>> tuples)
       throws SQLException {
     ContinuousEvaluator.Query query = ContinuousEvaluator.Query.of(d);
-    List<com.fasterxml.jackson.databind.node.ObjectNode> rows;
+    List<ObjectNode> rows;
     try {
       rows =
           evaluator.evaluate(
@@ -925,14 +945,13 @@ public final class ContinuousQueries implements AutoCloseable {
                 }
 
                 @Override
-                public java.sql.Connection connection() {
+                public Connection connection() {
                   return c;
                 }
 
                 @Override
-                public List<com.fasterxml.jackson.databind.node.ObjectNode> rows(
-                    PreparedStatement statement) throws SQLException {
-                  List<com.fasterxml.jackson.databind.node.ObjectNode> out = new ArrayList<>();
+                public List<ObjectNode> rows(PreparedStatement statement) throws SQLException {
+                  List<ObjectNode> out = new ArrayList<>();
                   for (ResultRow r : ScopeReader.rows(statement, d.keyColumns())) {
                     out.add(r.row());
                   }
@@ -956,11 +975,10 @@ public final class ContinuousQueries implements AutoCloseable {
    * {@code rows} as result rows when each has exactly the query's columns and a non-null key; else
    * null.
    */
-  private static List<ResultRow> checkedRows(
-      Definition d, List<com.fasterxml.jackson.databind.node.ObjectNode> rows) {
+  private static List<ResultRow> checkedRows(Definition d, List<ObjectNode> rows) {
     Set<String> columns = new HashSet<>(d.columns());
     List<ResultRow> out = new ArrayList<>(rows.size());
-    for (com.fasterxml.jackson.databind.node.ObjectNode row : rows) {
+    for (ObjectNode row : rows) {
       if (row == null || row.size() != columns.size()) {
         return null;
       }
@@ -969,8 +987,7 @@ public final class ContinuousQueries implements AutoCloseable {
           return null;
         }
       }
-      com.fasterxml.jackson.databind.node.ArrayNode key =
-          com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
+      ArrayNode key = JsonNodeFactory.instance.arrayNode();
       for (String k : d.keyColumns()) {
         if (row.get(k).isNull()) {
           return null;
@@ -1028,8 +1045,7 @@ public final class ContinuousQueries implements AutoCloseable {
                       + Long.toHexString(System.nanoTime() & 0xffff),
                   settings.replayRetained(),
                   seq -> replayId(id, seq));
-          io.weir.sharding.continuous.ContinuousSession.LogState logState =
-              await(replayLog.state(id));
+          ContinuousSession.LogState logState = await(replayLog.state(id));
           // A log never written here continues the earlier table's log, if it has one.
           long last = logState.last() > 0 ? logState.last() : legacyReplay.lastSequence(id);
           s.logOffset = logState.last() > 0 ? logState.offset() : last;
@@ -1082,7 +1098,7 @@ public final class ContinuousQueries implements AutoCloseable {
 
   /** Ends the streams of principals who no longer hold the grant on their query's scope. */
   private void closeRevokedStreams() {
-    java.util.function.BiPredicate<String, String> check = access;
+    BiPredicate<String, String> check = access;
     for (Session s : sessions.values()) {
       String scope = s.registration.scope();
       int closed =
@@ -1101,7 +1117,7 @@ public final class ContinuousQueries implements AutoCloseable {
    * a scope is taken before its sessions' first reads, so a change after it is never missed.
    */
   private void watchCatalog(List<RegistrationStore.Stored> stored) {
-    Set<String> scopes = new java.util.TreeSet<>();
+    Set<String> scopes = new TreeSet<>();
     stored.forEach(r -> scopes.add(r.scope()));
     for (String scope : scopes) {
       if (!settings.scopes().containsKey(scope)) {
@@ -1295,12 +1311,9 @@ public final class ContinuousQueries implements AutoCloseable {
    * tokens). False when nothing was sent (a change larger than {@code max-append-bytes}).
    */
   private boolean commit(Session s, Session.Proposal p) {
-    List<io.weir.sharding.continuous.ContinuousSession.Entry> entries =
-        new ArrayList<>(p.events().size());
+    List<ContinuousSession.Entry> entries = new ArrayList<>(p.events().size());
     for (Session.Event e : p.events()) {
-      entries.add(
-          new io.weir.sharding.continuous.ContinuousSession.Entry(
-              e.sequence(), e.type(), e.data()));
+      entries.add(new ContinuousSession.Entry(e.sequence(), e.type(), e.data()));
     }
     String id = s.registration.id();
     if (entries.isEmpty()) {
@@ -1308,8 +1321,8 @@ public final class ContinuousQueries implements AutoCloseable {
       return true;
     }
     long bytes = 0;
-    for (io.weir.sharding.continuous.ContinuousSession.Entry e : entries) {
-      bytes += io.weir.sharding.continuous.ContinuousSession.utf8Length(e.data());
+    for (ContinuousSession.Entry e : entries) {
+      bytes += ContinuousSession.utf8Length(e.data());
     }
     if (bytes > settings.maxAppendBytes()) {
       // Too large to cross the cluster in one message: keep the last result, retry on the next
@@ -1337,8 +1350,7 @@ public final class ContinuousQueries implements AutoCloseable {
     }
     // Sent now, waited for with every other append of this engine task (flushAppends): a session's
     // events reach its clients, and the transaction is acknowledged, only once they are durable.
-    CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply =
-        send(s, entries);
+    CompletableFuture<ContinuousSession.AppendReply> reply = send(s, entries);
     s.apply(p);
     unflushed.add(new Unflushed(s, p, entries, reply));
     return true;
@@ -1348,8 +1360,8 @@ public final class ContinuousQueries implements AutoCloseable {
   private record Unflushed(
       Session session,
       Session.Proposal proposal,
-      List<io.weir.sharding.continuous.ContinuousSession.Entry> entries,
-      CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply) {}
+      List<ContinuousSession.Entry> entries,
+      CompletableFuture<ContinuousSession.AppendReply> reply) {}
 
   private final List<Unflushed> unflushed = new ArrayList<>();
 
@@ -1367,8 +1379,8 @@ public final class ContinuousQueries implements AutoCloseable {
     unflushed.clear();
     waitAll(batch.stream().map(Unflushed::reply).toList());
     // Where no answer came, ask once more with the same entries: all together, then wait once.
-    Map<Unflushed, CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply>>
-        retries = new java.util.IdentityHashMap<>();
+    Map<Unflushed, CompletableFuture<ContinuousSession.AppendReply>> retries =
+        new IdentityHashMap<>();
     for (Unflushed u : batch) {
       String first = outcome(u.reply());
       if (first != null && !"conflict".equals(first)) {
@@ -1430,9 +1442,9 @@ public final class ContinuousQueries implements AutoCloseable {
    * Sends an append of {@code entries} to {@code s}'s log; its answer time is noted for the
    * maintenance time.
    */
-  private CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> send(
-      Session s, List<io.weir.sharding.continuous.ContinuousSession.Entry> entries) {
-    CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply;
+  private CompletableFuture<ContinuousSession.AppendReply> send(
+      Session s, List<ContinuousSession.Entry> entries) {
+    CompletableFuture<ContinuousSession.AppendReply> reply;
     try {
       reply = replayLog.append(s.registration.id(), entries).toCompletableFuture();
     } catch (RuntimeException e) {
@@ -1452,7 +1464,7 @@ public final class ContinuousQueries implements AutoCloseable {
           .get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+    } catch (ExecutionException | TimeoutException e) {
       // some failed or did not answer: each is looked at by its caller
     }
   }
@@ -1461,22 +1473,18 @@ public final class ContinuousQueries implements AutoCloseable {
    * Null when an append's reply says it is durable, "conflict" when refused, else why it failed (no
    * value).
    */
-  private static String outcome(
-      CompletableFuture<io.weir.sharding.continuous.ContinuousSession.AppendReply> reply) {
+  private static String outcome(CompletableFuture<ContinuousSession.AppendReply> reply) {
     if (!reply.isDone()) {
       return "no answer in time";
     }
     try {
-      return reply.getNow(null) instanceof io.weir.sharding.continuous.ContinuousSession.Appended
-          ? null
-          : "conflict";
-    } catch (java.util.concurrent.CompletionException e) {
+      return reply.getNow(null) instanceof ContinuousSession.Appended ? null : "conflict";
+    } catch (CompletionException e) {
       Throwable cause = e.getCause();
-      return cause instanceof java.util.concurrent.TimeoutException
-              || cause instanceof org.apache.pekko.pattern.AskTimeoutException
+      return cause instanceof TimeoutException || cause instanceof AskTimeoutException
           ? "no answer in time"
           : cause == null ? "failed" : cause.getClass().getSimpleName();
-    } catch (java.util.concurrent.CancellationException e) {
+    } catch (CancellationException e) {
       return "cancelled";
     }
   }
@@ -1516,19 +1524,18 @@ public final class ContinuousQueries implements AutoCloseable {
    * Waits (on the engine thread) for a replay log answer, at most the log's ask timeout and a
    * second.
    */
-  private <T> T await(java.util.concurrent.CompletionStage<T> stage) throws LogUnavailable {
+  private <T> T await(CompletionStage<T> stage) throws LogUnavailable {
     try {
       return stage.toCompletableFuture().get(LOG_TIMEOUT.toMillis() + 1000, TimeUnit.MILLISECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new LogUnavailable("interrupted");
-    } catch (java.util.concurrent.TimeoutException e) {
+    } catch (TimeoutException e) {
       throw new LogUnavailable("no answer in time");
-    } catch (java.util.concurrent.ExecutionException e) {
+    } catch (ExecutionException e) {
       Throwable cause = e.getCause();
       throw new LogUnavailable(
-          cause instanceof java.util.concurrent.TimeoutException
-                  || cause instanceof org.apache.pekko.pattern.AskTimeoutException
+          cause instanceof TimeoutException || cause instanceof AskTimeoutException
               ? "no answer in time"
               : cause instanceof SQLException q
                   ? SafeErrors.describe(q)
@@ -1539,7 +1546,7 @@ public final class ContinuousQueries implements AutoCloseable {
   /**
    * How long a replay log ask may take (the session's shard may have to start and recover first).
    */
-  public static final java.time.Duration LOG_TIMEOUT = java.time.Duration.ofSeconds(5);
+  public static final Duration LOG_TIMEOUT = Duration.ofSeconds(5);
 
   /**
    * Runs {@code work} on the session's scope login in a read-only transaction whose snapshot

@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * A registration request: {@code {"scope", "sql", "keyColumns": [..], "orderBy": [{"column",
@@ -61,7 +62,7 @@ public record ContinuousRequest(
       if (!FIELDS.contains(name)) {
         throw bad(
             name.matches("[A-Za-z0-9_]{1,64}")
-                ? "unknown field " + name + "; the fields are " + new java.util.TreeSet<>(FIELDS)
+                ? "unknown field " + name + "; the fields are " + new TreeSet<>(FIELDS)
                 : "the body has an unknown field");
       }
     }

@@ -9,6 +9,7 @@ import io.weir.persistence.SettingsException;
 import java.time.Duration;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.TreeSet;
 
 /**
  * {@code weir.continuous}: limits of continuous queries and the security scopes an administrator
@@ -82,7 +83,7 @@ public record ContinuousSettings(
         throw new SettingsException(
             p + ".scopes", "must be an object of scope name -> { user, password, url, pool-size }");
       }
-      for (String name : new java.util.TreeSet<>(config.getObject(p + ".scopes").keySet())) {
+      for (String name : new TreeSet<>(config.getObject(p + ".scopes").keySet())) {
         if (!Identifiers.isValid(name)) {
           throw new SettingsException(
               p + ".scopes", "scope names " + Identifiers.SHAPE.replaceFirst("^must ", "must "));

@@ -12,6 +12,7 @@ import java.sql.SQLException;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -167,9 +168,7 @@ final class LogFollowers implements AutoCloseable {
         .exceptionally(
             e -> {
               Throwable cause =
-                  e instanceof java.util.concurrent.CompletionException && e.getCause() != null
-                      ? e.getCause()
-                      : e;
+                  e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
               if (cause instanceof ContinuousQueryException q) {
                 throw q;
               }
@@ -315,7 +314,7 @@ final class LogFollowers implements AutoCloseable {
           f.reading = true;
           cursor = f.cursor;
         }
-        java.util.concurrent.CompletionStage<List<ContinuousSession.Entry>> read;
+        CompletionStage<List<ContinuousSession.Entry>> read;
         try {
           read = replayLog.after(f.id, f.offset, cursor, settings.subscriberBuffer());
         } catch (RuntimeException e) {

@@ -1,14 +1,18 @@
 package io.weir.node.continuous;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -18,14 +22,17 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.HexFormat;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.postgresql.PGResultSetMetaData;
 
 /**
  * Compiles a registration into a {@link Definition} and its subscription id, on the scope's own
@@ -129,7 +136,7 @@ final class Registrar {
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();
         plan = CANONICAL.readTree(rs.getString(1));
-      } catch (java.io.IOException e) {
+      } catch (IOException e) {
         throw new SQLException("the plan is not JSON", "XX000");
       }
     }
@@ -191,7 +198,7 @@ final class Registrar {
       ScopeReader.bind(ps, parsed.parameterOrder(), parameters);
       try (ResultSet rs = ps.executeQuery()) {
         ResultSetMetaData md = rs.getMetaData();
-        org.postgresql.PGResultSetMetaData pg = md.unwrap(org.postgresql.PGResultSetMetaData.class);
+        PGResultSetMetaData pg = md.unwrap(PGResultSetMetaData.class);
         for (int i = 1; i <= md.getColumnCount(); i++) {
           if (columns.contains(md.getColumnLabel(i))) {
             throw new ContinuousQueryException(
@@ -396,7 +403,7 @@ final class Registrar {
                 + " FROM pg_policy p WHERE p.polrelid = c.oid)), ',' ORDER BY c.oid::regclass::text), '')"
                 + " FROM pg_class c WHERE CASE WHEN ?::text[] IS NULL THEN c.relrowsecurity OR c.oid IN (SELECT polrelid FROM pg_policy)"
                 + " ELSE c.oid IN (SELECT to_regclass(t)::oid FROM unnest(?::text[]) AS t) END")) {
-      java.sql.Array arr = tableSet == null ? null : c.createArrayOf("text", tableSet.toArray());
+      Array arr = tableSet == null ? null : c.createArrayOf("text", tableSet.toArray());
       ps.setArray(1, arr);
       ps.setArray(2, arr);
       try (ResultSet rs = ps.executeQuery()) {
@@ -490,7 +497,7 @@ final class Registrar {
   }
 
   static void uniqueKeys(List<ResultRow> rows) {
-    Set<String> seen = new java.util.HashSet<>();
+    Set<String> seen = new HashSet<>();
     for (ResultRow row : rows) {
       if (!seen.add(row.keyText())) {
         throw new ContinuousQueryException(
@@ -981,7 +988,7 @@ final class Registrar {
         }
       }
     }
-    for (java.util.Iterator<JsonNode> it = node.elements(); it.hasNext(); ) {
+    for (Iterator<JsonNode> it = node.elements(); it.hasNext(); ) {
       if (nullable(it.next(), table)) {
         return true;
       }
@@ -1037,7 +1044,7 @@ final class Registrar {
     } else if (node.isTextual()) {
       Matcher m = CALL.matcher(node.textValue());
       while (m.find()) {
-        calls.add(m.group(1).toLowerCase(java.util.Locale.ROOT));
+        calls.add(m.group(1).toLowerCase(Locale.ROOT));
       }
     }
   }
@@ -1101,7 +1108,7 @@ final class Registrar {
     try {
       JsonNode tree = CANONICAL.valueToTree(value);
       return CANONICAL.writeValueAsString(sortKeys(tree));
-    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+    } catch (JsonProcessingException e) {
       throw new IllegalStateException("cannot encode an identity", e);
     }
   }
@@ -1114,14 +1121,14 @@ final class Registrar {
       return out;
     }
     if (node.isArray()) {
-      com.fasterxml.jackson.databind.node.ArrayNode out = CANONICAL.createArrayNode();
+      ArrayNode out = CANONICAL.createArrayNode();
       node.forEach(n -> out.add(sortKeys(n)));
       return out;
     }
     return node;
   }
 
-  private static <T> List<T> iterable(java.util.Iterator<T> it) {
+  private static <T> List<T> iterable(Iterator<T> it) {
     List<T> out = new ArrayList<>();
     it.forEachRemaining(out::add);
     return out;

@@ -2,15 +2,21 @@ package io.weir.node.continuous;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.persistence.Identifiers;
+import io.weir.protocol.ErrorCode;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import javax.sql.DataSource;
+import org.slf4j.LoggerFactory;
 
 /** Registrations in {@code <schema>.continuous_query} (Weir's database, Weir's login). Blocking. */
 public final class RegistrationStore {
@@ -65,7 +71,7 @@ public final class RegistrationStore {
         if (held >= maxPerScope) {
           conn.rollback();
           throw new ContinuousQueryException(
-              io.weir.protocol.ErrorCode.QUOTA_EXCEEDED,
+              ErrorCode.QUOTA_EXCEEDED,
               "the scope holds its maximum of "
                   + maxPerScope
                   + " continuous queries (weir.continuous.max-registrations-per-scope); delete one first");
@@ -109,12 +115,11 @@ public final class RegistrationStore {
   }
 
   /** Ids of rows found unreadable (logged once each). */
-  private final java.util.Set<String> unreadable =
-      java.util.concurrent.ConcurrentHashMap.newKeySet();
+  private final Set<String> unreadable = ConcurrentHashMap.newKeySet();
 
   /** Every registration's id and scope (no definitions: cheap enough to ask often). */
-  java.util.Map<String, String> scopes() throws SQLException {
-    java.util.Map<String, String> out = new java.util.HashMap<>();
+  Map<String, String> scopes() throws SQLException {
+    Map<String, String> out = new HashMap<>();
     try (Connection conn = dataSource.getConnection();
         PreparedStatement ps = conn.prepareStatement("SELECT id, scope FROM " + table);
         ResultSet rs = ps.executeQuery()) {
@@ -141,7 +146,7 @@ public final class RegistrationStore {
           // One row this version cannot read (written by another, or by hand) must not hide the
           // others: it is skipped, and said once per node (its id only).
           if (unreadable.add(rs.getString(1))) {
-            org.slf4j.LoggerFactory.getLogger(RegistrationStore.class)
+            LoggerFactory.getLogger(RegistrationStore.class)
                 .warn(
                     "continuous query {}: its stored definition cannot be read; not maintained",
                     rs.getString(1));

@@ -11,6 +11,7 @@ import java.time.format.DateTimeParseException;
 import java.time.temporal.ChronoField;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -98,7 +99,7 @@ final class ResultOrder implements Comparator<ResultRow> {
       return null;
     }
     ResultOrder order = new ResultOrder();
-    Set<String> named = new java.util.HashSet<>();
+    Set<String> named = new HashSet<>();
     for (Definition.OrderColumn o : d.orderBy()) {
       if (!order.add(d, o.column(), o.descending())) {
         return null;

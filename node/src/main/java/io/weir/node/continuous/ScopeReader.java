@@ -8,6 +8,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.weir.persistence.PostgresSettings;
+import java.io.IOException;
+import java.math.BigDecimal;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -192,7 +194,7 @@ final class ScopeReader implements AutoCloseable {
         }
         return switch (text) {
           case "NaN", "Infinity", "-Infinity" -> f.textNode(text);
-          default -> f.numberNode(new java.math.BigDecimal(text));
+          default -> f.numberNode(new BigDecimal(text));
         };
       }
       case Types.REAL, Types.FLOAT, Types.DOUBLE -> {
@@ -215,7 +217,7 @@ final class ScopeReader implements AutoCloseable {
         if (type.equals("json") || type.equals("jsonb")) {
           try {
             return JSON.readTree(text);
-          } catch (java.io.IOException e) {
+          } catch (IOException e) {
             return f.textNode(text);
           }
         }

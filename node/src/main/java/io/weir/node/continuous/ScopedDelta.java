@@ -1,15 +1,21 @@
 package io.weir.node.continuous;
 
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
+import io.weir.protocol.pgoutput.ColumnKind;
 import io.weir.protocol.pgoutput.OldTupleKind;
 import io.weir.protocol.pgoutput.TupleData;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * Tier 2, the authoritative scoped delta: which result keys a transaction affects ({@link Keys}),
@@ -111,8 +117,7 @@ final class ScopedDelta {
     }
     Set<String> out = new HashSet<>();
     for (List<String> tuple : tuples) {
-      com.fasterxml.jackson.databind.node.ArrayNode key =
-          com.fasterxml.jackson.databind.node.JsonNodeFactory.instance.arrayNode();
+      ArrayNode key = JsonNodeFactory.instance.arrayNode();
       for (String v : tuple) {
         try {
           key.add(Long.parseLong(v));
@@ -213,10 +218,10 @@ final class ScopedDelta {
         projectorGap("projector-incomplete-tuple"); // unchanged TOAST or binary values
         return;
       }
-      Set<String> changed = new java.util.TreeSet<>();
+      Set<String> changed = new TreeSet<>();
       for (var col : table.columns()) {
         String name = col.name();
-        if (b == null || a == null || !java.util.Objects.equals(b.get(name), a.get(name))) {
+        if (b == null || a == null || !Objects.equals(b.get(name), a.get(name))) {
           changed.add(name);
         }
       }
@@ -231,7 +236,7 @@ final class ScopedDelta {
       for (int i = 0; i < row.size(); i++) {
         if (row.isNull(i)) {
           out.put(table.columns().get(i).name(), null);
-        } else if (row.kind(i) == io.weir.protocol.pgoutput.ColumnKind.TEXT) {
+        } else if (row.kind(i) == ColumnKind.TEXT) {
           out.put(table.columns().get(i).name(), row.text(i));
         } else {
           return null;
@@ -341,13 +346,11 @@ final class ScopedDelta {
       if (row.isNull(col)) {
         return; // a null joins no row: nothing of the result depends on it
       }
-      if (row.kind(col) != io.weir.protocol.pgoutput.ColumnKind.TEXT) {
+      if (row.kind(col) != ColumnKind.TEXT) {
         fail("incomplete-tuple");
         return;
       }
-      if (lookupValues
-              .computeIfAbsent(lookup, l -> new java.util.LinkedHashSet<>())
-              .add(row.text(col))
+      if (lookupValues.computeIfAbsent(lookup, l -> new LinkedHashSet<>()).add(row.text(col))
           && ++lookupCount > bound) {
         fail("budget-exceeded");
       }
@@ -375,7 +378,7 @@ final class ScopedDelta {
           fail("null-key");
           return;
         }
-        if (row.kind(col) != io.weir.protocol.pgoutput.ColumnKind.TEXT) {
+        if (row.kind(col) != ColumnKind.TEXT) {
           fail("incomplete-tuple"); // unchanged TOAST or binary: no text value to bind
           return;
         }

@@ -3,14 +3,19 @@ package io.weir.node.continuous;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.protocol.Lsn;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.function.LongFunction;
+import java.util.function.Predicate;
 
 /**
  * One continuous query's materialised result on this node, its in-memory replay log and its SSE
@@ -76,7 +81,7 @@ public final class Session {
    * The SSE event id of a sequence: a signed replay token ("" while the cluster's keys are not
    * loaded).
    */
-  private final java.util.function.LongFunction<String> ids;
+  private final LongFunction<String> ids;
 
   private List<ResultRow> current; // null until the first successful read
   private long sequence;
@@ -119,7 +124,7 @@ public final class Session {
   boolean planned(Registrar.Replanned now) {
     Definition d = registration.definition();
     Definition.Impact registered = d.impact();
-    if (!java.util.Objects.equals(d.tables(), now.tables())) {
+    if (!Objects.equals(d.tables(), now.tables())) {
       return changed(now.tables());
     }
     if (registered == null) {
@@ -202,7 +207,7 @@ public final class Session {
   /**
    * The highest commit LSN this session has handled; a transaction at or below it is a duplicate.
    */
-  io.weir.protocol.Lsn handledThrough;
+  Lsn handledThrough;
 
   String lastLsn;
   String repairPending; // reason, or null
@@ -226,10 +231,7 @@ public final class Session {
   long logOffset;
 
   Session(
-      RegistrationStore.Stored registration,
-      String epoch,
-      int retained,
-      java.util.function.LongFunction<String> ids) {
+      RegistrationStore.Stored registration, String epoch, int retained, LongFunction<String> ids) {
     this.ids = ids;
     this.registration = registration;
     this.parsed = ContinuousSql.parse(registration.definition().sql());
@@ -456,7 +458,7 @@ public final class Session {
   }
 
   /** Ends the streams of subscribers that {@code revoked} selects (their principal lost access). */
-  int closeWhere(java.util.function.Predicate<Subscriber> revoked) {
+  int closeWhere(Predicate<Subscriber> revoked) {
     int[] closed = {0};
     subscribers.removeIf(
         s -> {
@@ -504,7 +506,7 @@ public final class Session {
       s.putNull("tables");
     } else {
       ArrayNode t = s.putArray("tables");
-      new java.util.TreeSet<>(tables).forEach(t::add);
+      new TreeSet<>(tables).forEach(t::add);
     }
     s.put("relevantTransactions", relevantTransactions);
     s.put("unrelatedTransactions", unrelatedTransactions);
@@ -523,7 +525,7 @@ public final class Session {
       s.put("planFingerprint", registration.definition().planFingerprint());
     }
     if (impact != null && !impact.lookups().isEmpty()) {
-      com.fasterxml.jackson.databind.node.ArrayNode tables = s.putArray("lookupTables");
+      ArrayNode tables = s.putArray("lookupTables");
       impact.lookups().forEach(l -> tables.add(l.table()));
       s.put("lookupTransactions", lookupTransactions);
     }

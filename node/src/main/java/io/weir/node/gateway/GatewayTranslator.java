@@ -1,11 +1,13 @@
 package io.weir.node.gateway;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.client.ClientReply;
 import io.weir.protocol.client.ClientRequest;
 import io.weir.protocol.http.ErrorBody;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -32,8 +34,7 @@ final class GatewayTranslator {
     this.json = json;
   }
 
-  HttpRequest toHttp(ClientRequest request)
-      throws com.fasterxml.jackson.core.JsonProcessingException {
+  HttpRequest toHttp(ClientRequest request) throws JsonProcessingException {
     List<HttpHeader> headers = new ArrayList<>();
     headers.add(Authorization.oauth2(request.credentials().bearerToken()));
     headers.add(RawHeader.create("X-Weir-Via", "protocol"));
@@ -71,7 +72,7 @@ final class GatewayTranslator {
       if (!entity.isEmpty()) {
         try {
           body = json.readTree(entity.toArray());
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
           return failed(500, ErrorCode.INTERNAL, "the node answered with a body that is not JSON");
         }
       }
@@ -87,7 +88,7 @@ final class GatewayTranslator {
                 body.path("message").asText(""),
                 body.path("retryable").asBoolean(false)));
       }
-    } catch (java.io.IOException e) {
+    } catch (IOException e) {
       // falls through: not a typed body
     }
     return new ClientReply.Failed(

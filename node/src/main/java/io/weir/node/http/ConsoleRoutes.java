@@ -1,5 +1,7 @@
 package io.weir.node.http;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.http.ErrorBody;
 import java.io.IOException;
@@ -68,7 +70,7 @@ final class ConsoleRoutes extends AllDirectives {
   private final HttpResponse notFound;
 
   /** Reads the files from the jar; a jar without them is a build error, so this throws. */
-  ConsoleRoutes(com.fasterxml.jackson.databind.ObjectMapper json) {
+  ConsoleRoutes(ObjectMapper json) {
     page = file("index.html", HTML);
     files.put("console.js", file("console.js", JAVASCRIPT));
     files.put("console.css", file("console.css", CSS));
@@ -80,7 +82,7 @@ final class ConsoleRoutes extends AllDirectives {
                   ContentTypes.APPLICATION_JSON,
                   json.writeValueAsBytes(ErrorBody.of(ErrorCode.NOT_FOUND, "no such resource")))
               .addHeaders(HEADERS);
-    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+    } catch (JsonProcessingException e) {
       throw new IllegalStateException("cannot encode an error body", e);
     }
   }

@@ -5,12 +5,14 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.auth.Principal;
 import io.weir.node.continuous.ContinuousQueries;
 import io.weir.node.continuous.ContinuousQueryException;
+import io.weir.node.continuous.ContinuousRequest;
 import io.weir.node.continuous.Session;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Function;
 import org.apache.pekko.NotUsed;
 import org.apache.pekko.http.javadsl.marshalling.sse.EventStreamMarshalling;
 import org.apache.pekko.http.javadsl.model.sse.ServerSentEvent;
@@ -75,13 +77,11 @@ final class ContinuousRoutes extends JsonRoutes {
   private Route register(Principal principal) {
     return object(
         MAX_REQUEST_BYTES,
-        io.weir.node.continuous.ContinuousRequest.FIELDS,
+        ContinuousRequest.FIELDS,
         root -> {
-          io.weir.node.continuous.ContinuousRequest request;
+          ContinuousRequest request;
           try {
-            request =
-                io.weir.node.continuous.ContinuousRequest.parse(
-                    root, queries.settings().maxLimit());
+            request = ContinuousRequest.parse(root, queries.settings().maxLimit());
           } catch (ContinuousQueryException e) {
             return error(e.code(), e.getMessage());
           }
@@ -108,8 +108,7 @@ final class ContinuousRoutes extends JsonRoutes {
    * {@code inner} (given the query's scope) when the registration exists and the principal holds
    * the grant on its scope.
    */
-  private Route withScope(
-      Principal principal, String id, java.util.function.Function<String, Route> inner) {
+  private Route withScope(Principal principal, String id, Function<String, Route> inner) {
     if (!id.matches("cq_[0-9a-f]{32}")) {
       return error(ErrorCode.NOT_FOUND, "no such continuous query");
     }

@@ -6,22 +6,29 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.node.Documents;
 import io.weir.node.Feeds;
 import io.weir.node.auth.Access;
+import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Principal;
+import io.weir.persistence.PolicyStore;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.query.Q1Query;
 import io.weir.protocol.query.QueryException;
 import io.weir.protocol.query.QueryLimits;
+import io.weir.sharding.partition.OutboxReader;
 import java.io.IOException;
 import java.io.StringWriter;
+import java.sql.SQLException;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.pattern.AskTimeoutException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -50,9 +57,9 @@ final class FeedRoutes extends JsonRoutes {
   private static final Set<String> LIVE_READ_FIELDS =
       Set.of("query", "cursor", "limit", "maxBytes");
   private final Feeds feeds;
-  private final io.weir.node.auth.Authenticator authenticator;
+  private final Authenticator authenticator;
 
-  FeedRoutes(ObjectMapper json, Feeds feeds, io.weir.node.auth.Authenticator authenticator) {
+  FeedRoutes(ObjectMapper json, Feeds feeds, Authenticator authenticator) {
     super(json);
     this.feeds = feeds;
     this.authenticator = authenticator;
@@ -209,13 +216,13 @@ final class FeedRoutes extends JsonRoutes {
               ? "live queries require QueryRead, DocumentsRead and ChangesRead on this collection"
               : "queries require QueryRead and DocumentsRead on this collection");
     }
-    io.weir.persistence.PolicyStore.CollectionPolicy policy;
+    PolicyStore.CollectionPolicy policy;
     try {
       policy = feeds.policy(c);
     } catch (Feeds.Refused e) {
       return error(e.code(), e.getMessage());
     }
-    for (String field : new java.util.TreeSet<>(query.predicateFields())) {
+    for (String field : new TreeSet<>(query.predicateFields())) {
       if (!Access.mayUse(principal, policy, field)) {
         return new MissingGrant(
             "the predicate uses the field " + field + ", which needs FieldUse on it");
@@ -344,14 +351,14 @@ final class FeedRoutes extends JsonRoutes {
           if (t instanceof Feeds.Refused r) {
             return error(r.code(), r.getMessage());
           }
-          if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries) {
+          if (t instanceof OutboxReader.MissingEntries) {
             return error(
                 ErrorCode.HISTORY_UNAVAILABLE,
                 "changes after the cursor were purged; resynchronise from a new snapshot");
           }
-          if (t instanceof java.util.concurrent.TimeoutException
-              || t instanceof org.apache.pekko.pattern.AskTimeoutException
-              || t instanceof java.sql.SQLException) {
+          if (t instanceof TimeoutException
+              || t instanceof AskTimeoutException
+              || t instanceof SQLException) {
             return partitionUnavailable(t);
           }
           log.error("a read failed unexpectedly: {}", SafeErrors.describe(t));

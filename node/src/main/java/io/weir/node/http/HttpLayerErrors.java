@@ -6,6 +6,7 @@ import io.weir.node.metrics.RouteTemplates;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.http.ErrorBody;
 import org.apache.pekko.event.LoggingAdapter;
+import org.apache.pekko.http.ParsingErrorHandler;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
@@ -26,7 +27,7 @@ import org.apache.pekko.http.scaladsl.settings.ServerSettings;
  * <p>Pekko creates this class by name from {@code pekko.http.server.parsing.error-handler} (set in
  * the node's reference.conf, and by {@link NodeHttpServer} for the node's port).
  */
-public final class HttpLayerErrors extends org.apache.pekko.http.ParsingErrorHandler {
+public final class HttpLayerErrors extends ParsingErrorHandler {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   /** Created by Pekko (by class name). */

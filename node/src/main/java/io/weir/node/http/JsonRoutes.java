@@ -1,12 +1,24 @@
 package io.weir.node.http;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Principal;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.http.ErrorBody;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.OptionalLong;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
@@ -53,8 +65,7 @@ abstract class JsonRoutes extends AllDirectives {
 
   /** The cause of a failed stage, without the CompletionException/ExecutionException wrappers. */
   static Throwable unwrap(Throwable t) {
-    while ((t instanceof java.util.concurrent.CompletionException
-            || t instanceof java.util.concurrent.ExecutionException)
+    while ((t instanceof CompletionException || t instanceof ExecutionException)
         && t.getCause() != null) {
       t = t.getCause();
     }
@@ -73,7 +84,7 @@ abstract class JsonRoutes extends AllDirectives {
   Route body(long limit, Supplier<Route> tooLarge, Function<byte[], Route> inner) {
     return extractRequestEntity(
         entity -> {
-          java.util.OptionalLong length = entity.getContentLengthOption();
+          OptionalLong length = entity.getContentLengthOption();
           if (length.isPresent() && length.getAsLong() > limit) {
             return tooLarge.get();
           }
@@ -106,15 +117,15 @@ abstract class JsonRoutes extends AllDirectives {
    * and decodes an overlong sequence as the character it spells).
    */
   static String utf8(byte[] bytes) throws MalformedBody {
-    java.nio.charset.CharsetDecoder decoder =
-        java.nio.charset.StandardCharsets.UTF_8
+    CharsetDecoder decoder =
+        StandardCharsets.UTF_8
             .newDecoder()
-            .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
-            .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT);
+            .onMalformedInput(CodingErrorAction.REPORT)
+            .onUnmappableCharacter(CodingErrorAction.REPORT);
     String text;
     try {
-      text = decoder.decode(java.nio.ByteBuffer.wrap(bytes)).toString();
-    } catch (java.nio.charset.CharacterCodingException e) {
+      text = decoder.decode(ByteBuffer.wrap(bytes)).toString();
+    } catch (CharacterCodingException e) {
       throw new MalformedBody("the body is not valid UTF-8");
     }
     return text.startsWith("\uFEFF") ? text.substring(1) : text;
@@ -124,14 +135,14 @@ abstract class JsonRoutes extends AllDirectives {
    * The body as one JSON value read strictly ({@link ProjectionRoutes#REQUESTS}: valid UTF-8, no
    * duplicate fields, nothing after the value); null for an empty or blank body.
    */
-  static com.fasterxml.jackson.databind.JsonNode readJson(byte[] bytes) throws MalformedBody {
+  static JsonNode readJson(byte[] bytes) throws MalformedBody {
     String text = utf8(bytes);
     if (text.isBlank()) {
       return null;
     }
     try {
       return ProjectionRoutes.REQUESTS.readTree(text);
-    } catch (java.io.IOException | RuntimeException e) {
+    } catch (IOException | RuntimeException e) {
       // Jackson's messages quote the input: none of it goes out.
       throw new MalformedBody("the body is not valid JSON");
     }
@@ -150,12 +161,12 @@ abstract class JsonRoutes extends AllDirectives {
    * 400 {@code malformed-json} for a body that is not valid UTF-8 or not JSON or has anything after
    * the value, 400 {@code bad-request} for a longer body.
    */
-  Route jsonBody(long limit, Function<com.fasterxml.jackson.databind.JsonNode, Route> inner) {
+  Route jsonBody(long limit, Function<JsonNode, Route> inner) {
     return body(
         limit,
         () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + limit + " bytes"),
         bytes -> {
-          com.fasterxml.jackson.databind.JsonNode root;
+          JsonNode root;
           try {
             root = readJson(bytes);
           } catch (MalformedBody e) {
@@ -172,15 +183,12 @@ abstract class JsonRoutes extends AllDirectives {
    * another field (named when it is a plain name, never quoted otherwise), 400 {@code
    * malformed-json} for one that is not UTF-8 JSON.
    */
-  Route object(
-      long limit,
-      java.util.Set<String> allowed,
-      Function<com.fasterxml.jackson.databind.JsonNode, Route> inner) {
+  Route object(long limit, Set<String> allowed, Function<JsonNode, Route> inner) {
     return body(
         limit,
         () -> error(ErrorCode.BAD_REQUEST, "the body is larger than " + limit + " bytes"),
         bytes -> {
-          com.fasterxml.jackson.databind.JsonNode root;
+          JsonNode root;
           try {
             root = readJson(bytes);
           } catch (MalformedBody e) {
@@ -195,10 +203,7 @@ abstract class JsonRoutes extends AllDirectives {
               return error(
                   ErrorCode.BAD_REQUEST,
                   name.matches("[A-Za-z0-9_]{1,64}")
-                      ? "unknown field "
-                          + name
-                          + "; the fields are "
-                          + new java.util.TreeSet<>(allowed)
+                      ? "unknown field " + name + "; the fields are " + new TreeSet<>(allowed)
                       : "the body has an unknown field");
             }
           }

@@ -7,8 +7,14 @@ import io.weir.node.auth.Principals;
 import io.weir.persistence.PrincipalStore;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 import org.apache.pekko.http.javadsl.server.PathMatchers;
@@ -76,12 +82,11 @@ final class PrincipalRoutes extends JsonRoutes {
                                   String shape =
                                       "the body must be {\"id\": \"<1 to 64 of A-Z a-z 0-9 _ . @ ->\", \"administrator\": false,"
                                           + " \"groups\": [<1 to 64 of A-Z a-z 0-9 _ . @ ->...]}";
-                                  java.util.List<String> inGroups = new java.util.ArrayList<>();
+                                  List<String> inGroups = new ArrayList<>();
                                   boolean known = true;
                                   for (var it = object.fieldNames(); it.hasNext(); ) {
                                     known &=
-                                        java.util.Set.of("id", "administrator", "groups")
-                                            .contains(it.next());
+                                        Set.of("id", "administrator", "groups").contains(it.next());
                                   }
                                   if (groups != null
                                       && groups.isArray()
@@ -136,7 +141,7 @@ final class PrincipalRoutes extends JsonRoutes {
         root -> {
           long max = PrincipalStore.MAX_ROTATION_GRACE.toSeconds();
           String shape = "the body must be empty or {\"graceSeconds\": <0 to " + max + ">}";
-          java.time.Duration grace = principals.rotationGrace();
+          Duration grace = principals.rotationGrace();
           if (root != null) {
             if (!root.isObject()) {
               return error(ErrorCode.BAD_REQUEST, shape);
@@ -152,7 +157,7 @@ final class PrincipalRoutes extends JsonRoutes {
               return error(ErrorCode.BAD_REQUEST, shape);
             }
             if (seconds != null) {
-              grace = java.time.Duration.ofSeconds(seconds.asLong());
+              grace = Duration.ofSeconds(seconds.asLong());
             }
           }
           return onComplete(
@@ -182,7 +187,7 @@ final class PrincipalRoutes extends JsonRoutes {
           JsonNode field = object.get("field");
           String shape =
               "the body must be {\"collection\": \"<collection>\", \"grant\": one of "
-                  + new java.util.TreeSet<>(PrincipalStore.GRANTS)
+                  + new TreeSet<>(PrincipalStore.GRANTS)
                   + "} or {\"collection\", \"grant\": \"FieldRead\" | \"FieldUse\","
                   + " \"field\": \"<top-level field>\" (FieldUse also \"*\": every field that is not sensitive)}";
           if (collection == null
@@ -248,8 +253,8 @@ final class PrincipalRoutes extends JsonRoutes {
     out.put(
         "previousTokenValidUntil",
         p.previousValidUntil() == null ? null : p.previousValidUntil().toString());
-    out.put("grants", new java.util.TreeMap<>(p.grants()));
-    out.put("groups", new java.util.TreeSet<>(p.groups()));
+    out.put("grants", new TreeMap<>(p.grants()));
+    out.put("groups", new TreeSet<>(p.groups()));
     return out;
   }
 }

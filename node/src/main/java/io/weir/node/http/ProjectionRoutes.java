@@ -1,20 +1,29 @@
 package io.weir.node.http;
 
 import com.fasterxml.jackson.annotation.JsonProperty;
+import com.fasterxml.jackson.core.JsonParseException;
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonMappingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.MapperFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.cfg.CoercionAction;
+import com.fasterxml.jackson.databind.cfg.CoercionInputShape;
 import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
 import com.fasterxml.jackson.databind.json.JsonMapper;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.type.LogicalType;
 import io.weir.node.Documents;
 import io.weir.node.Projections;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.token.BatchToken;
 import io.weir.protocol.token.TokenSigner;
+import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.Partition;
+import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.BatchCommitted;
 import io.weir.sharding.partition.PartitionProtocol.BatchReceipt;
 import io.weir.sharding.partition.PartitionProtocol.ConsumerConfigured;
@@ -25,6 +34,7 @@ import io.weir.sharding.partition.PartitionProtocol.ConsumerView;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -33,6 +43,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Function;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.server.Route;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -67,7 +79,7 @@ final class ProjectionRoutes extends JsonRoutes {
    */
   static final ObjectMapper REQUESTS =
       JsonMapper.builder()
-          .enable(com.fasterxml.jackson.core.StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+          .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
           .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
           .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
           .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
@@ -75,19 +87,12 @@ final class ProjectionRoutes extends JsonRoutes {
           .disable(MapperFeature.ALLOW_COERCION_OF_SCALARS)
           // Text fields take text only: no number or boolean turned into a string.
           .withCoercionConfig(
-              com.fasterxml.jackson.databind.type.LogicalType.Textual,
+              LogicalType.Textual,
               c ->
-                  c.setCoercion(
-                          com.fasterxml.jackson.databind.cfg.CoercionInputShape.Integer,
-                          com.fasterxml.jackson.databind.cfg.CoercionAction.Fail)
-                      .setCoercion(
-                          com.fasterxml.jackson.databind.cfg.CoercionInputShape.Float,
-                          com.fasterxml.jackson.databind.cfg.CoercionAction.Fail)
-                      .setCoercion(
-                          com.fasterxml.jackson.databind.cfg.CoercionInputShape.Boolean,
-                          com.fasterxml.jackson.databind.cfg.CoercionAction.Fail))
-          .nodeFactory(
-              com.fasterxml.jackson.databind.node.JsonNodeFactory.withExactBigDecimals(true))
+                  c.setCoercion(CoercionInputShape.Integer, CoercionAction.Fail)
+                      .setCoercion(CoercionInputShape.Float, CoercionAction.Fail)
+                      .setCoercion(CoercionInputShape.Boolean, CoercionAction.Fail))
+          .nodeFactory(JsonNodeFactory.withExactBigDecimals(true))
           .build();
 
   record ConfigureRequest(
@@ -202,9 +207,9 @@ final class ProjectionRoutes extends JsonRoutes {
                 name != null && name.matches("[A-Za-z0-9_]{1,64}")
                     ? "unknown field " + name
                     : "the body has an unknown field");
-          } catch (com.fasterxml.jackson.core.JsonParseException e) {
+          } catch (JsonParseException e) {
             return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
-          } catch (java.io.IOException | RuntimeException e) {
+          } catch (IOException | RuntimeException e) {
             // Jackson's messages may quote the input: only the field path goes out.
             return error(
                 ErrorCode.BAD_REQUEST, "the body does not have the expected shape" + fieldPath(e));
@@ -217,10 +222,9 @@ final class ProjectionRoutes extends JsonRoutes {
   }
 
   private static String fieldPath(Exception e) {
-    if (e instanceof com.fasterxml.jackson.databind.JsonMappingException m
-        && !m.getPath().isEmpty()) {
+    if (e instanceof JsonMappingException m && !m.getPath().isEmpty()) {
       StringBuilder path = new StringBuilder();
-      for (com.fasterxml.jackson.databind.JsonMappingException.Reference r : m.getPath()) {
+      for (JsonMappingException.Reference r : m.getPath()) {
         if (r.getFieldName() != null && r.getFieldName().matches("[A-Za-z0-9_]{1,64}")) {
           path.append(path.length() == 0 ? "" : ".").append(r.getFieldName());
         } else if (r.getIndex() >= 0) {
@@ -258,14 +262,8 @@ final class ProjectionRoutes extends JsonRoutes {
     if (collections.stream().anyMatch(c -> c == null || !Documents.readableCollection(c))) {
       return error(ErrorCode.BAD_REQUEST, "collections are 1 to 128 of A-Z a-z 0-9 _ . -");
     }
-    if (kinds.stream()
-        .anyMatch(
-            k ->
-                k == null
-                    || !io.weir.sharding.partition.PartitionProtocol.ENTRY_KINDS.contains(k))) {
-      return error(
-          ErrorCode.BAD_REQUEST,
-          "kinds are among " + io.weir.sharding.partition.PartitionProtocol.ENTRY_KINDS);
+    if (kinds.stream().anyMatch(k -> k == null || !PartitionProtocol.ENTRY_KINDS.contains(k))) {
+      return error(ErrorCode.BAD_REQUEST, "kinds are among " + PartitionProtocol.ENTRY_KINDS);
     }
     if (r.startAfter() != null && r.startAfter() < 0) {
       return error(ErrorCode.BAD_REQUEST, "startAfter must not be negative");
@@ -343,7 +341,7 @@ final class ProjectionRoutes extends JsonRoutes {
         result -> {
           if (!result.isSuccess()) {
             Throwable t = unwrap(result.failed().get());
-            if (t instanceof io.weir.sharding.partition.OutboxReader.MissingEntries missing) {
+            if (t instanceof OutboxReader.MissingEntries missing) {
               return missingEntries(r, missing);
             }
             return unavailable(t);
@@ -373,13 +371,12 @@ final class ProjectionRoutes extends JsonRoutes {
    * released meanwhile: the partition is asked again, and the answer is then {@code stale-batch} or
    * {@code token-invalidated}. Only when nothing changed is it a hole: logged, 410.
    */
-  private Route missingEntries(
-      ReadRequest r, io.weir.sharding.partition.OutboxReader.MissingEntries missing) {
+  private Route missingEntries(ReadRequest r, OutboxReader.MissingEntries missing) {
     return onComplete(
         projections.consumer(r.partition(), r.consumer(), r.generation()),
         now -> {
           if (now.isSuccess()
-              && now.get() instanceof io.weir.sharding.partition.PartitionProtocol.ConsumerSpan span
+              && now.get() instanceof PartitionProtocol.ConsumerSpan span
               && span.consumer().checkpoint() != missing.after()) {
             return error(
                 ErrorCode.STALE_BATCH,
@@ -451,10 +448,9 @@ final class ProjectionRoutes extends JsonRoutes {
       throw new IllegalStateException("cannot encode a string", e);
     }
     return complete(
-        org.apache.pekko.http.javadsl.model.HttpResponse.create()
+        HttpResponse.create()
             .withEntity(
-                org.apache.pekko.http.javadsl.model.ContentTypes.APPLICATION_JSON,
-                out.toString().getBytes(StandardCharsets.UTF_8)));
+                ContentTypes.APPLICATION_JSON, out.toString().getBytes(StandardCharsets.UTF_8)));
   }
 
   private Route commit(CommitRequest r) {
@@ -667,8 +663,7 @@ final class ProjectionRoutes extends JsonRoutes {
           case INVALID -> ErrorCode.BAD_REQUEST;
         };
     String message = r.reason();
-    if (r.refusal()
-        == io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal.REVISION_CONFLICT) {
+    if (r.refusal() == PartitionProtocol.ConsumerRefusal.REVISION_CONFLICT) {
       message = message + " (the document has revision " + r.actualRevision() + ")";
     }
     return error(code, message);

@@ -1,7 +1,9 @@
 package io.weir.node.http;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import io.weir.node.metrics.RouteTemplates;
 import io.weir.protocol.ErrorCode;
+import java.io.IOException;
 import java.util.Set;
 import java.util.TreeSet;
 import org.apache.pekko.http.javadsl.model.HttpEntity;
@@ -101,12 +103,11 @@ public final class RequestLog {
       return UNSPECIFIED;
     }
     try {
-      com.fasterxml.jackson.databind.JsonNode error =
-          ProjectionRoutes.REQUESTS.readTree(strict.getData().toArray()).path("error");
+      JsonNode error = ProjectionRoutes.REQUESTS.readTree(strict.getData().toArray()).path("error");
       return error.isTextual() && REASONS.contains(error.textValue())
           ? error.textValue()
           : UNSPECIFIED;
-    } catch (java.io.IOException | RuntimeException e) {
+    } catch (IOException | RuntimeException e) {
       return UNSPECIFIED;
     }
   }

@@ -1,8 +1,10 @@
 package io.weir.node.metrics;
 
 import com.typesafe.config.Config;
+import com.typesafe.config.ConfigException;
 import io.weir.persistence.ConfigValues;
 import io.weir.persistence.SettingsException;
+import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -25,8 +27,7 @@ public record MetricsSettings(
       new MetricsSettings(true, Optional.empty(), false, 256);
 
   public static MetricsSettings create(Config config, String adminToken) {
-    ConfigValues v =
-        new ConfigValues(config, java.util.Map.of("weir.metrics.token", "WEIR_METRICS_TOKEN"));
+    ConfigValues v = new ConfigValues(config, Map.of("weir.metrics.token", "WEIR_METRICS_TOKEN"));
     String token = v.optionalString("weir.metrics.token");
     Optional<String> scrape = Optional.empty();
     if (token != null && !token.isEmpty()) {
@@ -47,7 +48,7 @@ public record MetricsSettings(
     int limit;
     try {
       limit = config.getInt("weir.metrics.per-partition-limit");
-    } catch (com.typesafe.config.ConfigException e) {
+    } catch (ConfigException e) {
       throw new SettingsException(
           "weir.metrics.per-partition-limit", "must be a whole number from 0");
     }
@@ -65,7 +66,7 @@ public record MetricsSettings(
   private static boolean bool(Config config, String key) {
     try {
       return config.getBoolean(key);
-    } catch (com.typesafe.config.ConfigException e) {
+    } catch (ConfigException e) {
       throw new SettingsException(key, "must be on or off");
     }
   }

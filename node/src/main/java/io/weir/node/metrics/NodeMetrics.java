@@ -13,6 +13,7 @@ import io.micrometer.core.instrument.binder.system.UptimeMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.util.EnumMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -100,7 +101,7 @@ public final class NodeMetrics implements AutoCloseable {
   }
 
   static String wire(Enum<?> e) {
-    return e.name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
+    return e.name().toLowerCase(Locale.ROOT).replace('_', '-');
   }
 
   /** Counters by an enum's values. */

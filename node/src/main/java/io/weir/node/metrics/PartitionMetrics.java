@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.function.ToLongFunction;
 
 /**
  * The partitions hosted by this node, as meters (see docs/metrics.md and ADR 0015).
@@ -31,8 +32,7 @@ import java.util.concurrent.TimeUnit;
  */
 public final class PartitionMetrics implements PartitionObserver {
   /** Values of the {@code source} label of {@code weir_partition_before_images_total}. */
-  public static final java.util.List<String> BEFORE_IMAGE_SOURCES =
-      java.util.List.of("memory", "table");
+  public static final List<String> BEFORE_IMAGE_SOURCES = List.of("memory", "table");
 
   static final Duration[] MARK_BUCKETS = {
     Duration.ofMillis(1), Duration.ofMillis(2), Duration.ofMillis(5), Duration.ofMillis(10),
@@ -167,8 +167,7 @@ public final class PartitionMetrics implements PartitionObserver {
     tables.put(partition, new Table(lagEvents, halted));
   }
 
-  private static double sum(
-      Map<Integer, Outbox> hosted, java.util.function.ToLongFunction<Outbox> f) {
+  private static double sum(Map<Integer, Outbox> hosted, ToLongFunction<Outbox> f) {
     long total = 0;
     for (Outbox o : hosted.values()) {
       total += f.applyAsLong(o);
@@ -259,7 +258,7 @@ public final class PartitionMetrics implements PartitionObserver {
   }
 
   private static double value(
-      Map<Integer, Outbox> hosted, int partition, java.util.function.ToLongFunction<Outbox> f) {
+      Map<Integer, Outbox> hosted, int partition, ToLongFunction<Outbox> f) {
     Outbox o = hosted.get(partition);
     return o == null ? 0 : f.applyAsLong(o);
   }

@@ -1,6 +1,7 @@
 package io.weir.node.tls;
 
 import com.typesafe.config.Config;
+import com.typesafe.config.ConfigException;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 import io.weir.persistence.ConfigValues;
@@ -122,7 +123,7 @@ public record ClusterTls(
     boolean hostnameVerification;
     try {
       hostnameVerification = config.getBoolean(hostnameVerificationKey);
-    } catch (com.typesafe.config.ConfigException e) {
+    } catch (ConfigException e) {
       throw new SettingsException(hostnameVerificationKey, "must be on or off");
     }
     ClusterTls tls =

@@ -1,5 +1,6 @@
 package io.weir.node.tls;
 
+import com.typesafe.config.Config;
 import io.weir.persistence.ConfigValues;
 import io.weir.persistence.SettingsException;
 import java.nio.file.Path;
@@ -32,7 +33,7 @@ public record HttpTls(Path keyStore, String keyStorePassword) {
    * Reads {@code weir.http.tls}; empty when no key store is set. The key store is opened and
    * checked here, so a node with an unusable one refuses to start.
    */
-  public static Optional<HttpTls> create(com.typesafe.config.Config config) {
+  public static Optional<HttpTls> create(Config config) {
     ConfigValues v = KeyStores.values(config);
     Path keyStore = KeyStores.path(v, KEY_STORE);
     String password = KeyStores.password(v, PASSWORD);

@@ -1,5 +1,6 @@
 package io.weir.node.tls;
 
+import com.typesafe.config.Config;
 import io.weir.persistence.ConfigValues;
 import io.weir.persistence.SettingsException;
 import java.io.IOException;
@@ -17,6 +18,7 @@ import java.security.cert.X509Certificate;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import javax.net.ssl.KeyManager;
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.TrustManager;
@@ -31,8 +33,8 @@ final class KeyStores {
   private KeyStores() {}
 
   /** The environment variables that set the TLS settings, for error messages. */
-  static final java.util.Map<String, String> ENV =
-      java.util.Map.of(
+  static final Map<String, String> ENV =
+      Map.of(
           "weir.http.tls.key-store", "WEIR_HTTP_TLS_KEY_STORE",
           "weir.http.tls.key-store-password", "WEIR_HTTP_TLS_KEY_STORE_PASSWORD",
           "weir.cluster.tls.key-store", "WEIR_CLUSTER_TLS_KEY_STORE",
@@ -50,7 +52,7 @@ final class KeyStores {
     return env == null ? "" : " (environment variable " + env + ")";
   }
 
-  static ConfigValues values(com.typesafe.config.Config config) {
+  static ConfigValues values(Config config) {
     return new ConfigValues(config, ENV);
   }
 

@@ -4,19 +4,25 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.weir.persistence.SafeErrors;
+import io.weir.protocol.CborSerializable;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.CdcEvent;
 import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.SlotIncarnation;
 import io.weir.protocol.cdc.SnapshotWatermark;
+import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.PgOutputDecodeException;
 import io.weir.protocol.pgoutput.PgOutputDecoder;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
@@ -24,15 +30,19 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 import javax.sql.DataSource;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.PostStop;
+import org.apache.pekko.actor.typed.eventstream.EventStream;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
@@ -44,8 +54,10 @@ import org.apache.pekko.stream.OverflowStrategy;
 import org.apache.pekko.stream.UniqueKillSwitch;
 import org.apache.pekko.stream.javadsl.Flow;
 import org.apache.pekko.stream.javadsl.Keep;
+import org.apache.pekko.stream.javadsl.RunnableGraph;
 import org.apache.pekko.stream.javadsl.Sink;
 import org.apache.pekko.stream.javadsl.Source;
+import org.slf4j.LoggerFactory;
 
 /**
  * Runs one CDC pipeline: slot -> pgoutput decoding -> transaction assembly and schema guard ->
@@ -88,10 +100,10 @@ public final class CdcPipeline {
    * halts {@code protocol-violation} with the exception's class and where it was thrown (never its
    * message, which may quote the stream) instead of restarting for ever.
    */
-  static <T> T guardProtocolStep(Lsn at, java.util.function.Supplier<T> step) {
+  static <T> T guardProtocolStep(Lsn at, Supplier<T> step) {
     try {
       return step.get();
-    } catch (PipelineHaltException | PgOutputDecodeException | java.io.UncheckedIOException e) {
+    } catch (PipelineHaltException | PgOutputDecodeException | UncheckedIOException e) {
       throw e;
     } catch (RuntimeException e) {
       StackTraceElement[] frames = e.getStackTrace();
@@ -137,7 +149,7 @@ public final class CdcPipeline {
    * @param message value-free explanation of the error
    */
   public record DropReply(PipelineStatus status, String error, String message)
-      implements io.weir.protocol.CborSerializable {}
+      implements CborSerializable {}
 
   private record DropDone(Throwable error, PipelineState previousState, ActorRef<DropReply> replyTo)
       implements Command {
@@ -172,7 +184,7 @@ public final class CdcPipeline {
    * @param message value-free explanation of the error
    */
   public record CheckReply(String pipeline, List<TableVerdict> tables, String error, String message)
-      implements io.weir.protocol.CborSerializable {
+      implements CborSerializable {
     public CheckReply {
       tables = List.copyOf(tables);
     }
@@ -186,7 +198,7 @@ public final class CdcPipeline {
    * @param message value-free explanation of the error
    */
   public record SnapshotReply(PipelineStatus status, String error, String message)
-      implements io.weir.protocol.CborSerializable {}
+      implements CborSerializable {}
 
   private record IncrementalBegun(long attempt, Throwable error, ActorRef<SnapshotReply> replyTo)
       implements Command {
@@ -438,7 +450,7 @@ public final class CdcPipeline {
                 return this;
               })
           .onSignal(
-              org.apache.pekko.actor.typed.PostStop.class,
+              PostStop.class,
               s -> {
                 stopped.set(true);
                 shutdownStream();
@@ -546,7 +558,7 @@ public final class CdcPipeline {
         sinkFailures = 0;
         snapshot = null;
         storedProgress = Optional.empty();
-        recordedShapes = java.util.Map.of();
+        recordedShapes = Map.of();
         done.replyTo().tell(new DropReply(status(), null, null));
         return this;
       }
@@ -607,12 +619,11 @@ public final class CdcPipeline {
       return CompletableFuture.allOf(
               apply.handle((v, e) -> null).toCompletableFuture(),
               connecting.handle((v, e) -> null).toCompletableFuture())
-          .completeOnTimeout(
-              null, QUIET_TIMEOUT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+          .completeOnTimeout(null, QUIET_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
     }
 
     /** This pipeline's spill directory, or null when it does not spill. */
-    private java.nio.file.Path spillDirectory() {
+    private Path spillDirectory() {
       StreamingSettings streaming = settings.streaming();
       return streaming.spills()
           ? SpillStore.pipelineDirectory(streaming.spillDirectory(), settings.name())
@@ -624,7 +635,7 @@ public final class CdcPipeline {
      * by more than the quiet wait). Blocking; before each connect.
      */
     private void cleanSpillDirectory() {
-      java.nio.file.Path dir = spillDirectory();
+      Path dir = spillDirectory();
       if (dir == null) {
         return;
       }
@@ -633,8 +644,8 @@ public final class CdcPipeline {
         if (stale > 0) {
           system.log().info("pipeline {}: deleted {} stale spill file(s)", settings.name(), stale);
         }
-      } catch (java.io.IOException e) {
-        throw new java.io.UncheckedIOException("cannot clean the spill directory", e);
+      } catch (IOException e) {
+        throw new UncheckedIOException("cannot clean the spill directory", e);
       }
     }
 
@@ -692,7 +703,7 @@ public final class CdcPipeline {
           ended = holders.endDownedHolder(sourceConn, settings.slot(), Duration.ofSeconds(10));
         } catch (SQLException e) {
           // Not allowed to signal it, say: the slot is waited for as without a takeover.
-          org.slf4j.LoggerFactory.getLogger(CdcPipeline.class)
+          LoggerFactory.getLogger(CdcPipeline.class)
               .warn(
                   "pipeline {}: taking slot {} over from a downed member failed ({}); waiting for"
                       + " the slot instead",
@@ -701,7 +712,7 @@ public final class CdcPipeline {
                   SafeErrors.describe(e));
         }
         if (ended != 0) {
-          org.slf4j.LoggerFactory.getLogger(CdcPipeline.class)
+          LoggerFactory.getLogger(CdcPipeline.class)
               .warn(
                   "pipeline {}: slot {} was held by the walsender (pid {}) of a cluster member that was"
                       + " downed; ended it to take the slot over",
@@ -782,7 +793,7 @@ public final class CdcPipeline {
       SnapshotTracker tracker = new SnapshotTracker("initial");
       snapshot = tracker;
       try {
-        List<io.weir.protocol.cdc.TableSchema> shapes =
+        List<TableSchema> shapes =
             new InitialSnapshot(
                     settings, source, sink, tracker, () -> attempt != myAttempt || stopped.get())
                 .run(exported);
@@ -794,7 +805,7 @@ public final class CdcPipeline {
             .get();
         slots.markSnapshot("done");
         tracker.finished("done");
-        tracker.log(org.slf4j.LoggerFactory.getLogger(CdcPipeline.class), settings.name());
+        tracker.log(LoggerFactory.getLogger(CdcPipeline.class), settings.name());
       } catch (Exception | Error e) {
         tracker.finished("failed");
         throw e;
@@ -907,13 +918,11 @@ public final class CdcPipeline {
       return out;
     }
 
-    private org.apache.pekko.stream.javadsl.RunnableGraph<
-            Pair<UniqueKillSwitch, CompletionStage<Done>>>
-        graph(
-            ReplicationConnection conn,
-            AtomicBoolean flowing,
-            SpillStore spill,
-            IncrementalSnapshot snapshots) {
+    private RunnableGraph<Pair<UniqueKillSwitch, CompletionStage<Done>>> graph(
+        ReplicationConnection conn,
+        AtomicBoolean flowing,
+        SpillStore spill,
+        IncrementalSnapshot snapshots) {
       PgOutputDecoder decoder = new PgOutputDecoder();
       TransactionAssembler assembler =
           new TransactionAssembler(
@@ -1065,7 +1074,7 @@ public final class CdcPipeline {
     /** Records table shapes first accepted in these (durably applied) transactions. */
     private void recordShapes(TransactionAssembler assembler, List<Transaction> txns) {
       for (Transaction t : txns) {
-        List<io.weir.protocol.cdc.TableSchema> shapes = assembler.takeAcceptedShapes(t);
+        List<TableSchema> shapes = assembler.takeAcceptedShapes(t);
         if (!shapes.isEmpty()) {
           // Off the stream thread. A failed write only means the next run re-records the shape;
           // the version guard keeps an older write from replacing a newer one.
@@ -1095,7 +1104,7 @@ public final class CdcPipeline {
               () -> {
                 try (Connection c = source.connect("weir-check")) {
                   return PublishedTable.list(c, settings.publications());
-                } catch (java.sql.SQLException e) {
+                } catch (SQLException e) {
                   throw new CompletionException(e);
                 }
               },
@@ -1373,7 +1382,7 @@ public final class CdcPipeline {
         system
             .eventStream()
             .tell(
-                new org.apache.pekko.actor.typed.eventstream.EventStream.Publish<>(
+                new EventStream.Publish<>(
                     new SpillLimitExceeded(settings.name(), settings.streaming().maxSpillBytes())));
       }
     }
@@ -1438,12 +1447,11 @@ public final class CdcPipeline {
     private volatile Optional<IncrementalSnapshot.Progress> storedProgress = Optional.empty();
     private static final Duration QUIET_TIMEOUT = Duration.ofSeconds(60);
     private final AtomicBoolean stopped = new AtomicBoolean(false);
-    private final java.util.concurrent.atomic.AtomicReference<CompletableFuture<?>> inFlight =
-        new java.util.concurrent.atomic.AtomicReference<>(CompletableFuture.completedFuture(null));
+    private final AtomicReference<CompletableFuture<?>> inFlight =
+        new AtomicReference<>(CompletableFuture.completedFuture(null));
     private CompletableFuture<?> previousConnect = CompletableFuture.completedFuture(null);
     private AtomicBoolean acknowledgedInRun;
-    private volatile java.util.Map<Long, io.weir.protocol.cdc.TableSchema> recordedShapes =
-        java.util.Map.of();
+    private volatile Map<Long, TableSchema> recordedShapes = Map.of();
     private final RelationStore relations;
 
     /** The state as the status shows it; safe to call from any thread. */

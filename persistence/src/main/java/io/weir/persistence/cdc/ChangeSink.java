@@ -5,6 +5,7 @@ import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Transaction;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 
 /**
@@ -62,7 +63,7 @@ public interface ChangeSink extends AutoCloseable {
    * not yet acknowledged. Message contents are user bytes: never log them.
    */
   default CompletionStage<Void> onMessage(CdcMessage message) {
-    return java.util.concurrent.CompletableFuture.failedFuture(
+    return CompletableFuture.failedFuture(
         SinkException.permanent("this sink does not take logical messages", null));
   }
 
@@ -110,7 +111,7 @@ public interface ChangeSink extends AutoCloseable {
    * with each other or with {@link #apply}.
    */
   default CompletionStage<Void> applySnapshot(SnapshotChunk chunk) {
-    return java.util.concurrent.CompletableFuture.failedFuture(
+    return CompletableFuture.failedFuture(
         SinkException.permanent("this sink cannot be seeded from a snapshot", null));
   }
 
@@ -121,7 +122,7 @@ public interface ChangeSink extends AutoCloseable {
    * (and applied), every earlier one is in the snapshot.
    */
   default CompletionStage<Void> completeSnapshot(Lsn handOff) {
-    return java.util.concurrent.CompletableFuture.failedFuture(
+    return CompletableFuture.failedFuture(
         SinkException.permanent("this sink cannot be seeded from a snapshot", null));
   }
 
@@ -131,7 +132,7 @@ public interface ChangeSink extends AutoCloseable {
    * anything. The default takes every change as delivered.
    */
   default CompletionStage<List<TableVerdict>> check(List<PublishedTable> tables) {
-    return java.util.concurrent.CompletableFuture.completedFuture(
+    return CompletableFuture.completedFuture(
         tables.stream()
             .map(
                 t ->
@@ -167,7 +168,7 @@ public interface ChangeSink extends AutoCloseable {
    * {@link #storesSnapshotProgress}.
    */
   default CompletionStage<Optional<String>> snapshotProgress() {
-    return java.util.concurrent.CompletableFuture.completedFuture(Optional.empty());
+    return CompletableFuture.completedFuture(Optional.empty());
   }
 
   /**
@@ -180,7 +181,7 @@ public interface ChangeSink extends AutoCloseable {
    * forget (checkpoints in {@code cdc_checkpoint}, or keyed by the slot incarnation).
    */
   default CompletionStage<Void> forget(String pipeline) {
-    return java.util.concurrent.CompletableFuture.completedFuture(null);
+    return CompletableFuture.completedFuture(null);
   }
 
   /**

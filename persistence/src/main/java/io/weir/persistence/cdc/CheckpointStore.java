@@ -77,8 +77,7 @@ public final class CheckpointStore {
    * Stores incremental snapshot progress (empty clears it). Without a checkpoint row yet, one is
    * created at LSN 0/0, which confirms nothing and skips nothing.
    */
-  public void writeProgress(
-      String pipeline, io.weir.protocol.cdc.SlotIncarnation incarnation, Optional<String> progress)
+  public void writeProgress(String pipeline, SlotIncarnation incarnation, Optional<String> progress)
       throws SQLException {
     try (Connection c = dataSource.getConnection();
         PreparedStatement ps =

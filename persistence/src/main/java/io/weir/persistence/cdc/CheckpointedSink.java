@@ -2,6 +2,7 @@ package io.weir.persistence.cdc;
 
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.SlotIncarnation;
 import io.weir.protocol.cdc.Transaction;
 import java.sql.SQLException;
@@ -12,6 +13,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -48,8 +50,7 @@ public final class CheckpointedSink implements ChangeSink {
   private final Object storeLock = new Object();
 
   /** Store calls retried after a transient fault, since this sink was made. */
-  private final java.util.concurrent.atomic.AtomicLong storeRetries =
-      new java.util.concurrent.atomic.AtomicLong();
+  private final AtomicLong storeRetries = new AtomicLong();
 
   /** A store failure on the timer, reported by the next {@link #apply} or {@link #durableNow}. */
   private volatile RuntimeException delayedFailure;
@@ -113,7 +114,7 @@ public final class CheckpointedSink implements ChangeSink {
   }
 
   @Override
-  public CompletionStage<Void> onMessage(io.weir.protocol.cdc.CdcMessage message) {
+  public CompletionStage<Void> onMessage(CdcMessage message) {
     return delivery.deliverMessage(message);
   }
 

@@ -1,6 +1,8 @@
 package io.weir.persistence.cdc;
 
+import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Transaction;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 
 /**
@@ -23,8 +25,8 @@ public interface DeliverySink extends AutoCloseable {
   }
 
   /** A non-transactional logical message; at-least-once. */
-  default CompletionStage<Void> deliverMessage(io.weir.protocol.cdc.CdcMessage message) {
-    return java.util.concurrent.CompletableFuture.failedFuture(
+  default CompletionStage<Void> deliverMessage(CdcMessage message) {
+    return CompletableFuture.failedFuture(
         SinkException.permanent("this sink does not take logical messages", null));
   }
 
@@ -38,7 +40,7 @@ public interface DeliverySink extends AutoCloseable {
    * firstForTable}); complete once durable. The progress token is kept by the checkpoint store.
    */
   default CompletionStage<Void> deliverSnapshot(SnapshotChunk chunk) {
-    return java.util.concurrent.CompletableFuture.failedFuture(
+    return CompletableFuture.failedFuture(
         SinkException.permanent("this sink cannot be seeded from a snapshot", null));
   }
 

@@ -9,6 +9,7 @@ import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.TupleData;
 import java.sql.Connection;
+import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -585,7 +586,7 @@ final class IncrementalSnapshot implements AutoCloseable {
       Properties props = source.properties("weir-incremental-snapshot");
       // Text results only: values must be the type output functions' text, as pgoutput sends them.
       PGProperty.BINARY_TRANSFER.set(props, "false");
-      connection = java.sql.DriverManager.getConnection(source.url(), props);
+      connection = DriverManager.getConnection(source.url(), props);
     }
     return connection;
   }

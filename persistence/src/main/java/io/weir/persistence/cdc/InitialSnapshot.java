@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.function.BooleanSupplier;
 import org.postgresql.PGConnection;
@@ -165,7 +166,7 @@ final class InitialSnapshot {
       if (cause instanceof RuntimeException r) {
         throw r;
       }
-      throw new java.util.concurrent.CompletionException(cause);
+      throw new CompletionException(cause);
     }
   }
 }

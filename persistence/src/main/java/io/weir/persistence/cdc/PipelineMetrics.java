@@ -2,10 +2,13 @@ package io.weir.persistence.cdc;
 
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -43,7 +46,7 @@ public final class PipelineMetrics {
    * state}.
    */
   public static final List<String> STATES =
-      java.util.Arrays.stream(PipelineState.values()).map(PipelineState::wire).toList();
+      Arrays.stream(PipelineState.values()).map(PipelineState::wire).toList();
 
   private final MeterRegistry registry;
   private final String pipeline;
@@ -118,7 +121,7 @@ public final class PipelineMetrics {
    * their singleton, or the node shuts down), so its gauges would report a stale run.
    */
   void close() {
-    for (io.micrometer.core.instrument.Meter m : List.copyOf(registry.getMeters())) {
+    for (Meter m : List.copyOf(registry.getMeters())) {
       if (pipeline.equals(m.getId().getTag("pipeline"))
           && m.getId().getName().startsWith("weir.cdc.")) {
         registry.remove(m);
@@ -135,7 +138,7 @@ public final class PipelineMetrics {
     transactions.increment(batch.size());
     // Per-table counts come with each transaction (its changes may be a single-pass sequence that
     // the sink has consumed); touch each counter once per batch.
-    Map<TableSchema, long[]> counts = new java.util.HashMap<>();
+    Map<TableSchema, long[]> counts = new HashMap<>();
     for (Transaction t : batch) {
       t.rowsByTable()
           .forEach((table, n) -> counts.computeIfAbsent(table, k -> new long[1])[0] += n);

@@ -3,6 +3,7 @@ package io.weir.persistence.cdc;
 import io.weir.persistence.Identifiers;
 import java.time.Duration;
 import java.util.List;
+import java.util.Objects;
 
 /**
  * Settings of one CDC pipeline.
@@ -61,7 +62,7 @@ public record PipelineSettings(
   public PipelineSettings {
     publications = List.copyOf(publications);
     excludedSchemas = List.copyOf(excludedSchemas);
-    java.util.Objects.requireNonNull(streaming, "streaming");
+    Objects.requireNonNull(streaming, "streaming");
   }
 
   /** Defaults for everything but names. */

@@ -1,5 +1,7 @@
 package io.weir.persistence.cdc;
 
+import io.weir.protocol.CborSerializable;
+
 /**
  * A pipeline's state for operators. Every field is value-free.
  *
@@ -25,4 +27,4 @@ public record PipelineStatus(
     int restarts,
     String incarnation,
     SnapshotStatus snapshot)
-    implements io.weir.protocol.CborSerializable {}
+    implements CborSerializable {}

@@ -9,11 +9,15 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -203,7 +207,7 @@ public final class ReplicationConnection implements AutoCloseable {
           try {
             return read(max, maxWait);
           } catch (SQLException e) {
-            throw new java.util.concurrent.CompletionException(e);
+            throw new CompletionException(e);
           }
         },
         io);
@@ -258,10 +262,10 @@ public final class ReplicationConnection implements AutoCloseable {
     private boolean openTransaction;
     private boolean inStreamBlock;
     private long blockXid;
-    private final java.util.Set<Long> openStreams = new java.util.HashSet<>();
+    private final Set<Long> openStreams = new HashSet<>();
     // Streamed transactions that carried a data message: only those are delivered (PostgreSQL 15
     // streams transactions whose changes the publications filter out entirely, as empty blocks).
-    private final java.util.Set<Long> streamsWithData = new java.util.HashSet<>();
+    private final Set<Long> streamsWithData = new HashSet<>();
 
     Tracker(long start) {
       this.lastCommitEnd = start;
@@ -380,7 +384,7 @@ public final class ReplicationConnection implements AutoCloseable {
           },
           wait,
           TimeUnit.NANOSECONDS);
-    } catch (java.util.concurrent.RejectedExecutionException closing) {
+    } catch (RejectedExecutionException closing) {
       promptStatusScheduled = false;
     }
   }

@@ -1,8 +1,10 @@
 package io.weir.persistence.cdc;
 
+import io.weir.persistence.Identifiers;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.SlotIncarnation;
 import java.math.BigDecimal;
+import java.nio.charset.StandardCharsets;
 import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -14,6 +16,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
+import java.util.regex.Pattern;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -38,7 +41,7 @@ public final class SlotManager {
   public SlotManager(PipelineSettings settings, DataSource stateStore, String stateSchema) {
     this.settings = settings;
     this.stateStore = stateStore;
-    this.stateSchema = io.weir.persistence.Identifiers.require("schema name", stateSchema);
+    this.stateSchema = Identifiers.require("schema name", stateSchema);
   }
 
   /** What the source server says about the pipeline's environment. */
@@ -244,7 +247,7 @@ public final class SlotManager {
         return null;
       }
       byte[] content = rs.getBytes("content");
-      return content == null ? null : new String(content, java.nio.charset.StandardCharsets.UTF_8);
+      return content == null ? null : new String(content, StandardCharsets.UTF_8);
     }
   }
 
@@ -366,8 +369,7 @@ public final class SlotManager {
    * that created the slot stays open and runs no other command.
    */
   public record ExportedSnapshot(String name, Lsn consistentPoint) {
-    private static final java.util.regex.Pattern SHAPE =
-        java.util.regex.Pattern.compile("[0-9A-Fa-f]+(-[0-9A-Fa-f]+){1,2}");
+    private static final Pattern SHAPE = Pattern.compile("[0-9A-Fa-f]+(-[0-9A-Fa-f]+){1,2}");
 
     public ExportedSnapshot {
       if (!SHAPE.matcher(name).matches()) {

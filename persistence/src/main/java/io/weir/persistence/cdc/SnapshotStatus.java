@@ -1,5 +1,7 @@
 package io.weir.persistence.cdc;
 
+import io.weir.protocol.CborSerializable;
+
 /**
  * Progress of a pipeline's snapshot, for operators. Value-free: table names and counts only.
  *
@@ -23,4 +25,4 @@ public record SnapshotStatus(
     long rowsEstimated,
     String table,
     long elapsedMillis)
-    implements io.weir.protocol.CborSerializable {}
+    implements CborSerializable {}

@@ -1,5 +1,6 @@
 package io.weir.persistence.cdc;
 
+import io.weir.persistence.Identifiers;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
@@ -79,9 +80,9 @@ public final class SpillStore implements AutoCloseable {
    *     an allow-listed identifier (it becomes a path element; this runs before the connect checks)
    */
   public static Path pipelineDirectory(Path spillDirectory, String pipeline) {
-    if (!io.weir.persistence.Identifiers.isValid(pipeline)) {
+    if (!Identifiers.isValid(pipeline)) {
       throw new PipelineHaltException(
-          HaltReason.INVALID_IDENTIFIER, "pipeline name " + io.weir.persistence.Identifiers.SHAPE);
+          HaltReason.INVALID_IDENTIFIER, "pipeline name " + Identifiers.SHAPE);
     }
     return spillDirectory.resolve(pipeline);
   }

@@ -1,5 +1,7 @@
 package io.weir.persistence.cdc;
 
+import io.weir.protocol.CborSerializable;
+
 /**
  * What a pipeline's sink would do with one published table.
  *
@@ -10,7 +12,7 @@ package io.weir.persistence.cdc;
  * @param detail value-free: names tables, columns and settings, and for a refusal what to do
  */
 public record TableVerdict(String table, String handling, String reason, String detail)
-    implements io.weir.protocol.CborSerializable {
+    implements CborSerializable {
 
   public static TableVerdict handled(String table, TableHandling handling, String detail) {
     return new TableVerdict(table, handling.wire(), null, detail);

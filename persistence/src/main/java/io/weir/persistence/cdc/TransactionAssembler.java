@@ -11,7 +11,9 @@ import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.pgoutput.MessageType;
 import io.weir.protocol.pgoutput.PgOutputMessage;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
@@ -86,7 +88,7 @@ public final class TransactionAssembler {
   // Shapes first accepted in a transaction, to record once it is applied. Identity-keyed and
   // thread-safe: the sink stage takes them out on another thread.
   private final Map<Transaction, List<TableSchema>> acceptedShapes =
-      java.util.Collections.synchronizedMap(new IdentityHashMap<>());
+      Collections.synchronizedMap(new IdentityHashMap<>());
 
   /**
    * Protocol 1 only: stream messages are a protocol violation.
@@ -215,7 +217,7 @@ public final class TransactionAssembler {
           if (!open) {
             throw protocol("a change arrived outside a transaction");
           }
-          watermark = new String(m.contentBytes(), java.nio.charset.StandardCharsets.UTF_8);
+          watermark = new String(m.contentBytes(), StandardCharsets.UTF_8);
         } else if (messages) {
           add(toChange(m, null));
         }

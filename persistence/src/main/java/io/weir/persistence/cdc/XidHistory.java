@@ -1,5 +1,7 @@
 package io.weir.persistence.cdc;
 
+import java.util.Arrays;
+
 /**
  * Transaction ids the pipeline delivered recently, to check that a snapshot taken for an
  * incremental chunk already sees all of them. A commit is decoded as soon as its WAL is written, a
@@ -87,7 +89,7 @@ final class XidHistory {
       long[] xip =
           parts[2].isEmpty()
               ? new long[0]
-              : java.util.Arrays.stream(parts[2].split(",")).mapToLong(Long::parseLong).toArray();
+              : Arrays.stream(parts[2].split(",")).mapToLong(Long::parseLong).toArray();
       return new PgSnapshot(Long.parseLong(parts[0]), Long.parseLong(parts[1]), xip);
     }
 

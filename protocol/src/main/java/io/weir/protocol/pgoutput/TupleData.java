@@ -2,6 +2,7 @@ package io.weir.protocol.pgoutput;
 
 import io.weir.protocol.pgoutput.PgOutputDecodeException.Reason;
 import io.weir.protocol.pgoutput.PgOutputMessage.Relation;
+import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
@@ -69,7 +70,7 @@ public final class TupleData {
    * and {@code 'n'} columns.
    */
   public static TupleData ofText(String... values) {
-    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
     byte[] kinds = new byte[values.length];
     int[] starts = new int[values.length];
     int[] lengths = new int[values.length];

@@ -1,5 +1,6 @@
 package io.weir.protocol.token;
 
+import java.io.IOException;
 import java.util.Objects;
 
 /**
@@ -50,7 +51,7 @@ public record BatchToken(
           long start = in.readLong();
           long end = in.readLong();
           if (start < 0 || end < start) {
-            throw new java.io.IOException("positions out of order");
+            throw new IOException("positions out of order");
           }
           return new BatchToken(incarnation, partition, consumer, generation, start, end);
         });

@@ -1,5 +1,6 @@
 package io.weir.protocol.token;
 
+import java.io.IOException;
 import java.util.Objects;
 
 /**
@@ -36,7 +37,7 @@ public record ReplayToken(String subscription, long sequence) {
           String subscription = in.readUTF();
           long sequence = in.readLong();
           if (sequence < 0) {
-            throw new java.io.IOException("sequence out of range");
+            throw new IOException("sequence out of range");
           }
           return new ReplayToken(subscription, sequence);
         });

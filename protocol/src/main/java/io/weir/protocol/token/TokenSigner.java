@@ -9,6 +9,7 @@ import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
 import java.util.Base64;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
@@ -232,7 +233,7 @@ public final class TokenSigner {
       if (tag != kind.tag) {
         throw new InvalidToken(
             Failure.WRONG_KIND,
-            "the token is not a " + kind.name().toLowerCase(java.util.Locale.ROOT) + " token");
+            "the token is not a " + kind.name().toLowerCase(Locale.ROOT) + " token");
       }
       if (fencedKey) {
         throw new InvalidToken(

@@ -5,6 +5,7 @@ import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import io.weir.sharding.partition.PartitionSharding;
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -43,8 +44,8 @@ public interface PartitionChannel {
    * pool; with fewer than 3 cores that pool has no threads and Java starts a new thread per
    * callback (thousands per second under CDC load).
    */
-  static <T> java.util.concurrent.CompletableFuture<T> direct(CompletionStage<T> stage) {
-    java.util.concurrent.CompletableFuture<T> out = new java.util.concurrent.CompletableFuture<>();
+  static <T> CompletableFuture<T> direct(CompletionStage<T> stage) {
+    CompletableFuture<T> out = new CompletableFuture<>();
     stage.whenCompleteAsync(
         (v, e) -> {
           if (e != null) {

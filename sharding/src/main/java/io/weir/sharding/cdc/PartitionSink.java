@@ -19,6 +19,7 @@ import io.weir.protocol.partition.Partitioning;
 import io.weir.protocol.pgoutput.OldTupleKind;
 import io.weir.protocol.pgoutput.ReplicaIdentity;
 import io.weir.protocol.pgoutput.TupleData;
+import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
@@ -34,6 +35,7 @@ import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.StorageGate;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -43,6 +45,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -743,7 +746,7 @@ public final class PartitionSink implements ChangeSink {
     private void check(int partition, FrameReply reply, Throwable error) {
       if (error != null) {
         Throwable cause =
-            error instanceof java.util.concurrent.CompletionException && error.getCause() != null
+            error instanceof CompletionException && error.getCause() != null
                 ? error.getCause()
                 : error;
         fail(
@@ -770,17 +773,16 @@ public final class PartitionSink implements ChangeSink {
         fail(
             SinkException.transientFailure(
                 "partition " + partition + " missed a slice (gap)", null));
-      } else if (reply instanceof io.weir.sharding.partition.PartitionProtocol.StorageRefused s) {
+      } else if (reply instanceof PartitionProtocol.StorageRefused s) {
         fail(
             SinkException.transientFailure(
                 "partition "
                     + partition
                     + ": the storage keeps "
-                    + new io.weir.sharding.partition.StorageGate.Refusal(s.copies(), s.required())
-                        .describe()
+                    + new StorageGate.Refusal(s.copies(), s.required()).describe()
                     + "; paused until the copies are back",
                 null));
-      } else if (reply instanceof io.weir.sharding.partition.PartitionProtocol.StorageBehind) {
+      } else if (reply instanceof PartitionProtocol.StorageBehind) {
         fail(
             SinkException.transientFailure(
                 "partition "
@@ -811,7 +813,7 @@ public final class PartitionSink implements ChangeSink {
     }
 
     private String describe(FrameReply reply) {
-      if (reply instanceof io.weir.sharding.partition.PartitionProtocol.Rejected r) {
+      if (reply instanceof PartitionProtocol.Rejected r) {
         return r.reason();
       }
       return reply.getClass().getSimpleName();

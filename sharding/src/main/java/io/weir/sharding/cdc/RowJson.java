@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.io.StringWriter;
 import java.io.UncheckedIOException;
 import java.math.BigDecimal;
+import java.time.LocalDate;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.Base64;
@@ -114,7 +115,7 @@ public final class RowJson {
     int nano = t.getNano();
     long day = Math.floorDiv(epochSecond, 86_400L);
     int secondOfDay = (int) Math.floorMod(epochSecond, 86_400L);
-    java.time.LocalDate date = java.time.LocalDate.ofEpochDay(day);
+    LocalDate date = LocalDate.ofEpochDay(day);
     int year = date.getYear();
     if (year < 0 || year > 9_999) {
       return t.withOffsetSameInstant(ZoneOffset.UTC).toString();

@@ -1,16 +1,20 @@
 package io.weir.sharding.continuous;
 
+import com.typesafe.config.ConfigFactory;
 import io.weir.sharding.continuous.ContinuousSession.AppendReply;
 import io.weir.sharding.continuous.ContinuousSession.Command;
 import io.weir.sharding.continuous.ContinuousSession.Entry;
 import io.weir.sharding.continuous.ContinuousSession.LogState;
 import io.weir.sharding.partition.JournalPruner;
+import io.weir.sharding.partition.ServerOrigin;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityRef;
@@ -64,7 +68,7 @@ public final class ContinuousLog {
             Entity.of(
                     ContinuousSession.TYPE_KEY,
                     ctx ->
-                        io.weir.sharding.partition.ServerOrigin.guard(
+                        ServerOrigin.guard(
                             ContinuousSession.create(ctx.getEntityId(), snapshotEvery),
                             Command.class,
                             role))
@@ -73,8 +77,8 @@ public final class ContinuousLog {
                 // leaves memory;
                 // the next ask recovers it from its snapshot.
                 .withSettings(
-                    org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings.fromConfig(
-                        com.typesafe.config.ConfigFactory.parseString(
+                    ClusterShardingSettings.fromConfig(
+                        ConfigFactory.parseString(
                                 "passivation { strategy = default-idle-strategy\n"
                                     + "default-idle-strategy.idle-entity.timeout = "
                                     + IDLE.toSeconds()
@@ -130,7 +134,7 @@ public final class ContinuousLog {
                 }),
             system)
         .toCompletableFuture()
-        .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)
+        .orTimeout(timeout.toMillis(), TimeUnit.MILLISECONDS)
         .thenApply(List::copyOf);
   }
 

@@ -4,10 +4,13 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.NotSerializableException;
 import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.pekko.actor.ExtendedActorSystem;
 import org.apache.pekko.serialization.SerializerWithStringManifest;
 
@@ -38,7 +41,7 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
   static final JsonFactory JSON =
       JsonFactory.builder()
           .streamReadConstraints(
-              com.fasterxml.jackson.core.StreamReadConstraints.builder()
+              StreamReadConstraints.builder()
                   .maxStringLength(Integer.MAX_VALUE)
                   .maxNumberLength(Integer.MAX_VALUE)
                   .maxDocumentLength(-1)
@@ -117,7 +120,7 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
       String data = null;
       Long last = null;
       String lsn = null;
-      java.util.List<ContinuousSession.Row> rows = null;
+      List<ContinuousSession.Row> rows = null;
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String field = p.currentName();
         JsonToken value = p.nextToken();
@@ -161,12 +164,12 @@ public final class ContinuousLogSerializer extends SerializerWithStringManifest 
     }
   }
 
-  private static java.util.List<ContinuousSession.Row> rows(JsonParser p, JsonToken value)
+  private static List<ContinuousSession.Row> rows(JsonParser p, JsonToken value)
       throws IOException {
     if (value != JsonToken.START_ARRAY) {
       throw new NotSerializableException("continuous session field rows is not an array");
     }
-    java.util.List<ContinuousSession.Row> rows = new java.util.ArrayList<>();
+    List<ContinuousSession.Row> rows = new ArrayList<>();
     while (p.nextToken() == JsonToken.START_ARRAY) {
       String key = text(p, p.nextToken(), "rows");
       String row = text(p, p.nextToken(), "rows");

@@ -11,6 +11,7 @@ import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.persistence.typed.SnapshotAdapter;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
 import org.apache.pekko.persistence.typed.javadsl.Effect;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
@@ -325,8 +326,8 @@ public final class ContinuousSession
   }
 
   @Override
-  public org.apache.pekko.persistence.typed.SnapshotAdapter<State> snapshotAdapter() {
-    return new org.apache.pekko.persistence.typed.SnapshotAdapter<>() {
+  public SnapshotAdapter<State> snapshotAdapter() {
+    return new SnapshotAdapter<>() {
       @Override
       public Object toJournal(State state) {
         return new Snapshot(state.last, state.lsn, state.result);

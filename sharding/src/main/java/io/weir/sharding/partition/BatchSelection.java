@@ -1,5 +1,6 @@
 package io.weir.sharding.partition;
 
+import io.weir.protocol.Utf8;
 import io.weir.sharding.partition.PartitionProtocol.ConsumerView;
 import java.util.ArrayList;
 import java.util.List;
@@ -73,6 +74,6 @@ public final class BatchSelection {
   }
 
   private static long utf8(String s) {
-    return io.weir.protocol.Utf8.length(s);
+    return Utf8.length(s);
   }
 }

@@ -1,6 +1,7 @@
 package io.weir.sharding.partition;
 
 import io.weir.sharding.partition.PartitionProtocol.Document;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletionStage;
@@ -18,7 +19,7 @@ public interface DocumentTable {
    * How long an idle partition waits before it applies what it persisted, so that events arriving
    * meanwhile share one apply (ADR 0035): 200 ms for a table in PostgreSQL.
    */
-  default java.time.Duration applyDelay() {
+  default Duration applyDelay() {
     return TableWriter.APPLY_DELAY;
   }
 

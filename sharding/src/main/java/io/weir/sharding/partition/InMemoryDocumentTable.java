@@ -1,6 +1,7 @@
 package io.weir.sharding.partition;
 
 import io.weir.sharding.partition.PartitionProtocol.Document;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -18,8 +19,8 @@ import java.util.concurrent.CompletionStage;
 public final class InMemoryDocumentTable implements DocumentTable {
   /** An apply in memory costs nothing: nothing to gather, so an idle partition applies at once. */
   @Override
-  public java.time.Duration applyDelay() {
-    return java.time.Duration.ofMillis(1);
+  public Duration applyDelay() {
+    return Duration.ofMillis(1);
   }
 
   private static final class Rows {

@@ -20,6 +20,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.TreeMap;
 
 /**
@@ -146,10 +147,10 @@ final class LegacySnapshotDecoder {
   }
 
   /** A map read whole (small: everything but the documents); empty for null. */
-  private static <T extends java.util.Map<?, ?>> T read(JsonParser p, TypeReference<T> type)
+  private static <T extends Map<?, ?>> T read(JsonParser p, TypeReference<T> type)
       throws IOException {
     T value = p.currentToken() == JsonToken.VALUE_NULL ? null : CBOR.readValue(p, type);
-    return value != null ? value : CBOR.convertValue(java.util.Map.of(), type);
+    return value != null ? value : CBOR.convertValue(Map.of(), type);
   }
 
   private static void expect(JsonToken actual, JsonToken expected) throws IOException {

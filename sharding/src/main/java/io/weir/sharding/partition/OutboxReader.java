@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
@@ -224,13 +225,13 @@ public final class OutboxReader {
    * Outbox entries of the journal events {@code from} to {@code to}, by event sequence number (in
    * order).
    */
-  private CompletionStage<java.util.TreeMap<Long, List<Partition.OutboxEntry>>> query(
+  private CompletionStage<TreeMap<Long, List<Partition.OutboxEntry>>> query(
       int partition, long from, long to) {
     return journal
         .currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
         .runWith(
             Sink.fold(
-                new java.util.TreeMap<Long, List<Partition.OutboxEntry>>(),
+                new TreeMap<Long, List<Partition.OutboxEntry>>(),
                 (acc, envelope) -> {
                   List<Partition.OutboxEntry> entries = new ArrayList<>();
                   if (envelope.event() instanceof Partition.Written w) {

@@ -1,6 +1,9 @@
 package io.weir.sharding.partition;
 
+import com.fasterxml.jackson.annotation.JsonCreator;
+import com.fasterxml.jackson.annotation.JsonProperty;
 import io.weir.persistence.SafeErrors;
+import io.weir.persistence.StorageSystem;
 import io.weir.protocol.CborSerializable;
 import io.weir.protocol.Utf8;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
@@ -24,17 +27,25 @@ import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import io.weir.sharding.storage.AckMark;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
+import java.util.regex.Pattern;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -135,7 +146,7 @@ public final class Partition
   private StorageCheck storageCheck = StorageCheck.CHECKING;
 
   /** The storage the journal was checked against after recovery (null: unknown or not yet). */
-  private io.weir.persistence.StorageSystem checkedOn;
+  private StorageSystem checkedOn;
 
   /** The acknowledged mark as this partition last read or raised it. */
   private AckMark mark = AckMark.NONE;
@@ -382,10 +393,9 @@ public final class Partition
     public long events;
     public long eventBytes;
 
-    @com.fasterxml.jackson.annotation.JsonCreator
+    @JsonCreator
     public SnapshotMark(
-        @com.fasterxml.jackson.annotation.JsonProperty("events") long events,
-        @com.fasterxml.jackson.annotation.JsonProperty("eventBytes") long eventBytes) {
+        @JsonProperty("events") long events, @JsonProperty("eventBytes") long eventBytes) {
       this.events = events;
       this.eventBytes = eventBytes;
     }
@@ -542,8 +552,7 @@ public final class Partition
   /** Collections one consumer filter names at most. */
   static final int MAX_FILTER_COLLECTIONS = 64;
 
-  private static final java.util.regex.Pattern CONSUMER_NAME =
-      java.util.regex.Pattern.compile("[A-Za-z0-9_.-]{1,64}");
+  private static final Pattern CONSUMER_NAME = Pattern.compile("[A-Za-z0-9_.-]{1,64}");
 
   public static boolean validConsumerName(String name) {
     return name != null && CONSUMER_NAME.matcher(name).matches();
@@ -556,12 +565,11 @@ public final class Partition
    */
   static String effectsDigest(List<Mutation> effects) {
     try {
-      java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
-      java.nio.ByteBuffer number = java.nio.ByteBuffer.allocate(8);
+      MessageDigest sha = MessageDigest.getInstance("SHA-256");
+      ByteBuffer number = ByteBuffer.allocate(8);
       java.util.function.Consumer<String> text =
           t -> {
-            byte[] b =
-                t == null ? new byte[0] : t.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            byte[] b = t == null ? new byte[0] : t.getBytes(StandardCharsets.UTF_8);
             sha.update(number.clear().putLong(t == null ? -1 : b.length).array());
             sha.update(b);
           };
@@ -577,8 +585,8 @@ public final class Partition
           sha.update(number.clear().putLong(d.expectedRevision().orElse(-1L)).array());
         }
       }
-      return java.util.HexFormat.of().formatHex(sha.digest());
-    } catch (java.security.NoSuchAlgorithmException e) {
+      return HexFormat.of().formatHex(sha.digest());
+    } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException("SHA-256 is required of every JVM", e);
     }
   }
@@ -768,7 +776,7 @@ public final class Partition
     return becomeReady();
   }
 
-  private static String describe(io.weir.persistence.StorageSystem storage) {
+  private static String describe(StorageSystem storage) {
     return storage == null ? "an unknown storage" : storage.describe();
   }
 
@@ -777,7 +785,7 @@ public final class Partition
    * mark names another one (or none).
    */
   private long acknowledged(PartitionState s) {
-    return java.util.Objects.equals(mark.incarnation(), s.incarnation) ? mark.sequence() : 0;
+    return Objects.equals(mark.incarnation(), s.incarnation) ? mark.sequence() : 0;
   }
 
   /** Serves once both the documents table and the storage check are done. */
@@ -835,7 +843,7 @@ public final class Partition
    * Raises the mark to {@code to} and tells this partition {@code done} of the failure's value-free
    * description (null once kept).
    */
-  private void raise(AckMark to, java.util.function.Function<String, Command> done) {
+  private void raise(AckMark to, Function<String, Command> done) {
     wiring
         .marks()
         .raise(partition, to)

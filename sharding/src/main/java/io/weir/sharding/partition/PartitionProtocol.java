@@ -2,11 +2,16 @@ package io.weir.sharding.partition;
 
 import com.fasterxml.jackson.annotation.JsonSubTypes;
 import com.fasterxml.jackson.annotation.JsonTypeInfo;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.persistence.StorageSystem;
 import io.weir.protocol.CborSerializable;
+import java.io.IOException;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
 import org.apache.pekko.actor.typed.ActorRef;
 
 /**
@@ -534,8 +539,8 @@ public final class PartitionProtocol {
       long acknowledged,
       long epoch,
       int copies,
-      io.weir.persistence.StorageSystem checkedOn,
-      io.weir.persistence.StorageSystem acknowledgedOn)
+      StorageSystem checkedOn,
+      StorageSystem acknowledgedOn)
       implements CborSerializable {
     /** A view without the storages. */
     public StorageView(String state, long acknowledged, long epoch, int copies) {
@@ -951,11 +956,11 @@ public final class PartitionProtocol {
    * @param groups the reader's groups
    * @param owner whether the rule is {@code owner} (otherwise {@code acl})
    */
-  public record ScanReader(String principal, java.util.Set<String> groups, boolean owner)
+  public record ScanReader(String principal, Set<String> groups, boolean owner)
       implements CborSerializable {
     public ScanReader {
       Objects.requireNonNull(principal, "principal");
-      groups = groups == null ? java.util.Set.of() : java.util.Set.copyOf(groups);
+      groups = groups == null ? Set.of() : Set.copyOf(groups);
     }
 
     /** Whether a document whose row-visibility field is {@code aclJson} (compact JSON) is its. */
@@ -963,10 +968,10 @@ public final class PartitionProtocol {
       if (aclJson == null) {
         return false;
       }
-      com.fasterxml.jackson.databind.JsonNode acl;
+      JsonNode acl;
       try {
         acl = JSON.readTree(aclJson);
-      } catch (java.io.IOException e) {
+      } catch (IOException e) {
         return false;
       }
       if (acl == null) {
@@ -978,7 +983,7 @@ public final class PartitionProtocol {
       if (!acl.isArray()) {
         return false;
       }
-      for (com.fasterxml.jackson.databind.JsonNode entry : acl) {
+      for (JsonNode entry : acl) {
         if (entry.isTextual()) {
           String e = entry.textValue();
           if (e.equals(principal)
@@ -990,8 +995,7 @@ public final class PartitionProtocol {
       return false;
     }
 
-    private static final com.fasterxml.jackson.databind.ObjectMapper JSON =
-        new com.fasterxml.jackson.databind.ObjectMapper();
+    private static final ObjectMapper JSON = new ObjectMapper();
 
     /** No principal id or groups. */
     @Override

@@ -1,5 +1,6 @@
 package io.weir.sharding.partition;
 
+import io.weir.persistence.SafeErrors;
 import io.weir.protocol.Utf8;
 import io.weir.sharding.partition.Partition.Consumer;
 import io.weir.sharding.partition.Partition.Segment;
@@ -14,6 +15,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -443,14 +445,14 @@ final class PartitionReads {
         storage);
   }
 
-  private java.util.function.Function<Throwable, Void> failed(String what) {
+  private Function<Throwable, Void> failed(String what) {
     return error -> {
       log.warn(
           "partition {}: reading {} from the documents table failed ({}); the read is not"
               + " answered and times out at its deadline",
           partition,
           what,
-          io.weir.persistence.SafeErrors.describe(error));
+          SafeErrors.describe(error));
       return null;
     };
   }

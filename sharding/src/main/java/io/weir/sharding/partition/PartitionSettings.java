@@ -1,5 +1,7 @@
 package io.weir.sharding.partition;
 
+import java.util.Objects;
+
 /**
  * Limits of one partition.
  *
@@ -78,7 +80,7 @@ public record PartitionSettings(
         || receiptHeap < 0) {
       throw new IllegalArgumentException("partition limits must be positive");
     }
-    java.util.Objects.requireNonNull(snapshots, "snapshots");
+    Objects.requireNonNull(snapshots, "snapshots");
   }
 
   /** The given outbox and batch limits with the default projection, cache and frame limits. */

@@ -2,6 +2,9 @@ package io.weir.sharding.partition;
 
 import io.weir.sharding.storage.AcknowledgedMarks;
 import java.util.Objects;
+import java.util.concurrent.Executor;
+import javax.sql.DataSource;
+import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 
 /**
  * What a partition is built with: its limits, where its documents live, what prunes its journal,
@@ -56,15 +59,14 @@ public record PartitionWiring(
    */
   public static PartitionWiring jdbc(
       PartitionSettings settings,
-      javax.sql.DataSource documents,
+      DataSource documents,
       String schema,
-      java.util.concurrent.Executor io,
-      java.util.concurrent.Executor upgrades) {
+      Executor io,
+      Executor upgrades) {
     return inMemory(settings)
         .withTable(new SqlDocumentTable(documents, schema, io))
         .withLegacySnapshots(new SqlLegacySnapshots(documents, schema, io, upgrades))
-        .withQueryJournal(
-            org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier());
+        .withQueryJournal(JdbcReadJournal.Identifier());
   }
 
   public PartitionWiring withSettings(PartitionSettings s) {

@@ -1,9 +1,11 @@
 package io.weir.sharding.partition;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.persistence.Identifiers;
 import io.weir.sharding.partition.PartitionProtocol.Document;
+import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -501,7 +503,7 @@ public final class SqlDocumentTable implements DocumentTable {
   static Map<String, String> fields(String text) {
     try {
       return text == null || text.isEmpty() ? Map.of() : JSON.readValue(text, FIELDS);
-    } catch (java.io.IOException e) {
+    } catch (IOException e) {
       throw new IllegalStateException("the documents table's rule fields are not readable", null);
     }
   }
@@ -509,7 +511,7 @@ public final class SqlDocumentTable implements DocumentTable {
   static String text(Map<String, String> fields) {
     try {
       return JSON.writeValueAsString(new TreeMap<>(fields));
-    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+    } catch (JsonProcessingException e) {
       throw new IllegalStateException("rule fields could not be written", null);
     }
   }

@@ -6,6 +6,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import javax.sql.DataSource;
@@ -72,7 +73,7 @@ public final class SqlJournalPruner implements JournalPruner {
                 persistenceId,
                 what,
                 SafeErrors.describe(e));
-            throw new java.util.concurrent.CompletionException(e);
+            throw new CompletionException(e);
           }
         },
         blockingIo);

@@ -14,6 +14,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import javax.sql.DataSource;
+import org.postgresql.PGStatement;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -170,7 +171,7 @@ public final class SqlLegacySnapshots implements LegacySnapshots {
                     + snapshots
                     + " WHERE persistence_id = ? AND sequence_number = ?")) {
       // Binary transfer: the bytes as they are, not twice their size in hex first.
-      ps.unwrap(org.postgresql.PGStatement.class).setPrepareThreshold(-1);
+      ps.unwrap(PGStatement.class).setPrepareThreshold(-1);
       ps.setString(1, pid);
       ps.setLong(2, sequence);
       try (ResultSet rs = ps.executeQuery()) {

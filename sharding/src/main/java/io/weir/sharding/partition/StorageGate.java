@@ -1,5 +1,9 @@
 package io.weir.sharding.partition;
 
+import io.weir.persistence.StorageSystem;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+
 /**
  * Whether the partition's storage keeps enough copies of a commit for a write to be acknowledged
  * ({@code weir.storage.required-copies}, ADR 0031). While it does not, the partition writes nothing
@@ -43,8 +47,8 @@ public interface StorageGate {
    * partition waits for it after recovery before it answers anything: a commit whose synchronous
    * wait was cancelled is visible on the primary alone (ADR 0036).
    */
-  default java.util.concurrent.CompletionStage<Void> settled() {
-    return java.util.concurrent.CompletableFuture.completedFuture(null);
+  default CompletionStage<Void> settled() {
+    return CompletableFuture.completedFuture(null);
   }
 
   /**
@@ -59,7 +63,7 @@ public interface StorageGate {
    * The storage the journal is written to now (system identifier and timeline), as last read; null
    * when unknown. Partitions record it in their acknowledged marks and their status (ADR 0036).
    */
-  default io.weir.persistence.StorageSystem system() {
+  default StorageSystem system() {
     return null;
   }
 

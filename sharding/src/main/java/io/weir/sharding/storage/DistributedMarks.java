@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
 import java.util.function.Supplier;
 import org.apache.pekko.actor.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -49,7 +50,7 @@ public final class DistributedMarks implements AcknowledgedMarks {
    * which on a machine with two cores is a new thread per task (measured: about 250 µs of CPU per
    * mark).
    */
-  private final java.util.concurrent.Executor callbacks;
+  private final Executor callbacks;
 
   /** One group's raises: those waiting for the next update, and whether one is in flight. */
   private static final class Group {

@@ -8,6 +8,8 @@ import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.NotSerializableException;
 import java.io.UncheckedIOException;
+import java.util.HashMap;
+import java.util.Map;
 import org.apache.pekko.actor.ExtendedActorSystem;
 import org.apache.pekko.serialization.SerializerWithStringManifest;
 
@@ -54,7 +56,7 @@ public final class MarkMapSerializer extends SerializerWithStringManifest {
     try (DataOutputStream out = new DataOutputStream(bytes)) {
       out.writeByte(FORMAT);
       out.writeInt(map.marks().size());
-      for (java.util.Map.Entry<Integer, AckMark> e : map.marks().entrySet()) {
+      for (Map.Entry<Integer, AckMark> e : map.marks().entrySet()) {
         AckMark m = e.getValue();
         out.writeInt(e.getKey());
         out.writeLong(m.epoch());
@@ -89,7 +91,7 @@ public final class MarkMapSerializer extends SerializerWithStringManifest {
       if (n < 0 || n > bytes.length) {
         throw new NotSerializableException("mark map with an impossible entry count");
       }
-      java.util.Map<Integer, AckMark> marks = new java.util.HashMap<>();
+      Map<Integer, AckMark> marks = new HashMap<>();
       for (int i = 0; i < n; i++) {
         int partition = in.readInt();
         long epoch = in.readLong();

@@ -1,5 +1,6 @@
 package io.weir.persistence.cdc.mirror;
 
+import io.weir.persistence.Identifiers;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.List;
@@ -54,7 +55,7 @@ final class MirrorSql {
 
   /** {@code name} as a quoted identifier: in double quotes, embedded double quotes doubled. */
   static String quote(String name) {
-    return io.weir.persistence.Identifiers.quote(name);
+    return Identifiers.quote(name);
   }
 
   static String qualified(String schema, String table) {

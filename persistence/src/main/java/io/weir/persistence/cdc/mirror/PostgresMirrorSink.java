@@ -38,6 +38,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
@@ -863,7 +864,7 @@ public final class PostgresMirrorSink implements ChangeSink {
             }
             return out;
           } catch (SQLException e) {
-            throw new java.util.concurrent.CompletionException(
+            throw new CompletionException(
                 SinkException.transientFailure(
                     "the mirror's target database could not be read: " + SafeErrors.describe(e),
                     null));

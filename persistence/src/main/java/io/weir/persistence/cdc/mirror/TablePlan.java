@@ -8,6 +8,7 @@ import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.pgoutput.ReplicaIdentity;
 import java.util.ArrayList;
 import java.util.BitSet;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -444,7 +445,7 @@ final class TablePlan {
    * send), but for generated ones, which the target computes.
    */
   private List<String> kept(BitSet present) {
-    java.util.Set<String> written = new java.util.HashSet<>();
+    Set<String> written = new HashSet<>();
     for (int i = present.nextSetBit(0); i >= 0; i = present.nextSetBit(i + 1)) {
       written.add(targets[i].name());
     }

@@ -7,6 +7,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -45,7 +46,7 @@ record TargetTable(Map<String, TargetColumn> columns, List<String> key, String k
   }
 
   TargetTable {
-    columns = java.util.Collections.unmodifiableMap(new LinkedHashMap<>(columns));
+    columns = Collections.unmodifiableMap(new LinkedHashMap<>(columns));
     key = List.copyOf(key);
   }
 

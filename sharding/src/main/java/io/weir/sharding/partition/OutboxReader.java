@@ -24,9 +24,11 @@ import org.apache.pekko.stream.javadsl.Sink;
  * node can read any partition's outbox this way: the entries are immutable once written.
  *
  * <p>Decoded events are kept in a bounded cache (by partition incarnation and sequence number, so a
- * restored partition's reused numbers never hit an old entry), and concurrent reads of the same
- * events share one journal query: many readers following the same tail (live queries, feed readers,
- * consumers) cost one read of each event, not one per reader.
+ * partition given a new incarnation after an accepted storage loss, whose numbers start again at
+ * its journal's tail, never hits an old entry; a restore keeps the incarnations (ADR 0012) but runs
+ * with every node stopped, so no cache outlives it), and concurrent reads of the same events share
+ * one journal query: many readers following the same tail (live queries, feed readers, consumers)
+ * cost one read of each event, not one per reader.
  */
 public final class OutboxReader {
   /**

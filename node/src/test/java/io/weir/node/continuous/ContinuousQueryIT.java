@@ -115,6 +115,10 @@ class ContinuousQueryIT {
       s.execute("INSERT INTO board_a VALUES (1, 10), (2, 20), (3, 30)");
       s.execute("INSERT INTO board_b VALUES (1, 300), (2, 200), (3, 100)");
       s.execute("CREATE VIEW board AS SELECT id, points FROM board_a");
+      s.execute("CREATE TABLE fn_board (id int PRIMARY KEY, points int NOT NULL)");
+      s.execute("INSERT INTO fn_board VALUES (1, 10), (2, 20), (3, 30)");
+      s.execute(
+          "CREATE FUNCTION public.cq_boost(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1'");
       s.execute("CREATE TABLE gauges (id int PRIMARY KEY, reading numeric, level float8)");
       s.execute(
           "INSERT INTO gauges VALUES (1, 5, 5), (2, 'NaN', 'NaN'), (3, 'Infinity', 'Infinity'),"
@@ -123,7 +127,7 @@ class ContinuousQueryIT {
         s.execute(
             "GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, gauges, board,"
                 + " fallback_rows,"
-                + " board_a, board_b, ranked, two_phase,"
+                + " board_a, board_b, fn_board, ranked, two_phase,"
                 + " authors,"
                 + " posts, vault, vault_share TO "
                 + role);
@@ -131,7 +135,7 @@ class ContinuousQueryIT {
       s.execute(
           "CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, gauges, board_a,"
               + " fallback_rows,"
-              + " board_b, ranked,"
+              + " board_b, fn_board, ranked,"
               + " two_phase,"
               + " authors, posts, vault, vault_share");
       // Tenant A: scores 10..60 (ids 1..6); tenant B: scores 15..65 (ids 101..106).
@@ -688,6 +692,59 @@ class ContinuousQueryIT {
                 assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 1);
               }
             });
+  }
+
+  /**
+   * A function the query calls, redefined, and a column's type changed (DDL, which never reaches
+   * the WAL): each time the session reads again ({@code catalog-changed}) and its result is the
+   * query's under the new definition.
+   */
+  @Test
+  void aRedefinedFunctionAndAChangedColumnTypeAreReadAgain() throws Exception {
+    String id =
+        created(
+            register(
+                "tenant_a",
+                "SELECT id, public.cq_boost(points) AS score FROM fn_board",
+                "[\"id\"]",
+                "score",
+                2,
+                "{}"));
+    try (Sse sse = open(id, null)) {
+      assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 2);
+    }
+    awaitStatus(id, st -> st.get("state").asText().equals("current"));
+    long before = catalogReads(status(id));
+    sql(
+        "CREATE OR REPLACE FUNCTION public.cq_boost(int) RETURNS int LANGUAGE sql IMMUTABLE"
+            + " AS 'SELECT -$1'");
+    awaitStatus(id, st -> catalogReads(st) > before);
+    await("the result follows the new function")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              try (Sse sse = open(id, null)) {
+                assertThat(keys(sse.next("InitialResult"))).containsExactly(1, 2);
+              }
+            });
+    long afterFunction = catalogReads(status(id));
+    sql("ALTER TABLE fn_board ALTER COLUMN points TYPE smallint"); // cq_boost(int) still applies
+    awaitStatus(id, st -> catalogReads(st) > afterFunction);
+    sql("UPDATE fn_board SET points = -5 WHERE id = 3"); // boosted: 5, the new leader
+    await("the result is the query's after the type change")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              try (Sse sse = open(id, null)) {
+                assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 1);
+              }
+            });
+  }
+
+  private static long catalogReads(JsonNode status) {
+    return status.path("fullRepairsByReason").path("catalog-changed").asLong(0);
   }
 
   /**

@@ -4,85 +4,36 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
-import io.micrometer.core.instrument.Gauge;
 import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principals;
-import io.weir.node.auth.PrincipalsChanged;
-import io.weir.node.auth.TokenAuthenticator;
-import io.weir.node.cdc.DownedMembers;
 import io.weir.node.cdc.PipelineAdmin;
-import io.weir.node.cdc.PipelineConfig;
-import io.weir.node.cdc.PipelineManager;
-import io.weir.node.cdc.SlotLag;
 import io.weir.node.continuous.ContinuousQueries;
 import io.weir.node.continuous.ContinuousSettings;
-import io.weir.node.gateway.GatewayEndpoint;
 import io.weir.node.gateway.GatewaySettings;
-import io.weir.node.http.ApiServices;
 import io.weir.node.http.HttpApi;
-import io.weir.node.http.NodeHttpServer;
 import io.weir.node.metrics.NodeMetrics;
-import io.weir.node.metrics.RouteTemplates;
 import io.weir.persistence.Database;
-import io.weir.persistence.SafeErrors;
 import io.weir.persistence.StorageMonitor;
 import io.weir.persistence.StorageStatus;
-import io.weir.protocol.http.OutboxSettings;
-import io.weir.sharding.continuous.ContinuousLog;
-import io.weir.sharding.partition.JournalPruner;
 import io.weir.sharding.partition.OutboxReader;
-import io.weir.sharding.partition.PartitionObserver;
-import io.weir.sharding.partition.PartitionSettings;
-import io.weir.sharding.partition.PartitionSharding;
-import io.weir.sharding.partition.PartitionWiring;
 import io.weir.sharding.partition.SqlJournalPruner;
-import io.weir.sharding.storage.AcknowledgedMarks;
-import io.weir.sharding.storage.DistributedMarks;
-import java.net.InetAddress;
-import java.net.InetSocketAddress;
-import java.net.UnknownHostException;
-import java.security.cert.X509Certificate;
 import java.time.Clock;
-import java.time.Duration;
 import java.time.Instant;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionStage;
-import java.util.concurrent.Executor;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.function.BiPredicate;
-import java.util.function.BooleanSupplier;
-import java.util.function.Supplier;
-import org.apache.pekko.Done;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.BootstrapSetup;
 import org.apache.pekko.actor.CoordinatedShutdown;
 import org.apache.pekko.actor.setup.ActorSystemSetup;
-import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
-import org.apache.pekko.actor.typed.DispatcherSelector;
-import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
-import org.apache.pekko.actor.typed.pubsub.Topic;
 import org.apache.pekko.cluster.typed.Cluster;
-import org.apache.pekko.cluster.typed.ClusterSingleton;
-import org.apache.pekko.cluster.typed.ClusterSingletonSettings;
 import org.apache.pekko.cluster.typed.Join;
-import org.apache.pekko.cluster.typed.SingletonActor;
 import org.apache.pekko.http.javadsl.ServerBinding;
-import org.apache.pekko.http.javadsl.ServerBuilder;
 import org.apache.pekko.http.javadsl.server.Route;
 import org.apache.pekko.management.cluster.bootstrap.ClusterBootstrap;
 import org.apache.pekko.management.javadsl.PekkoManagement;
@@ -112,167 +63,6 @@ public final class WeirNode {
   }
 
   /**
-   * Loads a view kept from PostgreSQL ({@code what}: token keys, principals) once storage is ready,
-   * checked every second until {@code loaded} holds, then reloads it every {@code refresh}. A
-   * failed load is logged (value-free) and tried again at the next tick; loads never overlap.
-   */
-  private static void scheduleReload(
-      ActorSystem<?> system,
-      AtomicReference<StorageStatus> storage,
-      Duration refresh,
-      BooleanSupplier loaded,
-      Supplier<CompletionStage<?>> reload,
-      String what) {
-    AtomicLong lastLoad = new AtomicLong();
-    AtomicBoolean loading = new AtomicBoolean();
-    system
-        .scheduler()
-        .scheduleAtFixedRate(
-            Duration.ofSeconds(1),
-            Duration.ofSeconds(1),
-            () -> {
-              boolean due =
-                  !loaded.getAsBoolean() || System.nanoTime() - lastLoad.get() >= refresh.toNanos();
-              if (!due || !storage.get().isReady() || !loading.compareAndSet(false, true)) {
-                return;
-              }
-              reload
-                  .get()
-                  .whenComplete(
-                      (done, error) -> {
-                        if (error == null) {
-                          lastLoad.set(System.nanoTime());
-                        } else {
-                          log.warn(
-                              "loading the {} failed; retrying: {}",
-                              what,
-                              SafeErrors.describe(error));
-                        }
-                        loading.set(false);
-                      });
-            },
-            system.executionContext());
-  }
-
-  /**
-   * Changes to principals made through this node are announced on the cluster topic {@code
-   * weir-principals}; on hearing of one made through another node, this node reloads at once. A
-   * revocation or a grant then takes effect everywhere within a message round trip and a load, not
-   * at the next scheduled reload (which still runs and covers a lost message).
-   */
-  private static void announcePrincipalChanges(
-      ActorSystem<?> system, Principals principals, AtomicBoolean loaded) {
-    ActorRef<Topic.Command<PrincipalsChanged>> topic =
-        system.systemActorOf(
-            Topic.create(PrincipalsChanged.class, "weir-principals"),
-            "weir-principals-topic",
-            Props.empty());
-    String self = Cluster.get(system).selfMember().address().toString();
-    ActorRef<PrincipalsChanged> listener =
-        system.systemActorOf(
-            Behaviors.receiveMessage(
-                changed -> {
-                  if (!self.equals(changed.origin()) && loaded.get()) {
-                    principals
-                        .reload()
-                        .whenComplete(
-                            (v, e) -> {
-                              if (e != null) {
-                                log.warn(
-                                    "reloading the principals after a change on another node failed: {}",
-                                    SafeErrors.describe(e));
-                              }
-                            });
-                  }
-                  return Behaviors.same();
-                }),
-            "weir-principals-listener",
-            Props.empty());
-    topic.tell(Topic.subscribe(listener));
-    principals.onChange(() -> topic.tell(Topic.publish(new PrincipalsChanged(self))));
-  }
-
-  /** Singletons run on server nodes only: a protocol client (role client) hosts nothing. */
-  private static ClusterSingletonSettings serverSingleton(ActorSystem<?> system) {
-    return ClusterSingletonSettings.create(system).withRole(PartitionSharding.ROLE);
-  }
-
-  /**
-   * What this node's partitions are built with: the documents table on a pool and threads of its
-   * own (ADR 0032), old snapshots upgraded a few at a time, the JDBC journal's query to catch the
-   * table up, the journal pruner, metrics and the storage gate.
-   */
-  private static PartitionWiring partitionWiring(
-      ActorSystem<Void> system,
-      NodeSettings settings,
-      JournalPruner pruner,
-      AtomicReference<StorageStatus> storage,
-      NodeMetrics metrics) {
-    String schema = settings.postgres().schema();
-    Database documents =
-        Database.create(
-            settings.postgres().withPoolSize(settings.documentsPoolSize()), "weir-documents");
-    ExecutorService documentsIo =
-        Executors.newFixedThreadPool(settings.documentsPoolSize(), daemonThreads("weir-documents"));
-    ExecutorService upgrades =
-        Executors.newFixedThreadPool(
-            settings.snapshotUpgrades(), daemonThreads("weir-snapshot-upgrade"));
-    CoordinatedShutdown.get(system)
-        .addTask(
-            CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
-            "close-weir-documents",
-            () -> {
-              documentsIo.shutdownNow();
-              upgrades.shutdownNow();
-              documents.close();
-              return CompletableFuture.completedFuture(Done.getInstance());
-            });
-    return PartitionWiring.jdbc(
-            settings.partitionLimits(), documents.dataSource(), schema, documentsIo, upgrades)
-        .withPruner(pruner)
-        .withObserver(
-            settings.metrics().enabled()
-                ? metrics.partitions(settings.partitions())
-                : PartitionObserver.NONE)
-        .withGate(
-            new NodeStorageGate(
-                storage,
-                settings.requiredCopies(),
-                documents.dataSource(),
-                documentsIo,
-                settings.marks().settleTimeout()))
-        .withMarks(
-            settings.marks().enabled()
-                ? new DistributedMarks(system, marksScope(storage), settings.marks().timeout())
-                : AcknowledgedMarks.NONE);
-  }
-
-  /**
-   * The scope of the acknowledged marks: the cluster's identity and restore epoch (a restore
-   * rewinds the journal on purpose and starts new marks; nodes are stopped during one), as last
-   * seen; null before storage was reached.
-   */
-  private static Supplier<String> marksScope(AtomicReference<StorageStatus> storage) {
-    AtomicReference<String> seen = new AtomicReference<>();
-    return () -> {
-      if (storage.get() instanceof StorageStatus.Ready r) {
-        seen.set(r.identity().clusterId() + "-" + r.identity().restoreEpoch());
-      }
-      return seen.get();
-    };
-  }
-
-  /** Daemon threads named {@code prefix-N}. */
-  private static ThreadFactory daemonThreads(String prefix) {
-    AtomicInteger n = new AtomicInteger();
-    return r -> {
-      Thread t = new Thread(r, prefix + "-" + n.incrementAndGet());
-      t.setDaemon(true);
-      return t;
-    };
-  }
-
-  /**
    * Starts a node and waits until its HTTP port is bound: the actor system and cluster membership,
    * then each area in the order the next one needs it.
    *
@@ -291,7 +81,7 @@ public final class WeirNode {
             SYSTEM_NAME,
             actorSystemSetup(config, settings));
     NodeMetrics metrics = new NodeMetrics(settings.metrics());
-    Startup node = new Startup(system, settings, storage, database, metrics);
+    NodeStartup node = new NodeStartup(system, settings, storage, database, metrics);
     try {
       node.closeOnShutdown();
       ServerMembersOnly.watch(system);
@@ -342,361 +132,12 @@ public final class WeirNode {
     }
   }
 
-  /** What every area of a starting node is built with; one method per area. */
-  private static final class Startup {
-    final ActorSystem<Void> system;
-    final NodeSettings settings;
-    final AtomicReference<StorageStatus> storage;
-    final Database database;
-    final NodeMetrics metrics;
-    final Executor blockingIo;
-
-    Startup(
-        ActorSystem<Void> system,
-        NodeSettings settings,
-        AtomicReference<StorageStatus> storage,
-        Database database,
-        NodeMetrics metrics) {
-      this.system = system;
-      this.settings = settings;
-      this.storage = storage;
-      this.database = database;
-      this.metrics = metrics;
-      this.blockingIo =
-          system.dispatchers().lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
-    }
-
-    /** The database pool and the meters close as the actor system ends. */
-    void closeOnShutdown() {
-      Gauge.builder(
-              "weir.storage.copies",
-              storage,
-              s ->
-                  s.get() instanceof StorageStatus.Ready r && r.copies().known()
-                      ? r.copies().copies()
-                      : -1)
-          .description(
-              "copies a journal commit is durable on before it is acknowledged (-1: unknown or"
-                  + " storage not ready)")
-          .register(metrics.registry());
-      onShutdown(
-          CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
-          "close-weir-database",
-          () -> {
-            database.close();
-            metrics.close();
-          });
-    }
-
-    private void onShutdown(String phase, String task, Runnable action) {
-      CoordinatedShutdown.get(system)
-          .addTask(
-              phase,
-              task,
-              () -> {
-                action.run();
-                return CompletableFuture.completedFuture(Done.getInstance());
-              });
-    }
-
-    /**
-     * The partitions: sharded over the server nodes, all kept running by one keeper per cluster;
-     * the outbox retention, when set, by another singleton.
-     */
-    void partitions(SqlJournalPruner journalPruner) {
-      PartitionSharding.init(
-          system, partitionWiring(system, settings, journalPruner, storage, metrics));
-      ClusterSingleton.get(system)
-          .init(
-              SingletonActor.of(
-                      PartitionSharding.keeper(
-                          settings.partitions(),
-                          () -> storage.get().isReady(),
-                          settings.partitionKeepAlive()),
-                      "weir-partition-keeper")
-                  .withSettings(serverSingleton(system)));
-      settings
-          .outboxRetention()
-          .ifPresent(
-              interval ->
-                  ClusterSingleton.get(system)
-                      .init(
-                          SingletonActor.of(
-                                  PartitionSharding.retention(
-                                      settings.partitions(),
-                                      () -> storage.get().isReady(),
-                                      interval,
-                                      100_000),
-                                  "weir-outbox-retention")
-                              .withSettings(serverSingleton(system))));
-    }
-
-    /**
-     * Continuous queries: an engine on every node, fed only where the continuous pipeline runs;
-     * their sessions' replay logs are sharded entities on the server nodes (ADR 0025). Null when no
-     * pipeline has a continuous sink.
-     */
-    ContinuousQueries continuousQueries(
-        ContinuousSettings continuousSettings, SqlJournalPruner journalPruner) {
-      ContinuousLog.init(system, PartitionSharding.ROLE, continuousSettings.replayRetained());
-      ContinuousQueries continuous =
-          settings.pipelines().stream()
-              .filter(PipelineConfig::continuous)
-              .findFirst()
-              .map(
-                  p ->
-                      new ContinuousQueries(
-                          continuousSettings,
-                          settings.postgres(),
-                          database.dataSource(),
-                          p.settings().publications(),
-                          ContinuousLog.jdbc(system, journalPruner, ContinuousQueries.LOG_TIMEOUT)))
-              .orElse(null);
-      if (continuous != null) {
-        onShutdown(
-            CoordinatedShutdown.PhaseServiceStop(), "close-continuous-queries", continuous::close);
-        if (settings.metrics().enabled()) {
-          continuous.bindMetrics(metrics.registry());
-        }
-      }
-      return continuous;
-    }
-
-    /**
-     * One pipeline manager per cluster: each slot has exactly one consumer. Its replication
-     * connections name this member; a slot a downed member's walsender still holds is taken over.
-     */
-    PipelineAdmin pipelines(ContinuousQueries continuous) {
-      DownedMembers downedMembers = DownedMembers.start(system);
-      ActorRef<PipelineManager.Command> manager =
-          ClusterSingleton.get(system)
-              .init(
-                  SingletonActor.of(
-                          PipelineManager.create(
-                              settings.pipelines(),
-                              settings.postgres(),
-                              storage::get,
-                              metrics.registry(),
-                              settings.partitions(),
-                              continuous,
-                              downedMembers.holders()),
-                          "weir-pipelines")
-                      .withSettings(serverSingleton(system)));
-      return new PipelineAdmin(manager, system, settings.pipelines());
-    }
-
-    /**
-     * The principals kept in PostgreSQL, reloaded on schedule and at once when another node
-     * announces a change; open continuous-query streams end when their principal loses the right.
-     */
-    Principals principals(ContinuousQueries continuous) {
-      Principals principals =
-          new Principals(
-              TokenAuthenticator.withBootstrapAdmin(
-                  settings.adminToken(), settings.adminTokenPrevious()),
-              database.dataSource(),
-              settings.postgres().schema(),
-              blockingIo,
-              Clock.systemUTC(),
-              settings.principalRotationGrace(),
-              settings.principalFreshness());
-      AtomicBoolean loaded = new AtomicBoolean();
-      scheduleReload(
-          system,
-          storage,
-          settings.principalRefresh(),
-          loaded::get,
-          () -> principals.reload().thenRun(() -> loaded.set(true)),
-          "principals");
-      if (continuous != null) {
-        continuous.accessCheck(continuousAccess(principals));
-      }
-      announcePrincipalChanges(system, principals, loaded);
-      return principals;
-    }
-
-    /**
-     * Whether a principal may still follow a continuous query of a scope: a bootstrap
-     * administrator, or a stored principal not revoked that is an administrator or holds {@code
-     * ContinuousQuery} on the scope.
-     */
-    private BiPredicate<String, String> continuousAccess(Principals principals) {
-      Set<String> bootstrapAdmins = new HashSet<>();
-      TokenAuthenticator.withBootstrapAdmin(settings.adminToken(), settings.adminTokenPrevious())
-          .authenticate(settings.adminToken())
-          .ifPresent(p -> bootstrapAdmins.add(p.id()));
-      return (principal, scope) ->
-          bootstrapAdmins.contains(principal)
-              || principals.all().stream()
-                  .filter(p -> p.id().equals(principal))
-                  .findFirst()
-                  .map(
-                      p ->
-                          p.revokedAt() == null
-                              && (p.administrator()
-                                  || p.grants()
-                                      .getOrDefault(scope, Set.of())
-                                      .contains("ContinuousQuery")))
-                  .orElse(false);
-    }
-
-    /**
-     * The cluster's token-signing keys, reloaded on schedule; continuous cursors sign with them.
-     */
-    TokenKeys tokenKeys(ContinuousQueries continuous) {
-      TokenKeys tokenKeys =
-          new TokenKeys(
-              database.dataSource(),
-              settings.postgres().schema(),
-              blockingIo,
-              settings.tokens().keyRefresh().plusSeconds(5));
-      if (continuous != null) {
-        continuous.tokenSigner(tokenKeys::signer);
-      }
-      scheduleReload(
-          system,
-          storage,
-          settings.tokens().keyRefresh(),
-          () -> tokenKeys.signer().isPresent(),
-          tokenKeys::reload,
-          "token keys");
-      return tokenKeys;
-    }
-
-    /** The collection policies, reloaded on schedule. */
-    Policies policies(Documents documents) {
-      Policies policies =
-          new Policies(database.dataSource(), settings.postgres().schema(), blockingIo, documents);
-      scheduleReload(
-          system,
-          storage,
-          settings.policyRefresh(),
-          policies::loaded,
-          policies::reload,
-          "collection policies");
-      return policies;
-    }
-
-    /** The changes feed and queries, with their meters. */
-    Feeds feeds(Documents documents, OutboxReader outbox, TokenKeys tokenKeys, Policies policies) {
-      Feeds feeds =
-          new Feeds(
-              documents,
-              outbox,
-              tokenKeys,
-              policies,
-              settings.feeds(),
-              settings.feedDeadline(),
-              Clock.systemUTC());
-      if (settings.metrics().enabled()) {
-        feeds.bindMetrics(metrics.registry());
-      }
-      return feeds;
-    }
-
-    /** The HTTP API's services that do not depend on the documents. */
-    ApiServices.Builder apiServices(
-        PipelineAdmin pipelines, Principals principals, ContinuousQueries continuous) {
-      PartitionSettings limits = settings.partitionLimits();
-      return ApiServices.builder(
-              principals,
-              new NodeView(
-                  system,
-                  storage::get,
-                  settings.partitions(),
-                  pipelines::list,
-                  settings.requiredCopies()))
-          .pipelines(pipelines)
-          .principals(principals)
-          .continuous(continuous)
-          .metrics(metrics::scrape)
-          .slotLag(
-              new SlotLag(
-                  settings.pipelines(), blockingIo, Duration.ofSeconds(2), Clock.systemUTC()))
-          .outboxSettings(
-              new OutboxSettings(
-                  settings.partitions(),
-                  limits.maxOutboxEntries(),
-                  limits.maxOutboxBytes(),
-                  limits.reserveEntries(),
-                  limits.reserveBytes(),
-                  settings.outboxRetention().map(Duration::toMillis).orElse(null)))
-          .httpMetrics(
-              settings.metrics().enabled() ? metrics.http(RouteTemplates.node()) : null,
-              settings.metrics());
-    }
-
-    /** Binds the HTTP API (HTTPS only when TLS is set); a failed bind stops the node. */
-    ServerBinding serveHttp(Route routes) {
-      ServerBinding binding;
-      try {
-        ServerBuilder server = NodeHttpServer.at(system, settings.httpHost(), settings.httpPort());
-        if (settings.httpTls().isPresent()) {
-          // HTTPS only: a plain HTTP request on this port fails its (TLS) handshake.
-          server = server.enableHttps(settings.httpTls().get().connectionContext());
-        }
-        binding =
-            server
-                .bind(routes)
-                .toCompletableFuture()
-                .get(settings.bindTimeout().toMillis(), TimeUnit.MILLISECONDS);
-      } catch (Exception e) {
-        system.terminate();
-        throw refusedOr(
-            storage,
-            new NodeStartException(
-                "cannot bind HTTP on " + settings.httpHost() + ":" + settings.httpPort(), e));
-      }
-      binding.addToCoordinatedShutdown(Duration.ofSeconds(5), system);
-      return binding;
-    }
-
-    /** Protocol clients reach the same routes through the gateway, on a port of its own. */
-    void serveGateway(Config config, GatewaySettings gateway, Route routes) {
-      if (!gateway.enabled()) {
-        return;
-      }
-      try {
-        GatewayEndpoint.start(system, config, gateway, routes);
-      } catch (RuntimeException e) {
-        system.terminate();
-        throw refusedOr(
-            storage,
-            new NodeStartException(
-                "cannot bind the protocol gateway on " + gateway.host() + ":" + gateway.port(), e));
-      }
-    }
-
-    /** The start-up line, a warning for plain TCP remoting off loopback, the certificates. */
-    void logStarted(InetSocketAddress http) {
-      log.info(
-          "Weir node started: HTTP on {}://{}:{}, cluster address {} ({}), roles {}",
-          settings.httpTls().isPresent() ? "https" : "http",
-          http.getHostString(),
-          http.getPort(),
-          Cluster.get(system).selfMember().address(),
-          settings.clusterTls().map(t -> "mutual TLS, " + t.protocol()).orElse("plain TCP"),
-          settings.roles());
-      if (settings.clusterTls().isEmpty() && !loopback(settings.clusterHost())) {
-        log.warn(
-            "cluster remoting is plain TCP on an address other hosts may reach: any process that"
-                + " reaches the cluster port can act as a node; enable weir.cluster.tls or admit"
-                + " only the nodes to that port (docs/operations.md, Cluster)");
-      }
-      settings.httpTls().ifPresent(t -> logCertificate("HTTP", t.certificate()));
-      settings.clusterTls().ifPresent(t -> logCertificate("cluster remoting", t.certificate()));
-      if (settings.postgres().tls().isSet()) {
-        log.info("PostgreSQL connections: sslmode {}", settings.postgres().tls().mode());
-      }
-    }
-  }
-
   /**
    * The storage monitor may refuse the node (partition count, PostgreSQL's certificate) while
    * start-up is still going, and its shutdown then fails what start-up does next (e.g. the HTTP
    * bind): the refusal is the cause to report, not that failure.
    */
-  private static NodeStartException refusedOr(
+  static NodeStartException refusedOr(
       AtomicReference<StorageStatus> storage, NodeStartException failure) {
     if (storage.get() instanceof StorageStatus.Refused refused) {
       return new NodeStartException(refused.reason(), failure.getCause(), true);
@@ -737,25 +178,6 @@ public final class WeirNode {
       setup = setup.withSetup(settings.clusterTls().get().engineProviderSetup());
     }
     return setup;
-  }
-
-  private static boolean loopback(String host) {
-    try {
-      return InetAddress.getByName(host).isLoopbackAddress();
-    } catch (UnknownHostException e) {
-      return false;
-    }
-  }
-
-  private static void logCertificate(String what, X509Certificate certificate) {
-    if (certificate != null) {
-      log.info(
-          "{} TLS certificate: subject {}, issuer {}, valid until {}",
-          what,
-          certificate.getSubjectX500Principal().getName(),
-          certificate.getIssuerX500Principal().getName(),
-          certificate.getNotAfter().toInstant());
-    }
   }
 
   private static Behavior<Void> guardian(

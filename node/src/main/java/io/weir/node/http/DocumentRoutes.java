@@ -1,12 +1,8 @@
 package io.weir.node.http;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.core.StreamReadFeature;
-import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.json.JsonMapper;
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.Documents;
 import io.weir.node.auth.Access;
@@ -228,8 +224,8 @@ final class DocumentRoutes extends JsonRoutes {
         bytes -> {
           String body;
           try {
-            body = canonicalObject(bytes);
-          } catch (MalformedDocument e) {
+            body = DocumentBodies.canonicalObject(bytes);
+          } catch (DocumentBodies.MalformedDocument e) {
             return error(ErrorCode.MALFORMED_JSON, e.getMessage());
           }
           Optional<Documents.Idempotency> idempotency =
@@ -534,49 +530,6 @@ final class DocumentRoutes extends JsonRoutes {
     return error(
         ErrorCode.DOCUMENT_TOO_LARGE,
         "the body is larger than weir.documents.max-bytes (" + maxDocumentBytes + " bytes)");
-  }
-
-  /**
-   * Reads documents strictly (no trailing content, no duplicate field names) and keeps numbers
-   * exact, so the compact form written back is the same value.
-   */
-  private static final ObjectMapper DOCUMENT_JSON =
-      JsonMapper.builder()
-          .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
-          .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-          .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-          .nodeFactory(JsonNodeFactory.withExactBigDecimals(true))
-          .build();
-
-  /**
-   * The body as compact JSON; it must be one JSON object in valid UTF-8 ({@link #utf8}). The
-   * exception's message names what was wrong, never the content (Jackson's messages quote it, so
-   * they are not passed on).
-   */
-  static String canonicalObject(byte[] body) throws MalformedDocument {
-    JsonNode node;
-    try {
-      node = DOCUMENT_JSON.readTree(utf8(body));
-    } catch (MalformedBody e) {
-      throw new MalformedDocument(e.getMessage());
-    } catch (IOException | RuntimeException e) {
-      throw new MalformedDocument("the body is not valid JSON");
-    }
-    if (node == null || !node.isObject()) {
-      throw new MalformedDocument("the body must be a JSON object");
-    }
-    try {
-      return DOCUMENT_JSON.writeValueAsString(node);
-    } catch (JsonProcessingException e) {
-      throw new MalformedDocument("the body cannot be stored as JSON");
-    }
-  }
-
-  /** A document body that is not a JSON object; the message is value-free. */
-  static final class MalformedDocument extends Exception {
-    MalformedDocument(String message) {
-      super(message, null, false, false);
-    }
   }
 
   private Route written(String collection, String id, FrameReply reply, boolean delete) {

@@ -65,9 +65,9 @@ class StrictInputTest {
   void documentsStoreNoOverlongForms() {
     assertThatThrownBy(
             () ->
-                DocumentRoutes.canonicalObject(
+                DocumentBodies.canonicalObject(
                     bytes('{', '"', 'a', '"', ':', '"', 0xC0, 0xAF, '"', '}')))
-        .isInstanceOf(DocumentRoutes.MalformedDocument.class)
+        .isInstanceOf(DocumentBodies.MalformedDocument.class)
         .hasMessage("the body is not valid UTF-8");
   }
 

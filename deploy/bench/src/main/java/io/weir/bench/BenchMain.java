@@ -1,5 +1,6 @@
 package io.weir.bench;
 
+import io.weir.persistence.SafeErrors;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
 import java.time.ZoneOffset;
@@ -46,8 +47,8 @@ final class BenchMain {
     try {
       code = program.run(options);
     } catch (Exception e) {
-      System.err.println("bench: failed: " + e);
-      e.printStackTrace(System.err);
+      // Class names only: a driver's message may quote a row value.
+      System.err.println("bench: failed: " + SafeErrors.describe(e));
       code = 1;
     }
     System.exit(code);

@@ -118,14 +118,11 @@ final class DocumentRoutes extends JsonRoutes {
                 concat(
                     put(
                         () ->
-                            granted(
+                            write(
                                 principal,
-                                "DocumentsWrite",
                                 collection,
-                                p ->
-                                    writeHeaders(
-                                        (expected, key) ->
-                                            putDocument(p, collection, id, expected, key)))),
+                                (p, expected, key) ->
+                                    putDocument(p, collection, id, expected, key))),
                     get(
                         () ->
                             granted(
@@ -135,15 +132,26 @@ final class DocumentRoutes extends JsonRoutes {
                                 p -> getDocument(p, collection, id))),
                     delete(
                         () ->
-                            granted(
+                            write(
                                 principal,
-                                "DocumentsWrite",
                                 collection,
-                                p ->
-                                    writeHeaders(
-                                        (expected, key) ->
-                                            deleteDocument(p, collection, id, expected, key)))))),
+                                (p, expected, key) ->
+                                    deleteDocument(p, collection, id, expected, key))))),
         feedRoutes == null ? reject() : feedRoutes.routes(principal));
+  }
+
+  /** A document write, given the principal and the request's If-Match and Idempotency-Key. */
+  private interface Write {
+    Route apply(Principal principal, Optional<Long> expected, Optional<String> key);
+  }
+
+  /** {@code write} under {@code DocumentsWrite} on {@code collection}, with its headers parsed. */
+  private Route write(Principal principal, String collection, Write write) {
+    return granted(
+        principal,
+        "DocumentsWrite",
+        collection,
+        p -> writeHeaders((expected, key) -> write.apply(p, expected, key)));
   }
 
   /**

@@ -45,8 +45,8 @@ final class ScopedDelta {
   private ScopedDelta() {}
 
   /** A merge's outcome: the new result, or the reason a full read is needed. */
-  record Outcome(List<ResultRow> result, String fallback) {
-    static Outcome full(String reason) {
+  record Outcome(List<ResultRow> result, FallbackReason fallback) {
+    static Outcome full(FallbackReason reason) {
       return new Outcome(null, reason);
     }
   }
@@ -60,20 +60,20 @@ final class ScopedDelta {
     Set<String> seen = new HashSet<>();
     for (ResultRow r : fetched) {
       if (!affected.contains(r.keyText())) {
-        return Outcome.full("delta-outside-affected");
+        return Outcome.full(FallbackReason.DELTA_OUTSIDE_AFFECTED);
       }
       if (!seen.add(r.keyText())) {
-        return Outcome.full("duplicate-key");
+        return Outcome.full(FallbackReason.DUPLICATE_KEY);
       }
       if (nullKey(r)) {
-        return Outcome.full("null-key");
+        return Outcome.full(FallbackReason.NULL_KEY);
       }
     }
     List<ResultRow> merged = new ArrayList<>(current.size() + fetched.size());
     for (ResultRow r : current) {
       if (nullKey(r)) {
         return Outcome.full(
-            "null-key"); // an outer join's null side: a change elsewhere can remove it
+            FallbackReason.NULL_KEY); // an outer join's null side: a change elsewhere can remove it
       }
       if (!affected.contains(r.keyText())) {
         merged.add(r);
@@ -84,20 +84,20 @@ final class ScopedDelta {
       merged.sort(order);
       for (int i = 1; i < merged.size(); i++) {
         if (order.compare(merged.get(i - 1), merged.get(i)) >= 0) {
-          return Outcome.full("order-not-comparable"); // distinct keys must never tie
+          return Outcome.full(FallbackReason.ORDER_NOT_COMPARABLE); // distinct keys must never tie
         }
       }
       if (current.size() < limit) {
         return new Outcome(List.copyOf(merged.subList(0, Math.min(limit, merged.size()))), null);
       }
       if (merged.size() < limit) {
-        return Outcome.full("visible-row-left");
+        return Outcome.full(FallbackReason.VISIBLE_ROW_LEFT);
       }
       if (order.compare(merged.get(limit - 1), current.get(current.size() - 1)) > 0) {
-        return Outcome.full("rank-boundary");
+        return Outcome.full(FallbackReason.RANK_BOUNDARY);
       }
     } catch (ResultOrder.Incomparable e) {
-      return Outcome.full("order-not-comparable");
+      return Outcome.full(FallbackReason.ORDER_NOT_COMPARABLE);
     }
     return new Outcome(List.copyOf(merged.subList(0, limit)), null);
   }
@@ -161,7 +161,7 @@ final class ScopedDelta {
     final Map<Definition.Lookup, Set<String>> lookupValues = new LinkedHashMap<>();
 
     private int lookupCount;
-    String fallback;
+    FallbackReason fallback;
 
     /**
      * For a session with a trusted projector (tier 1): the changes of the key table with complete
@@ -169,7 +169,7 @@ final class ScopedDelta {
      */
     List<ContinuousProjector.RowChange> rowChanges;
 
-    String projectorGap;
+    FallbackReason projectorGap;
 
     Keys(Definition.Impact impact, Set<String> tables, int bound) {
       this.impact = impact;
@@ -197,25 +197,26 @@ final class ScopedDelta {
         kind = "update";
         after = up.newRow();
         if (up.oldKind() != OldTupleKind.FULL) {
-          projectorGap("projector-incomplete-tuple"); // not REPLICA IDENTITY FULL (any more)
+          projectorGap(
+              FallbackReason.PROJECTOR_INCOMPLETE_TUPLE); // not REPLICA IDENTITY FULL (any more)
           return;
         }
         before = up.oldRow();
       } else if (c instanceof Change.Delete del) {
         kind = "delete";
         if (del.oldKind() != OldTupleKind.FULL) {
-          projectorGap("projector-incomplete-tuple");
+          projectorGap(FallbackReason.PROJECTOR_INCOMPLETE_TUPLE);
           return;
         }
         before = del.oldRow();
       } else {
-        projectorGap("projector-uncertain");
+        projectorGap(FallbackReason.PROJECTOR_UNCERTAIN);
         return;
       }
       Map<String, String> b = before == null ? null : image(before, table);
       Map<String, String> a = after == null ? null : image(after, table);
       if ((before != null && b == null) || (after != null && a == null)) {
-        projectorGap("projector-incomplete-tuple"); // unchanged TOAST or binary values
+        projectorGap(FallbackReason.PROJECTOR_INCOMPLETE_TUPLE); // unchanged TOAST or binary values
         return;
       }
       Set<String> changed = new TreeSet<>();
@@ -245,7 +246,7 @@ final class ScopedDelta {
       return out;
     }
 
-    private void projectorGap(String reason) {
+    private void projectorGap(FallbackReason reason) {
       if (projectorGap == null) {
         projectorGap = reason;
       }
@@ -255,7 +256,7 @@ final class ScopedDelta {
     void truncate(List<TableSchema> truncated) {
       for (TableSchema t : truncated) {
         if (tables.contains(t.qualifiedName())) {
-          fail("truncate");
+          fail(FallbackReason.TRUNCATE);
         }
       }
     }
@@ -267,7 +268,7 @@ final class ScopedDelta {
       if (!table.qualifiedName().equals(impact.table())) {
         Definition.Lookup lookup = impact.lookup(table.qualifiedName());
         if (lookup == null) {
-          fail("no-impact-rule");
+          fail(FallbackReason.NO_IMPACT_RULE);
         } else {
           lookupChange(c, table, lookup);
         }
@@ -278,7 +279,7 @@ final class ScopedDelta {
       for (int i = 0; i < cols.length; i++) {
         cols[i] = table.indexOf(impact.sourceColumns().get(i));
         if (cols[i] < 0) {
-          fail("unknown-schema");
+          fail(FallbackReason.UNKNOWN_SCHEMA);
           return;
         }
         allIdentity &= table.columns().get(cols[i]).key();
@@ -294,16 +295,16 @@ final class ScopedDelta {
         } else if (!allIdentity) {
           // Without the old value of a source column outside the replica identity, the key the
           // row had before is unknown.
-          fail("incomplete-tuple");
+          fail(FallbackReason.INCOMPLETE_TUPLE);
         } // else: the identity did not change (no old key sent): the old key is the new key
       } else if (c instanceof Change.Delete del) {
         if (del.oldKind() == OldTupleKind.FULL || allIdentity) {
           add(del.oldRow(), cols);
         } else {
-          fail("incomplete-tuple");
+          fail(FallbackReason.INCOMPLETE_TUPLE);
         }
       } else {
-        fail("no-impact-rule");
+        fail(FallbackReason.NO_IMPACT_RULE);
       }
     }
 
@@ -311,7 +312,7 @@ final class ScopedDelta {
     private void lookupChange(Change c, TableSchema table, Definition.Lookup lookup) {
       int col = table.indexOf(lookup.column());
       if (col < 0) {
-        fail("unknown-schema");
+        fail(FallbackReason.UNKNOWN_SCHEMA);
         return;
       }
       boolean identity = table.columns().get(col).key();
@@ -322,16 +323,16 @@ final class ScopedDelta {
         if (up.oldKind() == OldTupleKind.FULL || (up.oldKind() == OldTupleKind.KEY && identity)) {
           lookupValue(lookup, up.oldRow(), col);
         } else if (!identity) {
-          fail("incomplete-tuple"); // the joined value the row had before is unknown
+          fail(FallbackReason.INCOMPLETE_TUPLE); // the joined value the row had before is unknown
         } // else: the identity did not change, so neither did this column
       } else if (c instanceof Change.Delete del) {
         if (del.oldKind() == OldTupleKind.FULL || identity) {
           lookupValue(lookup, del.oldRow(), col);
         } else {
-          fail("incomplete-tuple");
+          fail(FallbackReason.INCOMPLETE_TUPLE);
         }
       } else {
-        fail("no-impact-rule");
+        fail(FallbackReason.NO_IMPACT_RULE);
       }
     }
 
@@ -340,19 +341,19 @@ final class ScopedDelta {
         return;
       }
       if (row == null || col >= row.size()) {
-        fail(row == null ? "incomplete-tuple" : "unknown-schema");
+        fail(row == null ? FallbackReason.INCOMPLETE_TUPLE : FallbackReason.UNKNOWN_SCHEMA);
         return;
       }
       if (row.isNull(col)) {
         return; // a null joins no row: nothing of the result depends on it
       }
       if (row.kind(col) != ColumnKind.TEXT) {
-        fail("incomplete-tuple");
+        fail(FallbackReason.INCOMPLETE_TUPLE);
         return;
       }
       if (lookupValues.computeIfAbsent(lookup, l -> new LinkedHashSet<>()).add(row.text(col))
           && ++lookupCount > bound) {
-        fail("budget-exceeded");
+        fail(FallbackReason.BUDGET_EXCEEDED);
       }
     }
 
@@ -364,33 +365,33 @@ final class ScopedDelta {
     private void add(TupleData row, int[] cols) {
       if (fallback != null || row == null) {
         if (row == null) {
-          fail("incomplete-tuple");
+          fail(FallbackReason.INCOMPLETE_TUPLE);
         }
         return;
       }
       List<String> values = new ArrayList<>(cols.length);
       for (int col : cols) {
         if (col >= row.size()) {
-          fail("unknown-schema");
+          fail(FallbackReason.UNKNOWN_SCHEMA);
           return;
         }
         if (row.isNull(col)) {
-          fail("null-key");
+          fail(FallbackReason.NULL_KEY);
           return;
         }
         if (row.kind(col) != ColumnKind.TEXT) {
-          fail("incomplete-tuple"); // unchanged TOAST or binary: no text value to bind
+          fail(FallbackReason.INCOMPLETE_TUPLE); // unchanged TOAST or binary: no text value to bind
           return;
         }
         values.add(row.text(col));
       }
       keys.putIfAbsent(String.join("\u0000", values), values);
       if (keys.size() > bound) {
-        fail("budget-exceeded");
+        fail(FallbackReason.BUDGET_EXCEEDED);
       }
     }
 
-    private void fail(String reason) {
+    private void fail(FallbackReason reason) {
       if (fallback == null) {
         fallback = reason;
         keys.clear();

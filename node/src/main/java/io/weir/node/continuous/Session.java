@@ -486,8 +486,14 @@ public final class Session {
     failuresByReason.merge(reason, 1L, Long::sum);
   }
 
-  void countFallback(String reason) {
-    fallbacksByReason.merge(reason, 1L, Long::sum);
+  void countFallback(FallbackReason reason) {
+    fallbacksByReason.merge(reason.wireName(), 1L, Long::sum);
+  }
+
+  /** An authoritative read or append failed: the result stays, a repair is pending. */
+  void failed(String reason) {
+    repairPending = reason;
+    countFailure(reason);
   }
 
   ObjectNode status(boolean active) {

@@ -1339,7 +1339,7 @@ class ContinuousQueryIT {
     assertThat(series.get("weir_continuous_transactions_total{outcome=\"unrelated\"}"))
         .isGreaterThanOrEqualTo(1.0);
     assertThat(series.get("weir_continuous_rows_read_total")).isGreaterThan(0.0);
-    for (String reason : io.weir.node.metrics.ContinuousMetrics.FALLBACK_REASONS) {
+    for (String reason : ContinuousMetrics.FALLBACK_REASONS) {
       assertThat(series)
           .as("every fallback reason is a series from the start")
           .containsKey("weir_continuous_fallbacks_total{reason=\"" + reason + "\"}");

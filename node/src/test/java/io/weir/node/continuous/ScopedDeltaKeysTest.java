@@ -60,7 +60,7 @@ class ScopedDeltaKeysTest {
         table(ReplicaIdentity.DEFAULT, column("ident", true), column("score", false));
     ScopedDelta.Keys k = keys(10);
     k.change(new Change.Insert(renamed, TupleData.ofText("1", "10")), renamed);
-    assertThat(k.fallback).isEqualTo("unknown-schema");
+    assertThat(k.fallback).isEqualTo(FallbackReason.UNKNOWN_SCHEMA);
     assertThat(k.keys).isEmpty();
   }
 
@@ -70,7 +70,7 @@ class ScopedDeltaKeysTest {
     TableSchema t = table(ReplicaIdentity.DEFAULT, column("score", false), column("id", true));
     ScopedDelta.Keys k = keys(10);
     k.change(new Change.Insert(t, TupleData.ofText("10")), t);
-    assertThat(k.fallback).isEqualTo("unknown-schema");
+    assertThat(k.fallback).isEqualTo(FallbackReason.UNKNOWN_SCHEMA);
   }
 
   @Test
@@ -80,7 +80,7 @@ class ScopedDeltaKeysTest {
     TableSchema t = table(ReplicaIdentity.INDEX, column("id", false), column("score", true));
     ScopedDelta.Keys k = keys(10);
     k.change(new Change.Update(t, OldTupleKind.NONE, null, TupleData.ofText("2", "20")), t);
-    assertThat(k.fallback).isEqualTo("incomplete-tuple");
+    assertThat(k.fallback).isEqualTo(FallbackReason.INCOMPLETE_TUPLE);
   }
 
   @Test
@@ -90,7 +90,7 @@ class ScopedDeltaKeysTest {
     for (int id = 1; id <= 3; id++) {
       k.change(new Change.Insert(t, TupleData.ofText(Integer.toString(id), "1")), t);
     }
-    assertThat(k.fallback).isEqualTo("budget-exceeded");
+    assertThat(k.fallback).isEqualTo(FallbackReason.BUDGET_EXCEEDED);
   }
 
   @Test

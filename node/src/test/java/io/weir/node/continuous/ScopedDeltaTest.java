@@ -96,7 +96,7 @@ class ScopedDeltaTest {
       ScopedDelta.Outcome outcome = ScopedDelta.merge(current, affected, fetched, limit, order);
       if (outcome.fallback() != null) {
         fallbacks++;
-        reasons.merge(outcome.fallback(), 1, Integer::sum);
+        reasons.merge(outcome.fallback().wireName(), 1, Integer::sum);
         continue;
       }
       merged++;
@@ -125,26 +125,26 @@ class ScopedDeltaTest {
     ResultOrder order = ResultOrder.of(d);
     List<ResultRow> current = List.of(row(1, 10), row(2, 5));
     assertThat(ScopedDelta.merge(current, Set.of("[3]"), List.of(row(4, 20)), 2, order).fallback())
-        .isEqualTo("delta-outside-affected");
+        .isEqualTo(FallbackReason.DELTA_OUTSIDE_AFFECTED);
     assertThat(
             ScopedDelta.merge(current, Set.of("[3]"), List.of(row(3, 20), row(3, 21)), 2, order)
                 .fallback())
-        .isEqualTo("duplicate-key");
+        .isEqualTo(FallbackReason.DUPLICATE_KEY);
     ArrayNode nullKey = F.arrayNode().addNull();
     ResultRow nul =
         new ResultRow(nullKey.toString(), nullKey, F.objectNode().putNull("id").put("score", 1));
     assertThat(
             ScopedDelta.merge(List.of(row(1, 10), nul), Set.of("[3]"), List.of(), 2, order)
                 .fallback())
-        .isEqualTo("null-key");
+        .isEqualTo(FallbackReason.NULL_KEY);
     // A new leader displaces the tail; an in-place change; the tail worsening with no entrant.
     assertThat(ScopedDelta.merge(current, Set.of("[3]"), List.of(row(3, 7)), 2, order).result())
         .extracting(ResultRow::keyText)
         .containsExactly("[1]", "[3]");
     assertThat(ScopedDelta.merge(current, Set.of("[2]"), List.of(row(2, 1)), 2, order).fallback())
-        .isEqualTo("rank-boundary");
+        .isEqualTo(FallbackReason.RANK_BOUNDARY);
     assertThat(ScopedDelta.merge(current, Set.of("[1]"), List.of(), 2, order).fallback())
-        .isEqualTo("visible-row-left");
+        .isEqualTo(FallbackReason.VISIBLE_ROW_LEFT);
     // Fewer rows than the limit: the result was the whole base, any change is decided.
     assertThat(ScopedDelta.merge(List.of(row(1, 10)), Set.of("[1]"), List.of(), 2, order).result())
         .isEmpty();

@@ -1,12 +1,14 @@
-package io.weir.node.metrics;
+package io.weir.node.continuous;
 
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
+import java.util.stream.Stream;
 
 /**
  * Continuous top-N queries on this node: sessions held, transactions by how they were handled,
@@ -14,28 +16,16 @@ import java.util.function.Supplier;
  * Every tag value is one of the fixed lists below (anything else counts as {@code other}): no query
  * text, parameter, key or row value ever becomes a label.
  */
-public final class ContinuousMetrics {
-  /** Why a tier-2 delta was abandoned for a full read (the rules of docs/continuous.md). */
+final class ContinuousMetrics {
+  /**
+   * Why a tier could not prove a result ({@link FallbackReason}'s wire names, then {@code other}):
+   * the {@code reason} tag's values.
+   */
   public static final List<String> FALLBACK_REASONS =
-      List.of(
-          "no-impact-rule",
-          "truncate",
-          "unknown-schema",
-          "incomplete-tuple",
-          "null-key",
-          "budget-exceeded",
-          "delta-outside-affected",
-          "duplicate-key",
-          "order-not-comparable",
-          "visible-row-left",
-          "rank-boundary",
-          "evaluator-failed",
-          "evaluator-missing",
-          "projector-missing",
-          "projector-uncertain",
-          "projector-incomplete-tuple",
-          "projector-key-type",
-          "other");
+      Stream.concat(
+              Arrays.stream(FallbackReason.values()).map(FallbackReason::wireName),
+              Stream.of("other"))
+          .toList();
 
   /** What started a full read. */
   public static final List<String> FULL_READ_CAUSES =
@@ -57,7 +47,7 @@ public final class ContinuousMetrics {
   private final Map<String, Counter> transactions = new HashMap<>();
   private final Counter rowsRead;
 
-  public ContinuousMetrics(MeterRegistry registry, Supplier<Number> sessions) {
+  ContinuousMetrics(MeterRegistry registry, Supplier<Number> sessions) {
     Gauge.builder("weir.continuous.sessions", sessions)
         .strongReference(true)
         .description("Continuous-query sessions maintained on this node")
@@ -92,8 +82,8 @@ public final class ContinuousMetrics {
             .register(registry);
   }
 
-  public void fallback(String reason) {
-    fallbacks.getOrDefault(reason, fallbacks.get("other")).increment();
+  public void fallback(FallbackReason reason) {
+    fallbacks.get(reason.wireName()).increment();
   }
 
   /**

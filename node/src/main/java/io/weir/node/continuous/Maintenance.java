@@ -1,0 +1,417 @@
+package io.weir.node.continuous;
+
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.Change;
+import io.weir.protocol.cdc.TableSchema;
+import io.weir.protocol.cdc.Transaction;
+import io.weir.sharding.continuous.ContinuousLog;
+import io.weir.sharding.continuous.ContinuousSession;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.BiFunction;
+import java.util.function.BiPredicate;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Maintains the sessions of one node from the continuous pipeline (engine thread only; {@link
+ * ContinuousQueries} owns the thread and the public API). A transaction touching none of a
+ * session's tables only counts. Otherwise the session is brought up to date by the first tier whose
+ * rules prove the new result: its trusted projector (tier 1, {@link ProjectorTier}), the scoped
+ * delta (tier 2, {@link DeltaTier}), or a full read of its query (tier 3, {@link FullReadTier});
+ * each tier answers with a {@link TierOutcome}, and every fallback names a {@link FallbackReason}.
+ * Reads count only when their snapshot includes every delivered transaction ({@link
+ * VisibilityGate}); results reach clients once durable in the replay log ({@link ReplayAppender}).
+ */
+final class Maintenance {
+  private static final Logger log = LoggerFactory.getLogger(Maintenance.class);
+
+  private final ContinuousSettings settings;
+  private final RegistrationStore store;
+  private final ContinuousLog replayLog;
+  private final ReplayStore legacyReplay;
+  private final List<String> publications;
+  private final Map<String, Session> sessions;
+  private final ScopeReaders readers;
+  private final Supplier<ContinuousMetrics> metrics;
+  private final Supplier<BiPredicate<String, String>> access;
+  private final BiFunction<String, Long, String> replayId;
+  final VisibilityGate gate;
+  final ReplayAppender appender;
+  private final CatalogWatch catalog;
+  private final ProjectorTier projectorTier;
+  private final DeltaTier deltaTier;
+  private final FullReadTier fullRead;
+
+  /** The commit LSN of the last transaction delivered. */
+  private String lastLsn;
+
+  /**
+   * @param sessions the node's sessions, shared with {@link ContinuousQueries} (engine thread only)
+   * @param access (principal id, scope) -> whether the principal may still read the scope's queries
+   * @param replayId the SSE id of a subscription's sequence (a signed replay token)
+   */
+  Maintenance(
+      ContinuousSettings settings,
+      RegistrationStore store,
+      ContinuousLog replayLog,
+      ReplayStore legacyReplay,
+      List<String> publications,
+      Map<String, Session> sessions,
+      ScopeReaders readers,
+      Map<String, ContinuousEvaluator> evaluators,
+      Map<String, ContinuousProjector> projectors,
+      Supplier<ContinuousMetrics> metrics,
+      Supplier<BiPredicate<String, String>> access,
+      BiFunction<String, Long, String> replayId) {
+    this.settings = settings;
+    this.store = store;
+    this.replayLog = replayLog;
+    this.legacyReplay = legacyReplay;
+    this.publications = publications;
+    this.sessions = sessions;
+    this.readers = readers;
+    this.metrics = metrics;
+    this.access = access;
+    this.replayId = replayId;
+    this.gate = new VisibilityGate(settings, readers);
+    this.appender = new ReplayAppender(settings, replayLog);
+    this.catalog = new CatalogWatch(settings, readers);
+    this.projectorTier = new ProjectorTier(projectors);
+    this.deltaTier = new DeltaTier(settings, evaluators, gate);
+    this.fullRead = new FullReadTier(projectors, gate);
+  }
+
+  private void meter(Consumer<ContinuousMetrics> update) {
+    ContinuousMetrics m = metrics.get();
+    if (m != null) {
+      update.accept(m);
+    }
+  }
+
+  /**
+   * One committed transaction of the continuous pipeline. One pass over the changes collects the
+   * touched tables and, for each session the scoped delta may serve, its affected keys (the changes
+   * of a spilled transaction can be read only once, during this call); then each relevant session
+   * is maintained in turn.
+   */
+  void transaction(Transaction t) {
+    Lsn commit = t.commitLsn();
+    Map<Session, ScopedDelta.Keys> keys = new HashMap<>();
+    Map<Session, long[]> timed = new LinkedHashMap<>();
+    List<Session> live = new ArrayList<>();
+    for (Session s : sessions.values()) {
+      if (s.stale) {
+        continue; // started again by the next refresh, with a read that includes this transaction
+      }
+      if (s.handledThrough != null && commit.compareTo(s.handledThrough) <= 0) {
+        s.duplicateTransactions++;
+        meter(
+            m ->
+                m.transaction(
+                    "duplicate")); // redelivered after a stream restart: the restart's read covered
+        // it
+        continue;
+      }
+      live.add(s);
+      if (s.fullOnly == null && s.initialised() && s.repairPending == null) {
+        ScopedDelta.Keys k = new ScopedDelta.Keys(s.impact, s.tables, settings.affectedKeyLimit());
+        keys.put(
+            s,
+            s.registration.definition().projector() != null && s.projectorOff == null
+                ? k.withRowChanges()
+                : k);
+      }
+    }
+    Set<String> touched = new HashSet<>();
+    for (Change c : t.changes()) {
+      TableSchema table = Transaction.rowTable(c);
+      if (table != null) {
+        touched.add(table.qualifiedName());
+        for (ScopedDelta.Keys k : keys.values()) {
+          k.change(c, table);
+        }
+      } else if (c instanceof Change.Truncate tr) {
+        tr.tables().forEach(x -> touched.add(x.qualifiedName()));
+        for (ScopedDelta.Keys k : keys.values()) {
+          k.truncate(tr.tables());
+        }
+      }
+    }
+    gate.delivered(t.xid());
+    lastLsn = commit.toString();
+    for (Session s : live) {
+      if (s.stale) {
+        continue;
+      }
+      s.lastLsn = lastLsn;
+      if (!s.relevant(touched)) {
+        s.handledThrough = commit;
+        s.unrelatedTransactions++;
+        meter(m -> m.transaction("unrelated"));
+        continue;
+      }
+      long started = System.nanoTime();
+      s.appendDoneNanos = 0;
+      maintain(s, keys.get(s));
+      // Only now: when maintain throws, the delivery fails and the transaction comes again, and
+      // this
+      // session must maintain it then rather than count it a duplicate.
+      s.handledThrough = commit;
+      s.relevantTransactions++;
+      timed.put(s, new long[] {started, System.nanoTime()});
+    }
+    gate.prune();
+    appender.flush();
+    // Maintenance time: the session's own reads and merge, and its append until durable (the
+    // appends of all sessions run together, so another session's reads are not counted).
+    timed.forEach(
+        (s, span) ->
+            s.maintenanceMicros.recordValue(
+                Math.min(
+                    s.maintenanceMicros.getHighestTrackableValue(),
+                    Math.max(0, (Math.max(span[1], s.appendDoneNanos) - span[0]) / 1000))));
+  }
+
+  /**
+   * Brings a session up to date after a relevant transaction: the scoped delta (tier 2) when its
+   * rules hold, otherwise, or when a safety rule refuses its outcome, a full read (tier 3).
+   */
+  private void maintain(Session s, ScopedDelta.Keys keys) {
+    if (s.fullOnly != null) {
+      read(s, s.fullOnly);
+      return;
+    }
+    if (!s.initialised()) {
+      read(s, "initial");
+      return;
+    }
+    if (s.repairPending != null) {
+      read(s, "retry-after-" + s.repairPending);
+      return;
+    }
+    if (keys.fallback != null) {
+      countFallback(s, keys.fallback);
+      read(s, "fallback-" + keys.fallback.wireName());
+      return;
+    }
+    if (s.deltasSinceFullRead >= settings.repairEveryTransactions()) {
+      read(s, "periodic");
+      return;
+    }
+    if (keys.empty()) {
+      s.incrementalTransactions++; // the changes cannot touch any result row (e.g. a no-op batch)
+      meter(m -> m.transaction("incremental"));
+      return;
+    }
+    if (s.registration.definition().projector() != null && s.projectorOff == null) {
+      TierOutcome projected = projectorTier.apply(s, keys);
+      if (projected instanceof TierOutcome.Applied a) {
+        incremental(s, a, true);
+        return;
+      }
+      FallbackReason reason = ((TierOutcome.Fallback) projected).reason();
+      countFallback(s, reason);
+      if (reason.next() == FallbackReason.Next.FULL_READ) {
+        read(s, "fallback-" + reason.wireName());
+        return;
+      }
+    }
+    TierOutcome delta = deltaTier.apply(s, keys);
+    long rows = delta.rowsRead();
+    s.rowsRead += rows;
+    meter(m -> m.rowsRead(rows));
+    if (delta instanceof TierOutcome.Applied a) {
+      incremental(s, a, false);
+    } else if (delta instanceof TierOutcome.Fallback f) {
+      countFallback(s, f.reason());
+      read(s, "fallback-" + f.reason().wireName());
+    } // RepairPending: recorded on the session, retried at the next transaction or refresh
+  }
+
+  /** Commits a result tier 1 or 2 proved and counts it. */
+  private void incremental(Session s, TierOutcome.Applied a, boolean projected) {
+    if (!appender.append(s, s.propose(a.result(), s.lastLsn))) {
+      return;
+    }
+    s.incrementalTransactions++;
+    if (projected) {
+      s.projectedTransactions++;
+    }
+    if (a.lookups()) {
+      s.lookupTransactions++;
+    }
+    s.deltasSinceFullRead++;
+    meter(m -> m.transaction("incremental"));
+  }
+
+  private void countFallback(Session s, FallbackReason reason) {
+    s.countFallback(reason);
+    meter(m -> m.fallback(reason));
+  }
+
+  /**
+   * Loads registrations added (or drops ones removed) by any node, retries pending repairs, reads
+   * sessions whose catalog changed or whose periodic repair is due, and ends revoked streams.
+   */
+  void refresh() {
+    List<RegistrationStore.Stored> stored;
+    try {
+      stored = store.all();
+    } catch (SQLException e) {
+      log.warn(
+          "reading continuous query registrations failed; retrying: {}", SafeErrors.describe(e));
+      closeRevokedStreams(); // whatever else fails, a principal who lost access is not served
+      return;
+    }
+    sessions.values().removeIf(s -> s.stale);
+    catalog.check(
+        stored.stream().map(RegistrationStore.Stored::scope).toList(),
+        sessions.values(),
+        s -> {
+          replan(s);
+          read(s, "catalog-changed");
+        });
+    Set<String> ids = new HashSet<>();
+    for (RegistrationStore.Stored r : stored) {
+      ids.add(r.id());
+      if (!sessions.containsKey(r.id())) {
+        if (!settings.scopes().containsKey(r.scope())) {
+          continue; // a scope this node has no login for: not maintained here (status says so)
+        }
+        // One registration that cannot be started (e.g. stored by another version) must not stop
+        // the others, nor the revocation checks below.
+        try {
+          String id = r.id();
+          Session s =
+              new Session(
+                  r,
+                  Long.toHexString(System.currentTimeMillis())
+                      + Long.toHexString(System.nanoTime() & 0xffff),
+                  settings.replayRetained(),
+                  seq -> replayId.apply(id, seq));
+          ContinuousSession.LogState logState = ReplayAppender.await(replayLog.state(id));
+          // A log never written here continues the earlier table's log, if it has one.
+          long last = logState.last() > 0 ? logState.last() : legacyReplay.lastSequence(id);
+          s.logOffset = logState.last() > 0 ? logState.offset() : last;
+          s.continueAfter(last);
+          s.prunedThrough = Math.max(0, s.sequence() - settings.replayRetained());
+          s.lastLsn = lastLsn;
+          sessions.put(r.id(), s);
+          replan(
+              s); // the catalog may have changed since the registration (or while no node ran it)
+          read(s, "initial");
+        } catch (RuntimeException e) {
+          log.warn(
+              "continuous query {} could not be started; skipped: {}",
+              r.id(),
+              SafeErrors.describe(e));
+        } catch (SQLException e) {
+          log.warn(
+              "continuous query {}: the replay log could not be read; retrying: {}",
+              r.id(),
+              SafeErrors.describe(e));
+        } catch (ReplayAppender.LogUnavailable e) {
+          log.warn(
+              "continuous query {}: the replay log could not be read ({}); retrying",
+              r.id(),
+              e.getMessage());
+        }
+      }
+    }
+    closeRevokedStreams();
+    for (var it = sessions.entrySet().iterator(); it.hasNext(); ) {
+      var e = it.next();
+      if (!ids.contains(e.getKey())) {
+        e.getValue().closeAll();
+        it.remove();
+        appender.cutDeletedLog(e.getValue());
+      } else if ("replan-pending".equals(e.getValue().fullOnly)) {
+        replan(e.getValue());
+        if (!"replan-pending".equals(e.getValue().fullOnly)) {
+          read(e.getValue(), "replanned");
+        }
+      } else if (e.getValue().repairPending != null) {
+        read(e.getValue(), "retry-after-" + e.getValue().repairPending);
+      } else if (e.getValue().deltasSinceFullRead > 0
+          && System.nanoTime() - e.getValue().lastFullReadNanos
+              >= settings.repairInterval().toNanos()) {
+        read(e.getValue(), "periodic");
+      }
+    }
+  }
+
+  /** Ends the streams of principals who no longer hold the grant on their query's scope. */
+  private void closeRevokedStreams() {
+    BiPredicate<String, String> check = access.get();
+    for (Session s : sessions.values()) {
+      String scope = s.registration.scope();
+      int closed =
+          s.closeWhere(sub -> sub.principal() != null && !check.test(sub.principal(), scope));
+      if (closed > 0) {
+        s.revokedStreams += closed;
+      }
+    }
+  }
+
+  /**
+   * Plans a session's query again as its scope's login and tells the session ({@link
+   * Session#planned}); a failure leaves it reading in full on every transaction until a later
+   * refresh plans it.
+   */
+  private void replan(Session s) {
+    Registrar.Replanned now;
+    try {
+      now =
+          readers
+              .get(s.registration.scope())
+              .readOnly(c -> Registrar.replan(c, s.registration.definition(), publications));
+    } catch (SQLException | RuntimeException e) {
+      log.warn(
+          "continuous query {}: planning it again failed; full reads until it succeeds: {}",
+          s.registration.id(),
+          e instanceof SQLException q ? SafeErrors.describe(q) : e.getClass().getSimpleName());
+      s.replanFailed();
+      return;
+    }
+    if (s.planned(now)) {
+      log.info(
+          "continuous query {}: its plan differs from the registration's under the current catalog ({})",
+          s.registration.id(),
+          s.fullOnly == null ? "a lookup rule is gone" : s.fullOnly);
+    }
+  }
+
+  /**
+   * One authoritative read of {@code s}'s full query (tier 3); a failure marks a pending repair
+   * instead of changing the result.
+   */
+  void read(Session s, String reason) {
+    if (!(fullRead.read(s) instanceof TierOutcome.Applied a)) {
+      return; // repair pending, recorded
+    }
+    s.fullReads++;
+    s.rowsRead += a.rowsRead();
+    meter(
+        m -> {
+          m.fullRead(reason);
+          m.rowsRead(a.rowsRead());
+        });
+    if (!appender.append(s, s.propose(a.result(), s.lastLsn))) {
+      return;
+    }
+    s.countRepair(reason);
+    s.repairPending = null;
+    s.deltasSinceFullRead = 0;
+    s.lastFullReadNanos = System.nanoTime();
+  }
+}

@@ -98,7 +98,7 @@ class DeployArtifactsTest {
   static Set<String> nodeEnvironment() throws IOException {
     Set<String> names = new TreeSet<>();
     Pattern p = Pattern.compile("\\$\\{\\?(WEIR_[A-Z0-9_]+)}");
-    for (String module : List.of("persistence", "sharding", "node")) {
+    for (String module : List.of("persistence", "sharding", "node/continuous", "node")) {
       Path conf = repo.resolve(module + "/src/main/resources/reference.conf");
       if (!Files.exists(conf)) continue;
       Matcher m = p.matcher(Files.readString(conf));

@@ -1,6 +1,8 @@
 package io.weir.node.continuous;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.node.continuous.spi.ContinuousEvaluator;
+import io.weir.node.continuous.spi.ContinuousProjector;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.util.ArrayList;

@@ -1,4 +1,4 @@
-package io.weir.node.continuous;
+package io.weir.node.continuous.spi;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.List;

@@ -1,5 +1,6 @@
 package io.weir.node.continuous;
 
+import io.weir.node.continuous.spi.ContinuousProjector;
 import java.sql.PreparedStatement;
 import java.util.HashSet;
 import java.util.List;

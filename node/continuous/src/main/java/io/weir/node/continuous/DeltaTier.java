@@ -1,6 +1,7 @@
 package io.weir.node.continuous;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.node.continuous.spi.ContinuousEvaluator;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -169,7 +170,7 @@ final class DeltaTier {
   private static List<ResultRow> evaluated(
       ContinuousEvaluator evaluator, Definition d, Connection c, List<List<String>> tuples)
       throws SQLException {
-    ContinuousEvaluator.Query query = ContinuousEvaluator.Query.of(d);
+    ContinuousEvaluator.Query query = d.query();
     List<ObjectNode> rows;
     try {
       rows =

@@ -1,6 +1,7 @@
 package io.weir.node.continuous;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.node.continuous.spi.ContinuousProjector;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -32,9 +33,7 @@ final class ProjectorTier {
     }
     List<ObjectNode> projected;
     try {
-      projected =
-          projector.project(
-              ContinuousEvaluator.Query.of(d), s.registration.loginRole(), keys.rowChanges);
+      projected = projector.project(d.query(), s.registration.loginRole(), keys.rowChanges);
     } catch (RuntimeException e) {
       log.warn(
           "continuous projector {} failed ({}); using the scoped delta",

@@ -1,6 +1,8 @@
 package io.weir.node.continuous;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.node.continuous.spi.ContinuousEvaluator;
+import io.weir.node.continuous.spi.ContinuousProjector;
 import io.weir.persistence.Identifiers;
 import java.util.ArrayList;
 import java.util.List;
@@ -77,6 +79,18 @@ public record Definition(
     columns = List.copyOf(columns);
     tables = tables == null ? null : List.copyOf(tables);
     columnTypes = columnTypes == null ? null : List.copyOf(columnTypes);
+  }
+
+  /** What an evaluator or projector sees of this registration. */
+  ContinuousEvaluator.Query query() {
+    return new ContinuousEvaluator.Query(
+        sql(),
+        parameters(),
+        keyColumns(),
+        columns(),
+        columnTypes(),
+        tables(),
+        impact() == null ? null : impact().table());
   }
 
   /** Whether the registration allows the scoped delta (tier 2). */

@@ -5,6 +5,8 @@ import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.fasterxml.jackson.databind.util.RawValue;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.weir.node.continuous.spi.ContinuousEvaluator;
+import io.weir.node.continuous.spi.ContinuousProjector;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
@@ -43,12 +45,8 @@ import org.slf4j.LoggerFactory;
  * The continuous-query engine of one node: the sessions it maintains from the continuous pipeline,
  * registration, status and SSE subscriptions.
  *
- * <p>Maintenance: a transaction touching none of a session's tables only counts. Otherwise the
- * session is brought up to date by the scoped delta (tier 2, {@link ScopedDelta}: the base read for
- * the affected keys, merged under rank rules) when its impact plan has a rule and every safety rule
- * holds, and by a full read of its query (tier 3) otherwise. A read counts only when its snapshot
- * includes every transaction delivered so far ({@link ScopeReader#invisible}); otherwise it is
- * taken again.
+ * <p>Maintenance runs in {@link Maintenance} (the tiers, the visibility gate, the catalog watch and
+ * the replay appender); this class owns its thread, activation and the public API.
  *
  * <p>Threads: every session is used from one engine thread, so transactions, registrations,
  * subscriptions and status reads are ordered; registration's checks run on a separate pool. The
@@ -60,8 +58,6 @@ public final class ContinuousQueries implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(ContinuousQueries.class);
 
   private final ContinuousSettings settings;
-  private final PostgresSettings weir;
-  private final DataSource weirDataSource;
   private final RegistrationStore store;
 
   /** The sessions' replay logs (sharded entities, ADR 0025). */
@@ -109,8 +105,6 @@ public final class ContinuousQueries implements AutoCloseable {
       List<String> publications,
       ContinuousLog replayLog) {
     this.settings = settings;
-    this.weir = weir;
-    this.weirDataSource = weirDataSource;
     this.store = new RegistrationStore(weirDataSource, weir.schema());
     this.replayLog = replayLog;
     this.legacyReplay = new ReplayStore(weirDataSource, weir.schema());
@@ -568,9 +562,8 @@ public final class ContinuousQueries implements AutoCloseable {
           try {
             maintenance.transaction(t);
           } finally {
-            appender
-                .flush(); // also when handling failed half way: what was applied is sent or ends
-            // stale
+            // Also when handling failed half way: what was applied is sent or ends stale.
+            appender.flush();
           }
         },
         engine);

@@ -1,4 +1,4 @@
-package io.weir.node.continuous;
+package io.weir.node.continuous.spi;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.sql.Connection;
@@ -9,8 +9,9 @@ import java.util.List;
 /**
  * A custom evaluator: replaces the scoped delta (tier 2) for the continuous queries it covers
  * exactly. Nodes find evaluators with {@link java.util.ServiceLoader} (a jar on the node's class
- * path listing its class in {@code META-INF/services/io.weir.node.continuous.ContinuousEvaluator});
- * a registration opts in with {@code "evaluator": "<name>"}.
+ * path listing its class in {@code
+ * META-INF/services/io.weir.node.continuous.spi.ContinuousEvaluator}); a registration opts in with
+ * {@code "evaluator": "<name>"}.
  *
  * <p>Weir keeps every safety rule: it computes the affected keys from the impact plan, runs the
  * evaluator in the same authoritative transaction a scoped delta would use (the subscriber's own
@@ -70,17 +71,6 @@ public interface ContinuousEvaluator {
     @Override
     public String toString() {
       return "Query[keys=" + keyColumns + ", tables=" + tables + "]";
-    }
-
-    static Query of(Definition d) {
-      return new Query(
-          d.sql(),
-          d.parameters(),
-          d.keyColumns(),
-          d.columns(),
-          d.columnTypes(),
-          d.tables(),
-          d.impact() == null ? null : d.impact().table());
     }
   }
 

@@ -2,6 +2,7 @@ package io.weir.node.continuous;
 
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import io.weir.node.continuous.spi.ContinuousProjector;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.pgoutput.ColumnKind;

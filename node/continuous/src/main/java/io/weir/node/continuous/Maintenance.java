@@ -1,5 +1,7 @@
 package io.weir.node.continuous;
 
+import io.weir.node.continuous.spi.ContinuousEvaluator;
+import io.weir.node.continuous.spi.ContinuousProjector;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Change;
@@ -114,12 +116,9 @@ final class Maintenance {
         continue; // started again by the next refresh, with a read that includes this transaction
       }
       if (s.handledThrough != null && commit.compareTo(s.handledThrough) <= 0) {
+        // Redelivered after a stream restart: the restart's read covered it.
         s.duplicateTransactions++;
-        meter(
-            m ->
-                m.transaction(
-                    "duplicate")); // redelivered after a stream restart: the restart's read covered
-        // it
+        meter(m -> m.transaction("duplicate"));
         continue;
       }
       live.add(s);
@@ -164,8 +163,7 @@ final class Maintenance {
       s.appendDoneNanos = 0;
       maintain(s, keys.get(s));
       // Only now: when maintain throws, the delivery fails and the transaction comes again, and
-      // this
-      // session must maintain it then rather than count it a duplicate.
+      // this session must maintain it then rather than count it a duplicate.
       s.handledThrough = commit;
       s.relevantTransactions++;
       timed.put(s, new long[] {started, System.nanoTime()});
@@ -183,8 +181,9 @@ final class Maintenance {
   }
 
   /**
-   * Brings a session up to date after a relevant transaction: the scoped delta (tier 2) when its
-   * rules hold, otherwise, or when a safety rule refuses its outcome, a full read (tier 3).
+   * Brings a session up to date after a relevant transaction: its projector (tier 1) or the scoped
+   * delta (tier 2) when their rules hold, otherwise, or when a safety rule refuses their outcome, a
+   * full read (tier 3).
    */
   private void maintain(Session s, ScopedDelta.Keys keys) {
     if (s.fullOnly != null) {

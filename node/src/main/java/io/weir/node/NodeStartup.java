@@ -24,15 +24,10 @@ import io.weir.persistence.SafeErrors;
 import io.weir.persistence.StorageStatus;
 import io.weir.protocol.http.OutboxSettings;
 import io.weir.sharding.continuous.ContinuousLog;
-import io.weir.sharding.partition.JournalPruner;
 import io.weir.sharding.partition.OutboxReader;
-import io.weir.sharding.partition.PartitionObserver;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
-import io.weir.sharding.partition.PartitionWiring;
 import io.weir.sharding.partition.SqlJournalPruner;
-import io.weir.sharding.storage.AcknowledgedMarks;
-import io.weir.sharding.storage.DistributedMarks;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
@@ -44,8 +39,6 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -136,36 +129,9 @@ final class NodeStartup {
             });
   }
 
-  /**
-   * The partitions: sharded over the server nodes, all kept running by one keeper per cluster; the
-   * outbox retention, when set, by another singleton.
-   */
+  /** The partitions ({@link PartitionStart}). */
   void partitions(SqlJournalPruner journalPruner) {
-    PartitionSharding.init(
-        system, partitionWiring(system, settings, journalPruner, storage, metrics));
-    ClusterSingleton.get(system)
-        .init(
-            SingletonActor.of(
-                    PartitionSharding.keeper(
-                        settings.partitions(),
-                        () -> storage.get().isReady(),
-                        settings.partitionKeepAlive()),
-                    "weir-partition-keeper")
-                .withSettings(serverSingleton(system)));
-    settings
-        .outboxRetention()
-        .ifPresent(
-            interval ->
-                ClusterSingleton.get(system)
-                    .init(
-                        SingletonActor.of(
-                                PartitionSharding.retention(
-                                    settings.partitions(),
-                                    () -> storage.get().isReady(),
-                                    interval,
-                                    100_000),
-                                "weir-outbox-retention")
-                            .withSettings(serverSingleton(system))));
+    PartitionStart.start(system, settings, journalPruner, storage, metrics);
   }
 
   /**
@@ -506,77 +472,12 @@ final class NodeStartup {
   }
 
   /** Singletons run on server nodes only: a protocol client (role client) hosts nothing. */
-  private static ClusterSingletonSettings serverSingleton(ActorSystem<?> system) {
+  static ClusterSingletonSettings serverSingleton(ActorSystem<?> system) {
     return ClusterSingletonSettings.create(system).withRole(PartitionSharding.ROLE);
   }
 
-  /**
-   * What this node's partitions are built with: the documents table on a pool and threads of its
-   * own (ADR 0032), old snapshots upgraded a few at a time, the JDBC journal's query to catch the
-   * table up, the journal pruner, metrics and the storage gate.
-   */
-  private static PartitionWiring partitionWiring(
-      ActorSystem<Void> system,
-      NodeSettings settings,
-      JournalPruner pruner,
-      AtomicReference<StorageStatus> storage,
-      NodeMetrics metrics) {
-    String schema = settings.postgres().schema();
-    Database documents =
-        Database.create(
-            settings.postgres().withPoolSize(settings.documentsPoolSize()), "weir-documents");
-    ExecutorService documentsIo =
-        Executors.newFixedThreadPool(settings.documentsPoolSize(), daemonThreads("weir-documents"));
-    ExecutorService upgrades =
-        Executors.newFixedThreadPool(
-            settings.snapshotUpgrades(), daemonThreads("weir-snapshot-upgrade"));
-    CoordinatedShutdown.get(system)
-        .addTask(
-            CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
-            "close-weir-documents",
-            () -> {
-              documentsIo.shutdownNow();
-              upgrades.shutdownNow();
-              documents.close();
-              return CompletableFuture.completedFuture(Done.getInstance());
-            });
-    return PartitionWiring.jdbc(
-            settings.partitionLimits(), documents.dataSource(), schema, documentsIo, upgrades)
-        .withPruner(pruner)
-        .withObserver(
-            settings.metrics().enabled()
-                ? metrics.partitions(settings.partitions())
-                : PartitionObserver.NONE)
-        .withGate(
-            new NodeStorageGate(
-                storage,
-                settings.requiredCopies(),
-                documents.dataSource(),
-                documentsIo,
-                settings.marks().settleTimeout()))
-        .withMarks(
-            settings.marks().enabled()
-                ? new DistributedMarks(system, marksScope(storage), settings.marks().timeout())
-                : AcknowledgedMarks.NONE);
-  }
-
-  /**
-   * The scope of the acknowledged marks: the cluster's identity and restore epoch (a restore
-   * rewinds the journal on purpose and starts new marks; nodes are stopped during one), as last
-   * seen; null before storage was reached.
-   */
-  private static Supplier<String> marksScope(AtomicReference<StorageStatus> storage) {
-    AtomicReference<String> seen = new AtomicReference<>();
-    return () -> {
-      if (storage.get() instanceof StorageStatus.Ready r) {
-        seen.set(r.identity().clusterId() + "-" + r.identity().restoreEpoch());
-      }
-      return seen.get();
-    };
-  }
-
   /** Daemon threads named {@code prefix-N}. */
-  private static ThreadFactory daemonThreads(String prefix) {
+  static ThreadFactory daemonThreads(String prefix) {
     AtomicInteger n = new AtomicInteger();
     return r -> {
       Thread t = new Thread(r, prefix + "-" + n.incrementAndGet());

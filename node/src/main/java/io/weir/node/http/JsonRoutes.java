@@ -1,8 +1,16 @@
 package io.weir.node.http;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.StreamReadFeature;
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.MapperFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.cfg.CoercionAction;
+import com.fasterxml.jackson.databind.cfg.CoercionInputShape;
+import com.fasterxml.jackson.databind.json.JsonMapper;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.type.LogicalType;
 import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Principal;
 import io.weir.persistence.SafeErrors;
@@ -33,6 +41,28 @@ import org.slf4j.LoggerFactory;
 
 /** What the node's route classes share: JSON replies, typed errors, bounded request bodies. */
 abstract class JsonRoutes extends AllDirectives {
+  /**
+   * Strict request reading: no unknown or duplicate fields, no coercion of strings or floats into
+   * numbers, exact decimals in documents.
+   */
+  static final ObjectMapper STRICT =
+      JsonMapper.builder()
+          .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+          .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
+          .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+          .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+          .disable(DeserializationFeature.ACCEPT_FLOAT_AS_INT)
+          .disable(MapperFeature.ALLOW_COERCION_OF_SCALARS)
+          // Text fields take text only: no number or boolean turned into a string.
+          .withCoercionConfig(
+              LogicalType.Textual,
+              c ->
+                  c.setCoercion(CoercionInputShape.Integer, CoercionAction.Fail)
+                      .setCoercion(CoercionInputShape.Float, CoercionAction.Fail)
+                      .setCoercion(CoercionInputShape.Boolean, CoercionAction.Fail))
+          .nodeFactory(JsonNodeFactory.withExactBigDecimals(true))
+          .build();
+
   private static final Logger log = LoggerFactory.getLogger(JsonRoutes.class);
 
   /** How long reading a request body may take once the request has arrived. */
@@ -132,7 +162,7 @@ abstract class JsonRoutes extends AllDirectives {
   }
 
   /**
-   * The body as one JSON value read strictly ({@link ProjectionRoutes#REQUESTS}: valid UTF-8, no
+   * The body as one JSON value read strictly ({@link #STRICT}: valid UTF-8, no
    * duplicate fields, nothing after the value); null for an empty or blank body.
    */
   static JsonNode readJson(byte[] bytes) throws MalformedBody {
@@ -141,7 +171,7 @@ abstract class JsonRoutes extends AllDirectives {
       return null;
     }
     try {
-      return ProjectionRoutes.REQUESTS.readTree(text);
+      return STRICT.readTree(text);
     } catch (IOException | RuntimeException e) {
       // Jackson's messages quote the input: none of it goes out.
       throw new MalformedBody("the body is not valid JSON");

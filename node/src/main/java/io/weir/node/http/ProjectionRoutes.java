@@ -1,20 +1,9 @@
 package io.weir.node.http;
 
-import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.core.JsonParseException;
 import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.core.StreamReadFeature;
-import com.fasterxml.jackson.databind.DeserializationFeature;
-import com.fasterxml.jackson.databind.JsonMappingException;
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.MapperFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.cfg.CoercionAction;
-import com.fasterxml.jackson.databind.cfg.CoercionInputShape;
 import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
-import com.fasterxml.jackson.databind.json.JsonMapper;
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
-import com.fasterxml.jackson.databind.type.LogicalType;
 import io.weir.node.Documents;
 import io.weir.node.Projections;
 import io.weir.protocol.ErrorCode;
@@ -73,69 +62,6 @@ final class ProjectionRoutes extends JsonRoutes {
   /** Request bodies other than commits are small. */
   private static final long SMALL_BODY = 64 * 1024;
 
-  /**
-   * Strict request reading: no unknown or duplicate fields, no coercion of strings or floats into
-   * numbers, exact decimals in documents.
-   */
-  static final ObjectMapper REQUESTS =
-      JsonMapper.builder()
-          .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
-          .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
-          .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-          .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
-          .disable(DeserializationFeature.ACCEPT_FLOAT_AS_INT)
-          .disable(MapperFeature.ALLOW_COERCION_OF_SCALARS)
-          // Text fields take text only: no number or boolean turned into a string.
-          .withCoercionConfig(
-              LogicalType.Textual,
-              c ->
-                  c.setCoercion(CoercionInputShape.Integer, CoercionAction.Fail)
-                      .setCoercion(CoercionInputShape.Float, CoercionAction.Fail)
-                      .setCoercion(CoercionInputShape.Boolean, CoercionAction.Fail))
-          .nodeFactory(JsonNodeFactory.withExactBigDecimals(true))
-          .build();
-
-  record ConfigureRequest(
-      Integer partition,
-      String consumer,
-      Long generation,
-      List<String> collections,
-      List<String> kinds,
-      Long startAfter) {}
-
-  record ReadRequest(
-      Integer partition, String consumer, Long generation, Integer maxEntries, Long maxBytes) {}
-
-  record ReleaseRequest(Integer partition, String consumer, Long generation) {}
-
-  record CommitRequest(
-      String token,
-      String commandId,
-      List<EffectRequest> effects,
-      Integer partition,
-      String consumer,
-      Long generation) {
-    /** No token text and no document. */
-    @Override
-    public String toString() {
-      return "CommitRequest[effects=" + (effects == null ? 0 : effects.size()) + "]";
-    }
-  }
-
-  /** One effect: {@code op} is {@code upsert} (with {@code document}) or {@code delete}. */
-  record EffectRequest(
-      String op,
-      String collection,
-      String id,
-      Long expectedRevision,
-      @JsonProperty("document") JsonNode document) {
-    /** No id and no document: row values. */
-    @Override
-    public String toString() {
-      return "EffectRequest[" + op + ", " + collection + "]";
-    }
-  }
-
   private final Projections projections;
   private final Documents documents;
   private final long maxDocumentBytes;
@@ -159,14 +85,18 @@ final class ProjectionRoutes extends JsonRoutes {
                         request(
                             SMALL_BODY,
                             ErrorCode.BAD_REQUEST,
-                            ConfigureRequest.class,
+                            ProjectionRequests.ConfigureRequest.class,
                             this::configure))),
         path(
             "read",
             () ->
                 post(
                     () ->
-                        request(SMALL_BODY, ErrorCode.BAD_REQUEST, ReadRequest.class, this::read))),
+                        request(
+                            SMALL_BODY,
+                            ErrorCode.BAD_REQUEST,
+                            ProjectionRequests.ReadRequest.class,
+                            this::read))),
         path(
             "commit",
             () ->
@@ -175,7 +105,7 @@ final class ProjectionRoutes extends JsonRoutes {
                         request(
                             commitLimit,
                             ErrorCode.EFFECTS_TOO_LARGE,
-                            CommitRequest.class,
+                            ProjectionRequests.CommitRequest.class,
                             this::commit))),
         path(
             "release",
@@ -185,7 +115,7 @@ final class ProjectionRoutes extends JsonRoutes {
                         request(
                             SMALL_BODY,
                             ErrorCode.BAD_REQUEST,
-                            ReleaseRequest.class,
+                            ProjectionRequests.ReleaseRequest.class,
                             this::release))));
   }
 
@@ -197,7 +127,7 @@ final class ProjectionRoutes extends JsonRoutes {
         bytes -> {
           T value;
           try {
-            value = REQUESTS.readValue(utf8(bytes), type);
+            value = STRICT.readValue(utf8(bytes), type);
           } catch (MalformedBody e) {
             return error(ErrorCode.MALFORMED_JSON, e.getMessage());
           } catch (UnrecognizedPropertyException e) {
@@ -212,28 +142,14 @@ final class ProjectionRoutes extends JsonRoutes {
           } catch (IOException | RuntimeException e) {
             // Jackson's messages may quote the input: only the field path goes out.
             return error(
-                ErrorCode.BAD_REQUEST, "the body does not have the expected shape" + fieldPath(e));
+                ErrorCode.BAD_REQUEST,
+                "the body does not have the expected shape" + ProjectionRequests.fieldPath(e));
           }
           if (value == null) {
             return error(ErrorCode.BAD_REQUEST, "the body must be a JSON object");
           }
           return inner.apply(value);
         });
-  }
-
-  private static String fieldPath(Exception e) {
-    if (e instanceof JsonMappingException m && !m.getPath().isEmpty()) {
-      StringBuilder path = new StringBuilder();
-      for (JsonMappingException.Reference r : m.getPath()) {
-        if (r.getFieldName() != null && r.getFieldName().matches("[A-Za-z0-9_]{1,64}")) {
-          path.append(path.length() == 0 ? "" : ".").append(r.getFieldName());
-        } else if (r.getIndex() >= 0) {
-          path.append('[').append(r.getIndex()).append(']');
-        }
-      }
-      return path.length() == 0 ? "" : " (at " + path + ")";
-    }
-    return "";
   }
 
   /** 400 naming what is wrong with the identity fields, or null when they are fine. */
@@ -252,7 +168,7 @@ final class ProjectionRoutes extends JsonRoutes {
     return null;
   }
 
-  private Route configure(ConfigureRequest r) {
+  private Route configure(ProjectionRequests.ConfigureRequest r) {
     Route bad = badIdentity(r.partition(), r.consumer(), r.generation());
     if (bad != null) {
       return bad;
@@ -295,7 +211,7 @@ final class ProjectionRoutes extends JsonRoutes {
         });
   }
 
-  private Route release(ReleaseRequest r) {
+  private Route release(ProjectionRequests.ReleaseRequest r) {
     Route bad = badIdentity(r.partition(), r.consumer(), r.generation());
     if (bad != null) {
       return bad;
@@ -321,7 +237,7 @@ final class ProjectionRoutes extends JsonRoutes {
         });
   }
 
-  private Route read(ReadRequest r) {
+  private Route read(ProjectionRequests.ReadRequest r) {
     Route bad = badIdentity(r.partition(), r.consumer(), r.generation());
     if (bad != null) {
       return bad;
@@ -371,7 +287,8 @@ final class ProjectionRoutes extends JsonRoutes {
    * released meanwhile: the partition is asked again, and the answer is then {@code stale-batch} or
    * {@code token-invalidated}. Only when nothing changed is it a hole: logged, 410.
    */
-  private Route missingEntries(ReadRequest r, OutboxReader.MissingEntries missing) {
+  private Route missingEntries(
+      ProjectionRequests.ReadRequest r, OutboxReader.MissingEntries missing) {
     return onComplete(
         projections.consumer(r.partition(), r.consumer(), r.generation()),
         now -> {
@@ -453,7 +370,7 @@ final class ProjectionRoutes extends JsonRoutes {
                 ContentTypes.APPLICATION_JSON, out.toString().getBytes(StandardCharsets.UTF_8)));
   }
 
-  private Route commit(CommitRequest r) {
+  private Route commit(ProjectionRequests.CommitRequest r) {
     if (r.token() == null) {
       return error(ErrorCode.BAD_REQUEST, "token is required");
     }
@@ -484,7 +401,7 @@ final class ProjectionRoutes extends JsonRoutes {
     return partitionUnavailable(t);
   }
 
-  private Route commit(CommitRequest r, BatchToken token) {
+  private Route commit(ProjectionRequests.CommitRequest r, BatchToken token) {
     if ((r.partition() != null && r.partition() != token.partition())
         || (r.consumer() != null && !r.consumer().equals(token.consumer()))
         || (r.generation() != null && r.generation() != token.generation())) {
@@ -503,7 +420,8 @@ final class ProjectionRoutes extends JsonRoutes {
               + Documents.MAX_IDEMPOTENCY_KEY_LENGTH
               + " printable ASCII characters");
     }
-    List<EffectRequest> requested = r.effects() == null ? List.of() : r.effects();
+    List<ProjectionRequests.EffectRequest> requested =
+        r.effects() == null ? List.of() : r.effects();
     int maxEffects = projections.maxEffects();
     if (requested.size() > maxEffects) {
       return error(
@@ -512,7 +430,7 @@ final class ProjectionRoutes extends JsonRoutes {
     List<Mutation> effects = new ArrayList<>(requested.size());
     long bytes = 0;
     for (int i = 0; i < requested.size(); i++) {
-      EffectRequest e = requested.get(i);
+      ProjectionRequests.EffectRequest e = requested.get(i);
       if (e == null
           || e.op() == null
           || e.collection() == null
@@ -560,7 +478,7 @@ final class ProjectionRoutes extends JsonRoutes {
           }
           String body;
           try {
-            body = REQUESTS.writeValueAsString(e.document());
+            body = STRICT.writeValueAsString(e.document());
           } catch (JsonProcessingException x) {
             return error(
                 ErrorCode.BAD_REQUEST, "effect " + i + ": the document cannot be stored as JSON");

@@ -103,7 +103,7 @@ public final class RequestLog {
       return UNSPECIFIED;
     }
     try {
-      JsonNode error = ProjectionRoutes.REQUESTS.readTree(strict.getData().toArray()).path("error");
+      JsonNode error = JsonRoutes.STRICT.readTree(strict.getData().toArray()).path("error");
       return error.isTextual() && REASONS.contains(error.textValue())
           ? error.textValue()
           : UNSPECIFIED;

@@ -11,9 +11,7 @@ import io.weir.protocol.pgoutput.TupleData;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -56,9 +54,6 @@ final class IncrementalSnapshot implements AutoCloseable {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final int MAX_ATTEMPTS_PER_CHUNK = 50;
 
-  /** A keyed chunk ends early at this many characters of values, whatever its row count. */
-  private static final long MAX_CHUNK_CHARS = 8L << 20;
-
   /** The persisted progress: the plan and how far it got. */
   record Progress(String id, List<String> tables, int table, List<String> after, boolean done) {
     /** Value-free: {@code after} holds primary key values. */
@@ -88,24 +83,15 @@ final class IncrementalSnapshot implements AutoCloseable {
     }
   }
 
-  private record Read(
-      List<Object> keys, List<TupleData> rows, XidHistory.PgSnapshot snapshot, boolean complete) {
-    /** Value-free: keys and rows are data. */
-    @Override
-    public String toString() {
-      return "Read[rows=" + rows.size() + ", complete=" + complete + "]";
-    }
-  }
-
   private final class Chunk {
     final long seq;
     final PublishedTable table;
     final List<String> after;
-    final CompletableFuture<Read> read = new CompletableFuture<>();
+    final CompletableFuture<ChunkRead.Read> read = new CompletableFuture<>();
     boolean open;
     boolean valid = true;
     Map<Object, TupleData> rows;
-    Read result;
+    ChunkRead.Read result;
 
     Chunk(long seq, PublishedTable table, List<String> after) {
       this.seq = seq;
@@ -260,7 +246,7 @@ final class IncrementalSnapshot implements AutoCloseable {
     }
   }
 
-  private static Object keyOf(List<Integer> key, TupleData row) {
+  static Object keyOf(List<Integer> key, TupleData row) {
     List<String> values = new ArrayList<>(key.size());
     for (int column : key) {
       if (column >= row.size() || row.isNull(column) || row.isUnchangedToast(column)) {
@@ -336,7 +322,7 @@ final class IncrementalSnapshot implements AutoCloseable {
         return CompletableFuture.completedFuture(null);
       }
       attempts = 0;
-      Read read = c.result;
+      ChunkRead.Read read = c.result;
       List<String> last =
           read.rows().isEmpty()
               ? c.after
@@ -422,7 +408,7 @@ final class IncrementalSnapshot implements AutoCloseable {
         () -> {
           try {
             watermark(c, "low");
-            Read read = read(c);
+            ChunkRead.Read read = read(c);
             watermark(c, "high");
             c.read.complete(read);
           } catch (Exception e) {
@@ -448,110 +434,13 @@ final class IncrementalSnapshot implements AutoCloseable {
     }
   }
 
-  private Read read(Chunk c) throws SQLException {
+  private ChunkRead.Read read(Chunk c) throws SQLException {
     Connection conn = connection();
-    PublishedTable t = c.table;
-    boolean keyed = !t.primaryKey().isEmpty();
-    int limit = keyed ? settings.snapshotBatchRows() : settings.incrementalMaxUnkeyedRows() + 1;
-    StringBuilder sql =
-        new StringBuilder("SELECT ")
-            .append(t.quotedColumns())
-            .append(" FROM ")
-            .append(t.fromClause());
-    List<String> where = new ArrayList<>();
-    if (t.rowFilter() != null) {
-      where.add("(" + t.rowFilter() + ")");
-    }
-    List<String> keyNames = new ArrayList<>();
-    List<String> keyTypes = new ArrayList<>();
-    if (keyed) {
-      for (int column : t.primaryKey()) {
-        TableSchema.Column col = t.schema().columns().get(column);
-        keyNames.add(PublishedTable.quote(col.name()));
-        keyTypes.add(typeName(conn, col));
-      }
-      if (c.after != null) {
-        List<String> params = new ArrayList<>();
-        for (String type : keyTypes) {
-          params.add("?::" + type);
-        }
-        where.add("(" + String.join(", ", keyNames) + ") > (" + String.join(", ", params) + ")");
-      }
-    }
-    if (!where.isEmpty()) {
-      sql.append(" WHERE ").append(String.join(" AND ", where));
-    }
-    if (keyed) {
-      sql.append(" ORDER BY ").append(String.join(", ", keyNames));
-    }
-    sql.append(" LIMIT ").append(limit);
     conn.setAutoCommit(false);
     try {
-      XidHistory.PgSnapshot snapshot;
-      try (Statement s = conn.createStatement()) {
-        s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-        try (ResultSet rs = s.executeQuery("SELECT pg_current_snapshot()::text")) {
-          rs.next();
-          snapshot = XidHistory.PgSnapshot.parse(rs.getString(1));
-        }
-      }
-      try (PreparedStatement ps =
-          conn.prepareStatement(
-              "SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = ANY(?) AND schemaname = ? AND tablename = ?")) {
-        ps.setArray(1, conn.createArrayOf("text", settings.publications().toArray()));
-        ps.setString(2, t.schema().schema());
-        ps.setString(3, t.schema().table());
-        try (ResultSet rs = ps.executeQuery()) {
-          if (!rs.next()) {
-            throw new PipelineHaltException(
-                HaltReason.SNAPSHOT_FAILED,
-                "table "
-                    + t.schema().qualifiedName()
-                    + " is no longer in the pipeline's publications");
-          }
-        }
-      }
-      List<Object> keys = new ArrayList<>();
-      List<TupleData> rows = new ArrayList<>();
-      int columns = t.schema().columns().size();
-      long bytes = 0;
-      boolean cut = false;
-      try (PreparedStatement ps = conn.prepareStatement(sql.toString())) {
-        ps.setFetchSize(500); // a cursor: the byte bound below also bounds what the driver holds
-        if (keyed && c.after != null) {
-          for (int i = 0; i < c.after.size(); i++) {
-            ps.setString(i + 1, c.after.get(i));
-          }
-        }
-        try (ResultSet rs = ps.executeQuery()) {
-          while (rs.next()) {
-            String[] values = new String[columns];
-            for (int i = 0; i < columns; i++) {
-              values[i] = rs.getString(i + 1);
-              bytes += values[i] == null ? 0 : values[i].length();
-            }
-            TupleData row = TupleData.ofText(values);
-            rows.add(row);
-            keys.add(keyed ? keyOf(t.primaryKey(), row) : rows.size());
-            if (keyed && bytes >= MAX_CHUNK_CHARS) {
-              cut = true; // a chunk of wide rows ends early; the next one continues after its last
-              // key
-              break;
-            }
-          }
-        }
-      }
+      ChunkRead.Read read = ChunkRead.read(conn, c.table, c.after, settings);
       conn.commit();
-      if (!keyed && rows.size() >= limit) {
-        throw new PipelineHaltException(
-            HaltReason.SNAPSHOT_FAILED,
-            "table "
-                + t.schema().qualifiedName()
-                + " has no primary key and more than "
-                + settings.incrementalMaxUnkeyedRows()
-                + " rows (snapshot.max-unkeyed-rows)");
-      }
-      return new Read(keys, rows, snapshot, !keyed || (!cut && rows.size() < limit));
+      return read;
     } catch (SQLException | RuntimeException e) {
       try {
         conn.rollback();
@@ -563,17 +452,6 @@ final class IncrementalSnapshot implements AutoCloseable {
     } finally {
       if (connection != null) {
         connection.setAutoCommit(true);
-      }
-    }
-  }
-
-  private static String typeName(Connection c, TableSchema.Column col) throws SQLException {
-    try (PreparedStatement ps = c.prepareStatement("SELECT format_type(?, ?)")) {
-      ps.setLong(1, col.typeOid());
-      ps.setInt(2, col.typeModifier());
-      try (ResultSet rs = ps.executeQuery()) {
-        rs.next();
-        return rs.getString(1);
       }
     }
   }

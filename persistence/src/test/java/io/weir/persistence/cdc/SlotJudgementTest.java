@@ -3,8 +3,8 @@ package io.weir.persistence.cdc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.weir.persistence.cdc.SlotManager.Resume;
-import io.weir.persistence.cdc.SlotManager.SlotFlags;
+import io.weir.persistence.cdc.SlotJudgement.Resume;
+import io.weir.persistence.cdc.SlotJudgement.SlotFlags;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.SlotIncarnation;
 import java.util.Optional;
@@ -33,10 +33,11 @@ class SlotJudgementTest {
   void aFailoverSlotResumesOnAPromotedStandby() {
     // The standby was promoted: timeline 2, the synced slot carried over.
     SlotFlags promoted = new SlotFlags(true, true, false);
-    assertThat(SlotManager.judge("s", Optional.of(CREATED_ON_1), server(SYSTEM, 2), promoted, true))
+    assertThat(
+            SlotJudgement.judge("s", Optional.of(CREATED_ON_1), server(SYSTEM, 2), promoted, true))
         .isEqualTo(Resume.PROMOTED);
     assertThat(
-            SlotManager.judge(
+            SlotJudgement.judge(
                 "s",
                 Optional.of(CREATED_ON_1),
                 server(SYSTEM, 1),
@@ -52,18 +53,18 @@ class SlotJudgementTest {
     // 0/5000060.
     String history =
         "1\t0/3000158\tno recovery target specified\n\n2\t0/5000060\tno recovery target specified\n";
-    assertThat(SlotManager.branchPoint(history, 1)).contains(Lsn.parse("0/3000158"));
-    assertThat(SlotManager.branchPoint(history, 2)).contains(Lsn.parse("0/5000060"));
-    assertThat(SlotManager.branchPoint(history, 3)).isEmpty();
-    assertThat(SlotManager.branchPoint(null, 1)).isEmpty();
-    assertThat(SlotManager.branchPoint("1\tnot-an-lsn\treason\n", 1)).isEmpty();
+    assertThat(SlotJudgement.branchPoint(history, 1)).contains(Lsn.parse("0/3000158"));
+    assertThat(SlotJudgement.branchPoint(history, 2)).contains(Lsn.parse("0/5000060"));
+    assertThat(SlotJudgement.branchPoint(history, 3)).isEmpty();
+    assertThat(SlotJudgement.branchPoint(null, 1)).isEmpty();
+    assertThat(SlotJudgement.branchPoint("1\tnot-an-lsn\treason\n", 1)).isEmpty();
 
-    SlotManager.requireOnTheNewHistory(
+    SlotJudgement.requireOnTheNewHistory(
         1, Optional.of(Lsn.parse("0/3000158")), Optional.of(Lsn.parse("0/3000100")));
-    SlotManager.requireOnTheNewHistory(1, Optional.of(Lsn.parse("0/3000158")), Optional.empty());
+    SlotJudgement.requireOnTheNewHistory(1, Optional.of(Lsn.parse("0/3000158")), Optional.empty());
     assertThatThrownBy(
             () ->
-                SlotManager.requireOnTheNewHistory(
+                SlotJudgement.requireOnTheNewHistory(
                     1, Optional.of(Lsn.parse("0/3000158")), Optional.of(Lsn.parse("0/3000200"))))
         .as("the sink holds a transaction the old primary sent past the branch point")
         .isInstanceOfSatisfying(
@@ -72,7 +73,7 @@ class SlotJudgementTest {
         .hasMessageContaining("synchronized_standby_slots");
     assertThatThrownBy(
             () ->
-                SlotManager.requireOnTheNewHistory(
+                SlotJudgement.requireOnTheNewHistory(
                     1, Optional.empty(), Optional.of(Lsn.parse("0/3000100"))))
         .isInstanceOfSatisfying(
             PipelineHaltException.class,
@@ -84,7 +85,7 @@ class SlotJudgementTest {
   void aNewTimelineWithoutAFailoverSlotOrWithoutTheSettingIsAMismatch() {
     assertThatThrownBy(
             () ->
-                SlotManager.judge(
+                SlotJudgement.judge(
                     "s", Optional.of(CREATED_ON_1), server(SYSTEM, 2), SlotFlags.PRIMARY, true))
         .isInstanceOfSatisfying(
             PipelineHaltException.class,
@@ -92,7 +93,7 @@ class SlotJudgementTest {
         .hasMessageContaining("timeline changed from 1 to 2");
     assertThatThrownBy(
             () ->
-                SlotManager.judge(
+                SlotJudgement.judge(
                     "s",
                     Optional.of(CREATED_ON_1),
                     server(SYSTEM, 2),
@@ -108,7 +109,7 @@ class SlotJudgementTest {
   void anotherSystemIsALostSlotEvenForAFailoverSlot() {
     assertThatThrownBy(
             () ->
-                SlotManager.judge(
+                SlotJudgement.judge(
                     "s",
                     Optional.of(CREATED_ON_1),
                     server(SYSTEM + 1, 2),
@@ -125,7 +126,7 @@ class SlotJudgementTest {
     for (Optional<SlotIncarnation> recorded :
         java.util.List.of(Optional.of(CREATED_ON_1), Optional.<SlotIncarnation>empty())) {
       assertThatThrownBy(
-              () -> SlotManager.judge("orders_slot", recorded, server(SYSTEM, 1), standby, true))
+              () -> SlotJudgement.judge("orders_slot", recorded, server(SYSTEM, 1), standby, true))
           .isInstanceOfSatisfying(
               PipelineHaltException.class,
               e -> assertThat(e.reason()).isEqualTo(HaltReason.SLOT_SYNCED_UNPROMOTED))
@@ -133,7 +134,7 @@ class SlotJudgementTest {
           .hasMessageContaining("promote");
     }
     assertThat(
-            SlotManager.judge(
+            SlotJudgement.judge(
                 "s", Optional.empty(), server(SYSTEM, 1), new SlotFlags(false, false, true), false))
         .as("a slot created on the standby itself (logical decoding on a standby) is read there")
         .isEqualTo(Resume.SAME);
@@ -143,18 +144,18 @@ class SlotJudgementTest {
   void adoptingASlotWithoutFailoverIsRefusedWhenThePipelineAsksForFailover() {
     assertThatThrownBy(
             () ->
-                SlotManager.judge(
+                SlotJudgement.judge(
                     "s", Optional.empty(), server(SYSTEM, 1), SlotFlags.PRIMARY, true))
         .isInstanceOfSatisfying(
             PipelineHaltException.class,
             e -> assertThat(e.reason()).isEqualTo(HaltReason.SLOT_INCOMPATIBLE))
         .hasMessageContaining("FAILOVER true");
     assertThat(
-            SlotManager.judge(
+            SlotJudgement.judge(
                 "s", Optional.empty(), server(SYSTEM, 1), new SlotFlags(true, false, false), true))
         .isEqualTo(Resume.SAME);
     assertThat(
-            SlotManager.judge("s", Optional.empty(), server(SYSTEM, 1), SlotFlags.PRIMARY, false))
+            SlotJudgement.judge("s", Optional.empty(), server(SYSTEM, 1), SlotFlags.PRIMARY, false))
         .isEqualTo(Resume.SAME);
   }
 }

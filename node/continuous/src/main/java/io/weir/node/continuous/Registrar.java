@@ -571,8 +571,9 @@ final class Registrar {
   private static JsonNode sortKeys(JsonNode node) {
     if (node.isObject()) {
       ObjectNode out = CANONICAL.createObjectNode();
-      new TreeSet<String>(iterable(node.fieldNames()))
-          .forEach(k -> out.set(k, sortKeys(node.get(k))));
+      TreeSet<String> names = new TreeSet<>();
+      node.fieldNames().forEachRemaining(names::add);
+      names.forEach(k -> out.set(k, sortKeys(node.get(k))));
       return out;
     }
     if (node.isArray()) {
@@ -581,12 +582,6 @@ final class Registrar {
       return out;
     }
     return node;
-  }
-
-  private static <T> List<T> iterable(Iterator<T> it) {
-    List<T> out = new ArrayList<>();
-    it.forEachRemaining(out::add);
-    return out;
   }
 
   static String sha256(String text) {

@@ -341,13 +341,9 @@ public final class CdcPipeline {
     private String detail;
     // Written by the actor only; volatile so a running snapshot notices it was superseded.
     private volatile long attempt;
-    private int failedCycles;
 
-    /** Counted sink failures in a row with nothing acknowledged in between (see {@link #fail}). */
-    private int sinkFailures;
-
-    /** {@link #highestAcknowledged} at the last counted sink failure. */
-    private Lsn sinkFailedAt = Lsn.INVALID;
+    /** Halt or restart after a failure, and the counters that bound the retries. */
+    private final FailurePolicy failures;
 
     /**
      * The highest position any run of this pipeline acknowledged (sink-stage writes, actor reads):
@@ -363,9 +359,6 @@ public final class CdcPipeline {
     }
 
     private int restarts;
-    private long slotBusySince;
-    private Duration backoff;
-    private Duration handover;
     private ReplicationConnection connection;
     private UniqueKillSwitch killSwitch;
     private AtomicBoolean established;
@@ -395,8 +388,7 @@ public final class CdcPipeline {
           ctx.getSystem()
               .dispatchers()
               .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher"));
-      this.backoff = settings.minBackoff();
-      this.handover = settings.handoverWindow();
+      this.failures = new FailurePolicy(settings);
       this.relations = relations;
       this.metrics =
           new PipelineMetrics(
@@ -465,10 +457,7 @@ public final class CdcPipeline {
       if (state.startable()) {
         haltReason = null;
         detail = null;
-        failedCycles = 0;
-        sinkFailures = 0;
-        slotBusySince = 0;
-        backoff = settings.minBackoff();
+        failures.started();
         connect();
       }
       start.replyTo().tell(status());
@@ -554,8 +543,7 @@ public final class CdcPipeline {
         incarnation = null;
         lastConfirmed = Lsn.INVALID;
         highestAcknowledged = Lsn.INVALID;
-        sinkFailedAt = Lsn.INVALID;
-        sinkFailures = 0;
+        failures.dropped();
         snapshot = null;
         storedProgress = Optional.empty();
         recordedShapes = Map.of();
@@ -721,11 +709,7 @@ public final class CdcPipeline {
                   ended);
           metrics.slotTakenOver();
         }
-        Duration minHandover = facts.walSenderTimeout().plusSeconds(5);
-        handover =
-            settings.handoverWindow().compareTo(minHandover) < 0
-                ? minHandover
-                : settings.handoverWindow();
+        failures.walSenderTimeout(facts.walSenderTimeout());
         StreamingSettings streaming = settings.streaming();
         Connection session =
             ReplicationConnection.openReplicationSession(
@@ -826,7 +810,7 @@ public final class CdcPipeline {
       established = new AtomicBoolean(false);
       acknowledgedInRun = new AtomicBoolean(false);
       state = PipelineState.RUNNING;
-      slotBusySince = 0;
+      failures.streaming();
       detail = null;
       getContext()
           .getLog()
@@ -1267,6 +1251,7 @@ public final class CdcPipeline {
       return this;
     }
 
+    /** Halts or schedules a restart, as the {@link FailurePolicy} decides. */
     private void fail(Throwable raw, boolean wasFlowing) {
       Throwable error = unwrap(raw);
       boolean fromSink = false;
@@ -1275,95 +1260,31 @@ public final class CdcPipeline {
         error = unwrap(marked.getCause());
       }
       shutdownStream();
-      if (wasFlowing) {
-        failedCycles = 0;
-      }
-      if (acknowledgedInRun != null && acknowledgedInRun.get()) {
-        // Progress was made: start backing off from the bottom again.
-        backoff = settings.minBackoff();
-      }
+      boolean progressed = acknowledgedInRun != null && acknowledgedInRun.get();
       acknowledgedInRun = null;
-      if (error instanceof PipelineHaltException halt) {
-        halt(halt.reason(), halt.detail());
-        return;
-      }
-      if (error instanceof PgOutputDecodeException decode) {
-        halt(HaltReason.PROTOCOL_VIOLATION, decode.getMessage());
-        return;
-      }
-      if (error instanceof SinkException sinkError && sinkError.isPermanent()) {
-        halt(HaltReason.SINK_REJECTED, sinkError.getMessage());
-        return;
-      }
-      String described =
-          error instanceof SinkException s ? s.getMessage() : SafeErrors.describe(error);
-      String sqlState = SafeErrors.sqlState(error);
-      if (fromSink && wasFlowing && sqlState != null && !isTransientSqlState(sqlState)) {
-        // A poison transaction: the database refuses it the same way on every redelivery (a
-        // trigger's RAISE, an index row too large, an internal error) while the slot holds WAL.
-        // Counted while nothing is acknowledged between two failures.
-        Lsn at = highestAcknowledged;
-        sinkFailures = at.equals(sinkFailedAt) ? sinkFailures + 1 : 1;
-        sinkFailedAt = at;
+      FailurePolicy.Decision decision =
+          failures.decide(
+              error, fromSink, wasFlowing, progressed, highestAcknowledged, System.nanoTime());
+      if (decision.sinkFailure()) {
         metrics.sinkFailed();
-        if (sinkFailures > settings.maxSinkRetries()) {
-          halt(
-              HaltReason.SINK_FAILING,
-              sinkFailures
-                  + " failures in a row at the first transaction after "
-                  + at
-                  + " (SQLState "
-                  + sqlState
-                  + "); last error: "
-                  + described);
-          return;
-        }
       }
-      boolean counted;
-      if ("55006".equals(sqlState)) {
-        // Slot still active for another connection: a crashed owner's walsender lingers for up to
-        // wal_sender_timeout. Retry without counting during the handover window.
-        long now = System.nanoTime();
-        if (slotBusySince == 0) {
-          slotBusySince = now;
-        }
-        counted = Duration.ofNanos(now - slotBusySince).compareTo(handover) > 0;
-        described = "slot " + settings.slot() + " is active for another consumer";
-      } else {
-        slotBusySince = 0;
-        // A TLS failure looks like lost connectivity to pgjdbc (SQLState 08xxx), but retrying does
-        // not
-        // fix certificates: it counts, so the pipeline halts (retries-exhausted) saying why.
-        SafeErrors.TlsFailure tls = SafeErrors.tlsFailure(error);
-        if (tls != null) {
-          described =
-              "TLS to the source: "
-                  + tls.description()
-                  + "; check source.tls (or weir.postgres.tls)";
-        }
-        boolean configuration = tls != null && tls.isConfiguration();
-        counted = (configuration || !SafeErrors.isConnectivity(error)) && !wasFlowing;
-      }
-      if (counted && ++failedCycles > settings.maxCommandRetries()) {
-        halt(
-            HaltReason.RETRIES_EXHAUSTED,
-            failedCycles - 1 + " retries failed; last error: " + described);
+      if (decision instanceof FailurePolicy.Halt h) {
+        halt(h.reason(), h.why());
         return;
       }
+      FailurePolicy.Restart restart = (FailurePolicy.Restart) decision;
       restarts++;
       metrics.restarted(error.getClass().getSimpleName());
       state = PipelineState.BACKOFF;
-      detail = described;
+      detail = restart.described();
       getContext()
           .getLog()
           .warn(
               "pipeline {}: {}; restarting from the confirmed position in {} ms",
               settings.name(),
-              described,
-              backoff.toMillis());
-      timers.startSingleTimer(new Retry(attempt), backoff);
-      Duration doubled = backoff.multipliedBy(2);
-      backoff = doubled.compareTo(settings.maxBackoff()) > 0 ? settings.maxBackoff() : doubled;
+              restart.described(),
+              restart.after().toMillis());
+      timers.startSingleTimer(new Retry(attempt), restart.after());
     }
 
     private void halt(HaltReason reason, String why) {

@@ -162,8 +162,8 @@ abstract class JsonRoutes extends AllDirectives {
   }
 
   /**
-   * The body as one JSON value read strictly ({@link #STRICT}: valid UTF-8, no
-   * duplicate fields, nothing after the value); null for an empty or blank body.
+   * The body as one JSON value read strictly ({@link #STRICT}: valid UTF-8, no duplicate fields,
+   * nothing after the value); null for an empty or blank body.
    */
   static JsonNode readJson(byte[] bytes) throws MalformedBody {
     String text = utf8(bytes);

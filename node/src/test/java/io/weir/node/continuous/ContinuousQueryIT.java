@@ -119,6 +119,25 @@ class ContinuousQueryIT {
       s.execute("INSERT INTO fn_board VALUES (1, 10), (2, 20), (3, 30)");
       s.execute(
           "CREATE FUNCTION public.cq_boost(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1'");
+      // An enum, a prefix operator and a cast, each swapped by DDL alone in
+      // anEnumAnOperatorAndACastChangedByDdlAreReadAgain: both functions of each exist from here.
+      s.execute("CREATE TYPE public.cq_mood AS ENUM ('low', 'high')");
+      s.execute(
+          "CREATE TABLE mood_board (id int PRIMARY KEY, mood public.cq_mood NOT NULL, points int NOT NULL)");
+      s.execute("INSERT INTO mood_board VALUES (1, 'low', 10), (2, 'high', 20), (3, 'high', 30)");
+      s.execute(
+          "CREATE FUNCTION public.cq_up(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1'");
+      s.execute(
+          "CREATE FUNCTION public.cq_down(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT -$1'");
+      s.execute("CREATE OPERATOR public.#^ (RIGHTARG = int, FUNCTION = public.cq_up)");
+      s.execute(
+          "CREATE FUNCTION public.cq_low_first(public.cq_mood) RETURNS int LANGUAGE sql IMMUTABLE"
+              + " AS $$SELECT CASE WHEN $1 = 'low' THEN 1 ELSE 2 END$$");
+      s.execute(
+          "CREATE FUNCTION public.cq_low_last(public.cq_mood) RETURNS int LANGUAGE sql IMMUTABLE"
+              + " AS $$SELECT CASE WHEN $1 = 'low' THEN 2 ELSE 1 END$$");
+      s.execute(
+          "CREATE CAST (public.cq_mood AS int) WITH FUNCTION public.cq_low_first(public.cq_mood)");
       s.execute("CREATE TABLE gauges (id int PRIMARY KEY, reading numeric, level float8)");
       s.execute(
           "INSERT INTO gauges VALUES (1, 5, 5), (2, 'NaN', 'NaN'), (3, 'Infinity', 'Infinity'),"
@@ -127,7 +146,7 @@ class ContinuousQueryIT {
         s.execute(
             "GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, gauges, board,"
                 + " fallback_rows,"
-                + " board_a, board_b, fn_board, ranked, two_phase,"
+                + " board_a, board_b, fn_board, mood_board, ranked, two_phase,"
                 + " authors,"
                 + " posts, vault, vault_share TO "
                 + role);
@@ -135,7 +154,7 @@ class ContinuousQueryIT {
       s.execute(
           "CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, gauges, board_a,"
               + " fallback_rows,"
-              + " board_b, fn_board, ranked,"
+              + " board_b, fn_board, mood_board, ranked,"
               + " two_phase,"
               + " authors, posts, vault, vault_share");
       // Tenant A: scores 10..60 (ids 1..6); tenant B: scores 15..65 (ids 101..106).
@@ -739,6 +758,100 @@ class ContinuousQueryIT {
             () -> {
               try (Sse sse = open(id, null)) {
                 assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 1);
+              }
+            });
+  }
+
+  /**
+   * Definitions that change a query's rows without a row change (issue 27): an enum value renamed,
+   * an operator recreated over another function, a cast recreated over another function. Every
+   * function exists before the registration, so only pg_enum, pg_operator and pg_cast change; each
+   * must read the sessions again ({@code catalog-changed}) and their results follow.
+   */
+  @Test
+  void anEnumAnOperatorAndACastChangedByDdlAreReadAgain() throws Exception {
+    String enumId =
+        created(
+            register(
+                "tenant_a",
+                "SELECT id, mood::text AS mood, points FROM mood_board",
+                "[\"id\"]",
+                "points",
+                2,
+                "{}"));
+    String operatorId =
+        created(
+            register(
+                "tenant_a",
+                "SELECT id, OPERATOR(public.#^) points AS score FROM mood_board",
+                "[\"id\"]",
+                "score",
+                2,
+                "{}"));
+    String castId =
+        created(
+            register(
+                "tenant_a",
+                "SELECT id, mood::int * 100 + points AS score FROM mood_board",
+                "[\"id\"]",
+                "score",
+                2,
+                "{}"));
+    for (String id : List.of(enumId, operatorId, castId)) {
+      awaitStatus(id, st -> st.get("state").asText().equals("current"));
+    }
+    try (Sse sse = open(operatorId, null)) {
+      assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 2);
+    }
+    try (Sse sse = open(castId, null)) {
+      assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 2); // 230, 220, 110
+    }
+
+    long enumReads = catalogReads(status(enumId));
+    sql("ALTER TYPE public.cq_mood RENAME VALUE 'high' TO 'top'");
+    awaitStatus(enumId, st -> catalogReads(st) > enumReads);
+    await("the enum's new label is in the result")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              try (Sse sse = open(enumId, null)) {
+                List<String> moods = new ArrayList<>();
+                for (JsonNode r : sse.next("InitialResult").get("rows")) {
+                  moods.add(r.get("row").get("mood").asText());
+                }
+                assertThat(moods).containsExactly("top", "top");
+              }
+            });
+
+    long operatorReads = catalogReads(status(operatorId));
+    sql(
+        "BEGIN; DROP OPERATOR public.#^ (NONE, int);"
+            + " CREATE OPERATOR public.#^ (RIGHTARG = int, FUNCTION = public.cq_down); COMMIT");
+    awaitStatus(operatorId, st -> catalogReads(st) > operatorReads);
+    await("the result follows the operator's new function")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              try (Sse sse = open(operatorId, null)) {
+                assertThat(keys(sse.next("InitialResult"))).containsExactly(1, 2);
+              }
+            });
+
+    long castReads = catalogReads(status(castId));
+    sql(
+        "BEGIN; DROP CAST (public.cq_mood AS int);"
+            + " CREATE CAST (public.cq_mood AS int) WITH FUNCTION public.cq_low_last(public.cq_mood);"
+            + " COMMIT");
+    awaitStatus(castId, st -> catalogReads(st) > castReads);
+    await("the result follows the cast's new function")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              try (Sse sse = open(castId, null)) {
+                assertThat(keys(sse.next("InitialResult"))).containsExactly(1, 3); // 210, 130, 120
               }
             });
   }

@@ -35,8 +35,9 @@ final class ChunkRead {
   }
 
   /**
-   * Reads the chunk of {@code t} after the primary key {@code after} (null: from the start) in the
-   * caller's transaction on {@code conn} (autocommit off; the caller commits or rolls back).
+   * Reads the chunk of {@code t} after the primary key {@code after} (null: from the start): the
+   * key columns' types with autocommit on, then one repeatable-read, read-only transaction,
+   * committed here. On failure the caller rolls back and restores autocommit.
    */
   static Read read(Connection conn, PublishedTable t, List<String> after, PipelineSettings settings)
       throws SQLException {
@@ -74,6 +75,9 @@ final class ChunkRead {
       sql.append(" ORDER BY ").append(String.join(", ", keyNames));
     }
     sql.append(" LIMIT ").append(limit);
+    // The key types were read above with autocommit on: SET TRANSACTION must be the transaction's
+    // first statement.
+    conn.setAutoCommit(false);
     XidHistory.PgSnapshot snapshot;
     try (Statement s = conn.createStatement()) {
       s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
@@ -128,6 +132,7 @@ final class ChunkRead {
         }
       }
     }
+    conn.commit();
     if (!keyed && rows.size() >= limit) {
       throw new PipelineHaltException(
           HaltReason.SNAPSHOT_FAILED,

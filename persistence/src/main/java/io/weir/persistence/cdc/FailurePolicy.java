@@ -14,7 +14,7 @@ import java.time.Duration;
  *   <li>A {@link PipelineHaltException}, an undecodable pgoutput message ({@code
  *       protocol-violation}) or a permanent {@link SinkException} ({@code sink-rejected}) halt at
  *       once.
- *   <li>A poison transaction: the sink fails with the same non-transient SQLState while nothing is
+ *   <li>A poison transaction: the sink fails with a non-transient SQLState while nothing is
  *       acknowledged in between; past {@code maxSinkRetries} in a row it halts ({@code
  *       sink-failing}).
  *   <li>"Slot active for another consumer" (55006) is retried without counting for the handover

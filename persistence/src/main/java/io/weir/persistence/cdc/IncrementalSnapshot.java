@@ -436,11 +436,8 @@ final class IncrementalSnapshot implements AutoCloseable {
 
   private ChunkRead.Read read(Chunk c) throws SQLException {
     Connection conn = connection();
-    conn.setAutoCommit(false);
     try {
-      ChunkRead.Read read = ChunkRead.read(conn, c.table, c.after, settings);
-      conn.commit();
-      return read;
+      return ChunkRead.read(conn, c.table, c.after, settings);
     } catch (SQLException | RuntimeException e) {
       try {
         conn.rollback();

@@ -140,6 +140,11 @@ class FailurePolicyTest {
       assertThat(decide(q, new SQLException("x", "08006"), false, true, Lsn.INVALID))
           .isInstanceOf(FailurePolicy.Restart.class);
     }
+    p.started(); // the halted pipeline started again by an operator
+    for (int i = 0; i < 3; i++) {
+      assertThat(decide(p, refused, false, false, Lsn.INVALID))
+          .isInstanceOf(FailurePolicy.Restart.class);
+    }
   }
 
   @Test

@@ -34,7 +34,6 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BiPredicate;
-import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import javax.sql.DataSource;
@@ -215,13 +214,6 @@ public final class ContinuousQueries implements AutoCloseable {
   /** Reports sessions, transactions, fallbacks, full reads and rows read to {@code registry}. */
   public void bindMetrics(MeterRegistry registry) {
     metrics = new ContinuousMetrics(registry, sessions::size);
-  }
-
-  private void meter(Consumer<ContinuousMetrics> update) {
-    ContinuousMetrics m = metrics;
-    if (m != null) {
-      update.accept(m);
-    }
   }
 
   /** Sets where replay tokens are signed and verified: the cluster's token keys. */

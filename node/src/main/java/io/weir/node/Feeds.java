@@ -13,28 +13,17 @@ import io.weir.persistence.PolicyStore.Visibility;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.Utf8;
 import io.weir.protocol.query.Q1Query;
-import io.weir.protocol.token.ChangeCursor;
-import io.weir.protocol.token.TokenSigner;
 import io.weir.sharding.partition.OutboxReader;
-import io.weir.sharding.partition.Partition.OutboxEntry;
-import io.weir.sharding.partition.PartitionProtocol.Acls;
 import io.weir.sharding.partition.PartitionProtocol.ChangesSpan;
 import io.weir.sharding.partition.PartitionProtocol.CollectionScan;
 import io.weir.sharding.partition.PartitionProtocol.Document;
-import io.weir.sharding.partition.PartitionProtocol.GetAcls;
-import io.weir.sharding.partition.PartitionProtocol.ReadChanges;
 import io.weir.sharding.partition.PartitionProtocol.ScanCollection;
 import io.weir.sharding.partition.PartitionProtocol.ScanReader;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -165,6 +154,14 @@ public final class Feeds {
   /** Where work continues after partitions answered: never on a partition's own thread. */
   private final Executor executor;
 
+  /**
+   * Where a read starts (a verified cursor, or the beginning or end) and the cursor it hands out.
+   */
+  private final FeedCursors cursors;
+
+  /** The pages of changes read after a cursor's positions. */
+  private final FeedPages pages;
+
   /** The deadline of a read or query unless configured: {@value #DEFAULT_DEADLINE_SECONDS} s. */
   public static final int DEFAULT_DEADLINE_SECONDS = 30;
 
@@ -206,6 +203,8 @@ public final class Feeds {
     this.limits = limits;
     this.clock = clock;
     this.admission = new Semaphore(limits.maxConcurrent());
+    this.cursors = new FeedCursors(documents, keys, policies, limits, clock);
+    this.pages = new FeedPages(documents, reader, executor);
   }
 
   public Limits limits() {
@@ -242,23 +241,25 @@ public final class Feeds {
         "changes",
         () -> {
           CollectionPolicy policy = policy(collection);
-          return positions(principal, collection, policy, start, new byte[0])
+          return cursors
+              .positions(principal, collection, policy, start, new byte[0])
               .thenCompose(
                   at ->
-                      page(principal, collection, policy, at, limit, maxBytes)
+                      pages
+                          .page(principal, collection, policy, at, limit, maxBytes)
                           .thenApply(
                               p ->
                                   new Page(
-                                      projected(principal, policy, p.changes),
-                                      sign(
+                                      projected(principal, policy, p.changes()),
+                                      cursors.sign(
                                           principal,
                                           collection,
                                           policy,
                                           new byte[0],
-                                          p.positions,
-                                          p.spans,
-                                          p.next),
-                                      p.hasMore)));
+                                          p.positions(),
+                                          p.spans(),
+                                          p.next()),
+                                      p.hasMore())));
         });
   }
 
@@ -330,15 +331,17 @@ public final class Feeds {
                     + " its id are not supported yet");
           }
           byte[] hash = query.fingerprint();
-          return positions(principal, query.collection(), policy, new FromCursor(cursor), hash)
+          return cursors
+              .positions(principal, query.collection(), policy, new FromCursor(cursor), hash)
               .thenCompose(
                   at ->
-                      page(principal, query.collection(), policy, at, limit, maxBytes)
+                      pages
+                          .page(principal, query.collection(), policy, at, limit, maxBytes)
                           .thenApply(
                               p -> {
                                 Predicate<String> hidden = Access.omitted(principal, policy);
                                 List<Delta> deltas = new ArrayList<>();
-                                for (Change c : p.changes) {
+                                for (Change c : p.changes()) {
                                   JsonNode after = tree(c.after());
                                   JsonNode before = tree(c.before());
                                   if (after != null && query.matches(after)) {
@@ -363,15 +366,15 @@ public final class Feeds {
                                 }
                                 return new LivePage(
                                     deltas,
-                                    sign(
+                                    cursors.sign(
                                         principal,
                                         query.collection(),
                                         policy,
                                         hash,
-                                        p.positions,
-                                        p.spans,
-                                        p.next),
-                                    p.hasMore);
+                                        p.positions(),
+                                        p.spans(),
+                                        p.next()),
+                                    p.hasMore());
                               }));
         });
   }
@@ -432,482 +435,6 @@ public final class Feeds {
     }
   }
 
-  private TokenSigner signer() {
-    return keys.signer()
-        .orElseThrow(
-            () ->
-                new Refused(
-                    ErrorCode.UNAVAILABLE, "the cluster's token keys are not loaded yet; retry"));
-  }
-
-  /**
-   * Where a page starts: each partition's position, its span, and the partition served first
-   * ({@link ChangeCursor#next}).
-   */
-  private record At(long[] positions, ChangesSpan[] spans, int next) {}
-
-  private CompletionStage<At> positions(
-      Principal principal,
-      String collection,
-      CollectionPolicy policy,
-      Start start,
-      byte[] queryHash) {
-    int n = documents.partitions();
-    if (n > ChangeCursor.MAX_PARTITIONS) {
-      throw new Refused(
-          ErrorCode.INTERNAL,
-          "cursors hold at most "
-              + ChangeCursor.MAX_PARTITIONS
-              + " partitions; this cluster has "
-              + n
-              + " (weir.partitions.count)");
-    }
-    if (start instanceof FromCursor c) {
-      return verify(c.token())
-          .thenCompose(
-              cursor -> {
-                if (!cursor.collection().equals(collection)
-                    || !cursor.principal().equals(principal.id())
-                    || !Arrays.equals(cursor.queryHash(), queryHash)
-                    || cursor.positions().length != n) {
-                  throw new Refused(
-                      ErrorCode.TOKEN_MISMATCH,
-                      "the cursor was issued for another collection, principal, query or partition count");
-                }
-                if (cursor.policyVersion() > policy.version()) {
-                  policies.reload();
-                }
-                if (cursor.policyEpoch() > principal.policyEpoch()
-                    || cursor.policyVersion() > policy.version()) {
-                  throw new Refused(
-                      ErrorCode.UNAVAILABLE,
-                      "this node has not loaded the latest grants or policy yet; retry");
-                }
-                if (cursor.policyEpoch() != principal.policyEpoch()
-                    || cursor.policyVersion() != policy.version()) {
-                  throw new Refused(
-                      ErrorCode.TOKEN_INVALIDATED,
-                      "the principal's grants or the collection's policy changed since the cursor was issued; resynchronise"
-                          + " from a new snapshot");
-                }
-                return spans(collection, cursor.positions(), 1)
-                    .thenApply(
-                        spans -> {
-                          check(policy, cursor.positions(), spans);
-                          if (!Arrays.equals(fence(cursor.positions(), spans), cursor.fence())) {
-                            throw new Refused(
-                                ErrorCode.TOKEN_INVALIDATED,
-                                "row visibility in the collection changed (an ACL change) or a"
-                                    + " partition was restored since the cursor was issued; resynchronise from a new snapshot");
-                          }
-                          return new At(cursor.positions(), spans, cursor.next());
-                        });
-              });
-    }
-    return spans(collection, new long[n], 1)
-        .thenApply(
-            spans -> {
-              long[] at = new long[n];
-              for (int i = 0; i < n; i++) {
-                at[i] = start instanceof Beginning ? spans[i].outboxFirst() - 1 : spans[i].tail();
-              }
-              check(policy, at, spans);
-              return new At(at, spans, 0);
-            });
-  }
-
-  private CompletionStage<ChangeCursor> verify(String token) {
-    TokenSigner signer = signer();
-    try {
-      return CompletableFuture.completedFuture(ChangeCursor.verify(signer, token, clock.millis()));
-    } catch (TokenSigner.InvalidToken e) {
-      if (e.failure() != TokenSigner.Failure.UNKNOWN_KEY) {
-        return CompletableFuture.failedFuture(invalid(e));
-      }
-      return keys.reloadForUnknownKey()
-          .thenApply(
-              reloaded -> {
-                try {
-                  return ChangeCursor.verify(reloaded, token, clock.millis());
-                } catch (TokenSigner.InvalidToken again) {
-                  throw invalid(again);
-                }
-              });
-    }
-  }
-
-  private static Refused invalid(TokenSigner.InvalidToken e) {
-    if (e.failure() == TokenSigner.Failure.INVALIDATED_BY_RESTORE) {
-      return new Refused(
-          ErrorCode.TOKEN_INVALIDATED,
-          "the cursor was issued before the cluster was restored from a"
-              + " backup; resynchronise from a new snapshot");
-    }
-    return new Refused(
-        Projections.tokenErrorCode(e.failure()), "the cursor is not valid: " + e.getMessage());
-  }
-
-  /**
-   * The partitions' rule versions must be the policy's; positions must be retained and not ahead.
-   */
-  private void check(CollectionPolicy policy, long[] positions, ChangesSpan[] spans) {
-    for (int i = 0; i < spans.length; i++) {
-      ruleInstalled(policy, i, spans[i].ruleVersion());
-      if (positions[i] > spans[i].tail()) {
-        throw new Refused(
-            ErrorCode.TOKEN_INVALIDATED,
-            "the cursor is ahead of a partition's history (restored?);"
-                + " resynchronise from a new snapshot");
-      }
-      if (positions[i] < spans[i].outboxFirst() - 1) {
-        throw new Refused(
-            ErrorCode.HISTORY_UNAVAILABLE,
-            "changes after the cursor were purged; resynchronise from a" + " new snapshot");
-      }
-    }
-  }
-
-  private CompletionStage<ChangesSpan[]> spans(String collection, long[] after, long maxEntries) {
-    List<CompletableFuture<ChangesSpan>> asks = new ArrayList<>();
-    for (int i = 0; i < after.length; i++) {
-      long from = after[i];
-      asks.add(documents.ask(i, r -> new ReadChanges(collection, from, maxEntries, r)));
-    }
-    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new))
-        .thenApply(done -> asks.stream().map(CompletableFuture::join).toArray(ChangesSpan[]::new));
-  }
-
-  /**
-   * A digest of what a cursor's positions depend on: per partition its incarnation (where the
-   * cursor read anything: an empty partition gets its incarnation with its first write) and the
-   * collection's row-visibility epoch.
-   */
-  static byte[] fence(long[] positions, ChangesSpan[] spans) {
-    try {
-      MessageDigest sha = MessageDigest.getInstance("SHA-256");
-      for (int i = 0; i < spans.length; i++) {
-        String inc =
-            positions[i] > 0 && spans[i].incarnation() != null ? spans[i].incarnation() : "-";
-        sha.update((inc + '\0' + spans[i].rowEpoch() + '\0').getBytes(StandardCharsets.UTF_8));
-      }
-      return Arrays.copyOf(sha.digest(), ChangeCursor.FENCE_BYTES);
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("SHA-256 is required of every JVM", e);
-    }
-  }
-
-  private String sign(
-      Principal principal,
-      String collection,
-      CollectionPolicy policy,
-      byte[] queryHash,
-      long[] positions,
-      ChangesSpan[] spans,
-      int next) {
-    return new ChangeCursor(
-            collection,
-            principal.id(),
-            principal.policyEpoch(),
-            policy.version(),
-            queryHash,
-            fence(positions, spans),
-            positions,
-            next)
-        .sign(signer(), clock.millis() + limits.cursorTtl().toMillis());
-  }
-
-  /** A page read: its changes, where each partition is now, and the partition served first next. */
-  private record Read(
-      List<Change> changes, long[] positions, ChangesSpan[] spans, boolean hasMore, int next) {}
-
-  /**
-   * Reads the next page after {@code at}: at most {@code limit} positions examined over all
-   * partitions, visible changes selected while their projected images fit {@code maxBytes}. Both
-   * are shared out round-robin from {@code at.next()}: one position per partition with entries
-   * waiting, then another, and the selection takes one entry per partition a round in the same
-   * order. The next page starts after the last partition the first round reached, or at the
-   * partition whose change did not fit, so a partition with changes waiting is served within
-   * ceil(partitions / limit) pages however busy the others are.
-   */
-  private CompletionStage<Read> page(
-      Principal principal,
-      String collection,
-      CollectionPolicy policy,
-      At at,
-      int limit,
-      long maxBytes) {
-    int n = at.positions().length;
-    long[] pending = new long[n];
-    long waiting = 0;
-    for (int i = 0; i < n; i++) {
-      pending[i] = at.spans()[i].tail() - at.positions()[i];
-      waiting += pending[i];
-    }
-    if (waiting == 0) {
-      return CompletableFuture.completedFuture(
-          new Read(List.of(), at.positions(), at.spans(), false, at.next()));
-    }
-    long[] share = new long[n];
-    int resume = share(pending, limit, at.next(), share);
-    List<CompletableFuture<List<OutboxEntry>>> reads = new ArrayList<>();
-    List<CompletableFuture<ChangesSpan>> fresh = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      int p = i;
-      long from = at.positions()[i];
-      long count = share[i];
-      if (count == 0) {
-        reads.add(CompletableFuture.completedFuture(List.of()));
-        fresh.add(CompletableFuture.completedFuture(at.spans()[i]));
-        continue;
-      }
-      CompletableFuture<ChangesSpan> span =
-          documents.ask(p, r -> new ReadChanges(collection, from, count, r));
-      fresh.add(span);
-      reads.add(
-          span.thenCompose(
-              s -> {
-                if (from < s.outboxFirst() - 1) {
-                  throw new Refused(
-                      ErrorCode.HISTORY_UNAVAILABLE,
-                      "changes after the cursor were purged; resynchronise from a new snapshot");
-                }
-                return reader.entries(
-                    p,
-                    s.incarnation(),
-                    s.journalSequences(),
-                    from,
-                    Math.min(s.tail(), from + count));
-              }));
-    }
-    return CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new))
-        .thenCompose(
-            done -> {
-              ChangesSpan[] spans =
-                  fresh.stream().map(CompletableFuture::join).toArray(ChangesSpan[]::new);
-              for (int i = 0; i < n; i++) {
-                boolean restored =
-                    at.spans()[i].incarnation() != null
-                        && !at.spans()[i].incarnation().equals(spans[i].incarnation());
-                if (restored
-                    || spans[i].rowEpoch() != at.spans()[i].rowEpoch()
-                    || spans[i].ruleVersion() != policy.version()) {
-                  throw new Refused(
-                      ErrorCode.TOKEN_INVALIDATED,
-                      "row visibility in the collection changed, or a partition was"
-                          + " restored, during the read; resynchronise from a new snapshot");
-                }
-              }
-              List<List<OutboxEntry>> entries =
-                  reads.stream().map(CompletableFuture::join).toList();
-              return acls(principal, collection, policy, entries, spans)
-                  .thenApplyAsync(
-                      acls ->
-                          select(
-                              principal,
-                              collection,
-                              policy,
-                              at,
-                              entries,
-                              acls,
-                              spans,
-                              maxBytes,
-                              resume),
-                      executor);
-            });
-  }
-
-  /**
-   * Current ACLs of the documents in {@code entries}, per partition; empty maps when no row rule
-   * restricts.
-   */
-  private CompletionStage<List<Map<String, String>>> acls(
-      Principal principal,
-      String collection,
-      CollectionPolicy policy,
-      List<List<OutboxEntry>> entries,
-      ChangesSpan[] spans) {
-    List<CompletableFuture<Map<String, String>>> asks = new ArrayList<>();
-    boolean needed = !principal.administrator() && policy.visibility() != Visibility.NONE;
-    for (int i = 0; i < entries.size(); i++) {
-      List<String> ids =
-          entries.get(i).stream()
-              .filter(e -> e.collection().equals(collection))
-              .map(OutboxEntry::id)
-              .distinct()
-              .toList();
-      if (!needed || ids.isEmpty()) {
-        asks.add(CompletableFuture.completedFuture(Map.of()));
-        continue;
-      }
-      long epoch = spans[i].rowEpoch();
-      asks.add(
-          documents
-              .<Acls>ask(i, r -> new GetAcls(collection, ids, r))
-              .thenApply(
-                  a -> {
-                    if (a.rowEpoch() != epoch || a.ruleVersion() != policy.version()) {
-                      throw new Refused(
-                          ErrorCode.TOKEN_INVALIDATED,
-                          "row visibility in the collection changed during the read;"
-                              + " resynchronise from a new snapshot");
-                    }
-                    return a.acls();
-                  }));
-    }
-    return CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new))
-        .thenApply(done -> asks.stream().map(CompletableFuture::join).toList());
-  }
-
-  private Read select(
-      Principal principal,
-      String collection,
-      CollectionPolicy policy,
-      At at,
-      List<List<OutboxEntry>> entries,
-      List<Map<String, String>> acls,
-      ChangesSpan[] spans,
-      long maxBytes,
-      int resume) {
-    int n = entries.size();
-    long[] positions = at.positions().clone();
-    int[] taken = new int[n];
-    List<Change> out = new ArrayList<>();
-    long bytes = 0;
-    int next = resume;
-    boolean restricted = !Access.unrestricted(policy) && !principal.administrator();
-    boolean more = true;
-    rounds:
-    while (more) {
-      more = false;
-      for (int k = 0; k < n; k++) {
-        int i = (at.next() + k) % n;
-        if (taken[i] == entries.get(i).size()) {
-          continue;
-        }
-        more = true;
-        OutboxEntry e = entries.get(i).get(taken[i]);
-        if (e.collection().equals(collection)) {
-          Change c =
-              restricted ? visible(principal, policy, i, e, acls.get(i).get(e.id())) : raw(i, e);
-          if (c != null) {
-            if (bytes + c.bytes() > maxBytes) {
-              if (out.isEmpty()) {
-                throw new Refused(
-                    ErrorCode.BUDGET_EXCEEDED,
-                    "the next change is larger than the request's maxBytes; read again with a"
-                        + " larger maxBytes");
-              }
-              next = i; // the change that did not fit is served first next time
-              break rounds;
-            }
-            out.add(c);
-            bytes += c.bytes();
-          }
-        }
-        positions[i] = e.sequence();
-        taken[i]++;
-      }
-    }
-    boolean pending = false;
-    for (int i = 0; i < positions.length; i++) {
-      pending |= positions[i] < spans[i].tail();
-    }
-    return new Read(out, positions, spans, pending, next);
-  }
-
-  /**
-   * Shares {@code limit} positions out over the partitions with entries {@code pending},
-   * round-robin from partition {@code first}: one each, then another each, while any wait. Returns
-   * the partition after the last one the first round reached (where the next page starts).
-   */
-  static int share(long[] pending, long limit, int first, long[] share) {
-    int n = pending.length;
-    int resume = first;
-    long left = limit;
-    boolean firstRound = true;
-    while (left > 0) {
-      boolean any = false;
-      for (int k = 0; k < n && left > 0; k++) {
-        int i = (first + k) % n;
-        if (share[i] < pending[i]) {
-          share[i]++;
-          left--;
-          any = true;
-          if (firstRound) {
-            resume = (i + 1) % n;
-          }
-        }
-      }
-      if (!any) {
-        break;
-      }
-      firstRound = false;
-    }
-    return resume;
-  }
-
-  private static Change raw(int partition, OutboxEntry e) {
-    boolean deleted = e.kind().equals("delete");
-    String after = deleted ? null : e.after();
-    return new Change(
-        partition,
-        e.sequence(),
-        e.commitLsn(),
-        e.id(),
-        e.kind(),
-        e.revision(),
-        deleted,
-        e.before(),
-        after,
-        Utf8.length(e.before()) + Utf8.length(after));
-  }
-
-  /**
-   * The change with the images {@code principal} may see (whole: fields are omitted later, after a
-   * live query's predicate saw them), or null when it may see none: every image needs the row's
-   * current visibility and the after image's ACL; the before image also its own (historical) ACL.
-   */
-  private static Change visible(
-      Principal principal,
-      CollectionPolicy policy,
-      int partition,
-      OutboxEntry e,
-      String currentAcl) {
-    if (!Access.visibleAcl(principal, policy, currentAcl)) {
-      return null;
-    }
-    JsonNode before = tree(e.before());
-    JsonNode after = e.kind().equals("delete") ? null : tree(e.after());
-    boolean afterVisible =
-        after != null && after.isObject() && Access.visibleRow(principal, policy, after);
-    boolean beforeVisible =
-        before != null
-            && before.isObject()
-            && Access.visibleRow(principal, policy, before)
-            && (after == null || afterVisible);
-    if (!afterVisible && !beforeVisible) {
-      return null;
-    }
-    long bytes =
-        (beforeVisible
-                ? Utf8.length(text(Access.project(principal, policy, (ObjectNode) before)))
-                : 0)
-            + (afterVisible
-                ? Utf8.length(text(Access.project(principal, policy, (ObjectNode) after)))
-                : 0);
-    return new Change(
-        partition,
-        e.sequence(),
-        e.commitLsn(),
-        e.id(),
-        e.kind(),
-        e.revision(),
-        e.kind().equals("delete"),
-        beforeVisible ? e.before() : null,
-        afterVisible ? e.after() : null,
-        bytes);
-  }
-
   private CompletionStage<Result> scan(
       Principal principal, Q1Query query, int maxRows, long maxBytes, boolean live) {
     CollectionPolicy policy = policy(query.collection());
@@ -946,7 +473,7 @@ public final class Feeds {
                 CollectionScan s = scans[i];
                 // The rule first: a partition under another rule version fails closed (retryable),
                 // whatever its documents.
-                ruleInstalled(policy, i, s.ruleVersion());
+                cursors.ruleInstalled(policy, i, s.ruleVersion());
                 if (s.tooLarge()) {
                   throw new Refused(
                       ErrorCode.RESULT_TOO_LARGE,
@@ -986,7 +513,7 @@ public final class Feeds {
               return new Result(
                   rows,
                   live
-                      ? sign(
+                      ? cursors.sign(
                           principal,
                           query.collection(),
                           policy,
@@ -999,20 +526,7 @@ public final class Feeds {
             executor);
   }
 
-  /**
-   * Fails (retryable) when partition {@code i}'s row rule is not the policy's, and starts repairing
-   * it.
-   */
-  private void ruleInstalled(CollectionPolicy policy, int i, long installed) {
-    if (installed != policy.version()) {
-      policies.reconcile(policy, i, installed);
-      throw new Refused(
-          ErrorCode.UNAVAILABLE,
-          "the collection's policy is not yet installed in every partition; retry");
-    }
-  }
-
-  private static JsonNode tree(String json) {
+  static JsonNode tree(String json) {
     if (json == null) {
       return null;
     }
@@ -1023,7 +537,7 @@ public final class Feeds {
     }
   }
 
-  private static String text(JsonNode node) {
+  static String text(JsonNode node) {
     try {
       return Access.JSON.writeValueAsString(node);
     } catch (JsonProcessingException e) {

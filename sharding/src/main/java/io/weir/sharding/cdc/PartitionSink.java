@@ -15,13 +15,8 @@ import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.SlotIncarnation;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.cdc.Transaction;
-import io.weir.protocol.partition.Partitioning;
 import io.weir.protocol.pgoutput.OldTupleKind;
-import io.weir.protocol.pgoutput.ReplicaIdentity;
 import io.weir.protocol.pgoutput.TupleData;
-import io.weir.sharding.partition.PartitionProtocol;
-import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
-import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrames;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
@@ -29,13 +24,10 @@ import io.weir.sharding.partition.PartitionProtocol.FrameReply;
 import io.weir.sharding.partition.PartitionProtocol.FramesReply;
 import io.weir.sharding.partition.PartitionProtocol.Gap;
 import io.weir.sharding.partition.PartitionProtocol.LoadRows;
-import io.weir.sharding.partition.PartitionProtocol.Loaded;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
-import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
-import io.weir.sharding.partition.StorageGate;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -45,15 +37,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.Semaphore;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -128,7 +116,7 @@ public final class PartitionSink implements ChangeSink {
   private final Settings settings;
   private final CheckpointStore store;
   private final ExecutorService worker;
-  private final Map<TableSchema, Route> routes = new IdentityHashMap<>();
+  private final Map<TableSchema, TableRoute> routes = new IdentityHashMap<>();
   private final AtomicLong gaps = new AtomicLong();
   private final AtomicLong frames = new AtomicLong();
   private final AtomicLong skipped = new AtomicLong();
@@ -247,7 +235,7 @@ public final class PartitionSink implements ChangeSink {
           pending.clear();
           pendingMutations.clear();
           pendingBytes.clear();
-          Window window = new Window(settings.maxInFlight());
+          FrameWindow window = new FrameWindow(settings.maxInFlight(), pipeline, gaps, skipped);
           for (Transaction t : transactions) {
             route(t, window);
           }
@@ -267,28 +255,28 @@ public final class PartitionSink implements ChangeSink {
   }
 
   /** Splits one transaction into slices and sends them (parts as they fill up). */
-  private void route(Transaction t, Window window) {
+  private void route(Transaction t, FrameWindow window) {
     Map<Integer, Slice> slices = new HashMap<>();
     for (Change c : t.changes()) {
       if (c instanceof Change.Truncate tr) {
         for (TableSchema table : tr.tables()) {
-          Route r = route(table);
+          TableRoute r = route(table);
           for (int p = 0; p < settings.partitions(); p++) {
-            add(slices, p, new Truncate(r.collection), 64, t, window);
+            add(slices, p, new Truncate(r.collection()), 64, t, window);
           }
         }
       } else if (c instanceof Change.Insert i) {
-        Route r = route(i.table());
+        TableRoute r = route(i.table());
         String body = RowJson.body(i.table(), i.newRow(), null);
         add(
             slices,
             r.partition(i.newRow()),
-            new Upsert(r.collection, r.id(i.newRow()), body, Optional.empty()),
+            new Upsert(r.collection(), r.id(i.newRow()), body, Optional.empty()),
             Utf8.length(body),
             t,
             window);
       } else if (c instanceof Change.Update u) {
-        Route r = route(u.table());
+        TableRoute r = route(u.table());
         TupleData oldRow =
             u.oldKind() == OldTupleKind.NONE || u.oldRow() == null ? null : u.oldRow();
         // A key column stored out of line and left alone arrives as unchanged TOAST in the new row
@@ -311,7 +299,8 @@ public final class PartitionSink implements ChangeSink {
           add(
               slices,
               newPartition,
-              new Upsert(r.collection, newId, body, Optional.empty(), full ? List.of() : unchanged),
+              new Upsert(
+                  r.collection(), newId, body, Optional.empty(), full ? List.of() : unchanged),
               Utf8.length(body),
               t,
               window);
@@ -330,24 +319,24 @@ public final class PartitionSink implements ChangeSink {
           add(
               slices,
               oldPartition,
-              new Delete(r.collection, oldId, Optional.empty()),
+              new Delete(r.collection(), oldId, Optional.empty()),
               64,
               t,
               window);
           add(
               slices,
               newPartition,
-              new Upsert(r.collection, newId, body, Optional.empty()),
+              new Upsert(r.collection(), newId, body, Optional.empty()),
               Utf8.length(body),
               t,
               window);
         }
       } else if (c instanceof Change.Delete d) {
-        Route r = route(d.table());
+        TableRoute r = route(d.table());
         add(
             slices,
             r.partition(d.oldRow()),
-            new Delete(r.collection, r.id(d.oldRow()), Optional.empty()),
+            new Delete(r.collection(), r.id(d.oldRow()), Optional.empty()),
             64,
             t,
             window);
@@ -360,7 +349,12 @@ public final class PartitionSink implements ChangeSink {
   }
 
   private void add(
-      Map<Integer, Slice> slices, int p, Mutation m, long bytes, Transaction t, Window window) {
+      Map<Integer, Slice> slices,
+      int p,
+      Mutation m,
+      long bytes,
+      Transaction t,
+      FrameWindow window) {
     if (bytes > MAX_ROW_BYTES) {
       throw SinkException.permanent(
           "collection "
@@ -381,7 +375,7 @@ public final class PartitionSink implements ChangeSink {
     }
   }
 
-  private void send(int p, Slice s, Transaction t, boolean last, Window window) {
+  private void send(int p, Slice s, Transaction t, boolean last, FrameWindow window) {
     if (!last && s.mutations.isEmpty()) {
       return;
     }
@@ -410,7 +404,7 @@ public final class PartitionSink implements ChangeSink {
   }
 
   /** Sends partition {@code p}'s queued frames as one message. */
-  private void flush(int p, Window window) {
+  private void flush(int p, FrameWindow window) {
     List<ApplyFrame> batch = pending.remove(p);
     pendingMutations.remove(p);
     pendingBytes.remove(p);
@@ -430,7 +424,7 @@ public final class PartitionSink implements ChangeSink {
     return CompletableFuture.runAsync(
         () -> {
           requireOpen();
-          Route r = route(chunk.table());
+          TableRoute r = route(chunk.table());
           boolean reset = chunk.firstForTable() && !chunk.incremental();
           // An incremental snapshot's first chunk of a table empties nothing here: documents stay
           // and
@@ -441,12 +435,12 @@ public final class PartitionSink implements ChangeSink {
                 .computeIfAbsent(r.partition(row), k -> new ArrayList<>())
                 .add(
                     new Upsert(
-                        r.collection,
+                        r.collection(),
                         r.id(row),
                         RowJson.body(chunk.table(), row, null),
                         Optional.empty()));
           }
-          Window window = new Window(settings.maxInFlight());
+          FrameWindow window = new FrameWindow(settings.maxInFlight(), pipeline, gaps, skipped);
           for (int p = 0; p < settings.partitions(); p++) {
             List<Upsert> rows = byPartition.getOrDefault(p, List.of());
             if (rows.isEmpty() && !reset) {
@@ -464,7 +458,7 @@ public final class PartitionSink implements ChangeSink {
                 if (Utf8.length(rows.get(to).body()) > MAX_ROW_BYTES) {
                   throw SinkException.permanent(
                       "collection "
-                          + r.collection
+                          + r.collection()
                           + ": a row's document is larger than "
                           + MAX_ROW_BYTES
                           + " bytes, more than one message to a partition may carry",
@@ -474,7 +468,7 @@ public final class PartitionSink implements ChangeSink {
                 to++;
               }
               List<Upsert> part = rows.subList(from, to);
-              List<String> resetNow = reset && from == 0 ? List.of(r.collection) : List.of();
+              List<String> resetNow = reset && from == 0 ? List.of(r.collection()) : List.of();
               from = Math.max(to, 1);
               window.acquire();
               channel
@@ -545,7 +539,7 @@ public final class PartitionSink implements ChangeSink {
     for (PublishedTable t : tables) {
       TableSchema table = t.schema();
       try {
-        Route r = Route.of(table, settings);
+        TableRoute r = TableRoute.of(table, settings);
         List<String> id = new ArrayList<>();
         for (int at : r.id()) {
           id.add(table.columns().get(at).name());
@@ -555,7 +549,7 @@ public final class PartitionSink implements ChangeSink {
                 table.qualifiedName(),
                 TableHandling.BY_DOCUMENT_ID,
                 "collection " + r.collection() + ", document id from " + id));
-      } catch (Refused refused) {
+      } catch (TableRoute.Refused refused) {
         out.add(TableVerdict.refused(table.qualifiedName(), refused.code, refused.getMessage()));
       }
     }
@@ -568,12 +562,12 @@ public final class PartitionSink implements ChangeSink {
     return true;
   }
 
-  private Route route(TableSchema table) {
-    Route r = routes.get(table);
+  private TableRoute route(TableSchema table) {
+    TableRoute r = routes.get(table);
     if (r == null) {
       try {
-        r = Route.of(table, settings);
-      } catch (Refused refused) {
+        r = TableRoute.of(table, settings);
+      } catch (TableRoute.Refused refused) {
         throw SinkException.permanent(refused.getMessage(), null);
       }
       routes.put(table, r);
@@ -585,259 +579,6 @@ public final class PartitionSink implements ChangeSink {
     final List<Mutation> mutations = new ArrayList<>();
     long bytes;
     int part;
-  }
-
-  /**
-   * Why a table's rows cannot become documents: {@code code} is the typed reason ({@code
-   * no-row-identity}, {@code id-columns-required}, {@code no-document-id}, {@code
-   * id-column-missing}, {@code id-column-not-identity}), {@code detail} names the table and columns
-   * and says what to do.
-   */
-  static final class Refused extends RuntimeException {
-    final String code;
-
-    Refused(String code, String detail) {
-      super(detail, null, false, false);
-      this.code = code;
-    }
-  }
-
-  /** How one table's rows become documents: collection, id columns, partition-key columns. */
-  private record Route(String collection, int[] id, int[] partitionKey, int partitions) {
-    static Route of(TableSchema table, Settings settings) {
-      String name = table.qualifiedName();
-      if (table.replicaIdentity() == ReplicaIdentity.NOTHING) {
-        throw new Refused(
-            "no-row-identity",
-            "table " + name + " has REPLICA IDENTITY NOTHING: its rows cannot become documents");
-      }
-      int[] id;
-      if (settings.idColumns().containsKey(name)) {
-        id = columns(table, settings.idColumns().get(name), "id column");
-      } else if (table.replicaIdentity() == ReplicaIdentity.FULL) {
-        throw new Refused(
-            "id-columns-required",
-            "table "
-                + name
-                + " has REPLICA IDENTITY FULL: configure its id columns (sink.id-columns)");
-      } else {
-        id = table.keyIndexes();
-      }
-      if (id.length == 0) {
-        throw new Refused(
-            "no-document-id",
-            "table "
-                + name
-                + " has neither a primary key nor a replica identity index, so its rows have no"
-                + " document id: give it a primary key, or set REPLICA IDENTITY FULL and configure"
-                + " its id columns (sink.id-columns)");
-      }
-      int[] pk =
-          settings.partitionKeys().containsKey(name)
-              ? columns(table, settings.partitionKeys().get(name), "partition-key column")
-              : id;
-      return new Route(
-          settings.collections().getOrDefault(name, name), id, pk, settings.partitions());
-    }
-
-    private static int[] columns(TableSchema table, List<String> names, String what) {
-      int[] out = new int[names.size()];
-      for (int i = 0; i < names.size(); i++) {
-        int at = table.indexOf(names.get(i));
-        if (at < 0) {
-          throw new Refused(
-              "id-column-missing",
-              "table " + table.qualifiedName() + " has no published " + what + " " + names.get(i));
-        }
-        if (!table.columns().get(at).key()) {
-          throw new Refused(
-              "id-column-not-identity",
-              "table "
-                  + table.qualifiedName()
-                  + ": "
-                  + what
-                  + " "
-                  + names.get(i)
-                  + " is not in the replica identity, so a DELETE could not be routed");
-        }
-        out[i] = at;
-      }
-      return out;
-    }
-
-    String id(TupleData row) {
-      return key(row, id, null);
-    }
-
-    int partition(TupleData row) {
-      return Partitioning.partitionOf(collection, key(row, partitionKey, null), partitions);
-    }
-
-    /** The id of {@code row}, a key column sent as unchanged TOAST taken from {@code old}. */
-    String id(TupleData row, TupleData old) {
-      return key(row, id, old);
-    }
-
-    int partition(TupleData row, TupleData old) {
-      return Partitioning.partitionOf(collection, key(row, partitionKey, old), partitions);
-    }
-
-    private String key(TupleData row, int[] columns, TupleData old) {
-      List<String> values = new ArrayList<>(columns.length);
-      for (int c : columns) {
-        TupleData from =
-            row.isUnchangedToast(c) && old != null && !old.isUnchangedToast(c) ? old : row;
-        if (from.isNull(c) || from.isUnchangedToast(c)) {
-          throw SinkException.permanent(
-              "a key column of " + collection + " carries no value", null);
-        }
-        values.add(from.text(c));
-      }
-      return Partitioning.canonicalKey(values);
-    }
-  }
-
-  /** Frames in flight within one call: bounded, and the first failure wins. */
-  private final class Window {
-    private final Semaphore permits;
-    private final int size;
-    private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
-
-    Window(int size) {
-      this.size = size;
-      this.permits = new Semaphore(size);
-    }
-
-    void acquire() {
-      RuntimeException f = failure.get();
-      if (f != null) {
-        throw f;
-      }
-      try {
-        permits.acquire();
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw SinkException.transientFailure("interrupted", e);
-      }
-    }
-
-    void doneAll(int partition, List<FrameReply> replies, Throwable error) {
-      if (error != null || replies == null) {
-        done(partition, null, error != null ? error : new IllegalStateException("no replies"));
-        return;
-      }
-      try {
-        for (FrameReply r : replies) {
-          check(partition, r, null);
-        }
-      } finally {
-        permits.release();
-      }
-    }
-
-    void done(int partition, FrameReply reply, Throwable error) {
-      try {
-        check(partition, reply, error);
-      } finally {
-        permits.release();
-      }
-    }
-
-    private void check(int partition, FrameReply reply, Throwable error) {
-      if (error != null) {
-        Throwable cause =
-            error instanceof CompletionException && error.getCause() != null
-                ? error.getCause()
-                : error;
-        fail(
-            SinkException.transientFailure(
-                "partition "
-                    + partition
-                    + " did not answer in time ("
-                    + cause.getClass().getSimpleName()
-                    + ")",
-                null));
-      } else if (reply instanceof Applied || reply instanceof Loaded) {
-        // durable
-      } else if (reply instanceof AlreadyApplied) {
-        skipped.incrementAndGet();
-      } else if (reply instanceof Gap && failure.get() != null) {
-        // A frame before it in the same message was refused: the gap follows from that refusal.
-      } else if (reply instanceof Gap g) {
-        gaps.incrementAndGet();
-        log.warn(
-            "pipeline {}: partition {} missed a slice before commit {}; restarting from the confirmed position",
-            pipeline,
-            partition,
-            Lsn.of(g.source().commitLsn()));
-        fail(
-            SinkException.transientFailure(
-                "partition " + partition + " missed a slice (gap)", null));
-      } else if (reply instanceof PartitionProtocol.StorageRefused s) {
-        fail(
-            SinkException.transientFailure(
-                "partition "
-                    + partition
-                    + ": the storage keeps "
-                    + new StorageGate.Refusal(s.copies(), s.required()).describe()
-                    + "; paused until the copies are back",
-                null));
-      } else if (reply instanceof PartitionProtocol.StorageBehind) {
-        fail(
-            SinkException.transientFailure(
-                "partition "
-                    + partition
-                    + " is storage-behind (its journal lacks writes it acknowledged); paused"
-                    + " until an operator accepts the loss",
-                null));
-      } else if (reply instanceof QuotaExceeded q) {
-        fail(
-            SinkException.transientFailure(
-                "partition "
-                    + partition
-                    + " outbox is full ("
-                    + q.entries()
-                    + " of "
-                    + q.maxEntries()
-                    + " entries, "
-                    + q.bytes()
-                    + " of "
-                    + q.maxBytes()
-                    + " bytes): paused until it is purged",
-                null));
-      } else {
-        fail(
-            SinkException.permanent(
-                "partition " + partition + " refused a change: " + describe(reply), null));
-      }
-    }
-
-    private String describe(FrameReply reply) {
-      if (reply instanceof PartitionProtocol.Rejected r) {
-        return r.reason();
-      }
-      return reply.getClass().getSimpleName();
-    }
-
-    private void fail(RuntimeException e) {
-      failure.compareAndSet(null, e);
-    }
-
-    void awaitAll(Duration timeout) {
-      try {
-        if (!permits.tryAcquire(size, timeout.toMillis() + 5_000, TimeUnit.MILLISECONDS)) {
-          throw SinkException.transientFailure("partitions did not answer in time", null);
-        }
-        permits.release(size);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw SinkException.transientFailure("interrupted", e);
-      }
-      RuntimeException f = failure.get();
-      if (f != null) {
-        throw f;
-      }
-    }
   }
 
   private static void await(CompletableFuture<?> f, String what) {

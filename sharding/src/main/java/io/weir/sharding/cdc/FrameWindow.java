@@ -1,0 +1,176 @@
+package io.weir.sharding.cdc;
+
+import io.weir.persistence.cdc.SinkException;
+import io.weir.protocol.Lsn;
+import io.weir.sharding.partition.PartitionProtocol;
+import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
+import io.weir.sharding.partition.PartitionProtocol.Applied;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.Gap;
+import io.weir.sharding.partition.PartitionProtocol.Loaded;
+import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
+import io.weir.sharding.partition.StorageGate;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** Frames in flight within one call: bounded, and the first failure wins. */
+final class FrameWindow {
+  private static final Logger log = LoggerFactory.getLogger(PartitionSink.class);
+
+  private final Semaphore permits;
+  private final int size;
+  private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
+  private final String pipeline;
+  private final AtomicLong gaps;
+  private final AtomicLong skipped;
+
+  /**
+   * @param pipeline the pipeline's name, for the log
+   * @param gaps counts the partitions' gap replies (the sink's figure)
+   * @param skipped counts frames the partitions had applied already
+   */
+  FrameWindow(int size, String pipeline, AtomicLong gaps, AtomicLong skipped) {
+    this.size = size;
+    this.permits = new Semaphore(size);
+    this.pipeline = pipeline;
+    this.gaps = gaps;
+    this.skipped = skipped;
+  }
+
+  void acquire() {
+    RuntimeException f = failure.get();
+    if (f != null) {
+      throw f;
+    }
+    try {
+      permits.acquire();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw SinkException.transientFailure("interrupted", e);
+    }
+  }
+
+  void doneAll(int partition, List<FrameReply> replies, Throwable error) {
+    if (error != null || replies == null) {
+      done(partition, null, error != null ? error : new IllegalStateException("no replies"));
+      return;
+    }
+    try {
+      for (FrameReply r : replies) {
+        check(partition, r, null);
+      }
+    } finally {
+      permits.release();
+    }
+  }
+
+  void done(int partition, FrameReply reply, Throwable error) {
+    try {
+      check(partition, reply, error);
+    } finally {
+      permits.release();
+    }
+  }
+
+  private void check(int partition, FrameReply reply, Throwable error) {
+    if (error != null) {
+      Throwable cause =
+          error instanceof CompletionException && error.getCause() != null
+              ? error.getCause()
+              : error;
+      fail(
+          SinkException.transientFailure(
+              "partition "
+                  + partition
+                  + " did not answer in time ("
+                  + cause.getClass().getSimpleName()
+                  + ")",
+              null));
+    } else if (reply instanceof Applied || reply instanceof Loaded) {
+      // durable
+    } else if (reply instanceof AlreadyApplied) {
+      skipped.incrementAndGet();
+    } else if (reply instanceof Gap && failure.get() != null) {
+      // A frame before it in the same message was refused: the gap follows from that refusal.
+    } else if (reply instanceof Gap g) {
+      gaps.incrementAndGet();
+      log.warn(
+          "pipeline {}: partition {} missed a slice before commit {}; restarting from the confirmed position",
+          pipeline,
+          partition,
+          Lsn.of(g.source().commitLsn()));
+      fail(
+          SinkException.transientFailure("partition " + partition + " missed a slice (gap)", null));
+    } else if (reply instanceof PartitionProtocol.StorageRefused s) {
+      fail(
+          SinkException.transientFailure(
+              "partition "
+                  + partition
+                  + ": the storage keeps "
+                  + new StorageGate.Refusal(s.copies(), s.required()).describe()
+                  + "; paused until the copies are back",
+              null));
+    } else if (reply instanceof PartitionProtocol.StorageBehind) {
+      fail(
+          SinkException.transientFailure(
+              "partition "
+                  + partition
+                  + " is storage-behind (its journal lacks writes it acknowledged); paused"
+                  + " until an operator accepts the loss",
+              null));
+    } else if (reply instanceof QuotaExceeded q) {
+      fail(
+          SinkException.transientFailure(
+              "partition "
+                  + partition
+                  + " outbox is full ("
+                  + q.entries()
+                  + " of "
+                  + q.maxEntries()
+                  + " entries, "
+                  + q.bytes()
+                  + " of "
+                  + q.maxBytes()
+                  + " bytes): paused until it is purged",
+              null));
+    } else {
+      fail(
+          SinkException.permanent(
+              "partition " + partition + " refused a change: " + describe(reply), null));
+    }
+  }
+
+  private String describe(FrameReply reply) {
+    if (reply instanceof PartitionProtocol.Rejected r) {
+      return r.reason();
+    }
+    return reply.getClass().getSimpleName();
+  }
+
+  private void fail(RuntimeException e) {
+    failure.compareAndSet(null, e);
+  }
+
+  void awaitAll(Duration timeout) {
+    try {
+      if (!permits.tryAcquire(size, timeout.toMillis() + 5_000, TimeUnit.MILLISECONDS)) {
+        throw SinkException.transientFailure("partitions did not answer in time", null);
+      }
+      permits.release(size);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw SinkException.transientFailure("interrupted", e);
+    }
+    RuntimeException f = failure.get();
+    if (f != null) {
+      throw f;
+    }
+  }
+}

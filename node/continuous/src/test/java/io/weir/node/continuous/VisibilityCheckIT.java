@@ -2,6 +2,11 @@ package io.weir.node.continuous;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigResolveOptions;
+import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -106,5 +111,70 @@ class VisibilityCheckIT {
         }
       }
     }
+  }
+
+  /**
+   * Each scope keeps its own delivered xids (issue 27): a read on one scope's connection proves
+   * nothing of another's (it may read a standby that has not replayed the commit yet), so after
+   * scope a's read saw a transaction, scope b still checks it on its own next read.
+   */
+  @Test
+  void eachScopeChecksTheDeliveredTransactionsOnItsOwnRead() throws Exception {
+    Config config =
+        ConfigFactory.parseString(
+                "weir.continuous.scopes.a { user = \""
+                    + db.server().user()
+                    + "\", password = \""
+                    + db.server().password()
+                    + "\" }\n"
+                    + "weir.continuous.scopes.b { user = \""
+                    + db.server().user()
+                    + "\", password = \""
+                    + db.server().password()
+                    + "\" }")
+            .withFallback(db.config())
+            .withFallback(ConfigFactory.parseResources("reference.conf"))
+            .resolve(ConfigResolveOptions.noSystem());
+    ContinuousSettings settings = ContinuousSettings.create(config);
+    try (ScopeReaders readers = new ScopeReaders(settings, PostgresSettings.create(config))) {
+      VisibilityGate gate = new VisibilityGate(settings, readers);
+      long xid;
+      try (Connection writer = db.connect()) {
+        xid = xidOfOpenTransaction(writer);
+        writer.commit();
+      }
+      gate.delivered(xid);
+      assertThat(gate.waiting("a")).isEqualTo(1);
+      assertThat(gate.waiting("b")).isEqualTo(1);
+
+      Integer read = gate.read(session("a"), c -> 1);
+      assertThat(read).isEqualTo(1);
+      assertThat(gate.waiting("a")).as("scope a's read saw it").isZero();
+      assertThat(gate.waiting("b")).as("scope b has not read since").isEqualTo(1);
+
+      Integer again = gate.read(session("b"), c -> 2);
+      assertThat(again).isEqualTo(2);
+      assertThat(gate.waiting("b")).isZero();
+    }
+  }
+
+  private static Session session(String scope) {
+    Definition d =
+        new Definition(
+            "SELECT 1 AS id",
+            JsonNodeFactory.instance.objectNode(),
+            List.of("id"),
+            List.of(new Definition.OrderColumn("id", true)),
+            1,
+            List.of("id"),
+            List.of(),
+            List.of("int4"),
+            null,
+            null);
+    return new Session(
+        new RegistrationStore.Stored("cq_" + scope, scope, "role", d, "admin"),
+        "e",
+        10,
+        seq -> "id-" + seq);
   }
 }

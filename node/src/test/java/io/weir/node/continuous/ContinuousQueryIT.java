@@ -702,15 +702,7 @@ class ContinuousQueryIT {
     }
     sql("UPDATE board_b SET points = 1000 WHERE id = 3"); // relevant now: a new leader
     sql("UPDATE board_a SET points = 5000 WHERE id = 1"); // the old table: unrelated now
-    await("the result follows board_b")
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              try (Sse sse = open(id, null)) {
-                assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 1);
-              }
-            });
+    awaitKeys(id, "the result follows board_b", 3, 1);
   }
 
   /**
@@ -738,28 +730,12 @@ class ContinuousQueryIT {
         "CREATE OR REPLACE FUNCTION public.cq_boost(int) RETURNS int LANGUAGE sql IMMUTABLE"
             + " AS 'SELECT -$1'");
     awaitStatus(id, st -> catalogReads(st) > before);
-    await("the result follows the new function")
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              try (Sse sse = open(id, null)) {
-                assertThat(keys(sse.next("InitialResult"))).containsExactly(1, 2);
-              }
-            });
+    awaitKeys(id, "the result follows the new function", 1, 2);
     long afterFunction = catalogReads(status(id));
     sql("ALTER TABLE fn_board ALTER COLUMN points TYPE smallint"); // cq_boost(int) still applies
     awaitStatus(id, st -> catalogReads(st) > afterFunction);
     sql("UPDATE fn_board SET points = -5 WHERE id = 3"); // boosted: 5, the new leader
-    await("the result is the query's after the type change")
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              try (Sse sse = open(id, null)) {
-                assertThat(keys(sse.next("InitialResult"))).containsExactly(3, 1);
-              }
-            });
+    awaitKeys(id, "the result is the query's after the type change", 3, 1);
   }
 
   /**
@@ -829,15 +805,7 @@ class ContinuousQueryIT {
         "BEGIN; DROP OPERATOR public.#^ (NONE, int);"
             + " CREATE OPERATOR public.#^ (RIGHTARG = int, FUNCTION = public.cq_down); COMMIT");
     awaitStatus(operatorId, st -> catalogReads(st) > operatorReads);
-    await("the result follows the operator's new function")
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              try (Sse sse = open(operatorId, null)) {
-                assertThat(keys(sse.next("InitialResult"))).containsExactly(1, 2);
-              }
-            });
+    awaitKeys(operatorId, "the result follows the operator's new function", 1, 2);
 
     long castReads = catalogReads(status(castId));
     sql(
@@ -845,15 +813,7 @@ class ContinuousQueryIT {
             + " CREATE CAST (public.cq_mood AS int) WITH FUNCTION public.cq_low_last(public.cq_mood);"
             + " COMMIT");
     awaitStatus(castId, st -> catalogReads(st) > castReads);
-    await("the result follows the cast's new function")
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              try (Sse sse = open(castId, null)) {
-                assertThat(keys(sse.next("InitialResult"))).containsExactly(1, 3); // 210, 130, 120
-              }
-            });
+    awaitKeys(castId, "the result follows the cast's new function", 1, 3); // 210, 130, 120
   }
 
   private static long catalogReads(JsonNode status) {
@@ -909,6 +869,19 @@ class ContinuousQueryIT {
                 assertThat(got).isEqualTo(expected);
               });
     }
+  }
+
+  /** Waits until the result a new subscriber of {@code id} gets has these keys, in order. */
+  private void awaitKeys(String id, String what, Integer... expected) {
+    await(what)
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              try (Sse sse = open(id, null)) {
+                assertThat(keys(sse.next("InitialResult"))).containsExactly(expected);
+              }
+            });
   }
 
   private static List<Integer> keys(JsonNode result) {

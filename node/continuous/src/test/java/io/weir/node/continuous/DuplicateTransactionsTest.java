@@ -2,7 +2,6 @@ package io.weir.node.continuous;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigResolveOptions;
 import io.weir.protocol.Lsn;
@@ -44,23 +43,17 @@ class DuplicateTransactionsTest {
   }
 
   private static Session session() {
-    Definition d =
-        new Definition(
-            "SELECT ...",
-            JsonNodeFactory.instance.objectNode(),
-            List.of("id"),
-            List.of(new Definition.OrderColumn("score", true)),
+    return TestSessions.session(
+        "cq_1",
+        "scope",
+        TestSessions.definition(
+            "score",
             5,
             List.of("id", "score"),
             List.of("public.items"),
             List.of("int4", "int4"),
-            null,
-            null);
-    return new Session(
-        new RegistrationStore.Stored("cq_1", "scope", "role", d, "admin"),
-        "e",
-        10,
-        seq -> "id-" + seq);
+            null),
+        10);
   }
 
   @Test

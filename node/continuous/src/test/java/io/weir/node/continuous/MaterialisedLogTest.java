@@ -21,23 +21,17 @@ import org.junit.jupiter.api.Test;
 class MaterialisedLogTest {
 
   private static Session session() {
-    Definition d =
-        new Definition(
-            "SELECT ...",
-            JsonNodeFactory.instance.objectNode(),
-            List.of("id"),
-            List.of(new Definition.OrderColumn("score", true)),
+    return TestSessions.session(
+        "cq_1",
+        "scope",
+        TestSessions.definition(
+            "score",
             8,
             List.of("id", "score", "note"),
             null,
             List.of("int4", "numeric", "text"),
-            null,
-            null);
-    return new Session(
-        new RegistrationStore.Stored("cq_1", "scope", "role", d, "admin"),
-        "e",
-        10_000,
-        seq -> "id-" + seq);
+            null),
+        10_000);
   }
 
   private static ResultRow row(Random random, int id) {

@@ -2,7 +2,6 @@ package io.weir.node.continuous;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
@@ -20,23 +19,12 @@ class SessionPlanTest {
       List.of("public.authors", "public.posts", "public.tags");
 
   private static Session session() {
-    Definition d =
-        new Definition(
-            "SELECT ...",
-            JsonNodeFactory.instance.objectNode(),
-            List.of("id"),
-            List.of(new Definition.OrderColumn("likes", true)),
-            5,
-            List.of("id", "likes"),
-            TABLES,
-            List.of("int4", "int4"),
-            RULES,
-            null);
-    return new Session(
-        new RegistrationStore.Stored("cq_1", "scope", "role", d, "admin"),
-        "e",
-        10,
-        seq -> "id-" + seq);
+    return TestSessions.session(
+        "cq_1",
+        "scope",
+        TestSessions.definition(
+            "likes", 5, List.of("id", "likes"), TABLES, List.of("int4", "int4"), RULES),
+        10);
   }
 
   @Test

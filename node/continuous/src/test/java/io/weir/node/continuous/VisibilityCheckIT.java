@@ -2,7 +2,6 @@ package io.weir.node.continuous;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigResolveOptions;
@@ -159,22 +158,10 @@ class VisibilityCheckIT {
   }
 
   private static Session session(String scope) {
-    Definition d =
-        new Definition(
-            "SELECT 1 AS id",
-            JsonNodeFactory.instance.objectNode(),
-            List.of("id"),
-            List.of(new Definition.OrderColumn("id", true)),
-            1,
-            List.of("id"),
-            List.of(),
-            List.of("int4"),
-            null,
-            null);
-    return new Session(
-        new RegistrationStore.Stored("cq_" + scope, scope, "role", d, "admin"),
-        "e",
-        10,
-        seq -> "id-" + seq);
+    return TestSessions.session(
+        "cq_" + scope,
+        scope,
+        TestSessions.definition("id", 1, List.of("id"), List.of(), List.of("int4"), null),
+        10);
   }
 }

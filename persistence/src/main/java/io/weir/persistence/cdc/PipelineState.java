@@ -38,4 +38,11 @@ public enum PipelineState {
   boolean stoppedForGood() {
     return startable() || this == DROPPING;
   }
+
+  /** This state as the status shows it: snapshotting while connecting with a snapshot running. */
+  PipelineState shown(SnapshotStatus snapshot) {
+    return this == CONNECTING && snapshot != null && snapshot.state().equals("running")
+        ? SNAPSHOTTING
+        : this;
+  }
 }

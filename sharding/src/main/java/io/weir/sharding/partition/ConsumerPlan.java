@@ -257,7 +257,7 @@ final class ConsumerPlan {
     if (evaluated instanceof Rejected r) {
       return new ConsumerRefused(ConsumerRefusal.INVALID, r.reason());
     }
-    WritePlan.Evaluation ev = (WritePlan.Evaluation) evaluated;
+    MutationCheck.Evaluation ev = (MutationCheck.Evaluation) evaluated;
     if (!plan.fitsRow(ev.entries().size(), ev.bytes())) {
       if (!plan.accepted.isEmpty()) {
         return WritePlan.Stop.FULL;

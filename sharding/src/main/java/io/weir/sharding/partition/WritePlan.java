@@ -1,6 +1,5 @@
 package io.weir.sharding.partition;
 
-import io.weir.protocol.Utf8;
 import io.weir.sharding.partition.Partition.Consumer;
 import io.weir.sharding.partition.Partition.Cut;
 import io.weir.sharding.partition.Partition.FrameApplied;
@@ -11,8 +10,6 @@ import io.weir.sharding.partition.Partition.RuleChange;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
-import io.weir.sharding.partition.PartitionProtocol.Conflict;
-import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.Document;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
 import io.weir.sharding.partition.PartitionProtocol.Gap;
@@ -22,7 +19,6 @@ import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
 import io.weir.sharding.partition.PartitionProtocol.Rejected;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
-import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -80,14 +76,14 @@ final class WritePlan {
     Optional<Receipt> receipt(String key);
   }
 
-  private static final Document REMOVED = new Document("", "", 0, null, true);
+  static final Document REMOVED = new Document("", "", 0, null, true);
 
   final PartitionState state;
   final PartitionSettings settings;
   final long now;
   private final Bodies bodies;
   final List<FrameApplied> accepted = new ArrayList<>();
-  private final HashMap<String, Document> docs = new HashMap<>();
+  final HashMap<String, Document> docs = new HashMap<>();
   private final HashMap<String, Long> watermarks = new HashMap<>();
   private final HashMap<String, Optional<PartProgress>> partials = new HashMap<>();
   private final HashMap<String, Cut> cuts = new HashMap<>();
@@ -332,7 +328,7 @@ final class WritePlan {
     if (evaluated instanceof FrameReply refused) {
       return refused;
     }
-    Evaluation ev = (Evaluation) evaluated;
+    MutationCheck.Evaluation ev = (MutationCheck.Evaluation) evaluated;
     // A frame is written in parts only when it does not fit an event of its own: one that does
     // not fit beside others goes first in the next event.
     if (!fits(ev.entries().size(), ev.bytes()) || ev.cut() != null) {
@@ -416,39 +412,9 @@ final class WritePlan {
   }
 
   /**
-   * What a list of mutations writes, checked against the plan.
-   *
-   * @param cut where the mutations stopped because the event was full (null: all of them)
-   */
-  record Evaluation(
-      List<OutboxEntry> entries,
-      List<Long> revisions,
-      long bytes,
-      HashMap<String, Document> seen,
-      long seqAfter,
-      Set<String> fenced,
-      Cut cut) {}
-
-  /** Bytes the body of a document takes in an outbox entry (0 for none), without reading it. */
-  private long bodyBytes(String collection, String id, HashMap<String, Document> seen) {
-    String k = Partition.key(collection, id);
-    Document d = seen.containsKey(k) ? seen.get(k) : docs.get(k);
-    if (d != null) {
-      return d == REMOVED || d.deleted() ? 0 : Utf8.length(d.body());
-    }
-    DocumentIndex.Entry e = state.index.get(collection, id);
-    return e == null || e.deleted() ? 0 : e.bytes();
-  }
-
-  /**
-   * Checks {@code mutations} in order (each sees the ones before it) against the state plus this
-   * plan: an {@link Evaluation} of the entries they would write, or the {@link Conflict} or {@link
-   * Rejected} refusing them. Changes nothing.
-   *
-   * @param allowTruncate whether {@link Truncate} may appear (not in projection effects)
-   * @param start where an earlier part stopped (null: from the first mutation)
-   * @param splittable whether the mutations may stop where the event is full, leaving a cut; at
-   *     least one entry is taken into an event that has none
+   * Checks {@code mutations} in order against the state plus this plan ({@link MutationCheck}): an
+   * evaluation of the entries they would write, or the conflict or rejection refusing them. Changes
+   * nothing.
    */
   Object evaluate(
       List<Mutation> mutations,
@@ -456,176 +422,7 @@ final class WritePlan {
       boolean allowTruncate,
       Cut start,
       boolean splittable) {
-    HashMap<String, Document> seen = new HashMap<>();
-    List<OutboxEntry> entries = new ArrayList<>();
-    List<Long> revisions = new ArrayList<>();
-    Set<String> fenced = new TreeSet<>();
-    long seq = next;
-    long frameBytes = 0;
-    for (int i = start == null ? 0 : start.mutations(); i < mutations.size(); i++) {
-      Mutation m = mutations.get(i);
-      if (m instanceof Truncate t) {
-        if (!allowTruncate) {
-          return new Rejected("mutation " + i + " is a truncate, which is not allowed here");
-        }
-        String after = start != null && i == start.mutations() ? start.afterId() : null;
-        // Every live document in id order (those this frame created before the truncate
-        // included), after the ones an earlier part deleted.
-        TreeSet<String> ids = new TreeSet<>(Ids.ORDER);
-        ids.addAll(state.index.liveIds(t.collection()));
-        for (Document d : docs.values()) {
-          if (d != REMOVED && d.collection().equals(t.collection())) {
-            ids.add(d.id());
-          }
-        }
-        for (Document d : seen.values()) {
-          if (d.collection().equals(t.collection())) {
-            ids.add(d.id());
-          }
-        }
-        for (String id : after == null ? ids : ids.tailSet(after, false)) {
-          String k = Partition.key(t.collection(), id);
-          long predicted = Partition.ENTRY_OVERHEAD + bodyBytes(t.collection(), id, seen);
-          Document probe = seen.containsKey(k) ? seen.get(k) : null;
-          if (probe == null) {
-            DocumentIndex.Entry e =
-                docs.containsKey(k) ? null : state.index.get(t.collection(), id);
-            if (e != null && e.deleted()) {
-              continue;
-            }
-          } else if (probe.deleted()) {
-            continue;
-          }
-          if (splittable
-              && !fits(entries.size() + 1, frameBytes + predicted)
-              && (!entries.isEmpty() || !accepted.isEmpty())) {
-            return new Evaluation(
-                entries, revisions, frameBytes, seen, seq, fenced, new Cut(i, after));
-          }
-          Document cur = probe != null ? probe : current(t.collection(), id);
-          if (cur == null || cur.deleted()) {
-            continue;
-          }
-          OutboxEntry e =
-              new OutboxEntry(
-                  seq++,
-                  entries.size(),
-                  t.collection(),
-                  id,
-                  "delete",
-                  cur.revision() + 1,
-                  cur.body(),
-                  null,
-                  now,
-                  commitLsn);
-          entries.add(e);
-          frameBytes += e.bytes();
-          seen.put(
-              k,
-              new Document(
-                  t.collection(),
-                  id,
-                  cur.revision() + 1,
-                  null,
-                  true,
-                  JsonFields.aclOf(cur.body(), ruleField(t.collection()))));
-          after = id;
-        }
-        revisions.add(0L);
-        continue;
-      }
-      String collection = m.collection();
-      String id = m instanceof Upsert u ? u.id() : ((Delete) m).id();
-      Optional<Long> expected =
-          m instanceof Upsert u ? u.expectedRevision() : ((Delete) m).expectedRevision();
-      if (collection.isEmpty() || id.isEmpty()) {
-        return new Rejected("mutation " + i + " has no collection or id");
-      }
-      if (splittable) {
-        long before = bodyBytes(collection, id, seen);
-        long predicted =
-            Partition.ENTRY_OVERHEAD
-                + before
-                + (m instanceof Upsert u
-                    ? Utf8.length(u.body()) + (u.keep().isEmpty() ? 0 : before)
-                    : 0);
-        if (!fits(entries.size() + 1, frameBytes + predicted)
-            && (!entries.isEmpty() || !accepted.isEmpty())) {
-          return new Evaluation(
-              entries, revisions, frameBytes, seen, seq, fenced, new Cut(i, null));
-        }
-      }
-      String k = Partition.key(collection, id);
-      Document cur = seen.containsKey(k) ? seen.get(k) : current(collection, id);
-      long revision = cur == null ? 0 : cur.revision();
-      if (expected.isPresent() && expected.get() != revision) {
-        return new Conflict(i, revision);
-      }
-      String before = cur == null || cur.deleted() ? null : cur.body();
-      OutboxEntry e;
-      if (m instanceof Upsert u) {
-        String body = u.body();
-        if (!u.keep().isEmpty()) {
-          if (before == null) {
-            return new Rejected(
-                "mutation "
-                    + i
-                    + " of collection "
-                    + collection
-                    + " keeps unchanged (TOAST) fields of a document this partition does not"
-                    + " have; seed the collection with an initial snapshot, or use REPLICA"
-                    + " IDENTITY FULL on its table");
-          }
-          body = JsonFields.merge(before, body, u.keep());
-          if (body == null) {
-            return new Rejected(
-                "mutation " + i + " keeps fields of a document that is not a JSON object");
-          }
-        }
-        e =
-            new OutboxEntry(
-                seq++,
-                entries.size(),
-                collection,
-                id,
-                "upsert",
-                revision + 1,
-                before,
-                body,
-                now,
-                commitLsn);
-        seen.put(k, new Document(collection, id, revision + 1, body, false));
-        if (aclChanges(collection, cur, body)) {
-          fenced.add(collection);
-        }
-      } else {
-        e =
-            new OutboxEntry(
-                seq++,
-                entries.size(),
-                collection,
-                id,
-                "delete",
-                revision + 1,
-                before,
-                null,
-                now,
-                commitLsn);
-        seen.put(
-            k,
-            new Document(
-                collection,
-                id,
-                revision + 1,
-                null,
-                true,
-                JsonFields.aclOf(before, ruleField(collection))));
-      }
-      entries.add(e);
-      frameBytes += e.bytes();
-      revisions.add(revision + 1);
-    }
-    return new Evaluation(entries, revisions, frameBytes, seen, seq, fenced, null);
+    return new MutationCheck(this).evaluate(mutations, commitLsn, allowTruncate, start, splittable);
   }
 
   Quota.Admission admit(long seqAfter, long frameBytes, boolean reserveAllowed) {

@@ -1,0 +1,594 @@
+package io.weir.sharding.partition;
+
+import static io.weir.sharding.partition.Partition.key;
+
+import io.weir.persistence.SafeErrors;
+import io.weir.sharding.partition.Partition.BodiesFetched;
+import io.weir.sharding.partition.Partition.Continue;
+import io.weir.sharding.partition.Partition.Event;
+import io.weir.sharding.partition.Partition.MarkRaised;
+import io.weir.sharding.partition.Partition.Purged;
+import io.weir.sharding.partition.Partition.RecoveryMarked;
+import io.weir.sharding.partition.Partition.StorageChecked;
+import io.weir.sharding.partition.Partition.StorageLossMarked;
+import io.weir.sharding.partition.Partition.TableApplied;
+import io.weir.sharding.partition.Partition.TableReady;
+import io.weir.sharding.partition.Partition.WriteBatch;
+import io.weir.sharding.partition.Partition.Written;
+import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
+import io.weir.sharding.partition.PartitionProtocol.Command;
+import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
+import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.PartitionProtocol.GetDocument;
+import io.weir.sharding.partition.PartitionProtocol.GetStatus;
+import io.weir.sharding.partition.PartitionProtocol.LoadRows;
+import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
+import io.weir.sharding.partition.PartitionProtocol.Write;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.persistence.query.PersistenceQuery;
+import org.apache.pekko.persistence.query.javadsl.CurrentEventsByPersistenceIdQuery;
+import org.apache.pekko.persistence.typed.RecoveryCompleted;
+import org.apache.pekko.persistence.typed.SnapshotAdapter;
+import org.apache.pekko.persistence.typed.SnapshotCompleted;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
+import org.apache.pekko.persistence.typed.javadsl.Effect;
+import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehavior;
+import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
+import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The partition's event-sourced behavior: its command, event and signal handlers, recovery and the
+ * storage check that follows it, the group commit of writes and the snapshot policy. The types it
+ * persists and answers with are {@link Partition}'s; see there for what a partition is.
+ */
+final class PartitionBehavior
+    extends EventSourcedBehavior<Command, Partition.Event, PartitionState> {
+  private static final Logger log = LoggerFactory.getLogger(Partition.class);
+
+  /** Rounds of fetching before images one batch may take before the partition restarts. */
+  static final int MAX_FETCH_ROUNDS = 3;
+
+  private final int partition;
+  private final PartitionWiring wiring;
+  private final ActorRef<Command> self;
+  private final TableWriter table;
+  private final PartitionReads reads;
+  private final Unapplied unapplied = new Unapplied();
+  private final BodyCache cache;
+  private final PartitionMarks marks;
+  private final BeforeImages images;
+  private final OutboxRetention retention;
+
+  /** When this incarnation of the behavior was created: recovery time is measured from here. */
+  private final long createdNanos = System.nanoTime();
+
+  /**
+   * Whether the documents table holds every recovered event and the storage check is over: reads
+   * and writes may go.
+   */
+  private boolean ready;
+
+  /** Whether the documents table holds every recovered event. */
+  private boolean tableReady;
+
+  PartitionBehavior(int partition, PartitionWiring wiring, ActorContext<Command> ctx) {
+    super(Partition.persistenceId(partition));
+    this.partition = partition;
+    this.wiring = wiring;
+    this.self = ctx.getSelf();
+    this.marks = new PartitionMarks(partition, wiring, self);
+    this.retention = new OutboxRetention(wiring.pruner(), persistenceId().id());
+    this.cache = new BodyCache(wiring.settings().bodyCacheBytes());
+    this.images = new BeforeImages(unapplied, cache);
+    CurrentEventsByPersistenceIdQuery journal =
+        wiring.queryJournal() == null
+            ? null
+            : PersistenceQuery.get(ctx.getSystem())
+                .getReadJournalFor(CurrentEventsByPersistenceIdQuery.class, wiring.queryJournal());
+    this.table =
+        new TableWriter(
+            partition,
+            wiring.table(),
+            journal,
+            ctx.getSystem(),
+            through -> self.tell(new TableApplied(through)),
+            () -> self.tell(TableReady.INSTANCE),
+            wiring.observer(),
+            wiring.settings().receiptTtlMillis());
+    TableWriter writer = this.table;
+    this.reads = new PartitionReads(partition, wiring.table(), writer::verify);
+  }
+
+  @Override
+  public PartitionState emptyState() {
+    PartitionState s = PartitionState.empty();
+    s.receiptPolicy = wiring.settings().receiptPolicy();
+    return s;
+  }
+
+  /**
+   * The state is changed in place by the event handler, while the snapshot store serializes a
+   * snapshot asynchronously: it gets a copy, taken on the entity's thread when the snapshot is
+   * triggered.
+   */
+  @Override
+  public SnapshotAdapter<PartitionState> snapshotAdapter() {
+    return new SnapshotAdapter<>() {
+      @Override
+      public Object toJournal(PartitionState state) {
+        return state.copy();
+      }
+
+      @Override
+      public PartitionState fromJournal(Object from) {
+        PartitionState s = (PartitionState) from;
+        s.receiptPolicy = wiring.settings().receiptPolicy();
+        return s;
+      }
+    };
+  }
+
+  /**
+   * No count-based snapshots and no snapshot deletion by the plugin: {@link #shouldSnapshot}
+   * decides when, and {@link OutboxRetention} deletes snapshots older than the two latest.
+   */
+  @Override
+  public RetentionCriteria retentionCriteria() {
+    return RetentionCriteria.disabled();
+  }
+
+  /** As the settings' {@link SnapshotPolicy} says. */
+  @Override
+  public boolean shouldSnapshot(PartitionState state, Event event, long sequenceNr) {
+    return wiring
+        .settings()
+        .snapshots()
+        .due(state.mark, sequenceNr, state.eventBytes, state.snapshotEstimate());
+  }
+
+  @Override
+  public CommandHandler<Command, Event, PartitionState> commandHandler() {
+    return newCommandHandlerBuilder()
+        .forAnyState()
+        .onCommand(WriteBatch.class, (state, c) -> write(state, c.writes(), c.done()))
+        .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(LoadRows.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(
+            PartitionProtocol.ApplyFrames.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(ConfigureConsumer.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(ReleaseConsumer.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(PartitionProtocol.SetRowRule.class, (state, c) -> write(state, List.of(c), null))
+        .onCommand(BodiesFetched.class, this::bodiesFetched)
+        .onCommand(Continue.class, (state, c) -> proceed(state))
+        .onCommand(TableApplied.class, (state, c) -> tableApplied(c.through()))
+        .onCommand(
+            TableReady.class,
+            (state, c) -> {
+              tableReady = true;
+              return becomeReady();
+            })
+        .onCommand(StorageChecked.class, this::storageChecked)
+        .onCommand(RecoveryMarked.class, this::recoveryMarked)
+        .onCommand(MarkRaised.class, this::markRaised)
+        .onCommand(PartitionProtocol.AcceptStorageLoss.class, this::acceptStorageLoss)
+        .onCommand(StorageLossMarked.class, this::storageLossMarked)
+        .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
+        .onCommand(
+            GetDocument.class, (state, c) -> read(() -> reads.document(state, unapplied, cache, c)))
+        .onCommand(
+            PartitionProtocol.GetDocuments.class,
+            (state, c) -> read(() -> reads.page(unapplied, c)))
+        .onCommand(
+            PartitionProtocol.GetAcls.class,
+            (state, c) -> read(() -> reads.acls(state, unapplied, cache, c)))
+        .onCommand(
+            PartitionProtocol.ScanCollection.class,
+            (state, c) -> read(() -> reads.scan(state, unapplied, c, () -> self.tell(c))))
+        .onCommand(
+            PartitionProtocol.ReadChanges.class,
+            (state, c) -> Effect().reply(c.replyTo(), PartitionReads.changes(state, c)))
+        .onCommand(
+            PartitionProtocol.ReadConsumer.class,
+            (state, c) -> Effect().reply(c.replyTo(), PartitionReads.span(state, c)))
+        .onCommand(PartitionProtocol.PurgeOutbox.class, this::purge)
+        .onCommand(
+            PartitionProtocol.PurgeConsumed.class,
+            (state, c) -> {
+              long through = state.lowestCheckpoint().orElse(state.outboxFirst - 1);
+              return purge(
+                  state, new PartitionProtocol.PurgeOutbox(through, c.maxEntries(), c.replyTo()));
+            })
+        .build();
+  }
+
+  private Effect<Event, PartitionState> storageChecked(PartitionState state, StorageChecked c) {
+    if (c.failure() != null) {
+      // Fail closed: without the mark the journal cannot be shown to hold what was acknowledged.
+      log.warn(
+          "partition {}: the storage check after recovery failed ({}); recovering again",
+          partition,
+          c.failure());
+      return Effect().stop();
+    }
+    return marks.checked(state, c.mark()) ? becomeReady() : Effect().none();
+  }
+
+  private Effect<Event, PartitionState> recoveryMarked(PartitionState state, RecoveryMarked c) {
+    if (c.failure() != null) {
+      log.warn(
+          "partition {}: the mark over its recovered journal could not be raised ({}); recovering"
+              + " again",
+          partition,
+          c.failure());
+      return Effect().stop();
+    }
+    marks.recoveryMarked(c.mark());
+    return becomeReady();
+  }
+
+  /** Serves once both the documents table and the storage check are done. */
+  private Effect<Event, PartitionState> becomeReady() {
+    if (ready || !tableReady || marks.check() == PartitionMarks.StorageCheck.CHECKING) {
+      return Effect().none();
+    }
+    ready = true;
+    wiring.observer().recovered(partition, System.nanoTime() - createdNanos);
+    return Effect().unstashAll();
+  }
+
+  private Effect<Event, PartitionState> markRaised(PartitionState state, MarkRaised c) {
+    if (c.failure() != null) {
+      // The commit is in the journal but cannot be shown to be marked: answer nothing, recover.
+      log.error(
+          "partition {}: the acknowledged mark could not be raised ({}); restarting the partition"
+              + " without answering its writes",
+          partition,
+          c.failure());
+      return Effect().stop();
+    }
+    wiring.observer().markRaised(partition, System.nanoTime() - c.startedNanos());
+    Runnable advance = run == null ? null : run.afterMark;
+    if (advance == null) {
+      return Effect().none();
+    }
+    run.afterMark = null;
+    advance.run();
+    return run == null ? Effect().unstashAll() : Effect().none();
+  }
+
+  /**
+   * An operator accepts that the storage lost what this partition acknowledged: a new incarnation
+   * starts at the journal's tail, in a new epoch of the mark (ADR 0036).
+   */
+  private Effect<Event, PartitionState> acceptStorageLoss(
+      PartitionState state, PartitionProtocol.AcceptStorageLoss c) {
+    if (!ready || run != null) {
+      return Effect().stash();
+    }
+    if (marks.check() != PartitionMarks.StorageCheck.BEHIND) {
+      return Effect()
+          .reply(
+              c.replyTo(),
+              new PartitionProtocol.StorageLossRefused(
+                  "the partition is "
+                      + marks.check().wireName
+                      + ", not storage-behind: its journal holds everything it acknowledged"));
+    }
+    long lost = marks.lostBy(state);
+    Written fresh = new Written(UUID.randomUUID().toString(), List.of());
+    long bytesBefore = state.eventBytes;
+    Map<String, String> rulesBefore = state.ruleFields();
+    return Effect()
+        .persist(fresh)
+        .thenRun(
+            s -> {
+              persisted(s, fresh, rulesBefore, bytesBefore, List.of());
+              marks.raiseNewIncarnation(s, lost, c.replyTo());
+            });
+  }
+
+  private Effect<Event, PartitionState> storageLossMarked(
+      PartitionState state, StorageLossMarked c) {
+    marks.lossAccepted(c.mark());
+    log.warn(
+        "partition {}: an operator accepted the storage's loss of {} acknowledged journal events;"
+            + " a new incarnation starts at sequence {}",
+        partition,
+        c.lost(),
+        state.events);
+    c.replyTo()
+        .tell(new PartitionProtocol.StorageLossAccepted(c.mark().epoch(), state.events, c.lost()));
+    return Effect().unstashAll();
+  }
+
+  /** A read of documents: served once the documents table holds every recovered event. */
+  private Effect<Event, PartitionState> read(Runnable serve) {
+    if (!ready) {
+      return Effect().stash();
+    }
+    serve.run();
+    return Effect().none();
+  }
+
+  private PartitionProtocol.PartitionStatus status(PartitionState s) {
+    return PartitionReads.status(partition, s, table.status(), marks.view(s));
+  }
+
+  /**
+   * The table applied the events through {@code through}: their documents leave the unapplied
+   * changes for the cache, and writes that waited for the table's lag may go.
+   */
+  private Effect<Event, PartitionState> tableApplied(long through) {
+    unapplied.applied(through, (key, p) -> cache.put(key, p.seq(), p.document()));
+    if (run != null && !run.fetching && run.afterMark == null && !table.behind()) {
+      self.tell(Continue.INSTANCE); // a run's next event may have waited for the table
+    }
+    return Effect().unstashAll();
+  }
+
+  private Effect<Event, PartitionState> purge(PartitionState s, PartitionProtocol.PurgeOutbox c) {
+    OutboxRetention.Purge decided = OutboxRetention.decide(s, c);
+    if (decided.reply() != null) {
+      return Effect().reply(c.replyTo(), decided.reply());
+    }
+    long first = s.outboxFirst;
+    long target = decided.target();
+    boolean more = decided.more();
+    boolean pinned = decided.pinned();
+    Purged purged = new Purged(target);
+    return Effect()
+        .persist(purged)
+        .thenRun(
+            after -> {
+              table.persisted(after.events, purged, 0);
+              reportOutbox(after);
+              c.replyTo()
+                  .tell(
+                      new PartitionProtocol.OutboxPurged(
+                          after.outboxFirst, after.nextSequence, target - first + 1, more, pinned));
+              retention.prune(after, table.appliedThrough());
+            });
+  }
+
+  @Override
+  public SignalHandler<PartitionState> signalHandler() {
+    return newSignalHandlerBuilder()
+        .onSignal(
+            RecoveryCompleted.instance(),
+            state -> {
+              table.start(state.events, state.nextSequence);
+              reportOutbox(state);
+              marks.checkStorage();
+            })
+        .onSignal(
+            SnapshotCompleted.class,
+            (state, completed) -> {
+              retention.snapshotCompleted(
+                  completed.metadata().sequenceNr(), state, table.appliedThrough());
+            })
+        .build();
+  }
+
+  /** The group commit being written, or null: while there is one, other writes wait. */
+  private GroupCommit run;
+
+  private Effect<Event, PartitionState> write(
+      PartitionState state, List<Write> requested, ActorRef<PartitionEntity.BatchWritten> done) {
+    if (!ready || run != null || table.behind()) {
+      // Not recovered into the table yet, another group commit is being written, or the table is
+      // too far behind: the write waits.
+      return Effect().stash();
+    }
+    if (marks.check() == PartitionMarks.StorageCheck.BEHIND) {
+      refuseBehind(state, requested);
+      if (done != null) {
+        done.tell(PartitionEntity.BatchWritten.INSTANCE);
+      }
+      return Effect().none();
+    }
+    List<Write> writes = admitted(requested);
+    if (writes.isEmpty()) {
+      if (done != null) {
+        done.tell(PartitionEntity.BatchWritten.INSTANCE);
+      }
+      return Effect().none();
+    }
+    run = new GroupCommit(writes, done);
+    return step(state);
+  }
+
+  private Effect<Event, PartitionState> bodiesFetched(PartitionState state, BodiesFetched c) {
+    if (run == null || !run.fetching) {
+      return Effect().none();
+    }
+    run.fetching = false;
+    if (c.failure() != null) {
+      log.warn(
+          "partition {}: reading before images from the documents table failed ({}); planning"
+              + " the writes again",
+          partition,
+          c.failure());
+    }
+    images.fetched(c);
+    return step(state);
+  }
+
+  /** Goes on with the run after an event that did not hold all of it. */
+  private Effect<Event, PartitionState> proceed(PartitionState state) {
+    if (run == null || run.fetching || run.afterMark != null) {
+      // No run, or it waits for before images or for the mark of its last event (whose arrival
+      // goes on with it): planning now would write the same writes again.
+      return Effect().none();
+    }
+    if (table.behind()) {
+      // The table's lag bounds a run's events too: the next one waits for it (the table's next
+      // apply continues the run).
+      return Effect().none();
+    }
+    return step(state);
+  }
+
+  /**
+   * Plans the run's next event: persists it and answers the writes it completes, or first fetches
+   * the before images it missed.
+   */
+  private Effect<Event, PartitionState> step(PartitionState state) {
+    GroupCommit r = run;
+    WritePlan plan =
+        new WritePlan(
+            state, wiring.settings(), System.currentTimeMillis(), images.over(state), r.split);
+    GroupCommit.Planned planned = r.plan(plan);
+    List<DocumentTable.Key> missing = plan.missing();
+    List<String> missingReceipts = plan.missingReceipts();
+    if (!missing.isEmpty() || !missingReceipts.isEmpty()) {
+      if (++r.fetchRounds > MAX_FETCH_ROUNDS) {
+        // The table does not hold what the index says it holds: restart from the journal rather
+        // than write on a before image that cannot be proven.
+        log.error(
+            "partition {}: {} before images are still missing from the documents table after {}"
+                + " reads; restarting the partition",
+            partition,
+            missing.size(),
+            MAX_FETCH_ROUNDS);
+        return Effect().stop();
+      }
+      r.fetching = true;
+      wiring
+          .table()
+          .rows(partition, missing)
+          .thenCombine(
+              wiring.table().receipts(partition, missingReceipts),
+              (rows, receipts) -> new BodiesFetched(rows, null, missingReceipts, receipts))
+          .whenComplete(
+              (fetchedNow, error) ->
+                  self.tell(
+                      error == null
+                          ? fetchedNow
+                          : new BodiesFetched(
+                              List.of(), SafeErrors.describe(error), List.of(), List.of())));
+      return Effect().none();
+    }
+    images.clear();
+    r.fetchRounds = 0;
+    if (images.foundInMemory() + images.readFromTable() > 0) {
+      wiring.observer().beforeImages(partition, images.foundInMemory(), images.readFromTable());
+    }
+    int refused = WriteReplies.quotaRefusals(planned.outcomes());
+    if (refused > 0) {
+      wiring.observer().quotaRefused(partition, refused);
+    }
+    WritePlan.Split split = plan.split();
+    Runnable advance =
+        () -> {
+          if (r.advance(planned, split)) {
+            run = null;
+          } else {
+            self.tell(Continue.INSTANCE);
+          }
+        };
+    if (plan.accepted.isEmpty()) {
+      advance.run();
+      return run == null ? Effect().unstashAll() : Effect().none();
+    }
+    String incarnation = state.incarnation != null ? null : UUID.randomUUID().toString();
+    int accepted = plan.accepted.size();
+    Written written = new Written(incarnation, plan.accepted);
+    Map<String, String> rulesBefore = state.ruleFields();
+    long bytesBefore = state.eventBytes;
+    List<Receipt.Keyed> kept = Receipt.of(written, state.nextSequence, state.receiptsLatestAt);
+    return Effect()
+        .persist(written)
+        .thenRun(
+            s -> {
+              persisted(s, written, rulesBefore, bytesBefore, kept);
+              wiring.observer().persisted(partition, accepted);
+              reportOutbox(s);
+              if (wiring.marks().enabled()) {
+                r.afterMark = advance;
+                marks.raiseToTail(s);
+              } else {
+                advance.run();
+              }
+            })
+        .thenUnstashAll();
+  }
+
+  /**
+   * A group commit is persisted: its document changes wait in memory for the table (and leave the
+   * cache, whose versions they replace), and the table writer gets the event.
+   */
+  private void persisted(
+      PartitionState s,
+      Written written,
+      Map<String, String> rulesBefore,
+      long bytesBefore,
+      List<Receipt.Keyed> kept) {
+    List<DocumentChange> changes =
+        DocumentChange.of(written, DocumentChange.RuleFields.over(new HashMap<>(rulesBefore)));
+    for (DocumentChange change : changes) {
+      if (change instanceof DocumentChange.Put p) {
+        cache.remove(key(p.document().collection(), p.document().id()));
+      } else if (change instanceof DocumentChange.Reset r) {
+        cache.dropCollection(r.collection());
+      } else {
+        cache.dropCollection(((DocumentChange.ClearTombstoneAcls) change).collection());
+      }
+    }
+    unapplied.add(s.events, changes);
+    unapplied.addReceipts(s.events, kept);
+    table.persisted(s.events, written, s.eventBytes - bytesBefore);
+  }
+
+  /**
+   * The writes the storage gate lets through: all of them while the storage keeps the required
+   * copies; otherwise only row-rule changes, every other write answered with a refusal at once.
+   */
+  private List<Write> admitted(List<Write> writes) {
+    StorageGate.Refusal below = wiring.gate().refusal();
+    if (below == null) {
+      return writes;
+    }
+    // Counted before the replies: whoever sees a refusal sees it counted.
+    wiring.observer().storageRefused(partition, WriteReplies.refusable(writes));
+    return WriteReplies.refuseBelowCopies(writes, below);
+  }
+
+  /**
+   * Answers every write with the storage-behind refusal: nothing is written (ADR 0036). A row-rule
+   * change has no refusal to answer with: unanswered, its sender times out and installs the rule
+   * again once the partition serves.
+   */
+  private void refuseBehind(PartitionState state, List<Write> writes) {
+    long acknowledged = marks.acknowledged(state);
+    wiring.observer().storageRefused(partition, WriteReplies.refusable(writes));
+    WriteReplies.refuseBehind(writes, state.events, acknowledged);
+  }
+
+  /** The retained outbox's size and quota use, for the observer. */
+  private void reportOutbox(PartitionState s) {
+    long entries = s.nextSequence - s.outboxFirst;
+    double use =
+        Math.max(
+            (double) entries / wiring.settings().maxOutboxEntries(),
+            (double) s.outboxBytes / wiring.settings().maxOutboxBytes());
+    wiring.observer().outbox(partition, entries, s.outboxBytes, use);
+  }
+
+  @Override
+  public EventHandler<PartitionState, Event> eventHandler() {
+    return newEventHandlerBuilder()
+        .forAnyState()
+        .onEvent(Written.class, (PartitionState state, Written w) -> state.written(w))
+        .onEvent(Purged.class, (PartitionState state, Purged p) -> state.purged(p))
+        .build();
+  }
+}

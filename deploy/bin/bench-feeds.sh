@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Changes-feed and live-query benchmark (the public read side, io.weir.node.Feeds, in process):
+# Changes-feed and live-query benchmark (the public read side, io.weir.node.feed.Feeds, in process):
 #  1. 200,000 upserts of distinct 1 KB documents over 16 partitions, then the changes feed read from
 #     the beginning to the end in pages of 1,000 positions by an administrator and by a principal
 #     restricted by a collection policy (acl row rule, one sensitive field; half the rows visible),

@@ -4,6 +4,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -13,11 +15,15 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 /**
  * A Weir cluster of node processes on loopback for {@link ClusterBenchmark}: each node is {@code
@@ -295,7 +301,7 @@ final class BenchCluster implements AutoCloseable {
       return Optional.empty();
     }
     int[] hostOf = new int[partitions];
-    java.util.Arrays.fill(hostOf, -1);
+    Arrays.fill(hostOf, -1);
     for (JsonNode m : c.get().get("members")) {
       int node = indexOf(m.get("address").asText());
       JsonNode list = m.get("partitions");
@@ -434,8 +440,8 @@ final class BenchCluster implements AutoCloseable {
     if (!Files.exists(dir)) {
       return;
     }
-    try (java.util.stream.Stream<Path> all = Files.walk(dir)) {
-      for (Path p : all.sorted(java.util.Comparator.reverseOrder()).toList()) {
+    try (Stream<Path> all = Files.walk(dir)) {
+      for (Path p : all.sorted(Comparator.reverseOrder()).toList()) {
         Files.delete(p);
       }
     }
@@ -447,12 +453,11 @@ final class BenchCluster implements AutoCloseable {
    * bind (a benchmark run lost a node that way).
    */
   static int freePort() {
-    java.util.concurrent.ThreadLocalRandom random =
-        java.util.concurrent.ThreadLocalRandom.current();
+    ThreadLocalRandom random = ThreadLocalRandom.current();
     for (int attempt = 0; attempt < 2_000; attempt++) {
       int port = random.nextInt(20_000, 32_000);
       try (ServerSocket s = new ServerSocket()) {
-        s.bind(new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), port));
+        s.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
         return port;
       } catch (IOException taken) {
         // in use: try another

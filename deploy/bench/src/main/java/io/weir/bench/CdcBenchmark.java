@@ -8,6 +8,7 @@ import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
@@ -319,7 +320,7 @@ public final class CdcBenchmark {
 
   private static double median(double[] values) {
     double[] v = values.clone();
-    java.util.Arrays.sort(v);
+    Arrays.sort(v);
     int m = v.length / 2;
     return v.length % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
   }

@@ -1,5 +1,6 @@
 package io.weir.bench;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import picocli.CommandLine.Command;
@@ -54,7 +55,7 @@ final class ClusterBenchOptions {
       description =
           "an extra JVM option of every node process, repeatable (for example"
               + " -XX:StartFlightRecording=filename=node.jfr,settings=profile to profile the nodes)")
-  java.util.List<String> nodeOptions = new java.util.ArrayList<>();
+  List<String> nodeOptions = new ArrayList<>();
 
   @Option(
       names = "--acknowledged-marks",

@@ -40,6 +40,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Predicate;
+import java.util.function.ToDoubleFunction;
 import org.HdrHistogram.Histogram;
 
 /**
@@ -128,7 +129,7 @@ public final class ClusterBenchmark {
     this.three = new BenchDatabase(options.url, options.user, options.password, DATABASE);
     this.one = new BenchDatabase(options.url, options.user, options.password, DATABASE_ONE);
     this.logs = BenchCluster.nodeJar().getParent().resolve("bench-cluster");
-    List<String> jvm = new java.util.ArrayList<>();
+    List<String> jvm = new ArrayList<>();
     jvm.add("-Xmx" + options.nodeHeap);
     jvm.add("-Dpekko.cluster.split-brain-resolver.stable-after=" + options.stableAfter);
     jvm.add("-Dweir.storage.acknowledged-marks.enabled=" + options.acknowledgedMarks);
@@ -976,12 +977,11 @@ public final class ClusterBenchmark {
     return h.getTotalCount() == 0 ? Double.NaN : h.getValueAtPercentile(percentile) / 1000.0;
   }
 
-  private static double median(
-      List<Failover> runs, java.util.function.ToDoubleFunction<Failover> f) {
+  private static double median(List<Failover> runs, ToDoubleFunction<Failover> f) {
     return median(runs.stream().mapToDouble(f).filter(v -> !Double.isNaN(v)).toArray());
   }
 
-  private static double max(List<Failover> runs, java.util.function.ToDoubleFunction<Failover> f) {
+  private static double max(List<Failover> runs, ToDoubleFunction<Failover> f) {
     return max(runs.stream().mapToDouble(f).filter(v -> !Double.isNaN(v)).toArray());
   }
 

@@ -4,6 +4,9 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.stream.Stream;
 
 /**
  * CPU time from {@code /proc/self/stat} (Linux): this JVM's own (user + system, every thread
@@ -65,11 +68,11 @@ record CpuTimes(double self, double children) {
    * the JIT compiler's ({@code C1/C2 CompilerThread}) and the garbage collector's and VM thread's
    * ({@code GC Thread#}, {@code G1 ...}, {@code VM Thread}); others are not kept.
    */
-  record ThreadCpu(java.util.Map<Long, Double> jit, java.util.Map<Long, Double> gc) {
+  record ThreadCpu(Map<Long, Double> jit, Map<Long, Double> gc) {
     static ThreadCpu now() {
-      java.util.Map<Long, Double> jit = new java.util.HashMap<>();
-      java.util.Map<Long, Double> gc = new java.util.HashMap<>();
-      try (java.util.stream.Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
+      Map<Long, Double> jit = new HashMap<>();
+      Map<Long, Double> gc = new HashMap<>();
+      try (Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
         for (Path task : (Iterable<Path>) tasks::iterator) {
           try {
             String stat = Files.readString(task.resolve("stat"), StandardCharsets.US_ASCII);
@@ -89,7 +92,7 @@ record CpuTimes(double self, double children) {
           }
         }
       } catch (IOException | RuntimeException e) {
-        return new ThreadCpu(java.util.Map.of(), java.util.Map.of());
+        return new ThreadCpu(Map.of(), Map.of());
       }
       return new ThreadCpu(jit, gc);
     }
@@ -104,9 +107,9 @@ record CpuTimes(double self, double children) {
       return since(gc, earlier.gc);
     }
 
-    private static double since(java.util.Map<Long, Double> now, java.util.Map<Long, Double> then) {
+    private static double since(Map<Long, Double> now, Map<Long, Double> then) {
       double sum = 0;
-      for (java.util.Map.Entry<Long, Double> e : now.entrySet()) {
+      for (Map.Entry<Long, Double> e : now.entrySet()) {
         sum += e.getValue() - then.getOrDefault(e.getKey(), 0.0);
       }
       return sum;

@@ -1,5 +1,6 @@
 package io.weir.bench;
 
+import io.weir.sharding.partition.OutboxReader;
 import java.util.List;
 import java.util.Map;
 import picocli.CommandLine.Command;
@@ -15,7 +16,7 @@ import picocli.CommandLine.Option;
     sortOptions = false,
     usageHelpWidth = 110,
     description =
-        "The public read side (io.weir.node.Feeds): changes-feed read throughput for an administrator and for"
+        "The public read side (io.weir.node.feed.Feeds): changes-feed read throughput for an administrator and for"
             + " a principal restricted by a collection policy, then live-query read latency with many live queries while"
             + " documents are written. Prints figures; asserts nothing.",
     footer = {
@@ -177,7 +178,7 @@ final class FeedBenchOptions {
       paramLabel = "N",
       description =
           "the outbox reader's cache of decoded journal events; 0 turns it off (default: ${DEFAULT-VALUE})")
-  long outboxCacheBytes = io.weir.sharding.partition.OutboxReader.DEFAULT_CACHE_BYTES;
+  long outboxCacheBytes = OutboxReader.DEFAULT_CACHE_BYTES;
 
   @Option(names = "--keep-database", description = "keep the weir_fbench database afterwards")
   boolean keepDatabase;

@@ -3,12 +3,16 @@ package io.weir.bench;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.typesafe.config.Config;
-import io.weir.node.Documents;
-import io.weir.node.Feeds;
 import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principal;
+import io.weir.node.documents.Documents;
+import io.weir.node.feed.Feeds;
+import io.weir.node.tokens.TokenKeys;
+import io.weir.persistence.ClusterIdentityStore;
+import io.weir.persistence.Database;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
+import io.weir.persistence.PostgresSettings;
 import io.weir.protocol.query.Q1Query;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
@@ -43,8 +47,11 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
@@ -99,7 +106,7 @@ public final class FeedBenchmark {
   /** Random hex text that bodies take their padding from (a body is never printed). */
   private final String padding;
 
-  private io.weir.persistence.Database keysDatabase;
+  private Database keysDatabase;
   private long maxBytes;
 
   private FeedBenchmark(FeedBenchOptions options) {
@@ -164,14 +171,11 @@ public final class FeedBenchmark {
                 org.apache.pekko.actor.typed.DispatcherSelector.fromConfig(
                     "weir.blocking-io-dispatcher"));
     // The cluster's token keys and the collection policies, as a node loads them.
-    keysDatabase =
-        io.weir.persistence.Database.create(
-            io.weir.persistence.PostgresSettings.create(c), "fbench-keys");
+    keysDatabase = Database.create(PostgresSettings.create(c), "fbench-keys");
     try (Connection connection = keysDatabase.dataSource().getConnection()) {
-      io.weir.persistence.ClusterIdentityStore.loadOrCreate(connection, "weir", partitions);
+      ClusterIdentityStore.loadOrCreate(connection, "weir", partitions);
     }
-    io.weir.node.TokenKeys keys =
-        new io.weir.node.TokenKeys(keysDatabase.dataSource(), "weir", blocking, Duration.ZERO);
+    TokenKeys keys = new TokenKeys(keysDatabase.dataSource(), "weir", blocking, Duration.ZERO);
     keys.reload().toCompletableFuture().get(30, TimeUnit.SECONDS);
     Policies policies = new Policies(keysDatabase.dataSource(), "weir", blocking, documents);
     get(policies.reload());
@@ -689,7 +693,7 @@ public final class FeedBenchmark {
     AtomicLong initialRows = new AtomicLong();
     ExecutorService starters = Executors.newFixedThreadPool(16, daemon("bench-live-start"));
     long t0 = System.nanoTime();
-    List<java.util.concurrent.Future<?>> started = new ArrayList<>();
+    List<Future<?>> started = new ArrayList<>();
     for (LiveQuery q : queries) {
       started.add(
           starters.submit(
@@ -905,7 +909,7 @@ public final class FeedBenchmark {
               loops.schedule(
                   () -> poll(feeds, principal, q, loops, stopped), pause, TimeUnit.MILLISECONDS);
             }
-          } catch (java.util.concurrent.RejectedExecutionException e) {
+          } catch (RejectedExecutionException e) {
             stopped.countDown();
           }
         });
@@ -1118,7 +1122,7 @@ public final class FeedBenchmark {
     return Arrays.stream(values).max().orElse(Double.NaN);
   }
 
-  private static java.util.concurrent.ThreadFactory daemon(String name) {
+  private static ThreadFactory daemon(String name) {
     AtomicInteger n = new AtomicInteger();
     return r -> {
       Thread t = new Thread(r, name + "-" + n.incrementAndGet());

@@ -4,6 +4,7 @@ import io.weir.persistence.cdc.ChangeSink;
 import io.weir.persistence.cdc.PipelineContext;
 import io.weir.persistence.cdc.SinkCheckpoint;
 import io.weir.protocol.cdc.Transaction;
+import io.weir.sharding.cdc.PartitionSink;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -83,7 +84,7 @@ class FinishingSink implements ChangeSink, DrainCounts {
 
   /** Releases the wrapped sink for good (the pipeline's {@link #close} only means "restarting"). */
   void shutdown() {
-    if (inner instanceof io.weir.sharding.cdc.PartitionSink p) {
+    if (inner instanceof PartitionSink p) {
       p.shutdown();
     }
   }

@@ -8,6 +8,8 @@ import io.weir.persistence.SchemaMigrator;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.sharding.cdc.PartitionChannel;
 import io.weir.sharding.partition.Partition;
+import io.weir.sharding.partition.PartitionObserver;
+import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
@@ -22,8 +24,10 @@ import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
 import io.weir.sharding.partition.PartitionWiring;
 import io.weir.sharding.partition.SqlJournalPruner;
+import io.weir.sharding.storage.DistributedMarks;
 import java.lang.management.ManagementFactory;
 import java.net.URI;
+import java.nio.file.Files;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
@@ -33,6 +37,7 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -45,8 +50,10 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
+import java.util.function.ToDoubleFunction;
 import org.HdrHistogram.Histogram;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -629,8 +636,7 @@ public final class PartitionBenchmark {
         // The last write acknowledged before the restart: the padding or the replayed upserts
         // wrote k0 and random ids; a GET of the document the index names last is checked below.
         long baseline = usedHeapAfterGc();
-        java.util.concurrent.atomic.AtomicBoolean loading =
-            new java.util.concurrent.atomic.AtomicBoolean(true);
+        AtomicBoolean loading = new AtomicBoolean(true);
         List<Thread> load = new ArrayList<>();
         for (int w = 0; w < RECOVERY_LOAD_WRITERS; w++) {
           int writer = w;
@@ -666,12 +672,9 @@ public final class PartitionBenchmark {
           load.add(t);
         }
         long start = System.nanoTime();
-        io.weir.sharding.partition.PartitionProtocol.DocumentReply got =
-            node.<io.weir.sharding.partition.PartitionProtocol.DocumentReply>ask(
-                LOADED,
-                replyTo ->
-                    new io.weir.sharding.partition.PartitionProtocol.GetDocument(
-                        "docs", lastId, replyTo));
+        PartitionProtocol.DocumentReply got =
+            node.<PartitionProtocol.DocumentReply>ask(
+                LOADED, replyTo -> new PartitionProtocol.GetDocument("docs", lastId, replyTo));
         if (got.document().isEmpty() || got.document().get().revision() != lastRevision) {
           throw new IllegalStateException("the last acknowledged write was not read back");
         }
@@ -901,7 +904,7 @@ public final class PartitionBenchmark {
     /** The documents table's pool and threads. */
     private final Database documents;
 
-    private final java.util.concurrent.ExecutorService documentsIo;
+    private final ExecutorService documentsIo;
 
     /**
      * @param name the actor system's name (each node of a run has its own)
@@ -917,7 +920,7 @@ public final class PartitionBenchmark {
         boolean pruneJournal)
         throws Exception {
       Map<String, Object> settings =
-          new java.util.HashMap<>(
+          new HashMap<>(
               Map.of(
                   "weir.postgres.url",
                   url,
@@ -946,7 +949,7 @@ public final class PartitionBenchmark {
         settings.put("pekko.cluster.distributed-data.durable.keys", List.of("weir-ack-*"));
         settings.put(
             "pekko.cluster.distributed-data.durable.lmdb.dir",
-            java.nio.file.Files.createTempDirectory("weir-bench-marks").resolve("lmdb").toString());
+            Files.createTempDirectory("weir-bench-marks").resolve("lmdb").toString());
         settings.put(
             "pekko.cluster.distributed-data.durable.lmdb.write-behind-interval",
             System.getProperty("weir.bench.marks-write-behind", "10ms"));
@@ -972,11 +975,11 @@ public final class PartitionBenchmark {
       // The documents table as the node keeps it: its own pool and threads.
       this.documents =
           Database.create(PostgresSettings.create(config).withPoolSize(8), name + "-documents");
-      this.documentsIo = java.util.concurrent.Executors.newFixedThreadPool(8);
+      this.documentsIo = Executors.newFixedThreadPool(8);
       PartitionWiring wiring =
           PartitionWiring.jdbc(limits, documents.dataSource(), "weir", documentsIo, documentsIo)
               .withObserver(
-                  new io.weir.sharding.partition.PartitionObserver() {
+                  new PartitionObserver() {
                     @Override
                     public void beforeImages(int partition, int inMemory, int read) {
                       beforeImagesInMemory.addAndGet(inMemory);
@@ -985,9 +988,7 @@ public final class PartitionBenchmark {
                   });
       if (marks) {
         wiring =
-            wiring.withMarks(
-                new io.weir.sharding.storage.DistributedMarks(
-                    system, () -> "bench", java.time.Duration.ofSeconds(5)));
+            wiring.withMarks(new DistributedMarks(system, () -> "bench", Duration.ofSeconds(5)));
       }
       if (pruneJournal) {
         this.pruning = Database.create(PostgresSettings.create(config), name + "-pruner");
@@ -1048,15 +1049,15 @@ public final class PartitionBenchmark {
 
   // --- medians ---
 
-  private static double median(List<Round> rounds, java.util.function.ToDoubleFunction<Round> f) {
+  private static double median(List<Round> rounds, ToDoubleFunction<Round> f) {
     return median(rounds.stream().mapToDouble(f).toArray());
   }
 
-  private static double min(List<Round> rounds, java.util.function.ToDoubleFunction<Round> f) {
+  private static double min(List<Round> rounds, ToDoubleFunction<Round> f) {
     return rounds.stream().mapToDouble(f).min().orElse(Double.NaN);
   }
 
-  private static double max(List<Round> rounds, java.util.function.ToDoubleFunction<Round> f) {
+  private static double max(List<Round> rounds, ToDoubleFunction<Round> f) {
     return rounds.stream().mapToDouble(f).max().orElse(Double.NaN);
   }
 

@@ -1,9 +1,13 @@
 package io.weir.bench;
 
 import com.typesafe.config.Config;
-import io.weir.node.Documents;
 import io.weir.node.NodeSettings;
-import io.weir.node.Projections;
+import io.weir.node.documents.Documents;
+import io.weir.node.projection.Projections;
+import io.weir.node.tokens.TokenKeys;
+import io.weir.persistence.ClusterIdentityStore;
+import io.weir.persistence.Database;
+import io.weir.persistence.PostgresSettings;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.protocol.token.BatchToken;
 import io.weir.sharding.partition.OutboxReader;
@@ -45,6 +49,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
+import java.util.function.ToLongFunction;
 import org.HdrHistogram.Histogram;
 
 /**
@@ -127,7 +132,7 @@ public final class ProjectionBenchmark {
   private volatile Phase phase;
 
   /** The pool the token keys are read with; closed at the end. */
-  private io.weir.persistence.Database keysDatabase;
+  private Database keysDatabase;
 
   private volatile boolean running = true;
   private volatile boolean backlogWritten;
@@ -203,14 +208,12 @@ public final class ProjectionBenchmark {
               + ")");
     }
     // The cluster's token keys, as a node loads them (the identity row creates the first key).
-    keysDatabase =
-        io.weir.persistence.Database.create(
-            io.weir.persistence.PostgresSettings.create(c), "prbench-keys");
-    try (java.sql.Connection connection = keysDatabase.dataSource().getConnection()) {
-      io.weir.persistence.ClusterIdentityStore.loadOrCreate(connection, "weir", PARTITIONS);
+    keysDatabase = Database.create(PostgresSettings.create(c), "prbench-keys");
+    try (Connection connection = keysDatabase.dataSource().getConnection()) {
+      ClusterIdentityStore.loadOrCreate(connection, "weir", PARTITIONS);
     }
-    io.weir.node.TokenKeys keys =
-        new io.weir.node.TokenKeys(
+    TokenKeys keys =
+        new TokenKeys(
             keysDatabase.dataSource(),
             "weir",
             node.system
@@ -967,7 +970,7 @@ public final class ProjectionBenchmark {
       return purgeLatency.getValueAtPercentile(50) / 1000.0;
     }
 
-    long sum(java.util.function.ToLongFunction<ConsumerStats.Snapshot> f) {
+    long sum(ToLongFunction<ConsumerStats.Snapshot> f) {
       long sum = 0;
       for (ConsumerStats c : consumers) {
         sum += f.applyAsLong(c.snapshot());

@@ -42,6 +42,7 @@ import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -560,7 +561,7 @@ public final class ScaleBenchmark implements Callable<Integer> {
     private final ExecutorService documentsIo = Executors.newFixedThreadPool(8);
     private final PartitionWiring wiring;
     private final boolean sharded;
-    private final Map<Integer, ActorRef<Command>> spawned = new java.util.HashMap<>();
+    private final Map<Integer, ActorRef<Command>> spawned = new HashMap<>();
 
     Node(Config config, boolean sharded) throws Exception {
       this(config, sharded, true);

@@ -34,6 +34,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -337,7 +338,7 @@ public final class UpgradeBenchmark implements Callable<Integer> {
           system,
           PartitionWiring.jdbc(
               PartitionSettings.DEFAULTS, documents.dataSource(), "weir", io, upgrades));
-      List<java.util.concurrent.CompletionStage<PartitionStatus>> started = new ArrayList<>();
+      List<CompletionStage<PartitionStatus>> started = new ArrayList<>();
       for (int p = 0; p < partitions; p++) {
         started.add(
             PartitionSharding.partition(system, p)

@@ -6,17 +6,29 @@ import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.cdc.CdcPipeline;
+import io.weir.persistence.cdc.ChangeSink;
+import io.weir.persistence.cdc.CheckpointStore;
 import io.weir.persistence.cdc.PipelineSettings;
 import io.weir.persistence.cdc.PipelineStatus;
 import io.weir.persistence.cdc.SourceSettings;
 import io.weir.persistence.cdc.StartMode;
+import io.weir.sharding.cdc.PartitionChannel;
+import io.weir.sharding.cdc.PartitionSink;
+import io.weir.sharding.partition.PartitionSettings;
+import io.weir.sharding.partition.PartitionSharding;
+import io.weir.sharding.partition.PartitionWiring;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -67,8 +79,7 @@ final class WeirDrain implements AutoCloseable {
   /** The documents table's pool (null without partitions) and threads. */
   private final Database documents;
 
-  private final java.util.concurrent.ExecutorService documentsIo =
-      java.util.concurrent.Executors.newFixedThreadPool(8);
+  private final ExecutorService documentsIo = Executors.newFixedThreadPool(8);
 
   WeirDrain(BenchDatabase db, int batch, Duration batchDelay) {
     this(db, batch, batchDelay, false);
@@ -81,7 +92,7 @@ final class WeirDrain implements AutoCloseable {
   WeirDrain(BenchDatabase db, int batch, Duration batchDelay, boolean partitions) {
     this.partitions = partitions;
     Map<String, Object> settings =
-        new java.util.HashMap<>(
+        new HashMap<>(
             Map.of(
                 "weir.postgres.url", db.url(),
                 "weir.postgres.user", db.user(),
@@ -118,10 +129,10 @@ final class WeirDrain implements AutoCloseable {
       // The documents table as the node keeps it: its own pool and threads.
       this.documents =
           Database.create(PostgresSettings.create(config).withPoolSize(8), "bench-documents");
-      io.weir.sharding.partition.PartitionSharding.init(
+      PartitionSharding.init(
           system,
-          io.weir.sharding.partition.PartitionWiring.jdbc(
-              new io.weir.sharding.partition.PartitionSettings(100_000_000, 1L << 40, 256, 20_000),
+          PartitionWiring.jdbc(
+              new PartitionSettings(100_000_000, 1L << 40, 256, 20_000),
               documents.dataSource(),
               "weir",
               documentsIo,
@@ -159,8 +170,8 @@ final class WeirDrain implements AutoCloseable {
   Result run(
       String name,
       PipelineSettings settings,
-      io.weir.persistence.cdc.ChangeSink sink,
-      java.util.concurrent.CompletableFuture<Long> finished,
+      ChangeSink sink,
+      CompletableFuture<Long> finished,
       long rows)
       throws Exception {
     ActorRef<CdcPipeline.Command> pipeline =
@@ -217,13 +228,13 @@ final class WeirDrain implements AutoCloseable {
         !partitions
             ? null
             : new FinishingSink(
-                new io.weir.sharding.cdc.PartitionSink(
-                    io.weir.sharding.cdc.PartitionChannel.sharded(system),
-                    io.weir.sharding.cdc.PartitionSink.Settings.defaults(PARTITIONS),
-                    new io.weir.persistence.cdc.CheckpointStore(state.dataSource(), "weir")),
+                new PartitionSink(
+                    PartitionChannel.sharded(system),
+                    PartitionSink.Settings.defaults(PARTITIONS),
+                    new CheckpointStore(state.dataSource(), "weir")),
                 workload.lastXid(),
                 workload.endLsn());
-    io.weir.persistence.cdc.ChangeSink sink;
+    ChangeSink sink;
     DrainCounts counted;
     if (finishing != null) {
       sink = finishing;
@@ -289,15 +300,14 @@ final class WeirDrain implements AutoCloseable {
   }
 
   private <T> T ask(
-      ActorRef<CdcPipeline.Command> target,
-      java.util.function.Function<ActorRef<T>, CdcPipeline.Command> make)
+      ActorRef<CdcPipeline.Command> target, Function<ActorRef<T>, CdcPipeline.Command> make)
       throws InterruptedException, ExecutionException, TimeoutException {
     CompletionStage<T> reply = AskPattern.ask(target, make::apply, ASK, system.scheduler());
     return reply.toCompletableFuture().get(ASK.toSeconds(), TimeUnit.SECONDS);
   }
 
   private ActorRef<CdcPipeline.Command> ask(
-      java.util.function.Function<ActorRef<ActorRef<CdcPipeline.Command>>, HostCommand> make)
+      Function<ActorRef<ActorRef<CdcPipeline.Command>>, HostCommand> make)
       throws InterruptedException, ExecutionException, TimeoutException {
     CompletionStage<ActorRef<CdcPipeline.Command>> reply =
         AskPattern.ask(system, make::apply, ASK, system.scheduler());

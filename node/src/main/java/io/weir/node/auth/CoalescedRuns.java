@@ -13,7 +13,7 @@ import java.util.function.Supplier;
  * callers waiting meanwhile share the next run. So however many requests arrive (unknown bearer
  * tokens, forged key ids, a crowd of requests on a stale view) they cost at most one run per gap;
  * they only wait up to that long. Used by {@link Principals} (reloads after an unknown token, the
- * freshness check) and {@link io.weir.node.TokenKeys} (reloads after an unknown key id).
+ * freshness check) and {@link io.weir.node.tokens.TokenKeys} (reloads after an unknown key id).
  *
  * <p>Each caller gets a stage of its own: completing or timing it out does not touch the others.
  */

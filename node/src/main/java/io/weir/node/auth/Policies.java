@@ -1,7 +1,7 @@
 package io.weir.node.auth;
 
-import io.weir.node.Documents;
 import io.weir.node.OrderedLoads;
+import io.weir.node.documents.Documents;
 import io.weir.persistence.PolicyStore;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.sharding.partition.PartitionProtocol.RowRuleReply;

@@ -1,4 +1,4 @@
-package io.weir.node;
+package io.weir.node.documents;
 
 import io.weir.node.cdc.PipelineConfig;
 import io.weir.protocol.partition.Partitioning;

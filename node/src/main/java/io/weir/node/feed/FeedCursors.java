@@ -1,7 +1,10 @@
-package io.weir.node;
+package io.weir.node.feed;
 
 import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principal;
+import io.weir.node.documents.Documents;
+import io.weir.node.projection.Projections;
+import io.weir.node.tokens.TokenKeys;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.token.ChangeCursor;

@@ -1,9 +1,10 @@
-package io.weir.node;
+package io.weir.node.feed;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.auth.Access;
 import io.weir.node.auth.Principal;
+import io.weir.node.documents.Documents;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
 import io.weir.protocol.ErrorCode;

@@ -1,4 +1,4 @@
-package io.weir.node;
+package io.weir.node.feed;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -7,7 +7,9 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.weir.node.auth.Access;
 import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principal;
+import io.weir.node.documents.Documents;
 import io.weir.node.metrics.FeedMetrics;
+import io.weir.node.tokens.TokenKeys;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
 import io.weir.protocol.ErrorCode;
@@ -352,7 +354,7 @@ public final class Feeds {
                                             c.sequence(),
                                             c.id(),
                                             c.revision(),
-                                            text(query.project((ObjectNode) after, hidden))));
+                                            text(query.project((ObjectNode) after, hidden::test))));
                                   } else if (before != null && query.matches(before)) {
                                     deltas.add(
                                         new Delta(
@@ -499,7 +501,7 @@ public final class Feeds {
                       || !query.matches(body)) {
                     continue;
                   }
-                  String row = text(query.project((ObjectNode) body, hidden));
+                  String row = text(query.project((ObjectNode) body, hidden::test));
                   bytes += Utf8.length(row);
                   if (rows.size() == maxRows || bytes > maxBytes) {
                     throw new Refused(

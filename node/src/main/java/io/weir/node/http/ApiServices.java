@@ -1,18 +1,18 @@
 package io.weir.node.http;
 
-import io.weir.node.Documents;
-import io.weir.node.Feeds;
 import io.weir.node.NodeView;
-import io.weir.node.Projections;
-import io.weir.node.TokenKeys;
 import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principals;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.cdc.SlotLag;
 import io.weir.node.continuous.ContinuousQueries;
+import io.weir.node.documents.Documents;
+import io.weir.node.feed.Feeds;
 import io.weir.node.metrics.HttpMetrics;
 import io.weir.node.metrics.MetricsSettings;
+import io.weir.node.projection.Projections;
+import io.weir.node.tokens.TokenKeys;
 import io.weir.protocol.http.OutboxSettings;
 import java.util.Objects;
 import java.util.function.Supplier;

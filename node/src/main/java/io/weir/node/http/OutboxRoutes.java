@@ -2,7 +2,7 @@ package io.weir.node.http;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.weir.node.Documents;
+import io.weir.node.documents.Documents;
 import io.weir.persistence.StorageSystem;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.Lsn;

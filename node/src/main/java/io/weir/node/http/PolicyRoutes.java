@@ -2,8 +2,8 @@ package io.weir.node.http;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.weir.node.Documents;
 import io.weir.node.auth.Policies;
+import io.weir.node.documents.Documents;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
 import io.weir.persistence.PrincipalStore;

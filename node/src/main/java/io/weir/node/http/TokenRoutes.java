@@ -1,7 +1,7 @@
 package io.weir.node.http;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.weir.node.TokenKeys;
+import io.weir.node.tokens.TokenKeys;
 import io.weir.persistence.SafeErrors;
 import io.weir.persistence.TokenKeyStore;
 import io.weir.protocol.ErrorCode;

@@ -1,5 +1,8 @@
-package io.weir.node;
+package io.weir.node.projection;
 
+import io.weir.node.NodeSettings;
+import io.weir.node.documents.Documents;
+import io.weir.node.tokens.TokenKeys;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.token.BatchToken;
 import io.weir.protocol.token.TokenSigner;

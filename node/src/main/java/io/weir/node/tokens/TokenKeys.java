@@ -1,5 +1,6 @@
-package io.weir.node;
+package io.weir.node.tokens;
 
+import io.weir.node.OrderedLoads;
 import io.weir.node.auth.CoalescedRuns;
 import io.weir.persistence.TokenKeyStore;
 import io.weir.persistence.TokenKeyStore.KeyRing;

@@ -258,8 +258,8 @@ class FeedApiIT extends FeedNodeFixture {
   }
 
   private io.weir.protocol.token.TokenSigner signer() throws Exception {
-    io.weir.node.TokenKeys keys =
-        new io.weir.node.TokenKeys(
+    io.weir.node.tokens.TokenKeys keys =
+        new io.weir.node.tokens.TokenKeys(
             database.dataSource(),
             "weir",
             java.util.concurrent.ForkJoinPool.commonPool(),

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.weir.node.Feeds;
+import io.weir.node.feed.Feeds;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.List;

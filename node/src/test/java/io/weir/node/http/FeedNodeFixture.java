@@ -7,10 +7,10 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import io.weir.node.Documents;
-import io.weir.node.Feeds;
 import io.weir.node.NodeView;
 import io.weir.node.auth.TokenAuthenticator;
+import io.weir.node.documents.Documents;
+import io.weir.node.feed.Feeds;
 import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.StorageStatus;
 import io.weir.persistence.testing.TestPostgres;
@@ -51,7 +51,7 @@ abstract class FeedNodeFixture {
   static final String ADMIN = "admin-token-for-node-http-it";
 
   private TestPostgres.TestDatabase db;
-  io.weir.node.TokenKeys keys;
+  io.weir.node.tokens.TokenKeys keys;
   io.weir.node.auth.Principals principals;
   Documents documents;
   io.weir.node.auth.Policies policies;
@@ -101,8 +101,8 @@ abstract class FeedNodeFixture {
   }
 
   /** Projection consumers' service, or null for none. */
-  io.weir.node.Projections projections(
-      Documents documents, io.weir.node.TokenKeys keys, Clock clock) {
+  io.weir.node.projection.Projections projections(
+      Documents documents, io.weir.node.tokens.TokenKeys keys, Clock clock) {
     return null;
   }
 
@@ -127,7 +127,8 @@ abstract class FeedNodeFixture {
     }
     var blocking = java.util.concurrent.ForkJoinPool.commonPool();
     keys =
-        new io.weir.node.TokenKeys(database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
+        new io.weir.node.tokens.TokenKeys(
+            database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
     keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     kit = ActorTestKit.create("weir", config);
     Cluster cluster = Cluster.get(kit.system());

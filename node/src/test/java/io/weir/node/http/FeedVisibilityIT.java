@@ -327,8 +327,8 @@ class FeedVisibilityIT extends FeedNodeFixture {
   // ---- cursors from a node that knows newer grants or policy ----
 
   private TokenSigner signer() throws Exception {
-    io.weir.node.TokenKeys other =
-        new io.weir.node.TokenKeys(
+    io.weir.node.tokens.TokenKeys other =
+        new io.weir.node.tokens.TokenKeys(
             database.dataSource(),
             "weir",
             java.util.concurrent.ForkJoinPool.commonPool(),
@@ -406,8 +406,8 @@ class FeedVisibilityIT extends FeedNodeFixture {
     ok(put(c, "r1", "{\"v\":1}", ADMIN));
     String genuine = changes(c, "beginning", false, ray, null, null).get("cursor").asText();
     // Another node rotated the keys and signed this cursor with the new one.
-    io.weir.node.TokenKeys other =
-        new io.weir.node.TokenKeys(
+    io.weir.node.tokens.TokenKeys other =
+        new io.weir.node.tokens.TokenKeys(
             database.dataSource(),
             "weir",
             java.util.concurrent.ForkJoinPool.commonPool(),

@@ -6,12 +6,12 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.typesafe.config.ConfigFactory;
-import io.weir.node.Documents;
 import io.weir.node.NodeSettings;
-import io.weir.node.Projections;
 import io.weir.node.auth.Principal;
 import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.cdc.PipelineConfig;
+import io.weir.node.documents.Documents;
+import io.weir.node.projection.Projections;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.protocol.token.BatchToken;
 import io.weir.protocol.token.TokenSigner;
@@ -84,7 +84,7 @@ class ProjectionApiIT extends FeedNodeFixture {
   }
 
   @Override
-  Projections projections(Documents documents, io.weir.node.TokenKeys keys, Clock clock) {
+  Projections projections(Documents documents, io.weir.node.tokens.TokenKeys keys, Clock clock) {
     return new Projections(
         documents,
         OutboxReader.jdbc(kit.system()),
@@ -535,8 +535,8 @@ class ProjectionApiIT extends FeedNodeFixture {
     configure(p, "rot-idx", List.of("rot-src"), List.of());
     String token = read(p, "rot-idx", null).get("token").asText();
     // Another node rotated the keys and signed this batch with the new one.
-    io.weir.node.TokenKeys other =
-        new io.weir.node.TokenKeys(
+    io.weir.node.tokens.TokenKeys other =
+        new io.weir.node.tokens.TokenKeys(
             database.dataSource(),
             "weir",
             java.util.concurrent.ForkJoinPool.commonPool(),

@@ -1,7 +1,8 @@
-package io.weir.node;
+package io.weir.node.tokens;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.weir.node.OrderedLoads;
 import io.weir.persistence.TokenKeyStore.KeyInfo;
 import io.weir.persistence.TokenKeyStore.KeyRing;
 import io.weir.protocol.token.ChangeCursor;

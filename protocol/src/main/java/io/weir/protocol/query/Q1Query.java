@@ -163,17 +163,16 @@ public final class Q1Query {
   /**
    * A new object with the selected parts of {@code document}: without {@code select} all top-level
    * fields, otherwise each selected path that exists in it (a nested path within the objects on its
-   * way, holding only that path), in both cases leaving out the top-level fields {@code
-   * omitTopLevelField} accepts. Values are copied; {@code document} is not changed.
+   * way, holding only that path), in both cases without the top-level fields {@code omitted} leaves
+   * out. Values are copied; {@code document} is not changed.
    */
-  public ObjectNode project(
-      ObjectNode document, java.util.function.Predicate<String> omitTopLevelField) {
+  public ObjectNode project(ObjectNode document, FieldFilter omitted) {
     Objects.requireNonNull(document, "document");
-    Objects.requireNonNull(omitTopLevelField, "omitTopLevelField");
+    Objects.requireNonNull(omitted, "omitted");
     ObjectNode out = document.objectNode();
     if (select.isEmpty()) {
       for (Map.Entry<String, JsonNode> field : document.properties()) {
-        if (!omitTopLevelField.test(field.getKey())) {
+        if (!omitted.omits(field.getKey())) {
           out.set(field.getKey(), field.getValue().deepCopy());
         }
       }
@@ -181,7 +180,7 @@ public final class Q1Query {
     }
     for (String path : select) {
       String[] segments = path.split("\\.");
-      if (omitTopLevelField.test(segments[0])) {
+      if (omitted.omits(segments[0])) {
         continue;
       }
       JsonNode value = Eval.lookup(document, path);
@@ -202,7 +201,15 @@ public final class Q1Query {
     return out;
   }
 
-  /** The same as {@link #project(ObjectNode, java.util.function.Predicate)} omitting nothing. */
+  /**
+   * Which top-level fields a projection leaves out (e.g. sensitive fields a reader may not see).
+   */
+  @FunctionalInterface
+  public interface FieldFilter {
+    boolean omits(String topLevelField);
+  }
+
+  /** The same as {@link #project(ObjectNode, FieldFilter)} omitting nothing. */
   public ObjectNode project(ObjectNode document) {
     return project(document, field -> false);
   }

@@ -342,7 +342,8 @@ class ContinuousCrashIT extends EndToEndTest {
                                 && io.weir.protocol.Lsn.parse(st.get("lastLsn").asText())
                                         .compareTo(io.weir.protocol.Lsn.parse(lsn))
                                     > 0
-                                && st.get("repairPending").isNull())
+                                && st.get("repairPending").isNull()
+                                && !st.get("settling").asBoolean())
                     .orElse(false));
     long finalSequence =
         maintainer

@@ -223,7 +223,8 @@ public record PipelineConfig(
             .batchMaxDelay(batchDelay)
             .maxTransactionChanges(v.positiveInt(prefix + ".max-transaction-changes"))
             .statusInterval(c.getDuration("status-interval"))
-            .messages(bool(c, prefix, "messages"))
+            // The continuous engine's fence messages (ADR 0042) reach it only with messages on.
+            .messages(continuous || bool(c, prefix, "messages"))
             .streaming(streaming(c, v, prefix))
             .snapshotBatchRows(v.positiveInt(prefix + ".snapshot.batch-rows"))
             .incrementalMaxUnkeyedRows(v.positiveInt(prefix + ".snapshot.max-unkeyed-rows"))

@@ -1358,8 +1358,14 @@ class ContinuousQueryIT {
     }
   }
 
-  /** Each session's current result (a new stream's InitialResult) equals the full query's top 4. */
+  /**
+   * Each session's current result (a new stream's InitialResult) equals the full query's top 4,
+   * once each has published what its last read found ({@link #awaitStatus} waits until settled).
+   */
   private void assertRankedResultsCurrent(String... sessions) throws Exception {
+    for (String session : sessions) {
+      awaitStatus(session, st -> true);
+    }
     List<List<Object>> expected = new ArrayList<>();
     try (Connection c = db.connect();
         Statement st = c.createStatement();
@@ -1724,7 +1730,8 @@ class ContinuousQueryIT {
       HttpResponse<String> r = poll("GET", "/v1/continuous/" + id + "/status");
       if (r != null && r.statusCode() == 200) {
         last = json.readTree(r.body());
-        if (condition.test(last)) {
+        // Settled: a result read and held for its label (ADR 0042) is published, and counted.
+        if (condition.test(last) && !last.path("settling").asBoolean()) {
           return last;
         }
       }

@@ -182,7 +182,8 @@ class ContinuousSourceIT {
         () -> {
           JsonNode st = status(id);
           return st.get("relevantTransactions").asLong() >= 1
-              && st.get("state").asText().equals("current");
+              && st.get("state").asText().equals("current")
+              && !st.get("settling").asBoolean();
         });
     assertThat(status(id).get("repairPending").isNull()).isTrue();
 

@@ -10,6 +10,7 @@ import io.weir.node.continuous.spi.ContinuousProjector;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
+import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Transaction;
 import io.weir.protocol.token.ReplayToken;
 import io.weir.protocol.token.TokenSigner;
@@ -30,9 +31,7 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BiPredicate;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -76,7 +75,7 @@ public final class ContinuousQueries implements AutoCloseable {
   private final List<String> publications;
   private final ExecutorService engine;
   private final ExecutorService checks;
-  private final ScheduledExecutorService ticks;
+  private final EngineTicks ticks;
   private final Map<String, Session> sessions = new LinkedHashMap<>();
 
   /** Micrometer meters ({@link #bindMetrics}); null while metrics are off. */
@@ -132,29 +131,19 @@ public final class ContinuousQueries implements AutoCloseable {
             projectors,
             () -> metrics,
             () -> access,
-            this::replayId);
+            this::replayId,
+            this::fenceSoon);
     this.appender = maintenance.appender;
     this.engine = Executors.newSingleThreadExecutor(r -> daemon(r, "weir-continuous"));
     this.checks = Executors.newFixedThreadPool(2, r -> daemon(r, "weir-continuous-register"));
-    this.ticks = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "weir-continuous-tick"));
-    long refresh = settings.refresh().toMillis();
-    // At most one refresh waits on the engine: a busy engine (full reads) does not pile them up.
-    ticks.scheduleWithFixedDelay(
-        () -> {
-          if (active && refreshQueued.compareAndSet(false, true)) {
-            onEngine(
-                () -> {
-                  refreshQueued.set(false);
-                  refresh();
-                });
-          }
-        },
-        refresh,
-        refresh,
-        TimeUnit.MILLISECONDS);
+    this.ticks = new EngineTicks(this::onEngine, r -> daemon(r, "weir-continuous-tick"));
+    ticks.refreshEvery(settings.refresh(), () -> active, this::refresh);
   }
 
-  private final AtomicBoolean refreshQueued = new AtomicBoolean();
+  /** A held result waits for its label: a fence follows unless a transaction releases it. */
+  private void fenceSoon() {
+    ticks.fenceSoon(maintenance::fence);
+  }
 
   /** Custom evaluators and trusted projectors on the class path, by name. */
   private final Map<String, ContinuousEvaluator> evaluators;
@@ -562,13 +551,33 @@ public final class ContinuousQueries implements AutoCloseable {
   }
 
   /**
+   * A non-transactional logical message of the continuous pipeline. A fence ({@link
+   * ReadPoint#fence}) releases the held results whose limit it passes; any other message is not
+   * Weir's and only passes by.
+   */
+  CompletionStage<Void> onMessage(CdcMessage message) {
+    if (!ReadPoint.FENCE_PREFIX.equals(message.prefix())) {
+      return CompletableFuture.completedFuture(null);
+    }
+    return CompletableFuture.runAsync(
+        () -> {
+          try {
+            maintenance.reached(message.lsn());
+          } finally {
+            appender.flush();
+          }
+        },
+        engine);
+  }
+
+  /**
    * How long a replay log ask may take (the session's shard may have to start and recover first).
    */
   public static final Duration LOG_TIMEOUT = Duration.ofSeconds(5);
 
   @Override
   public void close() {
-    ticks.shutdownNow();
+    ticks.close();
     followers.close();
     active = false;
     onEngine(() -> sessions.values().forEach(Session::closeAll));

@@ -7,6 +7,7 @@ import io.weir.persistence.cdc.DeliverySink;
 import io.weir.persistence.cdc.PipelineContext;
 import io.weir.persistence.cdc.SinkCheckpoint;
 import io.weir.protocol.Lsn;
+import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Transaction;
 import java.time.Duration;
 import java.util.List;
@@ -38,6 +39,16 @@ public final class ContinuousSink implements ChangeSink {
               }
 
               @Override
+              public boolean acceptsMessages() {
+                return true;
+              }
+
+              @Override
+              public CompletionStage<Void> deliverMessage(CdcMessage message) {
+                return engine.onMessage(message);
+              }
+
+              @Override
               public void close() {
                 engine.deactivate();
               }
@@ -60,6 +71,17 @@ public final class ContinuousSink implements ChangeSink {
   @Override
   public CompletionStage<Void> apply(List<Transaction> transactions) {
     return checkpointed.apply(transactions);
+  }
+
+  /** The engine's fence messages (ADR 0042): the continuous pipeline always takes messages. */
+  @Override
+  public boolean acceptsMessages() {
+    return true;
+  }
+
+  @Override
+  public CompletionStage<Void> onMessage(CdcMessage message) {
+    return checkpointed.onMessage(message);
   }
 
   @Override

@@ -27,7 +27,12 @@ public enum FallbackReason {
   PROJECTOR_MISSING("projector-missing", Next.SCOPED_DELTA),
   PROJECTOR_UNCERTAIN("projector-uncertain", Next.SCOPED_DELTA),
   PROJECTOR_INCOMPLETE_TUPLE("projector-incomplete-tuple", Next.SCOPED_DELTA),
-  PROJECTOR_KEY_TYPE("projector-key-type", Next.SCOPED_DELTA);
+  PROJECTOR_KEY_TYPE("projector-key-type", Next.SCOPED_DELTA),
+  /**
+   * A read's snapshot held transactions no label can name: one not yet delivered that a scoped
+   * delta did not read the keys of, or one committed after another the snapshot lacks (ADR 0042).
+   */
+  UNLABELLED_READ("unlabelled-read", Next.FULL_READ);
 
   /** The tier that takes over. */
   public enum Next {

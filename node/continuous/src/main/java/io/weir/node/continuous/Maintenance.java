@@ -17,6 +17,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.function.BiFunction;
 import java.util.function.BiPredicate;
 import java.util.function.Consumer;
@@ -47,6 +48,7 @@ final class Maintenance {
   private final Supplier<ContinuousMetrics> metrics;
   private final Supplier<BiPredicate<String, String>> access;
   private final BiFunction<String, Long, String> replayId;
+  private final Runnable fenceSoon;
   final VisibilityGate gate;
   final ReplayAppender appender;
   private final CatalogWatch catalog;
@@ -61,6 +63,7 @@ final class Maintenance {
    * @param sessions the node's sessions, shared with {@link ContinuousQueries} (engine thread only)
    * @param access (principal id, scope) -> whether the principal may still read the scope's queries
    * @param replayId the SSE id of a subscription's sequence (a signed replay token)
+   * @param fenceSoon asks for {@link #fence} on the engine thread shortly, unless asked already
    */
   Maintenance(
       ContinuousSettings settings,
@@ -74,8 +77,10 @@ final class Maintenance {
       Map<String, ContinuousProjector> projectors,
       Supplier<ContinuousMetrics> metrics,
       Supplier<BiPredicate<String, String>> access,
-      BiFunction<String, Long, String> replayId) {
+      BiFunction<String, Long, String> replayId,
+      Runnable fenceSoon) {
     this.settings = settings;
+    this.fenceSoon = fenceSoon;
     this.store = store;
     this.replayLog = replayLog;
     this.legacyReplay = legacyReplay;
@@ -153,6 +158,21 @@ final class Maintenance {
         continue;
       }
       s.lastLsn = lastLsn;
+      if (s.held != null && s.held.releasedBy(commit)) {
+        release(s); // every transaction its read may hold is known; a re-read holds again
+      }
+      if (s.held != null) {
+        // Within the held read's window: in its snapshot or not, no tier maintains it.
+        if (s.relevant(touched)) {
+          s.held.relevant(t.xid(), lastLsn);
+          s.relevantTransactions++;
+        } else {
+          s.unrelatedTransactions++;
+          meter(m -> m.transaction("unrelated"));
+        }
+        s.handledThrough = commit;
+        continue;
+      }
       if (!s.relevant(touched)) {
         s.handledThrough = commit;
         s.unrelatedTransactions++;
@@ -237,20 +257,112 @@ final class Maintenance {
     } // RepairPending: recorded on the session, retried at the next transaction or refresh
   }
 
-  /** Commits a result tier 1 or 2 proved and counts it. */
+  /**
+   * Commits a result tier 1 proved (no read: it is the state after this transaction), or holds one
+   * tier 2 read until its label is known ({@link #hold}); counts it once appended.
+   */
   private void incremental(Session s, TierOutcome.Applied a, boolean projected) {
-    if (!appender.append(s, s.propose(a.result(), s.lastLsn))) {
+    Runnable counted =
+        () -> {
+          s.incrementalTransactions++;
+          if (projected) {
+            s.projectedTransactions++;
+          }
+          if (a.lookups()) {
+            s.lookupTransactions++;
+          }
+          s.deltasSinceFullRead++;
+          meter(m -> m.transaction("incremental"));
+        };
+    if (projected) {
+      if (appender.append(s, s.propose(a.result(), s.lastLsn))) {
+        counted.run();
+      }
+    } else {
+      hold(s, a.result(), true, counted);
+    }
+  }
+
+  /**
+   * Holds a result an authoritative read produced until the pipeline has delivered every commit
+   * before its read point's limit ({@link HeldResult}, ADR 0042): a later transaction or a fence
+   * message releases it ({@link #release}). A newer read replaces a held one.
+   */
+  private void hold(Session s, List<ResultRow> result, boolean delta, Runnable published) {
+    ReadPoint at = s.lastRead;
+    if (at == null) {
+      s.failed("no-read-point"); // a read always records one: fail closed if it did not
       return;
     }
-    s.incrementalTransactions++;
-    if (projected) {
-      s.projectedTransactions++;
+    s.held = new HeldResult(result, at, delta, s.lastLsn, published);
+    fenceSoon.run();
+  }
+
+  /**
+   * Every commit before the held result's limit is delivered: appends it, labelled with the last
+   * transaction its snapshot holds, or reads again when no transaction can label it.
+   */
+  private void release(Session s) {
+    HeldResult h = s.held;
+    s.held = null;
+    if (h.exact()) {
+      if (appender.append(s, s.propose(h.result, h.label()))) {
+        h.published.run();
+      }
+      return;
     }
-    if (a.lookups()) {
-      s.lookupTransactions++;
+    s.unlabelledReads++;
+    meter(m -> m.fallback(FallbackReason.UNLABELLED_READ));
+    s.countFallback(FallbackReason.UNLABELLED_READ);
+    read(s, "fallback-" + FallbackReason.UNLABELLED_READ.wireName());
+  }
+
+  /**
+   * Writes a fence message ({@link ReadPoint#fence}) on every scope with a held result: the
+   * pipeline delivering it releases them when no transaction does. A scope whose server refuses it
+   * (a standby) waits for the next transaction; warned once.
+   */
+  void fence() {
+    Set<String> scopes = new TreeSet<>();
+    for (Session s : sessions.values()) {
+      if (!s.stale && s.held != null) {
+        scopes.add(s.registration.scope());
+      }
     }
-    s.deltasSinceFullRead++;
-    meter(m -> m.transaction("incremental"));
+    for (String scope : scopes) {
+      try {
+        readers
+            .get(scope)
+            .readOnly(
+                c -> {
+                  ReadPoint.fence(c);
+                  return null;
+                });
+      } catch (SQLException | RuntimeException e) {
+        if (fenceless.add(scope)) {
+          log.warn(
+              "continuous queries of scope {}: writing a fence message failed ({}); their results"
+                  + " are published once the next transaction is delivered",
+              scope,
+              e instanceof SQLException q ? SafeErrors.describe(q) : e.getClass().getSimpleName());
+        }
+      }
+    }
+  }
+
+  /** Scopes whose fence message failed (warned once each). */
+  private final Set<String> fenceless = new HashSet<>();
+
+  /**
+   * The pipeline delivered a fence message at {@code position} ({@link ReadPoint#fence}): every
+   * commit before it is delivered, so held results whose limit it passes are released.
+   */
+  void reached(Lsn position) {
+    for (Session s : sessions.values()) {
+      if (!s.stale && s.held != null && s.held.releasedBy(position)) {
+        release(s);
+      }
+    }
   }
 
   private void countFallback(Session s, FallbackReason reason) {
@@ -405,12 +517,15 @@ final class Maintenance {
           m.fullRead(reason);
           m.rowsRead(a.rowsRead());
         });
-    if (!appender.append(s, s.propose(a.result(), s.lastLsn))) {
-      return;
-    }
-    s.countRepair(reason);
-    s.repairPending = null;
-    s.deltasSinceFullRead = 0;
-    s.lastFullReadNanos = System.nanoTime();
+    s.repairPending = null; // the read succeeded; what it found waits for its label
+    hold(
+        s,
+        a.result(),
+        false,
+        () -> {
+          s.countRepair(reason);
+          s.deltasSinceFullRead = 0;
+          s.lastFullReadNanos = System.nanoTime();
+        });
   }
 }

@@ -210,7 +210,17 @@ public final class Session {
   Lsn handledThrough;
 
   String lastLsn;
+  String resultLsn; // the commit the current result is the state after (null: unknown)
   String repairPending; // reason, or null
+
+  /** Where the session's last authoritative read stood ({@link VisibilityGate}). */
+  ReadPoint lastRead;
+
+  /** A result read and not yet published: its label is not known yet (ADR 0042), or null. */
+  HeldResult held;
+
+  /** Reads dropped: their snapshot held a transaction no label could name. */
+  long unlabelledReads;
 
   /**
    * The replay log refused or failed an append: the engine drops this session and starts it again.
@@ -280,7 +290,7 @@ public final class Session {
    * reaches subscribers only through {@link #publish}, after the events are durable; an abandoned
    * proposal leaves the session as it was.
    */
-  record Proposal(List<ResultRow> result, List<Event> events) {}
+  record Proposal(List<ResultRow> result, List<Event> events, String lsn) {}
 
   /**
    * The events that turn the current result into {@code result}; {@code lsn} the last transaction
@@ -306,7 +316,7 @@ public final class Session {
       }
       events.add(new Event(ids.apply(next), next, e.get("type").asText(), e.toString()));
     }
-    return new Proposal(List.copyOf(result), events);
+    return new Proposal(List.copyOf(result), events, lsn);
   }
 
   /** Makes a proposal the session's state (its events are durable) and sends its events. */
@@ -325,6 +335,7 @@ public final class Session {
       throw new IllegalStateException("a proposal must follow the committed sequence");
     }
     current = p.result();
+    resultLsn = p.lsn();
     for (Event event : p.events()) {
       sequence = event.sequence();
       log.addLast(event);
@@ -443,8 +454,8 @@ public final class Session {
     ObjectNode init = JsonNodeFactory.instance.objectNode().put("type", "InitialResult");
     init.set("rows", rowsJson(current));
     init.put("sequence", sequence).put("epoch", epoch);
-    if (lastLsn != null) {
-      init.put("lsn", lastLsn);
+    if (resultLsn != null) {
+      init.put("lsn", resultLsn);
     }
     if (!s.offer(new Event(ids.apply(sequence), sequence, "InitialResult", init.toString()))) {
       s.close();
@@ -504,6 +515,8 @@ public final class Session {
     s.put(
         "state",
         current == null ? "initialising" : repairPending != null ? "repair-pending" : "current");
+    s.put("settling", held != null);
+    s.put("unlabelledReads", unlabelledReads);
     s.put("epoch", epoch);
     s.put("sequence", sequence);
     s.put("rows", current == null ? 0 : current.size());

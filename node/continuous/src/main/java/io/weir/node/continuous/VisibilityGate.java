@@ -83,7 +83,14 @@ final class VisibilityGate {
       try {
         read =
             reader.readOnly(
-                c -> ScopeReader.invisible(c, checked) > 0 ? null : new Visible<>(work.run(c)));
+                c -> {
+                  if (ScopeReader.invisible(c, checked) > 0) {
+                    return null;
+                  }
+                  T value = work.run(c);
+                  // After the snapshot was taken: its limit is past every commit it holds.
+                  return new Visible<>(value, ReadPoint.of(c));
+                });
       } catch (SQLException e) {
         String state = SafeErrors.sqlState(e);
         log.warn(
@@ -113,12 +120,16 @@ final class VisibilityGate {
         continue;
       }
       checked.forEach(waiting::remove);
+      s.lastRead = read.at();
       return read.value();
     }
   }
 
-  /** What a read returned once its snapshot passed the check (the work itself may return null). */
-  private record Visible<T>(T value) {}
+  /**
+   * What a read returned once its snapshot passed the check (the work itself may return null), and
+   * where it stood.
+   */
+  private record Visible<T>(T value, ReadPoint at) {}
 
   /**
    * Bounds each scope's pending xids: past {@value #PENDING_PRUNE}, checks them on that scope's own

@@ -79,7 +79,8 @@ class DuplicateTransactionsTest {
             Map.of(),
             () -> null,
             () -> (principal, scope) -> true,
-            (id, seq) -> "");
+            (id, seq) -> "",
+            () -> {});
 
     m.transaction(transaction(700, "0/100"));
     assertThat(s.unrelatedTransactions).isEqualTo(1);

@@ -231,25 +231,13 @@ class ContinuousDifferentialIT {
         System.getenv("WEIR_DIFFERENTIAL_SEED") != null
             ? Long.parseLong(System.getenv("WEIR_DIFFERENTIAL_SEED"))
             : new Random().nextLong();
+    List<Query> queries = new ArrayList<>(QUERIES);
     List<String> ids = new ArrayList<>();
     List<LabelledResults> clients = new ArrayList<>();
     try {
       for (Query q : QUERIES) {
-        ObjectNode body =
-            json.createObjectNode()
-                .put("scope", "diff")
-                .put("sql", q.sql())
-                .put("limit", q.limit());
-        body.putArray("keyColumns").add("id");
-        body.putArray("orderBy")
-            .addObject()
-            .put("column", q.orderColumn())
-            .put("direction", q.descending() ? "desc" : "asc");
-        HttpResponse<String> r = call("POST", "/v1/continuous", body.toString());
-        assertThat(r.statusCode()).as("registering %s: %s", q.name(), r.body()).isEqualTo(201);
-        String id = json.readTree(r.body()).get("id").asText();
-        ids.add(id);
-        clients.add(new LabelledResults(id));
+        ids.add(register(q));
+        clients.add(new LabelledResults(ids.get(ids.size() - 1)));
       }
       AtomicInteger aborted = new AtomicInteger();
       for (int run = 0; run < SEEDS; run++) {
@@ -269,6 +257,16 @@ class ContinuousDifferentialIT {
             Random random = new Random(seed * 31 + w);
             done.add(writers.submit(() -> write(random, aborted)));
           }
+          if (run == 0) {
+            // One query registered while the writers run: its first result is read and held while
+            // transactions arrive, and one of them releases it.
+            Thread.sleep(150);
+            Query late =
+                new Query("top-n-late", "SELECT id, score, name FROM items", "score", true, 7);
+            queries.add(late);
+            ids.add(register(late));
+            clients.add(new LabelledResults(ids.get(ids.size() - 1)));
+          }
           for (Future<?> f : done) {
             f.get(WAIT.toSeconds(), TimeUnit.SECONDS);
           }
@@ -282,13 +280,13 @@ class ContinuousDifferentialIT {
         // One more transaction, after all the writers': its commit is past this position.
         c.setAutoCommit(false);
         s.execute("UPDATE nodes SET label = label WHERE id = 1");
-        try (ResultSet rs = s.executeQuery("SELECT pg_current_wal_lsn()::text")) {
+        try (ResultSet rs = s.executeQuery("SELECT pg_current_wal_insert_lsn()::text")) {
           rs.next();
           last = Lsn.parse(rs.getString(1));
         }
         c.commit();
       }
-      for (int q = 0; q < QUERIES.size(); q++) {
+      for (int q = 0; q < queries.size(); q++) {
         long sequence = awaitProcessed(ids.get(q), last);
         clients.get(q).awaitSequence(sequence);
       }
@@ -302,14 +300,14 @@ class ContinuousDifferentialIT {
               + (order.isEmpty() ? "-" : order.get(0).end())
               + " to "
               + (order.isEmpty() ? "-" : order.get(order.size() - 1).end()));
-      for (int q = 0; q < QUERIES.size(); q++) {
+      for (int q = 0; q < queries.size(); q++) {
         System.out.println(
             "ContinuousDifferentialIT: "
-                + QUERIES.get(q).name()
+                + queries.get(q).name()
                 + " published at "
                 + clients.get(q).results().keySet());
       }
-      int checked = compare(clients, order);
+      int checked = compare(queries, clients, order);
       System.out.println(
           "ContinuousDifferentialIT: "
               + order.size()
@@ -324,6 +322,20 @@ class ContinuousDifferentialIT {
     } finally {
       clients.forEach(LabelledResults::close);
     }
+  }
+
+  /** Registers {@code q} on the test's scope; its id. */
+  private String register(Query q) throws Exception {
+    ObjectNode body =
+        json.createObjectNode().put("scope", "diff").put("sql", q.sql()).put("limit", q.limit());
+    body.putArray("keyColumns").add("id");
+    body.putArray("orderBy")
+        .addObject()
+        .put("column", q.orderColumn())
+        .put("direction", q.descending() ? "desc" : "asc");
+    HttpResponse<String> r = call("POST", "/v1/continuous", body.toString());
+    assertThat(r.statusCode()).as("registering %s: %s", q.name(), r.body()).isEqualTo(201);
+    return json.readTree(r.body()).get("id").asText();
   }
 
   /** One writer: random transactions, without waiting for the engine. */
@@ -419,18 +431,19 @@ class ContinuousDifferentialIT {
    * Replays {@code order} into the scratch database and compares each client's results at the
    * transaction they are labelled with; returns how many were compared.
    */
-  private int compare(List<LabelledResults> clients, List<Recorded> order) throws SQLException {
+  private int compare(List<Query> queries, List<LabelledResults> clients, List<Recorded> order)
+      throws SQLException {
     // By transaction index: (query, published rows) to compare once it is replayed.
     TreeMap<Integer, List<Map.Entry<Query, List<String>>>> due = new TreeMap<>();
     int checked = 0;
-    for (int q = 0; q < QUERIES.size(); q++) {
+    for (int q = 0; q < queries.size(); q++) {
       for (Map.Entry<Lsn, List<List<String>>> published : clients.get(q).results().entrySet()) {
         int index = transactionAt(order, published.getKey());
         assertThat(index)
             .as("a result is labelled with a recorded transaction (%s)", published.getKey())
             .isGreaterThanOrEqualTo(0);
         for (List<String> rows : published.getValue()) {
-          due.computeIfAbsent(index, k -> new ArrayList<>()).add(Map.entry(QUERIES.get(q), rows));
+          due.computeIfAbsent(index, k -> new ArrayList<>()).add(Map.entry(queries.get(q), rows));
         }
       }
     }
@@ -553,7 +566,7 @@ class ContinuousDifferentialIT {
       if (r != null && r.statusCode() == 200) {
         JsonNode s = json.readTree(r.body());
         if (!s.get("lastLsn").isNull()
-            && Lsn.parse(s.get("lastLsn").asText()).compareTo(lsn) > 0
+            && Lsn.parse(s.get("lastLsn").asText()).compareTo(lsn) >= 0
             && s.get("repairPending").isNull()
             && !s.get("settling").asBoolean()) {
           return s.get("sequence").asLong();

@@ -9,10 +9,11 @@ import java.util.List;
  * {@link VisibilityGate} makes sure) but may also hold later ones the pipeline has not delivered
  * yet. Until the pipeline has delivered every commit before the read point's limit, each delivered
  * transaction of the session's tables with a commit before it is checked against the snapshot: in
- * it, the label moves to that transaction; not in it, or in it after one that was not, or in a
- * scoped delta's snapshot (which read only the keys of the transactions delivered before), and the
- * result is the state after no transaction at all: it is dropped and the query read again. Engine
- * thread only.
+ * it, the label moves to that transaction. One the snapshot lacks leaves the result exact at its
+ * label, to be followed by a full read (its changes are gone); one it holds after one it lacks, or
+ * any it holds in a scoped delta's snapshot (which read only the keys of the transactions delivered
+ * before), makes the result the state after no transaction at all: it is dropped and the query read
+ * again. Engine thread only.
  */
 final class HeldResult {
   final List<ResultRow> result;
@@ -58,9 +59,20 @@ final class HeldResult {
     }
   }
 
-  /** Whether the result is the state after {@link #label}: nothing in the window breaks it. */
+  /**
+   * Whether the result is the state after {@link #label}: the snapshot holds no transaction it
+   * cannot be labelled with (it may lack later ones: {@link #behind}).
+   */
   boolean exact() {
-    return !missing && !torn;
+    return !torn;
+  }
+
+  /**
+   * Whether a transaction of the window, after the label, is not in the snapshot: the result is
+   * exact at its label, and what follows must be read again (the transaction's changes are gone).
+   */
+  boolean behind() {
+    return missing;
   }
 
   String label() {
@@ -69,6 +81,12 @@ final class HeldResult {
 
   @Override
   public String toString() {
-    return "HeldResult[" + result.size() + " rows, " + at + (exact() ? "" : ", unlabelled") + "]";
+    return "HeldResult["
+        + result.size()
+        + " rows, "
+        + at
+        + (exact() ? "" : ", unlabelled")
+        + (behind() ? ", behind" : "")
+        + "]";
   }
 }

@@ -218,6 +218,12 @@ final class Maintenance {
       read(s, "retry-after-" + s.repairPending);
       return;
     }
+    if (keys == null) {
+      // Not analysed for this session (its first result was held when the transaction arrived,
+      // and this transaction released it): a full read covers it.
+      read(s, "initial");
+      return;
+    }
     if (keys.fallback != null) {
       countFallback(s, keys.fallback);
       read(s, "fallback-" + keys.fallback.wireName());
@@ -308,6 +314,11 @@ final class Maintenance {
     if (h.exact()) {
       if (appender.append(s, s.propose(h.result, h.label()))) {
         h.published.run();
+        if (h.behind() && !s.stale) {
+          // Exact at its label; a later transaction of the window is not in it, and its changes
+          // are gone: read the query again (a result holds, so the session keeps publishing).
+          read(s, "behind-held-read");
+        }
       }
       return;
     }
@@ -320,7 +331,8 @@ final class Maintenance {
   /**
    * Writes a fence message ({@link ReadPoint#fence}) on every scope with a held result: the
    * pipeline delivering it releases them when no transaction does. A scope whose server refuses it
-   * (a standby) waits for the next transaction; warned once.
+   * (a standby) waits for the next transaction; warned once until a fence succeeds again, and tried
+   * again every refresh.
    */
   void fence() {
     Set<String> scopes = new TreeSet<>();
@@ -331,13 +343,8 @@ final class Maintenance {
     }
     for (String scope : scopes) {
       try {
-        readers
-            .get(scope)
-            .readOnly(
-                c -> {
-                  ReadPoint.fence(c);
-                  return null;
-                });
+        readers.get(scope).fence();
+        fenceless.remove(scope);
       } catch (SQLException | RuntimeException e) {
         if (fenceless.add(scope)) {
           log.warn(
@@ -440,6 +447,9 @@ final class Maintenance {
       }
     }
     closeRevokedStreams();
+    if (sessions.values().stream().anyMatch(s -> !s.stale && s.held != null)) {
+      fenceSoon.run(); // a fence that failed, or one overtaken by nothing: try again each refresh
+    }
     for (var it = sessions.entrySet().iterator(); it.hasNext(); ) {
       var e = it.next();
       if (!ids.contains(e.getKey())) {

@@ -27,9 +27,12 @@ record ReadPoint(long xmin, long xmax, long[] inProgress, Lsn limit) {
   }
 
   /**
-   * The read point of the transaction on {@code c}: its snapshot, and the WAL position now (the
-   * insert position on a primary, the replayed one on a standby). Run after the read's first
-   * statement, in the same transaction.
+   * The read point of the transaction on {@code c}: its snapshot, and the WAL position now. On a
+   * primary the insert position: a visible commit's record was inserted before it became visible.
+   * On a standby the received position, or a page past the replayed one when nothing streams: a
+   * commit being replayed is visible before the replayed position moves past it. Run right after
+   * the statement that took the snapshot, in the same transaction (the shorter the window between
+   * snapshot and limit, the fewer commits fall in it).
    */
   static ReadPoint of(Connection c) throws SQLException {
     try (Statement s = c.createStatement();
@@ -37,7 +40,8 @@ record ReadPoint(long xmin, long xmax, long[] inProgress, Lsn limit) {
             s.executeQuery(
                 "SELECT pg_snapshot_xmin(p)::text, pg_snapshot_xmax(p)::text,"
                     + " ARRAY(SELECT pg_snapshot_xip(p)::text), CASE WHEN pg_is_in_recovery()"
-                    + " THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END::text"
+                    + " THEN GREATEST(COALESCE(pg_last_wal_receive_lsn(), '0/0'),"
+                    + " pg_last_wal_replay_lsn() + 8192) ELSE pg_current_wal_insert_lsn() END::text"
                     + " FROM pg_current_snapshot() AS p")) {
       rs.next();
       String[] xip = (String[]) rs.getArray(3).getArray();
@@ -54,11 +58,11 @@ record ReadPoint(long xmin, long xmax, long[] inProgress, Lsn limit) {
   }
 
   /**
-   * Writes a non-transactional logical message after this read point: once the pipeline delivers
-   * it, every commit before {@link #limit} has been delivered, even when no transaction follows.
-   * The transaction on {@code c} also takes a transaction id, so its commit flushes the WAL and the
-   * message is decoded at once (PostgreSQL 15 cannot flush a message by itself). Fails on a standby
-   * (no WAL is written there); the next transaction then releases the read.
+   * Writes a non-transactional logical message: once the pipeline delivers it, every commit before
+   * it has been delivered, even when no transaction follows. The transaction on {@code c} also
+   * takes a transaction id, so that its commit (the caller's) flushes the WAL and the message is
+   * decoded at once (PostgreSQL 15 cannot flush a message by itself). Fails on a standby (no WAL is
+   * written there).
    */
   static void fence(Connection c) throws SQLException {
     try (Statement s = c.createStatement();

@@ -90,6 +90,26 @@ final class ScopeReader implements AutoCloseable {
   }
 
   /**
+   * Writes a fence message ({@link ReadPoint#fence}) in a short transaction of its own that
+   * commits, so its commit flushes the WAL at once.
+   */
+  void fence() throws SQLException {
+    try (Connection c = pool.getConnection()) {
+      c.setAutoCommit(false);
+      try {
+        try (Statement s = c.createStatement()) {
+          s.execute("SET LOCAL statement_timeout = " + Math.max(1, statementTimeout.toMillis()));
+        }
+        ReadPoint.fence(c);
+        c.commit();
+      } catch (SQLException | RuntimeException e) {
+        c.rollback();
+        throw e;
+      }
+    }
+  }
+
+  /**
    * Binds {@code parameters} to the placeholders named by {@code order}, as untyped text (null as
    * NULL).
    */

@@ -87,9 +87,9 @@ final class VisibilityGate {
                   if (ScopeReader.invisible(c, checked) > 0) {
                     return null;
                   }
-                  T value = work.run(c);
-                  // After the snapshot was taken: its limit is past every commit it holds.
-                  return new Visible<>(value, ReadPoint.of(c));
+                  // Right after the snapshot was taken: its limit is past every commit it holds.
+                  ReadPoint at = ReadPoint.of(c);
+                  return new Visible<>(work.run(c), at);
                 });
       } catch (SQLException e) {
         String state = SafeErrors.sqlState(e);

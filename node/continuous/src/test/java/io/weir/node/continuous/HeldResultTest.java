@@ -48,15 +48,18 @@ class HeldResultTest {
     h.relevant(1001, "0/2000");
     h.relevant(1003, "0/3000");
     assertThat(h.exact()).isTrue();
+    assertThat(h.behind()).isFalse();
     assertThat(h.label()).isEqualTo("0/3000");
   }
 
   @Test
-  void aTransactionTheSnapshotLacksLeavesNoLabel() {
+  void aTransactionTheSnapshotLacksEndsTheLabelAndOneHeldAfterItLeavesNone() {
     HeldResult h = held(false);
     h.relevant(1001, "0/2000");
     h.relevant(1002, "0/3000"); // committed before the limit, after the snapshot
-    assertThat(h.exact()).isFalse();
+    assertThat(h.exact()).as("the state after 0/2000").isTrue();
+    assertThat(h.label()).isEqualTo("0/2000");
+    assertThat(h.behind()).as("0/3000 must be read again").isTrue();
     HeldResult later = held(false);
     later.relevant(1002, "0/2000");
     later.relevant(1003, "0/3000"); // held after one it lacks: the state after no transaction
@@ -66,8 +69,9 @@ class HeldResultTest {
   @Test
   void aScopedDeltaIsExactOnlyIfItsSnapshotHoldsNothingDeliveredLater() {
     HeldResult quiet = held(true);
-    quiet.relevant(1006, "0/4000"); // not in the snapshot, but must be maintained after it
-    assertThat(quiet.exact()).isFalse();
+    quiet.relevant(1006, "0/4000"); // not in the snapshot: exact at its label, then read again
+    assertThat(quiet.exact()).isTrue();
+    assertThat(quiet.behind()).isTrue();
     HeldResult alone = held(true);
     assertThat(alone.exact()).isTrue();
     assertThat(alone.label()).isEqualTo("0/1000");

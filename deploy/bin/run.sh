@@ -229,6 +229,31 @@ wait_for 60 "every partition to run" partitions_running
 partitions=$(py 'import json,sys; print(json.load(open(sys.argv[1]))["count"])')
 echo "weir: pipelines running: demo_partitions (public.demo_orders -> the $partitions partitions, collection $collection), demo (-> demo_mirror.demo_orders)"
 
+# Slots the demo created on an earlier run keep every WAL byte written since (test runs in the same
+# clone write gigabytes into this cluster): the pipelines decode it all before the demo's own
+# changes arrive. Wait for that, showing how much is left.
+backlog_mib() {
+  deploy/bin/pg.sh psql -tA -c "SELECT coalesce(max((pg_current_wal_lsn() - confirmed_flush_lsn) / 1048576), 0)::bigint FROM pg_replication_slots WHERE slot_name IN ('weir_demo', 'weir_demo_partitions')"
+}
+backlog=$(backlog_mib)
+if [ "$backlog" -gt 64 ]; then
+  echo "weir: the demo's slots are $backlog MiB behind (WAL written since the last run); the pipelines read past it first"
+  deadline=$((SECONDS + 1800))
+  shown=$SECONDS
+  while [ "$backlog" -gt 64 ]; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "weir: gave up after 1800 s waiting for the demo's slots to catch up ($backlog MiB left); see .weir/node.log" >&2
+      exit 1
+    fi
+    if [ $((SECONDS - shown)) -ge 10 ]; then
+      echo "weir: $backlog MiB left"
+      shown=$SECONDS
+    fi
+    sleep 1
+    backlog=$(backlog_mib)
+  done
+fi
+
 # A feed cursor at the partitions' current tails, taken before the writes: reading from it shows
 # exactly the changes that follow.
 api_ok POST /v1/changes/read "{\"collection\":\"$collection\",\"start\":\"now\"}"

@@ -37,6 +37,19 @@ finish() {
 # Leave no server behind that this script started, and say how long it all took.
 trap finish EXIT
 
+# A run killed half way leaves its tests' replication slots behind, and each holds every WAL byte
+# written since (12 GB after a few runs were seen). A server this script started has no test running
+# against it, so every inactive test slot on it is stale.
+if [ "$was_running" = no ]; then
+  deploy/bin/pg.sh psql -tA -F ' ' \
+    -c "SELECT database, slot_name FROM pg_replication_slots WHERE NOT active AND slot_name LIKE 'weir\_it\_%'" |
+    while read -r db slot; do
+      [ -n "$slot" ] || continue
+      deploy/bin/pg.sh psql -q -tA -d "$db" -c "SELECT pg_drop_replication_slot('$slot')" >/dev/null &&
+        echo "weir: dropped the stale test slot $slot (database $db)"
+    done || true
+fi
+
 export WEIR_TEST_PG_URL=$WEIR_PG_URL WEIR_TEST_PG_USER=$WEIR_PG_USER WEIR_TEST_PG_PASSWORD=$WEIR_PG_PASSWORD
 mvn -B --no-transfer-progress -Dstyle.color=never ${quick:+-Dweir.e2e.skip=true} \
   -Dweir.it.forks="${WEIR_IT_FORKS:-1}" -Dweir.persistence.it.forks="${WEIR_PERSISTENCE_IT_FORKS:-2}" \

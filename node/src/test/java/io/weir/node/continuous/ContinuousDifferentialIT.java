@@ -1,6 +1,7 @@
 package io.weir.node.continuous;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -42,6 +43,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The differential test of continuous queries (issue 27): four writers commit random transactions
@@ -59,6 +62,7 @@ import org.junit.jupiter.api.TestInstance;
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ContinuousDifferentialIT {
+  private static final Logger log = LoggerFactory.getLogger(ContinuousDifferentialIT.class);
   private static final String ADMIN = "admin-token-for-continuous-differential-it";
   private static final Duration WAIT = Duration.ofSeconds(120);
   private static final int WRITERS = 4;
@@ -126,6 +130,10 @@ class ContinuousDifferentialIT {
   private final String other = "cq_e_" + suffix;
   private final String password = "pw-d-" + suffix;
   private final String recorder = "cq_order_" + suffix;
+
+  /** Transactions the writers committed so far. */
+  private final AtomicInteger committed = new AtomicInteger();
+
   private TestPostgres.TestDatabase source;
   private TestPostgres.TestDatabase replay;
   private WeirNode node;
@@ -195,17 +203,16 @@ class ContinuousDifferentialIT {
                 .withFallback(ConfigFactory.defaultApplication()));
     node = WeirNode.start(config, NodeSettings.create(config));
     base = "http://127.0.0.1:" + node.httpPort();
-    long deadline = System.nanoTime() + WAIT.toNanos();
-    while (true) {
-      HttpResponse<String> r = poll("/admin/pipelines/cq");
-      if (r != null
-          && r.statusCode() == 200
-          && json.readTree(r.body()).get("state").asText().equals("running")) {
-        break;
-      }
-      assertThat(System.nanoTime()).as("the pipeline should run").isLessThan(deadline);
-      Thread.sleep(200);
-    }
+    await("the pipeline runs")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () -> {
+              HttpResponse<String> r = poll("/admin/pipelines/cq");
+              return r != null
+                  && r.statusCode() == 200
+                  && json.readTree(r.body()).get("state").asText().equals("running");
+            });
   }
 
   @AfterAll
@@ -242,7 +249,7 @@ class ContinuousDifferentialIT {
       AtomicInteger aborted = new AtomicInteger();
       for (int run = 0; run < SEEDS; run++) {
         long seed = firstSeed + run;
-        System.out.println(
+        log.info(
             "ContinuousDifferentialIT seed "
                 + seed
                 + " ("
@@ -260,7 +267,7 @@ class ContinuousDifferentialIT {
           if (run == 0) {
             // One query registered while the writers run: its first result is read and held while
             // transactions arrive, and one of them releases it.
-            Thread.sleep(150);
+            await("the writers have started").atMost(WAIT).until(() -> committed.get() >= 10);
             Query late =
                 new Query("top-n-late", "SELECT id, score, name FROM items", "score", true, 7);
             queries.add(late);
@@ -291,7 +298,7 @@ class ContinuousDifferentialIT {
         clients.get(q).awaitSequence(sequence);
       }
       List<Recorded> order = recordedOrder();
-      System.out.println(
+      log.info(
           "ContinuousDifferentialIT: recorded "
               + order.size()
               + " transactions ("
@@ -301,14 +308,14 @@ class ContinuousDifferentialIT {
               + " to "
               + (order.isEmpty() ? "-" : order.get(order.size() - 1).end()));
       for (int q = 0; q < queries.size(); q++) {
-        System.out.println(
+        log.info(
             "ContinuousDifferentialIT: "
                 + queries.get(q).name()
                 + " published at "
                 + clients.get(q).results().keySet());
       }
       int checked = compare(queries, clients, order);
-      System.out.println(
+      log.info(
           "ContinuousDifferentialIT: "
               + order.size()
               + " recorded transactions, "
@@ -349,6 +356,7 @@ class ContinuousDifferentialIT {
             s.execute(randomChange(random));
           }
           c.commit();
+          committed.incrementAndGet();
           // Bursts and pauses: the engine is sometimes behind by many commits, sometimes by none.
           Thread.sleep(random.nextInt(8) == 0 ? 0 : 5 + random.nextInt(40));
         } catch (SQLException e) {
@@ -559,24 +567,26 @@ class ContinuousDifferentialIT {
     return out;
   }
 
-  private long awaitProcessed(String id, Lsn lsn) throws Exception {
-    long deadline = System.nanoTime() + WAIT.toNanos();
-    while (true) {
-      HttpResponse<String> r = poll("/v1/continuous/" + id + "/status");
-      if (r != null && r.statusCode() == 200) {
-        JsonNode s = json.readTree(r.body());
-        if (!s.get("lastLsn").isNull()
-            && Lsn.parse(s.get("lastLsn").asText()).compareTo(lsn) >= 0
-            && s.get("repairPending").isNull()
-            && !s.get("settling").asBoolean()) {
-          return s.get("sequence").asLong();
-        }
-      }
-      assertThat(System.nanoTime())
-          .as("the session should handle every transaction within %s", WAIT)
-          .isLessThan(deadline);
-      Thread.sleep(20);
-    }
+  /** The session's sequence once it handled a transaction at or past {@code lsn} and settled. */
+  private long awaitProcessed(String id, Lsn lsn) {
+    return await("the session handles every transaction and settles")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(20))
+        .until(
+            () -> {
+              HttpResponse<String> r = poll("/v1/continuous/" + id + "/status");
+              if (r == null || r.statusCode() != 200) {
+                return -1L;
+              }
+              JsonNode s = json.readTree(r.body());
+              boolean done =
+                  !s.get("lastLsn").isNull()
+                      && Lsn.parse(s.get("lastLsn").asText()).compareTo(lsn) >= 0
+                      && s.get("repairPending").isNull()
+                      && !s.get("settling").asBoolean();
+              return done ? s.get("sequence").asLong() : -1L;
+            },
+            sequence -> sequence >= 0);
   }
 
   private HttpResponse<String> poll(String path) throws Exception {
@@ -645,20 +655,18 @@ class ContinuousDifferentialIT {
               "differential-client");
       reader.setDaemon(true);
       reader.start();
-      long until = System.nanoTime() + WAIT.toNanos();
-      while (!initialised) {
-        assertThat(System.nanoTime()).as("an initial result should arrive").isLessThan(until);
-        Thread.sleep(20);
-      }
+      await("an initial result arrives").atMost(WAIT).until(() -> initialised);
     }
 
-    void awaitSequence(long target) throws InterruptedException {
-      long until = System.nanoTime() + WAIT.toNanos();
-      while (sequence < target) {
-        assertThat(failure).as("the client applies every event").isNull();
-        assertThat(System.nanoTime()).as("events up to %d", target).isLessThan(until);
-        Thread.sleep(5);
-      }
+    void awaitSequence(long target) {
+      await("events up to " + target)
+          .atMost(WAIT)
+          .pollInterval(Duration.ofMillis(5))
+          .until(
+              () -> {
+                assertThat(failure).as("the client applies every event").isNull();
+                return sequence >= target;
+              });
     }
 
     /** Published results by label, the last state included. */

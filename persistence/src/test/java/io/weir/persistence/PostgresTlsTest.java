@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigResolveOptions;
-import io.weir.persistence.cdc.SourceSettings;
+import io.weir.persistence.cdc.source.SourceSettings;
 import io.weir.persistence.testing.TestCertificates;
 import java.nio.file.Files;
 import java.nio.file.Path;

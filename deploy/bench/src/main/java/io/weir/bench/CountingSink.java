@@ -1,8 +1,8 @@
 package io.weir.bench;
 
-import io.weir.persistence.cdc.ChangeSink;
 import io.weir.persistence.cdc.PipelineContext;
-import io.weir.persistence.cdc.SinkCheckpoint;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
 import io.weir.protocol.cdc.Transaction;
 import java.util.List;
 import java.util.Optional;

@@ -1,11 +1,11 @@
 package io.weir.bench;
 
-import io.weir.persistence.cdc.ChangeSink;
 import io.weir.persistence.cdc.PipelineContext;
 import io.weir.persistence.cdc.PipelineSettings;
-import io.weir.persistence.cdc.SinkCheckpoint;
-import io.weir.persistence.cdc.SnapshotChunk;
-import io.weir.persistence.cdc.StartMode;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
+import io.weir.persistence.cdc.snapshot.SnapshotChunk;
+import io.weir.persistence.cdc.source.StartMode;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Transaction;
 import java.io.OutputStream;

@@ -1,6 +1,6 @@
 package io.weir.node.cdc;
 
-import io.weir.persistence.cdc.SlotHolders;
+import io.weir.persistence.cdc.source.SlotHolders;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Map;

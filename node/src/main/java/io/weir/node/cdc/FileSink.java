@@ -3,9 +3,9 @@ package io.weir.node.cdc;
 import com.fasterxml.jackson.core.JsonGenerator;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.weir.persistence.cdc.DeliverySink;
-import io.weir.persistence.cdc.SinkException;
-import io.weir.persistence.cdc.SnapshotChunk;
+import io.weir.persistence.cdc.sink.DeliverySink;
+import io.weir.persistence.cdc.sink.SinkException;
+import io.weir.persistence.cdc.snapshot.SnapshotChunk;
 import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
@@ -28,9 +28,9 @@ import java.util.concurrent.Executor;
 /**
  * Appends each transaction as one JSON line to a file and forces it to disk before the delivery
  * completes. It cannot store a checkpoint atomically with the line, so it runs under the library
- * checkpoint store ({@link io.weir.persistence.cdc.CheckpointedSink}): at-least-once, a crash may
- * repeat the last transaction. A line cut short by a crash is removed on the next delivery, so the
- * file holds only whole lines.
+ * checkpoint store ({@link io.weir.persistence.cdc.sink.CheckpointedSink}): at-least-once, a crash
+ * may repeat the last transaction. A line cut short by a crash is removed on the next delivery, so
+ * the file holds only whole lines.
  *
  * <p>Line: {@code
  * {"xid":…,"commitLsn":"…","commitTime":"…","changes":[{"op":"insert","table":"s.t",

@@ -1,7 +1,7 @@
 package io.weir.node.cdc;
 
 import io.weir.persistence.SafeErrors;
-import io.weir.persistence.cdc.SourceSettings;
+import io.weir.persistence.cdc.source.SourceSettings;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

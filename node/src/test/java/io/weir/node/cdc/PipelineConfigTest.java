@@ -7,7 +7,7 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigResolveOptions;
 import io.weir.persistence.SettingsException;
-import io.weir.persistence.cdc.StartMode;
+import io.weir.persistence.cdc.source.StartMode;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;

@@ -1,6 +1,19 @@
 package io.weir.persistence.cdc;
 
 import io.weir.persistence.SafeErrors;
+import io.weir.persistence.cdc.assembly.RelationStore;
+import io.weir.persistence.cdc.assembly.SpillStore;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
+import io.weir.persistence.cdc.snapshot.IncrementalSnapshot;
+import io.weir.persistence.cdc.snapshot.InitialSnapshot;
+import io.weir.persistence.cdc.snapshot.SnapshotTracker;
+import io.weir.persistence.cdc.source.PublishedTable;
+import io.weir.persistence.cdc.source.ReplicationConnection;
+import io.weir.persistence.cdc.source.SlotHolders;
+import io.weir.persistence.cdc.source.SlotManager;
+import io.weir.persistence.cdc.source.SourceSettings;
+import io.weir.persistence.cdc.source.StartMode;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.SlotIncarnation;
 import io.weir.protocol.cdc.TableSchema;

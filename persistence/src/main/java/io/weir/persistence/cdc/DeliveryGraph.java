@@ -4,6 +4,15 @@ import static io.weir.persistence.cdc.CdcPipeline.guardProtocolStep;
 
 import io.micrometer.core.instrument.Timer;
 import io.weir.persistence.SafeErrors;
+import io.weir.persistence.cdc.assembly.RelationStore;
+import io.weir.persistence.cdc.assembly.SchemaGuard;
+import io.weir.persistence.cdc.assembly.SpillStore;
+import io.weir.persistence.cdc.assembly.StreamedChanges;
+import io.weir.persistence.cdc.assembly.TransactionAssembler;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.snapshot.IncrementalSnapshot;
+import io.weir.persistence.cdc.source.ReplicationConnection;
+import io.weir.persistence.cdc.source.SourceSettings;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.CdcEvent;
 import io.weir.protocol.cdc.CdcMessage;

@@ -1,6 +1,7 @@
 package io.weir.persistence.cdc;
 
 import io.weir.persistence.SafeErrors;
+import io.weir.persistence.cdc.sink.SinkException;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.pgoutput.PgOutputDecodeException;
 import java.time.Duration;

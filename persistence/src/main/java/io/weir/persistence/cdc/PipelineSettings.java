@@ -1,6 +1,8 @@
 package io.weir.persistence.cdc;
 
 import io.weir.persistence.Identifiers;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.source.StartMode;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;

@@ -1,5 +1,6 @@
 package io.weir.persistence.cdc;
 
+import io.weir.persistence.cdc.source.ReplicationConnection;
 import io.weir.protocol.Lsn;
 
 /**

@@ -1,5 +1,6 @@
 package io.weir.persistence.cdc;
 
+import io.weir.persistence.cdc.sink.TableHandling;
 import io.weir.protocol.CborSerializable;
 
 /**

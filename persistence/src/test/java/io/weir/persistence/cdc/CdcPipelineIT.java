@@ -3,6 +3,13 @@ package io.weir.persistence.cdc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.CheckpointStore;
+import io.weir.persistence.cdc.sink.CheckpointedSink;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
+import io.weir.persistence.cdc.sink.SinkException;
+import io.weir.persistence.cdc.source.SourceSettings;
+import io.weir.persistence.cdc.source.StartMode;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.Transaction;

@@ -4,8 +4,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.weir.persistence.cdc.assembly.SpillLimitExceeded;
 import io.weir.persistence.cdc.mirror.MirrorSettings;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.CheckpointStore;
+import io.weir.persistence.cdc.sink.CheckpointedSink;
+import io.weir.persistence.cdc.sink.DeliverySink;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.Transaction;
 import java.nio.file.Files;

@@ -2,6 +2,7 @@ package io.weir.persistence.cdc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.weir.persistence.cdc.sink.SinkException;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.pgoutput.MessageType;
 import io.weir.protocol.pgoutput.PgOutputDecodeException;

@@ -5,6 +5,7 @@ import static org.awaitility.Awaitility.await;
 
 import io.weir.persistence.cdc.mirror.MirrorSettings;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
+import io.weir.persistence.cdc.sink.ChangeSink;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;

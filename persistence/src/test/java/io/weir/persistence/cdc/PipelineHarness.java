@@ -9,6 +9,8 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SchemaMigrator;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.source.SourceSettings;
 import io.weir.persistence.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.SQLException;

@@ -1,6 +1,7 @@
 package io.weir.persistence.cdc;
 
 import io.weir.persistence.Database;
+import io.weir.persistence.cdc.source.SourceSettings;
 import io.weir.persistence.testing.TestPostgres;
 import java.sql.SQLException;
 import java.util.concurrent.ExecutorService;

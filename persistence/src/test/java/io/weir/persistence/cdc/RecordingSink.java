@@ -1,5 +1,7 @@
 package io.weir.persistence.cdc;
 
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
 import io.weir.protocol.cdc.Transaction;
 import java.util.ArrayList;
 import java.util.List;

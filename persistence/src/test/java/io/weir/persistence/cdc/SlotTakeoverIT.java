@@ -3,6 +3,9 @@ package io.weir.persistence.cdc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import io.weir.persistence.cdc.source.ReplicationConnection;
+import io.weir.persistence.cdc.source.SlotHolders;
+import io.weir.persistence.cdc.source.SourceSettings;
 import io.weir.persistence.testing.TestPostgres;
 import java.sql.Connection;
 import java.sql.ResultSet;

@@ -5,6 +5,8 @@ import static org.awaitility.Awaitility.await;
 
 import io.weir.persistence.cdc.mirror.MirrorSettings;
 import io.weir.persistence.cdc.mirror.PostgresMirrorSink;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.source.StartMode;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;

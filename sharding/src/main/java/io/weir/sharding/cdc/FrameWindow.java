@@ -1,6 +1,6 @@
 package io.weir.sharding.cdc;
 
-import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.sink.SinkException;
 import io.weir.protocol.Lsn;
 import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.AlreadyApplied;

@@ -1,14 +1,14 @@
 package io.weir.sharding.cdc;
 
-import io.weir.persistence.cdc.ChangeSink;
-import io.weir.persistence.cdc.CheckpointStore;
 import io.weir.persistence.cdc.PipelineContext;
-import io.weir.persistence.cdc.PublishedTable;
-import io.weir.persistence.cdc.SinkCheckpoint;
-import io.weir.persistence.cdc.SinkException;
-import io.weir.persistence.cdc.SnapshotChunk;
-import io.weir.persistence.cdc.TableHandling;
 import io.weir.persistence.cdc.TableVerdict;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.CheckpointStore;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
+import io.weir.persistence.cdc.sink.SinkException;
+import io.weir.persistence.cdc.sink.TableHandling;
+import io.weir.persistence.cdc.snapshot.SnapshotChunk;
+import io.weir.persistence.cdc.source.PublishedTable;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.Utf8;
 import io.weir.protocol.cdc.Change;

@@ -1,6 +1,6 @@
 package io.weir.sharding.cdc;
 
-import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.sink.SinkException;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.protocol.pgoutput.ReplicaIdentity;

@@ -1,11 +1,11 @@
 package io.weir.node.continuous;
 
-import io.weir.persistence.cdc.ChangeSink;
-import io.weir.persistence.cdc.CheckpointStore;
-import io.weir.persistence.cdc.CheckpointedSink;
-import io.weir.persistence.cdc.DeliverySink;
 import io.weir.persistence.cdc.PipelineContext;
-import io.weir.persistence.cdc.SinkCheckpoint;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.CheckpointStore;
+import io.weir.persistence.cdc.sink.CheckpointedSink;
+import io.weir.persistence.cdc.sink.DeliverySink;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.CdcMessage;
 import io.weir.protocol.cdc.Transaction;

@@ -1,9 +1,9 @@
 package io.weir.persistence.cdc.mirror;
 
-import io.weir.persistence.cdc.PublishedTable;
-import io.weir.persistence.cdc.SinkException;
-import io.weir.persistence.cdc.TableHandling;
 import io.weir.persistence.cdc.TableVerdict;
+import io.weir.persistence.cdc.sink.SinkException;
+import io.weir.persistence.cdc.sink.TableHandling;
+import io.weir.persistence.cdc.source.PublishedTable;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.pgoutput.ColumnKind;

@@ -1,7 +1,7 @@
 package io.weir.persistence.cdc.mirror;
 
-import io.weir.persistence.cdc.SinkCheckpoint;
-import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
+import io.weir.persistence.cdc.sink.SinkException;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.SlotIncarnation;
 import java.sql.Connection;

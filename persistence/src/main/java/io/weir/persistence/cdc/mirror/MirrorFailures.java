@@ -1,6 +1,6 @@
 package io.weir.persistence.cdc.mirror;
 
-import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.sink.SinkException;
 import java.sql.SQLException;
 import java.util.Map;
 

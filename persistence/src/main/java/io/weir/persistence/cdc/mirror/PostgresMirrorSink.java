@@ -1,13 +1,13 @@
 package io.weir.persistence.cdc.mirror;
 
 import io.weir.persistence.SafeErrors;
-import io.weir.persistence.cdc.ChangeSink;
 import io.weir.persistence.cdc.PipelineContext;
-import io.weir.persistence.cdc.PublishedTable;
-import io.weir.persistence.cdc.SinkCheckpoint;
-import io.weir.persistence.cdc.SinkException;
-import io.weir.persistence.cdc.SnapshotChunk;
 import io.weir.persistence.cdc.TableVerdict;
+import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
+import io.weir.persistence.cdc.sink.SinkException;
+import io.weir.persistence.cdc.snapshot.SnapshotChunk;
+import io.weir.persistence.cdc.source.PublishedTable;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.SlotIncarnation;

@@ -1,9 +1,9 @@
 package io.weir.persistence.cdc.mirror;
 
-import io.weir.persistence.cdc.TableHandling;
 import io.weir.persistence.cdc.mirror.MirrorSql.Column;
 import io.weir.persistence.cdc.mirror.MirrorSql.Equality;
 import io.weir.persistence.cdc.mirror.TargetTable.TargetColumn;
+import io.weir.persistence.cdc.sink.TableHandling;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.pgoutput.ReplicaIdentity;
 import java.util.ArrayList;
@@ -89,8 +89,8 @@ final class TablePlan {
    * Plans {@code source} against {@code target}.
    *
    * @param what names the source and target tables for error messages
-   * @throws io.weir.persistence.cdc.SinkException (permanent) if a key column of the target is not
-   *     a source column
+   * @throws io.weir.persistence.cdc.sink.SinkException (permanent) if a key column of the target is
+   *     not a source column
    */
   static TablePlan plan(
       TableSchema source,

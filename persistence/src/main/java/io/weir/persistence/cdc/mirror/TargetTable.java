@@ -102,7 +102,7 @@ record TargetTable(Map<String, TargetColumn> columns, List<String> key, String k
   /**
    * Reads the table; empty when it does not exist.
    *
-   * @throws io.weir.persistence.cdc.SinkException (permanent) when it is not a table
+   * @throws io.weir.persistence.cdc.sink.SinkException (permanent) when it is not a table
    */
   static Optional<TargetTable> read(Connection c, String schema, String table, String what)
       throws SQLException {

@@ -3,7 +3,7 @@ package io.weir.persistence.cdc.mirror;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.weir.persistence.SafeErrors;
-import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.sink.SinkException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.sql.BatchUpdateException;

@@ -4,8 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
 
 import io.weir.persistence.cdc.PipelineContext;
-import io.weir.persistence.cdc.SinkCheckpoint;
-import io.weir.persistence.cdc.SinkException;
+import io.weir.persistence.cdc.sink.SinkCheckpoint;
+import io.weir.persistence.cdc.sink.SinkException;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.cdc.Change;

@@ -9,21 +9,21 @@ import io.weir.protocol.partition.Partitioning;
 import io.weir.sharding.cdc.PartitionChannel;
 import io.weir.sharding.partition.Partition;
 import io.weir.sharding.partition.PartitionObserver;
-import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import io.weir.sharding.partition.PartitionProtocol.LoadRows;
 import io.weir.sharding.partition.PartitionProtocol.Loaded;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
-import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
 import io.weir.sharding.partition.PartitionWiring;
+import io.weir.sharding.partition.ReadProtocol;
 import io.weir.sharding.partition.SqlJournalPruner;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
 import io.weir.sharding.storage.DistributedMarks;
 import java.lang.management.ManagementFactory;
 import java.net.URI;
@@ -672,9 +672,9 @@ public final class PartitionBenchmark {
           load.add(t);
         }
         long start = System.nanoTime();
-        PartitionProtocol.DocumentReply got =
-            node.<PartitionProtocol.DocumentReply>ask(
-                LOADED, replyTo -> new PartitionProtocol.GetDocument("docs", lastId, replyTo));
+        ReadProtocol.DocumentReply got =
+            node.<ReadProtocol.DocumentReply>ask(
+                LOADED, replyTo -> new ReadProtocol.GetDocument("docs", lastId, replyTo));
         if (got.document().isEmpty() || got.document().get().revision() != lastRevision) {
           throw new IllegalStateException("the last acknowledged write was not read back");
         }

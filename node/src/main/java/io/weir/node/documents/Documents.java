@@ -7,15 +7,16 @@ import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Conflict;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
-import io.weir.sharding.partition.PartitionProtocol.Document;
-import io.weir.sharding.partition.PartitionProtocol.DocumentReply;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
-import io.weir.sharding.partition.PartitionProtocol.GetDocument;
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
-import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionSharding;
+import io.weir.sharding.partition.ReadProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.DocumentReply;
+import io.weir.sharding.partition.ReadProtocol.GetDocument;
+import io.weir.sharding.partition.StatusProtocol;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -265,8 +266,8 @@ public final class Documents {
   }
 
   /** Asks partition {@code n} to accept that its storage lost acknowledged writes (ADR 0036). */
-  public CompletionStage<PartitionProtocol.StorageLossReply> acceptStorageLoss(int n) {
-    return ask(n, PartitionProtocol.AcceptStorageLoss::new);
+  public CompletionStage<StatusProtocol.StorageLossReply> acceptStorageLoss(int n) {
+    return ask(n, StatusProtocol.AcceptStorageLoss::new);
   }
 
   /** Every partition's status, asked in parallel, in partition order. */

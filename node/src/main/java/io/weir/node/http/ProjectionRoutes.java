@@ -10,16 +10,16 @@ import io.weir.protocol.ErrorCode;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.token.BatchToken;
 import io.weir.protocol.token.TokenSigner;
+import io.weir.sharding.partition.ConsumerProtocol;
+import io.weir.sharding.partition.ConsumerProtocol.BatchCommitted;
+import io.weir.sharding.partition.ConsumerProtocol.BatchReceipt;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerConfigured;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefused;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReleased;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReply;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerView;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.Partition;
-import io.weir.sharding.partition.PartitionProtocol;
-import io.weir.sharding.partition.PartitionProtocol.BatchCommitted;
-import io.weir.sharding.partition.PartitionProtocol.BatchReceipt;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerConfigured;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReleased;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerView;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
@@ -178,8 +178,8 @@ final class ProjectionRoutes extends JsonRoutes {
     if (collections.stream().anyMatch(c -> c == null || !Documents.readableCollection(c))) {
       return error(ErrorCode.BAD_REQUEST, "collections are 1 to 128 of A-Z a-z 0-9 _ . -");
     }
-    if (kinds.stream().anyMatch(k -> k == null || !PartitionProtocol.ENTRY_KINDS.contains(k))) {
-      return error(ErrorCode.BAD_REQUEST, "kinds are among " + PartitionProtocol.ENTRY_KINDS);
+    if (kinds.stream().anyMatch(k -> k == null || !ConsumerProtocol.ENTRY_KINDS.contains(k))) {
+      return error(ErrorCode.BAD_REQUEST, "kinds are among " + ConsumerProtocol.ENTRY_KINDS);
     }
     if (r.startAfter() != null && r.startAfter() < 0) {
       return error(ErrorCode.BAD_REQUEST, "startAfter must not be negative");
@@ -293,7 +293,7 @@ final class ProjectionRoutes extends JsonRoutes {
         projections.consumer(r.partition(), r.consumer(), r.generation()),
         now -> {
           if (now.isSuccess()
-              && now.get() instanceof PartitionProtocol.ConsumerSpan span
+              && now.get() instanceof ConsumerProtocol.ConsumerSpan span
               && span.consumer().checkpoint() != missing.after()) {
             return error(
                 ErrorCode.STALE_BATCH,
@@ -581,7 +581,7 @@ final class ProjectionRoutes extends JsonRoutes {
           case INVALID -> ErrorCode.BAD_REQUEST;
         };
     String message = r.reason();
-    if (r.refusal() == PartitionProtocol.ConsumerRefusal.REVISION_CONFLICT) {
+    if (r.refusal() == ConsumerProtocol.ConsumerRefusal.REVISION_CONFLICT) {
       message = message + " (the document has revision " + r.actualRevision() + ")";
     }
     return error(code, message);

@@ -68,6 +68,7 @@ public final class SerializationFixtures implements AutoCloseable {
 
   private final ActorSystem<Void> system;
   private final Serialization serialization;
+  private final WireNames wireNames;
   private final Path root;
   private final String module;
   private final Map<String, Map<Class<?>, List<Object>>> expectedOverrides = new HashMap<>();
@@ -84,6 +85,7 @@ public final class SerializationFixtures implements AutoCloseable {
             ConfigFactory.parseString("pekko.actor.provider = local\npekko.loglevel = WARNING")
                 .withFallback(ConfigFactory.defaultReference()));
     this.serialization = SerializationExtension.get(system);
+    this.wireNames = WireNames.from(system.settings().config());
     this.root =
         Path.of(System.getProperty("basedir", ".")).resolve("src/test/resources/serialization");
     this.module = module;
@@ -371,8 +373,21 @@ public final class SerializationFixtures implements AutoCloseable {
 
   // ---- Fixtures ----
 
+  /** A fixture file is named by the class's wire name: what peers and journals know it by. */
   public Path fixture(String version, Class<?> type) {
-    return root.resolve(version).resolve(type.getName() + ".json");
+    return root.resolve(version).resolve(wireName(type) + ".json");
+  }
+
+  /**
+   * The name {@code type} has in manifests ({@link WireNames}; its binary name unless it moved).
+   */
+  public String wireName(Class<?> type) {
+    return wireNames.wireName(type);
+  }
+
+  /** The binary name of the class a fixture or manifest names by {@code wireName}. */
+  public String className(String wireName) {
+    return wireNames.className(wireName);
   }
 
   /** The fixture versions present (v1, v2, ...), oldest first. */
@@ -391,7 +406,7 @@ public final class SerializationFixtures implements AutoCloseable {
     }
   }
 
-  /** The classes a fixture directory has fixtures of (by file name). */
+  /** The wire names of the classes a fixture directory has fixtures of (by file name). */
   public List<String> fixtureClassNames(String version) {
     try (Stream<Path> files = Files.list(root.resolve(version))) {
       return files
@@ -417,7 +432,7 @@ public final class SerializationFixtures implements AutoCloseable {
           "fixture exists already (earlier formats are never rewritten): " + file);
     }
     ObjectNode doc = JSON.createObjectNode();
-    doc.put("class", type.getName());
+    doc.put("class", wireName(type));
     ArrayNode list = doc.putArray("samples");
     for (Object sample : samples(type)) {
       Serialized s = serialize(sample);

@@ -1,9 +1,9 @@
 package io.weir.sharding.cdc;
 
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
-import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import io.weir.sharding.partition.PartitionSharding;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;

@@ -1,7 +1,7 @@
 package io.weir.sharding.partition;
 
 import io.weir.protocol.Utf8;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerView;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerView;
 import java.util.ArrayList;
 import java.util.List;
 

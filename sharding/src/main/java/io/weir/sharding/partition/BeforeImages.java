@@ -2,7 +2,7 @@ package io.weir.sharding.partition;
 
 import static io.weir.sharding.partition.Partition.key;
 
-import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.Document;
 import java.util.HashMap;
 import java.util.Optional;
 

@@ -1,7 +1,7 @@
 package io.weir.sharding.partition;
 
+import io.weir.sharding.partition.ConsumerProtocol.BatchReceipt;
 import io.weir.sharding.partition.Partition.Consumer;
-import io.weir.sharding.partition.PartitionProtocol.BatchReceipt;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;

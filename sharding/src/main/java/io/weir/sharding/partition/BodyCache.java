@@ -1,6 +1,6 @@
 package io.weir.sharding.partition;
 
-import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.Document;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;

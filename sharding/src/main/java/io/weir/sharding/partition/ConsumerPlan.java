@@ -1,21 +1,21 @@
 package io.weir.sharding.partition;
 
+import io.weir.sharding.partition.ConsumerProtocol.BatchCommitted;
+import io.weir.sharding.partition.ConsumerProtocol.CommitBatch;
+import io.weir.sharding.partition.ConsumerProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerConfigured;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefusal;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefused;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReleased;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReply;
+import io.weir.sharding.partition.ConsumerProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.Partition.Consumer;
 import io.weir.sharding.partition.Partition.FrameApplied;
 import io.weir.sharding.partition.Partition.OutboxEntry;
-import io.weir.sharding.partition.PartitionProtocol.BatchCommitted;
-import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
-import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
 import io.weir.sharding.partition.PartitionProtocol.Conflict;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerConfigured;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReleased;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.Rejected;
-import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import java.util.ArrayList;
 import java.util.List;
@@ -49,7 +49,7 @@ final class ConsumerPlan {
   private void accept(
       Consumer c,
       List<OutboxEntry> entries,
-      PartitionProtocol.BatchReceipt receipt,
+      ConsumerProtocol.BatchReceipt receipt,
       Set<String> fenced) {
     plan.consumers.put(c.key(), c);
     plan.accept(
@@ -137,8 +137,8 @@ final class ConsumerPlan {
       }
     }
     for (String kind : c.kinds()) {
-      if (!PartitionProtocol.ENTRY_KINDS.contains(kind)) {
-        return "filter kinds are among " + PartitionProtocol.ENTRY_KINDS;
+      if (!ConsumerProtocol.ENTRY_KINDS.contains(kind)) {
+        return "filter kinds are among " + ConsumerProtocol.ENTRY_KINDS;
       }
     }
     return null;
@@ -192,7 +192,7 @@ final class ConsumerPlan {
           "the batch was read from another incarnation of this partition");
     }
     String digest = Partition.effectsDigest(c.effects());
-    for (PartitionProtocol.BatchReceipt r : con.receipts()) {
+    for (ConsumerProtocol.BatchReceipt r : con.receipts()) {
       if (r.start() == c.start() && r.end() == c.end()) {
         return r.effectsDigest().equals(digest)
             ? new BatchCommitted(r, con.checkpoint(), true)
@@ -240,7 +240,7 @@ final class ConsumerPlan {
     if (c.start() == c.end()) {
       // An empty tail batch without effects: nothing to write.
       return new BatchCommitted(
-          new PartitionProtocol.BatchReceipt(
+          new ConsumerProtocol.BatchReceipt(
               c.start(), c.end(), digest, c.commandId(), plan.next, List.of(), plan.now),
           con.checkpoint(),
           false);
@@ -292,10 +292,10 @@ final class ConsumerPlan {
     }
     long first = plan.next;
     plan.take(ev.seen(), ev.seqAfter(), ev.bytes());
-    PartitionProtocol.BatchReceipt receipt =
-        new PartitionProtocol.BatchReceipt(
+    ConsumerProtocol.BatchReceipt receipt =
+        new ConsumerProtocol.BatchReceipt(
             c.start(), c.end(), digest, c.commandId(), first, ev.revisions(), plan.now);
-    List<PartitionProtocol.BatchReceipt> receipts = new ArrayList<>(con.receipts());
+    List<ConsumerProtocol.BatchReceipt> receipts = new ArrayList<>(con.receipts());
     receipts.add(receipt);
     while (receipts.size() > Partition.CONSUMER_RECEIPTS) {
       receipts.remove(0);

@@ -1,11 +1,11 @@
 package io.weir.sharding.partition;
 
+import io.weir.sharding.partition.ConsumerProtocol.CommitBatch;
+import io.weir.sharding.partition.ConsumerProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.ConsumerProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
-import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
-import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
 import io.weir.sharding.partition.PartitionProtocol.LoadRows;
-import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import java.util.ArrayList;
 import java.util.List;

@@ -13,7 +13,7 @@ import io.weir.sharding.partition.Partition.RowRule;
 import io.weir.sharding.partition.Partition.Segment;
 import io.weir.sharding.partition.Partition.SnapshotMark;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
-import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.Document;
 import java.io.IOException;
 import java.sql.SQLException;
 import java.util.ArrayList;

@@ -19,9 +19,9 @@ import org.apache.pekko.stream.javadsl.Sink;
 /**
  * Reads outbox entries from a partition's journal. Entries live only in the journal events that
  * wrote them; the partition's index says which events hold which positions ({@link
- * PartitionProtocol.ConsumerSpan}, {@link PartitionProtocol.ChangesSpan}), and this reads exactly
- * those events by persistence id and sequence number (never by the journal's global ordering). Any
- * node can read any partition's outbox this way: the entries are immutable once written.
+ * ConsumerProtocol.ConsumerSpan}, {@link ReadProtocol.ChangesSpan}), and this reads exactly those
+ * events by persistence id and sequence number (never by the journal's global ordering). Any node
+ * can read any partition's outbox this way: the entries are immutable once written.
  *
  * <p>Decoded events are kept in a bounded cache (by partition incarnation and sequence number, so a
  * partition given a new incarnation after an accepted storage loss, whose numbers start again at

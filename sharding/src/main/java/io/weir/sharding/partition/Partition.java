@@ -8,11 +8,11 @@ import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
-import io.weir.sharding.partition.PartitionProtocol.Document;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.PartitionProtocol.Write;
+import io.weir.sharding.partition.ReadProtocol.Document;
 import io.weir.sharding.storage.AckMark;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -65,8 +65,8 @@ import org.apache.pekko.persistence.typed.PersistenceId;
 public final class Partition {
 
   /**
-   * Bytes of documents one {@link PartitionProtocol.GetDocuments} reply carries at most (besides
-   * the first).
+   * Bytes of documents one {@link ReadProtocol.GetDocuments} reply carries at most (besides the
+   * first).
    */
   static final long REPLY_BYTES = 1L << 20;
 
@@ -149,7 +149,7 @@ public final class Partition {
 
   /** The new incarnation's mark is kept: the partition serves again. */
   record StorageLossMarked(
-      AckMark mark, long lost, ActorRef<PartitionProtocol.StorageLossReply> replyTo)
+      AckMark mark, long lost, ActorRef<StatusProtocol.StorageLossReply> replyTo)
       implements Command {}
 
   /** The next event of the run may be planned. */
@@ -341,7 +341,7 @@ public final class Partition {
       long checkpoint,
       boolean released,
       long reservationCut,
-      List<PartitionProtocol.BatchReceipt> receipts)
+      List<ConsumerProtocol.BatchReceipt> receipts)
       implements CborSerializable {
     public Consumer {
       collections = List.copyOf(collections);
@@ -363,12 +363,12 @@ public final class Partition {
       if (receipts.isEmpty() || previous == null) {
         return this;
       }
-      List<PartitionProtocol.BatchReceipt> all = new ArrayList<>(previous.receipts());
+      List<ConsumerProtocol.BatchReceipt> all = new ArrayList<>(previous.receipts());
       all.addAll(receipts);
       return withReceipts(all.subList(Math.max(0, all.size() - CONSUMER_RECEIPTS), all.size()));
     }
 
-    Consumer withReceipts(List<PartitionProtocol.BatchReceipt> list) {
+    Consumer withReceipts(List<ConsumerProtocol.BatchReceipt> list) {
       return new Consumer(
           name,
           generation,
@@ -381,8 +381,8 @@ public final class Partition {
           list);
     }
 
-    PartitionProtocol.ConsumerView view() {
-      return new PartitionProtocol.ConsumerView(
+    ConsumerProtocol.ConsumerView view() {
+      return new ConsumerProtocol.ConsumerView(
           name, generation, collections, kinds, startAfter, checkpoint, released);
     }
 

@@ -3,6 +3,9 @@ package io.weir.sharding.partition;
 import static io.weir.sharding.partition.Partition.key;
 
 import io.weir.persistence.SafeErrors;
+import io.weir.sharding.partition.ConsumerProtocol.CommitBatch;
+import io.weir.sharding.partition.ConsumerProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.ConsumerProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.Partition.BodiesFetched;
 import io.weir.sharding.partition.Partition.Continue;
 import io.weir.sharding.partition.Partition.Event;
@@ -17,13 +20,10 @@ import io.weir.sharding.partition.Partition.WriteBatch;
 import io.weir.sharding.partition.Partition.Written;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
-import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
-import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
-import io.weir.sharding.partition.PartitionProtocol.GetDocument;
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import io.weir.sharding.partition.PartitionProtocol.LoadRows;
-import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.Write;
+import io.weir.sharding.partition.ReadProtocol.GetDocument;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -179,25 +179,24 @@ final class PartitionBehavior
         .onCommand(StorageChecked.class, this::storageChecked)
         .onCommand(RecoveryMarked.class, this::recoveryMarked)
         .onCommand(MarkRaised.class, this::markRaised)
-        .onCommand(PartitionProtocol.AcceptStorageLoss.class, this::acceptStorageLoss)
+        .onCommand(StatusProtocol.AcceptStorageLoss.class, this::acceptStorageLoss)
         .onCommand(StorageLossMarked.class, this::storageLossMarked)
         .onCommand(GetStatus.class, (state, c) -> Effect().reply(c.replyTo(), status(state)))
         .onCommand(
             GetDocument.class, (state, c) -> read(() -> reads.document(state, unapplied, cache, c)))
         .onCommand(
-            PartitionProtocol.GetDocuments.class,
-            (state, c) -> read(() -> reads.page(unapplied, c)))
+            ReadProtocol.GetDocuments.class, (state, c) -> read(() -> reads.page(unapplied, c)))
         .onCommand(
-            PartitionProtocol.GetAcls.class,
+            ReadProtocol.GetAcls.class,
             (state, c) -> read(() -> reads.acls(state, unapplied, cache, c)))
         .onCommand(
-            PartitionProtocol.ScanCollection.class,
+            ReadProtocol.ScanCollection.class,
             (state, c) -> read(() -> reads.scan(state, unapplied, c, () -> self.tell(c))))
         .onCommand(
-            PartitionProtocol.ReadChanges.class,
+            ReadProtocol.ReadChanges.class,
             (state, c) -> Effect().reply(c.replyTo(), PartitionReads.changes(state, c)))
         .onCommand(
-            PartitionProtocol.ReadConsumer.class,
+            ConsumerProtocol.ReadConsumer.class,
             (state, c) -> Effect().reply(c.replyTo(), PartitionReads.span(state, c)))
         .onCommand(PartitionProtocol.PurgeOutbox.class, this::purge)
         .onCommand(
@@ -270,7 +269,7 @@ final class PartitionBehavior
    * starts at the journal's tail, in a new epoch of the mark (ADR 0036).
    */
   private Effect<Event, PartitionState> acceptStorageLoss(
-      PartitionState state, PartitionProtocol.AcceptStorageLoss c) {
+      PartitionState state, StatusProtocol.AcceptStorageLoss c) {
     if (!ready || run != null) {
       return Effect().stash();
     }
@@ -278,7 +277,7 @@ final class PartitionBehavior
       return Effect()
           .reply(
               c.replyTo(),
-              new PartitionProtocol.StorageLossRefused(
+              new StatusProtocol.StorageLossRefused(
                   "the partition is "
                       + marks.check().wireName
                       + ", not storage-behind: its journal holds everything it acknowledged"));
@@ -306,7 +305,7 @@ final class PartitionBehavior
         c.lost(),
         state.events);
     c.replyTo()
-        .tell(new PartitionProtocol.StorageLossAccepted(c.mark().epoch(), state.events, c.lost()));
+        .tell(new StatusProtocol.StorageLossAccepted(c.mark().epoch(), state.events, c.lost()));
     return Effect().unstashAll();
   }
 
@@ -319,7 +318,7 @@ final class PartitionBehavior
     return Effect().none();
   }
 
-  private PartitionProtocol.PartitionStatus status(PartitionState s) {
+  private StatusProtocol.PartitionStatus status(PartitionState s) {
     return PartitionReads.status(partition, s, table.status(), marks.view(s));
   }
 

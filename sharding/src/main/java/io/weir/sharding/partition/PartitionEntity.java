@@ -4,9 +4,9 @@ import io.weir.persistence.SafeErrors;
 import io.weir.protocol.CborSerializable;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import io.weir.sharding.partition.PartitionProtocol.LoadRows;
 import io.weir.sharding.partition.PartitionProtocol.Write;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -121,7 +121,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
             s -> {
               s.replyTo()
                   .tell(
-                      new PartitionProtocol.PartitionStatus(
+                      new StatusProtocol.PartitionStatus(
                           partition,
                           progress.get(0),
                           0,
@@ -130,7 +130,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
                           0,
                           Map.of(),
                           List.of(),
-                          new PartitionProtocol.TableStatus(
+                          new StatusProtocol.TableStatus(
                               "upgrading", 0, 0, 0, null, progress.get(0), progress.get(1))));
               return Behaviors.same();
             })
@@ -193,15 +193,15 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
         .onMessage(ApplyFrame.class, this::enqueue)
         .onMessage(LoadRows.class, this::enqueue)
         .onMessage(PartitionProtocol.ApplyFrames.class, this::enqueue)
-        .onMessage(PartitionProtocol.ConfigureConsumer.class, this::enqueue)
-        .onMessage(PartitionProtocol.ReleaseConsumer.class, this::enqueue)
-        .onMessage(PartitionProtocol.CommitBatch.class, this::enqueue)
-        .onMessage(PartitionProtocol.ReadConsumer.class, this::forward)
+        .onMessage(ConsumerProtocol.ConfigureConsumer.class, this::enqueue)
+        .onMessage(ConsumerProtocol.ReleaseConsumer.class, this::enqueue)
+        .onMessage(ConsumerProtocol.CommitBatch.class, this::enqueue)
+        .onMessage(ConsumerProtocol.ReadConsumer.class, this::forward)
         .onMessage(PartitionProtocol.SetRowRule.class, this::enqueue)
-        .onMessage(PartitionProtocol.ReadChanges.class, this::forward)
-        .onMessage(PartitionProtocol.AcceptStorageLoss.class, this::forward)
-        .onMessage(PartitionProtocol.GetAcls.class, this::forward)
-        .onMessage(PartitionProtocol.ScanCollection.class, this::forward)
+        .onMessage(ReadProtocol.ReadChanges.class, this::forward)
+        .onMessage(StatusProtocol.AcceptStorageLoss.class, this::forward)
+        .onMessage(ReadProtocol.GetAcls.class, this::forward)
+        .onMessage(ReadProtocol.ScanCollection.class, this::forward)
         .onMessageEquals(BatchWritten.INSTANCE, this::onWritten)
         .onMessageEquals(
             WriteTimedOut.INSTANCE,
@@ -213,9 +213,9 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
                       WRITE_TIMEOUT);
               return Behaviors.stopped();
             })
-        .onMessage(PartitionProtocol.GetDocument.class, this::forward)
+        .onMessage(ReadProtocol.GetDocument.class, this::forward)
         .onMessage(GetStatus.class, this::forward)
-        .onMessage(PartitionProtocol.GetDocuments.class, this::forward)
+        .onMessage(ReadProtocol.GetDocuments.class, this::forward)
         .onMessage(PartitionProtocol.PurgeOutbox.class, this::forward)
         .onMessage(PartitionProtocol.PurgeConsumed.class, this::forward)
         .onSignal(Terminated.class, t -> Behaviors.stopped())
@@ -307,7 +307,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
     if (w instanceof LoadRows l) {
       return l.rows().size();
     }
-    if (w instanceof PartitionProtocol.CommitBatch c) {
+    if (w instanceof ConsumerProtocol.CommitBatch c) {
       return Math.max(1, c.effects().size());
     }
     return 1;

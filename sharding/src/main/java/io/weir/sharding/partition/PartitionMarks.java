@@ -162,7 +162,7 @@ final class PartitionMarks {
    * storage-behind until the loss is accepted again).
    */
   void raiseNewIncarnation(
-      PartitionState s, long lost, ActorRef<PartitionProtocol.StorageLossReply> replyTo) {
+      PartitionState s, long lost, ActorRef<StatusProtocol.StorageLossReply> replyTo) {
     AckMark next = tailMark(mark.epoch() + 1, s);
     wiring
         .marks()
@@ -189,8 +189,8 @@ final class PartitionMarks {
   }
 
   /** The storage part of the partition's status. */
-  PartitionProtocol.StorageView view(PartitionState s) {
-    return new PartitionProtocol.StorageView(
+  StatusProtocol.StorageView view(PartitionState s) {
+    return new StatusProtocol.StorageView(
         check.wireName,
         acknowledged(s),
         mark.epoch(),

@@ -2,13 +2,13 @@ package io.weir.sharding.partition;
 
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.Utf8;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefusal;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefused;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReply;
 import io.weir.sharding.partition.Partition.Consumer;
 import io.weir.sharding.partition.Partition.Segment;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
-import io.weir.sharding.partition.PartitionProtocol.Document;
-import io.weir.sharding.partition.PartitionProtocol.DocumentReply;
+import io.weir.sharding.partition.ReadProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.DocumentReply;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -121,7 +121,7 @@ final class PartitionReads {
   }
 
   void document(
-      PartitionState s, Unapplied unapplied, BodyCache cache, PartitionProtocol.GetDocument c) {
+      PartitionState s, Unapplied unapplied, BodyCache cache, ReadProtocol.GetDocument c) {
     long ruleVersion = s.ruleVersion(c.collection());
     DocumentIndex.Entry e = s.index.get(c.collection(), c.id());
     if (e == null) {
@@ -146,7 +146,7 @@ final class PartitionReads {
         .exceptionally(failed("a document"));
   }
 
-  void acls(PartitionState s, Unapplied unapplied, BodyCache cache, PartitionProtocol.GetAcls c) {
+  void acls(PartitionState s, Unapplied unapplied, BodyCache cache, ReadProtocol.GetAcls c) {
     String field = s.ruleField(c.collection());
     long epoch = s.rowEpoch(c.collection());
     long version = s.ruleVersion(c.collection());
@@ -169,7 +169,7 @@ final class PartitionReads {
       }
     }
     if (wanted.isEmpty()) {
-      c.replyTo().tell(new PartitionProtocol.Acls(epoch, version, out));
+      c.replyTo().tell(new ReadProtocol.Acls(epoch, version, out));
       return;
     }
     List<Unapplied.CollectionChange> changes = unapplied.view(c.collection()).changes();
@@ -188,7 +188,7 @@ final class PartitionReads {
                 }
                 out.put(w.getKey(), acl(d, field));
               }
-              c.replyTo().tell(new PartitionProtocol.Acls(epoch, version, out));
+              c.replyTo().tell(new ReadProtocol.Acls(epoch, version, out));
             })
         .exceptionally(failed("row-visibility values"));
   }
@@ -199,7 +199,7 @@ final class PartitionReads {
   }
 
   /** Documents of a collection in id order after {@code afterId}, about 1 MiB a reply. */
-  void page(Unapplied unapplied, PartitionProtocol.GetDocuments c) {
+  void page(Unapplied unapplied, ReadProtocol.GetDocuments c) {
     Unapplied.View view = unapplied.view(c.collection());
     int limit = Math.max(1, c.limit());
     Collector rows = new Collector(view);
@@ -232,7 +232,7 @@ final class PartitionReads {
               }
               c.replyTo()
                   .tell(
-                      new PartitionProtocol.DocumentsReply(
+                      new ReadProtocol.DocumentsReply(
                           out, tableMore || out.size() < merged.size()));
             })
         .exceptionally(failed("a page of documents"));
@@ -273,8 +273,7 @@ final class PartitionReads {
    * case the table got past the partition's last event meanwhile and does not know its outbox
    * sequence there.
    */
-  void scan(
-      PartitionState s, Unapplied unapplied, PartitionProtocol.ScanCollection c, Runnable again) {
+  void scan(PartitionState s, Unapplied unapplied, ReadProtocol.ScanCollection c, Runnable again) {
     Unapplied.View view = unapplied.view(c.collection());
     long events = s.events;
     long tail = s.nextSequence - 1;
@@ -329,7 +328,7 @@ final class PartitionReads {
               out.sort(Comparator.comparing(Document::id, Ids.ORDER));
               c.replyTo()
                   .tell(
-                      new PartitionProtocol.CollectionScan(
+                      new ReadProtocol.CollectionScan(
                           incarnation, outboxFirst, at, epoch, version, out, budget.tooLarge));
             })
         .exceptionally(failed("a collection"));
@@ -337,13 +336,13 @@ final class PartitionReads {
 
   /** A scan's documents within its byte budget, those the reader may not see left out. */
   private static final class Budget {
-    private final PartitionProtocol.ScanCollection c;
+    private final ReadProtocol.ScanCollection c;
     private final String field;
     final List<Document> out = new ArrayList<>();
     long bytes;
     boolean tooLarge;
 
-    Budget(PartitionProtocol.ScanCollection c, String field) {
+    Budget(ReadProtocol.ScanCollection c, String field) {
       this.c = c;
       this.field = field;
     }
@@ -377,11 +376,11 @@ final class PartitionReads {
   }
 
   /** Where the outbox entries after {@code c.after()} lie, with the collection's fences. */
-  static PartitionProtocol.ChangesSpan changes(PartitionState s, PartitionProtocol.ReadChanges c) {
+  static ReadProtocol.ChangesSpan changes(PartitionState s, ReadProtocol.ReadChanges c) {
     long tail = s.nextSequence - 1;
     long room = Math.max(1, c.maxEntries());
     long to = tail - c.after() > room ? c.after() + room : tail;
-    return new PartitionProtocol.ChangesSpan(
+    return new ReadProtocol.ChangesSpan(
         s.incarnation,
         s.outboxFirst,
         tail,
@@ -391,7 +390,7 @@ final class PartitionReads {
   }
 
   /** Where a consumer's next batch lies: the journal events holding its next entries. */
-  static ConsumerReply span(PartitionState s, PartitionProtocol.ReadConsumer c) {
+  static ConsumerReply span(PartitionState s, ConsumerProtocol.ReadConsumer c) {
     Consumer con = s.consumers.get(Partition.consumerKey(c.name(), c.generation()));
     if (con == null) {
       return new ConsumerRefused(
@@ -415,24 +414,24 @@ final class PartitionReads {
           -1,
           0);
     }
-    return new PartitionProtocol.ConsumerSpan(
+    return new ConsumerProtocol.ConsumerSpan(
         s.incarnation, con.view(), s.outboxFirst, tail, journalEvents(s, from, to));
   }
 
   /** The partition's counters, watermarks, consumers and documents table. */
-  static PartitionProtocol.PartitionStatus status(
+  static StatusProtocol.PartitionStatus status(
       int partition,
       PartitionState s,
-      PartitionProtocol.TableStatus table,
-      PartitionProtocol.StorageView storage) {
-    List<PartitionProtocol.ConsumerView> consumers =
+      StatusProtocol.TableStatus table,
+      StatusProtocol.StorageView storage) {
+    List<ConsumerProtocol.ConsumerView> consumers =
         s.consumers.values().stream()
             .map(Consumer::view)
             .sorted(
-                Comparator.comparing(PartitionProtocol.ConsumerView::name)
-                    .thenComparingLong(PartitionProtocol.ConsumerView::generation))
+                Comparator.comparing(ConsumerProtocol.ConsumerView::name)
+                    .thenComparingLong(ConsumerProtocol.ConsumerView::generation))
             .toList();
-    return new PartitionProtocol.PartitionStatus(
+    return new StatusProtocol.PartitionStatus(
         partition,
         s.index.size(),
         s.outboxFirst,

@@ -1,7 +1,7 @@
 package io.weir.sharding.partition;
 
 import io.weir.sharding.partition.PartitionProtocol.Command;
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -83,8 +83,7 @@ public final class PartitionSharding {
                 Behaviors.withTimers(
                     timers -> {
                       timers.startTimerWithFixedDelay(Tick.INSTANCE, Duration.ZERO, interval);
-                      ActorRef<PartitionProtocol.PartitionStatus> ignore =
-                          ctx.getSystem().ignoreRef();
+                      ActorRef<StatusProtocol.PartitionStatus> ignore = ctx.getSystem().ignoreRef();
                       return Behaviors.receiveMessage(
                           tick -> {
                             if (storageReady.getAsBoolean()) {

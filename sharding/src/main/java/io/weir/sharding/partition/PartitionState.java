@@ -10,7 +10,7 @@ import io.weir.sharding.partition.Partition.RowRule;
 import io.weir.sharding.partition.Partition.Segment;
 import io.weir.sharding.partition.Partition.SnapshotMark;
 import io.weir.sharding.partition.Partition.Written;
-import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.Document;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;

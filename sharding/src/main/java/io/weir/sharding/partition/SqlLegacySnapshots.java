@@ -1,7 +1,7 @@
 package io.weir.sharding.partition;
 
 import io.weir.persistence.Identifiers;
-import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.Document;
 import java.io.IOException;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

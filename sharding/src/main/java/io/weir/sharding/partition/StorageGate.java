@@ -9,7 +9,7 @@ import java.util.concurrent.CompletionStage;
  * ({@code weir.storage.required-copies}, ADR 0031). While it does not, the partition writes nothing
  * a client or a pipeline asked for: frames and rows are answered {@link
  * PartitionProtocol.StorageRefused}, consumer commands {@link
- * PartitionProtocol.ConsumerRefusal#STORAGE_COPIES}; the caller retries later. Row-rule changes
+ * ConsumerProtocol.ConsumerRefusal#STORAGE_COPIES}; the caller retries later. Row-rule changes
  * (administration) and the partition's own upkeep (purges, snapshots, the documents table) go on.
  */
 @FunctionalInterface

@@ -303,8 +303,8 @@ final class TableWriter {
    * storage-behind}, or {@code table-apply-failed} while the last attempt failed (it is retried;
    * the partition's writes wait once the lag bound is reached).
    */
-  synchronized PartitionProtocol.TableStatus status() {
-    return new PartitionProtocol.TableStatus(
+  synchronized StatusProtocol.TableStatus status() {
+    return new StatusProtocol.TableStatus(
         phase != Phase.STORAGE_BEHIND && failures > 0
             ? "table-apply-failed"
             : phase.name().toLowerCase(Locale.ROOT).replace('_', '-'),

@@ -1,15 +1,15 @@
 package io.weir.sharding.partition;
 
+import io.weir.sharding.partition.ConsumerProtocol.CommitBatch;
+import io.weir.sharding.partition.ConsumerProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefusal;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefused;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReply;
+import io.weir.sharding.partition.ConsumerProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
-import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
-import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
 import io.weir.sharding.partition.PartitionProtocol.LoadRows;
 import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
-import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import java.util.ArrayList;
 import java.util.Collections;

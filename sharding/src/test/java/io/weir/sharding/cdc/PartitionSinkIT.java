@@ -17,15 +17,15 @@ import io.weir.persistence.cdc.source.SourceSettings;
 import io.weir.persistence.cdc.source.StartMode;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.sharding.partition.Partition;
-import io.weir.sharding.partition.PartitionProtocol.Document;
-import io.weir.sharding.partition.PartitionProtocol.DocumentsReply;
-import io.weir.sharding.partition.PartitionProtocol.GetDocuments;
-import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
 import io.weir.sharding.partition.PartitionWiring;
+import io.weir.sharding.partition.ReadProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.DocumentsReply;
+import io.weir.sharding.partition.ReadProtocol.GetDocuments;
 import io.weir.sharding.partition.SqlDocumentTable;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -474,7 +474,7 @@ class PartitionSinkIT {
                 PartitionStatus st =
                     PartitionSharding.partition(kit.system(), n)
                         .<PartitionStatus>ask(
-                            io.weir.sharding.partition.PartitionProtocol.GetStatus::new,
+                            io.weir.sharding.partition.StatusProtocol.GetStatus::new,
                             Duration.ofSeconds(10))
                         .toCompletableFuture()
                         .get();
@@ -571,7 +571,7 @@ class PartitionSinkIT {
                 PartitionStatus st =
                     PartitionSharding.partition(kit.system(), n)
                         .<PartitionStatus>ask(
-                            io.weir.sharding.partition.PartitionProtocol.GetStatus::new,
+                            io.weir.sharding.partition.StatusProtocol.GetStatus::new,
                             Duration.ofSeconds(10))
                         .toCompletableFuture()
                         .get();

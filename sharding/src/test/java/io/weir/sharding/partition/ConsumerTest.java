@@ -3,31 +3,31 @@ package io.weir.sharding.partition;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.typesafe.config.ConfigFactory;
+import io.weir.sharding.partition.ConsumerProtocol.BatchCommitted;
+import io.weir.sharding.partition.ConsumerProtocol.CommitBatch;
+import io.weir.sharding.partition.ConsumerProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerConfigured;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefusal;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefused;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReleased;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReply;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerSpan;
+import io.weir.sharding.partition.ConsumerProtocol.ReadConsumer;
+import io.weir.sharding.partition.ConsumerProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
-import io.weir.sharding.partition.PartitionProtocol.BatchCommitted;
 import io.weir.sharding.partition.PartitionProtocol.Command;
-import io.weir.sharding.partition.PartitionProtocol.CommitBatch;
-import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerConfigured;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReleased;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerSpan;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
-import io.weir.sharding.partition.PartitionProtocol.DocumentReply;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
-import io.weir.sharding.partition.PartitionProtocol.GetDocument;
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.OutboxPurged;
-import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.PurgeOutbox;
 import io.weir.sharding.partition.PartitionProtocol.PurgeReply;
-import io.weir.sharding.partition.PartitionProtocol.ReadConsumer;
-import io.weir.sharding.partition.PartitionProtocol.ReleaseConsumer;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.ReadProtocol.DocumentReply;
+import io.weir.sharding.partition.ReadProtocol.GetDocument;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
 import java.util.List;
 import java.util.Optional;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
@@ -463,7 +463,7 @@ class ConsumerTest {
         .isInstanceOf(BatchCommitted.class);
   }
 
-  private Optional<PartitionProtocol.Document> document(String collection, String id) {
+  private Optional<ReadProtocol.Document> document(String collection, String id) {
     return partition
         .<DocumentReply>runCommand(r -> new GetDocument(collection, id, r))
         .reply()

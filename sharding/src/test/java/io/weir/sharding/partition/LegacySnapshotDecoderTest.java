@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.persistence.serialization.SerializationFixtures;
-import io.weir.sharding.partition.PartitionProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.Document;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Base64;

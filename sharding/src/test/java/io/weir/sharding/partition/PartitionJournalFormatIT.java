@@ -16,20 +16,20 @@ import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.serialization.SerializationFixtures;
 import io.weir.persistence.testing.TestPostgres;
+import io.weir.sharding.partition.ConsumerProtocol.BatchCommitted;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReply;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerSpan;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
-import io.weir.sharding.partition.PartitionProtocol.BatchCommitted;
 import io.weir.sharding.partition.PartitionProtocol.Command;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerSpan;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
-import io.weir.sharding.partition.PartitionProtocol.Document;
-import io.weir.sharding.partition.PartitionProtocol.DocumentsReply;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
-import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.ReadProtocol.Document;
+import io.weir.sharding.partition.ReadProtocol.DocumentsReply;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -165,7 +165,7 @@ class PartitionJournalFormatIT {
             .containsEntry("slot-b", SLOT_B_LSN);
         assertThat(status.consumers())
             .extracting(
-                PartitionProtocol.ConsumerView::name, PartitionProtocol.ConsumerView::released)
+                ConsumerProtocol.ConsumerView::name, ConsumerProtocol.ConsumerView::released)
             .containsExactly(
                 org.assertj.core.groups.Tuple.tuple("old", true),
                 org.assertj.core.groups.Tuple.tuple("proj", false));
@@ -224,13 +224,13 @@ class PartitionJournalFormatIT {
         kit.stop(p, WAIT);
         ActorRef<Command> again =
             kit.spawn(PartitionEntity.create(PARTITION, jdbc.wiring(LASTING)));
-        TestProbe<PartitionProtocol.DocumentReply> doc = kit.createTestProbe();
-        again.tell(new PartitionProtocol.GetDocument("orders", "o-99", doc.ref()));
+        TestProbe<ReadProtocol.DocumentReply> doc = kit.createTestProbe();
+        again.tell(new ReadProtocol.GetDocument("orders", "o-99", doc.ref()));
         assertThat(doc.receiveMessage(WAIT).document())
             .as("written after the old rows, recovered from the mixed journal")
             .hasValueSatisfying(d -> assertThat(d.body()).isEqualTo("{\"n\":99}"));
         TestProbe<PartitionStatus> statusAgain = kit.createTestProbe();
-        again.tell(new PartitionProtocol.GetStatus(statusAgain.ref()));
+        again.tell(new StatusProtocol.GetStatus(statusAgain.ref()));
         assertThat(statusAgain.receiveMessage(WAIT).outboxNext())
             .isEqualTo(status.outboxNext() + 1);
         try (Connection c = db.connect();
@@ -279,26 +279,26 @@ class PartitionJournalFormatIT {
         .atMost(WAIT)
         .until(
             () -> {
-              p.tell(new PartitionProtocol.GetStatus(status.ref()));
+              p.tell(new StatusProtocol.GetStatus(status.ref()));
               running[0] = status.receiveMessage(WAIT);
               return running[0].table() != null && running[0].table().state().equals("running");
             });
     out.add(running[0]);
     TestProbe<DocumentsReply> docs = kit.createTestProbe();
     for (String collection : List.of("orders", "customers", "products", "summaries")) {
-      p.tell(new PartitionProtocol.GetDocuments(collection, null, 1_000, docs.ref()));
+      p.tell(new ReadProtocol.GetDocuments(collection, null, 1_000, docs.ref()));
       out.add(docs.receiveMessage(WAIT));
     }
     TestProbe<ConsumerReply> consumer = kit.createTestProbe();
-    p.tell(new PartitionProtocol.ReadConsumer("proj", 1, 100, consumer.ref()));
+    p.tell(new ConsumerProtocol.ReadConsumer("proj", 1, 100, consumer.ref()));
     out.add(consumer.receiveMessage(WAIT));
-    TestProbe<PartitionProtocol.ChangesSpan> changes = kit.createTestProbe();
+    TestProbe<ReadProtocol.ChangesSpan> changes = kit.createTestProbe();
     p.tell(
-        new PartitionProtocol.ReadChanges(
+        new ReadProtocol.ReadChanges(
             "orders", SnapshotPolicy.DEFAULT.events(), 100, changes.ref()));
     out.add(changes.receiveMessage(WAIT));
-    TestProbe<PartitionProtocol.Acls> acls = kit.createTestProbe();
-    p.tell(new PartitionProtocol.GetAcls("orders", List.of("o-1", "o-2", "o-3"), acls.ref()));
+    TestProbe<ReadProtocol.Acls> acls = kit.createTestProbe();
+    p.tell(new ReadProtocol.GetAcls("orders", List.of("o-1", "o-2", "o-3"), acls.ref()));
     out.add(acls.receiveMessage(WAIT));
     return out;
   }
@@ -533,19 +533,19 @@ class PartitionJournalFormatIT {
     // Consumers: one commits a batch with an effect, another is released.
     TestProbe<ConsumerReply> consumer = kit.createTestProbe();
     p.tell(
-        new PartitionProtocol.ConfigureConsumer(
+        new ConsumerProtocol.ConfigureConsumer(
             "proj", 1, List.of("orders"), List.of(), Optional.empty(), consumer.ref()));
     assertThat(consumer.receiveMessage(WAIT))
-        .isInstanceOf(PartitionProtocol.ConsumerConfigured.class);
+        .isInstanceOf(ConsumerProtocol.ConsumerConfigured.class);
     p.tell(
-        new PartitionProtocol.ConfigureConsumer(
+        new ConsumerProtocol.ConfigureConsumer(
             "old", 1, List.of(), List.of("upsert"), Optional.empty(), consumer.ref()));
     assertThat(consumer.receiveMessage(WAIT))
-        .isInstanceOf(PartitionProtocol.ConsumerConfigured.class);
-    p.tell(new PartitionProtocol.ReadConsumer("proj", 1, 100, consumer.ref()));
+        .isInstanceOf(ConsumerProtocol.ConsumerConfigured.class);
+    p.tell(new ConsumerProtocol.ReadConsumer("proj", 1, 100, consumer.ref()));
     ConsumerSpan span = (ConsumerSpan) consumer.receiveMessage(WAIT);
     p.tell(
-        new PartitionProtocol.CommitBatch(
+        new ConsumerProtocol.CommitBatch(
             "cmd-commit-1",
             "proj",
             1,
@@ -555,9 +555,8 @@ class PartitionJournalFormatIT {
             List.of(new Upsert("summaries", "s-1", "{\"orders\":3}", Optional.of(0L))),
             consumer.ref()));
     assertThat(consumer.receiveMessage(WAIT)).isInstanceOf(BatchCommitted.class);
-    p.tell(new PartitionProtocol.ReleaseConsumer("old", 1, consumer.ref()));
-    assertThat(consumer.receiveMessage(WAIT))
-        .isInstanceOf(PartitionProtocol.ConsumerReleased.class);
+    p.tell(new ConsumerProtocol.ReleaseConsumer("old", 1, consumer.ref()));
+    assertThat(consumer.receiveMessage(WAIT)).isInstanceOf(ConsumerProtocol.ConsumerReleased.class);
     // One more entry after the committed batch.
     p.tell(
         api(

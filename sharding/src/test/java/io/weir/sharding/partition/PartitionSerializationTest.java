@@ -23,8 +23,8 @@ class PartitionSerializationTest extends SerializationContract {
    * The v1 fixture of {@link PartitionProtocol.FramesReply} was written before {@link
    * PartitionProtocol.KeyReused}, {@link PartitionProtocol.StorageRefused} and {@link
    * PartitionProtocol.StorageBehind} existed: its sample holds one reply of every other kind. That
-   * of {@link PartitionProtocol.ScanCollection} before it had a reader, that of {@link
-   * PartitionProtocol.PartitionStatus} before it had a table status.
+   * of {@link ReadProtocol.ScanCollection} before it had a reader, that of {@link
+   * StatusProtocol.PartitionStatus} before it had a table status.
    */
   @Override
   protected void expectations(io.weir.persistence.serialization.SerializationFixtures f) {
@@ -43,23 +43,21 @@ class PartitionSerializationTest extends SerializationContract {
                                 && !(r instanceof PartitionProtocol.StorageBehind))
                     .toList())));
     // Written before a scan named its reader: it decodes as a scan of every document.
-    PartitionProtocol.ScanCollection scan =
-        (PartitionProtocol.ScanCollection) f.samples(PartitionProtocol.ScanCollection.class).get(0);
+    ReadProtocol.ScanCollection scan =
+        (ReadProtocol.ScanCollection) f.samples(ReadProtocol.ScanCollection.class).get(0);
     f.expectInVersion(
         "v1",
-        PartitionProtocol.ScanCollection.class,
+        ReadProtocol.ScanCollection.class,
         List.of(
-            new PartitionProtocol.ScanCollection(
-                scan.collection(), scan.maxBytes(), scan.replyTo())));
+            new ReadProtocol.ScanCollection(scan.collection(), scan.maxBytes(), scan.replyTo())));
     // Written before the partition kept a documents table: it decodes without a table status.
-    PartitionProtocol.PartitionStatus status =
-        (PartitionProtocol.PartitionStatus)
-            f.samples(PartitionProtocol.PartitionStatus.class).get(0);
+    StatusProtocol.PartitionStatus status =
+        (StatusProtocol.PartitionStatus) f.samples(StatusProtocol.PartitionStatus.class).get(0);
     f.expectInVersion(
         "v1",
-        PartitionProtocol.PartitionStatus.class,
+        StatusProtocol.PartitionStatus.class,
         List.of(
-            new PartitionProtocol.PartitionStatus(
+            new StatusProtocol.PartitionStatus(
                 status.partition(),
                 status.documents(),
                 status.outboxFirst(),
@@ -89,26 +87,26 @@ class PartitionSerializationTest extends SerializationContract {
         List.of(
             new Partition.BodiesFetched(fetched.rows(), fetched.failure(), List.of(), List.of())));
     // Written before the table status told an upgrade's progress.
-    PartitionProtocol.TableStatus table =
-        (PartitionProtocol.TableStatus) f.samples(PartitionProtocol.TableStatus.class).get(0);
+    StatusProtocol.TableStatus table =
+        (StatusProtocol.TableStatus) f.samples(StatusProtocol.TableStatus.class).get(0);
     f.expectInVersion(
         "v1",
-        PartitionProtocol.TableStatus.class,
+        StatusProtocol.TableStatus.class,
         List.of(
-            new PartitionProtocol.TableStatus(
+            new StatusProtocol.TableStatus(
                 table.state(),
                 table.appliedThrough(),
                 table.lagEvents(),
                 table.failures(),
                 table.lastError())));
     // Written before marks and status views recorded their storage (system, timeline).
-    PartitionProtocol.StorageView view =
-        (PartitionProtocol.StorageView) f.samples(PartitionProtocol.StorageView.class).get(0);
+    StatusProtocol.StorageView view =
+        (StatusProtocol.StorageView) f.samples(StatusProtocol.StorageView.class).get(0);
     f.expectInVersion(
         "v1",
-        PartitionProtocol.StorageView.class,
+        StatusProtocol.StorageView.class,
         List.of(
-            new PartitionProtocol.StorageView(
+            new StatusProtocol.StorageView(
                 view.state(), view.acknowledged(), view.epoch(), view.copies())));
     Partition.StorageChecked checked =
         (Partition.StorageChecked) f.samples(Partition.StorageChecked.class).get(0);

@@ -9,16 +9,16 @@ import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
 import io.weir.sharding.partition.PartitionProtocol.Conflict;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
-import io.weir.sharding.partition.PartitionProtocol.DocumentReply;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
-import io.weir.sharding.partition.PartitionProtocol.GetDocument;
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
-import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.Rejected;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.ReadProtocol.DocumentReply;
+import io.weir.sharding.partition.ReadProtocol.GetDocument;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -62,7 +62,7 @@ class PartitionTest {
     return new Upsert("orders", id, body, Optional.ofNullable(expected));
   }
 
-  private Optional<PartitionProtocol.Document> document(String id) {
+  private Optional<ReadProtocol.Document> document(String id) {
     return partition
         .<DocumentReply>runCommand(r -> new GetDocument("orders", id, r))
         .reply()

@@ -3,21 +3,21 @@ package io.weir.sharding.partition;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.typesafe.config.ConfigFactory;
-import io.weir.sharding.partition.PartitionProtocol.Acls;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
-import io.weir.sharding.partition.PartitionProtocol.ChangesSpan;
-import io.weir.sharding.partition.PartitionProtocol.CollectionScan;
 import io.weir.sharding.partition.PartitionProtocol.Command;
 import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
-import io.weir.sharding.partition.PartitionProtocol.GetAcls;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
-import io.weir.sharding.partition.PartitionProtocol.ReadChanges;
 import io.weir.sharding.partition.PartitionProtocol.RowRuleReply;
-import io.weir.sharding.partition.PartitionProtocol.ScanCollection;
 import io.weir.sharding.partition.PartitionProtocol.SetRowRule;
 import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.ReadProtocol.Acls;
+import io.weir.sharding.partition.ReadProtocol.ChangesSpan;
+import io.weir.sharding.partition.ReadProtocol.CollectionScan;
+import io.weir.sharding.partition.ReadProtocol.GetAcls;
+import io.weir.sharding.partition.ReadProtocol.ReadChanges;
+import io.weir.sharding.partition.ReadProtocol.ScanCollection;
 import java.util.List;
 import java.util.Optional;
 import java.util.UUID;
@@ -147,7 +147,7 @@ class RowVisibilityTest {
     frame(new Delete("notes", "2", Optional.empty()));
     CollectionScan scan =
         partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 1000, r)).reply();
-    assertThat(scan.documents()).extracting(PartitionProtocol.Document::id).containsExactly("1");
+    assertThat(scan.documents()).extracting(ReadProtocol.Document::id).containsExactly("1");
     assertThat(scan.tail()).isEqualTo(3);
     assertThat(scan.tooLarge()).isFalse();
     CollectionScan small =
@@ -190,13 +190,12 @@ class RowVisibilityTest {
         put("other", "{\"acl\":[\"bob\"],\"pad\":\"" + big + "\"}"),
         put("shape", "{\"acl\":\"ann\",\"pad\":\"" + big + "\"}"),
         put("none", "{\"pad\":\"" + big + "\"}"));
-    PartitionProtocol.ScanReader ann =
-        new PartitionProtocol.ScanReader("ann", java.util.Set.of("g"), false);
+    ReadProtocol.ScanReader ann = new ReadProtocol.ScanReader("ann", java.util.Set.of("g"), false);
     CollectionScan mine =
         partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 400, ann, r)).reply();
     assertThat(mine.tooLarge()).as("the hidden rows exceed 400 bytes; they do not count").isFalse();
     assertThat(mine.documents())
-        .extracting(PartitionProtocol.Document::id)
+        .extracting(ReadProtocol.Document::id)
         .containsExactlyInAnyOrder("mine", "team");
     assertThat(
             partition
@@ -205,8 +204,7 @@ class RowVisibilityTest {
                 .tooLarge())
         .as("every document counts for a scan without a reader")
         .isTrue();
-    PartitionProtocol.ScanReader bob =
-        new PartitionProtocol.ScanReader("bob", java.util.Set.of(), false);
+    ReadProtocol.ScanReader bob = new ReadProtocol.ScanReader("bob", java.util.Set.of(), false);
     CollectionScan bobs =
         partition.<CollectionScan>runCommand(r -> new ScanCollection("notes", 400, bob, r)).reply();
     assertThat(bobs.tooLarge()).as("bob's own row exceeds the budget").isTrue();
@@ -216,14 +214,13 @@ class RowVisibilityTest {
         put("owned", "{\"owner\":\"ann\"}"),
         put("bobs", "{\"owner\":\"bob\"}"),
         put("ann-in-list", "{\"owner\":[\"ann\"]}"));
-    PartitionProtocol.ScanReader owner =
-        new PartitionProtocol.ScanReader("ann", java.util.Set.of("g"), true);
+    ReadProtocol.ScanReader owner = new ReadProtocol.ScanReader("ann", java.util.Set.of("g"), true);
     assertThat(
             partition
                 .<CollectionScan>runCommand(r -> new ScanCollection("notes", 400, owner, r))
                 .reply()
                 .documents())
-        .extracting(PartitionProtocol.Document::id)
+        .extracting(ReadProtocol.Document::id)
         .containsExactly("owned");
   }
 

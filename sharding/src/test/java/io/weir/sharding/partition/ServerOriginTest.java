@@ -28,15 +28,15 @@ class ServerOriginTest {
 
   @Test
   void onlyRemoteReplyAddressesOfNonServersAreRefused() {
-    ActorRef<PartitionProtocol.PartitionStatus> local =
-        kit.createTestProbe(PartitionProtocol.PartitionStatus.class).getRef();
-    ActorRef<PartitionProtocol.PartitionStatus> remote =
+    ActorRef<StatusProtocol.PartitionStatus> local =
+        kit.createTestProbe(StatusProtocol.PartitionStatus.class).getRef();
+    ActorRef<StatusProtocol.PartitionStatus> remote =
         ActorRefResolver.get(kit.system()).resolveActorRef("pekko://weir@10.9.8.7:25520/temp/$a");
     List<Address> asked = new ArrayList<>();
 
     assertThat(
             ServerOrigin.accepted(
-                new PartitionProtocol.GetStatus(local),
+                new StatusProtocol.GetStatus(local),
                 a -> {
                   asked.add(a);
                   return false;
@@ -45,10 +45,10 @@ class ServerOriginTest {
         .isTrue();
     assertThat(asked).as("a local reply address needs no membership check").isEmpty();
 
-    assertThat(ServerOrigin.accepted(new PartitionProtocol.GetStatus(remote), a -> true)).isTrue();
+    assertThat(ServerOrigin.accepted(new StatusProtocol.GetStatus(remote), a -> true)).isTrue();
     assertThat(
             ServerOrigin.accepted(
-                new PartitionProtocol.GetStatus(remote),
+                new StatusProtocol.GetStatus(remote),
                 a -> {
                   asked.add(a);
                   return false;

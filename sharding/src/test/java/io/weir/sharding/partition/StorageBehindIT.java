@@ -5,23 +5,23 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import io.weir.persistence.testing.TestPostgres;
+import io.weir.sharding.partition.ConsumerProtocol.ConfigureConsumer;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefusal;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefused;
+import io.weir.sharding.partition.ConsumerProtocol.ConsumerReply;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
-import io.weir.sharding.partition.PartitionProtocol.ConfigureConsumer;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefusal;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerRefused;
-import io.weir.sharding.partition.PartitionProtocol.ConsumerReply;
-import io.weir.sharding.partition.PartitionProtocol.DocumentReply;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
-import io.weir.sharding.partition.PartitionProtocol.GetDocument;
-import io.weir.sharding.partition.PartitionProtocol.GetStatus;
-import io.weir.sharding.partition.PartitionProtocol.PartitionStatus;
 import io.weir.sharding.partition.PartitionProtocol.StorageBehind;
-import io.weir.sharding.partition.PartitionProtocol.StorageLossAccepted;
-import io.weir.sharding.partition.PartitionProtocol.StorageLossRefused;
-import io.weir.sharding.partition.PartitionProtocol.StorageLossReply;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.ReadProtocol.DocumentReply;
+import io.weir.sharding.partition.ReadProtocol.GetDocument;
+import io.weir.sharding.partition.StatusProtocol.GetStatus;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
+import io.weir.sharding.partition.StatusProtocol.StorageLossAccepted;
+import io.weir.sharding.partition.StatusProtocol.StorageLossRefused;
+import io.weir.sharding.partition.StatusProtocol.StorageLossReply;
 import io.weir.sharding.storage.AckMark;
 import io.weir.sharding.storage.AcknowledgedMarks;
 import java.sql.Connection;
@@ -85,7 +85,7 @@ class StorageBehindIT {
             lagging,
             marks,
             (kit, p) -> {
-              PartitionProtocol.StorageView view = storage(kit, p);
+              StatusProtocol.StorageView view = storage(kit, p);
               assertThat(view.state()).isEqualTo("storage-behind");
               assertThat(view.acknowledged()).isEqualTo(3);
               assertThat(write(kit, p, "c4", "o4")).isEqualTo(new StorageBehind(1, 3));
@@ -101,12 +101,12 @@ class StorageBehindIT {
               String before = incarnation(kit, p);
 
               TestProbe<StorageLossReply> accept = kit.createTestProbe();
-              p.tell(new PartitionProtocol.AcceptStorageLoss(accept.ref()));
+              p.tell(new StatusProtocol.AcceptStorageLoss(accept.ref()));
               assertThat(accept.receiveMessage(WAIT)).isEqualTo(new StorageLossAccepted(1, 2, 2));
               assertThat(storage(kit, p).state()).isEqualTo("serving");
               assertThat(incarnation(kit, p)).as("a new incarnation").isNotEqualTo(before);
               assertThat(write(kit, p, "c4", "o4")).isInstanceOf(Applied.class);
-              p.tell(new PartitionProtocol.AcceptStorageLoss(accept.ref()));
+              p.tell(new StatusProtocol.AcceptStorageLoss(accept.ref()));
               assertThat(accept.receiveMessage(WAIT)).isInstanceOf(StorageLossRefused.class);
             });
         assertThat(marks.read(P).toCompletableFuture().get())
@@ -166,7 +166,7 @@ class StorageBehindIT {
     return probe.receiveMessage(WAIT);
   }
 
-  private static Optional<PartitionProtocol.Document> document(
+  private static Optional<ReadProtocol.Document> document(
       ActorTestKit kit, ActorRef<Command> p, String id) {
     TestProbe<DocumentReply> probe = kit.createTestProbe();
     p.tell(new GetDocument("orders", id, probe.ref()));
@@ -174,7 +174,7 @@ class StorageBehindIT {
   }
 
   /** The partition's storage check once it is over (a status is answered while checking too). */
-  private static PartitionProtocol.StorageView storage(ActorTestKit kit, ActorRef<Command> p) {
+  private static StatusProtocol.StorageView storage(ActorTestKit kit, ActorRef<Command> p) {
     TestProbe<PartitionStatus> probe = kit.createTestProbe();
     return org.awaitility.Awaitility.await("the storage check is over")
         .atMost(WAIT)
@@ -188,8 +188,8 @@ class StorageBehindIT {
   }
 
   private static String incarnation(ActorTestKit kit, ActorRef<Command> p) {
-    TestProbe<PartitionProtocol.ChangesSpan> probe = kit.createTestProbe();
-    p.tell(new PartitionProtocol.ReadChanges("orders", 0, 1, probe.ref()));
+    TestProbe<ReadProtocol.ChangesSpan> probe = kit.createTestProbe();
+    p.tell(new ReadProtocol.ReadChanges("orders", 0, 1, probe.ref()));
     return probe.receiveMessage(WAIT).incarnation();
   }
 

@@ -1,0 +1,58 @@
+package io.weir.persistence.serialization;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.typesafe.config.ConfigFactory;
+import org.junit.jupiter.api.Test;
+
+class WireNamesTest {
+
+  @Test
+  void aListedClassHasItsWireNameBothWays() {
+    WireNames names =
+        WireNames.from(
+            ConfigFactory.parseString("weir.serialization.wire-names {\"a.New$X\" = \"a.Old$X\"}"));
+    assertThat(names.size()).isEqualTo(1);
+    assertThat(names.wireName("a.New$X")).isEqualTo("a.Old$X");
+    assertThat(names.className("a.Old$X")).isEqualTo("a.New$X");
+    // Unlisted names, and the new name arriving from a peer without the table, pass unchanged.
+    assertThat(names.wireName("a.Other")).isEqualTo("a.Other");
+    assertThat(names.className("a.New$X")).isEqualTo("a.New$X");
+  }
+
+  @Test
+  void theTableIsEmptyWhenAbsent() {
+    assertThat(WireNames.from(ConfigFactory.empty()).size()).isZero();
+  }
+
+  @Test
+  void twoClassesCannotShareAWireName() {
+    assertThatThrownBy(
+            () ->
+                WireNames.from(
+                    ConfigFactory.parseString(
+                        "weir.serialization.wire-names {\"a.B\" = \"a.X\", \"a.C\" = \"a.X\"}")))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("two classes");
+  }
+
+  @Test
+  void aWireNameCannotBeAnotherListedClass() {
+    assertThatThrownBy(
+            () ->
+                WireNames.from(
+                    ConfigFactory.parseString(
+                        "weir.serialization.wire-names {\"a.B\" = \"a.C\", \"a.C\" = \"a.D\"}")))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void aValueMustBeAName() {
+    assertThatThrownBy(
+            () ->
+                WireNames.from(
+                    ConfigFactory.parseString("weir.serialization.wire-names {\"a.B\" = {}}")))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+}

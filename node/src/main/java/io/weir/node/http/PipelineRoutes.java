@@ -100,9 +100,9 @@ final class PipelineRoutes extends JsonRoutes {
           if (reply.error() == null) {
             return json(200, reply.status());
           }
-          return switch (reply.error()) {
-            case "not-stopped", "slot-active" -> error(ErrorCode.CONFLICT, reply.message());
-            default -> error(ErrorCode.UNAVAILABLE, reply.message());
+          return switch (reply.dropError().orElse(CdcPipeline.DropError.FAILED)) {
+            case NOT_STOPPED, SLOT_ACTIVE -> error(ErrorCode.CONFLICT, reply.message());
+            case FAILED -> error(ErrorCode.UNAVAILABLE, reply.message());
           };
         });
   }

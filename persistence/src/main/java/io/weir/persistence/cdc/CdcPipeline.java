@@ -13,7 +13,9 @@ import io.weir.protocol.CborSerializable;
 import io.weir.protocol.Lsn;
 import io.weir.protocol.pgoutput.PgOutputDecodeException;
 import java.io.UncheckedIOException;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.function.Supplier;
@@ -126,13 +128,45 @@ public final class CdcPipeline {
   /**
    * The answer to {@link Drop}.
    *
-   * @param error null when dropped; else {@code not-stopped} (it runs: stop it first), {@code
-   *     slot-active} (another connection still holds the slot) or {@code failed} (nothing of Weir's
-   *     records was deleted; repeat the drop)
+   * @param error null when dropped; else a {@link DropError}'s wire name
    * @param message value-free explanation of the error
    */
   public record DropReply(PipelineStatus status, String error, String message)
-      implements CborSerializable {}
+      implements CborSerializable {
+    DropReply(PipelineStatus status, DropError error, String message) {
+      this(status, error.wire(), message);
+    }
+
+    static DropReply dropped(PipelineStatus status) {
+      return new DropReply(status, (String) null, null);
+    }
+
+    /** The error, empty when dropped or when a newer peer sent one this release does not know. */
+    public Optional<DropError> dropError() {
+      return Arrays.stream(DropError.values()).filter(e -> e.wire().equals(error)).findFirst();
+    }
+  }
+
+  /** Why a {@link Drop} changed nothing. */
+  public enum DropError {
+    /** The pipeline runs: stop it first. */
+    NOT_STOPPED("not-stopped"),
+    /** Another connection still holds the slot; nothing was deleted. */
+    SLOT_ACTIVE("slot-active"),
+    /** The drop failed; Weir's records of the pipeline are kept until one succeeds. */
+    FAILED("failed");
+
+    private final String wire;
+
+    DropError(String wire) {
+      this.wire = wire;
+    }
+
+    /** The name in {@link DropReply#error} and in the HTTP error's text. */
+    public String wire() {
+      return wire;
+    }
+  }
 
   record DropDone(Throwable error, PipelineState previousState, ActorRef<DropReply> replyTo)
       implements Command {

@@ -9,6 +9,7 @@ import io.weir.persistence.cdc.CdcPipeline.ConnectFailed;
 import io.weir.persistence.cdc.CdcPipeline.Connected;
 import io.weir.persistence.cdc.CdcPipeline.Drop;
 import io.weir.persistence.cdc.CdcPipeline.DropDone;
+import io.weir.persistence.cdc.CdcPipeline.DropError;
 import io.weir.persistence.cdc.CdcPipeline.DropReply;
 import io.weir.persistence.cdc.CdcPipeline.GetStatus;
 import io.weir.persistence.cdc.CdcPipeline.IncrementalBegun;
@@ -59,6 +60,8 @@ import org.slf4j.LoggerFactory;
  * is {@link FailurePolicy}.
  */
 final class PipelineRunner extends AbstractBehavior<Command> {
+  private static final Duration QUIET_TIMEOUT = Duration.ofSeconds(60);
+
   private final TimerScheduler<Command> timers;
   private final PipelineSettings settings;
   private final SourceSettings source;
@@ -67,45 +70,32 @@ final class PipelineRunner extends AbstractBehavior<Command> {
   private final SlotHolders holders;
   private final Executor blockingIo;
   private final ActorSystem<?> system;
-
+  private final PipelineMetrics metrics;
+  private final FailurePolicy failures; // halt or restart, and the counters bounding retries
+  private final ConnectPhase phase;
+  private final DeliveryGraph delivery;
+  private final StreamPositions positions = new StreamPositions();
+  private final LagClock lagClock = new LagClock();
   private final AtomicLong transactions = new AtomicLong();
   private final AtomicLong rows = new AtomicLong();
-
-  // Volatile: a metrics scrape reads it (weir.cdc.state) besides the actor.
-  private volatile PipelineState state = PipelineState.STOPPED;
-  private final LagClock lagClock = new LagClock();
-  private HaltReason haltReason;
-  private String detail;
-  // Written by the actor only; volatile so a running snapshot notices it was superseded.
-  private volatile long attempt;
-
-  /** Halt or restart after a failure, and the counters that bound the retries. */
-  private final FailurePolicy failures;
-
-  private int restarts;
-
-  /** The run streaming now; null while none does. */
-  private DeliveryGraph.Run run;
-
-  /** Whether the last run acknowledged a position; read by {@link #fail} after it stopped. */
-  private AtomicBoolean acknowledgedInRun;
-
-  private volatile SnapshotTracker snapshot;
-  private boolean incrementalStarting;
-  private static final Duration QUIET_TIMEOUT = Duration.ofSeconds(60);
   private final AtomicBoolean stopped = new AtomicBoolean(false);
 
   /** The sink call in flight (a new connect or a drop waits for it, bounded). */
   private final AtomicReference<CompletableFuture<?>> inFlight =
       new AtomicReference<>(CompletableFuture.completedFuture(null));
 
-  private CompletableFuture<?> previousConnect = CompletableFuture.completedFuture(null);
-
+  // Volatile: a metrics scrape reads it (weir.cdc.state) besides the actor.
+  private volatile PipelineState state = PipelineState.STOPPED;
+  // Written by the actor only; volatile so a running snapshot notices it was superseded.
+  private volatile long attempt;
+  private volatile SnapshotTracker snapshot;
+  private HaltReason haltReason;
+  private String detail;
+  private int restarts;
   private SlotIncarnation incarnation;
-  private final PipelineMetrics metrics;
-  private final DeliveryGraph delivery;
-  private final ConnectPhase phase;
-  private final StreamPositions positions = new StreamPositions();
+  private DeliveryGraph.Run run; // the run streaming now; null while none does
+  private boolean incrementalStarting;
+  private CompletableFuture<?> previousConnect = CompletableFuture.completedFuture(null);
 
   PipelineRunner(
       ActorContext<Command> ctx,
@@ -236,7 +226,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
           .tell(
               new DropReply(
                   status(),
-                  "not-stopped",
+                  DropError.NOT_STOPPED,
                   "the pipeline is " + status().state() + "; stop it first"));
       return this;
     }
@@ -278,7 +268,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
       positions.reset();
       failures.dropped();
       snapshot = null;
-      done.replyTo().tell(new DropReply(status(), null, null));
+      done.replyTo().tell(DropReply.dropped(status()));
       return this;
     }
     state = done.previousState();
@@ -287,7 +277,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
           .tell(
               new DropReply(
                   status(),
-                  "slot-active",
+                  DropError.SLOT_ACTIVE,
                   "slot "
                       + active.slot()
                       + " is still active for another connection; nothing was deleted; retry"));
@@ -298,7 +288,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
           .tell(
               new DropReply(
                   status(),
-                  "failed",
+                  DropError.FAILED,
                   "the drop failed ("
                       + why
                       + "); Weir's records of the pipeline are kept until a drop succeeds; retry"));
@@ -372,7 +362,6 @@ final class PipelineRunner extends AbstractBehavior<Command> {
             settings.slot(),
             incarnation.id());
     run = delivery.start(opened, blockingIo, system);
-    acknowledgedInRun = run.acknowledged();
     Optional<IncrementalSnapshot.Progress> stored = opened.storedProgress();
     if (stored.isPresent() && !stored.get().done()) {
       beginIncremental(stored.get(), null);
@@ -486,7 +475,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
       }
       return this;
     }
-    fail(f.error(), false);
+    fail(f.error(), false, false);
     return this;
   }
 
@@ -495,18 +484,22 @@ final class PipelineRunner extends AbstractBehavior<Command> {
       return this;
     }
     boolean wasFlowing = run != null && run.flowing().get();
+    boolean progressed = run != null && run.acknowledged().get();
     shutdownStream();
     if (e.error() == null) {
       // The server ended the stream (e.g. shutdown); reconnect.
-      fail(new SQLException("replication stream ended", "08006"), wasFlowing);
+      fail(new SQLException("replication stream ended", "08006"), wasFlowing, progressed);
     } else {
-      fail(e.error(), wasFlowing);
+      fail(e.error(), wasFlowing, progressed);
     }
     return this;
   }
 
-  /** Halts or schedules a restart, as the {@link FailurePolicy} decides. */
-  private void fail(Throwable raw, boolean wasFlowing) {
+  /**
+   * Halts or schedules a restart, as the {@link FailurePolicy} decides; {@code progressed}: the run
+   * that ended acknowledged a position.
+   */
+  private void fail(Throwable raw, boolean wasFlowing, boolean progressed) {
     Throwable error = unwrap(raw);
     boolean fromSink = false;
     if (error instanceof DeliveryGraph.SinkCallFailed marked) {
@@ -514,8 +507,6 @@ final class PipelineRunner extends AbstractBehavior<Command> {
       error = unwrap(marked.getCause());
     }
     shutdownStream();
-    boolean progressed = acknowledgedInRun != null && acknowledgedInRun.get();
-    acknowledgedInRun = null;
     FailurePolicy.Decision decision =
         failures.decide(
             error,

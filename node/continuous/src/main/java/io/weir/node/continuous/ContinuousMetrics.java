@@ -27,16 +27,8 @@ final class ContinuousMetrics {
               Stream.of("other"))
           .toList();
 
-  /** What started a full read. */
-  public static final List<String> FULL_READ_CAUSES =
-      List.of(
-          "initial",
-          "periodic",
-          "fallback",
-          "retry",
-          "pipeline-restart",
-          "catalog-changed",
-          "other");
+  /** What started a full read ({@link FullRead.Cause}'s wire names): the {@code cause} tag. */
+  public static final List<String> FULL_READ_CAUSES = FullRead.Cause.wires();
 
   /** How a transaction was handled by a session. */
   public static final List<String> TRANSACTION_OUTCOMES =
@@ -86,16 +78,8 @@ final class ContinuousMetrics {
     fallbacks.get(reason.wireName()).increment();
   }
 
-  /**
-   * A full read for {@code reason} as the engine names it ({@code fallback-<rule>}, {@code
-   * retry-after-...}).
-   */
-  public void fullRead(String reason) {
-    String cause =
-        reason.startsWith("fallback-")
-            ? "fallback"
-            : reason.startsWith("retry-after-") ? "retry" : reason;
-    fullReads.getOrDefault(cause, fullReads.get("other")).increment();
+  public void fullRead(FullRead.Cause cause) {
+    fullReads.get(cause.wire()).increment();
   }
 
   public void transaction(String outcome) {

@@ -482,7 +482,7 @@ public final class ContinuousQueries implements AutoCloseable {
               // The stream restarted: what it delivers again is read anyway, but a result may have
               // missed nothing only if every session reads once now.
               for (Session s : sessions.values()) {
-                maintenance.read(s, "pipeline-restart");
+                maintenance.read(s, FullRead.PIPELINE_RESTART);
               }
             }
             refresh();

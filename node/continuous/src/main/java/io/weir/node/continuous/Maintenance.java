@@ -207,30 +207,30 @@ final class Maintenance {
    */
   private void maintain(Session s, ScopedDelta.Keys keys) {
     if (s.fullOnly != null) {
-      read(s, s.fullOnly);
+      read(s, FullRead.fullReadsOnly(s.fullOnly));
       return;
     }
     if (!s.initialised()) {
-      read(s, "initial");
+      read(s, FullRead.INITIAL);
       return;
     }
     if (s.repairPending != null) {
-      read(s, "retry-after-" + s.repairPending);
+      read(s, FullRead.retryAfter(s.repairPending));
       return;
     }
     if (keys == null) {
       // Not analysed for this session (its first result was held when the transaction arrived,
       // and this transaction released it): a full read covers it.
-      read(s, "initial");
+      read(s, FullRead.INITIAL);
       return;
     }
     if (keys.fallback != null) {
       countFallback(s, keys.fallback);
-      read(s, "fallback-" + keys.fallback.wireName());
+      read(s, FullRead.fallback(keys.fallback));
       return;
     }
     if (s.deltasSinceFullRead >= settings.repairEveryTransactions()) {
-      read(s, "periodic");
+      read(s, FullRead.PERIODIC);
       return;
     }
     if (keys.empty()) {
@@ -247,7 +247,7 @@ final class Maintenance {
       FallbackReason reason = ((TierOutcome.Fallback) projected).reason();
       countFallback(s, reason);
       if (reason.next() == FallbackReason.Next.FULL_READ) {
-        read(s, "fallback-" + reason.wireName());
+        read(s, FullRead.fallback(reason));
         return;
       }
     }
@@ -259,7 +259,7 @@ final class Maintenance {
       incremental(s, a, false);
     } else if (delta instanceof TierOutcome.Fallback f) {
       countFallback(s, f.reason());
-      read(s, "fallback-" + f.reason().wireName());
+      read(s, FullRead.fallback(f.reason()));
     } // RepairPending: recorded on the session, retried at the next transaction or refresh
   }
 
@@ -317,7 +317,7 @@ final class Maintenance {
         if (h.behind() && !s.stale) {
           // Exact at its label; a later transaction of the window is not in it, and its changes
           // are gone: read the query again (a result holds, so the session keeps publishing).
-          read(s, "behind-held-read");
+          read(s, FullRead.BEHIND_HELD_READ);
         }
       }
       return;
@@ -325,7 +325,7 @@ final class Maintenance {
     s.unlabelledReads++;
     meter(m -> m.fallback(FallbackReason.UNLABELLED_READ));
     s.countFallback(FallbackReason.UNLABELLED_READ);
-    read(s, "fallback-" + FallbackReason.UNLABELLED_READ.wireName());
+    read(s, FullRead.fallback(FallbackReason.UNLABELLED_READ));
   }
 
   /**
@@ -397,7 +397,7 @@ final class Maintenance {
         sessions.values(),
         s -> {
           replan(s);
-          read(s, "catalog-changed");
+          read(s, FullRead.CATALOG_CHANGED);
         });
     Set<String> ids = new HashSet<>();
     for (RegistrationStore.Stored r : stored) {
@@ -427,7 +427,7 @@ final class Maintenance {
           sessions.put(r.id(), s);
           replan(
               s); // the catalog may have changed since the registration (or while no node ran it)
-          read(s, "initial");
+          read(s, FullRead.INITIAL);
         } catch (RuntimeException e) {
           log.warn(
               "continuous query {} could not be started; skipped: {}",
@@ -459,14 +459,14 @@ final class Maintenance {
       } else if ("replan-pending".equals(e.getValue().fullOnly)) {
         replan(e.getValue());
         if (!"replan-pending".equals(e.getValue().fullOnly)) {
-          read(e.getValue(), "replanned");
+          read(e.getValue(), FullRead.REPLANNED);
         }
       } else if (e.getValue().repairPending != null) {
-        read(e.getValue(), "retry-after-" + e.getValue().repairPending);
+        read(e.getValue(), FullRead.retryAfter(e.getValue().repairPending));
       } else if (e.getValue().deltasSinceFullRead > 0
           && System.nanoTime() - e.getValue().lastFullReadNanos
               >= settings.repairInterval().toNanos()) {
-        read(e.getValue(), "periodic");
+        read(e.getValue(), FullRead.PERIODIC);
       }
     }
   }
@@ -516,7 +516,7 @@ final class Maintenance {
    * One authoritative read of {@code s}'s full query (tier 3); a failure marks a pending repair
    * instead of changing the result.
    */
-  void read(Session s, String reason) {
+  void read(Session s, FullRead reason) {
     if (!(fullRead.read(s) instanceof TierOutcome.Applied a)) {
       return; // repair pending, recorded
     }
@@ -524,7 +524,7 @@ final class Maintenance {
     s.rowsRead += a.rowsRead();
     meter(
         m -> {
-          m.fullRead(reason);
+          m.fullRead(reason.cause());
           m.rowsRead(a.rowsRead());
         });
     s.repairPending = null; // the read succeeded; what it found waits for its label
@@ -533,7 +533,7 @@ final class Maintenance {
         a.result(),
         false,
         () -> {
-          s.countRepair(reason);
+          s.countRepair(reason.key());
           s.deltasSinceFullRead = 0;
           s.lastFullReadNanos = System.nanoTime();
         });

@@ -70,7 +70,7 @@ public final class NodeMetrics implements AutoCloseable {
     return new PartitionMetrics(registry, partitionCount, settings.perPartitionLimit());
   }
 
-  /** Meters of the HTTP API, for {@link io.weir.node.http.ApiServices.Builder#httpMetrics}. */
+  /** Meters of the HTTP API, for {@code ApiServices.Builder.httpMetrics}. */
   public HttpMetrics http(RouteTemplates templates) {
     return new HttpMetrics(registry, templates);
   }

@@ -38,16 +38,16 @@ public enum PgType {
    * PgSpecial#INFINITY} / {@link PgSpecial#NEGATIVE_INFINITY}.
    */
   DATE(1082),
-  /** {@link java.time.LocalDateTime}, or an infinity {@link PgSpecial}. */
+  /** {@code LocalDateTime}, or an infinity {@link PgSpecial}. */
   TIMESTAMP(1114),
   /**
    * {@link java.time.OffsetDateTime} with the offset of the text form (UTC for binary columns), or
    * an infinity {@link PgSpecial}.
    */
   TIMESTAMPTZ(1184),
-  /** {@link java.math.BigDecimal}, or any {@link PgSpecial}. */
+  /** {@code BigDecimal}, or any {@link PgSpecial}. */
   NUMERIC(1700),
-  /** {@link java.util.UUID}. */
+  /** {@code UUID}. */
   UUID(2950),
   /** {@link String}: the JSON text PostgreSQL prints for the jsonb value. */
   JSONB(3802),

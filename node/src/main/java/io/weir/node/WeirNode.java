@@ -18,6 +18,7 @@ import io.weir.node.tokens.TokenKeys;
 import io.weir.persistence.Database;
 import io.weir.persistence.StorageMonitor;
 import io.weir.persistence.StorageStatus;
+import io.weir.persistence.serialization.WeirCborSerializer;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.SqlJournalPruner;
 import java.time.Clock;
@@ -87,6 +88,7 @@ public final class WeirNode {
     NodeStartup node = new NodeStartup(system, settings, storage, database, metrics);
     try {
       node.closeOnShutdown();
+      WeirCborSerializer.requireBound(system);
       ServerMembersOnly.watch(system);
       joinCluster(system, settings, database);
       SqlJournalPruner journalPruner =

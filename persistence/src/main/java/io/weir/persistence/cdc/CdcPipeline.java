@@ -162,7 +162,7 @@ public final class CdcPipeline {
       this.wire = wire;
     }
 
-    /** The name in {@link DropReply#error} and in the HTTP error's text. */
+    /** The name in {@link DropReply#error}. */
     public String wire() {
       return wire;
     }

@@ -1,8 +1,12 @@
 package io.weir.persistence.serialization;
 
 import com.fasterxml.jackson.dataformat.cbor.CBORFactory;
+import io.weir.protocol.CborSerializable;
+import java.io.NotSerializableException;
 import java.util.Optional;
 import org.apache.pekko.actor.ExtendedActorSystem;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.serialization.SerializationExtension;
 import org.apache.pekko.serialization.jackson.JacksonObjectMapperProvider;
 import org.apache.pekko.serialization.jackson.JacksonSerializer;
 
@@ -26,6 +30,28 @@ public final class WeirCborSerializer extends JacksonSerializer {
         JacksonObjectMapperProvider.get(system)
             .getOrCreate(bindingName, Optional.of(new CBORFactory())));
     this.wireNames = WireNames.from(system.settings().config());
+  }
+
+  /**
+   * Fails unless {@link CborSerializable} messages use this serializer. The binding replaces
+   * Pekko's own entry for {@code jackson-cbor} in {@code reference.conf}, and which entry wins
+   * depends on the order of the configuration files on the classpath (or on how a fat jar merged
+   * them): with Pekko's serializer a node would send moved classes under their new names, which
+   * peers of an earlier release cannot decode.
+   */
+  public static void requireBound(ActorSystem<?> system) {
+    Object bound;
+    try {
+      bound = SerializationExtension.get(system).serializerFor(CborSerializable.class);
+    } catch (NotSerializableException e) {
+      throw new IllegalStateException("no serializer is bound to CborSerializable", e);
+    }
+    if (!(bound instanceof WeirCborSerializer)) {
+      throw new IllegalStateException(
+          "pekko.actor.serializers.jackson-cbor is "
+              + bound.getClass().getName()
+              + ", not Weir's serializer (check how the reference.conf files were merged)");
+    }
   }
 
   @Override

@@ -4,6 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.typesafe.config.ConfigFactory;
+import io.weir.protocol.CborSerializable;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.serialization.SerializationExtension;
 import org.junit.jupiter.api.Test;
 
 class WireNamesTest {
@@ -54,5 +58,23 @@ class WireNamesTest {
                 WireNames.from(
                     ConfigFactory.parseString("weir.serialization.wire-names {\"a.B\" = {}}")))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void weirsSerializerIsBoundToCborMessages() throws Exception {
+    ActorSystem<Void> system =
+        ActorSystem.create(
+            Behaviors.empty(),
+            "WireNamesTest",
+            ConfigFactory.parseString("pekko.actor.provider = local")
+                .withFallback(ConfigFactory.defaultReference()));
+    try {
+      WeirCborSerializer.requireBound(system);
+      assertThat(
+              SerializationExtension.get(system).serializerFor(CborSerializable.class).identifier())
+          .isEqualTo(33); // Pekko's jackson-cbor identifier: peers of any release agree on it
+    } finally {
+      system.terminate();
+    }
   }
 }

@@ -13,8 +13,8 @@ import java.util.stream.Stream;
 /**
  * Continuous top-N queries on this node: sessions held, transactions by how they were handled,
  * safety fallbacks by rule, authoritative (full) reads by cause and rows read from PostgreSQL.
- * Every tag value is one of the fixed lists below (anything else counts as {@code other}): no query
- * text, parameter, key or row value ever becomes a label.
+ * Every tag value is one of the fixed lists below (an unknown fallback reason counts as {@code
+ * other}): no query text, parameter, key or row value ever becomes a label.
  */
 final class ContinuousMetrics {
   /**

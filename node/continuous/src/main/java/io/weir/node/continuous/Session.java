@@ -16,6 +16,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.function.LongFunction;
 import java.util.function.Predicate;
+import org.HdrHistogram.Histogram;
 
 /**
  * One continuous query's materialised result on this node, its in-memory replay log and its SSE
@@ -193,8 +194,7 @@ public final class Session {
   /**
    * Time to maintain the result for one relevant transaction (reads, merge, events), microseconds.
    */
-  final org.HdrHistogram.Histogram maintenanceMicros =
-      new org.HdrHistogram.Histogram(3_600_000_000L, 2);
+  final Histogram maintenanceMicros = new org.HdrHistogram.Histogram(3_600_000_000L, 2);
 
   /**
    * Scoped deltas since the last full read, and when that read was (System.nanoTime), for periodic

@@ -111,13 +111,32 @@ public record Definition(
    * @param lookups rules for other tables of the set, each linked to T by an equality of plain
    *     integer columns (docs/continuous.md, "Lookup rules"); empty when none could be proven (or
    *     in registrations stored before they existed)
+   * @param orderSources for each ORDER BY column (in {@code orderBy} order), the column of the
+   *     table it is a plain reference to (PostgreSQL reports its origin), or null when one is not
+   *     (or in registrations stored before this was recorded). With it, a changed row whose new
+   *     values rank after the result's last row is known to stay out without a read.
    */
   public record Impact(
-      String table, List<String> sourceColumns, List<String> castTypes, List<Lookup> lookups) {
+      String table,
+      List<String> sourceColumns,
+      List<String> castTypes,
+      List<Lookup> lookups,
+      List<String> orderSources) {
     public Impact {
       sourceColumns = List.copyOf(sourceColumns);
       castTypes = List.copyOf(castTypes);
       lookups = lookups == null ? List.of() : List.copyOf(lookups);
+      orderSources = orderSources == null ? null : List.copyOf(orderSources);
+    }
+
+    public Impact(
+        String table, List<String> sourceColumns, List<String> castTypes, List<Lookup> lookups) {
+      this(table, sourceColumns, castTypes, lookups, null);
+    }
+
+    /** The same rule with {@code orderSources} (null: none). */
+    public Impact withOrderSources(List<String> orderSources) {
+      return new Impact(table, sourceColumns, castTypes, lookups, orderSources);
     }
 
     public Impact(String table, List<String> sourceColumns, List<String> castTypes) {

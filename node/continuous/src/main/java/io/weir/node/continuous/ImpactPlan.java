@@ -207,7 +207,37 @@ final class ImpactPlan {
     return lookups.isEmpty()
         ? impact
         : new Definition.Impact(
-            impact.table(), impact.sourceColumns(), impact.castTypes(), lookups);
+            impact.table(),
+            impact.sourceColumns(),
+            impact.castTypes(),
+            lookups,
+            impact.orderSources());
+  }
+
+  /**
+   * {@code impact} with the table column each ORDER BY column is a plain reference to, when every
+   * one is a column of the impact's table (by the origin PostgreSQL reports for the result column);
+   * else {@code impact} unchanged.
+   */
+  static Definition.Impact withOrderSources(
+      Definition.Impact impact,
+      List<Definition.OrderColumn> orderBy,
+      List<String> columns,
+      List<String[]> origins) {
+    List<String> sources = new ArrayList<>();
+    for (Definition.OrderColumn o : orderBy) {
+      int i = columns.indexOf(o.column());
+      String[] origin = i < 0 ? null : origins.get(i);
+      if (origin == null
+          || origin[0] == null
+          || origin[2] == null
+          || origin[2].isEmpty()
+          || !impact.table().equals(origin[0] + "." + origin[1])) {
+        return impact;
+      }
+      sources.add(origin[2]);
+    }
+    return sources.isEmpty() ? impact : impact.withOrderSources(sources);
   }
 
   /** The one alias of {@code table} in the plan, or null (none, or more than one). */

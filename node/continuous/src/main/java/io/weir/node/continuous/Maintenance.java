@@ -11,6 +11,7 @@ import io.weir.sharding.continuous.ContinuousLog;
 import io.weir.sharding.continuous.ContinuousSession;
 import java.sql.SQLException;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -58,6 +59,9 @@ final class Maintenance {
 
   /** The commit LSN of the last transaction delivered. */
   private String lastLsn;
+
+  /** Rotates which session is maintained first: the first read after a commit costs the most. */
+  private long rotation;
 
   /**
    * @param sessions the node's sessions, shared with {@link ContinuousQueries} (engine thread only)
@@ -153,6 +157,9 @@ final class Maintenance {
     }
     gate.delivered(t.xid());
     lastLsn = commit.toString();
+    if (!live.isEmpty()) {
+      Collections.rotate(live, (int) (rotation++ % live.size()));
+    }
     for (Session s : live) {
       if (s.stale) {
         continue;
@@ -192,12 +199,7 @@ final class Maintenance {
     appender.flush();
     // Maintenance time: the session's own reads and merge, and its append until durable (the
     // appends of all sessions run together, so another session's reads are not counted).
-    timed.forEach(
-        (s, span) ->
-            s.maintenanceMicros.recordValue(
-                Math.min(
-                    s.maintenanceMicros.getHighestTrackableValue(),
-                    Math.max(0, (Math.max(span[1], s.appendDoneNanos) - span[0]) / 1000))));
+    timed.forEach((s, span) -> s.times.record(span[0], span[1], s.appendDoneNanos));
   }
 
   /**
@@ -235,6 +237,14 @@ final class Maintenance {
     }
     if (keys.empty()) {
       s.incrementalTransactions++; // the changes cannot touch any result row (e.g. a no-op batch)
+      meter(m -> m.transaction("incremental"));
+      return;
+    }
+    Definition d = s.registration.definition();
+    if (ScopedDelta.staysOut(s.current(), d.limit(), d, keys, s.order)) {
+      // Every changed row ranks after the result's last one: the result stands, nothing to read.
+      s.incrementalTransactions++;
+      s.unreadTransactions++;
       meter(m -> m.transaction("incremental"));
       return;
     }

@@ -255,6 +255,7 @@ final class Registrar {
             f.plan().toString());
     if (impact != null) {
       impact = ImpactPlan.withLookups(c, impact, f.plan(), f.tableSet(), f.scans());
+      impact = ImpactPlan.withOrderSources(impact, d.orderBy(), f.columns(), f.origins());
     }
     return new Replanned(f.tableSet(), impact);
   }
@@ -318,6 +319,7 @@ final class Registrar {
             c, r.keyColumns(), columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
     if (impact != null) {
       impact = ImpactPlan.withLookups(c, impact, plan, tableSet, scans);
+      impact = ImpactPlan.withOrderSources(impact, r.orderBy(), columns, origins);
     }
     Map<String, Object> planPrint = new LinkedHashMap<>();
     planPrint.put("sql", parsed.normalized());

@@ -177,12 +177,20 @@ final class ReplayAppender {
   private CompletableFuture<ContinuousSession.AppendReply> send(
       Session s, List<ContinuousSession.Entry> entries) {
     CompletableFuture<ContinuousSession.AppendReply> reply;
+    long sent = System.nanoTime();
     try {
       reply = replayLog.append(s.registration.id(), entries).toCompletableFuture();
     } catch (RuntimeException e) {
       reply = CompletableFuture.failedFuture(e);
     }
-    reply.whenComplete((r, e) -> s.appendDoneNanos = System.nanoTime());
+    reply.whenComplete(
+        (r, e) -> {
+          long done = System.nanoTime();
+          s.appendDoneNanos = done;
+          if (e == null) {
+            s.times.append(done - sent);
+          }
+        });
     return reply;
   }
 

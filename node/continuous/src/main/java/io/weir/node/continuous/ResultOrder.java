@@ -85,6 +85,7 @@ final class ResultOrder implements Comparator<ResultRow> {
   private final List<String> columns = new ArrayList<>();
   private final List<Kind> kinds = new ArrayList<>();
   private final List<Boolean> descending = new ArrayList<>();
+  private int orderColumns; // the first ones: ORDER BY's; then the key columns breaking ties
 
   private ResultOrder() {}
 
@@ -106,6 +107,7 @@ final class ResultOrder implements Comparator<ResultRow> {
       }
       named.add(o.column());
     }
+    order.orderColumns = order.columns.size();
     for (String k : d.keyColumns()) {
       if (!named.contains(k) && !order.add(d, k, false)) {
         order.columns.add(k);
@@ -134,7 +136,16 @@ final class ResultOrder implements Comparator<ResultRow> {
    */
   @Override
   public int compare(ResultRow a, ResultRow b) {
-    for (int i = 0; i < columns.size(); i++) {
+    return compare(a, b, columns.size());
+  }
+
+  /** Compares two rows by the ORDER BY columns alone (0: they tie there). */
+  int compareOrder(ResultRow a, ResultRow b) {
+    return compare(a, b, orderColumns);
+  }
+
+  private int compare(ResultRow a, ResultRow b, int width) {
+    for (int i = 0; i < width; i++) {
       JsonNode x = a.row().get(columns.get(i));
       JsonNode y = b.row().get(columns.get(i));
       boolean xNull = x == null || x.isNull();

@@ -1,13 +1,16 @@
 package io.weir.node.continuous;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.continuous.spi.ContinuousProjector;
 import io.weir.protocol.cdc.Change;
 import io.weir.protocol.cdc.TableSchema;
 import io.weir.protocol.pgoutput.ColumnKind;
 import io.weir.protocol.pgoutput.OldTupleKind;
 import io.weir.protocol.pgoutput.TupleData;
+import java.math.BigDecimal;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -103,6 +106,86 @@ final class ScopedDelta {
     return new Outcome(List.copyOf(merged.subList(0, limit)), null);
   }
 
+  /**
+   * Whether the transaction cannot change the result, decided without a read: the result holds
+   * {@code limit} rows, none of the affected keys is among them, and every inserted or updated row
+   * of the key table has new ORDER BY values (its {@link Keys#orderValues}, plain columns of that
+   * table) that rank strictly after the result's last row t. Then every result row is unchanged and
+   * ranks at or before t, so no changed row, visible to the scope or not, passing the query's
+   * filters or not, can be among the first {@code limit}. A tie with t, a value Java cannot order
+   * exactly ({@link ResultOrder}), a key of another type than an integer, or anything the change
+   * did not carry: undecided (false), and the scoped delta reads.
+   */
+  static boolean staysOut(
+      List<ResultRow> current, int limit, Definition d, Keys keys, ResultOrder order) {
+    if (order == null
+        || current.size() < limit
+        || current.isEmpty()
+        || keys.fallback != null
+        || !keys.lookupValues.isEmpty()
+        || keys.orderValues == null
+        || d.columnTypes() == null) {
+      return false;
+    }
+    Set<String> affected = integerKeys(keys.impact, new ArrayList<>(keys.keys.values()));
+    if (affected == null) {
+      return false;
+    }
+    for (ResultRow r : current) {
+      if (affected.contains(r.keyText())) {
+        return false;
+      }
+    }
+    ResultRow tail = current.get(current.size() - 1);
+    try {
+      for (List<String> values : keys.orderValues) {
+        ObjectNode row = JsonNodeFactory.instance.objectNode();
+        for (int i = 0; i < values.size(); i++) {
+          String column = d.orderBy().get(i).column();
+          JsonNode v = orderValue(d.columnTypes().get(d.columns().indexOf(column)), values.get(i));
+          if (v == null) {
+            return false;
+          }
+          row.set(column, v);
+        }
+        ResultRow candidate = new ResultRow("", JsonNodeFactory.instance.arrayNode(), row);
+        if (order.compareOrder(candidate, tail) <= 0) {
+          return false;
+        }
+      }
+    } catch (ResultOrder.Incomparable e) {
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * A value of pgoutput's text form as {@link ScopeReader} reads the same value of a result column,
+   * for the types whose text converts exactly; null for any other type.
+   */
+  private static JsonNode orderValue(String type, String text) {
+    JsonNodeFactory f = JsonNodeFactory.instance;
+    try {
+      return switch (type) {
+        case "int2", "int4", "int8", "serial", "bigserial", "oid" ->
+            f.numberNode(Long.parseLong(text));
+        case "numeric" ->
+            switch (text) {
+              case "NaN", "Infinity", "-Infinity" -> f.textNode(text);
+              default -> f.numberNode(new BigDecimal(text));
+            };
+        case "float8" ->
+            switch (text) {
+              case "NaN", "Infinity", "-Infinity" -> f.textNode(text);
+              default -> f.numberNode(Double.parseDouble(text));
+            };
+        default -> null; // float4 among them: pgjdbc may widen it differently from its text
+      };
+    } catch (NumberFormatException e) {
+      return null;
+    }
+  }
+
   private static final Set<String> INTEGER_TYPES = Set.of("smallint", "integer", "bigint");
 
   /**
@@ -163,6 +246,13 @@ final class ScopedDelta {
 
     private int lookupCount;
     FallbackReason fallback;
+
+    /**
+     * For each insert or update of the key table, the new row's values of the ORDER BY columns'
+     * sources (pgoutput's text), or null when the impact has no such sources or a value is null or
+     * not carried (unchanged TOAST): then {@link #staysOut} cannot decide.
+     */
+    List<List<String>> orderValues = new ArrayList<>();
 
     /**
      * For a session with a trusted projector (tier 1): the changes of the key table with complete
@@ -288,8 +378,10 @@ final class ScopedDelta {
       rowChange(c, table);
       if (c instanceof Change.Insert ins) {
         add(ins.newRow(), cols);
+        orderValues(ins.newRow(), table);
       } else if (c instanceof Change.Update up) {
         add(up.newRow(), cols);
+        orderValues(up.newRow(), table);
         if (up.oldKind() == OldTupleKind.FULL
             || (up.oldKind() == OldTupleKind.KEY && allIdentity)) {
           add(up.oldRow(), cols);
@@ -307,6 +399,26 @@ final class ScopedDelta {
       } else {
         fail(FallbackReason.NO_IMPACT_RULE);
       }
+    }
+
+    private void orderValues(TupleData row, TableSchema table) {
+      if (orderValues == null) {
+        return;
+      }
+      if (impact.orderSources() == null) {
+        orderValues = null;
+        return;
+      }
+      List<String> values = new ArrayList<>(impact.orderSources().size());
+      for (String column : impact.orderSources()) {
+        int i = table.indexOf(column);
+        if (i < 0 || i >= row.size() || row.isNull(i) || row.kind(i) != ColumnKind.TEXT) {
+          orderValues = null;
+          return;
+        }
+        values.add(row.text(i));
+      }
+      orderValues.add(values);
     }
 
     /** A change of a joined table with a lookup rule: its column's old and new values. */

@@ -16,7 +16,6 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.function.LongFunction;
 import java.util.function.Predicate;
-import org.HdrHistogram.Histogram;
 
 /**
  * One continuous query's materialised result on this node, its in-memory replay log and its SSE
@@ -93,15 +92,11 @@ public final class Session {
   long relevantTransactions;
   long unrelatedTransactions;
   long incrementalTransactions;
+  long unreadTransactions; // of those, decided without a read (ScopedDelta.staysOut)
   long duplicateTransactions;
 
-  /**
-   * Scoped deltas a custom evaluator computed (the merge rule may still send one to a full read).
-   */
-  long evaluatorTransactions;
-
-  /** Scoped deltas whose affected keys came (partly) from a lookup rule of a joined table. */
-  long lookupTransactions;
+  long evaluatorTransactions; // scoped deltas a custom evaluator computed (merged as any delta)
+  long lookupTransactions; // scoped deltas with keys (partly) from a joined table's lookup rule
 
   /**
    * The impact rules in force: the registered ones, less lookup rules the current plan no longer
@@ -145,9 +140,14 @@ public final class Session {
         kept.add(l);
       }
     }
+    // The order's sources are a fact of the plan now, not a rule the registration adopted.
     restore(
         new Definition.Impact(
-            registered.table(), registered.sourceColumns(), registered.castTypes(), kept));
+            registered.table(),
+            registered.sourceColumns(),
+            registered.castTypes(),
+            kept,
+            n.orderSources()));
     return kept.size() != registered.lookups().size();
   }
 
@@ -194,7 +194,7 @@ public final class Session {
   /**
    * Time to maintain the result for one relevant transaction (reads, merge, events), microseconds.
    */
-  final Histogram maintenanceMicros = new org.HdrHistogram.Histogram(3_600_000_000L, 2);
+  final MaintenanceTimes times = new MaintenanceTimes();
 
   /**
    * Scoped deltas since the last full read, and when that read was (System.nanoTime), for periodic
@@ -530,6 +530,7 @@ public final class Session {
     s.put("relevantTransactions", relevantTransactions);
     s.put("unrelatedTransactions", unrelatedTransactions);
     s.put("incrementalTransactions", incrementalTransactions);
+    s.put("unreadTransactions", unreadTransactions);
     s.put("duplicateTransactions", duplicateTransactions);
     if (registration.definition().projector() != null) {
       s.put("projector", registration.definition().projector());
@@ -564,11 +565,7 @@ public final class Session {
     repairsByReason.forEach(repairs::put);
     ObjectNode fallbacks = s.putObject("fallbacksByReason");
     fallbacksByReason.forEach(fallbacks::put);
-    ObjectNode latency = s.putObject("maintenanceMicros");
-    latency.put("count", maintenanceMicros.getTotalCount());
-    latency.put("p50", maintenanceMicros.getValueAtPercentile(50));
-    latency.put("p99", maintenanceMicros.getValueAtPercentile(99));
-    latency.put("max", maintenanceMicros.getMaxValue());
+    times.put(s);
     ObjectNode failures = s.putObject("failedReadsByReason");
     failuresByReason.forEach(failures::put);
     if (repairPending == null) {

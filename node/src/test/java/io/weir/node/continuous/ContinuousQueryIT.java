@@ -139,12 +139,18 @@ class ContinuousQueryIT {
       s.execute(
           "CREATE CAST (public.cq_mood AS int) WITH FUNCTION public.cq_low_first(public.cq_mood)");
       s.execute("CREATE TABLE gauges (id int PRIMARY KEY, reading numeric, level float8)");
+      s.execute("CREATE TABLE standings (id int PRIMARY KEY, score int NOT NULL)");
+      s.execute("INSERT INTO standings SELECT i, i * 10 FROM generate_series(1, 5) i");
+      s.execute("CREATE TABLE grouped (id int PRIMARY KEY, k int NOT NULL, o int NOT NULL)");
+      s.execute("ALTER TABLE grouped REPLICA IDENTITY FULL");
+      s.execute("INSERT INTO grouped VALUES (1, 1, 1), (2, 2, 5), (3, 2, 5)");
       s.execute(
           "INSERT INTO gauges VALUES (1, 5, 5), (2, 'NaN', 'NaN'), (3, 'Infinity', 'Infinity'),"
               + " (4, '-Infinity', '-Infinity'), (5, 10.25, 10.25)");
       for (String role : List.of(roleA, roleB)) {
         s.execute(
             "GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, gauges, board,"
+                + " standings, grouped,"
                 + " fallback_rows,"
                 + " board_a, board_b, fn_board, mood_board, ranked, two_phase,"
                 + " authors,"
@@ -153,6 +159,7 @@ class ContinuousQueryIT {
       }
       s.execute(
           "CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, gauges, board_a,"
+              + " standings, grouped,"
               + " fallback_rows,"
               + " board_b, fn_board, mood_board, ranked,"
               + " two_phase,"
@@ -619,6 +626,57 @@ class ContinuousQueryIT {
           .as("only the initial read")
           .isEqualTo(1);
       assertThat(status.get("fallbacksByReason").size()).isZero();
+    }
+  }
+
+  /**
+   * A changed row outside the result whose new score ranks after its last row is decided without a
+   * read (ADR 0044); one that ranks before it is read and enters.
+   */
+  @Test
+  void aRowRankingAfterTheResultNeedsNoRead() throws Exception {
+    String id =
+        created(
+            register("tenant_a", "SELECT id, score FROM standings", "[\"id\"]", "score", 2, "{}"));
+    try (Sse sse = open(id, null)) {
+      assertThat(sse.next("InitialResult").get("rows").toString())
+          .contains("\"score\":50")
+          .contains("\"score\":40");
+      sql("UPDATE standings SET score = 5 WHERE id = 1"); // was 10: outside, and stays behind 40
+      JsonNode unread = awaitStatus(id, st -> st.get("unreadTransactions").asLong() == 1);
+      assertThat(unread.get("authoritativeReads").asLong())
+          .as("only the initial read")
+          .isEqualTo(1);
+      sql("UPDATE standings SET score = 45 WHERE id = 2"); // ranks before 40: read, and enters
+      assertThat(sse.next("RowRemoved").get("key").toString()).isEqualTo("[4]");
+      assertThat(sse.next("RowAdded").get("key").toString()).isEqualTo("[2]");
+      JsonNode status = awaitStatus(id, st -> st.get("incrementalTransactions").asLong() == 2);
+      assertThat(status.get("unreadTransactions").asLong()).isEqualTo(1);
+    }
+  }
+
+  /**
+   * A grouped row's values come from its whole group: deleting another row of a group outside the
+   * result can let it in through HAVING, with values no change carried. Such a plan records no
+   * order sources, and the transaction is read (review of ADR 0044).
+   */
+  @Test
+  void aGroupAdmittedThroughHavingByADeleteIsRead() throws Exception {
+    String id =
+        created(
+            register(
+                "tenant_a",
+                "SELECT k, o FROM grouped GROUP BY k, o HAVING count(*) = 1",
+                "[\"k\"]",
+                "o",
+                1,
+                "{}"));
+    try (Sse sse = open(id, null)) {
+      assertThat(sse.next("InitialResult").get("rows").toString()).contains("\"k\":1");
+      sql("DELETE FROM grouped WHERE id = 3"); // group (2, 5) now has one row, and o = 5 leads
+      assertThat(sse.next("RowRemoved").get("key").toString()).isEqualTo("[1]");
+      assertThat(sse.next("RowAdded").get("key").toString()).isEqualTo("[2]");
+      assertThat(awaitStatus(id, st -> true).get("unreadTransactions").asLong()).isZero();
     }
   }
 

@@ -216,14 +216,21 @@ final class ImpactPlan {
 
   /**
    * {@code impact} with the table column each ORDER BY column is a plain reference to, when every
-   * one is a column of the impact's table (by the origin PostgreSQL reports for the result column);
-   * else {@code impact} unchanged.
+   * one is a column of the impact's table (by the origin PostgreSQL reports for the result column)
+   * and the plan groups nothing (each result row is then one row of that table); else {@code
+   * impact} unchanged.
    */
   static Definition.Impact withOrderSources(
       Definition.Impact impact,
       List<Definition.OrderColumn> orderBy,
       List<String> columns,
-      List<String[]> origins) {
+      List<String[]> origins,
+      Set<String> nodeTypes) {
+    if (nodeTypes.contains("Aggregate") || nodeTypes.contains("Group")) {
+      // A grouped row's values come from all the rows of its group (and HAVING may let a group in
+      // because another of its rows changed): a change's tuple does not carry the row's values.
+      return impact;
+    }
     List<String> sources = new ArrayList<>();
     for (Definition.OrderColumn o : orderBy) {
       int i = columns.indexOf(o.column());
@@ -563,6 +570,11 @@ final class ImpactPlan {
       JsonNode type = node.get("Node Type");
       if (type != null && type.isTextual()) {
         nodeTypes.add(type.textValue());
+      }
+      if (node.has("Grouping Sets")) {
+        // GROUPING SETS, ROLLUP, CUBE: an Aggregate whose total rows (null keys) sum up rows of
+        // every key, so a change reaches result rows other than its own key's.
+        nodeTypes.add("Grouping Sets");
       }
       JsonNode rel = node.get("Relation Name");
       JsonNode schema = node.get("Schema");

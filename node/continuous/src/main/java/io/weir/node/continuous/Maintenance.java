@@ -245,6 +245,7 @@ final class Maintenance {
       // Every changed row ranks after the result's last one: the result stands, nothing to read.
       s.incrementalTransactions++;
       s.unreadTransactions++;
+      s.deltasSinceFullRead++; // the periodic full read checks these decisions too
       meter(m -> m.transaction("incremental"));
       return;
     }

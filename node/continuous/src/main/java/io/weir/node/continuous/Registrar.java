@@ -255,7 +255,8 @@ final class Registrar {
             f.plan().toString());
     if (impact != null) {
       impact = ImpactPlan.withLookups(c, impact, f.plan(), f.tableSet(), f.scans());
-      impact = ImpactPlan.withOrderSources(impact, d.orderBy(), f.columns(), f.origins());
+      impact =
+          ImpactPlan.withOrderSources(impact, d.orderBy(), f.columns(), f.origins(), f.nodeTypes());
     }
     return new Replanned(f.tableSet(), impact);
   }
@@ -319,7 +320,7 @@ final class Registrar {
             c, r.keyColumns(), columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
     if (impact != null) {
       impact = ImpactPlan.withLookups(c, impact, plan, tableSet, scans);
-      impact = ImpactPlan.withOrderSources(impact, r.orderBy(), columns, origins);
+      impact = ImpactPlan.withOrderSources(impact, r.orderBy(), columns, origins, nodeTypes);
     }
     Map<String, Object> planPrint = new LinkedHashMap<>();
     planPrint.put("sql", parsed.normalized());

@@ -123,6 +123,7 @@ final class ScopedDelta {
         || current.isEmpty()
         || keys.fallback != null
         || !keys.lookupValues.isEmpty()
+        || keys.impact.orderSources() == null // also for a transaction of deletes only
         || keys.orderValues == null
         || d.columnTypes() == null) {
       return false;
@@ -132,8 +133,8 @@ final class ScopedDelta {
       return false;
     }
     for (ResultRow r : current) {
-      if (affected.contains(r.keyText())) {
-        return false;
+      if (affected.contains(r.keyText()) || nullKey(r)) {
+        return false; // a null key: a row no single row of the table gives (an outer join's side)
       }
     }
     ResultRow tail = current.get(current.size() - 1);

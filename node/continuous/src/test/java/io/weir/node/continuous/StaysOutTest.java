@@ -2,6 +2,8 @@ package io.weir.node.continuous;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -11,11 +13,13 @@ import io.weir.protocol.pgoutput.OldTupleKind;
 import io.weir.protocol.pgoutput.ReplicaIdentity;
 import io.weir.protocol.pgoutput.TupleData;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
+import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -171,6 +175,79 @@ class StaysOutTest {
             staysOut(
                 d, order, List.of(row(1, 30)), new Change.Insert(T, TupleData.ofText("3", "1"))))
         .isFalse();
+  }
+
+  @Test
+  void aTransactionOfDeletesAloneIsUndecidedWithoutOrderSources() {
+    // ORDER BY an aggregate (no origin): deleting rows of a group outside the result changes that
+    // group's count, which may now lead.
+    Definition d = definition(1, false, null);
+    ResultOrder order = ResultOrder.of(d);
+    assertThat(
+            staysOut(
+                d,
+                order,
+                List.of(row(1, 2)),
+                new Change.Delete(T, OldTupleKind.KEY, TupleData.ofText("2", null))))
+        .isFalse();
+  }
+
+  @Test
+  void aResultWithANullKeyIsUndecided() {
+    Definition d = definition(2, true, List.of("score"));
+    ResultOrder order = ResultOrder.of(d);
+    ObjectNode total = F.objectNode().putNull("id").put("score", 50);
+    ArrayNode nullKey = F.arrayNode().addNull();
+    List<ResultRow> current =
+        List.of(new ResultRow(nullKey.toString(), nullKey, total), row(1, 30));
+    assertThat(staysOut(d, order, current, new Change.Insert(T, TupleData.ofText("3", "1"))))
+        .isFalse();
+  }
+
+  @Test
+  void orderSourcesAreRecordedOnlyForPlainColumnsOfAnUngroupedPlan() {
+    Definition.Impact impact = new Definition.Impact("public.t", List.of("id"), List.of("integer"));
+    List<Definition.OrderColumn> order = List.of(new Definition.OrderColumn("o", false));
+    List<String> columns = List.of("id", "o");
+    List<String[]> origins =
+        Arrays.asList(new String[] {"public", "t", "id"}, new String[] {"public", "t", "score"});
+    assertThat(
+            ImpactPlan.withOrderSources(impact, order, columns, origins, Set.of("Seq Scan"))
+                .orderSources())
+        .containsExactly("score");
+    // Grouped: a row's values come from its whole group (HAVING may admit it on another row).
+    assertThat(
+            ImpactPlan.withOrderSources(
+                    impact, order, columns, origins, Set.of("Seq Scan", "Aggregate"))
+                .orderSources())
+        .isNull();
+    // An expression, or a column of another table.
+    List<String[]> expression = Arrays.asList(new String[] {"public", "t", "id"}, null);
+    assertThat(
+            ImpactPlan.withOrderSources(impact, order, columns, expression, Set.of("Seq Scan"))
+                .orderSources())
+        .isNull();
+    List<String[]> joined =
+        Arrays.asList(new String[] {"public", "t", "id"}, new String[] {"public", "u", "score"});
+    assertThat(
+            ImpactPlan.withOrderSources(impact, order, columns, joined, Set.of("Seq Scan"))
+                .orderSources())
+        .isNull();
+  }
+
+  @Test
+  void groupingSetsAreNotAPlanNodeTheScopedDeltaAccepts() throws Exception {
+    JsonNode plan =
+        new ObjectMapper()
+            .readTree(
+                "{\"Node Type\": \"Aggregate\", \"Grouping Sets\": [{\"Group Keys\": [\"k\"]}],"
+                    + " \"Plans\": [{\"Node Type\": \"Seq Scan\", \"Relation Name\": \"t\","
+                    + " \"Schema\": \"public\"}]}");
+    Map<String, Integer> scans = new HashMap<>();
+    Set<String> types = new TreeSet<>();
+    ImpactPlan.scans(plan, scans, types);
+    assertThat(types).contains("Grouping Sets");
+    assertThat(ImpactPlan.DELTA_NODES.containsAll(types)).isFalse();
   }
 
   private static boolean staysOut(

@@ -140,6 +140,7 @@ class ContinuousQueryIT {
           "CREATE CAST (public.cq_mood AS int) WITH FUNCTION public.cq_low_first(public.cq_mood)");
       s.execute("CREATE TABLE gauges (id int PRIMARY KEY, reading numeric, level float8)");
       s.execute("CREATE TABLE standings (id int PRIMARY KEY, score int NOT NULL)");
+      s.execute("CREATE TABLE filtered (id int PRIMARY KEY, v int)");
       s.execute("INSERT INTO standings SELECT i, i * 10 FROM generate_series(1, 5) i");
       s.execute("CREATE TABLE grouped (id int PRIMARY KEY, k int NOT NULL, o int NOT NULL)");
       s.execute("ALTER TABLE grouped REPLICA IDENTITY FULL");
@@ -150,7 +151,7 @@ class ContinuousQueryIT {
       for (String role : List.of(roleA, roleB)) {
         s.execute(
             "GRANT SELECT ON items, nodes, edges, unrelated, unpublished, secrets, tags, gauges, board,"
-                + " standings, grouped,"
+                + " standings, grouped, filtered,"
                 + " fallback_rows,"
                 + " board_a, board_b, fn_board, mood_board, ranked, two_phase,"
                 + " authors,"
@@ -159,7 +160,7 @@ class ContinuousQueryIT {
       }
       s.execute(
           "CREATE PUBLICATION cq_pub FOR TABLE items, nodes, edges, unrelated, secrets, tags, gauges, board_a,"
-              + " standings, grouped,"
+              + " standings, grouped, filtered WHERE (id > 0),"
               + " fallback_rows,"
               + " board_b, fn_board, mood_board, ranked,"
               + " two_phase,"
@@ -331,6 +332,11 @@ class ContinuousQueryIT {
         register("no_such_scope", TOP3, "[\"id\"]", "score", 3, "{}"), 400, "unknown-scope");
     assertError(
         register("tenant_a", "SELECT id FROM unpublished", "[\"id\"]", "id", 3, "{}"),
+        400,
+        "table-not-published");
+    // Published only under a row filter: an insert outside it would never arrive.
+    assertError(
+        register("tenant_a", "SELECT id, v FROM filtered", "[\"id\"]", "id", 3, "{}"),
         400,
         "table-not-published");
     assertError(

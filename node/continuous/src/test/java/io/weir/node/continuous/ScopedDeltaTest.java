@@ -37,7 +37,8 @@ class ScopedDeltaTest {
         null);
   }
 
-  private static ResultRow row(int id, Integer score) {
+  /** A result row {id, score} keyed by id (also used by {@link StaysOutTest}). */
+  static ResultRow row(int id, Integer score) {
     ObjectNode r = F.objectNode().put("id", id);
     if (score == null) {
       r.putNull("score");

@@ -58,23 +58,12 @@ class StaysOutTest {
         null);
   }
 
-  private static ResultRow row(int id, Integer score) {
-    ObjectNode r = F.objectNode().put("id", id);
-    if (score == null) {
-      r.putNull("score");
-    } else {
-      r.put("score", score);
-    }
-    ArrayNode key = F.arrayNode().add(id);
-    return new ResultRow(key.toString(), key, r);
-  }
-
   private static List<ResultRow> topN(Map<Integer, Row> base, int n, ResultOrder order) {
     List<ResultRow> all = new ArrayList<>();
     base.forEach(
         (id, r) -> {
           if (r.visible()) {
-            all.add(row(id, r.score()));
+            all.add(ScopedDeltaTest.row(id, r.score()));
           }
         });
     all.sort(order);
@@ -136,7 +125,7 @@ class StaysOutTest {
   void undecidedWithoutOrderSourcesOnATieOrForAnAffectedResultRow() {
     Definition d = definition(2, true, List.of("score"));
     ResultOrder order = ResultOrder.of(d);
-    List<ResultRow> current = List.of(row(1, 30), row(2, 20));
+    List<ResultRow> current = List.of(ScopedDeltaTest.row(1, 30), ScopedDeltaTest.row(2, 20));
     // Ranks after the last row (20, descending): stays out.
     assertThat(staysOut(d, order, current, new Change.Insert(T, TupleData.ofText("3", "19"))))
         .isTrue();
@@ -173,7 +162,10 @@ class StaysOutTest {
     // A result with fewer rows than the limit takes any visible row.
     assertThat(
             staysOut(
-                d, order, List.of(row(1, 30)), new Change.Insert(T, TupleData.ofText("3", "1"))))
+                d,
+                order,
+                List.of(ScopedDeltaTest.row(1, 30)),
+                new Change.Insert(T, TupleData.ofText("3", "1"))))
         .isFalse();
   }
 
@@ -187,7 +179,7 @@ class StaysOutTest {
             staysOut(
                 d,
                 order,
-                List.of(row(1, 2)),
+                List.of(ScopedDeltaTest.row(1, 2)),
                 new Change.Delete(T, OldTupleKind.KEY, TupleData.ofText("2", null))))
         .isFalse();
   }
@@ -199,7 +191,7 @@ class StaysOutTest {
     ObjectNode total = F.objectNode().putNull("id").put("score", 50);
     ArrayNode nullKey = F.arrayNode().addNull();
     List<ResultRow> current =
-        List.of(new ResultRow(nullKey.toString(), nullKey, total), row(1, 30));
+        List.of(new ResultRow(nullKey.toString(), nullKey, total), ScopedDeltaTest.row(1, 30));
     assertThat(staysOut(d, order, current, new Change.Insert(T, TupleData.ofText("3", "1"))))
         .isFalse();
   }

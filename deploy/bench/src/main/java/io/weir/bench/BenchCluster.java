@@ -208,6 +208,11 @@ final class BenchCluster implements AutoCloseable {
     return name + " node " + (i + 1);
   }
 
+  /** The log file of node {@code i}'s current (or last) process. */
+  synchronized Path currentLog(int i) {
+    return logs.resolve(name + "-node" + (i + 1) + "-g" + Math.max(0, generations[i] - 1) + ".log");
+  }
+
   String address(int i) {
     return "pekko://weir@127.0.0.1:" + clusterPorts[i];
   }

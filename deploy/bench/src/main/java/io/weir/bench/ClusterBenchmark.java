@@ -15,6 +15,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.Statement;
 import java.time.Duration;
+import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
@@ -225,7 +226,9 @@ public final class ClusterBenchmark {
       int rowPartition,
       boolean rowOnKilled,
       int newOwner,
-      double rejoined) {}
+      double rejoined,
+      double partitions,
+      FailoverTimeline steps) {}
 
   /**
    * Sets up the source table, its publication and the pipeline, starts the 3-node cluster, runs the
@@ -371,6 +374,7 @@ public final class ClusterBenchmark {
         figure(max(runs, Failover::readable)),
         figure(median(runs, Failover::rejoined)),
         figure(max(runs, Failover::rejoined)));
+    steps(runs);
     long missing =
         runs.stream()
             .filter(f -> Double.isNaN(f.streaming()) || Double.isNaN(f.readable()))
@@ -383,6 +387,58 @@ public final class ClusterBenchmark {
     System.out.println(LINE);
   }
 
+  /**
+   * Where each run's time went, from the survivors' logs ({@link FailoverTimeline}) and the probes,
+   * and the median of each step over the runs.
+   */
+  private void steps(List<Failover> runs) {
+    System.out.printf(
+        "where the time went, seconds from the SIGKILL (survivors' logs: unreachable = failure"
+            + " detector, downed = resolver's decision,%n   removed = leader removes the member,"
+            + " singletons = pipelines' singleton starts on a survivor, streaming = the pipeline's"
+            + " 'streaming slot' line;%n   probes: delivering = streaming with transactions > 0,"
+            + " partitions = all %d partitions running on the survivors):%n",
+        options.partitions);
+    System.out.printf(
+        "%-4s %11s %7s %8s %11s %10s %11s %11s%n",
+        "run",
+        "unreachable",
+        "downed",
+        "removed",
+        "singletons",
+        "streaming",
+        "delivering",
+        "partitions");
+    for (int r = 0; r < runs.size(); r++) {
+      Failover f = runs.get(r);
+      FailoverTimeline t = f.steps();
+      System.out.printf(
+          Locale.ROOT,
+          "%-4d %11s %7s %8s %11s %10s %11s %11s%n",
+          r + 1,
+          figure(t.unreachable()),
+          figure(t.downed()),
+          figure(t.removed()),
+          figure(t.singletons()),
+          figure(t.streaming()),
+          seconds(f.streaming()),
+          seconds(f.partitions()));
+    }
+    System.out.printf(
+        Locale.ROOT,
+        "steps, median over the runs: detection %s s; stable-after %s s; removal %s s; removal margin"
+            + " and hand-over %s s;%n   pipeline start to streaming %s s; to the first delivery %s s;"
+            + " downing to streaming %s s, to all partitions running %s s%n",
+        figure(median(runs, f -> f.steps().unreachable())),
+        figure(median(runs, f -> f.steps().downed() - f.steps().unreachable())),
+        figure(median(runs, f -> f.steps().removed() - f.steps().downed())),
+        figure(median(runs, f -> f.steps().singletons() - f.steps().removed())),
+        figure(median(runs, f -> f.steps().streaming() - f.steps().singletons())),
+        figure(median(runs, f -> f.streaming() - f.steps().streaming())),
+        figure(median(runs, f -> f.steps().streaming() - f.steps().downed())),
+        figure(median(runs, f -> f.partitions() - f.steps().downed())));
+  }
+
   private Failover failoverRun(BenchCluster c, SourceWriter writer) throws Exception {
     int owner = slotOwner(c);
     Optional<int[]> before = c.placement();
@@ -390,6 +446,7 @@ public final class ClusterBenchmark {
     writer.tracked.set(null);
     c.kill(owner);
     long killed = System.nanoTime();
+    Instant killedAt = Instant.now();
     writer.trackAfter = killed;
     long deadline = killed + TimeUnit.SECONDS.toNanos(options.failoverTimeout);
     List<Integer> survivors = new ArrayList<>();
@@ -432,6 +489,19 @@ public final class ClusterBenchmark {
                   && status.path("transactions").asLong() > 0;
             },
             deadline);
+    CompletableFuture<Long> partitionsBack =
+        firstAnswer(
+            c,
+            survivors,
+            "/admin/partitions",
+            false,
+            r -> {
+              JsonNode status = json(r);
+              return status != null
+                  && status.path("running").asInt() == options.partitions
+                  && status.path("byNode").size() == survivors.size();
+            },
+            deadline);
     // The row of the first source transaction begun after the kill.
     long[] row;
     while ((row = writer.tracked.get()) == null
@@ -454,6 +524,10 @@ public final class ClusterBenchmark {
     double downedS = since(killed, downed.get(waitMillis, TimeUnit.MILLISECONDS));
     double streamingS = since(killed, streaming.get(waitMillis, TimeUnit.MILLISECONDS));
     double readableS = since(killed, readable.get(waitMillis, TimeUnit.MILLISECONDS));
+    double partitionsS = since(killed, partitionsBack.get(waitMillis, TimeUnit.MILLISECONDS));
+    FailoverTimeline steps =
+        FailoverTimeline.read(
+            survivors.stream().map(c::currentLog).toList(), killedAt, killedAddress, PIPELINE);
     int rowPartition =
         row == null
             ? -1
@@ -474,7 +548,9 @@ public final class ClusterBenchmark {
         rowPartition,
         rowOnKilled,
         newOwner,
-        rejoined);
+        rejoined,
+        partitionsS,
+        steps);
   }
 
   /** Node index of the slot owner as GET /admin/cluster names it; waits up to a minute for one. */

@@ -1,0 +1,86 @@
+package io.weir.bench;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
+import java.util.List;
+import java.util.function.Predicate;
+import java.util.stream.Stream;
+
+/**
+ * The steps of one failover, read from the survivors' logs: when a survivor's failure detector
+ * marked the killed member unreachable, when the split-brain resolver downed it, when the leader
+ * removed it, when the pipelines' singleton started on the next oldest member, and when the
+ * pipeline logged that it streams its slot again. Each is the earliest line after the kill, in
+ * seconds after it (NaN when no survivor logged it). The lines are Pekko's and Weir's own INFO and
+ * WARN lines, timestamped by logback in UTC to the millisecond.
+ *
+ * @param unreachable the failure detector's verdict
+ * @param downed the split-brain resolver's decision
+ * @param removed the leader removing the downed member
+ * @param singletons the pipelines' singleton starting on a survivor
+ * @param streaming the pipeline streaming its slot again
+ */
+record FailoverTimeline(
+    double unreachable, double downed, double removed, double singletons, double streaming) {
+
+  /** What a run's survivors logged after {@code killedAt} about the member at {@code address}. */
+  static FailoverTimeline read(
+      List<Path> survivorLogs, Instant killedAt, String address, String pipeline) {
+    return new FailoverTimeline(
+        first(
+            survivorLogs,
+            killedAt,
+            l -> l.contains("Marking node as UNREACHABLE") && l.contains(address + ",")),
+        first(survivorLogs, killedAt, l -> l.contains("SBR is downing") && l.contains(address)),
+        first(
+            survivorLogs,
+            killedAt,
+            l -> l.contains("Leader is removing") && l.contains(address + "]")),
+        first(
+            survivorLogs,
+            killedAt,
+            l ->
+                l.contains("Singleton manager starting singleton actor")
+                    && l.contains("singletonManagerweir-pipelines")),
+        first(
+            survivorLogs, killedAt, l -> l.contains("pipeline " + pipeline + ": streaming slot")));
+  }
+
+  private static double first(List<Path> logs, Instant after, Predicate<String> line) {
+    double best = Double.NaN;
+    for (Path log : logs) {
+      try (Stream<String> lines = Files.lines(log, StandardCharsets.UTF_8)) {
+        for (String l : (Iterable<String>) lines.filter(line)::iterator) {
+          Instant at = timestamp(l);
+          if (at != null && !at.isBefore(after)) {
+            double s = (at.toEpochMilli() - after.toEpochMilli()) / 1000.0;
+            if (Double.isNaN(best) || s < best) {
+              best = s;
+            }
+            break;
+          }
+        }
+      } catch (IOException | UncheckedIOException e) {
+        // A log that cannot be read leaves its steps unknown (NaN), never a wrong figure.
+      }
+    }
+    return best;
+  }
+
+  private static Instant timestamp(String line) {
+    int space = line.indexOf(' ');
+    if (space <= 0) {
+      return null;
+    }
+    try {
+      return Instant.parse(line.substring(0, space));
+    } catch (DateTimeParseException e) {
+      return null;
+    }
+  }
+}

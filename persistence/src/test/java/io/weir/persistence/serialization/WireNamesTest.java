@@ -77,4 +77,26 @@ class WireNamesTest {
       system.terminate();
     }
   }
+
+  @Test
+  void aNodeWithPekkosOwnCborSerializerBoundIsRefused() {
+    // What a classpath whose reference.conf files merged the other way round would give: the
+    // manifests of moved classes would go out under their new names, which older peers cannot read.
+    ActorSystem<Void> system =
+        ActorSystem.create(
+            Behaviors.empty(),
+            "WireNamesTestPekkos",
+            ConfigFactory.parseString(
+                    "pekko.actor.provider = local\n"
+                        + "pekko.actor.serializers.jackson-cbor ="
+                        + " \"org.apache.pekko.serialization.jackson.JacksonCborSerializer\"")
+                .withFallback(ConfigFactory.defaultReference()));
+    try {
+      assertThatThrownBy(() -> WeirCborSerializer.requireBound(system))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("not Weir's serializer");
+    } finally {
+      system.terminate();
+    }
+  }
 }

@@ -73,6 +73,32 @@ final class ImpactPlan {
               + "|\\blocaltime|'(now|today|tomorrow|yesterday)'");
 
   /**
+   * The whole impact rule of a plan: {@link #impact}, then the lookups of joined tables ({@link
+   * #withLookups}) and the sources of the ORDER BY columns ({@link #withOrderSources}); null when
+   * the plan gets no rule. Registration and re-planning both build their rule here, so the two can
+   * never build different ones.
+   */
+  static Definition.Impact rule(
+      Connection c,
+      List<String> keyColumns,
+      List<Definition.OrderColumn> orderBy,
+      List<String> columns,
+      List<String[]> origins,
+      List<String> tableSet,
+      Map<String, Integer> scans,
+      Set<String> nodeTypes,
+      JsonNode plan)
+      throws SQLException {
+    Definition.Impact impact =
+        impact(c, keyColumns, columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
+    if (impact == null) {
+      return null;
+    }
+    impact = withLookups(c, impact, plan, tableSet, scans);
+    return withOrderSources(impact, orderBy, columns, origins, nodeTypes);
+  }
+
+  /**
    * The impact plan: the key columns are all plain columns of one published table T (PostgreSQL
    * reports each result column's origin), T is scanned exactly once (no self-join, no subquery or
    * policy reading it again: a change of a T row then reaches only result rows carrying that row's

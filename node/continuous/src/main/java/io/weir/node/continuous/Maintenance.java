@@ -227,8 +227,7 @@ final class Maintenance {
       return;
     }
     if (keys.fallback != null) {
-      countFallback(s, keys.fallback);
-      read(s, FullRead.fallback(keys.fallback));
+      fallBack(s, keys.fallback);
       return;
     }
     if (s.deltasSinceFullRead >= settings.repairEveryTransactions()) {
@@ -269,8 +268,7 @@ final class Maintenance {
     if (delta instanceof TierOutcome.Applied a) {
       incremental(s, a, false);
     } else if (delta instanceof TierOutcome.Fallback f) {
-      countFallback(s, f.reason());
-      read(s, FullRead.fallback(f.reason()));
+      fallBack(s, f.reason());
     } // RepairPending: recorded on the session, retried at the next transaction or refresh
   }
 
@@ -334,9 +332,7 @@ final class Maintenance {
       return;
     }
     s.unlabelledReads++;
-    meter(m -> m.fallback(FallbackReason.UNLABELLED_READ));
-    s.countFallback(FallbackReason.UNLABELLED_READ);
-    read(s, FullRead.fallback(FallbackReason.UNLABELLED_READ));
+    fallBack(s, FallbackReason.UNLABELLED_READ);
   }
 
   /**
@@ -381,6 +377,12 @@ final class Maintenance {
         release(s);
       }
     }
+  }
+
+  /** Counts a fallback for {@code reason} and answers it with a full read. */
+  private void fallBack(Session s, FallbackReason reason) {
+    countFallback(s, reason);
+    read(s, FullRead.fallback(reason));
   }
 
   private void countFallback(Session s, FallbackReason reason) {

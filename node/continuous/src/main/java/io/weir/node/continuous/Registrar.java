@@ -243,21 +243,16 @@ final class Registrar {
       return new Replanned(null, null);
     }
     Definition.Impact impact =
-        ImpactPlan.impact(
+        ImpactPlan.rule(
             c,
             d.keyColumns(),
+            d.orderBy(),
             f.columns(),
             f.origins(),
             f.tableSet(),
             f.scans(),
             f.nodeTypes(),
-            f.plan(),
-            f.plan().toString());
-    if (impact != null) {
-      impact = ImpactPlan.withLookups(c, impact, f.plan(), f.tableSet(), f.scans());
-      impact =
-          ImpactPlan.withOrderSources(impact, d.orderBy(), f.columns(), f.origins(), f.nodeTypes());
-    }
+            f.plan());
     return new Replanned(f.tableSet(), impact);
   }
 
@@ -322,12 +317,8 @@ final class Registrar {
       }
     }
     Definition.Impact impact =
-        ImpactPlan.impact(
-            c, r.keyColumns(), columns, origins, tableSet, scans, nodeTypes, plan, plan.toString());
-    if (impact != null) {
-      impact = ImpactPlan.withLookups(c, impact, plan, tableSet, scans);
-      impact = ImpactPlan.withOrderSources(impact, r.orderBy(), columns, origins, nodeTypes);
-    }
+        ImpactPlan.rule(
+            c, r.keyColumns(), r.orderBy(), columns, origins, tableSet, scans, nodeTypes, plan);
     Map<String, Object> planPrint = new LinkedHashMap<>();
     planPrint.put("sql", parsed.normalized());
     planPrint.put("columns", columns);

@@ -5,14 +5,23 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.persistence.testing.TestPostgres;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The operator's path: {@code deploy/bin/weir} runs the packaged jar (its Main-Class and lib/ class
@@ -34,8 +43,8 @@ class WeirWrapperIT extends EndToEndTest {
     // The wrapper must find java on the PATH: the one running this test.
     pb.environment()
         .put("PATH", Path.of(System.getProperty("java.home"), "bin") + ":" + System.getenv("PATH"));
-    Path out = java.nio.file.Files.createTempFile("weir-wrapper", ".out");
-    Path err = java.nio.file.Files.createTempFile("weir-wrapper", ".err");
+    Path out = Files.createTempFile("weir-wrapper", ".out");
+    Path err = Files.createTempFile("weir-wrapper", ".err");
     pb.redirectOutput(out.toFile()).redirectError(err.toFile());
     Process p = pb.start();
     assertThat(p.waitFor(120, TimeUnit.SECONDS))
@@ -44,10 +53,10 @@ class WeirWrapperIT extends EndToEndTest {
     Run run =
         new Run(
             p.exitValue(),
-            java.nio.file.Files.readString(out, StandardCharsets.UTF_8),
-            java.nio.file.Files.readString(err, StandardCharsets.UTF_8));
-    java.nio.file.Files.delete(out);
-    java.nio.file.Files.delete(err);
+            Files.readString(out, StandardCharsets.UTF_8),
+            Files.readString(err, StandardCharsets.UTF_8));
+    Files.delete(out);
+    Files.delete(err);
     return run;
   }
 
@@ -103,5 +112,93 @@ class WeirWrapperIT extends EndToEndTest {
     assertThat(wrongToken.exit()).isEqualTo(1);
     assertThat(wrongToken.err().strip())
         .isEqualTo("unauthenticated: a valid bearer token is required");
+  }
+
+  /**
+   * {@code weir node} with class-data sharing (issue 28, restart to ready): the first run writes an
+   * archive of the classes it loaded when it stops on SIGTERM, after checking every byte of it; the
+   * next run maps it (the JVM's mapping of the file shows in /proc).
+   */
+  @Test
+  void weirNodeWritesAClassArchiveOnACleanStopAndMapsItNextTime(@TempDir Path cds)
+      throws Exception {
+    db = TestPostgres.server().freshDatabase("weir_wrapper_cds");
+    Process first = node(cds);
+    try {
+      awaitReady(first);
+      assertThat(archives(cds)).as("no archive while the first run is up").isEmpty();
+    } finally {
+      stop(first);
+    }
+    List<Path> written = archives(cds);
+    assertThat(written).as("the first run's archive").hasSize(1);
+    Process second = node(cds);
+    try {
+      awaitReady(second);
+      String maps = Files.readString(Path.of("/proc/" + second.pid() + "/maps"));
+      assertThat(maps).as("the second run maps the archive").contains(written.get(0).toString());
+    } finally {
+      stop(second);
+    }
+    assertThat(archives(cds)).as("kept, not written again").isEqualTo(written);
+  }
+
+  private int cdsHttpPort;
+
+  private Process node(Path cds) throws Exception {
+    cdsHttpPort = NodeProcess.freePort();
+    ProcessBuilder pb =
+        new ProcessBuilder(TestPostgres.repoRoot().resolve("deploy/bin/weir").toString(), "node");
+    Map<String, String> env = pb.environment();
+    env.keySet().removeIf(k -> k.startsWith("WEIR_"));
+    env.put("PATH", Path.of(System.getProperty("java.home"), "bin") + ":" + System.getenv("PATH"));
+    env.put("WEIR_CDS_DIR", cds.toString());
+    env.put("WEIR_JAVA_OPTS", "-Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC");
+    env.put("WEIR_PG_URL", db.url());
+    env.put("WEIR_PG_USER", db.server().user());
+    env.put("WEIR_PG_PASSWORD", db.server().password());
+    env.put("WEIR_ADMIN_TOKEN", NodeProcess.ADMIN_TOKEN);
+    env.put("WEIR_PARTITIONS", "4");
+    env.put("WEIR_HTTP_PORT", Integer.toString(cdsHttpPort));
+    env.put("WEIR_CLUSTER_PORT", Integer.toString(NodeProcess.freePort()));
+    env.put("WEIR_MARKS_DIR", cds.resolve("marks").toString());
+    Path log = NodeProcess.logs().resolve("wrapper-cds.log");
+    pb.redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
+    return pb.start();
+  }
+
+  private void awaitReady(Process p) {
+    HttpClient http = HttpClient.newHttpClient();
+    Awaitility.await("the node started by weir node is ready")
+        .atMost(Duration.ofSeconds(120))
+        .pollInterval(Duration.ofMillis(250))
+        .until(
+            () -> {
+              assertThat(p.isAlive()).as("the node process is running").isTrue();
+              try {
+                return http.send(
+                            HttpRequest.newBuilder(
+                                    URI.create("http://127.0.0.1:" + cdsHttpPort + "/health/ready"))
+                                .timeout(Duration.ofSeconds(5))
+                                .build(),
+                            HttpResponse.BodyHandlers.discarding())
+                        .statusCode()
+                    == 200;
+              } catch (IOException e) {
+                return false;
+              }
+            });
+  }
+
+  /** SIGTERM, as systemd and docker stop do, and the wait for the process (and its archive). */
+  private static void stop(Process p) throws InterruptedException {
+    p.destroy();
+    assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("weir node stops on SIGTERM").isTrue();
+  }
+
+  private static List<Path> archives(Path dir) throws IOException {
+    try (Stream<Path> files = Files.list(dir)) {
+      return files.filter(f -> f.getFileName().toString().endsWith(".jsa")).sorted().toList();
+    }
   }
 }

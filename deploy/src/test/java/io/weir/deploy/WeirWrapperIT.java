@@ -13,6 +13,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -132,6 +133,7 @@ class WeirWrapperIT extends EndToEndTest {
     }
     List<Path> written = archives(cds);
     assertThat(written).as("the first run's archive").hasSize(1);
+    FileTime writtenAt = Files.getLastModifiedTime(written.get(0));
     Process second = node(cds);
     try {
       awaitReady(second);
@@ -140,7 +142,10 @@ class WeirWrapperIT extends EndToEndTest {
     } finally {
       stop(second);
     }
-    assertThat(archives(cds)).as("kept, not written again").isEqualTo(written);
+    assertThat(archives(cds)).as("kept").isEqualTo(written);
+    assertThat(Files.getLastModifiedTime(written.get(0)))
+        .as("not written again")
+        .isEqualTo(writtenAt);
   }
 
   private int cdsHttpPort;
@@ -194,6 +199,7 @@ class WeirWrapperIT extends EndToEndTest {
   private static void stop(Process p) throws InterruptedException {
     p.destroy();
     assertThat(p.waitFor(120, TimeUnit.SECONDS)).as("weir node stops on SIGTERM").isTrue();
+    assertThat(p.exitValue()).as("the node's own exit status, through the wrapper").isIn(0, 143);
   }
 
   private static List<Path> archives(Path dir) throws IOException {

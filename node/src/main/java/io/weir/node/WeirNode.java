@@ -178,11 +178,29 @@ public final class WeirNode {
     if (settings.clusterTls().isPresent()) {
       effective = settings.clusterTls().get().pekkoConfig().withFallback(effective);
     }
+    effective = withRemovalMargin(effective, settings.marks().enabled());
     ActorSystemSetup setup = ActorSystemSetup.create(BootstrapSetup.create(effective));
     if (settings.clusterTls().isPresent()) {
       setup = setup.withSetup(settings.clusterTls().get().engineProviderSetup());
     }
     return setup;
+  }
+
+  /**
+   * ADR 0045: while the acknowledged marks are on, a removed member's singletons and shards start
+   * elsewhere after {@code weir.storage.acknowledged-marks.removal-margin}; with the marks off, or
+   * when {@code pekko.cluster.down-removal-margin} is set, {@code config} is left as it is (Pekko's
+   * resolver then waits stable-after again).
+   */
+  static Config withRemovalMargin(Config config, boolean marksOn) {
+    String pekko = "pekko.cluster.down-removal-margin";
+    if (!marksOn || !config.getString(pekko).equals("off")) {
+      return config;
+    }
+    return config.withValue(
+        pekko,
+        ConfigValueFactory.fromAnyRef(
+            config.getString("weir.storage.acknowledged-marks.removal-margin")));
   }
 
   private static Behavior<Void> guardian(

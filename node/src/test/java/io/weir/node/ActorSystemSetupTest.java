@@ -7,6 +7,7 @@ import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigResolveOptions;
 import io.weir.persistence.testing.TestCertificates;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -36,12 +37,35 @@ class ActorSystemSetupTest {
     return setup.get(BootstrapSetup.class).orElseThrow().config().get();
   }
 
+  private static final String MARGIN = "pekko.cluster.down-removal-margin";
+
   @Test
-  void withoutTlsNothingChanges() {
+  void withoutTlsNothingChangesButTheRemovalMargin() {
     Config config = config(Map.of());
     ActorSystemSetup setup = WeirNode.actorSystemSetup(config, NodeSettings.create(config));
-    assertThat(bootstrapConfig(setup)).isSameAs(config);
+    assertThat(bootstrapConfig(setup).withoutPath(MARGIN)).isEqualTo(config.withoutPath(MARGIN));
     assertThat(setup.get(SSLEngineProviderSetup.class)).isEmpty();
+  }
+
+  @Test
+  void theRemovalMarginIsShortOnlyWhileTheMarksAreOn() {
+    Config on = config(Map.of());
+    assertThat(on.getString(MARGIN)).as("Pekko's own: stable-after again").isEqualTo("off");
+    assertThat(
+            bootstrapConfig(WeirNode.actorSystemSetup(on, NodeSettings.create(on)))
+                .getDuration(MARGIN))
+        .isEqualTo(Duration.ofSeconds(1));
+    Config off = config(Map.of("weir.storage.acknowledged-marks.enabled", false));
+    assertThat(
+            bootstrapConfig(WeirNode.actorSystemSetup(off, NodeSettings.create(off)))
+                .getString(MARGIN))
+        .as("without the marks nothing stops a stale incarnation from acknowledging")
+        .isEqualTo("off");
+    Config explicit = config(Map.of(MARGIN, "30s"));
+    assertThat(
+            bootstrapConfig(WeirNode.actorSystemSetup(explicit, NodeSettings.create(explicit)))
+                .getDuration(MARGIN))
+        .isEqualTo(Duration.ofSeconds(30));
   }
 
   @Test

@@ -72,7 +72,7 @@ final class ClusterBenchOptions {
           "pekko.cluster.split-brain-resolver.stable-after of every node: how long membership must be stable"
               + " before the resolver downs an unreachable member. The default is Weir's (ADR 0045); the"
               + " end-to-end tests use 3s. The removal margin after it is 1s unless a --node-option sets"
-              + " -Dpekko.cluster.down-removal-margin (off: Pekko's own, stable-after again)"
+              + " -Dpekko.cluster.down-removal-margin (e.g. the stable-after value, as Pekko's own default)"
               + " (default: ${DEFAULT-VALUE})")
   String stableAfter = "7s";
 

@@ -6,6 +6,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.format.DateTimeFormatter;
 import java.time.format.DateTimeParseException;
 import java.util.List;
 import java.util.function.Predicate;
@@ -17,7 +19,7 @@ import java.util.stream.Stream;
  * removed it, when the pipelines' singleton started on the next oldest member, and when the
  * pipeline logged that it streams its slot again. Each is the earliest line after the kill, in
  * seconds after it (NaN when no survivor logged it). The lines are Pekko's and Weir's own INFO and
- * WARN lines, timestamped by logback in UTC to the millisecond.
+ * WARN lines, timestamped by logback to the millisecond with the zone's offset.
  *
  * @param unreachable the failure detector's verdict
  * @param downed the split-brain resolver's decision
@@ -72,13 +74,17 @@ record FailoverTimeline(
     return best;
   }
 
+  /** Logback's {@code %d{yyyy-MM-dd'T'HH:mm:ss.SSSX}}: Z in UTC, else an offset such as +01. */
+  private static final DateTimeFormatter STAMP =
+      DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSSX");
+
   private static Instant timestamp(String line) {
     int space = line.indexOf(' ');
     if (space <= 0) {
       return null;
     }
     try {
-      return Instant.parse(line.substring(0, space));
+      return OffsetDateTime.parse(line.substring(0, space), STAMP).toInstant();
     } catch (DateTimeParseException e) {
       return null;
     }

@@ -26,12 +26,12 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Two incarnations of one partition running at once, as two nodes would on either side of a network
- * partition before the minority has shut down (ADR 0045: Weir sets Pekko's removal margin to 1 s
- * and does not rely on it). Each incarnation plans a write from the state it recovered; the
- * journal's (persistence_id, sequence_number) key refuses whichever writes second at a sequence
- * number, and that incarnation stops without acknowledging. Afterwards a third incarnation must
- * hold exactly the acknowledged writes, in the journal and in the documents table, and none of the
- * refused ones.
+ * partition before the minority has shut down (ADR 0045: with the acknowledged marks on, Weir
+ * shortens Pekko's removal margin to 1 s). Each incarnation plans a write from the state it
+ * recovered; the journal's (persistence_id, sequence_number) key refuses whichever writes second at
+ * a sequence number, and that incarnation stops without acknowledging. Afterwards a third
+ * incarnation must hold exactly the acknowledged writes, in the journal and in the documents table,
+ * and none of the refused ones.
  */
 class TwoIncarnationsIT {
   private static final Duration WAIT = Duration.ofSeconds(60);

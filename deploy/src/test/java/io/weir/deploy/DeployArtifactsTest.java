@@ -334,11 +334,12 @@ class DeployArtifactsTest {
     assertThat(entry.find()).as("an exec-form ENTRYPOINT").isTrue();
     List<Object> argv =
         list(new Yaml(new SafeConstructor(new LoaderOptions())).load(entry.group(1)), "ENTRYPOINT");
-    assertThat(argv.get(0)).isEqualTo("java");
-    int jar = argv.indexOf("-jar");
-    assertThat(jar).isPositive();
-    assertThat(argv.get(jar + 1).toString()).endsWith("/weir-node.jar");
-    assertThat(argv.get(argv.size() - 1)).isEqualTo("node");
+    // Through the weir command (its class-data archive; docs/deploy.md, "Start-up"), which finds
+    // the jar in its parent folder: both must be copied where it looks.
+    assertThat(argv).containsExactly("/opt/weir/bin/weir", "node");
+    assertThat(docker)
+        .containsPattern("(?m)^COPY deploy/bin/weir /opt/weir/bin/weir$")
+        .containsPattern("(?m)^COPY --from=build \\S+/weir-node.jar /opt/weir/weir-node.jar$");
     Matcher expose = Pattern.compile("(?m)^EXPOSE (.*)$").matcher(docker);
     assertThat(expose.find()).isTrue();
     assertThat(expose.group(1).trim().split("\\s+")).containsExactlyInAnyOrder("8080", "25520");
@@ -357,7 +358,11 @@ class DeployArtifactsTest {
     String unit = Files.readString(repo.resolve("deploy/systemd/weir.service"));
     Matcher exec = Pattern.compile("(?m)^ExecStart=(.*)$").matcher(unit);
     assertThat(exec.find()).isTrue();
-    assertThat(exec.group(1)).contains("weir-node.jar node");
+    assertThat(exec.group(1)).isEqualTo("/opt/weir/bin/weir node");
+    assertThat(unit)
+        .as("the install commands put the weir command beside the jar's folder")
+        .contains("deploy/bin/weir /opt/weir/bin/weir")
+        .contains("cp node/target/weir-node.jar /opt/weir/");
     assertThat(unit)
         .containsPattern("(?m)^User=weir$")
         .containsPattern("(?m)^EnvironmentFile=\\S+")

@@ -9,6 +9,7 @@ import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.time.format.DateTimeFormatter;
 import java.time.format.DateTimeParseException;
+import java.util.Arrays;
 import java.util.List;
 import java.util.function.Predicate;
 import java.util.stream.Stream;
@@ -33,45 +34,41 @@ record FailoverTimeline(
   /** What a run's survivors logged after {@code killedAt} about the member at {@code address}. */
   static FailoverTimeline read(
       List<Path> survivorLogs, Instant killedAt, String address, String pipeline) {
-    return new FailoverTimeline(
-        first(
-            survivorLogs,
-            killedAt,
-            l -> l.contains("Marking node as UNREACHABLE") && l.contains(address + ",")),
-        first(survivorLogs, killedAt, l -> l.contains("SBR is downing") && l.contains(address)),
-        first(
-            survivorLogs,
-            killedAt,
-            l -> l.contains("Leader is removing") && l.contains(address + "]")),
-        first(
-            survivorLogs,
-            killedAt,
+    List<Predicate<String>> steps =
+        List.of(
+            l -> l.contains("Marking node as UNREACHABLE") && l.contains(address + ","),
+            l -> l.contains("SBR is downing") && l.contains(address),
+            l -> l.contains("Leader is removing") && l.contains(address + "]"),
             l ->
                 l.contains("Singleton manager starting singleton actor")
-                    && l.contains("singletonManagerweir-pipelines")),
-        first(
-            survivorLogs, killedAt, l -> l.contains("pipeline " + pipeline + ": streaming slot")));
-  }
-
-  private static double first(List<Path> logs, Instant after, Predicate<String> line) {
-    double best = Double.NaN;
-    for (Path log : logs) {
+                    && l.contains("singletonManagerweir-pipelines"),
+            l -> l.contains("pipeline " + pipeline + ": streaming slot"));
+    double[] first = new double[steps.size()];
+    Arrays.fill(first, Double.NaN);
+    for (Path log : survivorLogs) {
+      // Each log read once; per step, its first line after the kill, the earliest over the logs.
+      boolean[] seen = new boolean[steps.size()];
       try (Stream<String> lines = Files.lines(log, StandardCharsets.UTF_8)) {
-        for (String l : (Iterable<String>) lines.filter(line)::iterator) {
-          Instant at = timestamp(l);
-          if (at != null && !at.isBefore(after)) {
-            double s = (at.toEpochMilli() - after.toEpochMilli()) / 1000.0;
-            if (Double.isNaN(best) || s < best) {
-              best = s;
+        for (String l : (Iterable<String>) lines::iterator) {
+          for (int k = 0; k < steps.size(); k++) {
+            if (seen[k] || !steps.get(k).test(l)) {
+              continue;
             }
-            break;
+            Instant at = timestamp(l);
+            if (at != null && !at.isBefore(killedAt)) {
+              seen[k] = true;
+              double s = (at.toEpochMilli() - killedAt.toEpochMilli()) / 1000.0;
+              if (Double.isNaN(first[k]) || s < first[k]) {
+                first[k] = s;
+              }
+            }
           }
         }
       } catch (IOException | UncheckedIOException e) {
         // A log that cannot be read leaves its steps unknown (NaN), never a wrong figure.
       }
     }
-    return best;
+    return new FailoverTimeline(first[0], first[1], first[2], first[3], first[4]);
   }
 
   /** Logback's {@code %d{yyyy-MM-dd'T'HH:mm:ss.SSSX}}: Z in UTC, else an offset such as +01. */

@@ -4,6 +4,10 @@ import com.typesafe.config.Config;
 import io.weir.persistence.Database;
 import io.weir.persistence.PostgresSettings;
 import io.weir.persistence.SchemaMigrator;
+import io.weir.persistence.testing.TestPostgres;
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
@@ -33,6 +37,22 @@ final class JdbcPartitions implements AutoCloseable {
 
   PartitionWiring wiring() {
     return wiring(PartitionSettings.DEFAULTS);
+  }
+
+  /** The journal rows of partition {@code partition} in {@code db}. */
+  static long journalRows(TestPostgres.TestDatabase db, int partition) {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT count(*) FROM weir.event_journal WHERE persistence_id = 'weir-partition|"
+                        + partition
+                        + "'")) {
+      rs.next();
+      return rs.getLong(1);
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
   }
 
   @Override

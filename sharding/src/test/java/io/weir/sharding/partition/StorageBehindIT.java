@@ -25,7 +25,6 @@ import io.weir.sharding.partition.StatusProtocol.StorageLossReply;
 import io.weir.sharding.storage.AckMark;
 import io.weir.sharding.storage.AcknowledgedMarks;
 import java.sql.Connection;
-import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.List;
@@ -207,17 +206,6 @@ class StorageBehindIT {
   }
 
   private static long journalRows(TestPostgres.TestDatabase db) {
-    try (Connection c = db.connect();
-        ResultSet rs =
-            c.createStatement()
-                .executeQuery(
-                    "SELECT count(*) FROM weir.event_journal WHERE persistence_id = 'weir-partition|"
-                        + P
-                        + "'")) {
-      rs.next();
-      return rs.getLong(1);
-    } catch (java.sql.SQLException e) {
-      throw new IllegalStateException(e);
-    }
+    return JdbcPartitions.journalRows(db, P);
   }
 }

@@ -77,25 +77,12 @@ class TwoIncarnationsIT {
           assertThat(c.read(pc, id)).as("refused %s was never written", id).isEmpty();
         }
       }
-      assertThat(journalRows(db))
+      assertThat(JdbcPartitions.journalRows(db, P))
           .as("one journal row per acknowledged write, none for the refused ones")
           .isEqualTo(acknowledged.size());
       assertThat(tableIds(db))
           .as("the documents table")
           .containsExactlyInAnyOrderElementsOf(acknowledged);
-    }
-  }
-
-  private static long journalRows(TestPostgres.TestDatabase db) throws SQLException {
-    try (Connection c = db.connect();
-        ResultSet rs =
-            c.createStatement()
-                .executeQuery(
-                    "SELECT count(*) FROM weir.event_journal WHERE persistence_id = 'weir-partition|"
-                        + P
-                        + "'")) {
-      rs.next();
-      return rs.getLong(1);
     }
   }
 

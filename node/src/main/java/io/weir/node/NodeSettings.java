@@ -4,6 +4,7 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigException;
 import io.weir.node.auth.Freshness;
 import io.weir.node.cdc.PipelineConfig;
+import io.weir.node.documents.BatchLimits;
 import io.weir.node.feed.Feeds;
 import io.weir.node.metrics.MetricsSettings;
 import io.weir.node.projection.Projections;
@@ -53,6 +54,7 @@ public record NodeSettings(
     Duration partitionKeepAlive,
     PartitionSettings partitionLimits,
     long documentMaxBytes,
+    BatchLimits documentBatches,
     Duration documentAskTimeout,
     Tokens tokens,
     Projections projections,
@@ -226,6 +228,9 @@ public record NodeSettings(
                     v.positiveInt("weir.partitions.snapshots.after-events"),
                     v.bytes("weir.partitions.snapshots.after-bytes", 1))),
         v.bytes("weir.documents.max-bytes", 2),
+        new BatchLimits(
+            v.positiveInt("weir.documents.batch.max-items"),
+            v.bytes("weir.documents.batch.max-bytes", 1024)),
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),
         projections(v),

@@ -110,6 +110,7 @@ public final class WeirNode {
                   new ObjectMapper(),
                   node.apiServices(pipelines, principals, continuous)
                       .documents(documents, settings.documentMaxBytes())
+                      .documentBatches(settings.documentBatches())
                       .projections(
                           new Projections(
                               documents,

@@ -113,6 +113,11 @@ final class BenchCluster implements AutoCloseable {
     return jar;
   }
 
+  /** The cluster's name (its nodes' log names start with it). */
+  String name() {
+    return name;
+  }
+
   int size() {
     return processes.length;
   }

@@ -34,7 +34,9 @@ final class ClusterBenchOptions {
       names = "--phases",
       paramLabel = "LIST",
       split = ",",
-      description = "failover, throughput or both (default: failover,throughput)")
+      description =
+          "failover, throughput, batch, comma-separated (default: failover,throughput; batch runs only"
+              + " when named)")
   List<String> phases = List.of("failover", "throughput");
 
   @Option(
@@ -138,6 +140,35 @@ final class ClusterBenchOptions {
       description = "size of each document's JSON body (default: ${DEFAULT-VALUE})")
   int bodyBytes = 200;
 
+  // --- 3. batch ---
+
+  @Option(
+      names = "--batch-clients",
+      paramLabel = "N",
+      description =
+          "concurrent HTTP clients of the batch phase, each waiting for its answer before the next"
+              + " POST /v1/documents/batch (default: ${DEFAULT-VALUE})")
+  int batchClients = 16;
+
+  @Option(
+      names = "--batch-items",
+      paramLabel = "N",
+      description = "documents per batch (default: ${DEFAULT-VALUE})")
+  int batchItems = 100;
+
+  @Option(
+      names = "--batch-seconds",
+      paramLabel = "S",
+      description = "length of each measured batch round (default: ${DEFAULT-VALUE})")
+  int batchSeconds = 20;
+
+  @Option(
+      names = "--batch-warmup-seconds",
+      paramLabel = "S",
+      description =
+          "batches and single PUTs before the first round, not reported (default: ${DEFAULT-VALUE})")
+  int batchWarmupSeconds = 10;
+
   @Option(
       names = "--keep-database",
       description = "keep the databases weir_cbench and weir_cbench1 afterwards")
@@ -157,14 +188,18 @@ final class ClusterBenchOptions {
     return phases.contains("throughput");
   }
 
+  boolean batchPhase() {
+    return phases.contains("batch");
+  }
+
   static ClusterBenchOptions parse(String[] args, Map<String, String> env)
       throws BenchArgs.UsageException {
     ClusterBenchOptions o = new ClusterBenchOptions();
     BenchArgs.parse(o, args);
     for (String p : o.phases) {
-      if (!p.equals("failover") && !p.equals("throughput")) {
+      if (!List.of("failover", "throughput", "batch").contains(p)) {
         throw new BenchArgs.UsageException(
-            "--phases takes failover, throughput or both, comma-separated");
+            "--phases takes failover, throughput and batch, comma-separated");
       }
     }
     for (String option : o.nodeOptions) {
@@ -191,6 +226,10 @@ final class ClusterBenchOptions {
     BenchArgs.range("--warmup-seconds", o.warmupSeconds, 0, 3600);
     BenchArgs.range("--rounds", o.rounds, 1, 100);
     BenchArgs.range("--body-bytes", o.bodyBytes, 64, 1 << 20);
+    BenchArgs.range("--batch-clients", o.batchClients, 1, 1024);
+    BenchArgs.range("--batch-items", o.batchItems, 1, 1000);
+    BenchArgs.range("--batch-seconds", o.batchSeconds, 1, 3600);
+    BenchArgs.range("--batch-warmup-seconds", o.batchWarmupSeconds, 0, 3600);
     o.url = BenchArgs.url(env);
     o.user = env.getOrDefault("WEIR_PG_USER", "weir");
     o.password = env.getOrDefault("WEIR_PG_PASSWORD", "");

@@ -186,6 +186,9 @@ public final class ClusterBenchmark {
       if (options.throughputPhase()) {
         throughput();
       }
+      if (options.batchPhase()) {
+        batches();
+      }
       System.out.println(
           "load average (1/5/15 min) at the end: "
               + CdcBenchmark.loadAverage()
@@ -931,7 +934,8 @@ public final class ClusterBenchmark {
         if (all && hi - lo <= 1) {
           System.out.printf(
               Locale.ROOT,
-              "   w3: partitions spread evenly after %.1f s of waiting%n",
+              "   %s: partitions spread evenly after %.1f s of waiting%n",
+              c.name(),
               (System.nanoTime() - t0) / 1e9);
           return last;
         }
@@ -942,8 +946,8 @@ public final class ClusterBenchmark {
       throw new IllegalStateException("GET /admin/cluster did not name the partitions' nodes");
     }
     System.out.printf(
-        "   w3: partitions still not spread evenly after %d s; measuring as they are%n",
-        BALANCE_TIMEOUT.toSeconds());
+        "   %s: partitions still not spread evenly after %d s; measuring as they are%n",
+        c.name(), BALANCE_TIMEOUT.toSeconds());
     return last;
   }
 
@@ -1014,7 +1018,7 @@ public final class ClusterBenchmark {
     double nodeCpu = c.cpuSeconds();
     double pgCpu = c.database().backendCpuSeconds();
     double clientCpu = CpuTimes.now().self();
-    double idleCpu = idle.cpuSeconds();
+    double idleCpu = idle == null ? 0 : idle.cpuSeconds();
     double machineCpu = CpuTimes.machineBusy();
     long start = System.nanoTime();
     go.countDown();
@@ -1032,7 +1036,227 @@ public final class ClusterBenchmark {
         c.cpuSeconds() - nodeCpu,
         c.database().backendCpuSeconds() - pgCpu,
         CpuTimes.now().self() - clientCpu,
-        idle.cpuSeconds() - idleCpu,
+        idle == null ? 0 : idle.cpuSeconds() - idleCpu,
+        CpuTimes.machineBusy() - machineCpu,
+        new TreeMap<>(failures));
+  }
+
+  // ==== 3. batch writes against single PUTs, one node ====
+
+  private void batches() throws Exception {
+    System.out.printf(
+        "3. batch writes: %d HTTP clients each POST /v1/documents/batch with %d distinct %,d-byte documents of"
+            + " /v1/documents/%s\n   (over all %d partitions) and wait for the answer before the next; against"
+            + " %d clients PUTting one document each (--clients);\n   one node, %d rounds of %d s each, the order"
+            + " alternating, after a warm-up of %d s each; only applied documents counted; acknowledged marks %s%n",
+        options.batchClients,
+        options.batchItems,
+        options.bodyBytes,
+        COLLECTION,
+        options.partitions,
+        options.clients,
+        options.rounds,
+        options.batchSeconds,
+        options.batchWarmupSeconds,
+        options.acknowledgedMarks);
+    one.recreateEmpty();
+    BenchCluster c1 =
+        cluster(
+            new BenchCluster("b1", 1, one, token, logs, options.partitions, jvmOptions, List.of()));
+    long t0 = System.nanoTime();
+    c1.startAll();
+    c1.awaitUp(null, UP_TIMEOUT);
+    awaitBalanced(c1);
+    System.out.printf(
+        Locale.ROOT,
+        "   b1 (database %s) up in %.1f s%n",
+        DATABASE_ONE,
+        (System.nanoTime() - t0) / 1e9);
+    ExecutorService pool =
+        Executors.newFixedThreadPool(
+            Math.max(options.clients, options.batchClients),
+            r -> {
+              Thread t = new Thread(r, "bench-http-client");
+              t.setDaemon(true);
+              return t;
+            });
+    try {
+      if (options.batchWarmupSeconds > 0) {
+        Round wb = batchRound(c1, pool, "wb", options.batchWarmupSeconds);
+        Round ws = writeRound(c1, null, pool, "ws", options.batchWarmupSeconds);
+        System.out.printf(
+            Locale.ROOT,
+            "   warm-up (not reported): batches %,.0f documents/s, single PUTs %,.0f writes/s%n",
+            wb.rate(),
+            ws.rate());
+      }
+      System.out.printf(
+          "%5s %7s %9s %6s %11s | %9s %9s %9s | %6s %5s %5s %5s %7s  %s%n",
+          "round",
+          "kind",
+          "docs",
+          "s",
+          "docs/s",
+          "p50 ms",
+          "p99 ms",
+          "max ms",
+          "node",
+          "PG",
+          "cli",
+          "all",
+          "µs/doc",
+          "not applied");
+      List<Round> batched = new ArrayList<>();
+      List<Round> single = new ArrayList<>();
+      for (int r = 1; r <= options.rounds; r++) {
+        for (boolean batch : r % 2 == 1 ? List.of(true, false) : List.of(false, true)) {
+          Round round =
+              batch
+                  ? batchRound(c1, pool, "b" + r, options.batchSeconds)
+                  : writeRound(c1, null, pool, "s" + r, options.batchSeconds);
+          (batch ? batched : single).add(round);
+          double sec = round.seconds();
+          System.out.printf(
+              Locale.ROOT,
+              "%5d %7s %,9d %6.1f %,11.0f | %9.2f %9.2f %9.1f | %6.2f %5.2f %5.2f %5.2f %7.0f  %s%n",
+              r,
+              batch ? "batch" : "put",
+              round.writes(),
+              sec,
+              round.rate(),
+              ms(round.latency(), 50),
+              ms(round.latency(), 99),
+              round.latency().getMaxValue() / 1000.0,
+              round.nodeCpu() / sec,
+              round.pgCpu() / sec,
+              round.clientCpu() / sec,
+              round.machineCpu() / sec,
+              round.nodeCpu() * 1e6 / Math.max(1, round.writes()),
+              round.failures().isEmpty() ? "0" : round.failures().toString());
+        }
+      }
+      System.out.println(
+          "docs = documents applied (a batch's items with status applied; a PUT answered 200); latency = per"
+              + " request (a whole batch, or one PUT);\nnode / PG / cli / all = cores busy: the node process,"
+              + " the PostgreSQL backends of its database, this JVM (the clients), the whole machine;"
+              + "\nµs/doc = node CPU per applied document");
+      double[] rates = batched.stream().mapToDouble(Round::rate).toArray();
+      double[] ratios = new double[batched.size()];
+      for (int i = 0; i < ratios.length; i++) {
+        ratios[i] = batched.get(i).rate() / single.get(i).rate();
+      }
+      System.out.printf(
+          Locale.ROOT,
+          "batch: median %,.0f documents/s (%,.0f..%,.0f); batch/single per round: median %.1fx (%.1f..%.1f)%n",
+          median(rates),
+          min(rates),
+          max(rates),
+          median(ratios),
+          min(ratios),
+          max(ratios));
+    } finally {
+      pool.shutdownNow();
+    }
+    System.out.println(LINE);
+  }
+
+  /**
+   * One batch round on {@code c}: every client POSTs batches of {@code --batch-items} distinct
+   * documents (ids {@code <tag>-<client>-<n>}) until {@code seconds} have passed; writes = applied
+   * documents, latency per batch.
+   */
+  private Round batchRound(BenchCluster c, ExecutorService pool, String tag, int seconds)
+      throws Exception {
+    HttpClient http =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(Duration.ofSeconds(5))
+            .build();
+    Map<String, Long> failures = new ConcurrentHashMap<>();
+    AtomicLong applied = new AtomicLong();
+    CountDownLatch go = new CountDownLatch(1);
+    long nanos = TimeUnit.SECONDS.toNanos(seconds);
+    List<Future<Histogram>> clients = new ArrayList<>();
+    for (int k = 0; k < options.batchClients; k++) {
+      int client = k;
+      clients.add(
+          pool.submit(
+              () -> {
+                SplittableRandom random = new SplittableRandom(System.nanoTime() + client);
+                Histogram h = new Histogram(MAX_MICROS, 3);
+                URI uri = c.uri(0, "/v1/documents/batch");
+                go.await();
+                long deadline = System.nanoTime() + nanos;
+                long n = 0;
+                while (System.nanoTime() < deadline) {
+                  StringBuilder body = new StringBuilder("{\"items\":[");
+                  for (int i = 0; i < options.batchItems; i++) {
+                    String id = tag + "-" + client + "-" + (n++);
+                    body.append(i == 0 ? "" : ",")
+                        .append("{\"op\":\"put\",\"collection\":\"")
+                        .append(COLLECTION)
+                        .append("\",\"id\":\"")
+                        .append(id)
+                        .append("\",\"body\":")
+                        .append(PartitionBenchmark.body(random, id, options.bodyBytes, padding))
+                        .append('}');
+                  }
+                  body.append("]}");
+                  HttpRequest post =
+                      HttpRequest.newBuilder(uri)
+                          .timeout(Duration.ofSeconds(60))
+                          .header("Authorization", "Bearer " + token)
+                          .header("Content-Type", "application/json")
+                          .POST(HttpRequest.BodyPublishers.ofString(body.toString()))
+                          .build();
+                  long t = System.nanoTime();
+                  try {
+                    HttpResponse<String> r = http.send(post, HttpResponse.BodyHandlers.ofString());
+                    if (r.statusCode() != 200) {
+                      failures.merge(
+                          "HTTP " + r.statusCode(), (long) options.batchItems, Long::sum);
+                      continue;
+                    }
+                    h.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
+                    JsonNode reply = JSON.readTree(r.body());
+                    applied.addAndGet(reply.path("applied").asLong());
+                    for (JsonNode item : reply.path("results")) {
+                      if (!item.path("status").asText().equals("applied")) {
+                        failures.merge(
+                            item.path("status").asText() + "/" + item.path("error").asText(),
+                            1L,
+                            Long::sum);
+                      }
+                    }
+                  } catch (IOException e) {
+                    failures.merge(
+                        e.getClass().getSimpleName(), (long) options.batchItems, Long::sum);
+                  }
+                }
+                return h;
+              }));
+    }
+    double nodeCpu = c.cpuSeconds();
+    double pgCpu = c.database().backendCpuSeconds();
+    double clientCpu = CpuTimes.now().self();
+    double machineCpu = CpuTimes.machineBusy();
+    long start = System.nanoTime();
+    go.countDown();
+    Histogram latency = new Histogram(MAX_MICROS, 3);
+    for (Future<Histogram> f : clients) {
+      latency.add(f.get());
+    }
+    long elapsed = System.nanoTime() - start;
+    return new Round(
+        c.size(),
+        applied.get(),
+        elapsed,
+        latency,
+        0,
+        c.cpuSeconds() - nodeCpu,
+        c.database().backendCpuSeconds() - pgCpu,
+        CpuTimes.now().self() - clientCpu,
+        0,
         CpuTimes.machineBusy() - machineCpu,
         new TreeMap<>(failures));
   }

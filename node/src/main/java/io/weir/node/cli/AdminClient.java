@@ -21,6 +21,7 @@ import java.security.cert.CertificateFactory;
 import java.security.cert.X509Certificate;
 import java.time.Duration;
 import java.util.Collection;
+import java.util.Map;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLEngine;
 import javax.net.ssl.TrustManager;
@@ -85,11 +86,22 @@ public final class AdminClient {
     return send(method, path, body, false);
   }
 
+  /** {@link #send(String, String, Object)} with extra request headers. */
+  public Reply send(String method, String path, Object body, Map<String, String> headers) {
+    return send(method, path, body, false, headers);
+  }
+
   private Reply send(String method, String path, Object body, boolean anyStatus) {
+    return send(method, path, body, anyStatus, Map.of());
+  }
+
+  private Reply send(
+      String method, String path, Object body, boolean anyStatus, Map<String, String> headers) {
     HttpRequest.Builder request =
         HttpRequest.newBuilder(URI.create(base + path))
             .timeout(timeout)
             .header("Accept", "application/json");
+    headers.forEach(request::header);
     if (token != null && !token.isEmpty()) {
       request.header("Authorization", "Bearer " + token);
     }

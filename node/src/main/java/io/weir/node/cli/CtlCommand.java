@@ -41,6 +41,7 @@ import picocli.CommandLine.Spec;
       ClusterCommands.class,
       PipelineCommands.class,
       OutboxCommands.class,
+      DocumentCommands.class,
       PartitionCommands.class,
       ProjectionCommands.class,
       PrincipalCommands.class,

@@ -280,6 +280,16 @@ public final class Documents {
         .thenApply(done -> asks.stream().map(CompletableFuture::join).toList());
   }
 
+  /**
+   * Applies {@code mutations} in partition {@code n} as one frame: all or nothing (a batch's group;
+   * every mutation's document must live in partition {@code n}).
+   */
+  public CompletionStage<FrameReply> applyFrame(
+      int n, List<Mutation> mutations, Optional<Idempotency> idempotency) {
+    String commandId = commandId(idempotency);
+    return ask(n, r -> new ApplyFrame(commandId, mutations, Optional.empty(), r));
+  }
+
   private CompletionStage<FrameReply> apply(
       String collection, String id, Mutation m, String commandId) {
     return ask(
@@ -329,6 +339,22 @@ public final class Documents {
                       id,
                       ifMatch.map(String::valueOf).orElse("-"),
                       body == null ? "-" : "+" + body)));
+      return new Idempotency(PartitionProtocol.BOUND_COMMAND_PREFIX + caller + ":" + request);
+    }
+
+    /**
+     * A batch's idempotency ({@code POST /v1/documents/batch}): the caller key as for single
+     * writes, the request being the whole batch, {@code items} its canonical form (each item's
+     * operation, collection, id, {@code ifMatch} and canonical body, in order). Each partition's
+     * group keeps its receipt under this key, so a retried batch is answered group by group.
+     */
+    public static Idempotency ofBatch(String principal, String key, List<String> items) {
+      String caller = sha256(Partitioning.canonicalKey(List.of("idempotency-key", principal, key)));
+      List<String> parts = new ArrayList<>(items.size() + 2);
+      parts.add("POST");
+      parts.add("/v1/documents/batch");
+      parts.addAll(items);
+      String request = sha256(Partitioning.canonicalKey(parts));
       return new Idempotency(PartitionProtocol.BOUND_COMMAND_PREFIX + caller + ":" + request);
     }
 

@@ -50,6 +50,11 @@ final class GatewayTranslator {
       return HttpRequest.create(documentPath(delete.collection(), delete.id()))
           .withMethod(HttpMethods.DELETE)
           .addHeaders(headers);
+    } else if (request instanceof ClientRequest.WriteDocuments batch) {
+      conditional(headers, null, batch.idempotencyKey());
+      return HttpRequest.POST("/v1/documents/batch")
+          .addHeaders(headers)
+          .withEntity(ContentTypes.APPLICATION_JSON, json.writeValueAsBytes(batch.body()));
     } else if (request instanceof ClientRequest.Post post) {
       return HttpRequest.POST(post.endpoint().path())
           .addHeaders(headers)

@@ -7,6 +7,7 @@ import io.weir.node.auth.Principals;
 import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.cdc.SlotLag;
 import io.weir.node.continuous.ContinuousQueries;
+import io.weir.node.documents.BatchLimits;
 import io.weir.node.documents.Documents;
 import io.weir.node.feed.Feeds;
 import io.weir.node.metrics.HttpMetrics;
@@ -29,6 +30,7 @@ import java.util.function.Supplier;
  * @param metrics the Prometheus text exposition of the node's meters
  * @param documents the document API and the partitions' outbox operations
  * @param maxDocumentBytes the largest request body a document write accepts
+ * @param batchLimits bounds of {@code POST /v1/documents/batch}
  * @param projections projection consumers ({@code /admin/projections})
  * @param tokenKeys the cluster's token-signing keys ({@code /admin/tokens})
  * @param principals the stored principals ({@code /admin/principals})
@@ -49,6 +51,7 @@ public record ApiServices(
     Supplier<String> metrics,
     Documents documents,
     long maxDocumentBytes,
+    BatchLimits batchLimits,
     Projections projections,
     TokenKeys tokenKeys,
     Principals principals,
@@ -78,6 +81,7 @@ public record ApiServices(
     private Supplier<String> metrics;
     private Documents documents;
     private long maxDocumentBytes;
+    private BatchLimits batchLimits = BatchLimits.DEFAULTS;
     private Projections projections;
     private TokenKeys tokenKeys;
     private Principals principals;
@@ -109,6 +113,12 @@ public record ApiServices(
     public Builder documents(Documents documents, long maxDocumentBytes) {
       this.documents = documents;
       this.maxDocumentBytes = maxDocumentBytes;
+      return this;
+    }
+
+    /** Bounds of the batch endpoint ({@link BatchLimits#DEFAULTS} unless given). */
+    public Builder documentBatches(BatchLimits limits) {
+      this.batchLimits = limits;
       return this;
     }
 
@@ -167,6 +177,7 @@ public record ApiServices(
           metrics,
           documents,
           maxDocumentBytes,
+          batchLimits,
           projections,
           tokenKeys,
           principals,

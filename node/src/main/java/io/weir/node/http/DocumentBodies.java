@@ -49,6 +49,18 @@ final class DocumentBodies {
     }
   }
 
+  /**
+   * A JSON object already read (a batch item's body, read strictly with the request) in the compact
+   * form {@link #canonicalObject} gives the same object sent alone.
+   */
+  static String canonical(JsonNode object) throws MalformedDocument {
+    try {
+      return DOCUMENT_JSON.writeValueAsString(object);
+    } catch (JsonProcessingException e) {
+      throw new MalformedDocument("the body cannot be stored as JSON");
+    }
+  }
+
   /** A document body that is not a JSON object; the message is value-free. */
   static final class MalformedDocument extends Exception {
     MalformedDocument(String message) {

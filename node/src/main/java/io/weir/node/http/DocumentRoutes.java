@@ -1,6 +1,5 @@
 package io.weir.node.http;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -29,7 +28,6 @@ import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.BiFunction;
 import java.util.function.Function;
-import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
@@ -73,24 +71,19 @@ import org.slf4j.LoggerFactory;
 final class DocumentRoutes extends JsonRoutes {
   private static final Logger log = LoggerFactory.getLogger(DocumentRoutes.class);
 
-  /** Why a write under a restricting policy was not sent to the partition. */
-  private enum PolicyCheck {
-    /** The current document's row is not visible to the writer. */
-    HIDDEN,
-    /** The new document's row would not be visible to the writer. */
-    INVISIBLE,
-    /** The partition runs another version of the collection's row rule. */
-    STALE
-  }
+  /** A policy check found the partition running another row-rule version than this node. */
+  private static final Object STALE = new Object();
 
   private final Authenticator authenticator;
   private final Documents documents;
   private final long maxDocumentBytes;
   private final Policies policies;
+  private final DocumentBatchRoutes batchRoutes;
   private final FeedRoutes feedRoutes;
 
   /**
    * @param policies collection policies, or null (every collection unrestricted)
+   * @param batchRoutes {@code POST /v1/documents/batch}
    * @param feedRoutes the changes feed and queries, or null (their paths are not served)
    */
   DocumentRoutes(
@@ -99,17 +92,20 @@ final class DocumentRoutes extends JsonRoutes {
       Documents documents,
       long maxDocumentBytes,
       Policies policies,
+      DocumentBatchRoutes batchRoutes,
       FeedRoutes feedRoutes) {
     super(json);
     this.authenticator = authenticator;
     this.documents = documents;
     this.maxDocumentBytes = maxDocumentBytes;
     this.policies = policies;
+    this.batchRoutes = batchRoutes;
     this.feedRoutes = feedRoutes;
   }
 
   Route routes(Principal principal) {
     return concat(
+        batchRoutes.routes(principal),
         path(
             PathMatchers.segment("documents")
                 .slash(PathMatchers.segment())
@@ -205,9 +201,6 @@ final class DocumentRoutes extends JsonRoutes {
         "the collection's policy is not yet the same on this node and its partition; retry");
   }
 
-  /** An expected revision no document has: a write with it can only be answered by a receipt. */
-  private static final long NO_REVISION = -1;
-
   private Route policiesUnavailable() {
     return error(ErrorCode.UNAVAILABLE, "the collection policies are not loaded yet; retry");
   }
@@ -253,13 +246,7 @@ final class DocumentRoutes extends JsonRoutes {
         });
   }
 
-  /**
-   * A write under a restricting policy: the current document must be visible to the writer, and so
-   * must the new one (nobody writes rows they could not read back); sensitive fields the writer may
-   * not read cannot be written and keep their current values. The write expects the revision just
-   * checked, so a concurrent change (say, of the ACL) makes it a conflict rather than slip through;
-   * an {@code If-Match} other than the checked revision can only get a retried write's receipt.
-   */
+  /** A write under a restricting policy: checked by {@link WriteGuard} against the current one. */
   private Route guardedPut(
       Principal principal,
       CollectionPolicy policy,
@@ -274,13 +261,11 @@ final class DocumentRoutes extends JsonRoutes {
     } catch (IOException e) {
       return error(ErrorCode.MALFORMED_JSON, "the body is not valid JSON");
     }
-    Predicate<String> hidden = Access.omitted(principal, policy);
-    for (String f : policy.sensitiveFields()) {
-      if (hidden.test(f) && next.has(f)) {
-        return error(
-            ErrorCode.FORBIDDEN,
-            "the field " + f + " is sensitive; writing it requires FieldRead on it");
-      }
+    String forbidden = WriteGuard.forbiddenField(principal, policy, next);
+    if (forbidden != null) {
+      return error(
+          ErrorCode.FORBIDDEN,
+          "the field " + forbidden + " is sensitive; writing it requires FieldRead on it");
     }
     return onComplete(
         documents
@@ -288,44 +273,15 @@ final class DocumentRoutes extends JsonRoutes {
             .thenCompose(
                 reply -> {
                   if (stalePolicy(policy, collection, id, reply.ruleVersion())) {
-                    return CompletableFuture.completedFuture((Object) PolicyCheck.STALE);
+                    return CompletableFuture.completedFuture((Object) STALE);
                   }
-                  Optional<Document> live = reply.document().filter(d -> !d.deleted());
-                  ObjectNode merged = next;
-                  if (live.isPresent()) {
-                    JsonNode current;
-                    try {
-                      current = Access.JSON.readTree(live.get().body());
-                    } catch (IOException e) {
-                      return CompletableFuture.completedFuture((Object) ErrorCode.INTERNAL);
-                    }
-                    if (!Access.visibleRow(principal, policy, current)) {
-                      return CompletableFuture.completedFuture((Object) PolicyCheck.HIDDEN);
-                    }
-                    merged = next.deepCopy();
-                    for (String f : policy.sensitiveFields()) {
-                      if (hidden.test(f) && current.has(f)) {
-                        merged.set(f, current.get(f));
-                      }
-                    }
-                  }
-                  if (!Access.visibleRow(principal, policy, merged)) {
-                    return CompletableFuture.completedFuture((Object) PolicyCheck.INVISIBLE);
-                  }
-                  long checked = reply.document().map(Document::revision).orElse(0L);
-                  Optional<Long> pinned =
-                      Optional.of(
-                          expected.isPresent() && expected.get() != checked
-                              ? NO_REVISION
-                              : checked);
-                  String text;
-                  try {
-                    text = Access.JSON.writeValueAsString(merged);
-                  } catch (JsonProcessingException e) {
-                    return CompletableFuture.completedFuture((Object) ErrorCode.INTERNAL);
+                  Object checked =
+                      WriteGuard.put(principal, policy, next, reply.document(), expected);
+                  if (!(checked instanceof WriteGuard.Guarded g)) {
+                    return CompletableFuture.completedFuture(checked);
                   }
                   return documents
-                      .put(collection, id, text, pinned, key)
+                      .put(collection, id, g.body(), Optional.of(g.expected()), key)
                       .thenApply(r -> (Object) r);
                 }),
         result -> {
@@ -336,21 +292,26 @@ final class DocumentRoutes extends JsonRoutes {
           if (r instanceof FrameReply reply) {
             return written(collection, id, reply, false);
           }
-          if (r == PolicyCheck.HIDDEN) {
-            return error(
-                ErrorCode.FORBIDDEN,
-                "this principal may not change this document (its row is not visible to it)");
-          }
-          if (r == PolicyCheck.INVISIBLE) {
-            return error(
-                ErrorCode.FORBIDDEN,
-                "the new document would not be visible to this principal (row visibility)");
-          }
-          if (r == PolicyCheck.STALE) {
+          if (r == STALE) {
             return policyPropagating();
           }
-          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
+          return refused((WriteGuard.Refusal) r);
         });
+  }
+
+  /** The answer to a write {@link WriteGuard} refused. */
+  private Route refused(WriteGuard.Refusal refusal) {
+    return switch (refusal) {
+      case HIDDEN ->
+          error(
+              ErrorCode.FORBIDDEN,
+              "this principal may not change this document (its row is not visible to it)");
+      case INVISIBLE ->
+          error(
+              ErrorCode.FORBIDDEN,
+              "the new document would not be visible to this principal (row visibility)");
+      case UNREADABLE -> error(ErrorCode.INTERNAL, "internal error; see the node's log");
+    };
   }
 
   private Route getDocument(Principal principal, String collection, String id) {
@@ -431,21 +392,15 @@ final class DocumentRoutes extends JsonRoutes {
             if (stalePolicy(policy.get(), collection, id, read.get().ruleVersion())) {
               return policyPropagating();
             }
-            Optional<Document> live = read.get().document().filter(d -> !d.deleted());
-            try {
-              if (live.isPresent()
-                  && !Access.visibleRow(
-                      principal, policy.get(), Access.JSON.readTree(live.get().body()))) {
-                return error(ErrorCode.NOT_FOUND, "no such document");
-              }
-            } catch (IOException e) {
+            Object checked =
+                WriteGuard.delete(principal, policy.get(), read.get().document(), expected);
+            if (checked == WriteGuard.Refusal.HIDDEN) {
+              return error(ErrorCode.NOT_FOUND, "no such document");
+            }
+            if (!(checked instanceof Long pinned)) {
               return error(ErrorCode.INTERNAL, "internal error; see the node's log");
             }
-            long checked = live.map(Document::revision).orElse(NO_REVISION);
-            Optional<Long> pinned =
-                Optional.of(
-                    expected.isPresent() && expected.get() != checked ? NO_REVISION : checked);
-            return deleteDocument(collection, id, pinned, key);
+            return deleteDocument(collection, id, Optional.of(pinned), key);
           });
     }
     return deleteDocument(collection, id, expected, key);

@@ -124,6 +124,13 @@ public final class HttpApi extends JsonRoutes {
                 services.documents(),
                 services.maxDocumentBytes(),
                 services.policies(),
+                new DocumentBatchRoutes(
+                    json,
+                    services.authenticator(),
+                    services.documents(),
+                    services.maxDocumentBytes(),
+                    services.batchLimits(),
+                    services.policies()),
                 feeds);
     this.outboxRoutes = new OutboxRoutes(json, services.documents(), services.outboxSettings());
     this.pipelineRoutes =

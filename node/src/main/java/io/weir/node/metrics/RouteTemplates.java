@@ -52,6 +52,7 @@ public final class RouteTemplates {
           "/admin/principals/{id}/grants/revoke",
           "/admin/policies",
           "/admin/policies/{collection}",
+          "/v1/documents/batch",
           "/v1/documents/{collection}/{id}",
           "/v1/changes/read",
           "/v1/query",

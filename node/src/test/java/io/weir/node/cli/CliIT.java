@@ -353,6 +353,96 @@ class CliIT {
 
   @Test
   @Order(4)
+  void documentsWriteLoadsJsonLinesInBatchesAndARerunWithTheKeyWritesNothingTwice()
+      throws Exception {
+    java.nio.file.Path input = java.nio.file.Files.createTempFile("cli-documents", ".jsonl");
+    StringBuilder lines = new StringBuilder();
+    for (int i = 0; i < 25; i++) {
+      lines
+          .append("{\"op\":\"put\",\"collection\":\"cli_notes\",\"id\":\"n")
+          .append(i)
+          .append("\",\"body\":{\"i\":")
+          .append(i)
+          .append("}}\n");
+      if (i == 10) {
+        lines.append("\n"); // a blank line is skipped
+      }
+    }
+    // Line 27 expects a revision n0 does not have: its item fails, with its group of batch 3.
+    lines
+        .append("{\"op\":\"put\",\"collection\":\"cli_notes\",\"id\":\"n0\",\"body\":{},")
+        .append("\"ifMatch\":7}\n");
+    java.nio.file.Files.writeString(input, lines.toString());
+    Run first =
+        weir(
+            "ctl",
+            "documents",
+            "write",
+            "--file",
+            input.toString(),
+            "--batch-size",
+            "10",
+            "--idempotency-key",
+            "cli-load-" + suffix);
+    assertThat(first.exit()).as(first.err()).isEqualTo(1);
+    assertThat(first.out())
+        .contains("line 27: conflict (conflict)")
+        .contains("26 items in 3 batches: ")
+        .doesNotContain("n0");
+    JsonNode again =
+        okJsonAllowingFailures(
+            "ctl",
+            "documents",
+            "write",
+            "--file",
+            input.toString(),
+            "--batch-size",
+            "10",
+            "--idempotency-key",
+            "cli-load-" + suffix);
+    assertThat(again.get("batches").asInt()).isEqualTo(3);
+    assertThat(again.get("failures")).hasSizeGreaterThanOrEqualTo(1);
+    assertThat(again.get("failures").get(again.get("failures").size() - 1).get("line").asLong())
+        .isEqualTo(27);
+    // Every document of the first two batches was written once: revision 1 after the rerun.
+    HttpClientHolder http = new HttpClientHolder();
+    for (int i = 1; i < 20; i++) {
+      assertThat(http.revision(env.get("WEIR_URL"), ADMIN, "cli_notes", "n" + i))
+          .as("n%d written once", i)
+          .isEqualTo(1);
+    }
+    Run malformed = weir("ctl", "documents", "write", "--file", input + ".missing");
+    assertThat(malformed.exit()).isEqualTo(2);
+  }
+
+  /** {@code --json} output of a command that may exit 1 (some items not written). */
+  private JsonNode okJsonAllowingFailures(String... args) throws Exception {
+    String[] all = java.util.Arrays.copyOf(args, args.length + 1);
+    all[args.length] = "--json";
+    Run r = weir(all);
+    assertThat(r.exit()).as(r.err()).isIn(0, 1);
+    return json.readTree(r.out());
+  }
+
+  /** Reads a document's revision over HTTP (its ETag). */
+  private static final class HttpClientHolder {
+    private final java.net.http.HttpClient client = java.net.http.HttpClient.newHttpClient();
+
+    long revision(String base, String token, String collection, String id) throws Exception {
+      java.net.http.HttpResponse<String> r =
+          client.send(
+              java.net.http.HttpRequest.newBuilder(
+                      java.net.URI.create(base + "/v1/documents/" + collection + "/" + id))
+                  .header("Authorization", "Bearer " + token)
+                  .build(),
+              java.net.http.HttpResponse.BodyHandlers.ofString());
+      assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+      return Long.parseLong(r.headers().firstValue("ETag").orElseThrow().replace("\"", ""));
+    }
+  }
+
+  @Test
+  @Order(4)
   void principalsAndGrants() throws Exception {
     String alice = "cli-alice-" + suffix;
     Run created = weir("ctl", "principals", "create", alice, "--group", "ops");

@@ -61,6 +61,16 @@ class GatewayTranslatorTest {
     assertThat(header(delete, "Idempotency-Key")).isEqualTo("k");
     assertThat(header(delete, "If-Match")).isNull();
 
+    HttpRequest batch =
+        translator.toHttp(
+            new ClientRequest.WriteDocuments(
+                TOKEN, JSON.readTree("{\"items\":[{\"op\":\"delete\"}]}"), "batch-key"));
+    assertThat(batch.method()).isEqualTo(HttpMethods.POST);
+    assertThat(batch.getUri().path()).isEqualTo("/v1/documents/batch");
+    assertThat(header(batch, "Idempotency-Key")).isEqualTo("batch-key");
+    assertThat(body(batch)).isEqualTo("{\"items\":[{\"op\":\"delete\"}]}");
+    assertThat(io.weir.node.metrics.RouteTemplates.NODE).contains("/v1/documents/batch");
+
     for (ClientRequest.Endpoint e : ClientRequest.Endpoint.values()) {
       HttpRequest post =
           translator.toHttp(
@@ -126,6 +136,10 @@ class GatewayTranslatorTest {
           TOKEN,
           new ClientRequest.GetDocument(TOKEN, "notes", "secret-id"),
           new ClientRequest.DeleteDocument(TOKEN, "notes", "secret-id", 1L, "idem"),
+          new ClientRequest.WriteDocuments(
+              TOKEN,
+              JSON.readTree("{\"items\":[{\"id\":\"secret-id\",\"body\":{\"pin\":\"4711\"}}]}"),
+              "idem"),
           new ClientRequest.Post(
               TOKEN, ClientRequest.Endpoint.CHANGES_READ, JSON.readTree("{\"pin\":\"4711\"}"))
         }) {

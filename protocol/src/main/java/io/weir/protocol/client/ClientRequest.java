@@ -98,6 +98,28 @@ public sealed interface ClientRequest extends CborSerializable {
   }
 
   /**
+   * {@code POST /v1/documents/batch}: many document writes, {@code body} the request's {@code
+   * {"items": [...]}}; the reply's body has a result per item. The idempotency key, if any, covers
+   * the whole batch.
+   */
+  record WriteDocuments(Credentials credentials, JsonNode body, String idempotencyKey)
+      implements ClientRequest {
+    public WriteDocuments {
+      Objects.requireNonNull(body, "body");
+    }
+
+    @Override
+    public String operation() {
+      return "POST /v1/documents/batch";
+    }
+
+    @Override
+    public String toString() {
+      return "WriteDocuments[items=" + body.path("items").size() + "]";
+    }
+  }
+
+  /**
    * A request whose body is the JSON object of an HTTP {@code POST}: the changes feed, queries,
    * live queries and the projection consumer operations.
    */

@@ -1,0 +1,625 @@
+package io.weir.node.http;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.weir.node.auth.Access;
+import io.weir.node.auth.Authenticator;
+import io.weir.node.auth.Policies;
+import io.weir.node.auth.Principal;
+import io.weir.node.documents.BatchLimits;
+import io.weir.node.documents.Documents;
+import io.weir.persistence.PolicyStore.CollectionPolicy;
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.ErrorCode;
+import io.weir.protocol.http.BatchWritten;
+import io.weir.protocol.http.BatchWritten.Item;
+import io.weir.protocol.partition.Partitioning;
+import io.weir.sharding.partition.PartitionProtocol.Applied;
+import io.weir.sharding.partition.PartitionProtocol.Conflict;
+import io.weir.sharding.partition.PartitionProtocol.Delete;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.KeyReused;
+import io.weir.sharding.partition.PartitionProtocol.Mutation;
+import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
+import io.weir.sharding.partition.PartitionProtocol.Rejected;
+import io.weir.sharding.partition.PartitionProtocol.StorageBehind;
+import io.weir.sharding.partition.PartitionProtocol.StorageRefused;
+import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.ReadProtocol.DocumentReply;
+import io.weir.sharding.partition.StorageGate;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import org.apache.pekko.http.javadsl.server.PathMatchers;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * {@code POST /v1/documents/batch}: many document writes in one request.
+ *
+ * <p>The body is {@code {"items": [...]}}, each item {@code {"op": "put"|"delete", "collection",
+ * "id", "body"? (put: a JSON object), "ifMatch"? (a revision, 0: must not exist)}}, at most {@code
+ * weir.documents.batch.max-items} items and {@code max-bytes} bytes, each body at most {@code
+ * weir.documents.max-bytes}. The whole request is checked first: a malformed one, a name of the
+ * wrong shape, a collection fed by CDC, a body too large or a missing {@code DocumentsWrite} grant
+ * refuses it whole (the message names the item's index, never its values) and nothing is written.
+ *
+ * <p>Then the items are grouped by the partition holding their document; each group is one frame,
+ * written atomically, and the groups independently and concurrently: the reply is 200 with a result
+ * per item ({@link BatchWritten}) — applied, conflict, not-found, failed (with the error a single
+ * write would get) or aborted (another item of its group was not written). A delete without {@code
+ * ifMatch} expects the revision the node reads just before; a delete of a document that does not
+ * exist is {@code not-found} and stops its group. Collection policies apply to each item as to a
+ * single write ({@link WriteGuard}).
+ *
+ * <p>With an {@code Idempotency-Key}, every group's frame carries the key bound to the principal
+ * and the whole request: a retry of the same batch is answered group by group, a group that was
+ * written answering its first result with {@code replayed: true}, the others written now. The same
+ * key with another batch is {@code idempotency-key-reused} in every partition that holds a receipt
+ * for it; receipts are per partition, so a partition the first batch did not write to does not see
+ * the reuse.
+ */
+final class DocumentBatchRoutes extends JsonRoutes {
+  private static final Logger log = LoggerFactory.getLogger(DocumentBatchRoutes.class);
+
+  private static final Set<String> FIELDS = Set.of("items");
+  private static final Set<String> ITEM_FIELDS =
+      Set.of("op", "collection", "id", "body", "ifMatch");
+
+  /** How often a group is tried when a document changed between the node's read and the write. */
+  private static final int ATTEMPTS = 3;
+
+  private final Authenticator authenticator;
+  private final Documents documents;
+  private final long maxDocumentBytes;
+  private final BatchLimits limits;
+  private final Policies policies;
+
+  /**
+   * @param policies collection policies, or null (every collection unrestricted)
+   */
+  DocumentBatchRoutes(
+      ObjectMapper json,
+      Authenticator authenticator,
+      Documents documents,
+      long maxDocumentBytes,
+      BatchLimits limits,
+      Policies policies) {
+    super(json);
+    this.authenticator = authenticator;
+    this.documents = documents;
+    this.maxDocumentBytes = maxDocumentBytes;
+    this.limits = limits;
+    this.policies = policies;
+  }
+
+  Route routes(Principal principal) {
+    return path(
+        PathMatchers.segment("documents").slash("batch"),
+        () ->
+            post(
+                () ->
+                    optionalHeaderValueByName(
+                        "Idempotency-Key",
+                        key -> {
+                          if (key.isPresent() && !Documents.validIdempotencyKey(key.get())) {
+                            return error(
+                                ErrorCode.BAD_REQUEST,
+                                "Idempotency-Key must be 1 to "
+                                    + Documents.MAX_IDEMPOTENCY_KEY_LENGTH
+                                    + " printable ASCII characters");
+                          }
+                          return body(
+                              limits.maxBytes(),
+                              () ->
+                                  error(
+                                      ErrorCode.DOCUMENT_TOO_LARGE,
+                                      "the batch is larger than weir.documents.batch.max-bytes ("
+                                          + limits.maxBytes()
+                                          + " bytes)"),
+                              bytes -> batch(principal, key, bytes));
+                        })));
+  }
+
+  /** One item as checked: {@code body} canonical (null for a delete). */
+  private record BatchItem(
+      int index,
+      boolean delete,
+      String collection,
+      String id,
+      String body,
+      Optional<Long> ifMatch,
+      int partition) {
+    /** The item's canonical form, part of the batch's idempotency request. */
+    String canonical() {
+      return Partitioning.canonicalKey(
+          List.of(
+              delete ? "DELETE" : "PUT",
+              collection,
+              id,
+              ifMatch.map(String::valueOf).orElse("-"),
+              body == null ? "-" : "+" + body));
+    }
+
+    @Override
+    public String toString() {
+      return "BatchItem[index=" + index + ", partition=" + partition + "]";
+    }
+  }
+
+  /** A request refused whole: the route answering it. */
+  private static final class Refused extends Exception {
+    final transient Route route;
+
+    Refused(Route route) {
+      super(null, null, false, false);
+      this.route = route;
+    }
+  }
+
+  private Route batch(Principal principal, Optional<String> key, byte[] bytes) {
+    List<BatchItem> items;
+    try {
+      items = parse(bytes);
+    } catch (Refused r) {
+      return r.route;
+    }
+    Set<String> collections = new java.util.TreeSet<>();
+    items.forEach(i -> collections.add(i.collection()));
+    return grantChecked(
+        authenticator,
+        principal,
+        p -> {
+          for (String c : collections) {
+            if (!p.may("DocumentsWrite", c)) {
+              return new MissingGrant(
+                  "this batch writes a collection without the grant DocumentsWrite on it");
+            }
+          }
+          return write(p, key, items, collections);
+        });
+  }
+
+  private List<BatchItem> parse(byte[] bytes) throws Refused {
+    JsonNode root;
+    try {
+      root = readJson(bytes);
+    } catch (MalformedBody e) {
+      throw new Refused(error(ErrorCode.MALFORMED_JSON, e.getMessage()));
+    }
+    if (root == null || !root.isObject()) {
+      throw new Refused(error(ErrorCode.BAD_REQUEST, "the body must be a JSON object"));
+    }
+    unknownFields(root, FIELDS, "the body");
+    JsonNode array = root.get("items");
+    if (array == null || !array.isArray() || array.isEmpty()) {
+      throw new Refused(
+          error(ErrorCode.BAD_REQUEST, "items must be a non-empty array of write items"));
+    }
+    if (array.size() > limits.maxItems()) {
+      throw new Refused(
+          error(
+              ErrorCode.BAD_REQUEST,
+              "the batch has more than weir.documents.batch.max-items ("
+                  + limits.maxItems()
+                  + ") items"));
+    }
+    List<BatchItem> items = new ArrayList<>(array.size());
+    Map<String, Integer> seen = new HashMap<>();
+    for (int i = 0; i < array.size(); i++) {
+      BatchItem item = item(i, array.get(i));
+      Integer first =
+          seen.putIfAbsent(Partitioning.canonicalKey(List.of(item.collection(), item.id())), i);
+      if (first != null) {
+        throw new Refused(
+            error(
+                ErrorCode.BAD_REQUEST,
+                "item "
+                    + i
+                    + " names the same document as item "
+                    + first
+                    + "; a batch writes each document at most once"));
+      }
+      items.add(item);
+    }
+    return items;
+  }
+
+  private BatchItem item(int i, JsonNode n) throws Refused {
+    String at = "item " + i;
+    if (!n.isObject()) {
+      throw new Refused(error(ErrorCode.BAD_REQUEST, at + " must be a JSON object"));
+    }
+    unknownFields(n, ITEM_FIELDS, at);
+    JsonNode op = n.get("op");
+    if (op == null || !op.isTextual() || !Set.of("put", "delete").contains(op.asText())) {
+      throw new Refused(error(ErrorCode.BAD_REQUEST, at + ": op must be put or delete"));
+    }
+    boolean delete = op.asText().equals("delete");
+    JsonNode collection = n.get("collection");
+    JsonNode id = n.get("id");
+    if (collection == null
+        || !collection.isTextual()
+        || id == null
+        || !id.isTextual()
+        || !Documents.writableCollection(collection.asText())
+        || !Documents.validId(id.asText())) {
+      throw new Refused(
+          error(
+              ErrorCode.INVALID_NAME,
+              at
+                  + ": collections are 1 to 128 of A-Z a-z 0-9 _ -; ids are 1 to "
+                  + Documents.MAX_ID_LENGTH
+                  + " characters without control characters"));
+    }
+    if (documents.fedByCdc(collection.asText())) {
+      throw new Refused(
+          error(
+              ErrorCode.COLLECTION_FED_BY_CDC,
+              at + " writes a collection a CDC pipeline writes; the API may only read it"));
+    }
+    Optional<Long> ifMatch = Optional.empty();
+    JsonNode expected = n.get("ifMatch");
+    if (expected != null) {
+      if (!expected.isIntegralNumber()
+          || !expected.canConvertToLong()
+          || expected.asLong() < 0
+          || expected.asLong() > 999_999_999_999_999_999L) {
+        throw new Refused(
+            error(
+                ErrorCode.BAD_REQUEST, at + ": ifMatch must be a revision (a whole number >= 0)"));
+      }
+      ifMatch = Optional.of(expected.asLong());
+    }
+    JsonNode body = n.get("body");
+    String canonical = null;
+    if (delete) {
+      if (body != null) {
+        throw new Refused(error(ErrorCode.BAD_REQUEST, at + ": a delete takes no body"));
+      }
+    } else {
+      if (body == null || !body.isObject()) {
+        throw new Refused(error(ErrorCode.BAD_REQUEST, at + ": body must be a JSON object"));
+      }
+      try {
+        canonical = DocumentBodies.canonical(body);
+      } catch (DocumentBodies.MalformedDocument e) {
+        throw new Refused(error(ErrorCode.MALFORMED_JSON, at + ": " + e.getMessage()));
+      }
+      if (canonical.getBytes(StandardCharsets.UTF_8).length > maxDocumentBytes) {
+        throw new Refused(
+            error(
+                ErrorCode.DOCUMENT_TOO_LARGE,
+                at
+                    + ": the body is larger than weir.documents.max-bytes ("
+                    + maxDocumentBytes
+                    + " bytes)"));
+      }
+    }
+    return new BatchItem(
+        i,
+        delete,
+        collection.asText(),
+        id.asText(),
+        canonical,
+        ifMatch,
+        documents.partitionOf(collection.asText(), id.asText()));
+  }
+
+  private void unknownFields(JsonNode object, Set<String> allowed, String where) throws Refused {
+    for (var it = object.fieldNames(); it.hasNext(); ) {
+      String name = it.next();
+      if (!allowed.contains(name)) {
+        throw new Refused(
+            error(
+                ErrorCode.BAD_REQUEST,
+                name.matches("[A-Za-z0-9_]{1,64}")
+                    ? where
+                        + " has an unknown field "
+                        + name
+                        + "; the fields are "
+                        + new java.util.TreeSet<>(allowed)
+                    : where + " has an unknown field"));
+      }
+    }
+  }
+
+  private Route write(
+      Principal principal, Optional<String> key, List<BatchItem> items, Set<String> collections) {
+    Map<String, CollectionPolicy> governing = new HashMap<>();
+    if (policies != null && !principal.administrator()) {
+      try {
+        for (String c : collections) {
+          governing.put(c, policies.policy(c));
+        }
+      } catch (Policies.PoliciesUnavailable e) {
+        return error(ErrorCode.UNAVAILABLE, "the collection policies are not loaded yet; retry");
+      }
+    }
+    Optional<Documents.Idempotency> idempotency =
+        key.map(
+            k ->
+                Documents.Idempotency.ofBatch(
+                    principal.id(), k, items.stream().map(BatchItem::canonical).toList()));
+    TreeMap<Integer, List<BatchItem>> groups = new TreeMap<>();
+    for (BatchItem i : items) {
+      groups.computeIfAbsent(i.partition(), n -> new ArrayList<>()).add(i);
+    }
+    List<CompletableFuture<List<Item>>> runs = new ArrayList<>();
+    for (List<BatchItem> group : groups.values()) {
+      runs.add(
+          new Group(principal, governing, group, idempotency).run(ATTEMPTS).toCompletableFuture());
+    }
+    return onComplete(
+        CompletableFuture.allOf(runs.toArray(CompletableFuture[]::new)),
+        done -> {
+          Item[] results = new Item[items.size()];
+          for (CompletableFuture<List<Item>> run : runs) {
+            for (Item r : run.join()) {
+              results[r.index()] = r;
+            }
+          }
+          int applied =
+              (int)
+                  Arrays.stream(results)
+                      .filter(r -> r.status().equals(BatchWritten.Status.APPLIED.wire()))
+                      .count();
+          return json(200, new BatchWritten(List.of(results), applied, results.length - applied));
+        });
+  }
+
+  /** One partition's items: read what the checks need, write them as one frame, answer each. */
+  private final class Group {
+    private final Principal principal;
+    private final Map<String, CollectionPolicy> governing;
+    private final List<BatchItem> items;
+    private final Optional<Documents.Idempotency> idempotency;
+    private final int partition;
+
+    Group(
+        Principal principal,
+        Map<String, CollectionPolicy> governing,
+        List<BatchItem> items,
+        Optional<Documents.Idempotency> idempotency) {
+      this.principal = principal;
+      this.governing = governing;
+      this.items = items;
+      this.idempotency = idempotency;
+      this.partition = items.get(0).partition();
+    }
+
+    /** The group's results; never fails (a partition that does not answer fails every item). */
+    CompletionStage<List<Item>> run(int attempts) {
+      List<CompletableFuture<DocumentReply>> reads = new ArrayList<>();
+      for (BatchItem i : items) {
+        reads.add(
+            needsRead(i)
+                ? documents.get(i.collection(), i.id()).toCompletableFuture()
+                : CompletableFuture.completedFuture(null));
+      }
+      return CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new))
+          .thenCompose(
+              done -> write(reads.stream().map(CompletableFuture::join).toList(), attempts))
+          .exceptionally(
+              t -> {
+                log.warn(
+                    "a partition of a document batch did not answer: {}", SafeErrors.describe(t));
+                return every(
+                    ErrorCode.UNAVAILABLE,
+                    "the partition did not answer in time; retry (with the same Idempotency-Key)");
+              });
+    }
+
+    private boolean needsRead(BatchItem i) {
+      return i.delete() || governing.containsKey(i.collection());
+    }
+
+    private CompletionStage<List<Item>> write(List<DocumentReply> reads, int attempts) {
+      List<Mutation> mutations = new ArrayList<>(items.size());
+      // Per item: the revision the node pinned it to (not the client's ifMatch), else null.
+      List<Long> pinned = new ArrayList<>(items.size());
+      // Per item: a delete whose document the node's read found absent or deleted.
+      boolean[] absent = new boolean[items.size()];
+      Item[] refused = new Item[items.size()];
+      boolean anyRefused = false;
+      for (int k = 0; k < items.size(); k++) {
+        BatchItem i = items.get(k);
+        DocumentReply read = reads.get(k);
+        CollectionPolicy policy = governing.get(i.collection());
+        Object checked = null;
+        absent[k] = i.delete() && read.document().filter(d -> !d.deleted()).isEmpty();
+        if (policy != null) {
+          if (read.ruleVersion() != policy.version()) {
+            policies.reconcile(policy, read.ruleVersion() < 0 ? -1 : partition, read.ruleVersion());
+            refused[k] =
+                failed(
+                    i,
+                    ErrorCode.UNAVAILABLE,
+                    "the collection's policy is not yet the same on this node and its partition;"
+                        + " retry");
+          } else if (!i.delete()) {
+            checked = putChecked(i, policy, read);
+          } else {
+            checked = WriteGuard.delete(principal, policy, read.document(), i.ifMatch());
+          }
+        } else if (i.delete()) {
+          // Never a tombstone over nothing: a document that is not live can only be answered by
+          // a retried batch's receipt, else not-found.
+          checked =
+              absent[k]
+                  ? WriteGuard.NO_REVISION
+                  : i.ifMatch().orElse(read.document().get().revision());
+        }
+        if (checked instanceof Item item) {
+          refused[k] = item;
+        } else if (checked == WriteGuard.Refusal.HIDDEN && i.delete()) {
+          refused[k] = Item.notFound(i.index(), i.collection(), i.id(), partition);
+        } else if (checked instanceof WriteGuard.Refusal r) {
+          refused[k] =
+              failed(
+                  i,
+                  r == WriteGuard.Refusal.UNREADABLE ? ErrorCode.INTERNAL : ErrorCode.FORBIDDEN,
+                  refusal(r));
+        }
+        if (refused[k] != null) {
+          anyRefused = true;
+          continue;
+        }
+        Optional<Long> expected = i.ifMatch();
+        String body = i.body();
+        Long pin = null;
+        if (checked instanceof WriteGuard.Guarded g) {
+          body = g.body();
+          pin = g.expected();
+        } else if (checked instanceof Long l) {
+          pin = l;
+        }
+        if (pin != null) {
+          expected = Optional.of(pin);
+        }
+        pinned.add(i.ifMatch().isEmpty() ? pin : null);
+        mutations.add(
+            i.delete()
+                ? new Delete(i.collection(), i.id(), expected)
+                : new Upsert(i.collection(), i.id(), body, expected));
+      }
+      if (anyRefused) {
+        return CompletableFuture.completedFuture(refusedGroup(refused));
+      }
+      return documents
+          .applyFrame(partition, mutations, idempotency)
+          .thenCompose(
+              reply -> {
+                if (reply instanceof Conflict c) {
+                  Long pin = pinned.get(c.index());
+                  if (pin != null && pin != WriteGuard.NO_REVISION && attempts > 1) {
+                    // The document changed between the node's read and the write: read again.
+                    return run(attempts - 1);
+                  }
+                }
+                return CompletableFuture.completedFuture(answer(reply, absent));
+              });
+    }
+
+    /** The put of {@code i} under {@code policy}: a {@link WriteGuard} outcome, or an item. */
+    private Object putChecked(BatchItem i, CollectionPolicy policy, DocumentReply read) {
+      ObjectNode next;
+      try {
+        next = (ObjectNode) Access.JSON.readTree(i.body());
+      } catch (JsonProcessingException e) {
+        return failed(i, ErrorCode.INTERNAL, "internal error; see the node's log");
+      }
+      String forbidden = WriteGuard.forbiddenField(principal, policy, next);
+      if (forbidden != null) {
+        return failed(
+            i,
+            ErrorCode.FORBIDDEN,
+            "the field " + forbidden + " is sensitive; writing it requires FieldRead on it");
+      }
+      return WriteGuard.put(principal, policy, next, read.document(), i.ifMatch());
+    }
+
+    private List<Item> answer(FrameReply reply, boolean[] absent) {
+      if (reply instanceof Applied a) {
+        List<Item> out = new ArrayList<>(items.size());
+        for (int k = 0; k < items.size(); k++) {
+          BatchItem i = items.get(k);
+          out.add(
+              Item.applied(
+                  i.index(),
+                  i.collection(),
+                  i.id(),
+                  partition,
+                  a.revisions().get(k),
+                  i.delete(),
+                  a.replayed()));
+        }
+        return out;
+      }
+      if (reply instanceof Conflict c) {
+        BatchItem i = items.get(c.index());
+        Item[] refused = new Item[items.size()];
+        refused[c.index()] =
+            absent[c.index()]
+                ? Item.notFound(i.index(), i.collection(), i.id(), partition)
+                : Item.conflict(i.index(), i.collection(), i.id(), partition, c.actualRevision());
+        return refusedGroup(refused);
+      }
+      if (reply instanceof QuotaExceeded) {
+        return every(
+            ErrorCode.QUOTA_EXCEEDED,
+            "the partition's outbox is full; retry once entries are purged");
+      }
+      if (reply instanceof StorageRefused s) {
+        return every(
+            ErrorCode.STORAGE_COPIES_INSUFFICIENT,
+            "the storage keeps "
+                + new StorageGate.Refusal(s.copies(), s.required()).describe()
+                + "; nothing of this group was written; retry once the copies are back");
+      }
+      if (reply instanceof StorageBehind) {
+        return every(
+            ErrorCode.STORAGE_BEHIND,
+            "the partition's storage lost writes it acknowledged; nothing of this group was"
+                + " written; an operator must accept the loss (weir ctl partitions"
+                + " accept-storage-loss)");
+      }
+      if (reply instanceof Rejected r) {
+        return every(ErrorCode.BAD_REQUEST, r.reason());
+      }
+      if (reply instanceof KeyReused) {
+        return every(
+            ErrorCode.IDEMPOTENCY_KEY_REUSED,
+            "this Idempotency-Key was used by this principal for another request; use a new key"
+                + " for a new request");
+      }
+      log.error(
+          "a document batch got an unexpected reply of type {}", reply.getClass().getSimpleName());
+      return every(ErrorCode.INTERNAL, "internal error; see the node's log");
+    }
+
+    /** Every item failed with the same error (one that concerns the whole group). */
+    private List<Item> every(ErrorCode code, String message) {
+      return items.stream().map(i -> failed(i, code, message)).toList();
+    }
+
+    /** The refused items as they are, the others aborted by the first refused one. */
+    private List<Item> refusedGroup(Item[] refused) {
+      Item first = Arrays.stream(refused).filter(r -> r != null).findFirst().orElseThrow();
+      boolean retryable = Boolean.TRUE.equals(first.retryable());
+      List<Item> out = new ArrayList<>(items.size());
+      for (int k = 0; k < items.size(); k++) {
+        BatchItem i = items.get(k);
+        out.add(
+            refused[k] != null
+                ? refused[k]
+                : Item.aborted(
+                    i.index(), i.collection(), i.id(), partition, first.index(), retryable));
+      }
+      return out;
+    }
+
+    private Item failed(BatchItem i, ErrorCode code, String message) {
+      return Item.failed(i.index(), i.collection(), i.id(), partition, code, message);
+    }
+  }
+
+  private static String refusal(WriteGuard.Refusal r) {
+    return switch (r) {
+      case HIDDEN -> "this principal may not change this document (its row is not visible to it)";
+      case INVISIBLE -> "the new document would not be visible to this principal (row visibility)";
+      case UNREADABLE -> "internal error; see the node's log";
+    };
+  }
+}

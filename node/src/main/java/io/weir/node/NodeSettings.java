@@ -228,9 +228,7 @@ public record NodeSettings(
                     v.positiveInt("weir.partitions.snapshots.after-events"),
                     v.bytes("weir.partitions.snapshots.after-bytes", 1))),
         v.bytes("weir.documents.max-bytes", 2),
-        new BatchLimits(
-            v.positiveInt("weir.documents.batch.max-items"),
-            v.bytes("weir.documents.batch.max-bytes", 1024)),
+        batchLimits(v),
         v.positiveDuration("weir.documents.ask-timeout"),
         tokens(v),
         projections(v),
@@ -268,6 +266,25 @@ public record NodeSettings(
               + " after image)");
     }
     return bytes;
+  }
+
+  /**
+   * {@code weir.documents.batch}: a batch's items of one partition travel as one message, to
+   * another node too, and are one journal row: a batch may be at most half the remote frame size
+   * ({@code pekko.remote.artery.advanced.maximum-frame-size}, room for the message's own bytes) and
+   * no larger than a journal row ({@code weir.partitions.frame.max-bytes}).
+   */
+  private static BatchLimits batchLimits(ConfigValues v) {
+    long bytes = v.bytes("weir.documents.batch.max-bytes", 1024);
+    if (bytes > v.bytes("weir.partitions.frame.max-bytes", 1)
+        || bytes > v.bytes("pekko.remote.artery.advanced.maximum-frame-size", 1) / 2) {
+      throw new SettingsException(
+          "weir.documents.batch.max-bytes",
+          "must be at most weir.partitions.frame.max-bytes and half of"
+              + " pekko.remote.artery.advanced.maximum-frame-size (a partition's share of a batch"
+              + " is one message and one journal row)");
+    }
+    return new BatchLimits(v.positiveInt("weir.documents.batch.max-items"), bytes);
   }
 
   private static Optional<Bootstrap> bootstrap(ConfigValues v) {

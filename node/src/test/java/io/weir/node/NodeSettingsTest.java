@@ -116,6 +116,20 @@ class NodeSettingsTest {
   }
 
   @Test
+  void aBatchIsBoundedByAJournalRowAndHalfTheRemoteFrame() {
+    NodeSettings defaults = NodeSettings.create(with(Map.of()));
+    assertThat(defaults.documentBatches().maxItems()).isEqualTo(1000);
+    assertThat(defaults.documentBatches().maxBytes()).isEqualTo(4L << 20);
+    for (String size : java.util.List.of("5MiB", "9MiB")) {
+      assertThatThrownBy(
+              () -> NodeSettings.create(with(Map.of("weir.documents.batch.max-bytes", size))))
+          .isInstanceOfSatisfying(
+              SettingsException.class,
+              e -> assertThat(e.key()).isEqualTo("weir.documents.batch.max-bytes"));
+    }
+  }
+
+  @Test
   void shortAdminTokenIsRefusedWithoutEchoingIt() {
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token", "short-secret"))))
         .isInstanceOf(SettingsException.class)

@@ -42,7 +42,7 @@ final class DocumentCommands extends Group {
             + " every item not written is listed by its line number. Exit status 1 when any"
             + " item was not written.",
         "With --idempotency-key K, batch n is sent with the key K:n, so running the same command"
-            + " again with the same input and key writes only what was not written."
+            + " again with the same input, --batch-size and key writes only what was not written."
       })
   int write(
       @Option(
@@ -92,7 +92,7 @@ final class DocumentCommands extends Group {
           }
         }
         if (!batch.isEmpty()
-            && (end || batch.size() >= batchSize || bytes + line.length() > REQUEST_BYTES)) {
+            && (end || batch.size() >= batchSize || bytes + utf8(line) > REQUEST_BYTES)) {
           JsonNode reply;
           try {
             reply = send(batch, key == null ? null : key + ":" + batches);
@@ -142,7 +142,7 @@ final class DocumentCommands extends Group {
         }
         batch.add(item);
         lines.add(lineNumber);
-        bytes += line.length();
+        bytes += utf8(line) + 1;
       }
     } catch (IOException e) {
       throw ctl.usage("the input cannot be read: " + e.getClass().getSimpleName());
@@ -170,7 +170,11 @@ final class DocumentCommands extends Group {
       ctl.out().println(line(items, applied, batches));
     }
     ctl.out().flush();
-    return failures.isEmpty() ? CtlCommand.EXIT_OK : CtlCommand.EXIT_REFUSED;
+    return applied == items && failures.isEmpty() ? CtlCommand.EXIT_OK : CtlCommand.EXIT_REFUSED;
+  }
+
+  private static long utf8(String line) {
+    return line.getBytes(StandardCharsets.UTF_8).length;
   }
 
   private BufferedReader open(String file) throws IOException {

@@ -30,6 +30,7 @@ import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.ReadProtocol.DocumentReply;
 import io.weir.sharding.partition.StorageGate;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -40,8 +41,10 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.TimeoutException;
 import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.pattern.AskTimeoutException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -52,16 +55,19 @@ import org.slf4j.LoggerFactory;
  * "id", "body"? (put: a JSON object), "ifMatch"? (a revision, 0: must not exist)}}, at most {@code
  * weir.documents.batch.max-items} items and {@code max-bytes} bytes, each body at most {@code
  * weir.documents.max-bytes}. The whole request is checked first: a malformed one, a name of the
- * wrong shape, a collection fed by CDC, a body too large or a missing {@code DocumentsWrite} grant
- * refuses it whole (the message names the item's index, never its values) and nothing is written.
+ * wrong shape, a body too large, a missing {@code DocumentsWrite} grant or (checked after the
+ * grants) a collection fed by CDC refuses it whole (the message names the item's index, never its
+ * values or field names) and nothing is written.
  *
  * <p>Then the items are grouped by the partition holding their document; each group is one frame,
  * written atomically, and the groups independently and concurrently: the reply is 200 with a result
  * per item ({@link BatchWritten}) — applied, conflict, not-found, failed (with the error a single
  * write would get) or aborted (another item of its group was not written). A delete without {@code
- * ifMatch} expects the revision the node reads just before; a delete of a document that does not
- * exist is {@code not-found} and stops its group. Collection policies apply to each item as to a
- * single write ({@link WriteGuard}).
+ * ifMatch} expects the revision the node reads just before (as does a put under a collection
+ * policy); when that revision changed before the write, the group is read and tried again, 3
+ * attempts in all. A delete of a document that does not exist is {@code not-found} and stops its
+ * group. Collection policies apply to each item as to a single write ({@link WriteGuard}). The
+ * node's reads of one request are at most {@value #READS_IN_FLIGHT} at a time.
  *
  * <p>With an {@code Idempotency-Key}, every group's frame carries the key bound to the principal
  * and the whole request: a retry of the same batch is answered group by group, a group that was
@@ -187,6 +193,16 @@ final class DocumentBatchRoutes extends JsonRoutes {
                   "this batch writes a collection without the grant DocumentsWrite on it");
             }
           }
+          // Only a principal who may write them learns which collections CDC writes.
+          for (BatchItem i : items) {
+            if (documents.fedByCdc(i.collection())) {
+              return error(
+                  ErrorCode.COLLECTION_FED_BY_CDC,
+                  "item "
+                      + i.index()
+                      + " writes a collection a CDC pipeline writes; the API may only read it");
+            }
+          }
           return write(p, key, items, collections);
         });
   }
@@ -263,12 +279,6 @@ final class DocumentBatchRoutes extends JsonRoutes {
                   + Documents.MAX_ID_LENGTH
                   + " characters without control characters"));
     }
-    if (documents.fedByCdc(collection.asText())) {
-      throw new Refused(
-          error(
-              ErrorCode.COLLECTION_FED_BY_CDC,
-              at + " writes a collection a CDC pipeline writes; the API may only read it"));
-    }
     Optional<Long> ifMatch = Optional.empty();
     JsonNode expected = n.get("ifMatch");
     if (expected != null) {
@@ -324,13 +334,9 @@ final class DocumentBatchRoutes extends JsonRoutes {
         throw new Refused(
             error(
                 ErrorCode.BAD_REQUEST,
-                name.matches("[A-Za-z0-9_]{1,64}")
-                    ? where
-                        + " has an unknown field "
-                        + name
-                        + "; the fields are "
-                        + new java.util.TreeSet<>(allowed)
-                    : where + " has an unknown field"));
+                where
+                    + " has an unknown field; the fields are "
+                    + new java.util.TreeSet<>(allowed)));
       }
     }
   }
@@ -357,9 +363,12 @@ final class DocumentBatchRoutes extends JsonRoutes {
       groups.computeIfAbsent(i.partition(), n -> new ArrayList<>()).add(i);
     }
     List<CompletableFuture<List<Item>>> runs = new ArrayList<>();
+    Reads reads = new Reads();
     for (List<BatchItem> group : groups.values()) {
       runs.add(
-          new Group(principal, governing, group, idempotency).run(ATTEMPTS).toCompletableFuture());
+          new Group(principal, governing, group, idempotency, reads)
+              .run(ATTEMPTS)
+              .toCompletableFuture());
     }
     return onComplete(
         CompletableFuture.allOf(runs.toArray(CompletableFuture[]::new)),
@@ -379,88 +388,180 @@ final class DocumentBatchRoutes extends JsonRoutes {
         });
   }
 
+  /**
+   * The node's reads of one request: at most {@value #READS_IN_FLIGHT} at a time over all its
+   * groups, each reduced to what the checks decided as it arrives, so a request holds at most that
+   * many bodies read at once however many items it has.
+   */
+  private static final class Reads {
+    private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
+    private int inFlight;
+
+    <T> CompletableFuture<T> read(
+        java.util.function.Supplier<CompletionStage<DocumentReply>> ask,
+        java.util.function.Function<DocumentReply, T> reduce) {
+      CompletableFuture<T> out = new CompletableFuture<>();
+      Runnable start =
+          () ->
+              ask.get()
+                  .whenComplete(
+                      (reply, failure) -> {
+                        try {
+                          if (failure != null) {
+                            out.completeExceptionally(failure);
+                          } else {
+                            out.complete(reduce.apply(reply));
+                          }
+                        } catch (RuntimeException e) {
+                          out.completeExceptionally(e);
+                        } finally {
+                          release();
+                        }
+                      });
+      boolean now;
+      synchronized (this) {
+        now = inFlight < READS_IN_FLIGHT;
+        if (now) {
+          inFlight++;
+        } else {
+          waiting.add(start);
+        }
+      }
+      if (now) {
+        start.run();
+      }
+      return out;
+    }
+
+    private void release() {
+      Runnable next;
+      synchronized (this) {
+        next = waiting.poll();
+        if (next == null) {
+          inFlight--;
+        }
+      }
+      if (next != null) {
+        next.run();
+      }
+    }
+  }
+
+  /** Reads one request keeps in flight at most (each may carry a body of up to 1 MiB). */
+  private static final int READS_IN_FLIGHT = 8;
+
+  /**
+   * What the node decided for one item from its read (the body read is not kept).
+   *
+   * @param outcome null (write as sent), a revision to expect ({@code Long}), a {@link
+   *     WriteGuard.Guarded} put, a {@link WriteGuard.Refusal}, or the item's refusal ({@link Item})
+   * @param absent a delete whose document is absent, deleted or hidden from the caller
+   */
+  private record Checked(Object outcome, boolean absent) {
+    static final Checked AS_SENT = new Checked(null, false);
+  }
+
   /** One partition's items: read what the checks need, write them as one frame, answer each. */
   private final class Group {
     private final Principal principal;
     private final Map<String, CollectionPolicy> governing;
     private final List<BatchItem> items;
     private final Optional<Documents.Idempotency> idempotency;
+    private final Reads reads;
     private final int partition;
+
+    /** Collections whose row rule this group already asked its partition to reconcile. */
+    private final Set<String> reconciled = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     Group(
         Principal principal,
         Map<String, CollectionPolicy> governing,
         List<BatchItem> items,
-        Optional<Documents.Idempotency> idempotency) {
+        Optional<Documents.Idempotency> idempotency,
+        Reads reads) {
       this.principal = principal;
       this.governing = governing;
       this.items = items;
       this.idempotency = idempotency;
+      this.reads = reads;
       this.partition = items.get(0).partition();
     }
 
     /** The group's results; never fails (a partition that does not answer fails every item). */
     CompletionStage<List<Item>> run(int attempts) {
-      List<CompletableFuture<DocumentReply>> reads = new ArrayList<>();
+      List<CompletableFuture<Checked>> checks = new ArrayList<>();
       for (BatchItem i : items) {
-        reads.add(
+        checks.add(
             needsRead(i)
-                ? documents.get(i.collection(), i.id()).toCompletableFuture()
-                : CompletableFuture.completedFuture(null));
+                ? reads.read(() -> documents.get(i.collection(), i.id()), r -> check(i, r))
+                : CompletableFuture.completedFuture(Checked.AS_SENT));
       }
-      return CompletableFuture.allOf(reads.toArray(CompletableFuture[]::new))
+      return CompletableFuture.allOf(checks.toArray(CompletableFuture[]::new))
           .thenCompose(
-              done -> write(reads.stream().map(CompletableFuture::join).toList(), attempts))
-          .exceptionally(
-              t -> {
-                log.warn(
-                    "a partition of a document batch did not answer: {}", SafeErrors.describe(t));
-                return every(
-                    ErrorCode.UNAVAILABLE,
-                    "the partition did not answer in time; retry (with the same Idempotency-Key)");
-              });
+              done -> write(checks.stream().map(CompletableFuture::join).toList(), attempts))
+          .exceptionally(this::failedGroup);
+    }
+
+    /** Every item failed by {@code t}: unavailable for a partition that did not answer in time. */
+    private List<Item> failedGroup(Throwable t) {
+      Throwable cause = unwrap(t);
+      if (cause instanceof TimeoutException || cause instanceof AskTimeoutException) {
+        log.warn("a partition of a document batch did not answer: {}", SafeErrors.describe(t));
+        return every(
+            ErrorCode.UNAVAILABLE,
+            "the partition did not answer in time; retry (with the same Idempotency-Key)");
+      }
+      log.error("a document batch's group failed unexpectedly: {}", SafeErrors.describe(t));
+      return every(ErrorCode.INTERNAL, "internal error; see the node's log");
     }
 
     private boolean needsRead(BatchItem i) {
       return i.delete() || governing.containsKey(i.collection());
     }
 
-    private CompletionStage<List<Item>> write(List<DocumentReply> reads, int attempts) {
+    private Checked check(BatchItem i, DocumentReply read) {
+      boolean absent = i.delete() && read.document().filter(d -> !d.deleted()).isEmpty();
+      CollectionPolicy policy = governing.get(i.collection());
+      if (policy != null) {
+        if (read.ruleVersion() != policy.version()) {
+          if (reconciled.add(i.collection())) {
+            policies.reconcile(policy, read.ruleVersion() < 0 ? -1 : partition, read.ruleVersion());
+          }
+          return new Checked(
+              failed(
+                  i,
+                  ErrorCode.UNAVAILABLE,
+                  "the collection's policy is not yet the same on this node and its partition;"
+                      + " retry"),
+              absent);
+        }
+        Object outcome =
+            i.delete()
+                ? WriteGuard.delete(principal, policy, read.document(), i.ifMatch())
+                : putChecked(i, policy, read);
+        return new Checked(outcome, absent || (i.delete() && outcome == WriteGuard.Refusal.HIDDEN));
+      }
+      if (i.delete()) {
+        // Never a tombstone over nothing: a document that is not live can only be answered by a
+        // retried batch's receipt, else not-found.
+        return new Checked(
+            absent ? WriteGuard.NO_REVISION : i.ifMatch().orElse(read.document().get().revision()),
+            absent);
+      }
+      return Checked.AS_SENT;
+    }
+
+    private CompletionStage<List<Item>> write(List<Checked> checks, int attempts) {
       List<Mutation> mutations = new ArrayList<>(items.size());
-      // Per item: the revision the node pinned it to (not the client's ifMatch), else null.
+      // Per item: the revision the node chose for it (the client sent no ifMatch), else null.
       List<Long> pinned = new ArrayList<>(items.size());
-      // Per item: a delete whose document the node's read found absent or deleted.
       boolean[] absent = new boolean[items.size()];
       Item[] refused = new Item[items.size()];
       boolean anyRefused = false;
       for (int k = 0; k < items.size(); k++) {
         BatchItem i = items.get(k);
-        DocumentReply read = reads.get(k);
-        CollectionPolicy policy = governing.get(i.collection());
-        Object checked = null;
-        absent[k] = i.delete() && read.document().filter(d -> !d.deleted()).isEmpty();
-        if (policy != null) {
-          if (read.ruleVersion() != policy.version()) {
-            policies.reconcile(policy, read.ruleVersion() < 0 ? -1 : partition, read.ruleVersion());
-            refused[k] =
-                failed(
-                    i,
-                    ErrorCode.UNAVAILABLE,
-                    "the collection's policy is not yet the same on this node and its partition;"
-                        + " retry");
-          } else if (!i.delete()) {
-            checked = putChecked(i, policy, read);
-          } else {
-            checked = WriteGuard.delete(principal, policy, read.document(), i.ifMatch());
-          }
-        } else if (i.delete()) {
-          // Never a tombstone over nothing: a document that is not live can only be answered by
-          // a retried batch's receipt, else not-found.
-          checked =
-              absent[k]
-                  ? WriteGuard.NO_REVISION
-                  : i.ifMatch().orElse(read.document().get().revision());
-        }
+        Object checked = checks.get(k).outcome();
+        absent[k] = checks.get(k).absent();
         if (checked instanceof Item item) {
           refused[k] = item;
         } else if (checked == WriteGuard.Refusal.HIDDEN && i.delete()) {
@@ -474,6 +575,7 @@ final class DocumentBatchRoutes extends JsonRoutes {
         }
         if (refused[k] != null) {
           anyRefused = true;
+          pinned.add(null); // pinned stays aligned with items; mutations are not sent
           continue;
         }
         Optional<Long> expected = i.ifMatch();
@@ -495,7 +597,26 @@ final class DocumentBatchRoutes extends JsonRoutes {
                 : new Upsert(i.collection(), i.id(), body, expected));
       }
       if (anyRefused) {
-        return CompletableFuture.completedFuture(refusedGroup(refused));
+        if (idempotency.isEmpty()) {
+          return CompletableFuture.completedFuture(refusedGroup(refused));
+        }
+        // A keyed retry of a group written before (its documents may have changed since, so the
+        // checks refuse now): a frame no document can satisfy finds its receipt, if there is
+        // one, and writes nothing either way.
+        List<Mutation> probe =
+            items.stream()
+                .map(
+                    i ->
+                        (Mutation)
+                            new Delete(i.collection(), i.id(), Optional.of(WriteGuard.NO_REVISION)))
+                .toList();
+        return documents
+            .applyFrame(partition, probe, idempotency)
+            .thenApply(
+                reply ->
+                    reply instanceof Applied || reply instanceof KeyReused
+                        ? answer(reply, absent, pinned)
+                        : refusedGroup(refused));
       }
       return documents
           .applyFrame(partition, mutations, idempotency)
@@ -508,7 +629,7 @@ final class DocumentBatchRoutes extends JsonRoutes {
                     return run(attempts - 1);
                   }
                 }
-                return CompletableFuture.completedFuture(answer(reply, absent));
+                return CompletableFuture.completedFuture(answer(reply, absent, pinned));
               });
     }
 
@@ -530,7 +651,7 @@ final class DocumentBatchRoutes extends JsonRoutes {
       return WriteGuard.put(principal, policy, next, read.document(), i.ifMatch());
     }
 
-    private List<Item> answer(FrameReply reply, boolean[] absent) {
+    private List<Item> answer(FrameReply reply, boolean[] absent, List<Long> pinned) {
       if (reply instanceof Applied a) {
         List<Item> out = new ArrayList<>(items.size());
         for (int k = 0; k < items.size(); k++) {
@@ -553,7 +674,15 @@ final class DocumentBatchRoutes extends JsonRoutes {
         refused[c.index()] =
             absent[c.index()]
                 ? Item.notFound(i.index(), i.collection(), i.id(), partition)
-                : Item.conflict(i.index(), i.collection(), i.id(), partition, c.actualRevision());
+                : Item.conflict(
+                    i.index(),
+                    i.collection(),
+                    i.id(),
+                    partition,
+                    c.actualRevision(),
+                    pinned.get(c.index()) == null
+                        ? "the document's revision does not match ifMatch"
+                        : "the document kept changing while the batch was written; retry");
         return refusedGroup(refused);
       }
       if (reply instanceof QuotaExceeded) {

@@ -24,6 +24,71 @@ class DocumentBatchIT extends FeedNodeFixture {
     return "document_batch_it";
   }
 
+  /** A pipeline whose partition sink writes the collection {@code cdc_orders}. */
+  @Override
+  List<io.weir.node.cdc.PipelineConfig> pipelines() {
+    return io.weir.node.cdc.PipelineConfig.all(
+        com.typesafe.config.ConfigFactory.parseString(
+                "weir.postgres.url = \"jdbc:postgresql://127.0.0.1/weir\"\n"
+                    + "weir.pipelines.orders { slot = orders_slot, publications = [orders_pub],"
+                    + " autostart = false, sink { type = partitions,"
+                    + " collections { \"public.orders\" = cdc_orders } } }")
+            .withFallback(com.typesafe.config.ConfigFactory.load()));
+  }
+
+  @Test
+  void aKeyedRetryAnswersEachItemWithItsOwnRevisionAndAnotherPrincipalsKeyNeverMatches()
+      throws Exception {
+    String c = "batch_replay";
+    ok(put(c, "a", "{\"v\":1}", ADMIN));
+    ok(put(c, "b", "{\"v\":1}", ADMIN));
+    ok(put(c, "b", "{\"v\":2}", ADMIN));
+    ok(put(c, "del", "{\"v\":1}", ADMIN));
+    ObjectNode[] items = {
+      putItem(c, "a", "{\"v\":2}", null),
+      putItem(c, "b", "{\"v\":3}", 2L),
+      deleteItem(c, "del", null),
+      putItem(c, "new", "{\"v\":1}", 0L)
+    };
+    JsonNode first = ok(batch(ADMIN, "replay-key", items));
+    assertThat(first.get("applied").asInt()).isEqualTo(4);
+    long[] revisions = {2, 3, 2, 1};
+    for (int i = 0; i < 4; i++) {
+      assertThat(first.get("results").get(i).get("revision").asLong()).isEqualTo(revisions[i]);
+    }
+    JsonNode replayed = ok(batch(ADMIN, "replay-key", items));
+    for (int i = 0; i < 4; i++) {
+      JsonNode r = replayed.get("results").get(i);
+      assertThat(r.get("status").asText()).isEqualTo("applied");
+      assertThat(r.get("replayed").asBoolean()).isTrue();
+      assertThat(r.get("revision").asLong())
+          .as("item %d's own revision", i)
+          .isEqualTo(revisions[i]);
+    }
+    assertThat(replayed.get("results").get(2).get("deleted").asBoolean()).isTrue();
+    assertThat(revision(c, "a")).isEqualTo(2);
+    // The same key and batch from another principal is a new request of its own.
+    String other = principal("batch-other", List.of(), c, "DocumentsWrite", "DocumentsRead");
+    JsonNode others = ok(batch(other, "replay-key", putItem(c, "a", "{\"v\":2}", null)));
+    assertThat(others.get("results").get(0).get("replayed").asBoolean()).isFalse();
+    assertThat(others.get("results").get(0).get("revision").asLong()).isEqualTo(3);
+  }
+
+  @Test
+  void aCollectionCdcWritesIsRefusedOnlyToThoseWhoMayWriteIt() throws Exception {
+    HttpResponse<String> r =
+        batch(
+            ADMIN,
+            null,
+            putItem("batch_free", "f1", "{}", null),
+            putItem("cdc_orders", "o1", "{}", null));
+    error(r, 409, "collection-fed-by-cdc");
+    assertThat(r.body()).contains("item 1");
+    assertThat(revision("batch_free", "f1")).isZero();
+    String user = principal("batch-cdc-user", List.of(), "batch_free", "DocumentsWrite");
+    error(batch(user, null, putItem("cdc_orders", "o1", "{}", null)), 403, "forbidden");
+  }
+
   private ObjectNode putItem(String collection, String id, String body, Long ifMatch)
       throws Exception {
     ObjectNode n = json.createObjectNode();
@@ -223,7 +288,14 @@ class DocumentBatchIT extends FeedNodeFixture {
     String c = "batch_refused";
     error(batch(ADMIN, null), 400, "bad-request");
     error(
-        send("POST", "/v1/documents/batch", "{\"items\":[],\"x\":1}", ADMIN, Map.of()),
+        send(
+            "POST",
+            "/v1/documents/batch",
+            "{\"items\":[{\"op\":\"put\",\"collection\":\""
+                + c
+                + "\",\"id\":\"ok1\",\"body\":{}}],\"x\":1}",
+            ADMIN,
+            Map.of()),
         400,
         "bad-request");
     error(
@@ -269,15 +341,9 @@ class DocumentBatchIT extends FeedNodeFixture {
       many.add(putItem(c, "m" + i, "{}", null));
     }
     error(batch(ADMIN, null, many.toArray(ObjectNode[]::new)), 400, "bad-request");
-    error(
-        send(
-            "POST",
-            "/v1/documents/batch",
-            "{\"items\":[]}",
-            ADMIN,
-            Map.of("Idempotency-Key", "k".repeat(256))),
-        400,
-        "bad-request");
+    HttpResponse<String> longKey = batch(ADMIN, "k".repeat(256), putItem(c, "ok1", "{}", null));
+    error(longKey, 400, "bad-request");
+    assertThat(longKey.body()).contains("Idempotency-Key");
     // DocumentsWrite on one collection of two: 403, and the granted one is not written either.
     String writer = principal("batch-writer", List.of(), c, "DocumentsWrite", "DocumentsRead");
     error(
@@ -327,6 +393,28 @@ class DocumentBatchIT extends FeedNodeFixture {
     JsonNode invisible = ok(batch(user, null, putItem(c, ids.get(2), "{\"acl\":[\"x\"]}", null)));
     assertThat(invisible.get("results").get(0).get("error").asText()).isEqualTo("forbidden");
     assertThat(revision(c, ids.get(1))).isEqualTo(1);
+
+    // A keyed write replayed after its row was hidden from the writer: the receipt answers, even
+    // though the checks would refuse the write now.
+    JsonNode keyed =
+        ok(
+            batch(
+                user,
+                "policy-key",
+                putItem(c, other.get(0), "{\"acl\":[\"batch-user\"],\"v\":2}", null)));
+    assertThat(status(keyed, 0)).isEqualTo("applied");
+    long written = keyed.get("results").get(0).get("revision").asLong();
+    ok(put(c, other.get(0), "{\"acl\":[\"someone-else\"],\"v\":3}", ADMIN));
+    JsonNode retried =
+        ok(
+            batch(
+                user,
+                "policy-key",
+                putItem(c, other.get(0), "{\"acl\":[\"batch-user\"],\"v\":2}", null)));
+    assertThat(status(retried, 0)).isEqualTo("applied");
+    assertThat(retried.get("results").get(0).get("replayed").asBoolean()).isTrue();
+    assertThat(retried.get("results").get(0).get("revision").asLong()).isEqualTo(written);
+    assertThat(revision(c, other.get(0))).isEqualTo(written + 1);
 
     // A visible row is replaced keeping the sensitive field the user may not read.
     JsonNode replaced =

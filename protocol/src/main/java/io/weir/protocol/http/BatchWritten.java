@@ -90,7 +90,12 @@ public record BatchWritten(List<Item> results, int applied, int failed) {
     }
 
     public static Item conflict(
-        int index, String collection, String id, int partition, long actualRevision) {
+        int index,
+        String collection,
+        String id,
+        int partition,
+        long actualRevision,
+        String message) {
       return new Item(
           index,
           collection,
@@ -103,7 +108,7 @@ public record BatchWritten(List<Item> results, int applied, int failed) {
           actualRevision,
           null,
           ErrorCode.CONFLICT.wire(),
-          "the document's revision does not match ifMatch",
+          message,
           ErrorCode.CONFLICT.retryable());
     }
 

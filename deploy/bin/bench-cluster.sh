@@ -6,9 +6,13 @@
 #     is measured; the killed node is restarted before the next run;
 #  2. document-API write throughput over HTTP, 1 node against 3 nodes side by side: 32 clients PUT
 #     distinct 200-byte documents for 3 rounds of 20 s each: writes/s, latency p50/p99, the 3/1 ratio.
+#  3. (only with --phases batch) batch writes on one node: 16 clients POST /v1/documents/batch with 100
+#     documents each, against --clients single PUTs and against plain JDBC upserts of the same bodies into
+#     a table of the same database, one row per commit: documents/s, latency, CPU per document.
 # Figures, not assertions: it exits 0 whatever they are. See docs/benchmarks.md.
 #   deploy/bin/bench-cluster.sh                           defaults (about 10 minutes on 2 vCPUs, build included)
 #   deploy/bin/bench-cluster.sh --phases failover --failover-runs 3 --stable-after 20s
+#   deploy/bin/bench-cluster.sh --phases batch --clients 64
 #   deploy/bin/bench-cluster.sh --help                    every option
 # Builds first (tests skipped), then uses the private PostgreSQL (deploy/bin/pg.sh), stopping it
 # afterwards if this script started it. It creates and drops the databases weir_cbench and

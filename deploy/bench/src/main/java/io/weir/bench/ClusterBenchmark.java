@@ -1048,7 +1048,9 @@ public final class ClusterBenchmark {
         "3. batch writes: %d HTTP clients each POST /v1/documents/batch with %d distinct %,d-byte documents of"
             + " /v1/documents/%s\n   (over all %d partitions) and wait for the answer before the next; against"
             + " %d clients PUTting one document each (--clients);\n   one node, %d rounds of %d s each, the order"
-            + " alternating, after a warm-up of %d s each; only applied documents counted; acknowledged marks %s%n",
+            + " alternating, after a warm-up of %d s each; only applied documents counted; acknowledged marks %s;\n   and"
+            + " as a reference without Weir, %d JDBC clients each upserting one row per commit (autocommit) into a plain"
+            + " table\n   public.plain_docs (id text PRIMARY KEY, body text) of the same database, same bodies, same durability%n",
         options.batchClients,
         options.batchItems,
         options.bodyBytes,
@@ -1058,7 +1060,8 @@ public final class ClusterBenchmark {
         options.rounds,
         options.batchSeconds,
         options.batchWarmupSeconds,
-        options.acknowledgedMarks);
+        options.acknowledgedMarks,
+        options.clients);
     one.recreateEmpty();
     BenchCluster c1 =
         cluster(
@@ -1106,21 +1109,35 @@ public final class ClusterBenchmark {
           "all",
           "µs/doc",
           "not applied");
+      try (Connection con = one.connect();
+          Statement st = con.createStatement()) {
+        st.execute(
+            "CREATE TABLE IF NOT EXISTS public.plain_docs (id text PRIMARY KEY, body text NOT NULL)");
+      }
       List<Round> batched = new ArrayList<>();
       List<Round> single = new ArrayList<>();
+      List<Round> jdbc = new ArrayList<>();
+      List<List<String>> orders =
+          List.of(
+              List.of("batch", "put", "jdbc"),
+              List.of("put", "jdbc", "batch"),
+              List.of("jdbc", "batch", "put"));
       for (int r = 1; r <= options.rounds; r++) {
-        for (boolean batch : r % 2 == 1 ? List.of(true, false) : List.of(false, true)) {
+        for (String kind : orders.get((r - 1) % orders.size())) {
+          boolean batch = kind.equals("batch");
           Round round =
-              batch
-                  ? batchRound(c1, pool, "b" + r, options.batchSeconds)
-                  : writeRound(c1, null, pool, "s" + r, options.batchSeconds);
-          (batch ? batched : single).add(round);
+              switch (kind) {
+                case "batch" -> batchRound(c1, pool, "b" + r, options.batchSeconds);
+                case "put" -> writeRound(c1, null, pool, "s" + r, options.batchSeconds);
+                default -> jdbcRound(c1, pool, "j" + r, options.batchSeconds);
+              };
+          (batch ? batched : kind.equals("put") ? single : jdbc).add(round);
           double sec = round.seconds();
           System.out.printf(
               Locale.ROOT,
               "%5d %7s %,9d %6.1f %,11.0f | %9.2f %9.2f %9.1f | %6.2f %5.2f %5.2f %5.2f %7.0f  %s%n",
               r,
-              batch ? "batch" : "put",
+              kind,
               round.writes(),
               sec,
               round.rate(),
@@ -1154,10 +1171,104 @@ public final class ClusterBenchmark {
           median(ratios),
           min(ratios),
           max(ratios));
+      double[] putRates = single.stream().mapToDouble(Round::rate).toArray();
+      double[] jdbcRates = jdbc.stream().mapToDouble(Round::rate).toArray();
+      double[] putToJdbc = new double[single.size()];
+      for (int i = 0; i < putToJdbc.length; i++) {
+        putToJdbc[i] = single.get(i).rate() / jdbc.get(i).rate();
+      }
+      System.out.printf(
+          Locale.ROOT,
+          "single PUTs: median %,.0f writes/s; plain JDBC upserts: median %,.0f rows/s; PUT/JDBC per round:"
+              + " median %.2fx (%.2f..%.2f)%n",
+          median(putRates),
+          median(jdbcRates),
+          median(putToJdbc),
+          min(putToJdbc),
+          max(putToJdbc));
     } finally {
       pool.shutdownNow();
     }
     System.out.println(LINE);
+  }
+
+  /**
+   * One reference round without Weir: {@code --clients} JDBC connections each upsert distinct rows
+   * of {@code public.plain_docs} one per commit (autocommit, the server's synchronous_commit) with
+   * the bodies the PUT rounds send, until {@code seconds} have passed. "nodeCpu" is the idle node.
+   */
+  private Round jdbcRound(BenchCluster c, ExecutorService pool, String tag, int seconds)
+      throws Exception {
+    Map<String, Long> failures = new ConcurrentHashMap<>();
+    CountDownLatch go = new CountDownLatch(1);
+    long nanos = TimeUnit.SECONDS.toNanos(seconds);
+    List<Future<Histogram>> clients = new ArrayList<>();
+    // Open until the CPU of their server processes has been read.
+    List<Connection> connections = new ArrayList<>();
+    for (int k = 0; k < options.clients; k++) {
+      connections.add(one.connect());
+    }
+    for (int k = 0; k < options.clients; k++) {
+      int client = k;
+      Connection con = connections.get(k);
+      clients.add(
+          pool.submit(
+              () -> {
+                SplittableRandom random = new SplittableRandom(System.nanoTime() + client);
+                Histogram h = new Histogram(MAX_MICROS, 3);
+                try (PreparedStatement upsert =
+                    con.prepareStatement(
+                        "INSERT INTO public.plain_docs (id, body) VALUES (?, ?) ON CONFLICT (id)"
+                            + " DO UPDATE SET body = EXCLUDED.body")) {
+                  con.setAutoCommit(true);
+                  go.await();
+                  long deadline = System.nanoTime() + nanos;
+                  long n = 0;
+                  while (System.nanoTime() < deadline) {
+                    String id = tag + "-" + client + "-" + (n++);
+                    upsert.setString(1, id);
+                    upsert.setString(
+                        2, PartitionBenchmark.body(random, id, options.bodyBytes, padding));
+                    long t = System.nanoTime();
+                    try {
+                      upsert.executeUpdate();
+                      h.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
+                    } catch (java.sql.SQLException e) {
+                      failures.merge("SQLState " + e.getSQLState(), 1L, Long::sum);
+                    }
+                  }
+                }
+                return h;
+              }));
+    }
+    double nodeCpu = c.cpuSeconds();
+    double pgCpu = c.database().backendCpuSeconds();
+    double clientCpu = CpuTimes.now().self();
+    double machineCpu = CpuTimes.machineBusy();
+    long start = System.nanoTime();
+    go.countDown();
+    Histogram latency = new Histogram(MAX_MICROS, 3);
+    for (Future<Histogram> f : clients) {
+      latency.add(f.get());
+    }
+    long elapsed = System.nanoTime() - start;
+    Round round =
+        new Round(
+            c.size(),
+            latency.getTotalCount(),
+            elapsed,
+            latency,
+            0,
+            c.cpuSeconds() - nodeCpu,
+            c.database().backendCpuSeconds() - pgCpu,
+            CpuTimes.now().self() - clientCpu,
+            0,
+            CpuTimes.machineBusy() - machineCpu,
+            new TreeMap<>(failures));
+    for (Connection con : connections) {
+      con.close();
+    }
+    return round;
   }
 
   /**

@@ -1015,6 +1015,24 @@ public final class ClusterBenchmark {
                 return h;
               }));
     }
+    return measured(c, idle, go, clients, null, forwarded::get, failures);
+  }
+
+  /**
+   * Releases the clients waiting on {@code go} and measures them to their end: CPU of {@code c}'s
+   * nodes, its database's server processes, this JVM, {@code idle}'s nodes (null: none) and the
+   * machine. {@code writes}: what the round wrote (null: the requests answered, the histogram's
+   * count).
+   */
+  private static Round measured(
+      BenchCluster c,
+      BenchCluster idle,
+      CountDownLatch go,
+      List<Future<Histogram>> clients,
+      java.util.function.LongSupplier writes,
+      java.util.function.LongSupplier forwarded,
+      Map<String, Long> failures)
+      throws Exception {
     double nodeCpu = c.cpuSeconds();
     double pgCpu = c.database().backendCpuSeconds();
     double clientCpu = CpuTimes.now().self();
@@ -1029,10 +1047,10 @@ public final class ClusterBenchmark {
     long elapsed = System.nanoTime() - start;
     return new Round(
         c.size(),
-        latency.getTotalCount(),
+        writes == null ? latency.getTotalCount() : writes.getAsLong(),
         elapsed,
         latency,
-        forwarded.get(),
+        forwarded.getAsLong(),
         c.cpuSeconds() - nodeCpu,
         c.database().backendCpuSeconds() - pgCpu,
         CpuTimes.now().self() - clientCpu,
@@ -1241,30 +1259,7 @@ public final class ClusterBenchmark {
                 return h;
               }));
     }
-    double nodeCpu = c.cpuSeconds();
-    double pgCpu = c.database().backendCpuSeconds();
-    double clientCpu = CpuTimes.now().self();
-    double machineCpu = CpuTimes.machineBusy();
-    long start = System.nanoTime();
-    go.countDown();
-    Histogram latency = new Histogram(MAX_MICROS, 3);
-    for (Future<Histogram> f : clients) {
-      latency.add(f.get());
-    }
-    long elapsed = System.nanoTime() - start;
-    Round round =
-        new Round(
-            c.size(),
-            latency.getTotalCount(),
-            elapsed,
-            latency,
-            0,
-            c.cpuSeconds() - nodeCpu,
-            c.database().backendCpuSeconds() - pgCpu,
-            CpuTimes.now().self() - clientCpu,
-            0,
-            CpuTimes.machineBusy() - machineCpu,
-            new TreeMap<>(failures));
+    Round round = measured(c, null, go, clients, null, () -> 0, failures);
     for (Connection con : connections) {
       con.close();
     }
@@ -1347,29 +1342,7 @@ public final class ClusterBenchmark {
                 return h;
               }));
     }
-    double nodeCpu = c.cpuSeconds();
-    double pgCpu = c.database().backendCpuSeconds();
-    double clientCpu = CpuTimes.now().self();
-    double machineCpu = CpuTimes.machineBusy();
-    long start = System.nanoTime();
-    go.countDown();
-    Histogram latency = new Histogram(MAX_MICROS, 3);
-    for (Future<Histogram> f : clients) {
-      latency.add(f.get());
-    }
-    long elapsed = System.nanoTime() - start;
-    return new Round(
-        c.size(),
-        applied.get(),
-        elapsed,
-        latency,
-        0,
-        c.cpuSeconds() - nodeCpu,
-        c.database().backendCpuSeconds() - pgCpu,
-        CpuTimes.now().self() - clientCpu,
-        0,
-        CpuTimes.machineBusy() - machineCpu,
-        new TreeMap<>(failures));
+    return measured(c, null, go, clients, applied::get, () -> 0, failures);
   }
 
   // ==== helpers ====

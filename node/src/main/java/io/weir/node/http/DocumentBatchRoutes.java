@@ -22,13 +22,8 @@ import io.weir.sharding.partition.PartitionProtocol.Delete;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
 import io.weir.sharding.partition.PartitionProtocol.KeyReused;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
-import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
-import io.weir.sharding.partition.PartitionProtocol.Rejected;
-import io.weir.sharding.partition.PartitionProtocol.StorageBehind;
-import io.weir.sharding.partition.PartitionProtocol.StorageRefused;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.ReadProtocol.DocumentReply;
-import io.weir.sharding.partition.StorageGate;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -685,33 +680,9 @@ final class DocumentBatchRoutes extends JsonRoutes {
                         : "the document kept changing while the batch was written; retry");
         return refusedGroup(refused);
       }
-      if (reply instanceof QuotaExceeded) {
-        return every(
-            ErrorCode.QUOTA_EXCEEDED,
-            "the partition's outbox is full; retry once entries are purged");
-      }
-      if (reply instanceof StorageRefused s) {
-        return every(
-            ErrorCode.STORAGE_COPIES_INSUFFICIENT,
-            "the storage keeps "
-                + new StorageGate.Refusal(s.copies(), s.required()).describe()
-                + "; nothing of this group was written; retry once the copies are back");
-      }
-      if (reply instanceof StorageBehind) {
-        return every(
-            ErrorCode.STORAGE_BEHIND,
-            "the partition's storage lost writes it acknowledged; nothing of this group was"
-                + " written; an operator must accept the loss (weir ctl partitions"
-                + " accept-storage-loss)");
-      }
-      if (reply instanceof Rejected r) {
-        return every(ErrorCode.BAD_REQUEST, r.reason());
-      }
-      if (reply instanceof KeyReused) {
-        return every(
-            ErrorCode.IDEMPOTENCY_KEY_REUSED,
-            "this Idempotency-Key was used by this principal for another request; use a new key"
-                + " for a new request");
+      WriteGuard.FrameRefusal refused = WriteGuard.refusal(reply, "nothing of this group");
+      if (refused != null) {
+        return every(refused.code(), refused.message());
       }
       log.error(
           "a document batch got an unexpected reply of type {}", reply.getClass().getSimpleName());

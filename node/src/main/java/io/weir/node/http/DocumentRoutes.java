@@ -15,13 +15,7 @@ import io.weir.protocol.http.RevisionConflict;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.Conflict;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
-import io.weir.sharding.partition.PartitionProtocol.KeyReused;
-import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
-import io.weir.sharding.partition.PartitionProtocol.Rejected;
-import io.weir.sharding.partition.PartitionProtocol.StorageBehind;
-import io.weir.sharding.partition.PartitionProtocol.StorageRefused;
 import io.weir.sharding.partition.ReadProtocol.Document;
-import io.weir.sharding.partition.StorageGate;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.Optional;
@@ -505,32 +499,9 @@ final class DocumentRoutes extends JsonRoutes {
     if (reply instanceof Conflict c) {
       return json(ErrorCode.CONFLICT.httpStatus(), RevisionConflict.of(c.actualRevision()));
     }
-    if (reply instanceof QuotaExceeded) {
-      return error(
-          ErrorCode.QUOTA_EXCEEDED,
-          "the partition's outbox is full; retry once entries are purged");
-    }
-    if (reply instanceof StorageRefused s) {
-      return error(
-          ErrorCode.STORAGE_COPIES_INSUFFICIENT,
-          "the storage keeps "
-              + new StorageGate.Refusal(s.copies(), s.required()).describe()
-              + "; nothing was written; retry once the copies are back");
-    }
-    if (reply instanceof StorageBehind) {
-      return error(
-          ErrorCode.STORAGE_BEHIND,
-          "the partition's storage lost writes it acknowledged; nothing was written; an operator"
-              + " must accept the loss (weir ctl partitions accept-storage-loss)");
-    }
-    if (reply instanceof Rejected r) {
-      return error(ErrorCode.BAD_REQUEST, r.reason());
-    }
-    if (reply instanceof KeyReused) {
-      return error(
-          ErrorCode.IDEMPOTENCY_KEY_REUSED,
-          "this Idempotency-Key was used by this principal for another request; use a new key"
-              + " for a new request");
+    WriteGuard.FrameRefusal refused = WriteGuard.refusal(reply, "nothing");
+    if (refused != null) {
+      return error(refused.code(), refused.message());
     }
     log.error(
         "a document write got an unexpected reply of type {}", reply.getClass().getSimpleName());

@@ -6,7 +6,15 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.auth.Access;
 import io.weir.node.auth.Principal;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
+import io.weir.protocol.ErrorCode;
+import io.weir.sharding.partition.PartitionProtocol.FrameReply;
+import io.weir.sharding.partition.PartitionProtocol.KeyReused;
+import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
+import io.weir.sharding.partition.PartitionProtocol.Rejected;
+import io.weir.sharding.partition.PartitionProtocol.StorageBehind;
+import io.weir.sharding.partition.PartitionProtocol.StorageRefused;
 import io.weir.sharding.partition.ReadProtocol.Document;
+import io.weir.sharding.partition.StorageGate;
 import java.io.IOException;
 import java.util.Optional;
 import java.util.function.Predicate;
@@ -120,6 +128,49 @@ final class WriteGuard {
       }
     }
     return pinned(ifMatch, live.map(Document::revision).orElse(NO_REVISION));
+  }
+
+  /** A partition's refusal of a write frame, as the API answers it. */
+  record FrameRefusal(ErrorCode code, String message) {}
+
+  /**
+   * What the API answers for {@code reply} when the partition refused the frame as a whole (quota,
+   * storage gate, storage behind, malformed, idempotency key reused), {@code what} naming what was
+   * not written ("nothing", "nothing of this group"); null for any other reply.
+   */
+  static FrameRefusal refusal(FrameReply reply, String what) {
+    if (reply instanceof QuotaExceeded) {
+      return new FrameRefusal(
+          ErrorCode.QUOTA_EXCEEDED,
+          "the partition's outbox is full; retry once entries are purged");
+    }
+    if (reply instanceof StorageRefused s) {
+      return new FrameRefusal(
+          ErrorCode.STORAGE_COPIES_INSUFFICIENT,
+          "the storage keeps "
+              + new StorageGate.Refusal(s.copies(), s.required()).describe()
+              + "; "
+              + what
+              + " was written; retry once the copies are back");
+    }
+    if (reply instanceof StorageBehind) {
+      return new FrameRefusal(
+          ErrorCode.STORAGE_BEHIND,
+          "the partition's storage lost writes it acknowledged; "
+              + what
+              + " was written; an operator must accept the loss (weir ctl partitions"
+              + " accept-storage-loss)");
+    }
+    if (reply instanceof Rejected r) {
+      return new FrameRefusal(ErrorCode.BAD_REQUEST, r.reason());
+    }
+    if (reply instanceof KeyReused) {
+      return new FrameRefusal(
+          ErrorCode.IDEMPOTENCY_KEY_REUSED,
+          "this Idempotency-Key was used by this principal for another request; use a new key"
+              + " for a new request");
+    }
+    return null;
   }
 
   /** The checked revision, or {@link #NO_REVISION} when the client expected another one. */

@@ -4,6 +4,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import java.time.Duration;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.apache.pekko.http.javadsl.server.AllDirectives;
@@ -39,6 +40,14 @@ public final class HttpMetrics extends AllDirectives {
   private final MeterRegistry registry;
   private final RouteTemplates templates;
 
+  /**
+   * The timers made so far, by their labels (closed sets, so a bounded map): building and
+   * registering a meter per request costs more than the request's own measurement.
+   */
+  private final ConcurrentHashMap<Labels, Timer> timers = new ConcurrentHashMap<>();
+
+  private record Labels(String method, String template, int status) {}
+
   public HttpMetrics(MeterRegistry registry, RouteTemplates templates) {
     this.registry = registry;
     this.templates = templates;
@@ -63,13 +72,17 @@ public final class HttpMetrics extends AllDirectives {
   }
 
   void record(String method, String template, int status, long nanos) {
-    Timer.builder("weir.http.requests")
-        .description("HTTP requests by method, route template and status code")
-        .tag("method", method)
-        .tag("route", template)
-        .tag("status", Integer.toString(status))
-        .serviceLevelObjectives(BUCKETS)
-        .register(registry)
+    timers
+        .computeIfAbsent(
+            new Labels(method, template, status),
+            l ->
+                Timer.builder("weir.http.requests")
+                    .description("HTTP requests by method, route template and status code")
+                    .tag("method", l.method())
+                    .tag("route", l.template())
+                    .tag("status", Integer.toString(l.status()))
+                    .serviceLevelObjectives(BUCKETS)
+                    .register(registry))
         .record(nanos, TimeUnit.NANOSECONDS);
   }
 }

@@ -358,7 +358,8 @@ class ThreeNodeClusterIT extends EndToEndTest {
         .contains(
             "client-documents: written=10 replayed=true read-equal=10"
                 + " stale-write=409/conflict deleted=1")
-        .contains("client-changes: upserts=10 deletes=1")
+        .contains("client-batch: applied=5 again-applied=5 replayed=true")
+        .contains("client-changes: upserts=15 deletes=1")
         .contains("client-ok");
     assertThat(hosts).as("partitions run on server nodes only").isSubsetOf(servers);
     assertThat(admin.memberStatuses().keySet())

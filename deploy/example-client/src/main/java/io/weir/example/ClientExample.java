@@ -143,8 +143,47 @@ public final class ClientExample {
     if (!replayed || equal != count || !conflict.equals("409/conflict")) {
       throw new IllegalStateException("a document check failed");
     }
-    followChanges(count);
+    int batched = batch(run);
+    followChanges(count + batched);
   }
+
+  /**
+   * Writes {@value #BATCH} documents in one batch (grouped per partition, each group atomic) with
+   * an idempotency key, then sends the same batch again: every item answers from its group's
+   * receipt. Returns the documents written.
+   */
+  private int batch(String run) throws Exception {
+    ObjectNode request = JSON.createObjectNode();
+    var items = request.putArray("items");
+    for (int i = 0; i < BATCH; i++) {
+      items
+          .addObject()
+          .put("op", "put")
+          .put("collection", collection)
+          .put("id", "batch-" + i)
+          .set("body", JSON.createObjectNode().put("n", i).put("text", "batched " + i));
+    }
+    JsonNode first =
+        ok(new ClientRequest.WriteDocuments(credentials, request, run + "-batch")).body();
+    JsonNode again =
+        ok(new ClientRequest.WriteDocuments(credentials, request, run + "-batch")).body();
+    boolean replayed = true;
+    for (JsonNode item : again.get("results")) {
+      replayed &= item.path("replayed").asBoolean();
+    }
+    log.info(
+        "client-batch: applied={} again-applied={} replayed={}",
+        first.get("applied").asInt(),
+        again.get("applied").asInt(),
+        replayed);
+    if (first.get("applied").asInt() != BATCH || !replayed) {
+      throw new IllegalStateException("the batch check failed");
+    }
+    return BATCH;
+  }
+
+  /** Documents of the batch the example writes. */
+  private static final int BATCH = 5;
 
   /**
    * Reads the collection's changes from the beginning until every upsert and the delete were seen.

@@ -42,6 +42,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -384,18 +385,52 @@ class PartitionSinkIT {
     AtomicInteger sent = new AtomicInteger();
     AtomicBoolean dropped = new AtomicBoolean();
     AtomicBoolean armed = new AtomicBoolean();
+    // A message to partition 3 (the 4th or a later one) is held back. If another message to that
+    // partition follows while it is held, the held one is lost for good (nobody answers it) and
+    // the follower must report the gap. If none follows within a moment (it was the last of its
+    // sink call), it is sent after all and the next one is held instead: so the loss always has a
+    // successor, whatever the batching did.
+    AtomicReference<Runnable> held = new AtomicReference<>();
+    java.util.concurrent.ScheduledExecutorService timer =
+        java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
     PartitionChannel lossy =
         new PartitionChannel() {
           @Override
           public <R> CompletionStage<R> ask(
               int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
-            if (armed.get()
-                && partition == 3
-                && sent.incrementAndGet() == 4
-                && dropped.compareAndSet(false, true)) {
-              // Lost on the way (as a message to a sharded entity can be): nobody answers.
-              return new CompletableFuture<R>()
-                  .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+            if (armed.get() && partition == 3 && !dropped.get()) {
+              int n = sent.incrementAndGet();
+              if (held.getAndSet(null) != null) {
+                // Lost on the way (as a message to a sharded entity can be): the held one is
+                // never sent, and this one, its successor, goes.
+                dropped.set(true);
+                return real.ask(partition, make, timeout);
+              }
+              if (n >= 4) {
+                CompletableFuture<R> answer = new CompletableFuture<>();
+                Runnable send =
+                    () ->
+                        real.ask(partition, make, timeout)
+                            .whenComplete(
+                                (r, e) -> {
+                                  if (e != null) {
+                                    answer.completeExceptionally(e);
+                                  } else {
+                                    answer.complete(r);
+                                  }
+                                });
+                held.set(send);
+                timer.schedule(
+                    () -> {
+                      if (held.compareAndSet(send, null)) {
+                        send.run();
+                      }
+                    },
+                    300,
+                    java.util.concurrent.TimeUnit.MILLISECONDS);
+                return answer.orTimeout(
+                    timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+              }
             }
             return real.ask(partition, make, timeout);
           }
@@ -442,6 +477,7 @@ class PartitionSinkIT {
     assertThat(status(p).restarts()).isGreaterThanOrEqualTo(1);
     assertThat(entries).as("nothing lost, nothing twice").isEqualTo(changes);
     sink.shutdown();
+    timer.shutdownNow();
   }
 
   @Test

@@ -53,5 +53,6 @@ fi
 export WEIR_TEST_PG_URL=$WEIR_PG_URL WEIR_TEST_PG_USER=$WEIR_PG_USER WEIR_TEST_PG_PASSWORD=$WEIR_PG_PASSWORD
 mvn -B --no-transfer-progress -Dstyle.color=never ${quick:+-Dweir.e2e.skip=true} \
   -Dweir.it.forks="${WEIR_IT_FORKS:-1}" -Dweir.persistence.it.forks="${WEIR_PERSISTENCE_IT_FORKS:-2}" \
+  -Dweir.sharding.it.forks="${WEIR_SHARDING_IT_FORKS:-2}" \
   -Dweir.node.it.forks="${WEIR_NODE_IT_FORKS:-2}" -Dweir.unit.forks="${WEIR_UNIT_FORKS:-2}" \
   -Dweir.e2e.forks="${WEIR_E2E_FORKS:-3}" verify "$@"

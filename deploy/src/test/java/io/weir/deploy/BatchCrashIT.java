@@ -41,6 +41,7 @@ class BatchCrashIT extends EndToEndTest {
   private static final java.time.Duration STALL = START_UP.plusSeconds(60);
 
   private static final int WRITERS = 4;
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(BatchCrashIT.class);
 
   private final AtomicReference<NodeProcess> current = new AtomicReference<>();
 
@@ -88,50 +89,61 @@ class BatchCrashIT extends EndToEndTest {
           new Thread(
               () -> {
                 try {
-                  for (int b = first; b < batches; b += WRITERS) {
+                  for (int b0 = first; b0 < batches; b0 += WRITERS) {
+                    int b = b0;
                     String body = batch(b);
-                    long since = System.nanoTime();
-                    for (int attempt = 0; ; attempt++) {
-                      progressWithin(since, STALL, "batch " + b);
-                      Optional<HttpResponse<String>> r =
-                          current
-                              .get()
-                              .send(
-                                  "POST",
-                                  "/v1/documents/batch",
-                                  body,
-                                  Map.of(
-                                      "Idempotency-Key",
-                                      "batch-" + b,
-                                      "Content-Type",
-                                      "application/json"));
-                      if (r.isPresent() && r.get().statusCode() == 200) {
-                        JsonNode reply = JSON.readTree(r.get().body());
-                        if (reply.get("applied").asInt() == ITEMS) {
-                          for (JsonNode item : reply.get("results")) {
-                            acked.put(item.get("id").asText(), item.get("revision").asLong());
-                            if (item.get("replayed").asBoolean()) {
-                              replayedItems.incrementAndGet();
-                            }
-                          }
-                          if (attempt > 0) {
-                            retried.incrementAndGet();
-                          }
-                          break;
-                        }
-                        for (JsonNode item : reply.get("results")) {
-                          if (!item.get("status").asText().equals("applied")
-                              && !item.path("retryable").asBoolean(false)) {
-                            throw new AssertionError(
-                                "batch " + b + " has an item refused for good: " + item);
-                          }
-                        }
-                      } else if (r.isPresent() && r.get().statusCode() != 503) {
-                        throw new AssertionError(
-                            "a batch failed with " + r.get().statusCode() + ": " + r.get().body());
-                      }
-                      Thread.sleep(100);
-                    }
+                    AtomicInteger attempts = new AtomicInteger();
+                    // Retried with its key until every item is applied, through restarts.
+                    org.awaitility.Awaitility.await("batch " + b)
+                        .atMost(STALL)
+                        .pollInterval(java.time.Duration.ofMillis(100))
+                        .until(
+                            () -> {
+                              int attempt = attempts.getAndIncrement();
+                              Optional<HttpResponse<String>> r =
+                                  current
+                                      .get()
+                                      .send(
+                                          "POST",
+                                          "/v1/documents/batch",
+                                          body,
+                                          Map.of(
+                                              "Idempotency-Key",
+                                              "batch-" + b,
+                                              "Content-Type",
+                                              "application/json"));
+                              if (r.isEmpty() || r.get().statusCode() == 503) {
+                                return false;
+                              }
+                              if (r.get().statusCode() != 200) {
+                                throw new AssertionError(
+                                    "a batch failed with "
+                                        + r.get().statusCode()
+                                        + ": "
+                                        + r.get().body());
+                              }
+                              JsonNode reply = JSON.readTree(r.get().body());
+                              if (reply.get("applied").asInt() != ITEMS) {
+                                for (JsonNode item : reply.get("results")) {
+                                  if (!item.get("status").asText().equals("applied")
+                                      && !item.path("retryable").asBoolean(false)) {
+                                    throw new AssertionError(
+                                        "batch " + b + " has an item refused for good: " + item);
+                                  }
+                                }
+                                return false;
+                              }
+                              for (JsonNode item : reply.get("results")) {
+                                acked.put(item.get("id").asText(), item.get("revision").asLong());
+                                if (item.get("replayed").asBoolean()) {
+                                  replayedItems.incrementAndGet();
+                                }
+                              }
+                              if (attempt > 0) {
+                                retried.incrementAndGet();
+                              }
+                              return true;
+                            });
                   }
                 } catch (Throwable t) {
                   writerError.set(t);
@@ -220,20 +232,22 @@ class BatchCrashIT extends EndToEndTest {
     long dup = seen.values().stream().filter(n -> n > 1).count();
     long unacked = seen.keySet().stream().filter(id -> !acked.containsKey(id)).count();
     long answeredOtherRevision = acked.values().stream().filter(r -> r != 1).count();
-    System.out.printf(
-        "batch crash: seed=%d kills=%d delays=%s batches=%d documents=%d retried-batches=%d"
-            + " replayed-items=%d loss=%d dup=%d unacknowledged-seen=%d revision-not-1=%d%n",
-        seed,
-        kills,
-        delays,
-        batches,
-        acked.size(),
-        retried.get(),
-        replayedItems.get(),
-        loss,
-        dup,
-        unacked,
-        wrongRevision + answeredOtherRevision);
+    LOG.info(
+        String.format(
+                "batch crash: seed=%d kills=%d delays=%s batches=%d documents=%d retried-batches=%d"
+                    + " replayed-items=%d loss=%d dup=%d unacknowledged-seen=%d revision-not-1=%d%n",
+                seed,
+                kills,
+                delays,
+                batches,
+                acked.size(),
+                retried.get(),
+                replayedItems.get(),
+                loss,
+                dup,
+                unacked,
+                wrongRevision + answeredOtherRevision)
+            .trim());
     assertThat(acked).as("every document acknowledged").hasSize(batches * ITEMS);
     assertThat(loss).as("acknowledged documents missing from the feed").isZero();
     assertThat(dup).as("documents written twice").isZero();

@@ -12,6 +12,7 @@ import io.weir.protocol.ErrorCode;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 import org.apache.pekko.NotUsed;
 import org.apache.pekko.http.javadsl.marshalling.sse.EventStreamMarshalling;
@@ -176,16 +177,29 @@ final class ContinuousRoutes extends JsonRoutes {
                           BoundedSourceQueue<ServerSentEvent> queue = pair.first();
                           Session.Subscriber subscriber =
                               new Session.Subscriber() {
-                                @Override
-                                public boolean offer(Session.Event e) {
-                                  return queue.offer(
-                                          ServerSentEvent.create(e.data(), e.type(), e.id()))
-                                      instanceof QueueOfferResult.Enqueued$;
-                                }
+                                private final AtomicBoolean ended = new AtomicBoolean();
 
                                 @Override
+                                public boolean offer(Session.Event e) {
+                                  return !ended.get()
+                                      && queue.offer(
+                                              ServerSentEvent.create(e.data(), e.type(), e.id()))
+                                          instanceof QueueOfferResult.Enqueued$;
+                                }
+
+                                /**
+                                 * Completes the stream once; a stream its client already ended (the
+                                 * queue cancelled or completed) has nothing left to end.
+                                 */
+                                @Override
                                 public void close() {
-                                  queue.complete();
+                                  if (ended.compareAndSet(false, true)) {
+                                    try {
+                                      queue.complete();
+                                    } catch (IllegalStateException alreadyEnded) {
+                                      // completed or cancelled by the other side
+                                    }
+                                  }
                                 }
 
                                 @Override
@@ -197,7 +211,7 @@ final class ContinuousRoutes extends JsonRoutes {
                               queries.subscribe(id, scope, subscriber, lastEventId.orElse(null)),
                               result -> {
                                 if (result.isFailure()) {
-                                  queue.complete();
+                                  subscriber.close();
                                   return failure(result.failed().get());
                                 }
                                 Source<ServerSentEvent, NotUsed> stream =

@@ -1925,7 +1925,11 @@ class ContinuousQueryIT {
 
     JsonNode next(String expectedType) throws InterruptedException {
       JsonNode e = events.poll(WAIT.toSeconds(), TimeUnit.SECONDS);
-      assertThat(e).as("an event %s should arrive within %s", expectedType, WAIT).isNotNull();
+      assertThat(e)
+          .as(
+              "an event %s should arrive within %s%s",
+              expectedType, WAIT, reader.isAlive() ? "" : " (the node ended the stream)")
+          .isNotNull();
       assertThat(e.get("_event").asText()).as("the next event: %s", e).isEqualTo(expectedType);
       assertThat(e.get("type").asText()).isEqualTo(expectedType.toString());
       return e;

@@ -220,10 +220,11 @@ final class LogFollowers implements AutoCloseable {
                           .put("reason", reason)
                           .put("sequence", r.last())
                           .put("epoch", epoch);
-                  if (!subscriber.offer(
+                  if (!Session.Subscriber.offered(
+                      subscriber,
                       new Session.Event(
                           ids.apply(r.last()), r.last(), "ResultReset", reset.toString()))) {
-                    subscriber.close();
+                    Session.Subscriber.end(subscriber);
                     return null;
                   }
                 }
@@ -239,10 +240,11 @@ final class LogFollowers implements AutoCloseable {
                 if (r.lsn() != null) {
                   init.put("lsn", r.lsn());
                 }
-                if (!subscriber.offer(
+                if (!Session.Subscriber.offered(
+                    subscriber,
                     new Session.Event(
                         ids.apply(r.last()), r.last(), "InitialResult", init.toString()))) {
-                  subscriber.close();
+                  Session.Subscriber.end(subscriber);
                   return null;
                 }
                 register(f);
@@ -280,7 +282,8 @@ final class LogFollowers implements AutoCloseable {
         continue;
       }
       if (e.sequence() != f.cursor + 1
-          || !f.subscriber.offer(
+          || !Session.Subscriber.offered(
+              f.subscriber,
               new Session.Event(f.ids.apply(e.sequence()), e.sequence(), e.type(), e.data()))) {
         end(f); // pruned past it, or the client is too far behind: it resumes with its last id
         return false;
@@ -293,7 +296,7 @@ final class LogFollowers implements AutoCloseable {
   private void end(Follower f) {
     f.closed = true;
     followers.remove(f.subscriber, f);
-    f.subscriber.close();
+    Session.Subscriber.end(f.subscriber);
   }
 
   private void tick() {

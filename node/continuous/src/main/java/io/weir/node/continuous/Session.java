@@ -44,11 +44,34 @@ public final class Session {
     }
   }
 
-  /** An SSE client: {@code offer} returns false when the client is gone or too far behind. */
+  /**
+   * An SSE client: {@code offer} returns false when the client is gone or too far behind. The
+   * engine calls it only through {@link #offered} and {@link #end}, so a client whose stream
+   * already ended (its queue completed or cancelled) can never fail a session or the pipeline that
+   * maintains it.
+   */
   public interface Subscriber {
     boolean offer(Event event);
 
     void close();
+
+    /** {@code s.offer(e)}; false also when the offer threw (the client is treated as gone). */
+    static boolean offered(Subscriber s, Event e) {
+      try {
+        return s.offer(e);
+      } catch (RuntimeException gone) {
+        return false;
+      }
+    }
+
+    /** {@code s.close()}, ignoring a stream that had already ended. */
+    static void end(Subscriber s) {
+      try {
+        s.close();
+      } catch (RuntimeException alreadyEnded) {
+        // ended by the client or an earlier close: nothing left to end
+      }
+    }
 
     /**
      * The principal reading the stream (its access is checked again every refresh); null: not
@@ -350,10 +373,10 @@ public final class Session {
     for (Event event : p.events()) {
       subscribers.removeIf(
           s -> {
-            if (s.offer(event)) {
+            if (Subscriber.offered(s, event)) {
               return false;
             }
-            s.close();
+            Subscriber.end(s);
             return true;
           });
     }
@@ -398,8 +421,8 @@ public final class Session {
         reason = "unknown-position";
       } else if (retainedAfter(position)) {
         for (Event e : log) {
-          if (e.sequence() > position && !s.offer(e)) {
-            s.close();
+          if (e.sequence() > position && !Subscriber.offered(s, e)) {
+            Subscriber.end(s);
             return;
           }
         }
@@ -412,15 +435,15 @@ public final class Session {
               || retainedAfter(durable.get(durable.size() - 1).sequence()))) {
         long last = position;
         for (Event e : durable) {
-          if (!s.offer(e)) {
-            s.close();
+          if (!Subscriber.offered(s, e)) {
+            Subscriber.end(s);
             return;
           }
           last = e.sequence();
         }
         for (Event e : log) {
-          if (e.sequence() > last && !s.offer(e)) {
-            s.close();
+          if (e.sequence() > last && !Subscriber.offered(s, e)) {
+            Subscriber.end(s);
             return;
           }
         }
@@ -442,8 +465,9 @@ public final class Session {
               .put("reason", reason)
               .put("sequence", sequence)
               .put("epoch", epoch);
-      if (!s.offer(new Event(ids.apply(sequence), sequence, "ResultReset", reset2.toString()))) {
-        s.close();
+      if (!Subscriber.offered(
+          s, new Event(ids.apply(sequence), sequence, "ResultReset", reset2.toString()))) {
+        Subscriber.end(s);
         return;
       }
       if (current == null) {
@@ -457,8 +481,9 @@ public final class Session {
     if (resultLsn != null) {
       init.put("lsn", resultLsn);
     }
-    if (!s.offer(new Event(ids.apply(sequence), sequence, "InitialResult", init.toString()))) {
-      s.close();
+    if (!Subscriber.offered(
+        s, new Event(ids.apply(sequence), sequence, "InitialResult", init.toString()))) {
+      Subscriber.end(s);
       return;
     }
     subscribers.add(s);
@@ -474,7 +499,7 @@ public final class Session {
     subscribers.removeIf(
         s -> {
           if (revoked.test(s)) {
-            s.close();
+            Subscriber.end(s);
             closed[0]++;
             return true;
           }
@@ -485,7 +510,7 @@ public final class Session {
 
   /** Ends every SSE stream (unregistered, or this node stops serving the query). */
   void closeAll() {
-    subscribers.forEach(Subscriber::close);
+    subscribers.forEach(Subscriber::end);
     subscribers.clear();
   }
 

@@ -28,9 +28,13 @@ import org.junit.jupiter.api.Test;
  * killer SIGKILLs the node at random moments and starts a new one. The reader goes on with the
  * cursor the dead node signed.
  *
- * <p>Afterwards every acknowledged write of a visible document was seen exactly once (loss, dup),
- * no invisible document was shown (leaks), and positions grew within every partition (order).
- * Prints the counts. Size: {@code -Dweir.crash.feed-kills} (default 3), {@code
+ * <p>Beside it, the same principal follows a pushed live query over the collection ({@code GET
+ * /v1/query/live/stream}): when the node dies under it, it reconnects to the next one with the id
+ * of the last event it applied as {@code Last-Event-ID}.
+ *
+ * <p>Afterwards every acknowledged write of a visible document was seen exactly once by each
+ * follower (loss, dup), no invisible document was shown (leaks), and positions grew within every
+ * partition (order). Prints the counts. Size: {@code -Dweir.crash.feed-kills} (default 3), {@code
  * -Dweir.crash.feed-writes} (default 1200).
  */
 class ChangesFeedCrashIT extends EndToEndTest {
@@ -59,10 +63,27 @@ class ChangesFeedCrashIT extends EndToEndTest {
         callOnce(current.get(), "POST", "/admin/principals", "{\"id\":\"follower\"}")
             .get("token")
             .asText();
+    for (String grant : List.of("ChangesRead", "DocumentsRead", "QueryRead")) {
+      call(
+          "POST",
+          "/admin/principals/follower/grants",
+          "{\"collection\":\"feed\",\"grant\":\"" + grant + "\"}");
+    }
     call(
         "POST",
         "/admin/principals/follower/grants",
-        "{\"collection\":\"feed\",\"grant\":\"ChangesRead\"}");
+        "{\"collection\":\"feed\",\"grant\":\"FieldUse\",\"field\":\"i\"}");
+    HttpResponse<String> liveStart =
+        current
+            .get()
+            .send(
+                "POST",
+                "/v1/query/live/start",
+                "{\"query\":" + LIVE_QUERY + "}",
+                Map.of("Authorization", "Bearer " + token, "Content-Type", "application/json"))
+            .orElseThrow();
+    assertThat(liveStart.statusCode()).as("%s", liveStart.body()).isEqualTo(200);
+    String liveCursor = JSON.readTree(liveStart.body()).get("cursor").asText();
 
     Map<String, Long> acked = new ConcurrentHashMap<>(); // "id/revision" -> 1 for visible writes
     AtomicReference<Throwable> writerError = new AtomicReference<>();
@@ -136,6 +157,8 @@ class ChangesFeedCrashIT extends EndToEndTest {
             },
             "feedcrash-killer");
     killer.setDaemon(true);
+    PushedFollower pushed = new PushedFollower(token, liveCursor);
+    pushed.start();
     writer.start();
     killer.start();
 
@@ -187,6 +210,34 @@ class ChangesFeedCrashIT extends EndToEndTest {
     }
     assertThat(writerError.get()).as("writer").isNull();
     assertThat(killerError.get()).as("killer").isNull();
+    // The pushed follower has every acknowledged write once the feed reader has (or its deadline).
+    long since = System.nanoTime();
+    while (!pushed.seen.keySet().containsAll(acked.keySet())
+        && System.nanoTime() - since < STALL.toNanos()
+        && pushed.error.get() == null) {
+      Thread.sleep(100);
+    }
+    pushed.stop();
+    assertThat(pushed.error.get()).as("pushed follower").isNull();
+    long pushedLoss = acked.keySet().stream().filter(k -> !pushed.seen.containsKey(k)).count();
+    long pushedDup = pushed.seen.values().stream().filter(n -> n > 1).count();
+    long pushedUnacked = pushed.seen.keySet().stream().filter(k -> !acked.containsKey(k)).count();
+    System.out.printf(
+        "live-stream crash: kills=%d streams=%d events=%d deltas=%d loss=%d dup=%d"
+            + " unacknowledged-seen=%d leaks=%d%n",
+        kills,
+        pushed.streams,
+        pushed.events,
+        pushed.seen.size(),
+        pushedLoss,
+        pushedDup,
+        pushedUnacked,
+        pushed.leaks.size());
+    assertThat(pushedLoss).as("acknowledged writes the pushed follower never saw").isZero();
+    assertThat(pushedDup).as("deltas pushed twice").isZero();
+    assertThat(pushedUnacked).as("deltas no write acknowledged").isZero();
+    assertThat(pushed.leaks).as("deltas of documents the follower may not see").isEmpty();
+    assertThat(pushed.streams).as("a stream per node at least").isGreaterThan(kills);
     long loss = acked.keySet().stream().filter(k -> !seen.containsKey(k)).count();
     long dup = seen.values().stream().filter(n -> n > 1).count();
     long unacked = seen.keySet().stream().filter(k -> !acked.containsKey(k)).count();
@@ -211,6 +262,150 @@ class ChangesFeedCrashIT extends EndToEndTest {
     assertThat(unacked).as("changes no write acknowledged").isZero();
     assertThat(leaks).as("changes of documents the follower may not see").isEmpty();
     assertThat(orderErrors).as("positions out of order within a partition").isZero();
+  }
+
+  /** Every document of the collection: each visible write is an upsert delta. */
+  private static final String LIVE_QUERY =
+      "{\"collection\":\"feed\",\"where\":{\"op\":\"ge\",\"field\":\"i\",\"value\":0}}";
+
+  /**
+   * Follows the pushed live query on whichever node runs, resuming each new stream with the id of
+   * the last event applied; counts every upsert delta by "id/revision".
+   */
+  private final class PushedFollower {
+    final Map<String, Integer> seen = new ConcurrentHashMap<>();
+    final Set<String> leaks = ConcurrentHashMap.newKeySet();
+    final AtomicReference<Throwable> error = new AtomicReference<>();
+    volatile int streams;
+    volatile int events;
+    private final String token;
+    private volatile String lastId;
+    private volatile boolean stopped;
+    private volatile java.util.stream.Stream<String> open;
+    private final Thread thread;
+
+    PushedFollower(String token, String cursor) {
+      this.token = token;
+      this.lastId = cursor;
+      this.thread = new Thread(this::run, "feedcrash-pushed");
+      thread.setDaemon(true);
+    }
+
+    void start() {
+      thread.start();
+    }
+
+    void stop() throws InterruptedException {
+      stopped = true;
+      java.util.stream.Stream<String> s = open;
+      if (s != null) {
+        s.close();
+      }
+      thread.join(10_000);
+    }
+
+    private void run() {
+      java.net.http.HttpClient client =
+          java.net.http.HttpClient.newBuilder()
+              .connectTimeout(java.time.Duration.ofSeconds(5))
+              .build();
+      long answeredAt = System.nanoTime();
+      try {
+        while (!stopped) {
+          java.net.http.HttpRequest request =
+              java.net.http.HttpRequest.newBuilder(
+                      java.net.URI.create(
+                          "http://127.0.0.1:"
+                              + current.get().httpPort()
+                              + "/v1/query/live/stream?query="
+                              + java.net.URLEncoder.encode(
+                                  LIVE_QUERY, java.nio.charset.StandardCharsets.UTF_8)))
+                  .header("Authorization", "Bearer " + token)
+                  .header("Last-Event-ID", lastId)
+                  .build();
+          HttpResponse<java.util.stream.Stream<String>> r;
+          try {
+            r = client.send(request, HttpResponse.BodyHandlers.ofLines());
+          } catch (java.io.IOException e) {
+            r = null; // the node is down or starting
+          }
+          if (r == null || r.statusCode() == 503) {
+            if (r != null) {
+              r.body().close();
+            }
+            progressWithin(answeredAt, STALL, "the live-query stream opens");
+            Thread.sleep(100);
+            continue;
+          }
+          if (r.statusCode() != 200) {
+            String body;
+            try (var lines = r.body()) {
+              body = lines.collect(java.util.stream.Collectors.joining("\n"));
+            }
+            throw new AssertionError("the stream was refused: " + r.statusCode() + " " + body);
+          }
+          answeredAt = System.nanoTime();
+          streams++;
+          open = r.body();
+          follow(r.body());
+        }
+      } catch (Throwable t) {
+        if (!stopped) {
+          error.set(t);
+        }
+      }
+    }
+
+    /** Applies events until the stream ends (the node died, or the follower stops). */
+    private void follow(java.util.stream.Stream<String> lines) throws Exception {
+      String type = null;
+      String id = null;
+      StringBuilder data = new StringBuilder();
+      try (lines) {
+        for (var it = lines.iterator(); it.hasNext(); ) {
+          String line = it.next();
+          if (line.startsWith("event:")) {
+            type = line.substring(6).trim();
+          } else if (line.startsWith("id:")) {
+            id = line.substring(3).trim();
+          } else if (line.startsWith("data:")) {
+            data.append(line.substring(5).trim());
+          } else if (line.isEmpty()) {
+            if (data.length() > 0) {
+              apply(type, id, data.toString());
+            }
+            type = null;
+            id = null;
+            data.setLength(0);
+          }
+        }
+      } catch (java.io.UncheckedIOException ended) {
+        // the node died under the stream: resume with the last id on the next one
+      }
+    }
+
+    private void apply(String type, String id, String data) throws Exception {
+      events++;
+      if ("end".equals(type)) {
+        if (!JSON.readTree(data).get("retryable").asBoolean()) {
+          throw new AssertionError("the stream ended with " + data);
+        }
+        return; // e.g. the node shuts down: resume with the last id on the next one
+      }
+      if ("deltas".equals(type)) {
+        for (JsonNode d : JSON.readTree(data).get("deltas")) {
+          assertThat(d.get("op").asText()).isEqualTo("upsert");
+          String key = d.get("id").asText() + "/" + d.get("revision").asLong();
+          if (!d.get("row").get("acl").toString().contains("follower")) {
+            leaks.add(key);
+          }
+          seen.merge(key, 1, Integer::sum);
+        }
+      }
+      if (id != null) {
+        lastId = id; // only after the event was applied
+      }
+    }
   }
 
   private JsonNode call(String method, String path, String body) throws Exception {

@@ -6,6 +6,7 @@ import io.weir.node.auth.Freshness;
 import io.weir.node.cdc.PipelineConfig;
 import io.weir.node.documents.BatchLimits;
 import io.weir.node.feed.Feeds;
+import io.weir.node.feed.LiveStreams;
 import io.weir.node.metrics.MetricsSettings;
 import io.weir.node.projection.Projections;
 import io.weir.node.tls.ClusterTls;
@@ -65,6 +66,8 @@ public record NodeSettings(
     Duration policyRefresh,
     Feeds.Limits feeds,
     Duration feedDeadline,
+    LiveStreams.Settings liveStreams,
+    Duration liveSignalInterval,
     Optional<HttpTls> httpTls,
     Optional<ClusterTls> clusterTls,
     Optional<Bootstrap> bootstrap,
@@ -239,6 +242,8 @@ public record NodeSettings(
         v.positiveDuration("weir.policies.refresh"),
         feeds(v),
         v.positiveDuration("weir.feeds.deadline"),
+        liveStreams(v),
+        v.positiveDuration("weir.feeds.live-streams.signal-interval"),
         HttpTls.create(config),
         ClusterTls.create(config),
         bootstrap(v),
@@ -337,6 +342,25 @@ public record NodeSettings(
       }
       return new ReadBudget(defaultEntries, maxEntries, defaultBytes, maxBytes);
     }
+  }
+
+  private static LiveStreams.Settings liveStreams(ConfigValues v) {
+    LiveStreams.Settings s =
+        new LiveStreams.Settings(
+            v.positiveInt("weir.feeds.live-streams.max-per-node"),
+            v.positiveInt("weir.feeds.live-streams.max-per-principal"),
+            v.positiveInt("weir.feeds.live-streams.max-reads"),
+            v.positiveDuration("weir.feeds.live-streams.recheck"),
+            v.positiveDuration("weir.feeds.live-streams.retry-for"),
+            v.positiveInt("weir.feeds.live-streams.buffer"),
+            v.positiveDuration("weir.feeds.live-streams.heartbeat"));
+    if (s.maxReads() >= v.positiveInt("weir.feeds.max-concurrent")) {
+      throw new SettingsException(
+          "weir.feeds.live-streams.max-reads",
+          "must be below weir.feeds.max-concurrent (request reads are admitted while streams"
+              + " read)");
+    }
+    return s;
   }
 
   private static Feeds.Limits feeds(ConfigValues v) {

@@ -15,6 +15,9 @@ import io.weir.node.continuous.ContinuousQueries;
 import io.weir.node.continuous.ContinuousSettings;
 import io.weir.node.documents.Documents;
 import io.weir.node.feed.Feeds;
+import io.weir.node.feed.LiveStreams;
+import io.weir.node.feed.TailSignals;
+import io.weir.node.feed.TailsAdvanced;
 import io.weir.node.gateway.GatewayEndpoint;
 import io.weir.node.gateway.GatewaySettings;
 import io.weir.node.http.ApiServices;
@@ -84,6 +87,12 @@ final class NodeStartup {
   final NodeMetrics metrics;
   final Executor blockingIo;
 
+  /**
+   * Outboxes of this node's partitions that grew: pushed live queries read on ({@link
+   * #liveStreams}).
+   */
+  final TailSignals tailSignals = new TailSignals();
+
   NodeStartup(
       ActorSystem<Void> system,
       NodeSettings settings,
@@ -134,7 +143,7 @@ final class NodeStartup {
 
   /** The partitions ({@link PartitionStart}). */
   void partitions(SqlJournalPruner journalPruner) {
-    PartitionStart.start(system, settings, journalPruner, storage, metrics);
+    PartitionStart.start(system, settings, journalPruner, storage, metrics, tailSignals);
   }
 
   /**
@@ -279,6 +288,49 @@ final class NodeStartup {
         policies::reload,
         "collection policies");
     return policies;
+  }
+
+  /**
+   * Pushed live queries: every node tells all nodes, on the cluster topic {@code weir-tails}, that
+   * an outbox of one of its partitions grew (at most once per {@code signal-interval}, and only
+   * then), and each node's open streams read their next page. A signal lost with a message is
+   * covered by each stream's safety read ({@code recheck}).
+   */
+  LiveStreams liveStreams(Feeds feeds, Principals principals) {
+    LiveStreams streams =
+        new LiveStreams(
+            feeds,
+            settings.liveStreams(),
+            principals::current,
+            (principal, query) -> feeds.refusal(principal, query, true));
+    ActorRef<Topic.Command<TailsAdvanced>> topic =
+        system.systemActorOf(
+            Topic.create(TailsAdvanced.class, "weir-tails"), "weir-tails-topic", Props.empty());
+    ActorRef<TailsAdvanced> listener =
+        system.systemActorOf(
+            Behaviors.receiveMessage(
+                advanced -> {
+                  streams.wake();
+                  return Behaviors.same();
+                }),
+            "weir-tails-listener",
+            Props.empty());
+    topic.tell(Topic.subscribe(listener));
+    TailsAdvanced signal = new TailsAdvanced(Cluster.get(system).selfMember().address().toString());
+    Duration every = settings.liveSignalInterval();
+    system
+        .scheduler()
+        .scheduleWithFixedDelay(
+            every,
+            every,
+            () -> {
+              if (tailSignals.takeGrown()) {
+                topic.tell(Topic.publish(signal));
+              }
+            },
+            system.executionContext());
+    onShutdown(CoordinatedShutdown.PhaseServiceUnbind(), "close-weir-live-streams", streams::close);
+    return streams;
   }
 
   /** The changes feed and queries, with their meters. */

@@ -38,9 +38,10 @@ final class PartitionStart {
       NodeSettings settings,
       JournalPruner journalPruner,
       AtomicReference<StorageStatus> storage,
-      NodeMetrics metrics) {
+      NodeMetrics metrics,
+      PartitionObserver signals) {
     PartitionSharding.init(
-        system, partitionWiring(system, settings, journalPruner, storage, metrics));
+        system, partitionWiring(system, settings, journalPruner, storage, metrics, signals));
     ClusterSingleton.get(system)
         .init(
             SingletonActor.of(
@@ -76,7 +77,8 @@ final class PartitionStart {
       NodeSettings settings,
       JournalPruner pruner,
       AtomicReference<StorageStatus> storage,
-      NodeMetrics metrics) {
+      NodeMetrics metrics,
+      PartitionObserver signals) {
     String schema = settings.postgres().schema();
     Database documents =
         Database.create(
@@ -101,9 +103,11 @@ final class PartitionStart {
             settings.partitionLimits(), documents.dataSource(), schema, documentsIo, upgrades)
         .withPruner(pruner)
         .withObserver(
-            settings.metrics().enabled()
-                ? metrics.partitions(settings.partitions())
-                : PartitionObserver.NONE)
+            PartitionObserver.both(
+                settings.metrics().enabled()
+                    ? metrics.partitions(settings.partitions())
+                    : PartitionObserver.NONE,
+                signals))
         .withGate(
             new NodeStorageGate(
                 storage,

@@ -10,6 +10,7 @@ import io.weir.node.cdc.PipelineAdmin;
 import io.weir.node.continuous.ContinuousQueries;
 import io.weir.node.continuous.ContinuousSettings;
 import io.weir.node.documents.Documents;
+import io.weir.node.feed.Feeds;
 import io.weir.node.gateway.GatewaySettings;
 import io.weir.node.http.HttpApi;
 import io.weir.node.metrics.NodeMetrics;
@@ -105,6 +106,7 @@ public final class WeirNode {
       // One reader for every outbox read of this node: they share its cache of decoded events.
       OutboxReader outbox = OutboxReader.jdbc(system);
       Policies policies = node.policies(documents);
+      Feeds feeds = node.feeds(documents, outbox, tokenKeys, policies);
       Route routes =
           new HttpApi(
                   new ObjectMapper(),
@@ -122,7 +124,8 @@ public final class WeirNode {
                               Clock.systemUTC()))
                       .tokenKeys(tokenKeys)
                       .policies(policies)
-                      .feeds(node.feeds(documents, outbox, tokenKeys, policies))
+                      .feeds(feeds)
+                      .liveStreams(node.liveStreams(feeds, principals))
                       .build())
               .routes();
       ServerBinding binding = node.serveHttp(routes);

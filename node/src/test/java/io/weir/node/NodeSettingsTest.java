@@ -130,6 +130,19 @@ class NodeSettingsTest {
   }
 
   @Test
+  void liveStreamReadsStayBelowTheRequestReads() {
+    NodeSettings defaults = NodeSettings.create(with(Map.of()));
+    assertThat(defaults.liveStreams().maxPerNode()).isEqualTo(2048);
+    assertThat(defaults.liveStreams().maxReads()).isEqualTo(16);
+    assertThat(defaults.liveSignalInterval()).isEqualTo(java.time.Duration.ofMillis(25));
+    assertThatThrownBy(
+            () -> NodeSettings.create(with(Map.of("weir.feeds.live-streams.max-reads", "64"))))
+        .isInstanceOfSatisfying(
+            SettingsException.class,
+            e -> assertThat(e.key()).isEqualTo("weir.feeds.live-streams.max-reads"));
+  }
+
+  @Test
   void shortAdminTokenIsRefusedWithoutEchoingIt() {
     assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.admin-token", "short-secret"))))
         .isInstanceOf(SettingsException.class)

@@ -104,6 +104,11 @@ public enum ErrorCode {
   TABLE_NOT_PUBLISHED(400),
   /** Too many queries are running on this node; retry shortly. HTTP 429. */
   BUSY(429, true),
+  /**
+   * Too many pushed live-query streams are open on this node, or for this principal; retry once one
+   * has ended. HTTP 429.
+   */
+  TOO_MANY_STREAMS(429, true),
   /** The partition's outbox is full until entries are purged; retry later. HTTP 429. */
   QUOTA_EXCEEDED(429, true),
   /** The node cannot serve right now (not a cluster member yet, storage unavailable). HTTP 503. */

@@ -24,4 +24,13 @@ public interface Authenticator {
   default CompletionStage<Optional<Principal>> refresh(Principal principal) {
     return CompletableFuture.completedFuture(Optional.of(principal));
   }
+
+  /**
+   * {@code principal} as this node last loaded it, without loading (for long-lived streams that
+   * check their principal before every read and must not keep its token); empty when it is no
+   * longer active.
+   */
+  default Optional<Principal> current(Principal principal) {
+    return Optional.of(principal);
+  }
 }

@@ -456,6 +456,18 @@ public final class Principals implements Authenticator {
         .thenApply(v -> Optional.ofNullable(view.current().activeById().get(principal.id())));
   }
 
+  /**
+   * The bootstrap administrator as it is; a stored principal as in the view last loaded (empty once
+   * revoked or removed).
+   */
+  @Override
+  public Optional<Principal> current(Principal principal) {
+    if (bootstrap.knows(principal)) {
+      return Optional.of(principal);
+    }
+    return Optional.ofNullable(view.current().activeById().get(principal.id()));
+  }
+
   /** The least time between the starts of two reloads caused by misses. */
   static final Duration MISS_RELOAD_GAP = Duration.ofSeconds(1);
 }

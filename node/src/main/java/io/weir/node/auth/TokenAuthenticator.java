@@ -39,6 +39,11 @@ public final class TokenAuthenticator implements Authenticator {
     return new TokenAuthenticator(entries);
   }
 
+  /** Whether {@code principal} is one this authenticator holds (by any of its tokens). */
+  public boolean knows(Principal principal) {
+    return entries.stream().anyMatch(e -> e.principal().equals(principal));
+  }
+
   /** A copy that also knows {@code principal} by {@code token}. */
   public TokenAuthenticator with(String token, Principal principal) {
     List<Entry> next = new ArrayList<>(entries);

@@ -429,6 +429,41 @@ public final class Feeds {
   }
 
   /** {@code collection}'s policy; {@link Refused} (retryable) before the policies are loaded. */
+  /**
+   * Null when {@code principal} may run {@code query} ({@code QueryRead} and {@code DocumentsRead}
+   * on its collection, also {@code ChangesRead} when {@code live}, and {@code FieldUse} on every
+   * predicate field the policy makes sensitive); else the refusal: {@code forbidden} for a missing
+   * grant, {@code unavailable} while the policies are not loaded.
+   */
+  public LiveStreams.Refusal refusal(Principal principal, Q1Query query, boolean live) {
+    String c = query.collection();
+    boolean granted =
+        principal.may("QueryRead", c)
+            && principal.may("DocumentsRead", c)
+            && (!live || principal.may("ChangesRead", c));
+    if (!granted) {
+      return new LiveStreams.Refusal(
+          ErrorCode.FORBIDDEN,
+          live
+              ? "live queries require QueryRead, DocumentsRead and ChangesRead on this collection"
+              : "queries require QueryRead and DocumentsRead on this collection");
+    }
+    CollectionPolicy policy;
+    try {
+      policy = policy(c);
+    } catch (Refused e) {
+      return new LiveStreams.Refusal(e.code(), e.getMessage());
+    }
+    for (String field : new java.util.TreeSet<>(query.predicateFields())) {
+      if (!Access.mayUse(principal, policy, field)) {
+        return new LiveStreams.Refusal(
+            ErrorCode.FORBIDDEN,
+            "the predicate uses the field " + field + ", which needs FieldUse on it");
+      }
+    }
+    return null;
+  }
+
   public CollectionPolicy policy(String collection) {
     try {
       return policies.policy(collection);

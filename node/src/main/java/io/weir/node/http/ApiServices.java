@@ -10,6 +10,7 @@ import io.weir.node.continuous.ContinuousQueries;
 import io.weir.node.documents.BatchLimits;
 import io.weir.node.documents.Documents;
 import io.weir.node.feed.Feeds;
+import io.weir.node.feed.LiveStreams;
 import io.weir.node.metrics.HttpMetrics;
 import io.weir.node.metrics.MetricsSettings;
 import io.weir.node.projection.Projections;
@@ -37,6 +38,7 @@ import java.util.function.Supplier;
  * @param policies collection policies ({@code /admin/policies}); none: every collection
  *     unrestricted
  * @param feeds the changes feed and queries ({@code /v1/changes}, {@code /v1/query})
+ * @param liveStreams pushed live queries ({@code GET /v1/query/live/stream}); none: 404
  * @param continuous continuous queries ({@code /v1/continuous})
  * @param slotLag the pipelines' replication slots ({@code GET /admin/slots})
  * @param outboxSettings the quota and retention every partition runs under ({@code GET
@@ -57,6 +59,7 @@ public record ApiServices(
     Principals principals,
     Policies policies,
     Feeds feeds,
+    LiveStreams liveStreams,
     ContinuousQueries continuous,
     SlotLag slotLag,
     OutboxSettings outboxSettings,
@@ -87,6 +90,7 @@ public record ApiServices(
     private Principals principals;
     private Policies policies;
     private Feeds feeds;
+    private LiveStreams liveStreams;
     private ContinuousQueries continuous;
     private SlotLag slotLag;
     private OutboxSettings outboxSettings;
@@ -147,6 +151,11 @@ public record ApiServices(
       return this;
     }
 
+    public Builder liveStreams(LiveStreams streams) {
+      this.liveStreams = streams;
+      return this;
+    }
+
     public Builder continuous(ContinuousQueries continuous) {
       this.continuous = continuous;
       return this;
@@ -183,6 +192,7 @@ public record ApiServices(
           principals,
           policies,
           feeds,
+          liveStreams,
           continuous,
           slotLag,
           outboxSettings,

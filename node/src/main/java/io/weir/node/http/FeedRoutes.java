@@ -8,7 +8,7 @@ import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Principal;
 import io.weir.node.documents.Documents;
 import io.weir.node.feed.Feeds;
-import io.weir.persistence.PolicyStore;
+import io.weir.node.feed.LiveStreams;
 import io.weir.persistence.SafeErrors;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.Lsn;
@@ -20,7 +20,6 @@ import java.io.IOException;
 import java.io.StringWriter;
 import java.sql.SQLException;
 import java.util.Set;
-import java.util.TreeSet;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
@@ -57,11 +56,15 @@ final class FeedRoutes extends JsonRoutes {
   private static final Set<String> LIVE_READ_FIELDS =
       Set.of("query", "cursor", "limit", "maxBytes");
   private final Feeds feeds;
+  private final LiveStreamRoutes live;
   private final Authenticator authenticator;
 
-  FeedRoutes(ObjectMapper json, Feeds feeds, Authenticator authenticator) {
+  /** {@code streams} null: no pushed live queries ({@code GET /v1/query/live/stream} is 404). */
+  FeedRoutes(ObjectMapper json, Feeds feeds, LiveStreams streams, Authenticator authenticator) {
     super(json);
     this.feeds = feeds;
+    this.live =
+        streams == null ? null : new LiveStreamRoutes(json, this, feeds, streams, authenticator);
     this.authenticator = authenticator;
   }
 
@@ -87,13 +90,21 @@ final class FeedRoutes extends JsonRoutes {
             () ->
                 post(
                     () ->
-                        object(MAX_REQUEST_BYTES, LIVE_READ_FIELDS, b -> liveRead(principal, b)))));
+                        object(MAX_REQUEST_BYTES, LIVE_READ_FIELDS, b -> liveRead(principal, b)))),
+        path(
+            PathMatchers.segment("query").slash("live").slash("stream"),
+            () ->
+                get(
+                    () ->
+                        live == null
+                            ? error(ErrorCode.NOT_FOUND, "no such resource")
+                            : live.route(principal))));
   }
 
   /**
    * A positive whole number within {@code max}, or the default when absent; null when malformed.
    */
-  private static Long bounded(JsonNode node, long fallback, long max) {
+  static Long bounded(JsonNode node, long fallback, long max) {
     if (node == null) {
       return fallback;
     }
@@ -187,7 +198,7 @@ final class FeedRoutes extends JsonRoutes {
   }
 
   /** The query, parsed and authorised; or the refusal: a route, or a {@link MissingGrant}. */
-  private Object parse(Principal principal, JsonNode body, boolean live) {
+  Object parse(Principal principal, JsonNode body, boolean live) {
     JsonNode q = body.get("query");
     if (q == null || !q.isObject()) {
       return error(ErrorCode.BAD_REQUEST, "query must be a Q1 query object");
@@ -206,27 +217,11 @@ final class FeedRoutes extends JsonRoutes {
     if (!Documents.readableCollection(c)) {
       return error(ErrorCode.INVALID_QUERY, "collection must be 1 to 128 of A-Z a-z 0-9 _ . -");
     }
-    boolean granted =
-        principal.may("QueryRead", c)
-            && principal.may("DocumentsRead", c)
-            && (!live || principal.may("ChangesRead", c));
-    if (!granted) {
-      return new MissingGrant(
-          live
-              ? "live queries require QueryRead, DocumentsRead and ChangesRead on this collection"
-              : "queries require QueryRead and DocumentsRead on this collection");
-    }
-    PolicyStore.CollectionPolicy policy;
-    try {
-      policy = feeds.policy(c);
-    } catch (Feeds.Refused e) {
-      return error(e.code(), e.getMessage());
-    }
-    for (String field : new TreeSet<>(query.predicateFields())) {
-      if (!Access.mayUse(principal, policy, field)) {
-        return new MissingGrant(
-            "the predicate uses the field " + field + ", which needs FieldUse on it");
-      }
+    LiveStreams.Refusal refused = feeds.refusal(principal, query, live);
+    if (refused != null) {
+      return refused.code() == ErrorCode.FORBIDDEN
+          ? new MissingGrant(refused.message())
+          : error(refused.code(), refused.message());
     }
     return query;
   }
@@ -303,23 +298,28 @@ final class FeedRoutes extends JsonRoutes {
         page ->
             write(
                 g -> {
-                  g.writeArrayFieldStart("deltas");
-                  for (Feeds.Delta d : page.deltas()) {
-                    g.writeStartObject();
-                    g.writeStringField("op", d.upsert() ? "upsert" : "remove");
-                    g.writeNumberField("partition", d.partition());
-                    g.writeNumberField("sequence", d.sequence());
-                    g.writeStringField("id", d.id());
-                    g.writeNumberField("revision", d.revision());
-                    if (d.upsert()) {
-                      raw(g, "row", d.row());
-                    }
-                    g.writeEndObject();
-                  }
-                  g.writeEndArray();
-                  g.writeStringField("cursor", page.cursor());
+                  deltas(g, page);
                   g.writeBooleanField("hasMore", page.hasMore());
                 }));
+  }
+
+  /** A live page's {@code deltas} and {@code cursor} fields, as the read and the stream send. */
+  static void deltas(JsonGenerator g, Feeds.LivePage page) throws IOException {
+    g.writeArrayFieldStart("deltas");
+    for (Feeds.Delta d : page.deltas()) {
+      g.writeStartObject();
+      g.writeStringField("op", d.upsert() ? "upsert" : "remove");
+      g.writeNumberField("partition", d.partition());
+      g.writeNumberField("sequence", d.sequence());
+      g.writeStringField("id", d.id());
+      g.writeNumberField("revision", d.revision());
+      if (d.upsert()) {
+        raw(g, "row", d.row());
+      }
+      g.writeEndObject();
+    }
+    g.writeEndArray();
+    g.writeStringField("cursor", page.cursor());
   }
 
   @FunctionalInterface
@@ -343,26 +343,26 @@ final class FeedRoutes extends JsonRoutes {
   private <T> Route answer(CompletionStage<T> stage, Function<T, Route> ok) {
     return onComplete(
         stage,
-        result -> {
-          if (result.isSuccess()) {
-            return ok.apply(result.get());
-          }
-          Throwable t = unwrap(result.failed().get());
-          if (t instanceof Feeds.Refused r) {
-            return error(r.code(), r.getMessage());
-          }
-          if (t instanceof OutboxReader.MissingEntries) {
-            return error(
-                ErrorCode.HISTORY_UNAVAILABLE,
-                "changes after the cursor were purged; resynchronise from a new snapshot");
-          }
-          if (t instanceof TimeoutException
-              || t instanceof AskTimeoutException
-              || t instanceof SQLException) {
-            return partitionUnavailable(t);
-          }
-          log.error("a read failed unexpectedly: {}", SafeErrors.describe(t));
-          return error(ErrorCode.INTERNAL, "internal error; see the node's log");
-        });
+        result -> result.isSuccess() ? ok.apply(result.get()) : failure(result.failed().get()));
+  }
+
+  /** The typed error answer for a read that failed with {@code failed}. */
+  Route failure(Throwable failed) {
+    Throwable t = unwrap(failed);
+    if (t instanceof Feeds.Refused r) {
+      return error(r.code(), r.getMessage());
+    }
+    if (t instanceof OutboxReader.MissingEntries) {
+      return error(
+          ErrorCode.HISTORY_UNAVAILABLE,
+          "changes after the cursor were purged; resynchronise from a new snapshot");
+    }
+    if (t instanceof TimeoutException
+        || t instanceof AskTimeoutException
+        || t instanceof SQLException) {
+      return partitionUnavailable(t);
+    }
+    log.error("a read failed unexpectedly: {}", SafeErrors.describe(t));
+    return error(ErrorCode.INTERNAL, "internal error; see the node's log");
   }
 }

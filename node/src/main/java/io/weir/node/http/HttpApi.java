@@ -114,7 +114,8 @@ public final class HttpApi extends JsonRoutes {
     FeedRoutes feeds =
         services.feeds() == null
             ? null
-            : new FeedRoutes(json, services.feeds(), services.authenticator());
+            : new FeedRoutes(
+                json, services.feeds(), services.liveStreams(), services.authenticator());
     this.documentRoutes =
         services.documents() == null
             ? null

@@ -58,6 +58,7 @@ public final class RouteTemplates {
           "/v1/query",
           "/v1/query/live/start",
           "/v1/query/live/read",
+          "/v1/query/live/stream",
           "/v1/continuous",
           "/v1/continuous/{id}",
           "/v1/continuous/{id}/events",

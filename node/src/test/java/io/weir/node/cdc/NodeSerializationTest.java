@@ -1,12 +1,13 @@
 package io.weir.node.cdc;
 
 import io.weir.node.auth.PrincipalsChanged;
+import io.weir.node.feed.TailsAdvanced;
 import io.weir.persistence.serialization.SerializationContract;
 import java.util.List;
 
 /**
  * The serialization contract of the node module's cluster messages (pipeline manager, principal
- * changes).
+ * changes, outbox signals).
  */
 class NodeSerializationTest extends SerializationContract {
   @Override
@@ -22,6 +23,9 @@ class NodeSerializationTest extends SerializationContract {
   @Override
   protected List<Class<?>> knownBound() {
     return List.of(
-        PipelineManager.Get.class, PipelineManager.PipelineList.class, PrincipalsChanged.class);
+        PipelineManager.Get.class,
+        PipelineManager.PipelineList.class,
+        PrincipalsChanged.class,
+        TailsAdvanced.class);
   }
 }

@@ -100,6 +100,18 @@ abstract class FeedNodeFixture {
     return OutboxReader.jdbc(system);
   }
 
+  /**
+   * Pushed live queries' settings, or null for none. With settings, the partitions report grown
+   * outboxes to a {@link io.weir.node.feed.TailSignals} that this node polls every 25 ms, as a
+   * node's signal loop does (without the cluster topic: one node).
+   */
+  io.weir.node.feed.LiveStreams.Settings liveStreamSettings() {
+    return null;
+  }
+
+  /** The pushed live queries, when {@link #liveStreamSettings} gave settings. */
+  io.weir.node.feed.LiveStreams liveStreams;
+
   /** Projection consumers' service, or null for none. */
   io.weir.node.projection.Projections projections(
       Documents documents, io.weir.node.tokens.TokenKeys keys, Clock clock) {
@@ -133,7 +145,11 @@ abstract class FeedNodeFixture {
     kit = ActorTestKit.create("weir", config);
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
-    PartitionSharding.init(kit.system(), partitionLimits());
+    io.weir.node.feed.TailSignals signals = new io.weir.node.feed.TailSignals();
+    PartitionSharding.init(
+        kit.system(),
+        io.weir.sharding.partition.PartitionWiring.inMemory(partitionLimits())
+            .withObserver(signals));
     documents = new Documents(kit.system(), partitions(), pipelines(), Duration.ofSeconds(20));
     Clock clock =
         new Clock() {
@@ -159,6 +175,27 @@ abstract class FeedNodeFixture {
     policies.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
     Feeds feeds =
         new Feeds(documents, outboxReader(kit.system()), keys, policies, feedLimits(), clock);
+    if (liveStreamSettings() != null) {
+      io.weir.node.auth.Principals known = principals;
+      liveStreams =
+          new io.weir.node.feed.LiveStreams(
+              feeds,
+              liveStreamSettings(),
+              known::current,
+              (principal, query) -> feeds.refusal(principal, query, true));
+      io.weir.node.feed.LiveStreams streams = liveStreams;
+      kit.system()
+          .scheduler()
+          .scheduleWithFixedDelay(
+              Duration.ofMillis(25),
+              Duration.ofMillis(25),
+              () -> {
+                if (signals.takeGrown()) {
+                  streams.wake();
+                }
+              },
+              kit.system().executionContext());
+    }
     StorageStatus storage = new StorageStatus.Starting(Instant.now());
     HttpApi api =
         new HttpApi(
@@ -172,6 +209,7 @@ abstract class FeedNodeFixture {
                 .principals(principals)
                 .policies(policies)
                 .feeds(feeds)
+                .liveStreams(liveStreams)
                 .build());
     binding =
         Http.get(kit.system())
@@ -187,6 +225,9 @@ abstract class FeedNodeFixture {
 
   @AfterAll
   void stop() {
+    if (liveStreams != null) {
+      liveStreams.close();
+    }
     if (kit != null) {
       kit.shutdownTestKit();
     }
@@ -199,6 +240,11 @@ abstract class FeedNodeFixture {
   }
 
   // ---- helpers ----
+
+  /** The node's HTTP address, e.g. {@code http://127.0.0.1:PORT}. */
+  String base() {
+    return "http://127.0.0.1:" + binding.localAddress().getPort();
+  }
 
   HttpResponse<String> send(String method, String path, String body, String token)
       throws Exception {

@@ -65,4 +65,69 @@ public interface PartitionObserver {
 
   /** Reports nothing (every method does nothing unless overridden). */
   PartitionObserver NONE = new PartitionObserver() {};
+
+  /** Reports everything to {@code first}, then to {@code second}. */
+  static PartitionObserver both(PartitionObserver first, PartitionObserver second) {
+    return new PartitionObserver() {
+      @Override
+      public void recovered(int partition, long nanos) {
+        first.recovered(partition, nanos);
+        second.recovered(partition, nanos);
+      }
+
+      @Override
+      public void persisted(int partition, int frames) {
+        first.persisted(partition, frames);
+        second.persisted(partition, frames);
+      }
+
+      @Override
+      public void quotaRefused(int partition, int frames) {
+        first.quotaRefused(partition, frames);
+        second.quotaRefused(partition, frames);
+      }
+
+      @Override
+      public void storageRefused(int partition, int writes) {
+        first.storageRefused(partition, writes);
+        second.storageRefused(partition, writes);
+      }
+
+      @Override
+      public void outbox(int partition, long entries, long bytes, double quotaUse) {
+        first.outbox(partition, entries, bytes, quotaUse);
+        second.outbox(partition, entries, bytes, quotaUse);
+      }
+
+      @Override
+      public void table(int partition, long lagEvents, boolean halted) {
+        first.table(partition, lagEvents, halted);
+        second.table(partition, lagEvents, halted);
+      }
+
+      @Override
+      public void beforeImages(int partition, int inMemory, int read) {
+        first.beforeImages(partition, inMemory, read);
+        second.beforeImages(partition, inMemory, read);
+      }
+
+      @Override
+      public void stopped(int partition) {
+        first.stopped(partition);
+        second.stopped(partition);
+      }
+
+      @Override
+      public void storageBehind(int partition, boolean behind) {
+        first.storageBehind(partition, behind);
+        second.storageBehind(partition, behind);
+      }
+
+      @Override
+      public void markRaised(int partition, long nanos) {
+        first.markRaised(partition, nanos);
+        second.markRaised(partition, nanos);
+      }
+    };
+  }
 }

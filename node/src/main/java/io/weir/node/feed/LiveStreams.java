@@ -1,0 +1,483 @@
+package io.weir.node.feed;
+
+import io.weir.node.auth.Principal;
+import io.weir.persistence.SafeErrors;
+import io.weir.protocol.ErrorCode;
+import io.weir.protocol.query.Q1Query;
+import io.weir.sharding.partition.OutboxReader;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Queue;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
+import org.apache.pekko.pattern.AskTimeoutException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Pushed live queries: each open stream reads its live query's next page ({@link Feeds#readLive})
+ * when a partition's outbox grew somewhere in the cluster ({@link #wake}, from {@link
+ * TailSignals}), not on a timer, so an idle stream costs nothing but a safety read every {@code
+ * recheck}. Pages with deltas become events; a cursor moved over changes that matched nothing
+ * becomes a progress event at most once a second, so a client resuming with its last event id reads
+ * little again.
+ *
+ * <p>A stream is the polling read's loop run by the node: the same cursor, the same checks (the
+ * principal as the node last loaded it, its grants on the collection and the predicate's fields,
+ * the cursor's fences) before every read, and the same refusals, sent as a final {@code end} event
+ * before the stream closes. Reads that fail for a retryable reason are tried again with backoff for
+ * at most {@code retryFor}, then the stream ends with {@code unavailable}. At most {@code maxReads}
+ * stream reads run at once on the node (woken streams queue, each at most once), so a wake of every
+ * stream never floods the read admission the request routes share.
+ */
+public final class LiveStreams implements AutoCloseable {
+  private static final Logger log = LoggerFactory.getLogger(LiveStreams.class);
+
+  /** The least time between two progress events of one stream. */
+  static final long PROGRESS_GAP_NANOS = TimeUnit.SECONDS.toNanos(1);
+
+  /**
+   * @param maxPerNode streams open on this node at most
+   * @param maxPerPrincipal streams one principal may hold open on this node
+   * @param maxReads stream reads running at once on this node
+   * @param recheck how long a stream may go without a read (a safety net for a lost signal)
+   * @param retryFor how long retryable failures are retried before the stream ends
+   * @param buffer events a slow client may have queued before its stream is ended
+   * @param heartbeat how often an idle stream sends a heartbeat comment
+   */
+  public record Settings(
+      int maxPerNode,
+      int maxPerPrincipal,
+      int maxReads,
+      Duration recheck,
+      Duration retryFor,
+      int buffer,
+      Duration heartbeat) {
+    public static final Settings DEFAULTS =
+        new Settings(
+            2048,
+            1024,
+            16,
+            Duration.ofSeconds(30),
+            Duration.ofSeconds(60),
+            64,
+            Duration.ofSeconds(15));
+  }
+
+  /** Where a stream's events go: the HTTP response's queue. Each method returns at once. */
+  public interface Sink {
+    /** A page with deltas; false when the client is gone or too far behind. */
+    boolean page(Feeds.LivePage page);
+
+    /** The cursor moved over changes no delta came from; false as for {@link #page}. */
+    boolean progress(String cursor);
+
+    /** The stream's last event: why it ends (a refusal, as the polling read would answer). */
+    void end(ErrorCode code, String message);
+
+    /** Ends the stream without an event (the client left, or is too far behind). */
+    void close();
+  }
+
+  /**
+   * Checks a principal as last loaded may still read the query: null when it may, else the refusal
+   * (code and value-free message).
+   */
+  public interface Access {
+    Refusal check(Principal principal, Q1Query query);
+  }
+
+  /** A typed refusal with a value-free message. */
+  public record Refusal(ErrorCode code, String message) {}
+
+  private final Feeds feeds;
+  private final Settings settings;
+  private final Function<Principal, Optional<Principal>> current;
+  private final Access access;
+  private final ScheduledExecutorService executor;
+  private final Set<Stream> open = ConcurrentHashMap.newKeySet();
+  private final Map<String, AtomicInteger> perPrincipal = new ConcurrentHashMap<>();
+  private final AtomicInteger total = new AtomicInteger();
+  private final Queue<Stream> woken = new ConcurrentLinkedQueue<>();
+  private final AtomicInteger reading = new AtomicInteger();
+  private volatile boolean closed;
+
+  /**
+   * @param current the principal as this node last loaded it (empty: revoked), so a stream follows
+   *     grant changes without keeping the client's token
+   */
+  public LiveStreams(
+      Feeds feeds,
+      Settings settings,
+      Function<Principal, Optional<Principal>> current,
+      Access access) {
+    this.feeds = feeds;
+    this.settings = settings;
+    this.current = current;
+    this.access = access;
+    ScheduledThreadPoolExecutor pool =
+        new ScheduledThreadPoolExecutor(
+            2,
+            r -> {
+              Thread t = new Thread(r, "weir-live-streams");
+              t.setDaemon(true);
+              return t;
+            });
+    pool.setRemoveOnCancelPolicy(true);
+    this.executor = pool;
+    long tick = Math.max(100, Math.min(1000, settings.recheck().toMillis() / 4));
+    executor.scheduleWithFixedDelay(this::sweep, tick, tick, TimeUnit.MILLISECONDS);
+  }
+
+  public Settings settings() {
+    return settings;
+  }
+
+  /** Streams open on this node now. */
+  public int open() {
+    return total.get();
+  }
+
+  /**
+   * A slot for a new stream of {@code principal}, or the refusal when this node or this principal
+   * holds the most streams allowed. The slot is given back by {@link Stream#close} (or {@link
+   * #release} when the stream never started).
+   */
+  public Refusal admit(Principal principal) {
+    if (closed) {
+      return new Refusal(ErrorCode.UNAVAILABLE, "this node is shutting down; retry on another");
+    }
+    if (total.incrementAndGet() > settings.maxPerNode()) {
+      total.decrementAndGet();
+      return new Refusal(
+          ErrorCode.TOO_MANY_STREAMS,
+          "this node has " + settings.maxPerNode() + " live-query streams open; retry later");
+    }
+    AtomicInteger mine = perPrincipal.computeIfAbsent(principal.id(), k -> new AtomicInteger());
+    if (mine.incrementAndGet() > settings.maxPerPrincipal()) {
+      mine.decrementAndGet();
+      total.decrementAndGet();
+      return new Refusal(
+          ErrorCode.TOO_MANY_STREAMS,
+          "this principal has "
+              + settings.maxPerPrincipal()
+              + " live-query streams open on this node; close one first");
+    }
+    return null;
+  }
+
+  /** Gives back a slot {@link #admit} granted to a stream that never started. */
+  public void release(Principal principal) {
+    AtomicInteger mine = perPrincipal.get(principal.id());
+    if (mine != null) {
+      mine.decrementAndGet();
+    }
+    total.decrementAndGet();
+  }
+
+  /**
+   * Starts following from {@code cursor}, where the first page (already read and sent by the
+   * caller, which answered the request's refusals) left it.
+   */
+  public Stream start(
+      Principal principal, Q1Query query, String cursor, int limit, long maxBytes, Sink sink) {
+    Stream s = new Stream(principal, query, cursor, limit, maxBytes, sink);
+    open.add(s);
+    if (closed) {
+      s.end(ErrorCode.UNAVAILABLE, "this node is shutting down; resume on another");
+    }
+    return s;
+  }
+
+  /** Some partition's outbox grew: every stream reads its next page (coalesced per stream). */
+  public void wake() {
+    for (Stream s : open) {
+      s.wake();
+    }
+  }
+
+  /** Ends every stream whose principal lost access; wakes those not read for {@code recheck}. */
+  private void sweep() {
+    try {
+      long now = System.nanoTime();
+      long recheck = settings.recheck().toNanos();
+      for (Stream s : open) {
+        Refusal refused = s.refusal();
+        if (refused != null) {
+          s.end(refused.code(), refused.message());
+        } else if (now - s.lastRead > recheck) {
+          s.wake();
+        }
+      }
+    } catch (RuntimeException e) {
+      log.warn("checking live-query streams failed: {}", SafeErrors.describe(e));
+    }
+  }
+
+  /** Starts queued stream reads while fewer than {@code maxReads} run. */
+  private void drain() {
+    while (!closed) {
+      int now = reading.get();
+      if (now >= settings.maxReads()) {
+        return;
+      }
+      Stream next = woken.peek();
+      if (next == null) {
+        return;
+      }
+      if (!reading.compareAndSet(now, now + 1)) {
+        continue;
+      }
+      next = woken.poll();
+      if (next == null) {
+        reading.decrementAndGet();
+        continue;
+      }
+      next.read();
+    }
+  }
+
+  /** A read finished (or was never started): its permit goes to the next queued stream. */
+  private void readDone() {
+    reading.decrementAndGet();
+    drain();
+  }
+
+  @Override
+  public void close() {
+    closed = true;
+    for (Stream s : open) {
+      s.end(ErrorCode.UNAVAILABLE, "this node is shutting down; resume on another");
+    }
+    executor.shutdownNow();
+  }
+
+  /** One pushed live query. */
+  public final class Stream {
+    private final Principal principal;
+    private final Q1Query query;
+    private final int limit;
+    private final long maxBytes;
+    private final Sink sink;
+
+    /** Queued or reading: a wake meanwhile only sets {@link #again}. */
+    private final AtomicBoolean busy = new AtomicBoolean();
+
+    private final AtomicBoolean again = new AtomicBoolean();
+    private final AtomicBoolean ended = new AtomicBoolean();
+    private volatile String cursor;
+    private volatile long lastRead = System.nanoTime();
+    private long lastEvent = System.nanoTime();
+    private long failingSince; // 0: the last read succeeded
+    private int failures;
+    private boolean cursorSent = true;
+
+    private Stream(
+        Principal principal, Q1Query query, String cursor, int limit, long maxBytes, Sink sink) {
+      this.principal = principal;
+      this.query = query;
+      this.cursor = cursor;
+      this.limit = limit;
+      this.maxBytes = maxBytes;
+      this.sink = sink;
+    }
+
+    /** The cursor after the last change this stream read (sent or not). */
+    public String cursor() {
+      return cursor;
+    }
+
+    public void wake() {
+      if (ended.get()) {
+        return;
+      }
+      if (busy.compareAndSet(false, true)) {
+        woken.add(this);
+        drain();
+      } else {
+        again.set(true);
+      }
+    }
+
+    /** Null when the principal as last loaded may still read this query; else the refusal. */
+    private Refusal refusal() {
+      return refusal(current.apply(principal));
+    }
+
+    private Refusal refusal(Optional<Principal> now) {
+      if (now.isEmpty()) {
+        return new Refusal(
+            ErrorCode.UNAUTHENTICATED, "the principal of this stream was revoked or removed");
+      }
+      return access.check(now.get(), query);
+    }
+
+    private void read() {
+      if (ended.get()) {
+        busy.set(false);
+        readDone();
+        return;
+      }
+      again.set(false);
+      lastRead = System.nanoTime();
+      Optional<Principal> now = current.apply(principal);
+      Refusal refused = refusal(now);
+      if (refused != null) {
+        end(refused.code(), refused.message());
+        busy.set(false);
+        readDone();
+        return;
+      }
+      CompletionStage<Feeds.LivePage> page;
+      try {
+        page = feeds.readLive(now.get(), query, cursor, limit, maxBytes);
+      } catch (RuntimeException e) {
+        page = CompletableFuture.failedFuture(e);
+      }
+      page.whenCompleteAsync(
+          (p, e) -> {
+            boolean more;
+            try {
+              more = e == null ? delivered(p) : failed(e);
+            } catch (RuntimeException unexpected) {
+              log.error(
+                  "a live-query stream failed unexpectedly: {}", SafeErrors.describe(unexpected));
+              end(ErrorCode.INTERNAL, "internal error; see the node's log");
+              more = false;
+            }
+            finished(more);
+          },
+          executor);
+    }
+
+    /** Sends what the page holds; whether to read again at once. */
+    private boolean delivered(Feeds.LivePage p) {
+      failingSince = 0;
+      failures = 0;
+      boolean moved = !p.cursor().equals(cursor);
+      cursor = p.cursor();
+      long now = System.nanoTime();
+      if (!p.deltas().isEmpty()) {
+        if (!sink.page(p)) {
+          close();
+          return false;
+        }
+        lastEvent = now;
+        cursorSent = true;
+      } else if (moved || !cursorSent) {
+        cursorSent = false;
+        if (now - lastEvent >= PROGRESS_GAP_NANOS) {
+          if (!sink.progress(cursor)) {
+            close();
+            return false;
+          }
+          lastEvent = now;
+          cursorSent = true;
+        }
+      }
+      return p.hasMore();
+    }
+
+    /** Ends the stream or schedules another try; whether to read again at once (never). */
+    private boolean failed(Throwable raw) {
+      Throwable t =
+          raw instanceof CompletionException && raw.getCause() != null ? raw.getCause() : raw;
+      Refusal ends = terminal(t);
+      if (ends != null) {
+        end(ends.code(), ends.message());
+        return false;
+      }
+      long now = System.nanoTime();
+      if (failingSince == 0) {
+        failingSince = now;
+      }
+      failures++;
+      if (now - failingSince > settings.retryFor().toNanos()) {
+        end(
+            ErrorCode.UNAVAILABLE,
+            "the live query could not be read for "
+                + settings.retryFor().toSeconds()
+                + " s; resume with the last event id");
+        return false;
+      }
+      long delay = Math.min(5_000, 100L << Math.min(failures - 1, 6));
+      again.set(false);
+      executor.schedule(this::wake, delay, TimeUnit.MILLISECONDS);
+      return false;
+    }
+
+    private void finished(boolean more) {
+      if (ended.get()) {
+        busy.set(false);
+        readDone();
+        return;
+      }
+      if (more || again.getAndSet(false)) {
+        woken.add(this); // stays busy: queued behind the others woken meanwhile
+      } else {
+        busy.set(false);
+        if (again.getAndSet(false)) {
+          wake();
+        }
+      }
+      readDone();
+    }
+
+    /** Ends the stream with its last event. */
+    void end(ErrorCode code, String message) {
+      if (ended.compareAndSet(false, true)) {
+        sink.end(code, message);
+        forget();
+      }
+    }
+
+    /** Ends the stream without an event (its client left, or is too far behind). */
+    public void close() {
+      if (ended.compareAndSet(false, true)) {
+        sink.close();
+        forget();
+      }
+    }
+
+    private void forget() {
+      if (open.remove(this)) {
+        release(principal);
+      }
+    }
+  }
+
+  /**
+   * A read's failure that ends the stream: a refusal that is not retryable, purged history, or an
+   * unexpected error; null when retrying may succeed.
+   */
+  static Refusal terminal(Throwable t) {
+    if (t instanceof Feeds.Refused r) {
+      return r.code().retryable() ? null : new Refusal(r.code(), r.getMessage());
+    }
+    if (t instanceof OutboxReader.MissingEntries) {
+      return new Refusal(
+          ErrorCode.HISTORY_UNAVAILABLE,
+          "changes after the cursor were purged; resynchronise from a new snapshot");
+    }
+    if (t instanceof TimeoutException
+        || t instanceof AskTimeoutException
+        || t instanceof SQLException) {
+      return null;
+    }
+    log.error("a live-query stream's read failed unexpectedly: {}", SafeErrors.describe(t));
+    return new Refusal(ErrorCode.INTERNAL, "internal error; see the node's log");
+  }
+}

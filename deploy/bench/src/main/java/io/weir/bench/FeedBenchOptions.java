@@ -159,6 +159,21 @@ final class FeedBenchOptions {
   int drainSeconds = 10;
 
   @Option(
+      names = "--live-push",
+      description =
+          "the live queries follow pushed streams (LiveStreams, woken when an outbox grew, as GET"
+              + " /v1/query/live/stream does) instead of polling")
+  boolean livePush;
+
+  @Option(
+      names = "--idle-seconds",
+      paramLabel = "S",
+      description =
+          "after the drain, the live queries stay open this long without writes and the process's CPU"
+              + " is measured (default: ${DEFAULT-VALUE}; 0: not measured)")
+  int idleSeconds = 20;
+
+  @Option(
       names = "--idle-pause-ms",
       paramLabel = "N",
       description =
@@ -229,6 +244,7 @@ final class FeedBenchOptions {
     BenchArgs.range("--live-warmup-seconds", o.liveWarmupSeconds, 0, 3600);
     BenchArgs.range("--drain-seconds", o.drainSeconds, 0, 3600);
     BenchArgs.range("--idle-pause-ms", o.idlePauseMs, 0, 60_000);
+    BenchArgs.range("--idle-seconds", o.idleSeconds, 0, 3600);
     BenchArgs.range("--max-concurrent", o.maxConcurrent, 0, 1_000_000);
     if (o.writeInFlight >= o.liveKeys) {
       throw new BenchArgs.UsageException(

@@ -7,12 +7,15 @@ import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principal;
 import io.weir.node.documents.Documents;
 import io.weir.node.feed.Feeds;
+import io.weir.node.feed.LiveStreams;
+import io.weir.node.feed.TailSignals;
 import io.weir.node.tokens.TokenKeys;
 import io.weir.persistence.ClusterIdentityStore;
 import io.weir.persistence.Database;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
 import io.weir.persistence.PostgresSettings;
+import io.weir.protocol.ErrorCode;
 import io.weir.protocol.query.Q1Query;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
@@ -230,7 +233,7 @@ public final class FeedBenchmark {
       if (options.feedPhase()) {
         System.out.println(LINE);
       }
-      livePhase(documents, feeds);
+      livePhase(documents, feeds, node.tails);
     }
   }
 
@@ -644,7 +647,7 @@ public final class FeedBenchmark {
   private final AtomicInteger writesInFlight = new AtomicInteger();
   private volatile long writesBehind;
 
-  private void livePhase(Documents documents, Feeds feeds) throws Exception {
+  private void livePhase(Documents documents, Feeds feeds, TailSignals tails) throws Exception {
     int keys = options.liveKeys;
     int predicates = options.predicates;
     AtomicIntegerArray bucketOf = new AtomicIntegerArray(keys);
@@ -754,9 +757,14 @@ public final class FeedBenchmark {
     live = new LiveStats();
     live.start = System.nanoTime();
     ScheduledExecutorService loops = Executors.newScheduledThreadPool(2, daemon("bench-live"));
-    CountDownLatch stopped = new CountDownLatch(queries.size());
-    for (LiveQuery q : queries) {
-      loops.execute(() -> poll(feeds, principal, q, loops, stopped));
+    CountDownLatch stopped = new CountDownLatch(options.livePush ? 0 : queries.size());
+    LiveStreams streams = null;
+    if (options.livePush) {
+      streams = push(feeds, principal, queries, tails, loops);
+    } else {
+      for (LiveQuery q : queries) {
+        loops.execute(() -> poll(feeds, principal, q, loops, stopped));
+      }
     }
     Thread writer =
         new Thread(() -> writeLoop(documents, bucketOf, queriesPerBucket), "bench-live-writer");
@@ -791,9 +799,20 @@ public final class FeedBenchmark {
         && (writesInFlight.get() > 0 || delivered.get() < expected.get())) {
       Thread.sleep(20);
     }
-    polling = false;
     LiveStats after = begin();
     finish(drain, after.start);
+    LiveStats idle = null;
+    if (options.idleSeconds > 0) {
+      // No writes: what the open live queries cost while nothing changes.
+      idle = after;
+      Thread.sleep(TimeUnit.SECONDS.toMillis(options.idleSeconds));
+      finish(idle, System.nanoTime());
+      begin();
+    }
+    polling = false;
+    if (streams != null) {
+      streams.close();
+    }
     stopped.await(ASK.toSeconds() + 5, TimeUnit.SECONDS);
     loops.shutdown();
     long rows = 0;
@@ -801,6 +820,95 @@ public final class FeedBenchmark {
       rows += q.rows.size();
     }
     reportLive(window, drain, lagAtEnd, behindAtEnd, rows, answering(documents));
+    if (idle != null) {
+      System.out.printf(
+          Locale.ROOT,
+          "   idle:    %,d live queries open (%s), no writes, %.1f s: this process %.3f cores, PostgreSQL"
+              + " backends %.3f cores, machine %.2f cores; %,d reads (%,.1f/s)%n",
+          options.liveQueries,
+          options.livePush
+              ? "pushed: woken by outbox signals, a safety read every 30 s"
+              : "polling: a read, then " + options.idlePauseMs + " ms pause when it had nothing",
+          idle.seconds(),
+          idle.jvmCpu / idle.seconds(),
+          idle.pgCpu / idle.seconds(),
+          idle.machineCpu / idle.seconds(),
+          idle.reads,
+          idle.reads / idle.seconds());
+    }
+  }
+
+  /**
+   * Pushed mode: every live query follows a {@link LiveStreams} stream (as {@code GET
+   * /v1/query/live/stream} does, without HTTP) woken when an outbox grew ({@link TailSignals},
+   * polled every 25 ms as a node's signal loop does).
+   */
+  private LiveStreams push(
+      Feeds feeds,
+      Principal principal,
+      List<LiveQuery> queries,
+      TailSignals tails,
+      ScheduledExecutorService loops) {
+    LiveStreams streams =
+        new LiveStreams(
+            feeds,
+            new LiveStreams.Settings(
+                queries.size(),
+                queries.size(),
+                Math.max(1, Math.min(16, options.admission() - 1)),
+                Duration.ofSeconds(30),
+                Duration.ofSeconds(60),
+                1024,
+                Duration.ofSeconds(15)),
+            Optional::of,
+            (p, q) -> null);
+    loops.scheduleWithFixedDelay(
+        () -> {
+          if (tails.takeGrown()) {
+            streams.wake();
+          }
+        },
+        25,
+        25,
+        TimeUnit.MILLISECONDS);
+    for (LiveQuery q : queries) {
+      LiveStreams.Refusal refused = streams.admit(principal);
+      if (refused != null) {
+        throw new IllegalStateException("a stream was refused: " + refused.code().wire());
+      }
+      LiveStreams.Stream stream =
+          streams.start(
+              principal,
+              q.query,
+              q.cursor,
+              options.pageLimit,
+              maxBytes,
+              new LiveStreams.Sink() {
+                @Override
+                public boolean page(Feeds.LivePage page) {
+                  delivered.addAndGet(record(q, page, -1, System.nanoTime()));
+                  return true;
+                }
+
+                @Override
+                public boolean progress(String cursor) {
+                  q.cursor = cursor;
+                  return true;
+                }
+
+                @Override
+                public void end(ErrorCode code, String message) {
+                  if (polling) {
+                    live.failure(code.wire());
+                  }
+                }
+
+                @Override
+                public void close() {}
+              });
+      stream.wake();
+    }
+    return streams;
   }
 
   /**
@@ -870,35 +978,7 @@ public final class FeedBenchmark {
             s.failure(kind(error));
             pause = Math.max(10, options.idlePauseMs);
           } else {
-            q.cursor = page.cursor();
-            int deliveredHere = 0;
-            synchronized (s) {
-              s.reads++;
-              s.readLatency.recordValue(Math.min((now - t0) / 1000, MAX_MICROS));
-              if (page.hasMore()) {
-                s.morePages++;
-              }
-              for (Feeds.Delta d : page.deltas()) {
-                if (d.upsert()) {
-                  q.rows.put(d.id(), d.revision());
-                  s.upserts++;
-                } else {
-                  q.rows.remove(d.id());
-                  s.removes++;
-                }
-                deliveredHere++;
-                long[] w = written.get(key(d.partition(), d.sequence()));
-                if (w == null) {
-                  s.unmatched++;
-                } else {
-                  s.sentToSeen.recordValue(Math.min(Math.max(0, now - w[0]) / 1000, MAX_MICROS));
-                  s.ackToSeen.recordValue(Math.min(Math.max(0, now - w[1]) / 1000, MAX_MICROS));
-                }
-              }
-              if (page.deltas().isEmpty() && !page.hasMore()) {
-                s.idleReads++;
-              }
-            }
+            int deliveredHere = record(q, page, t0, now);
             delivered.addAndGet(deliveredHere);
             pause = page.deltas().isEmpty() && !page.hasMore() ? options.idlePauseMs : 0;
           }
@@ -913,6 +993,46 @@ public final class FeedBenchmark {
             stopped.countDown();
           }
         });
+  }
+
+  /**
+   * Applies a page to {@code q}'s copy of the result and counts it in the current phase; {@code t0}
+   * when the read began (-1: unknown, no latency recorded). Returns the deltas it held.
+   */
+  private int record(LiveQuery q, Feeds.LivePage page, long t0, long now) {
+    LiveStats s = live;
+    q.cursor = page.cursor();
+    int deliveredHere = 0;
+    synchronized (s) {
+      s.reads++;
+      if (t0 >= 0) {
+        s.readLatency.recordValue(Math.min((now - t0) / 1000, MAX_MICROS));
+      }
+      if (page.hasMore()) {
+        s.morePages++;
+      }
+      for (Feeds.Delta d : page.deltas()) {
+        if (d.upsert()) {
+          q.rows.put(d.id(), d.revision());
+          s.upserts++;
+        } else {
+          q.rows.remove(d.id());
+          s.removes++;
+        }
+        deliveredHere++;
+        long[] w = written.get(key(d.partition(), d.sequence()));
+        if (w == null) {
+          s.unmatched++;
+        } else {
+          s.sentToSeen.recordValue(Math.min(Math.max(0, now - w[0]) / 1000, MAX_MICROS));
+          s.ackToSeen.recordValue(Math.min(Math.max(0, now - w[1]) / 1000, MAX_MICROS));
+        }
+      }
+      if (page.deltas().isEmpty() && !page.hasMore()) {
+        s.idleReads++;
+      }
+    }
+    return deliveredHere;
   }
 
   private static long key(int partition, long sequence) {

@@ -898,6 +898,9 @@ public final class PartitionBenchmark {
 
     final AtomicLong beforeImagesRead = new AtomicLong();
 
+    /** Outboxes that grew, as a node's pushed live queries learn of them. */
+    final io.weir.node.feed.TailSignals tails = new io.weir.node.feed.TailSignals();
+
     /** The pool the journal pruner deletes with; null without pruning. */
     private final Database pruning;
 
@@ -979,13 +982,15 @@ public final class PartitionBenchmark {
       PartitionWiring wiring =
           PartitionWiring.jdbc(limits, documents.dataSource(), "weir", documentsIo, documentsIo)
               .withObserver(
-                  new PartitionObserver() {
-                    @Override
-                    public void beforeImages(int partition, int inMemory, int read) {
-                      beforeImagesInMemory.addAndGet(inMemory);
-                      beforeImagesRead.addAndGet(read);
-                    }
-                  });
+                  PartitionObserver.both(
+                      new PartitionObserver() {
+                        @Override
+                        public void beforeImages(int partition, int inMemory, int read) {
+                          beforeImagesInMemory.addAndGet(inMemory);
+                          beforeImagesRead.addAndGet(read);
+                        }
+                      },
+                      tails));
       if (marks) {
         wiring =
             wiring.withMarks(new DistributedMarks(system, () -> "bench", Duration.ofSeconds(5)));

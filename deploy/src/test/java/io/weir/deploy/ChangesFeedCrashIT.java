@@ -54,7 +54,11 @@ class ChangesFeedCrashIT extends EndToEndTest {
     Random random = new Random(seed);
     db = TestPostgres.server().freshDatabase("feedcrash");
     Path config = Files.createTempFile("weir-feedcrash", ".conf");
-    Files.writeString(config, "weir.partitions.count = " + PARTITIONS + "\n");
+    // The streams' safety read is put off past the test: only outbox signals (the cluster topic)
+    // wake the pushed follower.
+    Files.writeString(
+        config,
+        "weir.partitions.count = " + PARTITIONS + "\nweir.feeds.live-streams.recheck = 10m\n");
     config.toFile().deleteOnExit();
     current.set(startNode("feedcrash", config));
     awaitReady(current.get(), PARTITIONS);
@@ -237,7 +241,8 @@ class ChangesFeedCrashIT extends EndToEndTest {
     assertThat(pushedDup).as("deltas pushed twice").isZero();
     assertThat(pushedUnacked).as("deltas no write acknowledged").isZero();
     assertThat(pushed.leaks).as("deltas of documents the follower may not see").isEmpty();
-    assertThat(pushed.streams).as("a stream per node at least").isGreaterThan(kills);
+    // The follower resumed at least once (a node may die before it reconnected to it).
+    assertThat(pushed.streams).as("streams opened, one after each kill it saw").isGreaterThan(1);
     long loss = acked.keySet().stream().filter(k -> !seen.containsKey(k)).count();
     long dup = seen.values().stream().filter(n -> n > 1).count();
     long unacked = seen.keySet().stream().filter(k -> !acked.containsKey(k)).count();

@@ -299,9 +299,10 @@ final class NodeStartup {
   LiveStreams liveStreams(Feeds feeds, Principals principals) {
     LiveStreams streams =
         new LiveStreams(
-            feeds,
+            feeds::readLive,
             settings.liveStreams(),
             principals::current,
+            principals::fresh,
             (principal, query) -> feeds.refusal(principal, query, true));
     ActorRef<Topic.Command<TailsAdvanced>> topic =
         system.systemActorOf(
@@ -310,7 +311,11 @@ final class NodeStartup {
         system.systemActorOf(
             Behaviors.receiveMessage(
                 advanced -> {
-                  streams.wake();
+                  try {
+                    streams.wake();
+                  } catch (RuntimeException e) {
+                    log.warn("waking live-query streams failed: {}", SafeErrors.describe(e));
+                  }
                   return Behaviors.same();
                 }),
             "weir-tails-listener",

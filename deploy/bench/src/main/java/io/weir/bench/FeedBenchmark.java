@@ -851,7 +851,7 @@ public final class FeedBenchmark {
       ScheduledExecutorService loops) {
     LiveStreams streams =
         new LiveStreams(
-            feeds,
+            feeds::readLive,
             new LiveStreams.Settings(
                 queries.size(),
                 queries.size(),
@@ -861,6 +861,7 @@ public final class FeedBenchmark {
                 1024,
                 Duration.ofSeconds(15)),
             Optional::of,
+            () -> CompletableFuture.completedFuture(null),
             (p, q) -> null);
     loops.scheduleWithFixedDelay(
         () -> {

@@ -28,9 +28,9 @@ public interface Authenticator {
   /**
    * {@code principal} as this node last loaded it, without loading (for long-lived streams that
    * check their principal before every read and must not keep its token); empty when it is no
-   * longer active.
+   * longer active, or when this authenticator cannot tell (fails closed).
    */
   default Optional<Principal> current(Principal principal) {
-    return Optional.of(principal);
+    return Optional.empty();
   }
 }

@@ -39,6 +39,12 @@ public final class TokenAuthenticator implements Authenticator {
     return new TokenAuthenticator(entries);
   }
 
+  /** A principal this authenticator holds stays as it is (its set never changes). */
+  @Override
+  public Optional<Principal> current(Principal principal) {
+    return knows(principal) ? Optional.of(principal) : Optional.empty();
+  }
+
   /** Whether {@code principal} is one this authenticator holds (by any of its tokens). */
   public boolean knows(Principal principal) {
     return entries.stream().anyMatch(e -> e.principal().equals(principal));

@@ -26,6 +26,7 @@ import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -428,7 +429,6 @@ public final class Feeds {
     }
   }
 
-  /** {@code collection}'s policy; {@link Refused} (retryable) before the policies are loaded. */
   /**
    * Null when {@code principal} may run {@code query} ({@code QueryRead} and {@code DocumentsRead}
    * on its collection, also {@code ChangesRead} when {@code live}, and {@code FieldUse} on every
@@ -454,7 +454,7 @@ public final class Feeds {
     } catch (Refused e) {
       return new LiveStreams.Refusal(e.code(), e.getMessage());
     }
-    for (String field : new java.util.TreeSet<>(query.predicateFields())) {
+    for (String field : new TreeSet<>(query.predicateFields())) {
       if (!Access.mayUse(principal, policy, field)) {
         return new LiveStreams.Refusal(
             ErrorCode.FORBIDDEN,
@@ -464,6 +464,7 @@ public final class Feeds {
     return null;
   }
 
+  /** {@code collection}'s policy; {@link Refused} (retryable) before the policies are loaded. */
   public CollectionPolicy policy(String collection) {
     try {
       return policies.policy(collection);

@@ -16,6 +16,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
@@ -23,6 +24,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
+import java.util.function.Supplier;
 import org.apache.pekko.pattern.AskTimeoutException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -100,12 +102,20 @@ public final class LiveStreams implements AutoCloseable {
     Refusal check(Principal principal, Q1Query query);
   }
 
+  /** Reads a live query's next page after a cursor: {@link Feeds#readLive}. */
+  @FunctionalInterface
+  public interface Reader {
+    CompletionStage<Feeds.LivePage> read(
+        Principal principal, Q1Query query, String cursor, int limit, long maxBytes);
+  }
+
   /** A typed refusal with a value-free message. */
   public record Refusal(ErrorCode code, String message) {}
 
-  private final Feeds feeds;
+  private final Reader feeds;
   private final Settings settings;
   private final Function<Principal, Optional<Principal>> current;
+  private final Supplier<CompletionStage<Void>> fresh;
   private final Access access;
   private final ScheduledExecutorService executor;
   private final Set<Stream> open = ConcurrentHashMap.newKeySet();
@@ -118,15 +128,20 @@ public final class LiveStreams implements AutoCloseable {
   /**
    * @param current the principal as this node last loaded it (empty: revoked), so a stream follows
    *     grant changes without keeping the client's token
+   * @param fresh completes once that view is confirmed current within the principals' staleness
+   *     bound (fails when it cannot be): every read and every sweep waits for it, so a stream is
+   *     never served from a view older than a request would be
    */
   public LiveStreams(
-      Feeds feeds,
+      Reader feeds,
       Settings settings,
       Function<Principal, Optional<Principal>> current,
+      Supplier<CompletionStage<Void>> fresh,
       Access access) {
     this.feeds = feeds;
     this.settings = settings;
     this.current = current;
+    this.fresh = fresh;
     this.access = access;
     ScheduledThreadPoolExecutor pool =
         new ScheduledThreadPoolExecutor(
@@ -202,6 +217,17 @@ public final class LiveStreams implements AutoCloseable {
     return s;
   }
 
+  /**
+   * Runs {@code unclaimed} after {@code delay} (the caller decides, with a flag, whether to act).
+   */
+  public void unlessRunWithin(Duration delay, Runnable unclaimed) {
+    try {
+      executor.schedule(unclaimed, delay.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException shuttingDown) {
+      unclaimed.run();
+    }
+  }
+
   /** Some partition's outbox grew: every stream reads its next page (coalesced per stream). */
   public void wake() {
     for (Stream s : open) {
@@ -209,25 +235,45 @@ public final class LiveStreams implements AutoCloseable {
     }
   }
 
-  /** Ends every stream whose principal lost access; wakes those not read for {@code recheck}. */
+  /**
+   * Ends every stream whose principal lost access (as the view confirmed current shows it); wakes
+   * those not read for {@code recheck}. When the view cannot be confirmed, nothing is ended here:
+   * the streams' own reads wait for the same confirmation and fail closed.
+   */
   private void sweep() {
-    try {
-      long now = System.nanoTime();
-      long recheck = settings.recheck().toNanos();
-      for (Stream s : open) {
-        Refusal refused = s.refusal();
-        if (refused != null) {
-          s.end(refused.code(), refused.message());
-        } else if (now - s.lastRead > recheck) {
-          s.wake();
-        }
-      }
-    } catch (RuntimeException e) {
-      log.warn("checking live-query streams failed: {}", SafeErrors.describe(e));
+    if (open.isEmpty()) {
+      return;
     }
+    CompletionStage<Void> confirmed;
+    try {
+      confirmed = fresh.get();
+    } catch (RuntimeException e) {
+      confirmed = CompletableFuture.failedFuture(e);
+    }
+    confirmed.whenCompleteAsync(
+        (v, e) -> {
+          try {
+            long now = System.nanoTime();
+            long recheck = settings.recheck().toNanos();
+            for (Stream s : open) {
+              Refusal refused = e == null ? s.refusal() : null;
+              if (refused != null && !refused.code().retryable()) {
+                s.end(refused.code(), refused.message());
+              } else if (now - s.lastRead > recheck) {
+                s.wake();
+              }
+            }
+          } catch (RuntimeException failed) {
+            log.warn("checking live-query streams failed: {}", SafeErrors.describe(failed));
+          }
+        },
+        executor);
   }
 
-  /** Starts queued stream reads while fewer than {@code maxReads} run. */
+  /**
+   * Starts queued stream reads while fewer than {@code maxReads} run. A stream whose turn ends
+   * without a read (ended, refused) gives its permit back here, in this loop, not by recursion.
+   */
   private void drain() {
     while (!closed) {
       int now = reading.get();
@@ -242,15 +288,13 @@ public final class LiveStreams implements AutoCloseable {
         continue;
       }
       next = woken.poll();
-      if (next == null) {
+      if (next == null || !next.read()) {
         reading.decrementAndGet();
-        continue;
       }
-      next.read();
     }
   }
 
-  /** A read finished (or was never started): its permit goes to the next queued stream. */
+  /** An asynchronous read finished: its permit goes to the next queued stream. */
   private void readDone() {
     reading.decrementAndGet();
     drain();
@@ -283,6 +327,7 @@ public final class LiveStreams implements AutoCloseable {
     private long lastEvent = System.nanoTime();
     private long failingSince; // 0: the last read succeeded
     private int failures;
+    private volatile boolean backingOff;
     private boolean cursorSent = true;
 
     private Stream(
@@ -325,42 +370,68 @@ public final class LiveStreams implements AutoCloseable {
       return access.check(now.get(), query);
     }
 
-    private void read() {
-      if (ended.get()) {
+    /**
+     * Reads the next page once the principals' view is confirmed current; true when a read was
+     * started (its completion gives the permit back), false when this turn ended at once.
+     */
+    private boolean read() {
+      try {
+        if (ended.get()) {
+          busy.set(false);
+          return false;
+        }
+        again.set(false);
+        lastRead = System.nanoTime();
+        CompletionStage<Feeds.LivePage> page;
+        page = confirmed().thenCompose(v -> readPage());
+        page.whenCompleteAsync(this::completed, executor);
+        return true;
+      } catch (RuntimeException | Error unexpected) {
+        log.error("a live-query stream failed unexpectedly: {}", SafeErrors.describe(unexpected));
+        end(ErrorCode.INTERNAL, "internal error; see the node's log");
         busy.set(false);
-        readDone();
-        return;
+        return false;
       }
-      again.set(false);
-      lastRead = System.nanoTime();
+    }
+
+    /** The principals' view confirmed current, or a retryable refusal. */
+    private CompletionStage<Void> confirmed() {
+      CompletionStage<Void> check;
+      try {
+        check = fresh.get();
+      } catch (RuntimeException e) {
+        check = CompletableFuture.failedFuture(e);
+      }
+      return check.handle(
+          (v, e) -> {
+            if (e != null) {
+              throw new Feeds.Refused(
+                  ErrorCode.UNAVAILABLE, "the principals could not be confirmed current; retrying");
+            }
+            return null;
+          });
+    }
+
+    /** The read itself, after the principal and its grants were checked again. */
+    private CompletionStage<Feeds.LivePage> readPage() {
       Optional<Principal> now = current.apply(principal);
       Refusal refused = refusal(now);
       if (refused != null) {
-        end(refused.code(), refused.message());
-        busy.set(false);
-        readDone();
-        return;
+        return CompletableFuture.failedFuture(new Feeds.Refused(refused.code(), refused.message()));
       }
-      CompletionStage<Feeds.LivePage> page;
+      return feeds.read(now.get(), query, cursor, limit, maxBytes);
+    }
+
+    private void completed(Feeds.LivePage p, Throwable e) {
+      boolean more = false;
       try {
-        page = feeds.readLive(now.get(), query, cursor, limit, maxBytes);
-      } catch (RuntimeException e) {
-        page = CompletableFuture.failedFuture(e);
+        more = e == null ? delivered(p) : failed(e);
+      } catch (RuntimeException unexpected) {
+        log.error("a live-query stream failed unexpectedly: {}", SafeErrors.describe(unexpected));
+        end(ErrorCode.INTERNAL, "internal error; see the node's log");
+      } finally {
+        finished(more);
       }
-      page.whenCompleteAsync(
-          (p, e) -> {
-            boolean more;
-            try {
-              more = e == null ? delivered(p) : failed(e);
-            } catch (RuntimeException unexpected) {
-              log.error(
-                  "a live-query stream failed unexpectedly: {}", SafeErrors.describe(unexpected));
-              end(ErrorCode.INTERNAL, "internal error; see the node's log");
-              more = false;
-            }
-            finished(more);
-          },
-          executor);
     }
 
     /** Sends what the page holds; whether to read again at once. */
@@ -391,10 +462,16 @@ public final class LiveStreams implements AutoCloseable {
       return p.hasMore();
     }
 
-    /** Ends the stream or schedules another try; whether to read again at once (never). */
+    /**
+     * Ends the stream, or schedules another try after a backoff during which the stream stays busy
+     * (signals meanwhile only set {@link #again}); never reads again at once.
+     */
     private boolean failed(Throwable raw) {
-      Throwable t =
-          raw instanceof CompletionException && raw.getCause() != null ? raw.getCause() : raw;
+      Throwable t = raw;
+      while ((t instanceof CompletionException || t instanceof ExecutionException)
+          && t.getCause() != null) {
+        t = t.getCause();
+      }
       Refusal ends = terminal(t);
       if (ends != null) {
         end(ends.code(), ends.message());
@@ -413,19 +490,26 @@ public final class LiveStreams implements AutoCloseable {
                 + " s; resume with the last event id");
         return false;
       }
+      backingOff = true;
       long delay = Math.min(5_000, 100L << Math.min(failures - 1, 6));
-      again.set(false);
-      executor.schedule(this::wake, delay, TimeUnit.MILLISECONDS);
+      executor.schedule(
+          () -> {
+            backingOff = false;
+            woken.add(this); // still busy: queued behind the others
+            drain();
+          },
+          delay,
+          TimeUnit.MILLISECONDS);
       return false;
     }
 
+    /** A read's turn is over: queue it again, leave it busy (backing off), or idle. */
     private void finished(boolean more) {
       if (ended.get()) {
         busy.set(false);
-        readDone();
-        return;
-      }
-      if (more || again.getAndSet(false)) {
+      } else if (backingOff) {
+        // stays busy until the backoff timer queues it
+      } else if (more || again.getAndSet(false)) {
         woken.add(this); // stays busy: queued behind the others woken meanwhile
       } else {
         busy.set(false);

@@ -104,7 +104,7 @@ final class FeedRoutes extends JsonRoutes {
   /**
    * A positive whole number within {@code max}, or the default when absent; null when malformed.
    */
-  static Long bounded(JsonNode node, long fallback, long max) {
+  private static Long bounded(JsonNode node, long fallback, long max) {
     if (node == null) {
       return fallback;
     }

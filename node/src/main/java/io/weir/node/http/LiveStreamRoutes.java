@@ -20,6 +20,7 @@ import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.NotUsed;
 import org.apache.pekko.http.javadsl.marshalling.sse.EventStreamMarshalling;
 import org.apache.pekko.http.javadsl.model.sse.ServerSentEvent;
@@ -45,6 +46,9 @@ import org.apache.pekko.stream.javadsl.Source;
  * see: revoked, forbidden, the cursor fenced, history purged, unavailable for too long.
  */
 final class LiveStreamRoutes extends JsonRoutes {
+  /** How long a response may take to start once answered (Pekko's request timeout is 20 s). */
+  static final java.time.Duration UNSENT = java.time.Duration.ofSeconds(60);
+
   private final FeedRoutes reads;
   private final Feeds feeds;
   private final LiveStreams streams;
@@ -157,30 +161,70 @@ final class LiveStreamRoutes extends JsonRoutes {
                     streams.release(principal);
                     return reads.failure(result.failed().get());
                   }
-                  Feeds.LivePage page = result.get();
-                  Pair<BoundedSourceQueue<ServerSentEvent>, Source<ServerSentEvent, NotUsed>> pair =
-                      Source.<ServerSentEvent>queue(streams.settings().buffer())
-                          .preMaterialize(mat);
-                  QueueSink sink = new QueueSink(pair.first());
-                  boolean sent =
-                      page.deltas().isEmpty() ? sink.progress(page.cursor()) : sink.page(page);
-                  LiveStreams.Stream stream =
-                      streams.start(principal, query, page.cursor(), limit, maxBytes, sink);
-                  if (!sent) {
-                    stream.close();
-                  } else if (page.hasMore()) {
-                    stream.wake();
+                  try {
+                    return respond(principal, query, limit, maxBytes, result.get(), mat);
+                  } catch (RuntimeException e) {
+                    streams.release(principal);
+                    throw e;
                   }
-                  Source<ServerSentEvent, NotUsed> events =
-                      pair.second()
-                          .keepAlive(streams.settings().heartbeat(), ServerSentEvent::heartbeat)
-                          .watchTermination(
-                              (m, done) -> {
-                                done.whenComplete((d, t) -> stream.close());
-                                return m;
-                              });
-                  return completeOK(events, EventStreamMarshalling.toEventStream());
                 }));
+  }
+
+  /**
+   * The event stream. The stream is registered (and its slot kept) only when the response's source
+   * runs: a response the HTTP layer never sends (the client left, the request timed out) gives the
+   * slot back after {@link #UNSENT} instead of following the query for nobody.
+   */
+  private Route respond(
+      Principal principal,
+      Q1Query query,
+      int limit,
+      long maxBytes,
+      Feeds.LivePage page,
+      org.apache.pekko.stream.Materializer mat) {
+    Pair<BoundedSourceQueue<ServerSentEvent>, Source<ServerSentEvent, NotUsed>> pair =
+        Source.<ServerSentEvent>queue(streams.settings().buffer()).preMaterialize(mat);
+    QueueSink sink = new QueueSink(pair.first());
+    boolean sent = page.deltas().isEmpty() ? sink.progress(page.cursor()) : sink.page(page);
+    AtomicBoolean claimed = new AtomicBoolean();
+    AtomicReference<LiveStreams.Stream> started = new AtomicReference<>();
+    streams.unlessRunWithin(
+        UNSENT,
+        () -> {
+          if (claimed.compareAndSet(false, true)) {
+            streams.release(principal);
+            sink.close();
+          }
+        });
+    Source<ServerSentEvent, NotUsed> events =
+        pair.second()
+            .mapMaterializedValue(
+                m -> {
+                  if (claimed.compareAndSet(false, true)) {
+                    LiveStreams.Stream stream =
+                        streams.start(principal, query, page.cursor(), limit, maxBytes, sink);
+                    started.set(stream);
+                    if (sent) {
+                      stream.wake(); // a write between the first page and now reaches it
+                    } else {
+                      stream.close();
+                    }
+                  }
+                  return m;
+                })
+            .keepAlive(streams.settings().heartbeat(), ServerSentEvent::heartbeat)
+            .watchTermination(
+                (m, done) -> {
+                  done.whenComplete(
+                      (d, t) -> {
+                        LiveStreams.Stream stream = started.get();
+                        if (stream != null) {
+                          stream.close();
+                        }
+                      });
+                  return m;
+                });
+    return completeOK(events, EventStreamMarshalling.toEventStream());
   }
 
   private CompletionStage<Feeds.LivePage> firstPage(
@@ -211,8 +255,9 @@ final class LiveStreamRoutes extends JsonRoutes {
       return offer("progress", cursor, g -> g.writeStringField("cursor", cursor));
     }
 
+    /** Synchronized with the offers: nothing follows the end event. */
     @Override
-    public void end(ErrorCode code, String message) {
+    public synchronized void end(ErrorCode code, String message) {
       try {
         if (!ended.get()) {
           queue.offer(
@@ -235,7 +280,7 @@ final class LiveStreamRoutes extends JsonRoutes {
       }
     }
 
-    private boolean offer(String type, String id, Fields fields) {
+    private synchronized boolean offer(String type, String id, Fields fields) {
       if (ended.get()) {
         return false;
       }

@@ -179,9 +179,10 @@ abstract class FeedNodeFixture {
       io.weir.node.auth.Principals known = principals;
       liveStreams =
           new io.weir.node.feed.LiveStreams(
-              feeds,
+              feeds::readLive,
               liveStreamSettings(),
               known::current,
+              known::fresh,
               (principal, query) -> feeds.refusal(principal, query, true));
       io.weir.node.feed.LiveStreams streams = liveStreams;
       kit.system()

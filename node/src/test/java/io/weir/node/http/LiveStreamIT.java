@@ -319,11 +319,9 @@ class LiveStreamIT extends FeedNodeFixture {
     }
   }
 
+  /** The stream's next event other than progress is {@code end} with {@code code}: no delta. */
   private void assertEnd(SseEvents s, String code) throws Exception {
     SseEvents.Event e = nextOtherThanProgress(s);
-    while (e.type().equals("deltas")) {
-      e = nextOtherThanProgress(s);
-    }
     assertThat(e.type()).as("%s", e).isEqualTo("end");
     JsonNode body = json.readTree(e.data());
     assertThat(body.get("error").asText()).isEqualTo(code);

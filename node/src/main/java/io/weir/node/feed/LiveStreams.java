@@ -181,9 +181,19 @@ public final class LiveStreams implements AutoCloseable {
           ErrorCode.TOO_MANY_STREAMS,
           "this node has " + settings.maxPerNode() + " live-query streams open; retry later");
     }
-    AtomicInteger mine = perPrincipal.computeIfAbsent(principal.id(), k -> new AtomicInteger());
-    if (mine.incrementAndGet() > settings.maxPerPrincipal()) {
-      mine.decrementAndGet();
+    boolean[] over = {false};
+    perPrincipal.compute(
+        principal.id(),
+        (id, held) -> {
+          if (held != null && held.get() >= settings.maxPerPrincipal()) {
+            over[0] = true;
+            return held;
+          }
+          AtomicInteger count = held == null ? new AtomicInteger() : held;
+          count.incrementAndGet();
+          return count;
+        });
+    if (over[0]) {
       total.decrementAndGet();
       return new Refusal(
           ErrorCode.TOO_MANY_STREAMS,
@@ -196,11 +206,15 @@ public final class LiveStreams implements AutoCloseable {
 
   /** Gives back a slot {@link #admit} granted to a stream that never started. */
   public void release(Principal principal) {
-    AtomicInteger mine = perPrincipal.get(principal.id());
-    if (mine != null) {
-      mine.decrementAndGet();
-    }
+    // The entry goes with the principal's last stream: the map holds only principals with streams.
+    perPrincipal.computeIfPresent(
+        principal.id(), (id, held) -> held.decrementAndGet() <= 0 ? null : held);
     total.decrementAndGet();
+  }
+
+  /** Principals holding streams on this node now (for tests). */
+  int principalsHolding() {
+    return perPrincipal.size();
   }
 
   /**

@@ -139,6 +139,32 @@ class LiveStreamsTest {
   }
 
   @Test
+  void slotsAreBoundedPerPrincipalAndPerNodeAndGivenBack() {
+    streams =
+        new LiveStreams(
+            held(),
+            new LiveStreams.Settings(
+                3, 2, 1, Duration.ofMinutes(10), Duration.ofSeconds(1), 8, Duration.ofSeconds(15)),
+            Optional::of,
+            () -> CompletableFuture.completedFuture(null),
+            (p, q) -> null);
+    Principal bob = new Principal("bob", false);
+    assertThat(streams.admit(ALICE)).isNull();
+    assertThat(streams.admit(ALICE)).isNull();
+    assertThat(streams.admit(ALICE).code()).isEqualTo(ErrorCode.TOO_MANY_STREAMS);
+    assertThat(streams.admit(bob)).isNull();
+    assertThat(streams.admit(bob).code()).as("the node's 3").isEqualTo(ErrorCode.TOO_MANY_STREAMS);
+    streams.release(ALICE);
+    assertThat(streams.admit(bob)).isNull();
+    assertThat(streams.open()).isEqualTo(3);
+    streams.release(ALICE);
+    streams.release(bob);
+    streams.release(bob);
+    assertThat(streams.open()).isZero();
+    assertThat(streams.principalsHolding()).isZero();
+  }
+
+  @Test
   void retryableFailuresBackOffWhateverTheSignalsThenEndUnavailable() throws Exception {
     streams(
         4,
@@ -174,6 +200,7 @@ class LiveStreamsTest {
     open(client).wake();
     await().atMost(WAIT).until(() -> client.events.contains("end:token-invalidated"));
     assertThat(streams.open()).isZero();
+    assertThat(streams.principalsHolding()).as("nothing kept per principal").isZero();
   }
 
   @Test

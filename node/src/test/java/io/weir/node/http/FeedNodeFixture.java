@@ -35,7 +35,6 @@ import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
-import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -213,8 +212,7 @@ abstract class FeedNodeFixture {
                 .liveStreams(liveStreams)
                 .build());
     binding =
-        Http.get(kit.system())
-            .newServerAt("127.0.0.1", 0)
+        NodeHttpServer.at(kit.system(), "127.0.0.1", 0) // as a node binds: its server log scrubbed
             .bind(api.routes())
             .toCompletableFuture()
             .get(10, TimeUnit.SECONDS);

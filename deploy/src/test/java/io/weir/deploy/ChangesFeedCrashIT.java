@@ -38,6 +38,8 @@ import org.junit.jupiter.api.Test;
  * -Dweir.crash.feed-writes} (default 1200).
  */
 class ChangesFeedCrashIT extends EndToEndTest {
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(ChangesFeedCrashIT.class);
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final int PARTITIONS = 8;
 
@@ -215,20 +217,23 @@ class ChangesFeedCrashIT extends EndToEndTest {
     assertThat(writerError.get()).as("writer").isNull();
     assertThat(killerError.get()).as("killer").isNull();
     // The pushed follower has every acknowledged write once the feed reader has (or its deadline).
-    long since = System.nanoTime();
-    while (!pushed.seen.keySet().containsAll(acked.keySet())
-        && System.nanoTime() - since < STALL.toNanos()
-        && pushed.error.get() == null) {
-      Thread.sleep(100);
+    try {
+      org.awaitility.Awaitility.await("the pushed follower saw every acknowledged write")
+          .atMost(STALL)
+          .pollInterval(java.time.Duration.ofMillis(100))
+          .until(
+              () -> pushed.error.get() != null || pushed.seen.keySet().containsAll(acked.keySet()));
+    } catch (org.awaitility.core.ConditionTimeoutException late) {
+      // counted as loss below, with the figures printed first
     }
     pushed.stop();
     assertThat(pushed.error.get()).as("pushed follower").isNull();
     long pushedLoss = acked.keySet().stream().filter(k -> !pushed.seen.containsKey(k)).count();
     long pushedDup = pushed.seen.values().stream().filter(n -> n > 1).count();
     long pushedUnacked = pushed.seen.keySet().stream().filter(k -> !acked.containsKey(k)).count();
-    System.out.printf(
-        "live-stream crash: kills=%d streams=%d events=%d deltas=%d loss=%d dup=%d"
-            + " unacknowledged-seen=%d leaks=%d%n",
+    LOG.info(
+        "live-stream crash: kills={} streams={} events={} deltas={} loss={} dup={}"
+            + " unacknowledged-seen={} leaks={}",
         kills,
         pushed.streams,
         pushed.events,
@@ -246,9 +251,9 @@ class ChangesFeedCrashIT extends EndToEndTest {
     long loss = acked.keySet().stream().filter(k -> !seen.containsKey(k)).count();
     long dup = seen.values().stream().filter(n -> n > 1).count();
     long unacked = seen.keySet().stream().filter(k -> !acked.containsKey(k)).count();
-    System.out.printf(
-        "changes-feed crash: seed=%d kills=%d delays=%s writes=%d visible-acked=%d seen=%d pages=%d retries=%d"
-            + " loss=%d dup=%d unacknowledged-seen=%d leaks=%d order-errors=%d%n",
+    LOG.info(
+        "changes-feed crash: seed={} kills={} delays={} writes={} visible-acked={} seen={} pages={}"
+            + " retries={} loss={} dup={} unacknowledged-seen={} leaks={} order-errors={}",
         seed,
         kills,
         delays,
@@ -314,51 +319,66 @@ class ChangesFeedCrashIT extends EndToEndTest {
           java.net.http.HttpClient.newBuilder()
               .connectTimeout(java.time.Duration.ofSeconds(5))
               .build();
-      long answeredAt = System.nanoTime();
       try {
         while (!stopped) {
-          java.net.http.HttpRequest request =
-              java.net.http.HttpRequest.newBuilder(
-                      java.net.URI.create(
-                          "http://127.0.0.1:"
-                              + current.get().httpPort()
-                              + "/v1/query/live/stream?query="
-                              + java.net.URLEncoder.encode(
-                                  LIVE_QUERY, java.nio.charset.StandardCharsets.UTF_8)))
-                  .header("Authorization", "Bearer " + token)
-                  .header("Last-Event-ID", lastId)
-                  .build();
-          HttpResponse<java.util.stream.Stream<String>> r;
-          try {
-            r = client.send(request, HttpResponse.BodyHandlers.ofLines());
-          } catch (java.io.IOException e) {
-            r = null; // the node is down or starting
+          // Empty once the follower stops; the next stream, on whichever node runs, otherwise.
+          Optional<HttpResponse<java.util.stream.Stream<String>>> r =
+              org.awaitility.Awaitility.await("the live-query stream opens")
+                  .atMost(STALL)
+                  .pollInterval(java.time.Duration.ofMillis(100))
+                  .until(() -> tryOpen(client), java.util.Objects::nonNull);
+          if (r.isEmpty()) {
+            return;
           }
-          if (r == null || r.statusCode() == 503) {
-            if (r != null) {
-              r.body().close();
-            }
-            progressWithin(answeredAt, STALL, "the live-query stream opens");
-            Thread.sleep(100);
-            continue;
-          }
-          if (r.statusCode() != 200) {
-            String body;
-            try (var lines = r.body()) {
-              body = lines.collect(java.util.stream.Collectors.joining("\n"));
-            }
-            throw new AssertionError("the stream was refused: " + r.statusCode() + " " + body);
-          }
-          answeredAt = System.nanoTime();
           streams++;
-          open = r.body();
-          follow(r.body());
+          open = r.get().body();
+          follow(r.get().body());
         }
       } catch (Throwable t) {
         if (!stopped) {
           error.set(t);
         }
       }
+    }
+
+    /**
+     * One attempt to open the stream, resuming after the last event applied: the response, null
+     * while the node is down or starting (asked again), empty once the follower stops.
+     */
+    private Optional<HttpResponse<java.util.stream.Stream<String>>> tryOpen(
+        java.net.http.HttpClient client) throws Exception {
+      if (stopped) {
+        return Optional.empty();
+      }
+      java.net.http.HttpRequest request =
+          java.net.http.HttpRequest.newBuilder(
+                  java.net.URI.create(
+                      "http://127.0.0.1:"
+                          + current.get().httpPort()
+                          + "/v1/query/live/stream?query="
+                          + java.net.URLEncoder.encode(
+                              LIVE_QUERY, java.nio.charset.StandardCharsets.UTF_8)))
+              .header("Authorization", "Bearer " + token)
+              .header("Last-Event-ID", lastId)
+              .build();
+      HttpResponse<java.util.stream.Stream<String>> r;
+      try {
+        r = client.send(request, HttpResponse.BodyHandlers.ofLines());
+      } catch (java.io.IOException e) {
+        return null; // the node is down or starting
+      }
+      if (r.statusCode() == 503) {
+        r.body().close();
+        return null;
+      }
+      if (r.statusCode() != 200) {
+        String body;
+        try (var lines = r.body()) {
+          body = lines.collect(java.util.stream.Collectors.joining("\n"));
+        }
+        throw new AssertionError("the stream was refused: " + r.statusCode() + " " + body);
+      }
+      return Optional.of(r);
     }
 
     /** Applies events until the stream ends (the node died, or the follower stops). */

@@ -342,7 +342,6 @@ public final class LiveStreams implements AutoCloseable {
     private long failingSince; // 0: the last read succeeded
     private int failures;
     private volatile boolean backingOff;
-    private boolean cursorSent = true;
 
     private Stream(
         Principal principal, Q1Query query, String cursor, int limit, long maxBytes, Sink sink) {
@@ -352,11 +351,6 @@ public final class LiveStreams implements AutoCloseable {
       this.limit = limit;
       this.maxBytes = maxBytes;
       this.sink = sink;
-    }
-
-    /** The cursor after the last change this stream read (sent or not). */
-    public String cursor() {
-      return cursor;
     }
 
     public void wake() {
@@ -448,31 +442,29 @@ public final class LiveStreams implements AutoCloseable {
       }
     }
 
-    /** Sends what the page holds; whether to read again at once. */
+    /**
+     * Sends what the page holds; whether to read again at once. Every read re-signs the cursor (a
+     * fresh expiry), so a page without deltas always has a new one to tell: as progress, at most
+     * once a {@link #PROGRESS_GAP_NANOS}.
+     */
     private boolean delivered(Feeds.LivePage p) {
       failingSince = 0;
       failures = 0;
-      boolean moved = !p.cursor().equals(cursor);
       cursor = p.cursor();
       long now = System.nanoTime();
+      boolean sent;
       if (!p.deltas().isEmpty()) {
-        if (!sink.page(p)) {
-          close();
-          return false;
-        }
-        lastEvent = now;
-        cursorSent = true;
-      } else if (moved || !cursorSent) {
-        cursorSent = false;
-        if (now - lastEvent >= PROGRESS_GAP_NANOS) {
-          if (!sink.progress(cursor)) {
-            close();
-            return false;
-          }
-          lastEvent = now;
-          cursorSent = true;
-        }
+        sent = sink.page(p);
+      } else if (now - lastEvent >= PROGRESS_GAP_NANOS) {
+        sent = sink.progress(cursor);
+      } else {
+        return p.hasMore();
       }
+      if (!sent) {
+        close();
+        return false;
+      }
+      lastEvent = now;
       return p.hasMore();
     }
 

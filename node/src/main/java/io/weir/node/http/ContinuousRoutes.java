@@ -12,7 +12,6 @@ import io.weir.protocol.ErrorCode;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 import org.apache.pekko.NotUsed;
 import org.apache.pekko.http.javadsl.marshalling.sse.EventStreamMarshalling;
@@ -21,7 +20,6 @@ import org.apache.pekko.http.javadsl.server.PathMatchers;
 import org.apache.pekko.http.javadsl.server.Route;
 import org.apache.pekko.japi.Pair;
 import org.apache.pekko.stream.BoundedSourceQueue;
-import org.apache.pekko.stream.QueueOfferResult;
 import org.apache.pekko.stream.javadsl.Source;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -174,32 +172,18 @@ final class ContinuousRoutes extends JsonRoutes {
                                   Source.<ServerSentEvent>queue(
                                           queries.settings().subscriberBuffer())
                                       .preMaterialize(mat);
-                          BoundedSourceQueue<ServerSentEvent> queue = pair.first();
+                          SseQueue queue = new SseQueue(pair.first());
                           Session.Subscriber subscriber =
                               new Session.Subscriber() {
-                                private final AtomicBoolean ended = new AtomicBoolean();
-
                                 @Override
                                 public boolean offer(Session.Event e) {
-                                  return !ended.get()
-                                      && queue.offer(
-                                              ServerSentEvent.create(e.data(), e.type(), e.id()))
-                                          instanceof QueueOfferResult.Enqueued$;
+                                  return queue.offer(
+                                      ServerSentEvent.create(e.data(), e.type(), e.id()));
                                 }
 
-                                /**
-                                 * Completes the stream once; a stream its client already ended (the
-                                 * queue cancelled or completed) has nothing left to end.
-                                 */
                                 @Override
                                 public void close() {
-                                  if (ended.compareAndSet(false, true)) {
-                                    try {
-                                      queue.complete();
-                                    } catch (IllegalStateException alreadyEnded) {
-                                      // completed or cancelled by the other side
-                                    }
-                                  }
+                                  queue.end();
                                 }
 
                                 @Override

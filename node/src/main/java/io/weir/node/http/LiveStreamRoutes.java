@@ -27,7 +27,6 @@ import org.apache.pekko.http.javadsl.model.sse.ServerSentEvent;
 import org.apache.pekko.http.javadsl.server.Route;
 import org.apache.pekko.japi.Pair;
 import org.apache.pekko.stream.BoundedSourceQueue;
-import org.apache.pekko.stream.QueueOfferResult;
 import org.apache.pekko.stream.javadsl.Source;
 
 /**
@@ -238,11 +237,10 @@ final class LiveStreamRoutes extends JsonRoutes {
 
   /** Events into the response's bounded queue; a full queue ends the stream (client behind). */
   private final class QueueSink implements LiveStreams.Sink {
-    private final BoundedSourceQueue<ServerSentEvent> queue;
-    private final AtomicBoolean ended = new AtomicBoolean();
+    private final SseQueue queue;
 
     QueueSink(BoundedSourceQueue<ServerSentEvent> queue) {
-      this.queue = queue;
+      this.queue = new SseQueue(queue);
     }
 
     @Override
@@ -259,29 +257,21 @@ final class LiveStreamRoutes extends JsonRoutes {
     @Override
     public synchronized void end(ErrorCode code, String message) {
       try {
-        if (!ended.get()) {
-          queue.offer(
-              ServerSentEvent.create(json.writeValueAsString(ErrorBody.of(code, message)), "end"));
-        }
-      } catch (JsonProcessingException | RuntimeException e) {
+        queue.offer(
+            ServerSentEvent.create(json.writeValueAsString(ErrorBody.of(code, message)), "end"));
+      } catch (JsonProcessingException e) {
         // the stream ends without its last event: the client resumes and is refused then
       }
-      close();
+      queue.end();
     }
 
     @Override
     public void close() {
-      if (ended.compareAndSet(false, true)) {
-        try {
-          queue.complete();
-        } catch (IllegalStateException alreadyEnded) {
-          // the client cancelled: nothing left to end
-        }
-      }
+      queue.end();
     }
 
     private synchronized boolean offer(String type, String id, Fields fields) {
-      if (ended.get()) {
+      if (queue.ended()) {
         return false;
       }
       StringWriter out = new StringWriter();
@@ -292,12 +282,7 @@ final class LiveStreamRoutes extends JsonRoutes {
       } catch (IOException e) {
         return false;
       }
-      try {
-        return queue.offer(ServerSentEvent.create(out.toString(), type, id))
-            instanceof QueueOfferResult.Enqueued$;
-      } catch (RuntimeException e) {
-        return false;
-      }
+      return queue.offer(ServerSentEvent.create(out.toString(), type, id));
     }
   }
 

@@ -115,24 +115,22 @@ class LiveStreamsTest {
       streams.wake(); // three signals before any read finished
     }
     await().atMost(WAIT).until(() -> pending.size() == 2);
-    Thread.sleep(200);
-    assertThat(reads.get()).as("no more than max-reads at once").isEqualTo(2);
+    await("no more than max-reads at once")
+        .during(Duration.ofMillis(200))
+        .atMost(WAIT)
+        .until(() -> reads.get() == 2);
     // Each read finishing lets a queued one start. The two streams read while the second and third
     // signals came read once more after; the four queued ones read once (a read takes in every
     // wake before it began).
-    int completed = 0;
-    while (completed < 8) {
-      CompletableFuture<Feeds.LivePage> f = pending.poll();
-      if (f == null) {
-        Thread.sleep(10);
-        continue;
-      }
-      f.complete(empty("c" + (++completed)));
+    for (int completed = 1; completed <= 8; completed++) {
+      await().atMost(WAIT).until(() -> !pending.isEmpty());
+      pending.poll().complete(empty("c" + completed));
       assertThat(pending.size()).isLessThanOrEqualTo(2);
     }
-    await().atMost(WAIT).until(() -> pending.isEmpty());
-    Thread.sleep(300);
-    assertThat(pending).isEmpty();
+    await("no read after the eighth")
+        .during(Duration.ofMillis(300))
+        .atMost(WAIT)
+        .until(() -> pending.isEmpty());
     assertThat(reads.get())
         .as("one read per stream, one more for wakes during a read")
         .isEqualTo(8);
@@ -165,6 +163,18 @@ class LiveStreamsTest {
   }
 
   @Test
+  void aNodeShuttingDownEndsItsStreamsWithARetryableEnd() throws Exception {
+    streams(4, Duration.ofSeconds(60), held());
+    Client client = new Client();
+    open(client);
+    streams.close();
+    assertThat(client.events).containsExactly("end:unavailable");
+    assertThat(ErrorCode.UNAVAILABLE.retryable()).as("the client resumes elsewhere").isTrue();
+    assertThat(streams.open()).isZero();
+    assertThat(streams.admit(ALICE).code()).isEqualTo(ErrorCode.UNAVAILABLE);
+  }
+
+  @Test
   void retryableFailuresBackOffWhateverTheSignalsThenEndUnavailable() throws Exception {
     streams(
         4,
@@ -176,11 +186,14 @@ class LiveStreamsTest {
         });
     Client client = new Client();
     open(client).wake();
-    long deadline = System.nanoTime() + WAIT.toNanos();
-    while (!client.events.contains("end:unavailable") && System.nanoTime() < deadline) {
-      streams.wake(); // a signal every 10 ms must not cut the backoff short
-      Thread.sleep(10);
-    }
+    await("the stream ends, while a signal comes every 10 ms (it must not cut the backoff short)")
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(10))
+        .until(
+            () -> {
+              streams.wake();
+              return client.events.contains("end:unavailable");
+            });
     assertThat(client.events).containsExactly("end:unavailable");
     // 100, 200, 400, 800 ms between tries: five or six reads in 1.2 s, not one per signal.
     assertThat(reads.get()).isBetween(4, 7);

@@ -17,6 +17,7 @@ import java.security.NoSuchAlgorithmException;
 import java.time.Clock;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -209,6 +210,29 @@ final class FeedCursors {
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException("SHA-256 is required of every JVM", e);
     }
+  }
+
+  /**
+   * What a cursor of {@code principal}'s live query {@code queryHash} holds besides its expiry and
+   * the partition served first: two cursors with equal keys read the same changes.
+   */
+  String liveKey(
+      Principal principal,
+      CollectionPolicy policy,
+      byte[] queryHash,
+      long[] positions,
+      ChangesSpan[] spans) {
+    return principal.id()
+        + '/'
+        + principal.policyEpoch()
+        + '/'
+        + policy.version()
+        + '/'
+        + HexFormat.of().formatHex(queryHash)
+        + '/'
+        + HexFormat.of().formatHex(fence(positions, spans))
+        + '/'
+        + Arrays.toString(positions);
   }
 
   String sign(

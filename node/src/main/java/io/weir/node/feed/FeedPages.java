@@ -40,12 +40,18 @@ final class FeedPages {
     this.executor = executor;
   }
 
-  /** A page read: its changes, where each partition is now, and the partition served first next. */
+  /**
+   * A page read: its changes, where each partition is now, whether more positions wait (at the
+   * partitions' tails when they answered), whether the read left positions it planned for the next
+   * one (the limit or maxBytes stopped it short of the tails, or {@code through}, as they stood
+   * when it began), and the partition served first next.
+   */
   record Read(
       List<Feeds.Change> changes,
       long[] positions,
       ChangesSpan[] spans,
       boolean hasMore,
+      boolean backlog,
       int next) {}
 
   /**
@@ -55,7 +61,8 @@ final class FeedPages {
    * waiting, then another, and the selection takes one entry per partition a round in the same
    * order. The next page starts after the last partition the first round reached, or at the
    * partition whose change did not fit, so a partition with changes waiting is served within
-   * ceil(partitions / limit) pages however busy the others are.
+   * ceil(partitions / limit) pages however busy the others are. With {@code through} (positions;
+   * null for none), no partition is read past its position there.
    */
   CompletionStage<Read> page(
       Principal principal,
@@ -63,17 +70,22 @@ final class FeedPages {
       CollectionPolicy policy,
       FeedCursors.At at,
       int limit,
-      long maxBytes) {
+      long maxBytes,
+      long[] through) {
     int n = at.positions().length;
     long[] pending = new long[n];
     long waiting = 0;
     for (int i = 0; i < n; i++) {
-      pending[i] = at.spans()[i].tail() - at.positions()[i];
+      long end = at.spans()[i].tail();
+      if (through != null && through.length == n) {
+        end = Math.min(end, through[i]);
+      }
+      pending[i] = Math.max(0, end - at.positions()[i]);
       waiting += pending[i];
     }
     if (waiting == 0) {
       return CompletableFuture.completedFuture(
-          new Read(List.of(), at.positions(), at.spans(), false, at.next()));
+          new Read(List.of(), at.positions(), at.spans(), false, false, at.next()));
     }
     long[] share = new long[n];
     int resume = share(pending, limit, at.next(), share);
@@ -139,7 +151,8 @@ final class FeedPages {
                               acls,
                               spans,
                               maxBytes,
-                              resume),
+                              resume,
+                              pending),
                       executor);
             });
   }
@@ -195,7 +208,8 @@ final class FeedPages {
       List<Map<String, String>> acls,
       ChangesSpan[] spans,
       long maxBytes,
-      int resume) {
+      int resume,
+      long[] planned) {
     int n = entries.size();
     long[] positions = at.positions().clone();
     int[] taken = new int[n];
@@ -237,10 +251,12 @@ final class FeedPages {
       }
     }
     boolean pending = false;
+    boolean backlog = false;
     for (int i = 0; i < positions.length; i++) {
       pending |= positions[i] < spans[i].tail();
+      backlog |= positions[i] - at.positions()[i] < planned[i];
     }
-    return new Read(out, positions, spans, pending, next);
+    return new Read(out, positions, spans, pending, backlog, next);
   }
 
   /**

@@ -129,7 +129,31 @@ public final class Feeds {
     }
   }
 
-  public record LivePage(List<Delta> deltas, String cursor, boolean hasMore) {}
+  /**
+   * A live query's page: its deltas, the next cursor, whether more positions wait already, whether
+   * the read stopped short of the tails as they stood when it began (its limit or maxBytes: the
+   * next read has these positions to read whatever was written since), and where the cursor stands
+   * ({@link LiveAt}; null only from stand-ins in tests).
+   */
+  public record LivePage(
+      List<Delta> deltas, String cursor, boolean hasMore, boolean backlog, LiveAt at) {
+    public LivePage(List<Delta> deltas, String cursor, boolean hasMore) {
+      this(deltas, cursor, hasMore, hasMore, null);
+    }
+  }
+
+  /**
+   * Where a live read left its cursor: the positions, and a key equal for two cursors of one
+   * principal and query exactly when reading after either gives the same changes (same policy epoch
+   * and version, same fences, same positions; only the expiry and the partition served first
+   * differ). Pushed streams at equal keys share one read ({@link LiveStreams}).
+   */
+  public record LiveAt(long[] positions, String key) {
+    @Override
+    public String toString() {
+      return "LiveAt[partitions=" + positions.length + "]";
+    }
+  }
 
   /** A query result row: its id, revision and projected document. */
   public record Row(String id, long revision, String row) {
@@ -249,7 +273,7 @@ public final class Feeds {
               .thenCompose(
                   at ->
                       pages
-                          .page(principal, collection, policy, at, limit, maxBytes)
+                          .page(principal, collection, policy, at, limit, maxBytes, null)
                           .thenApply(
                               p ->
                                   new Page(
@@ -323,6 +347,16 @@ public final class Feeds {
    */
   public CompletionStage<LivePage> readLive(
       Principal principal, Q1Query query, String cursor, int limit, long maxBytes) {
+    return readLive(principal, query, cursor, limit, maxBytes, null);
+  }
+
+  /**
+   * Like {@link #readLive(Principal, Q1Query, String, int, long)}, reading no partition past {@code
+   * through} (its positions; null: up to every tail): a pushed stream behind others of its query
+   * catches up to where they stand, and then shares their reads.
+   */
+  public CompletionStage<LivePage> readLive(
+      Principal principal, Q1Query query, String cursor, int limit, long maxBytes, long[] through) {
     return admitted(
         "live-read",
         () -> {
@@ -339,7 +373,7 @@ public final class Feeds {
               .thenCompose(
                   at ->
                       pages
-                          .page(principal, query.collection(), policy, at, limit, maxBytes)
+                          .page(principal, query.collection(), policy, at, limit, maxBytes, through)
                           .thenApply(
                               p -> {
                                 Predicate<String> hidden = Access.omitted(principal, policy);
@@ -377,7 +411,12 @@ public final class Feeds {
                                         p.positions(),
                                         p.spans(),
                                         p.next()),
-                                    p.hasMore());
+                                    p.hasMore(),
+                                    p.backlog(),
+                                    new LiveAt(
+                                        p.positions(),
+                                        cursors.liveKey(
+                                            principal, policy, hash, p.positions(), p.spans())));
                               }));
         });
   }

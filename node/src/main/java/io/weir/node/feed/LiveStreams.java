@@ -7,6 +7,7 @@ import io.weir.protocol.query.Q1Query;
 import io.weir.sharding.partition.OutboxReader;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.HexFormat;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Queue;
@@ -102,11 +103,19 @@ public final class LiveStreams implements AutoCloseable {
     Refusal check(Principal principal, Q1Query query);
   }
 
-  /** Reads a live query's next page after a cursor: {@link Feeds#readLive}. */
+  /**
+   * Reads a live query's next page after a cursor, no partition past {@code through} (null: to
+   * every tail): {@link Feeds#readLive(Principal, Q1Query, String, int, long, long[])}.
+   */
   @FunctionalInterface
   public interface Reader {
     CompletionStage<Feeds.LivePage> read(
-        Principal principal, Q1Query query, String cursor, int limit, long maxBytes);
+        Principal principal,
+        Q1Query query,
+        String cursor,
+        int limit,
+        long maxBytes,
+        long[] through);
   }
 
   /** A typed refusal with a value-free message. */
@@ -123,6 +132,13 @@ public final class LiveStreams implements AutoCloseable {
   private final AtomicInteger total = new AtomicInteger();
   private final Queue<Stream> woken = new ConcurrentLinkedQueue<>();
   private final AtomicInteger reading = new AtomicInteger();
+  private final Map<GroupKey, Group> groups = new ConcurrentHashMap<>();
+
+  /**
+   * Set while this thread runs {@link #drain}: a permit given back inside it needs no new drain.
+   */
+  private final ThreadLocal<boolean[]> draining = ThreadLocal.withInitial(() -> new boolean[1]);
+
   private volatile boolean closed;
 
   /**
@@ -244,8 +260,9 @@ public final class LiveStreams implements AutoCloseable {
 
   /** Some partition's outbox grew: every stream reads its next page (coalesced per stream). */
   public void wake() {
+    long signalled = System.nanoTime();
     for (Stream s : open) {
-      s.wake();
+      s.wake(signalled);
     }
   }
 
@@ -269,6 +286,7 @@ public final class LiveStreams implements AutoCloseable {
           try {
             long now = System.nanoTime();
             long recheck = settings.recheck().toNanos();
+            groups.values().removeIf(g -> now - g.used > 2 * recheck);
             for (Stream s : open) {
               Refusal refused = e == null ? s.refusal() : null;
               if (refused != null && !refused.code().retryable()) {
@@ -289,29 +307,37 @@ public final class LiveStreams implements AutoCloseable {
    * without a read (ended, refused) gives its permit back here, in this loop, not by recursion.
    */
   private void drain() {
-    while (!closed) {
-      int now = reading.get();
-      if (now >= settings.maxReads()) {
-        return;
-      }
-      Stream next = woken.peek();
-      if (next == null) {
-        return;
-      }
-      if (!reading.compareAndSet(now, now + 1)) {
-        continue;
-      }
-      next = woken.poll();
-      if (next == null || !next.read()) {
-        reading.decrementAndGet();
-      }
+    boolean[] inDrain = draining.get();
+    if (inDrain[0]) {
+      return; // the loop below, further up this thread's stack, goes on
     }
-  }
-
-  /** An asynchronous read finished: its permit goes to the next queued stream. */
-  private void readDone() {
-    reading.decrementAndGet();
-    drain();
+    inDrain[0] = true;
+    try {
+      while (!closed) {
+        int now = reading.get();
+        if (now >= settings.maxReads()) {
+          return;
+        }
+        Stream next = woken.peek();
+        if (next == null) {
+          return;
+        }
+        if (!reading.compareAndSet(now, now + 1)) {
+          continue;
+        }
+        next = woken.poll();
+        if (next == null) {
+          reading.decrementAndGet();
+          continue;
+        }
+        next.permit.set(true);
+        if (!next.read()) {
+          next.givePermitBack();
+        }
+      }
+    } finally {
+      inDrain[0] = false;
+    }
   }
 
   @Override
@@ -336,7 +362,25 @@ public final class LiveStreams implements AutoCloseable {
 
     private final AtomicBoolean again = new AtomicBoolean();
     private final AtomicBoolean ended = new AtomicBoolean();
+
+    /** Holds one of the node's {@code maxReads} permits (from {@link #drain} to its turn's end). */
+    private final AtomicBoolean permit = new AtomicBoolean();
+
+    private final String fingerprint;
     private volatile String cursor;
+
+    /** Where {@link #cursor} stands; null until the first read of this stream. */
+    private volatile Feeds.LiveAt at;
+
+    /** The last read stopped at the group's front, so the next reads past it. */
+    private volatile boolean capped;
+
+    /** When the latest signal for this stream came: a shared read started before may miss it. */
+    private volatile long wokenAt = System.nanoTime();
+
+    /** This turn took a shared read that began before the turn's signal: read again after it. */
+    private volatile boolean readAgain;
+
     private volatile long lastRead = System.nanoTime();
     private long lastEvent = System.nanoTime();
     private long failingSince; // 0: the last read succeeded
@@ -351,11 +395,20 @@ public final class LiveStreams implements AutoCloseable {
       this.limit = limit;
       this.maxBytes = maxBytes;
       this.sink = sink;
+      this.fingerprint = query.collection() + '/' + HexFormat.of().formatHex(query.fingerprint());
     }
 
     public void wake() {
+      wake(System.nanoTime());
+    }
+
+    /** Woken by a signal received at {@code signalled} (every stream of one signal: the same). */
+    private void wake(long signalled) {
       if (ended.get()) {
         return;
+      }
+      if (signalled - wokenAt > 0) {
+        wokenAt = signalled;
       }
       if (busy.compareAndSet(false, true)) {
         woken.add(this);
@@ -420,14 +473,81 @@ public final class LiveStreams implements AutoCloseable {
           });
     }
 
-    /** The read itself, after the principal and its grants were checked again. */
+    /**
+     * The read itself, after the principal and its grants were checked again: another stream's read
+     * from where this one stands when its group has one (this stream's permit goes back at once: it
+     * reads nothing itself), else a read up to the group's front when this stream is elsewhere,
+     * else a read to every tail that the group's streams arriving here share.
+     */
     private CompletionStage<Feeds.LivePage> readPage() {
       Optional<Principal> now = current.apply(principal);
       Refusal refused = refusal(now);
       if (refused != null) {
         return CompletableFuture.failedFuture(new Feeds.Refused(refused.code(), refused.message()));
       }
-      return feeds.read(now.get(), query, cursor, limit, maxBytes);
+      Principal p = now.get();
+      Group group =
+          groups.computeIfAbsent(
+              new GroupKey(p.id(), p.policyEpoch(), fingerprint, limit, maxBytes),
+              k -> new Group());
+      group.used = System.nanoTime();
+      Feeds.LiveAt from = at;
+      boolean wasCapped = capped;
+      long signalled = wokenAt;
+      capped = false;
+      readAgain = false;
+      if (from != null) {
+        Flight shared = group.read(from.key());
+        if (shared != null) {
+          return join(shared, signalled);
+        }
+      }
+      Feeds.LiveAt front = group.front();
+      if (front != null && !wasCapped && (from == null || !front.key().equals(from.key()))) {
+        capped = true;
+        return feeds.read(p, query, cursor, limit, maxBytes, front.positions());
+      }
+      if (from == null) {
+        long started = System.nanoTime();
+        return feeds
+            .read(p, query, cursor, limit, maxBytes, null)
+            .thenApply(
+                page -> {
+                  group.advanced(started, page);
+                  return page;
+                });
+      }
+      Flight flight = group.start(from.key(), this);
+      if (flight.owner() != this) {
+        return join(flight, signalled);
+      }
+      CompletionStage<Feeds.LivePage> read;
+      try {
+        read = feeds.read(p, query, cursor, limit, maxBytes, null);
+      } catch (RuntimeException e) {
+        read = CompletableFuture.failedFuture(e);
+      }
+      read.whenComplete((page, e) -> group.finished(flight, page, e));
+      return flight.page();
+    }
+
+    /**
+     * Takes another stream's read from where this one stands (this stream's permit goes back: it
+     * reads nothing itself); when that read began before this turn's signal it may not hold the
+     * change signalled, so this stream reads again after it.
+     */
+    private CompletionStage<Feeds.LivePage> join(Flight shared, long signalled) {
+      readAgain = shared.started() - signalled < 0;
+      givePermitBack();
+      return shared.page();
+    }
+
+    /** Gives this stream's read permit back, if it holds one, to the next queued stream. */
+    private void givePermitBack() {
+      if (permit.getAndSet(false)) {
+        reading.decrementAndGet();
+        drain();
+      }
     }
 
     private void completed(Feeds.LivePage p, Throwable e) {
@@ -451,6 +571,11 @@ public final class LiveStreams implements AutoCloseable {
       failingSince = 0;
       failures = 0;
       cursor = p.cursor();
+      at = p.at();
+      // After a read up to the group's front: on at once, into the group's shared read from there.
+      // Changes written during the read come with signals of their own: only positions the read
+      // left (its limit or byte budget) are read again at once.
+      boolean more = p.backlog() || capped || readAgain;
       long now = System.nanoTime();
       boolean sent;
       if (!p.deltas().isEmpty()) {
@@ -458,14 +583,14 @@ public final class LiveStreams implements AutoCloseable {
       } else if (now - lastEvent >= PROGRESS_GAP_NANOS) {
         sent = sink.progress(cursor);
       } else {
-        return p.hasMore();
+        return more;
       }
       if (!sent) {
         close();
         return false;
       }
       lastEvent = now;
-      return p.hasMore();
+      return more;
     }
 
     /**
@@ -478,6 +603,7 @@ public final class LiveStreams implements AutoCloseable {
           && t.getCause() != null) {
         t = t.getCause();
       }
+      capped = false;
       Refusal ends = terminal(t);
       if (ends != null) {
         end(ends.code(), ends.message());
@@ -523,7 +649,12 @@ public final class LiveStreams implements AutoCloseable {
           wake();
         }
       }
-      readDone();
+      // Drained even without a permit (a stream that took a shared read holds none): it may just
+      // have queued itself.
+      if (permit.getAndSet(false)) {
+        reading.decrementAndGet();
+      }
+      drain();
     }
 
     /** Ends the stream with its last event. */
@@ -547,6 +678,92 @@ public final class LiveStreams implements AutoCloseable {
         release(principal);
       }
     }
+  }
+
+  /** Streams that read alike: one principal at one policy epoch, one query, one page size. */
+  private record GroupKey(
+      String principal, long policyEpoch, String query, int limit, long maxBytes) {}
+
+  /** A group's read from the cursor key {@code from}, started by {@code owner}. */
+  private record Flight(
+      String from, long started, Stream owner, CompletableFuture<Feeds.LivePage> page) {}
+
+  /** Completed reads a group keeps for its streams still behind them. */
+  static final int KEPT_READS = 4;
+
+  /**
+   * The reads of one group's streams to every tail, by where they started: a stream standing there
+   * takes the read's page rather than reading (and reads again after it when the read began before
+   * the stream's latest signal; so a wake costs each group one read, not one per stream), and a
+   * stream elsewhere first reads up to the group's front (where the latest such read ended), then
+   * joins. Holds the reads in flight and the last {@link #KEPT_READS} completed.
+   */
+  private static final class Group {
+    private final java.util.LinkedHashMap<String, Flight> flights = new java.util.LinkedHashMap<>();
+    private Feeds.LiveAt front;
+    private long frontStarted;
+    volatile long used = System.nanoTime();
+
+    synchronized Flight read(String from) {
+      return flights.get(from);
+    }
+
+    synchronized Feeds.LiveAt front() {
+      return front;
+    }
+
+    /** The read from {@code from}: one in flight or kept, else a new one {@code owner} runs. */
+    synchronized Flight start(String from, Stream owner) {
+      Flight existing = flights.get(from);
+      if (existing != null) {
+        return existing;
+      }
+      Flight f = new Flight(from, System.nanoTime(), owner, new CompletableFuture<>());
+      flights.put(from, f);
+      int done = 0;
+      for (Flight kept : flights.values()) {
+        done += kept.page().isDone() ? 1 : 0;
+      }
+      var it = flights.values().iterator();
+      while (done > KEPT_READS && it.hasNext()) {
+        if (it.next().page().isDone()) {
+          it.remove();
+          done--;
+        }
+      }
+      return f;
+    }
+
+    /** A read to every tail that started at {@code started} ended at {@code page}'s cursor. */
+    synchronized void advanced(long started, Feeds.LivePage page) {
+      if (page.at() != null && (front == null || started - frontStarted >= 0)) {
+        front = page.at();
+        frontStarted = started;
+      }
+    }
+
+    void finished(Flight f, Feeds.LivePage page, Throwable error) {
+      synchronized (this) {
+        if (error != null || page.at() == null || page.at().key().equals(f.from())) {
+          // Not kept: a failed read, or one that moved nowhere (a stream taking it would stay
+          // where it is); the next stream here reads again.
+          flights.remove(f.from(), f);
+        }
+        if (error == null) {
+          advanced(f.started(), page);
+        }
+      }
+      if (error != null) {
+        f.page().completeExceptionally(error);
+      } else {
+        f.page().complete(page);
+      }
+    }
+  }
+
+  /** Groups kept on this node now (for tests). */
+  int groups() {
+    return groups.size();
   }
 
   /**

@@ -8,13 +8,21 @@ import io.weir.node.auth.Principal;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.query.Q1Query;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -53,7 +61,7 @@ class LiveStreamsTest {
 
   /** Reads that wait until the test completes them. */
   private LiveStreams.Reader held() {
-    return (p, q, cursor, limit, maxBytes) -> {
+    return (p, q, cursor, limit, maxBytes, through) -> {
       reads.incrementAndGet();
       CompletableFuture<Feeds.LivePage> f = new CompletableFuture<>();
       pending.add(f);
@@ -66,7 +74,7 @@ class LiveStreamsTest {
   }
 
   /** Records the events a stream's client would get. */
-  private static final class Client implements LiveStreams.Sink {
+  private static class Client implements LiveStreams.Sink {
     final Queue<String> events = new ConcurrentLinkedQueue<>();
     volatile boolean accept = true;
 
@@ -179,7 +187,7 @@ class LiveStreamsTest {
     streams(
         4,
         Duration.ofMillis(1200),
-        (p, q, cursor, limit, maxBytes) -> {
+        (p, q, cursor, limit, maxBytes, through) -> {
           reads.incrementAndGet();
           return CompletableFuture.failedFuture(
               new Feeds.Refused(ErrorCode.BUSY, "too many reads"));
@@ -205,7 +213,7 @@ class LiveStreamsTest {
     streams(
         4,
         Duration.ofSeconds(60),
-        (p, q, cursor, limit, maxBytes) ->
+        (p, q, cursor, limit, maxBytes, through) ->
             CompletableFuture.failedFuture(
                 new java.util.concurrent.CompletionException(
                     new Feeds.Refused(ErrorCode.TOKEN_INVALIDATED, "fenced"))));
@@ -238,5 +246,140 @@ class LiveStreamsTest {
     await().atMost(WAIT).until(() -> behind.events.contains("closed"));
     assertThat(behind.events).doesNotContain("end:unavailable");
     assertThat(streams.open()).isZero();
+  }
+
+  /**
+   * A model of the partitions for {@link #streamsOfOneQueryShareTheirReads}: one partition whose
+   * tail is {@code tail}; a read from cursor {@code c<n>#<token>} answers an upsert for every
+   * position after {@code n} up to the tail (or {@code through}), a fresh token (as an expiry would
+   * make it) and the key of where it ends, a little later and on another thread, as a real read
+   * does.
+   */
+  private LiveStreams.Reader partitionModel(AtomicLong tail, AtomicLong issued) {
+    return partitionModel(tail, issued, new AtomicReference<>());
+  }
+
+  /** As above; while {@code gate} holds a future, reads answer only once it completes. */
+  private LiveStreams.Reader partitionModel(
+      AtomicLong tail, AtomicLong issued, AtomicReference<CompletableFuture<Void>> gate) {
+    return (p, q, cursor, limit, maxBytes, through) -> {
+      reads.incrementAndGet();
+      long from = Long.parseLong(cursor.substring(1, cursor.indexOf('#')));
+      long to = tail.get();
+      if (through != null) {
+        to = Math.min(to, through[0]);
+      }
+      to = Math.max(to, from);
+      List<Feeds.Delta> deltas = new ArrayList<>();
+      for (long n = from + 1; n <= to; n++) {
+        deltas.add(new Feeds.Delta(true, 0, n, "d" + n, n, "{}"));
+      }
+      Feeds.LivePage page =
+          new Feeds.LivePage(
+              deltas,
+              "c" + to + "#" + issued.incrementAndGet(),
+              false,
+              false,
+              new Feeds.LiveAt(new long[] {to}, "k" + to));
+      CompletableFuture<Void> held = gate.get();
+      return (held == null ? CompletableFuture.<Void>completedFuture(null) : held)
+          .thenApplyAsync(v -> page, CompletableFuture.delayedExecutor(2, TimeUnit.MILLISECONDS));
+    };
+  }
+
+  /** Records the positions of the deltas it gets. */
+  private static final class Positions extends Client {
+    final List<Long> seen = Collections.synchronizedList(new ArrayList<>());
+
+    @Override
+    public boolean page(Feeds.LivePage page) {
+      page.deltas().forEach(d -> seen.add(d.sequence()));
+      return super.page(page);
+    }
+
+    long last() {
+      synchronized (seen) {
+        return seen.isEmpty() ? -1 : seen.get(seen.size() - 1);
+      }
+    }
+  }
+
+  @Test
+  void streamsOfOneQueryShareTheirReads() throws Exception {
+    AtomicLong tail = new AtomicLong(5);
+    AtomicLong issued = new AtomicLong();
+    streams(4, Duration.ofSeconds(60), partitionModel(tail, issued));
+    Map<Positions, Long> started = new LinkedHashMap<>();
+    for (int i = 0; i < 50; i++) {
+      Positions client = new Positions();
+      long at = i % 5; // five starting points, each cursor a token of its own
+      assertThat(streams.admit(ALICE)).isNull();
+      streams.start(ALICE, query(), "c" + at + "#s" + i, 100, 1 << 20, client);
+      started.put(client, at);
+    }
+    int[] perRound = new int[20];
+    for (int round = 0; round < perRound.length; round++) {
+      int before = reads.get();
+      tail.addAndGet(3);
+      streams.wake();
+      long target = tail.get();
+      await("every stream reaches the tail, round " + round)
+          .atMost(WAIT)
+          .until(() -> started.keySet().stream().allMatch(c -> c.last() == target));
+      perRound[round] = reads.get() - before;
+    }
+    for (Map.Entry<Positions, Long> e : started.entrySet()) {
+      List<Long> expected = new ArrayList<>();
+      for (long n = e.getValue() + 1; n <= tail.get(); n++) {
+        expected.add(n);
+      }
+      assertThat(e.getKey().seen).as("every change once, in order").isEqualTo(expected);
+    }
+    int late = 0;
+    for (int round = 10; round < perRound.length; round++) {
+      late += perRound[round];
+    }
+    assertThat(late)
+        .as(
+            "reads in the last ten rounds (per round: %s): one per round once the streams"
+                + " stand together, not one per stream (500)",
+            Arrays.toString(perRound))
+        .isLessThanOrEqualTo(20);
+    assertThat(streams.groups()).isEqualTo(1);
+  }
+
+  @Test
+  void aStreamTakingASharedReadBegunBeforeItsSignalReadsAgainAfterIt() throws Exception {
+    AtomicLong tail = new AtomicLong(5);
+    AtomicReference<CompletableFuture<Void>> gate = new AtomicReference<>();
+    streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong(), gate));
+    Positions a = new Positions();
+    Positions b = new Positions();
+    assertThat(streams.admit(ALICE)).isNull();
+    LiveStreams.Stream first = streams.start(ALICE, query(), "c0#a", 100, 1 << 20, a);
+    assertThat(streams.admit(ALICE)).isNull();
+    LiveStreams.Stream second = streams.start(ALICE, query(), "c0#b", 100, 1 << 20, b);
+    streams.wake();
+    await().atMost(WAIT).until(() -> a.last() == 5 && b.last() == 5);
+    int settled = reads.get();
+    await("both idle")
+        .during(Duration.ofMillis(200))
+        .atMost(WAIT)
+        .until(() -> reads.get() == settled);
+
+    CompletableFuture<Void> open = new CompletableFuture<>();
+    gate.set(open);
+    tail.set(8);
+    first.wake(); // its read (of positions up to 8) is held
+    await().atMost(WAIT).until(() -> reads.get() == settled + 1);
+    tail.set(11);
+    second.wake(); // signalled after that read began: taking it alone would miss 9 to 11
+    gate.set(null);
+    open.complete(null);
+    await("the second stream reads again after the shared read")
+        .atMost(WAIT)
+        .until(() -> b.last() == 11);
+    assertThat(b.seen).containsExactly(1L, 2L, 3L, 4L, 5L, 6L, 7L, 8L, 9L, 10L, 11L);
+    assertThat(a.seen).as("the first was signalled before 9 to 11").endsWith(8L);
   }
 }

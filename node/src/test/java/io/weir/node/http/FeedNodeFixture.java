@@ -111,6 +111,10 @@ abstract class FeedNodeFixture {
   /** The pushed live queries, when {@link #liveStreamSettings} gave settings. */
   io.weir.node.feed.LiveStreams liveStreams;
 
+  /** Reads the live streams made of the partitions (shared reads count once). */
+  final java.util.concurrent.atomic.AtomicInteger liveStreamReads =
+      new java.util.concurrent.atomic.AtomicInteger();
+
   /** Projection consumers' service, or null for none. */
   io.weir.node.projection.Projections projections(
       Documents documents, io.weir.node.tokens.TokenKeys keys, Clock clock) {
@@ -178,7 +182,10 @@ abstract class FeedNodeFixture {
       io.weir.node.auth.Principals known = principals;
       liveStreams =
           new io.weir.node.feed.LiveStreams(
-              feeds::readLive,
+              (principal, query, cursor, limit, maxBytes, through) -> {
+                liveStreamReads.incrementAndGet();
+                return feeds.readLive(principal, query, cursor, limit, maxBytes, through);
+              },
               liveStreamSettings(),
               known::current,
               known::fresh,

@@ -227,6 +227,76 @@ class LiveStreamIT extends FeedNodeFixture {
   }
 
   @Test
+  void streamsOfOneQueryShareTheirReadsAndEachSeesEveryChangeOnce() throws Exception {
+    String w = token("share-writer", "share");
+    for (int i = 0; i < 4; i++) {
+      ok(put("share", "s" + i, "{\"state\":\"open\",\"n\":" + i + "}", w));
+    }
+    String q = OPEN.formatted("share");
+    List<SseEvents> streams = new ArrayList<>();
+    List<Map<String, JsonNode>> views = new ArrayList<>();
+    List<Set<String>> seen = new ArrayList<>();
+    try {
+      // Three streams opened at different positions (a write between each), so they first stand
+      // apart and must catch up to one another before they can share.
+      for (int k = 0; k < 3; k++) {
+        Map<String, JsonNode> view = new HashMap<>();
+        String cursor = start(q, w, view);
+        streams.add(stream(q, cursor, null, w));
+        views.add(view);
+        seen.add(new HashSet<>());
+        ok(put("share", "s" + k, "{\"state\":\"" + (k % 2 == 0 ? "closed" : "open") + "\"}", w));
+        await().atMost(WAIT).until(() -> liveStreams.open() == streams.size());
+      }
+      catchUp(q, w, streams, views, seen);
+      int before = liveStreamReads.get();
+      int writes = 12;
+      for (int i = 0; i < writes; i++) {
+        ok(
+            put(
+                "share",
+                "s" + (i % 6),
+                "{\"state\":\"" + (i % 3 == 0 ? "closed" : "open") + "\",\"i\":" + i + "}",
+                w));
+        catchUp(q, w, streams, views, seen);
+      }
+      int reads = liveStreamReads.get() - before;
+      assertThat(reads)
+          .as(
+              "reads for %d writes, each followed by %d streams: one shared read per write (a"
+                  + " signal may bring a second), not one per stream",
+              writes, streams.size())
+          .isLessThanOrEqualTo(2 * writes)
+          .isPositive();
+    } finally {
+      for (SseEvents s : streams) {
+        s.close();
+      }
+    }
+  }
+
+  /**
+   * Reads every stream's events until its view equals the query's result now; each delta's position
+   * at most once per stream.
+   */
+  private void catchUp(
+      String q,
+      String w,
+      List<SseEvents> streams,
+      List<Map<String, JsonNode>> views,
+      List<Set<String>> seen)
+      throws Exception {
+    Map<String, JsonNode> expected = fresh(q, w);
+    for (int k = 0; k < streams.size(); k++) {
+      while (!views.get(k).equals(expected)) {
+        for (String p : apply(nextOtherThanProgress(streams.get(k)), views.get(k))) {
+          assertThat(seen.get(k).add(p)).as("delta %s sent once to stream %d", p, k).isTrue();
+        }
+      }
+    }
+  }
+
+  @Test
   void refusalsAreTypedHttpErrorsBeforeTheStreamStarts() throws Exception {
     String w = token("push-refusals", "refusals");
     String reader =

@@ -34,10 +34,14 @@ final class FeedPages {
   /** Where work continues after partitions answered: never on a partition's own thread. */
   private final Executor executor;
 
-  FeedPages(Documents documents, OutboxReader reader, Executor executor) {
+  /** Change images parsed once for every reader on this node. */
+  private final ParsedImages images;
+
+  FeedPages(Documents documents, OutboxReader reader, Executor executor, ParsedImages images) {
     this.documents = documents;
     this.reader = reader;
     this.executor = executor;
+    this.images = images;
   }
 
   /**
@@ -311,7 +315,7 @@ final class FeedPages {
    * live query's predicate saw them), or null when it may see none: every image needs the row's
    * current visibility and the after image's ACL; the before image also its own (historical) ACL.
    */
-  private static Feeds.Change visible(
+  private Feeds.Change visible(
       Principal principal,
       CollectionPolicy policy,
       int partition,
@@ -320,8 +324,8 @@ final class FeedPages {
     if (!Access.visibleAcl(principal, policy, currentAcl)) {
       return null;
     }
-    JsonNode before = Feeds.tree(e.before());
-    JsonNode after = e.kind().equals("delete") ? null : Feeds.tree(e.after());
+    JsonNode before = images.tree(e.before());
+    JsonNode after = e.kind().equals("delete") ? null : images.tree(e.after());
     boolean afterVisible =
         after != null && after.isObject() && Access.visibleRow(principal, policy, after);
     boolean beforeVisible =

@@ -189,6 +189,9 @@ public final class Feeds {
   /** The pages of changes read after a cursor's positions. */
   private final FeedPages pages;
 
+  /** Change images parsed once for every reader on this node. */
+  private final ParsedImages images = new ParsedImages(ParsedImages.DEFAULT_MAX_CHARS);
+
   /** The deadline of a read or query unless configured: {@value #DEFAULT_DEADLINE_SECONDS} s. */
   public static final int DEFAULT_DEADLINE_SECONDS = 30;
 
@@ -231,7 +234,7 @@ public final class Feeds {
     this.clock = clock;
     this.admission = new Semaphore(limits.maxConcurrent());
     this.cursors = new FeedCursors(documents, keys, policies, limits, clock);
-    this.pages = new FeedPages(documents, reader, executor);
+    this.pages = new FeedPages(documents, reader, executor, images);
   }
 
   public Limits limits() {
@@ -379,8 +382,8 @@ public final class Feeds {
                                 Predicate<String> hidden = Access.omitted(principal, policy);
                                 List<Delta> deltas = new ArrayList<>();
                                 for (Change c : p.changes()) {
-                                  JsonNode after = tree(c.after());
-                                  JsonNode before = tree(c.before());
+                                  JsonNode after = images.tree(c.after());
+                                  JsonNode before = images.tree(c.before());
                                   if (after != null && query.matches(after)) {
                                     deltas.add(
                                         new Delta(

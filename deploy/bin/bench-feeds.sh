@@ -7,6 +7,8 @@
 #  2. 1,000 live queries polling readLive while 1,000 writes/s are paced into their collection for
 #     30 s: read latency p50/p99, reads/s, deltas, the achieved write rate and the delay from a
 #     write's answer to the read that returned its delta.
+#  3. (--phases isolation) writes paced at 500/s alone and beside feed readers paced at 20,000
+#     changes/s, side by side: write p50/p99 and the ratio.
 # Figures, not assertions: it exits 0 whatever they are. See docs/benchmarks.md.
 #   deploy/bin/bench-feeds.sh                          defaults (about 3.5 minutes on 2 busy vCPUs, build included)
 #   deploy/bin/bench-feeds.sh --phases live --live-queries 100

@@ -34,7 +34,9 @@ final class FeedBenchOptions {
       names = "--phases",
       paramLabel = "LIST",
       split = ",",
-      description = "feed, live or both (default: feed,live)")
+      description =
+          "feed, live, isolation (writes beside paced feed readers), comma-separated (default:"
+              + " feed,live)")
   List<String> phases = List.of("feed", "live");
 
   @Option(
@@ -159,6 +161,39 @@ final class FeedBenchOptions {
   int drainSeconds = 10;
 
   @Option(
+      names = "--iso-changes",
+      paramLabel = "N",
+      description =
+          "changes preloaded for the feed readers of the isolation phase (default: ${DEFAULT-VALUE})")
+  int isoChanges = 100_000;
+
+  @Option(
+      names = "--iso-write-rate",
+      paramLabel = "N",
+      description = "paced writes per second in the isolation phase (default: ${DEFAULT-VALUE})")
+  int isoWriteRate = 500;
+
+  @Option(
+      names = "--iso-read-rate",
+      paramLabel = "N",
+      description =
+          "changes per second the isolation phase's feed readers read in all (default: ${DEFAULT-VALUE})")
+  int isoReadRate = 20_000;
+
+  @Option(
+      names = "--iso-readers",
+      paramLabel = "N",
+      description = "feed readers in the isolation phase (default: ${DEFAULT-VALUE})")
+  int isoReaders = 4;
+
+  @Option(
+      names = "--iso-seconds",
+      paramLabel = "S",
+      description =
+          "length of each write window of the isolation phase (default: ${DEFAULT-VALUE})")
+  int isoSeconds = 20;
+
+  @Option(
       names = "--live-push",
       description =
           "the live queries follow pushed streams (LiveStreams, woken when an outbox grew, as GET"
@@ -212,6 +247,10 @@ final class FeedBenchOptions {
     return phases.contains("live");
   }
 
+  boolean isolationPhase() {
+    return phases.contains("isolation");
+  }
+
   /** The admission limit the benchmark's {@code Feeds} gets. */
   int admission() {
     return maxConcurrent > 0 ? maxConcurrent : liveQueries + 100;
@@ -222,8 +261,9 @@ final class FeedBenchOptions {
     FeedBenchOptions o = new FeedBenchOptions();
     BenchArgs.parse(o, args);
     for (String p : o.phases) {
-      if (!p.equals("feed") && !p.equals("live")) {
-        throw new BenchArgs.UsageException("--phases takes feed, live or both, comma-separated");
+      if (!p.equals("feed") && !p.equals("live") && !p.equals("isolation")) {
+        throw new BenchArgs.UsageException(
+            "--phases takes feed, live and isolation, comma-separated");
       }
     }
     BenchArgs.range("--partitions", o.partitions, 1, 1024);
@@ -233,6 +273,11 @@ final class FeedBenchOptions {
     BenchArgs.range("--load-in-flight", o.loadInFlight, 1, 1024);
     BenchArgs.range("--page-limit", o.pageLimit, 1, 1_000_000);
     BenchArgs.range("--rounds", o.rounds, 1, 100);
+    BenchArgs.range("--iso-changes", o.isoChanges, 1, 10_000_000);
+    BenchArgs.range("--iso-write-rate", o.isoWriteRate, 1, 100_000);
+    BenchArgs.range("--iso-read-rate", o.isoReadRate, 1, 10_000_000);
+    BenchArgs.range("--iso-readers", o.isoReaders, 1, 64);
+    BenchArgs.range("--iso-seconds", o.isoSeconds, 1, 3600);
     BenchArgs.range("--warmup-changes", o.warmupChanges, 0, Integer.MAX_VALUE);
     BenchArgs.range("--live-queries", o.liveQueries, 1, 100_000);
     BenchArgs.range("--predicates", o.predicates, 1, o.liveQueries);

@@ -56,6 +56,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
@@ -213,7 +214,7 @@ public final class FeedBenchmark {
         Locale.ROOT,
         "node:          one-node cluster (Cluster Sharding, role server), %d partitions (started in"
             + " %.2f s), JDBC journal in schema weir of %s,%n               %s journal connections"
-            + " (weir.postgres.journal-pool-size, shared by writes and the outbox reads); default PartitionSettings%n",
+            + " (weir.postgres.journal-pool-size; outbox reads have their own, weir.postgres.read-pool-size); default PartitionSettings%n",
         partitions,
         (System.nanoTime() - t0) / 1e9,
         DATABASE,
@@ -234,6 +235,12 @@ public final class FeedBenchmark {
         System.out.println(LINE);
       }
       livePhase(documents, feeds, node.tails);
+    }
+    if (options.isolationPhase()) {
+      if (options.feedPhase() || options.livePhase()) {
+        System.out.println(LINE);
+      }
+      isolationPhase(documents, feeds);
     }
   }
 
@@ -1205,6 +1212,219 @@ public final class FeedBenchmark {
   }
 
   // ==== helpers ====
+
+  // ==== 3. writes beside feed readers ====
+
+  static final String ISO = "iso";
+  static final String ISO_WRITES = "isow";
+
+  /** One window of paced writes: their latency and what the readers read meanwhile. */
+  private record IsoRun(
+      boolean readers,
+      long writes,
+      long failed,
+      double seconds,
+      Histogram latency,
+      long changesRead,
+      double jvmCpu,
+      double pgCpu,
+      double machineCpu) {}
+
+  /**
+   * Writes paced at {@code --iso-write-rate} into a collection of their own, alone and while {@code
+   * --iso-readers} feed readers read another collection's changes from the beginning, paced at
+   * {@code --iso-read-rate} changes/s in all, side by side for {@code --rounds} rounds: whether
+   * reads make writes wait (one journal pool, one dispatcher).
+   */
+  private void isolationPhase(Documents documents, Feeds feeds) throws Exception {
+    List<String> ids = new ArrayList<>(options.isoChanges);
+    for (int i = 0; i < options.isoChanges; i++) {
+      ids.add("i" + i);
+    }
+    SplittableRandom random = new SplittableRandom(11);
+    Load load =
+        preload(
+            documents,
+            ISO,
+            ids,
+            i -> pad(random, "{\"id\":\"" + ids.get(i) + "\",\"pad\":\"", options.bodyBytes));
+    System.out.printf(
+        Locale.ROOT,
+        "3. writes beside feed readers: %,d changes of %,d-byte documents preloaded into %s in %.1f s (failed %s);%n"
+            + "   writes: Documents.put paced at %,d/s (at most %,d awaiting their answer) of 200-byte documents"
+            + " (10,000 ids) into %s, %d s per window;%n"
+            + "   readers: %d administrators reading %s's changes from the beginning (again at its end), pages of %,d,"
+            + " paced at %,d changes/s in all%n",
+        options.isoChanges,
+        options.bodyBytes,
+        ISO,
+        load.seconds(),
+        load.failures().isEmpty() ? "0" : new TreeMap<>(load.failures()),
+        options.isoWriteRate,
+        options.writeInFlight,
+        ISO_WRITES,
+        options.isoSeconds,
+        options.isoReaders,
+        ISO,
+        options.pageLimit,
+        options.isoReadRate);
+    Principal admin = new Principal("bench-admin", true);
+    List<IsoRun> alone = new ArrayList<>();
+    List<IsoRun> beside = new ArrayList<>();
+    isoWindow(documents, feeds, admin, false, Math.min(5, options.isoSeconds)); // warm-up
+    for (int round = 1; round <= options.rounds; round++) {
+      for (boolean readers : new boolean[] {false, true}) {
+        IsoRun r = isoWindow(documents, feeds, admin, readers, options.isoSeconds);
+        (readers ? beside : alone).add(r);
+        System.out.printf(
+            Locale.ROOT,
+            "   round %d %-14s writes %,6d (%,.0f/s, failed %d): p50 %.2f ms, p99 %.2f ms, max %.1f ms;"
+                + " feed read %,.0f changes/s; CPU: this JVM %.2f, PostgreSQL %.2f, machine %.2f cores%n",
+            round,
+            readers ? "with readers:" : "alone:",
+            r.writes(),
+            r.writes() / r.seconds(),
+            r.failed(),
+            ms(r.latency(), 50),
+            ms(r.latency(), 99),
+            r.latency().getMaxValue() / 1000.0,
+            r.changesRead() / r.seconds(),
+            r.jvmCpu() / r.seconds(),
+            r.pgCpu() / r.seconds(),
+            r.machineCpu() / r.seconds());
+      }
+    }
+    double[] p99Alone = alone.stream().mapToDouble(r -> ms(r.latency(), 99)).toArray();
+    double[] p99Beside = beside.stream().mapToDouble(r -> ms(r.latency(), 99)).toArray();
+    double[] read = beside.stream().mapToDouble(r -> r.changesRead() / r.seconds()).toArray();
+    System.out.printf(
+        Locale.ROOT,
+        "isolation summary: write p99 alone %.2f ms (median of %d; %.2f..%.2f), with readers %.2f ms"
+            + " (%.2f..%.2f) while they read %,.0f changes/s (median): with/alone %.2f%n",
+        median(p99Alone),
+        p99Alone.length,
+        min(p99Alone),
+        max(p99Alone),
+        median(p99Beside),
+        min(p99Beside),
+        max(p99Beside),
+        median(read),
+        median(p99Beside) / median(p99Alone));
+  }
+
+  /** Paced writes for {@code seconds}, with the paced feed readers running when {@code readers}. */
+  private IsoRun isoWindow(
+      Documents documents, Feeds feeds, Principal admin, boolean readers, int seconds)
+      throws Exception {
+    AtomicBoolean reading = new AtomicBoolean(readers);
+    AtomicLong changesRead = new AtomicLong();
+    List<Thread> threads = new ArrayList<>();
+    if (readers) {
+      double perReader = (double) options.isoReadRate / options.isoReaders;
+      for (int k = 0; k < options.isoReaders; k++) {
+        Thread t =
+            new Thread(
+                () -> {
+                  Feeds.Start start = new Feeds.Beginning();
+                  long t0 = System.nanoTime();
+                  long mine = 0;
+                  int failures = 0;
+                  while (reading.get()) {
+                    try {
+                      Feeds.Page page =
+                          get(feeds.read(admin, ISO, start, options.pageLimit, maxBytes));
+                      failures = 0;
+                      mine += page.changes().size();
+                      changesRead.addAndGet(page.changes().size());
+                      start =
+                          page.hasMore()
+                              ? new Feeds.FromCursor(page.cursor())
+                              : new Feeds.Beginning();
+                      long due = (long) (mine / perReader * 1e9);
+                      long ahead = due - (System.nanoTime() - t0);
+                      if (ahead > 0) {
+                        LockSupport.parkNanos(ahead);
+                      }
+                    } catch (Exception e) {
+                      if (++failures > 100) {
+                        return;
+                      }
+                      LockSupport.parkNanos(10_000_000);
+                    }
+                  }
+                },
+                "bench-iso-reader-" + k);
+        t.setDaemon(true);
+        t.start();
+        threads.add(t);
+      }
+      Thread.sleep(2000); // the readers at their pace before the window
+    }
+    Histogram latency = new Histogram(MAX_MICROS, 3);
+    AtomicLong failed = new AtomicLong();
+    AtomicInteger inFlight = new AtomicInteger();
+    SplittableRandom random = new SplittableRandom(System.nanoTime());
+    long read0 = changesRead.get();
+    double cpu0 = CpuTimes.now().self();
+    double machine0 = CpuTimes.machineBusy();
+    Map<Long, Double> pg0 = backendCpu();
+    long t0 = System.nanoTime();
+    long end = t0 + TimeUnit.SECONDS.toNanos(seconds);
+    long issued = 0;
+    while (System.nanoTime() < end) {
+      long due = (long) ((System.nanoTime() - t0) / 1e9 * options.isoWriteRate);
+      while (issued < due && inFlight.get() < options.writeInFlight) {
+        String id = "w" + random.nextInt(10_000);
+        String body = pad(random, "{\"id\":\"" + id + "\",\"pad\":\"", 200);
+        inFlight.incrementAndGet();
+        issued++;
+        long sent = System.nanoTime();
+        documents
+            .put(ISO_WRITES, id, body, Optional.empty(), Optional.empty())
+            .whenComplete(
+                (reply, error) -> {
+                  long micros = (System.nanoTime() - sent) / 1000;
+                  if (reply instanceof Applied) {
+                    synchronized (latency) {
+                      latency.recordValue(Math.min(micros, MAX_MICROS));
+                    }
+                  } else {
+                    failed.incrementAndGet();
+                  }
+                  inFlight.decrementAndGet();
+                });
+      }
+      LockSupport.parkNanos(500_000);
+    }
+    long deadline = System.nanoTime() + ASK.toNanos();
+    while (inFlight.get() > 0 && System.nanoTime() < deadline) {
+      Thread.sleep(5);
+    }
+    double secondsTaken = (System.nanoTime() - t0) / 1e9;
+    long readInWindow = changesRead.get() - read0;
+    double jvm = CpuTimes.now().self() - cpu0;
+    double machine = CpuTimes.machineBusy() - machine0;
+    double pg = 0;
+    for (Map.Entry<Long, Double> backend : backendCpu().entrySet()) {
+      pg += backend.getValue() - pg0.getOrDefault(backend.getKey(), 0.0);
+    }
+    reading.set(false);
+    for (Thread t : threads) {
+      t.join(ASK.toMillis());
+    }
+    synchronized (latency) {
+      return new IsoRun(
+          readers,
+          latency.getTotalCount(),
+          failed.get(),
+          secondsTaken,
+          latency.copy(),
+          readInWindow,
+          jvm,
+          pg,
+          machine);
+    }
+  }
 
   private static <T> T get(CompletionStage<T> stage) throws Exception {
     return stage.toCompletableFuture().get(ASK.toSeconds() + 5, TimeUnit.SECONDS);

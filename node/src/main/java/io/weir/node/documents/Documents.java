@@ -3,6 +3,7 @@ package io.weir.node.documents;
 import io.weir.node.cdc.PipelineConfig;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.sharding.cdc.PartitionChannel;
+import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Conflict;
@@ -250,6 +251,14 @@ public final class Documents {
   /** The executor for work after partitions answered: never the answering partition's thread. */
   public Executor executor() {
     return system.executionContext();
+  }
+
+  /**
+   * Where reads assemble what partitions answered (the feed's pages, queries' results): the reads
+   * dispatcher, apart from the partitions ({@link OutboxReader#executor}).
+   */
+  public Executor readsExecutor() {
+    return OutboxReader.executor(system);
   }
 
   /** Partition {@code n}'s counters and watermarks. */

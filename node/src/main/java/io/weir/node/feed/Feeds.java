@@ -226,7 +226,7 @@ public final class Feeds {
       Clock clock) {
     this.deadline = deadline;
     this.documents = documents;
-    this.executor = documents.executor();
+    this.executor = documents.readsExecutor();
     this.reader = reader;
     this.keys = keys;
     this.policies = policies;

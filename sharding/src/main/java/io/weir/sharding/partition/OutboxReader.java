@@ -9,11 +9,15 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 import org.apache.pekko.persistence.query.PersistenceQuery;
 import org.apache.pekko.persistence.query.javadsl.CurrentEventsByPersistenceIdQuery;
+import org.apache.pekko.stream.ActorAttributes;
+import org.apache.pekko.stream.Attributes;
 import org.apache.pekko.stream.javadsl.Sink;
 
 /**
@@ -41,7 +45,11 @@ public final class OutboxReader {
   /** A cached event in insertion order, with the bytes it counts for. */
   private record Cached(Key key, long bytes) {}
 
+  /** Where reads decode and assemble: {@value #DISPATCHER}, apart from the partitions. */
+  public static final String DISPATCHER = "weir.reads-dispatcher";
+
   private final ActorSystem<?> system;
+  private final Executor executor;
   private final CurrentEventsByPersistenceIdQuery journal;
   private final long cacheBytes;
   private final ConcurrentHashMap<Key, CompletableFuture<List<Partition.OutboxEntry>>> cache =
@@ -52,12 +60,24 @@ public final class OutboxReader {
   public OutboxReader(
       ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal, long cacheBytes) {
     this.system = system;
+    this.executor = executor(system);
     this.journal = journal;
     this.cacheBytes = cacheBytes;
   }
 
   public OutboxReader(ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal) {
     this(system, journal, DEFAULT_CACHE_BYTES);
+  }
+
+  /**
+   * The reads dispatcher ({@value #DISPATCHER}) when configured (sharding's reference.conf does),
+   * else the system's default dispatcher.
+   */
+  public static Executor executor(ActorSystem<?> system) {
+    if (!system.settings().config().hasPath(DISPATCHER)) {
+      return system.executionContext();
+    }
+    return system.dispatchers().lookup(DispatcherSelector.fromConfig(DISPATCHER));
   }
 
   /** A reader on the JDBC journal the partitions write to. */
@@ -117,7 +137,7 @@ public final class OutboxReader {
                 .thenApply(
                     byEvent -> List.of(byEvent.values().stream().flatMap(List::stream).toList()))
             : cached(partition, incarnation, journalSequences);
-    // On the system's dispatcher: a plain thenApply would run on the common pool, which starts a
+    // On the reads dispatcher: a plain thenApply would run on the common pool, which starts a
     // thread per task on machines with fewer than three cores.
     return events.thenApplyAsync(
         lists -> {
@@ -150,7 +170,7 @@ public final class OutboxReader {
           }
           return List.copyOf(list);
         },
-        system.executionContext());
+        executor);
   }
 
   /**
@@ -231,6 +251,10 @@ public final class OutboxReader {
       int partition, long from, long to) {
     return journal
         .currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
+        .withAttributes(
+            system.settings().config().hasPath(DISPATCHER)
+                ? ActorAttributes.dispatcher(DISPATCHER)
+                : Attributes.none())
         .runWith(
             Sink.fold(
                 new TreeMap<Long, List<Partition.OutboxEntry>>(),

@@ -24,6 +24,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import org.apache.pekko.pattern.AskTimeoutException;
@@ -272,6 +273,9 @@ public final class LiveStreams implements AutoCloseable {
    * the streams' own reads wait for the same confirmation and fail closed.
    */
   private void sweep() {
+    long idleFor = 2 * settings.recheck().toNanos();
+    long started = System.nanoTime();
+    groups.values().removeIf(g -> started - g.used > idleFor);
     if (open.isEmpty()) {
       return;
     }
@@ -286,7 +290,6 @@ public final class LiveStreams implements AutoCloseable {
           try {
             long now = System.nanoTime();
             long recheck = settings.recheck().toNanos();
-            groups.values().removeIf(g -> now - g.used > 2 * recheck);
             for (Stream s : open) {
               Refusal refused = e == null ? s.refusal() : null;
               if (refused != null && !refused.code().retryable()) {
@@ -376,7 +379,7 @@ public final class LiveStreams implements AutoCloseable {
     private volatile boolean capped;
 
     /** When the latest signal for this stream came: a shared read started before may miss it. */
-    private volatile long wokenAt = System.nanoTime();
+    private final AtomicLong wokenAt = new AtomicLong(System.nanoTime());
 
     /** This turn took a shared read that began before the turn's signal: read again after it. */
     private volatile boolean readAgain;
@@ -407,9 +410,7 @@ public final class LiveStreams implements AutoCloseable {
       if (ended.get()) {
         return;
       }
-      if (signalled - wokenAt > 0) {
-        wokenAt = signalled;
-      }
+      wokenAt.accumulateAndGet(signalled, (held, given) -> given - held > 0 ? given : held);
       if (busy.compareAndSet(false, true)) {
         woken.add(this);
         drain();
@@ -493,7 +494,7 @@ public final class LiveStreams implements AutoCloseable {
       group.used = System.nanoTime();
       Feeds.LiveAt from = at;
       boolean wasCapped = capped;
-      long signalled = wokenAt;
+      long signalled = wokenAt.get();
       capped = false;
       readAgain = false;
       if (from != null) {
@@ -503,17 +504,18 @@ public final class LiveStreams implements AutoCloseable {
         }
       }
       Feeds.LiveAt front = group.front();
-      if (front != null && !wasCapped && (from == null || !front.key().equals(from.key()))) {
+      if (front != null
+          && !wasCapped
+          && (from == null || (!front.key().equals(from.key()) && ahead(front, from)))) {
         capped = true;
         return feeds.read(p, query, cursor, limit, maxBytes, front.positions());
       }
       if (from == null) {
-        long started = System.nanoTime();
         return feeds
             .read(p, query, cursor, limit, maxBytes, null)
             .thenApply(
                 page -> {
-                  group.advanced(started, page);
+                  group.advanced(page);
                   return page;
                 });
       }
@@ -540,6 +542,21 @@ public final class LiveStreams implements AutoCloseable {
       readAgain = shared.started() - signalled < 0;
       givePermitBack();
       return shared.page();
+    }
+
+    /** Whether {@code front} stands past {@code from} in some partition. */
+    private static boolean ahead(Feeds.LiveAt front, Feeds.LiveAt from) {
+      long[] f = front.positions();
+      long[] s = from.positions();
+      if (f.length != s.length) {
+        return false;
+      }
+      for (int i = 0; i < f.length; i++) {
+        if (f[i] > s[i]) {
+          return true;
+        }
+      }
+      return false;
     }
 
     /** Gives this stream's read permit back, if it holds one, to the next queued stream. */
@@ -685,8 +702,44 @@ public final class LiveStreams implements AutoCloseable {
       String principal, long policyEpoch, String query, int limit, long maxBytes) {}
 
   /** A group's read from the cursor key {@code from}, started by {@code owner}. */
-  private record Flight(
-      String from, long started, Stream owner, CompletableFuture<Feeds.LivePage> page) {}
+  private static final class Flight {
+    private final String from;
+    private final long started;
+    private final Stream owner;
+    private final CompletableFuture<Feeds.LivePage> page = new CompletableFuture<>();
+
+    /** When it completed successfully (0 until then); written under the group's lock. */
+    private long completed;
+
+    Flight(String from, long started, Stream owner) {
+      this.from = from;
+      this.started = started;
+      this.owner = owner;
+    }
+
+    String from() {
+      return from;
+    }
+
+    long started() {
+      return started;
+    }
+
+    Stream owner() {
+      return owner;
+    }
+
+    CompletableFuture<Feeds.LivePage> page() {
+      return page;
+    }
+  }
+
+  /**
+   * How long a completed read may be taken by streams still behind it: a page older than this was
+   * checked against row visibility and policies that may have changed since, so a stream behind
+   * reads for itself (and meets the fence) instead.
+   */
+  static final long KEPT_NANOS = TimeUnit.SECONDS.toNanos(1);
 
   /** Completed reads a group keeps for its streams still behind them. */
   static final int KEPT_READS = 4;
@@ -698,14 +751,18 @@ public final class LiveStreams implements AutoCloseable {
    * stream elsewhere first reads up to the group's front (where the latest such read ended), then
    * joins. Holds the reads in flight and the last {@link #KEPT_READS} completed.
    */
-  private static final class Group {
+  static final class Group {
     private final java.util.LinkedHashMap<String, Flight> flights = new java.util.LinkedHashMap<>();
     private Feeds.LiveAt front;
-    private long frontStarted;
     volatile long used = System.nanoTime();
 
     synchronized Flight read(String from) {
-      return flights.get(from);
+      Flight f = flights.get(from);
+      if (f != null && f.completed != 0 && System.nanoTime() - f.completed > KEPT_NANOS) {
+        flights.remove(from, f);
+        return null;
+      }
+      return f;
     }
 
     synchronized Feeds.LiveAt front() {
@@ -714,11 +771,11 @@ public final class LiveStreams implements AutoCloseable {
 
     /** The read from {@code from}: one in flight or kept, else a new one {@code owner} runs. */
     synchronized Flight start(String from, Stream owner) {
-      Flight existing = flights.get(from);
+      Flight existing = read(from);
       if (existing != null) {
         return existing;
       }
-      Flight f = new Flight(from, System.nanoTime(), owner, new CompletableFuture<>());
+      Flight f = new Flight(from, System.nanoTime(), owner);
       flights.put(from, f);
       int done = 0;
       for (Flight kept : flights.values()) {
@@ -734,12 +791,31 @@ public final class LiveStreams implements AutoCloseable {
       return f;
     }
 
-    /** A read to every tail that started at {@code started} ended at {@code page}'s cursor. */
-    synchronized void advanced(long started, Feeds.LivePage page) {
-      if (page.at() != null && (front == null || started - frontStarted >= 0)) {
-        front = page.at();
-        frontStarted = started;
+    /**
+     * A read to every tail ended at {@code page}'s cursor: the group's front when it stands at or
+     * past the front in every partition (a stream catching up from far behind never moves the front
+     * back, which would send the streams at the tail through reads that move nowhere).
+     */
+    synchronized void advanced(Feeds.LivePage page) {
+      if (page.at() == null) {
+        return;
       }
+      if (front == null) {
+        front = page.at();
+        return;
+      }
+      long[] f = front.positions();
+      long[] p = page.at().positions();
+      if (f.length != p.length) {
+        front = page.at();
+        return;
+      }
+      for (int i = 0; i < f.length; i++) {
+        if (p[i] < f[i]) {
+          return;
+        }
+      }
+      front = page.at();
     }
 
     void finished(Flight f, Feeds.LivePage page, Throwable error) {
@@ -750,7 +826,8 @@ public final class LiveStreams implements AutoCloseable {
           flights.remove(f.from(), f);
         }
         if (error == null) {
-          advanced(f.started(), page);
+          advanced(page);
+          f.completed = System.nanoTime();
         }
       }
       if (error != null) {

@@ -382,4 +382,23 @@ class LiveStreamsTest {
     assertThat(b.seen).containsExactly(1L, 2L, 3L, 4L, 5L, 6L, 7L, 8L, 9L, 10L, 11L);
     assertThat(a.seen).as("the first was signalled before 9 to 11").endsWith(8L);
   }
+
+  @Test
+  void aGroupsFrontNeverMovesBack() {
+    LiveStreams.Group group = new LiveStreams.Group();
+    group.advanced(page(new long[] {5, 7}));
+    group.advanced(page(new long[] {2, 9})); // a stream catching up, behind in partition 0
+    assertThat(group.front().positions()).containsExactly(5, 7);
+    group.advanced(page(new long[] {5, 8}));
+    assertThat(group.front().positions()).containsExactly(5, 8);
+  }
+
+  private static Feeds.LivePage page(long[] positions) {
+    return new Feeds.LivePage(
+        List.of(),
+        "c",
+        false,
+        false,
+        new Feeds.LiveAt(positions, "k" + Arrays.toString(positions)));
+  }
 }

@@ -251,7 +251,7 @@ public final class OutboxReader {
       int partition, long from, long to) {
     return journal
         .currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
-        .withAttributes(
+        .addAttributes(
             system.settings().config().hasPath(DISPATCHER)
                 ? ActorAttributes.dispatcher(DISPATCHER)
                 : Attributes.none())

@@ -221,7 +221,7 @@ final class FeedCursors {
       CollectionPolicy policy,
       byte[] queryHash,
       long[] positions,
-      ChangesSpan[] spans) {
+      byte[] fence) {
     return principal.id()
         + '/'
         + principal.policyEpoch()
@@ -230,7 +230,7 @@ final class FeedCursors {
         + '/'
         + HexFormat.of().formatHex(queryHash)
         + '/'
-        + HexFormat.of().formatHex(fence(positions, spans))
+        + HexFormat.of().formatHex(fence)
         + '/'
         + Arrays.toString(positions);
   }
@@ -243,13 +243,25 @@ final class FeedCursors {
       long[] positions,
       ChangesSpan[] spans,
       int next) {
+    return sign(principal, collection, policy, queryHash, positions, fence(positions, spans), next);
+  }
+
+  /** Like the above with the fence ({@link #fence}) already computed. */
+  String sign(
+      Principal principal,
+      String collection,
+      CollectionPolicy policy,
+      byte[] queryHash,
+      long[] positions,
+      byte[] fence,
+      int next) {
     return new ChangeCursor(
             collection,
             principal.id(),
             principal.policyEpoch(),
             policy.version(),
             queryHash,
-            fence(positions, spans),
+            fence,
             positions,
             next)
         .sign(signer(), clock.millis() + limits.cursorTtl().toMillis());

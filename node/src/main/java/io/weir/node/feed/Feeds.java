@@ -294,7 +294,7 @@ public final class Feeds {
   }
 
   /** The changes with the fields {@code principal} may not read omitted from their images. */
-  private static List<Change> projected(
+  private List<Change> projected(
       Principal principal, CollectionPolicy policy, List<Change> changes) {
     if (principal.administrator() || policy.sensitiveFields().isEmpty()) {
       return changes;
@@ -317,8 +317,8 @@ public final class Feeds {
     return out;
   }
 
-  private static String project(Principal principal, CollectionPolicy policy, String image) {
-    JsonNode tree = tree(image);
+  private String project(Principal principal, CollectionPolicy policy, String image) {
+    JsonNode tree = images.tree(image); // parsed once already by the visibility check
     return tree == null || !tree.isObject()
         ? null
         : text(Access.project(principal, policy, (ObjectNode) tree));
@@ -404,6 +404,7 @@ public final class Feeds {
                                             null));
                                   }
                                 }
+                                byte[] fence = FeedCursors.fence(p.positions(), p.spans());
                                 return new LivePage(
                                     deltas,
                                     cursors.sign(
@@ -412,14 +413,14 @@ public final class Feeds {
                                         policy,
                                         hash,
                                         p.positions(),
-                                        p.spans(),
+                                        fence,
                                         p.next()),
                                     p.hasMore(),
                                     p.backlog(),
                                     new LiveAt(
                                         p.positions(),
                                         cursors.liveKey(
-                                            principal, policy, hash, p.positions(), p.spans())));
+                                            principal, policy, hash, p.positions(), fence)));
                               }));
         });
   }

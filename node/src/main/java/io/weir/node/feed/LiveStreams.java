@@ -504,9 +504,7 @@ public final class LiveStreams implements AutoCloseable {
         }
       }
       Feeds.LiveAt front = group.front();
-      if (front != null
-          && !wasCapped
-          && (from == null || (!front.key().equals(from.key()) && ahead(front, from)))) {
+      if (front != null && !wasCapped && (from == null || ahead(front, from))) {
         capped = true;
         return feeds.read(p, query, cursor, limit, maxBytes, front.positions());
       }
@@ -520,7 +518,7 @@ public final class LiveStreams implements AutoCloseable {
                 });
       }
       Flight flight = group.start(from.key(), this);
-      if (flight.owner() != this) {
+      if (flight.owner != this) {
         return join(flight, signalled);
       }
       CompletionStage<Feeds.LivePage> read;
@@ -530,7 +528,7 @@ public final class LiveStreams implements AutoCloseable {
         read = CompletableFuture.failedFuture(e);
       }
       read.whenComplete((page, e) -> group.finished(flight, page, e));
-      return flight.page();
+      return flight.page;
     }
 
     /**
@@ -539,24 +537,9 @@ public final class LiveStreams implements AutoCloseable {
      * change signalled, so this stream reads again after it.
      */
     private CompletionStage<Feeds.LivePage> join(Flight shared, long signalled) {
-      readAgain = shared.started() - signalled < 0;
+      readAgain = shared.started - signalled < 0;
       givePermitBack();
-      return shared.page();
-    }
-
-    /** Whether {@code front} stands past {@code from} in some partition. */
-    private static boolean ahead(Feeds.LiveAt front, Feeds.LiveAt from) {
-      long[] f = front.positions();
-      long[] s = from.positions();
-      if (f.length != s.length) {
-        return false;
-      }
-      for (int i = 0; i < f.length; i++) {
-        if (f[i] > s[i]) {
-          return true;
-        }
-      }
-      return false;
+      return shared.page;
     }
 
     /** Gives this stream's read permit back, if it holds one, to the next queued stream. */
@@ -697,40 +680,42 @@ public final class LiveStreams implements AutoCloseable {
     }
   }
 
+  /**
+   * Whether {@code a} stands past {@code b} in some partition (false for cursors of different
+   * partition counts).
+   */
+  static boolean ahead(Feeds.LiveAt a, Feeds.LiveAt b) {
+    long[] x = a.positions();
+    long[] y = b.positions();
+    if (x.length != y.length) {
+      return false;
+    }
+    for (int i = 0; i < x.length; i++) {
+      if (x[i] > y[i]) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** Streams that read alike: one principal at one policy epoch, one query, one page size. */
   private record GroupKey(
       String principal, long policyEpoch, String query, int limit, long maxBytes) {}
 
   /** A group's read from the cursor key {@code from}, started by {@code owner}. */
   private static final class Flight {
-    private final String from;
-    private final long started;
-    private final Stream owner;
-    private final CompletableFuture<Feeds.LivePage> page = new CompletableFuture<>();
+    final String from;
+    final long started;
+    final Stream owner;
+    final CompletableFuture<Feeds.LivePage> page = new CompletableFuture<>();
 
     /** When it completed successfully (0 until then); written under the group's lock. */
-    private long completed;
+    long completed;
 
     Flight(String from, long started, Stream owner) {
       this.from = from;
       this.started = started;
       this.owner = owner;
-    }
-
-    String from() {
-      return from;
-    }
-
-    long started() {
-      return started;
-    }
-
-    Stream owner() {
-      return owner;
-    }
-
-    CompletableFuture<Feeds.LivePage> page() {
-      return page;
     }
   }
 
@@ -779,11 +764,11 @@ public final class LiveStreams implements AutoCloseable {
       flights.put(from, f);
       int done = 0;
       for (Flight kept : flights.values()) {
-        done += kept.page().isDone() ? 1 : 0;
+        done += kept.page.isDone() ? 1 : 0;
       }
       var it = flights.values().iterator();
       while (done > KEPT_READS && it.hasNext()) {
-        if (it.next().page().isDone()) {
+        if (it.next().page.isDone()) {
           it.remove();
           done--;
         }
@@ -797,33 +782,17 @@ public final class LiveStreams implements AutoCloseable {
      * back, which would send the streams at the tail through reads that move nowhere).
      */
     synchronized void advanced(Feeds.LivePage page) {
-      if (page.at() == null) {
-        return;
-      }
-      if (front == null) {
+      if (page.at() != null && (front == null || !ahead(front, page.at()))) {
         front = page.at();
-        return;
       }
-      long[] f = front.positions();
-      long[] p = page.at().positions();
-      if (f.length != p.length) {
-        front = page.at();
-        return;
-      }
-      for (int i = 0; i < f.length; i++) {
-        if (p[i] < f[i]) {
-          return;
-        }
-      }
-      front = page.at();
     }
 
     void finished(Flight f, Feeds.LivePage page, Throwable error) {
       synchronized (this) {
-        if (error != null || page.at() == null || page.at().key().equals(f.from())) {
+        if (error != null || page.at() == null || page.at().key().equals(f.from)) {
           // Not kept: a failed read, or one that moved nowhere (a stream taking it would stay
           // where it is); the next stream here reads again.
-          flights.remove(f.from(), f);
+          flights.remove(f.from, f);
         }
         if (error == null) {
           advanced(page);
@@ -831,9 +800,9 @@ public final class LiveStreams implements AutoCloseable {
         }
       }
       if (error != null) {
-        f.page().completeExceptionally(error);
+        f.page.completeExceptionally(error);
       } else {
-        f.page().complete(page);
+        f.page.complete(page);
       }
     }
   }

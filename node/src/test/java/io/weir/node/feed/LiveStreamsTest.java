@@ -37,6 +37,10 @@ class LiveStreamsTest {
   private static final Principal ALICE = new Principal("alice", false);
   private final Queue<CompletableFuture<Feeds.LivePage>> pending = new ConcurrentLinkedQueue<>();
   private final AtomicInteger reads = new AtomicInteger();
+
+  /** Reads the partition model answered up to a front ({@code through}), not to the tail. */
+  private final AtomicInteger cappedReads = new AtomicInteger();
+
   private final AtomicBoolean revoked = new AtomicBoolean();
   private LiveStreams streams;
 
@@ -264,6 +268,9 @@ class LiveStreamsTest {
       AtomicLong tail, AtomicLong issued, AtomicReference<CompletableFuture<Void>> gate) {
     return (p, q, cursor, limit, maxBytes, through) -> {
       reads.incrementAndGet();
+      if (through != null) {
+        cappedReads.incrementAndGet();
+      }
       long from = Long.parseLong(cursor.substring(1, cursor.indexOf('#')));
       long to = tail.get();
       if (through != null) {
@@ -400,5 +407,30 @@ class LiveStreamsTest {
         false,
         false,
         new Feeds.LiveAt(positions, "k" + Arrays.toString(positions)));
+  }
+
+  @Test
+  void aCompletedSharedReadIsNotTakenOnceOlderThanASecond() throws Exception {
+    AtomicLong tail = new AtomicLong(5);
+    streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong()));
+    Positions a = new Positions();
+    Positions b = new Positions();
+    assertThat(streams.admit(ALICE)).isNull();
+    LiveStreams.Stream first = streams.start(ALICE, query(), "c0#a", 100, 1 << 20, a);
+    assertThat(streams.admit(ALICE)).isNull();
+    LiveStreams.Stream second = streams.start(ALICE, query(), "c0#b", 100, 1 << 20, b);
+    streams.wake();
+    await().atMost(WAIT).until(() -> a.last() == 5 && b.last() == 5);
+    tail.set(8);
+    first.wake(); // the group's read from 5 to 8, kept; the second stream stays at 5
+    await().atMost(WAIT).until(() -> a.last() == 8);
+    int capped = cappedReads.get();
+    Thread.sleep(LiveStreams.KEPT_NANOS / 1_000_000 + 300); // the kept read grows too old
+    second.wake();
+    await().atMost(WAIT).until(() -> b.last() == 8);
+    assertThat(cappedReads.get())
+        .as("the second stream read up to the front itself instead of taking the old page")
+        .isEqualTo(capped + 1);
+    assertThat(b.seen).containsExactly(1L, 2L, 3L, 4L, 5L, 6L, 7L, 8L);
   }
 }

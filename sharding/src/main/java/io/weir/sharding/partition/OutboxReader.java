@@ -17,7 +17,6 @@ import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 import org.apache.pekko.persistence.query.PersistenceQuery;
 import org.apache.pekko.persistence.query.javadsl.CurrentEventsByPersistenceIdQuery;
 import org.apache.pekko.stream.ActorAttributes;
-import org.apache.pekko.stream.Attributes;
 import org.apache.pekko.stream.javadsl.Sink;
 
 /**
@@ -69,14 +68,8 @@ public final class OutboxReader {
     this(system, journal, DEFAULT_CACHE_BYTES);
   }
 
-  /**
-   * The reads dispatcher ({@value #DISPATCHER}) when configured (sharding's reference.conf does),
-   * else the system's default dispatcher.
-   */
+  /** The reads dispatcher, {@value #DISPATCHER} (sharding's reference.conf). */
   public static Executor executor(ActorSystem<?> system) {
-    if (!system.settings().config().hasPath(DISPATCHER)) {
-      return system.executionContext();
-    }
     return system.dispatchers().lookup(DispatcherSelector.fromConfig(DISPATCHER));
   }
 
@@ -251,10 +244,7 @@ public final class OutboxReader {
       int partition, long from, long to) {
     return journal
         .currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
-        .addAttributes(
-            system.settings().config().hasPath(DISPATCHER)
-                ? ActorAttributes.dispatcher(DISPATCHER)
-                : Attributes.none())
+        .addAttributes(ActorAttributes.dispatcher(DISPATCHER))
         .runWith(
             Sink.fold(
                 new TreeMap<Long, List<Partition.OutboxEntry>>(),

@@ -136,6 +136,18 @@ public final class LiveStreams implements AutoCloseable {
   private final Map<GroupKey, Group> groups = new ConcurrentHashMap<>();
 
   /**
+   * Whether idle streams standing together ride one lead (false only in tests of the shared reads
+   * beneath).
+   */
+  private final boolean cohorts;
+
+  /**
+   * Guards who rides whom ({@link Stream#riders}, {@link Stream#riding}) and a lead's position as
+   * its riders see it: one lock for the node, taken once per lead's page and per turn's end.
+   */
+  private final Object cohortLock = new Object();
+
+  /**
    * Set while this thread runs {@link #drain}: a permit given back inside it needs no new drain.
    */
   private final ThreadLocal<boolean[]> draining = ThreadLocal.withInitial(() -> new boolean[1]);
@@ -155,6 +167,17 @@ public final class LiveStreams implements AutoCloseable {
       Function<Principal, Optional<Principal>> current,
       Supplier<CompletionStage<Void>> fresh,
       Access access) {
+    this(feeds, settings, current, fresh, access, true);
+  }
+
+  LiveStreams(
+      Reader feeds,
+      Settings settings,
+      Function<Principal, Optional<Principal>> current,
+      Supplier<CompletionStage<Void>> fresh,
+      Access access,
+      boolean cohorts) {
+    this.cohorts = cohorts;
     this.feeds = feeds;
     this.settings = settings;
     this.current = current;
@@ -263,7 +286,9 @@ public final class LiveStreams implements AutoCloseable {
   public void wake() {
     long signalled = System.nanoTime();
     for (Stream s : open) {
-      s.wake(signalled);
+      if (s.riding == null) { // a rider's lead has the same signal
+        s.wake(signalled);
+      }
     }
   }
 
@@ -384,6 +409,23 @@ public final class LiveStreams implements AutoCloseable {
     /** This turn took a shared read that began before the turn's signal: read again after it. */
     private volatile boolean readAgain;
 
+    /** The group of this stream's latest own read: where it meets streams to ride with. */
+    private volatile Group group;
+
+    /**
+     * The lead this stream rides (null: it reads for itself): it has no turns of its own and gets
+     * every page of the lead's reads. Written under the lead's lock.
+     */
+    private volatile Stream riding;
+
+    /** Streams riding this one; guarded by this stream's lock, as is {@link #at} while leading. */
+    private final java.util.List<Stream> riders = new java.util.ArrayList<>();
+
+    /** Where this stream is registered as a lead ({@link Group#leads}); guarded by its lock. */
+    private Group leadsIn;
+
+    private String leadsAt;
+
     private volatile long lastRead = System.nanoTime();
     private long lastEvent = System.nanoTime();
     private long failingSince; // 0: the last read succeeded
@@ -408,6 +450,11 @@ public final class LiveStreams implements AutoCloseable {
     /** Woken by a signal received at {@code signalled} (every stream of one signal: the same). */
     private void wake(long signalled) {
       if (ended.get()) {
+        return;
+      }
+      Stream lead = riding;
+      if (lead != null) {
+        lead.wake(signalled); // the lead reads for both (leads ride nobody: no chain)
         return;
       }
       wokenAt.accumulateAndGet(signalled, (held, given) -> given - held > 0 ? given : held);
@@ -492,6 +539,7 @@ public final class LiveStreams implements AutoCloseable {
               new GroupKey(p.id(), p.policyEpoch(), fingerprint, limit, maxBytes),
               k -> new Group());
       group.used = System.nanoTime();
+      this.group = group;
       Feeds.LiveAt from = at;
       boolean wasCapped = capped;
       long signalled = wokenAt.get();
@@ -570,13 +618,15 @@ public final class LiveStreams implements AutoCloseable {
     private boolean delivered(Feeds.LivePage p) {
       failingSince = 0;
       failures = 0;
-      cursor = p.cursor();
-      at = p.at();
+      long now = System.nanoTime();
+      java.util.List<Stream> refused = carry(p, now);
+      for (Stream r : refused) {
+        r.close(); // its client left or is too far behind; outside the lead's lock
+      }
       // After a read up to the group's front: on at once, into the group's shared read from there.
       // Changes written during the read come with signals of their own: only positions the read
       // left (its limit or byte budget) are read again at once.
       boolean more = p.backlog() || capped || readAgain;
-      long now = System.nanoTime();
       boolean sent;
       if (!p.deltas().isEmpty()) {
         sent = sink.page(p);
@@ -594,6 +644,152 @@ public final class LiveStreams implements AutoCloseable {
     }
 
     /**
+     * Moves this stream to {@code p}'s end and its riders with it (each gets the page, or progress
+     * at most once a {@link #PROGRESS_GAP_NANOS}); returns the riders whose client refused it, no
+     * longer riding. Under this stream's lock, so a rider attaches before the page (and gets it) or
+     * after (standing where the page ended), and a rider let go reads on from where it stands.
+     */
+    private java.util.List<Stream> carry(Feeds.LivePage p, long now) {
+      java.util.List<Stream> refused = java.util.List.of();
+      synchronized (this) {
+        cursor = p.cursor();
+        at = p.at();
+        if (leadsAt != null && (at == null || !leadsAt.equals(at.key()))) {
+          unregister(); // riders meet this stream where it now stands at its turn's end
+        }
+        // A copy: a client's sink could end its stream, and leave this list, from inside a send.
+        for (Stream r : riders.toArray(new Stream[0])) {
+          if (!r.carried(p, now)) {
+            riders.remove(r);
+            r.riding = null;
+            if (refused.isEmpty()) {
+              refused = new java.util.ArrayList<>();
+            }
+            refused.add(r);
+          }
+        }
+      }
+      return refused;
+    }
+
+    /** A page this stream's lead read from where both stood; false when this stream is done. */
+    private boolean carried(Feeds.LivePage p, long now) {
+      if (ended.get()) {
+        return false;
+      }
+      cursor = p.cursor();
+      at = p.at();
+      lastRead = now;
+      boolean sent;
+      if (!p.deltas().isEmpty()) {
+        sent = sink.page(p);
+      } else if (now - lastEvent >= PROGRESS_GAP_NANOS) {
+        sent = sink.progress(cursor);
+      } else {
+        return true;
+      }
+      if (sent) {
+        lastEvent = now;
+      }
+      return sent;
+    }
+
+    /**
+     * At the end of a turn with nothing left to read: rides the lead registered where this stream
+     * stands (true; its own riders come along), or registers there as the lead (false).
+     */
+    private boolean settle() {
+      Group g = group;
+      Feeds.LiveAt here = at;
+      if (g == null || here == null) {
+        return false;
+      }
+      String key = here.key();
+      for (int tries = 0; tries < 3; tries++) {
+        Stream lead = g.leads.putIfAbsent(key, this);
+        if (lead == null || lead == this) {
+          synchronized (this) {
+            if (leadsIn != g || !key.equals(leadsAt)) {
+              unregister();
+              leadsIn = g;
+              leadsAt = key;
+            }
+          }
+          return false;
+        }
+        if (attach(lead, key)) {
+          return true;
+        }
+        g.leads.remove(key, lead); // ended, or moved on since it registered
+      }
+      return false;
+    }
+
+    /** Rides {@code lead}, with this stream's riders, if it still stands at {@code key}. */
+    private boolean attach(Stream lead, String key) {
+      java.util.List<Stream> mine;
+      synchronized (this) {
+        mine = java.util.List.copyOf(riders);
+      }
+      synchronized (lead) {
+        if (lead.ended.get()
+            || lead.riding != null
+            || lead.at == null
+            || !key.equals(lead.at.key())) {
+          return false;
+        }
+        riding = lead;
+        lead.riders.add(this);
+        for (Stream r : mine) {
+          r.riding = lead;
+          lead.riders.add(r);
+        }
+      }
+      synchronized (this) {
+        riders.removeAll(mine); // none joined meanwhile: this stream was registered nowhere
+        unregister();
+      }
+      if (again.getAndSet(false)) {
+        lead.wake(); // a wake of this stream's own between its turn's end and now
+      }
+      return true;
+    }
+
+    /** Takes this stream out of its group's leads. Under this stream's lock. */
+    private void unregister() {
+      if (leadsAt != null) {
+        leadsIn.leads.remove(leadsAt, this);
+        leadsIn = null;
+        leadsAt = null;
+      }
+    }
+
+    /**
+     * Lets every rider go (this stream ends): each is queued for a turn of its own and reads on
+     * from where it stands.
+     */
+    private void releaseRiders() {
+      java.util.List<Stream> freed;
+      synchronized (this) {
+        unregister();
+        if (riders.isEmpty()) {
+          return;
+        }
+        freed = java.util.List.copyOf(riders);
+        riders.clear();
+        for (Stream r : freed) {
+          r.riding = null;
+        }
+      }
+      for (Stream r : freed) {
+        if (!r.ended.get()) {
+          woken.add(r); // busy while riding: queued for its own turn
+        }
+      }
+      drain();
+    }
+
+    /**
      * Ends the stream, or schedules another try after a backoff during which the stream stays busy
      * (signals meanwhile only set {@link #again}); never reads again at once.
      */
@@ -604,6 +800,8 @@ public final class LiveStreams implements AutoCloseable {
         t = t.getCause();
       }
       capped = false;
+      // Riders stay through the lead's retries (one read per try, not one per stream, while storage
+      // is failing); the lead's end lets them go, and each reads for itself.
       Refusal ends = terminal(t);
       if (ends != null) {
         end(ends.code(), ends.message());
@@ -643,7 +841,7 @@ public final class LiveStreams implements AutoCloseable {
         // stays busy until the backoff timer queues it
       } else if (more || again.getAndSet(false)) {
         woken.add(this); // stays busy: queued behind the others woken meanwhile
-      } else {
+      } else if (!(cohorts && settle())) {
         busy.set(false);
         if (again.getAndSet(false)) {
           wake();
@@ -665,6 +863,11 @@ public final class LiveStreams implements AutoCloseable {
       }
     }
 
+    /** Whether this stream rides another's reads now (for tests). */
+    boolean rides() {
+      return riding != null;
+    }
+
     /** Ends the stream without an event (its client left, or is too far behind). */
     public void close() {
       if (ended.compareAndSet(false, true)) {
@@ -677,6 +880,13 @@ public final class LiveStreams implements AutoCloseable {
       if (open.remove(this)) {
         release(principal);
       }
+      Stream lead = riding;
+      if (lead != null) {
+        synchronized (lead) {
+          lead.riders.remove(this); // a rider moved on meanwhile is dropped by its next lead
+        }
+      }
+      releaseRiders();
     }
   }
 
@@ -738,6 +948,10 @@ public final class LiveStreams implements AutoCloseable {
    */
   static final class Group {
     private final java.util.LinkedHashMap<String, Flight> flights = new java.util.LinkedHashMap<>();
+
+    /** Idle streams leading the others standing at a key: they ride it instead of reading. */
+    final Map<String, Stream> leads = new ConcurrentHashMap<>();
+
     private Feeds.LiveAt front;
     volatile long used = System.nanoTime();
 
@@ -805,6 +1019,15 @@ public final class LiveStreams implements AutoCloseable {
         f.page.complete(page);
       }
     }
+  }
+
+  /** Open streams riding another's reads now (for tests). */
+  int riding() {
+    int n = 0;
+    for (Stream s : open) {
+      n += s.riding != null ? 1 : 0;
+    }
+    return n;
   }
 
   /** Groups kept on this node now (for tests). */

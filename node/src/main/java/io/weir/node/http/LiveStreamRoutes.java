@@ -53,6 +53,12 @@ final class LiveStreamRoutes extends JsonRoutes {
   private final LiveStreams streams;
   private final Authenticator authenticator;
 
+  /**
+   * The latest deltas event's data with its page: the streams riding one lead send the same page,
+   * serialised once.
+   */
+  private final AtomicReference<Object[]> lastPage = new AtomicReference<>();
+
   LiveStreamRoutes(
       ObjectMapper json,
       FeedRoutes reads,
@@ -245,12 +251,24 @@ final class LiveStreamRoutes extends JsonRoutes {
 
     @Override
     public boolean page(Feeds.LivePage page) {
-      return offer("deltas", page.cursor(), g -> FeedRoutes.deltas(g, page));
+      Object[] last = lastPage.get();
+      String data;
+      if (last != null && last[0] == page) {
+        data = (String) last[1];
+      } else {
+        data = json(g -> FeedRoutes.deltas(g, page));
+        if (data == null) {
+          return false;
+        }
+        lastPage.set(new Object[] {page, data});
+      }
+      return offer("deltas", page.cursor(), data);
     }
 
     @Override
     public boolean progress(String cursor) {
-      return offer("progress", cursor, g -> g.writeStringField("cursor", cursor));
+      String data = json(g -> g.writeStringField("cursor", cursor));
+      return data != null && offer("progress", cursor, data);
     }
 
     /** Synchronized with the offers: nothing follows the end event. */
@@ -270,20 +288,22 @@ final class LiveStreamRoutes extends JsonRoutes {
       queue.end();
     }
 
-    private synchronized boolean offer(String type, String id, Fields fields) {
-      if (queue.ended()) {
-        return false;
-      }
-      StringWriter out = new StringWriter();
-      try (JsonGenerator g = Access.JSON.getFactory().createGenerator(out)) {
-        g.writeStartObject();
-        fields.write(g);
-        g.writeEndObject();
-      } catch (IOException e) {
-        return false;
-      }
-      return queue.offer(ServerSentEvent.create(out.toString(), type, id));
+    private synchronized boolean offer(String type, String id, String data) {
+      return !queue.ended() && queue.offer(ServerSentEvent.create(data, type, id));
     }
+  }
+
+  /** An event's data: one JSON object of {@code fields}; null when it cannot be written. */
+  private static String json(Fields fields) {
+    StringWriter out = new StringWriter();
+    try (JsonGenerator g = Access.JSON.getFactory().createGenerator(out)) {
+      g.writeStartObject();
+      fields.write(g);
+      g.writeEndObject();
+    } catch (IOException e) {
+      return null;
+    }
+    return out.toString();
   }
 
   @FunctionalInterface

@@ -42,6 +42,10 @@ class LiveStreamsTest {
   private final AtomicInteger cappedReads = new AtomicInteger();
 
   private final AtomicBoolean revoked = new AtomicBoolean();
+
+  /** The partition model's next reads fail (retryably) while this is above zero. */
+  private final AtomicInteger failNext = new AtomicInteger();
+
   private LiveStreams streams;
 
   private static Q1Query query() throws Exception {
@@ -52,6 +56,12 @@ class LiveStreamsTest {
   }
 
   private LiveStreams streams(int maxReads, Duration retryFor, LiveStreams.Reader reader) {
+    return streams(maxReads, retryFor, reader, true);
+  }
+
+  /** With {@code cohorts} false no stream rides another: the shared reads beneath, alone. */
+  private LiveStreams streams(
+      int maxReads, Duration retryFor, LiveStreams.Reader reader, boolean cohorts) {
     streams =
         new LiveStreams(
             reader,
@@ -59,7 +69,8 @@ class LiveStreamsTest {
                 100, 100, maxReads, Duration.ofMinutes(10), retryFor, 64, Duration.ofSeconds(15)),
             p -> revoked.get() ? Optional.empty() : Optional.of(p),
             () -> CompletableFuture.completedFuture(null),
-            (p, q) -> null);
+            (p, q) -> null,
+            cohorts);
     return streams;
   }
 
@@ -268,6 +279,9 @@ class LiveStreamsTest {
       AtomicLong tail, AtomicLong issued, AtomicReference<CompletableFuture<Void>> gate) {
     return (p, q, cursor, limit, maxBytes, through) -> {
       reads.incrementAndGet();
+      if (failNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+        return CompletableFuture.failedFuture(new java.sql.SQLException("model"));
+      }
       if (through != null) {
         cappedReads.incrementAndGet();
       }
@@ -311,55 +325,134 @@ class LiveStreamsTest {
     }
   }
 
+  /**
+   * Fifty streams of one query opened at five starting points over the partition model, each cursor
+   * a token of its own; {@link #round} writes three changes, signals once and waits until every
+   * open stream has them.
+   */
+  private final class Fifty {
+    final AtomicLong tail = new AtomicLong(5);
+    final Map<Positions, Long> started = new LinkedHashMap<>();
+    final Map<Positions, LiveStreams.Stream> handles = new LinkedHashMap<>();
+
+    Fifty(boolean cohorts) throws Exception {
+      streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong()), cohorts);
+      for (int i = 0; i < 50; i++) {
+        Positions client = new Positions();
+        long at = i % 5;
+        assertThat(streams.admit(ALICE)).isNull();
+        handles.put(
+            client, streams.start(ALICE, query(), "c" + at + "#s" + i, 100, 1 << 20, client));
+        started.put(client, at);
+      }
+    }
+
+    /** Reads made in each of {@code n} rounds. */
+    int[] rounds(int n) {
+      int[] perRound = new int[n];
+      for (int round = 0; round < n; round++) {
+        int before = reads.get();
+        tail.addAndGet(3);
+        streams.wake();
+        long target = tail.get();
+        await("every open stream reaches the tail, round " + round)
+            .atMost(WAIT)
+            .until(
+                () ->
+                    started.keySet().stream()
+                        .allMatch(c -> c.events.contains("closed") || c.last() == target));
+        perRound[round] = reads.get() - before;
+      }
+      return perRound;
+    }
+
+    /** Every stream still open got every change after its start once, in order. */
+    void everyChangeOnceInOrder() {
+      for (Map.Entry<Positions, Long> e : started.entrySet()) {
+        if (e.getKey().events.contains("closed")) {
+          continue;
+        }
+        List<Long> expected = new ArrayList<>();
+        for (long n = e.getValue() + 1; n <= tail.get(); n++) {
+          expected.add(n);
+        }
+        assertThat(e.getKey().seen).as("every change once, in order").isEqualTo(expected);
+      }
+    }
+
+    LiveStreams.Stream lead() {
+      return handles.values().stream().filter(s -> !s.rides()).findFirst().orElseThrow();
+    }
+  }
+
+  private static int sum(int[] perRound, int from) {
+    int n = 0;
+    for (int round = from; round < perRound.length; round++) {
+      n += perRound[round];
+    }
+    return n;
+  }
+
   @Test
   void streamsOfOneQueryShareTheirReads() throws Exception {
-    AtomicLong tail = new AtomicLong(5);
-    AtomicLong issued = new AtomicLong();
-    streams(4, Duration.ofSeconds(60), partitionModel(tail, issued));
-    Map<Positions, Long> started = new LinkedHashMap<>();
-    for (int i = 0; i < 50; i++) {
-      Positions client = new Positions();
-      long at = i % 5; // five starting points, each cursor a token of its own
-      assertThat(streams.admit(ALICE)).isNull();
-      streams.start(ALICE, query(), "c" + at + "#s" + i, 100, 1 << 20, client);
-      started.put(client, at);
-    }
-    int[] perRound = new int[20];
-    for (int round = 0; round < perRound.length; round++) {
-      int before = reads.get();
-      tail.addAndGet(3);
-      streams.wake();
-      long target = tail.get();
-      await("every stream reaches the tail, round " + round)
-          .atMost(WAIT)
-          .until(() -> started.keySet().stream().allMatch(c -> c.last() == target));
-      perRound[round] = reads.get() - before;
-    }
-    for (Map.Entry<Positions, Long> e : started.entrySet()) {
-      List<Long> expected = new ArrayList<>();
-      for (long n = e.getValue() + 1; n <= tail.get(); n++) {
-        expected.add(n);
-      }
-      assertThat(e.getKey().seen).as("every change once, in order").isEqualTo(expected);
-    }
-    int late = 0;
-    for (int round = 10; round < perRound.length; round++) {
-      late += perRound[round];
-    }
-    assertThat(late)
+    Fifty fifty = new Fifty(false); // the shared reads alone: every stream takes its own turns
+    int[] perRound = fifty.rounds(20);
+    fifty.everyChangeOnceInOrder();
+    assertThat(sum(perRound, 10))
         .as(
             "reads in the last ten rounds (per round: %s): one per round once the streams"
                 + " stand together, not one per stream (500)",
             Arrays.toString(perRound))
         .isLessThanOrEqualTo(20);
     assertThat(streams.groups()).isEqualTo(1);
+    assertThat(streams.riding()).isZero();
+  }
+
+  @Test
+  void streamsStandingTogetherRideOneLead() throws Exception {
+    Fifty fifty = new Fifty(true);
+    int[] perRound = fifty.rounds(20);
+    fifty.everyChangeOnceInOrder();
+    assertThat(streams.riding()).as("all but one ride the lead's reads").isEqualTo(49);
+    assertThat(sum(perRound, 10))
+        .as("reads in the last ten rounds (per round: %s)", Arrays.toString(perRound))
+        .isLessThanOrEqualTo(10);
+  }
+
+  @Test
+  void ridersReadOnWhenTheirLeadLeavesWaitForItsRetriesAndOneBehindIsClosed() throws Exception {
+    Fifty fifty = new Fifty(true);
+    fifty.rounds(6);
+    assertThat(streams.riding()).isEqualTo(49);
+
+    fifty.lead().close(); // its client left: the riders read on without it
+    fifty.rounds(3);
+    assertThat(streams.open()).isEqualTo(49);
+    await().atMost(WAIT).until(() -> streams.riding() == 48);
+
+    failNext.set(1); // the lead's next read fails: its riders wait for its retry
+    int[] failing = fifty.rounds(1);
+    assertThat(failing[0]).as("the failed read and its retry, not a read per rider").isEqualTo(2);
+    assertThat(streams.riding()).isEqualTo(48);
+
+    Positions behind =
+        fifty.handles.entrySet().stream()
+            .filter(e -> e.getValue().rides())
+            .findFirst()
+            .orElseThrow()
+            .getKey();
+    behind.accept = false; // its queue is full: the lead's next page closes it
+    fifty.rounds(3);
+    assertThat(behind.events).contains("closed");
+    assertThat(streams.open()).isEqualTo(48);
+    fifty.everyChangeOnceInOrder();
   }
 
   @Test
   void aStreamTakingASharedReadBegunBeforeItsSignalReadsAgainAfterIt() throws Exception {
     AtomicLong tail = new AtomicLong(5);
     AtomicReference<CompletableFuture<Void>> gate = new AtomicReference<>();
-    streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong(), gate));
+    streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong(), gate), false);
     Positions a = new Positions();
     Positions b = new Positions();
     assertThat(streams.admit(ALICE)).isNull();
@@ -412,7 +505,7 @@ class LiveStreamsTest {
   @Test
   void aCompletedSharedReadIsNotTakenOnceOlderThanASecond() throws Exception {
     AtomicLong tail = new AtomicLong(5);
-    streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong()));
+    streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong()), false);
     Positions a = new Positions();
     Positions b = new Positions();
     assertThat(streams.admit(ALICE)).isNull();

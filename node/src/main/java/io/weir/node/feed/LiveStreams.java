@@ -142,12 +142,6 @@ public final class LiveStreams implements AutoCloseable {
   private final boolean cohorts;
 
   /**
-   * Guards who rides whom ({@link Stream#riders}, {@link Stream#riding}) and a lead's position as
-   * its riders see it: one lock for the node, taken once per lead's page and per turn's end.
-   */
-  private final Object cohortLock = new Object();
-
-  /**
    * Set while this thread runs {@link #drain}: a permit given back inside it needs no new drain.
    */
   private final ThreadLocal<boolean[]> draining = ThreadLocal.withInitial(() -> new boolean[1]);
@@ -419,7 +413,7 @@ public final class LiveStreams implements AutoCloseable {
     private volatile Stream riding;
 
     /** Streams riding this one; guarded by this stream's lock, as is {@link #at} while leading. */
-    private final java.util.List<Stream> riders = new java.util.ArrayList<>();
+    private final java.util.Set<Stream> riders = new java.util.LinkedHashSet<>();
 
     /** Where this stream is registered as a lead ({@link Group#leads}); guarded by its lock. */
     private Group leadsIn;
@@ -659,7 +653,15 @@ public final class LiveStreams implements AutoCloseable {
         }
         // A copy: a client's sink could end its stream, and leave this list, from inside a send.
         for (Stream r : riders.toArray(new Stream[0])) {
-          if (!r.carried(p, now)) {
+          boolean kept;
+          try {
+            kept = r.carried(p, now);
+          } catch (RuntimeException e) {
+            log.error(
+                "a live-query stream's client failed unexpectedly: {}", SafeErrors.describe(e));
+            kept = false; // that rider alone is closed, not its lead
+          }
+          if (!kept) {
             riders.remove(r);
             r.riding = null;
             if (refused.isEmpty()) {
@@ -705,12 +707,16 @@ public final class LiveStreams implements AutoCloseable {
         return false;
       }
       String key = here.key();
-      for (int tries = 0; tries < 3; tries++) {
+      for (int tries = 0; tries < 3 && !ended.get(); tries++) {
         Stream lead = g.leads.putIfAbsent(key, this);
         if (lead == null || lead == this) {
           synchronized (this) {
-            if (leadsIn != g || !key.equals(leadsAt)) {
-              unregister();
+            if (ended.get()) {
+              g.leads.remove(key, this); // ended meanwhile: releaseRiders has run, or waits
+            } else if (leadsIn != g || !key.equals(leadsAt)) {
+              if (leadsAt != null && !(leadsIn == g && key.equals(leadsAt))) {
+                leadsIn.leads.remove(leadsAt, this);
+              }
               leadsIn = g;
               leadsAt = key;
             }
@@ -720,34 +726,39 @@ public final class LiveStreams implements AutoCloseable {
         if (attach(lead, key)) {
           return true;
         }
-        g.leads.remove(key, lead); // ended, or moved on since it registered
+        if (!ended.get()) {
+          g.leads.remove(key, lead); // ended, or moved on since it registered
+        }
       }
       return false;
     }
 
     /** Rides {@code lead}, with this stream's riders, if it still stands at {@code key}. */
     private boolean attach(Stream lead, String key) {
-      java.util.List<Stream> mine;
+      // This stream's lock, then the lead's: the only place two are held. No cycle: a stream
+      // attaches only to the lead registered at its own key, and the leads map holds one per key.
+      // Holding this stream's lock keeps it from ending (releaseRiders) and from being attached to
+      // while its riders move.
       synchronized (this) {
-        mine = java.util.List.copyOf(riders);
-      }
-      synchronized (lead) {
-        if (lead.ended.get()
-            || lead.riding != null
-            || lead.at == null
-            || !key.equals(lead.at.key())) {
+        if (ended.get()) {
           return false;
         }
-        riding = lead;
-        lead.riders.add(this);
-        for (Stream r : mine) {
-          r.riding = lead;
-          lead.riders.add(r);
-        }
-      }
-      synchronized (this) {
-        riders.removeAll(mine); // none joined meanwhile: this stream was registered nowhere
         unregister();
+        synchronized (lead) {
+          if (lead.ended.get()
+              || lead.riding != null
+              || lead.at == null
+              || !key.equals(lead.at.key())) {
+            return false;
+          }
+          riding = lead;
+          lead.riders.add(this);
+          for (Stream r : riders) {
+            r.riding = lead;
+            lead.riders.add(r);
+          }
+        }
+        riders.clear();
       }
       if (again.getAndSet(false)) {
         lead.wake(); // a wake of this stream's own between its turn's end and now
@@ -770,6 +781,7 @@ public final class LiveStreams implements AutoCloseable {
      */
     private void releaseRiders() {
       java.util.List<Stream> freed;
+      long signalled = wokenAt.get();
       synchronized (this) {
         unregister();
         if (riders.isEmpty()) {
@@ -779,6 +791,8 @@ public final class LiveStreams implements AutoCloseable {
         riders.clear();
         for (Stream r : freed) {
           r.riding = null;
+          // The lead's latest signal is theirs: a shared read begun before it is read again after.
+          r.wokenAt.accumulateAndGet(signalled, (held, given) -> given - held > 0 ? given : held);
         }
       }
       for (Stream r : freed) {

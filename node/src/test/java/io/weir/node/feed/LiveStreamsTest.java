@@ -405,7 +405,6 @@ class LiveStreamsTest {
             Arrays.toString(perRound))
         .isLessThanOrEqualTo(20);
     assertThat(streams.groups()).isEqualTo(1);
-    assertThat(streams.riding()).isZero();
   }
 
   @Test
@@ -413,7 +412,7 @@ class LiveStreamsTest {
     Fifty fifty = new Fifty(true);
     int[] perRound = fifty.rounds(20);
     fifty.everyChangeOnceInOrder();
-    assertThat(streams.riding()).as("all but one ride the lead's reads").isEqualTo(49);
+    await("all but one ride the lead's reads").atMost(WAIT).until(() -> streams.riding() == 49);
     assertThat(sum(perRound, 10))
         .as("reads in the last ten rounds (per round: %s)", Arrays.toString(perRound))
         .isLessThanOrEqualTo(10);
@@ -423,7 +422,7 @@ class LiveStreamsTest {
   void ridersReadOnWhenTheirLeadLeavesWaitForItsRetriesAndOneBehindIsClosed() throws Exception {
     Fifty fifty = new Fifty(true);
     fifty.rounds(6);
-    assertThat(streams.riding()).isEqualTo(49);
+    await().atMost(WAIT).until(() -> streams.riding() == 49);
 
     fifty.lead().close(); // its client left: the riders read on without it
     fifty.rounds(3);
@@ -432,7 +431,9 @@ class LiveStreamsTest {
 
     failNext.set(1); // the lead's next read fails: its riders wait for its retry
     int[] failing = fifty.rounds(1);
-    assertThat(failing[0]).as("the failed read and its retry, not a read per rider").isEqualTo(2);
+    assertThat(failing[0])
+        .as("the failed read and its retry, not a read per rider")
+        .isBetween(2, 3);
     assertThat(streams.riding()).isEqualTo(48);
 
     Positions behind =
@@ -445,6 +446,26 @@ class LiveStreamsTest {
     fifty.rounds(3);
     assertThat(behind.events).contains("closed");
     assertThat(streams.open()).isEqualTo(48);
+    fifty.everyChangeOnceInOrder();
+  }
+
+  @Test
+  void leadsClosedWhileTheirStreamsSettleLoseAndRepeatNothingForTheOthers() throws Exception {
+    Fifty fifty = new Fifty(true);
+    fifty.rounds(3);
+    java.util.Random random = new java.util.Random(7);
+    for (int round = 0; round < 12; round++) {
+      fifty.tail.addAndGet(3);
+      streams.wake();
+      // Closed from this thread while the streams' turns end, settle and attach on theirs.
+      Thread.sleep(random.nextInt(4));
+      fifty.handles.entrySet().stream()
+          .filter(e -> !e.getValue().rides() && !e.getKey().events.contains("closed"))
+          .findFirst()
+          .ifPresent(e -> e.getValue().close());
+      fifty.rounds(1);
+    }
+    assertThat(streams.open()).as("a lead closed each round").isEqualTo(38);
     fifty.everyChangeOnceInOrder();
   }
 

@@ -369,6 +369,10 @@ class ClusterCrashIT extends EndToEndTest {
                 // Pekko's default waits 20 s for stable membership before downing; 3 s keeps the
                 // test short.
                 .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
+                // Members Up only once all three joined: partitions are placed across them from the
+                // start
+                // rather than all on the first and then moved one by one (docs/deploy.md).
+                .prop("pekko.cluster.min-nr-of-members", "3")
                 .args("--config", config.toString()));
     nodes.add(n);
     return n;

@@ -176,6 +176,10 @@ class ContinuousCrashIT extends EndToEndTest {
                         .clusterPort(cluster[i])
                         .env("WEIR_SEED_NODES", seeds)
                         .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
+                        // Members Up only once all three joined: partitions are placed across them
+                        // from the start
+                        // rather than all on the first and then moved one by one (docs/deploy.md).
+                        .prop("pekko.cluster.min-nr-of-members", "3")
                         .args("--config", config.toString()));
             nodes.add(n);
             return n;

@@ -59,6 +59,10 @@ class ThreeNodeClusterIT extends EndToEndTest {
               // Pekko's default waits 20 s for stable membership before downing; 3 s keeps the test
               // short.
               .prop("pekko.cluster.split-brain-resolver.stable-after", "3s")
+              // Members Up only once all three joined: partitions are placed across them from the
+              // start
+              // rather than all on the first and then moved one by one (docs/deploy.md).
+              .prop("pekko.cluster.min-nr-of-members", "3")
               // No scheduled principals reload within the test: changes must reach the other nodes
               // by their announcement (and a refused grant by the second look before a 403).
               .prop("weir.principals.refresh", "1h")

@@ -745,14 +745,25 @@ public final class FeedBenchmark {
         starts.getMaxValue() / 1000.0,
         initialRows.get(),
         startFailures.isEmpty() ? "0" : new TreeMap<>(startFailures));
-    System.out.printf(
-        Locale.ROOT,
-        "   loops: each live query reads Feeds.readLive (limit %,d positions, maxBytes %d MiB) with its"
-            + " cursor and applies the deltas to its copy of the result;%n   it reads again at once after a read that"
-            + " delivered deltas or had more waiting, else after %d ms; 2 threads schedule the loops%n",
-        options.pageLimit,
-        maxBytes >> 20,
-        options.idlePauseMs);
+    if (options.livePush) {
+      System.out.printf(
+          Locale.ROOT,
+          "   pushed: LiveStreams (as GET /v1/query/live/stream, without HTTP; limit %,d positions,"
+              + " maxBytes %d MiB); each stream's sink hands its pages to one client thread, which"
+              + " applies the deltas to the copies%n",
+          options.pageLimit,
+          maxBytes >> 20);
+    } else {
+      System.out.printf(
+          Locale.ROOT,
+          "   loops: each live query reads Feeds.readLive (limit %,d positions, maxBytes %d MiB) with"
+              + " its cursor and applies the deltas to its copy of the result;%n   it reads again at"
+              + " once after a read that delivered deltas or had more waiting, else after %d ms; 2"
+              + " threads schedule the loops%n",
+          options.pageLimit,
+          maxBytes >> 20,
+          options.idlePauseMs);
+    }
     System.out.printf(
         Locale.ROOT,
         "   writes: %,d/s paced (at most %,d awaiting their answer), Documents.put of a random document"
@@ -879,6 +890,11 @@ public final class FeedBenchmark {
         25,
         25,
         TimeUnit.MILLISECONDS);
+    // The clients: a sink hands each page over and returns, as the node's HTTP sink offers it to
+    // the response's queue; one thread applies every client's pages, in order, apart from the
+    // streams' own threads (it does all the clients' work: each delta into its copy, the figures).
+    java.util.concurrent.ExecutorService clients =
+        Executors.newSingleThreadExecutor(daemon("bench-live-clients"));
     for (LiveQuery q : queries) {
       LiveStreams.Refusal refused = streams.admit(principal);
       if (refused != null) {
@@ -894,13 +910,14 @@ public final class FeedBenchmark {
               new LiveStreams.Sink() {
                 @Override
                 public boolean page(Feeds.LivePage page) {
-                  delivered.addAndGet(record(q, page, -1, System.nanoTime()));
+                  clients.execute(
+                      () -> delivered.addAndGet(record(q, page, -1, System.nanoTime())));
                   return true;
                 }
 
                 @Override
                 public boolean progress(String cursor) {
-                  q.cursor = cursor;
+                  clients.execute(() -> q.cursor = cursor);
                   return true;
                 }
 

@@ -621,20 +621,30 @@ public final class LiveStreams implements AutoCloseable {
       // Changes written during the read come with signals of their own: only positions the read
       // left (its limit or byte budget) are read again at once.
       boolean more = p.backlog() || capped || readAgain;
+      if (!send(p, now)) {
+        close();
+        return false;
+      }
+      return more;
+    }
+
+    /**
+     * Sends the page's deltas, or progress when the last event is {@link #PROGRESS_GAP_NANOS} old;
+     * false when the client refused it.
+     */
+    private boolean send(Feeds.LivePage p, long now) {
       boolean sent;
       if (!p.deltas().isEmpty()) {
         sent = sink.page(p);
       } else if (now - lastEvent >= PROGRESS_GAP_NANOS) {
         sent = sink.progress(cursor);
       } else {
-        return more;
+        return true;
       }
-      if (!sent) {
-        close();
-        return false;
+      if (sent) {
+        lastEvent = now;
       }
-      lastEvent = now;
-      return more;
+      return sent;
     }
 
     /**
@@ -682,18 +692,7 @@ public final class LiveStreams implements AutoCloseable {
       cursor = p.cursor();
       at = p.at();
       lastRead = now;
-      boolean sent;
-      if (!p.deltas().isEmpty()) {
-        sent = sink.page(p);
-      } else if (now - lastEvent >= PROGRESS_GAP_NANOS) {
-        sent = sink.progress(cursor);
-      } else {
-        return true;
-      }
-      if (sent) {
-        lastEvent = now;
-      }
-      return sent;
+      return send(p, now);
     }
 
     /**

@@ -476,10 +476,8 @@ class LiveStreamsTest {
     streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong(), gate), false);
     Positions a = new Positions();
     Positions b = new Positions();
-    assertThat(streams.admit(ALICE)).isNull();
-    LiveStreams.Stream first = streams.start(ALICE, query(), "c0#a", 100, 1 << 20, a);
-    assertThat(streams.admit(ALICE)).isNull();
-    LiveStreams.Stream second = streams.start(ALICE, query(), "c0#b", 100, 1 << 20, b);
+    LiveStreams.Stream first = openAtZero(a, "a");
+    LiveStreams.Stream second = openAtZero(b, "b");
     streams.wake();
     await().atMost(WAIT).until(() -> a.last() == 5 && b.last() == 5);
     int settled = reads.get();
@@ -502,6 +500,12 @@ class LiveStreamsTest {
         .until(() -> b.last() == 11);
     assertThat(b.seen).containsExactly(1L, 2L, 3L, 4L, 5L, 6L, 7L, 8L, 9L, 10L, 11L);
     assertThat(a.seen).as("the first was signalled before 9 to 11").endsWith(8L);
+  }
+
+  /** A stream of ALICE's query at position 0, its cursor a token of its own. */
+  private LiveStreams.Stream openAtZero(Positions client, String token) throws Exception {
+    assertThat(streams.admit(ALICE)).isNull();
+    return streams.start(ALICE, query(), "c0#" + token, 100, 1 << 20, client);
   }
 
   @Test
@@ -529,10 +533,8 @@ class LiveStreamsTest {
     streams(4, Duration.ofSeconds(60), partitionModel(tail, new AtomicLong()), false);
     Positions a = new Positions();
     Positions b = new Positions();
-    assertThat(streams.admit(ALICE)).isNull();
-    LiveStreams.Stream first = streams.start(ALICE, query(), "c0#a", 100, 1 << 20, a);
-    assertThat(streams.admit(ALICE)).isNull();
-    LiveStreams.Stream second = streams.start(ALICE, query(), "c0#b", 100, 1 << 20, b);
+    LiveStreams.Stream first = openAtZero(a, "a");
+    LiveStreams.Stream second = openAtZero(b, "b");
     streams.wake();
     await().atMost(WAIT).until(() -> a.last() == 5 && b.last() == 5);
     tail.set(8);

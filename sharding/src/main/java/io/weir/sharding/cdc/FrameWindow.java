@@ -17,12 +17,21 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BooleanSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Frames in flight within one call: bounded, and the first failure wins. */
+/**
+ * Frames in flight within one call: bounded, and the first failure wins. A cluster member that
+ * leaves while frames are in flight ends the wait at once (see {@link
+ * PartitionChannel#membersLost}): the frames sent to partitions it hosted are lost, and waiting for
+ * their asks to time out would stall the pipeline long after the partitions run elsewhere.
+ */
 final class FrameWindow {
   private static final Logger log = LoggerFactory.getLogger(PartitionSink.class);
+
+  /** How often a wait looks whether a member left. */
+  private static final long PROBE_MILLIS = 200;
 
   private final Semaphore permits;
   private final int size;
@@ -30,30 +39,32 @@ final class FrameWindow {
   private final String pipeline;
   private final AtomicLong gaps;
   private final AtomicLong skipped;
+  private final BooleanSupplier membersLost;
 
   /**
    * @param pipeline the pipeline's name, for the log
    * @param gaps counts the partitions' gap replies (the sink's figure)
    * @param skipped counts frames the partitions had applied already
+   * @param membersLost true once a cluster member present when the window opened has left
    */
-  FrameWindow(int size, String pipeline, AtomicLong gaps, AtomicLong skipped) {
+  FrameWindow(
+      int size, String pipeline, AtomicLong gaps, AtomicLong skipped, BooleanSupplier membersLost) {
     this.size = size;
     this.permits = new Semaphore(size);
     this.pipeline = pipeline;
     this.gaps = gaps;
     this.skipped = skipped;
+    this.membersLost = membersLost;
   }
 
-  void acquire() {
+  /** Takes a slot for one more frame, waiting while the window is full. */
+  void acquire(Duration timeout) {
     RuntimeException f = failure.get();
     if (f != null) {
       throw f;
     }
-    try {
-      permits.acquire();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw SinkException.transientFailure("interrupted", e);
+    if (!take(1, timeout)) {
+      throw SinkException.transientFailure("partitions did not answer in time", null);
     }
   }
 
@@ -158,19 +169,47 @@ final class FrameWindow {
     failure.compareAndSet(null, e);
   }
 
+  /** Waits until every frame sent was answered; throws the first failure. */
   void awaitAll(Duration timeout) {
-    try {
-      if (!permits.tryAcquire(size, timeout.toMillis() + 5_000, TimeUnit.MILLISECONDS)) {
-        throw SinkException.transientFailure("partitions did not answer in time", null);
-      }
-      permits.release(size);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw SinkException.transientFailure("interrupted", e);
+    if (!take(size, timeout)) {
+      throw SinkException.transientFailure("partitions did not answer in time", null);
     }
+    permits.release(size);
     RuntimeException f = failure.get();
     if (f != null) {
       throw f;
+    }
+  }
+
+  /**
+   * Takes {@code n} permits within the asks' timeout (plus a margin for their replies); false when
+   * they did not come. Throws when a cluster member left in the meantime.
+   */
+  private boolean take(int n, Duration timeout) {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeout.toMillis() + 5_000);
+    try {
+      while (true) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          return false;
+        }
+        if (permits.tryAcquire(
+            n, Math.min(left, TimeUnit.MILLISECONDS.toNanos(PROBE_MILLIS)), TimeUnit.NANOSECONDS)) {
+          return true;
+        }
+        if (membersLost.getAsBoolean()) {
+          log.info(
+              "pipeline {}: a cluster member left while {} slices were in flight; restarting from"
+                  + " the confirmed position",
+              pipeline,
+              size - permits.availablePermits());
+          throw SinkException.transientFailure(
+              "a cluster member left while slices were in flight to partitions", null);
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw SinkException.transientFailure("interrupted", e);
     }
   }
 }

@@ -235,7 +235,9 @@ public final class PartitionSink implements ChangeSink {
           pending.clear();
           pendingMutations.clear();
           pendingBytes.clear();
-          FrameWindow window = new FrameWindow(settings.maxInFlight(), pipeline, gaps, skipped);
+          FrameWindow window =
+              new FrameWindow(
+                  settings.maxInFlight(), pipeline, gaps, skipped, channel.membersLost());
           for (Transaction t : transactions) {
             route(t, window);
           }
@@ -411,7 +413,7 @@ public final class PartitionSink implements ChangeSink {
     if (batch == null || batch.isEmpty()) {
       return;
     }
-    window.acquire();
+    window.acquire(settings.askTimeout());
     frames.addAndGet(batch.size());
     channel
         .<FramesReply>ask(p, replyTo -> new ApplyFrames(batch, replyTo), settings.askTimeout())
@@ -440,7 +442,9 @@ public final class PartitionSink implements ChangeSink {
                         RowJson.body(chunk.table(), row, null),
                         Optional.empty()));
           }
-          FrameWindow window = new FrameWindow(settings.maxInFlight(), pipeline, gaps, skipped);
+          FrameWindow window =
+              new FrameWindow(
+                  settings.maxInFlight(), pipeline, gaps, skipped, channel.membersLost());
           for (int p = 0; p < settings.partitions(); p++) {
             List<Upsert> rows = byPartition.getOrDefault(p, List.of());
             if (rows.isEmpty() && !reset) {
@@ -470,7 +474,7 @@ public final class PartitionSink implements ChangeSink {
               List<Upsert> part = rows.subList(from, to);
               List<String> resetNow = reset && from == 0 ? List.of(r.collection()) : List.of();
               from = Math.max(to, 1);
-              window.acquire();
+              window.acquire(settings.askTimeout());
               channel
                   .<FrameReply>ask(
                       n,

@@ -1,0 +1,86 @@
+package io.weir.sharding.cdc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+
+import io.weir.persistence.cdc.sink.SinkException;
+import io.weir.sharding.partition.PartitionProtocol.Applied;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+/** The partition sink's window of frames in flight: what ends a wait for their answers. */
+class FrameWindowTest {
+  private static final Duration ASK = Duration.ofSeconds(30);
+
+  private final AtomicBoolean memberLeft = new AtomicBoolean();
+
+  private FrameWindow window(int size) {
+    return new FrameWindow(size, "p", new AtomicLong(), new AtomicLong(), memberLeft::get);
+  }
+
+  @Test
+  void answeredFramesEndTheWait() {
+    FrameWindow w = window(4);
+    w.acquire(ASK);
+    w.acquire(ASK);
+    w.done(0, new Applied("c", 1, java.util.List.of(1L), false), null);
+    w.done(1, new Applied("c", 1, java.util.List.of(1L), false), null);
+    assertTimeoutPreemptively(Duration.ofSeconds(10), () -> w.awaitAll(ASK));
+  }
+
+  @Test
+  void aMemberLeavingEndsTheWaitForFramesInFlightLongBeforeTheirAsksTimeOut() {
+    FrameWindow w = window(4);
+    w.acquire(ASK);
+    leaveAfter(300);
+    long started = System.nanoTime();
+    assertTimeoutPreemptively(
+        Duration.ofSeconds(10),
+        () ->
+            assertThatThrownBy(() -> w.awaitAll(ASK))
+                .isInstanceOf(SinkException.class)
+                .hasMessageContaining("a cluster member left"));
+    assertThat(Duration.ofNanos(System.nanoTime() - started)).isLessThan(ASK);
+  }
+
+  @Test
+  void aMemberLeavingEndsTheWaitForRoomInAFullWindow() {
+    FrameWindow w = window(1);
+    w.acquire(ASK);
+    leaveAfter(300);
+    assertTimeoutPreemptively(
+        Duration.ofSeconds(10),
+        () ->
+            assertThatThrownBy(() -> w.acquire(ASK))
+                .isInstanceOf(SinkException.class)
+                .hasMessageContaining("a cluster member left"));
+  }
+
+  @Test
+  void aFailedFrameIsThrownOnceAllAnswered() {
+    FrameWindow w = window(2);
+    w.acquire(ASK);
+    w.done(3, null, new java.util.concurrent.TimeoutException());
+    assertThatThrownBy(() -> w.awaitAll(ASK))
+        .isInstanceOf(SinkException.class)
+        .hasMessageContaining("partition 3 did not answer in time");
+  }
+
+  private void leaveAfter(long millis) {
+    Thread t =
+        new Thread(
+            () -> {
+              try {
+                Thread.sleep(millis);
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+              }
+              memberLeft.set(true);
+            });
+    t.setDaemon(true);
+    t.start();
+  }
+}

@@ -140,7 +140,7 @@ class ClusterCrashIT extends EndToEndTest {
     ConcurrentLinkedQueue<Long> committed = new ConcurrentLinkedQueue<>();
     AtomicReference<Throwable> writerError = new AtomicReference<>();
     SourceWriter shape =
-        new SourceWriter(3, 10, null, id -> id % 4 == 0 ? "someone-else" : "follower", 20);
+        new SourceWriter(3, 10, null, id -> id % 4 == 0 ? "someone-else" : "follower", 40);
     Thread writer =
         new Thread(
             () ->

@@ -28,14 +28,14 @@ import org.junit.jupiter.api.Test;
  * nothing is applied twice (prints {@code loss=0 effect-dup=0}).
  *
  * <p>Size: {@code -Dweir.snapshot-crash.kills} (default 3: all but the last during the copy, the
- * last near the hand-off) and {@code -Dweir.snapshot-crash.rows} (default 200000).
+ * last near the hand-off) and {@code -Dweir.snapshot-crash.rows} (default 100000).
  */
 class SnapshotCrashIT extends EndToEndTest {
 
   @Test
   void snapshotThenStreamUnderSigkillLosesAndDuplicatesNothing() throws Exception {
     int kills = Integer.getInteger("weir.snapshot-crash.kills", 3);
-    int rows = Integer.getInteger("weir.snapshot-crash.rows", 200_000);
+    int rows = Integer.getInteger("weir.snapshot-crash.rows", 100_000);
     long seed = Long.getLong("weir.crash.seed", System.nanoTime());
     Random random = new Random(seed);
     db = TestPostgres.server().freshDatabase("snapcrash");
@@ -94,7 +94,7 @@ class SnapshotCrashIT extends EndToEndTest {
       double share = nearHandOff ? 0.95 : 0.05 + random.nextDouble() * 0.8;
       await("the snapshot reaches " + Math.round(share * 100) + "% on " + current.name())
           .atMost(Duration.ofMinutes(5))
-          .pollInterval(Duration.ofMillis(10))
+          .pollInterval(Duration.ofMillis(50))
           .until(() -> snapshotShare(current) >= share);
       if (nearHandOff) {
         Thread.sleep(random.nextInt(400));
@@ -203,7 +203,7 @@ class SnapshotCrashIT extends EndToEndTest {
     assertThat(accepted.body()).contains("\"kind\":\"incremental\"");
     await("chunks are applied")
         .atMost(Duration.ofMinutes(4))
-        .pollInterval(Duration.ofMillis(20))
+        .pollInterval(Duration.ofMillis(50))
         .until(
             () ->
                 last.pipeline("snap")

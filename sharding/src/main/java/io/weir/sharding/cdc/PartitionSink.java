@@ -28,6 +28,7 @@ import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.SourcePosition;
 import io.weir.sharding.partition.PartitionProtocol.Truncate;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
+import io.weir.sharding.partition.StatusProtocol.PartitionStatus;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -207,9 +208,7 @@ public final class PartitionSink implements ChangeSink {
             for (int p = 0; p < settings.partitions(); p++) {
               int n = p;
               asks.add(
-                  channel
-                      .status(p, settings.askTimeout())
-                      .toCompletableFuture()
+                  status(p, System.nanoTime() + settings.askTimeout().toNanos())
                       .thenAccept(s -> marks[n] = s.watermarks().getOrDefault(source, 0L)));
             }
             await(
@@ -583,6 +582,30 @@ public final class PartitionSink implements ChangeSink {
     final List<Mutation> mutations = new ArrayList<>();
     long bytes;
     int part;
+  }
+
+  /**
+   * Partition {@code p}'s status, asked again while unanswered until {@code deadline} (nanoTime): a
+   * shard handed off between nodes drops the messages it buffered, and a member that died takes
+   * what was sent to it, so one lost ask must not hold the pipeline's start for the whole ask
+   * timeout. A status ask changes nothing: asking again is harmless.
+   */
+  private CompletableFuture<PartitionStatus> status(int p, long deadline) {
+    long attempt =
+        Math.min(
+            deadline - System.nanoTime(),
+            Math.max(settings.askTimeout().toNanos() / 6, Duration.ofMillis(500).toNanos()));
+    return channel
+        .status(p, Duration.ofNanos(Math.max(attempt, 1)))
+        .toCompletableFuture()
+        .handle(
+            (s, e) ->
+                e == null
+                    ? CompletableFuture.completedFuture(s)
+                    : deadline - System.nanoTime() > 0
+                        ? status(p, deadline)
+                        : CompletableFuture.<PartitionStatus>failedFuture(e))
+        .thenCompose(f -> f);
   }
 
   private static void await(CompletableFuture<?> f, String what) {

@@ -481,6 +481,44 @@ class PartitionSinkIT {
   }
 
   @Test
+  void aLostStatusAskIsAskedAgainSoThePipelineStartsWithoutARestart() throws Exception {
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
+    PartitionChannel real = PartitionChannel.sharded(kit.system());
+    java.util.Set<Integer> lostOnce = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    // The first status ask to every partition is lost (as a shard handed off drops what it
+    // buffered): nobody answers it, it times out.
+    PartitionChannel lossy =
+        new PartitionChannel() {
+          @Override
+          public <R> CompletionStage<R> ask(
+              int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
+            return real.ask(partition, make, timeout);
+          }
+
+          @Override
+          public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
+            if (lostOnce.add(partition)) {
+              return new CompletableFuture<PartitionStatus>()
+                  .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+            }
+            return real.status(partition, timeout);
+          }
+        };
+    ActorRef<CdcPipeline.Command> p = pipeline(sink(lossy), StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    assertThat(lostOnce).hasSize(PARTITIONS);
+    // Asked again within the start: no restart after the 5 s ask timeout.
+    assertThat(status(p).restarts()).isZero();
+    int changes = workload(20, 11);
+    Map<String, String> expected = tableAsDocuments();
+    await()
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(250))
+        .until(() -> liveDocuments().equals(expected));
+    assertThat(checkOutbox()).isEqualTo(changes);
+  }
+
+  @Test
   void aFullOutboxPausesThePipelineWhichGoesOnOnceEntriesArePurgedLosingNothing() throws Exception {
     PartitionSharding.init(kit.system(), wiring(new PartitionSettings(40, 1L << 30, 256, 20_000)));
     PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));

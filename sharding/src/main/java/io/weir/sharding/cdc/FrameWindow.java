@@ -199,8 +199,8 @@ final class FrameWindow {
         }
         if (membersLost.getAsBoolean()) {
           log.info(
-              "pipeline {}: a cluster member left while {} slices were in flight; restarting from"
-                  + " the confirmed position",
+              "pipeline {}: a cluster member left while {} messages to partitions were unanswered;"
+                  + " restarting from the confirmed position",
               pipeline,
               size - permits.availablePermits());
           throw SinkException.transientFailure(

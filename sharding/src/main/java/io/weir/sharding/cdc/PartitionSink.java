@@ -38,11 +38,14 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -126,6 +129,13 @@ public final class PartitionSink implements ChangeSink {
   private volatile SlotIncarnation incarnation;
   private volatile String source;
 
+  /**
+   * True once a cluster member of this run's start has left (taken at {@link #open}, for the whole
+   * run: a window opened just after a removal could otherwise still send to the dead member's
+   * shards and not notice).
+   */
+  private volatile BooleanSupplier membersLost = () -> false;
+
   /** Per partition: the commit LSN of the last slice sent this run (or its watermark at open). */
   private long[] previous;
 
@@ -199,6 +209,7 @@ public final class PartitionSink implements ChangeSink {
         () -> {
           pipeline = context.pipeline();
           incarnation = context.incarnation().orElse(null);
+          membersLost = channel.membersLost();
           // Each run announces its tables anew: forget the previous run's shapes.
           routes.clear();
           source = incarnation == null ? null : sourceKey(pipeline, incarnation);
@@ -235,8 +246,7 @@ public final class PartitionSink implements ChangeSink {
           pendingMutations.clear();
           pendingBytes.clear();
           FrameWindow window =
-              new FrameWindow(
-                  settings.maxInFlight(), pipeline, gaps, skipped, channel.membersLost());
+              new FrameWindow(settings.maxInFlight(), pipeline, gaps, skipped, membersLost);
           for (Transaction t : transactions) {
             route(t, window);
           }
@@ -442,8 +452,7 @@ public final class PartitionSink implements ChangeSink {
                         Optional.empty()));
           }
           FrameWindow window =
-              new FrameWindow(
-                  settings.maxInFlight(), pipeline, gaps, skipped, channel.membersLost());
+              new FrameWindow(settings.maxInFlight(), pipeline, gaps, skipped, membersLost);
           for (int p = 0; p < settings.partitions(); p++) {
             List<Upsert> rows = byPartition.getOrDefault(p, List.of());
             if (rows.isEmpty() && !reset) {
@@ -588,7 +597,8 @@ public final class PartitionSink implements ChangeSink {
    * Partition {@code p}'s status, asked again while unanswered until {@code deadline} (nanoTime): a
    * shard handed off between nodes drops the messages it buffered, and a member that died takes
    * what was sent to it, so one lost ask must not hold the pipeline's start for the whole ask
-   * timeout. A status ask changes nothing: asking again is harmless.
+   * timeout. A status ask changes nothing: asking again is harmless. Unanswered asks only: each
+   * attempt lasts its own timeout, so there are at most about seven.
    */
   private CompletableFuture<PartitionStatus> status(int p, long deadline) {
     long attempt =
@@ -599,12 +609,18 @@ public final class PartitionSink implements ChangeSink {
         .status(p, Duration.ofNanos(Math.max(attempt, 1)))
         .toCompletableFuture()
         .handle(
-            (s, e) ->
-                e == null
-                    ? CompletableFuture.completedFuture(s)
-                    : deadline - System.nanoTime() > 0
-                        ? status(p, deadline)
-                        : CompletableFuture.<PartitionStatus>failedFuture(e))
+            (s, e) -> {
+              if (e == null) {
+                return CompletableFuture.completedFuture(s);
+              }
+              Throwable cause =
+                  e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+              // Only an ask that went unanswered is asked again (each attempt lasts its timeout);
+              // one that failed at once (the region is shutting down) fails the start.
+              return cause instanceof TimeoutException && deadline - System.nanoTime() > 0
+                  ? status(p, deadline)
+                  : CompletableFuture.<PartitionStatus>failedFuture(cause);
+            })
         .thenCompose(f -> f);
   }
 

@@ -60,6 +60,17 @@ class FrameWindowTest {
   }
 
   @Test
+  void aMemberGoneIsNoReasonToFailACallWhoseFramesAreAnswered() {
+    memberLeft.set(true);
+    FrameWindow w = window(2);
+    for (int i = 0; i < 5; i++) {
+      w.acquire(ASK);
+      w.done(i, new Applied("c", 1, java.util.List.of(1L), false), null);
+    }
+    assertTimeoutPreemptively(Duration.ofSeconds(10), () -> w.awaitAll(ASK));
+  }
+
+  @Test
   void aFailedFrameIsThrownOnceAllAnswered() {
     FrameWindow w = window(2);
     w.acquire(ASK);

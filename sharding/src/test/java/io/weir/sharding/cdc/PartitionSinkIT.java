@@ -519,6 +519,35 @@ class PartitionSinkIT {
   }
 
   @Test
+  void aStatusAskThatFailsAtOnceFailsTheStartWithoutAskingAgainInALoop() throws Exception {
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
+    PartitionChannel real = PartitionChannel.sharded(kit.system());
+    AtomicInteger asked = new AtomicInteger();
+    // Every status ask fails at once (as an ask to a region that is shutting down does).
+    PartitionChannel refusing =
+        new PartitionChannel() {
+          @Override
+          public <R> CompletionStage<R> ask(
+              int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
+            return real.ask(partition, make, timeout);
+          }
+
+          @Override
+          public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
+            asked.incrementAndGet();
+            return CompletableFuture.failedFuture(new IllegalStateException("region stopped"));
+          }
+        };
+    ActorRef<CdcPipeline.Command> p = pipeline(sink(refusing), StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).restarts() >= 2);
+    var stopped = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Stop(stopped.ref()));
+    stopped.receiveMessage(Duration.ofSeconds(30));
+    // Each start asked each partition once: no re-asking of a failure that came at once.
+    assertThat(asked.get()).isLessThanOrEqualTo(PARTITIONS * (status(p).restarts() + 1));
+  }
+
+  @Test
   void aFullOutboxPausesThePipelineWhichGoesOnOnceEntriesArePurgedLosingNothing() throws Exception {
     PartitionSharding.init(kit.system(), wiring(new PartitionSettings(40, 1L << 30, 256, 20_000)));
     PartitionSink sink = sink(PartitionChannel.sharded(kit.system()));

@@ -488,22 +488,13 @@ class PartitionSinkIT {
     // The first status ask to every partition is lost (as a shard handed off drops what it
     // buffered): nobody answers it, it times out.
     PartitionChannel lossy =
-        new PartitionChannel() {
-          @Override
-          public <R> CompletionStage<R> ask(
-              int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
-            return real.ask(partition, make, timeout);
-          }
-
-          @Override
-          public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
-            if (lostOnce.add(partition)) {
-              return new CompletableFuture<PartitionStatus>()
-                  .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
-            }
-            return real.status(partition, timeout);
-          }
-        };
+        withStatus(
+            real,
+            (partition, timeout) ->
+                lostOnce.add(partition)
+                    ? new CompletableFuture<PartitionStatus>()
+                        .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS)
+                    : real.status(partition, timeout));
     ActorRef<CdcPipeline.Command> p = pipeline(sink(lossy), StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
     assertThat(lostOnce).hasSize(PARTITIONS);
@@ -525,19 +516,12 @@ class PartitionSinkIT {
     AtomicInteger asked = new AtomicInteger();
     // Every status ask fails at once (as an ask to a region that is shutting down does).
     PartitionChannel refusing =
-        new PartitionChannel() {
-          @Override
-          public <R> CompletionStage<R> ask(
-              int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
-            return real.ask(partition, make, timeout);
-          }
-
-          @Override
-          public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
-            asked.incrementAndGet();
-            return CompletableFuture.failedFuture(new IllegalStateException("region stopped"));
-          }
-        };
+        withStatus(
+            real,
+            (partition, timeout) -> {
+              asked.incrementAndGet();
+              return CompletableFuture.failedFuture(new IllegalStateException("region stopped"));
+            });
     ActorRef<CdcPipeline.Command> p = pipeline(sink(refusing), StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).restarts() >= 2);
     var stopped = kit.<PipelineStatus>createTestProbe();
@@ -545,6 +529,24 @@ class PartitionSinkIT {
     stopped.receiveMessage(Duration.ofSeconds(30));
     // Each start asked each partition once: no re-asking of a failure that came at once.
     assertThat(asked.get()).isLessThanOrEqualTo(PARTITIONS * (status(p).restarts() + 1));
+  }
+
+  /** {@code real}, but with status asks answered by {@code status}. */
+  private static PartitionChannel withStatus(
+      PartitionChannel real,
+      java.util.function.BiFunction<Integer, Duration, CompletionStage<PartitionStatus>> status) {
+    return new PartitionChannel() {
+      @Override
+      public <R> CompletionStage<R> ask(
+          int partition, Function<ActorRef<R>, Write> make, Duration timeout) {
+        return real.ask(partition, make, timeout);
+      }
+
+      @Override
+      public CompletionStage<PartitionStatus> status(int partition, Duration timeout) {
+        return status.apply(partition, timeout);
+      }
+    };
   }
 
   @Test

@@ -80,18 +80,10 @@ class FrameWindowTest {
         .hasMessageContaining("partition 3 did not answer in time");
   }
 
+  /** The member leaves {@code millis} from now (a scheduled flip of the probe, no sleeping). */
   private void leaveAfter(long millis) {
-    Thread t =
-        new Thread(
-            () -> {
-              try {
-                Thread.sleep(millis);
-              } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-              }
-              memberLeft.set(true);
-            });
-    t.setDaemon(true);
-    t.start();
+    java.util.concurrent.CompletableFuture.delayedExecutor(
+            millis, java.util.concurrent.TimeUnit.MILLISECONDS, Runnable::run)
+        .execute(() -> memberLeft.set(true));
   }
 }

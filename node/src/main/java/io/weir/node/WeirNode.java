@@ -77,6 +77,7 @@ public final class WeirNode {
     // Before anything starts: a bad scope is a configuration error.
     ContinuousSettings continuousSettings = ContinuousSettings.create(config);
     GatewaySettings gateway = GatewaySettings.create(config);
+    MemberPresence.Settings presence = MemberPresence.Settings.create(config);
     AtomicReference<StorageStatus> storage =
         new AtomicReference<>(new StorageStatus.Starting(Instant.now()));
     Database database = Database.create(settings.postgres(), "weir");
@@ -92,6 +93,7 @@ public final class WeirNode {
       WeirCborSerializer.requireBound(system);
       ServerMembersOnly.watch(system);
       joinCluster(system, settings, database);
+      MemberPresence.start(system, settings.postgres(), presence, metrics.registry());
       SqlJournalPruner journalPruner =
           new SqlJournalPruner(
               database.dataSource(), settings.postgres().schema(), node.blockingIo);

@@ -3,7 +3,11 @@ package io.weir.persistence;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import java.sql.Connection;
+import java.sql.DriverManager;
 import java.sql.SQLException;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Properties;
 import javax.sql.DataSource;
 
 /**
@@ -30,15 +34,36 @@ public final class Database implements AutoCloseable {
     hc.setConnectionTimeout(settings.connectTimeout().toMillis());
     hc.setValidationTimeout(Math.min(settings.connectTimeout().toMillis(), 5000));
     hc.setInitializationFailTimeout(-1);
-    hc.addDataSourceProperty("ApplicationName", "weir");
-    hc.addDataSourceProperty("connectTimeout", Math.max(1, settings.connectTimeout().toSeconds()));
+    connectionProperties(settings, "weir").forEach(hc::addDataSourceProperty);
+    return new Database(settings, new HikariDataSource(hc));
+  }
+
+  /**
+   * One connection of its own, outside any pool, with the pool's settings and {@code
+   * applicationName} as its {@code application_name} (a name Weir makes, never a client value).
+   */
+  public static Connection connect(PostgresSettings settings, String applicationName)
+      throws SQLException {
+    Properties props = new Properties();
+    props.setProperty("user", settings.user());
+    props.setProperty("password", settings.password());
+    connectionProperties(settings, applicationName)
+        .forEach((k, v) -> props.setProperty(k, String.valueOf(v)));
+    return DriverManager.getConnection(settings.url(), props);
+  }
+
+  private static Map<String, Object> connectionProperties(
+      PostgresSettings settings, String applicationName) {
+    Map<String, Object> props = new LinkedHashMap<>();
+    props.put("ApplicationName", applicationName);
+    props.put("connectTimeout", Math.max(1, settings.connectTimeout().toSeconds()));
     // pgjdbc otherwise quotes a failed batch entry's parameters (row values) in its exception
     // messages, e.g. when the connection drops during a PostgreSQL failover.
-    hc.addDataSourceProperty("logServerErrorDetail", "false");
+    props.put("logServerErrorDetail", "false");
     // sslmode, sslrootcert, ... (weir.postgres.tls); the URL carries none of them when these are
     // set.
-    settings.tls().jdbcProperties().forEach(hc::addDataSourceProperty);
-    return new Database(settings, new HikariDataSource(hc));
+    props.putAll(settings.tls().jdbcProperties());
+    return props;
   }
 
   public DataSource dataSource() {

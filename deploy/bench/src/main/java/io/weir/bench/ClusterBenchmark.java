@@ -58,12 +58,12 @@ import org.HdrHistogram.Histogram;
  *       {@value #SOURCE}) while a writer commits small transactions into {@code public.src}. Each
  *       run SIGKILLs the slot owner ({@code slotOwner} of {@code GET /admin/cluster}) and times,
  *       from its death, with probes every {@value #PROBE_MILLIS} ms to the survivors: until a
- *       survivor no longer lists it as up (downed by the split-brain resolver); until {@code GET
- *       /admin/pipelines/<name>} says {@code running} with {@code transactions > 0} (streaming
- *       again on a survivor); until the row of the first source transaction begun after the kill is
- *       readable through {@code GET /v1/documents/src/<id>} (end to end). Then the node is started
- *       again on its ports and the run waits until 3 members are up and every partition and the
- *       pipeline run.
+ *       survivor no longer lists it as up (downed for its ended session, ADR 0051, or by the
+ *       split-brain resolver); until {@code GET /admin/pipelines/<name>} says {@code running} with
+ *       {@code transactions > 0} (streaming again on a survivor); until the row of the first source
+ *       transaction begun after the kill is readable through {@code GET /v1/documents/src/<id>}
+ *       (end to end). Then the node is started again on its ports and the run waits until 3 members
+ *       are up and every partition and the pipeline run.
  *   <li><b>Document-API writes, 1 node against 3.</b> {@code --clients} HTTP clients ({@code
  *       java.net.http}, HTTP/1.1) each PUT distinct documents of {@code --body-bytes} to {@code
  *       /v1/documents/}{@value #COLLECTION}{@code /<id>}, waiting for each answer; client i sends
@@ -291,8 +291,8 @@ public final class ClusterBenchmark {
     System.out.printf(
         "   each run SIGKILLs the slot owner (slotOwner of GET /admin/cluster), then probes the survivors every"
             + " %d ms, in turn:%n"
-            + "     downed    = a survivor's GET /admin/cluster no longer lists the killed member as up (split-brain"
-            + " resolver, stable-after %s;%n                 timed at the probe's sending: the route takes the membership"
+            + "     downed    = a survivor's GET /admin/cluster no longer lists the killed member as up (ended-session"
+            + " downing or the split-brain resolver, stable-after %s;%n                 timed at the probe's sending: the route takes the membership"
             + " first, then waits for the lost node)%n"
             + "     streaming = GET /admin/pipelines/%s answers state running with transactions > 0 (started again on a"
             + " survivor and delivering)%n"
@@ -397,7 +397,7 @@ public final class ClusterBenchmark {
   private void steps(List<Failover> runs) {
     System.out.printf(
         "where the time went, seconds from the SIGKILL (survivors' logs: unreachable = failure"
-            + " detector, downed = resolver's decision,%n   removed = leader removes the member,"
+            + " detector, downed = ended-session downing or resolver's decision,%n   removed = leader removes the member,"
             + " singletons = pipelines' singleton starts on a survivor, streaming = the pipeline's"
             + " 'streaming slot' line;%n   probes: delivering = streaming with transactions > 0,"
             + " partitions = all %d partitions running on the survivors):%n",

@@ -23,7 +23,8 @@ import java.util.stream.Stream;
  * WARN lines, timestamped by logback to the millisecond with the zone's offset.
  *
  * @param unreachable the failure detector's verdict
- * @param downed the split-brain resolver's decision
+ * @param downed the split-brain resolver's decision, or a survivor's ended-session downing (ADR
+ *     0051)
  * @param removed the leader removing the downed member
  * @param singletons the pipelines' singleton starting on a survivor
  * @param streaming the pipeline streaming its slot again
@@ -37,7 +38,9 @@ record FailoverTimeline(
     List<Predicate<String>> steps =
         List.of(
             l -> l.contains("Marking node as UNREACHABLE") && l.contains(address + ","),
-            l -> l.contains("SBR is downing") && l.contains(address),
+            l ->
+                (l.contains("SBR is downing") || l.contains("its PostgreSQL session has ended"))
+                    && l.contains(address),
             l -> l.contains("Leader is removing") && l.contains(address + "]"),
             l ->
                 l.contains("Singleton manager starting singleton actor")

@@ -1,0 +1,148 @@
+package io.weir.deploy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.weir.persistence.testing.TestPostgres;
+import java.time.Duration;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.BooleanSupplier;
+import org.awaitility.Awaitility;
+import org.awaitility.core.ConditionTimeoutException;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Ended-session downing (ADR 0051) in a cluster of three node processes whose split-brain resolver
+ * waits 60 s: a frozen member (SIGSTOP) keeps its PostgreSQL session and is not downed; a killed
+ * member (SIGKILL) loses it and the two others down and remove it long before the resolver could.
+ */
+class EndedSessionDowningIT extends EndToEndTest {
+  private static final org.slf4j.Logger LOG =
+      org.slf4j.LoggerFactory.getLogger(EndedSessionDowningIT.class);
+  private static final String DOWNING = "its PostgreSQL session has ended";
+
+  /** The resolver's stable-after here: a removal well before it is not the resolver's doing. */
+  private static final Duration STABLE_AFTER = Duration.ofSeconds(60);
+
+  /** Downing a killed member takes about 6 s here; 45 s survives a machine four times slower. */
+  private static final Duration KILLED_REMOVED = Duration.ofSeconds(45);
+
+  /** How long the frozen member stays frozen: several times the minimum absence (2 s). */
+  private static final Duration FROZEN = Duration.ofSeconds(10);
+
+  @Test
+  void aKilledMemberIsDownedAtOnceAndAFrozenOneIsLeftToTheResolver() throws Exception {
+    db = TestPostgres.server().freshDatabase("ended_sessions");
+    int seed1 = NodeProcess.freePort();
+    int seed2 = NodeProcess.freePort();
+    String seeds = "127.0.0.1:" + seed1 + ",127.0.0.1:" + seed2;
+    for (int i = 1; i <= 3; i++) {
+      NodeProcess.Spec spec =
+          new NodeProcess.Spec("ended-sessions-" + i)
+              .database(db)
+              .env("WEIR_SEED_NODES", seeds)
+              .prop(
+                  "pekko.cluster.split-brain-resolver.stable-after", STABLE_AFTER.toSeconds() + "s")
+              .prop("pekko.cluster.min-nr-of-members", "3");
+      if (i == 1) {
+        spec.clusterPort(seed1);
+      } else if (i == 2) {
+        spec.clusterPort(seed2);
+      }
+      nodes.add(NodeProcess.start(spec));
+    }
+    awaitOrDump(
+        START_UP,
+        "every node should see 3 Up members and be ready",
+        () -> {
+          Set<String> all = new HashSet<>();
+          nodes.forEach(n -> all.add(n.clusterAddress()));
+          return nodes.stream()
+              .allMatch(
+                  n -> {
+                    Map<String, String> members = n.memberStatuses();
+                    return members.keySet().equals(all)
+                        && members.values().stream().allMatch("up"::equals)
+                        && n.ready();
+                  });
+        });
+    NodeProcess victim = nodes.get(2);
+    List<NodeProcess> survivors = nodes.subList(0, 2);
+
+    // Frozen: unreachable, but its connection to PostgreSQL stays open, so its session does too.
+    victim.signal("STOP");
+    long frozenAt = System.nanoTime();
+    awaitOrDump(
+        Duration.ofSeconds(60),
+        "the survivors should see the frozen member unreachable (or no longer a member)",
+        () ->
+            survivors.stream()
+                .allMatch(
+                    n ->
+                        unreachable(n).contains(victim.clusterAddress())
+                            || n.cluster().isPresent()
+                                && !n.memberStatuses().containsKey(victim.clusterAddress())));
+    double unreachableAfter = (System.nanoTime() - frozenAt) / 1e9;
+    Thread.sleep(FROZEN.toMillis());
+    for (NodeProcess n : survivors) {
+      assertThat(n.memberStatusesNow())
+          .as("%s keeps the frozen member (it still has its session)", n.name())
+          .containsEntry(victim.clusterAddress(), "up");
+      assertThat(n.log()).as("%s downed nobody", n.name()).doesNotContain(DOWNING);
+    }
+    victim.signal("CONT");
+    awaitOrDump(
+        Duration.ofSeconds(60),
+        "the member should be reachable again once it runs",
+        () -> nodes.stream().allMatch(n -> n.cluster().isPresent() && unreachable(n).isEmpty()));
+    LOG.info(
+        String.format(
+            "frozen-member-kept: unreachable %.1f s after SIGSTOP, still a member %d s later",
+            unreachableAfter, FROZEN.toSeconds()));
+
+    // Killed: its session ends with the process; the survivors (which looked at the sessions every
+    // 0.5 s while it was frozen, so they saw its session) down and remove it.
+    victim.kill();
+    long killedAt = System.nanoTime();
+    awaitOrDump(
+        KILLED_REMOVED,
+        "the survivors should remove the killed member well before stable-after",
+        () ->
+            survivors.stream()
+                .allMatch(
+                    n -> {
+                      Map<String, String> members = n.memberStatuses();
+                      return members.size() == 2
+                          && !members.containsKey(victim.clusterAddress())
+                          && n.ready();
+                    }));
+    double removedAfter = (System.nanoTime() - killedAt) / 1e9;
+    assertThat(survivors.stream().anyMatch(n -> n.log().contains(DOWNING)))
+        .as("a survivor downed the killed member for its ended session")
+        .isTrue();
+    LOG.info(
+        String.format(
+            "killed-member-removed: %.1f s after SIGKILL (stable-after %d s)",
+            removedAfter, STABLE_AFTER.toSeconds()));
+  }
+
+  private static Set<String> unreachable(NodeProcess n) {
+    Set<String> out = new HashSet<>();
+    n.cluster().ifPresent(c -> c.path("unreachable").forEach(u -> out.add(u.asText())));
+    return out;
+  }
+
+  private void awaitOrDump(Duration atMost, String what, BooleanSupplier condition) {
+    try {
+      Awaitility.await(what)
+          .atMost(atMost)
+          .pollInterval(Duration.ofMillis(250))
+          .until(condition::getAsBoolean);
+    } catch (ConditionTimeoutException e) {
+      nodes.forEach(n -> LOG.error("log of {}:\n{}", n.name(), n.log()));
+      throw e;
+    }
+  }
+}

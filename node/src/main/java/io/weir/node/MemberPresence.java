@@ -92,6 +92,9 @@ final class MemberPresence {
   private boolean warned;
   private boolean wasMember;
 
+  /** Members this node told the cluster to down (each once). */
+  private final Set<Long> downed = new HashSet<>();
+
   private MemberPresence(
       ActorSystem<?> system, PostgresSettings postgres, Settings settings, MeterRegistry registry) {
     this.system = system;
@@ -138,17 +141,8 @@ final class MemberPresence {
     }
     // Before it joins, a node's own status is "removed" too.
     wasMember |= selfStatus != MemberStatus.removed();
-    ClusterEvent.CurrentClusterState state = cluster.state();
-    Map<Long, Member> unreachable = new HashMap<>();
-    for (Member m : state.getUnreachable()) {
-      if (m.status() != MemberStatus.down()
-          && m.status() != MemberStatus.exiting()
-          && m.status() != MemberStatus.removed()) {
-        unreachable.put(m.uniqueAddress().longUid(), m);
-      }
-    }
     long now = System.nanoTime();
-    if (unreachable.isEmpty()
+    if (unreachable(cluster.state()).isEmpty()
         && lastLook != Long.MIN_VALUE
         && now - lastLook < IDLE_LOOK.toNanos()) {
       return;
@@ -168,6 +162,9 @@ final class MemberPresence {
       close();
       return;
     }
+    // The membership as it is after the look, which may have waited for PostgreSQL.
+    ClusterEvent.CurrentClusterState state = cluster.state();
+    Map<Long, Member> unreachable = unreachable(state);
     Set<Long> members = new HashSet<>();
     int all = 0;
     int reachable = 0;
@@ -181,11 +178,15 @@ final class MemberPresence {
       }
     }
     sessions.retain(members);
-    if (unreachable.isEmpty() || selfStatus != MemberStatus.up()) {
+    downed.retainAll(members);
+    if (unreachable.isEmpty() || cluster.selfMember().status() != MemberStatus.up()) {
       return;
     }
     for (Long uid :
         sessions.toDown(now, unreachable.keySet(), EndedSessions.majority(reachable, all))) {
+      if (!downed.add(uid)) {
+        continue; // told already: the leader removes it once the others have seen it
+      }
       Member m = unreachable.get(uid);
       log.warn(
           "member {} is unreachable and its PostgreSQL session has ended (its process is gone): downing it (ADR 0051)",
@@ -193,6 +194,19 @@ final class MemberPresence {
       cluster.manager().tell(new Down(m.address()));
       downings.increment();
     }
+  }
+
+  /** Unreachable members that are not already down, exiting or removed, by unique id. */
+  private static Map<Long, Member> unreachable(ClusterEvent.CurrentClusterState state) {
+    Map<Long, Member> out = new HashMap<>();
+    for (Member m : state.getUnreachable()) {
+      if (m.status() != MemberStatus.down()
+          && m.status() != MemberStatus.exiting()
+          && m.status() != MemberStatus.removed()) {
+        out.put(m.uniqueAddress().longUid(), m);
+      }
+    }
+    return out;
   }
 
   private void holdOwn() throws SQLException {

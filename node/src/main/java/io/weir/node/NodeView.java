@@ -18,6 +18,7 @@ import java.util.Set;
 import java.util.SortedSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -114,9 +115,9 @@ public final class NodeView {
 
   /**
    * Membership as this node sees it, with each member's partitions (asked of every shard region)
-   * and the slot owner (asked of the pipeline manager). Either ask may time out: the answer then
-   * says so (null partitions, null owner) instead of failing, since operators need it most when a
-   * node is in trouble.
+   * and the slot owner (asked of the pipeline manager). Either ask may time out (after 3 s each):
+   * the answer then says so (null partitions, null owner) instead of failing, since operators need
+   * it most when a node is in trouble.
    */
   public CompletionStage<ClusterStatus> clusterStatus() {
     CurrentClusterState state = cluster.state();
@@ -125,8 +126,14 @@ public final class NodeView {
     state.getMembers().forEach(m -> addresses.add(m.address()));
     CompletableFuture<Map<String, SortedSet<Integer>>> placement =
         PartitionSharding.placement(system, addresses, ASK_TIMEOUT).toCompletableFuture();
+    // Not the pipeline manager's own ask timeout (10 s): when the member running it is lost, this
+    // answer is the one an operator is waiting for.
     CompletableFuture<PipelineManager.PipelineList> slots =
-        pipelines.get().toCompletableFuture().exceptionally(e -> null);
+        pipelines
+            .get()
+            .toCompletableFuture()
+            .completeOnTimeout(null, ASK_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS)
+            .exceptionally(e -> null);
     return placement.thenCombine(
         slots,
         (byNode, list) -> {

@@ -15,13 +15,14 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Ended-session downing (ADR 0051) in a cluster of three node processes whose split-brain resolver
- * waits 60 s: a frozen member (SIGSTOP) keeps its PostgreSQL session and is not downed; a killed
- * member (SIGKILL) loses it and the two others down and remove it long before the resolver could.
+ * waits 60 s: a frozen member (SIGSTOP) is not downed, even when its PostgreSQL session is ended
+ * while it is frozen; a killed member (SIGKILL) loses its session before it becomes unreachable,
+ * and the two others down and remove it long before the resolver could.
  */
 class EndedSessionDowningIT extends EndToEndTest {
   private static final org.slf4j.Logger LOG =
       org.slf4j.LoggerFactory.getLogger(EndedSessionDowningIT.class);
-  private static final String DOWNING = "its PostgreSQL session has ended";
+  private static final String DOWNING = "its PostgreSQL session ended before it became so";
 
   /** The resolver's stable-after here: a removal well before it is not the resolver's doing. */
   private static final Duration STABLE_AFTER = Duration.ofSeconds(60);
@@ -84,10 +85,31 @@ class EndedSessionDowningIT extends EndToEndTest {
             survivors.get(0).log().indexOf(marked, logged[0]) >= 0
                 && survivors.get(1).log().indexOf(marked, logged[1]) >= 0);
     double unreachableAfter = (System.nanoTime() - frozenAt) / 1e9;
+    // Its session ends while it is frozen (as if an operator ended it): an ending that comes after
+    // the member became unreachable says nothing about its process. (The survivors look every
+    // 0.5 s while a member is unreachable: 3 s lets each look at it before the ending.)
+    Thread.sleep(3_000);
+    java.util.regex.Matcher session =
+        java.util.regex.Pattern.compile("session is named '(weir-member \\d+)'")
+            .matcher(victim.log());
+    assertThat(session.find()).as("the victim logs its session's name").isTrue();
+    try (java.sql.Connection c = db.connect();
+        java.sql.PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    + " WHERE application_name = ?")) {
+      ps.setString(1, session.group(1));
+      try (java.sql.ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        assertThat(rs.getInt(1)).as("the frozen member's session was ended").isEqualTo(1);
+      }
+    }
     Thread.sleep(FROZEN.toMillis());
     for (NodeProcess n : survivors) {
       assertThat(n.memberStatusesNow())
-          .as("%s keeps the frozen member (it still has its session)", n.name())
+          .as(
+              "%s keeps the frozen member (its session ended after it became unreachable)",
+              n.name())
           .containsEntry(victim.clusterAddress(), "up");
       assertThat(n.log()).as("%s downed nobody", n.name()).doesNotContain(DOWNING);
     }
@@ -101,8 +123,15 @@ class EndedSessionDowningIT extends EndToEndTest {
             "frozen-member-kept: unreachable %.1f s after SIGSTOP, still a member %d s later",
             unreachableAfter, FROZEN.toSeconds()));
 
-    // Killed: its session ends with the process; the survivors (which looked at the sessions every
-    // 0.5 s while it was frozen, so they saw its session) down and remove it.
+    // Running again, it opens a new session; the survivors must have seen it (they look every
+    // second) before the kill, or they have no recent session to see end.
+    awaitOrDump(
+        Duration.ofSeconds(60),
+        "the resumed member should open its session again",
+        () -> sessions(session.group(1)) == 1);
+    Thread.sleep(3_000);
+    // Killed: its session ends with the process, seconds before the failure detector marks it
+    // unreachable; the survivors down and remove it.
     victim.kill();
     long killedAt = System.nanoTime();
     awaitOrDump(
@@ -125,6 +154,22 @@ class EndedSessionDowningIT extends EndToEndTest {
         String.format(
             "killed-member-removed: %.1f s after SIGKILL (stable-after %d s)",
             removedAfter, STABLE_AFTER.toSeconds()));
+  }
+
+  /** How many sessions PostgreSQL has with this application name. */
+  private int sessions(String applicationName) {
+    try (java.sql.Connection c = db.connect();
+        java.sql.PreparedStatement ps =
+            c.prepareStatement(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = ?")) {
+      ps.setString(1, applicationName);
+      try (java.sql.ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return rs.getInt(1);
+      }
+    } catch (java.sql.SQLException e) {
+      return -1;
+    }
   }
 
   private static Set<String> unreachable(NodeProcess n) {

@@ -9,75 +9,136 @@ import java.util.Objects;
 import java.util.Set;
 
 /**
- * Which cluster members provably lost their process: this node saw the member's PostgreSQL session
- * (named {@code weir-member <unique id>}), the session has since ended while PostgreSQL itself kept
- * running, it stayed ended for at least {@code minAbsence}, and the member is unreachable. Such a
- * member is downed at once instead of after the split-brain resolver's {@code stable-after} (ADR
- * 0051). A member that is only slow or frozen keeps its session (its TCP connection stays open), so
- * it is never chosen here.
+ * Which cluster members provably lost their process (ADR 0051). A member is chosen when, at a look
+ * by this node:
  *
- * <p>Not thread-safe: {@link MemberPresence} calls it from one scheduled task at a time. Times are
- * {@link System#nanoTime()} readings.
+ * <ul>
+ *   <li>this node saw the member's PostgreSQL session ({@code weir-member <unique id>}) no longer
+ *       than {@code window} before the first look that found the member unreachable, and found the
+ *       session gone at least {@code lead} before that look: the session ended first, as when the
+ *       process dies (its connection closes at once, the failure detector needs seconds). A session
+ *       ended about when or after the member became unreachable (a frozen member whose connection
+ *       was ended by someone else) or long before it (a member running without a session) is no
+ *       evidence;
+ *   <li>the session is still gone and the member has been unreachable for {@code minUnreachable},
+ *       in every look since;
+ *   <li>the member was never reachable again since its session ended (a dead process never is);
+ *   <li>this node's side held a majority at this look and at the one before.
+ * </ul>
+ *
+ * <p>What was seen is forgotten when PostgreSQL's start time changes or when this node had to open
+ * its own session again ({@link #reset}): either means sessions may have ended for reasons that say
+ * nothing about the members. A member that is only slow or frozen keeps its session, so it is never
+ * chosen here; the split-brain resolver decides about it after {@code stable-after}.
+ *
+ * <p>Not thread-safe: {@link MemberPresence} calls it from its one thread. Times are {@link
+ * System#nanoTime()} readings taken when a look's answer arrived.
  */
 final class EndedSessions {
-  private final long minAbsenceNanos;
+  private final long minUnreachableNanos;
+  private final long windowNanos;
+  private final long leadNanos;
 
-  /** Members whose session this node has seen during the current PostgreSQL lifetime. */
-  private final Set<Long> seen = new HashSet<>();
+  /** Members whose session this node has seen, and when it last saw it. */
+  private final Map<Long, Long> lastPresent = new HashMap<>();
 
-  /** Seen members whose session is gone: when this node first saw it gone. */
+  /** Seen members whose session is gone: the first look that found it gone. */
   private final Map<Long, Long> goneSince = new HashMap<>();
 
-  private Instant postmasterStart;
+  /** Unreachable members: the first look that found them so (continuously since). */
+  private final Map<Long, Long> unreachableSince = new HashMap<>();
 
-  EndedSessions(Duration minAbsence) {
-    this.minAbsenceNanos = minAbsence.toNanos();
+  /** Unreachable members whose session was already gone, recently, when they became so. */
+  private final Set<Long> goneFirst = new HashSet<>();
+
+  /** Members seen reachable again after their session ended: alive without a session. */
+  private final Set<Long> aliveWithout = new HashSet<>();
+
+  private Instant postmasterStart;
+  private boolean majorityBefore;
+
+  EndedSessions(Duration minUnreachable, Duration window, Duration lead) {
+    this.minUnreachableNanos = minUnreachable.toNanos();
+    this.windowNanos = window.toNanos();
+    this.leadNanos = lead.toNanos();
+  }
+
+  /** Forgets every session seen: this node's own session had to be opened again. */
+  void reset() {
+    lastPresent.clear();
+    goneSince.clear();
+    unreachableSince.clear();
+    goneFirst.clear();
+    aliveWithout.clear();
+    majorityBefore = false;
   }
 
   /**
-   * One look at PostgreSQL's sessions: the server's start time and the unique ids of the members
-   * with a session now. A new start time (PostgreSQL restarted, or a standby was promoted) ends
-   * every session without saying anything about the members, so what was seen before is dropped.
+   * One look: PostgreSQL's start time, the unique ids of the members with a session now, the
+   * unreachable members and whether this node's side holds a majority (and this node is Up), all as
+   * they were when the look's answer arrived at {@code now}. Returns the members to down now.
    */
-  void observe(long now, Instant postmasterStarted, Set<Long> withSession) {
+  Set<Long> look(
+      long now,
+      Instant postmasterStarted,
+      Set<Long> withSession,
+      Set<Long> unreachable,
+      boolean majority) {
     if (!Objects.equals(postmasterStarted, postmasterStart)) {
+      reset();
       postmasterStart = postmasterStarted;
-      seen.clear();
-      goneSince.clear();
     }
-    seen.addAll(withSession);
-    for (Long member : seen) {
-      if (withSession.contains(member)) {
-        goneSince.remove(member);
-      } else {
+    for (Long member : withSession) {
+      lastPresent.put(member, now);
+      goneSince.remove(member);
+      aliveWithout.remove(member);
+    }
+    for (Long member : lastPresent.keySet()) {
+      if (!withSession.contains(member)) {
         goneSince.putIfAbsent(member, now);
       }
     }
-  }
-
-  /**
-   * The members to down now: among {@code unreachable}, those whose session has been gone for at
-   * least the minimum absence. None unless this node's side holds a majority of the members: a
-   * minority never downs anyone on its own (the resolver decides there).
-   */
-  Set<Long> toDown(long now, Set<Long> unreachable, boolean majority) {
-    Set<Long> out = new HashSet<>();
-    if (!majority) {
-      return out;
-    }
-    for (Long member : unreachable) {
-      Long since = goneSince.get(member);
-      if (since != null && now - since >= minAbsenceNanos) {
-        out.add(member);
+    for (Long member : unreachableSince.keySet()) {
+      if (!unreachable.contains(member) && goneSince.containsKey(member)) {
+        aliveWithout.add(member); // reachable again without its session: not a dead process
       }
     }
+    unreachableSince.keySet().retainAll(unreachable);
+    goneFirst.retainAll(unreachable);
+    for (Long member : unreachable) {
+      if (unreachableSince.putIfAbsent(member, now) == null) {
+        Long present = lastPresent.get(member);
+        Long gone = goneSince.get(member);
+        if (gone != null
+            && now - gone >= leadNanos
+            && present != null
+            && now - present <= windowNanos) {
+          goneFirst.add(member);
+        }
+      }
+    }
+    Set<Long> out = new HashSet<>();
+    if (majority && majorityBefore) {
+      for (Long member : unreachable) {
+        if (goneFirst.contains(member)
+            && goneSince.containsKey(member)
+            && !aliveWithout.contains(member)
+            && now - unreachableSince.get(member) >= minUnreachableNanos) {
+          out.add(member);
+        }
+      }
+    }
+    majorityBefore = majority;
     return out;
   }
 
   /** Forgets members that are no longer in the cluster, so the sets stay as small as it is. */
   void retain(Set<Long> members) {
-    seen.retainAll(members);
+    lastPresent.keySet().retainAll(members);
     goneSince.keySet().retainAll(members);
+    unreachableSince.keySet().retainAll(members);
+    goneFirst.retainAll(members);
+    aliveWithout.retainAll(members);
   }
 
   /**

@@ -16,12 +16,15 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.cluster.ClusterEvent;
 import org.apache.pekko.cluster.Member;
 import org.apache.pekko.cluster.MemberStatus;
@@ -33,22 +36,45 @@ import org.slf4j.LoggerFactory;
 /**
  * Ended-session downing (ADR 0051). Each node keeps a PostgreSQL session of its own, named {@code
  * weir-member <unique id>}, for as long as it runs; when its process dies the operating system
- * closes the connection and PostgreSQL ends the session within milliseconds. Every node looks at
- * the members' sessions every {@link #IDLE_LOOK} (every {@code interval} while a member is
- * unreachable), and downs an unreachable member whose session it saw and that has been gone for
- * {@code min-absence}, when its own side holds a majority ({@link EndedSessions}). The split-brain
- * resolver still decides everything else (frozen, slow or cut-off members keep their sessions)
- * after {@code stable-after}.
+ * closes the connection and PostgreSQL ends the session within milliseconds, seconds before the
+ * failure detector marks the member unreachable. Every node looks at the members' sessions every
+ * {@link #IDLE_LOOK} (every {@code interval} while a member is unreachable) on a thread of its own,
+ * and downs a member whose session ended just before it became unreachable ({@link EndedSessions}).
+ * The split-brain resolver still decides everything else (frozen, slow or cut-off members keep
+ * their sessions) after {@code stable-after}.
+ *
+ * <p>This node's own session is only ever closed by a failure of the connection itself, never
+ * because a look was slow: a node that stalls must not look dead to the others.
  */
 final class MemberPresence {
   static final String NAME_PREFIX = "weir-member ";
   private static final Logger log = LoggerFactory.getLogger(MemberPresence.class);
 
   /** How often the sessions are looked at while every member is reachable. */
-  private static final Duration IDLE_LOOK = Duration.ofSeconds(2);
+  private static final Duration IDLE_LOOK = Duration.ofSeconds(1);
 
-  /** How long a look or a check of this node's own session may wait for PostgreSQL. */
-  private static final Duration NETWORK_TIMEOUT = Duration.ofSeconds(10);
+  /**
+   * How long before a member became unreachable its session may have been seen last: the failure
+   * detector's pause plus the looks' spacing, with room for a loaded machine.
+   */
+  static final Duration WINDOW = Duration.ofSeconds(15);
+
+  /**
+   * How long before the first look that found a member unreachable its session must have been found
+   * gone: more than the looks' spacing while a member is unreachable plus a look's own time, so
+   * that a session ended just after the member became unreachable is never taken for one that ended
+   * before. A process that dies loses its session 3 s or more before it is unreachable.
+   */
+  static final Duration LEAD = Duration.ofSeconds(1);
+
+  /** A look that takes longer is cancelled (the session stays). */
+  private static final int LOOK_TIMEOUT_SECONDS = 5;
+
+  /**
+   * A connection that does not answer for this long is given up (the session ends with it): far
+   * beyond {@code stable-after}, so by then the resolver has decided about this node anyway.
+   */
+  private static final Duration SOCKET_TIMEOUT = Duration.ofSeconds(60);
 
   private static final String SESSIONS =
       "SELECT pg_catalog.pg_postmaster_start_time(), ARRAY(SELECT a.application_name"
@@ -60,9 +86,9 @@ final class MemberPresence {
    *
    * @param enabled whether this node holds its session and downs members whose session ended
    * @param interval how often the sessions are looked at while a member is unreachable
-   * @param minAbsence how long a member's session must have been gone before it is downed
+   * @param minUnreachable how long such a member must have been unreachable before it is downed
    */
-  record Settings(boolean enabled, Duration interval, Duration minAbsence) {
+  record Settings(boolean enabled, Duration interval, Duration minUnreachable) {
     private static final String PREFIX = "weir.cluster.ended-session-downing.";
 
     static Settings create(Config config) {
@@ -78,32 +104,37 @@ final class MemberPresence {
       return new Settings(
           enabled,
           v.positiveDuration(PREFIX + "interval"),
-          v.positiveDuration(PREFIX + "min-absence"));
+          v.positiveDuration(PREFIX + "min-unreachable"));
     }
   }
+
+  /** One look's answer. */
+  private record Look(Instant postmasterStarted, Set<Long> withSession) {}
 
   private final ActorSystem<?> system;
   private final PostgresSettings postgres;
   private final EndedSessions sessions;
   private final Counter downings;
   private final String name;
-  private Connection own;
-  private long lastLook = Long.MIN_VALUE;
-  private boolean warned;
-  private boolean wasMember;
 
   /** Members this node told the cluster to down (each once). */
   private final Set<Long> downed = new HashSet<>();
+
+  private volatile Connection own;
+  private long lastLook = Long.MIN_VALUE;
+  private boolean warned;
+  private boolean wasMember;
+  private boolean opened;
 
   private MemberPresence(
       ActorSystem<?> system, PostgresSettings postgres, Settings settings, MeterRegistry registry) {
     this.system = system;
     this.postgres = postgres;
-    this.sessions = new EndedSessions(settings.minAbsence());
+    this.sessions = new EndedSessions(settings.minUnreachable(), WINDOW, LEAD);
     this.downings =
         Counter.builder("weir.cluster.ended.session.downings")
             .description(
-                "Members this node downed because they were unreachable and their PostgreSQL session had ended")
+                "Members this node downed because their PostgreSQL session ended just before they became unreachable")
             .register(registry);
     this.name =
         NAME_PREFIX
@@ -118,39 +149,62 @@ final class MemberPresence {
       return;
     }
     MemberPresence presence = new MemberPresence(system, postgres, settings, registry);
+    log.info(
+        "ended-session downing is on: this node's PostgreSQL session is named '{}'", presence.name);
+    // A thread of its own: a look that waits for PostgreSQL holds up nothing else, and nothing
+    // else holds up this node's own session.
+    ScheduledExecutorService thread =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "weir-member-presence");
+              t.setDaemon(true);
+              return t;
+            });
+    thread.scheduleWithFixedDelay(
+        presence::tickSafely, 0, settings.interval().toMillis(), TimeUnit.MILLISECONDS);
     system
-        .scheduler()
-        .scheduleWithFixedDelay(
-            Duration.ZERO,
-            settings.interval(),
-            presence::tick,
-            system
-                .dispatchers()
-                .lookup(DispatcherSelector.fromConfig("weir.blocking-io-dispatcher")));
-    system.getWhenTerminated().thenRun(presence::close);
+        .getWhenTerminated()
+        .thenRun(
+            () -> {
+              thread.shutdownNow();
+              presence.closeOwn();
+            });
   }
 
-  private synchronized void tick() {
+  /** A failure never ends the schedule (an exception would stop it for good). */
+  private void tickSafely() {
+    try {
+      tick();
+    } catch (RuntimeException e) {
+      if (!warned) {
+        log.warn("ended-session downing: a look failed ({})", SafeErrors.describe(e));
+        warned = true;
+      }
+    }
+  }
+
+  private void tick() {
     Cluster cluster = Cluster.get(system);
     MemberStatus selfStatus = cluster.selfMember().status();
     if (selfStatus == MemberStatus.down()
         || selfStatus == MemberStatus.exiting()
         || (selfStatus == MemberStatus.removed() && wasMember)) {
-      close(); // downed, exiting or removed: nothing more to look at or to hold
+      closeOwn(); // downed, exiting or removed: nothing more to look at or to hold
       return;
     }
     // Before it joins, a node's own status is "removed" too.
     wasMember |= selfStatus != MemberStatus.removed();
-    long now = System.nanoTime();
+    long started = System.nanoTime();
     if (unreachable(cluster.state()).isEmpty()
         && lastLook != Long.MIN_VALUE
-        && now - lastLook < IDLE_LOOK.toNanos()) {
+        && started - lastLook < IDLE_LOOK.toNanos()) {
       return;
     }
-    lastLook = now;
+    lastLook = started;
+    Look look;
     try {
       holdOwn();
-      look(now);
+      look = look();
       warned = false;
     } catch (SQLException e) {
       if (!warned) {
@@ -159,10 +213,14 @@ final class MemberPresence {
             SafeErrors.describe(e));
         warned = true;
       }
-      close();
+      if (connectionLost(e)) {
+        closeOwn(); // opened again at the next tick, not IDLE_LOOK later
+        lastLook = Long.MIN_VALUE;
+      }
       return;
     }
-    // The membership as it is after the look, which may have waited for PostgreSQL.
+    long now = System.nanoTime();
+    // The membership as it is when the look's answer arrived.
     ClusterEvent.CurrentClusterState state = cluster.state();
     Map<Long, Member> unreachable = unreachable(state);
     Set<Long> members = new HashSet<>();
@@ -179,17 +237,18 @@ final class MemberPresence {
     }
     sessions.retain(members);
     downed.retainAll(members);
-    if (unreachable.isEmpty() || cluster.selfMember().status() != MemberStatus.up()) {
-      return;
-    }
+    boolean majority =
+        cluster.selfMember().status() == MemberStatus.up()
+            && EndedSessions.majority(reachable, all);
     for (Long uid :
-        sessions.toDown(now, unreachable.keySet(), EndedSessions.majority(reachable, all))) {
+        sessions.look(
+            now, look.postmasterStarted(), look.withSession(), unreachable.keySet(), majority)) {
       if (!downed.add(uid)) {
         continue; // told already: the leader removes it once the others have seen it
       }
       Member m = unreachable.get(uid);
       log.warn(
-          "member {} is unreachable and its PostgreSQL session has ended (its process is gone): downing it (ADR 0051)",
+          "member {} is unreachable and its PostgreSQL session ended before it became so (its process is gone): downing it (ADR 0051)",
           m.address());
       cluster.manager().tell(new Down(m.address()));
       downings.increment();
@@ -209,47 +268,65 @@ final class MemberPresence {
     return out;
   }
 
+  /**
+   * Opens this node's session when there is none or its connection failed (pgjdbc closes a
+   * connection whose socket failed). A new session means PostgreSQL may have ended every session (a
+   * restart, a crash of one backend, a failover): what was seen before is forgotten.
+   */
   private void holdOwn() throws SQLException {
-    if (own != null && own.isValid(2)) {
+    Connection c = own;
+    if (c != null && !c.isClosed()) {
       return;
     }
-    close();
-    Connection c = Database.connect(postgres, name);
-    try {
-      // A look never hangs on a server that stopped answering: the tick runs again later.
-      c.setNetworkTimeout(Runnable::run, (int) NETWORK_TIMEOUT.toMillis());
-    } catch (SQLException e) {
-      c.close();
-      throw e;
+    boolean again = c != null || opened;
+    closeOwn();
+    own = Database.connect(postgres, name, SOCKET_TIMEOUT);
+    opened = true;
+    sessions.reset();
+    if (again) {
+      log.info(
+          "ended-session downing: this node's session was opened again; sessions seen before are forgotten");
     }
-    own = c;
   }
 
-  private void look(long now) throws SQLException {
-    try (PreparedStatement ps = own.prepareStatement(SESSIONS);
-        ResultSet rs = ps.executeQuery()) {
-      rs.next();
-      Timestamp started = rs.getTimestamp(1);
-      Set<Long> withSession = new HashSet<>();
-      Array names = rs.getArray(2);
-      for (Object n : (Object[]) names.getArray()) {
-        Long member = EndedSessions.memberOf((String) n);
-        if (member != null) {
-          withSession.add(member);
+  /**
+   * Whether {@code e} says the session itself is gone (a connection failure, or the server ended
+   * it: administrator command, shutdown): only then is this node's session opened again. A
+   * cancelled or failed query keeps it.
+   */
+  static boolean connectionLost(SQLException e) {
+    String state = e.getSQLState();
+    return state != null && (state.startsWith("08") || state.startsWith("57P"));
+  }
+
+  private Look look() throws SQLException {
+    try (PreparedStatement ps = own.prepareStatement(SESSIONS)) {
+      ps.setQueryTimeout(LOOK_TIMEOUT_SECONDS);
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        Timestamp started = rs.getTimestamp(1);
+        Set<Long> withSession = new HashSet<>();
+        Array names = rs.getArray(2);
+        for (Object n : (Object[]) names.getArray()) {
+          Long member = EndedSessions.memberOf((String) n);
+          if (member != null) {
+            withSession.add(member);
+          }
         }
+        return new Look(started == null ? null : started.toInstant(), withSession);
       }
-      sessions.observe(now, started == null ? null : started.toInstant(), withSession);
     }
   }
 
-  private synchronized void close() {
-    if (own != null) {
+  private void closeOwn() {
+    Connection c = own;
+    own = null;
+    if (c != null) {
       try {
-        own.close();
+        c.close();
       } catch (SQLException e) {
         log.debug("closing the member session: {}", SafeErrors.describe(e));
       }
-      own = null;
     }
   }
 }

@@ -16,79 +16,144 @@ import org.junit.jupiter.api.Test;
 class EndedSessionsTest {
   private static final long S = 1_000_000_000L;
   private static final Instant PG = Instant.parse("2026-12-06T00:00:00Z");
-  private final EndedSessions sessions = new EndedSessions(Duration.ofSeconds(2));
+  private static final Set<Long> ALL = Set.of(1L, 2L, 3L);
+  private static final Set<Long> NONE = Set.of();
+  private final EndedSessions sessions =
+      new EndedSessions(Duration.ofSeconds(1), Duration.ofSeconds(15), Duration.ofSeconds(1));
 
-  @Test
-  void anUnreachableMemberWhoseSessionStaysGoneIsDownedAfterTheMinimumAbsence() {
-    sessions.observe(0, PG, Set.of(1L, 2L, 3L));
-    sessions.observe(1 * S, PG, Set.of(1L, 2L));
-    assertThat(sessions.toDown(2 * S, Set.of(3L), true)).as("gone for 1 s only").isEmpty();
-    sessions.observe(3 * S, PG, Set.of(1L, 2L));
-    assertThat(sessions.toDown(3 * S, Set.of(3L), true)).containsExactly(3L);
-  }
-
-  @Test
-  void aMemberWithItsSessionIsNeverDownedHoweverLongItIsUnreachable() {
-    for (int i = 0; i < 10; i++) {
-      sessions.observe(i * S, PG, Set.of(1L, 2L, 3L));
+  /** Looks every 2 s with everyone's session and nobody unreachable, from 0 to {@code until}. */
+  private void healthyUntil(long until) {
+    for (long t = 0; t <= until; t += 2) {
+      assertThat(sessions.look(t * S, PG, ALL, NONE, true)).isEmpty();
     }
-    assertThat(sessions.toDown(10 * S, Set.of(3L), true)).isEmpty();
   }
 
   @Test
-  void aReachableMemberWithoutItsSessionIsNotDowned() {
-    sessions.observe(0, PG, Set.of(1L, 2L, 3L));
-    sessions.observe(5 * S, PG, Set.of(1L, 2L));
-    assertThat(sessions.toDown(6 * S, Set.of(), true)).isEmpty();
-    assertThat(sessions.toDown(6 * S, Set.of(2L), true)).as("2 has its session").isEmpty();
+  void aMemberWhoseSessionEndedBeforeItBecameUnreachableIsDownedAfterTheMinimum() {
+    healthyUntil(4);
+    // Killed at 5: its session is gone at the look of 6, the failure detector marks it at 9.
+    assertThat(sessions.look(6 * S, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    assertThat(sessions.look(8 * S, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    assertThat(sessions.look(9 * S, PG, Set.of(1L, 2L), Set.of(3L), true))
+        .as("unreachable for 0 s")
+        .isEmpty();
+    assertThat(sessions.look(9 * S + S / 2, PG, Set.of(1L, 2L), Set.of(3L), true)).isEmpty();
+    assertThat(sessions.look(10 * S, PG, Set.of(1L, 2L), Set.of(3L), true)).containsExactly(3L);
+  }
+
+  @Test
+  void aSessionFoundGoneLessThanTheLeadBeforeTheMemberBecameUnreachableIsNoEvidence() {
+    healthyUntil(4);
+    // The member became unreachable at about 6 and someone ended its session then: a survivor's
+    // looks see the session gone at 6.5 and the member unreachable at 7.
+    assertThat(sessions.look(6 * S + S / 2, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    for (long t = 7; t < 60; t++) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L, 2L), Set.of(3L), true)).isEmpty();
+    }
+  }
+
+  @Test
+  void aFrozenMemberKeepsItsSessionAndIsNeverDowned() {
+    healthyUntil(4);
+    for (long t = 6; t < 60; t++) {
+      assertThat(sessions.look(t * S, PG, ALL, Set.of(3L), true)).isEmpty();
+    }
+  }
+
+  @Test
+  void aSessionEndedWhileTheMemberWasAlreadyUnreachableIsNoEvidence() {
+    healthyUntil(4);
+    assertThat(sessions.look(6 * S, PG, ALL, Set.of(3L), true)).isEmpty();
+    // Frozen, and then someone ends its connection (pg_terminate_backend).
+    for (long t = 7; t < 60; t++) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L, 2L), Set.of(3L), true)).isEmpty();
+    }
+  }
+
+  @Test
+  void aSessionGoneLongBeforeTheMemberBecameUnreachableIsNoEvidence() {
+    healthyUntil(4);
+    // The member lost its session at 5 and could not open another (it runs on without one).
+    for (long t = 6; t <= 30; t += 2) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    }
+    for (long t = 31; t < 60; t++) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L, 2L), Set.of(3L), true))
+          .as("last seen 26 s before it became unreachable")
+          .isEmpty();
+    }
+  }
+
+  @Test
+  void aMemberReachableAgainWithoutItsSessionIsAliveAndNotDownedLater() {
+    healthyUntil(4);
+    assertThat(sessions.look(6 * S, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    assertThat(sessions.look(7 * S, PG, Set.of(1L, 2L), Set.of(3L), true)).isEmpty();
+    // Reachable again: a process that answers heartbeats is not dead, session or not.
+    assertThat(sessions.look(7 * S + S / 2, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    for (long t = 8; t < 20; t++) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L, 2L), Set.of(3L), true)).isEmpty();
+    }
+    // With its session back, a later death counts again.
+    assertThat(sessions.look(20 * S, PG, ALL, NONE, true)).isEmpty();
+    assertThat(sessions.look(22 * S, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    assertThat(sessions.look(25 * S, PG, Set.of(1L, 2L), Set.of(3L), true)).isEmpty();
+    assertThat(sessions.look(26 * S, PG, Set.of(1L, 2L), Set.of(3L), true)).containsExactly(3L);
   }
 
   @Test
   void aSessionNeverSeenIsNoEvidence() {
-    sessions.observe(0, PG, Set.of(1L, 2L));
-    sessions.observe(5 * S, PG, Set.of(1L, 2L));
-    assertThat(sessions.toDown(6 * S, Set.of(3L), true)).isEmpty();
-  }
-
-  @Test
-  void aMemberWhoseSessionCameBackIsNotDowned() {
-    sessions.observe(0, PG, Set.of(1L, 3L));
-    sessions.observe(1 * S, PG, Set.of(1L));
-    sessions.observe(2 * S, PG, Set.of(1L, 3L));
-    sessions.observe(3 * S, PG, Set.of(1L));
-    assertThat(sessions.toDown(4 * S, Set.of(3L), true)).as("gone again only since 3 s").isEmpty();
+    for (long t = 0; t <= 6; t += 2) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    }
+    for (long t = 7; t < 30; t++) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L, 2L), Set.of(3L), true)).isEmpty();
+    }
   }
 
   @Test
   void aRestartOfPostgresqlEndsEverySessionAndIsNoEvidence() {
-    sessions.observe(0, PG, Set.of(1L, 2L, 3L));
+    healthyUntil(4);
     Instant restarted = PG.plusSeconds(60);
-    sessions.observe(1 * S, restarted, Set.of(1L));
-    sessions.observe(10 * S, restarted, Set.of(1L));
-    assertThat(sessions.toDown(10 * S, Set.of(2L, 3L), true)).isEmpty();
-    // Once a member's session is seen in the new lifetime, its end counts again.
-    sessions.observe(11 * S, restarted, Set.of(1L, 2L));
-    sessions.observe(12 * S, restarted, Set.of(1L));
-    sessions.observe(14 * S, restarted, Set.of(1L));
-    assertThat(sessions.toDown(14 * S, Set.of(2L, 3L), true)).containsExactly(2L);
+    assertThat(sessions.look(6 * S, restarted, Set.of(1L), NONE, true)).isEmpty();
+    for (long t = 7; t < 30; t++) {
+      assertThat(sessions.look(t * S, restarted, Set.of(1L), Set.of(2L, 3L), true)).isEmpty();
+    }
   }
 
   @Test
-  void aMinorityDownsNobody() {
-    sessions.observe(0, PG, Set.of(1L, 2L, 3L));
-    sessions.observe(1 * S, PG, Set.of(1L));
-    sessions.observe(5 * S, PG, Set.of(1L));
-    assertThat(sessions.toDown(5 * S, Set.of(2L, 3L), false)).isEmpty();
-    assertThat(sessions.toDown(5 * S, Set.of(2L, 3L), true)).containsExactlyInAnyOrder(2L, 3L);
+  void aResetForgetsWhatWasSeen() {
+    // This node opened its own session again (a crash restart of PostgreSQL keeps its start time).
+    healthyUntil(4);
+    sessions.reset();
+    assertThat(sessions.look(6 * S, PG, Set.of(1L), NONE, true)).isEmpty();
+    for (long t = 7; t < 30; t++) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L), Set.of(2L, 3L), true)).isEmpty();
+    }
+  }
+
+  @Test
+  void aMinorityDownsNobodyAndAMajorityMustHoldInTwoLooksInARow() {
+    healthyUntil(4);
+    assertThat(sessions.look(6 * S, PG, Set.of(1L), NONE, true)).isEmpty();
+    for (long t = 9; t < 20; t++) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L), Set.of(2L, 3L), false)).isEmpty();
+    }
+    assertThat(sessions.look(20 * S, PG, Set.of(1L), Set.of(2L, 3L), true))
+        .as("the first look with a majority")
+        .isEmpty();
+    assertThat(sessions.look(21 * S, PG, Set.of(1L), Set.of(2L, 3L), true))
+        .containsExactlyInAnyOrder(2L, 3L);
   }
 
   @Test
   void removedMembersAreForgotten() {
-    sessions.observe(0, PG, Set.of(1L, 3L));
-    sessions.observe(1 * S, PG, Set.of(1L));
-    sessions.retain(Set.of(1L));
-    sessions.observe(5 * S, PG, Set.of(1L));
-    assertThat(sessions.toDown(5 * S, Set.of(3L), true)).isEmpty();
+    healthyUntil(4);
+    assertThat(sessions.look(6 * S, PG, Set.of(1L, 2L), NONE, true)).isEmpty();
+    sessions.retain(Set.of(1L, 2L));
+    for (long t = 9; t < 20; t++) {
+      assertThat(sessions.look(t * S, PG, Set.of(1L, 2L), Set.of(3L), true)).isEmpty();
+    }
   }
 
   @Test
@@ -118,7 +183,7 @@ class EndedSessionsTest {
     MemberPresence.Settings defaults = MemberPresence.Settings.create(config(Map.of()));
     assertThat(defaults)
         .isEqualTo(
-            new MemberPresence.Settings(true, Duration.ofMillis(500), Duration.ofSeconds(2)));
+            new MemberPresence.Settings(true, Duration.ofMillis(500), Duration.ofSeconds(1)));
     assertThat(
             MemberPresence.Settings.create(
                     config(Map.of("weir.cluster.ended-session-downing.enabled", "off")))
@@ -135,15 +200,28 @@ class EndedSessionsTest {
     assertThatThrownBy(
             () ->
                 MemberPresence.Settings.create(
-                    config(Map.of("weir.cluster.ended-session-downing.min-absence", "0s"))))
+                    config(Map.of("weir.cluster.ended-session-downing.min-unreachable", "0s"))))
         .isInstanceOfSatisfying(
             SettingsException.class,
-            e -> assertThat(e.key()).isEqualTo("weir.cluster.ended-session-downing.min-absence"));
+            e ->
+                assertThat(e.key())
+                    .isEqualTo("weir.cluster.ended-session-downing.min-unreachable"));
   }
 
   private static Config config(Map<String, Object> overrides) {
     return ConfigFactory.parseMap(overrides)
         .withFallback(ConfigFactory.parseResources("reference.conf"))
         .resolve(ConfigResolveOptions.noSystem());
+  }
+
+  @Test
+  void onlyAConnectionFailureOrAnEndedSessionOpensTheSessionAgain() {
+    assertThat(MemberPresence.connectionLost(new java.sql.SQLException("x", "57P01"))).isTrue();
+    assertThat(MemberPresence.connectionLost(new java.sql.SQLException("x", "08006"))).isTrue();
+    assertThat(MemberPresence.connectionLost(new java.sql.SQLException("x", "57014")))
+        .as("a cancelled (timed-out) look")
+        .isFalse();
+    assertThat(MemberPresence.connectionLost(new java.sql.SQLException("x", "42501"))).isFalse();
+    assertThat(MemberPresence.connectionLost(new java.sql.SQLException("x"))).isFalse();
   }
 }

@@ -5,6 +5,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
@@ -41,14 +42,21 @@ public final class Database implements AutoCloseable {
   /**
    * One connection of its own, outside any pool, with the pool's settings and {@code
    * applicationName} as its {@code application_name} (a name Weir makes, never a client value).
+   * Logging in may take {@code connect-timeout}; a read that waits longer than {@code
+   * socketTimeout} fails and closes the connection; TCP keepalive is on.
    */
-  public static Connection connect(PostgresSettings settings, String applicationName)
+  public static Connection connect(
+      PostgresSettings settings, String applicationName, Duration socketTimeout)
       throws SQLException {
     Properties props = new Properties();
     props.setProperty("user", settings.user());
     props.setProperty("password", settings.password());
     connectionProperties(settings, applicationName)
         .forEach((k, v) -> props.setProperty(k, String.valueOf(v)));
+    props.setProperty(
+        "loginTimeout", Long.toString(Math.max(1, settings.connectTimeout().toSeconds())));
+    props.setProperty("socketTimeout", Long.toString(Math.max(1, socketTimeout.toSeconds())));
+    props.setProperty("tcpKeepAlive", "true");
     return DriverManager.getConnection(settings.url(), props);
   }
 

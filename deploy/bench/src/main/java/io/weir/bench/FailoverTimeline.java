@@ -39,8 +39,9 @@ record FailoverTimeline(
         List.of(
             l -> l.contains("Marking node as UNREACHABLE") && l.contains(address + ","),
             l ->
-                (l.contains("SBR is downing") || l.contains("its PostgreSQL session has ended"))
-                    && l.contains(address),
+                l.contains("SBR is downing") && l.contains(address)
+                    || l.contains(
+                        "member " + address + " is unreachable and its PostgreSQL session"),
             l -> l.contains("Leader is removing") && l.contains(address + "]"),
             l ->
                 l.contains("Singleton manager starting singleton actor")

@@ -61,11 +61,13 @@ final class MemberPresence {
 
   /**
    * How long before the first look that found a member unreachable its session must have been found
-   * gone: more than the looks' spacing while a member is unreachable plus a look's own time, so
-   * that a session ended just after the member became unreachable is never taken for one that ended
-   * before. A process that dies loses its session 3 s or more before it is unreachable.
+   * gone. A process that dies loses its session at once, and the failure detector marks it
+   * unreachable 3.5 s or more later (Pekko's 3 s pause plus heartbeats; 3.7-4.4 s measured), while
+   * this node finds the session gone within its 1 s spacing of looks: about 3 s of lead. A session
+   * that ends while the member is already unreachable (frozen, say), or is found gone just before
+   * this node's view of the membership catches up (gossip lags about 1 s), has less.
    */
-  static final Duration LEAD = Duration.ofSeconds(1);
+  static final Duration LEAD = Duration.ofSeconds(2);
 
   /** A look that takes longer is cancelled (the session stays). */
   private static final int LOOK_TIMEOUT_SECONDS = 5;
@@ -121,6 +123,7 @@ final class MemberPresence {
   private final Set<Long> downed = new HashSet<>();
 
   private volatile Connection own;
+  private volatile boolean stopped;
   private long lastLook = Long.MIN_VALUE;
   private boolean warned;
   private boolean wasMember;
@@ -166,16 +169,19 @@ final class MemberPresence {
         .getWhenTerminated()
         .thenRun(
             () -> {
-              thread.shutdownNow();
+              presence.stopped = true;
+              thread.shutdownNow(); // a look under way ends; holdOwn closes what it opens after
               presence.closeOwn();
             });
   }
 
-  /** A failure never ends the schedule (an exception would stop it for good). */
+  /** A failure never ends the schedule (anything thrown would stop it for good). */
   private void tickSafely() {
     try {
       tick();
-    } catch (RuntimeException e) {
+    } catch (VirtualMachineError e) {
+      throw e;
+    } catch (Throwable e) {
       if (!warned) {
         log.warn("ended-session downing: a look failed ({})", SafeErrors.describe(e));
         warned = true;
@@ -203,8 +209,11 @@ final class MemberPresence {
     lastLook = started;
     Look look;
     try {
-      holdOwn();
-      look = look();
+      Connection c = holdOwn();
+      if (c == null) {
+        return; // stopping
+      }
+      look = look(c);
       warned = false;
     } catch (SQLException e) {
       if (!warned) {
@@ -273,20 +282,26 @@ final class MemberPresence {
    * connection whose socket failed). A new session means PostgreSQL may have ended every session (a
    * restart, a crash of one backend, a failover): what was seen before is forgotten.
    */
-  private void holdOwn() throws SQLException {
+  private Connection holdOwn() throws SQLException {
     Connection c = own;
     if (c != null && !c.isClosed()) {
-      return;
+      return c;
     }
     boolean again = c != null || opened;
     closeOwn();
-    own = Database.connect(postgres, name, SOCKET_TIMEOUT);
+    c = Database.connect(postgres, name, SOCKET_TIMEOUT);
+    own = c;
+    if (stopped) {
+      closeOwn(); // the node stopped while this connected
+      return null;
+    }
     opened = true;
     sessions.reset();
     if (again) {
       log.info(
           "ended-session downing: this node's session was opened again; sessions seen before are forgotten");
     }
+    return c;
   }
 
   /**
@@ -299,8 +314,8 @@ final class MemberPresence {
     return state != null && (state.startsWith("08") || state.startsWith("57P"));
   }
 
-  private Look look() throws SQLException {
-    try (PreparedStatement ps = own.prepareStatement(SESSIONS)) {
+  private Look look(Connection c) throws SQLException {
+    try (PreparedStatement ps = c.prepareStatement(SESSIONS)) {
       ps.setQueryTimeout(LOOK_TIMEOUT_SECONDS);
       try (ResultSet rs = ps.executeQuery()) {
         rs.next();

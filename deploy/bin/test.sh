@@ -48,6 +48,16 @@ if [ "$was_running" = no ]; then
       deploy/bin/pg.sh psql -q -tA -d "$db" -c "SELECT pg_drop_replication_slot('$slot')" >/dev/null &&
         echo "weir: dropped the stale test slot $slot (database $db)"
     done || true
+  # A test JVM killed half way also leaves its own database behind (TestPostgres names them
+  # <prefix>_<10 hex digits>), with whatever slots its test made (18 GB of WAL held by three were
+  # seen): drop those slots and the database.
+  deploy/bin/pg.sh psql -tA -c "SELECT datname FROM pg_database WHERE datname ~ '^[a-z_][a-z0-9_]*_[0-9a-f]{10}\$'" |
+    while read -r db; do
+      [ -n "$db" ] || continue
+      deploy/bin/pg.sh psql -q -tA -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$db' AND NOT active" >/dev/null &&
+        deploy/bin/pg.sh psql -q -tA -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null &&
+        echo "weir: dropped the leftover test database $db and its slots"
+    done || true
 fi
 
 export WEIR_TEST_PG_URL=$WEIR_PG_URL WEIR_TEST_PG_USER=$WEIR_PG_USER WEIR_TEST_PG_PASSWORD=$WEIR_PG_PASSWORD

@@ -87,8 +87,14 @@ class EndedSessionDowningIT extends EndToEndTest {
     double unreachableAfter = (System.nanoTime() - frozenAt) / 1e9;
     // Its session ends while it is frozen (as if an operator ended it): an ending that comes after
     // the member became unreachable says nothing about its process. (The survivors look every
-    // 0.5 s while a member is unreachable: 3 s lets each look at it before the ending.)
-    Thread.sleep(3_000);
+    // 0.5 s while a member is unreachable: 3 s of it lets each look at it before the ending.)
+    String reachableAgain = "Marking node as REACHABLE [Member(" + victim.clusterAddress() + ",";
+    holdsFor(
+        Duration.ofSeconds(3),
+        "the frozen member stays unreachable",
+        () ->
+            survivors.get(0).log().indexOf(reachableAgain, logged[0]) < 0
+                && survivors.get(1).log().indexOf(reachableAgain, logged[1]) < 0);
     java.util.regex.Matcher session =
         java.util.regex.Pattern.compile("session is named '(weir-member \\d+)'")
             .matcher(victim.log());
@@ -104,7 +110,10 @@ class EndedSessionDowningIT extends EndToEndTest {
         assertThat(rs.getInt(1)).as("the frozen member's session was ended").isEqualTo(1);
       }
     }
-    Thread.sleep(FROZEN.toMillis());
+    holdsFor(
+        FROZEN,
+        "nobody downs the frozen member",
+        () -> survivors.stream().noneMatch(n -> n.log().contains(DOWNING)));
     for (NodeProcess n : survivors) {
       assertThat(n.memberStatusesNow())
           .as(
@@ -129,7 +138,10 @@ class EndedSessionDowningIT extends EndToEndTest {
         Duration.ofSeconds(60),
         "the resumed member should open its session again",
         () -> sessions(session.group(1)) == 1);
-    Thread.sleep(3_000);
+    holdsFor(
+        Duration.ofSeconds(3),
+        "the resumed member keeps its session",
+        () -> sessions(session.group(1)) == 1);
     // Killed: its session ends with the process, seconds before the failure detector marks it
     // unreachable; the survivors down and remove it.
     victim.kill();
@@ -154,6 +166,24 @@ class EndedSessionDowningIT extends EndToEndTest {
         String.format(
             "killed-member-removed: %.1f s after SIGKILL (stable-after %d s)",
             removedAfter, STABLE_AFTER.toSeconds()));
+  }
+
+  /**
+   * Waits while {@code condition} holds for {@code period} (checked every 250 ms); fails, with the
+   * nodes' logs, if it stops holding before the period ends or a slow machine cannot check it in
+   * time.
+   */
+  private void holdsFor(Duration period, String what, BooleanSupplier condition) {
+    try {
+      Awaitility.await(what)
+          .during(period)
+          .atMost(period.plus(Duration.ofSeconds(30)))
+          .pollInterval(Duration.ofMillis(250))
+          .until(condition::getAsBoolean);
+    } catch (ConditionTimeoutException e) {
+      nodes.forEach(n -> LOG.error("log of {}:\n{}", n.name(), n.log()));
+      throw e;
+    }
   }
 
   /** How many sessions PostgreSQL has with this application name. */

@@ -283,6 +283,11 @@ public final class NodeProcess implements AutoCloseable {
       cmd.addAll(NodeClassArchive.options()); // not for the node that makes the archive
     }
     cmd.addAll(spec.jvmOptions);
+    // For profiling a test's nodes, e.g. -Dweir.e2e.node-jvm-options=-XX:StartFlightRecording=...
+    String extra = System.getProperty("weir.e2e.node-jvm-options", "").trim();
+    if (!extra.isEmpty()) {
+      cmd.addAll(List.of(extra.split("\\s+")));
+    }
     cmd.addAll(spec.jvmProps);
     cmd.add("-jar");
     cmd.add(nodeJar().toString());
@@ -810,6 +815,15 @@ public final class NodeProcess implements AutoCloseable {
   @Override
   public void close() {
     Process p = stop();
+    if (!System.getProperty("weir.e2e.node-jvm-options", "").isBlank()) {
+      // Profiling: a SIGTERM first, so that the JVM writes its flight recording at exit.
+      p.destroy();
+      try {
+        p.waitFor(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
     p.destroyForcibly();
     try {
       p.waitFor(30, TimeUnit.SECONDS);

@@ -136,8 +136,20 @@ public final class PartitionSink implements ChangeSink {
    */
   private volatile BooleanSupplier membersLost = () -> false;
 
-  /** Per partition: the commit LSN of the last slice sent this run (or its watermark at open). */
+  /**
+   * Per partition: the commit LSN of the last slice sent this run (or its watermark at open), valid
+   * where {@link #known} is set.
+   */
   private long[] previous;
+
+  private boolean[] known;
+
+  /**
+   * Per partition: its status, asked at {@link #open} and awaited only when this run first sends it
+   * a slice, so that partitions still recovering (a removed member's, starting on the survivors)
+   * hold back only the transactions that touch them, not the pipeline's start.
+   */
+  private CompletableFuture<PartitionStatus>[] statuses;
 
   /** Per partition: frames of the current call not sent yet (one message carries many). */
   private final Map<Integer, List<ApplyFrame>> pending = new HashMap<>();
@@ -214,18 +226,16 @@ public final class PartitionSink implements ChangeSink {
           routes.clear();
           source = incarnation == null ? null : sourceKey(pipeline, incarnation);
           if (source != null) {
-            long[] marks = new long[settings.partitions()];
-            List<CompletableFuture<Void>> asks = new ArrayList<>();
+            @SuppressWarnings("unchecked")
+            CompletableFuture<PartitionStatus>[] asks =
+                new CompletableFuture[settings.partitions()];
+            long deadline = System.nanoTime() + settings.askTimeout().toNanos();
             for (int p = 0; p < settings.partitions(); p++) {
-              int n = p;
-              asks.add(
-                  status(p, System.nanoTime() + settings.askTimeout().toNanos())
-                      .thenAccept(s -> marks[n] = s.watermarks().getOrDefault(source, 0L)));
+              asks[p] = status(p, deadline);
             }
-            await(
-                CompletableFuture.allOf(asks.toArray(CompletableFuture[]::new)),
-                "reading the partitions' watermarks");
-            previous = marks;
+            statuses = asks;
+            known = new boolean[settings.partitions()];
+            previous = new long[settings.partitions()];
           }
           try {
             return store.read(pipeline).map(CheckpointStore.Stored::checkpoint);
@@ -259,7 +269,7 @@ public final class PartitionSink implements ChangeSink {
   }
 
   private void requireOpen() {
-    if (source == null || previous == null) {
+    if (source == null || statuses == null) {
       throw SinkException.permanent(
           "partition sink used before the slot incarnation is known", null);
     }
@@ -392,7 +402,7 @@ public final class PartitionSink implements ChangeSink {
     }
     long commit = t.commitLsn().asLong();
     s.part++;
-    SourcePosition at = new SourcePosition(source, commit, previous[p], s.part, last);
+    SourcePosition at = new SourcePosition(source, commit, previous(p), s.part, last);
     if (last) {
       previous[p] = commit;
     }
@@ -412,6 +422,20 @@ public final class PartitionSink implements ChangeSink {
     if (pending.get(p).size() >= FRAMES_PER_MESSAGE || queued >= settings.maxSliceRows()) {
       flush(p, window);
     }
+  }
+
+  /**
+   * The commit LSN of the last slice this run sent to partition {@code p}; before the first, its
+   * watermark for this run's source, waiting for the status asked at {@link #open} (a transient
+   * failure when it was not answered within the ask timeout).
+   */
+  private long previous(int p) {
+    if (!known[p]) {
+      PartitionStatus status = await(statuses[p], "reading partition " + p + "'s watermark");
+      previous[p] = status.watermarks().getOrDefault(source, 0L);
+      known[p] = true;
+    }
+    return previous[p];
   }
 
   /** Sends partition {@code p}'s queued frames as one message. */
@@ -624,9 +648,9 @@ public final class PartitionSink implements ChangeSink {
         .thenCompose(f -> f);
   }
 
-  private static void await(CompletableFuture<?> f, String what) {
+  private static <T> T await(CompletableFuture<T> f, String what) {
     try {
-      f.get();
+      return f.get();
     } catch (ExecutionException e) {
       throw SinkException.transientFailure(
           what + " failed (" + e.getCause().getClass().getSimpleName() + ")", null);

@@ -523,12 +523,42 @@ class PartitionSinkIT {
               return CompletableFuture.failedFuture(new IllegalStateException("region stopped"));
             });
     ActorRef<CdcPipeline.Command> p = pipeline(sink(refusing), StartMode.GO_FORWARD);
+    // The start does not wait for the answers: the first transaction that needs one fails.
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    workload(5, 3);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).restarts() >= 2);
     var stopped = kit.<PipelineStatus>createTestProbe();
     p.tell(new CdcPipeline.Stop(stopped.ref()));
     stopped.receiveMessage(Duration.ofSeconds(30));
     // Each start asked each partition once: no re-asking of a failure that came at once.
     assertThat(asked.get()).isLessThanOrEqualTo(PARTITIONS * (status(p).restarts() + 1));
+  }
+
+  @Test
+  void thePipelineStreamsBeforeThePartitionsAnswerAndEachTransactionWaitsOnlyForItsOwn()
+      throws Exception {
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
+    PartitionChannel real = PartitionChannel.sharded(kit.system());
+    CompletableFuture<Void> released = new CompletableFuture<>();
+    // No partition answers its status until released (as a removed member's partitions that are
+    // still recovering on the survivors do not).
+    PartitionChannel held =
+        withStatus(
+            real,
+            (partition, timeout) -> released.thenCompose(x -> real.status(partition, timeout)));
+    ActorRef<CdcPipeline.Command> p = pipeline(sink(held), StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    int changes = workload(20, 5);
+    Thread.sleep(500);
+    assertThat(liveDocuments()).as("nothing is applied before the partitions answer").isEmpty();
+    released.complete(null);
+    Map<String, String> expected = tableAsDocuments();
+    await()
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(250))
+        .until(() -> liveDocuments().equals(expected));
+    assertThat(checkOutbox()).isEqualTo(changes);
+    assertThat(status(p).restarts()).isZero();
   }
 
   /** {@code real}, but with status asks answered by {@code status}. */

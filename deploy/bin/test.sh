@@ -78,10 +78,7 @@ fi
 # Everything: build and install once (the formatting check first), then run the modules' tests and
 # the end-to-end classes side by side. The modules' tests leave a core idle about 40% of their
 # time (they wait on PostgreSQL and on timers), the end-to-end classes keep both busy; one after
-# the other they took 7.5 + 12 minutes (docs/testing.md). The end-to-end run (and the nodes it
-# starts) runs at a lower priority: it takes the CPU the modules' tests leave; at equal priority its
-# nodes' threads starved them (persistence 8:25 instead of 2:07, a 2-minute deadline missed).
-# Output lines say which run wrote them.
+# the other they took 7.5 + 12 minutes (docs/testing.md). Output lines say which run wrote them.
 mvn "${mvn_args[@]}" -DskipTests install
 (mvn "${mvn_args[@]}" -Dspotless.check.skip=true -Dweir.e2e.skip=true verify -pl '!deploy' 2>&1 |
   sed -u 's/^/[modules] /') &
@@ -90,8 +87,7 @@ modules=$!
 stop_modules() { pkill -TERM -P "$modules" 2>/dev/null; kill "$modules" 2>/dev/null; true; }
 trap 'rc=$?; stop_modules; (exit "$rc"); finish' EXIT
 e2e=0
-nice -n 10 mvn "${mvn_args[@]}" -Dspotless.check.skip=true verify -pl deploy 2>&1 |
-  sed -u 's/^/[end-to-end] /' ||
+mvn "${mvn_args[@]}" -Dspotless.check.skip=true verify -pl deploy 2>&1 | sed -u 's/^/[end-to-end] /' ||
   e2e=$?
 mods=0
 wait "$modules" || mods=$?

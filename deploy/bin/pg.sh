@@ -64,12 +64,6 @@ ensure_binaries() {
 }
 
 # Where the cluster lives; as root, somewhere the postgres user can reach.
-# Room for several pipelines' slots and wal senders and for the connections of the test command,
-# which runs the modules' tests beside up to three end-to-end classes of three or four nodes each
-# (about 30 connections per node). Given at every start, so a cluster made by an older pg.sh gets
-# them too.
-SERVER_LIMITS="-c max_connections=500 -c max_replication_slots=64 -c max_wal_senders=64"
-
 resolve_home() {
   if [ -n "${WEIR_PG_HOME:-}" ]; then PGHOME=$WEIR_PG_HOME; return; fi
   PGHOME=$repo/.weir/pg
@@ -107,15 +101,18 @@ init_cluster() {
   as_owner "$BIN/initdb" -D "$PGHOME/data" -U weir --pwfile="$PGHOME/password" \
     --auth=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 >"$PGHOME/initdb.log" 2>&1 \
     || { cat "$PGHOME/initdb.log" >&2; die "initdb failed (log above)"; }
-  # Settings Weir needs: logical decoding, prepared transactions for two-phase decoding tests.
-  # Connections, slots and wal senders are set at every start (SERVER_LIMITS).
+  # Settings Weir needs: logical decoding, room for several pipelines' slots and wal senders,
+  # prepared transactions for two-phase decoding tests, enough connections for 3 nodes + tests.
   as_owner sh -c "cat >> '$PGHOME/data/postgresql.conf'" <<CONF
 
 # --- Weir private cluster (deploy/bin/pg.sh) ---
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$PGHOME/run'
 wal_level = logical
+max_replication_slots = 32
+max_wal_senders = 32
 max_prepared_transactions = 16
+max_connections = 300
 shared_buffers = 128MB
 logging_collector = off
 log_min_messages = warning
@@ -146,7 +143,7 @@ start() {
       marker=0
       [ -f "$PGHOME/postgres.log" ] && marker=$(wc -c < "$PGHOME/postgres.log")
       if as_owner "$BIN/pg_ctl" -D "$PGHOME/data" -l "$PGHOME/postgres.log" -w -t 60 \
-          -o "-p $port $SERVER_LIMITS" start >/dev/null 2>&1 9>&-; then
+          -o "-p $port" start >/dev/null 2>&1 9>&-; then
         break
       fi
       if [ "$attempt" -lt 5 ] && tail -c +"$((marker + 1))" "$PGHOME/postgres.log" 2>/dev/null \

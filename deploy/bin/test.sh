@@ -9,9 +9,7 @@
 #   deploy/bin/test.sh --quick    unit tests and module integration tests, no end-to-end node
 #                                 processes (the deploy module's *IT classes are skipped)
 #
-# Without arguments it builds once, then runs the modules' tests and the end-to-end classes side
-# by side (two Maven runs; lines start with [modules] or [end-to-end]). Extra arguments go to one
-# Maven run of everything, module after module (as does WEIR_TEST_SERIAL=1), e.g.
+# Extra arguments go to Maven, e.g.
 #   deploy/bin/test.sh -Dit.test=ThreeNodeClusterIT -pl deploy -am
 # The end-to-end classes run in WEIR_E2E_FORKS parallel JVMs (default 3; docs/testing.md).
 set -euo pipefail
@@ -63,34 +61,8 @@ if [ "$was_running" = no ]; then
 fi
 
 export WEIR_TEST_PG_URL=$WEIR_PG_URL WEIR_TEST_PG_USER=$WEIR_PG_USER WEIR_TEST_PG_PASSWORD=$WEIR_PG_PASSWORD
-mvn_args=(-B --no-transfer-progress -Dstyle.color=never
-  -Dweir.it.forks="${WEIR_IT_FORKS:-1}" -Dweir.persistence.it.forks="${WEIR_PERSISTENCE_IT_FORKS:-2}"
-  -Dweir.sharding.it.forks="${WEIR_SHARDING_IT_FORKS:-2}"
-  -Dweir.node.it.forks="${WEIR_NODE_IT_FORKS:-2}" -Dweir.unit.forks="${WEIR_UNIT_FORKS:-2}"
-  -Dweir.e2e.forks="${WEIR_E2E_FORKS:-3}")
-
-if [ -n "$quick" ] || [ $# -gt 0 ] || [ "${WEIR_TEST_SERIAL:-}" = 1 ]; then
-  # One Maven run, module after module (--quick, extra arguments, or WEIR_TEST_SERIAL=1).
-  mvn "${mvn_args[@]}" ${quick:+-Dweir.e2e.skip=true} verify "$@"
-  exit
-fi
-
-# Everything: build and install once (the formatting check first), then run the modules' tests and
-# the end-to-end classes side by side. The modules' tests leave a core idle about 40% of their
-# time (they wait on PostgreSQL and on timers), the end-to-end classes keep both busy; one after
-# the other they took 7.5 + 12 minutes (docs/testing.md). Output lines say which run wrote them.
-mvn "${mvn_args[@]}" -DskipTests install
-(mvn "${mvn_args[@]}" -Dspotless.check.skip=true -Dweir.e2e.skip=true verify -pl '!deploy' 2>&1 |
-  sed -u 's/^/[modules] /') &
-modules=$!
-# Stopped with the script (its Maven's test JVMs exit when their Maven does, and stop their nodes).
-stop_modules() { pkill -TERM -P "$modules" 2>/dev/null; kill "$modules" 2>/dev/null; true; }
-trap 'rc=$?; stop_modules; (exit "$rc"); finish' EXIT
-e2e=0
-mvn "${mvn_args[@]}" -Dspotless.check.skip=true verify -pl deploy 2>&1 | sed -u 's/^/[end-to-end] /' ||
-  e2e=$?
-mods=0
-wait "$modules" || mods=$?
-trap finish EXIT
-echo "weir: modules' tests $([ "$mods" = 0 ] && echo passed || echo "FAILED (status $mods)"), end-to-end tests $([ "$e2e" = 0 ] && echo passed || echo "FAILED (status $e2e)")"
-[ "$mods" = 0 ] && [ "$e2e" = 0 ]
+mvn -B --no-transfer-progress -Dstyle.color=never ${quick:+-Dweir.e2e.skip=true} \
+  -Dweir.it.forks="${WEIR_IT_FORKS:-1}" -Dweir.persistence.it.forks="${WEIR_PERSISTENCE_IT_FORKS:-2}" \
+  -Dweir.sharding.it.forks="${WEIR_SHARDING_IT_FORKS:-2}" \
+  -Dweir.node.it.forks="${WEIR_NODE_IT_FORKS:-2}" -Dweir.unit.forks="${WEIR_UNIT_FORKS:-2}" \
+  -Dweir.e2e.forks="${WEIR_E2E_FORKS:-3}" verify "$@"

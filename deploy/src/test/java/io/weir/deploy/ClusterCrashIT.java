@@ -186,10 +186,13 @@ class ClusterCrashIT extends EndToEndTest {
       assertThat(slotOwner()).as("the slot moved to a survivor").isNotEqualTo(owner);
       if (2 * r + 1 == kills) {
         // The last kill: nothing is restarted, the audit runs on the two survivors.
-        System.out.printf(
-            "cluster-crash round %d: slot owner node-%d killed (streaming again after %.1f s, %d"
-                + " transactions delivered before)%n",
-            r + 1, owner + 1, slotFailovers.get(r), before);
+        log.info(
+            "cluster-crash round {}: slot owner node-{} killed (streaming again after {} s, {}"
+                + " transactions delivered before)",
+            r + 1,
+            owner + 1,
+            String.format("%.1f", slotFailovers.get(r)),
+            before);
         break;
       }
       up.set(owner, start(owner, r + 1));

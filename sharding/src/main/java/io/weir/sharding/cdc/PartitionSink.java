@@ -138,16 +138,14 @@ public final class PartitionSink implements ChangeSink {
 
   /**
    * Per partition: the commit LSN of the last slice sent this run (or its watermark at open), valid
-   * where {@link #known} is set.
+   * once its status below is taken.
    */
   private long[] previous;
 
-  private boolean[] known;
-
   /**
    * Per partition: its status, asked at {@link #open} and awaited only when this run first sends it
-   * a slice, so that partitions still recovering (a removed member's, starting on the survivors)
-   * hold back only the transactions that touch them, not the pipeline's start.
+   * a slice (then null), so that partitions still recovering (a removed member's, starting on the
+   * survivors) hold back only the transactions that touch them, not the pipeline's start.
    */
   private CompletableFuture<PartitionStatus>[] statuses;
 
@@ -234,7 +232,6 @@ public final class PartitionSink implements ChangeSink {
               asks[p] = status(p, deadline);
             }
             statuses = asks;
-            known = new boolean[settings.partitions()];
             previous = new long[settings.partitions()];
           }
           try {
@@ -430,10 +427,10 @@ public final class PartitionSink implements ChangeSink {
    * failure when it was not answered within the ask timeout).
    */
   private long previous(int p) {
-    if (!known[p]) {
+    if (statuses[p] != null) {
       PartitionStatus status = await(statuses[p], "reading partition " + p + "'s watermark");
       previous[p] = status.watermarks().getOrDefault(source, 0L);
-      known[p] = true;
+      statuses[p] = null;
     }
     return previous[p];
   }

@@ -348,11 +348,7 @@ class PartitionSinkIT {
     assertThat(checkOutbox()).as("snapshot rows have no outbox history").isZero();
 
     int changes = workload(300, 42);
-    Map<String, String> expected = tableAsDocuments();
-    await()
-        .atMost(Duration.ofSeconds(60))
-        .pollInterval(Duration.ofMillis(250))
-        .until(() -> liveDocuments().equals(expected));
+    Map<String, String> expected = awaitDocumentsEqualTheTable();
     int entries = checkOutbox();
     System.out.println(
         "partition sink: row-changes="
@@ -501,11 +497,7 @@ class PartitionSinkIT {
     // Asked again within the start: no restart after the 5 s ask timeout.
     assertThat(status(p).restarts()).isZero();
     int changes = workload(20, 11);
-    Map<String, String> expected = tableAsDocuments();
-    await()
-        .atMost(Duration.ofSeconds(60))
-        .pollInterval(Duration.ofMillis(250))
-        .until(() -> liveDocuments().equals(expected));
+    awaitDocumentsEqualTheTable();
     assertThat(checkOutbox()).isEqualTo(changes);
   }
 
@@ -549,16 +541,24 @@ class PartitionSinkIT {
     ActorRef<CdcPipeline.Command> p = pipeline(sink(held), StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
     int changes = workload(20, 5);
-    Thread.sleep(500);
-    assertThat(liveDocuments()).as("nothing is applied before the partitions answer").isEmpty();
+    await("nothing is applied before the partitions answer")
+        .during(Duration.ofSeconds(1))
+        .atMost(Duration.ofSeconds(30))
+        .until(() -> liveDocuments().isEmpty());
     released.complete(null);
+    awaitDocumentsEqualTheTable();
+    assertThat(checkOutbox()).isEqualTo(changes);
+    assertThat(status(p).restarts()).isZero();
+  }
+
+  /** Waits until the live documents equal the source table as documents; returns the latter. */
+  private Map<String, String> awaitDocumentsEqualTheTable() throws Exception {
     Map<String, String> expected = tableAsDocuments();
     await()
         .atMost(Duration.ofSeconds(60))
         .pollInterval(Duration.ofMillis(250))
         .until(() -> liveDocuments().equals(expected));
-    assertThat(checkOutbox()).isEqualTo(changes);
-    assertThat(status(p).restarts()).isZero();
+    return expected;
   }
 
   /** {@code real}, but with status asks answered by {@code status}. */

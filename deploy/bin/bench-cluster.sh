@@ -3,7 +3,8 @@
 #  1. failover: a 3-node cluster runs a CDC pipeline into the partitions while a writer commits small
 #     transactions; 5 times the slot owner is SIGKILLed and the time until the pipeline streams again
 #     on a survivor, and until a row committed after the kill is readable through the document API,
-#     is measured; the killed node is restarted before the next run;
+#     is measured; the killed node is restarted before the next run (--failover-fault freeze: SIGSTOP
+#     instead, a hung host whose sessions stay open; SIGKILLed once measured);
 #  2. document-API write throughput over HTTP, 1 node against 3 nodes side by side: 32 clients PUT
 #     distinct 200-byte documents for 3 rounds of 20 s each: writes/s, latency p50/p99, the 3/1 ratio.
 #  3. (only with --phases batch) batch writes on one node: 16 clients POST /v1/documents/batch with 100
@@ -12,6 +13,7 @@
 # Figures, not assertions: it exits 0 whatever they are. See docs/benchmarks.md.
 #   deploy/bin/bench-cluster.sh                           defaults (about 10 minutes on 2 vCPUs, build included)
 #   deploy/bin/bench-cluster.sh --phases failover --failover-runs 3 --stable-after 20s
+#   deploy/bin/bench-cluster.sh --phases failover --failover-fault freeze
 #   deploy/bin/bench-cluster.sh --phases batch --clients 64
 #   deploy/bin/bench-cluster.sh --help                    every option
 # Builds first (tests skipped), then uses the private PostgreSQL (deploy/bin/pg.sh), stopping it

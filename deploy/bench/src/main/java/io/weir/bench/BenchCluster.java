@@ -189,6 +189,20 @@ final class BenchCluster implements AutoCloseable {
     }
   }
 
+  /**
+   * SIGSTOPs node {@code i}: the process and its sockets stay, it answers nothing (a hung host).
+   * {@link #kill} ends it afterwards (SIGKILL works on a stopped process).
+   */
+  void freeze(int i) throws IOException, InterruptedException {
+    Process signal =
+        new ProcessBuilder("kill", "-STOP", Long.toString(processes[i].pid()))
+            .redirectErrorStream(true)
+            .start();
+    if (!signal.waitFor(30, TimeUnit.SECONDS) || signal.exitValue() != 0) {
+      throw new IllegalStateException(nodeName(i) + " could not be sent SIGSTOP");
+    }
+  }
+
   boolean alive(int i) {
     return processes[i] != null && processes[i].isAlive();
   }

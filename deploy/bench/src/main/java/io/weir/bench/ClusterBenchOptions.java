@@ -84,8 +84,20 @@ final class ClusterBenchOptions {
       names = "--failover-runs",
       paramLabel = "N",
       description =
-          "times the slot owner is SIGKILLed (and restarted before the next run) (default: ${DEFAULT-VALUE})")
+          "times the slot owner is SIGKILLed or frozen (--failover-fault; restarted before the next run)"
+              + " (default: ${DEFAULT-VALUE})")
   int failoverRuns = 5;
+
+  @Option(
+      names = "--failover-fault",
+      paramLabel = "kill|freeze",
+      description =
+          "what each run does to the slot owner: kill = SIGKILL (its sockets close, PostgreSQL ends its"
+              + " sessions at once); freeze = SIGSTOP, a hung host (its sessions and its walsender stay"
+              + " open until the cluster downs it and the new owner ends the walsender, ADR 0037); the"
+              + " frozen process is SIGKILLed once the run is measured, then started again"
+              + " (default: ${DEFAULT-VALUE})")
+  String failoverFault = "kill";
 
   @Option(
       names = "--writer-interval-ms",
@@ -212,6 +224,9 @@ final class ClusterBenchOptions {
     }
     if (!o.nodeHeap.matches("[0-9]+[kmgKMG]")) {
       throw new BenchArgs.UsageException("--node-heap must be a heap size such as 512m or 1g");
+    }
+    if (!o.failoverFault.equals("kill") && !o.failoverFault.equals("freeze")) {
+      throw new BenchArgs.UsageException("--failover-fault takes kill or freeze");
     }
     if (!o.stableAfter.matches("[0-9]+(ms|s|m)")) {
       throw new BenchArgs.UsageException(

@@ -56,14 +56,16 @@ import org.HdrHistogram.Histogram;
  *   <li><b>Failover.</b> A 3-node cluster runs pipeline {@value #PIPELINE} (a slot on publication
  *       {@value #PUBLICATION} of table {@code public.src}, sink {@code partitions}: collection
  *       {@value #SOURCE}) while a writer commits small transactions into {@code public.src}. Each
- *       run SIGKILLs the slot owner ({@code slotOwner} of {@code GET /admin/cluster}) and times,
- *       from its death, with probes every {@value #PROBE_MILLIS} ms to the survivors: until a
- *       survivor no longer lists it as up (downed for its ended session, ADR 0051, or by the
- *       split-brain resolver); until {@code GET /admin/pipelines/<name>} says {@code running} with
- *       {@code transactions > 0} (streaming again on a survivor); until the row of the first source
- *       transaction begun after the kill is readable through {@code GET /v1/documents/src/<id>}
- *       (end to end). Then the node is started again on its ports and the run waits until 3 members
- *       are up and every partition and the pipeline run.
+ *       run SIGKILLs the slot owner ({@code slotOwner} of {@code GET /admin/cluster}), or with
+ *       {@code --failover-fault freeze} SIGSTOPs it (a hung host: its sessions and walsender stay),
+ *       and times, from the signal, with probes every {@value #PROBE_MILLIS} ms to the survivors:
+ *       until a survivor no longer lists it as up (downed for its ended session, ADR 0051, or by
+ *       the split-brain resolver); until {@code GET /admin/pipelines/<name>} says {@code running}
+ *       with {@code transactions > 0} (streaming again on a survivor); until the row of the first
+ *       source transaction begun after the kill is readable through {@code GET
+ *       /v1/documents/src/<id>} (end to end). Then the node (SIGKILLed if it was frozen) is started
+ *       again on its ports and the run waits until 3 members are up and every partition and the
+ *       pipeline run.
  *   <li><b>Document-API writes, 1 node against 3.</b> {@code --clients} HTTP clients ({@code
  *       java.net.http}, HTTP/1.1) each PUT distinct documents of {@code --body-bytes} to {@code
  *       /v1/documents/}{@value #COLLECTION}{@code /<id>}, waiting for each answer; client i sends
@@ -289,7 +291,7 @@ public final class ClusterBenchmark {
             + " between them%n",
         PIPELINE, SLOT, PUBLICATION, SOURCE, options.writerIntervalMs);
     System.out.printf(
-        "   each run SIGKILLs the slot owner (slotOwner of GET /admin/cluster), then probes the survivors every"
+        "   each run %s the slot owner (slotOwner of GET /admin/cluster), then probes the survivors every"
             + " %d ms, in turn:%n"
             + "     downed    = a survivor's GET /admin/cluster no longer lists the killed member as up (ended-session"
             + " downing or the split-brain resolver, stable-after %s;%n                 timed at the probe's sending: the route takes the membership"
@@ -298,11 +300,11 @@ public final class ClusterBenchmark {
             + " survivor and delivering)%n"
             + "     readable  = GET /v1/documents/%s/<id> answers 200 for the row inserted by the first source transaction"
             + " begun after the kill%n"
-            + "   (seconds from the process's death to the first probe answer that says so, within about %d ms); then the"
+            + "   (seconds from the signal to the first probe answer that says so, within about %d ms); then the"
             + " killed node starts again on its ports:%n"
             + "     rejoined  = from that start until 3 members are up, all partitions and the pipeline run (the next run"
             + " waits for it)%n",
-        PROBE_MILLIS, options.stableAfter, PIPELINE, SOURCE, 2 * PROBE_MILLIS);
+        fault(), PROBE_MILLIS, options.stableAfter, PIPELINE, SOURCE, 2 * PROBE_MILLIS);
     SourceWriter writer = new SourceWriter(three, options.writerIntervalMs);
     Thread writerThread = new Thread(writer, "bench-source-writer");
     writerThread.setDaemon(true);
@@ -365,10 +367,11 @@ public final class ClusterBenchmark {
     System.out.println(LINE);
     System.out.printf(
         Locale.ROOT,
-        "failover summary over %d runs (stable-after %s), seconds from the SIGKILL, median / max:"
+        "failover summary over %d runs (stable-after %s), seconds from the %s, median / max:"
             + "%n   downed %s / %s; streaming again %s / %s; new row readable %s / %s; (rejoin after restart %s / %s)%n",
         runs.size(),
         options.stableAfter,
+        signal(),
         figure(median(runs, Failover::downed)),
         figure(max(runs, Failover::downed)),
         figure(median(runs, Failover::streaming)),
@@ -396,12 +399,12 @@ public final class ClusterBenchmark {
    */
   private void steps(List<Failover> runs) {
     System.out.printf(
-        "where the time went, seconds from the SIGKILL (survivors' logs: unreachable = failure"
+        "where the time went, seconds from the %s (survivors' logs: unreachable = failure"
             + " detector, downed = ended-session downing or resolver's decision,%n   removed = leader removes the member,"
             + " singletons = pipelines' singleton starts on a survivor, streaming = the pipeline's"
             + " 'streaming slot' line;%n   probes: delivering = streaming with transactions > 0,"
             + " partitions = all %d partitions running on the survivors):%n",
-        options.partitions);
+        signal(), options.partitions);
     System.out.printf(
         "%-4s %11s %7s %8s %11s %10s %11s %11s%n",
         "run",
@@ -442,19 +445,36 @@ public final class ClusterBenchmark {
         figure(median(runs, f -> f.partitions() - f.steps().downed())));
   }
 
+  /** What a run does to the slot owner, as the report says it. */
+  private String fault() {
+    return options.failoverFault.equals("freeze")
+        ? "freezes (SIGSTOP; SIGKILLed once measured)"
+        : "SIGKILLs";
+  }
+
+  /** The signal the run's seconds count from. */
+  private String signal() {
+    return options.failoverFault.equals("freeze") ? "SIGSTOP" : "SIGKILL";
+  }
+
   private Failover failoverRun(BenchCluster c, SourceWriter writer) throws Exception {
     int owner = slotOwner(c);
     Optional<int[]> before = c.placement();
     String killedAddress = c.address(owner);
     writer.tracked.set(null);
-    c.kill(owner);
+    boolean freeze = options.failoverFault.equals("freeze");
+    if (freeze) {
+      c.freeze(owner);
+    } else {
+      c.kill(owner);
+    }
     long killed = System.nanoTime();
     Instant killedAt = Instant.now();
     writer.trackAfter = killed;
     long deadline = killed + TimeUnit.SECONDS.toNanos(options.failoverTimeout);
     List<Integer> survivors = new ArrayList<>();
     for (int i = 0; i < c.size(); i++) {
-      if (c.alive(i)) {
+      if (i != owner && c.alive(i)) {
         survivors.add(i);
       }
     }
@@ -538,6 +558,9 @@ public final class ClusterBenchmark {
     boolean rowOnKilled =
         before.isPresent() && rowPartition >= 0 && before.get()[rowPartition] == owner;
     int newOwner = Double.isNaN(streamingS) ? -1 : slotOwner(c);
+    if (freeze) {
+      c.kill(owner);
+    }
     long restart = System.nanoTime();
     c.start(owner);
     c.awaitUp(PIPELINE, UP_TIMEOUT);

@@ -198,6 +198,22 @@ CONF
 http_port=${WEIR_HTTP_PORT:-$(weir_free_port 8080)}
 cluster_port=${WEIR_CLUSTER_PORT:-$(weir_free_port 25520)}
 echo "$http_port" > "$state/node.http-port"
+# A demo cluster created by a release before the shard layout was recorded keeps Pekko's layout: a
+# node with another one would be refused (docs/partitions.md, ADR 0052).
+if [ -z "${WEIR_PARTITION_SHARDS:-}" ]; then
+  # 0: no cluster yet; 1: weir.cluster without partition_shards (before migration 19); 2: recorded.
+  columns=$(deploy/bin/pg.sh psql -tA -c "SELECT count(*) FROM information_schema.columns
+    WHERE table_schema = 'weir' AND table_name = 'cluster' AND column_name IN ('cluster_id', 'partition_shards')")
+  legacy=0
+  case "$columns" in
+    1) legacy=$(deploy/bin/pg.sh psql -tA -c "SELECT count(*) FROM weir.cluster") ;;
+    2) legacy=$(deploy/bin/pg.sh psql -tA -c "SELECT count(*) FROM weir.cluster WHERE partition_shards = 0") ;;
+  esac
+  if [ "${legacy:-0}" -gt 0 ]; then
+    echo "weir: the demo cluster in .weir was created before shard layouts were recorded: WEIR_PARTITION_SHARDS=legacy"
+    export WEIR_PARTITION_SHARDS=legacy
+  fi
+fi
 WEIR_ADMIN_TOKEN=$(admin_token) WEIR_HTTP_PORT=$http_port WEIR_CLUSTER_PORT=$cluster_port \
   WEIR_MARKS_DIR="${WEIR_MARKS_DIR:-$state/ddata}" nohup java -Xmx512m -jar node/target/weir-node.jar node --config "$state/node.conf" > "$state/node.log" 2>&1 < /dev/null &
 echo $! > "$state/node.pid"

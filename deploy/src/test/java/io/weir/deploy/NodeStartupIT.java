@@ -168,7 +168,7 @@ class NodeStartupIT {
   }
 
   @Test
-  void aNodeWithAnotherPartitionCountRefusesToRun() throws Exception {
+  void aNodeWithAnotherPartitionCountOrShardLayoutRefusesToRun() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("partitions")) {
       try (NodeProcess first =
           NodeProcess.start(new NodeProcess.Spec("partitions-64").database(db))) {
@@ -187,6 +187,19 @@ class NodeStartupIT {
         assertThat(other.log())
             .contains("weir.partitions.count is 32 but this cluster was created with 64 partitions")
             .contains("set weir.partitions.count = 64");
+      }
+      // Nor with another shard layout (ADR 0052): two layouts would run a partition twice.
+      try (NodeProcess other =
+          NodeProcess.start(
+              new NodeProcess.Spec("shards-legacy")
+                  .database(db)
+                  .env("WEIR_PARTITION_SHARDS", "legacy"))) {
+        assertThat(other.waitForExit(Duration.ofSeconds(120)))
+            .as("a configuration error: exit status 2")
+            .isEqualTo(2);
+        assertThat(other.log())
+            .contains("weir.partitions.shards is legacy but this cluster was created with 16")
+            .contains("set weir.partitions.shards = 16");
       }
     }
   }

@@ -17,6 +17,7 @@ import io.weir.persistence.PrincipalStore;
 import io.weir.persistence.SettingsException;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.sharding.partition.PartitionSettings;
+import io.weir.sharding.partition.PartitionShards;
 import io.weir.sharding.partition.SnapshotPolicy;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -31,6 +32,8 @@ import java.util.Optional;
  * files ({@code weir.postgres.tls}) are opened and checked here, so a node with unusable ones does
  * not start.
  *
+ * @param partitionShards how partitions are grouped into shards ({@code weir.partitions.shards},
+ *     ADR 0052)
  * @param httpTls HTTPS on the HTTP port; empty: plain HTTP
  * @param clusterTls mutual TLS on Pekko remoting; empty: plain TCP
  * @param metrics the Prometheus endpoint ({@code weir.metrics.*})
@@ -52,6 +55,7 @@ public record NodeSettings(
     PostgresSettings postgres,
     List<PipelineConfig> pipelines,
     int partitions,
+    PartitionShards partitionShards,
     Duration partitionKeepAlive,
     PartitionSettings partitionLimits,
     long documentMaxBytes,
@@ -99,7 +103,8 @@ public record NodeSettings(
           "weir.cluster.seed-nodes", "WEIR_SEED_NODES",
           "weir.admin-token", "WEIR_ADMIN_TOKEN",
           "weir.admin-token-previous", "WEIR_ADMIN_TOKEN_PREVIOUS",
-          "weir.partitions.count", "WEIR_PARTITIONS");
+          "weir.partitions.count", "WEIR_PARTITIONS",
+          "weir.partitions.shards", "WEIR_PARTITION_SHARDS");
 
   public NodeSettings {
     seedNodes = List.copyOf(seedNodes);
@@ -210,6 +215,7 @@ public record NodeSettings(
         PostgresSettings.create(config),
         PipelineConfig.all(config),
         partitions(v),
+        partitionShards(v, partitions(v)),
         v.positiveDuration("weir.partitions.keep-alive-interval"),
         new PartitionSettings(
                 v.positiveInt("weir.partitions.outbox.max-entries"),
@@ -455,6 +461,34 @@ public record NodeSettings(
               + " (environment variable WEIR_PARTITIONS)");
     }
     return p;
+  }
+
+  /**
+   * {@code weir.partitions.shards}: {@code auto} (min(16, P)), {@code legacy} (Pekko's one shard
+   * per partition) or a number of shards from 1 to P.
+   */
+  private static PartitionShards partitionShards(ConfigValues v, int partitions) {
+    String key = "weir.partitions.shards";
+    String value = v.requiredString(key).trim();
+    if (value.equals("auto")) {
+      return PartitionShards.auto(partitions);
+    }
+    if (value.equals("legacy")) {
+      return PartitionShards.LEGACY_LAYOUT;
+    }
+    int shards;
+    try {
+      shards = Integer.parseInt(value);
+    } catch (NumberFormatException e) {
+      shards = -1;
+    }
+    if (shards < 1 || shards > partitions) {
+      throw new SettingsException(
+          key,
+          "must be auto, legacy or a number of shards from 1 to weir.partitions.count"
+              + " (environment variable WEIR_PARTITION_SHARDS)");
+    }
+    return new PartitionShards(shards);
   }
 
   static List<HostPort> parseSeedNodes(String list) {

@@ -41,7 +41,9 @@ final class PartitionStart {
       NodeMetrics metrics,
       PartitionObserver signals) {
     PartitionSharding.init(
-        system, partitionWiring(system, settings, journalPruner, storage, metrics, signals));
+        system,
+        partitionWiring(system, settings, journalPruner, storage, metrics, signals),
+        settings.partitionShards());
     ClusterSingleton.get(system)
         .init(
             SingletonActor.of(

@@ -83,7 +83,7 @@ public final class WeirNode {
     Database database = Database.create(settings.postgres(), "weir");
     ActorSystem<Void> system =
         ActorSystem.create(
-            guardian(database, storage, settings.partitions()),
+            guardian(database, storage, settings.partitions(), settings.partitionShards().shards()),
             SYSTEM_NAME,
             actorSystemSetup(config, settings));
     NodeMetrics metrics = new NodeMetrics(settings.metrics());
@@ -210,7 +210,7 @@ public final class WeirNode {
   }
 
   private static Behavior<Void> guardian(
-      Database database, AtomicReference<StorageStatus> storage, int partitions) {
+      Database database, AtomicReference<StorageStatus> storage, int partitions, int shards) {
     return Behaviors.setup(
         ctx -> {
           ctx.spawn(
@@ -218,6 +218,7 @@ public final class WeirNode {
                   database,
                   storage,
                   partitions,
+                  shards,
                   refused -> CoordinatedShutdown.get(ctx.getSystem()).run(StorageRefused.INSTANCE)),
               "storage-monitor");
           return Behaviors.empty();

@@ -212,6 +212,35 @@ class NodeSettingsTest {
   }
 
   @Test
+  void partitionShardsAreAutoLegacyOrANumberUpToThePartitions() {
+    assertThat(NodeSettings.create(with(Map.of())).partitionShards().shards())
+        .as("auto: min(16, 64)")
+        .isEqualTo(16);
+    assertThat(
+            NodeSettings.create(with(Map.of("weir.partitions.count", 4)))
+                .partitionShards()
+                .shards())
+        .as("auto: min(16, 4)")
+        .isEqualTo(4);
+    assertThat(
+            NodeSettings.create(with(Map.of("weir.partitions.shards", "legacy")))
+                .partitionShards()
+                .legacy())
+        .isTrue();
+    assertThat(
+            NodeSettings.create(with(Map.of("weir.partitions.shards", 32)))
+                .partitionShards()
+                .shards())
+        .isEqualTo(32);
+    for (Object bad : new Object[] {0, -1, 65, "some"}) {
+      assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.partitions.shards", bad))))
+          .isInstanceOfSatisfying(
+              SettingsException.class, e -> assertThat(e.key()).isEqualTo("weir.partitions.shards"))
+          .hasMessageNotContaining("some");
+    }
+  }
+
+  @Test
   void malformedSeedNodesAreRefused() {
     for (String bad : new String[] {"host-only", "h:", ":25520", "h:0", "h:99999", "h:port"}) {
       assertThatThrownBy(() -> NodeSettings.create(with(Map.of("weir.cluster.seed-nodes", bad))))

@@ -17,13 +17,29 @@ public final class ClusterIdentityStore {
 
   private ClusterIdentityStore() {}
 
+  /** Pekko's own shard layout (one shard per partition), as {@code partition_shards} records it. */
+  public static final int LEGACY_SHARDS = 0;
+
   /**
-   * @param partitions this node's configured partition count; stored when the cluster is created
-   *     (or, for a cluster created before partition counts were recorded, by the first node to ask)
-   * @throws PartitionCountMismatch when the cluster was created with another count
+   * {@link #loadOrCreate(Connection, String, int, int)} for a caller that runs its partitions in
+   * Pekko's own shard layout ({@link #LEGACY_SHARDS}): tests and tools in one process.
    */
   public static ClusterIdentity loadOrCreate(Connection connection, String schema, int partitions)
       throws SQLException {
+    return loadOrCreate(connection, schema, partitions, LEGACY_SHARDS);
+  }
+
+  /**
+   * @param partitions this node's configured partition count; stored when the cluster is created
+   *     (or, for a cluster created before partition counts were recorded, by the first node to ask)
+   * @param shards this node's shard layout ({@code weir.partitions.shards}: S, or {@link
+   *     #LEGACY_SHARDS}); stored when the cluster is created (a cluster created before layouts were
+   *     recorded has {@link #LEGACY_SHARDS})
+   * @throws PartitionCountMismatch when the cluster was created with another count
+   * @throws PartitionShardsMismatch when the cluster was created with another shard layout
+   */
+  public static ClusterIdentity loadOrCreate(
+      Connection connection, String schema, int partitions, int shards) throws SQLException {
     String table = Identifiers.require("schema name", schema) + ".cluster";
     byte[] key = new byte[KEY_BYTES];
     RANDOM.nextBytes(key);
@@ -31,12 +47,13 @@ public final class ClusterIdentityStore {
         connection.prepareStatement(
             "INSERT INTO "
                 + table
-                + " (cluster_id, signing_kid, signing_key, partition_count) VALUES (?, ?, ?, ?) "
-                + "ON CONFLICT DO NOTHING")) {
+                + " (cluster_id, signing_kid, signing_key, partition_count, partition_shards)"
+                + " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")) {
       insert.setObject(1, UUID.randomUUID());
       insert.setString(2, "k1");
       insert.setBytes(3, key);
       insert.setInt(4, partitions);
+      insert.setInt(5, shards);
       insert.executeUpdate();
     }
     // The first signing key, for clusters whose identity was created after the token_keys
@@ -58,10 +75,11 @@ public final class ClusterIdentityStore {
       adopt.executeUpdate();
     }
     ClusterIdentity identity;
+    int clusterShards;
     try (PreparedStatement select =
             connection.prepareStatement(
                 "SELECT cluster_id, signing_kid, signing_key, created_at, partition_count,"
-                    + " restore_epoch FROM "
+                    + " restore_epoch, partition_shards FROM "
                     + table);
         ResultSet rs = select.executeQuery()) {
       if (!rs.next()) {
@@ -75,11 +93,41 @@ public final class ClusterIdentityStore {
               rs.getTimestamp(4).toInstant(),
               rs.getInt(5),
               rs.getInt(6));
+      // NULL cannot be left by the migration or an insert; read it as the legacy layout.
+      clusterShards = rs.getInt(7);
     }
     if (identity.partitionCount() != partitions) {
       throw new PartitionCountMismatch(partitions, identity.partitionCount());
     }
+    if (clusterShards != shards) {
+      throw new PartitionShardsMismatch(shards, clusterShards);
+    }
     return identity;
+  }
+
+  /** How {@code weir.partitions.shards} names a layout. */
+  static String describeShards(int shards) {
+    return shards == LEGACY_SHARDS ? "legacy" : Integer.toString(shards);
+  }
+
+  /**
+   * The node's shard layout differs from the one the cluster was created with: nodes of one cluster
+   * that disagree on it would run a partition twice (ADR 0052).
+   */
+  public static final class PartitionShardsMismatch extends RuntimeException {
+    PartitionShardsMismatch(int configured, int cluster) {
+      super(
+          "weir.partitions.shards is "
+              + describeShards(configured)
+              + " but this cluster was created with "
+              + describeShards(cluster)
+              + " (recorded in PostgreSQL); every node of a cluster must use the same layout: set"
+              + " weir.partitions.shards = "
+              + describeShards(cluster)
+              + (cluster == LEGACY_SHARDS
+                  ? " (the layout of clusters created before it was recorded)"
+                  : ""));
+    }
   }
 
   /** The node's partition count differs from the one the cluster was created with. */

@@ -23,8 +23,8 @@ import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
  * PostgreSQL is unreachable it retries with exponential backoff (min-backoff .. max-backoff),
  * forever: the node stays up and reports itself not ready. It logs one line per change of state,
  * never a value, and publishes the latest {@link StorageStatus} for readiness checks. A cluster
- * created with another partition count than the node's refuses it ({@link StorageStatus.Refused}):
- * the monitor stops and tells its owner, which shuts the node down.
+ * created with another partition count or shard layout than the node's refuses it ({@link
+ * StorageStatus.Refused}): the monitor stops and tells its owner, which shuts the node down.
  *
  * <p>Commands: {@link GetStatus} replies with the current {@link StorageStatus}.
  */
@@ -46,6 +46,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
   private final TimerScheduler<Command> timers;
   private final Executor blockingIo;
   private final int partitions;
+  private final int shards;
   private final Consumer<StorageStatus.Refused> onRefused;
   private StorageStatus status;
   private Duration backoff;
@@ -64,18 +65,22 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
 
   /**
    * @param partitions the node's configured partition count, checked against the cluster's
+   * @param shards the node's shard layout ({@code weir.partitions.shards}; {@link
+   *     ClusterIdentityStore#LEGACY_SHARDS} for Pekko's own), checked against the cluster's
    * @param onRefused called once (on the actor's thread) when the database refuses this node
    */
   public static Behavior<Command> create(
       Database database,
       AtomicReference<StorageStatus> published,
       int partitions,
+      int shards,
       Consumer<StorageStatus.Refused> onRefused) {
     return Behaviors.setup(
         ctx ->
             Behaviors.withTimers(
                 timers ->
-                    new StorageMonitor(ctx, timers, database, published, partitions, onRefused)));
+                    new StorageMonitor(
+                        ctx, timers, database, published, partitions, shards, onRefused)));
   }
 
   private StorageMonitor(
@@ -84,9 +89,11 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
       Database database,
       AtomicReference<StorageStatus> published,
       int partitions,
+      int shards,
       Consumer<StorageStatus.Refused> onRefused) {
     super(context);
     this.partitions = partitions;
+    this.shards = shards;
     this.onRefused = onRefused;
     this.database = database;
     this.published = published;
@@ -116,7 +123,7 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
     getContext()
         .pipeToSelf(
             CompletableFuture.supplyAsync(
-                () -> probe(database, known, partitions, !everReady), blockingIo),
+                () -> probe(database, known, partitions, shards, !everReady), blockingIo),
             (result, error) ->
                 new ProbeDone(
                     error != null
@@ -219,7 +226,11 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
    * certificate is not trusted yet), and the node keeps retrying.
    */
   static StorageStatus probe(
-      Database database, StorageStatus.Ready known, int partitions, boolean firstContact) {
+      Database database,
+      StorageStatus.Ready known,
+      int partitions,
+      int shards,
+      boolean firstContact) {
     String schema = database.settings().schema();
     try {
       StorageStatus.Ready ready = known;
@@ -230,7 +241,9 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
           RestoreFence.applyIfPending(c, schema);
           ready =
               new StorageStatus.Ready(
-                  Instant.now(), ClusterIdentityStore.loadOrCreate(c, schema, partitions), version);
+                  Instant.now(),
+                  ClusterIdentityStore.loadOrCreate(c, schema, partitions, shards),
+                  version);
         }
       }
       try (Connection c = database.connection();
@@ -240,7 +253,8 @@ public final class StorageMonitor extends AbstractBehavior<StorageMonitor.Comman
         ready = ready.withCopies(StorageCopies.read(c)).withSystem(StorageSystem.read(c));
       }
       return ready;
-    } catch (ClusterIdentityStore.PartitionCountMismatch e) {
+    } catch (ClusterIdentityStore.PartitionCountMismatch
+        | ClusterIdentityStore.PartitionShardsMismatch e) {
       return new StorageStatus.Refused(Instant.now(), e.getMessage());
     } catch (Exception e) {
       SafeErrors.TlsFailure tls = SafeErrors.tlsFailure(e);

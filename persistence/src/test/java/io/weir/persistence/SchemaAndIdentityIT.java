@@ -177,6 +177,59 @@ class SchemaAndIdentityIT {
     }
   }
 
+  @Test
+  void theClusterKeepsTheShardLayoutItWasCreatedWith() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("shards_it");
+        Database database =
+            Database.create(PostgresSettings.create(withDefaults(db)), "shards-it");
+        Connection c = migrated(database)) {
+      assertThat(ClusterIdentityStore.loadOrCreate(c, "weir", 32, 16).partitionCount())
+          .isEqualTo(32);
+      ClusterIdentityStore.loadOrCreate(c, "weir", 32, 16);
+      for (int other : new int[] {8, 32, ClusterIdentityStore.LEGACY_SHARDS}) {
+        assertThatThrownBy(() -> ClusterIdentityStore.loadOrCreate(c, "weir", 32, other))
+            .isInstanceOf(ClusterIdentityStore.PartitionShardsMismatch.class)
+            .hasMessageContaining("weir.partitions.shards = 16");
+      }
+    }
+  }
+
+  @Test
+  void aClusterCreatedBeforeLayoutsWereRecordedKeepsPekkosOwn() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("shards_old_it");
+        Database database =
+            Database.create(PostgresSettings.create(withDefaults(db)), "shards-old-it")) {
+      // The schema and identity as the release before the layout left them (migration 18).
+      org.flywaydb.core.Flyway.configure(SchemaMigrator.class.getClassLoader())
+          .dataSource(database.dataSource())
+          .schemas("weir")
+          .defaultSchema("weir")
+          .createSchemas(true)
+          .locations("classpath:db/migration")
+          .target("18")
+          .load()
+          .migrate();
+      try (Connection c = database.connection();
+          java.sql.PreparedStatement insert =
+              c.prepareStatement(
+                  "INSERT INTO weir.cluster (cluster_id, signing_kid, signing_key, partition_count)"
+                      + " VALUES (gen_random_uuid(), 'k1', ?, 64)")) {
+        insert.setBytes(1, new byte[32]);
+        insert.executeUpdate();
+      }
+      try (Connection c = migrated(database)) {
+        // Its nodes ran one shard per partition: a node of this release must too.
+        assertThatThrownBy(() -> ClusterIdentityStore.loadOrCreate(c, "weir", 64, 16))
+            .isInstanceOf(ClusterIdentityStore.PartitionShardsMismatch.class)
+            .hasMessageContaining("weir.partitions.shards = legacy");
+        assertThat(
+                ClusterIdentityStore.loadOrCreate(c, "weir", 64, ClusterIdentityStore.LEGACY_SHARDS)
+                    .partitionCount())
+            .isEqualTo(64);
+      }
+    }
+  }
+
   private static Connection migrated(Database database) throws java.sql.SQLException {
     SchemaMigrator.migrate(database.dataSource(), "weir");
     return database.connection();

@@ -48,8 +48,20 @@ public final class PartitionSharding {
     init(system, PartitionWiring.inMemory(settings));
   }
 
-  /** Registers the entity type on this node, each partition built with {@code wiring}. */
+  /**
+   * Registers the entity type on this node, each partition built with {@code wiring}, in Pekko's
+   * own shard layout (one shard per partition: {@link PartitionShards#LEGACY_LAYOUT}).
+   */
   public static void init(ActorSystem<?> system, PartitionWiring wiring) {
+    init(system, wiring, PartitionShards.LEGACY_LAYOUT);
+  }
+
+  /**
+   * Registers the entity type on this node, each partition built with {@code wiring}, partitions
+   * grouped into shards as {@code layout} says (the same on every node of the cluster).
+   */
+  public static void init(ActorSystem<?> system, PartitionWiring wiring, PartitionShards layout) {
+    int legacyShards = system.settings().config().getInt("pekko.cluster.sharding.number-of-shards");
     ClusterSharding.get(system)
         .init(
             Entity.of(
@@ -59,6 +71,7 @@ public final class PartitionSharding {
                             PartitionEntity.create(Integer.parseInt(ctx.getEntityId()), wiring),
                             Command.class,
                             ROLE))
+                .withMessageExtractor(layout.extractor(legacyShards))
                 .withRole(ROLE));
   }
 

@@ -551,6 +551,44 @@ class PartitionSinkIT {
     assertThat(status(p).restarts()).isZero();
   }
 
+  @Test
+  void aStatusStillUnansweredAtTheAskTimeoutFailsTheFirstTransactionThatNeedsItTransiently()
+      throws Exception {
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
+    PartitionChannel real = PartitionChannel.sharded(kit.system());
+    AtomicBoolean answering = new AtomicBoolean();
+    AtomicInteger unanswered = new AtomicInteger();
+    // Every status ask goes unanswered (each attempt times out) until the test lets them through,
+    // as partitions that stay away for longer than the ask timeout.
+    PartitionChannel silent =
+        withStatus(
+            real,
+            (partition, timeout) -> {
+              if (answering.get()) {
+                return real.status(partition, timeout);
+              }
+              unanswered.incrementAndGet();
+              return new CompletableFuture<PartitionStatus>()
+                  .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+            });
+    ActorRef<CdcPipeline.Command> p = pipeline(sink(silent), StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    int changes = workload(20, 7);
+    // Asked again while the ask timeout (5 s) lasts, then the transaction fails and the pipeline
+    // restarts from what the slot confirmed: nothing was applied meanwhile.
+    await("a restart after the ask timeout")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> status(p).restarts() >= 1);
+    assertThat(liveDocuments()).isEmpty();
+    assertThat(unanswered.get())
+        .as("every partition asked, unanswered asks asked again")
+        .isGreaterThan(PARTITIONS);
+    assertThat(status(p).state()).isNotEqualTo("halted");
+    answering.set(true);
+    awaitDocumentsEqualTheTable();
+    assertThat(checkOutbox()).as("nothing lost, nothing twice").isEqualTo(changes);
+  }
+
   /** Waits until the live documents equal the source table as documents; returns the latter. */
   private Map<String, String> awaitDocumentsEqualTheTable() throws Exception {
     Map<String, String> expected = tableAsDocuments();

@@ -192,7 +192,13 @@ public final class PipelineManager {
                           "pipeline manager started on this node with {} pipeline(s)",
                           children.size());
                   if (pipelines.stream().anyMatch(PipelineConfig::autostart)) {
-                    timers.startTimerWithFixedDelay(CheckStorage.INSTANCE, Duration.ofMillis(500));
+                    // The first look at once: a manager that moved to a survivor after a failover
+                    // finds storage ready there and starts its pipelines without waiting a period.
+                    timers.startTimerWithFixedDelay(
+                        CheckStorage.INSTANCE,
+                        CheckStorage.INSTANCE,
+                        Duration.ZERO,
+                        Duration.ofMillis(500));
                   }
                   return running(
                       ctx,

@@ -202,12 +202,12 @@ echo "$http_port" > "$state/node.http-port"
 # node with another one would be refused (docs/partitions.md, ADR 0052).
 if [ -z "${WEIR_PARTITION_SHARDS:-}" ]; then
   # 0: no cluster yet; 1: weir.cluster without partition_shards (before migration 19); 2: recorded.
-  columns=$(deploy/bin/pg.sh psql -tA -c "SELECT count(*) FROM information_schema.columns
+  columns=$(deploy/bin/pg.sh psql -X -tA -c "SELECT count(*) FROM information_schema.columns
     WHERE table_schema = 'weir' AND table_name = 'cluster' AND column_name IN ('cluster_id', 'partition_shards')")
   legacy=0
   case "$columns" in
-    1) legacy=$(deploy/bin/pg.sh psql -tA -c "SELECT count(*) FROM weir.cluster") ;;
-    2) legacy=$(deploy/bin/pg.sh psql -tA -c "SELECT count(*) FROM weir.cluster WHERE partition_shards = 0") ;;
+    1) legacy=$(deploy/bin/pg.sh psql -X -tA -c "SELECT count(*) FROM weir.cluster") ;;
+    2) legacy=$(deploy/bin/pg.sh psql -X -tA -c "SELECT count(*) FROM weir.cluster WHERE partition_shards = 0") ;;
   esac
   if [ "${legacy:-0}" -gt 0 ]; then
     echo "weir: the demo cluster in .weir was created before shard layouts were recorded: WEIR_PARTITION_SHARDS=legacy"

@@ -37,6 +37,17 @@ final class NodeStorageGate implements StorageGate {
     this.settleTimeout = settleTimeout;
   }
 
+  /** Set once storage was ready: the cluster's record accepted this node's settings. */
+  private volatile boolean checked;
+
+  @Override
+  public boolean settingsChecked() {
+    if (!checked && storage.get() instanceof StorageStatus.Ready) {
+      checked = true;
+    }
+    return checked;
+  }
+
   @Override
   public Refusal refusal() {
     if (required <= 1) {

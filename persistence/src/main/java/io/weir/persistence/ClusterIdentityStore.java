@@ -17,7 +17,7 @@ public final class ClusterIdentityStore {
 
   private ClusterIdentityStore() {}
 
-  /** Pekko's own shard layout (one shard per partition), as {@code partition_shards} records it. */
+  /** Pekko's own shard layout (the id's hash), as {@code partition_shards} records it. */
   public static final int LEGACY_SHARDS = 0;
 
   /**
@@ -93,7 +93,7 @@ public final class ClusterIdentityStore {
               rs.getTimestamp(4).toInstant(),
               rs.getInt(5),
               rs.getInt(6));
-      // NULL cannot be left by the migration or an insert; read it as the legacy layout.
+      // NULL: a row an older release inserted after migration 19 ran; its nodes use Pekko's layout.
       clusterShards = rs.getInt(7);
     }
     if (identity.partitionCount() != partitions) {

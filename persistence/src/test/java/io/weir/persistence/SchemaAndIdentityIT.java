@@ -218,7 +218,7 @@ class SchemaAndIdentityIT {
         insert.executeUpdate();
       }
       try (Connection c = migrated(database)) {
-        // Its nodes ran one shard per partition: a node of this release must too.
+        // Its nodes ran Pekko's default layout: a node of this release must too.
         assertThatThrownBy(() -> ClusterIdentityStore.loadOrCreate(c, "weir", 64, 16))
             .isInstanceOf(ClusterIdentityStore.PartitionShardsMismatch.class)
             .hasMessageContaining("weir.partitions.shards = legacy");

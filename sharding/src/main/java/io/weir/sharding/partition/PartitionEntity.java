@@ -66,12 +66,22 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
   /** Partition {@code partition} with these collaborators. */
   public static Behavior<Command> create(int partition, PartitionWiring wiring) {
     return Behaviors.setup(
-        ctx ->
-            Behaviors.withStash(
-                UPGRADE_STASH,
-                stash ->
-                    Behaviors.withTimers(
-                        timers -> upgrading(ctx, stash, timers, partition, wiring))));
+        ctx -> {
+          if (!wiring.gate().settingsChecked()) {
+            // Not before the node's settings passed the cluster's record (StorageGate): stop; the
+            // next message starts the partition again, and the keeper sends one every few seconds.
+            ctx.getLog()
+                .debug(
+                    "partition {}: not started, this node's settings are not checked against the"
+                        + " cluster's yet",
+                    partition);
+            return Behaviors.stopped();
+          }
+          return Behaviors.withStash(
+              UPGRADE_STASH,
+              stash ->
+                  Behaviors.withTimers(timers -> upgrading(ctx, stash, timers, partition, wiring)));
+        });
   }
 
   /** A partition on the in-memory documents table (tests, tools). */

@@ -50,7 +50,7 @@ public final class PartitionSharding {
 
   /**
    * Registers the entity type on this node, each partition built with {@code wiring}, in Pekko's
-   * own shard layout (one shard per partition: {@link PartitionShards#LEGACY_LAYOUT}).
+   * own shard layout ({@link PartitionShards#LEGACY_LAYOUT}).
    */
   public static void init(ActorSystem<?> system, PartitionWiring wiring) {
     init(system, wiring, PartitionShards.LEGACY_LAYOUT);

@@ -14,8 +14,8 @@ import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
  * <ul>
  *   <li>{@code shards} S at least 1: partition n is in shard {@code n mod S};
  *   <li>{@link #LEGACY} (0): Pekko's default, the entity id's hash modulo {@code
- *       pekko.cluster.sharding.number-of-shards}: one shard per partition. Clusters created before
- *       the layout was recorded keep it.
+ *       pekko.cluster.sharding.number-of-shards} (1000: one shard per partition up to about 100
+ *       partitions, 206 shards for 256). Clusters created before the layout was recorded keep it.
  * </ul>
  *
  * <p>Every node of a cluster must use the same layout: two layouts would put one partition in two

@@ -67,6 +67,17 @@ public interface StorageGate {
     return null;
   }
 
+  /**
+   * Whether this node's settings were checked against what the cluster recorded in its storage
+   * (partition count, shard layout; ADR 0052) at least once. Until they were, no partition starts
+   * on this node: a node whose shard layout differs from the cluster's would otherwise run a
+   * partition that already runs elsewhere, in a shard of its own layout, between joining the
+   * cluster and being refused.
+   */
+  default boolean settingsChecked() {
+    return true;
+  }
+
   /** Never refuses (tests and tools without a storage monitor). */
   StorageGate OPEN = () -> null;
 }

@@ -558,6 +558,7 @@ class PartitionSinkIT {
     PartitionChannel real = PartitionChannel.sharded(kit.system());
     AtomicBoolean answering = new AtomicBoolean();
     AtomicInteger unanswered = new AtomicInteger();
+    java.util.concurrent.atomic.AtomicLong firstAsk = new java.util.concurrent.atomic.AtomicLong();
     // Every status ask goes unanswered (each attempt times out) until the test lets them through,
     // as partitions that stay away for longer than the ask timeout.
     PartitionChannel silent =
@@ -568,6 +569,7 @@ class PartitionSinkIT {
                 return real.status(partition, timeout);
               }
               unanswered.incrementAndGet();
+              firstAsk.compareAndSet(0, System.nanoTime());
               return new CompletableFuture<PartitionStatus>()
                   .orTimeout(timeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
             });
@@ -579,10 +581,13 @@ class PartitionSinkIT {
     await("a restart after the ask timeout")
         .atMost(Duration.ofSeconds(60))
         .until(() -> status(p).restarts() >= 1);
+    assertThat(Duration.ofNanos(System.nanoTime() - firstAsk.get()))
+        .as("the transaction failed at the ask timeout (5 s), not at the first unanswered attempt")
+        .isGreaterThanOrEqualTo(Duration.ofSeconds(4));
     assertThat(liveDocuments()).isEmpty();
     assertThat(unanswered.get())
-        .as("every partition asked, unanswered asks asked again")
-        .isGreaterThan(PARTITIONS);
+        .as("unanswered asks asked again (about 6 attempts each within the ask timeout)")
+        .isGreaterThanOrEqualTo(3 * PARTITIONS);
     assertThat(status(p).state()).isNotEqualTo("halted");
     answering.set(true);
     awaitDocumentsEqualTheTable();

@@ -98,6 +98,49 @@ class StorageGateIT {
     }
   }
 
+  @Test
+  void noPartitionStartsBeforeTheNodesSettingsWereChecked() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("settings_gate")) {
+      Config config =
+          ConfigFactory.load(
+              db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      JdbcPartitions jdbc = new JdbcPartitions(config, "settings-gate-it");
+      java.util.concurrent.atomic.AtomicBoolean checked =
+          new java.util.concurrent.atomic.AtomicBoolean();
+      StorageGate gate =
+          new StorageGate() {
+            @Override
+            public Refusal refusal() {
+              return null;
+            }
+
+            @Override
+            public boolean settingsChecked() {
+              return checked.get();
+            }
+          };
+      ActorTestKit kit = ActorTestKit.create("settings-gate", config);
+      try {
+        TestProbe<FrameReply> frames = kit.createTestProbe();
+        ActorRef<Command> early =
+            kit.spawn(PartitionEntity.create(7, jdbc.wiring().withGate(gate)));
+        early.tell(frame(frames.ref()));
+        frames.expectTerminated(early, WAIT);
+        frames.expectNoMessage(Duration.ofMillis(200));
+        assertThat(journalRows(db)).as("the partition never ran").isZero();
+
+        checked.set(true);
+        ActorRef<Command> p = kit.spawn(PartitionEntity.create(7, jdbc.wiring().withGate(gate)));
+        p.tell(frame(frames.ref()));
+        assertThat(frames.receiveMessage(WAIT)).isInstanceOf(Applied.class);
+        assertThat(journalRows(db)).isEqualTo(1);
+      } finally {
+        kit.shutdownTestKit();
+        jdbc.close();
+      }
+    }
+  }
+
   private static ApplyFrame frame(ActorRef<FrameReply> replyTo) {
     return new ApplyFrame(
         "c1",

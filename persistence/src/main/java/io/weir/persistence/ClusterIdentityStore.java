@@ -106,7 +106,7 @@ public final class ClusterIdentityStore {
   }
 
   /** How {@code weir.partitions.shards} names a layout. */
-  static String describeShards(int shards) {
+  public static String describeShards(int shards) {
     return shards == LEGACY_SHARDS ? "legacy" : Integer.toString(shards);
   }
 

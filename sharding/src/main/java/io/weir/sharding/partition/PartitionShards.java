@@ -1,5 +1,6 @@
 package io.weir.sharding.partition;
 
+import io.weir.persistence.ClusterIdentityStore;
 import io.weir.sharding.partition.PartitionProtocol.Command;
 import org.apache.pekko.cluster.sharding.typed.HashCodeMessageExtractor;
 import org.apache.pekko.cluster.sharding.typed.ShardingEnvelope;
@@ -26,7 +27,7 @@ import org.apache.pekko.cluster.sharding.typed.ShardingMessageExtractor;
  */
 public record PartitionShards(int shards) {
   /** One shard per partition, by Pekko's hash of the entity id. */
-  public static final int LEGACY = 0;
+  public static final int LEGACY = ClusterIdentityStore.LEGACY_SHARDS;
 
   /** The default S for {@code auto}: at most this many shards. */
   public static final int AUTO_MAX = 16;
@@ -51,7 +52,7 @@ public record PartitionShards(int shards) {
 
   /** How {@code weir.partitions.shards} says it: a number, or {@code legacy}. */
   public String describe() {
-    return legacy() ? "legacy" : Integer.toString(shards);
+    return ClusterIdentityStore.describeShards(shards);
   }
 
   /**

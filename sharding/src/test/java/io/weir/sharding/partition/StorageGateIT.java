@@ -41,9 +41,7 @@ class StorageGateIT {
   @Test
   void writesAreRefusedWhileTheCopiesAreShortAndAppliedOnceTheyAreBack() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("storage_gate")) {
-      Config config =
-          ConfigFactory.load(
-              db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      Config config = config(db);
       JdbcPartitions jdbc = new JdbcPartitions(config, "gate-it");
       AtomicReference<StorageGate.Refusal> below =
           new AtomicReference<>(new StorageGate.Refusal(1, 2));
@@ -101,9 +99,7 @@ class StorageGateIT {
   @Test
   void noPartitionStartsBeforeTheNodesSettingsWereChecked() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("settings_gate")) {
-      Config config =
-          ConfigFactory.load(
-              db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      Config config = config(db);
       JdbcPartitions jdbc = new JdbcPartitions(config, "settings-gate-it");
       java.util.concurrent.atomic.AtomicBoolean checked =
           new java.util.concurrent.atomic.AtomicBoolean();
@@ -139,6 +135,12 @@ class StorageGateIT {
         jdbc.close();
       }
     }
+  }
+
+  /** The journal plugins on the test database. */
+  private static Config config(TestPostgres.TestDatabase db) {
+    return ConfigFactory.load(
+        db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
   }
 
   private static ApplyFrame frame(ActorRef<FrameReply> replyTo) {

@@ -93,8 +93,14 @@ public final class ClusterBenchmark {
 
   static final long PROBE_MILLIS = 200;
 
-  /** Probes of one kind awaiting their answer at most; beyond, a tick is skipped. */
-  private static final int PROBES_IN_FLIGHT = 25;
+  /**
+   * Probes of one kind awaiting their answer at most; beyond, a tick is skipped. Enough for a probe
+   * every {@value #PROBE_MILLIS} ms to wait out its whole HTTP timeout (15 s): the admin routes'
+   * asks to a singleton that was on the killed node go unanswered for their 10 s, and with fewer
+   * (25 until 2026-12-06) the probes stopped going out until those came back, so no answer could
+   * say "delivering" before about 10.2 s.
+   */
+  private static final int PROBES_IN_FLIGHT = 100;
 
   private static final Duration UP_TIMEOUT = Duration.ofMinutes(5);
   private static final Duration BALANCE_TIMEOUT = Duration.ofMinutes(3);

@@ -68,6 +68,14 @@ final class FrameWindow {
     }
   }
 
+  /** Throws the first failure of a frame answered so far, if any. */
+  void throwIfFailed() {
+    RuntimeException f = failure.get();
+    if (f != null) {
+      throw f;
+    }
+  }
+
   void doneAll(int partition, List<FrameReply> replies, Throwable error) {
     if (error != null || replies == null) {
       done(partition, null, error != null ? error : new IllegalStateException("no replies"));

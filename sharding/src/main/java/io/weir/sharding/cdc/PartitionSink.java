@@ -34,6 +34,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -43,6 +44,7 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
@@ -143,9 +145,11 @@ public final class PartitionSink implements ChangeSink {
   private long[] previous;
 
   /**
-   * Per partition: its status, asked at {@link #open} and awaited only when this run first sends it
-   * a slice (then null), so that partitions still recovering (a removed member's, starting on the
-   * survivors) hold back only the transactions that touch them, not the pipeline's start.
+   * Per partition: its status, asked at {@link #open} and taken when this run first sends it a
+   * slice (then null), so that partitions still recovering (a removed member's, starting on the
+   * survivors) hold back neither the pipeline's start nor the other partitions' slices: a call
+   * holds the slices of a partition whose status has not come ({@link #held}) and sends them when
+   * it comes.
    */
   private CompletableFuture<PartitionStatus>[] statuses;
 
@@ -154,6 +158,15 @@ public final class PartitionSink implements ChangeSink {
 
   private final Map<Integer, Integer> pendingMutations = new HashMap<>();
   private final Map<Integer, Long> pendingBytes = new HashMap<>();
+
+  /**
+   * Per partition: slices of the current call waiting for the partition's status (asked at {@link
+   * #open}), so that one still starting does not hold back the others' frames.
+   */
+  private final Map<Integer, List<HeldSlice>> held = new LinkedHashMap<>();
+
+  /** How often waiting for held partitions' statuses looks whether a sent frame failed. */
+  private static final long WAIT_PROBE_MILLIS = 200;
 
   /** Frames per message to one partition at most. */
   private static final int FRAMES_PER_MESSAGE = 64;
@@ -252,6 +265,7 @@ public final class PartitionSink implements ChangeSink {
           pending.clear();
           pendingMutations.clear();
           pendingBytes.clear();
+          held.clear();
           FrameWindow window =
               new FrameWindow(settings.maxInFlight(), pipeline, gaps, skipped, membersLost);
           for (Transaction t : transactions) {
@@ -260,6 +274,7 @@ public final class PartitionSink implements ChangeSink {
           for (Integer p : List.copyOf(pending.keySet())) {
             flush(p, window);
           }
+          releaseHeld(window);
           window.awaitAll(settings.askTimeout());
         },
         worker);
@@ -399,14 +414,37 @@ public final class PartitionSink implements ChangeSink {
     }
     long commit = t.commitLsn().asLong();
     s.part++;
-    SourcePosition at = new SourcePosition(source, commit, previous(p), s.part, last);
-    if (last) {
-      previous[p] = commit;
-    }
     List<Mutation> mutations = List.copyOf(s.mutations);
     long bytes = s.bytes;
     s.mutations.clear();
     s.bytes = 0;
+    List<HeldSlice> waiting = held.get(p);
+    if (waiting == null && statuses[p] != null && !statuses[p].isDone()) {
+      // Its watermark is not known yet (a partition still starting): the slices wait in order
+      // while the partitions that answered get theirs.
+      waiting = new ArrayList<>();
+      held.put(p, waiting);
+    }
+    if (waiting != null) {
+      waiting.add(new HeldSlice(commit, s.part, last, mutations, bytes));
+      return;
+    }
+    queue(p, commit, s.part, last, mutations, bytes, window);
+  }
+
+  /** Queues one slice for partition {@code p} behind its earlier ones, sending when full. */
+  private void queue(
+      int p,
+      long commit,
+      int part,
+      boolean last,
+      List<Mutation> mutations,
+      long bytes,
+      FrameWindow window) {
+    SourcePosition at = new SourcePosition(source, commit, previous(p), part, last);
+    if (last) {
+      previous[p] = commit;
+    }
     if (pendingBytes.getOrDefault(p, 0L) + bytes > MESSAGE_BYTES) {
       flush(p, window); // keeps the message under the frame size; order is unchanged
     }
@@ -418,6 +456,57 @@ public final class PartitionSink implements ChangeSink {
     int queued = pendingMutations.merge(p, mutations.size(), Integer::sum);
     if (pending.get(p).size() >= FRAMES_PER_MESSAGE || queued >= settings.maxSliceRows()) {
       flush(p, window);
+    }
+  }
+
+  /**
+   * Sends the slices held for partitions whose status had not come when this call reached them,
+   * each partition as soon as its status comes (the first to answer first), in their order.
+   */
+  private void releaseHeld(FrameWindow window) {
+    while (!held.isEmpty()) {
+      Integer ready = null;
+      for (Integer p : held.keySet()) {
+        if (statuses[p] == null || statuses[p].isDone()) {
+          ready = p;
+          break;
+        }
+      }
+      if (ready == null) {
+        // A frame already sent that failed ends the call without waiting for the others.
+        window.throwIfFailed();
+        try {
+          CompletableFuture.anyOf(
+                  held.keySet().stream().map(p -> statuses[p]).toArray(CompletableFuture[]::new))
+              .get(WAIT_PROBE_MILLIS, TimeUnit.MILLISECONDS);
+        } catch (ExecutionException | TimeoutException e) {
+          // a failed status: previous() below reports it, for its partition; else look again
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw SinkException.transientFailure("interrupted", e);
+        }
+        continue;
+      }
+      for (HeldSlice h : held.remove(ready)) {
+        queue(ready, h.commit(), h.part(), h.last(), h.mutations(), h.bytes(), window);
+      }
+      flush(ready, window);
+    }
+  }
+
+  /** A slice waiting for its partition's status (see {@link #releaseHeld}). */
+  private record HeldSlice(
+      long commit, int part, boolean last, List<Mutation> mutations, long bytes) {
+    @Override
+    public String toString() {
+      // Rows' values stay out of any text.
+      return "HeldSlice[commit="
+          + commit
+          + ", part="
+          + part
+          + ", mutations="
+          + mutations.size()
+          + "]";
     }
   }
 

@@ -16,6 +16,7 @@ import io.weir.persistence.cdc.sink.CheckpointStore;
 import io.weir.persistence.cdc.source.SourceSettings;
 import io.weir.persistence.cdc.source.StartMode;
 import io.weir.persistence.testing.TestPostgres;
+import io.weir.protocol.partition.Partitioning;
 import io.weir.sharding.partition.Partition;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import io.weir.sharding.partition.PartitionSettings;
@@ -44,6 +45,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
+import java.util.function.IntPredicate;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.cluster.typed.Cluster;
@@ -254,9 +256,17 @@ class PartitionSinkIT {
   }
 
   private Map<String, String> liveDocuments() throws Exception {
+    return liveDocuments(p -> true);
+  }
+
+  /** The live documents of the partitions {@code which} accepts. */
+  private Map<String, String> liveDocuments(IntPredicate which) throws Exception {
     Map<String, String> out = new TreeMap<>();
     for (String collection : List.of("public.orders", "lines")) {
       for (int p = 0; p < PARTITIONS; p++) {
+        if (!which.test(p)) {
+          continue;
+        }
         String after = null;
         while (true) {
           String from = after;
@@ -592,6 +602,57 @@ class PartitionSinkIT {
     answering.set(true);
     awaitDocumentsEqualTheTable();
     assertThat(checkOutbox()).as("nothing lost, nothing twice").isEqualTo(changes);
+  }
+
+  @Test
+  void aPartitionWhoseStatusHasNotComeHoldsBackOnlyItsOwnSlices() throws Exception {
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
+    PartitionChannel real = PartitionChannel.sharded(kit.system());
+    int held = Partitioning.partitionOf("public.orders", "1000", PARTITIONS);
+    CompletableFuture<Void> release = new CompletableFuture<>();
+    // The held partition answers its status only once released, as one still starting on a
+    // survivor after a failover.
+    PartitionChannel starting =
+        withStatus(
+            real,
+            (partition, timeout) ->
+                partition == held
+                    ? release.thenCompose(v -> real.status(partition, timeout))
+                    : real.status(partition, timeout));
+    ActorRef<CdcPipeline.Command> p = pipeline(sink(starting), StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    // One transaction: first two rows of the held partition (a full part of 2 rows, sent before
+    // the transaction's other rows are even routed), then rows of the other partitions.
+    List<Integer> ids = new ArrayList<>();
+    for (int id = 1000; ids.size() < 2; id++) {
+      if (Partitioning.partitionOf("public.orders", Integer.toString(id), PARTITIONS) == held) {
+        ids.add(id);
+      }
+    }
+    for (int id = 2000; ids.size() < 32; id++) {
+      if (Partitioning.partitionOf("public.orders", Integer.toString(id), PARTITIONS) != held) {
+        ids.add(id);
+      }
+    }
+    try (Connection c = db.connect()) {
+      c.setAutoCommit(false);
+      Statement s = c.createStatement();
+      for (int id : ids) {
+        s.executeUpdate(
+            "INSERT INTO public.orders VALUES (" + id + ", 't', 'n', 1.5, '{\"k\": 1}')");
+      }
+      c.commit();
+    }
+    await("the other partitions' documents, while the held partition's status is awaited")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(100))
+        .until(() -> liveDocuments(n -> n != held).size() == 30);
+    assertThat(liveDocuments(n -> n == held)).isEmpty();
+    assertThat(status(p).restarts()).isZero();
+    release.complete(null);
+    awaitDocumentsEqualTheTable();
+    assertThat(status(p).restarts()).as("held, not failed").isZero();
+    assertThat(checkOutbox()).as("nothing lost, nothing twice").isEqualTo(32);
   }
 
   /** Waits until the live documents equal the source table as documents; returns the latter. */

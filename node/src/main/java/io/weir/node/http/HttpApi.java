@@ -157,6 +157,9 @@ public final class HttpApi extends JsonRoutes {
    * #badEncoding}), then the routes.
    */
   public Route routes() {
+    // Built once: both are the same for every request (the not-found answer's JSON included).
+    ExceptionHandler exceptions = exceptionHandler();
+    RejectionHandler rejections = rejectionHandler();
     Route all =
         extractRequest(
             request -> {
@@ -180,10 +183,8 @@ public final class HttpApi extends JsonRoutes {
                   },
                   () ->
                       handleExceptions(
-                          exceptionHandler(),
-                          () ->
-                              handleRejections(
-                                  rejectionHandler(), () -> strictlyEncoded(this::served))));
+                          exceptions,
+                          () -> handleRejections(rejections, () -> strictlyEncoded(this::served))));
             });
     return httpMetrics == null ? all : httpMetrics.measured(() -> all);
   }
@@ -261,6 +262,16 @@ public final class HttpApi extends JsonRoutes {
 
   /** Whether {@code s} (ASCII with %XX escapes) decodes to valid UTF-8. */
   static boolean percentEncodedUtf8(String s) {
+    if (s.indexOf('%') < 0) {
+      // No escapes (most paths): printable ASCII is valid UTF-8 as it stands.
+      for (int i = 0; i < s.length(); i++) {
+        char c = s.charAt(i);
+        if (c > 0x7E || c < 0x20) {
+          return false;
+        }
+      }
+      return true;
+    }
     ByteArrayOutputStream bytes = new ByteArrayOutputStream(s.length());
     for (int i = 0; i < s.length(); i++) {
       char c = s.charAt(i);

@@ -86,6 +86,7 @@ class StrictInputTest {
           "/v1/documents/things/a%zz",
           "/v1/documents/things/a%F",
           "/v1/documents/things/a\uFFFD",
+          "/v1/documents/things/a\u0001b",
           "http://host/v1/documents/a/%FF"
         }) {
       assertThat(HttpApi.badEncoding(bad)).as(bad).isEqualTo(ErrorCode.INVALID_NAME);

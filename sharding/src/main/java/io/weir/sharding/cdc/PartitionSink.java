@@ -165,6 +165,16 @@ public final class PartitionSink implements ChangeSink {
    */
   private final Map<Integer, List<HeldSlice>> held = new LinkedHashMap<>();
 
+  /** UTF-8 bytes of the bodies in {@link #held}. */
+  private long heldBytes;
+
+  /**
+   * Bytes of bodies a call holds at most: past it, the call waits for the held partitions' statuses
+   * and sends their slices before it routes on (a streamed transaction of gigabytes must not pile
+   * up in the heap while partitions start). 16 MiB: sixteen messages' worth.
+   */
+  static final long HELD_MAX_BYTES = 16L << 20;
+
   /** How often waiting for held partitions' statuses looks whether a sent frame failed. */
   private static final long WAIT_PROBE_MILLIS = 200;
 
@@ -266,6 +276,7 @@ public final class PartitionSink implements ChangeSink {
           pendingMutations.clear();
           pendingBytes.clear();
           held.clear();
+          heldBytes = 0;
           FrameWindow window =
               new FrameWindow(settings.maxInFlight(), pipeline, gaps, skipped, membersLost);
           for (Transaction t : transactions) {
@@ -418,6 +429,9 @@ public final class PartitionSink implements ChangeSink {
     long bytes = s.bytes;
     s.mutations.clear();
     s.bytes = 0;
+    if (heldBytes + bytes > HELD_MAX_BYTES) {
+      releaseHeld(window); // bounded: wait for those partitions rather than hold more
+    }
     List<HeldSlice> waiting = held.get(p);
     if (waiting == null && statuses[p] != null && !statuses[p].isDone()) {
       // Its watermark is not known yet (a partition still starting): the slices wait in order
@@ -427,6 +441,7 @@ public final class PartitionSink implements ChangeSink {
     }
     if (waiting != null) {
       waiting.add(new HeldSlice(commit, s.part, last, mutations, bytes));
+      heldBytes += bytes;
       return;
     }
     queue(p, commit, s.part, last, mutations, bytes, window);
@@ -461,7 +476,8 @@ public final class PartitionSink implements ChangeSink {
 
   /**
    * Sends the slices held for partitions whose status had not come when this call reached them,
-   * each partition as soon as its status comes (the first to answer first), in their order.
+   * each partition as soon as its status comes (the first to answer first), in their order. Called
+   * once the call's routing is done, or during it when {@link #HELD_MAX_BYTES} would be passed.
    */
   private void releaseHeld(FrameWindow window) {
     while (!held.isEmpty()) {
@@ -473,12 +489,15 @@ public final class PartitionSink implements ChangeSink {
         }
       }
       if (ready == null) {
-        // A frame already sent that failed ends the call without waiting for the others.
+        // A frame already sent that failed, or a member that left (frames to its partitions are
+        // lost), ends the call without waiting for the statuses.
         window.throwIfFailed();
+        if (membersLost.getAsBoolean()) {
+          throw SinkException.transientFailure(
+              "a cluster member left while slices waited for partitions still starting", null);
+        }
         try {
-          CompletableFuture.anyOf(
-                  held.keySet().stream().map(p -> statuses[p]).toArray(CompletableFuture[]::new))
-              .get(WAIT_PROBE_MILLIS, TimeUnit.MILLISECONDS);
+          statuses[held.keySet().iterator().next()].get(WAIT_PROBE_MILLIS, TimeUnit.MILLISECONDS);
         } catch (ExecutionException | TimeoutException e) {
           // a failed status: previous() below reports it, for its partition; else look again
         } catch (InterruptedException e) {
@@ -488,6 +507,7 @@ public final class PartitionSink implements ChangeSink {
         continue;
       }
       for (HeldSlice h : held.remove(ready)) {
+        heldBytes -= h.bytes();
         queue(ready, h.commit(), h.part(), h.last(), h.mutations(), h.bytes(), window);
       }
       flush(ready, window);

@@ -609,50 +609,155 @@ class PartitionSinkIT {
     PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
     PartitionChannel real = PartitionChannel.sharded(kit.system());
     int held = Partitioning.partitionOf("public.orders", "1000", PARTITIONS);
+    AtomicBoolean holding = new AtomicBoolean();
     CompletableFuture<Void> release = new CompletableFuture<>();
-    // The held partition answers its status only once released, as one still starting on a
-    // survivor after a failover.
+    // While holding, the held partition answers its status only once released, as one still
+    // starting on a survivor after a failover (then with time to spare: the test's delay must not
+    // use up the attempt's timeout).
+    PartitionChannel starting =
+        withStatus(
+            real,
+            (partition, timeout) ->
+                holding.get() && partition == held
+                    ? release.thenCompose(v -> real.status(partition, Duration.ofSeconds(30)))
+                    : real.status(partition, timeout));
+    ActorRef<CdcPipeline.Command> p = pipeline(sink(starting), StartMode.GO_FORWARD);
+    await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
+    List<Integer> heldIds = ids(held, true, 1000, 4);
+    List<Integer> otherIds = ids(held, false, 2000, 31);
+    // A first run leaves the held partition a watermark of this source, so the slices held below
+    // must chain to it (a wrong one is refused as a gap and restarts the pipeline).
+    insertOrders(List.of(heldIds.get(0)));
+    await("the first row")
+        .atMost(Duration.ofSeconds(60))
+        .until(() -> liveDocuments(n -> n == held).size() == 1);
+    var stopped = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Stop(stopped.ref()));
+    stopped.receiveMessage(Duration.ofSeconds(30));
+    // Two transactions waiting for the next run, so one call carries both. The first: two rows of
+    // the held partition (a full part of 2 rows, sent before the transaction's other rows are even
+    // routed), then rows of the other partitions; the second: one more of each.
+    insertOrders(List.of(heldIds.get(1), heldIds.get(2)), otherIds.subList(0, 30));
+    insertOrders(List.of(heldIds.get(3)), otherIds.subList(30, 31));
+    holding.set(true);
+    var started = kit.<PipelineStatus>createTestProbe();
+    p.tell(new CdcPipeline.Start(started.ref()));
+    long restarts = started.receiveMessage(Duration.ofSeconds(30)).restarts();
+    try {
+      await("the other partitions' documents, while the held partition's status is awaited")
+          .atMost(Duration.ofSeconds(60))
+          .pollInterval(Duration.ofMillis(100))
+          .until(() -> liveDocuments(n -> n != held).size() == 31);
+      assertThat(liveDocuments(n -> n == held)).as("only the first run's row").hasSize(1);
+    } finally {
+      release.complete(null);
+    }
+    awaitDocumentsEqualTheTable();
+    assertThat(status(p).restarts()).as("held, not refused as a gap").isEqualTo(restarts);
+    assertThat(checkOutbox()).as("nothing lost, nothing twice").isEqualTo(35);
+  }
+
+  @Test
+  void heldSlicesAreBoundedAndTheCallWaitsForTheirPartitionBeyondTheBound() throws Exception {
+    PartitionSharding.init(kit.system(), wiring(PartitionSettings.DEFAULTS));
+    PartitionChannel real = PartitionChannel.sharded(kit.system());
+    int held = Partitioning.partitionOf("public.orders", "1000", PARTITIONS);
+    CompletableFuture<Void> release = new CompletableFuture<>();
     PartitionChannel starting =
         withStatus(
             real,
             (partition, timeout) ->
                 partition == held
-                    ? release.thenCompose(v -> real.status(partition, timeout))
+                    ? release.thenCompose(v -> real.status(partition, Duration.ofSeconds(30)))
                     : real.status(partition, timeout));
     ActorRef<CdcPipeline.Command> p = pipeline(sink(starting), StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
-    // One transaction: first two rows of the held partition (a full part of 2 rows, sent before
-    // the transaction's other rows are even routed), then rows of the other partitions.
-    List<Integer> ids = new ArrayList<>();
-    for (int id = 1000; ids.size() < 2; id++) {
-      if (Partitioning.partitionOf("public.orders", Integer.toString(id), PARTITIONS) == held) {
-        ids.add(id);
-      }
-    }
-    for (int id = 2000; ids.size() < 32; id++) {
-      if (Partitioning.partitionOf("public.orders", Integer.toString(id), PARTITIONS) != held) {
-        ids.add(id);
-      }
-    }
+    // One transaction: more than the bound of bodies for the held partition, then rows of the
+    // others. Past the bound the call stops holding and waits for the held partition, so the
+    // others' rows, routed after that point, are not sent before it answers.
+    int bodyBytes = 200_000;
+    int heldRows = (int) (PartitionSink.HELD_MAX_BYTES / bodyBytes) + 4;
+    List<Integer> heldIds = ids(held, true, 1000, heldRows);
+    List<Integer> otherIds = ids(held, false, 100_000, 10);
     try (Connection c = db.connect()) {
       c.setAutoCommit(false);
-      Statement s = c.createStatement();
-      for (int id : ids) {
-        s.executeUpdate(
-            "INSERT INTO public.orders VALUES (" + id + ", 't', 'n', 1.5, '{\"k\": 1}')");
+      try (var insert =
+          c.prepareStatement("INSERT INTO public.orders VALUES (?, 't', ?, 1.5, '{\"k\": 1}')")) {
+        for (int id : heldIds) {
+          insert.setInt(1, id);
+          insert.setString(2, "x".repeat(bodyBytes));
+          insert.executeUpdate();
+        }
+        for (int id : otherIds) {
+          insert.setInt(1, id);
+          insert.setString(2, "n");
+          insert.executeUpdate();
+        }
       }
       c.commit();
     }
-    await("the other partitions' documents, while the held partition's status is awaited")
+    String end;
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery("SELECT pg_current_wal_lsn()::text")) {
+      rs.next();
+      end = rs.getString(1);
+    }
+    await("PostgreSQL sent the transaction to the pipeline")
         .atMost(Duration.ofSeconds(60))
-        .pollInterval(Duration.ofMillis(100))
-        .until(() -> liveDocuments(n -> n != held).size() == 30);
-    assertThat(liveDocuments(n -> n == held)).isEmpty();
-    assertThat(status(p).restarts()).isZero();
-    release.complete(null);
+        .until(() -> sentThrough(end));
+    try {
+      await("nothing of the others while the held partition is awaited past the bound")
+          .during(Duration.ofSeconds(3))
+          .atMost(Duration.ofSeconds(10))
+          .until(() -> liveDocuments(n -> n != held).isEmpty());
+    } finally {
+      release.complete(null);
+    }
     awaitDocumentsEqualTheTable();
-    assertThat(status(p).restarts()).as("held, not failed").isZero();
-    assertThat(checkOutbox()).as("nothing lost, nothing twice").isEqualTo(32);
+    assertThat(status(p).restarts()).isZero();
+  }
+
+  /** Whether the slot's walsender has sent the WAL up to {@code lsn}. */
+  private boolean sentThrough(String lsn) throws Exception {
+    try (Connection c = db.connect();
+        var q =
+            c.prepareStatement(
+                "SELECT r.sent_lsn >= ?::pg_lsn FROM pg_replication_slots s"
+                    + " JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = ?")) {
+      q.setString(1, lsn);
+      q.setString(2, slot);
+      try (ResultSet rs = q.executeQuery()) {
+        return rs.next() && rs.getBoolean(1);
+      }
+    }
+  }
+
+  /** {@code n} ids from {@code from} on whose orders row is ({@code in}) or is not in {@code p}. */
+  private static List<Integer> ids(int p, boolean in, int from, int n) {
+    List<Integer> ids = new ArrayList<>();
+    for (int id = from; ids.size() < n; id++) {
+      if ((Partitioning.partitionOf("public.orders", Integer.toString(id), PARTITIONS) == p)
+          == in) {
+        ids.add(id);
+      }
+    }
+    return ids;
+  }
+
+  /** One transaction inserting the orders rows of {@code groups}, in order. */
+  @SafeVarargs
+  private void insertOrders(List<Integer>... groups) throws Exception {
+    try (Connection c = db.connect()) {
+      c.setAutoCommit(false);
+      Statement s = c.createStatement();
+      for (List<Integer> ids : groups) {
+        for (int id : ids) {
+          s.executeUpdate(
+              "INSERT INTO public.orders VALUES (" + id + ", 't', 'n', 1.5, '{\"k\": 1}')");
+        }
+      }
+      c.commit();
+    }
   }
 
   /** Waits until the live documents equal the source table as documents; returns the latter. */

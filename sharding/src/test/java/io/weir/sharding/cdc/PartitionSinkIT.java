@@ -611,16 +611,7 @@ class PartitionSinkIT {
     int held = Partitioning.partitionOf("public.orders", "1000", PARTITIONS);
     AtomicBoolean holding = new AtomicBoolean();
     CompletableFuture<Void> release = new CompletableFuture<>();
-    // While holding, the held partition answers its status only once released, as one still
-    // starting on a survivor after a failover (then with time to spare: the test's delay must not
-    // use up the attempt's timeout).
-    PartitionChannel starting =
-        withStatus(
-            real,
-            (partition, timeout) ->
-                holding.get() && partition == held
-                    ? release.thenCompose(v -> real.status(partition, Duration.ofSeconds(30)))
-                    : real.status(partition, timeout));
+    PartitionChannel starting = startingUntil(real, held, holding::get, release);
     ActorRef<CdcPipeline.Command> p = pipeline(sink(starting), StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
     List<Integer> heldIds = ids(held, true, 1000, 4);
@@ -663,13 +654,7 @@ class PartitionSinkIT {
     PartitionChannel real = PartitionChannel.sharded(kit.system());
     int held = Partitioning.partitionOf("public.orders", "1000", PARTITIONS);
     CompletableFuture<Void> release = new CompletableFuture<>();
-    PartitionChannel starting =
-        withStatus(
-            real,
-            (partition, timeout) ->
-                partition == held
-                    ? release.thenCompose(v -> real.status(partition, Duration.ofSeconds(30)))
-                    : real.status(partition, timeout));
+    PartitionChannel starting = startingUntil(real, held, () -> true, release);
     ActorRef<CdcPipeline.Command> p = pipeline(sink(starting), StartMode.GO_FORWARD);
     await().atMost(Duration.ofSeconds(60)).until(() -> status(p).state().equals("running"));
     // One transaction: more than the bound of bodies for the held partition, then rows of the
@@ -715,6 +700,24 @@ class PartitionSinkIT {
     }
     awaitDocumentsEqualTheTable();
     assertThat(status(p).restarts()).isZero();
+  }
+
+  /**
+   * {@code real}, but while {@code holding}, partition {@code held} answers its status only once
+   * {@code release} completes, as one still starting on a survivor after a failover (then with time
+   * to spare: the test's delay must not use up the attempt's timeout).
+   */
+  private static PartitionChannel startingUntil(
+      PartitionChannel real,
+      int held,
+      java.util.function.BooleanSupplier holding,
+      CompletableFuture<Void> release) {
+    return withStatus(
+        real,
+        (partition, timeout) ->
+            holding.getAsBoolean() && partition == held
+                ? release.thenCompose(v -> real.status(partition, Duration.ofSeconds(30)))
+                : real.status(partition, timeout));
   }
 
   /** Whether the slot's walsender has sent the WAL up to {@code lsn}. */

@@ -28,6 +28,11 @@ final class DocumentIndex {
       return new Entry(revision, lastSeq, body == null ? -1 : clamp(Utf8.length(body)));
     }
 
+    /** A document of {@code bodyBytes} UTF-8 bytes, or a deleted one. */
+    static Entry sized(long revision, long lastSeq, boolean deleted, long bodyBytes) {
+      return new Entry(revision, lastSeq, deleted ? -1 : clamp(bodyBytes));
+    }
+
     boolean deleted() {
       return bytes < 0;
     }

@@ -261,16 +261,19 @@ public final class PartitionState {
         eventBytes += loadedBytes(d);
       }
       for (OutboxEntry x : f.entries()) {
+        // The after image's UTF-8 length, counted once for the index and the entry's bytes (as
+        // OutboxEntry.bytes() counts them): over 1 KB images this loop's largest cost in replay.
+        long afterBytes = Utf8.length(x.after());
         index.put(
             x.collection(),
             x.id(),
-            DocumentIndex.Entry.of(
-                x.revision(), seq, x.kind().equals("delete") ? null : x.after()));
+            DocumentIndex.Entry.sized(
+                x.revision(), seq, x.kind().equals("delete") || x.after() == null, afterBytes));
         if (segmentFirst < 0) {
           segmentFirst = x.sequence();
         }
         entries++;
-        bytes += x.bytes();
+        bytes += Partition.ENTRY_OVERHEAD + Utf8.length(x.before()) + afterBytes;
         nextSequence = x.sequence() + 1;
       }
       if (f.consumer() != null) {

@@ -2,6 +2,7 @@ package io.weir.sharding.partition;
 
 import com.fasterxml.jackson.annotation.JsonCreator;
 import com.fasterxml.jackson.annotation.JsonProperty;
+import io.weir.persistence.SafeErrors;
 import io.weir.protocol.CborSerializable;
 import io.weir.protocol.Utf8;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
@@ -25,11 +26,16 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Optional;
 import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Pattern;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.StashBuffer;
 import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.serialization.SerializationExtension;
 
 /**
  * One atomic partition: an event-sourced entity holding the index of its documents (ADR 0032: the
@@ -80,7 +86,109 @@ public final class Partition {
 
   /** Partition {@code partition} with these collaborators. */
   public static Behavior<Command> create(int partition, PartitionWiring wiring) {
-    return Behaviors.setup(ctx -> new PartitionBehavior(partition, wiring, ctx));
+    return Behaviors.setup(
+        ctx -> {
+          long started = System.nanoTime();
+          if (!wiring.stateStore().enabled(partition)) {
+            return new PartitionBehavior(partition, wiring, ctx, null, started);
+          }
+          return Behaviors.withStash(
+              RECOVERY_STASH, stash -> recovering(ctx, stash, partition, wiring, started));
+        });
+  }
+
+  /**
+   * Sent by the partition to itself when the journal refuted the state its recovery read, so that
+   * it stops even if nothing else comes.
+   */
+  enum Refuted implements Command {
+    INSTANCE
+  }
+
+  /**
+   * The state store saved the snapshot at {@code sequence} ({@code saved}), or did not ({@code
+   * failure}: why, value-free; null with {@code saved} false: the journal does not hold that
+   * event).
+   */
+  record SnapshotSaved(long sequence, boolean saved, String failure) implements Command {}
+
+  /** Messages that wait while the partition's state is read with SQL, at most. */
+  static final int RECOVERY_STASH = 10_000;
+
+  /**
+   * The state was read (the reading closure holds it), or not ({@code failure}: why, value-free;
+   * else null). The state itself never travels in a message.
+   */
+  record StateRead(String failure) implements Command {}
+
+  /**
+   * Reads the state with the wiring's {@link StateStore} (ADR 0054), then becomes the event-sourced
+   * behavior on it, Pekko's replay disabled; every message waits until then. A failed read stops
+   * the partition: its parent stops with it, and the next message starts it again.
+   */
+  private static Behavior<Command> recovering(
+      ActorContext<Command> ctx,
+      StashBuffer<Command> stash,
+      int partition,
+      PartitionWiring wiring,
+      long started) {
+    AtomicReference<StateStore.Recovered> read = new AtomicReference<>();
+    ctx.pipeToSelf(
+        wiring
+            .stateStore()
+            .recover(
+                partition,
+                SerializationExtension.get(Adapter.toClassic(ctx.getSystem())),
+                () -> PartitionBehavior.emptyState(wiring.settings()),
+                s -> PartitionBehavior.fromSnapshot(s, wiring.settings()))
+            .thenApply(
+                recovered -> {
+                  read.set(recovered);
+                  return recovered;
+                }),
+        (recovered, error) -> new StateRead(error == null ? null : SafeErrors.describe(error)));
+    return Behaviors.receive(Command.class)
+        .onMessage(
+            StateRead.class,
+            r -> {
+              if (r.failure() != null) {
+                ctx.getLog()
+                    .error(
+                        "partition {}: its snapshot and journal could not be read ({}); it starts"
+                            + " again with its next message",
+                        partition,
+                        r.failure());
+                return Behaviors.stopped();
+              }
+              if (read.get() != null) {
+                ctx.getLog()
+                    .debug(
+                        "partition {}: read its snapshot at sequence {} and {} events after it in"
+                            + " {} ms",
+                        partition,
+                        read.get().snapshotSequence(),
+                        read.get().events(),
+                        (System.nanoTime() - started) / 1_000_000);
+              }
+              // Null: the journal needs Pekko's replay (see StateStore#recover).
+              return stash.unstashAll(
+                  new PartitionBehavior(partition, wiring, ctx, read.get(), started));
+            })
+        .onAnyMessage(
+            m -> {
+              if (stash.isFull()) {
+                ctx.getLog()
+                    .warn(
+                        "partition {}: {} messages wait for its recovery; dropping a {}",
+                        partition,
+                        RECOVERY_STASH,
+                        m.getClass().getSimpleName());
+              } else {
+                stash.stash(m);
+              }
+              return Behaviors.same();
+            })
+        .build();
   }
 
   /** A partition on the in-memory documents table with these limits (tests, tools). */

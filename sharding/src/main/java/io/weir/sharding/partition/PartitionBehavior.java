@@ -39,6 +39,7 @@ import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
 import org.apache.pekko.persistence.typed.javadsl.Effect;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehavior;
+import org.apache.pekko.persistence.typed.javadsl.Recovery;
 import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
 import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
 import org.slf4j.Logger;
@@ -67,8 +68,16 @@ final class PartitionBehavior
   private final BeforeImages images;
   private final OutboxRetention retention;
 
-  /** When this incarnation of the behavior was created: recovery time is measured from here. */
-  private final long createdNanos = System.nanoTime();
+  /** When this incarnation of the partition started: recovery time is measured from here. */
+  private final long createdNanos;
+
+  /**
+   * The state read with the wiring's {@link StateStore}, Pekko's replay disabled; null when Pekko
+   * replays the journal.
+   */
+  private final StateStore.Recovered recovered;
+
+  private final ActorContext<Command> ctx;
 
   /**
    * Whether the documents table holds every recovered event and the storage check is over: reads
@@ -79,10 +88,22 @@ final class PartitionBehavior
   /** Whether the documents table holds every recovered event. */
   private boolean tableReady;
 
-  PartitionBehavior(int partition, PartitionWiring wiring, ActorContext<Command> ctx) {
+  /**
+   * Partition {@code partition}: recovered by Pekko's replay when {@code recovered} is null, else
+   * starting from that state (read since {@code createdNanos}).
+   */
+  PartitionBehavior(
+      int partition,
+      PartitionWiring wiring,
+      ActorContext<Command> ctx,
+      StateStore.Recovered recovered,
+      long createdNanos) {
     super(Partition.persistenceId(partition));
     this.partition = partition;
     this.wiring = wiring;
+    this.ctx = ctx;
+    this.recovered = recovered;
+    this.createdNanos = createdNanos;
     this.self = ctx.getSelf();
     this.marks = new PartitionMarks(partition, wiring, self);
     this.retention = new OutboxRetention(wiring.pruner(), persistenceId().id());
@@ -109,9 +130,26 @@ final class PartitionBehavior
 
   @Override
   public PartitionState emptyState() {
+    return recovered != null ? recovered.state() : emptyState(wiring.settings());
+  }
+
+  /** A partition's state before its first event. */
+  static PartitionState emptyState(PartitionSettings settings) {
     PartitionState s = PartitionState.empty();
-    s.receiptPolicy = wiring.settings().receiptPolicy();
+    s.receiptPolicy = settings.receiptPolicy();
     return s;
+  }
+
+  /** A state read from a snapshot, ready to take events. */
+  static PartitionState fromSnapshot(PartitionState s, PartitionSettings settings) {
+    s.receiptPolicy = settings.receiptPolicy();
+    return s;
+  }
+
+  /** Nothing for Pekko to replay when the state was read already (ADR 0054). */
+  @Override
+  public Recovery recovery() {
+    return recovered != null ? Recovery.disabled() : super.recovery();
   }
 
   /**
@@ -129,9 +167,7 @@ final class PartitionBehavior
 
       @Override
       public PartitionState fromJournal(Object from) {
-        PartitionState s = (PartitionState) from;
-        s.receiptPolicy = wiring.settings().receiptPolicy();
-        return s;
+        return fromSnapshot((PartitionState) from, wiring.settings());
       }
     };
   }
@@ -145,18 +181,79 @@ final class PartitionBehavior
     return RetentionCriteria.disabled();
   }
 
-  /** As the settings' {@link SnapshotPolicy} says. */
+  /**
+   * As the settings' {@link SnapshotPolicy} says, when Pekko's snapshot store keeps the snapshots;
+   * never when the wiring's {@link StateStore} does ({@link #snapshotIfDue}).
+   */
   @Override
   public boolean shouldSnapshot(PartitionState state, Event event, long sequenceNr) {
-    return wiring
-        .settings()
-        .snapshots()
-        .due(state.mark, sequenceNr, state.eventBytes, state.snapshotEstimate());
+    return !wiring.stateStore().writesSnapshots()
+        && wiring
+            .settings()
+            .snapshots()
+            .due(state.mark, sequenceNr, state.eventBytes, state.snapshotEstimate());
   }
+
+  /** Whether a snapshot this partition took is being saved by the state store. */
+  private boolean snapshotting;
+
+  /**
+   * After an event: saves a snapshot in the background through the wiring's {@link StateStore} if
+   * the policy says one is due (ADR 0055). Unlike Pekko's snapshots, no write or reply waits for
+   * it; one is saved at a time, and while it is, the policy is not asked (so its mark stays where
+   * the saved one put it).
+   */
+  private void snapshotIfDue(PartitionState s) {
+    if (snapshotting
+        || !wiring.stateStore().writesSnapshots()
+        || !wiring
+            .settings()
+            .snapshots()
+            .due(s.mark, s.events, s.eventBytes, s.snapshotEstimate())) {
+      return;
+    }
+    snapshotting = true;
+    long sequence = s.events;
+    wiring
+        .stateStore()
+        .saveSnapshot(partition, sequence, s.copy())
+        .whenComplete(
+            (saved, error) ->
+                self.tell(
+                    new Partition.SnapshotSaved(
+                        sequence,
+                        saved != null && saved,
+                        error == null ? null : SafeErrors.describe(error))));
+  }
+
+  private Effect<Event, PartitionState> snapshotSaved(
+      PartitionState state, Partition.SnapshotSaved c) {
+    snapshotting = false;
+    if (c.saved()) {
+      retention.snapshotCompleted(c.sequence(), state, table.appliedThrough());
+    } else {
+      // Like a failed Pekko snapshot: the partition goes on; recovery reads the one before.
+      log.warn(
+          "partition {}: its snapshot at journal sequence {} was not saved ({}); the next is due"
+              + " after the policy's events",
+          partition,
+          c.sequence(),
+          c.failure() != null ? c.failure() : "the journal does not hold that event");
+    }
+    return Effect().none();
+  }
+
+  /**
+   * Whether the journal's highest sequence number refuted the state read by the wiring's recovery:
+   * then the partition stops at its next message, serving nothing.
+   */
+  private boolean refuted;
 
   @Override
   public CommandHandler<Command, Event, PartitionState> commandHandler() {
-    return newCommandHandlerBuilder()
+    var handlers = newCommandHandlerBuilder();
+    handlers.forState(state -> refuted).onAnyCommand(c -> Effect().stop());
+    return handlers
         .forAnyState()
         .onCommand(WriteBatch.class, (state, c) -> write(state, c.writes(), c.done()))
         .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
@@ -168,6 +265,7 @@ final class PartitionBehavior
         .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(PartitionProtocol.SetRowRule.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(BodiesFetched.class, this::bodiesFetched)
+        .onCommand(Partition.SnapshotSaved.class, this::snapshotSaved)
         .onCommand(Continue.class, (state, c) -> proceed(state))
         .onCommand(TableApplied.class, (state, c) -> tableApplied(c.through()))
         .onCommand(
@@ -291,6 +389,7 @@ final class PartitionBehavior
         .thenRun(
             s -> {
               persisted(s, fresh, rulesBefore, bytesBefore, List.of());
+              snapshotIfDue(s);
               marks.raiseNewIncarnation(s, lost, c.replyTo());
             });
   }
@@ -349,6 +448,7 @@ final class PartitionBehavior
         .thenRun(
             after -> {
               table.persisted(after.events, purged, 0);
+              snapshotIfDue(after);
               reportOutbox(after);
               c.replyTo()
                   .tell(
@@ -364,6 +464,20 @@ final class PartitionBehavior
         .onSignal(
             RecoveryCompleted.instance(),
             state -> {
+              if (recovered != null && lastSequenceNumber(ctx) != state.events) {
+                // The journal holds more (or less) than was read: the state cannot be shown to be
+                // the journal's. Stop before serving; this node replays it with Pekko from now on.
+                log.error(
+                    "partition {}: the journal ends at sequence {}, but its recovery read through"
+                        + " {}; recovering with Pekko's replay instead",
+                    partition,
+                    lastSequenceNumber(ctx),
+                    state.events);
+                wiring.stateStore().refuted(partition);
+                refuted = true;
+                ctx.getSelf().tell(Partition.Refuted.INSTANCE);
+                return;
+              }
               table.start(state.events, state.nextSequence);
               reportOutbox(state);
               marks.checkStorage();
@@ -509,6 +623,7 @@ final class PartitionBehavior
         .thenRun(
             s -> {
               persisted(s, written, rulesBefore, bytesBefore, kept);
+              snapshotIfDue(s);
               wiring.observer().persisted(partition, accepted);
               reportOutbox(s);
               if (wiring.marks().enabled()) {

@@ -50,6 +50,9 @@ public final class PartitionProtocol {
           Partition.TableReady,
           Partition.BodiesFetched,
           Partition.Continue,
+          Partition.StateRead,
+          Partition.Refuted,
+          Partition.SnapshotSaved,
           PartitionEntity.Upgraded,
           PartitionEntity.BatchWritten,
           PartitionEntity.WriteTimedOut {}

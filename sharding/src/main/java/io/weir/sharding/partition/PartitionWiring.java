@@ -13,6 +13,8 @@ import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
  *
  * @param marks where the partition keeps the highest journal sequence it acknowledged, outside the
  *     journal's database ({@link AcknowledgedMarks#NONE}: nowhere, nothing checked)
+ * @param stateStore where the partition reads its state at start and writes its snapshots ({@link
+ *     StateStore#NONE}: Pekko's event replay and snapshot store)
  * @param queryJournal the plugin id of a read journal over the partitions' journal ({@code
  *     CurrentEventsByPersistenceIdQuery}), or null on a journal without one (then a documents table
  *     behind the journal at start cannot catch up and the partition does not serve)
@@ -25,7 +27,8 @@ public record PartitionWiring(
     StorageGate gate,
     LegacySnapshots legacySnapshots,
     String queryJournal,
-    AcknowledgedMarks marks) {
+    AcknowledgedMarks marks,
+    StateStore stateStore) {
   public PartitionWiring {
     Objects.requireNonNull(settings, "settings");
     Objects.requireNonNull(table, "table");
@@ -34,11 +37,13 @@ public record PartitionWiring(
     Objects.requireNonNull(gate, "gate");
     Objects.requireNonNull(legacySnapshots, "legacySnapshots");
     Objects.requireNonNull(marks, "marks");
+    Objects.requireNonNull(stateStore, "stateStore");
   }
 
   /**
    * Partitions on a fresh in-memory documents table, beside Pekko's in-memory journals (tests and
-   * tools): nothing pruned, observed or gated, no old snapshots, no journal query.
+   * tools): nothing pruned, observed or gated, no old snapshots, no journal query, recovered by
+   * Pekko's replay.
    */
   public static PartitionWiring inMemory(PartitionSettings settings) {
     return new PartitionWiring(
@@ -49,13 +54,15 @@ public record PartitionWiring(
         StorageGate.OPEN,
         LegacySnapshots.NONE,
         null,
-        AcknowledgedMarks.NONE);
+        AcknowledgedMarks.NONE,
+        StateStore.NONE);
   }
 
   /**
    * Partitions on PostgreSQL: the documents table and old-snapshot upgrades on {@code documents}
    * (in {@code schema}, run on {@code io} and {@code upgrades}), the table caught up at start with
-   * the JDBC journal's query; nothing pruned, observed or gated yet.
+   * the JDBC journal's query, recovered with SQL ({@link SqlStateStore}, on {@code io}); nothing
+   * pruned, observed or gated yet.
    */
   public static PartitionWiring jdbc(
       PartitionSettings settings,
@@ -66,45 +73,52 @@ public record PartitionWiring(
     return inMemory(settings)
         .withTable(new SqlDocumentTable(documents, schema, io))
         .withLegacySnapshots(new SqlLegacySnapshots(documents, schema, io, upgrades))
-        .withQueryJournal(JdbcReadJournal.Identifier());
+        .withQueryJournal(JdbcReadJournal.Identifier())
+        .withStateStore(new SqlStateStore(documents, schema, io));
   }
 
   public PartitionWiring withSettings(PartitionSettings s) {
     return new PartitionWiring(
-        s, table, pruner, observer, gate, legacySnapshots, queryJournal, marks);
+        s, table, pruner, observer, gate, legacySnapshots, queryJournal, marks, stateStore);
   }
 
   public PartitionWiring withTable(DocumentTable t) {
     return new PartitionWiring(
-        settings, t, pruner, observer, gate, legacySnapshots, queryJournal, marks);
+        settings, t, pruner, observer, gate, legacySnapshots, queryJournal, marks, stateStore);
   }
 
   public PartitionWiring withPruner(JournalPruner p) {
     return new PartitionWiring(
-        settings, table, p, observer, gate, legacySnapshots, queryJournal, marks);
+        settings, table, p, observer, gate, legacySnapshots, queryJournal, marks, stateStore);
   }
 
   public PartitionWiring withObserver(PartitionObserver o) {
     return new PartitionWiring(
-        settings, table, pruner, o, gate, legacySnapshots, queryJournal, marks);
+        settings, table, pruner, o, gate, legacySnapshots, queryJournal, marks, stateStore);
   }
 
   public PartitionWiring withGate(StorageGate g) {
     return new PartitionWiring(
-        settings, table, pruner, observer, g, legacySnapshots, queryJournal, marks);
+        settings, table, pruner, observer, g, legacySnapshots, queryJournal, marks, stateStore);
   }
 
   public PartitionWiring withLegacySnapshots(LegacySnapshots l) {
-    return new PartitionWiring(settings, table, pruner, observer, gate, l, queryJournal, marks);
+    return new PartitionWiring(
+        settings, table, pruner, observer, gate, l, queryJournal, marks, stateStore);
   }
 
   public PartitionWiring withMarks(AcknowledgedMarks m) {
     return new PartitionWiring(
-        settings, table, pruner, observer, gate, legacySnapshots, queryJournal, m);
+        settings, table, pruner, observer, gate, legacySnapshots, queryJournal, m, stateStore);
   }
 
   public PartitionWiring withQueryJournal(String pluginId) {
     return new PartitionWiring(
-        settings, table, pruner, observer, gate, legacySnapshots, pluginId, marks);
+        settings, table, pruner, observer, gate, legacySnapshots, pluginId, marks, stateStore);
+  }
+
+  public PartitionWiring withStateStore(StateStore r) {
+    return new PartitionWiring(
+        settings, table, pruner, observer, gate, legacySnapshots, queryJournal, marks, r);
   }
 }

@@ -92,8 +92,17 @@ public final class Partition {
           if (!wiring.stateStore().enabled(partition)) {
             return new PartitionBehavior(partition, wiring, ctx, null, started);
           }
+          // What waits here is stashed again by the event-sourced behavior while it starts: no
+          // more than its stash takes (it fails the partition when it overflows).
+          int capacity =
+              Math.min(
+                  RECOVERY_STASH,
+                  ctx.getSystem()
+                      .settings()
+                      .config()
+                      .getInt("pekko.persistence.typed.stash-capacity"));
           return Behaviors.withStash(
-              RECOVERY_STASH, stash -> recovering(ctx, stash, partition, wiring, started));
+              capacity, stash -> recovering(ctx, stash, partition, wiring, started, capacity));
         });
   }
 
@@ -112,7 +121,10 @@ public final class Partition {
    */
   record SnapshotSaved(long sequence, boolean saved, String failure) implements Command {}
 
-  /** Messages that wait while the partition's state is read with SQL, at most. */
+  /**
+   * Messages that wait while the partition's state is read with SQL, at most (and no more than
+   * {@code pekko.persistence.typed.stash-capacity}); later ones are dropped, their senders retry.
+   */
   static final int RECOVERY_STASH = 10_000;
 
   /**
@@ -120,6 +132,19 @@ public final class Partition {
    * else null). The state itself never travels in a message.
    */
   record StateRead(String failure) implements Command {}
+
+  /**
+   * Why a state read failed, value-free: the store's own reason when it refused the journal (it
+   * names sequence numbers only), else the exception classes and SQLState.
+   */
+  static String readFailure(Throwable error) {
+    for (Throwable t = error; t != null; t = t.getCause()) {
+      if (t instanceof StateStore.Unreadable u) {
+        return u.getMessage();
+      }
+    }
+    return SafeErrors.describe(error);
+  }
 
   /**
    * Reads the state with the wiring's {@link StateStore} (ADR 0054), then becomes the event-sourced
@@ -131,7 +156,8 @@ public final class Partition {
       StashBuffer<Command> stash,
       int partition,
       PartitionWiring wiring,
-      long started) {
+      long started,
+      int capacity) {
     AtomicReference<StateStore.Recovered> read = new AtomicReference<>();
     ctx.pipeToSelf(
         wiring
@@ -146,7 +172,7 @@ public final class Partition {
                   read.set(recovered);
                   return recovered;
                 }),
-        (recovered, error) -> new StateRead(error == null ? null : SafeErrors.describe(error)));
+        (recovered, error) -> new StateRead(error == null ? null : readFailure(error)));
     return Behaviors.receive(Command.class)
         .onMessage(
             StateRead.class,
@@ -170,6 +196,14 @@ public final class Partition {
                         read.get().events(),
                         (System.nanoTime() - started) / 1_000_000);
               }
+              if (read.get() == null) {
+                ctx.getLog()
+                    .info(
+                        "partition {}: its journal's highest sequence number is not its latest"
+                            + " snapshot's or last event's (rows deleted through the snapshot, or"
+                            + " marked deleted); Pekko's replay recovers it",
+                        partition);
+              }
               // Null: the journal needs Pekko's replay (see StateStore#recover).
               return stash.unstashAll(
                   new PartitionBehavior(partition, wiring, ctx, read.get(), started));
@@ -181,7 +215,7 @@ public final class Partition {
                     .warn(
                         "partition {}: {} messages wait for its recovery; dropping a {}",
                         partition,
-                        RECOVERY_STASH,
+                        capacity,
                         m.getClass().getSimpleName());
               } else {
                 stash.stash(m);

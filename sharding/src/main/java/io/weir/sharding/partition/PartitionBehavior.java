@@ -253,7 +253,7 @@ final class PartitionBehavior
   public CommandHandler<Command, Event, PartitionState> commandHandler() {
     var handlers = newCommandHandlerBuilder();
     handlers.forState(state -> refuted).onAnyCommand(c -> Effect().stop());
-    return handlers
+    handlers
         .forAnyState()
         .onCommand(WriteBatch.class, (state, c) -> write(state, c.writes(), c.done()))
         .onCommand(ApplyFrame.class, (state, c) -> write(state, List.of(c), null))
@@ -303,8 +303,9 @@ final class PartitionBehavior
               long through = state.lowestCheckpoint().orElse(state.outboxFirst - 1);
               return purge(
                   state, new PartitionProtocol.PurgeOutbox(through, c.maxEntries(), c.replyTo()));
-            })
-        .build();
+            });
+    // The builder's build, not the last state builder's: that would drop the refuted handler.
+    return handlers.build();
   }
 
   private Effect<Event, PartitionState> storageChecked(PartitionState state, StorageChecked c) {

@@ -5,12 +5,14 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import java.util.function.UnaryOperator;
 import javax.sql.DataSource;
@@ -34,6 +36,18 @@ import org.postgresql.PGStatement;
 public final class SqlStateStore implements StateStore {
   /** Journal rows fetched per round trip while streaming the events. */
   static final int FETCH = 256;
+
+  /**
+   * Seconds any one statement may take before PostgreSQL cancels it: a hung read or save fails
+   * rather than holding a partition (or its snapshots) for ever.
+   */
+  static final int STATEMENT_TIMEOUT_SECONDS = 60;
+
+  /** A whole recovery read, at most: the partition stops after it and starts again later. */
+  static final Duration READ_TIMEOUT = Duration.ofMinutes(5);
+
+  /** A snapshot save, at most: after it the partition takes the next one when due. */
+  static final Duration SAVE_TIMEOUT = Duration.ofMinutes(2);
 
   private final DataSource dataSource;
   private final String journal;
@@ -67,38 +81,36 @@ public final class SqlStateStore implements StateStore {
   @Override
   public CompletionStage<Boolean> saveSnapshot(int partition, long sequence, PartitionState copy) {
     return CompletableFuture.supplyAsync(
-        () -> {
-          String pid = Partition.persistenceId(partition).id();
-          byte[] payload = PartitionSnapshotSerializer.write(copy);
-          try (Connection c = dataSource.getConnection();
-              PreparedStatement ps =
-                  c.prepareStatement(
-                      "INSERT INTO "
-                          + snapshots
-                          + " (persistence_id, sequence_number, created, snapshot_ser_id,"
-                          + " snapshot_ser_manifest, snapshot_payload)"
-                          + " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM "
-                          + journal
-                          + " WHERE persistence_id = ? AND sequence_number = ?)"
-                          + " ON CONFLICT (persistence_id, sequence_number) DO UPDATE SET"
-                          + " created = excluded.created, snapshot_ser_id = excluded.snapshot_ser_id,"
-                          + " snapshot_ser_manifest = excluded.snapshot_ser_manifest,"
-                          + " snapshot_payload = excluded.snapshot_payload, meta_ser_id = NULL,"
-                          + " meta_ser_manifest = NULL, meta_payload = NULL")) {
-            ps.setString(1, pid);
-            ps.setLong(2, sequence);
-            ps.setLong(3, System.currentTimeMillis());
-            ps.setInt(4, PartitionSnapshotSerializer.IDENTIFIER);
-            ps.setString(5, PartitionSnapshotSerializer.MANIFEST);
-            ps.setBytes(6, payload);
-            ps.setString(7, pid);
-            ps.setLong(8, sequence);
-            return ps.executeUpdate() == 1;
-          } catch (SQLException e) {
-            throw new CompletionException(e);
-          }
-        },
-        io);
+            () -> {
+              String pid = Partition.persistenceId(partition).id();
+              byte[] payload = PartitionSnapshotSerializer.write(copy);
+              try (Connection c = dataSource.getConnection();
+                  PreparedStatement ps =
+                      c.prepareStatement(
+                          "INSERT INTO "
+                              + snapshots
+                              + " (persistence_id, sequence_number, created, snapshot_ser_id,"
+                              + " snapshot_ser_manifest, snapshot_payload)"
+                              + " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM "
+                              + journal
+                              + " WHERE persistence_id = ? AND sequence_number = ?)"
+                              + " ON CONFLICT (persistence_id, sequence_number) DO NOTHING")) {
+                ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
+                ps.setString(1, pid);
+                ps.setLong(2, sequence);
+                ps.setLong(3, System.currentTimeMillis());
+                ps.setInt(4, PartitionSnapshotSerializer.IDENTIFIER);
+                ps.setString(5, PartitionSnapshotSerializer.MANIFEST);
+                ps.setBytes(6, payload);
+                ps.setString(7, pid);
+                ps.setLong(8, sequence);
+                return ps.executeUpdate() == 1;
+              } catch (SQLException e) {
+                throw new CompletionException(e);
+              }
+            },
+            io)
+        .orTimeout(SAVE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
   }
 
   @Override
@@ -108,14 +120,15 @@ public final class SqlStateStore implements StateStore {
       Supplier<PartitionState> empty,
       UnaryOperator<PartitionState> fromSnapshot) {
     return CompletableFuture.supplyAsync(
-        () -> {
-          try {
-            return read(partition, serialization, empty, fromSnapshot);
-          } catch (SQLException e) {
-            throw new CompletionException(e);
-          }
-        },
-        io);
+            () -> {
+              try {
+                return read(partition, serialization, empty, fromSnapshot);
+              } catch (SQLException e) {
+                throw new CompletionException(e);
+              }
+            },
+            io)
+        .orTimeout(READ_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
   }
 
   private Recovered read(
@@ -138,6 +151,7 @@ public final class SqlStateStore implements StateStore {
                     + " FROM "
                     + snapshots
                     + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
+          ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
           ps.setString(1, pid);
           try (ResultSet rs = ps.executeQuery()) {
             if (rs.next()) {
@@ -151,7 +165,7 @@ public final class SqlStateStore implements StateStore {
                       partition,
                       "its snapshot at sequence " + from);
               if (!(snapshot instanceof PartitionState s)) {
-                throw new IllegalStateException(
+                throw new Unreadable(
                     "partition "
                         + partition
                         + "'s snapshot at sequence "
@@ -162,7 +176,7 @@ public final class SqlStateStore implements StateStore {
               }
               state = fromSnapshot.apply(s);
               if (state.events != from) {
-                throw new IllegalStateException(
+                throw new Unreadable(
                     "partition "
                         + partition
                         + "'s snapshot at sequence "
@@ -187,6 +201,7 @@ public final class SqlStateStore implements StateStore {
           // Binary transfer: the payloads as they are, not twice their size in hex first.
           ps.unwrap(PGStatement.class).setPrepareThreshold(-1);
           ps.setFetchSize(FETCH);
+          ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
           ps.setString(1, pid);
           ps.setLong(2, from);
           try (ResultSet rs = ps.executeQuery()) {
@@ -194,7 +209,7 @@ public final class SqlStateStore implements StateStore {
               long seq = rs.getLong(1);
               if (seq != state.events + 1) {
                 // A hole: Pekko's replay would apply the next event at the wrong sequence.
-                throw new IllegalStateException(
+                throw new Unreadable(
                     "partition "
                         + partition
                         + "'s journal goes from sequence "
@@ -211,7 +226,7 @@ public final class SqlStateStore implements StateStore {
                       partition,
                       "its event at sequence " + seq);
               if (!(event instanceof Partition.Event e)) {
-                throw new IllegalStateException(
+                throw new Unreadable(
                     "partition "
                         + partition
                         + "'s event at sequence "
@@ -228,6 +243,7 @@ public final class SqlStateStore implements StateStore {
         try (PreparedStatement ps =
             c.prepareStatement(
                 "SELECT max(sequence_number) FROM " + journal + " WHERE persistence_id = ?")) {
+          ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
           ps.setString(1, pid);
           try (ResultSet rs = ps.executeQuery()) {
             rs.next();
@@ -256,7 +272,7 @@ public final class SqlStateStore implements StateStore {
     var decoded = serialization.deserialize(payload, serializer, manifest);
     if (decoded.isFailure()) {
       // The serializers' messages say where, not what (see PartitionEventSerializer).
-      throw new IllegalStateException(
+      throw new Unreadable(
           "partition "
               + partition
               + ": "

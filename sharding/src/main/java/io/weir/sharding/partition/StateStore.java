@@ -22,6 +22,17 @@ public interface StateStore {
    */
   record Recovered(PartitionState state, long snapshotSequence, long events) {}
 
+  /**
+   * A journal or snapshot the store will not recover from (a hole in the sequence numbers, a row of
+   * another type): the message names the partition, sequence numbers and classes, never a value, so
+   * it may be logged as it is.
+   */
+  final class Unreadable extends RuntimeException {
+    public Unreadable(String valueFreeMessage) {
+      super(valueFreeMessage, null, false, false);
+    }
+  }
+
   /** Pekko replays the journal and keeps the snapshots. */
   StateStore NONE =
       new StateStore() {

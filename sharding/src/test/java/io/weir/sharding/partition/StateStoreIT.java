@@ -152,10 +152,21 @@ class StateStoreIT {
       try {
         ActorRef<Command> p = second.spawn(Partition.create(P, wiring), "refuted");
         TestProbe<DocumentReply> doc = second.createTestProbe();
+        long highest = longValue(db, "SELECT max(sequence_number) FROM weir.event_journal");
         p.tell(new GetDocument("orders", "late", doc.ref()));
+        // Commands that would persist on the stale state: a purge and a write.
+        TestProbe<PartitionProtocol.PurgeReply> purge = second.createTestProbe();
+        p.tell(new PartitionProtocol.PurgeOutbox(10, 100, purge.ref()));
+        TestProbe<FrameReply> write = second.createTestProbe();
+        p.tell(frame("stale", List.of(upsert("stale", "{}")), write.ref()));
         doc.expectNoMessage(Duration.ofSeconds(2));
         TestProbe<Object> watcher = second.createTestProbe();
         watcher.expectTerminated(p, WAIT);
+        purge.expectNoMessage(Duration.ofMillis(100));
+        write.expectNoMessage(Duration.ofMillis(100));
+        assertThat(longValue(db, "SELECT max(sequence_number) FROM weir.event_journal"))
+            .as("nothing persisted on the refuted state")
+            .isEqualTo(highest);
         assertThat(refutations).as("the refutation is recorded").hasValue(1);
         assertThat(staleRecovery.enabled(P)).isFalse();
 
@@ -265,6 +276,9 @@ class StateStoreIT {
         await().atMost(WAIT).until(() -> longValue(db, "SELECT count(*) FROM weir.snapshot") == 1);
         assertThat(longValue(db, "SELECT sequence_number FROM weir.snapshot"))
             .isEqualTo(asked.get(0));
+        assertThat(savedSnapshot(db).events)
+            .as("the snapshot holds the state at its sequence, not a later one")
+            .isEqualTo(asked.get(0));
         for (int i = 100; i < 150; i++) {
           p.tell(frame("w" + i, List.of(upsert("d" + (i % 7), "{\"n\":" + i + "}")), reply.ref()));
           assertThat(reply.receiveMessage(WAIT)).isInstanceOf(Applied.class);
@@ -356,6 +370,14 @@ class StateStoreIT {
         FrameReply r = replies.receiveMessage(WAIT);
         assertThat(r).as("frame reply %s", i).isInstanceOf(Applied.class);
       }
+      // A purge: a Purged event in the journal, and the outbox index cut.
+      TestProbe<PartitionProtocol.PurgeReply> purged = kit.createTestProbe();
+      p.tell(new PartitionProtocol.PurgeOutbox(frames / 3, 1_000_000, purged.ref()));
+      assertThat(purged.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.OutboxPurged.class);
+      for (int i = 0; i < 5; i++) {
+        p.tell(frame("after-purge-" + i, List.of(upsert("p" + i, "{}")), replies.ref()));
+        assertThat(replies.receiveMessage(WAIT)).isInstanceOf(Applied.class);
+      }
       return frames;
     } finally {
       kit.shutdownTestKit();
@@ -414,6 +436,22 @@ class StateStoreIT {
       state.apply((Partition.Event) e.event());
     }
     return state;
+  }
+
+  /** The one snapshot row of {@link #P}, decoded. */
+  private static PartitionState savedSnapshot(TestPostgres.TestDatabase db) throws Exception {
+    try (Connection c = db.connect();
+        ResultSet rs =
+            c.createStatement()
+                .executeQuery(
+                    "SELECT snapshot_payload FROM weir.snapshot WHERE persistence_id = '"
+                        + Partition.persistenceId(P).id()
+                        + "'")) {
+      assertThat(rs.next()).isTrue();
+      return (PartitionState)
+          new PartitionSnapshotSerializer()
+              .fromBinary(rs.getBytes(1), PartitionSnapshotSerializer.MANIFEST);
+    }
   }
 
   private static void sql(TestPostgres.TestDatabase db, String... statements) throws SQLException {

@@ -115,12 +115,7 @@ class StateStoreIT {
       // A recovery that hands the partition the state from before the last write.
       AtomicInteger refutations = new AtomicInteger();
       StateStore staleRecovery =
-          new StateStore() {
-            @Override
-            public boolean enabled(int partition) {
-              return real.enabled(partition);
-            }
-
+          new Delegating(real) {
             @Override
             public CompletionStage<Recovered> recover(
                 int partition,
@@ -133,18 +128,7 @@ class StateStoreIT {
             @Override
             public void refuted(int partition) {
               refutations.incrementAndGet();
-              real.refuted(partition);
-            }
-
-            @Override
-            public boolean writesSnapshots() {
-              return real.writesSnapshots();
-            }
-
-            @Override
-            public CompletionStage<Boolean> saveSnapshot(
-                int partition, long sequence, PartitionState copy) {
-              return real.saveSnapshot(partition, sequence, copy);
+              super.refuted(partition);
             }
           };
       PartitionWiring wiring = jdbc.wiring(SETTINGS).withStateStore(staleRecovery);
@@ -205,6 +189,10 @@ class StateStoreIT {
             .as("a missing event after the snapshot")
             .isInstanceOf(ExecutionException.class)
             .hasMessageContaining("journal goes from sequence " + (snapshot + 1) + " to");
+        assertThat(Partition.readFailure(hole))
+            .as("what the partition logs: the store's value-free reason")
+            .startsWith(
+                "partition " + P + "'s journal goes from sequence " + (snapshot + 1) + " to");
 
         // The partition on that journal does not start; it says why without a value.
         ActorRef<Command> p = kit.spawn(Partition.create(P, jdbc.wiring(SETTINGS)));
@@ -226,31 +214,7 @@ class StateStoreIT {
       CompletableFuture<Void> gate = new CompletableFuture<>();
       List<Long> asked = new CopyOnWriteArrayList<>();
       StateStore held =
-          new StateStore() {
-            @Override
-            public boolean enabled(int partition) {
-              return real.enabled(partition);
-            }
-
-            @Override
-            public CompletionStage<Recovered> recover(
-                int partition,
-                Serialization serialization,
-                Supplier<PartitionState> empty,
-                UnaryOperator<PartitionState> fromSnapshot) {
-              return real.recover(partition, serialization, empty, fromSnapshot);
-            }
-
-            @Override
-            public void refuted(int partition) {
-              real.refuted(partition);
-            }
-
-            @Override
-            public boolean writesSnapshots() {
-              return true;
-            }
-
+          new Delegating(real) {
             @Override
             public CompletionStage<Boolean> saveSnapshot(
                 int partition, long sequence, PartitionState copy) {
@@ -327,6 +291,45 @@ class StateStoreIT {
       } finally {
         kit.shutdownTestKit();
       }
+    }
+  }
+
+  /** A state store that does what {@code real} does, for tests to change one part of. */
+  private static class Delegating implements StateStore {
+    private final StateStore real;
+
+    Delegating(StateStore real) {
+      this.real = real;
+    }
+
+    @Override
+    public boolean enabled(int partition) {
+      return real.enabled(partition);
+    }
+
+    @Override
+    public CompletionStage<Recovered> recover(
+        int partition,
+        Serialization serialization,
+        Supplier<PartitionState> empty,
+        UnaryOperator<PartitionState> fromSnapshot) {
+      return real.recover(partition, serialization, empty, fromSnapshot);
+    }
+
+    @Override
+    public void refuted(int partition) {
+      real.refuted(partition);
+    }
+
+    @Override
+    public boolean writesSnapshots() {
+      return real.writesSnapshots();
+    }
+
+    @Override
+    public CompletionStage<Boolean> saveSnapshot(
+        int partition, long sequence, PartitionState copy) {
+      return real.saveSnapshot(partition, sequence, copy);
     }
   }
 

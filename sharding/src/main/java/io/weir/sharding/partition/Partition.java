@@ -102,7 +102,7 @@ public final class Partition {
                       .config()
                       .getInt("pekko.persistence.typed.stash-capacity"));
           return Behaviors.withStash(
-              capacity, stash -> recovering(ctx, stash, partition, wiring, started, capacity));
+              capacity, stash -> recovering(ctx, stash, partition, wiring, started));
         });
   }
 
@@ -156,8 +156,7 @@ public final class Partition {
       StashBuffer<Command> stash,
       int partition,
       PartitionWiring wiring,
-      long started,
-      int capacity) {
+      long started) {
     AtomicReference<StateStore.Recovered> read = new AtomicReference<>();
     ctx.pipeToSelf(
         wiring
@@ -208,20 +207,7 @@ public final class Partition {
               return stash.unstashAll(
                   new PartitionBehavior(partition, wiring, ctx, read.get(), started));
             })
-        .onAnyMessage(
-            m -> {
-              if (stash.isFull()) {
-                ctx.getLog()
-                    .warn(
-                        "partition {}: {} messages wait for its recovery; dropping a {}",
-                        partition,
-                        capacity,
-                        m.getClass().getSimpleName());
-              } else {
-                stash.stash(m);
-              }
-              return Behaviors.same();
-            })
+        .onAnyMessage(m -> PartitionEntity.stashOrDrop(ctx, stash, partition, "its recovery", m))
         .build();
   }
 

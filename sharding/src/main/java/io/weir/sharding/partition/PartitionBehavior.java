@@ -465,18 +465,19 @@ final class PartitionBehavior
         .onSignal(
             RecoveryCompleted.instance(),
             state -> {
-              if (recovered != null && lastSequenceNumber(ctx) != state.events) {
+              long journalEnd = lastSequenceNumber(ctx);
+              if (recovered != null && journalEnd != state.events) {
                 // The journal holds more (or less) than was read: the state cannot be shown to be
                 // the journal's. Stop before serving; this node replays it with Pekko from now on.
                 log.error(
                     "partition {}: the journal ends at sequence {}, but its recovery read through"
                         + " {}; recovering with Pekko's replay instead",
                     partition,
-                    lastSequenceNumber(ctx),
+                    journalEnd,
                     state.events);
                 wiring.stateStore().refuted(partition);
                 refuted = true;
-                ctx.getSelf().tell(Partition.Refuted.INSTANCE);
+                self.tell(Partition.Refuted.INSTANCE);
                 return;
               }
               table.start(state.events, state.nextSequence);

@@ -144,21 +144,32 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
                               "upgrading", 0, 0, 0, null, progress.get(0), progress.get(1))));
               return Behaviors.same();
             })
-        .onAnyMessage(
-            m -> {
-              if (stash.isFull()) {
-                ctx.getLog()
-                    .warn(
-                        "partition {}: {} messages wait for its snapshot upgrade; dropping a {}",
-                        partition,
-                        UPGRADE_STASH,
-                        m.getClass().getSimpleName());
-              } else {
-                stash.stash(m);
-              }
-              return Behaviors.same();
-            })
+        .onAnyMessage(m -> stashOrDrop(ctx, stash, partition, "its snapshot upgrade", m))
         .build();
+  }
+
+  /**
+   * Keeps {@code m} for later while the partition waits for {@code waitingFor}; when the stash is
+   * full, drops it with a warning (its sender times out and retries).
+   */
+  static Behavior<Command> stashOrDrop(
+      ActorContext<Command> ctx,
+      StashBuffer<Command> stash,
+      int partition,
+      String waitingFor,
+      Command m) {
+    if (stash.isFull()) {
+      ctx.getLog()
+          .warn(
+              "partition {}: {} messages wait for {}; dropping a {}",
+              partition,
+              stash.capacity(),
+              waitingFor,
+              m.getClass().getSimpleName());
+    } else {
+      stash.stash(m);
+    }
+    return Behaviors.same();
   }
 
   /**

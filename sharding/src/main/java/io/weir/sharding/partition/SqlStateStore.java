@@ -143,144 +143,142 @@ public final class SqlStateStore implements StateStore {
       c.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
       c.setReadOnly(true);
       try {
-        long from = 0;
-        PartitionState state = null;
-        try (PreparedStatement ps =
-            c.prepareStatement(
-                "SELECT sequence_number, snapshot_ser_id, snapshot_ser_manifest, snapshot_payload"
-                    + " FROM "
-                    + snapshots
-                    + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
-          ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
-          ps.setString(1, pid);
-          try (ResultSet rs = ps.executeQuery()) {
-            if (rs.next()) {
-              from = rs.getLong(1);
-              Object snapshot =
-                  decode(
-                      serialization,
-                      rs.getBytes(4),
-                      rs.getInt(2),
-                      rs.getString(3),
-                      partition,
-                      "its snapshot at sequence " + from);
-              if (!(snapshot instanceof PartitionState s)) {
-                throw new Unreadable(
-                    "partition "
-                        + partition
-                        + "'s snapshot at sequence "
-                        + from
-                        + " is not a partition state of this version ("
-                        + snapshot.getClass().getName()
-                        + ")");
-              }
-              state = fromSnapshot.apply(s);
-              if (state.events != from) {
-                throw new Unreadable(
-                    "partition "
-                        + partition
-                        + "'s snapshot at sequence "
-                        + from
-                        + " holds "
-                        + state.events
-                        + " events");
-              }
-            }
-          }
-        }
-        if (state == null) {
-          state = empty.get();
-        }
-        long applied = 0;
-        try (PreparedStatement ps =
-            c.prepareStatement(
-                "SELECT sequence_number, event_ser_id, event_ser_manifest, event_payload FROM "
-                    + journal
-                    + " WHERE persistence_id = ? AND sequence_number > ? AND NOT deleted"
-                    + " ORDER BY sequence_number")) {
-          // Binary transfer: the payloads as they are, not twice their size in hex first.
-          ps.unwrap(PGStatement.class).setPrepareThreshold(-1);
-          ps.setFetchSize(FETCH);
-          ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
-          ps.setString(1, pid);
-          ps.setLong(2, from);
-          try (ResultSet rs = ps.executeQuery()) {
-            while (rs.next()) {
-              long seq = rs.getLong(1);
-              if (seq != state.events + 1) {
-                // A hole: Pekko's replay would apply the next event at the wrong sequence.
-                throw new Unreadable(
-                    "partition "
-                        + partition
-                        + "'s journal goes from sequence "
-                        + state.events
-                        + " to "
-                        + seq);
-              }
-              Object event =
-                  decode(
-                      serialization,
-                      rs.getBytes(4),
-                      rs.getInt(2),
-                      rs.getString(3),
-                      partition,
-                      "its event at sequence " + seq);
-              if (!(event instanceof Partition.Event e)) {
-                throw new Unreadable(
-                    "partition "
-                        + partition
-                        + "'s event at sequence "
-                        + seq
-                        + " is not a partition event ("
-                        + event.getClass().getName()
-                        + ")");
-              }
-              state.apply(e);
-              applied++;
-            }
-          }
-        }
-        try (PreparedStatement ps =
-            c.prepareStatement(
-                "SELECT max(sequence_number) FROM " + journal + " WHERE persistence_id = ?")) {
-          ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
-          ps.setString(1, pid);
-          try (ResultSet rs = ps.executeQuery()) {
-            rs.next();
-            long highest = rs.getLong(1);
-            if (highest != state.events) {
-              // Rows deleted through the snapshot (Pekko then takes the snapshot's sequence as the
-              // highest) or marked deleted after the read ones: Pekko's replay knows what to do.
-              return null;
-            }
-          }
-        }
-        return new Recovered(state, from, applied);
+        PartitionState snapshot = latestSnapshot(c, pid, partition, serialization);
+        PartitionState state = snapshot == null ? empty.get() : fromSnapshot.apply(snapshot);
+        long from = state.events;
+        long applied = applyEventsAfter(c, pid, partition, serialization, state);
+        // Rows deleted through the snapshot (Pekko then takes the snapshot's sequence as the
+        // highest) or marked deleted after the read ones: Pekko's replay knows what to do.
+        return highest(c, pid) == state.events ? new Recovered(state, from, applied) : null;
       } finally {
         c.rollback();
       }
     }
   }
 
-  private static Object decode(
-      Serialization serialization,
-      byte[] payload,
-      int serializer,
-      String manifest,
-      int partition,
-      String what) {
-    var decoded = serialization.deserialize(payload, serializer, manifest);
+  /** The latest snapshot's state, or null when there is none. */
+  private PartitionState latestSnapshot(
+      Connection c, String pid, int partition, Serialization serialization) throws SQLException {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT sequence_number, snapshot_ser_id, snapshot_ser_manifest, snapshot_payload"
+                + " FROM "
+                + snapshots
+                + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
+      ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
+      ps.setString(1, pid);
+      try (ResultSet rs = ps.executeQuery()) {
+        if (!rs.next()) {
+          return null;
+        }
+        long sequence = rs.getLong(1);
+        PartitionState state =
+            decode(
+                serialization,
+                rs,
+                PartitionState.class,
+                "partition " + partition + "'s snapshot at sequence " + sequence);
+        if (state.events != sequence) {
+          throw new Unreadable(
+              "partition "
+                  + partition
+                  + "'s snapshot at sequence "
+                  + sequence
+                  + " holds "
+                  + state.events
+                  + " events");
+        }
+        return state;
+      }
+    }
+  }
+
+  /**
+   * Applies the journal's events after {@code state}'s to it, in order, requiring them contiguous.
+   *
+   * @return how many
+   */
+  private long applyEventsAfter(
+      Connection c, String pid, int partition, Serialization serialization, PartitionState state)
+      throws SQLException {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT sequence_number, event_ser_id, event_ser_manifest, event_payload FROM "
+                + journal
+                + " WHERE persistence_id = ? AND sequence_number > ? AND NOT deleted"
+                + " ORDER BY sequence_number")) {
+      // Binary transfer: the payloads as they are, not twice their size in hex first.
+      ps.unwrap(PGStatement.class).setPrepareThreshold(-1);
+      ps.setFetchSize(FETCH);
+      ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
+      ps.setString(1, pid);
+      ps.setLong(2, state.events);
+      long applied = 0;
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          long seq = rs.getLong(1);
+          if (seq != state.events + 1) {
+            // A hole: Pekko's replay would apply the next event at the wrong sequence.
+            throw new Unreadable(
+                "partition "
+                    + partition
+                    + "'s journal goes from sequence "
+                    + state.events
+                    + " to "
+                    + seq);
+          }
+          state.apply(
+              decode(
+                  serialization,
+                  rs,
+                  Partition.Event.class,
+                  "partition " + partition + "'s event at sequence " + seq));
+          applied++;
+        }
+      }
+      return applied;
+    }
+  }
+
+  /** The journal's highest sequence number, deleted rows included (as Pekko reads it). */
+  private long highest(Connection c, String pid) throws SQLException {
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT max(sequence_number) FROM " + journal + " WHERE persistence_id = ?")) {
+      ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
+      ps.setString(1, pid);
+      try (ResultSet rs = ps.executeQuery()) {
+        rs.next();
+        return rs.getLong(1);
+      }
+    }
+  }
+
+  /**
+   * The row's payload (column 4) decoded with the serializer and manifest it names (columns 2 and
+   * 3), which must give a {@code type}; {@code what} names the row, never its content.
+   */
+  private static <T> T decode(Serialization serialization, ResultSet rs, Class<T> type, String what)
+      throws SQLException {
+    var decoded = serialization.deserialize(rs.getBytes(4), rs.getInt(2), rs.getString(3));
     if (decoded.isFailure()) {
       // The serializers' messages say where, not what (see PartitionEventSerializer).
       throw new Unreadable(
-          "partition "
-              + partition
-              + ": "
-              + what
+          what
               + " could not be decoded ("
               + decoded.failed().get().getClass().getSimpleName()
               + ")");
     }
-    return decoded.get();
+    Object value = decoded.get();
+    if (!type.isInstance(value)) {
+      throw new Unreadable(
+          what
+              + " is not a "
+              + type.getSimpleName()
+              + " of this version ("
+              + value.getClass().getName()
+              + ")");
+    }
+    return type.cast(value);
   }
 }

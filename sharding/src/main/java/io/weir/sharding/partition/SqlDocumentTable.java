@@ -10,16 +10,23 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.SQLTransientConnectionException;
 import java.sql.Statement;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
+import java.util.function.IntFunction;
 import javax.sql.DataSource;
 
 /**
@@ -29,16 +36,26 @@ import javax.sql.DataSource;
  * <schema>.document_positions} (per partition: applied through which journal sequence, the row
  * rules' fields and the next outbox sequence as of it). Migrations V15 and V16 create them. Every
  * apply locks the partition's position row first, so two writers (a sharding handoff) serialize and
- * the second skips what the first applied. Reads of many rows run in one repeatable-read, read-only
- * transaction with the position, so they see the rows exactly as of it. Runs on the executor given
- * (the documents pool's).
+ * the second skips what the first applied. Applies of different partitions share transactions (ADR
+ * 0056): they wait in a queue and at most {@link #COMBINING} transactions take what waits. Reads of
+ * many rows run in one repeatable-read, read-only transaction with the position, so they see the
+ * rows exactly as of it. Runs on the executor given (the documents pool's).
  */
 public final class SqlDocumentTable implements DocumentTable {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final TypeReference<TreeMap<String, String>> FIELDS = new TypeReference<>() {};
 
-  /** Rows written by one batched statement at most. */
-  private static final int BATCH = 500;
+  /** Rows written by one multi-row statement at most. */
+  static final int ROWS_PER_STATEMENT = 64;
+
+  /** Partitions' applies sharing one transaction at most. */
+  static final int APPLIES_PER_TRANSACTION = 64;
+
+  /** Document changes in one shared transaction at most (a larger single apply goes alone). */
+  static final int CHANGES_PER_TRANSACTION = 20_000;
+
+  /** Transactions of shared applies running at once at most. */
+  static final int COMBINING = 2;
 
   /** Rows fetched from the server at a time by a scan. */
   private static final int FETCH = 500;
@@ -50,6 +67,12 @@ public final class SqlDocumentTable implements DocumentTable {
   private final String positions;
   private final String receipts;
   private final Executor executor;
+
+  /** Applies waiting for a transaction. */
+  private final ArrayDeque<Request> waiting = new ArrayDeque<>();
+
+  /** Transactions of applies running (guarded by {@link #waiting}). */
+  private int combining;
 
   public SqlDocumentTable(DataSource dataSource, String schema, Executor executor) {
     this.dataSource = dataSource;
@@ -91,40 +114,35 @@ public final class SqlDocumentTable implements DocumentTable {
       long outboxNextAfter,
       long expectedThrough,
       long receiptsBefore) {
-    return inTransaction(
-        c -> {
-          // The events are durable in the journal already, so this commit need not wait for its
-          // own flush: a crash that loses it rewinds the position with the rows (one transaction),
-          // and the next apply finds the gap and replays it from the journal (TableGap). The
-          // journal is pruned only through a position read back from memory after this commit
-          // returned, by a synchronous commit whose flush covers this one's WAL (ADR 0035).
-          try (Statement st = c.createStatement()) {
-            st.execute("SET LOCAL synchronous_commit TO off");
-          }
-          long applied = lockPosition(c, partition);
-          if (receiptsBefore > 0) {
-            try (PreparedStatement ps =
-                c.prepareStatement(
-                    "DELETE FROM " + receipts + " WHERE partition_id = ? AND at_millis < ?")) {
-              ps.setInt(1, partition);
-              ps.setLong(2, receiptsBefore);
-              ps.executeUpdate();
-            }
-          }
-          if (events.isEmpty()) {
-            if (applied == expectedThrough) {
-              try (PreparedStatement ps =
-                  c.prepareStatement(
-                      "UPDATE " + positions + " SET outbox_next = ? WHERE partition_id = ?")) {
-                ps.setLong(1, outboxNextAfter);
-                ps.setInt(2, partition);
-                ps.executeUpdate();
-              }
-            }
-            return applied;
-          }
-          return apply(c, partition, applied, events, ruleFieldsAfter, outboxNextAfter);
-        });
+    Request r =
+        new Request(
+            partition,
+            events,
+            ruleFieldsAfter,
+            outboxNextAfter,
+            expectedThrough,
+            receiptsBefore,
+            new CompletableFuture<>());
+    boolean start;
+    synchronized (waiting) {
+      waiting.addLast(r);
+      start = combining < COMBINING;
+      if (start) {
+        combining++;
+      }
+    }
+    if (start) {
+      try {
+        executor.execute(this::combine);
+      } catch (RuntimeException e) {
+        synchronized (waiting) {
+          combining--;
+          waiting.remove(r);
+        }
+        r.done().completeExceptionally(e);
+      }
+    }
+    return r.done();
   }
 
   @Override
@@ -323,96 +341,399 @@ public final class SqlDocumentTable implements DocumentTable {
     }
   }
 
-  private long apply(
-      Connection c,
+  /** One partition's apply, waiting for a transaction it shares with other partitions' applies. */
+  private record Request(
       int partition,
-      long applied,
       List<Applying> events,
       Map<String, String> ruleFieldsAfter,
-      long outboxNextAfter)
-      throws SQLException {
-    long last = events.get(events.size() - 1).sequence();
-    if (applied >= last) {
-      return applied;
-    }
-    if (applied < events.get(0).sequence() - 1) {
-      throw new TableGap(applied);
-    }
-    // Puts between two other changes are written together, the last per document winning.
-    LinkedHashMap<String, Put> puts = new LinkedHashMap<>();
-    for (Applying e : events) {
-      if (e.sequence() <= applied) {
-        continue;
+      long outboxNextAfter,
+      long expectedThrough,
+      long receiptsBefore,
+      CompletableFuture<Long> done) {
+    int changes() {
+      int n = 0;
+      for (Applying e : events) {
+        n += e.changes().size();
       }
-      for (DocumentChange change : e.changes()) {
-        if (change instanceof DocumentChange.Put p) {
-          Document d = p.document();
-          puts.put(Partition.key(d.collection(), d.id()), new Put(d, e.sequence()));
-        } else {
-          flush(c, documents, partition, puts);
-          String collection =
-              change instanceof DocumentChange.Reset r
-                  ? r.collection()
-                  : ((DocumentChange.ClearTombstoneAcls) change).collection();
-          String sql =
-              change instanceof DocumentChange.Reset
-                  ? "DELETE FROM " + documents + " WHERE partition_id = ? AND collection = ?"
-                  : "UPDATE "
-                      + documents
-                      + " SET acl = NULL WHERE partition_id = ? AND collection = ?"
-                      + " AND deleted AND acl IS NOT NULL";
-          try (PreparedStatement ps = c.prepareStatement(sql)) {
-            ps.setInt(1, partition);
-            ps.setString(2, collection);
+      return n;
+    }
+  }
+
+  /** A document's row to write in a partition. */
+  record Placed(int partition, Put put) {}
+
+  /** A receipt a partition keeps. */
+  private record KeptIn(int partition, Applying.Kept kept) {}
+
+  /** A partition's new position. */
+  private record Moved(int partition, long through, String ruleFields, long outboxNext) {}
+
+  /**
+   * Runs the waiting applies, several partitions' in one transaction (ADR 0056), until none wait;
+   * at most {@link #COMBINING} of these run at a time, each taking what waits when it starts.
+   */
+  private void combine() {
+    boolean exited = false;
+    try {
+      while (true) {
+        List<Request> batch;
+        synchronized (waiting) {
+          batch = take();
+          if (batch.isEmpty()) {
+            combining--;
+            exited = true;
+            return;
+          }
+        }
+        try {
+          run(batch);
+        } catch (RuntimeException e) {
+          batch.forEach(r -> r.done().completeExceptionally(e));
+        }
+      }
+    } finally {
+      if (!exited) {
+        synchronized (waiting) {
+          combining--;
+        }
+      }
+    }
+  }
+
+  /**
+   * The waiting applies for one transaction, in the order they came: at most one per partition (a
+   * later one of the same partition waits for the next), within {@link #APPLIES_PER_TRANSACTION}
+   * and {@link #CHANGES_PER_TRANSACTION} (the first is always taken).
+   */
+  private List<Request> take() {
+    List<Request> batch = new ArrayList<>();
+    Set<Integer> partitions = new HashSet<>();
+    int changes = 0;
+    Iterator<Request> it = waiting.iterator();
+    while (it.hasNext() && batch.size() < APPLIES_PER_TRANSACTION) {
+      Request r = it.next();
+      int n = r.changes();
+      if (!batch.isEmpty() && changes + n > CHANGES_PER_TRANSACTION) {
+        break;
+      }
+      if (partitions.add(r.partition())) {
+        it.remove();
+        batch.add(r);
+        changes += n;
+      }
+    }
+    return batch;
+  }
+
+  /**
+   * Applies {@code batch} in one transaction and answers each. When the transaction fails with more
+   * than one apply in it, each is run again in a transaction of its own, so that one partition's
+   * failing rows fail only that partition.
+   */
+  private void run(List<Request> batch) {
+    Object[] outcomes;
+    try (Connection c = dataSource.getConnection()) {
+      c.setAutoCommit(false);
+      try {
+        outcomes = applyTogether(c, batch);
+        c.commit();
+      } catch (SQLException | RuntimeException e) {
+        c.rollback();
+        throw e;
+      }
+    } catch (SQLException | RuntimeException e) {
+      if (batch.size() > 1 && !connectionLost(e)) {
+        for (Request r : batch) {
+          run(List.of(r));
+        }
+      } else {
+        batch.forEach(r -> r.done().completeExceptionally(new CompletionException(e)));
+      }
+      return;
+    }
+    for (int i = 0; i < batch.size(); i++) {
+      if (outcomes[i] instanceof RuntimeException failure) {
+        batch.get(i).done().completeExceptionally(failure);
+      } else {
+        batch.get(i).done().complete((Long) outcomes[i]);
+      }
+    }
+  }
+
+  private static boolean connectionLost(Exception e) {
+    return e instanceof SQLTransientConnectionException
+        || e instanceof SQLException s
+            && s.getSQLState() != null
+            && s.getSQLState().startsWith("08");
+  }
+
+  /**
+   * The applies of {@code batch} (one per partition): locks their positions in that order, then
+   * each apply's outcome: its new position, the position when it has nothing to apply, or a {@link
+   * TableGap} (that apply writes nothing; the others do).
+   */
+  private Object[] applyTogether(Connection c, List<Request> batch) throws SQLException {
+    // The events are durable in the journal already, so this commit need not wait for its own
+    // flush: a crash that loses it rewinds the positions with the rows (one transaction), and the
+    // next apply finds the gap and replays it from the journal (TableGap). The journal is pruned
+    // only through a position read back from memory after this commit returned, by a synchronous
+    // commit whose flush covers this one's WAL (ADR 0035).
+    try (Statement st = c.createStatement()) {
+      st.execute("SET LOCAL synchronous_commit TO off");
+    }
+    Map<Integer, Long> positionsNow = lockPositions(c, batch);
+    Object[] outcomes = new Object[batch.size()];
+    List<Placed> rows = new ArrayList<>();
+    List<KeptIn> kept = new ArrayList<>();
+    List<Moved> moved = new ArrayList<>();
+    for (int i = 0; i < batch.size(); i++) {
+      Request r = batch.get(i);
+      long applied = positionsNow.get(r.partition());
+      if (r.events().isEmpty()) {
+        expireReceipts(c, r);
+        if (applied == r.expectedThrough()) {
+          try (PreparedStatement ps =
+              c.prepareStatement(
+                  "UPDATE " + positions + " SET outbox_next = ? WHERE partition_id = ?")) {
+            ps.setLong(1, r.outboxNextAfter());
+            ps.setInt(2, r.partition());
             ps.executeUpdate();
           }
         }
+        outcomes[i] = applied;
+        continue;
       }
+      long last = r.events().get(r.events().size() - 1).sequence();
+      if (applied >= last) {
+        outcomes[i] = applied;
+        continue;
+      }
+      if (applied < r.events().get(0).sequence() - 1) {
+        outcomes[i] = new TableGap(applied);
+        continue;
+      }
+      expireReceipts(c, r);
+      // Puts between two other changes are written together, the last per document winning.
+      LinkedHashMap<String, Put> puts = new LinkedHashMap<>();
+      for (Applying e : r.events()) {
+        if (e.sequence() <= applied) {
+          continue;
+        }
+        for (DocumentChange change : e.changes()) {
+          if (change instanceof DocumentChange.Put p) {
+            Document d = p.document();
+            puts.put(Partition.key(d.collection(), d.id()), new Put(d, e.sequence()));
+          } else {
+            place(r.partition(), puts, rows);
+            upsert(c, documents, rows);
+            clear(c, r.partition(), change);
+          }
+        }
+      }
+      place(r.partition(), puts, rows);
+      kept.addAll(kept(r, applied));
+      moved.add(new Moved(r.partition(), last, text(r.ruleFieldsAfter()), r.outboxNextAfter()));
+      outcomes[i] = last;
     }
-    flush(c, documents, partition, puts);
-    storeReceipts(c, partition, applied, events);
-    setPosition(c, positions, partition, last, ruleFieldsAfter, outboxNextAfter);
-    return last;
+    upsert(c, documents, rows);
+    keep(c, kept);
+    move(c, moved);
+    return outcomes;
   }
 
-  /** Writes the receipts the events after {@code applied} keep (a key's latest wins). */
-  private void storeReceipts(Connection c, int partition, long applied, List<Applying> events)
-      throws SQLException {
-    LinkedHashMap<String, Applying.Kept> kept = new LinkedHashMap<>();
-    for (Applying e : events) {
-      if (e.sequence() > applied) {
-        for (Receipt.Keyed r : e.receipts()) {
-          kept.remove(r.key());
-          kept.put(r.key(), new Applying.Kept(r, e.sequence()));
+  /**
+   * Creates the missing position rows of the partitions of {@code batch} and locks them all, in
+   * partition order (so that two transactions never wait for each other's positions in a cycle).
+   */
+  private Map<Integer, Long> lockPositions(Connection c, List<Request> batch) throws SQLException {
+    Object[] ids = batch.stream().map(Request::partition).toArray();
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "INSERT INTO "
+                + positions
+                + " (partition_id, applied_through, rule_fields, outbox_next)"
+                + " SELECT p, 0, '{}', 0 FROM unnest(?::integer[]) AS p ORDER BY p"
+                + " ON CONFLICT (partition_id) DO NOTHING")) {
+      ps.setArray(1, c.createArrayOf("integer", ids));
+      ps.executeUpdate();
+    }
+    Map<Integer, Long> out = new HashMap<>();
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT partition_id, applied_through FROM "
+                + positions
+                + " WHERE partition_id = ANY (?::integer[]) ORDER BY partition_id FOR UPDATE")) {
+      ps.setArray(1, c.createArrayOf("integer", ids));
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          out.put(rs.getInt(1), rs.getLong(2));
         }
       }
     }
-    if (kept.isEmpty()) {
+    if (out.size() != ids.length) {
+      throw new IllegalStateException("a partition's position row was not locked");
+    }
+    return out;
+  }
+
+  /** Deletes the receipts the apply says expired (receiptsBefore 0: none). */
+  private void expireReceipts(Connection c, Request r) throws SQLException {
+    if (r.receiptsBefore() <= 0) {
       return;
     }
     try (PreparedStatement ps =
         c.prepareStatement(
+            "DELETE FROM " + receipts + " WHERE partition_id = ? AND at_millis < ?")) {
+      ps.setInt(1, r.partition());
+      ps.setLong(2, r.receiptsBefore());
+      ps.executeUpdate();
+    }
+  }
+
+  /** A reset deletes the collection's rows; a rule change clears its tombstones' values. */
+  private void clear(Connection c, int partition, DocumentChange change) throws SQLException {
+    String collection =
+        change instanceof DocumentChange.Reset r
+            ? r.collection()
+            : ((DocumentChange.ClearTombstoneAcls) change).collection();
+    String sql =
+        change instanceof DocumentChange.Reset
+            ? "DELETE FROM " + documents + " WHERE partition_id = ? AND collection = ?"
+            : "UPDATE "
+                + documents
+                + " SET acl = NULL WHERE partition_id = ? AND collection = ?"
+                + " AND deleted AND acl IS NOT NULL";
+    try (PreparedStatement ps = c.prepareStatement(sql)) {
+      ps.setInt(1, partition);
+      ps.setString(2, collection);
+      ps.executeUpdate();
+    }
+  }
+
+  private static void place(int partition, LinkedHashMap<String, Put> puts, List<Placed> rows) {
+    for (Put p : puts.values()) {
+      rows.add(new Placed(partition, p));
+    }
+    puts.clear();
+  }
+
+  /** The receipts the apply's events after {@code applied} keep (a key's latest wins). */
+  private static List<KeptIn> kept(Request r, long applied) {
+    LinkedHashMap<String, Applying.Kept> kept = new LinkedHashMap<>();
+    for (Applying e : r.events()) {
+      if (e.sequence() > applied) {
+        for (Receipt.Keyed k : e.receipts()) {
+          kept.remove(k.key());
+          kept.put(k.key(), new Applying.Kept(k, e.sequence()));
+        }
+      }
+    }
+    List<KeptIn> out = new ArrayList<>(kept.size());
+    kept.values().forEach(k -> out.add(new KeptIn(r.partition(), k)));
+    return out;
+  }
+
+  /** Writes the receipts (a partition's receipt under a key replaces the one before). */
+  private void keep(Connection c, List<KeptIn> kept) throws SQLException {
+    writeRows(
+        c,
+        kept,
+        n ->
             "INSERT INTO "
                 + receipts
                 + " (partition_id, receipt_key, command_id, first_sequence, revisions, at_millis,"
-                + " journal_seq) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                + " journal_seq) VALUES "
+                + values(n, "(?, ?, ?, ?, ?::bigint[], ?, ?)")
                 + " ON CONFLICT (partition_id, receipt_key) DO UPDATE SET"
                 + " command_id = EXCLUDED.command_id, first_sequence = EXCLUDED.first_sequence,"
                 + " revisions = EXCLUDED.revisions, at_millis = EXCLUDED.at_millis,"
-                + " journal_seq = EXCLUDED.journal_seq")) {
-      for (Applying.Kept k : kept.values()) {
-        Receipt r = k.receipt().receipt();
-        ps.setInt(1, partition);
-        ps.setString(2, k.receipt().key());
-        ps.setString(3, r.commandId());
-        ps.setLong(4, r.firstSequence());
-        ps.setArray(5, c.createArrayOf("bigint", r.revisions().toArray()));
-        ps.setLong(6, r.atMillis());
-        ps.setLong(7, k.sequence());
-        ps.addBatch();
+                + " journal_seq = EXCLUDED.journal_seq",
+        (ps, k, in) -> {
+          Receipt r = in.kept().receipt().receipt();
+          ps.setInt(k++, in.partition());
+          ps.setString(k++, in.kept().receipt().key());
+          ps.setString(k++, r.commandId());
+          ps.setLong(k++, r.firstSequence());
+          ps.setString(k++, arrayLiteral(r.revisions()));
+          ps.setLong(k++, r.atMillis());
+          ps.setLong(k++, in.kept().sequence());
+          return k;
+        });
+  }
+
+  /** Sets the partitions' positions (their rows are locked). */
+  private void move(Connection c, List<Moved> moved) throws SQLException {
+    writeRows(
+        c,
+        moved,
+        n ->
+            "UPDATE "
+                + positions
+                + " AS p SET applied_through = v.through, rule_fields = v.fields,"
+                + " outbox_next = v.next FROM (VALUES "
+                + values(n, 4)
+                + ") AS v (partition_id, through, fields, next)"
+                + " WHERE p.partition_id = v.partition_id",
+        (ps, k, m) -> {
+          ps.setInt(k++, m.partition());
+          ps.setLong(k++, m.through());
+          ps.setString(k++, m.ruleFields());
+          ps.setLong(k++, m.outboxNext());
+          return k;
+        });
+  }
+
+  /** Binds one row's parameters from index {@code k} on; returns the index after them. */
+  private interface RowBinder<T> {
+    int bind(PreparedStatement ps, int k, T row) throws SQLException;
+  }
+
+  /** Runs {@code sql} (the statement for n rows) over {@code rows}, several rows per statement. */
+  private static <T> void writeRows(
+      Connection c, List<T> rows, IntFunction<String> sql, RowBinder<T> bind) throws SQLException {
+    for (int done = 0; done < rows.size(); ) {
+      int n = rowsInStatement(rows.size() - done);
+      try (PreparedStatement ps = c.prepareStatement(sql.apply(n))) {
+        int k = 1;
+        for (T row : rows.subList(done, done + n)) {
+          k = bind.bind(ps, k, row);
+        }
+        ps.executeUpdate();
       }
-      ps.executeBatch();
+      done += n;
     }
+  }
+
+  /**
+   * Rows in the next statement of a multi-row write with {@code remaining} rows left: a power of
+   * two up to {@link #ROWS_PER_STATEMENT}, so that few statement texts exist (each is prepared once
+   * per connection).
+   */
+  static int rowsInStatement(int remaining) {
+    return Integer.highestOneBit(Math.min(remaining, ROWS_PER_STATEMENT));
+  }
+
+  /** {@code (?, ?), (?, ?)} for 2 rows of 2 columns. */
+  static String values(int rows, int columns) {
+    return values(rows, "(" + "?, ".repeat(columns - 1) + "?)");
+  }
+
+  /** {@code row} {@code rows} times, separated by commas. */
+  static String values(int rows, String row) {
+    StringBuilder b = new StringBuilder(rows * (row.length() + 2));
+    for (int r = 0; r < rows; r++) {
+      b.append(r == 0 ? "" : ", ").append(row);
+    }
+    return b.toString();
+  }
+
+  /** A PostgreSQL array literal of {@code values}: {@code {1,2}}. */
+  static String arrayLiteral(List<Long> values) {
+    StringBuilder b = new StringBuilder(values.size() * 8 + 2).append('{');
+    for (int i = 0; i < values.size(); i++) {
+      b.append(i == 0 ? "" : ",").append(values.get(i).longValue());
+    }
+    return b.append('}').toString();
   }
 
   @Override
@@ -451,42 +772,41 @@ public final class SqlDocumentTable implements DocumentTable {
         executor);
   }
 
-  /** Writes (inserts or replaces) the rows of {@code puts} and empties it. */
+  /** Writes (inserts or replaces) the rows of {@code puts} of the partition and empties it. */
   static void flush(Connection c, String documents, int partition, LinkedHashMap<String, Put> puts)
       throws SQLException {
-    if (puts.isEmpty()) {
-      return;
-    }
-    try (PreparedStatement ps =
-        c.prepareStatement(
+    List<Placed> rows = new ArrayList<>(puts.size());
+    place(partition, puts, rows);
+    upsert(c, documents, rows);
+  }
+
+  /** Writes (inserts or replaces) {@code rows}, several per statement, and empties the list. */
+  static void upsert(Connection c, String documents, List<Placed> rows) throws SQLException {
+    writeRows(
+        c,
+        rows,
+        n ->
             "INSERT INTO "
                 + documents
                 + " (partition_id, collection, id, revision, body, acl, deleted, journal_seq)"
-                + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                + " VALUES "
+                + values(n, 8)
                 + " ON CONFLICT (partition_id, collection, id) DO UPDATE SET"
                 + " revision = EXCLUDED.revision, body = EXCLUDED.body, acl = EXCLUDED.acl,"
-                + " deleted = EXCLUDED.deleted, journal_seq = EXCLUDED.journal_seq")) {
-      int n = 0;
-      for (Put put : puts.values()) {
-        Document d = put.document();
-        ps.setInt(1, partition);
-        ps.setString(2, d.collection());
-        ps.setString(3, d.id());
-        ps.setLong(4, d.revision());
-        ps.setString(5, d.body());
-        ps.setString(6, d.acl());
-        ps.setBoolean(7, d.deleted());
-        ps.setLong(8, put.journalSequence());
-        ps.addBatch();
-        if (++n % BATCH == 0) {
-          ps.executeBatch();
-        }
-      }
-      if (n % BATCH != 0) {
-        ps.executeBatch();
-      }
-    }
-    puts.clear();
+                + " deleted = EXCLUDED.deleted, journal_seq = EXCLUDED.journal_seq",
+        (ps, k, p) -> {
+          Document d = p.put().document();
+          ps.setInt(k++, p.partition());
+          ps.setString(k++, d.collection());
+          ps.setString(k++, d.id());
+          ps.setLong(k++, d.revision());
+          ps.setString(k++, d.body());
+          ps.setString(k++, d.acl());
+          ps.setBoolean(k++, d.deleted());
+          ps.setLong(k++, p.put().journalSequence());
+          return k;
+        });
+    rows.clear();
   }
 
   /**
@@ -509,6 +829,9 @@ public final class SqlDocumentTable implements DocumentTable {
   }
 
   static String text(Map<String, String> fields) {
+    if (fields.isEmpty()) {
+      return "{}";
+    }
     try {
       return JSON.writeValueAsString(new TreeMap<>(fields));
     } catch (JsonProcessingException e) {

@@ -103,7 +103,10 @@ final class TableWriter {
   private Phase phase = Phase.STARTING;
   private boolean busy;
 
-  /** An apply is scheduled {@link #APPLY_DELAY} after the first event persisted since the last. */
+  /**
+   * An apply is scheduled for the tick after the first event persisted since the last ({@link
+   * #alignedDelay}).
+   */
   private boolean delayed;
 
   private long appliedThrough;
@@ -269,8 +272,9 @@ final class TableWriter {
   }
 
   /**
-   * Applies the pending events now when they fill an apply, else {@link #APPLY_DELAY} after the
-   * first of them, so that the events persisted meanwhile share one transaction.
+   * Applies the pending events now when they fill an apply, else at the node's next {@link
+   * #APPLY_DELAY} tick at least half of it after the first of them, so that the events persisted
+   * meanwhile share one apply and the node's partitions' applies share transactions.
    */
   private void applySoon() {
     if (pending.size() >= MAX_EVENTS_PER_APPLY || pendingBytes >= APPLY_NOW_BYTES) {
@@ -280,7 +284,7 @@ final class TableWriter {
       system
           .scheduler()
           .scheduleOnce(
-              table.applyDelay(),
+              alignedDelay(table.applyDelay(), System.currentTimeMillis()),
               () -> {
                 synchronized (this) {
                   delayed = false;
@@ -289,6 +293,21 @@ final class TableWriter {
               },
               system.executionContext());
     }
+  }
+
+  /**
+   * How long to wait from {@code nowMillis} for the next apply: until a multiple of {@code delay}
+   * on the clock at least half a delay away (so between 0.5 and 1.5 delays, 1 on average). Every
+   * partition of the node applies at the same ticks, so their applies share transactions (ADR
+   * 0056).
+   */
+  static Duration alignedDelay(Duration delay, long nowMillis) {
+    long d = delay.toMillis();
+    if (d <= 1) {
+      return delay;
+    }
+    long wait = d - nowMillis % d;
+    return Duration.ofMillis(wait < d / 2 ? wait + d : wait);
   }
 
   /** Whether the unapplied events are past the bound: the partition's writes wait. */

@@ -315,6 +315,79 @@ class DocumentTableIT {
     assertThat(table()).hasSize(3);
   }
 
+  /** Applies to many partitions at once: each partition's own (two documents, position 2). */
+  private static List<CompletableFuture<Long>> applyAtOnce(
+      SqlDocumentTable t, int from, int to, int poisoned) {
+    List<CompletableFuture<Long>> applies = new ArrayList<>();
+    for (int p = from; p < to; p++) {
+      // PostgreSQL's text refuses a zero character: this partition's rows cannot be written.
+      String body = p == poisoned ? "{\"v\":\"\u0000\"}" : "{\"v\":" + p + "}";
+      applies.add(
+          t.apply(p, List.of(put(1, "a", 1, body), put(2, "b", 1, "{}")), Map.of(), 0, 0, 0)
+              .toCompletableFuture());
+    }
+    return applies;
+  }
+
+  /**
+   * Applies of many partitions offered at once share transactions (ADR 0056): their rows carry few
+   * distinct transaction ids, every partition's rows and position are its own, and a gap in one
+   * partition fails only that apply.
+   */
+  @Test
+  void appliesOfManyPartitionsShareTransactions() throws Exception {
+    SqlDocumentTable t = new SqlDocumentTable(database.dataSource(), "weir", io);
+    List<CompletableFuture<Long>> applies = applyAtOnce(t, 100, 120, -1);
+    CompletableFuture<Long> gap =
+        t.apply(99, List.of(put(5, "a", 1, "{}")), Map.of(), 0, 0, 0).toCompletableFuture();
+    applies.addAll(applyAtOnce(t, 120, 140, -1));
+    for (CompletableFuture<Long> a : applies) {
+      assertThat(a.get()).isEqualTo(2);
+    }
+    assertThat(org.assertj.core.api.Assertions.catchThrowable(gap::get))
+        .hasCauseInstanceOf(DocumentTable.TableGap.class);
+    for (int p = 100; p < 140; p++) {
+      assertThat(t.position(p).toCompletableFuture().get().appliedThrough()).isEqualTo(2);
+    }
+    assertThat(
+            count(
+                "SELECT count(*) FROM weir.documents WHERE partition_id BETWEEN 100 AND 139"
+                    + " AND (id = 'a' AND body = '{\"v\":' || partition_id || '}'"
+                    + " OR id = 'b' AND body = '{}')"))
+        .isEqualTo(80);
+    assertThat(count("SELECT count(*) FROM weir.documents WHERE partition_id = 99")).isZero();
+    long transactions =
+        count(
+            "SELECT count(DISTINCT xmin::text) FROM weir.documents"
+                + " WHERE partition_id BETWEEN 100 AND 139");
+    assertThat(transactions).as("transactions that wrote 40 partitions' applies").isLessThan(20);
+  }
+
+  /**
+   * When a shared transaction fails, each apply in it is tried again alone: only the partition
+   * whose rows PostgreSQL refuses fails, with nothing of it written; the others land.
+   */
+  @Test
+  void aFailingApplyFailsOnlyItsOwnPartition() throws Exception {
+    SqlDocumentTable t = new SqlDocumentTable(database.dataSource(), "weir", io);
+    List<CompletableFuture<Long>> applies = applyAtOnce(t, 100, 140, 120);
+    for (int i = 0; i < applies.size(); i++) {
+      if (100 + i == 120) {
+        assertThat(org.assertj.core.api.Assertions.catchThrowable(applies.get(i)::get))
+            .hasRootCauseInstanceOf(SQLException.class);
+      } else {
+        assertThat(applies.get(i).get()).isEqualTo(2);
+      }
+    }
+    assertThat(count("SELECT count(*) FROM weir.documents WHERE partition_id = 120")).isZero();
+    assertThat(t.position(120).toCompletableFuture().get().appliedThrough()).isZero();
+    assertThat(
+            count(
+                "SELECT count(*) FROM weir.documents WHERE partition_id BETWEEN 100 AND 139"
+                    + " AND partition_id <> 120"))
+        .isEqualTo(78);
+  }
+
   /**
    * What a partition must hold after the writes a test sent, derived on its own from the rules in
    * docs/partitions.md: revisions count every change, a deletion leaves a tombstone with the

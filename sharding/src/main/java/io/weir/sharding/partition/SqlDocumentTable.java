@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.persistence.Identifiers;
+import io.weir.persistence.SafeErrors;
 import io.weir.sharding.partition.ReadProtocol.Document;
 import java.io.IOException;
 import java.sql.Connection;
@@ -26,8 +27,11 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntFunction;
 import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The documents table in PostgreSQL: {@code <schema>.documents} (one row per partition, collection
@@ -42,6 +46,7 @@ import javax.sql.DataSource;
  * rows exactly as of it. Runs on the executor given (the documents pool's).
  */
 public final class SqlDocumentTable implements DocumentTable {
+  private static final Logger log = LoggerFactory.getLogger(SqlDocumentTable.class);
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final TypeReference<TreeMap<String, String>> FIELDS = new TypeReference<>() {};
 
@@ -73,6 +78,8 @@ public final class SqlDocumentTable implements DocumentTable {
 
   /** Transactions of applies running (guarded by {@link #waiting}). */
   private int combining;
+
+  private final AtomicLong retriedAlone = new AtomicLong();
 
   public SqlDocumentTable(DataSource dataSource, String schema, Executor executor) {
     this.dataSource = dataSource;
@@ -123,25 +130,10 @@ public final class SqlDocumentTable implements DocumentTable {
             expectedThrough,
             receiptsBefore,
             new CompletableFuture<>());
-    boolean start;
     synchronized (waiting) {
       waiting.addLast(r);
-      start = combining < COMBINING;
-      if (start) {
-        combining++;
-      }
     }
-    if (start) {
-      try {
-        executor.execute(this::combine);
-      } catch (RuntimeException e) {
-        synchronized (waiting) {
-          combining--;
-          waiting.remove(r);
-        }
-        r.done().completeExceptionally(e);
-      }
-    }
+    startCombining();
     return r.done();
   }
 
@@ -368,6 +360,30 @@ public final class SqlDocumentTable implements DocumentTable {
   /** A partition's new position. */
   private record Moved(int partition, long through, String ruleFields, long outboxNext) {}
 
+  /** Starts a combiner when applies wait and fewer than {@link #COMBINING} run. */
+  private void startCombining() {
+    synchronized (waiting) {
+      if (waiting.isEmpty() || combining >= COMBINING) {
+        return;
+      }
+      combining++;
+    }
+    try {
+      executor.execute(this::combine);
+    } catch (RuntimeException e) {
+      // The executor is shut down: what no running combiner will take fails now.
+      List<Request> stranded = new ArrayList<>();
+      synchronized (waiting) {
+        combining--;
+        if (combining == 0) {
+          stranded.addAll(waiting);
+          waiting.clear();
+        }
+      }
+      stranded.forEach(r -> r.done().completeExceptionally(e));
+    }
+  }
+
   /**
    * Runs the waiting applies, several partitions' in one transaction (ADR 0056), until none wait;
    * at most {@link #COMBINING} of these run at a time, each taking what waits when it starts.
@@ -387,8 +403,11 @@ public final class SqlDocumentTable implements DocumentTable {
         }
         try {
           run(batch);
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
           batch.forEach(r -> r.done().completeExceptionally(e));
+          if (e instanceof Error) {
+            throw e;
+          }
         }
       }
     } finally {
@@ -396,6 +415,7 @@ public final class SqlDocumentTable implements DocumentTable {
         synchronized (waiting) {
           combining--;
         }
+        startCombining();
       }
     }
   }
@@ -428,9 +448,11 @@ public final class SqlDocumentTable implements DocumentTable {
   /**
    * Applies {@code batch} in one transaction and answers each. When the transaction fails with more
    * than one apply in it, each is run again in a transaction of its own, so that one partition's
-   * failing rows fail only that partition.
+   * failing rows fail only that partition; once the connection is lost the rest fail at once.
+   *
+   * @return the failure when the connection was lost, else null
    */
-  private void run(List<Request> batch) {
+  private Exception run(List<Request> batch) {
     Object[] outcomes;
     try (Connection c = dataSource.getConnection()) {
       c.setAutoCommit(false);
@@ -442,14 +464,26 @@ public final class SqlDocumentTable implements DocumentTable {
         throw e;
       }
     } catch (SQLException | RuntimeException e) {
-      if (batch.size() > 1 && !connectionLost(e)) {
-        for (Request r : batch) {
-          run(List.of(r));
-        }
-      } else {
+      if (batch.size() == 1 || connectionLost(e)) {
         batch.forEach(r -> r.done().completeExceptionally(new CompletionException(e)));
+        return connectionLost(e) ? e : null;
       }
-      return;
+      retriedAlone.incrementAndGet();
+      log.warn(
+          "documents table: a transaction of {} partitions' applies failed ({}); applying each"
+              + " alone",
+          batch.size(),
+          SafeErrors.describe(e));
+      for (int i = 0; i < batch.size(); i++) {
+        Exception lost = run(List.of(batch.get(i)));
+        if (lost != null) {
+          for (Request r : batch.subList(i + 1, batch.size())) {
+            r.done().completeExceptionally(new CompletionException(lost));
+          }
+          return lost;
+        }
+      }
+      return null;
     }
     for (int i = 0; i < batch.size(); i++) {
       if (outcomes[i] instanceof RuntimeException failure) {
@@ -458,6 +492,12 @@ public final class SqlDocumentTable implements DocumentTable {
         batch.get(i).done().complete((Long) outcomes[i]);
       }
     }
+    return null;
+  }
+
+  /** Shared transactions that failed and had their applies tried one by one (for tests). */
+  long retriedAlone() {
+    return retriedAlone.get();
   }
 
   private static boolean connectionLost(Exception e) {
@@ -504,15 +544,15 @@ public final class SqlDocumentTable implements DocumentTable {
         continue;
       }
       long last = r.events().get(r.events().size() - 1).sequence();
-      if (applied >= last) {
-        outcomes[i] = applied;
-        continue;
-      }
       if (applied < r.events().get(0).sequence() - 1) {
         outcomes[i] = new TableGap(applied);
         continue;
       }
       expireReceipts(c, r);
+      if (applied >= last) {
+        outcomes[i] = applied;
+        continue;
+      }
       // Puts between two other changes are written together, the last per document winning.
       LinkedHashMap<String, Put> puts = new LinkedHashMap<>();
       for (Applying e : r.events()) {

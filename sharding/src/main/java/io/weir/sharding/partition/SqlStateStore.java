@@ -7,12 +7,20 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.Set;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Supplier;
 import java.util.function.UnaryOperator;
 import javax.sql.DataSource;
@@ -23,9 +31,10 @@ import org.postgresql.PGStatement;
  * {@link StateStore} on the JDBC journal's tables in PostgreSQL ({@code <schema>.snapshot}, {@code
  * <schema>.event_journal}): the latest snapshot row and the event rows after it, read in one
  * read-only REPEATABLE READ transaction (so a concurrent prune cannot cut between them), the events
- * streamed {@value #FETCH} rows at a time and applied as they arrive. It reads the rows Pekko's
- * replay would read (not deleted, in sequence order), decodes them with the serializers the journal
- * names, and applies them with {@link PartitionState#apply}, the event handler's transition.
+ * streamed {@value #FETCH} rows at a time and handed to a thread of the recovery's own that decodes
+ * and applies them while the next rows are fetched. It reads the rows Pekko's replay would read
+ * (not deleted, in sequence order), decodes them with the serializers the journal names, and
+ * applies them with {@link PartitionState#apply}, the event handler's transition.
  *
  * <p>Snapshots go into the same table as the plugin writes them (serializer {@link
  * PartitionSnapshotSerializer}, no metadata), in a statement that writes nothing unless the journal
@@ -143,63 +152,194 @@ public final class SqlStateStore implements StateStore {
       c.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
       c.setReadOnly(true);
       try {
-        PartitionState snapshot = latestSnapshot(c, pid, partition, serialization);
-        PartitionState state = snapshot == null ? empty.get() : fromSnapshot.apply(snapshot);
-        long from = state.events;
-        long applied = applyEventsAfter(c, pid, partition, serialization, state);
+        Row snapshot = latestSnapshot(c, pid);
+        long from = snapshot == null ? 0 : snapshot.sequence();
+        Applier applier = new Applier(partition, serialization, empty, fromSnapshot, snapshot);
+        Future<PartitionState> applying = APPLIERS.submit(applier);
+        PartitionState state;
+        long events;
+        try {
+          events = streamEventsAfter(c, pid, partition, from, applier, applying);
+          applier.handOver(END, applying);
+          state = await(partition, applying);
+        } finally {
+          applying.cancel(true);
+        }
         // Rows deleted through the snapshot (Pekko then takes the snapshot's sequence as the
         // highest) or marked deleted after the read ones: Pekko's replay knows what to do.
-        return highest(c, pid) == state.events ? new Recovered(state, from, applied) : null;
+        return highest(c, pid) == state.events ? new Recovered(state, from, events) : null;
       } finally {
         c.rollback();
       }
     }
   }
 
-  /** The latest snapshot's state, or null when there is none. */
-  private PartitionState latestSnapshot(
-      Connection c, String pid, int partition, Serialization serialization) throws SQLException {
+  /** A snapshot or journal row as read, decoded by the {@link Applier}. */
+  private record Row(long sequence, int serializer, String manifest, byte[] payload) {
+    static Row of(ResultSet rs) throws SQLException {
+      return new Row(rs.getLong(1), rs.getInt(2), rs.getString(3), rs.getBytes(4));
+    }
+  }
+
+  /** The end of the rows. */
+  private static final Row END = new Row(-1, 0, "", new byte[0]);
+
+  /** Rows read and not yet applied, at most: one fetch beside the one pgjdbc holds. */
+  static final int QUEUED = FETCH;
+
+  /** Threads that decode and apply what a recovery read fetches. */
+  private static final ExecutorService APPLIERS =
+      Executors.newCachedThreadPool(
+          r -> {
+            Thread t = new Thread(r, "weir-recovery-apply");
+            t.setDaemon(true);
+            return t;
+          });
+
+  /**
+   * Decodes the snapshot and applies the events after it, in order, on a thread of its own while
+   * the reading thread fetches the next rows: fetching (PostgreSQL and pgjdbc) and decoding
+   * overlap.
+   */
+  private static final class Applier implements Callable<PartitionState> {
+    private final BlockingQueue<Row> rows = new ArrayBlockingQueue<>(QUEUED);
+    private final int partition;
+    private final Serialization serialization;
+    private final Supplier<PartitionState> empty;
+    private final UnaryOperator<PartitionState> fromSnapshot;
+    private final Row snapshot;
+
+    /** When the read gives up waiting for the applier ({@link System#nanoTime}). */
+    private final long deadline = System.nanoTime() + READ_TIMEOUT.toNanos();
+
+    Applier(
+        int partition,
+        Serialization serialization,
+        Supplier<PartitionState> empty,
+        UnaryOperator<PartitionState> fromSnapshot,
+        Row snapshot) {
+      this.partition = partition;
+      this.serialization = serialization;
+      this.empty = empty;
+      this.fromSnapshot = fromSnapshot;
+      this.snapshot = snapshot;
+    }
+
+    @Override
+    public PartitionState call() throws InterruptedException {
+      PartitionState state = snapshot == null ? empty.get() : fromSnapshot.apply(snapshotState());
+      while (true) {
+        Row r = rows.take();
+        if (r == END) {
+          return state;
+        }
+        state.apply(
+            decode(
+                serialization,
+                r,
+                Partition.Event.class,
+                "partition " + partition + "'s event at sequence " + r.sequence()));
+      }
+    }
+
+    private PartitionState snapshotState() {
+      long sequence = snapshot.sequence();
+      PartitionState state =
+          decode(
+              serialization,
+              snapshot,
+              PartitionState.class,
+              "partition " + partition + "'s snapshot at sequence " + sequence);
+      if (state.events != sequence) {
+        throw new Unreadable(
+            "partition "
+                + partition
+                + "'s snapshot at sequence "
+                + sequence
+                + " holds "
+                + state.events
+                + " events");
+      }
+      return state;
+    }
+
+    /**
+     * Hands {@code row} over, waiting while the queue is full; false when the applier has ended (it
+     * failed: the read stops and {@link #await} reports why).
+     */
+    boolean handOver(Row row, Future<PartitionState> applying) {
+      try {
+        while (!rows.offer(row, 100, TimeUnit.MILLISECONDS)) {
+          if (applying.isDone()) {
+            return false;
+          }
+          if (System.nanoTime() - deadline > 0) {
+            throw new Unreadable("partition " + partition + "'s recovery did not end in time");
+          }
+        }
+        return true;
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new Unreadable("partition " + partition + "'s recovery read was interrupted");
+      }
+    }
+  }
+
+  /** The applier's state, or its failure as it is (an {@link Unreadable} names no value). */
+  private static PartitionState await(int partition, Future<PartitionState> applying) {
+    try {
+      return applying.get(READ_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof RuntimeException r) {
+        throw r;
+      }
+      if (e.getCause() instanceof Error err) {
+        throw err;
+      }
+      throw new Unreadable(
+          "partition "
+              + partition
+              + "'s recovery failed ("
+              + e.getCause().getClass().getSimpleName()
+              + ")");
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new Unreadable("partition " + partition + "'s recovery read was interrupted");
+    } catch (TimeoutException e) {
+      throw new Unreadable("partition " + partition + "'s recovery did not end in time");
+    }
+  }
+
+  /** The latest snapshot's row, or null when there is none. */
+  private Row latestSnapshot(Connection c, String pid) throws SQLException {
     try (PreparedStatement ps =
         c.prepareStatement(
             "SELECT sequence_number, snapshot_ser_id, snapshot_ser_manifest, snapshot_payload"
                 + " FROM "
                 + snapshots
                 + " WHERE persistence_id = ? ORDER BY sequence_number DESC LIMIT 1")) {
+      ps.unwrap(PGStatement.class).setPrepareThreshold(-1);
       ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
       ps.setString(1, pid);
       try (ResultSet rs = ps.executeQuery()) {
-        if (!rs.next()) {
-          return null;
-        }
-        long sequence = rs.getLong(1);
-        PartitionState state =
-            decode(
-                serialization,
-                rs,
-                PartitionState.class,
-                "partition " + partition + "'s snapshot at sequence " + sequence);
-        if (state.events != sequence) {
-          throw new Unreadable(
-              "partition "
-                  + partition
-                  + "'s snapshot at sequence "
-                  + sequence
-                  + " holds "
-                  + state.events
-                  + " events");
-        }
-        return state;
+        return rs.next() ? Row.of(rs) : null;
       }
     }
   }
 
   /**
-   * Applies the journal's events after {@code state}'s to it, in order, requiring them contiguous.
+   * Hands the journal's events after sequence {@code from} to the applier, in order, requiring them
+   * contiguous; stops early when the applier failed.
    *
    * @return how many
    */
-  private long applyEventsAfter(
-      Connection c, String pid, int partition, Serialization serialization, PartitionState state)
+  private long streamEventsAfter(
+      Connection c,
+      String pid,
+      int partition,
+      long from,
+      Applier applier,
+      Future<PartitionState> applying)
       throws SQLException {
     try (PreparedStatement ps =
         c.prepareStatement(
@@ -212,31 +352,28 @@ public final class SqlStateStore implements StateStore {
       ps.setFetchSize(FETCH);
       ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
       ps.setString(1, pid);
-      ps.setLong(2, state.events);
-      long applied = 0;
+      ps.setLong(2, from);
+      long expected = from + 1;
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
           long seq = rs.getLong(1);
-          if (seq != state.events + 1) {
+          if (seq != expected) {
             // A hole: Pekko's replay would apply the next event at the wrong sequence.
             throw new Unreadable(
                 "partition "
                     + partition
                     + "'s journal goes from sequence "
-                    + state.events
+                    + (expected - 1)
                     + " to "
                     + seq);
           }
-          state.apply(
-              decode(
-                  serialization,
-                  rs,
-                  Partition.Event.class,
-                  "partition " + partition + "'s event at sequence " + seq));
-          applied++;
+          if (!applier.handOver(Row.of(rs), applying)) {
+            break;
+          }
+          expected++;
         }
       }
-      return applied;
+      return expected - from - 1;
     }
   }
 
@@ -255,12 +392,11 @@ public final class SqlStateStore implements StateStore {
   }
 
   /**
-   * The row's payload (column 4) decoded with the serializer and manifest it names (columns 2 and
-   * 3), which must give a {@code type}; {@code what} names the row, never its content.
+   * The row's payload decoded with the serializer and manifest it names, which must give a {@code
+   * type}; {@code what} names the row, never its content.
    */
-  private static <T> T decode(Serialization serialization, ResultSet rs, Class<T> type, String what)
-      throws SQLException {
-    var decoded = serialization.deserialize(rs.getBytes(4), rs.getInt(2), rs.getString(3));
+  private static <T> T decode(Serialization serialization, Row row, Class<T> type, String what) {
+    var decoded = serialization.deserialize(row.payload(), row.serializer(), row.manifest());
     if (decoded.isFailure()) {
       // The serializers' messages say where, not what (see PartitionEventSerializer).
       throw new Unreadable(

@@ -303,6 +303,8 @@ class DocumentTableIT {
     var second = t.apply(P, List.of(put(4, "c", 1, "{}")), Map.of(), 0, 0, 0).toCompletableFuture();
     assertThat(first.get()).isEqualTo(4);
     assertThat(second.get()).isEqualTo(4);
+    // ... in two transactions, one after the other: never together in one (ADR 0056).
+    assertThat(t.retriedAlone()).isZero();
     assertThat(t.position(P).toCompletableFuture().get().appliedThrough()).isEqualTo(4);
     // Event 6 after position 4: 5 is missing, nothing is written.
     assertThat(
@@ -361,6 +363,7 @@ class DocumentTableIT {
             "SELECT count(DISTINCT xmin::text) FROM weir.documents"
                 + " WHERE partition_id BETWEEN 100 AND 139");
     assertThat(transactions).as("transactions that wrote 40 partitions' applies").isLessThan(20);
+    assertThat(t.retriedAlone()).isZero();
   }
 
   /**
@@ -379,6 +382,7 @@ class DocumentTableIT {
         assertThat(applies.get(i).get()).isEqualTo(2);
       }
     }
+    assertThat(t.retriedAlone()).isPositive();
     assertThat(count("SELECT count(*) FROM weir.documents WHERE partition_id = 120")).isZero();
     assertThat(t.position(120).toCompletableFuture().get().appliedThrough()).isZero();
     assertThat(

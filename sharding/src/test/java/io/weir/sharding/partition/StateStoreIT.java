@@ -183,7 +183,16 @@ class StateStoreIT {
         sql(
             db,
             "UPDATE weir.event_journal SET deleted = false",
-            "DELETE FROM weir.event_journal WHERE sequence_number = " + (snapshot + 2));
+            "UPDATE weir.event_journal SET event_payload = '\\x00ff'::bytea"
+                + " WHERE sequence_number = "
+                + (snapshot + 2));
+        Throwable undecodable = catchThrowable(() -> readWithSql(kit, recovery));
+        assertThat(Partition.readFailure(undecodable))
+            .as("an event its serializer refuses, decoded on the applying thread")
+            .startsWith(
+                "partition " + P + "'s event at sequence " + (snapshot + 2) + " could not be");
+
+        sql(db, "DELETE FROM weir.event_journal WHERE sequence_number = " + (snapshot + 2));
         Throwable hole = catchThrowable(() -> readWithSql(kit, recovery));
         assertThat(hole)
             .as("a missing event after the snapshot")

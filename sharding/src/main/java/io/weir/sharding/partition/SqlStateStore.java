@@ -152,16 +152,16 @@ public final class SqlStateStore implements StateStore {
       c.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
       c.setReadOnly(true);
       try {
-        Row snapshot = latestSnapshot(c, pid);
-        long from = snapshot == null ? 0 : snapshot.sequence();
-        Applier applier = new Applier(partition, serialization, empty, fromSnapshot, snapshot);
+        Applier applier =
+            new Applier(partition, serialization, empty, fromSnapshot, latestSnapshot(c, pid));
+        long from = applier.snapshotSequence;
         Future<PartitionState> applying = APPLIERS.submit(applier);
         PartitionState state;
         long events;
         try {
           events = streamEventsAfter(c, pid, partition, from, applier, applying);
           applier.handOver(END, applying);
-          state = await(partition, applying);
+          state = applier.await(applying);
         } finally {
           applying.cancel(true);
         }
@@ -207,7 +207,12 @@ public final class SqlStateStore implements StateStore {
     private final Serialization serialization;
     private final Supplier<PartitionState> empty;
     private final UnaryOperator<PartitionState> fromSnapshot;
-    private final Row snapshot;
+
+    /** The snapshot's row until it is decoded (null: none, or decoded). */
+    private Row snapshot;
+
+    /** The snapshot's sequence number (0: none): the events after it are read. */
+    final long snapshotSequence;
 
     /** When the read gives up waiting for the applier ({@link System#nanoTime}). */
     private final long deadline = System.nanoTime() + READ_TIMEOUT.toNanos();
@@ -223,11 +228,13 @@ public final class SqlStateStore implements StateStore {
       this.empty = empty;
       this.fromSnapshot = fromSnapshot;
       this.snapshot = snapshot;
+      this.snapshotSequence = snapshot == null ? 0 : snapshot.sequence();
     }
 
     @Override
     public PartitionState call() throws InterruptedException {
       PartitionState state = snapshot == null ? empty.get() : fromSnapshot.apply(snapshotState());
+      snapshot = null; // its bytes are not needed beside the state
       while (true) {
         Row r = rows.take();
         if (r == END) {
@@ -269,6 +276,9 @@ public final class SqlStateStore implements StateStore {
      */
     boolean handOver(Row row, Future<PartitionState> applying) {
       try {
+        if (applying.isDone()) {
+          return false;
+        }
         while (!rows.offer(row, 100, TimeUnit.MILLISECONDS)) {
           if (applying.isDone()) {
             return false;
@@ -283,30 +293,44 @@ public final class SqlStateStore implements StateStore {
         throw new Unreadable("partition " + partition + "'s recovery read was interrupted");
       }
     }
-  }
 
-  /** The applier's state, or its failure as it is (an {@link Unreadable} names no value). */
-  private static PartitionState await(int partition, Future<PartitionState> applying) {
-    try {
-      return applying.get(READ_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-    } catch (ExecutionException e) {
-      if (e.getCause() instanceof RuntimeException r) {
-        throw r;
+    /**
+     * The applier's state, or its failure as it is (an {@link Unreadable} names no value), waiting
+     * no longer than the read's deadline.
+     */
+    PartitionState await(Future<PartitionState> applying) {
+      try {
+        return applying.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+      } catch (ExecutionException e) {
+        if (e.getCause() instanceof RuntimeException r) {
+          throw r;
+        }
+        if (e.getCause() instanceof Error err) {
+          throw err;
+        }
+        throw new Unreadable(
+            "partition "
+                + partition
+                + "'s recovery failed ("
+                + e.getCause().getClass().getSimpleName()
+                + ")");
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new Unreadable("partition " + partition + "'s recovery read was interrupted");
+      } catch (TimeoutException e) {
+        throw new Unreadable("partition " + partition + "'s recovery did not end in time");
       }
-      if (e.getCause() instanceof Error err) {
-        throw err;
-      }
-      throw new Unreadable(
-          "partition "
-              + partition
-              + "'s recovery failed ("
-              + e.getCause().getClass().getSimpleName()
-              + ")");
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new Unreadable("partition " + partition + "'s recovery read was interrupted");
-    } catch (TimeoutException e) {
-      throw new Unreadable("partition " + partition + "'s recovery did not end in time");
+    }
+
+    /**
+     * A hole after the rows handed over: reported once the applier has applied those rows, unless
+     * one of them fails first (so the failure named is the earliest in sequence, as when one thread
+     * read and applied).
+     */
+    Unreadable holeAfter(Unreadable hole, Future<PartitionState> applying) {
+      handOver(END, applying); // false: the applier failed, and await throws why
+      await(applying);
+      return hole;
     }
   }
 
@@ -359,13 +383,15 @@ public final class SqlStateStore implements StateStore {
           long seq = rs.getLong(1);
           if (seq != expected) {
             // A hole: Pekko's replay would apply the next event at the wrong sequence.
-            throw new Unreadable(
-                "partition "
-                    + partition
-                    + "'s journal goes from sequence "
-                    + (expected - 1)
-                    + " to "
-                    + seq);
+            throw applier.holeAfter(
+                new Unreadable(
+                    "partition "
+                        + partition
+                        + "'s journal goes from sequence "
+                        + (expected - 1)
+                        + " to "
+                        + seq),
+                applying);
           }
           if (!applier.handOver(Row.of(rs), applying)) {
             break;

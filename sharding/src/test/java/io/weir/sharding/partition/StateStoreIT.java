@@ -215,6 +215,42 @@ class StateStoreIT {
     }
   }
 
+  /**
+   * The read hands rows to a thread that decodes and applies them, and may run ahead of it: the
+   * fault it reports is still the earliest in sequence (an event that cannot be decoded before a
+   * hole), as when one thread read and applied.
+   */
+  @Test
+  void theEarliestFaultIsTheOneReported() throws Exception {
+    PartitionSettings noSnapshots =
+        PartitionSettings.DEFAULTS.withSnapshots(new SnapshotPolicy(100_000, 1L << 30));
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("recovery_order");
+        JdbcPartitions jdbc = new JdbcPartitions(config(db), "recovery-order")) {
+      ActorTestKit kit = ActorTestKit.create("recovery-order", config(db));
+      try {
+        ActorRef<Command> p = kit.spawn(Partition.create(P, jdbc.wiring(noSnapshots)));
+        TestProbe<FrameReply> replies = kit.createTestProbe();
+        for (int i = 0; i < 300; i++) {
+          p.tell(frame("order-" + i, List.of(upsert("d" + i, "{}")), replies.ref()));
+          assertThat(replies.receiveMessage(WAIT)).isInstanceOf(Applied.class);
+        }
+        sql(
+            db,
+            "UPDATE weir.event_journal SET event_payload = '\\x00ff'::bytea"
+                + " WHERE sequence_number = 3",
+            "DELETE FROM weir.event_journal WHERE sequence_number = 200");
+        StateStore recovery = jdbc.wiring(noSnapshots).stateStore();
+        for (int attempt = 0; attempt < 5; attempt++) {
+          assertThat(Partition.readFailure(catchThrowable(() -> readWithSql(kit, recovery))))
+              .as("attempt %d", attempt)
+              .startsWith("partition " + P + "'s event at sequence 3 could not be decoded");
+        }
+      } finally {
+        kit.shutdownTestKit();
+      }
+    }
+  }
+
   @Test
   void snapshotsAreSavedInTheBackgroundOneAtATimeAndNoWriteWaitsForThem() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("recovery_snapshots");

@@ -27,6 +27,7 @@ import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -209,6 +210,60 @@ class StateStoreIT {
         p.tell(new GetStatus(status.ref()));
         kit.createTestProbe().expectTerminated(p, WAIT);
         status.expectNoMessage(Duration.ofMillis(200));
+      } finally {
+        kit.shutdownTestKit();
+      }
+    }
+  }
+
+  /**
+   * While the state is read, messages wait, no more than the event-sourced behavior's own stash
+   * takes after it ({@code pekko.persistence.typed.stash-capacity}, here 5): later ones are dropped
+   * (their senders retry), the waiting ones are answered once the read ends.
+   */
+  @Test
+  void messagesWaitForTheReadUpToTheStashAndLaterOnesAreDropped() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("recovery_stash");
+        JdbcPartitions jdbc = new JdbcPartitions(config(db), "recovery-stash")) {
+      write(db, jdbc, 10);
+      CompletableFuture<Void> release = new CompletableFuture<>();
+      StateStore held =
+          new Delegating(jdbc.wiring(SETTINGS).stateStore()) {
+            @Override
+            public CompletionStage<Recovered> recover(
+                int partition,
+                Serialization serialization,
+                Supplier<PartitionState> empty,
+                UnaryOperator<PartitionState> fromSnapshot) {
+              return release.thenCompose(
+                  v -> super.recover(partition, serialization, empty, fromSnapshot));
+            }
+          };
+      ActorTestKit kit =
+          ActorTestKit.create(
+              "recovery-stash",
+              ConfigFactory.parseString("pekko.persistence.typed.stash-capacity = 5")
+                  .withFallback(config(db)));
+      try {
+        ActorRef<Command> p =
+            kit.spawn(Partition.create(P, jdbc.wiring(SETTINGS).withStateStore(held)));
+        List<TestProbe<DocumentReply>> readers = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+          TestProbe<DocumentReply> r = kit.createTestProbe();
+          p.tell(new GetDocument("orders", "1", r.ref()));
+          readers.add(r);
+        }
+        readers.get(0).expectNoMessage(Duration.ofMillis(300));
+        release.complete(null);
+        for (int i = 0; i < 5; i++) {
+          assertThat(readers.get(i).receiveMessage(WAIT).document()).as("reader %d", i).isPresent();
+        }
+        for (int i = 5; i < 8; i++) {
+          readers.get(i).expectNoMessage(Duration.ofMillis(300));
+        }
+        TestProbe<DocumentReply> after = kit.createTestProbe();
+        p.tell(new GetDocument("orders", "1", after.ref()));
+        assertThat(after.receiveMessage(WAIT).document()).as("served after the read").isPresent();
       } finally {
         kit.shutdownTestKit();
       }

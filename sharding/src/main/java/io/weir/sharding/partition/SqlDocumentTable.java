@@ -286,24 +286,7 @@ public final class SqlDocumentTable implements DocumentTable {
 
   /** Creates the partition's position row if missing and locks it: the one writer at a time. */
   static long lockPosition(Connection c, String positions, int partition) throws SQLException {
-    try (PreparedStatement ps =
-        c.prepareStatement(
-            "INSERT INTO "
-                + positions
-                + " (partition_id, applied_through, rule_fields, outbox_next) VALUES (?, 0, '{}', 0)"
-                + " ON CONFLICT (partition_id) DO NOTHING")) {
-      ps.setInt(1, partition);
-      ps.executeUpdate();
-    }
-    try (PreparedStatement ps =
-        c.prepareStatement(
-            "SELECT applied_through FROM " + positions + " WHERE partition_id = ? FOR UPDATE")) {
-      ps.setInt(1, partition);
-      try (ResultSet rs = ps.executeQuery()) {
-        rs.next();
-        return rs.getLong(1);
-      }
-    }
+    return lockPositions(c, positions, new Object[] {partition}).get(partition);
   }
 
   private long lockPosition(Connection c, int partition) throws SQLException {
@@ -319,18 +302,7 @@ public final class SqlDocumentTable implements DocumentTable {
       Map<String, String> fields,
       long outboxNext)
       throws SQLException {
-    try (PreparedStatement ps =
-        c.prepareStatement(
-            "UPDATE "
-                + positions
-                + " SET applied_through = ?, rule_fields = ?, outbox_next = ?"
-                + " WHERE partition_id = ?")) {
-      ps.setLong(1, through);
-      ps.setString(2, text(fields));
-      ps.setLong(3, outboxNext);
-      ps.setInt(4, partition);
-      ps.executeUpdate();
-    }
+    move(c, positions, List.of(new Moved(partition, through, text(fields), outboxNext)));
   }
 
   /** One partition's apply, waiting for a transaction it shares with other partitions' applies. */
@@ -521,7 +493,8 @@ public final class SqlDocumentTable implements DocumentTable {
     try (Statement st = c.createStatement()) {
       st.execute("SET LOCAL synchronous_commit TO off");
     }
-    Map<Integer, Long> positionsNow = lockPositions(c, batch);
+    Map<Integer, Long> positionsNow =
+        lockPositions(c, positions, batch.stream().map(Request::partition).toArray());
     Object[] outcomes = new Object[batch.size()];
     List<Placed> rows = new ArrayList<>();
     List<KeptIn> kept = new ArrayList<>();
@@ -577,16 +550,16 @@ public final class SqlDocumentTable implements DocumentTable {
     }
     upsert(c, documents, rows);
     keep(c, kept);
-    move(c, moved);
+    move(c, positions, moved);
     return outcomes;
   }
 
   /**
-   * Creates the missing position rows of the partitions of {@code batch} and locks them all, in
+   * Creates the missing position rows of the partitions {@code ids} and locks them all, in
    * partition order (so that two transactions never wait for each other's positions in a cycle).
    */
-  private Map<Integer, Long> lockPositions(Connection c, List<Request> batch) throws SQLException {
-    Object[] ids = batch.stream().map(Request::partition).toArray();
+  private static Map<Integer, Long> lockPositions(Connection c, String positions, Object[] ids)
+      throws SQLException {
     try (PreparedStatement ps =
         c.prepareStatement(
             "INSERT INTO "
@@ -702,7 +675,7 @@ public final class SqlDocumentTable implements DocumentTable {
   }
 
   /** Sets the partitions' positions (their rows are locked). */
-  private void move(Connection c, List<Moved> moved) throws SQLException {
+  private static void move(Connection c, String positions, List<Moved> moved) throws SQLException {
     writeRows(
         c,
         moved,

@@ -260,30 +260,6 @@ public final class SqlDocumentTable implements DocumentTable {
   /** A document's row to write and the journal sequence of its change. */
   record Put(Document document, long journalSequence) {}
 
-  private interface Work {
-    long run(Connection c) throws SQLException;
-  }
-
-  private CompletionStage<Long> inTransaction(Work work) {
-    return CompletableFuture.supplyAsync(
-        () -> {
-          try (Connection c = dataSource.getConnection()) {
-            c.setAutoCommit(false);
-            try {
-              long result = work.run(c);
-              c.commit();
-              return result;
-            } catch (SQLException | RuntimeException e) {
-              c.rollback();
-              throw e;
-            }
-          } catch (SQLException e) {
-            throw new CompletionException(e);
-          }
-        },
-        executor);
-  }
-
   /** Creates the partition's position row if missing and locks it: the one writer at a time. */
   static long lockPosition(Connection c, String positions, int partition) throws SQLException {
     return lockPositions(c, positions, new Object[] {partition}).get(partition);

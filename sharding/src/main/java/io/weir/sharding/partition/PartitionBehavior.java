@@ -28,6 +28,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.persistence.query.PersistenceQuery;
@@ -198,14 +199,28 @@ final class PartitionBehavior
   private boolean snapshotting;
 
   /**
+   * The journal's writer of the first event this actor persisted (Pekko's writer id, new at every
+   * start), asked for right after that event; null before it. Every snapshot is saved only over an
+   * event of this writer: a save held back past an accepted storage loss (ADR 0036) then finds
+   * another start's event at its sequence and writes nothing (ADR 0055).
+   */
+  private CompletableFuture<String> writer;
+
+  /**
    * After an event: saves a snapshot in the background through the wiring's {@link StateStore} if
    * the policy says one is due (ADR 0055). Unlike Pekko's snapshots, no write or reply waits for
    * it; one is saved at a time, and while it is, the policy is not asked (so its mark stays where
    * the saved one put it).
    */
   private void snapshotIfDue(PartitionState s) {
+    if (!wiring.stateStore().writesSnapshots()) {
+      return;
+    }
+    if (writer == null) {
+      // The event just persisted is this actor's own: its row names the writer.
+      writer = wiring.stateStore().journalWriter(partition, s.events).toCompletableFuture();
+    }
     if (snapshotting
-        || !wiring.stateStore().writesSnapshots()
         || !wiring
             .settings()
             .snapshots()
@@ -214,9 +229,14 @@ final class PartitionBehavior
     }
     snapshotting = true;
     long sequence = s.events;
-    wiring
-        .stateStore()
-        .saveSnapshot(partition, sequence, s.copy())
+    PartitionState copy = s.copy();
+    StateStore store = wiring.stateStore();
+    writer
+        .thenCompose(
+            w ->
+                w == null
+                    ? CompletableFuture.completedFuture(false)
+                    : store.saveSnapshot(partition, sequence, w, copy))
         .whenComplete(
             (saved, error) ->
                 self.tell(
@@ -229,6 +249,12 @@ final class PartitionBehavior
   private Effect<Event, PartitionState> snapshotSaved(
       PartitionState state, Partition.SnapshotSaved c) {
     snapshotting = false;
+    if (writer != null
+        && writer.isDone()
+        && (writer.isCompletedExceptionally() || writer.getNow(null) == null)) {
+      // The writer was not read (or its event was gone already): asked again after the next event.
+      writer = null;
+    }
     if (c.saved()) {
       retention.snapshotCompleted(c.sequence(), state, table.appliedThrough());
     } else {

@@ -38,7 +38,7 @@ import org.postgresql.PGStatement;
  *
  * <p>Snapshots go into the same table as the plugin writes them (serializer {@link
  * PartitionSnapshotSerializer}, no metadata), in a statement that writes nothing unless the journal
- * holds the snapshot's event.
+ * holds the snapshot's event from the partition's writer that took it.
  *
  * <p>Error messages name the partition and sequence numbers, never a payload's content.
  */
@@ -88,7 +88,32 @@ public final class SqlStateStore implements StateStore {
   }
 
   @Override
-  public CompletionStage<Boolean> saveSnapshot(int partition, long sequence, PartitionState copy) {
+  public CompletionStage<String> journalWriter(int partition, long sequence) {
+    return CompletableFuture.supplyAsync(
+            () -> {
+              try (Connection c = dataSource.getConnection();
+                  PreparedStatement ps =
+                      c.prepareStatement(
+                          "SELECT writer FROM "
+                              + journal
+                              + " WHERE persistence_id = ? AND sequence_number = ?")) {
+                ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
+                ps.setString(1, Partition.persistenceId(partition).id());
+                ps.setLong(2, sequence);
+                try (ResultSet rs = ps.executeQuery()) {
+                  return rs.next() ? rs.getString(1) : null;
+                }
+              } catch (SQLException e) {
+                throw new CompletionException(e);
+              }
+            },
+            io)
+        .orTimeout(SAVE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  @Override
+  public CompletionStage<Boolean> saveSnapshot(
+      int partition, long sequence, String writer, PartitionState copy) {
     return CompletableFuture.supplyAsync(
             () -> {
               String pid = Partition.persistenceId(partition).id();
@@ -102,7 +127,7 @@ public final class SqlStateStore implements StateStore {
                               + " snapshot_ser_manifest, snapshot_payload)"
                               + " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM "
                               + journal
-                              + " WHERE persistence_id = ? AND sequence_number = ?)"
+                              + " WHERE persistence_id = ? AND sequence_number = ? AND writer = ?)"
                               + " ON CONFLICT (persistence_id, sequence_number) DO NOTHING")) {
                 ps.setQueryTimeout(STATEMENT_TIMEOUT_SECONDS);
                 ps.setString(1, pid);
@@ -113,6 +138,7 @@ public final class SqlStateStore implements StateStore {
                 ps.setBytes(6, payload);
                 ps.setString(7, pid);
                 ps.setLong(8, sequence);
+                ps.setString(9, writer);
                 return ps.executeUpdate() == 1;
               } catch (SQLException e) {
                 throw new CompletionException(e);

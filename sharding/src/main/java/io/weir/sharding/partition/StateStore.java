@@ -60,8 +60,14 @@ public interface StateStore {
         }
 
         @Override
+        public CompletionStage<String> journalWriter(int partition, long sequence) {
+          return CompletableFuture.failedFuture(
+              new UnsupportedOperationException("no state store"));
+        }
+
+        @Override
         public CompletionStage<Boolean> saveSnapshot(
-            int partition, long sequence, PartitionState copy) {
+            int partition, long sequence, String writer, PartitionState copy) {
           return CompletableFuture.failedFuture(
               new UnsupportedOperationException("no state store"));
         }
@@ -98,13 +104,25 @@ public interface StateStore {
   boolean writesSnapshots();
 
   /**
+   * Who wrote partition {@code partition}'s journal event {@code sequence}: the journal's writer
+   * column, Pekko's writer id, new with every start of the partition's actor; null when the journal
+   * does not hold that event. A partition reads it once for an event it persisted itself and binds
+   * its snapshots to it ({@link #saveSnapshot}).
+   */
+  CompletionStage<String> journalWriter(int partition, long sequence);
+
+  /**
    * Saves {@code copy}, partition {@code partition}'s state after journal event {@code sequence} (a
    * copy no one changes any more), as its snapshot at that sequence, in the journal plugin's
-   * snapshot table (so Pekko's replay reads it too).
+   * snapshot table (so Pekko's replay reads it too), if the journal holds that event written by
+   * {@code writer} ({@link #journalWriter}).
    *
-   * @return whether it was saved: false when the journal does not hold event {@code sequence} (the
-   *     storage lost it, or was replaced, since it was acknowledged): a snapshot must never cover
-   *     events the journal lacks
+   * @return whether it was saved: false when the journal does not hold event {@code sequence} from
+   *     {@code writer}: the storage lost it, or was replaced, since it was acknowledged, and
+   *     perhaps another start of the partition (after an accepted storage loss, ADR 0036) wrote a
+   *     different event at that sequence. A snapshot must never cover events the journal lacks, nor
+   *     another incarnation's.
    */
-  CompletionStage<Boolean> saveSnapshot(int partition, long sequence, PartitionState copy);
+  CompletionStage<Boolean> saveSnapshot(
+      int partition, long sequence, String writer, PartitionState copy);
 }

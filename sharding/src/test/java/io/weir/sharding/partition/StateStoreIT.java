@@ -317,9 +317,9 @@ class StateStoreIT {
           new Delegating(real) {
             @Override
             public CompletionStage<Boolean> saveSnapshot(
-                int partition, long sequence, PartitionState copy) {
+                int partition, long sequence, String writer, PartitionState copy) {
               asked.add(sequence);
-              return gate.thenCompose(v -> real.saveSnapshot(partition, sequence, copy));
+              return gate.thenCompose(v -> real.saveSnapshot(partition, sequence, writer, copy));
             }
           };
       ActorTestKit kit = ActorTestKit.create("recovery-snapshots", config(db));
@@ -360,6 +360,59 @@ class StateStoreIT {
     }
   }
 
+  /**
+   * A save held back while the journal's event at its sequence became another start's (what an
+   * accepted storage loss, ADR 0036, lets the next incarnation write) writes nothing; the
+   * partition's next snapshot, over its own event, is saved.
+   */
+  @Test
+  void aSnapshotHeldBackPastAnotherWritersEventAtItsSequenceIsNotSaved() throws Exception {
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("recovery_writer");
+        JdbcPartitions jdbc = new JdbcPartitions(config(db), "recovery-writer")) {
+      StateStore real = jdbc.wiring(SETTINGS).stateStore();
+      CompletableFuture<Void> gate = new CompletableFuture<>();
+      List<Long> asked = new CopyOnWriteArrayList<>();
+      StateStore held =
+          new Delegating(real) {
+            @Override
+            public CompletionStage<Boolean> saveSnapshot(
+                int partition, long sequence, String writer, PartitionState copy) {
+              asked.add(sequence);
+              return gate.thenCompose(v -> real.saveSnapshot(partition, sequence, writer, copy));
+            }
+          };
+      ActorTestKit kit = ActorTestKit.create("recovery-writer", config(db));
+      try {
+        ActorRef<Command> p =
+            kit.spawn(Partition.create(P, jdbc.wiring(SETTINGS).withStateStore(held)));
+        TestProbe<FrameReply> reply = kit.createTestProbe();
+        int written = 0;
+        while (asked.isEmpty()) {
+          p.tell(frame("w" + written, List.of(upsert("d" + written % 7, "{}")), reply.ref()));
+          assertThat(reply.receiveMessage(WAIT)).isInstanceOf(Applied.class);
+          assertThat(++written).as("writes before a snapshot is due").isLessThan(10_000);
+        }
+        long first = asked.get(0);
+        sql(
+            db,
+            "UPDATE weir.event_journal SET writer = 'another-start' WHERE sequence_number = "
+                + first);
+        gate.complete(null);
+        while (asked.size() < 2) {
+          p.tell(frame("w" + written, List.of(upsert("d" + written % 7, "{}")), reply.ref()));
+          assertThat(reply.receiveMessage(WAIT)).isInstanceOf(Applied.class);
+          assertThat(++written).as("writes before the next snapshot").isLessThan(20_000);
+        }
+        await().atMost(WAIT).until(() -> longValue(db, "SELECT count(*) FROM weir.snapshot") == 1);
+        assertThat(longValue(db, "SELECT sequence_number FROM weir.snapshot"))
+            .as("only the snapshot over the partition's own event")
+            .isEqualTo(asked.get(1));
+      } finally {
+        kit.shutdownTestKit();
+      }
+    }
+  }
+
   @Test
   void aSnapshotIsNeverSavedForAnEventTheJournalDoesNotHold() throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("recovery_no_event");
@@ -369,10 +422,16 @@ class StateStoreIT {
       ActorTestKit kit = ActorTestKit.create("recovery-no-event", config(db));
       try {
         PartitionState state = readWithSql(kit, store).state();
+        String writer =
+            store.journalWriter(P, state.events).toCompletableFuture().get(30, TimeUnit.SECONDS);
+        assertThat(writer).as("the writer of the journal's last event").isNotNull();
         long beyond = state.events + 3;
+        assertThat(store.journalWriter(P, beyond).toCompletableFuture().get(30, TimeUnit.SECONDS))
+            .as("no writer for an event the journal does not hold")
+            .isNull();
         assertThat(
                 store
-                    .saveSnapshot(P, beyond, state)
+                    .saveSnapshot(P, beyond, writer, state)
                     .toCompletableFuture()
                     .get(30, TimeUnit.SECONDS))
             .as("the journal ends before sequence %s", beyond)
@@ -383,7 +442,14 @@ class StateStoreIT {
             .isZero();
         assertThat(
                 store
-                    .saveSnapshot(P, state.events, state)
+                    .saveSnapshot(P, state.events, "another-writer", state)
+                    .toCompletableFuture()
+                    .get(30, TimeUnit.SECONDS))
+            .as("the journal holds event %s from another writer", state.events)
+            .isFalse();
+        assertThat(
+                store
+                    .saveSnapshot(P, state.events, writer, state)
                     .toCompletableFuture()
                     .get(30, TimeUnit.SECONDS))
             .isTrue();
@@ -427,9 +493,14 @@ class StateStoreIT {
     }
 
     @Override
+    public CompletionStage<String> journalWriter(int partition, long sequence) {
+      return real.journalWriter(partition, sequence);
+    }
+
+    @Override
     public CompletionStage<Boolean> saveSnapshot(
-        int partition, long sequence, PartitionState copy) {
-      return real.saveSnapshot(partition, sequence, copy);
+        int partition, long sequence, String writer, PartitionState copy) {
+      return real.saveSnapshot(partition, sequence, writer, copy);
     }
   }
 

@@ -116,8 +116,8 @@ public final class Partition {
 
   /**
    * The state store saved the snapshot at {@code sequence} ({@code saved}), or did not ({@code
-   * failure}: why, value-free; null with {@code saved} false: the journal does not hold that
-   * event).
+   * failure}: why, value-free; null with {@code saved} false: the journal does not hold that event
+   * from this start of the partition).
    */
   record SnapshotSaved(long sequence, boolean saved, String failure) implements Command {}
 

@@ -199,12 +199,36 @@ final class PartitionBehavior
   private boolean snapshotting;
 
   /**
-   * The journal's writer of the first event this actor persisted (Pekko's writer id, new at every
-   * start), asked for right after that event; null before it. Every snapshot is saved only over an
-   * event of this writer: a save held back past an accepted storage loss (ADR 0036) then finds
-   * another start's event at its sequence and writes nothing (ADR 0055).
+   * The journal's writer of an event this actor persisted (Pekko's writer id, new at every start of
+   * the behavior), read when its first snapshot is due, right after that event; null before. Every
+   * snapshot is saved only over an event of this writer: a save held back past an accepted storage
+   * loss (ADR 0036) then finds another start's event at its sequence and writes nothing (ADR 0055).
+   * Pekko makes the writer id inside its restart supervision: this behavior has none (a failure
+   * stops the partition and the next start builds a new object); one added would need this read
+   * again after each restart.
    */
   private CompletableFuture<String> writer;
+
+  /**
+   * This start's journal writer ({@link #writer}), read now from the row of the event just
+   * persisted ({@code s.events}) unless read before; read again if that read failed, found no row,
+   * or the storage changed ({@link StorageGate#generation}) while it ran.
+   */
+  private CompletableFuture<String> writer(PartitionState s) {
+    if (writer == null
+        || (writer.isDone()
+            && (writer.isCompletedExceptionally() || writer.getNow(null) == null))) {
+      StorageGate gate = wiring.gate();
+      long generation = gate.generation();
+      writer =
+          wiring
+              .stateStore()
+              .journalWriter(partition, s.events)
+              .toCompletableFuture()
+              .thenApply(w -> gate.generation() == generation ? w : null);
+    }
+    return writer;
+  }
 
   /**
    * After an event: saves a snapshot in the background through the wiring's {@link StateStore} if
@@ -213,14 +237,8 @@ final class PartitionBehavior
    * the saved one put it).
    */
   private void snapshotIfDue(PartitionState s) {
-    if (!wiring.stateStore().writesSnapshots()) {
-      return;
-    }
-    if (writer == null) {
-      // The event just persisted is this actor's own: its row names the writer.
-      writer = wiring.stateStore().journalWriter(partition, s.events).toCompletableFuture();
-    }
     if (snapshotting
+        || !wiring.stateStore().writesSnapshots()
         || !wiring
             .settings()
             .snapshots()
@@ -231,7 +249,7 @@ final class PartitionBehavior
     long sequence = s.events;
     PartitionState copy = s.copy();
     StateStore store = wiring.stateStore();
-    writer
+    writer(s)
         .thenCompose(
             w ->
                 w == null
@@ -249,12 +267,6 @@ final class PartitionBehavior
   private Effect<Event, PartitionState> snapshotSaved(
       PartitionState state, Partition.SnapshotSaved c) {
     snapshotting = false;
-    if (writer != null
-        && writer.isDone()
-        && (writer.isCompletedExceptionally() || writer.getNow(null) == null)) {
-      // The writer was not read (or its event was gone already): asked again after the next event.
-      writer = null;
-    }
     if (c.saved()) {
       retention.snapshotCompleted(c.sequence(), state, table.appliedThrough());
     } else {
@@ -264,7 +276,9 @@ final class PartitionBehavior
               + " after the policy's events",
           partition,
           c.sequence(),
-          c.failure() != null ? c.failure() : "the journal does not hold that event");
+          c.failure() != null
+              ? c.failure()
+              : "the journal does not hold that event from this start of the partition");
     }
     return Effect().none();
   }

@@ -407,6 +407,60 @@ class StateStoreIT {
         assertThat(longValue(db, "SELECT sequence_number FROM weir.snapshot"))
             .as("only the snapshot over the partition's own event")
             .isEqualTo(asked.get(1));
+
+        // The binding rests on Pekko's writer id being new at every start of the partition.
+        kit.stop(p);
+        TestProbe<Object> gone = kit.createTestProbe();
+        gone.expectTerminated(p, WAIT);
+        ActorRef<Command> again = kit.spawn(Partition.create(P, jdbc.wiring(SETTINGS)));
+        again.tell(frame("after-restart", List.of(upsert("d0", "{}")), reply.ref()));
+        assertThat(reply.receiveMessage(WAIT)).isInstanceOf(Applied.class);
+        assertThat(
+                longValue(
+                    db,
+                    "SELECT count(DISTINCT writer) FROM weir.event_journal"
+                        + " WHERE writer <> 'another-start'"))
+            .as("two starts of the partition, two journal writers")
+            .isEqualTo(2);
+      } finally {
+        kit.shutdownTestKit();
+      }
+    }
+  }
+
+  /** A failed read of the partition's journal writer is made again at the next due snapshot. */
+  @Test
+  void aFailedReadOfTheWriterIsMadeAgainAtTheNextDueSnapshot() throws Exception {
+    try (TestPostgres.TestDatabase db =
+            TestPostgres.server().freshDatabase("recovery_writer_read");
+        JdbcPartitions jdbc = new JdbcPartitions(config(db), "recovery-writer-read")) {
+      StateStore real = jdbc.wiring(SETTINGS).stateStore();
+      List<Long> reads = new CopyOnWriteArrayList<>();
+      StateStore failingOnce =
+          new Delegating(real) {
+            @Override
+            public CompletionStage<String> journalWriter(int partition, long sequence) {
+              reads.add(sequence);
+              return reads.size() == 1
+                  ? CompletableFuture.failedFuture(new SQLException("the first read fails"))
+                  : real.journalWriter(partition, sequence);
+            }
+          };
+      ActorTestKit kit = ActorTestKit.create("recovery-writer-read", config(db));
+      try {
+        ActorRef<Command> p =
+            kit.spawn(Partition.create(P, jdbc.wiring(SETTINGS).withStateStore(failingOnce)));
+        TestProbe<FrameReply> reply = kit.createTestProbe();
+        int written = 0;
+        while (longValue(db, "SELECT count(*) FROM weir.snapshot") == 0) {
+          p.tell(frame("w" + written, List.of(upsert("d" + written % 7, "{}")), reply.ref()));
+          assertThat(reply.receiveMessage(WAIT)).isInstanceOf(Applied.class);
+          assertThat(++written).as("writes until a snapshot is saved").isLessThan(2_000);
+        }
+        assertThat(reads).as("the writer read twice: the first read failed").hasSize(2);
+        assertThat(longValue(db, "SELECT sequence_number FROM weir.snapshot"))
+            .as("the second due snapshot")
+            .isEqualTo(reads.get(1));
       } finally {
         kit.shutdownTestKit();
       }

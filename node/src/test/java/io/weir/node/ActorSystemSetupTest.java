@@ -54,7 +54,7 @@ class ActorSystemSetupTest {
     assertThat(
             bootstrapConfig(WeirNode.actorSystemSetup(on, NodeSettings.create(on)))
                 .getDuration(MARGIN))
-        .isEqualTo(Duration.ofSeconds(1));
+        .isEqualTo(Duration.ofMillis(500));
     Config off = config(Map.of("weir.storage.acknowledged-marks.enabled", false));
     assertThat(
             bootstrapConfig(WeirNode.actorSystemSetup(off, NodeSettings.create(off)))

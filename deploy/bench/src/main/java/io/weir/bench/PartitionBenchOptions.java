@@ -17,6 +17,8 @@ import picocli.CommandLine.Option;
  * @param keys the key space of each collection: ids are drawn uniformly from it
  * @param collections collections written (drawn uniformly)
  * @param bodyBytes size of each JSON body
+ * @param unkeyed writes carry no idempotency key (the document API's writes without an
+ *     Idempotency-Key): the partitions keep no receipts for them
  * @param documents documents loaded into the one partition of the heap and recovery phase
  * @param writesPhase run the document writes
  * @param heapPhase run the heap and recovery measurements
@@ -31,6 +33,7 @@ record PartitionBenchOptions(
     int keys,
     int collections,
     int bodyBytes,
+    boolean unkeyed,
     int documents,
     boolean writesPhase,
     boolean heapPhase,
@@ -108,6 +111,14 @@ record PartitionBenchOptions(
     int bodyBytes = 1024;
 
     @Option(
+        names = "--unkeyed",
+        description =
+            "writes without an idempotency key, as the document API sends a write without an"
+                + " Idempotency-Key header: no receipt is kept for them (default: every write keyed,"
+                + " each keeping a receipt)")
+    boolean unkeyed;
+
+    @Option(
         names = "--documents",
         paramLabel = "N",
         description =
@@ -153,6 +164,7 @@ record PartitionBenchOptions(
         BenchArgs.range("--keys", a.keys, 1, Integer.MAX_VALUE),
         BenchArgs.range("--collections", a.collections, 1, 1000),
         BenchArgs.range("--body-bytes", a.bodyBytes, 64, 1 << 20),
+        a.unkeyed,
         BenchArgs.range("--documents", a.documents, 1000, 10_000_000),
         a.phases.contains("writes"),
         a.phases.contains("heap"),

@@ -9,6 +9,7 @@ import io.weir.protocol.partition.Partitioning;
 import io.weir.sharding.cdc.PartitionChannel;
 import io.weir.sharding.partition.Partition;
 import io.weir.sharding.partition.PartitionObserver;
+import io.weir.sharding.partition.PartitionProtocol;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.Command;
@@ -231,10 +232,11 @@ public final class PartitionBenchmark {
   private void writes() throws Exception {
     System.out.printf(
         "1. document writes: %d writers, each waiting for its answer before the next write; ApplyFrame with"
-            + " one Upsert of a %,d-byte JSON body,%n   id uniform over %,d keys in each of %d collections, to the"
+            + " one Upsert of a %,d-byte JSON body (%s),%n   id uniform over %,d keys in each of %d collections, to the"
             + " document's partition of %d through Cluster Sharding (ask, %d s timeout)%n",
         options.writers(),
         options.bodyBytes(),
+        options.unkeyed() ? "unkeyed: no receipt kept" : "keyed: each keeps a receipt",
         options.keys(),
         options.collections(),
         PARTITIONS,
@@ -388,7 +390,13 @@ public final class PartitionBenchmark {
                   String collection = "docs" + random.nextInt(options.collections());
                   String id = "k" + random.nextInt(options.keys());
                   String body = body(random, id);
-                  String commandId = "bench-" + seed + "-" + writer + "-" + (n++);
+                  String commandId =
+                      (options.unkeyed() ? PartitionProtocol.UNKEYED_COMMAND_PREFIX : "bench-")
+                          + seed
+                          + "-"
+                          + writer
+                          + "-"
+                          + (n++);
                   int partition = Partitioning.partitionOf(collection, id, PARTITIONS);
                   long t0 = System.nanoTime();
                   try {

@@ -317,6 +317,24 @@ class DocumentTableIT {
     assertThat(table()).hasSize(3);
   }
 
+  /**
+   * An apply offered when the table's executor is shut down (the node stopping) fails at once
+   * instead of waiting for a combiner that will never run; nothing is written.
+   */
+  @Test
+  void anApplyOnAShutDownExecutorFailsAtOnce() throws Exception {
+    java.util.concurrent.ExecutorService stopped = Executors.newSingleThreadExecutor();
+    stopped.shutdown();
+    SqlDocumentTable t = new SqlDocumentTable(database.dataSource(), "weir", stopped);
+    CompletableFuture<Long> apply =
+        t.apply(P, List.of(put(1, "a", 1, "{}")), Map.of(), 0, 0, 0).toCompletableFuture();
+    assertThat(
+            org.assertj.core.api.Assertions.catchThrowable(
+                () -> apply.get(30, java.util.concurrent.TimeUnit.SECONDS)))
+        .hasCauseInstanceOf(java.util.concurrent.RejectedExecutionException.class);
+    assertThat(table()).isEmpty();
+  }
+
   /** Applies to many partitions at once: each partition's own (two documents, position 2). */
   private static List<CompletableFuture<Long>> applyAtOnce(
       SqlDocumentTable t, int from, int to, int poisoned) {

@@ -313,15 +313,7 @@ class StateStoreIT {
       StateStore real = jdbc.wiring(SETTINGS).stateStore();
       CompletableFuture<Void> gate = new CompletableFuture<>();
       List<Long> asked = new CopyOnWriteArrayList<>();
-      StateStore held =
-          new Delegating(real) {
-            @Override
-            public CompletionStage<Boolean> saveSnapshot(
-                int partition, long sequence, String writer, PartitionState copy) {
-              asked.add(sequence);
-              return gate.thenCompose(v -> real.saveSnapshot(partition, sequence, writer, copy));
-            }
-          };
+      StateStore held = heldSaves(real, gate, asked);
       ActorTestKit kit = ActorTestKit.create("recovery-snapshots", config(db));
       try {
         ActorRef<Command> p =
@@ -372,15 +364,7 @@ class StateStoreIT {
       StateStore real = jdbc.wiring(SETTINGS).stateStore();
       CompletableFuture<Void> gate = new CompletableFuture<>();
       List<Long> asked = new CopyOnWriteArrayList<>();
-      StateStore held =
-          new Delegating(real) {
-            @Override
-            public CompletionStage<Boolean> saveSnapshot(
-                int partition, long sequence, String writer, PartitionState copy) {
-              asked.add(sequence);
-              return gate.thenCompose(v -> real.saveSnapshot(partition, sequence, writer, copy));
-            }
-          };
+      StateStore held = heldSaves(real, gate, asked);
       ActorTestKit kit = ActorTestKit.create("recovery-writer", config(db));
       try {
         ActorRef<Command> p =
@@ -512,6 +496,22 @@ class StateStoreIT {
         kit.shutdownTestKit();
       }
     }
+  }
+
+  /**
+   * {@code real}, but each snapshot save waits for {@code gate}; the sequences asked for go into
+   * {@code asked}.
+   */
+  private static StateStore heldSaves(
+      StateStore real, CompletableFuture<Void> gate, List<Long> asked) {
+    return new Delegating(real) {
+      @Override
+      public CompletionStage<Boolean> saveSnapshot(
+          int partition, long sequence, String writer, PartitionState copy) {
+        asked.add(sequence);
+        return gate.thenCompose(v -> real.saveSnapshot(partition, sequence, writer, copy));
+      }
+    };
   }
 
   /** A state store that does what {@code real} does, for tests to change one part of. */

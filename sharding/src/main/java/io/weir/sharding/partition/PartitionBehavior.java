@@ -234,7 +234,7 @@ final class PartitionBehavior
    * After an event: saves a snapshot in the background through the wiring's {@link StateStore} if
    * the policy says one is due (ADR 0055). Unlike Pekko's snapshots, no write or reply waits for
    * it; one is saved at a time, and while it is, the policy is not asked (so its mark stays where
-   * the saved one put it).
+   * the saved one put it) until it is saved.
    */
   private void snapshotIfDue(PartitionState s) {
     if (snapshotting
@@ -269,6 +269,9 @@ final class PartitionBehavior
     snapshotting = false;
     if (c.saved()) {
       retention.snapshotCompleted(c.sequence(), state, table.appliedThrough());
+      // One that fell due while this one was saved is taken now, not at the next event: a partition
+      // that went quiet meanwhile would otherwise keep that tail to replay.
+      snapshotIfDue(state);
     } else {
       // Like a failed Pekko snapshot: the partition goes on; recovery reads the one before.
       log.warn(

@@ -10,12 +10,14 @@ import java.util.Optional;
  * Where the plan of a group commit's next event finds the current version of a document and a key's
  * receipt: in memory (the events not yet applied to the documents table, the body cache), else in
  * what was read from the table for this batch ({@link Partition.BodiesFetched}). What it finds in
- * neither the plan lists as missing, and the batch is planned again once it is fetched. Counts
- * where the before images of each planned event came from. Actor thread only.
+ * neither the plan lists as missing, and the batch is planned again once it is fetched; a receipt
+ * key the {@link ReceiptFilter} rules out is not looked for in the table. Counts where the before
+ * images of each planned event came from. Actor thread only.
  */
 final class BeforeImages implements WritePlan.Bodies {
   private final Unapplied unapplied;
   private final BodyCache cache;
+  private final ReceiptFilter receiptFilter;
 
   /** The before images fetched for the batch being planned, by document key. */
   private final HashMap<String, DocumentTable.Row> fetched = new HashMap<>();
@@ -24,17 +26,23 @@ final class BeforeImages implements WritePlan.Bodies {
   private final HashMap<String, Optional<Receipt>> fetchedReceipts = new HashMap<>();
 
   private PartitionState state;
+  private long nowMillis;
   private int foundInMemory;
   private int readFromTable;
 
-  BeforeImages(Unapplied unapplied, BodyCache cache) {
+  BeforeImages(Unapplied unapplied, BodyCache cache, ReceiptFilter receiptFilter) {
     this.unapplied = unapplied;
     this.cache = cache;
+    this.receiptFilter = receiptFilter;
   }
 
-  /** Starts the plan of an event over {@code state}: the counts start from zero. */
-  BeforeImages over(PartitionState state) {
+  /**
+   * Starts the plan of an event over {@code state}, made at {@code nowMillis}: the counts start
+   * from zero.
+   */
+  BeforeImages over(PartitionState state, long nowMillis) {
     this.state = state;
+    this.nowMillis = nowMillis;
     foundInMemory = 0;
     readFromTable = 0;
     return this;
@@ -60,7 +68,15 @@ final class BeforeImages implements WritePlan.Bodies {
   public Optional<Receipt> receipt(String key) {
     // An event not in the table yet holds the key's newest receipt outside the heap.
     Receipt pending = unapplied.receipt(key);
-    return pending != null ? Optional.of(pending) : fetchedReceipts.get(key);
+    if (pending != null) {
+      return Optional.of(pending);
+    }
+    Optional<Receipt> fetched = fetchedReceipts.get(key);
+    if (fetched != null) {
+      return fetched;
+    }
+    // A key the filter never saw needs no read of the table (ADR 0057).
+    return receiptFilter.mayHold(key, nowMillis) ? null : Optional.empty();
   }
 
   /** What was read from the table for the batch; its receipts only when the read succeeded. */

@@ -90,6 +90,20 @@ public interface DocumentTable {
   /** The receipts of the partition under these keys (those it has). */
   CompletionStage<List<Receipt.Keyed>> receipts(int partition, List<String> keys);
 
+  /**
+   * Hands {@code into} the keys and times of the partition's receipts written at or after {@code
+   * sinceMillis}, newest first, at most {@code limit} (ADR 0057); it is called on the table's
+   * thread, and returning false ends the read.
+   */
+  CompletionStage<Void> receiptKeys(
+      int partition, long sinceMillis, int limit, ReceiptKeyVisitor into);
+
+  /** What {@link #receiptKeys} hands its receipts to. */
+  interface ReceiptKeyVisitor {
+    /** One receipt; false: no more. */
+    boolean receipt(String key, long atMillis);
+  }
+
   /** The rows of these documents of the partition (those it has; tombstones included). */
   CompletionStage<List<Row>> rows(int partition, List<Key> keys);
 

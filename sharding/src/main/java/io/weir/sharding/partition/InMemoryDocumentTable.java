@@ -3,6 +3,7 @@ package io.weir.sharding.partition;
 import io.weir.sharding.partition.ReadProtocol.Document;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -111,6 +112,27 @@ public final class InMemoryDocumentTable implements DocumentTable {
       }
     }
     return CompletableFuture.completedFuture(out);
+  }
+
+  @Override
+  public synchronized CompletionStage<Void> receiptKeys(
+      int partition, long sinceMillis, int limit, ReceiptKeyVisitor into) {
+    List<Receipt.Keyed> newest = new ArrayList<>();
+    partition(partition)
+        .receipts
+        .forEach(
+            (k, r) -> {
+              if (r.atMillis() >= sinceMillis) {
+                newest.add(new Receipt.Keyed(k, r));
+              }
+            });
+    newest.sort(Comparator.comparingLong((Receipt.Keyed k) -> k.receipt().atMillis()).reversed());
+    for (int i = 0; i < Math.min(limit, newest.size()); i++) {
+      if (!into.receipt(newest.get(i).key(), newest.get(i).receipt().atMillis())) {
+        break;
+      }
+    }
+    return CompletableFuture.completedFuture(null);
   }
 
   @Override

@@ -260,6 +260,15 @@ public final class Partition {
     }
   }
 
+  /**
+   * Read {@code attempt} of the table's receipts for the partition's receipt filter (ADR 0057) is
+   * over: it read {@code receipts}, or failed ({@code failure}: why, value-free).
+   */
+  record ReceiptsLoaded(int receipts, String failure, int attempt) implements Command {}
+
+  /** Read the table's receipts into the receipt filter again: attempt {@code attempt}. */
+  record LoadReceipts(int attempt) implements Command {}
+
   /** The storage check after recovery is over ({@code failure}: why it failed, value-free). */
   record StorageChecked(AckMark mark, String failure) implements Command {}
 

@@ -24,6 +24,7 @@ import io.weir.sharding.partition.PartitionProtocol.LoadRows;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import io.weir.sharding.partition.ReadProtocol.GetDocument;
 import io.weir.sharding.partition.StatusProtocol.GetStatus;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -67,6 +68,13 @@ final class PartitionBehavior
   private final BodyCache cache;
   private final PartitionMarks marks;
   private final BeforeImages images;
+
+  /** The keys the receipts table may hold (ADR 0057). */
+  private final ReceiptFilter receiptFilter;
+
+  /** The part of {@link #receiptFilter} the table's receipts are being read into, if any. */
+  private ReceiptFilter.Loading receiptsLoading;
+
   private final OutboxRetention retention;
 
   /** When this incarnation of the partition started: recovery time is measured from here. */
@@ -109,7 +117,8 @@ final class PartitionBehavior
     this.marks = new PartitionMarks(partition, wiring, self);
     this.retention = new OutboxRetention(wiring.pruner(), persistenceId().id());
     this.cache = new BodyCache(wiring.settings().bodyCacheBytes());
-    this.images = new BeforeImages(unapplied, cache);
+    this.receiptFilter = new ReceiptFilter(wiring.settings().receiptTtlMillis());
+    this.images = new BeforeImages(unapplied, cache, receiptFilter);
     CurrentEventsByPersistenceIdQuery journal =
         wiring.queryJournal() == null
             ? null
@@ -308,6 +317,13 @@ final class PartitionBehavior
         .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(PartitionProtocol.SetRowRule.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(BodiesFetched.class, this::bodiesFetched)
+        .onCommand(Partition.ReceiptsLoaded.class, (state, c) -> receiptsLoaded(c))
+        .onCommand(
+            Partition.LoadReceipts.class,
+            (state, c) -> {
+              loadReceipts(c.attempt());
+              return Effect().none();
+            })
         .onCommand(Partition.SnapshotSaved.class, this::snapshotSaved)
         .onCommand(Continue.class, (state, c) -> proceed(state))
         .onCommand(TableApplied.class, (state, c) -> tableApplied(c.through()))
@@ -315,7 +331,7 @@ final class PartitionBehavior
             TableReady.class,
             (state, c) -> {
               tableReady = true;
-              return becomeReady();
+              return becomeReady(state);
             })
         .onCommand(StorageChecked.class, this::storageChecked)
         .onCommand(RecoveryMarked.class, this::recoveryMarked)
@@ -360,7 +376,7 @@ final class PartitionBehavior
           c.failure());
       return Effect().stop();
     }
-    return marks.checked(state, c.mark()) ? becomeReady() : Effect().none();
+    return marks.checked(state, c.mark()) ? becomeReady(state) : Effect().none();
   }
 
   private Effect<Event, PartitionState> recoveryMarked(PartitionState state, RecoveryMarked c) {
@@ -373,17 +389,89 @@ final class PartitionBehavior
       return Effect().stop();
     }
     marks.recoveryMarked(c.mark());
-    return becomeReady();
+    return becomeReady(state);
   }
 
   /** Serves once both the documents table and the storage check are done. */
-  private Effect<Event, PartitionState> becomeReady() {
+  private Effect<Event, PartitionState> becomeReady(PartitionState state) {
     if (ready || !tableReady || marks.check() == PartitionMarks.StorageCheck.CHECKING) {
       return Effect().none();
     }
     ready = true;
     wiring.observer().recovered(partition, System.nanoTime() - createdNanos);
+    startReceiptFilter(state);
     return Effect().unstashAll();
+  }
+
+  /**
+   * The receipt filter learns the receipts written before this start (ADR 0057): those in the heap,
+   * and, when receipts left the heap by count within their time, the table's, read in the
+   * background. Until that read is over, a keyed write not in the heap is looked up in the table.
+   * Every receipt persisted from here on is added as it is written ({@link #persisted}); the table
+   * holds every recovered event by now.
+   */
+  private void startReceiptFilter(PartitionState state) {
+    long now = System.currentTimeMillis();
+    state.receipts().forEach((key, r) -> receiptFilter.add(key, r.atMillis()));
+    if (!state.receiptsSpilledSince(now)) {
+      receiptFilter.completeWith(null);
+      return;
+    }
+    loadReceipts(1);
+  }
+
+  /** Reads of the receipts table for the filter at most, a failed one tried again after a pause. */
+  private static final int RECEIPT_LOADS = 5;
+
+  /** Reads the table's unexpired receipts into a part of the filter: attempt {@code attempt}. */
+  private void loadReceipts(int attempt) {
+    long now = System.currentTimeMillis();
+    ReceiptFilter.Loading loading = receiptFilter.loading(now);
+    receiptsLoading = loading;
+    wiring
+        .table()
+        .receiptKeys(
+            partition, now - wiring.settings().receiptTtlMillis(), loading.limit(), loading)
+        .whenComplete(
+            (done, error) ->
+                self.tell(
+                    error == null
+                        ? new Partition.ReceiptsLoaded(loading.added(), null, attempt)
+                        : new Partition.ReceiptsLoaded(0, SafeErrors.describe(error), attempt)));
+  }
+
+  private Effect<Event, PartitionState> receiptsLoaded(Partition.ReceiptsLoaded c) {
+    if (c.failure() != null) {
+      receiptsLoading = null;
+      // Nothing is lost meanwhile: keyed writes not in the heap go on being looked up in the table.
+      if (c.attempt() < RECEIPT_LOADS) {
+        Duration pause = Duration.ofSeconds(1L << c.attempt());
+        log.warn(
+            "partition {}: reading the receipts table for its filter failed ({}); trying again in"
+                + " {} s",
+            partition,
+            c.failure(),
+            pause.toSeconds());
+        ctx.scheduleOnce(pause, self, new Partition.LoadReceipts(c.attempt() + 1));
+      } else {
+        log.warn(
+            "partition {}: reading the receipts table for its filter failed {} times ({}); keyed"
+                + " writes are looked up in the table until the partition starts again",
+            partition,
+            c.attempt(),
+            c.failure());
+      }
+      return Effect().none();
+    }
+    // The part is the actor's again: this message came after the read was over.
+    receiptFilter.completeWith(receiptsLoading.part());
+    receiptsLoading = null;
+    log.debug(
+        "partition {}: receipt filter complete, {} receipts read from the table, {} held",
+        partition,
+        c.receipts(),
+        receiptFilter.keys());
+    return Effect().none();
   }
 
   private Effect<Event, PartitionState> markRaised(PartitionState state, MarkRaised c) {
@@ -601,9 +689,8 @@ final class PartitionBehavior
    */
   private Effect<Event, PartitionState> step(PartitionState state) {
     GroupCommit r = run;
-    WritePlan plan =
-        new WritePlan(
-            state, wiring.settings(), System.currentTimeMillis(), images.over(state), r.split);
+    long now = System.currentTimeMillis();
+    WritePlan plan = new WritePlan(state, wiring.settings(), now, images.over(state, now), r.split);
     GroupCommit.Planned planned = r.plan(plan);
     List<DocumentTable.Key> missing = plan.missing();
     List<String> missingReceipts = plan.missingReceipts();
@@ -704,6 +791,7 @@ final class PartitionBehavior
     }
     unapplied.add(s.events, changes);
     unapplied.addReceipts(s.events, kept);
+    kept.forEach(k -> receiptFilter.add(k.key(), k.receipt().atMillis()));
     table.persisted(s.events, written, s.eventBytes - bytesBefore);
   }
 

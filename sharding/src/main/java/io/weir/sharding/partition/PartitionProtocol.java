@@ -49,6 +49,8 @@ public final class PartitionProtocol {
           Partition.TableApplied,
           Partition.TableReady,
           Partition.BodiesFetched,
+          Partition.ReceiptsLoaded,
+          Partition.LoadReceipts,
           Partition.Continue,
           Partition.StateRead,
           Partition.Refuted,

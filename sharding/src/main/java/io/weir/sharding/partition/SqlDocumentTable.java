@@ -27,6 +27,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntFunction;
 import javax.sql.DataSource;
@@ -72,6 +75,7 @@ public final class SqlDocumentTable implements DocumentTable {
   private final String positions;
   private final String receipts;
   private final Executor executor;
+  private final Executor receiptReads;
 
   /** Applies waiting for a transaction. */
   private final ArrayDeque<Request> waiting = new ArrayDeque<>();
@@ -88,6 +92,20 @@ public final class SqlDocumentTable implements DocumentTable {
     this.positions = schema + ".document_positions";
     this.receipts = schema + ".receipts";
     this.executor = executor;
+    // Receipt reads of partitions that start (ADR 0057) go one at a time, beside the applies.
+    ThreadPoolExecutor reads =
+        new ThreadPoolExecutor(
+            0,
+            1,
+            10,
+            TimeUnit.SECONDS,
+            new LinkedBlockingQueue<>(),
+            r -> {
+              Thread t = new Thread(r, "weir-receipt-reads");
+              t.setDaemon(true);
+              return t;
+            });
+    this.receiptReads = reads;
   }
 
   @Override
@@ -759,6 +777,41 @@ public final class SqlDocumentTable implements DocumentTable {
           }
         },
         executor);
+  }
+
+  @Override
+  public CompletionStage<Void> receiptKeys(
+      int partition, long sinceMillis, int limit, ReceiptKeyVisitor into) {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          // A cursor (autocommit off, a fetch size): the read may be long, its rows are not kept.
+          // A failure closes the connection; the pool rolls it back and resets it.
+          try (Connection c = dataSource.getConnection()) {
+            c.setAutoCommit(false);
+            try (PreparedStatement ps =
+                c.prepareStatement(
+                    "SELECT receipt_key, at_millis FROM "
+                        + receipts
+                        + " WHERE partition_id = ? AND at_millis >= ?"
+                        + " ORDER BY at_millis DESC LIMIT ?")) {
+              ps.setFetchSize(10_000);
+              ps.setInt(1, partition);
+              ps.setLong(2, sinceMillis);
+              ps.setInt(3, limit);
+              try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next() && into.receipt(rs.getString(1), rs.getLong(2))) {
+                  // handed over
+                }
+              }
+            }
+            c.commit();
+            c.setAutoCommit(true);
+            return null;
+          } catch (SQLException e) {
+            throw new CompletionException(e);
+          }
+        },
+        receiptReads);
   }
 
   /** Writes (inserts or replaces) the rows of {@code puts} of the partition and empties it. */

@@ -100,6 +100,7 @@ class DocumentTableIT {
     final SqlDocumentTable real = new SqlDocumentTable(database.dataSource(), "weir", io);
     final AtomicBoolean failing = new AtomicBoolean();
     final AtomicInteger refused = new AtomicInteger();
+    final AtomicInteger receiptLookups = new AtomicInteger();
 
     @Override
     public CompletionStage<Position> position(int partition) {
@@ -124,7 +125,16 @@ class DocumentTableIT {
 
     @Override
     public CompletionStage<List<Receipt.Keyed>> receipts(int partition, List<String> keys) {
+      if (!keys.isEmpty()) {
+        receiptLookups.incrementAndGet();
+      }
       return real.receipts(partition, keys);
+    }
+
+    @Override
+    public CompletionStage<Void> receiptKeys(
+        int partition, long sinceMillis, int limit, ReceiptKeyVisitor into) {
+      return real.receiptKeys(partition, sinceMillis, limit, into);
     }
 
     @Override
@@ -697,6 +707,47 @@ class DocumentTableIT {
                   0);
               return count("SELECT count(*) FROM weir.receipts") == 0;
             });
+  }
+
+  @Test
+  void keyedWritesTheReceiptFilterRulesOutReadNothingAndRetriesStillReplay() throws Exception {
+    PartitionSettings settings = PartitionSettings.DEFAULTS.withReceipts(60_000, 2);
+    ActorTestKit first = kit("document-table-receipt-filter");
+    Flaky table = new Flaky();
+    ActorRef<Command> p = partition(first, table, settings);
+    for (int i = 0; i < 8; i++) {
+      assertThat(keyed(first, p, i))
+          .isEqualTo(new PartitionProtocol.Applied(command(i), i + 1, List.of(1L), false));
+    }
+    assertThat(table.receiptLookups.get())
+        .as("a new partition's filter knows every receipt: new keys are not looked up")
+        .isZero();
+    caughtUp(first, p);
+    assertThat(keyed(first, p, 0))
+        .as("a retry of a receipt out of the heap")
+        .isEqualTo(new PartitionProtocol.Applied(command(0), 1, List.of(1L), true));
+    assertThat(table.receiptLookups.get()).as("looked up in the table").isEqualTo(1);
+    caughtUp(first, p);
+    first.shutdownTestKit();
+    kits.remove(first);
+
+    ActorTestKit second = kit("document-table-receipt-filter-again");
+    Flaky again = new Flaky();
+    ActorRef<Command> q = partition(second, again, settings);
+    AtomicInteger next = new AtomicInteger(100);
+    // Until the filter has read the table, new keys are looked up; then they are not.
+    await()
+        .atMost(WAIT)
+        .until(
+            () -> {
+              int before = again.receiptLookups.get();
+              assertThat(keyed(second, q, next.getAndIncrement()))
+                  .isInstanceOf(PartitionProtocol.Applied.class);
+              return again.receiptLookups.get() == before;
+            });
+    assertThat(keyed(second, q, 1))
+        .as("a retry of a receipt only the table holds: the filter learnt it from the table")
+        .isEqualTo(new PartitionProtocol.Applied(command(1), 2, List.of(1L), true));
   }
 
   private static String command(int i) {

@@ -608,22 +608,26 @@ class PartitionTest {
     assertThat(JsonFields.merge(previous, "not json", List.of("k"))).isNull();
   }
 
+  /** Writes document {@code id} under Idempotency-Key {@code key-<id>}, request 1. */
+  private static FrameReply keyedWrite(
+      EventSourcedBehaviorTestKit<Command, Partition.Event, PartitionState> p, String id) {
+    return p.<FrameReply>runCommand(
+            r ->
+                new ApplyFrame(
+                    "api2:key-" + id + ":request-1",
+                    List.of(upsert(id, "{}", null)),
+                    Optional.empty(),
+                    r))
+        .reply();
+  }
+
   @Test
   void receiptsPastTheHeapAreFoundInTheTableAcrossARestartAndExpireAfterTheirTime() {
     var p =
         EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
             KIT.system(), Partition.create(17, PartitionSettings.DEFAULTS.withReceipts(60_000, 2)));
     p.clear();
-    java.util.function.Function<String, FrameReply> write =
-        id ->
-            p.<FrameReply>runCommand(
-                    r ->
-                        new ApplyFrame(
-                            "api2:key-" + id + ":request-1",
-                            List.of(upsert(id, "{}", null)),
-                            Optional.empty(),
-                            r))
-                .reply();
+    java.util.function.Function<String, FrameReply> write = id -> keyedWrite(p, id);
     for (int i = 1; i <= 5; i++) {
       assertThat(write.apply(Integer.toString(i)))
           .isEqualTo(new Applied("api2:key-" + i + ":request-1", i, List.of(1L), false));
@@ -675,6 +679,26 @@ class PartitionTest {
     assertThat(once.get())
         .as("a retry after the receipt's time is a new write")
         .isEqualTo(new Applied("api2:late:request", 2, List.of(2L), false));
+  }
+
+  @Test
+  void receiptsInTheHeapAtAStartAreStillFoundOnceTheyLeaveIt() {
+    // Nothing has left the heap when the partition starts again, so its receipt filter reads no
+    // table: it must learn the heap's receipts, which leave the heap later.
+    var p =
+        EventSourcedBehaviorTestKit.<Command, Partition.Event, PartitionState>create(
+            KIT.system(), Partition.create(20, PartitionSettings.DEFAULTS.withReceipts(60_000, 2)));
+    p.clear();
+    java.util.function.Function<String, FrameReply> write = id -> keyedWrite(p, id);
+    assertThat(((Applied) write.apply("1")).replayed()).isFalse();
+    assertThat(((Applied) write.apply("2")).replayed()).isFalse();
+    p.restart();
+    assertThat(((Applied) write.apply("3")).replayed()).isFalse();
+    assertThat(((Applied) write.apply("4")).replayed()).isFalse();
+    assertThat(p.getState().receipts()).as("key-1 and key-2 left the heap").hasSize(2);
+    assertThat(write.apply("1"))
+        .isEqualTo(new Applied("api2:key-1:request-1", 1, List.of(1L), true));
+    assertThat(p.<PartitionStatus>runCommand(GetStatus::new).reply().outboxNext()).isEqualTo(5);
   }
 
   @Test

@@ -81,7 +81,8 @@ final class LegacySnapshotDecoder {
               s.watermarks.putAll(read(p, new TypeReference<HashMap<String, Long>>() {}));
           case "partials" ->
               s.partials.putAll(read(p, new TypeReference<HashMap<String, PartProgress>>() {}));
-          case "outbox" -> s.outbox.putAll(read(p, new TypeReference<TreeMap<Long, Segment>>() {}));
+          case "outbox" ->
+              read(p, new TypeReference<TreeMap<Long, Segment>>() {}).forEach(s.outbox::append);
           case "mark" -> {
             SnapshotMark m =
                 value == JsonToken.VALUE_NULL ? null : CBOR.readValue(p, SnapshotMark.class);

@@ -81,8 +81,7 @@ final class OutboxRetention {
    * keeping the last row.
    */
   void prune(PartitionState s, long appliedThrough) {
-    long limit =
-        s.outbox.isEmpty() ? s.events - 1 : s.outbox.firstEntry().getValue().journalSequence() - 1;
+    long limit = s.outbox.isEmpty() ? s.events - 1 : s.outbox.first().journalSequence() - 1;
     long through =
         Math.min(Math.min(Math.min(limit, previousSnapshot), s.events - 1), appliedThrough);
     if (through <= prunedThrough.get() || !pruning.compareAndSet(false, true)) {

@@ -6,7 +6,6 @@ import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefusal;
 import io.weir.sharding.partition.ConsumerProtocol.ConsumerRefused;
 import io.weir.sharding.partition.ConsumerProtocol.ConsumerReply;
 import io.weir.sharding.partition.Partition.Consumer;
-import io.weir.sharding.partition.Partition.Segment;
 import io.weir.sharding.partition.ReadProtocol.Document;
 import io.weir.sharding.partition.ReadProtocol.DocumentReply;
 import java.util.ArrayList;
@@ -367,10 +366,7 @@ final class PartitionReads {
   private static List<Long> journalEvents(PartitionState s, long from, long to) {
     List<Long> events = new ArrayList<>();
     if (from <= to && from >= s.outboxFirst) {
-      Long floor = s.outbox.floorKey(from);
-      for (Segment seg : s.outbox.subMap(floor == null ? from : floor, true, to, true).values()) {
-        events.add(seg.journalSequence());
-      }
+      s.outbox.journalSequences(from, to, events::add);
     }
     return events;
   }

@@ -116,12 +116,13 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
       out.string(e.getValue().afterId());
     }
     out.count(s.outbox.size());
-    for (Map.Entry<Long, Segment> e : s.outbox.entrySet()) {
-      out.signed(e.getKey());
-      out.signed(e.getValue().journalSequence());
-      out.signed(e.getValue().entries());
-      out.signed(e.getValue().bytes());
-    }
+    s.outbox.forEach(
+        (first, segment) -> {
+          out.signed(first);
+          out.signed(segment.journalSequence());
+          out.signed(segment.entries());
+          out.signed(segment.bytes());
+        });
     out.count(s.consumers.size());
     for (Consumer c : new TreeMap<>(s.consumers).values()) {
       Binary.writeConsumer(out, c);
@@ -221,9 +222,10 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
     for (int i = format >= 2 ? in.count() : 0; i > 0; i--) {
       cuts.put(in.string(), new Partition.Cut((int) in.signed(), in.string()));
     }
-    TreeMap<Long, Segment> outbox = new TreeMap<>();
-    for (int i = in.count(); i > 0; i--) {
-      outbox.put(in.signed(), new Segment(in.signed(), (int) in.signed(), in.signed()));
+    int segments = in.count();
+    OutboxSegments outbox = new OutboxSegments(Math.max(16, Math.min(segments, 1 << 20)));
+    for (int i = segments; i > 0; i--) {
+      outbox.append(in.signed(), new Segment(in.signed(), (int) in.signed(), in.signed()));
     }
     HashMap<String, Consumer> consumers = new HashMap<>();
     for (int i = in.count(); i > 0; i--) {

@@ -67,7 +67,7 @@ public final class PartitionState {
    */
   final HashMap<String, Partition.Cut> cuts;
 
-  final TreeMap<Long, Segment> outbox;
+  final OutboxSegments outbox;
   String incarnation;
   long eventBytes;
   final SnapshotMark mark;
@@ -87,7 +87,7 @@ public final class PartitionState {
       HashMap<String, Long> watermarks,
       HashMap<String, PartProgress> partials,
       HashMap<String, Partition.Cut> cuts,
-      TreeMap<Long, Segment> outbox,
+      OutboxSegments outbox,
       String incarnation,
       long eventBytes,
       SnapshotMark mark,
@@ -127,7 +127,7 @@ public final class PartitionState {
         new HashMap<>(),
         new HashMap<>(),
         new HashMap<>(),
-        new TreeMap<>(),
+        new OutboxSegments(),
         null,
         0,
         new SnapshotMark(0, 0),
@@ -179,8 +179,9 @@ public final class PartitionState {
     return receipts;
   }
 
+  /** The outbox's index as a sorted map (a copy). */
   public TreeMap<Long, Segment> outbox() {
-    return outbox;
+    return outbox.toMap();
   }
 
   /** Documents held, tombstones included. */
@@ -306,7 +307,7 @@ public final class PartitionState {
               });
     }
     if (entries > 0) {
-      outbox.put(segmentFirst, new Segment(seq, entries, bytes));
+      outbox.append(segmentFirst, new Segment(seq, entries, bytes));
       outboxBytes += bytes;
       eventBytes += bytes;
     }
@@ -361,12 +362,12 @@ public final class PartitionState {
   PartitionState purged(Purged p) {
     events++;
     while (!outbox.isEmpty()) {
-      Map.Entry<Long, Segment> first = outbox.firstEntry();
-      if (first.getKey() + first.getValue().entries() - 1 > p.through()) {
+      Segment first = outbox.first();
+      if (outbox.firstPosition() + first.entries() - 1 > p.through()) {
         break;
       }
-      outboxBytes -= first.getValue().bytes();
-      outbox.pollFirstEntry();
+      outboxBytes -= first.bytes();
+      outbox.removeFirst();
     }
     outboxFirst = Math.max(outboxFirst, p.through() + 1);
     return this;
@@ -390,7 +391,7 @@ public final class PartitionState {
         new HashMap<>(watermarks),
         new HashMap<>(partials),
         new HashMap<>(cuts),
-        new TreeMap<>(outbox),
+        outbox.copy(),
         incarnation,
         eventBytes,
         new SnapshotMark(mark.events, mark.eventBytes),

@@ -74,7 +74,7 @@ class LegacySnapshotDecoderTest {
                               a.commandId(), a.firstSequence(), a.revisions(), true)));
       assertThat(state.watermarks).isEqualTo(old.watermarks());
       assertThat(state.partials).isEqualTo(old.partials());
-      assertThat(state.outbox).isEqualTo(old.outbox());
+      assertThat(state.outbox.toMap()).isEqualTo(old.outbox());
       assertThat(state.consumers).isEqualTo(old.consumers());
       assertThat(state.rules).isEqualTo(old.rules());
       assertThat(state.rowEpochs).isEqualTo(old.rowEpochs());

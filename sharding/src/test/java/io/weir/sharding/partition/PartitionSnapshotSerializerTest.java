@@ -187,8 +187,8 @@ class PartitionSnapshotSerializerTest {
     s.watermarks.put("slot-a|inc", 0x1_0000_0000L);
     s.partials.put("slot-b|inc", new PartProgress(5_000, 1));
     s.cuts.put("slot-b|inc", new Partition.Cut(3, "k-9"));
-    s.outbox.put(1_001L, new Segment(1_401, 4, 800));
-    s.outbox.put(1_005L, new Segment(1_402, 202, 11_545));
+    s.outbox.append(1_001L, new Segment(1_401, 4, 800));
+    s.outbox.append(1_005L, new Segment(1_402, 202, 11_545));
     s.consumers.put(
         Partition.consumerKey("proj", 1),
         new Consumer(
@@ -234,8 +234,8 @@ class PartitionSnapshotSerializerTest {
         s.cuts.put("slot" + i, new Partition.Cut(r.nextInt(99), r.nextBoolean() ? null : "k" + i));
       }
     }
-    for (int i = r.nextInt(4); i > 0; i--) {
-      s.outbox.put((long) i * 10, new Segment(i, i, i * 100L));
+    for (int i = 1, n = r.nextInt(4); i <= n; i++) {
+      s.outbox.append((long) i * 10, new Segment(i, i, i * 100L));
     }
     for (int i = r.nextInt(3); i > 0; i--) {
       s.rules.put("c" + i, new RowRule(r.nextBoolean() ? null : "f" + i, i));

@@ -345,6 +345,61 @@ class DocumentTableIT {
     assertThat(table()).isEmpty();
   }
 
+  /**
+   * When a shared transaction fails and the connection is lost while its applies are tried one by
+   * one, the rest fail at once instead of each waiting for a connection of its own.
+   */
+  @Test
+  void aLostConnectionEndsTheOneByOneAttempts() throws Exception {
+    AtomicInteger connections = new AtomicInteger();
+    javax.sql.DataSource real = database.dataSource();
+    javax.sql.DataSource losing =
+        (javax.sql.DataSource)
+            java.lang.reflect.Proxy.newProxyInstance(
+                getClass().getClassLoader(),
+                new Class<?>[] {javax.sql.DataSource.class},
+                (proxy, method, args) -> {
+                  if (method.getName().equals("getConnection")
+                      && connections.incrementAndGet() > 1) {
+                    throw new SQLException("the server went away", "08006");
+                  }
+                  try {
+                    return method.invoke(real, args);
+                  } catch (java.lang.reflect.InvocationTargetException e) {
+                    throw e.getCause();
+                  }
+                });
+    java.util.concurrent.ExecutorService one = Executors.newSingleThreadExecutor();
+    java.util.concurrent.CountDownLatch offered = new java.util.concurrent.CountDownLatch(1);
+    try {
+      one.execute(
+          () -> {
+            try {
+              offered.await();
+            } catch (InterruptedException e) {
+              Thread.currentThread().interrupt();
+            }
+          });
+      SqlDocumentTable t = new SqlDocumentTable(losing, "weir", one);
+      // All 40 wait before the one combiner starts: they share its first transaction.
+      List<CompletableFuture<Long>> applies = applyAtOnce(t, 100, 140, 120);
+      offered.countDown();
+      for (CompletableFuture<Long> a : applies) {
+        assertThat(org.assertj.core.api.Assertions.catchThrowable(a::get))
+            .hasRootCauseInstanceOf(SQLException.class);
+      }
+      assertThat(t.retriedAlone()).isEqualTo(1);
+      assertThat(connections.get())
+          .as("the shared transaction, then one attempt alone that found the connection lost")
+          .isEqualTo(2);
+      assertThat(
+              count("SELECT count(*) FROM weir.documents WHERE partition_id BETWEEN 100 AND 139"))
+          .isZero();
+    } finally {
+      one.shutdownNow();
+    }
+  }
+
   /** Applies to many partitions at once: each partition's own (two documents, position 2). */
   private static List<CompletableFuture<Long>> applyAtOnce(
       SqlDocumentTable t, int from, int to, int poisoned) {

@@ -400,6 +400,45 @@ class DocumentTableIT {
     }
   }
 
+  /**
+   * An Error thrown while applying (here by the pool) fails the applies it took and ends that
+   * combiner, but not the table: combiners start again for what comes after.
+   */
+  @Test
+  void anErrorInACombinerFailsItsAppliesAndLaterOnesStillRun() throws Exception {
+    AtomicInteger connections = new AtomicInteger();
+    javax.sql.DataSource real = database.dataSource();
+    javax.sql.DataSource erring =
+        (javax.sql.DataSource)
+            java.lang.reflect.Proxy.newProxyInstance(
+                getClass().getClassLoader(),
+                new Class<?>[] {javax.sql.DataSource.class},
+                (proxy, method, args) -> {
+                  if (method.getName().equals("getConnection")
+                      && connections.incrementAndGet() <= SqlDocumentTable.COMBINING) {
+                    throw new AssertionError("injected");
+                  }
+                  try {
+                    return method.invoke(real, args);
+                  } catch (java.lang.reflect.InvocationTargetException e) {
+                    throw e.getCause();
+                  }
+                });
+    SqlDocumentTable t = new SqlDocumentTable(erring, "weir", io);
+    // One at a time, so that each Error ends a combiner: as many as may run at once.
+    for (int i = 0; i < SqlDocumentTable.COMBINING; i++) {
+      CompletableFuture<Long> failing =
+          t.apply(100 + i, List.of(put(1, "a", 1, "{}")), Map.of(), 0, 0, 0).toCompletableFuture();
+      assertThat(
+              org.assertj.core.api.Assertions.catchThrowable(
+                  () -> failing.get(30, java.util.concurrent.TimeUnit.SECONDS)))
+          .hasCauseInstanceOf(AssertionError.class);
+    }
+    CompletableFuture<Long> later =
+        t.apply(110, List.of(put(1, "a", 1, "{}")), Map.of(), 0, 0, 0).toCompletableFuture();
+    assertThat(later.get(30, java.util.concurrent.TimeUnit.SECONDS)).isEqualTo(1);
+  }
+
   /** Applies to many partitions at once: each partition's own (two documents, position 2). */
   private static List<CompletableFuture<Long>> applyAtOnce(
       SqlDocumentTable t, int from, int to, int poisoned) {

@@ -463,6 +463,9 @@ final class PartitionBehavior
       }
       return Effect().none();
     }
+    if (receiptsLoading == null) {
+      return Effect().none(); // not this start's read
+    }
     // The part is the actor's again: this message came after the read was over.
     receiptFilter.completeWith(receiptsLoading.part());
     receiptsLoading = null;

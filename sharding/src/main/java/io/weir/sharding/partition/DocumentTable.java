@@ -102,6 +102,11 @@ public interface DocumentTable {
   interface ReceiptKeyVisitor {
     /** One receipt; false: no more. */
     boolean receipt(String key, long atMillis);
+
+    /** Whether the read is still wanted when it is about to begin (false: it reads nothing). */
+    default boolean wanted() {
+      return true;
+    }
   }
 
   /** The rows of these documents of the partition (those it has; tombstones included). */

@@ -261,10 +261,11 @@ public final class Partition {
   }
 
   /**
-   * Read {@code attempt} of the table's receipts for the partition's receipt filter (ADR 0057) is
-   * over: it read {@code receipts}, or failed ({@code failure}: why, value-free).
+   * Read {@code read} (attempt {@code attempt}) of the table's receipts for the partition's receipt
+   * filter (ADR 0057) is over: it read {@code receipts}, or failed ({@code failure}: why,
+   * value-free).
    */
-  record ReceiptsLoaded(int receipts, String failure, int attempt) implements Command {}
+  record ReceiptsLoaded(long read, int receipts, String failure, int attempt) implements Command {}
 
   /** Read the table's receipts into the receipt filter again: attempt {@code attempt}. */
   record LoadReceipts(int attempt) implements Command {}

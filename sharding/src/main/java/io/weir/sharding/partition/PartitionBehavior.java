@@ -30,7 +30,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadLocalRandom;
 import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.persistence.query.PersistenceQuery;
 import org.apache.pekko.persistence.query.javadsl.CurrentEventsByPersistenceIdQuery;
@@ -74,6 +76,9 @@ final class PartitionBehavior
 
   /** The part of {@link #receiptFilter} the table's receipts are being read into, if any. */
   private ReceiptFilter.Loading receiptsLoading;
+
+  /** Reads of the table's receipts this start began: the last one's number is the one awaited. */
+  private long receiptReads = ThreadLocalRandom.current().nextLong();
 
   private final OutboxRetention retention;
 
@@ -428,6 +433,7 @@ final class PartitionBehavior
     long now = System.currentTimeMillis();
     ReceiptFilter.Loading loading = receiptFilter.loading(now);
     receiptsLoading = loading;
+    long read = ++receiptReads;
     wiring
         .table()
         .receiptKeys(
@@ -436,11 +442,15 @@ final class PartitionBehavior
             (done, error) ->
                 self.tell(
                     error == null
-                        ? new Partition.ReceiptsLoaded(loading.added(), null, attempt)
-                        : new Partition.ReceiptsLoaded(0, SafeErrors.describe(error), attempt)));
+                        ? new Partition.ReceiptsLoaded(read, loading.added(), null, attempt)
+                        : new Partition.ReceiptsLoaded(
+                            read, 0, SafeErrors.describe(error), attempt)));
   }
 
   private Effect<Event, PartitionState> receiptsLoaded(Partition.ReceiptsLoaded c) {
+    if (receiptsLoading == null || c.read() != receiptReads) {
+      return Effect().none(); // not the read this start waits for
+    }
     if (c.failure() != null) {
       receiptsLoading = null;
       // Nothing is lost meanwhile: keyed writes not in the heap go on being looked up in the table.
@@ -462,9 +472,6 @@ final class PartitionBehavior
             c.failure());
       }
       return Effect().none();
-    }
-    if (receiptsLoading == null) {
-      return Effect().none(); // not this start's read
     }
     // The part is the actor's again: this message came after the read was over.
     receiptFilter.completeWith(receiptsLoading.part());
@@ -617,6 +624,13 @@ final class PartitionBehavior
               table.start(state.events, state.nextSequence);
               reportOutbox(state);
               marks.checkStorage();
+            })
+        .onSignal(
+            PostStop.instance(),
+            state -> {
+              if (receiptsLoading != null) {
+                receiptsLoading.cancel(); // a read queued or running for a partition gone
+              }
             })
         .onSignal(
             SnapshotCompleted.class,

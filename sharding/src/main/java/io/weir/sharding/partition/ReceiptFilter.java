@@ -171,6 +171,7 @@ final class ReceiptFilter {
   static final class Loading implements DocumentTable.ReceiptKeyVisitor {
     private final ReceiptFilter part;
     private int added;
+    private volatile boolean cancelled;
 
     private Loading(ReceiptFilter part) {
       this.part = part;
@@ -179,6 +180,9 @@ final class ReceiptFilter {
     /** Records one receipt; false once the part is full: this one and all older are left out. */
     @Override
     public boolean receipt(String key, long atMillis) {
+      if (cancelled) {
+        return false;
+      }
       if (added >= part.capacity()) {
         part.blindUntil = Math.max(part.blindUntil, atMillis + part.ttlMillis);
         return false;
@@ -186,6 +190,16 @@ final class ReceiptFilter {
       part.add(key, atMillis);
       added++;
       return true;
+    }
+
+    /** The partition stopped: the read ends at its next receipt, or does not begin. */
+    void cancel() {
+      cancelled = true;
+    }
+
+    @Override
+    public boolean wanted() {
+      return !cancelled;
     }
 
     /** Receipts to read at most: one more than the part holds shows whether any were left out. */

@@ -784,6 +784,9 @@ public final class SqlDocumentTable implements DocumentTable {
       int partition, long sinceMillis, int limit, ReceiptKeyVisitor into) {
     return CompletableFuture.supplyAsync(
         () -> {
+          if (!into.wanted()) {
+            return null;
+          }
           // A cursor (autocommit off, a fetch size): the read may be long, its rows are not kept.
           // A failure closes the connection; the pool rolls it back and resets it.
           try (Connection c = dataSource.getConnection()) {

@@ -84,6 +84,18 @@ class ReceiptFilterTest {
   }
 
   @Test
+  void aCancelledLoadReadsNothingMore() {
+    ReceiptFilter f = new ReceiptFilter(TTL, 4, 2);
+    ReceiptFilter.Loading loading = f.loading(10);
+    assertThat(loading.wanted()).isTrue();
+    assertThat(loading.receipt("a", 9)).isTrue();
+    loading.cancel();
+    assertThat(loading.wanted()).isFalse();
+    assertThat(loading.receipt("b", 8)).isFalse();
+    assertThat(loading.added()).isEqualTo(1);
+  }
+
+  @Test
   void aClockThatWentBackRulesNothingOut() {
     ReceiptFilter f = new ReceiptFilter(TTL, 4, 2);
     f.completeWith(null);

@@ -352,23 +352,9 @@ class DocumentTableIT {
   @Test
   void aLostConnectionEndsTheOneByOneAttempts() throws Exception {
     AtomicInteger connections = new AtomicInteger();
-    javax.sql.DataSource real = database.dataSource();
     javax.sql.DataSource losing =
-        (javax.sql.DataSource)
-            java.lang.reflect.Proxy.newProxyInstance(
-                getClass().getClassLoader(),
-                new Class<?>[] {javax.sql.DataSource.class},
-                (proxy, method, args) -> {
-                  if (method.getName().equals("getConnection")
-                      && connections.incrementAndGet() > 1) {
-                    throw new SQLException("the server went away", "08006");
-                  }
-                  try {
-                    return method.invoke(real, args);
-                  } catch (java.lang.reflect.InvocationTargetException e) {
-                    throw e.getCause();
-                  }
-                });
+        failingConnections(
+            connections, n -> n > 1 ? new SQLException("the server went away", "08006") : null);
     java.util.concurrent.ExecutorService one = Executors.newSingleThreadExecutor();
     java.util.concurrent.CountDownLatch offered = new java.util.concurrent.CountDownLatch(1);
     try {
@@ -407,23 +393,10 @@ class DocumentTableIT {
   @Test
   void anErrorInACombinerFailsItsAppliesAndLaterOnesStillRun() throws Exception {
     AtomicInteger connections = new AtomicInteger();
-    javax.sql.DataSource real = database.dataSource();
     javax.sql.DataSource erring =
-        (javax.sql.DataSource)
-            java.lang.reflect.Proxy.newProxyInstance(
-                getClass().getClassLoader(),
-                new Class<?>[] {javax.sql.DataSource.class},
-                (proxy, method, args) -> {
-                  if (method.getName().equals("getConnection")
-                      && connections.incrementAndGet() <= SqlDocumentTable.COMBINING) {
-                    throw new AssertionError("injected");
-                  }
-                  try {
-                    return method.invoke(real, args);
-                  } catch (java.lang.reflect.InvocationTargetException e) {
-                    throw e.getCause();
-                  }
-                });
+        failingConnections(
+            connections,
+            n -> n <= SqlDocumentTable.COMBINING ? new AssertionError("injected") : null);
     SqlDocumentTable t = new SqlDocumentTable(erring, "weir", io);
     // One at a time, so that each Error ends a combiner: as many as may run at once.
     for (int i = 0; i < SqlDocumentTable.COMBINING; i++) {
@@ -437,6 +410,32 @@ class DocumentTableIT {
     CompletableFuture<Long> later =
         t.apply(110, List.of(put(1, "a", 1, "{}")), Map.of(), 0, 0, 0).toCompletableFuture();
     assertThat(later.get(30, java.util.concurrent.TimeUnit.SECONDS)).isEqualTo(1);
+  }
+
+  /**
+   * The test database's pool, except that its n-th {@code getConnection} (counted in {@code calls},
+   * from 1) throws what {@code failure} gives for n, when that is not null.
+   */
+  private javax.sql.DataSource failingConnections(
+      AtomicInteger calls, java.util.function.IntFunction<Throwable> failure) {
+    javax.sql.DataSource real = database.dataSource();
+    return (javax.sql.DataSource)
+        java.lang.reflect.Proxy.newProxyInstance(
+            getClass().getClassLoader(),
+            new Class<?>[] {javax.sql.DataSource.class},
+            (proxy, method, args) -> {
+              if (method.getName().equals("getConnection")) {
+                Throwable t = failure.apply(calls.incrementAndGet());
+                if (t != null) {
+                  throw t;
+                }
+              }
+              try {
+                return method.invoke(real, args);
+              } catch (java.lang.reflect.InvocationTargetException e) {
+                throw e.getCause();
+              }
+            });
   }
 
   /** Applies to many partitions at once: each partition's own (two documents, position 2). */

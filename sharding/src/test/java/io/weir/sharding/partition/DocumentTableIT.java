@@ -102,6 +102,12 @@ class DocumentTableIT {
     final AtomicInteger refused = new AtomicInteger();
     final AtomicInteger receiptLookups = new AtomicInteger();
 
+    /** Set: reads of the receipts for the filter are held here and never end. */
+    final AtomicBoolean holdReceiptReads = new AtomicBoolean();
+
+    final java.util.concurrent.atomic.AtomicReference<ReceiptKeyVisitor> heldRead =
+        new java.util.concurrent.atomic.AtomicReference<>();
+
     @Override
     public CompletionStage<Position> position(int partition) {
       return real.position(partition);
@@ -134,6 +140,10 @@ class DocumentTableIT {
     @Override
     public CompletionStage<Void> receiptKeys(
         int partition, long sinceMillis, int limit, ReceiptKeyVisitor into) {
+      if (holdReceiptReads.get()) {
+        heldRead.set(into);
+        return new CompletableFuture<>();
+      }
       return real.receiptKeys(partition, sinceMillis, limit, into);
     }
 
@@ -841,6 +851,30 @@ class DocumentTableIT {
     assertThat(keyed(second, q, 1))
         .as("a retry of a receipt only the table holds: the filter learnt it from the table")
         .isEqualTo(new PartitionProtocol.Applied(command(1), 2, List.of(1L), true));
+  }
+
+  /** A read of the receipts for a partition's filter is not wanted any more once it stopped. */
+  @Test
+  void aStoppedPartitionsReceiptReadIsNotWanted() throws Exception {
+    PartitionSettings settings = PartitionSettings.DEFAULTS.withReceipts(60_000, 2);
+    ActorTestKit first = kit("document-table-receipt-read");
+    ActorRef<Command> p = partition(first, new Flaky(), settings);
+    for (int i = 0; i < 4; i++) {
+      assertThat(keyed(first, p, i)).isInstanceOf(PartitionProtocol.Applied.class);
+    }
+    caughtUp(first, p);
+    first.shutdownTestKit();
+    kits.remove(first);
+
+    ActorTestKit second = kit("document-table-receipt-read-again");
+    Flaky held = new Flaky();
+    held.holdReceiptReads.set(true);
+    ActorRef<Command> again = partition(second, held, settings);
+    assertThat(keyed(second, again, 9)).isInstanceOf(PartitionProtocol.Applied.class);
+    await().atMost(WAIT).until(() -> held.heldRead.get() != null);
+    assertThat(held.heldRead.get().wanted()).isTrue();
+    second.stop(again);
+    await().atMost(WAIT).until(() -> !held.heldRead.get().wanted());
   }
 
   private static String command(int i) {

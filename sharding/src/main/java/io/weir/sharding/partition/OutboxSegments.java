@@ -30,8 +30,12 @@ final class OutboxSegments {
     this(MIN_CAPACITY);
   }
 
-  /** An empty index with room for {@code capacity} segments before it grows. */
+  /**
+   * An empty index with room for {@code capacity} segments before it grows (at least 16, at most
+   * 2^20 up front: a count read from a snapshot is not trusted with more).
+   */
   OutboxSegments(int capacity) {
+    capacity = Math.max(MIN_CAPACITY, Math.min(capacity, 1 << 20));
     firsts = new long[capacity];
     journalSequences = new long[capacity];
     entries = new int[capacity];
@@ -40,7 +44,7 @@ final class OutboxSegments {
 
   /** A copy holding the same segments. */
   OutboxSegments copy() {
-    OutboxSegments c = new OutboxSegments(Math.max(MIN_CAPACITY, size()));
+    OutboxSegments c = new OutboxSegments(size());
     c.tail = size();
     System.arraycopy(firsts, head, c.firsts, 0, c.tail);
     System.arraycopy(journalSequences, head, c.journalSequences, 0, c.tail);
@@ -213,13 +217,6 @@ final class OutboxSegments {
     TreeMap<Long, Segment> m = new TreeMap<>();
     forEach(m::put);
     return m;
-  }
-
-  /** The segments of {@code map}, in its order. */
-  static OutboxSegments of(TreeMap<Long, Segment> map) {
-    OutboxSegments s = new OutboxSegments(Math.max(MIN_CAPACITY, map.size()));
-    map.forEach(s::append);
-    return s;
   }
 
   @Override

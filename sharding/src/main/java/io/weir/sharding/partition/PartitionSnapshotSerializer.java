@@ -223,7 +223,7 @@ public final class PartitionSnapshotSerializer extends SerializerWithStringManif
       cuts.put(in.string(), new Partition.Cut((int) in.signed(), in.string()));
     }
     int segments = in.count();
-    OutboxSegments outbox = new OutboxSegments(Math.max(16, Math.min(segments, 1 << 20)));
+    OutboxSegments outbox = new OutboxSegments(segments);
     for (int i = segments; i > 0; i--) {
       outbox.append(in.signed(), new Segment(in.signed(), (int) in.signed(), in.signed()));
     }

@@ -102,6 +102,9 @@ class DocumentTableIT {
     final AtomicInteger refused = new AtomicInteger();
     final AtomicInteger receiptLookups = new AtomicInteger();
 
+    /** Reads of the receipts for the filter that fail (connection lost) before they go through. */
+    final AtomicInteger failReceiptReads = new AtomicInteger();
+
     /** Set: reads of the receipts for the filter are held here and never end. */
     final AtomicBoolean holdReceiptReads = new AtomicBoolean();
 
@@ -140,6 +143,9 @@ class DocumentTableIT {
     @Override
     public CompletionStage<Void> receiptKeys(
         int partition, long sinceMillis, int limit, ReceiptKeyVisitor into) {
+      if (failReceiptReads.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+        return CompletableFuture.failedFuture(new SQLException("injected", "08006"));
+      }
       if (holdReceiptReads.get()) {
         heldRead.set(into);
         return new CompletableFuture<>();
@@ -837,35 +843,34 @@ class DocumentTableIT {
     ActorTestKit second = kit("document-table-receipt-filter-again");
     Flaky again = new Flaky();
     ActorRef<Command> q = partition(second, again, settings);
-    AtomicInteger next = new AtomicInteger(100);
-    // Until the filter has read the table, new keys are looked up; then they are not.
-    await()
-        .atMost(WAIT)
-        .until(
-            () -> {
-              int before = again.receiptLookups.get();
-              assertThat(keyed(second, q, next.getAndIncrement()))
-                  .isInstanceOf(PartitionProtocol.Applied.class);
-              return again.receiptLookups.get() == before;
-            });
+    untilNewKeysAreNotLookedUp(second, q, again);
     assertThat(keyed(second, q, 1))
         .as("a retry of a receipt only the table holds: the filter learnt it from the table")
+        .isEqualTo(new PartitionProtocol.Applied(command(1), 2, List.of(1L), true));
+  }
+
+  /**
+   * A failed read of the receipts for a partition's filter is tried again (after 2 s): the filter
+   * completes and new keys are no longer looked up.
+   */
+  @Test
+  void aFailedReceiptReadIsTriedAgain() throws Exception {
+    PartitionSettings settings = receiptsLeftTheHeap("document-table-receipt-retry");
+    ActorTestKit second = kit("document-table-receipt-retry-again");
+    Flaky failing = new Flaky();
+    failing.failReceiptReads.set(1);
+    ActorRef<Command> again = partition(second, failing, settings);
+    untilNewKeysAreNotLookedUp(second, again, failing);
+    assertThat(failing.failReceiptReads.get()).as("the first read failed").isZero();
+    assertThat(keyed(second, again, 1))
+        .as("a retry of a receipt only the table holds, known to the filter from the second read")
         .isEqualTo(new PartitionProtocol.Applied(command(1), 2, List.of(1L), true));
   }
 
   /** A read of the receipts for a partition's filter is not wanted any more once it stopped. */
   @Test
   void aStoppedPartitionsReceiptReadIsNotWanted() throws Exception {
-    PartitionSettings settings = PartitionSettings.DEFAULTS.withReceipts(60_000, 2);
-    ActorTestKit first = kit("document-table-receipt-read");
-    ActorRef<Command> p = partition(first, new Flaky(), settings);
-    for (int i = 0; i < 4; i++) {
-      assertThat(keyed(first, p, i)).isInstanceOf(PartitionProtocol.Applied.class);
-    }
-    caughtUp(first, p);
-    first.shutdownTestKit();
-    kits.remove(first);
-
+    PartitionSettings settings = receiptsLeftTheHeap("document-table-receipt-read");
     ActorTestKit second = kit("document-table-receipt-read-again");
     Flaky held = new Flaky();
     held.holdReceiptReads.set(true);
@@ -875,6 +880,41 @@ class DocumentTableIT {
     assertThat(held.heldRead.get().wanted()).isTrue();
     second.stop(again);
     await().atMost(WAIT).until(() -> !held.heldRead.get().wanted());
+  }
+
+  /**
+   * Writes four keyed documents to the partition in an actor system of its own ({@code name}), two
+   * receipts kept in the heap: the other two are in the receipts table only. Returns the settings.
+   */
+  private PartitionSettings receiptsLeftTheHeap(String name) throws Exception {
+    PartitionSettings settings = PartitionSettings.DEFAULTS.withReceipts(60_000, 2);
+    ActorTestKit kit = kit(name);
+    ActorRef<Command> p = partition(kit, new Flaky(), settings);
+    for (int i = 0; i < 4; i++) {
+      assertThat(keyed(kit, p, i)).isInstanceOf(PartitionProtocol.Applied.class);
+    }
+    caughtUp(kit, p);
+    kit.shutdownTestKit();
+    kits.remove(kit);
+    return settings;
+  }
+
+  /**
+   * Writes new keys until one is planned without a look-up in {@code table}: until the receipt
+   * filter has read the receipts table, new keys are looked up; then they are not.
+   */
+  private static void untilNewKeysAreNotLookedUp(
+      ActorTestKit kit, ActorRef<Command> p, Flaky table) {
+    AtomicInteger next = new AtomicInteger(100);
+    await()
+        .atMost(WAIT)
+        .until(
+            () -> {
+              int before = table.receiptLookups.get();
+              assertThat(keyed(kit, p, next.getAndIncrement()))
+                  .isInstanceOf(PartitionProtocol.Applied.class);
+              return table.receiptLookups.get() == before;
+            });
   }
 
   private static String command(int i) {

@@ -422,16 +422,8 @@ class StateStoreIT {
   void aFailedReadOfTheWriterIsMadeAgainAtTheNextDueSnapshot() throws Exception {
     firstWriterReadSpoiled(
         "recovery_writer_read",
-        (real, reads, generation) ->
-            new Delegating(real) {
-              @Override
-              public CompletionStage<String> journalWriter(int partition, long sequence) {
-                reads.add(sequence);
-                return reads.size() == 1
-                    ? CompletableFuture.failedFuture(new SQLException("the first read fails"))
-                    : real.journalWriter(partition, sequence);
-              }
-            });
+        (read, generation) ->
+            CompletableFuture.failedFuture(new SQLException("the first read fails")));
   }
 
   /**
@@ -442,29 +434,22 @@ class StateStoreIT {
   void aReadOfTheWriterWhileTheStorageChangedIsMadeAgain() throws Exception {
     firstWriterReadSpoiled(
         "recovery_writer_generation",
-        (real, reads, generation) ->
-            new Delegating(real) {
-              @Override
-              public CompletionStage<String> journalWriter(int partition, long sequence) {
-                reads.add(sequence);
-                if (reads.size() == 1) {
-                  generation.incrementAndGet();
-                }
-                return real.journalWriter(partition, sequence);
-              }
-            });
+        (read, generation) -> {
+          generation.incrementAndGet();
+          return read.get();
+        });
   }
 
-  /** Makes the state store that spoils the first read of the journal writer. */
-  private interface SpoilingStore {
-    StateStore of(StateStore real, List<Long> reads, AtomicLong generation);
+  /** What becomes of the first read of the journal writer ({@code read} makes the real one). */
+  private interface SpoiledRead {
+    CompletionStage<String> of(Supplier<CompletionStage<String>> read, AtomicLong generation);
   }
 
   /**
-   * Writes until a snapshot is saved through the store {@code spoiling} makes: the first read of
-   * the journal writer must not be used, so the snapshot saved is the second due one.
+   * Writes until a snapshot is saved, the first read of the journal writer made by {@code spoiled}:
+   * it must not be used, so the snapshot saved is the second due one.
    */
-  private static void firstWriterReadSpoiled(String name, SpoilingStore spoiling) throws Exception {
+  private static void firstWriterReadSpoiled(String name, SpoiledRead spoiled) throws Exception {
     try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase(name);
         JdbcPartitions jdbc = new JdbcPartitions(config(db), name.replace('_', '-'))) {
       List<Long> reads = new CopyOnWriteArrayList<>();
@@ -481,7 +466,17 @@ class StateStoreIT {
               return generation.get();
             }
           };
-      StateStore store = spoiling.of(jdbc.wiring(SETTINGS).stateStore(), reads, generation);
+      StateStore real = jdbc.wiring(SETTINGS).stateStore();
+      StateStore store =
+          new Delegating(real) {
+            @Override
+            public CompletionStage<String> journalWriter(int partition, long sequence) {
+              reads.add(sequence);
+              Supplier<CompletionStage<String>> read =
+                  () -> real.journalWriter(partition, sequence);
+              return reads.size() == 1 ? spoiled.of(read, generation) : read.get();
+            }
+          };
       ActorTestKit kit = ActorTestKit.create(name.replace('_', '-'), config(db));
       try {
         ActorRef<Command> p =

@@ -50,13 +50,13 @@ final class BeforeImages implements WritePlan.Bodies {
 
   /** The current version of a document for the plan: in memory, or fetched for this batch. */
   @Override
-  public Document find(String collection, String id, DocumentIndex.Entry e) {
-    Document d = PartitionReads.local(state, unapplied, cache, collection, id, e);
+  public Document find(String collection, String id, String key, DocumentIndex.Entry e) {
+    Document d = PartitionReads.local(state, unapplied, cache, collection, id, key, e);
     if (d != null) {
       foundInMemory++;
       return d;
     }
-    DocumentTable.Row row = fetched.get(key(collection, id));
+    DocumentTable.Row row = fetched.get(key);
     if (row == null || row.journalSeq() != e.lastSeq()) {
       return null;
     }

@@ -12,8 +12,17 @@ import java.util.Objects;
  * ({@link Unapplied}), so the two cannot see an event differently.
  */
 public sealed interface DocumentChange {
-  /** The document's new version (a tombstone when deleted). */
-  record Put(Document document) implements DocumentChange {}
+  /**
+   * The document's new version (a tombstone when deleted).
+   *
+   * @param key {@link Partition#key} of the document, built once: the cache, the unapplied changes
+   *     and the table's apply each look the document up by it (its hash is kept with the string)
+   */
+  record Put(Document document, String key) implements DocumentChange {
+    Put(Document document) {
+      this(document, Partition.key(document.collection(), document.id()));
+    }
+  }
 
   /** Every document of the collection goes (an initial snapshot restarting from its first row). */
   record Reset(String collection) implements DocumentChange {}
@@ -60,7 +69,11 @@ public sealed interface DocumentChange {
     if (!(event instanceof Partition.Written w)) {
       return List.of();
     }
-    List<DocumentChange> out = new ArrayList<>();
+    int n = 0;
+    for (Partition.FrameApplied f : w.frames()) {
+      n += size(f.entries()) + size(f.loaded()) + size(f.reset()) + 1;
+    }
+    List<DocumentChange> out = new ArrayList<>(n);
     for (Partition.FrameApplied f : w.frames()) {
       for (String collection : f.reset()) {
         out.add(new Reset(collection));
@@ -89,5 +102,25 @@ public sealed interface DocumentChange {
       }
     }
     return out;
+  }
+
+  private static int size(List<?> list) {
+    return list == null ? 0 : list.size();
+  }
+
+  /**
+   * {@code changes}, the document changes {@link #of} derived from {@code event} earlier, having
+   * moved {@code rules} past the event's rule changes as {@link #of} would.
+   */
+  static List<DocumentChange> ruled(
+      Partition.Event event, RuleFields rules, List<DocumentChange> changes) {
+    if (event instanceof Partition.Written w) {
+      for (Partition.FrameApplied f : w.frames()) {
+        if (f.rule() != null) {
+          rules.set(f.rule());
+        }
+      }
+    }
+    return changes;
   }
 }

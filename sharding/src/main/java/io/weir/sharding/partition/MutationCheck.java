@@ -46,8 +46,7 @@ final class MutationCheck {
       Cut cut) {}
 
   /** Bytes the body of a document takes in an outbox entry (0 for none), without reading it. */
-  private long bodyBytes(String collection, String id, HashMap<String, Document> seen) {
-    String k = Partition.key(collection, id);
+  private long bodyBytes(String collection, String id, String k, HashMap<String, Document> seen) {
     Document d = seen.containsKey(k) ? seen.get(k) : plan.docs.get(k);
     if (d != null) {
       return d == WritePlan.REMOVED || d.deleted() ? 0 : Utf8.length(d.body());
@@ -101,7 +100,7 @@ final class MutationCheck {
         }
         for (String id : after == null ? ids : ids.tailSet(after, false)) {
           String k = Partition.key(t.collection(), id);
-          long predicted = Partition.ENTRY_OVERHEAD + bodyBytes(t.collection(), id, seen);
+          long predicted = Partition.ENTRY_OVERHEAD + bodyBytes(t.collection(), id, k, seen);
           Document probe = seen.containsKey(k) ? seen.get(k) : null;
           if (probe == null) {
             DocumentIndex.Entry e =
@@ -118,7 +117,7 @@ final class MutationCheck {
             return new Evaluation(
                 entries, revisions, frameBytes, seen, seq, fenced, new Cut(i, after));
           }
-          Document cur = probe != null ? probe : plan.current(t.collection(), id);
+          Document cur = probe != null ? probe : plan.current(t.collection(), id, k);
           if (cur == null || cur.deleted()) {
             continue;
           }
@@ -157,8 +156,9 @@ final class MutationCheck {
       if (collection.isEmpty() || id.isEmpty()) {
         return new Rejected("mutation " + i + " has no collection or id");
       }
+      String k = Partition.key(collection, id);
       if (splittable) {
-        long before = bodyBytes(collection, id, seen);
+        long before = bodyBytes(collection, id, k, seen);
         long predicted =
             Partition.ENTRY_OVERHEAD
                 + before
@@ -171,8 +171,7 @@ final class MutationCheck {
               entries, revisions, frameBytes, seen, seq, fenced, new Cut(i, null));
         }
       }
-      String k = Partition.key(collection, id);
-      Document cur = seen.containsKey(k) ? seen.get(k) : plan.current(collection, id);
+      Document cur = seen.containsKey(k) ? seen.get(k) : plan.current(collection, id, k);
       long revision = cur == null ? 0 : cur.revision();
       if (expected.isPresent() && expected.get() != revision) {
         return new Conflict(i, revision);

@@ -1,7 +1,5 @@
 package io.weir.sharding.partition;
 
-import static io.weir.sharding.partition.Partition.key;
-
 import io.weir.persistence.SafeErrors;
 import io.weir.sharding.partition.ConsumerProtocol.CommitBatch;
 import io.weir.sharding.partition.ConsumerProtocol.ConfigureConsumer;
@@ -589,7 +587,7 @@ final class PartitionBehavior
         .persist(purged)
         .thenRun(
             after -> {
-              table.persisted(after.events, purged, 0);
+              table.persisted(after.events, purged, 0, List.of());
               snapshotIfDue(after);
               reportOutbox(after);
               c.replyTo()
@@ -786,8 +784,10 @@ final class PartitionBehavior
   }
 
   /**
-   * A group commit is persisted: its document changes wait in memory for the table (and leave the
-   * cache, whose versions they replace), and the table writer gets the event.
+   * A group commit is persisted: its document changes wait in memory for the table, and the table
+   * writer gets the event. A changed document's cached version stays until the table has applied
+   * the change and the cache gets the new one: it is never served meanwhile, the index naming a
+   * later change than the one it was cached at.
    */
   private void persisted(
       PartitionState s,
@@ -798,18 +798,16 @@ final class PartitionBehavior
     List<DocumentChange> changes =
         DocumentChange.of(written, DocumentChange.RuleFields.over(new HashMap<>(rulesBefore)));
     for (DocumentChange change : changes) {
-      if (change instanceof DocumentChange.Put p) {
-        cache.remove(key(p.document().collection(), p.document().id()));
-      } else if (change instanceof DocumentChange.Reset r) {
+      if (change instanceof DocumentChange.Reset r) {
         cache.dropCollection(r.collection());
-      } else {
-        cache.dropCollection(((DocumentChange.ClearTombstoneAcls) change).collection());
+      } else if (change instanceof DocumentChange.ClearTombstoneAcls c) {
+        cache.dropCollection(c.collection());
       }
     }
     unapplied.add(s.events, changes);
     unapplied.addReceipts(s.events, kept);
     kept.forEach(k -> receiptFilter.add(k.key(), k.receipt().atMillis()));
-    table.persisted(s.events, written, s.eventBytes - bytesBefore);
+    table.persisted(s.events, written, s.eventBytes - bytesBefore, changes);
   }
 
   /**

@@ -70,12 +70,13 @@ final class PartitionReads {
       BodyCache cache,
       String collection,
       String id,
+      String key,
       DocumentIndex.Entry e) {
-    Unapplied.Pending p = unapplied.get(collection, id);
+    Unapplied.Pending p = unapplied.get(key);
     if (p != null && p.seq() == e.lastSeq()) {
       return p.document();
     }
-    Document cached = cache.get(Partition.key(collection, id), e.lastSeq());
+    Document cached = cache.get(key, e.lastSeq());
     if (cached != null) {
       return cached;
     }
@@ -127,7 +128,9 @@ final class PartitionReads {
       c.replyTo().tell(new DocumentReply(Optional.empty(), ruleVersion));
       return;
     }
-    Document d = local(s, unapplied, cache, c.collection(), c.id(), e);
+    Document d =
+        local(
+            s, unapplied, cache, c.collection(), c.id(), Partition.key(c.collection(), c.id()), e);
     if (d != null) {
       c.replyTo().tell(new DocumentReply(Optional.of(d), ruleVersion));
       return;
@@ -160,7 +163,8 @@ final class PartitionReads {
         out.put(id, "null"); // no rule: no document has a row-visibility value
         continue;
       }
-      Document d = local(s, unapplied, cache, c.collection(), id, e);
+      Document d =
+          local(s, unapplied, cache, c.collection(), id, Partition.key(c.collection(), id), e);
       if (d != null) {
         out.put(id, acl(d, field));
       } else {

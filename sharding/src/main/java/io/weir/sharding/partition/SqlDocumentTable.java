@@ -528,8 +528,7 @@ public final class SqlDocumentTable implements DocumentTable {
         }
         for (DocumentChange change : e.changes()) {
           if (change instanceof DocumentChange.Put p) {
-            Document d = p.document();
-            puts.put(Partition.key(d.collection(), d.id()), new Put(d, e.sequence()));
+            puts.put(p.key(), new Put(p.document(), e.sequence()));
           } else {
             place(r.partition(), puts, rows);
             upsert(c, documents, rows);

@@ -74,7 +74,15 @@ final class TableWriter {
     STORAGE_BEHIND
   }
 
-  private record Pending(long sequence, Partition.Event event, long bytes) {}
+  /**
+   * An event to apply.
+   *
+   * @param changes its document changes as the partition derived them when it persisted the event
+   *     (the same list the partition keeps unapplied), or null for an event read from the journal
+   *     (derived here)
+   */
+  private record Pending(
+      long sequence, Partition.Event event, long bytes, List<DocumentChange> changes) {}
 
   private final int partition;
   private final String persistenceId;
@@ -229,7 +237,7 @@ final class TableWriter {
             envelopes -> {
               List<Pending> events = new ArrayList<>();
               for (var e : envelopes) {
-                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0));
+                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0, null));
               }
               if (events.size() != to - from + 1 || events.get(0).sequence() != from) {
                 // Pruning never passes the table's position: the journal was changed behind it.
@@ -263,9 +271,15 @@ final class TableWriter {
     report();
   }
 
-  /** The event at {@code sequence} is persisted: apply it after the ones before it. */
-  synchronized void persisted(long sequence, Partition.Event event, long bytes) {
-    pending.addLast(new Pending(sequence, event, bytes));
+  /**
+   * The event at {@code sequence} is persisted: apply it after the ones before it.
+   *
+   * @param changes the event's document changes, derived by the partition with the rules as of the
+   *     event before it (which are the writer's rules when it reaches the event)
+   */
+  synchronized void persisted(
+      long sequence, Partition.Event event, long bytes, List<DocumentChange> changes) {
+    pending.addLast(new Pending(sequence, event, bytes, changes));
     pendingBytes += bytes;
     applySoon();
     report();
@@ -418,7 +432,7 @@ final class TableWriter {
             envelopes -> {
               List<Pending> events = new ArrayList<>();
               for (var e : envelopes) {
-                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0));
+                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0, null));
               }
               if (events.size() != to - from + 1) {
                 throw new IllegalStateException("the journal lacks events the table needs");
@@ -492,7 +506,9 @@ final class TableWriter {
       applying.add(
           new DocumentTable.Applying(
               p.sequence(),
-              DocumentChange.of(p.event(), rules),
+              p.changes() == null
+                  ? DocumentChange.of(p.event(), rules)
+                  : DocumentChange.ruled(p.event(), rules, p.changes()),
               p.event() instanceof Partition.Written w ? Receipt.of(w, next, 0) : List.of()));
       next = outboxNextAfter(p.event(), next);
     }

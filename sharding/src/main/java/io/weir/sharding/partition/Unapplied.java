@@ -61,7 +61,7 @@ final class Unapplied {
     List<String> keys = new ArrayList<>();
     for (DocumentChange c : changes) {
       if (c instanceof DocumentChange.Put p) {
-        String k = Partition.key(p.document().collection(), p.document().id());
+        String k = p.key();
         documents.put(k, new Pending(seq, p.document()));
         keys.add(k);
       } else if (c instanceof DocumentChange.Reset r) {
@@ -102,8 +102,9 @@ final class Unapplied {
     }
   }
 
-  Pending get(String collection, String id) {
-    return documents.get(Partition.key(collection, id));
+  /** The latest unapplied version of the document of {@link Partition#key} {@code key}, or null. */
+  Pending get(String key) {
+    return documents.get(key);
   }
 
   boolean isEmpty() {

@@ -66,8 +66,10 @@ final class WritePlan {
     /**
      * The document as of its index entry {@code e}, or null when its body (or a tombstone's
      * row-visibility value) is not at hand.
+     *
+     * @param key the document's {@link Partition#key}
      */
-    Document find(String collection, String id, DocumentIndex.Entry e);
+    Document find(String collection, String id, String key, DocumentIndex.Entry e);
 
     /**
      * The receipt under {@code key} from the receipts table (empty: it has none), or null when it
@@ -188,7 +190,11 @@ final class WritePlan {
 
   /** The document as the plan sees it now (null: absent), finding its body if it exists. */
   Document current(String collection, String id) {
-    String k = Partition.key(collection, id);
+    return current(collection, id, Partition.key(collection, id));
+  }
+
+  /** {@link #current(String, String)} with the document's {@link Partition#key} built already. */
+  Document current(String collection, String id, String k) {
     if (docs.containsKey(k)) {
       Document d = docs.get(k);
       return d == REMOVED ? null : d;
@@ -197,7 +203,7 @@ final class WritePlan {
     if (e == null) {
       return null;
     }
-    Document d = bodies.find(collection, id, e);
+    Document d = bodies.find(collection, id, k, e);
     if (d == null) {
       missing.add(new DocumentTable.Key(collection, id));
       // A stand-in with the right revision: the plan goes on to find every missing document.

@@ -181,6 +181,24 @@ public final class TupleData {
     return text;
   }
 
+  /** Reads bytes of a row image in place. */
+  @FunctionalInterface
+  public interface BytesReader<R> {
+    /** Reads {@code data[offset .. offset + length)}; must not change the array. */
+    R read(byte[] data, int offset, int length);
+  }
+
+  /**
+   * What {@code reader} makes of the bytes of a {@link ColumnKind#TEXT} column, read in place (no
+   * copy): for writers that turn a value's text straight into theirs.
+   *
+   * @throws IllegalStateException if the column is of another kind
+   */
+  public <R> R readText(int column, BytesReader<R> reader) {
+    requireKind(column, ColumnKind.TEXT);
+    return reader.read(data, starts[column], lengths[column]);
+  }
+
   /**
    * A copy of the bytes of a {@link ColumnKind#TEXT} or {@link ColumnKind#BINARY} column.
    *

@@ -157,21 +157,35 @@ final class MutationCheck {
         return new Rejected("mutation " + i + " has no collection or id");
       }
       String k = Partition.key(collection, id);
+      // The document as these mutations, the plan's earlier frames or the index have it, each
+      // looked up once.
+      Document prior = seen.get(k);
+      if (prior == null) {
+        prior = plan.docs.get(k);
+      }
+      DocumentIndex.Entry indexed = prior == null ? plan.state.index.get(collection, id) : null;
+      long bodyBytes = m instanceof Upsert u ? Utf8.length(u.body()) : 0;
       if (splittable) {
-        long before = bodyBytes(collection, id, k, seen);
+        long before =
+            prior != null
+                ? (prior == WritePlan.REMOVED || prior.deleted() ? 0 : Utf8.length(prior.body()))
+                : (indexed == null || indexed.deleted() ? 0 : indexed.bytes());
         long predicted =
             Partition.ENTRY_OVERHEAD
                 + before
-                + (m instanceof Upsert u
-                    ? Utf8.length(u.body()) + (u.keep().isEmpty() ? 0 : before)
-                    : 0);
+                + (m instanceof Upsert u ? bodyBytes + (u.keep().isEmpty() ? 0 : before) : 0);
         if (!plan.fits(entries.size() + 1, frameBytes + predicted)
             && (!entries.isEmpty() || !plan.accepted.isEmpty())) {
           return new Evaluation(
               entries, revisions, frameBytes, seen, seq, fenced, new Cut(i, null));
         }
       }
-      Document cur = seen.containsKey(k) ? seen.get(k) : plan.current(collection, id, k);
+      Document cur =
+          prior == WritePlan.REMOVED
+              ? null
+              : prior != null
+                  ? prior
+                  : indexed == null ? null : plan.found(collection, id, k, indexed);
       long revision = cur == null ? 0 : cur.revision();
       if (expected.isPresent() && expected.get() != revision) {
         return new Conflict(i, revision);
@@ -196,6 +210,7 @@ final class MutationCheck {
             return new Rejected(
                 "mutation " + i + " keeps fields of a document that is not a JSON object");
           }
+          bodyBytes = Utf8.length(body);
         }
         e =
             new OutboxEntry(
@@ -237,7 +252,8 @@ final class MutationCheck {
                 JsonFields.aclOf(before, plan.ruleField(collection))));
       }
       entries.add(e);
-      frameBytes += e.bytes();
+      // As e.bytes() counts, the after image's length known already.
+      frameBytes += Partition.ENTRY_OVERHEAD + Utf8.length(before) + bodyBytes;
       revisions.add(revision + 1);
     }
     return new Evaluation(entries, revisions, frameBytes, seen, seq, fenced, null);

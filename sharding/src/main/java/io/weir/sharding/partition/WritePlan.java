@@ -151,11 +151,23 @@ final class WritePlan {
 
   /** Accepts a frame into the event. */
   void accept(FrameApplied f) {
-    accepted.add(f);
+    long bytes = 0;
     for (OutboxEntry e : f.entries()) {
-      eventEntries++;
-      eventBytes += e.bytes();
+      bytes += e.bytes();
     }
+    accept(f, bytes);
+  }
+
+  /**
+   * Accepts a frame whose entries take {@code entryBytes} (as {@link OutboxEntry#bytes()} counts
+   * them, summed) into the event.
+   */
+  void accept(FrameApplied f, long entryBytes) {
+    assert entryBytes == f.entries().stream().mapToLong(OutboxEntry::bytes).sum()
+        : "a frame's entry bytes were counted wrong";
+    accepted.add(f);
+    eventEntries += f.entries().size();
+    eventBytes += entryBytes;
     for (Document d : f.loaded()) {
       eventBytes += PartitionState.loadedBytes(d);
     }
@@ -200,9 +212,14 @@ final class WritePlan {
       return d == REMOVED ? null : d;
     }
     DocumentIndex.Entry e = state.index.get(collection, id);
-    if (e == null) {
-      return null;
-    }
+    return e == null ? null : found(collection, id, k, e);
+  }
+
+  /**
+   * The document of index entry {@code e} (the plan has not changed it): its body found in memory
+   * or fetched, else a stand-in with the right revision while it is missing.
+   */
+  Document found(String collection, String id, String k, DocumentIndex.Entry e) {
     Document d = bodies.find(collection, id, k, e);
     if (d == null) {
       missing.add(new DocumentTable.Key(collection, id));
@@ -383,7 +400,8 @@ final class WritePlan {
               null,
               List.copyOf(ev.fenced()),
               null,
-              ev.cut()));
+              ev.cut()),
+          ev.bytes());
       split = new Split(f, first, List.copyOf(revisions));
       return Stop.PART;
     }
@@ -413,7 +431,8 @@ final class WritePlan {
             List.of(),
             null,
             List.copyOf(ev.fenced()),
-            null));
+            null),
+        ev.bytes());
     return applied;
   }
 

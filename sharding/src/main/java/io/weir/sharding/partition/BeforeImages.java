@@ -61,7 +61,7 @@ final class BeforeImages implements WritePlan.Bodies {
       return null;
     }
     readFromTable++;
-    return PartitionReads.held(row, unapplied.view(collection).changes());
+    return PartitionReads.held(row, unapplied.changes(collection));
   }
 
   @Override

@@ -135,7 +135,7 @@ final class PartitionReads {
       c.replyTo().tell(new DocumentReply(Optional.of(d), ruleVersion));
       return;
     }
-    List<Unapplied.CollectionChange> changes = unapplied.view(c.collection()).changes();
+    List<Unapplied.CollectionChange> changes = unapplied.changes(c.collection());
     table
         .rows(partition, List.of(new DocumentTable.Key(c.collection(), c.id())))
         .thenAccept(
@@ -175,7 +175,7 @@ final class PartitionReads {
       c.replyTo().tell(new ReadProtocol.Acls(epoch, version, out));
       return;
     }
-    List<Unapplied.CollectionChange> changes = unapplied.view(c.collection()).changes();
+    List<Unapplied.CollectionChange> changes = unapplied.changes(c.collection());
     List<DocumentTable.Key> keys = new ArrayList<>();
     wanted.keySet().forEach(id -> keys.add(new DocumentTable.Key(c.collection(), id)));
     table

@@ -372,7 +372,10 @@ final class TableWriter {
       if (batch.size() >= MAX_EVENTS_PER_APPLY) {
         break;
       }
-      int n = p.event() instanceof Partition.Written w ? size(w) : 0;
+      int n =
+          p.changes() != null
+              ? p.changes().size()
+              : p.event() instanceof Partition.Written w ? size(w) : 0;
       if (!batch.isEmpty() && changes + n > MAX_CHANGES_PER_APPLY) {
         break;
       }

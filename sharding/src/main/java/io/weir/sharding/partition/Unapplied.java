@@ -115,6 +115,20 @@ final class Unapplied {
     return events.size();
   }
 
+  /** The unapplied collection-wide changes of {@code collection}, oldest first. */
+  List<CollectionChange> changes(String collection) {
+    if (collectionChanges.isEmpty()) {
+      return List.of();
+    }
+    List<CollectionChange> out = new ArrayList<>();
+    for (CollectionChange c : collectionChanges) {
+      if (c.collection().equals(collection)) {
+        out.add(c);
+      }
+    }
+    return out;
+  }
+
   /** The unapplied changes of {@code collection}, as an immutable view for a read. */
   View view(String collection) {
     Map<String, Pending> docs = new HashMap<>();
@@ -123,13 +137,7 @@ final class Unapplied {
         docs.put(p.document().id(), p);
       }
     }
-    List<CollectionChange> changes = new ArrayList<>();
-    for (CollectionChange c : collectionChanges) {
-      if (c.collection().equals(collection)) {
-        changes.add(c);
-      }
-    }
-    return new View(Map.copyOf(docs), List.copyOf(changes));
+    return new View(Map.copyOf(docs), List.copyOf(changes(collection)));
   }
 
   static Document withoutAcl(Document d) {

@@ -22,13 +22,11 @@ import io.weir.sharding.partition.PartitionProtocol.LoadRows;
 import io.weir.sharding.partition.PartitionProtocol.Write;
 import io.weir.sharding.partition.ReadProtocol.GetDocument;
 import io.weir.sharding.partition.StatusProtocol.GetStatus;
-import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ThreadLocalRandom;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -72,11 +70,8 @@ final class PartitionBehavior
   /** The keys the receipts table may hold (ADR 0057). */
   private final ReceiptFilter receiptFilter;
 
-  /** The part of {@link #receiptFilter} the table's receipts are being read into, if any. */
-  private ReceiptFilter.Loading receiptsLoading;
-
-  /** Reads of the table's receipts this start began: the last one's number is the one awaited. */
-  private long receiptReads = ThreadLocalRandom.current().nextLong();
+  /** How {@link #receiptFilter} learns the receipts written before this start. */
+  private final ReceiptFilterStart receiptFilterStart;
 
   private final OutboxRetention retention;
 
@@ -121,6 +116,9 @@ final class PartitionBehavior
     this.retention = new OutboxRetention(wiring.pruner(), persistenceId().id());
     this.cache = new BodyCache(wiring.settings().bodyCacheBytes());
     this.receiptFilter = new ReceiptFilter(wiring.settings().receiptTtlMillis());
+    this.receiptFilterStart =
+        new ReceiptFilterStart(
+            partition, receiptFilter, wiring.table(), wiring.settings().receiptTtlMillis(), ctx);
     this.images = new BeforeImages(unapplied, cache, receiptFilter);
     CurrentEventsByPersistenceIdQuery journal =
         wiring.queryJournal() == null
@@ -320,11 +318,16 @@ final class PartitionBehavior
         .onCommand(CommitBatch.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(PartitionProtocol.SetRowRule.class, (state, c) -> write(state, List.of(c), null))
         .onCommand(BodiesFetched.class, this::bodiesFetched)
-        .onCommand(Partition.ReceiptsLoaded.class, (state, c) -> receiptsLoaded(c))
+        .onCommand(
+            Partition.ReceiptsLoaded.class,
+            (state, c) -> {
+              receiptFilterStart.loaded(c);
+              return Effect().none();
+            })
         .onCommand(
             Partition.LoadReceipts.class,
             (state, c) -> {
-              loadReceipts(c.attempt());
+              receiptFilterStart.load(c.attempt());
               return Effect().none();
             })
         .onCommand(Partition.SnapshotSaved.class, this::snapshotSaved)
@@ -402,84 +405,8 @@ final class PartitionBehavior
     }
     ready = true;
     wiring.observer().recovered(partition, System.nanoTime() - createdNanos);
-    startReceiptFilter(state);
+    receiptFilterStart.start(state);
     return Effect().unstashAll();
-  }
-
-  /**
-   * The receipt filter learns the receipts written before this start (ADR 0057): those in the heap,
-   * and, when receipts left the heap by count within their time, the table's, read in the
-   * background. Until that read is over, a keyed write not in the heap is looked up in the table.
-   * Every receipt persisted from here on is added as it is written ({@link #persisted}); the table
-   * holds every recovered event by now.
-   */
-  private void startReceiptFilter(PartitionState state) {
-    long now = System.currentTimeMillis();
-    state.receipts().forEach((key, r) -> receiptFilter.add(key, r.atMillis()));
-    if (!state.receiptsSpilledSince(now)) {
-      receiptFilter.completeWith(null);
-      return;
-    }
-    loadReceipts(1);
-  }
-
-  /** Reads of the receipts table for the filter at most, a failed one tried again after a pause. */
-  private static final int RECEIPT_LOADS = 5;
-
-  /** Reads the table's unexpired receipts into a part of the filter: attempt {@code attempt}. */
-  private void loadReceipts(int attempt) {
-    long now = System.currentTimeMillis();
-    ReceiptFilter.Loading loading = receiptFilter.loading(now);
-    receiptsLoading = loading;
-    long read = ++receiptReads;
-    wiring
-        .table()
-        .receiptKeys(
-            partition, now - wiring.settings().receiptTtlMillis(), loading.limit(), loading)
-        .whenComplete(
-            (done, error) ->
-                self.tell(
-                    error == null
-                        ? new Partition.ReceiptsLoaded(read, loading.added(), null, attempt)
-                        : new Partition.ReceiptsLoaded(
-                            read, 0, SafeErrors.describe(error), attempt)));
-  }
-
-  private Effect<Event, PartitionState> receiptsLoaded(Partition.ReceiptsLoaded c) {
-    if (receiptsLoading == null || c.read() != receiptReads) {
-      return Effect().none(); // not the read this start waits for
-    }
-    if (c.failure() != null) {
-      receiptsLoading = null;
-      // Nothing is lost meanwhile: keyed writes not in the heap go on being looked up in the table.
-      if (c.attempt() < RECEIPT_LOADS) {
-        Duration pause = Duration.ofSeconds(1L << c.attempt());
-        log.warn(
-            "partition {}: reading the receipts table for its filter failed ({}); trying again in"
-                + " {} s",
-            partition,
-            c.failure(),
-            pause.toSeconds());
-        ctx.scheduleOnce(pause, self, new Partition.LoadReceipts(c.attempt() + 1));
-      } else {
-        log.warn(
-            "partition {}: reading the receipts table for its filter failed {} times ({}); keyed"
-                + " writes are looked up in the table until the partition starts again",
-            partition,
-            c.attempt(),
-            c.failure());
-      }
-      return Effect().none();
-    }
-    // The part is the actor's again: this message came after the read was over.
-    receiptFilter.completeWith(receiptsLoading.part());
-    receiptsLoading = null;
-    log.debug(
-        "partition {}: receipt filter complete, {} receipts read from the table, {} held",
-        partition,
-        c.receipts(),
-        receiptFilter.keys());
-    return Effect().none();
   }
 
   private Effect<Event, PartitionState> markRaised(PartitionState state, MarkRaised c) {
@@ -623,13 +550,7 @@ final class PartitionBehavior
               reportOutbox(state);
               marks.checkStorage();
             })
-        .onSignal(
-            PostStop.instance(),
-            state -> {
-              if (receiptsLoading != null) {
-                receiptsLoading.cancel(); // a read queued or running for a partition gone
-              }
-            })
+        .onSignal(PostStop.instance(), state -> receiptFilterStart.stop())
         .onSignal(
             SnapshotCompleted.class,
             (state, completed) -> {

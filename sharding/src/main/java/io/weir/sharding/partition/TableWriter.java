@@ -399,9 +399,8 @@ final class TableWriter {
                         gap.appliedThrough(),
                         batch.get(0).sequence() - 1);
                     busy = true;
-                    long from = gap.appliedThrough() + 1;
                     long to = batch.get(0).sequence() - 1;
-                    retryLater(error, () -> fillGap(from, to));
+                    retryLater(error, () -> fillGap(to));
                     return;
                   }
                   busy = true;
@@ -418,34 +417,51 @@ final class TableWriter {
             });
   }
 
-  /** Applies the journal's events {@code from..to} (missing from the table), then goes on. */
-  private void fillGap(long from, long to) {
+  /**
+   * Applies the journal's events after the table's position through {@code to} (missing from the
+   * table), then goes on. The writer starts again from that position: its journal sequence, the row
+   * rules as of it (the events are derived with those, as when they were first applied) and the
+   * outbox sequence there.
+   */
+  private void fillGap(long to) {
     if (journal == null) {
       retryLater(new IllegalStateException("no journal query to fill a gap with"), this::resume);
       return;
     }
-    synchronized (this) {
-      appliedThrough = from - 1;
-      outboxNext = 0; // not known at the table's position: events with entries set it again
-    }
-    journal
-        .currentEventsByPersistenceId(persistenceId, from, to)
-        .runWith(Sink.seq(), system)
+    table
+        .position(partition)
         .thenCompose(
-            envelopes -> {
-              List<Pending> events = new ArrayList<>();
-              for (var e : envelopes) {
-                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0, null));
+            position -> {
+              long from = position.appliedThrough() + 1;
+              synchronized (this) {
+                appliedThrough = position.appliedThrough();
+                ruleFields = position.ruleFields();
+                outboxNext = position.outboxNext();
               }
-              if (events.size() != to - from + 1) {
-                throw new IllegalStateException("the journal lacks events the table needs");
+              if (from > to) {
+                return CompletableFuture.completedFuture(to);
               }
-              return events.isEmpty() ? CompletableFuture.completedFuture(to) : applyNow(events);
+              return journal
+                  .currentEventsByPersistenceId(persistenceId, from, to)
+                  .runWith(Sink.seq(), system)
+                  .thenCompose(
+                      envelopes -> {
+                        List<Pending> events = new ArrayList<>();
+                        for (var e : envelopes) {
+                          events.add(
+                              new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0, null));
+                        }
+                        if (events.size() != to - from + 1) {
+                          throw new IllegalStateException(
+                              "the journal lacks events the table needs");
+                        }
+                        return applyNow(events);
+                      });
             })
         .whenComplete(
             (through, error) -> {
               if (error != null) {
-                retryLater(error, () -> fillGap(from, to));
+                retryLater(error, () -> fillGap(to));
               } else {
                 resume();
               }
@@ -480,7 +496,7 @@ final class TableWriter {
                     partition,
                     position.appliedThrough(),
                     expected);
-                fillGap(position.appliedThrough() + 1, expected);
+                fillGap(expected);
               } else {
                 resume();
               }

@@ -278,6 +278,15 @@ class DocumentTableIT {
     return collection + "|" + id + "|" + revision + "|" + body + "|" + deleted + "|" + acl;
   }
 
+  /** The first column of the first row {@code query} returns, as text. */
+  private String one(String query) throws SQLException {
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery(query)) {
+      assertThat(rs.next()).isTrue();
+      return rs.getString(1);
+    }
+  }
+
   private void sql(String statement) throws SQLException {
     try (Connection c = db.connect();
         Statement s = c.createStatement()) {
@@ -998,5 +1007,59 @@ class DocumentTableIT {
               assertThat(reply.document().get().body()).isEqualTo("{\"v\":2}");
             });
     assertThat(table()).containsExactly(row("orders", "1", 2, "{\"v\":2}", false, null));
+  }
+
+  /**
+   * Applies lost by a crash of PostgreSQL across a row-rule change are replayed with the rules of
+   * the table's own position: a tombstone written before the change keeps the row-visibility value
+   * of the rule then, and the change clears it, as when they were first applied.
+   */
+  @Test
+  void aGapIsReplayedWithTheRulesOfTheTablesPosition() throws Exception {
+    ActorTestKit kit = kit("document-table-lost-rule");
+    ActorRef<Command> p =
+        partition(
+            kit,
+            new SqlDocumentTable(database.dataSource(), "weir", io),
+            PartitionSettings.DEFAULTS.withBodyCache(0));
+    TestProbe<RowRuleReply> rule = kit.createTestProbe();
+    p.tell(new SetRowRule("orders", "owner", 1, rule.ref()));
+    rule.receiveMessage(WAIT);
+    frame(kit, p, "v1", List.of(upsert("orders", "1", "{\"owner\":\"a\",\"team\":\"x\"}")), 0);
+    caughtUp(kit, p);
+    List<String> before = table();
+    String position =
+        one(
+            "SELECT applied_through || ', rule_fields = ' || quote_literal(rule_fields)"
+                + " || ', outbox_next = ' || outbox_next FROM weir.document_positions WHERE partition_id = "
+                + P);
+    String rowSeq = one("SELECT journal_seq FROM weir.documents WHERE partition_id = " + P);
+    // Then a delete (its tombstone shown by its owner) and a rule on another field (which clears
+    // tombstones' values) are applied, and lost with a crash that rewinds row and position.
+    frame(kit, p, "d1", List.of(new Delete("orders", "1", Optional.empty())), 0);
+    p.tell(new SetRowRule("orders", "team", 2, rule.ref()));
+    rule.receiveMessage(WAIT);
+    caughtUp(kit, p);
+    List<String> applied = table();
+    assertThat(applied).containsExactly(row("orders", "1", 2, null, true, null));
+    sql(
+        "UPDATE weir.documents SET body = '{\"owner\":\"a\",\"team\":\"x\"}', revision = 1,"
+            + " deleted = false, acl = NULL, journal_seq = "
+            + rowSeq
+            + " WHERE partition_id = "
+            + P);
+    sql(
+        "UPDATE weir.document_positions SET applied_through = "
+            + position
+            + " WHERE partition_id = "
+            + P);
+    assertThat(table()).isEqualTo(before);
+    // A read finds the row behind the index; the writer replays the lost events from the journal.
+    TestProbe<DocumentReply> read = kit.createTestProbe();
+    p.tell(new GetDocument("orders", "1", read.ref()));
+    await()
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(() -> assertThat(table()).isEqualTo(applied));
   }
 }

@@ -146,8 +146,11 @@ public final class RowJson {
         || month > 12
         || day < 1
         || day > YearMonth.of(year, month).lengthOfMonth()
+        || hour < 0
         || hour > 23
+        || minute < 0
         || minute > 59
+        || second < 0
         || second > 59
         || micros < 0) {
       return false;

@@ -2,6 +2,7 @@ package io.weir.sharding.partition;
 
 import io.weir.sharding.partition.ReadProtocol.Document;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -19,6 +20,11 @@ public sealed interface DocumentChange {
    *     and the table's apply each look the document up by it (its hash is kept with the string)
    */
   record Put(Document document, String key) implements DocumentChange {
+    public Put {
+      assert key.equals(Partition.key(document.collection(), document.id()))
+          : "a put's key is not its document's";
+    }
+
     Put(Document document) {
       this(document, Partition.key(document.collection(), document.id()));
     }
@@ -101,7 +107,8 @@ public sealed interface DocumentChange {
         }
       }
     }
-    return out;
+    // Shared by the partition's unapplied changes and the table writer's thread: never changed.
+    return Collections.unmodifiableList(out);
   }
 
   private static int size(List<?> list) {

@@ -69,6 +69,8 @@ public final class PartitionMetrics implements PartitionObserver {
   private final Counter storageRefusals;
   private final Counter beforeImagesInMemory;
   private final Counter beforeImagesRead;
+  private final Counter receiptsRuledOut;
+  private final Counter receiptsRead;
   private final Timer recovery;
 
   /**
@@ -110,6 +112,20 @@ public final class PartitionMetrics implements PartitionObserver {
             .tag("source", BEFORE_IMAGE_SOURCES.get(1))
             .description(
                 "Current versions of documents that writes changed, read from the documents table")
+            .register(registry);
+    receiptsRuledOut =
+        Counter.builder("weir.partition.receipt.lookups")
+            .tag("source", "filter")
+            .description(
+                "Keyed writes whose receipt was not in a partition's heap, ruled out by its receipt"
+                    + " filter without a read (ADR 0057)")
+            .register(registry);
+    receiptsRead =
+        Counter.builder("weir.partition.receipt.lookups")
+            .tag("source", "table")
+            .description(
+                "Keyed writes whose receipt was not in a partition's heap, looked up in the receipts"
+                    + " table")
             .register(registry);
     recovery =
         Timer.builder("weir.partition.recovery")
@@ -209,6 +225,12 @@ public final class PartitionMetrics implements PartitionObserver {
   public void beforeImages(int partition, int inMemory, int read) {
     beforeImagesInMemory.increment(inMemory);
     beforeImagesRead.increment(read);
+  }
+
+  @Override
+  public void receiptLookups(int partition, int ruledOut, int read) {
+    receiptsRuledOut.increment(ruledOut);
+    receiptsRead.increment(read);
   }
 
   @Override

@@ -29,6 +29,7 @@ final class BeforeImages implements WritePlan.Bodies {
   private long nowMillis;
   private int foundInMemory;
   private int readFromTable;
+  private int receiptsRuledOut;
 
   BeforeImages(Unapplied unapplied, BodyCache cache, ReceiptFilter receiptFilter) {
     this.unapplied = unapplied;
@@ -45,6 +46,7 @@ final class BeforeImages implements WritePlan.Bodies {
     this.nowMillis = nowMillis;
     foundInMemory = 0;
     readFromTable = 0;
+    receiptsRuledOut = 0;
     return this;
   }
 
@@ -76,7 +78,11 @@ final class BeforeImages implements WritePlan.Bodies {
       return fetched;
     }
     // A key the filter never saw needs no read of the table (ADR 0057).
-    return receiptFilter.mayHold(key, nowMillis) ? null : Optional.empty();
+    if (receiptFilter.mayHold(key, nowMillis)) {
+      return null;
+    }
+    receiptsRuledOut++;
+    return Optional.empty();
   }
 
   /** What was read from the table for the batch; its receipts only when the read succeeded. */
@@ -94,6 +100,11 @@ final class BeforeImages implements WritePlan.Bodies {
   void clear() {
     fetched.clear();
     fetchedReceipts.clear();
+  }
+
+  /** Receipt keys of the plan the filter ruled out of the receipts table (no read). */
+  int receiptsRuledOut() {
+    return receiptsRuledOut;
   }
 
   int foundInMemory() {

@@ -643,6 +643,9 @@ final class PartitionBehavior
         return Effect().stop();
       }
       r.fetching = true;
+      if (!missingReceipts.isEmpty()) {
+        wiring.observer().receiptLookups(partition, 0, missingReceipts.size());
+      }
       wiring
           .table()
           .rows(partition, missing)
@@ -662,6 +665,9 @@ final class PartitionBehavior
     r.fetchRounds = 0;
     if (images.foundInMemory() + images.readFromTable() > 0) {
       wiring.observer().beforeImages(partition, images.foundInMemory(), images.readFromTable());
+    }
+    if (images.receiptsRuledOut() > 0) {
+      wiring.observer().receiptLookups(partition, images.receiptsRuledOut(), 0);
     }
     int refused = WriteReplies.quotaRefusals(planned.outcomes());
     if (refused > 0) {

@@ -51,6 +51,13 @@ public interface PartitionObserver {
    */
   default void beforeImages(int partition, int inMemory, int read) {}
 
+  /**
+   * Keyed writes of partition {@code partition} whose receipt was not in its heap or unapplied
+   * events: {@code ruledOut} needed no read (the receipt filter of ADR 0057 knew the key was never
+   * written), {@code read} were looked up in the receipts table (one query per group commit).
+   */
+  default void receiptLookups(int partition, int ruledOut, int read) {}
+
   /** Partition {@code partition} stopped on this node (moved, passivated, failed or shut down). */
   default void stopped(int partition) {}
 
@@ -109,6 +116,12 @@ public interface PartitionObserver {
       public void beforeImages(int partition, int inMemory, int read) {
         first.beforeImages(partition, inMemory, read);
         second.beforeImages(partition, inMemory, read);
+      }
+
+      @Override
+      public void receiptLookups(int partition, int ruledOut, int read) {
+        first.receiptLookups(partition, ruledOut, read);
+        second.receiptLookups(partition, ruledOut, read);
       }
 
       @Override

@@ -182,13 +182,34 @@ class DocumentTableIT {
 
   private static ActorRef<Command> partition(
       ActorTestKit kit, DocumentTable table, PartitionSettings settings) {
+    return partition(kit, table, settings, new PartitionObserver() {});
+  }
+
+  private static ActorRef<Command> partition(
+      ActorTestKit kit,
+      DocumentTable table,
+      PartitionSettings settings,
+      PartitionObserver observer) {
     return kit.spawn(
         Partition.create(
             P,
             PartitionWiring.inMemory(settings)
                 .withTable(table)
+                .withObserver(observer)
                 .withQueryJournal(
                     org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier())));
+  }
+
+  /** Counts what a partition reports of its receipt look-ups. */
+  private static final class ReceiptLookups implements PartitionObserver {
+    final AtomicInteger ruledOut = new AtomicInteger();
+    final AtomicInteger read = new AtomicInteger();
+
+    @Override
+    public void receiptLookups(int partition, int ruledOut, int read) {
+      this.ruledOut.addAndGet(ruledOut);
+      this.read.addAndGet(read);
+    }
   }
 
   private static FrameReply frame(
@@ -832,7 +853,8 @@ class DocumentTableIT {
     PartitionSettings settings = PartitionSettings.DEFAULTS.withReceipts(60_000, 2);
     ActorTestKit first = kit("document-table-receipt-filter");
     Flaky table = new Flaky();
-    ActorRef<Command> p = partition(first, table, settings);
+    ReceiptLookups lookups = new ReceiptLookups();
+    ActorRef<Command> p = partition(first, table, settings, lookups);
     for (int i = 0; i < 8; i++) {
       assertThat(keyed(first, p, i))
           .isEqualTo(new PartitionProtocol.Applied(command(i), i + 1, List.of(1L), false));
@@ -840,11 +862,16 @@ class DocumentTableIT {
     assertThat(table.receiptLookups.get())
         .as("a new partition's filter knows every receipt: new keys are not looked up")
         .isZero();
+    assertThat(lookups.ruledOut.get())
+        .as("reported: the keys written once two receipts had left the heap, ruled out")
+        .isEqualTo(5);
+    assertThat(lookups.read.get()).isZero();
     caughtUp(first, p);
     assertThat(keyed(first, p, 0))
         .as("a retry of a receipt out of the heap")
         .isEqualTo(new PartitionProtocol.Applied(command(0), 1, List.of(1L), true));
     assertThat(table.receiptLookups.get()).as("looked up in the table").isEqualTo(1);
+    assertThat(lookups.read.get()).as("reported: one read of the receipts table").isEqualTo(1);
     caughtUp(first, p);
     first.shutdownTestKit();
     kits.remove(first);

@@ -230,15 +230,9 @@ final class TableWriter {
       return;
     }
     long to = Math.min(tail, from + CATCH_UP_CHUNK - 1);
-    journal
-        .currentEventsByPersistenceId(persistenceId, from, to)
-        .runWith(Sink.seq(), system)
+    read(from, to)
         .thenCompose(
-            envelopes -> {
-              List<Pending> events = new ArrayList<>();
-              for (var e : envelopes) {
-                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0, null));
-              }
+            events -> {
               if (events.size() != to - from + 1 || events.get(0).sequence() != from) {
                 // Pruning never passes the table's position: the journal was changed behind it.
                 throw new IllegalStateException(
@@ -441,16 +435,9 @@ final class TableWriter {
               if (from > to) {
                 return CompletableFuture.completedFuture(to);
               }
-              return journal
-                  .currentEventsByPersistenceId(persistenceId, from, to)
-                  .runWith(Sink.seq(), system)
+              return read(from, to)
                   .thenCompose(
-                      envelopes -> {
-                        List<Pending> events = new ArrayList<>();
-                        for (var e : envelopes) {
-                          events.add(
-                              new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0, null));
-                        }
+                      events -> {
                         if (events.size() != to - from + 1) {
                           throw new IllegalStateException(
                               "the journal lacks events the table needs");
@@ -462,9 +449,31 @@ final class TableWriter {
             (through, error) -> {
               if (error != null) {
                 retryLater(error, () -> fillGap(to));
-              } else {
-                resume();
+                return;
               }
+              long now;
+              synchronized (this) {
+                now = appliedThrough;
+              }
+              resume();
+              // The partition hears how far the table is (another writer may have moved it past
+              // events it holds unapplied).
+              applied.accept(now);
+            });
+  }
+
+  /** The journal's events {@code from..to}, their changes to be derived when they are applied. */
+  private CompletionStage<List<Pending>> read(long from, long to) {
+    return journal
+        .currentEventsByPersistenceId(persistenceId, from, to)
+        .runWith(Sink.seq(), system)
+        .thenApply(
+            envelopes -> {
+              List<Pending> events = new ArrayList<>(envelopes.size());
+              for (var e : envelopes) {
+                events.add(new Pending(e.sequenceNr(), (Partition.Event) e.event(), 0, null));
+              }
+              return events;
             });
   }
 
@@ -506,6 +515,7 @@ final class TableWriter {
   private synchronized void resume() {
     busy = false;
     pump();
+    report();
   }
 
   /**

@@ -1055,11 +1055,7 @@ class DocumentTableIT {
     frame(kit, p, "v1", List.of(upsert("orders", "1", "{\"owner\":\"a\",\"team\":\"x\"}")), 0);
     caughtUp(kit, p);
     List<String> before = table();
-    String position =
-        one(
-            "SELECT applied_through || ', rule_fields = ' || quote_literal(rule_fields)"
-                + " || ', outbox_next = ' || outbox_next FROM weir.document_positions WHERE partition_id = "
-                + P);
+    String position = position();
     String rowSeq = one("SELECT journal_seq FROM weir.documents WHERE partition_id = " + P);
     // Then a delete (its tombstone shown by its owner) and a rule on another field (which clears
     // tombstones' values) are applied, and lost with a crash that rewinds row and position.
@@ -1068,25 +1064,68 @@ class DocumentTableIT {
     rule.receiveMessage(WAIT);
     caughtUp(kit, p);
     List<String> applied = table();
+    String appliedPosition = position();
     assertThat(applied).containsExactly(row("orders", "1", 2, null, true, null));
-    sql(
-        "UPDATE weir.documents SET body = '{\"owner\":\"a\",\"team\":\"x\"}', revision = 1,"
-            + " deleted = false, acl = NULL, journal_seq = "
-            + rowSeq
-            + " WHERE partition_id = "
-            + P);
-    sql(
-        "UPDATE weir.document_positions SET applied_through = "
-            + position
-            + " WHERE partition_id = "
-            + P);
+    rewind(position, "1", "{\"owner\":\"a\",\"team\":\"x\"}", rowSeq);
     assertThat(table()).isEqualTo(before);
     // A read finds the row behind the index; the writer replays the lost events from the journal.
-    TestProbe<DocumentReply> read = kit.createTestProbe();
-    p.tell(new GetDocument("orders", "1", read.ref()));
     await()
         .atMost(WAIT)
         .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(() -> assertThat(table()).isEqualTo(applied));
+        .untilAsserted(
+            () -> {
+              p.tell(new GetDocument("orders", "1", kit.<DocumentReply>createTestProbe().ref()));
+              assertThat(table()).isEqualTo(applied);
+            });
+    assertThat(position()).as("position, rules and outbox sequence").isEqualTo(appliedPosition);
+
+    // A delete alone lost under the rule that still holds: its tombstone keeps that rule's value.
+    frame(kit, p, "v2", List.of(upsert("orders", "2", "{\"team\":\"y\"}")), 0);
+    caughtUp(kit, p);
+    position = position();
+    rowSeq = one("SELECT journal_seq FROM weir.documents WHERE id = '2' AND partition_id = " + P);
+    frame(kit, p, "d2", List.of(new Delete("orders", "2", Optional.empty())), 0);
+    caughtUp(kit, p);
+    List<String> deleted = table();
+    assertThat(deleted).contains(row("orders", "2", 2, null, true, "\"y\""));
+    appliedPosition = position();
+    rewind(position, "2", "{\"team\":\"y\"}", rowSeq);
+    await()
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              p.tell(new GetDocument("orders", "2", kit.<DocumentReply>createTestProbe().ref()));
+              assertThat(table()).isEqualTo(deleted);
+            });
+    assertThat(position()).isEqualTo(appliedPosition);
+  }
+
+  /** The partition's position row as SQL assignments (to rewind it to). */
+  private String position() throws SQLException {
+    return one(
+        "SELECT 'applied_through = ' || applied_through || ', rule_fields = '"
+            + " || quote_literal(rule_fields) || ', outbox_next = ' || outbox_next"
+            + " FROM weir.document_positions WHERE partition_id = "
+            + P);
+  }
+
+  /**
+   * What a crash of PostgreSQL that lost the last applies leaves: the position as it was ({@link
+   * #position()}), document {@code id} of orders live with revision 1, {@code body} and {@code
+   * journalSeq}.
+   */
+  private void rewind(String position, String id, String body, String journalSeq)
+      throws SQLException {
+    sql(
+        "UPDATE weir.documents SET body = '"
+            + body
+            + "', revision = 1, deleted = false, acl = NULL, journal_seq = "
+            + journalSeq
+            + " WHERE collection = 'orders' AND id = '"
+            + id
+            + "' AND partition_id = "
+            + P);
+    sql("UPDATE weir.document_positions SET " + position + " WHERE partition_id = " + P);
   }
 }

@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -290,7 +291,11 @@ class MetricsIT extends EndToEndTest {
                             .map(io.weir.protocol.ErrorCode::wire))
                     .collect(Collectors.toSet()),
             "spilled", Set.of("true", "false"),
-            "source", Set.copyOf(io.weir.node.metrics.PartitionMetrics.BEFORE_IMAGE_SOURCES),
+            "source",
+                Stream.concat(
+                        io.weir.node.metrics.PartitionMetrics.BEFORE_IMAGE_SOURCES.stream(),
+                        io.weir.node.metrics.PartitionMetrics.RECEIPT_LOOKUP_SOURCES.stream())
+                    .collect(Collectors.toSet()),
             "alert",
                 Arrays.stream(HaltReason.values())
                     .map(HaltReason::wire)

@@ -34,6 +34,9 @@ public final class PartitionMetrics implements PartitionObserver {
   /** Values of the {@code source} label of {@code weir_partition_before_images_total}. */
   public static final List<String> BEFORE_IMAGE_SOURCES = List.of("memory", "table");
 
+  /** Values of the {@code source} label of {@code weir_partition_receipt_lookups_total}. */
+  public static final List<String> RECEIPT_LOOKUP_SOURCES = List.of("filter", "table");
+
   static final Duration[] MARK_BUCKETS = {
     Duration.ofMillis(1), Duration.ofMillis(2), Duration.ofMillis(5), Duration.ofMillis(10),
     Duration.ofMillis(25), Duration.ofMillis(50), Duration.ofMillis(100), Duration.ofMillis(250),
@@ -115,14 +118,14 @@ public final class PartitionMetrics implements PartitionObserver {
             .register(registry);
     receiptsRuledOut =
         Counter.builder("weir.partition.receipt.lookups")
-            .tag("source", "filter")
+            .tag("source", RECEIPT_LOOKUP_SOURCES.get(0))
             .description(
                 "Keyed writes whose receipt was not in a partition's heap, ruled out by its receipt"
                     + " filter without a read (ADR 0057)")
             .register(registry);
     receiptsRead =
         Counter.builder("weir.partition.receipt.lookups")
-            .tag("source", "table")
+            .tag("source", RECEIPT_LOOKUP_SOURCES.get(1))
             .description(
                 "Keyed writes whose receipt was not in a partition's heap, looked up in the receipts"
                     + " table")

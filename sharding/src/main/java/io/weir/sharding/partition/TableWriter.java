@@ -432,18 +432,7 @@ final class TableWriter {
                 ruleFields = position.ruleFields();
                 outboxNext = position.outboxNext();
               }
-              if (from > to) {
-                return CompletableFuture.completedFuture(to);
-              }
-              return read(from, to)
-                  .thenCompose(
-                      events -> {
-                        if (events.size() != to - from + 1) {
-                          throw new IllegalStateException(
-                              "the journal lacks events the table needs");
-                        }
-                        return applyNow(events);
-                      });
+              return applyGap(from, to);
             })
         .whenComplete(
             (through, error) -> {
@@ -460,6 +449,26 @@ final class TableWriter {
               // events it holds unapplied).
               applied.accept(now);
             });
+  }
+
+  /**
+   * Applies the journal's events {@code from..to}, {@link #CATCH_UP_CHUNK} at a time (as the
+   * catch-up at a start does): a gap as wide as the lag bound is not read or written whole.
+   */
+  private CompletionStage<Long> applyGap(long from, long to) {
+    if (from > to) {
+      return CompletableFuture.completedFuture(to);
+    }
+    long end = Math.min(to, from + CATCH_UP_CHUNK - 1);
+    return read(from, end)
+        .thenCompose(
+            events -> {
+              if (events.size() != end - from + 1 || events.get(0).sequence() != from) {
+                throw new IllegalStateException("the journal lacks events the table needs");
+              }
+              return applyNow(events);
+            })
+        .thenCompose(through -> applyGap(end + 1, to));
   }
 
   /** The journal's events {@code from..to}, their changes to be derived when they are applied. */

@@ -1101,6 +1101,40 @@ class DocumentTableIT {
     assertThat(position()).isEqualTo(appliedPosition);
   }
 
+  /** A gap wider than a catch-up chunk (256 events) is replayed in chunks, to the last event. */
+  @Test
+  void aGapWiderThanAChunkIsReplayedWhole() throws Exception {
+    ActorTestKit kit = kit("document-table-lost-many");
+    ActorRef<Command> p =
+        partition(
+            kit,
+            new SqlDocumentTable(database.dataSource(), "weir", io),
+            PartitionSettings.DEFAULTS.withBodyCache(0));
+    frame(kit, p, "w0", List.of(upsert("orders", "1", "{\"n\":0}")), 0);
+    caughtUp(kit, p);
+    String position = position();
+    String rowSeq = one("SELECT journal_seq FROM weir.documents WHERE partition_id = " + P);
+    int events = TableWriter.CATCH_UP_CHUNK + 44;
+    for (int i = 1; i <= events; i++) {
+      frame(kit, p, "w" + i, List.of(upsert("orders", "1", "{\"n\":" + i + "}")), 0);
+    }
+    caughtUp(kit, p);
+    List<String> applied = table();
+    assertThat(applied)
+        .containsExactly(row("orders", "1", events + 1, "{\"n\":" + events + "}", false, null));
+    String appliedPosition = position();
+    rewind(position, "1", "{\"n\":0}", rowSeq);
+    await()
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              p.tell(new GetDocument("orders", "1", kit.<DocumentReply>createTestProbe().ref()));
+              assertThat(table()).isEqualTo(applied);
+            });
+    assertThat(position()).isEqualTo(appliedPosition);
+  }
+
   /** The partition's position row as SQL assignments (to rewind it to). */
   private String position() throws SQLException {
     return one(

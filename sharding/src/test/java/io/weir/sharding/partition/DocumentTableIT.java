@@ -1069,14 +1069,7 @@ class DocumentTableIT {
     rewind(position, "1", "{\"owner\":\"a\",\"team\":\"x\"}", rowSeq);
     assertThat(table()).isEqualTo(before);
     // A read finds the row behind the index; the writer replays the lost events from the journal.
-    await()
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              p.tell(new GetDocument("orders", "1", kit.<DocumentReply>createTestProbe().ref()));
-              assertThat(table()).isEqualTo(applied);
-            });
+    untilReplayed(kit, p, "1", applied);
     assertThat(position()).as("position, rules and outbox sequence").isEqualTo(appliedPosition);
 
     // A delete alone lost under the rule that still holds: its tombstone keeps that rule's value.
@@ -1090,14 +1083,7 @@ class DocumentTableIT {
     assertThat(deleted).contains(row("orders", "2", 2, null, true, "\"y\""));
     appliedPosition = position();
     rewind(position, "2", "{\"team\":\"y\"}", rowSeq);
-    await()
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              p.tell(new GetDocument("orders", "2", kit.<DocumentReply>createTestProbe().ref()));
-              assertThat(table()).isEqualTo(deleted);
-            });
+    untilReplayed(kit, p, "2", deleted);
     assertThat(position()).isEqualTo(appliedPosition);
   }
 
@@ -1124,15 +1110,23 @@ class DocumentTableIT {
         .containsExactly(row("orders", "1", events + 1, "{\"n\":" + events + "}", false, null));
     String appliedPosition = position();
     rewind(position, "1", "{\"n\":0}", rowSeq);
+    untilReplayed(kit, p, "1", applied);
+    assertThat(position()).isEqualTo(appliedPosition);
+  }
+
+  /**
+   * Reads document {@code id} of orders until the table holds {@code rows}: a read that finds the
+   * row behind the index has the writer replay the lost events (at most once a second).
+   */
+  private void untilReplayed(ActorTestKit kit, ActorRef<Command> p, String id, List<String> rows) {
     await()
         .atMost(WAIT)
         .pollInterval(Duration.ofMillis(200))
         .untilAsserted(
             () -> {
-              p.tell(new GetDocument("orders", "1", kit.<DocumentReply>createTestProbe().ref()));
-              assertThat(table()).isEqualTo(applied);
+              p.tell(new GetDocument("orders", id, kit.<DocumentReply>createTestProbe().ref()));
+              assertThat(table()).isEqualTo(rows);
             });
-    assertThat(position()).isEqualTo(appliedPosition);
   }
 
   /** The partition's position row as SQL assignments (to rewind it to). */

@@ -1,9 +1,8 @@
 package io.weir.node.feed;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.auth.Access;
 import io.weir.node.auth.Principal;
+import io.weir.node.auth.ShownImage;
 import io.weir.node.documents.Documents;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.persistence.PolicyStore.Visibility;
@@ -21,6 +20,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
+import java.util.function.Predicate;
 
 /**
  * The pages of the changes feed and live queries ({@link Feeds}): after a cursor's positions,
@@ -34,14 +34,10 @@ final class FeedPages {
   /** Where work continues after partitions answered: never on a partition's own thread. */
   private final Executor executor;
 
-  /** Change images parsed once for every reader on this node. */
-  private final ParsedImages images;
-
-  FeedPages(Documents documents, OutboxReader reader, Executor executor, ParsedImages images) {
+  FeedPages(Documents documents, OutboxReader reader, Executor executor) {
     this.documents = documents;
     this.reader = reader;
     this.executor = executor;
-    this.images = images;
   }
 
   /**
@@ -67,6 +63,10 @@ final class FeedPages {
    * partition whose change did not fit, so a partition with changes waiting is served within
    * ceil(partitions / limit) pages however busy the others are. With {@code through} (positions;
    * null for none), no partition is read past its position there.
+   *
+   * @param whole whether the changes carry their images whole (a live query's predicate sees every
+   *     field; the fields the principal may not read are omitted from what it is sent later), or as
+   *     the principal is shown them (the changes feed)
    */
   CompletionStage<Read> page(
       Principal principal,
@@ -75,7 +75,8 @@ final class FeedPages {
       FeedCursors.At at,
       int limit,
       long maxBytes,
-      long[] through) {
+      long[] through,
+      boolean whole) {
     int n = at.positions().length;
     long[] pending = new long[n];
     long waiting = 0;
@@ -156,7 +157,8 @@ final class FeedPages {
                               spans,
                               maxBytes,
                               resume,
-                              pending),
+                              pending,
+                              whole),
                       executor);
             });
   }
@@ -213,7 +215,8 @@ final class FeedPages {
       ChangesSpan[] spans,
       long maxBytes,
       int resume,
-      long[] planned) {
+      long[] planned,
+      boolean whole) {
     int n = entries.size();
     long[] positions = at.positions().clone();
     int[] taken = new int[n];
@@ -221,6 +224,7 @@ final class FeedPages {
     long bytes = 0;
     int next = resume;
     boolean restricted = !Access.unrestricted(policy) && !principal.administrator();
+    Predicate<String> omitted = Access.omitted(principal, policy);
     boolean more = true;
     rounds:
     while (more) {
@@ -234,7 +238,9 @@ final class FeedPages {
         OutboxEntry e = entries.get(i).get(taken[i]);
         if (e.collection().equals(collection)) {
           Feeds.Change c =
-              restricted ? visible(principal, policy, i, e, acls.get(i).get(e.id())) : raw(i, e);
+              restricted
+                  ? visible(principal, policy, omitted, whole, i, e, acls.get(i).get(e.id()))
+                  : raw(i, e);
           if (c != null) {
             if (bytes + c.bytes() > maxBytes) {
               if (out.isEmpty()) {
@@ -311,38 +317,34 @@ final class FeedPages {
   }
 
   /**
-   * The change with the images {@code principal} may see (whole: fields are omitted later, after a
-   * live query's predicate saw them), or null when it may see none: every image needs the row's
-   * current visibility and the after image's ACL; the before image also its own (historical) ACL.
+   * The change with the images {@code principal} may see ({@code whole}, or as it is shown them),
+   * or null when it may see none: every image needs the row's current visibility and the after
+   * image's ACL; the before image also its own (historical) ACL. The change's bytes count the
+   * images as the principal is shown them.
    */
-  private Feeds.Change visible(
+  private static Feeds.Change visible(
       Principal principal,
       CollectionPolicy policy,
+      Predicate<String> omitted,
+      boolean whole,
       int partition,
       OutboxEntry e,
       String currentAcl) {
     if (!Access.visibleAcl(principal, policy, currentAcl)) {
       return null;
     }
-    JsonNode before = images.tree(e.before());
-    JsonNode after = e.kind().equals("delete") ? null : images.tree(e.after());
-    boolean afterVisible =
-        after != null && after.isObject() && Access.visibleRow(principal, policy, after);
-    boolean beforeVisible =
-        before != null
-            && before.isObject()
-            && Access.visibleRow(principal, policy, before)
-            && (after == null || afterVisible);
+    boolean deleted = e.kind().equals("delete");
+    ShownImage before = ShownImage.of(principal, policy, omitted, e.before());
+    ShownImage after = deleted ? null : ShownImage.of(principal, policy, omitted, e.after());
+    boolean afterVisible = after != null && after.visible();
+    // An after image that is absent or not JSON leaves the before image to its own ACL.
+    boolean beforeVisible = before.visible() && (after == null || !after.json() || afterVisible);
     if (!afterVisible && !beforeVisible) {
       return null;
     }
     long bytes =
-        (beforeVisible
-                ? Utf8.length(Feeds.text(Access.project(principal, policy, (ObjectNode) before)))
-                : 0)
-            + (afterVisible
-                ? Utf8.length(Feeds.text(Access.project(principal, policy, (ObjectNode) after)))
-                : 0);
+        (beforeVisible ? Utf8.length(before.text()) : 0)
+            + (afterVisible ? Utf8.length(after.text()) : 0);
     return new Feeds.Change(
         partition,
         e.sequence(),
@@ -350,9 +352,9 @@ final class FeedPages {
         e.id(),
         e.kind(),
         e.revision(),
-        e.kind().equals("delete"),
-        beforeVisible ? e.before() : null,
-        afterVisible ? e.after() : null,
+        deleted,
+        beforeVisible ? (whole ? e.before() : before.text()) : null,
+        afterVisible ? (whole ? e.after() : after.text()) : null,
         bytes);
   }
 }

@@ -234,7 +234,7 @@ public final class Feeds {
     this.clock = clock;
     this.admission = new Semaphore(limits.maxConcurrent());
     this.cursors = new FeedCursors(documents, keys, policies, limits, clock);
-    this.pages = new FeedPages(documents, reader, executor, images);
+    this.pages = new FeedPages(documents, reader, executor);
   }
 
   public Limits limits() {
@@ -276,11 +276,11 @@ public final class Feeds {
               .thenCompose(
                   at ->
                       pages
-                          .page(principal, collection, policy, at, limit, maxBytes, null)
+                          .page(principal, collection, policy, at, limit, maxBytes, null, false)
                           .thenApply(
                               p ->
                                   new Page(
-                                      projected(principal, policy, p.changes()),
+                                      p.changes(),
                                       cursors.sign(
                                           principal,
                                           collection,
@@ -291,37 +291,6 @@ public final class Feeds {
                                           p.next()),
                                       p.hasMore())));
         });
-  }
-
-  /** The changes with the fields {@code principal} may not read omitted from their images. */
-  private List<Change> projected(
-      Principal principal, CollectionPolicy policy, List<Change> changes) {
-    if (principal.administrator() || policy.sensitiveFields().isEmpty()) {
-      return changes;
-    }
-    List<Change> out = new ArrayList<>(changes.size());
-    for (Change c : changes) {
-      out.add(
-          new Change(
-              c.partition(),
-              c.sequence(),
-              c.commitLsn(),
-              c.id(),
-              c.kind(),
-              c.revision(),
-              c.deleted(),
-              project(principal, policy, c.before()),
-              project(principal, policy, c.after()),
-              c.bytes()));
-    }
-    return out;
-  }
-
-  private String project(Principal principal, CollectionPolicy policy, String image) {
-    JsonNode tree = images.tree(image); // parsed once already by the visibility check
-    return tree == null || !tree.isObject()
-        ? null
-        : text(Access.project(principal, policy, (ObjectNode) tree));
   }
 
   // ---- live queries ----
@@ -376,7 +345,15 @@ public final class Feeds {
               .thenCompose(
                   at ->
                       pages
-                          .page(principal, query.collection(), policy, at, limit, maxBytes, through)
+                          .page(
+                              principal,
+                              query.collection(),
+                              policy,
+                              at,
+                              limit,
+                              maxBytes,
+                              through,
+                              true)
                           .thenApply(
                               p -> {
                                 Predicate<String> hidden = Access.omitted(principal, policy);

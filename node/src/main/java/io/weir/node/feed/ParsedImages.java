@@ -10,11 +10,10 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Images of outbox entries parsed once per node, not once per reader: readers following the same
- * tail (live queries of different predicates, restricted principals' visibility checks) get the
- * entries from one cache ({@code OutboxReader}), so the same image text reaches each of them, and
- * each would otherwise parse it again. Bounded by the text it holds ({@code maxChars}), evicted in
- * insertion order. The trees are shared: callers only read them ({@code Q1Query.matches} and {@code
- * project} copy what they keep).
+ * tail (live queries of different predicates) get the entries from one cache ({@code
+ * OutboxReader}), so the same image text reaches each of them, and each would otherwise parse it
+ * again. Bounded by the text it holds ({@code maxChars}), evicted in insertion order. The trees are
+ * shared: callers only read them ({@code Q1Query.matches} and {@code project} copy what they keep).
  */
 final class ParsedImages {
   /** Image text held at most, in characters, by default (trees take a few times that in heap). */

@@ -1,12 +1,12 @@
 package io.weir.node.http;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.auth.Access;
 import io.weir.node.auth.Authenticator;
 import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principal;
+import io.weir.node.auth.ShownImage;
 import io.weir.node.documents.Documents;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
 import io.weir.protocol.ErrorCode;
@@ -334,17 +334,14 @@ final class DocumentRoutes extends JsonRoutes {
           }
           String body = doc.get().body();
           if (policy.isPresent() && !Access.unrestricted(policy.get())) {
-            try {
-              JsonNode tree = Access.JSON.readTree(body);
-              if (!tree.isObject() || !Access.visibleRow(principal, policy.get(), tree)) {
-                return error(ErrorCode.NOT_FOUND, "no such document");
-              }
-              body =
-                  Access.JSON.writeValueAsString(
-                      Access.project(principal, policy.get(), (ObjectNode) tree));
-            } catch (IOException e) {
+            ShownImage shown = ShownImage.of(principal, policy.get(), body);
+            if (!shown.json()) {
               return error(ErrorCode.INTERNAL, "internal error; see the node's log");
             }
+            if (!shown.visible()) {
+              return error(ErrorCode.NOT_FOUND, "no such document");
+            }
+            body = shown.text();
           }
           return complete(
               HttpResponse.create()

@@ -15,6 +15,7 @@ import io.weir.sharding.partition.ReadProtocol.ChangesSpan;
 import io.weir.sharding.partition.ReadProtocol.GetAcls;
 import io.weir.sharding.partition.ReadProtocol.ReadChanges;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -225,6 +226,13 @@ final class FeedPages {
     int next = resume;
     boolean restricted = !Access.unrestricted(policy) && !principal.administrator();
     Predicate<String> omitted = Access.omitted(principal, policy);
+    // Documents' current ACLs repeat (the same lists, the same groups): each is read once a page.
+    Map<String, Boolean> aclsSeen = new HashMap<>();
+    Predicate<String> currentVisible =
+        acl ->
+            acl == null
+                ? Access.visibleAcl(principal, policy, null)
+                : aclsSeen.computeIfAbsent(acl, a -> Access.visibleAcl(principal, policy, a));
     boolean more = true;
     rounds:
     while (more) {
@@ -239,7 +247,14 @@ final class FeedPages {
         if (e.collection().equals(collection)) {
           Feeds.Change c =
               restricted
-                  ? visible(principal, policy, omitted, whole, i, e, acls.get(i).get(e.id()))
+                  ? visible(
+                      principal,
+                      policy,
+                      omitted,
+                      whole,
+                      i,
+                      e,
+                      currentVisible.test(acls.get(i).get(e.id())))
                   : raw(i, e);
           if (c != null) {
             if (bytes + c.bytes() > maxBytes) {
@@ -329,8 +344,8 @@ final class FeedPages {
       boolean whole,
       int partition,
       OutboxEntry e,
-      String currentAcl) {
-    if (!Access.visibleAcl(principal, policy, currentAcl)) {
+      boolean currentVisible) {
+    if (!currentVisible) {
       return null;
     }
     boolean deleted = e.kind().equals("delete");

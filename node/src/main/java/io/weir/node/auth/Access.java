@@ -13,9 +13,10 @@ import java.io.IOException;
 import java.util.function.Predicate;
 
 /**
- * The one projector every output goes through (document reads, change images, query rows): row
- * visibility by the collection's rule and sensitive fields omitted unless the principal holds
- * {@code FieldRead} on them. Administrators see every row and field.
+ * The rules every output follows (document reads, change images, query rows): row visibility by the
+ * collection's rule and sensitive fields omitted unless the principal holds {@code FieldRead} on
+ * them. Administrators see every row and field. Document reads and change images apply them to the
+ * stored text in one pass ({@link ShownImage}); query rows to parsed trees (here).
  *
  * <p>Row rules: {@code acl} - the field is an array listing principal ids and {@code
  * "group:<name>"} entries; {@code owner} - the field is the one principal's id. A row whose field
@@ -86,7 +87,7 @@ public final class Access {
     }
     try {
       return visible(principal, policy, JSON.readTree(aclJson));
-    } catch (IOException e) {
+    } catch (IOException | NumberFormatException e) {
       return false;
     }
   }

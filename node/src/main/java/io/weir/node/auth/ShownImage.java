@@ -22,7 +22,12 @@ import java.util.function.Predicate;
  * every value shown is byte-identical to the stored one (an administrator and a restricted
  * principal see the same bytes for the same field). An image with a repeated top-level field name
  * (which the document API refuses and row images cannot have) takes the tree path instead, whose
- * last-wins reading the visibility check has always used.
+ * last-wins reading the visibility check has always used, and is shown written out compact.
+ *
+ * <p>One difference from the tree reading, on purpose: values outside the rule's field are not
+ * decoded, so a number no {@code BigDecimal} holds (an exponent past the int range, possible in a
+ * CDC row's {@code json} column) no longer makes the whole image unreadable; the row's ACL still
+ * decides whether it is shown.
  *
  * @param json whether the image is JSON at all (false for none, or text that does not parse)
  * @param text the text shown; null when the principal may not see the row, or it is not an object
@@ -101,7 +106,8 @@ public record ShownImage(boolean json, String text) {
       int close = (int) p.currentLocation().getCharOffset();
       return new ShownImage(
           true, open == 0 && close == image.length() ? image : image.substring(open, close));
-    } catch (IOException e) {
+    } catch (IOException | NumberFormatException e) {
+      // A number no BigDecimal holds fails the tree reading unchecked: the image is unreadable.
       return NOT_JSON;
     }
   }
@@ -126,12 +132,14 @@ public record ShownImage(boolean json, String text) {
     JsonNode tree;
     try {
       tree = Access.JSON.readTree(image);
-    } catch (IOException e) {
+    } catch (IOException | NumberFormatException e) {
+      // A number no BigDecimal holds fails the tree reading unchecked: the image is unreadable.
       return NOT_JSON;
     }
-    if (tree == null || tree.isMissingNode()) {
+    if (tree == null) {
       return NOT_JSON;
     }
+    // Empty text reads as a missing node: JSON that is no object, as the feed and GET took it.
     if (!tree.isObject() || !Access.visibleRow(principal, policy, tree)) {
       return HIDDEN;
     }

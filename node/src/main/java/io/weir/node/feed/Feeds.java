@@ -590,7 +590,8 @@ public final class Feeds {
     }
     try {
       return Access.JSON.readTree(json);
-    } catch (IOException e) {
+    } catch (IOException | NumberFormatException e) {
+      // Not JSON, or a number no BigDecimal holds (a CDC json column may carry one).
       return null;
     }
   }

@@ -30,6 +30,7 @@ import io.weir.persistence.SafeErrors;
 import io.weir.persistence.StorageStatus;
 import io.weir.protocol.http.OutboxSettings;
 import io.weir.sharding.continuous.ContinuousLog;
+import io.weir.sharding.partition.JournalEntries;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
@@ -45,6 +46,8 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -139,6 +142,28 @@ final class NodeStartup {
               action.run();
               return CompletableFuture.completedFuture(Done.getInstance());
             });
+  }
+
+  /**
+   * The node's one outbox reader (every feed, live query and projection read shares its cache of
+   * decoded events): journal events read by SQL on a pool of {@code weir.postgres.read-pool-size}
+   * connections and threads of their own, so reads never wait behind journal writes (ADR 0058).
+   */
+  OutboxReader outboxReader() {
+    int size = system.settings().config().getInt("weir.postgres.read-pool-size");
+    Database reads = Database.create(settings.postgres().withPoolSize(size), "weir-outbox-reads");
+    ExecutorService io = Executors.newFixedThreadPool(size, daemonThreads("weir-outbox-reads"));
+    onShutdown(
+        CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
+        "close-weir-outbox-reads",
+        () -> {
+          io.shutdownNow();
+          reads.close();
+        });
+    return new OutboxReader(
+        system,
+        JournalEntries.sql(system, reads.dataSource(), settings.postgres().schema(), io),
+        OutboxReader.DEFAULT_CACHE_BYTES);
   }
 
   /** The partitions ({@link PartitionStart}). */

@@ -106,7 +106,7 @@ public final class WeirNode {
               system, settings.partitions(), settings.pipelines(), settings.documentAskTimeout());
       TokenKeys tokenKeys = node.tokenKeys(continuous);
       // One reader for every outbox read of this node: they share its cache of decoded events.
-      OutboxReader outbox = OutboxReader.jdbc(system);
+      OutboxReader outbox = node.outboxReader();
       Policies policies = node.policies(documents);
       Feeds feeds = node.feeds(documents, outbox, tokenKeys, policies);
       Route routes =

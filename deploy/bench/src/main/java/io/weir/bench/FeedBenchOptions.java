@@ -230,6 +230,14 @@ final class FeedBenchOptions {
           "the outbox reader's cache of decoded journal events; 0 turns it off (default: ${DEFAULT-VALUE})")
   long outboxCacheBytes = OutboxReader.DEFAULT_CACHE_BYTES;
 
+  @Option(
+      names = "--journal-reads",
+      paramLabel = "sql|pekko",
+      description =
+          "how the outbox reader reads journal events: one SQL query per read (as a node does), or"
+              + " Pekko's read journal (the release before; default: ${DEFAULT-VALUE})")
+  String journalReads = "sql";
+
   @Option(names = "--keep-database", description = "keep the weir_fbench database afterwards")
   boolean keepDatabase;
 
@@ -273,6 +281,9 @@ final class FeedBenchOptions {
     BenchArgs.range("--load-in-flight", o.loadInFlight, 1, 1024);
     BenchArgs.range("--page-limit", o.pageLimit, 1, 1_000_000);
     BenchArgs.range("--rounds", o.rounds, 1, 100);
+    if (!o.journalReads.equals("sql") && !o.journalReads.equals("pekko")) {
+      throw new IllegalArgumentException("--journal-reads takes sql or pekko");
+    }
     BenchArgs.range("--iso-changes", o.isoChanges, 1, 10_000_000);
     BenchArgs.range("--iso-write-rate", o.isoWriteRate, 1, 100_000);
     BenchArgs.range("--iso-read-rate", o.isoReadRate, 1, 10_000_000);

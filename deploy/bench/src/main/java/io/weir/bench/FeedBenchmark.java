@@ -17,6 +17,7 @@ import io.weir.persistence.PolicyStore.Visibility;
 import io.weir.persistence.PostgresSettings;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.query.Q1Query;
+import io.weir.sharding.partition.JournalEntries;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
@@ -111,6 +112,8 @@ public final class FeedBenchmark {
   private final String padding;
 
   private Database keysDatabase;
+  private Database outboxDatabase;
+  private ExecutorService outboxIo;
   private long maxBytes;
 
   private FeedBenchmark(FeedBenchOptions options) {
@@ -150,6 +153,10 @@ public final class FeedBenchmark {
       } finally {
         if (keysDatabase != null) {
           keysDatabase.close();
+        }
+        if (outboxDatabase != null) {
+          outboxIo.shutdownNow();
+          outboxDatabase.close();
         }
       }
       System.out.println(
@@ -198,14 +205,23 @@ public final class FeedBenchmark {
           "--page-limit is above weir.feeds.read.max-entries (" + limits.maxLimit() + ")");
     }
     maxBytes = limits.defaultBytes();
-    OutboxReader outbox =
-        new OutboxReader(
-            node.system,
-            org.apache.pekko.persistence.query.PersistenceQuery.get(node.system)
-                .getReadJournalFor(
-                    org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.class,
-                    org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal.Identifier()),
-            options.outboxCacheBytes);
+    JournalEntries journal;
+    if (options.journalReads.equals("sql")) {
+      // As a node reads its outboxes: a pool of weir.postgres.read-pool-size connections.
+      int readers = c.getInt("weir.postgres.read-pool-size");
+      outboxDatabase =
+          Database.create(PostgresSettings.create(c).withPoolSize(readers), "fbench-outbox");
+      outboxIo = Executors.newFixedThreadPool(readers);
+      journal =
+          JournalEntries.sql(
+              node.system,
+              outboxDatabase.dataSource(),
+              PostgresSettings.create(c).schema(),
+              outboxIo);
+    } else {
+      journal = JournalEntries.pekko(node.system);
+    }
+    OutboxReader outbox = new OutboxReader(node.system, journal, options.outboxCacheBytes);
     Feeds feeds = new Feeds(documents, outbox, keys, policies, limits, Clock.systemUTC());
     // Every partition up before anything is timed.
     long t0 = System.nanoTime();
@@ -214,11 +230,15 @@ public final class FeedBenchmark {
         Locale.ROOT,
         "node:          one-node cluster (Cluster Sharding, role server), %d partitions (started in"
             + " %.2f s), JDBC journal in schema weir of %s,%n               %s journal connections"
-            + " (weir.postgres.journal-pool-size; outbox reads have their own, weir.postgres.read-pool-size); default PartitionSettings%n",
+            + " (weir.postgres.journal-pool-size; outbox reads have their own, weir.postgres.read-pool-size); default PartitionSettings%n"
+            + "               journal reads: %s%n",
         partitions,
         (System.nanoTime() - t0) / 1e9,
         DATABASE,
-        PartitionBenchmark.setting(c, "weir.postgres.journal-pool-size"));
+        PartitionBenchmark.setting(c, "weir.postgres.journal-pool-size"),
+        options.journalReads.equals("sql")
+            ? "one SQL query per read (JournalEntries.sql, as a node)"
+            : "Pekko's read journal (--journal-reads pekko)");
     System.out.printf(
         "feeds:         Feeds.Limits: maxConcurrent %,d (a node's default is %d), maxBytes %d MiB per read"
             + " (weir.feeds.read.default-bytes), cursor TTL %s; requests refused BUSY are counted%n",

@@ -13,11 +13,7 @@ import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.DispatcherSelector;
-import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
-import org.apache.pekko.persistence.query.PersistenceQuery;
 import org.apache.pekko.persistence.query.javadsl.CurrentEventsByPersistenceIdQuery;
-import org.apache.pekko.stream.ActorAttributes;
-import org.apache.pekko.stream.javadsl.Sink;
 
 /**
  * Reads outbox entries from a partition's journal. Entries live only in the journal events that
@@ -47,21 +43,23 @@ public final class OutboxReader {
   /** Where reads decode and assemble: {@value #DISPATCHER}, apart from the partitions. */
   public static final String DISPATCHER = "weir.reads-dispatcher";
 
-  private final ActorSystem<?> system;
   private final Executor executor;
-  private final CurrentEventsByPersistenceIdQuery journal;
+  private final JournalEntries journal;
   private final long cacheBytes;
   private final ConcurrentHashMap<Key, CompletableFuture<List<Partition.OutboxEntry>>> cache =
       new ConcurrentHashMap<>();
   private final ConcurrentLinkedQueue<Cached> order = new ConcurrentLinkedQueue<>();
   private final AtomicLong cached = new AtomicLong();
 
-  public OutboxReader(
-      ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal, long cacheBytes) {
-    this.system = system;
+  public OutboxReader(ActorSystem<?> system, JournalEntries journal, long cacheBytes) {
     this.executor = executor(system);
     this.journal = journal;
     this.cacheBytes = cacheBytes;
+  }
+
+  public OutboxReader(
+      ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal, long cacheBytes) {
+    this(system, JournalEntries.pekko(system, journal), cacheBytes);
   }
 
   public OutboxReader(ActorSystem<?> system, CurrentEventsByPersistenceIdQuery journal) {
@@ -73,12 +71,9 @@ public final class OutboxReader {
     return system.dispatchers().lookup(DispatcherSelector.fromConfig(DISPATCHER));
   }
 
-  /** A reader on the JDBC journal the partitions write to. */
+  /** A reader on the JDBC journal the partitions write to, through Pekko's read journal. */
   public static OutboxReader jdbc(ActorSystem<?> system) {
-    return new OutboxReader(
-        system,
-        PersistenceQuery.get(system)
-            .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier()));
+    return new OutboxReader(system, JournalEntries.pekko(system), DEFAULT_CACHE_BYTES);
   }
 
   /** The entries at positions {@code after + 1} to {@code through} could not all be found. */
@@ -242,22 +237,6 @@ public final class OutboxReader {
    */
   private CompletionStage<TreeMap<Long, List<Partition.OutboxEntry>>> query(
       int partition, long from, long to) {
-    return journal
-        .currentEventsByPersistenceId(Partition.persistenceId(partition).id(), from, to)
-        .addAttributes(ActorAttributes.dispatcher(DISPATCHER))
-        .runWith(
-            Sink.fold(
-                new TreeMap<Long, List<Partition.OutboxEntry>>(),
-                (acc, envelope) -> {
-                  List<Partition.OutboxEntry> entries = new ArrayList<>();
-                  if (envelope.event() instanceof Partition.Written w) {
-                    for (Partition.FrameApplied f : w.frames()) {
-                      entries.addAll(f.entries());
-                    }
-                  }
-                  acc.put(envelope.sequenceNr(), List.copyOf(entries));
-                  return acc;
-                }),
-            system);
+    return journal.between(partition, from, to);
   }
 }

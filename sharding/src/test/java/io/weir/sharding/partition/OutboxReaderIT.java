@@ -21,6 +21,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.pekko.NotUsed;
@@ -138,6 +140,100 @@ class OutboxReaderIT {
                         .get(10, TimeUnit.SECONDS))
             .hasCauseInstanceOf(OutboxReader.MissingEntries.class);
       } finally {
+        kit.shutdownTestKit();
+      }
+    }
+  }
+
+  @Test
+  void sqlReadsWhatPekkosReadJournalReads() throws Exception {
+    try (TestPostgres.TestDatabase db =
+        TestPostgres.server().freshDatabase("outbox_reader_sql_it")) {
+      Config config =
+          ConfigFactory.load(
+              db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      ActorTestKit kit = ActorTestKit.create("outbox-reader-sql-it", config);
+      ExecutorService io = Executors.newFixedThreadPool(2);
+      try (Database database =
+          Database.create(PostgresSettings.create(config), "outbox-reader-sql-it")) {
+        SchemaMigrator.migrate(database.dataSource(), "weir");
+        ActorRef<Command> p = kit.spawn(Partition.create(7));
+        // Journal events of one frame and of several (ApplyFrames: a CDC sink's slices).
+        TestProbe<PartitionProtocol.FramesReply> replies = kit.createTestProbe();
+        for (int i = 0; i < 20; i++) {
+          List<ApplyFrame> frames = new ArrayList<>();
+          for (int f = 0; f <= i % 3; f++) {
+            int n = i * 3 + f;
+            frames.add(
+                new ApplyFrame(
+                    "c" + n,
+                    List.of(
+                        new Upsert("orders", "d" + n % 25, "{\"n\":" + n + "}", Optional.empty()),
+                        new Upsert("lines", "l" + n, "{\"é\":\"☃\"}", Optional.empty())),
+                    Optional.empty(),
+                    null));
+          }
+          p.tell(new PartitionProtocol.ApplyFrames(frames, replies.ref()));
+          assertThat(replies.receiveMessage(Duration.ofSeconds(30)).replies())
+              .allMatch(r -> r instanceof Applied);
+        }
+        String pid = Partition.persistenceId(7).id();
+        long events;
+        try (var c = database.dataSource().getConnection();
+            var st = c.createStatement();
+            var rs =
+                st.executeQuery(
+                    "SELECT max(sequence_number) FROM weir.event_journal WHERE persistence_id = '"
+                        + pid
+                        + "'")) {
+          rs.next();
+          events = rs.getLong(1);
+        }
+        assertThat(events).isEqualTo(20);
+        JournalEntries sql = JournalEntries.sql(kit.system(), database.dataSource(), "weir", io);
+        JournalEntries pekko = JournalEntries.pekko(kit.system());
+        for (long[] range : new long[][] {{1, events}, {2, 3}, {events, events + 5}, {0, 0}}) {
+          assertThat(
+                  sql.between(7, range[0], range[1])
+                      .toCompletableFuture()
+                      .get(30, TimeUnit.SECONDS))
+              .as("events %d to %d", range[0], range[1])
+              .isEqualTo(
+                  pekko
+                      .between(7, range[0], range[1])
+                      .toCompletableFuture()
+                      .get(30, TimeUnit.SECONDS))
+              .isNotNull();
+        }
+        assertThat(sql.between(7, 1, events).toCompletableFuture().get(30, TimeUnit.SECONDS))
+            .hasSize((int) events)
+            .satisfies(
+                all ->
+                    assertThat(all.values().stream().mapToInt(List::size).sum())
+                        .as("two entries a frame, 39 frames (1, 2, 3, 1, ...)")
+                        .isEqualTo(78));
+        try (var c = database.dataSource().getConnection();
+            var st = c.createStatement()) {
+          // A deleted row is not read (as Pekko's query does not); a corrupt one fails the read.
+          st.executeUpdate(
+              "UPDATE weir.event_journal SET deleted = true WHERE persistence_id = '"
+                  + pid
+                  + "' AND sequence_number = 2");
+          st.executeUpdate(
+              "UPDATE weir.event_journal SET event_payload = '\\x07ff'::bytea"
+                  + " WHERE persistence_id = '"
+                  + pid
+                  + "' AND sequence_number = 4");
+        }
+        assertThat(sql.between(7, 1, 3).toCompletableFuture().get(30, TimeUnit.SECONDS))
+            .containsOnlyKeys(1L, 3L)
+            .isEqualTo(pekko.between(7, 1, 3).toCompletableFuture().get(30, TimeUnit.SECONDS));
+        assertThatThrownBy(
+                () -> sql.between(7, 1, 5).toCompletableFuture().get(30, TimeUnit.SECONDS))
+            .hasRootCauseInstanceOf(IllegalStateException.class)
+            .hasStackTraceContaining("journal event 4 of partition 7 could not be decoded");
+      } finally {
+        io.shutdownNow();
         kit.shutdownTestKit();
       }
     }

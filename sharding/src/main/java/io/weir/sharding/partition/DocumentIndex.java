@@ -11,19 +11,27 @@ import java.util.function.BiConsumer;
  * What a partition keeps in its heap of each document: no body, only what checking a write needs
  * synchronously (ADR 0032). Per collection, id to {@link Entry}: the revision, the journal sequence
  * of the document's last change (a read of the documents table is served only from the row of that
- * change or a later one) and the body's size in UTF-8 bytes (-1 for a tombstone). Bodies and
- * tombstones' row-visibility values live in the documents table, with the changes not yet applied
- * there in {@link Unapplied} and recent bodies in {@link BodyCache}.
+ * change or a later one), the body's size in UTF-8 bytes (-1 for a tombstone) and, once a read has
+ * needed it, the version's row-visibility value when it is one of the few {@link AclMemo} keeps
+ * (ADR 0059). Bodies and tombstones' row-visibility values live in the documents table, with the
+ * changes not yet applied there in {@link Unapplied} and recent bodies in {@link BodyCache}.
  *
  * <p>Owned by the partition's actor; not thread-safe.
  */
 final class DocumentIndex {
   /**
-   * One document: 32 bytes of heap (12 header, 8 + 8 + 4), besides its id and the map's node.
+   * One document: 40 bytes of heap (12 header, 8 + 8 + 4 + 4, padded), besides its id and the map's
+   * node.
    *
    * @param bytes the body's UTF-8 bytes; -1 for a tombstone
+   * @param acl the row-visibility value of this version when the partition remembers it ({@link
+   *     AclMemo}, valid under its rule version only), else null
    */
-  record Entry(long revision, long lastSeq, int bytes) {
+  record Entry(long revision, long lastSeq, int bytes, AclMemo.Acl acl) {
+    Entry(long revision, long lastSeq, int bytes) {
+      this(revision, lastSeq, bytes, null);
+    }
+
     static Entry of(long revision, long lastSeq, String body) {
       return new Entry(revision, lastSeq, body == null ? -1 : clamp(Utf8.length(body)));
     }
@@ -35,6 +43,16 @@ final class DocumentIndex {
 
     boolean deleted() {
       return bytes < 0;
+    }
+
+    /** This version remembering its row-visibility value {@code acl}. */
+    Entry withAcl(AclMemo.Acl acl) {
+      return new Entry(revision, lastSeq, bytes, acl);
+    }
+
+    /** The remembered row-visibility value if it was read under rule {@code ruleVersion}. */
+    String acl(long ruleVersion) {
+      return acl != null && acl.ruleVersion() == ruleVersion ? acl.value() : null;
     }
 
     private static int clamp(long bytes) {

@@ -267,6 +267,26 @@ public final class Partition {
    */
   record ReceiptsLoaded(long read, int receipts, String failure, int attempt) implements Command {}
 
+  /**
+   * Row-visibility values a read of the documents table found ({@link PartitionReads#acls}), to be
+   * remembered in the index ({@link AclMemo}) for the versions it still holds, if the rule is still
+   * {@code ruleVersion}.
+   */
+  record AclsRead(String collection, long ruleVersion, List<AclRead> values) implements Command {
+    @Override
+    public String toString() {
+      return "AclsRead[values=" + values.size() + "]"; // ids and values are row data
+    }
+  }
+
+  /** A document's row-visibility value {@code acl} at journal sequence {@code lastSeq}. */
+  record AclRead(String id, long lastSeq, String acl) {
+    @Override
+    public String toString() {
+      return "AclRead[lastSeq=" + lastSeq + "]";
+    }
+  }
+
   /** Read the table's receipts into the receipt filter again: attempt {@code attempt}. */
   record LoadReceipts(int attempt) implements Command {}
 

@@ -351,7 +351,13 @@ final class PartitionBehavior
             ReadProtocol.GetDocuments.class, (state, c) -> read(() -> reads.page(unapplied, c)))
         .onCommand(
             ReadProtocol.GetAcls.class,
-            (state, c) -> read(() -> reads.acls(state, unapplied, cache, c)))
+            (state, c) -> read(() -> reads.acls(state, unapplied, cache, c, self::tell)))
+        .onCommand(
+            Partition.AclsRead.class,
+            (state, c) -> {
+              reads.learned(state, c);
+              return Effect().none();
+            })
         .onCommand(
             ReadProtocol.ScanCollection.class,
             (state, c) -> read(() -> reads.scan(state, unapplied, c, () -> self.tell(c))))

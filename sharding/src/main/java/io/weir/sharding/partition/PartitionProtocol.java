@@ -50,6 +50,7 @@ public final class PartitionProtocol {
           Partition.TableReady,
           Partition.BodiesFetched,
           Partition.ReceiptsLoaded,
+          Partition.AclsRead,
           Partition.LoadReceipts,
           Partition.Continue,
           Partition.StateRead,

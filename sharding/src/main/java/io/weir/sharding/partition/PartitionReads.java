@@ -38,6 +38,7 @@ final class PartitionReads {
   private final int partition;
   private final DocumentTable table;
   private final Runnable tableBehind;
+  private final AclMemo aclMemo = new AclMemo();
 
   /**
    * @param tableBehind called when a row is older than the index: the writer then checks whether
@@ -148,7 +149,17 @@ final class PartitionReads {
         .exceptionally(failed("a document"));
   }
 
-  void acls(PartitionState s, Unapplied unapplied, BodyCache cache, ReadProtocol.GetAcls c) {
+  /**
+   * The current row-visibility values of {@code c}'s documents: remembered in the index ({@link
+   * AclMemo}), else read from the version in memory or the table row and remembered (the rows'
+   * values through {@code learned}, which hands them to the actor as {@link Partition.AclsRead}).
+   */
+  void acls(
+      PartitionState s,
+      Unapplied unapplied,
+      BodyCache cache,
+      ReadProtocol.GetAcls c,
+      java.util.function.Consumer<Partition.AclsRead> learned) {
     String field = s.ruleField(c.collection());
     long epoch = s.rowEpoch(c.collection());
     long version = s.ruleVersion(c.collection());
@@ -163,10 +174,17 @@ final class PartitionReads {
         out.put(id, "null"); // no rule: no document has a row-visibility value
         continue;
       }
+      String remembered = e.acl(version);
+      if (remembered != null) {
+        out.put(id, remembered);
+        continue;
+      }
       Document d =
           local(s, unapplied, cache, c.collection(), id, Partition.key(c.collection(), id), e);
       if (d != null) {
-        out.put(id, acl(d, field));
+        String acl = acl(d, field);
+        out.put(id, acl);
+        remember(s, c.collection(), id, e, version, acl);
       } else {
         wanted.put(id, e);
       }
@@ -184,16 +202,50 @@ final class PartitionReads {
             rows -> {
               Map<String, DocumentTable.Row> byId = new HashMap<>();
               rows.forEach(r -> byId.put(r.document().id(), r));
+              List<Partition.AclRead> read = new ArrayList<>(wanted.size());
               for (Map.Entry<String, DocumentIndex.Entry> w : wanted.entrySet()) {
                 Document d = served(byId.get(w.getKey()), w.getValue(), changes);
                 if (d == null) {
                   return;
                 }
-                out.put(w.getKey(), acl(d, field));
+                String acl = acl(d, field);
+                out.put(w.getKey(), acl);
+                read.add(new Partition.AclRead(w.getKey(), w.getValue().lastSeq(), acl));
               }
+              // Told first: a read the answer prompts finds the values remembered.
+              learned.accept(new Partition.AclsRead(c.collection(), version, read));
               c.replyTo().tell(new ReadProtocol.Acls(epoch, version, out));
             })
         .exceptionally(failed("row-visibility values"));
+  }
+
+  /**
+   * Remembers the values {@code r} read from the table, for the versions the index still holds and
+   * under the rule they were read with.
+   */
+  void learned(PartitionState s, Partition.AclsRead r) {
+    if (s.ruleVersion(r.collection()) != r.ruleVersion() || s.ruleField(r.collection()) == null) {
+      return;
+    }
+    for (Partition.AclRead a : r.values()) {
+      DocumentIndex.Entry e = s.index.get(r.collection(), a.id());
+      if (e != null && e.lastSeq() == a.lastSeq()) {
+        remember(s, r.collection(), a.id(), e, r.ruleVersion(), a.acl());
+      }
+    }
+  }
+
+  private void remember(
+      PartitionState s,
+      String collection,
+      String id,
+      DocumentIndex.Entry e,
+      long ruleVersion,
+      String acl) {
+    AclMemo.Acl memo = aclMemo.of(collection, ruleVersion, acl);
+    if (memo != null && memo != e.acl()) {
+      s.index.put(collection, id, e.withAcl(memo));
+    }
   }
 
   private static String acl(Document d, String field) {

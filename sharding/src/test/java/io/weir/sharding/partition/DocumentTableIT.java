@@ -94,13 +94,16 @@ class DocumentTableIT {
 
   /**
    * A table whose applies fail (connection-lost SQLState) while {@code failing} is set; its reads
-   * go through.
+   * go through (reads by key counted).
    */
   private final class Flaky implements DocumentTable {
     final SqlDocumentTable real = new SqlDocumentTable(database.dataSource(), "weir", io);
     final AtomicBoolean failing = new AtomicBoolean();
     final AtomicInteger refused = new AtomicInteger();
     final AtomicInteger receiptLookups = new AtomicInteger();
+
+    /** Documents read by key ({@code rows}). */
+    final AtomicInteger keysRead = new AtomicInteger();
 
     /** Reads of the receipts for the filter that fail (connection lost) before they go through. */
     final AtomicInteger failReceiptReads = new AtomicInteger();
@@ -155,6 +158,7 @@ class DocumentTableIT {
 
     @Override
     public CompletionStage<List<Row>> rows(int partition, List<Key> keys) {
+      keysRead.addAndGet(keys.size());
       return real.rows(partition, keys);
     }
 
@@ -609,6 +613,18 @@ class DocumentTableIT {
       }
     }
 
+    /** Each document's current row-visibility value as a feed page asks for it. */
+    Map<String, String> currentAcls(String c) {
+      Map<String, String> out = new HashMap<>();
+      collection(c)
+          .forEach(
+              (id, d) -> {
+                String acl = d.deleted() ? d.acl() : acl(d.body(), rules.get(c));
+                out.put(id, acl == null ? "null" : acl);
+              });
+      return out;
+    }
+
     void rule(String c, String field) {
       if (!Objects.equals(rules.get(c), field)) {
         collection(c)
@@ -715,6 +731,84 @@ class DocumentTableIT {
     caughtUp(kit, p);
     assertThat(table()).isEqualTo(model.rows());
     assertThat(table()).noneMatch(r -> r.startsWith("orders|") && r.endsWith("|true|\"u1\""));
+  }
+
+  private static Map<String, String> acls(ActorTestKit kit, ActorRef<Command> p, List<String> ids) {
+    TestProbe<ReadProtocol.Acls> r = kit.createTestProbe();
+    p.tell(new ReadProtocol.GetAcls("orders", ids, r.ref()));
+    return r.receiveMessage(WAIT).acls();
+  }
+
+  /**
+   * The current row-visibility values a restricted feed page asks for (ADR 0059) are the model's,
+   * whether the partition reads them from the table, from unapplied changes, or remembers them from
+   * an earlier read: across updates, deletions, values too long to remember, and rule changes to
+   * another field and back (a remembered value counts only under the rule it was read with). A
+   * second read of the same versions reads no row the partition could remember.
+   */
+  @Test
+  void currentAclsAreTheModelsWhetherReadOrRemembered() throws Exception {
+    ActorTestKit kit = kit("document-table-acls");
+    Flaky table = new Flaky();
+    ActorRef<Command> p = partition(kit, table, PartitionSettings.DEFAULTS.withBodyCache(0));
+    Model model = new Model();
+    TestProbe<RowRuleReply> rule = kit.createTestProbe();
+    p.tell(new SetRowRule("orders", "owner", 1, rule.ref()));
+    rule.receiveMessage(WAIT);
+    model.rule("orders", "owner");
+    String tooLong = "\"" + "x".repeat(AclMemo.MAX_CHARS) + "\"";
+    String[] values = {"\"u0\"", "[\"u1\",\"u2\"]", "7", tooLong, null};
+    Random random = new Random(11);
+    List<String> ids = new ArrayList<>();
+    for (int i = 0; i < 30; i++) {
+      ids.add(Integer.toString(i));
+    }
+    ids.add("never-written");
+    int fromTable = 0;
+    for (int i = 0; i < 240; i++) {
+      String id = Integer.toString(random.nextInt(30));
+      if (random.nextInt(5) == 0) {
+        frame(kit, p, "d" + i, List.of(new Delete("orders", id, Optional.empty())), 0);
+        model.delete("orders", id);
+      } else {
+        String owner = values[random.nextInt(values.length)];
+        String tenant = values[random.nextInt(values.length)];
+        String body =
+            "{"
+                + (owner == null ? "" : "\"owner\":" + owner + ",")
+                + (tenant == null ? "" : "\"tenant\":" + tenant + ",")
+                + "\"n\":"
+                + i
+                + "}";
+        frame(kit, p, "u" + i, List.of(upsert("orders", id, body)), 0);
+        model.upsert("orders", id, body);
+      }
+      if (i == 100) {
+        p.tell(new SetRowRule("orders", "tenant", 2, rule.ref()));
+        rule.receiveMessage(WAIT);
+        model.rule("orders", "tenant");
+      } else if (i == 180) {
+        p.tell(new SetRowRule("orders", "owner", 3, rule.ref()));
+        rule.receiveMessage(WAIT);
+        model.rule("orders", "owner");
+      }
+      if (i % 20 == 19 || i == 100 || i == 180) {
+        if (i % 40 == 39) {
+          caughtUp(kit, p); // every document in the table: its value is read there
+        }
+        Map<String, String> expected = model.currentAcls("orders");
+        int before = table.keysRead.get();
+        assertThat(acls(kit, p, ids)).as("first read after write " + i).isEqualTo(expected);
+        fromTable += table.keysRead.get() - before;
+        int first = table.keysRead.get();
+        assertThat(acls(kit, p, ids)).as("second read after write " + i).isEqualTo(expected);
+        long unremembered = expected.values().stream().filter(tooLong::equals).count();
+        assertThat(table.keysRead.get() - first)
+            .as("rows read again after write " + i + ": only values too long to remember")
+            .isLessThanOrEqualTo((int) unremembered);
+      }
+    }
+    assertThat(fromTable).as("values read from the table's rows").isGreaterThan(0);
   }
 
   @Test

@@ -55,6 +55,20 @@ final class DocumentIndex {
       return acl != null && acl.ruleVersion() == ruleVersion ? acl.value() : null;
     }
 
+    /** Equal entries name the same version: a remembered value is not state (ADR 0059). */
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Entry e
+          && revision == e.revision
+          && lastSeq == e.lastSeq
+          && bytes == e.bytes;
+    }
+
+    @Override
+    public int hashCode() {
+      return java.util.Objects.hash(revision, lastSeq, bytes);
+    }
+
     private static int clamp(long bytes) {
       return (int) Math.min(bytes, Integer.MAX_VALUE);
     }

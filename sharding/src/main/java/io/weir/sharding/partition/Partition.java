@@ -269,10 +269,11 @@ public final class Partition {
 
   /**
    * Row-visibility values a read of the documents table found ({@link PartitionReads#acls}), to be
-   * remembered in the index ({@link AclMemo}) for the versions it still holds, if the rule is still
-   * {@code ruleVersion}.
+   * remembered in the index ({@link AclMemo}) for the versions it still holds, if the partition is
+   * still incarnation {@code incarnation} and the rule still {@code ruleVersion}.
    */
-  record AclsRead(String collection, long ruleVersion, List<AclRead> values) implements Command {
+  record AclsRead(String incarnation, String collection, long ruleVersion, List<AclRead> values)
+      implements Command {
     @Override
     public String toString() {
       return "AclsRead[values=" + values.size() + "]"; // ids and values are row data

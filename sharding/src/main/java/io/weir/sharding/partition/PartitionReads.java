@@ -163,6 +163,7 @@ final class PartitionReads {
     String field = s.ruleField(c.collection());
     long epoch = s.rowEpoch(c.collection());
     long version = s.ruleVersion(c.collection());
+    String incarnation = s.incarnation;
     Map<String, String> out = new HashMap<>();
     Map<String, DocumentIndex.Entry> wanted = new HashMap<>();
     for (String id : c.ids()) {
@@ -213,7 +214,7 @@ final class PartitionReads {
                 read.add(new Partition.AclRead(w.getKey(), w.getValue().lastSeq(), acl));
               }
               // Told first: a read the answer prompts finds the values remembered.
-              learned.accept(new Partition.AclsRead(c.collection(), version, read));
+              learned.accept(new Partition.AclsRead(incarnation, c.collection(), version, read));
               c.replyTo().tell(new ReadProtocol.Acls(epoch, version, out));
             })
         .exceptionally(failed("row-visibility values"));
@@ -221,10 +222,13 @@ final class PartitionReads {
 
   /**
    * Remembers the values {@code r} read from the table, for the versions the index still holds and
-   * under the rule they were read with.
+   * under the rule they were read with (in the same incarnation: journal sequences of another,
+   * after an accepted loss of storage, name other versions).
    */
   void learned(PartitionState s, Partition.AclsRead r) {
-    if (s.ruleVersion(r.collection()) != r.ruleVersion() || s.ruleField(r.collection()) == null) {
+    if (!java.util.Objects.equals(s.incarnation, r.incarnation())
+        || s.ruleVersion(r.collection()) != r.ruleVersion()
+        || s.ruleField(r.collection()) == null) {
       return;
     }
     for (Partition.AclRead a : r.values()) {

@@ -25,7 +25,9 @@ import java.util.TreeMap;
  * entry count and bytes: payloads stay in the journal), idempotency receipts, per-source watermarks
  * and split-slice progress, projection consumers, row rules and their epochs, and the partition's
  * incarnation. Changed in place by its named transitions ({@link #written}, {@link #purged}), only
- * from the event handler; a snapshot gets a {@link #copy}.
+ * from the event handler; a snapshot gets a {@link #copy}. The one exception is not state: the
+ * row-visibility values a read remembers in the index's entries (ADR 0059), which no snapshot,
+ * event or comparison of entries includes.
  */
 public final class PartitionState {
   /**

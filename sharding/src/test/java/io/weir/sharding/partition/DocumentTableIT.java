@@ -1120,29 +1120,7 @@ class DocumentTableIT {
   @Test
   void appliesLostByACrashOfPostgresAreReplayedWhenAReadFindsTheRowBehind() throws Exception {
     ActorTestKit kit = kit("document-table-lost-apply");
-    ActorRef<Command> p =
-        partition(
-            kit,
-            new SqlDocumentTable(database.dataSource(), "weir", io),
-            PartitionSettings.DEFAULTS.withBodyCache(0));
-    frame(kit, p, "v1", List.of(upsert("orders", "1", "{\"v\":1}")), 0);
-    long first = caughtUp(kit, p).journalEvents();
-    frame(kit, p, "v2", List.of(upsert("orders", "1", "{\"v\":2}")), 0);
-    long second = caughtUp(kit, p).journalEvents();
-    // An apply committed without waiting for its flush, lost by a crash: the row and the position
-    // as they were before it.
-    sql(
-        "UPDATE weir.documents SET body = '{\"v\":1}', revision = 1, journal_seq = "
-            + first
-            + " WHERE partition_id = "
-            + P
-            + " AND collection = 'orders' AND id = '1'");
-    sql(
-        "UPDATE weir.document_positions SET applied_through = "
-            + first
-            + " WHERE partition_id = "
-            + P);
-    assertThat(second).isGreaterThan(first);
+    ActorRef<Command> p = withLostSecondApply(kit);
     // The first read is not answered (never the older body); the writer replays the lost event.
     TestProbe<DocumentReply> lost = kit.createTestProbe();
     p.tell(new GetDocument("orders", "1", lost.ref()));
@@ -1159,6 +1137,23 @@ class DocumentTableIT {
               assertThat(reply.document().get().body()).isEqualTo("{\"v\":2}");
             });
     assertThat(table()).containsExactly(row("orders", "1", 2, "{\"v\":2}", false, null));
+  }
+
+  /**
+   * The same loss found by the next apply rather than by a read: the table's position is behind the
+   * event the apply follows ({@link DocumentTable.TableGap}), so the writer replays the lost event
+   * from the journal first, then applies the new one; no read is involved.
+   */
+  @Test
+  void appliesLostByACrashOfPostgresAreReplayedWhenTheNextApplyFindsTheGap() throws Exception {
+    ActorTestKit kit = kit("document-table-lost-apply-gap");
+    ActorRef<Command> p = withLostSecondApply(kit);
+    frame(kit, p, "other", List.of(upsert("orders", "2", "{\"w\":1}")), 0);
+    caughtUp(kit, p);
+    assertThat(table())
+        .containsExactly(
+            row("orders", "1", 2, "{\"v\":2}", false, null),
+            row("orders", "2", 1, "{\"w\":1}", false, null));
   }
 
   /**
@@ -1268,6 +1263,25 @@ class DocumentTableIT {
    * #position()}), document {@code id} of orders live with revision 1, {@code body} and {@code
    * journalSeq}.
    */
+  /**
+   * A partition (no body cache) that wrote orders/1 twice, whose second apply was committed without
+   * waiting for its flush and lost by a crash of PostgreSQL: the row and the table's position as
+   * they were after the first.
+   */
+  private ActorRef<Command> withLostSecondApply(ActorTestKit kit) throws SQLException {
+    ActorRef<Command> p =
+        partition(
+            kit,
+            new SqlDocumentTable(database.dataSource(), "weir", io),
+            PartitionSettings.DEFAULTS.withBodyCache(0));
+    frame(kit, p, "v1", List.of(upsert("orders", "1", "{\"v\":1}")), 0);
+    long first = caughtUp(kit, p).journalEvents();
+    frame(kit, p, "v2", List.of(upsert("orders", "1", "{\"v\":2}")), 0);
+    assertThat(caughtUp(kit, p).journalEvents()).isGreaterThan(first);
+    rewind("applied_through = " + first, "1", "{\"v\":1}", Long.toString(first));
+    return p;
+  }
+
   private void rewind(String position, String id, String body, String journalSeq)
       throws SQLException {
     sql(

@@ -46,8 +46,6 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -150,19 +148,16 @@ final class NodeStartup {
    * connections and threads of their own, so reads never wait behind journal writes (ADR 0058).
    */
   OutboxReader outboxReader() {
-    int size = system.settings().config().getInt("weir.postgres.read-pool-size");
-    Database reads = Database.create(settings.postgres().withPoolSize(size), "weir-outbox-reads");
-    ExecutorService io = Executors.newFixedThreadPool(size, daemonThreads("weir-outbox-reads"));
-    onShutdown(
-        CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
-        "close-weir-outbox-reads",
-        () -> {
-          io.shutdownNow();
-          reads.close();
-        });
+    BlockingPool reads =
+        BlockingPool.open(
+            system,
+            settings.postgres(),
+            system.settings().config().getInt("weir.postgres.read-pool-size"),
+            "weir-outbox-reads");
     return new OutboxReader(
         system,
-        JournalEntries.sql(system, reads.dataSource(), settings.postgres().schema(), io),
+        JournalEntries.sql(
+            system, reads.database().dataSource(), settings.postgres().schema(), reads.threads()),
         OutboxReader.DEFAULT_CACHE_BYTES);
   }
 

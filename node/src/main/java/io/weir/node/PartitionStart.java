@@ -82,23 +82,20 @@ final class PartitionStart {
       NodeMetrics metrics,
       PartitionObserver signals) {
     String schema = settings.postgres().schema();
-    Database documents =
-        Database.create(
-            settings.postgres().withPoolSize(settings.documentsPoolSize()), "weir-documents");
-    ExecutorService documentsIo =
-        Executors.newFixedThreadPool(
-            settings.documentsPoolSize(), NodeStartup.daemonThreads("weir-documents"));
+    BlockingPool pool =
+        BlockingPool.open(
+            system, settings.postgres(), settings.documentsPoolSize(), "weir-documents");
+    Database documents = pool.database();
+    ExecutorService documentsIo = pool.threads();
     ExecutorService upgrades =
         Executors.newFixedThreadPool(
             settings.snapshotUpgrades(), NodeStartup.daemonThreads("weir-snapshot-upgrade"));
     CoordinatedShutdown.get(system)
         .addTask(
             CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
-            "close-weir-documents",
+            "close-weir-snapshot-upgrades",
             () -> {
-              documentsIo.shutdownNow();
               upgrades.shutdownNow();
-              documents.close();
               return CompletableFuture.completedFuture(Done.getInstance());
             });
     return PartitionWiring.jdbc(

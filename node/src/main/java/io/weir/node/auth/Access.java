@@ -82,13 +82,23 @@ public final class Access {
     if (principal.administrator() || policy.visibility() == Visibility.NONE) {
       return true;
     }
-    if (aclJson == null) {
-      return false;
+    JsonNode acl = tree(aclJson);
+    return acl != null && visible(principal, policy, acl);
+  }
+
+  /**
+   * {@code json} read as a tree ({@link #JSON}: exact numbers), or null when there is none or it is
+   * not JSON, a number no {@code BigDecimal} holds included (a CDC row's {@code json} column may
+   * carry one; Jackson reports it unchecked).
+   */
+  public static JsonNode tree(String json) {
+    if (json == null) {
+      return null;
     }
     try {
-      return visible(principal, policy, JSON.readTree(aclJson));
+      return JSON.readTree(json);
     } catch (IOException | NumberFormatException e) {
-      return false;
+      return null;
     }
   }
 

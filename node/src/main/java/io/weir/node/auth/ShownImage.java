@@ -129,13 +129,7 @@ public record ShownImage(boolean json, String text) {
 
   /** The tree reading: the text shown is the projected tree written out. */
   static ShownImage fromTree(Principal principal, CollectionPolicy policy, String image) {
-    JsonNode tree;
-    try {
-      tree = Access.JSON.readTree(image);
-    } catch (IOException | NumberFormatException e) {
-      // A number no BigDecimal holds fails the tree reading unchecked: the image is unreadable.
-      return NOT_JSON;
-    }
+    JsonNode tree = Access.tree(image);
     if (tree == null) {
       return NOT_JSON;
     }

@@ -229,10 +229,7 @@ final class FeedPages {
     // Documents' current ACLs repeat (the same lists, the same groups): each is read once a page.
     Map<String, Boolean> aclsSeen = new HashMap<>();
     Predicate<String> currentVisible =
-        acl ->
-            acl == null
-                ? Access.visibleAcl(principal, policy, null)
-                : aclsSeen.computeIfAbsent(acl, a -> Access.visibleAcl(principal, policy, a));
+        acl -> aclsSeen.computeIfAbsent(acl, a -> Access.visibleAcl(principal, policy, a));
     boolean more = true;
     rounds:
     while (more) {

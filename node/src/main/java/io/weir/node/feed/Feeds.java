@@ -21,7 +21,6 @@ import io.weir.sharding.partition.ReadProtocol.CollectionScan;
 import io.weir.sharding.partition.ReadProtocol.Document;
 import io.weir.sharding.partition.ReadProtocol.ScanCollection;
 import io.weir.sharding.partition.ReadProtocol.ScanReader;
-import java.io.IOException;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -550,7 +549,7 @@ public final class Feeds {
                         s.ruleVersion(),
                         List.of());
                 for (Document d : s.documents()) {
-                  JsonNode body = tree(d.body());
+                  JsonNode body = Access.tree(d.body());
                   if (body == null
                       || !body.isObject()
                       || !Access.visibleRow(principal, policy, body)
@@ -582,18 +581,6 @@ public final class Feeds {
                       : null);
             },
             executor);
-  }
-
-  static JsonNode tree(String json) {
-    if (json == null) {
-      return null;
-    }
-    try {
-      return Access.JSON.readTree(json);
-    } catch (IOException | NumberFormatException e) {
-      // Not JSON, or a number no BigDecimal holds (a CDC json column may carry one).
-      return null;
-    }
   }
 
   static String text(JsonNode node) {

@@ -2,6 +2,7 @@ package io.weir.node.feed;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.MissingNode;
+import io.weir.node.auth.Access;
 import java.util.Map;
 import java.util.Queue;
 import java.util.concurrent.ConcurrentHashMap;
@@ -35,7 +36,7 @@ final class ParsedImages {
     }
     JsonNode cached = trees.get(image);
     if (cached == null) {
-      JsonNode parsed = Feeds.tree(image);
+      JsonNode parsed = Access.tree(image);
       cached = parsed == null ? MissingNode.getInstance() : parsed;
       if (image.length() <= maxChars / 4 && trees.putIfAbsent(image, cached) == null) {
         order.add(image);

@@ -230,22 +230,7 @@ final class TableWriter {
       return;
     }
     long to = Math.min(tail, from + CATCH_UP_CHUNK - 1);
-    read(from, to)
-        .thenCompose(
-            events -> {
-              if (events.size() != to - from + 1 || events.get(0).sequence() != from) {
-                // Pruning never passes the table's position: the journal was changed behind it.
-                throw new IllegalStateException(
-                    "the journal holds "
-                        + events.size()
-                        + " of the events "
-                        + from
-                        + ".."
-                        + to
-                        + " the documents table needs");
-              }
-              return applyNow(events);
-            })
+    applyFromJournal(from, to)
         .whenComplete(
             (through, error) -> {
               if (error != null) {
@@ -460,15 +445,27 @@ final class TableWriter {
       return CompletableFuture.completedFuture(to);
     }
     long end = Math.min(to, from + CATCH_UP_CHUNK - 1);
-    return read(from, end)
+    return applyFromJournal(from, end).thenCompose(through -> applyGap(end + 1, to));
+  }
+
+  /** Reads the journal's events {@code from..to} (every one of them) and applies them. */
+  private CompletionStage<Long> applyFromJournal(long from, long to) {
+    return read(from, to)
         .thenCompose(
             events -> {
-              if (events.size() != end - from + 1 || events.get(0).sequence() != from) {
-                throw new IllegalStateException("the journal lacks events the table needs");
+              if (events.size() != to - from + 1 || events.get(0).sequence() != from) {
+                // Pruning never passes the table's position: the journal was changed behind it.
+                throw new IllegalStateException(
+                    "the journal holds "
+                        + events.size()
+                        + " of the events "
+                        + from
+                        + ".."
+                        + to
+                        + " the documents table needs");
               }
               return applyNow(events);
-            })
-        .thenCompose(through -> applyGap(end + 1, to));
+            });
   }
 
   /** The journal's events {@code from..to}, their changes to be derived when they are applied. */

@@ -180,6 +180,17 @@ class DocumentTableIT {
     return kit;
   }
 
+  /**
+   * A partition on the documents table in PostgreSQL without a body cache: every earlier version is
+   * read from the table.
+   */
+  private ActorRef<Command> uncached(ActorTestKit kit) {
+    return partition(
+        kit,
+        new SqlDocumentTable(database.dataSource(), "weir", io),
+        PartitionSettings.DEFAULTS.withBodyCache(0));
+  }
+
   private static ActorRef<Command> partition(ActorTestKit kit, DocumentTable table) {
     return partition(kit, table, PartitionSettings.DEFAULTS);
   }
@@ -662,11 +673,7 @@ class DocumentTableIT {
   void theTableAndTheReadsHoldWhatAModelOfTheWritesHoldsAfterEveryKindOfWrite() throws Exception {
     ActorTestKit kit = kit("document-table-kinds");
     // No cache: every before image of an earlier document is read from the table.
-    ActorRef<Command> p =
-        partition(
-            kit,
-            new SqlDocumentTable(database.dataSource(), "weir", io),
-            PartitionSettings.DEFAULTS.withBodyCache(0));
+    ActorRef<Command> p = uncached(kit);
     Model model = new Model();
     TestProbe<RowRuleReply> rule = kit.createTestProbe();
     p.tell(new SetRowRule("orders", "owner", 1, rule.ref()));
@@ -1164,11 +1171,7 @@ class DocumentTableIT {
   @Test
   void aGapIsReplayedWithTheRulesOfTheTablesPosition() throws Exception {
     ActorTestKit kit = kit("document-table-lost-rule");
-    ActorRef<Command> p =
-        partition(
-            kit,
-            new SqlDocumentTable(database.dataSource(), "weir", io),
-            PartitionSettings.DEFAULTS.withBodyCache(0));
+    ActorRef<Command> p = uncached(kit);
     TestProbe<RowRuleReply> rule = kit.createTestProbe();
     p.tell(new SetRowRule("orders", "owner", 1, rule.ref()));
     rule.receiveMessage(WAIT);
@@ -1211,11 +1214,7 @@ class DocumentTableIT {
   @Test
   void aGapWiderThanAChunkIsReplayedWhole() throws Exception {
     ActorTestKit kit = kit("document-table-lost-many");
-    ActorRef<Command> p =
-        partition(
-            kit,
-            new SqlDocumentTable(database.dataSource(), "weir", io),
-            PartitionSettings.DEFAULTS.withBodyCache(0));
+    ActorRef<Command> p = uncached(kit);
     frame(kit, p, "w0", List.of(upsert("orders", "1", "{\"n\":0}")), 0);
     caughtUp(kit, p);
     String position = position();
@@ -1269,11 +1268,7 @@ class DocumentTableIT {
    * they were after the first.
    */
   private ActorRef<Command> withLostSecondApply(ActorTestKit kit) throws SQLException {
-    ActorRef<Command> p =
-        partition(
-            kit,
-            new SqlDocumentTable(database.dataSource(), "weir", io),
-            PartitionSettings.DEFAULTS.withBodyCache(0));
+    ActorRef<Command> p = uncached(kit);
     frame(kit, p, "v1", List.of(upsert("orders", "1", "{\"v\":1}")), 0);
     long first = caughtUp(kit, p).journalEvents();
     frame(kit, p, "v2", List.of(upsert("orders", "1", "{\"v\":2}")), 0);

@@ -182,6 +182,24 @@ final class ClusterBenchOptions {
   int batchWarmupSeconds = 10;
 
   @Option(
+      names = "--batch-kinds",
+      paramLabel = "LIST",
+      split = ",",
+      description =
+          "kinds of writes the batch phase measures, of batch, put and jdbc, comma-separated (default:"
+              + " batch,put,jdbc)")
+  List<String> batchKinds = List.of("batch", "put", "jdbc");
+
+  @Option(
+      names = "--http-client",
+      paramLabel = "plain|jdk",
+      description =
+          "the clients' HTTP implementation: plain (one keep-alive HTTP/1.1 connection per client, the"
+              + " protocol written and read directly, as wrk does: little client CPU beside the node) or jdk"
+              + " (java.net.http.HttpClient, about 100 µs of CPU per request) (default: ${DEFAULT-VALUE})")
+  String httpClient = "plain";
+
+  @Option(
       names = "--keep-database",
       description = "keep the databases weir_cbench and weir_cbench1 afterwards")
   boolean keepDatabase;
@@ -213,6 +231,15 @@ final class ClusterBenchOptions {
         throw new BenchArgs.UsageException(
             "--phases takes failover, throughput and batch, comma-separated");
       }
+    }
+    for (String k : o.batchKinds) {
+      if (!List.of("batch", "put", "jdbc").contains(k)) {
+        throw new BenchArgs.UsageException(
+            "--batch-kinds takes batch, put and jdbc, comma-separated");
+      }
+    }
+    if (!o.httpClient.equals("plain") && !o.httpClient.equals("jdk")) {
+      throw new BenchArgs.UsageException("--http-client takes plain or jdk");
     }
     for (String option : o.nodeOptions) {
       if (!option.startsWith("-")) {

@@ -5,8 +5,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.weir.protocol.partition.Partitioning;
 import java.io.IOException;
 import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -991,13 +989,6 @@ public final class ClusterBenchmark {
     int[] hostOf =
         c.placement()
             .orElseThrow(() -> new IllegalStateException("GET /admin/cluster did not answer"));
-    // A client of its own per round: no connection left idle since an earlier round (the server may
-    // have closed it).
-    HttpClient http =
-        HttpClient.newBuilder()
-            .version(HttpClient.Version.HTTP_1_1)
-            .connectTimeout(Duration.ofSeconds(5))
-            .build();
     Map<String, Long> failures = new ConcurrentHashMap<>();
     AtomicLong forwarded = new AtomicLong();
     CountDownLatch go = new CountDownLatch(1);
@@ -1012,33 +1003,30 @@ public final class ClusterBenchmark {
                 SplittableRandom random = new SplittableRandom(System.nanoTime() + client);
                 Histogram h = new Histogram(MAX_MICROS, 3);
                 String base = c.uri(node, "/v1/documents/" + COLLECTION + "/").toString();
-                go.await();
-                long deadline = System.nanoTime() + nanos;
-                long n = 0;
-                while (System.nanoTime() < deadline) {
-                  String id = tag + "-" + client + "-" + (n++);
-                  if (hostOf[Partitioning.partitionOf(COLLECTION, id, hostOf.length)] != node) {
-                    forwarded.incrementAndGet();
-                  }
-                  HttpRequest put =
-                      HttpRequest.newBuilder(URI.create(base + id))
-                          .timeout(Duration.ofSeconds(30))
-                          .header("Authorization", "Bearer " + token)
-                          .header("Content-Type", "application/json")
-                          .PUT(
-                              HttpRequest.BodyPublishers.ofString(
-                                  PartitionBenchmark.body(random, id, options.bodyBytes, padding)))
-                          .build();
-                  long t = System.nanoTime();
-                  try {
-                    HttpResponse<Void> r = http.send(put, HttpResponse.BodyHandlers.discarding());
-                    if (r.statusCode() == 200) {
-                      h.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
-                    } else {
-                      failures.merge("HTTP " + r.statusCode(), 1L, Long::sum);
+                // A client of its own per round: no connection left idle since an earlier round
+                // (the server may have closed it).
+                try (BenchHttp http = BenchHttp.of(options.httpClient, token)) {
+                  go.await();
+                  long deadline = System.nanoTime() + nanos;
+                  long n = 0;
+                  while (System.nanoTime() < deadline) {
+                    String id = tag + "-" + client + "-" + (n++);
+                    if (hostOf[Partitioning.partitionOf(COLLECTION, id, hostOf.length)] != node) {
+                      forwarded.incrementAndGet();
                     }
-                  } catch (IOException e) {
-                    failures.merge(e.getClass().getSimpleName(), 1L, Long::sum);
+                    URI uri = URI.create(base + id);
+                    String body = PartitionBenchmark.body(random, id, options.bodyBytes, padding);
+                    long t = System.nanoTime();
+                    try {
+                      BenchHttp.Answer r = http.send("PUT", uri, body, Duration.ofSeconds(30));
+                      if (r.status() == 200) {
+                        h.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
+                      } else {
+                        failures.merge("HTTP " + r.status(), 1L, Long::sum);
+                      }
+                    } catch (IOException e) {
+                      failures.merge(e.getClass().getSimpleName(), 1L, Long::sum);
+                    }
                   }
                 }
                 return h;
@@ -1132,13 +1120,19 @@ public final class ClusterBenchmark {
             });
     try {
       if (options.batchWarmupSeconds > 0) {
-        Round wb = batchRound(c1, pool, "wb", options.batchWarmupSeconds);
-        Round ws = writeRound(c1, null, pool, "ws", options.batchWarmupSeconds);
+        Round wb =
+            options.batchKinds.contains("batch")
+                ? batchRound(c1, pool, "wb", options.batchWarmupSeconds)
+                : null;
+        Round ws =
+            options.batchKinds.contains("put")
+                ? writeRound(c1, null, pool, "ws", options.batchWarmupSeconds)
+                : null;
         System.out.printf(
             Locale.ROOT,
             "   warm-up (not reported): batches %,.0f documents/s, single PUTs %,.0f writes/s%n",
-            wb.rate(),
-            ws.rate());
+            wb == null ? Double.NaN : wb.rate(),
+            ws == null ? Double.NaN : ws.rate());
       }
       System.out.printf(
           "%5s %7s %9s %6s %11s | %9s %9s %9s | %6s %5s %5s %5s %7s  %s%n",
@@ -1171,6 +1165,9 @@ public final class ClusterBenchmark {
               List.of("jdbc", "batch", "put"));
       for (int r = 1; r <= options.rounds; r++) {
         for (String kind : orders.get((r - 1) % orders.size())) {
+          if (!options.batchKinds.contains(kind)) {
+            continue;
+          }
           boolean batch = kind.equals("batch");
           Round round =
               switch (kind) {
@@ -1205,7 +1202,7 @@ public final class ClusterBenchmark {
               + " the PostgreSQL backends of its database, this JVM (the clients), the whole machine;"
               + "\nµs/doc = node CPU per applied document");
       double[] rates = batched.stream().mapToDouble(Round::rate).toArray();
-      double[] ratios = new double[batched.size()];
+      double[] ratios = new double[Math.min(batched.size(), single.size())];
       for (int i = 0; i < ratios.length; i++) {
         ratios[i] = batched.get(i).rate() / single.get(i).rate();
       }
@@ -1220,7 +1217,7 @@ public final class ClusterBenchmark {
           max(ratios));
       double[] putRates = single.stream().mapToDouble(Round::rate).toArray();
       double[] jdbcRates = jdbc.stream().mapToDouble(Round::rate).toArray();
-      double[] putToJdbc = new double[single.size()];
+      double[] putToJdbc = new double[Math.min(single.size(), jdbc.size())];
       for (int i = 0; i < putToJdbc.length; i++) {
         putToJdbc[i] = single.get(i).rate() / jdbc.get(i).rate();
       }
@@ -1302,11 +1299,6 @@ public final class ClusterBenchmark {
    */
   private Round batchRound(BenchCluster c, ExecutorService pool, String tag, int seconds)
       throws Exception {
-    HttpClient http =
-        HttpClient.newBuilder()
-            .version(HttpClient.Version.HTTP_1_1)
-            .connectTimeout(Duration.ofSeconds(5))
-            .build();
     Map<String, Long> failures = new ConcurrentHashMap<>();
     AtomicLong applied = new AtomicLong();
     CountDownLatch go = new CountDownLatch(1);
@@ -1320,52 +1312,47 @@ public final class ClusterBenchmark {
                 SplittableRandom random = new SplittableRandom(System.nanoTime() + client);
                 Histogram h = new Histogram(MAX_MICROS, 3);
                 URI uri = c.uri(0, "/v1/documents/batch");
-                go.await();
-                long deadline = System.nanoTime() + nanos;
-                long n = 0;
-                while (System.nanoTime() < deadline) {
-                  StringBuilder body = new StringBuilder("{\"items\":[");
-                  for (int i = 0; i < options.batchItems; i++) {
-                    String id = tag + "-" + client + "-" + (n++);
-                    body.append(i == 0 ? "" : ",")
-                        .append("{\"op\":\"put\",\"collection\":\"")
-                        .append(COLLECTION)
-                        .append("\",\"id\":\"")
-                        .append(id)
-                        .append("\",\"body\":")
-                        .append(PartitionBenchmark.body(random, id, options.bodyBytes, padding))
-                        .append('}');
-                  }
-                  body.append("]}");
-                  HttpRequest post =
-                      HttpRequest.newBuilder(uri)
-                          .timeout(Duration.ofSeconds(60))
-                          .header("Authorization", "Bearer " + token)
-                          .header("Content-Type", "application/json")
-                          .POST(HttpRequest.BodyPublishers.ofString(body.toString()))
-                          .build();
-                  long t = System.nanoTime();
-                  try {
-                    HttpResponse<String> r = http.send(post, HttpResponse.BodyHandlers.ofString());
-                    if (r.statusCode() != 200) {
-                      failures.merge(
-                          "HTTP " + r.statusCode(), (long) options.batchItems, Long::sum);
-                      continue;
+                try (BenchHttp http = BenchHttp.of(options.httpClient, token)) {
+                  go.await();
+                  long deadline = System.nanoTime() + nanos;
+                  long n = 0;
+                  while (System.nanoTime() < deadline) {
+                    StringBuilder body = new StringBuilder("{\"items\":[");
+                    for (int i = 0; i < options.batchItems; i++) {
+                      String id = tag + "-" + client + "-" + (n++);
+                      body.append(i == 0 ? "" : ",")
+                          .append("{\"op\":\"put\",\"collection\":\"")
+                          .append(COLLECTION)
+                          .append("\",\"id\":\"")
+                          .append(id)
+                          .append("\",\"body\":")
+                          .append(PartitionBenchmark.body(random, id, options.bodyBytes, padding))
+                          .append('}');
                     }
-                    h.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
-                    JsonNode reply = JSON.readTree(r.body());
-                    applied.addAndGet(reply.path("applied").asLong());
-                    for (JsonNode item : reply.path("results")) {
-                      if (!item.path("status").asText().equals("applied")) {
-                        failures.merge(
-                            item.path("status").asText() + "/" + item.path("error").asText(),
-                            1L,
-                            Long::sum);
+                    body.append("]}");
+                    long t = System.nanoTime();
+                    try {
+                      BenchHttp.Answer r =
+                          http.send("POST", uri, body.toString(), Duration.ofSeconds(60));
+                      if (r.status() != 200) {
+                        failures.merge("HTTP " + r.status(), (long) options.batchItems, Long::sum);
+                        continue;
                       }
+                      h.recordValue(Math.min((System.nanoTime() - t) / 1000, MAX_MICROS));
+                      JsonNode reply = JSON.readTree(r.body());
+                      applied.addAndGet(reply.path("applied").asLong());
+                      for (JsonNode item : reply.path("results")) {
+                        if (!item.path("status").asText().equals("applied")) {
+                          failures.merge(
+                              item.path("status").asText() + "/" + item.path("error").asText(),
+                              1L,
+                              Long::sum);
+                        }
+                      }
+                    } catch (IOException e) {
+                      failures.merge(
+                          e.getClass().getSimpleName(), (long) options.batchItems, Long::sum);
                     }
-                  } catch (IOException e) {
-                    failures.merge(
-                        e.getClass().getSimpleName(), (long) options.batchItems, Long::sum);
                   }
                 }
                 return h;

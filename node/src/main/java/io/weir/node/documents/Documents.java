@@ -34,10 +34,12 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.Function;
 import java.util.regex.Pattern;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityRef;
 
 /**
  * Document operations of the HTTP API, asked of the partitions: a document {@code (collection, id)}
@@ -67,6 +69,9 @@ public final class Documents {
 
   private final Duration timeout;
 
+  /** Partition n's reference once asked (an EntityRef is immutable; asked on every request). */
+  private final AtomicReferenceArray<EntityRef<PartitionProtocol.Command>> refs;
+
   /**
    * @param pipelines the configured pipelines: collections their partition sinks name explicitly
    *     may not be written through the API
@@ -90,6 +95,7 @@ public final class Documents {
     }
     this.routedByOtherColumns = Set.copyOf(scattered);
     this.timeout = timeout;
+    this.refs = new AtomicReferenceArray<>(partitions);
   }
 
   /**
@@ -98,8 +104,14 @@ public final class Documents {
    */
   public <T> CompletableFuture<T> ask(
       int n, Function<ActorRef<T>, PartitionProtocol.Command> make) {
-    return PartitionChannel.direct(
-        PartitionSharding.partition(system, n).ask(make::apply, timeout));
+    EntityRef<PartitionProtocol.Command> ref = n >= 0 && n < partitions ? refs.get(n) : null;
+    if (ref == null) {
+      ref = PartitionSharding.partition(system, n);
+      if (n >= 0 && n < partitions) {
+        refs.set(n, ref);
+      }
+    }
+    return PartitionChannel.direct(ref.ask(make::apply, timeout));
   }
 
   public int partitions() {

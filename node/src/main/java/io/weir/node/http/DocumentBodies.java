@@ -1,6 +1,9 @@
 package io.weir.node.http;
 
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -8,6 +11,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import java.io.IOException;
+import java.io.StringWriter;
 
 /** Document bodies as the API stores them: one JSON object, compact, numbers exact. */
 final class DocumentBodies {
@@ -29,13 +33,49 @@ final class DocumentBodies {
    * The body as compact JSON; it must be one JSON object in valid UTF-8 ({@link JsonRoutes#utf8}).
    * The exception's message names what was wrong, never the content (Jackson's messages quote it,
    * so they are not passed on).
+   *
+   * <p>Copied token by token from the parser to the generator, numbers exact ({@link
+   * JsonGenerator#copyCurrentEventExact}): the same text as reading the body into a tree and
+   * writing that, without building the tree (every document write comes through here). Anything
+   * else than a well-formed object goes the tree's way, which gives the refusal.
    */
   static String canonicalObject(byte[] body) throws MalformedDocument {
-    JsonNode node;
+    String text;
     try {
-      node = DOCUMENT_JSON.readTree(JsonRoutes.utf8(body));
+      text = JsonRoutes.utf8(body);
     } catch (JsonRoutes.MalformedBody e) {
       throw new MalformedDocument(e.getMessage());
+    }
+    StringWriter out = new StringWriter(text.length());
+    try (JsonParser p = DOCUMENT_JSON.createParser(text);
+        JsonGenerator g = DOCUMENT_JSON.createGenerator(out)) {
+      if (p.nextToken() == JsonToken.START_OBJECT) {
+        int depth = 0;
+        do {
+          JsonToken t = p.currentToken();
+          if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) {
+            depth++;
+          } else if (t == JsonToken.END_OBJECT || t == JsonToken.END_ARRAY) {
+            depth--;
+          }
+          g.copyCurrentEventExact(p);
+        } while (depth > 0 && p.nextToken() != null);
+        if (depth == 0 && p.nextToken() == null) {
+          g.flush();
+          return out.toString();
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      // not JSON, or more than one value: the tree's way says which
+    }
+    return canonicalTree(text);
+  }
+
+  /** {@link #canonicalObject} by way of a tree: the refusals, and the reference it is tested on. */
+  static String canonicalTree(String text) throws MalformedDocument {
+    JsonNode node;
+    try {
+      node = DOCUMENT_JSON.readTree(text);
     } catch (IOException | RuntimeException e) {
       throw new MalformedDocument("the body is not valid JSON");
     }

@@ -97,9 +97,15 @@ final class DocumentRoutes extends JsonRoutes {
     this.feedRoutes = feedRoutes;
   }
 
+  /**
+   * The routes under {@code /v1} for {@code principal}. Built for every request (the principal is
+   * the request's), so the batch, feed and query trees are built only for a path under their first
+   * segments: a document request does not build them.
+   */
   Route routes(Principal principal) {
     return concat(
-        batchRoutes.routes(principal),
+        pathPrefixTest(
+            PathMatchers.segment("documents").slash("batch"), () -> batchRoutes.routes(principal)),
         path(
             PathMatchers.segment("documents")
                 .slash(PathMatchers.segment())
@@ -127,7 +133,11 @@ final class DocumentRoutes extends JsonRoutes {
                                 collection,
                                 (p, expected, key) ->
                                     deleteDocument(p, collection, id, expected, key))))),
-        feedRoutes == null ? reject() : feedRoutes.routes(principal));
+        feedRoutes == null
+            ? reject()
+            : concat(
+                pathPrefixTest("changes", () -> feedRoutes.routes(principal)),
+                pathPrefixTest("query", () -> feedRoutes.routes(principal))));
   }
 
   /** A document write, given the principal and the request's If-Match and Idempotency-Key. */

@@ -160,6 +160,8 @@ public final class HttpApi extends JsonRoutes {
     // Built once: both are the same for every request (the not-found answer's JSON included).
     ExceptionHandler exceptions = exceptionHandler();
     RejectionHandler rejections = rejectionHandler();
+    // The route tree too: nothing in it depends on the request until a directive extracts it.
+    Route served = served();
     Route all =
         extractRequest(
             request -> {
@@ -184,7 +186,7 @@ public final class HttpApi extends JsonRoutes {
                   () ->
                       handleExceptions(
                           exceptions,
-                          () -> handleRejections(rejections, () -> strictlyEncoded(this::served))));
+                          () -> handleRejections(rejections, () -> strictlyEncoded(() -> served))));
             });
     return httpMetrics == null ? all : httpMetrics.measured(() -> all);
   }
@@ -239,6 +241,9 @@ public final class HttpApi extends JsonRoutes {
    * when both do.
    */
   static ErrorCode badEncoding(String raw) {
+    if (raw.indexOf('%') < 0 && printableAscii(raw)) {
+      return null; // most targets: every segment and the query are valid as they stand
+    }
     String target = raw;
     int hash = target.indexOf('#');
     if (hash >= 0) {
@@ -263,14 +268,7 @@ public final class HttpApi extends JsonRoutes {
   /** Whether {@code s} (ASCII with %XX escapes) decodes to valid UTF-8. */
   static boolean percentEncodedUtf8(String s) {
     if (s.indexOf('%') < 0) {
-      // No escapes (most paths): printable ASCII is valid UTF-8 as it stands.
-      for (int i = 0; i < s.length(); i++) {
-        char c = s.charAt(i);
-        if (c > 0x7E || c < 0x20) {
-          return false;
-        }
-      }
-      return true;
+      return printableAscii(s); // no escapes (most paths): valid UTF-8 as it stands
     }
     ByteArrayOutputStream bytes = new ByteArrayOutputStream(s.length());
     for (int i = 0; i < s.length(); i++) {
@@ -296,6 +294,16 @@ public final class HttpApi extends JsonRoutes {
     } catch (MalformedBody e) {
       return false;
     }
+  }
+
+  private static boolean printableAscii(String s) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c > 0x7E || c < 0x20) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** The routes themselves. */

@@ -147,6 +147,9 @@ abstract class JsonRoutes extends AllDirectives {
    * and decodes an overlong sequence as the character it spells).
    */
   static String utf8(byte[] bytes) throws MalformedBody {
+    if (ascii(bytes)) {
+      return new String(bytes, StandardCharsets.ISO_8859_1); // ASCII is valid UTF-8, BOM-free
+    }
     CharsetDecoder decoder =
         StandardCharsets.UTF_8
             .newDecoder()
@@ -159,6 +162,15 @@ abstract class JsonRoutes extends AllDirectives {
       throw new MalformedBody("the body is not valid UTF-8");
     }
     return text.startsWith("\uFEFF") ? text.substring(1) : text;
+  }
+
+  private static boolean ascii(byte[] bytes) {
+    for (byte b : bytes) {
+      if (b < 0) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /**

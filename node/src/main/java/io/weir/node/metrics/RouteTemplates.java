@@ -95,25 +95,41 @@ public final class RouteTemplates {
    * {@code /admin/policies/x} is {@code /admin/policies/{collection}}, never a literal route).
    */
   public String label(String path) {
-    String trimmed = path.startsWith("/") ? path.substring(1) : path;
-    if (trimmed.endsWith("/") && trimmed.length() > 0) {
-      trimmed = trimmed.substring(0, trimmed.length() - 1); // routes accept one trailing slash
+    // Segment bounds in place (every request is labelled; no split, no substrings).
+    int from = path.startsWith("/") ? 1 : 0;
+    int to = path.length();
+    if (to > from && path.charAt(to - 1) == '/') {
+      to--; // routes accept one trailing slash
     }
-    String[] segments = trimmed.split("/", -1);
+    int count = 1;
+    for (int i = from; i < to; i++) {
+      if (path.charAt(i) == '/') {
+        count++;
+      }
+    }
+    int[] starts = new int[count + 1]; // segment k is [starts[k], starts[k + 1] - 1)
+    starts[0] = from;
+    for (int i = from, k = 1; i < to; i++) {
+      if (path.charAt(i) == '/') {
+        starts[k++] = i + 1;
+      }
+    }
+    starts[count] = to + 1;
     String best = null;
     int bestLiterals = -1;
     for (int i = 0; i < templates.size(); i++) {
       String[] t = templates.get(i);
-      if (t.length != segments.length) {
+      if (t.length != count) {
         continue;
       }
       int literals = 0;
       boolean match = true;
-      for (int s = 0; s < t.length && match; s++) {
-        if (t[s].startsWith("{")) {
-          match = !segments[s].isEmpty();
+      for (int k = 0; k < t.length && match; k++) {
+        int length = starts[k + 1] - 1 - starts[k];
+        if (t[k].startsWith("{")) {
+          match = length > 0;
         } else {
-          match = t[s].equals(segments[s]);
+          match = t[k].length() == length && path.regionMatches(starts[k], t[k], 0, length);
           literals++;
         }
       }
@@ -125,9 +141,13 @@ public final class RouteTemplates {
     if (best != null) {
       return best;
     }
-    return segments.length > 0 && ROOTS.contains(segments[0])
-        ? "/" + segments[0] + "/**"
-        : UNMATCHED;
+    int firstLength = starts[1] - 1 - starts[0];
+    for (String root : ROOTS) {
+      if (root.length() == firstLength && path.regionMatches(starts[0], root, 0, firstLength)) {
+        return "/" + root + "/**";
+      }
+    }
+    return UNMATCHED;
   }
 
   /**

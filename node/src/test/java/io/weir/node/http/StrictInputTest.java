@@ -93,5 +93,11 @@ class StrictInputTest {
     }
     assertThat(HttpApi.badEncoding("/admin/outbox/status?partition=%FF"))
         .isEqualTo(ErrorCode.BAD_REQUEST);
+    assertThat(HttpApi.badEncoding("/admin/outbox/status?partition=\u00011"))
+        .as("a control character in a query without escapes")
+        .isEqualTo(ErrorCode.BAD_REQUEST);
+    assertThat(HttpApi.badEncoding("/v1/documents/things/caf\u00e9"))
+        .as("a character beyond ASCII in a path without escapes")
+        .isEqualTo(ErrorCode.INVALID_NAME);
   }
 }

@@ -42,6 +42,10 @@ public final class DistributedMarks implements AcknowledgedMarks {
   private final ActorRef replicator;
   private final Supplier<String> scope;
   private final Duration timeout;
+
+  /** The ask's own timeout: twice the replicator's (computed once: every flush asks). */
+  private final Duration askTimeout;
+
   private final Group[] groups = new Group[GROUPS];
 
   /**
@@ -68,6 +72,7 @@ public final class DistributedMarks implements AcknowledgedMarks {
     this.replicator = DistributedData.get(Adapter.toClassic(system)).replicator();
     this.scope = scope;
     this.timeout = timeout;
+    this.askTimeout = timeout.multipliedBy(2);
     this.callbacks = system.executionContext();
     for (int i = 0; i < GROUPS; i++) {
       groups[i] = new Group();
@@ -95,9 +100,7 @@ public final class DistributedMarks implements AcknowledgedMarks {
       return CompletableFuture.failedFuture(e);
     }
     return Patterns.ask(
-            replicator,
-            new Replicator.Get<>(key, new Replicator.ReadMajority(timeout)),
-            timeout.multipliedBy(2))
+            replicator, new Replicator.Get<>(key, new Replicator.ReadMajority(timeout)), askTimeout)
         .thenApplyAsync(
             reply -> {
               if (reply instanceof Replicator.GetSuccess<?> ok) {
@@ -158,7 +161,7 @@ public final class DistributedMarks implements AcknowledgedMarks {
                   new Replicator.WriteMajority(timeout),
                   Optional.empty(),
                   (MarkMap m) -> m.raise(raises)),
-              timeout.multipliedBy(2));
+              askTimeout);
     } catch (IllegalStateException e) {
       update = CompletableFuture.failedFuture(e);
     }

@@ -17,6 +17,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -216,6 +217,45 @@ final class BenchCluster implements AutoCloseable {
       }
     }
     return out;
+  }
+
+  /** The running node processes' JIT and GC threads' CPU so far, by process id. */
+  Map<Long, CpuTimes.ThreadCpu> threadCpu() {
+    Map<Long, CpuTimes.ThreadCpu> out = new HashMap<>();
+    for (long pid : pids()) {
+      out.put(pid, CpuTimes.ThreadCpu.of(pid));
+    }
+    return out;
+  }
+
+  /**
+   * CPU seconds the node processes' JIT compiler threads used since {@code earlier} ({@link
+   * #threadCpu}).
+   */
+  double jitSecondsSince(Map<Long, CpuTimes.ThreadCpu> earlier) {
+    double jit = 0;
+    for (Map.Entry<Long, CpuTimes.ThreadCpu> e : threadCpu().entrySet()) {
+      CpuTimes.ThreadCpu before = earlier.get(e.getKey());
+      if (before != null) {
+        jit += e.getValue().jitSince(before);
+      }
+    }
+    return jit;
+  }
+
+  /**
+   * CPU seconds the node processes' garbage collector and VM threads used since {@code earlier}
+   * ({@link #threadCpu}).
+   */
+  double gcSecondsSince(Map<Long, CpuTimes.ThreadCpu> earlier) {
+    double gc = 0;
+    for (Map.Entry<Long, CpuTimes.ThreadCpu> e : threadCpu().entrySet()) {
+      CpuTimes.ThreadCpu before = earlier.get(e.getKey());
+      if (before != null) {
+        gc += e.getValue().gcSince(before);
+      }
+    }
+    return gc;
   }
 
   /** CPU seconds the running node processes used so far (user + system). */

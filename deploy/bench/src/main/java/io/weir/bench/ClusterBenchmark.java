@@ -738,6 +738,8 @@ public final class ClusterBenchmark {
       Histogram latency,
       long forwarded,
       double nodeCpu,
+      double nodeJit,
+      double nodeGc,
       double pgCpu,
       double clientCpu,
       double idleCpu,
@@ -1051,6 +1053,7 @@ public final class ClusterBenchmark {
       Map<String, Long> failures)
       throws Exception {
     double nodeCpu = c.cpuSeconds();
+    Map<Long, CpuTimes.ThreadCpu> nodeThreads = c.threadCpu();
     double pgCpu = c.database().backendCpuSeconds();
     double clientCpu = CpuTimes.now().self();
     double idleCpu = idle == null ? 0 : idle.cpuSeconds();
@@ -1069,6 +1072,8 @@ public final class ClusterBenchmark {
         latency,
         forwarded.getAsLong(),
         c.cpuSeconds() - nodeCpu,
+        c.jitSecondsSince(nodeThreads),
+        c.gcSecondsSince(nodeThreads),
         c.database().backendCpuSeconds() - pgCpu,
         CpuTimes.now().self() - clientCpu,
         idle == null ? 0 : idle.cpuSeconds() - idleCpu,
@@ -1135,7 +1140,7 @@ public final class ClusterBenchmark {
             ws == null ? Double.NaN : ws.rate());
       }
       System.out.printf(
-          "%5s %7s %9s %6s %11s | %9s %9s %9s | %6s %5s %5s %5s %7s  %s%n",
+          "%5s %7s %9s %6s %11s | %9s %9s %9s | %6s %5s %5s %5s %5s %5s %7s %7s  %s%n",
           "round",
           "kind",
           "docs",
@@ -1145,10 +1150,13 @@ public final class ClusterBenchmark {
           "p99 ms",
           "max ms",
           "node",
+          "JIT",
+          "GC",
           "PG",
           "cli",
           "all",
           "µs/doc",
+          "w/o JIT",
           "not applied");
       try (Connection con = one.connect();
           Statement st = con.createStatement()) {
@@ -1179,7 +1187,9 @@ public final class ClusterBenchmark {
           double sec = round.seconds();
           System.out.printf(
               Locale.ROOT,
-              "%5d %7s %,9d %6.1f %,11.0f | %9.2f %9.2f %9.1f | %6.2f %5.2f %5.2f %5.2f %7.0f  %s%n",
+              "%5d %7s %,9d %6.1f %,11.0f | %9.2f %9.2f %9.1f | %6.2f %5.2f %5.2f %5.2f %5.2f %5.2f %7.0f"
+                  + " %7.0f"
+                  + "  %s%n",
               r,
               kind,
               round.writes(),
@@ -1189,10 +1199,13 @@ public final class ClusterBenchmark {
               ms(round.latency(), 99),
               round.latency().getMaxValue() / 1000.0,
               round.nodeCpu() / sec,
+              round.nodeJit() / sec,
+              round.nodeGc() / sec,
               round.pgCpu() / sec,
               round.clientCpu() / sec,
               round.machineCpu() / sec,
               round.nodeCpu() * 1e6 / Math.max(1, round.writes()),
+              (round.nodeCpu() - round.nodeJit()) * 1e6 / Math.max(1, round.writes()),
               round.failures().isEmpty() ? "0" : round.failures().toString());
         }
       }
@@ -1200,7 +1213,9 @@ public final class ClusterBenchmark {
           "docs = documents applied (a batch's items with status applied; a PUT answered 200); latency = per"
               + " request (a whole batch, or one PUT);\nnode / PG / cli / all = cores busy: the node process,"
               + " the PostgreSQL backends of its database, this JVM (the clients), the whole machine;"
-              + "\nµs/doc = node CPU per applied document");
+              + "\nJIT, GC = of the node's cores, its JIT compiler threads' (warm-up still compiling) and its"
+              + " garbage collector's and VM thread's;"
+              + "\nµs/doc = node CPU per applied document; w/o JIT = the same without the JIT's share");
       double[] rates = batched.stream().mapToDouble(Round::rate).toArray();
       double[] ratios = new double[Math.min(batched.size(), single.size())];
       for (int i = 0; i < ratios.length; i++) {

@@ -70,9 +70,18 @@ record CpuTimes(double self, double children) {
    */
   record ThreadCpu(Map<Long, Double> jit, Map<Long, Double> gc) {
     static ThreadCpu now() {
+      return of("self");
+    }
+
+    /** The same for process {@code pid} (empty when it is gone). */
+    static ThreadCpu of(long pid) {
+      return of(Long.toString(pid));
+    }
+
+    private static ThreadCpu of(String process) {
       Map<Long, Double> jit = new HashMap<>();
       Map<Long, Double> gc = new HashMap<>();
-      try (Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
+      try (Stream<Path> tasks = Files.list(Path.of("/proc", process, "task"))) {
         for (Path task : (Iterable<Path>) tasks::iterator) {
           try {
             String stat = Files.readString(task.resolve("stat"), StandardCharsets.US_ASCII);

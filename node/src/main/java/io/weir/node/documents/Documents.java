@@ -133,7 +133,16 @@ public final class Documents {
   /** 1 to {@value #MAX_ID_LENGTH} code points, none of them a control character. */
   public static boolean validId(String id) {
     int n = id.codePointCount(0, id.length());
-    return n >= 1 && n <= MAX_ID_LENGTH && id.codePoints().noneMatch(Character::isISOControl);
+    if (n < 1 || n > MAX_ID_LENGTH) {
+      return false;
+    }
+    for (int i = 0; i < id.length(); i++) {
+      // A control character is a single UTF-16 unit; surrogates are never one.
+      if (Character.isISOControl(id.charAt(i))) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** 1 to {@value #MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters. */

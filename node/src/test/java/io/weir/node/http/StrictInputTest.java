@@ -72,6 +72,23 @@ class StrictInputTest {
   }
 
   @Test
+  void textIsDecodedOnlyWhenItIsValidUtf8() throws Exception {
+    assertThat(JsonRoutes.utf8(bytes('{', '}'))).isEqualTo("{}");
+    assertThat(JsonRoutes.utf8(bytes('"', 0xEF, 0xBF, 0xBD, '"')))
+        .as("a replacement character sent as such is text like any other")
+        .isEqualTo("\"\uFFFD\"");
+    assertThat(JsonRoutes.utf8(bytes(0xEF, 0xBB, 0xBF, '1')))
+        .as("the BOM is dropped")
+        .isEqualTo("1");
+    for (byte[] bad :
+        new byte[][] {
+          bytes('"', 0xFF, '"'), bytes('a', 0xC3), bytes(0xC3, 'a', 'b'), bytes(0xED, 0xA0, 0x80)
+        }) {
+      assertThatThrownBy(() -> JsonRoutes.utf8(bad)).isInstanceOf(JsonRoutes.MalformedBody.class);
+    }
+  }
+
+  @Test
   void requestTargetsMustPercentDecodeToValidUtf8() {
     assertThat(HttpApi.badEncoding("/v1/documents/things/caf%C3%A9")).isNull();
     assertThat(HttpApi.badEncoding("/v1/documents/things/a%2Fb?x=%E2%82%AC&y=1")).isNull();

@@ -233,14 +233,7 @@ final class BenchCluster implements AutoCloseable {
    * #threadCpu}).
    */
   double jitSecondsSince(Map<Long, CpuTimes.ThreadCpu> earlier) {
-    double jit = 0;
-    for (Map.Entry<Long, CpuTimes.ThreadCpu> e : threadCpu().entrySet()) {
-      CpuTimes.ThreadCpu before = earlier.get(e.getKey());
-      if (before != null) {
-        jit += e.getValue().jitSince(before);
-      }
-    }
-    return jit;
+    return since(earlier, CpuTimes.ThreadCpu::jitSince);
   }
 
   /**
@@ -248,14 +241,20 @@ final class BenchCluster implements AutoCloseable {
    * ({@link #threadCpu}).
    */
   double gcSecondsSince(Map<Long, CpuTimes.ThreadCpu> earlier) {
-    double gc = 0;
+    return since(earlier, CpuTimes.ThreadCpu::gcSince);
+  }
+
+  private double since(
+      Map<Long, CpuTimes.ThreadCpu> earlier,
+      java.util.function.ToDoubleBiFunction<CpuTimes.ThreadCpu, CpuTimes.ThreadCpu> part) {
+    double sum = 0;
     for (Map.Entry<Long, CpuTimes.ThreadCpu> e : threadCpu().entrySet()) {
       CpuTimes.ThreadCpu before = earlier.get(e.getKey());
       if (before != null) {
-        gc += e.getValue().gcSince(before);
+        sum += part.applyAsDouble(e.getValue(), before);
       }
     }
-    return gc;
+    return sum;
   }
 
   /** CPU seconds the running node processes used so far (user + system). */

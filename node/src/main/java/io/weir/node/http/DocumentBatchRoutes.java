@@ -1,8 +1,13 @@
 package io.weir.node.http;
 
+import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.ObjectReader;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.node.auth.Access;
 import io.weir.node.auth.Authenticator;
@@ -24,11 +29,14 @@ import io.weir.sharding.partition.PartitionProtocol.KeyReused;
 import io.weir.sharding.partition.PartitionProtocol.Mutation;
 import io.weir.sharding.partition.PartitionProtocol.Upsert;
 import io.weir.sharding.partition.ReadProtocol.DocumentReply;
+import java.io.EOFException;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -202,10 +210,74 @@ final class DocumentBatchRoutes extends JsonRoutes {
         });
   }
 
+  /**
+   * The request as {@link #readJson} reads it, but each item's {@code body} object is copied to its
+   * compact form as it is read ({@link DocumentBodies#copyObject}) instead of becoming a tree: in
+   * {@code root} it is an empty object, its text in {@code bodies} under the item's node. The
+   * bodies are most of a batch's bytes; this reads each once and builds no tree of it.
+   */
+  record ReadBatch(JsonNode root, IdentityHashMap<JsonNode, String> bodies) {}
+
+  /** {@link #STRICT} for one value inside the request (the request goes on after it). */
+  private static final ObjectReader SUBTREE =
+      STRICT.reader().without(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+
+  static ReadBatch readBatch(byte[] bytes) throws MalformedBody {
+    String text = utf8(bytes);
+    IdentityHashMap<JsonNode, String> bodies = new IdentityHashMap<>();
+    try (JsonParser p = STRICT.createParser(text)) {
+      if (p.nextToken() == JsonToken.START_OBJECT) {
+        ObjectNode root = STRICT.getNodeFactory().objectNode();
+        while (next(p) == JsonToken.FIELD_NAME) {
+          String name = p.currentName();
+          if (next(p) == JsonToken.START_ARRAY && name.equals("items")) {
+            ArrayNode items = root.putArray(name);
+            while (next(p) != JsonToken.END_ARRAY) {
+              if (p.currentToken() != JsonToken.START_OBJECT) {
+                items.add((JsonNode) SUBTREE.readTree(p));
+                continue;
+              }
+              ObjectNode item = items.addObject();
+              while (next(p) == JsonToken.FIELD_NAME) {
+                String field = p.currentName();
+                if (next(p) == JsonToken.START_OBJECT && field.equals("body")) {
+                  item.putObject(field);
+                  bodies.put(item, DocumentBodies.copyObject(p, 256));
+                } else {
+                  item.set(field, SUBTREE.readTree(p));
+                }
+              }
+            }
+          } else {
+            root.set(name, SUBTREE.readTree(p));
+          }
+        }
+        if (p.currentToken() == JsonToken.END_OBJECT && p.nextToken() == null) {
+          return new ReadBatch(root, bodies);
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      // not JSON, not an object, more than one value: the tree's way says which
+    }
+    return new ReadBatch(readJson(bytes), new IdentityHashMap<>());
+  }
+
+  /** The next token; the end of the input inside the request is an error. */
+  private static JsonToken next(JsonParser p) throws IOException {
+    JsonToken t = p.nextToken();
+    if (t == null) {
+      throw new EOFException("the input ends inside the request");
+    }
+    return t;
+  }
+
   private List<BatchItem> parse(byte[] bytes) throws Refused {
     JsonNode root;
+    IdentityHashMap<JsonNode, String> bodies;
     try {
-      root = readJson(bytes);
+      ReadBatch read = readBatch(bytes);
+      root = read.root();
+      bodies = read.bodies();
     } catch (MalformedBody e) {
       throw new Refused(error(ErrorCode.MALFORMED_JSON, e.getMessage()));
     }
@@ -229,7 +301,7 @@ final class DocumentBatchRoutes extends JsonRoutes {
     List<BatchItem> items = new ArrayList<>(array.size());
     Map<String, Integer> seen = new HashMap<>();
     for (int i = 0; i < array.size(); i++) {
-      BatchItem item = item(i, array.get(i));
+      BatchItem item = item(i, array.get(i), bodies);
       Integer first =
           seen.putIfAbsent(Partitioning.canonicalKey(List.of(item.collection(), item.id())), i);
       if (first != null) {
@@ -247,7 +319,12 @@ final class DocumentBatchRoutes extends JsonRoutes {
     return items;
   }
 
-  private BatchItem item(int i, JsonNode n) throws Refused {
+  /**
+   * Item {@code i}, node {@code n}; {@code bodies}: bodies copied while reading ({@link
+   * #readBatch}).
+   */
+  private BatchItem item(int i, JsonNode n, IdentityHashMap<JsonNode, String> bodies)
+      throws Refused {
     String at = "item " + i;
     if (!n.isObject()) {
       throw new Refused(error(ErrorCode.BAD_REQUEST, at + " must be a JSON object"));
@@ -298,7 +375,8 @@ final class DocumentBatchRoutes extends JsonRoutes {
         throw new Refused(error(ErrorCode.BAD_REQUEST, at + ": body must be a JSON object"));
       }
       try {
-        canonical = DocumentBodies.canonical(body);
+        String copied = bodies.get(n);
+        canonical = copied != null ? copied : DocumentBodies.canonical(body);
       } catch (DocumentBodies.MalformedDocument e) {
         throw new Refused(error(ErrorCode.MALFORMED_JSON, at + ": " + e.getMessage()));
       }

@@ -10,6 +10,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.StringWriter;
 
@@ -46,29 +47,43 @@ final class DocumentBodies {
     } catch (JsonRoutes.MalformedBody e) {
       throw new MalformedDocument(e.getMessage());
     }
-    StringWriter out = new StringWriter(text.length());
-    try (JsonParser p = DOCUMENT_JSON.createParser(text);
-        JsonGenerator g = DOCUMENT_JSON.createGenerator(out)) {
+    try (JsonParser p = DOCUMENT_JSON.createParser(text)) {
       if (p.nextToken() == JsonToken.START_OBJECT) {
-        int depth = 0;
-        do {
-          JsonToken t = p.currentToken();
-          if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) {
-            depth++;
-          } else if (t == JsonToken.END_OBJECT || t == JsonToken.END_ARRAY) {
-            depth--;
-          }
-          g.copyCurrentEventExact(p);
-        } while (depth > 0 && p.nextToken() != null);
-        if (depth == 0 && p.nextToken() == null) {
-          g.flush();
-          return out.toString();
+        String copied = copyObject(p, text.length());
+        if (p.nextToken() == null) {
+          return copied;
         }
       }
     } catch (IOException | RuntimeException e) {
       // not JSON, or more than one value: the tree's way says which
     }
     return canonicalTree(text);
+  }
+
+  /**
+   * The object whose {@code START_OBJECT} is {@code p}'s current token, copied token by token to
+   * its compact form ({@link #canonicalObject}'s); {@code p} is left on its {@code END_OBJECT}.
+   * {@code sizeHint}: about how many characters it has. Throws what the parser throws (not JSON, a
+   * duplicate field) and when the input ends inside the object.
+   */
+  static String copyObject(JsonParser p, int sizeHint) throws IOException {
+    StringWriter out = new StringWriter(sizeHint);
+    try (JsonGenerator g = DOCUMENT_JSON.createGenerator(out)) {
+      int depth = 0;
+      do {
+        JsonToken t = p.currentToken();
+        if (t == null) {
+          throw new EOFException("the input ends inside an object");
+        }
+        if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) {
+          depth++;
+        } else if (t == JsonToken.END_OBJECT || t == JsonToken.END_ARRAY) {
+          depth--;
+        }
+        g.copyCurrentEventExact(p);
+      } while (depth > 0 && p.nextToken() != JsonToken.NOT_AVAILABLE);
+    }
+    return out.toString();
   }
 
   /** {@link #canonicalObject} by way of a tree: the refusals, and the reference it is tested on. */

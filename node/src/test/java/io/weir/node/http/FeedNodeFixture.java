@@ -14,6 +14,7 @@ import io.weir.node.feed.Feeds;
 import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.StorageStatus;
 import io.weir.persistence.testing.TestPostgres;
+import io.weir.sharding.partition.JournalEntries;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
@@ -94,10 +95,26 @@ abstract class FeedNodeFixture {
     return new Feeds.Limits(100, 1000, 4L << 20, 16L << 20, 1L << 20, 50, 64, Duration.ofHours(24));
   }
 
-  /** The reader of the partitions' outboxes: the JDBC journal's. */
+  /**
+   * The reader of the partitions' outboxes, as a node has it: the journal read by SQL (ADR 0058) on
+   * threads of its own.
+   */
   OutboxReader outboxReader(org.apache.pekko.actor.typed.ActorSystem<?> system) {
-    return OutboxReader.jdbc(system);
+    return new OutboxReader(
+        system,
+        JournalEntries.sql(system, database.dataSource(), "weir", outboxReads),
+        OutboxReader.DEFAULT_CACHE_BYTES);
   }
+
+  /** The outbox reads' threads (they wait for connections). */
+  private final java.util.concurrent.ExecutorService outboxReads =
+      java.util.concurrent.Executors.newFixedThreadPool(
+          4,
+          r -> {
+            Thread t = new Thread(r, "fixture-outbox-reads");
+            t.setDaemon(true);
+            return t;
+          });
 
   /**
    * Pushed live queries' settings, or null for none. With settings, the partitions report grown
@@ -237,6 +254,7 @@ abstract class FeedNodeFixture {
     if (kit != null) {
       kit.shutdownTestKit();
     }
+    outboxReads.shutdownNow();
     if (database != null) {
       database.close();
     }

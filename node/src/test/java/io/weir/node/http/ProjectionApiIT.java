@@ -15,7 +15,6 @@ import io.weir.node.projection.Projections;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.protocol.token.BatchToken;
 import io.weir.protocol.token.TokenSigner;
-import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.PartitionSettings;
 import java.net.http.HttpResponse;
 import java.time.Clock;
@@ -87,7 +86,7 @@ class ProjectionApiIT extends FeedNodeFixture {
   Projections projections(Documents documents, io.weir.node.tokens.TokenKeys keys, Clock clock) {
     return new Projections(
         documents,
-        OutboxReader.jdbc(kit.system()),
+        outboxReader(kit.system()),
         keys,
         READS,
         LIMITS.maxEffects(),

@@ -216,7 +216,13 @@ final class DocumentBatchRoutes extends JsonRoutes {
    * {@code root} it is an empty object, its text in {@code bodies} under the item's node. The
    * bodies are most of a batch's bytes; this reads each once and builds no tree of it.
    */
-  record ReadBatch(JsonNode root, IdentityHashMap<JsonNode, String> bodies) {}
+  record ReadBatch(JsonNode root, IdentityHashMap<JsonNode, String> bodies) {
+    /** Value-free: the request's content is the caller's. */
+    @Override
+    public String toString() {
+      return "ReadBatch[bodies=" + bodies.size() + "]";
+    }
+  }
 
   /** {@link #STRICT} for one value inside the request (the request goes on after it). */
   private static final ObjectReader SUBTREE =

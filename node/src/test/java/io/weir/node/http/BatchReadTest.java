@@ -41,6 +41,7 @@ class BatchReadTest {
       }
       DocumentBatchRoutes.ReadBatch batch = DocumentBatchRoutes.readBatch(bytes);
       read++;
+      assertThat(batch.toString()).as("value-free").doesNotContain("\"").doesNotContain("f0");
       if (whole == null) {
         assertThat(batch.root()).as(text).isNull();
         continue;

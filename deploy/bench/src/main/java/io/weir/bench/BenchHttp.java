@@ -20,7 +20,7 @@ import java.util.Locale;
  * The benchmark's HTTP clients: one instance per client thread, each request waits for its answer.
  * {@code plain} keeps one HTTP/1.1 connection open per client and writes and reads the protocol
  * itself, as load generators such as wrk do, so that the clients (which share the machine with the
- * node and PostgreSQL) cost little CPU; {@code jdk} is {@link HttpClient}, which costs about 100 µs
+ * node and PostgreSQL) cost little CPU; {@code jdk} is {@link HttpClient}, which costs about 150 µs
  * of CPU per request on this machine's cores (docs/benchmarks.md). Both send the same requests.
  */
 interface BenchHttp extends AutoCloseable {

@@ -196,7 +196,7 @@ final class ClusterBenchOptions {
       description =
           "the clients' HTTP implementation: plain (one keep-alive HTTP/1.1 connection per client, the"
               + " protocol written and read directly, as wrk does: little client CPU beside the node) or jdk"
-              + " (java.net.http.HttpClient, about 100 µs of CPU per request) (default: ${DEFAULT-VALUE})")
+              + " (java.net.http.HttpClient, about 150 µs of CPU per request here) (default: ${DEFAULT-VALUE})")
   String httpClient = "plain";
 
   @Option(

@@ -65,12 +65,12 @@ import org.HdrHistogram.Histogram;
  *       again on its ports and the run waits until 3 members are up and every partition and the
  *       pipeline run.
  *   <li><b>Document-API writes, 1 node against 3.</b> {@code --clients} HTTP clients ({@code
- *       java.net.http}, HTTP/1.1) each PUT distinct documents of {@code --body-bytes} to {@code
- *       /v1/documents/}{@value #COLLECTION}{@code /<id>}, waiting for each answer; client i sends
- *       to node i mod n. A 1-node cluster and the 3-node one (its pipeline stopped, its partitions
- *       spread evenly first) are measured side by side for {@code --rounds} rounds of {@code
- *       --seconds}, the order alternating: writes/s, latency (HdrHistogram), the share of writes a
- *       node had to forward to the partition's node, CPU.
+ *       --http-client}, HTTP/1.1 keep-alive) each PUT distinct documents of {@code --body-bytes} to
+ *       {@code /v1/documents/}{@value #COLLECTION}{@code /<id>}, waiting for each answer; client i
+ *       sends to node i mod n. A 1-node cluster and the 3-node one (its pipeline stopped, its
+ *       partitions spread evenly first) are measured side by side for {@code --rounds} rounds of
+ *       {@code --seconds}, the order alternating: writes/s, latency (HdrHistogram), the share of
+ *       writes a node had to forward to the partition's node, CPU.
  * </ol>
  *
  * Run it with {@code deploy/bin/bench-cluster.sh}. Prints its report to standard output, by design;
@@ -760,11 +760,12 @@ public final class ClusterBenchmark {
 
   private void throughput() throws Exception {
     System.out.printf(
-        "2. document-API writes: %d HTTP clients (java.net.http, HTTP/1.1), each PUTs a distinct %,d-byte JSON"
+        "2. document-API writes: %d HTTP clients (%s, HTTP/1.1 keep-alive), each PUTs a distinct %,d-byte JSON"
             + " document to%n   /v1/documents/%s/<id> as administrator and waits for the answer before the next; client i"
             + " writes through node i mod n;%n   1 node (cluster w1) and 3 nodes (w3) side by side, %d rounds of %d s, the"
             + " order alternating, after a warm-up of %d s each; acknowledged marks %s%n",
         options.clients,
+        options.httpClient.equals("jdk") ? "java.net.http" : "plain: the protocol written directly",
         options.bodyBytes,
         COLLECTION,
         options.rounds,

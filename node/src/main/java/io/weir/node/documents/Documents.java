@@ -104,14 +104,20 @@ public final class Documents {
    */
   public <T> CompletableFuture<T> ask(
       int n, Function<ActorRef<T>, PartitionProtocol.Command> make) {
-    EntityRef<PartitionProtocol.Command> ref = n >= 0 && n < partitions ? refs.get(n) : null;
+    return PartitionChannel.direct(ref(n).ask(make::apply, timeout));
+  }
+
+  /** Partition {@code n}'s reference, kept once made (a number outside the range is not kept). */
+  private EntityRef<PartitionProtocol.Command> ref(int n) {
+    if (n < 0 || n >= partitions) {
+      return PartitionSharding.partition(system, n);
+    }
+    EntityRef<PartitionProtocol.Command> ref = refs.get(n);
     if (ref == null) {
       ref = PartitionSharding.partition(system, n);
-      if (n >= 0 && n < partitions) {
-        refs.set(n, ref);
-      }
+      refs.set(n, ref);
     }
-    return PartitionChannel.direct(ref.ask(make::apply, timeout));
+    return ref;
   }
 
   public int partitions() {

@@ -377,11 +377,15 @@ class PostgresFailoverIT extends EndToEndTest {
       rf3(home, "kill-primary");
       rf3(home, "promote");
 
-      // Every partition recovers from the promoted copy and settles: serving or storage-behind.
+      // Every partition recovers from the promoted copy and settles: serving or storage-behind,
+      // its documents table caught up with the copy's journal (never ahead of it: the writers of
+      // the incarnations before the failover are refused, ADR 0060), so reads are answered.
       // A status request is a message: it makes each partition notice the new storage.
       Map<Integer, String> states = new java.util.TreeMap<>();
       for (com.fasterxml.jackson.databind.JsonNode p :
-          await("partitions settle after the failover: serving or storage-behind")
+          await(
+                  "partitions settle after the failover: serving or storage-behind, their tables"
+                      + " running")
               .atMost(Duration.ofSeconds(180))
               .pollInterval(Duration.ofMillis(250))
               .until(
@@ -390,7 +394,14 @@ class PostgresFailoverIT extends EndToEndTest {
                       list.size() == PARTITIONS
                           && states(list)
                               .allMatch(s -> s.equals("serving") || s.equals("storage-behind"))
-                          && states(list).anyMatch("storage-behind"::equals))) {
+                          && states(list).anyMatch("storage-behind"::equals)
+                          && list.stream()
+                              .allMatch(
+                                  p ->
+                                      p.path("documentsTable")
+                                          .path("state")
+                                          .asText()
+                                          .equals("running")))) {
         states.put(p.path("partition").asInt(), p.path("storage").path("state").asText());
         if (p.path("storage").path("state").asText().equals("storage-behind")) {
           // Where the lost tail was acknowledged, and where the journal was found without it.

@@ -31,12 +31,22 @@ public interface DocumentTable {
    *     later events take their row-visibility value from them
    * @param outboxNext the partition's next outbox sequence as of that event (0: unknown, a table
    *     written before it was kept)
+   * @param writerEpoch the epoch of the writer that last claimed the partition's rows ({@link
+   *     #claim}; 0: none yet)
    */
-  record Position(long appliedThrough, Map<String, String> ruleFields, long outboxNext) {
+  record Position(
+      long appliedThrough, Map<String, String> ruleFields, long outboxNext, long writerEpoch) {
     public Position {
       ruleFields = Map.copyOf(ruleFields);
     }
+
+    public Position(long appliedThrough, Map<String, String> ruleFields, long outboxNext) {
+      this(appliedThrough, ruleFields, outboxNext, 0);
+    }
   }
+
+  /** The writer epoch of an apply that claimed nothing (tests, tools): never refused as stale. */
+  long UNFENCED = -1;
 
   /** One journal event's document changes, and the receipts it keeps (ADR 0034). */
   record Applying(long sequence, List<DocumentChange> changes, List<Receipt.Keyed> receipts) {
@@ -68,6 +78,13 @@ public interface DocumentTable {
   CompletionStage<Position> position(int partition);
 
   /**
+   * Claims the partition's rows for a writer that starts (ADR 0060): raises the position's writer
+   * epoch and returns the position with the new epoch. From then on an apply that names an older
+   * epoch fails with {@link Fenced} and writes nothing.
+   */
+  CompletionStage<Position> claim(int partition);
+
+  /**
    * Applies consecutive events in one transaction that first locks the partition's position: events
    * at or before the position are skipped (another writer applied them), the rest are applied and
    * the position moves to the last one, with {@code ruleFieldsAfter} and {@code outboxNextAfter}.
@@ -75,9 +92,12 @@ public interface DocumentTable {
    * expectedThrough}. Receipts written before {@code receiptsBefore} (0: none) are deleted in the
    * same transaction.
    *
+   * @param writerEpoch the epoch the writer {@link #claim claimed}, or {@link #UNFENCED}
    * @return the partition's position afterwards
    * @throws TableGap (as the stage's failure) when the position is before the first event minus
    *     one: the events between must be applied first
+   * @throws Fenced (as the stage's failure) when a newer writer claimed the partition, or the
+   *     journal on this storage lacks the last event offered: nothing of this apply is written
    */
   CompletionStage<Long> apply(
       int partition,
@@ -85,7 +105,26 @@ public interface DocumentTable {
       Map<String, String> ruleFieldsAfter,
       long outboxNextAfter,
       long expectedThrough,
-      long receiptsBefore);
+      long receiptsBefore,
+      long writerEpoch);
+
+  /** {@link #apply(int, List, Map, long, long, long, long)} without a claim ({@link #UNFENCED}). */
+  default CompletionStage<Long> apply(
+      int partition,
+      List<Applying> events,
+      Map<String, String> ruleFieldsAfter,
+      long outboxNextAfter,
+      long expectedThrough,
+      long receiptsBefore) {
+    return apply(
+        partition,
+        events,
+        ruleFieldsAfter,
+        outboxNextAfter,
+        expectedThrough,
+        receiptsBefore,
+        UNFENCED);
+  }
 
   /** The receipts of the partition under these keys (those it has). */
   CompletionStage<List<Receipt.Keyed>> receipts(int partition, List<String> keys);
@@ -152,6 +191,17 @@ public interface DocumentTable {
 
     public long appliedThrough() {
       return appliedThrough;
+    }
+  }
+
+  /**
+   * The apply's writer may not write the partition's rows any more (ADR 0060): a newer writer
+   * claimed them, or the journal on this storage lacks the events it offered (the storage changed
+   * under it). Not retried: the writer stops and its partition recovers again.
+   */
+  final class Fenced extends RuntimeException {
+    public Fenced(String reason) {
+      super(reason, null, false, false);
     }
   }
 }

@@ -27,6 +27,7 @@ public final class InMemoryDocumentTable implements DocumentTable {
   private static final class Rows {
     long appliedThrough;
     long outboxNext;
+    long writerEpoch;
     Map<String, String> ruleFields = Map.of();
     final HashMap<String, TreeMap<String, Row>> collections = new HashMap<>();
     final HashMap<String, Receipt> receipts = new HashMap<>();
@@ -42,7 +43,13 @@ public final class InMemoryDocumentTable implements DocumentTable {
   public synchronized CompletionStage<Position> position(int partition) {
     Rows p = partition(partition);
     return CompletableFuture.completedFuture(
-        new Position(p.appliedThrough, p.ruleFields, p.outboxNext));
+        new Position(p.appliedThrough, p.ruleFields, p.outboxNext, p.writerEpoch));
+  }
+
+  @Override
+  public synchronized CompletionStage<Position> claim(int partition) {
+    partition(partition).writerEpoch++;
+    return position(partition);
   }
 
   @Override
@@ -52,8 +59,12 @@ public final class InMemoryDocumentTable implements DocumentTable {
       Map<String, String> ruleFieldsAfter,
       long outboxNextAfter,
       long expectedThrough,
-      long receiptsBefore) {
+      long receiptsBefore,
+      long writerEpoch) {
     Rows p = partition(partition);
+    if (writerEpoch != UNFENCED && writerEpoch != p.writerEpoch) {
+      return CompletableFuture.failedFuture(new Fenced("a newer writer claimed the partition"));
+    }
     p.receipts.values().removeIf(r -> r.atMillis() < receiptsBefore);
     if (events.isEmpty()) {
       if (p.appliedThrough == expectedThrough) {

@@ -229,6 +229,14 @@ public final class Partition {
     INSTANCE
   }
 
+  /**
+   * The documents table refused this incarnation's writer (ADR 0060): the partition stops and
+   * recovers from what the storage holds.
+   */
+  enum TableFenced implements Command {
+    INSTANCE
+  }
+
   /** Writes coalesced by {@link PartitionEntity}; {@code done} hears when they are answered. */
   record WriteBatch(List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done)
       implements Command {

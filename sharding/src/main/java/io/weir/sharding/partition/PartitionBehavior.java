@@ -133,6 +133,7 @@ final class PartitionBehavior
             ctx.getSystem(),
             through -> self.tell(new TableApplied(through)),
             () -> self.tell(TableReady.INSTANCE),
+            () -> self.tell(Partition.TableFenced.INSTANCE),
             wiring.observer(),
             wiring.settings().receiptTtlMillis());
     TableWriter writer = this.table;
@@ -338,6 +339,14 @@ final class PartitionBehavior
             (state, c) -> {
               tableReady = true;
               return becomeReady(state);
+            })
+        .onCommand(
+            Partition.TableFenced.class,
+            (state, c) -> {
+              log.warn(
+                  "partition {}: its documents table writer was refused; recovering again",
+                  partition);
+              return Effect().stop();
             })
         .onCommand(StorageChecked.class, this::storageChecked)
         .onCommand(RecoveryMarked.class, this::recoveryMarked)
@@ -556,7 +565,12 @@ final class PartitionBehavior
               reportOutbox(state);
               marks.checkStorage();
             })
-        .onSignal(PostStop.instance(), state -> receiptFilterStart.stop())
+        .onSignal(
+            PostStop.instance(),
+            state -> {
+              table.stop();
+              receiptFilterStart.stop();
+            })
         .onSignal(
             SnapshotCompleted.class,
             (state, completed) -> {

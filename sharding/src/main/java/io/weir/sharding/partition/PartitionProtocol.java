@@ -48,6 +48,7 @@ public final class PartitionProtocol {
           Partition.StorageLossMarked,
           Partition.TableApplied,
           Partition.TableReady,
+          Partition.TableFenced,
           Partition.BodiesFetched,
           Partition.ReceiptsLoaded,
           Partition.AclsRead,

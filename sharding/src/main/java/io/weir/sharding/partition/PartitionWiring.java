@@ -71,7 +71,7 @@ public record PartitionWiring(
       Executor io,
       Executor upgrades) {
     return inMemory(settings)
-        .withTable(new SqlDocumentTable(documents, schema, io))
+        .withTable(new SqlDocumentTable(documents, schema, io, true))
         .withLegacySnapshots(new SqlLegacySnapshots(documents, schema, io, upgrades))
         .withQueryJournal(JdbcReadJournal.Identifier())
         .withStateStore(new SqlStateStore(documents, schema, io));

@@ -72,6 +72,10 @@ public final class SqlDocumentTable implements DocumentTable {
 
   private final DataSource dataSource;
   private final String documents;
+
+  /** The journal every apply's last event is checked in (null: not checked). */
+  private final String journal;
+
   private final String positions;
   private final String receipts;
   private final Executor executor;
@@ -85,9 +89,21 @@ public final class SqlDocumentTable implements DocumentTable {
 
   private final AtomicLong retriedAlone = new AtomicLong();
 
+  /** A table whose applies are not checked against a journal (events made up by tests). */
   public SqlDocumentTable(DataSource dataSource, String schema, Executor executor) {
+    this(dataSource, schema, executor, false);
+  }
+
+  /**
+   * @param journalChecked whether every apply checks, in its transaction, that {@code schema}'s
+   *     journal holds the last event it applies (ADR 0060): on for the partitions' table, which
+   *     applies only persisted events
+   */
+  public SqlDocumentTable(
+      DataSource dataSource, String schema, Executor executor, boolean journalChecked) {
     this.dataSource = dataSource;
     Identifiers.require("schema name", schema);
+    this.journal = journalChecked ? schema + ".event_journal" : null;
     this.documents = schema + ".documents";
     this.positions = schema + ".document_positions";
     this.receipts = schema + ".receipts";
@@ -115,14 +131,41 @@ public final class SqlDocumentTable implements DocumentTable {
           try (Connection c = dataSource.getConnection();
               PreparedStatement ps =
                   c.prepareStatement(
-                      "SELECT applied_through, rule_fields, outbox_next FROM "
+                      "SELECT applied_through, rule_fields, outbox_next, writer_epoch FROM "
                           + positions
                           + " WHERE partition_id = ?")) {
             ps.setInt(1, partition);
             try (ResultSet rs = ps.executeQuery()) {
-              return rs.next()
-                  ? new Position(rs.getLong(1), fields(rs.getString(2)), rs.getLong(3))
-                  : new Position(0, Map.of(), 0);
+              return rs.next() ? position(rs) : new Position(0, Map.of(), 0);
+            }
+          } catch (SQLException e) {
+            throw new CompletionException(e);
+          }
+        },
+        executor);
+  }
+
+  private static Position position(ResultSet rs) throws SQLException {
+    return new Position(rs.getLong(1), fields(rs.getString(2)), rs.getLong(3), rs.getLong(4));
+  }
+
+  @Override
+  public CompletionStage<Position> claim(int partition) {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try (Connection c = dataSource.getConnection();
+              PreparedStatement ps =
+                  c.prepareStatement(
+                      "INSERT INTO "
+                          + positions
+                          + " AS p (partition_id, applied_through, rule_fields, outbox_next,"
+                          + " writer_epoch) VALUES (?, 0, '{}', 0, 1) ON CONFLICT (partition_id)"
+                          + " DO UPDATE SET writer_epoch = p.writer_epoch + 1"
+                          + " RETURNING applied_through, rule_fields, outbox_next, writer_epoch")) {
+            ps.setInt(1, partition);
+            try (ResultSet rs = ps.executeQuery()) {
+              rs.next();
+              return position(rs);
             }
           } catch (SQLException e) {
             throw new CompletionException(e);
@@ -138,7 +181,8 @@ public final class SqlDocumentTable implements DocumentTable {
       Map<String, String> ruleFieldsAfter,
       long outboxNextAfter,
       long expectedThrough,
-      long receiptsBefore) {
+      long receiptsBefore,
+      long writerEpoch) {
     Request r =
         new Request(
             partition,
@@ -147,6 +191,7 @@ public final class SqlDocumentTable implements DocumentTable {
             outboxNextAfter,
             expectedThrough,
             receiptsBefore,
+            writerEpoch,
             new CompletableFuture<>());
     synchronized (waiting) {
       waiting.addLast(r);
@@ -280,7 +325,7 @@ public final class SqlDocumentTable implements DocumentTable {
 
   /** Creates the partition's position row if missing and locks it: the one writer at a time. */
   static long lockPosition(Connection c, String positions, int partition) throws SQLException {
-    return lockPositions(c, positions, new Object[] {partition}).get(partition);
+    return lockPositions(c, positions, new Object[] {partition}).get(partition)[0];
   }
 
   private long lockPosition(Connection c, int partition) throws SQLException {
@@ -307,6 +352,7 @@ public final class SqlDocumentTable implements DocumentTable {
       long outboxNextAfter,
       long expectedThrough,
       long receiptsBefore,
+      long writerEpoch,
       CompletableFuture<Long> done) {
     int changes() {
       int n = 0;
@@ -487,15 +533,25 @@ public final class SqlDocumentTable implements DocumentTable {
     try (Statement st = c.createStatement()) {
       st.execute("SET LOCAL synchronous_commit TO off");
     }
-    Map<Integer, Long> positionsNow =
+    Map<Integer, long[]> positionsNow =
         lockPositions(c, positions, batch.stream().map(Request::partition).toArray());
     Object[] outcomes = new Object[batch.size()];
+    Set<Integer> unjournaled = unjournaled(c, batch, positionsNow);
     List<Placed> rows = new ArrayList<>();
     List<KeptIn> kept = new ArrayList<>();
     List<Moved> moved = new ArrayList<>();
     for (int i = 0; i < batch.size(); i++) {
       Request r = batch.get(i);
-      long applied = positionsNow.get(r.partition());
+      long[] now = positionsNow.get(r.partition());
+      long applied = now[0];
+      if (r.writerEpoch() != UNFENCED && r.writerEpoch() != now[1]) {
+        outcomes[i] = new Fenced("a newer writer claimed the partition's rows");
+        continue;
+      }
+      if (unjournaled.contains(r.partition())) {
+        outcomes[i] = new Fenced("the journal on this storage lacks the events to apply");
+        continue;
+      }
       if (r.events().isEmpty()) {
         expireReceipts(c, r);
         if (applied == r.expectedThrough()) {
@@ -548,10 +604,60 @@ public final class SqlDocumentTable implements DocumentTable {
   }
 
   /**
+   * The partitions of {@code batch} whose apply would write events the journal does not hold (its
+   * last event is missing): the storage changed under their writer, which must not move the table
+   * past the journal (ADR 0060). Empty when the journal is not checked. The events after a
+   * partition's position are never pruned, so the last one is there for a writer on its storage.
+   */
+  private Set<Integer> unjournaled(Connection c, List<Request> batch, Map<Integer, long[]> now)
+      throws SQLException {
+    if (journal == null) {
+      return Set.of();
+    }
+    List<String> ids = new ArrayList<>();
+    List<Long> sequences = new ArrayList<>();
+    Map<String, Integer> partitionOf = new HashMap<>();
+    for (Request r : batch) {
+      if (r.events().isEmpty()) {
+        continue;
+      }
+      long last = r.events().get(r.events().size() - 1).sequence();
+      if (now.get(r.partition())[0] >= last) {
+        continue;
+      }
+      String id = Partition.persistenceId(r.partition()).id();
+      ids.add(id);
+      sequences.add(last);
+      partitionOf.put(id, r.partition());
+    }
+    if (ids.isEmpty()) {
+      return Set.of();
+    }
+    Set<Integer> missing = new HashSet<>(partitionOf.values());
+    try (PreparedStatement ps =
+        c.prepareStatement(
+            "SELECT j.persistence_id FROM "
+                + journal
+                + " j JOIN unnest(?::text[], ?::bigint[]) AS w(id, seq)"
+                + " ON j.persistence_id = w.id AND j.sequence_number = w.seq")) {
+      ps.setArray(1, c.createArrayOf("text", ids.toArray()));
+      ps.setArray(2, c.createArrayOf("bigint", sequences.toArray()));
+      try (ResultSet rs = ps.executeQuery()) {
+        while (rs.next()) {
+          missing.remove(partitionOf.get(rs.getString(1)));
+        }
+      }
+    }
+    return missing;
+  }
+
+  /**
    * Creates the missing position rows of the partitions {@code ids} and locks them all, in
    * partition order (so that two transactions never wait for each other's positions in a cycle).
+   *
+   * @return per partition its applied-through sequence and writer epoch
    */
-  private static Map<Integer, Long> lockPositions(Connection c, String positions, Object[] ids)
+  private static Map<Integer, long[]> lockPositions(Connection c, String positions, Object[] ids)
       throws SQLException {
     try (PreparedStatement ps =
         c.prepareStatement(
@@ -563,16 +669,16 @@ public final class SqlDocumentTable implements DocumentTable {
       ps.setArray(1, c.createArrayOf("integer", ids));
       ps.executeUpdate();
     }
-    Map<Integer, Long> out = new HashMap<>();
+    Map<Integer, long[]> out = new HashMap<>();
     try (PreparedStatement ps =
         c.prepareStatement(
-            "SELECT partition_id, applied_through FROM "
+            "SELECT partition_id, applied_through, writer_epoch FROM "
                 + positions
                 + " WHERE partition_id = ANY (?::integer[]) ORDER BY partition_id FOR UPDATE")) {
       ps.setArray(1, c.createArrayOf("integer", ids));
       try (ResultSet rs = ps.executeQuery()) {
         while (rs.next()) {
-          out.put(rs.getInt(1), rs.getLong(2));
+          out.put(rs.getInt(1), new long[] {rs.getLong(2), rs.getLong(3)});
         }
       }
     }

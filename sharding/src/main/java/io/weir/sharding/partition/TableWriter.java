@@ -28,6 +28,12 @@ import org.slf4j.LoggerFactory;
  * retried with backoff, never skipped; the partition's writes wait while more than {@link
  * #MAX_LAG_EVENTS} events or {@link #MAX_LAG_BYTES} bytes are unapplied ({@link #behind}).
  *
+ * <p>A writer claims the partition's rows when it starts ({@link DocumentTable#claim}) and every
+ * apply names its claim: once a newer writer claimed them, or when the journal on the storage lacks
+ * what it would apply, the table refuses it ({@link DocumentTable.Fenced}) and this writer stops
+ * for good and tells its partition, which recovers again (ADR 0060). It also stops when its
+ * partition stops ({@link #stop}): no retry of a gone incarnation runs on.
+ *
  * <p>Methods are called from the entity's thread and from completion callbacks; they synchronize on
  * this writer.
  */
@@ -96,6 +102,17 @@ final class TableWriter {
   /** Called once the table holds every event of the recovered journal: the partition may serve. */
   private final Runnable ready;
 
+  /** Called once when the table refused this writer ({@link DocumentTable.Fenced}). */
+  private final Runnable fenced;
+
+  /**
+   * The epoch this writer claimed the partition's rows with ({@link DocumentTable#UNFENCED} yet).
+   */
+  private long epoch = DocumentTable.UNFENCED;
+
+  /** Set when the partition stopped or the table refused this writer: nothing more is done. */
+  private boolean stopped;
+
   private final PartitionObserver observer;
 
   /** How long receipts are kept: older ones are deleted from the table now and then. */
@@ -138,6 +155,7 @@ final class TableWriter {
       ActorSystem<?> system,
       LongConsumer applied,
       Runnable ready,
+      Runnable fenced,
       PartitionObserver observer,
       long receiptTtlMillis) {
     this.partition = partition;
@@ -147,6 +165,7 @@ final class TableWriter {
     this.system = system;
     this.applied = applied;
     this.ready = ready;
+    this.fenced = fenced;
     this.observer = observer;
     this.receiptTtlMillis = receiptTtlMillis;
   }
@@ -165,10 +184,13 @@ final class TableWriter {
    * {@code outboxNextAtTail}: catch the table up to it, then call the ready callback.
    */
   synchronized void start(long tail, long outboxNextAtTail) {
+    if (stopped) {
+      return;
+    }
     phase = Phase.STARTING;
     busy = true;
     table
-        .position(partition)
+        .claim(partition)
         .whenComplete(
             (position, error) -> {
               if (error != null) {
@@ -181,6 +203,7 @@ final class TableWriter {
 
   private void catchUp(DocumentTable.Position position, long tail, long outboxNextAtTail) {
     synchronized (this) {
+      epoch = position.writerEpoch();
       appliedThrough = position.appliedThrough();
       ruleFields = position.ruleFields();
       outboxNext = position.outboxNext();
@@ -208,7 +231,7 @@ final class TableWriter {
   private void replay(long from, long tail, long outboxNextAtTail) {
     if (from > tail) {
       table
-          .apply(partition, List.of(), Map.of(), outboxNextAtTail, tail, 0)
+          .apply(partition, List.of(), Map.of(), outboxNextAtTail, tail, 0, claimed())
           .whenComplete(
               (position, error) -> {
                 if (error != null) {
@@ -258,6 +281,9 @@ final class TableWriter {
    */
   synchronized void persisted(
       long sequence, Partition.Event event, long bytes, List<DocumentChange> changes) {
+    if (stopped) {
+      return;
+    }
     pending.addLast(new Pending(sequence, event, bytes, changes));
     pendingBytes += bytes;
     applySoon();
@@ -334,7 +360,7 @@ final class TableWriter {
   }
 
   private void pump() {
-    if (busy || phase != Phase.RUNNING || pending.isEmpty()) {
+    if (stopped || busy || phase != Phase.RUNNING || pending.isEmpty()) {
       return;
     }
     // Events already in the table (applied by the catch-up or another writer) are dropped.
@@ -413,6 +439,9 @@ final class TableWriter {
             position -> {
               long from = position.appliedThrough() + 1;
               synchronized (this) {
+                if (position.writerEpoch() != epoch && epoch != DocumentTable.UNFENCED) {
+                  throw new DocumentTable.Fenced("a newer writer claimed the partition's rows");
+                }
                 appliedThrough = position.appliedThrough();
                 ruleFields = position.ruleFields();
                 outboxNext = position.outboxNext();
@@ -422,7 +451,14 @@ final class TableWriter {
         .whenComplete(
             (through, error) -> {
               if (error != null) {
-                retryLater(error, () -> fillGap(to));
+                // The journal lacks events the table needs while this writer runs: the storage
+                // changed under it (a failover to a copy without them). Nothing is retried here;
+                // the partition recovers from what the storage holds.
+                retryLater(
+                    unwrap(error) instanceof JournalShort
+                        ? new DocumentTable.Fenced("the journal lacks events the table needs")
+                        : error,
+                    () -> fillGap(to));
                 return;
               }
               long now;
@@ -455,7 +491,7 @@ final class TableWriter {
             events -> {
               if (events.size() != to - from + 1 || events.get(0).sequence() != from) {
                 // Pruning never passes the table's position: the journal was changed behind it.
-                throw new IllegalStateException(
+                throw new JournalShort(
                     "the journal holds "
                         + events.size()
                         + " of the events "
@@ -466,6 +502,13 @@ final class TableWriter {
               }
               return applyNow(events);
             });
+  }
+
+  /** The journal holds fewer of the events than the table needs. */
+  private static final class JournalShort extends IllegalStateException {
+    JournalShort(String message) {
+      super(message);
+    }
   }
 
   /** The journal's events {@code from..to}, their changes to be derived when they are applied. */
@@ -494,7 +537,7 @@ final class TableWriter {
    */
   synchronized void verify() {
     long now = System.currentTimeMillis();
-    if (busy || phase != Phase.RUNNING || now - verifiedAt < 1_000) {
+    if (stopped || busy || phase != Phase.RUNNING || now - verifiedAt < 1_000) {
       return;
     }
     verifiedAt = now;
@@ -559,7 +602,7 @@ final class TableWriter {
       }
     }
     return table
-        .apply(partition, applying, fields, nextAfter, last, receiptsBefore)
+        .apply(partition, applying, fields, nextAfter, last, receiptsBefore, claimed())
         .thenApply(
             position -> {
               synchronized (this) {
@@ -588,9 +631,45 @@ final class TableWriter {
     return next;
   }
 
+  private synchronized long claimed() {
+    return epoch;
+  }
+
+  /** The partition stopped: nothing more is applied or retried for this incarnation. */
+  synchronized void stop() {
+    stopped = true;
+  }
+
+  /**
+   * The table refused this writer (a newer one claimed the partition, or the storage's journal
+   * lacks what it would apply): it stops, and its partition hears it once and recovers again.
+   */
+  private void fence(DocumentTable.Fenced refused) {
+    synchronized (this) {
+      if (stopped) {
+        return;
+      }
+      stopped = true;
+      lastError = SafeErrors.describe(refused);
+    }
+    log.warn(
+        "partition {}: the documents table refused this incarnation's writer ({}); it stops and"
+            + " the partition recovers again",
+        partition,
+        refused.getMessage());
+    fenced.run();
+  }
+
   private void retryLater(Throwable error, Runnable again) {
+    if (unwrap(error) instanceof DocumentTable.Fenced refused) {
+      fence(refused);
+      return;
+    }
     Duration delay;
     synchronized (this) {
+      if (stopped) {
+        return;
+      }
       failures++;
       lastError = SafeErrors.describe(unwrap(error));
       long millis =
@@ -607,7 +686,19 @@ final class TableWriter {
       }
       report();
     }
-    system.scheduler().scheduleOnce(delay, again, system.executionContext());
+    system
+        .scheduler()
+        .scheduleOnce(
+            delay,
+            () -> {
+              synchronized (this) {
+                if (stopped) {
+                  return;
+                }
+              }
+              again.run();
+            },
+            system.executionContext());
   }
 
   private static Throwable unwrap(Throwable t) {

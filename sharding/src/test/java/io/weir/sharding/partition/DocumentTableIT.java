@@ -97,7 +97,17 @@ class DocumentTableIT {
    * go through (reads by key counted).
    */
   private final class Flaky implements DocumentTable {
-    final SqlDocumentTable real = new SqlDocumentTable(database.dataSource(), "weir", io);
+    final SqlDocumentTable real;
+
+    Flaky() {
+      this(false);
+    }
+
+    /** Over a table that checks its applies against the journal when {@code journalChecked}. */
+    Flaky(boolean journalChecked) {
+      real = new SqlDocumentTable(database.dataSource(), "weir", io, journalChecked);
+    }
+
     final AtomicBoolean failing = new AtomicBoolean();
     final AtomicInteger refused = new AtomicInteger();
     final AtomicInteger receiptLookups = new AtomicInteger();
@@ -120,19 +130,31 @@ class DocumentTableIT {
     }
 
     @Override
+    public CompletionStage<Position> claim(int partition) {
+      return real.claim(partition);
+    }
+
+    @Override
     public CompletionStage<Long> apply(
         int partition,
         List<Applying> events,
         Map<String, String> ruleFieldsAfter,
         long outboxNextAfter,
         long expectedThrough,
-        long receiptsBefore) {
+        long receiptsBefore,
+        long writerEpoch) {
       if (failing.get()) {
         refused.incrementAndGet();
         return CompletableFuture.failedFuture(new SQLException("injected", "08006"));
       }
       return real.apply(
-          partition, events, ruleFieldsAfter, outboxNextAfter, expectedThrough, receiptsBefore);
+          partition,
+          events,
+          ruleFieldsAfter,
+          outboxNextAfter,
+          expectedThrough,
+          receiptsBefore,
+          writerEpoch);
     }
 
     @Override
@@ -386,6 +408,157 @@ class DocumentTableIT {
                         .get()))
         .hasCauseInstanceOf(DocumentTable.TableGap.class);
     assertThat(table()).hasSize(3);
+  }
+
+  /**
+   * A claim fences the writers before it (ADR 0060): an apply naming an older epoch writes nothing
+   * and fails {@link DocumentTable.Fenced}, also with nothing to apply; the newest writer goes on.
+   */
+  @Test
+  void aClaimRefusesTheAppliesOfTheWritersBeforeIt() throws Exception {
+    SqlDocumentTable t = new SqlDocumentTable(database.dataSource(), "weir", io);
+    long first = t.claim(P).toCompletableFuture().get().writerEpoch();
+    assertThat(t.apply(P, List.of(put(1, "a", 1, "{}")), Map.of(), 0, 0, 0, first))
+        .succeedsWithin(WAIT)
+        .isEqualTo(1L);
+    DocumentTable.Position claimed = t.claim(P).toCompletableFuture().get();
+    assertThat(claimed.writerEpoch()).isEqualTo(first + 1);
+    assertThat(claimed.appliedThrough()).as("a claim moves nothing else").isEqualTo(1);
+    assertThat(
+            org.assertj.core.api.Assertions.catchThrowable(
+                () ->
+                    t.apply(P, List.of(put(2, "b", 1, "{}")), Map.of(), 0, 0, 0, first)
+                        .toCompletableFuture()
+                        .get()))
+        .hasCauseInstanceOf(DocumentTable.Fenced.class);
+    assertThat(
+            org.assertj.core.api.Assertions.catchThrowable(
+                () -> t.apply(P, List.of(), Map.of(), 99, 1, 0, first).toCompletableFuture().get()))
+        .as("an outbox-sequence update of the older writer")
+        .hasCauseInstanceOf(DocumentTable.Fenced.class);
+    assertThat(table()).containsExactly(row("orders", "a", 1, "{}", false, null));
+    assertThat(t.position(P).toCompletableFuture().get().outboxNext()).isZero();
+    assertThat(t.apply(P, List.of(put(2, "c", 1, "{}")), Map.of(), 0, 0, 0, first + 1))
+        .succeedsWithin(WAIT)
+        .isEqualTo(2L);
+    assertThat(table())
+        .containsExactly(
+            row("orders", "a", 1, "{}", false, null), row("orders", "c", 1, "{}", false, null));
+  }
+
+  /**
+   * A table that checks its applies against the journal refuses events the journal does not hold
+   * (the storage changed under the writer): nothing of that apply is written, while another
+   * partition's apply in the same transaction goes in.
+   */
+  @Test
+  void anApplyOfEventsTheJournalLacksIsRefused() throws Exception {
+    ActorTestKit kit = kit("document-table-journal-check");
+    ActorRef<Command> p = partition(kit, new SqlDocumentTable(database.dataSource(), "weir", io));
+    frame(kit, p, "one", List.of(upsert("orders", "1", "{}")), 0);
+    long journal = caughtUp(kit, p).journalEvents();
+    kit.stop(p);
+    SqlDocumentTable checked = new SqlDocumentTable(database.dataSource(), "weir", io, true);
+    assertThat(
+            org.assertj.core.api.Assertions.catchThrowable(
+                () ->
+                    checked
+                        .apply(P, List.of(put(journal + 1, "x", 1, "{}")), Map.of(), 0, 0, 0)
+                        .toCompletableFuture()
+                        .get()))
+        .hasCauseInstanceOf(DocumentTable.Fenced.class);
+    assertThat(checked.position(P).toCompletableFuture().get().appliedThrough()).isEqualTo(journal);
+    // An event the journal holds goes in (the table is rewound to before it first).
+    sql(
+        "UPDATE weir.document_positions SET applied_through = "
+            + (journal - 1)
+            + " WHERE partition_id = "
+            + P);
+    assertThat(checked.apply(P, List.of(put(journal, "1", 1, "{}")), Map.of(), 0, 0, 0))
+        .succeedsWithin(WAIT)
+        .isEqualTo(journal);
+  }
+
+  /** A partition whose last event is persisted but not applied, the journal's tail before it. */
+  private record Pending(Flaky table, ActorRef<Command> partition, long kept) {}
+
+  /**
+   * A partition on a journal-checked table that applied document "kept", then persisted document
+   * {@code id} while the table failed: that apply has failed at least once and is retried.
+   */
+  private Pending pending(ActorTestKit kit, String id) {
+    Flaky flaky = new Flaky(true);
+    ActorRef<Command> p = partition(kit, flaky);
+    frame(kit, p, "kept", List.of(upsert("orders", "kept", "{}")), 0);
+    long kept = caughtUp(kit, p).journalEvents();
+    flaky.failing.set(true);
+    frame(kit, p, id, List.of(upsert("orders", id, "{}")), 0);
+    await()
+        .atMost(WAIT)
+        .alias("the apply of the later event fails")
+        .until(() -> status(kit, p).table().failures() > 0);
+    return new Pending(flaky, p, kept);
+  }
+
+  /**
+   * A failover to a copy of the storage that lacks events the partition persisted but has not
+   * applied yet (ADR 0060): the writer's retry of them is refused by the journal check instead of
+   * moving the table past the journal, the partition stops, and its next incarnation recovers from
+   * what the storage holds and serves it. Before the check, the retry wrote the lost events and
+   * every later incarnation found the table ahead of its journal (storage-behind, never ready:
+   * reads unanswered).
+   */
+  @Test
+  void aWriterWhoseStorageLostItsPendingEventsIsRefusedAndThePartitionRecovers() throws Exception {
+    ActorTestKit kit = kit("document-table-fenced");
+    Pending pending = pending(kit, "lost");
+    Flaky flaky = pending.table();
+    ActorRef<Command> p = pending.partition();
+    long kept = pending.kept();
+    // The copy the storage fails over to never received the later event.
+    sql(
+        "DELETE FROM weir.event_journal WHERE persistence_id = 'weir-partition|"
+            + P
+            + "' AND sequence_number > "
+            + kept);
+    TestProbe<Object> watcher = kit.createTestProbe();
+    flaky.failing.set(false);
+    watcher.expectTerminated(p, WAIT);
+    assertThat(one("SELECT applied_through FROM weir.document_positions WHERE partition_id = " + P))
+        .as("the table stays at the journal's tail")
+        .isEqualTo(Long.toString(kept));
+    assertThat(table()).containsExactly(row("orders", "kept", 1, "{}", false, null));
+
+    ActorRef<Command> again = partition(kit, new Flaky(true));
+    caughtUp(kit, again);
+    TestProbe<DocumentReply> read = kit.createTestProbe();
+    again.tell(new GetDocument("orders", "lost", read.ref()));
+    assertThat(read.receiveMessage(WAIT).document()).isEmpty();
+    again.tell(new GetDocument("orders", "kept", read.ref()));
+    assertThat(read.receiveMessage(WAIT).document()).isPresent();
+    frame(kit, again, "after", List.of(upsert("orders", "after", "{}")), 0);
+    caughtUp(kit, again);
+    assertThat(table()).isEqualTo(heap(kit, again));
+  }
+
+  /**
+   * A stopped partition's writer retries nothing (ADR 0060): the apply that failed before the stop
+   * is not made later by a writer whose incarnation is gone; the next incarnation applies it.
+   */
+  @Test
+  void aStoppedPartitionsWriterRetriesNothing() throws Exception {
+    ActorTestKit kit = kit("document-table-stopped-writer");
+    Pending pending = pending(kit, "later");
+    Flaky flaky = pending.table();
+    long kept = pending.kept();
+    kit.stop(pending.partition());
+    flaky.failing.set(false);
+    Thread.sleep(3_000);
+    assertThat(one("SELECT applied_through FROM weir.document_positions WHERE partition_id = " + P))
+        .isEqualTo(Long.toString(kept));
+    ActorRef<Command> again = partition(kit, flaky);
+    caughtUp(kit, again);
+    assertThat(table()).isEqualTo(heap(kit, again)).hasSize(2);
   }
 
   /**

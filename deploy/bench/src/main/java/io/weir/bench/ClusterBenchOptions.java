@@ -200,6 +200,14 @@ final class ClusterBenchOptions {
   String httpClient = "plain";
 
   @Option(
+      names = "--routed",
+      description =
+          "the throughput phase also measures the 3-node cluster with every client writing only documents"
+              + " whose partition its node hosts, right after each round that forwards about 2 in 3 writes:"
+              + " the difference in node CPU per write is what forwarding costs (issue 28)")
+  boolean routed;
+
+  @Option(
       names = "--keep-database",
       description = "keep the databases weir_cbench and weir_cbench1 afterwards")
   boolean keepDatabase;

@@ -733,6 +733,7 @@ public final class ClusterBenchmark {
   /** One measured (or warm-up) round of one configuration. */
   private record Round(
       int nodes,
+      boolean routed,
       long writes,
       long nanos,
       Histogram latency,
@@ -751,6 +752,34 @@ public final class ClusterBenchmark {
 
     double rate() {
       return writes / seconds();
+    }
+
+    Round routed(boolean r) {
+      return new Round(
+          nodes,
+          r,
+          writes,
+          nanos,
+          latency,
+          forwarded,
+          nodeCpu,
+          nodeJit,
+          nodeGc,
+          pgCpu,
+          clientCpu,
+          idleCpu,
+          machineCpu,
+          failures);
+    }
+
+    /** Node CPU per acknowledged write, microseconds. */
+    double cpuPerWrite() {
+      return nodeCpu * 1e6 / Math.max(1, writes);
+    }
+
+    /** The share of writes sent to a node that does not host the document's partition. */
+    double forwardedShare() {
+      return (double) forwarded / Math.max(1, writes + failed());
     }
 
     long failed() {
@@ -813,7 +842,8 @@ public final class ClusterBenchmark {
     try {
       if (options.warmupSeconds > 0) {
         for (BenchCluster c : List.of(c1, c3)) {
-          Round w = writeRound(c, c == c1 ? c3 : c1, pool, "w" + c.size(), options.warmupSeconds);
+          Round w =
+              writeRound(c, c == c1 ? c3 : c1, pool, "w" + c.size(), options.warmupSeconds, false);
           System.out.printf(
               Locale.ROOT,
               "   warm-up (not reported), %d node%s: %,d writes, %,.0f writes/s, failed %d%n",
@@ -844,18 +874,27 @@ public final class ClusterBenchmark {
           "failed");
       List<Round> ones = new ArrayList<>();
       List<Round> threes = new ArrayList<>();
+      List<Round> routed = new ArrayList<>();
       for (int r = 1; r <= options.rounds; r++) {
         List<BenchCluster> order = r % 2 == 1 ? List.of(c1, c3) : List.of(c3, c1);
+        List<Round> these = new ArrayList<>();
         for (BenchCluster c : order) {
-          Round round =
-              writeRound(c, c == c1 ? c3 : c1, pool, "r" + r + "n" + c.size(), options.seconds);
-          (c.size() == 1 ? ones : threes).add(round);
+          these.add(
+              writeRound(
+                  c, c == c1 ? c3 : c1, pool, "r" + r + "n" + c.size(), options.seconds, false));
+          if (options.routed && c == c3) {
+            // Right after the same cluster's forwarded round: the difference is the forwarding.
+            these.add(writeRound(c3, c1, pool, "r" + r + "n3r", options.seconds, true));
+          }
+        }
+        for (Round round : these) {
+          (round.nodes() == 1 ? ones : round.routed() ? routed : threes).add(round);
           double s = round.seconds();
           System.out.printf(
               Locale.ROOT,
-              "%5d %5d %,8d %6.1f %,9.0f | %7.2f %7.2f %7.2f %8.1f | %4.0f%% | %5.2f %5.2f %5.2f %5.2f %5.2f  %s%n",
+              "%5d %5s %,8d %6.1f %,9.0f | %7.2f %7.2f %7.2f %8.1f | %4.0f%% | %5.2f %5.2f %5.2f %5.2f %5.2f  %s%n",
               r,
-              c.size(),
+              round.nodes() + (round.routed() ? "r" : ""),
               round.writes(),
               s,
               round.rate(),
@@ -880,6 +919,9 @@ public final class ClusterBenchmark {
               + "\nthe whole machine (other work on it included)");
       System.out.println(LINE);
       summary(ones, threes);
+      if (!routed.isEmpty()) {
+        forwarding(threes, routed);
+      }
     } finally {
       pool.shutdownNow();
     }
@@ -938,6 +980,47 @@ public final class ClusterBenchmark {
   }
 
   /**
+   * What a forwarded write costs against a local one, from the 3-node rounds whose clients write
+   * through node i mod 3 (about 2 in 3 forwarded) and the ones right after them whose clients write
+   * only documents their node hosts (none forwarded): per round pair, the extra node CPU per write
+   * divided by the forwarded share is the extra CPU of one forwarded write.
+   */
+  private static void forwarding(List<Round> forwarded, List<Round> routed) {
+    int n = Math.min(forwarded.size(), routed.size());
+    double[] local = new double[n];
+    double[] extra = new double[n];
+    double[] ratio = new double[n];
+    StringBuilder each = new StringBuilder();
+    for (int i = 0; i < n; i++) {
+      Round f = forwarded.get(i);
+      Round l = routed.get(i);
+      local[i] = l.cpuPerWrite();
+      extra[i] = (f.cpuPerWrite() - l.cpuPerWrite()) / Math.max(0.01, f.forwardedShare());
+      ratio[i] = (local[i] + extra[i]) / local[i];
+      each.append(i == 0 ? "" : "; ")
+          .append(
+              String.format(
+                  Locale.ROOT,
+                  "%.0f µs routed, %.0f µs with %.0f%% forwarded -> %.0f µs more per forwarded"
+                      + " write (%.2fx)",
+                  l.cpuPerWrite(),
+                  f.cpuPerWrite(),
+                  100 * f.forwardedShare(),
+                  extra[i],
+                  ratio[i]));
+    }
+    System.out.printf(
+        Locale.ROOT,
+        "forwarding, 3 nodes' CPU per write per round pair: %s%n"
+            + "forwarded / local write, node CPU: median %.2fx (a local write %.0f µs, a forwarded one"
+            + " %.0f µs more; issue 28's goal: at most 1.5x)%n",
+        each,
+        median(ratio),
+        median(local),
+        median(extra));
+  }
+
+  /**
    * Waits until the partitions of {@code c} are spread evenly (the counts per node differ by at
    * most one; the shard coordinator moves a few every 10 s after a node joined) or {@value
    * #BALANCE_TIMEOUT} passed; returns the placement.
@@ -987,7 +1070,12 @@ public final class ClusterBenchmark {
    * passed, each through its node; timed from releasing the clients to the last answer.
    */
   private Round writeRound(
-      BenchCluster c, BenchCluster idle, ExecutorService pool, String tag, int seconds)
+      BenchCluster c,
+      BenchCluster idle,
+      ExecutorService pool,
+      String tag,
+      int seconds,
+      boolean routed)
       throws Exception {
     int[] hostOf =
         c.placement()
@@ -1015,6 +1103,9 @@ public final class ClusterBenchmark {
                   while (System.nanoTime() < deadline) {
                     String id = tag + "-" + client + "-" + (n++);
                     if (hostOf[Partitioning.partitionOf(COLLECTION, id, hostOf.length)] != node) {
+                      if (routed) {
+                        continue; // routed: only documents whose partition this node hosts
+                      }
                       forwarded.incrementAndGet();
                     }
                     URI uri = URI.create(base + id);
@@ -1035,7 +1126,7 @@ public final class ClusterBenchmark {
                 return h;
               }));
     }
-    return measured(c, idle, go, clients, null, forwarded::get, failures);
+    return measured(c, idle, go, clients, null, forwarded::get, failures).routed(routed);
   }
 
   /**
@@ -1068,6 +1159,7 @@ public final class ClusterBenchmark {
     long elapsed = System.nanoTime() - start;
     return new Round(
         c.size(),
+        false,
         writes == null ? latency.getTotalCount() : writes.getAsLong(),
         elapsed,
         latency,
@@ -1132,7 +1224,7 @@ public final class ClusterBenchmark {
                 : null;
         Round ws =
             options.batchKinds.contains("put")
-                ? writeRound(c1, null, pool, "ws", options.batchWarmupSeconds)
+                ? writeRound(c1, null, pool, "ws", options.batchWarmupSeconds, false)
                 : null;
         System.out.printf(
             Locale.ROOT,
@@ -1181,7 +1273,7 @@ public final class ClusterBenchmark {
           Round round =
               switch (kind) {
                 case "batch" -> batchRound(c1, pool, "b" + r, options.batchSeconds);
-                case "put" -> writeRound(c1, null, pool, "s" + r, options.batchSeconds);
+                case "put" -> writeRound(c1, null, pool, "s" + r, options.batchSeconds, false);
                 default -> jdbcRound(c1, pool, "j" + r, options.batchSeconds);
               };
           (batch ? batched : kind.equals("put") ? single : jdbc).add(round);

@@ -230,12 +230,11 @@ public final class Partition {
   }
 
   /**
-   * The documents table refused this incarnation's writer (ADR 0060): the partition stops and
-   * recovers from what the storage holds.
+   * The documents table refused writer {@code writer} (ADR 0060): when it is this incarnation's,
+   * the partition stops and recovers from what the storage holds (an earlier incarnation's writer,
+   * restarted in place, is ignored).
    */
-  enum TableFenced implements Command {
-    INSTANCE
-  }
+  record TableFenced(long writer) implements Command {}
 
   /** Writes coalesced by {@link PartitionEntity}; {@code done} hears when they are answered. */
   record WriteBatch(List<Write> writes, ActorRef<PartitionEntity.BatchWritten> done)

@@ -133,7 +133,7 @@ final class PartitionBehavior
             ctx.getSystem(),
             through -> self.tell(new TableApplied(through)),
             () -> self.tell(TableReady.INSTANCE),
-            () -> self.tell(Partition.TableFenced.INSTANCE),
+            writer -> self.tell(new Partition.TableFenced(writer)),
             wiring.observer(),
             wiring.settings().receiptTtlMillis());
     TableWriter writer = this.table;
@@ -343,6 +343,9 @@ final class PartitionBehavior
         .onCommand(
             Partition.TableFenced.class,
             (state, c) -> {
+              if (c.writer() != table.id()) {
+                return Effect().none();
+              }
               log.warn(
                   "partition {}: its documents table writer was refused; recovering again",
                   partition);
@@ -567,6 +570,12 @@ final class PartitionBehavior
             })
         .onSignal(
             PostStop.instance(),
+            state -> {
+              table.stop();
+              receiptFilterStart.stop();
+            })
+        .onSignal(
+            org.apache.pekko.actor.typed.PreRestart.instance(),
             state -> {
               table.stop();
               receiptFilterStart.stop();

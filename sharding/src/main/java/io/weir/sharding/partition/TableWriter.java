@@ -32,7 +32,8 @@ import org.slf4j.LoggerFactory;
  * apply names its claim: once a newer writer claimed them, or when the journal on the storage lacks
  * what it would apply, the table refuses it ({@link DocumentTable.Fenced}) and this writer stops
  * for good and tells its partition, which recovers again (ADR 0060). It also stops when its
- * partition stops ({@link #stop}): no retry of a gone incarnation runs on.
+ * partition stops ({@link #stop}): no retry of a gone incarnation runs on. Both need a journal
+ * query to catch up with; on Pekko's in-memory journals (tests, tools) nothing is claimed.
  *
  * <p>Methods are called from the entity's thread and from completion callbacks; they synchronize on
  * this writer.
@@ -102,8 +103,16 @@ final class TableWriter {
   /** Called once the table holds every event of the recovered journal: the partition may serve. */
   private final Runnable ready;
 
-  /** Called once when the table refused this writer ({@link DocumentTable.Fenced}). */
-  private final Runnable fenced;
+  /**
+   * Called once with {@link #id} when the table refused this writer ({@link DocumentTable.Fenced}).
+   */
+  private final LongConsumer fenced;
+
+  private static final java.util.concurrent.atomic.AtomicLong IDS =
+      new java.util.concurrent.atomic.AtomicLong();
+
+  /** This writer among the node's (an incarnation's partition ignores another one's refusal). */
+  private final long id = IDS.incrementAndGet();
 
   /**
    * The epoch this writer claimed the partition's rows with ({@link DocumentTable#UNFENCED} yet).
@@ -155,7 +164,7 @@ final class TableWriter {
       ActorSystem<?> system,
       LongConsumer applied,
       Runnable ready,
-      Runnable fenced,
+      LongConsumer fenced,
       PartitionObserver observer,
       long receiptTtlMillis) {
     this.partition = partition;
@@ -189,8 +198,10 @@ final class TableWriter {
     }
     phase = Phase.STARTING;
     busy = true;
-    table
-        .claim(partition)
+    // Without a journal query (Pekko's in-memory journals: tests, tools) a writer cannot catch the
+    // table up by itself: the previous incarnation's writer, in the same process, drains what it
+    // holds, and nothing is claimed or fenced.
+    (journal == null ? table.position(partition) : table.claim(partition))
         .whenComplete(
             (position, error) -> {
               if (error != null) {
@@ -635,9 +646,15 @@ final class TableWriter {
     return epoch;
   }
 
-  /** The partition stopped: nothing more is applied or retried for this incarnation. */
+  /**
+   * The partition stopped: nothing more is applied or retried for this incarnation (unless there is
+   * no journal query: then the next incarnation relies on this writer to drain, see {@link
+   * #start}).
+   */
   synchronized void stop() {
-    stopped = true;
+    if (journal != null) {
+      stopped = true;
+    }
   }
 
   /**
@@ -657,7 +674,11 @@ final class TableWriter {
             + " the partition recovers again",
         partition,
         refused.getMessage());
-    fenced.run();
+    fenced.accept(id);
+  }
+
+  long id() {
+    return id;
   }
 
   private void retryLater(Throwable error, Runnable again) {

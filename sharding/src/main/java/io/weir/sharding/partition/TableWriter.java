@@ -214,7 +214,8 @@ final class TableWriter {
 
   private void catchUp(DocumentTable.Position position, long tail, long outboxNextAtTail) {
     synchronized (this) {
-      epoch = position.writerEpoch();
+      // Only a claim fences (see start): a position merely read names no writer of this one.
+      epoch = journal == null ? DocumentTable.UNFENCED : position.writerEpoch();
       appliedThrough = position.appliedThrough();
       ruleFields = position.ruleFields();
       outboxNext = position.outboxNext();

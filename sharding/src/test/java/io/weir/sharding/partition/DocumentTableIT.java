@@ -1208,6 +1208,27 @@ class DocumentTableIT {
         .isEqualTo(new PartitionProtocol.Applied(command(1), 2, List.of(1L), true));
   }
 
+  /**
+   * An answer to another read of the receipts than the one the partition waits for is ignored
+   * (issue 22): the filter stays incomplete, so a retry whose receipt only the table holds is still
+   * looked up and replayed, not written a second time. Completing the filter with that answer
+   * (empty) would rule the key out and write the retry again.
+   */
+  @Test
+  void anAnswerToAnotherReceiptReadIsIgnored() throws Exception {
+    PartitionSettings settings = receiptsLeftTheHeap("document-table-stale-read");
+    ActorTestKit second = kit("document-table-stale-read-again");
+    Flaky held = new Flaky();
+    held.holdReceiptReads.set(true);
+    ActorRef<Command> again = partition(second, held, settings);
+    assertThat(keyed(second, again, 9)).isInstanceOf(PartitionProtocol.Applied.class);
+    await().atMost(WAIT).until(() -> held.heldRead.get() != null);
+    again.tell(new Partition.ReceiptsLoaded(42, 0, null, 1));
+    assertThat(keyed(second, again, 1))
+        .as("a retry of a receipt only the table holds, while the awaited read still runs")
+        .isEqualTo(new PartitionProtocol.Applied(command(1), 2, List.of(1L), true));
+  }
+
   /** A read of the receipts for a partition's filter is not wanted any more once it stopped. */
   @Test
   void aStoppedPartitionsReceiptReadIsNotWanted() throws Exception {

@@ -553,9 +553,15 @@ class DocumentTableIT {
     long kept = pending.kept();
     kit.stop(pending.partition());
     flaky.failing.set(false);
-    Thread.sleep(3_000);
-    assertThat(one("SELECT applied_through FROM weir.document_positions WHERE partition_id = " + P))
-        .isEqualTo(Long.toString(kept));
+    // Longer than the retries the failed apply had scheduled (100 ms doubling).
+    await()
+        .during(Duration.ofSeconds(3))
+        .atMost(WAIT)
+        .alias("the table stays where the stopped partition left it")
+        .until(
+            () ->
+                one("SELECT applied_through FROM weir.document_positions WHERE partition_id = " + P)
+                    .equals(Long.toString(kept)));
     ActorRef<Command> again = partition(kit, flaky);
     caughtUp(kit, again);
     assertThat(table()).isEqualTo(heap(kit, again)).hasSize(2);
@@ -1216,13 +1222,9 @@ class DocumentTableIT {
    */
   @Test
   void anAnswerToAnotherReceiptReadIsIgnored() throws Exception {
-    PartitionSettings settings = receiptsLeftTheHeap("document-table-stale-read");
-    ActorTestKit second = kit("document-table-stale-read-again");
-    Flaky held = new Flaky();
-    held.holdReceiptReads.set(true);
-    ActorRef<Command> again = partition(second, held, settings);
-    assertThat(keyed(second, again, 9)).isInstanceOf(PartitionProtocol.Applied.class);
-    await().atMost(WAIT).until(() -> held.heldRead.get() != null);
+    HeldRead h = heldReceiptRead("document-table-stale-read");
+    ActorTestKit second = h.kit();
+    ActorRef<Command> again = h.partition();
     again.tell(new Partition.ReceiptsLoaded(42, 0, null, 1));
     assertThat(keyed(second, again, 1))
         .as("a retry of a receipt only the table holds, while the awaited read still runs")
@@ -1232,16 +1234,30 @@ class DocumentTableIT {
   /** A read of the receipts for a partition's filter is not wanted any more once it stopped. */
   @Test
   void aStoppedPartitionsReceiptReadIsNotWanted() throws Exception {
-    PartitionSettings settings = receiptsLeftTheHeap("document-table-receipt-read");
-    ActorTestKit second = kit("document-table-receipt-read-again");
+    HeldRead h = heldReceiptRead("document-table-receipt-read");
+    Flaky held = h.table();
+    assertThat(held.heldRead.get().wanted()).isTrue();
+    h.kit().stop(h.partition());
+    await().atMost(WAIT).until(() -> !held.heldRead.get().wanted());
+  }
+
+  /** A partition whose read of the receipts table for its filter is held, never ending. */
+  private record HeldRead(ActorTestKit kit, Flaky table, ActorRef<Command> partition) {}
+
+  /**
+   * Receipts left the heap in a first actor system ({@link #receiptsLeftTheHeap}); the partition
+   * started again in a second one has written a new key and its filter's read of the receipts table
+   * is held.
+   */
+  private HeldRead heldReceiptRead(String name) throws Exception {
+    PartitionSettings settings = receiptsLeftTheHeap(name);
+    ActorTestKit second = kit(name + "-again");
     Flaky held = new Flaky();
     held.holdReceiptReads.set(true);
     ActorRef<Command> again = partition(second, held, settings);
     assertThat(keyed(second, again, 9)).isInstanceOf(PartitionProtocol.Applied.class);
     await().atMost(WAIT).until(() -> held.heldRead.get() != null);
-    assertThat(held.heldRead.get().wanted()).isTrue();
-    second.stop(again);
-    await().atMost(WAIT).until(() -> !held.heldRead.get().wanted());
+    return new HeldRead(second, held, again);
   }
 
   /**

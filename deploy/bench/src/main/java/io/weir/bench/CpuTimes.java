@@ -66,9 +66,19 @@ record CpuTimes(double self, double children) {
   /**
    * CPU seconds so far of this JVM's threads by thread id, for the threads alive now, split into
    * the JIT compiler's ({@code C1/C2 CompilerThread}) and the garbage collector's and VM thread's
-   * ({@code GC Thread#}, {@code G1 ...}, {@code VM Thread}); others are not kept.
+   * ({@code GC Thread#} and {@code G1 ...} of G1, {@code Z...} of ZGC, {@code Shenandoah ...},
+   * {@code VM Thread}); others are not kept.
    */
   record ThreadCpu(Map<Long, Double> jit, Map<Long, Double> gc) {
+    /** The collector's threads of G1, ZGC and Shenandoah, and the VM thread (safepoints). */
+    static boolean isCollector(String name) {
+      return name.startsWith("GC Thread")
+          || name.startsWith("G1 ")
+          || name.startsWith("Shenandoah ")
+          || name.equals("VM Thread")
+          || (name.length() > 1 && name.charAt(0) == 'Z' && Character.isUpperCase(name.charAt(1)));
+    }
+
     static ThreadCpu now() {
       return of("self");
     }
@@ -91,9 +101,7 @@ record CpuTimes(double self, double children) {
             long tid = Long.parseLong(task.getFileName().toString());
             if (name.startsWith("C1 CompilerThre") || name.startsWith("C2 CompilerThre")) {
               jit.put(tid, cpu);
-            } else if (name.startsWith("GC Thread")
-                || name.startsWith("G1 ")
-                || name.equals("VM Thread")) {
+            } else if (isCollector(name)) {
               gc.put(tid, cpu);
             }
           } catch (IOException | RuntimeException gone) {

@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.function.Supplier;
 import org.apache.pekko.actor.ActorRef;
@@ -18,16 +19,22 @@ import org.apache.pekko.cluster.ddata.Replicator;
 import org.apache.pekko.pattern.Patterns;
 
 /**
- * {@link AcknowledgedMarks} in Pekko Distributed Data (ADR 0036). The partitions' marks are kept in
- * {@value #GROUPS} {@link MarkMap}s (partition mod {@value #GROUPS}), each written to a majority of
- * the cluster's nodes and read from a majority. Keys start with {@value #KEY_PREFIX}; the node
+ * {@link AcknowledgedMarks} in Pekko Distributed Data (ADR 0036, amended by ADR 0061). The
+ * partitions' marks are kept in {@link MarkMap}s of {@value #BLOCK} consecutive partitions each
+ * (partitions 0-63 in one map, 64-127 in the next, ...), each written to a majority of the
+ * cluster's nodes and read from a majority. Keys start with {@value #KEY_PREFIX}; the node
  * configures them as durable ({@code pekko.cluster.distributed-data.durable.keys}), so every node
  * keeps its copies on disk and a whole-cluster restart keeps the marks.
  *
- * <p>Raises are group-committed: while an update of a group is in flight, the raises of that
- * group's partitions wait and go together in the next update, and each raise completes when an
- * update holding it completes. A Distributed Data update costs a few hundred microseconds of CPU
- * however small, so under load one update carries the marks of many partitions' group commits.
+ * <p>Raises are group-committed: while an update of a map is in flight from this node, the raises
+ * of that map's partitions wait and go together in the next update, and each raise completes when
+ * an update holding it completes. A Distributed Data update costs a few hundred microseconds of CPU
+ * across the nodes however small, so under load one update carries the marks of many partitions'
+ * group commits; the fewer maps a node's partitions share, the more each update carries.
+ *
+ * <p>Releases before ADR 0061 kept the marks in 16 maps by partition mod 16 ({@link
+ * #LEGACY_GROUPS}). A read takes the greater of a partition's mark there and in its block, so marks
+ * raised before an upgrade still count; raises go to the blocks only.
  *
  * <p>Keys are scoped by the cluster's identity and restore epoch ({@code scope}): a restore from a
  * backup rewinds the journal on purpose and starts fresh marks, and a node whose disk held another
@@ -36,8 +43,11 @@ import org.apache.pekko.pattern.Patterns;
 public final class DistributedMarks implements AcknowledgedMarks {
   public static final String KEY_PREFIX = "weir-ack-";
 
-  /** Mark maps per cluster: more updates in parallel, smaller values per update. */
-  public static final int GROUPS = 16;
+  /** Partitions per map: the map travels whole in each update, so it stays small. */
+  public static final int BLOCK = 64;
+
+  /** Maps of the layout before ADR 0061 (partition mod 16), still read. */
+  public static final int LEGACY_GROUPS = 16;
 
   private final ActorRef replicator;
   private final Supplier<String> scope;
@@ -46,7 +56,7 @@ public final class DistributedMarks implements AcknowledgedMarks {
   /** The ask's own timeout: twice the replicator's (computed once: every flush asks). */
   private final Duration askTimeout;
 
-  private final Group[] groups = new Group[GROUPS];
+  private final Map<Integer, Group> groups = new ConcurrentHashMap<>();
 
   /**
    * Where the replies' callbacks run: the actor system's dispatcher. A stage from {@code
@@ -74,31 +84,46 @@ public final class DistributedMarks implements AcknowledgedMarks {
     this.timeout = timeout;
     this.askTimeout = timeout.multipliedBy(2);
     this.callbacks = system.executionContext();
-    for (int i = 0; i < GROUPS; i++) {
-      groups[i] = new Group();
-    }
   }
 
-  private static int group(int partition) {
-    return Math.floorMod(partition, GROUPS);
+  /** The block of partitions whose map holds the partition's mark. */
+  static int block(int partition) {
+    return Math.floorDiv(partition, BLOCK);
   }
 
-  private MarkMap.MarkKey key(int group) {
+  private String scope() {
     String s = scope.get();
     if (s == null) {
       throw new IllegalStateException("the cluster identity is not loaded yet");
     }
-    return new MarkMap.MarkKey(KEY_PREFIX + s + "-" + group);
+    return s;
+  }
+
+  /** The key of a block's map: {@code weir-ack-<scope>-b<block>}. */
+  private MarkMap.MarkKey key(int block) {
+    return new MarkMap.MarkKey(KEY_PREFIX + scope() + "-b" + block);
+  }
+
+  /** The key of the partition's map in the layout before ADR 0061. */
+  private MarkMap.MarkKey legacyKey(int partition) {
+    return new MarkMap.MarkKey(
+        KEY_PREFIX + scope() + "-" + Math.floorMod(partition, LEGACY_GROUPS));
   }
 
   @Override
   public CompletionStage<AckMark> read(int partition) {
     MarkMap.MarkKey key;
+    MarkMap.MarkKey legacy;
     try {
-      key = key(group(partition));
+      key = key(block(partition));
+      legacy = legacyKey(partition);
     } catch (IllegalStateException e) {
       return CompletableFuture.failedFuture(e);
     }
+    return read(key, partition).thenCombine(read(legacy, partition), AckMark::max);
+  }
+
+  private CompletionStage<AckMark> read(MarkMap.MarkKey key, int partition) {
     return Patterns.ask(
             replicator, new Replicator.Get<>(key, new Replicator.ReadMajority(timeout)), askTimeout)
         .thenApplyAsync(
@@ -119,8 +144,8 @@ public final class DistributedMarks implements AcknowledgedMarks {
 
   @Override
   public CompletionStage<Void> raise(int partition, AckMark mark) {
-    int g = group(partition);
-    Group group = groups[g];
+    int g = block(partition);
+    Group group = groups.computeIfAbsent(g, b -> new Group());
     CompletableFuture<Void> done = new CompletableFuture<>();
     boolean send;
     synchronized (group) {
@@ -135,9 +160,9 @@ public final class DistributedMarks implements AcknowledgedMarks {
     return done;
   }
 
-  /** Sends one update with every raise of group {@code g} that waits, then the next, if any. */
+  /** Sends one update with every raise of block {@code g} that waits, then the next, if any. */
   private void flush(int g) {
-    Group group = groups[g];
+    Group group = groups.get(g);
     Map<Integer, AckMark> raises;
     List<CompletableFuture<Void>> waiting;
     synchronized (group) {

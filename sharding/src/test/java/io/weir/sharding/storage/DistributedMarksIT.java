@@ -12,7 +12,10 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.ddata.DistributedData;
+import org.apache.pekko.cluster.ddata.Replicator;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
 import org.awaitility.Awaitility;
@@ -73,6 +76,72 @@ class DistributedMarksIT {
     } finally {
       second.shutdownTestKit();
     }
+  }
+
+  @Test
+  void blocksOfPartitionsShareAMapAndMarksOfTheOldLayoutStillCount() throws Exception {
+    Path dir = Files.createTempDirectory("weir-marks-it");
+    ActorTestKit kit = ActorTestKit.create("marks-layout", config(dir));
+    try {
+      join(kit.system());
+      DistributedMarks marks = new DistributedMarks(kit.system(), () -> "cluster-b-0", TIMEOUT);
+      marks.raise(6, new AckMark(0, "six", 3)).toCompletableFuture().get();
+      marks.raise(70, new AckMark(0, "seventy", 4)).toCompletableFuture().get();
+      assertThat(marks.read(6).toCompletableFuture().get()).isEqualTo(new AckMark(0, "six", 3));
+      assertThat(marks.read(70).toCompletableFuture().get())
+          .isEqualTo(new AckMark(0, "seventy", 4));
+      assertThat(mapKeys(kit.system()))
+          .as("one map per block of 64 partitions")
+          .contains("weir-ack-cluster-b-0-b0", "weir-ack-cluster-b-0-b1")
+          .noneMatch(k -> k.equals("weir-ack-cluster-b-0-6"));
+
+      // A mark raised by a release before blocks, in its map of partition mod 16.
+      writeLegacy(kit.system(), "weir-ack-cluster-b-0-7", 7, new AckMark(0, "old", 40));
+      assertThat(marks.read(7).toCompletableFuture().get())
+          .as("a mark of the old layout is read")
+          .isEqualTo(new AckMark(0, "old", 40));
+      marks.raise(7, new AckMark(0, "old", 41)).toCompletableFuture().get();
+      assertThat(marks.read(7).toCompletableFuture().get()).isEqualTo(new AckMark(0, "old", 41));
+      writeLegacy(kit.system(), "weir-ack-cluster-b-0-7", 7, new AckMark(0, "old", 90));
+      assertThat(marks.read(7).toCompletableFuture().get())
+          .as("the greater of the two layouts' marks")
+          .isEqualTo(new AckMark(0, "old", 90));
+      assertThat(marks.read(23).toCompletableFuture().get())
+          .as("the old map of 7 holds nothing for 23 (also 7 mod 16)")
+          .isEqualTo(AckMark.NONE);
+    } finally {
+      kit.shutdownTestKit();
+    }
+  }
+
+  private static java.util.Set<String> mapKeys(ActorSystem<?> system) throws Exception {
+    Object reply =
+        org.apache.pekko.pattern.Patterns.ask(
+                replicator(system), Replicator.GetKeyIds$.MODULE$, Duration.ofSeconds(10))
+            .toCompletableFuture()
+            .get();
+    return ((Replicator.GetKeyIdsResult) reply).getKeyIds();
+  }
+
+  private static void writeLegacy(ActorSystem<?> system, String key, int partition, AckMark mark)
+      throws Exception {
+    Object reply =
+        org.apache.pekko.pattern.Patterns.ask(
+                replicator(system),
+                new Replicator.Update<>(
+                    new MarkMap.MarkKey(key),
+                    MarkMap.EMPTY,
+                    Replicator.writeLocal(),
+                    java.util.Optional.empty(),
+                    (MarkMap m) -> m.raise(Map.of(partition, mark))),
+                Duration.ofSeconds(10))
+            .toCompletableFuture()
+            .get();
+    assertThat(reply).isInstanceOf(Replicator.UpdateSuccess.class);
+  }
+
+  private static org.apache.pekko.actor.ActorRef replicator(ActorSystem<?> system) {
+    return DistributedData.get(Adapter.toClassic(system)).replicator();
   }
 
   @Test

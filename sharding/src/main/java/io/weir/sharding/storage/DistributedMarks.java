@@ -87,7 +87,7 @@ public final class DistributedMarks implements AcknowledgedMarks {
   }
 
   /** The block of partitions whose map holds the partition's mark. */
-  static int block(int partition) {
+  private static int block(int partition) {
     return Math.floorDiv(partition, BLOCK);
   }
 

@@ -5,6 +5,7 @@ import static org.awaitility.Awaitility.await;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import io.weir.persistence.testing.TestPorts;
 import io.weir.protocol.client.ClientReply;
 import io.weir.protocol.client.ClientRequest;
 import io.weir.protocol.client.Credentials;
@@ -82,7 +83,8 @@ final class GatewayBypass {
                                     .statusCode()
                                 == 404));
 
-    ActorSystem attacker = ActorSystem.create("attacker", remoteOnly());
+    ActorSystem attacker =
+        TestPorts.bound(port -> ActorSystem.create("attacker", remoteOnly(port)));
     int sent = 0;
     try {
       ExtendedActorSystem ext = (ExtendedActorSystem) attacker;
@@ -163,7 +165,7 @@ final class GatewayBypass {
     for (String seed : seeds.split(",")) {
       seedAddresses.add(AddressFromURIString.parse("pekko://weir@" + seed));
     }
-    ActorSystem bySeeds = ActorSystem.create("weir", asClientMember());
+    ActorSystem bySeeds = TestPorts.bound(port -> ActorSystem.create("weir", asClientMember(port)));
     Cluster.get(bySeeds).joinSeedNodes(seedAddresses);
     assertThat(bySeeds.getWhenTerminated().toCompletableFuture().get(180, TimeUnit.SECONDS))
         .as("a member with the role client, joining through the seed nodes, is refused and stops")
@@ -174,7 +176,8 @@ final class GatewayBypass {
             () ->
                 nodes.stream()
                     .anyMatch(n -> n.log().contains("a Weir cluster has server members only")));
-    ActorSystem byAddress = ActorSystem.create("weir", asClientMember());
+    ActorSystem byAddress =
+        TestPorts.bound(port -> ActorSystem.create("weir", asClientMember(port)));
     Cluster.get(byAddress).join(seedAddresses.get(0));
     assertThat(byAddress.getWhenTerminated().toCompletableFuture().get(180, TimeUnit.SECONDS))
         .as("a member with the role client, joining by address, is downed and stops")
@@ -206,24 +209,24 @@ final class GatewayBypass {
             + " (join by address); the cluster kept its 3 server members");
   }
 
-  private static Config remoteOnly() {
+  private static Config remoteOnly(int port) {
     return ConfigFactory.parseMap(
             Map.of(
                 "pekko.actor.provider", "remote",
                 "pekko.remote.artery.canonical.hostname", "127.0.0.1",
-                "pekko.remote.artery.canonical.port", 0,
+                "pekko.remote.artery.canonical.port", port,
                 "pekko.remote.warn-about-direct-use", "off",
                 "pekko.coordinated-shutdown.run-by-jvm-shutdown-hook", "off"))
         .withFallback(ConfigFactory.load());
   }
 
-  private static Config asClientMember() {
+  private static Config asClientMember(int port) {
     return ConfigFactory.parseMap(
             Map.of(
                 "pekko.actor.provider", "cluster",
                 "pekko.cluster.roles", List.of("client"),
                 "pekko.remote.artery.canonical.hostname", "127.0.0.1",
-                "pekko.remote.artery.canonical.port", 0,
+                "pekko.remote.artery.canonical.port", port,
                 "pekko.coordinated-shutdown.run-by-jvm-shutdown-hook", "off"))
         .withFallback(ConfigFactory.load());
   }

@@ -62,16 +62,18 @@ class GatewayEndpointTest {
             node, local, new GatewaySettings(true, "127.0.0.1", port, 4, Optional.empty()), routes);
     base = "pekko://" + ClientRequest.GATEWAY_SYSTEM + "@127.0.0.1:" + port;
     client =
-        ActorSystem.create(
-            "some-client",
-            ConfigFactory.parseMap(
-                    Map.of(
-                        "pekko.actor.provider", "remote",
-                        "pekko.remote.artery.canonical.hostname", "127.0.0.1",
-                        "pekko.remote.artery.canonical.port", 0,
-                        "pekko.remote.warn-about-direct-use", "off",
-                        "pekko.coordinated-shutdown.run-by-jvm-shutdown-hook", "off"))
-                .withFallback(ConfigFactory.load()));
+        TestPorts.bound(
+            clientPort ->
+                ActorSystem.create(
+                    "some-client",
+                    ConfigFactory.parseMap(
+                            Map.of(
+                                "pekko.actor.provider", "remote",
+                                "pekko.remote.artery.canonical.hostname", "127.0.0.1",
+                                "pekko.remote.artery.canonical.port", clientPort,
+                                "pekko.remote.warn-about-direct-use", "off",
+                                "pekko.coordinated-shutdown.run-by-jvm-shutdown-hook", "off"))
+                        .withFallback(ConfigFactory.load())));
   }
 
   @AfterEach
@@ -202,7 +204,6 @@ class GatewayEndpointTest {
     c.put("pekko.actor.provider", "remote");
     c.put("pekko.remote.artery.transport", "tls-tcp");
     c.put("pekko.remote.artery.canonical.hostname", "127.0.0.1");
-    c.put("pekko.remote.artery.canonical.port", 0);
     c.put("pekko.remote.warn-about-direct-use", "off");
     c.put("pekko.coordinated-shutdown.run-by-jvm-shutdown-hook", "off");
     String engine = "pekko.remote.artery.ssl.config-ssl-engine.";
@@ -214,7 +215,12 @@ class GatewayEndpointTest {
     c.put(engine + "protocol", "TLSv1.3");
     c.put(
         engine + "enabled-algorithms", List.of("TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256"));
-    return ActorSystem.create(name, ConfigFactory.parseMap(c).withFallback(ConfigFactory.load()));
+    return TestPorts.bound(
+        port -> {
+          c.put("pekko.remote.artery.canonical.port", port);
+          return ActorSystem.create(
+              name, ConfigFactory.parseMap(c).withFallback(ConfigFactory.load()));
+        });
   }
 
   private static Object ask(ActorSystem from, String address, Duration timeout) throws Exception {

@@ -9,6 +9,7 @@ import io.weir.node.NodeView;
 import io.weir.node.auth.Principal;
 import io.weir.node.auth.TokenAuthenticator;
 import io.weir.persistence.StorageStatus;
+import io.weir.persistence.testing.TestPorts;
 import io.weir.protocol.http.OutboxSettings;
 import java.io.InputStream;
 import java.net.URI;
@@ -49,12 +50,9 @@ class ConsoleRoutesTest {
   @BeforeAll
   void start() throws Exception {
     kit =
-        ActorTestKit.create(
+        TestPorts.kit(
             "weir",
-            ConfigFactory.parseString(
-                    "pekko.actor.provider = cluster\n"
-                        + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                        + "pekko.remote.artery.canonical.port = 0\n")
+            ConfigFactory.parseString("pekko.actor.provider = cluster\n")
                 .withFallback(ConfigFactory.load()));
     TokenAuthenticator auth =
         TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));

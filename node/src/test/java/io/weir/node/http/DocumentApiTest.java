@@ -11,6 +11,7 @@ import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.cdc.PipelineConfig;
 import io.weir.node.documents.Documents;
 import io.weir.persistence.StorageStatus;
+import io.weir.persistence.testing.TestPorts;
 import io.weir.sharding.partition.PartitionProtocol.Applied;
 import io.weir.sharding.partition.PartitionProtocol.ApplyFrame;
 import io.weir.sharding.partition.PartitionProtocol.FrameReply;
@@ -74,12 +75,10 @@ class DocumentApiTest {
   void start() throws Exception {
     Path snapshots = Files.createTempDirectory("document-api-test");
     kit =
-        ActorTestKit.create(
+        TestPorts.kit(
             "weir",
             ConfigFactory.parseString(
                     "pekko.actor.provider = cluster\n"
-                        + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                        + "pekko.remote.artery.canonical.port = 0\n"
                         + "pekko.persistence.journal.plugin = \"pekko.persistence.journal.inmem\"\n"
                         + "pekko.persistence.snapshot-store.plugin = \"pekko.persistence.snapshot-store.local\"\n"
                         + "pekko.persistence.snapshot-store.local.dir = \""

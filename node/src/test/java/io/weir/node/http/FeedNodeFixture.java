@@ -13,6 +13,7 @@ import io.weir.node.documents.Documents;
 import io.weir.node.feed.Feeds;
 import io.weir.persistence.SchemaMigrator;
 import io.weir.persistence.StorageStatus;
+import io.weir.persistence.testing.TestPorts;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.sharding.partition.JournalEntries;
 import io.weir.sharding.partition.OutboxReader;
@@ -143,10 +144,7 @@ abstract class FeedNodeFixture {
     db = TestPostgres.server().freshDatabase(databaseName());
     Config config =
         ConfigFactory.parseString(
-                "pekko.actor.provider = cluster\n"
-                    + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                    + "pekko.remote.artery.canonical.port = 0\n"
-                    + "pekko.cluster.roles = [server]\n")
+                "pekko.actor.provider = cluster\n" + "pekko.cluster.roles = [server]\n")
             .withFallback(db.config())
             .withFallback(ConfigFactory.parseResources("weir-persistence.conf"));
     config = ConfigFactory.load(config);
@@ -162,7 +160,7 @@ abstract class FeedNodeFixture {
         new io.weir.node.tokens.TokenKeys(
             database.dataSource(), "weir", blocking, Duration.ofSeconds(2));
     keys.reload().toCompletableFuture().get(10, TimeUnit.SECONDS);
-    kit = ActorTestKit.create("weir", config);
+    kit = TestPorts.kit("weir", config);
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));
     io.weir.node.feed.TailSignals signals = new io.weir.node.feed.TailSignals();

@@ -10,6 +10,7 @@ import io.weir.node.auth.Principal;
 import io.weir.node.auth.TokenAuthenticator;
 import io.weir.persistence.ClusterIdentity;
 import io.weir.persistence.StorageStatus;
+import io.weir.persistence.testing.TestPorts;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -50,12 +51,9 @@ class HttpApiTest {
   @BeforeAll
   void start() throws Exception {
     kit =
-        ActorTestKit.create(
+        TestPorts.kit(
             "weir",
-            ConfigFactory.parseString(
-                    "pekko.actor.provider = cluster\n"
-                        + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                        + "pekko.remote.artery.canonical.port = 0\n")
+            ConfigFactory.parseString("pekko.actor.provider = cluster\n")
                 .withFallback(ConfigFactory.load()));
     Cluster cluster = Cluster.get(kit.system());
     cluster.manager().tell(Join.create(cluster.selfMember().address()));

@@ -17,6 +17,7 @@ import io.weir.node.cdc.PipelineManager;
 import io.weir.node.documents.Documents;
 import io.weir.persistence.StorageStatus;
 import io.weir.persistence.cdc.CdcPipeline;
+import io.weir.persistence.testing.TestPorts;
 import io.weir.sharding.partition.PartitionSettings;
 import io.weir.sharding.partition.PartitionSharding;
 import java.io.ByteArrayOutputStream;
@@ -86,12 +87,10 @@ class HttpHygieneTest {
 
     Path snapshots = Files.createTempDirectory("http-hygiene-test");
     kit =
-        ActorTestKit.create(
+        TestPorts.kit(
             "weir",
             ConfigFactory.parseString(
                     "pekko.actor.provider = cluster\n"
-                        + "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                        + "pekko.remote.artery.canonical.port = 0\n"
                         + "pekko.persistence.journal.plugin = \"pekko.persistence.journal.inmem\"\n"
                         + "pekko.persistence.snapshot-store.plugin = \"pekko.persistence.snapshot-store.local\"\n"
                         + "pekko.persistence.snapshot-store.local.dir = \""

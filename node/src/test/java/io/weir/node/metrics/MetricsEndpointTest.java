@@ -10,6 +10,7 @@ import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.http.ApiServices;
 import io.weir.node.http.HttpApi;
 import io.weir.persistence.StorageStatus;
+import io.weir.persistence.testing.TestPorts;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -52,11 +53,9 @@ class MetricsEndpointTest {
   @BeforeAll
   void start() throws Exception {
     kit =
-        ActorTestKit.create(
+        TestPorts.kit(
             "weir",
-            ConfigFactory.parseString(
-                    "pekko.actor.provider = cluster\npekko.remote.artery.canonical.hostname = 127.0.0.1\n"
-                        + "pekko.remote.artery.canonical.port = 0\n")
+            ConfigFactory.parseString("pekko.actor.provider = cluster\n")
                 .withFallback(ConfigFactory.load()));
     TokenAuthenticator auth =
         TokenAuthenticator.withBootstrapAdmin(ADMIN).with(READER, new Principal("reader", false));

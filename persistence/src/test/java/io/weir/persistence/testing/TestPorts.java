@@ -1,7 +1,10 @@
 package io.weir.persistence.testing;
 
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.BindException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -14,6 +17,9 @@ import java.nio.file.StandardOpenOption;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.IntFunction;
+import java.util.function.IntSupplier;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 
 /**
  * Listening ports for the servers a test starts (nodes, PostgreSQL clusters of its own, stubs).
@@ -25,8 +31,9 @@ import java.util.concurrent.ThreadLocalRandom;
  * parallel test JVMs of this build — a port is handed out only when it binds here at the moment of
  * the pick and when this JVM holds an exclusive lock on {@code <tmp>/weir-test-ports/<port>}, kept
  * until the JVM exits; other JVMs skip locked ports. A server that still loses a bind race is
- * started again on another port by its helper (see {@code NodeProcess}); {@code deploy/bin/pg.sh}
- * picks from its own range (15432 and up) and retries a lost bind itself.
+ * started again on another port: in-process servers (the tests' actor systems, whose Artery listens
+ * too) through {@link #bound}, node processes by their helper (see {@code NodeProcess}); {@code
+ * deploy/bin/pg.sh} picks from its own range (15432 and up) and retries a lost bind itself.
  */
 public final class TestPorts {
   /** Lowest port handed out. */
@@ -53,6 +60,66 @@ public final class TestPorts {
     }
     throw new IllegalStateException(
         "no free port found in " + LOW + ".." + HIGH + " after " + ATTEMPTS + " attempts");
+  }
+
+  /** Attempts of {@link #bound} before it gives up. */
+  static final int BIND_ATTEMPTS = 5;
+
+  /**
+   * Starts a server (an actor system's Artery listener, a stub) on a port from {@link #free()}, and
+   * again on another one when it loses the bind race (a listener outside the test JVMs took the
+   * port between the pick and the bind), at most {@value #BIND_ATTEMPTS} times. Any other failure
+   * of {@code start} is thrown at once.
+   */
+  public static <T> T bound(IntFunction<T> start) {
+    return bound(TestPorts::free, start);
+  }
+
+  /** Like {@link #bound(IntFunction)}, with the ports to try from {@code ports}. */
+  public static <T> T bound(IntSupplier ports, IntFunction<T> start) {
+    RuntimeException lost = null;
+    for (int attempt = 0; attempt < BIND_ATTEMPTS; attempt++) {
+      try {
+        return start.apply(ports.getAsInt());
+      } catch (RuntimeException e) {
+        if (!lostBind(e)) {
+          throw e;
+        }
+        lost = e;
+      }
+    }
+    throw lost;
+  }
+
+  /**
+   * An actor test kit named {@code name} with {@code config}, its Artery listening on 127.0.0.1 at
+   * a port from {@link #free()} ({@link #bound}: again on another when the bind is lost).
+   */
+  public static ActorTestKit kit(String name, Config config) {
+    return bound(
+        port ->
+            ActorTestKit.create(
+                name,
+                ConfigFactory.parseString(
+                        "pekko.remote.artery.canonical.hostname = 127.0.0.1\n"
+                            + "pekko.remote.artery.canonical.port = "
+                            + port)
+                    .withFallback(config)));
+  }
+
+  /** Whether {@code failure} (or a cause of it) says the port was taken. */
+  static boolean lostBind(Throwable failure) {
+    for (Throwable t = failure; t != null; t = t.getCause()) {
+      if (t instanceof BindException
+          || t.getClass().getSimpleName().equals("BindFailedException")
+          || String.valueOf(t.getMessage()).contains("Address already in use")) {
+        return true;
+      }
+      if (t.getCause() == t) {
+        break;
+      }
+    }
+    return false;
   }
 
   /**

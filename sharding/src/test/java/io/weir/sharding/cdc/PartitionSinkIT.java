@@ -15,6 +15,7 @@ import io.weir.persistence.cdc.PipelineStatus;
 import io.weir.persistence.cdc.sink.CheckpointStore;
 import io.weir.persistence.cdc.source.SourceSettings;
 import io.weir.persistence.cdc.source.StartMode;
+import io.weir.persistence.testing.TestPorts;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.partition.Partitioning;
 import io.weir.sharding.partition.Partition;
@@ -80,8 +81,6 @@ class PartitionSinkIT {
         ConfigFactory.parseString(
                 """
             pekko.actor.provider = cluster
-            pekko.remote.artery.canonical.hostname = 127.0.0.1
-            pekko.remote.artery.canonical.port = 0
             pekko.cluster.roles = [server]
             pekko.cluster.jmx.multi-mbeans-in-same-jvm = on
             pekko.cluster.sharding.passivation.strategy = none
@@ -91,7 +90,7 @@ class PartitionSinkIT {
     config = ConfigFactory.load(config);
     state = Database.create(PostgresSettings.create(config), "partition-sink-it");
     SchemaMigrator.migrate(state.dataSource(), "weir");
-    kit = ActorTestKit.create("partition-sink-it", config);
+    kit = TestPorts.kit("partition-sink-it", config);
     Cluster.get(kit.system())
         .manager()
         .tell(Join.create(Cluster.get(kit.system()).selfMember().address()));

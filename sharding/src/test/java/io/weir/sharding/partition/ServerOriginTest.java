@@ -3,6 +3,7 @@ package io.weir.sharding.partition;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.typesafe.config.ConfigFactory;
+import io.weir.persistence.testing.TestPorts;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.pekko.actor.Address;
@@ -14,10 +15,7 @@ import org.junit.jupiter.api.Test;
 
 class ServerOriginTest {
   private static final ActorTestKit kit =
-      ActorTestKit.create(
-          "weir",
-          ConfigFactory.parseString(
-              "pekko.actor.provider = cluster\npekko.remote.artery.canonical.port = 0\npekko.remote.artery.canonical.hostname = 127.0.0.1"));
+      TestPorts.kit("weir", ConfigFactory.parseString("pekko.actor.provider = cluster"));
 
   @AfterAll
   static void stop() {

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import io.weir.persistence.testing.TestPorts;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -151,13 +152,9 @@ class DistributedMarksIT {
   @Test
   void withoutAScopeNothingIsReadOrWritten() {
     ActorTestKit kit =
-        ActorTestKit.create(
+        TestPorts.kit(
             "marks-unscoped",
-            ConfigFactory.parseMap(
-                    Map.of(
-                        "pekko.actor.provider", "cluster",
-                        "pekko.remote.artery.canonical.hostname", "127.0.0.1",
-                        "pekko.remote.artery.canonical.port", 0))
+            ConfigFactory.parseString("pekko.actor.provider = cluster")
                 .withFallback(ConfigFactory.load()));
     try {
       DistributedMarks marks = new DistributedMarks(kit.system(), () -> null, TIMEOUT);
@@ -173,10 +170,6 @@ class DistributedMarksIT {
             Map.of(
                 "pekko.actor.provider",
                 "cluster",
-                "pekko.remote.artery.canonical.hostname",
-                "127.0.0.1",
-                "pekko.remote.artery.canonical.port",
-                0,
                 "pekko.cluster.distributed-data.durable.keys",
                 List.of(DistributedMarks.KEY_PREFIX + "*"),
                 "pekko.cluster.distributed-data.durable.lmdb.dir",
@@ -188,7 +181,7 @@ class DistributedMarksIT {
 
   /** A one-node cluster with the durable store in {@code dir}, up (shut down if it never is). */
   private static ActorTestKit joined(String name, Path dir) {
-    ActorTestKit kit = ActorTestKit.create(name, config(dir));
+    ActorTestKit kit = TestPorts.kit(name, config(dir));
     try {
       join(kit.system());
       return kit;

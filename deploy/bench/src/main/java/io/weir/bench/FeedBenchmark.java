@@ -638,6 +638,28 @@ public final class FeedBenchmark {
     final Histogram readLatency = new Histogram(MAX_MICROS, 3);
     final Histogram ackToSeen = new Histogram(MAX_MICROS, 3);
     final Histogram sentToSeen = new Histogram(MAX_MICROS, 3);
+
+    /**
+     * Pushed mode: write answered -> the stream handed the page to its sink (what the node's HTTP
+     * sink offers to the response's queue), before the benchmark's client thread applies it.
+     */
+    final Histogram ackToHanded = new Histogram(MAX_MICROS, 3);
+
+    /** Pushed mode: the most pages waiting for the benchmark's client thread at once. */
+    final AtomicLong clientQueueMax = new AtomicLong();
+
+    /**
+     * Whether the delays count only deltas of writes answered in this phase (the warm-up and the
+     * window; not the drain, which has no writes of its own): a backlog left by the phase before is
+     * no delay of this one's writes, and is counted apart ({@link #earlier}).
+     */
+    boolean ownWrites = true;
+
+    /** Deltas of writes answered before this phase that arrived in it; the longest delay of one. */
+    long earlier;
+
+    long earlierMaxMicros;
+
     final Map<String, Long> failures = new TreeMap<>();
     long writes;
     final Histogram writeLatency = new Histogram(MAX_MICROS, 3);
@@ -671,6 +693,10 @@ public final class FeedBenchmark {
   private final ConcurrentHashMap<Long, long[]> written = new ConcurrentHashMap<>();
   private final AtomicLong expected = new AtomicLong();
   private final AtomicLong delivered = new AtomicLong();
+
+  /** Pushed mode: pages handed to the benchmark's client thread and not applied yet. */
+  private final AtomicLong clientQueue = new AtomicLong();
+
   private final AtomicInteger writesInFlight = new AtomicInteger();
   private volatile long writesBehind;
 
@@ -810,16 +836,22 @@ public final class FeedBenchmark {
     writer.start();
 
     LiveStats warmup = live;
+    long settled = 0;
     if (options.liveWarmupSeconds > 0) {
       Thread.sleep(TimeUnit.SECONDS.toMillis(options.liveWarmupSeconds));
+      settled = settle(warmup);
     }
     LiveStats window = begin();
     warmup.end = window.start;
     if (options.liveWarmupSeconds > 0) {
       System.out.printf(
           Locale.ROOT,
-          "   warm-up (not reported): %.1f s, %,d reads, %,d deltas, %,d writes%n",
-          warmup.seconds(),
+          "   warm-up (not reported): %.1f s, then %.1f s more until the deltas owed were at most 100"
+              + " ms' worth (%,d owed at the window's start);%n   in all %,d reads, %,d deltas, %,d"
+              + " writes%n",
+          warmup.seconds() - settled / 1e9,
+          settled / 1e9,
+          expected.get() - delivered.get(),
           warmup.reads,
           warmup.upserts + warmup.removes,
           warmup.writes);
@@ -827,6 +859,7 @@ public final class FeedBenchmark {
     Thread.sleep(TimeUnit.SECONDS.toMillis(options.liveSeconds));
     writing = false;
     LiveStats drain = begin();
+    drain.ownWrites = false;
     finish(window, drain.start);
     long lagAtEnd = expected.get() - delivered.get();
     long behindAtEnd = writesBehind;
@@ -930,8 +963,14 @@ public final class FeedBenchmark {
               new LiveStreams.Sink() {
                 @Override
                 public boolean page(Feeds.LivePage page) {
+                  long handed = System.nanoTime();
+                  long queued = clientQueue.incrementAndGet();
+                  live.clientQueueMax.accumulateAndGet(queued, Math::max);
                   clients.execute(
-                      () -> delivered.addAndGet(record(q, page, -1, System.nanoTime())));
+                      () -> {
+                        clientQueue.decrementAndGet();
+                        delivered.addAndGet(record(q, page, -1, handed, System.nanoTime()));
+                      });
                   return true;
                 }
 
@@ -976,6 +1015,26 @@ public final class FeedBenchmark {
     }
     return answered;
   }
+
+  /**
+   * Waits (at most {@link #SETTLE_LIMIT}) until the deltas owed are no more than 100 ms' worth of
+   * what the writes owe per second: the start of 1,000 streams leaves a backlog that would
+   * otherwise drain into the window and delay its first writes' deltas. Returns the nanoseconds
+   * waited.
+   */
+  private long settle(LiveStats warmup) throws InterruptedException {
+    long began = System.nanoTime();
+    // Deltas owed per second by the writes (each answered write owes one per query it concerns).
+    double perSecond = expected.get() / Math.max(1e-9, (began - warmup.start) / 1e9);
+    long allowed = Math.max(1, (long) (perSecond / 10));
+    while (expected.get() - delivered.get() > allowed
+        && System.nanoTime() - began < SETTLE_LIMIT.toNanos()) {
+      Thread.sleep(20);
+    }
+    return System.nanoTime() - began;
+  }
+
+  private static final Duration SETTLE_LIMIT = Duration.ofSeconds(60);
 
   /** A new current phase, its CPU counters taken. */
   private LiveStats begin() throws SQLException {
@@ -1023,7 +1082,7 @@ public final class FeedBenchmark {
             s.failure(kind(error));
             pause = Math.max(10, options.idlePauseMs);
           } else {
-            int deliveredHere = record(q, page, t0, now);
+            int deliveredHere = record(q, page, t0, -1, now);
             delivered.addAndGet(deliveredHere);
             pause = page.deltas().isEmpty() && !page.hasMore() ? options.idlePauseMs : 0;
           }
@@ -1042,9 +1101,10 @@ public final class FeedBenchmark {
 
   /**
    * Applies a page to {@code q}'s copy of the result and counts it in the current phase; {@code t0}
-   * when the read began (-1: unknown, no latency recorded). Returns the deltas it held.
+   * when the read began (-1: unknown, no latency recorded), {@code handed} when a stream handed the
+   * page to its sink (-1: polled). Returns the deltas it held.
    */
-  private int record(LiveQuery q, Feeds.LivePage page, long t0, long now) {
+  private int record(LiveQuery q, Feeds.LivePage page, long t0, long handed, long now) {
     LiveStats s = live;
     q.cursor = page.cursor();
     int deliveredHere = 0;
@@ -1068,9 +1128,15 @@ public final class FeedBenchmark {
         long[] w = written.get(key(d.partition(), d.sequence()));
         if (w == null) {
           s.unmatched++;
+        } else if (s.ownWrites && w[1] - s.start < 0) {
+          s.earlier++;
+          s.earlierMaxMicros = Math.max(s.earlierMaxMicros, (now - w[1]) / 1000);
         } else {
           s.sentToSeen.recordValue(Math.min(Math.max(0, now - w[0]) / 1000, MAX_MICROS));
           s.ackToSeen.recordValue(Math.min(Math.max(0, now - w[1]) / 1000, MAX_MICROS));
+          if (handed >= 0) {
+            s.ackToHanded.recordValue(Math.min(Math.max(0, handed - w[1]) / 1000, MAX_MICROS));
+          }
         }
       }
       if (page.deltas().isEmpty() && !page.hasMore()) {
@@ -1198,6 +1264,24 @@ public final class FeedBenchmark {
         ms(w.sentToSeen, 99),
         w.ackToSeen.getTotalCount(),
         w.unmatched);
+    System.out.printf(
+        Locale.ROOT,
+        "            (only writes answered in the window count: %,d deltas of earlier writes arrived in"
+            + " it, the longest %.1f ms after its write's answer)%n",
+        w.earlier,
+        w.earlierMaxMicros / 1000.0);
+    if (w.ackToHanded.getTotalCount() > 0) {
+      System.out.printf(
+          Locale.ROOT,
+          "            write answered -> page handed to the stream's sink (the node's part; the"
+              + " figures above add the one client thread's queue):%n            p50 %.1f ms, p90"
+              + " %.1f ms, p99 %.1f ms, max %.1f ms; at most %,d pages waited for the client thread%n",
+          ms(w.ackToHanded, 50),
+          ms(w.ackToHanded, 90),
+          ms(w.ackToHanded, 99),
+          w.ackToHanded.getMaxValue() / 1000.0,
+          w.clientQueueMax.get());
+    }
     System.out.printf(
         Locale.ROOT,
         "   CPU:     this JVM %.2f cores, PostgreSQL backends of %s %.2f cores, the whole machine"

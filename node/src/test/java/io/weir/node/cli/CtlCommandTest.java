@@ -45,7 +45,15 @@ class CtlCommandTest {
 
   @BeforeEach
   void startServer() throws IOException {
-    server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+    server =
+        TestPorts.bound(
+            port -> {
+              try {
+                return HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
+              } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+              }
+            });
     server.createContext(
         "/",
         exchange -> {
@@ -406,7 +414,15 @@ class CtlCommandTest {
     javax.net.ssl.SSLContext tls = javax.net.ssl.SSLContext.getInstance("TLS");
     tls.init(kmf.getKeyManagers(), null, null);
     com.sun.net.httpserver.HttpsServer https =
-        com.sun.net.httpserver.HttpsServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        TestPorts.bound(
+            port -> {
+              try {
+                return com.sun.net.httpserver.HttpsServer.create(
+                    new InetSocketAddress("127.0.0.1", port), 0);
+              } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+              }
+            });
     https.setHttpsConfigurator(new com.sun.net.httpserver.HttpsConfigurator(tls));
     https.createContext(
         "/",

@@ -56,11 +56,18 @@ class GatewayEndpointTest {
             .withFallback(ConfigFactory.load());
     node = org.apache.pekko.actor.typed.ActorSystem.create(Behaviors.empty(), "node", local);
     Route routes = servedRoutes();
-    int port = TestPorts.free();
+    int[] port = new int[1];
     endpoint =
-        GatewayEndpoint.start(
-            node, local, new GatewaySettings(true, "127.0.0.1", port, 4, Optional.empty()), routes);
-    base = "pekko://" + ClientRequest.GATEWAY_SYSTEM + "@127.0.0.1:" + port;
+        TestPorts.bound(
+            p -> {
+              port[0] = p;
+              return GatewayEndpoint.start(
+                  node,
+                  local,
+                  new GatewaySettings(true, "127.0.0.1", p, 4, Optional.empty()),
+                  routes);
+            });
+    base = "pekko://" + ClientRequest.GATEWAY_SYSTEM + "@127.0.0.1:" + port[0];
     client =
         TestPorts.bound(
             clientPort ->

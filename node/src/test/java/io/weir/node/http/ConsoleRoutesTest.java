@@ -20,10 +20,8 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
-import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -68,12 +66,7 @@ class ConsoleRoutesTest {
                         NodeView.NO_PIPELINES))
                 .outboxSettings(new OutboxSettings(16, 40, 1L << 30, 16_384, 2L << 30, 1500L))
                 .build());
-    binding =
-        Http.get(kit.system())
-            .newServerAt("127.0.0.1", 0)
-            .bind(api.routes())
-            .toCompletableFuture()
-            .get(10, TimeUnit.SECONDS);
+    binding = TestBindings.bind(kit.system(), api.routes());
   }
 
   @AfterAll

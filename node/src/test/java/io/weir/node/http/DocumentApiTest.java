@@ -37,7 +37,6 @@ import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
-import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -112,12 +111,7 @@ class DocumentApiTest {
                     new NodeView(kit.system(), () -> storage, PARTITIONS, NodeView.NO_PIPELINES))
                 .documents(documents, MAX_BYTES)
                 .build());
-    binding =
-        Http.get(kit.system())
-            .newServerAt("127.0.0.1", 0)
-            .bind(api.routes())
-            .toCompletableFuture()
-            .get(10, TimeUnit.SECONDS);
+    binding = TestBindings.bind(kit.system(), api.routes());
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
       Thread.sleep(50);

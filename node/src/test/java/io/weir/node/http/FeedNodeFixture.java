@@ -233,11 +233,15 @@ abstract class FeedNodeFixture {
                 .feeds(feeds)
                 .liveStreams(liveStreams)
                 .build());
+    // As a node binds: its server log scrubbed.
     binding =
-        NodeHttpServer.at(kit.system(), "127.0.0.1", 0) // as a node binds: its server log scrubbed
-            .bind(api.routes())
-            .toCompletableFuture()
-            .get(10, TimeUnit.SECONDS);
+        TestPorts.bound(
+            port ->
+                NodeHttpServer.at(kit.system(), "127.0.0.1", port)
+                    .bind(api.routes())
+                    .toCompletableFuture()
+                    .orTimeout(10, TimeUnit.SECONDS)
+                    .join());
     // A single-node cluster is Up within seconds; the bound allows a machine four times slower.
     org.awaitility.Awaitility.await()
         .atMost(Duration.ofSeconds(120))

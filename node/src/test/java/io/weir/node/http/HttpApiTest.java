@@ -24,7 +24,6 @@ import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
-import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -66,12 +65,7 @@ class HttpApiTest {
                     auth, new NodeView(kit.system(), storage::get, 64, NodeView.NO_PIPELINES))
                 .metrics(() -> "# test metrics\n")
                 .build());
-    binding =
-        Http.get(kit.system())
-            .newServerAt("127.0.0.1", 0)
-            .bind(api.routes())
-            .toCompletableFuture()
-            .get(10, TimeUnit.SECONDS);
+    binding = TestBindings.bind(kit.system(), api.routes());
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
     while (cluster.selfMember().status() != MemberStatus.up() && System.nanoTime() < deadline) {
       Thread.sleep(50);

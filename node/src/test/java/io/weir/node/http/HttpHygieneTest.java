@@ -155,11 +155,14 @@ class HttpHygieneTest {
               org.apache.pekko.http.javadsl.settings.ServerSettings>
           settings)
       throws Exception {
-    return NodeHttpServer.at(kit.system(), "127.0.0.1", 0)
-        .adaptSettings(settings)
-        .bind(routes)
-        .toCompletableFuture()
-        .get(10, TimeUnit.SECONDS);
+    return TestPorts.bound(
+        port ->
+            NodeHttpServer.at(kit.system(), "127.0.0.1", port)
+                .adaptSettings(settings)
+                .bind(routes)
+                .toCompletableFuture()
+                .orTimeout(10, TimeUnit.SECONDS)
+                .join());
   }
 
   @AfterAll

@@ -9,6 +9,7 @@ import io.weir.node.auth.Principal;
 import io.weir.node.auth.TokenAuthenticator;
 import io.weir.node.http.ApiServices;
 import io.weir.node.http.HttpApi;
+import io.weir.node.http.TestBindings;
 import io.weir.persistence.StorageStatus;
 import io.weir.persistence.testing.TestPorts;
 import java.net.URI;
@@ -20,10 +21,8 @@ import java.time.Instant;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
-import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -69,12 +68,7 @@ class MetricsEndpointTest {
                 .metrics(metrics::scrape)
                 .httpMetrics(metrics.http(RouteTemplates.node()), settings)
                 .build());
-    guarded =
-        Http.get(kit.system())
-            .newServerAt("127.0.0.1", 0)
-            .bind(api.routes())
-            .toCompletableFuture()
-            .get(10, TimeUnit.SECONDS);
+    guarded = TestBindings.bind(kit.system(), api.routes());
     MetricsSettings anonymous = new MetricsSettings(true, Optional.empty(), true, 256);
     HttpApi openApi =
         new HttpApi(
@@ -84,12 +78,7 @@ class MetricsEndpointTest {
                 .metrics(metrics::scrape)
                 .httpMetrics(null, anonymous)
                 .build());
-    open =
-        Http.get(kit.system())
-            .newServerAt("127.0.0.1", 0)
-            .bind(openApi.routes())
-            .toCompletableFuture()
-            .get(10, TimeUnit.SECONDS);
+    open = TestBindings.bind(kit.system(), openApi.routes());
   }
 
   @AfterAll

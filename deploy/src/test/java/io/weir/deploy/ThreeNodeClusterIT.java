@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.weir.persistence.testing.TestPorts;
 import io.weir.persistence.testing.TestPostgres;
 import java.time.Duration;
 import java.util.HashSet;
@@ -394,7 +395,36 @@ class ThreeNodeClusterIT extends EndToEndTest {
     return NodeProcess.logs().resolve(name + ".log");
   }
 
+  /**
+   * Starts the example client with its Artery on a port from {@link TestPorts}; once it has bound
+   * (it logs {@code client-started}) returns it. A client whose bind was lost ends before that,
+   * having sent nothing: it is started again on another port, at most 3 times.
+   */
   private static Process startClient(String name, String gateways, String token)
+      throws java.io.IOException, InterruptedException {
+    for (int attempt = 1; ; attempt++) {
+      Process process = launchClient(name, gateways, token, TestPorts.free());
+      long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+      String out = "";
+      while (System.nanoTime() < deadline) {
+        out = java.nio.file.Files.readString(clientLog(name));
+        if (out.contains("client-started") || !process.isAlive()) {
+          break;
+        }
+        Thread.sleep(100);
+      }
+      out = java.nio.file.Files.readString(clientLog(name));
+      boolean lostBind =
+          !out.contains("client-started")
+              && (out.contains("Address already in use") || out.contains("BindException"));
+      if (!lostBind || attempt == 3) {
+        return process;
+      }
+      process.waitFor(30, java.util.concurrent.TimeUnit.SECONDS);
+    }
+  }
+
+  private static Process launchClient(String name, String gateways, String token, int port)
       throws java.io.IOException {
     java.nio.file.Path jar =
         TestPostgres.repoRoot().resolve("deploy/example-client/target/weir-example-client.jar");
@@ -412,6 +442,7 @@ class ThreeNodeClusterIT extends EndToEndTest {
     pb.environment().keySet().removeIf(k -> k.startsWith("WEIR_"));
     pb.environment().put("WEIR_GATEWAYS", gateways);
     pb.environment().put("WEIR_CLIENT_TOKEN", token);
+    pb.environment().put("WEIR_CLIENT_PORT", Integer.toString(port));
     Process process = pb.start();
     Runtime.getRuntime().addShutdownHook(new Thread(process::destroyForcibly));
     return process;

@@ -7,7 +7,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import io.weir.node.Main;
-import io.weir.node.NodeSettings;
+import io.weir.node.TestNodes;
 import io.weir.node.WeirNode;
 import io.weir.persistence.testing.TestPorts;
 import io.weir.persistence.testing.TestPostgres;
@@ -64,8 +64,6 @@ class CliIT {
       s.execute("ANALYZE cli_orders");
     }
     Map<String, Object> m = new HashMap<>();
-    m.put("weir.http.port", 0);
-    m.put("weir.cluster.port", 0);
     m.put("weir.admin-token", ADMIN);
     m.put("weir.partitions.count", PARTITIONS);
     m.put("weir.pipelines.orders.slot", "cli_slot_" + suffix);
@@ -79,7 +77,7 @@ class CliIT {
                         "weir.pipelines.orders.sink.collections { \"public.cli_orders\" = orders }"))
                 .withFallback(db.config())
                 .withFallback(ConfigFactory.defaultApplication()));
-    node = WeirNode.start(config, NodeSettings.create(config));
+    node = TestNodes.start(config);
     env = Map.of("WEIR_URL", "http://127.0.0.1:" + node.httpPort(), "WEIR_ADMIN_TOKEN", ADMIN);
     awaitPipeline("running");
   }

@@ -8,7 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import io.weir.node.NodeSettings;
+import io.weir.node.TestNodes;
 import io.weir.node.WeirNode;
 import io.weir.persistence.testing.TestPostgres;
 import io.weir.protocol.Lsn;
@@ -186,8 +186,6 @@ class ContinuousDifferentialIT {
       s.execute("INSERT INTO edges VALUES (1,2),(2,3),(3,4),(1,5),(5,6)");
     }
     Map<String, Object> m = new HashMap<>();
-    m.put("weir.http.port", 0);
-    m.put("weir.cluster.port", 0);
     m.put("weir.admin-token", ADMIN);
     m.put("weir.pipelines.cq.slot", "cq_diff_" + suffix);
     m.put("weir.pipelines.cq.publications", List.of("cq_pub"));
@@ -201,7 +199,7 @@ class ContinuousDifferentialIT {
             ConfigFactory.parseMap(m)
                 .withFallback(source.config())
                 .withFallback(ConfigFactory.defaultApplication()));
-    node = WeirNode.start(config, NodeSettings.create(config));
+    node = TestNodes.start(config);
     base = "http://127.0.0.1:" + node.httpPort();
     await("the pipeline runs")
         .atMost(WAIT)

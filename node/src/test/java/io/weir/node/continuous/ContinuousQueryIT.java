@@ -8,7 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import io.weir.node.NodeSettings;
+import io.weir.node.TestNodes;
 import io.weir.node.WeirNode;
 import io.weir.persistence.testing.TestPostgres;
 import java.net.URI;
@@ -195,8 +195,6 @@ class ContinuousQueryIT {
       s.execute("INSERT INTO edges VALUES (1,2),(2,3),(3,4),(4,5),(1,6)");
     }
     Map<String, Object> m = new java.util.HashMap<>();
-    m.put("weir.http.port", 0);
-    m.put("weir.cluster.port", 0);
     m.put("weir.admin-token", ADMIN);
     m.put("weir.pipelines.cq.slot", "cq_slot_" + suffix);
     m.put("weir.pipelines.cq.publications", List.of("cq_pub"));
@@ -213,7 +211,7 @@ class ContinuousQueryIT {
             ConfigFactory.parseMap(m)
                 .withFallback(db.config())
                 .withFallback(ConfigFactory.defaultApplication()));
-    node = WeirNode.start(config, NodeSettings.create(config));
+    node = TestNodes.start(config);
     base = "http://127.0.0.1:" + node.httpPort();
     awaitPipelineRunning();
     HttpResponse<String> created =
@@ -1670,7 +1668,7 @@ class ContinuousQueryIT {
             + " SELECT '"
             + legacy
             + "', g, 'RowUpdated', '{}' FROM generate_series(1, 7) AS g");
-    node = WeirNode.start(config, NodeSettings.create(config));
+    node = TestNodes.start(config);
     base = "http://127.0.0.1:" + node.httpPort();
     awaitPipelineRunning();
     assertThat(

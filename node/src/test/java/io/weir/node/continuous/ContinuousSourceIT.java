@@ -7,7 +7,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import io.weir.node.NodeSettings;
+import io.weir.node.TestNodes;
 import io.weir.node.WeirNode;
 import io.weir.persistence.testing.TestPorts;
 import io.weir.persistence.testing.TestPostgres;
@@ -85,8 +85,6 @@ class ContinuousSourceIT {
       }
     }
     Map<String, Object> m = new HashMap<>();
-    m.put("weir.http.port", 0);
-    m.put("weir.cluster.port", 0);
     m.put("weir.admin-token", ADMIN);
     m.put("weir.pipelines.cq.slot", "cq_source_slot_" + suffix);
     m.put("weir.pipelines.cq.publications", List.of("cq_source_pub"));
@@ -105,7 +103,7 @@ class ContinuousSourceIT {
             ConfigFactory.parseMap(m)
                 .withFallback(journal.config())
                 .withFallback(ConfigFactory.defaultApplication()));
-    node = WeirNode.start(config, NodeSettings.create(config));
+    node = TestNodes.start(config);
     base = "http://127.0.0.1:" + node.httpPort();
     await(
         "the continuous pipeline runs",

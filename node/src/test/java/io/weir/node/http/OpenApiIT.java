@@ -6,7 +6,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
-import io.weir.node.NodeSettings;
+import io.weir.node.TestNodes;
 import io.weir.node.WeirNode;
 import io.weir.persistence.testing.TestPostgres;
 import java.net.URI;
@@ -61,8 +61,6 @@ class OpenApiIT {
       s.execute("CREATE PUBLICATION openapi_pub FOR TABLE items");
     }
     Map<String, Object> m = new HashMap<>();
-    m.put("weir.http.port", 0);
-    m.put("weir.cluster.port", 0);
     m.put("weir.admin-token", ADMIN);
     m.put("weir.pipelines.cq.slot", "openapi_slot_" + suffix);
     m.put("weir.pipelines.cq.publications", List.of("openapi_pub"));
@@ -72,7 +70,7 @@ class OpenApiIT {
             ConfigFactory.parseMap(m)
                 .withFallback(db.config())
                 .withFallback(ConfigFactory.defaultApplication()));
-    node = WeirNode.start(config, NodeSettings.create(config));
+    node = TestNodes.start(config);
     base = "http://127.0.0.1:" + node.httpPort();
     awaitReady();
     HttpResponse<String> created =

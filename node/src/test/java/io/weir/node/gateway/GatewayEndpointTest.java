@@ -171,12 +171,25 @@ class GatewayEndpointTest {
               assertThat(e.getMessage()).contains("WEIR_GATEWAY_TLS_KEY_STORE_PASSWORD");
             });
 
+    // The settings checked above name the first port to try; a lost bind takes another.
+    int[] bound = {port, 0};
     GatewayEndpoint secured =
-        GatewayEndpoint.start(node, ConfigFactory.load(), settings, servedRoutes());
+        TestPorts.bound(
+            () -> bound[1]++ == 0 ? port : TestPorts.free(),
+            p -> {
+              bound[0] = p;
+              Map<String, Object> at = new java.util.HashMap<>(tls);
+              at.put("weir.protocol-gateway.port", p);
+              return GatewayEndpoint.start(
+                  node,
+                  ConfigFactory.load(),
+                  GatewaySettings.create(gatewayConfig(at)),
+                  servedRoutes());
+            });
     ActorSystem trusted = tlsClient("trusted-app", app, clients);
     ActorSystem untrusted = tlsClient("untrusted-app", stranger, other);
     try {
-      String address = "pekko://" + ClientRequest.GATEWAY_SYSTEM + "@127.0.0.1:" + port;
+      String address = "pekko://" + ClientRequest.GATEWAY_SYSTEM + "@127.0.0.1:" + bound[0];
       assertThat(ask(trusted, address, Duration.ofSeconds(60))).isInstanceOf(ClientReply.Ok.class);
       int before = served.get();
       assertThatThrownBy(() -> ask(untrusted, address, Duration.ofSeconds(10)))

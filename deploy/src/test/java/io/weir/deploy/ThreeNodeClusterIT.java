@@ -404,16 +404,15 @@ class ThreeNodeClusterIT extends EndToEndTest {
       throws java.io.IOException, InterruptedException {
     for (int attempt = 1; ; attempt++) {
       Process process = launchClient(name, gateways, token, TestPorts.free());
-      long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
-      String out = "";
-      while (System.nanoTime() < deadline) {
-        out = java.nio.file.Files.readString(clientLog(name));
-        if (out.contains("client-started") || !process.isAlive()) {
-          break;
-        }
-        Thread.sleep(100);
-      }
-      out = java.nio.file.Files.readString(clientLog(name));
+      org.awaitility.Awaitility.await("the example client binds its port or ends")
+          .atMost(Duration.ofSeconds(120))
+          .pollInterval(Duration.ofMillis(100))
+          .until(
+              () ->
+                  !process.isAlive()
+                      || java.nio.file.Files.readString(clientLog(name))
+                          .contains("client-started"));
+      String out = java.nio.file.Files.readString(clientLog(name));
       boolean lostBind =
           !out.contains("client-started")
               && (out.contains("Address already in use") || out.contains("BindException"));

@@ -391,6 +391,37 @@ class DeployArtifactsTest {
     }
   }
 
+  /**
+   * No test lets the kernel pick a listening port (port 0 comes from the ephemeral range, where any
+   * outbound connection may take it): servers take theirs from {@code TestPorts} and bind again
+   * when a bind is lost (docs/testing.md).
+   */
+  @Test
+  void noTestListensOnPortZero() throws IOException {
+    Pattern portZero =
+        Pattern.compile(
+            "canonical\\.port\\s*=\\s*0\\b|canonical\\.port\",\\s*0\\b"
+                + "|weir\\.(http|cluster)\\.port\",\\s*0\\b|\"127\\.0\\.0\\.1\",\\s*0\\)");
+    List<String> found = new ArrayList<>();
+    List<Path> sources = new ArrayList<>();
+    for (String module :
+        List.of("protocol", "persistence", "sharding", "node", "node/continuous", "deploy")) {
+      try (Stream<Path> s = Files.walk(repo.resolve(module).resolve("src/test"))) {
+        s.filter(q -> q.toString().endsWith(".java")).sorted().forEach(sources::add);
+      }
+    }
+    for (Path source : sources) {
+      List<String> lines = Files.readAllLines(source, StandardCharsets.UTF_8);
+      for (int i = 0; i < lines.size(); i++) {
+        if (portZero.matcher(lines.get(i)).find()) {
+          found.add(repo.relativize(source) + ":" + (i + 1));
+        }
+      }
+    }
+    assertThat(sources).as("test sources found").hasSizeGreaterThan(100);
+    assertThat(found).as("tests binding port 0").isEmpty();
+  }
+
   @Test
   void everyScriptPassesBashSyntaxCheck() throws Exception {
     List<Path> scripts;

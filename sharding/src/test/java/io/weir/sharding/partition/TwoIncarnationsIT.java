@@ -49,6 +49,9 @@ class TwoIncarnationsIT {
       ActorRef<Command> pa = a.start();
       assertThat(a.write(pa, "a1")).isInstanceOf(Applied.class);
       acknowledged.add("a1");
+      // a's table holds a1 before b claims the partition's rows: an apply of a's still pending
+      // then would be refused (ADR 0060) and stop a before it writes a2.
+      a.caughtUp(pa);
       ActorRef<Command> pb = b.start();
       assertThat(b.read(pb, "a1")).as("b recovered a1").isPresent();
 
@@ -132,6 +135,22 @@ class TwoIncarnationsIT {
       p.tell(frame(id, probe.ref()));
       watcher.expectTerminated(p, REFUSED_WITHIN);
       probe.expectNoMessage(Duration.ofMillis(200));
+    }
+
+    /** Waits until {@code p}'s documents table holds every event its journal has. */
+    void caughtUp(ActorRef<Command> p) {
+      org.awaitility.Awaitility.await("the documents table holds every persisted event")
+          .atMost(WAIT)
+          .pollInterval(Duration.ofMillis(50))
+          .until(
+              () -> {
+                TestProbe<StatusProtocol.PartitionStatus> s = kit.createTestProbe();
+                p.tell(new StatusProtocol.GetStatus(s.ref()));
+                StatusProtocol.PartitionStatus status = s.receiveMessage(WAIT);
+                return status.table().state().equals("running")
+                    && status.table().appliedThrough() == status.journalEvents()
+                    && status.table().lagEvents() == 0;
+              });
     }
 
     Optional<ReadProtocol.Document> read(ActorRef<Command> p, String id) {

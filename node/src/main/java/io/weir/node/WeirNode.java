@@ -23,10 +23,13 @@ import io.weir.persistence.serialization.WeirCborSerializer;
 import io.weir.sharding.partition.OutboxReader;
 import io.weir.sharding.partition.SqlJournalPruner;
 import java.time.Clock;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.BootstrapSetup;
@@ -135,11 +138,33 @@ public final class WeirNode {
       node.logStarted(binding.localAddress());
       return new WeirNode(system, binding, storage);
     } catch (NodeStartException e) {
+      // The step that failed has begun stopping the actor system.
+      awaitStopped(system, settings.bindTimeout());
       throw e;
     } catch (RuntimeException | LinkageError e) {
       // Never leave a half-started node running: its actor system would keep the JVM alive.
       system.terminate();
+      awaitStopped(system, settings.bindTimeout());
       throw refusedOr(storage, new NodeStartException("start-up failed", e));
+    }
+  }
+
+  /**
+   * Waits, at most {@code bound}, for a failed start's actor system to terminate: its cluster port,
+   * its pipelines' slots and its database connections are released when {@link #start} throws, so a
+   * caller that starts again (another port after a lost bind) does not race the leftovers.
+   */
+  private static void awaitStopped(ActorSystem<Void> system, Duration bound) {
+    system.terminate();
+    try {
+      system.getWhenTerminated().toCompletableFuture().get(bound.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      log.warn(
+          "a node whose start failed did not stop within {} ms ({}); going on",
+          bound.toMillis(),
+          e.getClass().getSimpleName());
     }
   }
 

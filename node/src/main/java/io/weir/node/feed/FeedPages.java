@@ -62,8 +62,8 @@ final class FeedPages {
    * waiting, then another, and the selection takes one entry per partition a round in the same
    * order. The next page starts after the last partition the first round reached, or at the
    * partition whose change did not fit, so a partition with changes waiting is served within
-   * ceil(partitions / limit) pages however busy the others are. With {@code through} (positions;
-   * null for none), no partition is read past its position there.
+   * ceil(partitions / limit) + 1 pages however busy the others are. With {@code through}
+   * (positions; null for none), no partition is read past its position there.
    *
    * @param whole whether the changes carry their images whole (a live query's predicate sees every
    *     field; the fields the principal may not read are omitted from what it is sent later), or as

@@ -5,6 +5,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.OffsetDateTime;
 import java.util.function.Predicate;
 import java.util.regex.Pattern;
 
@@ -48,9 +49,22 @@ public record SlotHolders(String self, Predicate<String> downed) {
   }
 
   private static final String HOLDER =
-      "SELECT s.active_pid, a.application_name FROM pg_catalog.pg_replication_slots s"
+      "SELECT s.active_pid, a.application_name, a.backend_start"
+          + " FROM pg_catalog.pg_replication_slots s"
           + " JOIN pg_catalog.pg_stat_activity a ON a.pid = s.active_pid"
           + " WHERE s.slot_name = ? AND s.active";
+
+  /**
+   * Ends the backend only while it is still the one looked at: the slot's active process, with the
+   * same name and start time. Between the look and the end the walsender may have let the slot go,
+   * exited (its process id then free for an unrelated backend) or been replaced; none of them is
+   * ended.
+   */
+  private static final String END_HOLDER =
+      "SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_replication_slots s"
+          + " JOIN pg_catalog.pg_stat_activity a ON a.pid = s.active_pid"
+          + " WHERE s.slot_name = ? AND s.active AND a.pid = ? AND a.application_name = ?"
+          + " AND a.backend_start = ?";
 
   /**
    * Ends the walsender holding {@code slot} when its connection names a member the cluster downed,
@@ -66,7 +80,8 @@ public record SlotHolders(String self, Predicate<String> downed) {
       return 0;
     }
     int pid;
-    String member;
+    String name;
+    OffsetDateTime started;
     try (PreparedStatement ps = source.prepareStatement(HOLDER)) {
       ps.setQueryTimeout(10);
       ps.setString(1, slot);
@@ -75,16 +90,20 @@ public record SlotHolders(String self, Predicate<String> downed) {
           return 0;
         }
         pid = rs.getInt(1);
-        member = memberOf(rs.getString(2));
+        name = rs.getString(2);
+        started = rs.getObject(3, OffsetDateTime.class);
       }
     }
-    if (member == null || member.equals(self) || !downed.test(member)) {
+    String member = memberOf(name);
+    if (member == null || member.equals(self) || started == null || !downed.test(member)) {
       return 0;
     }
-    try (PreparedStatement ps =
-        source.prepareStatement("SELECT pg_catalog.pg_terminate_backend(?)")) {
+    try (PreparedStatement ps = source.prepareStatement(END_HOLDER)) {
       ps.setQueryTimeout(10);
-      ps.setInt(1, pid);
+      ps.setString(1, slot);
+      ps.setInt(2, pid);
+      ps.setString(3, name);
+      ps.setObject(4, started);
       try (ResultSet rs = ps.executeQuery()) {
         if (!rs.next() || !rs.getBoolean(1)) {
           return 0;

@@ -31,7 +31,7 @@ import org.junit.jupiter.api.Test;
  * <p>Then some batches are sent again with their keys after the last restart (a lost reply): the
  * recovered receipts answer every item, replayed, writing nothing. Afterwards the changes feed
  * holds every acknowledged document exactly once, at revision 1 (loss, dup), and nothing else.
- * Prints the counts. Size: {@code -Dweir.crash.batch-kills} (default 2), {@code
+ * Prints the counts. Size: {@code -Dweir.crash.batch-kills} (default 3), {@code
  * -Dweir.crash.batch-batches} (default 120, of 40 documents).
  */
 class BatchCrashIT extends EndToEndTest {

@@ -62,7 +62,7 @@ final class DocumentCommands extends Group {
       @Option(
               names = "--idempotency-key",
               paramLabel = "KEY",
-              description = "A key for this load: 1 to 240 printable ASCII characters.")
+              description = "A key for this load: 1 to 240 printable ASCII characters, no space.")
           String key) {
     if (batchSize < 1) {
       throw ctl.usage("--batch-size must be at least 1");
@@ -71,7 +71,7 @@ final class DocumentCommands extends Group {
         && (key.isEmpty()
             || key.length() > 240
             || !key.chars().allMatch(c -> c > 0x20 && c < 0x7f))) {
-      throw ctl.usage("--idempotency-key must be 1 to 240 printable ASCII characters");
+      throw ctl.usage("--idempotency-key must be 1 to 240 printable ASCII characters, no space");
     }
     Progress progress = new Progress(ctl.err(), ctl.terminal(), 5_000);
     List<Failure> failures = new ArrayList<>();

@@ -67,6 +67,9 @@ class ThreeNodeClusterIT extends EndToEndTest {
               // No scheduled principals reload within the test: changes must reach the other nodes
               // by their announcement (and a refused grant by the second look before a 403).
               .prop("weir.principals.refresh", "1h")
+              // No safety read of pushed live queries within the test: their deltas must come by
+              // the partitions' signals, from whichever node hosts them.
+              .prop("weir.feeds.live-streams.recheck", "10m")
               // Protocol clients reach the nodes here, never through the cluster port.
               .env("WEIR_GATEWAY_ENABLED", "on")
               .env("WEIR_GATEWAY_PORT", Integer.toString(gatewayPort))
@@ -113,6 +116,8 @@ class ThreeNodeClusterIT extends EndToEndTest {
         String.format(
             "partitions-started: 64 on 3 nodes %.1f s after the cluster formed (%s)",
             (System.nanoTime() - p0) / 1e9, nodes.get(0).partitionsNow().get("byNode")));
+
+    pushedStreamsHearEveryNodesPartitions();
 
     // Documents near the size limit, written through one node and read through another: most of
     // their partitions run on other nodes, so the messages cross the cluster (Pekko's default frame
@@ -250,6 +255,99 @@ class ThreeNodeClusterIT extends EndToEndTest {
    * A principal created, granted and revoked through node 1 is known, granted and refused by nodes
    * 2 and 3 without a scheduled reload (weir.principals.refresh is 1 h here).
    */
+  /**
+   * A pushed live query on the first node hears of writes to partitions on every node: documents
+   * are written one at a time through the second node, each awaited before the next, and with the
+   * streams' safety read off (recheck 10 minutes) only the signal of the partition's host, over the
+   * cluster topic, can bring the delta. Sixteen documents land on partitions of the other two nodes
+   * all but certainly (the chance that all sixteen are on the first is 3^-16).
+   */
+  private void pushedStreamsHearEveryNodesPartitions() throws Exception {
+    String query =
+        "{\"collection\":\"pushed\",\"where\":{\"op\":\"ge\",\"field\":\"i\",\"value\":0}}";
+    var start =
+        nodes
+            .get(0)
+            .sendIdempotent(
+                "POST",
+                "/v1/query/live/start",
+                "{\"query\":" + query + "}",
+                Map.of("Content-Type", "application/json"));
+    assertThat(start.statusCode()).as("live start: %s", start.body()).isEqualTo(200);
+    String cursor = JSON.readTree(start.body()).get("cursor").asText();
+    java.util.concurrent.BlockingQueue<String> deltas =
+        new java.util.concurrent.LinkedBlockingQueue<>();
+    java.net.http.HttpClient client = java.net.http.HttpClient.newHttpClient();
+    var response =
+        client.send(
+            java.net.http.HttpRequest.newBuilder(
+                    java.net.URI.create(
+                        "http://127.0.0.1:"
+                            + nodes.get(0).httpPort()
+                            + "/v1/query/live/stream?query="
+                            + java.net.URLEncoder.encode(
+                                query, java.nio.charset.StandardCharsets.UTF_8)))
+                .header("Authorization", "Bearer " + NodeProcess.ADMIN_TOKEN)
+                .header("Last-Event-ID", cursor)
+                .build(),
+            java.net.http.HttpResponse.BodyHandlers.ofLines());
+    assertThat(response.statusCode()).as("the stream opens").isEqualTo(200);
+    Thread reader =
+        new Thread(
+            () -> {
+              try (var lines = response.body()) {
+                lines
+                    .filter(l -> l.startsWith("data:") && l.contains("\"deltas\""))
+                    .forEach(
+                        l -> {
+                          try {
+                            for (var d : JSON.readTree(l.substring(5)).get("deltas")) {
+                              deltas.add(d.get("id").asText());
+                            }
+                          } catch (java.io.IOException e) {
+                            throw new java.io.UncheckedIOException(e);
+                          }
+                        });
+              } catch (RuntimeException closed) {
+                // the stream is closed at the end of this check
+              }
+            },
+            "three-node-pushed");
+    reader.setDaemon(true);
+    reader.start();
+    try {
+      long worst = 0;
+      for (int i = 0; i < 16; i++) {
+        String id = "p-" + i;
+        var put =
+            nodes
+                .get(1)
+                .sendIdempotent(
+                    "PUT",
+                    "/v1/documents/pushed/" + id,
+                    "{\"i\":" + i + "}",
+                    Map.of("Idempotency-Key", "pushed-" + i));
+        assertThat(put.statusCode()).as("PUT %s: %s", id, put.body()).isEqualTo(200);
+        long t0 = System.nanoTime();
+        String seen;
+        do {
+          seen = deltas.poll(90, java.util.concurrent.TimeUnit.SECONDS);
+          assertThat(seen)
+              .as("the pushed stream on the first node hears of %s within 90 s", id)
+              .isNotNull();
+        } while (!seen.equals(id));
+        worst = Math.max(worst, System.nanoTime() - t0);
+      }
+      LOG.info(
+          String.format(
+              "pushed-across-nodes: 16 writes through the second node, each delta on the first"
+                  + " node's stream within %.1f s (safety read off)",
+              worst / 1e9));
+    } finally {
+      response.body().close();
+    }
+  }
+
   private void principalsReachEveryNode() throws Exception {
     NodeProcess admin = nodes.get(0);
     var created =

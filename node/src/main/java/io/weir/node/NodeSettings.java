@@ -136,7 +136,26 @@ public record NodeSettings(
       int maxReadEntries,
       long defaultReadBytes,
       long maxReadBytes,
-      long maxEffectBytes) {}
+      long maxEffectBytes,
+      int maxConcurrentReads,
+      Duration readDeadline) {
+    /** Budgets as given, with the default admission: 64 reads at once, 30 s each. */
+    public Projections(
+        int defaultReadEntries,
+        int maxReadEntries,
+        long defaultReadBytes,
+        long maxReadBytes,
+        long maxEffectBytes) {
+      this(
+          defaultReadEntries,
+          maxReadEntries,
+          defaultReadBytes,
+          maxReadBytes,
+          maxEffectBytes,
+          64,
+          Duration.ofSeconds(30));
+    }
+  }
 
   /**
    * Cluster bootstrap through Pekko Management ({@code weir.cluster.bootstrap.*}), used instead of
@@ -409,7 +428,9 @@ public record NodeSettings(
         read.maxEntries(),
         read.defaultBytes(),
         read.maxBytes(),
-        v.bytes("weir.projections.max-effect-bytes", 1));
+        v.bytes("weir.projections.max-effect-bytes", 1),
+        v.positiveInt("weir.projections.read.max-concurrent"),
+        v.positiveDuration("weir.projections.read.deadline"));
   }
 
   private static Duration rotationGrace(Config config) {

@@ -53,6 +53,8 @@ class NodeSettingsTest {
         .doesNotContain(PASSWORD);
     assertThat(s.projections().defaultReadEntries()).isEqualTo(100);
     assertThat(s.projections().maxReadBytes()).isEqualTo(16L << 20);
+    assertThat(s.projections().maxConcurrentReads()).isEqualTo(64);
+    assertThat(s.projections().readDeadline()).isEqualTo(java.time.Duration.ofSeconds(30));
     assertThat(s.partitionLimits().maxConsumers()).isEqualTo(64);
     assertThat(s.partitionLimits().reserveEntries()).isEqualTo(16_384);
     assertThat(s.partitionLimits().reserveBytes()).isEqualTo(2L << 30);

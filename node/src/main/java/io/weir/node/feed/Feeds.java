@@ -8,6 +8,7 @@ import io.weir.node.auth.Access;
 import io.weir.node.auth.Policies;
 import io.weir.node.auth.Principal;
 import io.weir.node.documents.Documents;
+import io.weir.node.documents.ReadAdmission;
 import io.weir.node.metrics.FeedMetrics;
 import io.weir.node.tokens.TokenKeys;
 import io.weir.persistence.PolicyStore.CollectionPolicy;
@@ -30,9 +31,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
-import java.util.concurrent.Semaphore;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.function.Predicate;
 import java.util.function.Supplier;
 
@@ -76,16 +74,9 @@ public final class Feeds {
   }
 
   /** A refused request: the typed code and a value-free message. */
-  public static final class Refused extends RuntimeException {
-    private final ErrorCode code;
-
+  public static final class Refused extends ReadAdmission.Refused {
     public Refused(ErrorCode code, String message) {
-      super(message, null, false, false);
-      this.code = code;
-    }
-
-    public ErrorCode code() {
-      return code;
+      super(code, message);
     }
   }
 
@@ -174,8 +165,7 @@ public final class Feeds {
   private final Policies policies;
   private final Clock clock;
   private final Limits limits;
-  private final Semaphore admission;
-  private final Duration deadline;
+  private final ReadAdmission admission;
 
   /** Where work continues after partitions answered: never on a partition's own thread. */
   private final Executor executor;
@@ -223,7 +213,6 @@ public final class Feeds {
       Limits limits,
       Duration deadline,
       Clock clock) {
-    this.deadline = deadline;
     this.documents = documents;
     this.executor = documents.readsExecutor();
     this.reader = reader;
@@ -231,7 +220,8 @@ public final class Feeds {
     this.policies = policies;
     this.limits = limits;
     this.clock = clock;
-    this.admission = new Semaphore(limits.maxConcurrent());
+    this.admission =
+        new ReadAdmission(limits.maxConcurrent(), deadline, "reads and queries", Refused::new);
     this.cursors = new FeedCursors(documents, keys, policies, limits, clock);
     this.pages = new FeedPages(documents, reader, executor);
   }
@@ -247,8 +237,7 @@ public final class Feeds {
    * io.weir.node.metrics.FeedMetrics}).
    */
   public void bindMetrics(MeterRegistry registry) {
-    metrics =
-        new FeedMetrics(registry, () -> limits.maxConcurrent() - admission.availablePermits());
+    metrics = new FeedMetrics(registry, () -> limits.maxConcurrent() - admission.available());
   }
 
   /**
@@ -420,32 +409,7 @@ public final class Feeds {
   }
 
   private <T> CompletionStage<T> admitted(Supplier<CompletionStage<T>> work) {
-    if (!admission.tryAcquire()) {
-      return CompletableFuture.failedFuture(
-          new Refused(
-              ErrorCode.BUSY,
-              "too many reads and queries are running on this node; retry shortly"));
-    }
-    try {
-      return work.get()
-          .toCompletableFuture()
-          .orTimeout(deadline.toMillis(), TimeUnit.MILLISECONDS)
-          .exceptionally(
-              e -> {
-                Throwable t =
-                    e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
-                if (t instanceof TimeoutException) {
-                  throw new Refused(
-                      ErrorCode.UNAVAILABLE,
-                      "the read did not finish within " + deadline.toSeconds() + " s; retry");
-                }
-                throw e instanceof RuntimeException r ? r : new CompletionException(e);
-              })
-          .whenComplete((v, e) -> admission.release());
-    } catch (RuntimeException e) {
-      admission.release();
-      return CompletableFuture.failedFuture(e);
-    }
+    return admission.admit(work);
   }
 
   /**

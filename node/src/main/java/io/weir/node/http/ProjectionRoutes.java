@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.exc.UnrecognizedPropertyException;
 import io.weir.node.documents.Documents;
+import io.weir.node.documents.ReadAdmission;
 import io.weir.node.projection.Projections;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.Lsn;
@@ -393,6 +394,9 @@ final class ProjectionRoutes extends JsonRoutes {
   }
 
   private Route unavailable(Throwable t) {
+    if (t instanceof ReadAdmission.Refused r) {
+      return error(r.code(), r.getMessage());
+    }
     if (t instanceof Projections.KeysUnavailable) {
       return error(
           ErrorCode.UNAVAILABLE,

@@ -2,6 +2,7 @@ package io.weir.node.projection;
 
 import io.weir.node.NodeSettings;
 import io.weir.node.documents.Documents;
+import io.weir.node.documents.ReadAdmission;
 import io.weir.node.tokens.TokenKeys;
 import io.weir.protocol.ErrorCode;
 import io.weir.protocol.token.BatchToken;
@@ -40,6 +41,7 @@ public final class Projections {
   private final Duration batchTtl;
   private final Clock clock;
   private final int maxEffects;
+  private final ReadAdmission admission;
 
   /**
    * @param maxEffects effects one commit may carry (the partitions' limit)
@@ -59,6 +61,8 @@ public final class Projections {
     this.limits = limits;
     this.batchTtl = batchTtl;
     this.clock = clock;
+    this.admission =
+        new ReadAdmission(limits.maxConcurrentReads(), limits.readDeadline(), "batch reads");
   }
 
   public NodeSettings.Projections limits() {
@@ -148,6 +152,17 @@ public final class Projections {
     if (signer.isEmpty()) {
       return CompletableFuture.failedFuture(new KeysUnavailable());
     }
+    return admission.admit(
+        () -> read(signer.get(), partition, name, generation, maxEntries, maxBytes));
+  }
+
+  private CompletionStage<ReadResult> read(
+      TokenSigner signer,
+      int partition,
+      String name,
+      long generation,
+      int maxEntries,
+      long maxBytes) {
     return documents
         .<ConsumerReply>ask(partition, r -> new ReadConsumer(name, generation, maxEntries, r))
         .thenCompose(
@@ -178,7 +193,7 @@ public final class Projections {
                                     generation,
                                     checkpoint,
                                     batch.through())
-                                .sign(signer.get(), clock.millis() + batchTtl.toMillis());
+                                .sign(signer, clock.millis() + batchTtl.toMillis());
                         return new Batch(
                             partition,
                             span.consumer(),

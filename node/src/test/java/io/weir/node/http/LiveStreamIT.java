@@ -392,6 +392,33 @@ class LiveStreamIT extends FeedNodeFixture {
     }
   }
 
+  @Test
+  void aPolicyChangeEndsTheStreamAtItsNextRead() throws Exception {
+    String w = token("push-policy", "policied");
+    String q = OPEN.formatted("policied");
+    try (SseEvents s = stream(q, start(q, w, new HashMap<>()), null, w)) {
+      assertThat(s.next(WAIT).type()).isEqualTo("progress");
+      // A new version of the collection's policy: cursors issued under the old one are fenced.
+      policy("policied", List.of("secret"), "none", null);
+      ok(put("policied", "p1", "{\"state\":\"open\"}", w));
+      assertEnd(s, "token-invalidated");
+    }
+  }
+
+  @Test
+  void aFirstChangeLargerThanMaxBytesIsRefusedBeforeTheStreamStarts() throws Exception {
+    String w = token("push-budget", "budget");
+    String q = OPEN.formatted("budget");
+    String cursor = start(q, w, new HashMap<>());
+    ok(put("budget", "b1", "{\"state\":\"open\",\"pad\":\"" + "x".repeat(500) + "\"}", w));
+    refused(open(q, cursor, null, w, "maxBytes=100"), 413, "budget-exceeded");
+    try (SseEvents s = stream(q, cursor, null, w)) {
+      assertThat(nextOtherThanProgress(s).type())
+          .as("with the default budget the same cursor streams the change")
+          .isEqualTo("deltas");
+    }
+  }
+
   /** The stream's next event other than progress is {@code end} with {@code code}: no delta. */
   private void assertEnd(SseEvents s, String code) throws Exception {
     SseEvents.Event e = nextOtherThanProgress(s);

@@ -21,6 +21,19 @@ public interface JournalPruner {
   CompletionStage<Integer> deleteThrough(String persistenceId, long through);
 
   /**
+   * Deletes the rows of partition {@code partition}'s journal ({@code persistenceId}) up to {@code
+   * through}, but never past the journal sequence its documents table durably holds: the bound is
+   * read in the deleting statement itself, so a table that lost applies in a crash of PostgreSQL
+   * (they commit without waiting for the flush, ADR 0035) after the partition counted them keeps
+   * the events it needs to replay them. By default as {@link #deleteThrough}, for journals without
+   * a documents table (the in-memory ones).
+   */
+  default CompletionStage<Integer> deleteThroughApplied(
+      String persistenceId, int partition, long through) {
+    return deleteThrough(persistenceId, through);
+  }
+
+  /**
    * Deletes the snapshots of {@code persistenceId} older than {@code sequenceNr} (none by default).
    */
   default CompletionStage<Integer> deleteSnapshotsBefore(String persistenceId, long sequenceNr) {

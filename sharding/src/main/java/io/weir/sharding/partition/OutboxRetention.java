@@ -13,6 +13,7 @@ import java.util.concurrent.atomic.AtomicLong;
 final class OutboxRetention {
   private final JournalPruner pruner;
   private final String persistenceId;
+  private final int partition;
 
   /** Sequence numbers of the two latest snapshots this incarnation saved (0: none yet). */
   private volatile long latestSnapshot;
@@ -21,7 +22,8 @@ final class OutboxRetention {
   private final AtomicLong prunedThrough = new AtomicLong();
   private final AtomicBoolean pruning = new AtomicBoolean();
 
-  OutboxRetention(JournalPruner pruner, String persistenceId) {
+  OutboxRetention(JournalPruner pruner, String persistenceId, int partition) {
+    this.partition = partition;
     this.pruner = pruner;
     this.persistenceId = persistenceId;
   }
@@ -88,7 +90,7 @@ final class OutboxRetention {
       return;
     }
     pruner
-        .deleteThrough(persistenceId, through)
+        .deleteThroughApplied(persistenceId, partition, through)
         .whenComplete(
             (rows, error) -> {
               if (error == null) {

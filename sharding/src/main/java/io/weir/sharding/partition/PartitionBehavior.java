@@ -113,7 +113,7 @@ final class PartitionBehavior
     this.createdNanos = createdNanos;
     this.self = ctx.getSelf();
     this.marks = new PartitionMarks(partition, wiring, self);
-    this.retention = new OutboxRetention(wiring.pruner(), persistenceId().id());
+    this.retention = new OutboxRetention(wiring.pruner(), persistenceId().id(), partition);
     this.cache = new BodyCache(wiring.settings().bodyCacheBytes());
     this.receiptFilter = new ReceiptFilter(wiring.settings().receiptTtlMillis());
     this.receiptFilterStart =
@@ -338,6 +338,7 @@ final class PartitionBehavior
             TableReady.class,
             (state, c) -> {
               tableReady = true;
+              unapplied.caughtUp(table.appliedThrough());
               return becomeReady(state);
             })
         .onCommand(

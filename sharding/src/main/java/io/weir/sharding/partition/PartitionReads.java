@@ -266,6 +266,9 @@ final class PartitionReads {
         .scan(partition, c.collection(), c.afterId(), limit + 1, false, rows)
         .thenAccept(
             seen -> {
+              if (lost(view, seen, "a page of documents")) {
+                return;
+              }
               boolean tableMore = rows.read > limit;
               List<Document> merged = rows.out;
               for (Document d : view.newer(seen.appliedThrough())) {
@@ -295,6 +298,26 @@ final class PartitionReads {
                           out, tableMore || out.size() < merged.size()));
             })
         .exceptionally(failed("a page of documents"));
+  }
+
+  /**
+   * Whether the table read was below the position the partition knew of (PostgreSQL lost applies):
+   * then the read is not answered (its asker times out and may retry) and the writer is told, as
+   * for a single document ({@link #served}); the rows may be older than what was acknowledged.
+   */
+  private boolean lost(Unapplied.View view, DocumentTable.Seen seen, String what) {
+    if (!view.tableLost(seen.appliedThrough())) {
+      return false;
+    }
+    log.error(
+        "partition {}: the documents table is applied through journal sequence {}, behind the {}"
+            + " the partition knew of; {} is not answered",
+        partition,
+        seen.appliedThrough(),
+        view.base(),
+        what);
+    tableBehind.run();
+    return true;
   }
 
   /** Collects a scan's rows as the partition holds them (the unapplied changes merged over). */
@@ -367,6 +390,9 @@ final class PartitionReads {
             })
         .thenAccept(
             seen -> {
+              if (lost(view, seen, "a collection")) {
+                return;
+              }
               if (!budget.tooLarge) {
                 for (Document d : view.newer(seen.appliedThrough())) {
                   if (!budget.take(d)) {

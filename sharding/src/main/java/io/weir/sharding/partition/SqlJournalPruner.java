@@ -24,12 +24,14 @@ public final class SqlJournalPruner implements JournalPruner {
   private final DataSource dataSource;
   private final String table;
   private final String snapshots;
+  private final String positions;
   private final Executor blockingIo;
 
   public SqlJournalPruner(DataSource dataSource, String schema, Executor blockingIo) {
     this.dataSource = dataSource;
     this.table = Identifiers.require("schema name", schema) + ".event_journal";
     this.snapshots = schema + ".snapshot";
+    this.positions = schema + ".document_positions";
     this.blockingIo = blockingIo;
   }
 
@@ -52,17 +54,45 @@ public final class SqlJournalPruner implements JournalPruner {
   }
 
   /**
-   * Runs {@code sql} (persistence id, sequence number) on the blocking pool; a failure is logged
-   * and tried again later.
+   * The partition's documents table's position is read by the delete itself: a partition without a
+   * position row (no table yet) deletes nothing.
    */
+  @Override
+  public CompletionStage<Integer> deleteThroughApplied(
+      String persistenceId, int partition, long through) {
+    return delete(
+        "DELETE FROM "
+            + table
+            + " WHERE persistence_id = ? AND sequence_number <= LEAST(?, COALESCE((SELECT"
+            + " applied_through FROM "
+            + positions
+            + " WHERE partition_id = ?), 0))",
+        persistenceId,
+        through,
+        "purged journal rows",
+        partition);
+  }
+
   private CompletionStage<Integer> delete(
       String sql, String persistenceId, long sequenceNr, String what) {
+    return delete(sql, persistenceId, sequenceNr, what, null);
+  }
+
+  /**
+   * Runs {@code sql} (persistence id, sequence number and, when not null, a partition) on the
+   * blocking pool; a failure is logged and tried again later.
+   */
+  private CompletionStage<Integer> delete(
+      String sql, String persistenceId, long sequenceNr, String what, Integer partition) {
     return CompletableFuture.supplyAsync(
         () -> {
           try (Connection c = dataSource.getConnection();
               PreparedStatement ps = c.prepareStatement(sql)) {
             ps.setString(1, persistenceId);
             ps.setLong(2, sequenceNr);
+            if (partition != null) {
+              ps.setInt(3, partition);
+            }
             int rows = ps.executeUpdate();
             log.debug(
                 "{}: deleted {} {} (sequence number {})", persistenceId, rows, what, sequenceNr);

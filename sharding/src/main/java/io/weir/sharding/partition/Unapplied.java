@@ -32,6 +32,14 @@ final class Unapplied {
   private record Event(long seq, List<String> keys) {}
 
   private final HashMap<String, Pending> documents = new HashMap<>();
+
+  /**
+   * The journal sequence through which the table holds every event, as far as the partition was
+   * told (its writer's applies, the catch-up at start): every change here is later. It never moves
+   * back, so a read whose table position is below it read a table that lost applies.
+   */
+  private long base;
+
   private final ArrayDeque<Event> events = new ArrayDeque<>();
   private final List<CollectionChange> collectionChanges = new ArrayList<>();
 
@@ -87,6 +95,7 @@ final class Unapplied {
    * each document whose latest version was among them (the cache keeps it).
    */
   void applied(long through, BiConsumer<String, Pending> applied) {
+    base = Math.max(base, through);
     while (!events.isEmpty() && events.peekFirst().seq() <= through) {
       for (String k : events.pollFirst().keys()) {
         Pending p = documents.get(k);
@@ -100,6 +109,16 @@ final class Unapplied {
     if (!receipts.isEmpty()) {
       receipts.values().removeIf(r -> r.seq() <= through);
     }
+  }
+
+  /** The table caught up with the journal through {@code through} before the partition serves. */
+  void caughtUp(long through) {
+    base = Math.max(base, through);
+  }
+
+  /** See {@link #base}. */
+  long base() {
+    return base;
   }
 
   /** The latest unapplied version of the document of {@link Partition#key} {@code key}, or null. */
@@ -137,7 +156,7 @@ final class Unapplied {
         docs.put(p.document().id(), p);
       }
     }
-    return new View(Map.copyOf(docs), List.copyOf(changes(collection)));
+    return new View(Map.copyOf(docs), List.copyOf(changes(collection)), base);
   }
 
   static Document withoutAcl(Document d) {
@@ -149,9 +168,18 @@ final class Unapplied {
    * table's position, it gives the documents as of the partition's last event then.
    *
    * @param documents id to its latest unapplied version
+   * @param base the table's position the partition knew of then ({@link Unapplied#base}): a table
+   *     read below it lacks applies this view does not hold
    */
-  record View(Map<String, Pending> documents, List<CollectionChange> changes) {
-    static final View EMPTY = new View(Map.of(), List.of());
+  record View(Map<String, Pending> documents, List<CollectionChange> changes, long base) {
+    /**
+     * Whether a table read at position {@code appliedThrough} lacks events that this view does not
+     * hold either: PostgreSQL lost applies the writer had committed (they commit without waiting
+     * for the flush), and the rows read may be older than what the partition acknowledged.
+     */
+    boolean tableLost(long appliedThrough) {
+      return appliedThrough < base;
+    }
 
     /**
      * A table row (of journal sequence {@code rowSeq}, when the table was applied through {@code

@@ -1357,6 +1357,41 @@ class DocumentTableIT {
   }
 
   /**
+   * Reads of many documents after the same loss: a page and a collection scan read the table below
+   * the position the partition knew of, and the event between is no longer among its unapplied
+   * changes, so merging those would serve the older body (and the scan would name the outbox tail
+   * as its baseline, losing the change for a live query for good). Neither is answered until the
+   * writer has replayed the lost event; then both serve the acknowledged body.
+   */
+  @Test
+  void appliesLostByACrashOfPostgresAreNeverServedByPagesOrScans() throws Exception {
+    ActorTestKit kit = kit("document-table-lost-apply-pages");
+    ActorRef<Command> p = withLostSecondApply(kit);
+    TestProbe<DocumentsReply> page = kit.createTestProbe();
+    p.tell(new GetDocuments("orders", null, 10, page.ref()));
+    TestProbe<ReadProtocol.CollectionScan> scan = kit.createTestProbe();
+    p.tell(new ReadProtocol.ScanCollection("orders", 1L << 20, scan.ref()));
+    page.expectNoMessage(Duration.ofSeconds(1));
+    scan.expectNoMessage(Duration.ofMillis(200));
+    await()
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              TestProbe<DocumentsReply> r = kit.createTestProbe();
+              p.tell(new GetDocuments("orders", null, 10, r.ref()));
+              assertThat(r.receiveMessage(Duration.ofSeconds(2)).documents())
+                  .extracting(Document::body)
+                  .containsExactly("{\"v\":2}");
+            });
+    TestProbe<ReadProtocol.CollectionScan> again = kit.createTestProbe();
+    p.tell(new ReadProtocol.ScanCollection("orders", 1L << 20, again.ref()));
+    assertThat(again.receiveMessage(WAIT).documents())
+        .extracting(Document::body)
+        .containsExactly("{\"v\":2}");
+  }
+
+  /**
    * The same loss found by the next apply rather than by a read: the table's position is behind the
    * event the apply follows ({@link DocumentTable.TableGap}), so the writer replays the lost event
    * from the journal first, then applies the new one; no read is involved.

@@ -118,6 +118,103 @@ class OutboxPurgeIT {
     }
   }
 
+  /**
+   * A partition's journal is pruned only through what its documents table durably holds: after a
+   * crash of PostgreSQL lost applies the partition had counted (here: the table's position set back
+   * by hand, as such a crash leaves it), a prune asked through a later event stops at the table's
+   * position, so the events the writer must replay stay. A journal without a position row loses
+   * nothing.
+   */
+  @Test
+  void pruningNeverPassesTheDocumentsTablesDurablePosition() throws Exception {
+    ExecutorService io = Executors.newFixedThreadPool(1);
+    try (TestPostgres.TestDatabase db = TestPostgres.server().freshDatabase("purge_bound_it")) {
+      Config config =
+          ConfigFactory.load(
+              db.config().withFallback(ConfigFactory.parseResources("weir-persistence.conf")));
+      try (JdbcPartitions jdbc = new JdbcPartitions(config, "purge-bound-it")) {
+        SqlJournalPruner pruner = new SqlJournalPruner(jdbc.database.dataSource(), "weir", io);
+        ActorTestKit kit = ActorTestKit.create("purge-bound", config);
+        try {
+          ActorRef<Command> p = kit.spawn(Partition.create(5, jdbc.wiring()));
+          TestProbe<FrameReply> replies = kit.createTestProbe();
+          for (int i = 0; i < 10; i++) {
+            p.tell(
+                new ApplyFrame(
+                    "b" + i,
+                    List.of(new Upsert("orders", "d" + i, "{\"n\":" + i + "}", Optional.empty())),
+                    Optional.empty(),
+                    replies.ref()));
+            assertThat(replies.receiveMessage(Duration.ofSeconds(30))).isInstanceOf(Applied.class);
+          }
+          await("the table applied every event")
+              .atMost(Duration.ofSeconds(30))
+              .until(() -> position(db) == maxSequence(db));
+        } finally {
+          kit.shutdownTestKit();
+        }
+        long events = maxSequence(db);
+        assertThat(events).isGreaterThanOrEqualTo(10);
+        execute(
+            db, "UPDATE weir.document_positions SET applied_through = 4 WHERE partition_id = 5");
+
+        pruner.deleteThroughApplied(PID, 5, events - 2).toCompletableFuture().get();
+        assertThat(minSequence(db))
+            .as("rows through the table's position 4 go, no later")
+            .isEqualTo(5);
+
+        pruner.deleteThroughApplied("weir-partition|6", 6, events).toCompletableFuture().get();
+        pruner.deleteThroughApplied(PID, 99, events).toCompletableFuture().get();
+        assertThat(minSequence(db))
+            .as("a partition without a position row prunes nothing")
+            .isEqualTo(5);
+
+        execute(
+            db,
+            "UPDATE weir.document_positions SET applied_through = "
+                + events
+                + " WHERE partition_id = 5");
+        pruner.deleteThroughApplied(PID, 5, events - 2).toCompletableFuture().get();
+        assertThat(minSequence(db)).as("caught up, the asked bound holds").isEqualTo(events - 1);
+      }
+    } finally {
+      io.shutdownNow();
+    }
+  }
+
+  private static long position(TestPostgres.TestDatabase db) throws Exception {
+    return single(db, "SELECT applied_through FROM weir.document_positions WHERE partition_id = 5");
+  }
+
+  private static long maxSequence(TestPostgres.TestDatabase db) throws Exception {
+    return single(
+        db,
+        "SELECT coalesce(max(sequence_number), 0) FROM weir.event_journal WHERE persistence_id = '"
+            + PID
+            + "'");
+  }
+
+  private static long minSequence(TestPostgres.TestDatabase db) throws Exception {
+    return single(
+        db,
+        "SELECT coalesce(min(sequence_number), 0) FROM weir.event_journal WHERE persistence_id = '"
+            + PID
+            + "'");
+  }
+
+  private static long single(TestPostgres.TestDatabase db, String sql) throws Exception {
+    try (Connection c = db.connect();
+        ResultSet rs = c.createStatement().executeQuery(sql)) {
+      return rs.next() ? rs.getLong(1) : -1;
+    }
+  }
+
+  private static void execute(TestPostgres.TestDatabase db, String sql) throws Exception {
+    try (Connection c = db.connect()) {
+      c.createStatement().execute(sql);
+    }
+  }
+
   private static long count(TestPostgres.TestDatabase db, String table) throws Exception {
     try (Connection c = db.connect();
         ResultSet rs =

@@ -143,6 +143,14 @@ final class BenchCluster implements AutoCloseable {
 
   /** Starts node {@code i} (again) on its ports, with its log in a new file. */
   synchronized void start(int i) throws IOException {
+    start(i, List.of());
+  }
+
+  /**
+   * Starts node {@code i} (again) on its ports, with {@code extraJvm} after the cluster's JVM
+   * options.
+   */
+  synchronized void start(int i, List<String> extraJvm) throws IOException {
     if (processes[i] != null && processes[i].isAlive()) {
       throw new IllegalStateException(nodeName(i) + " is still running");
     }
@@ -151,6 +159,7 @@ final class BenchCluster implements AutoCloseable {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.addAll(jvmOptions);
+    cmd.addAll(extraJvm);
     cmd.add("-jar");
     cmd.add(nodeJar().toString());
     cmd.add("node");
@@ -179,6 +188,25 @@ final class BenchCluster implements AutoCloseable {
     env.put("WEIR_MARKS_DIR", marks.toString());
     processes[i] = pb.start();
     generations[i]++;
+  }
+
+  /**
+   * SIGTERMs node {@code i} (its coordinated shutdown runs) and waits for the process to end, at
+   * most {@code timeout}; SIGKILLs it after that. Whether it ended by itself.
+   */
+  boolean stop(int i, Duration timeout) throws InterruptedException {
+    Process p = processes[i];
+    p.destroy();
+    if (p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+      return true;
+    }
+    kill(i);
+    return false;
+  }
+
+  /** The process id of node {@code i}'s current process. */
+  long pid(int i) {
+    return processes[i].pid();
   }
 
   /** SIGKILLs node {@code i} and waits for the process to be gone. */

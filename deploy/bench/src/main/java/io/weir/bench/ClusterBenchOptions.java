@@ -35,8 +35,8 @@ final class ClusterBenchOptions {
       paramLabel = "LIST",
       split = ",",
       description =
-          "failover, throughput, batch, comma-separated (default: failover,throughput; batch runs only"
-              + " when named)")
+          "failover, throughput, batch, restart, comma-separated (default: failover,throughput; batch"
+              + " and restart run only when named)")
   List<String> phases = List.of("failover", "throughput");
 
   @Option(
@@ -182,6 +182,14 @@ final class ClusterBenchOptions {
   int batchWarmupSeconds = 10;
 
   @Option(
+      names = "--restart-runs",
+      paramLabel = "N",
+      description =
+          "restarts of the restart phase's node per kind of start (plain java -jar, class-data"
+              + " archive), alternating (default: ${DEFAULT-VALUE})")
+  int restartRuns = 6;
+
+  @Option(
       names = "--batch-kinds",
       paramLabel = "LIST",
       split = ",",
@@ -230,15 +238,22 @@ final class ClusterBenchOptions {
     return phases.contains("batch");
   }
 
+  boolean restartPhase() {
+    return phases.contains("restart");
+  }
+
   static ClusterBenchOptions parse(String[] args, Map<String, String> env)
       throws BenchArgs.UsageException {
     ClusterBenchOptions o = new ClusterBenchOptions();
     BenchArgs.parse(o, args);
     for (String p : o.phases) {
-      if (!List.of("failover", "throughput", "batch").contains(p)) {
+      if (!List.of("failover", "throughput", "batch", "restart").contains(p)) {
         throw new BenchArgs.UsageException(
-            "--phases takes failover, throughput and batch, comma-separated");
+            "--phases takes failover, throughput, batch and restart, comma-separated");
       }
+    }
+    if (o.restartRuns < 1) {
+      throw new BenchArgs.UsageException("--restart-runs must be at least 1");
     }
     for (String k : o.batchKinds) {
       if (!List.of("batch", "put", "jdbc").contains(k)) {

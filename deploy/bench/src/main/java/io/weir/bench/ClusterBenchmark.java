@@ -199,6 +199,15 @@ public final class ClusterBenchmark {
       if (options.batchPhase()) {
         batches();
       }
+      if (options.restartPhase()) {
+        new RestartPhase(
+                cluster(
+                    new BenchCluster(
+                        "restart", 1, one, token, logs, options.partitions, jvmOptions, List.of())),
+                logs.resolve("restart-node.jsa"),
+                options.restartRuns)
+            .run();
+      }
       System.out.println(
           "load average (1/5/15 min) at the end: "
               + CdcBenchmark.loadAverage()

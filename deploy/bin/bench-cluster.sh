@@ -10,11 +10,14 @@
 #  3. (only with --phases batch) batch writes on one node: 16 clients POST /v1/documents/batch with 100
 #     documents each, against --clients single PUTs and against plain JDBC upserts of the same bodies into
 #     a table of the same database, one row per commit: documents/s, latency, CPU per document.
+#  4. (only with --phases restart) restart -> ready of one node: --restart-runs starts each of plain
+#     java -jar and with a class-data archive, alternating: seconds and CPU seconds to /health/ready.
 # Figures, not assertions: it exits 0 whatever they are. See docs/benchmarks.md.
 #   deploy/bin/bench-cluster.sh                           defaults (about 10 minutes on 2 vCPUs, build included)
 #   deploy/bin/bench-cluster.sh --phases failover --failover-runs 3 --stable-after 20s
 #   deploy/bin/bench-cluster.sh --phases failover --failover-fault freeze
 #   deploy/bin/bench-cluster.sh --phases batch --clients 64
+#   deploy/bin/bench-cluster.sh --phases restart --restart-runs 6
 #   deploy/bin/bench-cluster.sh --help                    every option
 # Builds first (tests skipped), then uses the private PostgreSQL (deploy/bin/pg.sh), stopping it
 # afterwards if this script started it. It creates and drops the databases weir_cbench and

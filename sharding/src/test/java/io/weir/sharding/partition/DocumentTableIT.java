@@ -59,9 +59,10 @@ import org.junit.jupiter.api.Test;
  * journal: after every kind of write (API upserts and deletes, CDC frames, snapshot loads with a
  * reset, a truncate, row rules and their change) the table holds exactly what the entity holds; a
  * table that fails for a while is caught up from the journal, also across a restart from a snapshot
- * taken after the last applied event; writes wait while the table is too far behind; a journal
- * pruned before the table existed seeds it from the recovered documents; a table ahead of the
- * journal halts the writer ({@code storage-behind}).
+ * taken after the last applied event; writes wait while the table is too far behind; applies lost
+ * by a crash of PostgreSQL are never served (single reads, pages, scans) and are replayed; a table
+ * ahead of the journal halts the writer ({@code storage-behind}). (Partitions whose snapshots still
+ * hold bodies move them into the table on start: {@code LegacySnapshotsIT}.)
  */
 class DocumentTableIT {
   private static final int P = 5;

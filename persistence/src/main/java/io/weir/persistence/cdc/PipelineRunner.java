@@ -22,6 +22,7 @@ import io.weir.persistence.cdc.CdcPipeline.StreamEnded;
 import io.weir.persistence.cdc.assembly.RelationStore;
 import io.weir.persistence.cdc.assembly.SpillLimitExceeded;
 import io.weir.persistence.cdc.sink.ChangeSink;
+import io.weir.persistence.cdc.sink.SinkException;
 import io.weir.persistence.cdc.snapshot.IncrementalSnapshot;
 import io.weir.persistence.cdc.snapshot.SnapshotTracker;
 import io.weir.persistence.cdc.source.SlotHolders;
@@ -91,6 +92,14 @@ final class PipelineRunner extends AbstractBehavior<Command> {
   private volatile SnapshotTracker snapshot;
   private HaltReason haltReason;
   private String detail;
+
+  /**
+   * The typed cause of the current backoff when the sink paused for one ({@link
+   * SinkException#paused}: {@code quota-exceeded}, {@code storage-behind}, ...), else null; shown
+   * as the status's reason while the pipeline waits.
+   */
+  private String pauseReason;
+
   private int restarts;
   private SlotIncarnation incarnation;
   private DeliveryGraph.Run run; // the run streaming now; null while none does
@@ -198,6 +207,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
     if (state.startable()) {
       haltReason = null;
       detail = null;
+      pauseReason = null;
       failures.started();
       connect();
     }
@@ -264,6 +274,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
       lagClock.reset();
       haltReason = null;
       detail = null;
+      pauseReason = null;
       incarnation = null;
       positions.reset();
       failures.dropped();
@@ -354,6 +365,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
     state = PipelineState.RUNNING;
     failures.streaming();
     detail = null;
+    pauseReason = null;
     getContext()
         .getLog()
         .info(
@@ -527,6 +539,8 @@ final class PipelineRunner extends AbstractBehavior<Command> {
     metrics.restarted(error.getClass().getSimpleName());
     state = PipelineState.BACKOFF;
     detail = restart.described();
+    pauseReason =
+        error instanceof SinkException paused && !paused.isPermanent() ? paused.code() : null;
     getContext()
         .getLog()
         .warn(
@@ -540,6 +554,7 @@ final class PipelineRunner extends AbstractBehavior<Command> {
   private void halt(HaltReason reason, String why) {
     state = PipelineState.HALTED;
     haltReason = reason;
+    pauseReason = null;
     metrics.halted(reason);
     detail = why;
     getContext()
@@ -583,7 +598,9 @@ final class PipelineRunner extends AbstractBehavior<Command> {
     return new PipelineStatus(
         settings.name(),
         state.shown(snapshotStatus).wire(),
-        haltReason == null ? null : haltReason.wire(),
+        haltReason != null
+            ? haltReason.wire()
+            : state == PipelineState.BACKOFF ? pauseReason : null,
         detail,
         settings.slot(),
         confirmed.toString(),

@@ -129,24 +129,25 @@ final class FrameWindow {
           SinkException.transientFailure("partition " + partition + " missed a slice (gap)", null));
     } else if (reply instanceof PartitionProtocol.StorageRefused s) {
       fail(
-          SinkException.transientFailure(
+          SinkException.paused(
+              "storage-copies-insufficient",
               "partition "
                   + partition
                   + ": the storage keeps "
                   + new StorageGate.Refusal(s.copies(), s.required()).describe()
-                  + "; paused until the copies are back",
-              null));
+                  + "; paused until the copies are back"));
     } else if (reply instanceof PartitionProtocol.StorageBehind) {
       fail(
-          SinkException.transientFailure(
+          SinkException.paused(
+              "storage-behind",
               "partition "
                   + partition
                   + " is storage-behind (its journal lacks writes it acknowledged); paused"
-                  + " until an operator accepts the loss",
-              null));
+                  + " until an operator accepts the loss"));
     } else if (reply instanceof QuotaExceeded q) {
       fail(
-          SinkException.transientFailure(
+          SinkException.paused(
+              "quota-exceeded",
               "partition "
                   + partition
                   + " outbox is full ("
@@ -157,8 +158,7 @@ final class FrameWindow {
                   + q.bytes()
                   + " of "
                   + q.maxBytes()
-                  + " bytes): paused until it is purged",
-              null));
+                  + " bytes): paused until it is purged"));
     } else {
       fail(
           SinkException.permanent(

@@ -805,6 +805,7 @@ class PartitionSinkIT {
             () -> {
               PipelineStatus s = status(p);
               return s.state().equals("backoff")
+                  && "quota-exceeded".equals(s.reason())
                   && s.detail() != null
                   && s.detail().contains("outbox is full");
             });
@@ -901,7 +902,9 @@ class PartitionSinkIT {
         .until(
             () -> {
               PipelineStatus st = status(p);
-              return st.detail() != null && st.detail().contains("outbox is full");
+              return "quota-exceeded".equals(st.reason())
+                  && st.detail() != null
+                  && st.detail().contains("outbox is full");
             });
     String detail = status(p).detail();
     List<List<Partition.OutboxEntry>> purged = new ArrayList<>();

@@ -26,7 +26,15 @@ public final class SinkException extends RuntimeException {
     return new SinkException(reason, true, null, code);
   }
 
-  /** The typed reason of a {@link #refused} exception, else null. */
+  /**
+   * A passing refusal with a typed cause ({@code code}, e.g. {@code quota-exceeded}): the pipeline
+   * pauses and tries again with backoff, and its status names the cause while it waits.
+   */
+  public static SinkException paused(String code, String reason) {
+    return new SinkException(reason, false, null, code);
+  }
+
+  /** The typed reason of a {@link #refused} or {@link #paused} exception, else null. */
   public String code() {
     return code;
   }

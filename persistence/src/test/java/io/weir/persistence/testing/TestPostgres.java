@@ -158,6 +158,15 @@ public final class TestPostgres {
 
   /** Creates an empty database named {@code <prefix>_<random>} and returns its handle. */
   public TestDatabase freshDatabase(String prefix) {
+    return freshDatabase(prefix, "");
+  }
+
+  /**
+   * Like {@link #freshDatabase(String)}, created with {@code options} after its name (a test's own
+   * constant, e.g. {@code TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE
+   * 'C.UTF-8'} for a database whose default collation is not by code point, as most are).
+   */
+  public TestDatabase freshDatabase(String prefix, String options) {
     String name =
         (prefix + "_" + UUID.randomUUID().toString().replace("-", "").substring(0, 10))
             .toLowerCase(Locale.ROOT);
@@ -166,7 +175,7 @@ public final class TestPostgres {
     }
     try (Connection c = connect("postgres");
         Statement s = c.createStatement()) {
-      s.execute("CREATE DATABASE " + name);
+      s.execute("CREATE DATABASE " + name + (options.isEmpty() ? "" : " " + options));
     } catch (SQLException e) {
       throw new IllegalStateException("cannot create a test database", e);
     }

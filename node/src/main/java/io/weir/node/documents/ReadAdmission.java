@@ -14,10 +14,12 @@ import java.util.function.Supplier;
 /**
  * Admission of a node's reads (changes-feed pages, queries, live reads; projection batches): at
  * most {@code slots} run at once, one more is refused at once with 429 {@code busy} (retryable)
- * rather than queued behind the others, and each has a deadline after which it fails with 503
- * {@code unavailable} (retryable). A slot is given back when the read ends however it ends: done,
- * failed, past its deadline, or thrown before it began. Reads waiting for the outbox reader's
- * connections therefore never exceed the slots, so the queue of its threads stays bounded.
+ * rather than queued behind the others, and each has a deadline after which its caller is answered
+ * 503 {@code unavailable} (retryable). A slot is given back when the read itself ends, done or
+ * failed (or thrown before it began), not when its caller gave up at the deadline: a read still
+ * running past its deadline keeps its slot, so under a stalled database the reads in flight never
+ * exceed the slots (later ones are refused {@code busy}), and the queue of the outbox reader's
+ * threads stays bounded.
  */
 public final class ReadAdmission {
   /** A read refused or timed out: the typed code and a value-free message. */
@@ -83,9 +85,10 @@ public final class ReadAdmission {
               ErrorCode.BUSY, "too many " + what + " are running on this node; retry shortly"));
     }
     try {
+      CompletableFuture<T> running = read.get().toCompletableFuture();
+      running.whenComplete((v, e) -> slots.release());
       // A copy times out, not the read's own future (which others may share).
-      return read.get()
-          .toCompletableFuture()
+      return running
           .copy()
           .orTimeout(deadline.toMillis(), TimeUnit.MILLISECONDS)
           .exceptionally(
@@ -98,8 +101,7 @@ public final class ReadAdmission {
                       "the read did not finish within " + deadline.toSeconds() + " s; retry");
                 }
                 throw e instanceof RuntimeException r ? r : new CompletionException(e);
-              })
-          .whenComplete((v, e) -> slots.release());
+              });
     } catch (RuntimeException e) {
       slots.release();
       return CompletableFuture.failedFuture(e);

@@ -22,7 +22,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * Which holders a pipeline may end (ADR 0037), against a real three-member cluster in this JVM: a
+ * Which holders a pipeline may end (ADR 0037), against a real four-member cluster in this JVM: a
  * member the cluster downed is listed once removed; one that left gracefully, one that is still a
  * member (however slow), and this member itself never are.
  */

@@ -69,7 +69,7 @@ class ReadAdmissionTest {
   }
 
   @Test
-  void aReadPastItsDeadlineIsUnavailableAndItsOwnFutureIsLeftAlone() throws Exception {
+  void aReadPastItsDeadlineIsUnavailableToItsCallerAndKeepsItsSlotUntilItEnds() throws Exception {
     ReadAdmission quick = new ReadAdmission(1, Duration.ofMillis(50), "test reads");
     CompletableFuture<String> never = new CompletableFuture<>();
 
@@ -80,10 +80,19 @@ class ReadAdmissionTest {
         .isInstanceOfSatisfying(
             ReadAdmission.Refused.class,
             r -> assertThat(r.code()).isEqualTo(ErrorCode.UNAVAILABLE));
-    assertThat(quick.available()).as("the timed-out read's slot is back").isEqualTo(1);
     assertThat(never)
         .as("a future shared with others is not failed by one reader's deadline")
         .isNotDone();
+    assertThat(quick.available())
+        .as("a read still running past its deadline keeps its slot")
+        .isZero();
+    assertThat(quick.admit(() -> CompletableFuture.completedFuture("next")).toCompletableFuture())
+        .as("so another read is refused busy meanwhile")
+        .failsWithin(Duration.ofSeconds(1))
+        .withThrowableOfType(ExecutionException.class)
+        .withCauseInstanceOf(ReadAdmission.Refused.class);
+    never.complete("late");
+    assertThat(quick.available()).as("its slot is back once it ends").isEqualTo(1);
   }
 
   @Test

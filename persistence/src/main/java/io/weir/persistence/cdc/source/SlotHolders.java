@@ -4,6 +4,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Types;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.function.Predicate;
@@ -56,15 +57,16 @@ public record SlotHolders(String self, Predicate<String> downed) {
 
   /**
    * Ends the backend only while it is still the one looked at: the slot's active process, with the
-   * same name and start time. Between the look and the end the walsender may have let the slot go,
-   * exited (its process id then free for an unrelated backend) or been replaced; none of them is
-   * ended.
+   * same name and start time (the start time as the role may see it: null for another role's
+   * session without {@code pg_read_all_stats}, and then null again). Between the look and the end
+   * the walsender may have let the slot go, exited (its process id then free for an unrelated
+   * backend) or been replaced; none of them is ended.
    */
   private static final String END_HOLDER =
       "SELECT pg_catalog.pg_terminate_backend(a.pid) FROM pg_catalog.pg_replication_slots s"
           + " JOIN pg_catalog.pg_stat_activity a ON a.pid = s.active_pid"
           + " WHERE s.slot_name = ? AND s.active AND a.pid = ? AND a.application_name = ?"
-          + " AND a.backend_start = ?";
+          + " AND a.backend_start IS NOT DISTINCT FROM ?";
 
   /**
    * Ends the walsender holding {@code slot} when its connection names a member the cluster downed,
@@ -95,7 +97,9 @@ public record SlotHolders(String self, Predicate<String> downed) {
       }
     }
     String member = memberOf(name);
-    if (member == null || member.equals(self) || started == null || !downed.test(member)) {
+    // backend_start is null for another role's sessions without pg_read_all_stats: then the slot,
+    // the process id and the name still have to match.
+    if (member == null || member.equals(self) || !downed.test(member)) {
       return 0;
     }
     try (PreparedStatement ps = source.prepareStatement(END_HOLDER)) {
@@ -103,7 +107,7 @@ public record SlotHolders(String self, Predicate<String> downed) {
       ps.setString(1, slot);
       ps.setInt(2, pid);
       ps.setString(3, name);
-      ps.setObject(4, started);
+      ps.setObject(4, started, Types.TIMESTAMP_WITH_TIMEZONE);
       try (ResultSet rs = ps.executeQuery()) {
         if (!rs.next() || !rs.getBoolean(1)) {
           return 0;

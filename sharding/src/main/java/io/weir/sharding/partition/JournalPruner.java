@@ -27,10 +27,12 @@ public interface JournalPruner {
    * (they commit without waiting for the flush, ADR 0035) after the partition counted them keeps
    * the events it needs to replay them. By default as {@link #deleteThrough}, for journals without
    * a documents table (the in-memory ones).
+   *
+   * @return the sequence number it pruned through: {@code through}, or the table's lower position
    */
-  default CompletionStage<Integer> deleteThroughApplied(
+  default CompletionStage<Long> deleteThroughApplied(
       String persistenceId, int partition, long through) {
-    return deleteThrough(persistenceId, through);
+    return deleteThrough(persistenceId, through).thenApply(rows -> through);
   }
 
   /**

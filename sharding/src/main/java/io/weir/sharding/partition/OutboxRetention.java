@@ -92,9 +92,11 @@ final class OutboxRetention {
     pruner
         .deleteThroughApplied(persistenceId, partition, through)
         .whenComplete(
-            (rows, error) -> {
+            (bound, error) -> {
               if (error == null) {
-                prunedThrough.accumulateAndGet(through, Math::max);
+                // What it pruned through: the table's position when that was lower (the rows up
+                // to the asked bound go with a later prune).
+                prunedThrough.accumulateAndGet(bound, Math::max);
               }
               pruning.set(false);
             });

@@ -4,6 +4,7 @@ import io.weir.persistence.Identifiers;
 import io.weir.persistence.SafeErrors;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -58,41 +59,56 @@ public final class SqlJournalPruner implements JournalPruner {
    * position row (no table yet) deletes nothing.
    */
   @Override
-  public CompletionStage<Integer> deleteThroughApplied(
+  public CompletionStage<Long> deleteThroughApplied(
       String persistenceId, int partition, long through) {
-    return delete(
-        "DELETE FROM "
-            + table
-            + " WHERE persistence_id = ? AND sequence_number <= LEAST(?, COALESCE((SELECT"
-            + " applied_through FROM "
+    String sql =
+        "WITH bound AS (SELECT LEAST(?, COALESCE((SELECT applied_through FROM "
             + positions
-            + " WHERE partition_id = ?), 0))",
-        persistenceId,
-        through,
-        "purged journal rows",
-        partition);
-  }
-
-  private CompletionStage<Integer> delete(
-      String sql, String persistenceId, long sequenceNr, String what) {
-    return delete(sql, persistenceId, sequenceNr, what, null);
+            + " WHERE partition_id = ?), 0)) AS b), gone AS (DELETE FROM "
+            + table
+            + " WHERE persistence_id = ? AND sequence_number <= (SELECT b FROM bound) RETURNING 1)"
+            + " SELECT (SELECT b FROM bound), (SELECT count(*) FROM gone)";
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try (Connection c = dataSource.getConnection();
+              PreparedStatement ps = c.prepareStatement(sql)) {
+            ps.setLong(1, through);
+            ps.setInt(2, partition);
+            ps.setString(3, persistenceId);
+            try (ResultSet rs = ps.executeQuery()) {
+              rs.next();
+              long bound = rs.getLong(1);
+              log.debug(
+                  "{}: deleted {} purged journal rows (through {}, asked {})",
+                  persistenceId,
+                  rs.getLong(2),
+                  bound,
+                  through);
+              return bound;
+            }
+          } catch (SQLException e) {
+            log.warn(
+                "{}: could not delete purged journal rows ({}); tried again later",
+                persistenceId,
+                SafeErrors.describe(e));
+            throw new CompletionException(e);
+          }
+        },
+        blockingIo);
   }
 
   /**
-   * Runs {@code sql} (persistence id, sequence number and, when not null, a partition) on the
-   * blocking pool; a failure is logged and tried again later.
+   * Runs {@code sql} (persistence id, sequence number) on the blocking pool; a failure is logged
+   * and tried again later.
    */
   private CompletionStage<Integer> delete(
-      String sql, String persistenceId, long sequenceNr, String what, Integer partition) {
+      String sql, String persistenceId, long sequenceNr, String what) {
     return CompletableFuture.supplyAsync(
         () -> {
           try (Connection c = dataSource.getConnection();
               PreparedStatement ps = c.prepareStatement(sql)) {
             ps.setString(1, persistenceId);
             ps.setLong(2, sequenceNr);
-            if (partition != null) {
-              ps.setInt(3, partition);
-            }
             int rows = ps.executeUpdate();
             log.debug(
                 "{}: deleted {} {} (sequence number {})", persistenceId, rows, what, sequenceNr);

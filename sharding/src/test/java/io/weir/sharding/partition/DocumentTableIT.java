@@ -1393,6 +1393,39 @@ class DocumentTableIT {
   }
 
   /**
+   * The same loss right after a restart, before any apply of the new incarnation: the position the
+   * partition knows of comes from its catch-up at start ({@code Unapplied.caughtUp}), so a page
+   * that reads the rewound table is not answered until the writer replayed the lost event.
+   */
+  @Test
+  void appliesLostRightAfterARestartAreNeverServedByPages() throws Exception {
+    ActorTestKit kit = kit("document-table-lost-after-restart");
+    ActorRef<Command> p = uncached(kit);
+    frame(kit, p, "r1", List.of(upsert("orders", "1", "{\"v\":1}")), 0);
+    long first = caughtUp(kit, p).journalEvents();
+    frame(kit, p, "r2", List.of(upsert("orders", "1", "{\"v\":2}")), 0);
+    caughtUp(kit, p);
+    kit.stop(p);
+    ActorRef<Command> again = uncached(kit);
+    caughtUp(kit, again);
+    rewind("applied_through = " + first, "1", "{\"v\":1}", Long.toString(first));
+    TestProbe<DocumentsReply> page = kit.createTestProbe();
+    again.tell(new GetDocuments("orders", null, 10, page.ref()));
+    page.expectNoMessage(Duration.ofSeconds(1));
+    await()
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              TestProbe<DocumentsReply> r = kit.createTestProbe();
+              again.tell(new GetDocuments("orders", null, 10, r.ref()));
+              assertThat(r.receiveMessage(Duration.ofSeconds(2)).documents())
+                  .extracting(Document::body)
+                  .containsExactly("{\"v\":2}");
+            });
+  }
+
+  /**
    * The same loss found by the next apply rather than by a read: the table's position is behind the
    * event the apply follows ({@link DocumentTable.TableGap}), so the writer replays the lost event
    * from the journal first, then applies the new one; no read is involved.

@@ -1374,17 +1374,7 @@ class DocumentTableIT {
     p.tell(new ReadProtocol.ScanCollection("orders", 1L << 20, scan.ref()));
     page.expectNoMessage(Duration.ofSeconds(1));
     scan.expectNoMessage(Duration.ofMillis(200));
-    await()
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              TestProbe<DocumentsReply> r = kit.createTestProbe();
-              p.tell(new GetDocuments("orders", null, 10, r.ref()));
-              assertThat(r.receiveMessage(Duration.ofSeconds(2)).documents())
-                  .extracting(Document::body)
-                  .containsExactly("{\"v\":2}");
-            });
+    awaitPageOfOne(kit, p, "{\"v\":2}");
     TestProbe<ReadProtocol.CollectionScan> again = kit.createTestProbe();
     p.tell(new ReadProtocol.ScanCollection("orders", 1L << 20, again.ref()));
     assertThat(again.receiveMessage(WAIT).documents())
@@ -1412,17 +1402,7 @@ class DocumentTableIT {
     TestProbe<DocumentsReply> page = kit.createTestProbe();
     again.tell(new GetDocuments("orders", null, 10, page.ref()));
     page.expectNoMessage(Duration.ofSeconds(1));
-    await()
-        .atMost(WAIT)
-        .pollInterval(Duration.ofMillis(200))
-        .untilAsserted(
-            () -> {
-              TestProbe<DocumentsReply> r = kit.createTestProbe();
-              again.tell(new GetDocuments("orders", null, 10, r.ref()));
-              assertThat(r.receiveMessage(Duration.ofSeconds(2)).documents())
-                  .extracting(Document::body)
-                  .containsExactly("{\"v\":2}");
-            });
+    awaitPageOfOne(kit, again, "{\"v\":2}");
   }
 
   /**
@@ -1546,6 +1526,21 @@ class DocumentTableIT {
    * waiting for its flush and lost by a crash of PostgreSQL: the row and the table's position as
    * they were after the first.
    */
+  /** Waits until a page of "orders" holds exactly one document, of {@code body}. */
+  private static void awaitPageOfOne(ActorTestKit kit, ActorRef<Command> p, String body) {
+    await()
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .untilAsserted(
+            () -> {
+              TestProbe<DocumentsReply> r = kit.createTestProbe();
+              p.tell(new GetDocuments("orders", null, 10, r.ref()));
+              assertThat(r.receiveMessage(Duration.ofSeconds(2)).documents())
+                  .extracting(Document::body)
+                  .containsExactly(body);
+            });
+  }
+
   private ActorRef<Command> withLostSecondApply(ActorTestKit kit) throws SQLException {
     ActorRef<Command> p = uncached(kit);
     frame(kit, p, "v1", List.of(upsert("orders", "1", "{\"v\":1}")), 0);

@@ -143,16 +143,16 @@ public final class WeirNode {
       throw e;
     } catch (RuntimeException | LinkageError e) {
       // Never leave a half-started node running: its actor system would keep the JVM alive.
-      system.terminate();
       awaitStopped(system, settings.bindTimeout());
       throw refusedOr(storage, new NodeStartException("start-up failed", e));
     }
   }
 
   /**
-   * Waits, at most {@code bound}, for a failed start's actor system to terminate: its cluster port,
-   * its pipelines' slots and its database connections are released when {@link #start} throws, so a
-   * caller that starts again (another port after a lost bind) does not race the leftovers.
+   * Stops a failed start's actor system and waits, at most {@code bound}, for it to terminate: its
+   * cluster port, its pipelines' slots and its database connections are released when {@link
+   * #start} throws, so a caller that starts again (another port after a lost bind) does not race
+   * the leftovers.
    */
   private static void awaitStopped(ActorSystem<Void> system, Duration bound) {
     system.terminate();

@@ -1540,12 +1540,7 @@ public final class ClusterBenchmark {
   }
 
   private static double median(double[] values) {
-    if (values.length == 0) {
-      return Double.NaN;
-    }
-    double[] v = values.clone();
-    Arrays.sort(v);
-    return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+    return CdcBenchmark.median(values);
   }
 
   private static double min(double[] values) {

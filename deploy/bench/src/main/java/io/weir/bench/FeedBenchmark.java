@@ -1571,9 +1571,7 @@ public final class FeedBenchmark {
   }
 
   private static double median(double[] values) {
-    double[] v = values.clone();
-    Arrays.sort(v);
-    return v.length % 2 == 1 ? v[v.length / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+    return CdcBenchmark.median(values);
   }
 
   private static double min(double[] values) {

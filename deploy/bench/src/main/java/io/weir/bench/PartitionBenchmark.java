@@ -37,7 +37,6 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -1079,9 +1078,6 @@ public final class PartitionBenchmark {
   }
 
   private static double median(double[] values) {
-    double[] v = values.clone();
-    Arrays.sort(v);
-    int m = v.length / 2;
-    return v.length % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+    return CdcBenchmark.median(values);
   }
 }

@@ -97,10 +97,10 @@ final class RestartPhase {
     System.out.printf(
         "  %-20s median %.1f s to ready (%.1f..%.1f), %.1f CPU-s (%.1f..%.1f), %d starts%n",
         kind + ":",
-        median(s),
+        CdcBenchmark.median(s),
         Arrays.stream(s).min().orElse(Double.NaN),
         Arrays.stream(s).max().orElse(Double.NaN),
-        median(c),
+        CdcBenchmark.median(c),
         Arrays.stream(c).min().orElse(Double.NaN),
         Arrays.stream(c).max().orElse(Double.NaN),
         s.length);
@@ -144,12 +144,5 @@ final class RestartPhase {
     } catch (Exception e) {
       return false; // not listening yet, or not answering in time
     }
-  }
-
-  private static double median(double[] values) {
-    double[] v = values.clone();
-    Arrays.sort(v);
-    int n = v.length;
-    return n == 0 ? Double.NaN : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   }
 }

@@ -125,6 +125,12 @@ public enum ErrorCode {
    */
   STORAGE_BEHIND(503),
   /**
+   * The partition's documents table is as far behind its journal as it may be and applying to it
+   * keeps failing (the table or its database refuses the writes): nothing was written. The
+   * partition writes again once an apply succeeds; retry later. HTTP 503.
+   */
+  TABLE_APPLY_FAILED(503, true),
+  /**
    * An operator asked to accept a storage loss for a partition whose journal holds everything it
    * acknowledged: nothing changed. HTTP 409.
    */

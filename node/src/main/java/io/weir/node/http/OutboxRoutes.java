@@ -251,7 +251,8 @@ final class OutboxRoutes extends JsonRoutes {
                 s.table().failures(),
                 s.table().lastError(),
                 s.table().moved(),
-                s.table().toMove()));
+                s.table().toMove(),
+                s.table().lagBytes()));
   }
 
   private static OutboxStatus.StorageIdentity identity(StorageSystem s) {

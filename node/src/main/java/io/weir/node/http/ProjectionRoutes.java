@@ -582,6 +582,7 @@ final class ProjectionRoutes extends JsonRoutes {
           case QUOTA_EXCEEDED -> ErrorCode.QUOTA_EXCEEDED;
           case STORAGE_COPIES -> ErrorCode.STORAGE_COPIES_INSUFFICIENT;
           case STORAGE_BEHIND -> ErrorCode.STORAGE_BEHIND;
+          case TABLE_APPLY_FAILED -> ErrorCode.TABLE_APPLY_FAILED;
           case INVALID -> ErrorCode.BAD_REQUEST;
         };
     String message = r.reason();

@@ -13,6 +13,7 @@ import io.weir.sharding.partition.PartitionProtocol.QuotaExceeded;
 import io.weir.sharding.partition.PartitionProtocol.Rejected;
 import io.weir.sharding.partition.PartitionProtocol.StorageBehind;
 import io.weir.sharding.partition.PartitionProtocol.StorageRefused;
+import io.weir.sharding.partition.PartitionProtocol.TableApplyFailed;
 import io.weir.sharding.partition.ReadProtocol.Document;
 import io.weir.sharding.partition.StorageGate;
 import java.io.IOException;
@@ -160,6 +161,14 @@ final class WriteGuard {
               + what
               + " was written; an operator must accept the loss (weir ctl partitions"
               + " accept-storage-loss)");
+    }
+    if (reply instanceof TableApplyFailed) {
+      return new FrameRefusal(
+          ErrorCode.TABLE_APPLY_FAILED,
+          "the partition's documents table is as far behind as it may be and applying to it keeps"
+              + " failing; "
+              + what
+              + " was written; retry later");
     }
     if (reply instanceof Rejected r) {
       return new FrameRefusal(ErrorCode.BAD_REQUEST, r.reason());

@@ -22,7 +22,8 @@ import java.util.function.ToLongFunction;
  * factor), {@code weir.partition.quota.refusals}, the outbox totals {@code
  * weir.partitions.outbox.entries} and {@code weir.partitions.outbox.bytes}, the fullest partition's
  * {@code weir.partitions.quota.use.max}, the histogram {@code weir.partition.recovery} of recovery
- * times, and the documents tables' {@code weir.partitions.table.lag} (unapplied events) and {@code
+ * times, and the documents tables' {@code weir.partitions.table.lag} (unapplied events), {@code
+ * weir.partitions.table.lag.bytes} (their outbox images' UTF-8 bytes) and {@code
  * weir.partitions.table.halted} (partitions whose table apply fails or is storage-behind).
  *
  * <p>Per partition (tag {@code partition}, a number below P), only while P is at most {@code
@@ -57,8 +58,8 @@ public final class PartitionMetrics implements PartitionObserver {
   private final Map<Integer, Outbox> hosted = new ConcurrentHashMap<>();
   private final Map<Integer, List<Meter>> partitionMeters = new ConcurrentHashMap<>();
 
-  /** One hosted partition's documents table: unapplied events, and whether it is halted. */
-  private record Table(long lagEvents, boolean halted) {}
+  /** One hosted partition's documents table: unapplied events and bytes, whether it is halted. */
+  private record Table(long lagEvents, long lagBytes, boolean halted) {}
 
   private final Map<Integer, Table> tables = new ConcurrentHashMap<>();
 
@@ -173,6 +174,15 @@ public final class PartitionMetrics implements PartitionObserver {
                 + " here")
         .register(registry);
     Gauge.builder(
+            "weir.partitions.table.lag.bytes",
+            tables,
+            t -> t.values().stream().mapToLong(Table::lagBytes).sum())
+        .description(
+            "UTF-8 bytes of the outbox images of the events not yet applied to the documents"
+                + " table, over the partitions hosted here")
+        .baseUnit("bytes")
+        .register(registry);
+    Gauge.builder(
             "weir.partitions.table.halted",
             tables,
             t -> t.values().stream().filter(Table::halted).count())
@@ -182,8 +192,8 @@ public final class PartitionMetrics implements PartitionObserver {
   }
 
   @Override
-  public void table(int partition, long lagEvents, boolean halted) {
-    tables.put(partition, new Table(lagEvents, halted));
+  public void table(int partition, long lagEvents, long lagBytes, boolean halted) {
+    tables.put(partition, new Table(lagEvents, lagBytes, halted));
   }
 
   private static double sum(Map<Integer, Outbox> hosted, ToLongFunction<Outbox> f) {

@@ -1,12 +1,14 @@
 package io.weir.node.http;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.weir.protocol.partition.Partitioning;
 import java.net.http.HttpResponse;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -22,6 +24,12 @@ class DocumentBatchIT extends FeedNodeFixture {
   @Override
   String databaseName() {
     return "document_batch_it";
+  }
+
+  /** Documents in PostgreSQL's documents table, as on a node. */
+  @Override
+  boolean documentsInPostgres() {
+    return true;
   }
 
   /** A pipeline whose partition sink writes the collection {@code cdc_orders}. */
@@ -72,6 +80,52 @@ class DocumentBatchIT extends FeedNodeFixture {
     JsonNode others = ok(batch(other, "replay-key", putItem(c, "a", "{\"v\":2}", null)));
     assertThat(others.get("results").get(0).get("replayed").asBoolean()).isFalse();
     assertThat(others.get("results").get(0).get("revision").asLong()).isEqualTo(3);
+  }
+
+  /**
+   * A partition whose documents table PostgreSQL refuses to write (a constraint no row meets)
+   * acknowledges writes until the table is as far behind as it may be (1,000 events), then answers
+   * single writes and batch items 503 {@code table-apply-failed}, retryable, and its status says
+   * why; once the table applies again, writes go on and the acknowledged ones are all there.
+   */
+  @Test
+  void writesToAPartitionWhoseTableKeepsFailingAreRefusedTypedAtItsLagBound() throws Exception {
+    String c = "batch_table_failing";
+    int partition = Partitioning.partitionOf(c, "hot", partitions());
+    sql("ALTER TABLE weir.documents ADD CONSTRAINT weir_it_refuse_rows CHECK (false) NOT VALID");
+    int acknowledged = 0;
+    try {
+      HttpResponse<String> r;
+      while (true) {
+        r = put(c, "hot", "{\"n\":" + (acknowledged + 1) + "}", ADMIN);
+        if (r.statusCode() != 200 && r.statusCode() != 201) {
+          break;
+        }
+        acknowledged++;
+        assertThat(acknowledged).as("writes past the lag bound are refused").isLessThan(1_100);
+      }
+      error(r, 503, "table-apply-failed");
+      assertThat(json.readTree(r.body()).get("retryable").asBoolean()).isTrue();
+      assertThat(acknowledged).as("acknowledged up to the lag bound").isGreaterThan(1_000);
+      JsonNode refused = ok(batch(ADMIN, null, putItem(c, "hot", "{\"n\":-1}", null)));
+      assertThat(refused.get("results").get(0).get("error").asText())
+          .isEqualTo("table-apply-failed");
+      JsonNode table =
+          ok(send("GET", "/admin/outbox/status?partition=" + partition, null, ADMIN))
+              .get("documentsTable");
+      assertThat(table.get("state").asText()).isEqualTo("table-apply-failed");
+      assertThat(table.get("lagEvents").asLong()).isGreaterThan(1_000);
+      assertThat(table.get("lagBytes").asLong()).isPositive();
+      assertThat(table.get("lastError").asText()).contains("23514");
+    } finally {
+      sql("ALTER TABLE weir.documents DROP CONSTRAINT IF EXISTS weir_it_refuse_rows");
+    }
+    int last = acknowledged + 1;
+    await("writes are accepted once the table applies again")
+        .atMost(Duration.ofSeconds(60))
+        .pollInterval(Duration.ofMillis(200))
+        .until(() -> put(c, "hot", "{\"n\":" + last + "}", ADMIN).statusCode() == 200);
+    assertThat(revision(c, "hot")).as("every acknowledged write, then the last").isEqualTo(last);
   }
 
   @Test
@@ -126,6 +180,13 @@ class DocumentBatchIT extends FeedNodeFixture {
         json.writeValueAsString(body),
         token,
         key == null ? Map.of() : Map.of("Idempotency-Key", key));
+  }
+
+  private void sql(String statement) throws Exception {
+    try (java.sql.Connection conn = database.dataSource().getConnection();
+        java.sql.Statement st = conn.createStatement()) {
+      st.execute(statement);
+    }
   }
 
   /** {@code n} ids of {@code collection} that live in partition {@code partition}. */

@@ -72,6 +72,14 @@ abstract class FeedNodeFixture {
     return 8;
   }
 
+  /**
+   * Whether the partitions keep their documents in the test database's documents table, as a node
+   * does (else in memory).
+   */
+  boolean documentsInPostgres() {
+    return false;
+  }
+
   PartitionSettings partitionLimits() {
     return PartitionSettings.DEFAULTS;
   }
@@ -166,7 +174,10 @@ abstract class FeedNodeFixture {
     io.weir.node.feed.TailSignals signals = new io.weir.node.feed.TailSignals();
     PartitionSharding.init(
         kit.system(),
-        io.weir.sharding.partition.PartitionWiring.inMemory(partitionLimits())
+        (documentsInPostgres()
+                ? io.weir.sharding.partition.PartitionWiring.jdbc(
+                    partitionLimits(), database.dataSource(), "weir", blocking, blocking)
+                : io.weir.sharding.partition.PartitionWiring.inMemory(partitionLimits()))
             .withObserver(signals));
     documents = new Documents(kit.system(), partitions(), pipelines(), Duration.ofSeconds(20));
     Clock clock =

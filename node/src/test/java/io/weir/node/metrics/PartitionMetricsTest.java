@@ -61,14 +61,17 @@ class PartitionMetricsTest {
   void documentsTablesReportTheirLagAndHaltedOnes() {
     SimpleMeterRegistry registry = new SimpleMeterRegistry();
     PartitionMetrics metrics = new PartitionMetrics(registry, 64, 256);
-    metrics.table(1, 12, false);
-    metrics.table(2, 1001, true);
-    metrics.table(3, 0, true);
+    metrics.table(1, 12, 3_000, false);
+    metrics.table(2, 1001, 70_000_000, true);
+    metrics.table(3, 0, 0, true);
     assertThat(registry.get("weir.partitions.table.lag").gauge().value()).isEqualTo(1013);
+    assertThat(registry.get("weir.partitions.table.lag.bytes").gauge().value())
+        .isEqualTo(70_003_000);
     assertThat(registry.get("weir.partitions.table.halted").gauge().value()).isEqualTo(2);
-    metrics.table(2, 0, false);
+    metrics.table(2, 0, 0, false);
     metrics.stopped(3);
     assertThat(registry.get("weir.partitions.table.lag").gauge().value()).isEqualTo(12);
+    assertThat(registry.get("weir.partitions.table.lag.bytes").gauge().value()).isEqualTo(3_000);
     assertThat(registry.get("weir.partitions.table.halted").gauge().value())
         .as("a caught-up table and a partition that left are not halted here")
         .isZero();

@@ -9,7 +9,7 @@ import io.weir.protocol.CborSerializable;
  *     checkpoints were dropped; a start is a first start)
  * @param reason the typed halt reason ({@link HaltReason#wire()}) when halted; while in backoff
  *     because the sink paused for a typed cause, that cause ({@code quota-exceeded}, {@code
- *     storage-behind}, {@code storage-copies-insufficient}); else null
+ *     storage-behind}, {@code storage-copies-insufficient}, {@code table-apply-failed}); else null
  * @param detail value-free detail of the halt or of the last transient error, else null
  * @param confirmedLsn the position last confirmed to PostgreSQL as flushed
  * @param lagBytes WAL bytes between what the server has sent and what is confirmed

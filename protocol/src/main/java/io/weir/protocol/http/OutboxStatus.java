@@ -74,13 +74,15 @@ public record OutboxStatus(
    *
    * @param state {@code upgrading} (an old snapshot's documents move into the table first), {@code
    *     starting} (catching the table up; nothing served yet), {@code running}, {@code
-   *     table-apply-failed} or {@code storage-behind}
+   *     table-apply-failed} (the last apply failed; at the lag bound writes are refused {@code
+   *     table-apply-failed}) or {@code storage-behind}
    * @param appliedThrough the journal sequence through which the table holds the partition's events
    * @param lagEvents persisted events not yet in the table (writes wait past 1,000)
    * @param failures failed applies in a row (retried, never skipped)
    * @param lastError the last failure's exception classes and SQLState, or null
    * @param moved while upgrading: documents moved so far
    * @param toMove while upgrading: documents to move in all (-1: not known yet)
+   * @param lagBytes the unapplied events' outbox images in UTF-8 bytes (writes wait past 64 MiB)
    */
   public record DocumentsTable(
       String state,
@@ -89,7 +91,8 @@ public record OutboxStatus(
       int failures,
       String lastError,
       long moved,
-      long toMove) {}
+      long toMove,
+      long lagBytes) {}
 
   /**
    * A projection consumer generation.

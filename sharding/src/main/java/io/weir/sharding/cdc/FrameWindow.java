@@ -144,6 +144,16 @@ final class FrameWindow {
                   + partition
                   + " is storage-behind (its journal lacks writes it acknowledged); paused"
                   + " until an operator accepts the loss"));
+    } else if (reply instanceof PartitionProtocol.TableApplyFailed t) {
+      fail(
+          SinkException.paused(
+              "table-apply-failed",
+              "partition "
+                  + partition
+                  + ": its documents table is "
+                  + t.lagEvents()
+                  + " events behind and applying to it keeps failing; paused until it applies"
+                  + " again"));
     } else if (reply instanceof QuotaExceeded q) {
       fail(
           SinkException.paused(

@@ -240,6 +240,11 @@ public final class ConsumerProtocol {
     STORAGE_COPIES,
     /** The partition's journal lacks frames it acknowledged (ADR 0036): an operator must act. */
     STORAGE_BEHIND,
+    /**
+     * The partition's documents table is as far behind as it may be and applying to it keeps
+     * failing ({@link PartitionProtocol.TableApplyFailed}): retry later.
+     */
+    TABLE_APPLY_FAILED,
     /** A malformed command (the reason says what, naming no value). */
     INVALID
   }

@@ -230,6 +230,14 @@ public final class Partition {
   }
 
   /**
+   * An apply to the documents table failed (it is retried): the writes waiting for the table are
+   * refused if it is at its lag bound ({@link TableWriter#refusing}).
+   */
+  enum TableFailing implements Command {
+    INSTANCE
+  }
+
+  /**
    * The documents table refused writer {@code writer} (ADR 0060): when it is this incarnation's,
    * the partition stops and recovers from what the storage holds (an earlier incarnation's writer,
    * restarted in place, is ignored).

@@ -134,6 +134,7 @@ final class PartitionBehavior
             through -> self.tell(new TableApplied(through)),
             () -> self.tell(TableReady.INSTANCE),
             writer -> self.tell(new Partition.TableFenced(writer)),
+            () -> self.tell(Partition.TableFailing.INSTANCE),
             wiring.observer(),
             wiring.settings().receiptTtlMillis());
     TableWriter writer = this.table;
@@ -334,6 +335,8 @@ final class PartitionBehavior
         .onCommand(Partition.SnapshotSaved.class, this::snapshotSaved)
         .onCommand(Continue.class, (state, c) -> proceed(state))
         .onCommand(TableApplied.class, (state, c) -> tableApplied(c.through()))
+        // An apply failed: the writes waiting for the table are refused if it is at its bound.
+        .onCommand(Partition.TableFailing.class, (state, c) -> Effect().unstashAll())
         .onCommand(
             TableReady.class,
             (state, c) -> {
@@ -595,6 +598,16 @@ final class PartitionBehavior
 
   private Effect<Event, PartitionState> write(
       PartitionState state, List<Write> requested, ActorRef<PartitionEntity.BatchWritten> done) {
+    PartitionProtocol.TableApplyFailed failing = ready ? table.refusing() : null;
+    if (failing != null) {
+      // The table is as far behind as it may be and applying to it fails: waiting would last as
+      // long as the failure, so the writes are refused (their senders retry).
+      WriteReplies.refuseTableFailed(requested, failing.lagEvents(), failing.failures());
+      if (done != null) {
+        done.tell(PartitionEntity.BatchWritten.INSTANCE);
+      }
+      return Effect().none();
+    }
     if (!ready || run != null || table.behind()) {
       // Not recovered into the table yet, another group commit is being written, or the table is
       // too far behind: the write waits.

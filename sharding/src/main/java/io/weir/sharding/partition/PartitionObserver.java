@@ -40,9 +40,10 @@ public interface PartitionObserver {
 
   /**
    * The documents table of partition {@code partition} now: {@code lagEvents} persisted events not
-   * yet applied, and whether it is {@code halted} (applying fails, retried; or storage-behind).
+   * yet applied, {@code lagBytes} their outbox images' UTF-8 bytes, and whether it is {@code
+   * halted} (applying fails, retried; or storage-behind).
    */
-  default void table(int partition, long lagEvents, boolean halted) {}
+  default void table(int partition, long lagEvents, long lagBytes, boolean halted) {}
 
   /**
    * A group commit's event of partition {@code partition} needed the current version of {@code
@@ -107,9 +108,9 @@ public interface PartitionObserver {
       }
 
       @Override
-      public void table(int partition, long lagEvents, boolean halted) {
-        first.table(partition, lagEvents, halted);
-        second.table(partition, lagEvents, halted);
+      public void table(int partition, long lagEvents, long lagBytes, boolean halted) {
+        first.table(partition, lagEvents, lagBytes, halted);
+        second.table(partition, lagEvents, lagBytes, halted);
       }
 
       @Override

@@ -49,6 +49,7 @@ public final class PartitionProtocol {
           Partition.TableApplied,
           Partition.TableReady,
           Partition.TableFenced,
+          Partition.TableFailing,
           Partition.BodiesFetched,
           Partition.ReceiptsLoaded,
           Partition.AclsRead,
@@ -305,10 +306,24 @@ public final class PartitionProtocol {
     @JsonSubTypes.Type(value = QuotaExceeded.class, name = "quota-exceeded"),
     @JsonSubTypes.Type(value = StorageRefused.class, name = "storage-refused"),
     @JsonSubTypes.Type(value = StorageBehind.class, name = "storage-behind"),
+    @JsonSubTypes.Type(value = TableApplyFailed.class, name = "table-apply-failed"),
     @JsonSubTypes.Type(value = Loaded.class, name = "loaded"),
     @JsonSubTypes.Type(value = KeyReused.class, name = "key-reused")
   })
-  public sealed interface FrameReply extends CborSerializable {}
+  // The permits clause keeps the order the serialization fixtures' samples were made in: a reply
+  // added later goes last.
+  public sealed interface FrameReply extends CborSerializable
+      permits Applied,
+          AlreadyApplied,
+          Gap,
+          Conflict,
+          Rejected,
+          QuotaExceeded,
+          KeyReused,
+          Loaded,
+          StorageRefused,
+          StorageBehind,
+          TableApplyFailed {}
 
   /**
    * The frame was applied (or had been, for a retried command id: then {@code replayed}).
@@ -411,6 +426,16 @@ public final class PartitionProtocol {
    *     another incarnation)
    */
   public record StorageBehind(long journalTail, long acknowledged) implements FrameReply {}
+
+  /**
+   * The partition's documents table is as far behind its journal as it may be ({@code lagEvents}
+   * events unapplied) and applying to it keeps failing: nothing was applied. The partition writes
+   * again once an apply succeeds (it is retried with backoff, never skipped); retry later.
+   *
+   * @param lagEvents persisted events not yet applied to the table
+   * @param failures failed applies in a row
+   */
+  public record TableApplyFailed(long lagEvents, int failures) implements FrameReply {}
 
   // ---- Row visibility ----
 

@@ -147,6 +147,8 @@ public final class StatusProtocol {
    * @param lastError the last failure's exception classes and SQLState, or null
    * @param moved while upgrading: documents moved so far
    * @param toMove while upgrading: documents to move in all (-1: not known yet)
+   * @param lagBytes the unapplied events' outbox images in UTF-8 bytes (writes wait past 64 MiB; 0
+   *     from a node that predates it)
    */
   public record TableStatus(
       String state,
@@ -155,11 +157,23 @@ public final class StatusProtocol {
       int failures,
       String lastError,
       long moved,
-      long toMove)
+      long toMove,
+      long lagBytes)
       implements CborSerializable {
     public TableStatus(
         String state, long appliedThrough, long lagEvents, int failures, String lastError) {
-      this(state, appliedThrough, lagEvents, failures, lastError, 0, 0);
+      this(state, appliedThrough, lagEvents, failures, lastError, 0, 0, 0);
+    }
+
+    public TableStatus(
+        String state,
+        long appliedThrough,
+        long lagEvents,
+        int failures,
+        String lastError,
+        long moved,
+        long toMove) {
+      this(state, appliedThrough, lagEvents, failures, lastError, moved, toMove, 0);
     }
   }
 }

@@ -108,6 +108,12 @@ final class TableWriter {
    */
   private final LongConsumer fenced;
 
+  /**
+   * Called after each failed apply (not holding this writer's lock): the partition then refuses the
+   * writes that wait for the table if it is at its lag bound ({@link #refusing}).
+   */
+  private final Runnable failing;
+
   private static final java.util.concurrent.atomic.AtomicLong IDS =
       new java.util.concurrent.atomic.AtomicLong();
 
@@ -165,6 +171,7 @@ final class TableWriter {
       LongConsumer applied,
       Runnable ready,
       LongConsumer fenced,
+      Runnable failing,
       PartitionObserver observer,
       long receiptTtlMillis) {
     this.partition = partition;
@@ -175,13 +182,14 @@ final class TableWriter {
     this.applied = applied;
     this.ready = ready;
     this.fenced = fenced;
+    this.failing = failing;
     this.observer = observer;
     this.receiptTtlMillis = receiptTtlMillis;
   }
 
   /** Reports the lag and whether the writer is halted (called holding this writer's lock). */
   private void report() {
-    observer.table(partition, pending.size(), halted());
+    observer.table(partition, pending.size(), pendingBytes, halted());
   }
 
   private boolean halted() {
@@ -341,6 +349,18 @@ final class TableWriter {
     return Duration.ofMillis(wait < d / 2 ? wait + d : wait);
   }
 
+  /**
+   * The refusal for the partition's writes while the unapplied events are past the bound and the
+   * last apply failed (waiting would last as long as the failure: they are refused, typed, and
+   * their senders retry), or null.
+   */
+  synchronized PartitionProtocol.TableApplyFailed refusing() {
+    boolean atBound = pending.size() > MAX_LAG_EVENTS || pendingBytes > MAX_LAG_BYTES;
+    return phase == Phase.RUNNING && failures > 0 && atBound
+        ? new PartitionProtocol.TableApplyFailed(pending.size(), failures)
+        : null;
+  }
+
   /** Whether the unapplied events are past the bound: the partition's writes wait. */
   synchronized boolean behind() {
     return phase == Phase.STORAGE_BEHIND
@@ -361,7 +381,10 @@ final class TableWriter {
         appliedThrough,
         pending.size(),
         failures,
-        lastError);
+        lastError,
+        0,
+        0,
+        pendingBytes);
   }
 
   /**
@@ -708,6 +731,7 @@ final class TableWriter {
       }
       report();
     }
+    failing.run();
     system
         .scheduler()
         .scheduleOnce(

@@ -18,8 +18,8 @@ import java.util.List;
 /**
  * How a partition answers its writes: each kind of {@link Write} with its own reply type, and the
  * refusals that answer a whole batch at once (the storage below its required copies, or behind what
- * the partition acknowledged). Row-rule changes have no refusal: they are left to their sender's
- * timeout and sent again.
+ * the partition acknowledged, or its documents table failing at its lag bound). Row-rule changes
+ * have no refusal: they are left to their sender's timeout and sent again.
  */
 final class WriteReplies {
   private WriteReplies() {}
@@ -134,5 +134,19 @@ final class WriteReplies {
             ConsumerRefusal.STORAGE_BEHIND,
             "the partition's journal lacks writes it acknowledged; an operator must accept the"
                 + " loss"));
+  }
+
+  /**
+   * Refuses {@code writes} because the documents table is {@code lagEvents} events behind, as far
+   * as it may be, and applying to it has failed {@code failures} times in a row.
+   */
+  static void refuseTableFailed(List<Write> writes, long lagEvents, int failures) {
+    refuse(
+        writes,
+        new PartitionProtocol.TableApplyFailed(lagEvents, failures),
+        new ConsumerRefused(
+            ConsumerRefusal.TABLE_APPLY_FAILED,
+            "the partition's documents table is as far behind as it may be and applying to it"
+                + " keeps failing; retry later"));
   }
 }

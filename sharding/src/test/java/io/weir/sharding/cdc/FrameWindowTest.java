@@ -70,6 +70,32 @@ class FrameWindowTest {
     assertTimeoutPreemptively(Duration.ofSeconds(10), () -> w.awaitAll(ASK));
   }
 
+  /** Each typed refusal pauses the pipeline with its code (shown as its status' reason). */
+  @Test
+  void typedRefusalsPauseWithTheirCode() {
+    java.util.Map<String, io.weir.sharding.partition.PartitionProtocol.FrameReply> refusals =
+        java.util.Map.of(
+            "quota-exceeded",
+            new io.weir.sharding.partition.PartitionProtocol.QuotaExceeded(10, 100, 10, 1_000),
+            "storage-copies-insufficient",
+            new io.weir.sharding.partition.PartitionProtocol.StorageRefused(1, 2),
+            "storage-behind",
+            new io.weir.sharding.partition.PartitionProtocol.StorageBehind(5, 7),
+            "table-apply-failed",
+            new io.weir.sharding.partition.PartitionProtocol.TableApplyFailed(1_001, 3));
+    refusals.forEach(
+        (code, reply) -> {
+          FrameWindow w = window(2);
+          w.acquire(ASK);
+          w.done(3, reply, null);
+          assertThatThrownBy(() -> w.awaitAll(ASK))
+              .as(code)
+              .isInstanceOfSatisfying(
+                  SinkException.class, e -> assertThat(e.code()).isEqualTo(code))
+              .hasMessageContaining("partition 3");
+        });
+  }
+
   @Test
   void aFailedFrameIsThrownOnceAllAnswered() {
     FrameWindow w = window(2);

@@ -21,10 +21,10 @@ class PartitionSerializationTest extends SerializationContract {
 
   /**
    * The v1 fixture of {@link PartitionProtocol.FramesReply} was written before {@link
-   * PartitionProtocol.KeyReused}, {@link PartitionProtocol.StorageRefused} and {@link
-   * PartitionProtocol.StorageBehind} existed: its sample holds one reply of every other kind. That
-   * of {@link ReadProtocol.ScanCollection} before it had a reader, that of {@link
-   * StatusProtocol.PartitionStatus} before it had a table status.
+   * PartitionProtocol.KeyReused}, {@link PartitionProtocol.StorageRefused}, {@link
+   * PartitionProtocol.StorageBehind} and {@link PartitionProtocol.TableApplyFailed} existed: its
+   * sample holds one reply of every other kind. That of {@link ReadProtocol.ScanCollection} before
+   * it had a reader, that of {@link StatusProtocol.PartitionStatus} before it had a table status.
    */
   @Override
   protected void expectations(io.weir.persistence.serialization.SerializationFixtures f) {
@@ -40,7 +40,8 @@ class PartitionSerializationTest extends SerializationContract {
                         r ->
                             !(r instanceof PartitionProtocol.KeyReused)
                                 && !(r instanceof PartitionProtocol.StorageRefused)
-                                && !(r instanceof PartitionProtocol.StorageBehind))
+                                && !(r instanceof PartitionProtocol.StorageBehind)
+                                && !(r instanceof PartitionProtocol.TableApplyFailed))
                     .toList())));
     // Written before a scan named its reader: it decodes as a scan of every document.
     ReadProtocol.ScanCollection scan =

@@ -73,18 +73,29 @@ class OutboxPurgeIT {
           await("two snapshots")
               .atMost(Duration.ofSeconds(30))
               .until(() -> count(db, "weir.snapshot") >= 2);
+          await("the table applied every event")
+              .atMost(Duration.ofSeconds(30))
+              .until(() -> position(db) == maxSequence(db));
+          // PostgreSQL lost the table's applies after event 500 (a crash after their commits, ADR
+          // 0035; set back by hand here): the partition still counts them applied.
+          long durable = SnapshotPolicy.DEFAULT.events() / 2;
+          execute(
+              db,
+              "UPDATE weir.document_positions SET applied_through = "
+                  + durable
+                  + " WHERE partition_id = 5");
           TestProbe<PurgeReply> purged = first.createTestProbe();
           p.tell(new PurgeOutbox(1500, 1_000_000, purged.ref()));
           assertThat(purged.receiveMessage(Duration.ofSeconds(10)))
               .isEqualTo(new OutboxPurged(1501, frames + 1, 1500, false));
-          // Rows 1..1000 go (the snapshot at 1000 covers them); 1001..1500 wait for a later
-          // snapshot.
+          // The snapshot at 1000 covers rows 1..1000, but the table durably holds only 1..500:
+          // rows 1..500 go, and 501.. stay for the writer to apply again.
           await("journal rows pruned")
               .atMost(Duration.ofSeconds(30))
-              .until(
-                  () ->
-                      count(db, "weir.event_journal")
-                          == frames + 1 - SnapshotPolicy.DEFAULT.events());
+              .until(() -> count(db, "weir.event_journal") < frames + 1);
+          assertThat(count(db, "weir.event_journal"))
+              .as("pruned through the table's durable position, not the snapshot's")
+              .isEqualTo(frames + 1 - durable);
           TestProbe<PartitionStatus> status = first.createTestProbe();
           p.tell(new GetStatus(status.ref()));
           before = status.receiveMessage(Duration.ofSeconds(10));

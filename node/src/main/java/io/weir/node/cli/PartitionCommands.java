@@ -98,6 +98,24 @@ final class PartitionCommands extends Group {
     return on;
   }
 
+  /**
+   * A documents table's unapplied events and their bytes, e.g. {@code 12 (3.1 KiB)}; {@code -}
+   * without a table.
+   */
+  static String tableLag(JsonNode table) {
+    if (!table.isObject()) {
+      return "-";
+    }
+    long bytes = table.path("lagBytes").asLong();
+    String size =
+        bytes < 1024
+            ? bytes + " B"
+            : bytes < 1024 * 1024
+                ? String.format(java.util.Locale.ROOT, "%.1f KiB", bytes / 1024.0)
+                : String.format(java.util.Locale.ROOT, "%.1f MiB", bytes / (1024.0 * 1024));
+    return table.path("lagEvents").asLong() + " (" + size + ")";
+  }
+
   /** The copies line and one row per partition; storage-behind ones counted first. */
   static String render(JsonNode ready, JsonNode partitions) {
     StringBuilder out = new StringBuilder();
@@ -118,7 +136,8 @@ final class PartitionCommands extends Group {
             "EPOCH",
             "COPIES",
             "TIMELINE",
-            "TABLE");
+            "TABLE",
+            "TABLE-LAG");
     for (JsonNode p : partitions) {
       JsonNode s = p.path("storage");
       String state = s.isObject() ? s.path("state").asText() : "-";
@@ -135,7 +154,8 @@ final class PartitionCommands extends Group {
           timelines(s),
           p.path("documentsTable").isObject()
               ? p.path("documentsTable").path("state").asText()
-              : "-");
+              : "-",
+          tableLag(p.path("documentsTable")));
     }
     out.append("storage-behind: ").append(behind).append('\n');
     out.append(table.render());

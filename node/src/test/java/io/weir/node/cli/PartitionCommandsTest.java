@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
 
-/** The timeline column of {@code weir ctl partitions status}. */
+/** The timeline and table-lag columns of {@code weir ctl partitions status}. */
 class PartitionCommandsTest {
   private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -28,5 +28,17 @@ class PartitionCommandsTest {
             PartitionCommands.timelines(
                 JSON.readTree("{\"acknowledgedOn\":{\"systemIdentifier\":\"1\",\"timeline\":2}}")))
         .isEqualTo("- (ack 2)");
+  }
+
+  @Test
+  void theTableLagShowsEventsAndTheirBytes() throws Exception {
+    assertThat(PartitionCommands.tableLag(JSON.readTree("{\"lagEvents\":0,\"lagBytes\":0}")))
+        .isEqualTo("0 (0 B)");
+    assertThat(PartitionCommands.tableLag(JSON.readTree("{\"lagEvents\":12,\"lagBytes\":3174}")))
+        .isEqualTo("12 (3.1 KiB)");
+    assertThat(
+            PartitionCommands.tableLag(JSON.readTree("{\"lagEvents\":1001,\"lagBytes\":70254592}")))
+        .isEqualTo("1001 (67.0 MiB)");
+    assertThat(PartitionCommands.tableLag(JSON.readTree("null"))).isEqualTo("-");
   }
 }

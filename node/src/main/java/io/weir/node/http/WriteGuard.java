@@ -136,8 +136,9 @@ final class WriteGuard {
 
   /**
    * What the API answers for {@code reply} when the partition refused the frame as a whole (quota,
-   * storage gate, storage behind, malformed, idempotency key reused), {@code what} naming what was
-   * not written ("nothing", "nothing of this group"); null for any other reply.
+   * storage gate, storage behind, documents table failing, malformed, idempotency key reused),
+   * {@code what} naming what was not written ("nothing", "nothing of this group"); null for any
+   * other reply.
    */
   static FrameRefusal refusal(FrameReply reply, String what) {
     if (reply instanceof QuotaExceeded) {

@@ -598,11 +598,17 @@ final class PartitionBehavior
 
   private Effect<Event, PartitionState> write(
       PartitionState state, List<Write> requested, ActorRef<PartitionEntity.BatchWritten> done) {
-    PartitionProtocol.TableApplyFailed failing = ready ? table.refusing() : null;
-    if (failing != null) {
-      // The table is as far behind as it may be and applying to it fails: waiting would last as
-      // long as the failure, so the writes are refused (their senders retry).
-      WriteReplies.refuseTableFailed(requested, failing.lagEvents(), failing.failures());
+    PartitionProtocol.TableApplyFailed failing = table.refusing();
+    if (failing != null && requested.stream().anyMatch(WriteReplies::answerable)) {
+      // The table is as far behind as it may be (or cannot be caught up at a start) and applying
+      // to it fails: waiting would last as long as the failure, so the writes are refused (their
+      // senders retry). Row-rule changes have no refusal: they go on as a batch of their own,
+      // which waits for the table.
+      List<Write> rules =
+          WriteReplies.refuseTableFailed(requested, failing.lagEvents(), failing.failures());
+      if (!rules.isEmpty()) {
+        self.tell(new Partition.WriteBatch(rules, null));
+      }
       if (done != null) {
         done.tell(PartitionEntity.BatchWritten.INSTANCE);
       }

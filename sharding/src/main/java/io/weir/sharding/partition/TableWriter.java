@@ -109,8 +109,8 @@ final class TableWriter {
   private final LongConsumer fenced;
 
   /**
-   * Called after each failed apply (not holding this writer's lock): the partition then refuses the
-   * writes that wait for the table if it is at its lag bound ({@link #refusing}).
+   * Called after each failed apply (it only sends a message): the partition then refuses the writes
+   * that wait for the table if it is at its lag bound ({@link #refusing}).
    */
   private final Runnable failing;
 
@@ -151,6 +151,10 @@ final class TableWriter {
 
   private long appliedThrough;
   private long pendingBytes;
+
+  /** The recovered journal's tail a start catches the table up to. */
+  private long startTail;
+
   private Map<String, String> ruleFields = Map.of();
 
   /** The partition's next outbox sequence as of {@link #appliedThrough} (0: not known yet). */
@@ -189,7 +193,7 @@ final class TableWriter {
 
   /** Reports the lag and whether the writer is halted (called holding this writer's lock). */
   private void report() {
-    observer.table(partition, pending.size(), pendingBytes, halted());
+    observer.table(partition, lagEvents(), pendingBytes, halted());
   }
 
   private boolean halted() {
@@ -205,6 +209,7 @@ final class TableWriter {
       return;
     }
     phase = Phase.STARTING;
+    startTail = tail;
     busy = true;
     // Without a journal query (Pekko's in-memory journals: tests, tools) a writer cannot catch the
     // table up by itself: the previous incarnation's writer, in the same process, drains what it
@@ -356,9 +361,30 @@ final class TableWriter {
    */
   synchronized PartitionProtocol.TableApplyFailed refusing() {
     boolean atBound = pending.size() > MAX_LAG_EVENTS || pendingBytes > MAX_LAG_BYTES;
-    return phase == Phase.RUNNING && failures > 0 && atBound
-        ? new PartitionProtocol.TableApplyFailed(pending.size(), failures)
-        : null;
+    if (phase == Phase.RUNNING && failures > 0 && atBound) {
+      return new PartitionProtocol.TableApplyFailed(pending.size(), failures);
+    }
+    if (phase == Phase.STARTING && failures >= STARTING_FAILURES_REFUSED) {
+      // Catching up at a start keeps failing: the partition is not ready, and its writes would
+      // wait for as long as the failure lasts.
+      return new PartitionProtocol.TableApplyFailed(lagEvents(), failures);
+    }
+    return null;
+  }
+
+  /**
+   * Failed attempts in a row to catch the table up at a start after which the partition's writes
+   * are refused rather than left waiting (0.1 + 0.2 + 0.4 s of backoff).
+   */
+  static final int STARTING_FAILURES_REFUSED = 3;
+
+  /**
+   * Events not in the table: the pending ones, or while starting the journal's rest to catch up.
+   */
+  private long lagEvents() {
+    return phase == Phase.STARTING
+        ? Math.max(pending.size(), startTail - appliedThrough)
+        : pending.size();
   }
 
   /** Whether the unapplied events are past the bound: the partition's writes wait. */
@@ -379,7 +405,7 @@ final class TableWriter {
             ? "table-apply-failed"
             : phase.name().toLowerCase(Locale.ROOT).replace('_', '-'),
         appliedThrough,
-        pending.size(),
+        lagEvents(),
         failures,
         lastError,
         0,

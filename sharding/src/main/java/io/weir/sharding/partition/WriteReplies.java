@@ -138,10 +138,11 @@ final class WriteReplies {
 
   /**
    * Refuses {@code writes} because the documents table is {@code lagEvents} events behind, as far
-   * as it may be, and applying to it has failed {@code failures} times in a row.
+   * as it may be, and applying to it has failed {@code failures} times in a row; returns the
+   * row-rule changes, which no refusal answers.
    */
-  static void refuseTableFailed(List<Write> writes, long lagEvents, int failures) {
-    refuse(
+  static List<Write> refuseTableFailed(List<Write> writes, long lagEvents, int failures) {
+    return refuse(
         writes,
         new PartitionProtocol.TableApplyFailed(lagEvents, failures),
         new ConsumerRefused(

@@ -1189,6 +1189,57 @@ class DocumentTableIT {
         .noneMatch(row -> row.startsWith("orders|later|") || row.startsWith("orders|last|"));
   }
 
+  /**
+   * A partition whose table cannot be caught up at its start is not ready; rather than leave its
+   * writes waiting for as long as that lasts, it refuses them {@code table-apply-failed} after a
+   * few failed attempts, and a row-rule change sent beside them waits instead of being dropped;
+   * once an attempt succeeds, the partition starts and writes go on.
+   */
+  @Test
+  void writesAreRefusedTypedWhileTheTableCannotBeCaughtUpAtAStart() throws Exception {
+    Flaky flaky = new Flaky();
+    flaky.failing.set(true);
+    ActorTestKit kit = kit("document-table-start-failing");
+    ActorRef<Command> p = partition(kit, flaky);
+    TestProbe<PartitionProtocol.RowRuleReply> rule = kit.createTestProbe();
+    TestProbe<FrameReply> refused = kit.createTestProbe();
+    await()
+        .atMost(WAIT)
+        .pollInterval(Duration.ofMillis(200))
+        .until(
+            () -> {
+              p.tell(
+                  new ApplyFrame(
+                      "once:start-" + System.nanoTime(),
+                      List.of(upsert("orders", "s", "{}")),
+                      Optional.empty(),
+                      refused.ref()));
+              return refused.receiveMessage(WAIT) instanceof PartitionProtocol.TableApplyFailed;
+            });
+    StatusProtocol.TableStatus failed = status(kit, p).table();
+    assertThat(failed.state()).isEqualTo("table-apply-failed");
+    assertThat(failed.failures()).isGreaterThanOrEqualTo(TableWriter.STARTING_FAILURES_REFUSED);
+    p.tell(
+        new Partition.WriteBatch(
+            List.of(
+                new PartitionProtocol.SetRowRule("orders", "owner", 1, rule.ref()),
+                new ApplyFrame(
+                    "once:beside-rule",
+                    List.of(upsert("orders", "r", "{}")),
+                    Optional.empty(),
+                    refused.ref())),
+            null));
+    assertThat(refused.receiveMessage(WAIT)).isInstanceOf(PartitionProtocol.TableApplyFailed.class);
+    rule.expectNoMessage(Duration.ofMillis(500));
+    flaky.failing.set(false);
+    assertThat(rule.receiveMessage(WAIT))
+        .as("the row-rule change waited for the start and was written")
+        .isNotNull();
+    frame(kit, p, "after", List.of(upsert("orders", "a", "{}")), 0);
+    caughtUp(kit, p);
+    assertThat(table()).isEqualTo(heap(kit, p));
+  }
+
   @Test
   void receiptsAreKeptInTheTableAcrossANewActorSystemAndExpiredOnesDeleted() throws Exception {
     PartitionSettings settings = PartitionSettings.DEFAULTS.withReceipts(60_000, 2);

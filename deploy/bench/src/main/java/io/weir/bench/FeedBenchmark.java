@@ -430,19 +430,20 @@ public final class FeedBenchmark {
             + " %.1f ms, p99 %.1f ms;%n              restricted %,.0f changes/s (%,.0f..%,.0f; %,.0f delivered/s), page p50"
             + " %.1f ms, p99 %.1f ms;%n              restricted / administrator per round: %s, median %.2f%n",
         options.rounds,
-        median(adminRates),
+        CdcBenchmark.median(adminRates),
         min(adminRates),
         max(adminRates),
         ms(adminPages, 50),
         ms(adminPages, 99),
-        median(readerRates),
+        CdcBenchmark.median(readerRates),
         min(readerRates),
         max(readerRates),
-        median(readers.stream().mapToDouble(run -> run.delivered() / run.seconds()).toArray()),
+        CdcBenchmark.median(
+            readers.stream().mapToDouble(run -> run.delivered() / run.seconds()).toArray()),
         ms(readerPages, 50),
         ms(readerPages, 99),
         each,
-        median(ratios));
+        CdcBenchmark.median(ratios));
   }
 
   /**
@@ -1422,15 +1423,15 @@ public final class FeedBenchmark {
         Locale.ROOT,
         "isolation summary: write p99 alone %.2f ms (median of %d; %.2f..%.2f), with readers %.2f ms"
             + " (%.2f..%.2f) while they read %,.0f changes/s (median): with/alone %.2f%n",
-        median(p99Alone),
+        CdcBenchmark.median(p99Alone),
         p99Alone.length,
         min(p99Alone),
         max(p99Alone),
-        median(p99Beside),
+        CdcBenchmark.median(p99Beside),
         min(p99Beside),
         max(p99Beside),
-        median(read),
-        median(p99Beside) / median(p99Alone));
+        CdcBenchmark.median(read),
+        CdcBenchmark.median(p99Beside) / CdcBenchmark.median(p99Alone));
   }
 
   /** Paced writes for {@code seconds}, with the paced feed readers running when {@code readers}. */
@@ -1568,10 +1569,6 @@ public final class FeedBenchmark {
 
   private static double ms(Histogram h, double percentile) {
     return h.getTotalCount() == 0 ? Double.NaN : h.getValueAtPercentile(percentile) / 1000.0;
-  }
-
-  private static double median(double[] values) {
-    return CdcBenchmark.median(values);
   }
 
   private static double min(double[] values) {

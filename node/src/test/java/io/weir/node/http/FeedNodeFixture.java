@@ -141,6 +141,20 @@ abstract class FeedNodeFixture {
   final java.util.concurrent.atomic.AtomicInteger liveStreamReads =
       new java.util.concurrent.atomic.AtomicInteger();
 
+  /**
+   * Projection consumers' service on this fixture's outbox reader with {@code reads} (budgets and
+   * admission), batches of at most {@code maxEffects} effects valid for an hour.
+   */
+  io.weir.node.projection.Projections projectionsWith(
+      Documents documents,
+      io.weir.node.tokens.TokenKeys keys,
+      Clock clock,
+      io.weir.node.NodeSettings.Projections reads,
+      int maxEffects) {
+    return new io.weir.node.projection.Projections(
+        documents, outboxReader(kit.system()), keys, reads, maxEffects, Duration.ofHours(1), clock);
+  }
+
   /** Projection consumers' service, or null for none. */
   io.weir.node.projection.Projections projections(
       Documents documents, io.weir.node.tokens.TokenKeys keys, Clock clock) {

@@ -84,14 +84,7 @@ class ProjectionApiIT extends FeedNodeFixture {
 
   @Override
   Projections projections(Documents documents, io.weir.node.tokens.TokenKeys keys, Clock clock) {
-    return new Projections(
-        documents,
-        outboxReader(kit.system()),
-        keys,
-        READS,
-        LIMITS.maxEffects(),
-        Duration.ofHours(1),
-        clock);
+    return projectionsWith(documents, keys, clock, READS, LIMITS.maxEffects());
   }
 
   // ---- helpers ----

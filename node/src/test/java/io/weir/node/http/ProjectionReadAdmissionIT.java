@@ -35,14 +35,12 @@ class ProjectionReadAdmissionIT extends FeedNodeFixture {
 
   @Override
   Projections projections(Documents documents, io.weir.node.tokens.TokenKeys keys, Clock clock) {
-    return new Projections(
+    return projectionsWith(
         documents,
-        outboxReader(kit.system()),
         keys,
+        clock,
         new NodeSettings.Projections(100, 1000, 4L << 20, 16L << 20, 64 * 1024, 1, DEADLINE),
-        100,
-        Duration.ofHours(1),
-        clock);
+        100);
   }
 
   private ObjectNode consumer(int partition) {

@@ -141,7 +141,7 @@ public final class PartitionEntity extends AbstractBehavior<Command> {
                           Map.of(),
                           List.of(),
                           new StatusProtocol.TableStatus(
-                              "upgrading", 0, 0, 0, null, progress.get(0), progress.get(1))));
+                              "upgrading", 0, 0, 0, null, progress.get(0), progress.get(1), 0)));
               return Behaviors.same();
             })
         .onAnyMessage(m -> stashOrDrop(ctx, stash, partition, "its snapshot upgrade", m))

@@ -68,33 +68,26 @@ public final class SqlJournalPruner implements JournalPruner {
             + table
             + " WHERE persistence_id = ? AND sequence_number <= (SELECT b FROM bound) RETURNING 1)"
             + " SELECT (SELECT b FROM bound), (SELECT count(*) FROM gone)";
-    return CompletableFuture.supplyAsync(
-        () -> {
-          try (Connection c = dataSource.getConnection();
-              PreparedStatement ps = c.prepareStatement(sql)) {
-            ps.setLong(1, through);
-            ps.setInt(2, partition);
-            ps.setString(3, persistenceId);
-            try (ResultSet rs = ps.executeQuery()) {
-              rs.next();
-              long bound = rs.getLong(1);
-              log.debug(
-                  "{}: deleted {} purged journal rows (through {}, asked {})",
-                  persistenceId,
-                  rs.getLong(2),
-                  bound,
-                  through);
-              return bound;
-            }
-          } catch (SQLException e) {
-            log.warn(
-                "{}: could not delete purged journal rows ({}); tried again later",
+    return run(
+        sql,
+        persistenceId,
+        "purged journal rows",
+        ps -> {
+          ps.setLong(1, through);
+          ps.setInt(2, partition);
+          ps.setString(3, persistenceId);
+          try (ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            long bound = rs.getLong(1);
+            log.debug(
+                "{}: deleted {} purged journal rows (through {}, asked {})",
                 persistenceId,
-                SafeErrors.describe(e));
-            throw new CompletionException(e);
+                rs.getLong(2),
+                bound,
+                through);
+            return bound;
           }
-        },
-        blockingIo);
+        });
   }
 
   /**
@@ -103,16 +96,36 @@ public final class SqlJournalPruner implements JournalPruner {
    */
   private CompletionStage<Integer> delete(
       String sql, String persistenceId, long sequenceNr, String what) {
+    return run(
+        sql,
+        persistenceId,
+        what,
+        ps -> {
+          ps.setString(1, persistenceId);
+          ps.setLong(2, sequenceNr);
+          int rows = ps.executeUpdate();
+          log.debug(
+              "{}: deleted {} {} (sequence number {})", persistenceId, rows, what, sequenceNr);
+          return rows;
+        });
+  }
+
+  /** A statement's parameters and execution. */
+  private interface Statement<T> {
+    T execute(PreparedStatement ps) throws SQLException;
+  }
+
+  /**
+   * Prepares {@code sql} on a connection of the blocking pool and runs {@code statement} with it; a
+   * failure to delete {@code what} is logged (value-free) and tried again later by the caller.
+   */
+  private <T> CompletionStage<T> run(
+      String sql, String persistenceId, String what, Statement<T> statement) {
     return CompletableFuture.supplyAsync(
         () -> {
           try (Connection c = dataSource.getConnection();
               PreparedStatement ps = c.prepareStatement(sql)) {
-            ps.setString(1, persistenceId);
-            ps.setLong(2, sequenceNr);
-            int rows = ps.executeUpdate();
-            log.debug(
-                "{}: deleted {} {} (sequence number {})", persistenceId, rows, what, sequenceNr);
-            return rows;
+            return statement.execute(ps);
           } catch (SQLException e) {
             log.warn(
                 "{}: could not delete {} ({}); tried again later",

@@ -164,16 +164,5 @@ public final class StatusProtocol {
         String state, long appliedThrough, long lagEvents, int failures, String lastError) {
       this(state, appliedThrough, lagEvents, failures, lastError, 0, 0, 0);
     }
-
-    public TableStatus(
-        String state,
-        long appliedThrough,
-        long lagEvents,
-        int failures,
-        String lastError,
-        long moved,
-        long toMove) {
-      this(state, appliedThrough, lagEvents, failures, lastError, moved, toMove, 0);
-    }
   }
 }
